@@ -1,0 +1,473 @@
+"""The one exception tree of ``acp_client``.
+
+Every error the SDK raises is an :class:`AcpError`. Third-party errors (``websockets``, ``httpx``,
+``OSError`` from a subprocess) are mapped at the transport boundary with ``raise ... from exc``, so
+callers never need to import those libraries to handle a failure.
+
+::
+
+    AcpError
+    ├── ConfigurationError (also ValueError)  an app-supplied value is unsafe or invalid
+    ├── TransportError                        the link to the agent failed or misbehaved
+    │   ├── ConnectError                      could not establish a link (refused, DNS, handshake)
+    │   │   └── TlsVerificationError          the peer's certificate did not verify (fatal)
+    │   ├── HttpStatusError                   an HTTP answer with an unexpected status
+    │   │   ├── MissingHeader                 400: a required Acp-* header was absent
+    │   │   ├── AuthenticationFailed          401 / 403
+    │   │   ├── UnknownConnection             404 for the connection id (the connection is gone)
+    │   │   ├── UnknownSession                404 for the session id on a live connection
+    │   │   ├── NotAcceptable                 406: bad Accept header
+    │   │   ├── UnsupportedMediaType          415: bad Content-Type
+    │   │   ├── BatchNotSupported             501: the server refused a JSON-RPC batch
+    │   │   └── ServiceUnavailable            429 / 503, with ``retry_after``
+    │   ├── MessageTooLarge                   an inbound message exceeded its size cap
+    │   ├── UnsafeRedirect                    a redirect the client refused to follow
+    │   └── TransportClosed                   the link ended (a drop, a close, an exit)
+    │       └── AgentExited                   a stdio agent process exited (``exit_code``)
+    ├── ProtocolError                         the peer broke JSON-RPC / ACP framing
+    │   ├── MalformedFrame                    invalid JSON, a non-object, wrong ``jsonrpc``...
+    │   ├── UnexpectedResponse                a response to an id nobody is waiting for
+    │   ├── IncompatibleProtocolVersion       the agent answered a version we cannot speak (fatal)
+    │   └── InvalidMessage                    a well-formed message whose payload cannot be decoded
+    ├── RpcError                              the agent answered a request with a JSON-RPC error
+    │   ├── ParseError (-32700) · InvalidRequest (-32600) · MethodNotFound (-32601)
+    │   ├── InvalidParams (-32602) · InternalError (-32603) · RequestCancelled (-32800)
+    │   ├── AuthRequired (-32000) · SessionNotFound (-32002)
+    │   └── UnsupportedProtocolVersion (-32022)
+    ├── RequestTimeout                        no answer within the request's timeout
+    ├── ConnectionLost                        the link died with the request pending
+    ├── CapabilityNotSupported                the agent did not advertise what the call needs
+    ├── ClientClosed                          the client was closed (by the app) or has failed
+    ├── ClientSuspended                       down for too long: queued work was failed
+    ├── QueueFull                             the reconnect queue is at its size limit
+    └── RecoveryFailed                        a session could not be recovered on any path
+
+``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
+for a -32002 from any method.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AcpError",
+    "AgentExited",
+    "AuthRequired",
+    "AuthenticationFailed",
+    "BatchNotSupported",
+    "CapabilityNotSupported",
+    "ClientClosed",
+    "ClientSuspended",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectionLost",
+    "HttpStatusError",
+    "IncompatibleProtocolVersion",
+    "InternalError",
+    "InvalidMessage",
+    "InvalidParams",
+    "InvalidRequest",
+    "MalformedFrame",
+    "MessageTooLarge",
+    "MethodNotFound",
+    "MissingHeader",
+    "NotAcceptable",
+    "ParseError",
+    "ProtocolError",
+    "QueueFull",
+    "RecoveryFailed",
+    "RequestCancelled",
+    "RequestTimeout",
+    "RpcError",
+    "ServiceUnavailable",
+    "SessionNotFound",
+    "TlsVerificationError",
+    "TransportClosed",
+    "TransportError",
+    "UnexpectedResponse",
+    "UnknownConnection",
+    "UnknownSession",
+    "UnsafeRedirect",
+    "UnsupportedMediaType",
+    "UnsupportedProtocolVersion",
+]
+
+
+class AcpError(Exception):
+    """The root of every error raised by ``acp_client``."""
+
+
+class ConfigurationError(AcpError, ValueError):
+    """An app-supplied value is unsafe or invalid (raised before anything touches the wire).
+
+    Examples: a header value containing CR, LF or NUL; a relative path as a file-system root; a URL
+    with an unsupported scheme.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Transport errors
+
+
+class TransportError(AcpError):
+    """The link to the agent failed or misbehaved.
+
+    Attributes:
+        maybe_delivered: For an error raised while sending: whether the message may have reached
+            the agent. ``False`` only when the transport knows it never left this process.
+    """
+
+    maybe_delivered: bool = True
+
+    def __init__(self, message: str, *, maybe_delivered: bool | None = None) -> None:
+        super().__init__(message)
+        if maybe_delivered is not None:
+            self.maybe_delivered = maybe_delivered
+
+
+class ConnectError(TransportError):
+    """The link could not be established: refused, unreachable, DNS, failed handshake."""
+
+    maybe_delivered = False
+
+
+class TlsVerificationError(ConnectError):
+    """The agent's TLS certificate did not verify. Fatal: reconnecting will not help."""
+
+
+class HttpStatusError(TransportError):
+    """An HTTP answer carried a status the protocol step did not expect.
+
+    Attributes:
+        status: The HTTP status code.
+        body: The start of the response body (decoded leniently), for diagnostics.
+        retry_after: Seconds from a ``Retry-After`` header, when the server sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        body: str = "",
+        retry_after: float | None = None,
+        maybe_delivered: bool | None = None,
+    ) -> None:
+        super().__init__(message, maybe_delivered=maybe_delivered)
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+
+
+class MissingHeader(HttpStatusError):
+    """HTTP 400: the server wanted an ``Acp-*`` header that was not sent."""
+
+
+class AuthenticationFailed(HttpStatusError):
+    """HTTP 401 or 403: the credentials were refused."""
+
+
+class UnknownConnection(HttpStatusError):
+    """HTTP 404 for the ``Acp-Connection-Id``: the server no longer knows this connection."""
+
+
+class UnknownSession(HttpStatusError):
+    """HTTP 404 for the ``Acp-Session-Id`` on a connection the server still knows."""
+
+
+class NotAcceptable(HttpStatusError):
+    """HTTP 406: the server refused the ``Accept`` header."""
+
+
+class UnsupportedMediaType(HttpStatusError):
+    """HTTP 415: the server refused the ``Content-Type``."""
+
+
+class BatchNotSupported(HttpStatusError):
+    """HTTP 501: the server does not accept JSON-RPC batches."""
+
+
+class ServiceUnavailable(HttpStatusError):
+    """HTTP 429 or 503: the server asks the client to come back later (see ``retry_after``)."""
+
+
+class MessageTooLarge(TransportError):
+    """An inbound message exceeded its size cap (measured after decompression).
+
+    Attributes:
+        limit: The cap, in bytes.
+    """
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class UnsafeRedirect(TransportError):
+    """The server redirected somewhere the client will not follow (another origin, https → http,
+    or any redirect of a JSON-RPC POST)."""
+
+    maybe_delivered = False
+
+
+class TransportClosed(TransportError):
+    """The link ended: the peer closed it, the network dropped it, or the app closed it.
+
+    Attributes:
+        reason: A short human-readable cause ("websocket closed 1006", "ping timeout", ...).
+    """
+
+    def __init__(self, reason: str, *, maybe_delivered: bool | None = None) -> None:
+        super().__init__(reason, maybe_delivered=maybe_delivered)
+        self.reason = reason
+
+
+class AgentExited(TransportClosed):
+    """The stdio agent process exited.
+
+    Attributes:
+        exit_code: The process's exit status (negative: killed by that signal number).
+    """
+
+    def __init__(self, reason: str, *, exit_code: int | None) -> None:
+        super().__init__(reason)
+        self.exit_code = exit_code
+
+
+# --------------------------------------------------------------------------------------------
+# Protocol errors (the peer broke the rules)
+
+
+class ProtocolError(AcpError):
+    """The peer sent something that is not valid JSON-RPC 2.0 / ACP."""
+
+
+class MalformedFrame(ProtocolError):
+    """A frame could not be read as a JSON-RPC message.
+
+    Attributes:
+        excerpt: The start of the offending frame (at most 200 characters), for diagnostics.
+    """
+
+    def __init__(self, message: str, *, excerpt: str = "") -> None:
+        super().__init__(message)
+        self.excerpt = excerpt
+
+
+class UnexpectedResponse(ProtocolError):
+    """A response arrived for a request id nobody is waiting for."""
+
+
+class IncompatibleProtocolVersion(ProtocolError):
+    """The agent negotiated a protocol version this client cannot speak. Fatal."""
+
+    def __init__(self, message: str, *, requested: int, answered: Any) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.answered = answered
+
+
+class InvalidMessage(ProtocolError):
+    """A well-formed JSON-RPC message whose ACP payload could not be decoded."""
+
+
+# --------------------------------------------------------------------------------------------
+# JSON-RPC error answers
+
+
+class RpcError(AcpError):
+    """The agent answered with a JSON-RPC error object.
+
+    Attributes:
+        code: The JSON-RPC error code.
+        message: The error's message.
+        data: The error's ``data`` member, or ``None``.
+    """
+
+    code: int = -32603
+    default_message: ClassVar[str] = "Internal error"
+    _by_code: ClassVar[dict[int, type[RpcError]]] = {}
+
+    def __init__(self, message: str | None = None, data: Any = None, *, code: int | None = None) -> None:
+        if code is not None:
+            self.code = code
+        self.message = message if message is not None else self.default_message
+        self.data = data
+        super().__init__(f"{self.message} (code {self.code})")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            RpcError._by_code[cls.code] = cls
+
+    @classmethod
+    def from_error(cls, code: int, message: str | None = None, data: Any = None) -> RpcError:
+        """Build the subclass that matches ``code`` (plain ``RpcError`` for an unlisted code)."""
+        subclass = cls._by_code.get(code)
+        if subclass is None:
+            return RpcError(message, data, code=code)
+        return subclass(message, data)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-RPC error object for this error (``data`` omitted when ``None``)."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    # Named constructors for the codes an app handler most often answers with.
+
+    @classmethod
+    def method_not_found(cls, method: str) -> RpcError:
+        return MethodNotFound(f"Method not found: {method}", {"method": method})
+
+    @classmethod
+    def invalid_params(cls, detail: str) -> RpcError:
+        return InvalidParams(f"Invalid params: {detail}")
+
+    @classmethod
+    def session_not_found(cls, session_id: str) -> RpcError:
+        return SessionNotFound("Resource not found", {"sessionId": session_id})
+
+
+class ParseError(RpcError):
+    code = -32700
+    default_message = "Parse error"
+
+
+class InvalidRequest(RpcError):
+    code = -32600
+    default_message = "Invalid request"
+
+
+class MethodNotFound(RpcError):
+    code = -32601
+    default_message = "Method not found"
+
+
+class InvalidParams(RpcError):
+    code = -32602
+    default_message = "Invalid params"
+
+
+class InternalError(RpcError):
+    code = -32603
+    default_message = "Internal error"
+
+
+class RequestCancelled(RpcError):
+    code = -32800
+    default_message = "Request cancelled"
+
+
+class AuthRequired(RpcError):
+    code = -32000
+    default_message = "Authentication required"
+
+
+class SessionNotFound(RpcError):
+    """-32002: the agent does not know the session (``data.sessionId`` names it)."""
+
+    code = -32002
+    default_message = "Resource not found"
+
+    @property
+    def session_id(self) -> str | None:
+        """The session id from ``data.sessionId``, when the agent supplied it."""
+        if isinstance(self.data, dict):
+            value = self.data.get("sessionId")
+            if isinstance(value, str):
+                return value
+        return None
+
+
+class UnsupportedProtocolVersion(RpcError):
+    """-32022 (newer v2): the agent does not support the requested protocol version."""
+
+    code = -32022
+    default_message = "Unsupported protocol version"
+
+
+# --------------------------------------------------------------------------------------------
+# Client-side conditions
+
+
+class RequestTimeout(AcpError):
+    """No answer arrived within the request's timeout. A ``$/cancel_request`` was sent.
+
+    Attributes:
+        method: The request's method.
+        timeout: The timeout that expired, in seconds.
+    """
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(f"{method} got no answer within {timeout:g}s")
+        self.method = method
+        self.timeout = timeout
+
+
+class ConnectionLost(AcpError):
+    """The connection died while the request was pending.
+
+    Attributes:
+        method: The request's method.
+        may_have_executed: ``False`` only when the request certainly never reached the agent
+            (it was still queued, or the send failed before any byte left). ``True`` means the
+            agent may have acted on it: re-sending a non-idempotent request is the app's call.
+        cause: The transport error that ended the connection, when known.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        *,
+        may_have_executed: bool,
+        cause: BaseException | None = None,
+    ) -> None:
+        detail = "may have executed" if may_have_executed else "was not sent"
+        reason = f": {cause}" if cause is not None else ""
+        super().__init__(f"connection lost while {method} was pending ({detail}){reason}")
+        self.method = method
+        self.may_have_executed = may_have_executed
+        self.cause = cause
+
+
+class CapabilityNotSupported(AcpError):
+    """The agent did not advertise the capability this call needs; nothing was sent.
+
+    Attributes:
+        method: The method that was not called.
+        capability: Where the capability would have been advertised (a dotted path).
+    """
+
+    def __init__(self, method: str, capability: str) -> None:
+        super().__init__(f"the agent does not advertise {capability}, required by {method}")
+        self.method = method
+        self.capability = capability
+
+
+class ClientClosed(AcpError):
+    """The client was closed by the app, or has failed for good; no more requests are accepted."""
+
+
+class ClientSuspended(AcpError):
+    """The client has been down longer than its suspend threshold; queued work was failed."""
+
+
+class QueueFull(AcpError):
+    """A request made while reconnecting did not fit in the bounded outage queue."""
+
+
+class RecoveryFailed(AcpError):
+    """A session could not be recovered on any path.
+
+    Attributes:
+        session_id: The session that was lost.
+        cause: The last error seen while recovering it, when any.
+    """
+
+    def __init__(self, session_id: str, message: str, *, cause: BaseException | None = None) -> None:
+        super().__init__(f"session {session_id}: {message}")
+        self.session_id = session_id
+        self.cause = cause

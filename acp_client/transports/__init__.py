@@ -1,0 +1,1 @@
+"""Transports: one seam (:mod:`acp_client.transports.base`), four implementations."""

@@ -1,0 +1,175 @@
+"""Checks shared by the network transports: header hygiene, origins, redirects, TLS.
+
+Pure helpers; the transports call them at their boundary.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Collection, Iterable, Mapping
+from urllib.parse import urlsplit
+
+import attrs
+
+from ..exceptions import ConfigurationError
+
+__all__ = [
+    "DEFAULT_SECRET_HEADERS",
+    "Origin",
+    "TlsConfig",
+    "check_header_value",
+    "check_headers",
+    "check_session_id",
+    "origin_of",
+    "redact_headers",
+    "redirect_allowed",
+    "safe_url",
+]
+
+#: Header names whose values never appear in logs and never go to another origin.
+DEFAULT_SECRET_HEADERS: frozenset[str] = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+_FORBIDDEN = ("\r", "\n", "\x00")
+
+
+def check_header_value(name: str, value: str) -> str:
+    """Reject a header name or value that could split or truncate a request.
+
+    Raises:
+        ConfigurationError: ``name`` is empty or has a character outside RFC 9110 ``token``, or
+            ``value`` contains CR, LF or NUL.
+    """
+    if not name or any(ch in name for ch in _FORBIDDEN) or any(ch in name for ch in " \t:()<>@,;\\\"/[]?={}"):
+        raise ConfigurationError(f"invalid header name {name!r}")
+    if any(ch in value for ch in _FORBIDDEN):
+        # Never echo the value: it may be a credential.
+        raise ConfigurationError(f"header {name!r} contains CR, LF or NUL")
+    return value
+
+
+def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    """Validate app-supplied headers; returns them as a list of pairs.
+
+    Raises:
+        ConfigurationError: A name or value is unsafe (see :func:`check_header_value`).
+    """
+    if headers is None:
+        return []
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    for name, value in pairs:
+        check_header_value(name, value)
+    return pairs
+
+
+def check_session_id(session_id: str) -> str:
+    """Reject a session id that cannot travel safely in an ``Acp-Session-Id`` header.
+
+    Raises:
+        ConfigurationError: Empty, or contains CR, LF or NUL.
+    """
+    if not isinstance(session_id, str) or not session_id or any(ch in session_id for ch in _FORBIDDEN):
+        raise ConfigurationError(f"invalid session id {session_id!r}")
+    return session_id
+
+
+def redact_headers(
+    headers: Iterable[tuple[str, str]], secret: Collection[str] = DEFAULT_SECRET_HEADERS
+) -> list[tuple[str, str]]:
+    """A copy of ``headers`` safe to log: secret values replaced by ``"<redacted>"``."""
+    lowered = {name.lower() for name in secret} | DEFAULT_SECRET_HEADERS
+    return [(name, "<redacted>" if name.lower() in lowered else value) for name, value in headers]
+
+
+@attrs.frozen
+class Origin:
+    """A URL's origin: scheme, host (lowercased) and port (defaulted by scheme)."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def secure(self) -> bool:
+        return self.scheme in ("https", "wss")
+
+
+_DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
+
+
+def origin_of(url: str) -> Origin:
+    """The origin of ``url``. ``ws``/``wss`` count as ``http``/``https`` (same server).
+
+    Raises:
+        ConfigurationError: No host, or a scheme other than http(s)/ws(s).
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ConfigurationError(f"unsupported URL scheme in {safe_url(url)!r}")
+    if not parts.hostname:
+        raise ConfigurationError(f"URL has no host: {safe_url(url)!r}")
+    try:
+        port = parts.port or _DEFAULT_PORTS[scheme]
+    except ValueError as exc:
+        raise ConfigurationError(f"bad port in {safe_url(url)!r}") from exc
+    normalized = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    return Origin(normalized, parts.hostname.lower(), port)
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user info or query string (safe to log)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def redirect_allowed(from_url: str, to_url: str) -> bool:
+    """Whether a (non-POST) request may follow a redirect from ``from_url`` to ``to_url``.
+
+    Only same-origin redirects are followed, and never from https to http. JSON-RPC POSTs never
+    follow redirects at all; the HTTP transport does not call this for them.
+    """
+    try:
+        source, target = origin_of(from_url), origin_of(to_url)
+    except ConfigurationError:
+        return False
+    return source == target
+
+
+@attrs.frozen
+class TlsConfig:
+    """TLS settings for ``wss://`` and ``https://``. Verification is on by default.
+
+    Each connector builds its own :class:`ssl.SSLContext` from this value, so turning
+    verification off for one client never weakens another.
+
+    Attributes:
+        verify: Verify the server's certificate chain and host name. ``False`` is for tests only.
+        ca_file: A PEM bundle of trusted CAs to use instead of the system store.
+        ca_data: PEM text of trusted CAs (added to ``ca_file`` or the system store).
+        client_cert: A PEM file with a client certificate (and its key, unless ``client_key``).
+        client_key: The client certificate's key file.
+    """
+
+    verify: bool = True
+    ca_file: str | None = None
+    ca_data: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+
+    def build_context(self, *, alpn: Collection[str] = ()) -> ssl.SSLContext:
+        """A new SSL context for one connector (never a shared, mutated one)."""
+        if self.verify:
+            context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
+        else:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.client_cert is not None:
+            context.load_cert_chain(self.client_cert, self.client_key)
+        if alpn:
+            context.set_alpn_protocols(list(alpn))
+        return context

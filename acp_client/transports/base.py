@@ -1,0 +1,115 @@
+"""The transport seam.
+
+A :class:`Transport` moves whole JSON-RPC messages between the client and one agent connection;
+a :class:`Connector` opens a fresh one (and is what the supervisor calls again after a drop).
+Nothing above this module imports ``websockets``, ``httpx`` or ``asyncio.subprocess``.
+
+Contract:
+
+* ``send(message)`` delivers one message (a dict) or batch (a list). It raises a
+  :class:`~acp_client.exceptions.TransportError` when it cannot; ``maybe_delivered`` on that error
+  says whether the agent may have seen the message. A per-message refusal (an HTTP 4xx for that
+  POST) raises without closing the transport; a dead link raises
+  :class:`~acp_client.exceptions.TransportClosed`.
+* ``receive()`` returns the next inbound message (a dict) or batch (a list). A frame that cannot
+  be decoded raises :class:`~acp_client.exceptions.MalformedFrame` (or
+  :class:`~acp_client.exceptions.MessageTooLarge` where the link survives an oversized frame)
+  and the transport stays usable: call ``receive()`` again. When the link has ended, every call
+  raises :class:`~acp_client.exceptions.TransportClosed` (with the cause as ``reason``).
+* ``aclose()`` ends the link and releases everything; it is idempotent and never raises for an
+  already dead link.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from .._jsonrpc import Message
+
+__all__ = ["Connector", "Limits", "Transport", "TransportInfo"]
+
+_MIB = 1024 * 1024
+
+
+@attrs.frozen
+class Limits:
+    """Caps on inbound data, in bytes, measured after decompression.
+
+    Exceeding one is a clear error (:class:`~acp_client.exceptions.MessageTooLarge`), never
+    unbounded memory.
+    """
+
+    #: One WebSocket message, one stdio line, or one SSE event's data.
+    max_message_bytes: int = 16 * _MIB
+    #: One SSE line (a field line of an event).
+    max_sse_line_bytes: int = 16 * _MIB
+    #: One HTTP response body (the ``initialize`` answer, error bodies).
+    max_http_body_bytes: int = 16 * _MIB
+    #: The stderr of a stdio agent kept in memory for diagnostics (the rest is only logged).
+    max_stderr_bytes: int = 64 * 1024
+
+
+@attrs.frozen
+class TransportInfo:
+    """What is known about an open link, for logs and the app.
+
+    Attributes:
+        kind: ``"websocket"``, ``"http"``, ``"stdio"`` or ``"memory"``.
+        target: The URL or the command, with credentials removed (safe to log).
+        connection_id: The ``Acp-Connection-Id`` the server assigned, when it did.
+        http_version: ``"HTTP/1.1"`` or ``"HTTP/2"`` for the HTTP transport.
+        pid: The agent process id for stdio.
+    """
+
+    kind: str
+    target: str
+    connection_id: str | None = None
+    http_version: str | None = None
+    pid: int | None = None
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """One open link to an agent, moving whole JSON-RPC messages."""
+
+    @property
+    def info(self) -> TransportInfo: ...
+
+    async def send(self, message: Message) -> None: ...
+
+    async def receive(self) -> Message: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Connector(Protocol):
+    """Opens links to one agent endpoint. Called again by the supervisor after each drop."""
+
+    @property
+    def target(self) -> str:
+        """The endpoint, with credentials removed (safe to log)."""
+        ...
+
+    async def connect(self) -> Transport:
+        """Open a new link.
+
+        Raises:
+            ConnectError: The link could not be established.
+            TlsVerificationError: The peer's certificate did not verify.
+            HttpStatusError: The server answered the handshake with an error status.
+        """
+        ...
+
+
+def describe(message: Any) -> str:
+    """A short description of a message for debug logs (method or id, never params)."""
+    if isinstance(message, dict):
+        if "method" in message:
+            return f"{message.get('method')} id={message.get('id')}"
+        return f"response id={message.get('id')}"
+    if isinstance(message, list):
+        return f"batch of {len(message)}"
+    return type(message).__name__

@@ -1,0 +1,1 @@
+"""Fixtures: python_sdk peer (filled in by its owner)."""

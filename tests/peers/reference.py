@@ -1,0 +1,1 @@
+"""Fixtures: reference peer (filled in by its owner)."""

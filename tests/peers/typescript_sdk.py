@@ -1,0 +1,1 @@
+"""Fixtures: typescript_sdk peer (filled in by its owner)."""
