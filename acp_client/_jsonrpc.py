@@ -61,12 +61,13 @@ def decode_frame(data: str | bytes) -> Message:
         data: The frame's text (bytes are decoded as UTF-8).
 
     Returns:
-        A dict (one message) or a non-empty list (a batch). Batch members are not checked here;
-        :func:`classify` checks each one.
+        A dict (one message) or a list (a batch). Batch members are not checked here, and an
+        empty batch is returned as ``[]`` (the receiver answers it with one ``Invalid Request``);
+        :func:`classify` checks each member.
 
     Raises:
         MalformedFrame: Invalid UTF-8 or JSON, JSON nested too deep, a number too long to parse,
-            or a value that is neither an object nor a non-empty array.
+            or a value that is neither an object nor an array.
     """
     try:
         if isinstance(data, bytes | bytearray | memoryview):
@@ -83,11 +84,9 @@ def decode_frame(data: str | bytes) -> Message:
     if isinstance(value, dict):
         return value
     if isinstance(value, list):
-        if not value:
-            raise MalformedFrame("empty JSON-RPC batch", excerpt=excerpt(data))
         return value
     raise MalformedFrame(
-        f"a JSON-RPC message must be an object, got {type(value).__name__}", excerpt=excerpt(data)
+        f"a JSON-RPC message must be an object or an array, got {type(value).__name__}", excerpt=excerpt(data)
     )
 
 

@@ -1,0 +1,429 @@
+"""One JSON-RPC connection over one :class:`~acp_client.transports.base.Transport`.
+
+The connection owns the pending-request table, dispatches what the agent sends (responses,
+notifications, agent→client requests, batches), applies per-request timeouts through the injected
+clock, and speaks ``$/cancel_request`` in both directions. When the transport ends, every pending
+request fails exactly once with :class:`~acp_client.exceptions.ConnectionLost` and every
+agent→client request still being handled is cancelled.
+
+It knows nothing of ACP methods beyond ``$/cancel_request``; the client facade gives meaning to
+methods and params.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from . import _jsonrpc
+from ._clock import Clock, SystemClock, TimerHandle
+from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
+from .exceptions import (
+    AcpError,
+    ConnectionLost,
+    InternalError,
+    MalformedFrame,
+    MessageTooLarge,
+    RequestCancelled,
+    RequestTimeout,
+    RpcError,
+    TransportClosed,
+    TransportError,
+    UnexpectedResponse,
+)
+from .transports.base import Transport, describe
+
+__all__ = ["DEFAULT_TIMEOUT", "Connection", "NotificationHandler", "ProtocolErrorHandler", "RequestHandler"]
+
+logger = logging.getLogger(__name__)
+
+#: ``(method, params) -> result``; raise :class:`RpcError` to answer with an error.
+RequestHandler = Callable[[str, Any], Awaitable[Any]]
+#: ``(method, params)``; called synchronously, in arrival order.
+NotificationHandler = Callable[[str, Any], None]
+#: Called with each protocol error the agent commits (bad frames, unknown response ids, ...).
+ProtocolErrorHandler = Callable[[AcpError], None]
+
+CANCEL_REQUEST: Final = "$/cancel_request"
+
+
+class _Default(enum.Enum):
+    TIMEOUT = enum.auto()
+
+
+#: Marks "use the connection's default timeout".
+DEFAULT_TIMEOUT: Final = _Default.TIMEOUT
+
+
+class _Pending:
+    __slots__ = ("future", "method", "on_answer", "timer")
+
+    def __init__(self, future: asyncio.Future[Any], method: str, on_answer: Callable[[], None] | None) -> None:
+        self.future = future
+        self.method = method
+        self.on_answer = on_answer
+        self.timer: TimerHandle | None = None
+
+
+class Connection:
+    """A JSON-RPC 2.0 peer over one transport.
+
+    Args:
+        transport: An open transport. The connection owns it from now on.
+        on_request: Handles agent→client requests. Without one, every request is answered
+            with ``Method not found``.
+        on_notification: Receives notifications synchronously, in arrival order.
+        on_protocol_error: Told about every protocol error the agent commits (also logged).
+        clock: The clock for timeouts (a fake one in tests).
+        request_timeout: Default timeout for :meth:`request`, in seconds (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+        on_protocol_error: ProtocolErrorHandler | None = None,
+        clock: Clock | None = None,
+        request_timeout: float | None = None,
+    ) -> None:
+        self._transport = transport
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_protocol_error = on_protocol_error
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._request_timeout = request_timeout
+        self._next_id = _jsonrpc.IdAllocator()
+        self._pending: dict[RequestId, _Pending] = {}
+        self._incoming: dict[RequestId, asyncio.Task[None]] = {}
+        self._peer_cancelled: set[RequestId] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed: asyncio.Event = asyncio.Event()
+        self._close_cause: TransportError | None = None
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        return self._transport
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def close_cause(self) -> TransportError | None:
+        """Why the connection ended (``None`` while open)."""
+        return self._close_cause
+
+    @property
+    def pending_count(self) -> int:
+        """Requests sent and not yet answered."""
+        return len(self._pending)
+
+    def start(self) -> None:
+        """Start reading from the transport. Call once, from a running event loop."""
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(self._read_loop(), name="acp-connection-reader")
+
+    async def wait_closed(self) -> TransportError | None:
+        """Wait until the transport has ended; returns the cause."""
+        await self._closed.wait()
+        return self._close_cause
+
+    async def aclose(self) -> None:
+        """Close the transport and fail whatever is still pending. Idempotent."""
+        if not self._closed.is_set():
+            self._finish(TransportClosed("closed by the client"))
+        try:
+            await self._transport.aclose()
+        except TransportError as exc:  # a dead link may complain while closing; nothing to do
+            logger.debug("transport close raised %r", exc)
+        reader = self._reader
+        if reader is not None and not reader.done() and reader is not asyncio.current_task():
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    # -- outgoing -------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | _Default | None = DEFAULT_TIMEOUT,
+        on_answer: Callable[[], None] | None = None,
+    ) -> Any:
+        """Send a request and wait for its answer.
+
+        Args:
+            method: The JSON-RPC method.
+            params: JSON-ready params (omitted from the wire when ``None``).
+            timeout: Seconds to wait for the answer; default: the connection's
+                ``request_timeout``. ``None`` waits forever.
+            on_answer: Called synchronously when the answer is dispatched, before any later
+                message is (lets the caller tell what arrived before the answer).
+
+        Returns:
+            The ``result`` member of the response.
+
+        Raises:
+            RpcError: The agent answered with an error (the subclass matching its code).
+            RequestTimeout: No answer in time (``$/cancel_request`` is sent to the agent).
+            ConnectionLost: The connection ended first, or the transport could not send.
+            TransportError: The transport refused this one message (e.g. an HTTP 4xx for the POST).
+        """
+        if timeout is DEFAULT_TIMEOUT:
+            timeout = self._request_timeout
+        if self._closed.is_set():
+            raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
+        request_id = self._next_id()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        pending = _Pending(future, method, on_answer)
+        self._pending[request_id] = pending
+        try:
+            await self._transport.send(_jsonrpc.request_message(request_id, method, params))
+        except TransportClosed as exc:
+            self._pending.pop(request_id, None)
+            raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
+        except TransportError:
+            self._pending.pop(request_id, None)
+            raise
+        except BaseException:
+            self._pending.pop(request_id, None)
+            raise
+        if timeout is not None and not future.done():
+            pending.timer = self._clock.call_later(timeout, lambda: self._expire(request_id, timeout))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if self._pending.pop(request_id, None) is not None:
+                self._cancel_remote(request_id)
+            raise
+        finally:
+            if pending.timer is not None:
+                pending.timer.cancel()
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification.
+
+        Raises:
+            ConnectionLost: The connection has ended.
+            TransportError: The transport refused the message.
+        """
+        if self._closed.is_set():
+            raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
+        try:
+            await self._transport.send(_jsonrpc.notification_message(method, params))
+        except TransportClosed as exc:
+            raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
+
+    def _expire(self, request_id: RequestId, timeout: float) -> None:
+        pending = self._pending.pop(request_id, None)
+        if pending is None or pending.future.done():
+            return
+        pending.future.set_exception(RequestTimeout(pending.method, timeout))
+        self._cancel_remote(request_id)
+
+    def _cancel_remote(self, request_id: RequestId) -> None:
+        """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
+        if self._closed.is_set():
+            return
+        self._spawn(self._send_quietly(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id})))
+
+    async def _send_quietly(self, message: _jsonrpc.Message) -> None:
+        try:
+            await self._transport.send(message)
+        except TransportError as exc:
+            logger.debug("could not send %s: %r", describe(message), exc)
+
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # -- incoming -------------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        cause: TransportError
+        try:
+            while True:
+                try:
+                    message = await self._transport.receive()
+                except (MalformedFrame, MessageTooLarge) as exc:
+                    self._report(exc)
+                    continue
+                if isinstance(message, dict):
+                    self._dispatch(message)
+                else:
+                    self._dispatch_batch(message)
+        except TransportError as exc:
+            cause = exc if isinstance(exc, TransportClosed) else TransportClosed(f"transport failed: {exc}")
+            if cause is not exc:
+                cause.__cause__ = exc
+        except asyncio.CancelledError:
+            if not self._closed.is_set():
+                self._finish(TransportClosed("connection reader cancelled"))
+            raise
+        except Exception as exc:  # a bug in a transport must not leave requests hanging
+            logger.exception("connection reader crashed")
+            cause = TransportClosed(f"connection reader crashed: {exc!r}")
+            cause.__cause__ = exc
+        self._finish(cause)
+
+    def _finish(self, cause: TransportError) -> None:
+        if self._closed.is_set():
+            return
+        self._close_cause = cause
+        self._closed.set()
+        pending, self._pending = self._pending, {}
+        for item in pending.values():
+            if item.timer is not None:
+                item.timer.cancel()
+            if not item.future.done():
+                item.future.set_exception(ConnectionLost(item.method, may_have_executed=True, cause=cause))
+        for task in self._incoming.values():
+            task.cancel()
+        logger.debug("connection closed: %s", cause)
+
+    def _report(self, error: AcpError) -> None:
+        logger.warning("protocol error from agent: %s", error)
+        if self._on_protocol_error is not None:
+            try:
+                self._on_protocol_error(error)
+            except Exception:
+                logger.exception("on_protocol_error handler raised")
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        try:
+            item = _jsonrpc.classify(message)
+        except MalformedFrame as exc:
+            self._report(exc)
+            if "method" in message:  # a broken request: JSON-RPC wants an Invalid Request answer
+                self._spawn(self._send_quietly(_jsonrpc.error_message(None, -32600, f"Invalid request: {exc}")))
+            return
+        if isinstance(item, Notification):
+            self._handle_notification(item)
+        elif isinstance(item, Request):
+            task = self._start_handler(item)
+            task.add_done_callback(lambda t: self._reply_from(item.id, t))
+        else:
+            self._handle_answer(item)
+
+    def _dispatch_batch(self, batch: list[Any]) -> None:
+        if not batch:
+            self._report(MalformedFrame("empty JSON-RPC batch", excerpt="[]"))
+            self._spawn(self._send_quietly(_jsonrpc.error_message(None, -32600, "Invalid request: empty batch")))
+            return
+        replies: list[dict[str, Any]] = []
+        handlers: list[tuple[RequestId, asyncio.Task[Any]]] = []
+        for entry in batch:
+            try:
+                item = _jsonrpc.classify(entry)
+            except MalformedFrame as exc:
+                self._report(exc)
+                if isinstance(entry, dict) and "method" not in entry and "id" in entry:
+                    continue  # a broken response entry: reported, nothing to answer
+                replies.append(_jsonrpc.error_message(None, -32600, f"Invalid request: {exc}"))
+                continue
+            if isinstance(item, Notification):
+                self._handle_notification(item)
+            elif isinstance(item, Request):
+                handlers.append((item.id, self._start_handler(item)))
+            else:
+                self._handle_answer(item)
+        if handlers or replies:
+            self._spawn(self._reply_batch(handlers, replies))
+
+    def _handle_answer(self, item: Response | ErrorResponse) -> None:
+        if item.id is None:
+            assert isinstance(item, ErrorResponse)
+            self._report(UnexpectedResponse(f"agent reported an error without an id: {item.message} ({item.code})"))
+            return
+        pending = self._pending.pop(item.id, None)
+        if pending is None:
+            self._report(UnexpectedResponse(f"response to unknown request id {item.id!r}"))
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        if pending.on_answer is not None:
+            try:
+                pending.on_answer()
+            except Exception:
+                logger.exception("on_answer callback raised")
+        if pending.future.done():
+            return
+        if isinstance(item, Response):
+            pending.future.set_result(item.result)
+        else:
+            pending.future.set_exception(RpcError.from_error(item.code, item.message, item.data))
+
+    def _handle_notification(self, item: Notification) -> None:
+        if item.method == CANCEL_REQUEST:
+            params = item.params if isinstance(item.params, dict) else {}
+            request_id = params.get("requestId")
+            task = self._incoming.get(request_id) if isinstance(request_id, int | str) else None
+            if task is not None and not task.done():
+                self._peer_cancelled.add(request_id)  # type: ignore[arg-type]
+                task.cancel()
+            return
+        if self._on_notification is None:
+            return
+        try:
+            self._on_notification(item.method, item.params)
+        except Exception:
+            logger.exception("notification handler raised for %s", item.method)
+
+    def _start_handler(self, item: Request) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(self._run_handler(item))
+        self._incoming[item.id] = task
+        task.add_done_callback(lambda _t: self._incoming.pop(item.id, None))
+        return task
+
+    async def _run_handler(self, item: Request) -> dict[str, Any]:
+        """Run the app's handler; always returns the reply message (never raises, bar cancellation
+        by the connection closing)."""
+        try:
+            if self._on_request is None:
+                raise RpcError.method_not_found(item.method)
+            result = await self._on_request(item.method, item.params)
+            return _jsonrpc.result_message(item.id, result)
+        except RpcError as exc:
+            return _jsonrpc.error_message(item.id, exc.code, exc.message, exc.data)
+        except asyncio.CancelledError:
+            if item.id in self._peer_cancelled:
+                self._peer_cancelled.discard(item.id)
+                cancelled = RequestCancelled()
+                return _jsonrpc.error_message(item.id, cancelled.code, cancelled.message)
+            raise
+        except Exception as exc:
+            logger.exception("handler for %s raised", item.method)
+            error = InternalError(f"Internal error: {type(exc).__name__}")
+            return _jsonrpc.error_message(item.id, error.code, error.message)
+
+    def _reply_from(self, request_id: RequestId, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or self._closed.is_set():
+            return
+        self._spawn(self._send_quietly(task.result()))
+
+    async def _reply_batch(
+        self, handlers: list[tuple[RequestId, asyncio.Task[Any]]], replies: list[dict[str, Any]]
+    ) -> None:
+        results = await asyncio.gather(*(task for _, task in handlers), return_exceptions=True)
+        for result in results:
+            if isinstance(result, dict):
+                replies.append(result)
+        if replies and not self._closed.is_set():
+            await self._send_quietly(replies)

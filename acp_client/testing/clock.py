@@ -1,0 +1,171 @@
+"""A fake clock for deterministic tests of the retry policy, the connection and the supervisor.
+
+Time only moves when the test says so, so a 60-second outage with exponential backoff runs in
+milliseconds and every run takes the same path::
+
+    clock = FakeClock()
+    client = AcpClient(connector, clock=clock, retry=RetryPolicy(...))
+    await clock.advance(5.0)                       # fire everything due in the next 5 s
+    result = await clock.run(client.list_sessions())  # run a call, jumping over idle waits
+
+Pass the same clock to everything under test (``AcpClient(clock=...)``, ``RetryPolicy`` sleeps,
+the in-memory reference agent). Only waits that go through the clock are faked: code that calls
+``asyncio.sleep`` directly still waits for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+__all__ = ["FakeClock"]
+
+T = TypeVar("T")
+
+
+class _FakeTimer:
+    __slots__ = ("callback", "cancelled", "when")
+
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """A :class:`~acp_client._clock.Clock` whose time moves only on :meth:`advance` / :meth:`run`.
+
+    Args:
+        start: The initial value of :meth:`monotonic`.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._timers: list[tuple[float, int, _FakeTimer]] = []
+        self._seq = itertools.count()
+
+    # -- the Clock protocol -------------------------------------------------------------------
+
+    def monotonic(self) -> float:
+        return self._now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> _FakeTimer:
+        timer = _FakeTimer(self._now + max(0.0, delay), callback)
+        heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
+        return timer
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        timer = self.call_later(seconds, wake)
+        try:
+            await future
+        finally:
+            timer.cancel()
+
+    # -- test controls --------------------------------------------------------------------------
+
+    @property
+    def pending_timers(self) -> int:
+        """How many timers are scheduled and not cancelled."""
+        return sum(1 for _, _, timer in self._timers if not timer.cancelled)
+
+    def next_deadline(self) -> float | None:
+        """When the earliest live timer fires, or ``None``."""
+        self._drop_cancelled()
+        return self._timers[0][0] if self._timers else None
+
+    async def settle(self, max_iterations: int = 10_000) -> None:
+        """Let every runnable task run until the event loop has nothing ready (time stays still)."""
+        loop = asyncio.get_running_loop()
+        ready = getattr(loop, "_ready", None)
+        quiet = 0
+        for _ in range(max_iterations):
+            await asyncio.sleep(0)
+            if ready is not None and len(ready) == 0:
+                quiet += 1
+                if quiet >= 3:
+                    return
+            else:
+                quiet = 0 if ready is not None else quiet + 1
+                if ready is None and quiet >= 50:
+                    return
+
+    async def advance(self, seconds: float) -> None:
+        """Move time forward by ``seconds``, firing due timers in order and letting tasks react."""
+        if seconds < 0:
+            raise ValueError("time cannot go backwards")
+        target = self._now + seconds
+        await self.settle()
+        while True:
+            self._drop_cancelled()
+            if not self._timers or self._timers[0][0] > target:
+                break
+            self._fire_next()
+            await self.settle()
+        self._now = target
+        await self.settle()
+
+    async def jump(self) -> bool:
+        """Move time to the next live timer and fire it; ``False`` when none is scheduled."""
+        await self.settle()
+        self._drop_cancelled()
+        if not self._timers:
+            return False
+        self._fire_next()
+        await self.settle()
+        return True
+
+    async def run(self, awaitable: Awaitable[T], *, limit: float = 3600.0) -> T:
+        """Run ``awaitable`` to completion, jumping time forward whenever everything is idle.
+
+        Args:
+            awaitable: What to run (a coroutine or future).
+            limit: Fail if more than this much fake time would pass.
+
+        Raises:
+            TimeoutError: Nothing is scheduled but the awaitable is still waiting (a deadlock), or
+                ``limit`` fake seconds passed.
+        """
+        task = asyncio.ensure_future(awaitable)
+        deadline = self._now + limit
+        try:
+            while True:
+                await self.settle()
+                if task.done():
+                    return task.result()
+                self._drop_cancelled()
+                if not self._timers:
+                    raise TimeoutError("the awaitable is blocked and no timer is scheduled")
+                if self._timers[0][0] > deadline:
+                    raise TimeoutError(f"still waiting after {limit:g} fake seconds")
+                self._fire_next()
+        finally:
+            if not task.done():
+                task.cancel()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _drop_cancelled(self) -> None:
+        while self._timers and self._timers[0][2].cancelled:
+            heapq.heappop(self._timers)
+
+    def _fire_next(self) -> None:
+        when, _, timer = heapq.heappop(self._timers)
+        self._now = max(self._now, when)
+        if not timer.cancelled:
+            timer.cancelled = True
+            timer.callback()
