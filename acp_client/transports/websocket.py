@@ -1,0 +1,607 @@
+"""The WebSocket transport: one ACP connection over one WebSocket (``ws://`` or ``wss://``).
+
+The client opens the link with a ``GET`` upgrade; each text frame carries one JSON-RPC message
+(or batch). The server may name the connection in an ``Acp-Connection-Id`` header of its 101
+answer; it ends up in :attr:`TransportInfo.connection_id`. Binary frames are reported (as
+:class:`~acp_client.exceptions.MalformedFrame`) and otherwise ignored.
+
+Built on the asyncio API of ``websockets``; none of its types cross this module's boundary.
+Drop detection is this module's job: a close by the agent, a TCP reset or a keepalive ping that
+goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then raise
+:class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import ssl
+import time
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+from typing import Any, Final
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as _ws_connect
+from websockets.datastructures import Headers
+from websockets.exceptions import (
+    ConcurrencyError,
+    ConnectionClosed,
+    InvalidHandshake,
+    InvalidStatus,
+    InvalidURI,
+    WebSocketException,
+)
+from websockets.frames import Close, CloseCode
+from websockets.protocol import OPEN
+from websockets.typing import Subprotocol
+
+from .._jsonrpc import Message, decode_frame, encode, excerpt
+from ..exceptions import (
+    AuthenticationFailed,
+    ConfigurationError,
+    ConnectError,
+    HttpStatusError,
+    MalformedFrame,
+    MessageTooLarge,
+    ServiceUnavailable,
+    TlsVerificationError,
+    TransportClosed,
+    TransportError,
+    UnsafeRedirect,
+)
+from ._cookies import CookieStore
+from ._security import DEFAULT_SECRET_HEADERS, TlsConfig, check_headers, redact_headers, redirect_allowed, safe_url
+from .base import Limits, TransportInfo
+
+__all__ = ["WebSocketConnector", "WebSocketTransport"]
+
+logger = logging.getLogger(__name__)
+
+#: How many redirects one ``connect()`` follows (each one same-origin) before giving up.
+MAX_REDIRECTS: Final = 5
+_REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
+#: Handshake headers the WebSocket library owns; an app may not set them.
+_RESERVED_HEADERS: Final = frozenset(
+    {
+        "host",
+        "connection",
+        "upgrade",
+        "content-length",
+        "transfer-encoding",
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "sec-websocket-accept",
+    }
+)
+_TOKEN_CHARS: Final = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_BODY_EXCERPT: Final = 500
+_WS_SCHEMES: Final = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
+
+
+class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in newer typeshed
+    """Hands ``websockets`` a logger that never prints secret header values.
+
+    ``websockets`` logs every handshake header at DEBUG level as ``"> %s: %s"`` (request) and
+    ``"< %s: %s"`` (response); this adapter replaces the value of secret ones.
+    """
+
+    def __init__(self, target: logging.Logger, secret: frozenset[str]) -> None:
+        super().__init__(target, {})
+        self._secret = secret
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if (
+            len(args) == 2
+            and isinstance(msg, str)
+            and msg in ("> %s: %s", "< %s: %s")
+            and str(args[0]).lower() in self._secret
+        ):
+            args = (args[0], "<redacted>")
+        super().log(level, msg, *args, **kwargs)
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        return msg, kwargs
+
+
+class _ClientConnection(ClientConnection):
+    """``websockets``' client connection, with the closing handshake bounded in every case.
+
+    When the connection starts closing from inside ``data_received`` (a close frame from the agent,
+    or a frame we must refuse: too large, invalid UTF-8), ``websockets`` waits for the server to
+    close TCP without a timer: a silent server would leave ``recv()`` hanging. This schedules the
+    abort at the library's own close deadline.
+    """
+
+    _abort_handle: asyncio.TimerHandle | None = None
+    #: Called once when the TCP connection is gone (the transport stops its keepalive).
+    on_lost: Callable[[], None] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        deadline = self.close_deadline
+        if deadline is not None and self._abort_handle is None:
+            self._abort_handle = self.loop.call_at(deadline, self.transport.abort)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._abort_handle is not None:
+            self._abort_handle.cancel()
+        super().connection_lost(exc)
+        if self.on_lost is not None:
+            self.on_lost()
+
+
+class _NoRedirectConnect(_ws_connect):
+    """``websockets.connect`` that returns redirects to us instead of following them itself."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
+
+def _close_detail(close: Close) -> str:
+    return str(close)  # "1000 (OK) bye"
+
+
+def _describe_close(
+    rcvd: Close | None, sent: Close | None, rcvd_then_sent: bool | None, cause: BaseException | None
+) -> str:
+    """A precise, human-readable reason for the end of a link."""
+    if sent is not None and (rcvd is None or rcvd_then_sent is False):
+        return f"closed by client {_close_detail(sent)}"
+    if rcvd is not None:
+        return f"closed by agent {_close_detail(rcvd)}"
+    if cause is not None:
+        detail = str(cause)
+        name = type(cause).__name__
+        return f"connection dropped (1006): {name}: {detail}" if detail else f"connection dropped (1006): {name}"
+    return "connection dropped (1006)"
+
+
+def _retry_after(value: str | None, now: float) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), or ``None``."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def _status_error(
+    status: int, reason_phrase: str, headers: Headers, body: bytes | bytearray | None, url: str
+) -> HttpStatusError:
+    """The exception for a handshake answered with an HTTP error status."""
+    text = (body or b"")[: _BODY_EXCERPT * 4].decode("utf-8", "replace")[:_BODY_EXCERPT]
+    message = f"WebSocket handshake to {safe_url(url)} refused: HTTP {status} {reason_phrase}".rstrip()
+    if status in (401, 403):
+        return AuthenticationFailed(message, status=status, body=text)
+    if status in (429, 503):
+        retry_after = _retry_after(headers.get("Retry-After"), time.time())
+        return ServiceUnavailable(message, status=status, body=text, retry_after=retry_after)
+    return HttpStatusError(message, status=status, body=text)
+
+
+def _normalize_url(url: str) -> str:
+    parts = urlsplit(url)
+    scheme = _WS_SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        raise ConfigurationError(f"a WebSocket URL must start with ws:// or wss://, got {safe_url(url)!r}")
+    if not parts.hostname:
+        raise ConfigurationError(f"URL has no host: {safe_url(url)!r}")
+    return urlunsplit((scheme, parts.netloc, parts.path or "/", parts.query, ""))
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+class WebSocketTransport:
+    """One open WebSocket link to an agent. Created by :meth:`WebSocketConnector.connect`.
+
+    Implements :class:`~acp_client.transports.base.Transport`.
+    """
+
+    def __init__(
+        self,
+        connection: _ClientConnection,
+        info: TransportInfo,
+        *,
+        limit: int,
+        ping_interval: float | None,
+        ping_timeout: float | None,
+        close_timeout: float,
+    ) -> None:
+        self._ws = connection
+        self._info = info
+        self._limit = limit
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
+        self._close_timeout = close_timeout
+        #: Why this side ended the link (ping timeout, aclose); wins over what websockets saw.
+        self._local_reason: str | None = None
+        self._too_large_reported = False
+        self._closing: asyncio.Task[None] | None = None
+        self._keepalive: asyncio.Task[None] | None = None
+        if ping_interval is not None:
+            self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(ping_interval, ping_timeout))
+            connection.on_lost = self._stop_keepalive
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+
+    @property
+    def info(self) -> TransportInfo:
+        """What is known about this link (target, ``Acp-Connection-Id``)."""
+        return self._info
+
+    @property
+    def subprotocol(self) -> str | None:
+        """The subprotocol the server selected, or ``None``."""
+        return self._ws.subprotocol
+
+    @property
+    def closed(self) -> bool:
+        """Whether the link has ended (or is ending)."""
+        return self._ws.protocol.state is not OPEN
+
+    async def send(self, message: Message) -> None:
+        """Send one message or batch as a text frame.
+
+        Raises:
+            TransportClosed: The link has ended; ``maybe_delivered`` is ``False`` when it had
+                already ended before this call wrote anything.
+        """
+        text = encode(message)
+        ws = self._ws
+        if ws.protocol.state is not OPEN or self._local_reason is not None:
+            raise TransportClosed(self._current_reason(), maybe_delivered=False)
+        try:
+            await ws.send(text)
+        except ConnectionClosed as exc:
+            raise TransportClosed(self._reason(exc), maybe_delivered=True) from exc
+
+    async def receive(self) -> Message:
+        """The next inbound message or batch.
+
+        Raises:
+            MalformedFrame: A frame was not a JSON-RPC message, or was binary; the link is kept.
+            MessageTooLarge: An inbound message exceeded ``Limits.max_message_bytes``; the link
+                was closed with 1009 (raised once; later calls raise ``TransportClosed``).
+            TransportClosed: The link has ended; ``reason`` says how.
+            TransportError: ``receive()`` was called concurrently from two tasks.
+        """
+        try:
+            data = await self._ws.recv()
+        except ConnectionClosed as exc:
+            raise self._closed_error(exc) from exc
+        except ConcurrencyError as exc:
+            raise TransportError("receive() called while another receive() is waiting") from exc
+        if type(data) is str:
+            return decode_frame(data)
+        raise MalformedFrame(f"binary frame ignored ({len(data)} bytes)", excerpt=excerpt(data))
+
+    async def aclose(self) -> None:
+        """Close the link (close code 1000), waiting at most ``close_timeout`` for the agent.
+
+        Idempotent; never raises for a link that is already dead.
+        """
+        if self._closing is None:
+            if self._ws.protocol.state is OPEN and self._local_reason is None:
+                self._local_reason = "closed by client (aclose)"
+            self._closing = asyncio.get_running_loop().create_task(self._close())
+        # Shield: a caller cancelled while closing must not leave the close half done.
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        keepalive, self._keepalive = self._keepalive, None
+        if keepalive is not None:
+            keepalive.cancel()
+        try:
+            await asyncio.wait_for(self._ws.close(), self._close_timeout + 1.0)
+        except (asyncio.TimeoutError, OSError, WebSocketException) as exc:
+            logger.debug("closing %s did not complete cleanly: %r", self._info.target, exc)
+        finally:
+            self._ws.transport.abort()
+            if keepalive is not None:
+                await asyncio.gather(keepalive, return_exceptions=True)
+
+    def _closed_error(self, exc: ConnectionClosed) -> TransportError:
+        sent = exc.sent
+        if (
+            not self._too_large_reported
+            and self._local_reason is None
+            and sent is not None
+            and sent.code == CloseCode.MESSAGE_TOO_BIG
+            and (exc.rcvd is None or exc.rcvd_then_sent is False)
+        ):
+            self._too_large_reported = True
+            return MessageTooLarge(
+                f"inbound WebSocket message exceeded {self._limit} bytes; link closed (1009)", limit=self._limit
+            )
+        return TransportClosed(self._reason(exc), maybe_delivered=False)
+
+    def _reason(self, exc: ConnectionClosed) -> str:
+        if self._local_reason is not None:
+            return self._local_reason
+        return _describe_close(exc.rcvd, exc.sent, exc.rcvd_then_sent, exc.__cause__)
+
+    def _current_reason(self) -> str:
+        """The reason while the link may still be closing (``close_exc`` is not available yet)."""
+        if self._local_reason is not None:
+            return self._local_reason
+        protocol = self._ws.protocol
+        return _describe_close(
+            protocol.close_rcvd, protocol.close_sent, protocol.close_rcvd_then_sent, self._ws.connection_exc
+        )
+
+    async def _keep_alive(self, interval: float, timeout: float | None) -> None:
+        """Ping every ``interval`` seconds; abort the link when a pong is ``timeout`` late.
+
+        A dead peer gets no closing handshake: aborting at once is what makes the drop prompt
+        (``websockets``' own keepalive would wait ``close_timeout`` more).
+        """
+        ws = self._ws
+        while True:
+            await asyncio.sleep(interval)
+            if ws.protocol.state is not OPEN:
+                return
+            try:
+                pong = asyncio.ensure_future(await ws.ping())
+            except (ConnectionClosed, ConcurrencyError):
+                return
+            if timeout is None:
+                continue
+            done, _ = await asyncio.wait([pong], timeout=timeout)
+            if done:
+                if pong.cancelled() or pong.exception() is not None:
+                    return
+                continue
+            pong.cancel()
+            if ws.protocol.state is not OPEN:
+                return
+            self._local_reason = f"ping timeout (no pong within {timeout:g}s)"
+            logger.info("WebSocket to %s: %s; dropping the link", self._info.target, self._local_reason)
+            ws.transport.abort()
+            return
+
+
+class WebSocketConnector:
+    """Opens WebSocket links to one agent endpoint.
+
+    Implements :class:`~acp_client.transports.base.Connector`. Everything is validated here, so a
+    bad header fails before any connection attempt.
+
+    Args:
+        url: The ``ws://`` or ``wss://`` endpoint (``http(s)://`` is accepted and mapped).
+        headers: Extra handshake headers (e.g. ``Authorization``). The handshake's own headers
+            (``Host``, ``Upgrade``, ``Sec-WebSocket-*``...) cannot be set.
+        secret_headers: More header names whose values must never be logged (``Authorization``,
+            ``Proxy-Authorization`` and ``Cookie`` always are).
+        subprotocols: Subprotocols to offer, in order of preference.
+        ping_interval: Seconds between keepalive pings; ``None`` disables them.
+        ping_timeout: Seconds to wait for a pong before declaring the link dead; ``None``: forever.
+        open_timeout: Seconds allowed for the whole opening (TCP, TLS, handshake, redirects).
+        close_timeout: Seconds allowed for the closing handshake.
+        limits: Inbound size caps (``max_message_bytes`` is the per-message cap, after
+            decompression).
+        cookies: The client's cookie store: its cookies go on the handshake and the server's
+            ``Set-Cookie`` answers go back into it.
+        tls: TLS settings for ``wss://`` (a fresh ``SSLContext`` is built for this connector).
+        compression: Offer permessage-deflate.
+
+    Raises:
+        ConfigurationError: An invalid URL, header, subprotocol, timeout or TLS file.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        secret_headers: Collection[str] = (),
+        subprotocols: Sequence[str] | None = None,
+        ping_interval: float | None = 20.0,
+        ping_timeout: float | None = 20.0,
+        open_timeout: float = 10.0,
+        close_timeout: float = 5.0,
+        limits: Limits = Limits(),  # noqa: B008  # frozen, so a shared default is safe
+        cookies: CookieStore | None = None,
+        tls: TlsConfig = TlsConfig(),  # noqa: B008  # frozen, so a shared default is safe
+        compression: bool = True,
+    ) -> None:
+        self._url = _normalize_url(url)
+        pairs = check_headers(headers)
+        for name, _ in pairs:
+            if name.lower() in _RESERVED_HEADERS:
+                raise ConfigurationError(f"header {name!r} is set by the WebSocket handshake itself")
+        if any(name.lower() == "authorization" for name, _ in pairs):
+            # An explicit Authorization header wins over credentials in the URL (never send both).
+            self._url = _without_userinfo(self._url)
+        self._headers = pairs
+        self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        if subprotocols is not None:
+            if isinstance(subprotocols, str):
+                raise ConfigurationError("subprotocols must be a sequence of strings, not a string")
+            for protocol in subprotocols:
+                if not isinstance(protocol, str) or not protocol or not set(protocol) <= _TOKEN_CHARS:
+                    raise ConfigurationError(f"invalid subprotocol {protocol!r}")
+            self._subprotocols: list[Subprotocol] | None = [Subprotocol(p) for p in subprotocols]
+        else:
+            self._subprotocols = None
+        for name, value in (
+            ("ping_interval", ping_interval),
+            ("ping_timeout", ping_timeout),
+            ("open_timeout", open_timeout),
+            ("close_timeout", close_timeout),
+        ):
+            if value is not None and not value > 0:
+                raise ConfigurationError(f"{name} must be positive, got {value!r}")
+        if limits.max_message_bytes < 1:
+            raise ConfigurationError("limits.max_message_bytes must be positive")
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
+        self._open_timeout = open_timeout
+        self._close_timeout = close_timeout
+        self._limits = limits
+        self._cookies = cookies
+        self._compression = compression
+        self._ssl: ssl.SSLContext | None = None
+        if self._url.startswith("wss:"):
+            try:
+                self._ssl = tls.build_context()
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise ConfigurationError(f"cannot load the TLS configuration: {exc}") from exc
+        self._ws_logger = _RedactingLogger(logging.getLogger("websockets.client"), self._secret | {"set-cookie"})
+
+    @property
+    def target(self) -> str:
+        """The endpoint, with credentials and query removed (safe to log)."""
+        return safe_url(self._url)
+
+    def __repr__(self) -> str:
+        return f"<WebSocketConnector {self.target}>"
+
+    async def connect(self) -> WebSocketTransport:
+        """Open a new link (following same-origin redirects only).
+
+        Raises:
+            ConnectError: Refused, unreachable, timed out, or the handshake failed.
+            TlsVerificationError: The agent's certificate did not verify.
+            AuthenticationFailed: The handshake was answered 401 or 403.
+            ServiceUnavailable: The handshake was answered 429 or 503 (see ``retry_after``).
+            HttpStatusError: The handshake was answered with another HTTP status.
+            UnsafeRedirect: A redirect to another origin, or too many redirects.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._open_timeout
+        url = self._url
+        for _ in range(MAX_REDIRECTS + 1):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ConnectError(f"timed out after {self._open_timeout:g}s opening {self.target}")
+            headers = self._handshake_headers(url)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "opening WebSocket to %s, headers %s", safe_url(url), redact_headers(headers, self._secret)
+                )
+            try:
+                connection = await self._open(url, headers, remaining)
+            except InvalidStatus as exc:
+                response = exc.response
+                self._capture(url, response.headers)
+                location = response.headers.get("Location")
+                if response.status_code not in _REDIRECT_STATUSES or location is None:
+                    raise _status_error(
+                        response.status_code, response.reason_phrase, response.headers, response.body, url
+                    ) from exc
+                url = self._follow(url, location, response.status_code)
+                continue
+            self._capture(url, connection.response.headers if connection.response is not None else Headers())
+            return self._transport(connection, url)
+        raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects opening {self.target}")
+
+    def _follow(self, url: str, location: str, status: int) -> str:
+        """The URL to try after a redirect, when it is safe to follow."""
+        try:
+            normalized: str | None = _normalize_url(urljoin(url, location))
+        except (ConfigurationError, ValueError):
+            normalized = None
+        if normalized is None:
+            raise UnsafeRedirect(
+                f"WebSocket handshake to {safe_url(url)} redirected ({status}) to an invalid or "
+                "non-WebSocket location; not followed"
+            )
+        if not redirect_allowed(url, normalized):
+            raise UnsafeRedirect(
+                f"WebSocket handshake to {safe_url(url)} redirected ({status}) to another origin "
+                f"({safe_url(normalized)}); not followed"
+            )
+        logger.debug("following a same-origin %d redirect from %s to %s", status, safe_url(url), safe_url(normalized))
+        return normalized
+
+    def _handshake_headers(self, url: str) -> list[tuple[str, str]]:
+        headers = list(self._headers)
+        cookie = self._cookies.header_for(url) if self._cookies is not None else None
+        if cookie is not None:
+            for index, (name, value) in enumerate(headers):
+                if name.lower() == "cookie":
+                    headers[index] = (name, f"{value}; {cookie}")
+                    break
+            else:
+                headers.append(("Cookie", cookie))
+        return headers
+
+    def _capture(self, url: str, headers: Headers) -> None:
+        if self._cookies is not None:
+            values = headers.get_all("Set-Cookie")
+            if values:
+                self._cookies.capture(url, values)
+
+    async def _open(self, url: str, headers: list[tuple[str, str]], timeout: float) -> ClientConnection:
+        """One handshake attempt; maps every failure but ``InvalidStatus`` to our errors."""
+        kwargs: dict[str, Any] = {}
+        if self._ssl is not None:
+            kwargs["ssl"] = self._ssl
+        try:
+            return await _NoRedirectConnect(
+                url,
+                additional_headers=headers,
+                subprotocols=self._subprotocols,
+                compression="deflate" if self._compression else None,
+                open_timeout=timeout,
+                ping_interval=None,  # our own keepalive (see WebSocketTransport._keep_alive)
+                ping_timeout=None,
+                close_timeout=self._close_timeout,
+                max_size=self._limits.max_message_bytes,
+                logger=self._ws_logger,
+                create_connection=_ClientConnection,
+                **kwargs,
+            )
+        except InvalidStatus:
+            raise
+        except ssl.SSLCertVerificationError as exc:
+            raise TlsVerificationError(
+                f"TLS certificate of {safe_url(url)} did not verify: {exc.verify_message or exc}"
+            ) from exc
+        except ssl.SSLError as exc:
+            raise ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}") from exc
+        except (asyncio.TimeoutError, TimeoutError) as exc:
+            raise ConnectError(f"timed out after {self._open_timeout:g}s opening {safe_url(url)}") from exc
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {safe_url(url)}: {exc}") from exc
+        except InvalidURI as exc:
+            raise ConfigurationError(f"invalid WebSocket URL {safe_url(url)!r}") from exc
+        except InvalidHandshake as exc:
+            raise ConnectError(f"WebSocket handshake with {safe_url(url)} failed: {exc}") from exc
+        except WebSocketException as exc:
+            raise ConnectError(f"cannot open a WebSocket to {safe_url(url)}: {exc}") from exc
+
+    def _transport(self, connection: ClientConnection, url: str) -> WebSocketTransport:
+        assert isinstance(connection, _ClientConnection)  # we passed create_connection=_ClientConnection
+        response = connection.response
+        connection_id = response.headers.get("Acp-Connection-Id") if response is not None else None
+        info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
+        logger.debug(
+            "WebSocket open to %s (connection id %s, subprotocol %s)",
+            info.target,
+            connection_id,
+            connection.subprotocol,
+        )
+        return WebSocketTransport(
+            connection,
+            info,
+            limit=self._limits.max_message_bytes,
+            ping_interval=self._ping_interval,
+            ping_timeout=self._ping_timeout,
+            close_timeout=self._close_timeout,
+        )
