@@ -21,7 +21,7 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from tests.peers.typescript_sdk import TypeScriptSdkPeer
+from tests.peers.typescript_sdk import TypeScriptSdkPeer, start_peer
 
 TRANSCRIPTS = Path(__file__).parent / "ts_agent" / "transcripts"  # copies of /work/shared/transcripts
 TIMEOUT = 10.0
@@ -93,7 +93,7 @@ async def ws_session(url: str, version: int) -> AsyncIterator[tuple[WsRpc, dict[
 
 
 def is_idle(update: dict[str, Any]) -> bool:
-    return update["sessionUpdate"] == "state_update" and update["state"] == "idle"
+    return bool(update["sessionUpdate"] == "state_update" and update["state"] == "idle")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,29 +318,73 @@ async def test_ws_drop_keeps_sessions_open(typescript_sdk_peer: TypeScriptSdkPee
 
 
 async def test_ws_v2_drop_mid_turn_then_resume_sees_rest(typescript_sdk_peer: TypeScriptSdkPeer) -> None:
-    typescript_sdk_peer.set_chunk_delay(0.3)
+    typescript_sdk_peer.hold_turns()
     try:
         async with ws_session(typescript_sdk_peer.ws_url_v2, 2) as (rpc, _):
             new, _ = await rpc.call("session/new", {"cwd": CWD, "mcpServers": []})
             session_id = new["result"]["sessionId"]
-            await rpc.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "slow"}]})
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "slow turn"}]}
+            await rpc.call("session/prompt", prompt)
             first = await rpc.updates_until(lambda u: u["sessionUpdate"] == "state_update")
+            assert [u["sessionUpdate"] for u in first] == ["user_message", "state_update"]
             assert first[-1]["state"] == "running"
             typescript_sdk_peer.drop()
             with pytest.raises(websockets.ConnectionClosedError):
-                while True:
-                    await rpc.recv()
+                await rpc.recv()
         async with ws_session(typescript_sdk_peer.ws_url_v2, 2) as (rpc, _):
             status, _ = await rpc.call("session/status", {"sessionId": session_id})
             assert status["result"] == {"status": "open", "state": {"state": "running"}}
             answer, before = await rpc.call("session/resume", {"sessionId": session_id, "cwd": CWD, "mcpServers": []})
             assert answer["result"] == {"sessionId": session_id}
-            assert before[-1]["params"]["update"] == {"sessionUpdate": "state_update", "state": "running"}
+            assert [m["params"]["update"] for m in before] == [{"sessionUpdate": "state_update", "state": "running"}]
+            typescript_sdk_peer.release_turns()
             rest = await rpc.updates_until(is_idle)
+            assert [u["sessionUpdate"] for u in rest] == [*["agent_message_chunk"] * 3, "state_update"]
+            assert "".join(text_of(u) for u in rest[:3]) == "echo: slow turn "
             assert rest[-1]["stopReason"] == "end_turn"
-            assert {u["sessionUpdate"] for u in rest[:-1]} <= {"agent_message_chunk"}
     finally:
-        typescript_sdk_peer.set_chunk_delay(0)
+        typescript_sdk_peer.release_turns()
+
+
+async def test_ws_v1_drop_mid_turn_streams_rest_to_resumed_connection(typescript_sdk_peer: TypeScriptSdkPeer) -> None:
+    typescript_sdk_peer.hold_turns()
+    try:
+        async with ws_session(typescript_sdk_peer.ws_url, 1) as (rpc, _):
+            new, _ = await rpc.call("session/new", {"cwd": CWD, "mcpServers": []})
+            session_id = new["result"]["sessionId"]
+            await rpc.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 99,
+                    "method": "session/prompt",
+                    "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "cut off"}]},
+                }
+            )
+            await poll(lambda: typescript_sdk_peer.sessions()[session_id]["running"])
+            typescript_sdk_peer.drop()
+            with pytest.raises(websockets.ConnectionClosedError):
+                await rpc.recv()
+        async with ws_session(typescript_sdk_peer.ws_url, 1) as (rpc, _):
+            resumed, _ = await rpc.call("session/resume", {"sessionId": session_id, "cwd": CWD, "mcpServers": []})
+            assert resumed["result"] == {"sessionId": session_id}
+            typescript_sdk_peer.release_turns()
+            # The chunks follow the session to the new connection; the prompt's answer was lost with the old one.
+            chunks = [await rpc.recv() for _ in range(3)]
+            assert "".join(text_of(m["params"]["update"]) for m in chunks) == "echo: cut off "
+            await poll(lambda: typescript_sdk_peer.sessions()[session_id]["turns"] == 1)
+            answer, before = await rpc.call("session/status", {"sessionId": session_id})
+            assert (answer["result"], before) == ({"status": "open"}, [])
+    finally:
+        typescript_sdk_peer.release_turns()
+
+
+async def poll(condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    """Wait until ``condition()`` holds, checking every 10 ms, failing after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
 
 
 async def test_ws_binary_and_malformed_frames(typescript_sdk_peer: TypeScriptSdkPeer) -> None:
@@ -572,7 +616,7 @@ async def test_http_v2_routing_and_lifecycle(typescript_sdk_peer: TypeScriptSdkP
         )
         assert before == []
         assert MESSAGE_ID.fullmatch(answer["result"]["messageId"])
-        updates = []
+        updates: list[dict[str, Any]] = []
         while not updates or not is_idle(updates[-1]):
             updates.append((await session.next())["params"]["update"])
         assert [u["sessionUpdate"] for u in updates] == [
@@ -686,3 +730,28 @@ def test_fixture_urls_and_controls(typescript_sdk_peer: TypeScriptSdkPeer) -> No
     stats = typescript_sdk_peer.stats()
     assert set(stats) >= {"sessions", "restarts", "liveSockets", "chunkDelayMs"}
     typescript_sdk_peer.evict("sess_unknown")  # harmless
+
+
+def test_start_peer_fails_with_node_stderr(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.mjs"
+    broken.write_text('process.stderr.write("boom: cannot start\\n"); process.exit(3);\n')
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)exit code 3.*boom: cannot start"):
+        start_peer(broken, tmp_path / "stderr.log")
+
+
+def test_controls_fail_with_node_stderr_once_the_agent_died(tmp_path: Path) -> None:
+    fake = tmp_path / "fake.mjs"
+    fake.write_text(
+        'process.stdout.write(JSON.stringify({event: "ready", port: 1, controlPort: 1}) + "\\n");\n'
+        'process.stderr.write("dying now\\n");\n'
+        'process.stdin.on("end", () => process.exit(7)); process.stdin.resume();\n'
+    )
+    peer = start_peer(fake, tmp_path / "stderr.log")
+    try:
+        assert peer.process.stdin is not None
+        peer.process.stdin.close()
+        assert peer.process.wait(TIMEOUT) == 7
+        with pytest.raises(pytest.fail.Exception, match=r"(?s)exited with code 7.*dying now"):
+            peer.drop()
+    finally:
+        peer.stop()

@@ -216,13 +216,27 @@ class TypeScriptSdkPeer:
         return sessions
 
     def stats(self) -> dict[str, Any]:
-        """The full snapshot: ``sessions`` (as above), ``restarts``, ``liveSockets``, ``chunkDelayMs``."""
+        """The full snapshot: ``sessions`` (as above), ``restarts``, ``liveSockets``, ``chunkDelayMs``,
+        ``holdTurns``, ``heldTurns`` (how many turns wait right now)."""
         result: dict[str, Any] = self._control("GET", "/sessions")
         return result
 
     def set_chunk_delay(self, seconds: float) -> None:
         """Pause ``seconds`` before each of a prompt's three chunks (0 = no pause), e.g. to drop mid-turn."""
         self._control("POST", "/config", {"chunkDelayMs": round(seconds * 1000)})
+
+    def hold_turns(self) -> None:
+        """Make running prompt turns wait before their next chunk until :meth:`release_turns`.
+
+        A v1 turn holds before its first chunk; a v2 turn after its ``user_message`` and
+        ``state_update`` running (the ``session/prompt`` answer has gone out). Always release
+        in a ``finally``: the agent is shared by the whole test session.
+        """
+        self._control("POST", "/config", {"holdTurns": True})
+
+    def release_turns(self) -> None:
+        """Let held turns (and new ones) run on."""
+        self._control("POST", "/config", {"holdTurns": False})
 
     # -- process ----------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@
 //   POST /restart   -> drop, forget all ACP connections and in-memory sessions;
 //                      the store survives, so known sessions read "saved"
 //   POST /evict     -> body {"sessionId": ...}: forget the session (-> -32002)
-//   POST /config    -> body {"chunkDelayMs": N}: pause between prompt chunks
+//   POST /config    -> body {"chunkDelayMs": N, "holdTurns": bool}: pause N ms before each prompt
+//                      chunk; while holdTurns is true, running turns wait before their next chunk
 //
 // On start it prints one JSON line on stdout:
 //   {"event": "ready", "port": P, "controlPort": C, "pid": ...}
@@ -52,7 +53,27 @@ const store = new Map();
  */
 const live = new Map();
 
-const settings = { chunkDelayMs: 0 };
+const settings = { chunkDelayMs: 0, holdTurns: false };
+/** Turns waiting for holdTurns to be switched off. */
+let heldTurns = [];
+
+function waitWhileHeld() {
+  if (!settings.holdTurns) {
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => heldTurns.push(resolve));
+}
+
+function setHoldTurns(hold) {
+  settings.holdTurns = hold;
+  if (!hold) {
+    const waiting = heldTurns;
+    heldTurns = [];
+    for (const resolve of waiting) {
+      resolve();
+    }
+  }
+}
 let restarts = 0;
 
 function newId(prefix) {
@@ -136,6 +157,7 @@ async function runTurn(sessionId, session, text, onChunk) {
   let stopReason = "end_turn";
   try {
     for (const chunk of chunks) {
+      await waitWhileHeld();
       if (settings.chunkDelayMs > 0) {
         await sleep(settings.chunkDelayMs);
       }
@@ -453,7 +475,14 @@ function sessionsSnapshot() {
       };
     }
   }
-  return { sessions, restarts, liveSockets: clientSockets.size, chunkDelayMs: settings.chunkDelayMs };
+  return {
+    sessions,
+    restarts,
+    liveSockets: clientSockets.size,
+    chunkDelayMs: settings.chunkDelayMs,
+    holdTurns: settings.holdTurns,
+    heldTurns: heldTurns.length,
+  };
 }
 
 function readBody(req) {
@@ -500,7 +529,10 @@ const controlServer = http.createServer(async (req, res) => {
       if (Number.isFinite(body.chunkDelayMs) && body.chunkDelayMs >= 0) {
         settings.chunkDelayMs = body.chunkDelayMs;
       }
-      sendJson(res, 200, { chunkDelayMs: settings.chunkDelayMs });
+      if (typeof body.holdTurns === "boolean") {
+        setHoldTurns(body.holdTurns);
+      }
+      sendJson(res, 200, { chunkDelayMs: settings.chunkDelayMs, holdTurns: settings.holdTurns });
     } else {
       sendJson(res, 404, { error: `no control ${req.method} ${path}` });
     }
