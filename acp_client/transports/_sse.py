@@ -1,0 +1,242 @@
+"""An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation"). Pure.
+
+Bytes go in as they arrive, in chunks of any size and split anywhere; whole events come out.
+No I/O and no asyncio: the HTTP transport feeds it from the response body, and the tests drive it
+directly.
+
+What it understands:
+
+* comment lines (``:`` first, e.g. keepalives) are skipped;
+* ``data`` lines accumulate (joined with ``\\n``), ``event`` sets the type, ``id`` the last event id
+  (kept across events; a value containing NUL is ignored), ``retry`` the reconnection delay in ms
+  (ASCII digits only); unknown fields are ignored;
+* lines end with CR, LF or CRLF, even when the CR and the LF arrive in different chunks;
+* a UTF-8 byte order mark at the very start of the stream is skipped;
+* a blank line dispatches the event; an event with no ``data`` line is not dispatched.
+
+Size caps, so a hostile or broken server cannot make the client buffer without bound:
+
+* a line longer than ``max_line_bytes`` (its terminator not counted) or
+* an event whose data exceeds ``max_event_bytes``
+
+produces one :class:`~acp_client.exceptions.MessageTooLarge` in the output, in stream order,
+and the parser **resynchronizes**: it stops buffering at once, skips the rest of that event up to
+the next blank line (without storing it), and then carries on with the next event. The stream
+stays usable; only the oversized event is lost, and it is reported, never dropped silently.
+
+At the end of the stream, call :meth:`SseParser.finish`: an event that had started but was not
+terminated by a blank line is discarded (per the specification) and ``finish()`` says so, so the
+caller can report it.
+"""
+
+from __future__ import annotations
+
+from typing import Final, TypeAlias
+
+import attrs
+
+from ..exceptions import MessageTooLarge
+
+__all__ = ["SseEvent", "SseItem", "SseParser"]
+
+_BOM: Final = b"\xef\xbb\xbf"
+_COLON: Final = 0x3A
+_SPACE: Final = 0x20
+
+
+@attrs.frozen(slots=True)
+class SseEvent:
+    """One dispatched event.
+
+    Attributes:
+        data: The event's data, as raw UTF-8 bytes (the ``data`` lines joined with ``\\n``).
+        event: The event type (``"message"`` unless an ``event`` field set it).
+        id: The last event id in effect when the event was dispatched (``""`` when none).
+    """
+
+    data: bytes
+    event: str = "message"
+    id: str = ""
+
+    @property
+    def text(self) -> str:
+        """``data`` decoded as UTF-8 (invalid sequences replaced, as the specification says)."""
+        return self.data.decode("utf-8", "replace")
+
+
+#: What :meth:`SseParser.feed` yields: an event, or the report of an oversized one.
+SseItem: TypeAlias = SseEvent | MessageTooLarge
+
+
+class SseParser:
+    """Incremental SSE parser: :meth:`feed` bytes, get events; :meth:`finish` at the end.
+
+    Args:
+        max_line_bytes: The longest line accepted, terminator excluded.
+        max_event_bytes: The most data one event may carry.
+
+    Attributes:
+        last_event_id: The stream's last event id (``""`` until an ``id`` field sets one).
+        retry_ms: The reconnection delay the server asked for, in milliseconds, if it did.
+    """
+
+    __slots__ = (
+        "_bom_pending",
+        "_data",
+        "_data_size",
+        "_event_type",
+        "_max_event",
+        "_max_line",
+        "_partial",
+        "_skip_event",
+        "_skip_lf",
+        "_skip_line",
+        "last_event_id",
+        "retry_ms",
+    )
+
+    def __init__(self, *, max_line_bytes: int, max_event_bytes: int) -> None:
+        if max_line_bytes < 1 or max_event_bytes < 1:
+            raise ValueError("SSE size caps must be positive")
+        self._max_line = max_line_bytes
+        self._max_event = max_event_bytes
+        self._bom_pending: bytes | None = b""  # None once the start of the stream has been checked
+        self._partial = bytearray()  # the start of a line whose terminator has not arrived yet
+        self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
+        self._skip_line = False  # dropping the rest of an oversized line (not buffered)
+        self._skip_event = False  # dropping the rest of an oversized event, up to a blank line
+        self._data: list[bytes] = []
+        self._data_size = 0
+        self._event_type: bytes = b""
+        self.last_event_id = ""
+        self.retry_ms: int | None = None
+
+    def feed(self, chunk: bytes) -> list[SseItem]:
+        """Parse the next piece of the stream.
+
+        Args:
+            chunk: Any number of bytes, split anywhere (inside a line, a CRLF, a UTF-8 sequence).
+
+        Returns:
+            The events completed by this chunk, in order, with a
+            :class:`~acp_client.exceptions.MessageTooLarge` in place of each oversized event.
+        """
+        out: list[SseItem] = []
+        if not chunk:
+            return out
+        if self._bom_pending is not None:
+            head = self._bom_pending + chunk
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._bom_pending = head  # could still be a BOM: wait for more
+                return out
+            self._bom_pending = None
+            chunk = head[len(_BOM) :] if head.startswith(_BOM) else head
+            if not chunk:
+                return out
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+                if not chunk:
+                    return out
+        lines = chunk.splitlines(keepends=True)
+        tail = lines[-1]
+        last = tail[-1]
+        if last == 0x0A:
+            tail = b""
+        elif last == 0x0D:
+            tail = b""
+            self._skip_lf = True  # a CRLF may be split across chunks
+        else:
+            lines.pop()  # no terminator yet: kept in ``_partial`` below
+        for raw in lines:
+            line = raw.rstrip(b"\r\n")  # only the terminator: a line never contains CR or LF
+            if self._skip_line:
+                # The rest of an oversized line: drop it; the event is skipped to its end.
+                self._skip_line = False
+                continue
+            if self._partial:
+                self._partial += line
+                line = bytes(self._partial)
+                self._partial.clear()
+            if len(line) > self._max_line:
+                message = f"SSE line of {len(line)} bytes exceeds the {self._max_line}-byte cap"
+                self._oversized(out, message, self._max_line)
+                continue
+            self._line(line, out)
+        if tail:
+            if self._skip_line:
+                return out
+            self._partial += tail
+            if len(self._partial) > self._max_line:
+                size = len(self._partial)
+                self._partial.clear()
+                self._skip_line = True
+                self._oversized(
+                    out, f"SSE line of more than {size} bytes exceeds the {self._max_line}-byte cap", self._max_line
+                )
+        return out
+
+    def finish(self) -> bool:
+        """Declare the end of the stream and reset the parser.
+
+        Returns:
+            ``True`` when an unterminated event (data lines, or the start of a field line, not
+            followed by a blank line) was discarded, so the caller can report it.
+        """
+        truncated = bool(self._data) or bool(self._partial and self._partial[0] != _COLON)
+        self._partial.clear()
+        self._reset_event()
+        self._skip_line = self._skip_event = self._skip_lf = False
+        self._bom_pending = b""
+        return truncated
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _oversized(self, out: list[SseItem], message: str, limit: int) -> None:
+        if not self._skip_event:
+            out.append(MessageTooLarge(message + "; the event was skipped", limit=limit))
+        self._skip_event = True
+        self._reset_event()
+
+    def _reset_event(self) -> None:
+        self._data = []
+        self._data_size = 0
+        self._event_type = b""
+
+    def _line(self, line: bytes, out: list[SseItem]) -> None:
+        if not line:
+            if self._skip_event:
+                self._skip_event = False
+                self._reset_event()
+                return
+            if self._data:
+                data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+                event = self._event_type.decode("utf-8", "replace") if self._event_type else "message"
+                out.append(SseEvent(data, event, self.last_event_id))
+            self._reset_event()
+            return
+        if self._skip_event or line[0] == _COLON:
+            return
+        colon = line.find(b":")
+        if colon < 0:
+            field, value = line, b""
+        else:
+            field = line[:colon]
+            start = colon + 2 if len(line) > colon + 1 and line[colon + 1] == _SPACE else colon + 1
+            value = line[start:]
+        if field == b"data":
+            size = self._data_size + len(value) + (1 if self._data else 0)
+            if size > self._max_event:
+                self._oversized(out, f"SSE event data exceeds the {self._max_event}-byte cap", self._max_event)
+                return
+            self._data.append(value)
+            self._data_size = size
+        elif field == b"event":
+            self._event_type = value
+        elif field == b"id":
+            if b"\x00" not in value:
+                self.last_event_id = value.decode("utf-8", "replace")
+        elif field == b"retry" and value.isdigit():
+            self.retry_ms = int(value)
+        # Any other field is ignored, as the specification says.
