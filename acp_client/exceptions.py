@@ -40,6 +40,7 @@ callers never need to import those libraries to handle a failure.
     ├── ClientClosed                          the client was closed (by the app) or has failed
     ├── ClientSuspended                       down for too long: queued work was failed
     ├── QueueFull                             the reconnect queue is at its size limit
+    ├── TurnInProgress                        a prompt while the session's turn is still running
     └── RecoveryFailed                        a session could not be recovered on any path
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
@@ -85,6 +86,7 @@ __all__ = [
     "TlsVerificationError",
     "TransportClosed",
     "TransportError",
+    "TurnInProgress",
     "UnexpectedResponse",
     "UnknownConnection",
     "UnknownSession",
@@ -457,6 +459,10 @@ class ClientSuspended(AcpError):
 
 class QueueFull(AcpError):
     """A request made while reconnecting did not fit in the bounded outage queue."""
+
+
+class TurnInProgress(AcpError):
+    """A prompt was sent while the session's previous turn is still running."""
 
 
 class RecoveryFailed(AcpError):

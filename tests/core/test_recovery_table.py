@@ -1,0 +1,145 @@
+"""The recovery decision table, exhaustively: every probe answer x capability set x protocol
+version x what the next step answers (DESIGN.md §1)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from acp_client._recovery import (
+    Capabilities,
+    Probe,
+    RecoveryPath,
+    Step,
+    StepFailure,
+    decide,
+    next_step,
+    path_of,
+    should_probe,
+    steps_for,
+)
+
+R, RR, L, N = Step.RESUME, Step.RESUME_REPLAY, Step.LOAD, Step.NEW
+
+# (probe, resume advertised, load advertised) -> (planned path, steps), written out by hand from
+# DESIGN.md §1 rather than computed, so the test is an independent statement of the table.
+V1 = {
+    (Probe.ACTIVE, True, True): (RecoveryPath.RESUME, (R, N)),
+    (Probe.ACTIVE, True, False): (RecoveryPath.RESUME, (R, N)),
+    (Probe.ACTIVE, False, True): (RecoveryPath.RESUME, (L, N)),  # degrade: resume -> load
+    (Probe.ACTIVE, False, False): (RecoveryPath.RESUME, (N,)),
+    (Probe.INACTIVE, True, True): (RecoveryPath.REPLAY, (L, N)),
+    (Probe.INACTIVE, False, True): (RecoveryPath.REPLAY, (L, N)),
+    (Probe.INACTIVE, True, False): (RecoveryPath.REPLAY, (R, N)),  # degrade: replay -> resume w/o history
+    (Probe.INACTIVE, False, False): (RecoveryPath.REPLAY, (N,)),
+    (Probe.NOT_FOUND, True, True): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.NOT_FOUND, True, False): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.NOT_FOUND, False, True): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.NOT_FOUND, False, False): (RecoveryPath.NEW_SESSION, (N,)),
+}
+V2 = {
+    (Probe.ACTIVE, True): (RecoveryPath.RESUME, (R, N)),
+    (Probe.ACTIVE, False): (RecoveryPath.RESUME, (N,)),
+    (Probe.INACTIVE, True): (RecoveryPath.REPLAY, (RR, N)),
+    (Probe.INACTIVE, False): (RecoveryPath.REPLAY, (N,)),
+    (Probe.NOT_FOUND, True): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.NOT_FOUND, False): (RecoveryPath.NEW_SESSION, (N,)),
+}
+# Without a usable probe: resume if advertised, else load (v1), else new.
+FALLBACK_V1 = {
+    (True, True): (RecoveryPath.RESUME, (R, N)),
+    (True, False): (RecoveryPath.RESUME, (R, N)),
+    (False, True): (RecoveryPath.REPLAY, (L, N)),
+    (False, False): (RecoveryPath.NEW_SESSION, (N,)),
+}
+FALLBACK_V2 = {True: (RecoveryPath.RESUME, (R, N)), False: (RecoveryPath.NEW_SESSION, (N,))}
+
+PROBES = list(Probe)
+BOOLS = (False, True)
+
+
+def expected(probe: Probe, status: bool, resume: bool, load: bool, version: int) -> tuple[RecoveryPath, tuple[Step, ...]]:
+    if probe in (Probe.NOT_PROBED, Probe.FAILED):
+        return FALLBACK_V1[(resume, load)] if version == 1 else FALLBACK_V2[resume]
+    return V1[(probe, resume, load)] if version == 1 else V2[(probe, resume)]
+
+
+def run(steps: tuple[Step, ...], answers: dict[Step, StepFailure | None]) -> tuple[Step | None, list[Step]]:
+    """Simulate the supervisor's loop: returns the step that succeeded (None: gave up) and the calls."""
+    calls: list[Step] = []
+    index: int | None = 0
+    while index is not None:
+        step = steps[index]
+        calls.append(step)
+        failure = answers.get(step)
+        if failure is None:
+            return step, calls
+        index = next_step(steps, index, failure)
+    return None, calls
+
+
+CASES = [
+    (probe, status, resume, load, version)
+    for probe, status, resume, load, version in itertools.product(PROBES, BOOLS, BOOLS, BOOLS, (1, 2))
+    # A probe answer exists only when the capability is advertised; without it the client does not probe.
+    if (probe is Probe.NOT_PROBED) != status
+]
+
+
+@pytest.mark.parametrize(("probe", "status", "resume", "load", "version"), CASES)
+def test_decision_table(probe: Probe, status: bool, resume: bool, load: bool, version: int) -> None:
+    caps = Capabilities(status=status, resume=resume, load=load)
+    assert should_probe(caps) is status
+    decision = decide(probe, caps, version)
+    want_path, want_steps = expected(probe, status, resume, load, version)
+    assert decision.path is want_path
+    assert decision.steps == want_steps
+    # Never a method whose capability is absent.
+    assert resume or Step.RESUME not in decision.steps and Step.RESUME_REPLAY not in decision.steps
+    assert (load and version == 1) or Step.LOAD not in decision.steps
+    # Any degradation or fallback is explained.
+    first = decision.steps[0]
+    if path_of(first, version) is not decision.path or probe in (Probe.NOT_PROBED, Probe.FAILED):
+        assert decision.notes
+
+
+@pytest.mark.parametrize(("probe", "status", "resume", "load", "version"), CASES)
+@pytest.mark.parametrize("later", [None, StepFailure.NOT_FOUND, StepFailure.REFUSED])
+def test_later_answers(
+    probe: Probe, status: bool, resume: bool, load: bool, version: int, later: StepFailure | None
+) -> None:
+    """The first step may still fail: -32002 always lands on a new session; another refusal
+    moves down the chain; session/new failing too means giving up."""
+    decision = decide(probe, Capabilities(status=status, resume=resume, load=load), version)
+    first = decision.steps[0]
+    succeeded, calls = run(decision.steps, {first: later} if later else {})
+    if later is None:
+        assert succeeded is first and calls == [first]
+    elif first is Step.NEW:
+        assert succeeded is None and calls == [Step.NEW]
+    elif later is StepFailure.NOT_FOUND:
+        assert succeeded is Step.NEW and calls == [first, Step.NEW]
+    else:
+        assert calls[0] is first and succeeded is decision.steps[1]
+    if succeeded is not None:
+        assert path_of(succeeded, version) is (
+            RecoveryPath.RESUME if succeeded is Step.RESUME
+            else RecoveryPath.NEW_SESSION if succeeded is Step.NEW
+            else RecoveryPath.REPLAY
+        )
+
+
+def test_new_session_failing_gives_up() -> None:
+    assert run((Step.NEW,), {Step.NEW: StepFailure.NOT_FOUND}) == (None, [Step.NEW])
+
+
+@pytest.mark.parametrize("path", list(RecoveryPath))
+@pytest.mark.parametrize("version", [1, 2])
+def test_app_chosen_paths_always_end_in_new_session(path: RecoveryPath, version: int) -> None:
+    for resume, load in itertools.product(BOOLS, BOOLS):
+        steps, _ = steps_for(path, Capabilities(resume=resume, load=load), version)
+        if path is RecoveryPath.ABANDON:
+            assert steps == ()
+        else:
+            assert steps[-1] is Step.NEW
