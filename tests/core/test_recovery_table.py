@@ -59,7 +59,9 @@ PROBES = list(Probe)
 BOOLS = (False, True)
 
 
-def expected(probe: Probe, status: bool, resume: bool, load: bool, version: int) -> tuple[RecoveryPath, tuple[Step, ...]]:
+def expected(
+    probe: Probe, status: bool, resume: bool, load: bool, version: int
+) -> tuple[RecoveryPath, tuple[Step, ...]]:
     if probe in (Probe.NOT_PROBED, Probe.FAILED):
         return FALLBACK_V1[(resume, load)] if version == 1 else FALLBACK_V2[resume]
     return V1[(probe, resume, load)] if version == 1 else V2[(probe, resume)]
@@ -96,7 +98,7 @@ def test_decision_table(probe: Probe, status: bool, resume: bool, load: bool, ve
     assert decision.path is want_path
     assert decision.steps == want_steps
     # Never a method whose capability is absent.
-    assert resume or Step.RESUME not in decision.steps and Step.RESUME_REPLAY not in decision.steps
+    assert resume or (Step.RESUME not in decision.steps and Step.RESUME_REPLAY not in decision.steps)
     assert (load and version == 1) or Step.LOAD not in decision.steps
     # Any degradation or fallback is explained.
     first = decision.steps[0]
