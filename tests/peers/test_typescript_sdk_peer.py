@@ -681,6 +681,9 @@ async def test_http_status_codes(typescript_sdk_peer: TypeScriptSdkPeer) -> None
         assert not_acceptable.status_code == 406
         missing_conn_get = await client.get(url, headers={"Accept": "text/event-stream"})
         assert missing_conn_get.status_code == 400
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "sess_x"}}
+        assert (await acp.post(cancel)).status_code == 400  # notifications too need the session header
+        assert (await acp.post(cancel, "sess_x")).status_code == 202
         stream = await acp.open_stream()
         second = await client.get(url, headers={**headers, "Accept": "text/event-stream"})
         assert (second.status_code, second.text) == (409, "Outbound stream already has an active receiver")

@@ -36,7 +36,9 @@ __all__ = [
     "NPM_PACKAGES",
     "SDK_VERSION",
     "TypeScriptSdkPeer",
+    "cache_root",
     "ensure_npm_packages",
+    "start_peer",
     "typescript_sdk_peer",
 ]
 
@@ -283,8 +285,14 @@ class TypeScriptSdkPeer:
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait(_STOP_TIMEOUT)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        _close_pipes(self.process)
+
+
+def _close_pipes(process: subprocess.Popen[bytes]) -> None:
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _read_lines(stream: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
@@ -318,6 +326,7 @@ def start_peer(agent: Path, stderr_path: Path) -> TypeScriptSdkPeer:
     if not isinstance(ready, dict) or ready.get("event") != "ready":
         process.kill()
         process.wait()
+        _close_pipes(process)
         pytest.fail(
             f"the TypeScript SDK agent did not start (exit code {process.returncode}, first line {line!r}); "
             f"stderr:\n{stderr_path.read_text(encoding='utf-8', errors='replace')}",
