@@ -1,0 +1,46 @@
+"""The reference agent: an ACP v1/v2 echo agent with the controls that recovery tests need.
+
+* :class:`ReferenceAgent` is the transport-independent core (sessions, history, behaviour,
+  controls such as :meth:`~ReferenceAgent.restart`, :meth:`~ReferenceAgent.evict` and
+  :meth:`~ReferenceAgent.stall`).
+* :class:`ReferenceServer` serves it on loopback over WebSocket and Streamable HTTP (hypercorn,
+  the ``testing`` extra), with :meth:`~ReferenceServer.drop_connections`,
+  :meth:`~ReferenceServer.restart` and :meth:`~ReferenceServer.refuse_connections`.
+* :func:`serve_stdio` serves it over stdin / stdout; :meth:`ReferenceAgent.serve` over any
+  :class:`~acp_client.transports.base.Transport` (e.g. an in-memory pair).
+* :class:`SessionStore` keeps sessions across restarts (in memory, or JSON files in a directory).
+
+From a shell::
+
+    python -m acp_client.testing.reference_agent --stdio [--store DIR] [--no-status] [--no-resume]
+        [--no-load] [--vocabulary proposal|sdk] [--chunks N] [--chunk-delay S]
+    python -m acp_client.testing.reference_agent --serve [--host H] [--port P]
+
+Prompts: any text is echoed as ``"echo: <text>"`` in ``chunks_per_prompt`` pieces. Special
+prompts make the agent call the client: ``/permission`` (``session/request_permission``),
+``/write PATH TEXT`` (``fs/write_text_file``), ``/read PATH`` (``fs/read_text_file``),
+``/terminal CMD`` (``terminal/create``, ``wait_for_exit``, ``output``, ``release``), ``/elicit``
+(``elicitation/create``), and ``/slow`` streams until cancelled (at most 10 minutes).
+"""
+
+from __future__ import annotations
+
+from ._agent import AgentConnection, ReferenceAgent, SendCallable, SessionSnapshot, split_text
+from ._server import ReferenceServer, RequestRecord
+from ._stdio import LineWriter, serve_stdio
+from ._store import HistoryEntry, SessionStore, StoredSession
+
+__all__ = [
+    "AgentConnection",
+    "HistoryEntry",
+    "LineWriter",
+    "ReferenceAgent",
+    "ReferenceServer",
+    "RequestRecord",
+    "SendCallable",
+    "SessionSnapshot",
+    "SessionStore",
+    "StoredSession",
+    "serve_stdio",
+    "split_text",
+]

@@ -1,0 +1,1035 @@
+"""The transport-independent core of the reference agent: sessions, history, behaviour, controls.
+
+A :class:`ReferenceAgent` answers ACP v1 and v2 with plain JSON dicts. Each client link is an
+:class:`AgentConnection` obtained from :meth:`ReferenceAgent.connect`; a transport feeds it inbound
+messages (:meth:`AgentConnection.handle` / :meth:`AgentConnection.handle_frame`) and gives it a
+``send`` callable for outbound ones. :meth:`ReferenceAgent.serve` does that for any
+:class:`~acp_client.transports.base.Transport` (for example one end of
+:func:`~acp_client.transports.memory.memory_pair`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import shlex
+import uuid
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from typing import Any, Final, Literal
+
+import attrs
+
+from ..._clock import Clock, SystemClock
+from ..._jsonrpc import (
+    ErrorResponse,
+    IdAllocator,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    classify,
+    decode_frame,
+    error_message,
+    notification_message,
+    request_message,
+    result_message,
+)
+from ...exceptions import (
+    ConfigurationError,
+    InvalidParams,
+    InvalidRequest,
+    MalformedFrame,
+    MessageTooLarge,
+    RpcError,
+    TransportClosed,
+    TransportError,
+)
+from ...transports.base import Transport
+from ._store import HistoryEntry, SessionStore, StoredSession, utc_now
+
+__all__ = ["AgentConnection", "ReferenceAgent", "SendCallable", "SessionSnapshot"]
+
+logger = logging.getLogger(__name__)
+
+#: ``send(message, cause)``: deliver one outbound message. ``cause`` is the id of the client
+#: request that produced it (its answer, or an update / agent request of that request's work),
+#: or ``None``. The HTTP server uses it to keep a request's messages on one SSE stream.
+SendCallable = Callable[[dict[str, Any], RequestId | None], Awaitable[None]]
+
+LATEST_PROTOCOL_VERSION: Final = 2
+SUPPORTED_PROTOCOL_VERSIONS: Final = (1, 2)
+#: How long a ``/slow`` turn streams before ending on its own.
+SLOW_TURN_LIMIT: Final = 600.0
+#: The shortest pause between two ``/slow`` chunks.
+SLOW_TICK_MIN: Final = 0.05
+
+_VOCABULARIES: Final = {"proposal": ("active", "inactive"), "sdk": ("open", "saved")}
+
+
+def _package_version() -> str:
+    try:
+        return metadata.version("acp-reconnect")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def split_text(text: str, pieces: int) -> list[str]:
+    """Split ``text`` into exactly ``pieces`` parts that concatenate back to it.
+
+    Whole words (with their trailing spaces) are kept together when there are enough of them,
+    so ``"echo: hello there"`` in 3 pieces is ``["echo: ", "hello ", "there"]``.
+    """
+    if pieces <= 1:
+        return [text]
+    tokens = re.findall(r"\S+\s*|\s+", text)
+    if len(tokens) < pieces:
+        tokens = list(text)
+    if len(tokens) < pieces:
+        return tokens + [""] * (pieces - len(tokens))
+    base, extra = divmod(len(tokens), pieces)
+    result: list[str] = []
+    start = 0
+    for index in range(pieces):
+        size = base + (1 if index < extra else 0)
+        result.append("".join(tokens[start : start + size]))
+        start += size
+    return result
+
+
+@attrs.frozen
+class SessionSnapshot:
+    """What a test can see of one session (from :attr:`ReferenceAgent.sessions`).
+
+    Attributes:
+        session_id: The session id.
+        cwd: Its working directory.
+        in_memory: Whether the agent has it in memory (``session/status`` says active / open).
+        stored: Whether the store has it.
+        history_length: How many messages its history holds.
+        state: ``"idle"``, ``"running"`` or ``"requires_action"`` when in memory, else ``None``.
+        attached_connections: How many client connections it is attached to.
+        title: Its title (the start of the first prompt), or ``None``.
+    """
+
+    session_id: str
+    cwd: str
+    in_memory: bool
+    stored: bool
+    history_length: int
+    state: str | None
+    attached_connections: int
+    title: str | None
+
+
+class _LiveSession:
+    """A session in the agent's memory."""
+
+    def __init__(self, record: StoredSession) -> None:
+        self.session_id = record.session_id
+        self.cwd = record.cwd
+        self.mcp_servers = record.mcp_servers
+        self.created_at = record.created_at
+        self.title = record.title
+        self.history: list[HistoryEntry] = list(record.history)
+        self.state = "idle"
+        self.stop_reason: str | None = None
+        self.attached: set[AgentConnection] = set()
+        self.turn: _Turn | None = None
+
+    def record(self) -> StoredSession:
+        return StoredSession(
+            session_id=self.session_id,
+            cwd=self.cwd,
+            mcp_servers=self.mcp_servers,
+            created_at=self.created_at,
+            updated_at=utc_now(),
+            title=self.title,
+            history=tuple(self.history),
+        )
+
+
+_CancelReason = Literal["cancel", "request", "gone", "closed"]
+
+
+class _Turn:
+    """One running ``session/prompt``."""
+
+    def __init__(self, session: _LiveSession, connection: AgentConnection, request_id: RequestId) -> None:
+        self.session = session
+        self.connection = connection
+        self.request_id = request_id
+        self.agent_message_id = _new_id("msg")
+        self.sent: list[str] = []
+        self.answered = False
+        self.cancel_reason: _CancelReason | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def cancel(self, reason: _CancelReason) -> None:
+        if self.task is None or self.task.done():
+            return
+        if self.cancel_reason is None or reason in ("gone", "closed"):
+            self.cancel_reason = reason
+        self.task.cancel()
+
+
+class ReferenceAgent:
+    """An echo agent speaking ACP v1 and v2, with the controls recovery tests need.
+
+    The core is transport-independent; serve it with :class:`ReferenceServer` (WebSocket and
+    Streamable HTTP), over stdio (``python -m acp_client.testing.reference_agent --stdio``), or over
+    any :class:`~acp_client.transports.base.Transport` with :meth:`serve`.
+
+    The plain attributes below may be changed at runtime (``agent.advertise_status = False``); the
+    next ``initialize`` advertises the new capabilities, and a method whose capability is hidden
+    answers ``-32601``.
+
+    Args:
+        name: ``agentInfo.name`` / ``info.name``.
+        advertise_status: Advertise and serve ``session/status``.
+        advertise_resume: Advertise and serve ``session/resume``.
+        advertise_load: Advertise and serve ``session/load`` (v1 only; v2 has no load).
+        status_vocabulary: ``"proposal"`` answers ``active`` / ``inactive``; ``"sdk"`` answers
+            ``open`` / ``saved`` (the TypeScript SDK 2.4.0 spelling).
+        chunks_per_prompt: How many ``agent_message_chunk`` updates each answer is split into.
+        chunk_delay: Seconds between two chunks (through ``clock``).
+        store: Where sessions persist across :meth:`restart`; a fresh in-memory
+            :class:`SessionStore` by default.
+        clock: The clock used for ``chunk_delay`` and ``/slow`` pauses (a
+            :class:`~acp_client.testing.FakeClock` makes them instant).
+
+    Raises:
+        ConfigurationError: ``status_vocabulary`` is unknown, ``chunks_per_prompt`` is below 1,
+            or ``chunk_delay`` is negative.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "acp-reference-agent",
+        advertise_status: bool = True,
+        advertise_resume: bool = True,
+        advertise_load: bool = True,
+        status_vocabulary: Literal["proposal", "sdk"] = "proposal",
+        chunks_per_prompt: int = 3,
+        chunk_delay: float = 0.0,
+        store: SessionStore | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if status_vocabulary not in _VOCABULARIES:
+            raise ConfigurationError(f"status_vocabulary must be 'proposal' or 'sdk', not {status_vocabulary!r}")
+        if chunks_per_prompt < 1:
+            raise ConfigurationError("chunks_per_prompt must be at least 1")
+        if chunk_delay < 0:
+            raise ConfigurationError("chunk_delay cannot be negative")
+        self.name = name
+        self.version = _package_version()
+        self.advertise_status = advertise_status
+        self.advertise_resume = advertise_resume
+        self.advertise_load = advertise_load
+        self.status_vocabulary: Literal["proposal", "sdk"] = status_vocabulary
+        self.chunks_per_prompt = chunks_per_prompt
+        self.chunk_delay = chunk_delay
+        #: How many sessions one ``session/list`` page holds.
+        self.list_page_size = 50
+        self.store = store if store is not None else SessionStore()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._live: dict[str, _LiveSession] = {}
+        self._connections: set[AgentConnection] = set()
+        self._stalled = False
+        #: How many requests arrived while stalled (and were never answered).
+        self.stalled_requests = 0
+
+    def __repr__(self) -> str:
+        return f"ReferenceAgent(name={self.name!r}, sessions_in_memory={len(self._live)})"
+
+    # -- controls ---------------------------------------------------------------------------------
+
+    def restart(self) -> None:
+        """Forget every in-memory session, as a restarted agent process would.
+
+        The store is kept, so those sessions now answer ``session/status`` with ``inactive``
+        (``saved``). Running turns stop; a v1 prompt still pending is answered with ``-32603``.
+        Open connections stay open but are attached to nothing.
+        """
+        for live in list(self._live.values()):
+            self._forget(live)
+        logger.info("reference agent restarted: memory cleared, %d stored sessions kept", len(self.store.list()))
+
+    def evict(self, session_id: str) -> None:
+        """Forget ``session_id`` in memory and in the store (it then answers ``-32002``)."""
+        live = self._live.get(session_id)
+        if live is not None:
+            self._forget(live)
+        self.store.delete(session_id)
+        logger.info("reference agent evicted session %s", session_id)
+
+    def stall(self, on: bool = True) -> None:
+        """While stalled, requests are read but never answered (notifications still act)."""
+        self._stalled = on
+
+    @property
+    def stalled(self) -> bool:
+        """Whether the agent is stalled (see :meth:`stall`)."""
+        return self._stalled
+
+    @property
+    def sessions(self) -> dict[str, SessionSnapshot]:
+        """Every session the agent knows (in memory or stored), by id, oldest first."""
+        snapshots: dict[str, SessionSnapshot] = {}
+        stored_ids: set[str] = set()
+        for record in self.store.list():
+            stored_ids.add(record.session_id)
+            live = self._live.get(record.session_id)
+            snapshots[record.session_id] = (
+                self._snapshot(live, stored=True)
+                if live is not None
+                else SessionSnapshot(
+                    session_id=record.session_id,
+                    cwd=record.cwd,
+                    in_memory=False,
+                    stored=True,
+                    history_length=len(record.history),
+                    state=None,
+                    attached_connections=0,
+                    title=record.title,
+                )
+            )
+        for session_id, live in self._live.items():
+            if session_id not in stored_ids:
+                snapshots[session_id] = self._snapshot(live, stored=False)
+        return snapshots
+
+    @property
+    def connection_count(self) -> int:
+        """How many client connections are open on this agent (all transports)."""
+        return len(self._connections)
+
+    # -- serving ----------------------------------------------------------------------------------
+
+    def connect(self, send: SendCallable) -> AgentConnection:
+        """Open a connection for one client link.
+
+        Args:
+            send: Called with each outbound message and the id of the request that caused it.
+                It may raise :class:`~acp_client.exceptions.TransportError` when the link is gone.
+
+        Returns:
+            The connection; feed it inbound messages and :meth:`AgentConnection.close` it when
+            the link ends.
+        """
+        connection = AgentConnection(self, send)
+        self._connections.add(connection)
+        return connection
+
+    async def serve(self, transport: Transport) -> None:
+        """Serve one client over ``transport`` until the link ends, then close it.
+
+        Undecodable frames are answered with a ``-32700`` error, as on every transport.
+        """
+
+        async def send(message: dict[str, Any], cause: RequestId | None) -> None:
+            await transport.send(message)
+
+        connection = self.connect(send)
+        try:
+            while True:
+                try:
+                    message = await transport.receive()
+                except (MalformedFrame, MessageTooLarge) as exc:
+                    await connection.report_bad_frame(exc)
+                    continue
+                except TransportClosed:
+                    break
+                await connection.handle(message)
+        finally:
+            await connection.close()
+            await transport.aclose()
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _snapshot(self, live: _LiveSession, *, stored: bool) -> SessionSnapshot:
+        return SessionSnapshot(
+            session_id=live.session_id,
+            cwd=live.cwd,
+            in_memory=True,
+            stored=stored,
+            history_length=len(live.history),
+            state=live.state,
+            attached_connections=len(live.attached),
+            title=live.title,
+        )
+
+    def _forget(self, live: _LiveSession) -> None:
+        self._live.pop(live.session_id, None)
+        if live.turn is not None:
+            live.turn.cancel("gone")
+        live.attached.clear()
+
+    def _persist(self, live: _LiveSession) -> None:
+        if self._live.get(live.session_id) is live:
+            self.store.save(live.record())
+
+    def _known(self, session_id: str) -> bool:
+        return session_id in self._live or session_id in self.store
+
+    def knows_session(self, session_id: str) -> bool:
+        """Whether ``session_id`` is in memory or in the store (no side effects)."""
+        return self._known(session_id)
+
+    def _bring_into_memory(self, session_id: str) -> _LiveSession | None:
+        live = self._live.get(session_id)
+        if live is not None:
+            return live
+        record = self.store.load(session_id)
+        if record is None:
+            return None
+        live = _LiveSession(record)
+        self._live[session_id] = live
+        return live
+
+    def _create_session(
+        self,
+        cwd: str,
+        mcp_servers: tuple[dict[str, Any], ...],
+        history: tuple[HistoryEntry, ...] = (),
+        title: str | None = None,
+    ) -> _LiveSession:
+        session_id = _new_id("sess")
+        while self._known(session_id):
+            session_id = _new_id("sess")
+        live = _LiveSession(
+            StoredSession(session_id=session_id, cwd=cwd, mcp_servers=mcp_servers, title=title, history=history)
+        )
+        self._live[session_id] = live
+        self._persist(live)
+        return live
+
+    def _status_word(self, in_memory: bool) -> str:
+        active, inactive = _VOCABULARIES.get(self.status_vocabulary, _VOCABULARIES["proposal"])
+        return active if in_memory else inactive
+
+    def _info(self) -> dict[str, Any]:
+        return {"name": self.name, "title": "ACP reference agent (acp_client.testing)", "version": self.version}
+
+    def _session_capabilities(self) -> dict[str, Any]:
+        capabilities: dict[str, Any] = {}
+        if self.advertise_resume:
+            capabilities["resume"] = {}
+        capabilities["close"] = {}
+        capabilities["list"] = {}
+        capabilities["fork"] = {}
+        if self.advertise_status:
+            capabilities["status"] = {}
+        return capabilities
+
+
+def _session_id_param(params: Any) -> str:
+    if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str) or not params["sessionId"]:
+        raise RpcError.invalid_params("sessionId (a non-empty string) is required")
+    return str(params["sessionId"])
+
+
+def _text_of(blocks: Any) -> str:
+    if not isinstance(blocks, list):
+        return ""
+    return "".join(
+        str(block.get("text", "")) for block in blocks if isinstance(block, dict) and block.get("type") == "text"
+    )
+
+
+def _describe_error(method: str, exc: BaseException) -> str:
+    if isinstance(exc, RpcError):
+        return f"error: {method} failed: {exc.message} (code {exc.code})"
+    return f"error: {method} failed: {exc}"
+
+
+class AgentConnection:
+    """The agent's side of one client link (create with :meth:`ReferenceAgent.connect`).
+
+    Attributes:
+        id: A random id (the HTTP and WebSocket servers use it as ``Acp-Connection-Id``).
+        protocol_version: The version negotiated by ``initialize``, or ``None`` before it.
+    """
+
+    def __init__(self, agent: ReferenceAgent, send: SendCallable) -> None:
+        self.id = uuid.uuid4().hex
+        self.protocol_version: int | None = None
+        self._agent = agent
+        self._send = send
+        self._closed = False
+        self._ids = IdAllocator()
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._turns: dict[str, _Turn] = {}
+
+    def __repr__(self) -> str:
+        return f"AgentConnection({self.id}, v{self.protocol_version}, closed={self._closed})"
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def attached_session_ids(self) -> frozenset[str]:
+        """The sessions this connection created, loaded, resumed or forked (and still in memory)."""
+        return frozenset(sid for sid, live in self._agent._live.items() if self in live.attached)
+
+    def is_attached(self, session_id: str) -> bool:
+        """Whether ``session_id`` is attached to this connection."""
+        live = self._agent._live.get(session_id)
+        return live is not None and self in live.attached
+
+    # -- inbound ----------------------------------------------------------------------------------
+
+    async def handle_frame(self, data: str | bytes) -> None:
+        """Decode one inbound frame and handle it; an undecodable frame is answered ``-32700``."""
+        try:
+            message = decode_frame(data)
+        except MalformedFrame as exc:
+            await self.report_bad_frame(exc)
+            return
+        await self.handle(message)
+
+    async def report_bad_frame(self, exc: Exception) -> None:
+        """Answer a frame that could not be decoded (``-32700``, id ``null``)."""
+        logger.warning("reference agent got an undecodable frame: %s", exc)
+        await self._emit(error_message(None, -32700, f"Parse error: {exc}"), None)
+
+    async def handle(self, message: Message) -> None:
+        """Handle one decoded inbound message (a dict, or a batch which is refused)."""
+        if self._closed:
+            return
+        if isinstance(message, list):
+            await self._emit(error_message(None, -32600, "Invalid request: JSON-RPC batches are not supported"), None)
+            return
+        try:
+            item = classify(message)
+        except MalformedFrame as exc:
+            raw_id = message.get("id") if isinstance(message, dict) else None
+            request_id = raw_id if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else None
+            await self._emit(error_message(request_id, -32600, f"Invalid request: {exc}"), request_id)
+            return
+        if isinstance(item, Response | ErrorResponse):
+            self._resolve(item)
+        elif isinstance(item, Notification):
+            await self._notification(item)
+        else:
+            await self._request(item)
+
+    async def close(self) -> None:
+        """End the connection: stop the turns it started, detach it from its sessions."""
+        if self._closed:
+            return
+        self._closed = True
+        self._agent._connections.discard(self)
+        turns = list(self._turns.values())
+        for turn in turns:
+            turn.cancel("closed")
+        tasks = [turn.task for turn in turns if turn.task is not None]
+        if tasks:
+            await asyncio.wait(tasks)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(TransportClosed("the connection closed"))
+        self._pending.clear()
+        for live in self._agent._live.values():
+            live.attached.discard(self)
+
+    # -- outbound ---------------------------------------------------------------------------------
+
+    async def _emit(self, message: dict[str, Any], cause: RequestId | None) -> None:
+        if self._closed:
+            return
+        await self._send(message, cause)
+
+    async def _update(self, live: _LiveSession, update: dict[str, Any], cause: RequestId | None) -> None:
+        await self._emit(
+            notification_message("session/update", {"sessionId": live.session_id, "update": update}), cause
+        )
+
+    async def _call_client(self, method: str, params: dict[str, Any], cause: RequestId | None) -> Any:
+        request_id = self._ids()
+        key = str(request_id)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            await self._emit(request_message(request_id, method, params), cause)
+            return await future
+        except asyncio.CancelledError:
+            if not self._closed:
+                with contextlib.suppress(TransportError):
+                    await self._emit(notification_message("$/cancel_request", {"requestId": request_id}), cause)
+            raise
+        finally:
+            self._pending.pop(key, None)
+
+    def _resolve(self, item: Response | ErrorResponse) -> None:
+        future = self._pending.get(str(item.id)) if item.id is not None else None
+        if future is None or future.done():
+            logger.debug("reference agent ignored a response to unknown request %r", item.id)
+            return
+        if isinstance(item, Response):
+            future.set_result(item.result)
+        else:
+            future.set_exception(RpcError.from_error(item.code, item.message, item.data))
+
+    # -- dispatch ---------------------------------------------------------------------------------
+
+    async def _notification(self, item: Notification) -> None:
+        params = item.params if isinstance(item.params, dict) else {}
+        if item.method == "session/cancel":
+            session_id = params.get("sessionId")
+            live = self._agent._live.get(session_id) if isinstance(session_id, str) else None
+            if live is not None and live.turn is not None:
+                live.turn.cancel("cancel")
+        elif item.method == "$/cancel_request":
+            raw = params.get("requestId")
+            turn = self._turns.get(str(raw)) if raw is not None else None
+            if turn is not None and not turn.answered:
+                turn.cancel("request")
+        else:
+            logger.debug("reference agent ignored notification %s", item.method)
+
+    async def _request(self, item: Request) -> None:
+        if self._agent.stalled:
+            self._agent.stalled_requests += 1
+            logger.debug("reference agent is stalled: %s id=%r will never be answered", item.method, item.id)
+            return
+        try:
+            if item.method == "session/prompt":
+                self._start_turn(item)
+                return
+            result = await self._dispatch(item)
+        except RpcError as exc:
+            await self._emit(error_message(item.id, exc.code, exc.message, exc.data), item.id)
+            return
+        except TransportError:
+            return
+        except Exception as exc:
+            logger.exception("reference agent failed on %s", item.method)
+            await self._emit(error_message(item.id, -32603, f"Internal error: {exc}"), item.id)
+            return
+        await self._emit(result_message(item.id, result), item.id)
+
+    def _check_method(self, method: str) -> None:
+        agent = self._agent
+        v2 = self.protocol_version == 2
+        hidden = (
+            (method == "session/status" and not agent.advertise_status)
+            or (method == "session/resume" and not agent.advertise_resume)
+            or (method == "session/load" and (v2 or not agent.advertise_load))
+        )
+        if hidden:
+            raise RpcError.method_not_found(method)
+
+    async def _dispatch(self, item: Request) -> dict[str, Any]:
+        method, params = item.method, item.params
+        if method == "initialize":
+            return self._initialize(params)
+        handlers = {
+            "session/new": self._session_new,
+            "session/status": self._session_status,
+            "session/load": self._session_load,
+            "session/resume": self._session_resume,
+            "session/list": self._session_list,
+            "session/close": self._session_close,
+            "session/fork": self._session_fork,
+        }
+        handler = handlers.get(method)
+        if handler is None:
+            raise RpcError.method_not_found(method)
+        if self.protocol_version is None:
+            raise InvalidRequest("Invalid request: send initialize first")
+        self._check_method(method)
+        return await handler(params if isinstance(params, dict) else {}, item.id)
+
+    # -- lifecycle methods ------------------------------------------------------------------------
+
+    def _initialize(self, params: Any) -> dict[str, Any]:
+        requested = params.get("protocolVersion") if isinstance(params, dict) else None
+        valid = isinstance(requested, int) and not isinstance(requested, bool)
+        version = requested if valid and requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
+        self.protocol_version = version
+        agent = self._agent
+        if version == 1:
+            capabilities: dict[str, Any] = {}
+            if agent.advertise_load:
+                capabilities["loadSession"] = True
+            capabilities["promptCapabilities"] = {"image": False, "audio": False, "embeddedContext": False}
+            capabilities["sessionCapabilities"] = agent._session_capabilities()
+            return {
+                "protocolVersion": 1,
+                "agentCapabilities": capabilities,
+                "agentInfo": agent._info(),
+                "authMethods": [],
+            }
+        return {
+            "protocolVersion": 2,
+            "info": agent._info(),
+            "capabilities": {"session": agent._session_capabilities()},
+        }
+
+    async def _session_new(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not cwd:
+            raise RpcError.invalid_params("cwd (a non-empty string) is required")
+        servers = params.get("mcpServers") or []
+        if not isinstance(servers, list):
+            raise RpcError.invalid_params("mcpServers must be an array")
+        live = self._agent._create_session(cwd, tuple(s for s in servers if isinstance(s, dict)))
+        live.attached.add(self)
+        return {"sessionId": live.session_id}
+
+    async def _session_status(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        session_id = _session_id_param(params)
+        agent = self._agent
+        live = agent._live.get(session_id)
+        if live is not None:
+            result: dict[str, Any] = {"status": agent._status_word(True)}
+            if self.protocol_version == 2:
+                result["state"] = {"state": live.state}
+            return result
+        if session_id in agent.store:
+            return {"status": agent._status_word(False)}
+        raise RpcError.session_not_found(session_id)
+
+    def _load_for_attach(self, params: dict[str, Any]) -> _LiveSession:
+        session_id = _session_id_param(params)
+        live = self._agent._bring_into_memory(session_id)
+        if live is None:
+            raise RpcError.session_not_found(session_id)
+        return live
+
+    async def _session_load(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        live = self._load_for_attach(params)
+        for entry in list(live.history):
+            kind = "user_message_chunk" if entry.role == "user" else "agent_message_chunk"
+            for block in entry.content:
+                await self._update(live, {"sessionUpdate": kind, "content": block}, request_id)
+        live.attached.add(self)
+        return {"sessionId": live.session_id}
+
+    async def _session_resume(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        replay_from = params.get("replayFrom")
+        if (
+            self.protocol_version == 2
+            and replay_from is not None
+            and (not isinstance(replay_from, dict) or replay_from.get("type") != "start")
+        ):
+            raise RpcError.invalid_params("replayFrom: only {'type': 'start'} is supported")
+        live = self._load_for_attach(params)
+        if self.protocol_version == 2:
+            if replay_from is not None:
+                for entry in list(live.history):
+                    kind = "user_message" if entry.role == "user" else "agent_message"
+                    update = {"sessionUpdate": kind, "messageId": entry.message_id, "content": list(entry.content)}
+                    await self._update(live, update, request_id)
+            await self._update(live, {"sessionUpdate": "state_update", "state": live.state}, request_id)
+        live.attached.add(self)
+        return {"sessionId": live.session_id}
+
+    async def _session_list(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        agent = self._agent
+        cwd = params.get("cwd")
+        cursor = params.get("cursor")
+        offset = 0
+        if cursor is not None:
+            if not isinstance(cursor, str) or not cursor.isdigit():
+                raise RpcError.invalid_params("cursor is not one this agent issued")
+            offset = int(cursor)
+        snapshots = [snap for snap in agent.sessions.values() if cwd is None or snap.cwd == cwd]
+        page = snapshots[offset : offset + max(1, agent.list_page_size)]
+        sessions: list[dict[str, Any]] = []
+        for snap in page:
+            record = agent.store.load(snap.session_id)
+            entry: dict[str, Any] = {"sessionId": snap.session_id, "cwd": snap.cwd}
+            if snap.title is not None:
+                entry["title"] = snap.title
+            if record is not None:
+                entry["updatedAt"] = record.updated_at
+            sessions.append(entry)
+        result: dict[str, Any] = {"sessions": sessions}
+        if offset + len(page) < len(snapshots):
+            result["nextCursor"] = str(offset + len(page))
+        return result
+
+    async def _session_close(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        session_id = _session_id_param(params)
+        agent = self._agent
+        live = agent._live.get(session_id)
+        if live is None:
+            if session_id in agent.store:
+                return {}
+            raise RpcError.session_not_found(session_id)
+        turn = live.turn
+        if turn is not None and turn.task is not None:
+            turn.cancel("cancel")
+            await asyncio.wait([turn.task])
+        agent._persist(live)
+        agent._live.pop(session_id, None)
+        live.attached.clear()
+        return {}
+
+    async def _session_fork(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        session_id = _session_id_param(params)
+        agent = self._agent
+        source = agent._live.get(session_id)
+        if source is not None:
+            record = source.record()
+        else:
+            stored = agent.store.load(session_id)
+            if stored is None:
+                raise RpcError.session_not_found(session_id)
+            record = stored
+        cwd = params.get("cwd") if isinstance(params.get("cwd"), str) and params.get("cwd") else record.cwd
+        servers = params.get("mcpServers")
+        mcp = tuple(s for s in servers if isinstance(s, dict)) if isinstance(servers, list) else record.mcp_servers
+        live = agent._create_session(str(cwd), mcp, record.history, record.title)
+        live.attached.add(self)
+        return {"sessionId": live.session_id}
+
+    # -- prompt turns -----------------------------------------------------------------------------
+
+    def _start_turn(self, item: Request) -> None:
+        if self.protocol_version is None:
+            raise InvalidRequest("Invalid request: send initialize first")
+        params = item.params if isinstance(item.params, dict) else {}
+        session_id = _session_id_param(params)
+        agent = self._agent
+        live = agent._live.get(session_id)
+        if live is None and session_id not in agent.store:
+            raise RpcError.session_not_found(session_id)
+        if live is None or self not in live.attached:
+            raise InvalidParams("session not attached to this connection", {"sessionId": session_id})
+        if live.turn is not None:
+            raise InvalidParams("a turn is already running in this session", {"sessionId": session_id})
+        prompt = params.get("prompt")
+        if not isinstance(prompt, list) or not all(isinstance(block, dict) for block in prompt):
+            raise RpcError.invalid_params("prompt must be an array of content blocks")
+        turn = _Turn(live, self, item.id)
+        live.turn = turn
+        self._turns[str(item.id)] = turn
+        turn.task = asyncio.get_running_loop().create_task(
+            self._run_turn(turn, [dict(block) for block in prompt]), name=f"reference-turn-{session_id}"
+        )
+
+    async def _run_turn(self, turn: _Turn, prompt: list[dict[str, Any]]) -> None:
+        live = turn.session
+        agent = self._agent
+        v2 = self.protocol_version == 2
+        user_id = _new_id("msg")
+        text = _text_of(prompt)
+        live.history.append(HistoryEntry(role="user", message_id=user_id, content=tuple(prompt)))
+        if live.title is None and text.strip():
+            live.title = text.strip()[:60]
+        live.state = "running"
+        agent._persist(live)
+        stop_reason = "end_turn"
+        try:
+            if v2:
+                turn.answered = True
+                await self._emit(result_message(turn.request_id, {"messageId": user_id}), turn.request_id)
+                await self._update(
+                    live, {"sessionUpdate": "user_message", "messageId": user_id, "content": prompt}, turn.request_id
+                )
+                await self._update(live, {"sessionUpdate": "state_update", "state": "running"}, turn.request_id)
+            reply = await self._reply_for(turn, text)
+            if reply is not None:
+                await self._stream(turn, reply)
+        except asyncio.CancelledError:
+            if turn.cancel_reason is None:
+                self._finish(turn, "cancelled")
+                raise
+            current = asyncio.current_task()
+            uncancel = getattr(current, "uncancel", None)
+            if uncancel is not None:
+                uncancel()
+            stop_reason = "cancelled"
+        except TransportError:
+            turn.cancel_reason = "closed"
+            stop_reason = "cancelled"
+        self._finish(turn, stop_reason)
+        await self._conclude(turn, stop_reason)
+
+    def _finish(self, turn: _Turn, stop_reason: str) -> None:
+        live = turn.session
+        self._turns.pop(str(turn.request_id), None)
+        if live.turn is turn:
+            live.turn = None
+        if turn.cancel_reason == "gone":
+            return
+        text = "".join(turn.sent)
+        if text:
+            block = {"type": "text", "text": text}
+            live.history.append(HistoryEntry(role="agent", message_id=turn.agent_message_id, content=(block,)))
+        live.state = "idle"
+        live.stop_reason = stop_reason
+        self._agent._persist(live)
+
+    async def _conclude(self, turn: _Turn, stop_reason: str) -> None:
+        if turn.cancel_reason == "closed" or self._closed:
+            return
+        try:
+            if turn.cancel_reason == "gone":
+                if not turn.answered:
+                    message = "the agent forgot this session (restart or eviction) during the turn"
+                    await self._emit(error_message(turn.request_id, -32603, message), turn.request_id)
+                return
+            if self.protocol_version == 2:
+                update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
+                await self._update(turn.session, update, turn.request_id)
+            elif turn.cancel_reason == "request":
+                await self._emit(error_message(turn.request_id, -32800, "Request cancelled"), turn.request_id)
+            else:
+                await self._emit(result_message(turn.request_id, {"stopReason": stop_reason}), turn.request_id)
+        except TransportError:
+            logger.debug("reference agent could not conclude a turn: the link is gone")
+
+    async def _stream(self, turn: _Turn, text: str) -> None:
+        agent = self._agent
+        for index, piece in enumerate(split_text(text, agent.chunks_per_prompt)):
+            if index and agent.chunk_delay > 0:
+                await agent.clock.sleep(agent.chunk_delay)
+            await self._chunk(turn, piece)
+
+    async def _chunk(self, turn: _Turn, piece: str) -> None:
+        update: dict[str, Any] = {"sessionUpdate": "agent_message_chunk"}
+        if self.protocol_version == 2:
+            update["messageId"] = turn.agent_message_id
+        update["content"] = {"type": "text", "text": piece}
+        await self._update(turn.session, update, turn.request_id)
+        turn.sent.append(piece)
+
+    async def _set_state(self, turn: _Turn, state: str) -> None:
+        turn.session.state = state
+        if self.protocol_version == 2:
+            await self._update(turn.session, {"sessionUpdate": "state_update", "state": state}, turn.request_id)
+
+    async def _ask(self, turn: _Turn, method: str, params: dict[str, Any], *, blocking: bool = False) -> Any:
+        """Call the client; an error answer is raised as :class:`RpcError`."""
+        if blocking:
+            await self._set_state(turn, "requires_action")
+        try:
+            return await self._call_client(method, params, turn.request_id)
+        finally:
+            if blocking and turn.cancel_reason is None:
+                with contextlib.suppress(TransportError):
+                    await self._set_state(turn, "running")
+
+    async def _reply_for(self, turn: _Turn, text: str) -> str | None:
+        command, _, rest = text.strip().partition(" ")
+        session_id = turn.session.session_id
+        try:
+            if command == "/permission":
+                return await self._permission(turn)
+            if command == "/write":
+                path, _, content = rest.strip().partition(" ")
+                if not path:
+                    return "usage: /write PATH TEXT"
+                await self._ask(turn, "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content})
+                return f"wrote {path}"
+            if command == "/read":
+                path = rest.strip()
+                if not path:
+                    return "usage: /read PATH"
+                result = await self._ask(turn, "fs/read_text_file", {"sessionId": session_id, "path": path})
+                read = result.get("content") if isinstance(result, dict) else None
+                return f"read {path}: {read if isinstance(read, str) else ''}"
+            if command == "/terminal":
+                return await self._terminal(turn, rest.strip())
+            if command == "/elicit":
+                return await self._elicit(turn, rest.strip())
+            if command == "/slow":
+                await self._slow(turn)
+                return None
+        except RpcError as exc:
+            return _describe_error(command.lstrip("/"), exc)
+        return f"echo: {text}"
+
+    async def _permission(self, turn: _Turn) -> str:
+        tool_call = {
+            "toolCallId": _new_id("call"),
+            "title": "Reference agent wants to edit a file",
+            "kind": "edit",
+            "status": "pending",
+        }
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ]
+        params: dict[str, Any] = {"sessionId": turn.session.session_id}
+        if self.protocol_version == 2:
+            params["title"] = tool_call["title"]
+            params["subject"] = {"type": "tool_call", "toolCall": tool_call}
+        else:
+            params["toolCall"] = tool_call
+        params["options"] = options
+        result = await self._ask(turn, "session/request_permission", params, blocking=True)
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
+            return f"permission: selected {outcome.get('optionId')}"
+        if isinstance(outcome, dict) and isinstance(outcome.get("outcome"), str):
+            return f"permission: {outcome['outcome']}"
+        return "permission: no outcome"
+
+    async def _terminal(self, turn: _Turn, command_line: str) -> str:
+        try:
+            argv = shlex.split(command_line)
+        except ValueError as exc:
+            return f"usage: /terminal CMD ({exc})"
+        if not argv:
+            return "usage: /terminal CMD"
+        session_id = turn.session.session_id
+        created = await self._ask(
+            turn, "terminal/create", {"sessionId": session_id, "command": argv[0], "args": argv[1:]}
+        )
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if not isinstance(terminal_id, str):
+            return "error: terminal/create answered without a terminalId"
+        ids = {"sessionId": session_id, "terminalId": terminal_id}
+        try:
+            exited = await self._ask(turn, "terminal/wait_for_exit", ids)
+            output = await self._ask(turn, "terminal/output", ids)
+        finally:
+            if turn.cancel_reason is None:
+                with contextlib.suppress(RpcError, TransportError):
+                    await self._ask(turn, "terminal/release", ids)
+        code = exited.get("exitCode") if isinstance(exited, dict) else None
+        text = output.get("output") if isinstance(output, dict) else None
+        return f"terminal exited {code}: {text if isinstance(text, str) else ''}"
+
+    async def _elicit(self, turn: _Turn, question: str) -> str:
+        params = {
+            "sessionId": turn.session.session_id,
+            "mode": "form",
+            "message": question or "The reference agent needs an answer",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"answer": {"type": "string", "title": "Answer"}},
+                "required": ["answer"],
+            },
+        }
+        result = await self._ask(turn, "elicitation/create", params, blocking=True)
+        action = result.get("action") if isinstance(result, dict) else None
+        content = result.get("content") if isinstance(result, dict) else None
+        if content is not None:
+            return f"elicitation: {action} {json.dumps(content, sort_keys=True)}"
+        return f"elicitation: {action}"
+
+    async def _slow(self, turn: _Turn) -> None:
+        agent = self._agent
+        deadline = agent.clock.monotonic() + SLOW_TURN_LIMIT
+        tick = 0
+        while agent.clock.monotonic() < deadline:
+            await self._chunk(turn, f"tick {tick} ")
+            tick += 1
+            await agent.clock.sleep(max(agent.chunk_delay, SLOW_TICK_MIN))
