@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import re
 import ssl
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
@@ -79,6 +80,8 @@ _RESERVED_HEADERS: Final = frozenset(
 )
 _TOKEN_CHARS: Final = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _BODY_EXCERPT: Final = 500
+#: What an HTTP/1.1 header value may hold (visible ISO-8859-1, spaces and tabs).
+_HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _WS_SCHEMES: Final = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
 
 
@@ -101,6 +104,8 @@ class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # gene
             and str(args[0]).lower() in self._secret
         ):
             args = (args[0], "<redacted>")
+        # Attribute the record to websockets' caller, not to this adapter.
+        kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
         super().log(level, msg, *args, **kwargs)
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
@@ -269,6 +274,10 @@ class WebSocketTransport:
             await ws.send(text)
         except ConnectionClosed as exc:
             raise TransportClosed(self._reason(exc), maybe_delivered=True) from exc
+        if ws.protocol.state is not OPEN:
+            # The link ended while the frame was being written (an abort discards what is still
+            # buffered without failing the write): it may or may not have reached the agent.
+            raise TransportClosed(self._current_reason(), maybe_delivered=True)
 
     async def receive(self) -> Message:
         """The next inbound message or batch.
@@ -350,23 +359,35 @@ class WebSocketTransport:
         A dead peer gets no closing handshake: aborting at once is what makes the drop prompt
         (``websockets``' own keepalive would wait ``close_timeout`` more).
         """
+        try:
+            await self._ping_until_dead(interval, timeout)
+        except Exception:  # a bug here must not pass silently, nor take the link down
+            logger.warning("WebSocket keepalive to %s failed", self._info.target, exc_info=True)
+
+    async def _ping_until_dead(self, interval: float, timeout: float | None) -> None:
         ws = self._ws
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
             if ws.protocol.state is not OPEN:
                 return
+            started = loop.time()
             try:
-                pong = asyncio.ensure_future(await ws.ping())
+                # The timeout covers writing the ping too: a dead peer with full buffers blocks it.
+                pong = asyncio.ensure_future(await asyncio.wait_for(ws.ping(), timeout))
             except (ConnectionClosed, ConcurrencyError):
                 return
-            if timeout is None:
-                continue
-            done, _ = await asyncio.wait([pong], timeout=timeout)
-            if done:
-                if pong.cancelled() or pong.exception() is not None:
-                    return
-                continue
-            pong.cancel()
+            except asyncio.TimeoutError:
+                pong = None
+            if pong is not None:
+                if timeout is None:
+                    continue
+                done, _ = await asyncio.wait([pong], timeout=max(0.0, started + timeout - loop.time()))
+                if done:
+                    if pong.cancelled() or pong.exception() is not None:
+                        return
+                    continue
+                pong.cancel()
             if ws.protocol.state is not OPEN:
                 return
             self._local_reason = f"ping timeout (no pong within {timeout:g}s)"
@@ -421,9 +442,12 @@ class WebSocketConnector:
     ) -> None:
         self._url = _normalize_url(url)
         pairs = check_headers(headers)
-        for name, _ in pairs:
+        for name, value in pairs:
             if name.lower() in _RESERVED_HEADERS:
                 raise ConfigurationError(f"header {name!r} is set by the WebSocket handshake itself")
+            if not _HEADER_VALUE.fullmatch(value):
+                # Never echo the value: it may be a credential.
+                raise ConfigurationError(f"header {name!r} has a character HTTP/1.1 cannot carry")
         if any(name.lower() == "authorization" for name, _ in pairs):
             # An explicit Authorization header wins over credentials in the URL (never send both).
             self._url = _without_userinfo(self._url)
@@ -438,14 +462,14 @@ class WebSocketConnector:
             self._subprotocols: list[Subprotocol] | None = [Subprotocol(p) for p in subprotocols]
         else:
             self._subprotocols = None
-        for name, value in (
+        for knob, seconds in (
             ("ping_interval", ping_interval),
             ("ping_timeout", ping_timeout),
             ("open_timeout", open_timeout),
             ("close_timeout", close_timeout),
         ):
-            if value is not None and not value > 0:
-                raise ConfigurationError(f"{name} must be positive, got {value!r}")
+            if seconds is not None and not seconds > 0:
+                raise ConfigurationError(f"{knob} must be positive, got {seconds!r}")
         if limits.max_message_bytes < 1:
             raise ConfigurationError("limits.max_message_bytes must be positive")
         self._ping_interval = ping_interval
@@ -579,6 +603,8 @@ class WebSocketConnector:
             raise ConnectError(f"timed out after {self._open_timeout:g}s opening {safe_url(url)}") from exc
         except OSError as exc:
             raise ConnectError(f"cannot connect to {safe_url(url)}: {exc}") from exc
+        except ImportError as exc:  # a SOCKS proxy from the environment without python-socks
+            raise ConnectError(f"cannot open a WebSocket to {safe_url(url)}: {exc}") from exc
         except InvalidURI as exc:
             raise ConfigurationError(f"invalid WebSocket URL {safe_url(url)!r}") from exc
         except InvalidHandshake as exc:

@@ -166,6 +166,7 @@ class RawServer:
         self._ssl = ssl_context
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[object]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
     @property
@@ -177,6 +178,7 @@ class RawServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._writers.add(writer)
         try:
             head = await read_head(reader)
             self.heads.append(head)
@@ -185,6 +187,7 @@ class RawServer:
             pass
         finally:
             self._tasks.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -195,10 +198,13 @@ class RawServer:
         return self
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        # Hang up on every client: scripts blocked reading see EOF and return by themselves.
+        for writer in list(self._writers):
+            writer.transport.abort()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(list(self._tasks), timeout=5)
+        for task in list(self._tasks):  # a script that ignores EOF (should not happen)
+            task.cancel()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

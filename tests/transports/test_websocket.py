@@ -33,6 +33,7 @@ from acp_client.transports._cookies import CookieStore
 from acp_client.transports._security import TlsConfig
 from acp_client.transports.base import Connector, Limits, Transport
 from acp_client.transports.websocket import WebSocketConnector, WebSocketTransport
+from tests.peers.python_sdk import PythonSdkPeer
 
 from ._ws_servers import (
     PongingEcho,
@@ -241,6 +242,7 @@ async def test_compression_can_be_disabled(ws_server: WsServer, opened: list[Web
         {"Host": "evil.example"},
         {"Sec-WebSocket-Key": "x"},
         {"upgrade": "h2c"},
+        {"X-Emoji": "\U0001f600"},
     ],
 )
 async def test_unsafe_headers_are_rejected_before_connecting(
@@ -535,6 +537,29 @@ async def test_ping_timeout_is_seen_by_send_without_a_receiver(
     await _wait_for(lambda: transport.closed)
     with pytest.raises(TransportClosed, match="ping timeout"):
         await transport.send(REQUEST)
+
+
+async def handshake_then_stop_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+    """Complete the handshake, then neither read nor write: the client's buffers fill up."""
+    writer.write(switching_protocols(head))
+    await writer.drain()
+    writer.transport.pause_reading()
+    await reader.read()  # returns when the server is stopped
+
+
+async def test_ping_timeout_unblocks_a_send_stuck_on_a_peer_that_stopped_reading(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    server = await raw_server(handshake_then_stop_reading)
+    connector = WebSocketConnector(server.url, ping_interval=0.2, ping_timeout=0.3, compression=False)
+    transport = await connect(connector, opened)
+    big = {"jsonrpc": "2.0", "method": "x", "params": {"pad": "p" * (8 * 1024 * 1024)}}
+    start = time.monotonic()
+    with pytest.raises(TransportClosed, match="ping timeout") as info:
+        for _ in range(20):  # far more than loopback socket buffers hold
+            await asyncio.wait_for(transport.send(big), 10)
+    assert info.value.maybe_delivered is True  # it was partly written
+    assert elapsed_since(start) < 5
 
 
 async def test_answered_pings_keep_the_link(
@@ -952,3 +977,39 @@ async def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+# --------------------------------------------------------------------------------------------
+# The official ACP Python SDK's server as an independent peer
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "tests", "version": "0"}},
+}
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["ws", "wss"])
+async def test_initialize_against_the_python_sdk_server(
+    python_sdk_peer: PythonSdkPeer, opened: list[WebSocketTransport], secure: bool
+) -> None:
+    if secure:
+        connector = WebSocketConnector(python_sdk_peer.wss_url, tls=TlsConfig(ca_file=python_sdk_peer.ca_file))
+    else:
+        connector = WebSocketConnector(python_sdk_peer.ws_url)
+    transport = await connect(connector, opened)
+    assert transport.info.connection_id  # the SDK names the connection in its 101 answer
+    await transport.send(INITIALIZE)
+    answer = await asyncio.wait_for(transport.receive(), 10)
+    assert isinstance(answer, dict)
+    assert answer["id"] == 0
+    assert answer["result"]["protocolVersion"] == 1
+    assert answer["result"]["agentCapabilities"]["loadSession"] is True
+    # A request the agent does not know comes back as a JSON-RPC error on the same link.
+    await transport.send({"jsonrpc": "2.0", "id": 1, "method": "no/such_method", "params": {}})
+    error = await asyncio.wait_for(transport.receive(), 10)
+    assert isinstance(error, dict)
+    assert error["id"] == 1
+    assert error["error"]["code"] == -32601
