@@ -54,6 +54,7 @@ import pytest
 __all__ = [
     "AGENT_SCRIPT",
     "PeerCertificates",
+    "PeerStartError",
     "PythonSdkPeer",
     "python_sdk_certs",
     "python_sdk_peer",
@@ -281,6 +282,16 @@ class PythonSdkPeer:
     def wss_url(self) -> str:
         """``wss://localhost:PORT2/acp``: WebSocket over the TLS port."""
         return f"wss://{TLS_HOST}:{self._server.https_port}{ENDPOINT}"
+
+    @property
+    def http_port(self) -> int:
+        """The plain port (WebSocket, HTTP/1.1, h2c); the same across restarts."""
+        return self._server.http_port
+
+    @property
+    def https_port(self) -> int:
+        """The TLS port; the same across restarts."""
+        return self._server.https_port
 
     @property
     def pid(self) -> int | None:

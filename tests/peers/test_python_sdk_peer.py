@@ -91,8 +91,8 @@ def ws_link(ws: ClientConnection) -> Link:
     return Link(ws.send, recv)
 
 
-async def initialize(link: Link) -> Message:
-    response, seen = await link.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+async def initialize(link: Link, protocol_version: int = 1) -> Message:
+    response, seen = await link.call("initialize", {"protocolVersion": protocol_version, "clientCapabilities": {}})
     assert seen == []
     result: Message = response["result"]
     return result
@@ -272,7 +272,7 @@ async def test_tls_is_verified(python_sdk_peer: PythonSdkPeer) -> None:
 async def test_websocket_over_tls(python_sdk_peer: PythonSdkPeer) -> None:
     async with connect(python_sdk_peer.wss_url, ssl=python_sdk_peer.ssl_context()) as ws:
         link = ws_link(ws)
-        assert_capabilities(await initialize(link))
+        assert_capabilities(await initialize(link, protocol_version=2))  # v1 only: answers 1
         await echo_turn(link, await new_session(link), "secure")
 
 
@@ -639,10 +639,10 @@ async def test_restart_forgets_sessions_keeps_ports(python_sdk_peer_factory: Mak
             response, _ = await link.call(method, {"sessionId": session_id, "cwd": CWD, "mcpServers": []})
             assert response["error"]["code"] == -32002
 
-    port = int(peer.http_url.rsplit(":", 1)[1].split("/")[0])
     await asyncio.to_thread(peer.stop)
     assert peer.pid is None
-    assert refuses_connections(port)
+    assert refuses_connections(peer.http_port)
+    assert refuses_connections(peer.https_port)
     await asyncio.to_thread(peer.start)
     async with connect(peer.ws_url) as ws:
         assert_capabilities(await initialize(ws_link(ws)))
