@@ -282,14 +282,19 @@ async def test_cookies_from_the_101_are_sent_on_the_next_connect(
     ws_server: WsServer, opened: list[WebSocketTransport]
 ) -> None:
     jar = CookieStore()
-    ws_server.response_headers = [("Set-Cookie", "route=backend-2; Path=/; HttpOnly")]
+    ws_server.response_headers = [
+        ("Set-Cookie", "route=backend-2; Path=/; HttpOnly"),
+        ("Set-Cookie", "affinity=7; Path=/acp; Max-Age=3600"),
+        ("Set-Cookie", "elsewhere=1; Path=/other"),
+    ]
     connector = WebSocketConnector(ws_server.url, cookies=jar)
     first = await connect(connector, opened)
     assert "Cookie" not in ws_server.requests[-1]
-    assert len(jar) == 1
+    assert len(jar) == 3
     await first.aclose()
+    ws_server.response_headers = []
     await connect(connector, opened)
-    assert ws_server.requests[-1]["Cookie"] == "route=backend-2"
+    assert ws_server.requests[-1]["Cookie"] == "affinity=7; route=backend-2"
 
 
 async def test_app_cookie_header_and_store_cookies_are_merged(
@@ -838,6 +843,26 @@ async def test_redirect_to_nonsense_is_refused(raw_server: Callable[..., Awaitab
     server = await raw_server(_redirect_then_accept(location))
     with pytest.raises(UnsafeRedirect):
         await WebSocketConnector(server.url).connect()
+
+
+async def test_redirect_from_wss_to_ws_is_refused(
+    raw_server: Callable[..., Awaitable[RawServer]], ca: trustme.CA
+) -> None:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    holder: list[RawServer] = []
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        # Same host and port, but a downgrade to plain ws://.
+        await _redirect_then_accept(f"ws://127.0.0.1:{holder[0].port}/next")(reader, writer, head)
+
+    holder.append(await raw_server(script, ssl_context=context))
+    tls = TlsConfig(ca_data=ca.cert_pem.bytes().decode())
+    connector = WebSocketConnector(holder[0].url, headers={"Authorization": "Bearer t"}, tls=tls)
+    assert connector.target.startswith("wss://")
+    with pytest.raises(UnsafeRedirect, match="another origin"):
+        await connector.connect()
+    assert len(holder[0].heads) == 1
 
 
 async def test_redirect_loop_is_bounded(raw_server: Callable[..., Awaitable[RawServer]]) -> None:
