@@ -228,8 +228,6 @@ class WebSocketTransport:
         self._ws = connection
         self._info = info
         self._limit = limit
-        self._ping_interval = ping_interval
-        self._ping_timeout = ping_timeout
         self._close_timeout = close_timeout
         #: Why this side ended the link (ping timeout, aclose); wins over what websockets saw.
         self._local_reason: str | None = None
@@ -263,8 +261,9 @@ class WebSocketTransport:
         """Send one message or batch as a text frame.
 
         Raises:
-            TransportClosed: The link has ended; ``maybe_delivered`` is ``False`` when it had
-                already ended before this call wrote anything.
+            TransportClosed: The link has ended. ``maybe_delivered`` is ``False`` when it had
+                already ended before this call wrote anything, ``True`` when it ended while the
+                frame was being written.
         """
         text = encode(message)
         ws = self._ws
