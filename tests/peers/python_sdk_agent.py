@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -225,23 +226,15 @@ class SessionStore:
         return dict(sessions) if isinstance(sessions, dict) else {}
 
 
+@dataclasses.dataclass(frozen=True)
 class AgentOptions:
     """Knobs shared by every connection's agent (set from the command line)."""
 
-    def __init__(
-        self,
-        *,
-        slow_interval: float = 0.05,
-        slow_max_ticks: int = 2000,
-        strict_results: bool = False,
-        load_session: bool = True,
-        resume: bool = True,
-    ) -> None:
-        self.slow_interval = slow_interval
-        self.slow_max_ticks = slow_max_ticks
-        self.strict_results = strict_results
-        self.load_session = load_session
-        self.resume = resume
+    slow_interval: float = 0.05
+    slow_max_ticks: int = 2000
+    strict_results: bool = False
+    load_session: bool = True
+    resume: bool = True
 
 
 class EchoAgent:

@@ -318,6 +318,18 @@ async def test_stdio(python_sdk_peer: PythonSdkPeer, tmp_path: Path) -> None:
         assert response["result"] == {"sessionId": session_id}
 
 
+async def test_stdio_capability_flags(python_sdk_peer: PythonSdkPeer, tmp_path: Path) -> None:
+    command = (*python_sdk_peer.stdio_command, "--no-resume", "--no-load-session")
+    async with stdio_agent(command, tmp_path / "stderr.log") as link:
+        result = await initialize(link)
+        assert result["agentCapabilities"]["loadSession"] is False
+        assert set(result["agentCapabilities"]["sessionCapabilities"]) == {"list", "close"}
+        session_id = await new_session(link)
+        for method in ("session/resume", "session/load"):
+            response, _ = await link.call(method, {"sessionId": session_id, "cwd": CWD, "mcpServers": []})
+            assert response["error"]["code"] == -32601
+
+
 async def test_stdio_store_survives_agent_restart(python_sdk_peer: PythonSdkPeer, tmp_path: Path) -> None:
     command = python_sdk_peer.stdio_command_with_store(tmp_path / "sessions.json")
     async with stdio_agent(command, tmp_path / "stderr.log") as link:
