@@ -1,0 +1,229 @@
+"""Pure tests of the incremental SSE parser (no event loop, no sockets)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_client.exceptions import MessageTooLarge
+from acp_client.transports._sse import SseEvent, SseItem, SseParser
+
+BIG = 1 << 20
+
+
+def parse(*chunks: bytes, line: int = BIG, event: int = BIG) -> list[SseItem]:
+    parser = SseParser(max_line_bytes=line, max_event_bytes=event)
+    out: list[SseItem] = []
+    for chunk in chunks:
+        out.extend(parser.feed(chunk))
+    return out
+
+
+def events(*chunks: bytes) -> list[SseEvent]:
+    out = parse(*chunks)
+    assert all(isinstance(item, SseEvent) for item in out)
+    return out  # type: ignore[return-value]
+
+
+def test_single_event() -> None:
+    assert events(b'data: {"a":1}\n\n') == [SseEvent(b'{"a":1}')]
+
+
+def test_multi_line_data_is_joined_with_lf() -> None:
+    assert events(b"data: one\ndata: two\ndata:three\n\n") == [SseEvent(b"one\ntwo\nthree")]
+
+
+def test_comments_and_keepalives_are_skipped() -> None:
+    assert events(b": keepalive\n\n:\n: x\ndata: a\n: inside\n\n") == [SseEvent(b"a")]
+
+
+def test_event_type_and_id() -> None:
+    out = events(b"event: ping\nid: 7\ndata: x\n\ndata: y\n\n")
+    assert out == [SseEvent(b"x", "ping", "7"), SseEvent(b"y", "message", "7")]  # the id persists
+
+
+def test_id_with_nul_is_ignored_and_empty_id_resets() -> None:
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG)
+    assert parser.feed(b"id: 1\ndata: a\n\nid: 2\x003\ndata: b\n\nid\ndata: c\n\n") == [
+        SseEvent(b"a", id="1"),
+        SseEvent(b"b", id="1"),
+        SseEvent(b"c", id=""),
+    ]
+    assert parser.last_event_id == ""
+
+
+def test_retry_field() -> None:
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG)
+    parser.feed(b"retry: 1500\n\n")
+    assert parser.retry_ms == 1500
+    parser.feed(b"retry: 12a\nretry: -5\nretry:\n\n")
+    assert parser.retry_ms == 1500
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r", b"\r\n"])
+def test_line_endings(eol: bytes) -> None:
+    stream = b"data: a" + eol + b"data: b" + eol + eol + b":c" + eol + b"data: d" + eol + eol
+    assert events(stream) == [SseEvent(b"a\nb"), SseEvent(b"d")]
+
+
+def test_crlf_split_across_chunks_is_one_line_end() -> None:
+    assert events(b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n") == [SseEvent(b"a\nb")]
+
+
+def test_cr_alone_at_chunk_end_then_text() -> None:
+    assert events(b"data: a\r", b"data: b\r\r") == [SseEvent(b"a\nb")]
+
+
+def test_bom_is_skipped_only_at_the_start() -> None:
+    assert events(b"\xef\xbb\xbfdata: a\n\n") == [SseEvent(b"a")]
+    assert events(b"\xef", b"\xbb", b"\xbfdata: a\n\n") == [SseEvent(b"a")]
+    # A BOM later in the stream is data; one at the start of a line breaks the field name.
+    assert events(b"data: \xef\xbb\xbfx\n\n") == [SseEvent(b"\xef\xbb\xbfx")]
+    assert events(b"data: a\n\n\xef\xbb\xbfdata: b\n\n") == [SseEvent(b"a")]
+
+
+def test_field_parsing_details() -> None:
+    assert events(b"data\n\n") == [SseEvent(b"")]  # a field name alone: empty value
+    assert events(b"data:  two spaces\n\n") == [SseEvent(b" two spaces")]  # only one space is stripped
+    assert events(b"data:\n\n") == [SseEvent(b"")]
+    assert events(b"unknown: x\ndata: a\n\n") == [SseEvent(b"a")]
+
+
+def test_event_without_data_is_not_dispatched() -> None:
+    assert events(b"event: x\nid: 3\n\n\n\n") == []
+
+
+def test_event_type_does_not_leak_into_next_event() -> None:
+    assert events(b"event: a\ndata: 1\n\ndata: 2\n\n") == [SseEvent(b"1", "a"), SseEvent(b"2")]
+
+
+def test_byte_by_byte() -> None:
+    stream = b'\xef\xbb\xbf: hi\r\nevent: e\r\ndata: {"x": [1, 2]}\r\ndata: z\r\n\r\ndata: last\n\n'
+    assert events(*(stream[i : i + 1] for i in range(len(stream)))) == events(stream)
+    assert events(stream) == [SseEvent(b'{"x": [1, 2]}\nz', "e"), SseEvent(b"last")]
+
+
+def test_text_property_decodes_leniently() -> None:
+    assert SseEvent(b"caf\xc3\xa9 \xff").text == "café \ufffd"
+
+
+def test_oversized_line_is_reported_and_the_stream_resynchronizes() -> None:
+    out = parse(b"data: " + b"x" * 100 + b"\ndata: more\n\ndata: ok\n\n", line=50)
+    assert len(out) == 2
+    assert isinstance(out[0], MessageTooLarge) and out[0].limit == 50
+    assert out[1] == SseEvent(b"ok")
+
+
+def test_oversized_partial_line_is_not_buffered() -> None:
+    parser = SseParser(max_line_bytes=50, max_event_bytes=BIG)
+    out = parser.feed(b"data: " + b"x" * 60)  # no terminator yet
+    assert len(out) == 1 and isinstance(out[0], MessageTooLarge)
+    for _ in range(100):  # the rest of the line is dropped as it comes, not stored
+        assert parser.feed(b"y" * 1000) == []
+    assert len(parser._partial) == 0
+    assert parser.feed(b"\ndata: still the same event\n\ndata: ok\n\n") == [SseEvent(b"ok")]
+
+
+def test_oversized_event_is_reported_once() -> None:
+    lines = b"".join(b"data: " + b"x" * 10 + b"\n" for _ in range(20))
+    out = parse(lines + b"\n" + b"data: ok\n\n", event=100)
+    assert len(out) == 2
+    assert isinstance(out[0], MessageTooLarge) and out[0].limit == 100
+    assert out[1] == SseEvent(b"ok")
+
+
+def test_event_exactly_at_the_caps_is_accepted() -> None:
+    payload = b"x" * 44
+    assert parse(b"data: " + payload + b"\n\n", line=50, event=44) == [SseEvent(payload)]
+    # Two data lines count their joining newline.
+    out = parse(b"data: " + b"x" * 22 + b"\ndata: " + b"x" * 21 + b"\n\n", event=44)
+    assert out == [SseEvent(b"x" * 22 + b"\n" + b"x" * 21)]
+    out = parse(b"data: " + b"x" * 22 + b"\ndata: " + b"x" * 22 + b"\n\n", event=44)
+    assert len(out) == 1 and isinstance(out[0], MessageTooLarge)
+
+
+def test_finish_reports_a_truncated_event() -> None:
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG)
+    assert parser.feed(b"data: complete\n\ndata: cut") == [SseEvent(b"complete")]
+    assert parser.finish() is True
+
+    parser.feed(b"data: a\n")  # a data line but no blank line
+    assert parser.finish() is True
+
+    parser.feed(b"data: a\n\n: partial comm")
+    assert parser.finish() is False
+
+    assert parser.finish() is False
+
+
+def test_parser_is_reusable_after_finish() -> None:
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG)
+    parser.feed(b"data: cut")
+    parser.finish()
+    assert parser.feed(b"\xef\xbb\xbfdata: fresh\n\n") == [SseEvent(b"fresh")]
+
+
+def test_caps_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        SseParser(max_line_bytes=0, max_event_bytes=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Property: any chunking of a valid stream yields the same events.
+
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30
+)
+_name = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=8)
+_event = st.tuples(
+    st.lists(_text, min_size=1, max_size=4),  # data lines
+    st.one_of(st.none(), _name),  # event type
+    st.one_of(st.none(), _name),  # id
+    st.lists(_text, max_size=2),  # comments
+)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[bytes, list[SseEvent]]:
+    specs = draw(st.lists(_event, max_size=6))
+    bom = draw(st.booleans())
+    previous = [b""]
+
+    def eol() -> bytes:
+        # Any terminator, except an LF right after a lone CR (that pair is one CRLF terminator).
+        choice = draw(st.sampled_from([b"\r", b"\r\n"] if previous[0] == b"\r" else [b"\n", b"\r", b"\r\n"]))
+        previous[0] = choice
+        return choice
+
+    out = bytearray(b"\xef\xbb\xbf" if bom else b"")
+    expected: list[SseEvent] = []
+    last_id = ""
+    for data_lines, event_type, event_id, comments in specs:
+        for comment in comments:
+            out += b":" + comment.encode() + eol()
+        if event_type is not None:
+            out += b"event: " + event_type.encode() + eol()
+        if event_id is not None:
+            out += b"id:" + event_id.encode() + eol()
+            last_id = event_id
+        for line in data_lines:
+            out += b"data: " + line.encode() + eol()
+        out += eol()
+        expected.append(SseEvent("\n".join(data_lines).encode(), event_type or "message", last_id))
+    return bytes(out), expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(), st.lists(st.integers(min_value=0, max_value=10_000), max_size=20))
+def test_any_chunking_yields_the_same_events(stream: tuple[bytes, list[SseEvent]], cuts: list[int]) -> None:
+    data, expected = stream
+    points = sorted({cut % (len(data) + 1) for cut in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG)
+    got: list[SseItem] = []
+    for chunk in chunks:
+        got.extend(parser.feed(chunk))
+    assert got == expected
+    assert parser.finish() is False
+    assert parse(data) == expected
