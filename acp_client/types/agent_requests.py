@@ -1,0 +1,345 @@
+"""Requests the agent sends to the client, and the client's answers.
+
+``session/request_permission``, ``fs/read_text_file`` and ``fs/write_text_file`` (v1),
+``terminal/*`` (v1), ``elicitation/create`` and the ``elicitation/complete`` notification.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+
+from ._fields import wire
+from .lifecycle import EnvVariable
+from .updates import TerminalExitStatus, ToolCallUpdate
+
+__all__ = [
+    "CancelledPermissionOutcome",
+    "CommandPermissionSubject",
+    "CompleteElicitationNotification",
+    "CreateElicitationRequest",
+    "CreateElicitationResponse",
+    "CreateTerminalRequest",
+    "CreateTerminalResponse",
+    "KillTerminalCommandRequest",
+    "KillTerminalCommandResponse",
+    "PermissionOption",
+    "PermissionOutcome",
+    "PermissionSubject",
+    "ReadTextFileRequest",
+    "ReadTextFileResponse",
+    "ReleaseTerminalRequest",
+    "ReleaseTerminalResponse",
+    "RequestPermissionRequest",
+    "RequestPermissionResponse",
+    "SelectedPermissionOutcome",
+    "TerminalOutputRequest",
+    "TerminalOutputResponse",
+    "ToolCallPermissionSubject",
+    "UnknownPermissionOutcome",
+    "UnknownPermissionSubject",
+    "WaitForTerminalExitRequest",
+    "WaitForTerminalExitResponse",
+    "WriteTextFileRequest",
+    "WriteTextFileResponse",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# session/request_permission
+
+
+@attrs.frozen
+class PermissionOption:
+    """A choice offered to the user. ``kind``: ``allow_once``, ``allow_always``, ``reject_once``,
+    ``reject_always`` or a future value."""
+
+    option_id: str
+    name: str
+    kind: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ToolCallPermissionSubject:
+    """v2: the permission is about a tool call (wire tag ``tool_call``)."""
+
+    type: ClassVar[str] = "tool_call"
+
+    tool_call: ToolCallUpdate
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CommandPermissionSubject:
+    """v2: the permission is about running a command (wire tag ``command``)."""
+
+    type: ClassVar[str] = "command"
+
+    command: str
+    cwd: str
+    tool_call_id: str | None = None
+    terminal_id: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class UnknownPermissionSubject:
+    """A permission subject of a type this SDK does not know (raw payload kept)."""
+
+    type: str
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubject | UnknownPermissionSubject
+
+
+@attrs.frozen
+class RequestPermissionRequest:
+    """``session/request_permission`` params.
+
+    v1 sends ``tool_call``; v2 sends ``title`` (and maybe ``description`` and a ``subject``). When a
+    v2 subject is a tool call, ``tool_call`` is filled from it too, so handlers can read
+    ``tool_call`` in both versions.
+
+    Attributes:
+        session_id: The session asking.
+        tool_call: The tool call the permission is for.
+        options: The choices to offer.
+        title: v2: what is being asked.
+        description: v2: more detail.
+        subject: v2: what the permission is about.
+        meta: The ``_meta`` extension object.
+    """
+
+    session_id: str
+    tool_call: ToolCallUpdate | None = attrs.field(default=None, metadata=wire(versions=(1,), strict=True))
+    options: tuple[PermissionOption, ...] = attrs.field(default=(), metadata=wire(strict=True, always=True))
+    title: str | None = attrs.field(default=None, metadata=wire(versions=(2,)))
+    description: str | None = attrs.field(default=None, metadata=wire(versions=(2,)))
+    subject: PermissionSubject | None = attrs.field(default=None, metadata=wire(versions=(2,)))
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SelectedPermissionOutcome:
+    """The user picked ``option_id`` (wire ``{"outcome": "selected", "optionId": ...}``)."""
+
+    outcome: ClassVar[str] = "selected"
+
+    option_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CancelledPermissionOutcome:
+    """The prompt turn was cancelled before the user answered (wire ``{"outcome": "cancelled"}``)."""
+
+    outcome: ClassVar[str] = "cancelled"
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class UnknownPermissionOutcome:
+    """An outcome of a kind this SDK does not know (raw payload kept)."""
+
+    outcome: str
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+PermissionOutcome: TypeAlias = SelectedPermissionOutcome | CancelledPermissionOutcome | UnknownPermissionOutcome
+
+
+@attrs.frozen
+class RequestPermissionResponse:
+    """The client's answer to ``session/request_permission``."""
+
+    outcome: PermissionOutcome
+    meta: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# fs/* (v1)
+
+
+@attrs.frozen
+class ReadTextFileRequest:
+    """``fs/read_text_file`` params: ``line`` is 1-based, ``limit`` a line count."""
+
+    session_id: str
+    path: str
+    line: int | None = None
+    limit: int | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ReadTextFileResponse:
+    """The client's answer to ``fs/read_text_file``."""
+
+    content: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class WriteTextFileRequest:
+    """``fs/write_text_file`` params."""
+
+    session_id: str
+    path: str
+    content: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class WriteTextFileResponse:
+    """The client's answer to ``fs/write_text_file``."""
+
+    meta: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# terminal/* (v1)
+
+
+@attrs.frozen
+class CreateTerminalRequest:
+    """``terminal/create`` params."""
+
+    session_id: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[EnvVariable, ...] = ()
+    cwd: str | None = None
+    output_byte_limit: int | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CreateTerminalResponse:
+    """The client's answer to ``terminal/create``."""
+
+    terminal_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class TerminalOutputRequest:
+    """``terminal/output`` params."""
+
+    session_id: str
+    terminal_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class TerminalOutputResponse:
+    """The client's answer to ``terminal/output`` (``truncated`` is always sent)."""
+
+    output: str
+    truncated: bool = attrs.field(metadata=wire(always=True))
+    exit_status: TerminalExitStatus | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class WaitForTerminalExitRequest:
+    """``terminal/wait_for_exit`` params."""
+
+    session_id: str
+    terminal_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class WaitForTerminalExitResponse:
+    """The client's answer to ``terminal/wait_for_exit``."""
+
+    exit_code: int | None = None
+    signal: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class KillTerminalCommandRequest:
+    """``terminal/kill`` params."""
+
+    session_id: str
+    terminal_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class KillTerminalCommandResponse:
+    """The client's answer to ``terminal/kill``."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ReleaseTerminalRequest:
+    """``terminal/release`` params."""
+
+    session_id: str
+    terminal_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ReleaseTerminalResponse:
+    """The client's answer to ``terminal/release``."""
+
+    meta: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# elicitation
+
+
+@attrs.frozen
+class CreateElicitationRequest:
+    """``elicitation/create`` params.
+
+    Attributes:
+        message: What to ask the user.
+        mode: ``"form"`` (fill in ``requested_schema``), ``"url"`` (open ``url``) or a future mode.
+        requested_schema: For ``form``: the JSON schema of the answer, as sent.
+        elicitation_id: For ``url``: the id a later ``elicitation/complete`` names.
+        url: For ``url``: the page to open.
+        session_id: Scope: the session asking (session-scoped elicitations).
+        tool_call_id: Scope: the tool call asking, when any.
+        request_id: Scope: the request asking (request-scoped elicitations).
+        meta: The ``_meta`` extension object.
+    """
+
+    message: str
+    mode: str
+    requested_schema: dict[str, Any] | None = None
+    elicitation_id: str | None = None
+    url: str | None = None
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    request_id: int | str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CreateElicitationResponse:
+    """The client's answer to ``elicitation/create``.
+
+    ``action``: ``"accept"`` (with ``content`` for a form), ``"decline"`` or ``"cancel"``.
+    """
+
+    action: str
+    content: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CompleteElicitationNotification:
+    """``elicitation/complete`` params: the URL elicitation ``elicitation_id`` finished."""
+
+    elicitation_id: str
+    meta: dict[str, Any] | None = None

@@ -1,0 +1,145 @@
+"""Content blocks: what prompts, message chunks and tool calls carry (ACP ``ContentBlock``).
+
+The wire union is tagged by ``type``. A block whose ``type`` this SDK does not know decodes to
+:class:`UnknownContent`, which keeps the raw payload and encodes back to it unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+
+__all__ = [
+    "Annotations",
+    "AudioContent",
+    "BlobResourceContents",
+    "ContentBlock",
+    "EmbeddedResource",
+    "EmbeddedResourceContents",
+    "ImageContent",
+    "ResourceLink",
+    "TextContent",
+    "TextResourceContents",
+    "UnknownContent",
+]
+
+
+@attrs.frozen
+class Annotations:
+    """Hints about how a block is meant to be used or shown.
+
+    Attributes:
+        audience: Intended readers (``"user"``, ``"assistant"``; open set).
+        last_modified: RFC 3339 timestamp, as sent.
+        priority: Importance from 0 to 1.
+        meta: The ``_meta`` extension object.
+    """
+
+    audience: tuple[str, ...] | None = None
+    last_modified: str | None = None
+    priority: float | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class TextContent:
+    """Plain text (wire tag ``text``)."""
+
+    type: ClassVar[str] = "text"
+
+    text: str
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ImageContent:
+    """A base64-encoded image (wire tag ``image``)."""
+
+    type: ClassVar[str] = "image"
+
+    data: str
+    mime_type: str
+    uri: str | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class AudioContent:
+    """Base64-encoded audio (wire tag ``audio``)."""
+
+    type: ClassVar[str] = "audio"
+
+    data: str
+    mime_type: str
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ResourceLink:
+    """A reference to a resource the agent can fetch (wire tag ``resource_link``).
+
+    ``icons`` (v2) is kept as the raw icon objects.
+    """
+
+    type: ClassVar[str] = "resource_link"
+
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    icons: tuple[dict[str, Any], ...] | None = None
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class TextResourceContents:
+    """The text of an embedded resource."""
+
+    uri: str
+    text: str
+    mime_type: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class BlobResourceContents:
+    """The base64 bytes of an embedded resource."""
+
+    uri: str
+    blob: str
+    mime_type: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+#: The two shapes of an embedded resource's contents (told apart by ``text`` vs ``blob``).
+EmbeddedResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
+
+
+@attrs.frozen
+class EmbeddedResource:
+    """A resource whose contents travel inside the message (wire tag ``resource``)."""
+
+    type: ClassVar[str] = "resource"
+
+    resource: EmbeddedResourceContents
+    annotations: Annotations | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class UnknownContent:
+    """A content block of a type this SDK does not know; ``raw`` is the payload as received."""
+
+    type: str
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+#: A content block (the ACP ``ContentBlock`` union).
+ContentBlock: TypeAlias = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | UnknownContent

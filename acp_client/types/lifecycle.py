@@ -1,0 +1,645 @@
+"""Lifecycle messages the client sends and the answers it gets.
+
+Covers ``initialize``, ``session/new``, ``session/load`` (v1), ``session/resume`` (v2
+``replayFrom``), ``session/close``, ``session/list``, ``session/fork``, ``session/delete``,
+``session/status``, ``session/prompt``, ``session/cancel``, ``session/set_mode`` (v1),
+``session/set_config_option`` and ``$/cancel_request``, plus the values they carry (MCP server
+descriptions, modes, config options, usage, foreground state).
+
+Open string enumerations of the protocol (stop reasons, tool kinds, states, config categories)
+are plain ``str`` so values from newer agents survive a round trip.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+
+from ._fields import wire
+from .capabilities import AgentCapabilities, AuthMethod, ClientCapabilities, Implementation
+from .content import ContentBlock
+
+__all__ = [
+    "AvailableCommand",
+    "CancelNotification",
+    "CancelRequestNotification",
+    "CloseSessionRequest",
+    "CloseSessionResponse",
+    "Cost",
+    "DeleteSessionRequest",
+    "DeleteSessionResponse",
+    "EnvVariable",
+    "ForegroundState",
+    "ForkSessionRequest",
+    "ForkSessionResponse",
+    "HttpHeader",
+    "InitializeRequest",
+    "InitializeResponse",
+    "ListSessionsRequest",
+    "ListSessionsResponse",
+    "LoadSessionRequest",
+    "LoadSessionResponse",
+    "McpServer",
+    "McpServerAcp",
+    "McpServerHttp",
+    "McpServerSse",
+    "McpServerStdio",
+    "NewSessionRequest",
+    "NewSessionResponse",
+    "PromptRequest",
+    "PromptResponse",
+    "ReplayFrom",
+    "ReplayFromStart",
+    "ResumeSessionRequest",
+    "ResumeSessionResponse",
+    "SessionConfigOption",
+    "SessionConfigSelectGroup",
+    "SessionConfigSelectOption",
+    "SessionInfo",
+    "SessionMode",
+    "SessionModeState",
+    "SessionStatus",
+    "SessionStatusRequest",
+    "SessionStatusResponse",
+    "SetSessionConfigOptionRequest",
+    "SetSessionConfigOptionResponse",
+    "SetSessionModeRequest",
+    "SetSessionModeResponse",
+    "UnknownMcpServer",
+    "UnknownReplayFrom",
+    "Usage",
+    "normalize_status",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# initialize
+
+
+@attrs.frozen
+class InitializeRequest:
+    """``initialize`` params.
+
+    Encoded in the shape of its own ``protocol_version``: v1 ``clientInfo`` /
+    ``clientCapabilities``, v2 ``info`` / ``capabilities`` (v2 requires ``info``: when
+    ``client_info`` is ``None`` the SDK's own identity is sent).
+    """
+
+    protocol_version: int
+    client_info: Implementation | None = None
+    client_capabilities: ClientCapabilities = attrs.field(factory=ClientCapabilities)
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class InitializeResponse:
+    """``initialize`` result, decoded from either the v1 or the v2 shape.
+
+    Attributes:
+        protocol_version: The version the agent chose.
+        agent_info: The agent's identity (v1 ``agentInfo``, v2 ``info``), when sent.
+        agent_capabilities: Normalized capabilities (v1 ``agentCapabilities``, v2 ``capabilities``).
+        auth_methods: Offered authentication methods (malformed entries dropped).
+        meta: The ``_meta`` extension object.
+    """
+
+    protocol_version: int
+    agent_info: Implementation | None = None
+    agent_capabilities: AgentCapabilities = attrs.field(factory=AgentCapabilities)
+    auth_methods: tuple[AuthMethod, ...] = ()
+    meta: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# MCP servers
+
+
+@attrs.frozen
+class EnvVariable:
+    """An environment variable for a spawned process."""
+
+    name: str
+    value: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class HttpHeader:
+    """An HTTP header sent to an MCP server."""
+
+    name: str
+    value: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class McpServerStdio:
+    """An MCP server the agent spawns (untagged in v1, ``"type": "stdio"`` in v2)."""
+
+    type: ClassVar[str] = "stdio"
+
+    name: str
+    command: str
+    args: tuple[str, ...] = attrs.field(default=(), metadata=wire(always=True))
+    env: tuple[EnvVariable, ...] = attrs.field(default=(), metadata=wire(always=True))
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class McpServerHttp:
+    """An MCP server reached over streamable HTTP."""
+
+    type: ClassVar[str] = "http"
+
+    name: str
+    url: str
+    headers: tuple[HttpHeader, ...] = attrs.field(default=(), metadata=wire(always=True))
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class McpServerSse:
+    """An MCP server reached over SSE (v1 only)."""
+
+    type: ClassVar[str] = "sse"
+
+    name: str
+    url: str
+    headers: tuple[HttpHeader, ...] = attrs.field(default=(), metadata=wire(always=True))
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class McpServerAcp:
+    """An MCP server tunnelled over the ACP connection itself."""
+
+    type: ClassVar[str] = "acp"
+
+    name: str
+    server_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class UnknownMcpServer:
+    """An MCP server description of a type this SDK does not know (raw payload kept)."""
+
+    type: str
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
+
+
+# --------------------------------------------------------------------------------------------
+# modes, config options, commands
+
+
+@attrs.frozen
+class SessionMode:
+    """A mode the agent can run in (v1 ``session/set_mode``)."""
+
+    id: str
+    name: str
+    description: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionModeState:
+    """The current mode and the available ones."""
+
+    current_mode_id: str
+    available_modes: tuple[SessionMode, ...] = ()
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionConfigSelectOption:
+    """One choice of a ``select`` config option."""
+
+    value: str
+    name: str
+    description: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionConfigSelectGroup:
+    """A named group of choices (v1 ``group``, v2 ``groupId``)."""
+
+    group: str = attrs.field(metadata=wire(name={1: "group", 2: "groupId"}))
+    name: str
+    options: tuple[SessionConfigSelectOption, ...] = ()
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionConfigOption:
+    """A session configuration option (a model picker, a mode, a reasoning level...).
+
+    Attributes:
+        id: The option id (v1 ``id``, v2 ``configId``).
+        name: A human-readable name.
+        type: ``"select"``, ``"boolean"`` or a future kind.
+        current_value: The current value (a value id for ``select``, a bool for ``boolean``).
+        options: For ``select``: the choices, flat or grouped.
+        description: A longer description.
+        category: ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
+        meta: The ``_meta`` extension object.
+    """
+
+    id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
+    name: str
+    type: str
+    current_value: Any = None
+    options: tuple[SessionConfigSelectOption | SessionConfigSelectGroup, ...] = ()
+    description: str | None = None
+    category: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class AvailableCommand:
+    """A slash command the agent offers.
+
+    Attributes:
+        name: The command name (without the slash).
+        description: What it does.
+        input: How its input is described, as sent (e.g. ``{"hint": "..."}``).
+        type: The newer v2 variant tag (``"command"``), when sent.
+        meta: The ``_meta`` extension object.
+    """
+
+    name: str
+    description: str
+    input: dict[str, Any] | None = None
+    type: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# session/new, load, resume, fork, close, delete, list
+
+
+@attrs.frozen
+class NewSessionRequest:
+    """``session/new`` params (``mcpServers`` is always sent, as v1 requires it)."""
+
+    cwd: str
+    mcp_servers: tuple[McpServer, ...] = attrs.field(default=(), metadata=wire(always=True))
+    additional_directories: tuple[str, ...] = ()
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class NewSessionResponse:
+    """``session/new`` result. ``None`` means the agent did not send the member."""
+
+    session_id: str
+    modes: SessionModeState | None = None
+    models: dict[str, Any] | None = None
+    config_options: tuple[SessionConfigOption, ...] | None = None
+    available_commands: tuple[AvailableCommand, ...] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class LoadSessionRequest:
+    """``session/load`` params (v1 only): the agent replays the history as ``session/update``."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: tuple[McpServer, ...] = attrs.field(default=(), metadata=wire(always=True))
+    additional_directories: tuple[str, ...] = ()
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class LoadSessionResponse:
+    """``session/load`` result."""
+
+    modes: SessionModeState | None = None
+    models: dict[str, Any] | None = None
+    config_options: tuple[SessionConfigOption, ...] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ReplayFromStart:
+    """v2 ``replayFrom``: replay the whole history."""
+
+    type: ClassVar[str] = "start"
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class UnknownReplayFrom:
+    """A ``replayFrom`` of a type this SDK does not know (raw payload kept)."""
+
+    type: str
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
+
+
+@attrs.frozen
+class ResumeSessionRequest:
+    """``session/resume`` params. ``replay_from`` exists in v2 only (not sent in v1)."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: tuple[McpServer, ...] = attrs.field(default=(), metadata=wire(always=True))
+    additional_directories: tuple[str, ...] = ()
+    replay_from: ReplayFrom | None = attrs.field(default=None, metadata=wire(versions=(2,)))
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ResumeSessionResponse:
+    """``session/resume`` result."""
+
+    modes: SessionModeState | None = None
+    models: dict[str, Any] | None = None
+    config_options: tuple[SessionConfigOption, ...] | None = None
+    available_commands: tuple[AvailableCommand, ...] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ForkSessionRequest:
+    """``session/fork`` params."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: tuple[McpServer, ...] = attrs.field(default=(), metadata=wire(always=True))
+    additional_directories: tuple[str, ...] = ()
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ForkSessionResponse:
+    """``session/fork`` result: the new session."""
+
+    session_id: str
+    modes: SessionModeState | None = None
+    models: dict[str, Any] | None = None
+    config_options: tuple[SessionConfigOption, ...] | None = None
+    available_commands: tuple[AvailableCommand, ...] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CloseSessionRequest:
+    """``session/close`` params."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CloseSessionResponse:
+    """``session/close`` result."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class DeleteSessionRequest:
+    """``session/delete`` params."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class DeleteSessionResponse:
+    """``session/delete`` result."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ListSessionsRequest:
+    """``session/list`` params (both filters optional)."""
+
+    cwd: str | None = None
+    cursor: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionInfo:
+    """One entry of ``session/list``. ``updated_at`` is the RFC 3339 string as sent."""
+
+    session_id: str
+    cwd: str
+    title: str | None = None
+    updated_at: str | None = None
+    additional_directories: tuple[str, ...] | None = None
+    archived: bool | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class ListSessionsResponse:
+    """``session/list`` result. ``next_cursor`` is ``None`` on the last page."""
+
+    sessions: tuple[SessionInfo, ...] = ()
+    next_cursor: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# session/status
+
+
+class SessionStatus(str, enum.Enum):
+    """The normalized answer of ``session/status``.
+
+    ``ACTIVE``: the agent has the session in memory (wire ``active`` or ``open``). ``INACTIVE``:
+    known and resumable but not in memory (wire ``inactive``, ``saved``, or any value this SDK does
+    not recognize). ``UNKNOWN``: the agent does not know it (a ``-32002`` error, never a wire value).
+    """
+
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    UNKNOWN = "unknown"
+
+
+_ACTIVE_SPELLINGS = frozenset({"active", "open"})
+
+
+def normalize_status(raw: str) -> SessionStatus:
+    """Map a wire status string to :class:`SessionStatus`.
+
+    ``"active"`` and ``"open"`` are :attr:`SessionStatus.ACTIVE`; everything else (``"inactive"``,
+    ``"saved"``, future values) is :attr:`SessionStatus.INACTIVE`, as the protocol requires.
+    """
+    return SessionStatus.ACTIVE if raw in _ACTIVE_SPELLINGS else SessionStatus.INACTIVE
+
+
+@attrs.frozen
+class ForegroundState:
+    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
+
+    A snapshot is context, not a transition: an ``idle`` snapshot's ``stop_reason`` is the last
+    turn's, not a new completion.
+
+    Attributes:
+        state: The state string, as sent (open set).
+        stop_reason: For ``idle``: why the last turn ended, when reported.
+        raw: The whole state object as received.
+    """
+
+    state: str
+    stop_reason: str | None = None
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class SessionStatusRequest:
+    """``session/status`` params."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SessionStatusResponse:
+    """``session/status`` result.
+
+    Attributes:
+        status: The normalized status (``open`` reads as active, ``saved`` and unknown values as
+            inactive).
+        raw_status: The status string as sent.
+        state: v2 only: the foreground state, decoded default-on-error (missing, null or
+            malformed → ``None``, which means "not reported", never idle).
+        meta: The ``_meta`` extension object.
+    """
+
+    status: SessionStatus
+    raw_status: str
+    state: ForegroundState | None = None
+    meta: dict[str, Any] | None = None
+
+    @classmethod
+    def from_raw(cls, raw_status: str, state: ForegroundState | None = None) -> SessionStatusResponse:
+        """Build one from the wire status string (normalizing it)."""
+        return cls(status=normalize_status(raw_status), raw_status=raw_status, state=state)
+
+
+# --------------------------------------------------------------------------------------------
+# session/prompt, cancel, modes, config
+
+
+@attrs.frozen
+class PromptRequest:
+    """``session/prompt`` params."""
+
+    session_id: str
+    prompt: tuple[ContentBlock, ...] = attrs.field(metadata=wire(strict=True))
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class Cost:
+    """A monetary cost."""
+
+    amount: float
+    currency: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class Usage:
+    """Token usage of a turn."""
+
+    total_tokens: int
+    input_tokens: int
+    output_tokens: int
+    thought_tokens: int | None = None
+    cached_read_tokens: int | None = None
+    cached_write_tokens: int | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class PromptResponse:
+    """``session/prompt`` result.
+
+    v1 answers when the turn ends, with ``stop_reason`` (``end_turn``, ``max_tokens``,
+    ``max_turn_requests``, ``refusal``, ``cancelled``, or a future value). v2 answers when the prompt
+    is accepted: ``{}`` (2026-08 draft) or ``{messageId}`` (newer), and the turn's end arrives as an
+    ``idle`` :class:`~acp_client.types.StateUpdate`.
+    """
+
+    stop_reason: str | None = None
+    message_id: str | None = None
+    usage: Usage | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CancelNotification:
+    """``session/cancel`` params (a notification: cancels the session's current turn)."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class CancelRequestNotification:
+    """``$/cancel_request`` params: cancels one pending request."""
+
+    request_id: int | str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SetSessionModeRequest:
+    """``session/set_mode`` params (v1)."""
+
+    session_id: str
+    mode_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SetSessionModeResponse:
+    """``session/set_mode`` result."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SetSessionConfigOptionRequest:
+    """``session/set_config_option`` params.
+
+    Attributes:
+        session_id: The session.
+        config_id: The option to set.
+        value: A value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
+            JSON value for a future type.
+        type: The value's type tag. ``None`` infers it: ``"boolean"`` for a bool, otherwise a value
+            id (sent untagged in v1 and as ``"id"`` in v2).
+        meta: The ``_meta`` extension object.
+    """
+
+    session_id: str
+    config_id: str
+    value: Any
+    type: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SetSessionConfigOptionResponse:
+    """``session/set_config_option`` result: every option with its new value."""
+
+    config_options: tuple[SessionConfigOption, ...] = ()
+    meta: dict[str, Any] | None = None
