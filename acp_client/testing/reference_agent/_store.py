@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,9 +33,18 @@ def is_safe_session_id(session_id: object) -> bool:
     return isinstance(session_id, str) and _SAFE_ID.fullmatch(session_id) is not None
 
 
+#: The last timestamp handed out (one element, mutated in place).
+_last_time = [datetime.min.replace(tzinfo=timezone.utc)]
+
+
 def utc_now() -> str:
-    """The current time as an RFC 3339 UTC timestamp (millisecond precision)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current time as an RFC 3339 UTC timestamp (microseconds), strictly increasing within
+    this process so creation times order sessions without ties."""
+    now = datetime.now(timezone.utc)
+    if now <= _last_time[0]:
+        now = _last_time[0] + timedelta(microseconds=1)
+    _last_time[0] = now
+    return now.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @attrs.frozen
