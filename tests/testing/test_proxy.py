@@ -1,0 +1,243 @@
+"""The fault proxy: byte transparency, cut, blackhole, refuse."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import pytest_asyncio
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from acp_client.testing.clock import FakeClock
+from acp_client.testing.proxy import FaultProxy
+from acp_client.testing.reference_agent import ReferenceServer
+from tests.peers.reference import FaultProxyFactory
+
+from ._raw import TIMEOUT, WsPeer, eventually
+
+
+class EchoServer:
+    """Echoes every byte; records what arrived and how each connection ended."""
+
+    def __init__(self) -> None:
+        self.received = bytearray()
+        self.endings: list[str] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.append(writer)
+        try:
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    self.endings.append("eof")
+                    break
+                self.received += data
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            self.endings.append("reset")
+        finally:
+            writer.close()
+
+    async def aclose(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        await self._server.wait_closed()
+
+
+@pytest_asyncio.fixture
+async def echo() -> AsyncIterator[EchoServer]:
+    server = EchoServer()
+    await server.start()
+    yield server
+    await server.aclose()
+
+
+async def _open(proxy: FaultProxy) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", proxy.port)
+
+
+async def _read_exactly(reader: asyncio.StreamReader, size: int) -> bytes:
+    return await asyncio.wait_for(reader.readexactly(size), TIMEOUT)
+
+
+async def _link_is_dead(reader: asyncio.StreamReader) -> bool:
+    """True when the peer reset or closed the connection (read fails or hits EOF)."""
+    try:
+        data = await asyncio.wait_for(reader.read(100), TIMEOUT)
+    except ConnectionError:
+        return True
+    return data == b""
+
+
+async def test_forwards_bytes_both_ways(echo: EchoServer, fault_proxy: FaultProxyFactory) -> None:
+    proxy = await fault_proxy(echo.port)
+    reader, writer = await _open(proxy)
+    writer.write(b"hello proxy")
+    assert await _read_exactly(reader, 11) == b"hello proxy"
+    assert proxy.connection_count == 1 and proxy.total_connections == 1
+    writer.write_eof()
+    assert await reader.read() == b""  # the half-close travels and the echo server ends
+    await eventually(lambda: echo.endings == ["eof"])
+    writer.close()
+    await eventually(lambda: proxy.connection_count == 0)
+
+
+def test_url_points_at_the_proxy() -> None:
+    proxy = FaultProxy("127.0.0.1", 9000, port=0)
+    proxy._port = 4321  # a started proxy knows its port; no socket needed for this check
+    assert proxy.url("ws://127.0.0.1:9000/acp?x=1") == "ws://127.0.0.1:4321/acp?x=1"
+    assert proxy.url("https://user:pw@localhost:9000/acp") == "https://user:pw@127.0.0.1:4321/acp"
+    with pytest.raises(RuntimeError):
+        _ = FaultProxy("127.0.0.1", 1).port
+
+
+async def test_cut_resets_both_sides(echo: EchoServer, fault_proxy: FaultProxyFactory) -> None:
+    proxy = await fault_proxy(echo.port)
+    reader, writer = await _open(proxy)
+    writer.write(b"ping")
+    assert await _read_exactly(reader, 4) == b"ping"
+    await proxy.cut()
+    assert await _link_is_dead(reader)
+    await eventually(lambda: echo.endings == ["reset"])
+    assert proxy.connection_count == 0
+    writer.close()
+    reader2, writer2 = await _open(proxy)  # new connections still work
+    writer2.write(b"again")
+    assert await _read_exactly(reader2, 5) == b"again"
+    assert proxy.total_connections == 2
+    writer2.close()
+
+
+async def test_blackhole_holds_bytes_until_lifted(echo: EchoServer, fault_proxy: FaultProxyFactory) -> None:
+    proxy = await fault_proxy(echo.port)
+    reader, writer = await _open(proxy)
+    writer.write(b"a")
+    assert await _read_exactly(reader, 1) == b"a"
+    proxy.blackhole()
+    assert proxy.blackholed
+    writer.write(b"held")
+    await writer.drain()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(reader.read(10), 0.2)
+    assert bytes(echo.received) == b"a"  # nothing reached the upstream
+    # a new connection is accepted but goes nowhere either
+    late_reader, late_writer = await _open(proxy)
+    late_writer.write(b"late")
+    assert proxy.connection_count == 2
+    proxy.blackhole(False)
+    assert await _read_exactly(reader, 4) == b"held"
+    assert await _read_exactly(late_reader, 4) == b"late"
+    writer.close()
+    late_writer.close()
+
+
+async def test_cut_during_blackhole(echo: EchoServer, fault_proxy: FaultProxyFactory) -> None:
+    proxy = await fault_proxy(echo.port)
+    reader, writer = await _open(proxy)
+    writer.write(b"x")
+    assert await _read_exactly(reader, 1) == b"x"
+    proxy.blackhole()
+    writer.write(b"y")
+    await asyncio.wait_for(proxy.cut(), TIMEOUT)
+    assert await _link_is_dead(reader)
+    assert proxy.connection_count == 0
+    writer.close()
+
+
+async def test_refuse_resets_new_connections_for_the_window(echo: EchoServer) -> None:
+    clock = FakeClock()
+    async with FaultProxy("127.0.0.1", echo.port, clock=clock) as proxy:
+        existing_reader, existing_writer = await _open(proxy)
+        proxy.refuse(10.0)
+        assert proxy.refusing
+        reader, writer = await _open(proxy)  # accepted by the kernel, then reset
+        assert await _link_is_dead(reader)
+        writer.close()
+        assert proxy.refused_connections == 1 and proxy.total_connections == 2
+        existing_writer.write(b"still up")  # connections from before the window are untouched
+        assert await _read_exactly(existing_reader, 8) == b"still up"
+        await clock.advance(10.0)
+        assert not proxy.refusing
+        reader, writer = await _open(proxy)
+        writer.write(b"ok")
+        assert await _read_exactly(reader, 2) == b"ok"
+        writer.close()
+        existing_writer.close()
+
+
+async def test_upstream_down_resets_the_client(fault_proxy: FaultProxyFactory) -> None:
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()
+    proxy = await fault_proxy(port)
+    reader, writer = await _open(proxy)
+    assert await _link_is_dead(reader)
+    writer.close()
+
+
+async def test_websocket_through_proxy_cut_and_blackhole(
+    reference_server: ReferenceServer, fault_proxy: FaultProxyFactory
+) -> None:
+    proxy = await fault_proxy(reference_server)
+    url = proxy.url(reference_server.ws_url)
+    peer = WsPeer(await websockets.connect(url, open_timeout=TIMEOUT))
+    try:
+        await peer.initialize(1)
+        session_id = await peer.new_session()
+        await proxy.cut()
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(peer.ws.recv(), TIMEOUT)
+        await eventually(lambda: reference_server.connection_count == 0)
+    finally:
+        await peer.aclose()
+    peer = WsPeer(await websockets.connect(url, open_timeout=TIMEOUT, ping_interval=None))
+    try:
+        await peer.initialize(1)
+        assert (await peer.result("session/status", {"sessionId": session_id}))["status"] == "active"
+        proxy.blackhole()
+        pong = await peer.ws.ping()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(pong), 0.2)  # a half-open link: no pong
+        assert reference_server.connection_count == 1  # the server still thinks it is connected
+        proxy.blackhole(False)
+        await asyncio.wait_for(pong, TIMEOUT)
+    finally:
+        with contextlib.suppress(Exception):
+            await peer.aclose()
+
+
+async def test_h2c_through_proxy(reference_server: ReferenceServer, fault_proxy: FaultProxyFactory) -> None:
+    proxy = await fault_proxy(reference_server)
+    async with httpx.AsyncClient(http1=False, http2=True, timeout=TIMEOUT) as client:
+        body = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+        response = await client.post(proxy.url(reference_server.http_url), content=body,
+                                     headers={"content-type": "application/json"})
+        assert response.status_code == 200 and response.http_version == "HTTP/2"
+        assert proxy.total_connections == 1
+
+
+async def test_aclose_is_idempotent(echo: EchoServer) -> None:
+    proxy = FaultProxy("127.0.0.1", echo.port)
+    await proxy.start()
+    reader, writer = await _open(proxy)
+    await proxy.aclose()
+    await proxy.aclose()
+    assert await _link_is_dead(reader)
+    writer.close()
+
+
