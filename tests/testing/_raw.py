@@ -32,9 +32,7 @@ def updates(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def chunk_text(messages: list[dict[str, Any]]) -> str:
-    return "".join(
-        u["content"]["text"] for u in updates(messages) if u.get("sessionUpdate") == "agent_message_chunk"
-    )
+    return "".join(u["content"]["text"] for u in updates(messages) if u.get("sessionUpdate") == "agent_message_chunk")
 
 
 class Peer:
@@ -95,7 +93,11 @@ class Peer:
                 await asyncio.wait_for(self._changed.wait(), remaining)
 
     async def request(
-        self, method: str, params: dict[str, Any] | None = None, *, session_id: str | None = None,
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
         timeout: float = TIMEOUT,
     ) -> dict[str, Any]:
         """Send a request; returns its response message (``result`` or ``error``)."""
@@ -134,8 +136,10 @@ class Peer:
 
     async def prompt(self, session_id: str, text: str, **kwargs: Any) -> dict[str, Any]:
         return await self.request(
-            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
-            session_id=session_id, **kwargs,
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+            session_id=session_id,
+            **kwargs,
         )
 
 
@@ -239,8 +243,12 @@ class HttpPeer(Peer):
         return headers
 
     async def initialize(self, version: int = 1) -> dict[str, Any]:
-        message = {"jsonrpc": "2.0", "id": self.next_id(), "method": "initialize",
-                   "params": {"protocolVersion": version, "clientCapabilities": {}}}
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.next_id(),
+            "method": "initialize",
+            "params": {"protocolVersion": version, "clientCapabilities": {}},
+        }
         response = await self.client.post(self.url, content=json.dumps(message), headers=self.headers())
         assert response.status_code == 200, (response.status_code, response.text)
         self.last_post = response

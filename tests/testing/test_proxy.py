@@ -225,8 +225,9 @@ async def test_h2c_through_proxy(reference_server: ReferenceServer, fault_proxy:
     proxy = await fault_proxy(reference_server)
     async with httpx.AsyncClient(http1=False, http2=True, timeout=TIMEOUT) as client:
         body = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
-        response = await client.post(proxy.url(reference_server.http_url), content=body,
-                                     headers={"content-type": "application/json"})
+        response = await client.post(
+            proxy.url(reference_server.http_url), content=body, headers={"content-type": "application/json"}
+        )
         assert response.status_code == 200 and response.http_version == "HTTP/2"
         assert proxy.total_connections == 1
 
@@ -239,5 +240,3 @@ async def test_aclose_is_idempotent(echo: EchoServer) -> None:
     await proxy.aclose()
     assert await _link_is_dead(reader)
     writer.close()
-
-

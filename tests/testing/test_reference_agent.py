@@ -167,8 +167,14 @@ async def test_v2_prompt_answers_message_id_then_streams_with_state_updates(conn
     assert after[0] is response  # acknowledged right away
     streamed = updates(after)
     kinds = [u["sessionUpdate"] for u in streamed]
-    assert kinds == ["user_message", "state_update", "agent_message_chunk", "agent_message_chunk",
-                     "agent_message_chunk", "state_update"]
+    assert kinds == [
+        "user_message",
+        "state_update",
+        "agent_message_chunk",
+        "agent_message_chunk",
+        "agent_message_chunk",
+        "state_update",
+    ]
     assert streamed[0]["messageId"] == user_message_id
     assert streamed[0]["content"] == [{"type": "text", "text": "hello there"}]
     assert streamed[1]["state"] == "running"
@@ -217,8 +223,9 @@ async def test_prompt_errors(connect: Any) -> None:
 # -- session/status ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("vocabulary", "active", "inactive"), [("proposal", "active", "inactive"),
-                                                                ("sdk", "open", "saved")])
+@pytest.mark.parametrize(
+    ("vocabulary", "active", "inactive"), [("proposal", "active", "inactive"), ("sdk", "open", "saved")]
+)
 @pytest.mark.parametrize("version", [1, 2])
 async def test_status_lifecycle(
     reference_agent: ReferenceAgent, connect: Any, vocabulary: str, active: str, inactive: str, version: int
@@ -259,12 +266,14 @@ async def test_v2_status_reports_running_and_requires_action(connect: Any) -> No
     await peer.wait_for(lambda m: m.get("method") == "session/request_permission", start=start)
     status = await observer.result("session/status", {"sessionId": session_id})
     assert status == {"status": "active", "state": {"state": "requires_action"}}
-    peer.handlers["session/request_permission"] = lambda params: {"outcome": {"outcome": "selected",
-                                                                              "optionId": "allow"}}
+    peer.handlers["session/request_permission"] = lambda params: {
+        "outcome": {"outcome": "selected", "optionId": "allow"}
+    }
     request = next(m for m in _slice(peer, start) if m.get("method") == "session/request_permission")
     await peer._answer(request)
-    await peer.wait_for(lambda m: m.get("method") == "session/update" and
-                        m["params"]["update"].get("state") == "idle", start=start)
+    await peer.wait_for(
+        lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
+    )
     assert (await observer.result("session/status", {"sessionId": session_id}))["state"] == {"state": "idle"}
 
 
@@ -279,8 +288,9 @@ async def test_v1_load_replays_history_before_answering(reference_agent: Referen
     reference_agent.restart()
     fresh = await connect(1)
     start = len(fresh.messages)
-    response = await fresh.request("session/load", {"sessionId": session_id, "cwd": "/home/user/project",
-                                                     "mcpServers": []})
+    response = await fresh.request(
+        "session/load", {"sessionId": session_id, "cwd": "/home/user/project", "mcpServers": []}
+    )
     assert response["result"] == {"sessionId": session_id}
     after = _slice(fresh, start)
     assert after[-1] is response
@@ -303,8 +313,7 @@ async def test_v1_resume_attaches_without_replay(reference_agent: ReferenceAgent
     await peer.prompt(session_id, "hello")
     other = await connect(1)
     start = len(other.messages)
-    result = await other.result("session/resume", {"sessionId": session_id, "cwd": "/work/project",
-                                                   "mcpServers": []})
+    result = await other.result("session/resume", {"sessionId": session_id, "cwd": "/work/project", "mcpServers": []})
     assert result == {"sessionId": session_id}
     assert updates(_slice(other, start)) == []
     assert (await other.prompt(session_id, "x"))["result"]["stopReason"] == "end_turn"
@@ -319,23 +328,28 @@ async def test_v2_resume_with_replay_from_start(reference_agent: ReferenceAgent,
     session_id = await peer.new_session()
     start = len(peer.messages)
     user_id = (await peer.prompt(session_id, "hello there"))["result"]["messageId"]
-    await peer.wait_for(lambda m: m.get("method") == "session/update" and
-                        m["params"]["update"].get("state") == "idle", start=start)
-    agent_id = next(u["messageId"] for u in updates(_slice(peer, start)) if u["sessionUpdate"] ==
-                    "agent_message_chunk")
+    await peer.wait_for(
+        lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
+    )
+    agent_id = next(u["messageId"] for u in updates(_slice(peer, start)) if u["sessionUpdate"] == "agent_message_chunk")
     reference_agent.restart()
     fresh = await connect(2)
     assert (await fresh.result("session/status", {"sessionId": session_id})) == {"status": "inactive"}
     start = len(fresh.messages)
-    response = await fresh.request("session/resume", {"sessionId": session_id, "cwd": "/work/project",
-                                                      "mcpServers": [], "replayFrom": {"type": "start"}})
+    response = await fresh.request(
+        "session/resume",
+        {"sessionId": session_id, "cwd": "/work/project", "mcpServers": [], "replayFrom": {"type": "start"}},
+    )
     assert response["result"] == {"sessionId": session_id}
     after = _slice(fresh, start)
     assert after[-1] is response
     assert updates(after) == [
         {"sessionUpdate": "user_message", "messageId": user_id, "content": [{"type": "text", "text": "hello there"}]},
-        {"sessionUpdate": "agent_message", "messageId": agent_id,
-         "content": [{"type": "text", "text": "echo: hello there"}]},
+        {
+            "sessionUpdate": "agent_message",
+            "messageId": agent_id,
+            "content": [{"type": "text", "text": "echo: hello there"}],
+        },
         {"sessionUpdate": "state_update", "state": "idle"},
     ]
     # without replayFrom: only the state snapshot
@@ -343,8 +357,9 @@ async def test_v2_resume_with_replay_from_start(reference_agent: ReferenceAgent,
     start = len(other.messages)
     await other.result("session/resume", {"sessionId": session_id, "cwd": "/work/project", "mcpServers": []})
     assert updates(_slice(other, start)) == [{"sessionUpdate": "state_update", "state": "idle"}]
-    bad = await other.request("session/resume", {"sessionId": session_id, "cwd": "/w",
-                                                 "replayFrom": {"type": "message", "messageId": "x"}})
+    bad = await other.request(
+        "session/resume", {"sessionId": session_id, "cwd": "/w", "replayFrom": {"type": "message", "messageId": "x"}}
+    )
     assert bad["error"]["code"] == -32602
     assert (await other.request("session/load", {"sessionId": session_id, "cwd": "/w"}))["error"]["code"] == -32601
 
@@ -373,8 +388,10 @@ async def test_permission_round_trip(connect: Any, version: int) -> None:
     tool_call = params["toolCall"] if version == 1 else params["subject"]["toolCall"]
     assert tool_call["toolCallId"].startswith("call_")
     if version == 2:
-        await peer.wait_for(lambda m: m.get("method") == "session/update" and
-                            m["params"]["update"].get("stopReason") == "end_turn", start=start)
+        await peer.wait_for(
+            lambda m: m.get("method") == "session/update" and m["params"]["update"].get("stopReason") == "end_turn",
+            start=start,
+        )
         states = [u["state"] for u in updates(_slice(peer, start)) if u["sessionUpdate"] == "state_update"]
         assert states == ["running", "requires_action", "running", "idle"]
     assert chunk_text(_slice(peer, start)) == "permission: selected reject"
@@ -389,6 +406,7 @@ async def test_fs_terminal_and_elicitation_requests(connect: Any) -> None:
         def handler(params: dict[str, Any]) -> Any:
             calls.append(method)
             return result(params) if callable(result) else result
+
         return handler
 
     peer.handlers["fs/write_text_file"] = record("write", lambda p: files.__setitem__(p["path"], p["content"]) or {})
@@ -439,8 +457,9 @@ async def test_v1_session_cancel_ends_slow_turn(reference_agent: ReferenceAgent,
     session_id = await peer.new_session()
     start = len(peer.messages)
     request_id = peer.next_id()
-    await peer.send_request(request_id, "session/prompt",
-                            {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]})
+    await peer.send_request(
+        request_id, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]}
+    )
     await eventually(lambda: len(updates(_slice(peer, start))) >= 2)
     assert reference_agent.sessions[session_id].state == "running"
     await peer.notify("session/cancel", {"sessionId": session_id})
@@ -458,8 +477,9 @@ async def test_v2_session_cancel_sends_idle_cancelled(connect: Any) -> None:
     await peer.prompt(session_id, "/slow")
     await eventually(lambda: any(u["sessionUpdate"] == "agent_message_chunk" for u in updates(_slice(peer, start))))
     await peer.notify("session/cancel", {"sessionId": session_id})
-    final = await peer.wait_for(lambda m: m.get("method") == "session/update" and
-                                m["params"]["update"].get("state") == "idle", start=start)
+    final = await peer.wait_for(
+        lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
+    )
     assert final["params"]["update"]["stopReason"] == "cancelled"
 
 
@@ -468,8 +488,9 @@ async def test_cancel_request_answers_32800(connect: Any) -> None:
     session_id = await peer.new_session()
     start = len(peer.messages)
     request_id = peer.next_id()
-    await peer.send_request(request_id, "session/prompt",
-                            {"sessionId": session_id, "prompt": [{"type": "text", "text": "/permission"}]})
+    await peer.send_request(
+        request_id, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/permission"}]}
+    )
     permission = await peer.wait_for(lambda m: m.get("method") == "session/request_permission", start=start)
     await peer.notify("$/cancel_request", {"requestId": request_id})
     response = await peer.wait_for(lambda m: is_response(m, request_id), start=start)
@@ -483,8 +504,9 @@ async def test_connection_close_stops_its_turns(reference_agent: ReferenceAgent,
     peer = await connect(1)
     session_id = await peer.new_session()
     start = len(peer.messages)
-    await peer.send_request(peer.next_id(), "session/prompt",
-                            {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]})
+    await peer.send_request(
+        peer.next_id(), "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]}
+    )
     await eventually(lambda: len(updates(_slice(peer, start))) >= 1)
     await peer.aclose()
     assert reference_agent.connection_count == 0
@@ -496,8 +518,9 @@ async def test_restart_answers_pending_v1_prompt(reference_agent: ReferenceAgent
     peer = await connect(1)
     session_id = await peer.new_session()
     request_id = peer.next_id()
-    await peer.send_request(request_id, "session/prompt",
-                            {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]})
+    await peer.send_request(
+        request_id, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]}
+    )
     await eventually(lambda: reference_agent.sessions[session_id].state == "running")
     reference_agent.restart()
     response = await peer.wait_for(lambda m: is_response(m, request_id))
@@ -538,8 +561,9 @@ async def test_close_keeps_the_session_stored(reference_agent: ReferenceAgent, c
     session_id = await peer.new_session()
     start = len(peer.messages)
     request_id = peer.next_id()
-    await peer.send_request(request_id, "session/prompt",
-                            {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]})
+    await peer.send_request(
+        request_id, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]}
+    )
     await eventually(lambda: len(updates(_slice(peer, start))) >= 1)
     assert await peer.result("session/close", {"sessionId": session_id}) == {}
     prompt_answer = await peer.wait_for(lambda m: is_response(m, request_id), start=start)

@@ -59,8 +59,11 @@ async def spawn() -> AsyncIterator[Any]:
 
     async def run(argv: list[str], **kwargs: Any) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, **kwargs,
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            **kwargs,
         )
         processes.append(process)
         return process
@@ -88,8 +91,9 @@ async def test_stdio_store_survives_a_respawn(reference_agent_command: list[str]
     await second.initialize(1)
     assert await second.result("session/status", {"sessionId": session_id}) == {"status": "inactive"}
     start = len(second.messages)
-    response = await second.request("session/load", {"sessionId": session_id, "cwd": "/home/user/project",
-                                                     "mcpServers": []})
+    response = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": "/home/user/project", "mcpServers": []}
+    )
     assert response["result"] == {"sessionId": session_id}
     assert [(u["sessionUpdate"], u["content"]["text"]) for u in updates(second.messages[start:])] == [
         ("user_message_chunk", "hello there"),
@@ -102,8 +106,20 @@ async def test_stdio_store_survives_a_respawn(reference_agent_command: list[str]
 
 
 async def test_stdio_flags(spawn: Any) -> None:
-    argv = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--no-status", "--no-load",
-            "--vocabulary", "sdk", "--chunks", "2", "--name", "flagged"]
+    argv = [
+        sys.executable,
+        "-m",
+        "acp_client.testing.reference_agent",
+        "--stdio",
+        "--no-status",
+        "--no-load",
+        "--vocabulary",
+        "sdk",
+        "--chunks",
+        "2",
+        "--name",
+        "flagged",
+    ]
     peer = StdioPeer(await spawn(argv))
     result = await peer.initialize(1)
     assert result["agentInfo"]["name"] == "flagged"
@@ -135,8 +151,10 @@ async def test_serve_prints_urls_and_serves(spawn: Any) -> None:
     try:
         await peer.initialize(2)
         session_id = await peer.new_session()
-        assert await peer.result("session/status", {"sessionId": session_id}) == {"status": "open",
-                                                                                  "state": {"state": "idle"}}
+        assert await peer.result("session/status", {"sessionId": session_id}) == {
+            "status": "open",
+            "state": {"state": "idle"},
+        }
     finally:
         await peer.aclose()
     process.send_signal(signal.SIGTERM)

@@ -38,8 +38,9 @@ async def http_peers() -> AsyncIterator[Any]:
 
 
 def _initialize(request_id: int = 0, version: int = 1) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize",
-                       "params": {"protocolVersion": version}})
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {"protocolVersion": version}}
+    )
 
 
 async def test_initialize_answers_200_with_connection_id_and_cookie(
@@ -92,9 +93,15 @@ async def test_status_codes(reference_server: ReferenceServer) -> None:
             return await client.post(url, content=content, headers={**JSON, **headers})
 
         status_request = {"jsonrpc": "2.0", "id": 5, "method": "session/status", "params": {"sessionId": "s"}}
-        prompt = {"jsonrpc": "2.0", "id": 6, "method": "session/prompt",
-                  "params": {"sessionId": "sess_unknown", "prompt": []}}
-        assert (await client.post(url, content=_initialize(), headers={"content-type": "text/plain"})).status_code == 415
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 6,
+            "method": "session/prompt",
+            "params": {"sessionId": "sess_unknown", "prompt": []},
+        }
+        assert (
+            await client.post(url, content=_initialize(), headers={"content-type": "text/plain"})
+        ).status_code == 415
         assert (await post(_initialize(), accept="text/html")).status_code == 406
         assert (await post(status_request)).status_code == 400  # no connection id
         assert (await post(status_request, **{"acp-connection-id": "nope"})).status_code == 404
@@ -106,13 +113,17 @@ async def test_status_codes(reference_server: ReferenceServer) -> None:
         assert (await post({"jsonrpc": "2.0", "id": 1}, **connection)).status_code == 400
         assert (await client.get(url, headers={**connection, "accept": "application/json"})).status_code == 406
         assert (await client.get(url, headers={"accept": "text/event-stream"})).status_code == 400
-        assert (await client.get(url, headers={"accept": "text/event-stream", "acp-connection-id": "x"})).status_code == 404
+        assert (
+            await client.get(url, headers={"accept": "text/event-stream", "acp-connection-id": "x"})
+        ).status_code == 404
         unknown_session = {**connection, "accept": "text/event-stream", "acp-session-id": "sess_unknown"}
         assert (await client.get(url, headers=unknown_session)).status_code == 404
         assert (await client.delete(url)).status_code == 400
         assert (await client.delete(url, headers={"acp-connection-id": "x"})).status_code == 404
         assert (await client.put(url, content="{}", headers=JSON)).status_code == 405
-        assert (await client.post(url.replace("/acp", "/other"), content=_initialize(), headers=JSON)).status_code == 404
+        assert (
+            await client.post(url.replace("/acp", "/other"), content=_initialize(), headers=JSON)
+        ).status_code == 404
         accepted = await post(status_request, **connection)
         assert accepted.status_code == 202 and accepted.content == b""
         assert (await client.delete(url, headers=connection)).status_code == 202
@@ -144,8 +155,9 @@ async def test_v2_turn_over_http(reference_server: ReferenceServer, http_peers: 
     session_stream = await peer.open_stream(session_id)
     response = await peer.prompt(session_id, "v2 over http")
     assert response["result"]["messageId"].startswith("msg_")
-    await peer.wait_for(lambda m: m.get("method") == "session/update" and
-                        m["params"]["update"].get("stopReason") == "end_turn")
+    await peer.wait_for(
+        lambda m: m.get("method") == "session/update" and m["params"]["update"].get("stopReason") == "end_turn"
+    )
     kinds = [u["sessionUpdate"] for u in updates(session_stream.messages)]
     assert kinds == ["user_message", "state_update"] + ["agent_message_chunk"] * 3 + ["state_update"]
     assert session_stream.messages[0] is response
@@ -204,10 +216,15 @@ async def test_session_header_dialect_on_status_load_and_resume(
     assert session_stream.status == 200
     status = await second.result("session/status", {"sessionId": session_id}, session_id=session_id)
     assert status == {"status": "inactive"}
-    response = await second.request("session/load", {"sessionId": session_id, "cwd": "/w", "mcpServers": []},
-                                    session_id=session_id)
-    assert [m.get("method", "answer") for m in session_stream.messages] == ["answer", "session/update",
-                                                                            "session/update", "answer"]
+    response = await second.request(
+        "session/load", {"sessionId": session_id, "cwd": "/w", "mcpServers": []}, session_id=session_id
+    )
+    assert [m.get("method", "answer") for m in session_stream.messages] == [
+        "answer",
+        "session/update",
+        "session/update",
+        "answer",
+    ]
     assert session_stream.messages[-1] is response
     assert connection_stream.messages == []
     # a status POST with the header for a session the agent does not know is still a JSON-RPC answer
@@ -217,8 +234,9 @@ async def test_session_header_dialect_on_status_load_and_resume(
 
 async def test_permission_round_trip_over_http(reference_server: ReferenceServer, http_peers: Any) -> None:
     peer = await http_peers(reference_server)
-    peer.handlers["session/request_permission"] = lambda params: {"outcome": {"outcome": "selected",
-                                                                              "optionId": "allow"}}
+    peer.handlers["session/request_permission"] = lambda params: {
+        "outcome": {"outcome": "selected", "optionId": "allow"}
+    }
     await peer.initialize(1)
     await peer.open_stream()
     session_id = (await peer.result("session/new", {"cwd": "/w", "mcpServers": []}))["sessionId"]
@@ -226,8 +244,11 @@ async def test_permission_round_trip_over_http(reference_server: ReferenceServer
     assert (await peer.prompt(session_id, "/permission"))["result"]["stopReason"] == "end_turn"
     assert session_stream.messages[0]["method"] == "session/request_permission"
     assert "".join(u["content"]["text"] for u in updates(session_stream.messages)) == "permission: selected allow"
-    answer_post = next(r for r in reference_server.requests if r.method == "POST" and r.status == 202
-                       and r.header("acp-session-id") == session_id)
+    answer_post = next(
+        r
+        for r in reference_server.requests
+        if r.method == "POST" and r.status == 202 and r.header("acp-session-id") == session_id
+    )
     assert answer_post is not None
 
 
@@ -239,7 +260,7 @@ async def test_drop_connections_ends_streams_and_forgets_connection_ids(
     stream = await peer.open_stream()
     session_id = (await peer.result("session/new", {"cwd": "/w", "mcpServers": []}))["sessionId"]
     await reference_server.drop_connections()
-    await eventually(lambda: stream.ended.is_set())
+    await eventually(stream.ended.is_set)
     assert isinstance(stream.error, httpx.TransportError)  # a reset, not a clean end of stream
     assert reference_server.connection_count == 0
     with pytest.raises(AssertionError, match="404"):

@@ -63,8 +63,10 @@ async def test_v2_turn_over_websocket(reference_server: ReferenceServer, ws_conn
     start = len(peer.messages)
     response = await peer.prompt(session_id, "hi")
     assert response["result"]["messageId"].startswith("msg_")
-    await peer.wait_for(lambda m: m.get("method") == "session/update" and
-                        m["params"]["update"].get("stopReason") == "end_turn", start=start)
+    await peer.wait_for(
+        lambda m: m.get("method") == "session/update" and m["params"]["update"].get("stopReason") == "end_turn",
+        start=start,
+    )
 
 
 async def test_binary_frames_are_ignored_and_bad_json_answered(
@@ -110,8 +112,7 @@ async def test_restart_makes_sessions_inactive(reference_server: ReferenceServer
     assert (await again.result("session/status", {"sessionId": session_id}))["status"] == "inactive"
     start = len(again.messages)
     await again.result("session/load", {"sessionId": session_id, "cwd": "/work/project", "mcpServers": []})
-    assert [u["content"]["text"] for u in updates(again.messages[start:])] == ["before restart",
-                                                                            "echo: before restart"]
+    assert [u["content"]["text"] for u in updates(again.messages[start:])] == ["before restart", "echo: before restart"]
 
 
 async def test_refused_handshakes_get_503_until_the_window_ends(
