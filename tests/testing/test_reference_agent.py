@@ -382,18 +382,18 @@ async def test_permission_round_trip(connect: Any, version: int) -> None:
     response = await peer.prompt(session_id, "/permission")
     if version == 1:
         assert response["result"] == {"stopReason": "end_turn"}
-    (params,) = seen
-    assert params["sessionId"] == session_id
-    assert {o["optionId"] for o in params["options"]} == {"allow", "reject"}
-    tool_call = params["toolCall"] if version == 1 else params["subject"]["toolCall"]
-    assert tool_call["toolCallId"].startswith("call_")
-    if version == 2:
+    else:  # v2 acknowledges at once; the turn ends with an idle state update
         await peer.wait_for(
             lambda m: m.get("method") == "session/update" and m["params"]["update"].get("stopReason") == "end_turn",
             start=start,
         )
         states = [u["state"] for u in updates(_slice(peer, start)) if u["sessionUpdate"] == "state_update"]
         assert states == ["running", "requires_action", "running", "idle"]
+    (params,) = seen
+    assert params["sessionId"] == session_id
+    assert {o["optionId"] for o in params["options"]} == {"allow", "reject"}
+    tool_call = params["toolCall"] if version == 1 else params["subject"]["toolCall"]
+    assert tool_call["toolCallId"].startswith("call_")
     assert chunk_text(_slice(peer, start)) == "permission: selected reject"
 
 
@@ -481,6 +481,20 @@ async def test_v2_session_cancel_sends_idle_cancelled(connect: Any) -> None:
         lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
     )
     assert final["params"]["update"]["stopReason"] == "cancelled"
+
+
+async def test_session_cancel_sent_as_a_request_is_tolerated(connect: Any) -> None:
+    peer = await connect(1)
+    session_id = await peer.new_session()
+    start = len(peer.messages)
+    request_id = peer.next_id()
+    await peer.send_request(
+        request_id, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]}
+    )
+    await eventually(lambda: len(updates(_slice(peer, start))) >= 1)
+    assert await peer.result("session/cancel", {"sessionId": session_id}) == {}
+    response = await peer.wait_for(lambda m: is_response(m, request_id), start=start)
+    assert response["result"] == {"stopReason": "cancelled"}
 
 
 async def test_cancel_request_answers_32800(connect: Any) -> None:

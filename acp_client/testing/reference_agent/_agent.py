@@ -608,7 +608,11 @@ class AgentConnection:
             if item.method == "session/prompt":
                 self._start_turn(item)
                 return
-            result = await self._dispatch(item)
+            if item.method == "session/cancel":  # a notification; be lenient when sent as a request
+                await self._notification(Notification(item.method, item.params))
+                result: dict[str, Any] = {}
+            else:
+                result = await self._dispatch(item)
         except RpcError as exc:
             await self._emit(error_message(item.id, exc.code, exc.message, exc.data), item.id)
             return

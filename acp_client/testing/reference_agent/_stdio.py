@@ -50,9 +50,9 @@ class _BlockingWriter:
 async def _stdin_reader() -> asyncio.StreamReader:
     """An asyncio reader over stdin: a pipe transport when possible, else a daemon thread."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
     try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), sys.stdin.buffer)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
         return reader
     except (ValueError, OSError):
         pass
