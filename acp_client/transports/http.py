@@ -993,10 +993,7 @@ class HttpTransport:
         request = self._client.build_request(
             "POST", self._url, content=body, headers=self._headers_for(self._url, extra), timeout=self._post_timeout
         )
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._network_failure(exc, "POST", initialize=initialize) from exc
+        response = await self._send_request(request, "POST", initialize=initialize)
         try:
             self._capture_cookies(response)
             status = response.status_code
@@ -1030,10 +1027,7 @@ class HttpTransport:
         url = self._url
         for _ in range(MAX_REDIRECTS + 1):
             request = self._client.build_request(method, url, headers=self._headers_for(url, extra), timeout=timeout)
-            try:
-                response = await self._client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                raise self._network_failure(exc, method, initialize=False) from exc
+            response = await self._send_request(request, method)
             self._capture_cookies(response)
             if response.status_code not in _REDIRECT_STATUSES:
                 return response
@@ -1048,6 +1042,20 @@ class HttpTransport:
             logger.debug("following a same-origin redirect of %s to %s", method, safe_url(target))
             url = target
         raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects for {method} {self._info.target}")
+
+    async def _send_request(self, request: httpx.Request, what: str, *, initialize: bool = False) -> httpx.Response:
+        """Send one request, streaming its answer; failures are mapped to the error tree."""
+        if self._client.is_closed:
+            raise TransportClosed(self._closed.reason if self._closed else "closed", maybe_delivered=False)
+        try:
+            return await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._network_failure(exc, what, initialize=initialize) from exc
+        except RuntimeError as exc:  # httpx refuses to use a client that aclose() closed meanwhile
+            if not self._client.is_closed:
+                raise
+            reason = self._closed.reason if self._closed is not None else "closed by the client"
+            raise TransportClosed(reason, maybe_delivered=False) from exc
 
     async def _delete(self) -> None:
         assert self._connection_id is not None
