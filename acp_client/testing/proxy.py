@@ -124,7 +124,8 @@ class FaultProxy:
     Args:
         upstream_host: Where to forward connections.
         upstream_port: The upstream port.
-        host: The address to listen on.
+        host: The address to listen on (an IP address: a name such as ``localhost`` may bind
+            several addresses, each on its own free port).
         port: The port to listen on (``0``: a free port, see :attr:`port`).
         clock: Measures :meth:`refuse` windows (the system clock by default).
     """
