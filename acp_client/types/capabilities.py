@@ -188,7 +188,7 @@ class AgentCapabilities:
         mcp: Supported MCP transports.
         session: Optional session methods.
         raw: The capability object exactly as received (``agentCapabilities`` in v1,
-            ``capabilities`` in v2), for anything not modeled here.
+            ``capabilities`` in v2), for anything not modeled here. Not part of equality.
         meta: The ``_meta`` extension object.
     """
 
@@ -196,7 +196,7 @@ class AgentCapabilities:
     prompt: PromptCapabilities = attrs.field(factory=PromptCapabilities)
     mcp: McpCapabilities = attrs.field(factory=McpCapabilities)
     session: SessionCapabilities = attrs.field(factory=SessionCapabilities)
-    raw: dict[str, Any] = attrs.field(factory=dict)
+    raw: dict[str, Any] = attrs.field(factory=dict, eq=False)
     meta: dict[str, Any] | None = None
 
     def supports(self, method: str) -> bool:

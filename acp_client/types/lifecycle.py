@@ -232,7 +232,7 @@ class SessionConfigSelectGroup:
 
     group: str = attrs.field(metadata=wire(name={1: "group", 2: "groupId"}))
     name: str
-    options: tuple[SessionConfigSelectOption, ...] = ()
+    options: tuple[SessionConfigSelectOption, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
 
 
@@ -319,8 +319,13 @@ class LoadSessionRequest:
 
 @attrs.frozen
 class LoadSessionResponse:
-    """``session/load`` result."""
+    """``session/load`` result.
 
+    ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the Python
+    SDK's HTTP server only knows a session on a connection after a result that carries it).
+    """
+
+    session_id: str | None = None
     modes: SessionModeState | None = None
     models: dict[str, Any] | None = None
     config_options: tuple[SessionConfigOption, ...] | None = None
@@ -361,8 +366,9 @@ class ResumeSessionRequest:
 
 @attrs.frozen
 class ResumeSessionResponse:
-    """``session/resume`` result."""
+    """``session/resume`` result (``session_id``: sent by the official SDKs' agents, as for load)."""
 
+    session_id: str | None = None
     modes: SessionModeState | None = None
     models: dict[str, Any] | None = None
     config_options: tuple[SessionConfigOption, ...] | None = None
