@@ -317,6 +317,11 @@ def _hashable_id(message: dict[str, Any]) -> int | str | None:
     return None
 
 
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _mentions_session(body: bytes) -> bool:
     return b"session" in body.lower()
 
@@ -596,20 +601,22 @@ class HttpTransport:
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 
-        Idempotent; never raises for a dead link.
+        Idempotent; never raises for a dead link. A link that already failed (a drop) is not sent
+        a ``DELETE``: its server is gone or has forgotten it, and a reconnect must not wait on it.
         """
         if self._released:
             return
         self._released = True
+        was_open = self._closed is None
         self._fail("closed by the client", level=logging.DEBUG)
         self._inbox.clear()
-        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
         try:
-            if self._connection_id is not None:
+            tasks = [task for task in self._tasks if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            if self._connection_id is not None and was_open:
                 try:
                     await asyncio.wait_for(self._delete(), timeout=min(self._connect_timeout, 5.0))
                 except (AcpError, httpx.HTTPError, asyncio.TimeoutError, OSError) as exc:
@@ -829,7 +836,7 @@ class HttpTransport:
         except httpx.ReadTimeout:
             return f"no data for {self._idle:g}s (idle timeout)"
         except httpx.HTTPError as exc:
-            return f"broken: {type(exc).__name__}: {exc}"
+            return f"broken: {_describe(exc)}"
         except ProtocolError as exc:
             return f"unreadable: {exc}"
         if parser.finish():
@@ -1164,7 +1171,7 @@ class HttpTransport:
         if isinstance(exc, httpx.TimeoutException):
             cause = f"{type(exc).__name__} after {self._idle:g}s" if maybe_delivered else type(exc).__name__
         else:
-            cause = f"{type(exc).__name__}: {exc}"
+            cause = _describe(exc)
         reason = f"{what} to {self._info.target} failed: {cause}"
         if _is_tls_failure(exc):
             self._fail(f"TLS verification failed for {what}")

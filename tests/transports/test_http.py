@@ -769,7 +769,6 @@ async def test_secrets_are_never_logged(
     app.hook = hook_once(is_rpc("x/fail"), Reply(401, [], b"denied"))
     with pytest.raises(AuthenticationFailed) as caught:
         await transport.send(request_message(2, "x/fail", {"sessionId": sid}))
-    app.hook = hook_once(lambda r: r.method == "GET", Reply(302, [("location", "http://127.0.0.2:1/x")]))
     await transport.send(request_message(3, "session/close", {"sessionId": sid}))
     await collect_until_response(transport, 3)
     app.connection.stream.push(END)
@@ -847,6 +846,8 @@ async def test_connection_stream_end_is_a_drop(fake: tuple[FakeAcpServer, Hyperc
     with pytest.raises(TransportClosed) as again:
         await transport.send(request_message(1, "session/new", {"cwd": "/"}))
     assert again.value.maybe_delivered is False
+    await transport.aclose()
+    assert app.of("DELETE") == []  # a dropped link is not DELETEd: a reconnect must not wait on it
 
 
 @pytest.mark.parametrize("http2", [False, True], ids=["http1", "h2c"])
@@ -880,6 +881,25 @@ async def test_lost_session_stream_is_reopened(fake_ts: tuple[FakeAcpServer, Hyp
     await until(lambda: len([g for g in app.of("GET") if g.headers.get("acp-session-id") == sid]) == 2)
     await transport.send(request_message(2, "session/prompt", {"sessionId": sid, "prompt": []}))
     assert texts(await collect_until_response(transport, 2)) == ["chunk 0", "chunk 1", "chunk 2"]
+    assert not transport.closed
+
+
+@pytest.mark.parametrize("dialect", ["python", "typescript"])
+async def test_streams_of_closed_or_unknown_sessions_are_released(serve: Serve, link: Link, dialect: str) -> None:
+    app = FakeAcpServer(dialect)  # type: ignore[arg-type]
+    server = await serve(app)
+    transport = await link(server.url)
+    sid = await new_session(transport)
+    conn = app.connection
+    await until(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
+    await transport.send(request_message(2, "session/close", {"sessionId": sid}))
+    assert (await recv(transport))["id"] == 2
+    await until(lambda: conn.sessions[sid].receivers == 0)
+    await transport.send(request_message(3, "session/status", {"sessionId": "nope"}))
+    assert (await recv(transport))["error"]["code"] == -32002
+    if dialect == "typescript":  # the stream opened for the probe is released after the -32002
+        await until(lambda: "nope" in conn.sessions and conn.sessions["nope"].receivers == 0)
+    assert "nope" not in transport._sessions
     assert not transport.closed
 
 
