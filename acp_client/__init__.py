@@ -1,2 +1,153 @@
-"""acp_client: a typed asyncio client for the Agent Client Protocol that keeps sessions alive
-through network drops and agent restarts."""
+"""acp_client: a typed asyncio client for the Agent Client Protocol (ACP) that keeps sessions
+alive through network drops and agent restarts.
+
+Start with :class:`AcpClient`; wire types live in :mod:`acp_client.types`, the test kit in
+:mod:`acp_client.testing`, and the thread-safe facade for editor hosts in :mod:`acp_client.sync`.
+"""
+
+from ._clock import Clock, SystemClock
+from .client import (
+    SUPPORTED_PROTOCOL_VERSIONS,
+    AcpClient,
+    PromptResult,
+    SessionHandle,
+    SessionPage,
+    UpdateEvent,
+    connector_for,
+)
+from .exceptions import (
+    AcpError,
+    AgentExited,
+    AuthenticationFailed,
+    AuthRequired,
+    BatchNotSupported,
+    CapabilityNotSupported,
+    ClientClosed,
+    ClientSuspended,
+    ConfigurationError,
+    ConnectError,
+    ConnectionLost,
+    HttpStatusError,
+    IncompatibleProtocolVersion,
+    InternalError,
+    InvalidMessage,
+    InvalidParams,
+    InvalidRequest,
+    MalformedFrame,
+    MessageTooLarge,
+    MethodNotFound,
+    MissingHeader,
+    NotAcceptable,
+    ParseError,
+    ProtocolError,
+    QueueFull,
+    RecoveryFailed,
+    RequestCancelled,
+    RequestTimeout,
+    RpcError,
+    ServiceUnavailable,
+    SessionNotFound,
+    TlsVerificationError,
+    TransportClosed,
+    TransportError,
+    TurnInProgress,
+    UnexpectedResponse,
+    UnknownConnection,
+    UnknownSession,
+    UnsafeRedirect,
+    UnsupportedMediaType,
+    UnsupportedProtocolVersion,
+)
+from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
+from .retry import RetryPolicy
+from .state import ConnectionState, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath, State, TurnInterrupted
+from .transcript import ToolCallView, Transcript, TranscriptMessage
+from .transports._cookies import CookieStore
+from .transports._security import TlsConfig
+from .transports.base import Connector, Limits, Transport, TransportInfo
+from .transports.http import HttpConnector
+from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
+from .transports.websocket import WebSocketConnector
+from .types import Session, SessionStatus
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_INHERITED_ENV",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "AcpClient",
+    "AcpError",
+    "AgentExited",
+    "AuthRequired",
+    "AuthenticationFailed",
+    "BatchNotSupported",
+    "CapabilityNotSupported",
+    "ClientClosed",
+    "ClientHandlers",
+    "ClientSuspended",
+    "Clock",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectionLost",
+    "ConnectionState",
+    "Connector",
+    "CookieStore",
+    "FileSystemPolicy",
+    "HttpConnector",
+    "HttpStatusError",
+    "IncompatibleProtocolVersion",
+    "InternalError",
+    "InvalidMessage",
+    "InvalidParams",
+    "InvalidRequest",
+    "Limits",
+    "MalformedFrame",
+    "MessageTooLarge",
+    "MethodNotFound",
+    "MissingHeader",
+    "NotAcceptable",
+    "ParseError",
+    "Probe",
+    "PromptResult",
+    "ProtocolError",
+    "QueueFull",
+    "RecoveryContext",
+    "RecoveryFailed",
+    "RecoveryOutcome",
+    "RecoveryPath",
+    "RequestCancelled",
+    "RequestTimeout",
+    "RetryPolicy",
+    "RpcError",
+    "ServiceUnavailable",
+    "Session",
+    "SessionHandle",
+    "SessionNotFound",
+    "SessionPage",
+    "SessionStatus",
+    "State",
+    "StdioConnector",
+    "SystemClock",
+    "TerminalHandler",
+    "TlsConfig",
+    "TlsVerificationError",
+    "ToolCallView",
+    "Transcript",
+    "TranscriptMessage",
+    "Transport",
+    "TransportClosed",
+    "TransportError",
+    "TransportInfo",
+    "TurnInProgress",
+    "TurnInterrupted",
+    "UnexpectedResponse",
+    "UnknownConnection",
+    "UnknownSession",
+    "UnsafeRedirect",
+    "UnsupportedMediaType",
+    "UnsupportedProtocolVersion",
+    "UpdateEvent",
+    "WebSocketConnector",
+    "__version__",
+    "connector_for",
+]

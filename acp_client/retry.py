@@ -185,7 +185,7 @@ async def reconnect_attempts(
         return policy.delay(number, elapsed=clock.monotonic() - started_at, retry_after=retry_after, rng=rng)
 
     def stop(retry_state: tenacity.RetryCallState) -> bool:
-        return policy.gives_up(retry_state.attempt_number, clock.monotonic() - started_at)
+        return policy.gives_up(retry_state.attempt_number + carried_attempts, clock.monotonic() - started_at)
 
     async def before_sleep(retry_state: tenacity.RetryCallState) -> None:
         error = retry_state.outcome.exception() if retry_state.outcome is not None else None

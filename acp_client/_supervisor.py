@@ -1,0 +1,458 @@
+"""The supervisor: the only place that sleeps and reconnects.
+
+It owns the current :class:`~acp_client._connection.Connection`, notices when it drops, reconnects
+under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the client's
+recovery routine, and only then releases the requests queued during the outage. It publishes
+every state change and never publishes the same state twice in a row.
+
+It knows nothing of sessions: initializing and recovering are callbacks from the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._clock import Clock, TimerHandle
+from ._connection import DEFAULT_TIMEOUT, Connection, NotificationHandler, ProtocolErrorHandler, RequestHandler
+from .exceptions import (
+    AcpError,
+    AuthenticationFailed,
+    ClientClosed,
+    ClientSuspended,
+    ConnectionLost,
+    QueueFull,
+    TransportClosed,
+    TransportError,
+)
+from .retry import Attempt, RetryPolicy, reconnect_attempts
+from .state import LEGAL_TRANSITIONS, ConnectionState, State
+from .transports.base import Connector
+
+__all__ = ["QueueOptions", "Supervisor"]
+
+logger = logging.getLogger("acp_client.reconnect")
+
+Initializer = Callable[[Connection], Awaitable[Any]]
+Recoverer = Callable[[Connection, Any], Awaitable[None]]
+
+
+class QueueOptions:
+    """How requests made while reconnecting are held.
+
+    Args:
+        enabled: Queue them (``True``) or fail them at once with ``ConnectionLost``.
+        max_size: The most requests held at once; more fail with ``QueueFull``.
+        max_age: Seconds a request may wait before failing with ``ConnectionLost``.
+    """
+
+    __slots__ = ("enabled", "max_age", "max_size")
+
+    def __init__(self, *, enabled: bool = True, max_size: int = 100, max_age: float = 60.0) -> None:
+        self.enabled = enabled
+        self.max_size = max_size
+        self.max_age = max_age
+
+
+class _Waiter:
+    __slots__ = ("future", "method", "timer")
+
+    def __init__(self, future: asyncio.Future[Connection], method: str) -> None:
+        self.future = future
+        self.method = method
+        self.timer: TimerHandle | None = None
+
+
+async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
+    result = callback(*args)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+class Supervisor:
+    """Keeps one live connection to the agent, reconnecting after drops."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        initialize: Initializer,
+        recover: Recoverer,
+        policy: RetryPolicy | None,
+        clock: Clock,
+        queue: QueueOptions,
+        on_state: Callable[[ConnectionState], None],
+        on_drop: Callable[[TransportError], None],
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+        on_protocol_error: ProtocolErrorHandler | None = None,
+        refresh_credentials: Callable[[], Any] | None = None,
+        request_timeout: float | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._connector = connector
+        self._initialize = initialize
+        self._recover = recover
+        self._policy = policy
+        self._clock = clock
+        self._queue_options = queue
+        self._on_state = on_state
+        self._on_drop = on_drop
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_protocol_error = on_protocol_error
+        self._refresh_credentials = refresh_credentials
+        self._request_timeout = request_timeout
+        self._rng = rng
+        self._state = ConnectionState(State.CONNECTING)
+        self._conn: Connection | None = None
+        self._init: Any = None
+        self._connected_at = 0.0
+        self._carried_attempts = 0
+        self._attempts_this_outage = 0
+        self._suspended = False
+        self._suspend_timer: TimerHandle | None = None
+        self._queue: collections.deque[_Waiter] = collections.deque()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._failure: BaseException | None = None
+        self._drop_cause: str = ""
+        self._refreshed = False
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def connection(self) -> Connection | None:
+        return self._conn
+
+    @property
+    def init_result(self) -> Any:
+        return self._init
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The fatal error that failed the client, if it failed."""
+        return self._failure
+
+    def _set_state(
+        self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
+    ) -> None:
+        new = ConnectionState(state, attempt, retry_in, cause)
+        old = self._state
+        if new == old or old.is_terminal:
+            return
+        if state not in LEGAL_TRANSITIONS[old.state]:
+            logger.error("illegal state transition %s -> %s ignored", old, new)
+            return
+        self._state = new
+        try:
+            self._on_state(new)
+        except Exception:
+            logger.exception("state listener raised")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and initialize once.
+
+        Raises:
+            AcpError: The first connection failed (the state is then ``failed``).
+        """
+        try:
+            conn, init = await self._open_with_refresh()
+        except asyncio.CancelledError:
+            self._set_state(State.CLOSED, cause="cancelled while connecting")
+            raise
+        except BaseException as exc:
+            self._failure = exc
+            self._set_state(State.FAILED, cause=str(exc))
+            raise
+        self._refreshed = False
+        self._install(conn, init)
+        self._set_state(State.CONNECTED)
+
+    async def aclose(self) -> None:
+        """Close for good: stop reconnecting, close the link, fail queued requests."""
+        if self._closing:
+            return
+        self._closing = True
+        self._cancel_suspend_timer()
+        self._fail_queue(lambda w: ClientClosed("the client was closed"))
+        self._set_state(State.CLOSED, cause="closed by the app")
+        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.aclose()
+
+    def notify_network_available(self) -> None:
+        """Skip the current backoff wait and try to reconnect right away."""
+        self._wake.set()
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        params: Callable[[], Any],
+        *,
+        idempotent: bool = False,
+        timeout: Any = DEFAULT_TIMEOUT,
+        on_answer: Callable[[], None] | None = None,
+    ) -> Any:
+        """Send a request on the live connection, waiting out an outage if configured to.
+
+        ``params`` is called at send time, so a request queued during an outage carries the ids
+        the recovery settled on.
+
+        Raises:
+            ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
+                are retried after recovery instead), or queuing is off.
+            ClientSuspended / ClientClosed / QueueFull: See :mod:`acp_client.exceptions`.
+            RpcError / RequestTimeout / TransportError: From the request itself.
+        """
+        while True:
+            conn = await self._ready(method)
+            try:
+                return await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
+            except ConnectionLost:
+                if idempotent and self._policy is not None and not self._state.is_terminal and not self._closing:
+                    logger.debug("retrying %s after the connection dropped", method)
+                    continue
+                raise
+
+    async def notify(self, method: str, params: Callable[[], Any]) -> None:
+        """Send a notification on the live connection (queued like requests during an outage)."""
+        conn = await self._ready(method)
+        await conn.notify(method, params())
+
+    async def _ready(self, method: str) -> Connection:
+        conn = self._conn
+        if conn is not None and not conn.is_closed and self._state.state is State.CONNECTED:
+            return conn
+        if self._state.state is State.CLOSED or self._closing:
+            raise ClientClosed("the client is closed")
+        if self._state.state is State.FAILED:
+            raise ClientClosed(f"the client failed: {self._failure}")
+        if self._suspended:
+            raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
+        if not self._queue_options.enabled:
+            raise ConnectionLost(method, may_have_executed=False)
+        if len(self._queue) >= self._queue_options.max_size:
+            raise QueueFull(f"{method}: {len(self._queue)} requests are already waiting for the connection")
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), method)
+        waiter.timer = self._clock.call_later(self._queue_options.max_age, lambda: self._expire(waiter))
+        self._queue.append(waiter)
+        try:
+            return await waiter.future
+        finally:
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            with contextlib.suppress(ValueError):
+                self._queue.remove(waiter)
+
+    def _expire(self, waiter: _Waiter) -> None:
+        if not waiter.future.done():
+            cause = TransportClosed(f"still reconnecting after {self._queue_options.max_age:g}s")
+            waiter.future.set_exception(ConnectionLost(waiter.method, may_have_executed=False, cause=cause))
+
+    def _fail_queue(self, error: Callable[[_Waiter], BaseException]) -> None:
+        while self._queue:
+            waiter = self._queue.popleft()
+            if not waiter.future.done():
+                waiter.future.set_exception(error(waiter))
+
+    def _release_queue(self, conn: Connection) -> None:
+        while self._queue:
+            waiter = self._queue.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(conn)
+
+    # -- connecting ---------------------------------------------------------------------------------
+
+    async def _open(self) -> tuple[Connection, Any]:
+        transport = await self._connector.connect()
+        conn = Connection(
+            transport,
+            on_request=self._on_request,
+            on_notification=self._on_notification,
+            on_protocol_error=self._on_protocol_error,
+            clock=self._clock,
+            request_timeout=self._request_timeout,
+        )
+        conn.start()
+        try:
+            init = await self._initialize(conn)
+        except BaseException:
+            await conn.aclose()
+            raise
+        return conn, init
+
+    async def _open_with_refresh(self) -> tuple[Connection, Any]:
+        try:
+            return await self._open()
+        except AuthenticationFailed:
+            if self._refresh_credentials is None or self._refreshed:
+                raise
+            self._refreshed = True
+            logger.info("credentials refused by %s; refreshing them once", self._connector.target)
+            await _call_maybe_async(self._refresh_credentials)
+            return await self._open()
+
+    def _install(self, conn: Connection, init: Any) -> None:
+        self._conn = conn
+        self._init = init
+        self._connected_at = self._clock.monotonic()
+        self._spawn(self._watch(conn))
+
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _watch(self, conn: Connection) -> None:
+        cause = await conn.wait_closed()
+        if self._closing or conn is not self._conn:
+            return
+        self._conn = None
+        reason = cause if cause is not None else TransportClosed("connection closed")
+        try:
+            self._on_drop(reason)
+        except Exception:
+            logger.exception("drop listener raised")
+        if self._policy is None:
+            self._failure = reason
+            self._fail_queue(lambda w: ConnectionLost(w.method, may_have_executed=False, cause=reason))
+            self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
+            return
+        self._spawn(self._outage(reason))
+
+    # -- the outage -----------------------------------------------------------------------------------
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on the clock, or less if the app says the network is back."""
+        if seconds <= 0:
+            return
+        if self._wake.is_set():
+            self._wake.clear()
+            return
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waker):
+                task.cancel()
+            await asyncio.gather(sleeper, waker, return_exceptions=True)
+        if self._wake.is_set():
+            self._wake.clear()
+            logger.info("network reported available: reconnecting now")
+
+    async def _on_wait(self, attempt: int, delay: float, error: BaseException | None) -> None:
+        self._attempts_this_outage = attempt
+        cause = str(error) if error is not None else self._drop_cause
+        state = State.SUSPENDED if self._suspended else State.RECONNECTING
+        self._set_state(state, attempt=attempt, retry_in=delay, cause=cause)
+        logger.info("reconnecting to %s in %.2fs (attempt %d) after: %s", self._connector.target, delay, attempt, cause)
+
+    async def _attempt(self, attempt: Attempt) -> tuple[Connection, Any]:
+        if self._closing:
+            raise asyncio.CancelledError
+        return await self._open_with_refresh()
+
+    def _suspend(self) -> None:
+        if self._conn is not None or self._closing or self._state.is_terminal:
+            return
+        self._suspended = True
+        logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)
+        self._fail_queue(lambda w: ClientSuspended(f"{w.method}: the agent has been unreachable for too long"))
+        self._set_state(
+            State.SUSPENDED,
+            attempt=self._attempts_this_outage or 1,
+            retry_in=self._state.retry_in,
+            cause="down too long",
+        )
+
+    def _cancel_suspend_timer(self) -> None:
+        if self._suspend_timer is not None:
+            self._suspend_timer.cancel()
+            self._suspend_timer = None
+
+    def _fail(self, error: BaseException) -> None:
+        self._failure = error
+        self._cancel_suspend_timer()
+        logger.error("giving up on %s: %s", self._connector.target, error)
+        self._fail_queue(lambda w: ClientClosed(f"the client failed: {error}"))
+        self._set_state(State.FAILED, cause=str(error))
+
+    async def _outage(self, cause: TransportError) -> None:
+        assert self._policy is not None
+        policy = self._policy
+        started = self._clock.monotonic()
+        uptime = started - self._connected_at
+        carried = self._carried_attempts if uptime < policy.reset_after else 0
+        self._drop_cause = str(cause)
+        self._refreshed = False
+        self._suspended = False
+        self._attempts_this_outage = 0
+        if policy.suspend_after is not None:
+            self._suspend_timer = self._clock.call_later(policy.suspend_after, self._suspend)
+        logger.info("connection to %s lost: %s", self._connector.target, cause)
+        while True:
+            try:
+                conn, init = await reconnect_attempts(
+                    policy,
+                    clock=self._clock,
+                    sleep=self._sleep,
+                    started_at=started,
+                    carried_attempts=carried,
+                    rng=self._rng,
+                    on_wait=self._on_wait,
+                    attempt_fn=self._attempt,
+                )
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                self._fail(exc)
+                return
+            self._set_state(State.RECOVERING)
+            try:
+                await self._recover(conn, init)
+            except asyncio.CancelledError:
+                await conn.aclose()
+                raise
+            except (ConnectionLost, TransportError) as exc:
+                logger.info("connection dropped again while recovering: %s", exc)
+                self._drop_cause = str(exc)
+                await conn.aclose()
+                carried = self._attempts_this_outage
+                continue
+            except AcpError as exc:
+                logger.error("recovery failed: %s", exc)
+            if conn.is_closed:
+                self._drop_cause = str(conn.close_cause)
+                carried = self._attempts_this_outage
+                continue
+            self._cancel_suspend_timer()
+            self._carried_attempts = self._attempts_this_outage
+            self._suspended = False
+            self._install(conn, init)
+            self._set_state(State.CONNECTED)
+            self._release_queue(conn)
+            return

@@ -1,0 +1,305 @@
+"""Answers to agent→client requests, with safe defaults.
+
+=============================  ==============================================================
+agent asks                     the client answers
+=============================  ==============================================================
+session/request_permission     the app's ``permission`` handler; without one: ``cancelled``
+fs/read_text_file, write       only when the app passes a :class:`FileSystemPolicy`; paths must
+                               be absolute and resolve (symlinks followed) under an allowed
+                               root, compared by path component; otherwise method-not-found
+terminal/*                     only when the app passes a :class:`TerminalHandler`
+elicitation/create             the app's ``elicitation`` handler; without one: ``cancel``
+anything else                  the app's ``extension`` handler for ``_``-prefixed methods;
+                               otherwise method-not-found
+=============================  ==============================================================
+
+Handlers may be plain functions or coroutines. A handler that raises
+:class:`~acp_client.exceptions.RpcError` answers with that error; any other exception is answered
+as an internal error (and logged), never crashing the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import attrs
+
+from ._converter import from_wire, to_wire
+from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, MethodNotFound, RpcError
+from .types import (
+    CancelledPermissionOutcome,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    CreateTerminalRequest,
+    CreateTerminalResponse,
+    KillTerminalCommandRequest,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    SelectedPermissionOutcome,
+    TerminalOutputRequest,
+    TerminalOutputResponse,
+    WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse,
+    WriteTextFileRequest,
+)
+
+__all__ = [
+    "ClientHandlers",
+    "ElicitationHandler",
+    "FileSystemPolicy",
+    "PermissionHandler",
+    "TerminalHandler",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PermissionOutcome = SelectedPermissionOutcome | CancelledPermissionOutcome
+#: Decides a permission request: return the outcome (or a coroutine resolving to it).
+PermissionHandler = Callable[[RequestPermissionRequest], "PermissionOutcome | Awaitable[PermissionOutcome]"]
+#: Answers an elicitation request.
+ElicitationHandler = Callable[
+    [CreateElicitationRequest], "CreateElicitationResponse | Awaitable[CreateElicitationResponse]"
+]
+#: Handles a ``_``-prefixed extension request: ``(method, params) -> result``.
+ExtensionHandler = Callable[[str, Any], Awaitable[Any]]
+
+_DEFAULT_MAX_READ_BYTES = 16 * 1024 * 1024
+
+
+class TerminalHandler(Protocol):
+    """What the app implements to let the agent run commands (``terminal/*``)."""
+
+    async def create(self, request: CreateTerminalRequest) -> CreateTerminalResponse: ...
+
+    async def output(self, request: TerminalOutputRequest) -> TerminalOutputResponse: ...
+
+    async def wait_for_exit(self, request: WaitForTerminalExitRequest) -> WaitForTerminalExitResponse: ...
+
+    async def kill(self, request: KillTerminalCommandRequest) -> None: ...
+
+    async def release(self, request: ReleaseTerminalRequest) -> None: ...
+
+
+def _absolute_roots(_instance: Any, _attribute: Any, roots: tuple[Path, ...] | None) -> None:
+    if roots is None:
+        return
+    for root in roots:
+        if not root.is_absolute():
+            raise ConfigurationError(f"file-system root must be absolute: {root}")
+
+
+def _to_roots(value: Sequence[str | os.PathLike[str]] | None) -> tuple[Path, ...] | None:
+    if value is None:
+        return None
+    return tuple(Path(item) for item in value)
+
+
+@attrs.frozen
+class FileSystemPolicy:
+    """Lets the agent read and/or write text files under allowed roots.
+
+    Attributes:
+        read: Answer ``fs/read_text_file``.
+        write: Answer ``fs/write_text_file``.
+        roots: The allowed roots. ``None`` (the default) means each session's own roots: its
+            ``cwd`` and additional directories. An empty tuple allows nothing.
+        max_read_bytes: The largest file ``fs/read_text_file`` will return.
+    """
+
+    read: bool = True
+    write: bool = False
+    roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots, validator=_absolute_roots)
+    max_read_bytes: int = _DEFAULT_MAX_READ_BYTES
+
+    def resolve(self, path: str, roots: Sequence[Path], *, for_write: bool) -> Path:
+        """The real path ``path`` names, if the policy allows it.
+
+        Raises:
+            InvalidParams: The path is not absolute, contains NUL, does not exist (for a read),
+                or resolves outside every allowed root.
+        """
+        if not isinstance(path, str) or "\x00" in path:
+            raise InvalidParams("path must be a string without NUL")
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            raise InvalidParams(f"path must be absolute: {path!r}")
+        try:
+            if for_write and not candidate.exists() and not candidate.is_symlink():
+                real = candidate.parent.resolve(strict=True) / candidate.name
+            else:
+                real = candidate.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:
+            raise InvalidParams(f"cannot resolve {path!r}: {exc.__class__.__name__}") from exc
+        for root in roots:
+            try:
+                real_root = Path(root).resolve(strict=True)
+            except (OSError, RuntimeError):
+                continue
+            if real == real_root or real_root in real.parents:
+                return real
+        raise InvalidParams(f"path is outside the allowed roots: {path!r}", {"path": path})
+
+
+@attrs.frozen
+class ClientHandlers:
+    """Everything the client answers on the app's behalf. Unset means the safe default.
+
+    Attributes:
+        permission: Decides ``session/request_permission`` (default: ``cancelled``).
+        file_system: Enables ``fs/*`` under a policy (default: not offered).
+        terminal: Enables ``terminal/*`` (default: not offered).
+        elicitation: Answers ``elicitation/create`` (default: ``cancel``; not advertised).
+        extension: Handles ``_``-prefixed extension requests (default: method-not-found).
+    """
+
+    permission: PermissionHandler | None = None
+    file_system: FileSystemPolicy | None = None
+    terminal: TerminalHandler | None = None
+    elicitation: ElicitationHandler | None = None
+    extension: ExtensionHandler | None = None
+
+
+async def _maybe_await(value: T | Awaitable[T]) -> T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class RequestRouter:
+    """Routes one agent→client request to the app's handlers (internal).
+
+    Args:
+        handlers: The app's handlers.
+        session_roots: Returns the allowed roots of a session id (its cwd + additional
+            directories), used when the file-system policy has no roots of its own.
+        protocol_version: Returns the negotiated protocol version.
+    """
+
+    def __init__(
+        self,
+        handlers: ClientHandlers,
+        *,
+        session_roots: Callable[[str], Sequence[Path]],
+        protocol_version: Callable[[], int],
+    ) -> None:
+        self._handlers = handlers
+        self._session_roots = session_roots
+        self._version = protocol_version
+        self._permissions: dict[str, set[asyncio.Task[Any]]] = {}
+        self._cancelled: set[asyncio.Task[Any]] = set()
+
+    def cancel_session(self, session_id: str) -> None:
+        """The app cancelled the session's turn: answer its pending permission requests
+        ``cancelled`` (as the protocol requires)."""
+        for task in self._permissions.pop(session_id, set()):
+            if not task.done():
+                self._cancelled.add(task)
+                task.cancel()
+
+    async def _ask_permission(self, request: RequestPermissionRequest) -> PermissionOutcome:
+        handler = self._handlers.permission
+        if handler is None:
+            return CancelledPermissionOutcome()
+        task: asyncio.Task[PermissionOutcome] = asyncio.ensure_future(_maybe_await(handler(request)))
+        self._permissions.setdefault(request.session_id, set()).add(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task in self._cancelled:
+                self._cancelled.discard(task)
+                return CancelledPermissionOutcome()
+            task.cancel()
+            raise
+        finally:
+            waiting = self._permissions.get(request.session_id)
+            if waiting is not None:
+                waiting.discard(task)
+                if not waiting:
+                    del self._permissions[request.session_id]
+
+    def _decode(self, cls: type[T], params: Any) -> T:
+        try:
+            return from_wire(cls, params, protocol_version=self._version())
+        except InvalidMessage as exc:
+            raise InvalidParams(str(exc)) from exc
+
+    def _encode(self, value: Any) -> Any:
+        return to_wire(value, protocol_version=self._version())
+
+    async def __call__(self, method: str, params: Any) -> Any:
+        handlers = self._handlers
+        if method == "session/request_permission":
+            request = self._decode(RequestPermissionRequest, params)
+            outcome = await self._ask_permission(request)
+            return self._encode(RequestPermissionResponse(outcome=outcome))
+        if method.startswith("fs/") and handlers.file_system is not None:
+            return await self._file_system(method, params, handlers.file_system)
+        if method.startswith("terminal/") and handlers.terminal is not None:
+            return await self._terminal(method, params, handlers.terminal)
+        if method == "elicitation/create":
+            elicitation = self._decode(CreateElicitationRequest, params)
+            if handlers.elicitation is None:
+                return {"action": {"action": "cancel"}} if self._version() >= 2 else {"action": "cancel"}
+            return self._encode(await _maybe_await(handlers.elicitation(elicitation)))
+        if method.startswith("_") and handlers.extension is not None:
+            return await handlers.extension(method, params)
+        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+
+    async def _file_system(self, method: str, params: Any, policy: FileSystemPolicy) -> Any:
+        if method == "fs/read_text_file" and policy.read:
+            read = self._decode(ReadTextFileRequest, params)
+            roots = policy.roots if policy.roots is not None else self._session_roots(read.session_id)
+            path = policy.resolve(read.path, roots, for_write=False)
+            return self._encode(ReadTextFileResponse(content=_read_text(path, read.line, read.limit, policy)))
+        if method == "fs/write_text_file" and policy.write:
+            write = self._decode(WriteTextFileRequest, params)
+            roots = policy.roots if policy.roots is not None else self._session_roots(write.session_id)
+            path = policy.resolve(write.path, roots, for_write=True)
+            try:
+                path.write_text(write.content, encoding="utf-8")
+            except OSError as exc:
+                raise RpcError(f"cannot write {write.path!r}: {exc.strerror}", code=-32603) from exc
+            return {}
+        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+
+    async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
+        if method == "terminal/create":
+            return self._encode(await terminal.create(self._decode(CreateTerminalRequest, params)))
+        if method == "terminal/output":
+            return self._encode(await terminal.output(self._decode(TerminalOutputRequest, params)))
+        if method == "terminal/wait_for_exit":
+            return self._encode(await terminal.wait_for_exit(self._decode(WaitForTerminalExitRequest, params)))
+        if method == "terminal/kill":
+            await terminal.kill(self._decode(KillTerminalCommandRequest, params))
+            return {}
+        if method == "terminal/release":
+            await terminal.release(self._decode(ReleaseTerminalRequest, params))
+            return {}
+        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+
+
+def _read_text(path: Path, line: int | None, limit: int | None, policy: FileSystemPolicy) -> str:
+    try:
+        size = path.stat().st_size
+        if size > policy.max_read_bytes:
+            raise InvalidParams(f"file is larger than {policy.max_read_bytes} bytes")
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise RpcError(f"cannot read file: {exc.strerror}", code=-32603) from exc
+    if line is None and limit is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    start = max(0, (line or 1) - 1)
+    end = len(lines) if limit is None else start + max(0, limit)
+    return "".join(lines[start:end])

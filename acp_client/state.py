@@ -1,0 +1,156 @@
+"""Observable connection states and the records the client reports to the app.
+
+::
+
+    connecting ──► connected ──► reconnecting(attempt, retry_in) ──► recovering ──► connected
+         │             │              │    ▲        │                    │
+         │             │              ▼    │        └──► suspended ──────┘ (down too long; still retrying)
+         └─────────────┴──────────────┴────┴──► closed (by the app) | failed (fatal or exhausted)
+
+The client never reports the same state twice in a row; each reconnect attempt is a distinct
+``reconnecting`` (or ``suspended``) state carrying its attempt number.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from ._recovery import Probe, RecoveryPath
+
+__all__ = [
+    "LEGAL_TRANSITIONS",
+    "ConnectionState",
+    "Probe",
+    "RecoveryContext",
+    "RecoveryOutcome",
+    "RecoveryPath",
+    "State",
+    "TurnInterrupted",
+]
+
+
+class State(str, enum.Enum):
+    """The kinds of connection state."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    RECOVERING = "recovering"
+    SUSPENDED = "suspended"
+    CLOSED = "closed"
+    FAILED = "failed"
+
+
+#: Which state may follow which (a state may follow itself only with another attempt number).
+LEGAL_TRANSITIONS: dict[State, frozenset[State]] = {
+    State.CONNECTING: frozenset({State.CONNECTED, State.RECONNECTING, State.CLOSED, State.FAILED}),
+    State.CONNECTED: frozenset({State.RECONNECTING, State.CLOSED, State.FAILED}),
+    State.RECONNECTING: frozenset({State.RECONNECTING, State.RECOVERING, State.SUSPENDED, State.CLOSED, State.FAILED}),
+    State.RECOVERING: frozenset({State.CONNECTED, State.RECONNECTING, State.SUSPENDED, State.CLOSED, State.FAILED}),
+    State.SUSPENDED: frozenset({State.SUSPENDED, State.RECOVERING, State.CLOSED, State.FAILED}),
+    State.CLOSED: frozenset(),
+    State.FAILED: frozenset(),
+}
+
+
+@attrs.frozen
+class ConnectionState:
+    """One observable state of the client.
+
+    Attributes:
+        state: The kind of state.
+        attempt: The reconnect attempt number (``reconnecting`` and ``suspended``).
+        retry_in: Seconds until that attempt starts (``reconnecting`` and ``suspended``).
+        cause: Why the client is in this state (the drop reason, the fatal error), if any.
+    """
+
+    state: State
+    attempt: int | None = None
+    retry_in: float | None = None
+    cause: str | None = attrs.field(default=None, eq=False)
+
+    def __str__(self) -> str:
+        if self.attempt is not None:
+            return f"{self.state.value}(attempt={self.attempt}, retry_in={self.retry_in or 0:.2f}s)"
+        return self.state.value
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in (State.CLOSED, State.FAILED)
+
+
+@attrs.frozen
+class RecoveryContext:
+    """What a recovery decision hook sees for one session.
+
+    Attributes:
+        session_id: The session as the app knew it before the drop.
+        probe: The normalized ``session/status`` answer (``not_probed`` without the capability).
+        raw_status: The status string on the wire, if the agent answered one.
+        state: The v2 foreground state snapshot, if reported (never assumed idle).
+        proposed: The path the decision table picked.
+        protocol_version: The version negotiated on the new connection.
+        capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
+    """
+
+    session_id: str
+    probe: Probe
+    raw_status: str | None
+    state: Any
+    proposed: RecoveryPath
+    protocol_version: int
+    capabilities: dict[str, bool]
+
+
+@attrs.frozen
+class RecoveryOutcome:
+    """The result of recovering one session after a reconnect.
+
+    Attributes:
+        path: The path actually taken (``abandon`` when the app or every step gave up).
+        planned: The path the table (or the app's hook) picked before any degradation.
+        previous_session_id: The session id before the drop.
+        session_id: The id to use from now on (a new one on the new-session path; ``None`` when
+            abandoned).
+        continuity: Whether the conversation survived (resume or replay).
+        probe: The normalized probe answer.
+        raw_status: The status string on the wire, if any.
+        state: The v2 foreground state snapshot, if reported.
+        steps: The calls made, in order, with how each ended (``"ok"``, ``"not_found"``, ...).
+        notes: Degradations and fallbacks, in words.
+        replayed_updates: How many ``session/update`` notifications the replay delivered.
+        duration: Seconds the recovery of this session took (probe included).
+        error: The last error, when the session was abandoned after failures.
+    """
+
+    path: RecoveryPath
+    planned: RecoveryPath
+    previous_session_id: str
+    session_id: str | None
+    continuity: bool
+    probe: Probe
+    raw_status: str | None = None
+    state: Any = None
+    steps: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    replayed_updates: int = 0
+    duration: float = 0.0
+    error: BaseException | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class TurnInterrupted:
+    """A prompt turn that a drop cut off. It is never re-sent by the client.
+
+    Attributes:
+        session_id: The session (its id before the drop).
+        prompt: The prompt content blocks as sent.
+        may_have_executed: Always ``True``: the agent received the prompt.
+    """
+
+    session_id: str
+    prompt: tuple[Any, ...]
+    may_have_executed: bool = True

@@ -1,0 +1,239 @@
+"""A transcript accumulator: applies ``session/update`` notifications into a conversation view,
+and rebuilds it from a replay without duplicate messages.
+
+Rules:
+
+* v2 message updates are upserts keyed by ``messageId``: a full message (``user_message``,
+  ``agent_message``, ``agent_thought``) replaces that message's content; a chunk with a
+  ``messageId`` appends to it.
+* Chunks without a ``messageId`` (v1) append to the open message of the same role, or start one.
+  :meth:`Transcript.end_turn` closes the open message.
+* A replay (v1 ``session/load``, v2 ``session/resume`` with ``replayFrom``) is bracketed by
+  :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay` (the client does this). During
+  it, the first update for a message already known restarts that message's content instead of
+  appending to it; id-less history (v1) is rebuilt from the replay, and kept only if the agent
+  replayed nothing.
+* Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from .types import ContentBlock, TextContent
+
+__all__ = ["ToolCallView", "Transcript", "TranscriptMessage"]
+
+_CHUNK_ROLES = {"user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
+_FULL_ROLES = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
+
+
+@attrs.define
+class TranscriptMessage:
+    """One message of the conversation.
+
+    Attributes:
+        role: ``"user"``, ``"agent"`` or ``"thought"``.
+        message_id: The agent's ``messageId``, when it supplied one.
+        blocks: The content blocks, adjacent text merged.
+    """
+
+    role: str
+    message_id: str | None = None
+    blocks: list[ContentBlock] = attrs.field(factory=list)
+
+    @property
+    def text(self) -> str:
+        """The text of the message (non-text blocks are skipped)."""
+        return "".join(block.text for block in self.blocks if isinstance(block, TextContent))
+
+    def append(self, blocks: Iterable[ContentBlock]) -> None:
+        for block in blocks:
+            last = self.blocks[-1] if self.blocks else None
+            if isinstance(block, TextContent) and isinstance(last, TextContent) and _plain(last) and _plain(block):
+                self.blocks[-1] = TextContent(text=last.text + block.text)
+            else:
+                self.blocks.append(block)
+
+
+def _plain(block: TextContent) -> bool:
+    return getattr(block, "annotations", None) is None and getattr(block, "meta", None) is None
+
+
+@attrs.define
+class ToolCallView:
+    """The latest known state of one tool call (fields merged from every update)."""
+
+    tool_call_id: str
+    fields: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def title(self) -> str | None:
+        value = self.fields.get("title")
+        return value if isinstance(value, str) else None
+
+    @property
+    def status(self) -> str | None:
+        value = self.fields.get("status")
+        return value if isinstance(value, str) else None
+
+
+def _blocks_of(content: Any) -> list[ContentBlock]:
+    if content is None:
+        return []
+    if isinstance(content, list | tuple):
+        return list(content)
+    return [content]
+
+
+class Transcript:
+    """The conversation of one session, built from its updates."""
+
+    def __init__(self) -> None:
+        self.messages: list[TranscriptMessage] = []
+        self.tool_calls: dict[str, ToolCallView] = {}
+        self.plan: Any = None
+        #: The v2 foreground state last reported (``None``: not reported).
+        self.state: str | None = None
+        self.stop_reason: str | None = None
+        self._by_id: dict[str, TranscriptMessage] = {}
+        self._open: TranscriptMessage | None = None
+        self._replaying = False
+        self._replay_restarted: set[str] = set()
+        self._stashed: list[TranscriptMessage] | None = None
+        self._replayed_idless = False
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def text(self) -> str:
+        """The conversation as plain text, one ``role: text`` line per message."""
+        return "\n".join(f"{message.role}: {message.text}" for message in self.messages)
+
+    @property
+    def replaying(self) -> bool:
+        return self._replaying
+
+    # -- updates ------------------------------------------------------------------------------------
+
+    def add_user_prompt(self, blocks: Iterable[ContentBlock], message_id: str | None = None) -> None:
+        """Record a prompt the client sent (v1 agents do not echo prompts outside a replay)."""
+        if message_id is not None and message_id in self._by_id:
+            return
+        self._open = None
+        message = TranscriptMessage("user", message_id)
+        message.append(blocks)
+        self._insert(message)
+
+    def end_turn(self) -> None:
+        """Close the open message: the next id-less chunk starts a new one."""
+        self._open = None
+
+    def apply(self, update: Any) -> None:
+        """Apply one session update (any variant; unknown ones are ignored)."""
+        kind = getattr(update, "kind", None)
+        if kind in _CHUNK_ROLES:
+            self._chunk(_CHUNK_ROLES[kind], getattr(update, "message_id", None), _blocks_of(update.content))
+        elif kind in _FULL_ROLES:
+            self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), getattr(update, "content", None))
+        elif kind in ("tool_call", "tool_call_update"):
+            self._tool_call(update)
+        elif kind in ("plan", "plan_update"):
+            self.plan = update
+        elif kind == "plan_removed":
+            self.plan = None
+        elif kind == "state_update":
+            self.state = getattr(update, "state", None)
+            if self.state == "idle":
+                self.stop_reason = getattr(update, "stop_reason", None)
+                self._open = None
+
+    def begin_replay(self) -> None:
+        """The agent is about to replay history: rebuild instead of appending."""
+        self._replaying = True
+        self._replay_restarted = set()
+        self._replayed_idless = False
+        idless = [message for message in self.messages if message.message_id is None]
+        self._stashed = idless
+        self.messages = [message for message in self.messages if message.message_id is not None]
+        self._open = None
+
+    def end_replay(self) -> None:
+        """The replay is over (the load/resume answer arrived)."""
+        if not self._replaying:
+            return
+        self._replaying = False
+        if self._stashed and not self._replayed_idless:
+            # Nothing id-less came back: keep what we had, before anything replayed after it.
+            self.messages = self._stashed + self.messages
+        self._stashed = None
+        self._open = None
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _insert(self, message: TranscriptMessage) -> None:
+        self.messages.append(message)
+        if message.message_id is not None:
+            self._by_id[message.message_id] = message
+
+    def _restart_if_replayed(self, message: TranscriptMessage) -> None:
+        if self._replaying and message.message_id is not None and message.message_id not in self._replay_restarted:
+            self._replay_restarted.add(message.message_id)
+            message.blocks = []
+
+    def _chunk(self, role: str, message_id: str | None, blocks: list[ContentBlock]) -> None:
+        if message_id is not None:
+            message = self._by_id.get(message_id)
+            if message is None:
+                message = TranscriptMessage(role, message_id)
+                self._insert(message)
+                if self._replaying:
+                    self._replay_restarted.add(message_id)
+            else:
+                self._restart_if_replayed(message)
+            message.append(blocks)
+            self._open = message
+            return
+        if self._replaying:
+            self._replayed_idless = True
+        open_message = self._open
+        if open_message is None or open_message.role != role or open_message.message_id is not None:
+            open_message = TranscriptMessage(role)
+            self._insert(open_message)
+            self._open = open_message
+        open_message.append(blocks)
+
+    def _full(self, role: str, message_id: str | None, content: Any) -> None:
+        if message_id is None:
+            self._chunk(role, None, _blocks_of(content))
+            self._open = None
+            return
+        message = self._by_id.get(message_id)
+        if message is None:
+            message = TranscriptMessage(role, message_id)
+            self._insert(message)
+        if self._replaying:
+            self._replay_restarted.add(message_id)
+        if content is not None:
+            message.blocks = []
+            message.append(_blocks_of(content))
+        self._open = None
+
+    def _tool_call(self, update: Any) -> None:
+        tool_call_id = getattr(update, "tool_call_id", None)
+        if not isinstance(tool_call_id, str):
+            return
+        view = self.tool_calls.get(tool_call_id)
+        if view is None:
+            view = ToolCallView(tool_call_id)
+            self.tool_calls[tool_call_id] = view
+        if attrs.has(type(update)):
+            for field in attrs.fields(type(update)):
+                value = getattr(update, field.name)
+                if value is not None and field.name not in ("tool_call_id", "meta"):
+                    view.fields[field.name] = value

@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""A chat client for ACP agents that survives network drops and agent restarts.
+
+Usage::
+
+    python examples/chat.py URL                       # interactive terminal chat
+    python examples/chat.py URL --script FILE [--json]
+    python examples/chat.py --demo [--json]           # bundled agent + injected faults
+
+URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
+``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
+
+Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
+pauses while the client keeps watching the connection; ``/status`` probes the current session.
+The exit status is 0 after the last line, non-zero if the client gave up.
+
+``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
+session, update, turn_end, disconnected, reconnect_attempt, recovered, turn_interrupted, status,
+error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+from acp_client import (
+    AcpClient,
+    AcpError,
+    ClientHandlers,
+    ConnectionLost,
+    ConnectionState,
+    PromptResult,
+    RecoveryOutcome,
+    RetryPolicy,
+    SessionHandle,
+    SessionStatus,
+    State,
+    TurnInterrupted,
+    UpdateEvent,
+)
+from acp_client.types import (
+    CancelledPermissionOutcome,
+    RequestPermissionRequest,
+    SelectedPermissionOutcome,
+    TextContent,
+)
+
+EXIT_OK = 0
+EXIT_GAVE_UP = 2
+EXIT_USAGE = 64
+
+
+def update_text(update: Any) -> str:
+    """The human-readable text an update carries, if any."""
+    content = getattr(update, "content", None)
+    blocks = content if isinstance(content, list | tuple) else [content]
+    parts = [block.text for block in blocks if isinstance(block, TextContent)]
+    if parts:
+        return "".join(parts)
+    title = getattr(update, "title", None)
+    return title if isinstance(title, str) else ""
+
+
+class Output:
+    """Where chat events go: JSON lines (for scripts) or readable text (for people)."""
+
+    def __init__(self, *, json_mode: bool, stream: TextIO = sys.stdout) -> None:
+        self.json_mode = json_mode
+        self.stream = stream
+        self.started = time.monotonic()
+        self._mid_line = False
+
+    def event(self, name: str, **fields: Any) -> None:
+        if self.json_mode:
+            record = {"event": name, "t": round(time.monotonic() - self.started, 3), **fields}
+            self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.stream.flush()
+            return
+        text = self.describe(name, fields)
+        if text is None:
+            return
+        if name == "update":
+            self.stream.write(text)
+            self._mid_line = not text.endswith("\n")
+        else:
+            if self._mid_line:
+                self.stream.write("\n")
+                self._mid_line = False
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    @staticmethod
+    def describe(name: str, f: dict[str, Any]) -> str | None:
+        if name == "connected":
+            return f"● connected ({f['transport']}, ACP v{f['protocolVersion']})"
+        if name == "session":
+            return f"● session {f['sessionId']}"
+        if name == "update":
+            if f["kind"] in ("agent_message_chunk", "agent_message"):
+                return str(f["text"])
+            if f["kind"] in ("tool_call", "tool_call_update") and f["text"]:
+                return f"  ⚙ {f['text']}\n"
+            return None
+        if name == "turn_end":
+            return f"  ({f['stopReason']})"
+        if name == "disconnected":
+            return f"⚠ disconnected: {f['reason']}"
+        if name == "reconnect_attempt":
+            return f"… reconnecting in {f['delay']:.1f}s (attempt {f['attempt']})"
+        if name == "recovered":
+            return "✓ " + recovery_banner(f["path"], f.get("replayed", 0))
+        if name == "turn_interrupted":
+            return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
+        if name == "status":
+            return f"● status {f['sessionId']}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
+        if name == "error":
+            return f"✗ {f['message']}"
+        return None
+
+
+def recovery_banner(path: str, replayed: int = 0) -> str:
+    """One line per recovery, naming the path."""
+    if path == "resume":
+        return "resumed the session"
+    if path == "replay":
+        return f"replayed {replayed} messages"
+    if path == "new_session":
+        return "agent lost the session — started a new one"
+    return "could not recover the session"
+
+
+class Chat:
+    """The chat logic shared by the script, interactive and demo modes."""
+
+    def __init__(
+        self,
+        endpoint: Any,
+        *,
+        output: Output,
+        protocol_version: int = 1,
+        retry: RetryPolicy | None = None,
+        permission: Callable[[RequestPermissionRequest], Awaitable[Any] | Any] | None = None,
+        on_state: Callable[[ConnectionState], None] | None = None,
+        transport_options: dict[str, Any] | None = None,
+        tls: Any = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.output = output
+        self.cwd = cwd or os.getcwd()
+        self.handle: SessionHandle | None = None
+        self._was_connected = False
+        self._extra_state_listener = on_state
+        self.transport = str(endpoint).split(":", 1)[0] if isinstance(endpoint, str) else "custom"
+        self.client = AcpClient(
+            endpoint,
+            protocol_version=protocol_version,
+            retry=retry or RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=120.0, suspend_after=None),
+            handlers=ClientHandlers(permission=permission or self._permission),
+            on_state_change=self._on_state,
+            on_update=self._on_update,
+            on_resume=self._on_recovered,
+            on_replay=self._on_recovered,
+            on_new_session=self._on_recovered,
+            on_recovery_failed=self._on_recovered,
+            on_turn_interrupted=self._on_interrupted,
+            request_timeout=30.0,
+            transport_options=transport_options,
+            tls=tls,
+        )
+
+    @staticmethod
+    def _permission(request: RequestPermissionRequest) -> Any:
+        for option in request.options:
+            if option.kind.startswith("allow"):
+                return SelectedPermissionOutcome(option_id=option.option_id)
+        return CancelledPermissionOutcome()
+
+    def _transport_name(self) -> str:
+        kind = self.client.connector.target.split(":", 1)[0]
+        return {"ws": "websocket", "wss": "websocket", "http": "http", "https": "http"}.get(kind, kind)
+
+    def _on_state(self, state: ConnectionState) -> None:
+        if state.state is State.CONNECTED:
+            self._was_connected = True
+            self.output.event(
+                "connected", transport=self._transport_name(), protocolVersion=self.client.protocol_version
+            )
+        elif state.state in (State.RECONNECTING, State.SUSPENDED):
+            if state.attempt == 1 or self._was_connected:
+                self.output.event("disconnected", reason=state.cause or "connection lost")
+                self._was_connected = False
+            self.output.event("reconnect_attempt", attempt=state.attempt, delay=round(state.retry_in or 0.0, 3))
+        elif state.state is State.FAILED:
+            self.output.event("error", message=f"gave up: {state.cause}")
+        if self._extra_state_listener is not None:
+            self._extra_state_listener(state)
+
+    def _on_update(self, event: UpdateEvent) -> None:
+        self.output.event(
+            "update",
+            sessionId=event.session_id,
+            kind=event.update.kind,
+            text=update_text(event.update),
+            replay=event.replay,
+        )
+
+    def _on_recovered(self, outcome: RecoveryOutcome) -> None:
+        self.output.event(
+            "recovered",
+            path=outcome.path.value,
+            sessionId=outcome.session_id,
+            previousSessionId=outcome.previous_session_id,
+            replayed=outcome.replayed_updates,
+        )
+
+    def _on_interrupted(self, turn: TurnInterrupted) -> None:
+        self.output.event("turn_interrupted", sessionId=turn.session_id, prompt=_prompt_text(turn.prompt))
+
+    async def start(self) -> None:
+        await self.client.connect()
+        await self.new_session()
+
+    async def new_session(self) -> SessionHandle:
+        record = await self.client.new_session(self.cwd)
+        self.handle = self.client.session(record.session_id)
+        self.output.event("session", sessionId=record.session_id)
+        return self.handle
+
+    async def prompt(self, text: str) -> PromptResult | None:
+        assert self.handle is not None
+        try:
+            result = await self.handle.prompt(text)
+        except ConnectionLost:
+            return None  # reported through on_turn_interrupted (or it never left)
+        except AcpError as exc:
+            self.output.event("error", message=str(exc))
+            return None
+        self.output.event("turn_end", sessionId=self.handle.session_id, stopReason=result.stop_reason)
+        return result
+
+    async def status(self) -> None:
+        assert self.handle is not None
+        try:
+            record = await self.handle.status()
+        except AcpError as exc:
+            self.output.event("error", message=f"status: {exc}")
+            return
+        state = record.state.state if record.state is not None else None
+        status = record.status.value if isinstance(record.status, SessionStatus) else "unknown"
+        self.output.event("status", sessionId=record.session_id, status=status, raw=record.raw_status, state=state)
+
+    @property
+    def gave_up(self) -> bool:
+        return self.client.state.state is State.FAILED
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def _prompt_text(blocks: Sequence[Any]) -> str:
+    return "".join(block.text for block in blocks if isinstance(block, TextContent))
+
+
+async def run_script(chat: Chat, lines: Sequence[str]) -> int:
+    """Run a script (see the module docstring); returns the exit status."""
+    try:
+        await chat.start()
+    except AcpError as exc:
+        chat.output.event("error", message=f"could not connect: {exc}")
+        return EXIT_GAVE_UP
+    try:
+        for raw in lines:
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if chat.gave_up:
+                return EXIT_GAVE_UP
+            if line.startswith("/sleep"):
+                parts = line.split()
+                await asyncio.sleep(float(parts[1]) if len(parts) > 1 else 1.0)
+            elif line == "/status":
+                await chat.status()
+            elif line == "/new":
+                await chat.new_session()
+            else:
+                await chat.prompt(line)
+        return EXIT_GAVE_UP if chat.gave_up else EXIT_OK
+    finally:
+        await chat.close()
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("url", nargs="?", help="ws(s)://, http(s):// or stdio:COMMAND")
+    parser.add_argument("--script", type=Path, help="run the prompts in FILE, one per line")
+    parser.add_argument("--json", action="store_true", help="print JSON events, one per line")
+    parser.add_argument("--demo", action="store_true", help="run against the bundled agent with injected faults")
+    parser.add_argument("--protocol-version", type=int, default=1, choices=(1, 2))
+    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (testing only)")
+    return parser.parse_args(argv)
+
+
+async def amain(args: argparse.Namespace) -> int:
+    output = Output(json_mode=args.json)
+    if args.demo:
+        from chat_demo import run_demo  # type: ignore[import-not-found]
+
+        return int(await run_demo(output, protocol_version=args.protocol_version))
+    if not args.url:
+        print("a URL is required (or --demo)", file=sys.stderr)
+        return EXIT_USAGE
+    from acp_client import TlsConfig
+
+    tls = TlsConfig(verify=False) if args.insecure else None
+    chat = Chat(args.url, output=output, protocol_version=args.protocol_version, tls=tls)
+    if args.script is not None:
+        lines = args.script.read_text(encoding="utf-8").splitlines()
+        return await run_script(chat, lines)
+    from chat_ui import run_interactive  # type: ignore[import-not-found]
+
+    return int(await run_interactive(chat))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(amain(args))
+    if args.script is not None or args.json:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return loop.run_until_complete(task)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 130
+    finally:
+        loop.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
