@@ -1,0 +1,45 @@
+"""The test kit: what you need to test your own recovery callbacks against real faults.
+
+* :class:`ReferenceAgent` — an ACP v1/v2 echo agent implementing ``session/status`` per the
+  proposal, with controls: :meth:`~ReferenceAgent.restart` (memory cleared, store kept →
+  ``inactive``), :meth:`~ReferenceAgent.evict` (→ ``-32002``), :meth:`~ReferenceAgent.stall`,
+  capability toggles, chunks per prompt and their delay.
+* :class:`ReferenceServer` — serves it on loopback over WebSocket and Streamable HTTP (HTTP/1.1
+  and HTTP/2, under hypercorn: install the ``testing`` extra), with
+  :meth:`~ReferenceServer.drop_connections`, :meth:`~ReferenceServer.restart` and
+  :meth:`~ReferenceServer.refuse_connections`. ``python -m acp_client.testing.reference_agent
+  --stdio`` serves it over stdio.
+* :class:`FaultProxy` — a TCP proxy on loopback: :meth:`~FaultProxy.cut` every connection,
+  :meth:`~FaultProxy.blackhole` (half-open links), :meth:`~FaultProxy.refuse` for N seconds.
+* :class:`MemoryConnector` — connects a client to an in-process agent over memory transports,
+  with :meth:`~MemoryConnector.drop` and :meth:`~MemoryConnector.refuse`.
+* :class:`FakeClock` — drives the retry policy, timeouts and the supervisor without real sleeps.
+"""
+
+from .clock import FakeClock
+from .memory import MemoryConnector
+from .proxy import FaultProxy
+from .reference_agent import (
+    HistoryEntry,
+    ReferenceAgent,
+    ReferenceServer,
+    RequestRecord,
+    SessionSnapshot,
+    SessionStore,
+    StoredSession,
+    serve_stdio,
+)
+
+__all__ = [
+    "FakeClock",
+    "FaultProxy",
+    "HistoryEntry",
+    "MemoryConnector",
+    "ReferenceAgent",
+    "ReferenceServer",
+    "RequestRecord",
+    "SessionSnapshot",
+    "SessionStore",
+    "StoredSession",
+    "serve_stdio",
+]
