@@ -74,6 +74,7 @@ from .types.lifecycle import (
     McpServerSse,
     McpServerStdio,
     ReplayFromStart,
+    SessionConfigOption,
     SessionConfigSelectGroup,
     SessionConfigSelectOption,
     SessionStatusResponse,
@@ -637,10 +638,11 @@ class _Builder:
         conv.register_unstructure_hook(SetSessionConfigOptionRequest, self._unstructure_set_config_option)
         conv.register_structure_hook(AgentCapabilities, self._structure_agent_capabilities)
         conv.register_unstructure_hook(AgentCapabilities, self._unstructure_agent_capabilities)
-        conv.register_structure_hook(InitializeRequest, _structure_initialize_request)
-        conv.register_unstructure_hook(InitializeRequest, _unstructure_initialize_request)
-        conv.register_structure_hook(InitializeResponse, _structure_initialize_response)
-        conv.register_unstructure_hook(InitializeResponse, _unstructure_initialize_response)
+        request_in, request_out, response_in, response_out = _initialize_hooks(self.version)
+        conv.register_structure_hook(InitializeRequest, request_in)
+        conv.register_unstructure_hook(InitializeRequest, request_out)
+        conv.register_structure_hook(InitializeResponse, response_in)
+        conv.register_unstructure_hook(InitializeResponse, response_out)
         plain_caps = self._class_hook(ClientCapabilities)
         plain_caps_out = self._class_unhook(ClientCapabilities)
         modeled = {_wire_name(f, self.version) for f in attrs.fields(ClientCapabilities) if _on_wire(f, self.version)}
@@ -657,6 +659,16 @@ class _Builder:
 
         conv.register_structure_hook(ClientCapabilities, structure_client_capabilities)
         conv.register_unstructure_hook(ClientCapabilities, unstructure_client_capabilities)
+
+        plain_option_out = self._class_unhook(SessionConfigOption)
+
+        def unstructure_config_option(obj: SessionConfigOption) -> dict[str, Any]:
+            out: dict[str, Any] = plain_option_out(obj)
+            if obj.type == "select":
+                out.setdefault("options", [])  # required for a select, even when empty
+            return out
+
+        conv.register_unstructure_hook(SessionConfigOption, unstructure_config_option)
 
         plain_permission = self._class_hook(RequestPermissionRequest)
 
@@ -850,85 +862,101 @@ def _builder(protocol_version: int) -> _Builder:
     return _V2 if protocol_version >= 2 else _V1
 
 
-def _structure_initialize_request(value: Any, _: Any) -> InitializeRequest:
-    if type(value) is not dict:
-        raise _DecodeError(f"InitializeRequest: expected an object, got {_kind_of(value)}")
-    version = value.get("protocolVersion")
-    if type(version) is not int:
-        raise _DecodeError(f"InitializeRequest.protocolVersion: expected an integer, got {_kind_of(version)}")
-    v2_shape = "info" in value or "capabilities" in value
-    builder = _V2 if v2_shape else _V1
-    info_key, caps_key = ("info", "capabilities") if v2_shape else ("clientInfo", "clientCapabilities")
-    meta = value.get("_meta")
-    return InitializeRequest(
-        protocol_version=version,
-        client_info=builder._lenient(Implementation, value.get(info_key), None),
-        client_capabilities=builder._lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
-        meta=meta if type(meta) is dict else None,
-    )
+def _initialize_shape(value: dict[str, Any], v1_keys: tuple[str, str], v2_keys: tuple[str, str], version: int) -> bool:
+    """Whether an ``initialize`` payload has the v2 shape: by its members, else by ``version``."""
+    has_v1 = any(k in value for k in v1_keys)
+    has_v2 = any(k in value for k in v2_keys)
+    if has_v1 != has_v2:
+        return has_v2
+    return version >= 2
 
 
-def _unstructure_initialize_request(obj: InitializeRequest) -> dict[str, Any]:
-    out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
-    if obj.protocol_version >= 2:
-        out["info"] = _V2.conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
-        out["capabilities"] = _V2.conv.unstructure(obj.client_capabilities)
-    else:
-        out["clientCapabilities"] = _V1.conv.unstructure(obj.client_capabilities)
-        if obj.client_info is not None:
-            out["clientInfo"] = _V1.conv.unstructure(obj.client_info)
-    if obj.meta is not None:
-        out["_meta"] = obj.meta
-    return out
+def _initialize_hooks(version: int) -> tuple[_Hook, Callable[[Any], Any], _Hook, Callable[[Any], Any]]:
+    """``initialize`` params and result hooks of a converter.
 
+    Encoding follows the converter's protocol version (v1 ``clientInfo`` / ``clientCapabilities`` /
+    ``agentInfo`` / ``agentCapabilities``, v2 ``info`` / ``capabilities``); decoding accepts either
+    shape, whichever the payload has.
+    """
 
-def _structure_initialize_response(value: Any, _: Any) -> InitializeResponse:
-    if type(value) is not dict:
-        raise _DecodeError(f"InitializeResponse: expected an object, got {_kind_of(value)}")
-    version = value.get("protocolVersion")
-    if type(version) is not int:
-        raise _DecodeError(f"InitializeResponse.protocolVersion: expected an integer, got {_kind_of(version)}")
-    if "agentCapabilities" in value or "agentInfo" in value:
-        v2_shape = False
-    elif "info" in value or "capabilities" in value:
-        v2_shape = True
-    else:
-        v2_shape = version >= 2
-    builder = _V2 if v2_shape else _V1
-    info_key, caps_key = ("info", "capabilities") if v2_shape else ("agentInfo", "agentCapabilities")
-    methods = value.get("authMethods")
-    auth_methods: tuple[AuthMethod, ...] = ()
-    if type(methods) is list:  # default-on-error, and invalid items are skipped
-        auth_methods = tuple(m for m in (builder._lenient(AuthMethod, item, None) for item in methods) if m is not None)
-    meta = value.get("_meta")
-    return InitializeResponse(
-        protocol_version=version,
-        agent_info=builder._lenient(Implementation, value.get(info_key), None),
-        agent_capabilities=builder._lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
-        auth_methods=auth_methods,
-        meta=meta if type(meta) is dict else None,
-    )
+    def structure_request(value: Any, _: Any) -> InitializeRequest:
+        if type(value) is not dict:
+            raise _DecodeError(f"InitializeRequest: expected an object, got {_kind_of(value)}")
+        protocol_version = value.get("protocolVersion")
+        if type(protocol_version) is not int:
+            raise _DecodeError(
+                f"InitializeRequest.protocolVersion: expected an integer, got {_kind_of(protocol_version)}"
+            )
+        v2_shape = _initialize_shape(value, ("clientInfo", "clientCapabilities"), ("info", "capabilities"), version)
+        builder = _V2 if v2_shape else _V1
+        info_key, caps_key = ("info", "capabilities") if v2_shape else ("clientInfo", "clientCapabilities")
+        meta = value.get("_meta")
+        return InitializeRequest(
+            protocol_version=protocol_version,
+            client_info=builder._lenient(Implementation, value.get(info_key), None),
+            client_capabilities=builder._lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
+            meta=meta if type(meta) is dict else None,
+        )
 
+    def unstructure_request(obj: InitializeRequest) -> dict[str, Any]:
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        if version >= 2:
+            out["info"] = _V2.conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
+            out["capabilities"] = _V2.conv.unstructure(obj.client_capabilities)
+        else:
+            out["clientCapabilities"] = _V1.conv.unstructure(obj.client_capabilities)
+            if obj.client_info is not None:
+                out["clientInfo"] = _V1.conv.unstructure(obj.client_info)
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
 
-def _unstructure_initialize_response(obj: InitializeResponse) -> dict[str, Any]:
-    v2 = obj.protocol_version >= 2
-    builder = _V2 if v2 else _V1
-    out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
-    info = None if obj.agent_info is None else builder.conv.unstructure(obj.agent_info)
-    caps = builder.conv.unstructure(obj.agent_capabilities)
-    if v2:
-        if info is not None:
-            out["info"] = info
-        out["capabilities"] = caps
-    else:
-        out["agentCapabilities"] = caps
-        if info is not None:
-            out["agentInfo"] = info
-    if obj.auth_methods:
-        out["authMethods"] = [builder.conv.unstructure(m) for m in obj.auth_methods]
-    if obj.meta is not None:
-        out["_meta"] = obj.meta
-    return out
+    def structure_response(value: Any, _: Any) -> InitializeResponse:
+        if type(value) is not dict:
+            raise _DecodeError(f"InitializeResponse: expected an object, got {_kind_of(value)}")
+        protocol_version = value.get("protocolVersion")
+        if type(protocol_version) is not int:
+            raise _DecodeError(
+                f"InitializeResponse.protocolVersion: expected an integer, got {_kind_of(protocol_version)}"
+            )
+        v2_shape = _initialize_shape(value, ("agentInfo", "agentCapabilities"), ("info", "capabilities"), version)
+        builder = _V2 if v2_shape else _V1
+        info_key, caps_key = ("info", "capabilities") if v2_shape else ("agentInfo", "agentCapabilities")
+        methods = value.get("authMethods")
+        auth_methods: tuple[AuthMethod, ...] = ()
+        if type(methods) is list:  # default-on-error, and invalid items are skipped
+            auth_methods = tuple(
+                m for m in (builder._lenient(AuthMethod, item, None) for item in methods) if m is not None
+            )
+        meta = value.get("_meta")
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_info=builder._lenient(Implementation, value.get(info_key), None),
+            agent_capabilities=builder._lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
+            auth_methods=auth_methods,
+            meta=meta if type(meta) is dict else None,
+        )
+
+    def unstructure_response(obj: InitializeResponse) -> dict[str, Any]:
+        builder = _V2 if version >= 2 else _V1
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        info = None if obj.agent_info is None else builder.conv.unstructure(obj.agent_info)
+        caps = builder.conv.unstructure(obj.agent_capabilities)
+        if version >= 2:
+            if info is not None:
+                out["info"] = info
+            out["capabilities"] = caps
+        else:
+            out["agentCapabilities"] = caps
+            if info is not None:
+                out["agentInfo"] = info
+        if obj.auth_methods:
+            out["authMethods"] = [builder.conv.unstructure(m) for m in obj.auth_methods]
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
+
+    return structure_request, unstructure_request, structure_response, unstructure_response
 
 
 _V1: Final = _Builder(1)
@@ -944,8 +972,8 @@ def to_wire(value: Any, *, protocol_version: int = 1) -> Any:
 
     Args:
         value: An instance of a class from :mod:`acp_client.types`, or a list/tuple of them.
-        protocol_version: The negotiated protocol version (shapes differ between v1 and v2;
-            ``InitializeRequest`` / ``InitializeResponse`` follow their own ``protocol_version``).
+        protocol_version: The protocol version whose shapes to write (for ``initialize``: the
+            version the request proposes / the result answers).
 
     Returns:
         Dicts, lists, strings, numbers, booleans and ``None``, ready for ``json.dumps``.

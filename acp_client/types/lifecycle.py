@@ -82,9 +82,10 @@ __all__ = [
 class InitializeRequest:
     """``initialize`` params.
 
-    Encoded in the shape of its own ``protocol_version``: v1 ``clientInfo`` /
-    ``clientCapabilities``, v2 ``info`` / ``capabilities`` (v2 requires ``info``: when
-    ``client_info`` is ``None`` the SDK's own identity is sent).
+    Encoded in the shape of the ``protocol_version`` given to the converter (pass the version
+    being proposed): v1 ``clientInfo`` / ``clientCapabilities``, v2 ``info`` / ``capabilities``
+    (v2 requires ``info``: when ``client_info`` is ``None`` the SDK's own identity is sent).
+    Decoding accepts either shape.
     """
 
     protocol_version: int
@@ -212,7 +213,7 @@ class SessionModeState:
     """The current mode and the available ones."""
 
     current_mode_id: str
-    available_modes: tuple[SessionMode, ...] = ()
+    available_modes: tuple[SessionMode, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
 
 
@@ -455,7 +456,7 @@ class SessionInfo:
 class ListSessionsResponse:
     """``session/list`` result. ``next_cursor`` is ``None`` on the last page."""
 
-    sessions: tuple[SessionInfo, ...] = ()
+    sessions: tuple[SessionInfo, ...] = attrs.field(default=(), metadata=wire(always=True))
     next_cursor: str | None = None
     meta: dict[str, Any] | None = None
 
@@ -647,5 +648,5 @@ class SetSessionConfigOptionRequest:
 class SetSessionConfigOptionResponse:
     """``session/set_config_option`` result: every option with its new value."""
 
-    config_options: tuple[SessionConfigOption, ...] = ()
+    config_options: tuple[SessionConfigOption, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None

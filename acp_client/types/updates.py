@@ -360,7 +360,7 @@ class Plan(_NoMessageId):
 
     kind: ClassVar[str] = "plan"
 
-    entries: tuple[PlanEntry, ...] = ()
+    entries: tuple[PlanEntry, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
 
 
@@ -371,7 +371,7 @@ class PlanItems:
     type: ClassVar[str] = "items"
 
     plan_id: str
-    entries: tuple[PlanEntry, ...] = ()
+    entries: tuple[PlanEntry, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
 
 
@@ -438,7 +438,7 @@ class AvailableCommandsUpdate(_NoMessageId):
 
     kind: ClassVar[str] = "available_commands_update"
 
-    available_commands: tuple[AvailableCommand, ...] = ()
+    available_commands: tuple[AvailableCommand, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
 
 
@@ -458,7 +458,7 @@ class ConfigOptionUpdate(_NoMessageId):
 
     kind: ClassVar[str] = "config_option_update"
 
-    config_options: tuple[SessionConfigOption, ...] = ()
+    config_options: tuple[SessionConfigOption, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
 
 

@@ -444,13 +444,13 @@ def test_version_specific_shapes() -> None:
         },
         "clientInfo": {"name": "editor", "version": "1.2.3", "title": "Editor"},
     }
-    assert to_wire(InitializeRequest(2, INFO, FULL_CAPS)) == {
+    assert to_wire(InitializeRequest(2, INFO, FULL_CAPS), protocol_version=2) == {
         "protocolVersion": 2,
         "info": {"name": "editor", "version": "1.2.3", "title": "Editor"},
         "capabilities": {"elicitation": {"form": {}, "url": {}}, "auth": {"terminal": {}}, "_meta": META},
     }
     # v2 requires "info": the SDK's own identity is sent when the app gave none
-    assert to_wire(InitializeRequest(2))["info"]["name"] == "acp-reconnect"
+    assert to_wire(InitializeRequest(2), protocol_version=2)["info"]["name"] == "acp-reconnect"
     # stdio MCP servers are untagged in v1 and tagged in v2
     stdio = McpServerStdio("files", "/bin/mcp")
     assert to_wire(stdio, protocol_version=1) == {"name": "files", "command": "/bin/mcp", "args": [], "env": []}
