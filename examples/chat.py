@@ -11,8 +11,14 @@ URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
-pauses while the client keeps watching the connection; ``/status`` probes the current session.
-The exit status is 0 after the last line, non-zero if the client gave up.
+pauses while the client keeps watching the connection (it ends early if the client gives up);
+``/status`` probes the current session; ``/new`` starts another session. The exit status is 0
+after the last line, 2 if the client gave up (``--max-elapsed SECONDS`` bounds how long it keeps
+reconnecting; default 120), 64 on a usage error.
+
+Interactive mode (the default with a URL) is in ``chat_ui.py``: streamed text, a status line,
+permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a second Ctrl-C exits
+(status 130); ``/quit`` or Ctrl-D exits with 0. ``ACP_CHAT_PLAIN=1`` forces plain text (no rich).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, update, turn_end, disconnected, reconnect_attempt, recovered, turn_interrupted, status,
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import signal
@@ -108,6 +115,8 @@ class Output:
         if name == "session":
             return f"● session {f['sessionId']}"
         if name == "update":
+            if f.get("replay"):
+                return None  # history the agent replays after a reconnect: already on screen
             if f["kind"] in ("agent_message_chunk", "agent_message"):
                 return str(f["text"])
             if f["kind"] in ("tool_call", "tool_call_update") and f["text"]:
@@ -161,13 +170,19 @@ class Chat:
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
-        self._extra_state_listener = on_state
+        #: Extra listeners for every connection state (the interactive UI adds its status line).
+        self.state_listeners: list[Callable[[ConnectionState], None]] = [on_state] if on_state else []
+        #: Answers permission requests; replaceable after construction (the UI asks the user).
+        self.permission_handler: Callable[[RequestPermissionRequest], Awaitable[Any] | Any] = (
+            permission or self.auto_permission
+        )
+        self.failed = asyncio.Event()
         self.transport = str(endpoint).split(":", 1)[0] if isinstance(endpoint, str) else "custom"
         self.client = AcpClient(
             endpoint,
             protocol_version=protocol_version,
             retry=retry or RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=120.0, suspend_after=None),
-            handlers=ClientHandlers(permission=permission or self._permission),
+            handlers=ClientHandlers(permission=self._ask_permission),
             on_state_change=self._on_state,
             on_update=self._on_update,
             on_resume=self._on_recovered,
@@ -181,11 +196,18 @@ class Chat:
         )
 
     @staticmethod
-    def _permission(request: RequestPermissionRequest) -> Any:
+    def auto_permission(request: RequestPermissionRequest) -> Any:
+        """The non-interactive policy: pick the first ``allow*`` option, else cancel."""
         for option in request.options:
             if option.kind.startswith("allow"):
                 return SelectedPermissionOutcome(option_id=option.option_id)
         return CancelledPermissionOutcome()
+
+    async def _ask_permission(self, request: RequestPermissionRequest) -> Any:
+        answer = self.permission_handler(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
 
     def _transport_name(self) -> str:
         kind = self.client.connector.target.split(":", 1)[0]
@@ -203,9 +225,10 @@ class Chat:
                 self._was_connected = False
             self.output.event("reconnect_attempt", attempt=state.attempt, delay=round(state.retry_in or 0.0, 3))
         elif state.state is State.FAILED:
+            self.failed.set()
             self.output.event("error", message=f"gave up: {state.cause}")
-        if self._extra_state_listener is not None:
-            self._extra_state_listener(state)
+        for listener in list(self.state_listeners):
+            listener(state)
 
     def _on_update(self, event: UpdateEvent) -> None:
         self.output.event(
@@ -265,6 +288,11 @@ class Chat:
     def gave_up(self) -> bool:
         return self.client.state.state is State.FAILED
 
+    async def sleep(self, seconds: float) -> None:
+        """Pause while the client keeps watching the connection; ends early if it gives up."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.failed.wait(), timeout=max(0.0, seconds))
+
     async def close(self) -> None:
         await self.client.aclose()
 
@@ -289,7 +317,7 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
                 return EXIT_GAVE_UP
             if line.startswith("/sleep"):
                 parts = line.split()
-                await asyncio.sleep(float(parts[1]) if len(parts) > 1 else 1.0)
+                await chat.sleep(float(parts[1]) if len(parts) > 1 else 1.0)
             elif line == "/status":
                 await chat.status()
             elif line == "/new":
@@ -309,6 +337,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demo", action="store_true", help="run against the bundled agent with injected faults")
     parser.add_argument("--protocol-version", type=int, default=1, choices=(1, 2))
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (testing only)")
+    parser.add_argument(
+        "--max-elapsed",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="give up reconnecting after this long down (default 120); the script then exits 2",
+    )
     return parser.parse_args(argv)
 
 
@@ -324,7 +359,8 @@ async def amain(args: argparse.Namespace) -> int:
     from acp_client import TlsConfig
 
     tls = TlsConfig(verify=False) if args.insecure else None
-    chat = Chat(args.url, output=output, protocol_version=args.protocol_version, tls=tls)
+    retry = RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=args.max_elapsed, suspend_after=None)
+    chat = Chat(args.url, output=output, protocol_version=args.protocol_version, tls=tls, retry=retry)
     if args.script is not None:
         lines = args.script.read_text(encoding="utf-8").splitlines()
         return await run_script(chat, lines)
@@ -350,4 +386,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("chat", sys.modules[__name__])  # chat_ui / chat_demo import this module as `chat`
     sys.exit(main())
