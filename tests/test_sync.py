@@ -1,0 +1,766 @@
+"""The synchronous facade (``acp_client.sync``) driven from plain threads.
+
+The reference server and a fault proxy run on an :class:`EventLoopThread` of their own ("the
+agent side"); the tests are plain functions, so the test thread plays the editor host: it has no
+event loop, and every call crosses into the facade's loop thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import attrs
+import pytest
+
+import acp_client.sync
+from acp_client import (
+    AcpError,
+    CapabilityNotSupported,
+    ClientClosed,
+    ClientHandlers,
+    ConnectError,
+    ConnectionLost,
+    RecoveryPath,
+    RequestTimeout,
+    RetryPolicy,
+    SessionNotFound,
+    SessionStatus,
+    State,
+    TurnInProgress,
+)
+from acp_client.sync import (
+    EventKind,
+    EventLoopThread,
+    LoopThreadError,
+    PermissionRequest,
+    SyncAcpClient,
+    SyncEvent,
+)
+from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
+from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome, TextContent
+
+T = TypeVar("T")
+
+#: Upper bound of every wait in these tests (they normally take milliseconds).
+DEADLINE = 10.0
+FAST_RETRY = RetryPolicy(initial_delay=0.05, max_delay=0.2)
+
+
+def eventually(check: Callable[[], T | None], *, timeout: float = DEADLINE, what: str = "condition") -> T:
+    """Poll ``check`` until it returns something truthy (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def next_event(events: queue.Queue[SyncEvent], kind: EventKind, *, timeout: float = DEADLINE) -> SyncEvent:
+    """The next event of ``kind`` (earlier events of other kinds are skipped)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no {kind.value} event within {timeout}s")
+        try:
+            event = events.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if event.kind is kind:
+            return event
+
+
+def drain(events: queue.Queue[SyncEvent]) -> list[SyncEvent]:
+    out: list[SyncEvent] = []
+    while True:
+        try:
+            out.append(events.get_nowait())
+        except queue.Empty:
+            return out
+
+
+def text_of(event: SyncEvent) -> str:
+    content = getattr(event.payload.update, "content", None)
+    return content.text if isinstance(content, TextContent) else ""
+
+
+@attrs.define
+class AgentSide:
+    """The reference server behind a fault proxy, on a loop thread of their own."""
+
+    loop: EventLoopThread
+    agent: ReferenceAgent
+    server: ReferenceServer
+    proxy: FaultProxy
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url(self.server.ws_url)
+
+    def cut(self) -> None:
+        self.loop.run(self.proxy.cut(), timeout=DEADLINE)
+
+    def restart(self) -> None:
+        async def restart() -> None:
+            await self.proxy.cut()
+            self.agent.restart()
+
+        self.loop.run(restart(), timeout=DEADLINE)
+
+    def evict_and_cut(self, session_id: str) -> None:
+        async def evict() -> None:
+            self.agent.evict(session_id)
+            await self.proxy.cut()
+
+        self.loop.run(evict(), timeout=DEADLINE)
+
+    def agent_state(self, session_id: str) -> str | None:
+        async def read() -> str | None:
+            snapshot = self.agent.sessions.get(session_id)
+            return snapshot.state if snapshot is not None else None
+
+        return self.loop.run(read(), timeout=DEADLINE)
+
+
+@pytest.fixture
+def side() -> Iterator[AgentSide]:
+    loop = EventLoopThread(name="agent-side")
+    loop.start()
+
+    async def start() -> AgentSide:
+        agent = ReferenceAgent()
+        server = ReferenceServer(agent)
+        await server.start()
+        proxy = FaultProxy("127.0.0.1", server.port)
+        await proxy.start()
+        return AgentSide(loop, agent, server, proxy)
+
+    agent_side = loop.run(start(), timeout=DEADLINE)
+    try:
+        yield agent_side
+    finally:
+
+        async def stop() -> None:
+            await agent_side.proxy.aclose()
+            await agent_side.server.aclose()
+
+        loop.run(stop(), timeout=DEADLINE)
+        loop.stop()
+
+
+@pytest.fixture
+def make_client(side: AgentSide) -> Iterator[Callable[..., SyncAcpClient]]:
+    """``make_client(**kwargs)``: a connected facade on the proxied WebSocket URL (closed at
+    teardown)."""
+    clients: list[SyncAcpClient] = []
+
+    def make(connect: bool = True, **kwargs: Any) -> SyncAcpClient:
+        kwargs.setdefault("retry", FAST_RETRY)
+        kwargs.setdefault("default_timeout", DEADLINE)
+        client = SyncAcpClient(side.url, **kwargs)
+        clients.append(client)
+        if connect:
+            client.connect()
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def client_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(("acp-client-loop", "acp-callbacks"))]
+
+
+# -- the public surface --------------------------------------------------------------------------------
+
+
+def test_exported_names_are_pinned() -> None:
+    assert acp_client.sync.__all__ == [
+        "EventKind",
+        "EventLoopThread",
+        "LoopThreadError",
+        "PermissionRequest",
+        "SyncAcpClient",
+        "SyncEvent",
+        "SyncSessionHandle",
+    ]
+    for name in acp_client.sync.__all__:
+        assert getattr(acp_client.sync, name).__module__ == "acp_client.sync"
+    assert issubclass(LoopThreadError, AcpError)
+    assert {kind.value for kind in EventKind} == {
+        "state",
+        "update",
+        "resume",
+        "replay",
+        "new_session",
+        "recovery_failed",
+        "turn_interrupted",
+        "permission",
+        "protocol_error",
+        "notification",
+    }
+
+
+# -- blocking calls --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_blocking_calls_from_a_plain_thread(make_client: Callable[..., SyncAcpClient], version: int) -> None:
+    client = make_client(protocol_version=version)
+    assert client.state.state is State.CONNECTED
+    assert client.protocol_version == version
+    assert client.thread is not None and client.thread is not threading.current_thread()
+    session = client.new_session("/tmp")
+    result = client.prompt(session.session_id, "hello there")
+    assert result.stop_reason == "end_turn"
+    handle = client.session(session.session_id)
+    assert handle.session_id == session.session_id
+    assert handle.prompt("and again").stop_reason == "end_turn"
+    transcript = handle.transcript
+    assert "agent: echo: hello there" in transcript.text()
+    assert "agent: echo: and again" in transcript.text()
+    transcript.messages.clear()  # a snapshot: the client's own is untouched
+    assert len(handle.transcript) == 4
+    listed = client.list_sessions()
+    assert session.session_id in [s.session_id for s in listed.sessions]
+    assert client.session_status(session.session_id).status is SessionStatus.ACTIVE
+    assert handle.status().status is SessionStatus.ACTIVE
+    assert not handle.turn_running and not handle.abandoned
+
+
+def test_resume_load_and_close_sessions(make_client: Callable[..., SyncAcpClient]) -> None:
+    first = make_client()
+    session = first.new_session("/tmp")
+    first.prompt(session.session_id, "remember me")
+    first.close()
+
+    second = make_client()
+    resumed = second.resume_session(session.session_id, "/tmp")
+    assert resumed.session_id == session.session_id
+    assert second.prompt(session.session_id, "still here?").stop_reason == "end_turn"
+    second.close_session(session.session_id)
+    with pytest.raises(SessionNotFound):
+        second.session(session.session_id)
+
+    third = make_client()
+    loaded = third.load_session(session.session_id, "/tmp")
+    assert loaded.session_id == session.session_id
+    assert "agent: echo: remember me" in third.session(session.session_id).transcript.text()
+
+
+def test_calls_from_many_threads_at_once(make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client()
+
+    def chat(index: int) -> list[str]:
+        session = client.new_session(f"/tmp/{index}")
+        handle = client.session(session.session_id)
+        return [handle.prompt(f"thread {index} turn {turn}").stop_reason or "" for turn in range(3)]
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(chat, range(6)))
+    assert results == [["end_turn"] * 3] * 6
+    assert len(client.list_sessions().sessions) == 6
+
+
+def test_errors_propagate_unchanged(make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client(protocol_version=2)
+    with pytest.raises(SessionNotFound) as not_tracked:
+        client.prompt("sess_unknown", "hello")
+    assert type(not_tracked.value) is SessionNotFound
+    with pytest.raises(CapabilityNotSupported) as no_load:
+        client.load_session("sess_unknown", "/tmp")
+    assert no_load.value.method == "session/load"
+    with pytest.raises(SessionNotFound) as from_agent:
+        client.resume_session("sess_unknown", "/tmp")
+    assert from_agent.value.code == -32002
+    session = client.new_session("/tmp")
+    slow = client.prompt_async(session.session_id, "/slow")
+    eventually(lambda: client.session(session.session_id).turn_running, what="the turn to start")
+    with pytest.raises(TurnInProgress):
+        client.prompt(session.session_id, "overlapping")
+    client.cancel(session.session_id)
+    assert slow.result(DEADLINE).stop_reason == "cancelled"
+
+
+# -- timeouts ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_prompt_timeout_raises_and_cancels_the_turn(
+    side: AgentSide, make_client: Callable[..., SyncAcpClient], version: int
+) -> None:
+    client = make_client(protocol_version=version)
+    session = client.new_session("/tmp")
+    handle = client.session(session.session_id)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout) as timed_out:
+        handle.prompt("/slow", timeout=0.3)
+    assert time.monotonic() - started < 3.0
+    assert (timed_out.value.method, timed_out.value.timeout) == ("session/prompt", 0.3)
+    assert not handle.turn_running  # the prompt coroutine ended
+    # session/cancel reached the agent: its turn ends without anybody waiting for it.
+    eventually(lambda: side.agent_state(session.session_id) == "idle", what="the agent to end the turn")
+    assert handle.prompt("after the timeout").stop_reason == "end_turn"
+
+
+def test_request_timeout_cancels_the_request(side: AgentSide, make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client(default_timeout=0.3)
+    session = client.new_session("/tmp")
+    side.agent.stall()
+    with pytest.raises(RequestTimeout) as timed_out:
+        client.list_sessions()
+    assert timed_out.value.timeout == 0.3
+    with pytest.raises(RequestTimeout):
+        client.session_status(session.session_id, timeout=0.1)
+    side.agent.stall(False)
+    assert client.session_status(session.session_id).status is SessionStatus.ACTIVE
+
+
+def test_run_timeout_cancels_the_coroutine(make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client()
+    cancelled = threading.Event()
+
+    async def forever() -> None:
+        import asyncio
+
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+
+    with pytest.raises(RequestTimeout) as timed_out:
+        client.run(forever(), timeout=0.1)
+    assert timed_out.value.method == "run"
+    assert cancelled.is_set()  # cancelled (and finished) before the call returned
+
+    async def answer() -> int:
+        return 42
+
+    assert client.run(answer()) == 42
+    assert client.submit(answer()).result(DEADLINE) == 42
+
+
+# -- callbacks and events ----------------------------------------------------------------------------------
+
+
+def test_callbacks_run_on_the_host_executor(make_client: Callable[..., SyncAcpClient]) -> None:
+    seen: list[tuple[str, str, Any]] = []
+    executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="host-ui")
+    client = make_client(
+        callback_executor=executor,
+        on_update=lambda event: seen.append(("update", threading.current_thread().name, event)),
+        on_state_change=lambda state: seen.append(("state", threading.current_thread().name, state.state)),
+    )
+    session = client.new_session("/tmp")
+    client.prompt(session.session_id, "hello there")
+    client.close()
+    executor.shutdown(wait=True)  # the host's executor: the client does not shut it down
+    assert {name for _, name, _ in seen} == {name for _, name, _ in seen if name.startswith("host-ui")}
+    assert [value for kind, _, value in seen if kind == "state"] == [State.CONNECTING, State.CONNECTED, State.CLOSED]
+    updates = [value for kind, _, value in seen if kind == "update"]
+    assert "".join(e.update.content.text for e in updates) == "echo: hello there"
+    assert all(e.session_id == session.session_id and not e.replay for e in updates)
+
+
+def test_callbacks_default_to_a_private_thread(make_client: Callable[..., SyncAcpClient]) -> None:
+    names: list[str] = []
+    states: list[State] = []
+
+    def on_state(state: Any) -> None:
+        names.append(threading.current_thread().name)
+        states.append(state.state)
+
+    client = make_client(on_state_change=on_state)
+    loop_thread = client.thread
+    client.close()  # waits for the callbacks already submitted
+    assert states == [State.CONNECTING, State.CONNECTED, State.CLOSED]
+    assert all(name.startswith("acp-callbacks") for name in names)
+    assert loop_thread is not None and loop_thread.name not in names
+    assert client_threads() == []
+
+
+def test_a_raising_callback_is_logged(
+    make_client: Callable[..., SyncAcpClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(_event: Any) -> None:
+        raise ValueError("broken callback")
+
+    client = make_client(on_update=broken)
+    session = client.new_session("/tmp")
+    assert client.prompt(session.session_id, "still fine").stop_reason == "end_turn"
+    with caplog.at_level(logging.ERROR, logger="acp_client.sync"):
+        client.close()
+    assert any(r.exc_info and "broken callback" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_events_on_the_queue(make_client: Callable[..., SyncAcpClient]) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = make_client(event_queue=events)
+    session = client.new_session("/tmp")
+    client.prompt(session.session_id, "hello there")
+    client.close()
+    received = drain(events)
+    assert all(isinstance(event, SyncEvent) for event in received)
+    assert [e.payload.state for e in received if e.kind is EventKind.STATE] == [
+        State.CONNECTING,
+        State.CONNECTED,
+        State.CLOSED,
+    ]
+    assert "".join(text_of(e) for e in received if e.kind is EventKind.UPDATE) == "echo: hello there"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        received[0].kind = EventKind.UPDATE  # type: ignore[misc]
+
+
+def test_a_full_queue_drops_and_logs(
+    make_client: Callable[..., SyncAcpClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue(maxsize=1)
+    with caplog.at_level(logging.ERROR, logger="acp_client.sync"):
+        client = make_client(event_queue=events)
+        assert client.new_session("/tmp")
+    assert client.dropped_events >= 1
+    assert "event queue is full" in caplog.text
+
+
+# -- permission requests -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_permission_answered_from_the_host_thread(make_client: Callable[..., SyncAcpClient], version: int) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = make_client(event_queue=events, protocol_version=version)
+    session = client.new_session("/tmp")
+    turn = client.prompt_async(session.session_id, "/permission")
+    request = next_event(events, EventKind.PERMISSION).payload
+    assert isinstance(request, PermissionRequest)
+    assert request.pending and request.outcome is None
+    assert request.session_id == session.session_id
+    assert request.title == "Reference agent wants to edit a file"
+    assert [option.option_id for option in request.options] == ["allow", "reject"]
+    with pytest.raises(AcpError):
+        request.select("not-offered")
+    assert request.select("reject")
+    assert not request.allow()  # answered once
+    assert request.outcome == SelectedPermissionOutcome(option_id="reject")
+    assert turn.result(DEADLINE).stop_reason == "end_turn"
+    assert "agent: permission: selected reject" in client.session(session.session_id).transcript.text()
+
+
+def test_permission_handler_runs_on_the_executor(make_client: Callable[..., SyncAcpClient]) -> None:
+    asked: list[tuple[str, RequestPermissionRequest]] = []
+
+    def decide(request: RequestPermissionRequest) -> SelectedPermissionOutcome:
+        asked.append((threading.current_thread().name, request))
+        return SelectedPermissionOutcome(option_id="allow")
+
+    client = make_client(handlers=ClientHandlers(permission=decide))
+    session = client.new_session("/tmp")
+    client.prompt(session.session_id, "/permission")
+    assert "agent: permission: selected allow" in client.session(session.session_id).transcript.text()
+    assert [name.startswith("acp-callbacks") for name, _ in asked] == [True]
+
+
+def test_unanswered_permission_is_cancelled_after_answer_timeout(make_client: Callable[..., SyncAcpClient]) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = make_client(event_queue=events, answer_timeout=0.2)
+    session = client.new_session("/tmp")
+    # The host is blocked in prompt() and never polls: the request times out, answered cancelled.
+    assert client.prompt(session.session_id, "/permission").stop_reason == "end_turn"
+    assert "agent: permission: cancelled" in client.session(session.session_id).transcript.text()
+    request = next_event(events, EventKind.PERMISSION).payload
+    assert not request.pending and request.outcome is None
+    assert not request.allow()
+
+
+def test_cancelling_the_turn_withdraws_the_permission_request(make_client: Callable[..., SyncAcpClient]) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = make_client(event_queue=events)
+    session = client.new_session("/tmp")
+    turn = client.prompt_async(session.session_id, "/permission")
+    request = next_event(events, EventKind.PERMISSION).payload
+    client.cancel(session.session_id)
+    eventually(lambda: not request.pending, what="the request to be withdrawn")
+    assert not request.allow()
+    assert turn.result(DEADLINE).stop_reason in ("cancelled", "end_turn")
+
+
+def test_coroutine_handlers_stay_on_the_loop(make_client: Callable[..., SyncAcpClient]) -> None:
+    threads: list[threading.Thread] = []
+
+    async def decide(_request: RequestPermissionRequest) -> SelectedPermissionOutcome:
+        threads.append(threading.current_thread())
+        return SelectedPermissionOutcome(option_id="allow")
+
+    client = make_client(handlers=ClientHandlers(permission=decide))
+    session = client.new_session("/tmp")
+    client.prompt(session.session_id, "/permission")
+    assert threads == [client.thread]
+
+
+# -- drops and recovery --------------------------------------------------------------------------------
+
+
+def test_a_drop_mid_turn_and_the_recovery_are_seen_as_events(
+    side: AgentSide, make_client: Callable[..., SyncAcpClient]
+) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    resumed: list[tuple[str, Any]] = []
+    client = make_client(
+        event_queue=events, on_resume=lambda outcome: resumed.append((threading.current_thread().name, outcome))
+    )
+    session = client.new_session("/tmp")
+    turn = client.prompt_async(session.session_id, "/slow")
+    tick = next_event(events, EventKind.UPDATE)
+    assert text_of(tick).startswith("tick")
+    side.cut()
+    with pytest.raises(ConnectionLost) as lost:
+        turn.result(DEADLINE)
+    assert lost.value.may_have_executed
+    interrupted = next_event(events, EventKind.TURN_INTERRUPTED).payload
+    assert interrupted.session_id == session.session_id
+    assert interrupted.prompt == (TextContent(text="/slow"),)
+    after: list[SyncEvent] = []
+
+    def connected_after_resume() -> bool:
+        after.extend(drain(events))
+        kinds = [e.kind for e in after]
+        if EventKind.RESUME not in kinds:
+            return False
+        rest = after[kinds.index(EventKind.RESUME) :]
+        return any(e.kind is EventKind.STATE and e.payload.state is State.CONNECTED for e in rest)
+
+    eventually(connected_after_resume, what="the resume event, then connected")
+    kinds = [(e.kind, e.payload.state if e.kind is EventKind.STATE else None) for e in after]
+    kinds = [k for k in kinds if k[0] in (EventKind.STATE, EventKind.RESUME)]
+    assert kinds == [
+        (EventKind.STATE, State.RECONNECTING),
+        (EventKind.STATE, State.RECOVERING),
+        (EventKind.RESUME, None),
+        (EventKind.STATE, State.CONNECTED),
+    ]
+    outcome = next(e.payload for e in after if e.kind is EventKind.RESUME)
+    assert outcome.path is RecoveryPath.RESUME and outcome.previous_session_id == session.session_id
+    eventually(lambda: resumed, what="on_resume on the executor")
+    assert resumed[0][0].startswith("acp-callbacks") and resumed[0][1] == outcome
+    assert client.prompt(session.session_id, "after the drop").stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "path"),
+    [
+        ("restart", EventKind.REPLAY, RecoveryPath.REPLAY),
+        ("evict", EventKind.NEW_SESSION, RecoveryPath.NEW_SESSION),
+    ],
+)
+def test_replay_and_new_session_recoveries_are_events(
+    side: AgentSide, make_client: Callable[..., SyncAcpClient], fault: str, kind: EventKind, path: RecoveryPath
+) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = make_client(event_queue=events)
+    session = client.new_session("/tmp")
+    handle = client.session(session.session_id)
+    handle.prompt("before")
+    if fault == "restart":
+        side.restart()
+    else:
+        side.evict_and_cut(session.session_id)
+    outcome = next_event(events, kind).payload
+    assert outcome.path is path and outcome.previous_session_id == session.session_id
+    assert handle.session_id == outcome.session_id
+    assert handle.prompt("after").stop_reason == "end_turn"
+    text = handle.transcript.text()
+    assert ("agent: echo: before" in text) is (path is RecoveryPath.REPLAY)
+
+
+def test_decide_recovery_runs_on_the_host(side: AgentSide, make_client: Callable[..., SyncAcpClient]) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    asked: list[str] = []
+
+    def decide(context: Any) -> RecoveryPath:
+        asked.append(threading.current_thread().name)
+        return RecoveryPath.NEW_SESSION
+
+    client = make_client(event_queue=events, decide_recovery=decide)
+    session = client.new_session("/tmp")
+    side.cut()
+    outcome = next_event(events, EventKind.NEW_SESSION).payload
+    assert outcome.planned is RecoveryPath.NEW_SESSION and outcome.session_id != session.session_id
+    assert [name.startswith("acp-callbacks") for name in asked] == [True]
+
+
+def test_a_slow_decide_recovery_keeps_the_proposed_path(
+    side: AgentSide, make_client: Callable[..., SyncAcpClient]
+) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    release = threading.Event()
+
+    def decide(context: Any) -> RecoveryPath:
+        release.wait(DEADLINE)
+        return RecoveryPath.NEW_SESSION
+
+    client = make_client(event_queue=events, decide_recovery=decide, answer_timeout=0.2)
+    client.new_session("/tmp")
+    side.cut()
+    try:
+        assert next_event(events, EventKind.RESUME).payload.path is RecoveryPath.RESUME
+    finally:
+        release.set()
+
+
+def test_notify_network_available_skips_the_backoff(side: AgentSide, make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client(retry=RetryPolicy(first_attempt_delay=30.0, jitter=False))
+    client.new_session("/tmp")
+    side.cut()
+    waiting = client.wait_for_state(State.RECONNECTING)
+    assert waiting.retry_in == 30.0
+    client.notify_network_available()
+    assert client.wait_for_state(State.CONNECTED, timeout=5.0).state is State.CONNECTED
+
+
+# -- lifecycle and threads --------------------------------------------------------------------------------
+
+
+def test_close_joins_the_thread_and_is_idempotent(make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client(connect=False)
+    assert client.thread is None
+    with pytest.raises(ClientClosed):
+        client.new_session("/tmp")
+    with client:
+        client.connect()  # a second connect is a no-op
+        thread = client.thread
+        assert thread is not None and thread.is_alive() and thread.daemon
+        client.new_session("/tmp")
+    assert not thread.is_alive()
+    assert client.closed and client.state.state is State.CLOSED
+    client.close()
+    with pytest.raises(ClientClosed):
+        client.new_session("/tmp")
+    with pytest.raises(ClientClosed):
+        client.connect()
+    with pytest.raises(ClientClosed):
+        client.prompt_async("sess_x", "hello")
+    assert client_threads() == []
+
+
+def test_close_from_many_threads_at_once(make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client()
+    thread = client.thread
+    assert thread is not None
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for future in [pool.submit(client.close) for _ in range(4)]:
+            assert future.result(DEADLINE) is None
+    assert not thread.is_alive()
+
+
+def test_close_ends_pending_work(make_client: Callable[..., SyncAcpClient]) -> None:
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = make_client(event_queue=events)
+    session = client.new_session("/tmp")
+    asking = client.prompt_async(session.session_id, "/permission")
+    request = next_event(events, EventKind.PERMISSION).payload
+    other = client.new_session("/tmp")
+    slow = client.prompt_async(other.session_id, "/slow")
+    eventually(lambda: client.session(other.session_id).turn_running)
+    client.close()
+    for turn in (asking, slow):
+        assert turn.done()
+        assert turn.cancelled() or isinstance(turn.exception(), AcpError)
+    assert not request.pending and not request.allow()
+
+
+def test_close_from_a_callback(make_client: Callable[..., SyncAcpClient]) -> None:
+    closed = threading.Event()
+    holder: list[SyncAcpClient] = []
+
+    def on_update(_event: Any) -> None:
+        if not closed.is_set():
+            closed.set()
+            holder[0].close()
+
+    client = make_client(on_update=on_update)
+    holder.append(client)
+    session = client.new_session("/tmp")
+    with pytest.raises(AcpError):
+        client.prompt(session.session_id, "/slow")
+    eventually(lambda: client.closed, what="the close to finish")
+    thread = client.thread
+    assert thread is not None and not thread.is_alive()
+
+
+def test_blocking_calls_on_the_loop_thread_raise(make_client: Callable[..., SyncAcpClient]) -> None:
+    client = make_client()
+    session = client.new_session("/tmp")
+
+    async def status_on_the_loop() -> Any:
+        return client.session_status(session.session_id)
+
+    async def close_on_the_loop() -> None:
+        client.close()
+
+    async def transcript_on_the_loop() -> Any:
+        return client.session(session.session_id).transcript
+
+    for coro in (status_on_the_loop(), close_on_the_loop(), transcript_on_the_loop()):
+        with pytest.raises(LoopThreadError, match="deadlock"):
+            client.submit(coro).result(DEADLINE)
+    assert client.state.state is State.CONNECTED  # nothing happened
+    assert client.session_status(session.session_id).status is SessionStatus.ACTIVE
+
+
+def test_connect_failure_stops_the_thread() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = SyncAcpClient(f"ws://127.0.0.1:{port}/acp", retry=None, default_timeout=DEADLINE)
+    with pytest.raises(ConnectError):
+        client.connect()
+    assert client.closed
+    thread = client.thread
+    assert thread is not None and not thread.is_alive()
+    assert client_threads() == []
+
+
+def test_event_loop_thread_on_its_own() -> None:
+    loop = EventLoopThread(name="standalone")
+    with pytest.raises(ClientClosed):
+        loop.submit(_never())  # not started
+    with loop:
+        assert loop.running and loop.thread is not None and loop.thread.name == "standalone"
+
+        async def add(a: int, b: int) -> int:
+            return a + b
+
+        assert loop.run(add(1, 2)) == 3
+        with pytest.raises(RequestTimeout):
+            loop.run(_never(), timeout=0.05)
+        pending = loop.submit(_never())
+
+        async def nested() -> int:
+            return loop.run(add(1, 1))
+
+        with pytest.raises(LoopThreadError):
+            loop.run(nested())
+    assert not loop.running and pending.cancelled()
+    with pytest.raises(ClientClosed):
+        loop.wait(pending)
+    with pytest.raises(ClientClosed):
+        loop.start()
+    with pytest.raises(ClientClosed):
+        loop.submit(_never())
+
+
+async def _never() -> None:
+    import asyncio
+
+    await asyncio.Event().wait()
