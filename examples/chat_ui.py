@@ -792,6 +792,9 @@ class InteractiveChat:
     async def _read_loop(self) -> None:
         while True:
             line = await self.lines.get()
+            if self._json and self.turn_task is not None:
+                # Piped input (--json): one line after the other, like a script.
+                await asyncio.wait({self.turn_task})
             if line is None:
                 self.view.input_received()
                 self.view.info("(end of input)")
