@@ -305,7 +305,8 @@ class Session:
             out["updatedAt"] = format_rfc3339(self.updated_at)
         if self.status is not None:
             out["status"] = self.status.value
-        if self.raw_status is not None:
+            out["rawStatus"] = self.raw_status  # null: none known (else a reader takes ``status``)
+        elif self.raw_status is not None:
             out["rawStatus"] = self.raw_status
         if self.state is not None:
             out["state"] = to_wire(self.state, protocol_version=protocol_version)
@@ -339,7 +340,8 @@ class Session:
         Lenient: unknown fields are ignored and a malformed optional field becomes ``None``. An
         ``updatedAt`` that precedes ``createdAt`` is dropped to ``None`` and a warning is logged.
         ``status`` accepts ``active``/``open``/``inactive``/``saved``/``unknown`` and any other
-        string (read as inactive); ``rawStatus`` (or else ``status``) becomes ``raw_status``.
+        string (read as inactive); ``rawStatus`` (when the member is absent: ``status``) becomes
+        ``raw_status``.
 
         Raises:
             InvalidMessage: ``data`` is not an object or has no string ``sessionId``.
@@ -371,7 +373,7 @@ class Session:
                 status = SessionStatus(wire_status)
             except ValueError:
                 status = normalize_status(wire_status)
-            if raw_status is None:
+            if "rawStatus" not in data:  # an agent's Session: its status string is the raw one
                 raw_status = wire_status
 
         directories = data.get("additionalDirectories")
