@@ -28,7 +28,7 @@ import types as _pytypes
 import typing
 from collections.abc import Callable, Mapping
 from importlib import metadata as _metadata
-from typing import Any, Final, TypeVar, Union
+from typing import Any, Final, TypeVar, Union, cast
 
 import attrs
 import cattrs
@@ -244,12 +244,8 @@ _UNIONS: Final = (
 
 # class -> (tag key, tag value), for encoding
 _TAG_OF: Final = {cls: (u.key, tag) for u in _UNIONS for tag, cls in u.variants.items()}
-# Unknown class -> tag key (its first field holds the tag)
-_UNKNOWN_KEY: Final = {u.unknown: u.key for u in _UNIONS}
 # classes written without their tag in v1
 _UNTAGGED_IN_V1: Final = frozenset({McpServerStdio})
-
-_PRIMITIVES: Final = (str, int, float, bool)
 
 
 def _union_members(tp: Any) -> tuple[tuple[Any, ...], bool] | None:
@@ -1109,7 +1105,7 @@ def _direct_constructor(cls: type[T]) -> Callable[..., T]:
     for classes without validators or converters, and only with arguments of the right types.
     Optional arguments default to the fields' (immutable) defaults.
     """
-    fields = attrs.fields(cls)
+    fields = attrs.fields(cast(Any, cls))
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
     params = []
     body = []
