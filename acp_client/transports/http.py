@@ -69,7 +69,7 @@ import logging
 import ssl
 import time
 import zlib
-from collections.abc import Collection, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from http.cookiejar import Cookie, CookieJar
 from typing import Any, Final, TypeAlias
 from urllib.parse import urljoin, urlsplit
@@ -430,13 +430,8 @@ class HttpConnector:
         """The cookie store this connector reads and fills."""
         return self._cookies
 
-    async def connect(self) -> HttpTransport:
-        """Prepare a new link; ``send(initialize)`` makes the first request.
-
-        Returns:
-            A transport whose first ``send()`` must be the ``initialize`` request.
-        """
-        client = httpx.AsyncClient(
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
             http1=self._http1,
             http2=self._http2,
             verify=self._ssl if self._ssl is not None else True,
@@ -446,9 +441,21 @@ class HttpConnector:
             headers={"User-Agent": _USER_AGENT},
             timeout=httpx.Timeout(self._connect_timeout),
         )
+
+    async def connect(self) -> HttpTransport:
+        """Prepare a new link; ``send(initialize)`` makes the first request.
+
+        Returns:
+            A transport whose first ``send()`` must be the ``initialize`` request.
+        """
         return HttpTransport(
             url=self._url,
-            client=client,
+            client=self._new_client(),
+            # httpcore (1.0.x) starves HTTP/2 streams that share a connection with other idle
+            # long-lived readers: an SSE event can wait for unrelated bytes (the next keepalive)
+            # before it is read. So under HTTP/2 every SSE stream gets a connection of its own,
+            # as it would under HTTP/1.1; POSTs share the main client.
+            stream_client_factory=self._new_client if self._http2 else None,
             headers=self._headers,
             secret_headers=self._secret,
             cookies=self._cookies,
@@ -474,10 +481,15 @@ class HttpTransport:
         connect_timeout: float,
         sse_idle_timeout: float,
         session_stream_retries: int,
+        stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
     ) -> None:
         self._url = url
         self._origin = origin_of(url)
         self._client = client
+        #: Makes a dedicated client (connection) per SSE stream; ``None``: streams share ``client``.
+        self._stream_client_factory = stream_client_factory
+        #: The dedicated client of each open SSE response, by ``id(response)``.
+        self._stream_clients: dict[int, httpx.AsyncClient] = {}
         self._headers = headers
         self._secret = secret_headers
         self._cookies = cookies
@@ -622,6 +634,9 @@ class HttpTransport:
                 except (AcpError, httpx.HTTPError, asyncio.TimeoutError, OSError) as exc:
                     logger.debug("DELETE of the connection at %s failed: %s", self._info.target, exc)
         finally:
+            for stream_client in list(self._stream_clients.values()):
+                await stream_client.aclose()
+            self._stream_clients.clear()
             await self._client.aclose()
 
     # -- initialize and the connection stream ------------------------------------------------
@@ -682,7 +697,7 @@ class HttpTransport:
                 ready.set_result(None)
             reason = await self._pump(response, None)
         finally:
-            await response.aclose()
+            await self._close_sse(response)
         self._fail(f"connection stream: {reason}")
 
     # -- session streams ---------------------------------------------------------------------
@@ -743,7 +758,7 @@ class HttpTransport:
                 try:
                     reason = await self._pump(response, sid, stream)
                 finally:
-                    await response.aclose()
+                    await self._close_sse(response)
                 if self._closed is not None or stream.closing:
                     return
                 error = TransportClosed(reason)
@@ -781,7 +796,15 @@ class HttpTransport:
         ]
         if session_id is not None:
             extra.append((SESSION_ID_HEADER, session_id))
-        response = await self._request_following("GET", extra, self._stream_timeout)
+        client = self._stream_client_factory() if self._stream_client_factory is not None else None
+        try:
+            response = await self._request_following("GET", extra, self._stream_timeout, client=client)
+        except BaseException:
+            if client is not None:
+                await client.aclose()
+            raise
+        if client is not None:
+            self._stream_clients[id(response)] = client
         try:
             if response.status_code != 200:
                 body = await self._read_error_body(response)
@@ -793,9 +816,18 @@ class HttpTransport:
                 raise ProtocolError(f"the SSE GET was answered with Content-Type {content_type or 'none'!r}")
             _Inflater(response.headers.get("content-encoding", ""))  # refuse an encoding we cannot read
         except BaseException:
-            await response.aclose()
+            await self._close_sse(response)
             raise
         return response
+
+    async def _close_sse(self, response: httpx.Response) -> None:
+        """Close an SSE response, and the dedicated client it came on, if any."""
+        try:
+            await response.aclose()
+        finally:
+            client = self._stream_clients.pop(id(response), None)
+            if client is not None:
+                await client.aclose()
 
     async def _pump(self, response: httpx.Response, source: str | None, stream: _SessionStream | None = None) -> str:
         """Read one SSE stream into the inbox until it ends; returns why it ended."""
@@ -1028,13 +1060,19 @@ class HttpTransport:
     # -- GET / DELETE with same-origin redirects ---------------------------------------------
 
     async def _request_following(
-        self, method: str, extra: list[tuple[str, str]], timeout: httpx.Timeout
+        self,
+        method: str,
+        extra: list[tuple[str, str]],
+        timeout: httpx.Timeout,
+        *,
+        client: httpx.AsyncClient | None = None,
     ) -> httpx.Response:
         """Send a GET or DELETE, following same-origin redirects only; returns the open response."""
+        client = client if client is not None else self._client
         url = self._url
         for _ in range(MAX_REDIRECTS + 1):
-            request = self._client.build_request(method, url, headers=self._headers_for(url, extra), timeout=timeout)
-            response = await self._send_request(request, method)
+            request = client.build_request(method, url, headers=self._headers_for(url, extra), timeout=timeout)
+            response = await self._send_request(request, method, client=client)
             self._capture_cookies(response)
             if response.status_code not in _REDIRECT_STATUSES:
                 return response
@@ -1050,16 +1088,24 @@ class HttpTransport:
             url = target
         raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects for {method} {self._info.target}")
 
-    async def _send_request(self, request: httpx.Request, what: str, *, initialize: bool = False) -> httpx.Response:
+    async def _send_request(
+        self,
+        request: httpx.Request,
+        what: str,
+        *,
+        initialize: bool = False,
+        client: httpx.AsyncClient | None = None,
+    ) -> httpx.Response:
         """Send one request, streaming its answer; failures are mapped to the error tree."""
-        if self._client.is_closed:
+        client = client if client is not None else self._client
+        if client.is_closed or self._client.is_closed:
             raise TransportClosed(self._closed.reason if self._closed else "closed", maybe_delivered=False)
         try:
-            return await self._client.send(request, stream=True)
+            return await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise self._network_failure(exc, what, initialize=initialize) from exc
         except RuntimeError as exc:  # httpx refuses to use a client that aclose() closed meanwhile
-            if not self._client.is_closed:
+            if not client.is_closed:
                 raise
             reason = self._closed.reason if self._closed is not None else "closed by the client"
             raise TransportClosed(reason, maybe_delivered=False) from exc
