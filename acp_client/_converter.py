@@ -83,6 +83,7 @@ from .types.lifecycle import (
     UnknownReplayFrom,
     normalize_status,
 )
+from .types.session import Session
 from .types.updates import (
     AgentMessage,
     AgentMessageChunk,
@@ -634,6 +635,16 @@ class _Builder:
         conv.register_unstructure_hook(SetSessionConfigOptionRequest, self._unstructure_set_config_option)
         conv.register_structure_hook(AgentCapabilities, self._structure_agent_capabilities)
         conv.register_unstructure_hook(AgentCapabilities, self._unstructure_agent_capabilities)
+        version = self.version
+
+        def structure_session(value: Any, _: Any) -> Session:
+            try:
+                return Session.from_wire(value, protocol_version=version)
+            except InvalidMessage as exc:
+                raise _DecodeError(str(exc)) from exc
+
+        conv.register_structure_hook(Session, structure_session)
+        conv.register_unstructure_hook(Session, lambda obj: obj.to_json(protocol_version=version))
         request_in, request_out, response_in, response_out = _initialize_hooks(self.version)
         conv.register_structure_hook(InitializeRequest, request_in)
         conv.register_unstructure_hook(InitializeRequest, request_out)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_client._converter import from_wire, to_wire
 from acp_client.exceptions import InvalidMessage
 from acp_client.types import (
     ForegroundState,
@@ -320,3 +321,13 @@ def test_session_round_trip_and_merge_properties(a: Session, b: Session) -> None
             assert result == (theirs if theirs is not None else mine)
     if merged.created_at is not None and merged.updated_at is not None:
         assert merged.updated_at >= merged.created_at
+
+
+def test_the_converter_encodes_and_decodes_sessions_like_to_json() -> None:
+    session = Session("s", created_at=T0, status=SessionStatus.ACTIVE, raw_status="open", config_options=OPTIONS)
+    for version in (1, 2):
+        assert to_wire(session, protocol_version=version) == session.to_json(protocol_version=version)
+        assert from_wire(Session, session.to_json(protocol_version=version), protocol_version=version) == session
+    assert to_wire([session]) == [session.to_json()]
+    with pytest.raises(InvalidMessage, match="sessionId"):
+        from_wire(Session, {"cwd": "/p"})
