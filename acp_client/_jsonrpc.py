@@ -9,6 +9,7 @@ the frame, so a broken frame is always reported, never dropped silently.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
@@ -40,6 +41,8 @@ Message: TypeAlias = dict[str, Any] | list[Any]
 
 _EXCERPT_CHARS: Final = 200
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _decode = json.JSONDecoder().decode
 
 
@@ -91,8 +94,15 @@ def decode_frame(data: str | bytes) -> Message:
 
 
 def encode(message: Message) -> str:
-    """Encode a message compactly (UTF-8 kept, no NaN/Infinity)."""
-    return _encoder.encode(message)
+    """Encode a message compactly (UTF-8 kept, no NaN/Infinity).
+
+    A lone surrogate (a peer may send one as a ``\\udXXX`` escape, e.g. in a request id the reply
+    echoes) cannot be written as UTF-8; a message holding one is encoded with ASCII escapes instead.
+    """
+    text = _encoder.encode(message)
+    if _SURROGATE.search(text) is not None:
+        return _ascii_encoder.encode(message)
+    return text
 
 
 @attrs.frozen(slots=True)
