@@ -124,6 +124,13 @@ class Session:
     - :meth:`to_json` always writes the required-nullable keys (``activeTurnId``, ``forkedFrom``,
       ``modelId``, ``providerId``, ``workspaceRoot``), as ``null`` when empty; other ``None``
       fields are omitted.
+    - :meth:`merge` never breaks the time order (it keeps the most recent consistent
+      ``updated_at``, or ``None``).
+
+    Raises:
+        ValueError: On construction, when ``updated_at`` precedes ``created_at`` or a time string
+            is not RFC 3339.
+        TypeError: On construction, when a time is neither a datetime nor a string.
     """
 
     session_id: str
