@@ -31,7 +31,7 @@ _CHUNK_ROLES = {"user_message_chunk": "user", "agent_message_chunk": "agent", "a
 _FULL_ROLES = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
 
 
-@attrs.define
+@attrs.define(eq=False, repr=False)
 class TranscriptMessage:
     """One message of the conversation.
 
@@ -43,7 +43,31 @@ class TranscriptMessage:
 
     role: str
     message_id: str | None = None
-    blocks: list[ContentBlock] = attrs.field(factory=list)
+    _blocks: list[ContentBlock] = attrs.field(factory=list)
+    # Plain text chunks waiting to be merged into the last block. Merging each chunk at once copied
+    # the whole text every time: quadratic in the number of chunks of a long message.
+    _pending: list[str] = attrs.field(factory=list, init=False)
+
+    @property
+    def blocks(self) -> list[ContentBlock]:
+        if self._pending:
+            self._merge_pending()
+        return self._blocks
+
+    @blocks.setter
+    def blocks(self, value: list[ContentBlock]) -> None:
+        self._blocks = value
+        self._pending = []
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every attrs.define class with eq
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TranscriptMessage):
+            return NotImplemented
+        return (self.role, self.message_id, self.blocks) == (other.role, other.message_id, other.blocks)
+
+    def __repr__(self) -> str:
+        return f"TranscriptMessage(role={self.role!r}, message_id={self.message_id!r}, blocks={self.blocks!r})"
 
     @property
     def text(self) -> str:
@@ -51,12 +75,25 @@ class TranscriptMessage:
         return "".join(block.text for block in self.blocks if isinstance(block, TextContent))
 
     def append(self, blocks: Iterable[ContentBlock]) -> None:
+        pending = self._pending
         for block in blocks:
-            last = self.blocks[-1] if self.blocks else None
-            if isinstance(block, TextContent) and isinstance(last, TextContent) and _plain(last) and _plain(block):
-                self.blocks[-1] = TextContent(text=last.text + block.text)
-            else:
-                self.blocks.append(block)
+            if isinstance(block, TextContent) and _plain(block):
+                if pending:
+                    pending.append(block.text)
+                    continue
+                last = self._blocks[-1] if self._blocks else None
+                if isinstance(last, TextContent) and _plain(last):
+                    pending.append(block.text)
+                    continue
+            elif pending:
+                self._merge_pending()
+            self._blocks.append(block)
+
+    def _merge_pending(self) -> None:
+        last = self._blocks[-1]
+        assert isinstance(last, TextContent)
+        self._blocks[-1] = TextContent(text=last.text + "".join(self._pending))
+        self._pending.clear()
 
 
 def _plain(block: TextContent) -> bool:
