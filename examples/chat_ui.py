@@ -408,12 +408,12 @@ class TerminalView(Output):
             self.detail = self._connected_detail(self.chat)
         if self.status_bar and self._rows:
             self.refresh_status(force=True)
-        elif state.state not in (State.CONNECTING, State.CLOSED):
+        elif state.state not in (State.CONNECTING, State.CLOSED, State.FAILED):  # FAILED: an error event says it
             if state.state is State.CONNECTED and previous.state is State.CONNECTING:
                 return  # the first connection: the "connected" event says it already
             text = describe_state(state, detail=self.detail)
             self.line(f"-- {text}", _state_style(state))
-            if state.state in (State.CONNECTED, State.FAILED):
+            if state.state is State.CONNECTED:
                 self.settle()
 
     def refresh_status(self, *, force: bool = False) -> None:
@@ -746,13 +746,14 @@ class InteractiveChat:
             self.view.info(f"connecting to {self.chat.client.connector.target} … (/help for commands)")
             starting = self._spawn(self.chat.start())
             await asyncio.wait({starting, self._exit}, return_when=asyncio.FIRST_COMPLETED)
+            if starting.done():
+                try:
+                    starting.result()
+                except AcpError as exc:
+                    self.view.error(f"✗ could not connect: {exc}")
+                    return EXIT_GAVE_UP
             if self._exit.done():
                 return self._exit.result()
-            try:
-                starting.result()
-            except AcpError as exc:
-                self.view.error(f"✗ could not connect: {exc}")
-                return EXIT_GAVE_UP
             reader.start()
             self._spawn(self._read_loop())
             self._spawn(self._ticker())
