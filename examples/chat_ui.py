@@ -36,6 +36,10 @@ permission requests with the non-interactive policy (first *allow* option).
 
 Stdin is read with ``loop.add_reader`` (or a daemon thread when stdin cannot be polled, e.g. a
 regular file), so reading never blocks the event loop; the terminal stays in its normal line mode.
+When stdin is not a terminal (a pipe, a file) the lines run one after the other, like a script.
+
+Exit status: 0 after ``/quit`` or end of input, 130 after a double Ctrl-C, 2 when the client gave
+up reconnecting (or could not connect at all).
 """
 
 from __future__ import annotations
@@ -585,6 +589,13 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
+def _fd_isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
 def _state_style(state: ConnectionState) -> str:
     if state.state is State.CONNECTED:
         return "green"
@@ -690,6 +701,7 @@ class InteractiveChat:
         self.stdin_fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
         self.lines: asyncio.Queue[str | None] = asyncio.Queue()
         self.turn_task: asyncio.Task[None] | None = None
+        self.command_task: asyncio.Task[None] | None = None
         self.interrupted_prompt: str | None = None
         self._questions: list[_Question] = []
         self._exit: asyncio.Future[int] | None = None
@@ -697,6 +709,9 @@ class InteractiveChat:
         self._cancel_requested = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._json = isinstance(view, JsonView)
+        #: Input that is not typed by a person (``--json``, a pipe, a file) runs line after line,
+        #: like a script, instead of being refused while a turn runs.
+        self.sequential = self._json or not _fd_isatty(self.stdin_fd)
 
     # -- wiring ---------------------------------------------------------------------------------------
 
@@ -793,9 +808,9 @@ class InteractiveChat:
     async def _read_loop(self) -> None:
         while True:
             line = await self.lines.get()
-            if self._json and self.turn_task is not None:
-                # Piped input (--json): one line after the other, like a script.
-                await asyncio.wait({self.turn_task})
+            busy = {task for task in (self.turn_task, self.command_task) if task is not None and not task.done()}
+            if self.sequential and busy:
+                await asyncio.wait(busy)
             if line is None:
                 self.view.input_received()
                 self.view.info("(end of input)")
@@ -823,14 +838,14 @@ class InteractiveChat:
                 self.view.info(help_line)
             self._prompt_if_idle()
         elif command == "/status":
-            self._spawn(self._status())
+            self.command_task = self._spawn(self._status())
         elif command == "/sessions":
-            self._spawn(self._sessions())
+            self.command_task = self._spawn(self._sessions())
         elif command == "/new":
             if self._turn_running():
                 self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
             else:
-                self._spawn(self._new_session())
+                self.command_task = self._spawn(self._new_session())
         elif command == "/retry":
             if self.interrupted_prompt is None:
                 self.view.warn("nothing to retry")

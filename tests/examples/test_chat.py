@@ -656,7 +656,7 @@ async def test_interactive_json_mode_reads_prompts_from_stdin(
     try:
         chat = ChatProcess(process)
         assert process.stdin is not None
-        process.stdin.write(b"hello json\n/permission\n")
+        process.stdin.write(b"hello json\n/status\n/permission\n")
         await process.stdin.drain()
         await chat.next_event("turn_end")
         await chat.next_event("turn_end")
@@ -669,6 +669,9 @@ async def test_interactive_json_mode_reads_prompts_from_stdin(
     assert code == 0, err
     text = "".join(event["text"] for event in named(events, "update"))
     assert text == "echo: hello jsonpermission: selected allow"
+    # Piped lines run one after the other: the probe between the two turns.
+    order = [event["event"] for event in events if event["event"] in ("turn_end", "status")]
+    assert order == ["turn_end", "status", "turn_end"]
 
 
 def test_chat_keeps_its_constructor_contract() -> None:
