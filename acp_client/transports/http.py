@@ -65,6 +65,7 @@ import asyncio
 import collections
 import datetime
 import email.utils
+import functools
 import logging
 import ssl
 import time
@@ -257,6 +258,17 @@ class _Inflater:
         return out
 
 
+@functools.cache
+def _cleartext_tls_context() -> ssl.SSLContext:
+    """The ``verify`` context of cleartext (``http://``) clients: built once per process.
+
+    Without one, httpx builds a default context (loading the CA bundle: tens of milliseconds) for
+    every client it makes, that is on every reconnect. It is never used: a POST follows no redirect
+    and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
+    """
+    return ssl.create_default_context()
+
+
 def _content_type(headers: httpx.Headers) -> str:
     value: str = headers.get("content-type", "")
     return value.split(";", 1)[0].strip().lower()
@@ -434,7 +446,7 @@ class HttpConnector:
         return httpx.AsyncClient(
             http1=self._http1,
             http2=self._http2,
-            verify=self._ssl if self._ssl is not None else True,
+            verify=self._ssl if self._ssl is not None else _cleartext_tls_context(),
             follow_redirects=False,
             trust_env=False,
             cookies=_NoCookies(),
