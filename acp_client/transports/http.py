@@ -570,7 +570,8 @@ class HttpTransport:
             ServiceUnavailable: HTTP 429 or 503 (``retry_after`` set when the server said).
             HttpStatusError: Any other unexpected status.
             MessageTooLarge: The ``initialize`` answer exceeds ``max_http_body_bytes``.
-            ProtocolError: The ``initialize`` answer is not JSON or has no connection id.
+            ProtocolError: The ``initialize`` answer is not JSON, not its response, or has no
+                connection id.
         """
         self._check_open()
         if not isinstance(message, dict | list) or (isinstance(message, list) and not message):
@@ -672,6 +673,9 @@ class HttpTransport:
         except ConfigurationError as exc:
             raise ProtocolError(f"the server sent an unusable {CONNECTION_ID_HEADER}") from exc
         reply = decode_frame(answer.body)
+        if not isinstance(reply, dict) or "method" in reply or reply.get("id") != message.get("id"):
+            # Anything else would leave initialize waiting for an answer that cannot come.
+            raise ProtocolError(f"the initialize answer is not its JSON-RPC response: {excerpt(answer.body)}")
         self._connection_id = connection_id
         self._info = attrs.evolve(self._info, connection_id=connection_id, http_version=answer.http_version)
         logger.debug("connection %s open at %s over %s", connection_id, self._info.target, answer.http_version)
