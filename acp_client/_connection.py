@@ -196,6 +196,7 @@ class Connection:
             await self._transport.send(_jsonrpc.request_message(request_id, method, params))
         except TransportClosed as exc:
             self._pending.pop(request_id, None)
+            self._finish(exc)  # the link is dead: everything else pending fails too
             raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
         except TransportError:
             self._pending.pop(request_id, None)
@@ -227,6 +228,7 @@ class Connection:
         try:
             await self._transport.send(_jsonrpc.notification_message(method, params))
         except TransportClosed as exc:
+            self._finish(exc)
             raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
 
     def _expire(self, request_id: RequestId, timeout: float) -> None:

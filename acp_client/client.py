@@ -152,12 +152,16 @@ class SessionPage:
 
 
 class _Turn:
-    __slots__ = ("future", "message_id", "prompt")
+    __slots__ = ("accepted", "future", "message_id", "prompt")
 
     def __init__(self, prompt: tuple[ContentBlock, ...], future: asyncio.Future[PromptResult]) -> None:
         self.prompt = prompt
         self.future = future
         self.message_id: str | None = None
+        self.accepted = False
+
+    def accept(self) -> None:
+        self.accepted = True
 
 
 class _Tracked:
@@ -744,6 +748,7 @@ class AcpClient:
                 "session/prompt",
                 lambda: self._wire(PromptRequest(session_id=tracked.session_id, prompt=blocks)),
                 timeout=timeout,
+                on_answer=turn.accept,
             )
             response = self._decode(PromptResponse, result)
             if self._version < 2 or response.stop_reason is not None:
@@ -985,6 +990,7 @@ class AcpClient:
                 update.kind == "state_update"
                 and getattr(update, "state", None) == "idle"
                 and tracked.turn is not None
+                and tracked.turn.accepted
                 and not replay
                 and not tracked.snapshot_window
                 and not tracked.turn.future.done()
