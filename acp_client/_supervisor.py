@@ -298,6 +298,11 @@ class Supervisor:
         conn.start()
         try:
             init = await self._initialize(conn)
+        except ConnectionLost as exc:
+            # The link died under ``initialize`` (e.g. the network reset the HTTP POST): a failed
+            # attempt to connect, worth another try, not a lost request of the app.
+            await conn.aclose()
+            raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
         except BaseException:
             await conn.aclose()
             raise
