@@ -40,6 +40,7 @@ callers never need to import those libraries to handle a failure.
     ├── ClientClosed                          the client was closed (by the app) or has failed
     ├── ClientSuspended                       down for too long: queued work was failed
     ├── QueueFull                             the reconnect queue is at its size limit
+    ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
     └── RecoveryFailed                        a session could not be recovered on any path
 
@@ -69,6 +70,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidParams",
     "InvalidRequest",
+    "LoopThreadError",
     "MalformedFrame",
     "MessageTooLarge",
     "MethodNotFound",
@@ -459,6 +461,15 @@ class ClientSuspended(AcpError):
 
 class QueueFull(AcpError):
     """A request made while reconnecting did not fit in the bounded outage queue."""
+
+
+class LoopThreadError(AcpError, RuntimeError):
+    """A blocking method was called on the event-loop thread it would have to wait for.
+
+    The call would deadlock (the loop cannot run the work while it waits), so nothing was done.
+    Call it from another thread, or ``await`` the :class:`~acp_client.AcpClient` (the
+    facade's :attr:`SyncAcpClient.client`) when already on the loop.
+    """
 
 
 class TurnInProgress(AcpError):

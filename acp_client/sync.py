@@ -102,7 +102,7 @@ import attrs
 
 from ._connection import DEFAULT_TIMEOUT, _Default
 from .client import AcpClient, PromptResult, SessionHandle, SessionPage, UpdateEvent
-from .exceptions import AcpError, ClientClosed, ConfigurationError, RequestTimeout
+from .exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError, RequestTimeout
 from .handlers import ClientHandlers
 from .state import ConnectionState, RecoveryContext, RecoveryOutcome, State, TurnInterrupted
 from .transcript import Transcript
@@ -143,15 +143,6 @@ _GRACE = 5.0
 _CANCEL_SEND_TIMEOUT = 1.0
 #: How long :meth:`EventLoopThread.stop` waits for the thread to end.
 _JOIN_TIMEOUT = 10.0
-
-
-class LoopThreadError(AcpError, RuntimeError):
-    """A blocking method was called on the event-loop thread it would have to wait for.
-
-    The call would deadlock (the loop cannot run the work while it waits), so nothing was done.
-    Call it from another thread, or ``await`` the :class:`~acp_client.AcpClient` (the
-    facade's :attr:`SyncAcpClient.client`) when already on the loop.
-    """
 
 
 # -- the loop in a thread -----------------------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""The public surface is deliberate: pin it (like httpx's tests/test_exported_members.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+import acp_client
+import acp_client.exceptions
+import acp_client.testing
+import acp_client.types
+
+
+def _isort_order(names: list[str]) -> list[str]:
+    def key(name: str) -> tuple[int, str]:
+        if name.isupper():
+            return (0, name)
+        if name[:1].isupper():
+            return (1, name)
+        return (2, name)
+
+    return sorted(names, key=key)
+
+
+def test_top_level_exports_are_pinned_and_sorted() -> None:
+    assert acp_client.__all__ == _isort_order(list(acp_client.__all__))
+    assert set(acp_client.__all__) == {
+        "AcpClient",
+        "AcpError",
+        "AgentExited",
+        "AuthRequired",
+        "AuthenticationFailed",
+        "BatchNotSupported",
+        "CapabilityNotSupported",
+        "ClientClosed",
+        "ClientHandlers",
+        "ClientSuspended",
+        "Clock",
+        "ConfigurationError",
+        "ConnectError",
+        "ConnectionLost",
+        "ConnectionState",
+        "Connector",
+        "CookieStore",
+        "DEFAULT_INHERITED_ENV",
+        "FileSystemPolicy",
+        "HttpConnector",
+        "HttpStatusError",
+        "IncompatibleProtocolVersion",
+        "InternalError",
+        "InvalidMessage",
+        "InvalidParams",
+        "InvalidRequest",
+        "Limits",
+        "LoopThreadError",
+        "MalformedFrame",
+        "MessageTooLarge",
+        "MethodNotFound",
+        "MissingHeader",
+        "NotAcceptable",
+        "ParseError",
+        "Probe",
+        "PromptResult",
+        "ProtocolError",
+        "QueueFull",
+        "RecoveryContext",
+        "RecoveryFailed",
+        "RecoveryOutcome",
+        "RecoveryPath",
+        "RequestCancelled",
+        "RequestTimeout",
+        "RetryPolicy",
+        "RpcError",
+        "SUPPORTED_PROTOCOL_VERSIONS",
+        "ServiceUnavailable",
+        "Session",
+        "SessionHandle",
+        "SessionNotFound",
+        "SessionPage",
+        "SessionStatus",
+        "State",
+        "StdioConnector",
+        "SystemClock",
+        "TerminalHandler",
+        "TlsConfig",
+        "TlsVerificationError",
+        "ToolCallView",
+        "Transcript",
+        "TranscriptMessage",
+        "Transport",
+        "TransportClosed",
+        "TransportError",
+        "TransportInfo",
+        "TurnInProgress",
+        "TurnInterrupted",
+        "UnexpectedResponse",
+        "UnknownConnection",
+        "UnknownSession",
+        "UnsafeRedirect",
+        "UnsupportedMediaType",
+        "UnsupportedProtocolVersion",
+        "UpdateEvent",
+        "WebSocketConnector",
+        "__version__",
+        "connector_for",
+    }
+    for name in acp_client.__all__:
+        assert hasattr(acp_client, name), name
+
+
+def test_every_exception_is_in_the_one_tree() -> None:
+    for name in acp_client.exceptions.__all__:
+        cls = getattr(acp_client.exceptions, name)
+        assert issubclass(cls, acp_client.exceptions.AcpError), name
+        assert name in acp_client.__all__, f"{name} is not re-exported"
+        assert name in acp_client.exceptions.__doc__, f"{name} is missing from the drawn tree"
+
+
+def test_no_third_party_types_in_public_signatures() -> None:
+    forbidden = ("websockets", "httpx", "tenacity", "cattrs", "hypercorn", "h2", "h11")
+    for module in (acp_client, acp_client.testing):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            targets = [obj]
+            if inspect.isclass(obj):
+                targets += [
+                    m for _, m in inspect.getmembers(obj) if inspect.isfunction(m) and not m.__name__.startswith("_")
+                ]
+                targets.append(obj.__init__)
+            for target in targets:
+                if not callable(target):
+                    continue
+                try:
+                    signature = str(inspect.signature(target))
+                except (TypeError, ValueError):
+                    continue
+                for library in forbidden:
+                    assert f"{library}." not in signature, f"{name}: {signature}"
+
+
+def test_testing_and_types_exports_are_sorted() -> None:
+    for module in (acp_client.testing, acp_client.types):
+        assert module.__all__ == _isort_order(list(module.__all__)), module.__name__
