@@ -259,7 +259,7 @@ def test_unknown_endpoint_scheme() -> None:
 
 
 async def test_memory_transport_rejects_after_close() -> None:
-    client_side, agent_side = memory_pair()
+    client_side, _agent_side = memory_pair()
     assert isinstance(client_side, MemoryTransport)
     await client_side.aclose()
     assert client_side.closed

@@ -140,7 +140,7 @@ def test_policy_roots_must_be_absolute() -> None:
 async def test_capabilities_follow_the_handlers_and_fs_uses_session_roots(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello from disk")
     async with Harness(client_kwargs={"handlers": ClientHandlers(file_system=FileSystemPolicy(read=True))}) as h:
-        init = [m for m in h.connector.sent() if m.get("method") == "initialize"][0]
+        init = next(m for m in h.connector.sent() if m.get("method") == "initialize")
         assert init["params"]["clientCapabilities"]["fs"]["readTextFile"] is True
         assert not init["params"]["clientCapabilities"]["fs"].get("writeTextFile")
         assert init["params"]["clientCapabilities"].get("terminal") in (False, None)
