@@ -260,16 +260,12 @@ class RequestRouter:
         if method == "fs/read_text_file" and policy.read:
             read = self._decode(ReadTextFileRequest, params)
             roots = policy.roots if policy.roots is not None else self._session_roots(read.session_id)
-            path = policy.resolve(read.path, roots, for_write=False)
-            return self._encode(ReadTextFileResponse(content=_read_text(path, read.line, read.limit, policy)))
+            content = await asyncio.to_thread(_confined_read, policy, read, roots)
+            return self._encode(ReadTextFileResponse(content=content))
         if method == "fs/write_text_file" and policy.write:
             write = self._decode(WriteTextFileRequest, params)
             roots = policy.roots if policy.roots is not None else self._session_roots(write.session_id)
-            path = policy.resolve(write.path, roots, for_write=True)
-            try:
-                path.write_text(write.content, encoding="utf-8")
-            except OSError as exc:
-                raise RpcError(f"cannot write {write.path!r}: {exc.strerror}", code=-32603) from exc
+            await asyncio.to_thread(_confined_write, policy, write, roots)
             return {}
         raise MethodNotFound(f"Method not found: {method}", {"method": method})
 
@@ -287,6 +283,20 @@ class RequestRouter:
             await terminal.release(self._decode(ReleaseTerminalRequest, params))
             return {}
         raise MethodNotFound(f"Method not found: {method}", {"method": method})
+
+
+def _confined_read(policy: FileSystemPolicy, request: ReadTextFileRequest, roots: Sequence[Path]) -> str:
+    """Resolve and read in a worker thread (file I/O never blocks the event loop)."""
+    path = policy.resolve(request.path, roots, for_write=False)
+    return _read_text(path, request.line, request.limit, policy)
+
+
+def _confined_write(policy: FileSystemPolicy, request: WriteTextFileRequest, roots: Sequence[Path]) -> None:
+    path = policy.resolve(request.path, roots, for_write=True)
+    try:
+        path.write_text(request.content, encoding="utf-8")
+    except OSError as exc:
+        raise RpcError(f"cannot write {request.path!r}: {exc.strerror}", code=-32603) from exc
 
 
 def _read_text(path: Path, line: int | None, limit: int | None, policy: FileSystemPolicy) -> str:
