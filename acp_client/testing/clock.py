@@ -19,11 +19,14 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["FakeClock"]
 
 T = TypeVar("T")
+
+#: Real seconds :meth:`FakeClock.run` waits for outside work before reporting a deadlock.
+_REAL_GRACE = 2.0
 
 
 class _FakeTimer:
@@ -149,7 +152,11 @@ class FakeClock:
                     return task.result()
                 self._drop_cancelled()
                 if not self._timers:
-                    raise TimeoutError("the awaitable is blocked and no timer is scheduled")
+                    # Nothing on the fake clock: give work outside the loop (a worker thread,
+                    # real I/O) a moment of real time before calling it a deadlock.
+                    if not await self._wait_real(task, _REAL_GRACE):
+                        raise TimeoutError("the awaitable is blocked and no timer is scheduled")
+                    continue
                 if self._timers[0][0] > deadline:
                     raise TimeoutError(f"still waiting after {limit:g} fake seconds")
                 self._fire_next()
@@ -158,6 +165,17 @@ class FakeClock:
                 task.cancel()
 
     # -- internals ------------------------------------------------------------------------------
+
+    async def _wait_real(self, task: asyncio.Future[Any], seconds: float) -> bool:
+        """Wait up to ``seconds`` of real time for ``task`` to finish or a timer to appear."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while loop.time() < end:
+            await asyncio.sleep(0.001)
+            self._drop_cancelled()
+            if task.done() or self._timers:
+                return True
+        return False
 
     def _drop_cancelled(self) -> None:
         while self._timers and self._timers[0][2].cancelled:
