@@ -14,6 +14,7 @@ Every wait polls with a deadline; nothing sleeps for synchronization.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -278,7 +279,11 @@ class Tmux:
         raise AssertionError(f"chat.py did not exit within {deadline}s:\n{await self.screen()}")
 
     async def kill(self) -> None:
+        socket_path = (await self.tmux("display-message", "-p", "#{socket_path}", check=False)).strip()
         await self.tmux("kill-server", check=False)
+        if os.path.basename(socket_path) == self.socket:
+            with contextlib.suppress(OSError):
+                os.unlink(socket_path)
 
 
 def _zombie_wait_status(pid: int) -> int | None:
