@@ -192,20 +192,20 @@ class Connection:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         pending = _Pending(future, method, on_answer)
         self._pending[request_id] = pending
-        try:
-            await self._transport.send(_jsonrpc.request_message(request_id, method, params))
-        except TransportClosed as exc:
-            self._pending.pop(request_id, None)
-            self._finish(exc)  # the link is dead: everything else pending fails too
-            raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
-        except TransportError:
-            self._pending.pop(request_id, None)
-            raise
-        except BaseException:
-            self._pending.pop(request_id, None)
-            raise
-        if timeout is not None and not future.done():
+        message = _jsonrpc.request_message(request_id, method, params)
+        if timeout is not None:  # the timeout covers the send too (a POST can hang)
             pending.timer = self._clock.call_later(timeout, lambda: self._expire(request_id, timeout))
+        try:
+            if pending.timer is None:
+                await self._transport.send(message)
+            else:
+                await self._send_before(message, future)
+        except BaseException as exc:
+            self._abandon(request_id, pending)
+            if isinstance(exc, TransportClosed):
+                self._finish(exc)  # the link is dead: everything else pending fails too
+                raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
+            raise
         try:
             return await future
         except asyncio.CancelledError:
@@ -215,6 +215,32 @@ class Connection:
         finally:
             if pending.timer is not None:
                 pending.timer.cancel()
+
+    def _abandon(self, request_id: RequestId, pending: _Pending) -> None:
+        """Forget a request whose send failed (its answer, if already settled, is not news)."""
+        self._pending.pop(request_id, None)
+        if pending.timer is not None:
+            pending.timer.cancel()
+        if pending.future.done() and not pending.future.cancelled():
+            pending.future.exception()  # mark it retrieved: the send's own error is raised instead
+
+    async def _send_before(self, message: _jsonrpc.Message, answer: asyncio.Future[Any]) -> None:
+        """Send ``message``, giving up on the send if the request times out first."""
+        send = asyncio.ensure_future(self._transport.send(message))
+        try:
+            await asyncio.wait({send, answer}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            send.cancel()
+            raise
+        timed_out = answer.done() and not answer.cancelled() and isinstance(answer.exception(), RequestTimeout)
+        if timed_out and not send.done():
+            send.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TransportError):
+                await send
+            return  # the caller awaits the answer, which raises RequestTimeout
+        # Otherwise the send finished, or the answer overtook its own send (an HTTP initialize
+        # answers in the POST's body): let the send complete and report its outcome.
+        await send
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification.
@@ -309,6 +335,14 @@ class Connection:
                 logger.exception("on_protocol_error handler raised")
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        # Fast path for the bulk of the traffic (session/update notifications): the checks of
+        # classify() for a notification, without building a Notification object.
+        method = message.get("method")
+        if type(method) is str and "id" not in message and message.get("jsonrpc") == "2.0":
+            params = message.get("params")
+            if params is None or type(params) is dict or type(params) is list:
+                self._notify(method, params)
+                return
         try:
             item = _jsonrpc.classify(message)
         except MalformedFrame as exc:
@@ -373,9 +407,12 @@ class Connection:
             pending.future.set_exception(RpcError.from_error(item.code, item.message, item.data))
 
     def _handle_notification(self, item: Notification) -> None:
-        if item.method == CANCEL_REQUEST:
-            params = item.params if isinstance(item.params, dict) else {}
-            request_id = params.get("requestId")
+        self._notify(item.method, item.params)
+
+    def _notify(self, method: str, params: Any) -> None:
+        if method == CANCEL_REQUEST:
+            fields = params if isinstance(params, dict) else {}
+            request_id = fields.get("requestId")
             task = self._incoming.get(request_id) if isinstance(request_id, int | str) else None
             if task is not None and not task.done():
                 self._peer_cancelled.add(request_id)  # type: ignore[arg-type]
@@ -384,9 +421,9 @@ class Connection:
         if self._on_notification is None:
             return
         try:
-            self._on_notification(item.method, item.params)
+            self._on_notification(method, params)
         except Exception:
-            logger.exception("notification handler raised for %s", item.method)
+            logger.exception("notification handler raised for %s", method)
 
     def _start_handler(self, item: Request) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(self._run_handler(item))

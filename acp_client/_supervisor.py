@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import inspect
 import logging
 import random
@@ -38,6 +39,10 @@ from .transports.base import Connector
 __all__ = ["QueueOptions", "Supervisor"]
 
 logger = logging.getLogger("acp_client.reconnect")
+
+#: The connection being recovered, inside the recovery routine and the app callbacks it runs:
+#: requests made there go straight to it instead of waiting for the recovery they are part of.
+_RECOVERING_ON: contextvars.ContextVar[Connection | None] = contextvars.ContextVar("acp_recovering_on", default=None)
 
 Initializer = Callable[[Connection], Awaitable[Any]]
 Recoverer = Callable[[Connection, Any], Awaitable[None]]
@@ -245,6 +250,9 @@ class Supervisor:
         conn = self._conn
         if conn is not None and not conn.is_closed and self._state.state is State.CONNECTED:
             return conn
+        recovering = _RECOVERING_ON.get()
+        if recovering is not None and not recovering.is_closed and not self._closing:
+            return recovering  # a recovery callback's own request: waiting would deadlock
         if self._state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
         if self._state.state is State.FAILED:
@@ -437,6 +445,7 @@ class Supervisor:
                 self._fail(exc)
                 return
             self._set_state(State.RECOVERING)
+            token = _RECOVERING_ON.set(conn)
             try:
                 await self._recover(conn, init)
             except asyncio.CancelledError:
@@ -450,6 +459,8 @@ class Supervisor:
                 continue
             except AcpError as exc:
                 logger.error("recovery failed: %s", exc)
+            finally:
+                _RECOVERING_ON.reset(token)
             if conn.is_closed:
                 self._drop_cause = str(conn.close_cause)
                 carried = self._attempts_this_outage

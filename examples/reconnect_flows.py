@@ -26,9 +26,9 @@ what happened and checking it::
    gets ``-32002`` → new session; ``on_new_session`` asks the user (a simulated "yes") and re-sends
    the interrupted prompt in the new session.
 
-A rule the callbacks follow: they run *during* recovery, before requests queued in the outage are
-released, so a callback must not await a request (it would wait for the recovery that is waiting
-for it); it schedules the work as a task instead (flow 4 does).
+Callbacks run *during* recovery, before requests queued in the outage are released. A callback
+may await requests of its own (they go straight to the recovering connection); flow 4 still
+re-sends its prompt from a task, so recovery does not wait for a whole turn.
 
 Exit status: 0 when every flow ended as expected, 1 otherwise.
 """

@@ -473,3 +473,23 @@ async def test_failed_first_connect_raises_and_fails() -> None:
 
 
 _ = FAST_RETRY
+
+
+async def test_a_recovery_callback_may_await_requests() -> None:
+    """A callback's own requests go to the recovering connection instead of waiting for the
+    recovery that is waiting for the callback."""
+    async with Harness() as h:
+        session = await h.client.new_session("/work")
+        h.agent.evict(session.session_id)
+        seen: list[Any] = []
+
+        async def on_new_session(outcome: Any) -> None:
+            page = await h.client.list_sessions()
+            seen.append([s.session_id for s in page.sessions])
+            seen.append((await h.client.prompt(outcome.session_id, "catch up")).stop_reason)
+
+        h.client._callbacks["new_session"] = on_new_session
+        h.connector.drop()
+        await h.until_connected(limit=30.0)
+        assert seen == [[h.client.sessions[0].session_id], "end_turn"]
+        assert h.clock.monotonic() < 30.0
