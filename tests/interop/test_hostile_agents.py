@@ -890,11 +890,10 @@ async def test_http_connect_failures_are_typed(
 
 
 async def test_http_initialize_that_never_answers_times_out(http_agent: tuple[HostileHttpAgent, Hypercorn]) -> None:
-    """The server takes the initialize POST and never answers it: ``connect_timeout`` must bound the wait.
+    """The server takes the initialize POST and never answers it: ``connect_timeout`` bounds the wait.
 
-    Fails today: the connection starts a request's timer only once ``send()`` returned, and over
-    Streamable HTTP sending ``initialize`` is the POST that waits for the answer -- so the client
-    waits for the transport's SSE idle timeout (45 s by default) instead of ``connect_timeout``.
+    Over Streamable HTTP sending ``initialize`` is the POST that waits for the answer, so the request's
+    timer must cover the send (else the client waits for the transport's 45 s SSE idle timeout).
     """
     app, server = http_agent
     app.hang_initialize = True
@@ -906,11 +905,8 @@ async def test_http_initialize_that_never_answers_times_out(http_agent: tuple[Ho
 
 
 async def test_http_post_that_never_answers_times_out(http_agent: tuple[HostileHttpAgent, Hypercorn]) -> None:
-    """The server takes a POST and never sends its status line: the request's own timeout must fire.
-
-    Fails today for the same reason as the initialize case: the timer starts after ``send()``, which
-    is stuck in the POST, so the request only ends when the transport gives the link up (45 s).
-    """
+    """The server takes a POST and never sends its status line: the request's own timeout fires (the
+    send is abandoned), and the link stays usable."""
     app, server = http_agent
     async with AcpClient(server.url, retry=None) as client:
         with pytest.raises(RequestTimeout):
