@@ -1,0 +1,25 @@
+"""The testing guide's memory + fake clock example runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_testing_guide_example_runs() -> None:
+    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    example = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/testing.md", "exec"), namespace)
+    await namespace["test_my_app_rebuilds_its_view_after_a_restart"]()
+
+
+def test_api_reference_mentions_every_public_name() -> None:
+    import acp_client
+
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    missing = [name for name in acp_client.__all__ if name != "__version__" and name not in text]
+    assert not missing
