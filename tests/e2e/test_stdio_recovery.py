@@ -1,0 +1,57 @@
+"""Recovery over stdio: the agent process dies, the client respawns it and replays the session.
+
+The reference agent runs as a subprocess with a store directory (``reference_agent_command``),
+so the respawned process knows the earlier sessions but has none in memory: ``session/status``
+answers ``inactive`` and the client replays (v1 ``session/load``, v2 ``session/resume`` with
+``replayFrom``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from acp_client import AcpClient, Probe, RecoveryPath, State
+from acp_client.transports.stdio import StdioConnector
+from tests.e2e._support import POLICY, Recorder, WireRecorder, eventually
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_killed_agent_is_respawned_and_replayed(reference_agent_command: list[str], version: int) -> None:
+    wire = WireRecorder(StdioConnector(reference_agent_command))
+    recorder = Recorder()
+    async with AcpClient(wire, protocol_version=version, retry=POLICY, **recorder.callbacks()) as client:
+        session = await client.new_session("/work/project")
+        handle = client.session(session.session_id)
+        await handle.prompt("hello there")
+        await handle.prompt("second")
+        first_pid = wire.transports[0].info.pid
+        assert first_pid is not None
+        live_events = len(recorder.events)
+
+        os.kill(first_pid, signal.SIGKILL)
+        outcome = await recorder.outcome()
+
+        assert len(wire.transports) == 2
+        second_pid = wire.transports[1].info.pid
+        assert second_pid is not None and second_pid != first_pid
+        assert outcome.path is RecoveryPath.REPLAY
+        assert outcome.probe is Probe.INACTIVE
+        assert outcome.session_id == outcome.previous_session_id == session.session_id
+        assert recorder.by_callback["replay"] == [outcome]
+        if version == 1:
+            assert outcome.steps == (("session/load", "ok"),)
+            assert wire.methods(1) == ["initialize", "session/status", "session/load"]
+        else:
+            assert outcome.steps == (("session/resume+replayFrom", "ok"),)
+            assert wire.methods(1) == ["initialize", "session/status", "session/resume"]
+        assert State.RECONNECTING in recorder.kinds()
+        expected = "user: hello there\nagent: echo: hello there\nuser: second\nagent: echo: second"
+        await eventually(lambda: handle.transcript.text() == expected, what=f"transcript {expected!r}")
+        replayed = recorder.events[live_events:]
+        assert replayed and all(event.replay for event in replayed)
+        assert (await handle.prompt("third")).stop_reason == "end_turn"
+        assert handle.transcript.text() == f"{expected}\nuser: third\nagent: echo: third"
+        assert wire.count("session/prompt") == 3

@@ -1,0 +1,145 @@
+"""The three recovery paths against the official TypeScript SDK's server (2.4.0), on Node.
+
+The peer (``tests/peers/typescript_sdk.py``) answers ``session/status`` with the SDK spelling
+(``open`` / ``saved`` / -32002), over WebSocket and Streamable HTTP (HTTP/1.1 only), v1 and v2.
+Its controls: ``drop()`` (sockets die, sessions stay open) → resume; ``restart()`` (memory
+forgotten, store kept) → replay; ``evict(id)`` + ``drop()`` → new session.
+
+Over HTTP this server answers ``session/load`` / ``session/resume`` on one SSE stream while the
+replayed updates travel on the session's stream, so the answer can overtake them; the replay
+tests prompt right after the recovery callback to check that none of that history is taken
+for live output (duplicates) or lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from acp_client import AcpClient, Probe, RecoveryPath, SessionHandle, connector_for
+from tests.e2e._support import POLICY, Recorder, WireRecorder, eventually
+from tests.peers.typescript_sdk import TypeScriptSdkPeer
+
+pytestmark = [pytest.mark.parametrize("version", [1, 2]), pytest.mark.parametrize("transport", ["ws", "http"])]
+
+
+def _client(
+    peer: TypeScriptSdkPeer, transport: str, version: int, recorder: Recorder
+) -> tuple[AcpClient, WireRecorder]:
+    wire = WireRecorder(connector_for(peer.ws_url if transport == "ws" else peer.http_url))
+    return AcpClient(wire, protocol_version=version, retry=POLICY, **recorder.callbacks()), wire
+
+
+def _text(handle: SessionHandle) -> str:
+    """The transcript with trailing blanks trimmed per line (this agent's live chunks end in a
+    space, its stored history does not)."""
+    return "\n".join(line.rstrip() for line in handle.transcript.text().split("\n"))
+
+
+def _recovery_methods(wire: WireRecorder) -> list[str]:
+    """What the client sent on the last link, replies to agent requests left out."""
+    return [method for method in wire.methods(len(wire.transports) - 1) if method != "<response>"]
+
+
+async def test_drop_resumes(typescript_sdk_peer: TypeScriptSdkPeer, transport: str, version: int) -> None:
+    peer = typescript_sdk_peer
+    recorder = Recorder()
+    client, wire = _client(peer, transport, version, recorder)
+    async with client:
+        session = await client.new_session("/work/project")
+        handle = client.session(session.session_id)
+        await handle.prompt("hello")
+
+        await asyncio.to_thread(peer.drop)
+        outcome = await recorder.outcome()
+
+        assert outcome.path is RecoveryPath.RESUME
+        assert outcome.probe is Probe.ACTIVE
+        assert outcome.raw_status == "open"
+        assert outcome.steps == (("session/resume", "ok"),)
+        assert outcome.session_id == session.session_id
+        assert recorder.by_callback["resume"] == [outcome]
+        assert _recovery_methods(wire) == ["initialize", "session/status", "session/resume"]
+        assert "replayFrom" not in wire.messages("session/resume")[-1]["params"]
+        if version == 2:
+            assert outcome.state is not None and outcome.state.state == "idle"
+        assert (await handle.prompt("again")).stop_reason == "end_turn"
+        await eventually(
+            lambda: _text(handle) == "user: hello\nagent: echo: hello\nuser: again\nagent: echo: again",
+            what=lambda: f"both turns in the transcript, got {_text(handle)!r}",
+        )
+        assert not any(event.replay for event in recorder.events)
+        assert peer.sessions()[session.session_id]["turns"] == 2
+
+
+async def test_restart_replays(typescript_sdk_peer: TypeScriptSdkPeer, transport: str, version: int) -> None:
+    peer = typescript_sdk_peer
+    recorder = Recorder()
+    client, wire = _client(peer, transport, version, recorder)
+    async with client:
+        session = await client.new_session("/work/project")
+        handle = client.session(session.session_id)
+        await handle.prompt("hello")
+        await handle.prompt("second")
+        live_events = len(recorder.events)
+
+        await asyncio.to_thread(peer.restart)
+        outcome = await recorder.outcome()
+
+        assert outcome.path is RecoveryPath.REPLAY
+        assert outcome.probe is Probe.INACTIVE
+        assert outcome.raw_status == "saved"
+        assert outcome.session_id == session.session_id
+        assert recorder.by_callback["replay"] == [outcome]
+        if version == 1:
+            assert outcome.steps == (("session/load", "ok"),)
+            assert _recovery_methods(wire) == ["initialize", "session/status", "session/load"]
+        else:
+            assert outcome.steps == (("session/resume+replayFrom", "ok"),)
+            assert _recovery_methods(wire) == ["initialize", "session/status", "session/resume"]
+            assert wire.messages("session/resume")[-1]["params"]["replayFrom"] == {"type": "start"}
+        # Prompt at once: replayed history still in flight must not turn into live duplicates.
+        assert (await handle.prompt("third")).stop_reason == "end_turn"
+        expected = "user: hello\nagent: echo: hello\nuser: second\nagent: echo: second\nuser: third\nagent: echo: third"
+        await eventually(
+            lambda: _text(handle) == expected,
+            what=lambda: f"three turns without duplicates, got {_text(handle)!r}",
+        )
+        history = [event for event in recorder.events[live_events:] if event.replay]
+        assert history, "no update was marked as replay"
+        assert {event.update.kind for event in history} >= {"agent_message" if version == 2 else "agent_message_chunk"}
+        assert peer.sessions()[session.session_id]["turns"] == 3
+
+
+async def test_eviction_starts_a_new_session(
+    typescript_sdk_peer: TypeScriptSdkPeer, transport: str, version: int
+) -> None:
+    peer = typescript_sdk_peer
+    recorder = Recorder()
+    client, wire = _client(peer, transport, version, recorder)
+    async with client:
+        session = await client.new_session("/work/project")
+        old_id = session.session_id
+        handle = client.session(old_id)
+        await handle.prompt("hello")
+
+        await asyncio.to_thread(peer.evict, old_id)
+        await asyncio.to_thread(peer.drop)
+        outcome = await recorder.outcome()
+
+        assert outcome.path is RecoveryPath.NEW_SESSION
+        assert outcome.probe is Probe.NOT_FOUND
+        assert outcome.steps == (("session/new", "ok"),)
+        assert recorder.by_callback["new_session"] == [outcome]
+        assert _recovery_methods(wire) == ["initialize", "session/status", "session/new"]
+        assert handle.session_id == outcome.session_id != old_id
+        assert client.session(old_id).session_id == outcome.session_id
+        assert (await handle.prompt("fresh")).stop_reason == "end_turn"
+        await eventually(
+            lambda: _text(handle) == "user: fresh\nagent: echo: fresh",
+            what=lambda: f"only the new turn, got {_text(handle)!r}",
+        )
+        sessions = peer.sessions()
+        assert old_id not in sessions
+        assert sessions[outcome.session_id]["turns"] == 1
