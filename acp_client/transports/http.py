@@ -851,8 +851,10 @@ class HttpTransport:
         parser = SseParser(max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes)
         feed = parser.feed
         inflater = _Inflater(response.headers.get("content-encoding", ""))
-        deliver = self._deliver
         push = self._push
+        inspect = self._inspect_inbound
+        inbox = self._inbox
+        wakeup = self._wakeup
         try:
             async for raw in response.aiter_raw():
                 for chunk in (raw,) if inflater.identity else inflater.pieces(raw):
@@ -868,9 +870,11 @@ class HttpTransport:
                             except MalformedFrame as exc:
                                 await push(exc)
                                 continue
-                            self._inspect_inbound(message, source)
-                            if len(self._inbox) < _MAX_QUEUED:
-                                deliver(message)
+                            if type(message) is not dict or "id" in message:  # a notification needs no tracking
+                                inspect(message, source)
+                            if len(inbox) < _MAX_QUEUED:  # what _deliver() does, inline: the hot path
+                                inbox.append(message)
+                                wakeup.set()
                             else:
                                 await push(message)
                         else:
