@@ -1,0 +1,112 @@
+"""Helpers shared by the benchmark scripts: statistics, tables, the fast agent subprocess.
+
+Benchmarks print figures; they never assert speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import platform
+import select
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["FAST_AGENT", "environment", "fast_agent", "fmt_ms", "fmt_rate", "fmt_ratio", "median", "table"]
+
+FAST_AGENT = Path(__file__).with_name("_fast_agent.py")
+_START_TIMEOUT = 15.0
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (``nan`` for no values)."""
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt_rate(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:,.0f}"
+
+
+def fmt_ms(seconds: float) -> str:
+    return "n/a" if math.isnan(seconds) else f"{seconds * 1000:.1f}"
+
+
+def fmt_ratio(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}x"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, align: str | None = None) -> str:
+    """A plain-text table. ``align``: one ``l``/``r`` per column (default: first left, others right)."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            str(cell).ljust(width) if how == "l" else str(cell).rjust(width)
+            for cell, width, how in zip(cells, widths, align, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(headers), rule, *(line(row) for row in rows)])
+
+
+def environment() -> str:
+    """One line describing where the figures were taken."""
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "-"
+
+    return (
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPU(s); websockets {version('websockets')}, httpx {version('httpx')}, "
+        f"agent-client-protocol {version('agent-client-protocol')}"
+    )
+
+
+@contextlib.contextmanager
+def fast_agent(updates: int) -> Iterator[int]:
+    """Run ``_fast_agent.py`` in a subprocess; yields its port. It stops when this block ends."""
+    process = subprocess.Popen(
+        [sys.executable, str(FAST_AGENT), "--updates", str(updates)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + _START_TIMEOUT
+        line = ""
+        while not line:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or process.poll() is not None:
+                raise RuntimeError(f"the fast agent did not start (exit code {process.poll()})")
+            ready, _, _ = select.select([process.stdout], [], [], remaining)
+            if ready:
+                line = process.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"the fast agent exited early (exit code {process.wait()})")
+        word, port = line.split()
+        if word != "READY":
+            raise RuntimeError(f"unexpected line from the fast agent: {line!r}")
+        yield int(port)
+    finally:
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

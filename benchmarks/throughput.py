@@ -1,0 +1,389 @@
+"""Session-update throughput: how many ``session/update`` notifications per second reach the app.
+
+    python benchmarks/throughput.py [--quick] [--updates N] [--rounds R]
+
+One prompt to a FAST local agent (``_fast_agent.py``, its own process) streams ``N``
+``agent_message_chunk`` updates and then answers. For each client below, the figure is
+``N / (time from sending the prompt until the prompt call returned with all N updates delivered
+to the app)``, the median over R rounds (the clients take turns, round after round, so drift
+hits all of them alike). Transport: WebSocket and Streamable HTTP (HTTP/1.1, cleartext).
+
+Clients:
+
+* ``acp_client on_update``: this SDK, ``AcpClient(on_update=...)``, default settings (typed
+  decoding, transcript kept).
+* ``acp_client updates()``: the same, consuming ``SessionHandle.updates()`` in another task.
+* ``official SDK 0.12.1``: ``agent-client-protocol``'s ``ClientSideConnection`` over
+  ``acp.ws.create_websocket_stream`` / ``acp.http.create_http_stream``; its
+  ``session_update`` callback counts (the SDK validates each update with pydantic).
+* ``raw``: no SDK. ``websockets`` + ``json.loads`` for WebSocket; ``httpx`` streaming + split on
+  blank lines + ``json.loads`` for HTTP. A plain function is called per update. The floor of
+  what any client on these libraries can do.
+
+Targets (issue 2): this SDK at least 2x the official SDK and at least 0.6x raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, cast
+
+import httpx
+from _common import environment, fast_agent, fmt_rate, fmt_ratio, median, table
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+
+from acp_client import AcpClient, SessionHandle, UpdateEvent
+
+CWD = "/tmp"
+PROMPT_TIMEOUT = 120.0
+
+
+class Bench:
+    """One client under test: set up once, then :meth:`run` one prompt per round."""
+
+    name = "?"
+
+    def __init__(self, url: str, updates: int) -> None:
+        self.url = url
+        self.updates = updates
+        self.count = 0
+
+    async def setup(self) -> None:
+        raise NotImplementedError
+
+    async def prompt(self) -> None:
+        """Send one prompt; return when it ended and every update reached the app."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    def deliver(self, _update: Any) -> None:
+        self.count += 1
+
+    async def run(self) -> tuple[float, float]:
+        """One measured prompt: (updates per second, client CPU microseconds per update)."""
+        self.count = 0
+        gc.collect()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        await asyncio.wait_for(self.prompt(), PROMPT_TIMEOUT)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        if self.count != self.updates:
+            raise RuntimeError(f"{self.name}: {self.count} updates delivered, expected {self.updates}")
+        return self.updates / elapsed, cpu / self.updates * 1e6
+
+
+class OursListener(Bench):
+    name = "acp_client on_update"
+
+    async def setup(self) -> None:
+        self.client = AcpClient(self.url, on_update=self.on_update, request_timeout=PROMPT_TIMEOUT)
+        await self.client.connect()
+        session = await self.client.new_session(CWD)
+        self.handle: SessionHandle = self.client.session(session.session_id)
+
+    def on_update(self, event: UpdateEvent) -> None:
+        self.count += 1
+
+    async def prompt(self) -> None:
+        await self.handle.prompt("go")
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+class OursIterator(OursListener):
+    name = "acp_client updates()"
+
+    async def setup(self) -> None:
+        self.client = AcpClient(self.url, request_timeout=PROMPT_TIMEOUT)
+        await self.client.connect()
+        session = await self.client.new_session(CWD)
+        self.handle = self.client.session(session.session_id)
+
+    async def prompt(self) -> None:
+        ready = asyncio.Event()
+
+        async def consume() -> None:
+            updates = cast(AsyncGenerator[UpdateEvent, None], self.handle.updates())
+            first = asyncio.ensure_future(anext(updates))
+            ready.set()
+            await first
+            self.count += 1
+            async for _event in updates:
+                self.count += 1
+                if self.count == self.updates:
+                    break
+            await updates.aclose()
+
+        consumer = asyncio.ensure_future(consume())
+        await ready.wait()
+        await asyncio.sleep(0)  # let the iterator subscribe before the prompt goes out
+        await self.handle.prompt("go")
+        await consumer
+
+
+class _OfficialSink:
+    """The official SDK's ``Client`` side: only ``session_update`` is needed here."""
+
+    def __init__(self, bench: Bench) -> None:
+        self._bench = bench
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self._bench.count += 1
+
+
+class Official(Bench):
+    name = "official SDK 0.12.1"
+
+    async def setup(self) -> None:
+        import acp
+        from acp.http import create_http_stream
+        from acp.ws import create_websocket_stream
+
+        if self.url.startswith("ws"):
+            transport = await create_websocket_stream(self.url)
+        else:
+            transport = create_http_stream(self.url)
+        self.conn = acp.connect_to_agent(_OfficialSink(self), transport)  # type: ignore[arg-type]
+        await self.conn.initialize(protocol_version=1)
+        session = await self.conn.new_session(cwd=CWD, mcp_servers=[])
+        self.session_id = session.session_id
+        self.blocks: list[Any] = [acp.text_block("go")]
+
+    async def prompt(self) -> None:
+        await self.conn.prompt(session_id=self.session_id, prompt=self.blocks)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+class RawWebSocket(Bench):
+    name = "raw websockets+json"
+
+    async def setup(self) -> None:
+        self.ws: ClientConnection = await ws_connect(self.url, max_size=None, ping_interval=None)
+        self.ids = itertools.count()
+        await self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        self.session_id = (await self.call("session/new", {"cwd": CWD, "mcpServers": []}))["sessionId"]
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        request_id = next(self.ids)
+        await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+        deliver = self.deliver
+        loads = json.loads
+        async for frame in self.ws:
+            message = loads(frame)
+            if message.get("method") == "session/update":
+                deliver(message["params"])
+            elif message.get("id") == request_id:
+                return message["result"]
+        raise ConnectionError("the agent hung up")
+
+    async def prompt(self) -> None:
+        prompt = [{"type": "text", "text": "go"}]
+        await self.call("session/prompt", {"sessionId": self.session_id, "prompt": prompt})
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+class RawHttp(Bench):
+    name = "raw httpx+SSE+json"
+
+    async def setup(self) -> None:
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(PROMPT_TIMEOUT))
+        self.ids = itertools.count()
+        answer = await self.http.post(self.url, json=self.request("initialize", {"protocolVersion": 1}))
+        self.connection_id = answer.headers["acp-connection-id"]
+        self.streams: list[Any] = []
+        self.connection_events = self.open_stream(None)
+        self.session_id = (await self.call("session/new", {"cwd": CWD, "mcpServers": []}, None))["sessionId"]
+        self.session_events = self.open_stream(self.session_id)
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
+
+    def open_stream(self, session_id: str | None) -> Any:
+        """An async iterator of the decoded messages of one SSE stream."""
+        headers = {"accept": "text/event-stream", "acp-connection-id": self.connection_id}
+        if session_id is not None:
+            headers["acp-session-id"] = session_id
+        client = self.http
+
+        async def events() -> Any:
+            async with client.stream("GET", self.url, headers=headers) as response:
+                buffer = b""
+                loads = json.loads
+                async for chunk in response.aiter_bytes():
+                    buffer += chunk
+                    *complete, buffer = buffer.split(b"\n\n")
+                    for event in complete:
+                        for line in event.split(b"\n"):
+                            if line.startswith(b"data:"):
+                                yield loads(line[5:])
+
+        iterator = events()
+        self.streams.append(iterator)
+        return iterator
+
+    async def call(self, method: str, params: dict[str, Any], session_id: str | None) -> Any:
+        message = self.request(method, params)
+        headers = {"acp-connection-id": self.connection_id}
+        if session_id is not None:
+            headers["acp-session-id"] = session_id
+        posted = await self.http.post(self.url, json=message, headers=headers)
+        posted.raise_for_status()
+        stream = self.session_events if session_id is not None else self.connection_events
+        deliver = self.deliver
+        async for item in stream:
+            if item.get("method") == "session/update":
+                deliver(item["params"])
+            elif item.get("id") == message["id"]:
+                return item["result"]
+        raise ConnectionError("the stream ended")
+
+    async def prompt(self) -> None:
+        prompt = [{"type": "text", "text": "go"}]
+        await self.call("session/prompt", {"sessionId": self.session_id, "prompt": prompt}, self.session_id)
+
+    async def close(self) -> None:
+        for stream in self.streams:
+            await stream.aclose()
+        await self.http.aclose()
+
+
+async def _measure(benches: list[Bench], rounds: int) -> dict[str, list[tuple[float, float]]]:
+    results: dict[str, list[tuple[float, float]]] = {bench.name: [] for bench in benches}
+    for bench in benches:
+        await bench.setup()
+    try:
+        for bench in benches:  # warm-up: caches, the agent's pre-encoded blob, first-call imports
+            await bench.run()
+        for _ in range(rounds):
+            for bench in benches:
+                results[bench.name].append(await bench.run())
+    finally:
+        for bench in benches:
+            await bench.close()
+    return results
+
+
+def _report(transport: str, results: dict[str, list[tuple[float, float]]]) -> list[list[str]]:
+    def rate_of(name: str) -> float:
+        return median([rate for rate, _ in results[name]])
+
+    def cpu_of(name: str) -> float:
+        return median([cpu for _, cpu in results[name]])
+
+    raw_name = RawWebSocket.name if transport == "WebSocket" else RawHttp.name
+    official, raw = rate_of(Official.name), rate_of(raw_name)
+    official_cpu, raw_cpu = cpu_of(Official.name), cpu_of(raw_name)
+    rows = []
+    for name, runs in results.items():
+        rate, cpu = rate_of(name), cpu_of(name)
+        rates = [r for r, _ in runs]
+        ours = name.startswith("acp_client")
+        rows.append(
+            [
+                transport,
+                name,
+                fmt_rate(rate),
+                f"{min(rates):,.0f}-{max(rates):,.0f}",
+                fmt_ratio(rate / official) if ours else "",
+                fmt_ratio(rate / raw) if ours else "",
+                ("yes" if rate >= 2 * official and rate >= 0.6 * raw else "NO") if ours else "",
+                f"{cpu:.2f}",
+                f"{official_cpu / cpu:.2f}x / {raw_cpu / cpu:.2f}x" if ours else "",
+            ]
+        )
+    return rows
+
+
+async def _main(args: argparse.Namespace) -> None:
+    rows: list[list[str]] = []
+    with fast_agent(args.updates) as port:
+        ws_url = f"ws://127.0.0.1:{port}/acp"
+        http_url = f"http://127.0.0.1:{port}/acp"
+        plan: list[tuple[str, list[Callable[[], Bench]]]] = [
+            (
+                "WebSocket",
+                [
+                    lambda: OursListener(ws_url, args.updates),
+                    lambda: OursIterator(ws_url, args.updates),
+                    lambda: Official(ws_url, args.updates),
+                    lambda: RawWebSocket(ws_url, args.updates),
+                ],
+            ),
+            (
+                "HTTP",
+                [
+                    lambda: OursListener(http_url, args.updates),
+                    lambda: OursIterator(http_url, args.updates),
+                    lambda: Official(http_url, args.updates),
+                    lambda: RawHttp(http_url, args.updates),
+                ],
+            ),
+        ]
+        for transport, makers in plan:
+            if args.transport not in ("all", transport.lower()):
+                continue
+            results = await _measure([make() for make in makers], args.rounds)
+            rows.extend(_report(transport, results))
+    print()
+    print(
+        f"session/update throughput: {args.updates:,} agent_message_chunk updates per prompt, "
+        f"median of {args.rounds} round(s) (after 1 warm-up)"
+    )
+    print(environment())
+    if args.quick:
+        print("--quick: a smoke run, too short for the figures to mean much")
+    print()
+    headers = [
+        "transport",
+        "client",
+        "updates/s",
+        "range",
+        "vs official",
+        "vs raw",
+        "targets met",
+        "CPU us/update",
+        "CPU: vs official / raw",
+    ]
+    print(table(headers, rows, align="llrrrrlrr"))
+    print()
+    print("updates/s: wall clock, prompt sent -> prompt returned with every update delivered to the app")
+    print("CPU us/update: this process's CPU time per update (steadier than wall clock on a busy machine)")
+    print("targets (issue 2): acp_client >= 2.00x the official SDK and >= 0.60x raw (updates/s), on each transport")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="session/update throughput of acp_client vs the official SDK and raw")
+    parser.add_argument("--quick", action="store_true", help="a tiny run (CI smoke test), a few seconds")
+    parser.add_argument("--updates", type=int, help="updates per prompt (default 20000; --quick: 1000)")
+    parser.add_argument("--rounds", type=int, help="measured prompts per client (default 7; --quick: 1)")
+    parser.add_argument("--transport", choices=("all", "websocket", "http"), default="all")
+    args = parser.parse_args(argv)
+    if args.updates is None:
+        args.updates = 1000 if args.quick else 20000
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 7
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The benchmarks run end to end (``--quick``) and print their figures.
+
+Nothing here asserts speed: a benchmark reports figures, it does not pass or fail on them. What
+is checked: the script exits 0 (the recovery benchmark exits non-zero when the client took another
+recovery path than the one it provoked, or an update went missing in the throughput one) and
+every expected row of its table carries numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+TIMEOUT = 120.0
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+def run(script: str, *args: str) -> str:
+    completed = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=BENCHMARKS.parent,
+        check=False,
+    )
+    assert completed.returncode == 0, f"{script} failed:\n{completed.stdout}\n{completed.stderr}"
+    return completed.stdout
+
+
+def rows(output: str, first_column: tuple[str, ...]) -> list[list[str]]:
+    """The table rows (cells split on runs of 2+ spaces) whose first cell is in ``first_column``."""
+    found = []
+    for line in output.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells and cells[0] in first_column:
+            found.append(cells)
+    return found
+
+
+def test_throughput_prints_updates_per_second_for_every_client_on_both_transports() -> None:
+    output = run("throughput.py")
+    table = rows(output, ("WebSocket", "HTTP"))
+    clients = {(row[0], row[1]) for row in table}
+    for transport, raw in (("WebSocket", "raw websockets+json"), ("HTTP", "raw httpx+SSE+json")):
+        for client in ("acp_client on_update", "acp_client updates()", "official SDK 0.12.1", raw):
+            assert (transport, client) in clients, output
+    for row in table:
+        assert re.fullmatch(NUMBER, row[2]), row  # updates/s
+        if row[1].startswith("acp_client"):
+            assert re.fullmatch(NUMBER + "x", row[4]), row  # vs official
+            assert re.fullmatch(NUMBER + "x", row[5]), row  # vs raw
+            assert row[6] in ("yes", "NO"), row
+    assert "targets (issue 2)" in output
+
+
+@pytest.mark.parametrize("transport", ["websocket", "http"])
+def test_recovery_prints_latency_and_floor_for_every_path(transport: str) -> None:
+    output = run("recovery.py", "--transport", transport)
+    name = "WebSocket" if transport == "websocket" else "HTTP"
+    table = rows(output, (name,))
+    assert [row[1] for row in table] == ["resume", "replay", "new_session"], output
+    for row in table:
+        usable, slept, net, recovery, floor, ratio = row[2:8]
+        for cell in (usable, slept, net, recovery, floor):
+            assert re.fullmatch(NUMBER, cell), row
+        assert re.fullmatch(NUMBER + "x", ratio), row
+        assert float(floor) > 0, row
+    assert "target (issue 3)" in output
