@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from acp_client import ConnectionState, RecoveryOutcome, RetryPolicy, State, TurnInterrupted, UpdateEvent
@@ -18,6 +18,8 @@ from acp_client.transports.base import Connector, Transport, TransportInfo
 __all__ = [
     "POLICY",
     "Journal",
+    "agent_text",
+    "is_idle",
     "Recorder",
     "RecordingAgent",
     "WireRecorder",
@@ -58,6 +60,20 @@ def text_of(blocks: Any) -> str:
         if isinstance(text, str):
             parts.append(text)
     return "".join(parts)
+
+
+def agent_text(events: Iterable[UpdateEvent]) -> str:
+    """The text of the ``agent_message_chunk`` updates among ``events``, joined."""
+    return "".join(
+        text_of([getattr(event.update, "content", None)])
+        for event in events
+        if event.update.kind == "agent_message_chunk"
+    )
+
+
+def is_idle(event: UpdateEvent) -> bool:
+    """Whether ``event`` is a v2 ``state_update`` to ``idle``."""
+    return event.update.kind == "state_update" and getattr(event.update, "state", None) == "idle"
 
 
 class Journal:

@@ -17,8 +17,8 @@ import asyncio
 
 import pytest
 
-from acp_client import AcpClient, Probe, RecoveryPath, SessionHandle, connector_for
-from tests.e2e._support import POLICY, Recorder, WireRecorder, eventually
+from acp_client import AcpClient, ConnectionLost, Probe, RecoveryPath, SessionHandle, connector_for
+from tests.e2e._support import POLICY, Recorder, WireRecorder, agent_text, eventually, is_idle, text_of
 from tests.peers.typescript_sdk import TypeScriptSdkPeer
 
 pytestmark = [pytest.mark.parametrize("version", [1, 2]), pytest.mark.parametrize("transport", ["ws", "http"])]
@@ -143,3 +143,55 @@ async def test_eviction_starts_a_new_session(
         sessions = peer.sessions()
         assert old_id not in sessions
         assert sessions[outcome.session_id]["turns"] == 1
+
+
+async def test_drop_mid_turn_then_the_rest_arrives_live(
+    typescript_sdk_peer: TypeScriptSdkPeer, transport: str, version: int
+) -> None:
+    """The turn outlives the link on this agent: after the resume, its remaining chunks (and, v2,
+    its final idle) reach the new link. The client reported the turn interrupted and must take
+    what follows as live output of that turn, not end the next turn with it."""
+    peer = typescript_sdk_peer
+    recorder = Recorder()
+    client, wire = _client(peer, transport, version, recorder)
+    peer.hold_turns()
+    try:
+        async with client:
+            session = await client.new_session("/work/project")
+            handle = client.session(session.session_id)
+            turn = asyncio.ensure_future(handle.prompt("cut off"))
+            await eventually(lambda: peer.sessions()[session.session_id]["running"], what="the turn running")
+
+            await asyncio.to_thread(peer.drop)
+            with pytest.raises(ConnectionLost) as lost:
+                await asyncio.wait_for(turn, 10)
+            assert lost.value.may_have_executed
+            outcome = await recorder.outcome()
+            assert outcome.path is RecoveryPath.RESUME
+            assert [text_of(i.prompt) for i in recorder.interrupted] == ["cut off"]
+            if version == 2:
+                assert outcome.state is not None and outcome.state.state == "running"
+            after_recovery = len(recorder.events)
+
+            peer.release_turns()
+            await eventually(lambda: peer.sessions()[session.session_id]["turns"] == 1, what="the turn to end")
+            # The rest of the cut-off turn arrives on the new link, as live output.
+            await eventually(
+                lambda: agent_text(recorder.events[after_recovery:]) == "echo: cut off ",
+                what="the rest of the interrupted turn",
+            )
+            if version == 2:
+                await eventually(
+                    lambda: any(is_idle(event) for event in recorder.events[after_recovery:]),
+                    what="the interrupted turn's idle",
+                )
+            assert not any(event.replay for event in recorder.events[after_recovery:])
+            # The next turn ends with its own completion, and the prompt was sent twice in all.
+            assert (await handle.prompt("next")).stop_reason == "end_turn"
+            assert wire.count("session/prompt") == 2
+            await eventually(
+                lambda: _text(handle).endswith("user: next\nagent: echo: next"),
+                what=lambda: f"the next turn in the transcript, got {_text(handle)!r}",
+            )
+    finally:
+        peer.release_turns()
