@@ -6,7 +6,8 @@
 * ``target`` (parametrized by ``transport``): the reference server behind a
   :class:`~acp_client.testing.FaultProxy`, and how to reach it on one transport: ``ws``
   (WebSocket), ``h2c`` (Streamable HTTP, HTTP/2 prior knowledge), ``http1`` (Streamable HTTP,
-  HTTP/1.1) or ``h2-tls`` (Streamable HTTP over TLS, HTTP/2 chosen by ALPN).
+  HTTP/1.1), ``h2-tls`` (Streamable HTTP over TLS, HTTP/2 chosen by ALPN) or ``wss``
+  (WebSocket over TLS).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Target:
     """The reference server behind a fault proxy, reached over one transport.
 
     Attributes:
-        transport: ``ws``, ``h2c``, ``http1`` or ``h2-tls``.
+        transport: ``ws``, ``h2c``, ``http1``, ``h2-tls`` or ``wss``.
         server: The reference server (its ``requests`` log and controls).
         agent: The recording agent it serves.
         proxy: The fault proxy the client goes through (``cut``, ``blackhole``, ``refuse``).
@@ -68,7 +69,7 @@ class Target:
         return [record for record in self.server.requests[since:] if record.transport == "http"]
 
 
-TRANSPORTS = ("ws", "h2c", "http1", "h2-tls")
+TRANSPORTS = ("ws", "h2c", "http1", "h2-tls", "wss")
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def _target_server(transport: str, request: pytest.FixtureRequest) -> ReferenceServer:
-    name = "reference_tls_server" if transport == "h2-tls" else "reference_server"
+    name = "reference_tls_server" if transport in ("h2-tls", "wss") else "reference_server"
     server = request.getfixturevalue(name)
     assert isinstance(server, ReferenceServer)
     return server
@@ -101,10 +102,13 @@ async def target(
         url, options, version = proxy.url(server.http_url), {"http2": True}, "2"
     elif transport == "http1":
         url, options, version = proxy.url(server.http_url), {"http2": False}, "1.1"
-    elif transport == "h2-tls":
+    elif transport in ("h2-tls", "wss"):
         reference_tls: ReferenceTls = request.getfixturevalue("reference_tls")
         tls = TlsConfig(ca_file=reference_tls.ca_file)
-        url, options, version = proxy.url(server.http_url), {}, "2"
+        if transport == "wss":
+            url, options, version = proxy.url(server.ws_url), {}, None
+        else:
+            url, options, version = proxy.url(server.http_url), {}, "2"
     else:  # pragma: no cover - a typo in a parametrization
         raise AssertionError(f"unknown transport {transport!r}")
     return Target(transport, server, agent, proxy, url, options, tls, version)

@@ -311,7 +311,7 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
 # -- cookies across reconnects ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("transport", ("ws", "h2c", "h2-tls"))
+@pytest.mark.parametrize("transport", ("ws", "h2c", "h2-tls", "wss"))
 async def test_affinity_cookie_is_sent_back_after_reconnect(target: Target) -> None:
     recorder = Recorder()
     cookie = f"acp_affinity={target.server.instance_id}"
@@ -330,7 +330,7 @@ async def test_affinity_cookie_is_sent_back_after_reconnect(target: Target) -> N
     # The reconnect's first request (WebSocket handshake or initialize POST) and all later ones.
     for record in after:
         assert cookie in (record.header("cookie") or "").split("; "), (record.method, record.headers)
-    if target.transport == "ws":
+    if target.transport in ("ws", "wss"):
         assert after[0].transport == "websocket"
     else:
         assert after[0].method == "POST" and after[0].http_version == "2"

@@ -2,8 +2,9 @@
 
 Each test opens a session, runs a turn, injects one fault, and checks the whole recovery: the
 probe, the wire calls on the new connection, the callback, the handle, the transcript, and that
-the session works afterwards. Transports: WebSocket, Streamable HTTP over HTTP/2 prior knowledge
-(h2c), over HTTP/1.1, and over TLS with HTTP/2 chosen by ALPN. Protocol versions 1 and 2.
+the session works afterwards. Transports: WebSocket (plain and TLS), Streamable HTTP over HTTP/2
+prior knowledge (h2c), over HTTP/1.1, and over TLS with HTTP/2 chosen by ALPN. Protocol versions 1
+and 2.
 """
 
 from __future__ import annotations
