@@ -128,3 +128,62 @@ def test_any_json_decodes_or_is_rejected_cleanly(value: object) -> None:
 def test_arbitrary_bytes_never_escape_as_other_errors(data: bytes) -> None:
     with contextlib.suppress(MalformedFrame):
         decode_frame(data)
+
+
+@pytest.fixture(params=["msgspec", "stdlib"])
+def decoder_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "stdlib":
+        monkeypatch.setattr(_jsonrpc, "_fast_loads", None)
+    else:
+        assert _jsonrpc._fast_loads is not None, "msgspec (the speed extra) is part of the dev install"
+    return str(request.param)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    ["garbage", "42", "[" * 5000 + "]" * 5000, '{"n":' + "1" * 5000 + "}", '{"a":NaN}', '{"s":"\\ud800"}',
+     '{"big":123456789012345678901234567890}', '{"a":1,"a":2}', b"\xff", '{"f":1e400}'],
+)
+def test_the_fast_path_accepts_and_refuses_exactly_like_the_stdlib(frame: str | bytes, decoder_mode: str) -> None:
+    try:
+        expected: object = json.loads(frame)
+    except (ValueError, RecursionError):
+        expected = MalformedFrame
+    try:
+        got: object = decode_frame(frame)
+    except MalformedFrame:
+        got = MalformedFrame
+    if expected is not MalformedFrame and not isinstance(expected, dict | list):
+        expected = MalformedFrame
+    assert got == expected or (got != got and expected != expected)
+
+
+@given(_json)
+def test_the_fast_path_matches_the_stdlib_on_any_json(value: object) -> None:
+    text = json.dumps(value)
+    original = _jsonrpc._fast_loads
+    try:
+        fast = decode_frame(text) if isinstance(value, dict | list) else None
+        _jsonrpc._fast_loads = None
+        slow = decode_frame(text) if isinstance(value, dict | list) else None
+    finally:
+        _jsonrpc._fast_loads = original
+    assert fast == slow
+
+
+@given(st.text(alphabet='{}[]":,0123456789.eE-+ntrufalsx\\u\t\n\ufeff\ud800', max_size=40) | st.binary(max_size=40))
+def test_the_fast_path_agrees_with_the_stdlib_on_any_input(frame: str | bytes) -> None:
+    def outcome() -> object:
+        try:
+            return decode_frame(frame)
+        except MalformedFrame:
+            return MalformedFrame
+
+    original = _jsonrpc._fast_loads
+    try:
+        fast = outcome()
+        _jsonrpc._fast_loads = None
+        slow = outcome()
+    finally:
+        _jsonrpc._fast_loads = original
+    assert fast == slow or (fast != fast and slow != slow)
