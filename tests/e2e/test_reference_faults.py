@@ -78,12 +78,14 @@ async def test_refusal_window_then_success(target: Target) -> None:
     recorder = Recorder()
     async with target.client(recorder) as client:
         session = await client.new_session("/work/project")
-        target.proxy.refuse(1.0)
+        target.proxy.refuse(60)
         await target.proxy.cut()
+        # The window closes once three attempts were refused (a count, not a time: load-proof).
+        await eventually(lambda: target.proxy.refused_connections >= 3, what="three refused attempts")
+        target.proxy.refuse(0)
         outcome = await recorder.outcome()
 
         assert outcome.path is RecoveryPath.RESUME
-        assert target.proxy.refused_connections >= 2
         attempts = [state.attempt for state in recorder.states if state.state is State.RECONNECTING]
         # Every attempt is published once, numbered 1, 2, 3...; states never repeat back to back.
         assert len(attempts) >= 3, [str(s) for s in recorder.states]
@@ -157,7 +159,7 @@ async def test_websocket_blackhole_detected_by_ping_then_recovers(
 async def test_sse_idle_timeout_detects_a_silent_link(
     reference_agent: RecordingAgent, fault_proxy: FaultProxyFactory
 ) -> None:
-    keepalive, idle = 0.15, 0.6
+    keepalive, idle = 0.1, 0.8
     async with ReferenceServer(reference_agent, keepalive_interval=keepalive) as server:
         proxy = await fault_proxy(server)
         recorder = Recorder()
@@ -171,8 +173,8 @@ async def test_sse_idle_timeout_detects_a_silent_link(
         async with client:
             session = await client.new_session("/work/project")
             await client.session(session.session_id).prompt("hello")
-            # Keepalives (every 0.15 s) keep an idle link alive well past the idle timeout.
-            await asyncio.sleep(3 * idle)
+            # Keepalives (every 0.1 s) keep an idle link alive well past the idle timeout.
+            await asyncio.sleep(2.5 * idle)
             assert recorder.kinds() == [State.CONNECTING, State.CONNECTED]
 
             blackholed_at = time.monotonic()
