@@ -39,6 +39,7 @@ from acp_client import (
     ClientHandlers,
     Connector,
     SessionNotFound,
+    State,
     TlsConfig,
     UpdateEvent,
     connector_for,
@@ -162,7 +163,7 @@ async def test_initialize_negotiates_v1_and_reads_capabilities(link: Link) -> No
             assert caps.supports(method), method
         for method in ("session/status", "session/fork"):
             assert not caps.supports(method), method
-        assert client.state.state.value == "connected"
+        assert client.state.state is State.CONNECTED
 
         transport = link.connectors[-1].current
         first = transport.sent[0]
