@@ -735,21 +735,21 @@ class AcpClient:
         if tracked.turn is not None:
             raise TurnInProgress(f"a turn is already running in session {tracked.session_id}")
         blocks = _content(prompt)
-        if tracked.window_timer is not None:  # a new turn: whatever arrives now is live
-            self._close_window(tracked)
         loop = asyncio.get_running_loop()
         turn = _Turn(blocks, loop.create_future())
         tracked.turn = turn
-        version_at_send = self._version
-        try:
-            if version_at_send < 2 and self._keep_transcripts:
+
+        def params() -> Any:
+            # Built when the prompt is actually sent (after any recovery it waited for): only then
+            # is it part of the conversation, and only then does a new turn begin.
+            if tracked.window_timer is not None:  # whatever arrives from now on is live
+                self._close_window(tracked)
+            if self._version < 2 and self._keep_transcripts:  # v1 agents do not echo prompts
                 tracked.transcript.add_user_prompt(blocks)
-            result = await self._supervisor.call(
-                "session/prompt",
-                lambda: self._wire(PromptRequest(session_id=tracked.session_id, prompt=blocks)),
-                timeout=timeout,
-                on_answer=turn.accept,
-            )
+            return self._wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
+
+        try:
+            result = await self._supervisor.call("session/prompt", params, timeout=timeout, on_answer=turn.accept)
             response = self._decode(PromptResponse, result)
             if self._version < 2 or response.stop_reason is not None:
                 tracked.transcript.end_turn()

@@ -887,6 +887,11 @@ class AgentConnection:
                 if not turn.answered:
                     message = "the agent forgot this session (restart or eviction) during the turn"
                     await self._emit(error_message(turn.request_id, -32603, message), turn.request_id)
+                elif self.protocol_version == 2:
+                    # The v2 prompt was already accepted: end the turn, or the client waits forever.
+                    update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+                    params = {"sessionId": turn.session.session_id, "update": update}
+                    await self._emit(notification_message("session/update", params), turn.request_id)
                 return
             if self.protocol_version == 2:
                 update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
