@@ -926,7 +926,11 @@ class HttpTransport:
                         sid = params_sid
                 else:
                     sid = None
-                if method == "session/close" and params_sid is not None:
+                if method == "session/close" and params_sid is not None and self._session_header_everywhere:
+                    # Only where reopening is safe (the TypeScript dialect buffers until a stream is
+                    # opened). The Python SDK 0.12.1 server keeps routing the session's answers to its
+                    # stream after a close, and a reopened stream there shares messages with the dead
+                    # one, so the stream stays open until the connection ends.
                     self._drop_session_stream(params_sid)
             if isinstance(sid, str) and sid:
                 self._ensure_session_stream(sid, established=True)
