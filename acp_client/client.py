@@ -566,18 +566,8 @@ class AcpClient:
         """
         self._require("session/load")
         check_session_id(session_id)
-        cwd_str = str(cwd)
-        tracked = self._track(
-            Session(session_id=session_id, cwd=cwd_str),
-            cwd=cwd_str,
-            mcp_servers=tuple(mcp_servers),
-            additional_directories=(),
-        )
-        request = LoadSessionRequest(session_id=session_id, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
-        result = await self._attach_call(tracked, "session/load", lambda: self._wire(request), replay=True)
-        response = self._decode(LoadSessionResponse, result)
-        tracked.record = _merge_response(tracked.record, response)
-        return tracked.record
+        request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
+        return await self._attach_session(request, "session/load", LoadSessionResponse, replay=True)
 
     async def resume_session(
         self,
@@ -598,23 +588,13 @@ class AcpClient:
         if replay and self._version < 2:
             raise CapabilityNotSupported("session/resume replayFrom", "protocol version 2")
         check_session_id(session_id)
-        cwd_str = str(cwd)
-        tracked = self._track(
-            Session(session_id=session_id, cwd=cwd_str),
-            cwd=cwd_str,
-            mcp_servers=tuple(mcp_servers),
-            additional_directories=(),
-        )
         request = ResumeSessionRequest(
             session_id=session_id,
-            cwd=cwd_str,
+            cwd=str(cwd),
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        result = await self._attach_call(tracked, "session/resume", lambda: self._wire(request), replay=replay)
-        response = self._decode(ResumeSessionResponse, result)
-        tracked.record = _merge_response(tracked.record, response)
-        return tracked.record
+        return await self._attach_session(request, "session/resume", ResumeSessionResponse, replay=replay)
 
     async def fork_session(self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()) -> Session:
         """``session/fork``: a new session starting from another's history (tracked too).
@@ -879,6 +859,25 @@ class AcpClient:
             tracked.transcript.end_replay()
         tracked.replaying = False
         tracked.snapshot_window = False
+
+    async def _attach_session(self, request: Any, method: str, response_cls: type[Any], *, replay: bool) -> Session:
+        """An app-initiated load / resume: track the session, attach it, and forget it again if
+        the agent refused (a session this client did not track before)."""
+        known = request.session_id in self._sessions
+        tracked = self._track(
+            Session(session_id=request.session_id, cwd=request.cwd),
+            cwd=request.cwd,
+            mcp_servers=tuple(request.mcp_servers),
+            additional_directories=(),
+        )
+        try:
+            result = await self._attach_call(tracked, method, lambda: self._wire(request), replay=replay)
+        except BaseException:
+            if not known:
+                self._untrack(request.session_id)
+            raise
+        tracked.record = _merge_response(tracked.record, self._decode(response_cls, result))
+        return tracked.record
 
     async def _attach_call(self, tracked: _Tracked, method: str, params: Callable[[], Any], *, replay: bool) -> Any:
         """An app-initiated load / resume: updates before the answer are replay (or a snapshot)."""

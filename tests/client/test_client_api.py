@@ -263,3 +263,14 @@ async def test_memory_transport_rejects_after_close() -> None:
     assert isinstance(client_side, MemoryTransport)
     await client_side.aclose()
     assert client_side.closed
+
+
+async def test_a_refused_load_or_resume_leaves_nothing_tracked() -> None:
+    from acp_client import SessionNotFound
+
+    async with Harness(protocol_version=1) as h:
+        with pytest.raises(SessionNotFound):
+            await h.client.load_session("sess_nope", "/work")
+        with pytest.raises(SessionNotFound):
+            await h.client.resume_session("sess_nope", "/work")
+        assert h.client.sessions == []

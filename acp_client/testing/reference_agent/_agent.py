@@ -170,6 +170,7 @@ class _Turn:
         self.agent_message_id = _new_id("msg")
         self.sent: list[str] = []
         self.answered = False
+        self.started = False
         self.cancel_reason: _CancelReason | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -178,7 +179,8 @@ class _Turn:
             return
         if self.cancel_reason is None or reason in ("gone", "closed"):
             self.cancel_reason = reason
-        self.task.cancel()
+        if self.started:  # a task cancelled before its first step would skip the turn's cleanup
+            self.task.cancel()
 
 
 class ReferenceAgent:
@@ -827,6 +829,7 @@ class AgentConnection:
         )
 
     async def _run_turn(self, turn: _Turn, prompt: list[dict[str, Any]]) -> None:
+        turn.started = True
         live = turn.session
         agent = self._agent
         v2 = self.protocol_version == 2
@@ -846,6 +849,8 @@ class AgentConnection:
                     live, {"sessionUpdate": "user_message", "messageId": user_id, "content": prompt}, turn.request_id
                 )
                 await self._update(live, {"sessionUpdate": "state_update", "state": "running"}, turn.request_id)
+            if turn.cancel_reason is not None:  # cancelled before the turn got going
+                raise asyncio.CancelledError
             reply = await self._reply_for(turn, text)
             if reply is not None:
                 await self._stream(turn, reply)
