@@ -349,7 +349,7 @@ class WebSocketTransport:
             return self._local_reason
         protocol = self._ws.protocol
         return _describe_close(
-            protocol.close_rcvd, protocol.close_sent, protocol.close_rcvd_then_sent, self._ws.connection_exc
+            protocol.close_rcvd, protocol.close_sent, protocol.close_rcvd_then_sent, _connection_exc(self._ws)
         )
 
     async def _keep_alive(self, interval: float, timeout: float | None) -> None:
@@ -630,3 +630,11 @@ class WebSocketConnector:
             ping_timeout=self._ping_timeout,
             close_timeout=self._close_timeout,
         )
+
+
+def _connection_exc(ws: Any) -> BaseException | None:
+    """Why the link broke, if it broke: ``connection_exc`` in websockets 17, ``recv_exc`` before."""
+    value = getattr(ws, "connection_exc", None)
+    if value is None:
+        value = getattr(ws, "recv_exc", None)
+    return value if isinstance(value, BaseException) else None

@@ -334,5 +334,6 @@ async def test_affinity_cookie_is_sent_back_after_reconnect(target: Target) -> N
         assert cookie in (record.header("cookie") or "").split("; "), (record.method, record.headers)
     if target.transport in ("ws", "wss"):
         assert after[0].transport == "websocket"
-    else:
-        assert after[0].method == "POST" and after[0].http_version == "2"
+    else:  # the old link may still try to reopen its session stream (a GET) before it gives up
+        posts = [record for record in after if record.method == "POST"]
+        assert posts and posts[0].http_version == "2"
