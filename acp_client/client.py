@@ -29,7 +29,7 @@ import attrs
 
 from . import _recovery
 from ._clock import Clock, SystemClock, TimerHandle
-from ._connection import DEFAULT_TIMEOUT, Connection
+from ._connection import Connection
 from ._converter import decode_session_notification, from_wire, to_wire
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._supervisor import QueueOptions, Supervisor
@@ -551,7 +551,7 @@ class AcpClient:
         cwd_str = str(cwd)
         extra = tuple(str(item) for item in additional_directories)
         request = NewSessionRequest(cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        result = await self._call("session/new", lambda: self._wire(request))
+        result = await self._supervisor.call("session/new", lambda: self._wire(request))
         response = self._decode(NewSessionResponse, result)
         record = Session.from_new(response, cwd=cwd_str)
         self._track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
@@ -567,7 +567,7 @@ class AcpClient:
         self._require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return await self._attach_session(request, "session/load", LoadSessionResponse, replay=True)
+        return await self._attach_session(request, "session/load", replay=True)
 
     async def resume_session(
         self,
@@ -594,7 +594,7 @@ class AcpClient:
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        return await self._attach_session(request, "session/resume", ResumeSessionResponse, replay=replay)
+        return await self._attach_session(request, "session/resume", replay=replay)
 
     async def fork_session(self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()) -> Session:
         """``session/fork``: a new session starting from another's history (tracked too).
@@ -604,12 +604,10 @@ class AcpClient:
         """
         self._require("session/fork")
         cwd_str = str(cwd)
-        request = ForkSessionRequest(
-            session_id=self._current_id(session_id), cwd=cwd_str, mcp_servers=tuple(mcp_servers)
-        )
-        result = await self._call("session/fork", lambda: self._wire(request))
-        response = self._decode(ForkSessionResponse, result)
-        record = _merge_response(Session(session_id=response.session_id, cwd=cwd_str), response)
+        parent = self._current_id(session_id)
+        request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
+        result = await self._supervisor.call("session/fork", lambda: self._wire(request))
+        record = Session.from_fork(self._decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
         self._track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=())
         return record
 
@@ -621,7 +619,7 @@ class AcpClient:
         """
         self._require("session/list")
         request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
-        result = await self._call("session/list", lambda: self._wire(request), idempotent=True)
+        result = await self._supervisor.call("session/list", lambda: self._wire(request), idempotent=True)
         response = self._decode(ListSessionsResponse, result)
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
@@ -652,7 +650,7 @@ class AcpClient:
         check_session_id(current)
         request = SessionStatusRequest(session_id=current)
         try:
-            result = await self._call("session/status", lambda: self._wire(request), idempotent=True)
+            result = await self._supervisor.call("session/status", lambda: self._wire(request), idempotent=True)
         except SessionNotFound:
             return Session(session_id=current, status=SessionStatus.UNKNOWN)
         response = self._decode(SessionStatusResponse, result)
@@ -672,7 +670,7 @@ class AcpClient:
         self._require("session/close")
         current = self._current_id(session_id)
         request = CloseSessionRequest(session_id=current)
-        await self._call("session/close", lambda: self._wire(request))
+        await self._supervisor.call("session/close", lambda: self._wire(request))
         self._untrack(current)
 
     def forget_session(self, session_id: str) -> None:
@@ -683,7 +681,7 @@ class AcpClient:
         """``session/set_mode``."""
         tracked = self._sessions.get(session_id)
         request_id = self._current_id(session_id)
-        await self._call(
+        await self._supervisor.call(
             "session/set_mode",
             lambda: self._wire(
                 SetSessionModeRequest(session_id=tracked.session_id if tracked else request_id, mode_id=mode_id)
@@ -759,7 +757,7 @@ class AcpClient:
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result."""
-        return await self._call(method, lambda: params, timeout=timeout)
+        return await self._supervisor.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send any notification."""
@@ -772,17 +770,6 @@ class AcpClient:
 
     def _decode(self, cls: type[T], data: Any) -> T:
         return from_wire(cls, data, protocol_version=self._version)
-
-    async def _call(
-        self,
-        method: str,
-        params: Callable[[], Any],
-        *,
-        idempotent: bool = False,
-        timeout: Any = DEFAULT_TIMEOUT,
-        on_answer: Callable[[], None] | None = None,
-    ) -> Any:
-        return await self._supervisor.call(method, params, idempotent=idempotent, timeout=timeout, on_answer=on_answer)
 
     def _require(self, method: str) -> None:
         init = self._init
@@ -860,7 +847,7 @@ class AcpClient:
         tracked.replaying = False
         tracked.snapshot_window = False
 
-    async def _attach_session(self, request: Any, method: str, response_cls: type[Any], *, replay: bool) -> Session:
+    async def _attach_session(self, request: Any, method: str, *, replay: bool) -> Session:
         """An app-initiated load / resume: track the session, attach it, and forget it again if
         the agent refused (a session this client did not track before)."""
         known = request.session_id in self._sessions
@@ -876,14 +863,23 @@ class AcpClient:
             if not known:
                 self._untrack(request.session_id)
             raise
-        tracked.record = _merge_response(tracked.record, self._decode(response_cls, result))
+        tracked.record = self._record_after_attach(tracked, method, result)
         return tracked.record
+
+    def _record_after_attach(self, tracked: _Tracked, method: str, result: Any) -> Session:
+        """The session record after a successful ``session/load`` or ``session/resume``."""
+        sid, cwd = tracked.session_id, tracked.cwd
+        if method == "session/load":
+            fresh = Session.from_load(sid, self._decode(LoadSessionResponse, result), cwd=cwd)
+        else:
+            fresh = Session.from_resume(sid, self._decode(ResumeSessionResponse, result), cwd=cwd)
+        return tracked.record.merge(fresh)
 
     async def _attach_call(self, tracked: _Tracked, method: str, params: Callable[[], Any], *, replay: bool) -> Any:
         """An app-initiated load / resume: updates before the answer are replay (or a snapshot)."""
         answered = self._open_window(tracked, replay=replay, conn=self._supervisor.connection)
         try:
-            return await self._call(method, params, on_answer=answered)
+            return await self._supervisor.call(method, params, on_answer=answered)
         finally:
             answered()
 
@@ -1199,18 +1195,7 @@ class AcpClient:
             result = await conn.request(method, params, timeout=self._request_timeout, on_answer=answered)
         finally:
             answered()
-        response_cls: type[Any] = LoadSessionResponse if step is Step.LOAD else ResumeSessionResponse
-        tracked.record = _merge_response(tracked.record, self._decode(response_cls, result))
-
-
-def _merge_response(record: Session, response: Any) -> Session:
-    """Fold the optional fields of a load/resume/fork response into a session record."""
-    changes = {
-        name: getattr(response, name)
-        for name in ("modes", "models", "config_options")
-        if getattr(response, name, None) is not None
-    }
-    return attrs.evolve(record, **changes) if changes else record
+        tracked.record = self._record_after_attach(tracked, method, result)
 
 
 async def _wait_with_clock(future: asyncio.Future[T], timeout: float, clock: Clock, method: str) -> T:
