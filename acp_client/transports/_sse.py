@@ -35,7 +35,7 @@ from typing import Final, TypeAlias
 
 import attrs
 
-from ..exceptions import MessageTooLarge
+from ..exceptions import ConfigurationError, MessageTooLarge
 
 __all__ = ["SseEvent", "SseItem", "SseParser"]
 
@@ -97,7 +97,7 @@ class SseParser:
 
     def __init__(self, *, max_line_bytes: int, max_event_bytes: int) -> None:
         if max_line_bytes < 1 or max_event_bytes < 1:
-            raise ValueError("SSE size caps must be positive")
+            raise ConfigurationError("SSE size caps must be positive")
         self._max_line = max_line_bytes
         self._max_event = max_event_bytes
         self._bom_pending: bytes | None = b""  # None once the start of the stream has been checked

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..exceptions import InvalidMessage
+from ..exceptions import ConfigurationError, InvalidMessage
 from .lifecycle import (
     ForegroundState,
     ForkSessionResponse,
@@ -117,7 +117,7 @@ class Session:
 
     Rules:
 
-    - Constructing a record whose ``updated_at`` precedes ``created_at`` raises ``ValueError``.
+    - Constructing a record whose ``updated_at`` precedes ``created_at`` raises ``ConfigurationError`` (a ``ValueError``).
     - :meth:`from_wire` is lenient: unknown fields are ignored, a malformed optional field becomes
       ``None``, and an ``updatedAt`` that precedes ``createdAt`` is dropped to ``None`` with a
       warning logged (the rest of the record is kept).
@@ -128,7 +128,7 @@ class Session:
       ``updated_at``, or ``None``).
 
     Raises:
-        ValueError: On construction, when ``updated_at`` precedes ``created_at`` or a time string
+        ConfigurationError: (a ValueError) On construction, when ``updated_at`` precedes ``created_at`` or a time string
             is not RFC 3339.
         TypeError: On construction, when a time is neither a datetime nor a string.
     """
@@ -157,7 +157,7 @@ class Session:
 
     def __attrs_post_init__(self) -> None:
         if self.created_at is not None and self.updated_at is not None and self.updated_at < self.created_at:
-            raise ValueError(
+            raise ConfigurationError(
                 f"session {self.session_id}: updated_at ({format_rfc3339(self.updated_at)}) precedes "
                 f"created_at ({format_rfc3339(self.created_at)})"
             )

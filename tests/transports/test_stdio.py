@@ -528,7 +528,8 @@ def test_target_is_the_quoted_command() -> None:
 
 
 async def test_official_python_sdk_agent_over_stdio() -> None:
-    pytest.importorskip("acp")
+    import acp  # noqa: F401  - a dev dependency: fail loudly if it is missing
+
     connector = StdioConnector([sys.executable, SDK_AGENT])
     async with await connector.connect() as transport:
         init = await call(
