@@ -117,7 +117,8 @@ class Session:
 
     Rules:
 
-    - Constructing a record whose ``updated_at`` precedes ``created_at`` raises ``ConfigurationError`` (a ``ValueError``).
+    - Constructing a record whose ``updated_at`` precedes ``created_at`` raises
+      ``ConfigurationError`` (a ``ValueError``).
     - :meth:`from_wire` is lenient: unknown fields are ignored, a malformed optional field becomes
       ``None``, and an ``updatedAt`` that precedes ``createdAt`` is dropped to ``None`` with a
       warning logged (the rest of the record is kept).
@@ -128,8 +129,8 @@ class Session:
       ``updated_at``, or ``None``).
 
     Raises:
-        ConfigurationError: (a ValueError) On construction, when ``updated_at`` precedes ``created_at`` or a time string
-            is not RFC 3339.
+        ConfigurationError: (a ``ValueError``) On construction, when ``updated_at`` precedes
+            ``created_at`` or a time string is not RFC 3339.
         TypeError: On construction, when a time is neither a datetime nor a string.
     """
 
