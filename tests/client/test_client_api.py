@@ -274,3 +274,31 @@ async def test_a_refused_load_or_resume_leaves_nothing_tracked() -> None:
         with pytest.raises(SessionNotFound):
             await h.client.resume_session("sess_nope", "/work")
         assert h.client.sessions == []
+
+
+async def test_tls_verification_failure_on_reconnect_is_fatal_at_once() -> None:
+    from acp_client import TlsVerificationError
+    from acp_client.testing import ReferenceAgent
+
+    class TlsConnector(MemoryConnector):
+        broken = False
+        attempts = 0
+
+        async def connect(self) -> Transport:
+            if self.broken:
+                self.attempts += 1
+                raise TlsVerificationError("certificate verify failed: self-signed certificate")
+            return await super().connect()
+
+    clock = FakeClock()
+    connector = TlsConnector(ReferenceAgent(clock=clock))
+    client = AcpClient(connector, clock=clock, retry=RetryPolicy(jitter=False, max_attempts=50))
+    await client.connect()
+    connector.broken = True
+    connector.drop()
+    await clock.settle()
+    await clock.advance(60.0)
+    assert client.state.state is State.FAILED
+    assert connector.attempts == 1
+    assert isinstance(client._supervisor.failure, TlsVerificationError)
+    await client.aclose()
