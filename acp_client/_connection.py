@@ -452,17 +452,31 @@ class Connection:
             error = InternalError(f"Internal error: {type(exc).__name__}")
             return _jsonrpc.error_message(item.id, error.code, error.message)
 
+    def _reply_of(self, request_id: RequestId, task: asyncio.Task[Any]) -> dict[str, Any] | None:
+        """The reply a finished handler task owes the agent (``None``: none, the link is ending)."""
+        by_peer = request_id in self._peer_cancelled
+        self._peer_cancelled.discard(request_id)
+        if not task.cancelled():
+            result: dict[str, Any] = task.result()
+            return result
+        if by_peer:  # cancelled before it ever ran, so _run_handler could not answer
+            cancelled = RequestCancelled()
+            return _jsonrpc.error_message(request_id, cancelled.code, cancelled.message)
+        return None
+
     def _reply_from(self, request_id: RequestId, task: asyncio.Task[Any]) -> None:
-        if task.cancelled() or self._closed.is_set():
+        reply = self._reply_of(request_id, task)
+        if reply is None or self._closed.is_set():
             return
-        self._spawn(self._send_quietly(task.result()))
+        self._spawn(self._send_quietly(reply))
 
     async def _reply_batch(
         self, handlers: list[tuple[RequestId, asyncio.Task[Any]]], replies: list[dict[str, Any]]
     ) -> None:
-        results = await asyncio.gather(*(task for _, task in handlers), return_exceptions=True)
-        for result in results:
-            if isinstance(result, dict):
-                replies.append(result)
+        await asyncio.gather(*(task for _, task in handlers), return_exceptions=True)
+        for request_id, task in handlers:
+            reply = self._reply_of(request_id, task)
+            if reply is not None:
+                replies.append(reply)
         if replies and not self._closed.is_set():
             await self._send_quietly(replies)

@@ -197,6 +197,27 @@ async def test_agent_cancel_request_cancels_the_handler() -> None:
     assert cancelled.is_set()
 
 
+async def test_agent_cancel_request_before_the_handler_starts_is_still_answered() -> None:
+    # The request and its $/cancel_request arrive together (one read): the handler task is
+    # cancelled before it runs, yet the agent is owed a -32800 answer, and nothing is kept.
+    async def handler(method: str, params: Any) -> Any:
+        await asyncio.Event().wait()
+
+    client_side, agent = memory_pair()
+    conn = Connection(client_side, on_request=handler)
+    await agent.send(_jsonrpc.request_message(7, "session/request_permission", {}))
+    await agent.send(_jsonrpc.notification_message("$/cancel_request", {"requestId": 7}))
+    agent.send_raw(
+        '[{"jsonrpc": "2.0", "id": 8, "method": "x"},'
+        ' {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 8}}]'
+    )
+    conn.start()
+    cancelled = {"code": -32800, "message": "Request cancelled"}
+    assert await asyncio.wait_for(agent.receive(), 5) == {"jsonrpc": "2.0", "id": 7, "error": cancelled}
+    assert await asyncio.wait_for(agent.receive(), 5) == [{"jsonrpc": "2.0", "id": 8, "error": cancelled}]
+    assert not conn._peer_cancelled
+
+
 async def test_handlers_are_cancelled_when_the_connection_dies() -> None:
     cancelled = asyncio.Event()
 
