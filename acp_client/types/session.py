@@ -126,7 +126,8 @@ class Session:
       ``modelId``, ``providerId``, ``workspaceRoot``), as ``null`` when empty; other ``None``
       fields are omitted.
     - :meth:`merge` never breaks the time order (it keeps the most recent consistent
-      ``updated_at``, or ``None``).
+      ``updated_at``, or ``None``), and takes a status answer (``status``, ``raw_status``,
+      ``state``) whole.
 
     Raises:
         ConfigurationError: (a ``ValueError``) On construction, when ``updated_at`` precedes
@@ -276,6 +277,10 @@ class Session:
     def merge(self, other: Session) -> Session:
         """A record combining both: every field of ``other`` that is not ``None`` wins.
 
+        A ``session/status`` answer is taken whole: when ``other`` has a ``status``, its
+        ``raw_status`` and ``state`` replace this record's even when ``None`` (a v2 state the new
+        answer does not report is "not reported", not the previous snapshot).
+
         If the combination would put ``updated_at`` before ``created_at``, the most recent
         consistent ``updated_at`` of the two is kept (``None`` if neither is consistent).
         """
@@ -284,6 +289,9 @@ class Session:
             mine = getattr(self, field.name)
             theirs = getattr(other, field.name)
             values[field.name] = theirs if theirs is not None else mine
+        if other.status is not None:
+            values["raw_status"] = other.raw_status
+            values["state"] = other.state
         created = values["created_at"]
         if created is not None and values["updated_at"] is not None and values["updated_at"] < created:
             candidates = [d for d in (other.updated_at, self.updated_at) if d is not None and d >= created]

@@ -120,6 +120,20 @@ def test_merge_lets_non_none_fields_of_the_other_win() -> None:
     assert base.merge(Session("sess_1")) == base
 
 
+def test_merge_takes_a_status_answer_whole() -> None:
+    """A probe answer replaces the previous one entirely: a v2 state the new answer does not report
+    (missing, null or malformed: "not reported") must not survive from an older probe."""
+    running = ForegroundState("running", raw={"state": "running"})
+    base = Session.from_new(NewSessionResponse("sess_1"), cwd="/p")
+    probed = base.merge(Session.from_status("sess_1", SessionStatusResponse.from_raw("open", running)))
+    assert (probed.status, probed.raw_status, probed.state) == (SessionStatus.ACTIVE, "open", running)
+    later = probed.merge(Session.from_status("sess_1", SessionStatusResponse.from_raw("saved")))
+    assert (later.status, later.raw_status, later.state, later.cwd) == (SessionStatus.INACTIVE, "saved", None, "/p")
+    gone = probed.merge(Session("sess_1", status=SessionStatus.UNKNOWN))  # a -32002 answer
+    assert (gone.status, gone.raw_status, gone.state) == (SessionStatus.UNKNOWN, None, None)
+    assert probed.merge(Session("sess_1", cwd="/q")).state == running  # no answer: the last one stays
+
+
 # --------------------------------------------------------------------------------------------
 # time order
 
@@ -317,7 +331,9 @@ def test_session_round_trip_and_merge_properties(a: Session, b: Session) -> None
     merged = a.merge(b)
     for field in attrs.fields(Session):
         mine, theirs, result = getattr(a, field.name), getattr(b, field.name), getattr(merged, field.name)
-        if field.name != "updated_at":
+        if field.name in ("raw_status", "state") and b.status is not None:
+            assert result == theirs  # a status answer is taken whole
+        elif field.name != "updated_at":
             assert result == (theirs if theirs is not None else mine)
     if merged.created_at is not None and merged.updated_at is not None:
         assert merged.updated_at >= merged.created_at
