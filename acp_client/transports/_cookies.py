@@ -13,6 +13,8 @@ reconnects too. This store is deliberately stricter than a browser's:
   ``__Secure-`` and ``__Host-`` name prefixes are enforced.
 * ``Max-Age`` (which wins over ``Expires``) and ``Expires`` are honoured; an expiry in the past
   (or ``Max-Age<=0``) deletes the cookie. Cookies without either live as long as the store.
+* Names and values must be ASCII (RFC 6265 ``cookie-octet``): anything else could not be sent
+  back in a request header.
 * Bounded: at most ``max_cookies_per_origin`` cookies per origin (the oldest are evicted) and
   4096 bytes per cookie (name plus value); larger ones are ignored.
 
@@ -145,6 +147,8 @@ def _parse(raw: str, origin: Origin, url_path: str, now: float) -> _Cookie:
         raise _Rejected("invalid character in the cookie name")
     if any(ch in _FORBIDDEN_IN_VALUE for ch in value):
         raise _Rejected("control character in the cookie value")
+    if not value.isascii():  # RFC 6265 cookie-octets are ASCII; httpx could not send it back
+        raise _Rejected("non-ASCII character in the cookie value")
     if len(name.encode()) + len(value.encode()) > MAX_COOKIE_BYTES:
         raise _Rejected(f"cookie larger than {MAX_COOKIE_BYTES} bytes")
 

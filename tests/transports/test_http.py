@@ -703,6 +703,17 @@ async def test_cookies_are_captured_and_sent_back_across_reconnects(
     assert all("must-not-leak" not in r.headers.get("cookie", "") for r in app.requests)
 
 
+async def test_a_non_ascii_cookie_from_the_server_does_not_break_later_requests(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link
+) -> None:
+    app, server = fake
+    app.set_cookies = ["lb=caf\xe9", "ok=1"]  # sent as one latin-1 octet
+    connector = HttpConnector(server.url)
+    transport = await link(connector)
+    await new_session(transport)  # later requests carry the valid cookie, not a UnicodeEncodeError
+    assert app.requests[-1].headers["cookie"] == "ok=1"
+
+
 async def test_a_private_cookie_store_by_default(fake: tuple[FakeAcpServer, Hypercorn], link: Link) -> None:
     app, server = fake
     app.set_cookies = ["lb=1"]
