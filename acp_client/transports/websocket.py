@@ -89,7 +89,8 @@ class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # gene
     """Hands ``websockets`` a logger that never prints secret header values.
 
     ``websockets`` logs every handshake header at DEBUG level as ``"> %s: %s"`` (request) and
-    ``"< %s: %s"`` (response); this adapter replaces the value of secret ones.
+    ``"< %s: %s"`` (response); this adapter replaces the value of secret ones. It also drops the
+    query string from the request line ``"> GET %s HTTP/1.1"`` (it may carry a token).
     """
 
     def __init__(self, target: logging.Logger, secret: frozenset[str]) -> None:
@@ -104,6 +105,8 @@ class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # gene
             and str(args[0]).lower() in self._secret
         ):
             args = (args[0], "<redacted>")
+        elif len(args) == 1 and msg == "> GET %s HTTP/1.1" and "?" in str(args[0]):
+            args = (str(args[0]).partition("?")[0] + "?<redacted>",)
         # Attribute the record to websockets' caller, not to this adapter.
         kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
         super().log(level, msg, *args, **kwargs)

@@ -983,6 +983,19 @@ async def test_secrets_are_absent_from_logs(
     assert request["Cookie"] == "stored=SECRET-COOKIE"
 
 
+async def test_a_query_string_token_is_absent_from_the_handshake_log(
+    ws_server: WsServer, opened: list[WebSocketTransport], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    connector = WebSocketConnector(f"ws://127.0.0.1:{ws_server.port}/acp?token=SECRET-QUERY")
+    transport = await connect(connector, opened)
+    await transport.aclose()
+    ours = [record for record in caplog.records if not record.name.startswith("websockets.server")]
+    text = "\n".join(record.getMessage() for record in ours)
+    assert "> GET /acp" in text  # the request line was logged, without its query
+    assert "SECRET" not in text
+
+
 async def test_handshake_errors_do_not_leak_the_url_credentials(
     raw_server: Callable[..., Awaitable[RawServer]],
 ) -> None:
