@@ -188,7 +188,7 @@ class Chat:
             on_resume=self._on_recovered,
             on_replay=self._on_recovered,
             on_new_session=self._on_recovered,
-            on_recovery_failed=self._on_recovered,
+            on_recovery_failed=self._on_recovery_failed,
             on_turn_interrupted=self._on_interrupted,
             request_timeout=30.0,
             transport_options=transport_options,
@@ -247,6 +247,11 @@ class Chat:
             previousSessionId=outcome.previous_session_id,
             replayed=outcome.replayed_updates,
         )
+
+    def _on_recovery_failed(self, outcome: RecoveryOutcome) -> None:
+        # Not a `recovered` event: that one's path is resume | replay | new_session (DESIGN.md §4).
+        cause = f": {outcome.error}" if outcome.error is not None else ""
+        self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
 
     def _on_interrupted(self, turn: TurnInterrupted) -> None:
         self.output.event("turn_interrupted", sessionId=turn.session_id, prompt=_prompt_text(turn.prompt))

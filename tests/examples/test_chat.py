@@ -732,3 +732,50 @@ async def test_a_read_only_request_made_right_at_a_drop_is_retried_after_recover
         raise AssertionError("list_sessions() issued right at a drop never returned (busy retry loop)") from None
     assert process.returncode == 0, err.decode()
     assert out.decode().strip() == "listed 1 connected"
+
+
+# -- the --json contract: a session the client gave up on is not "recovered" -------------------------------
+
+
+async def test_json_reports_an_abandoned_session_as_an_error_not_a_recovery() -> None:
+    # DESIGN.md §4: `recovered {path, ...}` has path resume | replay | new_session. When every
+    # recovery step fails the session is abandoned; that must not read as a recovery.
+    from acp_client import RetryPolicy
+    from acp_client.testing import MemoryConnector, SessionStore
+
+    class FailingStore(SessionStore):
+        broken = False
+
+        def save(self, record: Any) -> None:
+            if self.broken:
+                raise OSError("disk full")
+            super().save(record)
+
+    store = FailingStore()
+    agent = ReferenceAgent(store=store)
+    connector = MemoryConnector(agent)
+    stream = io.StringIO()
+    chat = Chat(connector, output=chat_ui.JsonView(stream), retry=RetryPolicy(initial_delay=0.01))
+    changed = asyncio.Event()
+    chat.state_listeners.append(lambda _state: changed.set())
+    try:
+        await chat.start()
+        assert chat.handle is not None
+        session_id = chat.handle.session_id
+        agent.evict(session_id)  # -32002 -> new session ...
+        store.broken = True  # ... which the agent cannot create: every step fails
+        connector.drop()
+
+        async def recovered() -> None:
+            while not (chat.client.recovery_outcomes and chat.client.state.state is State.CONNECTED):
+                changed.clear()
+                await changed.wait()
+
+        await asyncio.wait_for(recovered(), DEADLINE)
+    finally:
+        await chat.close()
+    assert [outcome.path.value for outcome in chat.client.recovery_outcomes] == ["abandon"]
+    events = parse_events(stream.getvalue())
+    assert all(event["path"] in ("resume", "replay", "new_session") for event in named(events, "recovered"))
+    errors = [event["message"] for event in named(events, "error")]
+    assert any(session_id in message for message in errors), errors
