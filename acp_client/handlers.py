@@ -24,6 +24,7 @@ import asyncio
 import inspect
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -300,13 +301,21 @@ def _confined_write(policy: FileSystemPolicy, request: WriteTextFileRequest, roo
 
 
 def _read_text(path: Path, line: int | None, limit: int | None, policy: FileSystemPolicy) -> str:
+    cap = policy.max_read_bytes
     try:
-        size = path.stat().st_size
-        if size > policy.max_read_bytes:
-            raise InvalidParams(f"file is larger than {policy.max_read_bytes} bytes")
-        text = path.read_text(encoding="utf-8", errors="replace")
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or device could block or never end
+            raise InvalidParams("not a regular file")
+        if info.st_size > cap:
+            raise InvalidParams(f"file is larger than {cap} bytes")
+        with path.open("rb") as file:
+            data = file.read(cap + 1)  # st_size may lie (procfs) or the file may be growing
     except OSError as exc:
         raise RpcError(f"cannot read file: {exc.strerror}", code=-32603) from exc
+    if len(data) > cap:
+        raise InvalidParams(f"file is larger than {cap} bytes")
+    # What read_text() gave before the read was bounded: universal newlines.
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
     if line is None and limit is None:
         return text
     lines = text.splitlines(keepends=True)

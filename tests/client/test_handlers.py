@@ -116,6 +116,24 @@ async def test_fs_write_through_a_symlinked_file_outside_is_refused(tmp_path: Pa
     assert (outside / "target.txt").read_text() == "keep"
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux procfs")
+async def test_fs_read_cap_holds_for_files_whose_size_is_not_known_up_front() -> None:
+    # procfs reports st_size 0 for a file with kilobytes of content (so would a file still growing):
+    # the cap must bound what is actually read, not what stat() claims.
+    policy = FileSystemPolicy(read=True, roots=[Path("/proc/self")], max_read_bytes=16)
+    with pytest.raises(InvalidParams):
+        await router(ClientHandlers(file_system=policy))(
+            "fs/read_text_file", {"sessionId": "s1", "path": "/proc/self/maps"}
+        )
+
+
+async def test_fs_read_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")  # reading it would block a worker thread until a writer came
+    r = router(ClientHandlers(file_system=FileSystemPolicy(read=True)), [tmp_path])
+    with pytest.raises(InvalidParams):
+        await r("fs/read_text_file", {"sessionId": "s1", "path": str(tmp_path / "pipe")})
+
+
 async def test_no_roots_allows_nothing(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a")
     r = router(ClientHandlers(file_system=FileSystemPolicy(read=True)), [])
