@@ -1043,14 +1043,16 @@ class SyncAcpClient:
             return cancelled
         waiter = asyncio.wrap_future(answer)
         try:
-            done, _ = await asyncio.wait({waiter}, timeout=self.answer_timeout)
+            await asyncio.wait({waiter}, timeout=self.answer_timeout)
         finally:
             waiter.cancel()  # withdraws the request: later answers are refused
             answer.cancel()
-        if not done:
+        # Read ``answer`` itself: the host may have answered (and been told so) after the wait
+        # ended but before the withdrawal, without the waiter having seen it yet.
+        if answer.cancelled():
             logger.info("permission request not answered within %ss: cancelled", self.answer_timeout)
             return cancelled
-        return waiter.result()
+        return answer.result()
 
 
 class SyncSessionHandle:

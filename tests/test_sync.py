@@ -543,6 +543,33 @@ def test_cancelling_the_turn_withdraws_the_permission_request(make_client: Calla
     assert turn.result(DEADLINE).stop_reason in ("cancelled", "end_turn")
 
 
+def test_an_answer_given_as_the_wait_times_out_is_the_one_sent(
+    monkeypatch: pytest.MonkeyPatch, make_client: Callable[..., SyncAcpClient]
+) -> None:
+    # The host answers in the instant between the answer wait timing out and the request being
+    # withdrawn: allow() returns True ("taken"), so the agent must get that answer, not cancelled.
+    import asyncio
+    import types
+
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    answer_timeout = 0.0517
+    taken: list[bool] = []
+
+    async def wait(fs: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
+        done, pending = await asyncio.wait(fs, timeout=timeout, **kwargs)
+        if timeout == answer_timeout and not done:
+            (request,) = [event.payload for event in drain(events) if event.kind is EventKind.PERMISSION]
+            taken.append(request.allow())
+        return done, pending
+
+    monkeypatch.setattr(acp_client.sync, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "wait": wait}))
+    client = make_client(event_queue=events, answer_timeout=answer_timeout)
+    session = client.new_session("/tmp")
+    assert client.prompt(session.session_id, "/permission").stop_reason == "end_turn"
+    assert taken == [True]
+    assert "agent: permission: selected allow" in client.session(session.session_id).transcript.text()
+
+
 def test_coroutine_handlers_stay_on_the_loop(make_client: Callable[..., SyncAcpClient]) -> None:
     threads: list[threading.Thread] = []
 
