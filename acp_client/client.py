@@ -801,6 +801,12 @@ class AcpClient:
             return
         for key in [key for key, value in self._sessions.items() if value is tracked]:
             del self._sessions[key]
+        turn = tracked.turn
+        if turn is not None and not turn.future.done():
+            # Untracked, its v2 idle update can no longer end the turn: do not wait for it.
+            error = SessionNotFound(f"session {session_id} is no longer tracked", {"sessionId": session_id})
+            turn.future.set_exception(error)
+            turn.future.exception()  # a v1 prompt() never awaits it; mark it retrieved
         for queue in tracked.subscribers:
             queue.put_nowait(None)
 

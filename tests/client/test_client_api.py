@@ -15,6 +15,7 @@ from acp_client import (
     IncompatibleProtocolVersion,
     RequestTimeout,
     RetryPolicy,
+    SessionNotFound,
     SessionStatus,
     State,
     TurnInProgress,
@@ -195,6 +196,20 @@ async def test_prompt_timeout_uses_the_clock() -> None:
         await h.clock.advance(5.0)
         with pytest.raises(RequestTimeout):
             await turn
+
+
+async def test_forgetting_a_session_ends_the_wait_for_its_running_v2_turn() -> None:
+    # Untracked, the session's idle state_update is no longer matched to the turn: the prompt
+    # must not wait for it forever.
+    async with Harness(protocol_version=2) as h:
+        session = await h.client.new_session("/work")
+        handle = h.client.session(session.session_id)
+        turn = asyncio.ensure_future(handle.prompt("/slow"))
+        await h.clock.advance(1.0)
+        assert handle.turn_running
+        h.client.forget_session(session.session_id)
+        with pytest.raises(SessionNotFound):
+            await h.clock.run(turn, limit=10_000)
 
 
 @pytest.mark.parametrize("version", [1, 2])
