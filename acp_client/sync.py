@@ -243,11 +243,10 @@ class EventLoopThread:
         with self._lock:
             if self._stopped:
                 raise ClientClosed(f"the event loop thread {self.name!r} was stopped")
-            if self._thread is not None:
-                return
-            self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
-            self._thread.start()
-        self._ready.wait()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+                self._thread.start()
+        self._ready.wait()  # a caller racing the first one waits for the loop too
 
     def stop(self, *, join_timeout: float | None = _JOIN_TIMEOUT) -> None:
         """Cancel every task still on the loop, stop it, and join the thread (idempotent).

@@ -843,3 +843,50 @@ async def _never() -> None:
     import asyncio
 
     await asyncio.Event().wait()
+
+
+def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # start() is idempotent and safe from any thread: a second caller racing the first must not
+    # get back before the loop exists (its next run() would raise ClientClosed).
+    import asyncio
+    import types
+
+    loop_thread = EventLoopThread(name="racing-start")
+    second_caller_inside = threading.Event()
+    real_new_event_loop = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        second_caller_inside.wait(DEADLINE)  # hold the first start until the second one ran
+        return real_new_event_loop()
+
+    class SignallingLock:
+        def __init__(self) -> None:
+            self._inner = threading.Lock()
+
+        def __enter__(self) -> None:
+            self._inner.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self._inner.release()
+            if threading.current_thread() is threading.main_thread():
+                second_caller_inside.set()
+
+    monkeypatch.setattr(
+        acp_client.sync, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
+    )
+    monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
+    first = threading.Thread(target=loop_thread.start)
+    first.start()
+    eventually(lambda: loop_thread.thread is not None, what="the first start() to create the thread")
+    try:
+        loop_thread.start()  # the second caller (this thread)
+        assert loop_thread.running and loop_thread.loop is not None
+
+        async def answer() -> int:
+            return 42
+
+        assert loop_thread.run(answer(), timeout=DEADLINE) == 42
+    finally:
+        second_caller_inside.set()
+        first.join(DEADLINE)
+        loop_thread.stop()
