@@ -703,6 +703,8 @@ class AcpClient:
 
         Raises:
             TurnInProgress: A turn is already running in this session.
+            RecoveryFailed: Recovery abandoned the session, before or while the prompt waited
+                for it (the prompt was not sent).
             ConnectionLost: The connection dropped during the turn (``may_have_executed``).
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
@@ -712,6 +714,8 @@ class AcpClient:
             raise SessionNotFound(f"this client does not track session {session_id!r}", {"sessionId": session_id})
         if tracked.turn is not None:
             raise TurnInProgress(f"a turn is already running in session {tracked.session_id}")
+        if tracked.abandoned:  # not attached to the connection: the agent must not get the prompt
+            raise RecoveryFailed(tracked.session_id, "abandoned by recovery; not attached to the connection")
         blocks = _content(prompt)
         loop = asyncio.get_running_loop()
         turn = _Turn(blocks, loop.create_future())
@@ -720,6 +724,8 @@ class AcpClient:
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
             # is it part of the conversation, and only then does a new turn begin.
+            if turn.future.done():  # the recovery it waited for abandoned the session: not sent
+                turn.future.result()
             if tracked.window_timer is not None:  # whatever arrives from now on is live
                 self._close_window(tracked)
             if self._version < 2 and self._keep_transcripts:  # v1 agents do not echo prompts

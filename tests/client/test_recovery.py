@@ -14,6 +14,7 @@ from acp_client import (
     ConnectionLost,
     Probe,
     QueueFull,
+    RecoveryFailed,
     RecoveryPath,
     RetryPolicy,
     SessionStatus,
@@ -227,6 +228,27 @@ async def test_decision_hook_overrides_and_abandons() -> None:
         h.connector.drop()
         await h.until_connected()
         assert [o.previous_session_id for o in h.outcomes[2:]] == [h.client.sessions[0].session_id]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_a_prompt_queued_for_a_session_recovery_abandons_fails_unsent(version: int) -> None:
+    async with Harness(
+        protocol_version=version, client_kwargs={"decide_recovery": lambda context: RecoveryPath.ABANDON}
+    ) as h:
+        session = await h.client.new_session("/work")
+        h.connector.refuse()
+        h.connector.drop()
+        await h.clock.settle()
+        queued = asyncio.ensure_future(h.client.prompt(session.session_id, "hello"))
+        await h.clock.settle()
+        assert not queued.done()
+        h.connector.accept()
+        await h.until_connected()
+        with pytest.raises(RecoveryFailed):
+            await h.clock.run(queued)
+        with pytest.raises(RecoveryFailed):  # and so does a prompt made after the recovery
+            await h.client.session(session.session_id).prompt("again")
+        assert h.connector.sent_methods().count("session/prompt") == 0  # never sent unattached
 
 
 async def test_callbacks_run_before_queued_requests_are_sent() -> None:
