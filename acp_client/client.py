@@ -17,6 +17,7 @@ outage is sent.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 import random
@@ -108,6 +109,9 @@ SUPPORTED_PROTOCOL_VERSIONS: tuple[int, ...] = (1, 2)
 
 #: How long a replay window stays open after the answer on multi-stream transports (HTTP).
 _REPLAY_GRACE = 0.5
+
+#: How many recovery outcomes the client keeps (the most recent ones).
+_MAX_OUTCOMES = 1000
 
 _CLIENT_INFO = Implementation(name="acp-reconnect", version="0.1.0", title="acp_client")
 
@@ -395,7 +399,7 @@ class AcpClient:
         self._version = protocol_version
         self._sessions: dict[str, _Tracked] = {}
         self._state_queues: list[asyncio.Queue[ConnectionState]] = []
-        self._outcomes: list[RecoveryOutcome] = []
+        self._outcomes: collections.deque[RecoveryOutcome] = collections.deque(maxlen=_MAX_OUTCOMES)
         self._background: set[asyncio.Task[Any]] = set()
         self._dispatch_queue: asyncio.Queue[UpdateEvent] | None = None
         self._router = RequestRouter(
@@ -494,7 +498,7 @@ class AcpClient:
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:
-        """Every recovery outcome so far, oldest first."""
+        """The recovery outcomes so far, oldest first (the most recent 1000)."""
         return list(self._outcomes)
 
     async def state_changes(self) -> AsyncIterator[ConnectionState]:

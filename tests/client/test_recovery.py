@@ -20,6 +20,7 @@ from acp_client import (
     SessionStatus,
     State,
 )
+from acp_client import client as client_module
 from acp_client.state import LEGAL_TRANSITIONS
 
 from ._harness import FAST_RETRY, Harness
@@ -249,6 +250,17 @@ async def test_a_prompt_queued_for_a_session_recovery_abandons_fails_unsent(vers
         with pytest.raises(RecoveryFailed):  # and so does a prompt made after the recovery
             await h.client.session(session.session_id).prompt("again")
         assert h.connector.sent_methods().count("session/prompt") == 0  # never sent unattached
+
+
+async def test_recovery_outcomes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long-lived client on a flaky network must not keep every outcome (and the error and
+    # traceback each may hold) forever.
+    monkeypatch.setattr(client_module, "_MAX_OUTCOMES", 3)
+    async with Harness(protocol_version=1) as h:
+        await h.client.new_session("/work")
+        for _ in range(5):
+            await h.drop_and_recover()
+        assert h.client.recovery_outcomes == h.outcomes[-3:]
 
 
 async def test_callbacks_run_before_queued_requests_are_sent() -> None:
