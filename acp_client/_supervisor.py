@@ -123,6 +123,7 @@ class Supervisor:
         self._carried_attempts = 0
         self._attempts_this_outage = 0
         self._suspended = False
+        self._suspend_due = False
         self._suspend_timer: TimerHandle | None = None
         self._queue: collections.deque[_Waiter] = collections.deque()
         self._wake = asyncio.Event()
@@ -390,6 +391,16 @@ class Supervisor:
         return await self._open_with_refresh()
 
     def _suspend(self) -> None:
+        """The suspend timer: down too long."""
+        if self._state.state is State.RECOVERING:
+            # A live link is being recovered: suspend only if this recovery drops again
+            # (suspended cannot lead to connected without another recovery).
+            self._suspend_due = True
+            return
+        self._enter_suspension()
+
+    def _enter_suspension(self) -> None:
+        self._suspend_due = False
         if self._conn is not None or self._closing or self._state.is_terminal:
             return
         self._suspended = True
@@ -422,7 +433,7 @@ class Supervisor:
         carried = self._carried_attempts if uptime < policy.reset_after else 0
         self._drop_cause = str(cause)
         self._refreshed = False
-        self._suspended = False
+        self._suspended = self._suspend_due = False
         self._attempts_this_outage = 0
         if policy.suspend_after is not None:
             self._suspend_timer = self._clock.call_later(policy.suspend_after, self._suspend)
@@ -456,6 +467,8 @@ class Supervisor:
                 self._drop_cause = str(exc)
                 await conn.aclose()
                 carried = self._attempts_this_outage
+                if self._suspend_due:
+                    self._enter_suspension()
                 continue
             except AcpError as exc:
                 logger.error("recovery failed: %s", exc)
@@ -464,10 +477,12 @@ class Supervisor:
             if conn.is_closed:
                 self._drop_cause = str(conn.close_cause)
                 carried = self._attempts_this_outage
+                if self._suspend_due:
+                    self._enter_suspension()
                 continue
             self._cancel_suspend_timer()
             self._carried_attempts = self._attempts_this_outage
-            self._suspended = False
+            self._suspended = self._suspend_due = False
             self._install(conn, init)
             self._set_state(State.CONNECTED)
             self._release_queue(conn)

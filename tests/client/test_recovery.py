@@ -432,6 +432,45 @@ async def test_suspended_then_recovers() -> None:
         assert_legal(h)
 
 
+async def test_suspend_deadline_passing_during_a_recovery_does_not_strand_the_client() -> None:
+    # The suspend timer fires while a (slow) recovery is running on a live link: when the
+    # recovery succeeds the client must be connected and serving requests again.
+    policy = RetryPolicy(initial_delay=1.0, max_delay=1.0, jitter=False, suspend_after=5.0)
+
+    async def slow_on_resume(outcome: Any) -> None:
+        await h.clock.sleep(10.0)
+
+    async with Harness(retry=policy, client_kwargs={"on_resume": slow_on_resume}) as h:
+        await h.client.new_session("/work")
+        h.connector.drop()
+        await h.until_connected(limit=60.0)
+        assert h.client.state.state is State.CONNECTED
+        assert (await h.clock.run(h.client.list_sessions())).sessions
+        assert_legal(h)
+
+
+async def test_suspend_deadline_passed_during_a_recovery_that_then_drops_suspends() -> None:
+    policy = RetryPolicy(initial_delay=1.0, max_delay=1.0, jitter=False, suspend_after=5.0, suspended_delay=60.0)
+
+    async def on_resume(outcome: Any) -> None:
+        await h.clock.sleep(7.0)  # past the suspend deadline, on a live link...
+        h.connector.refuse(None)
+        h.connector.drop()  # ...which then drops before the recovery is over
+        await h.clock.sleep(0.5)
+
+    async with Harness(retry=policy, client_kwargs={"on_resume": on_resume}) as h:
+        await h.client.new_session("/work")
+        h.connector.drop()
+        await h.clock.advance(8.0)
+        assert h.client.state.state is State.SUSPENDED
+        with pytest.raises(ClientSuspended):
+            await h.client.list_sessions()
+        h.client._callbacks["resume"] = None
+        h.connector.accept()
+        await h.until_connected()
+        assert_legal(h)
+
+
 async def test_exhausted_policy_fails_everything() -> None:
     async with Harness(retry=RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=3, suspend_after=None)) as h:
         await h.client.new_session("/work")
