@@ -261,9 +261,12 @@ class EventLoopThread:
             raise LoopThreadError("EventLoopThread.stop() was called from its own loop thread")
         with self._lock:
             self._stopped = True
-            thread, loop = self._thread, self._loop
-        if thread is None or loop is None:
+            thread = self._thread
+        if thread is None:
             return
+        self._ready.wait()  # a start() in progress: its loop exists once ready (else it would never stop)
+        loop = self._loop
+        assert loop is not None
         with contextlib.suppress(RuntimeError):  # already closed
             loop.call_soon_threadsafe(loop.stop)
         thread.join(join_timeout)

@@ -890,3 +890,52 @@ def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.
         second_caller_inside.set()
         first.join(DEADLINE)
         loop_thread.stop()
+
+
+def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # stop() racing a start() whose thread exists but whose loop is not set up yet must still end
+    # that thread (it used to return at once, and the loop then ran forever: a leaked thread).
+    import asyncio
+    import types
+
+    loop_thread = EventLoopThread(name="stopped-while-starting")
+    stop_called = threading.Event()
+    real_new_event_loop = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        stop_called.wait(DEADLINE)  # hold the loop's creation until stop() has looked
+        return real_new_event_loop()
+
+    class SignallingLock:
+        def __init__(self) -> None:
+            self._inner = threading.Lock()
+
+        def __enter__(self) -> None:
+            self._inner.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self._inner.release()
+            if threading.current_thread() is threading.main_thread():
+                stop_called.set()
+
+    monkeypatch.setattr(
+        acp_client.sync, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
+    )
+    monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
+    starter = threading.Thread(target=loop_thread.start)
+    starter.start()
+    eventually(lambda: loop_thread.thread is not None, what="start() to create the thread")
+    thread = loop_thread.thread
+    assert thread is not None
+    try:
+        loop_thread.stop(join_timeout=DEADLINE)
+        thread.join(2.0)
+        assert not thread.is_alive(), "the loop thread outlived stop()"
+        assert not loop_thread.running
+    finally:
+        stop_called.set()
+        starter.join(DEADLINE)
+        loop = loop_thread.loop
+        if thread.is_alive() and loop is not None:  # do not leak it into the next tests
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(DEADLINE)
