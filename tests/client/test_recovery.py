@@ -263,6 +263,35 @@ async def test_recovery_outcomes_kept_are_bounded(monkeypatch: pytest.MonkeyPatc
         assert h.client.recovery_outcomes == h.outcomes[-3:]
 
 
+@pytest.mark.parametrize("retry", [FAST_RETRY, None])
+async def test_the_dead_link_is_closed_after_a_drop(retry: RetryPolicy | None) -> None:
+    # Its transport may still hold resources: a stdio agent that closed stdout but lives on, an
+    # HTTP client's pooled sockets. Nothing else ever closes it (reconnecting off: not even aclose).
+    h = Harness(retry=retry)
+    closed: list[object] = []
+    connect = h.connector.connect
+
+    async def recording_connect() -> Any:
+        transport = await connect()
+        close = transport.aclose
+
+        async def aclose() -> None:
+            closed.append(transport)
+            await close()
+
+        transport.aclose = aclose  # type: ignore[method-assign]
+        return transport
+
+    h.connector.connect = recording_connect  # type: ignore[method-assign]
+    async with h:
+        await h.client.new_session("/work")
+        h.connector.drop()
+        await h.clock.settle()
+        if retry is not None:
+            await h.until_connected()
+        assert closed == h.connector.transports[:1]
+
+
 async def test_callbacks_run_before_queued_requests_are_sent() -> None:
     async with Harness(protocol_version=1) as h:
         session = await h.client.new_session("/work")
