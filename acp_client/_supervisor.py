@@ -175,6 +175,7 @@ class Supervisor:
 
         Raises:
             AcpError: The first connection failed (the state is then ``failed``).
+            ClientClosed: :meth:`aclose` was called meanwhile.
         """
         try:
             conn, init = await self._open_with_refresh()
@@ -185,6 +186,9 @@ class Supervisor:
             self._failure = exc
             self._set_state(State.FAILED, cause=str(exc))
             raise
+        if self._closing:  # aclose() ran while connecting: it could not see this link
+            await conn.aclose()
+            raise ClientClosed("the client was closed while connecting")
         self._refreshed = False
         self._install(conn, init)
         self._set_state(State.CONNECTED)

@@ -438,6 +438,7 @@ class AcpClient:
             ConnectError / TlsVerificationError / HttpStatusError: The agent is unreachable.
             IncompatibleProtocolVersion: The agent speaks no version this client supports.
             RpcError: ``initialize`` was refused.
+            ClientClosed: :meth:`aclose` was called while connecting.
         """
         self._emit_state(self._supervisor.state)
         await self._supervisor.start()

@@ -11,6 +11,7 @@ from acp_client import (
     AcpClient,
     AuthenticationFailed,
     CapabilityNotSupported,
+    ClientClosed,
     ConfigurationError,
     IncompatibleProtocolVersion,
     RequestTimeout,
@@ -196,6 +197,18 @@ async def test_prompt_timeout_uses_the_clock() -> None:
         await h.clock.advance(5.0)
         with pytest.raises(RequestTimeout):
             await turn
+
+
+async def test_closing_while_connecting_leaves_no_live_link() -> None:
+    h = Harness()
+    connecting = asyncio.ensure_future(h.client.connect())
+    await asyncio.sleep(0)  # connect() is now waiting for the initialize answer
+    await h.client.aclose()
+    with pytest.raises(ClientClosed):
+        await connecting
+    assert h.client.state.state is State.CLOSED
+    assert h.connector.live_links == 0
+    await h.connector.aclose()
 
 
 async def test_forgetting_a_session_ends_the_wait_for_its_running_v2_turn() -> None:
