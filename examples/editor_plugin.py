@@ -129,8 +129,9 @@ class FakeEditor:
             self.recoveries.append(payload.path.value)
             if payload.session_id is not None:
                 self.session_id = payload.session_id
+            verb = "could not recover" if event.kind is EventKind.RECOVERY_FAILED else "recovered"
             self.screen.line(
-                f"[editor] recovered: {payload.path.value} (session {payload.previous_session_id}"
+                f"[editor] {verb}: {payload.path.value} (session {payload.previous_session_id}"
                 f" -> {payload.session_id}, probe {payload.probe.value}, {payload.duration * 1000:.0f} ms)"
             )
         elif event.kind is EventKind.PROTOCOL_ERROR:
@@ -205,6 +206,9 @@ class FakeEditor:
         if self.cut is not None and not self.recoveries:
             self.screen.line("[editor] the connection was cut but no recovery was seen")
             return EXIT_TIMED_OUT
+        if "abandon" in self.recoveries:
+            self.screen.line("[editor] the client gave up on the session")
+            return EXIT_GAVE_UP
         recovered = ", ".join(self.recoveries) or "none needed"
         self.screen.line(f"[editor] done: {self.turns_done} turns completed, recoveries: {recovered}")
         return EXIT_OK

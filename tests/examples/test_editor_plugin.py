@@ -51,3 +51,50 @@ def test_help_documents_the_example(tmp_path: Path) -> None:
     assert done.returncode == 0
     for text in ("usage: editor_plugin.py", "--poll-ms", "--deadline", "bundled reference agent", "Exit status"):
         assert text in done.stdout
+
+
+def test_an_abandoned_session_is_not_reported_as_recovered(capsys: pytest.CaptureFixture[str]) -> None:
+    # The client gives up on the session (the agent forgot it and cannot create a new one): the
+    # editor must not print "recovered" nor exit 0 ("finished, and the session was recovered").
+    import queue
+    from typing import Any
+
+    sys.path.insert(0, str(EXAMPLE.parent))
+    import editor_plugin
+
+    from acp_client import RetryPolicy
+    from acp_client.sync import SyncAcpClient, SyncEvent
+    from acp_client.testing import MemoryConnector, ReferenceAgent, SessionStore
+
+    class FailingStore(SessionStore):
+        broken = False
+
+        def save(self, record: Any) -> None:
+            if self.broken:
+                raise OSError("disk full")
+            super().save(record)
+
+    store = FailingStore()
+    agent = ReferenceAgent(store=store, chunks_per_prompt=10, chunk_delay=0.05)
+    connector = MemoryConnector(agent)
+    events: queue.Queue[SyncEvent] = queue.Queue()
+    client = SyncAcpClient(connector, event_queue=events, retry=RetryPolicy(initial_delay=0.01), default_timeout=10.0)
+
+    async def evict_and_drop() -> None:
+        for session_id in list(agent.sessions):
+            agent.evict(session_id)  # -32002 -> new session, which the agent cannot create
+        store.broken = True
+        connector.drop()
+
+    try:
+        client.connect()
+        editor = editor_plugin.FakeEditor(
+            client, events, cut=lambda: client.submit(evict_and_drop(), timeout=5.0).result(5.0), cwd="/work"
+        )
+        code = editor.run(deadline=20.0, poll=0.005)
+    finally:
+        client.close()
+    out = capsys.readouterr().out
+    assert editor.recoveries == ["abandon"], out
+    assert "recovered: abandon" not in out
+    assert code == editor_plugin.EXIT_GAVE_UP, out
