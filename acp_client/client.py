@@ -673,10 +673,11 @@ class AcpClient:
             CapabilityNotSupported: The agent does not advertise ``session/close``.
         """
         self._require("session/close")
-        current = self._current_id(session_id)
-        request = CloseSessionRequest(session_id=current)
-        await self._supervisor.call("session/close", lambda: self._wire(request))
-        self._untrack(current)
+        # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
+        await self._supervisor.call(
+            "session/close", lambda: self._wire(CloseSessionRequest(session_id=self._current_id(session_id)))
+        )
+        self._untrack(self._current_id(session_id))
 
     def forget_session(self, session_id: str) -> None:
         """Stop tracking a session (it will not be recovered after a drop); nothing is sent."""
@@ -762,9 +763,10 @@ class AcpClient:
 
         Pending permission requests of the session are answered ``cancelled``.
         """
-        current = self._current_id(session_id)
-        self._router.cancel_session(current)
-        await self._supervisor.notify("session/cancel", lambda: self._wire(CancelNotification(session_id=current)))
+        self._router.cancel_session(self._current_id(session_id))
+        await self._supervisor.notify(
+            "session/cancel", lambda: self._wire(CancelNotification(session_id=self._current_id(session_id)))
+        )
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result."""
