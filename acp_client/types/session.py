@@ -355,9 +355,10 @@ class Session:
 
         Lenient: unknown fields are ignored and a malformed optional field becomes ``None``. An
         ``updatedAt`` that precedes ``createdAt`` is dropped to ``None`` and a warning is logged.
-        ``status`` accepts ``active``/``open``/``inactive``/``saved``/``unknown`` and any other
-        string (read as inactive); ``rawStatus`` (when the member is absent: ``status``) becomes
-        ``raw_status``.
+        ``status`` accepts ``active``/``open``/``inactive``/``saved`` and any other string (read
+        as inactive); ``unknown`` is read as :attr:`SessionStatus.UNKNOWN` only in the form
+        :meth:`to_json` writes (with ``rawStatus``). ``rawStatus`` (when the member is absent:
+        ``status``) becomes ``raw_status``.
 
         Raises:
             InvalidMessage: ``data`` is not an object or has no string ``sessionId``.
@@ -385,11 +386,13 @@ class Session:
         raw_status = _opt_str(data, "rawStatus")
         wire_status = data.get("status")
         if isinstance(wire_status, str):
-            try:
-                status = SessionStatus(wire_status)
-            except ValueError:
+            if "rawStatus" in data:  # our own form: ``status`` is already normalized
+                try:
+                    status = SessionStatus(wire_status)
+                except ValueError:
+                    status = normalize_status(wire_status)
+            else:  # an agent's Session: its status string is the raw one ("unknown" is no -32002)
                 status = normalize_status(wire_status)
-            if "rawStatus" not in data:  # an agent's Session: its status string is the raw one
                 raw_status = wire_status
 
         directories = data.get("additionalDirectories")

@@ -286,6 +286,14 @@ def test_unknown_status_survives_a_round_trip() -> None:
     assert Session.from_wire(session.to_json()) == session
 
 
+def test_an_agents_status_string_unknown_is_an_unrecognized_value() -> None:
+    # UNKNOWN means "-32002: the agent does not know the session", never a wire value. In an
+    # agent's Session (no rawStatus: not our own to_json form) "unknown" is just a status string
+    # this SDK does not recognize: kept verbatim, read as inactive.
+    session = Session.from_wire({"sessionId": "s", **REQUIRED_NULLABLE, "status": "unknown"})
+    assert (session.status, session.raw_status) == (SessionStatus.INACTIVE, "unknown")
+
+
 # --------------------------------------------------------------------------------------------
 # properties
 
