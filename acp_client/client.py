@@ -651,11 +651,15 @@ class AcpClient:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
         """
         self._require("session/status")
-        current = self._current_id(session_id)
-        check_session_id(current)
-        request = SessionStatusRequest(session_id=current)
+        current = check_session_id(self._current_id(session_id))
+
+        def params() -> Any:  # at send time: a recovery it waited for may have renamed the session
+            nonlocal current
+            current = self._current_id(session_id)
+            return self._wire(SessionStatusRequest(session_id=current))
+
         try:
-            result = await self._supervisor.call("session/status", lambda: self._wire(request), idempotent=True)
+            result = await self._supervisor.call("session/status", params, idempotent=True)
         except SessionNotFound:
             return Session(session_id=current, status=SessionStatus.UNKNOWN)
         response = self._decode(SessionStatusResponse, result)

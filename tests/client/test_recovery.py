@@ -292,13 +292,14 @@ async def test_the_dead_link_is_closed_after_a_drop(retry: RetryPolicy | None) -
         assert closed == h.connector.transports[:1]
 
 
-async def test_close_and_cancel_queued_during_an_outage_use_the_recovered_session_id() -> None:
+async def test_status_close_and_cancel_queued_during_an_outage_use_the_recovered_session_id() -> None:
     async with Harness(protocol_version=1) as h:
         session = await h.client.new_session("/work")
         h.connector.refuse()
         h.connector.drop()
         h.agent.evict(session.session_id)  # recovery will make a new session
         await h.clock.settle()
+        status = asyncio.ensure_future(h.client.session_status(session.session_id))
         cancel = asyncio.ensure_future(h.client.cancel(session.session_id))
         close = asyncio.ensure_future(h.client.close_session(session.session_id))
         await h.clock.settle()
@@ -307,6 +308,8 @@ async def test_close_and_cancel_queued_during_an_outage_use_the_recovered_sessio
         await h.clock.run(asyncio.gather(cancel, close))
         new_id = h.outcomes[-1].session_id
         assert new_id != session.session_id
+        probed = await status
+        assert probed.session_id == new_id and probed.status is SessionStatus.ACTIVE
         sent = [m for m in h.connector.transports[-1].sent if m.get("method") in ("session/cancel", "session/close")]
         assert [m["params"]["sessionId"] for m in sent] == [new_id, new_id]
         assert h.client.sessions == []
