@@ -407,9 +407,12 @@ class HttpConnector:
         if any(ch in url for ch in ("\r", "\n", "\x00", " ")):
             raise ConfigurationError("the URL contains whitespace or control characters")
         pairs = check_headers(headers)
-        for name, _ in pairs:
+        for name, value in pairs:
             if name.lower() in _RESERVED_HEADERS:
                 raise ConfigurationError(f"header {name!r} is set by the transport")
+            if not value.isascii():  # httpx would raise UnicodeEncodeError on every request
+                # Never echo the value: it may be a credential.
+                raise ConfigurationError(f"header {name!r} has a non-ASCII character")
         if connect_timeout <= 0 or sse_idle_timeout <= 0:
             raise ConfigurationError("timeouts must be positive")
         if session_stream_retries < 0:

@@ -736,6 +736,7 @@ async def test_a_private_cookie_store_by_default(fake: tuple[FakeAcpServer, Hype
         {"headers": {"Bad Name": "v"}},
         {"headers": {"Acp-Session-Id": "s"}},
         {"headers": {"Content-Type": "text/plain"}},
+        {"headers": {"Authorization": "Bearer t\u00f6ken"}},  # httpx sends ASCII only: no UnicodeEncodeError later
         {"connect_timeout": 0},
     ],
 )
