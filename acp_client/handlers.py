@@ -215,14 +215,17 @@ class RequestRouter:
         task: asyncio.Task[PermissionOutcome] = asyncio.ensure_future(_maybe_await(handler(request)))
         self._permissions.setdefault(request.session_id, set()).add(task)
         try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task in self._cancelled:
-                self._cancelled.discard(task)
+            try:
+                outcome = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task not in self._cancelled:
+                    task.cancel()
+                    raise
+            if task in self._cancelled:  # even if the handler ignored its cancellation and answered
                 return CancelledPermissionOutcome()
-            task.cancel()
-            raise
+            return outcome
         finally:
+            self._cancelled.discard(task)
             waiting = self._permissions.get(request.session_id)
             if waiting is not None:
                 waiting.discard(task)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,22 @@ async def test_cancel_answers_pending_permission_requests_cancelled() -> None:
         assert result.stop_reason in ("cancelled", "end_turn")
         replies = [m for m in h.connector.sent() if "result" in m and "outcome" in m["result"]]
         assert replies and replies[0]["result"]["outcome"] == {"outcome": "cancelled"}
+
+
+async def test_cancel_wins_over_a_permission_handler_that_ignores_its_cancellation() -> None:
+    import asyncio
+
+    started = asyncio.Event()
+
+    async def stubborn_user(request: Any) -> Any:
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):  # swallows it and answers anyway
+            await asyncio.Event().wait()
+        return SelectedPermissionOutcome(option_id="allow")
+
+    r = router(ClientHandlers(permission=stubborn_user))
+    asking = asyncio.ensure_future(r("session/request_permission", PERMISSION))
+    await started.wait()
+    r.cancel_session("s1")
+    assert await asking == {"outcome": {"outcome": "cancelled"}}  # the protocol's answer after a cancel
+    assert not r._cancelled and not r._permissions  # nothing kept
