@@ -322,6 +322,19 @@ def _session_id_of(params: Any) -> str | None:
     return None
 
 
+def _header_session_id(session_id: str) -> str:
+    """A session id fit for an ``Acp-Session-Id`` header.
+
+    Raises:
+        ConfigurationError: CR, LF or NUL (see :func:`check_session_id`), or a non-ASCII
+            character (httpx sends header values as ASCII).
+    """
+    check_session_id(session_id)
+    if not session_id.isascii():
+        raise ConfigurationError(f"session id {session_id!r} cannot travel in an HTTP header (not ASCII)")
+    return session_id
+
+
 def _hashable_id(message: dict[str, Any]) -> int | str | None:
     value = message.get("id")
     if isinstance(value, int | str) and not isinstance(value, bool):
@@ -557,7 +570,8 @@ class HttpTransport:
         queued for :meth:`receive` and the connection stream is open.
 
         Raises:
-            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL).
+            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL, not
+                ASCII).
             TransportClosed: The link is closed, or this POST found it dead (then it is closed).
             ConnectError: The ``initialize`` POST could not connect.
             TlsVerificationError: The server's certificate did not verify.
@@ -725,9 +739,9 @@ class HttpTransport:
         if self._closed is not None:
             return
         try:
-            check_session_id(session_id)
+            _header_session_id(session_id)
         except ConfigurationError:
-            logger.warning("not opening a stream for a session id the server sent with CR, LF or NUL")
+            logger.warning("not opening a stream for a session id that cannot travel in a header")
             return
         if established:
             self._session_errors.pop(session_id, None)
@@ -964,7 +978,7 @@ class HttpTransport:
                 adaptable=all(r.adaptable for r in routes),
             )
         assert route.session_id is not None
-        check_session_id(route.session_id)
+        _header_session_id(route.session_id)
         return route
 
     def _route_one(self, message: dict[str, Any]) -> _Route:

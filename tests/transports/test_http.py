@@ -768,6 +768,23 @@ async def test_session_id_with_crlf_is_refused_before_sending(
     assert not transport.closed
 
 
+async def test_a_non_ascii_session_id_is_a_typed_error_not_a_crash(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link
+) -> None:
+    # It cannot travel in an Acp-Session-Id header (httpx sends ASCII only).
+    app, server = fake
+    transport = await link(server.url)
+    before = len(app.requests)
+    with pytest.raises(ConfigurationError):
+        await transport.send(request_message(1, "session/prompt", {"sessionId": "s\u00e9", "prompt": []}))
+    assert len(app.requests) == before
+    # An agent that names a session so: no stream for it, and the link lives on.
+    transport._ensure_session_stream("s\u00e9", established=True)
+    assert "s\u00e9" not in transport._sessions
+    assert not transport.closed
+    await new_session(transport, request_id=2)
+
+
 async def test_secrets_are_never_logged(
     fake: tuple[FakeAcpServer, Hypercorn], link: Link, caplog: pytest.LogCaptureFixture
 ) -> None:
