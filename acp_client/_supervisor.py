@@ -481,6 +481,9 @@ class Supervisor:
                 logger.error("recovery failed: %s", exc)
             finally:
                 _RECOVERING_ON.reset(token)
+            if self._closing:  # an app callback closed the client: aclose() could not see this link
+                await conn.aclose()
+                return
             if conn.is_closed:
                 self._drop_cause = str(conn.close_cause)
                 carried = self._attempts_this_outage

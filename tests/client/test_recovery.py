@@ -315,6 +315,21 @@ async def test_status_close_and_cancel_queued_during_an_outage_use_the_recovered
         assert h.client.sessions == []
 
 
+async def test_closing_the_client_from_a_recovery_callback_leaves_no_live_link() -> None:
+    async with Harness(protocol_version=1) as h:
+
+        async def give_up(outcome: Any) -> None:
+            await h.client.aclose()
+
+        h.client._callbacks["resume"] = give_up
+        await h.client.new_session("/work")
+        h.connector.drop()
+        await h.clock.settle()
+        assert h.client.state.state is State.CLOSED
+        assert h.client._supervisor.connection is None
+        assert h.connector.live_links == 0
+
+
 async def test_callbacks_run_before_queued_requests_are_sent() -> None:
     async with Harness(protocol_version=1) as h:
         session = await h.client.new_session("/work")
