@@ -148,6 +148,11 @@ class Supervisor:
         return self._init
 
     @property
+    def closing(self) -> bool:
+        """Whether the app has closed the client (or is closing it)."""
+        return self._closing
+
+    @property
     def failure(self) -> BaseException | None:
         """The fatal error that failed the client, if it failed."""
         return self._failure
@@ -241,7 +246,10 @@ class Supervisor:
             try:
                 return await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
             except ConnectionLost:
-                if idempotent and self._policy is not None and not self._state.is_terminal and not self._closing:
+                # Retried after the next recovery, unless made from inside a recovery (it would
+                # wait for the recovery that is waiting for it).
+                retry = idempotent and _RECOVERING_ON.get() is None
+                if retry and self._policy is not None and not self._state.is_terminal and not self._closing:
                     logger.debug("retrying %s after the connection dropped", method)
                     continue
                 raise

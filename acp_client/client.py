@@ -30,7 +30,7 @@ import attrs
 
 from . import _recovery
 from ._clock import Clock, SystemClock, TimerHandle
-from ._connection import Connection
+from ._connection import DEFAULT_TIMEOUT, Connection, _Default
 from ._converter import decode_session_notification, from_wire, to_wire
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._supervisor import QueueOptions, Supervisor
@@ -755,7 +755,7 @@ class AcpClient:
                 ended = await _wait_with_clock(turn.future, timeout, self._clock, "session/prompt")
             return PromptResult(ended.stop_reason, response.message_id, ended.usage)
         except ConnectionLost as exc:
-            if exc.may_have_executed:
+            if exc.may_have_executed and not self._supervisor.closing:  # a drop, not the app closing
                 await _call_app(self._callbacks["turn_interrupted"], TurnInterrupted(tracked.session_id, blocks))
             raise
         finally:
@@ -772,8 +772,13 @@ class AcpClient:
             "session/cancel", lambda: self._wire(CancelNotification(session_id=self._current_id(session_id)))
         )
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result."""
+    async def request(
+        self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT_TIMEOUT
+    ) -> Any:
+        """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result.
+
+        ``timeout`` defaults to the client's ``request_timeout``; ``None`` waits as long as it takes.
+        """
         return await self._supervisor.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:

@@ -13,6 +13,7 @@ from acp_client import (
     CapabilityNotSupported,
     ClientClosed,
     ConfigurationError,
+    ConnectionLost,
     IncompatibleProtocolVersion,
     RequestTimeout,
     RetryPolicy,
@@ -330,3 +331,23 @@ async def test_tls_verification_failure_on_reconnect_is_fatal_at_once() -> None:
     assert connector.attempts == 1
     assert isinstance(client._supervisor.failure, TlsVerificationError)
     await client.aclose()
+
+
+async def test_raw_requests_use_the_client_request_timeout() -> None:
+    async with Harness(client_kwargs={"request_timeout": 7.0}) as h:
+        h.agent.stall(True)
+        call = asyncio.ensure_future(h.client.request("_custom/echo", {}))
+        await h.clock.advance(7.0)
+        with pytest.raises(RequestTimeout):
+            await call
+
+
+async def test_closing_the_client_is_not_a_turn_interruption() -> None:
+    async with Harness(chunk_delay=1.0) as h:
+        session = await h.client.new_session("/work")
+        turn = asyncio.ensure_future(h.client.prompt(session.session_id, "long"))
+        await h.clock.advance(1.5)
+        await h.client.aclose()
+        with pytest.raises((ConnectionLost, ClientClosed)):
+            await turn
+        assert h.interrupted == []
