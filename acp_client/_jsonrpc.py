@@ -114,7 +114,7 @@ def decode_frame(data: str | bytes) -> Message:
 def encode(message: Message) -> str:
     """Encode a message compactly (UTF-8 kept, no NaN/Infinity).
 
-    A lone surrogate (a peer may send one as a ``\\udXXX`` escape, e.g. in a request id the reply
+    A lone surrogate (a peer may send one as a ``\\udc80``-style escape, e.g. in a request id the reply
     echoes) cannot be written as UTF-8; a message holding one is encoded with ASCII escapes instead.
     """
     text = _encoder.encode(message)

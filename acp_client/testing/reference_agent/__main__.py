@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -63,8 +62,8 @@ async def _serve_network(agent: ReferenceAgent, args: argparse.Namespace) -> Non
     tls = (args.tls_cert, args.tls_key) if args.tls_cert and args.tls_key else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+    if sys.platform != "win32":  # the Windows event loops have no signal handlers
+        for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
     async with ReferenceServer(
         agent, host=args.host, port=args.port, tls=tls, keepalive_interval=args.keepalive
