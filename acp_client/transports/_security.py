@@ -5,7 +5,10 @@ Pure helpers; the transports call them at their boundary.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import ssl
+import time
 from collections.abc import Collection, Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -21,6 +24,7 @@ __all__ = [
     "check_headers",
     "check_session_id",
     "origin_of",
+    "parse_retry_after",
     "redact_headers",
     "redirect_allowed",
     "safe_url",
@@ -136,6 +140,29 @@ def redirect_allowed(from_url: str, to_url: str) -> bool:
     except ConfigurationError:
         return False
     return source == target
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (delta-seconds or an HTTP-date), if valid."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if 0 <= seconds < float("inf") else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
 
 
 @attrs.frozen

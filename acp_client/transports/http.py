@@ -63,12 +63,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import datetime
-import email.utils
 import functools
 import logging
 import ssl
-import time
 import zlib
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from http.cookiejar import Cookie, CookieJar
@@ -108,6 +105,7 @@ from ._security import (
     check_headers,
     check_session_id,
     origin_of,
+    parse_retry_after,
     redirect_allowed,
     safe_url,
 )
@@ -276,29 +274,6 @@ def _content_type(headers: httpx.Headers) -> str:
 
 def _is_json(content_type: str) -> bool:
     return content_type == _JSON or (content_type.startswith("application/") and content_type.endswith("+json"))
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value (delta-seconds or an HTTP-date), if valid."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if 0 <= seconds < float("inf") else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
 
 
 def _is_tls_failure(exc: BaseException) -> bool:

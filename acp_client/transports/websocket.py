@@ -14,11 +14,9 @@ goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then rais
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import re
 import ssl
-import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from typing import Any, Final
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -53,7 +51,15 @@ from ..exceptions import (
     UnsafeRedirect,
 )
 from ._cookies import CookieStore
-from ._security import DEFAULT_SECRET_HEADERS, TlsConfig, check_headers, redact_headers, redirect_allowed, safe_url
+from ._security import (
+    DEFAULT_SECRET_HEADERS,
+    TlsConfig,
+    check_headers,
+    parse_retry_after,
+    redact_headers,
+    redirect_allowed,
+    safe_url,
+)
 from .base import Limits, TransportInfo
 
 __all__ = ["WebSocketConnector", "WebSocketTransport"]
@@ -168,20 +174,6 @@ def _describe_close(
     return "connection dropped (1006)"
 
 
-def _retry_after(value: str | None, now: float) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), or ``None``."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
 def _status_error(
     status: int, reason_phrase: str, headers: Headers, body: bytes | bytearray | None, url: str
 ) -> HttpStatusError:
@@ -191,7 +183,7 @@ def _status_error(
     if status in (401, 403):
         return AuthenticationFailed(message, status=status, body=text)
     if status in (429, 503):
-        retry_after = _retry_after(headers.get("Retry-After"), time.time())
+        retry_after = parse_retry_after(headers.get("Retry-After"))
         return ServiceUnavailable(message, status=status, body=text, retry_after=retry_after)
     return HttpStatusError(message, status=status, body=text)
 

@@ -43,9 +43,9 @@ from acp_client.exceptions import (
 )
 from acp_client.transports import http as http_module
 from acp_client.transports._cookies import CookieStore
-from acp_client.transports._security import TlsConfig
+from acp_client.transports._security import TlsConfig, parse_retry_after
 from acp_client.transports.base import Connector, Limits, Transport
-from acp_client.transports.http import HttpConnector, HttpTransport, parse_retry_after
+from acp_client.transports.http import HttpConnector, HttpTransport
 
 from ._http_servers import END, App, FakeAcpServer, Hypercorn, Recorded, Reply
 
