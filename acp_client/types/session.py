@@ -189,7 +189,7 @@ class Session:
     def from_load(
         cls,
         session_id: str,
-        response: LoadSessionResponse,
+        response: LoadSessionResponse | ResumeSessionResponse,
         *,
         cwd: str,
         additional_directories: Iterable[str] | None = None,
@@ -213,15 +213,8 @@ class Session:
         cwd: str,
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
-        """The record for a session ``session/resume`` just resumed."""
-        return cls(
-            session_id=session_id,
-            cwd=cwd,
-            additional_directories=_to_str_tuple(additional_directories),
-            modes=response.modes,
-            models=response.models,
-            config_options=response.config_options,
-        )
+        """The record for a session ``session/resume`` just resumed (same fields as a load)."""
+        return cls.from_load(session_id, response, cwd=cwd, additional_directories=additional_directories)
 
     @classmethod
     def from_fork(
