@@ -107,7 +107,7 @@ T = TypeVar("T")
 #: The ACP versions this client speaks.
 SUPPORTED_PROTOCOL_VERSIONS: tuple[int, ...] = (1, 2)
 
-#: How long a replay window stays open after the answer on multi-stream transports (HTTP).
+#: How long a replay window stays open after the answer on unordered transports (HTTP).
 _REPLAY_GRACE = 0.5
 
 #: How many recovery outcomes the client keeps (the most recent ones).
@@ -842,9 +842,10 @@ class AcpClient:
         """Open the window in which updates for ``tracked`` are replay (``replay``) or a resume
         snapshot; returns the function that closes it when the answer arrives.
 
-        Over Streamable HTTP the answer and the replayed updates may travel on different SSE
-        streams, so the answer can overtake the last replayed updates; there the window stays
-        open for ``_REPLAY_GRACE`` seconds after the answer (or until the next prompt).
+        On a transport whose messages do not share one ordered stream (``TransportInfo.ordered``
+        is false: Streamable HTTP's several SSE streams) the answer can overtake the last replayed
+        updates; there the window stays open for ``_REPLAY_GRACE`` seconds after the answer (or
+        until the next prompt).
         """
         self._close_window(tracked)
         if replay:
@@ -854,12 +855,12 @@ class AcpClient:
                 tracked.transcript.begin_replay()
         else:
             tracked.snapshot_window = True
-        multi_stream = conn is not None and conn.transport.info.kind == "http"
+        unordered = conn is not None and not conn.transport.info.ordered
 
         def answered() -> None:
             if tracked.window_timer is not None or not (tracked.replaying or tracked.snapshot_window):
                 return
-            if multi_stream:
+            if unordered:
                 tracked.window_timer = self._clock.call_later(_REPLAY_GRACE, lambda: self._close_window(tracked))
             else:
                 self._close_window(tracked)

@@ -61,6 +61,9 @@ class TransportInfo:
         connection_id: The ``Acp-Connection-Id`` the server assigned, when it did.
         http_version: ``"HTTP/1.1"`` or ``"HTTP/2"`` for the HTTP transport.
         pid: The agent process id for stdio.
+        ordered: Whether every inbound message travels one ordered stream. ``False`` for
+            Streamable HTTP, where a response and the updates before it may arrive on different
+            SSE streams (so a load/resume answer can overtake the last replayed updates).
     """
 
     kind: str
@@ -68,6 +71,7 @@ class TransportInfo:
     connection_id: str | None = None
     http_version: str | None = None
     pid: int | None = None
+    ordered: bool = True
 
 
 @runtime_checkable

@@ -507,7 +507,7 @@ class HttpTransport:
         self._stream_timeout = httpx.Timeout(
             connect=connect_timeout, read=sse_idle_timeout, write=connect_timeout, pool=connect_timeout
         )
-        self._info = TransportInfo(kind="http", target=safe_url(url))
+        self._info = TransportInfo(kind="http", target=safe_url(url), ordered=False)
         self._connection_id: str | None = None
         self._inbox: collections.deque[_Inbound] = collections.deque()
         self._wakeup = asyncio.Event()
