@@ -542,8 +542,7 @@ class AcpClient:
     @property
     def sessions(self) -> list[SessionHandle]:
         """Handles on every session the client tracks (each once)."""
-        unique = {id(t): t for t in self._sessions.values() if not t.abandoned}
-        return [SessionHandle(self, tracked) for tracked in unique.values()]
+        return [SessionHandle(self, tracked) for tracked in self._tracked_sessions() if not tracked.abandoned]
 
     async def new_session(
         self,
@@ -817,6 +816,10 @@ class AcpClient:
         self._sessions[record.session_id] = tracked
         return tracked
 
+    def _tracked_sessions(self) -> list[_Tracked]:
+        """Each tracked session once (a recreated one is also keyed by its earlier ids)."""
+        return list({id(tracked): tracked for tracked in self._sessions.values()}.values())
+
     def _untrack(self, session_id: str) -> None:
         tracked = self._sessions.get(session_id)
         if tracked is None:
@@ -973,7 +976,7 @@ class AcpClient:
         task.add_done_callback(self._background.discard)
 
     def _on_drop(self, cause: TransportError) -> None:
-        for tracked in {id(t): t for t in self._sessions.values()}.values():
+        for tracked in self._tracked_sessions():
             turn = tracked.turn
             if turn is not None and not turn.future.done():
                 turn.future.set_exception(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
@@ -1053,7 +1056,7 @@ class AcpClient:
     # -- internals: recovery ----------------------------------------------------------------------------
 
     async def _recover_all(self, conn: Connection, init: InitializeResponse) -> None:
-        sessions = list({id(t): t for t in self._sessions.values() if not t.abandoned}.values())
+        sessions = [tracked for tracked in self._tracked_sessions() if not tracked.abandoned]
         if not sessions:
             return
         semaphore = asyncio.Semaphore(self._recovery_concurrency)
