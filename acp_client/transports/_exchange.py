@@ -16,9 +16,12 @@ answer, with every third-party failure and unexpected status mapped to the error
 
 from __future__ import annotations
 
+import functools
 import logging
+import ssl
 from collections.abc import Callable, Iterable
-from typing import Final
+from http.cookiejar import Cookie, CookieJar
+from typing import Any, Final
 from urllib.parse import urljoin
 
 import attrs
@@ -43,7 +46,16 @@ from .base import Limits
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CONNECTION_ID_HEADER", "EVENT_STREAM", "JSON", "SESSION_ID_HEADER", "Answer", "HttpExchange"]
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "EVENT_STREAM",
+    "JSON",
+    "SESSION_ID_HEADER",
+    "Answer",
+    "HttpExchange",
+    "content_type",
+    "new_client",
+]
 
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
@@ -51,6 +63,7 @@ JSON: Final = "application/json"
 EVENT_STREAM: Final = "text/event-stream"
 #: How much of an error answer's body is kept for diagnostics.
 _ERROR_BODY_BYTES: Final = 4096
+_USER_AGENT: Final = "acp-reconnect"
 
 
 @attrs.frozen(slots=True)
@@ -70,6 +83,41 @@ class Answer:
     @property
     def content_type(self) -> str:
         return content_type(self.headers)
+
+
+class _NoCookies(CookieJar):
+    """A jar that keeps nothing: cookies are the :class:`CookieStore`'s business, not httpx's."""
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        return None
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
+@functools.cache
+def _cleartext_tls_context() -> ssl.SSLContext:
+    """The ``verify`` context of cleartext (``http://``) clients: built once per process.
+
+    Without one, httpx builds a default context (loading the CA bundle: tens of milliseconds) for
+    every client it makes, that is on every reconnect. It is never used: a POST follows no redirect
+    and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
+    """
+    return ssl.create_default_context()
+
+
+def new_client(*, http1: bool, http2: bool, tls: ssl.SSLContext | None, connect_timeout: float) -> httpx.AsyncClient:
+    """An ``httpx`` client for one link: no redirects, no environment, no cookie jar of its own."""
+    return httpx.AsyncClient(
+        http1=http1,
+        http2=http2,
+        verify=tls if tls is not None else _cleartext_tls_context(),
+        follow_redirects=False,
+        trust_env=False,
+        cookies=_NoCookies(),
+        headers={"User-Agent": _USER_AGENT},
+        timeout=httpx.Timeout(connect_timeout),
+    )
 
 
 def content_type(headers: httpx.Headers) -> str:

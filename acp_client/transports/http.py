@@ -58,11 +58,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
-import ssl
 from collections.abc import Callable, Collection, Coroutine, Mapping
-from http.cookiejar import Cookie, CookieJar
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
@@ -88,7 +85,7 @@ from ..exceptions import (
 from ._body import Inflater
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
-from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange
+from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange, new_client
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
 from ._security import (
     DEFAULT_SECRET_HEADERS,
@@ -134,19 +131,8 @@ _MAX_QUEUED: Final = 1024
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 _MAX_RETRY_DELAY: Final = 5.0
-_USER_AGENT: Final = "acp-reconnect"
 
 _Inbound: TypeAlias = "Message | AcpError"
-
-
-class _NoCookies(CookieJar):
-    """A jar that keeps nothing: cookies are the :class:`CookieStore`'s business, not httpx's."""
-
-    def set_cookie(self, cookie: Cookie) -> None:
-        return None
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        return None
 
 
 class _SessionStream:
@@ -162,17 +148,6 @@ class _SessionStream:
         self.closing = False
         self.got_data = False
         self.task: asyncio.Task[None] | None = None
-
-
-@functools.cache
-def _cleartext_tls_context() -> ssl.SSLContext:
-    """The ``verify`` context of cleartext (``http://``) clients: built once per process.
-
-    Without one, httpx builds a default context (loading the CA bundle: tens of milliseconds) for
-    every client it makes, that is on every reconnect. It is never used: a POST follows no redirect
-    and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
-    """
-    return ssl.create_default_context()
 
 
 def _is_json(content_type: str) -> bool:
@@ -218,6 +193,9 @@ class HttpConnector:
             interval (15 s for the official servers).
         session_stream_retries: Quick attempts in a row to reopen a lost session stream before
             giving up on it.
+        max_session_streams: The most session streams open at once on one connection (each holds
+            an HTTP connection). A session past the cap gets no stream: its session-scoped sends
+            raise :class:`~acp_client.exceptions.TransportError` until a stream closes.
 
     Raises:
         ConfigurationError: An unsupported URL, an unsafe or reserved header, or a bad number.
@@ -236,6 +214,7 @@ class HttpConnector:
         connect_timeout: float = 10.0,
         sse_idle_timeout: float = 45.0,
         session_stream_retries: int = 3,
+        max_session_streams: int = 64,
     ) -> None:
         origin = origin_of(url)
         if origin.scheme not in ("http", "https") or urlsplit(url).scheme.lower() not in ("http", "https"):
@@ -256,6 +235,9 @@ class HttpConnector:
             raise ConfigurationError("timeouts must be positive")
         if session_stream_retries < 0:
             raise ConfigurationError("session_stream_retries must be zero or more")
+        if isinstance(max_session_streams, bool) or not isinstance(max_session_streams, int) or max_session_streams < 1:
+            raise ConfigurationError(f"max_session_streams must be a positive integer, got {max_session_streams!r}")
+        self._max_streams = max_session_streams
         self._url = url
         self._secure = origin.secure
         self._headers = pairs
@@ -285,16 +267,7 @@ class HttpConnector:
         return self._cookies
 
     def _new_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            http1=self._http1,
-            http2=self._http2,
-            verify=self._ssl if self._ssl is not None else _cleartext_tls_context(),
-            follow_redirects=False,
-            trust_env=False,
-            cookies=_NoCookies(),
-            headers={"User-Agent": _USER_AGENT},
-            timeout=httpx.Timeout(self._connect_timeout),
-        )
+        return new_client(http1=self._http1, http2=self._http2, tls=self._ssl, connect_timeout=self._connect_timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
@@ -317,6 +290,7 @@ class HttpConnector:
             connect_timeout=self._connect_timeout,
             sse_idle_timeout=self._idle,
             session_stream_retries=self._retries,
+            max_session_streams=self._max_streams,
         )
 
 
@@ -336,8 +310,10 @@ class HttpTransport:
         sse_idle_timeout: float,
         session_stream_retries: int,
         stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        max_session_streams: int = 64,
     ) -> None:
         self._limits = limits
+        self._max_streams = max_session_streams
         self._connect_timeout = connect_timeout
         self._idle = sse_idle_timeout
         self._retries = session_stream_retries
@@ -370,6 +346,8 @@ class HttpTransport:
         self._connection_task: asyncio.Task[None] | None = None
         self._sessions: dict[str, _SessionStream] = {}
         self._session_errors: dict[str, UnknownSession] = {}
+        #: Sessions left without a stream because of ``max_session_streams``.
+        self._streamless: set[str] = set()
         self._router = Router()
 
     # -- the Transport protocol --------------------------------------------------------------
@@ -422,14 +400,20 @@ class HttpTransport:
                 "the first message on a Streamable HTTP link must be the initialize request", maybe_delivered=False
             )
         route = self._router.route(message)
-        if route.session_id is not None:
-            _header_session_id(route.session_id)
-            blocked = self._session_errors.get(route.session_id)
+        sid = route.session_id
+        if sid is not None:
+            _header_session_id(sid)
             members = message if isinstance(message, list) else [message]
-            if blocked is not None and any(
+            if (sid in self._session_errors or sid in self._streamless) and any(
                 isinstance(m, dict) and m.get("method") in SESSION_SCOPED_METHODS for m in members
             ):
-                raise UnknownSession(str(blocked), status=404, body=blocked.body, maybe_delivered=False)
+                blocked = self._session_errors.get(sid)
+                if blocked is not None:
+                    raise UnknownSession(str(blocked), status=404, body=blocked.body, maybe_delivered=False)
+                raise TransportError(
+                    f"session {sid} has no stream: more than {self._max_streams} session streams on this connection",
+                    maybe_delivered=False,
+                )
         tracked = self._router.sent(message)
         try:
             await self._post(message, route)
@@ -569,6 +553,17 @@ class HttpTransport:
             if established:
                 stream.established.set()
             return
+        if stream is None and len(self._sessions) >= self._max_streams:
+            if session_id not in self._streamless:
+                logger.warning(
+                    "not opening a stream for session %s: %d session streams are open on %s (max_session_streams)",
+                    session_id,
+                    len(self._sessions),
+                    self._info.target,
+                )
+                self._streamless.add(session_id)
+            return
+        self._streamless.discard(session_id)
         stream = _SessionStream(session_id, established)
         self._sessions[session_id] = stream
         stream.task = self._spawn(self._run_session_stream(stream), "acp-http-session-stream")
