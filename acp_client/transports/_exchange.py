@@ -138,9 +138,9 @@ class HttpExchange:
         secret_headers: Lowercased names whose values never go to another origin.
         cookies: The store cookies come from and go back to.
         limits: Body caps.
-        post_timeout: The ``httpx`` timeouts of POST and DELETE.
-        stream_timeout: The ``httpx`` timeouts of SSE GETs (the read timeout is the idle timeout).
-        idle: The idle timeout in seconds (for messages).
+        connect_timeout: Seconds to connect (and to wait for a pooled connection).
+        idle: Seconds without a byte before a read fails: the idle timeout of SSE streams (it also
+            bounds the wait for an answer's headers and for a POST's answer).
         on_fatal: Called with a reason when a failure ends the link (a POST's network failure, a
             certificate that did not verify).
         closed_reason: Why the link is closed, for requests attempted after it.
@@ -156,8 +156,7 @@ class HttpExchange:
         secret_headers: frozenset[str],
         cookies: CookieStore,
         limits: Limits,
-        post_timeout: httpx.Timeout,
-        stream_timeout: httpx.Timeout,
+        connect_timeout: float,
         idle: float,
         on_fatal: Callable[[str], None],
         closed_reason: Callable[[], str],
@@ -173,8 +172,9 @@ class HttpExchange:
         self._secret = secret_headers
         self._cookies = cookies
         self._limits = limits
-        self._post_timeout = post_timeout
-        self._stream_timeout = stream_timeout
+        self._post_timeout = httpx.Timeout(connect=connect_timeout, read=idle, write=idle, pool=connect_timeout)
+        # The read timeout of a stream is its idle timeout: it also bounds the wait for headers.
+        self._stream_timeout = httpx.Timeout(connect_timeout, read=idle)
         self._idle = idle
         self._on_fatal = on_fatal
         self._closed_reason = closed_reason

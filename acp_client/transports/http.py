@@ -57,10 +57,9 @@ No ``httpx`` type crosses this module's boundary.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import Callable, Collection, Coroutine, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import attrs
@@ -82,10 +81,10 @@ from ..exceptions import (
     UnknownSession,
     UnsafeRedirect,
 )
-from ._body import Inflater
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
 from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange, new_client
+from ._inbox import EventReader, Inbox
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
 from ._security import (
     DEFAULT_SECRET_HEADERS,
@@ -96,7 +95,6 @@ from ._security import (
     origin_of,
     safe_url,
 )
-from ._sse import SseEvent, SseParser
 from .base import Limits, TransportInfo, describe
 
 __all__ = [
@@ -131,9 +129,6 @@ _MAX_QUEUED: Final = 1024
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 _MAX_RETRY_DELAY: Final = 5.0
-
-_Inbound: TypeAlias = "Message | AcpError"
-
 
 class _SessionStream:
     """The state of one session stream: its reader task and what it waits for."""
@@ -325,21 +320,13 @@ class HttpTransport:
             secret_headers=secret_headers,
             cookies=cookies,
             limits=limits,
-            post_timeout=httpx.Timeout(
-                connect=connect_timeout, read=sse_idle_timeout, write=sse_idle_timeout, pool=connect_timeout
-            ),
-            # The read timeout is the idle timeout of SSE streams: it also bounds the wait for headers.
-            stream_timeout=httpx.Timeout(
-                connect=connect_timeout, read=sse_idle_timeout, write=connect_timeout, pool=connect_timeout
-            ),
+            connect_timeout=connect_timeout,
             idle=sse_idle_timeout,
             on_fatal=self._fail,
             closed_reason=lambda: self._closed.reason if self._closed is not None else "closed by the client",
         )
         self._info = TransportInfo(kind="http", target=safe_url(url), ordered=False)
-        self._inbox: collections.deque[_Inbound] = collections.deque()
-        self._wakeup = asyncio.Event()
-        self._space = asyncio.Event()
+        self._inbox = Inbox(_MAX_QUEUED)
         self._closed: TransportClosed | None = None
         self._released = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -430,20 +417,7 @@ class HttpTransport:
             MessageTooLarge: An oversized SSE line or event was skipped (the stream goes on).
             TransportClosed: The link has ended; ``reason`` says why.
         """
-        inbox = self._inbox
-        while True:
-            if inbox:
-                item = inbox.popleft()
-                if len(inbox) < _MAX_QUEUED:
-                    self._space.set()
-                if type(item) is dict or type(item) is list:
-                    return item
-                assert isinstance(item, AcpError)
-                raise item
-            if self._closed is not None:
-                raise TransportClosed(self._closed.reason, maybe_delivered=False)
-            self._wakeup.clear()
-            await self._wakeup.wait()
+        return await self._inbox.get()
 
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
@@ -511,7 +485,7 @@ class HttpTransport:
             if type(exc) is TransportError:  # a network failure: the link is dead
                 raise TransportClosed(f"the connection stream could not be opened: {exc}") from exc
             raise
-        self._deliver(reply)
+        self._inbox.deliver(reply)
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         try:
@@ -531,7 +505,7 @@ class HttpTransport:
         try:
             if not ready.done():
                 ready.set_result(None)
-            reason = await self._pump(response, None)
+            reason, _ = await self._pump(response, None)
         finally:
             await self._http.close_sse(response)
         self._fail(f"connection stream: {reason}")
@@ -555,13 +529,8 @@ class HttpTransport:
             return
         if stream is None and len(self._sessions) >= self._max_streams:
             if session_id not in self._streamless:
-                logger.warning(
-                    "not opening a stream for session %s: %d session streams are open on %s (max_session_streams)",
-                    session_id,
-                    len(self._sessions),
-                    self._info.target,
-                )
                 self._streamless.add(session_id)
+                logger.warning("no stream for session %s: max_session_streams reached", session_id)
             return
         self._streamless.discard(session_id)
         stream = _SessionStream(session_id, established)
@@ -603,10 +572,15 @@ class HttpTransport:
                 error = exc
             else:
                 try:
-                    reason = await self._pump(response, sid, stream)
+                    reason, lost = await self._pump(response, sid, stream)
                 finally:
                     await self._http.close_sse(response)
                 if self._closed is not None or stream.closing:
+                    return
+                if lost:
+                    # A skipped event may have been an answer the client waits for: only a
+                    # recovery can tell, so this end is a drop, now (not the idle timeout's).
+                    self._fail(f"the stream of session {sid} {reason} after skipping an oversized event")
                     return
                 error = TransportClosed(reason)
                 logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
@@ -632,55 +606,39 @@ class HttpTransport:
 
     # -- reading SSE -------------------------------------------------------------------------
 
-    async def _pump(self, response: httpx.Response, source: str | None, stream: _SessionStream | None = None) -> str:
-        """Read one SSE stream into the inbox until it ends; returns why it ended."""
-        limits = self._limits
-        parser = SseParser(max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes)
-        feed = parser.feed
-        inflater = Inflater(response.headers.get("content-encoding", ""))
-        push = self._push
-        inspect = self._inspect_inbound
-        inbox = self._inbox
-        wakeup = self._wakeup
+    async def _pump(
+        self, response: httpx.Response, source: str | None, stream: _SessionStream | None = None
+    ) -> tuple[str, bool]:
+        """Read one SSE stream into the inbox until it ends.
+
+        Returns:
+            Why it ended, and whether it skipped an oversized event (a lost message).
+        """
+        reader = EventReader(
+            self._inbox,
+            limits=self._limits,
+            content_encoding=response.headers.get("content-encoding", ""),
+            target=self._info.target,
+            inspect=self._inspect_inbound,
+            source=source,
+        )
+
+        def after_chunk() -> bool:
+            if stream is None:
+                return False
+            stream.got_data = True
+            return stream.closing
+
         try:
-            async for raw in response.aiter_raw():
-                for chunk in (raw,) if inflater.identity else inflater.pieces(raw):
-                    for item in feed(chunk):
-                        if type(item) is SseEvent:
-                            if item.event != "message":
-                                logger.debug("ignoring an SSE event of type %r", item.event)
-                                continue
-                            if not item.data:
-                                continue
-                            try:
-                                message = decode_frame(item.data)
-                            except MalformedFrame as exc:
-                                await push(exc)
-                                continue
-                            if type(message) is not dict or "id" in message:  # a notification needs no tracking
-                                inspect(message, source)
-                            if len(inbox) < _MAX_QUEUED:  # what _deliver() does, inline: the hot path
-                                inbox.append(message)
-                                wakeup.set()
-                            else:
-                                await push(message)
-                        else:
-                            assert isinstance(item, MessageTooLarge)
-                            logger.warning("skipped an oversized SSE event from %s: %s", self._info.target, item)
-                            await push(item)
-                if stream is not None:
-                    stream.got_data = True
-                    if stream.closing:
-                        return "session closed"
+            if not await reader.read(response.aiter_raw(), after_chunk):
+                return "session closed", reader.lost
         except httpx.ReadTimeout:
-            return f"no data for {self._idle:g}s (idle timeout)"
+            return f"no data for {self._idle:g}s (idle timeout)", reader.lost
         except httpx.HTTPError as exc:
-            return f"broken: {describe_error(exc)}"
+            return f"broken: {describe_error(exc)}", reader.lost
         except ProtocolError as exc:
-            return f"unreadable: {exc}"
-        if parser.finish():
-            await push(MalformedFrame("an SSE stream ended inside an event; the partial event was discarded"))
-        return "ended by the server"
+            return f"unreadable: {exc}", reader.lost
+        return "ended by the server", reader.lost
 
     def _inspect_inbound(self, message: Message, source: str | None) -> None:
         """Apply what the router decides about session streams for an inbound message."""
@@ -708,17 +666,13 @@ class HttpTransport:
             answer = await self._http.post(body, sid if use_header else None)
             if answer.status in (200, 202, 204):
                 if answer.body_error is not None:
-                    self._deliver(answer.body_error)
+                    self._inbox.deliver(answer.body_error)
                 elif answer.status == 200 and answer.body:
                     self._accept_post_body(answer)
                 return
             retry = self._router.retry_header(route, use_header, answer.status, answer.body) if attempt == 0 else None
             if retry is not None:
-                logger.debug(
-                    "the server %s %s on this POST; retrying",
-                    "wants" if retry else "refuses",
-                    SESSION_ID_HEADER,
-                )
+                logger.debug("the server %s %s here; retrying", "wants" if retry else "refuses", SESSION_ID_HEADER)
                 use_header = retry
                 continue
             error = self._http.status_error(
@@ -732,7 +686,7 @@ class HttpTransport:
         """A 200 with a body where a 202 was expected: deliver it if it is JSON-RPC."""
         content_type = answer.content_type
         if not _is_json(content_type):
-            self._deliver(
+            self._inbox.deliver(
                 MalformedFrame(
                     f"a POST was answered 200 with Content-Type {content_type or 'none'!r}",
                     excerpt=excerpt(answer.body),
@@ -742,28 +696,16 @@ class HttpTransport:
         try:
             reply = decode_frame(answer.body)
         except MalformedFrame as exc:
-            self._deliver(exc)
+            self._inbox.deliver(exc)
             return
         self._inspect_inbound(reply, None)
-        self._deliver(reply)
+        self._inbox.deliver(reply)
 
     # -- helpers -----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed is not None:
             raise TransportClosed(self._closed.reason, maybe_delivered=False)
-
-    def _deliver(self, item: _Inbound) -> None:
-        self._inbox.append(item)
-        self._wakeup.set()
-
-    async def _push(self, item: _Inbound) -> None:
-        """Queue an inbound item, waiting (and so not reading) while the queue is full."""
-        while len(self._inbox) >= _MAX_QUEUED and self._closed is None:
-            self._space.clear()
-            await self._space.wait()
-        if self._closed is None:
-            self._deliver(item)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
@@ -786,8 +728,7 @@ class HttpTransport:
             return
         self._closed = TransportClosed(reason)
         logger.log(level, "HTTP link to %s closed: %s", self._info.target, reason)
-        self._wakeup.set()
-        self._space.set()
+        self._inbox.close(reason)
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:

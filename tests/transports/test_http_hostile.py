@@ -23,7 +23,7 @@ from acp_client.exceptions import MessageTooLarge, TransportClosed, TransportErr
 from acp_client.transports import Limits
 from acp_client.transports.http import HttpConnector
 
-from ._http_servers import FakeAcpServer, Hypercorn, Recorded, Reply
+from ._http_servers import END, FakeAcpServer, Hypercorn, Recorded, Reply
 from .test_http import Link, Serve, fake, fake_ts, init, link, new_session, recv, serve, until  # noqa: F401
 
 T = TypeVar("T")
@@ -185,3 +185,46 @@ async def test_session_streams_are_capped(fake: tuple[FakeAcpServer, Hypercorn],
 def test_the_session_stream_cap_is_validated() -> None:
     with pytest.raises(ValueError, match="max_session_streams"):
         HttpConnector("http://127.0.0.1:1/acp", max_session_streams=0)
+
+
+# --------------------------------------------------------------------------------------------
+# 12. a stream that ends right after an oversized, skipped event
+
+
+@pytest.mark.parametrize("where", ["connection", "session"])
+@pytest.mark.parametrize("dialect", ["python", "typescript"])
+async def test_a_stream_ending_after_a_skipped_event_is_a_drop_at_once(
+    serve: Serve, link: Link, dialect: str, where: str
+) -> None:
+    app = FakeAcpServer(dialect)  # type: ignore[arg-type]
+    app.keepalive = 0.05  # a reopened stream would stay alive: only the idle timeout could end it
+    server = await serve(app)
+    transport = await link(server.url, sse_idle_timeout=30, limits=Limits(max_message_bytes=4096))
+    sid = await new_session(transport)
+    await until(lambda: sid in app.connection.sessions and app.connection.sessions[sid].receivers == 1)
+    outbox = app.connection.stream if where == "connection" else app.connection.sessions[sid]
+    # The skipped event may have been the answer a turn waits for: only a recovery can tell.
+    outbox.push(b"data: " + b"x" * 10_000 + b"\n\n")
+    outbox.push(END)
+    with pytest.raises(MessageTooLarge):
+        await recv(transport)
+    with pytest.raises(TransportClosed) as closed:
+        await recv(transport, timeout=3)
+    assert transport.closed
+    if where == "session":
+        assert "oversized" in closed.value.reason
+
+
+async def test_a_session_stream_ending_cleanly_is_still_reopened(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link
+) -> None:
+    app, server = fake
+    transport = await link(server.url, limits=Limits(max_message_bytes=4096))
+    sid = await new_session(transport)
+    conn = app.connection
+    await until(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
+    conn.sessions[sid].push({"jsonrpc": "2.0", "method": "x/small", "params": {}})
+    conn.sessions[sid].push(END)
+    assert (await recv(transport))["method"] == "x/small"
+    await until(lambda: len([g for g in app.of("GET") if g.headers.get("acp-session-id") == sid]) == 2)
+    assert not transport.closed
