@@ -24,6 +24,7 @@ from .base import Limits
 
 __all__ = ["EventReader", "Inbox"]
 
+# The HTTP transport's logger: these records are about its streams (apps filter on that name).
 logger = logging.getLogger("acp_client.transports.http")
 
 Inbound: TypeAlias = "Message | AcpError"
