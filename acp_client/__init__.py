@@ -63,12 +63,18 @@ from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import ConnectionState, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath, State, TurnInterrupted
 from .transcript import ToolCallView, Transcript, TranscriptMessage
-from .transports._cookies import CookieStore
-from .transports._security import TlsConfig
-from .transports.base import Connector, Limits, Transport, TransportInfo
-from .transports.http import HttpConnector
-from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
-from .transports.websocket import WebSocketConnector
+from .transports import (
+    DEFAULT_INHERITED_ENV,
+    Connector,
+    CookieStore,
+    HttpConnector,
+    Limits,
+    StdioConnector,
+    TlsConfig,
+    Transport,
+    TransportInfo,
+    WebSocketConnector,
+)
 from .types import Session, SessionStatus
 
 __version__ = "0.1.0"
