@@ -18,7 +18,6 @@ from typing import Any
 
 import attrs
 
-from ._recovery import Probe, RecoveryPath
 from .types import Session, SessionUpdate
 
 __all__ = [
@@ -34,6 +33,25 @@ __all__ = [
     "TurnInterrupted",
     "UpdateEvent",
 ]
+
+
+class RecoveryPath(str, enum.Enum):
+    """How a session came back (or did not)."""
+
+    RESUME = "resume"
+    REPLAY = "replay"
+    NEW_SESSION = "new_session"
+    ABANDON = "abandon"
+
+
+class Probe(str, enum.Enum):
+    """What ``session/status`` said (normalized)."""
+
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    NOT_FOUND = "not_found"
+    NOT_PROBED = "not_probed"  # no status capability
+    FAILED = "failed"  # the probe itself failed with another error
 
 
 class State(str, enum.Enum):

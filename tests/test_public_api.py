@@ -155,7 +155,7 @@ def test_public_types_live_in_public_modules() -> None:
         assert module.startswith("acp_client"), name
         private = [part for part in module.split(".") if part.startswith("_")]
         # Transport names are being moved out of private modules by another change (cookies, TLS).
-        if name not in ("CookieStore", "TlsConfig", "Probe", "RecoveryPath"):
+        if name not in ("CookieStore", "TlsConfig"):
             assert not private, f"{name} is defined in the private module {module}"
     assert acp_client.Clock.__module__ == "acp_client.clock"
     assert acp_client.connector_for.__module__ == "acp_client.transports.endpoint"
@@ -169,3 +169,9 @@ def test_the_version_is_read_from_one_place() -> None:
 
     assert acp_client.__version__ == metadata.version("acp-reconnect")
     assert client._CLIENT_INFO.version == acp_client.__version__
+
+
+def test_the_v2_default_client_info_uses_the_same_version() -> None:
+    from acp_client import _converter
+
+    assert _converter.DEFAULT_CLIENT_INFO.version == acp_client.__version__
