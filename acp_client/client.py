@@ -12,45 +12,38 @@ after a drop it reconnects under its :class:`~acp_client.retry.RetryPolicy`, pro
 replay, or a new session), telling the app through callbacks before any request queued during the
 outage is sent.
 
-The work is done underneath, one concern per module: the session table (:mod:`._sessions`, no
-I/O), the recoverer (:mod:`._recoverer`), the supervisor (:mod:`._supervisor`), version
-negotiation (:mod:`._handshake`) and callback delivery (:mod:`._delivery`).
+The work is done underneath, one concern per module, wired together by :mod:`._engine`: the session
+table (:mod:`._sessions`, no I/O), the recoverer (:mod:`._recoverer`), the supervisor
+(:mod:`._supervisor`), version negotiation (:mod:`._handshake`) and callback delivery
+(:mod:`._delivery`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
-from ._connection import DEFAULT_TIMEOUT, Connection, _Default
-from ._converter import decode_session_notification, from_wire, to_wire
-from ._delivery import Dispatcher, call_app
-from ._handshake import SUPPORTED_PROTOCOL_VERSIONS, initialize
-from ._recoverer import Recoverer, open_attach_window, record_after_attach
-from ._sessions import SessionTable, Tracked
-from ._supervisor import Supervisor
+from ._connection import DEFAULT_TIMEOUT, _Default
+from ._engine import Engine
+from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._sessions import Tracked
 from ._version import __version__
 from .clock import Clock, SystemClock
 from .config import Callbacks, QueueOptions, Timeouts, check_instance
 from .exceptions import (
-    AcpError,
     CapabilityNotSupported,
     ClientClosed,
     ConfigurationError,
-    ConnectionLost,
-    InvalidMessage,
-    RequestTimeout,
     SessionNotFound,
 )
-from .handlers import ClientHandlers, RequestRouter
+from .handlers import ClientHandlers
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
 from .transcript import Transcript
 from .transports._cookies import CookieStore
 from .transports._security import TlsConfig, check_session_id
@@ -59,10 +52,8 @@ from .transports.endpoint import connector_for
 from .types import (
     AgentCapabilities,
     CancelNotification,
-    ClientCapabilities,
     CloseSessionRequest,
     ContentBlock,
-    FileSystemCapability,
     ForkSessionRequest,
     ForkSessionResponse,
     Implementation,
@@ -73,12 +64,9 @@ from .types import (
     McpServer,
     NewSessionRequest,
     NewSessionResponse,
-    PromptRequest,
-    PromptResponse,
     ReplayFromStart,
     ResumeSessionRequest,
     Session,
-    SessionNotification,
     SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
@@ -96,10 +84,6 @@ __all__ = [
     "connector_for",
 ]
 
-logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
 _CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
 
 
@@ -109,19 +93,6 @@ def _content(prompt: str | ContentBlock | Iterable[ContentBlock]) -> tuple[Conte
     if attrs.has(type(prompt)):
         return (prompt,)  # type: ignore[return-value]
     return tuple(prompt)  # type: ignore[arg-type]
-
-
-def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
-    def settle(outcome: PromptResult | BaseException) -> None:
-        if future.done():
-            return
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-            future.exception()  # the prompt() caller may be gone (or a v1 turn never awaits it)
-        else:
-            future.set_result(outcome)
-
-    return settle
 
 
 def _check_options(protocol_version: object, recovery_concurrency: object, options: Mapping[str, Any]) -> None:
@@ -222,48 +193,22 @@ class AcpClient:
             )
         else:
             self._connector = endpoint
-        self._proposed_version = protocol_version
-        self._client_info = client_info or _CLIENT_INFO
-        self._handlers = handlers or ClientHandlers()
-        self._timeouts = timeouts or Timeouts()
-        self._clock: Clock = clock or SystemClock()
-        self._callbacks = callbacks or Callbacks()
-        self._update_listeners: list[Callable[[UpdateEvent], Any]] = []
-        if self._callbacks.on_update is not None:
-            self._update_listeners.append(self._callbacks.on_update)
-        self._dispatcher = Dispatcher()
-        self._init: InitializeResponse | None = None
-        self._version = protocol_version
-        self._table = SessionTable(keep_transcripts=keep_transcripts)
-        self._state_queues: list[asyncio.Queue[ConnectionState]] = []
-        self._router = RequestRouter(
-            self._handlers, session_roots=self._table.roots, protocol_version=lambda: self._version
-        )
-        self._recoverer = Recoverer(
-            self._table,
-            callbacks=lambda: self._callbacks,
-            timeouts=self._timeouts,
-            concurrency=recovery_concurrency,
-            clock=self._clock,
-            version=lambda: self._version,
-        )
-        self._supervisor = Supervisor(
+        self._engine = Engine(
             self._connector,
-            initialize=self._initialize,
-            recover=self._recoverer.recover,
-            policy=retry,
-            clock=self._clock,
+            protocol_version=protocol_version,
+            client_info=client_info or _CLIENT_INFO,
+            handlers=handlers or ClientHandlers(),
+            retry=retry,
+            callbacks=callbacks or Callbacks(),
+            timeouts=timeouts or Timeouts(),
             queue=queue or QueueOptions(),
-            on_state=self._emit_state,
-            on_drop=self._table.dropped,
-            on_fail=self._table.closed,
-            on_request=self._router,
-            on_notification=self._on_notification,
-            on_protocol_error=self._on_protocol_error,
-            refresh_credentials=self._refresh if self._callbacks.refresh_credentials is not None else None,
-            request_timeout=self._timeouts.request,
+            recovery_concurrency=recovery_concurrency,
+            clock=clock or SystemClock(),
             rng=rng,
+            keep_transcripts=keep_transcripts,
         )
+        self._table = self._engine.table
+        self._supervisor = self._engine.supervisor
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -283,15 +228,13 @@ class AcpClient:
             RpcError: ``initialize`` was refused.
             ClientClosed: :meth:`aclose` was called while connecting.
         """
-        self._emit_state(self._supervisor.state)
+        self._engine.emit_state(self._supervisor.state)
         await self._supervisor.start()
 
     async def aclose(self) -> None:
         """Close the connection and stop reconnecting. Pending requests fail with
         :class:`~acp_client.exceptions.ConnectionLost`; queued ones with ``ClientClosed``."""
-        await self._supervisor.aclose()
-        self._table.closed()
-        await self._dispatcher.aclose()
+        await self._engine.aclose()
 
     def notify_network_available(self) -> None:
         """Skip the current reconnect backoff (call when the OS reports the network is back)."""
@@ -307,7 +250,7 @@ class AcpClient:
     @property
     def protocol_version(self) -> int:
         """The negotiated ACP version."""
-        return self._version
+        return self._engine.version
 
     @property
     def initialize_result(self) -> InitializeResponse:
@@ -316,9 +259,10 @@ class AcpClient:
         Raises:
             ClientClosed: Not connected yet.
         """
-        if self._init is None:
+        init = self._engine.init
+        if init is None:
             raise ClientClosed("not connected")
-        return self._init
+        return init
 
     @property
     def agent_capabilities(self) -> AgentCapabilities:
@@ -336,21 +280,21 @@ class AcpClient:
     @property
     def callbacks(self) -> Callbacks:
         """The app's callbacks (as given)."""
-        return self._callbacks
+        return self._engine.callbacks
 
     @property
     def timeouts(self) -> Timeouts:
-        return self._timeouts
+        return self._engine.timeouts
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:
         """The recovery outcomes so far, oldest first (the most recent 1000)."""
-        return list(self._recoverer.outcomes)
+        return list(self._engine.recoverer.outcomes)
 
     async def state_changes(self) -> AsyncIterator[ConnectionState]:
         """Iterate over state changes from now on; ends after ``closed`` or ``failed``."""
         queue: asyncio.Queue[ConnectionState] = asyncio.Queue()
-        self._state_queues.append(queue)
+        self._engine.state_queues.append(queue)
         try:
             if self.state.is_terminal:
                 yield self.state
@@ -361,13 +305,14 @@ class AcpClient:
                 if state.is_terminal:
                     return
         finally:
-            self._state_queues.remove(queue)
+            self._engine.state_queues.remove(queue)
 
     def add_update_listener(self, listener: Callable[[UpdateEvent], Any]) -> Callable[[], None]:
         """Register a listener for every update (like ``Callbacks.on_update``); returns a
         function that removes it."""
-        self._update_listeners.append(listener)
-        return lambda: self._update_listeners.remove(listener)
+        listeners = self._engine.update_listeners
+        listeners.append(listener)
+        return lambda: listeners.remove(listener)
 
     # -- sessions ---------------------------------------------------------------------------------------
 
@@ -399,8 +344,8 @@ class AcpClient:
         cwd_str = str(cwd)
         extra = tuple(str(item) for item in additional_directories)
         request = NewSessionRequest(cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        result = await self._supervisor.call("session/new", lambda: self._wire(request))
-        record = Session.from_new(self._decode(NewSessionResponse, result), cwd=cwd_str)
+        result = await self._supervisor.call("session/new", lambda: self._engine.wire(request))
+        record = Session.from_new(self._engine.decode(NewSessionResponse, result), cwd=cwd_str)
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
         return SessionHandle(self, tracked)
 
@@ -413,10 +358,10 @@ class AcpClient:
             CapabilityNotSupported: The agent does not advertise ``loadSession`` (or speaks v2).
             SessionNotFound: The agent does not know the session.
         """
-        self._require("session/load")
+        self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return await self._attach(request, "session/load", replay=True)
+        return SessionHandle(self, await self._engine.attach(request, "session/load", replay=True))
 
     async def resume_session(
         self,
@@ -433,8 +378,8 @@ class AcpClient:
                 was asked on v1.
             SessionNotFound: The agent does not know the session.
         """
-        self._require("session/resume")
-        if replay and self._version < 2:
+        self._engine.require("session/resume")
+        if replay and self._engine.version < 2:
             raise CapabilityNotSupported("session/resume replayFrom", "protocol version 2")
         check_session_id(session_id)
         request = ResumeSessionRequest(
@@ -443,7 +388,7 @@ class AcpClient:
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        return await self._attach(request, "session/resume", replay=replay)
+        return SessionHandle(self, await self._engine.attach(request, "session/resume", replay=replay))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -453,12 +398,12 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/fork``.
         """
-        self._require("session/fork")
+        self._engine.require("session/fork")
         cwd_str = str(cwd)
         parent = self._table.current_id(session_id)
         request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
-        result = await self._supervisor.call("session/fork", lambda: self._wire(request))
-        record = Session.from_fork(self._decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
+        result = await self._supervisor.call("session/fork", lambda: self._engine.wire(request))
+        record = Session.from_fork(self._engine.decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
         return SessionHandle(self, self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers)))
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
@@ -467,10 +412,10 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/list``.
         """
-        self._require("session/list")
+        self._engine.require("session/list")
         request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
-        result = await self._supervisor.call("session/list", lambda: self._wire(request), idempotent=True)
-        response = self._decode(ListSessionsResponse, result)
+        result = await self._supervisor.call("session/list", lambda: self._engine.wire(request), idempotent=True)
+        response = self._engine.decode(ListSessionsResponse, result)
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
     async def iter_sessions(self, *, cwd: str | Path | None = None) -> AsyncIterator[Session]:
@@ -495,19 +440,19 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
         """
-        self._require("session/status")
+        self._engine.require("session/status")
         current = check_session_id(self._table.current_id(session_id))
 
         def params() -> Any:  # at send time: a recovery it waited for may have renamed the session
             nonlocal current
             current = self._table.current_id(session_id)
-            return self._wire(SessionStatusRequest(session_id=current))
+            return self._engine.wire(SessionStatusRequest(session_id=current))
 
         try:
             result = await self._supervisor.call("session/status", params, idempotent=True)
         except SessionNotFound:
             return Session(session_id=current, status=SessionStatus.UNKNOWN)
-        record = Session.from_status(current, self._decode(SessionStatusResponse, result))
+        record = Session.from_status(current, self._engine.decode(SessionStatusResponse, result))
         tracked = self._table.get(current)
         if tracked is not None:
             tracked.record = tracked.record.merge(record)
@@ -520,11 +465,11 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/close``.
         """
-        self._require("session/close")
+        self._engine.require("session/close")
         # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
         current = self._table.current_id
         await self._supervisor.call(
-            "session/close", lambda: self._wire(CloseSessionRequest(session_id=current(session_id)))
+            "session/close", lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id)))
         )
         self._table.untrack(current(session_id))
 
@@ -537,7 +482,7 @@ class AcpClient:
         current = self._table.current_id
         await self._supervisor.call(
             "session/set_mode",
-            lambda: self._wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
+            lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
         )
 
     async def prompt(
@@ -562,46 +507,7 @@ class AcpClient:
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
         """
-        tracked = self._table.require(session_id)
-        blocks = _content(prompt)
-        future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
-        turn = self._table.begin_turn(tracked, blocks, _settle(future))
-
-        def params() -> Any:
-            # Built when the prompt is actually sent (after any recovery it waited for): only then
-            # is it part of the conversation, and only then does a new turn begin.
-            if future.done():  # the recovery it waited for abandoned the session: not sent
-                future.result()
-            self._table.prompt_sent(tracked, echoes_prompts=self._version >= 2)
-            return self._wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
-
-        timer = None
-        try:
-            result = await self._supervisor.call("session/prompt", params, timeout=timeout, on_answer=turn.accept)
-            response = self._decode(PromptResponse, result)
-            if self._version < 2 or response.stop_reason is not None:
-                tracked.transcript.end_turn()
-                return PromptResult(response.stop_reason, response.message_id, response.usage)
-            turn.message_id = response.message_id
-            if timeout is not None:
-                expired = RequestTimeout("session/prompt", timeout)
-
-                def expire() -> None:
-                    turn.finish(expired)
-
-                timer = self._clock.call_later(timeout, expire)
-            ended = await future
-            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
-        except ConnectionLost as exc:
-            if exc.may_have_executed and not self._supervisor.closing:  # a drop, not the app closing
-                interrupted = TurnInterrupted(tracked.session_id, blocks)
-                await call_app(self._callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-            turn.done = True
-            self._table.end_turn(tracked, turn)
+        return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
 
     async def cancel(self, session_id: str) -> None:
         """``session/cancel``: ask the agent to end the running turn (a notification).
@@ -609,9 +515,9 @@ class AcpClient:
         Pending permission requests of the session are answered ``cancelled``.
         """
         current = self._table.current_id
-        self._router.cancel_session(current(session_id))
+        self._engine.router.cancel_session(current(session_id))
         await self._supervisor.notify(
-            "session/cancel", lambda: self._wire(CancelNotification(session_id=current(session_id)))
+            "session/cancel", lambda: self._engine.wire(CancelNotification(session_id=current(session_id)))
         )
 
     async def request(
@@ -626,87 +532,6 @@ class AcpClient:
     async def notify(self, method: str, params: Any = None) -> None:
         """Send any notification."""
         await self._supervisor.notify(method, lambda: params)
-
-    # -- internals ----------------------------------------------------------------------------------------
-
-    def _wire(self, value: Any) -> Any:
-        return to_wire(value, protocol_version=self._version)
-
-    def _decode(self, cls: type[T], data: Any) -> T:
-        return from_wire(cls, data, protocol_version=self._version)
-
-    def _require(self, method: str) -> None:
-        init = self._init
-        if init is None:
-            raise ClientClosed("not connected")
-        if method == "session/load" and self._version >= 2:
-            raise CapabilityNotSupported(method, "protocol version 1 (v2 replays with session/resume)")
-        if not init.agent_capabilities.supports(method):
-            raise CapabilityNotSupported(method, init.agent_capabilities.capability_path(method, self._version))
-
-    async def _attach(self, request: Any, method: str, *, replay: bool) -> SessionHandle:
-        """An app-initiated load / resume: track the session, attach it (updates before the answer
-        are replay or a snapshot), and forget it again if the agent refused (a session this client
-        did not track before)."""
-        known = request.session_id in self._table
-        tracked = self._table.track(
-            Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
-        )
-        conn = self._supervisor.connection
-        ordered = conn is None or conn.transport.info.ordered
-        answered = open_attach_window(self._table, tracked, replay=replay, ordered=ordered, clock=self._clock)
-        try:
-            result = await self._supervisor.call(method, lambda: self._wire(request), on_answer=answered)
-        except BaseException:
-            answered()
-            if not known:
-                self._table.untrack(request.session_id)
-            raise
-        answered()
-        tracked.record = record_after_attach(tracked, method, result, self._version)
-        return SessionHandle(self, tracked)
-
-    async def _initialize(self, conn: Connection) -> InitializeResponse:
-        fs = self._handlers.file_system
-        capabilities = ClientCapabilities(
-            fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
-            terminal=self._handlers.terminal is not None,
-        )
-        response = await initialize(
-            conn,
-            proposed=self._proposed_version,
-            client_info=self._client_info,
-            capabilities=capabilities,
-            timeout=self._timeouts.connect,
-        )
-        self._init = response
-        self._version = response.protocol_version
-        return response
-
-    async def _refresh(self) -> None:
-        await call_app(self._callbacks.refresh_credentials, what="refresh_credentials")
-
-    def _emit_state(self, state: ConnectionState) -> None:
-        for queue in self._state_queues:
-            queue.put_nowait(state)
-        self._dispatcher.deliver(self._callbacks.on_state_change, state, what="on_state_change")
-
-    def _on_protocol_error(self, error: AcpError) -> None:
-        self._dispatcher.deliver(self._callbacks.on_protocol_error, error, what="on_protocol_error")
-
-    def _on_notification(self, method: str, params: Any) -> None:
-        if method != "session/update":
-            self._dispatcher.deliver(self._callbacks.on_notification, method, params, what="on_notification")
-            return
-        try:
-            note: SessionNotification = decode_session_notification(params, protocol_version=self._version)
-        except InvalidMessage as exc:
-            logger.warning("undecodable session/update: %s", exc)
-            self._on_protocol_error(exc)
-            return
-        event = self._table.receive(note.session_id, note.update)
-        for listener in list(self._update_listeners):
-            self._dispatcher.deliver(listener, event, what="on_update")
 
 
 class SessionHandle:

@@ -160,4 +160,4 @@ class Harness:
 
     def set_callbacks(self, **changes: Any) -> None:
         """Replace some of the client's callbacks from now on."""
-        self.client._callbacks = attrs.evolve(self.client._callbacks, **changes)
+        self.client._engine.callbacks = attrs.evolve(self.client._engine.callbacks, **changes)
