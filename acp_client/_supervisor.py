@@ -354,28 +354,22 @@ class Supervisor:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if task.cancelled() or task.exception() is None:
-            return
-        self._crashed(task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self._crashed(error)
 
-    def _crashed(self, error: BaseException | None) -> None:
-        """An internal task died of an unexpected error: fail the client instead of hanging."""
-        assert error is not None
+    def _crashed(self, error: BaseException) -> None:
+        """An internal task died of an unexpected error (a bug): fail the client, never hang."""
         logger.critical("internal task of the client crashed; the client fails", exc_info=error)
         if self._closing or self._state.is_terminal:
             return
         self._crash = error
         self._fail(error)
         if self._on_fail is not None:
-            try:
-                self._on_fail(_failed(error))
-            except Exception:
-                logger.exception("failure listener raised")
+            self._on_fail(_failed(error))
         conn, self._conn = self._conn, None
         if conn is not None:
-            task = asyncio.ensure_future(conn.aclose())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(conn.aclose())
 
     async def _watch(self, conn: Connection) -> None:
         cause = await conn.wait_closed()
