@@ -1,20 +1,15 @@
 """acp_client: a typed asyncio client for the Agent Client Protocol (ACP) that keeps sessions
 alive through network drops and agent restarts.
 
-Start with :class:`AcpClient`; wire types live in :mod:`acp_client.types`, the test kit in
+Start with :class:`AcpClient` (configured with the values in :mod:`acp_client.config`); wire
+types live in :mod:`acp_client.types`, the clock seam in :mod:`acp_client.clock`, the test kit in
 :mod:`acp_client.testing`, and the thread-safe facade for editor hosts in :mod:`acp_client.sync`.
 """
 
-from ._clock import Clock, SystemClock
-from .client import (
-    SUPPORTED_PROTOCOL_VERSIONS,
-    AcpClient,
-    PromptResult,
-    SessionHandle,
-    SessionPage,
-    UpdateEvent,
-    connector_for,
-)
+from ._version import __version__
+from .client import SUPPORTED_PROTOCOL_VERSIONS, AcpClient, SessionHandle
+from .clock import Clock, SystemClock
+from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     AcpError,
     AgentExited,
@@ -48,6 +43,7 @@ from .exceptions import (
     RpcError,
     ServiceUnavailable,
     SessionNotFound,
+    SessionNotTracked,
     TlsVerificationError,
     TransportClosed,
     TransportError,
@@ -61,7 +57,18 @@ from .exceptions import (
 )
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
-from .state import ConnectionState, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath, State, TurnInterrupted
+from .state import (
+    ConnectionState,
+    Probe,
+    PromptResult,
+    RecoveryContext,
+    RecoveryOutcome,
+    RecoveryPath,
+    SessionPage,
+    State,
+    TurnInterrupted,
+    UpdateEvent,
+)
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports import (
     DEFAULT_INHERITED_ENV,
@@ -75,9 +82,8 @@ from .transports import (
     TransportInfo,
     WebSocketConnector,
 )
+from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
@@ -88,6 +94,7 @@ __all__ = [
     "AuthRequired",
     "AuthenticationFailed",
     "BatchNotSupported",
+    "Callbacks",
     "CapabilityNotSupported",
     "ClientClosed",
     "ClientHandlers",
@@ -119,6 +126,7 @@ __all__ = [
     "PromptResult",
     "ProtocolError",
     "QueueFull",
+    "QueueOptions",
     "RecoveryContext",
     "RecoveryFailed",
     "RecoveryOutcome",
@@ -131,12 +139,14 @@ __all__ = [
     "Session",
     "SessionHandle",
     "SessionNotFound",
+    "SessionNotTracked",
     "SessionPage",
     "SessionStatus",
     "State",
     "StdioConnector",
     "SystemClock",
     "TerminalHandler",
+    "Timeouts",
     "TlsConfig",
     "TlsVerificationError",
     "ToolCallView",

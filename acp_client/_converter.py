@@ -27,13 +27,13 @@ import logging
 import types as _pytypes
 import typing
 from collections.abc import Callable, Mapping
-from importlib import metadata as _metadata
 from typing import Any, Final, TypeVar, Union, cast
 
 import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from ._version import __version__
 from .exceptions import InvalidMessage
 from .types import _fields
 from .types.agent_requests import (
@@ -161,15 +161,8 @@ def _kind_of(value: Any) -> str:
     return type(value).__name__
 
 
-def _sdk_version() -> str:
-    try:
-        return _metadata.version("acp-reconnect")
-    except _metadata.PackageNotFoundError:  # running from a source tree
-        return "0"
-
-
 #: The identity sent in a v2 ``initialize`` when the app gave none (v2 requires ``info``).
-DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=_sdk_version())
+DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=__version__)
 
 
 # --------------------------------------------------------------------------------------------

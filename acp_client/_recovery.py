@@ -25,6 +25,8 @@ import enum
 
 import attrs
 
+from .state import Probe, RecoveryPath
+
 __all__ = [
     "Capabilities",
     "Decision",
@@ -38,25 +40,6 @@ __all__ = [
     "should_probe",
     "steps_for",
 ]
-
-
-class RecoveryPath(str, enum.Enum):
-    """How a session came back (or did not)."""
-
-    RESUME = "resume"
-    REPLAY = "replay"
-    NEW_SESSION = "new_session"
-    ABANDON = "abandon"
-
-
-class Probe(str, enum.Enum):
-    """What ``session/status`` said (normalized)."""
-
-    ACTIVE = "active"
-    INACTIVE = "inactive"
-    NOT_FOUND = "not_found"
-    NOT_PROBED = "not_probed"  # no status capability
-    FAILED = "failed"  # the probe itself failed with another error
 
 
 class Step(str, enum.Enum):

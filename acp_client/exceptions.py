@@ -42,6 +42,7 @@ callers never need to import those libraries to handle a failure.
     ├── QueueFull                             the reconnect queue is at its size limit
     ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
+    ├── SessionNotTracked                     this client does not track that session (no request sent)
     └── RecoveryFailed                        a session could not be recovered on any path
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
@@ -85,6 +86,7 @@ __all__ = [
     "RpcError",
     "ServiceUnavailable",
     "SessionNotFound",
+    "SessionNotTracked",
     "TlsVerificationError",
     "TransportClosed",
     "TransportError",
@@ -474,6 +476,20 @@ class LoopThreadError(AcpError, RuntimeError):
 
 class TurnInProgress(AcpError):
     """A prompt was sent while the session's previous turn is still running."""
+
+
+class SessionNotTracked(AcpError):
+    """This client does not track the session (it never opened it, closed or forgot it, or
+    recovery abandoned it). Raised locally, before anything is sent: unlike
+    :class:`SessionNotFound`, the agent was not asked.
+
+    Attributes:
+        session_id: The id that was looked up.
+    """
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"this client does not track session {session_id!r}")
+        self.session_id = session_id
 
 
 class RecoveryFailed(AcpError):

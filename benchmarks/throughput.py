@@ -10,7 +10,7 @@ hits all of them alike). Transport: WebSocket and Streamable HTTP (HTTP/1.1, cle
 
 Clients:
 
-* ``acp_client on_update``: this SDK, ``AcpClient(on_update=...)``, default settings (typed
+* ``acp_client on_update``: this SDK, ``AcpClient(callbacks=Callbacks(on_update=...))``, default settings (typed
   decoding, transcript kept).
 * ``acp_client updates()``: the same, consuming ``SessionHandle.updates()`` in another task.
 * ``official SDK 0.12.1``: ``agent-client-protocol``'s ``ClientSideConnection`` over
@@ -40,7 +40,7 @@ from _common import environment, fast_agent, fmt_rate, fmt_ratio, median, table
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
-from acp_client import AcpClient, SessionHandle, UpdateEvent
+from acp_client import AcpClient, Callbacks, SessionHandle, Timeouts, UpdateEvent
 
 CWD = "/tmp"
 PROMPT_TIMEOUT = 120.0
@@ -85,7 +85,9 @@ class OursListener(Bench):
     name = "acp_client on_update"
 
     async def setup(self) -> None:
-        self.client = AcpClient(self.url, on_update=self.on_update, request_timeout=PROMPT_TIMEOUT)
+        self.client = AcpClient(
+            self.url, callbacks=Callbacks(on_update=self.on_update), timeouts=Timeouts(request=PROMPT_TIMEOUT)
+        )
         await self.client.connect()
         session = await self.client.new_session(CWD)
         self.handle: SessionHandle = self.client.session(session.session_id)
@@ -104,7 +106,7 @@ class OursIterator(OursListener):
     name = "acp_client updates()"
 
     async def setup(self) -> None:
-        self.client = AcpClient(self.url, request_timeout=PROMPT_TIMEOUT)
+        self.client = AcpClient(self.url, timeouts=Timeouts(request=PROMPT_TIMEOUT))
         await self.client.connect()
         session = await self.client.new_session(CWD)
         self.handle = self.client.session(session.session_id)
