@@ -48,6 +48,11 @@ from .exceptions import (
     RpcError,
     ServiceUnavailable,
     SessionNotFound,
+    SessionStoreBusy,
+    SessionStoreCorrupt,
+    SessionStoreError,
+    SessionStoreForeign,
+    SessionStoreTooNew,
     TlsVerificationError,
     TransportClosed,
     TransportError,
@@ -62,6 +67,7 @@ from .exceptions import (
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import ConnectionState, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath, State, TurnInterrupted
+from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports._cookies import CookieStore
 from .transports._security import TlsConfig
@@ -127,8 +133,16 @@ __all__ = [
     "SessionNotFound",
     "SessionPage",
     "SessionStatus",
+    "SessionStore",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreError",
+    "SessionStoreForeign",
+    "SessionStoreTooNew",
+    "SqliteSessionStore",
     "State",
     "StdioConnector",
+    "StoredSession",
     "SystemClock",
     "TerminalHandler",
     "TlsConfig",
@@ -152,4 +166,5 @@ __all__ = [
     "WebSocketConnector",
     "__version__",
     "connector_for",
+    "endpoint_key",
 ]
