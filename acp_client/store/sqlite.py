@@ -38,7 +38,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
 
@@ -140,14 +140,24 @@ _MIGRATIONS: Final[tuple[Migration, ...]] = (_create_v1,)
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def _micros(value: datetime) -> int:
-    delta = value - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return (value - _EPOCH) // timedelta(microseconds=1)
 
 
 def _from_micros(value: int) -> datetime:
-    seconds, micros = divmod(value, 1_000_000)
-    return datetime.fromtimestamp(seconds, timezone.utc).replace(microsecond=micros)
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def _loads(text: str) -> Any:
+    # Most JSON columns hold an empty list or object: skip the decoder for those (restore speed).
+    if text == "[]":
+        return ()
+    if text == "{}":
+        return {}
+    return json.loads(text)
 
 
 def _dump(value: Any, what: str) -> str:
@@ -367,21 +377,21 @@ class SqliteSessionStore:
                 endpoint=row[0],
                 session_id=row[1],
                 cwd=row[2],
-                mcp_servers=json.loads(row[3]),
-                additional_directories=json.loads(row[4]),
+                mcp_servers=_loads(row[3]),
+                additional_directories=_loads(row[4]),
                 protocol_version=int(row[5]),
                 mode_id=row[6],
                 model_id=row[7],
-                config_options=json.loads(row[8]),
+                config_options=_loads(row[8]),
                 title=row[9],
                 status=row[10],
                 raw_status=row[11],
                 created_at=_from_micros(row[12]),
                 updated_at=_from_micros(row[13]),
                 last_used_at=_from_micros(row[14]),
-                previous_session_ids=json.loads(row[15]),
-                transcript_tail=json.loads(row[16]),
-                extra=json.loads(row[17]),
+                previous_session_ids=_loads(row[15]),
+                transcript_tail=_loads(row[16]),
+                extra=_loads(row[17]),
             )
         except (TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise SessionStoreCorrupt(
