@@ -171,8 +171,8 @@ class SqliteSessionStore:
     """A :class:`~acp_client.store.base.SessionStore` in one SQLite file (see the module docstring).
 
     Args:
-        path: The database file; created (with its parent directories, mode ``0600``) when
-            missing. ``":memory:"`` keeps everything in this process, for tests.
+        path: The database file (``~`` is expanded); created (with its parent directories,
+            mode ``0600``) when missing. ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
         max_transcript_bytes: The bound of each session's ``transcript_tail`` (compact JSON
             bytes); older entries are dropped on :meth:`save`. ``0`` stores no transcript.
@@ -202,7 +202,8 @@ class SqliteSessionStore:
             raise ConfigurationError("busy_timeout must not be negative")
         if max_transcript_bytes < 0:
             raise ConfigurationError("max_transcript_bytes must not be negative")
-        self._path = os.fspath(path)
+        text = os.fspath(path)
+        self._path = text if text == _MEMORY else os.path.expanduser(text)
         self._busy_timeout = busy_timeout
         self._max_transcript_bytes = max_transcript_bytes
         self._lock = threading.Lock()
