@@ -127,3 +127,12 @@ def test_transcript_tail_from_a_transcript() -> None:
 def test_the_sqlite_store_satisfies_the_protocol() -> None:
     with SqliteSessionStore(":memory:") as store:
         assert isinstance(store, SessionStore)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["ws://u:p@H:80/acp?x=1", "https://agent.example", "http://[::1]:9000/acp", "stdio:python -m 'my agent' --x=1"],
+)
+def test_endpoint_key_is_idempotent(endpoint: str) -> None:
+    key = endpoint_key(endpoint)
+    assert endpoint_key(key) == key
