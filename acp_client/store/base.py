@@ -33,6 +33,7 @@ import attrs
 
 from ..exceptions import ConfigurationError
 from ..types.lifecycle import McpServer, SessionStatus
+from ..types.session import Session
 
 __all__ = [
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
@@ -125,6 +126,10 @@ def _status(value: SessionStatus | str | None) -> SessionStatus | None:
     return None if value is None else SessionStatus(value)
 
 
+def _created(record: StoredSession) -> datetime:
+    return record.created_at
+
+
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -148,8 +153,9 @@ class StoredSession:
         title: A human-readable title (from the agent or the app).
         status: The last known normalized status (``ACTIVE``, ``INACTIVE``, ``UNKNOWN``).
         raw_status: That status as the agent spelled it.
-        created_at, updated_at, last_used_at: Aware UTC datetimes (``None`` on construction:
-            now). ``last_used_at`` orders :meth:`SessionStore.load`.
+        created_at, updated_at, last_used_at: Aware UTC datetimes (a naive one is taken as UTC;
+            ``None``: now). Left out, ``created_at`` is now and the other two equal it.
+            ``last_used_at`` orders :meth:`SessionStore.load`.
         previous_session_ids: Ids this session had before a new-session recovery, oldest first.
         transcript_tail: The last messages, as JSON objects, oldest first (see
             :func:`transcript_tail`); a store bounds its size.
@@ -172,8 +178,8 @@ class StoredSession:
     status: SessionStatus | None = attrs.field(default=None, converter=_status)
     raw_status: str | None = None
     created_at: datetime = attrs.field(default=None, converter=as_utc)
-    updated_at: datetime = attrs.field(default=None, converter=as_utc)
-    last_used_at: datetime = attrs.field(default=None, converter=as_utc)
+    updated_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
+    last_used_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     previous_session_ids: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     transcript_tail: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_json_objects)
     extra: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
@@ -203,6 +209,21 @@ class StoredSession:
             mcp_servers=servers,
             protocol_version=protocol_version,
             **fields,
+        )
+
+    def to_session(self) -> Session:
+        """The :class:`~acp_client.types.Session` record a client tracks this session with
+        until the agent answers (id, cwd, title, status, times, additional directories)."""
+        updated = self.updated_at if self.updated_at >= self.created_at else None
+        return Session(
+            session_id=self.session_id,
+            cwd=self.cwd,
+            title=self.title,
+            created_at=self.created_at,
+            updated_at=updated,
+            status=self.status,
+            raw_status=self.raw_status,
+            additional_directories=self.additional_directories or None,
         )
 
     def decoded_mcp_servers(self) -> tuple[McpServer, ...]:

@@ -63,6 +63,8 @@ def test_stored_session_normalizes_times_to_utc_and_defaults_them_to_now() -> No
     record = StoredSession(endpoint="ws://h/", session_id="s", cwd="/w")
     assert before <= record.created_at <= datetime.now(timezone.utc)
     assert record.last_used_at.tzinfo is timezone.utc
+    assert record.created_at == record.updated_at == record.last_used_at  # one "now", not three
+    assert StoredSession(endpoint="e", session_id="s", cwd="/", updated_at=None).updated_at >= record.created_at
     plus_two = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone(timedelta(hours=2)))
     naive = datetime(2026, 1, 2, 3, 4, 5)
     record = attrs.evolve(record, created_at=plus_two, updated_at=naive)
@@ -136,3 +138,26 @@ def test_the_sqlite_store_satisfies_the_protocol() -> None:
 def test_endpoint_key_is_idempotent(endpoint: str) -> None:
     key = endpoint_key(endpoint)
     assert endpoint_key(key) == key
+
+
+def test_to_session_gives_the_record_a_client_tracks_until_the_agent_answers() -> None:
+    created = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    stored = StoredSession(
+        endpoint="ws://h/",
+        session_id="s",
+        cwd="/w",
+        title="t",
+        status="inactive",
+        raw_status="saved",
+        created_at=created,
+        updated_at=created + timedelta(hours=1),
+        additional_directories=("/x",),
+    )
+    session = stored.to_session()
+    assert (session.session_id, session.cwd, session.title) == ("s", "/w", "t")
+    assert (session.status, session.raw_status) == (SessionStatus.INACTIVE, "saved")
+    assert (session.created_at, session.updated_at) == (created, created + timedelta(hours=1))
+    assert session.additional_directories == ("/x",)
+    skewed = attrs.evolve(stored, updated_at=created - timedelta(seconds=1), additional_directories=())
+    assert skewed.to_session().updated_at is None  # another host's clock: never an invalid Session
+    assert skewed.to_session().additional_directories is None
