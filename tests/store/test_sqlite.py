@@ -253,6 +253,9 @@ def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path:
     with SqliteSessionStore(path / ".." / "nested" / "dir" / "s.db") as store:
         assert store.schema_version == SCHEMA_VERSION == 1
         created = Path(store.path)
+        store.save(record())
+        wal = Path(f"{created}-wal")
+        assert (wal.stat().st_mode & 0o777) == 0o600  # SQLite gives its side files the same mode
     assert (created.stat().st_mode & 0o777) == 0o600
     raw = sqlite3.connect(created)
     assert raw.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
