@@ -16,7 +16,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -33,7 +33,8 @@ T = TypeVar("T")
 class StoreBridge:
     """One endpoint's view of a store, for the client (see the module docstring).
 
-    Write methods (:meth:`save`, :meth:`delete`, :meth:`rename`, :meth:`touch`) are plain
+    Write methods (:meth:`save`, :meth:`delete`, :meth:`rename`, :meth:`touch`,
+    :meth:`save_transcript`) are plain
     methods that must be called on the event loop's thread; they queue the call and return a
     future the caller may await (for the result) or drop (fire and forget). Their futures never
     fail with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``.
@@ -116,6 +117,14 @@ class StoreBridge:
         """
         return await asyncio.shield(self._submit(self._store.load, self._endpoint))
 
+    async def load_transcript(self, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's stored transcript tail (empty when none).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        return await asyncio.shield(self._submit(self._store.load_transcript, self._endpoint, session_id))
+
     # -- writes (never raise a store error) ------------------------------------------------------
 
     def save(self, session: StoredSession) -> asyncio.Future[None]:
@@ -139,6 +148,10 @@ class StoreBridge:
     def touch(self, session_id: str, *, when: datetime | None = None) -> asyncio.Future[bool]:
         """Queue ``store.touch``; resolves to whether the session is stored."""
         return self._write(False, self._store.touch, self._endpoint, session_id, when=when)
+
+    def save_transcript(self, session_id: str, entries: Sequence[Mapping[str, Any]]) -> asyncio.Future[bool]:
+        """Queue ``store.save_transcript``; resolves to whether the session is stored."""
+        return self._write(False, self._store.save_transcript, self._endpoint, session_id, entries)
 
     async def flush(self) -> None:
         """Wait until every queued call has run."""

@@ -16,6 +16,9 @@ Contract of every implementation:
 - ``delete(endpoint, session_id)`` removes one record; ``rename`` moves a record to a new
   session id in one atomic step (the new-session recovery path), remembering the old id.
 - ``touch(endpoint, session_id)`` sets ``last_used_at`` only.
+- The transcript tail is kept apart from the record (``save_transcript`` / ``load_transcript``):
+  restoring a thousand sessions must not read a thousand transcripts before the first probe,
+  and saving a record never erases its tail. ``delete`` and ``rename`` take the tail along.
 - Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
   third-party (``sqlite3``) error.
 """
@@ -44,7 +47,7 @@ __all__ = [
     "transcript_tail",
 ]
 
-#: The default bound of :attr:`StoredSession.transcript_tail`, in bytes of compact JSON.
+#: The default bound of a stored transcript tail, in bytes of compact JSON.
 DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 64 * 1024
 
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
@@ -157,8 +160,6 @@ class StoredSession:
             ``None``: now). Left out, ``created_at`` is now and the other two equal it.
             ``last_used_at`` orders :meth:`SessionStore.load`.
         previous_session_ids: Ids this session had before a new-session recovery, oldest first.
-        transcript_tail: The last messages, as JSON objects, oldest first (see
-            :func:`transcript_tail`); a store bounds its size.
         extra: App-defined JSON data (the store does not interpret it).
 
     The JSON fields must be JSON-serializable (checked when a store writes them). Instances
@@ -181,7 +182,6 @@ class StoredSession:
     updated_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     last_used_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     previous_session_ids: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
-    transcript_tail: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_json_objects)
     extra: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
 
     @classmethod
@@ -340,5 +340,24 @@ class SessionStore(Protocol):
 
         Raises:
             SessionStoreError: The store cannot be written.
+        """
+        ...
+
+    def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
+        """Replace the session's transcript tail (JSON objects, oldest first; see
+        :func:`transcript_tail`), bounded by the store. ``False`` (nothing written) when the
+        session is not stored.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+            ConfigurationError: An entry is not JSON-serializable.
+        """
+        ...
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's transcript tail, oldest first (empty when none is stored).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
         """
         ...

@@ -37,7 +37,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -85,7 +85,6 @@ _COLUMNS: Final = (
     "updated_at",
     "last_used_at",
     "previous_session_ids",
-    "transcript_tail",
     "extra",
 )
 _SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM sessions"
@@ -118,13 +117,23 @@ def _create_v1(conn: sqlite3.Connection) -> None:
             updated_at INTEGER NOT NULL,
             last_used_at INTEGER NOT NULL,
             previous_session_ids TEXT NOT NULL DEFAULT '[]',
-            transcript_tail TEXT NOT NULL DEFAULT '[]',
             extra TEXT NOT NULL DEFAULT '{}',
             UNIQUE (endpoint, session_id)
         )
         """
     )
     conn.execute("CREATE INDEX sessions_by_last_use ON sessions (endpoint, last_used_at DESC)")
+    # Apart from the records: restoring reads none of it, saving a record never erases it.
+    conn.execute(
+        """
+        CREATE TABLE transcripts (
+            endpoint TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            tail TEXT NOT NULL,
+            PRIMARY KEY (endpoint, session_id)
+        )
+        """
+    )
     conn.executemany(
         "INSERT INTO store_meta (key, value) VALUES (?, ?)",
         [("format", _FORMAT), ("compatible_version", "1")],
@@ -174,8 +183,8 @@ class SqliteSessionStore:
         path: The database file (``~`` is expanded); created (with its parent directories,
             mode ``0600``) when missing. ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
-        max_transcript_bytes: The bound of each session's ``transcript_tail`` (compact JSON
-            bytes); older entries are dropped on :meth:`save`. ``0`` stores no transcript.
+        max_transcript_bytes: The bound of each session's transcript tail (compact JSON
+            bytes); older entries are dropped on :meth:`save_transcript`. ``0`` stores none.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
 
     Raises:
@@ -283,7 +292,7 @@ class SqliteSessionStore:
                 f"{self._path} is an SQLite database of another application, not a session store (left untouched)",
                 path=self._path,
             )
-        if not {"sessions", "store_meta"} <= names or version < 1:
+        if not {"sessions", "store_meta", "transcripts"} <= names or version < 1:
             raise SessionStoreCorrupt(f"session store {self._path} is missing its tables", path=self._path)
         supported = len(self._migrations)
         if version > supported:
@@ -345,7 +354,6 @@ class SqliteSessionStore:
             yield self._conn
 
     def _row(self, session: StoredSession) -> tuple[Any, ...]:
-        tail = bound_transcript_tail(session.transcript_tail, self._max_transcript_bytes)
         return (
             session.endpoint,
             session.session_id,
@@ -363,7 +371,6 @@ class SqliteSessionStore:
             _micros(session.updated_at),
             _micros(session.last_used_at),
             _dump(list(session.previous_session_ids), "previous_session_ids"),
-            _dump(list(tail), "transcript_tail"),
             _dump(session.extra, "extra"),
         )
 
@@ -391,8 +398,7 @@ class SqliteSessionStore:
                 updated_at=_from_micros(row[13]),
                 last_used_at=_from_micros(row[14]),
                 previous_session_ids=_loads(row[15]),
-                transcript_tail=_loads(row[16]),
-                extra=_loads(row[17]),
+                extra=_loads(row[16]),
             )
         except (TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise SessionStoreCorrupt(
@@ -435,7 +441,7 @@ class SqliteSessionStore:
         return None if row is None else self._decode(row)
 
     def save(self, session: StoredSession) -> None:
-        """Insert or replace ``session`` in one transaction (its transcript tail bounded first).
+        """Insert or replace ``session`` in one transaction (its transcript tail is kept).
 
         Raises:
             ConfigurationError: A JSON field is not JSON-serializable (nothing written).
@@ -455,6 +461,7 @@ class SqliteSessionStore:
         """
         with self._connection() as conn, self._transaction(conn, "delete"):
             cursor = conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
+            conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
         return cursor.rowcount > 0
 
     def rename(
@@ -485,9 +492,17 @@ class SqliteSessionStore:
                 previous_session_ids=(*previous, old_session_id),
                 updated_at=when,
             )
-            conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, new_session_id))
+            for table in ("sessions", "transcripts"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?",
+                    (endpoint, new_session_id),
+                )
             conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id))
             conn.execute(_UPSERT, self._row(renamed))
+            conn.execute(
+                "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
+                (new_session_id, endpoint, old_session_id),
+            )
         return renamed
 
     def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
@@ -504,6 +519,51 @@ class SqliteSessionStore:
                 (stamp, endpoint, session_id),
             )
         return cursor.rowcount > 0
+
+    def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
+        """Replace the session's transcript tail, bounded to ``max_transcript_bytes`` (the oldest
+        whole entries dropped); ``False`` (nothing written) when the session is not stored.
+
+        Raises:
+            ConfigurationError: An entry is not JSON-serializable (nothing written).
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        tail = _dump(list(bound_transcript_tail(entries, self._max_transcript_bytes)), "transcript tail")
+        with self._connection() as conn, self._transaction(conn, "save transcript"):
+            stored = conn.execute(
+                "SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
+            ).fetchone()
+            if stored is None:
+                return False
+            conn.execute(
+                "INSERT INTO transcripts (endpoint, session_id, tail) VALUES (?, ?, ?) "
+                "ON CONFLICT (endpoint, session_id) DO UPDATE SET tail = excluded.tail",
+                (endpoint, session_id, tail),
+            )
+        return True
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's transcript tail, oldest first (empty when none is stored).
+
+        Raises:
+            SessionStoreCorrupt: The file or this tail is damaged.
+            SessionStoreError: The store cannot be read.
+        """
+        with self._connection() as conn, self._errors("load transcript"):
+            row = conn.execute(
+                "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
+            ).fetchone()
+        if row is None:
+            return ()
+        try:
+            entries = _loads(row[0])
+            return tuple(dict(entry) for entry in entries)
+        except (TypeError, ValueError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
+                path=self._path,
+            ) from exc
 
     # -- beyond the protocol ----------------------------------------------------------------------
 

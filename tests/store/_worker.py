@@ -42,10 +42,10 @@ def write(path: str, name: str, count: int, ready: Path, go: Path) -> None:
                 session_id=session_id,
                 cwd=f"/work/{name}",
                 config_options={"i": i},
-                transcript_tail=({"role": "agent", "text": f"{name} {i}"},),
                 extra={"writer": name, "i": i},
             )
         )
+        assert store.save_transcript(EP, session_id, [{"role": "agent", "text": f"{name} {i}"}])
         store.touch(EP, "shared")
         if i % 5 == 0:
             store.save(StoredSession(endpoint=EP2, session_id=session_id, cwd="/other"))

@@ -78,7 +78,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
                 continue
             writer, index = item.extra["writer"], item.extra["i"]
             assert item.config_options == {"i": index}
-            assert item.transcript_tail == ({"role": "agent", "text": f"{writer} {index}"},)
+            assert store.load_transcript(EP, session_id) == ({"role": "agent", "text": f"{writer} {index}"},)
             if session_id.endswith("-renamed"):
                 assert item.previous_session_ids == (f"{writer}-{index}",)
         assert first["shared"].last_used_at > first["shared"].created_at  # touched by both

@@ -58,7 +58,6 @@ def full_record() -> StoredSession:
         updated_at=T0 + timedelta(minutes=5),
         last_used_at=datetime(2026, 3, 4, 8, 0, 0, 1, tzinfo=timezone(timedelta(hours=-3))),
         previous_session_ids=("old-1", "old-2"),
-        transcript_tail=({"role": "user", "text": "hi"}, {"role": "agent", "text": "hello", "messageId": "m1"}),
         extra={"label": "main", "nested": {"a": [1, 2, None]}},
     )
 
@@ -165,15 +164,52 @@ def test_rename_rolls_back_on_failure(path: Path, monkeypatch: pytest.MonkeyPatc
 def test_transcript_tail_is_bounded_on_save(path: Path) -> None:
     entries = tuple({"role": "agent", "text": f"{i}: " + "y" * 200} for i in range(1000))
     with SqliteSessionStore(path, max_transcript_bytes=8 * 1024) as store:
-        store.save(record(transcript_tail=entries))
-        tail = store.get(EP, "s1").transcript_tail  # type: ignore[union-attr]
+        store.save(record())
+        assert store.save_transcript(EP, "s1", entries)
+        tail = store.load_transcript(EP, "s1")
         assert 0 < len(tail) < 1000 and tail[-1] == entries[-1]
         assert list(tail) == list(entries[-len(tail) :])
-        size = sqlite3.connect(path).execute("SELECT length(CAST(transcript_tail AS BLOB)) FROM sessions").fetchone()[0]
+        size = sqlite3.connect(path).execute("SELECT length(CAST(tail AS BLOB)) FROM transcripts").fetchone()[0]
         assert size <= 8 * 1024
     with SqliteSessionStore(path, max_transcript_bytes=0) as store:
-        store.save(record(transcript_tail=entries))
-        assert store.get(EP, "s1").transcript_tail == ()  # type: ignore[union-attr]
+        store.save_transcript(EP, "s1", entries)
+        assert store.load_transcript(EP, "s1") == ()
+
+
+def test_load_reads_no_transcript(path: Path) -> None:
+    # Restoring a thousand sessions before the first probe must not read a thousand transcripts.
+    with SqliteSessionStore(path) as store:
+        store.save(record())
+        store.save_transcript(EP, "s1", [{"text": "t" * 1000}])
+        statements: list[str] = []
+        assert store._conn is not None
+        store._conn.set_trace_callback(statements.append)
+        assert store.load(EP) == [record()]
+        assert statements and not [sql for sql in statements if "transcripts" in sql]
+
+
+def test_the_transcript_lives_beside_the_record(path: Path) -> None:
+    tail = ({"role": "user", "text": "hi"}, {"role": "agent", "text": "hello ✓", "messageId": "m1"})
+    with SqliteSessionStore(path) as store:
+        assert not store.save_transcript(EP, "s1", tail)  # no record: nothing written
+        assert store.load_transcript(EP, "s1") == ()
+        store.save(record())
+        assert store.save_transcript(EP, "s1", tail)
+    with SqliteSessionStore(path) as store:
+        assert store.load_transcript(EP, "s1") == tail
+        store.save(record(title="saving the record keeps the tail"))
+        assert store.load_transcript(EP, "s1") == tail
+        assert store.load_transcript("ws://other/", "s1") == ()  # scoped by endpoint
+        store.rename(EP, "s1", "s2")  # moves with the record
+        assert store.load_transcript(EP, "s1") == ()
+        assert store.load_transcript(EP, "s2") == tail
+        store.save(record("s3"))
+        store.save_transcript(EP, "s3", tail[:1])
+        store.rename(EP, "s2", "s3")  # replaces the stale record under the new id, and its tail
+        assert store.load_transcript(EP, "s3") == tail
+        assert store.delete(EP, "s3")  # goes with the record
+        assert store.load_transcript(EP, "s3") == ()
+        assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM transcripts").fetchone()[0] == 0
 
 
 def test_a_value_that_is_not_json_is_refused_before_writing(path: Path) -> None:
@@ -183,6 +219,10 @@ def test_a_value_that_is_not_json_is_refused_before_writing(path: Path) -> None:
         with pytest.raises(ConfigurationError):
             store.save(record(config_options={"x": float("nan")}))
         assert store.count() == 0
+        store.save(record())
+        with pytest.raises(ConfigurationError):
+            store.save_transcript(EP, "s1", [{"when": datetime.now()}])
+        assert store.load_transcript(EP, "s1") == ()
 
 
 def test_a_damaged_record_is_skipped_by_load_and_named_by_get(path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -191,6 +231,7 @@ def test_a_damaged_record_is_skipped_by_load_and_named_by_get(path: Path, caplog
         store.save(record("bad"))
         raw = sqlite3.connect(path)
         raw.execute("UPDATE sessions SET config_options = '{not json' WHERE session_id = 'bad'")
+        raw.execute("INSERT INTO transcripts VALUES (?, 'good', '[1, 2')", (EP,))
         raw.commit()
         raw.close()
         with caplog.at_level(logging.WARNING, logger="acp_client.store.sqlite"):
@@ -198,6 +239,8 @@ def test_a_damaged_record_is_skipped_by_load_and_named_by_get(path: Path, caplog
         assert "'bad'" in caplog.text
         with pytest.raises(SessionStoreCorrupt, match="bad"):
             store.get(EP, "bad")
+        with pytest.raises(SessionStoreCorrupt, match="transcript of session 'good'"):
+            store.load_transcript(EP, "good")
 
 
 def test_many_threads_share_one_store(path: Path) -> None:
@@ -369,7 +412,7 @@ def test_a_newer_compatible_schema_is_used_as_it_is(path: Path) -> None:
 def test_a_truncated_store_is_reported_as_corrupt_and_not_written(path: Path) -> None:
     with SqliteSessionStore(path) as store:
         for index in range(300):
-            store.save(record(f"s{index}", transcript_tail=({"text": "z" * 500},)))
+            store.save(record(f"s{index}", extra={"text": "z" * 500}))
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA journal_mode = DELETE")
     raw.close()
