@@ -44,6 +44,11 @@ from .exceptions import (
     ServiceUnavailable,
     SessionNotFound,
     SessionNotTracked,
+    SessionStoreBusy,
+    SessionStoreCorrupt,
+    SessionStoreError,
+    SessionStoreForeign,
+    SessionStoreTooNew,
     TlsVerificationError,
     TransportClosed,
     TransportError,
@@ -69,6 +74,7 @@ from .state import (
     TurnInterrupted,
     UpdateEvent,
 )
+from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports import (
     DEFAULT_INHERITED_ENV,
@@ -142,8 +148,16 @@ __all__ = [
     "SessionNotTracked",
     "SessionPage",
     "SessionStatus",
+    "SessionStore",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreError",
+    "SessionStoreForeign",
+    "SessionStoreTooNew",
+    "SqliteSessionStore",
     "State",
     "StdioConnector",
+    "StoredSession",
     "SystemClock",
     "TerminalHandler",
     "Timeouts",
@@ -168,4 +182,5 @@ __all__ = [
     "WebSocketConnector",
     "__version__",
     "connector_for",
+    "endpoint_key",
 ]

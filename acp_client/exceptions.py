@@ -43,7 +43,12 @@ callers never need to import those libraries to handle a failure.
     ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
     ├── SessionNotTracked                     this client does not track that session (no request sent)
-    └── RecoveryFailed                        a session could not be recovered on any path
+    ├── RecoveryFailed                        a session could not be recovered on any path
+    └── SessionStoreError                     the session store cannot be used (``path``)
+        ├── SessionStoreCorrupt               not an SQLite database, or a damaged one (never written)
+        ├── SessionStoreForeign               an SQLite database of another application (never written)
+        ├── SessionStoreTooNew                written by a newer acp_client (schema version)
+        └── SessionStoreBusy                  another process held the lock past the busy timeout
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
 for a -32002 from any method.
@@ -87,6 +92,11 @@ __all__ = [
     "ServiceUnavailable",
     "SessionNotFound",
     "SessionNotTracked",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreError",
+    "SessionStoreForeign",
+    "SessionStoreTooNew",
     "TlsVerificationError",
     "TransportClosed",
     "TransportError",
@@ -504,3 +514,45 @@ class RecoveryFailed(AcpError):
         super().__init__(f"session {session_id}: {message}")
         self.session_id = session_id
         self.cause = cause
+
+
+# --------------------------------------------------------------------------------------------
+# Session store
+
+
+class SessionStoreError(AcpError):
+    """The session store cannot be used.
+
+    Attributes:
+        path: The store's file (``":memory:"`` for an in-memory one).
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class SessionStoreCorrupt(SessionStoreError):
+    """The store file is not an SQLite database, or a damaged one. It is never written to."""
+
+
+class SessionStoreForeign(SessionStoreError):
+    """The store file is an SQLite database of another application. It is never written to."""
+
+
+class SessionStoreTooNew(SessionStoreError):
+    """The store was written by a newer acp_client whose schema this version cannot use.
+
+    Attributes:
+        version: The store's schema version.
+        supported: The newest schema version this acp_client knows.
+    """
+
+    def __init__(self, message: str, *, path: str, version: int, supported: int) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+        self.supported = supported
+
+
+class SessionStoreBusy(SessionStoreError):
+    """Another process held the store's write lock longer than the busy timeout."""

@@ -72,3 +72,14 @@ def test_recovery_prints_latency_and_floor_for_every_path(transport: str) -> Non
         assert re.fullmatch(NUMBER + "x", ratio), row
         assert float(floor) > 0, row
     assert "target (issue 3)" in output
+
+
+def test_store_prints_the_restore_time_and_whether_the_target_holds() -> None:
+    output = run("store.py", "--sessions", "200")
+    table = rows(output, ("0 KiB tail", "4 KiB tail"))
+    assert [row[0] for row in table] == ["0 KiB tail", "4 KiB tail"], output
+    for row in table:
+        assert row[1] == "200", row  # every stored session of the endpoint was restored
+        for cell in row[2:]:
+            assert re.fullmatch(NUMBER, cell), row
+    assert re.search(r"target \(issue 10\): .*: (holds|DOES NOT hold) \(worst median " + NUMBER + " ms\\)", output)

@@ -6,6 +6,7 @@ import inspect
 
 import acp_client
 import acp_client.exceptions
+import acp_client.store
 import acp_client.testing
 import acp_client.types
 
@@ -81,6 +82,14 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionNotFound",
         "SessionPage",
         "SessionStatus",
+        "SessionStore",
+        "SessionStoreBusy",
+        "SessionStoreCorrupt",
+        "SessionStoreError",
+        "SessionStoreForeign",
+        "SessionStoreTooNew",
+        "SqliteSessionStore",
+        "StoredSession",
         "State",
         "StdioConnector",
         "SystemClock",
@@ -106,6 +115,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "WebSocketConnector",
         "__version__",
         "connector_for",
+        "endpoint_key",
     }
     for name in acp_client.__all__:
         assert hasattr(acp_client, name), name
@@ -142,7 +152,7 @@ def test_no_third_party_types_in_public_signatures() -> None:
 
 
 def test_testing_and_types_exports_are_sorted() -> None:
-    for module in (acp_client.testing, acp_client.types):
+    for module in (acp_client.testing, acp_client.types, acp_client.store):
         assert module.__all__ == _isort_order(list(module.__all__)), module.__name__
 
 
