@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ._converter import from_wire, to_wire
-from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, MethodNotFound, RpcError
+from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, RpcError
 from .types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
@@ -258,7 +258,7 @@ class RequestRouter:
             return self._encode(await _maybe_await(handlers.elicitation(elicitation)))
         if method.startswith("_") and handlers.extension is not None:
             return await handlers.extension(method, params)
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        raise RpcError.method_not_found(method)
 
     async def _file_system(self, method: str, params: Any, policy: FileSystemPolicy) -> Any:
         if method == "fs/read_text_file" and policy.read:
@@ -271,7 +271,7 @@ class RequestRouter:
             roots = policy.roots if policy.roots is not None else self._session_roots(write.session_id)
             await asyncio.to_thread(_confined_write, policy, write, roots)
             return {}
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        raise RpcError.method_not_found(method)
 
     async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
         if method == "terminal/create":
@@ -286,7 +286,7 @@ class RequestRouter:
         if method == "terminal/release":
             await terminal.release(self._decode(ReleaseTerminalRequest, params))
             return {}
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        raise RpcError.method_not_found(method)
 
 
 def _confined_read(policy: FileSystemPolicy, request: ReadTextFileRequest, roots: Sequence[Path]) -> str:
