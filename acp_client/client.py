@@ -295,7 +295,8 @@ class AcpClient:
         max_queue_age: How long a held request waits before failing, in seconds.
         recovery_concurrency: How many sessions recover at once after a reconnect.
         headers, secret_headers, tls, cookies, limits: Network settings (see the transports).
-            ``cookies`` defaults to one store per client, shared by every reconnect.
+            ``cookies`` defaults to one store per client, shared by every reconnect and cleared
+            by :meth:`aclose` (a store the app passes in is left as it is).
         transport_options: Extra keyword arguments for the connector built from ``endpoint``.
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
@@ -359,6 +360,7 @@ class AcpClient:
         if recovery_concurrency < 1:
             raise ConfigurationError("recovery_concurrency must be at least 1")
         self.cookies = cookies if cookies is not None else CookieStore()
+        self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
         if isinstance(endpoint, str):
             self._connector: Connector = connector_for(
                 endpoint,
@@ -447,6 +449,8 @@ class AcpClient:
         """Close the connection and stop reconnecting. Pending requests fail with
         :class:`~acp_client.exceptions.ConnectionLost`; queued ones with ``ClientClosed``."""
         await self._supervisor.aclose()
+        if self._owns_cookies:
+            self.cookies.clear()
         for tracked in self._sessions.values():
             if tracked.turn is not None and not tracked.turn.future.done():
                 tracked.turn.future.set_exception(ClientClosed("the client was closed"))
