@@ -98,6 +98,7 @@ from ..exceptions import (
     UnsupportedMediaType,
 )
 from ._cookies import CookieStore
+from ._log_redaction import install_log_redaction
 from ._security import (
     DEFAULT_SECRET_HEADERS,
     TlsConfig,
@@ -409,6 +410,7 @@ class HttpConnector:
         self._secure = origin.secure
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
         if http2 is None:
             self._http1, self._http2 = True, origin.secure
         elif http2:
