@@ -56,6 +56,7 @@ from .types import (
     TerminalOutputRequest,
     TerminalOutputResponse,
     ToolCallLocation,
+    ToolCallPermissionSubject,
     ToolCallUpdate,
     WaitForTerminalExitRequest,
     WaitForTerminalExitResponse,
@@ -313,16 +314,18 @@ class RequestRouter:
             InvalidParams: No handler, or it did not pick "allow".
         """
         title = f"Write to {path} (a configuration or hook file that can run code later)"
+        tool_call = ToolCallUpdate(
+            tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",
+            title=title,
+            tool_kind="edit",
+            status="pending",
+            locations=(ToolCallLocation(path=str(path)),),
+            raw_input={"path": write.path},
+        )
         request = RequestPermissionRequest(
             session_id=write.session_id,
-            tool_call=ToolCallUpdate(
-                tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",
-                title=title,
-                tool_kind="edit",
-                status="pending",
-                locations=(ToolCallLocation(path=str(path)),),
-                raw_input={"path": write.path},
-            ),
+            tool_call=tool_call,
+            subject=ToolCallPermissionSubject(tool_call=tool_call) if self._version() >= 2 else None,
             options=(
                 PermissionOption(option_id=_ALLOW_WRITE, name="Allow this write", kind="allow_once"),
                 PermissionOption(option_id=_REJECT_WRITE, name="Reject", kind="reject_once"),

@@ -252,3 +252,23 @@ def test_protected_paths_must_be_patterns() -> None:
 )
 def test_pattern_matching(path: str, expected: bool) -> None:
     assert is_protected(Path(path), DEFAULT_PROTECTED_PATHS) is expected
+
+
+async def test_in_v2_the_question_also_carries_a_tool_call_subject(tmp_path: Path) -> None:
+    from acp_client.types import ToolCallPermissionSubject
+
+    path = _prepare(tmp_path, ".envrc")
+    asked: list[RequestPermissionRequest] = []
+
+    def reject(request: RequestPermissionRequest) -> Any:
+        asked.append(request)
+        return CancelledPermissionOutcome()
+
+    handlers = ClientHandlers(permission=reject, file_system=FileSystemPolicy(write=True))
+    r = RequestRouter(handlers, session_roots=lambda sid: [tmp_path], protocol_version=lambda: 2)
+    with pytest.raises(InvalidParams, match="permission"):
+        await r("fs/write_text_file", write(path))
+    subject = asked[0].subject
+    assert isinstance(subject, ToolCallPermissionSubject)
+    assert subject.tool_call is asked[0].tool_call
+    assert asked[0].title is not None and ".envrc" in asked[0].title
