@@ -13,6 +13,7 @@ methods and params.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import logging
@@ -62,6 +63,9 @@ DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
 #: How many ids of requests the client gave up on (timeout, cancellation) are remembered, so a
 #: late answer to one is recognised as such rather than reported as a protocol error.
 _ABANDONED_IDS_KEPT: Final = 1024
+#: Refusals waiting to be sent before the reader stops reading until they are (back-pressure on a
+#: flood, so refusing it does not take unbounded memory either).
+_MAX_QUEUED_REFUSALS: Final = 256
 #: The longest error message sent back to the agent (a handler may echo the agent's input).
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
@@ -97,7 +101,8 @@ class Connection:
         request_timeout: Default timeout for :meth:`request`, in seconds (``None``: no limit).
         max_incoming_requests: How many agent→client requests are handled at once. One more is
             answered at once with an ``Internal error`` ("too many concurrent requests") instead
-            of starting a handler, so a flooding agent cannot hold unbounded tasks and memory;
+            of starting a handler, so a flooding agent cannot hold unbounded tasks and memory
+            (refusals go out one after another from one task; reading pauses while 256 wait);
             the client's own requests keep resolving meanwhile.
 
     Raises:
@@ -120,6 +125,8 @@ class Connection:
         self._max_incoming = max_incoming_requests
         self._incoming_count = 0
         self._refusing = False
+        self._refusals: collections.deque[dict[str, Any]] = collections.deque()
+        self._refusal_sender: asyncio.Task[None] | None = None
         self._abandoned: dict[RequestId, None] = {}
         self._transport = transport
         self._on_request = on_request
@@ -335,6 +342,8 @@ class Connection:
                     self._dispatch(message)
                 else:
                     self._dispatch_batch(message)
+                if len(self._refusals) >= _MAX_QUEUED_REFUSALS and self._refusal_sender is not None:
+                    await asyncio.shield(self._refusal_sender)  # a flood: read on once it is answered
         except TransportError as exc:
             cause = exc if isinstance(exc, TransportClosed) else TransportClosed(f"transport failed: {exc}")
             if cause is not exc:
@@ -393,7 +402,7 @@ class Connection:
         elif isinstance(item, Request):
             refusal = self._refusal(item)
             if refusal is not None:
-                self._spawn(self._send_quietly(refusal))
+                self._queue_refusal(refusal)
                 return
             task = self._start_handler(item)
             task.add_done_callback(lambda t: self._reply_from(item.id, t))
@@ -485,6 +494,19 @@ class Connection:
             logger.warning("agent sent more than %d concurrent requests; refusing the excess", self._max_incoming)
         error = InternalError(f"Too many concurrent requests (the client handles {self._max_incoming} at a time)")
         return _jsonrpc.error_message(item.id, error.code, error.message)
+
+    def _queue_refusal(self, reply: dict[str, Any]) -> None:
+        """Send refusals one after another from one task (not one task each: that is the flood)."""
+        self._refusals.append(reply)
+        if self._refusal_sender is None or self._refusal_sender.done():
+            self._refusal_sender = self._spawn(self._send_refusals())
+
+    async def _send_refusals(self) -> None:
+        while self._refusals:
+            if self._closed.is_set():
+                self._refusals.clear()
+                return
+            await self._send_quietly(self._refusals.popleft())
 
     def _start_handler(self, item: Request) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(self._run_handler(item))

@@ -12,7 +12,7 @@ from acp_client import _jsonrpc
 from acp_client._connection import Connection
 from acp_client.exceptions import AcpError, ConfigurationError, RequestTimeout, RpcError
 from acp_client.testing.clock import FakeClock
-from acp_client.transports.memory import memory_pair
+from acp_client.transports.memory import MemoryTransport, memory_pair
 
 _MIB = 1024 * 1024
 _DEFAULT_CAP = 64  # the documented default of max_incoming_requests
@@ -76,6 +76,54 @@ async def test_a_flood_of_requests_is_capped_and_the_clients_own_requests_still_
     await asyncio.wait_for(run(), 20)
     assert started == _DEFAULT_CAP
     await h.conn.aclose()
+
+
+class GatedSends:
+    """The client end of a memory pair whose sends wait until ``gate`` is set (a slow uplink)."""
+
+    def __init__(self, inner: MemoryTransport, gate: asyncio.Event) -> None:
+        self.inner = inner
+        self.gate = gate
+
+    @property
+    def info(self) -> Any:
+        return self.inner.info
+
+    async def send(self, message: Any) -> None:
+        await self.gate.wait()
+        await self.inner.send(message)
+
+    async def receive(self) -> Any:
+        return await self.inner.receive()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_refusing_a_flood_takes_bounded_tasks_even_when_replies_cannot_be_sent() -> None:
+    never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def never_answers(method: str, params: Any) -> Any:
+        return await never
+
+    client_side, agent = memory_pair()
+    gate = asyncio.Event()
+    conn = Connection(GatedSends(client_side, gate), on_request=never_answers)  # type: ignore[arg-type]
+    conn.start()
+    before = len(asyncio.all_tasks())
+    for i in range(5000):
+        await agent.send(_permission_request(i))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # 64 handlers and one sender of refusals; the reader waits while 256 refusals are queued.
+    assert len(asyncio.all_tasks()) - before < _DEFAULT_CAP + 16
+    gate.set()
+    refused = 0
+    while refused < 5000 - _DEFAULT_CAP:
+        reply = await asyncio.wait_for(agent.receive(), 5)
+        assert reply["error"]["code"] == -32603
+        refused += 1
+    await conn.aclose()
 
 
 async def test_the_cap_is_configurable_and_frees_up_as_handlers_finish() -> None:
