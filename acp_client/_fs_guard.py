@@ -128,7 +128,7 @@ def _open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
     try:
         fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, 0o666)
     except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a FIFO nobody reads: exactly what must not block
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO nobody reads, what must not block
             raise InvalidParams("not a regular file") from exc
         if exc.errno == errno.ELOOP:  # the last component became a symlink after it was checked
             raise InvalidParams("the path is a symbolic link") from exc

@@ -72,6 +72,21 @@ async def test_a_write_to_a_device_is_refused(tmp_path: Path) -> None:
         await asyncio.wait_for(r("fs/write_text_file", write(Path("/dev/null"))), 3)
 
 
+async def test_a_write_to_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    r = router(ClientHandlers(file_system=FileSystemPolicy(write=True)), [tmp_path])
+    with pytest.raises(InvalidParams, match="not a regular file"):
+        await r("fs/write_text_file", write(tmp_path / "sub"))
+
+
+async def test_creating_a_new_hook_is_protected_too(tmp_path: Path) -> None:
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    r = router(ClientHandlers(file_system=FileSystemPolicy(write=True)), [tmp_path])
+    with pytest.raises(InvalidParams, match="permission"):
+        await r("fs/write_text_file", write(tmp_path / ".git" / "hooks" / "post-merge"))
+    assert not (tmp_path / ".git" / "hooks" / "post-merge").exists()
+
+
 def test_a_final_symlink_is_never_followed(tmp_path: Path) -> None:
     # The handler resolves symlinks first; this is the guard against one swapped in afterwards.
     target = tmp_path / "target"
