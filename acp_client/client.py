@@ -145,7 +145,8 @@ class AcpClient:
         queue: How requests made during an outage wait (:class:`~acp_client.config.QueueOptions`).
         recovery_concurrency: How many sessions recover at once after a reconnect.
         headers, secret_headers, tls, cookies, limits: Network settings (see the transports).
-            ``cookies`` defaults to one store per client, shared by every reconnect.
+            ``cookies`` defaults to one store per client, shared by every reconnect and cleared
+            by :meth:`aclose` (a store the app passes in is left as it is).
         transport_options: Extra keyword arguments for the connector built from ``endpoint``.
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
@@ -181,6 +182,7 @@ class AcpClient:
         _check_options(protocol_version, recovery_concurrency, options)
         check_instance("endpoint", endpoint, (str, Connector))
         self.cookies = cookies if cookies is not None else CookieStore()
+        self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
         if isinstance(endpoint, str):
             self._connector: Connector = connector_for(
                 endpoint,
@@ -235,6 +237,8 @@ class AcpClient:
         """Close the connection and stop reconnecting. Pending requests fail with
         :class:`~acp_client.exceptions.ConnectionLost`; queued ones with ``ClientClosed``."""
         await self._engine.aclose()
+        if self._owns_cookies:
+            self.cookies.clear()
 
     def notify_network_available(self) -> None:
         """Skip the current reconnect backoff (call when the OS reports the network is back)."""

@@ -56,7 +56,7 @@ for a -32002 from any method.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 __all__ = [
     "AcpError",
@@ -291,6 +291,16 @@ class InvalidMessage(ProtocolError):
 # --------------------------------------------------------------------------------------------
 # JSON-RPC error answers
 
+#: The most characters of a peer's input (a method name, ...) an error answer echoes back.
+_MAX_ECHOED_CHARS: Final = 128
+
+
+def _clip_echo(text: str, limit: int = _MAX_ECHOED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was (for echoing peer input)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 class RpcError(AcpError):
     """The agent answered with a JSON-RPC error object.
@@ -336,7 +346,10 @@ class RpcError(AcpError):
 
     @classmethod
     def method_not_found(cls, method: str) -> RpcError:
-        return MethodNotFound(f"Method not found: {method}", {"method": method})
+        """``Method not found``, echoing at most the first 128 characters of
+        ``method`` (a peer must not turn a huge method name into a huge answer)."""
+        shown = _clip_echo(method)
+        return MethodNotFound(f"Method not found: {shown}", {"method": shown})
 
     @classmethod
     def invalid_params(cls, detail: str) -> RpcError:

@@ -85,6 +85,7 @@ from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
 from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange, new_client
 from ._inbox import EventReader, Inbox
+from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
 from ._security import (
     DEFAULT_SECRET_HEADERS,
@@ -237,6 +238,7 @@ class HttpConnector:
         self._secure = origin.secure
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
         if http2 is None:
             self._http1, self._http2 = True, origin.secure
         elif http2:

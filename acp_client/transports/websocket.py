@@ -46,6 +46,7 @@ from ..exceptions import (
 )
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, open_error, status_error
+from ._log_redaction import install_log_redaction
 from ._security import (
     DEFAULT_SECRET_HEADERS,
     TlsConfig,
@@ -433,6 +434,7 @@ class WebSocketConnector:
             self._url = _without_userinfo(self._url)
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
         if subprotocols is not None:
             if isinstance(subprotocols, str):
                 raise ConfigurationError("subprotocols must be a sequence of strings, not a string")

@@ -624,8 +624,9 @@ async def test_an_agent_that_never_answers_times_out_and_is_told(peer: Peer) -> 
         assert await within(client.request("_hostile", {"tag": "fine"})) == {"echo": "fine"}
 
 
-async def test_a_late_answer_after_the_timeout_is_reported_not_misdelivered(peer: Peer) -> None:
-    """The first request times out; its answer then arrives, before the second request's answer."""
+async def test_a_late_answer_after_the_timeout_is_ignored_not_misdelivered(peer: Peer) -> None:
+    """The first request times out; its answer then arrives, before the second request's answer. The
+    client gave up on it itself, so it is no protocol error of the agent (logged at DEBUG only)."""
     errors: list[AcpError] = []
     async with peer.client(callbacks=Callbacks(on_protocol_error=errors.append)) as client:
         with pytest.raises(RequestTimeout):
@@ -633,7 +634,7 @@ async def test_a_late_answer_after_the_timeout_is_reported_not_misdelivered(peer
         first_id = next(m["id"] for m in peer.received() if isinstance(m, dict) and m.get("method") == "_hostile")
         late = json.dumps({"jsonrpc": "2.0", "id": first_id, "result": {"echo": "LATE"}})
         assert await within(client.request("_hostile", {"before": [late], "tag": "second"})) == {"echo": "second"}
-        assert [type(e) for e in errors] == [UnexpectedResponse]
+        assert errors == []
 
 
 async def test_an_oversized_message_is_a_clear_error(peer: Peer) -> None:
