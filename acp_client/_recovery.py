@@ -163,7 +163,7 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
     return tuple(steps), tuple(notes)
 
 
-def decide(probe: Probe, caps: Capabilities, version: int) -> Decision:
+def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bool = False) -> Decision:
     """The table: what to do for a session given the probe answer.
 
     Args:
@@ -171,7 +171,14 @@ def decide(probe: Probe, caps: Capabilities, version: int) -> Decision:
             advertise ``session/status``; :attr:`Probe.FAILED` when the probe errored otherwise).
         caps: What the agent advertised on the new connection.
         version: The negotiated protocol version (1 or 2).
+        replay_cut_off: The session's last replay was cut off by a drop, so the client's history
+            is incomplete. An agent that still has the session (``active``, or no usable probe)
+            would be resumed without history; the session is replayed again instead.
     """
+    if replay_cut_off and probe is not Probe.NOT_FOUND:
+        steps, notes = steps_for(RecoveryPath.REPLAY, caps, version)
+        if steps[0] is not Step.NEW:
+            return Decision(RecoveryPath.REPLAY, steps, ("the last replay was cut off: replaying again", *notes))
     if probe is Probe.ACTIVE:
         path = RecoveryPath.RESUME
     elif probe is Probe.INACTIVE:

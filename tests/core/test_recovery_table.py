@@ -175,3 +175,19 @@ def test_hop_notes_name_the_step_the_reason_and_what_follows() -> None:
     note = hop_note(Step.LOAD, StepFailure.NOT_FOUND, "unknown", Step.NEW)
     assert "-32002" in note and note.endswith("trying session/new")
     assert hop_note(Step.NEW, StepFailure.REFUSED, "boom", None).endswith("nothing left to try")
+
+
+@pytest.mark.parametrize("probe", [Probe.ACTIVE, Probe.INACTIVE, Probe.NOT_PROBED, Probe.FAILED])
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cut_off_replay_is_replayed_again(probe: Probe, version: int) -> None:
+    """Issue 12: a drop during session/load left the history incomplete; the agent already holds the
+    session, so the probe says active — the next recovery replays anyway, and says why."""
+    caps = Capabilities(status=probe is not Probe.NOT_PROBED, resume=True, load=True)
+    decision = decide(probe, caps, version, replay_cut_off=True)
+    assert decision.path is RecoveryPath.REPLAY
+    assert decision.steps[0] is (Step.LOAD if version == 1 else Step.RESUME_REPLAY)
+    assert "cut off" in decision.notes[0]
+    # -32002 still means a new session; without any way to replay, the usual table applies.
+    assert decide(Probe.NOT_FOUND, caps, version, replay_cut_off=True).path is RecoveryPath.NEW_SESSION
+    bare = Capabilities(status=True)
+    assert decide(Probe.ACTIVE, bare, version, replay_cut_off=True) == decide(Probe.ACTIVE, bare, version)
