@@ -26,6 +26,7 @@ __all__ = [
     "describe",
     "kill_agent",
     "message_counts",
+    "messages",
     "stdio_url",
     "wait_for_agent_text",
     "wired_client",
@@ -106,3 +107,8 @@ def describe(outcome: Any, transcript: Any, events: Sequence[UpdateEvent] = ()) 
 def message_counts(transcript_text: str) -> Counter[str]:
     """How often each ``role: text`` line occurs in a transcript's text."""
     return Counter(transcript_text.splitlines())
+
+
+def messages(transcript: Any, role: str | None = None) -> list[tuple[str, str]]:
+    """``(role, text)`` of each message of a transcript (only ``role``'s when given)."""
+    return [(m.role, m.text) for m in transcript.messages if role is None or m.role == role]

@@ -162,6 +162,9 @@ async def test_killed_idle_keeps_every_turn_once(
         else:  # resume is refused (-32601): degrade to load, never to a new session
             assert outcome.path is RecoveryPath.REPLAY, seen
             assert methods == ["session/resume", "session/load"] and outcome.steps[-1][1] == "ok", seen
+        # Both load and (this agent's) resume replay the history: marked as replay, kept once.
+        replayed = [event for event in recorder.events[live:] if event.update.kind.endswith("_message_chunk")]
+        assert replayed and all(event.replay for event in replayed), seen
         await eventually(
             lambda: handle.transcript.text() == TWO_TURNS,
             timeout=5,
