@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
+import pytest_asyncio
 
 from acp_client import AcpClient, ConnectionLost, RecoveryPath, UpdateEvent
 from acp_client.exceptions import MethodNotFound, SessionNotFound
@@ -56,84 +59,108 @@ async def _wait_for_tool_call(events: list[UpdateEvent], start: int) -> None:
     )
 
 
-async def test_initialize_new_prompt_permission_cancel_list(fast_agent: FastAgent, tmp_path: Path) -> None:
+@attrs.frozen
+class Shared:
+    """One fast-agent process (it starts slowly) for the tests that do not kill it."""
+
+    client: AcpClient
+    events: list[UpdateEvent]
+    permissions: Permissions
+    cwd: Path
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def shared(fast_agent: FastAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
+    cwd = tmp_path_factory.mktemp("fast-agent")
     permissions = Permissions()
     events: list[UpdateEvent] = []
-    url = stdio_url(fast_agent.command(tmp_path / "home"))
-    async with AcpClient(
+    url = stdio_url(fast_agent.command(cwd / "home"))
+    client = AcpClient(
         url, retry=POLICY, connect_timeout=SLOW, handlers=permissions.handlers(), on_update=events.append
-    ) as client:
-        assert client.protocol_version == 1
-        assert client.agent_info is not None
-        assert (client.agent_info.name, client.agent_info.version) == ("fast-agent-acp", FAST_AGENT_VERSION)
-        caps = client.agent_capabilities
-        assert caps.supports("session/load") and caps.supports("session/resume") and caps.supports("session/list")
-        assert not caps.supports("session/status")
-
-        session = await client.new_session(tmp_path)
-        assert session.modes is not None and session.modes.current_mode_id == "agent"
-        handle = client.session(session.session_id)
-
-        # The passthrough model streams the prompt back (one chunk, no messageId).
-        start = len(events)
-        assert (await handle.prompt("hello")).stop_reason == "end_turn"
-        chunks = [event for event in events[start:] if event.update.kind == "agent_message_chunk"]
-        assert [getattr(chunk.update.content, "text", None) for chunk in chunks] == ["hello"]
-        assert getattr(chunks[0].update, "message_id", None) is None
-        assert handle.transcript.text() == "user: hello\nagent: hello"
-
-        # An MCP tool call: fast-agent asks permission first (tool call id "pending"), then runs it.
-        assert (await handle.prompt(NOTE)).stop_reason == "end_turn"
-        assert len(permissions.requests) == 1
-        request = permissions.requests[0]
-        assert request.tool_call is not None and request.tool_call.title == "python/write_note"
-        assert request.tool_call.tool_call_id == "pending"
-        assert {option.kind for option in request.options} == {
-            "allow_once",
-            "allow_always",
-            "reject_once",
-            "reject_always",
-        }
-        views = list(handle.transcript.tool_calls.values())
-        assert [(view.title, view.status) for view in views] == [("python/write_note", "completed")]
-        assert handle.transcript.text() == TWO_TURNS
-
-        # Cancel a turn busy in a slow tool: the agent answers stopReason cancelled.
-        start = len(events)
-        turn = asyncio.create_task(handle.prompt(_wait(30)))
-        await _wait_for_tool_call(events, start)
-        await handle.cancel()
-        assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
-        assert len(permissions.requests) == 2
-
-        page = await client.list_sessions()
-        assert [listed.session_id for listed in page.sessions] == [session.session_id]
-        assert page.sessions[0].title == "hello"
+    )
+    async with client:
+        yield Shared(client, events, permissions, cwd)
 
 
-async def test_facts(fast_agent: FastAgent, tmp_path: Path) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_initialize_new_prompt_permission_cancel_list(shared: Shared) -> None:
+    client, events, permissions = shared.client, shared.events, shared.permissions
+    assert client.protocol_version == 1
+    assert client.agent_info is not None
+    assert (client.agent_info.name, client.agent_info.version) == ("fast-agent-acp", FAST_AGENT_VERSION)
+    caps = client.agent_capabilities
+    assert caps.supports("session/load") and caps.supports("session/resume") and caps.supports("session/list")
+    assert not caps.supports("session/status")
+
+    session = await client.new_session(shared.cwd)
+    assert session.modes is not None and session.modes.current_mode_id == "agent"
+    handle = client.session(session.session_id)
+
+    # The passthrough model streams the prompt back (one chunk, no messageId).
+    start = len(events)
+    assert (await handle.prompt("hello")).stop_reason == "end_turn"
+    chunks = [event for event in events[start:] if event.update.kind == "agent_message_chunk"]
+    assert [getattr(chunk.update.content, "text", None) for chunk in chunks] == ["hello"]
+    assert getattr(chunks[0].update, "message_id", None) is None
+    assert handle.transcript.text() == "user: hello\nagent: hello"
+
+    # An MCP tool call: fast-agent asks permission first (tool call id "pending"), then runs it.
+    before = len(permissions.requests)
+    assert (await handle.prompt(NOTE)).stop_reason == "end_turn"
+    assert len(permissions.requests) == before + 1
+    request = permissions.requests[-1]
+    assert request.tool_call is not None and request.tool_call.title == "python/write_note"
+    assert request.tool_call.tool_call_id == "pending"
+    assert {option.kind for option in request.options} == {"allow_once", "allow_always", "reject_once", "reject_always"}
+    views = list(handle.transcript.tool_calls.values())
+    assert [(view.title, view.status) for view in views] == [("python/write_note", "completed")]
+    assert handle.transcript.text() == TWO_TURNS
+
+    # Cancel a turn busy in a slow tool: the agent answers stopReason cancelled.
+    start = len(events)
+    turn = asyncio.create_task(handle.prompt(_wait(30)))
+    await _wait_for_tool_call(events, start)
+    await handle.cancel()
+    assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
+    assert len(permissions.requests) == before + 2
+
+    listed = {item.session_id: item for item in (await client.list_sessions()).sessions}
+    assert listed[session.session_id].title == "hello"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_facts(shared: Shared) -> None:
     """status -32601; unknown ids -32002 on resume and load; resume replays everything, without messageIds."""
-    events: list[UpdateEvent] = []
-    url = stdio_url(fast_agent.command(tmp_path / "home"))
-    async with AcpClient(url, retry=POLICY, connect_timeout=SLOW, on_update=events.append) as client:
-        session = await client.new_session(tmp_path)
-        await client.prompt(session.session_id, "hello")
-        attach = {"sessionId": session.session_id, "cwd": str(tmp_path), "mcpServers": []}
-        with pytest.raises(MethodNotFound):
-            await client.request("session/status", {"sessionId": session.session_id})
-        with pytest.raises(SessionNotFound):
-            await client.request("session/resume", {**attach, "sessionId": "no-such-session"})
-        with pytest.raises(SessionNotFound):
-            await client.request("session/load", {**attach, "sessionId": "no-such-session"})
-        start = len(events)
-        result = await client.request("session/resume", attach)
-        assert result["modes"]["currentModeId"] == "agent"
-        replayed = [
-            (event.update.kind, getattr(event.update.content, "text", None), getattr(event.update, "message_id", None))
-            for event in events[start:]
-            if event.update.kind in ("user_message_chunk", "agent_message_chunk")
-        ]
-        assert replayed == [("user_message_chunk", "hello", None), ("agent_message_chunk", "hello", None)]
+    client, events = shared.client, shared.events
+    session = await client.new_session(shared.cwd)
+    await client.prompt(session.session_id, "hi")
+    attach = {"sessionId": session.session_id, "cwd": str(shared.cwd), "mcpServers": []}
+    with pytest.raises(MethodNotFound):
+        await client.request("session/status", {"sessionId": session.session_id})
+    with pytest.raises(SessionNotFound):
+        await client.request("session/resume", {**attach, "sessionId": "no-such-session"})
+    with pytest.raises(SessionNotFound):
+        await client.request("session/load", {**attach, "sessionId": "no-such-session"})
+    start = len(events)
+    result = await client.request("session/resume", attach)
+    assert result["modes"]["currentModeId"] == "agent"
+    replayed = [
+        (event.update.kind, getattr(event.update.content, "text", None), getattr(event.update, "message_id", None))
+        for event in events[start:]
+        if event.update.kind in ("user_message_chunk", "agent_message_chunk")
+    ]
+    assert replayed == [("user_message_chunk", "hi", None), ("agent_message_chunk", "hi", None)]
+
+
+@pytest.mark.xfail(strict=True, reason=PENDING)
+@pytest.mark.asyncio(loop_scope="module")
+async def test_naive_updated_at_is_kept(shared: Shared) -> None:
+    """fast-agent sends ``updatedAt`` without a zone (``2026-12-01T13:06:35.841840``): keep it as sent."""
+    session = await shared.client.new_session(shared.cwd)
+    await shared.client.prompt(session.session_id, "hello")
+    listed = {item.session_id: item for item in (await shared.client.list_sessions()).sessions}
+    updated_at = listed[session.session_id].updated_at
+    assert updated_at is not None and updated_at.tzinfo is None
 
 
 async def test_facts_echoes_any_protocol_version(fast_agent: FastAgent, tmp_path: Path) -> None:
@@ -143,17 +170,6 @@ async def test_facts_echoes_any_protocol_version(fast_agent: FastAgent, tmp_path
         assert client.protocol_version == 2
         assert client.agent_capabilities.raw.get("loadSession") is True  # a v1 field
         assert client.agent_info is not None and client.agent_info.name == "fast-agent-acp"
-
-
-@pytest.mark.xfail(strict=True, reason=PENDING)
-async def test_naive_updated_at_is_kept(fast_agent: FastAgent, tmp_path: Path) -> None:
-    """fast-agent sends ``updatedAt`` without a zone (``2026-12-01T13:06:35.841840``): keep it as sent."""
-    url = stdio_url(fast_agent.command(tmp_path / "home"))
-    async with AcpClient(url, retry=POLICY, connect_timeout=SLOW) as client:
-        session = await client.new_session(tmp_path)
-        await client.prompt(session.session_id, "hello")
-        listed = (await client.list_sessions()).sessions[0]
-        assert listed.updated_at is not None and listed.updated_at.tzinfo is None
 
 
 @pytest.mark.xfail(strict=True, reason=PENDING)
