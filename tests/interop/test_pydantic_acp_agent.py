@@ -220,3 +220,17 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert message_counts(handle.transcript.text())["user: after"] == 1
         assert handle.transcript.text().endswith("user: after\nagent: echo: after")
+
+
+@pytest.mark.xfail(strict=True, reason=PENDING)
+async def test_v2_proposal_reinitializes_in_the_v1_shape(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path) -> None:
+    """pydantic-acp answers ``protocolVersion: 1`` to a v2 ``initialize``: the client says it again in v1's shape."""
+    client, wire = wired_client(pydantic_acp_agent.command(tmp_path / "store"), Recorder(), protocol_version=2)
+    async with client:
+        assert client.protocol_version == 1
+        params = wire.messages("initialize")[-1]["params"]
+        assert params["protocolVersion"] == 1, wire.messages("initialize")
+        assert "clientCapabilities" in params and "clientInfo" in params, wire.messages("initialize")
+        session = await client.new_session(tmp_path)
+        await client.prompt(session.session_id, "hello")
+        assert client.session(session.session_id).transcript.text() == "user: hello\nagent: echo: hello"
