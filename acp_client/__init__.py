@@ -6,6 +6,7 @@ Start with :class:`AcpClient`; wire types live in :mod:`acp_client.types`, the t
 """
 
 from ._clock import Clock, SystemClock
+from ._codec import session_from_json, session_to_json
 from .client import (
     SUPPORTED_PROTOCOL_VERSIONS,
     AcpClient,
@@ -152,4 +153,6 @@ __all__ = [
     "WebSocketConnector",
     "__version__",
     "connector_for",
+    "session_from_json",
+    "session_to_json",
 ]

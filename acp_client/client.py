@@ -30,8 +30,8 @@ import attrs
 
 from . import _recovery
 from ._clock import Clock, SystemClock, TimerHandle
+from ._codec import decode_session_notification, from_wire, to_wire
 from ._connection import DEFAULT_TIMEOUT, Connection, _Default
-from ._converter import decode_session_notification, from_wire, to_wire
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._supervisor import QueueOptions, Supervisor
 from .exceptions import (

@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from ._converter import from_wire, to_wire
+from ._codec import from_wire, to_wire
 from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, MethodNotFound, RpcError
 from .types import (
     CancelledPermissionOutcome,

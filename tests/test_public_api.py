@@ -102,6 +102,8 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "WebSocketConnector",
         "__version__",
         "connector_for",
+        "session_from_json",
+        "session_to_json",
     }
     for name in acp_client.__all__:
         assert hasattr(acp_client, name), name
