@@ -5,6 +5,9 @@ Start with :class:`AcpClient`; wire types live in :mod:`acp_client.types`, the t
 :mod:`acp_client.testing`, and the thread-safe facade for editor hosts in :mod:`acp_client.sync`.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
 from ._clock import Clock, SystemClock
 from ._codec import session_from_json, session_to_json
 from .client import (
@@ -67,12 +70,36 @@ from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports._cookies import CookieStore
 from .transports._security import TlsConfig
 from .transports.base import Connector, Limits, Transport, TransportInfo
-from .transports.http import HttpConnector
-from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
-from .transports.websocket import WebSocketConnector
 from .types import Session, SessionStatus
 
+if TYPE_CHECKING:
+    from .transports.http import HttpConnector
+    from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
+    from .transports.websocket import WebSocketConnector
+
 __version__ = "0.1.0"
+
+# The transports are imported on first use: httpx and websockets cost more to import than the rest
+# of the package together, and an app needs at most the ones it connects with.
+_LAZY: Final = {
+    "DEFAULT_INHERITED_ENV": ".transports.stdio",
+    "HttpConnector": ".transports.http",
+    "StdioConnector": ".transports.stdio",
+    "WebSocketConnector": ".transports.websocket",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
