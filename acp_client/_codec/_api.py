@@ -137,27 +137,28 @@ def decode_session_notification(params: Any, *, protocol_version: int = 1) -> Se
         InvalidMessage: The params are not an object, ``sessionId`` is not a string, or the update
             cannot be decoded.
     """
+    if type(params) is dict:
+        session_id = params.get("sessionId")
+        update = params.get("update")
+        if type(session_id) is str and type(update) is dict:
+            fast = FAST_UPDATES.get(update.get("sessionUpdate"))
+            decoded: SessionUpdate | None = fast(update) if fast is not None else None
+            if decoded is None:
+                try:
+                    decoded = _builder(protocol_version).session_update_hook(update, _SESSION_UPDATE)
+                except Exception as exc:
+                    raise InvalidMessage(failure("SessionNotification.update", exc)) from exc
+            meta = params.get("_meta")
+            return new_notification(session_id, decoded, meta if meta is None or type(meta) is dict else None)
     if type(params) is not dict:
         raise InvalidMessage(f"cannot decode SessionNotification: expected an object, got {kind_of(params)}")
     session_id = params.get("sessionId")
-    update = params.get("update")
     if type(session_id) is not str:
         raise InvalidMessage(
             f"cannot decode SessionNotification.sessionId: expected a string, got {kind_of(session_id)}"
         )
-    if type(update) is not dict:
-        raise InvalidMessage(f"cannot decode SessionNotification.update: expected an object, got {kind_of(update)}")
-    fast = FAST_UPDATES.get(update.get("sessionUpdate"))
-    decoded: SessionUpdate | None = fast(update) if fast is not None else None
-    if decoded is None:
-        try:
-            decoded = _builder(protocol_version).session_update_hook(update, _SESSION_UPDATE)
-        except Exception as exc:
-            raise InvalidMessage(failure("SessionNotification.update", exc)) from exc
-    meta = params.get("_meta")
-    if meta is not None and type(meta) is not dict:
-        meta = None
-    return new_notification(session_id, decoded, meta)
+    update = params.get("update")
+    raise InvalidMessage(f"cannot decode SessionNotification.update: expected an object, got {kind_of(update)}")
 
 
 # Union aliases are valid structure targets at runtime; typed ``Any`` for the ``type[T]`` parameters.

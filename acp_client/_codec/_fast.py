@@ -73,17 +73,20 @@ def _fast_text(content: Any) -> TextContent | None:
 
 def _fast_chunk(cls: type[UserMessageChunk | AgentMessageChunk | AgentThoughtChunk]) -> Callable[[dict[str, Any]], Any]:
     new_chunk = _direct_constructor(cls)
+    new_text = _new_text
 
     def decode_chunk(update: dict[str, Any]) -> Any:
-        if "_meta" in update:
+        # the text check of _fast_text inlined: this runs once per streamed chunk
+        content = update.get("content")
+        if type(content) is not dict or content.get("type") != "text" or "_meta" in update:
             return None
-        content = _fast_text(update.get("content"))
-        if content is None:
+        text = content.get("text")
+        if type(text) is not str or "annotations" in content or "_meta" in content:
             return None
         message_id = update.get("messageId")
         if message_id is not None and type(message_id) is not str:
             return None
-        return new_chunk(content, message_id)
+        return new_chunk(new_text(text), message_id)
 
     return decode_chunk
 
