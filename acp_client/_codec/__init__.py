@@ -39,12 +39,8 @@ from ._api import (
     session_to_json,
     to_wire,
 )
-from ._session import REQUIRED_NULLABLE_KEYS
-from ._shapes import DEFAULT_CLIENT_INFO
 
 __all__ = [
-    "DEFAULT_CLIENT_INFO",
-    "REQUIRED_NULLABLE_KEYS",
     "decode_content_block",
     "decode_foreground_state",
     "decode_session_notification",

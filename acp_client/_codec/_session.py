@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from ..exceptions import InvalidMessage
 from ..types.lifecycle import SessionConfigOption, SessionModeState, SessionStatus, normalize_status
@@ -23,10 +23,7 @@ from ._base import DecodeError, Hook, logger
 from ._converter import Builder
 from ._shapes import structure_foreground_state
 
-__all__ = ["REQUIRED_NULLABLE_KEYS", "register_session", "session_from_json", "session_to_json"]
-
-#: Keys the encoding always writes, as ``null`` when empty (required-nullable in the schema).
-REQUIRED_NULLABLE_KEYS: Final = ("activeTurnId", "forkedFrom", "modelId", "providerId", "workspaceRoot")
+__all__ = ["register_session", "session_from_json", "session_to_json"]
 
 
 def register_session(builder: Builder) -> None:
