@@ -142,3 +142,18 @@ def test_no_third_party_types_in_public_signatures() -> None:
 def test_testing_and_types_exports_are_sorted() -> None:
     for module in (acp_client.testing, acp_client.types):
         assert module.__all__ == _isort_order(list(module.__all__)), module.__name__
+
+
+def test_importing_the_package_loads_no_transport_library() -> None:
+    """``import acp_client`` stays cheap (issue 7: under half the official SDK's import time):
+    httpx and websockets load with the first connector that needs them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, acp_client\n"
+        "assert 'httpx' not in sys.modules and 'websockets' not in sys.modules, 'eager transport import'\n"
+        "assert acp_client.HttpConnector.__name__ == 'HttpConnector' and 'httpx' in sys.modules\n"
+        "assert 'WebSocketConnector' in dir(acp_client)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
