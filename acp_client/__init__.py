@@ -6,6 +6,10 @@ types live in :mod:`acp_client.types`, the clock seam in :mod:`acp_client.clock`
 :mod:`acp_client.testing`, and the thread-safe facade for editor hosts in :mod:`acp_client.sync`.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+from ._codec import session_from_json, session_to_json
 from ._version import __version__
 from .client import SUPPORTED_PROTOCOL_VERSIONS, AcpClient, SessionHandle
 from .clock import Clock, SystemClock
@@ -76,20 +80,36 @@ from .state import (
 )
 from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
 from .transcript import ToolCallView, Transcript, TranscriptMessage
-from .transports import (
-    DEFAULT_INHERITED_ENV,
-    Connector,
-    CookieStore,
-    HttpConnector,
-    Limits,
-    StdioConnector,
-    TlsConfig,
-    Transport,
-    TransportInfo,
-    WebSocketConnector,
-)
+from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
+
+if TYPE_CHECKING:
+    from .transports.http import HttpConnector
+    from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
+    from .transports.websocket import WebSocketConnector
+
+# The transports are imported on first use: httpx and websockets cost more to import than the rest
+# of the package together, and an app needs at most the ones it connects with.
+_LAZY: Final = {
+    "DEFAULT_INHERITED_ENV": ".transports.stdio",
+    "HttpConnector": ".transports.http",
+    "StdioConnector": ".transports.stdio",
+    "WebSocketConnector": ".transports.websocket",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
@@ -183,4 +203,6 @@ __all__ = [
     "__version__",
     "connector_for",
     "endpoint_key",
+    "session_from_json",
+    "session_to_json",
 ]

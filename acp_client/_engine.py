@@ -13,8 +13,8 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ._codec import decode_session_notification, from_wire, to_wire
 from ._connection import Connection
-from ._converter import decode_session_notification, from_wire, to_wire
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._recoverer import Recoverer, open_attach_window, record_after_attach

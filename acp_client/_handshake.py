@@ -7,8 +7,8 @@ client cannot speak is fatal (:class:`~acp_client.exceptions.IncompatibleProtoco
 
 from __future__ import annotations
 
+from ._codec import from_wire, to_wire
 from ._connection import Connection
-from ._converter import from_wire, to_wire
 from .exceptions import IncompatibleProtocolVersion, UnsupportedProtocolVersion
 from .types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
 

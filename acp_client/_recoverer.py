@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from . import _recovery
+from ._codec import from_wire, to_wire
 from ._connection import Connection
-from ._converter import from_wire, to_wire
 from ._delivery import call_app
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._sessions import SessionTable, Tracked

@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from ._converter import from_wire, to_wire
+from ._codec import from_wire, to_wire
 from ._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, read_regular_file, write_regular_file
 from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, RpcError
 from .types import (

@@ -199,7 +199,7 @@ class StoredSession:
 
         ``fields`` are the other attributes, by name.
         """
-        from .._converter import to_wire
+        from .._codec import to_wire
 
         servers = tuple(to_wire(server, protocol_version=protocol_version) for server in mcp_servers)
         return cls(
@@ -232,7 +232,7 @@ class StoredSession:
         Raises:
             InvalidMessage: An entry cannot be decoded (a damaged or hand-edited store).
         """
-        from .._converter import from_wire
+        from .._codec import from_wire
 
         return tuple(
             from_wire(McpServer, server, protocol_version=self.protocol_version)  # type: ignore[arg-type]

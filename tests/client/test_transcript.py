@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_client import Transcript
-from acp_client._converter import decode_session_update
+from acp_client._codec import decode_session_update
 from acp_client.types import TextContent
 
 
