@@ -72,3 +72,21 @@ def test_recovery_prints_latency_and_floor_for_every_path(transport: str) -> Non
         assert re.fullmatch(NUMBER + "x", ratio), row
         assert float(floor) > 0, row
     assert "target (issue 3)" in output
+
+
+def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> None:
+    output = run("locate.py", "--instances", "10")
+    table = rows(output, ("WebSocket", "HTTP"))
+    assert sorted((row[0], row[1]) for row in table) == [
+        ("HTTP", "0"),
+        ("HTTP", "25"),
+        ("WebSocket", "0"),
+        ("WebSocket", "25"),
+    ]
+    for row in table:
+        one, fan_out, ratio, sequential, verdict = row[2:7]
+        for cell in (one, fan_out, sequential):
+            assert re.fullmatch(NUMBER, cell), row
+        assert re.fullmatch(NUMBER + "x", ratio), row
+        assert verdict in ("yes", "NO"), row
+    assert "target (issue 11)" in output
