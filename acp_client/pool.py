@@ -341,11 +341,24 @@ class _Settings:
     start: float
 
 
-async def _ask(endpoint: Endpoint, settings: _Settings) -> InstanceAnswer:
+class _Link:
+    """The probe's link to one instance, closed whatever happens."""
+
+    def __init__(self) -> None:
+        self.transport: Transport | None = None
+        self.conn: Connection | None = None
+
+    async def aclose(self) -> None:
+        if self.conn is not None:
+            await self.conn.aclose()
+        elif self.transport is not None:
+            with contextlib.suppress(AcpError):
+                await self.transport.aclose()
+
+
+async def _probe(endpoint: Endpoint, settings: _Settings, link: _Link) -> InstanceAnswer:
     """Connect, initialize and ask ``session/status`` on one instance (no timeout of its own)."""
     clock = settings.clock
-    transport: Transport | None = None
-    conn: Connection | None = None
     agent: Implementation | None = None
 
     def answer(presence: Presence, **fields: Any) -> InstanceAnswer:
@@ -353,8 +366,8 @@ async def _ask(endpoint: Endpoint, settings: _Settings) -> InstanceAnswer:
         return InstanceAnswer(endpoint, presence, agent=agent, elapsed=elapsed, **fields)
 
     try:
-        transport = await endpoint.open(**settings.connect_options).connect()
-        conn = Connection(transport, clock=clock)
+        link.transport = await endpoint.open(**settings.connect_options).connect()
+        conn = link.conn = Connection(link.transport, clock=clock)
         conn.start()
         init: InitializeResponse = await _initialize(conn, settings.protocol_version, settings.client_info, None)
         agent = init.agent_info
@@ -373,18 +386,26 @@ async def _ask(endpoint: Endpoint, settings: _Settings) -> InstanceAnswer:
     except AcpError as exc:
         logger.debug("locate: %s gave no usable answer: %s", endpoint, exc)
         return answer(Presence.UNREACHABLE, error=exc)
+
+
+async def _ask(endpoint: Endpoint, settings: _Settings, answered: asyncio.Future[InstanceAnswer]) -> None:
+    """:func:`_probe`, handing the answer over before the link is closed (a slow close does not
+    turn an answer into a timeout)."""
+    link = _Link()
+    try:
+        result = await _probe(endpoint, settings, link)
+        if not answered.done():
+            answered.set_result(result)
     finally:
-        if conn is not None:
-            await conn.aclose()
-        elif transport is not None:
-            with contextlib.suppress(AcpError):
-                await transport.aclose()
+        await link.aclose()
 
 
 async def _ask_in_time(endpoint: Endpoint, settings: _Settings) -> InstanceAnswer:
-    """:func:`_ask` under the per-instance timeout (measured on the injected clock)."""
-    task: asyncio.Future[InstanceAnswer] = asyncio.ensure_future(_ask(endpoint, settings))
-    deadline: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    """One instance's answer within the per-instance timeout (measured on the injected clock)."""
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[InstanceAnswer] = loop.create_future()
+    deadline: asyncio.Future[Any] = loop.create_future()
+    task: asyncio.Future[None] = asyncio.ensure_future(_ask(endpoint, settings, answered))
 
     def expire() -> None:
         if not deadline.done():
@@ -392,12 +413,14 @@ async def _ask_in_time(endpoint: Endpoint, settings: _Settings) -> InstanceAnswe
 
     timer = settings.clock.call_later(settings.timeout, expire)
     try:
-        await asyncio.wait([task, deadline], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([answered, deadline, task], return_when=asyncio.FIRST_COMPLETED)
+        if answered.done():
+            if not task.done():  # let the link close, within what is left of the timeout
+                await asyncio.wait([task, deadline], return_when=asyncio.FIRST_COMPLETED)
+            return answered.result()
         if task.done():
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+            task.result()  # it ended without an answer: raise what it raised (a bug, not the instance)
+            raise AssertionError("the probe ended without an answer")  # pragma: no cover
         elapsed = settings.clock.monotonic() - settings.start
         error = RequestTimeout("locate (connect, initialize, session/status)", settings.timeout)
         return InstanceAnswer(endpoint, Presence.UNREACHABLE, elapsed=elapsed, error=error)
@@ -459,7 +482,12 @@ async def locate(
         clock=clock,
         start=clock.monotonic(),
     )
-    answers = await asyncio.gather(*(_ask_in_time(endpoint, settings) for endpoint in targets))
+    results = await asyncio.gather(*(_ask_in_time(endpoint, settings) for endpoint in targets), return_exceptions=True)
+    answers: list[InstanceAnswer] = []
+    for result in results:
+        if isinstance(result, BaseException):  # not one instance's failure: a bug or a cancellation
+            raise result
+        answers.append(result)
     location = Location(session_id, tuple(answers), clock.monotonic() - settings.start)
     logger.debug(
         "located %s in %.3fs: %s",

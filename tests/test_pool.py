@@ -156,6 +156,38 @@ async def test_locate_is_concurrent() -> None:
     assert location.elapsed == pytest.approx(1.0)
 
 
+async def test_a_slow_close_keeps_the_answer() -> None:
+    """The answer is taken before the link closes: a close that hangs costs at most the timeout."""
+    clock = FakeClock()
+    agent = ReferenceAgent(clock=clock)
+
+    class SlowClose(MemoryConnector):
+        async def connect(self):  # type: ignore[no-untyped-def]
+            transport = await super().connect()
+            close = transport.aclose
+
+            async def aclose() -> None:
+                await clock.sleep(100.0)
+                await close()
+
+            transport.aclose = aclose  # type: ignore[method-assign]
+            return transport
+
+    location = await clock.run(locate("sess_x", [SlowClose(agent, name="slow")], timeout=3.0, clock=clock))
+    assert location.answers[0].presence is Presence.UNKNOWN and location.answers[0].elapsed < 1.0
+    assert location.elapsed == pytest.approx(3.0)
+
+
+async def test_a_failing_connector_is_a_bug_not_an_answer(farm: Farm) -> None:
+    class Broken(MemoryConnector):
+        async def connect(self):  # type: ignore[no-untyped-def]
+            raise RuntimeError("connector bug")
+
+    with pytest.raises(RuntimeError, match="connector bug"):
+        await locate("s", [*farm.endpoints, Broken(ReferenceAgent(), name="broken")])
+    assert all(agent.connection_count == 0 for agent in farm.agents.values())  # the others were closed
+
+
 async def test_locate_checks_its_arguments(farm: Farm) -> None:
     with pytest.raises(ConfigurationError, match="at least one"):
         await locate("s", [])
