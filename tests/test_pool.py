@@ -24,6 +24,7 @@ from acp_client.pool import (
     RoundRobin,
     RouteKind,
     locate,
+    locate_many,
     placement_policy,
 )
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer, SessionStore
@@ -154,6 +155,33 @@ async def test_locate_is_concurrent() -> None:
     location = await clock.run(locate("sess_x", endpoints, clock=clock))
     assert all(answer.presence is Presence.UNKNOWN for answer in location.answers)
     assert location.elapsed == pytest.approx(1.0)
+
+
+async def test_locate_many_asks_every_session_over_one_link_per_instance(farm: Farm) -> None:
+    first, on_a = await new_session_on(farm.connectors["a"])
+    second, on_c = await new_session_on(farm.connectors["c"])
+    try:
+        before = {name: connector.connects for name, connector in farm.connectors.items()}
+        located = await locate_many([on_a, on_c, "sess_nowhere", on_a], farm.endpoints, timeout=5)
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert list(located) == [on_a, on_c, "sess_nowhere"]  # distinct ids, in order
+    assert {name: connector.connects - before[name] for name, connector in farm.connectors.items()} == {
+        "a": 1,
+        "b": 1,
+        "c": 1,
+    }
+    presences = {sid: [a.presence.value for a in location.answers] for sid, location in located.items()}
+    assert presences == {
+        on_a: ["active", "inactive", "unknown"],
+        on_c: ["unknown", "unknown", "active"],
+        "sess_nowhere": ["unknown", "unknown", "unknown"],
+    }
+    assert located[on_c].route().endpoint == farm.endpoints[2]
+    assert await locate_many([], farm.endpoints) == {}
+    pool = EndpointPool(farm.endpoints)
+    assert list(await pool.locate_many(["sess_nowhere"])) == ["sess_nowhere"]
 
 
 async def test_a_slow_close_keeps_the_answer() -> None:
