@@ -2,6 +2,7 @@
 
 pytest_plugins = [
     "tests.peers.python_sdk",
+    "tests.peers.haproxy",
     "tests.peers.reference",
     "tests.peers.typescript_sdk",
     # After typescript_sdk, whose cache helpers it imports (so pytest rewrites that module first).

@@ -99,3 +99,21 @@ def test_store_prints_the_restore_time_and_whether_the_target_holds() -> None:
         for cell in row[2:]:
             assert re.fullmatch(NUMBER, cell), row
     assert re.search(r"target \(issue 10\): .*: (holds|DOES NOT hold) \(worst median " + NUMBER + " ms\\)", output)
+
+
+def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> None:
+    output = run("locate.py", "--instances", "10")
+    table = rows(output, ("WebSocket", "HTTP"))
+    assert sorted((row[0], row[1]) for row in table) == [
+        ("HTTP", "0"),
+        ("HTTP", "25"),
+        ("WebSocket", "0"),
+        ("WebSocket", "25"),
+    ]
+    for row in table:
+        one, fan_out, ratio, sequential, verdict = row[2:7]
+        for cell in (one, fan_out, sequential):
+            assert re.fullmatch(NUMBER, cell), row
+        assert re.fullmatch(NUMBER + "x", ratio), row
+        assert verdict in ("yes", "NO"), row
+    assert "target (issue 11)" in output
