@@ -53,7 +53,8 @@ class Cluster:
 
     def client(self, transport: str, recorder: Recorder, **kwargs: Any) -> AcpClient:
         options = {} if transport == "ws" else {"http2": False}
-        return AcpClient(self.url(transport), retry=POLICY, transport_options=options, callbacks=recorder.callbacks(), **kwargs)
+        callbacks = recorder.callbacks()
+        return AcpClient(self.url(transport), retry=POLICY, transport_options=options, callbacks=callbacks, **kwargs)
 
     @staticmethod
     def instance(client: AcpClient) -> str:
