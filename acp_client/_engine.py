@@ -203,7 +203,7 @@ class Engine:
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         """Every instance's ``session/status`` answer, over the live links where there are some."""
         if self.pool is not None:
-            return (await self.pool.locate_many([session_id], timeout=timeout))[session_id]
+            return (await self.pool.locate_many([session_id], timeout=timeout, warm=True))[session_id]
         sup = self.supervisor
         endpoint = Endpoint(self._connector.target, connector=self._connector)
         live: dict[Endpoint, tuple[Connection, InitializeResponse]] = {}

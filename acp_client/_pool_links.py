@@ -203,6 +203,12 @@ class PoolLinks:
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
+    async def _warm(self, link: Link) -> None:
+        try:
+            await self.ensure(link)
+        except AcpError as exc:
+            logger.debug("no link to %s yet: %s", link.endpoint, exc)
+
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
@@ -441,8 +447,16 @@ class PoolLinks:
             except TransportClosed as exc:
                 raise ConnectionLost(method, may_have_executed=False, cause=exc) from exc
 
-    async def locate_many(self, session_ids: Sequence[str], *, timeout: float | None = None) -> dict[str, Location]:
-        """Every instance's answer for each session, over the live links where there are some."""
+    async def locate_many(
+        self, session_ids: Sequence[str], *, timeout: float | None = None, warm: bool = False
+    ) -> dict[str, Location]:
+        """Every instance's answer for each session, over the live links where there are some
+        (a fresh link, closed again, elsewhere). ``warm``: also start a link to every instance
+        that has none, in the background, so the next fan-out finds them live."""
+        if warm:
+            for link in self.links:
+                if link.supervisor is None and link.starting is None and not self._closing:
+                    self.spawn(self._warm(link))
         return await _locate_many(
             session_ids,
             [link.endpoint for link in self.links],

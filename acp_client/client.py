@@ -307,8 +307,10 @@ class AcpClient:
 
     async def locate(self, session_id: str, *, timeout: float | None = None) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once (see
-        :func:`acp_client.pool.locate`): over this client's live link where it has one, else
-        over a fresh link that is closed again. Nothing is loaded anywhere.
+        :func:`acp_client.pool.locate`): over this client's live link to an instance where it
+        has one, else over a fresh link closed again. The first call also opens a link to every
+        instance the client has none to (kept, like the links sessions use), so later calls cost
+        one ``session/status`` round trip per instance, all at once. Nothing is loaded anywhere.
 
         Args:
             session_id: The session (an earlier id of a tracked session finds its current one).
@@ -319,7 +321,7 @@ class AcpClient:
             a single-endpoint client has one instance, named by its connector's target.
 
         Raises:
-            ClientClosed: Not connected yet.
+            ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
         current = check_session_id(self._table.current_id(session_id))
         return await self._engine.locate(current, timeout)
