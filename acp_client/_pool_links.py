@@ -423,10 +423,11 @@ class PoolLinks:
             ConnectionLost: Queuing is off, or the wait outlived ``QueueOptions.max_age``.
             ClientClosed: The client closed.
         """
-        if _RECOVERING_ON.get() is not None:  # a recovery callback's own call: no waiting
-            sup = self.home(tracked).supervisor
-            if sup is not None:
-                return sup
+        home = self.home(tracked)
+        if _RECOVERING_ON.get() is not None and home.state.state is State.RECOVERING and home.supervisor is not None:
+            # A callback of the home's own recovery: its link is the one being recovered (waiting
+            # for the recovery would wait for the callback). Any other call waits as usual.
+            return home.supervisor
         deadline = self._clock.monotonic() + self._queue.max_age
         while True:
             if self._closing:

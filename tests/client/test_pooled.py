@@ -404,3 +404,26 @@ async def test_no_session_is_ever_loaded_or_resumed_on_two_instances(
                 assert outcome.endpoint in NAMES or outcome.path is RecoveryPath.ABANDON, attached
     finally:
         await farm.aclose()
+
+
+async def test_a_recovery_callback_may_prompt_at_home_and_after_a_move(farm: Farm) -> None:
+    results: list[tuple[str | None, str | None]] = []
+    client: AcpClient | None = None
+
+    async def prompt_now(outcome: RecoveryOutcome) -> None:
+        assert client is not None and outcome.session_id is not None
+        result = await client.prompt(outcome.session_id, "from the callback")
+        results.append((outcome.endpoint, result.stop_reason))
+
+    callbacks = Callbacks(on_resume=prompt_now, on_replay=prompt_now)
+    client = AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=callbacks, failover_delay=5.0)
+    async with client:
+        handle = await client.new_session("/tmp")
+        await client.new_session("/tmp")  # on b
+        farm.connectors["a"].drop()  # back at home: resume, the callback prompts over the recovering link
+        await until(farm, lambda: len(results) == 1)
+        farm.share(handle.session_id, "c")
+        farm.connectors["a"].refuse()
+        farm.connectors["a"].drop()  # a stays away: the session moves to c (replay), the callback prompts there
+        await until(farm, lambda: len(results) == 2)
+    assert results == [("a", "end_turn"), ("c", "end_turn")]
