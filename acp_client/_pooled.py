@@ -178,8 +178,12 @@ class PoolRecovery:
         return [t for t in self._table.live() if self.links.homes.get(t) is link and t not in self.links.moving]
 
     def state_changed(self, link: Link, state: ConnectionState) -> None:
-        if state.state in (State.CONNECTED, State.RECOVERING, State.CLOSED):
+        """The failover timer runs from the drop until the link is connected again (a recovery
+        that drops again does not restart it); a link that gives up moves its sessions now."""
+        if state.state in (State.CONNECTED, State.CLOSED):
             self._disarm(link)
+        elif state.state in (State.RECONNECTING, State.SUSPENDED) and self._sessions_of(link):
+            self._arm(link)
         elif state.state is State.FAILED and not self.links.closing:
             self._disarm(link)
             self._move(link, "its link failed")
@@ -204,8 +208,11 @@ class PoolRecovery:
 
     def _expired(self, link: Link) -> None:
         link.failover_timer = None
-        if self.links.closing or link.state.state in (State.CONNECTED, State.RECOVERING):
-            return  # back (or recovering its sessions itself)
+        if self.links.closing or link.state.state is State.CONNECTED:
+            return  # back
+        if link.state.state is State.RECOVERING:  # back, recovering its sessions: see how that ends
+            self._arm(link)
+            return
         self._move(link, f"unreachable for {self._failover_delay:g}s")
 
     def _move(self, link: Link, reason: str) -> None:

@@ -38,6 +38,7 @@ class Watched(MemoryConnector):
         super().__init__(agent, name=name)
         self.farm = farm
         self.sent: list[dict[str, Any]] = []
+        self.flaky = False  # every link drops when session/status is sent on it
 
     async def connect(self) -> Transport:
         transport = await super().connect()
@@ -45,6 +46,9 @@ class Watched(MemoryConnector):
 
         async def watched(message: Message) -> None:
             if isinstance(message, dict) and "method" in message:
+                if self.flaky and message["method"] == "session/status":
+                    self.drop()
+                    return
                 self.sent.append(message)
                 if message["method"] in ATTACH:
                     self.farm.check_attach(self._name, message["params"]["sessionId"])
@@ -427,3 +431,17 @@ async def test_a_recovery_callback_may_prompt_at_home_and_after_a_move(farm: Far
         farm.connectors["a"].drop()  # a stays away: the session moves to c (replay), the callback prompts there
         await until(farm, lambda: len(results) == 2)
     assert results == [("a", "end_turn"), ("c", "end_turn")]
+
+
+async def test_a_home_that_drops_again_while_recovering_still_fails_over(farm: Farm) -> None:
+    recorder = Recorder()
+    async with pooled(farm, recorder, failover_delay=5.0) as client:
+        handle = await client.new_session("/tmp")
+        farm.share(handle.session_id, "b")
+        farm.connectors["a"].flaky = True  # a reconnects, then drops at every probe
+        farm.connectors["a"].drop()
+        await until(farm, lambda: recorder.outcomes, limit=60.0)
+        [outcome] = recorder.outcomes
+        assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "b")
+        assert farm.connectors["a"].connects > 2  # it did come back, more than once
+    recorder.check_states()
