@@ -578,7 +578,7 @@ async def _locate_many(
     located = {
         sid: Location(sid, tuple(answers[index] for answers in per_instance), elapsed) for index, sid in enumerate(ids)
     }
-    for location in located.values():
+    for location in located.values() if logger.isEnabledFor(logging.DEBUG) else ():
         logger.debug(
             "located %s in %.3fs: %s",
             location.session_id,
