@@ -282,6 +282,7 @@ class PoolLinks:
             if not starting.done():
                 starting.set_result(None)
             self.notify()
+            self.publish()  # its states while starting did not count
         if self._closing:
             await sup.aclose()
             raise ClientClosed("the client was closed while connecting")
