@@ -17,6 +17,8 @@ from ._codec import decode_session_notification, from_wire, to_wire
 from ._connection import Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
+from ._pool_links import PoolLinks
+from ._pooled import PoolRecoverer, PoolRecovery, PoolSpec
 from ._recoverer import Recoverer, open_attach_window, record_after_attach
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
@@ -31,8 +33,9 @@ from .exceptions import (
     RequestTimeout,
 )
 from .handlers import ClientHandlers, RequestRouter
+from .pool import Endpoint, Location, _locate_many
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, State, TurnInterrupted, UpdateEvent
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -84,6 +87,7 @@ class Engine:
         clock: Clock,
         rng: random.Random | None,
         keep_transcripts: bool,
+        pool: PoolSpec | None = None,
     ) -> None:
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -99,7 +103,8 @@ class Engine:
         self.dispatcher = Dispatcher()
         self.table = SessionTable(keep_transcripts=keep_transcripts)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
-        self.recoverer = Recoverer(
+        recoverer_class = PoolRecoverer if pool is not None else Recoverer
+        self.recoverer = recoverer_class(
             self.table,
             callbacks=lambda: self.callbacks,
             timeouts=timeouts,
@@ -107,26 +112,130 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        self.supervisor = Supervisor(
+        self._retry, self._queue, self._rng, self._connector = retry, queue, rng, connector
+        self.pool: PoolLinks | None = None
+        if pool is None:
+            self.supervisor = self.build_supervisor(
+                connector, self.recoverer.recover, self.table.dropped, self.emit_state, on_fail=self.table.closed
+            )
+            return
+        assert isinstance(self.recoverer, PoolRecoverer)
+        self.pool = PoolLinks(
+            pool.endpoints,
+            pool.connectors,
+            placement=pool.placement,
+            table=self.table,
+            make_supervisor=self.build_supervisor,
+            emit_state=self.emit_state,
+            queue=queue,
+            clock=clock,
+            version=lambda: self.version,
+            probe_timeout=timeouts.probe,
+        )
+        PoolRecovery(
+            self.pool,
+            table=self.table,
+            recoverer=self.recoverer,
+            placement=pool.placement,
+            failover_delay=pool.failover_delay,
+            concurrency=recovery_concurrency,
+            clock=clock,
+            version=lambda: self.version,
+            probe_timeout=timeouts.probe,
+        )
+
+    def build_supervisor(
+        self,
+        connector: Connector,
+        recover: Callable[[Connection, Any], Any],
+        on_drop: Callable[[Any], None],
+        on_state: Callable[[ConnectionState], None],
+        *,
+        on_fail: Callable[[BaseException], None] | None = None,
+    ) -> Supervisor:
+        """One link's supervisor (the only one, or one per instance of a pool)."""
+        return Supervisor(
             connector,
             initialize=self.initialize,
-            recover=self.recoverer.recover,
-            policy=retry,
-            clock=clock,
-            queue=queue,
-            on_state=self.emit_state,
-            on_drop=self.table.dropped,
-            on_fail=self.table.closed,
+            recover=recover,
+            policy=self._retry,
+            clock=self.clock,
+            queue=self._queue,
+            on_state=on_state,
+            on_drop=on_drop,
+            on_fail=on_fail,
             on_request=self.router,
             on_notification=self.on_notification,
             on_protocol_error=self.on_protocol_error,
-            refresh_credentials=self.refresh if callbacks.refresh_credentials is not None else None,
-            request_timeout=timeouts.request,
-            rng=rng,
+            refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
+            request_timeout=self.timeouts.request,
+            rng=self._rng,
         )
 
+    # -- links ----------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.pool.state if self.pool is not None else self.supervisor.state
+
+    @property
+    def closing(self) -> bool:
+        return self.pool.closing if self.pool is not None else self.supervisor.closing
+
+    @property
+    def primary(self) -> Supervisor:
+        """Where calls that concern no session go."""
+        return self.pool.primary if self.pool is not None else self.supervisor
+
+    async def start(self) -> None:
+        self.emit_state(self.state)
+        if self.pool is not None:
+            await self.pool.start()
+        else:
+            await self.supervisor.start()
+
+    def supervisors(self) -> list[Supervisor]:
+        """Every link started so far."""
+        if self.pool is None:
+            return [self.supervisor]
+        return [link.supervisor for link in self.pool.links if link.supervisor is not None]
+
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
+        """Every instance's ``session/status`` answer, over the live links where there are some."""
+        if self.pool is not None:
+            return (await self.pool.locate_many([session_id], timeout=timeout, warm=True))[session_id]
+        sup = self.supervisor
+        endpoint = Endpoint(self._connector.target, connector=self._connector)
+        live: dict[Endpoint, tuple[Connection, InitializeResponse]] = {}
+        if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
+            live[endpoint] = (sup.connection, sup.init_result)
+        located = await _locate_many(
+            [session_id],
+            [endpoint],
+            timeout=timeout or self.timeouts.probe,
+            protocol_version=self.version,
+            clock=self.clock,
+            live=live,
+        )
+        return located[session_id]
+
+    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+        """Where a session's calls go: its home instance's link (waiting while it moves)."""
+        if self.pool is None:
+            return self.supervisor
+        if tracked is None:
+            return self.pool.primary
+        return await self.pool.session_link(tracked, method)
+
+    async def call(self, tracked: Tracked | None, method: str, params: Callable[[], Any], **options: Any) -> Any:
+        """A request for a session (or none), on the link where it lives."""
+        return await (await self.link_for(tracked, method)).call(method, params, **options)
+
     async def aclose(self) -> None:
-        await self.supervisor.aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
+        else:
+            await self.supervisor.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
 
@@ -159,11 +268,12 @@ class Engine:
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
         )
-        conn = self.supervisor.connection
+        link = self.supervisor if self.pool is None else await self.pool.attach_link(tracked, known=known)
+        conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
-            result = await self.supervisor.call(method, lambda: self.wire(request), on_answer=answered)
+            result = await link.call(method, lambda: self.wire(request), on_answer=answered)
         except BaseException:
             answered()
             if not known:
@@ -188,7 +298,7 @@ class Engine:
 
         timer = None
         try:
-            result = await self.supervisor.call("session/prompt", params, timeout=timeout, on_answer=turn.accept)
+            result = await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 tracked.transcript.end_turn()
@@ -204,7 +314,7 @@ class Engine:
             ended = await future
             return PromptResult(ended.stop_reason, response.message_id, ended.usage)
         except ConnectionLost as exc:
-            if exc.may_have_executed and not self.supervisor.closing:  # a drop, not the app closing
+            if exc.may_have_executed and not self.closing:  # a drop, not the app closing
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise

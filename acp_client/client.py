@@ -31,10 +31,11 @@ import attrs
 from ._connection import DEFAULT_TIMEOUT, _Default
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._pooled import pool_spec
 from ._sessions import Tracked
 from ._version import __version__
 from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts, check_instance
+from .config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
@@ -42,6 +43,7 @@ from .exceptions import (
     SessionNotFound,
 )
 from .handlers import ClientHandlers
+from .pool import Endpoint, Location, PlacementFunction
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
 from .transcript import Transcript
@@ -134,7 +136,13 @@ class AcpClient:
 
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
-            or a :class:`~acp_client.transports.base.Connector`.
+            or a :class:`~acp_client.transports.base.Connector`; or a list of them (or of
+            :class:`~acp_client.pool.Endpoint` values): several instances of one agent, used as
+            one pool (DESIGN.md §5; a list of one is a single endpoint).
+        placement: With several endpoints: where new sessions go — ``"round_robin"``
+            (default), ``"fewest_sessions"``, or a :data:`~acp_client.pool.PlacementFunction`.
+        failover_delay: With several endpoints: seconds a session's home instance may stay
+            unreachable before the session moves to another instance.
         protocol_version: The ACP version proposed in ``initialize`` (1 = stable, 2 = draft).
             The client speaks whatever supported version the agent answers with.
         client_info: Name and version sent to the agent.
@@ -158,8 +166,10 @@ class AcpClient:
 
     def __init__(
         self,
-        endpoint: str | Connector,
+        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
         *,
+        placement: str | PlacementFunction = "round_robin",
+        failover_delay: float = 10.0,
         protocol_version: int = 1,
         client_info: Implementation | None = None,
         handlers: ClientHandlers | None = None,
@@ -180,12 +190,15 @@ class AcpClient:
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
-        check_instance("endpoint", endpoint, (str, Connector))
+        check_seconds("failover_delay", failover_delay)
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-        if isinstance(endpoint, str):
-            self._connector: Connector = connector_for(
-                endpoint,
+
+        def connector(value: str | Connector) -> Connector:
+            if not isinstance(value, str):
+                return value
+            return connector_for(
+                value,
                 headers=headers,
                 secret_headers=secret_headers,
                 tls=tls,
@@ -193,8 +206,9 @@ class AcpClient:
                 limits=limits,
                 **dict(transport_options or {}),
             )
-        else:
-            self._connector = endpoint
+
+        spec = pool_spec(endpoint, placement, failover_delay, connector)
+        self._connector: Connector = spec.connectors[0] if spec is not None else connector(endpoint)  # type: ignore[arg-type]
         self._engine = Engine(
             self._connector,
             protocol_version=protocol_version,
@@ -208,9 +222,11 @@ class AcpClient:
             clock=clock or SystemClock(),
             rng=rng,
             keep_transcripts=keep_transcripts,
+            pool=spec,
         )
         self._table = self._engine.table
-        self._supervisor = self._engine.supervisor
+        if spec is None:
+            self._supervisor = self._engine.supervisor  # the only link
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -230,8 +246,7 @@ class AcpClient:
             RpcError: ``initialize`` was refused.
             ClientClosed: :meth:`aclose` was called while connecting.
         """
-        self._engine.emit_state(self._supervisor.state)
-        await self._supervisor.start()
+        await self._engine.start()
 
     async def aclose(self) -> None:
         """Close the connection and stop reconnecting. Pending requests fail with
@@ -242,14 +257,16 @@ class AcpClient:
 
     def notify_network_available(self) -> None:
         """Skip the current reconnect backoff (call when the OS reports the network is back)."""
-        self._supervisor.notify_network_available()
+        for supervisor in self._engine.supervisors():
+            supervisor.notify_network_available()
 
     # -- properties -----------------------------------------------------------------------------------
 
     @property
     def state(self) -> ConnectionState:
-        """The current connection state."""
-        return self._supervisor.state
+        """The current connection state (with several endpoints: of the links that hold
+        sessions, ``connected`` when all of them are)."""
+        return self._engine.state
 
     @property
     def protocol_version(self) -> int:
@@ -279,7 +296,35 @@ class AcpClient:
 
     @property
     def connector(self) -> Connector:
+        """The connector (with several endpoints: the first instance's)."""
         return self._connector
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The instances of a pooled client, in the order given (empty for a single endpoint)."""
+        pool = self._engine.pool
+        return tuple(link.endpoint for link in pool.links) if pool is not None else ()
+
+    async def locate(self, session_id: str, *, timeout: float | None = None) -> Location:
+        """Ask every instance ``session/status`` for ``session_id`` at once (see
+        :func:`acp_client.pool.locate`): over this client's live link to an instance where it
+        has one, else over a fresh link closed again. The first call also opens a link to every
+        instance the client has none to (kept, like the links sessions use), so later calls cost
+        one ``session/status`` round trip per instance, all at once. Nothing is loaded anywhere.
+
+        Args:
+            session_id: The session (an earlier id of a tracked session finds its current one).
+            timeout: Seconds each instance gets (default: ``Timeouts.probe``).
+
+        Returns:
+            Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
+            a single-endpoint client has one instance, named by its connector's target.
+
+        Raises:
+            ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
+        """
+        current = check_session_id(self._table.current_id(session_id))
+        return await self._engine.locate(current, timeout)
 
     @property
     def callbacks(self) -> Callbacks:
@@ -348,9 +393,14 @@ class AcpClient:
         cwd_str = str(cwd)
         extra = tuple(str(item) for item in additional_directories)
         request = NewSessionRequest(cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        result = await self._supervisor.call("session/new", lambda: self._engine.wire(request))
+        pool = self._engine.pool
+        link = (await pool.place()) if pool is not None else None
+        supervisor = link.supervisor if link is not None and link.supervisor is not None else self._engine.primary
+        result = await supervisor.call("session/new", lambda: self._engine.wire(request))
         record = Session.from_new(self._engine.decode(NewSessionResponse, result), cwd=cwd_str)
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
+        if pool is not None and link is not None:
+            pool.bind(tracked, link)
         return SessionHandle(self, tracked)
 
     async def load_session(
@@ -406,9 +456,14 @@ class AcpClient:
         cwd_str = str(cwd)
         parent = self._table.current_id(session_id)
         request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
-        result = await self._supervisor.call("session/fork", lambda: self._engine.wire(request))
+        source = self._table.get(parent)
+        supervisor = await self._engine.link_for(source, "session/fork")
+        result = await supervisor.call("session/fork", lambda: self._engine.wire(request))
         record = Session.from_fork(self._engine.decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
-        return SessionHandle(self, self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers)))
+        tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
+        if self._engine.pool is not None and source is not None:
+            self._engine.pool.bind(tracked, self._engine.pool.home(source))
+        return SessionHandle(self, tracked)
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -418,7 +473,7 @@ class AcpClient:
         """
         self._engine.require("session/list")
         request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
-        result = await self._supervisor.call("session/list", lambda: self._engine.wire(request), idempotent=True)
+        result = await self._engine.primary.call("session/list", lambda: self._engine.wire(request), idempotent=True)
         response = self._engine.decode(ListSessionsResponse, result)
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
@@ -453,7 +508,7 @@ class AcpClient:
             return self._engine.wire(SessionStatusRequest(session_id=current))
 
         try:
-            result = await self._supervisor.call("session/status", params, idempotent=True)
+            result = await self._engine.call(self._table.get(current), "session/status", params, idempotent=True)
         except SessionNotFound:
             return Session(session_id=current, status=SessionStatus.UNKNOWN)
         record = Session.from_status(current, self._engine.decode(SessionStatusResponse, result))
@@ -472,19 +527,28 @@ class AcpClient:
         self._engine.require("session/close")
         # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
         current = self._table.current_id
-        await self._supervisor.call(
-            "session/close", lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id)))
+        await self._engine.call(
+            self._table.get(session_id),
+            "session/close",
+            lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id))),
         )
-        self._table.untrack(current(session_id))
+        self._forget(current(session_id))
 
     def forget_session(self, session_id: str) -> None:
         """Stop tracking a session (it will not be recovered after a drop); nothing is sent."""
-        self._table.untrack(self._table.current_id(session_id))
+        self._forget(self._table.current_id(session_id))
+
+    def _forget(self, session_id: str) -> None:
+        tracked = self._table.get(session_id)
+        if tracked is not None and self._engine.pool is not None:
+            self._engine.pool.forget(tracked)
+        self._table.untrack(session_id)
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """``session/set_mode``."""
         current = self._table.current_id
-        await self._supervisor.call(
+        await self._engine.call(
+            self._table.get(session_id),
             "session/set_mode",
             lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
         )
@@ -520,7 +584,8 @@ class AcpClient:
         """
         current = self._table.current_id
         self._engine.router.cancel_session(current(session_id))
-        await self._supervisor.notify(
+        supervisor = await self._engine.link_for(self._table.get(session_id), "session/cancel")
+        await supervisor.notify(
             "session/cancel", lambda: self._engine.wire(CancelNotification(session_id=current(session_id)))
         )
 
@@ -531,11 +596,11 @@ class AcpClient:
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
-        return await self._supervisor.call(method, lambda: params, timeout=timeout)
+        return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send any notification."""
-        await self._supervisor.notify(method, lambda: params)
+        await self._engine.primary.notify(method, lambda: params)
 
 
 class SessionHandle:
@@ -577,6 +642,12 @@ class SessionHandle:
     @property
     def turn_running(self) -> bool:
         return self._tracked.turn is not None
+
+    @property
+    def endpoint(self) -> str | None:
+        """With several endpoints: the name of the instance the session lives on now."""
+        pool = self._client._engine.pool
+        return pool.home(self._tracked).endpoint.name if pool is not None else None
 
     @property
     def abandoned(self) -> bool:

@@ -116,6 +116,8 @@ class RecoveryContext:
         proposed: The path the decision table picked.
         protocol_version: The version negotiated on the new connection.
         capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
+        endpoint: With several endpoints: the name of the instance this recovery runs on (where
+            the proposed path would send its calls); ``None`` for a single-endpoint client.
     """
 
     session_id: str
@@ -125,6 +127,7 @@ class RecoveryContext:
     proposed: RecoveryPath
     protocol_version: int
     capabilities: dict[str, bool]
+    endpoint: str | None = None
 
 
 @attrs.frozen
@@ -146,6 +149,9 @@ class RecoveryOutcome:
         replayed_updates: How many ``session/update`` notifications the replay delivered.
         duration: Seconds the recovery of this session took (probe included).
         error: The last error, when the session was abandoned after failures.
+        endpoint: With several endpoints: the name of the instance the session ended on (where
+            it lives now, or where the last step was tried when abandoned); ``None`` for a
+            single-endpoint client.
     """
 
     path: RecoveryPath
@@ -161,6 +167,7 @@ class RecoveryOutcome:
     replayed_updates: int = 0
     duration: float = 0.0
     error: BaseException | None = attrs.field(default=None, eq=False)
+    endpoint: str | None = None
 
 
 @attrs.frozen

@@ -5,10 +5,14 @@ Usage::
 
     python examples/chat.py URL                       # interactive terminal chat
     python examples/chat.py URL --script FILE [--json]
+    python examples/chat.py URL URL ... [--script FILE] [--json]   # several instances, one pool
     python examples/chat.py --demo [--json]           # bundled agent + injected faults
 
 URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
+Several URLs are instances of one agent, used as one pool (new sessions round robin; a session
+whose instance dies moves to another); the ``session`` and ``recovered`` events then carry
+``endpoint``, the URL the session lives on now.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
 pauses while the client keeps watching the connection (it ends early if the client gives up);
@@ -167,6 +171,7 @@ class Chat:
         transport_options: dict[str, Any] | None = None,
         tls: Any = None,
         cwd: str | None = None,
+        failover_delay: float = 5.0,
     ) -> None:
         self.output = output
         self.cwd = cwd or os.getcwd()
@@ -179,7 +184,8 @@ class Chat:
             permission or self.auto_permission
         )
         self.failed = asyncio.Event()
-        self.transport = str(endpoint).split(":", 1)[0] if isinstance(endpoint, str) else "custom"
+        first = endpoint[0] if isinstance(endpoint, list) else endpoint
+        self.transport = str(first).split(":", 1)[0] if isinstance(first, str) else "custom"
         self.client = AcpClient(
             endpoint,
             protocol_version=protocol_version,
@@ -197,6 +203,7 @@ class Chat:
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
             tls=tls,
+            failover_delay=failover_delay,
         )
 
     @staticmethod
@@ -250,6 +257,7 @@ class Chat:
             sessionId=outcome.session_id,
             previousSessionId=outcome.previous_session_id,
             replayed=outcome.replayed_updates,
+            **self._where(outcome.endpoint),
         )
 
     def _on_recovery_failed(self, outcome: RecoveryOutcome) -> None:
@@ -266,8 +274,13 @@ class Chat:
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
-        self.output.event("session", sessionId=self.handle.session_id)
+        self.output.event("session", sessionId=self.handle.session_id, **self._where(self.handle.endpoint))
         return self.handle
+
+    @staticmethod
+    def _where(endpoint: str | None) -> dict[str, Any]:
+        """With several URLs: ``endpoint``, the URL the session lives on now (DESIGN.md §4)."""
+        return {"endpoint": endpoint} if endpoint is not None else {}
 
     async def prompt(self, text: str) -> PromptResult | None:
         assert self.handle is not None
@@ -339,7 +352,9 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url", nargs="?", help="ws(s)://, http(s):// or stdio:COMMAND")
+    parser.add_argument(
+        "url", nargs="*", help="ws(s)://, http(s):// or stdio:COMMAND; several: instances of one agent, one pool"
+    )
     parser.add_argument("--script", type=Path, help="run the prompts in FILE, one per line")
     parser.add_argument("--json", action="store_true", help="print JSON events, one per line")
     parser.add_argument("--demo", action="store_true", help="run against the bundled agent with injected faults")
@@ -352,7 +367,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="give up reconnecting after this long down (default 120); the script then exits 2",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--failover-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="with several URLs: how long a session's instance may stay unreachable before it moves (default 5)",
+    )
+    args = parser.parse_args(argv)
+    args.urls = list(args.url)  # every URL; args.url stays the first (or None)
+    args.url = args.urls[0] if args.urls else None
+    return args
 
 
 async def amain(args: argparse.Namespace) -> int:
@@ -368,7 +393,15 @@ async def amain(args: argparse.Namespace) -> int:
 
     tls = TlsConfig(verify=False) if args.insecure else None
     retry = RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=args.max_elapsed, suspend_after=None)
-    chat = Chat(args.url, output=output, protocol_version=args.protocol_version, tls=tls, retry=retry)
+    endpoint = args.urls if len(args.urls) > 1 else args.url
+    chat = Chat(
+        endpoint,
+        output=output,
+        protocol_version=args.protocol_version,
+        tls=tls,
+        retry=retry,
+        failover_delay=args.failover_delay,
+    )
     if args.script is not None:
         lines = args.script.read_text(encoding="utf-8").splitlines()
         return await run_script(chat, lines)

@@ -19,6 +19,7 @@ from ..client import AcpClient, SessionHandle
 from ..config import Callbacks, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
+from ..pool import Endpoint
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..transports.base import Connector
 from ..types import ContentBlock, McpServer, Session
@@ -53,7 +54,9 @@ class SyncAcpClient:
     See :mod:`acp_client.sync` for the threading, timeout and callback rules.
 
     Args:
-        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector).
+        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector; or
+            a list of them: several instances of one agent, with ``placement`` and
+            ``failover_delay`` among ``client_kwargs``).
         callback_executor: Where callbacks run (``submit`` is called from the loop thread).
             Default: a private single-thread executor, shut down by :meth:`close`.
         event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
@@ -76,7 +79,7 @@ class SyncAcpClient:
 
     def __init__(
         self,
-        endpoint: str | Connector,
+        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
         *,
         callbacks: Callbacks | None = None,
         callback_executor: concurrent.futures.Executor | None = None,
