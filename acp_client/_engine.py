@@ -17,7 +17,7 @@ from ._codec import decode_session_notification, from_wire, to_wire
 from ._connection import Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
-from ._recoverer import Recoverer, open_attach_window, record_after_attach
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from .clock import Clock
@@ -164,8 +164,8 @@ class Engine:
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
             result = await self.supervisor.call(method, lambda: self.wire(request), on_answer=answered)
-        except BaseException:
-            answered()
+        except BaseException as exc:
+            attach_failed(self.table, tracked, exc)
             if not known:
                 self.table.untrack(request.session_id)
             raise
