@@ -84,6 +84,7 @@ class Engine:
         clock: Clock,
         rng: random.Random | None,
         keep_transcripts: bool,
+        replays_on_resume: bool | None = None,
     ) -> None:
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -97,7 +98,7 @@ class Engine:
             self.update_listeners.append(callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
         self.dispatcher = Dispatcher()
-        self.table = SessionTable(keep_transcripts=keep_transcripts)
+        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
         self.recoverer = Recoverer(
             self.table,

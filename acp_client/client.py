@@ -121,6 +121,7 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
     for name, kind in kinds.items():
         check_instance(name, options[name], kind, optional=True)
     check_instance("keep_transcripts", options["keep_transcripts"], bool)
+    check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
@@ -151,6 +152,12 @@ class AcpClient:
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
         keep_transcripts: Maintain a :class:`~acp_client.transcript.Transcript` per session.
+        replays_on_resume: Whether the agent replays the whole history during a plain
+            ``session/resume`` (some do: DESIGN.md §6). ``None`` (the default) detects it: the
+            first message update of a resume that repeats the start of the known history makes
+            the rest of it a replay (events flagged ``replay``, de-duplicated in the transcript,
+            a recovery reported as a replay). ``True`` treats every resume's messages as replay,
+            ``False`` never does.
 
     Raises:
         ConfigurationError: An invalid option.
@@ -177,6 +184,7 @@ class AcpClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         keep_transcripts: bool = True,
+        replays_on_resume: bool | None = None,
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
@@ -208,6 +216,7 @@ class AcpClient:
             clock=clock or SystemClock(),
             rng=rng,
             keep_transcripts=keep_transcripts,
+            replays_on_resume=replays_on_resume,
         )
         self._table = self._engine.table
         self._supervisor = self._engine.supervisor
