@@ -237,3 +237,31 @@ def test_a_window_only_lingering_after_its_answer_is_complete() -> None:
     table.receive("s", UserMessageChunk(content=TextContent(text="newer")))
     table.dropped(ConnectionLost("x", may_have_executed=False))
     assert tracked.replay_cut_off and tracked.transcript.text() == "user: new"
+
+
+# -- session/new answering the old id (issue 8 item 6) -----------------------------------------------
+
+
+async def test_a_new_session_with_the_same_id_is_reported_and_keeps_the_transcript() -> None:
+    async with Harness() as h:
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        before, old = session.transcript.text(), session.session_id
+        news: set[Any] = set()
+
+        def sent(message: Message) -> None:
+            if isinstance(message, dict) and message.get("method") == "session/new":
+                news.add(message["id"])
+
+        def received(message: Message) -> Message | None:
+            if isinstance(message, dict) and message.get("id") in news and "result" in message:
+                return {"jsonrpc": "2.0", "id": message["id"], "result": {"sessionId": old}}
+            return message
+
+        h.connector.on_send, h.connector.rewrite = sent, received
+        h.agent.evict(old)
+        outcome = await h.drop_and_recover()
+        assert outcome.path is RecoveryPath.NEW_SESSION and not outcome.continuity
+        assert outcome.session_id == outcome.previous_session_id == old == session.session_id
+        assert "session/new returned the same session id: transcript kept, continuity not claimed" in outcome.notes
+        assert session.transcript.text() == before
