@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._codec import decode_session_notification, from_wire, to_wire
-from ._connection import Connection
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
@@ -32,7 +32,7 @@ from .exceptions import (
 )
 from .handlers import ClientHandlers, RequestRouter
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, State, TurnInterrupted, UpdateEvent
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -51,6 +51,9 @@ __all__ = ["Engine"]
 logger = logging.getLogger("acp_client.client")
 
 T = TypeVar("T")
+
+#: How many times one prompt that never reached the agent is sent again (``retry_unsent_prompts``).
+MAX_PROMPT_RESENDS = 3
 
 
 def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
@@ -85,7 +88,10 @@ class Engine:
         rng: random.Random | None,
         keep_transcripts: bool,
         replays_on_resume: bool | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        retry_unsent_prompts: bool = False,
     ) -> None:
+        self.retry_unsent_prompts = retry_unsent_prompts
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
         self.handlers = handlers
@@ -124,6 +130,7 @@ class Engine:
             refresh_credentials=self.refresh if callbacks.refresh_credentials is not None else None,
             request_timeout=timeouts.request,
             rng=rng,
+            max_incoming_requests=max_incoming_requests,
         )
 
     async def aclose(self) -> None:
@@ -189,7 +196,7 @@ class Engine:
 
         timer = None
         try:
-            result = await self.supervisor.call("session/prompt", params, timeout=timeout, on_answer=turn.accept)
+            result = await self._send_prompt(params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 tracked.transcript.end_turn()
@@ -214,6 +221,39 @@ class Engine:
                 timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
+
+    async def _send_prompt(
+        self, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
+    ) -> Any:
+        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
+        (``ConnectionLost`` with ``may_have_executed=False``) is sent again once the client is
+        connected (at most :data:`MAX_PROMPT_RESENDS` times). One the agent may have acted on
+        never is."""
+        resends = 0
+        while True:
+            try:
+                return await self.supervisor.call("session/prompt", params, timeout=timeout, on_answer=on_answer)
+            except ConnectionLost as exc:
+                if exc.may_have_executed or not self.retry_unsent_prompts or resends >= MAX_PROMPT_RESENDS:
+                    raise
+                if self.supervisor.closing or self.supervisor.state.is_terminal:
+                    raise
+                resends += 1
+                logger.info("session/prompt never reached the agent (%s): sending it again after recovery", exc)
+                await self._until_connected()
+
+    async def _until_connected(self) -> None:
+        """Wait until the client is connected again (returns at once if it is)."""
+        queue: asyncio.Queue[ConnectionState] = asyncio.Queue()
+        self.state_queues.append(queue)
+        try:
+            state = self.supervisor.state
+            while state.state is not State.CONNECTED:
+                if state.is_terminal:
+                    return  # the next send raises the client's own error
+                state = await queue.get()
+        finally:
+            self.state_queues.remove(queue)
 
     # -- what the connection reports ------------------------------------------------------------------
 

@@ -46,13 +46,14 @@ class _Cancellable(Protocol):
 class Turn:
     """One running prompt turn."""
 
-    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt")
+    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt", "recorded")
 
     def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
         self.prompt = prompt
         self.accepted = False  # the agent answered the prompt request (v2: the turn now runs)
         self.message_id: str | None = None
         self.done = False
+        self.recorded = False  # the prompt is in the transcript (a re-sent prompt is not added twice)
         self._settle = settle
 
     def accept(self) -> None:
@@ -285,8 +286,10 @@ class SessionTable:
         prompts there) records the user's message."""
         if tracked.window_timer is not None:
             self.close_window(tracked)
-        if not echoes_prompts and self.keep_transcripts and tracked.turn is not None:
-            tracked.transcript.add_user_prompt(tracked.turn.prompt)
+        turn = tracked.turn
+        if not echoes_prompts and self.keep_transcripts and turn is not None and not turn.recorded:
+            turn.recorded = True
+            tracked.transcript.add_user_prompt(turn.prompt)
 
     def end_turn(self, tracked: Tracked, turn: Turn) -> None:
         if tracked.turn is turn:

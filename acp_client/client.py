@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from ._connection import DEFAULT_TIMEOUT, _Default
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._sessions import Tracked
@@ -122,6 +122,11 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
         check_instance(name, options[name], kind, optional=True)
     check_instance("keep_transcripts", options["keep_transcripts"], bool)
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
+    check_instance("retry_unsent_prompts", options["retry_unsent_prompts"], bool)
+    incoming = options["max_incoming_requests"]
+    check_instance("max_incoming_requests", incoming, int)
+    if incoming < 1:
+        raise ConfigurationError(f"max_incoming_requests must be at least 1, not {incoming!r}")
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
@@ -158,6 +163,11 @@ class AcpClient:
             the rest of it a replay (events flagged ``replay``, de-duplicated in the transcript,
             a recovery reported as a replay). ``True`` treats every resume's messages as replay,
             ``False`` never does.
+        retry_unsent_prompts: Re-send, once recovery ends, a prompt that failed with
+            :class:`~acp_client.exceptions.ConnectionLost` ``may_have_executed=False`` (it never
+            reached the agent). A prompt the agent may have acted on is never re-sent.
+        max_incoming_requests: How many agent→client requests each connection handles at once
+            (more are refused with -32603 until one finishes).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -185,6 +195,8 @@ class AcpClient:
         rng: random.Random | None = None,
         keep_transcripts: bool = True,
         replays_on_resume: bool | None = None,
+        retry_unsent_prompts: bool = False,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
@@ -217,6 +229,8 @@ class AcpClient:
             rng=rng,
             keep_transcripts=keep_transcripts,
             replays_on_resume=replays_on_resume,
+            retry_unsent_prompts=retry_unsent_prompts,
+            max_incoming_requests=max_incoming_requests,
         )
         self._table = self._engine.table
         self._supervisor = self._engine.supervisor
