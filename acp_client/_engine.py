@@ -18,6 +18,7 @@ from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from .clock import Clock
@@ -43,7 +44,12 @@ from .types import (
     PromptRequest,
     PromptResponse,
     Session,
+    SessionConfigOption,
     SessionNotification,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModelRequest,
+    SetSessionModeRequest,
 )
 
 __all__ = ["Engine"]
@@ -180,6 +186,56 @@ class Engine:
         answered()
         tracked.record = record_after_attach(tracked, method, result, self.version)
         return tracked
+
+    async def set_mode(self, session_id: str, mode_id: str) -> None:
+        def remember(settings: Settings) -> None:
+            settings.mode_id = mode_id
+
+        build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
+        await self._set_option(session_id, "session/set_mode", build, remember)
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        def remember(settings: Settings) -> None:
+            settings.model_id = model_id
+
+        build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
+        await self._set_option(session_id, "session/set_model", build, remember)
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, kind: str | None
+    ) -> tuple[SessionConfigOption, ...]:
+        def remember(settings: Settings) -> None:
+            settings.config[config_id] = (value, kind)
+
+        def build(sid: str) -> SetSessionConfigOptionRequest:
+            return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
+
+        result = await self._set_option(session_id, "session/set_config_option", build, remember)
+        return self.decode(SetSessionConfigOptionResponse, result).config_options
+
+    async def _set_option(
+        self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
+    ) -> Any:
+        """Send a setting (``build`` makes the params from the session's id at send time). Once the
+        agent accepts, ``remember`` records the choice on the tracked session, so a recovery that
+        rebuilds the session restores it.
+
+        Raises:
+            CapabilityNotSupported: The session's record (the agent's answer to ``session/new``,
+                load or resume) offers no models (``set_model``) or no config options
+                (``set_config_option``).
+        """
+        self.require(method)
+        current = self.table.current_id
+        tracked = self.table.get(current(session_id))
+        if tracked is not None:
+            offered = {"session/set_model": "models", "session/set_config_option": "config_options"}.get(method)
+            if offered is not None and getattr(tracked.record, offered) is None:
+                raise CapabilityNotSupported(method, f"{offered} in the session's answer (session/new, load, resume)")
+        result = await self.supervisor.call(method, lambda: self.wire(build(current(session_id))))
+        if tracked is not None:
+            remember(tracked.settings)
+        return result
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""

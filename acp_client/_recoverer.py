@@ -29,6 +29,7 @@ from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
+from ._restore import restore
 from ._sessions import SessionTable, Tracked
 from .clock import Clock
 from .config import Callbacks, Timeouts
@@ -251,6 +252,9 @@ class Recoverer:
                 if step is Step.RESUME and tracked.resume_replayed:
                     path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
                 replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
+                if path is not RecoveryPath.RESUME or tracked.settings.pending:
+                    timeout = self._timeouts.request
+                    extra += await restore(conn, tracked.settings, tracked.record, version=version, timeout=timeout)
                 return RecoveryOutcome(
                     path=path,
                     session_id=tracked.session_id,

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._restore import Settings
 from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
 from .state import PromptResult, UpdateEvent
 from .transcript import Transcript
@@ -96,6 +97,8 @@ class Tracked:
         #: The last replay was cut off by a drop: the transcript holds the history from before it,
         #: and the next recovery replays again (cleared by a complete replay).
         self.replay_cut_off = False
+        #: What the app set (mode, model, config options), re-applied after a replay or new session.
+        self.settings = Settings()
         self.window_timer: _Cancellable | None = None
         self.turn: Turn | None = None
         self.subscribers: list[Subscriber] = []

@@ -67,10 +67,10 @@ from .types import (
     ReplayFromStart,
     ResumeSessionRequest,
     Session,
+    SessionConfigOption,
     SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
-    SetSessionModeRequest,
     TextContent,
 )
 
@@ -505,12 +505,27 @@ class AcpClient:
         self._table.untrack(self._table.current_id(session_id))
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
-        """``session/set_mode``."""
-        current = self._table.current_id
-        await self._supervisor.call(
-            "session/set_mode",
-            lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
-        )
+        """``session/set_mode`` (restored after a recovery that rebuilds the session)."""
+        await self._engine.set_mode(session_id, mode_id)
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        """``session/set_model`` (restored after a recovery that rebuilds the session).
+
+        Raises:
+            CapabilityNotSupported: The agent offers no models for this session.
+        """
+        await self._engine.set_model(session_id, model_id)
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, *, type: str | None = None
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option`` (restored after a recovery that rebuilds the session);
+        returns every option with its new value (``type``: see ``SetSessionConfigOptionRequest``).
+
+        Raises:
+            CapabilityNotSupported: The agent offers no config options for this session.
+        """
+        return await self._engine.set_config_option(session_id, config_id, value, type)
 
     async def prompt(
         self,
@@ -617,8 +632,18 @@ class SessionHandle:
         await self._client.cancel(self._tracked.session_id)
 
     async def set_mode(self, mode_id: str) -> None:
-        """``session/set_mode``."""
+        """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
         await self._client.set_mode(self._tracked.session_id, mode_id)
+
+    async def set_model(self, model_id: str) -> None:
+        """``session/set_model`` (see :meth:`AcpClient.set_model`)."""
+        await self._client.set_model(self._tracked.session_id, model_id)
+
+    async def set_config_option(
+        self, config_id: str, value: Any, *, type: str | None = None
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option`` (see :meth:`AcpClient.set_config_option`)."""
+        return await self._client.set_config_option(self._tracked.session_id, config_id, value, type=type)
 
     async def status(self) -> Session:
         """Probe ``session/status``."""
