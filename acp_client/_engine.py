@@ -334,6 +334,8 @@ class Engine:
         await call_app(self.callbacks.refresh_credentials, what="refresh_credentials")
 
     def emit_state(self, state: ConnectionState) -> None:
+        if state.is_terminal:  # what a cut-off recovery finished is told before the end
+            self.recoverer.flush_unreported(self.dispatcher.deliver)
         for queue in self.state_queues:
             queue.put_nowait(state)
         self.dispatcher.deliver(self.callbacks.on_state_change, state, what="on_state_change")

@@ -11,9 +11,10 @@ propagates (the supervisor reconnects again); any other failure of one session a
 that session. What a recovery cut off by a drop had already done is not lost: the outcomes of the
 sessions that finished are kept and reported at the start of the next recovery, before anything
 else (their callbacks cannot run on the dead connection: a callback's own request would wait for
-the recovery that waits for it), so the app learns every change of a session's id, in order,
-exactly once. A replay cut off by the drop flags its session (``Tracked.replay_cut_off``); the next
-recovery replays it again.
+the recovery that waits for it), or when the client fails or closes first, just before that
+state is published; so the app learns every change of a session's id, in order, exactly once.
+A replay cut off by the drop flags its session (``Tracked.replay_cut_off``); the next recovery
+replays it again.
 """
 
 from __future__ import annotations
@@ -176,6 +177,15 @@ class Recoverer:
                 logger.error("recovering a session raised", exc_info=result)
         for outcome in outcomes:
             await self._report(outcome)
+
+    def flush_unreported(self, deliver: Callable[..., None]) -> None:
+        """The client failed before another recovery could report what a cut-off one finished:
+        hand those outcomes to ``deliver(callback, outcome, what=name)`` (not awaited)."""
+        while self._unreported:
+            outcome = self._unreported.pop(0)
+            self.outcomes.append(outcome)
+            name = _OUTCOME_CALLBACK[outcome.path]
+            deliver(getattr(self._callbacks(), name), outcome, what=name)
 
     async def _report(self, outcome: RecoveryOutcome) -> None:
         self.outcomes.append(outcome)

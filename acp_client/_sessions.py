@@ -206,6 +206,7 @@ class SessionTable:
         tracked.session_id = record.session_id
         tracked.record = record
         tracked.transcript = Transcript()
+        tracked.replay_cut_off = False  # nothing left to replay
         self._by_id[record.session_id] = tracked
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import ConnectionLost, Probe, RecoveryPath
+from acp_client import ConnectionLost, Probe, RecoveryPath, RetryPolicy, State
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
 from acp_client.types import Session, TextContent, UserMessageChunk
@@ -265,3 +265,26 @@ async def test_a_new_session_with_the_same_id_is_reported_and_keeps_the_transcri
         assert outcome.session_id == outcome.previous_session_id == old == session.session_id
         assert "session/new returned the same session id: transcript kept, continuity not claimed" in outcome.notes
         assert session.transcript.text() == before
+
+
+async def test_what_a_cut_off_recovery_finished_is_reported_when_the_client_then_gives_up() -> None:
+    policy = RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=3, suspend_after=None)
+    async with Harness(client_kwargs={"recovery_concurrency": 2}, retry=policy) as h:
+        a = await h.client.new_session("/a")
+        b = await h.client.new_session("/b")
+        cut = Cut(h, "session/load", a.session_id, b.session_id)
+        h.agent.restart()
+        h.connector.drop()
+        await h.clock.run(cut.answered.wait(), limit=60.0)
+        await h.clock.settle()
+        h.connector.refuse(None)
+        h.connector.drop()
+        await h.clock.run(_failed(h), limit=600.0)
+        assert [(o.previous_session_id, o.path) for o in h.outcomes] == [(a.session_id, RecoveryPath.REPLAY)]
+        assert h.log.index("outcome:replay") < h.log.index("state:failed")
+
+
+async def _failed(h: Harness) -> None:
+    async for state in h.client.state_changes():
+        if state.state is State.FAILED:
+            return
