@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import ConnectionLost, Probe, RecoveryPath, RetryPolicy, State
+from acp_client import ConnectionLost, Probe, RecoveryPath, RetryPolicy, State, Timeouts
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
 from acp_client.types import Session, TextContent, UserMessageChunk
@@ -288,3 +288,16 @@ async def _failed(h: Harness) -> None:
     async for state in h.client.state_changes():
         if state.state is State.FAILED:
             return
+
+
+async def test_a_timed_out_step_counts_as_a_refusal() -> None:
+    async with Harness(advertise_status=False, client_kwargs={"timeouts": Timeouts(request=5.0)}) as h:
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("hello"))
+        SwallowAnswer(h, "session/resume")
+        outcome = await h.drop_and_recover()
+        assert outcome.path is RecoveryPath.REPLAY
+        assert [(s, r.split(":")[0]) for s, r in outcome.steps] == [("session/resume", "error"), ("session/load", "ok")]
+        assert outcome.notes[-1].startswith("session/resume refused: ")
+        assert outcome.notes[-1].endswith("trying session/load")
+        assert session.transcript.text() == "user: hello\nagent: echo: hello"
