@@ -14,12 +14,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._codec import decode_session_notification, from_wire, to_wire
-from ._connection import Connection
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._pool_links import PoolLinks
 from ._pooled import PoolRecoverer, PoolRecovery, PoolSpec
-from ._recoverer import Recoverer, open_attach_window, record_after_attach
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from .clock import Clock
@@ -46,7 +47,12 @@ from .types import (
     PromptRequest,
     PromptResponse,
     Session,
+    SessionConfigOption,
     SessionNotification,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModelRequest,
+    SetSessionModeRequest,
 )
 
 __all__ = ["Engine"]
@@ -54,6 +60,9 @@ __all__ = ["Engine"]
 logger = logging.getLogger("acp_client.client")
 
 T = TypeVar("T")
+
+#: How many times one prompt that never reached the agent is sent again (``retry_unsent_prompts``).
+MAX_PROMPT_RESENDS = 3
 
 
 def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
@@ -88,7 +97,12 @@ class Engine:
         rng: random.Random | None,
         keep_transcripts: bool,
         pool: PoolSpec | None = None,
+        replays_on_resume: bool | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        retry_unsent_prompts: bool = False,
     ) -> None:
+        self.retry_unsent_prompts = retry_unsent_prompts
+        self.max_incoming_requests = max_incoming_requests
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
         self.handlers = handlers
@@ -101,7 +115,7 @@ class Engine:
             self.update_listeners.append(callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
         self.dispatcher = Dispatcher()
-        self.table = SessionTable(keep_transcripts=keep_transcripts)
+        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
         recoverer_class = PoolRecoverer if pool is not None else Recoverer
         self.recoverer = recoverer_class(
@@ -170,6 +184,7 @@ class Engine:
             refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
             request_timeout=self.timeouts.request,
             rng=self._rng,
+            max_incoming_requests=self.max_incoming_requests,
         )
 
     # -- links ----------------------------------------------------------------------------------------
@@ -274,14 +289,64 @@ class Engine:
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
             result = await link.call(method, lambda: self.wire(request), on_answer=answered)
-        except BaseException:
-            answered()
+        except BaseException as exc:
+            attach_failed(self.table, tracked, exc)
             if not known:
                 self.table.untrack(request.session_id)
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, self.version)
         return tracked
+
+    async def set_mode(self, session_id: str, mode_id: str) -> None:
+        def remember(settings: Settings) -> None:
+            settings.mode_id = mode_id
+
+        build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
+        await self._set_option(session_id, "session/set_mode", build, remember)
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        def remember(settings: Settings) -> None:
+            settings.model_id = model_id
+
+        build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
+        await self._set_option(session_id, "session/set_model", build, remember)
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, kind: str | None
+    ) -> tuple[SessionConfigOption, ...]:
+        def remember(settings: Settings) -> None:
+            settings.config[config_id] = (value, kind)
+
+        def build(sid: str) -> SetSessionConfigOptionRequest:
+            return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
+
+        result = await self._set_option(session_id, "session/set_config_option", build, remember)
+        return self.decode(SetSessionConfigOptionResponse, result).config_options
+
+    async def _set_option(
+        self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
+    ) -> Any:
+        """Send a setting (``build`` makes the params from the session's id at send time). Once the
+        agent accepts, ``remember`` records the choice on the tracked session, so a recovery that
+        rebuilds the session restores it.
+
+        Raises:
+            CapabilityNotSupported: The session's record (the agent's answer to ``session/new``,
+                load or resume) offers no models (``set_model``) or no config options
+                (``set_config_option``).
+        """
+        self.require(method)
+        current = self.table.current_id
+        tracked = self.table.get(current(session_id))
+        if tracked is not None:
+            offered = {"session/set_model": "models", "session/set_config_option": "config_options"}.get(method)
+            if offered is not None and getattr(tracked.record, offered) is None:
+                raise CapabilityNotSupported(method, f"{offered} in the session's answer (session/new, load, resume)")
+        result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
+        if tracked is not None:
+            remember(tracked.settings)
+        return result
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
@@ -298,7 +363,7 @@ class Engine:
 
         timer = None
         try:
-            result = await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=turn.accept)
+            result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 tracked.transcript.end_turn()
@@ -324,6 +389,39 @@ class Engine:
             turn.done = True
             self.table.end_turn(tracked, turn)
 
+    async def _send_prompt(
+        self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
+    ) -> Any:
+        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
+        (``ConnectionLost`` with ``may_have_executed=False``) is sent again once the client is
+        connected (at most :data:`MAX_PROMPT_RESENDS` times). One the agent may have acted on
+        never is."""
+        resends = 0
+        while True:
+            try:
+                return await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=on_answer)
+            except ConnectionLost as exc:
+                if exc.may_have_executed or not self.retry_unsent_prompts or resends >= MAX_PROMPT_RESENDS:
+                    raise
+                if self.closing or self.state.is_terminal:
+                    raise
+                resends += 1
+                logger.info("session/prompt never reached the agent (%s): sending it again after recovery", exc)
+                await self._until_connected()
+
+    async def _until_connected(self) -> None:
+        """Wait until the client is connected again (returns at once if it is)."""
+        queue: asyncio.Queue[ConnectionState] = asyncio.Queue()
+        self.state_queues.append(queue)
+        try:
+            state = self.state
+            while state.state is not State.CONNECTED:
+                if state.is_terminal:
+                    return  # the next send raises the client's own error
+                state = await queue.get()
+        finally:
+            self.state_queues.remove(queue)
+
     # -- what the connection reports ------------------------------------------------------------------
 
     async def initialize(self, conn: Connection) -> InitializeResponse:
@@ -347,6 +445,8 @@ class Engine:
         await call_app(self.callbacks.refresh_credentials, what="refresh_credentials")
 
     def emit_state(self, state: ConnectionState) -> None:
+        if state.is_terminal:  # what a cut-off recovery finished is told before the end
+            self.recoverer.flush_unreported(self.dispatcher.deliver)
         for queue in self.state_queues:
             queue.put_nowait(state)
         self.dispatcher.deliver(self.callbacks.on_state_change, state, what="on_state_change")

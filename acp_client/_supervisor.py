@@ -24,7 +24,14 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._connection import DEFAULT_TIMEOUT, Connection, NotificationHandler, ProtocolErrorHandler, RequestHandler
+from ._connection import (
+    DEFAULT_MAX_INCOMING_REQUESTS,
+    DEFAULT_TIMEOUT,
+    Connection,
+    NotificationHandler,
+    ProtocolErrorHandler,
+    RequestHandler,
+)
 from .clock import Clock, TimerHandle
 from .config import QueueOptions
 from .exceptions import (
@@ -97,8 +104,10 @@ class Supervisor:
         refresh_credentials: Callable[[], Any] | None = None,
         request_timeout: float | None = None,
         rng: random.Random | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
     ) -> None:
         self._connector = connector
+        self._max_incoming_requests = max_incoming_requests
         self._initialize = initialize
         self._recover = recover
         self._policy = policy
@@ -315,6 +324,7 @@ class Supervisor:
             on_protocol_error=self._on_protocol_error,
             clock=self._clock,
             request_timeout=self._request_timeout,
+            max_incoming_requests=self._max_incoming_requests,
         )
         conn.start()
         try:

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from ._connection import DEFAULT_TIMEOUT, _Default
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._pooled import pool_spec
@@ -69,10 +69,10 @@ from .types import (
     ReplayFromStart,
     ResumeSessionRequest,
     Session,
+    SessionConfigOption,
     SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
-    SetSessionModeRequest,
     TextContent,
 )
 
@@ -123,6 +123,12 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
     for name, kind in kinds.items():
         check_instance(name, options[name], kind, optional=True)
     check_instance("keep_transcripts", options["keep_transcripts"], bool)
+    check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
+    check_instance("retry_unsent_prompts", options["retry_unsent_prompts"], bool)
+    incoming = options["max_incoming_requests"]
+    check_instance("max_incoming_requests", incoming, int)
+    if incoming < 1:
+        raise ConfigurationError(f"max_incoming_requests must be at least 1, not {incoming!r}")
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
@@ -159,6 +165,17 @@ class AcpClient:
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
         keep_transcripts: Maintain a :class:`~acp_client.transcript.Transcript` per session.
+        replays_on_resume: Whether the agent replays the whole history during a plain
+            ``session/resume`` (some do: DESIGN.md §6). ``None`` (the default) detects it: the
+            first message update of a resume that repeats the start of the known history makes
+            the rest of it a replay (events flagged ``replay``, de-duplicated in the transcript,
+            a recovery reported as a replay). ``True`` treats every resume's messages as replay,
+            ``False`` never does.
+        retry_unsent_prompts: Re-send, once recovery ends, a prompt that failed with
+            :class:`~acp_client.exceptions.ConnectionLost` ``may_have_executed=False`` (it never
+            reached the agent). A prompt the agent may have acted on is never re-sent.
+        max_incoming_requests: How many agent→client requests each connection handles at once
+            (more are refused with -32603 until one finishes).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -187,6 +204,9 @@ class AcpClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         keep_transcripts: bool = True,
+        replays_on_resume: bool | None = None,
+        retry_unsent_prompts: bool = False,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
@@ -223,6 +243,9 @@ class AcpClient:
             rng=rng,
             keep_transcripts=keep_transcripts,
             pool=spec,
+            replays_on_resume=replays_on_resume,
+            retry_unsent_prompts=retry_unsent_prompts,
+            max_incoming_requests=max_incoming_requests,
         )
         self._table = self._engine.table
         if spec is None:
@@ -545,13 +568,27 @@ class AcpClient:
         self._table.untrack(session_id)
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
-        """``session/set_mode``."""
-        current = self._table.current_id
-        await self._engine.call(
-            self._table.get(session_id),
-            "session/set_mode",
-            lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
-        )
+        """``session/set_mode`` (restored after a recovery that rebuilds the session)."""
+        await self._engine.set_mode(session_id, mode_id)
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        """``session/set_model`` (restored after a recovery that rebuilds the session).
+
+        Raises:
+            CapabilityNotSupported: The agent offers no models for this session.
+        """
+        await self._engine.set_model(session_id, model_id)
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, *, type: str | None = None
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option`` (restored after a recovery that rebuilds the session);
+        returns every option with its new value (``type``: see ``SetSessionConfigOptionRequest``).
+
+        Raises:
+            CapabilityNotSupported: The agent offers no config options for this session.
+        """
+        return await self._engine.set_config_option(session_id, config_id, value, type)
 
     async def prompt(
         self,
@@ -665,8 +702,18 @@ class SessionHandle:
         await self._client.cancel(self._tracked.session_id)
 
     async def set_mode(self, mode_id: str) -> None:
-        """``session/set_mode``."""
+        """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
         await self._client.set_mode(self._tracked.session_id, mode_id)
+
+    async def set_model(self, model_id: str) -> None:
+        """``session/set_model`` (see :meth:`AcpClient.set_model`)."""
+        await self._client.set_model(self._tracked.session_id, model_id)
+
+    async def set_config_option(
+        self, config_id: str, value: Any, *, type: str | None = None
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option`` (see :meth:`AcpClient.set_config_option`)."""
+        return await self._client.set_config_option(self._tracked.session_id, config_id, value, type=type)
 
     async def status(self) -> Session:
         """Probe ``session/status``."""

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from acp_client import AcpClient, RetryPolicy, UpdateEvent, connector_for
+from acp_client import AcpClient, RetryPolicy, Timeouts, UpdateEvent, connector_for
 from acp_client.handlers import ClientHandlers
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
 from tests.e2e._support import Recorder, WireRecorder, eventually
@@ -66,7 +66,10 @@ def wired_client(
     """A client on ``stdio:ARGV`` whose connector records the wire and the spawned transports (pids)."""
     wire = WireRecorder(connector_for(stdio_url(argv)))
     handlers = (permissions or Permissions()).handlers()
-    client = AcpClient(wire, retry=POLICY, handlers=handlers, connect_timeout=SLOW, **recorder.callbacks(), **options)
+    timeouts = Timeouts(connect=SLOW)
+    client = AcpClient(
+        wire, retry=POLICY, handlers=handlers, timeouts=timeouts, callbacks=recorder.callbacks(), **options
+    )
     return client, wire
 
 

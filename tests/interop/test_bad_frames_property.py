@@ -189,7 +189,8 @@ class ScriptedAgent:
         self.replies: list[Any] = []
 
     async def serve(self, link: MemoryTransport) -> None:
-        with_info = {"protocolVersion": self.version, "agentInfo": {"name": "scripted", "version": "0"}}
+        info_key = "agentInfo" if self.version == 1 else "info"  # a v2 answer in the v1 shape is read as v1
+        with_info = {"protocolVersion": self.version, info_key: {"name": "scripted", "version": "0"}}
         while True:
             try:
                 message = await link.receive()
