@@ -17,6 +17,7 @@ from ._codec import decode_session_notification, from_wire, to_wire
 from ._connection import Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
+from ._persistence import Persistence
 from ._recoverer import Recoverer, open_attach_window, record_after_attach
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
@@ -32,7 +33,8 @@ from .exceptions import (
 )
 from .handlers import ClientHandlers, RequestRouter
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, RecoveryOutcome, TurnInterrupted, UpdateEvent
+from .store._bridge import StoreBridge
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -84,6 +86,7 @@ class Engine:
         clock: Clock,
         rng: random.Random | None,
         keep_transcripts: bool,
+        store: StoreBridge | None = None,
     ) -> None:
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -107,10 +110,15 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
+        self.persistence = (
+            Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
+            if store is not None
+            else None
+        )
         self.supervisor = Supervisor(
             connector,
             initialize=self.initialize,
-            recover=self.recoverer.recover,
+            recover=self.recover,
             policy=retry,
             clock=clock,
             queue=queue,
@@ -125,10 +133,43 @@ class Engine:
             rng=rng,
         )
 
+    async def connect(self) -> None:
+        """Restore the stored sessions (if a store is set), then connect; restored sessions are
+        recovered on the first connection, before it counts as connected.
+
+        Raises:
+            SessionStoreError: The store cannot be read (the client is then failed).
+        """
+        self.emit_state(self.supervisor.state)
+        restored = 0
+        if self.persistence is not None:
+            try:
+                restored = await self.persistence.restore()
+            except BaseException as exc:
+                self.supervisor.fail(exc)
+                raise
+        await self.supervisor.start(recover=restored > 0)
+
+    async def recover(self, conn: Connection, init: InitializeResponse) -> None:
+        """One recovery round (the supervisor's routine), then the store brought in step."""
+        if self.persistence is None:
+            await self.recoverer.recover(conn, init)
+            return
+        earlier = list(self.recoverer.outcomes)  # kept alive while their ids are compared
+        before = {id(outcome) for outcome in earlier}
+        try:
+            await self.recoverer.recover(conn, init)
+        finally:
+            fresh: list[RecoveryOutcome] = [o for o in self.recoverer.outcomes if id(o) not in before]
+            del earlier
+            self.persistence.recovered(fresh)
+
     async def aclose(self) -> None:
         await self.supervisor.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
+        if self.persistence is not None:
+            await self.persistence.bridge.aclose()
 
     # -- codec and capabilities -------------------------------------------------------------------
 

@@ -173,8 +173,10 @@ class Supervisor:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Connect and initialize once.
+    async def start(self, *, recover: bool = False) -> None:
+        """Connect and initialize once; with ``recover`` (sessions restored from a store), run
+        the recovery routine on that first link before it counts as connected. A drop during
+        that recovery hands over to the reconnect loop (``start`` then returns, reconnecting).
 
         Raises:
             AcpError: The first connection failed (the state is then ``failed``).
@@ -182,19 +184,31 @@ class Supervisor:
         """
         try:
             conn, init = await self._open_with_refresh()
+            dropped = await self._recover_link(conn, init) if recover and not self._closing else None
         except asyncio.CancelledError:
             self._set_state(State.CLOSED, cause="cancelled while connecting")
             raise
         except BaseException as exc:
-            self._failure = exc
-            self._set_state(State.FAILED, cause=str(exc))
+            self.fail(exc)
             raise
         if self._closing:  # aclose() ran while connecting: it could not see this link
             await conn.aclose()
             raise ClientClosed("the client was closed while connecting")
         self._refreshed = False
+        if dropped is not None:
+            reason = TransportClosed(dropped)
+            self._on_drop(reason)
+            self._connected_at = self._clock.monotonic()
+            self._spawn(self._outage(reason))
+            return
         self._install(conn, init)
         self._set_state(State.CONNECTED)
+        self._release_queue(conn)
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the client for good with ``error`` (a fatal condition found outside the link)."""
+        self._failure = error
+        self._set_state(State.FAILED, cause=str(error))
 
     async def aclose(self) -> None:
         """Close for good: stop reconnecting, close the link, fail queued requests."""
@@ -489,30 +503,12 @@ class Supervisor:
             except BaseException as exc:
                 self._fail(exc)
                 return
-            self._set_state(State.RECOVERING)
-            token = _RECOVERING_ON.set(conn)
-            try:
-                await self._recover(conn, init)
-            except asyncio.CancelledError:
-                await conn.aclose()
-                raise
-            except (ConnectionLost, TransportError) as exc:
-                logger.info("connection dropped again while recovering: %s", exc)
-                self._drop_cause = str(exc)
-                await conn.aclose()
-                carried = self._attempts_this_outage
-                if self._suspend_due:
-                    self._enter_suspension()
-                continue
-            except AcpError as exc:
-                logger.error("recovery failed: %s", exc)
-            finally:
-                _RECOVERING_ON.reset(token)
+            dropped = await self._recover_link(conn, init)
             if self._closing:  # an app callback closed the client: aclose() could not see this link
                 await conn.aclose()
                 return
-            if conn.is_closed:
-                self._drop_cause = str(conn.close_cause)
+            if dropped is not None:
+                self._drop_cause = dropped
                 carried = self._attempts_this_outage
                 if self._suspend_due:
                     self._enter_suspension()
@@ -524,3 +520,22 @@ class Supervisor:
             self._set_state(State.CONNECTED)
             self._release_queue(conn)
             return
+
+    async def _recover_link(self, conn: Connection, init: Any) -> str | None:
+        """Run the recovery routine on a fresh link; the drop cause when the link died meanwhile."""
+        self._set_state(State.RECOVERING)
+        token = _RECOVERING_ON.set(conn)
+        try:
+            await self._recover(conn, init)
+        except asyncio.CancelledError:
+            await conn.aclose()
+            raise
+        except (ConnectionLost, TransportError) as exc:
+            logger.info("connection dropped again while recovering: %s", exc)
+            await conn.aclose()
+            return str(exc)
+        except AcpError as exc:
+            logger.error("recovery failed: %s", exc)
+        finally:
+            _RECOVERING_ON.reset(token)
+        return str(conn.close_cause) if conn.is_closed and not self._closing else None

@@ -44,6 +44,8 @@ from .exceptions import (
 from .handlers import ClientHandlers
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
+from .store import SessionStore, StoredSession, endpoint_key
+from .store._bridge import StoreBridge
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
@@ -121,6 +123,8 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
     for name, kind in kinds.items():
         check_instance(name, options[name], kind, optional=True)
     check_instance("keep_transcripts", options["keep_transcripts"], bool)
+    check_instance("session_store", options["session_store"], SessionStore, optional=True)
+    check_instance("session_store_key", options["session_store_key"], str, optional=True)
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
@@ -151,6 +155,13 @@ class AcpClient:
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
         keep_transcripts: Maintain a :class:`~acp_client.transcript.Transcript` per session.
+        session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore`: they
+            are saved as they are created, recovered, renamed or closed, and on :meth:`connect`
+            the stored sessions of this endpoint are tracked again and recovered (see
+            ``docs/session-store.md``). The app owns the store (the client never closes it).
+        session_store_key: The endpoint key the sessions are filed under. Default:
+            :func:`~acp_client.store.endpoint_key` of a URL or ``stdio:`` endpoint; required
+            with a :class:`~acp_client.transports.base.Connector`.
 
     Raises:
         ConfigurationError: An invalid option.
@@ -177,10 +188,17 @@ class AcpClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         keep_transcripts: bool = True,
+        session_store: SessionStore | None = None,
+        session_store_key: str | None = None,
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
         check_instance("endpoint", endpoint, (str, Connector))
+        bridge = None
+        if session_store is not None:
+            if session_store_key is None and not isinstance(endpoint, str):
+                raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
+            bridge = StoreBridge(session_store, session_store_key or endpoint_key(endpoint))  # type: ignore[arg-type]
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
         if isinstance(endpoint, str):
@@ -208,8 +226,10 @@ class AcpClient:
             clock=clock or SystemClock(),
             rng=rng,
             keep_transcripts=keep_transcripts,
+            store=bridge,
         )
         self._table = self._engine.table
+        self._store = self._engine.persistence
         self._supervisor = self._engine.supervisor
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -229,9 +249,14 @@ class AcpClient:
             IncompatibleProtocolVersion: The agent speaks no version this client supports.
             RpcError: ``initialize`` was refused.
             ClientClosed: :meth:`aclose` was called while connecting.
+            SessionStoreError: The ``session_store`` cannot be read (nothing was sent).
+
+        With a ``session_store``, the stored sessions of this endpoint are tracked again first and
+        recovered on the first connection (state ``recovering``, the usual callbacks and
+        outcome records) before it returns; a drop during that recovery hands over to the
+        reconnect loop (``connect()`` then returns while the client reconnects).
         """
-        self._engine.emit_state(self._supervisor.state)
-        await self._supervisor.start()
+        await self._engine.connect()
 
     async def aclose(self) -> None:
         """Close the connection and stop reconnecting. Pending requests fail with
@@ -289,6 +314,21 @@ class AcpClient:
     @property
     def timeouts(self) -> Timeouts:
         return self._engine.timeouts
+
+    @property
+    def session_store(self) -> SessionStore | None:
+        """The ``session_store`` given, if any."""
+        return self._store.bridge.store if self._store is not None else None
+
+    @property
+    def session_store_key(self) -> str | None:
+        """The endpoint key this client files its sessions under in the store."""
+        return self._store.bridge.endpoint if self._store is not None else None
+
+    def stored_sessions(self) -> list[StoredSession]:
+        """The records this client keeps in its store, most recently used first (no I/O; empty
+        without a store). Restored sessions appear here from :meth:`connect` on."""
+        return self._store.records() if self._store is not None else []
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:
@@ -351,7 +391,7 @@ class AcpClient:
         result = await self._supervisor.call("session/new", lambda: self._engine.wire(request))
         record = Session.from_new(self._engine.decode(NewSessionResponse, result), cwd=cwd_str)
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        return SessionHandle(self, tracked)
+        return self._stored(tracked)
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -365,7 +405,7 @@ class AcpClient:
         self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return SessionHandle(self, await self._engine.attach(request, "session/load", replay=True))
+        return self._stored(await self._engine.attach(request, "session/load", replay=True))
 
     async def resume_session(
         self,
@@ -392,7 +432,7 @@ class AcpClient:
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        return SessionHandle(self, await self._engine.attach(request, "session/resume", replay=replay))
+        return self._stored(await self._engine.attach(request, "session/resume", replay=replay))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -408,7 +448,19 @@ class AcpClient:
         request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
         result = await self._supervisor.call("session/fork", lambda: self._engine.wire(request))
         record = Session.from_fork(self._engine.decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
-        return SessionHandle(self, self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers)))
+        return self._stored(self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers)))
+
+    def _stored(self, tracked: Tracked) -> SessionHandle:
+        if self._store is not None:
+            self._store.tracked(tracked)
+        return SessionHandle(self, tracked)
+
+    def _unstored(self, session_id: str) -> None:
+        tracked = self._table.get(session_id)
+        if tracked is not None:
+            if self._store is not None:
+                self._store.forget(tracked)
+            self._table.untrack(session_id)
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -475,11 +527,12 @@ class AcpClient:
         await self._supervisor.call(
             "session/close", lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id)))
         )
-        self._table.untrack(current(session_id))
+        self._unstored(current(session_id))
 
     def forget_session(self, session_id: str) -> None:
-        """Stop tracking a session (it will not be recovered after a drop); nothing is sent."""
-        self._table.untrack(self._table.current_id(session_id))
+        """Stop tracking a session (it will not be recovered after a drop, and is deleted from
+        the session store); nothing is sent."""
+        self._unstored(self._table.current_id(session_id))
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """``session/set_mode``."""
@@ -488,6 +541,9 @@ class AcpClient:
             "session/set_mode",
             lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
         )
+        tracked = self._table.get(current(session_id))
+        if self._store is not None and tracked is not None:
+            self._store.changed(tracked, mode_id=mode_id)
 
     async def prompt(
         self,
@@ -511,7 +567,14 @@ class AcpClient:
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
         """
-        return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
+        tracked = self._table.require(session_id)
+        if self._store is None:
+            return await self._engine.run_turn(tracked, _content(prompt), timeout)
+        self._store.touched(tracked)
+        try:
+            return await self._engine.run_turn(tracked, _content(prompt), timeout)
+        finally:
+            self._store.turn_ended(tracked)
 
     async def cancel(self, session_id: str) -> None:
         """``session/cancel``: ask the agent to end the running turn (a notification).

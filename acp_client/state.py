@@ -7,6 +7,9 @@
          │             │              ▼    │        └──► suspended ──────┘ (down too long; still retrying)
          └─────────────┴──────────────┴────┴──► closed (by the app) | failed (fatal or exhausted)
 
+    connecting ──► recovering ──► connected       (sessions restored from a session store are
+                                                   recovered on the first connection)
+
 The client never reports the same state twice in a row; each reconnect attempt is a distinct
 ``reconnecting`` (or ``suspended``) state carrying its attempt number.
 """
@@ -68,7 +71,9 @@ class State(str, enum.Enum):
 
 #: Which state may follow which (a state may follow itself only with another attempt number).
 LEGAL_TRANSITIONS: dict[State, frozenset[State]] = {
-    State.CONNECTING: frozenset({State.CONNECTED, State.RECONNECTING, State.CLOSED, State.FAILED}),
+    State.CONNECTING: frozenset(
+        {State.CONNECTED, State.RECONNECTING, State.RECOVERING, State.CLOSED, State.FAILED}
+    ),
     State.CONNECTED: frozenset({State.RECONNECTING, State.CLOSED, State.FAILED}),
     State.RECONNECTING: frozenset({State.RECONNECTING, State.RECOVERING, State.SUSPENDED, State.CLOSED, State.FAILED}),
     State.RECOVERING: frozenset({State.CONNECTED, State.RECONNECTING, State.SUSPENDED, State.CLOSED, State.FAILED}),

@@ -20,6 +20,7 @@ from ..config import Callbacks, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
 from ..state import ConnectionState, PromptResult, SessionPage, State
+from ..store import SessionStore
 from ..transports.base import Connector
 from ..types import ContentBlock, McpServer, Session
 from ._bridge import HostBridge
@@ -67,6 +68,8 @@ class SyncAcpClient:
         callbacks: As for :class:`~acp_client.AcpClient` (the same
             :class:`~acp_client.config.Callbacks` value), but called on the callback executor
             (plain functions; a returned awaitable is not awaited).
+        session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
+            sessions of the endpoint are recovered by :meth:`connect`.
         client_kwargs: Everything else :class:`~acp_client.AcpClient` takes (``retry``,
             ``protocol_version``, ``headers``, ``tls``, ``request_timeout``...).
 
@@ -84,6 +87,8 @@ class SyncAcpClient:
         default_timeout: float | None = 30.0,
         answer_timeout: float | None = 60.0,
         handlers: ClientHandlers | None = None,
+        session_store: SessionStore | None = None,
+        session_store_key: str | None = None,
         **client_kwargs: Any,
     ) -> None:
         for name, value in (("default_timeout", default_timeout), ("answer_timeout", answer_timeout)):
@@ -107,6 +112,8 @@ class SyncAcpClient:
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
             callbacks=self._bridge.loop_callbacks(),
+            session_store=session_store,
+            session_store_key=session_store_key,
             **client_kwargs,
         )
 
