@@ -6,13 +6,16 @@ Usage::
     python examples/chat.py URL                       # interactive terminal chat
     python examples/chat.py URL --script FILE [--json]
     python examples/chat.py --demo [--json]           # bundled agent + injected faults
+    python examples/chat.py URL --store PATH          # keep sessions in PATH across runs
 
 URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
 pauses while the client keeps watching the connection (it ends early if the client gives up);
-``/status`` probes the current session; ``/new`` starts another session. The exit status is 0
+``/status`` probes the current session; ``/new`` starts another session; ``/sessions`` lists the
+stored (or tracked) sessions and ``/switch ID`` continues another one (see ``chat_store.py``,
+``--store PATH``). The exit status is 0
 after the last line, 2 if the client gave up (``--max-elapsed SECONDS`` bounds how long it keeps
 reconnecting; default 120), 64 on a usage error.
 
@@ -42,6 +45,8 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
+import chat_store  # examples/ is on the path (the script's own directory)
+
 from acp_client import (
     AcpClient,
     AcpError,
@@ -54,6 +59,7 @@ from acp_client import (
     RetryPolicy,
     SessionHandle,
     SessionStatus,
+    SqliteSessionStore,
     State,
     Timeouts,
     TurnInterrupted,
@@ -115,7 +121,10 @@ class Output:
         if name == "connected":
             return f"● connected ({f['transport']}, ACP v{f['protocolVersion']})"
         if name == "session":
-            return f"● session {f['sessionId']}"
+            how = " (restored from the store)" if f.get("restored") else " (switched)" if f.get("switched") else ""
+            return f"● session {f['sessionId']}{how}"
+        if name == "sessions":
+            return "\n".join(["● sessions:", *chat_store.describe_listing(f["sessions"])])
         if name == "update":
             if f.get("replay"):
                 return None  # history the agent replays after a reconnect: already on screen
@@ -167,6 +176,7 @@ class Chat:
         transport_options: dict[str, Any] | None = None,
         tls: Any = None,
         cwd: str | None = None,
+        session_store: Any = None,
     ) -> None:
         self.output = output
         self.cwd = cwd or os.getcwd()
@@ -197,6 +207,7 @@ class Chat:
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
             tls=tls,
+            session_store=session_store,
         )
 
     @staticmethod
@@ -261,8 +272,13 @@ class Chat:
         self.output.event("turn_interrupted", sessionId=turn.session_id, prompt=_prompt_text(turn.prompt))
 
     async def start(self) -> None:
-        await self.client.connect()
-        await self.new_session()
+        await self.client.connect()  # with a store: its sessions for this URL recover here
+        restored = chat_store.restored_handle(self) if self.client.session_store is not None else None
+        if restored is None:
+            await self.new_session()
+            return
+        self.handle = restored
+        self.output.event("session", sessionId=restored.session_id, restored=True)
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
@@ -330,6 +346,10 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
                 await chat.status()
             elif line == "/new":
                 await chat.new_session()
+            elif line == "/sessions":
+                chat.output.event("sessions", sessions=chat_store.listing(chat))
+            elif line.startswith("/switch"):
+                chat_store.switch(chat, line[len("/switch") :])
             else:
                 await chat.prompt(line)
         return EXIT_GAVE_UP if chat.gave_up else EXIT_OK
@@ -345,6 +365,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demo", action="store_true", help="run against the bundled agent with injected faults")
     parser.add_argument("--protocol-version", type=int, default=1, choices=(1, 2))
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (testing only)")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        metavar="PATH",
+        help="keep sessions in this session store; a later run recovers them and continues the latest",
+    )
     parser.add_argument(
         "--max-elapsed",
         type=float,
@@ -368,13 +394,23 @@ async def amain(args: argparse.Namespace) -> int:
 
     tls = TlsConfig(verify=False) if args.insecure else None
     retry = RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=args.max_elapsed, suspend_after=None)
-    chat = Chat(args.url, output=output, protocol_version=args.protocol_version, tls=tls, retry=retry)
-    if args.script is not None:
-        lines = args.script.read_text(encoding="utf-8").splitlines()
-        return await run_script(chat, lines)
-    from chat_ui import run_interactive  # type: ignore[import-not-found]
+    with contextlib.ExitStack() as stack:
+        store = None
+        if args.store is not None:
+            try:
+                store = stack.enter_context(SqliteSessionStore(args.store))
+            except AcpError as exc:
+                output.event("error", message=f"session store: {exc}")
+                return EXIT_GAVE_UP
+        chat = Chat(
+            args.url, output=output, protocol_version=args.protocol_version, tls=tls, retry=retry, session_store=store
+        )
+        if args.script is not None:
+            lines = args.script.read_text(encoding="utf-8").splitlines()
+            return await run_script(chat, lines)
+        from chat_ui import run_interactive  # type: ignore[import-not-found]
 
-    return int(await run_interactive(chat))
+        return int(await run_interactive(chat))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

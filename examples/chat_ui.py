@@ -18,8 +18,10 @@ Ctrl-C          cancel the running turn (``session/cancel``); a second Ctrl-C wh
                 cancellation is pending, or within 2 s of the first, exits with status 130
 Ctrl-D          exit with status 0
 ``/status``     the connection state, and ``session/status`` of the current session
-``/sessions``   the agent's sessions (``session/list``; the ones this client tracks otherwise)
-``/new``        start a new session (the old one is no longer recovered)
+``/sessions``   the agent's sessions (``session/list``; the ones this client tracks otherwise);
+                with ``--store``, the stored sessions of this URL, most recently used first
+``/switch ID``  continue another session (its id or a unique prefix; see ``chat_store.py``)
+``/new``        start a new session (without ``--store`` the old one is no longer recovered)
 ``/retry``      send again the prompt a drop cut off (the client never re-sends it by itself)
 ``/help``       this list
 ``/quit``       exit with status 0
@@ -56,6 +58,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+import chat_store
 from chat import EXIT_GAVE_UP, EXIT_OK, Chat, Output, recovery_banner
 
 from acp_client import AcpError, CapabilityNotSupported, ConnectionState, State, UpdateEvent
@@ -88,7 +91,7 @@ EXIT_INTERRUPTED = 130
 DOUBLE_INTERRUPT_WINDOW = 2.0
 _TICK = 0.2
 
-HELP = """commands: /status  /sessions  /new  /retry  /help  /quit
+HELP = """commands: /status  /sessions  /switch ID  /new  /retry  /help  /quit
 Ctrl-C cancels the running turn; Ctrl-C twice (or /quit, Ctrl-D) exits"""
 
 
@@ -459,7 +462,8 @@ class TerminalView(Output):
                 self._connected_once = True
                 self.line(f"● connected to {self._target()} ({f['transport']}, ACP v{f['protocolVersion']})", "green")
         elif name == "session":
-            self.line(f"● session {f['sessionId']}", "dim")
+            how = " (restored from the store)" if f.get("restored") else " (switched)" if f.get("switched") else ""
+            self.line(f"● session {f['sessionId']}{how}", "dim")
             if self.chat is not None and self._state.state is State.CONNECTED:
                 self.detail = self._connected_detail(self.chat)
                 self.refresh_status(force=True)
@@ -483,6 +487,10 @@ class TerminalView(Output):
             extra += [f"state={f['state']}"] if f.get("state") else []
             detail = f" ({', '.join(extra)})" if extra else ""
             self.line(f"● session {f['sessionId']}: {f['status']}{detail}", "cyan")
+        elif name == "sessions":
+            self.info("stored sessions (most recently used first):")
+            for row in chat_store.describe_listing(f["sessions"]):
+                self.line(row, "bold" if row.startswith(" *") else None)
         elif name == "error":
             self.error(f"✗ {f['message']}")
         # "update" is rendered from the full UpdateEvent (on_update); "reconnect_attempt" by the status line
@@ -841,6 +849,12 @@ class InteractiveChat:
             self.command_task = self._spawn(self._status())
         elif command == "/sessions":
             self.command_task = self._spawn(self._sessions())
+        elif command == "/switch":
+            if self._turn_running():
+                self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
+            else:
+                chat_store.switch(self.chat, text[len("/switch") :])
+                self._prompt_if_idle()
         elif command == "/new":
             if self._turn_running():
                 self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
@@ -891,6 +905,10 @@ class InteractiveChat:
         self._prompt_if_idle()
 
     async def _sessions(self) -> None:
+        if self.chat.client.session_store is not None:
+            self.chat.output.event("sessions", sessions=chat_store.listing(self.chat))
+            self._prompt_if_idle()
+            return
         current = self.chat.handle.session_id if self.chat.handle is not None else None
         try:
             page = await self.chat.client.list_sessions()
@@ -919,7 +937,7 @@ class InteractiveChat:
         except AcpError as exc:
             self.view.error(f"✗ new session: {exc}")
         else:
-            if old is not None:
+            if old is not None and self.chat.client.session_store is None:  # a stored one stays: /switch
                 self.chat.client.forget_session(old.session_id)
             self.interrupted_prompt = None
         self._prompt_if_idle()
