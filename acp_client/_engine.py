@@ -130,6 +130,7 @@ class Engine:
             on_protocol_error=self.on_protocol_error,
             refresh_credentials=self.refresh if callbacks.refresh_credentials is not None else None,
             request_timeout=timeouts.request,
+            connect_timeout=timeouts.connect,
             rng=rng,
         )
 
@@ -257,7 +258,8 @@ class Engine:
 
     # -- what the connection reports ------------------------------------------------------------------
 
-    async def initialize(self, conn: Connection) -> InitializeResponse:
+    async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
+        """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""
         fs = self.handlers.file_system
         capabilities = ClientCapabilities(
             fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
@@ -268,7 +270,7 @@ class Engine:
             proposed=self.proposed_version,
             client_info=self.client_info,
             capabilities=capabilities,
-            timeout=self.timeouts.connect,
+            timeout=timeout if timeout is not None else self.timeouts.connect,
         )
         self.init = response
         self.version = response.protocol_version

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._connection import DEFAULT_TIMEOUT, Connection, NotificationHandler, ProtocolErrorHandler, RequestHandler
+from ._opening import open_link
 from .clock import Clock, TimerHandle
 from .config import QueueOptions
 from .exceptions import (
@@ -39,7 +40,7 @@ from .exceptions import (
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
 from .state import LEGAL_TRANSITIONS, ConnectionState, State
-from .transports.base import Connector
+from .transports.base import Connector, Transport
 
 __all__ = ["Supervisor"]
 
@@ -49,7 +50,7 @@ logger = logging.getLogger("acp_client.reconnect")
 #: requests made there go straight to it instead of waiting for the recovery they are part of.
 _RECOVERING_ON: contextvars.ContextVar[Connection | None] = contextvars.ContextVar("acp_recovering_on", default=None)
 
-Initializer = Callable[[Connection], Awaitable[Any]]
+Initializer = Callable[[Connection, float | None], Awaitable[Any]]
 Recoverer = Callable[[Connection, Any], Awaitable[None]]
 
 
@@ -96,6 +97,7 @@ class Supervisor:
         on_protocol_error: ProtocolErrorHandler | None = None,
         refresh_credentials: Callable[[], Any] | None = None,
         request_timeout: float | None = None,
+        connect_timeout: float | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self._connector = connector
@@ -112,6 +114,7 @@ class Supervisor:
         self._on_protocol_error = on_protocol_error
         self._refresh_credentials = refresh_credentials
         self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
         self._rng = rng
         self._state = ConnectionState(State.CONNECTING)
         self._conn: Connection | None = None
@@ -321,27 +324,26 @@ class Supervisor:
     # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
-        transport = await self._connector.connect()
-        conn = Connection(
-            transport,
-            on_request=self._on_request,
-            on_notification=self._on_notification,
-            on_protocol_error=self._on_protocol_error,
-            clock=self._clock,
-            request_timeout=self._request_timeout,
+        def connection(transport: Transport, opening_errors: Callable[[AcpError], None]) -> Connection:
+            app_errors = self._on_protocol_error
+
+            def on_protocol_error(error: AcpError) -> None:
+                opening_errors(error)
+                if app_errors is not None:
+                    app_errors(error)
+
+            return Connection(
+                transport,
+                on_request=self._on_request,
+                on_notification=self._on_notification,
+                on_protocol_error=on_protocol_error,
+                clock=self._clock,
+                request_timeout=self._request_timeout,
+            )
+
+        return await open_link(
+            self._connector, connection=connection, initialize=self._initialize, timeout=self._connect_timeout
         )
-        conn.start()
-        try:
-            init = await self._initialize(conn)
-        except ConnectionLost as exc:
-            # The link died under ``initialize`` (e.g. the network reset the HTTP POST): a failed
-            # attempt to connect, worth another try, not a lost request of the app.
-            await conn.aclose()
-            raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
-        except BaseException:
-            await conn.aclose()
-            raise
-        return conn, init
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:
         try:

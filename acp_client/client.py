@@ -130,6 +130,17 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
         raise ConfigurationError("secret_headers must be a collection of header names")
 
 
+def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
+    (unless the app set it): the client bounds the whole opening with that one value."""
+    merged = dict(options or {})
+    if endpoint.startswith(("ws://", "wss://")):
+        merged.setdefault("open_timeout", connect)
+    elif endpoint.startswith(("http://", "https://")):
+        merged.setdefault("connect_timeout", connect)
+    return merged
+
+
 class AcpClient:
     """An ACP client that keeps its sessions alive through drops and agent restarts.
 
@@ -209,7 +220,7 @@ class AcpClient:
                 tls=tls,
                 cookies=self.cookies,
                 limits=limits,
-                **dict(transport_options or {}),
+                **_with_connect_timeout(endpoint, (timeouts or Timeouts()).connect, transport_options),
             )
         else:
             self._connector = endpoint
