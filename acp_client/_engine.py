@@ -193,6 +193,25 @@ class Engine:
 
     # -- sessions -----------------------------------------------------------------------------------
 
+    def stored(self, tracked: Tracked) -> Tracked:
+        """The app opened ``tracked`` (new, fork, load, resume): save it in the store, if any."""
+        if self.persistence is not None:
+            self.persistence.tracked(tracked)
+        return tracked
+
+    def untrack(self, session_id: str) -> None:
+        """Stop tracking a session (closed or forgotten by the app) and delete it from the store."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.forget(tracked)
+        self.table.untrack(session_id)
+
+    def store_changed(self, session_id: str, **fields: Any) -> None:
+        """The app set ``mode_id`` / ``model_id`` on a session: keep it in the store, if any."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.changed(tracked, **fields)
+
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
         are replay or a snapshot), and forget it again if the agent refused (a session this client
@@ -219,6 +238,8 @@ class Engine:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
+        if self.persistence is not None:
+            self.persistence.touched(tracked)  # the most recently used session from now on
 
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
@@ -255,6 +276,8 @@ class Engine:
                 timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
+            if self.persistence is not None:
+                self.persistence.turn_ended(tracked)
 
     # -- what the connection reports ------------------------------------------------------------------
 

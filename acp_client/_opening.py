@@ -17,13 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._connection import Connection
+from ._wire_log import WireLog
 from .exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFrame, RequestTimeout, TransportClosed
-from .transports.base import Connector, Transport
+from .transports.base import Connector
 
 __all__ = ["open_link"]
 
-#: Builds the connection over a fresh transport; the opening's own protocol-error hook is given.
-ConnectionFactory = Callable[[Transport, Callable[[AcpError], None]], Connection]
+#: Builds the connection over a fresh transport (called with it and ``on_protocol_error=``).
+ConnectionFactory = Callable[..., Connection]
 Initializer = Callable[[Connection, float | None], Awaitable[Any]]
 
 
@@ -31,10 +32,14 @@ async def open_link(
     connector: Connector,
     *,
     connection: ConnectionFactory,
+    on_protocol_error: Callable[[AcpError], None] | None,
     initialize: Initializer,
     timeout: float | None,
 ) -> tuple[Connection, Any]:
     """Open a link and initialize it within ``timeout`` seconds (``None``: no bound).
+
+    The connection's transport logs every frame on ``acp_client.wire`` (see
+    :mod:`acp_client._wire_log`); its protocol errors go to ``on_protocol_error`` (the app's).
 
     Raises:
         ConnectTimeout: The opening did not finish in time (the link is closed).
@@ -60,8 +65,10 @@ async def open_link(
         # Streamable HTTP answers initialize in the POST's body, checked by the transport.)
         if framed and isinstance(error, MalformedFrame) and not not_acp.done():
             not_acp.set_result(error)
+        if on_protocol_error is not None:
+            on_protocol_error(error)
 
-    conn = connection(transport, protocol_error)
+    conn = connection(WireLog(transport), on_protocol_error=protocol_error)
     conn.start()
     remaining = None if deadline is None else max(deadline - loop.time(), 0.001)
     initializing = asyncio.ensure_future(initialize(conn, remaining))

@@ -18,6 +18,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import functools
 import inspect
 import logging
 import random
@@ -40,7 +41,7 @@ from .exceptions import (
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
 from .state import LEGAL_TRANSITIONS, ConnectionState, State
-from .transports.base import Connector, Transport
+from .transports.base import Connector
 
 __all__ = ["Supervisor"]
 
@@ -177,9 +178,8 @@ class Supervisor:
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self, *, recover: bool = False) -> None:
-        """Connect and initialize once; with ``recover`` (sessions restored from a store), run
-        the recovery routine on that first link before it counts as connected. A drop during
-        that recovery hands over to the reconnect loop (``start`` then returns, reconnecting).
+        """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
+        on that link before it counts as connected (a drop then hands over to the reconnect loop).
 
         Raises:
             AcpError: The first connection failed (the state is then ``failed``).
@@ -201,7 +201,6 @@ class Supervisor:
         if dropped is not None:
             reason = TransportClosed(dropped)
             self._on_drop(reason)
-            self._connected_at = self._clock.monotonic()
             self._spawn(self._outage(reason))
             return
         self._install(conn, init)
@@ -324,26 +323,12 @@ class Supervisor:
     # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
-        def connection(transport: Transport, opening_errors: Callable[[AcpError], None]) -> Connection:
-            app_errors = self._on_protocol_error
-
-            def on_protocol_error(error: AcpError) -> None:
-                opening_errors(error)
-                if app_errors is not None:
-                    app_errors(error)
-
-            return Connection(
-                transport,
-                on_request=self._on_request,
-                on_notification=self._on_notification,
-                on_protocol_error=on_protocol_error,
-                clock=self._clock,
-                request_timeout=self._request_timeout,
-            )
-
+        options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
+        connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
         return await open_link(
-            self._connector, connection=connection, initialize=self._initialize, timeout=self._connect_timeout
-        )
+            self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
+            initialize=self._initialize, timeout=self._connect_timeout,
+        )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:
         try:
@@ -529,12 +514,11 @@ class Supervisor:
         token = _RECOVERING_ON.set(conn)
         try:
             await self._recover(conn, init)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
             await conn.aclose()
-            raise
-        except (ConnectionLost, TransportError) as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             logger.info("connection dropped again while recovering: %s", exc)
-            await conn.aclose()
             return str(exc)
         except AcpError as exc:
             logger.error("recovery failed: %s", exc)

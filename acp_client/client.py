@@ -49,7 +49,7 @@ from .store._bridge import StoreBridge
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
-from .transports.base import Connector, Limits
+from .transports.base import Connector, Limits, TransportInfo
 from .transports.endpoint import connector_for
 from .types import (
     AgentCapabilities,
@@ -141,6 +141,14 @@ def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, A
     return merged
 
 
+def _bridge(endpoint: str | Connector, store: SessionStore | None, key: str | None) -> StoreBridge | None:
+    if store is None:
+        return None
+    if key is None and not isinstance(endpoint, str):
+        raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
+    return StoreBridge(store, key or endpoint_key(endpoint))  # type: ignore[arg-type]
+
+
 class AcpClient:
     """An ACP client that keeps its sessions alive through drops and agent restarts.
 
@@ -166,13 +174,11 @@ class AcpClient:
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
         keep_transcripts: Maintain a :class:`~acp_client.transcript.Transcript` per session.
-        session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore`: they
-            are saved as they are created, recovered, renamed or closed, and on :meth:`connect`
-            the stored sessions of this endpoint are tracked again and recovered (see
-            ``docs/session-store.md``). The app owns the store (the client never closes it).
-        session_store_key: The endpoint key the sessions are filed under. Default:
-            :func:`~acp_client.store.endpoint_key` of a URL or ``stdio:`` endpoint; required
-            with a :class:`~acp_client.transports.base.Connector`.
+        session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore` (the app
+            owns it); :meth:`connect` recovers the ones stored for this endpoint (see
+            ``docs/session-store.md``).
+        session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
+            with a :class:`~acp_client.transports.base.Connector`).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -205,11 +211,6 @@ class AcpClient:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
         check_instance("endpoint", endpoint, (str, Connector))
-        bridge = None
-        if session_store is not None:
-            if session_store_key is None and not isinstance(endpoint, str):
-                raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
-            bridge = StoreBridge(session_store, session_store_key or endpoint_key(endpoint))  # type: ignore[arg-type]
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
         if isinstance(endpoint, str):
@@ -237,7 +238,7 @@ class AcpClient:
             clock=clock or SystemClock(),
             rng=rng,
             keep_transcripts=keep_transcripts,
-            store=bridge,
+            store=_bridge(endpoint, session_store, session_store_key),
         )
         self._table = self._engine.table
         self._store = self._engine.persistence
@@ -262,10 +263,8 @@ class AcpClient:
             ClientClosed: :meth:`aclose` was called while connecting.
             SessionStoreError: The ``session_store`` cannot be read (nothing was sent).
 
-        With a ``session_store``, the stored sessions of this endpoint are tracked again first and
-        recovered on the first connection (state ``recovering``, the usual callbacks and
-        outcome records) before it returns; a drop during that recovery hands over to the
-        reconnect loop (``connect()`` then returns while the client reconnects).
+        With a ``session_store``, its sessions for this endpoint are recovered on the first
+        connection (``connecting → recovering → connected``) before it returns.
         """
         await self._engine.connect()
 
@@ -318,6 +317,12 @@ class AcpClient:
         return self._connector
 
     @property
+    def transport_info(self) -> TransportInfo | None:
+        """The live link's :class:`TransportInfo` (a stdio agent's ``pid`` among it), if any."""
+        conn = self._supervisor.connection
+        return conn.transport.info if conn is not None else None
+
+    @property
     def callbacks(self) -> Callbacks:
         """The app's callbacks (as given)."""
         return self._engine.callbacks
@@ -327,18 +332,12 @@ class AcpClient:
         return self._engine.timeouts
 
     @property
-    def session_store(self) -> SessionStore | None:
-        """The ``session_store`` given, if any."""
-        return self._store.bridge.store if self._store is not None else None
-
-    @property
     def session_store_key(self) -> str | None:
-        """The endpoint key this client files its sessions under in the store."""
+        """The endpoint key this client files its sessions under in its ``session_store``."""
         return self._store.bridge.endpoint if self._store is not None else None
 
     def stored_sessions(self) -> list[StoredSession]:
-        """The records this client keeps in its store, most recently used first (no I/O; empty
-        without a store). Restored sessions appear here from :meth:`connect` on."""
+        """This client's records in its store, most recently used first (no I/O)."""
         return self._store.records() if self._store is not None else []
 
     @property
@@ -402,7 +401,7 @@ class AcpClient:
         result = await self._supervisor.call("session/new", lambda: self._engine.wire(request))
         record = Session.from_new(self._engine.decode(NewSessionResponse, result), cwd=cwd_str)
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        return self._stored(tracked)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -416,7 +415,7 @@ class AcpClient:
         self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return self._stored(await self._engine.attach(request, "session/load", replay=True))
+        return SessionHandle(self, self._engine.stored(await self._engine.attach(request, "session/load", replay=True)))
 
     async def resume_session(
         self,
@@ -443,7 +442,8 @@ class AcpClient:
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        return self._stored(await self._engine.attach(request, "session/resume", replay=replay))
+        tracked = await self._engine.attach(request, "session/resume", replay=replay)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -459,19 +459,8 @@ class AcpClient:
         request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
         result = await self._supervisor.call("session/fork", lambda: self._engine.wire(request))
         record = Session.from_fork(self._engine.decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
-        return self._stored(self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers)))
-
-    def _stored(self, tracked: Tracked) -> SessionHandle:
-        if self._store is not None:
-            self._store.tracked(tracked)
-        return SessionHandle(self, tracked)
-
-    def _unstored(self, session_id: str) -> None:
-        tracked = self._table.get(session_id)
-        if tracked is not None:
-            if self._store is not None:
-                self._store.forget(tracked)
-            self._table.untrack(session_id)
+        tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -538,12 +527,12 @@ class AcpClient:
         await self._supervisor.call(
             "session/close", lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id)))
         )
-        self._unstored(current(session_id))
+        self._engine.untrack(current(session_id))
 
     def forget_session(self, session_id: str) -> None:
         """Stop tracking a session (it will not be recovered after a drop, and is deleted from
         the session store); nothing is sent."""
-        self._unstored(self._table.current_id(session_id))
+        self._engine.untrack(self._table.current_id(session_id))
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """``session/set_mode``."""
@@ -552,9 +541,7 @@ class AcpClient:
             "session/set_mode",
             lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
         )
-        tracked = self._table.get(current(session_id))
-        if self._store is not None and tracked is not None:
-            self._store.changed(tracked, mode_id=mode_id)
+        self._engine.store_changed(current(session_id), mode_id=mode_id)
 
     async def prompt(
         self,
@@ -578,14 +565,7 @@ class AcpClient:
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
         """
-        tracked = self._table.require(session_id)
-        if self._store is None:
-            return await self._engine.run_turn(tracked, _content(prompt), timeout)
-        self._store.touched(tracked)
-        try:
-            return await self._engine.run_turn(tracked, _content(prompt), timeout)
-        finally:
-            self._store.turn_ended(tracked)
+        return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
 
     async def cancel(self, session_id: str) -> None:
         """``session/cancel``: ask the agent to end the running turn (a notification).

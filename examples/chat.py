@@ -179,6 +179,7 @@ class Chat:
         session_store: Any = None,
     ) -> None:
         self.output = output
+        self.store = session_store  # a SessionStore (``--store``), or None
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
@@ -273,7 +274,7 @@ class Chat:
 
     async def start(self) -> None:
         await self.client.connect()  # with a store: its sessions for this URL recover here
-        restored = chat_store.restored_handle(self) if self.client.session_store is not None else None
+        restored = chat_store.restored_handle(self) if self.store is not None else None
         if restored is None:
             await self.new_session()
             return

@@ -36,7 +36,7 @@ def listing(chat: Any) -> list[dict[str, Any]]:
     """The stored sessions (or, without a store, the tracked ones) as JSON-ready rows."""
     current = chat.handle.session_id if chat.handle is not None else None
     records: list[StoredSession] = chat.client.stored_sessions()
-    if not records and chat.client.session_store is None:
+    if not records and chat.store is None:
         return [
             {
                 "sessionId": handle.session_id,

@@ -905,7 +905,7 @@ class InteractiveChat:
         self._prompt_if_idle()
 
     async def _sessions(self) -> None:
-        if self.chat.client.session_store is not None:
+        if self.chat.store is not None:
             self.chat.output.event("sessions", sessions=chat_store.listing(self.chat))
             self._prompt_if_idle()
             return
@@ -937,7 +937,7 @@ class InteractiveChat:
         except AcpError as exc:
             self.view.error(f"✗ new session: {exc}")
         else:
-            if old is not None and self.chat.client.session_store is None:  # a stored one stays: /switch
+            if old is not None and self.chat.store is None:  # a stored one stays: /switch
                 self.chat.client.forget_session(old.session_id)
             self.interrupted_prompt = None
         self._prompt_if_idle()

@@ -295,6 +295,27 @@ class HttpConnector:
         )
 
 
+def _check_acp_answer(answer: Any, target: str) -> None:
+    """Raise when the answer to the ``initialize`` POST shows there is no ACP endpoint at ``target``
+    (a web server answering 404 / 405 / 501, or 200 with a body that is not JSON)."""
+    if answer.status in _NO_ENDPOINT:
+        message = f"no ACP endpoint at {target} (HTTP {answer.status})"
+        raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
+    if answer.status != 200:
+        return
+    if not _is_json(answer.content_type):
+        raise MalformedFrame(
+            f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
+            f"{answer.content_type or 'none'!r}, not JSON",
+            excerpt=excerpt(answer.body),
+        )
+    try:
+        decode_frame(answer.body)
+    except MalformedFrame as exc:
+        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
+        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
+
+
 class HttpTransport:
     """One Streamable HTTP link (implements :class:`~.base.Transport`). Made by :class:`HttpConnector`."""
 
@@ -457,31 +478,11 @@ class HttpTransport:
     async def _initialize(self, message: dict[str, Any]) -> None:
         logger.debug("POST %s to %s", describe(message), self._info.target)
         answer = await self._http.post(encode(message).encode(), None, initialize=True)
-        if answer.status in _NO_ENDPOINT:  # a web server, but nothing at this path takes ACP POSTs
-            raise HttpStatusError(
-                f"no ACP endpoint at {self._info.target} (HTTP {answer.status})",
-                status=answer.status,
-                body=excerpt(answer.body),
-                maybe_delivered=False,
-            )
+        _check_acp_answer(answer, self._info.target)
         if answer.status != 200:
             raise self._http.status_error(answer, what="initialize", session_header=False)
-        content_type = answer.content_type
-        if not _is_json(content_type):
-            raise MalformedFrame(
-                f"{self._info.target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
-                f"{content_type or 'none'!r}, not JSON",
-                excerpt=excerpt(answer.body),
-            )
         connection_id = answer.headers.get(CONNECTION_ID_HEADER)
         if not connection_id:
-            try:
-                decode_frame(answer.body)
-            except MalformedFrame as exc:
-                raise MalformedFrame(
-                    f"{self._info.target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})",
-                    excerpt=excerpt(answer.body),
-                ) from exc
             raise ProtocolError(f"the initialize answer has no {CONNECTION_ID_HEADER} header")
         try:
             check_header_value(CONNECTION_ID_HEADER, connection_id)
