@@ -21,7 +21,9 @@ reconnecting; default 120), 64 on a usage error.
 
 Interactive mode (the default with a URL) is in ``chat_ui.py``: streamed text, a status line,
 permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a second Ctrl-C exits
-(status 130); ``/quit`` or Ctrl-D exits with 0. ``ACP_CHAT_PLAIN=1`` forces plain text (no rich).
+(status 130); ``/retry`` sends again the prompt a drop cut off; ``/quit`` or Ctrl-D exits with 0.
+``ACP_CHAT_PLAIN=1`` forces plain text (no rich). ``--insecure`` skips TLS certificate
+verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, update, turn_end, disconnected, reconnect_attempt, recovered, turn_interrupted, status,
@@ -42,6 +44,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
@@ -183,6 +187,12 @@ class Chat:
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
+        #: Per outage: whether ``disconnected`` was said, the client's attempt number it began
+        #: at (attempt numbers shown restart at 1 each outage), and the turn_interrupted events
+        #: held until ``disconnected`` is said (so "connection lost" comes first).
+        self._outage_reported = False
+        self._first_attempt: int | None = None
+        self._held: list[dict[str, Any]] = []
         #: Extra listeners for every connection state (the interactive UI adds its status line).
         self.state_listeners: list[Callable[[ConnectionState], None]] = [on_state] if on_state else []
         #: Answers permission requests; replaceable after construction (the UI asks the user).
@@ -229,22 +239,42 @@ class Chat:
         kind = self.client.connector.target.split(":", 1)[0]
         return {"ws": "websocket", "wss": "websocket", "http": "http", "https": "http"}.get(kind, kind)
 
+    def outage_attempt(self, state: ConnectionState) -> ConnectionState:
+        """``state`` with its attempt numbered from 1 in the current outage (the client keeps
+        counting across outages that follow each other quickly, for its backoff)."""
+        if state.attempt is None or state.state not in (State.RECONNECTING, State.SUSPENDED):
+            return state
+        if self._first_attempt is None:
+            self._first_attempt = state.attempt
+        return attrs.evolve(state, attempt=max(1, state.attempt - self._first_attempt + 1))
+
     def _on_state(self, state: ConnectionState) -> None:
         if state.state is State.CONNECTED:
             self._was_connected = True
+            self._outage_reported, self._first_attempt = False, None
             self.output.event(
                 "connected", transport=self._transport_name(), protocolVersion=self.client.protocol_version
             )
         elif state.state in (State.RECONNECTING, State.SUSPENDED):
-            if state.attempt == 1 or self._was_connected:
+            state = self.outage_attempt(state)
+            if not self._outage_reported:
                 self.output.event("disconnected", reason=state.cause or "connection lost")
-                self._was_connected = False
+                self._outage_reported, self._was_connected = True, False
+                self._release_interruptions()
             self.output.event("reconnect_attempt", attempt=state.attempt, delay=round(state.retry_in or 0.0, 3))
         elif state.state is State.FAILED:
+            self._release_interruptions()
             self.failed.set()
             self.output.event("error", message=f"gave up: {state.cause}")
+        elif state.state is State.CLOSED:
+            self._release_interruptions()
         for listener in list(self.state_listeners):
             listener(state)
+
+    def _release_interruptions(self) -> None:
+        held, self._held = self._held, []
+        for fields in held:
+            self.output.event("turn_interrupted", **fields)
 
     def _on_update(self, event: UpdateEvent) -> None:
         self.output.event(
@@ -270,7 +300,11 @@ class Chat:
         self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
 
     def _on_interrupted(self, turn: TurnInterrupted) -> None:
-        self.output.event("turn_interrupted", sessionId=turn.session_id, prompt=_prompt_text(turn.prompt))
+        fields = {"sessionId": turn.session_id, "prompt": _prompt_text(turn.prompt)}
+        if self._outage_reported or self.client.state.is_terminal:
+            self.output.event("turn_interrupted", **fields)
+        else:  # the drop is not reported yet: "connection lost" first, then this
+            self._held.append(fields)
 
     async def start(self) -> None:
         await self.client.connect()  # with a store: its sessions for this URL recover here
