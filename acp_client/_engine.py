@@ -212,6 +212,12 @@ class Engine:
         if tracked is not None and self.persistence is not None:
             self.persistence.changed(tracked, **fields)
 
+    def store_config_changed(self, session_id: str, option_id: str, value: Any) -> None:
+        """The app set one config option of a session: keep it in the store, if any."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.config_changed(tracked, option_id, value)
+
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
         are replay or a snapshot), and forget it again if the agent refused (a session this client

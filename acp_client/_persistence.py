@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 
 from ._sessions import SessionTable, Tracked
-from .exceptions import InvalidMessage
+from .exceptions import InvalidMessage, SessionStoreError
 from .state import Probe, RecoveryOutcome, RecoveryPath
 from .store._bridge import StoreBridge
 from .store.base import StoredSession, transcript_tail
@@ -103,7 +103,15 @@ class Persistence:
 
     def _save(self, tracked: Tracked, record: StoredSession) -> None:
         self._records[tracked] = record
-        self.bridge.save(record)
+        self._queue(self.bridge.save, record)
+
+    def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue one write; once the client is closed (a turn ending after ``aclose()``, say),
+        there is nothing to write to and nothing is raised."""
+        try:
+            write(*args, **kwargs)
+        except SessionStoreError as exc:
+            logger.debug("session store write skipped: %s", exc)
 
     # -- sessions the app opened ----------------------------------------------------------------
 
@@ -132,7 +140,7 @@ class Persistence:
         """The session is closed, forgotten or abandoned: delete it."""
         record = self._records.pop(tracked, None)
         if record is not None:
-            self.bridge.delete(record.session_id)
+            self._queue(self.bridge.delete, record.session_id)
 
     def changed(self, tracked: Tracked, **fields: Any) -> None:
         """The app set ``mode_id`` / ``model_id`` on the session: save the new value."""
@@ -153,7 +161,7 @@ class Persistence:
         if record is not None:
             now = _now()
             self._records[tracked] = attrs.evolve(record, last_used_at=now)
-            self.bridge.touch(record.session_id, when=now)
+            self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
         """A turn ended: keep the transcript tail (and a title the agent gave)."""
@@ -164,7 +172,7 @@ class Persistence:
         if title is not None and title != record.title:
             self._save(tracked, attrs.evolve(record, title=title, updated_at=_now()))
         if self._keep_transcripts:
-            self.bridge.save_transcript(record.session_id, transcript_tail(tracked.transcript.messages))
+            self._queue(self.bridge.save_transcript, record.session_id, transcript_tail(tracked.transcript.messages))
 
     # -- recovery ---------------------------------------------------------------------------------
 
@@ -182,7 +190,7 @@ class Persistence:
                 continue
             now = _now()
             if tracked.session_id != record.session_id:
-                self.bridge.rename(record.session_id, tracked.session_id)
+                self._queue(self.bridge.rename, record.session_id, tracked.session_id)
                 previous = (*record.previous_session_ids, record.session_id)
                 renamed = attrs.evolve(
                     record,

@@ -7,6 +7,7 @@ client with the same store and the same agent recovers what it finds there.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -204,10 +205,8 @@ async def test_mode_and_config_are_kept(world: World) -> None:
     await side.client.connect()
     handle = await side.client.new_session("/work/modes")
     await handle.set_mode("architect")
-    persistence = side.client._engine.persistence
-    assert persistence is not None
-    tracked = side.client._table.require(handle.session_id)
-    persistence.config_changed(tracked, "effort", "high")
+    # What set_config_option() does once the agent said yes (the setter itself lands separately).
+    side.client._engine.store_config_changed(handle.session_id, "effort", "high")
     await side.close()
     record = world.stored()[handle.session_id]
     assert record.mode_id == "architect" and record.config_options == {"effort": "high"}
@@ -279,3 +278,34 @@ def test_store_key_defaults_and_requirements(tmp_path: Path) -> None:
             AcpClient(RecordingConnector(agent), session_store=store)
         with pytest.raises(ConfigurationError, match="session_store"):
             AcpClient("ws://h/acp", session_store="sessions.db")  # type: ignore[arg-type]
+
+
+async def test_a_turn_ending_after_aclose_raises_no_store_error(world: World) -> None:
+    side = world.side()
+    await side.client.connect()
+    handle = await side.client.new_session("/work/slow")
+    turn = asyncio.ensure_future(handle.prompt("/slow"))  # streams until cancelled
+    await world.clock.settle()
+    await side.client.aclose()  # the store bridge closes while the turn is still unwinding
+    with pytest.raises(Exception) as caught:
+        await turn
+    assert not isinstance(caught.value, SessionStoreError), repr(caught.value)
+
+
+async def test_writes_after_the_bridge_closed_are_skipped_quietly(world: World) -> None:
+    from acp_client._persistence import Persistence
+    from acp_client._sessions import SessionTable
+    from acp_client.store._bridge import StoreBridge
+    from acp_client.types import Session
+
+    bridge = StoreBridge(world.store, KEY)
+    table = SessionTable()
+    persistence = Persistence(bridge, table, version=lambda: 1, keep_transcripts=True)
+    tracked = table.track(Session(session_id="s1", cwd="/w"), cwd="/w")
+    persistence.tracked(tracked)
+    await bridge.aclose()
+    persistence.touched(tracked)  # nothing raises: the client is closed, there is nothing to write to
+    persistence.turn_ended(tracked)
+    persistence.changed(tracked, mode_id="m")
+    persistence.forget(tracked)
+    assert [record.session_id for record in world.store.load(KEY)] == ["s1"]
