@@ -17,6 +17,7 @@ from ._codec import decode_session_notification, from_wire, to_wire
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
+from ._persistence import Persistence
 from ._pool_links import PoolLinks
 from ._pooled import PoolRecoverer, PoolRecovery, PoolSpec
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
@@ -36,7 +37,8 @@ from .exceptions import (
 from .handlers import ClientHandlers, RequestRouter
 from .pool import Endpoint, Location, _locate_many
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, State, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
+from .store._bridge import StoreBridge
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -100,6 +102,7 @@ class Engine:
         replays_on_resume: bool | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
+        store: StoreBridge | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
         self.max_incoming_requests = max_incoming_requests
@@ -127,10 +130,15 @@ class Engine:
             version=lambda: self.version,
         )
         self._retry, self._queue, self._rng, self._connector = retry, queue, rng, connector
+        self.persistence = (
+            Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
+            if store is not None
+            else None
+        )
         self.pool: PoolLinks | None = None
         if pool is None:
             self.supervisor = self.build_supervisor(
-                connector, self.recoverer.recover, self.table.dropped, self.emit_state, on_fail=self.table.closed
+                connector, self.recover, self.table.dropped, self.emit_state, on_fail=self.table.closed
             )
             return
         assert isinstance(self.recoverer, PoolRecoverer)
@@ -183,6 +191,7 @@ class Engine:
             on_protocol_error=self.on_protocol_error,
             refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
             request_timeout=self.timeouts.request,
+            connect_timeout=self.timeouts.connect,
             rng=self._rng,
             max_incoming_requests=self.max_incoming_requests,
         )
@@ -203,11 +212,38 @@ class Engine:
         return self.pool.primary if self.pool is not None else self.supervisor
 
     async def start(self) -> None:
+        """Restore the stored sessions (if a store is set), then connect; restored sessions are
+        recovered on the first connection, before it counts as connected.
+
+        Raises:
+            SessionStoreError: The store cannot be read (the client is then failed).
+        """
         self.emit_state(self.state)
         if self.pool is not None:
             await self.pool.start()
-        else:
-            await self.supervisor.start()
+            return
+        restored = 0
+        if self.persistence is not None:
+            try:
+                restored = await self.persistence.restore()
+            except BaseException as exc:
+                self.supervisor.fail(exc)
+                raise
+        await self.supervisor.start(recover=restored > 0)
+
+    async def recover(self, conn: Connection, init: InitializeResponse) -> None:
+        """One recovery round (the supervisor's routine), then the store brought in step."""
+        if self.persistence is None:
+            await self.recoverer.recover(conn, init)
+            return
+        earlier = list(self.recoverer.outcomes)  # kept alive while their ids are compared
+        before = {id(outcome) for outcome in earlier}
+        try:
+            await self.recoverer.recover(conn, init)
+        finally:
+            fresh: list[RecoveryOutcome] = [o for o in self.recoverer.outcomes if id(o) not in before]
+            del earlier
+            self.persistence.recovered(fresh)
 
     def supervisors(self) -> list[Supervisor]:
         """Every link started so far."""
@@ -253,6 +289,8 @@ class Engine:
             await self.supervisor.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
+        if self.persistence is not None:
+            await self.persistence.bridge.aclose()
 
     # -- codec and capabilities -------------------------------------------------------------------
 
@@ -274,6 +312,31 @@ class Engine:
             raise CapabilityNotSupported(method, init.agent_capabilities.capability_path(method, self.version))
 
     # -- sessions -----------------------------------------------------------------------------------
+
+    def stored(self, tracked: Tracked) -> Tracked:
+        """The app opened ``tracked`` (new, fork, load, resume): save it in the store, if any."""
+        if self.persistence is not None:
+            self.persistence.tracked(tracked)
+        return tracked
+
+    def untrack(self, session_id: str) -> None:
+        """Stop tracking a session (closed or forgotten by the app) and delete it from the store."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.forget(tracked)
+        self.table.untrack(session_id)
+
+    def store_changed(self, session_id: str, **fields: Any) -> None:
+        """The app set ``mode_id`` / ``model_id`` on a session: keep it in the store, if any."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.changed(tracked, **fields)
+
+    def store_config_changed(self, session_id: str, option_id: str, value: Any) -> None:
+        """The app set one config option of a session: keep it in the store, if any."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.config_changed(tracked, option_id, value)
 
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
@@ -304,6 +367,7 @@ class Engine:
 
         build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
         await self._set_option(session_id, "session/set_mode", build, remember)
+        self.store_changed(self.table.current_id(session_id), mode_id=mode_id)
 
     async def set_model(self, session_id: str, model_id: str) -> None:
         def remember(settings: Settings) -> None:
@@ -311,6 +375,7 @@ class Engine:
 
         build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
         await self._set_option(session_id, "session/set_model", build, remember)
+        self.store_changed(self.table.current_id(session_id), model_id=model_id)
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: Any, kind: str | None
@@ -322,6 +387,7 @@ class Engine:
             return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
 
         result = await self._set_option(session_id, "session/set_config_option", build, remember)
+        self.store_config_changed(self.table.current_id(session_id), config_id, value)
         return self.decode(SetSessionConfigOptionResponse, result).config_options
 
     async def _set_option(
@@ -352,6 +418,8 @@ class Engine:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
+        if self.persistence is not None:
+            self.persistence.touched(tracked)  # the most recently used session from now on
 
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
@@ -388,6 +456,8 @@ class Engine:
                 timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
+            if self.persistence is not None:
+                self.persistence.turn_ended(tracked)
 
     async def _send_prompt(
         self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
@@ -424,7 +494,8 @@ class Engine:
 
     # -- what the connection reports ------------------------------------------------------------------
 
-    async def initialize(self, conn: Connection) -> InitializeResponse:
+    async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
+        """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""
         fs = self.handlers.file_system
         capabilities = ClientCapabilities(
             fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
@@ -435,7 +506,7 @@ class Engine:
             proposed=self.proposed_version,
             client_info=self.client_info,
             capabilities=capabilities,
-            timeout=self.timeouts.connect,
+            timeout=timeout if timeout is not None else self.timeouts.connect,
         )
         self.init = response
         self.version = response.protocol_version

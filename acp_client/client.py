@@ -46,10 +46,12 @@ from .handlers import ClientHandlers
 from .pool import Endpoint, Location, PlacementFunction
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
+from .store import SessionStore, StoredSession, endpoint_key
+from .store._bridge import StoreBridge
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
-from .transports.base import Connector, Limits
+from .transports.base import Connector, Limits, TransportInfo
 from .transports.endpoint import connector_for
 from .types import (
     AgentCapabilities,
@@ -129,9 +131,32 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
     check_instance("max_incoming_requests", incoming, int)
     if incoming < 1:
         raise ConfigurationError(f"max_incoming_requests must be at least 1, not {incoming!r}")
+    check_instance("session_store", options["session_store"], SessionStore, optional=True)
+    check_instance("session_store_key", options["session_store_key"], str, optional=True)
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
+
+
+def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
+    (unless the app set it): the client bounds the whole opening with that one value."""
+    merged = dict(options or {})
+    if endpoint.startswith(("ws://", "wss://")):
+        merged.setdefault("open_timeout", connect)
+    elif endpoint.startswith(("http://", "https://")):
+        merged.setdefault("connect_timeout", connect)
+    return merged
+
+
+def _bridge(endpoint: object, store: SessionStore | None, key: str | None) -> StoreBridge | None:
+    if store is None:
+        return None
+    if not isinstance(endpoint, str | Connector):
+        raise ConfigurationError("session_store is not supported with several endpoints yet (one store per endpoint)")
+    if key is None and not isinstance(endpoint, str):
+        raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
+    return StoreBridge(store, key or endpoint_key(endpoint))  # type: ignore[arg-type]
 
 
 class AcpClient:
@@ -176,6 +201,11 @@ class AcpClient:
             reached the agent). A prompt the agent may have acted on is never re-sent.
         max_incoming_requests: How many agent→client requests each connection handles at once
             (more are refused with -32603 until one finishes).
+        session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore` (the app
+            owns it); :meth:`connect` recovers the ones stored for this endpoint (see
+            ``docs/session-store.md``).
+        session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
+            with a :class:`~acp_client.transports.base.Connector`).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -207,6 +237,8 @@ class AcpClient:
         replays_on_resume: bool | None = None,
         retry_unsent_prompts: bool = False,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        session_store: SessionStore | None = None,
+        session_store_key: str | None = None,
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
@@ -224,7 +256,7 @@ class AcpClient:
                 tls=tls,
                 cookies=self.cookies,
                 limits=limits,
-                **dict(transport_options or {}),
+                **_with_connect_timeout(value, (timeouts or Timeouts()).connect, transport_options),
             )
 
         spec = pool_spec(endpoint, placement, failover_delay, connector)
@@ -246,8 +278,10 @@ class AcpClient:
             replays_on_resume=replays_on_resume,
             retry_unsent_prompts=retry_unsent_prompts,
             max_incoming_requests=max_incoming_requests,
+            store=_bridge(endpoint, session_store, session_store_key),
         )
         self._table = self._engine.table
+        self._store = self._engine.persistence
         if spec is None:
             self._supervisor = self._engine.supervisor  # the only link
 
@@ -268,6 +302,10 @@ class AcpClient:
             IncompatibleProtocolVersion: The agent speaks no version this client supports.
             RpcError: ``initialize`` was refused.
             ClientClosed: :meth:`aclose` was called while connecting.
+            SessionStoreError: The ``session_store`` cannot be read (nothing was sent).
+
+        With a ``session_store``, its sessions for this endpoint are recovered on the first
+        connection (``connecting → recovering → connected``) before it returns.
         """
         await self._engine.start()
 
@@ -350,6 +388,12 @@ class AcpClient:
         return await self._engine.locate(current, timeout)
 
     @property
+    def transport_info(self) -> TransportInfo | None:
+        """The live link's :class:`TransportInfo` (a stdio agent's ``pid`` among it), if any."""
+        conn = self._engine.primary.connection
+        return conn.transport.info if conn is not None else None
+
+    @property
     def callbacks(self) -> Callbacks:
         """The app's callbacks (as given)."""
         return self._engine.callbacks
@@ -357,6 +401,15 @@ class AcpClient:
     @property
     def timeouts(self) -> Timeouts:
         return self._engine.timeouts
+
+    @property
+    def session_store_key(self) -> str | None:
+        """The endpoint key this client files its sessions under in its ``session_store``."""
+        return self._store.bridge.endpoint if self._store is not None else None
+
+    def stored_sessions(self) -> list[StoredSession]:
+        """This client's records in its store, most recently used first (no I/O)."""
+        return self._store.records() if self._store is not None else []
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:
@@ -424,7 +477,7 @@ class AcpClient:
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
         if pool is not None and link is not None:
             pool.bind(tracked, link)
-        return SessionHandle(self, tracked)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -438,7 +491,7 @@ class AcpClient:
         self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return SessionHandle(self, await self._engine.attach(request, "session/load", replay=True))
+        return SessionHandle(self, self._engine.stored(await self._engine.attach(request, "session/load", replay=True)))
 
     async def resume_session(
         self,
@@ -465,7 +518,8 @@ class AcpClient:
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        return SessionHandle(self, await self._engine.attach(request, "session/resume", replay=replay))
+        tracked = await self._engine.attach(request, "session/resume", replay=replay)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -486,7 +540,7 @@ class AcpClient:
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
         if self._engine.pool is not None and source is not None:
             self._engine.pool.bind(tracked, self._engine.pool.home(source))
-        return SessionHandle(self, tracked)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -558,14 +612,15 @@ class AcpClient:
         self._forget(current(session_id))
 
     def forget_session(self, session_id: str) -> None:
-        """Stop tracking a session (it will not be recovered after a drop); nothing is sent."""
+        """Stop tracking a session (it will not be recovered after a drop, and is deleted from
+        the session store); nothing is sent."""
         self._forget(self._table.current_id(session_id))
 
     def _forget(self, session_id: str) -> None:
         tracked = self._table.get(session_id)
         if tracked is not None and self._engine.pool is not None:
             self._engine.pool.forget(tracked)
-        self._table.untrack(session_id)
+        self._engine.untrack(session_id)
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """``session/set_mode`` (restored after a recovery that rebuilds the session)."""

@@ -42,7 +42,7 @@ from websockets.uri import parse_uri
 from .._jsonrpc import Message, decode_frame, encode, excerpt
 from ..exceptions import (
     ConfigurationError,
-    ConnectError,
+    ConnectTimeout,
     MalformedFrame,
     MessageTooLarge,
     TransportClosed,
@@ -527,7 +527,8 @@ class WebSocketConnector:
         for _ in range(MAX_REDIRECTS + 1):
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise ConnectError(f"timed out after {self._open_timeout:g}s opening {self.target}")
+                limit = self._open_timeout
+                raise ConnectTimeout(f"timed out after {limit:g}s opening {self.target}", timeout=limit)
             headers = self._handshake_headers(url)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(

@@ -93,7 +93,9 @@ async def bounded(awaitable: Awaitable[T], timeout: float, what: str) -> T:
     """Like :func:`within`, but a hang fails with a message saying what hung."""
     try:
         return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
+    except asyncio.TimeoutError as exc:
+        if isinstance(exc, AcpError):  # RequestTimeout is a TimeoutError too: the awaitable's own
+            raise
         raise AssertionError(f"{what} was still waiting after {timeout:g}s") from None
 
 
@@ -867,7 +869,7 @@ INIT_FAILURES = [
     pytest.param({"init_status": 500, "init_body": b"oops"}, HttpStatusError, id="500"),
     pytest.param({"init_status": 401, "init_body": b"no"}, AuthenticationFailed, id="401"),
     pytest.param({"init_status": 503, "init_body": b"later"}, ServiceUnavailable, id="503"),
-    pytest.param({"init_status": 404, "init_body": b"nothing here"}, UnknownConnection, id="404"),
+    pytest.param({"init_status": 404, "init_body": b"nothing here"}, HttpStatusError, id="404"),  # no ACP endpoint
     pytest.param({"init_content_type": "text/html", "init_body": b"<html></html>"}, MalformedFrame, id="html"),
     pytest.param({"init_body": b"{broken"}, MalformedFrame, id="broken-json"),
     pytest.param({"init_body": b"[]"}, ProtocolError, id="empty-batch"),
