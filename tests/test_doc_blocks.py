@@ -231,7 +231,9 @@ async def shell(block: Block, tmp_path: Path) -> None:
 
 check("README.md", 'python -m pip install -e ".[dev]" && python examples/chat.py --demo')(shell)
 check("README.md", 'python -m pip install -e ".[dev]" && python -m pytest')(shell)
-_ROUTER_AGENT = "python -m acp_client.testing.reference_agent --serve --port 9001 --store /tmp/acp-shared --name agent-a &"
+_ROUTER_AGENT = (
+    "python -m acp_client.testing.reference_agent --serve --port 9001 --store /tmp/acp-shared --name agent-a &"
+)
 check("README.md", _ROUTER_AGENT)(shell)
 check("README.md", "async def main():")(covered_by("tests/test_readme.py::test_readme_recovery_example_runs"))
 
