@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from acp_client import ClientClosed, ConnectionLost, State
-
-from ._harness import Harness
+from tests._harness import Harness
 
 
 class Boom(Exception):

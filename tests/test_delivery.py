@@ -12,8 +12,7 @@ import pytest
 from acp_client import Callbacks, ConnectionState, State, UpdateEvent
 from acp_client._delivery import Dispatcher, call_app
 from acp_client._jsonrpc import Message
-
-from ._harness import Harness
+from tests._harness import Harness
 
 
 async def drop_and_recover(h: Harness) -> None:

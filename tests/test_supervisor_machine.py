@@ -19,8 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from acp_client import AcpError, QueueOptions, RetryPolicy, State
 from acp_client.state import LEGAL_TRANSITIONS
-
-from ._harness import Harness
+from tests._harness import Harness
 
 MAX_EXAMPLES = int(os.environ.get("ACP_MACHINE_EXAMPLES", "100"))
 

@@ -30,8 +30,7 @@ from acp_client._jsonrpc import error_message, result_message
 from acp_client.testing import FakeClock, MemoryConnector
 from acp_client.transports.base import Transport
 from acp_client.transports.memory import MemoryTransport, memory_pair
-
-from ._harness import Harness
+from tests._harness import Harness
 
 
 class ScriptedAgent:

@@ -24,8 +24,7 @@ from acp_client import (
     _recoverer,
 )
 from acp_client.state import LEGAL_TRANSITIONS
-
-from ._harness import FAST_RETRY, Harness
+from tests._harness import FAST_RETRY, Harness
 
 VERSIONS = [1, 2]
 

@@ -12,8 +12,7 @@ import pytest
 from acp_client import ClientHandlers, ConfigurationError, FileSystemPolicy, InvalidParams, MethodNotFound
 from acp_client.handlers import RequestRouter
 from acp_client.types import CancelledPermissionOutcome, SelectedPermissionOutcome
-
-from ._harness import Harness
+from tests._harness import Harness
 
 
 def router(handlers: ClientHandlers, roots: list[Path] | None = None) -> RequestRouter:

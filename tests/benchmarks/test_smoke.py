@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TIMEOUT = 120.0
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 
