@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -18,73 +17,42 @@ from acp_client import (
     TurnInterrupted,
     UpdateEvent,
 )
-from acp_client._jsonrpc import Message
-from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
-from acp_client.transports.base import Transport, TransportInfo
-from acp_client.transports.memory import MemoryTransport
+from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent
 
 FAST_RETRY = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, suspend_after=None)
 
 
-class RewritingTransport:
-    """Wraps the client end of a link; lets a test rewrite what the agent sends."""
-
-    def __init__(
-        self,
-        inner: MemoryTransport,
-        rewrite: Callable[[Message], Message | None],
-        on_send: Callable[[Message], None] | None = None,
-    ) -> None:
-        self.inner = inner
-        self._rewrite = rewrite
-        self._on_send = on_send
-
-    @property
-    def info(self) -> TransportInfo:
-        return self.inner.info
-
-    @property
-    def sent(self) -> list[Message]:
-        return self.inner.sent
-
-    async def send(self, message: Message) -> None:
-        await self.inner.send(message)
-        if self._on_send is not None:
-            self._on_send(message)
-
-    async def receive(self) -> Message:
-        while True:
-            message = await self.inner.receive()
-            rewritten = self._rewrite(message)
-            if rewritten is not None:
-                return rewritten
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class RecordingConnector(MemoryConnector):
-    """Records every link (so tests can see what the client sent) and can rewrite agent messages."""
+class HarnessConnector(RecordingConnector):
+    """A :class:`~acp_client.testing.RecordingConnector` over a memory connector to the agent, with
+    that connector's fault controls at hand (``drop``, ``refuse``, ``accept``, ...)."""
 
     def __init__(self, agent: ReferenceAgent) -> None:
-        super().__init__(agent)
-        self.transports: list[MemoryTransport] = []
-        self.rewrite: Callable[[Message], Message | None] | None = None
-        self.on_send: Callable[[Message], None] | None = None
+        self.memory = MemoryConnector(agent)
+        super().__init__(self.memory)
 
-    async def connect(self) -> Transport:
-        transport = await super().connect()
-        assert isinstance(transport, MemoryTransport)
-        self.transports.append(transport)
-        if self.rewrite is not None or self.on_send is not None:
-            return RewritingTransport(transport, self.rewrite or (lambda m: m), self.on_send)
-        return transport
+    def drop(self, reason: str = "connection dropped (simulated)") -> int:
+        return self.memory.drop(reason)
 
-    def sent(self) -> list[dict[str, Any]]:
-        return [m for t in self.transports for m in t.sent if isinstance(m, dict)]
+    def refuse(self, count: int | None = None) -> None:
+        self.memory.refuse(count)
 
-    def sent_methods(self) -> list[str]:
-        return [m["method"] for m in self.sent() if "method" in m]
+    def accept(self) -> None:
+        self.memory.accept()
+
+    @property
+    def live_links(self) -> int:
+        return self.memory.live_links
+
+    @property
+    def connects(self) -> int:
+        return self.memory.connects
+
+    @property
+    def refused(self) -> int:
+        return self.memory.refused
+
+    async def aclose(self) -> None:
+        await self.memory.aclose()
 
 
 class Harness:
@@ -100,7 +68,7 @@ class Harness:
     ) -> None:
         self.clock = FakeClock()
         self.agent = ReferenceAgent(clock=self.clock, **agent_kwargs)
-        self.connector = RecordingConnector(self.agent)
+        self.connector = HarnessConnector(self.agent)
         self.states: list[ConnectionState] = []
         self.outcomes: list[RecoveryOutcome] = []
         self.updates: list[UpdateEvent] = []

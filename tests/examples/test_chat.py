@@ -45,6 +45,7 @@ from acp_client.types import (
     ToolCall,
     ToolCallUpdate,
 )
+from tests._support import FAST_RETRY
 
 from ..peers.reference import FaultProxyFactory
 
@@ -740,7 +741,6 @@ async def test_a_read_only_request_made_right_at_a_drop_is_retried_after_recover
 async def test_json_reports_an_abandoned_session_as_an_error_not_a_recovery() -> None:
     # DESIGN.md §4: `recovered {path, ...}` has path resume | replay | new_session. When every
     # recovery step fails the session is abandoned; that must not read as a recovery.
-    from acp_client import RetryPolicy
     from acp_client.testing import MemoryConnector, SessionStore
 
     class FailingStore(SessionStore):
@@ -755,7 +755,7 @@ async def test_json_reports_an_abandoned_session_as_an_error_not_a_recovery() ->
     agent = ReferenceAgent(store=store)
     connector = MemoryConnector(agent)
     stream = io.StringIO()
-    chat = Chat(connector, output=chat_ui.JsonView(stream), retry=RetryPolicy(initial_delay=0.01))
+    chat = Chat(connector, output=chat_ui.JsonView(stream), retry=FAST_RETRY)
     changed = asyncio.Event()
     chat.state_listeners.append(lambda _state: changed.set())
     try:

@@ -52,7 +52,6 @@ from acp_client import (
     NotAcceptable,
     ProtocolError,
     RequestTimeout,
-    RetryPolicy,
     ServiceUnavailable,
     State,
     Timeouts,
@@ -63,30 +62,15 @@ from acp_client import (
     UpdateEvent,
 )
 from acp_client.types import UnknownSessionUpdate
+from tests._support import FAST_RETRY, eventually, within
 from tests.transports._http_servers import Hypercorn
 
 T = TypeVar("T")
 
 TIMEOUT = 10.0
 STDIO_AGENT = Path(__file__).with_name("hostile_stdio_agent.py")
-FAST_RETRY = RetryPolicy(initial_delay=0.05, max_delay=0.2, jitter=False, suspend_after=None)
 
 Message = dict[str, Any]
-
-
-async def within(awaitable: Awaitable[T], timeout: float = TIMEOUT) -> T:
-    """Await with a deadline, so a hang fails the test instead of stalling the run."""
-    return await asyncio.wait_for(awaitable, timeout)
-
-
-async def eventually(predicate: Callable[[], bool], *, timeout: float = TIMEOUT, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds (no fixed sleeps as synchronization)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float, what: str) -> T:

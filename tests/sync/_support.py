@@ -5,12 +5,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
 from typing import TypeVar
 
 import attrs
 
-from acp_client import RetryPolicy
 from acp_client.sync import EventKind, EventLoopThread, SyncEvent
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.types import TextContent
@@ -19,19 +17,6 @@ T = TypeVar("T")
 
 #: Upper bound of every wait in these tests (they normally take milliseconds).
 DEADLINE = 10.0
-FAST_RETRY = RetryPolicy(initial_delay=0.05, max_delay=0.2)
-
-
-def eventually(check: Callable[[], T | None], *, timeout: float = DEADLINE, what: str = "condition") -> T:
-    """Poll ``check`` until it returns something truthy (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def next_event(events: queue.Queue[SyncEvent], kind: EventKind, *, timeout: float = DEADLINE) -> SyncEvent:

@@ -10,7 +10,8 @@ import pytest
 
 from acp_client.sync import EventLoopThread, SyncAcpClient
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
-from tests.sync._support import DEADLINE, FAST_RETRY, AgentSide
+from tests._support import FAST_RETRY
+from tests.sync._support import DEADLINE, AgentSide
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ import acp_client.sync
 from acp_client import AcpError, Callbacks, ClientHandlers, State
 from acp_client.sync import EventKind, PermissionRequest, SyncAcpClient, SyncEvent
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
-from tests.sync._support import DEADLINE, client_threads, drain, eventually, next_event, text_of
+from tests._support import eventually_blocking
+from tests.sync._support import DEADLINE, client_threads, drain, next_event, text_of
 
 # -- callbacks and events ----------------------------------------------------------------------------------
 
@@ -160,7 +161,7 @@ def test_cancelling_the_turn_withdraws_the_permission_request(make_client: Calla
     turn = client.prompt_async(session.session_id, "/permission")
     request = next_event(events, EventKind.PERMISSION).payload
     client.cancel(session.session_id)
-    eventually(lambda: not request.pending, what="the request to be withdrawn")
+    eventually_blocking(lambda: not request.pending, what="the request to be withdrawn")
     assert not request.allow()
     assert turn.result(DEADLINE).stop_reason in ("cancelled", "end_turn")
 

@@ -34,7 +34,8 @@ from acp_client import (
     TurnInProgress,
 )
 from acp_client.sync import EventKind, LoopThreadError, SyncAcpClient, SyncEvent
-from tests.sync._support import DEADLINE, AgentSide, _blackhole, client_threads, eventually, next_event
+from tests._support import eventually_blocking
+from tests.sync._support import DEADLINE, AgentSide, _blackhole, client_threads, next_event
 
 # -- the public surface --------------------------------------------------------------------------------
 
@@ -153,7 +154,7 @@ def test_errors_propagate_unchanged(make_client: Callable[..., SyncAcpClient]) -
     assert from_agent.value.code == -32002
     session = client.new_session("/tmp")
     slow = client.prompt_async(session.session_id, "/slow")
-    eventually(lambda: client.session(session.session_id).turn_running, what="the turn to start")
+    eventually_blocking(lambda: client.session(session.session_id).turn_running, what="the turn to start")
     with pytest.raises(TurnInProgress):
         client.prompt(session.session_id, "overlapping")
     client.cancel(session.session_id)
@@ -177,9 +178,9 @@ def test_prompt_timeout_raises_and_cancels_the_turn(
     assert (timed_out.value.method, timed_out.value.timeout) == ("session/prompt", 0.3)
     assert not handle.turn_running  # the prompt coroutine ended
     # session/cancel reached the agent: its turn ends without anybody waiting for it.
-    eventually(lambda: side.agent_state(session.session_id) == "idle", what="the agent to end the turn")
+    eventually_blocking(lambda: side.agent_state(session.session_id) == "idle", what="the agent to end the turn")
     if version == 2:  # let the old turn's idle arrive first (see test_a_stale_v2_idle_does_not_end_the_next_turn)
-        eventually(lambda: handle.transcript.stop_reason == "cancelled", what="the old turn's idle")
+        eventually_blocking(lambda: handle.transcript.stop_reason == "cancelled", what="the old turn's idle")
     assert handle.prompt("after the timeout").stop_reason == "end_turn"
 
 
@@ -208,7 +209,7 @@ def test_a_stale_v2_idle_does_not_end_the_next_turn(side: AgentSide, make_client
     side.loop.run(_blackhole(side.proxy, True), timeout=DEADLINE)
     with pytest.raises(RequestTimeout):
         first.result(DEADLINE)
-    eventually(lambda: side.agent_state(session.session_id) == "idle", what="turn 1 to end on the agent")
+    eventually_blocking(lambda: side.agent_state(session.session_id) == "idle", what="turn 1 to end on the agent")
     second = handle.prompt_async("second turn")  # held by the blackhole, like turn 1's idle
     side.loop.run(_blackhole(side.proxy, False), timeout=DEADLINE)
     assert second.result(DEADLINE).stop_reason == "end_turn"
@@ -295,7 +296,7 @@ def test_close_ends_pending_work(make_client: Callable[..., SyncAcpClient]) -> N
     request = next_event(events, EventKind.PERMISSION).payload
     other = client.new_session("/tmp")
     slow = client.prompt_async(other.session_id, "/slow")
-    eventually(lambda: client.session(other.session_id).turn_running)
+    eventually_blocking(lambda: client.session(other.session_id).turn_running)
     client.close()
     for turn in (asking, slow):
         assert turn.done()
@@ -317,7 +318,7 @@ def test_close_from_a_callback(make_client: Callable[..., SyncAcpClient]) -> Non
     session = client.new_session("/tmp")
     with pytest.raises(AcpError):
         client.prompt(session.session_id, "/slow")
-    eventually(lambda: client.closed, what="the close to finish")
+    eventually_blocking(lambda: client.closed, what="the close to finish")
     thread = client.thread
     assert thread is not None and not thread.is_alive()
 

@@ -13,7 +13,8 @@ import pytest
 from acp_client import Callbacks, ConnectionLost, RecoveryPath, RetryPolicy, State
 from acp_client.sync import EventKind, SyncAcpClient, SyncEvent
 from acp_client.types import TextContent
-from tests.sync._support import DEADLINE, AgentSide, drain, eventually, next_event, text_of
+from tests._support import eventually_blocking
+from tests.sync._support import DEADLINE, AgentSide, drain, next_event, text_of
 
 # -- drops and recovery --------------------------------------------------------------------------------
 
@@ -48,7 +49,7 @@ def test_a_drop_mid_turn_and_the_recovery_are_seen_as_events(
         rest = after[kinds.index(EventKind.RESUME) :]
         return any(e.kind is EventKind.STATE and e.payload.state is State.CONNECTED for e in rest)
 
-    eventually(connected_after_resume, what="the resume event, then connected")
+    eventually_blocking(connected_after_resume, what="the resume event, then connected")
     kinds = [(e.kind, e.payload.state if e.kind is EventKind.STATE else None) for e in after]
     kinds = [k for k in kinds if k[0] in (EventKind.STATE, EventKind.RESUME)]
     assert kinds == [
@@ -59,7 +60,7 @@ def test_a_drop_mid_turn_and_the_recovery_are_seen_as_events(
     ]
     outcome = next(e.payload for e in after if e.kind is EventKind.RESUME)
     assert outcome.path is RecoveryPath.RESUME and outcome.previous_session_id == session.session_id
-    eventually(lambda: resumed, what="on_resume on the executor")
+    eventually_blocking(lambda: resumed, what="on_resume on the executor")
     assert resumed[0][0].startswith("acp-callbacks") and resumed[0][1] == outcome
     assert client.prompt(session.session_id, "after the drop").stop_reason == "end_turn"
 

@@ -9,7 +9,8 @@ import pytest
 import acp_client.sync
 from acp_client import ClientClosed, RequestTimeout
 from acp_client.sync import EventLoopThread, LoopThreadError
-from tests.sync._support import DEADLINE, _never, eventually
+from tests._support import eventually_blocking
+from tests.sync._support import DEADLINE, _never
 
 
 def test_event_loop_thread_on_its_own() -> None:
@@ -73,7 +74,7 @@ def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.
     monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
     first = threading.Thread(target=loop_thread.start)
     first.start()
-    eventually(lambda: loop_thread.thread is not None, what="the first start() to create the thread")
+    eventually_blocking(lambda: loop_thread.thread is not None, what="the first start() to create the thread")
     try:
         loop_thread.start()  # the second caller (this thread)
         assert loop_thread.running and loop_thread.loop is not None
@@ -120,7 +121,7 @@ def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
     starter = threading.Thread(target=loop_thread.start)
     starter.start()
-    eventually(lambda: loop_thread.thread is not None, what="start() to create the thread")
+    eventually_blocking(lambda: loop_thread.thread is not None, what="start() to create the thread")
     thread = loop_thread.thread
     assert thread is not None
     try:

@@ -13,8 +13,9 @@ import pytest_asyncio
 from acp_client.exceptions import ConfigurationError
 from acp_client.testing.clock import FakeClock
 from acp_client.testing.reference_agent import ReferenceAgent, SessionStore, split_text
+from tests._support import eventually
 
-from ._raw import MemoryPeer, RpcAnswer, chunk_text, eventually, is_response, updates
+from ._raw import MemoryPeer, RpcAnswer, chunk_text, is_response, updates
 
 
 @pytest_asyncio.fixture

@@ -46,6 +46,7 @@ from acp_client.transports import http as http_module
 from acp_client.transports._security import parse_retry_after
 from acp_client.transports.base import Connector, Limits, Transport
 from acp_client.transports.http import HttpConnector, HttpTransport
+from tests._support import eventually
 
 from ._http_servers import END, App, FakeAcpServer, Hypercorn, Recorded, Reply
 
@@ -139,15 +140,6 @@ async def init(transport: Transport) -> dict[str, Any]:
 
 async def recv(transport: Transport, timeout: float = 5.0) -> Any:
     return await asyncio.wait_for(transport.receive(), timeout)
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until it holds (a deadline, not a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
 
 
 async def collect_until_response(transport: Transport, request_id: Any, *, reply: bool = True) -> list[Any]:
@@ -344,12 +336,12 @@ async def test_session_get_before_establishment_is_reopened_after_it(
         await transport.send(request_message(1, "session/prompt", {"sessionId": sid, "prompt": []}))
     assert refused.value.maybe_delivered is False
     conn = app.connection
-    await until(lambda: any(g.headers.get("acp-session-id") == sid for g in app.of("GET")))
+    await eventually(lambda: any(g.headers.get("acp-session-id") == sid for g in app.of("GET")))
 
     await transport.send(request_message(2, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
     seen = await collect_until_response(transport, 2)
     assert texts(seen) == ["replay 1", "replay 2"]  # on the connection stream: accepted there too
-    await until(lambda: conn.sessions.get(sid) is not None and conn.sessions[sid].receivers == 1)
+    await eventually(lambda: conn.sessions.get(sid) is not None and conn.sessions[sid].receivers == 1)
 
     await transport.send(request_message(3, "session/prompt", {"sessionId": sid, "prompt": []}))
     assert texts(await collect_until_response(transport, 3)) == ["chunk 0", "chunk 1", "chunk 2"]
@@ -368,7 +360,7 @@ async def test_persisting_unknown_session_becomes_a_typed_error(
     transport = await link(connector)
     await transport.send(request_message(1, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
     await collect_until_response(transport, 1)
-    await until(lambda: sid in transport._session_errors)
+    await eventually(lambda: sid in transport._session_errors)
     session_gets = [
         g
         for g in app.of("GET")
@@ -905,9 +897,9 @@ async def test_lost_session_stream_is_reopened(fake_ts: tuple[FakeAcpServer, Hyp
     transport = await link(server.url)
     sid = await new_session(transport)
     conn = app.connection
-    await until(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
+    await eventually(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
     conn.sessions[sid].push(END)  # the server (or a proxy) ends the session stream
-    await until(lambda: len([g for g in app.of("GET") if g.headers.get("acp-session-id") == sid]) == 2)
+    await eventually(lambda: len([g for g in app.of("GET") if g.headers.get("acp-session-id") == sid]) == 2)
     await transport.send(request_message(2, "session/prompt", {"sessionId": sid, "prompt": []}))
     assert texts(await collect_until_response(transport, 2)) == ["chunk 0", "chunk 1", "chunk 2"]
     assert not transport.closed
@@ -920,21 +912,21 @@ async def test_streams_of_closed_or_unknown_sessions_are_released(serve: Serve, 
     transport = await link(server.url)
     sid = await new_session(transport)
     conn = app.connection
-    await until(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
+    await eventually(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
     # A probe first: it teaches the transport the server's dialect (a 400 for the missing header).
     await transport.send(request_message(20, "session/status", {"sessionId": sid}))
     assert (await recv(transport))["id"] == 20
     await transport.send(request_message(2, "session/close", {"sessionId": sid}))
     assert (await recv(transport))["id"] == 2
     if dialect == "typescript":
-        await until(lambda: conn.sessions[sid].receivers == 0)
+        await eventually(lambda: conn.sessions[sid].receivers == 0)
     else:  # the Python dialect keeps answering on a closed session's stream: it stays open
         await asyncio.sleep(0.05)
         assert conn.sessions[sid].receivers == 1 and sid in transport._sessions
     await transport.send(request_message(3, "session/status", {"sessionId": "nope"}))
     assert (await recv(transport))["error"]["code"] == -32002
     if dialect == "typescript":  # the stream opened for the probe is released after the -32002
-        await until(lambda: "nope" in conn.sessions and conn.sessions["nope"].receivers == 0)
+        await eventually(lambda: "nope" in conn.sessions and conn.sessions["nope"].receivers == 0)
     assert "nope" not in transport._sessions
     assert not transport.closed
 
@@ -946,7 +938,7 @@ async def test_session_stream_that_cannot_be_reopened_closes_the_link(
     transport = await link(server.url, session_stream_retries=1)
     sid = await new_session(transport)
     conn = app.connection
-    await until(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
+    await eventually(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
     app.hook = lambda r: Reply(500, [], b"down") if r.method == "GET" else None
     conn.sessions[sid].push(END)
     with pytest.raises(TransportClosed) as closed:
@@ -1027,7 +1019,7 @@ async def test_inbound_queue_is_bounded(
     transport = await link(server.url)
     sid = await new_session(transport)
     await transport.send(request_message(2, "session/prompt", {"sessionId": sid, "prompt": []}))
-    await until(lambda: len(transport._inbox) >= 4)
+    await eventually(lambda: len(transport._inbox) >= 4)
     for _ in range(20):  # the reader waits for room instead of buffering more
         await asyncio.sleep(0)
         assert len(transport._inbox) <= 4
@@ -1117,7 +1109,7 @@ async def test_official_python_sdk_server(
     await again.send(request_message(1, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
     seen = await collect_until_response(again, 1)
     assert texts(seen) == ["replayed"]  # delivered on the connection stream
-    await until(lambda: sid in again._session_errors)
+    await eventually(lambda: sid in again._session_errors)
     with pytest.raises(UnknownSession):
         await again.send(request_message(2, "session/prompt", {"sessionId": sid, "prompt": []}))
     assert not again.closed

@@ -32,6 +32,7 @@ from acp_client.exceptions import (
 from acp_client.transports import CookieStore, TlsConfig
 from acp_client.transports.base import Connector, Limits, Transport
 from acp_client.transports.websocket import WebSocketConnector, WebSocketTransport
+from tests._support import eventually
 from tests.peers.python_sdk import PythonSdkPeer
 
 from ._ws_servers import (
@@ -414,7 +415,7 @@ async def test_oversized_message_closes_with_1009(
     with pytest.raises(TransportClosed) as closed:
         await transport.send(REQUEST)
     assert closed.value.maybe_delivered is False
-    await _wait_for(lambda: bool(closes))
+    await eventually(lambda: bool(closes))
     assert closes == [1009]
 
 
@@ -538,7 +539,7 @@ async def test_ping_timeout_is_seen_by_send_without_a_receiver(
     """Nobody is receiving: send() alone notices the drop once the ping timed out."""
     server = await raw_server(handshake_then_silent)
     transport = await connect(WebSocketConnector(server.url, ping_interval=0.1, ping_timeout=0.1), opened)
-    await _wait_for(lambda: transport.closed)
+    await eventually(lambda: transport.closed)
     with pytest.raises(TransportClosed, match="ping timeout"):
         await transport.send(REQUEST)
 
@@ -573,7 +574,7 @@ async def test_answered_pings_keep_the_link(
     server = await raw_server(script)
     connector = WebSocketConnector(server.url, ping_interval=0.05, ping_timeout=0.5, compression=False)
     transport = await connect(connector, opened)
-    await _wait_for(lambda: script.pings >= 4)
+    await eventually(lambda: script.pings >= 4)
     assert not transport.closed
     await transport.send(REQUEST)
     assert await transport.receive() == REQUEST
@@ -620,7 +621,7 @@ async def test_aclose_sends_a_normal_close(ws_server: WsServer, opened: list[Web
     ws_server.handler = handler
     transport = await connect(WebSocketConnector(ws_server.url), opened)
     await transport.aclose()
-    await _wait_for(lambda: bool(codes))
+    await eventually(lambda: bool(codes))
     assert codes == [1000]
 
 
@@ -1006,14 +1007,6 @@ async def test_handshake_errors_do_not_leak_the_url_credentials(
 
 # --------------------------------------------------------------------------------------------
 # Helpers
-
-
-async def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The testing guide's memory + fake clock example runs as written."""
+"""The guides' examples run as written (docs/testing.md, docs/many-instances.md), and docs/api.md names every
+public name."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ async def test_testing_guide_example_runs() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(example, "docs/testing.md", "exec"), namespace)
     await namespace["test_my_app_rebuilds_its_view_after_a_restart"]()
+
+
+async def test_testing_guide_recording_example_runs() -> None:
+    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    example = next(block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "RecordingConnector(" in block)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/testing.md", "exec"), namespace)
+    await namespace["test_a_drop_is_followed_by_a_probe_and_a_resume"]()
 
 
 def test_api_reference_mentions_every_public_name() -> None:
