@@ -1,4 +1,3 @@
-# ruff: noqa: F811  # the fixtures imported from test_http are used as parameter names
 """The Streamable HTTP transport against a hostile server (issue 9): bounded memory, bounded
 streams, no crash on absurd fields, every stream end noticed at once.
 
@@ -25,7 +24,7 @@ from acp_client.transports.http import HttpConnector
 from tests._support import eventually
 
 from ._http_servers import END, FakeAcpServer, Hypercorn, Recorded, Reply
-from .test_http import Link, Serve, fake, fake_ts, init, link, new_session, recv, serve  # noqa: F401
+from ._http_support import Link, Serve, init, new_session, recv
 
 T = TypeVar("T")
 MIB = 1 << 20
