@@ -306,3 +306,8 @@ class HttpPeer(Peer):
                 stream.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await stream.task
+
+
+def since(peer: Peer, start: int) -> list[dict[str, Any]]:
+    """What ``peer`` received from its ``start``-th message on."""
+    return peer.messages[start:]
