@@ -17,9 +17,14 @@ from acp_client import (
     TurnInterrupted,
     UpdateEvent,
 )
+from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent
 
+#: Backoff on the fake clock: 1, 2, 4, 8, 8, ... seconds of fake time, never suspended.
 FAST_RETRY = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, suspend_after=None)
+
+#: The protocol versions a test runs under.
+VERSIONS = [1, 2]
 
 
 class HarnessConnector(RecordingConnector):
@@ -129,3 +134,14 @@ class Harness:
     def set_callbacks(self, **changes: Any) -> None:
         """Replace some of the client's callbacks from now on."""
         self.client._engine.callbacks = attrs.evolve(self.client._engine.callbacks, **changes)
+
+
+def assert_legal(h: Harness) -> None:
+    """Every state change the harness saw was a legal transition, and none repeated."""
+    previous = State.CONNECTING
+    last = None
+    for state in h.states:
+        assert state != last, f"state repeated: {state}"
+        if last is not None:
+            assert state.state in LEGAL_TRANSITIONS[previous], f"{previous} -> {state}"
+        previous, last = state.state, state
