@@ -43,9 +43,8 @@ from acp_client.types import (
     WaitForTerminalExitRequest,
     WriteTextFileRequest,
 )
-
-from . import _schemas
-from ._strategies import SchemaStrategies
+from tests.codec import _schemas
+from tests.codec._strategies import SchemaStrategies
 
 SCALE = float(os.environ.get("ACP_TYPES_EXAMPLES_SCALE", "1"))  # raise for a longer local run
 

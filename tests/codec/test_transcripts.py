@@ -39,8 +39,7 @@ from acp_client.types import (
     UserMessage,
     UserMessageChunk,
 )
-
-from . import _schemas
+from tests.codec import _schemas
 
 REQUESTS: dict[str, type] = {
     "initialize": InitializeRequest,

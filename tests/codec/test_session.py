@@ -33,8 +33,7 @@ from acp_client.types import (
     parse_rfc3339,
     parse_timestamp,
 )
-
-from . import _schemas
+from tests.codec import _schemas
 
 REQUIRED_NULLABLE = {
     "activeTurnId": None,

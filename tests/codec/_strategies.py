@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from . import _schemas
+from tests.codec import _schemas
 
 _KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzXYZ_", min_size=1, max_size=8)
 _SCALARS = st.none() | st.booleans() | st.integers(-(2**31), 2**31) | st.text(max_size=12)

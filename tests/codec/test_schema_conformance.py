@@ -62,8 +62,7 @@ from acp_client.types import (
     WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
-
-from . import _schemas
+from tests.codec import _schemas
 
 META = {"trace": {"id": "abc"}}
 V1_ONLY = ("v1", "s1")

@@ -31,8 +31,7 @@ from acp_client.types import (
     SessionStatusRequest,
     SessionStatusResponse,
 )
-
-from . import _schemas
+from tests.codec import _schemas
 
 # $defs name -> class, for examples found in the schemas
 MODELED: dict[str, type] = {
