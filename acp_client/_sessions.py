@@ -19,7 +19,7 @@ The rules it enforces:
 The table never waits and never schedules: a turn is settled through the ``settle`` function
 given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and the timer that
 closes a window late on unordered transports is the caller's (stored here only to be cancelled).
-Tests drive it with plain calls (``tests/client/test_sessions.py``).
+Tests drive it with plain calls (``tests/test_sessions.py``).
 """
 
 from __future__ import annotations

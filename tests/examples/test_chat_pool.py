@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
-
-from .test_chat import CHAT, ChatProcess, _env, named
+from tests.examples._chat_support import CHAT, ChatProcess, _env, named
 
 
 async def start_chat(tmp_path: Path, urls: list[str], lines: list[str], *extra: str) -> ChatProcess:

@@ -13,8 +13,7 @@ import pytest
 
 from acp_client import SqliteSessionStore, endpoint_key
 from acp_client.testing import ReferenceAgent, ReferenceServer
-
-from .test_chat import CHAT, _env, named, parse_events, run_process
+from tests.examples._chat_support import CHAT, _env, named, parse_events, run_process
 
 
 async def _chat(tmp_path: Path, url: str, store: Path, lines: list[str], name: str) -> list[dict[str, Any]]:

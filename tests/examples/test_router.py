@@ -22,8 +22,7 @@ from acp_client import AcpClient, ClientHandlers, SessionStatus
 from acp_client.exceptions import SessionNotFound
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
-
-from .test_chat import CHAT, EXAMPLES, ChatProcess, _env, named
+from tests.examples._chat_support import CHAT, EXAMPLES, ChatProcess, _env, named
 
 ROUTER = EXAMPLES / "router.py"
 sys.path.insert(0, str(EXAMPLES))

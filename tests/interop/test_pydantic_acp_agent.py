@@ -20,7 +20,8 @@ import pytest
 
 from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import InvalidParams, MethodNotFound
-from tests.e2e._support import Recorder, eventually
+from tests._support import eventually
+from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
