@@ -35,7 +35,6 @@ from .exceptions import (
     RequestTimeout,
 )
 from .handlers import ClientHandlers, RequestRouter
-from .pool import Endpoint, Location, _locate_many
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
 from .store._bridge import StoreBridge
@@ -250,25 +249,6 @@ class Engine:
         if self.pool is None:
             return [self.supervisor]
         return [link.supervisor for link in self.pool.links if link.supervisor is not None]
-
-    async def locate(self, session_id: str, timeout: float | None) -> Location:
-        """Every instance's ``session/status`` answer, over the live links where there are some."""
-        if self.pool is not None:
-            return (await self.pool.locate_many([session_id], timeout=timeout, warm=True))[session_id]
-        sup = self.supervisor
-        endpoint = Endpoint(self._connector.target, connector=self._connector)
-        live: dict[Endpoint, tuple[Connection, InitializeResponse]] = {}
-        if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
-            live[endpoint] = (sup.connection, sup.init_result)
-        located = await _locate_many(
-            [session_id],
-            [endpoint],
-            timeout=timeout or self.timeouts.probe,
-            protocol_version=self.version,
-            clock=self.clock,
-            live=live,
-        )
-        return located[session_id]
 
     async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
         """Where a session's calls go: its home instance's link (waiting while it moves)."""

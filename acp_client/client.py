@@ -28,26 +28,21 @@ from typing import Any
 
 import attrs
 
+from . import _assembly
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
-from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from ._pooled import pool_spec
 from ._sessions import Tracked
-from ._version import __version__
-from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
+from .clock import Clock
+from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
-    ConfigurationError,
-    SessionNotFound,
 )
 from .handlers import ClientHandlers
 from .pool import Endpoint, Location, PlacementFunction
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
-from .store import SessionStore, StoredSession, endpoint_key
-from .store._bridge import StoreBridge
+from .store import SessionStore, StoredSession
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
@@ -56,25 +51,15 @@ from .transports.endpoint import connector_for
 from .types import (
     AgentCapabilities,
     CancelNotification,
-    CloseSessionRequest,
     ContentBlock,
-    ForkSessionRequest,
-    ForkSessionResponse,
     Implementation,
     InitializeResponse,
-    ListSessionsRequest,
-    ListSessionsResponse,
     LoadSessionRequest,
     McpServer,
-    NewSessionRequest,
-    NewSessionResponse,
     ReplayFromStart,
     ResumeSessionRequest,
     Session,
     SessionConfigOption,
-    SessionStatus,
-    SessionStatusRequest,
-    SessionStatusResponse,
     TextContent,
 )
 
@@ -88,75 +73,12 @@ __all__ = [
     "connector_for",
 ]
 
-_CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
-
-
 def _content(prompt: str | ContentBlock | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
     if isinstance(prompt, str):
         return (TextContent(text=prompt),)
     if attrs.has(type(prompt)):
         return (prompt,)  # type: ignore[return-value]
     return tuple(prompt)  # type: ignore[arg-type]
-
-
-def _check_options(protocol_version: object, recovery_concurrency: object, options: Mapping[str, Any]) -> None:
-    check_instance("protocol_version", protocol_version, int)
-    if protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
-        raise ConfigurationError(f"protocol_version must be one of {SUPPORTED_PROTOCOL_VERSIONS}")
-    check_instance("recovery_concurrency", recovery_concurrency, int)
-    assert isinstance(recovery_concurrency, int)
-    if recovery_concurrency < 1:
-        raise ConfigurationError("recovery_concurrency must be at least 1")
-    kinds: dict[str, type | tuple[type, ...]] = {
-        "client_info": Implementation,
-        "handlers": ClientHandlers,
-        "retry": RetryPolicy,
-        "callbacks": Callbacks,
-        "timeouts": Timeouts,
-        "queue": QueueOptions,
-        "headers": Mapping,
-        "tls": TlsConfig,
-        "cookies": CookieStore,
-        "limits": Limits,
-        "transport_options": Mapping,
-        "clock": Clock,
-        "rng": random.Random,
-    }
-    for name, kind in kinds.items():
-        check_instance(name, options[name], kind, optional=True)
-    check_instance("keep_transcripts", options["keep_transcripts"], bool)
-    check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
-    check_instance("retry_unsent_prompts", options["retry_unsent_prompts"], bool)
-    incoming = options["max_incoming_requests"]
-    check_instance("max_incoming_requests", incoming, int)
-    if incoming < 1:
-        raise ConfigurationError(f"max_incoming_requests must be at least 1, not {incoming!r}")
-    check_instance("session_store", options["session_store"], SessionStore, optional=True)
-    check_instance("session_store_key", options["session_store_key"], str, optional=True)
-    secret = options["secret_headers"]
-    if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
-        raise ConfigurationError("secret_headers must be a collection of header names")
-
-
-def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
-    (unless the app set it): the client bounds the whole opening with that one value."""
-    merged = dict(options or {})
-    if endpoint.startswith(("ws://", "wss://")):
-        merged.setdefault("open_timeout", connect)
-    elif endpoint.startswith(("http://", "https://")):
-        merged.setdefault("connect_timeout", connect)
-    return merged
-
-
-def _bridge(endpoint: object, store: SessionStore | None, key: str | None) -> StoreBridge | None:
-    if store is None:
-        return None
-    if not isinstance(endpoint, str | Connector):
-        raise ConfigurationError("session_store is not supported with several endpoints yet (one store per endpoint)")
-    if key is None and not isinstance(endpoint, str):
-        raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
-    return StoreBridge(store, key or endpoint_key(endpoint))  # type: ignore[arg-type]
 
 
 class AcpClient:
@@ -241,48 +163,14 @@ class AcpClient:
         session_store_key: str | None = None,
     ) -> None:
         options = dict(locals())
-        _check_options(protocol_version, recovery_concurrency, options)
-        check_seconds("failover_delay", failover_delay)
+        del options["self"]
+        _assembly.check_options(options)
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-
-        def connector(value: str | Connector) -> Connector:
-            if not isinstance(value, str):
-                return value
-            return connector_for(
-                value,
-                headers=headers,
-                secret_headers=secret_headers,
-                tls=tls,
-                cookies=self.cookies,
-                limits=limits,
-                **_with_connect_timeout(value, (timeouts or Timeouts()).connect, transport_options),
-            )
-
-        spec = pool_spec(endpoint, placement, failover_delay, connector)
-        self._connector: Connector = spec.connectors[0] if spec is not None else connector(endpoint)  # type: ignore[arg-type]
-        self._engine = Engine(
-            self._connector,
-            protocol_version=protocol_version,
-            client_info=client_info or _CLIENT_INFO,
-            handlers=handlers or ClientHandlers(),
-            retry=retry,
-            callbacks=callbacks or Callbacks(),
-            timeouts=timeouts or Timeouts(),
-            queue=queue or QueueOptions(),
-            recovery_concurrency=recovery_concurrency,
-            clock=clock or SystemClock(),
-            rng=rng,
-            keep_transcripts=keep_transcripts,
-            pool=spec,
-            replays_on_resume=replays_on_resume,
-            retry_unsent_prompts=retry_unsent_prompts,
-            max_incoming_requests=max_incoming_requests,
-            store=_bridge(endpoint, session_store, session_store_key),
-        )
+        self._engine, self._connector = _assembly.assemble(options, self.cookies)
         self._table = self._engine.table
         self._store = self._engine.persistence
-        if spec is None:
+        if self._engine.pool is None:
             self._supervisor = self._engine.supervisor  # the only link
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -385,7 +273,7 @@ class AcpClient:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
         current = check_session_id(self._table.current_id(session_id))
-        return await self._engine.locate(current, timeout)
+        return await _assembly.locate(self._engine, current, timeout)
 
     @property
     def transport_info(self) -> TransportInfo | None:
@@ -466,18 +354,9 @@ class AcpClient:
         Returns:
             The live handle (its :attr:`~SessionHandle.record` is the session record).
         """
-        cwd_str = str(cwd)
         extra = tuple(str(item) for item in additional_directories)
-        request = NewSessionRequest(cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        pool = self._engine.pool
-        link = (await pool.place()) if pool is not None else None
-        supervisor = link.supervisor if link is not None and link.supervisor is not None else self._engine.primary
-        result = await supervisor.call("session/new", lambda: self._engine.wire(request))
-        record = Session.from_new(self._engine.decode(NewSessionResponse, result), cwd=cwd_str)
-        tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        if pool is not None and link is not None:
-            pool.bind(tracked, link)
-        return SessionHandle(self, self._engine.stored(tracked))
+        tracked = await _assembly.new(self._engine, str(cwd), tuple(mcp_servers), extra)
+        return SessionHandle(self, tracked)
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -529,18 +408,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/fork``.
         """
-        self._engine.require("session/fork")
-        cwd_str = str(cwd)
-        parent = self._table.current_id(session_id)
-        request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
-        source = self._table.get(parent)
-        supervisor = await self._engine.link_for(source, "session/fork")
-        result = await supervisor.call("session/fork", lambda: self._engine.wire(request))
-        record = Session.from_fork(self._engine.decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
-        tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
-        if self._engine.pool is not None and source is not None:
-            self._engine.pool.bind(tracked, self._engine.pool.home(source))
-        return SessionHandle(self, self._engine.stored(tracked))
+        return SessionHandle(self, await _assembly.fork(self._engine, session_id, str(cwd), tuple(mcp_servers)))
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -548,11 +416,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/list``.
         """
-        self._engine.require("session/list")
-        request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
-        result = await self._engine.primary.call("session/list", lambda: self._engine.wire(request), idempotent=True)
-        response = self._engine.decode(ListSessionsResponse, result)
-        return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
+        return await _assembly.list_page(self._engine, cwd, cursor)
 
     async def iter_sessions(self, *, cwd: str | Path | None = None) -> AsyncIterator[Session]:
         """Every session ``session/list`` reports, following cursors."""
@@ -576,24 +440,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
         """
-        self._engine.require("session/status")
-        current = check_session_id(self._table.current_id(session_id))
-
-        def params() -> Any:  # at send time: a recovery it waited for may have renamed the session
-            nonlocal current
-            current = self._table.current_id(session_id)
-            return self._engine.wire(SessionStatusRequest(session_id=current))
-
-        try:
-            result = await self._engine.call(self._table.get(current), "session/status", params, idempotent=True)
-        except SessionNotFound:
-            return Session(session_id=current, status=SessionStatus.UNKNOWN)
-        record = Session.from_status(current, self._engine.decode(SessionStatusResponse, result))
-        tracked = self._table.get(current)
-        if tracked is not None:
-            tracked.record = tracked.record.merge(record)
-            return tracked.record
-        return record
+        return await _assembly.status(self._engine, session_id)
 
     async def close_session(self, session_id: str) -> None:
         """``session/close``: end a session and stop tracking it.
@@ -601,15 +448,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/close``.
         """
-        self._engine.require("session/close")
-        # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
-        current = self._table.current_id
-        await self._engine.call(
-            self._table.get(session_id),
-            "session/close",
-            lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id))),
-        )
-        self._forget(current(session_id))
+        await _assembly.close(self._engine, session_id, self._forget)
 
     def forget_session(self, session_id: str) -> None:
         """Stop tracking a session (it will not be recovered after a drop, and is deleted from
@@ -617,10 +456,7 @@ class AcpClient:
         self._forget(self._table.current_id(session_id))
 
     def _forget(self, session_id: str) -> None:
-        tracked = self._table.get(session_id)
-        if tracked is not None and self._engine.pool is not None:
-            self._engine.pool.forget(tracked)
-        self._engine.untrack(session_id)
+        _assembly.forget(self._engine, session_id)
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """``session/set_mode`` (restored after a recovery that rebuilds the session)."""

@@ -41,6 +41,7 @@ from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._fanout import Presence, RouteKind
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._version import __version__
 from .clock import Clock, SystemClock
 from .exceptions import (
     AcpError,
@@ -81,7 +82,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_PROBE_CLIENT_INFO = Implementation(name="acp-reconnect-locate", version="0.1.0", title="acp_client.pool")
+_PROBE_CLIENT_INFO = Implementation(name="acp-reconnect-locate", version=__version__, title="acp_client.pool")
 
 
 @attrs.frozen

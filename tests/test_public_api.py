@@ -184,16 +184,19 @@ def test_public_types_live_in_public_modules() -> None:
 def test_the_version_is_read_from_one_place() -> None:
     from importlib import metadata
 
-    from acp_client import client
+    from acp_client import _assembly, pool
 
     assert acp_client.__version__ == metadata.version("acp-reconnect")
-    assert client._CLIENT_INFO.version == acp_client.__version__
+    assert _assembly.CLIENT_INFO.version == acp_client.__version__
+    assert pool._PROBE_CLIENT_INFO.version == acp_client.__version__
 
 
 def test_the_v2_default_client_info_uses_the_same_version() -> None:
     from acp_client._codec import _shapes
 
     assert _shapes.DEFAULT_CLIENT_INFO.version == acp_client.__version__
+
+
 def test_importing_the_package_loads_no_transport_library() -> None:
     """``import acp_client`` stays cheap (issue 7: under half the official SDK's import time):
     httpx and websockets load with the first connector that needs them."""
