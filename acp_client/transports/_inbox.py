@@ -120,7 +120,9 @@ class EventReader:
         source: str | None,
     ) -> None:
         self._inbox = inbox
-        self._parser = SseParser(max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes)
+        self._parser = SseParser(
+            max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes, message_data=True
+        )
         self._inflater = Inflater(content_encoding)
         self._target = target
         self._inspect = inspect
@@ -140,14 +142,11 @@ class EventReader:
         async for raw in chunks:
             for chunk in (raw,) if inflater.identity else inflater.pieces(raw):
                 for item in feed(chunk):
-                    if type(item) is SseEvent:
-                        if item.event != "message":
-                            logger.debug("ignoring an SSE event of type %r", item.event)
-                            continue
-                        if not item.data:
+                    if type(item) is bytes:  # the data of a "message" event
+                        if not item:
                             continue
                         try:
-                            message = decode_frame(item.data)
+                            message = decode_frame(item)
                         except MalformedFrame as exc:
                             await inbox.push(exc)
                             continue
@@ -158,6 +157,8 @@ class EventReader:
                             wakeup.set()
                         else:
                             await inbox.push(message)
+                    elif type(item) is SseEvent:
+                        logger.debug("ignoring an SSE event of type %r", item.event)
                     else:
                         assert isinstance(item, MessageTooLarge)
                         logger.warning("skipped an oversized SSE event from %s: %s", self._target, item)
