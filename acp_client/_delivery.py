@@ -72,7 +72,7 @@ class Dispatcher:
         except Exception:
             _failed(what, callback)
             return
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # None: the common case, checked first
             self._enqueue(what, callback, result)
 
     def _enqueue(self, what: str, callback: Callable[..., Any], awaitable: Awaitable[Any]) -> None:
