@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from ._connection import DEFAULT_TIMEOUT, _Default
+from ._delivery import Feed
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._sessions import Tracked
@@ -607,13 +608,16 @@ class SessionHandle:
 
     async def updates(self) -> AsyncIterator[UpdateEvent]:
         """Iterate over this session's updates from now on (ends when it is closed or abandoned)."""
-        queue: asyncio.Queue[UpdateEvent | None] = asyncio.Queue()
-        self._tracked.subscribers.append(queue.put_nowait)
+        feed: Feed[UpdateEvent | None] = Feed()
+        push, items = feed.push, feed.items
+        self._tracked.subscribers.append(push)
         try:
             while True:
-                event = await queue.get()
+                if not items:
+                    await feed.wait()
+                event = items.popleft()
                 if event is None:
                     return
                 yield event
         finally:
-            self._tracked.subscribers.remove(queue.put_nowait)
+            self._tracked.subscribers.remove(push)
