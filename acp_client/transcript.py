@@ -88,7 +88,7 @@ class TranscriptMessage:
     def add(self, block: ContentBlock) -> None:
         """Append one block (plain text after plain text is merged into it)."""
         pending = self._pending
-        if isinstance(block, TextContent) and _plain(block):
+        if isinstance(block, TextContent) and block.annotations is None and block.meta is None:  # plain text
             if pending:
                 pending.append(block.text)
                 return
