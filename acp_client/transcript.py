@@ -36,6 +36,8 @@ __all__ = ["ToolCallView", "Transcript", "TranscriptMessage"]
 
 _CHUNK_ROLES = {"user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
 _FULL_ROLES = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
+#: Content that is not a single block (built once: ``isinstance(x, A | B)`` builds it per call).
+_NOT_ONE_BLOCK = (list, tuple, type(None))
 
 
 @attrs.define(eq=False, repr=False)
@@ -190,7 +192,7 @@ class Transcript:
         if role is not None:
             content = update.content
             message_id = getattr(update, "message_id", None)
-            if message_id is None and not self._replaying and not isinstance(content, list | tuple | None):
+            if message_id is None and not self._replaying and not isinstance(content, _NOT_ONE_BLOCK):
                 # A streamed chunk of one block: the bulk of a turn (what _chunk does, in short).
                 open_message = self._open
                 if open_message is None or open_message.role != role or open_message.message_id is not None:
