@@ -1,4 +1,5 @@
-"""Event delivery: the one way the client calls the app's callbacks.
+"""Event delivery: the one way the client calls the app's callbacks (and :class:`Feed`, the
+queue behind ``SessionHandle.updates()``).
 
 The policy, the same for every callback (``on_*``, ``decide_recovery``, ``refresh_credentials``,
 update listeners):
@@ -20,14 +21,17 @@ update listeners):
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Dispatcher", "call_app"]
+__all__ = ["Dispatcher", "Feed", "call_app"]
 
 logger = logging.getLogger("acp_client.callbacks")
+
+T = TypeVar("T")
 
 
 def _failed(what: str, callback: object) -> None:
@@ -72,7 +76,7 @@ class Dispatcher:
         except Exception:
             _failed(what, callback)
             return
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # None: the common case, checked first
             self._enqueue(what, callback, result)
 
     def _enqueue(self, what: str, callback: Callable[..., Any], awaitable: Awaitable[Any]) -> None:
@@ -108,3 +112,35 @@ class Dispatcher:
             _, _, awaitable = queue.get_nowait()
             if inspect.iscoroutine(awaitable):
                 awaitable.close()
+
+
+class Feed(Generic[T]):
+    """An unbounded queue from plain functions to one async consumer (an ``updates()`` iterator).
+
+    :meth:`push` never waits: it is a session subscriber, called inline for every update. The
+    consumer takes from :attr:`items` directly and awaits :meth:`wait` only when it is empty, so
+    a burst costs an append and a pop per item (an :class:`asyncio.Queue` also counts unfinished
+    tasks and wakes putters on every item).
+    """
+
+    __slots__ = ("_waiter", "items")
+
+    def __init__(self) -> None:
+        self.items: collections.deque[T] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def push(self, item: T) -> None:
+        self.items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Return once :attr:`items` holds something (at once if it does)."""
+        if self.items:
+            return
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._codec import decode_session_notification, from_wire, to_wire
+from ._codec import decode_update_params, from_wire, to_wire
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
@@ -49,7 +49,6 @@ from .types import (
     PromptResponse,
     Session,
     SessionConfigOption,
-    SessionNotification,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
     SetSessionModelRequest,
@@ -510,11 +509,15 @@ class Engine:
             self.dispatcher.deliver(self.callbacks.on_notification, method, params, what="on_notification")
             return
         try:
-            note: SessionNotification = decode_session_notification(params, protocol_version=self.version)
+            session_id, update = decode_update_params(params, protocol_version=self.version)
         except InvalidMessage as exc:
             logger.warning("undecodable session/update: %s", exc)
             self.on_protocol_error(exc)
             return
-        event = self.table.receive(note.session_id, note.update)
-        for listener in list(self.update_listeners):
+        event = self.table.receive(session_id, update)
+        listeners = self.update_listeners
+        if len(listeners) == 1:  # the common case, without the copy that guards a listener removing itself
+            self.dispatcher.deliver(listeners[0], event, what="on_update")
+            return
+        for listener in list(listeners):
             self.dispatcher.deliver(listener, event, what="on_update")

@@ -44,6 +44,8 @@ _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _decode = json.JSONDecoder().decode
+#: Built once: an ``X | Y`` written inside ``isinstance()`` is built again on every call.
+_BINARY: Final = (bytes, bytearray, memoryview)
 
 # msgspec, when installed (the ``speed`` extra), decodes frames several times faster. It is only a
 # fast path for objects: anything it refuses is decoded again by the standard library, so what is
@@ -91,7 +93,7 @@ def decode_frame(data: str | bytes) -> Message:
         if type(fast) is dict:
             return fast
     try:
-        if isinstance(data, bytes | bytearray | memoryview):
+        if isinstance(data, _BINARY):
             data = bytes(data).decode("utf-8")
         value = _decode(data)
     except UnicodeDecodeError as exc:

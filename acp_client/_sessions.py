@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ._restore import Settings
+from ._slots import direct_constructor
 from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
 from .state import PromptResult, UpdateEvent
 from .transcript import Transcript
@@ -38,6 +39,9 @@ __all__ = ["SessionTable", "Tracked", "Turn"]
 
 #: Receives each update of a session, and ``None`` once the session is gone.
 Subscriber = Callable[[UpdateEvent | None], None]
+
+#: ``UpdateEvent(session_id, update, replay)``, built once per update: the fast way.
+_new_event = direct_constructor(UpdateEvent)
 
 
 class _Cancellable(Protocol):
@@ -307,7 +311,7 @@ class SessionTable:
         session's subscribers. An update for an untracked session is just passed on."""
         tracked = self._by_id.get(session_id)
         if tracked is None:
-            return UpdateEvent(session_id, update, False)
+            return _new_event(session_id, update, False)
         if tracked.snapshot_window and not tracked.window_decided and _is_message(update):
             tracked.window_decided = True
             replays = self.replays_on_resume
@@ -332,9 +336,10 @@ class SessionTable:
         ):
             usage: Any = getattr(update, "usage", None)
             turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
-        event = UpdateEvent(session_id, update, replay)
-        for subscriber in list(tracked.subscribers):
-            subscriber(event)
+        event = _new_event(session_id, update, replay)
+        if tracked.subscribers:
+            for subscriber in list(tracked.subscribers):
+                subscriber(event)
         return event
 
     def dropped(self, cause: BaseException) -> None:

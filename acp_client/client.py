@@ -30,6 +30,7 @@ import attrs
 
 from . import _assembly
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
+from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._sessions import Tracked
 from .clock import Clock
@@ -616,13 +617,16 @@ class SessionHandle:
 
     async def updates(self) -> AsyncIterator[UpdateEvent]:
         """Iterate over this session's updates from now on (ends when it is closed or abandoned)."""
-        queue: asyncio.Queue[UpdateEvent | None] = asyncio.Queue()
-        self._tracked.subscribers.append(queue.put_nowait)
+        feed: Feed[UpdateEvent | None] = Feed()
+        push, items = feed.push, feed.items
+        self._tracked.subscribers.append(push)
         try:
             while True:
-                event = await queue.get()
+                if not items:
+                    await feed.wait()
+                event = items.popleft()
                 if event is None:
                     return
                 yield event
         finally:
-            self._tracked.subscribers.remove(queue.put_nowait)
+            self._tracked.subscribers.remove(push)

@@ -38,6 +38,8 @@ __all__ = ["ToolCallView", "Transcript", "TranscriptMessage"]
 
 _CHUNK_ROLES = {"user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
 _FULL_ROLES = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
+#: Content that is not a single block (built once: ``isinstance(x, A | B)`` builds it per call).
+_NOT_ONE_BLOCK = (list, tuple, type(None))
 
 
 @attrs.define(eq=False, repr=False)
@@ -84,19 +86,23 @@ class TranscriptMessage:
         return "".join(block.text for block in self.blocks if isinstance(block, TextContent))
 
     def append(self, blocks: Iterable[ContentBlock]) -> None:
-        pending = self._pending
         for block in blocks:
-            if isinstance(block, TextContent) and _plain(block):
-                if pending:
-                    pending.append(block.text)
-                    continue
-                last = self._blocks[-1] if self._blocks else None
-                if isinstance(last, TextContent) and _plain(last):
-                    pending.append(block.text)
-                    continue
-            elif pending:
-                self._merge_pending()
-            self._blocks.append(block)
+            self.add(block)
+
+    def add(self, block: ContentBlock) -> None:
+        """Append one block (plain text after plain text is merged into it)."""
+        pending = self._pending
+        if isinstance(block, TextContent) and block.annotations is None and block.meta is None:  # plain text
+            if pending:
+                pending.append(block.text)
+                return
+            last = self._blocks[-1] if self._blocks else None
+            if isinstance(last, TextContent) and _plain(last):
+                pending.append(block.text)
+                return
+        elif pending:
+            self._merge_pending()
+        self._blocks.append(block)
 
     def _merge_pending(self) -> None:
         last = self._blocks[-1]
@@ -106,7 +112,7 @@ class TranscriptMessage:
 
 
 def _plain(block: TextContent) -> bool:
-    return getattr(block, "annotations", None) is None and getattr(block, "meta", None) is None
+    return block.annotations is None and block.meta is None
 
 
 @attrs.define
@@ -183,9 +189,20 @@ class Transcript:
 
     def apply(self, update: Any) -> None:
         """Apply one session update (any variant; unknown ones are ignored)."""
-        kind = getattr(update, "kind", None)
-        if kind in _CHUNK_ROLES:
-            self._chunk(_CHUNK_ROLES[kind], getattr(update, "message_id", None), _blocks_of(update.content))
+        kind: Any = getattr(update, "kind", None)
+        role = _CHUNK_ROLES.get(kind)
+        if role is not None:
+            content = update.content
+            message_id = getattr(update, "message_id", None)
+            if message_id is None and not self._replaying and not isinstance(content, _NOT_ONE_BLOCK):
+                # A streamed chunk of one block: the bulk of a turn (what _chunk does, in short).
+                open_message = self._open
+                if open_message is None or open_message.role != role or open_message.message_id is not None:
+                    open_message = self._open = TranscriptMessage(role)
+                    self._insert(open_message)
+                open_message.add(content)
+                return
+            self._chunk(role, message_id, _blocks_of(content))
         elif kind in _FULL_ROLES:
             self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), getattr(update, "content", None))
         elif kind in ("tool_call", "tool_call_update"):

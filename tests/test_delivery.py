@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from acp_client import Callbacks, ConnectionState, State, UpdateEvent
-from acp_client._delivery import Dispatcher, call_app
+from acp_client._delivery import Dispatcher, Feed, call_app
 from acp_client._jsonrpc import Message
 from tests._harness import Harness
 
@@ -171,3 +171,49 @@ async def test_update_listeners_sync_and_async_see_every_event() -> None:
         await h.clock.settle()
         remove()
     assert sync_seen and [e.update for e in async_seen] == [e.update for e in sync_seen]
+
+
+async def test_a_feed_hands_over_pushes_in_order_and_wakes_its_waiting_consumer() -> None:
+    feed: Feed[int] = Feed()
+    feed.push(1)
+    await feed.wait()  # something is there: returns at once
+    waiting = asyncio.ensure_future(feed.wait())
+    feed.items.popleft()
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    feed.push(2)
+    feed.push(3)
+    await waiting
+    assert list(feed.items) == [2, 3]
+
+
+async def test_a_cancelled_wait_leaves_the_feed_usable() -> None:
+    feed: Feed[int] = Feed()
+    waiting = asyncio.ensure_future(feed.wait())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    feed.push(1)  # no waiter left to wake: just queued
+    await asyncio.wait_for(feed.wait(), 1)
+    assert list(feed.items) == [1]
+
+
+async def test_session_updates_iterates_until_the_session_is_gone() -> None:
+    async with Harness() as h:
+        created = await h.client.new_session("/work")
+        handle = h.client.session(created.session_id)
+        seen: list[UpdateEvent] = []
+
+        async def consume() -> None:
+            async for event in handle.updates():
+                seen.append(event)
+
+        consumer = asyncio.ensure_future(consume())
+        await asyncio.sleep(0)  # subscribed before the prompt goes out
+        await h.clock.run(handle.prompt("hello"))
+        await h.clock.settle()
+        assert [e.update for e in seen] == [e.update for e in h.updates] and seen
+        h.client._table.untrack(created.session_id)  # the iterator ends, and unsubscribes
+        await asyncio.wait_for(consumer, 5)
+        assert h.client._table.get(created.session_id) is None and not handle._tracked.subscribers

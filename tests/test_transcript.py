@@ -34,6 +34,22 @@ def test_v1_chunks_merge_per_role_and_turns_split() -> None:
     ]
 
 
+def test_v1_chunks_merge_only_plain_text_into_plain_text() -> None:
+    t = Transcript()
+    annotated = {"type": "text", "text": "!", "annotations": {"priority": 1.0}}
+    image = {"type": "image", "data": "AA==", "mimeType": "image/png"}
+    for content in ({"type": "text", "text": "a"}, {"type": "text", "text": "b"}, annotated, image):
+        t.apply(u({"sessionUpdate": "agent_message_chunk", "content": content}, 1))
+    for piece in ("c", "d"):
+        t.apply(u(chunk("agent_message_chunk", piece), 1))
+    t.apply(u(chunk("agent_thought_chunk", "hmm"), 1))
+    t.apply(u(chunk("agent_message_chunk", "e"), 1))
+    agent, thought, again = t.messages
+    assert [(b.text if isinstance(b, TextContent) else b.type) for b in agent.blocks] == ["ab", "!", "image", "cd"]
+    assert agent.blocks[1] == u({"sessionUpdate": "agent_message_chunk", "content": annotated}, 1).content
+    assert (thought.role, thought.text, again.role, again.text) == ("thought", "hmm", "agent", "e")
+
+
 def test_v2_upserts_full_replaces_chunks_append() -> None:
     t = Transcript()
     t.apply(u({"sessionUpdate": "user_message", "messageId": "u1", "content": [{"type": "text", "text": "hi"}]}))

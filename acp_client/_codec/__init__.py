@@ -16,8 +16,9 @@ from the field declarations of the types (see :mod:`acp_client.types._fields`):
   union tags, and follows the protocol version (v1 ``clientInfo`` vs v2 ``info``, v1 untagged stdio
   MCP servers, v2 capability objects...).
 
-:func:`decode_session_notification` is the hot path: the common ``session/update`` variants are
-decoded by hand-written code and everything else falls back to the converter, with the same result.
+:func:`decode_update_params` (and :func:`decode_session_notification` over it) is the hot path: the
+common ``session/update`` variants are decoded by hand-written code and everything else falls back
+to the converter, with the same result.
 
 Layout: :mod:`._base` (decode errors, field plumbing, strict primitives), :mod:`._converter`
 (the generic cattrs machinery and the tagged-union table), :mod:`._shapes` (hand-shaped types:
@@ -33,6 +34,7 @@ from ._api import (
     decode_foreground_state,
     decode_session_notification,
     decode_session_update,
+    decode_update_params,
     from_wire,
     from_wire_lenient,
     session_from_json,
@@ -45,6 +47,7 @@ __all__ = [
     "decode_foreground_state",
     "decode_session_notification",
     "decode_session_update",
+    "decode_update_params",
     "from_wire",
     "from_wire_lenient",
     "session_from_json",

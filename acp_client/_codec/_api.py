@@ -20,6 +20,7 @@ __all__ = [
     "decode_foreground_state",
     "decode_session_notification",
     "decode_session_update",
+    "decode_update_params",
     "from_wire",
     "from_wire_lenient",
     "session_from_json",
@@ -128,7 +129,7 @@ def decode_foreground_state(data: Any) -> ForegroundState | None:
 
 
 def decode_session_notification(params: Any, *, protocol_version: int = 1) -> SessionNotification:
-    """Decode ``session/update`` params (the hot path).
+    """Decode ``session/update`` params.
 
     Text chunks, simple tool-call updates and plain state updates are decoded by hand-written
     code; anything else goes through the converter. Both give the same value.
@@ -136,6 +137,18 @@ def decode_session_notification(params: Any, *, protocol_version: int = 1) -> Se
     Raises:
         InvalidMessage: The params are not an object, ``sessionId`` is not a string, or the update
             cannot be decoded.
+    """
+    session_id, decoded = decode_update_params(params, protocol_version=protocol_version)
+    meta = params.get("_meta")
+    return new_notification(session_id, decoded, meta if meta is None or type(meta) is dict else None)
+
+
+def decode_update_params(params: Any, *, protocol_version: int = 1) -> tuple[str, SessionUpdate]:
+    """The hot path: ``session/update`` params as ``(session id, decoded update)``, what
+    :func:`decode_session_notification` decodes without building the notification around them.
+
+    Raises:
+        InvalidMessage: As :func:`decode_session_notification`.
     """
     if type(params) is dict:
         session_id = params.get("sessionId")
@@ -148,8 +161,7 @@ def decode_session_notification(params: Any, *, protocol_version: int = 1) -> Se
                     decoded = _builder(protocol_version).session_update_hook(update, _SESSION_UPDATE)
                 except Exception as exc:
                     raise InvalidMessage(failure("SessionNotification.update", exc)) from exc
-            meta = params.get("_meta")
-            return new_notification(session_id, decoded, meta if meta is None or type(meta) is dict else None)
+            return session_id, decoded
     if type(params) is not dict:
         raise InvalidMessage(f"cannot decode SessionNotification: expected an object, got {kind_of(params)}")
     session_id = params.get("sessionId")

@@ -9,10 +9,9 @@ content types, a member of an unexpected type).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final
 
-import attrs
-
+from .._slots import direct_constructor
 from ..types.content import TextContent
 from ..types.updates import (
     AgentMessageChunk,
@@ -26,40 +25,11 @@ from ..types.updates import (
 
 __all__ = ["FAST_UPDATES", "new_notification"]
 
-T = TypeVar("T")
-
-
-def _direct_constructor(cls: type[T]) -> Callable[..., T]:
-    """A constructor for a slotted frozen attrs class that sets the slots directly.
-
-    About twice as fast as the attrs ``__init__`` (which goes through ``object.__setattr__``); only
-    for classes without validators or converters, and only with arguments of the right types.
-    Optional arguments default to the fields' (immutable) defaults.
-    """
-    fields = attrs.fields(cast(Any, cls))
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    params = []
-    body = []
-    for index, field in enumerate(fields):
-        assert field.validator is None and field.converter is None, field
-        namespace[f"_set{index}"] = cls.__dict__[field.name].__set__
-        if field.default is attrs.NOTHING:
-            params.append(f"a{index}")
-        else:
-            namespace[f"_d{index}"] = field.default
-            params.append(f"a{index}=_d{index}")
-        body.append(f"    _set{index}(o, a{index})")
-    source = f"def make({', '.join(params)}):\n    o = _new(_cls)\n" + "\n".join(body) + "\n    return o\n"
-    exec(source, namespace)  # a fixed template over attrs field metadata, no outside input
-    make: Callable[..., T] = namespace["make"]
-    return make
-
-
-_new_text = _direct_constructor(TextContent)
-new_notification = _direct_constructor(SessionNotification)
-_new_tool_content = _direct_constructor(ToolCallContentBlock)
-_new_tool_call_update = _direct_constructor(ToolCallUpdate)
-_new_state_update = _direct_constructor(StateUpdate)
+_new_text = direct_constructor(TextContent)
+new_notification = direct_constructor(SessionNotification)
+_new_tool_content = direct_constructor(ToolCallContentBlock)
+_new_tool_call_update = direct_constructor(ToolCallUpdate)
+_new_state_update = direct_constructor(StateUpdate)
 
 
 def _fast_text(content: Any) -> TextContent | None:
@@ -72,7 +42,7 @@ def _fast_text(content: Any) -> TextContent | None:
 
 
 def _fast_chunk(cls: type[UserMessageChunk | AgentMessageChunk | AgentThoughtChunk]) -> Callable[[dict[str, Any]], Any]:
-    new_chunk = _direct_constructor(cls)
+    new_chunk = direct_constructor(cls)
     new_text = _new_text
 
     def decode_chunk(update: dict[str, Any]) -> Any:

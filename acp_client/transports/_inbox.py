@@ -120,7 +120,9 @@ class EventReader:
         source: str | None,
     ) -> None:
         self._inbox = inbox
-        self._parser = SseParser(max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes)
+        self._parser = SseParser(
+            max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes, message_data=True
+        )
         self._inflater = Inflater(content_encoding)
         self._target = target
         self._inspect = inspect
@@ -135,34 +137,38 @@ class EventReader:
         """
         inflater, feed, inbox = self._inflater, self._parser.feed, self._inbox
         inspect, source = self._inspect, self._source
-        items = inbox._items  # the hot path appends directly while there is room
-        wakeup = inbox._wakeup
+        # The hot path appends directly while there is room, and wakes the receiver once per
+        # chunk (and before any await: a receiver asleep on an empty inbox must see what is queued).
+        items, limit, wakeup = inbox._items, inbox.limit, inbox._wakeup
         async for raw in chunks:
             for chunk in (raw,) if inflater.identity else inflater.pieces(raw):
                 for item in feed(chunk):
-                    if type(item) is SseEvent:
-                        if item.event != "message":
-                            logger.debug("ignoring an SSE event of type %r", item.event)
-                            continue
-                        if not item.data:
+                    if type(item) is bytes:  # the data of a "message" event
+                        if not item:
                             continue
                         try:
-                            message = decode_frame(item.data)
+                            message = decode_frame(item)
                         except MalformedFrame as exc:
+                            wakeup.set()
                             await inbox.push(exc)
                             continue
                         if type(message) is not dict or "id" in message:  # a notification needs no tracking
                             inspect(message, source)
-                        if len(items) < inbox.limit:  # what deliver() does, inline
+                        if len(items) < limit:
                             items.append(message)
-                            wakeup.set()
                         else:
+                            wakeup.set()
                             await inbox.push(message)
+                    elif type(item) is SseEvent:
+                        logger.debug("ignoring an SSE event of type %r", item.event)
                     else:
                         assert isinstance(item, MessageTooLarge)
                         logger.warning("skipped an oversized SSE event from %s: %s", self._target, item)
                         self.lost = True
+                        wakeup.set()
                         await inbox.push(item)
+                if items:
+                    wakeup.set()
             if after_chunk():
                 return False
         if self._parser.finish():

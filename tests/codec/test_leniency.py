@@ -11,6 +11,7 @@ from acp_client._codec import (
     decode_foreground_state,
     decode_session_notification,
     decode_session_update,
+    decode_update_params,
     from_wire,
     from_wire_lenient,
     to_wire,
@@ -317,6 +318,8 @@ def test_status_must_be_a_string() -> None:
 def test_undecodable_notifications_raise_invalid_message(payload: Any, message: str) -> None:
     with pytest.raises(InvalidMessage, match=message):
         decode_session_notification(payload)
+    with pytest.raises(InvalidMessage, match=message):
+        decode_update_params(payload)
     with pytest.raises(InvalidMessage, match=message):
         from_wire(SessionNotification, payload)
 

@@ -18,7 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_client._codec import decode_content_block, decode_session_notification, from_wire, to_wire
+from acp_client._codec import (
+    decode_content_block,
+    decode_session_notification,
+    decode_update_params,
+    from_wire,
+    to_wire,
+)
 from acp_client.exceptions import InvalidMessage
 from acp_client.types import (
     CloseSessionResponse,
@@ -103,9 +109,12 @@ def _check(key: str, name: str, instance: Any) -> None:
         if name in UPDATES:
             with pytest.raises(InvalidMessage):
                 decode_session_notification(instance, protocol_version=version)
+            with pytest.raises(InvalidMessage):
+                decode_update_params(instance, protocol_version=version)
         return
     if name in UPDATES:
         assert decode_session_notification(instance, protocol_version=version) == value  # the hot path agrees
+        assert decode_update_params(instance, protocol_version=version) == (value.session_id, value.update)
     encoded = to_wire(value, protocol_version=version)
     json.dumps(encoded, allow_nan=False)  # JSON-ready
     assert decode(encoded) == value  # stable

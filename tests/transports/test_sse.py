@@ -86,6 +86,12 @@ def test_bom_is_skipped_only_at_the_start() -> None:
     assert events(b"data: a\n\n\xef\xbb\xbfdata: b\n\n") == [SseEvent(b"a")]
 
 
+def test_a_field_name_alone_split_across_chunks() -> None:
+    # "data" with no colon is a data line with an empty value, however the line arrives.
+    assert events(b"da", b"ta\n\n") == [SseEvent(b"")]
+    assert events(b"data: a\nda", b"ta\n\n") == [SseEvent(b"a\n")]
+
+
 def test_field_parsing_details() -> None:
     assert events(b"data\n\n") == [SseEvent(b"")]  # a field name alone: empty value
     assert events(b"data:  two spaces\n\n") == [SseEvent(b" two spaces")]  # only one space is stripped
@@ -105,6 +111,43 @@ def test_byte_by_byte() -> None:
     stream = b'\xef\xbb\xbf: hi\r\nevent: e\r\ndata: {"x": [1, 2]}\r\ndata: z\r\n\r\ndata: last\n\n'
     assert events(*(stream[i : i + 1] for i in range(len(stream)))) == events(stream)
     assert events(stream) == [SseEvent(b'{"x": [1, 2]}\nz', "e"), SseEvent(b"last")]
+
+
+def test_whole_events_in_one_chunk_parse_as_line_by_line() -> None:
+    # A chunk that ends events is split at blank lines (one check per one-line event); every
+    # other event in it takes the line-by-line path: the result is the same as byte by byte.
+    stream = (
+        b"data: a\n\ndata:b\n\n\n\nid: 7\ndata: c\n\nevent: e\ndata: d\n\n: note\n\n"
+        + b"data: "
+        + b"x" * 60
+        + b"\n\ndata: ok\n\ndata: one\ndata: two\n\ndata: \n\ndata\n\nretry: 5\n\ndata: cut"
+    )
+    for crlf in (False, True):
+        data = stream.replace(b"\n", b"\r\n") if crlf else stream
+        whole = [item if isinstance(item, SseEvent) else "too large" for item in parse(data, line=50)]
+        one_by_one = parse(*(data[i : i + 1] for i in range(len(data))), line=50)
+        assert [item if isinstance(item, SseEvent) else "too large" for item in one_by_one] == whole
+        assert whole == [
+            SseEvent(b"a"),
+            SseEvent(b"b"),
+            SseEvent(b"c", id="7"),
+            SseEvent(b"d", "e", "7"),
+            "too large",
+            SseEvent(b"ok", id="7"),
+            SseEvent(b"one\ntwo", id="7"),
+            SseEvent(b"", id="7"),
+            SseEvent(b"", id="7"),
+        ]
+
+
+def test_message_data_mode_yields_the_data_of_message_events() -> None:
+    parser = SseParser(max_line_bytes=50, max_event_bytes=BIG, message_data=True)
+    stream = b"data: a\n\nevent: other\ndata: b\n\ndata: " + b"x" * 60 + b"\n\ndata: c\ndata: d\n\n"
+    out = parser.feed(stream)
+    assert out[:2] == [b"a", SseEvent(b"b", "other")]
+    assert isinstance(out[2], MessageTooLarge)
+    assert out[3:] == [b"c\nd"]
+    assert all(type(item) is bytes for item in out if not isinstance(item, SseEvent | MessageTooLarge))
 
 
 def test_text_property_decodes_leniently() -> None:
@@ -230,6 +273,18 @@ def test_any_chunking_yields_the_same_events(stream: tuple[bytes, list[SseEvent]
     assert got == expected
     assert parser.finish() is False
     assert parse(data) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(streams(), st.lists(st.integers(min_value=0, max_value=10_000), max_size=20))
+def test_message_data_mode_under_any_chunking(stream: tuple[bytes, list[SseEvent]], cuts: list[int]) -> None:
+    data, expected = stream
+    points = sorted({cut % (len(data) + 1) for cut in cuts})
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG, message_data=True)
+    got: list[SseItem] = []
+    for a, b in zip([0, *points], [*points, len(data)], strict=True):
+        got.extend(parser.feed(data[a:b]))
+    assert got == [event.data if event.event == "message" else event for event in expected]
 
 
 # --------------------------------------------------------------------------------------------
