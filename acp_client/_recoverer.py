@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
+
 from . import _recovery
 from ._codec import from_wire, to_wire
 from ._connection import Connection
@@ -154,10 +156,9 @@ class Recoverer:
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
-        while self._unreported:
-            await self._report(self._unreported.pop(0))
         sessions = self._table.live()
         if not sessions:
+            await self._report_unreported()
             return
         caps = _capabilities(init, self._version())
         semaphore = asyncio.Semaphore(self._concurrency)
@@ -167,16 +168,29 @@ class Recoverer:
                 return await self.recover_session(conn, tracked, caps)
 
         results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
-        outcomes = [result for result in results if isinstance(result, RecoveryOutcome)]
+        # What finished is folded into what an earlier, cut-off recovery finished: one report per
+        # session, and the app still learns every change of id (two changes stay two reports).
+        for outcome in (result for result in results if isinstance(result, RecoveryOutcome)):
+            self._fold(outcome)
         for result in results:
             if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
-                # What finished is reported by the next recovery, before its own outcomes.
-                self._unreported.extend(outcomes)
-                raise result
+                raise result  # reported by the next recovery (or before the client ends)
             if isinstance(result, BaseException):
                 logger.error("recovering a session raised", exc_info=result)
-        for outcome in outcomes:
-            await self._report(outcome)
+        await self._report_unreported()
+
+    def _fold(self, outcome: RecoveryOutcome) -> None:
+        for index, earlier in enumerate(self._unreported):
+            if earlier.session_id is not None and earlier.session_id == outcome.previous_session_id:
+                merged = merge_outcomes(earlier, outcome)
+                if merged is not None:
+                    self._unreported[index] = merged
+                    return
+        self._unreported.append(outcome)
+
+    async def _report_unreported(self) -> None:
+        while self._unreported:
+            await self._report(self._unreported.pop(0))
 
     def flush_unreported(self, deliver: Callable[..., None]) -> None:
         """The client failed before another recovery could report what a cut-off one finished:
@@ -337,6 +351,35 @@ class Recoverer:
         if tracked.resume_replayed:
             return ("the agent replayed history during session/resume",)
         return ()
+
+
+_STRENGTH = {RecoveryPath.RESUME: 0, RecoveryPath.REPLAY: 1, RecoveryPath.NEW_SESSION: 2, RecoveryPath.ABANDON: 3}
+
+
+def _renames(outcome: RecoveryOutcome) -> bool:
+    return outcome.session_id is not None and outcome.session_id != outcome.previous_session_id
+
+
+def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> RecoveryOutcome | None:
+    """One report for two recoveries of a session when a drop cut the first one off before it was
+    reported; ``None`` when both renamed the session (the app must learn both ids, in order).
+
+    The stronger path wins (a replay that reached the app stays a replay, a new session stays a
+    new session), from the first id to the last, continuity only if both kept it.
+    """
+    if _renames(earlier) and _renames(later):
+        return None
+    return attrs.evolve(
+        later,
+        path=max(earlier.path, later.path, key=_STRENGTH.__getitem__),
+        planned=earlier.planned,
+        previous_session_id=earlier.previous_session_id,
+        continuity=earlier.continuity and later.continuity,
+        steps=earlier.steps + later.steps,
+        notes=(*earlier.notes, "a drop cut that recovery off before it was reported; then:", *later.notes),
+        replayed_updates=earlier.replayed_updates + later.replayed_updates,
+        duration=earlier.duration + later.duration,
+    )
 
 
 def _capabilities(init: InitializeResponse, version: int) -> _recovery.Capabilities:

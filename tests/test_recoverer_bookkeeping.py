@@ -66,10 +66,15 @@ async def test_a_replay_finished_before_a_sibling_was_cut_off_is_reported_as_a_r
         h.agent.restart()
         h.connector.drop()
         await cut.cut()
-        assert paths_of(h, a.session_id) == [RecoveryPath.REPLAY, RecoveryPath.RESUME]
-        replay = h.outcomes[0]
-        assert replay.previous_session_id == a.session_id and replay.replayed_updates > 0
-        assert h.outcomes[0] is h.client.recovery_outcomes[0]
+        # A's replay finished before the cut; the next recovery resumed it: ONE report, a replay
+        # (the replayed updates reached the app), covering both recoveries' steps.
+        assert paths_of(h, a.session_id) == [RecoveryPath.REPLAY]
+        replay = next(o for o in h.outcomes if o.previous_session_id == a.session_id)
+        assert replay.replayed_updates > 0
+        assert [step for step, _ in replay.steps].count("session/load") == 1
+        assert [step for step, _ in replay.steps][-1] == "session/resume"
+        assert any("cut that recovery off" in note for note in replay.notes)
+        assert replay in h.client.recovery_outcomes
         # B's load was cut off: its transcript is what it was, and the next recovery replays it
         # again (the agent holds it now: the probe says active) and says so.
         assert b.transcript.text() == before_b == "user: two\nagent: echo: two"
@@ -107,11 +112,12 @@ async def test_a_replacement_made_before_a_sibling_was_cut_off_is_reported_once_
         await cut.cut()
         new_id = a.session_id
         assert new_id != old_a
+        # One report for A: the replacement (old id -> new id), which the next recovery's resume
+        # of the new id is folded into; the app learns the id change exactly once.
         first = [o for o in h.outcomes if o.previous_session_id == old_a]
         assert [(o.path, o.session_id) for o in first] == [(RecoveryPath.NEW_SESSION, new_id)]
-        then = [o for o in h.outcomes if o.previous_session_id == new_id]
-        assert [o.path for o in then] == [RecoveryPath.RESUME]
-        assert h.outcomes.index(first[0]) < h.outcomes.index(then[0])
+        assert [step for step, _ in first[0].steps][-1] == "session/resume"
+        assert [o for o in h.outcomes if o.previous_session_id == new_id] == []
         assert len(news) == 1  # not replaced twice
 
 
@@ -301,3 +307,36 @@ async def test_a_timed_out_step_counts_as_a_refusal() -> None:
         assert outcome.notes[-1].startswith("session/resume refused: ")
         assert outcome.notes[-1].endswith("trying session/load")
         assert session.transcript.text() == "user: hello\nagent: echo: hello"
+
+
+def _outcome(path: RecoveryPath, previous: str, current: str | None, **extra: Any) -> Any:
+    from acp_client import RecoveryOutcome
+
+    return RecoveryOutcome(
+        path=path,
+        planned=path,
+        previous_session_id=previous,
+        session_id=current,
+        continuity=path in (RecoveryPath.RESUME, RecoveryPath.REPLAY),
+        probe=Probe.ACTIVE,
+        **extra,
+    )
+
+
+def test_merging_keeps_the_stronger_path_and_every_id_change() -> None:
+    """Soak finding: a session got two callbacks in one recovery (the cut-off recovery's outcome,
+    then the fresh one). Folded: one report, unless both recoveries renamed the session."""
+    from acp_client._recoverer import merge_outcomes
+
+    replay = _outcome(RecoveryPath.REPLAY, "a", "a", replayed_updates=3, steps=(("session/load", "ok"),))
+    resume = _outcome(RecoveryPath.RESUME, "a", "a", steps=(("session/resume", "ok"),))
+    merged = merge_outcomes(replay, resume)
+    assert merged is not None and merged.path is RecoveryPath.REPLAY and merged.replayed_updates == 3
+    assert merged.steps == (("session/load", "ok"), ("session/resume", "ok")) and merged.continuity
+    renamed = _outcome(RecoveryPath.NEW_SESSION, "a", "b")
+    merged = merge_outcomes(renamed, _outcome(RecoveryPath.RESUME, "b", "b"))
+    assert merged is not None and (merged.previous_session_id, merged.session_id) == ("a", "b")
+    assert merged.path is RecoveryPath.NEW_SESSION and not merged.continuity
+    assert merge_outcomes(renamed, _outcome(RecoveryPath.NEW_SESSION, "b", "c")) is None
+    abandoned = merge_outcomes(resume, _outcome(RecoveryPath.ABANDON, "a", None))
+    assert abandoned is not None and abandoned.path is RecoveryPath.ABANDON
