@@ -18,7 +18,11 @@ The wire (one endpoint URL, ``/acp`` by convention):
   ``session/load``, ``session/resume`` or ``session/fork``, or any answer whose ``result`` carries
   a ``sessionId``), the transport opens that **session stream**: a ``GET`` with
   ``Acp-Session-Id`` too.
-* :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server.
+* :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server. A link that
+  dropped cannot (its server may be unreachable); its connection id is kept by the connector, and
+  the next link of that connector, once initialized, sends the ``DELETE`` for it in the background
+  (bounded by ``_STALE_DELETE_TIMEOUT``, failures logged at DEBUG): a server that never expires
+  connections (the official Python SDK 0.12.1) does not keep one per reconnect.
 
 Messages are accepted from any stream and delivered in arrival order; correlation is the
 connection layer's job.
@@ -158,6 +162,10 @@ _INFLATE_STEP: Final = 64 * 1024
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 _MAX_RETRY_DELAY: Final = 5.0
 _USER_AGENT: Final = "acp-reconnect"
+#: Connection ids of dropped links a connector remembers, to ``DELETE`` from the next link.
+_MAX_STALE: Final = 16
+#: The most a background ``DELETE`` of a dropped link's connection may take.
+_STALE_DELETE_TIMEOUT: Final = 2.0
 
 _Inbound: TypeAlias = "Message | AcpError"
 
@@ -422,6 +430,8 @@ class HttpConnector:
         self._connect_timeout = connect_timeout
         self._idle = sse_idle_timeout
         self._retries = session_stream_retries
+        #: Connection ids of this connector's links that dropped, not yet DELETEd.
+        self._stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
 
     @property
     def target(self) -> str:
@@ -466,6 +476,7 @@ class HttpConnector:
             connect_timeout=self._connect_timeout,
             sse_idle_timeout=self._idle,
             session_stream_retries=self._retries,
+            stale_connections=self._stale,
         )
 
 
@@ -485,8 +496,11 @@ class HttpTransport:
         sse_idle_timeout: float,
         session_stream_retries: int,
         stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        stale_connections: collections.deque[str] | None = None,
     ) -> None:
         self._url = url
+        #: Shared with the connector: ids of dropped links, DELETEd once this link is initialized.
+        self._stale = stale_connections if stale_connections is not None else collections.deque(maxlen=_MAX_STALE)
         self._origin = origin_of(url)
         self._client = client
         #: Makes a dedicated client (connection) per SSE stream; ``None``: streams share ``client``.
@@ -619,7 +633,8 @@ class HttpTransport:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 
         Idempotent; never raises for a dead link. A link that already failed (a drop) is not sent
-        a ``DELETE``: its server is gone or has forgotten it, and a reconnect must not wait on it.
+        a ``DELETE`` here: its server may be unreachable, and a reconnect must not wait on it. The
+        connector's next link sends it in the background once it is initialized.
         """
         if self._released:
             return
@@ -684,6 +699,26 @@ class HttpTransport:
                 raise TransportClosed(f"the connection stream could not be opened: {exc}") from exc
             raise
         self._deliver(reply)
+        self._forget_stale_connections()
+
+    def _forget_stale_connections(self) -> None:
+        """``DELETE`` the connections of earlier links that dropped, in the background.
+
+        Fire and forget: recovery never waits for it, and a failure (the server restarted and
+        answers 404, or is slow) is only logged.
+        """
+        while self._stale:
+            old = self._stale.popleft()
+            if old != self._connection_id:
+                self._spawn(self._delete_stale(old), "acp-http-delete-stale")
+
+    async def _delete_stale(self, connection_id: str) -> None:
+        try:
+            await asyncio.wait_for(self._delete(connection_id), timeout=_STALE_DELETE_TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # best effort: nothing depends on it
+            logger.debug("DELETE of dropped connection %s at %s failed: %s", connection_id, self._info.target, exc)
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         try:
@@ -1126,12 +1161,13 @@ class HttpTransport:
             reason = self._closed.reason if self._closed is not None else "closed by the client"
             raise TransportClosed(reason, maybe_delivered=False) from exc
 
-    async def _delete(self) -> None:
-        assert self._connection_id is not None
-        extra = [(CONNECTION_ID_HEADER, self._connection_id)]
+    async def _delete(self, connection_id: str | None = None) -> None:
+        connection_id = connection_id if connection_id is not None else self._connection_id
+        assert connection_id is not None
+        extra = [(CONNECTION_ID_HEADER, connection_id)]
         response = await self._request_following("DELETE", extra, self._post_timeout)
         try:
-            logger.debug("DELETE %s answered %s", self._info.target, response.status_code)
+            logger.debug("DELETE of %s at %s answered %s", connection_id, self._info.target, response.status_code)
         finally:
             await response.aclose()
 
@@ -1282,6 +1318,8 @@ class HttpTransport:
             return
         self._closed = TransportClosed(reason)
         logger.log(level, "HTTP link to %s closed: %s", self._info.target, reason)
+        if not self._released and self._connection_id is not None:
+            self._stale.append(self._connection_id)  # dropped, not closed: DELETEd from the next link
         self._wakeup.set()
         self._space.set()
         current = asyncio.current_task()
