@@ -716,6 +716,7 @@ class HttpTransport:
         try:
             await asyncio.wait_for(self._delete(connection_id), timeout=_STALE_DELETE_TIMEOUT)
         except asyncio.CancelledError:
+            self._stale.append(connection_id)  # this link ended first: the next one tries again
             raise
         except Exception as exc:  # best effort: nothing depends on it
             logger.debug("DELETE of dropped connection %s at %s failed: %s", connection_id, self._info.target, exc)

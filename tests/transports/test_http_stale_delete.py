@@ -141,3 +141,44 @@ async def test_client_reconnect_deletes_the_old_connection_on_a_real_server() ->
             deletes = [r for r in server.requests if r.method == "DELETE"]
             assert [r.header("acp-connection-id") for r in deletes] == [old]
             assert (await client.prompt(session.session_id, "again")).stop_reason == "end_turn"
+
+
+async def test_a_delete_cut_short_by_the_next_drop_is_retried_from_the_link_after() -> None:
+    app = FakeAcpServer("python")
+    hold = asyncio.Event()
+    deletes: list[str] = []
+
+    async def holding(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "DELETE":
+            deletes.append(dict(scope["headers"]).get(b"acp-connection-id", b"").decode())
+            if not hold.is_set():
+                await asyncio.sleep(30)  # the first attempt never gets an answer
+        await app(scope, receive, send)
+
+    server = await Hypercorn(holding).start()
+    try:
+        connector = HttpConnector(server.url)
+        first = await connector.connect()
+        await initialize(first)
+        old = app.connection.id
+        app.connection.stream.push(END)
+        await drop(first)
+        await first.aclose()
+
+        second = await connector.connect()
+        await initialize(second)
+        await until(lambda: deletes == [old])
+        app.connection.stream.push(END)  # the second link drops while its DELETE is pending
+        await drop(second)
+        await second.aclose()
+
+        hold.set()
+        third = await connector.connect()
+        try:
+            await initialize(third)
+            await until(lambda: len([d for d in app.of("DELETE") if d.headers["acp-connection-id"] == old]) == 1)
+            assert deletes.count(old) == 2  # tried again, and answered this time
+        finally:
+            await third.aclose()
+    finally:
+        await server.stop()
