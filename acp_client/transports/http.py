@@ -33,7 +33,8 @@ session stream; the official Python server (SDK 0.12.1) answers ``404`` to that 
 session not yet established on the connection. The transport starts without the header on such
 POSTs; a ``400`` that names the session id makes it retry with the header (opening the session
 stream first) and a ``404`` "unknown session" makes it retry without; the dialect that worked is
-remembered for the rest of the connection. A session stream ``GET`` answered ``404`` before the
+remembered for the rest of the connection, and by the connector for its next links (a wrong guess
+after a change of server costs the same one retry). A session stream ``GET`` answered ``404`` before the
 session is established waits for the establishing answer and is then reopened; a ``404`` that
 persists after it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by the next
 ``send()`` of a session-scoped method for that session (never a hang).
@@ -197,6 +198,16 @@ class _Route:
     session_id: str | None = None
     with_header: bool = False
     adaptable: bool = False
+
+
+class _Learnt:
+    """What a connector's links learnt about the server, for the next link to start from."""
+
+    __slots__ = ("session_header_everywhere",)
+
+    def __init__(self) -> None:
+        #: See ``HttpTransport._session_header_everywhere``: the server's header dialect.
+        self.session_header_everywhere: bool | None = None
 
 
 class _SessionStream:
@@ -432,6 +443,8 @@ class HttpConnector:
         self._retries = session_stream_retries
         #: Connection ids of this connector's links that dropped, not yet DELETEd.
         self._stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
+        #: The header dialect learnt by earlier links: a reconnect does not pay for learning it again.
+        self._learnt = _Learnt()
 
     @property
     def target(self) -> str:
@@ -477,6 +490,7 @@ class HttpConnector:
             sse_idle_timeout=self._idle,
             session_stream_retries=self._retries,
             stale_connections=self._stale,
+            learnt=self._learnt,
         )
 
 
@@ -497,6 +511,7 @@ class HttpTransport:
         session_stream_retries: int,
         stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
         stale_connections: collections.deque[str] | None = None,
+        learnt: _Learnt | None = None,
     ) -> None:
         self._url = url
         #: Shared with the connector: ids of dropped links, DELETEd once this link is initialized.
@@ -538,7 +553,8 @@ class HttpTransport:
         self._reply_routes: dict[int | str, tuple[str | None, str | None]] = {}
         #: Whether this server wants Acp-Session-Id on every POST whose params carry a sessionId
         #: (TypeScript dialect: True; Python dialect: False; not known yet: None).
-        self._session_header_everywhere: bool | None = None
+        self._learnt = learnt if learnt is not None else _Learnt()
+        self._session_header_everywhere: bool | None = self._learnt.session_header_everywhere
 
     # -- the Transport protocol --------------------------------------------------------------
 
@@ -1040,12 +1056,12 @@ class HttpTransport:
             if attempt == 0 and route.adaptable and sid is not None:
                 if not use_header and answer.status == 400 and _mentions_session(answer.body):
                     logger.debug("the server wants %s on every POST naming a session", SESSION_ID_HEADER)
-                    self._session_header_everywhere = True
+                    self._session_header_everywhere = self._learnt.session_header_everywhere = True
                     use_header = True
                     continue
                 if use_header and answer.status == 404 and _is_session_404(answer.body, True):
                     logger.debug("the server refuses %s for a session it has not established", SESSION_ID_HEADER)
-                    self._session_header_everywhere = False
+                    self._session_header_everywhere = self._learnt.session_header_everywhere = False
                     use_header = False
                     continue
             error = self._status_error(

@@ -153,13 +153,13 @@ class _PythonSdkPeer:
 
     name = "python_sdk"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, extra_args: tuple[str, ...] = ("--no-resume",)) -> None:
         from tests.peers.python_sdk import PeerCertificates, _ServerProcess
 
         workdir.mkdir(parents=True, exist_ok=True)
         self.store = workdir / "sessions.json"
         certs = PeerCertificates.create(workdir)
-        args = ["--store", str(self.store), "--no-resume", "--slow-interval", "0.03", "--slow-max-ticks", "100"]
+        args = ["--store", str(self.store), "--slow-interval", "0.03", "--slow-max-ticks", "100", *extra_args]
         self.process = _ServerProcess(certs=certs, workdir=workdir, agent_args=args)
 
     async def start(self) -> None:

@@ -1,8 +1,10 @@
-"""After a drop, the next link DELETEs the dropped link's connection (issue 12, item 3).
+"""What an HTTP connector carries from one link to the next (issue 12, item 3: the HTTP recovery tail).
 
-A server that never expires connections (the official Python SDK 0.12.1) would otherwise keep one
-per reconnect. The DELETE is best effort: sent in the background once the new link is
-initialized, bounded in time, never awaited by the reconnect, and a failure is only logged.
+* After a drop, the next link DELETEs the dropped link's connection: a server that never expires
+  connections (the official Python SDK 0.12.1) would otherwise keep one per reconnect. Best effort:
+  sent in the background once the new link is initialized, bounded in time, never awaited by the
+  reconnect, a failure only logged; one cut short by the next drop is tried again from the link after.
+* The server's header dialect, learnt by one link, is where the next link starts.
 """
 
 from __future__ import annotations
@@ -180,5 +182,29 @@ async def test_a_delete_cut_short_by_the_next_drop_is_retried_from_the_link_afte
             assert deletes.count(old) == 2  # tried again, and answered this time
         finally:
             await third.aclose()
+    finally:
+        await server.stop()
+
+
+async def test_the_header_dialect_learnt_by_one_link_is_where_the_next_link_starts() -> None:
+    """The TypeScript server wants Acp-Session-Id on every POST naming a session: the first link learns
+    it from a 400; a reconnect starts with the header instead of paying that round trip again."""
+    app = FakeAcpServer("typescript")
+    server = await Hypercorn(app).start()
+    try:
+        connector = HttpConnector(server.url)
+        for link in range(2):
+            transport = await connector.connect()
+            try:
+                await initialize(transport)
+                since = len(app.requests)
+                await transport.send(request_message(1, "session/status", {"sessionId": "sess-x"}))
+                answer = await asyncio.wait_for(transport.receive(), 5.0)
+                assert answer["id"] == 1
+                posts = [r for r in app.requests[since:] if r.method == "POST"]
+                headers = [p.headers.get("acp-session-id") for p in posts]
+                assert headers == ([None, "sess-x"] if link == 0 else ["sess-x"]), (link, headers)
+            finally:
+                await transport.aclose()
     finally:
         await server.stop()
