@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 
 from acp_client import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State, Transcript, UpdateEvent
-from acp_client.types import AgentMessageChunk, TextContent, UserMessageChunk
+from acp_client.types import AgentMessageChunk, TextContent
 from tests.e2e.soak import _Session, _Soak
 
 
