@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.e2e.soak import PEERS, TRANSPORTS, SoakReport, percentile, run_soak  # noqa: E402
+from tests.e2e.soak import FAULT_KINDS, PEERS, TRANSPORTS, SoakReport, percentile, run_soak  # noqa: E402
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -50,6 +50,7 @@ async def _main(args: argparse.Namespace) -> int:
                 seconds=args.seconds,
                 workdir=Path(workdir),
                 progress=(lambda line: print(line, flush=True)) if not args.quick else None,
+                kinds=tuple(args.kinds.split(",")) if args.kinds else FAULT_KINDS,
             )
         reports.append(report)
         print(report.format(), flush=True)
@@ -73,6 +74,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--transport", choices=("all", *TRANSPORTS), default="all")
     parser.add_argument("--peer", choices=PEERS, default="python_sdk")
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--kinds", help=f"comma-separated fault kinds (default all: {','.join(FAULT_KINDS)})")
     parser.add_argument("--quick", action="store_true", help="a tiny run (CI smoke test)")
     parser.add_argument("--allow-violations", action="store_true", help="exit 0 even when a run saw violations")
     args = parser.parse_args(argv)

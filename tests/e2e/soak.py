@@ -659,9 +659,10 @@ class _Soak:
                     await proxy.cut()
 
 
-def _draw(rng: random.Random) -> tuple[str, dict[str, float]]:
+def _draw(rng: random.Random, kinds: tuple[str, ...] = FAULT_KINDS) -> tuple[str, dict[str, float]]:
     """One fault: its kind and every parameter (drawn in a fixed order: repeatable by seed)."""
-    kind = rng.choices(FAULT_KINDS, weights=_WEIGHTS)[0]
+    weights = [weight for kind, weight in zip(FAULT_KINDS, _WEIGHTS, strict=True) if kind in kinds]
+    kind = rng.choices([kind for kind in FAULT_KINDS if kind in kinds], weights=weights)[0]
     draw = {
         "short": rng.uniform(0.1, 0.6),
         "long": rng.uniform(1.5, 3.0),
@@ -682,6 +683,7 @@ async def run_soak(
     faults: int | None = None,
     seconds: float | None = None,
     progress: Callable[[str], None] | None = None,
+    kinds: tuple[str, ...] = FAULT_KINDS,
 ) -> SoakReport:
     """Run one soak until ``faults`` faults were injected or ``seconds`` have passed.
 
@@ -693,9 +695,12 @@ async def run_soak(
         faults: Stop after this many faults.
         seconds: Stop after this long (whichever comes first).
         progress: Called with a line now and then.
+        kinds: The fault kinds to draw from (all by default).
     """
     if peer not in PEERS or transport not in TRANSPORTS:
         raise ValueError(f"unknown peer {peer!r} or transport {transport!r}")
+    if not kinds or not set(kinds) <= set(FAULT_KINDS):
+        raise ValueError(f"fault kinds must be among {FAULT_KINDS}")
     if faults is None and seconds is None:
         raise ValueError("give faults or seconds")
     server = _PythonSdkPeer(workdir) if peer == "python_sdk" else _ReferencePeer()
@@ -736,7 +741,7 @@ async def run_soak(
                 while (faults is None or injected < faults) and (deadline is None or time.monotonic() < deadline):
                     if not await soak.wait_connected():
                         break
-                    kind, draw = _draw(soak.rng)
+                    kind, draw = _draw(soak.rng, kinds)
                     await asyncio.sleep(draw["gap"])
                     await soak.inject(kind, draw)
                     injected += 1
