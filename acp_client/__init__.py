@@ -1,20 +1,19 @@
 """acp_client: a typed asyncio client for the Agent Client Protocol (ACP) that keeps sessions
 alive through network drops and agent restarts.
 
-Start with :class:`AcpClient`; wire types live in :mod:`acp_client.types`, the test kit in
+Start with :class:`AcpClient` (configured with the values in :mod:`acp_client.config`); wire
+types live in :mod:`acp_client.types`, the clock seam in :mod:`acp_client.clock`, the test kit in
 :mod:`acp_client.testing`, and the thread-safe facade for editor hosts in :mod:`acp_client.sync`.
 """
 
-from ._clock import Clock, SystemClock
-from .client import (
-    SUPPORTED_PROTOCOL_VERSIONS,
-    AcpClient,
-    PromptResult,
-    SessionHandle,
-    SessionPage,
-    UpdateEvent,
-    connector_for,
-)
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+from ._codec import session_from_json, session_to_json
+from ._version import __version__
+from .client import SUPPORTED_PROTOCOL_VERSIONS, AcpClient, SessionHandle
+from .clock import Clock, SystemClock
+from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     AcpError,
     AgentExited,
@@ -48,6 +47,12 @@ from .exceptions import (
     RpcError,
     ServiceUnavailable,
     SessionNotFound,
+    SessionNotTracked,
+    SessionStoreBusy,
+    SessionStoreCorrupt,
+    SessionStoreError,
+    SessionStoreForeign,
+    SessionStoreTooNew,
     TlsVerificationError,
     TransportClosed,
     TransportError,
@@ -61,17 +66,50 @@ from .exceptions import (
 )
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
-from .state import ConnectionState, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath, State, TurnInterrupted
+from .state import (
+    ConnectionState,
+    Probe,
+    PromptResult,
+    RecoveryContext,
+    RecoveryOutcome,
+    RecoveryPath,
+    SessionPage,
+    State,
+    TurnInterrupted,
+    UpdateEvent,
+)
+from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
 from .transcript import ToolCallView, Transcript, TranscriptMessage
-from .transports._cookies import CookieStore
-from .transports._security import TlsConfig
-from .transports.base import Connector, Limits, Transport, TransportInfo
-from .transports.http import HttpConnector
-from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
-from .transports.websocket import WebSocketConnector
+from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
+from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from .transports.http import HttpConnector
+    from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
+    from .transports.websocket import WebSocketConnector
+
+# The transports are imported on first use: httpx and websockets cost more to import than the rest
+# of the package together, and an app needs at most the ones it connects with.
+_LAZY: Final = {
+    "DEFAULT_INHERITED_ENV": ".transports.stdio",
+    "HttpConnector": ".transports.http",
+    "StdioConnector": ".transports.stdio",
+    "WebSocketConnector": ".transports.websocket",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
@@ -82,6 +120,7 @@ __all__ = [
     "AuthRequired",
     "AuthenticationFailed",
     "BatchNotSupported",
+    "Callbacks",
     "CapabilityNotSupported",
     "ClientClosed",
     "ClientHandlers",
@@ -113,6 +152,7 @@ __all__ = [
     "PromptResult",
     "ProtocolError",
     "QueueFull",
+    "QueueOptions",
     "RecoveryContext",
     "RecoveryFailed",
     "RecoveryOutcome",
@@ -125,12 +165,22 @@ __all__ = [
     "Session",
     "SessionHandle",
     "SessionNotFound",
+    "SessionNotTracked",
     "SessionPage",
     "SessionStatus",
+    "SessionStore",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreError",
+    "SessionStoreForeign",
+    "SessionStoreTooNew",
+    "SqliteSessionStore",
     "State",
     "StdioConnector",
+    "StoredSession",
     "SystemClock",
     "TerminalHandler",
+    "Timeouts",
     "TlsConfig",
     "TlsVerificationError",
     "ToolCallView",
@@ -152,4 +202,7 @@ __all__ = [
     "WebSocketConnector",
     "__version__",
     "connector_for",
+    "endpoint_key",
+    "session_from_json",
+    "session_to_json",
 ]

@@ -13,6 +13,7 @@ methods and params.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import logging
@@ -24,6 +25,7 @@ from ._clock import Clock, SystemClock, TimerHandle
 from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from .exceptions import (
     AcpError,
+    ConfigurationError,
     ConnectionLost,
     InternalError,
     MalformedFrame,
@@ -37,7 +39,14 @@ from .exceptions import (
 )
 from .transports.base import Transport, describe
 
-__all__ = ["DEFAULT_TIMEOUT", "Connection", "NotificationHandler", "ProtocolErrorHandler", "RequestHandler"]
+__all__ = [
+    "DEFAULT_MAX_INCOMING_REQUESTS",
+    "DEFAULT_TIMEOUT",
+    "Connection",
+    "NotificationHandler",
+    "ProtocolErrorHandler",
+    "RequestHandler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +58,16 @@ NotificationHandler = Callable[[str, Any], None]
 ProtocolErrorHandler = Callable[[AcpError], None]
 
 CANCEL_REQUEST: Final = "$/cancel_request"
+#: Agent→client requests handled at once by default; more are refused with an error answer.
+DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
+#: How many ids of requests the client gave up on (timeout, cancellation) are remembered, so a
+#: late answer to one is recognised as such rather than reported as a protocol error.
+_ABANDONED_IDS_KEPT: Final = 1024
+#: Refusals waiting to be sent before the reader stops reading until they are (back-pressure on a
+#: flood, so refusing it does not take unbounded memory either).
+_MAX_QUEUED_REFUSALS: Final = 256
+#: The longest error message sent back to the agent (a handler may echo the agent's input).
+_MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
 
 class _Default(enum.Enum):
@@ -80,6 +99,14 @@ class Connection:
         on_protocol_error: Told about every protocol error the agent commits (also logged).
         clock: The clock for timeouts (a fake one in tests).
         request_timeout: Default timeout for :meth:`request`, in seconds (``None``: no limit).
+        max_incoming_requests: How many agent→client requests are handled at once. One more is
+            answered at once with an ``Internal error`` ("too many concurrent requests") instead
+            of starting a handler, so a flooding agent cannot hold unbounded tasks and memory
+            (refusals go out one after another from one task; reading pauses while 256 wait);
+            the client's own requests keep resolving meanwhile.
+
+    Raises:
+        ConfigurationError: ``max_incoming_requests`` is not a positive integer.
     """
 
     def __init__(
@@ -91,7 +118,16 @@ class Connection:
         on_protocol_error: ProtocolErrorHandler | None = None,
         clock: Clock | None = None,
         request_timeout: float | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
     ) -> None:
+        if type(max_incoming_requests) is not int or max_incoming_requests < 1:
+            raise ConfigurationError(f"max_incoming_requests must be a positive integer, got {max_incoming_requests!r}")
+        self._max_incoming = max_incoming_requests
+        self._incoming_count = 0
+        self._refusing = False
+        self._refusals: collections.deque[dict[str, Any]] = collections.deque()
+        self._refusal_sender: asyncio.Task[None] | None = None
+        self._abandoned: dict[RequestId, None] = {}
         self._transport = transport
         self._on_request = on_request
         self._on_notification = on_notification
@@ -210,6 +246,7 @@ class Connection:
             return await future
         except asyncio.CancelledError:
             if self._pending.pop(request_id, None) is not None:
+                self._remember_abandoned(request_id)
                 self._cancel_remote(request_id)
             raise
         finally:
@@ -218,7 +255,8 @@ class Connection:
 
     def _abandon(self, request_id: RequestId, pending: _Pending) -> None:
         """Forget a request whose send failed (its answer, if already settled, is not news)."""
-        self._pending.pop(request_id, None)
+        if self._pending.pop(request_id, None) is not None:
+            self._remember_abandoned(request_id)
         if pending.timer is not None:
             pending.timer.cancel()
         if pending.future.done() and not pending.future.cancelled():
@@ -262,7 +300,14 @@ class Connection:
         if pending is None or pending.future.done():
             return
         pending.future.set_exception(RequestTimeout(pending.method, timeout))
+        self._remember_abandoned(request_id)
         self._cancel_remote(request_id)
+
+    def _remember_abandoned(self, request_id: RequestId) -> None:
+        """Note that the client stopped waiting for ``request_id`` (bounded: the oldest go first)."""
+        self._abandoned[request_id] = None
+        if len(self._abandoned) > _ABANDONED_IDS_KEPT:
+            del self._abandoned[next(iter(self._abandoned))]
 
     def _cancel_remote(self, request_id: RequestId) -> None:
         """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
@@ -297,6 +342,8 @@ class Connection:
                     self._dispatch(message)
                 else:
                     self._dispatch_batch(message)
+                if len(self._refusals) >= _MAX_QUEUED_REFUSALS and self._refusal_sender is not None:
+                    await asyncio.shield(self._refusal_sender)  # a flood: read on once it is answered
         except TransportError as exc:
             cause = exc if isinstance(exc, TransportClosed) else TransportClosed(f"transport failed: {exc}")
             if cause is not exc:
@@ -353,6 +400,10 @@ class Connection:
         if isinstance(item, Notification):
             self._handle_notification(item)
         elif isinstance(item, Request):
+            refusal = self._refusal(item)
+            if refusal is not None:
+                self._queue_refusal(refusal)
+                return
             task = self._start_handler(item)
             task.add_done_callback(lambda t: self._reply_from(item.id, t))
         else:
@@ -377,7 +428,11 @@ class Connection:
             if isinstance(item, Notification):
                 self._handle_notification(item)
             elif isinstance(item, Request):
-                handlers.append((item.id, self._start_handler(item)))
+                refusal = self._refusal(item)
+                if refusal is not None:
+                    replies.append(refusal)
+                else:
+                    handlers.append((item.id, self._start_handler(item)))
             else:
                 self._handle_answer(item)
         if handlers or replies:
@@ -390,6 +445,10 @@ class Connection:
             return
         pending = self._pending.pop(item.id, None)
         if pending is None:
+            if item.id in self._abandoned:  # we gave up on it (timeout, cancellation): not the agent's fault
+                del self._abandoned[item.id]
+                logger.debug("late answer to abandoned request id %r ignored", item.id)
+                return
             self._report(UnexpectedResponse(f"response to unknown request id {item.id!r}"))
             return
         if pending.timer is not None:
@@ -425,11 +484,41 @@ class Connection:
         except Exception:
             logger.exception("notification handler raised for %s", method)
 
+    def _refusal(self, item: Request) -> dict[str, Any] | None:
+        """The error answer for a request over the in-flight cap (``None``: handle it)."""
+        if self._incoming_count < self._max_incoming:
+            self._refusing = False
+            return None
+        if not self._refusing:  # once per burst: a flood must not flood the log too
+            self._refusing = True
+            logger.warning("agent sent more than %d concurrent requests; refusing the excess", self._max_incoming)
+        error = InternalError(f"Too many concurrent requests (the client handles {self._max_incoming} at a time)")
+        return _jsonrpc.error_message(item.id, error.code, error.message)
+
+    def _queue_refusal(self, reply: dict[str, Any]) -> None:
+        """Send refusals one after another from one task (not one task each: that is the flood)."""
+        self._refusals.append(reply)
+        if self._refusal_sender is None or self._refusal_sender.done():
+            self._refusal_sender = self._spawn(self._send_refusals())
+
+    async def _send_refusals(self) -> None:
+        while self._refusals:
+            if self._closed.is_set():
+                self._refusals.clear()
+                return
+            await self._send_quietly(self._refusals.popleft())
+
     def _start_handler(self, item: Request) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(self._run_handler(item))
         self._incoming[item.id] = task
-        task.add_done_callback(lambda _t: self._incoming.pop(item.id, None))
+        self._incoming_count += 1
+        task.add_done_callback(lambda t: self._handler_done(item.id, t))
         return task
+
+    def _handler_done(self, request_id: RequestId, task: asyncio.Task[Any]) -> None:
+        self._incoming_count -= 1
+        if self._incoming.get(request_id) is task:  # a reused id may belong to a newer handler
+            del self._incoming[request_id]
 
     async def _run_handler(self, item: Request) -> dict[str, Any]:
         """Run the app's handler; always returns the reply message (never raises, bar cancellation
@@ -440,7 +529,10 @@ class Connection:
             result = await self._on_request(item.method, item.params)
             return _jsonrpc.result_message(item.id, result)
         except RpcError as exc:
-            return _jsonrpc.error_message(item.id, exc.code, exc.message, exc.data)
+            message = exc.message
+            if len(message) > _MAX_ERROR_MESSAGE_CHARS:
+                message = message[:_MAX_ERROR_MESSAGE_CHARS] + "..."
+            return _jsonrpc.error_message(item.id, exc.code, message, exc.data)
         except asyncio.CancelledError:
             if item.id in self._peer_cancelled:
                 self._peer_cancelled.discard(item.id)
@@ -448,7 +540,7 @@ class Connection:
                 return _jsonrpc.error_message(item.id, cancelled.code, cancelled.message)
             raise
         except Exception as exc:
-            logger.exception("handler for %s raised", item.method)
+            logger.exception("handler for %s raised", _jsonrpc.excerpt(item.method))
             error = InternalError(f"Internal error: {type(exc).__name__}")
             return _jsonrpc.error_message(item.id, error.code, error.message)
 

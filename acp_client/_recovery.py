@@ -17,6 +17,12 @@ chosen path's method is not advertised it degrades, and the degradation is repor
 without ``session/resume`` → load (a replay) → new; replay without load (v1) → resume without
 history → new. Every step may still fail with -32002 (the probe is only a snapshot): the next
 step is then always a new session.
+
+A refusal other than -32002 (-32601 from an agent that advertises ``session/resume`` but does not
+serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
+the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
+replay tries a resume without history, and only then a new session (DESIGN.md §6). Each hop is
+described by :func:`hop_note` for the outcome record.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from __future__ import annotations
 import enum
 
 import attrs
+
+from .state import Probe, RecoveryPath
 
 __all__ = [
     "Capabilities",
@@ -33,30 +41,12 @@ __all__ = [
     "Step",
     "StepFailure",
     "decide",
+    "hop_note",
     "next_step",
     "path_of",
     "should_probe",
     "steps_for",
 ]
-
-
-class RecoveryPath(str, enum.Enum):
-    """How a session came back (or did not)."""
-
-    RESUME = "resume"
-    REPLAY = "replay"
-    NEW_SESSION = "new_session"
-    ABANDON = "abandon"
-
-
-class Probe(str, enum.Enum):
-    """What ``session/status`` said (normalized)."""
-
-    ACTIVE = "active"
-    INACTIVE = "inactive"
-    NOT_FOUND = "not_found"
-    NOT_PROBED = "not_probed"  # no status capability
-    FAILED = "failed"  # the probe itself failed with another error
 
 
 class Step(str, enum.Enum):
@@ -126,6 +116,9 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
     if path is RecoveryPath.RESUME:
         if caps.resume:
             steps.append(Step.RESUME)
+            if version == 1 and caps.load:
+                # Refused (not -32002): the agent may still serve a load, which keeps the conversation.
+                steps.append(Step.LOAD)
         elif version == 1 and caps.load:
             notes.append("session/resume not advertised: replaying with session/load instead")
             steps.append(Step.LOAD)
@@ -135,6 +128,9 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
         if version == 1:
             if caps.load:
                 steps.append(Step.LOAD)
+                if caps.resume:
+                    # Load refused (not -32002): resuming without history still keeps the session.
+                    steps.append(Step.RESUME)
             elif caps.resume:
                 notes.append("session/load not advertised: resuming without history")
                 steps.append(Step.RESUME)
@@ -142,13 +138,15 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
                 notes.append("neither session/load nor session/resume advertised: starting a new session")
         elif caps.resume:
             steps.append(Step.RESUME_REPLAY)
+            # Replay refused (not -32002): resume without history before giving the session up.
+            steps.append(Step.RESUME)
         else:
             notes.append("session/resume not advertised: starting a new session")
     steps.append(Step.NEW)
     return tuple(steps), tuple(notes)
 
 
-def decide(probe: Probe, caps: Capabilities, version: int) -> Decision:
+def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bool = False) -> Decision:
     """The table: what to do for a session given the probe answer.
 
     Args:
@@ -156,7 +154,14 @@ def decide(probe: Probe, caps: Capabilities, version: int) -> Decision:
             advertise ``session/status``; :attr:`Probe.FAILED` when the probe errored otherwise).
         caps: What the agent advertised on the new connection.
         version: The negotiated protocol version (1 or 2).
+        replay_cut_off: The session's last replay was cut off by a drop, so the client's history
+            is incomplete. An agent that still has the session (``active``, or no usable probe)
+            would be resumed without history; the session is replayed again instead.
     """
+    if replay_cut_off and probe is not Probe.NOT_FOUND:
+        steps, notes = steps_for(RecoveryPath.REPLAY, caps, version)
+        if steps[0] is not Step.NEW:
+            return Decision(RecoveryPath.REPLAY, steps, ("the last replay was cut off: replaying again", *notes))
     if probe is Probe.ACTIVE:
         path = RecoveryPath.RESUME
     elif probe is Probe.INACTIVE:
@@ -188,3 +193,17 @@ def next_step(steps: tuple[Step, ...], index: int, failure: StepFailure) -> int 
     if failure is StepFailure.NOT_FOUND:
         return len(steps) - 1
     return index + 1 if index + 1 < len(steps) else None
+
+
+def hop_note(failed: Step, failure: StepFailure, detail: str, following: Step | None) -> str:
+    """One line for the outcome's notes: ``failed`` did not work, and what is tried next.
+
+    Args:
+        failed: The step that failed.
+        failure: How it failed.
+        detail: What the agent said (the error's text), kept short by the caller.
+        following: The next step (``None``: nothing is left, the session is given up).
+    """
+    why = "the agent does not know the session (-32002)" if failure is StepFailure.NOT_FOUND else f"refused: {detail}"
+    then = f"trying {following.value}" if following is not None else "nothing left to try"
+    return f"{failed.value} {why}; {then}"

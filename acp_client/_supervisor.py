@@ -6,6 +6,10 @@ recovery routine, and only then releases the requests queued during the outage. 
 every state change and never publishes the same state twice in a row.
 
 It knows nothing of sessions: initializing and recovering are callbacks from the client.
+
+If one of its own tasks ever dies of an unexpected error (a bug), the client does not hang: the
+state goes ``failed`` with that cause, queued requests fail with ``ClientClosed`` and pending ones
+with ``ConnectionLost`` whose ``cause`` is that error.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._clock import Clock, TimerHandle
 from ._connection import DEFAULT_TIMEOUT, Connection, NotificationHandler, ProtocolErrorHandler, RequestHandler
+from .clock import Clock, TimerHandle
+from .config import QueueOptions
 from .exceptions import (
     AcpError,
     AuthenticationFailed,
@@ -36,7 +41,7 @@ from .retry import Attempt, RetryPolicy, reconnect_attempts
 from .state import LEGAL_TRANSITIONS, ConnectionState, State
 from .transports.base import Connector
 
-__all__ = ["QueueOptions", "Supervisor"]
+__all__ = ["Supervisor"]
 
 logger = logging.getLogger("acp_client.reconnect")
 
@@ -48,21 +53,11 @@ Initializer = Callable[[Connection], Awaitable[Any]]
 Recoverer = Callable[[Connection, Any], Awaitable[None]]
 
 
-class QueueOptions:
-    """How requests made while reconnecting are held.
-
-    Args:
-        enabled: Queue them (``True``) or fail them at once with ``ConnectionLost``.
-        max_size: The most requests held at once; more fail with ``QueueFull``.
-        max_age: Seconds a request may wait before failing with ``ConnectionLost``.
-    """
-
-    __slots__ = ("enabled", "max_age", "max_size")
-
-    def __init__(self, *, enabled: bool = True, max_size: int = 100, max_age: float = 60.0) -> None:
-        self.enabled = enabled
-        self.max_size = max_size
-        self.max_age = max_age
+def _failed(cause: BaseException | None) -> ClientClosed:
+    """The error for work the failed client cannot do; ``__cause__`` is what failed it."""
+    error = ClientClosed(f"the client failed: {cause}")
+    error.__cause__ = cause
+    return error
 
 
 class _Waiter:
@@ -95,6 +90,7 @@ class Supervisor:
         queue: QueueOptions,
         on_state: Callable[[ConnectionState], None],
         on_drop: Callable[[TransportError], None],
+        on_fail: Callable[[BaseException], None] | None = None,
         on_request: RequestHandler | None = None,
         on_notification: NotificationHandler | None = None,
         on_protocol_error: ProtocolErrorHandler | None = None,
@@ -110,6 +106,7 @@ class Supervisor:
         self._queue_options = queue
         self._on_state = on_state
         self._on_drop = on_drop
+        self._on_fail = on_fail
         self._on_request = on_request
         self._on_notification = on_notification
         self._on_protocol_error = on_protocol_error
@@ -130,6 +127,7 @@ class Supervisor:
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._failure: BaseException | None = None
+        self._crash: BaseException | None = None
         self._drop_cause: str = ""
         self._refreshed = False
 
@@ -245,7 +243,9 @@ class Supervisor:
             conn = await self._ready(method)
             try:
                 return await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
-            except ConnectionLost:
+            except ConnectionLost as exc:
+                if self._crash is not None:  # an internal task died: say so, not "connection lost"
+                    raise ConnectionLost(method, may_have_executed=exc.may_have_executed, cause=self._crash) from exc
                 # Retried after the next recovery, unless made from inside a recovery (it would
                 # wait for the recovery that is waiting for it).
                 retry = idempotent and _RECOVERING_ON.get() is None
@@ -269,7 +269,7 @@ class Supervisor:
         if self._state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
         if self._state.state is State.FAILED:
-            raise ClientClosed(f"the client failed: {self._failure}")
+            raise _failed(self._failure)
         if self._suspended:
             raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
         if not self._queue_options.enabled:
@@ -349,8 +349,27 @@ class Supervisor:
     def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self._crashed(error)
+
+    def _crashed(self, error: BaseException) -> None:
+        """An internal task died of an unexpected error (a bug): fail the client, never hang."""
+        logger.critical("internal task of the client crashed; the client fails", exc_info=error)
+        if self._closing or self._state.is_terminal:
+            return
+        self._crash = error
+        self._fail(error)
+        if self._on_fail is not None:
+            self._on_fail(_failed(error))
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._spawn(conn.aclose())
 
     async def _watch(self, conn: Connection) -> None:
         cause = await conn.wait_closed()
@@ -437,7 +456,7 @@ class Supervisor:
         self._failure = error
         self._cancel_suspend_timer()
         logger.error("giving up on %s: %s", self._connector.target, error)
-        self._fail_queue(lambda w: ClientClosed(f"the client failed: {error}"))
+        self._fail_queue(lambda w: _failed(error))
         self._set_state(State.FAILED, cause=str(error))
 
     async def _outage(self, cause: TransportError) -> None:

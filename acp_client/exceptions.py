@@ -42,7 +42,13 @@ callers never need to import those libraries to handle a failure.
     ├── QueueFull                             the reconnect queue is at its size limit
     ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
-    └── RecoveryFailed                        a session could not be recovered on any path
+    ├── SessionNotTracked                     this client does not track that session (no request sent)
+    ├── RecoveryFailed                        a session could not be recovered on any path
+    └── SessionStoreError                     the session store cannot be used (``path``)
+        ├── SessionStoreCorrupt               not an SQLite database, or a damaged one (never written)
+        ├── SessionStoreForeign               an SQLite database of another application (never written)
+        ├── SessionStoreTooNew                written by a newer acp_client (schema version)
+        └── SessionStoreBusy                  another process held the lock past the busy timeout
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
 for a -32002 from any method.
@@ -50,7 +56,7 @@ for a -32002 from any method.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 __all__ = [
     "AcpError",
@@ -85,6 +91,12 @@ __all__ = [
     "RpcError",
     "ServiceUnavailable",
     "SessionNotFound",
+    "SessionNotTracked",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreError",
+    "SessionStoreForeign",
+    "SessionStoreTooNew",
     "TlsVerificationError",
     "TransportClosed",
     "TransportError",
@@ -279,6 +291,16 @@ class InvalidMessage(ProtocolError):
 # --------------------------------------------------------------------------------------------
 # JSON-RPC error answers
 
+#: The most characters of a peer's input (a method name, ...) an error answer echoes back.
+_MAX_ECHOED_CHARS: Final = 128
+
+
+def _clip_echo(text: str, limit: int = _MAX_ECHOED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was (for echoing peer input)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 class RpcError(AcpError):
     """The agent answered with a JSON-RPC error object.
@@ -324,7 +346,10 @@ class RpcError(AcpError):
 
     @classmethod
     def method_not_found(cls, method: str) -> RpcError:
-        return MethodNotFound(f"Method not found: {method}", {"method": method})
+        """``Method not found``, echoing at most the first 128 characters of
+        ``method`` (a peer must not turn a huge method name into a huge answer)."""
+        shown = _clip_echo(method)
+        return MethodNotFound(f"Method not found: {shown}", {"method": shown})
 
     @classmethod
     def invalid_params(cls, detail: str) -> RpcError:
@@ -476,6 +501,20 @@ class TurnInProgress(AcpError):
     """A prompt was sent while the session's previous turn is still running."""
 
 
+class SessionNotTracked(AcpError):
+    """This client does not track the session (it never opened it, closed or forgot it, or
+    recovery abandoned it). Raised locally, before anything is sent: unlike
+    :class:`SessionNotFound`, the agent was not asked.
+
+    Attributes:
+        session_id: The id that was looked up.
+    """
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"this client does not track session {session_id!r}")
+        self.session_id = session_id
+
+
 class RecoveryFailed(AcpError):
     """A session could not be recovered on any path.
 
@@ -488,3 +527,45 @@ class RecoveryFailed(AcpError):
         super().__init__(f"session {session_id}: {message}")
         self.session_id = session_id
         self.cause = cause
+
+
+# --------------------------------------------------------------------------------------------
+# Session store
+
+
+class SessionStoreError(AcpError):
+    """The session store cannot be used.
+
+    Attributes:
+        path: The store's file (``":memory:"`` for an in-memory one).
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class SessionStoreCorrupt(SessionStoreError):
+    """The store file is not an SQLite database, or a damaged one. It is never written to."""
+
+
+class SessionStoreForeign(SessionStoreError):
+    """The store file is an SQLite database of another application. It is never written to."""
+
+
+class SessionStoreTooNew(SessionStoreError):
+    """The store was written by a newer acp_client whose schema this version cannot use.
+
+    Attributes:
+        version: The store's schema version.
+        supported: The newest schema version this acp_client knows.
+    """
+
+    def __init__(self, message: str, *, path: str, version: int, supported: int) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+        self.supported = supported
+
+
+class SessionStoreBusy(SessionStoreError):
+    """Another process held the store's write lock longer than the busy timeout."""

@@ -6,7 +6,12 @@ agent asks                     the client answers
 session/request_permission     the app's ``permission`` handler; without one: ``cancelled``
 fs/read_text_file, write       only when the app passes a :class:`FileSystemPolicy`; paths must
                                be absolute and resolve (symlinks followed) under an allowed
-                               root, compared by path component; otherwise method-not-found
+                               root, compared by path component; otherwise method-not-found.
+                               Only regular files are opened (never a FIFO or device). A write
+                               to a protected path (``.git/hooks/*``, ``.bashrc``, ... see
+                               :data:`DEFAULT_PROTECTED_PATHS`) always asks the ``permission``
+                               handler first and is refused without one; no write leaves a
+                               file executable
 terminal/*                     only when the app passes a :class:`TerminalHandler`
 elicitation/create             the app's ``elicitation`` handler; without one: ``cancel``
 anything else                  the app's ``extension`` handler for ``_``-prefixed methods;
@@ -22,17 +27,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
 import os
-import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from ._converter import from_wire, to_wire
-from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, MethodNotFound, RpcError
+from ._codec import from_wire, to_wire
+from ._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, read_regular_file, write_regular_file
+from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, RpcError
 from .types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
@@ -40,6 +46,7 @@ from .types import (
     CreateTerminalRequest,
     CreateTerminalResponse,
     KillTerminalCommandRequest,
+    PermissionOption,
     ReadTextFileRequest,
     ReadTextFileResponse,
     ReleaseTerminalRequest,
@@ -48,12 +55,16 @@ from .types import (
     SelectedPermissionOutcome,
     TerminalOutputRequest,
     TerminalOutputResponse,
+    ToolCallLocation,
+    ToolCallPermissionSubject,
+    ToolCallUpdate,
     WaitForTerminalExitRequest,
     WaitForTerminalExitResponse,
     WriteTextFileRequest,
 )
 
 __all__ = [
+    "DEFAULT_PROTECTED_PATHS",
     "ClientHandlers",
     "ElicitationHandler",
     "FileSystemPolicy",
@@ -76,6 +87,9 @@ ElicitationHandler = Callable[
 ExtensionHandler = Callable[[str, Any], Awaitable[Any]]
 
 _DEFAULT_MAX_READ_BYTES = 16 * 1024 * 1024
+#: Option ids of the permission request for a write to a protected path.
+_ALLOW_WRITE = "acp-client-allow-write"
+_REJECT_WRITE = "acp-client-reject-write"
 
 
 class TerminalHandler(Protocol):
@@ -106,6 +120,12 @@ def _to_roots(value: Sequence[str | os.PathLike[str]] | None) -> tuple[Path, ...
     return tuple(Path(item) for item in value)
 
 
+def _to_patterns(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        raise ConfigurationError("protected_paths must be a sequence of pattern strings")
+    return tuple(value)
+
+
 @attrs.frozen
 class FileSystemPolicy:
     """Lets the agent read and/or write text files under allowed roots.
@@ -116,12 +136,22 @@ class FileSystemPolicy:
         roots: The allowed roots. ``None`` (the default) means each session's own roots: its
             ``cwd`` and additional directories. An empty tuple allows nothing.
         max_read_bytes: The largest file ``fs/read_text_file`` will return.
+        protected_paths: Paths whose writes always ask the app's ``permission`` handler (and are
+            refused when there is none), even with ``write`` on: VCS hooks and config, shell
+            start-up files, editor/workspace settings, direnv, CI and package-manager configs
+            (:data:`DEFAULT_PROTECTED_PATHS`; pattern syntax in :mod:`acp_client._fs_guard`).
+            Extend it with ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
     """
 
     read: bool = True
     write: bool = False
     roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots, validator=_absolute_roots)
     max_read_bytes: int = _DEFAULT_MAX_READ_BYTES
+    protected_paths: tuple[str, ...] = attrs.field(default=DEFAULT_PROTECTED_PATHS, converter=_to_patterns)
+
+    def is_protected(self, path: Path) -> bool:
+        """Whether a write to the resolved ``path`` needs the user's permission."""
+        return is_protected(path, self.protected_paths)
 
     def resolve(self, path: str, roots: Sequence[Path], *, for_write: bool) -> Path:
         """The real path ``path`` names, if the policy allows it.
@@ -199,6 +229,7 @@ class RequestRouter:
         self._version = protocol_version
         self._permissions: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[asyncio.Task[Any]] = set()
+        self._write_asks = itertools.count(1)
 
     def cancel_session(self, session_id: str) -> None:
         """The app cancelled the session's turn: answer its pending permission requests
@@ -258,7 +289,7 @@ class RequestRouter:
             return self._encode(await _maybe_await(handlers.elicitation(elicitation)))
         if method.startswith("_") and handlers.extension is not None:
             return await handlers.extension(method, params)
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        raise RpcError.method_not_found(method)
 
     async def _file_system(self, method: str, params: Any, policy: FileSystemPolicy) -> Any:
         if method == "fs/read_text_file" and policy.read:
@@ -269,9 +300,44 @@ class RequestRouter:
         if method == "fs/write_text_file" and policy.write:
             write = self._decode(WriteTextFileRequest, params)
             roots = policy.roots if policy.roots is not None else self._session_roots(write.session_id)
-            await asyncio.to_thread(_confined_write, policy, write, roots)
+            path = await asyncio.to_thread(policy.resolve, write.path, roots, for_write=True)
+            if policy.is_protected(path):
+                await self._confirm_protected_write(write, path)
+            await asyncio.to_thread(_confined_write, policy, write, roots, path)
             return {}
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        raise RpcError.method_not_found(method)
+
+    async def _confirm_protected_write(self, write: WriteTextFileRequest, path: Path) -> None:
+        """Ask the app's permission handler about a write to a protected path.
+
+        Raises:
+            InvalidParams: No handler, or it did not pick "allow".
+        """
+        title = f"Write to {path} (a configuration or hook file that can run code later)"
+        tool_call = ToolCallUpdate(
+            tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",
+            title=title,
+            tool_kind="edit",
+            status="pending",
+            locations=(ToolCallLocation(path=str(path)),),
+            raw_input={"path": write.path},
+        )
+        request = RequestPermissionRequest(
+            session_id=write.session_id,
+            tool_call=tool_call,
+            subject=ToolCallPermissionSubject(tool_call=tool_call) if self._version() >= 2 else None,
+            options=(
+                PermissionOption(option_id=_ALLOW_WRITE, name="Allow this write", kind="allow_once"),
+                PermissionOption(option_id=_REJECT_WRITE, name="Reject", kind="reject_once"),
+            ),
+            title=title,
+        )
+        outcome = await self._ask_permission(request)
+        if isinstance(outcome, SelectedPermissionOutcome) and outcome.option_id == _ALLOW_WRITE:
+            logger.info("the app allowed a write to protected path %s", path)
+            return
+        logger.warning("refused the agent's write to protected path %s", path)
+        raise InvalidParams(f"writing {write.path!r} needs the user's permission, not given", {"path": write.path})
 
     async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
         if method == "terminal/create":
@@ -286,7 +352,7 @@ class RequestRouter:
         if method == "terminal/release":
             await terminal.release(self._decode(ReleaseTerminalRequest, params))
             return {}
-        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        raise RpcError.method_not_found(method)
 
 
 def _confined_read(policy: FileSystemPolicy, request: ReadTextFileRequest, roots: Sequence[Path]) -> str:
@@ -295,26 +361,19 @@ def _confined_read(policy: FileSystemPolicy, request: ReadTextFileRequest, roots
     return _read_text(path, request.line, request.limit, policy)
 
 
-def _confined_write(policy: FileSystemPolicy, request: WriteTextFileRequest, roots: Sequence[Path]) -> None:
+def _confined_write(
+    policy: FileSystemPolicy, request: WriteTextFileRequest, roots: Sequence[Path], checked: Path
+) -> None:
+    """Write in a worker thread, to the path checked (and maybe approved) before."""
     path = policy.resolve(request.path, roots, for_write=True)
-    try:
-        path.write_text(request.content, encoding="utf-8")
-    except OSError as exc:
-        raise RpcError(f"cannot write {request.path!r}: {exc.strerror}", code=-32603) from exc
+    if path != checked:  # moved under us while the user was asked: not what was approved
+        raise InvalidParams(f"the path changed while the write was pending: {request.path!r}")
+    write_regular_file(path, request.content)
 
 
 def _read_text(path: Path, line: int | None, limit: int | None, policy: FileSystemPolicy) -> str:
     cap = policy.max_read_bytes
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):  # a FIFO or device could block or never end
-            raise InvalidParams("not a regular file")
-        if info.st_size > cap:
-            raise InvalidParams(f"file is larger than {cap} bytes")
-        with path.open("rb") as file:
-            data = file.read(cap + 1)  # st_size may lie (procfs) or the file may be growing
-    except OSError as exc:
-        raise RpcError(f"cannot read file: {exc.strerror}", code=-32603) from exc
+    data = read_regular_file(path, cap)  # a FIFO or device could block or never end: refused
     if len(data) > cap:
         raise InvalidParams(f"file is larger than {cap} bytes")
     # What read_text() gave before the read was bounded: universal newlines.

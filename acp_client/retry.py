@@ -13,6 +13,7 @@ capped by ``max_retry_after``.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,9 +39,35 @@ from .exceptions import (
 __all__ = ["Attempt", "RetryPolicy", "is_fatal", "is_retryable", "reconnect_attempts"]
 
 
-def _non_negative(_instance: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
-    if value is not None and value < 0:
-        raise ConfigurationError(f"{attribute.name} must not be negative")
+def _seconds(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """A finite, non-negative number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"RetryPolicy.{attribute.name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigurationError(f"RetryPolicy.{attribute.name} must be finite and not negative, got {value!r}")
+
+
+def _optional_seconds(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _seconds(_instance, attribute, value)
+
+
+def _multiplier(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    _seconds(_instance, attribute, value)
+    if value < 1:  # a shrinking backoff would hammer a struggling server ever faster
+        raise ConfigurationError(f"RetryPolicy.multiplier must be at least 1, got {value!r}")
+
+
+def _attempts(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"RetryPolicy.max_attempts must be a positive integer or None, got {value!r}")
+
+
+def _flag(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"RetryPolicy.{attribute.name} must be True or False, got {value!r}")
 
 
 @attrs.frozen
@@ -63,19 +90,30 @@ class RetryPolicy:
             continue every ``suspended_delay`` seconds (``None``: never suspend).
         suspended_delay: The backoff ceiling while suspended.
         max_retry_after: The most a server's ``Retry-After`` may stretch one wait.
+
+    Raises:
+        ConfigurationError: An option of the wrong type, negative, infinite or NaN, a
+            ``multiplier`` below 1, a ``max_attempts`` that is not a positive integer, or an
+            ``initial_delay`` above ``max_delay``. The message names the option.
     """
 
-    initial_delay: float = attrs.field(default=0.5, validator=_non_negative)
-    max_delay: float = attrs.field(default=30.0, validator=_non_negative)
-    multiplier: float = attrs.field(default=2.0, validator=_non_negative)
-    jitter: bool = True
-    first_attempt_delay: float = attrs.field(default=0.0, validator=_non_negative)
-    max_attempts: int | None = attrs.field(default=None, validator=_non_negative)
-    max_elapsed: float | None = attrs.field(default=None, validator=_non_negative)
-    reset_after: float = attrs.field(default=10.0, validator=_non_negative)
-    suspend_after: float | None = attrs.field(default=120.0, validator=_non_negative)
-    suspended_delay: float = attrs.field(default=60.0, validator=_non_negative)
-    max_retry_after: float = attrs.field(default=300.0, validator=_non_negative)
+    initial_delay: float = attrs.field(default=0.5, validator=_seconds)
+    max_delay: float = attrs.field(default=30.0, validator=_seconds)
+    multiplier: float = attrs.field(default=2.0, validator=_multiplier)
+    jitter: bool = attrs.field(default=True, validator=_flag)
+    first_attempt_delay: float = attrs.field(default=0.0, validator=_seconds)
+    max_attempts: int | None = attrs.field(default=None, validator=_attempts)
+    max_elapsed: float | None = attrs.field(default=None, validator=_optional_seconds)
+    reset_after: float = attrs.field(default=10.0, validator=_seconds)
+    suspend_after: float | None = attrs.field(default=120.0, validator=_optional_seconds)
+    suspended_delay: float = attrs.field(default=60.0, validator=_seconds)
+    max_retry_after: float = attrs.field(default=300.0, validator=_seconds)
+
+    def __attrs_post_init__(self) -> None:
+        if self.initial_delay > self.max_delay:
+            raise ConfigurationError(
+                f"RetryPolicy.initial_delay ({self.initial_delay!r}) must not exceed max_delay ({self.max_delay!r})"
+            )
 
     def ceiling(self, attempt: int) -> float:
         """The backoff ceiling before ``attempt`` (1-based; attempt 1 is the first after a drop)."""

@@ -18,18 +18,40 @@ from typing import Any
 
 import attrs
 
-from ._recovery import Probe, RecoveryPath
+from .types import Session, SessionUpdate
 
 __all__ = [
     "LEGAL_TRANSITIONS",
     "ConnectionState",
     "Probe",
+    "PromptResult",
     "RecoveryContext",
     "RecoveryOutcome",
     "RecoveryPath",
+    "SessionPage",
     "State",
     "TurnInterrupted",
+    "UpdateEvent",
 ]
+
+
+class RecoveryPath(str, enum.Enum):
+    """How a session came back (or did not)."""
+
+    RESUME = "resume"
+    REPLAY = "replay"
+    NEW_SESSION = "new_session"
+    ABANDON = "abandon"
+
+
+class Probe(str, enum.Enum):
+    """What ``session/status`` said (normalized)."""
+
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    NOT_FOUND = "not_found"
+    NOT_PROBED = "not_probed"  # no status capability
+    FAILED = "failed"  # the probe itself failed with another error
 
 
 class State(str, enum.Enum):
@@ -154,3 +176,42 @@ class TurnInterrupted:
     session_id: str
     prompt: tuple[Any, ...]
     may_have_executed: bool = True
+
+
+@attrs.frozen
+class UpdateEvent:
+    """One ``session/update`` delivered to the app.
+
+    Attributes:
+        session_id: The session it belongs to (as the agent named it).
+        update: The decoded update (an ``Unknown...`` value keeps unrecognized variants).
+        replay: ``True`` when it is history replayed by ``session/load`` (v1) or
+            ``session/resume`` with ``replayFrom`` (v2), not new activity.
+    """
+
+    session_id: str
+    update: SessionUpdate
+    replay: bool = False
+
+
+@attrs.frozen
+class PromptResult:
+    """How a prompt turn ended.
+
+    Attributes:
+        stop_reason: Why the turn ended (``end_turn``, ``cancelled``, ...; an open set).
+        message_id: The id of the inserted user message (v2), when the agent supplied one.
+        usage: Token usage, when the agent reported it.
+    """
+
+    stop_reason: str | None
+    message_id: str | None = None
+    usage: Any = None
+
+
+@attrs.frozen
+class SessionPage:
+    """One page of ``session/list``."""
+
+    sessions: tuple[Session, ...]
+    next_cursor: str | None = None

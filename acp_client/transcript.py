@@ -11,8 +11,15 @@ Rules:
 * A replay (v1 ``session/load``, v2 ``session/resume`` with ``replayFrom``) is bracketed by
   :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay` (the client does this). During
   it, the first update for a message already known restarts that message's content instead of
-  appending to it; id-less history (v1) is rebuilt from the replay, and kept only if the agent
-  replayed nothing.
+  appending to it; id-less history (v1) is rebuilt from the replay, and an id-less message is kept
+  only if the agent replayed no message of its role (a replay that sends the user's prompts back
+  covers the prompts the client recorded itself).
+* A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` puts back what the
+  transcript held before it began, so nothing finished is lost; the next replay rebuilds it.
+* Some agents replay the whole history during a plain ``session/resume`` (DESIGN.md §6).
+  :meth:`Transcript.repeats` tells whether an update that arrives there repeats the start of the
+  known history (same ``messageId``, else same role and a prefix of the first message's text),
+  so the client can treat the rest of that resume as a replay.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
 """
 
@@ -140,8 +147,9 @@ class Transcript:
         self._open: TranscriptMessage | None = None
         self._replaying = False
         self._replay_restarted: set[str] = set()
-        self._stashed: list[TranscriptMessage] | None = None
-        self._replayed_idless = False
+        self._replayed_roles: set[str] = set()
+        self._replay_touched: list[TranscriptMessage] = []
+        self._snapshot: list[tuple[TranscriptMessage, list[ContentBlock]]] | None = None
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -190,26 +198,81 @@ class Transcript:
                 self.stop_reason = getattr(update, "stop_reason", None)
                 self._open = None
 
+    def repeats(self, update: Any) -> bool:
+        """Whether ``update`` repeats the start of the known history.
+
+        For an update that arrives where no replay was announced (a plain ``session/resume``):
+        a message update for the first known message — the same ``messageId`` or, failing that,
+        the same role with text that the first message's text starts with — means the agent is
+        replaying from the start. Non-message updates never decide.
+        """
+        kind = getattr(update, "kind", None)
+        if not isinstance(kind, str) or not self.messages:
+            return False
+        role = _CHUNK_ROLES.get(kind) or _FULL_ROLES.get(kind)
+        if role is None:
+            return False
+        first = self.messages[0]
+        if first.role != role:
+            return False
+        message_id = getattr(update, "message_id", None)
+        if message_id is not None and message_id == first.message_id:
+            return True
+        text = "".join(block.text for block in _blocks_of(update.content) if isinstance(block, TextContent))
+        return bool(text) and first.text.startswith(text)
+
     def begin_replay(self) -> None:
         """The agent is about to replay history: rebuild instead of appending."""
         self._replaying = True
         self._replay_restarted = set()
-        self._replayed_idless = False
-        idless = [message for message in self.messages if message.message_id is None]
-        self._stashed = idless
+        self._replayed_roles = set()
+        self._replay_touched = []
+        self._snapshot = [(message, list(message.blocks)) for message in self.messages]
         self.messages = [message for message in self.messages if message.message_id is not None]
         self._open = None
 
-    def end_replay(self) -> None:
-        """The replay is over (the load/resume answer arrived)."""
+    def end_replay(self, *, complete: bool = True) -> None:
+        """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
+
+        A complete replay is the history in the agent's order: the messages it brought back, with
+        what it did not bring back (known messages it did not touch, and id-less ones of a role it
+        did not replay) kept after the message they followed before. An incomplete replay puts
+        back the history the transcript held before it began (what part of the replay arrived is
+        dropped; the next replay brings it again).
+        """
         if not self._replaying:
             return
         self._replaying = False
-        if self._stashed and not self._replayed_idless:
-            # Nothing id-less came back: keep what we had, before anything replayed after it.
-            self.messages = self._stashed + self.messages
-        self._stashed = None
+        snapshot = self._snapshot or []
+        if complete:
+            self.messages = self._merge_replay(snapshot)
+        else:
+            self.messages = []
+            self._by_id = {}
+            for message, blocks in snapshot:
+                message.blocks = blocks
+                self._insert(message)
+        self._replay_touched = []
+        self._snapshot = None
         self._open = None
+
+    def _merge_replay(self, snapshot: list[tuple[TranscriptMessage, list[ContentBlock]]]) -> list[TranscriptMessage]:
+        touched = {id(message) for message in self._replay_touched}
+        front: list[TranscriptMessage] = []
+        after: dict[int, list[TranscriptMessage]] = {}
+        anchor: TranscriptMessage | None = None
+        for message, _ in snapshot:
+            if id(message) in touched:
+                anchor = message
+                continue
+            if message.message_id is None and message.role in self._replayed_roles:
+                continue  # the replay rebuilt this role's id-less history
+            (after.setdefault(id(anchor), []) if anchor is not None else front).append(message)
+        merged = front
+        for message in self._replay_touched:
+            merged.append(message)
+            merged.extend(after.get(id(message), ()))
+        return merged
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -221,27 +284,33 @@ class Transcript:
     def _restart_if_replayed(self, message: TranscriptMessage) -> None:
         if self._replaying and message.message_id is not None and message.message_id not in self._replay_restarted:
             self._replay_restarted.add(message.message_id)
+            self._replay_touched.append(message)
             message.blocks = []
 
+    def _insert_new(self, message: TranscriptMessage) -> None:
+        self._insert(message)
+        if self._replaying:
+            self._replay_touched.append(message)
+            if message.message_id is not None:
+                self._replay_restarted.add(message.message_id)
+
     def _chunk(self, role: str, message_id: str | None, blocks: list[ContentBlock]) -> None:
+        if self._replaying:
+            self._replayed_roles.add(role)
         if message_id is not None:
             message = self._by_id.get(message_id)
             if message is None:
                 message = TranscriptMessage(role, message_id)
-                self._insert(message)
-                if self._replaying:
-                    self._replay_restarted.add(message_id)
+                self._insert_new(message)
             else:
                 self._restart_if_replayed(message)
             message.append(blocks)
             self._open = message
             return
-        if self._replaying:
-            self._replayed_idless = True
         open_message = self._open
         if open_message is None or open_message.role != role or open_message.message_id is not None:
             open_message = TranscriptMessage(role)
-            self._insert(open_message)
+            self._insert_new(open_message)
             self._open = open_message
         open_message.append(blocks)
 
@@ -250,12 +319,15 @@ class Transcript:
             self._chunk(role, None, _blocks_of(content))
             self._open = None
             return
+        if self._replaying:
+            self._replayed_roles.add(role)
         message = self._by_id.get(message_id)
         if message is None:
             message = TranscriptMessage(role, message_id)
-            self._insert(message)
-        if self._replaying:
+            self._insert_new(message)
+        elif self._replaying and message_id not in self._replay_restarted:
             self._replay_restarted.add(message_id)
+            self._replay_touched.append(message)
         if content is not None:
             message.blocks = []
             message.append(_blocks_of(content))

@@ -52,7 +52,7 @@ from _common import environment, fmt_ms, fmt_ratio, median, table
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
-from acp_client import AcpClient, ConnectionState, RecoveryOutcome, RetryPolicy, State
+from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome, RetryPolicy, State, Timeouts
 from acp_client.testing import ReferenceAgent, ReferenceServer
 
 CWD = "/tmp/acp-bench"
@@ -80,12 +80,14 @@ class Ours:
         self.client = AcpClient(
             url,
             retry=policy,
-            request_timeout=TIMEOUT,
-            on_state_change=self._on_state,
-            on_resume=self._on_outcome,
-            on_replay=self._on_outcome,
-            on_new_session=self._on_outcome,
-            on_recovery_failed=self._on_outcome,
+            timeouts=Timeouts(request=TIMEOUT),
+            callbacks=Callbacks(
+                on_state_change=self._on_state,
+                on_resume=self._on_outcome,
+                on_replay=self._on_outcome,
+                on_new_session=self._on_outcome,
+                on_recovery_failed=self._on_outcome,
+            ),
         )
 
     def _on_state(self, state: ConnectionState) -> None:

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from acp_client import AcpClient, ConnectionState, RetryPolicy, State, connector_for  # noqa: E402
+from acp_client import AcpClient, Callbacks, ConnectionState, RetryPolicy, State, connector_for  # noqa: E402
 from acp_client.testing import FaultProxy  # noqa: E402
 from tests.e2e.soak import _PythonSdkPeer, _ReferencePeer, percentile  # noqa: E402
 
@@ -97,7 +97,8 @@ async def _measure(peer: Any, transport: str, rounds: int, sessions: int) -> dic
         options = {"http2": transport == "h2c"} if transport != "ws" else {}
         wire = Wire(connector_for(proxy.url(scheme_url), **options))
         states: list[tuple[float, ConnectionState]] = []
-        client = AcpClient(wire, retry=POLICY, on_state_change=lambda s: states.append((time.perf_counter(), s)))
+        on_state = Callbacks(on_state_change=lambda s: states.append((time.perf_counter(), s)))
+        client = AcpClient(wire, retry=POLICY, callbacks=on_state)
         keys = ("notice", "backoff", "connect", "init", "recover", "report", "net")
         figures: dict[str, list[float]] = {k: [] for k in keys}
         figures["tcp"] = []

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 from acp_client import (
     AcpClient,
     AcpError,
+    Callbacks,
     ClientHandlers,
     ConnectionLost,
     ConnectionState,
@@ -54,6 +55,7 @@ from acp_client import (
     SessionHandle,
     SessionStatus,
     State,
+    Timeouts,
     TurnInterrupted,
     UpdateEvent,
 )
@@ -183,14 +185,16 @@ class Chat:
             protocol_version=protocol_version,
             retry=retry or RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=120.0, suspend_after=None),
             handlers=ClientHandlers(permission=self._ask_permission),
-            on_state_change=self._on_state,
-            on_update=self._on_update,
-            on_resume=self._on_recovered,
-            on_replay=self._on_recovered,
-            on_new_session=self._on_recovered,
-            on_recovery_failed=self._on_recovery_failed,
-            on_turn_interrupted=self._on_interrupted,
-            request_timeout=30.0,
+            callbacks=Callbacks(
+                on_state_change=self._on_state,
+                on_update=self._on_update,
+                on_resume=self._on_recovered,
+                on_replay=self._on_recovered,
+                on_new_session=self._on_recovered,
+                on_recovery_failed=self._on_recovery_failed,
+                on_turn_interrupted=self._on_interrupted,
+            ),
+            timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
             tls=tls,
         )
@@ -261,9 +265,8 @@ class Chat:
         await self.new_session()
 
     async def new_session(self) -> SessionHandle:
-        record = await self.client.new_session(self.cwd)
-        self.handle = self.client.session(record.session_id)
-        self.output.event("session", sessionId=record.session_id)
+        self.handle = await self.client.new_session(self.cwd)
+        self.output.event("session", sessionId=self.handle.session_id)
         return self.handle
 
     async def prompt(self, text: str) -> PromptResult | None:

@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from acp_client import (
     AcpClient,
+    Callbacks,
     ClientHandlers,
     ConnectionLost,
     Probe,
@@ -259,13 +260,15 @@ async def run(protocol_version: int, transport: str) -> int:
                 protocol_version=protocol_version,
                 retry=RetryPolicy(initial_delay=0.05, max_delay=0.5, max_elapsed=STEP_TIMEOUT),
                 handlers=ClientHandlers(permission=app.permission),
-                decide_recovery=app.decide_recovery,
-                on_resume=app.on_resume,
-                on_replay=app.on_replay,
-                on_new_session=app.on_new_session,
-                on_recovery_failed=app.on_recovery_failed,
-                on_turn_interrupted=app.on_turn_interrupted,
-                on_state_change=on_state,
+                callbacks=Callbacks(
+                    decide_recovery=app.decide_recovery,
+                    on_resume=app.on_resume,
+                    on_replay=app.on_replay,
+                    on_new_session=app.on_new_session,
+                    on_recovery_failed=app.on_recovery_failed,
+                    on_turn_interrupted=app.on_turn_interrupted,
+                    on_state_change=on_state,
+                ),
             )
             app.client = client
 
@@ -278,8 +281,8 @@ async def run(protocol_version: int, transport: str) -> int:
                 return lambda: len(app.outcomes) >= count and client.state.state is State.CONNECTED
 
             async with client:
-                main = client.session((await client.new_session(workdir)).session_id)
-                scratch = client.session((await client.new_session(workdir)).session_id)
+                main = await client.new_session(workdir)
+                scratch = await client.new_session(workdir)
                 app.scratch.add(scratch.session_id)
                 await converse(main, "hello")
                 await converse(main, "remember: pelican")

@@ -23,3 +23,19 @@ def test_api_reference_mentions_every_public_name() -> None:
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     missing = [name for name in acp_client.__all__ if name != "__version__" and name not in text]
     assert not missing
+
+
+def test_many_instances_guide_shows_the_haproxy_config_the_tests_use() -> None:
+    from tests.peers.haproxy import haproxy_config
+
+    text = (ROOT / "docs" / "many-instances.md").read_text(encoding="utf-8")
+    shown = re.findall(r"```haproxy\n(.*?)```", text, re.S)
+    assert shown == [haproxy_config(8000, {"a": 9001, "b": 9002})]
+
+
+async def test_many_instances_guide_pool_example_runs() -> None:
+    text = (ROOT / "docs" / "many-instances.md").read_text(encoding="utf-8")
+    example = next(block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "async def test_" in block)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/many-instances.md", "exec"), namespace)
+    await namespace["test_the_pool_finds_the_session_where_it_lives"]()

@@ -23,6 +23,7 @@ import pytest
 import acp_client.sync
 from acp_client import (
     AcpError,
+    Callbacks,
     CapabilityNotSupported,
     ClientClosed,
     ClientHandlers,
@@ -32,6 +33,7 @@ from acp_client import (
     RequestTimeout,
     RetryPolicy,
     SessionNotFound,
+    SessionNotTracked,
     SessionStatus,
     State,
     TurnInProgress,
@@ -45,7 +47,12 @@ from acp_client.sync import (
     SyncEvent,
 )
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
-from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome, TextContent
+from acp_client.types import (
+    CancelledPermissionOutcome,
+    RequestPermissionRequest,
+    SelectedPermissionOutcome,
+    TextContent,
+)
 
 T = TypeVar("T")
 
@@ -197,8 +204,8 @@ def test_exported_names_are_pinned() -> None:
         "SyncSessionHandle",
     ]
     for name in acp_client.sync.__all__:
-        expected = "acp_client.exceptions" if name == "LoopThreadError" else "acp_client.sync"  # one error tree
-        assert getattr(acp_client.sync, name).__module__ == expected
+        expected = "acp_client.exceptions" if name == "LoopThreadError" else "acp_client.sync."  # one error tree
+        assert getattr(acp_client.sync, name).__module__.startswith(expected)
     assert issubclass(LoopThreadError, AcpError)
     assert {kind.value for kind in EventKind} == {
         "state",
@@ -264,7 +271,7 @@ def test_resume_load_and_close_sessions(make_client: Callable[..., SyncAcpClient
     assert resumed.session_id == session.session_id
     assert second.prompt(session.session_id, "still here?").stop_reason == "end_turn"
     second.close_session(session.session_id)
-    with pytest.raises(SessionNotFound):
+    with pytest.raises(SessionNotTracked):
         second.session(session.session_id)
 
     third = make_client()
@@ -289,9 +296,9 @@ def test_calls_from_many_threads_at_once(make_client: Callable[..., SyncAcpClien
 
 def test_errors_propagate_unchanged(make_client: Callable[..., SyncAcpClient]) -> None:
     client = make_client(protocol_version=2)
-    with pytest.raises(SessionNotFound) as not_tracked:
+    with pytest.raises(SessionNotTracked) as not_tracked:
         client.prompt("sess_unknown", "hello")
-    assert type(not_tracked.value) is SessionNotFound
+    assert not isinstance(not_tracked.value, SessionNotFound)  # not the agent's -32002: nothing was sent
     with pytest.raises(CapabilityNotSupported) as no_load:
         client.load_session("sess_unknown", "/tmp")
     assert no_load.value.method == "session/load"
@@ -407,8 +414,10 @@ def test_callbacks_run_on_the_host_executor(make_client: Callable[..., SyncAcpCl
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="host-ui")
     client = make_client(
         callback_executor=executor,
-        on_update=lambda event: seen.append(("update", threading.current_thread().name, event)),
-        on_state_change=lambda state: seen.append(("state", threading.current_thread().name, state.state)),
+        callbacks=Callbacks(
+            on_update=lambda event: seen.append(("update", threading.current_thread().name, event)),
+            on_state_change=lambda state: seen.append(("state", threading.current_thread().name, state.state)),
+        ),
     )
     session = client.new_session("/tmp")
     client.prompt(session.session_id, "hello there")
@@ -429,7 +438,7 @@ def test_callbacks_default_to_a_private_thread(make_client: Callable[..., SyncAc
         names.append(threading.current_thread().name)
         states.append(state.state)
 
-    client = make_client(on_state_change=on_state)
+    client = make_client(callbacks=Callbacks(on_state_change=on_state))
     loop_thread = client.thread
     client.close()  # waits for the callbacks already submitted
     assert states == [State.CONNECTING, State.CONNECTED, State.CLOSED]
@@ -444,7 +453,7 @@ def test_a_raising_callback_is_logged(
     def broken(_event: Any) -> None:
         raise ValueError("broken callback")
 
-    client = make_client(on_update=broken)
+    client = make_client(callbacks=Callbacks(on_update=broken))
     session = client.new_session("/tmp")
     assert client.prompt(session.session_id, "still fine").stop_reason == "end_turn"
     with caplog.at_level(logging.ERROR, logger="acp_client.sync"):
@@ -562,7 +571,7 @@ def test_an_answer_given_as_the_wait_times_out_is_the_one_sent(
             taken.append(request.allow())
         return done, pending
 
-    monkeypatch.setattr(acp_client.sync, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "wait": wait}))
+    monkeypatch.setattr(acp_client.sync._bridge, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "wait": wait}))
     client = make_client(event_queue=events, answer_timeout=answer_timeout)
     session = client.new_session("/tmp")
     assert client.prompt(session.session_id, "/permission").stop_reason == "end_turn"
@@ -592,7 +601,8 @@ def test_a_drop_mid_turn_and_the_recovery_are_seen_as_events(
     events: queue.Queue[SyncEvent] = queue.Queue()
     resumed: list[tuple[str, Any]] = []
     client = make_client(
-        event_queue=events, on_resume=lambda outcome: resumed.append((threading.current_thread().name, outcome))
+        event_queue=events,
+        callbacks=Callbacks(on_resume=lambda outcome: resumed.append((threading.current_thread().name, outcome))),
     )
     session = client.new_session("/tmp")
     turn = client.prompt_async(session.session_id, "/slow")
@@ -643,7 +653,7 @@ def test_replay_and_new_session_recoveries_are_events(
 ) -> None:
     events: queue.Queue[SyncEvent] = queue.Queue()
     client = make_client(event_queue=events)
-    session = client.new_session("/tmp")
+    session = client.new_session("/tmp").record  # at creation (the handle follows renames)
     handle = client.session(session.session_id)
     handle.prompt("before")
     if fault == "restart":
@@ -666,8 +676,8 @@ def test_decide_recovery_runs_on_the_host(side: AgentSide, make_client: Callable
         asked.append(threading.current_thread().name)
         return RecoveryPath.NEW_SESSION
 
-    client = make_client(event_queue=events, decide_recovery=decide)
-    session = client.new_session("/tmp")
+    client = make_client(event_queue=events, callbacks=Callbacks(decide_recovery=decide))
+    session = client.new_session("/tmp").record  # at creation (the handle follows renames)
     side.cut()
     outcome = next_event(events, EventKind.NEW_SESSION).payload
     assert outcome.planned is RecoveryPath.NEW_SESSION and outcome.session_id != session.session_id
@@ -684,7 +694,7 @@ def test_a_slow_decide_recovery_keeps_the_proposed_path(
         release.wait(DEADLINE)
         return RecoveryPath.NEW_SESSION
 
-    client = make_client(event_queue=events, decide_recovery=decide, answer_timeout=0.2)
+    client = make_client(event_queue=events, callbacks=Callbacks(decide_recovery=decide), answer_timeout=0.2)
     client.new_session("/tmp")
     side.cut()
     try:
@@ -763,7 +773,7 @@ def test_close_from_a_callback(make_client: Callable[..., SyncAcpClient]) -> Non
             closed.set()
             holder[0].close()
 
-    client = make_client(on_update=on_update)
+    client = make_client(callbacks=Callbacks(on_update=on_update))
     holder.append(client)
     session = client.new_session("/tmp")
     with pytest.raises(AcpError):
@@ -872,7 +882,7 @@ def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.
                 second_caller_inside.set()
 
     monkeypatch.setattr(
-        acp_client.sync, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
+        acp_client.sync._loop, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
     )
     monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
     first = threading.Thread(target=loop_thread.start)
@@ -919,7 +929,7 @@ def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> N
                 stop_called.set()
 
     monkeypatch.setattr(
-        acp_client.sync, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
+        acp_client.sync._loop, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
     )
     monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
     starter = threading.Thread(target=loop_thread.start)
@@ -939,3 +949,41 @@ def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> N
         if thread.is_alive() and loop is not None:  # do not leak it into the next tests
             loop.call_soon_threadsafe(loop.stop)
             thread.join(DEADLINE)
+
+
+# -- PermissionRequest answers ------------------------------------------------------------------------
+
+
+def _permission(*kinds: str) -> tuple[PermissionRequest, concurrent.futures.Future[Any]]:
+    from acp_client.types import PermissionOption
+
+    options = tuple(PermissionOption(option_id=f"opt-{kind}", name=kind, kind=kind) for kind in kinds)
+    answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    return PermissionRequest(RequestPermissionRequest(session_id="s", options=options), answer), answer
+
+
+def test_allow_picks_allow_once_even_when_allow_always_is_listed_first() -> None:
+    request, answer = _permission("allow_always", "reject_once", "allow_once")
+    assert request.allow()
+    assert answer.result() == SelectedPermissionOutcome(option_id="opt-allow_once")
+
+
+def test_allow_never_escalates_to_allow_always() -> None:
+    request, answer = _permission("allow_always", "reject_once")
+    assert request.allow()
+    assert answer.result() == CancelledPermissionOutcome()
+
+
+def test_allow_always_is_a_separate_choice() -> None:
+    request, answer = _permission("allow_once", "allow_always")
+    assert request.allow_always()
+    assert answer.result() == SelectedPermissionOutcome(option_id="opt-allow_always")
+    assert not request.allow()  # answered once only
+    missing, cancelled = _permission("allow_once")
+    assert missing.allow_always() and cancelled.result() == CancelledPermissionOutcome()
+
+
+def test_reject_prefers_reject_once() -> None:
+    request, answer = _permission("reject_always", "reject_once", "allow_once")
+    assert request.reject()
+    assert answer.result() == SelectedPermissionOutcome(option_id="opt-reject_once")

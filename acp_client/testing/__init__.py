@@ -7,8 +7,9 @@
 * :class:`ReferenceServer` — serves it on loopback over WebSocket and Streamable HTTP (HTTP/1.1
   and HTTP/2, under hypercorn: install the ``testing`` extra), with
   :meth:`~ReferenceServer.drop_connections`, :meth:`~ReferenceServer.restart` and
-  :meth:`~ReferenceServer.refuse_connections`. ``python -m acp_client.testing.reference_agent
-  --stdio`` serves it over stdio.
+  :meth:`~ReferenceServer.refuse_connections`, and ``GET /health`` for load balancers.
+  ``python -m acp_client.testing.reference_agent --stdio`` serves it over stdio. Several agents
+  sharing one :class:`SessionStore` (or one ``--store DIR``) act as instances with shared storage.
 * :class:`FaultProxy` — a TCP proxy on loopback: :meth:`~FaultProxy.cut` every connection,
   :meth:`~FaultProxy.blackhole` (half-open links), :meth:`~FaultProxy.refuse` for N seconds.
 * :class:`MemoryConnector` — connects a client to an in-process agent over memory transports,

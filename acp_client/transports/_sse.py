@@ -9,15 +9,19 @@ What it understands:
 * comment lines (``:`` first, e.g. keepalives) are skipped;
 * ``data`` lines accumulate (joined with ``\\n``), ``event`` sets the type, ``id`` the last event id
   (kept across events; a value containing NUL is ignored), ``retry`` the reconnection delay in ms
-  (ASCII digits only); unknown fields are ignored;
+  (ASCII digits only; a value above :data:`MAX_RETRY_MS` is ignored); unknown fields are ignored;
 * lines end with CR, LF or CRLF, even when the CR and the LF arrive in different chunks;
 * a UTF-8 byte order mark at the very start of the stream is skipped;
+* comment lines are dropped as they arrive, never buffered, however long;
 * a blank line dispatches the event; an event with no ``data`` line is not dispatched.
 
 Size caps, so a hostile or broken server cannot make the client buffer without bound:
 
 * a line longer than ``max_line_bytes`` (its terminator not counted) or
-* an event whose data exceeds ``max_event_bytes``
+* an event whose data exceeds ``max_event_bytes``; a line still waiting for its terminator
+  counts against that budget as it grows, so the data already held plus the incomplete line
+  never exceed the event cap by more than a few bytes (memory stays under twice the cap, not
+  three times: a completed line is handed over, not copied)
 
 produces one :class:`~acp_client.exceptions.MessageTooLarge` in the output, in stream order,
 and the parser **resynchronizes**: it stops buffering at once, skips the rest of that event up to
@@ -37,8 +41,13 @@ import attrs
 
 from ..exceptions import ConfigurationError, MessageTooLarge
 
-__all__ = ["SseEvent", "SseItem", "SseParser"]
+__all__ = ["MAX_RETRY_MS", "SseEvent", "SseItem", "SseParser"]
 
+#: The longest ``retry`` accepted (a day); anything longer is ignored, however many digits.
+MAX_RETRY_MS: Final = 86_400_000
+_MAX_RETRY_DIGITS: Final = len(str(MAX_RETRY_MS))
+#: Room for a field name, colon and space in an incomplete data line counted against the event cap.
+_FIELD_SLACK: Final = 8
 _BOM: Final = b"\xef\xbb\xbf"
 _COLON: Final = 0x3A
 _SPACE: Final = 0x20
@@ -105,7 +114,7 @@ class SseParser:
         self._skip_lf = False  # the previous chunk ended with CR: a leading LF belongs to it
         self._skip_line = False  # dropping the rest of an oversized line (not buffered)
         self._skip_event = False  # dropping the rest of an oversized event, up to a blank line
-        self._data: list[bytes] = []
+        self._data: list[bytes | bytearray] = []
         self._data_size = 0
         self._event_type: bytes = b""
         self.last_event_id = ""
@@ -152,13 +161,19 @@ class SseParser:
         for raw in lines:
             line = raw.rstrip(b"\r\n")  # only the terminator: a line never contains CR or LF
             if self._skip_line:
-                # The rest of an oversized line: drop it; the event is skipped to its end.
+                # The rest of an oversized line (or of a comment): drop it.
                 self._skip_line = False
                 continue
             if self._partial:
-                self._partial += line
-                line = bytes(self._partial)
-                self._partial.clear()
+                # Hand the buffer over instead of copying it: the line is parsed in place.
+                whole, self._partial = self._partial, bytearray()
+                whole += line
+                if len(whole) > self._max_line:
+                    message = f"SSE line of {len(whole)} bytes exceeds the {self._max_line}-byte cap"
+                    self._oversized(out, message, self._max_line)
+                    continue
+                self._line(whole, out)
+                continue
             if len(line) > self._max_line:
                 message = f"SSE line of {len(line)} bytes exceeds the {self._max_line}-byte cap"
                 self._oversized(out, message, self._max_line)
@@ -167,14 +182,23 @@ class SseParser:
         if tail:
             if self._skip_line:
                 return out
+            if not self._partial and (self._skip_event or tail[0] == _COLON):
+                # A comment, or a line of an event being skipped: never buffered.
+                self._skip_line = True
+                return out
             self._partial += tail
-            if len(self._partial) > self._max_line:
-                size = len(self._partial)
-                self._partial.clear()
+            size = len(self._partial)
+            if size > self._max_line:
+                self._partial = bytearray()
                 self._skip_line = True
                 self._oversized(
                     out, f"SSE line of more than {size} bytes exceeds the {self._max_line}-byte cap", self._max_line
                 )
+            elif self._data_size + size > self._max_event + _FIELD_SLACK:
+                # The incomplete line alone would take the event past its cap.
+                self._partial = bytearray()
+                self._skip_line = True
+                self._oversized(out, f"SSE event data exceeds the {self._max_event}-byte cap", self._max_event)
         return out
 
     def finish(self) -> bool:
@@ -184,8 +208,8 @@ class SseParser:
             ``True`` when an unterminated event (data lines, or the start of a field line, not
             followed by a blank line) was discarded, so the caller can report it.
         """
-        truncated = bool(self._data) or bool(self._partial and self._partial[0] != _COLON)
-        self._partial.clear()
+        truncated = bool(self._data) or bool(self._partial)
+        self._partial = bytearray()
         self._reset_event()
         self._skip_line = self._skip_event = self._skip_lf = False
         self._bom_pending = b""
@@ -204,14 +228,15 @@ class SseParser:
         self._data_size = 0
         self._event_type = b""
 
-    def _line(self, line: bytes, out: list[SseItem]) -> None:
+    def _line(self, line: bytes | bytearray, out: list[SseItem]) -> None:
         if not line:
             if self._skip_event:
                 self._skip_event = False
                 self._reset_event()
                 return
             if self._data:
-                data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+                parts = self._data
+                data = b"\n".join(parts) if len(parts) > 1 else bytes(parts[0])
                 event = self._event_type.decode("utf-8", "replace") if self._event_type else "message"
                 out.append(SseEvent(data, event, self.last_event_id))
             self._reset_event()
@@ -220,10 +245,14 @@ class SseParser:
             return
         colon = line.find(b":")
         if colon < 0:
-            field, value = line, b""
+            field, start = line, len(line)
         else:
             field = line[:colon]
             start = colon + 2 if len(line) > colon + 1 and line[colon + 1] == _SPACE else colon + 1
+        if type(line) is bytearray:
+            del line[:start]  # in place (no copy): what is left is the value
+            value: bytes | bytearray = line
+        else:
             value = line[start:]
         if field == b"data":
             size = self._data_size + len(value) + (1 if self._data else 0)
@@ -233,10 +262,13 @@ class SseParser:
             self._data.append(value)
             self._data_size = size
         elif field == b"event":
-            self._event_type = value
+            self._event_type = bytes(value)
         elif field == b"id":
             if b"\x00" not in value:
                 self.last_event_id = value.decode("utf-8", "replace")
-        elif field == b"retry" and value.isdigit():
-            self.retry_ms = int(value)
+        elif field == b"retry" and value.isdigit() and len(value) <= _MAX_RETRY_DIGITS:
+            # int() refuses more than 4300 digits: a hostile server must not break the stream.
+            retry = int(value)
+            if retry <= MAX_RETRY_MS:
+                self.retry_ms = retry
         # Any other field is ignored, as the specification says.

@@ -27,9 +27,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import (
     ConcurrencyError,
     ConnectionClosed,
-    InvalidHandshake,
     InvalidStatus,
-    InvalidURI,
     WebSocketException,
 )
 from websockets.frames import Close, CloseCode
@@ -38,24 +36,21 @@ from websockets.typing import Subprotocol
 
 from .._jsonrpc import Message, decode_frame, encode, excerpt
 from ..exceptions import (
-    AuthenticationFailed,
     ConfigurationError,
     ConnectError,
-    HttpStatusError,
     MalformedFrame,
     MessageTooLarge,
-    ServiceUnavailable,
-    TlsVerificationError,
     TransportClosed,
     TransportError,
     UnsafeRedirect,
 )
 from ._cookies import CookieStore
+from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, open_error, status_error
+from ._log_redaction import install_log_redaction
 from ._security import (
     DEFAULT_SECRET_HEADERS,
     TlsConfig,
     check_headers,
-    parse_retry_after,
     redact_headers,
     redirect_allowed,
     safe_url,
@@ -66,9 +61,6 @@ __all__ = ["WebSocketConnector", "WebSocketTransport"]
 
 logger = logging.getLogger(__name__)
 
-#: How many redirects one ``connect()`` follows (each one same-origin) before giving up.
-MAX_REDIRECTS: Final = 5
-_REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 #: Handshake headers the WebSocket library owns; an app may not set them.
 _RESERVED_HEADERS: Final = frozenset(
     {
@@ -176,16 +168,11 @@ def _describe_close(
 
 def _status_error(
     status: int, reason_phrase: str, headers: Headers, body: bytes | bytearray | None, url: str
-) -> HttpStatusError:
+) -> TransportError:
     """The exception for a handshake answered with an HTTP error status."""
     text = (body or b"")[: _BODY_EXCERPT * 4].decode("utf-8", "replace")[:_BODY_EXCERPT]
     message = f"WebSocket handshake to {safe_url(url)} refused: HTTP {status} {reason_phrase}".rstrip()
-    if status in (401, 403):
-        return AuthenticationFailed(message, status=status, body=text)
-    if status in (429, 503):
-        retry_after = parse_retry_after(headers.get("Retry-After"))
-        return ServiceUnavailable(message, status=status, body=text, retry_after=retry_after)
-    return HttpStatusError(message, status=status, body=text)
+    return status_error(status, message, body=text, retry_after=headers.get("Retry-After"))
 
 
 def _normalize_url(url: str) -> str:
@@ -447,6 +434,7 @@ class WebSocketConnector:
             self._url = _without_userinfo(self._url)
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
         if subprotocols is not None:
             if isinstance(subprotocols, str):
                 raise ConfigurationError("subprotocols must be a sequence of strings, not a string")
@@ -518,7 +506,7 @@ class WebSocketConnector:
                 response = exc.response
                 self._capture(url, response.headers)
                 location = response.headers.get("Location")
-                if response.status_code not in _REDIRECT_STATUSES or location is None:
+                if response.status_code not in REDIRECT_STATUSES or location is None:
                     raise _status_error(
                         response.status_code, response.reason_phrase, response.headers, response.body, url
                     ) from exc
@@ -587,24 +575,11 @@ class WebSocketConnector:
             )
         except InvalidStatus:
             raise
-        except ssl.SSLCertVerificationError as exc:
-            raise TlsVerificationError(
-                f"TLS certificate of {safe_url(url)} did not verify: {exc.verify_message or exc}"
-            ) from exc
-        except ssl.SSLError as exc:
-            raise ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}") from exc
-        except (asyncio.TimeoutError, TimeoutError) as exc:
-            raise ConnectError(f"timed out after {self._open_timeout:g}s opening {safe_url(url)}") from exc
-        except OSError as exc:
-            raise ConnectError(f"cannot connect to {safe_url(url)}: {exc}") from exc
-        except ImportError as exc:  # a SOCKS proxy from the environment without python-socks
-            raise ConnectError(f"cannot open a WebSocket to {safe_url(url)}: {exc}") from exc
-        except InvalidURI as exc:
-            raise ConfigurationError(f"invalid WebSocket URL {safe_url(url)!r}") from exc
-        except InvalidHandshake as exc:
-            raise ConnectError(f"WebSocket handshake with {safe_url(url)} failed: {exc}") from exc
-        except WebSocketException as exc:
-            raise ConnectError(f"cannot open a WebSocket to {safe_url(url)}: {exc}") from exc
+        except Exception as exc:
+            error = open_error(exc, url, self._open_timeout)
+            if error is None:
+                raise
+            raise error from exc
 
     def _transport(self, connection: ClientConnection, url: str) -> WebSocketTransport:
         assert isinstance(connection, _ClientConnection)  # we passed create_connection=_ClientConnection

@@ -1,7 +1,9 @@
 """Typed ACP wire values: frozen attrs classes with snake_case fields.
 
-camelCase exists only on the wire: :mod:`acp_client._converter` maps these values to and from
-JSON for protocol v1 and the v2 draft. Modules by concern: :mod:`.content` (content blocks),
+Pure declarations: these modules know nothing of the wire. camelCase exists only there: the
+private codec (:mod:`acp_client._codec`) maps these values to and from JSON for protocol v1 and
+the v2 draft; ``_fields.wire(...)`` metadata on a field only declares how it differs from the
+codec's defaults. Modules by concern: :mod:`.content` (content blocks),
 :mod:`.capabilities` (``initialize`` capabilities), :mod:`.lifecycle` (client→agent requests and
 their answers), :mod:`.updates` (``session/update`` variants), :mod:`.agent_requests`
 (agent→client requests and the client's answers), :mod:`.session` (the :class:`Session` record).
@@ -119,6 +121,7 @@ from .session import (
     Session,
     format_rfc3339,
     parse_rfc3339,
+    parse_timestamp,
 )
 from .updates import (
     AgentMessage,
@@ -311,4 +314,5 @@ __all__ = [
     "format_rfc3339",
     "normalize_status",
     "parse_rfc3339",
+    "parse_timestamp",
 ]

@@ -6,7 +6,18 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from acp_client import AcpClient, ConnectionState, RecoveryOutcome, RetryPolicy, State, TurnInterrupted, UpdateEvent
+import attrs
+
+from acp_client import (
+    AcpClient,
+    Callbacks,
+    ConnectionState,
+    RecoveryOutcome,
+    RetryPolicy,
+    State,
+    TurnInterrupted,
+    UpdateEvent,
+)
 from acp_client._jsonrpc import Message
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
 from acp_client.transports.base import Transport, TransportInfo
@@ -96,19 +107,22 @@ class Harness:
         self.interrupted: list[TurnInterrupted] = []
         self.log: list[str] = []
         self._connected = asyncio.Event()
-        kwargs: dict[str, Any] = {
-            "protocol_version": protocol_version,
-            "retry": retry,
-            "clock": self.clock,
-            "on_state_change": self._state,
-            "on_update": self.updates.append,
-            "on_resume": self._outcome,
-            "on_replay": self._outcome,
-            "on_new_session": self._outcome,
-            "on_recovery_failed": self._outcome,
-            "on_turn_interrupted": self.interrupted.append,
-        }
+        callbacks = Callbacks(
+            on_state_change=self._state,
+            on_update=self.updates.append,
+            on_resume=self._outcome,
+            on_replay=self._outcome,
+            on_new_session=self._outcome,
+            on_recovery_failed=self._outcome,
+            on_turn_interrupted=self.interrupted.append,
+        )
+        kwargs: dict[str, Any] = {"protocol_version": protocol_version, "retry": retry, "clock": self.clock}
         kwargs.update(client_kwargs or {})
+        # A test's own callbacks are added to the recording ones.
+        kwargs["callbacks"] = attrs.evolve(
+            callbacks,
+            **attrs.asdict(kwargs.get("callbacks") or Callbacks(), filter=lambda a, v: v is not None, recurse=False),
+        )
         self.client = AcpClient(self.connector, **kwargs)
 
     def _state(self, state: ConnectionState) -> None:
@@ -143,3 +157,7 @@ class Harness:
         await self.until_connected()
         assert len(self.outcomes) == before + 1, self.outcomes
         return self.outcomes[-1]
+
+    def set_callbacks(self, **changes: Any) -> None:
+        """Replace some of the client's callbacks from now on."""
+        self.client._engine.callbacks = attrs.evolve(self.client._engine.callbacks, **changes)

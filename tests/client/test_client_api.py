@@ -10,6 +10,7 @@ import pytest
 from acp_client import (
     AcpClient,
     AuthenticationFailed,
+    Callbacks,
     CapabilityNotSupported,
     ClientClosed,
     ConfigurationError,
@@ -18,8 +19,10 @@ from acp_client import (
     RequestTimeout,
     RetryPolicy,
     SessionNotFound,
+    SessionNotTracked,
     SessionStatus,
     State,
+    Timeouts,
     TurnInProgress,
     UnsupportedProtocolVersion,
 )
@@ -147,7 +150,8 @@ async def test_credentials_are_refreshed_exactly_once() -> None:
         refreshed.append("x")
         connector.token = "fresh"
 
-    client = AcpClient(connector, clock=clock, refresh_credentials=refresh, retry=RetryPolicy(jitter=False))
+    callbacks = Callbacks(refresh_credentials=refresh)
+    client = AcpClient(connector, clock=clock, callbacks=callbacks, retry=RetryPolicy(jitter=False))
     await client.connect()
     connector.token, connector.refusals = "old", 5
     connector.drop()
@@ -182,7 +186,7 @@ async def test_without_a_refresh_hook_401_is_fatal() -> None:
 
 async def test_one_turn_at_a_time() -> None:
     async with Harness(chunk_delay=1.0) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         handle = h.client.session(session.session_id)
         first = asyncio.ensure_future(handle.prompt("one"))
         await h.clock.settle()
@@ -216,13 +220,13 @@ async def test_forgetting_a_session_ends_the_wait_for_its_running_v2_turn() -> N
     # Untracked, the session's idle state_update is no longer matched to the turn: the prompt
     # must not wait for it forever.
     async with Harness(protocol_version=2) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         handle = h.client.session(session.session_id)
         turn = asyncio.ensure_future(handle.prompt("/slow"))
         await h.clock.advance(1.0)
         assert handle.turn_running
         h.client.forget_session(session.session_id)
-        with pytest.raises(SessionNotFound):
+        with pytest.raises(SessionNotTracked):
             await h.clock.run(turn, limit=10_000)
 
 
@@ -295,7 +299,6 @@ async def test_memory_transport_rejects_after_close() -> None:
 
 
 async def test_a_refused_load_or_resume_leaves_nothing_tracked() -> None:
-    from acp_client import SessionNotFound
 
     async with Harness(protocol_version=1) as h:
         with pytest.raises(SessionNotFound):
@@ -334,7 +337,7 @@ async def test_tls_verification_failure_on_reconnect_is_fatal_at_once() -> None:
 
 
 async def test_raw_requests_use_the_client_request_timeout() -> None:
-    async with Harness(client_kwargs={"request_timeout": 7.0}) as h:
+    async with Harness(client_kwargs={"timeouts": Timeouts(request=7.0)}) as h:
         h.agent.stall(True)
         call = asyncio.ensure_future(h.client.request("_custom/echo", {}))
         await h.clock.advance(7.0)

@@ -163,7 +163,7 @@ async def test_capabilities_follow_the_handlers_and_fs_uses_session_roots(tmp_pa
         assert init["params"]["clientCapabilities"]["fs"]["readTextFile"] is True
         assert not init["params"]["clientCapabilities"]["fs"].get("writeTextFile")
         assert init["params"]["clientCapabilities"].get("terminal") in (False, None)
-        session = await h.client.new_session(tmp_path)
+        session = (await h.client.new_session(tmp_path)).record
         handle = h.client.session(session.session_id)
         await h.clock.run(handle.prompt(f"/read {tmp_path / 'notes.txt'}"))
         assert "hello from disk" in handle.transcript.text()
@@ -184,7 +184,7 @@ async def test_cancel_answers_pending_permission_requests_cancelled() -> None:
         return SelectedPermissionOutcome(option_id="allow")
 
     async with Harness(client_kwargs={"handlers": ClientHandlers(permission=slow_user)}) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         handle = h.client.session(session.session_id)
         turn = asyncio.ensure_future(handle.prompt("/permission"))
         await h.clock.settle()

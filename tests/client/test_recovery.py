@@ -9,18 +9,20 @@ from typing import Any
 import pytest
 
 from acp_client import (
+    Callbacks,
     ClientClosed,
     ClientSuspended,
     ConnectionLost,
     Probe,
     QueueFull,
+    QueueOptions,
     RecoveryFailed,
     RecoveryPath,
     RetryPolicy,
     SessionStatus,
     State,
+    _recoverer,
 )
-from acp_client import client as client_module
 from acp_client.state import LEGAL_TRANSITIONS
 
 from ._harness import FAST_RETRY, Harness
@@ -41,7 +43,7 @@ def assert_legal(h: Harness) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_resume_path(version: int) -> None:
     async with Harness(protocol_version=version) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         handle = h.client.session(session.session_id)
         await h.clock.run(handle.prompt("hello"))
         outcome = await h.drop_and_recover()
@@ -69,7 +71,7 @@ async def test_resume_path(version: int) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_replay_path_marks_replay_and_rebuilds_without_duplicates(version: int) -> None:
     async with Harness(protocol_version=version) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         handle = h.client.session(session.session_id)
         await h.clock.run(handle.prompt("one"))
         await h.clock.run(handle.prompt("two"))
@@ -95,7 +97,8 @@ async def test_replay_path_marks_replay_and_rebuilds_without_duplicates(version:
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_new_session_path(version: int) -> None:
     async with Harness(protocol_version=version) as h:
-        session = await h.client.new_session("/work", additional_directories=["/extra"])
+        # The record at creation (a Session value); the handle would follow the renamed session.
+        session = (await h.client.new_session("/work", additional_directories=["/extra"])).record
         handle = h.client.session(session.session_id)
         await h.clock.run(handle.prompt("hello"))
         h.agent.evict(session.session_id)
@@ -148,12 +151,12 @@ async def test_active_without_resume_degrades_to_load_and_says_so() -> None:
 
 async def test_minus_32002_from_a_later_step_lands_on_a_new_session() -> None:
     async with Harness(protocol_version=1) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
 
         def evict_after_probe(context: Any) -> None:
             h.agent.evict(context.session_id)  # the snapshot said active; it is gone by the next call
 
-        h.client._callbacks["decide"] = evict_after_probe
+        h.set_callbacks(decide_recovery=evict_after_probe)
         outcome = await h.drop_and_recover()
         assert outcome.probe is Probe.ACTIVE
         assert outcome.steps == (("session/resume", "not_found"), ("session/new", "ok"))
@@ -201,8 +204,8 @@ async def test_v2_missing_or_malformed_state_is_not_read_as_idle(state: Any) -> 
 
 async def test_decision_hook_overrides_and_abandons() -> None:
     async with Harness(protocol_version=1) as h:
-        first = await h.client.new_session("/a")
-        second = await h.client.new_session("/b")
+        first = (await h.client.new_session("/a")).record
+        second = (await h.client.new_session("/b")).record
         seen: list[Any] = []
 
         def decide(context: Any) -> RecoveryPath | None:
@@ -213,7 +216,7 @@ async def test_decision_hook_overrides_and_abandons() -> None:
                 return RecoveryPath.ABANDON
             return None
 
-        h.client._callbacks["decide"] = decide
+        h.set_callbacks(decide_recovery=decide)
         h.connector.drop()
         await h.until_connected()
         by_prev = {o.previous_session_id: o for o in h.outcomes}
@@ -234,7 +237,8 @@ async def test_decision_hook_overrides_and_abandons() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_a_prompt_queued_for_a_session_recovery_abandons_fails_unsent(version: int) -> None:
     async with Harness(
-        protocol_version=version, client_kwargs={"decide_recovery": lambda context: RecoveryPath.ABANDON}
+        protocol_version=version,
+        client_kwargs={"callbacks": Callbacks(decide_recovery=lambda context: RecoveryPath.ABANDON)},
     ) as h:
         session = await h.client.new_session("/work")
         h.connector.refuse()
@@ -255,7 +259,7 @@ async def test_a_prompt_queued_for_a_session_recovery_abandons_fails_unsent(vers
 async def test_recovery_outcomes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # A long-lived client on a flaky network must not keep every outcome (and the error and
     # traceback each may hold) forever.
-    monkeypatch.setattr(client_module, "_MAX_OUTCOMES", 3)
+    monkeypatch.setattr(_recoverer, "MAX_OUTCOMES", 3)
     async with Harness(protocol_version=1) as h:
         await h.client.new_session("/work")
         for _ in range(5):
@@ -294,7 +298,7 @@ async def test_the_dead_link_is_closed_after_a_drop(retry: RetryPolicy | None) -
 
 async def test_status_close_and_cancel_queued_during_an_outage_use_the_recovered_session_id() -> None:
     async with Harness(protocol_version=1) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         h.connector.refuse()
         h.connector.drop()
         h.agent.evict(session.session_id)  # recovery will make a new session
@@ -321,7 +325,7 @@ async def test_closing_the_client_from_a_recovery_callback_leaves_no_live_link()
         async def give_up(outcome: Any) -> None:
             await h.client.aclose()
 
-        h.client._callbacks["resume"] = give_up
+        h.set_callbacks(on_resume=give_up)
         await h.client.new_session("/work")
         h.connector.drop()
         await h.clock.settle()
@@ -339,7 +343,7 @@ async def test_callbacks_run_before_queued_requests_are_sent() -> None:
             await h.clock.sleep(5.0)  # an app callback that takes a while
             h.log.append("callback-end")
 
-        h.client._callbacks["resume"] = on_resume
+        h.set_callbacks(on_resume=on_resume)
         h.connector.drop()
         await h.clock.settle()
         assert h.client.state.state is not State.CONNECTED
@@ -358,7 +362,7 @@ async def test_callbacks_run_before_queued_requests_are_sent() -> None:
 
 
 async def test_queue_limits_and_fail_fast() -> None:
-    async with Harness(client_kwargs={"max_queued_requests": 1, "max_queue_age": 30.0}) as h:
+    async with Harness(client_kwargs={"queue": QueueOptions(max_size=1, max_age=30.0)}) as h:
         h.connector.refuse(None)
         h.connector.drop()
         await h.clock.settle()
@@ -370,7 +374,7 @@ async def test_queue_limits_and_fail_fast() -> None:
         with pytest.raises(ConnectionLost) as info:
             await first
         assert not info.value.may_have_executed
-    async with Harness(client_kwargs={"queue_while_reconnecting": False}) as h:
+    async with Harness(client_kwargs={"queue": QueueOptions(enabled=False)}) as h:
         h.connector.refuse(None)
         h.connector.drop()
         await h.clock.settle()
@@ -397,7 +401,7 @@ async def test_status_and_list_are_retried_transparently() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_prompt_interrupted_by_a_drop_is_reported_and_never_resent(version: int) -> None:
     async with Harness(protocol_version=version, chunk_delay=1.0, chunks_per_prompt=10) as h:
-        session = await h.client.new_session("/work")
+        session = (await h.client.new_session("/work")).record
         handle = h.client.session(session.session_id)
         turn = asyncio.ensure_future(handle.prompt("a long answer please"))
         await h.clock.advance(3.5)
@@ -507,7 +511,7 @@ async def test_suspend_deadline_passing_during_a_recovery_does_not_strand_the_cl
     async def slow_on_resume(outcome: Any) -> None:
         await h.clock.sleep(10.0)
 
-    async with Harness(retry=policy, client_kwargs={"on_resume": slow_on_resume}) as h:
+    async with Harness(retry=policy, client_kwargs={"callbacks": Callbacks(on_resume=slow_on_resume)}) as h:
         await h.client.new_session("/work")
         h.connector.drop()
         await h.until_connected(limit=60.0)
@@ -525,14 +529,14 @@ async def test_suspend_deadline_passed_during_a_recovery_that_then_drops_suspend
         h.connector.drop()  # ...which then drops before the recovery is over
         await h.clock.sleep(0.5)
 
-    async with Harness(retry=policy, client_kwargs={"on_resume": on_resume}) as h:
+    async with Harness(retry=policy, client_kwargs={"callbacks": Callbacks(on_resume=on_resume)}) as h:
         await h.client.new_session("/work")
         h.connector.drop()
         await h.clock.advance(8.0)
         assert h.client.state.state is State.SUSPENDED
         with pytest.raises(ClientSuspended):
             await h.client.list_sessions()
-        h.client._callbacks["resume"] = None
+        h.set_callbacks(on_resume=None)
         h.connector.accept()
         await h.until_connected()
         assert_legal(h)
@@ -628,7 +632,7 @@ async def test_a_recovery_callback_may_await_requests() -> None:
             seen.append([s.session_id for s in page.sessions])
             seen.append((await h.client.prompt(outcome.session_id, "catch up")).stop_reason)
 
-        h.client._callbacks["new_session"] = on_new_session
+        h.set_callbacks(on_new_session=on_new_session)
         h.connector.drop()
         await h.until_connected(limit=30.0)
         assert seen == [[h.client.sessions[0].session_id], "end_turn"]

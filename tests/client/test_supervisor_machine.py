@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from acp_client import AcpError, RetryPolicy, State
+from acp_client import AcpError, QueueOptions, RetryPolicy, State
 from acp_client.state import LEGAL_TRANSITIONS
 
 from ._harness import Harness
@@ -51,7 +51,7 @@ class SupervisorMachine(RuleBasedStateMachine):
             advertise_status=status,
             advertise_resume=resume,
             chunk_delay=0.5,
-            client_kwargs={"max_queued_requests": 1000, "max_queue_age": 1e6},
+            client_kwargs={"queue": QueueOptions(max_size=1000, max_age=1e6)},
         )
         self.h.connector.on_send = self._sent
         self.run(self.h.__aenter__())

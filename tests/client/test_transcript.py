@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_client import Transcript
-from acp_client._converter import decode_session_update
+from acp_client._codec import decode_session_update
 from acp_client.types import TextContent
 
 
@@ -100,3 +100,87 @@ def test_unknown_updates_are_ignored() -> None:
     t = Transcript()
     t.apply(u({"sessionUpdate": "from_the_future", "x": 1}))
     assert len(t) == 0
+
+
+def _texts(t: Transcript) -> list[tuple[str, str]]:
+    return [(m.role, m.text) for m in t.messages]
+
+
+def test_replay_with_ids_covers_prompts_the_client_recorded_without_ids() -> None:
+    """pydantic-acp: the client recorded its prompts id-less; the replay sends them back with
+    message ids. Each turn ends up once, in order (it printed ``echo: hello echo: hello``)."""
+    t = Transcript()
+    t.add_user_prompt([TextContent(text="hello")])
+    t.apply(u(chunk("agent_message_chunk", "echo: hello", "a1"), 1))
+    t.end_turn()
+    t.add_user_prompt([TextContent(text="again")])
+    t.apply(u(chunk("agent_message_chunk", "echo: again", "a2"), 1))
+    before = _texts(t)
+    t.begin_replay()
+    for kind, text, mid in [
+        ("user_message_chunk", "hello", "u1"),
+        ("agent_message_chunk", "echo: hello", "a1"),
+        ("user_message_chunk", "again", "u2"),
+        ("agent_message_chunk", "echo: again", "a2"),
+    ]:
+        t.apply(u(chunk(kind, text, mid), 1))
+    t.end_replay()
+    assert _texts(t) == before
+
+
+def test_replay_without_user_messages_keeps_prompts_in_place() -> None:
+    """An agent that replays only its own messages: the prompts the client recorded stay where they were."""
+    t = Transcript()
+    t.add_user_prompt([TextContent(text="one")])
+    t.apply(u(chunk("agent_message_chunk", "r1", "a1")))
+    t.add_user_prompt([TextContent(text="two")])
+    t.apply(u(chunk("agent_message_chunk", "r2", "a2")))
+    before = _texts(t)
+    t.begin_replay()
+    t.apply(u(chunk("agent_message_chunk", "r1", "a1")))
+    t.apply(u(chunk("agent_message_chunk", "r2", "a2")))
+    t.end_replay()
+    assert _texts(t) == before
+
+
+def test_replay_cut_off_keeps_the_history_it_had() -> None:
+    """A drop during session/load: half a replay arrived. The transcript keeps every finished turn
+    (before the fix the id-less history was discarded because part of the replay had come back)."""
+    t = Transcript()
+    for n in range(3):
+        t.add_user_prompt([TextContent(text=f"q{n}")])
+        t.apply(u(chunk("agent_message_chunk", f"answer {n}"), 1))
+        t.end_turn()
+    t.apply(u(chunk("agent_message_chunk", "tail", "a9")))
+    before = _texts(t)
+    t.begin_replay()
+    t.apply(u(chunk("user_message_chunk", "q0"), 1))
+    t.apply(u(chunk("agent_message_chunk", "ans"), 1))
+    t.apply(u(chunk("agent_message_chunk", "ta", "a9")))
+    t.end_replay(complete=False)
+    assert _texts(t) == before
+    assert not t.replaying
+    # A later, complete replay rebuilds it exactly once.
+    t.begin_replay()
+    for n in range(3):
+        t.apply(u(chunk("user_message_chunk", f"q{n}"), 1))
+        t.apply(u(chunk("agent_message_chunk", f"answer {n}"), 1))
+    t.apply(u(chunk("agent_message_chunk", "tail", "a9")))
+    t.end_replay()
+    assert _texts(t) == before
+
+
+def test_repeats_recognizes_a_replay_from_the_start_of_the_history() -> None:
+    t = Transcript()
+    assert not t.repeats(u(chunk("user_message_chunk", "hello"), 1))  # nothing known yet
+    t.add_user_prompt([TextContent(text="hello world")])
+    t.apply(u(chunk("agent_message_chunk", "echo", "a1")))
+    assert t.repeats(u(chunk("user_message_chunk", "hello"), 1))  # same role, prefix of the first message
+    assert t.repeats(u(chunk("user_message_chunk", "hello", "u-other"), 1))  # ids differ, text decides
+    assert not t.repeats(u(chunk("user_message_chunk", "bye"), 1))
+    assert not t.repeats(u(chunk("agent_message_chunk", "echo", "a1")))  # not the first message
+    assert not t.repeats(u(chunk("agent_message_chunk", "hello")))  # other role
+    assert not t.repeats(u({"sessionUpdate": "state_update", "state": "idle"}))
+    t2 = Transcript()
+    t2.apply(u(chunk("user_message_chunk", "x", "u1")))
+    assert t2.repeats(u({"sessionUpdate": "user_message", "messageId": "u1", "content": []}))

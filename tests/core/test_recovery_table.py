@@ -14,6 +14,7 @@ from acp_client._recovery import (
     Step,
     StepFailure,
     decide,
+    hop_note,
     next_step,
     path_of,
     should_probe,
@@ -25,11 +26,11 @@ R, RR, L, N = Step.RESUME, Step.RESUME_REPLAY, Step.LOAD, Step.NEW
 # (probe, resume advertised, load advertised) -> (planned path, steps), written out by hand from
 # DESIGN.md §1 rather than computed, so the test is an independent statement of the table.
 V1 = {
-    (Probe.ACTIVE, True, True): (RecoveryPath.RESUME, (R, N)),
+    (Probe.ACTIVE, True, True): (RecoveryPath.RESUME, (R, L, N)),  # resume refused -> load keeps history
     (Probe.ACTIVE, True, False): (RecoveryPath.RESUME, (R, N)),
     (Probe.ACTIVE, False, True): (RecoveryPath.RESUME, (L, N)),  # degrade: resume -> load
     (Probe.ACTIVE, False, False): (RecoveryPath.RESUME, (N,)),
-    (Probe.INACTIVE, True, True): (RecoveryPath.REPLAY, (L, N)),
+    (Probe.INACTIVE, True, True): (RecoveryPath.REPLAY, (L, R, N)),  # load refused -> resume w/o history
     (Probe.INACTIVE, False, True): (RecoveryPath.REPLAY, (L, N)),
     (Probe.INACTIVE, True, False): (RecoveryPath.REPLAY, (R, N)),  # degrade: replay -> resume w/o history
     (Probe.INACTIVE, False, False): (RecoveryPath.REPLAY, (N,)),
@@ -41,14 +42,14 @@ V1 = {
 V2 = {
     (Probe.ACTIVE, True): (RecoveryPath.RESUME, (R, N)),
     (Probe.ACTIVE, False): (RecoveryPath.RESUME, (N,)),
-    (Probe.INACTIVE, True): (RecoveryPath.REPLAY, (RR, N)),
+    (Probe.INACTIVE, True): (RecoveryPath.REPLAY, (RR, R, N)),  # replay refused -> resume w/o history
     (Probe.INACTIVE, False): (RecoveryPath.REPLAY, (N,)),
     (Probe.NOT_FOUND, True): (RecoveryPath.NEW_SESSION, (N,)),
     (Probe.NOT_FOUND, False): (RecoveryPath.NEW_SESSION, (N,)),
 }
 # Without a usable probe: resume if advertised, else load (v1), else new.
 FALLBACK_V1 = {
-    (True, True): (RecoveryPath.RESUME, (R, N)),
+    (True, True): (RecoveryPath.RESUME, (R, L, N)),
     (True, False): (RecoveryPath.RESUME, (R, N)),
     (False, True): (RecoveryPath.REPLAY, (L, N)),
     (False, False): (RecoveryPath.NEW_SESSION, (N,)),
@@ -145,3 +146,48 @@ def test_app_chosen_paths_always_end_in_new_session(path: RecoveryPath, version:
             assert steps == ()
         else:
             assert steps[-1] is Step.NEW
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_refusal_never_skips_a_step_that_keeps_the_conversation(version: int) -> None:
+    """An agent that advertises session/resume but answers -32601 (pydantic-acp without its unstable
+    methods): with load advertised (v1) the client loads before it starts over (DESIGN.md §6)."""
+    caps = Capabilities(status=True, resume=True, load=True)
+    steps = decide(Probe.ACTIVE, caps, version).steps
+    succeeded, calls = run(steps, {Step.RESUME: StepFailure.REFUSED})
+    if version == 1:
+        assert calls == [Step.RESUME, Step.LOAD] and succeeded is Step.LOAD
+    else:
+        assert calls == [Step.RESUME, Step.NEW] and succeeded is Step.NEW
+    # The replay path degrades to a resume without history on refusal, in both versions.
+    steps = decide(Probe.INACTIVE, caps, version).steps
+    first = steps[0]
+    succeeded, calls = run(steps, {first: StepFailure.REFUSED})
+    assert calls == [first, Step.RESUME] and succeeded is Step.RESUME
+    # -32002 still goes straight to a new session, skipping the rest of the chain.
+    succeeded, calls = run(steps, {first: StepFailure.NOT_FOUND})
+    assert calls == [first, Step.NEW]
+
+
+def test_hop_notes_name_the_step_the_reason_and_what_follows() -> None:
+    note = hop_note(Step.RESUME, StepFailure.REFUSED, "Method not found (-32601)", Step.LOAD)
+    assert note == "session/resume refused: Method not found (-32601); trying session/load"
+    note = hop_note(Step.LOAD, StepFailure.NOT_FOUND, "unknown", Step.NEW)
+    assert "-32002" in note and note.endswith("trying session/new")
+    assert hop_note(Step.NEW, StepFailure.REFUSED, "boom", None).endswith("nothing left to try")
+
+
+@pytest.mark.parametrize("probe", [Probe.ACTIVE, Probe.INACTIVE, Probe.NOT_PROBED, Probe.FAILED])
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cut_off_replay_is_replayed_again(probe: Probe, version: int) -> None:
+    """Issue 12: a drop during session/load left the history incomplete; the agent already holds the
+    session, so the probe says active — the next recovery replays anyway, and says why."""
+    caps = Capabilities(status=probe is not Probe.NOT_PROBED, resume=True, load=True)
+    decision = decide(probe, caps, version, replay_cut_off=True)
+    assert decision.path is RecoveryPath.REPLAY
+    assert decision.steps[0] is (Step.LOAD if version == 1 else Step.RESUME_REPLAY)
+    assert "cut off" in decision.notes[0]
+    # -32002 still means a new session; without any way to replay, the usual table applies.
+    assert decide(Probe.NOT_FOUND, caps, version, replay_cut_off=True).path is RecoveryPath.NEW_SESSION
+    bare = Capabilities(status=True)
+    assert decide(Probe.ACTIVE, bare, version, replay_cut_off=True) == decide(Probe.ACTIVE, bare, version)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from acp_client import ConnectionState, RecoveryOutcome, RetryPolicy, State, TurnInterrupted, UpdateEvent
+from acp_client import Callbacks, ConnectionState, RecoveryOutcome, RetryPolicy, State, TurnInterrupted, UpdateEvent
 from acp_client.testing.reference_agent import AgentConnection, ReferenceAgent, SendCallable
 from acp_client.transports.base import Connector, Transport, TransportInfo
 
@@ -92,7 +92,7 @@ class Journal:
 class Recorder:
     """Records what the client tells the app: states, recovery outcomes, updates, interruptions.
 
-    ``Recorder().callbacks()`` gives the keyword arguments of :class:`~acp_client.AcpClient`.
+    ``Recorder().callbacks()`` gives the :class:`~acp_client.Callbacks` of :class:`~acp_client.AcpClient`.
     """
 
     def __init__(self, journal: Journal | None = None) -> None:
@@ -109,7 +109,7 @@ class Recorder:
         self.interrupted: list[TurnInterrupted] = []
         self.state_times: list[tuple[float, ConnectionState]] = []
 
-    def callbacks(self) -> dict[str, Any]:
+    def callbacks(self, **extra: Any) -> Callbacks:
         def outcome(kind: str) -> Callable[[RecoveryOutcome], None]:
             def record(value: RecoveryOutcome) -> None:
                 self.journal.add(f"on_{kind}")
@@ -126,15 +126,16 @@ class Recorder:
             self.journal.add("on_turn_interrupted")
             self.interrupted.append(value)
 
-        return {
-            "on_resume": outcome("resume"),
-            "on_replay": outcome("replay"),
-            "on_new_session": outcome("new_session"),
-            "on_recovery_failed": outcome("recovery_failed"),
-            "on_state_change": state,
-            "on_update": self.events.append,
-            "on_turn_interrupted": interrupted,
-        }
+        return Callbacks(
+            on_resume=outcome("resume"),
+            on_replay=outcome("replay"),
+            on_new_session=outcome("new_session"),
+            on_recovery_failed=outcome("recovery_failed"),
+            on_state_change=state,
+            on_update=self.events.append,
+            on_turn_interrupted=interrupted,
+            **extra,
+        )
 
     async def outcome(self, number: int = 1, *, timeout: float = DEADLINE) -> RecoveryOutcome:
         """The ``number``-th recovery outcome (1-based), waiting for it, and the client back to

@@ -61,7 +61,7 @@ class Target:
             protocol_version=protocol_version,
             transport_options=options,
             tls=self.tls,
-            **recorder.callbacks(),
+            callbacks=recorder.callbacks(decide_recovery=kwargs.pop("decide_recovery", None)),
             **kwargs,
         )
 

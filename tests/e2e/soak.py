@@ -66,6 +66,7 @@ import attrs
 from acp_client import (
     AcpClient,
     AcpError,
+    Callbacks,
     ConnectionLost,
     ConnectionState,
     Connector,
@@ -74,6 +75,7 @@ from acp_client import (
     RequestTimeout,
     RetryPolicy,
     State,
+    Timeouts,
     Transport,
     TransportInfo,
     UpdateEvent,
@@ -715,14 +717,16 @@ async def run_soak(
             client = AcpClient(
                 connector,
                 retry=POLICY,
-                request_timeout=30.0,
+                timeouts=Timeouts(request=30.0),
                 rng=random.Random(seed),
-                on_state_change=soak.on_state,
-                on_resume=soak.on_outcome,
-                on_replay=soak.on_outcome,
-                on_new_session=soak.on_outcome,
-                on_recovery_failed=soak.on_outcome,
-                on_update=soak.on_update,
+                callbacks=Callbacks(
+                    on_state_change=soak.on_state,
+                    on_resume=soak.on_outcome,
+                    on_replay=soak.on_outcome,
+                    on_new_session=soak.on_outcome,
+                    on_recovery_failed=soak.on_outcome,
+                    on_update=soak.on_update,
+                ),
             )
             soak.client = client
             async with client:

@@ -29,7 +29,7 @@ ENDPOINTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def _client(url: str, options: dict[str, Any], recorder: Recorder) -> tuple[AcpClient, WireRecorder]:
     wire = WireRecorder(connector_for(url, **options))
-    return AcpClient(wire, protocol_version=1, retry=POLICY, **recorder.callbacks()), wire
+    return AcpClient(wire, protocol_version=1, retry=POLICY, callbacks=recorder.callbacks()), wire
 
 
 @pytest.mark.parametrize("transport", list(ENDPOINTS))
@@ -40,7 +40,7 @@ async def test_agent_restart_resume_not_found_then_new_session(python_sdk_peer: 
     client, wire = _client(url, options, recorder)
     async with client:
         assert not client.agent_capabilities.supports("session/status")
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         assert (await handle.prompt("hello")).stop_reason == "end_turn"
 
@@ -74,7 +74,7 @@ async def test_network_cut_resumes_without_probe(
     recorder = Recorder()
     client, wire = _client(url, options, recorder)
     async with client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello")
 

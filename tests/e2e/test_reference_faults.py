@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+import attrs
 import pytest
 
-from acp_client import AcpClient, ConnectionLost, Probe, RecoveryOutcome, RecoveryPath, State
+from acp_client import AcpClient, ConnectionLost, Probe, RecoveryOutcome, RecoveryPath, State, Timeouts
 from acp_client.testing import ReferenceServer
 from tests.e2e._support import POLICY, Journal, Recorder, RecordingAgent, eventually, text_of
 from tests.e2e.conftest import Target
@@ -33,7 +34,7 @@ def _chunks(recorder: Recorder) -> int:
 async def test_drop_mid_turn_interrupts_and_never_resends(target: Target, version: int) -> None:
     recorder = Recorder()
     async with target.client(recorder, protocol_version=version) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         turn = asyncio.ensure_future(handle.prompt("/slow"))
         await eventually(lambda: _chunks(recorder) >= 2, what="the /slow turn streaming")
@@ -128,9 +129,9 @@ async def test_websocket_blackhole_detected_by_ping_then_recovers(
     client = AcpClient(
         proxy.url(reference_server.ws_url),
         retry=POLICY,
-        connect_timeout=1.0,
+        timeouts=Timeouts(connect=1.0),
         transport_options={"ping_interval": interval, "ping_timeout": timeout, "open_timeout": 1.0},
-        **recorder.callbacks(),
+        callbacks=recorder.callbacks(),
     )
     async with client:
         session = await client.new_session("/work/project")
@@ -166,9 +167,9 @@ async def test_sse_idle_timeout_detects_a_silent_link(
         client = AcpClient(
             proxy.url(server.http_url),
             retry=POLICY,
-            connect_timeout=1.0,
+            timeouts=Timeouts(connect=1.0),
             transport_options={"http2": True, "sse_idle_timeout": idle, "connect_timeout": 1.0},
-            **recorder.callbacks(),
+            callbacks=recorder.callbacks(),
         )
         async with client:
             session = await client.new_session("/work/project")
@@ -200,7 +201,7 @@ async def test_agent_without_status_capability_falls_back(target: Target, versio
     target.agent.advertise_status = False
     recorder = Recorder()
     async with target.client(recorder, protocol_version=version) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello")
 
@@ -247,7 +248,7 @@ async def test_v1_agent_with_load_only_replays_without_duplicates(target: Target
     target.agent.advertise_resume = False
     recorder = Recorder()
     async with target.client(recorder, protocol_version=1) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello")
         await target.proxy.cut()
@@ -275,7 +276,8 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
     target.agent.journal = journal
     recorder = Recorder(journal)
     callbacks = recorder.callbacks()
-    record_resume = callbacks["on_resume"]
+    record_resume = callbacks.on_resume
+    assert record_resume is not None
 
     async def on_resume(outcome: RecoveryOutcome) -> None:
         journal.add("on_resume start")
@@ -283,10 +285,10 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
         record_resume(outcome)
         journal.add("on_resume end")
 
-    callbacks["on_resume"] = on_resume
-    client = AcpClient(target.url, retry=POLICY, transport_options=target.options, tls=target.tls, **callbacks)
+    callbacks = attrs.evolve(callbacks, on_resume=on_resume)
+    client = AcpClient(target.url, retry=POLICY, transport_options=target.options, tls=target.tls, callbacks=callbacks)
     async with client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         target.proxy.refuse(60)
         await target.proxy.cut()

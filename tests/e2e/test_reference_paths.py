@@ -37,7 +37,7 @@ def _assert_http_version(target: Target) -> None:
 async def test_resume_after_network_cut(target: Target, version: int) -> None:
     recorder = Recorder()
     async with target.client(recorder, protocol_version=version) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         assert (await handle.prompt("hello there")).stop_reason == "end_turn"
         before = target.agent.connection_ids()
@@ -80,7 +80,7 @@ async def test_resume_after_network_cut(target: Target, version: int) -> None:
 async def test_replay_after_agent_restart(target: Target, version: int) -> None:
     recorder = Recorder()
     async with target.client(recorder, protocol_version=version) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello there")
         await handle.prompt("second")

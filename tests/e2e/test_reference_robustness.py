@@ -16,6 +16,7 @@ from acp_client import (
     ClientSuspended,
     ConnectionLost,
     Probe,
+    QueueOptions,
     RecoveryContext,
     RecoveryPath,
     RetryPolicy,
@@ -122,7 +123,7 @@ async def test_pending_permission_request_is_cancelled_by_a_drop(target: Target,
     recorder = Recorder()
     handlers = ClientHandlers(permission=permission)
     async with target.client(recorder, protocol_version=version, handlers=handlers) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         turn = asyncio.ensure_future(handle.prompt("/permission"))
         await eventually(lambda: asked, what="the permission request")
@@ -141,8 +142,8 @@ async def test_pending_permission_request_is_cancelled_by_a_drop(target: Target,
 @pytest.mark.parametrize("transport", HTTP_AND_WS)
 async def test_fail_fast_mode_refuses_requests_during_the_outage(target: Target) -> None:
     recorder = Recorder()
-    async with target.client(recorder, queue_while_reconnecting=False) as client:
-        session = await client.new_session("/work/project")
+    async with target.client(recorder, queue=QueueOptions(enabled=False)) as client:
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         target.proxy.refuse(60)
         await target.proxy.cut()
@@ -165,7 +166,7 @@ async def test_long_outage_suspends_then_recovers(target: Target) -> None:
     policy = RetryPolicy(initial_delay=0.05, max_delay=0.2, max_elapsed=20, suspend_after=0.4, suspended_delay=0.1)
     recorder = Recorder()
     async with target.client(recorder, retry=policy) as client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         target.proxy.refuse(60)
         await target.proxy.cut()

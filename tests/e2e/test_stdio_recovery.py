@@ -22,8 +22,8 @@ from tests.e2e._support import POLICY, Recorder, WireRecorder, eventually
 async def test_killed_agent_is_respawned_and_replayed(reference_agent_command: list[str], version: int) -> None:
     wire = WireRecorder(StdioConnector(reference_agent_command))
     recorder = Recorder()
-    async with AcpClient(wire, protocol_version=version, retry=POLICY, **recorder.callbacks()) as client:
-        session = await client.new_session("/work/project")
+    async with AcpClient(wire, protocol_version=version, retry=POLICY, callbacks=recorder.callbacks()) as client:
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello there")
         await handle.prompt("second")

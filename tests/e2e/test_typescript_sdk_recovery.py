@@ -28,7 +28,7 @@ def _client(
     peer: TypeScriptSdkPeer, transport: str, version: int, recorder: Recorder
 ) -> tuple[AcpClient, WireRecorder]:
     wire = WireRecorder(connector_for(peer.ws_url if transport == "ws" else peer.http_url))
-    return AcpClient(wire, protocol_version=version, retry=POLICY, **recorder.callbacks()), wire
+    return AcpClient(wire, protocol_version=version, retry=POLICY, callbacks=recorder.callbacks()), wire
 
 
 def _text(handle: SessionHandle) -> str:
@@ -47,7 +47,7 @@ async def test_drop_resumes(typescript_sdk_peer: TypeScriptSdkPeer, transport: s
     recorder = Recorder()
     client, wire = _client(peer, transport, version, recorder)
     async with client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello")
 
@@ -78,7 +78,7 @@ async def test_restart_replays(typescript_sdk_peer: TypeScriptSdkPeer, transport
     recorder = Recorder()
     client, wire = _client(peer, transport, version, recorder)
     async with client:
-        session = await client.new_session("/work/project")
+        session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello")
         await handle.prompt("second")
@@ -157,7 +157,7 @@ async def test_drop_mid_turn_then_the_rest_arrives_live(
     peer.hold_turns()
     try:
         async with client:
-            session = await client.new_session("/work/project")
+            session = (await client.new_session("/work/project")).record
             handle = client.session(session.session_id)
             turn = asyncio.ensure_future(handle.prompt("cut off"))
             await eventually(lambda: peer.sessions()[session.session_id]["running"], what="the turn running")

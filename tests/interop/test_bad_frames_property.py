@@ -32,7 +32,17 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_client import AcpClient, AcpError, MalformedFrame, RpcError, State, TransportInfo, UpdateEvent
+from acp_client import (
+    AcpClient,
+    AcpError,
+    Callbacks,
+    MalformedFrame,
+    RpcError,
+    State,
+    Timeouts,
+    TransportInfo,
+    UpdateEvent,
+)
 from acp_client._jsonrpc import ErrorResponse, Response, classify, decode_frame
 from acp_client.transports.base import Transport
 from acp_client.transports.memory import MemoryTransport, memory_pair
@@ -287,9 +297,8 @@ async def scenario(version: int, frames: list[Raw | Msg], answer: dict[str, Any]
             connector,
             protocol_version=version,
             retry=None,
-            request_timeout=TIMEOUT,
-            on_protocol_error=errors.append,
-            on_update=updates.append,
+            timeouts=Timeouts(request=TIMEOUT),
+            callbacks=Callbacks(on_protocol_error=errors.append, on_update=updates.append),
         ) as client:
             assert client.protocol_version == version
             first = await asyncio.gather(asyncio.wait_for(client.request(PROBE, {}), TIMEOUT), return_exceptions=True)

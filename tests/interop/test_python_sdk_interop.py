@@ -35,11 +35,14 @@ import pytest
 
 from acp_client import (
     AcpClient,
+    Callbacks,
     CapabilityNotSupported,
     ClientHandlers,
     Connector,
     SessionNotFound,
+    SessionNotTracked,
     State,
+    Timeouts,
     TlsConfig,
     UpdateEvent,
     connector_for,
@@ -116,7 +119,7 @@ class Link:
     def client(self, **kwargs: Any) -> AcpClient:
         """A client on a fresh recorded connector; no reconnects (a drop must fail the test)."""
         kwargs.setdefault("retry", None)
-        kwargs.setdefault("request_timeout", TIMEOUT)
+        kwargs.setdefault("timeouts", Timeouts(request=TIMEOUT))
         return AcpClient(self.connector(), **kwargs)
 
 
@@ -185,7 +188,12 @@ async def test_endpoint_string_proposing_v2_settles_on_the_agents_v1(link: Link,
     proposing v2: the SDK agent answers version 1 and the client speaks v1 (a turn ends with the response)."""
     events: list[UpdateEvent] = []
     async with AcpClient(
-        link.endpoint, protocol_version=2, retry=None, request_timeout=TIMEOUT, on_update=events.append, **link.options
+        link.endpoint,
+        protocol_version=2,
+        retry=None,
+        timeouts=Timeouts(request=TIMEOUT),
+        callbacks=Callbacks(on_update=events.append),
+        **link.options,
     ) as client:
         assert client.protocol_version == 1
         session = await within(client.new_session(cwd))
@@ -200,7 +208,7 @@ async def test_endpoint_string_proposing_v2_settles_on_the_agents_v1(link: Link,
 
 async def test_prompt_streams_three_chunks_then_ends_the_turn(link: Link, cwd: str) -> None:
     events: list[UpdateEvent] = []
-    async with link.client(on_update=events.append) as client:
+    async with link.client(callbacks=Callbacks(on_update=events.append)) as client:
         session = await within(client.new_session(cwd))
         assert session.session_id.startswith("sess_")
         assert session.cwd == cwd
@@ -230,7 +238,9 @@ async def test_permission_allowed_by_the_app_handler(link: Link, cwd: str) -> No
         return SelectedPermissionOutcome(option_id="allow")
 
     events: list[UpdateEvent] = []
-    async with link.client(handlers=ClientHandlers(permission=allow), on_update=events.append) as client:
+    async with link.client(
+        handlers=ClientHandlers(permission=allow), callbacks=Callbacks(on_update=events.append)
+    ) as client:
         session = await within(client.new_session(cwd))
         result = await within(client.prompt(session.session_id, "/permission"))
 
@@ -248,7 +258,7 @@ async def test_permission_allowed_by_the_app_handler(link: Link, cwd: str) -> No
 
 async def test_permission_default_handler_answers_cancelled(link: Link, cwd: str) -> None:
     events: list[UpdateEvent] = []
-    async with link.client(on_update=events.append) as client:
+    async with link.client(callbacks=Callbacks(on_update=events.append)) as client:
         session = await within(client.new_session(cwd))
         result = await within(client.prompt(session.session_id, "/permission"))
 
@@ -260,7 +270,7 @@ async def test_permission_default_handler_answers_cancelled(link: Link, cwd: str
 
 async def test_cancel_ends_a_streaming_turn_with_cancelled(link: Link, cwd: str) -> None:
     events: list[UpdateEvent] = []
-    async with link.client(on_update=events.append) as client:
+    async with link.client(callbacks=Callbacks(on_update=events.append)) as client:
         session = await within(client.new_session(cwd))
         handle = client.session(session.session_id)
         turn = asyncio.ensure_future(handle.prompt("/slow"))
@@ -292,7 +302,7 @@ async def test_load_and_resume_on_other_clients(link: Link, cwd: str) -> None:
 
     expected = "user: one\nagent: echo: one\nuser: two\nagent: echo: two"
     events: list[UpdateEvent] = []
-    async with link.client(on_update=events.append) as second:
+    async with link.client(callbacks=Callbacks(on_update=events.append)) as second:
         loaded = await within(second.load_session(sid, cwd))
         assert loaded.session_id == sid
         assert "session/load" in link.connectors[-1].sent_methods()
@@ -318,7 +328,7 @@ async def test_load_and_resume_on_other_clients(link: Link, cwd: str) -> None:
         assert handle.transcript.text() == expected + "\nuser: three\nagent: echo: three"
 
     events.clear()
-    async with link.client(on_update=events.append) as third:
+    async with link.client(callbacks=Callbacks(on_update=events.append)) as third:
         with pytest.raises(SessionNotFound) as unknown:
             await within(third.resume_session("sess_doesnotexist", cwd))
         assert unknown.value.session_id == "sess_doesnotexist"
@@ -342,13 +352,13 @@ async def test_close_session_ends_it_on_the_agent(link: Link, cwd: str) -> None:
     close -- so the -32002 never arrives (see the module docstring).
     """
     link.use_store = False  # a stdio agent with a store file could resume it from there
-    async with link.client(request_timeout=5.0) as client:
+    async with link.client(timeouts=Timeouts(request=5.0)) as client:
         session = await within(client.new_session(cwd))
         other = await within(client.new_session(cwd))
         await within(client.close_session(session.session_id))
 
         assert [h.session_id for h in client.sessions] == [other.session_id]
-        with pytest.raises(SessionNotFound):
+        with pytest.raises(SessionNotTracked):
             client.session(session.session_id)
         close = [m for m in link.connectors[-1].sent() if m.get("method") == "session/close"]
         assert [m["params"] for m in close] == [{"sessionId": session.session_id}]
@@ -395,7 +405,7 @@ async def test_many_sessions_answer_promptly_and_list_by_cwd(link: Link, cwd: st
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     events: list[UpdateEvent] = []
-    async with link.client(request_timeout=5.0, on_update=events.append) as client:
+    async with link.client(timeouts=Timeouts(request=5.0), callbacks=Callbacks(on_update=events.append)) as client:
         sessions = [await within(client.new_session(cwd)) for _ in range(4)]
         other = await within(client.new_session(elsewhere))
         everyone = [*sessions, other]

@@ -159,3 +159,34 @@ async def test_serve_prints_urls_and_serves(spawn: Any) -> None:
         await peer.aclose()
     process.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(process.wait(), SPAWN_TIMEOUT) == 0
+
+
+async def test_serve_instances_sharing_one_store(spawn: Any, tmp_path: Any) -> None:
+    """Two ``--serve`` processes with one ``--store DIR``: a session saved by one is ``inactive``
+    on the other, which can load it with its history (what a pool or a load balancer needs)."""
+    store = str(tmp_path / "shared-store")
+    urls = []
+    for name in ("agent-a", "agent-b"):
+        argv = [sys.executable, "-m", "acp_client.testing.reference_agent", "--serve", "--store", store, "--name", name]
+        process = await spawn(argv)
+        assert process.stdout is not None
+        urls.append((await asyncio.wait_for(process.stdout.readline(), SPAWN_TIMEOUT)).decode().split()[1])
+        await asyncio.wait_for(process.stdout.readline(), SPAWN_TIMEOUT)
+    a = WsPeer(await websockets.connect(urls[0], open_timeout=TIMEOUT))
+    b = WsPeer(await websockets.connect(urls[1], open_timeout=TIMEOUT))
+    try:
+        assert (await a.initialize(1))["agentInfo"]["name"] == "agent-a"
+        assert (await b.initialize(1))["agentInfo"]["name"] == "agent-b"
+        session_id = await a.new_session()
+        await a.prompt(session_id, "shared history")
+        assert await a.result("session/status", {"sessionId": session_id}) == {"status": "active"}
+        assert await b.result("session/status", {"sessionId": session_id}) == {"status": "inactive"}
+        start = len(b.messages)
+        loaded = await b.request("session/load", {"sessionId": session_id, "cwd": "/tmp", "mcpServers": []})
+        assert loaded["result"] == {"sessionId": session_id}
+        assert [u["content"]["text"] for u in updates(b.messages[start:])] == ["shared history", "echo: shared history"]
+        unknown = await b.request("session/status", {"sessionId": "sess_nowhere"})
+        assert unknown["error"]["code"] == -32002
+    finally:
+        await a.aclose()
+        await b.aclose()

@@ -284,6 +284,22 @@ async def test_refuse_connections_answers_503_with_retry_after(
     assert (await peer.initialize(1))["protocolVersion"] == 1
 
 
+async def test_health_endpoint_for_load_balancers(reference_agent: ReferenceAgent) -> None:
+    reference_agent.name = "agent-h"
+    async with ReferenceServer(reference_agent) as server, httpx.AsyncClient(timeout=TIMEOUT) as client:
+        health = server.http_url.replace("/acp", "/health")
+        ok = await client.get(health)
+        assert ok.status_code == 200
+        assert ok.json() == {"status": "ok", "agent": "agent-h", "instance": server.instance_id}
+        server.refuse_connections(5)
+        refused = await client.get(health)
+        assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 1
+        assert (await client.post(health, content=_initialize(), headers=JSON)).status_code == 404
+    async with ReferenceServer(reference_agent, path="/health") as server, httpx.AsyncClient(timeout=TIMEOUT) as client:
+        # an ACP endpoint at /health is the ACP endpoint (a GET without a connection id), not the check
+        assert (await client.get(server.http_url)).status_code == 400
+
+
 async def test_stalled_agent_accepts_posts_but_never_answers(
     reference_agent: ReferenceAgent, reference_server: ReferenceServer, http_peers: Any
 ) -> None:

@@ -41,9 +41,9 @@ from acp_client.exceptions import (
     UnsafeRedirect,
     UnsupportedMediaType,
 )
+from acp_client.transports import CookieStore, TlsConfig
 from acp_client.transports import http as http_module
-from acp_client.transports._cookies import CookieStore
-from acp_client.transports._security import TlsConfig, parse_retry_after
+from acp_client.transports._security import parse_retry_after
 from acp_client.transports.base import Connector, Limits, Transport
 from acp_client.transports.http import HttpConnector, HttpTransport
 
@@ -672,9 +672,9 @@ def test_secret_headers_are_dropped_for_another_origin() -> None:
         sse_idle_timeout=1,
         session_stream_retries=0,
     )
-    same = dict(transport._headers_for("http://127.0.0.1:1/other", []))
+    same = dict(transport._http._headers_for("http://127.0.0.1:1/other", []))
     assert same["Authorization"] == SECRET and same["X-Api-Key"] == SECRET_API_KEY
-    foreign = dict(transport._headers_for("http://127.0.0.2:1/acp", []))
+    foreign = dict(transport._http._headers_for("http://127.0.0.2:1/acp", []))
     assert foreign == {"X-Trace": "t"}
 
 

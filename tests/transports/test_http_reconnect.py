@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from acp_client import AcpClient, RetryPolicy, State
+from acp_client import AcpClient, Callbacks, RetryPolicy, State
 from acp_client._jsonrpc import request_message
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.transports import http as http_module
@@ -130,7 +130,9 @@ async def test_client_reconnect_deletes_the_old_connection_on_a_real_server() ->
         states: list[State] = []
         policy = RetryPolicy(initial_delay=0.05, max_delay=0.2, max_elapsed=20)
         async with AcpClient(
-            proxy.url(server.http_url), retry=policy, on_state_change=lambda s: states.append(s.state)
+            proxy.url(server.http_url),
+            retry=policy,
+            callbacks=Callbacks(on_state_change=lambda s: states.append(s.state)),
         ) as client:
             session = await client.new_session("/work")
             await client.prompt(session.session_id, "hello")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -227,3 +230,79 @@ def test_any_chunking_yields_the_same_events(stream: tuple[bytes, list[SseEvent]
     assert got == expected
     assert parser.finish() is False
     assert parse(data) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile worst cases: memory stays under twice the cap, absurd fields are ignored.
+
+
+def _peak_while(feed: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        feed()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def _chunks(data: bytes, size: int = 64 * 1024) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def test_an_incomplete_data_line_counts_against_the_event_cap() -> None:
+    cap = 1 << 20
+    first = b"data: " + b"a" * (cap - 16) + b"\n"
+    second = b"data: " + b"b" * cap + b"\n\n"
+    chunks = _chunks(first) + _chunks(second) + [b'data: {"ok":1}\n\n']
+    parser = SseParser(max_line_bytes=16 * cap, max_event_bytes=cap)
+    out: list[SseItem] = []
+
+    def run() -> None:
+        for chunk in chunks:
+            out.extend(parser.feed(chunk))
+
+    peak = _peak_while(run)
+    assert peak < 2 * cap, f"peak {peak / cap:.2f}x the cap"
+    assert len(out) == 2 and isinstance(out[0], MessageTooLarge) and out[0].limit == cap
+    assert out[1] == SseEvent(b'{"ok":1}')
+
+
+def test_lines_beside_the_data_cannot_double_the_memory() -> None:
+    cap = 1 << 20
+    data = b"data: " + b"a" * (cap - 16) + b"\n"
+    # A legitimate event near the cap costs its data twice while it is dispatched (joined into one
+    # bytes value), so the comment case carries half the cap: the comment itself must cost nothing.
+    for junk in (b"id: " + b"i" * cap, b"event: " + b"e" * cap, b": " + b"c" * (4 * cap)):
+        if junk.startswith(b":"):
+            data = b"data: " + b"a" * (cap // 2) + b"\n"
+        parser = SseParser(max_line_bytes=16 * cap, max_event_bytes=cap)
+        chunks = _chunks(data) + _chunks(junk + b"\n\n") + [b"data: next\n\n"]
+        out: list[SseItem] = []
+
+        def run(parser: SseParser = parser, chunks: list[bytes] = chunks, out: list[SseItem] = out) -> None:
+            for chunk in chunks:
+                out.extend(parser.feed(chunk))
+
+        peak = _peak_while(run)
+        assert peak < 2 * cap, f"{junk[:8]!r}: peak {peak / cap:.2f}x the cap"
+        assert out[-1] == SseEvent(b"next")
+
+
+def test_comments_are_never_buffered() -> None:
+    parser = SseParser(max_line_bytes=100, max_event_bytes=100)
+    assert parser.feed(b": " + b"k" * 50) == []
+    for _ in range(50):
+        assert parser.feed(b"k" * 1000) == []  # far past the line cap: a comment is not held, nor reported
+    assert len(parser._partial) == 0
+    assert parser.feed(b"\ndata: a\n\n") == [SseEvent(b"a")]
+
+
+def test_a_huge_retry_value_is_ignored() -> None:
+    parser = SseParser(max_line_bytes=BIG, max_event_bytes=BIG)
+    assert parser.feed(b"retry: 2000\n\n") == []
+    # int() refuses more than 4300 digits: this raised ValueError out of feed().
+    assert parser.feed(b"retry: " + b"9" * 5000 + b"\ndata: a\n\n") == [SseEvent(b"a")]
+    assert parser.feed(b"retry: 99999999999\n\n") == []  # absurd (over a day): ignored
+    assert parser.retry_ms == 2000

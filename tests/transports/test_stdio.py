@@ -26,14 +26,10 @@ from acp_client.exceptions import (
     MessageTooLarge,
     TransportClosed,
 )
+from acp_client.transports._lines import LineSplitter as _LineSplitter
+from acp_client.transports._lines import TooLong as _TooLong
 from acp_client.transports.base import Connector, Limits, Transport
-from acp_client.transports.stdio import (
-    DEFAULT_INHERITED_ENV,
-    StdioConnector,
-    StdioTransport,
-    _LineSplitter,
-    _TooLong,
-)
+from acp_client.transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector, StdioTransport
 
 AGENTS = Path(__file__).parent / "stdio_agents"
 ECHO = str(AGENTS / "echo_agent.py")

@@ -29,8 +29,7 @@ from acp_client.exceptions import (
     TransportError,
     UnsafeRedirect,
 )
-from acp_client.transports._cookies import CookieStore
-from acp_client.transports._security import TlsConfig
+from acp_client.transports import CookieStore, TlsConfig
 from acp_client.transports.base import Connector, Limits, Transport
 from acp_client.transports.websocket import WebSocketConnector, WebSocketTransport
 from tests.peers.python_sdk import PythonSdkPeer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client._converter import from_wire, to_wire
+from acp_client._codec import from_wire, to_wire
 from acp_client.types import AgentCapabilities, InitializeResponse, McpCapabilities, PromptCapabilities
 
 GATED = ("session/load", "session/resume", "session/status", "session/list", "session/fork", "session/close",

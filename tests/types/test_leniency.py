@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from acp_client._converter import (
+from acp_client._codec import (
     decode_content_block,
     decode_foreground_state,
     decode_session_notification,

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_client._converter import decode_content_block, decode_session_notification, from_wire, to_wire
+from acp_client._codec import decode_content_block, decode_session_notification, from_wire, to_wire
 from acp_client.exceptions import InvalidMessage
 from acp_client.types import (
     CloseSessionResponse,

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from acp_client._converter import to_wire
+from acp_client._codec import to_wire
 from acp_client.types import (
     Annotations,
     AudioContent,

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_client._converter import from_wire, to_wire
+from acp_client import session_from_json, session_to_json
+from acp_client._codec import from_wire, to_wire
 from acp_client.exceptions import InvalidMessage
 from acp_client.types import (
     ForegroundState,
@@ -30,6 +31,7 @@ from acp_client.types import (
     SessionStatusResponse,
     format_rfc3339,
     parse_rfc3339,
+    parse_timestamp,
 )
 
 from . import _schemas
@@ -156,8 +158,8 @@ def test_decoding_drops_an_updated_at_that_precedes_created_at(caplog: pytest.Lo
         "updatedAt": "2026-10-26T09:30:00Z",
         "title": "kept",
     }
-    with caplog.at_level(logging.WARNING, logger="acp_client.types.session"):
-        session = Session.from_wire(data)
+    with caplog.at_level(logging.WARNING, logger="acp_client._codec"):
+        session = session_from_json(data)
     assert session.created_at == T1 and session.updated_at is None and session.title == "kept"
     assert "precedes createdAt" in caplog.text
 
@@ -171,9 +173,10 @@ def test_merge_keeps_the_time_order() -> None:
     assert both.updated_at == T1  # the other's inconsistent value loses to the consistent one
 
 
-def test_times_accept_strings_and_naive_datetimes_are_utc() -> None:
+def test_times_accept_strings_and_naive_datetimes_stay_naive() -> None:
     assert Session("s", created_at="2026-10-26T09:30:00.123456789Z").created_at == T0.replace(microsecond=123456)
-    assert Session("s", created_at=datetime(2026, 10, 26, 9, 30)).created_at == T0
+    naive = Session("s", created_at=datetime(2026, 10, 26, 9, 30)).created_at
+    assert naive == datetime(2026, 10, 26, 9, 30) and naive is not None and naive.tzinfo is None  # no zone invented
     with pytest.raises(ValueError, match="RFC 3339"):
         Session("s", created_at="26/10/2026")
     assert parse_rfc3339("2026-10-26T11:30:00+02:00") == T0
@@ -181,12 +184,58 @@ def test_times_accept_strings_and_naive_datetimes_are_utc() -> None:
     assert format_rfc3339(parse_rfc3339("2026-10-26T11:30:00+02:00")) == "2026-10-26T11:30:00+02:00"
 
 
+def test_parse_timestamp_keeps_a_time_without_a_zone_naive_and_rfc3339_stays_strict() -> None:
+    sent = "2026-12-01T13:06:35.841840"  # fast-agent 0.10.48's updatedAt
+    value = parse_timestamp(sent)
+    assert value == datetime(2026, 12, 1, 13, 6, 35, 841840) and value.tzinfo is None
+    assert format_rfc3339(value) == sent  # written back as sent
+    assert parse_timestamp("2026-10-26T09:30:00Z") == T0
+    with pytest.raises(ValueError, match="RFC 3339"):
+        parse_rfc3339(sent)  # the strict parser still wants a zone
+    for bad in ("yesterday", "2026-13-01T00:00:00", "2026-02-30T00:00:00Z", "2026-12-01"):
+        with pytest.raises(ValueError):
+            parse_timestamp(bad)
+
+
+def test_a_naive_and_an_aware_time_are_never_ordered() -> None:
+    naive = datetime(2026, 10, 26, 8, 0)
+    Session("s", created_at=T1, updated_at=naive)  # cannot tell: no error
+    Session("s", created_at=naive, updated_at=T0)
+    merged = Session("s", created_at=T1).merge(Session("s", updated_at=naive))
+    assert merged.updated_at == naive
+    with pytest.raises(ValueError, match="precedes"):
+        Session("s", created_at=datetime(2026, 10, 26, 9, 0), updated_at=naive)  # both naive: ordered
+
+
+def test_timestamps_without_a_zone_are_kept_from_the_wire(caplog: pytest.LogCaptureFixture) -> None:
+    sent = "2026-12-01T13:06:35.841840"
+    with caplog.at_level(logging.WARNING):
+        listed = Session.from_info(SessionInfo("sess_1", "/p", updated_at=sent))
+        decoded = session_from_json({"sessionId": "s", "createdAt": "2026-12-01T13:00:00", "updatedAt": sent})
+    assert listed.updated_at == datetime(2026, 12, 1, 13, 6, 35, 841840) and listed.updated_at.tzinfo is None
+    assert decoded.created_at == datetime(2026, 12, 1, 13, 0)
+    assert decoded.updated_at == datetime(2026, 12, 1, 13, 6, 35, 841840)
+    assert "malformed" not in caplog.text
+    encoded = session_to_json(decoded)
+    assert encoded["updatedAt"] == sent and encoded["createdAt"] == "2026-12-01T13:00:00"
+    assert session_from_json(encoded) == decoded
+
+
+def test_unknown_status_strings_keep_working() -> None:
+    agent = session_from_json({"sessionId": "s", "status": "hibernating", "updatedAt": "2026-12-01T13:06:35"})
+    assert agent.status is SessionStatus.INACTIVE and agent.raw_status == "hibernating"
+    assert agent.updated_at == datetime(2026, 12, 1, 13, 6, 35)
+    assert session_from_json(session_to_json(agent)) == agent
+    answer = from_wire(SessionStatusResponse, {"status": "hibernating"})
+    assert answer.status is SessionStatus.INACTIVE and answer.raw_status == "hibernating"
+
+
 # --------------------------------------------------------------------------------------------
 # wire form
 
 
 def test_to_json_always_writes_the_required_nullable_keys() -> None:
-    assert Session("s").to_json() == {"sessionId": "s", **REQUIRED_NULLABLE}
+    assert session_to_json(Session("s")) == {"sessionId": "s", **REQUIRED_NULLABLE}
     full = Session(
         "s",
         cwd="/p",
@@ -210,21 +259,21 @@ def test_to_json_always_writes_the_required_nullable_keys() -> None:
         approval_mode={"mode": "ask"},
         meta={"x": 1},
     )
-    encoded = full.to_json()
+    encoded = session_to_json(full)
     assert encoded["forkedFrom"] == {"sessionId": "parent"}
     assert encoded["createdAt"] == "2026-10-26T09:30:00Z" and encoded["updatedAt"] == "2026-10-26T09:35:00Z"
     assert encoded["status"] == "active" and encoded["rawStatus"] == "open"
     assert encoded["configOptions"][0]["id"] == "model"
-    assert full.to_json(protocol_version=2)["configOptions"][0]["configId"] == "model"
+    assert session_to_json(full, protocol_version=2)["configOptions"][0]["configId"] == "model"
     json.dumps(encoded)
-    assert Session.from_wire(encoded) == full
-    assert Session.from_wire(full.to_json(protocol_version=2), protocol_version=2) == full
+    assert session_from_json(encoded) == full
+    assert session_from_json(session_to_json(full, protocol_version=2), protocol_version=2) == full
 
 
 def test_from_wire_accepts_nulls_ignores_unknown_and_never_invents() -> None:
-    session = Session.from_wire({"sessionId": "s", **REQUIRED_NULLABLE, "shiny": {"new": True}})
+    session = session_from_json({"sessionId": "s", **REQUIRED_NULLABLE, "shiny": {"new": True}})
     assert session == Session("s")
-    malformed = Session.from_wire(
+    malformed = session_from_json(
         {
             "sessionId": "s",
             "cwd": 3,
@@ -248,7 +297,7 @@ def test_from_wire_accepts_nulls_ignores_unknown_and_never_invents() -> None:
     )
     for bad in (None, [], {"sessionId": 1}, {"cwd": "/p"}):
         with pytest.raises(InvalidMessage):
-            Session.from_wire(bad)
+            session_from_json(bad)
 
 
 def test_seed_shaped_session_decodes() -> None:
@@ -270,27 +319,27 @@ def test_seed_shaped_session_decodes() -> None:
         "approvalMode": {"mode": "ask"},
     }
     assert set(schema["required"]) <= set(wire)
-    session = Session.from_wire(wire)
+    session = session_from_json(wire)
     assert (session.active_turn_id, session.forked_from, session.model_id, session.workspace_root) == (None,) * 4
     assert (session.provider_id, session.path, session.turn_count) == ("anthropic", "", 0)
     assert (session.status, session.raw_status) == (SessionStatus.INACTIVE, "notLoaded")
     assert (session.created_at, session.updated_at) == (T0, T1)
-    encoded = session.to_json()
+    encoded = session_to_json(session)
     for key in schema["required"]:
         assert key in encoded, key
-    assert Session.from_wire(encoded) == session
+    assert session_from_json(encoded) == session
 
 
 def test_unknown_status_survives_a_round_trip() -> None:
     session = Session("s", status=SessionStatus.UNKNOWN)
-    assert Session.from_wire(session.to_json()) == session
+    assert session_from_json(session_to_json(session)) == session
 
 
 def test_an_agents_status_string_unknown_is_an_unrecognized_value() -> None:
     # UNKNOWN means "-32002: the agent does not know the session", never a wire value. In an
     # agent's Session (no rawStatus: not our own to_json form) "unknown" is just a status string
     # this SDK does not recognize: kept verbatim, read as inactive.
-    session = Session.from_wire({"sessionId": "s", **REQUIRED_NULLABLE, "status": "unknown"})
+    session = session_from_json({"sessionId": "s", **REQUIRED_NULLABLE, "status": "unknown"})
     assert (session.status, session.raw_status) == (SessionStatus.INACTIVE, "unknown")
 
 
@@ -333,9 +382,9 @@ def sessions(draw: Any) -> Session:
 @settings(max_examples=60, deadline=None)
 @given(sessions(), sessions())
 def test_session_round_trip_and_merge_properties(a: Session, b: Session) -> None:
-    encoded = a.to_json()
+    encoded = session_to_json(a)
     assert set(REQUIRED_NULLABLE) <= set(encoded)
-    assert Session.from_wire(json.loads(json.dumps(encoded))) == a
+    assert session_from_json(json.loads(json.dumps(encoded))) == a
     merged = a.merge(b)
     for field in attrs.fields(Session):
         mine, theirs, result = getattr(a, field.name), getattr(b, field.name), getattr(merged, field.name)
@@ -350,8 +399,10 @@ def test_session_round_trip_and_merge_properties(a: Session, b: Session) -> None
 def test_the_converter_encodes_and_decodes_sessions_like_to_json() -> None:
     session = Session("s", created_at=T0, status=SessionStatus.ACTIVE, raw_status="open", config_options=OPTIONS)
     for version in (1, 2):
-        assert to_wire(session, protocol_version=version) == session.to_json(protocol_version=version)
-        assert from_wire(Session, session.to_json(protocol_version=version), protocol_version=version) == session
-    assert to_wire([session]) == [session.to_json()]
+        assert to_wire(session, protocol_version=version) == session_to_json(session, protocol_version=version)
+        assert (
+            from_wire(Session, session_to_json(session, protocol_version=version), protocol_version=version) == session
+        )
+    assert to_wire([session]) == [session_to_json(session)]
     with pytest.raises(InvalidMessage, match="sessionId"):
         from_wire(Session, {"cwd": "/p"})

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-from acp_client._converter import decode_session_notification, from_wire, to_wire
+from acp_client._codec import decode_session_notification, from_wire, to_wire
 from acp_client.exceptions import RpcError, SessionNotFound
 from acp_client.types import (
     AgentMessage,

@@ -9,12 +9,15 @@
 * :func:`serve_stdio` serves it over stdin / stdout; :meth:`ReferenceAgent.serve` over any
   :class:`~acp_client.transports.base.Transport` (e.g. an in-memory pair).
 * :class:`SessionStore` keeps sessions across restarts (in memory, or JSON files in a directory).
+  Several agents may share one store — one object in a process, or one directory across
+  processes (``--store DIR``): a session one instance saved is ``inactive`` on the others, as
+  behind a load balancer with shared storage. Give each instance its own ``--name``.
 
 From a shell::
 
     python -m acp_client.testing.reference_agent --stdio [--store DIR] [--no-status] [--no-resume]
         [--no-load] [--vocabulary proposal|sdk] [--chunks N] [--chunk-delay S]
-    python -m acp_client.testing.reference_agent --serve [--host H] [--port P]
+    python -m acp_client.testing.reference_agent --serve [--host H] [--port P] [--store DIR] [--name NAME]
 
 Prompts: any text is echoed as ``"echo: <text>"`` in ``chunks_per_prompt`` pieces. Special
 prompts make the agent call the client: ``/permission`` (``session/request_permission``),

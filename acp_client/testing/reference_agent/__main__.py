@@ -23,7 +23,12 @@ def _parser() -> argparse.ArgumentParser:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout")
     mode.add_argument("--serve", action="store_true", help="serve WebSocket and Streamable HTTP on a port")
-    parser.add_argument("--store", metavar="DIR", help="keep sessions as JSON files in DIR (survives restarts)")
+    parser.add_argument(
+        "--store",
+        metavar="DIR",
+        help="keep sessions as JSON files in DIR (survives restarts; several instances may share one DIR: "
+        "a session saved by one is inactive on the others)",
+    )
     parser.add_argument("--no-status", action="store_true", help="do not advertise session/status")
     parser.add_argument("--no-resume", action="store_true", help="do not advertise session/resume")
     parser.add_argument("--no-load", action="store_true", help="do not advertise session/load")
@@ -35,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--chunks", type=int, default=3, metavar="N", help="chunks per answer (default 3)")
     parser.add_argument("--chunk-delay", type=float, default=0.0, metavar="S", help="seconds between chunks")
-    parser.add_argument("--name", default="acp-reference-agent", help="the agent name to advertise")
+    parser.add_argument(
+        "--name", default="acp-reference-agent", help="the agent name to advertise (tells instances apart)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     parser.add_argument("--port", type=int, default=0, help="--serve: port (default: a free one)")
     parser.add_argument("--tls-cert", metavar="FILE", help="--serve: certificate file (enables wss/https)")

@@ -15,6 +15,9 @@ agent knows. A message goes to its session's stream when a client listens there 
 attached to the connection, else to the connection stream; all messages caused by one request
 (its answer, its replay, its turn) stay on one stream, so their order holds.
 
+``GET /health`` answers ``200`` with ``{"status": "ok", "agent": NAME, "instance": ID}`` (``503``
+while :meth:`ReferenceServer.refuse_connections` is in force): a load balancer's health check.
+
 Hypercorn listens on a private loopback port behind a :class:`~acp_client.testing.proxy.FaultProxy`,
 which is what :meth:`ReferenceServer.drop_connections` cuts: clients see real TCP resets.
 """
@@ -58,6 +61,8 @@ MAX_POST_BYTES: Final = 16 * 1024 * 1024
 _ROUTES_KEPT: Final = 4096
 _RECORDS_KEPT: Final = 1000
 _KEEPALIVE: Final = b": keepalive\n\n"
+#: The health-check path (``GET`` → 200, or 503 while refusing).
+HEALTH_PATH: Final = "/health"
 
 
 @attrs.frozen
@@ -259,6 +264,7 @@ class ReferenceServer:
     Every WebSocket handshake and every ``initialize`` answer sets the cookie
     ``acp_affinity=<instance id>; Path=/; HttpOnly`` (plus ``Secure`` with TLS), so cookie handling
     across reconnects can be tested; :attr:`requests` shows what the clients sent back.
+    ``GET /health`` is the load balancer's health check (503 while refusing connections).
 
     Args:
         agent: The agent to serve.
@@ -608,6 +614,9 @@ class ReferenceServer:
     async def _http_request(
         self, scope: _Scope, headers: list[tuple[str, str]], receive: _Receive, send: _Send
     ) -> None:
+        if scope.get("path") == HEALTH_PATH and scope.get("method") == "GET" and self.path != HEALTH_PATH:
+            await self._health(send)
+            return
         if scope.get("path") != self.path:
             await self._error(send, 404, "not found")
             return
@@ -623,6 +632,12 @@ class ReferenceServer:
             await self._delete(headers, send)
         else:
             await self._error(send, 405, "method not allowed", [(b"allow", b"GET, POST, DELETE")])
+
+    async def _health(self, send: _Send) -> None:
+        if self.refusing:
+            await self._error(send, 503, "refusing connections", [(b"retry-after", self._retry_after().encode())])
+            return
+        await self._respond(send, 200, {"status": "ok", "agent": self.agent.name, "instance": self.instance_id})
 
     async def _read_body(self, receive: _Receive) -> bytes | None:
         chunks: list[bytes] = []

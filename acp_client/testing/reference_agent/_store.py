@@ -4,6 +4,12 @@ A :class:`SessionStore` holds one :class:`StoredSession` per session id: its wor
 MCP servers and full message history. In memory by default; with ``directory=`` each session is a
 JSON file, so a respawned stdio agent process finds its earlier sessions (and reports them as
 ``inactive`` / ``saved`` until they are loaded again).
+
+Sharing: several agents may use one store (the same object, or the same directory from several
+processes). Every lookup reads the directory and every save replaces one file atomically, so a
+session saved by one instance is ``inactive`` on the others and loads there with its history.
+Nothing arbitrates between instances: loading one session on two of them at once is the mistake
+the client's routing avoids (the last save wins).
 """
 
 from __future__ import annotations

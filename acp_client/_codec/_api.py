@@ -1,0 +1,205 @@
+"""The codec's functions: encode, decode, and the hot ``session/update`` path."""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeVar
+
+from ..exceptions import InvalidMessage
+from ..types.content import ContentBlock
+from ..types.lifecycle import ForegroundState
+from ..types.session import Session
+from ..types.updates import SessionNotification, SessionUpdate
+from . import _session
+from ._base import failure, kind_of, logger, type_name
+from ._converter import Builder
+from ._fast import FAST_UPDATES, new_notification
+from ._shapes import register_shapes, structure_foreground_state
+
+__all__ = [
+    "decode_content_block",
+    "decode_foreground_state",
+    "decode_session_notification",
+    "decode_session_update",
+    "from_wire",
+    "from_wire_lenient",
+    "session_from_json",
+    "session_to_json",
+    "to_wire",
+]
+
+T = TypeVar("T")
+
+
+def _builder(protocol_version: int) -> Builder:
+    return _V2 if protocol_version >= 2 else _V1
+
+
+def _make(version: int) -> Builder:
+    builder = Builder(version)
+    register_shapes(builder, _builder)
+    _session.register_session(builder)
+    return builder
+
+
+_V1: Final = _make(1)
+_V2: Final = _make(2)
+
+
+def to_wire(value: Any, *, protocol_version: int = 1) -> Any:
+    """Encode a wire value (or a list/tuple of them) into JSON-ready data.
+
+    Args:
+        value: An instance of a class from :mod:`acp_client.types`, or a list/tuple of them.
+        protocol_version: The protocol version whose shapes to write (for ``initialize``: the
+            version the request proposes / the result answers).
+
+    Returns:
+        Dicts, lists, strings, numbers, booleans and ``None``, ready for ``json.dumps``.
+    """
+    conv = _builder(protocol_version).conv
+    if isinstance(value, list | tuple):
+        return [conv.unstructure(item) for item in value]
+    return conv.unstructure(value)
+
+
+def from_wire(cls: type[T], data: Any, *, protocol_version: int = 1) -> T:
+    """Decode JSON data into ``cls``, leniently (see the module docstring).
+
+    Args:
+        cls: The class to decode (a class from :mod:`acp_client.types`).
+        data: The decoded JSON (usually a message's ``params`` or ``result``).
+        protocol_version: The negotiated protocol version.
+
+    Returns:
+        The decoded value.
+
+    Raises:
+        InvalidMessage: The data cannot be decoded into ``cls``; the message names the member.
+    """
+    try:
+        result: T = _builder(protocol_version).conv.structure(data, cls)
+    except RecursionError as exc:
+        raise InvalidMessage(f"cannot decode {type_name(cls)}: nested too deeply") from exc
+    except Exception as exc:
+        raise InvalidMessage(failure(type_name(cls), exc)) from exc
+    return result
+
+
+def from_wire_lenient(cls: type[T], data: Any, *, protocol_version: int = 1) -> T | None:
+    """Like :func:`from_wire`, but ``None`` (logged at DEBUG) instead of an error, and for ``None``."""
+    if data is None:
+        return None
+    try:
+        return from_wire(cls, data, protocol_version=protocol_version)
+    except InvalidMessage as exc:
+        logger.debug("ignoring a malformed value: %s", exc)
+        return None
+
+
+def decode_content_block(data: Any, *, protocol_version: int = 1) -> ContentBlock:
+    """Decode one content block (unknown ``type`` → :class:`~acp_client.types.UnknownContent`).
+
+    Raises:
+        InvalidMessage: Not an object, no string ``type``, or a malformed known block.
+    """
+    result: ContentBlock = from_wire(_CONTENT_BLOCK, data, protocol_version=protocol_version)
+    return result
+
+
+def decode_session_update(data: Any, *, protocol_version: int = 1) -> SessionUpdate:
+    """Decode one ``update`` object of a ``session/update`` notification.
+
+    Raises:
+        InvalidMessage: Not an object, no string ``sessionUpdate``, or a malformed known variant.
+    """
+    fast = FAST_UPDATES.get(data.get("sessionUpdate")) if type(data) is dict else None
+    if fast is not None:
+        decoded: SessionUpdate | None = fast(data)
+        if decoded is not None:
+            return decoded
+    result: SessionUpdate = from_wire(_SESSION_UPDATE, data, protocol_version=protocol_version)
+    return result
+
+
+def decode_foreground_state(data: Any) -> ForegroundState | None:
+    """Decode a v2 foreground state snapshot, default-on-error: ``None`` unless it is an object
+    with a string ``state`` (missing, null or malformed means "not reported", never idle)."""
+    return structure_foreground_state(data, None)
+
+
+def decode_session_notification(params: Any, *, protocol_version: int = 1) -> SessionNotification:
+    """Decode ``session/update`` params (the hot path).
+
+    Text chunks, simple tool-call updates and plain state updates are decoded by hand-written
+    code; anything else goes through the converter. Both give the same value.
+
+    Raises:
+        InvalidMessage: The params are not an object, ``sessionId`` is not a string, or the update
+            cannot be decoded.
+    """
+    if type(params) is dict:
+        session_id = params.get("sessionId")
+        update = params.get("update")
+        if type(session_id) is str and type(update) is dict:
+            fast = FAST_UPDATES.get(update.get("sessionUpdate"))
+            decoded: SessionUpdate | None = fast(update) if fast is not None else None
+            if decoded is None:
+                try:
+                    decoded = _builder(protocol_version).session_update_hook(update, _SESSION_UPDATE)
+                except Exception as exc:
+                    raise InvalidMessage(failure("SessionNotification.update", exc)) from exc
+            meta = params.get("_meta")
+            return new_notification(session_id, decoded, meta if meta is None or type(meta) is dict else None)
+    if type(params) is not dict:
+        raise InvalidMessage(f"cannot decode SessionNotification: expected an object, got {kind_of(params)}")
+    session_id = params.get("sessionId")
+    if type(session_id) is not str:
+        raise InvalidMessage(
+            f"cannot decode SessionNotification.sessionId: expected a string, got {kind_of(session_id)}"
+        )
+    update = params.get("update")
+    raise InvalidMessage(f"cannot decode SessionNotification.update: expected an object, got {kind_of(update)}")
+
+
+# Union aliases are valid structure targets at runtime; typed ``Any`` for the ``type[T]`` parameters.
+_SESSION_UPDATE: Final[Any] = SessionUpdate
+_CONTENT_BLOCK: Final[Any] = ContentBlock
+
+
+def session_to_json(session: Session, *, protocol_version: int = 1) -> dict[str, Any]:
+    """A :class:`~acp_client.types.Session` record as a JSON-ready object (camelCase keys).
+
+    The required-nullable keys (``activeTurnId``, ``forkedFrom``, ``modelId``, ``providerId``,
+    ``workspaceRoot``) are always present, ``null`` when empty; other ``None`` fields are omitted.
+    A naive time (an agent sent it without a zone) is written without a zone, as it was sent.
+
+    Args:
+        session: The record.
+        protocol_version: The version whose shapes nested protocol values (config options, the
+            foreground state) take.
+
+    Returns:
+        A dict ready for ``json.dumps``.
+    """
+    return _session.session_to_json(session, _builder(protocol_version))
+
+
+def session_from_json(data: Any, *, protocol_version: int = 1) -> Session:
+    """Decode a ``Session`` object (the form :func:`session_to_json` writes, or an agent's).
+
+    Lenient: unknown members are ignored, a malformed optional member becomes ``None``, a
+    timestamp without a zone is kept as a naive datetime (as sent), an ``updatedAt`` that
+    precedes ``createdAt`` is dropped (logged). ``status`` accepts ``active``/``open``/
+    ``inactive``/``saved`` and keeps any other string as ``raw_status`` (read as inactive).
+
+    Args:
+        data: The decoded JSON object.
+        protocol_version: The version whose shapes nested protocol values take.
+
+    Returns:
+        The record.
+
+    Raises:
+        InvalidMessage: ``data`` is not an object or has no string ``sessionId``.
+    """
+    return _session.session_from_json(data, _builder(protocol_version))

@@ -1,0 +1,188 @@
+"""The ``Session`` record on the wire (the shape of the ``Session`` schema seed).
+
+Hand-written rather than derived: the required-nullable keys are always written (``null`` when
+empty; rejecting their ``null`` was a real production defect), ``forkedFrom`` is an object,
+``status`` travels normalized next to ``rawStatus`` in our own form but raw in an agent's, and
+decoding is lenient member by member (a malformed optional member becomes ``None``).
+
+Timestamps are read as agents send them: RFC 3339, or ISO 8601 without a zone (fast-agent writes
+``2026-12-01T13:06:35.841840``), which is kept as a naive datetime, exactly as sent (no zone is
+invented); a naive time is written back without a zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from ..exceptions import InvalidMessage
+from ..types.lifecycle import SessionConfigOption, SessionModeState, SessionStatus, normalize_status
+from ..types.session import Session, format_rfc3339, parse_timestamp, time_precedes
+from ._base import DecodeError, Hook, logger
+from ._converter import Builder
+from ._shapes import structure_foreground_state
+
+__all__ = ["register_session", "session_from_json", "session_to_json"]
+
+
+def register_session(builder: Builder) -> None:
+    """Install the ``Session`` hooks on ``builder``."""
+    builder.conv.register_structure_hook(Session, _structure_session(builder))
+    builder.conv.register_unstructure_hook(Session, lambda obj: session_to_json(obj, builder))
+
+
+def _structure_session(builder: Builder) -> Hook:
+    def structure_session(value: Any, _: Any) -> Session:
+        try:
+            return session_from_json(value, builder)
+        except InvalidMessage as exc:
+            raise DecodeError(str(exc)) from exc
+
+    return structure_session
+
+
+def session_to_json(session: Session, builder: Builder) -> dict[str, Any]:
+    """``session`` as a JSON-ready object; nested protocol values in ``builder``'s version."""
+    unstructure: Callable[[Any], Any] = builder.conv.unstructure
+    out: dict[str, Any] = {"sessionId": session.session_id}
+    if session.cwd is not None:
+        out["cwd"] = session.cwd
+    if session.title is not None:
+        out["title"] = session.title
+    if session.created_at is not None:
+        out["createdAt"] = format_rfc3339(session.created_at)
+    if session.updated_at is not None:
+        out["updatedAt"] = format_rfc3339(session.updated_at)
+    if session.status is not None:
+        out["status"] = session.status.value
+        out["rawStatus"] = session.raw_status  # null: none known (else a reader takes ``status``)
+    elif session.raw_status is not None:
+        out["rawStatus"] = session.raw_status
+    if session.state is not None:
+        out["state"] = unstructure(session.state)
+    if session.additional_directories is not None:
+        out["additionalDirectories"] = list(session.additional_directories)
+    if session.modes is not None:
+        out["modes"] = unstructure(session.modes)
+    if session.models is not None:
+        out["models"] = session.models
+    if session.config_options is not None:
+        out["configOptions"] = [unstructure(option) for option in session.config_options]
+    out["forkedFrom"] = None if session.forked_from is None else {"sessionId": session.forked_from}
+    out["activeTurnId"] = session.active_turn_id
+    out["modelId"] = session.model_id
+    out["providerId"] = session.provider_id
+    out["workspaceRoot"] = session.workspace_root
+    if session.turn_count is not None:
+        out["turnCount"] = session.turn_count
+    if session.path is not None:
+        out["path"] = session.path
+    if session.approval_mode is not None:
+        out["approvalMode"] = session.approval_mode
+    if session.meta is not None:
+        out["_meta"] = session.meta
+    return out
+
+
+def session_from_json(data: Any, builder: Builder) -> Session:
+    """Decode a ``Session`` object (our own form, or an agent's), leniently.
+
+    Unknown members are ignored and a malformed optional member becomes ``None``. An ``updatedAt``
+    that precedes ``createdAt`` is dropped to ``None`` and a warning is logged. ``status`` accepts
+    ``active``/``open``/``inactive``/``saved`` and any other string (read as inactive);
+    ``unknown`` is read as :attr:`SessionStatus.UNKNOWN` only in our own form (with
+    ``rawStatus``). ``rawStatus`` (when the member is absent: ``status``) becomes ``raw_status``.
+
+    Raises:
+        InvalidMessage: ``data`` is not an object or has no string ``sessionId``.
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidMessage(f"a Session must be an object, got {type(data).__name__}")
+    session_id = data.get("sessionId")
+    if not isinstance(session_id, str):
+        raise InvalidMessage("a Session needs a string sessionId")
+
+    created_at = _lenient_time(data, "createdAt", session_id)
+    updated_at = _lenient_time(data, "updatedAt", session_id)
+    if created_at is not None and updated_at is not None and time_precedes(updated_at, created_at):
+        logger.warning(
+            "session %s: updatedAt %s precedes createdAt %s; dropping updatedAt",
+            session_id,
+            data.get("updatedAt"),
+            data.get("createdAt"),
+        )
+        updated_at = None
+
+    status: SessionStatus | None = None
+    raw_status = _opt_str(data, "rawStatus")
+    wire_status = data.get("status")
+    if isinstance(wire_status, str):
+        if "rawStatus" in data:  # our own form: ``status`` is already normalized
+            try:
+                status = SessionStatus(wire_status)
+            except ValueError:
+                status = normalize_status(wire_status)
+        else:  # an agent's Session: its status string is the raw one ("unknown" is no -32002)
+            status = normalize_status(wire_status)
+            raw_status = wire_status
+
+    directories = data.get("additionalDirectories")
+    additional_directories = (
+        tuple(d for d in directories if isinstance(d, str)) if isinstance(directories, list) else None
+    )
+    forked = data.get("forkedFrom")
+    if isinstance(forked, Mapping):
+        forked = forked.get("sessionId")
+    turn_count = data.get("turnCount")
+    models = data.get("models")
+    meta = data.get("_meta")
+    options_raw = data.get("configOptions")
+    config_options: tuple[SessionConfigOption, ...] | None = None
+    if isinstance(options_raw, list):
+        config_options = tuple(
+            option
+            for option in (builder.lenient(SessionConfigOption, item, None) for item in options_raw)
+            if option is not None
+        )
+    return Session(
+        session_id=session_id,
+        cwd=_opt_str(data, "cwd"),
+        title=_opt_str(data, "title"),
+        created_at=created_at,
+        updated_at=updated_at,
+        status=status,
+        raw_status=raw_status,
+        state=structure_foreground_state(data.get("state"), None),
+        additional_directories=additional_directories,
+        modes=builder.lenient(SessionModeState, data.get("modes"), None),
+        models=models if isinstance(models, dict) else None,
+        config_options=config_options,
+        forked_from=forked if isinstance(forked, str) else None,
+        active_turn_id=_opt_str(data, "activeTurnId"),
+        model_id=_opt_str(data, "modelId"),
+        provider_id=_opt_str(data, "providerId"),
+        workspace_root=_opt_str(data, "workspaceRoot"),
+        turn_count=turn_count if isinstance(turn_count, int) and not isinstance(turn_count, bool) else None,
+        path=_opt_str(data, "path"),
+        approval_mode=data.get("approvalMode"),
+        meta=meta if isinstance(meta, dict) else None,
+    )
+
+
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _lenient_time(data: Mapping[str, Any], key: str, session_id: str) -> datetime | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return parse_timestamp(value)
+        except ValueError:
+            pass
+    logger.warning("session %s: ignoring malformed %s %r", session_id, key, value)
+    return None

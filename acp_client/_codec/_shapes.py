@@ -1,0 +1,411 @@
+"""Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations.
+
+``initialize`` (v1 ``clientInfo``/``agentCapabilities`` vs v2 ``info``/``capabilities``), agent
+capabilities (v1 flags vs v2 capability objects), the ``session/status`` answer and the v2
+foreground state (default-on-error), ``session/set_config_option`` (its ``type`` tag),
+client capabilities (extra members kept), config options and permission requests.
+:func:`register_shapes` installs them on a :class:`~._converter.Builder`; the ``Session`` record
+has its own module (:mod:`._session`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from .._version import __version__
+from ..types.agent_requests import RequestPermissionRequest, ToolCallPermissionSubject
+from ..types.capabilities import (
+    AgentCapabilities,
+    AuthMethod,
+    ClientCapabilities,
+    Implementation,
+    McpCapabilities,
+    PromptCapabilities,
+    SessionCapabilities,
+)
+from ..types.lifecycle import (
+    ForegroundState,
+    InitializeRequest,
+    InitializeResponse,
+    SessionConfigOption,
+    SessionStatusResponse,
+    SetSessionConfigOptionRequest,
+    normalize_status,
+)
+from ._base import DecodeError, Hook, field_wire_name, kind_of, on_wire
+from ._converter import Builder
+
+__all__ = ["DEFAULT_CLIENT_INFO", "register_shapes", "structure_foreground_state"]
+
+ByVersion = Callable[[int], Builder]
+
+
+#: The identity sent in a v2 ``initialize`` when the app gave none (v2 requires ``info``).
+DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=__version__)
+
+
+def register_shapes(builder: Builder, by_version: ByVersion) -> None:
+    """Install the hand-shaped hooks on ``builder`` (``by_version`` finds the other versions'
+    builders: ``initialize`` decodes whichever shape the payload has)."""
+    conv = builder.conv
+    version = builder.version
+    conv.register_structure_hook(ForegroundState, structure_foreground_state)
+    conv.register_unstructure_hook(ForegroundState, unstructure_foreground_state)
+    conv.register_structure_hook(SessionStatusResponse, _status_response_in(version))
+    conv.register_unstructure_hook(SessionStatusResponse, _status_response_out(version))
+    conv.register_unstructure_hook(SetSessionConfigOptionRequest, _set_config_option_out(builder))
+    conv.register_structure_hook(AgentCapabilities, _agent_capabilities_in(builder))
+    conv.register_unstructure_hook(AgentCapabilities, _agent_capabilities_out(builder))
+    request_in, request_out, response_in, response_out = _initialize_hooks(version, by_version)
+    conv.register_structure_hook(InitializeRequest, request_in)
+    conv.register_unstructure_hook(InitializeRequest, request_out)
+    conv.register_structure_hook(InitializeResponse, response_in)
+    conv.register_unstructure_hook(InitializeResponse, response_out)
+    _register_client_capabilities(builder)
+    _register_config_option(builder)
+    _register_permission_request(builder)
+
+
+def _register_client_capabilities(builder: Builder) -> None:
+    plain_caps = builder.class_hook(ClientCapabilities)
+    plain_caps_out = builder.class_unhook(ClientCapabilities)
+    modeled = {
+        field_wire_name(f, builder.version) for f in attrs.fields(ClientCapabilities) if on_wire(f, builder.version)
+    }
+
+    def structure_client_capabilities(value: Any, tp: Any) -> ClientCapabilities:
+        caps: ClientCapabilities = plain_caps(value, tp)
+        extra = {k: v for k, v in value.items() if k not in modeled}
+        return attrs.evolve(caps, extra=extra) if extra else caps
+
+    def unstructure_client_capabilities(obj: ClientCapabilities) -> dict[str, Any]:
+        out: dict[str, Any] = dict(obj.extra) if obj.extra else {}
+        out.update(plain_caps_out(obj))
+        return out
+
+    builder.conv.register_structure_hook(ClientCapabilities, structure_client_capabilities)
+    builder.conv.register_unstructure_hook(ClientCapabilities, unstructure_client_capabilities)
+
+
+def _register_config_option(builder: Builder) -> None:
+    plain_option_out = builder.class_unhook(SessionConfigOption)
+
+    def unstructure_config_option(obj: SessionConfigOption) -> dict[str, Any]:
+        out: dict[str, Any] = plain_option_out(obj)
+        if obj.type == "select":
+            out.setdefault("options", [])  # required for a select, even when empty
+        return out
+
+    builder.conv.register_unstructure_hook(SessionConfigOption, unstructure_config_option)
+
+
+def _register_permission_request(builder: Builder) -> None:
+    plain_permission = builder.class_hook(RequestPermissionRequest)
+
+    def structure_permission_request(value: Any, tp: Any) -> RequestPermissionRequest:
+        request: RequestPermissionRequest = plain_permission(value, tp)
+        if request.tool_call is None and isinstance(request.subject, ToolCallPermissionSubject):
+            return attrs.evolve(request, tool_call=request.subject.tool_call)
+        return request
+
+    builder.conv.register_structure_hook(RequestPermissionRequest, structure_permission_request)
+
+
+# --------------------------------------------------------------------------------------------
+# session/status and the v2 foreground state
+
+
+def _status_response_in(version: int) -> Hook:
+    def structure_status_response(value: Any, _: Any) -> SessionStatusResponse:
+        if type(value) is not dict:
+            raise DecodeError(f"SessionStatusResponse: expected an object, got {kind_of(value)}")
+        raw_status = value.get("status")
+        if type(raw_status) is not str:
+            raise DecodeError(f"SessionStatusResponse.status: expected a string, got {kind_of(raw_status)}")
+        state = structure_foreground_state(value.get("state"), None) if version >= 2 else None
+        meta = value.get("_meta")
+        return SessionStatusResponse(
+            status=normalize_status(raw_status),
+            raw_status=raw_status,
+            state=state,
+            meta=meta if type(meta) is dict else None,
+        )
+
+    return structure_status_response
+
+
+def _status_response_out(version: int) -> Callable[[SessionStatusResponse], dict[str, Any]]:
+    def unstructure_status_response(obj: SessionStatusResponse) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": obj.raw_status}
+        if obj.state is not None and version >= 2:
+            out["state"] = unstructure_foreground_state(obj.state)
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
+
+    return unstructure_status_response
+
+
+def structure_foreground_state(value: Any, _: Any) -> ForegroundState | None:
+    """Default-on-error: anything but an object with a string ``state`` is "not reported"."""
+    if type(value) is not dict:
+        return None
+    state = value.get("state")
+    if type(state) is not str:
+        return None
+    stop_reason = value.get("stopReason")
+    return ForegroundState(state=state, stop_reason=stop_reason if type(stop_reason) is str else None, raw=value)
+
+
+def unstructure_foreground_state(obj: ForegroundState) -> dict[str, Any]:
+    out = dict(obj.raw)
+    out["state"] = obj.state
+    if obj.stop_reason is not None:
+        out["stopReason"] = obj.stop_reason
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# session/set_config_option
+
+
+def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOptionRequest], dict[str, Any]]:
+    def unstructure_set_config_option(obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
+        out: dict[str, Any] = {"sessionId": obj.session_id, "configId": obj.config_id}
+        tag = obj.type
+        if tag is None:
+            if isinstance(obj.value, bool):
+                tag = "boolean"
+            elif builder.version >= 2:
+                tag = "id"
+        if tag is not None:
+            out["type"] = tag
+        out["value"] = builder.conv.unstructure(obj.value)
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
+
+    return unstructure_set_config_option
+
+
+# --------------------------------------------------------------------------------------------
+# agent capabilities
+
+
+def _agent_capabilities_in(builder: Builder) -> Hook:
+    lenient = builder.lenient
+
+    def structure_agent_capabilities(value: Any, _: Any) -> AgentCapabilities:
+        if type(value) is not dict:
+            raise DecodeError(f"AgentCapabilities: expected an object, got {kind_of(value)}")
+        meta = value.get("_meta")
+        meta = meta if type(meta) is dict else None
+        if builder.version == 1:
+            session_raw = value.get("sessionCapabilities")
+            session_raw = session_raw if type(session_raw) is dict else {}
+            return AgentCapabilities(
+                load_session=value.get("loadSession") is True,
+                prompt=lenient(PromptCapabilities, value.get("promptCapabilities"), PromptCapabilities()),
+                mcp=lenient(McpCapabilities, value.get("mcpCapabilities"), McpCapabilities()),
+                session=_session_capabilities(session_raw, baseline=False),
+                raw=value,
+                meta=meta,
+            )
+        session_raw = value.get("session")
+        if type(session_raw) is not dict:
+            return AgentCapabilities(raw=value, meta=meta)
+        return AgentCapabilities(
+            prompt=lenient(PromptCapabilities, session_raw.get("prompt"), PromptCapabilities()),
+            mcp=lenient(McpCapabilities, session_raw.get("mcp"), McpCapabilities()),
+            session=_session_capabilities(session_raw, baseline=True),
+            raw=value,
+            meta=meta,
+        )
+
+    return structure_agent_capabilities
+
+
+def _agent_capabilities_out(builder: Builder) -> Callable[[AgentCapabilities], dict[str, Any]]:
+    def unstructure_agent_capabilities(obj: AgentCapabilities) -> dict[str, Any]:
+        conv = builder.conv
+        prompt = conv.unstructure(obj.prompt)
+        mcp = conv.unstructure(obj.mcp)
+        if builder.version == 1:
+            out = {k: v for k, v in obj.raw.items() if k not in _V1_AGENT_CAPS_MODELED}
+            if obj.load_session:
+                out["loadSession"] = True
+            if prompt:
+                out["promptCapabilities"] = prompt
+            if mcp:
+                out["mcpCapabilities"] = mcp
+            session_raw = obj.raw.get("sessionCapabilities")
+            session = _session_capabilities_out(obj.session, session_raw, _V1_SESSION_FLAGS)
+            if session:
+                out["sessionCapabilities"] = session
+        else:
+            out = {k: v for k, v in obj.raw.items() if k not in ("session", "_meta")}
+            session_raw = obj.raw.get("session")
+            session = _session_capabilities_out(obj.session, session_raw, _V2_SESSION_FLAGS)
+            for key, encoded in (("prompt", prompt), ("mcp", mcp)):
+                if encoded:
+                    session[key] = encoded
+                else:
+                    session.pop(key, None)
+            advertised = type(session_raw) is dict or obj.session.resume or obj.session.close or obj.session.list
+            if session or advertised:
+                out["session"] = session
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
+
+    return unstructure_agent_capabilities
+
+
+# wire key -> SessionCapabilities attribute
+_V1_SESSION_FLAGS: Final = {
+    "resume": "resume",
+    "close": "close",
+    "list": "list",
+    "fork": "fork",
+    "status": "status",
+    "delete": "delete",
+    "additionalDirectories": "additional_directories",
+    "archive": "archive",
+    "title": "title",
+}
+_V2_SESSION_FLAGS: Final = {
+    "fork": "fork",
+    "status": "status",
+    "delete": "delete",
+    "additionalDirectories": "additional_directories",
+    "archive": "archive",
+    "title": "title",
+}
+_V1_AGENT_CAPS_MODELED: Final = frozenset(
+    {"loadSession", "promptCapabilities", "mcpCapabilities", "sessionCapabilities", "_meta"}
+)
+
+
+def _session_capabilities(raw: dict[str, Any], *, baseline: bool) -> SessionCapabilities:
+    flags = _V2_SESSION_FLAGS if baseline else _V1_SESSION_FLAGS
+    values = {attribute: type(raw.get(key)) is dict for key, attribute in flags.items()}
+    if baseline:
+        values.update(resume=True, close=True, list=True)
+    return SessionCapabilities(**values)
+
+
+def _session_capabilities_out(caps: SessionCapabilities, raw: Any, flags: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(raw) if type(raw) is dict else {}
+    for key, attribute in flags.items():
+        if getattr(caps, attribute):
+            existing = out.get(key)
+            out[key] = existing if type(existing) is dict else {}
+        else:
+            out.pop(key, None)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# initialize
+
+
+def _initialize_shape(value: dict[str, Any], v1_keys: tuple[str, str], v2_keys: tuple[str, str], version: int) -> bool:
+    """Whether an ``initialize`` payload has the v2 shape: by its members, else by ``version``."""
+    has_v1 = any(k in value for k in v1_keys)
+    has_v2 = any(k in value for k in v2_keys)
+    if has_v1 != has_v2:
+        return has_v2
+    return version >= 2
+
+
+def _initialize_hooks(
+    version: int, by_version: ByVersion
+) -> tuple[Hook, Callable[[Any], Any], Hook, Callable[[Any], Any]]:
+    """``initialize`` params and result hooks of a converter.
+
+    Encoding follows the converter's protocol version (v1 ``clientInfo`` / ``clientCapabilities`` /
+    ``agentInfo`` / ``agentCapabilities``, v2 ``info`` / ``capabilities``); decoding accepts either
+    shape, whichever the payload has.
+    """
+
+    def structure_request(value: Any, _: Any) -> InitializeRequest:
+        if type(value) is not dict:
+            raise DecodeError(f"InitializeRequest: expected an object, got {kind_of(value)}")
+        protocol_version = value.get("protocolVersion")
+        if type(protocol_version) is not int:
+            raise DecodeError(
+                f"InitializeRequest.protocolVersion: expected an integer, got {kind_of(protocol_version)}"
+            )
+        v2_shape = _initialize_shape(value, ("clientInfo", "clientCapabilities"), ("info", "capabilities"), version)
+        builder = by_version(2 if v2_shape else 1)
+        info_key, caps_key = ("info", "capabilities") if v2_shape else ("clientInfo", "clientCapabilities")
+        meta = value.get("_meta")
+        return InitializeRequest(
+            protocol_version=protocol_version,
+            client_info=builder.lenient(Implementation, value.get(info_key), None),
+            client_capabilities=builder.lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
+            meta=meta if type(meta) is dict else None,
+        )
+
+    def unstructure_request(obj: InitializeRequest) -> dict[str, Any]:
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        if version >= 2:
+            out["info"] = by_version(2).conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
+            out["capabilities"] = by_version(2).conv.unstructure(obj.client_capabilities)
+        else:
+            out["clientCapabilities"] = by_version(1).conv.unstructure(obj.client_capabilities)
+            if obj.client_info is not None:
+                out["clientInfo"] = by_version(1).conv.unstructure(obj.client_info)
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
+
+    def structure_response(value: Any, _: Any) -> InitializeResponse:
+        if type(value) is not dict:
+            raise DecodeError(f"InitializeResponse: expected an object, got {kind_of(value)}")
+        protocol_version = value.get("protocolVersion")
+        if type(protocol_version) is not int:
+            raise DecodeError(
+                f"InitializeResponse.protocolVersion: expected an integer, got {kind_of(protocol_version)}"
+            )
+        v2_shape = _initialize_shape(value, ("agentInfo", "agentCapabilities"), ("info", "capabilities"), version)
+        builder = by_version(2 if v2_shape else 1)
+        info_key, caps_key = ("info", "capabilities") if v2_shape else ("agentInfo", "agentCapabilities")
+        methods = value.get("authMethods")
+        auth_methods: tuple[AuthMethod, ...] = ()
+        if type(methods) is list:  # default-on-error, and invalid items are skipped
+            auth_methods = tuple(
+                m for m in (builder.lenient(AuthMethod, item, None) for item in methods) if m is not None
+            )
+        meta = value.get("_meta")
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_info=builder.lenient(Implementation, value.get(info_key), None),
+            agent_capabilities=builder.lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
+            auth_methods=auth_methods,
+            meta=meta if type(meta) is dict else None,
+        )
+
+    def unstructure_response(obj: InitializeResponse) -> dict[str, Any]:
+        builder = by_version(version)
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        info = None if obj.agent_info is None else builder.conv.unstructure(obj.agent_info)
+        caps = builder.conv.unstructure(obj.agent_capabilities)
+        if version >= 2:
+            if info is not None:
+                out["info"] = info
+            out["capabilities"] = caps
+        else:
+            out["agentCapabilities"] = caps
+            if info is not None:
+                out["agentInfo"] = info
+        if obj.auth_methods:
+            out["authMethods"] = [builder.conv.unstructure(m) for m in obj.auth_methods]
+        if obj.meta is not None:
+            out["_meta"] = obj.meta
+        return out
+
+    return structure_request, unstructure_request, structure_response, unstructure_response

@@ -1,0 +1,292 @@
+"""The recoverer: after a reconnect, bring every tracked session back over the new connection.
+
+For each session it probes ``session/status`` (when the agent has it), asks the pure decision
+table in :mod:`acp_client._recovery` which path to take (the app's ``decide_recovery`` may
+override it), runs the steps (``session/resume``, ``session/load``, ``session/new``) on the
+connection, and reports one :class:`~acp_client.state.RecoveryOutcome` per session — to the
+app's callbacks, awaited, before the supervisor releases the requests queued during the outage.
+
+The supervisor calls :meth:`Recoverer.recover` once per reconnect. A drop during recovery
+propagates (the supervisor reconnects again); any other failure of one session abandons only
+that session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from . import _recovery
+from ._codec import from_wire, to_wire
+from ._connection import Connection
+from ._delivery import call_app
+from ._recovery import Probe, RecoveryPath, Step, StepFailure
+from ._sessions import SessionTable, Tracked
+from .clock import Clock
+from .config import Callbacks, Timeouts
+from .exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, SessionNotFound, TransportError
+from .state import RecoveryContext, RecoveryOutcome
+from .types import (
+    InitializeResponse,
+    LoadSessionRequest,
+    LoadSessionResponse,
+    NewSessionRequest,
+    NewSessionResponse,
+    ReplayFromStart,
+    ResumeSessionRequest,
+    ResumeSessionResponse,
+    Session,
+    SessionStatus,
+    SessionStatusRequest,
+    SessionStatusResponse,
+)
+
+__all__ = ["REPLAY_GRACE", "Recoverer", "open_attach_window", "record_after_attach"]
+
+logger = logging.getLogger("acp_client.client")
+
+T = TypeVar("T")
+
+#: How long a replay window stays open after the answer on unordered transports (HTTP).
+REPLAY_GRACE = 0.5
+
+#: How many recovery outcomes the client keeps (the most recent ones).
+MAX_OUTCOMES = 1000
+
+_OUTCOME_CALLBACK = {
+    RecoveryPath.RESUME: "on_resume",
+    RecoveryPath.REPLAY: "on_replay",
+    RecoveryPath.NEW_SESSION: "on_new_session",
+    RecoveryPath.ABANDON: "on_recovery_failed",
+}
+
+
+def open_attach_window(
+    table: SessionTable, tracked: Tracked, *, replay: bool, ordered: bool, clock: Clock
+) -> Callable[[], None]:
+    """Open the window in which updates for ``tracked`` are replay (``replay``) or a resume
+    snapshot; returns the function that closes it when the answer arrives (call it again in a
+    ``finally``: it is idempotent).
+
+    On a transport whose messages do not share one ordered stream (``TransportInfo.ordered`` is
+    false: Streamable HTTP's several SSE streams) the answer can overtake the last replayed
+    updates; there the window stays open for :data:`REPLAY_GRACE` seconds after the answer (or
+    until the next prompt).
+    """
+    table.open_window(tracked, replay=replay)
+
+    def answered() -> None:
+        if tracked.window_timer is not None or not tracked.window_open:
+            return
+        if ordered:
+            table.close_window(tracked)
+        else:
+            tracked.window_timer = clock.call_later(REPLAY_GRACE, lambda: table.close_window(tracked))
+
+    return answered
+
+
+def record_after_attach(tracked: Tracked, method: str, result: Any, version: int) -> Session:
+    """The session record after a successful ``session/load`` or ``session/resume``."""
+    sid, cwd = tracked.session_id, tracked.cwd
+    if method == "session/load":
+        fresh = Session.from_load(sid, from_wire(LoadSessionResponse, result, protocol_version=version), cwd=cwd)
+    else:
+        fresh = Session.from_resume(sid, from_wire(ResumeSessionResponse, result, protocol_version=version), cwd=cwd)
+    return tracked.record.merge(fresh)
+
+
+class Recoverer:
+    """Runs recovery for the sessions in ``table`` (one instance per client).
+
+    Args:
+        table: The tracked sessions.
+        callbacks: Returns the app's callbacks (``decide_recovery`` and the outcome ones).
+        timeouts: ``probe`` bounds each ``session/status``; ``request`` each step.
+        concurrency: How many sessions recover at once.
+        clock: Time source (durations, replay grace).
+        version: The negotiated protocol version, read when recovery runs.
+    """
+
+    def __init__(
+        self,
+        table: SessionTable,
+        *,
+        callbacks: Callable[[], Callbacks],
+        timeouts: Timeouts,
+        concurrency: int,
+        clock: Clock,
+        version: Callable[[], int],
+    ) -> None:
+        self._table = table
+        self._callbacks = callbacks
+        self._timeouts = timeouts
+        self._concurrency = concurrency
+        self._clock = clock
+        self._version = version
+        self.outcomes: collections.deque[RecoveryOutcome] = collections.deque(maxlen=MAX_OUTCOMES)
+
+    async def recover(self, conn: Connection, init: InitializeResponse) -> None:
+        """Recover every live tracked session over ``conn`` and report the outcomes.
+
+        Raises:
+            ConnectionLost / TransportError: The new connection dropped too.
+        """
+        sessions = self._table.live()
+        if not sessions:
+            return
+        caps = _capabilities(init, self._version())
+        semaphore = asyncio.Semaphore(self._concurrency)
+
+        async def one(tracked: Tracked) -> RecoveryOutcome:
+            async with semaphore:
+                return await self.recover_session(conn, tracked, caps)
+
+        results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
+        for result in results:
+            if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
+                raise result
+            if isinstance(result, BaseException):
+                logger.error("recovering a session raised", exc_info=result)
+        for result in results:
+            if isinstance(result, RecoveryOutcome):
+                await self._report(result)
+
+    async def _report(self, outcome: RecoveryOutcome) -> None:
+        self.outcomes.append(outcome)
+        logger.info(
+            "session %s recovered by %s%s in %.3fs",
+            outcome.previous_session_id,
+            outcome.path.value,
+            f" as {outcome.session_id}" if outcome.session_id != outcome.previous_session_id else "",
+            outcome.duration,
+        )
+        name = _OUTCOME_CALLBACK[outcome.path]
+        await call_app(getattr(self._callbacks(), name), outcome, what=name)
+
+    async def _probe(self, conn: Connection, tracked: Tracked) -> tuple[Probe, str | None, Any]:
+        previous, version = tracked.session_id, self._version()
+        try:
+            request = to_wire(SessionStatusRequest(session_id=previous), protocol_version=version)
+            result = await conn.request("session/status", request, timeout=self._timeouts.probe)
+            status = from_wire(SessionStatusResponse, result, protocol_version=version)
+        except SessionNotFound:
+            return Probe.NOT_FOUND, None, None
+        except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            logger.info("status probe for %s failed (%s): falling back", previous, exc)
+            return Probe.FAILED, None, None
+        tracked.record = tracked.record.merge(Session.from_status(previous, status))
+        probe = Probe.ACTIVE if status.status is SessionStatus.ACTIVE else Probe.INACTIVE
+        return probe, status.raw_status, status.state
+
+    async def recover_session(
+        self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities
+    ) -> RecoveryOutcome:
+        """Probe, decide and run the steps for one session; never raises for a refused step."""
+        start = self._clock.monotonic()
+        previous, version = tracked.session_id, self._version()
+        probe, raw_status, state = Probe.NOT_PROBED, None, None
+        if _recovery.should_probe(caps):
+            probe, raw_status, state = await self._probe(conn, tracked)
+        decision = _recovery.decide(probe, caps, version)
+        planned, steps, notes = decision.path, decision.steps, decision.notes
+        decide = self._callbacks().decide_recovery
+        if decide is not None:
+            context = RecoveryContext(
+                session_id=previous,
+                probe=probe,
+                raw_status=raw_status,
+                state=state,
+                proposed=planned,
+                protocol_version=version,
+                capabilities={"status": caps.status, "resume": caps.resume, "load": caps.load},
+            )
+            chosen = await call_app(decide, context, what="decide_recovery")
+            if chosen is not None and RecoveryPath(chosen) is not planned:
+                planned = RecoveryPath(chosen)
+                steps, extra = _recovery.steps_for(planned, caps, version)
+                notes = (*notes, f"app chose {planned.value}", *extra)
+        history: list[tuple[str, str]] = []
+        error: BaseException | None = None
+        index: int | None = 0 if steps else None
+        common: dict[str, Any] = {"planned": planned, "previous_session_id": previous, "probe": probe}
+        common.update(raw_status=raw_status, state=state, notes=notes)
+        while index is not None:
+            step = steps[index]
+            try:
+                await self._run_step(conn, tracked, step)
+            except SessionNotFound as exc:
+                history.append((step.value, "not_found"))
+                error = exc
+                index = _recovery.next_step(steps, index, StepFailure.NOT_FOUND)
+                continue
+            except (RpcError, RequestTimeout, InvalidMessage) as exc:
+                history.append((step.value, f"error: {exc}"))
+                error = exc
+                index = _recovery.next_step(steps, index, StepFailure.REFUSED)
+                continue
+            history.append((step.value, "ok"))
+            path = _recovery.path_of(step, version)
+            return RecoveryOutcome(
+                path=path,
+                session_id=tracked.session_id,
+                continuity=path is not RecoveryPath.NEW_SESSION,
+                steps=tuple(history),
+                replayed_updates=tracked.replayed if step in (Step.LOAD, Step.RESUME_REPLAY) else 0,
+                duration=self._clock.monotonic() - start,
+                **common,
+            )
+        self._table.abandon(tracked, previous, error)
+        return RecoveryOutcome(
+            path=RecoveryPath.ABANDON,
+            session_id=None,
+            continuity=False,
+            steps=tuple(history),
+            duration=self._clock.monotonic() - start,
+            error=error,
+            **common,
+        )
+
+    async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> None:
+        sid, cwd, servers, version = tracked.session_id, tracked.cwd, tracked.mcp_servers, self._version()
+        timeout = self._timeouts.request
+        if step is Step.NEW:
+            request = NewSessionRequest(
+                cwd=cwd, mcp_servers=servers, additional_directories=tracked.additional_directories
+            )
+            result = await conn.request("session/new", to_wire(request, protocol_version=version), timeout=timeout)
+            response = from_wire(NewSessionResponse, result, protocol_version=version)
+            self._table.renamed(tracked, Session.from_new(response, cwd=cwd))
+            return
+        replay = step in (Step.LOAD, Step.RESUME_REPLAY)
+        wire: Any
+        if step is Step.LOAD:
+            method, wire = "session/load", LoadSessionRequest(session_id=sid, cwd=cwd, mcp_servers=servers)
+        else:
+            method = "session/resume"
+            wire = ResumeSessionRequest(
+                session_id=sid,
+                cwd=cwd,
+                mcp_servers=servers,
+                replay_from=ReplayFromStart() if step is Step.RESUME_REPLAY else None,
+            )
+        ordered = conn.transport.info.ordered
+        answered = open_attach_window(self._table, tracked, replay=replay, ordered=ordered, clock=self._clock)
+        try:
+            params = to_wire(wire, protocol_version=version)
+            result = await conn.request(method, params, timeout=timeout, on_answer=answered)
+        finally:
+            answered()
+        tracked.record = record_after_attach(tracked, method, result, version)
+
+
+def _capabilities(init: InitializeResponse, version: int) -> _recovery.Capabilities:
+    caps = init.agent_capabilities
+    return _recovery.Capabilities(
+        status=caps.supports("session/status"),
+        resume=caps.supports("session/resume"),
+        load=version < 2 and caps.supports("session/load"),
+    )

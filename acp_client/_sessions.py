@@ -1,0 +1,299 @@
+"""The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
+
+It holds, per tracked session: the latest :class:`~acp_client.types.Session` record, what it
+takes to re-create it (cwd, MCP servers, extra directories), its transcript, the replay or
+snapshot *window* (updates arriving while a ``session/load`` / ``session/resume`` is pending are
+history, not new activity), the running prompt *turn*, and the app's subscribers.
+
+The rules it enforces:
+
+* **One turn at a time.** :meth:`SessionTable.begin_turn` refuses a second turn
+  (:class:`~acp_client.exceptions.TurnInProgress`) and a turn in an abandoned session.
+* **Idle ends the turn (v2).** A ``state_update`` ``idle`` ends the running turn, but only once the
+  agent accepted the prompt, and never while a replay or resume-snapshot window is open (that
+  ``idle`` describes the past).
+* **A turn ends exactly once**, with a :class:`~acp_client.state.PromptResult` or an error:
+  whichever of idle, drop, abandonment, untracking or closing comes first.
+* **Every earlier id still finds the session** after a recovery re-created it under a new id.
+
+The table never waits and never schedules: a turn is settled through the ``settle`` function
+given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and the timer that
+closes a window late on unordered transports is the caller's (stored here only to be cancelled).
+Tests drive it with plain calls (``tests/client/test_sessions.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
+from .state import PromptResult, UpdateEvent
+from .transcript import Transcript
+from .types import ContentBlock, McpServer, Session, SessionUpdate
+
+__all__ = ["SessionTable", "Tracked", "Turn"]
+
+#: Receives each update of a session, and ``None`` once the session is gone.
+Subscriber = Callable[[UpdateEvent | None], None]
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Turn:
+    """One running prompt turn."""
+
+    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt")
+
+    def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
+        self.prompt = prompt
+        self.accepted = False  # the agent answered the prompt request (v2: the turn now runs)
+        self.message_id: str | None = None
+        self.done = False
+        self._settle = settle
+
+    def accept(self) -> None:
+        self.accepted = True
+
+    def finish(self, outcome: PromptResult | BaseException) -> bool:
+        """End the turn with a result or an error; ``False`` if it had ended already."""
+        if self.done:
+            return False
+        self.done = True
+        self._settle(outcome)
+        return True
+
+
+class Tracked:
+    """What the client remembers of one session, to recover it."""
+
+    def __init__(
+        self,
+        record: Session,
+        *,
+        cwd: str,
+        mcp_servers: tuple[McpServer, ...],
+        additional_directories: tuple[str, ...],
+    ) -> None:
+        self.record = record
+        self.session_id = record.session_id
+        self.cwd = cwd
+        self.mcp_servers = mcp_servers
+        self.additional_directories = additional_directories
+        self.transcript = Transcript()
+        self.replaying = False
+        self.replayed = 0
+        self.snapshot_window = False
+        self.window_timer: _Cancellable | None = None
+        self.turn: Turn | None = None
+        self.subscribers: list[Subscriber] = []
+        self.abandoned = False
+
+    @property
+    def window_open(self) -> bool:
+        return self.replaying or self.snapshot_window
+
+    def roots(self) -> list[Path]:
+        """The directories the agent may touch in this session."""
+        return [Path(self.cwd), *(Path(item) for item in self.additional_directories)]
+
+    def end_subscriptions(self) -> None:
+        for subscriber in list(self.subscribers):
+            subscriber(None)
+
+
+class SessionTable:
+    """The tracked sessions, keyed by their current id and every earlier one.
+
+    Args:
+        keep_transcripts: Maintain a transcript per session.
+    """
+
+    def __init__(self, *, keep_transcripts: bool = True) -> None:
+        self.keep_transcripts = keep_transcripts
+        self._by_id: dict[str, Tracked] = {}
+
+    # -- lookup -----------------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> Tracked | None:
+        return self._by_id.get(session_id)
+
+    def require(self, session_id: str) -> Tracked:
+        """The tracked session (by its current or any earlier id).
+
+        Raises:
+            SessionNotTracked: This client does not track it.
+        """
+        tracked = self._by_id.get(session_id)
+        if tracked is None:
+            raise SessionNotTracked(session_id)
+        return tracked
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._by_id
+
+    def __iter__(self) -> Iterator[Tracked]:
+        """Each tracked session once (a re-created one is also keyed by its earlier ids)."""
+        return iter(list({id(tracked): tracked for tracked in self._by_id.values()}.values()))
+
+    def live(self) -> list[Tracked]:
+        """The sessions recovery should restore (not abandoned)."""
+        return [tracked for tracked in self if not tracked.abandoned]
+
+    def current_id(self, session_id: str) -> str:
+        """The id a session has now (``session_id`` itself when it is not tracked)."""
+        tracked = self._by_id.get(session_id)
+        return tracked.session_id if tracked is not None else session_id
+
+    def roots(self, session_id: str) -> list[Path]:
+        tracked = self._by_id.get(session_id)
+        return tracked.roots() if tracked is not None else []
+
+    # -- tracking -----------------------------------------------------------------------------------
+
+    def track(
+        self,
+        record: Session,
+        *,
+        cwd: str,
+        mcp_servers: tuple[McpServer, ...] = (),
+        additional_directories: tuple[str, ...] = (),
+    ) -> Tracked:
+        """Track a session (a live one already tracked under that id only gets its record merged)."""
+        existing = self._by_id.get(record.session_id)
+        if existing is not None and not existing.abandoned:
+            existing.record = existing.record.merge(record)
+            return existing
+        tracked = Tracked(record, cwd=cwd, mcp_servers=mcp_servers, additional_directories=additional_directories)
+        self._by_id[record.session_id] = tracked
+        return tracked
+
+    def untrack(self, session_id: str) -> None:
+        """Forget a session under all its ids; its running turn fails with ``SessionNotTracked``
+        (its v2 ``idle`` could no longer end it) and its subscriptions end."""
+        tracked = self._by_id.get(session_id)
+        if tracked is None:
+            return
+        for key in [key for key, value in self._by_id.items() if value is tracked]:
+            del self._by_id[key]
+        if tracked.turn is not None:
+            tracked.turn.finish(SessionNotTracked(session_id, f"session {session_id} is no longer tracked"))
+        tracked.end_subscriptions()
+
+    def renamed(self, tracked: Tracked, record: Session) -> None:
+        """Recovery re-created the session as ``record``: a new id (the old ones still find it),
+        a new record and an empty transcript."""
+        tracked.session_id = record.session_id
+        tracked.record = record
+        tracked.transcript = Transcript()
+        self._by_id[record.session_id] = tracked
+
+    def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
+        """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end.
+        The session stays in the table (flagged) so its handles can tell."""
+        tracked.abandoned = True
+        if tracked.turn is not None:
+            tracked.turn.finish(RecoveryFailed(previous_id, "abandoned", cause=cause))
+        tracked.end_subscriptions()
+
+    # -- windows ------------------------------------------------------------------------------------
+
+    def open_window(self, tracked: Tracked, *, replay: bool) -> None:
+        """Updates from now on are replayed history (``replay``) or a resume snapshot."""
+        self.close_window(tracked)
+        if replay:
+            tracked.replaying = True
+            tracked.replayed = 0
+            if self.keep_transcripts:
+                tracked.transcript.begin_replay()
+        else:
+            tracked.snapshot_window = True
+
+    def close_window(self, tracked: Tracked) -> None:
+        """Updates from now on are live activity."""
+        if tracked.window_timer is not None:
+            tracked.window_timer.cancel()
+            tracked.window_timer = None
+        if tracked.replaying:
+            tracked.transcript.end_replay()
+        tracked.replaying = False
+        tracked.snapshot_window = False
+
+    # -- turns --------------------------------------------------------------------------------------
+
+    def begin_turn(
+        self, tracked: Tracked, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]
+    ) -> Turn:
+        """Start a turn; ``settle`` is called once with how it ended (unless the caller ends it).
+
+        Raises:
+            TurnInProgress: A turn is already running in the session.
+            RecoveryFailed: Recovery abandoned the session (the prompt must not be sent).
+        """
+        if tracked.turn is not None:
+            raise TurnInProgress(f"a turn is already running in session {tracked.session_id}")
+        if tracked.abandoned:
+            raise RecoveryFailed(tracked.session_id, "abandoned by recovery; not attached to the connection")
+        turn = Turn(prompt, settle)
+        tracked.turn = turn
+        return turn
+
+    def prompt_sent(self, tracked: Tracked, *, echoes_prompts: bool) -> None:
+        """The prompt goes out now: a window lingering after its answer (unordered transports)
+        closes, as whatever arrives from now on is live; and a v1 transcript (agents do not echo
+        prompts there) records the user's message."""
+        if tracked.window_timer is not None:
+            self.close_window(tracked)
+        if not echoes_prompts and self.keep_transcripts and tracked.turn is not None:
+            tracked.transcript.add_user_prompt(tracked.turn.prompt)
+
+    def end_turn(self, tracked: Tracked, turn: Turn) -> None:
+        if tracked.turn is turn:
+            tracked.turn = None
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def receive(self, session_id: str, update: SessionUpdate) -> UpdateEvent:
+        """Apply one ``session/update``: count it as replay inside a replay window, add it to the
+        transcript, end a v2 turn on ``idle`` (see the module rules), and hand the event to the
+        session's subscribers. An update for an untracked session is just passed on."""
+        tracked = self._by_id.get(session_id)
+        if tracked is None:
+            return UpdateEvent(session_id, update, False)
+        replay = tracked.replaying
+        if replay:
+            tracked.replayed += 1
+        if self.keep_transcripts:
+            tracked.transcript.apply(update)
+        turn = tracked.turn
+        if (
+            turn is not None
+            and turn.accepted
+            and not tracked.window_open
+            and update.kind == "state_update"
+            and getattr(update, "state", None) == "idle"
+        ):
+            usage: Any = getattr(update, "usage", None)
+            turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
+        event = UpdateEvent(session_id, update, replay)
+        for subscriber in list(tracked.subscribers):
+            subscriber(event)
+        return event
+
+    def dropped(self, cause: BaseException) -> None:
+        """The connection dropped: running turns fail with ``ConnectionLost`` (the agent had the
+        prompt) and windows close."""
+        for tracked in self:
+            if tracked.turn is not None:
+                tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
+            self.close_window(tracked)
+
+    def closed(self, error: BaseException | None = None) -> None:
+        """The client closed (or failed): running turns fail, subscriptions end."""
+        for tracked in self:
+            if tracked.turn is not None:
+                tracked.turn.finish(error or ClientClosed("the client was closed"))
+            tracked.end_subscriptions()

@@ -1,0 +1,166 @@
+"""Configuration as values: what :class:`~acp_client.AcpClient` and
+:class:`~acp_client.sync.SyncAcpClient` are told, as small frozen objects checked when built.
+
+::
+
+    client = AcpClient(
+        "ws://127.0.0.1:8000/acp",
+        callbacks=Callbacks(on_new_session=warn_user, on_update=render),
+        timeouts=Timeouts(request=30.0),
+        queue=QueueOptions(max_size=20),
+    )
+
+Every value is validated on construction (types, callability, finite, ranges) and an invalid one
+raises :class:`~acp_client.exceptions.ConfigurationError` naming the option, so a mistake fails
+where it is made, not at the first reconnect. Values are frozen: derive a variant with
+``attrs.evolve(value, ...)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from .exceptions import ConfigurationError
+from .state import ConnectionState, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
+
+__all__ = ["Callbacks", "QueueOptions", "Timeouts", "check_instance", "check_seconds"]
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def check_instance(name: str, value: object, kind: type | tuple[type, ...], *, optional: bool = False) -> None:
+    """Raise ``ConfigurationError`` unless ``value`` is a ``kind`` (or ``None`` when ``optional``).
+
+    A ``bool`` is not accepted where an ``int`` or ``float`` is asked for.
+    """
+    if value is None and optional:
+        return
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    numeric = any(k in (int, float) for k in kinds) and bool not in kinds
+    if not isinstance(value, kinds) or (numeric and isinstance(value, bool)):
+        wanted = " or ".join(k.__name__ for k in kinds) + (" or None" if optional else "")
+        raise ConfigurationError(f"{name} must be {wanted}, not {_type_name(value)} ({value!r})")
+
+
+def check_seconds(name: str, value: object, *, optional: bool = False, zero: bool = False) -> None:
+    """Raise ``ConfigurationError`` unless ``value`` is a finite number of seconds, positive
+    (or zero when ``zero``), or ``None`` when ``optional``."""
+    if value is None and optional:
+        return
+    check_instance(name, value, (int, float), optional=optional)
+    assert isinstance(value, int | float)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        bound = "zero or more" if zero else "more than zero"
+        raise ConfigurationError(f"{name} must be a finite number of seconds, {bound}, not {value!r}")
+
+
+def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not callable(value):
+        raise ConfigurationError(f"{attribute.name} must be callable or None, not {_type_name(value)} ({value!r})")
+
+
+@attrs.frozen(kw_only=True)
+class Callbacks:
+    """What the client tells the app, and what it asks it. Every field is optional.
+
+    Each may be a plain function or an ``async def``; see :mod:`acp_client._delivery` for when
+    each runs and what happens when one raises (it is logged, never fatal). On
+    :class:`~acp_client.sync.SyncAcpClient` they run on the host's callback executor instead.
+
+    Attributes:
+        on_state_change: Every new :class:`~acp_client.state.ConnectionState`.
+        on_update: Every :class:`~acp_client.state.UpdateEvent` (see also
+            :meth:`AcpClient.add_update_listener <acp_client.AcpClient.add_update_listener>`).
+        on_resume, on_replay, on_new_session: A session recovered on that path, with its
+            :class:`~acp_client.state.RecoveryOutcome` (awaited before queued requests are sent).
+        on_recovery_failed: A session was abandoned (its outcome).
+        on_turn_interrupted: A drop cut a prompt turn off (a
+            :class:`~acp_client.state.TurnInterrupted`).
+        on_protocol_error: A protocol error the agent committed (an
+            :class:`~acp_client.exceptions.AcpError`).
+        on_notification: ``(method, params)`` of a notification other than ``session/update``.
+        decide_recovery: Sees a :class:`~acp_client.state.RecoveryContext`, returns a
+            :class:`~acp_client.state.RecoveryPath` (or ``None`` to keep the proposed one).
+        refresh_credentials: Called once when the agent refuses the credentials (401/403)
+            during a (re)connect; it should update the connector's headers. A second refusal
+            fails the client.
+
+    Raises:
+        ConfigurationError: A field is neither callable nor ``None``.
+    """
+
+    on_state_change: Callable[[ConnectionState], Any] | None = attrs.field(default=None, validator=_callable)
+    on_update: Callable[[UpdateEvent], Any] | None = attrs.field(default=None, validator=_callable)
+    on_resume: Callable[[RecoveryOutcome], Any] | None = attrs.field(default=None, validator=_callable)
+    on_replay: Callable[[RecoveryOutcome], Any] | None = attrs.field(default=None, validator=_callable)
+    on_new_session: Callable[[RecoveryOutcome], Any] | None = attrs.field(default=None, validator=_callable)
+    on_recovery_failed: Callable[[RecoveryOutcome], Any] | None = attrs.field(default=None, validator=_callable)
+    on_turn_interrupted: Callable[[TurnInterrupted], Any] | None = attrs.field(default=None, validator=_callable)
+    on_protocol_error: Callable[[Exception], Any] | None = attrs.field(default=None, validator=_callable)
+    on_notification: Callable[[str, Any], Any] | None = attrs.field(default=None, validator=_callable)
+    decide_recovery: Callable[[RecoveryContext], Any] | None = attrs.field(default=None, validator=_callable)
+    refresh_credentials: Callable[[], Any] | None = attrs.field(default=None, validator=_callable)
+
+
+def _seconds(*, optional: bool = False) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_seconds(f"{type(instance).__name__}.{attribute.name}", value, optional=optional)
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    """How long the client waits, in seconds.
+
+    Attributes:
+        request: Default timeout of requests other than prompts (``None``: no limit). A prompt
+            waits as long as its turn runs unless given its own ``timeout``.
+        connect: Timeout of ``initialize`` on each (re)connection.
+        probe: Timeout of each ``session/status`` probe during recovery.
+
+    Raises:
+        ConfigurationError: Not a finite number of seconds above zero.
+    """
+
+    request: float | None = attrs.field(default=60.0, validator=_seconds(optional=True))
+    connect: float = attrs.field(default=30.0, validator=_seconds())
+    probe: float = attrs.field(default=10.0, validator=_seconds())
+
+
+def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    name = f"{type(instance).__name__}.{attribute.name}"
+    check_instance(name, value, int)
+    assert isinstance(value, int)
+    if value < 1:
+        raise ConfigurationError(f"{name} must be at least 1, not {value!r}")
+
+
+def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_instance(f"{type(instance).__name__}.{attribute.name}", value, bool)
+
+
+@attrs.frozen(kw_only=True)
+class QueueOptions:
+    """How requests made while reconnecting are held until recovery ends.
+
+    Attributes:
+        enabled: Hold them (``True``) or fail them at once with
+            :class:`~acp_client.exceptions.ConnectionLost`.
+        max_size: The most requests held at once; more fail with
+            :class:`~acp_client.exceptions.QueueFull`.
+        max_age: Seconds a request may wait before failing with ``ConnectionLost``.
+
+    Raises:
+        ConfigurationError: A value of the wrong type or out of range.
+    """
+
+    enabled: bool = attrs.field(default=True, validator=_flag)
+    max_size: int = attrs.field(default=100, validator=_positive_int)
+    max_age: float = attrs.field(default=60.0, validator=_seconds())

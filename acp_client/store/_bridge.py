@@ -1,0 +1,169 @@
+"""The client's side of a :class:`~acp_client.store.base.SessionStore`: async calls, one worker thread.
+
+A store is blocking I/O; the client must never run it on the event loop. :class:`StoreBridge`
+runs every call on one dedicated worker thread, so calls execute in the order the client issued
+them (two saves of one session can never land in the wrong order, as they could on a pool of
+threads), and a write is not lost when the task that issued it is cancelled.
+
+Errors: :meth:`StoreBridge.load` raises (a client cannot start from a store it cannot read — the
+app must hear of it). Writes never raise into the client's flow: a ``SessionStoreError`` is
+logged and handed to ``on_error``; the session itself carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..exceptions import SessionStoreError
+from .base import SessionStore, StoredSession
+
+__all__ = ["StoreBridge"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class StoreBridge:
+    """One endpoint's view of a store, for the client (see the module docstring).
+
+    Write methods (:meth:`save`, :meth:`delete`, :meth:`rename`, :meth:`touch`,
+    :meth:`save_transcript`) are plain
+    methods that must be called on the event loop's thread; they queue the call and return a
+    future the caller may await (for the result) or drop (fire and forget). Their futures never
+    fail with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``.
+
+    Args:
+        store: The app's store (the bridge never closes it: the app owns it).
+        endpoint: The endpoint key every call is scoped to.
+        on_error: Called on the event loop with each ``SessionStoreError`` a write raised.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        endpoint: str,
+        *,
+        on_error: Callable[[SessionStoreError], Any] | None = None,
+    ) -> None:
+        self._store = store
+        self._endpoint = endpoint
+        self._on_error = on_error
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acp-session-store")
+        self._pending: set[asyncio.Future[Any]] = set()
+        self._closed = False
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    @property
+    def store(self) -> SessionStore:
+        return self._store
+
+    def _submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        if self._closed:
+            raise SessionStoreError("the client's store bridge is closed", path=str(getattr(self._store, "path", "")))
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
+
+    def _write(self, default: T, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        """Queue a write; the returned future resolves to its result, or ``default`` on a store error."""
+        inner = self._submit(fn, *args, **kwargs)
+        outer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def done(future: asyncio.Future[T]) -> None:
+            if future.cancelled():
+                if not outer.done():
+                    outer.cancel()
+                return
+            error = future.exception()
+            if isinstance(error, SessionStoreError):
+                logger.warning("session store %s (%s): %s", fn.__name__, self._endpoint, error)
+                if self._on_error is not None:
+                    try:
+                        self._on_error(error)
+                    except Exception:
+                        logger.exception("the session store error callback raised")
+                result: T = default
+            elif error is not None:
+                if not outer.done():
+                    outer.set_exception(error)
+                return
+            else:
+                result = future.result()
+            if not outer.done():
+                outer.set_result(result)
+
+        inner.add_done_callback(done)
+        return outer
+
+    # -- reads (raise) ----------------------------------------------------------------------------
+
+    async def load(self) -> list[StoredSession]:
+        """The endpoint's stored sessions, most recently used first.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        return await asyncio.shield(self._submit(self._store.load, self._endpoint))
+
+    async def load_transcript(self, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's stored transcript tail (empty when none).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        return await asyncio.shield(self._submit(self._store.load_transcript, self._endpoint, session_id))
+
+    # -- writes (never raise a store error) ------------------------------------------------------
+
+    def save(self, session: StoredSession) -> asyncio.Future[None]:
+        """Queue ``store.save(session)`` (the record must carry this bridge's endpoint).
+
+        Raises:
+            ValueError: ``session.endpoint`` is another endpoint (a client bug).
+        """
+        if session.endpoint != self._endpoint:
+            raise ValueError(f"record of endpoint {session.endpoint!r} saved through {self._endpoint!r}")
+        return self._write(None, self._store.save, session)
+
+    def delete(self, session_id: str) -> asyncio.Future[bool]:
+        """Queue ``store.delete``; resolves to whether it was stored."""
+        return self._write(False, self._store.delete, self._endpoint, session_id)
+
+    def rename(self, old_session_id: str, new_session_id: str) -> asyncio.Future[StoredSession | None]:
+        """Queue ``store.rename``; resolves to the renamed record (``None``: not stored, or failed)."""
+        return self._write(None, self._store.rename, self._endpoint, old_session_id, new_session_id)
+
+    def touch(self, session_id: str, *, when: datetime | None = None) -> asyncio.Future[bool]:
+        """Queue ``store.touch``; resolves to whether the session is stored."""
+        return self._write(False, self._store.touch, self._endpoint, session_id, when=when)
+
+    def save_transcript(self, session_id: str, entries: Sequence[Mapping[str, Any]]) -> asyncio.Future[bool]:
+        """Queue ``store.save_transcript``; resolves to whether the session is stored."""
+        return self._write(False, self._store.save_transcript, self._endpoint, session_id, entries)
+
+    async def flush(self) -> None:
+        """Wait until every queued call has run."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Run what is queued, then stop the worker thread (the store itself stays open)."""
+        if self._closed:
+            return
+        try:
+            await asyncio.shield(self.flush())
+        finally:
+            self._closed = True
+            self._executor.shutdown(wait=False)

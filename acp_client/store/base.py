@@ -1,0 +1,363 @@
+"""The session store seam: the :class:`SessionStore` protocol, the :class:`StoredSession` value,
+and the canonical :func:`endpoint_key`.
+
+A store remembers, per agent endpoint, the sessions a client had, so that a restarted host can
+track them again and recover them (probe → resume / replay / new session) exactly as after a
+network drop. The store is synchronous on purpose: it is file I/O, and the client calls it off
+the event loop (``asyncio.to_thread``). Implementations must be safe to call from several
+threads, one call at a time per thread.
+
+Contract of every implementation:
+
+- ``load(endpoint)`` returns the sessions stored for that endpoint key, most recently used
+  first; sessions of other endpoints never appear.
+- ``save(session)`` writes the whole record atomically (insert or replace, keyed by
+  ``(endpoint, session_id)``); a reader never sees half a record.
+- ``delete(endpoint, session_id)`` removes one record; ``rename`` moves a record to a new
+  session id in one atomic step (the new-session recovery path), remembering the old id.
+- ``touch(endpoint, session_id)`` sets ``last_used_at`` only.
+- The transcript tail is kept apart from the record (``save_transcript`` / ``load_transcript``):
+  restoring a thousand sessions must not read a thousand transcripts before the first probe,
+  and saving a record never erases its tail. ``delete`` and ``rename`` take the tail along.
+- Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
+  third-party (``sqlite3``) error.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, Final, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import attrs
+
+from ..exceptions import ConfigurationError
+from ..types.lifecycle import McpServer, SessionStatus
+from ..types.session import Session
+
+__all__ = [
+    "DEFAULT_TRANSCRIPT_TAIL_BYTES",
+    "SessionStore",
+    "StoredSession",
+    "bound_transcript_tail",
+    "endpoint_key",
+    "transcript_tail",
+]
+
+#: The default bound of a stored transcript tail, in bytes of compact JSON.
+DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 64 * 1024
+
+_DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
+
+
+def endpoint_key(endpoint: str | Sequence[str]) -> str:
+    """The canonical key a store files sessions under for one agent endpoint.
+
+    - ``ws://``, ``wss://``, ``http://``, ``https://`` URLs: scheme and host lowercased, the
+      default port dropped, an empty path read as ``/``; user info, query string and fragment
+      are removed (they may carry credentials), so two URLs that differ only there share a key.
+    - ``stdio:COMMAND ARGS...`` (as :func:`~acp_client.connector_for` takes it), or an argv
+      sequence: ``stdio:`` plus the argv, split like a shell would and joined back with minimal
+      quoting. The environment is never part of the key.
+
+    Raises:
+        ConfigurationError: An empty endpoint, a URL without a host, a bad port, or a scheme
+            other than the four above and ``stdio:``.
+    """
+    if not isinstance(endpoint, str):
+        argv = [str(item) for item in endpoint]
+        if not argv or not argv[0]:
+            raise ConfigurationError("a stdio endpoint needs a command")
+        return "stdio:" + shlex.join(argv)
+    text = endpoint.strip()
+    if text.startswith("stdio:"):
+        try:
+            argv = shlex.split(text[len("stdio:") :])
+        except ValueError as exc:
+            raise ConfigurationError(f"cannot split the stdio command: {exc}") from exc
+        return endpoint_key(argv)
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        shown = scheme or text[:20]
+        raise ConfigurationError(f"no store key for endpoint {shown!r}: use ws(s)://, http(s):// or stdio:")
+    host = parts.hostname
+    if not host:
+        raise ConfigurationError(f"URL has no host: {scheme}://{parts.path}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigurationError(f"bad port in {scheme}://{host}") from exc
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    return f"{scheme}://{netloc}{parts.path or '/'}"
+
+
+def as_utc(value: datetime | None) -> datetime:
+    """attrs converter: ``None`` → now; a naive datetime is taken as UTC; always UTC out."""
+    if value is None:
+        return datetime.now(timezone.utc)
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def _to_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
+def _json_objects(value: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(dict(item) for item in value)
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(str(item) for item in value)
+
+
+def _non_empty(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"StoredSession.{attribute.name} must be a non-empty string, got {value!r}")
+
+
+def _status(value: SessionStatus | str | None) -> SessionStatus | None:
+    return None if value is None else SessionStatus(value)
+
+
+def _created(record: StoredSession) -> datetime:
+    return record.created_at
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@attrs.frozen
+class StoredSession:
+    """What a store keeps of one session: enough to track it again after a restart.
+
+    Attributes:
+        endpoint: The endpoint key (see :func:`endpoint_key`).
+        session_id: The session's current id.
+        cwd: The working directory the session was created with (recovery reuses it).
+        mcp_servers: The MCP servers, as JSON objects in the wire form of ``protocol_version``
+            (see :meth:`from_mcp_servers` / :meth:`decoded_mcp_servers`). They may hold
+            credentials (``env``, ``headers``): the store is as secret as they are.
+        additional_directories: Extra workspace roots the session was created with.
+        protocol_version: The ACP version the session was created under.
+        mode_id: The mode the app set (``session/set_mode``), if any.
+        model_id: The model the app set, if any.
+        config_options: Config option id → value the app set (``session/set_config_option``).
+        title: A human-readable title (from the agent or the app).
+        status: The last known normalized status (``ACTIVE``, ``INACTIVE``, ``UNKNOWN``).
+        raw_status: That status as the agent spelled it.
+        created_at, updated_at, last_used_at: Aware UTC datetimes (a naive one is taken as UTC;
+            ``None``: now). Left out, ``created_at`` is now and the other two equal it.
+            ``last_used_at`` orders :meth:`SessionStore.load`.
+        previous_session_ids: Ids this session had before a new-session recovery, oldest first.
+        extra: App-defined JSON data (the store does not interpret it).
+
+    The JSON fields must be JSON-serializable (checked when a store writes them). Instances
+    are frozen; derive changed copies with :func:`attrs.evolve`.
+    """
+
+    endpoint: str = attrs.field(validator=_non_empty)
+    session_id: str = attrs.field(validator=_non_empty)
+    cwd: str
+    mcp_servers: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_json_objects)
+    additional_directories: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    protocol_version: int = 1
+    mode_id: str | None = None
+    model_id: str | None = None
+    config_options: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
+    title: str | None = None
+    status: SessionStatus | None = attrs.field(default=None, converter=_status)
+    raw_status: str | None = None
+    created_at: datetime = attrs.field(default=None, converter=as_utc)
+    updated_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
+    last_used_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
+    previous_session_ids: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
+
+    @classmethod
+    def from_mcp_servers(
+        cls,
+        endpoint: str,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Iterable[McpServer],
+        *,
+        protocol_version: int = 1,
+        **fields: Any,
+    ) -> StoredSession:
+        """A record whose MCP servers are given as wire types (encoded for ``protocol_version``).
+
+        ``fields`` are the other attributes, by name.
+        """
+        from .._codec import to_wire
+
+        servers = tuple(to_wire(server, protocol_version=protocol_version) for server in mcp_servers)
+        return cls(
+            endpoint=endpoint,
+            session_id=session_id,
+            cwd=cwd,
+            mcp_servers=servers,
+            protocol_version=protocol_version,
+            **fields,
+        )
+
+    def to_session(self) -> Session:
+        """The :class:`~acp_client.types.Session` record a client tracks this session with
+        until the agent answers (id, cwd, title, status, times, additional directories)."""
+        updated = self.updated_at if self.updated_at >= self.created_at else None
+        return Session(
+            session_id=self.session_id,
+            cwd=self.cwd,
+            title=self.title,
+            created_at=self.created_at,
+            updated_at=updated,
+            status=self.status,
+            raw_status=self.raw_status,
+            additional_directories=self.additional_directories or None,
+        )
+
+    def decoded_mcp_servers(self) -> tuple[McpServer, ...]:
+        """The MCP servers as wire types (a type this SDK does not know: ``UnknownMcpServer``).
+
+        Raises:
+            InvalidMessage: An entry cannot be decoded (a damaged or hand-edited store).
+        """
+        from .._codec import from_wire
+
+        return tuple(
+            from_wire(McpServer, server, protocol_version=self.protocol_version)  # type: ignore[arg-type]
+            for server in self.mcp_servers
+        )
+
+
+def transcript_tail(
+    messages: Iterable[Any], *, max_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES
+) -> tuple[dict[str, Any], ...]:
+    """The tail of a conversation as JSON objects a store can keep, bounded to ``max_bytes``.
+
+    ``messages`` are :class:`~acp_client.transcript.TranscriptMessage` objects (e.g.
+    ``handle.transcript.messages``) or anything with ``role``, ``text`` and ``message_id``.
+    Each becomes ``{"role": ..., "text": ...}`` plus ``"messageId"`` when known.
+    """
+    entries = []
+    for message in messages:
+        entry: dict[str, Any] = {"role": message.role, "text": message.text}
+        if message.message_id is not None:
+            entry["messageId"] = message.message_id
+        entries.append(entry)
+    return bound_transcript_tail(entries, max_bytes)
+
+
+def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> tuple[dict[str, Any], ...]:
+    """The longest suffix of ``entries`` whose compact JSON array fits in ``max_bytes``.
+
+    Whole entries are dropped from the oldest end (an entry is never cut); ``max_bytes <= 0``
+    keeps nothing.
+
+    Raises:
+        ConfigurationError: An entry is not JSON-serializable.
+    """
+    if max_bytes <= 2:
+        return ()
+    kept: list[dict[str, Any]] = []
+    size = 2  # the brackets
+    for entry in reversed(entries):
+        try:
+            cost = len(_compact(entry).encode("utf-8")) + (1 if kept else 0)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+        if size + cost > max_bytes:
+            break
+        kept.append(dict(entry))
+        size += cost
+    kept.reverse()
+    return tuple(kept)
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where a client keeps its sessions between processes (see the module docstring)."""
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        """Every session stored for ``endpoint``, most recently used first.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        ...
+
+    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
+        """One stored session, or ``None``.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        ...
+
+    def save(self, session: StoredSession) -> None:
+        """Insert or replace ``session`` (keyed by endpoint and session id), atomically.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+            ConfigurationError: A JSON field is not JSON-serializable.
+        """
+        ...
+
+    def delete(self, endpoint: str, session_id: str) -> bool:
+        """Remove one session; ``True`` when it was stored.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+        """
+        ...
+
+    def rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime | None = None
+    ) -> StoredSession | None:
+        """Move a session to a new id in one atomic step (new-session recovery).
+
+        The old id is appended to ``previous_session_ids``, ``updated_at`` is set to ``when``
+        (default: now), and a record already stored under the new id is replaced. Returns the
+        renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+        """
+        ...
+
+    def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
+        """Set ``last_used_at`` (default: now); ``True`` when the session is stored.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+        """
+        ...
+
+    def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
+        """Replace the session's transcript tail (JSON objects, oldest first; see
+        :func:`transcript_tail`), bounded by the store. ``False`` (nothing written) when the
+        session is not stored.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+            ConfigurationError: An entry is not JSON-serializable.
+        """
+        ...
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's transcript tail, oldest first (empty when none is stored).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        ...

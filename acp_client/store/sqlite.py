@@ -1,0 +1,623 @@
+"""The built-in :class:`~acp_client.store.base.SessionStore`: one SQLite file, standard library only.
+
+Why it is safe to share:
+
+- **Several processes.** The file is in WAL mode (readers never block the writer); every write
+  is one ``BEGIN IMMEDIATE`` transaction, so two writers queue for the lock instead of failing
+  half-way, and a writer waits up to ``busy_timeout`` for the lock before raising
+  :class:`~acp_client.exceptions.SessionStoreBusy`. Nothing is read, changed in Python and
+  written back outside a transaction, so no write is lost.
+- **Several threads.** One connection per store, used under a lock (the client calls the store
+  from worker threads, via ``asyncio.to_thread``). Open a new store in each process: a
+  connection must not cross a ``fork``.
+- **Not our file.** Before anything is written, the file is identified: the SQLite header, the
+  ``application_id`` (:data:`APPLICATION_ID`), the tables. A file that is not an SQLite database
+  (:class:`~acp_client.exceptions.SessionStoreCorrupt`), an SQLite database of another
+  application (:class:`~acp_client.exceptions.SessionStoreForeign`) or one written by a newer
+  schema this version cannot use (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused
+  and left as it was. Only a missing or empty (0-byte, or table-less) file is initialized.
+
+Schema versions (for later migrations): ``PRAGMA user_version`` holds the schema version;
+``store_meta.compatible_version`` holds the oldest schema version whose code may still read and
+write the file. Opening a file of an older version runs the migrations (one transaction); a
+newer file is used as it is when its ``compatible_version`` is not above :data:`SCHEMA_VERSION`
+(an additive change), and refused otherwise. A migration that breaks older readers must raise
+``compatible_version``.
+
+Times are stored as integer microseconds since the Unix epoch (UTC); JSON fields as compact JSON
+text. New files are created readable by their owner only (``0600``): MCP server entries may hold
+credentials.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from ..exceptions import (
+    ConfigurationError,
+    SessionStoreBusy,
+    SessionStoreCorrupt,
+    SessionStoreError,
+    SessionStoreForeign,
+    SessionStoreTooNew,
+)
+from .base import DEFAULT_TRANSCRIPT_TAIL_BYTES, StoredSession, as_utc, bound_transcript_tail
+
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
+
+logger = logging.getLogger(__name__)
+
+#: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
+APPLICATION_ID: Final = 0x41435053
+_FORMAT: Final = "acp_client.session_store"
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+_MEMORY: Final = ":memory:"
+
+# SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
+_BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+_CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+_COLUMNS: Final = (
+    "endpoint",
+    "session_id",
+    "cwd",
+    "mcp_servers",
+    "additional_directories",
+    "protocol_version",
+    "mode_id",
+    "model_id",
+    "config_options",
+    "title",
+    "status",
+    "raw_status",
+    "created_at",
+    "updated_at",
+    "last_used_at",
+    "previous_session_ids",
+    "extra",
+)
+_SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM sessions"
+_UPSERT: Final = (
+    f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
+    "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in _COLUMNS[2:])
+)
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    """Schema version 1: the sessions table and the store's identity."""
+    conn.execute("CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(
+        """
+        CREATE TABLE sessions (
+            endpoint TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            mcp_servers TEXT NOT NULL DEFAULT '[]',
+            additional_directories TEXT NOT NULL DEFAULT '[]',
+            protocol_version INTEGER NOT NULL DEFAULT 1,
+            mode_id TEXT,
+            model_id TEXT,
+            config_options TEXT NOT NULL DEFAULT '{}',
+            title TEXT,
+            status TEXT,
+            raw_status TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            last_used_at INTEGER NOT NULL,
+            previous_session_ids TEXT NOT NULL DEFAULT '[]',
+            extra TEXT NOT NULL DEFAULT '{}',
+            UNIQUE (endpoint, session_id)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX sessions_by_last_use ON sessions (endpoint, last_used_at DESC)")
+    # Apart from the records: restoring reads none of it, saving a record never erases it.
+    conn.execute(
+        """
+        CREATE TABLE transcripts (
+            endpoint TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            tail TEXT NOT NULL,
+            PRIMARY KEY (endpoint, session_id)
+        )
+        """
+    )
+    conn.executemany(
+        "INSERT INTO store_meta (key, value) VALUES (?, ?)",
+        [("format", _FORMAT), ("compatible_version", "1")],
+    )
+
+
+Migration = Callable[[sqlite3.Connection], None]
+
+#: ``_MIGRATIONS[n]`` takes a file from schema version ``n`` to ``n + 1`` (0: an empty file).
+_MIGRATIONS: Final[tuple[Migration, ...]] = (_create_v1,)
+
+#: The newest schema version this acp_client writes.
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def _loads(text: str) -> Any:
+    # Most JSON columns hold an empty list or object: skip the decoder for those (restore speed).
+    if text == "[]":
+        return ()
+    if text == "{}":
+        return {}
+    return json.loads(text)
+
+
+def _dump(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
+
+
+class SqliteSessionStore:
+    """A :class:`~acp_client.store.base.SessionStore` in one SQLite file (see the module docstring).
+
+    Args:
+        path: The database file (``~`` is expanded); created (with its parent directories,
+            mode ``0600``) when missing. ``":memory:"`` keeps everything in this process, for tests.
+        busy_timeout: How long a call waits for another process's write lock, in seconds.
+        max_transcript_bytes: The bound of each session's transcript tail (compact JSON
+            bytes); older entries are dropped on :meth:`save_transcript`. ``0`` stores none.
+        create: Create the file when it is missing (else raise :class:`SessionStoreError`).
+
+    Raises:
+        SessionStoreCorrupt: The file is not an SQLite database, or is damaged.
+        SessionStoreForeign: The file is an SQLite database of another application.
+        SessionStoreTooNew: The file's schema is newer than this acp_client can use.
+        SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file
+            was being initialized or migrated.
+        SessionStoreError: The file cannot be opened or created (permissions, a directory...).
+        ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
+    """
+
+    _migrations: tuple[Migration, ...] = _MIGRATIONS
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        max_transcript_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES,
+        create: bool = True,
+    ) -> None:
+        if busy_timeout < 0:
+            raise ConfigurationError("busy_timeout must not be negative")
+        if max_transcript_bytes < 0:
+            raise ConfigurationError("max_transcript_bytes must not be negative")
+        text = os.fspath(path)
+        self._path = text if text == _MEMORY else os.path.expanduser(text)
+        self._busy_timeout = busy_timeout
+        self._max_transcript_bytes = max_transcript_bytes
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        if self._path != _MEMORY:
+            self._check_file(create=create)
+        with self._errors("open"):
+            conn = sqlite3.connect(self._path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        try:
+            self._schema_version = self._open(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    # -- opening ----------------------------------------------------------------------------------
+
+    def _check_file(self, *, create: bool) -> None:
+        """Refuse a file that is not an SQLite database before SQLite touches it."""
+        path = Path(self._path)
+        try:
+            if path.exists():
+                if not path.is_file():
+                    raise SessionStoreError(f"session store {self._path} is not a regular file", path=self._path)
+                with path.open("rb") as handle:
+                    head = handle.read(len(_SQLITE_HEADER))
+                if head and head != _SQLITE_HEADER:
+                    raise SessionStoreCorrupt(
+                        f"session store {self._path} is not an SQLite database (left untouched)", path=self._path
+                    )
+                return
+            if not create:
+                raise SessionStoreError(f"session store {self._path} does not exist", path=self._path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):  # another process created it meanwhile
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except OSError as exc:
+            raise SessionStoreError(f"cannot open session store {self._path}: {exc}", path=self._path) from exc
+
+    def _open(self, conn: sqlite3.Connection) -> int:
+        """Identify the file, initialize or migrate it when it is ours; returns its schema version."""
+        version, needs_work = self._identify(conn)
+        if needs_work:
+            with self._errors("initialize"):
+                if self._path != _MEMORY:
+                    # Before the first write (it is ours or empty); persistent in the file.
+                    conn.execute("PRAGMA journal_mode = WAL")
+            with self._transaction(conn, "initialize"):
+                version, needs_work = self._identify(conn)  # another process may have done it meanwhile
+                if needs_work:
+                    for step in range(version, len(self._migrations)):
+                        self._migrations[step](conn)
+                    version = len(self._migrations)
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version = {version}")
+        with self._errors("open"):
+            if self._path != _MEMORY:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        return version
+
+    def _identify(self, conn: sqlite3.Connection) -> tuple[int, bool]:
+        """``(schema version, needs initializing or migrating)``; raises for a file not ours.
+
+        Reads only: nothing is written to a file this refuses.
+        """
+        with self._errors("open"):
+            app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if app_id == 0 and version == 0 and not names:
+            return 0, True  # empty: ours to initialize
+        if app_id != APPLICATION_ID:
+            raise SessionStoreForeign(
+                f"{self._path} is an SQLite database of another application, not a session store (left untouched)",
+                path=self._path,
+            )
+        if not {"sessions", "store_meta", "transcripts"} <= names or version < 1:
+            raise SessionStoreCorrupt(f"session store {self._path} is missing its tables", path=self._path)
+        supported = len(self._migrations)
+        if version > supported:
+            with self._errors("open"):
+                row = conn.execute("SELECT value FROM store_meta WHERE key = 'compatible_version'").fetchone()
+            compatible = int(row[0]) if row is not None and str(row[0]).isdigit() else version
+            if compatible > supported:
+                raise SessionStoreTooNew(
+                    f"session store {self._path} has schema version {version} (needs a reader of version "
+                    f"{compatible} or later); this acp_client supports up to {supported}: upgrade acp_client",
+                    path=self._path,
+                    version=version,
+                    supported=supported,
+                )
+        return version, version < supported
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """Map ``sqlite3`` / OS errors to the store's exception tree."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            primary = code & 0xFF if isinstance(code, int) else None
+            text = str(exc)
+            where = f"session store {self._path}: {action} failed: {text}"
+            if primary in _BUSY_CODES or (primary is None and "locked" in text):
+                raise SessionStoreBusy(
+                    f"session store {self._path} stayed locked by another writer for over "
+                    f"{self._busy_timeout:g}s ({action})",
+                    path=self._path,
+                ) from exc
+            if primary in _CORRUPT_CODES or (primary is None and ("not a database" in text or "malformed" in text)):
+                raise SessionStoreCorrupt(where + " (the file is damaged or not a database)", path=self._path) from exc
+            raise SessionStoreError(where, path=self._path) from exc
+        except OSError as exc:
+            raise SessionStoreError(f"session store {self._path}: {action} failed: {exc}", path=self._path) from exc
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection, action: str) -> Iterator[None]:
+        """One write transaction: the write lock is taken first (waiting up to the busy timeout)."""
+        with self._errors(action):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # the body or COMMIT failed: leave no transaction open
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise SessionStoreError(f"session store {self._path} is closed", path=self._path)
+            yield self._conn
+
+    def _row(self, session: StoredSession) -> tuple[Any, ...]:
+        return (
+            session.endpoint,
+            session.session_id,
+            session.cwd,
+            _dump(list(session.mcp_servers), "mcp_servers"),
+            _dump(list(session.additional_directories), "additional_directories"),
+            session.protocol_version,
+            session.mode_id,
+            session.model_id,
+            _dump(session.config_options, "config_options"),
+            session.title,
+            None if session.status is None else session.status.value,
+            session.raw_status,
+            _micros(session.created_at),
+            _micros(session.updated_at),
+            _micros(session.last_used_at),
+            _dump(list(session.previous_session_ids), "previous_session_ids"),
+            _dump(session.extra, "extra"),
+        )
+
+    def _decode(self, row: Sequence[Any]) -> StoredSession:
+        """One row as a record.
+
+        Raises:
+            SessionStoreCorrupt: The row's JSON or values are damaged.
+        """
+        try:
+            return StoredSession(
+                endpoint=row[0],
+                session_id=row[1],
+                cwd=row[2],
+                mcp_servers=_loads(row[3]),
+                additional_directories=_loads(row[4]),
+                protocol_version=int(row[5]),
+                mode_id=row[6],
+                model_id=row[7],
+                config_options=_loads(row[8]),
+                title=row[9],
+                status=row[10],
+                raw_status=row[11],
+                created_at=_from_micros(row[12]),
+                updated_at=_from_micros(row[13]),
+                last_used_at=_from_micros(row[14]),
+                previous_session_ids=_loads(row[15]),
+                extra=_loads(row[16]),
+            )
+        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
+            ) from exc
+
+    # -- the SessionStore protocol ---------------------------------------------------------------
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        """Every session stored for ``endpoint``, most recently used first.
+
+        A damaged record is skipped (logged as a warning), so one bad row does not hide the
+        others.
+
+        Raises:
+            SessionStoreError: The store cannot be read (``SessionStoreCorrupt``: the file is
+                damaged).
+        """
+        with self._connection() as conn, self._errors("load"):
+            rows = conn.execute(
+                f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
+            ).fetchall()
+        sessions = []
+        for row in rows:
+            try:
+                sessions.append(self._decode(row))
+            except SessionStoreCorrupt as exc:
+                logger.warning("skipping a stored session: %s", exc)
+        return sessions
+
+    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
+        """One stored session, or ``None``.
+
+        Raises:
+            SessionStoreCorrupt: The file or this record is damaged.
+            SessionStoreError: The store cannot be read.
+        """
+        with self._connection() as conn, self._errors("get"):
+            row = conn.execute(f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)).fetchone()
+        return None if row is None else self._decode(row)
+
+    def save(self, session: StoredSession) -> None:
+        """Insert or replace ``session`` in one transaction (its transcript tail is kept).
+
+        Raises:
+            ConfigurationError: A JSON field is not JSON-serializable (nothing written).
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        row = self._row(session)
+        with self._connection() as conn, self._transaction(conn, "save"):
+            conn.execute(_UPSERT, row)
+
+    def delete(self, endpoint: str, session_id: str) -> bool:
+        """Remove one session; ``True`` when it was stored.
+
+        Raises:
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        with self._connection() as conn, self._transaction(conn, "delete"):
+            cursor = conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
+            conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
+        return cursor.rowcount > 0
+
+    def rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime | None = None
+    ) -> StoredSession | None:
+        """Move a session to a new id in one transaction (see :meth:`SessionStore.rename`).
+
+        Raises:
+            ConfigurationError: ``new_session_id`` is empty.
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        if not new_session_id:
+            raise ConfigurationError("the new session id must not be empty")
+        with self._connection() as conn, self._transaction(conn, "rename"):
+            row = conn.execute(
+                f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id)
+            ).fetchone()
+            if row is None:
+                return None
+            old = self._decode(row)
+            if new_session_id == old_session_id:
+                return old
+            previous = [item for item in old.previous_session_ids if item != new_session_id]
+            renamed = attrs.evolve(
+                old,
+                session_id=new_session_id,
+                previous_session_ids=(*previous, old_session_id),
+                updated_at=when,
+            )
+            for table in ("sessions", "transcripts"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?",
+                    (endpoint, new_session_id),
+                )
+            conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id))
+            conn.execute(_UPSERT, self._row(renamed))
+            conn.execute(
+                "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
+                (new_session_id, endpoint, old_session_id),
+            )
+        return renamed
+
+    def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
+        """Set ``last_used_at`` (default: now); ``True`` when the session is stored.
+
+        Raises:
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        stamp = _micros(as_utc(when))
+        with self._connection() as conn, self._transaction(conn, "touch"):
+            cursor = conn.execute(
+                "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?",
+                (stamp, endpoint, session_id),
+            )
+        return cursor.rowcount > 0
+
+    def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
+        """Replace the session's transcript tail, bounded to ``max_transcript_bytes`` (the oldest
+        whole entries dropped); ``False`` (nothing written) when the session is not stored.
+
+        Raises:
+            ConfigurationError: An entry is not JSON-serializable (nothing written).
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        tail = _dump(list(bound_transcript_tail(entries, self._max_transcript_bytes)), "transcript tail")
+        with self._connection() as conn, self._transaction(conn, "save transcript"):
+            stored = conn.execute(
+                "SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
+            ).fetchone()
+            if stored is None:
+                return False
+            conn.execute(
+                "INSERT INTO transcripts (endpoint, session_id, tail) VALUES (?, ?, ?) "
+                "ON CONFLICT (endpoint, session_id) DO UPDATE SET tail = excluded.tail",
+                (endpoint, session_id, tail),
+            )
+        return True
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's transcript tail, oldest first (empty when none is stored).
+
+        Raises:
+            SessionStoreCorrupt: The file or this tail is damaged.
+            SessionStoreError: The store cannot be read.
+        """
+        with self._connection() as conn, self._errors("load transcript"):
+            row = conn.execute(
+                "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
+            ).fetchone()
+        if row is None:
+            return ()
+        try:
+            entries = _loads(row[0])
+            return tuple(dict(entry) for entry in entries)
+        except (TypeError, ValueError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
+                path=self._path,
+            ) from exc
+
+    # -- beyond the protocol ----------------------------------------------------------------------
+
+    def endpoints(self) -> list[str]:
+        """Every endpoint key with stored sessions, most recently used first.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        with self._connection() as conn, self._errors("list endpoints"):
+            rows = conn.execute(
+                "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def count(self, endpoint: str | None = None) -> int:
+        """How many sessions are stored (for ``endpoint``, or in all).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        with self._connection() as conn, self._errors("count"):
+            if endpoint is None:
+                row = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()
+            else:
+                row = conn.execute("SELECT COUNT(*) FROM sessions WHERE endpoint = ?", (endpoint,)).fetchone()
+        return int(row[0])
+
+    @property
+    def path(self) -> str:
+        """The database file (``":memory:"`` for an in-memory store)."""
+        return self._path
+
+    @property
+    def schema_version(self) -> int:
+        """The file's schema version (``PRAGMA user_version``)."""
+        return self._schema_version
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def close(self) -> None:
+        """Close the file (idempotent). Later calls raise :class:`SessionStoreError`."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> SqliteSessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<SqliteSessionStore {self._path!r} schema={self._schema_version}>"

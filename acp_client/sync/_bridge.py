@@ -1,0 +1,220 @@
+"""The bridge from the loop thread to the host: callbacks run on the host's executor, events go
+on its queue, and the agent's questions wait (on the loop, never blocking it) for the host."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+
+from ..config import Callbacks
+from ..handlers import ClientHandlers
+from ..state import RecoveryContext
+from ..types import (
+    CancelledPermissionOutcome,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    RequestPermissionRequest,
+    SelectedPermissionOutcome,
+)
+from ._events import EventKind, PermissionOutcome, PermissionRequest, SyncEvent
+
+__all__ = ["HostBridge"]
+
+logger = logging.getLogger("acp_client.sync")
+
+T = TypeVar("T")
+
+#: Which event each callback also posts on the host's queue.
+_EVENTS = {
+    "on_update": EventKind.UPDATE,
+    "on_state_change": EventKind.STATE,
+    "on_resume": EventKind.RESUME,
+    "on_replay": EventKind.REPLAY,
+    "on_new_session": EventKind.NEW_SESSION,
+    "on_recovery_failed": EventKind.RECOVERY_FAILED,
+    "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
+    "on_protocol_error": EventKind.PROTOCOL_ERROR,
+    "on_notification": EventKind.NOTIFICATION,
+}
+
+
+def _log_callback_failure(future: concurrent.futures.Future[Any]) -> None:
+    if future.cancelled():
+        return
+    error = future.exception()
+    if error is not None:
+        logger.error("app callback raised", exc_info=error)
+
+
+class HostBridge:
+    """Runs the host's callbacks on its executor and posts events on its queue (internal).
+
+    Args:
+        callbacks: The host's callbacks (plain functions, run on the executor).
+        executor: Where they run; ``None``: a private single-thread executor made by :meth:`start`.
+        event_queue: Also post every event there.
+        answer_timeout: Seconds a question waits for the host (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        callbacks: Callbacks,
+        *,
+        executor: concurrent.futures.Executor | None,
+        event_queue: queue.Queue[SyncEvent] | None,
+        answer_timeout: float | None,
+    ) -> None:
+        self.callbacks = callbacks
+        self.own_executor = executor is None
+        self.executor = executor
+        self.queue = event_queue
+        self.answer_timeout = answer_timeout
+        self.dropped_events = 0
+        self.callback_threads: set[int] = set()
+        self._permission_fn: Callable[[RequestPermissionRequest], Any] | None = None
+        self._elicitation_fn: Callable[[CreateElicitationRequest], Any] | None = None
+
+    def start(self) -> None:
+        if self.own_executor:
+            self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="acp-callbacks")
+
+    def shutdown(self) -> None:
+        executor = self.executor
+        if self.own_executor and executor is not None:
+            # A callback may be the one closing us: it cannot wait for its own thread.
+            executor.shutdown(wait=threading.get_ident() not in self.callback_threads)
+
+    # -- what the loop-side client is given ---------------------------------------------------------
+
+    def loop_callbacks(self) -> Callbacks:
+        """The callbacks for the :class:`~acp_client.AcpClient` on the loop: each relays to the
+        host (executor and queue); questions wait for its answer."""
+        relays: dict[str, Any] = {name: self._relay(name, kind) for name, kind in _EVENTS.items()}
+        if self.callbacks.decide_recovery is not None:
+            relays["decide_recovery"] = self._decide
+        if self.callbacks.refresh_credentials is not None:
+            relays["refresh_credentials"] = self._refresh
+        return Callbacks(**relays)
+
+    def loop_handlers(self, handlers: ClientHandlers) -> ClientHandlers:
+        """Plain-function permission / elicitation handlers run on the executor instead."""
+        permission = handlers.permission
+        if permission is None or not inspect.iscoroutinefunction(permission):
+            self._permission_fn = permission
+            handlers = attrs.evolve(handlers, permission=self._ask_permission)
+        elicitation = handlers.elicitation
+        if elicitation is not None and not inspect.iscoroutinefunction(elicitation):
+            self._elicitation_fn = elicitation
+            handlers = attrs.evolve(handlers, elicitation=self._ask_elicitation)
+        return handlers
+
+    # -- loop thread → host ---------------------------------------------------------------------------
+
+    def _to_host(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any] | None:
+        executor = self.executor
+        if executor is None:
+            return None
+        try:
+            return executor.submit(self._in_host, fn, *args)
+        except RuntimeError as exc:  # the host's executor is shut down
+            logger.error("callback %r not delivered: %s", fn, exc)
+            return None
+
+    def _in_host(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.callback_threads.add(threading.get_ident())
+        return fn(*args)
+
+    def post(self, event: SyncEvent) -> bool:
+        if self.queue is None:
+            return False
+        try:
+            self.queue.put_nowait(event)
+        except queue.Full:
+            self.dropped_events += 1
+            logger.error("event queue is full: %s event dropped (use an unbounded queue)", event.kind.value)
+            return False
+        return True
+
+    def _relay(self, name: str, kind: EventKind) -> Callable[..., None]:
+        callback: Callable[..., Any] | None = getattr(self.callbacks, name)
+
+        def relay(*args: Any) -> None:
+            if callback is not None:
+                future = self._to_host(callback, *args)
+                if future is not None:
+                    future.add_done_callback(_log_callback_failure)
+            if self.queue is not None:
+                self.post(SyncEvent(kind, args[0] if len(args) == 1 else args))
+
+        return relay
+
+    async def _ask_host(self, what: str, fn: Callable[..., Any], default: T, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the executor and wait for its result (``default`` on timeout or
+        failure). Only this loop task waits; the loop keeps running."""
+        future = self._to_host(fn, *args)
+        if future is None:
+            return default
+        waiter = asyncio.wrap_future(future)
+        try:
+            done, _ = await asyncio.wait({waiter}, timeout=self.answer_timeout)
+        except asyncio.CancelledError:
+            waiter.cancel()
+            raise
+        if not done:
+            waiter.cancel()
+            logger.warning("%s did not answer within %ss: using the default", what, self.answer_timeout)
+            return default
+        if waiter.exception() is not None:
+            logger.error("%s raised: using the default", what, exc_info=waiter.exception())
+            return default
+        return waiter.result()
+
+    async def _decide(self, context: RecoveryContext) -> Any:
+        assert self.callbacks.decide_recovery is not None
+        return await self._ask_host("decide_recovery", self.callbacks.decide_recovery, None, context)
+
+    async def _refresh(self) -> None:
+        assert self.callbacks.refresh_credentials is not None
+        await self._ask_host("refresh_credentials", self.callbacks.refresh_credentials, None)
+
+    async def _ask_elicitation(self, request: CreateElicitationRequest) -> CreateElicitationResponse:
+        cancel = CreateElicitationResponse(action="cancel")
+        assert self._elicitation_fn is not None
+        answer = await self._ask_host("the elicitation handler", self._elicitation_fn, cancel, request)
+        if not isinstance(answer, CreateElicitationResponse):
+            logger.error("the elicitation handler returned %r, not a CreateElicitationResponse", answer)
+            return cancel
+        return answer
+
+    async def _ask_permission(self, request: RequestPermissionRequest) -> PermissionOutcome:
+        cancelled = CancelledPermissionOutcome()
+        fn = self._permission_fn
+        if fn is not None:
+            chosen = await self._ask_host("the permission handler", fn, cancelled, request)
+            if not isinstance(chosen, SelectedPermissionOutcome | CancelledPermissionOutcome):
+                logger.error("the permission handler returned %r, not a permission outcome", chosen)
+                return cancelled
+            return chosen
+        answer: concurrent.futures.Future[PermissionOutcome] = concurrent.futures.Future()
+        if not self.post(SyncEvent(EventKind.PERMISSION, PermissionRequest(request, answer))):
+            return cancelled
+        waiter = asyncio.wrap_future(answer)
+        try:
+            await asyncio.wait({waiter}, timeout=self.answer_timeout)
+        finally:
+            waiter.cancel()  # withdraws the request: later answers are refused
+            answer.cancel()
+        # Read ``answer`` itself: the host may have answered (and been told so) after the wait
+        # ended but before the withdrawal, without the waiter having seen it yet.
+        if answer.cancelled():
+            logger.info("permission request not answered within %ss: cancelled", self.answer_timeout)
+            return cancelled
+        return answer.result()

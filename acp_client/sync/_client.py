@@ -1,0 +1,435 @@
+"""The blocking facade: :class:`SyncAcpClient` (see :mod:`acp_client.sync` for its rules)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import enum
+import logging
+import queue
+import threading
+from collections.abc import Awaitable, Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .._connection import DEFAULT_TIMEOUT, _Default
+from ..client import AcpClient, SessionHandle
+from ..config import Callbacks, check_instance, check_seconds
+from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
+from ..handlers import ClientHandlers
+from ..state import ConnectionState, PromptResult, SessionPage, State
+from ..transports.base import Connector
+from ..types import ContentBlock, McpServer, Session
+from ._bridge import HostBridge
+from ._events import SyncEvent
+from ._loop import EventLoopThread, bounded, close_awaitable
+from ._session import SyncSessionHandle
+
+__all__ = ["SyncAcpClient", "Timeout"]
+
+logger = logging.getLogger("acp_client.sync")
+
+T = TypeVar("T")
+
+Timeout = float | None | _Default
+
+#: How long a timed-out prompt waits for its ``session/cancel`` to be sent.
+_CANCEL_SEND_TIMEOUT = 1.0
+
+
+class _Phase(enum.Enum):
+    NEW = "new"
+    CONNECTING = "connecting"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class SyncAcpClient:
+    """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread.
+
+    See :mod:`acp_client.sync` for the threading, timeout and callback rules.
+
+    Args:
+        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector).
+        callback_executor: Where callbacks run (``submit`` is called from the loop thread).
+            Default: a private single-thread executor, shut down by :meth:`close`.
+        event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
+            requests go there when there is no permission handler.
+        default_timeout: Seconds a blocking call waits when it is given no ``timeout``
+            (``None``: no limit).
+        answer_timeout: Seconds the client waits for the host to answer a permission request,
+            an elicitation, ``decide_recovery`` or ``refresh_credentials`` (``None``: no limit).
+        handlers: As for :class:`~acp_client.AcpClient`; plain-function ``permission`` and
+            ``elicitation`` handlers run on the callback executor.
+        callbacks: As for :class:`~acp_client.AcpClient` (the same
+            :class:`~acp_client.config.Callbacks` value), but called on the callback executor
+            (plain functions; a returned awaitable is not awaited).
+        client_kwargs: Everything else :class:`~acp_client.AcpClient` takes (``retry``,
+            ``protocol_version``, ``headers``, ``tls``, ``request_timeout``...).
+
+    Raises:
+        ConfigurationError: An invalid setting (from :class:`~acp_client.AcpClient`).
+    """
+
+    def __init__(
+        self,
+        endpoint: str | Connector,
+        *,
+        callbacks: Callbacks | None = None,
+        callback_executor: concurrent.futures.Executor | None = None,
+        event_queue: queue.Queue[SyncEvent] | None = None,
+        default_timeout: float | None = 30.0,
+        answer_timeout: float | None = 60.0,
+        handlers: ClientHandlers | None = None,
+        **client_kwargs: Any,
+    ) -> None:
+        for name, value in (("default_timeout", default_timeout), ("answer_timeout", answer_timeout)):
+            check_seconds(name, value, optional=True)
+        check_instance("callbacks", callbacks, Callbacks, optional=True)
+        check_instance("handlers", handlers, ClientHandlers, optional=True)
+        check_instance("callback_executor", callback_executor, concurrent.futures.Executor, optional=True)
+        check_instance("event_queue", event_queue, queue.Queue, optional=True)
+        self.default_timeout = default_timeout
+        self.answer_timeout = answer_timeout
+        self._bridge = HostBridge(
+            callbacks or Callbacks(), executor=callback_executor, event_queue=event_queue, answer_timeout=answer_timeout
+        )
+        self._loop_thread = EventLoopThread(name="acp-client-loop")
+        self._lock = threading.Lock()
+        self._phase = _Phase.NEW
+        self._connected = threading.Event()
+        self._closed = threading.Event()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._client = AcpClient(
+            endpoint,
+            handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
+            callbacks=self._bridge.loop_callbacks(),
+            **client_kwargs,
+        )
+
+    @property
+    def dropped_events(self) -> int:
+        """Events that did not fit in ``event_queue`` (each was logged)."""
+        return self._bridge.dropped_events
+
+    def __repr__(self) -> str:
+        return f"<SyncAcpClient {self._phase.value} {self.state}>"
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    def __enter__(self) -> SyncAcpClient:
+        self.connect()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def connect(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """Start the loop thread, connect and initialize. A second call waits for the first.
+
+        Raises:
+            ClientClosed: The client was closed.
+            RequestTimeout: Not connected within ``timeout`` (the client is then closed).
+            LoopThreadError: Called from the loop thread.
+            AcpError: What :meth:`AcpClient.connect` raised (the client is then closed).
+        """
+        self._check_thread("connect")
+        with self._lock:
+            phase = self._phase
+            if phase is _Phase.NEW:
+                self._phase = _Phase.CONNECTING
+        if phase in (_Phase.CLOSING, _Phase.CLOSED):
+            raise ClientClosed("the client is closed")
+        if phase is not _Phase.NEW:
+            self._connected.wait()
+            if self._phase is not _Phase.RUNNING:
+                raise ClientClosed("the client is closed (connecting failed)")
+            return
+        try:
+            self._bridge.start()
+            self._loop_thread.start()
+            self._loop_thread.run(self._client.connect(), timeout=self._timeout(timeout), method="connect")
+        except BaseException:
+            self._connected.set()
+            self.close()
+            raise
+        with self._lock:
+            if self._phase is _Phase.CONNECTING:
+                self._phase = _Phase.RUNNING
+        self._connected.set()
+
+    def close(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """Close the client, stop the loop and join its thread (idempotent, any thread but the
+        loop's). Pending calls fail (``ConnectionLost`` / ``ClientClosed``); pending permission
+        requests are withdrawn. Callbacks already submitted to the default executor run first.
+
+        Raises:
+            LoopThreadError: Called from the loop thread.
+        """
+        self._check_thread("close")
+        with self._lock:
+            phase = self._phase
+            if phase in (_Phase.CLOSING, _Phase.CLOSED):
+                first = False
+            else:
+                first = True
+                self._phase = _Phase.CLOSING
+        if not first:
+            self._closed.wait()
+            return
+        try:
+            if self._loop_thread.running:
+                try:
+                    self._loop_thread.run(self._client.aclose(), timeout=self._timeout(timeout), method="close")
+                except AcpError as exc:
+                    logger.warning("closing the client did not finish cleanly: %s", exc)
+            self._loop_thread.stop()
+            self._bridge.shutdown()
+        finally:
+            with self._lock:
+                self._phase = _Phase.CLOSED
+            self._connected.set()
+            self._closed.set()
+
+    # -- properties -------------------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> AcpClient:
+        """The :class:`~acp_client.AcpClient` underneath: use it only on the loop thread (in a
+        coroutine given to :meth:`submit`)."""
+        return self._client
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The loop thread (``None`` before :meth:`connect`)."""
+        return self._loop_thread.thread
+
+    @property
+    def state(self) -> ConnectionState:
+        """The current connection state (readable from any thread, without blocking)."""
+        return self._client.state
+
+    @property
+    def protocol_version(self) -> int:
+        """The negotiated ACP version (the proposed one before connecting)."""
+        return self._client.protocol_version
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has finished."""
+        return self._closed.is_set()
+
+    def notify_network_available(self) -> None:
+        """Skip the current reconnect backoff (never blocks; callable from any thread)."""
+        loop = self._loop_thread.loop
+        if loop is None or not self._loop_thread.running:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._client.notify_network_available)
+
+    # -- running work ----------------------------------------------------------------------------------------
+
+    def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]:
+        """Run any coroutine on the client's loop (e.g. ``client.submit(client.client.set_mode(...))``).
+
+        Returns:
+            A future; cancelling it cancels the coroutine.
+
+        Raises:
+            ClientClosed: The client is not connected, or is closed.
+        """
+        self._require_running(coro)
+        return self._loop_thread.submit(coro, timeout=timeout, method="submit")
+
+    def run(self, coro: Awaitable[T], *, timeout: Timeout = DEFAULT_TIMEOUT) -> T:
+        """Run any coroutine on the client's loop and block until it ends.
+
+        Raises:
+            RequestTimeout: It did not end within ``timeout`` (it was cancelled).
+            LoopThreadError: Called from the loop thread.
+            ClientClosed: The client is not connected, or is closed.
+        """
+        return self._run("run", coro, timeout)
+
+    def _timeout(self, timeout: Timeout) -> float | None:
+        return self.default_timeout if isinstance(timeout, _Default) else timeout
+
+    def _check_thread(self, method: str) -> None:
+        if self._loop_thread.in_loop_thread():
+            raise LoopThreadError(
+                f"SyncAcpClient.{method}() was called on the client's own event loop thread; it would "
+                "deadlock (await SyncAcpClient.client there instead)"
+            )
+
+    def _require_running(self, awaitable: Awaitable[Any] | None = None) -> None:
+        if self._phase is not _Phase.RUNNING:
+            if awaitable is not None:
+                close_awaitable(awaitable)
+            detail = "call connect() first" if self._phase in (_Phase.NEW, _Phase.CONNECTING) else "it was closed"
+            raise ClientClosed(f"the client is not connected: {detail}")
+
+    def _run(self, method: str, awaitable: Awaitable[T], timeout: Timeout, *, bounded: bool = False) -> T:
+        """Run on the loop and wait. ``bounded``: the awaitable enforces ``timeout`` itself (the
+        wait here is only the safety net)."""
+        try:
+            self._check_thread(method)
+            self._require_running()
+        except BaseException:
+            close_awaitable(awaitable)
+            raise
+        limit = self._timeout(timeout)
+        if bounded:
+            future = self._loop_thread.submit(awaitable, method=method)
+            return self._loop_thread.wait(future, timeout=limit, method=method)
+        return self._loop_thread.run(awaitable, timeout=limit, method=method)
+
+    # -- sessions ---------------------------------------------------------------------------------------------
+
+    def new_session(
+        self,
+        cwd: str | Path,
+        *,
+        mcp_servers: Sequence[McpServer] = (),
+        additional_directories: Sequence[str | Path] = (),
+        timeout: Timeout = DEFAULT_TIMEOUT,
+    ) -> SyncSessionHandle:
+        """``session/new``; returns the live handle (see :meth:`AcpClient.new_session`)."""
+        coro = self._client.new_session(cwd, mcp_servers=mcp_servers, additional_directories=additional_directories)
+        return SyncSessionHandle(self, self._run("session/new", coro, timeout))
+
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str | Path,
+        *,
+        mcp_servers: Sequence[McpServer] = (),
+        timeout: Timeout = DEFAULT_TIMEOUT,
+    ) -> SyncSessionHandle:
+        """``session/load`` (v1; see :meth:`AcpClient.load_session`)."""
+        coro = self._client.load_session(session_id, cwd, mcp_servers=mcp_servers)
+        return SyncSessionHandle(self, self._run("session/load", coro, timeout))
+
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str | Path,
+        *,
+        mcp_servers: Sequence[McpServer] = (),
+        replay: bool = False,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+    ) -> SyncSessionHandle:
+        """``session/resume`` (see :meth:`AcpClient.resume_session`)."""
+        coro = self._client.resume_session(session_id, cwd, mcp_servers=mcp_servers, replay=replay)
+        return SyncSessionHandle(self, self._run("session/resume", coro, timeout))
+
+    def list_sessions(
+        self, *, cwd: str | Path | None = None, cursor: str | None = None, timeout: Timeout = DEFAULT_TIMEOUT
+    ) -> SessionPage:
+        """``session/list``: one page (see :meth:`AcpClient.list_sessions`)."""
+        return self._run("session/list", self._client.list_sessions(cwd=cwd, cursor=cursor), timeout)
+
+    def session_status(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Session:
+        """``session/status`` (see :meth:`AcpClient.session_status`)."""
+        return self._run("session/status", self._client.session_status(session_id), timeout)
+
+    def close_session(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """``session/close`` (see :meth:`AcpClient.close_session`)."""
+        self._run("session/close", self._client.close_session(session_id), timeout)
+
+    def session(self, session_id: str) -> SyncSessionHandle:
+        """A blocking handle on a session this client opened (by its current or an earlier id).
+
+        Raises:
+            SessionNotTracked: The client does not track this session.
+        """
+        handle = self._run("session", self._get_handle(session_id), DEFAULT_TIMEOUT)
+        return SyncSessionHandle(self, handle)
+
+    async def _get_handle(self, session_id: str) -> SessionHandle:
+        return self._client.session(session_id)
+
+    # -- turns ------------------------------------------------------------------------------------------------
+
+    def prompt(
+        self,
+        session_id: str,
+        prompt: str | ContentBlock | Iterable[ContentBlock],
+        *,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+    ) -> PromptResult:
+        """``session/prompt``: run one turn and block until it ends.
+
+        Raises:
+            RequestTimeout: The turn did not end within ``timeout``; the wait was cancelled and
+                ``session/cancel`` sent.
+            TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
+        """
+        limit = self._timeout(timeout)
+        return self._run("session/prompt", self._prompt(session_id, prompt, limit), limit, bounded=True)
+
+    def prompt_async(
+        self,
+        session_id: str,
+        prompt: str | ContentBlock | Iterable[ContentBlock],
+        *,
+        timeout: Timeout = None,
+    ) -> concurrent.futures.Future[PromptResult]:
+        """Start a turn without blocking; the future ends with the :class:`PromptResult` or
+        the error :meth:`prompt` would raise. ``timeout`` defaults to none here.
+
+        Raises:
+            ClientClosed: The client is not connected, or is closed.
+        """
+        coro = self._prompt(session_id, prompt, self._timeout(timeout))
+        self._require_running(coro)
+        return self._loop_thread.submit(coro, method="session/prompt")
+
+    async def _prompt(
+        self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], timeout: float | None
+    ) -> PromptResult:
+        async def cancel_turn() -> None:
+            send = asyncio.ensure_future(self._client.cancel(session_id))
+            self._background.add(send)
+            send.add_done_callback(self._background_done)
+            await asyncio.wait({send}, timeout=_CANCEL_SEND_TIMEOUT)
+
+        return await bounded(self._client.prompt(session_id, prompt), timeout, "session/prompt", cancel_turn)
+
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.info("session/cancel after a prompt timeout failed: %s", task.exception())
+
+    def cancel(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
+        self._run("session/cancel", self._client.cancel(session_id), timeout)
+
+    def wait_for_state(self, *states: State, timeout: Timeout = DEFAULT_TIMEOUT) -> ConnectionState:
+        """Block until the connection state is one of ``states`` (returns it at once if it is).
+
+        Raises:
+            RequestTimeout: Not reached within ``timeout``.
+            ClientClosed: The client closed or failed first (unless that was asked for).
+        """
+        wanted = frozenset(states)
+        if not wanted:
+            raise ConfigurationError("wait_for_state needs at least one state")
+        if self.state.state in wanted:
+            return self.state
+        return self._run("wait_for_state", self._wait_state(wanted), timeout)
+
+    async def _wait_state(self, wanted: frozenset[State]) -> ConnectionState:
+        current = self._client.state
+        if current.state in wanted:
+            return current
+        async for state in self._client.state_changes():
+            if state.state in wanted:
+                return state
+            if state.is_terminal:
+                break
+        raise ClientClosed(f"the client is {self._client.state} (waited for {', '.join(s.value for s in wanted)})")

@@ -1,0 +1,144 @@
+"""What the facade hands the host: :class:`SyncEvent` (of an :class:`EventKind`) and
+:class:`PermissionRequest`, the agent's question the host answers from any thread."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ..exceptions import ConfigurationError
+from ..types import CancelledPermissionOutcome, PermissionOption, RequestPermissionRequest, SelectedPermissionOutcome
+
+__all__ = ["EventKind", "PermissionOutcome", "PermissionRequest", "SyncEvent"]
+
+PermissionOutcome = SelectedPermissionOutcome | CancelledPermissionOutcome
+
+
+class EventKind(str, enum.Enum):
+    """What a :class:`SyncEvent` reports (see the table in :mod:`acp_client.sync`)."""
+
+    STATE = "state"
+    UPDATE = "update"
+    RESUME = "resume"
+    REPLAY = "replay"
+    NEW_SESSION = "new_session"
+    RECOVERY_FAILED = "recovery_failed"
+    TURN_INTERRUPTED = "turn_interrupted"
+    PERMISSION = "permission"
+    PROTOCOL_ERROR = "protocol_error"
+    NOTIFICATION = "notification"
+
+
+@attrs.frozen
+class SyncEvent:
+    """One event put on the host's ``event_queue``.
+
+    Attributes:
+        kind: What happened.
+        payload: The record the matching callback would get (see :mod:`acp_client.sync`).
+    """
+
+    kind: EventKind
+    payload: Any
+
+
+def _first_option(options: Iterable[PermissionOption], *kinds: str) -> PermissionOption | None:
+    """The first offered option of the first kind in ``kinds`` that is offered at all."""
+    offered = tuple(options)
+    for kind in kinds:
+        for option in offered:
+            if option.kind == kind:
+                return option
+    return None
+
+
+@attrs.frozen(eq=False)
+class PermissionRequest:
+    """A ``session/request_permission`` waiting for the host's answer (a ``PERMISSION`` event).
+
+    Answer it once, from any thread. Each answering method returns ``True`` when its answer was
+    taken, ``False`` when the request was already answered, timed out (then it was answered
+    ``cancelled``), or withdrawn (the turn was cancelled, the client closed).
+
+    Attributes:
+        request: The agent's request.
+    """
+
+    request: RequestPermissionRequest
+    _answer: concurrent.futures.Future[PermissionOutcome] = attrs.field(repr=False)
+
+    @property
+    def session_id(self) -> str:
+        return self.request.session_id
+
+    @property
+    def options(self) -> tuple[PermissionOption, ...]:
+        """The choices offered."""
+        return self.request.options
+
+    @property
+    def title(self) -> str | None:
+        """What is asked: the v2 ``title``, or the v1 tool call's title."""
+        if self.request.title is not None:
+            return self.request.title
+        tool_call = self.request.tool_call
+        return tool_call.title if tool_call is not None else None
+
+    @property
+    def pending(self) -> bool:
+        """Whether an answer is still awaited."""
+        return not self._answer.done()
+
+    @property
+    def outcome(self) -> PermissionOutcome | None:
+        """The answer given by the host, once given (``None`` while pending or when withdrawn)."""
+        if self._answer.done() and not self._answer.cancelled():
+            return self._answer.result()
+        return None
+
+    def select(self, option_id: str) -> bool:
+        """Answer with the option ``option_id``.
+
+        Raises:
+            ConfigurationError: ``option_id`` is not one of :attr:`options`.
+        """
+        if all(option.option_id != option_id for option in self.options):
+            offered = ", ".join(option.option_id for option in self.options)
+            raise ConfigurationError(f"{option_id!r} is not an offered option (offered: {offered})")
+        return self._settle(SelectedPermissionOutcome(option_id=option_id))
+
+    def allow(self) -> bool:
+        """Allow this once: the ``allow_once`` option, wherever the agent listed it; ``cancelled``
+        when it is not offered (never the stronger ``allow_always`` the host did not ask for)."""
+        return self._choose("allow_once")
+
+    def allow_always(self) -> bool:
+        """Allow from now on: the ``allow_always`` option (``cancelled`` when it is not offered,
+        never a weaker choice the host did not ask for)."""
+        return self._choose("allow_always")
+
+    def reject(self) -> bool:
+        """Reject this once: the ``reject_once`` option, else ``reject_always`` (``cancelled``
+        when none is offered)."""
+        return self._choose("reject_once", "reject_always")
+
+    def _choose(self, *kinds: str) -> bool:
+        option = _first_option(self.options, *kinds)
+        return self._settle(
+            SelectedPermissionOutcome(option_id=option.option_id) if option else CancelledPermissionOutcome()
+        )
+
+    def cancel(self) -> bool:
+        """Answer ``cancelled``."""
+        return self._settle(CancelledPermissionOutcome())
+
+    def _settle(self, outcome: PermissionOutcome) -> bool:
+        try:
+            self._answer.set_result(outcome)
+        except concurrent.futures.InvalidStateError:
+            return False
+        return True

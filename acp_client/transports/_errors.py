@@ -1,0 +1,216 @@
+"""One map from third-party failures and HTTP statuses to the error tree, for HTTP and WebSocket.
+
+The network transports call into here at their boundary and ``raise ... from exc`` what they get
+back, so no ``httpx``, ``httpcore``, ``websockets``, ``ssl`` or ``OSError`` escapes them. Three
+tables, each read top to bottom (the first matching row wins):
+
+* :data:`STATUS_ERRORS` / :data:`STREAMABLE_STATUS_ERRORS`: an HTTP status on an answer (a
+  Streamable HTTP request, or a WebSocket handshake) -> an
+  :class:`~acp_client.exceptions.HttpStatusError` subclass. Statuses with an ACP meaning of their
+  own (400 missing header, 404 unknown connection or session, 406, 415, 501) only apply to
+  Streamable HTTP: a WebSocket handshake answered 404 is a plain ``HttpStatusError``.
+* :data:`OPEN_ERRORS`: a failure while opening a link (TCP, TLS, WebSocket handshake) ->
+  :class:`~acp_client.exceptions.ConnectError` and friends.
+* :data:`REQUEST_NOT_SENT`: the ``httpx`` failures of one request that prove it never left this
+  process (everything else may have reached the server).
+
+A certificate that does not verify is always :class:`~acp_client.exceptions.TlsVerificationError`
+(fatal), however deep the library wrapped it. Redirect handling is shared too: the statuses that
+are redirects, and how many same-origin hops a request follows.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Final, TypeAlias
+
+import httpx
+from websockets.exceptions import InvalidHandshake, InvalidURI, WebSocketException
+
+from ..exceptions import (
+    AcpError,
+    AuthenticationFailed,
+    BatchNotSupported,
+    ConfigurationError,
+    ConnectError,
+    HttpStatusError,
+    MissingHeader,
+    NotAcceptable,
+    ServiceUnavailable,
+    TlsVerificationError,
+    TransportClosed,
+    TransportError,
+    UnknownConnection,
+    UnknownSession,
+    UnsafeRedirect,
+    UnsupportedMediaType,
+)
+from ._security import parse_retry_after, safe_url
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "OPEN_ERRORS",
+    "REDIRECT_STATUSES",
+    "REQUEST_NOT_SENT",
+    "STATUS_ERRORS",
+    "STREAMABLE_STATUS_ERRORS",
+    "describe_error",
+    "is_tls_failure",
+    "open_error",
+    "request_error",
+    "status_error",
+]
+
+#: Answers that are redirects. JSON-RPC POSTs never follow one; GET, DELETE and the WebSocket
+#: handshake follow same-origin ones only.
+REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
+#: How many redirects one request (or one WebSocket opening) follows before giving up.
+MAX_REDIRECTS: Final = 5
+
+#: Statuses with one meaning on both transports.
+STATUS_ERRORS: Final[dict[int, type[HttpStatusError]]] = {
+    401: AuthenticationFailed,
+    403: AuthenticationFailed,
+    429: ServiceUnavailable,
+    503: ServiceUnavailable,
+}
+#: Statuses the Streamable HTTP transport gives an ACP meaning (404 is decided by its body).
+STREAMABLE_STATUS_ERRORS: Final[dict[int, type[HttpStatusError]]] = {
+    400: MissingHeader,
+    406: NotAcceptable,
+    415: UnsupportedMediaType,
+    501: BatchNotSupported,
+}
+
+
+def status_error(
+    status: int,
+    message: str,
+    *,
+    body: str = "",
+    retry_after: str | None = None,
+    streamable: bool = False,
+    unknown_session: bool = False,
+    batch: bool = False,
+) -> TransportError:
+    """The error for an answer with an unexpected HTTP status.
+
+    Args:
+        status: The HTTP status.
+        message: The error message (who asked what, and the answer).
+        body: The start of the answer's body, for diagnostics.
+        retry_after: The raw ``Retry-After`` header, if any (used for 429 and 503).
+        streamable: A Streamable HTTP request (``maybe_delivered`` is set, ACP statuses apply);
+            ``False`` for a WebSocket handshake.
+        unknown_session: For a 404: the server does not know the session (else the connection).
+        batch: The request carried a JSON-RPC batch (a 400 naming batches is then a refusal of it).
+    """
+    if streamable and status in REDIRECT_STATUSES:  # (a handshake follows the redirects it can)
+        return UnsafeRedirect(f"{message} (a redirect, not followed)")
+    kind = STATUS_ERRORS.get(status)
+    if streamable and kind is None:
+        if batch and status == 400 and "batch" in body.lower():
+            kind = BatchNotSupported
+        elif status == 404:
+            kind = UnknownSession if unknown_session else UnknownConnection
+        else:
+            kind = STREAMABLE_STATUS_ERRORS.get(status)
+    delivered: bool | None = None
+    if streamable:
+        # A refusal the protocol names comes before the agent saw the message; an unexpected
+        # 5xx may come after it.
+        delivered = False if kind is not None else status >= 500
+    if kind is ServiceUnavailable:
+        retry = parse_retry_after(retry_after)
+        return ServiceUnavailable(message, status=status, body=body, retry_after=retry, maybe_delivered=delivered)
+    return (kind or HttpStatusError)(message, status=status, body=body, maybe_delivered=delivered)
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"TypeName: message"`` (or just the type when the message is empty)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def is_tls_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or anything in its cause chain) is a failed certificate verification."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return True
+        if "CERTIFICATE_VERIFY_FAILED" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+_OpenMapper: TypeAlias = Callable[[BaseException, str, float], AcpError]
+
+
+def _tls_refused(exc: BaseException, url: str, timeout: float) -> AcpError:
+    detail = getattr(exc, "verify_message", None)
+    return TlsVerificationError(f"TLS certificate of {safe_url(url)} did not verify: {detail or exc}")
+
+
+#: Failures while opening a link (TCP, TLS, the WebSocket handshake), most specific first.
+OPEN_ERRORS: Final[tuple[tuple[type[BaseException], _OpenMapper], ...]] = (
+    (ssl.SSLCertVerificationError, _tls_refused),
+    (ssl.SSLError, lambda exc, url, t: ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}")),
+    (TimeoutError, lambda exc, url, t: ConnectError(f"timed out after {t:g}s opening {safe_url(url)}")),
+    (OSError, lambda exc, url, t: ConnectError(f"cannot connect to {safe_url(url)}: {exc}")),
+    # A SOCKS proxy from the environment without python-socks.
+    (ImportError, lambda exc, url, t: ConnectError(f"cannot open a link to {safe_url(url)}: {exc}")),
+    (InvalidURI, lambda exc, url, t: ConfigurationError(f"invalid WebSocket URL {safe_url(url)!r}")),
+    (InvalidHandshake, lambda exc, url, t: ConnectError(f"WebSocket handshake with {safe_url(url)} failed: {exc}")),
+    (WebSocketException, lambda exc, url, t: ConnectError(f"cannot open a WebSocket to {safe_url(url)}: {exc}")),
+)
+
+
+def open_error(exc: BaseException, url: str, timeout: float) -> AcpError | None:
+    """Map a failure to open a link to ``url``; ``None`` when it is not a known network failure."""
+    for kind, mapper in OPEN_ERRORS:
+        if isinstance(exc, kind):
+            return mapper(exc, url, timeout)
+    return None
+
+
+#: ``httpx`` failures of a request that never left this process.
+REQUEST_NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def request_error(
+    exc: httpx.HTTPError, *, what: str, target: str, idle: float, sent: bool, connecting: bool
+) -> TransportError:
+    """Map a network failure of one Streamable HTTP request.
+
+    Args:
+        exc: What ``httpx`` raised.
+        what: The request (``"POST"``, ``"GET"``...), for the message.
+        target: The endpoint, safe to log.
+        idle: The read timeout in effect (for the message of a timeout).
+        sent: The request is known to have been sent (its answer was being read).
+        connecting: The very first request of a link (``initialize``): a failure to reach the
+            server is then a :class:`~acp_client.exceptions.ConnectError`.
+
+    Returns:
+        :class:`~acp_client.exceptions.TlsVerificationError` for a certificate that did not
+        verify; for a POST, :class:`~acp_client.exceptions.ConnectError` (``connecting`` and
+        nothing sent) or :class:`~acp_client.exceptions.TransportClosed`; for other requests a
+        plain :class:`~acp_client.exceptions.TransportError` the stream logic judges.
+    """
+    maybe_delivered = sent or not isinstance(exc, REQUEST_NOT_SENT)
+    if isinstance(exc, httpx.TimeoutException):
+        cause = f"{type(exc).__name__} after {idle:g}s" if maybe_delivered else type(exc).__name__
+    else:
+        cause = describe_error(exc)
+    if is_tls_failure(exc):
+        return TlsVerificationError(f"the certificate of {target} did not verify: {exc}")
+    reason = f"{what} to {target} failed: {cause}"
+    if what != "POST":
+        return TransportError(reason, maybe_delivered=maybe_delivered)
+    if connecting and not maybe_delivered:
+        return ConnectError(f"could not connect to {target}: {cause}")
+    return TransportClosed(reason, maybe_delivered=maybe_delivered)

@@ -1,0 +1,404 @@
+"""The HTTP requests of one Streamable HTTP link: headers, cookies, redirects, bodies, failures.
+
+:class:`HttpExchange` is what :class:`~acp_client.transports.http.HttpTransport` calls to reach
+the server. It knows nothing about JSON-RPC or sessions; it sends one request and returns the
+answer, with every third-party failure and unexpected status mapped to the error tree
+(:mod:`._errors`):
+
+* a ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow same-origin ones only, so
+  credentials never leave the origin;
+* the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
+  store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
+* bodies are decompressed in bounded steps and capped (:mod:`._body`);
+* under HTTP/2, each SSE stream gets a client (a connection) of its own: ``httpcore`` (1.0.x)
+  starves HTTP/2 streams that share a connection with other idle long-lived readers.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import ssl
+from collections.abc import Callable, Iterable
+from http.cookiejar import Cookie, CookieJar
+from typing import Any, Final
+from urllib.parse import urljoin
+
+import attrs
+import httpx
+
+from .._jsonrpc import excerpt
+from ..exceptions import (
+    AcpError,
+    MessageTooLarge,
+    ProtocolError,
+    TlsVerificationError,
+    TransportClosed,
+    TransportError,
+    UnsafeRedirect,
+)
+from ._body import Inflater, read_body
+from ._cookies import CookieStore
+from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, request_error, status_error
+from ._routing import is_session_404
+from ._security import origin_of, redirect_allowed, safe_url
+from .base import Limits
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "EVENT_STREAM",
+    "JSON",
+    "SESSION_ID_HEADER",
+    "Answer",
+    "HttpExchange",
+    "content_type",
+    "new_client",
+]
+
+CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
+SESSION_ID_HEADER: Final = "Acp-Session-Id"
+JSON: Final = "application/json"
+EVENT_STREAM: Final = "text/event-stream"
+#: How much of an error answer's body is kept for diagnostics.
+_ERROR_BODY_BYTES: Final = 4096
+_USER_AGENT: Final = "acp-reconnect"
+
+
+@attrs.frozen(slots=True)
+class Answer:
+    """A fully read answer to one POST.
+
+    Attributes:
+        body_error: Why the body of a 2xx answer could not be read (it is then empty).
+    """
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    http_version: str
+    body_error: AcpError | None = None
+
+    @property
+    def content_type(self) -> str:
+        return content_type(self.headers)
+
+
+class _NoCookies(CookieJar):
+    """A jar that keeps nothing: cookies are the :class:`CookieStore`'s business, not httpx's."""
+
+    def set_cookie(self, cookie: Cookie) -> None:
+        return None
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
+@functools.cache
+def _cleartext_tls_context() -> ssl.SSLContext:
+    """The ``verify`` context of cleartext (``http://``) clients: built once per process.
+
+    Without one, httpx builds a default context (loading the CA bundle: tens of milliseconds) for
+    every client it makes, that is on every reconnect. It is never used: a POST follows no redirect
+    and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
+    """
+    return ssl.create_default_context()
+
+
+def new_client(*, http1: bool, http2: bool, tls: ssl.SSLContext | None, connect_timeout: float) -> httpx.AsyncClient:
+    """An ``httpx`` client for one link: no redirects, no environment, no cookie jar of its own."""
+    return httpx.AsyncClient(
+        http1=http1,
+        http2=http2,
+        verify=tls if tls is not None else _cleartext_tls_context(),
+        follow_redirects=False,
+        trust_env=False,
+        cookies=_NoCookies(),
+        headers={"User-Agent": _USER_AGENT},
+        timeout=httpx.Timeout(connect_timeout),
+    )
+
+
+def content_type(headers: httpx.Headers) -> str:
+    """The media type of an answer, lowercased, without parameters."""
+    value: str = headers.get("content-type", "")
+    return value.split(";", 1)[0].strip().lower()
+
+
+class HttpExchange:
+    """Sends the requests of one link (see the module docstring).
+
+    Args:
+        url: The endpoint.
+        client: The main client (POSTs, DELETE, and SSE streams over HTTP/1.1).
+        stream_client_factory: Makes a dedicated client per SSE stream (HTTP/2); ``None``: streams
+            share ``client``.
+        headers: The app's headers (validated).
+        secret_headers: Lowercased names whose values never go to another origin.
+        cookies: The store cookies come from and go back to.
+        limits: Body caps.
+        connect_timeout: Seconds to connect (and to wait for a pooled connection).
+        idle: Seconds without a byte before a read fails: the idle timeout of SSE streams (it also
+            bounds the wait for an answer's headers and for a POST's answer).
+        on_fatal: Called with a reason when a failure ends the link (a POST's network failure, a
+            certificate that did not verify).
+        closed_reason: Why the link is closed, for requests attempted after it.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        client: httpx.AsyncClient,
+        stream_client_factory: Callable[[], httpx.AsyncClient] | None,
+        headers: list[tuple[str, str]],
+        secret_headers: frozenset[str],
+        cookies: CookieStore,
+        limits: Limits,
+        connect_timeout: float,
+        idle: float,
+        on_fatal: Callable[[str], None],
+        closed_reason: Callable[[], str],
+    ) -> None:
+        self.url = url
+        self.target = safe_url(url)
+        self._origin = origin_of(url)
+        self._client = client
+        self._stream_client_factory = stream_client_factory
+        #: The dedicated client of each open SSE response, by ``id(response)``.
+        self._stream_clients: dict[int, httpx.AsyncClient] = {}
+        self._headers = headers
+        self._secret = secret_headers
+        self._cookies = cookies
+        self._limits = limits
+        self._post_timeout = httpx.Timeout(connect=connect_timeout, read=idle, write=idle, pool=connect_timeout)
+        # The read timeout of a stream is its idle timeout: it also bounds the wait for headers.
+        self._stream_timeout = httpx.Timeout(connect_timeout, read=idle)
+        self._idle = idle
+        self._on_fatal = on_fatal
+        self._closed_reason = closed_reason
+        #: Set once ``initialize`` is answered; sent on every later request.
+        self.connection_id: str | None = None
+
+    # -- POST ----------------------------------------------------------------------------------
+
+    async def post(self, body: bytes, session_id: str | None, *, initialize: bool = False) -> Answer:
+        """POST one encoded message; returns the read answer (any status but a redirect).
+
+        Raises:
+            UnsafeRedirect: The server redirected the POST.
+            TransportClosed: The POST failed on the network (the link is over).
+            ConnectError: ``initialize`` could not reach the server.
+            TlsVerificationError: The certificate did not verify.
+            MessageTooLarge: The ``initialize`` answer exceeds its cap.
+            ProtocolError: The ``initialize`` answer has an unreadable encoding.
+        """
+        extra = [("Content-Type", JSON), ("Accept", f"{JSON}, {EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
+        if not initialize:
+            assert self.connection_id is not None
+            extra.append((CONNECTION_ID_HEADER, self.connection_id))
+        if session_id is not None:
+            extra.append((SESSION_ID_HEADER, session_id))
+        request = self._client.build_request(
+            "POST", self.url, content=body, headers=self._headers_for(self.url, extra), timeout=self._post_timeout
+        )
+        response = await self._send(request, "POST", connecting=initialize)
+        try:
+            self._capture_cookies(response)
+            status = response.status_code
+            if status in REDIRECT_STATUSES:
+                raise UnsafeRedirect(
+                    f"the server redirected a JSON-RPC POST (HTTP {status}); POSTs never follow redirects"
+                )
+            body_error: AcpError | None = None
+            if not 200 <= status < 300:
+                data = await self.read_error_body(response)
+            elif initialize:
+                data = await self._read_body(response)
+            else:
+                try:
+                    data = await self._read_body(response)
+                except (MessageTooLarge, ProtocolError) as exc:
+                    # The server accepted the message; only its unexpected answer body is lost.
+                    body_error, data = exc, b""
+            return Answer(status, response.headers, data, response.http_version, body_error)
+        except httpx.HTTPError as exc:
+            raise self._failure(exc, "POST", connecting=initialize, sent=True) from exc
+        finally:
+            await response.aclose()
+
+    # -- GET (SSE) and DELETE ------------------------------------------------------------------
+
+    async def open_sse(self, session_id: str | None) -> httpx.Response:
+        """GET a stream; returns the open ``200 text/event-stream`` response (close it with
+        :meth:`close_sse`).
+
+        Raises:
+            TransportError: A network failure (the caller judges it), or a mapped status error
+                (see :func:`._errors.status_error`).
+            TlsVerificationError: The certificate did not verify.
+            UnsafeRedirect: A redirect to another origin, or too many.
+            ProtocolError: Not an event stream, or an encoding the client cannot read.
+        """
+        assert self.connection_id is not None
+        extra = [
+            ("Accept", EVENT_STREAM),
+            ("Accept-Encoding", "identity"),
+            ("Cache-Control", "no-cache"),
+            (CONNECTION_ID_HEADER, self.connection_id),
+        ]
+        if session_id is not None:
+            extra.append((SESSION_ID_HEADER, session_id))
+        client = self._stream_client_factory() if self._stream_client_factory is not None else None
+        try:
+            response = await self._request_following("GET", extra, self._stream_timeout, client=client)
+        except BaseException:
+            if client is not None:
+                await client.aclose()
+            raise
+        if client is not None:
+            self._stream_clients[id(response)] = client
+        try:
+            if response.status_code != 200:
+                body = await self.read_error_body(response)
+                answer = Answer(response.status_code, response.headers, body, response.http_version)
+                what = "session stream" if session_id is not None else "connection stream"
+                raise self.status_error(answer, what=what, session_header=session_id is not None)
+            kind = content_type(response.headers)
+            if kind != EVENT_STREAM:
+                raise ProtocolError(f"the SSE GET was answered with Content-Type {kind or 'none'!r}")
+            Inflater(response.headers.get("content-encoding", ""))  # refuse an encoding we cannot read
+        except BaseException:
+            await self.close_sse(response)
+            raise
+        return response
+
+    async def close_sse(self, response: httpx.Response) -> None:
+        """Close an SSE response, and the dedicated client it came on, if any."""
+        try:
+            await response.aclose()
+        finally:
+            client = self._stream_clients.pop(id(response), None)
+            if client is not None:
+                await client.aclose()
+
+    async def delete(self, connection_id: str | None = None) -> int:
+        """``DELETE`` the connection (this one, or an earlier one by its id); returns the status."""
+        connection_id = connection_id if connection_id is not None else self.connection_id
+        assert connection_id is not None
+        extra = [(CONNECTION_ID_HEADER, connection_id)]
+        response = await self._request_following("DELETE", extra, self._post_timeout, client=None)
+        await response.aclose()
+        return response.status_code
+
+    async def aclose(self) -> None:
+        """Release every client (open streams end)."""
+        try:
+            for stream_client in list(self._stream_clients.values()):
+                await stream_client.aclose()
+            self._stream_clients.clear()
+        finally:
+            await self._client.aclose()
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def status_error(
+        self, answer: Answer, *, what: str, session_header: bool, batch: bool = False
+    ) -> TransportError:
+        """The error for an answer with an unexpected status."""
+        text = answer.body.decode("utf-8", "replace")
+        detail = f": {excerpt(text)}" if text else ""
+        return status_error(
+            answer.status,
+            f"{what} to {self.target} answered HTTP {answer.status}{detail}",
+            body=text,
+            retry_after=answer.headers.get("retry-after"),
+            streamable=True,
+            unknown_session=answer.status == 404 and is_session_404(answer.body, session_header),
+            batch=batch,
+        )
+
+    async def read_error_body(self, response: httpx.Response) -> bytes:
+        """The start of an error answer's body, for diagnostics (empty if unreadable)."""
+        try:
+            return await self._read_body(response, _ERROR_BODY_BYTES, truncate=True)
+        except ProtocolError:
+            return b""
+
+    async def _read_body(self, response: httpx.Response, cap: int | None = None, *, truncate: bool = False) -> bytes:
+        return await read_body(
+            response.aiter_raw(),
+            content_encoding=response.headers.get("content-encoding", ""),
+            content_length=response.headers.get("content-length", ""),
+            cap=self._limits.max_http_body_bytes if cap is None else cap,
+            truncate=truncate,
+        )
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def _request_following(
+        self, method: str, extra: list[tuple[str, str]], timeout: httpx.Timeout, *, client: httpx.AsyncClient | None
+    ) -> httpx.Response:
+        """Send a GET or DELETE, following same-origin redirects only; returns the open response."""
+        client = client if client is not None else self._client
+        url = self.url
+        for _ in range(MAX_REDIRECTS + 1):
+            request = client.build_request(method, url, headers=self._headers_for(url, extra), timeout=timeout)
+            response = await self._send(request, method, client=client)
+            self._capture_cookies(response)
+            if response.status_code not in REDIRECT_STATUSES:
+                return response
+            await response.aclose()
+            location = response.headers.get("location")
+            target = urljoin(url, location) if location else ""
+            if not location or not redirect_allowed(url, target):
+                raise UnsafeRedirect(
+                    f"refused a redirect of {method} from {safe_url(url)} to "
+                    f"{safe_url(target) if target else 'nowhere'}: only same-origin redirects are followed"
+                )
+            logger.debug("following a same-origin redirect of %s to %s", method, safe_url(target))
+            url = target
+        raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects for {method} {self.target}")
+
+    async def _send(
+        self, request: httpx.Request, what: str, *, connecting: bool = False, client: httpx.AsyncClient | None = None
+    ) -> httpx.Response:
+        """Send one request, streaming its answer; failures are mapped to the error tree."""
+        client = client if client is not None else self._client
+        if client.is_closed or self._client.is_closed:
+            raise TransportClosed(self._closed_reason(), maybe_delivered=False)
+        try:
+            return await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._failure(exc, what, connecting=connecting) from exc
+        except RuntimeError as exc:  # httpx refuses to use a client that aclose() closed meanwhile
+            if not client.is_closed:
+                raise
+            raise TransportClosed(self._closed_reason(), maybe_delivered=False) from exc
+
+    def _failure(self, exc: httpx.HTTPError, what: str, *, connecting: bool, sent: bool = False) -> TransportError:
+        error = request_error(exc, what=what, target=self.target, idle=self._idle, sent=sent, connecting=connecting)
+        if isinstance(error, TlsVerificationError):
+            self._on_fatal(f"TLS verification failed for {what}")
+        elif what == "POST":
+            self._on_fatal(str(error) if not isinstance(error, TransportClosed) else error.reason)
+        return error
+
+    def _headers_for(self, url: str, extra: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        same_origin = origin_of(url) == self._origin
+        headers = [
+            (name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret
+        ]
+        cookie = self._cookies.header_for(url)
+        if cookie:
+            merged = [value for name, value in headers if name.lower() == "cookie"]
+            headers = [(name, value) for name, value in headers if name.lower() != "cookie"]
+            headers.append(("Cookie", "; ".join([*merged, cookie])))
+        headers.extend(extra)
+        return headers
+
+    def _capture_cookies(self, response: httpx.Response) -> None:
+        values = response.headers.get_list("set-cookie")
+        if values:
+            self._cookies.capture(str(response.request.url), values)

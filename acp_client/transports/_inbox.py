@@ -1,0 +1,170 @@
+"""Inbound messages of a Streamable HTTP link: the bounded queue, and the reader that fills it.
+
+Several SSE streams feed one :class:`Inbox`; ``receive()`` takes from it in arrival order. When
+it holds :attr:`Inbox.limit` items the readers stop reading (they wait in :meth:`Inbox.push`),
+which pushes back on the server through TCP / HTTP/2 flow control instead of buffering without
+bound. :class:`EventReader` turns one stream's bytes into messages: bounded decompression
+(:mod:`._body`), the SSE parser's caps (:mod:`._sse`), JSON-RPC decoding. No ``httpx`` in here:
+the caller hands over the raw chunks and maps the network's exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import AsyncIterable, Callable
+from typing import TypeAlias
+
+from .._jsonrpc import Message, decode_frame
+from ..exceptions import AcpError, MalformedFrame, MessageTooLarge, TransportClosed
+from ._body import Inflater
+from ._sse import SseEvent, SseParser
+from .base import Limits
+
+__all__ = ["EventReader", "Inbox"]
+
+# The HTTP transport's logger: these records are about its streams (apps filter on that name).
+logger = logging.getLogger("acp_client.transports.http")
+
+Inbound: TypeAlias = "Message | AcpError"
+
+
+class Inbox:
+    """A bounded queue of inbound messages (or errors to raise from ``receive()``).
+
+    Args:
+        limit: Items held before :meth:`push` waits for room.
+    """
+
+    __slots__ = ("_items", "_space", "_wakeup", "closed", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._items: collections.deque[Inbound] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._space = asyncio.Event()
+        #: Why the link ended, once it has: ``get()`` raises it when the queue is empty.
+        self.closed: TransportClosed | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def deliver(self, item: Inbound) -> None:
+        """Queue ``item`` now, whatever the length (for items that cannot wait)."""
+        self._items.append(item)
+        self._wakeup.set()
+
+    async def push(self, item: Inbound) -> None:
+        """Queue ``item``, waiting (and so not reading) while the queue is full; dropped once closed."""
+        while len(self._items) >= self.limit and self.closed is None:
+            self._space.clear()
+            await self._space.wait()
+        if self.closed is None:
+            self.deliver(item)
+
+    async def get(self) -> Message:
+        """The next message; raises a queued error, or :attr:`closed` once the queue is empty."""
+        items = self._items
+        while True:
+            if items:
+                item = items.popleft()
+                if len(items) < self.limit:
+                    self._space.set()
+                if type(item) is dict or type(item) is list:
+                    return item
+                assert isinstance(item, AcpError)
+                raise item
+            if self.closed is not None:
+                raise TransportClosed(self.closed.reason, maybe_delivered=False)
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def close(self, reason: str) -> None:
+        """The link has ended: wake the reader and every waiting stream."""
+        if self.closed is None:
+            self.closed = TransportClosed(reason)
+        self._wakeup.set()
+        self._space.set()
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+class EventReader:
+    """Reads one SSE stream into an :class:`Inbox`.
+
+    Args:
+        inbox: Where messages go.
+        limits: The SSE line and event caps.
+        content_encoding: The stream's ``Content-Encoding``.
+        target: The endpoint, for logs.
+        inspect: Called with each message that is not a notification (the transport tracks
+            answers and agent requests), and with its stream's session id.
+        source: The session whose stream this is (``None``: the connection stream).
+
+    Attributes:
+        lost: An oversized event was skipped on this stream (a message was lost).
+    """
+
+    __slots__ = ("_inbox", "_inflater", "_inspect", "_parser", "_source", "_target", "lost")
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        *,
+        limits: Limits,
+        content_encoding: str,
+        target: str,
+        inspect: Callable[[Message, str | None], None],
+        source: str | None,
+    ) -> None:
+        self._inbox = inbox
+        self._parser = SseParser(max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes)
+        self._inflater = Inflater(content_encoding)
+        self._target = target
+        self._inspect = inspect
+        self._source = source
+        self.lost = False
+
+    async def read(self, chunks: AsyncIterable[bytes], after_chunk: Callable[[], bool]) -> bool:
+        """Read until the stream ends (``True``) or ``after_chunk()`` says stop (``False``).
+
+        Raises:
+            ProtocolError: Corrupt compressed data. The network's exceptions pass through.
+        """
+        inflater, feed, inbox = self._inflater, self._parser.feed, self._inbox
+        inspect, source = self._inspect, self._source
+        items = inbox._items  # the hot path appends directly while there is room
+        wakeup = inbox._wakeup
+        async for raw in chunks:
+            for chunk in (raw,) if inflater.identity else inflater.pieces(raw):
+                for item in feed(chunk):
+                    if type(item) is SseEvent:
+                        if item.event != "message":
+                            logger.debug("ignoring an SSE event of type %r", item.event)
+                            continue
+                        if not item.data:
+                            continue
+                        try:
+                            message = decode_frame(item.data)
+                        except MalformedFrame as exc:
+                            await inbox.push(exc)
+                            continue
+                        if type(message) is not dict or "id" in message:  # a notification needs no tracking
+                            inspect(message, source)
+                        if len(items) < inbox.limit:  # what deliver() does, inline
+                            items.append(message)
+                            wakeup.set()
+                        else:
+                            await inbox.push(message)
+                    else:
+                        assert isinstance(item, MessageTooLarge)
+                        logger.warning("skipped an oversized SSE event from %s: %s", self._target, item)
+                        self.lost = True
+                        await inbox.push(item)
+            if after_chunk():
+                return False
+        if self._parser.finish():
+            await inbox.push(MalformedFrame("an SSE stream ended inside an event; the partial event was discarded"))
+        return True

@@ -1,0 +1,287 @@
+"""Where each Streamable HTTP message goes, and which session streams exist. Pure (no I/O).
+
+The HTTP transport asks :class:`Router` three questions and does the I/O itself:
+
+* :meth:`Router.route`: does this POST carry ``Acp-Session-Id``, for which session, and may the
+  choice be revised if the server refuses it?
+* :meth:`Router.retry_header`: a POST was refused; retry it with or without the header?
+* :meth:`Router.inbound`: an inbound message arrived on some stream; which session streams should
+  be opened or closed because of it?
+
+**The header convention.** The two official servers disagree. The TypeScript server (SDK 2.4.0)
+wants ``Acp-Session-Id`` on every POST whose params carry a ``sessionId`` (``400`` without it);
+the Python server (SDK 0.12.1) answers ``404`` to that header for a session not yet established
+on the connection. Session-scoped methods (:data:`SESSION_SCOPED_METHODS`) always carry it. For
+the others the router starts without the header; a ``400`` that names the session makes it retry
+with the header, a ``404`` "unknown session" makes it retry without, and the convention that
+worked is remembered for the rest of the connection (:attr:`Router.header_everywhere`).
+
+**Session streams.** A session stream is opened for the answer to a request *this client sent*
+that establishes a session (:data:`ESTABLISHING_METHODS`): an answer to an id the client never
+sent, or to another method, opens nothing, whatever ``sessionId`` it carries (a hostile server
+could otherwise make the client open streams without bound). The transport also caps how many
+session streams it keeps open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import attrs
+
+from .._jsonrpc import Message
+
+__all__ = [
+    "ESTABLISHING_METHODS",
+    "SESSION_SCOPED_METHODS",
+    "Abandon",
+    "Close",
+    "Open",
+    "Route",
+    "Router",
+    "StreamAction",
+    "is_session_404",
+    "mentions_session",
+]
+
+#: Methods whose POST always carries ``Acp-Session-Id`` (both official servers require it).
+SESSION_SCOPED_METHODS: Final = frozenset(
+    {"session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"}
+)
+#: Methods whose successful answer establishes the session on the connection.
+ESTABLISHING_METHODS: Final = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
+#: Requests remembered for session tracking (outgoing) and reply routing (agent requests).
+MAX_TRACKED: Final = 4096
+
+
+@attrs.frozen(slots=True)
+class Route:
+    """Where a POST goes.
+
+    Attributes:
+        session_id: The session the POST concerns (``None``: connection-scoped).
+        with_header: Send ``Acp-Session-Id`` on the first attempt.
+        adaptable: The header choice may be revised after a refusal (see
+            :meth:`Router.retry_header`).
+    """
+
+    session_id: str | None = None
+    with_header: bool = False
+    adaptable: bool = False
+
+
+@attrs.frozen(slots=True)
+class Open:
+    """Open (or keep) the stream of an established session."""
+
+    session_id: str
+
+
+@attrs.frozen(slots=True)
+class Close:
+    """Close a session's stream (the session was closed)."""
+
+    session_id: str
+
+
+@attrs.frozen(slots=True)
+class Abandon:
+    """The agent does not know the session: close its stream unless it was established."""
+
+    session_id: str
+
+
+StreamAction = Open | Close | Abandon
+
+
+def mentions_session(body: bytes) -> bool:
+    """Whether an error body talks about a session (a 400 "missing session id")."""
+    return b"session" in body.lower()
+
+
+def is_session_404(body: bytes, session_header_sent: bool) -> bool:
+    """Whether a 404 means "unknown session" (not "unknown connection")."""
+    text = body.lower()
+    if b"connection" in text:
+        return False
+    if b"session" in text:
+        return True
+    return session_header_sent
+
+
+def session_id_of(params: Any) -> str | None:
+    """The ``sessionId`` of a message's params, when it is a string."""
+    if isinstance(params, dict):
+        value = params.get("sessionId")
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _hashable_id(message: dict[str, Any]) -> int | str | None:
+    value = message.get("id")
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:
+    table[key] = value
+    if len(table) > MAX_TRACKED:
+        del table[next(iter(table))]
+
+
+def _members(message: Message) -> Iterable[dict[str, Any]]:
+    if type(message) is dict:
+        return (message,)
+    return (member for member in message if isinstance(member, dict))
+
+
+class Router:
+    """The routing state of one Streamable HTTP connection (no I/O, no event loop)."""
+
+    __slots__ = ("_outgoing", "_reply_routes", "header_everywhere")
+
+    def __init__(self, *, header_everywhere: bool | None = None) -> None:
+        #: Outgoing requests that matter for session tracking: id -> (method, params sessionId).
+        self._outgoing: dict[int | str, tuple[str, str | None]] = {}
+        #: Agent requests awaiting a reply: id -> (params sessionId, session stream it came on).
+        self._reply_routes: dict[int | str, tuple[str | None, str | None]] = {}
+        #: Whether the server wants ``Acp-Session-Id`` on every POST whose params carry a
+        #: ``sessionId`` (TypeScript convention: ``True``; Python: ``False``; unknown: ``None``).
+        #: A reconnect starts from what the previous link learnt.
+        self.header_everywhere: bool | None = header_everywhere
+
+    # -- outgoing ------------------------------------------------------------------------------
+
+    def route(self, message: Message) -> Route:
+        """Where a POST of ``message`` (one message or a batch) goes.
+
+        A batch naming two different sessions goes without the header. Replies to agent requests
+        are routed back the way the request came (and forgotten: a reply is routed once).
+        """
+        routes = [r for r in (self._route_one(m) for m in _members(message)) if r.session_id is not None]
+        if not routes:
+            return Route()
+        if len(routes) == 1:
+            return routes[0]
+        if len({route.session_id for route in routes}) != 1:
+            return Route()
+        return Route(
+            routes[0].session_id,
+            with_header=any(r.with_header for r in routes),
+            adaptable=all(r.adaptable for r in routes),
+        )
+
+    def _route_one(self, message: dict[str, Any]) -> Route:
+        method = message.get("method")
+        if method is None:
+            key = _hashable_id(message)
+            entry = self._reply_routes.pop(key, None) if key is not None else None
+            if entry is None:
+                return Route()
+            params_sid, source = entry
+            if source is not None:
+                return Route(source, with_header=True, adaptable=True)
+            return Route(params_sid, with_header=self.header_everywhere is True, adaptable=True)
+        sid = session_id_of(message.get("params"))
+        if sid is None:
+            return Route()
+        if method in SESSION_SCOPED_METHODS:
+            return Route(sid, with_header=True)
+        return Route(sid, with_header=self.header_everywhere is True, adaptable=True)
+
+    def sent(self, message: Message) -> list[int | str]:
+        """Remember the requests in ``message`` that matter for session tracking.
+
+        Returns:
+            Their ids, for :meth:`forget` when the POST fails.
+        """
+        keys: list[int | str] = []
+        for member in _members(message):
+            method = member.get("method")
+            key = _hashable_id(member)
+            if not isinstance(method, str) or key is None:
+                continue
+            sid = session_id_of(member.get("params"))
+            if method in ESTABLISHING_METHODS or sid is not None:
+                _remember(self._outgoing, key, (method, sid))
+                keys.append(key)
+        return keys
+
+    def forget(self, keys: Iterable[int | str]) -> None:
+        """Drop requests whose POST failed (no answer will come)."""
+        for key in keys:
+            self._outgoing.pop(key, None)
+
+    def retry_header(self, route: Route, header_sent: bool, status: int, body: bytes) -> bool | None:
+        """After a POST on ``route`` was refused: whether to retry with the header, or not at all.
+
+        Args:
+            route: The POST's route.
+            header_sent: Whether the refused attempt carried ``Acp-Session-Id``.
+            status: The refusal's HTTP status.
+            body: The refusal's body (its start).
+
+        Returns:
+            ``True``: retry with the header (the server wants it everywhere); ``False``: retry
+            without (the server refuses it for a session not yet established); ``None``: the
+            refusal stands. The convention learnt is remembered.
+        """
+        if not route.adaptable or route.session_id is None:
+            return None
+        if not header_sent and status == 400 and mentions_session(body):
+            self.header_everywhere = True
+            return True
+        if header_sent and status == 404 and is_session_404(body, True):
+            self.header_everywhere = False
+            return False
+        return None
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    def inbound(self, message: Message, source: str | None) -> list[StreamAction]:
+        """Track an inbound message; returns what to do with session streams because of it.
+
+        Args:
+            message: One message or a batch.
+            source: The session whose stream it came on (``None``: the connection stream or a
+                POST's answer).
+        """
+        actions: list[StreamAction] = []
+        for member in _members(message):
+            self._inbound_one(member, source, actions)
+        return actions
+
+    def _inbound_one(self, message: dict[str, Any], source: str | None, actions: list[StreamAction]) -> None:
+        if "method" in message:
+            if "id" in message:  # an agent request: its reply goes back on the same session route
+                key = _hashable_id(message)
+                params_sid = session_id_of(message.get("params"))
+                if key is not None and (source is not None or params_sid is not None):
+                    _remember(self._reply_routes, key, (params_sid, source))
+            return
+        key = _hashable_id(message)
+        entry = self._outgoing.pop(key, None) if key is not None and self._outgoing else None
+        if entry is None:
+            return  # not an answer to a request this client sent that matters here
+        method, params_sid = entry
+        result = message.get("result")
+        if isinstance(result, dict):
+            if method in ESTABLISHING_METHODS:
+                sid = result.get("sessionId")
+                if not isinstance(sid, str):
+                    sid = params_sid
+                if isinstance(sid, str) and sid:
+                    actions.append(Open(sid))
+            elif method == "session/close" and params_sid is not None and self.header_everywhere:
+                # Only where reopening is safe (the TypeScript convention buffers until a stream
+                # is opened). The Python SDK 0.12.1 server keeps routing the session's answers to
+                # its stream after a close, and a reopened stream there shares messages with the
+                # dead one, so the stream stays open until the connection ends.
+                actions.append(Close(params_sid))
+        elif params_sid is not None:
+            error = message.get("error")
+            if isinstance(error, dict) and error.get("code") == -32002:
+                actions.append(Abandon(params_sid))

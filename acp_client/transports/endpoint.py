@@ -1,0 +1,69 @@
+"""From an endpoint string to its connector: :func:`connector_for`."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from ..exceptions import ConfigurationError
+from ._cookies import CookieStore
+from ._security import TlsConfig
+from .base import Connector, Limits
+
+__all__ = ["connector_for"]
+
+
+def connector_for(
+    endpoint: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    secret_headers: Collection[str] = (),
+    tls: TlsConfig | None = None,
+    cookies: CookieStore | None = None,
+    limits: Limits | None = None,
+    **options: Any,
+) -> Connector:
+    """Build the connector for an endpoint string.
+
+    ``ws://``/``wss://`` → WebSocket, ``http://``/``https://`` → Streamable HTTP, and
+    ``stdio:COMMAND ARGS...`` → spawn the agent (split like a shell would, but run without one).
+    Extra ``options`` go to that connector's constructor (e.g. ``http2=True``,
+    ``ping_interval=5``, ``env={...}``).
+
+    Raises:
+        ConfigurationError: An unknown scheme or an unsafe header.
+    """
+    limits = limits or Limits()
+    if endpoint.startswith(("ws://", "wss://")):
+        from .websocket import WebSocketConnector
+
+        return WebSocketConnector(
+            endpoint,
+            headers=headers,
+            secret_headers=secret_headers,
+            tls=tls or TlsConfig(),
+            cookies=cookies,
+            limits=limits,
+            **options,
+        )
+    if endpoint.startswith(("http://", "https://")):
+        from .http import HttpConnector
+
+        return HttpConnector(
+            endpoint,
+            headers=headers,
+            secret_headers=secret_headers,
+            tls=tls or TlsConfig(),
+            cookies=cookies,
+            limits=limits,
+            **options,
+        )
+    if endpoint.startswith("stdio:"):
+        from .stdio import StdioConnector
+
+        command = shlex.split(endpoint[len("stdio:") :])
+        if not command:
+            raise ConfigurationError("stdio: endpoint needs a command")
+        return StdioConnector(command, limits=limits, **options)
+    raise ConfigurationError(f"unsupported endpoint {endpoint.split(':', 1)[0]!r}: use ws(s)://, http(s):// or stdio:")

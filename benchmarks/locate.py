@@ -1,0 +1,148 @@
+"""The fan-out probe: ``locate()`` over 50 instances next to one probe.
+
+    python benchmarks/locate.py [--quick] [--instances N] [--rounds R] [--latency MS,MS,...]
+
+``acp_client.pool.locate(session_id, endpoints)`` connects to every instance, initializes, asks
+``session/status`` and closes, all instances concurrently. The instances are reference agents in
+another process (``_farm.py``; one shared store, so the session the benchmark opened on instance 0
+is ``active`` there and ``inactive`` on every other one), each behind a relay that adds a one-way
+delay to every chunk — the network between a routing layer and instances on other machines.
+``--latency 0`` is plain loopback, where nothing waits on the network and the figure is CPU.
+
+Per transport (WebSocket, Streamable HTTP/1.1) and per one-way delay:
+
+* ``one probe``: median seconds of ``locate()`` over instance 0 alone;
+* ``fan-out N``: median seconds of ``locate()`` over all N instances;
+* ``ratio``: fan-out / one probe; ``sequential``: N x one probe, what asking one after the other
+  would cost.
+
+Every answer is checked (instance 0 ``active``, the others ``inactive``); a wrong one exits 1.
+Target (issue 11): the fan-out over 50 instances within 1.5x one probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from _common import environment, fmt_ms, fmt_ratio, median, table
+
+from acp_client import AcpClient
+from acp_client.pool import Presence, locate
+
+FARM = Path(__file__).with_name("_farm.py")
+TARGET = 1.5
+_START_TIMEOUT = 120.0
+
+
+@contextlib.contextmanager
+def farm(instances: int, latency_ms: float) -> Iterator[list[int]]:
+    """Run ``_farm.py``; yields the instances' ports. It stops when this block ends."""
+    process = subprocess.Popen(
+        [sys.executable, str(FARM), "--instances", str(instances), "--latency", str(latency_ms)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], _START_TIMEOUT)
+        line = process.stdout.readline() if ready else ""
+        if not line.startswith("READY "):
+            raise RuntimeError(f"the farm did not start (exit code {process.poll()}, said {line!r})")
+        yield [int(port) for port in line.split()[1:]]
+    finally:
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+async def measure(urls: list[str], rounds: int) -> tuple[float, float]:
+    """Median seconds of one probe and of the fan-out, alternating; checks every answer."""
+    options = {"http2": False} if urls[0].startswith("http") else {}
+    async with AcpClient(urls[0], retry=None, transport_options=options) as client:
+        session = await client.new_session("/tmp/acp-bench")
+        expected = [Presence.ACTIVE] + [Presence.INACTIVE] * (len(urls) - 1)
+        one: list[float] = []
+        fan_out: list[float] = []
+        await locate(session.session_id, urls, connect_options=options, timeout=30)  # warm-up
+        for _ in range(rounds):
+            for targets, samples in ((urls[:1], one), (urls, fan_out)):
+                start = time.perf_counter()
+                location = await locate(session.session_id, targets, connect_options=options, timeout=30)
+                samples.append(time.perf_counter() - start)
+                got = [answer.presence for answer in location.answers]
+                if got != expected[: len(targets)]:
+                    errors = [str(answer.error) for answer in location.answers if answer.error]
+                    raise SystemExit(f"wrong answers: {[p.value for p in got]} {errors[:3]}")
+    return median(one), median(fan_out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and delays (a smoke run)")
+    parser.add_argument("--instances", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--latency", default=None, metavar="MS,...", help="one-way delays in ms (default 0,5,25,50; --quick: 0,25)"
+    )
+    args = parser.parse_args()
+    rounds = args.rounds or (3 if args.quick else 15)
+    latencies = [float(v) for v in (args.latency or ("0,25" if args.quick else "0,5,25,50")).split(",")]
+    rows = []
+    for latency in latencies:
+        with farm(args.instances, latency) as ports:
+            for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
+                urls = [f"{scheme}://127.0.0.1:{port}/acp" for port in ports]
+                one, fan_out = asyncio.run(measure(urls, rounds))
+                ratio = fan_out / one
+                rows.append(
+                    [
+                        name,
+                        f"{latency:g}",
+                        fmt_ms(one),
+                        fmt_ms(fan_out),
+                        fmt_ratio(ratio),
+                        fmt_ms(one * args.instances),
+                        "yes" if ratio <= TARGET else "NO",
+                    ]
+                )
+    print(f"locate(): one probe vs the fan-out over {args.instances} instances ({rounds} rounds, medians)")
+    print(environment())
+    print()
+    headers = [
+        "transport",
+        "one-way ms",
+        "one probe ms",
+        f"fan-out {args.instances} ms",
+        "ratio",
+        "sequential ms",
+        f"<= {TARGET:g}x",
+    ]
+    print(table(headers, rows))
+    print()
+    print(f"target (issue 11): the fan-out over 50 instances within {TARGET:g}x one probe")
+    print(
+        "one-way ms 0 is loopback: nothing waits on the network, so the fan-out costs the client's CPU per\n"
+        "instance (connect, handshake, initialize, status, close) times N; the fan-out stays within the target\n"
+        "when the wait per instance exceeds about N x that CPU, where the probes overlap"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Session store: how long restoring stored sessions adds before the first probe.
+
+    python benchmarks/store.py [--quick] [--rounds R] [--sessions N]
+
+A store file holds N sessions (default 1,000) for the endpoint the client connects to, and as
+many again for another endpoint (so the figure includes finding this endpoint's rows among
+others). Each session is realistic: two MCP servers (one with env credentials), config options, a
+mode, a title, timestamps, and a stored transcript tail of the size the row names.
+
+**What is measured.** ``restore`` = open the file (``SqliteSessionStore(path)``: identify it,
+check its schema version, WAL) + ``load(endpoint_key(url))`` (every session, most recently used
+first) + decode every session's MCP servers back into wire types — everything a client does with
+the store before it can send the first ``session/status`` probe. Each round opens the file
+afresh in this process (the OS file cache is warm after the first round: the ``first`` column is
+the first open of the run). ``load`` alone is shown beside it. Transcript tails are kept apart
+from the records and are not part of a restore; ``tail ms`` is reading the one tail a host draws
+first (the most recently used session's).
+
+Target (issue 10): restoring 1,000 sessions adds under 100 ms before the first probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from _common import environment, fmt_ms, median, table
+
+from acp_client.store import SqliteSessionStore, StoredSession, endpoint_key
+from acp_client.types import EnvVariable, McpServerHttp, McpServerStdio
+
+URL = "wss://agent.example/acp"
+OTHER = "stdio:agent --serve"
+TARGET_SECONDS = 0.100
+
+
+def build(path: Path, sessions: int, tail_bytes: int) -> None:
+    servers = (
+        McpServerStdio(
+            name="fs", command="/usr/bin/mcp-fs", args=("--root", "/work"), env=(EnvVariable("TOKEN", "t"),)
+        ),
+        McpServerHttp(name="search", url="https://mcp.example/search"),
+    )
+    line = {"role": "agent", "text": "x" * 200, "messageId": "m"}
+    per_entry = len('{"role":"agent","text":"","messageId":"m"},') + 200
+    tail = tuple(line for _ in range(tail_bytes // per_entry))
+    key = endpoint_key(URL)
+    with SqliteSessionStore(path, max_transcript_bytes=max(tail_bytes, 1)) as store:
+        for endpoint in (key, OTHER):
+            for index in range(sessions):
+                session_id = f"session-{index:05d}"
+                store.save(
+                    StoredSession.from_mcp_servers(
+                        endpoint,
+                        session_id,
+                        f"/work/project-{index % 37}",
+                        servers,
+                        mode_id="code",
+                        config_options={"reasoning": "high", "tools": True},
+                        title=f"Conversation {index}",
+                    )
+                )
+                if tail:
+                    store.save_transcript(endpoint, session_id, tail)
+
+
+def restore(path: Path) -> tuple[float, float, float, int]:
+    """``(restore seconds, load seconds, first tail seconds, sessions restored)``."""
+    started = time.perf_counter()
+    store = SqliteSessionStore(path)
+    loading = time.perf_counter()
+    sessions = store.load(endpoint_key(URL))
+    loaded = time.perf_counter()
+    for session in sessions:
+        session.decoded_mcp_servers()
+    done = time.perf_counter()
+    store.load_transcript(sessions[0].endpoint, sessions[0].session_id)
+    tail_read = time.perf_counter() - done
+    store.close()
+    return done - started, loaded - loading, tail_read, len(sessions)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, skip the 64 KiB tails")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--sessions", type=int, default=1000)
+    args = parser.parse_args()
+    rounds = args.rounds or (3 if args.quick else 15)
+    tails = (0, 4 * 1024) if args.quick else (0, 4 * 1024, 64 * 1024)
+
+    print(f"Session store restore: {args.sessions:,} sessions for the endpoint (+{args.sessions:,} for another)")
+    print(environment())
+    rows = []
+    worst = 0.0
+    with tempfile.TemporaryDirectory(prefix="acp-store-bench-") as directory:
+        for tail_bytes in tails:
+            path = Path(directory) / f"store-{tail_bytes}.db"
+            build(path, args.sessions, tail_bytes)
+            size = path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*"))
+            results = [restore(path) for _ in range(rounds)]
+            count = results[0][3]
+            assert count == args.sessions, f"restored {count} sessions, expected {args.sessions}"
+            total = [item[0] for item in results]
+            loads = [item[1] for item in results]
+            tails_read = [item[2] for item in results]
+            worst = max(worst, median(total))
+            rows.append(
+                [
+                    f"{tail_bytes // 1024} KiB tail",
+                    f"{count:,}",
+                    f"{size / 1e6:.1f}",
+                    fmt_ms(total[0]),
+                    fmt_ms(median(total)),
+                    fmt_ms(max(total)),
+                    fmt_ms(median(loads)),
+                    fmt_ms(statistics.pstdev(total)),
+                    fmt_ms(median(tails_read)),
+                ]
+            )
+    print()
+    print(
+        table(
+            [
+                "transcript",
+                "sessions",
+                "file MB",
+                "first ms",
+                "restore ms (median)",
+                "max ms",
+                "load ms",
+                "stdev ms",
+                "tail ms",
+            ],
+            rows,
+        )
+    )
+    print()
+    holds = "holds" if worst < TARGET_SECONDS else "DOES NOT hold"
+    print(
+        f"target (issue 10): restoring {args.sessions:,} sessions adds < {TARGET_SECONDS * 1000:.0f} ms before the "
+        f"first probe: {holds} (worst median {fmt_ms(worst)} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()

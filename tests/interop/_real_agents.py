@@ -1,0 +1,114 @@
+"""Helpers shared by the real-agent tests (pydantic-acp, fast-agent): permission answers, waits, kills.
+
+The agents themselves come from ``tests/peers/real_agents.py``; the client reaches them through a
+``stdio:`` URL (wrapped in a :class:`~tests.e2e._support.WireRecorder` where a test needs the
+agent's pid or what went out on the wire).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from acp_client import AcpClient, RetryPolicy, UpdateEvent, connector_for
+from acp_client.handlers import ClientHandlers
+from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
+from tests.e2e._support import Recorder, WireRecorder, eventually
+
+__all__ = [
+    "POLICY",
+    "Permissions",
+    "describe",
+    "kill_agent",
+    "message_counts",
+    "messages",
+    "stdio_url",
+    "wait_for_agent_text",
+    "wired_client",
+]
+
+#: Reconnect quickly; the agents take a second or two to start, so allow a longer outage than loopback tests do.
+POLICY = RetryPolicy(initial_delay=0.05, max_delay=0.5, max_elapsed=60)
+
+#: Real agents start slowly (fast-agent: ~2 s, more under load); every wait allows for it.
+SLOW = 60.0
+
+
+def stdio_url(argv: Sequence[str]) -> str:
+    """The ``stdio:`` endpoint that spawns ``argv``."""
+    return "stdio:" + shlex.join(argv)
+
+
+class Permissions:
+    """A permission handler that picks the first option of ``kind`` and records every request."""
+
+    def __init__(self, kind: str = "allow_once") -> None:
+        self.kind = kind
+        self.requests: list[RequestPermissionRequest] = []
+
+    def __call__(self, request: RequestPermissionRequest) -> SelectedPermissionOutcome:
+        self.requests.append(request)
+        option = next(option for option in request.options if option.kind == self.kind)
+        return SelectedPermissionOutcome(option_id=option.option_id)
+
+    def handlers(self) -> ClientHandlers:
+        return ClientHandlers(permission=self)
+
+
+def wired_client(
+    argv: Sequence[str], recorder: Recorder, *, permissions: Permissions | None = None, **options: Any
+) -> tuple[AcpClient, WireRecorder]:
+    """A client on ``stdio:ARGV`` whose connector records the wire and the spawned transports (pids)."""
+    wire = WireRecorder(connector_for(stdio_url(argv)))
+    handlers = (permissions or Permissions()).handlers()
+    client = AcpClient(wire, retry=POLICY, handlers=handlers, connect_timeout=SLOW, **recorder.callbacks(), **options)
+    return client, wire
+
+
+def kill_agent(wire: WireRecorder) -> int:
+    """SIGKILL the agent of the current link (its whole process group: fast-agent's MCP child too)."""
+    pid = wire.transports[-1].info.pid
+    assert pid is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return pid
+
+
+async def wait_for_agent_text(events: list[UpdateEvent], needle: str, *, start: int = 0) -> None:
+    """Wait until the agent's message chunks after ``events[start]`` contain ``needle``."""
+
+    def seen() -> bool:
+        return needle in "".join(
+            getattr(getattr(event.update, "content", None), "text", "") or ""
+            for event in events[start:]
+            if event.update.kind == "agent_message_chunk"
+        )
+
+    await eventually(seen, timeout=SLOW, what=f"agent text {needle!r}")
+
+
+def describe(outcome: Any, transcript: Any, events: Sequence[UpdateEvent] = ()) -> str:
+    """What a recovery did, for failure messages: path, steps, notes, the transcript, replay flags."""
+    replay_flags = Counter(f"{event.update.kind} replay={event.replay}" for event in events)
+    return (
+        f"\npath={outcome.path.value} planned={outcome.planned.value} probe={outcome.probe.value} "
+        f"continuity={outcome.continuity} session {outcome.previous_session_id} -> {outcome.session_id}"
+        f"\nsteps={list(outcome.steps)}\nnotes={list(outcome.notes)}\nerror={outcome.error!r}"
+        f"\ntranscript ({len(transcript.messages)} messages):\n{transcript.text()}"
+        f"\nupdates: {dict(replay_flags)}"
+    )
+
+
+def message_counts(transcript_text: str) -> Counter[str]:
+    """How often each ``role: text`` line occurs in a transcript's text."""
+    return Counter(transcript_text.splitlines())
+
+
+def messages(transcript: Any, role: str | None = None) -> list[tuple[str, str]]:
+    """``(role, text)`` of each message of a transcript (only ``role``'s when given)."""
+    return [(m.role, m.text) for m in transcript.messages if role is None or m.role == role]

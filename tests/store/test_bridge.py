@@ -1,0 +1,107 @@
+"""StoreBridge: the client's async, ordered, never-on-the-loop view of a store."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import attrs
+import pytest
+
+from acp_client import SessionStoreBusy, SessionStoreError
+from acp_client.store import SqliteSessionStore, StoredSession
+from acp_client.store._bridge import StoreBridge
+
+EP = "ws://agent.example/acp"
+
+
+class RecordingStore(SqliteSessionStore):
+    """Records the thread of every call; can be told to fail writes."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.threads: set[int] = set()
+        self.fail_writes = False
+
+    def save(self, session: StoredSession) -> None:
+        self.threads.add(threading.get_ident())
+        if self.fail_writes:
+            raise SessionStoreBusy("locked", path=self.path)
+        super().save(session)
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        self.threads.add(threading.get_ident())
+        return super().load(endpoint)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RecordingStore:
+    return RecordingStore(tmp_path / "s.db")
+
+
+async def test_calls_run_off_the_loop_in_issue_order(store: RecordingStore) -> None:
+    bridge = StoreBridge(store, EP)
+    base = StoredSession(endpoint=EP, session_id="s", cwd="/")
+    for index in range(50):  # fire and forget: the last one issued must win
+        bridge.save(attrs.evolve(base, title=f"v{index}"))
+    renamed = await bridge.rename("s", "t")
+    assert renamed is not None and renamed.title == "v49"
+    assert await bridge.touch("t")
+    assert await bridge.save_transcript("t", [{"role": "user", "text": "hi"}])
+    assert await bridge.load_transcript("t") == ({"role": "user", "text": "hi"},)
+    assert not await bridge.touch("s")
+    loaded = await bridge.load()
+    assert [(item.session_id, item.title) for item in loaded] == [("t", "v49")]
+    assert threading.get_ident() not in store.threads and len(store.threads) == 1
+    assert await bridge.delete("t")
+    await bridge.aclose()
+    assert store.load(EP) == []
+    store.close()
+
+
+async def test_a_failing_write_is_reported_not_raised(store: RecordingStore) -> None:
+    errors: list[SessionStoreError] = []
+    bridge = StoreBridge(store, EP, on_error=errors.append)
+    store.fail_writes = True
+    assert await bridge.save(StoredSession(endpoint=EP, session_id="s", cwd="/")) is None
+    assert len(errors) == 1 and isinstance(errors[0], SessionStoreBusy)
+    store.fail_writes = False
+    await bridge.save(StoredSession(endpoint=EP, session_id="s", cwd="/"))
+    assert [item.session_id for item in await bridge.load()] == ["s"]
+    await bridge.aclose()
+    store.close()
+
+
+async def test_load_raises_the_store_error(store: RecordingStore) -> None:
+    bridge = StoreBridge(store, EP)
+    store.close()
+    with pytest.raises(SessionStoreError, match="closed"):
+        await bridge.load()
+    await bridge.aclose()
+
+
+async def test_a_write_survives_the_cancellation_of_its_caller(store: RecordingStore) -> None:
+    bridge = StoreBridge(store, EP)
+
+    async def caller() -> None:
+        await bridge.save(StoredSession(endpoint=EP, session_id="kept", cwd="/"))
+
+    task = asyncio.create_task(caller())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await bridge.aclose()  # flushes
+    assert [item.session_id for item in store.load(EP)] == ["kept"]
+    store.close()
+
+
+async def test_a_record_of_another_endpoint_is_a_bug(store: RecordingStore) -> None:
+    bridge = StoreBridge(store, EP)
+    with pytest.raises(ValueError, match="saved through"):
+        bridge.save(StoredSession(endpoint="ws://other/", session_id="s", cwd="/"))
+    await bridge.aclose()
+    with pytest.raises(SessionStoreError, match="closed"):
+        bridge.touch("s")
+    store.close()

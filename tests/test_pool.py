@@ -1,0 +1,355 @@
+"""``acp_client.pool``: endpoints, placement, ``locate()`` and the pool's routing.
+
+``locate()`` runs over memory connectors (a fake clock for its timeouts) and against real
+reference servers over WebSocket and Streamable HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from acp_client import AcpClient
+from acp_client.exceptions import CapabilityNotSupported, ConfigurationError, ConnectError, RequestTimeout
+from acp_client.pool import (
+    Endpoint,
+    EndpointPool,
+    FewestSessions,
+    InstanceAnswer,
+    Location,
+    Presence,
+    RoundRobin,
+    RouteKind,
+    locate,
+    locate_many,
+    placement_policy,
+)
+from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer, SessionStore
+
+
+class Farm:
+    """Reference agents over memory connectors; ``a`` and ``b`` share one store, ``c`` has its own."""
+
+    def __init__(self, clock: FakeClock | None = None) -> None:
+        shared = SessionStore()
+        self.agents = {
+            "a": ReferenceAgent(name="agent-a", store=shared, clock=clock),
+            "b": ReferenceAgent(name="agent-b", store=shared, clock=clock),
+            "c": ReferenceAgent(name="agent-c", clock=clock),
+        }
+        self.connectors = {name: MemoryConnector(agent, name=name) for name, agent in self.agents.items()}
+        self.endpoints = [Endpoint(f"memory://{name}", name, connector) for name, connector in self.connectors.items()]
+
+    async def aclose(self) -> None:
+        for connector in self.connectors.values():
+            await connector.aclose()
+
+
+@pytest_asyncio.fixture
+async def farm() -> AsyncIterator[Farm]:
+    farm = Farm()
+    yield farm
+    await farm.aclose()
+
+
+async def new_session_on(connector: MemoryConnector) -> tuple[AcpClient, str]:
+    client = AcpClient(connector, retry=None)
+    await client.connect()
+    handle = await client.new_session("/tmp")
+    await client.prompt(handle.session_id, "hello")
+    return client, handle.session_id
+
+
+# -- locate over memory connectors -------------------------------------------------------------------
+
+
+async def test_locate_reports_every_instance_answer(farm: Farm) -> None:
+    client, session_id = await new_session_on(farm.connectors["a"])
+    try:
+        farm.connectors["c"].refuse()
+        extra = Endpoint("memory://d", "d", MemoryConnector(ReferenceAgent(name="agent-d"), name="d"))
+        location = await locate(session_id, [*farm.endpoints, extra], timeout=5)
+    finally:
+        await client.aclose()
+    presences = {answer.endpoint.name: answer.presence for answer in location.answers}
+    assert presences == {"a": Presence.ACTIVE, "b": Presence.INACTIVE, "c": Presence.UNREACHABLE, "d": Presence.UNKNOWN}
+    assert [answer.endpoint.name for answer in location.answers] == ["a", "b", "c", "d"]  # the order given
+    assert location.active == (farm.endpoints[0],) and location.inactive == (farm.endpoints[1],)
+    assert location.unknown == (extra,) and location.unreachable == (farm.endpoints[2],)
+    assert location.answer("a").raw_status == "active"
+    assert location.answer("a").agent is not None and location.answer("a").agent.name == "agent-a"
+    assert isinstance(location.answer("c").error, ConnectError)
+    assert location.answer("b").error is None
+    route = location.route(home="b")
+    assert (route.kind, route.endpoint) == (RouteKind.RESUME, farm.endpoints[0])
+
+
+async def test_locate_has_no_side_effects(farm: Farm) -> None:
+    client, session_id = await new_session_on(farm.connectors["a"])
+    await client.aclose()
+    farm.agents["a"].restart()  # stored, not in memory, on a and b
+    location = await locate(session_id, farm.endpoints)
+    assert location.active == () and location.inactive == tuple(farm.endpoints[:2])
+    for agent in farm.agents.values():
+        snapshot = agent.sessions.get(session_id)
+        assert snapshot is None or (not snapshot.in_memory and snapshot.attached_connections == 0)
+        assert agent.connection_count == 0  # every probe link was closed
+    route = location.route(home="b")
+    assert (route.kind, route.endpoint) == (RouteKind.REPLAY, farm.endpoints[1])  # home is back: replay there
+    assert location.route().endpoint in (farm.endpoints[0], farm.endpoints[1])
+
+
+async def test_locate_v2_carries_the_foreground_state(farm: Farm) -> None:
+    client, session_id = await new_session_on(farm.connectors["a"])
+    try:
+        location = await locate(session_id, farm.endpoints[:1], protocol_version=2)
+    finally:
+        await client.aclose()
+    answer = location.answer("a")
+    assert answer.presence is Presence.ACTIVE
+    assert answer.state is not None and answer.state.state == "idle"
+
+
+async def test_an_instance_without_session_status_is_unreachable(farm: Farm) -> None:
+    farm.agents["c"].advertise_status = False
+    location = await locate("sess_nope", farm.endpoints)
+    assert [a.presence for a in location.answers] == [Presence.UNKNOWN, Presence.UNKNOWN, Presence.UNREACHABLE]
+    assert isinstance(location.answer("c").error, CapabilityNotSupported)
+    route = location.route()
+    assert route.kind is RouteKind.NEW_SESSION and route.endpoint is None
+    assert route.candidates == tuple(farm.endpoints[:2])
+
+
+async def test_each_instance_has_its_own_timeout_on_the_injected_clock() -> None:
+    clock = FakeClock()
+    farm = Farm(clock)
+    try:
+        client, session_id = await new_session_on(farm.connectors["a"])
+        await client.aclose()
+        farm.agents["b"].stall()  # reads requests, never answers
+        location = await clock.run(locate(session_id, farm.endpoints, timeout=3.0, clock=clock))
+    finally:
+        await farm.aclose()
+    stalled = location.answer("b")
+    assert stalled.presence is Presence.UNREACHABLE and isinstance(stalled.error, RequestTimeout)
+    assert stalled.elapsed == pytest.approx(3.0)
+    assert location.answer("a").presence is Presence.ACTIVE and location.answer("a").elapsed < 3.0
+    assert location.answer("c").presence is Presence.UNKNOWN
+    assert location.elapsed == pytest.approx(3.0)  # concurrent: the slowest instance, not the sum
+
+
+async def test_locate_is_concurrent() -> None:
+    """Every instance is asked at once: ten instances that each answer after 1 s take 1 s."""
+    clock = FakeClock()
+    agents = [ReferenceAgent(name=f"agent-{i}", clock=clock) for i in range(10)]
+
+    class Slow(MemoryConnector):
+        async def connect(self):  # type: ignore[no-untyped-def]
+            await clock.sleep(1.0)
+            return await super().connect()
+
+    endpoints = [Endpoint(f"memory://{i}", connector=Slow(agent, name=str(i))) for i, agent in enumerate(agents)]
+    location = await clock.run(locate("sess_x", endpoints, clock=clock))
+    assert all(answer.presence is Presence.UNKNOWN for answer in location.answers)
+    assert location.elapsed == pytest.approx(1.0)
+
+
+async def test_locate_many_asks_every_session_over_one_link_per_instance(farm: Farm) -> None:
+    first, on_a = await new_session_on(farm.connectors["a"])
+    second, on_c = await new_session_on(farm.connectors["c"])
+    try:
+        before = {name: connector.connects for name, connector in farm.connectors.items()}
+        located = await locate_many([on_a, on_c, "sess_nowhere", on_a], farm.endpoints, timeout=5)
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert list(located) == [on_a, on_c, "sess_nowhere"]  # distinct ids, in order
+    assert {name: connector.connects - before[name] for name, connector in farm.connectors.items()} == {
+        "a": 1,
+        "b": 1,
+        "c": 1,
+    }
+    presences = {sid: [a.presence.value for a in location.answers] for sid, location in located.items()}
+    assert presences == {
+        on_a: ["active", "inactive", "unknown"],
+        on_c: ["unknown", "unknown", "active"],
+        "sess_nowhere": ["unknown", "unknown", "unknown"],
+    }
+    assert located[on_c].route().endpoint == farm.endpoints[2]
+    assert await locate_many([], farm.endpoints) == {}
+    pool = EndpointPool(farm.endpoints)
+    assert list(await pool.locate_many(["sess_nowhere"])) == ["sess_nowhere"]
+
+
+async def test_a_slow_close_keeps_the_answer() -> None:
+    """The answer is taken before the link closes: a close that hangs costs at most the timeout."""
+    clock = FakeClock()
+    agent = ReferenceAgent(clock=clock)
+
+    class SlowClose(MemoryConnector):
+        async def connect(self):  # type: ignore[no-untyped-def]
+            transport = await super().connect()
+            close = transport.aclose
+
+            async def aclose() -> None:
+                await clock.sleep(100.0)
+                await close()
+
+            transport.aclose = aclose  # type: ignore[method-assign]
+            return transport
+
+    location = await clock.run(locate("sess_x", [SlowClose(agent, name="slow")], timeout=3.0, clock=clock))
+    assert location.answers[0].presence is Presence.UNKNOWN and location.answers[0].elapsed < 1.0
+    assert location.elapsed == pytest.approx(3.0)
+
+
+async def test_a_failing_connector_is_a_bug_not_an_answer(farm: Farm) -> None:
+    class Broken(MemoryConnector):
+        async def connect(self):  # type: ignore[no-untyped-def]
+            raise RuntimeError("connector bug")
+
+    with pytest.raises(RuntimeError, match="connector bug"):
+        await locate("s", [*farm.endpoints, Broken(ReferenceAgent(), name="broken")])
+    assert all(agent.connection_count == 0 for agent in farm.agents.values())  # the others were closed
+
+
+async def test_locate_checks_its_arguments(farm: Farm) -> None:
+    with pytest.raises(ConfigurationError, match="at least one"):
+        await locate("s", [])
+    with pytest.raises(ConfigurationError, match="distinct"):
+        await locate("s", ["ws://h/acp", "ws://h/acp"])
+    with pytest.raises(ConfigurationError, match="timeout"):
+        await locate("s", farm.endpoints, timeout=0)
+    with pytest.raises(ConfigurationError, match="protocol_version"):
+        await locate("s", farm.endpoints, protocol_version=7)
+    location = await locate("s", ["gopher://nowhere"])
+    assert location.answers[0].presence is Presence.UNREACHABLE
+    assert isinstance(location.answers[0].error, ConfigurationError)
+
+
+# -- locate against real reference servers ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_locate_over_the_network(scheme: str, tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "shared")
+    agents = [ReferenceAgent(name="agent-a", store=store), ReferenceAgent(name="agent-b", store=store)]
+    async with ReferenceServer(agents[0]) as a, ReferenceServer(agents[1]) as b, ReferenceServer(ReferenceAgent()) as c:
+        urls = [server.ws_url if scheme == "ws" else server.http_url for server in (a, b, c)]
+        async with AcpClient(urls[0], retry=None) as client:
+            handle = await client.new_session(str(tmp_path))
+            location = await locate(handle.session_id, urls, timeout=10)
+            assert [answer.presence for answer in location.answers] == [
+                Presence.ACTIVE,
+                Presence.INACTIVE,
+                Presence.UNKNOWN,
+            ]
+            assert [answer.agent.name for answer in location.answers if answer.agent] == [
+                "agent-a",
+                "agent-b",
+                "acp-reference-agent",
+            ]
+            assert not agents[1].sessions[handle.session_id].in_memory  # b was only asked
+        await a.aclose()  # the instance holding it dies
+        location = await locate(handle.session_id, urls, timeout=10)
+        assert location.unreachable == (location.answers[0].endpoint,)
+        assert location.route(home=urls[0]).endpoint == location.answers[1].endpoint
+        assert location.route(home=urls[0]).kind is RouteKind.REPLAY
+
+
+# -- endpoints, placement, the pool ------------------------------------------------------------------------
+
+
+def test_endpoint_values() -> None:
+    connector = MemoryConnector(ReferenceAgent(), name="x")
+    assert Endpoint.of("ws://h/acp") == Endpoint("ws://h/acp", "ws://h/acp")
+    from_connector = Endpoint.of(connector)
+    assert from_connector.url == "memory://x" and from_connector.open() is connector
+    assert Endpoint("ws://h/acp", "h1") != Endpoint("ws://h/acp", "h2")
+    assert Endpoint("memory://x", connector=connector) == Endpoint("memory://x")  # the connector is not identity
+    assert str(Endpoint("ws://h/acp", "h1")) == "h1"
+    with pytest.raises(ConfigurationError):
+        Endpoint("ftp://h").open()
+
+
+def test_placement_policies() -> None:
+    e = [Endpoint(f"ws://h{i}/acp", f"h{i}") for i in range(3)]
+    rr = RoundRobin()
+    assert [rr(e, {}).name for _ in range(4)] == ["h0", "h1", "h2", "h0"]
+    fewest = FewestSessions()
+    assert fewest(e, {e[0]: 2, e[1]: 1, e[2]: 1}) == e[1]
+    assert isinstance(placement_policy("round_robin"), RoundRobin)
+    assert isinstance(placement_policy("fewest_sessions"), FewestSessions)
+    with pytest.raises(ConfigurationError):
+        placement_policy("random")  # type: ignore[arg-type]
+
+
+def test_pool_places_binds_and_counts() -> None:
+    pool = EndpointPool(["ws://a/acp", "ws://b/acp", "ws://c/acp"], placement="fewest_sessions")
+    a, b, c = pool.endpoints
+    for index in range(6):
+        pool.bind(f"s{index}", pool.place())
+    assert pool.session_counts() == {a: 2, b: 2, c: 2}
+    pool.forget("s0")
+    assert pool.place() == a
+    assert pool.place(candidates=["ws://b/acp", "ws://c/acp"]) == b
+    pool.rename("s1", "s1-new", c)
+    assert pool.home("s1") is None and pool.home("s1-new") == c
+    with pytest.raises(KeyError):
+        pool.bind("s9", "ws://elsewhere/acp")
+    with pytest.raises(ConfigurationError, match="no candidate"):
+        pool.place(candidates=[])
+
+
+def test_pool_with_an_app_function_and_a_wrong_answer() -> None:
+    seen: list[tuple[Sequence[Endpoint], Mapping[Endpoint, int]]] = []
+
+    def last(candidates: Sequence[Endpoint], sessions: Mapping[Endpoint, int]) -> Endpoint:
+        seen.append((candidates, sessions))
+        return candidates[-1]
+
+    pool = EndpointPool(["ws://a/acp", "ws://b/acp"], placement=last)
+    assert pool.place() == pool.endpoints[1]
+    assert seen[0][1] == {pool.endpoints[0]: 0, pool.endpoints[1]: 0}
+    rogue = EndpointPool(["ws://a/acp"], placement=lambda candidates, sessions: Endpoint("ws://z/acp"))
+    with pytest.raises(ConfigurationError, match="not a candidate"):
+        rogue.place()
+    with pytest.raises(ConfigurationError):
+        EndpointPool([])
+
+
+def _location(session_id: str, pool: EndpointPool, *presences: Presence) -> Location:
+    answers = tuple(
+        InstanceAnswer(endpoint, presence, elapsed=float(index))
+        for index, (endpoint, presence) in enumerate(zip(pool.endpoints, presences, strict=True))
+    )
+    return Location(session_id, answers)
+
+
+def test_pool_route_uses_the_home_and_places_new_sessions() -> None:
+    pool = EndpointPool(["ws://a/acp", "ws://b/acp", "ws://c/acp"])
+    a, b, c = pool.endpoints
+    pool.bind("s", c)
+    N, U, X, A = Presence.INACTIVE, Presence.UNKNOWN, Presence.UNREACHABLE, Presence.ACTIVE
+    assert pool.route(_location("s", pool, N, N, N)).endpoint == c  # home is back
+    assert pool.route(_location("s", pool, N, N, X)).endpoint == a  # home gone: first inactive
+    assert pool.route(_location("s", pool, N, A, N)).endpoint == b  # active beats home
+    placed = [pool.route(_location("s", pool, U, X, U)) for _ in range(3)]
+    assert [route.kind for route in placed] == [RouteKind.NEW_SESSION] * 3
+    assert [route.endpoint for route in placed] == [a, c, a]  # round robin among the reachable
+    assert pool.route(_location("s", pool, X, X, X)).kind is RouteKind.UNAVAILABLE
+
+
+async def test_pool_locate_runs_over_its_endpoints(farm: Farm) -> None:
+    client, session_id = await new_session_on(farm.connectors["a"])
+    try:
+        pool = EndpointPool(farm.endpoints)
+        pool.bind(session_id, "b")
+        location = await pool.locate(session_id, timeout=5)
+    finally:
+        await client.aclose()
+    route = pool.route(location)
+    assert (route.kind, route.endpoint) == (RouteKind.RESUME, pool.endpoint("a"))
