@@ -20,7 +20,8 @@ The wire (one endpoint URL, ``/acp`` by convention):
 * :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server. A link that
   dropped cannot (its server may be unreachable); its connection id is kept by the connector, and
   the next link of that connector, once initialized, sends the ``DELETE`` for it in the background
-  (bounded by ``_STALE_DELETE_TIMEOUT``, failures logged at DEBUG): a server that never expires
+  (after ``_STALE_DELETE_DELAY``, bounded by ``_STALE_DELETE_TIMEOUT``, failures logged at DEBUG,
+  tried again from the link after if this one ends first): a server that never expires
   connections (the official Python SDK 0.12.1) does not keep one per reconnect.
 
 Messages are accepted from any stream and delivered in arrival order; correlation is the
@@ -140,6 +141,9 @@ _MAX_RETRY_DELAY: Final = 5.0
 _MAX_STALE: Final = 16
 #: The most a background ``DELETE`` of a dropped link's connection may take.
 _STALE_DELETE_TIMEOUT: Final = 2.0
+#: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it
+#: would take a pooled connection from them, and server time).
+_STALE_DELETE_DELAY: Final = 1.0
 
 
 class _Carried:
@@ -532,6 +536,7 @@ class HttpTransport:
 
     async def _delete_stale(self, connection_id: str) -> None:
         try:
+            await asyncio.sleep(_STALE_DELETE_DELAY)
             status = await asyncio.wait_for(self._http.delete(connection_id), timeout=_STALE_DELETE_TIMEOUT)
             logger.debug("DELETE of dropped connection %s at %s answered %s", connection_id, self._info.target, status)
         except asyncio.CancelledError:

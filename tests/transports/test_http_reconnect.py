@@ -46,6 +46,11 @@ async def drop(transport: Transport) -> None:
         await asyncio.wait_for(transport.receive(), 5.0)
 
 
+@pytest.fixture(autouse=True)
+def _prompt_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_module, "_STALE_DELETE_DELAY", 0.05)
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[tuple[FakeAcpServer, Hypercorn]]:
     app = FakeAcpServer("python")
