@@ -17,6 +17,9 @@ every connection and times, from the client's own wire (a connector wrapper) and
 * ``report``: the last answer -> ``connected`` (outcomes built, callbacks run).
 * ``net``: the client leaves ``connected`` -> ``connected`` again, less ``backoff``.
 * ``tcp``: TCP connections the proxy accepted during the recovery.
+* ``cpu``: CPU time spent from the cut to ``connected``, by this process (the client, and the
+  fault proxy) and by the peer's server process (``python_sdk`` only; from ``/proc``, so averaged
+  over the rounds). Under a loaded machine the wall-clock phases stretch; these do not.
 
 Transports: WebSocket, Streamable HTTP/1.1 and HTTP/2 with prior knowledge (h2c). The peer is the
 official-Python-SDK agent (no ``session/status``: the client resumes directly, or loads with
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -46,6 +50,20 @@ from acp_client.testing import FaultProxy  # noqa: E402
 from tests.e2e.soak import _PythonSdkPeer, _ReferencePeer, percentile  # noqa: E402
 
 POLICY = RetryPolicy(first_attempt_delay=0.0, initial_delay=0.05, max_delay=0.5, jitter=False, reset_after=0.0)
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` so far, from ``/proc``."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 RECOVERY_METHODS = frozenset({"session/status", "session/resume", "session/load", "session/new"})
 
 
@@ -102,6 +120,9 @@ async def _measure(peer: Any, transport: str, rounds: int, sessions: int) -> dic
         keys = ("notice", "backoff", "connect", "init", "recover", "report", "net")
         figures: dict[str, list[float]] = {k: [] for k in keys}
         figures["tcp"] = []
+        figures["cpu_client"] = []
+        figures["cpu_server"] = []
+        server_pid = getattr(getattr(peer, "process", None), "pid", None)
         async with client:
             handles = []
             for _ in range(sessions):
@@ -112,6 +133,8 @@ async def _measure(peer: Any, transport: str, rounds: int, sessions: int) -> dic
                 states.clear()
                 before = proxy.total_connections
                 link = wire.links + 1
+                cpu = time.process_time()
+                server_cpu = _cpu_of(server_pid)
                 cut = time.perf_counter()
                 await proxy.cut()
                 deadline = time.monotonic() + 30
@@ -119,6 +142,10 @@ async def _measure(peer: Any, transport: str, rounds: int, sessions: int) -> dic
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"no recovery: {[str(s) for _, s in states]}")
                     await asyncio.sleep(0.002)
+                figures["cpu_client"].append(time.process_time() - cpu)
+                server_after = _cpu_of(server_pid)
+                if server_cpu is not None and server_after is not None:
+                    figures["cpu_server"].append(server_after - server_cpu)
                 left = next(t for t, s in states if s.state is not State.CONNECTED)
                 back = states[-1][0]
                 backoff = sum(s.retry_in or 0.0 for _, s in states if s.state is State.RECONNECTING)
@@ -162,6 +189,9 @@ async def _main(args: argparse.Namespace) -> None:
             values = figures[key]
             row.append(f"{statistics.median(values) * 1000:.1f} / {percentile(values, 99) * 1000:.1f}")
         row.append(f"{statistics.median(figures['tcp']):.0f}")
+        for key in ("cpu_client", "cpu_server"):
+            values = figures[key]
+            row.append(f"{statistics.fmean(values) * 1000:.1f}" if values else "n/a")
         rows.append(row)
     print()
     print(
@@ -170,7 +200,9 @@ async def _main(args: argparse.Namespace) -> None:
     )
     print(environment())
     print()
-    print(table(["transport", "notice", "connect", "init", "recover", "report", "net", "tcp"], rows, align="lrrrrrrr"))
+    headers = ["transport", "notice", "connect", "init", "recover", "report", "net", "tcp", "cpu client", "cpu server"]
+    print(table(headers, rows, align="lrrrrrrrrr"))
+    print("cpu: ms per recovery (mean), cut -> connected; the client's process includes the fault proxy")
 
 
 def main(argv: list[str] | None = None) -> None:
