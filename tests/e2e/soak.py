@@ -370,6 +370,8 @@ class _Session:
         self.replayed_since_report = 0
         self.long_streaming = False
         self.abandoned = False
+        #: Transcript faults already reported (each is reported once, when first seen).
+        self.reported: set[tuple[str, str]] = set()
 
 
 class _Soak:
@@ -517,6 +519,12 @@ class _Soak:
 
     # -- transcripts ---------------------------------------------------------------------------
 
+    def _transcript_fault(self, session: _Session, what: str, texts: list[str], detail: str) -> None:
+        fresh = [text for text in texts if (what, text) not in session.reported]
+        if fresh:
+            session.reported.update((what, text) for text in fresh)
+            self.violate("transcript", f"session {session.index}: {detail}")
+
     def check_transcript(self, session: _Session, handle: Any) -> None:
         transcript = handle.transcript
         if transcript.replaying or session.abandoned:
@@ -526,18 +534,20 @@ class _Soak:
         counts = collections.Counter(users)
         repeated = sorted(text for text, n in counts.items() if n > 1)
         if repeated:
-            self.violate("transcript", f"session {session.index}: turns repeated: {repeated[:3]}")
+            self._transcript_fault(session, "repeated", repeated, f"turns repeated: {repeated[:3]}")
         missing = [text for text, _ in session.finished if counts[text] == 0]
         if missing:
-            self.violate(
-                "transcript",
-                f"session {session.index}: {len(missing)} of {len(session.finished)} finished turns missing "
-                f"(first {missing[0]!r})",
+            self._transcript_fault(
+                session,
+                "missing",
+                missing,
+                f"{len(missing)} of {len(session.finished)} finished turns missing (first {missing[0]!r}, "
+                f"last {missing[-1]!r})",
             )
         position = {text: i for i, text in enumerate(m.text if m.role == "user" else None for m in messages) if text}
         order = [position[text] for text, _ in session.finished if text in position]
         if order != sorted(order):
-            self.violate("transcript", f"session {session.index}: finished turns out of order")
+            self._transcript_fault(session, "order", [str(order)], "finished turns out of order")
         for text, kind in session.finished:
             if kind != "short" or text not in position:
                 continue
@@ -545,7 +555,7 @@ class _Soak:
             reply = messages[index + 1] if index + 1 < len(messages) else None
             if reply is None or reply.role != "agent" or reply.text != f"echo: {text}":
                 got = None if reply is None else f"{reply.role}: {reply.text[:40]!r}"
-                self.violate("transcript", f"session {session.index}: the reply to {text!r} is {got}")
+                self._transcript_fault(session, "reply", [text], f"the reply to {text!r} is {got}")
                 break
 
     # -- workers -------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_transcript_checks_catch_lost_and_garbled_turns() -> None:
     _turn(handle.transcript, "short s0-3", reply="echo: something else")
     soak.check_transcript(session, handle)
     details = " | ".join(v.detail for v in soak.report.violations)
-    assert "1 of 3 finished turns missing (first 'short s0-2')" in details
+    assert "1 of 3 finished turns missing (first 'short s0-2', last 'short s0-2')" in details
     assert "the reply to 'short s0-3'" in details
 
 
@@ -139,3 +139,12 @@ def test_transcript_check_waits_for_the_replay_window_to_close() -> None:
     handle.transcript.begin_replay()  # mid-replay the transcript is being rebuilt: not judged
     soak.check_transcript(session, handle)
     assert soak.report.violations == []
+
+
+def test_a_lost_turn_is_reported_once_not_at_every_later_check() -> None:
+    soak = _soak("a")
+    session, handle = soak.sessions[0], soak.handles[0]
+    session.finished.append(("short s0-1", "short"))
+    for _ in range(3):
+        soak.check_transcript(session, handle)
+    assert len(soak.report.violations) == 1
