@@ -148,3 +148,13 @@ def test_a_lost_turn_is_reported_once_not_at_every_later_check() -> None:
     for _ in range(3):
         soak.check_transcript(session, handle)
     assert len(soak.report.violations) == 1
+
+
+def test_a_v1_replay_merging_two_prompts_is_a_note_not_a_lost_turn() -> None:
+    soak = _soak("a")
+    session, handle = soak.sessions[0], soak.handles[0]
+    session.finished.append(("/slow s0-2", "long"))
+    handle.transcript.add_user_prompt([TextContent(text="/slow s0-1/slow s0-2")])  # as a v1 replay rebuilds it
+    soak.check_transcript(session, handle)
+    assert soak.report.violations == []
+    assert sum(soak.report.notes.values()) == 1
