@@ -142,8 +142,9 @@ _MAX_STALE: Final = 16
 #: The most a background ``DELETE`` of a dropped link's connection may take.
 _STALE_DELETE_TIMEOUT: Final = 2.0
 #: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it
-#: would take a pooled connection from them, and server time).
-_STALE_DELETE_DELAY: Final = 1.0
+#: would take a pooled connection from them, and server time); not much longer, as a server may
+#: keep running the dropped connection's turns until it hears of it.
+_STALE_DELETE_DELAY: Final = 0.25
 
 
 class _Carried:
