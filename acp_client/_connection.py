@@ -13,7 +13,6 @@ methods and params.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import enum
 import logging
@@ -21,11 +20,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from . import _jsonrpc
-from ._clock import Clock, SystemClock, TimerHandle
 from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
+from ._limits import AbandonedIds, IncomingCap
+from .clock import Clock, SystemClock, TimerHandle
 from .exceptions import (
     AcpError,
-    ConfigurationError,
     ConnectionLost,
     InternalError,
     MalformedFrame,
@@ -60,12 +59,6 @@ ProtocolErrorHandler = Callable[[AcpError], None]
 CANCEL_REQUEST: Final = "$/cancel_request"
 #: Agent→client requests handled at once by default; more are refused with an error answer.
 DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
-#: How many ids of requests the client gave up on (timeout, cancellation) are remembered, so a
-#: late answer to one is recognised as such rather than reported as a protocol error.
-_ABANDONED_IDS_KEPT: Final = 1024
-#: Refusals waiting to be sent before the reader stops reading until they are (back-pressure on a
-#: flood, so refusing it does not take unbounded memory either).
-_MAX_QUEUED_REFUSALS: Final = 256
 #: The longest error message sent back to the agent (a handler may echo the agent's input).
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
@@ -120,14 +113,6 @@ class Connection:
         request_timeout: float | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
     ) -> None:
-        if type(max_incoming_requests) is not int or max_incoming_requests < 1:
-            raise ConfigurationError(f"max_incoming_requests must be a positive integer, got {max_incoming_requests!r}")
-        self._max_incoming = max_incoming_requests
-        self._incoming_count = 0
-        self._refusing = False
-        self._refusals: collections.deque[dict[str, Any]] = collections.deque()
-        self._refusal_sender: asyncio.Task[None] | None = None
-        self._abandoned: dict[RequestId, None] = {}
         self._transport = transport
         self._on_request = on_request
         self._on_notification = on_notification
@@ -142,6 +127,10 @@ class Connection:
         self._reader: asyncio.Task[None] | None = None
         self._closed: asyncio.Event = asyncio.Event()
         self._close_cause: TransportError | None = None
+        self._abandoned = AbandonedIds()
+        self._cap = IncomingCap(
+            max_incoming_requests, send=self._send_quietly, spawn=self._spawn, is_closed=self._closed.is_set
+        )
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -246,7 +235,7 @@ class Connection:
             return await future
         except asyncio.CancelledError:
             if self._pending.pop(request_id, None) is not None:
-                self._remember_abandoned(request_id)
+                self._abandoned.remember(request_id)
                 self._cancel_remote(request_id)
             raise
         finally:
@@ -256,7 +245,7 @@ class Connection:
     def _abandon(self, request_id: RequestId, pending: _Pending) -> None:
         """Forget a request whose send failed (its answer, if already settled, is not news)."""
         if self._pending.pop(request_id, None) is not None:
-            self._remember_abandoned(request_id)
+            self._abandoned.remember(request_id)
         if pending.timer is not None:
             pending.timer.cancel()
         if pending.future.done() and not pending.future.cancelled():
@@ -300,14 +289,8 @@ class Connection:
         if pending is None or pending.future.done():
             return
         pending.future.set_exception(RequestTimeout(pending.method, timeout))
-        self._remember_abandoned(request_id)
+        self._abandoned.remember(request_id)
         self._cancel_remote(request_id)
-
-    def _remember_abandoned(self, request_id: RequestId) -> None:
-        """Note that the client stopped waiting for ``request_id`` (bounded: the oldest go first)."""
-        self._abandoned[request_id] = None
-        if len(self._abandoned) > _ABANDONED_IDS_KEPT:
-            del self._abandoned[next(iter(self._abandoned))]
 
     def _cancel_remote(self, request_id: RequestId) -> None:
         """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
@@ -342,8 +325,7 @@ class Connection:
                     self._dispatch(message)
                 else:
                     self._dispatch_batch(message)
-                if len(self._refusals) >= _MAX_QUEUED_REFUSALS and self._refusal_sender is not None:
-                    await asyncio.shield(self._refusal_sender)  # a flood: read on once it is answered
+                await self._cap.drain_if_flooded()  # a flood: read on once it is answered
         except TransportError as exc:
             cause = exc if isinstance(exc, TransportClosed) else TransportClosed(f"transport failed: {exc}")
             if cause is not exc:
@@ -400,9 +382,9 @@ class Connection:
         if isinstance(item, Notification):
             self._handle_notification(item)
         elif isinstance(item, Request):
-            refusal = self._refusal(item)
+            refusal = self._cap.refusal(item.id)
             if refusal is not None:
-                self._queue_refusal(refusal)
+                self._cap.queue(refusal)
                 return
             task = self._start_handler(item)
             task.add_done_callback(lambda t: self._reply_from(item.id, t))
@@ -428,7 +410,7 @@ class Connection:
             if isinstance(item, Notification):
                 self._handle_notification(item)
             elif isinstance(item, Request):
-                refusal = self._refusal(item)
+                refusal = self._cap.refusal(item.id)
                 if refusal is not None:
                     replies.append(refusal)
                 else:
@@ -445,8 +427,7 @@ class Connection:
             return
         pending = self._pending.pop(item.id, None)
         if pending is None:
-            if item.id in self._abandoned:  # we gave up on it (timeout, cancellation): not the agent's fault
-                del self._abandoned[item.id]
+            if self._abandoned.take(item.id):  # we gave up on it (timeout, cancellation): not the agent's fault
                 logger.debug("late answer to abandoned request id %r ignored", item.id)
                 return
             self._report(UnexpectedResponse(f"response to unknown request id {item.id!r}"))
@@ -484,39 +465,15 @@ class Connection:
         except Exception:
             logger.exception("notification handler raised for %s", method)
 
-    def _refusal(self, item: Request) -> dict[str, Any] | None:
-        """The error answer for a request over the in-flight cap (``None``: handle it)."""
-        if self._incoming_count < self._max_incoming:
-            self._refusing = False
-            return None
-        if not self._refusing:  # once per burst: a flood must not flood the log too
-            self._refusing = True
-            logger.warning("agent sent more than %d concurrent requests; refusing the excess", self._max_incoming)
-        error = InternalError(f"Too many concurrent requests (the client handles {self._max_incoming} at a time)")
-        return _jsonrpc.error_message(item.id, error.code, error.message)
-
-    def _queue_refusal(self, reply: dict[str, Any]) -> None:
-        """Send refusals one after another from one task (not one task each: that is the flood)."""
-        self._refusals.append(reply)
-        if self._refusal_sender is None or self._refusal_sender.done():
-            self._refusal_sender = self._spawn(self._send_refusals())
-
-    async def _send_refusals(self) -> None:
-        while self._refusals:
-            if self._closed.is_set():
-                self._refusals.clear()
-                return
-            await self._send_quietly(self._refusals.popleft())
-
     def _start_handler(self, item: Request) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(self._run_handler(item))
         self._incoming[item.id] = task
-        self._incoming_count += 1
+        self._cap.started()
         task.add_done_callback(lambda t: self._handler_done(item.id, t))
         return task
 
     def _handler_done(self, request_id: RequestId, task: asyncio.Task[Any]) -> None:
-        self._incoming_count -= 1
+        self._cap.finished()
         if self._incoming.get(request_id) is task:  # a reused id may belong to a newer handler
             del self._incoming[request_id]
 

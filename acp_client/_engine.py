@@ -14,10 +14,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._codec import decode_session_notification, from_wire, to_wire
-from ._connection import Connection
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
-from ._recoverer import Recoverer, open_attach_window, record_after_attach
+from ._persistence import Persistence
+from ._pool_links import PoolLinks
+from ._pooled import PoolRecoverer, PoolRecovery, PoolSpec
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from .clock import Clock
@@ -31,8 +35,10 @@ from .exceptions import (
     RequestTimeout,
 )
 from .handlers import ClientHandlers, RequestRouter
+from .pool import Endpoint, Location, _locate_many
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
+from .store._bridge import StoreBridge
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -43,7 +49,12 @@ from .types import (
     PromptRequest,
     PromptResponse,
     Session,
+    SessionConfigOption,
     SessionNotification,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModelRequest,
+    SetSessionModeRequest,
 )
 
 __all__ = ["Engine"]
@@ -51,6 +62,9 @@ __all__ = ["Engine"]
 logger = logging.getLogger("acp_client.client")
 
 T = TypeVar("T")
+
+#: How many times one prompt that never reached the agent is sent again (``retry_unsent_prompts``).
+MAX_PROMPT_RESENDS = 3
 
 
 def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
@@ -84,7 +98,14 @@ class Engine:
         clock: Clock,
         rng: random.Random | None,
         keep_transcripts: bool,
+        pool: PoolSpec | None = None,
+        replays_on_resume: bool | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        retry_unsent_prompts: bool = False,
+        store: StoreBridge | None = None,
     ) -> None:
+        self.retry_unsent_prompts = retry_unsent_prompts
+        self.max_incoming_requests = max_incoming_requests
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
         self.handlers = handlers
@@ -97,9 +118,10 @@ class Engine:
             self.update_listeners.append(callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
         self.dispatcher = Dispatcher()
-        self.table = SessionTable(keep_transcripts=keep_transcripts)
+        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
-        self.recoverer = Recoverer(
+        recoverer_class = PoolRecoverer if pool is not None else Recoverer
+        self.recoverer = recoverer_class(
             self.table,
             callbacks=lambda: self.callbacks,
             timeouts=timeouts,
@@ -107,28 +129,168 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        self.supervisor = Supervisor(
+        self._retry, self._queue, self._rng, self._connector = retry, queue, rng, connector
+        self.persistence = (
+            Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
+            if store is not None
+            else None
+        )
+        self.pool: PoolLinks | None = None
+        if pool is None:
+            self.supervisor = self.build_supervisor(
+                connector, self.recover, self.table.dropped, self.emit_state, on_fail=self.table.closed
+            )
+            return
+        assert isinstance(self.recoverer, PoolRecoverer)
+        self.pool = PoolLinks(
+            pool.endpoints,
+            pool.connectors,
+            placement=pool.placement,
+            table=self.table,
+            make_supervisor=self.build_supervisor,
+            emit_state=self.emit_state,
+            queue=queue,
+            clock=clock,
+            version=lambda: self.version,
+            probe_timeout=timeouts.probe,
+        )
+        PoolRecovery(
+            self.pool,
+            table=self.table,
+            recoverer=self.recoverer,
+            placement=pool.placement,
+            failover_delay=pool.failover_delay,
+            concurrency=recovery_concurrency,
+            clock=clock,
+            version=lambda: self.version,
+            probe_timeout=timeouts.probe,
+        )
+
+    def build_supervisor(
+        self,
+        connector: Connector,
+        recover: Callable[[Connection, Any], Any],
+        on_drop: Callable[[Any], None],
+        on_state: Callable[[ConnectionState], None],
+        *,
+        on_fail: Callable[[BaseException], None] | None = None,
+    ) -> Supervisor:
+        """One link's supervisor (the only one, or one per instance of a pool)."""
+        return Supervisor(
             connector,
             initialize=self.initialize,
-            recover=self.recoverer.recover,
-            policy=retry,
-            clock=clock,
-            queue=queue,
-            on_state=self.emit_state,
-            on_drop=self.table.dropped,
-            on_fail=self.table.closed,
+            recover=recover,
+            policy=self._retry,
+            clock=self.clock,
+            queue=self._queue,
+            on_state=on_state,
+            on_drop=on_drop,
+            on_fail=on_fail,
             on_request=self.router,
             on_notification=self.on_notification,
             on_protocol_error=self.on_protocol_error,
-            refresh_credentials=self.refresh if callbacks.refresh_credentials is not None else None,
-            request_timeout=timeouts.request,
-            rng=rng,
+            refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
+            request_timeout=self.timeouts.request,
+            connect_timeout=self.timeouts.connect,
+            rng=self._rng,
+            max_incoming_requests=self.max_incoming_requests,
         )
 
+    # -- links ----------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.pool.state if self.pool is not None else self.supervisor.state
+
+    @property
+    def closing(self) -> bool:
+        return self.pool.closing if self.pool is not None else self.supervisor.closing
+
+    @property
+    def primary(self) -> Supervisor:
+        """Where calls that concern no session go."""
+        return self.pool.primary if self.pool is not None else self.supervisor
+
+    async def start(self) -> None:
+        """Restore the stored sessions (if a store is set), then connect; restored sessions are
+        recovered on the first connection, before it counts as connected.
+
+        Raises:
+            SessionStoreError: The store cannot be read (the client is then failed).
+        """
+        self.emit_state(self.state)
+        if self.pool is not None:
+            await self.pool.start()
+            return
+        restored = 0
+        if self.persistence is not None:
+            try:
+                restored = await self.persistence.restore()
+            except BaseException as exc:
+                self.supervisor.fail(exc)
+                raise
+        await self.supervisor.start(recover=restored > 0)
+
+    async def recover(self, conn: Connection, init: InitializeResponse) -> None:
+        """One recovery round (the supervisor's routine), then the store brought in step."""
+        if self.persistence is None:
+            await self.recoverer.recover(conn, init)
+            return
+        earlier = list(self.recoverer.outcomes)  # kept alive while their ids are compared
+        before = {id(outcome) for outcome in earlier}
+        try:
+            await self.recoverer.recover(conn, init)
+        finally:
+            fresh: list[RecoveryOutcome] = [o for o in self.recoverer.outcomes if id(o) not in before]
+            del earlier
+            self.persistence.recovered(fresh)
+
+    def supervisors(self) -> list[Supervisor]:
+        """Every link started so far."""
+        if self.pool is None:
+            return [self.supervisor]
+        return [link.supervisor for link in self.pool.links if link.supervisor is not None]
+
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
+        """Every instance's ``session/status`` answer, over the live links where there are some."""
+        if self.pool is not None:
+            return (await self.pool.locate_many([session_id], timeout=timeout, warm=True))[session_id]
+        sup = self.supervisor
+        endpoint = Endpoint(self._connector.target, connector=self._connector)
+        live: dict[Endpoint, tuple[Connection, InitializeResponse]] = {}
+        if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
+            live[endpoint] = (sup.connection, sup.init_result)
+        located = await _locate_many(
+            [session_id],
+            [endpoint],
+            timeout=timeout or self.timeouts.probe,
+            protocol_version=self.version,
+            clock=self.clock,
+            live=live,
+        )
+        return located[session_id]
+
+    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+        """Where a session's calls go: its home instance's link (waiting while it moves)."""
+        if self.pool is None:
+            return self.supervisor
+        if tracked is None:
+            return self.pool.primary
+        return await self.pool.session_link(tracked, method)
+
+    async def call(self, tracked: Tracked | None, method: str, params: Callable[[], Any], **options: Any) -> Any:
+        """A request for a session (or none), on the link where it lives."""
+        return await (await self.link_for(tracked, method)).call(method, params, **options)
+
     async def aclose(self) -> None:
-        await self.supervisor.aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
+        else:
+            await self.supervisor.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
+        if self.persistence is not None:
+            await self.persistence.bridge.aclose()
 
     # -- codec and capabilities -------------------------------------------------------------------
 
@@ -151,6 +313,31 @@ class Engine:
 
     # -- sessions -----------------------------------------------------------------------------------
 
+    def stored(self, tracked: Tracked) -> Tracked:
+        """The app opened ``tracked`` (new, fork, load, resume): save it in the store, if any."""
+        if self.persistence is not None:
+            self.persistence.tracked(tracked)
+        return tracked
+
+    def untrack(self, session_id: str) -> None:
+        """Stop tracking a session (closed or forgotten by the app) and delete it from the store."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.forget(tracked)
+        self.table.untrack(session_id)
+
+    def store_changed(self, session_id: str, **fields: Any) -> None:
+        """The app set ``mode_id`` / ``model_id`` on a session: keep it in the store, if any."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.changed(tracked, **fields)
+
+    def store_config_changed(self, session_id: str, option_id: str, value: Any) -> None:
+        """The app set one config option of a session: keep it in the store, if any."""
+        tracked = self.table.get(session_id)
+        if tracked is not None and self.persistence is not None:
+            self.persistence.config_changed(tracked, option_id, value)
+
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
         are replay or a snapshot), and forget it again if the agent refused (a session this client
@@ -159,13 +346,14 @@ class Engine:
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
         )
-        conn = self.supervisor.connection
+        link = self.supervisor if self.pool is None else await self.pool.attach_link(tracked, known=known)
+        conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
-            result = await self.supervisor.call(method, lambda: self.wire(request), on_answer=answered)
-        except BaseException:
-            answered()
+            result = await link.call(method, lambda: self.wire(request), on_answer=answered)
+        except BaseException as exc:
+            attach_failed(self.table, tracked, exc)
             if not known:
                 self.table.untrack(request.session_id)
             raise
@@ -173,10 +361,65 @@ class Engine:
         tracked.record = record_after_attach(tracked, method, result, self.version)
         return tracked
 
+    async def set_mode(self, session_id: str, mode_id: str) -> None:
+        def remember(settings: Settings) -> None:
+            settings.mode_id = mode_id
+
+        build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
+        await self._set_option(session_id, "session/set_mode", build, remember)
+        self.store_changed(self.table.current_id(session_id), mode_id=mode_id)
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        def remember(settings: Settings) -> None:
+            settings.model_id = model_id
+
+        build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
+        await self._set_option(session_id, "session/set_model", build, remember)
+        self.store_changed(self.table.current_id(session_id), model_id=model_id)
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, kind: str | None
+    ) -> tuple[SessionConfigOption, ...]:
+        def remember(settings: Settings) -> None:
+            settings.config[config_id] = (value, kind)
+
+        def build(sid: str) -> SetSessionConfigOptionRequest:
+            return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
+
+        result = await self._set_option(session_id, "session/set_config_option", build, remember)
+        self.store_config_changed(self.table.current_id(session_id), config_id, value)
+        return self.decode(SetSessionConfigOptionResponse, result).config_options
+
+    async def _set_option(
+        self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
+    ) -> Any:
+        """Send a setting (``build`` makes the params from the session's id at send time). Once the
+        agent accepts, ``remember`` records the choice on the tracked session, so a recovery that
+        rebuilds the session restores it.
+
+        Raises:
+            CapabilityNotSupported: The session's record (the agent's answer to ``session/new``,
+                load or resume) offers no models (``set_model``) or no config options
+                (``set_config_option``).
+        """
+        self.require(method)
+        current = self.table.current_id
+        tracked = self.table.get(current(session_id))
+        if tracked is not None:
+            offered = {"session/set_model": "models", "session/set_config_option": "config_options"}.get(method)
+            if offered is not None and getattr(tracked.record, offered) is None:
+                raise CapabilityNotSupported(method, f"{offered} in the session's answer (session/new, load, resume)")
+        result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
+        if tracked is not None:
+            remember(tracked.settings)
+        return result
+
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
+        if self.persistence is not None:
+            self.persistence.touched(tracked)  # the most recently used session from now on
 
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
@@ -188,7 +431,7 @@ class Engine:
 
         timer = None
         try:
-            result = await self.supervisor.call("session/prompt", params, timeout=timeout, on_answer=turn.accept)
+            result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 tracked.transcript.end_turn()
@@ -204,7 +447,7 @@ class Engine:
             ended = await future
             return PromptResult(ended.stop_reason, response.message_id, ended.usage)
         except ConnectionLost as exc:
-            if exc.may_have_executed and not self.supervisor.closing:  # a drop, not the app closing
+            if exc.may_have_executed and not self.closing:  # a drop, not the app closing
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
@@ -213,10 +456,46 @@ class Engine:
                 timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
+            if self.persistence is not None:
+                self.persistence.turn_ended(tracked)
+
+    async def _send_prompt(
+        self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
+    ) -> Any:
+        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
+        (``ConnectionLost`` with ``may_have_executed=False``) is sent again once the client is
+        connected (at most :data:`MAX_PROMPT_RESENDS` times). One the agent may have acted on
+        never is."""
+        resends = 0
+        while True:
+            try:
+                return await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=on_answer)
+            except ConnectionLost as exc:
+                if exc.may_have_executed or not self.retry_unsent_prompts or resends >= MAX_PROMPT_RESENDS:
+                    raise
+                if self.closing or self.state.is_terminal:
+                    raise
+                resends += 1
+                logger.info("session/prompt never reached the agent (%s): sending it again after recovery", exc)
+                await self._until_connected()
+
+    async def _until_connected(self) -> None:
+        """Wait until the client is connected again (returns at once if it is)."""
+        queue: asyncio.Queue[ConnectionState] = asyncio.Queue()
+        self.state_queues.append(queue)
+        try:
+            state = self.state
+            while state.state is not State.CONNECTED:
+                if state.is_terminal:
+                    return  # the next send raises the client's own error
+                state = await queue.get()
+        finally:
+            self.state_queues.remove(queue)
 
     # -- what the connection reports ------------------------------------------------------------------
 
-    async def initialize(self, conn: Connection) -> InitializeResponse:
+    async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
+        """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""
         fs = self.handlers.file_system
         capabilities = ClientCapabilities(
             fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
@@ -227,7 +506,7 @@ class Engine:
             proposed=self.proposed_version,
             client_info=self.client_info,
             capabilities=capabilities,
-            timeout=self.timeouts.connect,
+            timeout=timeout if timeout is not None else self.timeouts.connect,
         )
         self.init = response
         self.version = response.protocol_version
@@ -237,6 +516,8 @@ class Engine:
         await call_app(self.callbacks.refresh_credentials, what="refresh_credentials")
 
     def emit_state(self, state: ConnectionState) -> None:
+        if state.is_terminal:  # what a cut-off recovery finished is told before the end
+            self.recoverer.flush_unreported(self.dispatcher.deliver)
         for queue in self.state_queues:
             queue.put_nowait(state)
         self.dispatcher.deliver(self.callbacks.on_state_change, state, what="on_state_change")

@@ -3,9 +3,21 @@
 The client proposes a version; an agent that answers ``UnsupportedProtocolVersion`` with the
 versions it supports gets one more proposal (the highest common one); an answer in a version this
 client cannot speak is fatal (:class:`~acp_client.exceptions.IncompatibleProtocolVersion`).
+
+The request's shape depends on the version (v1 ``clientCapabilities`` / ``clientInfo``, v2
+``capabilities`` / ``info``), so an agent that agrees on another version than the one proposed
+is sent ``initialize`` once more in the agreed version's shape (otherwise a v1 agent answering a
+v2 request never learns the client's fs and terminal capabilities). An answer that claims v2 in
+the v1 shape (``agentCapabilities`` / ``agentInfo`` and neither ``capabilities`` nor ``info``, as
+fast-agent 0.10 sends) is from an agent that speaks v1: it is treated, and re-initialized, as v1.
 """
 
 from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
@@ -13,6 +25,8 @@ from .exceptions import IncompatibleProtocolVersion, UnsupportedProtocolVersion
 from .types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "initialize"]
+
+logger = logging.getLogger("acp_client.client")
 
 #: The ACP versions this client speaks.
 SUPPORTED_PROTOCOL_VERSIONS: tuple[int, ...] = (1, 2)
@@ -32,7 +46,8 @@ async def initialize(
         IncompatibleProtocolVersion: No version both sides speak.
         RpcError / RequestTimeout / ConnectionLost: From the request.
     """
-    for _ in range(2):
+    reshaped = False
+    for _ in range(3):
         request = InitializeRequest(
             protocol_version=proposed, client_info=client_info, client_capabilities=capabilities
         )
@@ -53,5 +68,19 @@ async def initialize(
                 requested=proposed,
                 answered=answered,
             )
-        return from_wire(InitializeResponse, result, protocol_version=answered)
+        assert isinstance(answered, int) and isinstance(result, dict)
+        if answered >= 2 and _v1_shaped(result):
+            logger.info("the agent answered protocol version %d in the v1 shape: speaking v1", answered)
+            answered = 1
+        if answered != proposed and not reshaped:
+            logger.info("the agent agreed on protocol version %d: initializing again in its shape", answered)
+            proposed, reshaped = answered, True
+            continue
+        response = from_wire(InitializeResponse, result, protocol_version=answered)
+        return attrs.evolve(response, protocol_version=answered)
     raise IncompatibleProtocolVersion("no common protocol version", requested=proposed, answered=None)
+
+
+def _v1_shaped(result: dict[str, Any]) -> bool:
+    v1 = "agentCapabilities" in result or "agentInfo" in result
+    return v1 and "capabilities" not in result and "info" not in result

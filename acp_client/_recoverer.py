@@ -8,7 +8,13 @@ app's callbacks, awaited, before the supervisor releases the requests queued dur
 
 The supervisor calls :meth:`Recoverer.recover` once per reconnect. A drop during recovery
 propagates (the supervisor reconnects again); any other failure of one session abandons only
-that session.
+that session. What a recovery cut off by a drop had already done is not lost: the outcomes of the
+sessions that finished are kept and reported at the start of the next recovery, before anything
+else (their callbacks cannot run on the dead connection: a callback's own request would wait for
+the recovery that waits for it), or when the client fails or closes first, just before that
+state is published; so the app learns every change of a session's id, in order, exactly once.
+A replay cut off by the drop flags its session (``Tracked.replay_cut_off``); the next recovery
+replays it again.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
+from ._restore import restore
 from ._sessions import SessionTable, Tracked
 from .clock import Clock
 from .config import Callbacks, Timeouts
@@ -44,7 +51,7 @@ from .types import (
     SessionStatusResponse,
 )
 
-__all__ = ["REPLAY_GRACE", "Recoverer", "open_attach_window", "record_after_attach"]
+__all__ = ["REPLAY_GRACE", "Recoverer", "attach_failed", "open_attach_window", "record_after_attach"]
 
 logger = logging.getLogger("acp_client.client")
 
@@ -89,6 +96,16 @@ def open_attach_window(
     return answered
 
 
+def attach_failed(table: SessionTable, tracked: Tracked, exc: BaseException) -> None:
+    """A ``session/load`` / ``session/resume`` failed before its answer: a drop cuts the window off
+    (an incomplete replay flags the session for another one); a refusal closes it, putting back
+    the history the transcript held before any replay began."""
+    if isinstance(exc, ConnectionLost | TransportError):
+        table.cut_off(tracked)
+    elif tracked.window_open and tracked.window_timer is None:
+        table.close_window(tracked, complete=False)
+
+
 def record_after_attach(tracked: Tracked, method: str, result: Any, version: int) -> Session:
     """The session record after a successful ``session/load`` or ``session/resume``."""
     sid, cwd = tracked.session_id, tracked.cwd
@@ -128,6 +145,8 @@ class Recoverer:
         self._clock = clock
         self._version = version
         self.outcomes: collections.deque[RecoveryOutcome] = collections.deque(maxlen=MAX_OUTCOMES)
+        # Outcomes of a recovery that a drop cut off, reported first by the next one.
+        self._unreported: list[RecoveryOutcome] = []
 
     async def recover(self, conn: Connection, init: InitializeResponse) -> None:
         """Recover every live tracked session over ``conn`` and report the outcomes.
@@ -135,6 +154,8 @@ class Recoverer:
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
+        while self._unreported:
+            await self._report(self._unreported.pop(0))
         sessions = self._table.live()
         if not sessions:
             return
@@ -146,14 +167,25 @@ class Recoverer:
                 return await self.recover_session(conn, tracked, caps)
 
         results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
+        outcomes = [result for result in results if isinstance(result, RecoveryOutcome)]
         for result in results:
             if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
+                # What finished is reported by the next recovery, before its own outcomes.
+                self._unreported.extend(outcomes)
                 raise result
             if isinstance(result, BaseException):
                 logger.error("recovering a session raised", exc_info=result)
-        for result in results:
-            if isinstance(result, RecoveryOutcome):
-                await self._report(result)
+        for outcome in outcomes:
+            await self._report(outcome)
+
+    def flush_unreported(self, deliver: Callable[..., None]) -> None:
+        """The client failed before another recovery could report what a cut-off one finished:
+        hand those outcomes to ``deliver(callback, outcome, what=name)`` (not awaited)."""
+        while self._unreported:
+            outcome = self._unreported.pop(0)
+            self.outcomes.append(outcome)
+            name = _OUTCOME_CALLBACK[outcome.path]
+            deliver(getattr(self._callbacks(), name), outcome, what=name)
 
     async def _report(self, outcome: RecoveryOutcome) -> None:
         self.outcomes.append(outcome)
@@ -191,7 +223,7 @@ class Recoverer:
         probe, raw_status, state = Probe.NOT_PROBED, None, None
         if _recovery.should_probe(caps):
             probe, raw_status, state = await self._probe(conn, tracked)
-        decision = _recovery.decide(probe, caps, version)
+        decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps, notes = decision.path, decision.steps, decision.notes
         decide = self._callbacks().decide_recovery
         if decide is not None:
@@ -217,28 +249,35 @@ class Recoverer:
         while index is not None:
             step = steps[index]
             try:
-                await self._run_step(conn, tracked, step)
+                extra = await self._run_step(conn, tracked, step)
             except SessionNotFound as exc:
                 history.append((step.value, "not_found"))
-                error = exc
-                index = _recovery.next_step(steps, index, StepFailure.NOT_FOUND)
-                continue
-            except (RpcError, RequestTimeout, InvalidMessage) as exc:
+                error, failure = exc, StepFailure.NOT_FOUND
+            except (RpcError, RequestTimeout, InvalidMessage) as exc:  # a timeout is a refusal too
                 history.append((step.value, f"error: {exc}"))
-                error = exc
-                index = _recovery.next_step(steps, index, StepFailure.REFUSED)
-                continue
-            history.append((step.value, "ok"))
-            path = _recovery.path_of(step, version)
-            return RecoveryOutcome(
-                path=path,
-                session_id=tracked.session_id,
-                continuity=path is not RecoveryPath.NEW_SESSION,
-                steps=tuple(history),
-                replayed_updates=tracked.replayed if step in (Step.LOAD, Step.RESUME_REPLAY) else 0,
-                duration=self._clock.monotonic() - start,
-                **common,
-            )
+                error, failure = exc, StepFailure.REFUSED
+            else:
+                history.append((step.value, "ok"))
+                path = _recovery.path_of(step, version)
+                if step is Step.RESUME and tracked.resume_replayed:
+                    path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
+                replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
+                if path is not RecoveryPath.RESUME or tracked.settings.pending:
+                    timeout = self._timeouts.request
+                    extra += await restore(conn, tracked.settings, tracked.record, version=version, timeout=timeout)
+                return RecoveryOutcome(
+                    path=path,
+                    session_id=tracked.session_id,
+                    continuity=path is not RecoveryPath.NEW_SESSION,
+                    steps=tuple(history),
+                    replayed_updates=replayed,
+                    duration=self._clock.monotonic() - start,
+                    **{**common, "notes": (*common["notes"], *extra)},
+                )
+            index = _recovery.next_step(steps, index, failure)
+            following = steps[index] if index is not None else None
+            detail = str(error)[:160]
+            common["notes"] = (*common["notes"], _recovery.hop_note(step, failure, detail, following))
         self._table.abandon(tracked, previous, error)
         return RecoveryOutcome(
             path=RecoveryPath.ABANDON,
@@ -250,7 +289,13 @@ class Recoverer:
             **common,
         )
 
-    async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> None:
+    async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> tuple[str, ...]:
+        """Run one step; returns notes for the outcome.
+
+        Raises:
+            RpcError / RequestTimeout / InvalidMessage: The agent refused the step.
+            ConnectionLost / TransportError: The connection dropped.
+        """
         sid, cwd, servers, version = tracked.session_id, tracked.cwd, tracked.mcp_servers, self._version()
         timeout = self._timeouts.request
         if step is Step.NEW:
@@ -259,8 +304,14 @@ class Recoverer:
             )
             result = await conn.request("session/new", to_wire(request, protocol_version=version), timeout=timeout)
             response = from_wire(NewSessionResponse, result, protocol_version=version)
-            self._table.renamed(tracked, Session.from_new(response, cwd=cwd))
-            return
+            record = Session.from_new(response, cwd=cwd)
+            if record.session_id == sid:
+                # The agent kept the session under its id (e.g. its history on disk): continuity is
+                # not claimed, but nothing is wiped either; the next replay or resume decides.
+                tracked.record = tracked.record.merge(record)
+                return ("session/new returned the same session id: transcript kept, continuity not claimed",)
+            self._table.renamed(tracked, record)
+            return ()
         replay = step in (Step.LOAD, Step.RESUME_REPLAY)
         wire: Any
         if step is Step.LOAD:
@@ -278,9 +329,14 @@ class Recoverer:
         try:
             params = to_wire(wire, protocol_version=version)
             result = await conn.request(method, params, timeout=timeout, on_answer=answered)
-        finally:
-            answered()
+        except BaseException as exc:
+            attach_failed(self._table, tracked, exc)
+            raise
+        answered()
         tracked.record = record_after_attach(tracked, method, result, version)
+        if tracked.resume_replayed:
+            return ("the agent replayed history during session/resume",)
+        return ()
 
 
 def _capabilities(init: InitializeResponse, version: int) -> _recovery.Capabilities:

@@ -19,7 +19,7 @@ The rules it enforces:
 The table never waits and never schedules: a turn is settled through the ``settle`` function
 given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and the timer that
 closes a window late on unordered transports is the caller's (stored here only to be cancelled).
-Tests drive it with plain calls (``tests/client/test_sessions.py``).
+Tests drive it with plain calls (``tests/test_sessions.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._restore import Settings
 from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
 from .state import PromptResult, UpdateEvent
 from .transcript import Transcript
@@ -46,13 +47,14 @@ class _Cancellable(Protocol):
 class Turn:
     """One running prompt turn."""
 
-    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt")
+    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt", "recorded")
 
     def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
         self.prompt = prompt
         self.accepted = False  # the agent answered the prompt request (v2: the turn now runs)
         self.message_id: str | None = None
         self.done = False
+        self.recorded = False  # the prompt is in the transcript (a re-sent prompt is not added twice)
         self._settle = settle
 
     def accept(self) -> None:
@@ -87,6 +89,16 @@ class Tracked:
         self.replaying = False
         self.replayed = 0
         self.snapshot_window = False
+        #: The window's first message update has been looked at (a resume snapshot that repeats
+        #: the known history turns into a replay; see :meth:`SessionTable.receive`).
+        self.window_decided = False
+        #: A plain ``session/resume``'s window turned into a replay (the agent replayed history).
+        self.resume_replayed = False
+        #: The last replay was cut off by a drop: the transcript holds the history from before it,
+        #: and the next recovery replays again (cleared by a complete replay).
+        self.replay_cut_off = False
+        #: What the app set (mode, model, config options), re-applied after a replay or new session.
+        self.settings = Settings()
         self.window_timer: _Cancellable | None = None
         self.turn: Turn | None = None
         self.subscribers: list[Subscriber] = []
@@ -110,10 +122,15 @@ class SessionTable:
 
     Args:
         keep_transcripts: Maintain a transcript per session.
+        replays_on_resume: Whether the agent replays history during a plain ``session/resume``:
+            ``True`` turns every resume window into a replay at its first message update,
+            ``False`` never does, ``None`` detects it (the first message update repeats the start
+            of the known history: :meth:`~acp_client.transcript.Transcript.repeats`).
     """
 
-    def __init__(self, *, keep_transcripts: bool = True) -> None:
+    def __init__(self, *, keep_transcripts: bool = True, replays_on_resume: bool | None = None) -> None:
         self.keep_transcripts = keep_transcripts
+        self.replays_on_resume = replays_on_resume
         self._by_id: dict[str, Tracked] = {}
 
     # -- lookup -----------------------------------------------------------------------------------
@@ -189,6 +206,7 @@ class SessionTable:
         tracked.session_id = record.session_id
         tracked.record = record
         tracked.transcript = Transcript()
+        tracked.replay_cut_off = False  # nothing left to replay
         self._by_id[record.session_id] = tracked
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
@@ -204,23 +222,48 @@ class SessionTable:
     def open_window(self, tracked: Tracked, *, replay: bool) -> None:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
         self.close_window(tracked)
+        tracked.window_decided = replay
+        tracked.resume_replayed = False
         if replay:
-            tracked.replaying = True
-            tracked.replayed = 0
-            if self.keep_transcripts:
-                tracked.transcript.begin_replay()
+            self._begin_replay(tracked)
         else:
             tracked.snapshot_window = True
 
-    def close_window(self, tracked: Tracked) -> None:
-        """Updates from now on are live activity."""
+    def _begin_replay(self, tracked: Tracked) -> None:
+        tracked.replaying = True
+        tracked.replayed = 0
+        if self.keep_transcripts:
+            tracked.transcript.begin_replay()
+
+    def close_window(self, tracked: Tracked, *, complete: bool = True) -> None:
+        """Updates from now on are live activity.
+
+        ``complete=False``: the window was cut off (a drop, a refusal) before its answer; a replay
+        in it is incomplete, so the transcript goes back to what it held before the replay began.
+        A complete replay clears :attr:`Tracked.replay_cut_off`.
+        """
         if tracked.window_timer is not None:
             tracked.window_timer.cancel()
             tracked.window_timer = None
         if tracked.replaying:
-            tracked.transcript.end_replay()
+            tracked.transcript.end_replay(complete=complete)
+            if complete:
+                tracked.replay_cut_off = False
         tracked.replaying = False
         tracked.snapshot_window = False
+
+    def cut_off(self, tracked: Tracked) -> None:
+        """The connection dropped while ``tracked``'s window was open. A window whose answer had
+        arrived (only lingering for late updates on an unordered transport) is complete; any other
+        replay window is incomplete: the session is flagged so the next recovery replays again."""
+        if not tracked.window_open:
+            return
+        if tracked.window_timer is not None:
+            self.close_window(tracked)
+            return
+        if tracked.replaying:
+            tracked.replay_cut_off = True
+        self.close_window(tracked, complete=False)
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -247,8 +290,10 @@ class SessionTable:
         prompts there) records the user's message."""
         if tracked.window_timer is not None:
             self.close_window(tracked)
-        if not echoes_prompts and self.keep_transcripts and tracked.turn is not None:
-            tracked.transcript.add_user_prompt(tracked.turn.prompt)
+        turn = tracked.turn
+        if not echoes_prompts and self.keep_transcripts and turn is not None and not turn.recorded:
+            turn.recorded = True
+            tracked.transcript.add_user_prompt(turn.prompt)
 
     def end_turn(self, tracked: Tracked, turn: Turn) -> None:
         if tracked.turn is turn:
@@ -263,6 +308,15 @@ class SessionTable:
         tracked = self._by_id.get(session_id)
         if tracked is None:
             return UpdateEvent(session_id, update, False)
+        if tracked.snapshot_window and not tracked.window_decided and _is_message(update):
+            tracked.window_decided = True
+            replays = self.replays_on_resume
+            if replays or (replays is None and tracked.transcript.repeats(update)):
+                # The agent replays history during a plain resume (DESIGN.md §6): the rest of the
+                # window is a replay, de-duplicated like one.
+                tracked.snapshot_window = False
+                tracked.resume_replayed = True
+                self._begin_replay(tracked)
         replay = tracked.replaying
         if replay:
             tracked.replayed += 1
@@ -285,11 +339,12 @@ class SessionTable:
 
     def dropped(self, cause: BaseException) -> None:
         """The connection dropped: running turns fail with ``ConnectionLost`` (the agent had the
-        prompt) and windows close."""
+        prompt) and windows close (a replay window cut off before its answer is incomplete:
+        :meth:`cut_off`)."""
         for tracked in self:
             if tracked.turn is not None:
                 tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
-            self.close_window(tracked)
+            self.cut_off(tracked)
 
     def closed(self, error: BaseException | None = None) -> None:
         """The client closed (or failed): running turns fail, subscriptions end."""
@@ -297,3 +352,19 @@ class SessionTable:
             if tracked.turn is not None:
                 tracked.turn.finish(error or ClientClosed("the client was closed"))
             tracked.end_subscriptions()
+
+
+_MESSAGE_KINDS = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message",
+        "agent_message",
+        "agent_thought",
+    }
+)
+
+
+def _is_message(update: SessionUpdate) -> bool:
+    return getattr(update, "kind", None) in _MESSAGE_KINDS

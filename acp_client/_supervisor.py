@@ -18,13 +18,22 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import functools
 import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._connection import DEFAULT_TIMEOUT, Connection, NotificationHandler, ProtocolErrorHandler, RequestHandler
+from ._connection import (
+    DEFAULT_MAX_INCOMING_REQUESTS,
+    DEFAULT_TIMEOUT,
+    Connection,
+    NotificationHandler,
+    ProtocolErrorHandler,
+    RequestHandler,
+)
+from ._opening import open_link
 from .clock import Clock, TimerHandle
 from .config import QueueOptions
 from .exceptions import (
@@ -49,7 +58,7 @@ logger = logging.getLogger("acp_client.reconnect")
 #: requests made there go straight to it instead of waiting for the recovery they are part of.
 _RECOVERING_ON: contextvars.ContextVar[Connection | None] = contextvars.ContextVar("acp_recovering_on", default=None)
 
-Initializer = Callable[[Connection], Awaitable[Any]]
+Initializer = Callable[[Connection, float | None], Awaitable[Any]]
 Recoverer = Callable[[Connection, Any], Awaitable[None]]
 
 
@@ -96,9 +105,12 @@ class Supervisor:
         on_protocol_error: ProtocolErrorHandler | None = None,
         refresh_credentials: Callable[[], Any] | None = None,
         request_timeout: float | None = None,
+        connect_timeout: float | None = None,
         rng: random.Random | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
     ) -> None:
         self._connector = connector
+        self._max_incoming_requests = max_incoming_requests
         self._initialize = initialize
         self._recover = recover
         self._policy = policy
@@ -112,6 +124,7 @@ class Supervisor:
         self._on_protocol_error = on_protocol_error
         self._refresh_credentials = refresh_credentials
         self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
         self._rng = rng
         self._state = ConnectionState(State.CONNECTING)
         self._conn: Connection | None = None
@@ -173,8 +186,9 @@ class Supervisor:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Connect and initialize once.
+    async def start(self, *, recover: bool = False) -> None:
+        """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
+        on that link before it counts as connected (a drop then hands over to the reconnect loop).
 
         Raises:
             AcpError: The first connection failed (the state is then ``failed``).
@@ -182,19 +196,30 @@ class Supervisor:
         """
         try:
             conn, init = await self._open_with_refresh()
+            dropped = await self._recover_link(conn, init) if recover and not self._closing else None
         except asyncio.CancelledError:
             self._set_state(State.CLOSED, cause="cancelled while connecting")
             raise
         except BaseException as exc:
-            self._failure = exc
-            self._set_state(State.FAILED, cause=str(exc))
+            self.fail(exc)
             raise
         if self._closing:  # aclose() ran while connecting: it could not see this link
             await conn.aclose()
             raise ClientClosed("the client was closed while connecting")
         self._refreshed = False
+        if dropped is not None:
+            reason = TransportClosed(dropped)
+            self._on_drop(reason)
+            self._spawn(self._outage(reason))
+            return
         self._install(conn, init)
         self._set_state(State.CONNECTED)
+        self._release_queue(conn)
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the client for good with ``error`` (a fatal condition found outside the link)."""
+        self._failure = error
+        self._set_state(State.FAILED, cause=str(error))
 
     async def aclose(self) -> None:
         """Close for good: stop reconnecting, close the link, fail queued requests."""
@@ -307,27 +332,13 @@ class Supervisor:
     # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
-        transport = await self._connector.connect()
-        conn = Connection(
-            transport,
-            on_request=self._on_request,
-            on_notification=self._on_notification,
-            on_protocol_error=self._on_protocol_error,
-            clock=self._clock,
-            request_timeout=self._request_timeout,
-        )
-        conn.start()
-        try:
-            init = await self._initialize(conn)
-        except ConnectionLost as exc:
-            # The link died under ``initialize`` (e.g. the network reset the HTTP POST): a failed
-            # attempt to connect, worth another try, not a lost request of the app.
-            await conn.aclose()
-            raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
-        except BaseException:
-            await conn.aclose()
-            raise
-        return conn, init
+        options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
+        options["max_incoming_requests"] = self._max_incoming_requests
+        connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
+        return await open_link(
+            self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
+            initialize=self._initialize, timeout=self._connect_timeout,
+        )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:
         try:
@@ -489,30 +500,12 @@ class Supervisor:
             except BaseException as exc:
                 self._fail(exc)
                 return
-            self._set_state(State.RECOVERING)
-            token = _RECOVERING_ON.set(conn)
-            try:
-                await self._recover(conn, init)
-            except asyncio.CancelledError:
-                await conn.aclose()
-                raise
-            except (ConnectionLost, TransportError) as exc:
-                logger.info("connection dropped again while recovering: %s", exc)
-                self._drop_cause = str(exc)
-                await conn.aclose()
-                carried = self._attempts_this_outage
-                if self._suspend_due:
-                    self._enter_suspension()
-                continue
-            except AcpError as exc:
-                logger.error("recovery failed: %s", exc)
-            finally:
-                _RECOVERING_ON.reset(token)
+            dropped = await self._recover_link(conn, init)
             if self._closing:  # an app callback closed the client: aclose() could not see this link
                 await conn.aclose()
                 return
-            if conn.is_closed:
-                self._drop_cause = str(conn.close_cause)
+            if dropped is not None:
+                self._drop_cause = dropped
                 carried = self._attempts_this_outage
                 if self._suspend_due:
                     self._enter_suspension()
@@ -524,3 +517,21 @@ class Supervisor:
             self._set_state(State.CONNECTED)
             self._release_queue(conn)
             return
+
+    async def _recover_link(self, conn: Connection, init: Any) -> str | None:
+        """Run the recovery routine on a fresh link; the drop cause when the link died meanwhile."""
+        self._set_state(State.RECOVERING)
+        token = _RECOVERING_ON.set(conn)
+        try:
+            await self._recover(conn, init)
+        except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
+            await conn.aclose()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            logger.info("connection dropped again while recovering: %s", exc)
+            return str(exc)
+        except AcpError as exc:
+            logger.error("recovery failed: %s", exc)
+        finally:
+            _RECOVERING_ON.reset(token)
+        return str(conn.close_cause) if conn.is_closed and not self._closing else None

@@ -28,13 +28,14 @@ from typing import Any
 
 import attrs
 
-from ._connection import DEFAULT_TIMEOUT, _Default
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._pooled import pool_spec
 from ._sessions import Tracked
 from ._version import __version__
 from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts, check_instance
+from .config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
@@ -42,12 +43,15 @@ from .exceptions import (
     SessionNotFound,
 )
 from .handlers import ClientHandlers
+from .pool import Endpoint, Location, PlacementFunction
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
+from .store import SessionStore, StoredSession, endpoint_key
+from .store._bridge import StoreBridge
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
-from .transports.base import Connector, Limits
+from .transports.base import Connector, Limits, TransportInfo
 from .transports.endpoint import connector_for
 from .types import (
     AgentCapabilities,
@@ -67,10 +71,10 @@ from .types import (
     ReplayFromStart,
     ResumeSessionRequest,
     Session,
+    SessionConfigOption,
     SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
-    SetSessionModeRequest,
     TextContent,
 )
 
@@ -121,9 +125,38 @@ def _check_options(protocol_version: object, recovery_concurrency: object, optio
     for name, kind in kinds.items():
         check_instance(name, options[name], kind, optional=True)
     check_instance("keep_transcripts", options["keep_transcripts"], bool)
+    check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
+    check_instance("retry_unsent_prompts", options["retry_unsent_prompts"], bool)
+    incoming = options["max_incoming_requests"]
+    check_instance("max_incoming_requests", incoming, int)
+    if incoming < 1:
+        raise ConfigurationError(f"max_incoming_requests must be at least 1, not {incoming!r}")
+    check_instance("session_store", options["session_store"], SessionStore, optional=True)
+    check_instance("session_store_key", options["session_store_key"], str, optional=True)
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
+
+
+def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
+    (unless the app set it): the client bounds the whole opening with that one value."""
+    merged = dict(options or {})
+    if endpoint.startswith(("ws://", "wss://")):
+        merged.setdefault("open_timeout", connect)
+    elif endpoint.startswith(("http://", "https://")):
+        merged.setdefault("connect_timeout", connect)
+    return merged
+
+
+def _bridge(endpoint: object, store: SessionStore | None, key: str | None) -> StoreBridge | None:
+    if store is None:
+        return None
+    if not isinstance(endpoint, str | Connector):
+        raise ConfigurationError("session_store is not supported with several endpoints yet (one store per endpoint)")
+    if key is None and not isinstance(endpoint, str):
+        raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
+    return StoreBridge(store, key or endpoint_key(endpoint))  # type: ignore[arg-type]
 
 
 class AcpClient:
@@ -134,7 +167,13 @@ class AcpClient:
 
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
-            or a :class:`~acp_client.transports.base.Connector`.
+            or a :class:`~acp_client.transports.base.Connector`; or a list of them (or of
+            :class:`~acp_client.pool.Endpoint` values): several instances of one agent, used as
+            one pool (DESIGN.md §5; a list of one is a single endpoint).
+        placement: With several endpoints: where new sessions go — ``"round_robin"``
+            (default), ``"fewest_sessions"``, or a :data:`~acp_client.pool.PlacementFunction`.
+        failover_delay: With several endpoints: seconds a session's home instance may stay
+            unreachable before the session moves to another instance.
         protocol_version: The ACP version proposed in ``initialize`` (1 = stable, 2 = draft).
             The client speaks whatever supported version the agent answers with.
         client_info: Name and version sent to the agent.
@@ -151,6 +190,22 @@ class AcpClient:
         clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
         rng: Random source for retry jitter.
         keep_transcripts: Maintain a :class:`~acp_client.transcript.Transcript` per session.
+        replays_on_resume: Whether the agent replays the whole history during a plain
+            ``session/resume`` (some do: DESIGN.md §6). ``None`` (the default) detects it: the
+            first message update of a resume that repeats the start of the known history makes
+            the rest of it a replay (events flagged ``replay``, de-duplicated in the transcript,
+            a recovery reported as a replay). ``True`` treats every resume's messages as replay,
+            ``False`` never does.
+        retry_unsent_prompts: Re-send, once recovery ends, a prompt that failed with
+            :class:`~acp_client.exceptions.ConnectionLost` ``may_have_executed=False`` (it never
+            reached the agent). A prompt the agent may have acted on is never re-sent.
+        max_incoming_requests: How many agent→client requests each connection handles at once
+            (more are refused with -32603 until one finishes).
+        session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore` (the app
+            owns it); :meth:`connect` recovers the ones stored for this endpoint (see
+            ``docs/session-store.md``).
+        session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
+            with a :class:`~acp_client.transports.base.Connector`).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -158,8 +213,10 @@ class AcpClient:
 
     def __init__(
         self,
-        endpoint: str | Connector,
+        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
         *,
+        placement: str | PlacementFunction = "round_robin",
+        failover_delay: float = 10.0,
         protocol_version: int = 1,
         client_info: Implementation | None = None,
         handlers: ClientHandlers | None = None,
@@ -177,24 +234,33 @@ class AcpClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         keep_transcripts: bool = True,
+        replays_on_resume: bool | None = None,
+        retry_unsent_prompts: bool = False,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        session_store: SessionStore | None = None,
+        session_store_key: str | None = None,
     ) -> None:
         options = dict(locals())
         _check_options(protocol_version, recovery_concurrency, options)
-        check_instance("endpoint", endpoint, (str, Connector))
+        check_seconds("failover_delay", failover_delay)
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-        if isinstance(endpoint, str):
-            self._connector: Connector = connector_for(
-                endpoint,
+
+        def connector(value: str | Connector) -> Connector:
+            if not isinstance(value, str):
+                return value
+            return connector_for(
+                value,
                 headers=headers,
                 secret_headers=secret_headers,
                 tls=tls,
                 cookies=self.cookies,
                 limits=limits,
-                **dict(transport_options or {}),
+                **_with_connect_timeout(value, (timeouts or Timeouts()).connect, transport_options),
             )
-        else:
-            self._connector = endpoint
+
+        spec = pool_spec(endpoint, placement, failover_delay, connector)
+        self._connector: Connector = spec.connectors[0] if spec is not None else connector(endpoint)  # type: ignore[arg-type]
         self._engine = Engine(
             self._connector,
             protocol_version=protocol_version,
@@ -208,9 +274,16 @@ class AcpClient:
             clock=clock or SystemClock(),
             rng=rng,
             keep_transcripts=keep_transcripts,
+            pool=spec,
+            replays_on_resume=replays_on_resume,
+            retry_unsent_prompts=retry_unsent_prompts,
+            max_incoming_requests=max_incoming_requests,
+            store=_bridge(endpoint, session_store, session_store_key),
         )
         self._table = self._engine.table
-        self._supervisor = self._engine.supervisor
+        self._store = self._engine.persistence
+        if spec is None:
+            self._supervisor = self._engine.supervisor  # the only link
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -229,9 +302,12 @@ class AcpClient:
             IncompatibleProtocolVersion: The agent speaks no version this client supports.
             RpcError: ``initialize`` was refused.
             ClientClosed: :meth:`aclose` was called while connecting.
+            SessionStoreError: The ``session_store`` cannot be read (nothing was sent).
+
+        With a ``session_store``, its sessions for this endpoint are recovered on the first
+        connection (``connecting → recovering → connected``) before it returns.
         """
-        self._engine.emit_state(self._supervisor.state)
-        await self._supervisor.start()
+        await self._engine.start()
 
     async def aclose(self) -> None:
         """Close the connection and stop reconnecting. Pending requests fail with
@@ -242,14 +318,16 @@ class AcpClient:
 
     def notify_network_available(self) -> None:
         """Skip the current reconnect backoff (call when the OS reports the network is back)."""
-        self._supervisor.notify_network_available()
+        for supervisor in self._engine.supervisors():
+            supervisor.notify_network_available()
 
     # -- properties -----------------------------------------------------------------------------------
 
     @property
     def state(self) -> ConnectionState:
-        """The current connection state."""
-        return self._supervisor.state
+        """The current connection state (with several endpoints: of the links that hold
+        sessions, ``connected`` when all of them are)."""
+        return self._engine.state
 
     @property
     def protocol_version(self) -> int:
@@ -279,7 +357,41 @@ class AcpClient:
 
     @property
     def connector(self) -> Connector:
+        """The connector (with several endpoints: the first instance's)."""
         return self._connector
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The instances of a pooled client, in the order given (empty for a single endpoint)."""
+        pool = self._engine.pool
+        return tuple(link.endpoint for link in pool.links) if pool is not None else ()
+
+    async def locate(self, session_id: str, *, timeout: float | None = None) -> Location:
+        """Ask every instance ``session/status`` for ``session_id`` at once (see
+        :func:`acp_client.pool.locate`): over this client's live link to an instance where it
+        has one, else over a fresh link closed again. The first call also opens a link to every
+        instance the client has none to (kept, like the links sessions use), so later calls cost
+        one ``session/status`` round trip per instance, all at once. Nothing is loaded anywhere.
+
+        Args:
+            session_id: The session (an earlier id of a tracked session finds its current one).
+            timeout: Seconds each instance gets (default: ``Timeouts.probe``).
+
+        Returns:
+            Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
+            a single-endpoint client has one instance, named by its connector's target.
+
+        Raises:
+            ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
+        """
+        current = check_session_id(self._table.current_id(session_id))
+        return await self._engine.locate(current, timeout)
+
+    @property
+    def transport_info(self) -> TransportInfo | None:
+        """The live link's :class:`TransportInfo` (a stdio agent's ``pid`` among it), if any."""
+        conn = self._engine.primary.connection
+        return conn.transport.info if conn is not None else None
 
     @property
     def callbacks(self) -> Callbacks:
@@ -289,6 +401,15 @@ class AcpClient:
     @property
     def timeouts(self) -> Timeouts:
         return self._engine.timeouts
+
+    @property
+    def session_store_key(self) -> str | None:
+        """The endpoint key this client files its sessions under in its ``session_store``."""
+        return self._store.bridge.endpoint if self._store is not None else None
+
+    def stored_sessions(self) -> list[StoredSession]:
+        """This client's records in its store, most recently used first (no I/O)."""
+        return self._store.records() if self._store is not None else []
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:
@@ -348,10 +469,15 @@ class AcpClient:
         cwd_str = str(cwd)
         extra = tuple(str(item) for item in additional_directories)
         request = NewSessionRequest(cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        result = await self._supervisor.call("session/new", lambda: self._engine.wire(request))
+        pool = self._engine.pool
+        link = (await pool.place()) if pool is not None else None
+        supervisor = link.supervisor if link is not None and link.supervisor is not None else self._engine.primary
+        result = await supervisor.call("session/new", lambda: self._engine.wire(request))
         record = Session.from_new(self._engine.decode(NewSessionResponse, result), cwd=cwd_str)
         tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers), additional_directories=extra)
-        return SessionHandle(self, tracked)
+        if pool is not None and link is not None:
+            pool.bind(tracked, link)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -365,7 +491,7 @@ class AcpClient:
         self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return SessionHandle(self, await self._engine.attach(request, "session/load", replay=True))
+        return SessionHandle(self, self._engine.stored(await self._engine.attach(request, "session/load", replay=True)))
 
     async def resume_session(
         self,
@@ -392,7 +518,8 @@ class AcpClient:
             mcp_servers=tuple(mcp_servers),
             replay_from=ReplayFromStart() if replay else None,
         )
-        return SessionHandle(self, await self._engine.attach(request, "session/resume", replay=replay))
+        tracked = await self._engine.attach(request, "session/resume", replay=replay)
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -406,9 +533,14 @@ class AcpClient:
         cwd_str = str(cwd)
         parent = self._table.current_id(session_id)
         request = ForkSessionRequest(session_id=parent, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
-        result = await self._supervisor.call("session/fork", lambda: self._engine.wire(request))
+        source = self._table.get(parent)
+        supervisor = await self._engine.link_for(source, "session/fork")
+        result = await supervisor.call("session/fork", lambda: self._engine.wire(request))
         record = Session.from_fork(self._engine.decode(ForkSessionResponse, result), cwd=cwd_str, forked_from=parent)
-        return SessionHandle(self, self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers)))
+        tracked = self._table.track(record, cwd=cwd_str, mcp_servers=tuple(mcp_servers))
+        if self._engine.pool is not None and source is not None:
+            self._engine.pool.bind(tracked, self._engine.pool.home(source))
+        return SessionHandle(self, self._engine.stored(tracked))
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -418,7 +550,7 @@ class AcpClient:
         """
         self._engine.require("session/list")
         request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
-        result = await self._supervisor.call("session/list", lambda: self._engine.wire(request), idempotent=True)
+        result = await self._engine.primary.call("session/list", lambda: self._engine.wire(request), idempotent=True)
         response = self._engine.decode(ListSessionsResponse, result)
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
@@ -453,7 +585,7 @@ class AcpClient:
             return self._engine.wire(SessionStatusRequest(session_id=current))
 
         try:
-            result = await self._supervisor.call("session/status", params, idempotent=True)
+            result = await self._engine.call(self._table.get(current), "session/status", params, idempotent=True)
         except SessionNotFound:
             return Session(session_id=current, status=SessionStatus.UNKNOWN)
         record = Session.from_status(current, self._engine.decode(SessionStatusResponse, result))
@@ -472,22 +604,46 @@ class AcpClient:
         self._engine.require("session/close")
         # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
         current = self._table.current_id
-        await self._supervisor.call(
-            "session/close", lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id)))
+        await self._engine.call(
+            self._table.get(session_id),
+            "session/close",
+            lambda: self._engine.wire(CloseSessionRequest(session_id=current(session_id))),
         )
-        self._table.untrack(current(session_id))
+        self._forget(current(session_id))
 
     def forget_session(self, session_id: str) -> None:
-        """Stop tracking a session (it will not be recovered after a drop); nothing is sent."""
-        self._table.untrack(self._table.current_id(session_id))
+        """Stop tracking a session (it will not be recovered after a drop, and is deleted from
+        the session store); nothing is sent."""
+        self._forget(self._table.current_id(session_id))
+
+    def _forget(self, session_id: str) -> None:
+        tracked = self._table.get(session_id)
+        if tracked is not None and self._engine.pool is not None:
+            self._engine.pool.forget(tracked)
+        self._engine.untrack(session_id)
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
-        """``session/set_mode``."""
-        current = self._table.current_id
-        await self._supervisor.call(
-            "session/set_mode",
-            lambda: self._engine.wire(SetSessionModeRequest(session_id=current(session_id), mode_id=mode_id)),
-        )
+        """``session/set_mode`` (restored after a recovery that rebuilds the session)."""
+        await self._engine.set_mode(session_id, mode_id)
+
+    async def set_model(self, session_id: str, model_id: str) -> None:
+        """``session/set_model`` (restored after a recovery that rebuilds the session).
+
+        Raises:
+            CapabilityNotSupported: The agent offers no models for this session.
+        """
+        await self._engine.set_model(session_id, model_id)
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, *, type: str | None = None
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option`` (restored after a recovery that rebuilds the session);
+        returns every option with its new value (``type``: see ``SetSessionConfigOptionRequest``).
+
+        Raises:
+            CapabilityNotSupported: The agent offers no config options for this session.
+        """
+        return await self._engine.set_config_option(session_id, config_id, value, type)
 
     async def prompt(
         self,
@@ -520,7 +676,8 @@ class AcpClient:
         """
         current = self._table.current_id
         self._engine.router.cancel_session(current(session_id))
-        await self._supervisor.notify(
+        supervisor = await self._engine.link_for(self._table.get(session_id), "session/cancel")
+        await supervisor.notify(
             "session/cancel", lambda: self._engine.wire(CancelNotification(session_id=current(session_id)))
         )
 
@@ -531,11 +688,11 @@ class AcpClient:
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
-        return await self._supervisor.call(method, lambda: params, timeout=timeout)
+        return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send any notification."""
-        await self._supervisor.notify(method, lambda: params)
+        await self._engine.primary.notify(method, lambda: params)
 
 
 class SessionHandle:
@@ -579,6 +736,12 @@ class SessionHandle:
         return self._tracked.turn is not None
 
     @property
+    def endpoint(self) -> str | None:
+        """With several endpoints: the name of the instance the session lives on now."""
+        pool = self._client._engine.pool
+        return pool.home(self._tracked).endpoint.name if pool is not None else None
+
+    @property
     def abandoned(self) -> bool:
         """Whether recovery gave up on this session."""
         return self._tracked.abandoned
@@ -594,8 +757,18 @@ class SessionHandle:
         await self._client.cancel(self._tracked.session_id)
 
     async def set_mode(self, mode_id: str) -> None:
-        """``session/set_mode``."""
+        """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
         await self._client.set_mode(self._tracked.session_id, mode_id)
+
+    async def set_model(self, model_id: str) -> None:
+        """``session/set_model`` (see :meth:`AcpClient.set_model`)."""
+        await self._client.set_model(self._tracked.session_id, model_id)
+
+    async def set_config_option(
+        self, config_id: str, value: Any, *, type: str | None = None
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option`` (see :meth:`AcpClient.set_config_option`)."""
+        return await self._client.set_config_option(self._tracked.session_id, config_id, value, type=type)
 
     async def status(self) -> Session:
         """Probe ``session/status``."""

@@ -122,7 +122,9 @@ class Timeouts:
     Attributes:
         request: Default timeout of requests other than prompts (``None``: no limit). A prompt
             waits as long as its turn runs unless given its own ``timeout``.
-        connect: Timeout of ``initialize`` on each (re)connection.
+        connect: Bounds the whole opening of each (re)connection: TCP, TLS, the WebSocket
+            handshake, the HTTP ``initialize`` POST and the answer to ``initialize``. Running out
+            raises :class:`~acp_client.exceptions.ConnectTimeout` whatever the transport.
         probe: Timeout of each ``session/status`` probe during recovery.
 
     Raises:

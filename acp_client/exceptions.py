@@ -10,7 +10,10 @@ callers never need to import those libraries to handle a failure.
     ├── ConfigurationError (also ValueError)  an app-supplied value is unsafe or invalid
     ├── TransportError                        the link to the agent failed or misbehaved
     │   ├── ConnectError                      could not establish a link (refused, DNS, handshake)
-    │   │   └── TlsVerificationError          the peer's certificate did not verify (fatal)
+    │   │   ├── TlsVerificationError          the peer's certificate did not verify (fatal)
+    │   │   └── ConnectTimeout                the opening (TCP, TLS, handshake, initialize) took
+    │   │                                     longer than ``Timeouts.connect`` (also a
+    │   │                                     RequestTimeout and a TimeoutError)
     │   ├── HttpStatusError                   an HTTP answer with an unexpected status
     │   │   ├── MissingHeader                 400: a required Acp-* header was absent
     │   │   ├── AuthenticationFailed          401 / 403
@@ -34,7 +37,7 @@ callers never need to import those libraries to handle a failure.
     │   ├── InvalidParams (-32602) · InternalError (-32603) · RequestCancelled (-32800)
     │   ├── AuthRequired (-32000) · SessionNotFound (-32002)
     │   └── UnsupportedProtocolVersion (-32022)
-    ├── RequestTimeout                        no answer within the request's timeout
+    ├── RequestTimeout (also TimeoutError)    no answer within the request's timeout
     ├── ConnectionLost                        the link died with the request pending
     ├── CapabilityNotSupported                the agent did not advertise what the call needs
     ├── ClientClosed                          the client was closed (by the app) or has failed
@@ -69,6 +72,7 @@ __all__ = [
     "ClientSuspended",
     "ConfigurationError",
     "ConnectError",
+    "ConnectTimeout",
     "ConnectionLost",
     "HttpStatusError",
     "IncompatibleProtocolVersion",
@@ -422,8 +426,10 @@ class UnsupportedProtocolVersion(RpcError):
 # Client-side conditions
 
 
-class RequestTimeout(AcpError):
+class RequestTimeout(AcpError, TimeoutError):
     """No answer arrived within the request's timeout. A ``$/cancel_request`` was sent.
+
+    Also a builtin :class:`TimeoutError`, so ``except TimeoutError`` catches it.
 
     Attributes:
         method: The request's method.
@@ -434,6 +440,28 @@ class RequestTimeout(AcpError):
         super().__init__(f"{method} got no answer within {timeout:g}s")
         self.method = method
         self.timeout = timeout
+
+
+class ConnectTimeout(ConnectError, RequestTimeout):
+    """Opening a link took longer than the connect timeout (``Timeouts.connect``), whatever the
+    transport and whatever the phase: TCP, TLS, the WebSocket handshake, or ``initialize``.
+
+    One type for ``ws://``, ``http://`` and ``stdio:``: it is a :class:`ConnectError` (nothing was
+    established; reconnecting may help), a :class:`RequestTimeout` whose ``method`` is
+    ``"initialize"``, and a builtin :class:`TimeoutError`.
+
+    Attributes:
+        timeout: The connect timeout that expired, in seconds (``None`` when not known).
+        phase: ``"open"`` (TCP, TLS, handshake) or ``"initialize"``.
+    """
+
+    maybe_delivered = False
+
+    def __init__(self, message: str, *, timeout: float | None = None, phase: str = "open") -> None:
+        AcpError.__init__(self, message)  # not RequestTimeout's (method, timeout) constructor
+        self.method = "initialize"
+        self.timeout = timeout  # type: ignore[assignment]
+        self.phase = phase
 
 
 class ConnectionLost(AcpError):

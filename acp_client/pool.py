@@ -341,6 +341,8 @@ class _Settings:
     connect_options: Mapping[str, Any]
     clock: Clock
     start: float
+    #: Live, initialized links to some instances (a client's own): asked directly, no connect.
+    live: Mapping[Endpoint, tuple[Connection, InitializeResponse]] = attrs.field(factory=dict)
 
 
 #: One instance's answers, one per session id (in the order of ``_Settings.session_ids``).
@@ -389,10 +391,14 @@ async def _probe(endpoint: Endpoint, settings: _Settings, link: _Link) -> _Answe
         return answer(presence, raw_status=decoded.raw_status, state=decoded.state)
 
     try:
-        link.transport = await endpoint.open(**settings.connect_options).connect()
-        conn = link.conn = Connection(link.transport, clock=clock)
-        conn.start()
-        init: InitializeResponse = await _initialize(conn, settings.protocol_version, settings.client_info, None)
+        live = settings.live.get(endpoint)
+        if live is not None:
+            conn, init = live
+        else:
+            link.transport = await endpoint.open(**settings.connect_options).connect()
+            conn = link.conn = Connection(link.transport, clock=clock)
+            conn.start()
+            init = await _initialize(conn, settings.protocol_version, settings.client_info, None)
         agent = init.agent_info
         version = init.protocol_version
         if not init.agent_capabilities.supports("session/status"):
@@ -519,6 +525,30 @@ async def locate_many(
     Raises:
         ConfigurationError: As :func:`locate`.
     """
+    return await _locate_many(
+        session_ids,
+        endpoints,
+        timeout=timeout,
+        protocol_version=protocol_version,
+        client_info=client_info,
+        connect_options=connect_options,
+        clock=clock,
+    )
+
+
+async def _locate_many(
+    session_ids: Sequence[str],
+    endpoints: Sequence[str | Connector | Endpoint],
+    *,
+    timeout: float = 5.0,
+    protocol_version: int = 1,
+    client_info: Implementation | None = None,
+    connect_options: Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+    live: Mapping[Endpoint, tuple[Connection, InitializeResponse]] | None = None,
+) -> dict[str, Location]:
+    """:func:`locate_many`; instances in ``live`` are asked over that connection (already
+    initialized, left open) instead of a fresh link."""
     targets = _endpoints(endpoints)
     if timeout <= 0:
         raise ConfigurationError("timeout must be positive")
@@ -536,6 +566,7 @@ async def locate_many(
         connect_options=dict(connect_options or {}),
         clock=clock,
         start=clock.monotonic(),
+        live=dict(live or {}),
     )
     results = await asyncio.gather(*(_ask_in_time(endpoint, settings) for endpoint in targets), return_exceptions=True)
     per_instance: list[_Answers] = []
@@ -547,7 +578,7 @@ async def locate_many(
     located = {
         sid: Location(sid, tuple(answers[index] for answers in per_instance), elapsed) for index, sid in enumerate(ids)
     }
-    for location in located.values():
+    for location in located.values() if logger.isEnabledFor(logging.DEBUG) else ():
         logger.debug(
             "located %s in %.3fs: %s",
             location.session_id,

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import tenacity
 
-from ._clock import Clock
+from .clock import Clock
 from .exceptions import (
     AuthenticationFailed,
     ConfigurationError,

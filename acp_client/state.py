@@ -7,6 +7,9 @@
          │             │              ▼    │        └──► suspended ──────┘ (down too long; still retrying)
          └─────────────┴──────────────┴────┴──► closed (by the app) | failed (fatal or exhausted)
 
+    connecting ──► recovering ──► connected       (sessions restored from a session store are
+                                                   recovered on the first connection)
+
 The client never reports the same state twice in a row; each reconnect attempt is a distinct
 ``reconnecting`` (or ``suspended``) state carrying its attempt number.
 """
@@ -18,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from .types import Session, SessionUpdate
+from .types import Session, SessionUpdate, TextContent
 
 __all__ = [
     "LEGAL_TRANSITIONS",
@@ -68,7 +71,9 @@ class State(str, enum.Enum):
 
 #: Which state may follow which (a state may follow itself only with another attempt number).
 LEGAL_TRANSITIONS: dict[State, frozenset[State]] = {
-    State.CONNECTING: frozenset({State.CONNECTED, State.RECONNECTING, State.CLOSED, State.FAILED}),
+    State.CONNECTING: frozenset(
+        {State.CONNECTED, State.RECONNECTING, State.RECOVERING, State.CLOSED, State.FAILED}
+    ),
     State.CONNECTED: frozenset({State.RECONNECTING, State.CLOSED, State.FAILED}),
     State.RECONNECTING: frozenset({State.RECONNECTING, State.RECOVERING, State.SUSPENDED, State.CLOSED, State.FAILED}),
     State.RECOVERING: frozenset({State.CONNECTED, State.RECONNECTING, State.SUSPENDED, State.CLOSED, State.FAILED}),
@@ -116,6 +121,8 @@ class RecoveryContext:
         proposed: The path the decision table picked.
         protocol_version: The version negotiated on the new connection.
         capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
+        endpoint: With several endpoints: the name of the instance this recovery runs on (where
+            the proposed path would send its calls); ``None`` for a single-endpoint client.
     """
 
     session_id: str
@@ -125,6 +132,7 @@ class RecoveryContext:
     proposed: RecoveryPath
     protocol_version: int
     capabilities: dict[str, bool]
+    endpoint: str | None = None
 
 
 @attrs.frozen
@@ -146,6 +154,9 @@ class RecoveryOutcome:
         replayed_updates: How many ``session/update`` notifications the replay delivered.
         duration: Seconds the recovery of this session took (probe included).
         error: The last error, when the session was abandoned after failures.
+        endpoint: With several endpoints: the name of the instance the session ended on (where
+            it lives now, or where the last step was tried when abandoned); ``None`` for a
+            single-endpoint client.
     """
 
     path: RecoveryPath
@@ -161,6 +172,7 @@ class RecoveryOutcome:
     replayed_updates: int = 0
     duration: float = 0.0
     error: BaseException | None = attrs.field(default=None, eq=False)
+    endpoint: str | None = None
 
 
 @attrs.frozen
@@ -187,11 +199,25 @@ class UpdateEvent:
         update: The decoded update (an ``Unknown...`` value keeps unrecognized variants).
         replay: ``True`` when it is history replayed by ``session/load`` (v1) or
             ``session/resume`` with ``replayFrom`` (v2), not new activity.
+        text: (property) The text of a message or message chunk, else ``None``.
     """
 
     session_id: str
     update: SessionUpdate
     replay: bool = False
+
+    @property
+    def text(self) -> str | None:
+        """The text the update carries, when it is a message or a message chunk (the user's,
+        the agent's, or its thoughts), else ``None``: ``event.text`` is all the common case
+        needs. A chunk's text is only that chunk (join them, or read the session's transcript
+        for whole messages); non-text content (images, resources) does not count."""
+        if not self.update.kind.endswith(("_message", "_message_chunk", "_thought", "_thought_chunk")):
+            return None
+        content = getattr(self.update, "content", None)
+        blocks = content if isinstance(content, tuple | list) else (content,)
+        texts = [block.text for block in blocks if isinstance(block, TextContent)]
+        return "".join(texts) if texts else None
 
 
 @attrs.frozen

@@ -13,7 +13,9 @@ Rules:
   it, the first update for a message already known restarts that message's content instead of
   appending to it; id-less history (v1) is rebuilt from the replay, and an id-less message is kept
   only if the agent replayed no message of its role (a replay that sends the user's prompts back
-  covers the prompts the client recorded itself).
+  covers the prompts the client recorded itself: the k-th of them stands for the k-th new message
+  of that role in the replay, so what followed it and the replay left out, such as the partial
+  answer of an interrupted turn, stays after it).
 * A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` puts back what the
   transcript held before it began, so nothing finished is lost; the next replay rebuilds it.
 * Some agents replay the whole history during a plain ``session/resume`` (DESIGN.md §6).
@@ -258,6 +260,13 @@ class Transcript:
 
     def _merge_replay(self, snapshot: list[tuple[TranscriptMessage, list[ContentBlock]]]) -> list[TranscriptMessage]:
         touched = {id(message) for message in self._replay_touched}
+        known = {id(message) for message, _ in snapshot}
+        # The replayed messages that are new to the transcript, per role, in order: the k-th id-less
+        # message of a role the replay rebuilt is the k-th of them (what followed it follows that).
+        fresh: dict[str, list[TranscriptMessage]] = {}
+        for message in self._replay_touched:
+            if id(message) not in known:
+                fresh.setdefault(message.role, []).append(message)
         front: list[TranscriptMessage] = []
         after: dict[int, list[TranscriptMessage]] = {}
         anchor: TranscriptMessage | None = None
@@ -266,7 +275,11 @@ class Transcript:
                 anchor = message
                 continue
             if message.message_id is None and message.role in self._replayed_roles:
-                continue  # the replay rebuilt this role's id-less history
+                # The replay rebuilt this role's id-less history: this message is its counterpart.
+                counterparts = fresh.get(message.role)
+                if counterparts:
+                    anchor = counterparts.pop(0)
+                continue
             (after.setdefault(id(anchor), []) if anchor is not None else front).append(message)
         merged = front
         for message in self._replay_touched:

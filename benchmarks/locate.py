@@ -16,6 +16,15 @@ Per transport (WebSocket, Streamable HTTP/1.1) and per one-way delay:
 * ``ratio``: fan-out / one probe; ``sequential``: N x one probe, what asking one after the other
   would cost.
 
+Second table, ``AcpClient.locate()`` — the fan-out a client (or a routing layer built on one) runs
+over the links it keeps to every instance: no connect and no ``initialize`` per probe, only one
+``session/status`` round trip per instance, all at once:
+
+* ``one probe``: median seconds of ``client.locate()`` on a client of instance 0 alone (its live
+  link);
+* ``fan-out N``: median seconds of ``client.locate()`` on a client of all N instances, once its
+  links are up (the first call opens them).
+
 Every answer is checked (instance 0 ``active``, the others ``inactive``); a wrong one exits 1.
 Target (issue 11): the fan-out over 50 instances within 1.5x one probe.
 """
@@ -92,6 +101,35 @@ async def measure(urls: list[str], rounds: int) -> tuple[float, float]:
     return median(one), median(fan_out)
 
 
+async def measure_client(urls: list[str], rounds: int) -> tuple[float, float]:
+    """Median seconds of ``AcpClient.locate()`` on a one-instance client and on an N-instance
+    client whose links are all up; checks every answer."""
+    options = {"http2": False} if urls[0].startswith("http") else {}
+    expected = [Presence.ACTIVE] + [Presence.INACTIVE] * (len(urls) - 1)
+    async with AcpClient(urls[0], retry=None, transport_options=options) as single:
+        session = await single.new_session("/tmp/acp-bench")
+        async with AcpClient(urls, transport_options=options) as pooled:
+            await pooled.locate(session.session_id, timeout=30)  # opens a link to every instance
+            deadline = time.perf_counter() + _START_TIMEOUT
+            links = pooled._engine.pool  # the benchmark waits for the links it asked for
+            while links is not None and len(links.live()) < len(urls):
+                if time.perf_counter() > deadline:
+                    raise SystemExit("the client's links did not come up")
+                await asyncio.sleep(0.05)
+            one: list[float] = []
+            fan_out: list[float] = []
+            for _ in range(rounds):
+                for client, samples, count in ((single, one, 1), (pooled, fan_out, len(urls))):
+                    start = time.perf_counter()
+                    location = await client.locate(session.session_id, timeout=30)
+                    samples.append(time.perf_counter() - start)
+                    got = [answer.presence for answer in location.answers]
+                    if got != expected[:count]:
+                        errors = [str(answer.error) for answer in location.answers if answer.error]
+                        raise SystemExit(f"wrong answers: {[p.value for p in got]} {errors[:3]}")
+    return median(one), median(fan_out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and delays (a smoke run)")
@@ -104,10 +142,23 @@ def main() -> int:
     rounds = args.rounds or (3 if args.quick else 15)
     latencies = [float(v) for v in (args.latency or ("0,25" if args.quick else "0,5,25,50")).split(",")]
     rows = []
+    client_rows = []
     for latency in latencies:
         with farm(args.instances, latency) as ports:
             for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
                 urls = [f"{scheme}://127.0.0.1:{port}/acp" for port in ports]
+                warm_one, warm_fan_out = asyncio.run(measure_client(urls, rounds))
+                warm_ratio = warm_fan_out / warm_one
+                client_rows.append(
+                    [
+                        f"{name} client",
+                        f"{latency:g}",
+                        fmt_ms(warm_one),
+                        fmt_ms(warm_fan_out),
+                        fmt_ratio(warm_ratio),
+                        "yes" if warm_ratio <= TARGET else "NO",
+                    ]
+                )
                 one, fan_out = asyncio.run(measure(urls, rounds))
                 ratio = fan_out / one
                 rows.append(
@@ -134,6 +185,12 @@ def main() -> int:
         f"<= {TARGET:g}x",
     ]
     print(table(headers, rows))
+    print()
+    print(f"AcpClient.locate(): over the client's live links ({rounds} rounds, medians)")
+    print()
+    client_headers = ["client", "one-way ms", "one probe ms", f"fan-out {args.instances} ms", "ratio"]
+    client_headers.append(f"<= {TARGET:g}x")
+    print(table(client_headers, client_rows))
     print()
     print(f"target (issue 11): the fan-out over 50 instances within {TARGET:g}x one probe")
     print(

@@ -5,20 +5,29 @@ Usage::
 
     python examples/chat.py URL                       # interactive terminal chat
     python examples/chat.py URL --script FILE [--json]
+    python examples/chat.py URL URL ... [--script FILE] [--json]   # several instances, one pool
     python examples/chat.py --demo [--json]           # bundled agent + injected faults
+    python examples/chat.py URL --store PATH          # keep sessions in PATH across runs
 
 URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
+Several URLs are instances of one agent, used as one pool (new sessions round robin; a session
+whose instance dies moves to another); the ``session`` and ``recovered`` events then carry
+``endpoint``, the URL the session lives on now.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
 pauses while the client keeps watching the connection (it ends early if the client gives up);
-``/status`` probes the current session; ``/new`` starts another session. The exit status is 0
+``/status`` probes the current session; ``/new`` starts another session; ``/sessions`` lists the
+stored (or tracked) sessions and ``/switch ID`` continues another one (see ``chat_store.py``,
+``--store PATH``). The exit status is 0
 after the last line, 2 if the client gave up (``--max-elapsed SECONDS`` bounds how long it keeps
 reconnecting; default 120), 64 on a usage error.
 
 Interactive mode (the default with a URL) is in ``chat_ui.py``: streamed text, a status line,
 permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a second Ctrl-C exits
-(status 130); ``/quit`` or Ctrl-D exits with 0. ``ACP_CHAT_PLAIN=1`` forces plain text (no rich).
+(status 130); ``/retry`` sends again the prompt a drop cut off; ``/quit`` or Ctrl-D exits with 0.
+``ACP_CHAT_PLAIN=1`` forces plain text (no rich). ``--insecure`` skips TLS certificate
+verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, update, turn_end, disconnected, reconnect_attempt, recovered, turn_interrupted, status,
@@ -40,7 +49,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import attrs
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+import chat_store  # examples/ is on the path (the script's own directory)
 
 from acp_client import (
     AcpClient,
@@ -54,6 +67,7 @@ from acp_client import (
     RetryPolicy,
     SessionHandle,
     SessionStatus,
+    SqliteSessionStore,
     State,
     Timeouts,
     TurnInterrupted,
@@ -115,7 +129,10 @@ class Output:
         if name == "connected":
             return f"● connected ({f['transport']}, ACP v{f['protocolVersion']})"
         if name == "session":
-            return f"● session {f['sessionId']}"
+            how = " (restored from the store)" if f.get("restored") else " (switched)" if f.get("switched") else ""
+            return f"● session {f['sessionId']}{how}"
+        if name == "sessions":
+            return "\n".join(["● sessions:", *chat_store.describe_listing(f["sessions"])])
         if name == "update":
             if f.get("replay"):
                 return None  # history the agent replays after a reconnect: already on screen
@@ -167,11 +184,20 @@ class Chat:
         transport_options: dict[str, Any] | None = None,
         tls: Any = None,
         cwd: str | None = None,
+        failover_delay: float = 5.0,
+        session_store: Any = None,
     ) -> None:
         self.output = output
+        self.store = session_store  # a SessionStore (``--store``), or None
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
+        #: Per outage: whether ``disconnected`` was said, the client's attempt number it began
+        #: at (attempt numbers shown restart at 1 each outage), and the turn_interrupted events
+        #: held until ``disconnected`` is said (so "connection lost" comes first).
+        self._outage_reported = False
+        self._first_attempt: int | None = None
+        self._held: list[dict[str, Any]] = []
         #: Extra listeners for every connection state (the interactive UI adds its status line).
         self.state_listeners: list[Callable[[ConnectionState], None]] = [on_state] if on_state else []
         #: Answers permission requests; replaceable after construction (the UI asks the user).
@@ -179,7 +205,8 @@ class Chat:
             permission or self.auto_permission
         )
         self.failed = asyncio.Event()
-        self.transport = str(endpoint).split(":", 1)[0] if isinstance(endpoint, str) else "custom"
+        first = endpoint[0] if isinstance(endpoint, list) else endpoint
+        self.transport = str(first).split(":", 1)[0] if isinstance(first, str) else "custom"
         self.client = AcpClient(
             endpoint,
             protocol_version=protocol_version,
@@ -197,6 +224,8 @@ class Chat:
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
             tls=tls,
+            failover_delay=failover_delay,
+            session_store=session_store,
         )
 
     @staticmethod
@@ -217,22 +246,42 @@ class Chat:
         kind = self.client.connector.target.split(":", 1)[0]
         return {"ws": "websocket", "wss": "websocket", "http": "http", "https": "http"}.get(kind, kind)
 
+    def outage_attempt(self, state: ConnectionState) -> ConnectionState:
+        """``state`` with its attempt numbered from 1 in the current outage (the client keeps
+        counting across outages that follow each other quickly, for its backoff)."""
+        if state.attempt is None or state.state not in (State.RECONNECTING, State.SUSPENDED):
+            return state
+        if self._first_attempt is None:
+            self._first_attempt = state.attempt
+        return attrs.evolve(state, attempt=max(1, state.attempt - self._first_attempt + 1))
+
     def _on_state(self, state: ConnectionState) -> None:
         if state.state is State.CONNECTED:
             self._was_connected = True
+            self._outage_reported, self._first_attempt = False, None
             self.output.event(
                 "connected", transport=self._transport_name(), protocolVersion=self.client.protocol_version
             )
         elif state.state in (State.RECONNECTING, State.SUSPENDED):
-            if state.attempt == 1 or self._was_connected:
+            state = self.outage_attempt(state)
+            if not self._outage_reported:
                 self.output.event("disconnected", reason=state.cause or "connection lost")
-                self._was_connected = False
+                self._outage_reported, self._was_connected = True, False
+                self._release_interruptions()
             self.output.event("reconnect_attempt", attempt=state.attempt, delay=round(state.retry_in or 0.0, 3))
         elif state.state is State.FAILED:
+            self._release_interruptions()
             self.failed.set()
             self.output.event("error", message=f"gave up: {state.cause}")
+        elif state.state is State.CLOSED:
+            self._release_interruptions()
         for listener in list(self.state_listeners):
             listener(state)
+
+    def _release_interruptions(self) -> None:
+        held, self._held = self._held, []
+        for fields in held:
+            self.output.event("turn_interrupted", **fields)
 
     def _on_update(self, event: UpdateEvent) -> None:
         self.output.event(
@@ -250,6 +299,7 @@ class Chat:
             sessionId=outcome.session_id,
             previousSessionId=outcome.previous_session_id,
             replayed=outcome.replayed_updates,
+            **self._where(outcome.endpoint),
         )
 
     def _on_recovery_failed(self, outcome: RecoveryOutcome) -> None:
@@ -258,16 +308,30 @@ class Chat:
         self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
 
     def _on_interrupted(self, turn: TurnInterrupted) -> None:
-        self.output.event("turn_interrupted", sessionId=turn.session_id, prompt=_prompt_text(turn.prompt))
+        fields = {"sessionId": turn.session_id, "prompt": _prompt_text(turn.prompt)}
+        if self._outage_reported or self.client.state.is_terminal:
+            self.output.event("turn_interrupted", **fields)
+        else:  # the drop is not reported yet: "connection lost" first, then this
+            self._held.append(fields)
 
     async def start(self) -> None:
-        await self.client.connect()
-        await self.new_session()
+        await self.client.connect()  # with a store: its sessions for this URL recover here
+        restored = chat_store.restored_handle(self) if self.store is not None else None
+        if restored is None:
+            await self.new_session()
+            return
+        self.handle = restored
+        self.output.event("session", sessionId=restored.session_id, restored=True)
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
-        self.output.event("session", sessionId=self.handle.session_id)
+        self.output.event("session", sessionId=self.handle.session_id, **self._where(self.handle.endpoint))
         return self.handle
+
+    @staticmethod
+    def _where(endpoint: str | None) -> dict[str, Any]:
+        """With several URLs: ``endpoint``, the URL the session lives on now (DESIGN.md §4)."""
+        return {"endpoint": endpoint} if endpoint is not None else {}
 
     async def prompt(self, text: str) -> PromptResult | None:
         assert self.handle is not None
@@ -330,6 +394,10 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
                 await chat.status()
             elif line == "/new":
                 await chat.new_session()
+            elif line == "/sessions":
+                chat.output.event("sessions", sessions=chat_store.listing(chat))
+            elif line.startswith("/switch"):
+                chat_store.switch(chat, line[len("/switch") :])
             else:
                 await chat.prompt(line)
         return EXIT_GAVE_UP if chat.gave_up else EXIT_OK
@@ -339,12 +407,20 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url", nargs="?", help="ws(s)://, http(s):// or stdio:COMMAND")
+    parser.add_argument(
+        "url", nargs="*", help="ws(s)://, http(s):// or stdio:COMMAND; several: instances of one agent, one pool"
+    )
     parser.add_argument("--script", type=Path, help="run the prompts in FILE, one per line")
     parser.add_argument("--json", action="store_true", help="print JSON events, one per line")
     parser.add_argument("--demo", action="store_true", help="run against the bundled agent with injected faults")
     parser.add_argument("--protocol-version", type=int, default=1, choices=(1, 2))
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (testing only)")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        metavar="PATH",
+        help="keep sessions in this session store; a later run recovers them and continues the latest",
+    )
     parser.add_argument(
         "--max-elapsed",
         type=float,
@@ -352,7 +428,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="give up reconnecting after this long down (default 120); the script then exits 2",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--failover-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="with several URLs: how long a session's instance may stay unreachable before it moves (default 5)",
+    )
+    args = parser.parse_args(argv)
+    args.urls = list(args.url)  # every URL; args.url stays the first (or None)
+    args.url = args.urls[0] if args.urls else None
+    return args
 
 
 async def amain(args: argparse.Namespace) -> int:
@@ -368,13 +454,33 @@ async def amain(args: argparse.Namespace) -> int:
 
     tls = TlsConfig(verify=False) if args.insecure else None
     retry = RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=args.max_elapsed, suspend_after=None)
-    chat = Chat(args.url, output=output, protocol_version=args.protocol_version, tls=tls, retry=retry)
-    if args.script is not None:
-        lines = args.script.read_text(encoding="utf-8").splitlines()
-        return await run_script(chat, lines)
-    from chat_ui import run_interactive  # type: ignore[import-not-found]
+    endpoint = args.urls if len(args.urls) > 1 else args.url
+    with contextlib.ExitStack() as stack:
+        store = None
+        if args.store is not None:
+            if len(args.urls) > 1:
+                output.event("error", message="--store takes one URL (a store keeps the sessions of one endpoint)")
+                return EXIT_GAVE_UP
+            try:
+                store = stack.enter_context(SqliteSessionStore(args.store))
+            except AcpError as exc:
+                output.event("error", message=f"session store: {exc}")
+                return EXIT_GAVE_UP
+        chat = Chat(
+            endpoint,
+            output=output,
+            protocol_version=args.protocol_version,
+            tls=tls,
+            retry=retry,
+            failover_delay=args.failover_delay,
+            session_store=store,
+        )
+        if args.script is not None:
+            lines = args.script.read_text(encoding="utf-8").splitlines()
+            return await run_script(chat, lines)
+        from chat_ui import run_interactive  # type: ignore[import-not-found]
 
-    return int(await run_interactive(chat))
+        return int(await run_interactive(chat))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,8 +18,10 @@ Ctrl-C          cancel the running turn (``session/cancel``); a second Ctrl-C wh
                 cancellation is pending, or within 2 s of the first, exits with status 130
 Ctrl-D          exit with status 0
 ``/status``     the connection state, and ``session/status`` of the current session
-``/sessions``   the agent's sessions (``session/list``; the ones this client tracks otherwise)
-``/new``        start a new session (the old one is no longer recovered)
+``/sessions``   the agent's sessions (``session/list``; the ones this client tracks otherwise);
+                with ``--store``, the stored sessions of this URL, most recently used first
+``/switch ID``  continue another session (its id or a unique prefix; see ``chat_store.py``)
+``/new``        start a new session (without ``--store`` the old one is no longer recovered)
 ``/retry``      send again the prompt a drop cut off (the client never re-sends it by itself)
 ``/help``       this list
 ``/quit``       exit with status 0
@@ -47,15 +49,18 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import logging
 import os
 import shutil
 import signal
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+import chat_store
 from chat import EXIT_GAVE_UP, EXIT_OK, Chat, Output, recovery_banner
 
 from acp_client import AcpError, CapabilityNotSupported, ConnectionState, State, UpdateEvent
@@ -74,6 +79,9 @@ __all__ = [
     "TerminalView",
     "describe_state",
     "describe_update",
+    "display_width",
+    "fit_width",
+    "UiLogHandler",
     "load_rich_console",
     "make_view",
     "permission_choice",
@@ -88,7 +96,7 @@ EXIT_INTERRUPTED = 130
 DOUBLE_INTERRUPT_WINDOW = 2.0
 _TICK = 0.2
 
-HELP = """commands: /status  /sessions  /new  /retry  /help  /quit
+HELP = """commands: /status  /sessions  /switch ID  /new  /retry  /help  /quit
 Ctrl-C cancels the running turn; Ctrl-C twice (or /quit, Ctrl-D) exits"""
 
 
@@ -133,6 +141,59 @@ def describe_state(state: ConnectionState, *, elapsed: float = 0.0, detail: str 
     if kind is State.FAILED:
         return f"✗ gave up: {state.cause or 'the client failed'}"
     return "○ closed"
+
+
+def display_width(text: str) -> int:
+    """How many terminal columns ``text`` takes (wide and full-width characters take two,
+    combining marks none)."""
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text
+    )
+
+
+def fit_width(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` terminal columns (ending in ``…`` when cut)."""
+    if display_width(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    kept, used = [], 0
+    for char in text:
+        cost = display_width(char)
+        if used + cost > width - 1:
+            break
+        kept.append(char)
+        used += cost
+    return "".join(kept) + "…"
+
+
+class UiLogHandler(logging.Handler):
+    """Shows log records (warnings and worse, from the library or anything else) as lines of the
+    UI, instead of letting Python print them on stderr over the prompt line. Records from other
+    threads (the session store's worker, say) are handed to the loop's thread first."""
+
+    def __init__(self, view: Any, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(logging.WARNING)
+        self.view = view
+        self.loop = loop
+        self.loop_thread = threading.get_ident()  # made on the loop's thread
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"⚠ {record.name}: {record.getMessage()}"
+        except Exception:  # a bad format string: never let a log record break the UI
+            text = f"⚠ {record.name}: {record.msg!r}"
+        try:
+            if threading.get_ident() == self.loop_thread:
+                self._show(text)
+            else:
+                self.loop.call_soon_threadsafe(self._show, text)
+        except RuntimeError:  # the loop is closed: the UI is gone
+            pass
+
+    def _show(self, text: str) -> None:
+        self.view.warn(text)
+        self.view.settle()
 
 
 def _text_of(content: Any) -> str:
@@ -429,8 +490,9 @@ class TerminalView(Output):
         if text == self._status_text and not force:
             return
         self._status_text = text
-        width = max(10, shutil.get_terminal_size().columns - 1)
-        shown = text[:width].ljust(width)
+        width = max(1, shutil.get_terminal_size().columns - 1)  # never wider than the terminal
+        shown = fit_width(text, width)
+        shown += " " * (width - display_width(shown))
         color = {"green": "32", "yellow": "33", "red": "31", "dim": "2"}.get(_state_style(self._state), "0")
         self.stream.write(f"\x1b7\x1b[{self._rows};1H\x1b[2K\x1b[7;{color}m{shown}\x1b[0m\x1b8")
         self.stream.flush()
@@ -459,7 +521,8 @@ class TerminalView(Output):
                 self._connected_once = True
                 self.line(f"● connected to {self._target()} ({f['transport']}, ACP v{f['protocolVersion']})", "green")
         elif name == "session":
-            self.line(f"● session {f['sessionId']}", "dim")
+            how = " (restored from the store)" if f.get("restored") else " (switched)" if f.get("switched") else ""
+            self.line(f"● session {f['sessionId']}{how}", "dim")
             if self.chat is not None and self._state.state is State.CONNECTED:
                 self.detail = self._connected_detail(self.chat)
                 self.refresh_status(force=True)
@@ -483,6 +546,10 @@ class TerminalView(Output):
             extra += [f"state={f['state']}"] if f.get("state") else []
             detail = f" ({', '.join(extra)})" if extra else ""
             self.line(f"● session {f['sessionId']}: {f['status']}{detail}", "cyan")
+        elif name == "sessions":
+            self.info("stored sessions (most recently used first):")
+            for row in chat_store.describe_listing(f["sessions"]):
+                self.line(row, "bold" if row.startswith(" *") else None)
         elif name == "error":
             self.error(f"✗ {f['message']}")
         # "update" is rendered from the full UpdateEvent (on_update); "reconnect_attempt" by the status line
@@ -723,10 +790,13 @@ class InteractiveChat:
         chat.state_listeners.append(self._on_state)
         undo.append(lambda: chat.state_listeners.remove(self._on_state))
         view.observers.append(self._observe)
+        loop = asyncio.get_running_loop()
         if not self._json:
             chat.permission_handler = self.ask_permission
             undo.append(chat.client.add_update_listener(view.on_update))
-        loop = asyncio.get_running_loop()
+            log_lines, root = UiLogHandler(view, loop), logging.getLogger()
+            root.addHandler(log_lines)  # library warnings become UI lines, never text over the prompt
+            undo.append(lambda: root.removeHandler(log_lines))
         for signum, handler in ((signal.SIGINT, self.interrupt), (getattr(signal, "SIGWINCH", None), view.resized)):
             if signum is None:
                 continue
@@ -841,6 +911,12 @@ class InteractiveChat:
             self.command_task = self._spawn(self._status())
         elif command == "/sessions":
             self.command_task = self._spawn(self._sessions())
+        elif command == "/switch":
+            if self._turn_running():
+                self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
+            else:
+                chat_store.switch(self.chat, text[len("/switch") :])
+                self._prompt_if_idle()
         elif command == "/new":
             if self._turn_running():
                 self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
@@ -861,6 +937,9 @@ class InteractiveChat:
             self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
             return
         self._cancel_requested = False
+        state = self.chat.client.state.state
+        if state in (State.CONNECTING, State.RECONNECTING, State.RECOVERING):
+            self.view.info("(not connected: your prompt is queued and goes out once the connection is back)")
         self.turn_task = self._spawn(self._turn(text))
 
     def _turn_running(self) -> bool:
@@ -891,6 +970,10 @@ class InteractiveChat:
         self._prompt_if_idle()
 
     async def _sessions(self) -> None:
+        if self.chat.store is not None:
+            self.chat.output.event("sessions", sessions=chat_store.listing(self.chat))
+            self._prompt_if_idle()
+            return
         current = self.chat.handle.session_id if self.chat.handle is not None else None
         try:
             page = await self.chat.client.list_sessions()
@@ -919,7 +1002,7 @@ class InteractiveChat:
         except AcpError as exc:
             self.view.error(f"✗ new session: {exc}")
         else:
-            if old is not None:
+            if old is not None and self.chat.store is None:  # a stored one stays: /switch
                 self.chat.client.forget_session(old.session_id)
             self.interrupted_prompt = None
         self._prompt_if_idle()

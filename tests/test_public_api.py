@@ -43,6 +43,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "Clock",
         "ConfigurationError",
         "ConnectError",
+        "ConnectTimeout",
         "ConnectionLost",
         "ConnectionState",
         "Connector",

@@ -28,7 +28,9 @@ blocking method *from the loop thread itself* (from a coroutine given to
 :class:`LoopThreadError` instead.
 
 **Timeouts.** Every blocking method takes ``timeout`` (seconds; omitted: the client's
-``default_timeout``; ``None``: wait as long as it takes). When it expires the call raises
+``default_timeout``, by default ``None``; ``None``: wait as long as it takes — the async client's
+own timeouts still apply, so sync and async defaults agree; :meth:`~SyncAcpClient.prompt` has no
+default limit at all). When it expires the call raises
 :class:`~acp_client.exceptions.RequestTimeout` and the coroutine behind it is cancelled (a pending
 request gets a ``$/cancel_request``; a timed-out :meth:`~SyncAcpClient.prompt` also sends
 ``session/cancel`` so the agent ends the turn). Any other exception from the client propagates

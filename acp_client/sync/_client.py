@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import difflib
 import enum
+import inspect
 import logging
 import queue
 import threading
@@ -19,15 +21,40 @@ from ..client import AcpClient, SessionHandle
 from ..config import Callbacks, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
+from ..pool import Endpoint
 from ..state import ConnectionState, PromptResult, SessionPage, State
+from ..store import SessionStore
 from ..transports.base import Connector
 from ..types import ContentBlock, McpServer, Session
 from ._bridge import HostBridge
 from ._events import SyncEvent
+from ._extras import ClientExtras
 from ._loop import EventLoopThread, bounded, close_awaitable
 from ._session import SyncSessionHandle
 
 __all__ = ["SyncAcpClient", "Timeout"]
+
+#: The keywords :class:`SyncAcpClient` forwards to :class:`~acp_client.AcpClient`.
+FORWARDED_KEYWORDS: frozenset[str] = frozenset(inspect.signature(AcpClient).parameters) - {
+    "endpoint",
+    "handlers",
+    "callbacks",
+    "session_store",
+    "session_store_key",
+}
+_OWN_KEYWORDS = ("callbacks", "callback_executor", "event_queue", "default_timeout", "answer_timeout", "handlers")
+
+
+def _check_keywords(kwargs: dict[str, Any]) -> None:
+    """Raise ``TypeError`` naming ``SyncAcpClient`` for a keyword nobody takes (a typo)."""
+    for name in kwargs:
+        if name not in FORWARDED_KEYWORDS:
+            known = [*FORWARDED_KEYWORDS, *_OWN_KEYWORDS, "session_store", "session_store_key"]
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            if name.endswith("_timeout") and name.split("_")[0] in ("request", "connect", "probe"):
+                hint = f"; did you mean timeouts=Timeouts({name.split('_')[0]}=...)?"
+            raise TypeError(f"SyncAcpClient() got an unexpected keyword argument {name!r}{hint}")
 
 logger = logging.getLogger("acp_client.sync")
 
@@ -47,19 +74,23 @@ class _Phase(enum.Enum):
     CLOSED = "closed"
 
 
-class SyncAcpClient:
+class SyncAcpClient(ClientExtras):
     """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread.
 
     See :mod:`acp_client.sync` for the threading, timeout and callback rules.
 
     Args:
-        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector).
+        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector; or
+            a list of them: several instances of one agent, with ``placement`` and
+            ``failover_delay`` among ``client_kwargs``).
         callback_executor: Where callbacks run (``submit`` is called from the loop thread).
             Default: a private single-thread executor, shut down by :meth:`close`.
         event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
             requests go there when there is no permission handler.
-        default_timeout: Seconds a blocking call waits when it is given no ``timeout``
-            (``None``: no limit).
+        default_timeout: Seconds a blocking call other than :meth:`prompt` waits when it is
+            given no ``timeout``. Default ``None``: no limit of the facade's own, so the waits
+            are the async client's (``Timeouts.request`` for requests, ``Timeouts.connect`` for
+            :meth:`connect`, none for prompts) — sync and async agree.
         answer_timeout: Seconds the client waits for the host to answer a permission request,
             an elicitation, ``decide_recovery`` or ``refresh_credentials`` (``None``: no limit).
         handlers: As for :class:`~acp_client.AcpClient`; plain-function ``permission`` and
@@ -67,25 +98,34 @@ class SyncAcpClient:
         callbacks: As for :class:`~acp_client.AcpClient` (the same
             :class:`~acp_client.config.Callbacks` value), but called on the callback executor
             (plain functions; a returned awaitable is not awaited).
-        client_kwargs: Everything else :class:`~acp_client.AcpClient` takes (``retry``,
-            ``protocol_version``, ``headers``, ``tls``, ``request_timeout``...).
+        session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
+            sessions of the endpoint are recovered by :meth:`connect`.
+        client_kwargs: Every other keyword of :class:`~acp_client.AcpClient`, forwarded as
+            given: ``protocol_version``, ``client_info``, ``retry``, ``timeouts``, ``queue``,
+            ``recovery_concurrency``, ``headers``, ``secret_headers``, ``tls``, ``cookies``,
+            ``limits``, ``transport_options``, ``clock``, ``rng``, ``keep_transcripts``.
 
     Raises:
         ConfigurationError: An invalid setting (from :class:`~acp_client.AcpClient`).
+        TypeError: A keyword neither this class nor :class:`~acp_client.AcpClient` takes (the
+            message names ``SyncAcpClient`` and the closest valid keyword).
     """
 
     def __init__(
         self,
-        endpoint: str | Connector,
+        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
         *,
         callbacks: Callbacks | None = None,
         callback_executor: concurrent.futures.Executor | None = None,
         event_queue: queue.Queue[SyncEvent] | None = None,
-        default_timeout: float | None = 30.0,
+        default_timeout: float | None = None,
         answer_timeout: float | None = 60.0,
         handlers: ClientHandlers | None = None,
+        session_store: SessionStore | None = None,
+        session_store_key: str | None = None,
         **client_kwargs: Any,
     ) -> None:
+        _check_keywords(client_kwargs)
         for name, value in (("default_timeout", default_timeout), ("answer_timeout", answer_timeout)):
             check_seconds(name, value, optional=True)
         check_instance("callbacks", callbacks, Callbacks, optional=True)
@@ -107,6 +147,8 @@ class SyncAcpClient:
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
             callbacks=self._bridge.loop_callbacks(),
+            session_store=session_store,
+            session_store_key=session_store_key,
             **client_kwargs,
         )
 
@@ -360,16 +402,17 @@ class SyncAcpClient:
         session_id: str,
         prompt: str | ContentBlock | Iterable[ContentBlock],
         *,
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = None,
     ) -> PromptResult:
-        """``session/prompt``: run one turn and block until it ends.
+        """``session/prompt``: run one turn and block until it ends (by default, however long it
+        runs: real turns take minutes; ``default_timeout`` does not apply).
 
         Raises:
             RequestTimeout: The turn did not end within ``timeout``; the wait was cancelled and
                 ``session/cancel`` sent.
             TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
         """
-        limit = self._timeout(timeout)
+        limit = None if isinstance(timeout, _Default) else timeout
         return self._run("session/prompt", self._prompt(session_id, prompt, limit), limit, bounded=True)
 
     def prompt_async(

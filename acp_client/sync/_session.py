@@ -77,10 +77,9 @@ class SyncSessionHandle:
     async def _snapshot(self) -> Transcript:
         return copy.deepcopy(self._handle.transcript)
 
-    def prompt(
-        self, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = DEFAULT_TIMEOUT
-    ) -> PromptResult:
-        """Run one turn and block until it ends (see :meth:`SyncAcpClient.prompt`)."""
+    def prompt(self, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = None) -> PromptResult:
+        """Run one turn and block until it ends (no time limit by default; see
+        :meth:`SyncAcpClient.prompt`)."""
         return self._owner.prompt(self.session_id, prompt, timeout=timeout)
 
     def prompt_async(

@@ -14,12 +14,15 @@
   :meth:`~FaultProxy.blackhole` (half-open links), :meth:`~FaultProxy.refuse` for N seconds.
 * :class:`MemoryConnector` — connects a client to an in-process agent over memory transports,
   with :meth:`~MemoryConnector.drop` and :meth:`~MemoryConnector.refuse`.
+* :class:`RecordingConnector` — wraps any connector and records every link the client opens and
+  every message it sends (and receives) on each, optionally rewriting what the agent sends.
 * :class:`FakeClock` — drives the retry policy, timeouts and the supervisor without real sleeps.
 """
 
 from .clock import FakeClock
 from .memory import MemoryConnector
 from .proxy import FaultProxy
+from .recording import RecordingConnector, RecordingTransport
 from .reference_agent import (
     HistoryEntry,
     ReferenceAgent,
@@ -36,6 +39,8 @@ __all__ = [
     "FaultProxy",
     "HistoryEntry",
     "MemoryConnector",
+    "RecordingConnector",
+    "RecordingTransport",
     "ReferenceAgent",
     "ReferenceServer",
     "RequestRecord",

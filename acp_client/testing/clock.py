@@ -42,7 +42,7 @@ class _FakeTimer:
 
 
 class FakeClock:
-    """A :class:`~acp_client._clock.Clock` whose time moves only on :meth:`advance` / :meth:`run`.
+    """A :class:`~acp_client.clock.Clock` whose time moves only on :meth:`advance` / :meth:`run`.
 
     Args:
         start: The initial value of :meth:`monotonic`.

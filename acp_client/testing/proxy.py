@@ -27,7 +27,7 @@ import struct
 from types import TracebackType
 from urllib.parse import urlsplit, urlunsplit
 
-from .._clock import Clock, SystemClock
+from ..clock import Clock, SystemClock
 
 __all__ = ["FaultProxy"]
 

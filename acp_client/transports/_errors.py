@@ -34,6 +34,7 @@ from ..exceptions import (
     BatchNotSupported,
     ConfigurationError,
     ConnectError,
+    ConnectTimeout,
     HttpStatusError,
     MissingHeader,
     NotAcceptable,
@@ -159,7 +160,7 @@ def _tls_refused(exc: BaseException, url: str, timeout: float) -> AcpError:
 OPEN_ERRORS: Final[tuple[tuple[type[BaseException], _OpenMapper], ...]] = (
     (ssl.SSLCertVerificationError, _tls_refused),
     (ssl.SSLError, lambda exc, url, t: ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}")),
-    (TimeoutError, lambda exc, url, t: ConnectError(f"timed out after {t:g}s opening {safe_url(url)}")),
+    (TimeoutError, lambda exc, url, t: ConnectTimeout(f"timed out after {t:g}s opening {safe_url(url)}", timeout=t)),
     (OSError, lambda exc, url, t: ConnectError(f"cannot connect to {safe_url(url)}: {exc}")),
     # A SOCKS proxy from the environment without python-socks.
     (ImportError, lambda exc, url, t: ConnectError(f"cannot open a link to {safe_url(url)}: {exc}")),
@@ -211,6 +212,8 @@ def request_error(
     reason = f"{what} to {target} failed: {cause}"
     if what != "POST":
         return TransportError(reason, maybe_delivered=maybe_delivered)
+    if connecting and isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return ConnectTimeout(f"timed out connecting to {target}: {cause}")
     if connecting and not maybe_delivered:
         return ConnectError(f"could not connect to {target}: {cause}")
     return TransportClosed(reason, maybe_delivered=maybe_delivered)

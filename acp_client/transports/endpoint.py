@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -66,4 +67,27 @@ def connector_for(
         if not command:
             raise ConfigurationError("stdio: endpoint needs a command")
         return StdioConnector(command, limits=limits, **options)
+    hint = _url_hint(endpoint)
+    if hint is not None:
+        raise ConfigurationError(hint)
     raise ConfigurationError(f"unsupported endpoint {endpoint.split(':', 1)[0]!r}: use ws(s)://, http(s):// or stdio:")
+
+
+_SCHEME_TYPO = re.compile(r"^(wss?|https?)(?=[:/])[:/]*", re.IGNORECASE)
+
+
+def _url_hint(endpoint: str) -> str | None:
+    """The message for a URL whose scheme is mistyped (``ws:/host``, ``ws//host``, ``WS://host``...),
+    showing the correct form; ``None`` when it does not look like one of our URLs."""
+    match = _SCHEME_TYPO.match(endpoint)
+    if match is None:
+        return None
+    scheme = match.group(1).lower()
+    rest = endpoint[match.end() :]
+    host_part, _, path = rest.partition("/")
+    host_part = host_part.rpartition("@")[2]  # never echo credentials
+    fixed = f"{scheme}://{host_part}/{path}"
+    return (
+        f"malformed {scheme} URL: did you mean {fixed!r}? The form is {scheme}://HOST[:PORT]/PATH "
+        f"(two slashes after '{scheme}:')"
+    )

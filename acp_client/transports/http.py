@@ -77,6 +77,7 @@ from ..exceptions import (
     AcpError,
     AuthenticationFailed,
     ConfigurationError,
+    HttpStatusError,
     MalformedFrame,
     MessageTooLarge,
     NotAcceptable,
@@ -134,6 +135,9 @@ _RESERVED_HEADERS: Final = frozenset(
 )
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading.
 _MAX_QUEUED: Final = 1024
+#: Statuses of an ``initialize`` POST that mean "a web server, but no ACP endpoint at this URL":
+#: not found, method not allowed (a static page), not implemented.
+_NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 _MAX_RETRY_DELAY: Final = 5.0
@@ -320,6 +324,27 @@ class HttpConnector:
         )
 
 
+def _check_acp_answer(answer: Any, target: str) -> None:
+    """Raise when the answer to the ``initialize`` POST shows there is no ACP endpoint at ``target``
+    (a web server answering 404 / 405 / 501, or 200 with a body that is not JSON)."""
+    if answer.status in _NO_ENDPOINT:
+        message = f"no ACP endpoint at {target} (HTTP {answer.status})"
+        raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
+    if answer.status != 200:
+        return
+    if not _is_json(answer.content_type):
+        raise MalformedFrame(
+            f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
+            f"{answer.content_type or 'none'!r}, not JSON",
+            excerpt=excerpt(answer.body),
+        )
+    try:
+        decode_frame(answer.body)
+    except MalformedFrame as exc:
+        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
+        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
+
+
 class HttpTransport:
     """One Streamable HTTP link (implements :class:`~.base.Transport`). Made by :class:`HttpConnector`."""
 
@@ -486,14 +511,9 @@ class HttpTransport:
     async def _initialize(self, message: dict[str, Any]) -> None:
         logger.debug("POST %s to %s", describe(message), self._info.target)
         answer = await self._http.post(encode(message).encode(), None, initialize=True)
+        _check_acp_answer(answer, self._info.target)
         if answer.status != 200:
             raise self._http.status_error(answer, what="initialize", session_header=False)
-        content_type = answer.content_type
-        if not _is_json(content_type):
-            raise MalformedFrame(
-                f"initialize was answered 200 with Content-Type {content_type or 'none'!r}, not JSON",
-                excerpt=excerpt(answer.body),
-            )
         connection_id = answer.headers.get(CONNECTION_ID_HEADER)
         if not connection_id:
             raise ProtocolError(f"the initialize answer has no {CONNECTION_ID_HEADER} header")

@@ -67,6 +67,8 @@ __all__ = [
     "SetSessionConfigOptionResponse",
     "SetSessionModeRequest",
     "SetSessionModeResponse",
+    "SetSessionModelRequest",
+    "SetSessionModelResponse",
     "UnknownMcpServer",
     "UnknownReplayFrom",
     "Usage",
@@ -619,6 +621,22 @@ class SetSessionModeRequest:
 @attrs.frozen
 class SetSessionModeResponse:
     """``session/set_mode`` result."""
+
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SetSessionModelRequest:
+    """``session/set_model`` params (unstable in the schemas; agents that offer ``models`` serve it)."""
+
+    session_id: str
+    model_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class SetSessionModelResponse:
+    """``session/set_model`` result."""
 
     meta: dict[str, Any] | None = None
 

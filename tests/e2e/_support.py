@@ -1,4 +1,6 @@
-"""Helpers for the end-to-end recovery tests: a callback recorder, a wire recorder, deadlines.
+"""Helpers for the end-to-end recovery tests: a callback recorder and a recording agent (the waits
+and the retry policy are the shared ones of ``tests/_support.py``; the wire recorder is
+:class:`acp_client.testing.RecordingConnector`).
 
 Everything here waits by polling a condition against a deadline (never a fixed sleep), and fails
 with a message that says what was awaited and what was seen instead.
@@ -6,50 +8,22 @@ with a message that says what was awaited and what was seen instead.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from acp_client import Callbacks, ConnectionState, RecoveryOutcome, RetryPolicy, State, TurnInterrupted, UpdateEvent
+from acp_client import Callbacks, ConnectionState, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
 from acp_client.testing.reference_agent import AgentConnection, ReferenceAgent, SendCallable
-from acp_client.transports.base import Connector, Transport, TransportInfo
+from tests._support import DEADLINE, eventually
 
 __all__ = [
-    "POLICY",
     "Journal",
     "agent_text",
     "is_idle",
     "Recorder",
     "RecordingAgent",
-    "WireRecorder",
-    "eventually",
     "text_of",
 ]
-
-#: A small, fast reconnect policy for loopback tests.
-POLICY = RetryPolicy(initial_delay=0.05, max_delay=0.5, max_elapsed=20)
-
-#: The default deadline of one wait, in seconds (generous: the whole directory runs in seconds).
-DEADLINE = 15.0
-
-
-async def eventually(
-    predicate: Callable[[], Any], *, timeout: float = DEADLINE, what: str | Callable[[], str] = "condition"
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy (returned), or fail after ``timeout``.
-
-    ``what`` names the awaited condition in the failure message (a callable is evaluated then).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            described = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {described}")
-        await asyncio.sleep(0.01)
 
 
 def text_of(blocks: Any) -> str:
@@ -203,57 +177,3 @@ class RecordingAgent(ReferenceAgent):
 
     def params_of(self, method: str) -> list[Any]:
         return [params for _, name, params in self.received if name == method]
-
-
-class _RecordingTransport:
-    def __init__(self, inner: Transport, recorder: WireRecorder, index: int) -> None:
-        self._inner = inner
-        self._recorder = recorder
-        self._index = index
-
-    @property
-    def info(self) -> TransportInfo:
-        return self._inner.info
-
-    async def send(self, message: Any) -> None:
-        if isinstance(message, dict):
-            method = message.get("method")
-            self._recorder.sent.append((self._index, method if isinstance(method, str) else "<response>", message))
-        await self._inner.send(message)
-
-    async def receive(self) -> Any:
-        return await self._inner.receive()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class WireRecorder:
-    """A connector wrapper recording every message the client sends, per link (0, 1, ...).
-
-    For peers we cannot instrument (the official SDKs, a stdio agent in another process): what
-    went out on the wire is what the agent could have seen.
-    """
-
-    def __init__(self, inner: Connector) -> None:
-        self._inner = inner
-        self.sent: list[tuple[int, str, dict[str, Any]]] = []
-        self.transports: list[Transport] = []
-
-    @property
-    def target(self) -> str:
-        return self._inner.target
-
-    async def connect(self) -> Transport:
-        transport = await self._inner.connect()
-        self.transports.append(transport)
-        return _RecordingTransport(transport, self, len(self.transports) - 1)
-
-    def methods(self, link: int | None = None) -> list[str]:
-        return [method for index, method, _ in self.sent if link is None or index == link]
-
-    def count(self, method: str) -> int:
-        return sum(1 for _, name, _ in self.sent if name == method)
-
-    def messages(self, method: str) -> list[dict[str, Any]]:
-        return [message for _, name, message in self.sent if name == method]

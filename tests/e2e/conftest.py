@@ -20,7 +20,8 @@ import pytest_asyncio
 
 from acp_client import AcpClient, TlsConfig
 from acp_client.testing import FaultProxy, ReferenceServer
-from tests.e2e._support import POLICY, Recorder, RecordingAgent
+from tests._support import FAST_RETRY
+from tests.e2e._support import Recorder, RecordingAgent
 from tests.peers.reference import FaultProxyFactory, ReferenceTls
 
 
@@ -55,7 +56,7 @@ class Target:
 
     def client(self, recorder: Recorder, *, protocol_version: int = 1, **kwargs: Any) -> AcpClient:
         options = {**self.options, **kwargs.pop("transport_options", {})}
-        kwargs.setdefault("retry", POLICY)
+        kwargs.setdefault("retry", FAST_RETRY)
         return AcpClient(
             self.url,
             protocol_version=protocol_version,

@@ -30,7 +30,8 @@ import pytest_asyncio
 
 from acp_client import AcpClient, Probe, RecoveryPath
 from acp_client.testing import FaultProxy, ReferenceServer, SessionStore
-from tests.e2e._support import POLICY, Recorder, RecordingAgent
+from tests._support import FAST_RETRY
+from tests.e2e._support import Recorder, RecordingAgent
 from tests.peers.haproxy import Haproxy, HaproxyFactory
 from tests.peers.reference import FaultProxyFactory
 
@@ -54,7 +55,9 @@ class Cluster:
     def client(self, transport: str, recorder: Recorder, **kwargs: Any) -> AcpClient:
         options = {} if transport == "ws" else {"http2": False}
         callbacks = recorder.callbacks()
-        return AcpClient(self.url(transport), retry=POLICY, transport_options=options, callbacks=callbacks, **kwargs)
+        return AcpClient(
+            self.url(transport), retry=FAST_RETRY, transport_options=options, callbacks=callbacks, **kwargs
+        )
 
     @staticmethod
     def instance(client: AcpClient) -> str:

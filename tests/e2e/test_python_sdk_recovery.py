@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from acp_client import AcpClient, Probe, RecoveryPath, connector_for
-from acp_client.testing import FaultProxy
-from tests.e2e._support import POLICY, Recorder, WireRecorder, eventually
+from acp_client.testing import FaultProxy, RecordingConnector
+from tests._support import FAST_RETRY, eventually
+from tests.e2e._support import Recorder
 from tests.peers.python_sdk import PythonSdkPeer
 from tests.peers.reference import FaultProxyFactory
 
@@ -27,9 +28,9 @@ ENDPOINTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _client(url: str, options: dict[str, Any], recorder: Recorder) -> tuple[AcpClient, WireRecorder]:
-    wire = WireRecorder(connector_for(url, **options))
-    return AcpClient(wire, protocol_version=1, retry=POLICY, callbacks=recorder.callbacks()), wire
+def _client(url: str, options: dict[str, Any], recorder: Recorder) -> tuple[AcpClient, RecordingConnector]:
+    wire = RecordingConnector(connector_for(url, **options))
+    return AcpClient(wire, protocol_version=1, retry=FAST_RETRY, callbacks=recorder.callbacks()), wire
 
 
 @pytest.mark.parametrize("transport", list(ENDPOINTS))
@@ -55,9 +56,9 @@ async def test_agent_restart_resume_not_found_then_new_session(python_sdk_peer: 
         assert recorder.by_callback["new_session"] == [outcome]
         assert handle.session_id == outcome.session_id != session.session_id
         # No probe, ever; on the link that recovered: initialize, the resume attempt, the new session.
-        assert wire.count("session/status") == 0
+        assert len(wire.messages("session/status")) == 0
         recovered_link = len(wire.transports) - 1
-        assert wire.methods(recovered_link) == ["initialize", "session/resume", "session/new"]
+        assert wire.sent_methods(recovered_link) == ["initialize", "session/resume", "session/new"]
         assert wire.messages("session/new")[-1]["params"]["cwd"] == "/work/project"
         assert (await handle.prompt("again")).stop_reason == "end_turn"
         assert handle.transcript.text() == "user: again\nagent: echo: again"
@@ -86,8 +87,8 @@ async def test_network_cut_resumes_without_probe(
         assert outcome.steps == (("session/resume", "ok"),)
         assert outcome.session_id == session.session_id
         assert recorder.by_callback["resume"] == [outcome]
-        assert wire.count("session/status") == 0
-        assert wire.methods(len(wire.transports) - 1) == ["initialize", "session/resume"]
+        assert len(wire.messages("session/status")) == 0
+        assert wire.sent_methods(len(wire.transports) - 1) == ["initialize", "session/resume"]
         assert (await handle.prompt("again")).stop_reason == "end_turn"
         await eventually(
             lambda: handle.transcript.text() == "user: hello\nagent: echo: hello\nuser: again\nagent: echo: again",

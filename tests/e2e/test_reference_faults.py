@@ -15,7 +15,8 @@ import pytest
 
 from acp_client import AcpClient, ConnectionLost, Probe, RecoveryOutcome, RecoveryPath, State, Timeouts
 from acp_client.testing import ReferenceServer
-from tests.e2e._support import POLICY, Journal, Recorder, RecordingAgent, eventually, text_of
+from tests._support import FAST_RETRY, eventually
+from tests.e2e._support import Journal, Recorder, RecordingAgent, text_of
 from tests.e2e.conftest import Target
 from tests.peers.reference import FaultProxyFactory
 
@@ -128,7 +129,7 @@ async def test_websocket_blackhole_detected_by_ping_then_recovers(
     interval = timeout = 0.3
     client = AcpClient(
         proxy.url(reference_server.ws_url),
-        retry=POLICY,
+        retry=FAST_RETRY,
         timeouts=Timeouts(connect=1.0),
         transport_options={"ping_interval": interval, "ping_timeout": timeout, "open_timeout": 1.0},
         callbacks=recorder.callbacks(),
@@ -166,7 +167,7 @@ async def test_sse_idle_timeout_detects_a_silent_link(
         recorder = Recorder()
         client = AcpClient(
             proxy.url(server.http_url),
-            retry=POLICY,
+            retry=FAST_RETRY,
             timeouts=Timeouts(connect=1.0),
             transport_options={"http2": True, "sse_idle_timeout": idle, "connect_timeout": 1.0},
             callbacks=recorder.callbacks(),
@@ -286,7 +287,9 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
         journal.add("on_resume end")
 
     callbacks = attrs.evolve(callbacks, on_resume=on_resume)
-    client = AcpClient(target.url, retry=POLICY, transport_options=target.options, tls=target.tls, callbacks=callbacks)
+    client = AcpClient(
+        target.url, retry=FAST_RETRY, transport_options=target.options, tls=target.tls, callbacks=callbacks
+    )
     async with client:
         session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from acp_client import Probe, RecoveryPath, State
-from tests.e2e._support import Recorder, eventually
+from tests._support import eventually
+from tests.e2e._support import Recorder
 from tests.e2e.conftest import TRANSPORTS, Target
 
 pytestmark = [pytest.mark.parametrize("version", [1, 2]), pytest.mark.parametrize("transport", TRANSPORTS)]

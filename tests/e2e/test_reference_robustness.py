@@ -23,7 +23,8 @@ from acp_client import (
     State,
 )
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
-from tests.e2e._support import Recorder, eventually
+from tests._support import eventually
+from tests.e2e._support import Recorder
 from tests.e2e.conftest import Target
 
 HTTP_AND_WS = ("ws", "h2c")

@@ -14,15 +14,17 @@ import signal
 import pytest
 
 from acp_client import AcpClient, Probe, RecoveryPath, State
+from acp_client.testing import RecordingConnector
 from acp_client.transports.stdio import StdioConnector
-from tests.e2e._support import POLICY, Recorder, WireRecorder, eventually
+from tests._support import FAST_RETRY, eventually
+from tests.e2e._support import Recorder
 
 
 @pytest.mark.parametrize("version", [1, 2])
 async def test_killed_agent_is_respawned_and_replayed(reference_agent_command: list[str], version: int) -> None:
-    wire = WireRecorder(StdioConnector(reference_agent_command))
+    wire = RecordingConnector(StdioConnector(reference_agent_command))
     recorder = Recorder()
-    async with AcpClient(wire, protocol_version=version, retry=POLICY, callbacks=recorder.callbacks()) as client:
+    async with AcpClient(wire, protocol_version=version, retry=FAST_RETRY, callbacks=recorder.callbacks()) as client:
         session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
         await handle.prompt("hello there")
@@ -43,10 +45,10 @@ async def test_killed_agent_is_respawned_and_replayed(reference_agent_command: l
         assert recorder.by_callback["replay"] == [outcome]
         if version == 1:
             assert outcome.steps == (("session/load", "ok"),)
-            assert wire.methods(1) == ["initialize", "session/status", "session/load"]
+            assert wire.sent_methods(1) == ["initialize", "session/status", "session/load"]
         else:
             assert outcome.steps == (("session/resume+replayFrom", "ok"),)
-            assert wire.methods(1) == ["initialize", "session/status", "session/resume"]
+            assert wire.sent_methods(1) == ["initialize", "session/status", "session/resume"]
         assert State.RECONNECTING in recorder.kinds()
         expected = "user: hello there\nagent: echo: hello there\nuser: second\nagent: echo: second"
         await eventually(lambda: handle.transcript.text() == expected, what=f"transcript {expected!r}")
@@ -54,4 +56,4 @@ async def test_killed_agent_is_respawned_and_replayed(reference_agent_command: l
         assert replayed and all(event.replay for event in replayed)
         assert (await handle.prompt("third")).stop_reason == "end_turn"
         assert handle.transcript.text() == f"{expected}\nuser: third\nagent: echo: third"
-        assert wire.count("session/prompt") == 3
+        assert len(wire.messages("session/prompt")) == 3

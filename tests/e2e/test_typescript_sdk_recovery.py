@@ -18,7 +18,9 @@ import asyncio
 import pytest
 
 from acp_client import AcpClient, ConnectionLost, Probe, RecoveryPath, SessionHandle, connector_for
-from tests.e2e._support import POLICY, Recorder, WireRecorder, agent_text, eventually, is_idle, text_of
+from acp_client.testing import RecordingConnector
+from tests._support import FAST_RETRY, eventually
+from tests.e2e._support import Recorder, agent_text, is_idle, text_of
 from tests.peers.typescript_sdk import TypeScriptSdkPeer
 
 pytestmark = [pytest.mark.parametrize("version", [1, 2]), pytest.mark.parametrize("transport", ["ws", "http"])]
@@ -26,9 +28,9 @@ pytestmark = [pytest.mark.parametrize("version", [1, 2]), pytest.mark.parametriz
 
 def _client(
     peer: TypeScriptSdkPeer, transport: str, version: int, recorder: Recorder
-) -> tuple[AcpClient, WireRecorder]:
-    wire = WireRecorder(connector_for(peer.ws_url if transport == "ws" else peer.http_url))
-    return AcpClient(wire, protocol_version=version, retry=POLICY, callbacks=recorder.callbacks()), wire
+) -> tuple[AcpClient, RecordingConnector]:
+    wire = RecordingConnector(connector_for(peer.ws_url if transport == "ws" else peer.http_url))
+    return AcpClient(wire, protocol_version=version, retry=FAST_RETRY, callbacks=recorder.callbacks()), wire
 
 
 def _text(handle: SessionHandle) -> str:
@@ -37,9 +39,9 @@ def _text(handle: SessionHandle) -> str:
     return "\n".join(line.rstrip() for line in handle.transcript.text().split("\n"))
 
 
-def _recovery_methods(wire: WireRecorder) -> list[str]:
+def _recovery_methods(wire: RecordingConnector) -> list[str]:
     """What the client sent on the last link, replies to agent requests left out."""
-    return [method for method in wire.methods(len(wire.transports) - 1) if method != "<response>"]
+    return [method for method in wire.sent_methods(len(wire.transports) - 1) if method != "<response>"]
 
 
 async def test_drop_resumes(typescript_sdk_peer: TypeScriptSdkPeer, transport: str, version: int) -> None:
@@ -188,7 +190,7 @@ async def test_drop_mid_turn_then_the_rest_arrives_live(
             assert not any(event.replay for event in recorder.events[after_recovery:])
             # The next turn ends with its own completion, and the prompt was sent twice in all.
             assert (await handle.prompt("next")).stop_reason == "end_turn"
-            assert wire.count("session/prompt") == 2
+            assert len(wire.messages("session/prompt")) == 2
             await eventually(
                 lambda: _text(handle).endswith("user: next\nagent: echo: next"),
                 what=lambda: f"the next turn in the transcript, got {_text(handle)!r}",

@@ -62,9 +62,9 @@ def test_an_abandoned_session_is_not_reported_as_recovered(capsys: pytest.Captur
     sys.path.insert(0, str(EXAMPLE.parent))
     import editor_plugin
 
-    from acp_client import RetryPolicy
     from acp_client.sync import SyncAcpClient, SyncEvent
     from acp_client.testing import MemoryConnector, ReferenceAgent, SessionStore
+    from tests._support import FAST_RETRY
 
     class FailingStore(SessionStore):
         broken = False
@@ -78,7 +78,7 @@ def test_an_abandoned_session_is_not_reported_as_recovered(capsys: pytest.Captur
     agent = ReferenceAgent(store=store, chunks_per_prompt=10, chunk_delay=0.05)
     connector = MemoryConnector(agent)
     events: queue.Queue[SyncEvent] = queue.Queue()
-    client = SyncAcpClient(connector, event_queue=events, retry=RetryPolicy(initial_delay=0.01), default_timeout=10.0)
+    client = SyncAcpClient(connector, event_queue=events, retry=FAST_RETRY, default_timeout=10.0)
 
     async def evict_and_drop() -> None:
         for session_id in list(agent.sessions):

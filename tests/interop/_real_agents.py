@@ -1,7 +1,7 @@
 """Helpers shared by the real-agent tests (pydantic-acp, fast-agent): permission answers, waits, kills.
 
 The agents themselves come from ``tests/peers/real_agents.py``; the client reaches them through a
-``stdio:`` URL (wrapped in a :class:`~tests.e2e._support.WireRecorder` where a test needs the
+``stdio:`` URL (wrapped in a :class:`~acp_client.testing.RecordingConnector` where a test needs the
 agent's pid or what went out on the wire).
 """
 
@@ -15,10 +15,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from acp_client import AcpClient, RetryPolicy, UpdateEvent, connector_for
+import attrs
+
+from acp_client import AcpClient, Timeouts, UpdateEvent, connector_for
 from acp_client.handlers import ClientHandlers
+from acp_client.testing import RecordingConnector
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
-from tests.e2e._support import Recorder, WireRecorder, eventually
+from tests._support import FAST_RETRY, eventually
+from tests.e2e._support import Recorder
 
 __all__ = [
     "POLICY",
@@ -33,7 +37,7 @@ __all__ = [
 ]
 
 #: Reconnect quickly; the agents take a second or two to start, so allow a longer outage than loopback tests do.
-POLICY = RetryPolicy(initial_delay=0.05, max_delay=0.5, max_elapsed=60)
+POLICY = attrs.evolve(FAST_RETRY, max_elapsed=60)
 
 #: Real agents start slowly (fast-agent: ~2 s, more under load); every wait allows for it.
 SLOW = 60.0
@@ -62,15 +66,18 @@ class Permissions:
 
 def wired_client(
     argv: Sequence[str], recorder: Recorder, *, permissions: Permissions | None = None, **options: Any
-) -> tuple[AcpClient, WireRecorder]:
+) -> tuple[AcpClient, RecordingConnector]:
     """A client on ``stdio:ARGV`` whose connector records the wire and the spawned transports (pids)."""
-    wire = WireRecorder(connector_for(stdio_url(argv)))
+    wire = RecordingConnector(connector_for(stdio_url(argv)))
     handlers = (permissions or Permissions()).handlers()
-    client = AcpClient(wire, retry=POLICY, handlers=handlers, connect_timeout=SLOW, **recorder.callbacks(), **options)
+    timeouts = Timeouts(connect=SLOW)
+    client = AcpClient(
+        wire, retry=POLICY, handlers=handlers, timeouts=timeouts, callbacks=recorder.callbacks(), **options
+    )
     return client, wire
 
 
-def kill_agent(wire: WireRecorder) -> int:
+def kill_agent(wire: RecordingConnector) -> int:
     """SIGKILL the agent of the current link (its whole process group: fast-agent's MCP child too)."""
     pid = wire.transports[-1].info.pid
     assert pid is not None

@@ -5,7 +5,7 @@ A scripted agent on the in-memory transport (:mod:`acp_client.transports.memory`
 ``initialize``, then, for the test's request, first writes a list of frames Hypothesis made up --
 
 - random bytes (maybe not UTF-8), random text, random JSON values,
-- ACP messages generated from the JSON schemas (``tests/types/_strategies.py`` compiles them; the v1 or
+- ACP messages generated from the JSON schemas (``tests/codec/_strategies.py`` compiles them; the v1 or
   v2 set, matching the negotiated version): agent->client notifications, requests and responses, often
   with a field dropped or replaced by random JSON, sometimes in a batch --
 
@@ -46,8 +46,8 @@ from acp_client import (
 from acp_client._jsonrpc import ErrorResponse, Response, classify, decode_frame
 from acp_client.transports.base import Transport
 from acp_client.transports.memory import MemoryTransport, memory_pair
-from tests.types import _schemas
-from tests.types._strategies import JSON, SchemaStrategies
+from tests.codec import _schemas
+from tests.codec._strategies import JSON, SchemaStrategies
 
 TIMEOUT = 5.0
 PROBE = "_probe"
@@ -189,7 +189,8 @@ class ScriptedAgent:
         self.replies: list[Any] = []
 
     async def serve(self, link: MemoryTransport) -> None:
-        with_info = {"protocolVersion": self.version, "agentInfo": {"name": "scripted", "version": "0"}}
+        info_key = "agentInfo" if self.version == 1 else "info"  # a v2 answer in the v1 shape is read as v1
+        with_info = {"protocolVersion": self.version, info_key: {"name": "scripted", "version": "0"}}
         while True:
             try:
                 message = await link.receive()

@@ -7,8 +7,8 @@ to cancel or kill, sessions in a ``FileSessionStore`` so a respawned process sti
 resume either way. What the agent does is pinned in ``test_facts_*`` and written up in
 ``docs/agents-conformance.md``.
 
-The recovery tests (agent killed idle or mid-turn, respawned by the stdio transport) are written as
-they must pass once issue 8's recovery work lands; until then they are strict xfails.
+The recovery tests kill the agent idle or mid-turn (the stdio transport respawns it) and check the
+path taken and that the rebuilt transcript holds every turn exactly once.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, ConnectionLost, RecoveryPath, UpdateEvent
+from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import InvalidParams, MethodNotFound
-from tests.e2e._support import Recorder, eventually
+from tests._support import eventually
+from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
@@ -36,7 +37,6 @@ from tests.peers.real_agents import PYDANTIC_ACP_VERSION, PydanticAcpAgent
 
 pytestmark = pytest.mark.timeout(180)
 
-PENDING = "issue 8: fixed by the recovery work"
 MODES = [pytest.param(False, id="stable"), pytest.param(True, id="unstable")]
 TWO_TURNS = "user: hello\nagent: echo: hello\nuser: tool: buy milk\nagent: note saved: buy milk"
 
@@ -52,7 +52,11 @@ async def test_initialize_new_prompt_permission_cancel_list(
     events: list[UpdateEvent] = []
     url = stdio_url(pydantic_acp_agent.command(tmp_path / "store", chunk_delay=0.2))
     async with AcpClient(
-        url, retry=POLICY, connect_timeout=SLOW, handlers=permissions.handlers(), on_update=events.append
+        url,
+        retry=POLICY,
+        timeouts=Timeouts(connect=SLOW),
+        handlers=permissions.handlers(),
+        callbacks=Callbacks(on_update=events.append),
     ) as client:
         assert client.protocol_version == 1
         assert client.agent_info is not None
@@ -61,8 +65,8 @@ async def test_initialize_new_prompt_permission_cancel_list(
         assert caps.supports("session/load") and caps.supports("session/resume") and caps.supports("session/list")
         assert not caps.supports("session/status")
 
-        session = await client.new_session(tmp_path)
-        handle = client.session(session.session_id)
+        handle = await client.new_session(tmp_path)
+        session = handle.record
 
         # A streamed answer: two chunks of one message (one messageId), live (not replay).
         start = len(events)
@@ -101,7 +105,7 @@ async def test_initialize_new_prompt_permission_cancel_list(
 async def test_facts_stable(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path) -> None:
     """Without unstable methods: resume is advertised but -32601; status -32601; load of an unknown id succeeds."""
     url = stdio_url(pydantic_acp_agent.command(tmp_path / "store"))
-    async with AcpClient(url, retry=POLICY, connect_timeout=SLOW) as client:
+    async with AcpClient(url, retry=POLICY, timeouts=Timeouts(connect=SLOW)) as client:
         session = await client.new_session(tmp_path)
         attach = {"sessionId": session.session_id, "cwd": str(tmp_path), "mcpServers": []}
         with pytest.raises(MethodNotFound):
@@ -116,7 +120,9 @@ async def test_facts_unstable(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Pa
     """With unstable methods: resume replays the whole history, with the live agent messageIds; unknown -> -32602."""
     events: list[UpdateEvent] = []
     url = stdio_url(pydantic_acp_agent.command(tmp_path / "store", unstable=True))
-    async with AcpClient(url, retry=POLICY, connect_timeout=SLOW, on_update=events.append) as client:
+    async with AcpClient(
+        url, retry=POLICY, timeouts=Timeouts(connect=SLOW), callbacks=Callbacks(on_update=events.append)
+    ) as client:
         session = await client.new_session(tmp_path)
         await client.prompt(session.session_id, "hello")
         live_ids = _chunk_ids(events)
@@ -133,7 +139,6 @@ async def test_facts_unstable(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Pa
             await client.request("session/resume", {**attach, "sessionId": "no-such-session"})
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 @pytest.mark.parametrize("unstable", MODES)
 async def test_killed_idle_keeps_every_turn_once(
     pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path, unstable: bool
@@ -141,8 +146,8 @@ async def test_killed_idle_keeps_every_turn_once(
     recorder = Recorder()
     client, wire = wired_client(pydantic_acp_agent.command(tmp_path / "store", unstable=unstable), recorder)
     async with client:
-        session = await client.new_session(tmp_path)
-        handle = client.session(session.session_id)
+        handle = await client.new_session(tmp_path)
+        session = handle.record
         await handle.prompt("hello")
         await handle.prompt("tool: buy milk")
         assert handle.transcript.text() == TWO_TURNS
@@ -176,7 +181,6 @@ async def test_killed_idle_keeps_every_turn_once(
         assert handle.transcript.text() == f"{TWO_TURNS}\nuser: after\nagent: echo: after"
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 @pytest.mark.parametrize("unstable", MODES)
 async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
     pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path, unstable: bool
@@ -185,8 +189,8 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
     command = pydantic_acp_agent.command(tmp_path / "store", unstable=unstable, chunk_delay=0.5)
     client, wire = wired_client(command, recorder)
     async with client:
-        session = await client.new_session(tmp_path)
-        handle = client.session(session.session_id)
+        handle = await client.new_session(tmp_path)
+        session = handle.record
         await handle.prompt("hello")
         start = len(recorder.events)
         slow = "slow: one two three four five six seven eight"
@@ -222,7 +226,6 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
         assert handle.transcript.text().endswith("user: after\nagent: echo: after")
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 async def test_v2_proposal_reinitializes_in_the_v1_shape(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path) -> None:
     """pydantic-acp answers ``protocolVersion: 1`` to a v2 ``initialize``: the client says it again in v1's shape."""
     client, wire = wired_client(pydantic_acp_agent.command(tmp_path / "store"), Recorder(), protocol_version=2)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,29 +47,15 @@ from acp_client import (
     UpdateEvent,
     connector_for,
 )
+from acp_client.testing import RecordingConnector
 from acp_client.types import AgentMessageChunk, RequestPermissionRequest, SelectedPermissionOutcome, UserMessageChunk
-from tests.interop._recording import RecordingConnector
+from tests._support import eventually, within
 from tests.peers.python_sdk import PythonSdkPeer
 
 T = TypeVar("T")
 
 TIMEOUT = 20.0
 LINKS = ("ws", "http1", "h2c", "h2", "stdio")
-
-
-async def within(awaitable: Awaitable[T], timeout: float = TIMEOUT) -> T:
-    """Await with a deadline, so a hang fails the test instead of stalling the run."""
-    return await asyncio.wait_for(awaitable, timeout)
-
-
-async def eventually(predicate: Callable[[], bool], *, timeout: float = TIMEOUT, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds (no fixed sleeps as synchronization)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @attrs.define

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -308,15 +308,6 @@ class HttpPeer(Peer):
                     await stream.task
 
 
-async def eventually(check: Callable[[], bool] | Callable[[], Awaitable[bool]], timeout: float = TIMEOUT) -> None:
-    """Poll ``check`` until it is true (fails after ``timeout``)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = check()
-        if not isinstance(value, bool):
-            value = await value
-        if value:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
+def since(peer: Peer, start: int) -> list[dict[str, Any]]:
+    """What ``peer`` received from its ``start``-th message on."""
+    return peer.messages[start:]

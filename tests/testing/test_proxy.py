@@ -15,9 +15,10 @@ from websockets.exceptions import ConnectionClosed
 from acp_client.testing.clock import FakeClock
 from acp_client.testing.proxy import FaultProxy
 from acp_client.testing.reference_agent import ReferenceServer
+from tests._support import eventually
 from tests.peers.reference import FaultProxyFactory
 
-from ._raw import TIMEOUT, WsPeer, eventually
+from ._raw import TIMEOUT, WsPeer
 
 
 class EchoServer:

@@ -11,9 +11,10 @@ import pytest
 import pytest_asyncio
 
 from acp_client.testing.reference_agent import ReferenceAgent, ReferenceServer
+from tests._support import eventually
 from tests.peers.reference import ReferenceTls
 
-from ._raw import TIMEOUT, HttpPeer, eventually, is_response, updates
+from ._raw import TIMEOUT, HttpPeer, is_response, updates
 
 JSON = {"content-type": "application/json"}
 

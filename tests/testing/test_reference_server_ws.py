@@ -14,9 +14,10 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from acp_client.testing.reference_agent import ReferenceAgent, ReferenceServer
+from tests._support import eventually
 from tests.peers.reference import ReferenceTls
 
-from ._raw import TIMEOUT, WsPeer, eventually, updates
+from ._raw import TIMEOUT, WsPeer, updates
 
 
 @pytest_asyncio.fixture

@@ -13,6 +13,7 @@ from acp_client.exceptions import (
     BatchNotSupported,
     ConfigurationError,
     ConnectError,
+    ConnectTimeout,
     HttpStatusError,
     MissingHeader,
     NotAcceptable,
@@ -68,7 +69,7 @@ def test_open_failures() -> None:
     assert type(open_error(verify, url, 1.0)) is TlsVerificationError
     assert type(open_error(ssl.SSLError("bad"), url, 1.0)) is ConnectError
     timeout = open_error(TimeoutError(), url, 2.5)
-    assert type(timeout) is ConnectError and "2.5s" in str(timeout)
+    assert type(timeout) is ConnectTimeout and "2.5s" in str(timeout)  # a ConnectError too
     assert type(open_error(ConnectionRefusedError(), url, 1.0)) is ConnectError
     assert type(open_error(InvalidURI(url, "bad"), url, 1.0)) is ConfigurationError
     assert type(open_error(InvalidHandshake("bad"), url, 1.0)) is ConnectError

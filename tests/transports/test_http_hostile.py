@@ -1,4 +1,3 @@
-# ruff: noqa: F811  # the fixtures imported from test_http are used as parameter names
 """The Streamable HTTP transport against a hostile server (issue 9): bounded memory, bounded
 streams, no crash on absurd fields, every stream end noticed at once.
 
@@ -22,9 +21,10 @@ from acp_client._jsonrpc import request_message
 from acp_client.exceptions import MessageTooLarge, TransportClosed, TransportError
 from acp_client.transports import Limits
 from acp_client.transports.http import HttpConnector
+from tests._support import eventually
 
 from ._http_servers import END, FakeAcpServer, Hypercorn, Recorded, Reply
-from .test_http import Link, Serve, fake, fake_ts, init, link, new_session, recv, serve, until  # noqa: F401
+from ._http_support import Link, Serve, init, new_session, recv
 
 T = TypeVar("T")
 MIB = 1 << 20
@@ -163,7 +163,7 @@ async def test_forged_answers_open_no_session_stream(serve: Serve, link: Link, d
     assert session_gets(app) == []
     # A real session still gets its stream.
     sid = await new_session(transport, 1)
-    await until(lambda: len(session_gets(app)) >= 1)
+    await eventually(lambda: len(session_gets(app)) >= 1)
     assert list(transport._sessions) == [sid]
 
 
@@ -171,7 +171,7 @@ async def test_session_streams_are_capped(fake: tuple[FakeAcpServer, Hypercorn],
     app, server = fake
     transport = await link(server.url, max_session_streams=3)
     sids = [await new_session(transport, n) for n in range(1, 6)]
-    await until(lambda: len(session_gets(app)) >= 3)
+    await eventually(lambda: len(session_gets(app)) >= 3)
     await asyncio.sleep(0.1)
     assert list(transport._sessions) == sids[:3]
     assert len(session_gets(app)) == 3
@@ -201,7 +201,7 @@ async def test_a_stream_ending_after_a_skipped_event_is_a_drop_at_once(
     server = await serve(app)
     transport = await link(server.url, sse_idle_timeout=30, limits=Limits(max_message_bytes=4096))
     sid = await new_session(transport)
-    await until(lambda: sid in app.connection.sessions and app.connection.sessions[sid].receivers == 1)
+    await eventually(lambda: sid in app.connection.sessions and app.connection.sessions[sid].receivers == 1)
     outbox = app.connection.stream if where == "connection" else app.connection.sessions[sid]
     # The skipped event may have been the answer a turn waits for: only a recovery can tell.
     outbox.push(b"data: " + b"x" * 10_000 + b"\n\n")
@@ -222,9 +222,9 @@ async def test_a_session_stream_ending_cleanly_is_still_reopened(
     transport = await link(server.url, limits=Limits(max_message_bytes=4096))
     sid = await new_session(transport)
     conn = app.connection
-    await until(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
+    await eventually(lambda: sid in conn.sessions and conn.sessions[sid].receivers == 1)
     conn.sessions[sid].push({"jsonrpc": "2.0", "method": "x/small", "params": {}})
     conn.sessions[sid].push(END)
     assert (await recv(transport))["method"] == "x/small"
-    await until(lambda: len([g for g in app.of("GET") if g.headers.get("acp-session-id") == sid]) == 2)
+    await eventually(lambda: len([g for g in app.of("GET") if g.headers.get("acp-session-id") == sid]) == 2)
     assert not transport.closed

@@ -30,6 +30,7 @@ from acp_client.transports._lines import LineSplitter as _LineSplitter
 from acp_client.transports._lines import TooLong as _TooLong
 from acp_client.transports.base import Connector, Limits, Transport
 from acp_client.transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector, StdioTransport
+from tests._support import eventually
 
 AGENTS = Path(__file__).parent / "stdio_agents"
 ECHO = str(AGENTS / "echo_agent.py")
@@ -60,16 +61,6 @@ async def call(transport: StdioTransport, request_id: int, method: str, params: 
         message["params"] = params
     await transport.send(message)
     return await asyncio.wait_for(transport.receive(), HANG_GUARD)
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll ``predicate`` until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.01)
-    return True
 
 
 def process_gone(pid: int) -> bool:
@@ -193,7 +184,7 @@ async def test_stdout_back_pressure_bounds_memory(open_agent: OpenAgent) -> None
 
     task = asyncio.create_task(sender())
     # Nobody reads: stdout reading pauses instead of buffering everything.
-    assert await wait_until(lambda: transport._reading_paused)
+    await eventually(lambda: transport._reading_paused)
     assert transport._inbox_bytes < 2 * 1024 * 1024
     for i in range(count):
         message = await asyncio.wait_for(transport.receive(), HANG_GUARD)
@@ -246,7 +237,7 @@ async def test_huge_stderr_never_blocks_and_the_tail_is_bounded(open_agent: Open
     transport = await open_agent(limits=Limits(max_stderr_bytes=1000))
     answer = await call(transport, 1, "stderr", {"size": 8 * 1024 * 1024, "last": "the very end"})
     assert answer["result"]["written"] >= 8 * 1024 * 1024
-    assert await wait_until(lambda: transport.stderr_tail.endswith("the very end\n"))
+    await eventually(lambda: transport.stderr_tail.endswith("the very end\n"))
     assert len(transport.stderr_tail.encode()) <= 1000
     assert await call(transport, 2, "echo", {}) == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
@@ -261,7 +252,7 @@ async def test_stderr_is_logged_one_bounded_record_per_line(
     def records() -> list[logging.LogRecord]:
         return [r for r in caplog.records if r.name == "acp_client.agent.stderr"]
 
-    assert await wait_until(lambda: any("final line" in r.getMessage() for r in records()))
+    await eventually(lambda: any("final line" in r.getMessage() for r in records()))
     long_lines = [r.getMessage() for r in records() if "final line" not in r.getMessage()]
     assert len(long_lines) >= 3
     for message in long_lines:
@@ -331,7 +322,7 @@ async def test_exit_is_detected_while_a_grandchild_holds_the_pipes(open_agent: O
     assert time.monotonic() - started < 3  # the pipes stay open: the exit is reported after a short grace
     assert not process_gone(grandchild)  # still alive, holding stdout/stderr
     await transport.aclose()
-    assert await wait_until(lambda: process_gone(grandchild))
+    await eventually(lambda: process_gone(grandchild))
 
 
 async def test_stdout_closed_by_a_live_agent_ends_the_link(open_agent: OpenAgent) -> None:
@@ -420,7 +411,7 @@ async def test_aclose_ends_the_whole_process_tree(open_agent: OpenAgent) -> None
     assert not process_gone(grandchild)
     await transport.aclose()
     assert transport.returncode == 0
-    assert await wait_until(lambda: process_gone(grandchild))
+    await eventually(lambda: process_gone(grandchild))
 
 
 async def test_aclose_ends_the_tree_when_the_agent_must_be_killed(open_agent: OpenAgent) -> None:
@@ -428,7 +419,7 @@ async def test_aclose_ends_the_tree_when_the_agent_must_be_killed(open_agent: Op
     grandchild = (await call(transport, 1, "grandchild", {"quiet": True}))["result"]["pid"]
     await transport.aclose()
     assert transport.returncode == -signal.SIGKILL
-    assert await wait_until(lambda: process_gone(grandchild))
+    await eventually(lambda: process_gone(grandchild))
 
 
 async def test_cancelled_aclose_still_kills_the_agent(open_agent: OpenAgent) -> None:
@@ -441,7 +432,7 @@ async def test_cancelled_aclose_still_kills_the_agent(open_agent: OpenAgent) -> 
     closing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await closing
-    assert await wait_until(lambda: transport.returncode == -signal.SIGKILL)
+    await eventually(lambda: transport.returncode == -signal.SIGKILL)
     await transport.aclose()  # completes at once
     assert reaped(pid)
 
@@ -539,7 +530,7 @@ async def test_official_python_sdk_agent_over_stdio() -> None:
         assert init["result"]["agentInfo"]["name"] == "tiny-sdk-agent"
         new = await call(transport, 1, "session/new", {"cwd": "/tmp", "mcpServers": []})
         assert new == {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "sdk-session-1"}}
-        assert await wait_until(lambda: "new session in /tmp" in transport.stderr_tail)
+        await eventually(lambda: "new session in /tmp" in transport.stderr_tail)
     assert transport.returncode == 0
 
 

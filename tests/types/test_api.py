@@ -17,8 +17,7 @@ from acp_client.types import (
     UnknownSessionUpdate,
     _fields,
 )
-
-from . import _schemas
+from tests.codec import _schemas
 
 VARIANTS = [cls for cls in typing.get_args(SessionUpdate) if cls is not UnknownSessionUpdate]
 

@@ -23,7 +23,6 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ..._clock import Clock, SystemClock
 from ..._jsonrpc import (
     ErrorResponse,
     IdAllocator,
@@ -39,6 +38,7 @@ from ..._jsonrpc import (
     request_message,
     result_message,
 )
+from ...clock import Clock, SystemClock
 from ...exceptions import (
     ConfigurationError,
     InvalidParams,

@@ -37,8 +37,8 @@ from typing import Any, Final, cast
 
 import attrs
 
-from ..._clock import Clock, SystemClock
 from ..._jsonrpc import Request, RequestId, classify, decode_frame, encode, error_message
+from ...clock import Clock, SystemClock
 from ...exceptions import MalformedFrame, TransportClosed
 from ..proxy import FaultProxy
 from ._agent import AgentConnection, ReferenceAgent

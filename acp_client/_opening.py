@@ -1,0 +1,114 @@
+"""Opening one link: connect the transport, then ``initialize``, all within one deadline.
+
+``Timeouts.connect`` bounds the whole opening — TCP, TLS, the WebSocket handshake, the HTTP
+``initialize`` POST and the answer to ``initialize`` — and running out of it raises one type,
+:class:`~acp_client.exceptions.ConnectTimeout`, whatever the transport or the phase.
+
+A WebSocket peer that answers ``initialize`` with something that is not JSON-RPC (an HTML page, a
+plain-text greeting) is not an ACP endpoint: the opening fails at once with a
+:class:`~acp_client.exceptions.MalformedFrame` saying so, instead of waiting out the timeout for
+an answer that cannot come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._connection import Connection
+from ._wire_log import WireLog
+from .exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFrame, RequestTimeout, TransportClosed
+from .transports.base import Connector
+
+__all__ = ["open_link"]
+
+#: Builds the connection over a fresh transport (called with it and ``on_protocol_error=``).
+ConnectionFactory = Callable[..., Connection]
+Initializer = Callable[[Connection, float | None], Awaitable[Any]]
+
+
+async def open_link(
+    connector: Connector,
+    *,
+    connection: ConnectionFactory,
+    on_protocol_error: Callable[[AcpError], None] | None,
+    initialize: Initializer,
+    timeout: float | None,
+) -> tuple[Connection, Any]:
+    """Open a link and initialize it within ``timeout`` seconds (``None``: no bound).
+
+    The connection's transport logs every frame on ``acp_client.wire`` (see
+    :mod:`acp_client._wire_log`); its protocol errors go to ``on_protocol_error`` (the app's).
+
+    Raises:
+        ConnectTimeout: The opening did not finish in time (the link is closed).
+        MalformedFrame: The peer answered ``initialize`` with something that is not JSON-RPC.
+        TransportClosed: The link died under ``initialize`` (worth another attempt).
+        AcpError: What the connector or ``initialize`` raised otherwise.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    try:
+        transport = await asyncio.wait_for(connector.connect(), timeout)
+    except TimeoutError as exc:
+        if isinstance(exc, AcpError):  # the connector's own (shorter) bound: already ours
+            raise
+        raise ConnectTimeout(f"timed out after {timeout:g}s opening {connector.target}", timeout=timeout) from exc
+    not_acp: asyncio.Future[MalformedFrame] = loop.create_future()
+
+    framed = transport.info.kind == "websocket"
+
+    def protocol_error(error: AcpError) -> None:
+        # Before initialize is answered, an unreadable WebSocket message means the peer does not
+        # speak ACP. (A stdio agent may print a banner on stdout first: that is only reported.
+        # Streamable HTTP answers initialize in the POST's body, checked by the transport.)
+        if framed and isinstance(error, MalformedFrame) and not not_acp.done():
+            not_acp.set_result(error)
+        if on_protocol_error is not None:
+            on_protocol_error(error)
+
+    conn = connection(WireLog(transport), on_protocol_error=protocol_error)
+    conn.start()
+    remaining = None if deadline is None else max(deadline - loop.time(), 0.001)
+    initializing = asyncio.ensure_future(initialize(conn, remaining))
+    try:
+        await asyncio.wait({initializing, not_acp}, return_when=asyncio.FIRST_COMPLETED)
+        if not initializing.done():
+            initializing.cancel()
+            bad = not_acp.result()
+            detail = f": {bad.excerpt!r}" if bad.excerpt else ""
+            raise MalformedFrame(
+                f"{connector.target} is not an ACP endpoint: it answered initialize with something that is not "
+                f"JSON-RPC ({bad}){detail}",
+                excerpt=bad.excerpt,
+            )
+        init = initializing.result()
+    except ConnectTimeout:
+        await conn.aclose()
+        raise
+    except RequestTimeout as exc:
+        await conn.aclose()
+        raise ConnectTimeout(
+            f"timed out after {timeout:g}s opening {connector.target} (no answer to initialize)"
+            if timeout is not None
+            else f"{connector.target} did not answer initialize in time",
+            timeout=timeout,
+            phase="initialize",
+        ) from exc
+    except ConnectionLost as exc:
+        # The link died under initialize (e.g. the network reset the HTTP POST): a failed attempt
+        # to connect, worth another try, not a lost request of the app.
+        await conn.aclose()
+        raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
+    except BaseException:
+        if not initializing.done():
+            initializing.cancel()
+        await conn.aclose()
+        raise
+    finally:
+        if not not_acp.done():
+            not_acp.cancel()  # from now on protocol errors are the app's business only
+        if initializing.done() and not initializing.cancelled():
+            initializing.exception()  # retrieved: never "exception was never retrieved"
+    return conn, init

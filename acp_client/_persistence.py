@@ -1,0 +1,215 @@
+"""The client's bookkeeping in a session store: what is saved, renamed and deleted, and when.
+
+:class:`Persistence` sits between the session table and a :class:`~acp_client.store.StoreBridge`
+(the store's worker thread). It remembers, per tracked session, the :class:`StoredSession` last
+written, and derives every later write from it, so what the app set (mode, model, config
+options) and the timestamps survive each save:
+
+============================================  ====================================================
+event                                         store call
+============================================  ====================================================
+``connect()``                                 ``load`` (raises: a store the client cannot read
+                                              fails ``connect()``); the sessions are tracked again
+                                              *without* being saved
+``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``)
+``resume_session``
+recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
+recovery outcome: resume / replay             ``save`` when the status changed
+recovery abandoned, ``close_session``,        ``delete``
+``forget_session``
+``set_mode`` / ``set_model`` /                ``save`` with the new value
+``set_config_option``
+a prompt                                      ``touch`` (``last_used_at``)
+the end of a turn (with transcripts kept)     ``save_transcript`` (the bounded tail), and ``save``
+                                              when the agent changed the title
+============================================  ====================================================
+
+Writes never raise into the client's flow (the bridge logs a store error and carries on).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from ._sessions import SessionTable, Tracked
+from .exceptions import InvalidMessage, SessionStoreError
+from .state import Probe, RecoveryOutcome, RecoveryPath
+from .store._bridge import StoreBridge
+from .store.base import StoredSession, transcript_tail
+from .types import SessionStatus
+
+__all__ = ["Persistence"]
+
+logger = logging.getLogger("acp_client.store")
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Persistence:
+    """Keeps one endpoint's records in a store in step with the session table.
+
+    Args:
+        bridge: The store, seen through its worker thread.
+        table: The client's session table.
+        version: The negotiated protocol version (MCP servers are stored in its wire form).
+        keep_transcripts: Whether the client keeps transcripts (the tail is saved only then).
+    """
+
+    def __init__(
+        self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
+    ) -> None:
+        self.bridge = bridge
+        self._table = table
+        self._version = version
+        self._keep_transcripts = keep_transcripts
+        self._records: dict[Tracked, StoredSession] = {}
+
+    def record(self, tracked: Tracked) -> StoredSession | None:
+        """The record last written (or restored) for ``tracked``."""
+        return self._records.get(tracked)
+
+    def records(self) -> list[StoredSession]:
+        """Every record this client keeps, most recently used first (no I/O)."""
+        return sorted(self._records.values(), key=lambda record: record.last_used_at, reverse=True)
+
+    async def restore(self) -> int:
+        """Track again every session stored for the endpoint (nothing is written); how many.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        stored = await self.bridge.load()
+        for record in reversed(stored):  # oldest first: the table then lists the most recent last
+            try:
+                servers = record.decoded_mcp_servers()
+            except InvalidMessage as exc:
+                logger.warning("stored session %s: undecodable MCP servers (%s), not restored", record.session_id, exc)
+                continue
+            tracked = self._table.track(
+                record.to_session(),
+                cwd=record.cwd,
+                mcp_servers=servers,
+                additional_directories=record.additional_directories,
+            )
+            self._records[tracked] = record
+            # What the app had set comes back too, so a replay or new session restores it.
+            tracked.settings.mode_id = record.mode_id
+            tracked.settings.model_id = record.model_id
+            tracked.settings.config.update({key: (value, None) for key, value in record.config_options.items()})
+        return len(stored)
+
+    def _save(self, tracked: Tracked, record: StoredSession) -> None:
+        self._records[tracked] = record
+        self._queue(self.bridge.save, record)
+
+    def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue one write; once the client is closed (a turn ending after ``aclose()``, say),
+        there is nothing to write to and nothing is raised."""
+        try:
+            write(*args, **kwargs)
+        except SessionStoreError as exc:
+            logger.debug("session store write skipped: %s", exc)
+
+    # -- sessions the app opened ----------------------------------------------------------------
+
+    def tracked(self, tracked: Tracked) -> None:
+        """The app created, forked, loaded or resumed ``tracked``: save it."""
+        now = _now()
+        known = self._records.get(tracked)
+        if known is not None and known.session_id == tracked.session_id:
+            record = attrs.evolve(known, status=SessionStatus.ACTIVE, updated_at=now, last_used_at=now)
+        else:
+            version = self._version()
+            record = StoredSession.from_mcp_servers(
+                self.bridge.endpoint,
+                tracked.session_id,
+                tracked.cwd,
+                tracked.mcp_servers,
+                protocol_version=version,
+                additional_directories=tracked.additional_directories,
+                title=tracked.record.title,
+                status=SessionStatus.ACTIVE,
+                created_at=now,
+            )
+        self._save(tracked, record)
+
+    def forget(self, tracked: Tracked) -> None:
+        """The session is closed, forgotten or abandoned: delete it."""
+        record = self._records.pop(tracked, None)
+        if record is not None:
+            self._queue(self.bridge.delete, record.session_id)
+
+    def changed(self, tracked: Tracked, **fields: Any) -> None:
+        """The app set ``mode_id`` / ``model_id`` on the session: save the new value."""
+        record = self._records.get(tracked)
+        if record is not None:
+            self._save(tracked, attrs.evolve(record, updated_at=_now(), **fields))
+
+    def config_changed(self, tracked: Tracked, option_id: str, value: Any) -> None:
+        """The app set one config option: save it beside the others."""
+        record = self._records.get(tracked)
+        if record is not None:
+            options = {**record.config_options, option_id: value}
+            self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
+
+    def touched(self, tracked: Tracked) -> None:
+        """A prompt is sent: the session is the most recently used one."""
+        record = self._records.get(tracked)
+        if record is not None:
+            now = _now()
+            self._records[tracked] = attrs.evolve(record, last_used_at=now)
+            self._queue(self.bridge.touch, record.session_id, when=now)
+
+    def turn_ended(self, tracked: Tracked) -> None:
+        """A turn ended: keep the transcript tail (and a title the agent gave)."""
+        record = self._records.get(tracked)
+        if record is None or record.session_id != tracked.session_id:
+            return
+        title = tracked.record.title
+        if title is not None and title != record.title:
+            self._save(tracked, attrs.evolve(record, title=title, updated_at=_now()))
+        if self._keep_transcripts:
+            self._queue(self.bridge.save_transcript, record.session_id, transcript_tail(tracked.transcript.messages))
+
+    # -- recovery ---------------------------------------------------------------------------------
+
+    def recovered(self, outcomes: Iterable[RecoveryOutcome]) -> None:
+        """A recovery round ended (or was cut off by a drop): bring the records in step.
+
+        A session the recovery re-created under a new id is renamed (whether or not its outcome
+        was reported before a drop), an abandoned one deleted, and a recovered one saved when
+        its last known status changed.
+        """
+        by_id = {outcome.session_id: outcome for outcome in outcomes if outcome.session_id is not None}
+        for tracked, record in list(self._records.items()):
+            if tracked.abandoned or tracked.session_id not in self._table:
+                self.forget(tracked)
+                continue
+            now = _now()
+            if tracked.session_id != record.session_id:
+                self._queue(self.bridge.rename, record.session_id, tracked.session_id)
+                previous = (*record.previous_session_ids, record.session_id)
+                renamed = attrs.evolve(
+                    record,
+                    session_id=tracked.session_id,
+                    previous_session_ids=previous,
+                    title=tracked.record.title,
+                    status=SessionStatus.ACTIVE,
+                    raw_status=None,
+                    updated_at=now,
+                )
+                self._save(tracked, renamed)
+                continue
+            outcome = by_id.get(tracked.session_id)
+            if outcome is None or outcome.path is RecoveryPath.ABANDON:
+                continue
+            raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
+            if record.status is not SessionStatus.ACTIVE or record.raw_status != raw:
+                self._save(tracked, attrs.evolve(record, status=SessionStatus.ACTIVE, raw_status=raw, updated_at=now))

@@ -1,0 +1,352 @@
+"""Several instances of one agent in one client: recovery at home, and failover (DESIGN.md §5).
+
+An :class:`~acp_client.AcpClient` given several endpoints keeps one link per instance — a
+:class:`~acp_client._supervisor.Supervisor` with its own connector (cookies shared), opened
+lazily — and remembers each session's *home*: the instance it lives on. Sessions are placed by the
+placement policy when created; every call for a session goes to its home's link.
+
+Recovery, per session:
+
+* After a drop the home link reconnects under the retry policy and probes the session there, like
+  a single-endpoint client (same decision table, same callbacks).
+* When the home does not have the session in memory (``inactive``: another instance may have it
+  active; -32002), or stays unreachable past ``failover_delay`` (on the injected
+  clock), the session is first taken out of the home link's recovery (so that link can no longer
+  resume or load it, even if it comes back meanwhile); then every instance is asked
+  ``session/status`` at once (:func:`acp_client.pool.locate_many`, over the live links where there
+  are some) and :meth:`acp_client.pool.Location.route` picks the one instance: resume where it is
+  active, replay where it is inactive (home first), or a new session placed by the policy.
+  Nothing reachable: the session goes back to its home link, and the failover is tried again
+  after another ``failover_delay``.
+* A session is therefore recovered by exactly one routine at a time, and a route names one
+  instance: ``session/load`` / ``session/resume`` for one session never go to two instances.
+
+Outcomes and :class:`~acp_client.state.RecoveryContext` carry ``endpoint``: the instance's name.
+
+The links themselves (and where calls wait) are :mod:`acp_client._pool_links`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from . import _recovery
+from ._connection import Connection
+from ._pool_links import Link, PoolLinks
+from ._recoverer import Recoverer, _capabilities
+from ._sessions import SessionTable, Tracked
+from ._supervisor import _RECOVERING_ON
+from .clock import Clock
+from .config import Callbacks, check_instance
+from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
+from .pool import Endpoint, Location, PlacementFunction, RouteKind, _endpoints, placement_policy
+from .state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
+from .transports.base import Connector
+from .types import InitializeResponse
+
+__all__ = ["PoolRecoverer", "PoolRecovery", "PoolSpec", "pool_spec"]
+
+logger = logging.getLogger("acp_client.reconnect")
+
+#: The instance a recovery runs on (read by the ``decide_recovery`` wrapper).
+_ENDPOINT: contextvars.ContextVar[str | None] = contextvars.ContextVar("acp_pool_endpoint", default=None)
+
+_PRESENCE_PROBE = {"active": Probe.ACTIVE, "inactive": Probe.INACTIVE, "unknown": Probe.NOT_FOUND}
+
+
+@attrs.frozen
+class PoolSpec:
+    """What a client facing several instances is given (checked by the client)."""
+
+    endpoints: tuple[Endpoint, ...]
+    connectors: tuple[Connector, ...]
+    placement: PlacementFunction
+    failover_delay: float
+
+
+def pool_spec(
+    endpoint: object,
+    placement: object,
+    failover_delay: float,
+    connector: Callable[[str | Connector], Connector],
+) -> PoolSpec | None:
+    """The pool an :class:`~acp_client.AcpClient` was given, or ``None`` for one endpoint (a
+    string, a connector, or a list of one URL or connector).
+
+    Raises:
+        ConfigurationError: A bad endpoint list, duplicate names, or an unknown placement.
+    """
+    if not isinstance(endpoint, list | tuple):
+        check_instance("endpoint", endpoint, (str, Connector))
+        return None
+    if len(endpoint) == 1 and isinstance(endpoint[0], str | Connector):
+        return None
+    endpoints = _endpoints(endpoint)
+    connectors = tuple(e.connector if e.connector is not None else connector(e.url) for e in endpoints)
+    policy = placement_policy(placement)  # type: ignore[arg-type]
+    return PoolSpec(endpoints, connectors, policy, float(failover_delay))
+
+
+class PoolRecoverer(Recoverer):
+    """The recoverer of a pooled client: a probe answer it already has (the home's, or a
+    fan-out's) is used instead of asking again, and the app's ``decide_recovery`` sees the
+    instance."""
+
+    def __init__(self, *args: Any, callbacks: Callable[[], Callbacks], **kwargs: Any) -> None:
+        super().__init__(*args, callbacks=lambda: self._with_endpoint(callbacks()), **kwargs)
+        self.known: dict[Tracked, tuple[Probe, str | None, Any]] = {}
+
+    @staticmethod
+    def _with_endpoint(callbacks: Callbacks) -> Callbacks:
+        decide = callbacks.decide_recovery
+        if decide is None:
+            return callbacks
+
+        def decide_here(context: Any) -> Any:
+            return decide(attrs.evolve(context, endpoint=_ENDPOINT.get()))
+
+        return attrs.evolve(callbacks, decide_recovery=decide_here)
+
+    async def probe(self, conn: Connection, tracked: Tracked) -> tuple[Probe, str | None, Any]:
+        """``session/status`` for one session over ``conn`` (the answer is not kept)."""
+        return await super()._probe(conn, tracked)
+
+    async def _probe(self, conn: Connection, tracked: Tracked) -> tuple[Probe, str | None, Any]:
+        known = self.known.pop(tracked, None)
+        return known if known is not None else await super()._probe(conn, tracked)
+
+    async def report(self, outcome: RecoveryOutcome) -> None:
+        await self._report(outcome)
+
+
+class PoolRecovery:
+    """Recovers the sessions of a pooled client: at home after a reconnect, elsewhere when the
+    home does not have them or stays away (the :class:`~acp_client._pool_links.LinkHooks` of
+    its links).
+
+    Args:
+        links: The client's links.
+        table: The client's sessions.
+        recoverer: Probes and runs the steps of one session over one connection.
+        placement: Where a new session goes.
+        failover_delay: Seconds a home may stay unreachable before its sessions move.
+        concurrency: How many sessions recover at once.
+        clock: Time source.
+        version: The negotiated protocol version.
+        probe_timeout: Seconds each instance gets to answer a fan-out.
+    """
+
+    def __init__(
+        self,
+        links: PoolLinks,
+        *,
+        table: SessionTable,
+        recoverer: PoolRecoverer,
+        placement: PlacementFunction,
+        failover_delay: float,
+        concurrency: int,
+        clock: Clock,
+        version: Callable[[], int],
+        probe_timeout: float,
+    ) -> None:
+        self.links = links
+        self._table = table
+        self._recoverer = recoverer
+        self._placement = placement
+        self._failover_delay = failover_delay
+        self._concurrency = concurrency
+        self._clock = clock
+        self._version = version
+        self._probe_timeout = probe_timeout
+        links.hooks = self
+
+    # -- hooks ----------------------------------------------------------------------------------------
+
+    def closing(self) -> None:
+        for link in self.links.links:
+            self._disarm(link)
+
+    # -- drops and recovery at home -------------------------------------------------------------------
+
+    def _sessions_of(self, link: Link) -> list[Tracked]:
+        return [t for t in self._table.live() if self.links.homes.get(t) is link and t not in self.links.moving]
+
+    def state_changed(self, link: Link, state: ConnectionState) -> None:
+        """The failover timer runs from the drop until the link is connected again (a recovery
+        that drops again does not restart it); a link that gives up moves its sessions now."""
+        if state.state in (State.CONNECTED, State.CLOSED):
+            self._disarm(link)
+        elif state.state in (State.RECONNECTING, State.SUSPENDED) and self._sessions_of(link):
+            self._arm(link)
+        elif state.state is State.FAILED and not self.links.closing:
+            self._disarm(link)
+            self._move(link, "its link failed")
+
+    def dropped(self, link: Link, cause: TransportError) -> None:
+        """The link dropped: its sessions' turns fail (the agent had the prompt), windows close,
+        and the failover timer starts."""
+        for tracked in self._sessions_of(link):
+            if tracked.turn is not None:
+                tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
+            self._table.close_window(tracked)
+        self._arm(link)
+
+    def _arm(self, link: Link) -> None:
+        if link.failover_timer is None and not self.links.closing:
+            link.failover_timer = self._clock.call_later(self._failover_delay, lambda: self._expired(link))
+
+    def _disarm(self, link: Link) -> None:
+        if link.failover_timer is not None:
+            link.failover_timer.cancel()
+            link.failover_timer = None
+
+    def _expired(self, link: Link) -> None:
+        link.failover_timer = None
+        if self.links.closing or link.state.state is State.CONNECTED:
+            return  # back
+        if link.state.state is State.RECOVERING:  # back, recovering its sessions: see how that ends
+            self._arm(link)
+            return
+        self._move(link, f"unreachable for {self._failover_delay:g}s")
+
+    def _move(self, link: Link, reason: str) -> None:
+        """Take the link's sessions out of its recovery (first), then fail them over."""
+        sessions = self._sessions_of(link)
+        if not sessions:
+            return
+        self.links.moving.update(sessions)
+        self.links.publish()
+        self.links.spawn(self._failover(sessions, link, reason))
+
+    async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
+        """The home link is back: recover its sessions there; those the home does not know move."""
+        sessions = self._sessions_of(link)
+        if not sessions:
+            return
+        version = self._version()
+        caps = _capabilities(init, version)
+        semaphore = asyncio.Semaphore(self._concurrency)
+        elsewhere: list[Tracked] = []
+
+        async def one(tracked: Tracked) -> RecoveryOutcome | None:
+            async with semaphore:
+                if tracked in self.links.moving:
+                    return None
+                if _recovery.should_probe(caps):
+                    answer = await self._recoverer.probe(conn, tracked)
+                    # Not in memory here: another instance may have it active, so ask them all.
+                    if answer[0] in (Probe.NOT_FOUND, Probe.INACTIVE) and len(self.links.links) > 1:
+                        elsewhere.append(tracked)
+                        self.links.moving.add(tracked)  # out of this link's hands before anything else
+                        return None
+                    self._recoverer.known[tracked] = answer
+                token = _ENDPOINT.set(link.endpoint.name)
+                try:
+                    outcome = await self._recoverer.recover_session(conn, tracked, caps)
+                finally:
+                    _ENDPOINT.reset(token)
+                return attrs.evolve(outcome, endpoint=link.endpoint.name)
+
+        results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
+        for tracked in sessions:
+            self._recoverer.known.pop(tracked, None)
+        for result in results:
+            if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
+                self.links.moving.difference_update(elsewhere)
+                raise result
+            if isinstance(result, BaseException):
+                logger.error("recovering a session raised", exc_info=result)
+        for result in results:
+            if isinstance(result, RecoveryOutcome):
+                await self._recoverer.report(result)
+        if elsewhere:
+            self.links.publish()
+            self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
+
+    # -- failover -----------------------------------------------------------------------------------------
+
+    async def _failover(self, sessions: list[Tracked], home: Link, reason: str) -> None:
+        logger.info("moving %d session(s) off %s: %s", len(sessions), home.endpoint, reason)
+        try:
+            located = await self.links.locate_many([t.session_id for t in sessions])
+        except BaseException:
+            self._give_back(sessions, home)
+            raise
+        semaphore = asyncio.Semaphore(self._concurrency)
+        retry: list[Tracked] = []
+
+        async def one(tracked: Tracked) -> None:
+            async with semaphore:
+                if not await self._move_one(tracked, home, located[tracked.session_id], reason):
+                    retry.append(tracked)
+
+        try:
+            await asyncio.gather(*(one(tracked) for tracked in sessions))
+        finally:
+            self._give_back([t for t in sessions if t in self.links.moving], home)
+        if retry and not self.links.closing:
+            self._arm(home)  # nothing usable now: the home keeps them, another failover later
+
+    def _give_back(self, sessions: list[Tracked], home: Link) -> None:
+        self.links.moving.difference_update(sessions)
+        self.links.notify()
+        self.links.publish()
+
+    async def _move_one(self, tracked: Tracked, home: Link, location: Location, reason: str) -> bool:
+        """Recover one session on the instance its route names; ``False`` to try again later."""
+        route = location.route(home=home.endpoint)
+        if route.kind is RouteKind.UNAVAILABLE:
+            return False
+        probe = Probe.NOT_FOUND
+        raw: str | None = None
+        state: Any = None
+        if route.kind is RouteKind.NEW_SESSION:
+            candidates = [self.links.link(endpoint) for endpoint in route.candidates]
+            chosen = self._placement(tuple(link.endpoint for link in candidates), self.links.session_counts())
+            target = self.links.link(chosen)
+        else:
+            assert route.endpoint is not None
+            target = self.links.link(route.endpoint)
+            answer = location.answer(route.endpoint)
+            probe, raw, state = _PRESENCE_PROBE[answer.presence.value], answer.raw_status, answer.state
+        try:
+            conn = await self.links.ensure(target, wait=self._probe_timeout)
+        except ClientClosed:
+            return True
+        except AcpError as exc:
+            logger.info("cannot move %s to %s: %s", tracked.session_id, target.endpoint, exc)
+            return False
+        sup = target.supervisor
+        assert sup is not None
+        caps = _capabilities(sup.init_result, self._version())
+        self._recoverer.known[tracked] = (probe, raw, state)
+        token = _ENDPOINT.set(target.endpoint.name)
+        recovering = _RECOVERING_ON.set(conn)
+        try:
+            outcome = await self._recoverer.recover_session(conn, tracked, caps)
+        except (ConnectionLost, TransportError) as exc:
+            logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
+            return False
+        finally:
+            self._recoverer.known.pop(tracked, None)
+            _RECOVERING_ON.reset(recovering)
+            _ENDPOINT.reset(token)
+        if outcome.path is not RecoveryPath.ABANDON:
+            self.links.homes[tracked] = target
+        self.links.moving.discard(tracked)
+        self.links.notify()
+        self.links.publish()
+        note = f"moved from {home.endpoint} ({reason}): {route.reason}"
+        outcome = attrs.evolve(outcome, endpoint=target.endpoint.name, notes=(*outcome.notes, note))
+        reporting = _RECOVERING_ON.set(conn)
+        try:
+            await self._recoverer.report(outcome)
+        finally:
+            _RECOVERING_ON.reset(reporting)
+        return True

@@ -1,0 +1,140 @@
+"""More of :class:`~acp_client.sync.SyncAcpClient`: what the agent said, the calls that mirror the
+rest of :class:`~acp_client.AcpClient` (fork, set_mode, raw requests), and state changes as a
+blocking iterator. A base class of ``SyncAcpClient``, kept apart so each file stays one concern."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Awaitable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._connection import DEFAULT_TIMEOUT, _Default
+from ..client import AcpClient
+from ..exceptions import RequestTimeout
+from ..state import ConnectionState, RecoveryOutcome
+from ..transports.base import TransportInfo
+from ..types import AgentCapabilities, Implementation, InitializeResponse, McpServer
+from ._session import SyncSessionHandle
+
+__all__ = ["ClientExtras"]
+
+T = TypeVar("T")
+
+Timeout = float | None | _Default
+
+
+class ClientExtras:
+    """The part of :class:`~acp_client.sync.SyncAcpClient` beyond sessions and turns."""
+
+    _client: AcpClient
+
+    # Implemented by SyncAcpClient (declared here for the type checker).
+
+    def _run(self, method: str, awaitable: Awaitable[T], timeout: Timeout, *, bounded: bool = False) -> T:
+        raise NotImplementedError
+
+    def _check_thread(self, method: str) -> None:
+        raise NotImplementedError
+
+    def _timeout(self, timeout: Timeout) -> float | None:
+        raise NotImplementedError
+
+    def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]:
+        raise NotImplementedError
+
+    @property
+    def initialize_result(self) -> InitializeResponse:
+        """What the agent answered to ``initialize`` (any thread; see :attr:`AcpClient.initialize_result`).
+
+        Raises:
+            ClientClosed: Not connected yet.
+        """
+        return self._client.initialize_result
+
+    @property
+    def agent_info(self) -> Implementation | None:
+        """The agent's name and version, as it sent them in ``initialize`` (any thread)."""
+        return self._client.agent_info
+
+    @property
+    def agent_capabilities(self) -> AgentCapabilities:
+        """The agent's capabilities, normalized across protocol versions (any thread)."""
+        return self._client.agent_capabilities
+
+    @property
+    def transport_info(self) -> TransportInfo | None:
+        """The live link's :class:`~acp_client.transports.TransportInfo` (``pid`` of a stdio agent)."""
+        return self._client.transport_info
+
+    @property
+    def recovery_outcomes(self) -> list[RecoveryOutcome]:
+        """The recovery outcomes so far, oldest first."""
+        return self._client.recovery_outcomes
+
+    def fork_session(
+        self,
+        session_id: str,
+        cwd: str | Path,
+        *,
+        mcp_servers: Sequence[McpServer] = (),
+        timeout: Timeout = DEFAULT_TIMEOUT,
+    ) -> SyncSessionHandle:
+        """``session/fork`` (see :meth:`AcpClient.fork_session`)."""
+        coro = self._client.fork_session(session_id, cwd, mcp_servers=mcp_servers)
+        owner: Any = self  # a SyncAcpClient
+        return SyncSessionHandle(owner, self._run("session/fork", coro, timeout))
+
+    def forget_session(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """Stop tracking a session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
+        self._run("forget_session", self._forget(session_id), timeout)
+
+    async def _forget(self, session_id: str) -> None:
+        self._client.forget_session(session_id)
+
+    def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
+        self._run("session/set_mode", self._client.set_mode(session_id, mode_id), timeout)
+
+    def request(self, method: str, params: Any = None, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Any:
+        """Send any request (e.g. an ``_``-prefixed extension) and return its raw result; the
+        client's request timeout applies as well (see :meth:`AcpClient.request`)."""
+        return self._run(method, self._client.request(method, params), timeout)
+
+    def notify(self, method: str, params: Any = None, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """Send any notification (see :meth:`AcpClient.notify`)."""
+        self._run(method, self._client.notify(method, params), timeout)
+
+    def state_changes(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Iterator[ConnectionState]:
+        """Iterate over the state changes from now on, blocking for each; ends after ``closed``
+        or ``failed`` (like :meth:`AcpClient.state_changes`). Stop early with ``break``.
+
+        Raises:
+            RequestTimeout: No change within ``timeout`` seconds of the previous one.
+            LoopThreadError: Called from the loop thread.
+        """
+        self._check_thread("state_changes")
+        states: queue.Queue[ConnectionState] = queue.Queue()
+        started = threading.Event()
+        pump = self.submit(self._pump_states(states, started))
+        started.wait()
+        limit = self._timeout(timeout)
+        try:
+            while True:
+                try:
+                    state = states.get(timeout=limit)
+                except queue.Empty:
+                    raise RequestTimeout("state_changes", limit or 0.0) from None
+                yield state
+                if state.is_terminal:
+                    return
+        finally:
+            pump.cancel()
+
+    async def _pump_states(self, states: queue.Queue[ConnectionState], started: threading.Event) -> None:
+        changes = self._client.state_changes()
+        started.set()  # registered from here on (the generator's first step runs below, at once)
+        async for state in changes:
+            states.put(state)

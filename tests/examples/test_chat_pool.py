@@ -1,0 +1,68 @@
+"""``python examples/chat.py URL URL ...``: several instances used as one pool (issue 11 item 5).
+
+Two reference agents sharing one store, each on its own server; ``chat.py --script --json`` is
+given both URLs. Its ``session`` and ``recovered`` events name the URL the session lives on; when
+that instance dies, the session is replayed on the other and the script goes on there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
+from tests.examples._chat_support import CHAT, ChatProcess, _env, named
+
+
+async def start_chat(tmp_path: Path, urls: list[str], lines: list[str], *extra: str) -> ChatProcess:
+    script = tmp_path / "script.txt"
+    script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CHAT),
+        *urls,
+        "--script",
+        str(script),
+        "--json",
+        *extra,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+    )
+    return ChatProcess(process)
+
+
+async def test_two_urls_are_one_pool_and_a_dead_instance_hands_over(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "shared")
+    a_agent, b_agent = ReferenceAgent(name="agent-a", store=store), ReferenceAgent(name="agent-b", store=store)
+    async with ReferenceServer(a_agent) as a, ReferenceServer(b_agent) as b:
+        urls = [a.ws_url, b.http_url]  # one pool may mix transports
+        chat = await start_chat(tmp_path, urls, ["hello", "/sleep 6", "after the move"], "--failover-delay", "0.5")
+        try:
+            session = await chat.next_event("session")
+            assert session["endpoint"] == a.ws_url  # round robin: the first instance first
+            await chat.next_event("turn_end")
+            assert a_agent.sessions[session["sessionId"]].in_memory
+            await a.aclose()  # the instance holding the session dies
+            recovered = await chat.next_event("recovered")
+            assert recovered["path"] == "replay" and recovered["endpoint"] == b.http_url
+            assert recovered["sessionId"] == recovered["previousSessionId"] == session["sessionId"]
+            status, events, err = await chat.finish()
+        finally:
+            if chat.process.returncode is None:
+                chat.process.kill()
+                await chat.process.wait()
+    assert status == 0, err
+    turns = named(events, "turn_end")
+    assert len(turns) == 2 and turns[-1]["sessionId"] == session["sessionId"]
+    assert b_agent.sessions[session["sessionId"]].history_length >= 4  # both turns, the second on b
+
+
+async def test_one_url_has_no_endpoint_field(tmp_path: Path) -> None:
+    async with ReferenceServer(ReferenceAgent()) as server:
+        chat = await start_chat(tmp_path, [server.ws_url], ["hello"])
+        status, events, err = await chat.finish()
+    assert status == 0, err
+    assert [set(e) >= {"endpoint"} for e in named(events, "session")] == [False]

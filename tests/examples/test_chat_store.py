@@ -1,0 +1,94 @@
+"""``examples/chat.py URL --store PATH`` in script mode, in two processes: the first keeps its
+sessions in the store and exits; the second recovers them (a ``recovered`` event for each, as
+after a drop), continues the most recently used one, lists them (``/sessions``) and switches
+(``/switch``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_client import SqliteSessionStore, endpoint_key
+from acp_client.testing import ReferenceAgent, ReferenceServer
+from tests.examples._chat_support import CHAT, _env, named, parse_events, run_process
+
+
+async def _chat(tmp_path: Path, url: str, store: Path, lines: list[str], name: str) -> list[dict[str, Any]]:
+    script = tmp_path / f"{name}.txt"
+    script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = [sys.executable, str(CHAT), url, "--script", str(script), "--json", "--store", str(store)]
+    code, out, err = await run_process(*argv, env=_env())
+    assert code == 0, err
+    return parse_events(out)
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["agent-kept-them", "agent-restarted"])
+async def test_a_second_run_continues_the_stored_sessions(tmp_path: Path, restart: bool) -> None:
+    agent = ReferenceAgent()
+    store = tmp_path / "chat.db"
+    async with ReferenceServer(agent) as server:
+        url = server.ws_url
+        first = await _chat(tmp_path, url, store, ["hello", "/new", "second one"], "first")
+        old, latest = (event["sessionId"] for event in named(first, "session"))
+        if restart:
+            agent.restart()
+
+        lines = ["/sessions", "after the restart", f"/switch {old[:12]}", "back to the first"]
+        second = await _chat(tmp_path, url, store, lines, "second")
+
+    # A recovered event for each stored session, before anything else of the run.
+    recovered = named(second, "recovered")
+    assert {event["previousSessionId"] for event in recovered} == {old, latest}
+    assert {event["path"] for event in recovered} == {"replay" if restart else "resume"}
+    if restart:
+        assert all(event["replayed"] > 0 for event in recovered)
+    names = [event["event"] for event in second]
+    assert names.index("connected") > max(i for i, name in enumerate(names) if name == "recovered")
+    # No new session: the most recently used one continues.
+    sessions = named(second, "session")
+    assert sessions[0] == {**sessions[0], "sessionId": latest, "restored": True}
+    (listing,) = named(second, "sessions")
+    assert [row["sessionId"] for row in listing["sessions"]] == [latest, old]
+    assert [row["current"] for row in listing["sessions"]] == [True, False]
+    assert sessions[1] == {**sessions[1], "sessionId": old, "switched": True}
+    ends = named(second, "turn_end")
+    assert [event["sessionId"] for event in ends] == [latest, old]
+    texts = [event["text"] for event in named(second, "update") if not event["replay"]]
+    assert "echo: after the restart" in "".join(texts) and "echo: back to the first" in "".join(texts)
+    assert not named(second, "error")
+    with SqliteSessionStore(store) as opened:
+        assert [record.session_id for record in opened.load(endpoint_key(url))] == [old, latest]
+
+
+async def test_a_lost_session_is_renamed_in_the_store(tmp_path: Path) -> None:
+    agent = ReferenceAgent()
+    store = tmp_path / "chat.db"
+    async with ReferenceServer(agent) as server:
+        url = server.ws_url
+        first = await _chat(tmp_path, url, store, ["hello"], "first")
+        (old,) = (event["sessionId"] for event in named(first, "session"))
+        agent.evict(old)
+        second = await _chat(tmp_path, url, store, ["again", "/sessions"], "second")
+
+    (recovered,) = named(second, "recovered")
+    assert recovered["path"] == "new_session" and recovered["previousSessionId"] == old
+    new_id = recovered["sessionId"]
+    assert named(second, "session")[0]["sessionId"] == new_id
+    assert [event["sessionId"] for event in named(second, "turn_end")] == [new_id]
+    (listing,) = named(second, "sessions")
+    assert [row["sessionId"] for row in listing["sessions"]] == [new_id]
+    with SqliteSessionStore(store) as opened:
+        (record,) = opened.load(endpoint_key(url))
+        assert record.session_id == new_id and record.previous_session_ids == (old,)
+
+
+async def test_switch_to_an_unknown_session_is_an_error_event(tmp_path: Path) -> None:
+    agent = ReferenceAgent()
+    async with ReferenceServer(agent) as server:
+        events = await _chat(tmp_path, server.ws_url, tmp_path / "s.db", ["/switch nope", "hi"], "run")
+    (error,) = named(events, "error")
+    assert "no such session" in error["message"]
+    assert len(named(events, "turn_end")) == 1

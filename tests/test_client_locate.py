@@ -1,0 +1,50 @@
+"""``AcpClient.locate()``: every instance's answer, over the client's live links (issue 11 item 2)."""
+
+from __future__ import annotations
+
+from acp_client import AcpClient
+from acp_client.pool import Endpoint, Presence
+from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
+from tests._harness import FAST_RETRY
+
+
+async def test_locate_reuses_live_links_and_warms_the_others() -> None:
+    clock = FakeClock()
+    store = SessionStore()
+    agents = [ReferenceAgent(name=f"agent-{n}", store=store, clock=clock) for n in "abc"]
+    connectors = [MemoryConnector(agent, name=n) for agent, n in zip(agents, "abc", strict=True)]
+    endpoints = [Endpoint(f"memory://{n}", n, connector=c) for n, c in zip("abc", connectors, strict=True)]
+    try:
+        async with AcpClient(endpoints, retry=FAST_RETRY, clock=clock) as client:
+            handle = await client.new_session("/tmp")
+            assert [c.connects for c in connectors] == [1, 0, 0]
+            first = await client.locate(handle.session_id)
+            assert [a.presence for a in first.answers] == [Presence.ACTIVE, Presence.INACTIVE, Presence.INACTIVE]
+            assert [c.connects for c in connectors] == [1, 2, 2]  # a probe link each, and a kept link each
+            assert [c.live_links for c in connectors] == [1, 1, 1]
+            again = await client.locate(handle.session_id)
+            assert [a.presence for a in again.answers] == [a.presence for a in first.answers]
+            assert [c.connects for c in connectors] == [1, 2, 2]  # no new link: all asked over live ones
+            connectors[2].refuse()
+            connectors[2].drop()
+            third = await client.locate(handle.session_id)
+            assert third.answers[2].presence is Presence.UNREACHABLE
+            assert not agents[1].sessions[handle.session_id].in_memory  # nothing was loaded
+    finally:
+        for connector in connectors:
+            await connector.aclose()
+
+
+async def test_locate_on_a_single_endpoint_client() -> None:
+    agent = ReferenceAgent()
+    connector = MemoryConnector(agent, name="one")
+    async with AcpClient(connector, retry=None) as client:
+        handle = await client.new_session("/tmp")
+        location = await client.locate(handle.session_id)
+        unknown = await client.locate("sess_nowhere")
+        assert connector.connects == 1  # asked over the client's own link
+    assert [a.presence for a in location.answers] == [Presence.ACTIVE]
+    assert location.answers[0].endpoint.name == "memory://one"
+    assert [a.presence for a in unknown.answers] == [Presence.UNKNOWN]
+    assert client.endpoints == ()
+    await connector.aclose()

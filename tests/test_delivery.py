@@ -1,0 +1,173 @@
+"""Event delivery: one policy for every app callback — logged with its stack when it raises,
+never fatal to the client's tasks; awaitables awaited in event order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from acp_client import Callbacks, ConnectionState, State, UpdateEvent
+from acp_client._delivery import Dispatcher, call_app
+from acp_client._jsonrpc import Message
+from tests._harness import Harness
+
+
+async def drop_and_recover(h: Harness) -> None:
+    """Drop the link and run the fake clock until the client recovered (reading the client itself:
+    these tests replace the harness's own callbacks)."""
+    before = len(h.client.recovery_outcomes)
+    h.connector.drop()
+    for _ in range(100):
+        await h.clock.advance(0.5)
+        if len(h.client.recovery_outcomes) > before and h.client.state.state is State.CONNECTED:
+            return
+    raise AssertionError(f"not recovered: {h.client.state}")
+
+
+async def test_call_app_returns_sync_and_async_results() -> None:
+    async def answer(value: int) -> int:
+        return value + 1
+
+    assert await call_app(lambda value: value * 2, 21, what="x") == 42
+    assert await call_app(answer, 41, what="x") == 42
+    assert await call_app(None, 1, what="x") is None
+
+
+async def test_call_app_logs_a_raising_callback_with_its_stack(caplog: pytest.LogCaptureFixture) -> None:
+    async def broken() -> None:
+        raise ValueError("app bug")
+
+    with caplog.at_level(logging.ERROR, logger="acp_client.callbacks"):
+        assert await call_app(broken, what="on_resume") is None
+    (record,) = caplog.records
+    assert "on_resume" in record.getMessage() and record.exc_info is not None
+    assert isinstance(record.exc_info[1], ValueError)
+
+
+async def test_call_app_lets_cancellation_through() -> None:
+    async def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await call_app(cancelled, what="x")
+
+
+async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher = Dispatcher()
+    seen: list[str] = []
+
+    async def slow(tag: str) -> None:
+        await asyncio.sleep(0.01 if tag == "a" else 0)
+        seen.append(tag)
+
+    def broken(tag: str) -> None:
+        raise RuntimeError(tag)
+
+    async def broken_async(tag: str) -> None:
+        raise RuntimeError(tag)
+
+    with caplog.at_level(logging.ERROR, logger="acp_client.callbacks"):
+        dispatcher.deliver(slow, "a", what="on_update")
+        dispatcher.deliver(broken, "sync", what="on_update")
+        dispatcher.deliver(broken_async, "async", what="on_update")
+        dispatcher.deliver(slow, "b", what="on_update")
+        dispatcher.deliver(seen.append, "inline", what="on_update")
+        assert seen == ["inline"]
+        for _ in range(100):
+            if len(seen) == 3:
+                break
+            await asyncio.sleep(0.005)
+    assert seen == ["inline", "a", "b"]  # "a" first although it sleeps longer
+    assert [r.exc_info[1].args for r in caplog.records if r.exc_info] == [("sync",), ("async",)]
+    await dispatcher.aclose()
+    dispatcher.deliver(slow, "late", what="on_update")  # after close: dropped, never run
+    await asyncio.sleep(0.02)
+    assert "late" not in seen
+
+
+async def test_callbacks_that_raise_never_stop_the_client(caplog: pytest.LogCaptureFixture) -> None:
+    # Before: on_protocol_error and on_notification were called without protection, so one
+    # raising killed the connection's reader.
+    calls: list[str] = []
+
+    def broken(*args: Any) -> None:
+        calls.append(type(args[0]).__name__)
+        raise RuntimeError("app bug")
+
+    async def broken_async(*args: Any) -> None:
+        raise RuntimeError("async app bug")
+
+    def broken_state(state: ConnectionState) -> None:
+        h._state(state)  # the harness's own bookkeeping, then the app bug
+        broken(state)
+
+    callbacks = Callbacks(
+        on_state_change=broken_state,
+        on_update=broken_async,
+        on_protocol_error=broken,
+        on_notification=broken,
+        on_resume=broken,
+    )
+    rewritten = 0
+
+    def rewrite(message: Message) -> Message | None:
+        # Turn the first two updates the agent sends into another notification and an answer to
+        # a request nobody made (a protocol error).
+        nonlocal rewritten
+        if isinstance(message, dict) and message.get("method") == "session/update" and rewritten < 2:
+            rewritten += 1
+            if rewritten == 1:
+                return {"jsonrpc": "2.0", "method": "x/other", "params": {}}
+            return {"jsonrpc": "2.0", "id": 999, "result": None}
+        return message
+
+    h = Harness(client_kwargs={"callbacks": callbacks})
+    h.connector.rewrite = rewrite
+    with caplog.at_level(logging.ERROR, logger="acp_client.callbacks"):
+        async with h:
+            session = await h.client.new_session("/work")
+            await h.clock.run(session.prompt("hello"))
+            await h.clock.settle()
+            assert rewritten == 2
+            await drop_and_recover(h)
+            assert (await h.clock.run(session.prompt("still fine"))).stop_reason == "end_turn"
+            assert h.client.state.state is State.CONNECTED
+    assert {"ConnectionState", "RecoveryOutcome", "str", "UnexpectedResponse"} <= set(calls)
+    assert any(r.exc_info for r in caplog.records)
+
+
+async def test_async_state_callbacks_see_states_in_order() -> None:
+    seen: list[State] = []
+
+    async def on_state(state: ConnectionState) -> None:
+        h._state(state)
+        await asyncio.sleep(0)
+        seen.append(state.state)
+
+    h = Harness(client_kwargs={"callbacks": Callbacks(on_state_change=on_state)})
+    async with h:
+        await h.client.new_session("/work")
+        await drop_and_recover(h)
+        await h.clock.settle()
+    assert seen[:3] == [State.CONNECTING, State.CONNECTED, State.RECONNECTING]
+    assert seen[seen.index(State.RECOVERING) + 1] is State.CONNECTED
+
+
+async def test_update_listeners_sync_and_async_see_every_event() -> None:
+    sync_seen: list[UpdateEvent] = []
+    async_seen: list[UpdateEvent] = []
+
+    async def listener(event: UpdateEvent) -> None:
+        async_seen.append(event)
+
+    async with Harness() as h:
+        remove = h.client.add_update_listener(sync_seen.append)
+        h.client.add_update_listener(listener)
+        session = await h.client.new_session("/work")
+        await h.clock.run(session.prompt("hello"))
+        await h.clock.settle()
+        remove()
+    assert sync_seen and [e.update for e in async_seen] == [e.update for e in sync_seen]

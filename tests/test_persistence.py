@@ -1,0 +1,311 @@
+"""``AcpClient(session_store=...)``: the bookkeeping in the store and the recovery of stored
+sessions on ``connect()``, over memory transports on a fake clock.
+
+Each test plays two "processes" in one: a first client writes the store and closes, a second
+client with the same store and the same agent recovers what it finds there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import pytest_asyncio
+
+from acp_client import (
+    AcpClient,
+    Callbacks,
+    ConfigurationError,
+    ConnectionState,
+    Probe,
+    RecoveryOutcome,
+    RecoveryPath,
+    SessionStoreError,
+    SqliteSessionStore,
+    State,
+    StoredSession,
+    endpoint_key,
+)
+from acp_client.testing import FakeClock, ReferenceAgent
+from acp_client.types import SessionStatus
+
+from ._harness import FAST_RETRY, RecordingConnector
+
+KEY = "memory://reference-agent"
+
+
+class Side:
+    """One client over the shared agent, recording states and outcomes."""
+
+    def __init__(self, agent: ReferenceAgent, clock: FakeClock, store: Any, **kwargs: Any) -> None:
+        self.connector = RecordingConnector(agent)
+        self.states: list[ConnectionState] = []
+        self.outcomes: list[RecoveryOutcome] = []
+        callbacks = Callbacks(
+            on_state_change=self.states.append,
+            on_resume=self.outcomes.append,
+            on_replay=self.outcomes.append,
+            on_new_session=self.outcomes.append,
+            on_recovery_failed=self.outcomes.append,
+        )
+        callbacks = attrs.evolve(callbacks, **kwargs.pop("callbacks", {}))
+        self.client = AcpClient(
+            self.connector,
+            session_store=store,
+            session_store_key=KEY,
+            clock=clock,
+            retry=FAST_RETRY,
+            callbacks=callbacks,
+            **kwargs,
+        )
+
+    async def flush(self) -> None:
+        persistence = self.client._engine.persistence
+        assert persistence is not None
+        await persistence.bridge.flush()
+
+    async def close(self) -> None:
+        await self.client.aclose()
+        await self.connector.aclose()
+
+
+class World:
+    def __init__(self, tmp_path: Path) -> None:
+        self.clock = FakeClock()
+        self.agent = ReferenceAgent(clock=self.clock)
+        self.store = SqliteSessionStore(tmp_path / "sessions.db")
+        self.sides: list[Side] = []
+
+    def side(self, **kwargs: Any) -> Side:
+        side = Side(self.agent, self.clock, self.store, **kwargs)
+        self.sides.append(side)
+        return side
+
+    async def first_run(self, count: int = 2) -> list[str]:
+        """A first 'process': opens ``count`` sessions, one turn each, and closes."""
+        side = self.side()
+        await side.client.connect()
+        ids = []
+        for index in range(count):
+            handle = await side.client.new_session(f"/work/p{index}")
+            await handle.prompt(f"hello {index}")
+            ids.append(handle.session_id)
+        await side.close()
+        return ids
+
+    def stored(self) -> dict[str, StoredSession]:
+        return {record.session_id: record for record in self.store.load(KEY)}
+
+
+@pytest_asyncio.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    world = World(tmp_path)
+    yield world
+    for side in world.sides:
+        await side.close()
+    world.store.close()
+
+
+async def test_sessions_are_saved_as_created_and_used(world: World) -> None:
+    ids = await world.first_run(2)
+    stored = world.stored()
+    assert set(stored) == set(ids)
+    assert stored[ids[0]].cwd == "/work/p0" and stored[ids[0]].status is SessionStatus.ACTIVE
+    # Most recently prompted first; each turn left its transcript tail.
+    assert [record.session_id for record in world.store.load(KEY)] == [ids[1], ids[0]]
+    assert world.store.load_transcript(KEY, ids[0]) == (
+        {"role": "user", "text": "hello 0"},
+        {"role": "agent", "text": "echo: hello 0"},
+    )
+
+
+async def test_stored_sessions_are_recovered_before_connected(world: World) -> None:
+    ids = await world.first_run(2)
+    before = world.stored()
+    side = world.side()
+    await side.client.connect()
+
+    # The stored sessions were tracked again and recovered on the first connection.
+    assert [state.state for state in side.states] == [State.CONNECTING, State.RECOVERING, State.CONNECTED]
+    assert sorted(outcome.previous_session_id for outcome in side.outcomes) == sorted(ids)
+    assert {outcome.path for outcome in side.outcomes} == {RecoveryPath.RESUME}
+    assert {outcome.probe for outcome in side.outcomes} == {Probe.ACTIVE}
+    assert side.client.recovery_outcomes == side.outcomes
+    methods = side.connector.sent_methods()
+    assert methods[0] == "initialize"
+    assert sorted(methods[1:]) == ["session/resume"] * 2 + ["session/status"] * 2
+    assert sorted(handle.session_id for handle in side.client.sessions) == sorted(ids)
+    # Listed most recently used first; nothing was re-created or re-dated by the restore.
+    assert [record.session_id for record in side.client.stored_sessions()] == [ids[1], ids[0]]
+    await side.flush()
+    after = world.stored()
+    for session_id in ids:
+        assert after[session_id].created_at == before[session_id].created_at
+        assert after[session_id].last_used_at == before[session_id].last_used_at
+        assert after[session_id].raw_status == "active"
+    # The restored session works.
+    handle = side.client.session(ids[0])
+    assert (await handle.prompt("again")).stop_reason == "end_turn"
+    await side.flush()
+    assert world.store.load(KEY)[0].session_id == ids[0]
+
+
+async def test_restart_replays_and_eviction_renames(world: World) -> None:
+    kept, lost = await world.first_run(2)
+    world.agent.restart()
+    world.agent.evict(lost)
+    side = world.side()
+    await side.client.connect()
+
+    by_previous = {outcome.previous_session_id: outcome for outcome in side.outcomes}
+    assert by_previous[kept].path is RecoveryPath.REPLAY and by_previous[kept].probe is Probe.INACTIVE
+    assert by_previous[lost].path is RecoveryPath.NEW_SESSION and by_previous[lost].probe is Probe.NOT_FOUND
+    new_id = by_previous[lost].session_id
+    assert new_id is not None and new_id != lost
+    assert side.client.session(kept).transcript.text() == "user: hello 0\nagent: echo: hello 0"
+    await side.flush()
+    stored = world.stored()
+    assert set(stored) == {kept, new_id}
+    assert stored[new_id].previous_session_ids == (lost,)
+    assert stored[new_id].cwd == "/work/p1"
+    # A third process finds the renamed session under its new id, and resumes both.
+    await side.close()
+    third = world.side()
+    await third.client.connect()
+    assert {o.previous_session_id: o.path for o in third.outcomes} == {
+        kept: RecoveryPath.RESUME,
+        new_id: RecoveryPath.RESUME,
+    }
+
+
+async def test_close_forget_and_abandon_delete(world: World) -> None:
+    ids = await world.first_run(3)
+    side = world.side(callbacks={"decide_recovery": lambda c: RecoveryPath.ABANDON if c.session_id == ids[2] else None})
+    await side.client.connect()
+    await side.client.close_session(ids[0])
+    side.client.forget_session(ids[1])
+    await side.flush()
+    assert world.stored() == {}
+    assert side.client.stored_sessions() == []
+
+
+async def test_mode_and_config_are_kept(world: World) -> None:
+    side = world.side()
+
+    def accept_set_mode(message: Any) -> Any:  # the reference agent has no modes: say yes
+        if isinstance(message, dict) and message.get("error", {}).get("code") == -32601:
+            return {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+        return message
+
+    side.connector.rewrite = accept_set_mode
+    await side.client.connect()
+    handle = await side.client.new_session("/work/modes")
+    await handle.set_mode("architect")
+    # What set_config_option() does once the agent said yes (the setter itself lands separately).
+    side.client._engine.store_config_changed(handle.session_id, "effort", "high")
+    await side.close()
+    record = world.stored()[handle.session_id]
+    assert record.mode_id == "architect" and record.config_options == {"effort": "high"}
+
+    second = world.side()
+    await second.client.connect()
+    await second.flush()
+    record = world.stored()[handle.session_id]
+    assert record.mode_id == "architect" and record.config_options == {"effort": "high"}
+
+
+async def test_a_drop_during_the_first_recovery_hands_over_to_the_reconnect_loop(world: World) -> None:
+    ids = await world.first_run(1)
+    side = world.side()
+    dropped: list[bool] = []
+
+    def drop_on_resume(message: Any) -> None:
+        if isinstance(message, dict) and message.get("method") == "session/resume" and not dropped:
+            dropped.append(True)
+            side.connector.drop()
+
+    side.connector.on_send = drop_on_resume
+    await side.client.connect()
+    assert side.client.state.state is not State.CONNECTED  # connect() handed over to the outage loop
+    await world.clock.run(_until(side, State.CONNECTED), limit=60)
+    kinds = [state.state for state in side.states]
+    assert kinds[:3] == [State.CONNECTING, State.RECOVERING, State.RECONNECTING]
+    assert kinds[-2:] == [State.RECOVERING, State.CONNECTED]
+    assert [outcome.path for outcome in side.outcomes] == [RecoveryPath.RESUME]
+    assert side.outcomes[0].previous_session_id == ids[0]
+
+
+async def _until(side: Side, state: State) -> None:
+    async for seen in side.client.state_changes():
+        if seen.state is state:
+            return
+
+
+async def test_an_unreadable_store_fails_connect(world: World) -> None:
+    class Unreadable:
+        def load(self, endpoint: str) -> list[StoredSession]:
+            raise SessionStoreError("cannot read", path="/nowhere")
+
+        def get(self, endpoint: str, session_id: str) -> None: ...
+        def save(self, session: StoredSession) -> None: ...
+        def delete(self, endpoint: str, session_id: str) -> bool: ...  # type: ignore[empty-body]
+        def rename(self, *args: Any, **kwargs: Any) -> None: ...
+        def touch(self, *args: Any, **kwargs: Any) -> bool: ...  # type: ignore[empty-body]
+        def save_transcript(self, *args: Any) -> bool: ...  # type: ignore[empty-body]
+        def load_transcript(self, *args: Any) -> tuple[dict[str, Any], ...]: ...  # type: ignore[empty-body]
+
+    side = Side(world.agent, world.clock, Unreadable())
+    world.sides.append(side)
+    with pytest.raises(SessionStoreError, match="cannot read"):
+        await side.client.connect()
+    assert side.client.state.state is State.FAILED
+    assert side.connector.connects == 0  # nothing was sent
+
+
+def test_store_key_defaults_and_requirements(tmp_path: Path) -> None:
+    with SqliteSessionStore(tmp_path / "s.db") as store:
+        client = AcpClient("wss://user:pw@agent.example:443/acp?token=1", session_store=store)
+        assert client.session_store_key == endpoint_key("wss://agent.example/acp") == "wss://agent.example/acp"
+        assert AcpClient("ws://h/acp", session_store=store, session_store_key="mine").session_store_key == "mine"
+        plain = AcpClient("ws://h/acp")
+        assert plain.session_store_key is None and plain.stored_sessions() == []
+        agent = ReferenceAgent()
+        with pytest.raises(ConfigurationError, match="session_store_key is required"):
+            AcpClient(RecordingConnector(agent), session_store=store)
+        with pytest.raises(ConfigurationError, match="session_store"):
+            AcpClient("ws://h/acp", session_store="sessions.db")  # type: ignore[arg-type]
+
+
+async def test_a_turn_ending_after_aclose_raises_no_store_error(world: World) -> None:
+    side = world.side()
+    await side.client.connect()
+    handle = await side.client.new_session("/work/slow")
+    turn = asyncio.ensure_future(handle.prompt("/slow"))  # streams until cancelled
+    await world.clock.settle()
+    await side.client.aclose()  # the store bridge closes while the turn is still unwinding
+    with pytest.raises(Exception) as caught:
+        await turn
+    assert not isinstance(caught.value, SessionStoreError), repr(caught.value)
+
+
+async def test_writes_after_the_bridge_closed_are_skipped_quietly(world: World) -> None:
+    from acp_client._persistence import Persistence
+    from acp_client._sessions import SessionTable
+    from acp_client.store._bridge import StoreBridge
+    from acp_client.types import Session
+
+    bridge = StoreBridge(world.store, KEY)
+    table = SessionTable()
+    persistence = Persistence(bridge, table, version=lambda: 1, keep_transcripts=True)
+    tracked = table.track(Session(session_id="s1", cwd="/w"), cwd="/w")
+    persistence.tracked(tracked)
+    await bridge.aclose()
+    persistence.touched(tracked)  # nothing raises: the client is closed, there is nothing to write to
+    persistence.turn_ended(tracked)
+    persistence.changed(tracked, mode_id="m")
+    persistence.forget(tracked)
+    assert [record.session_id for record in world.store.load(KEY)] == ["s1"]

@@ -1,0 +1,447 @@
+"""A client facing several instances: placement, homes, recovery at home, failover (issue 11 item 1).
+
+Three reference agents over memory connectors, on a fake clock. Each agent has its own store; a
+test copies a session's record into the stores of the instances that should know it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryContext, RecoveryOutcome, RecoveryPath, State
+from acp_client._jsonrpc import Message
+from acp_client.exceptions import ConnectError
+from acp_client.pool import Endpoint, Presence
+from acp_client.state import LEGAL_TRANSITIONS
+from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
+from acp_client.transports.base import Transport
+from tests._harness import FAST_RETRY
+
+NAMES = ("a", "b", "c")
+ATTACH = ("session/load", "session/resume")
+
+
+class Watched(MemoryConnector):
+    """Records what the client sends on every link, and checks the pool's rule at each attach:
+    ``session/load`` / ``session/resume`` never go to an instance while another reachable one has
+    the session in memory."""
+
+    def __init__(self, agent: ReferenceAgent, name: str, farm: Farm) -> None:
+        super().__init__(agent, name=name)
+        self.farm = farm
+        self.sent: list[dict[str, Any]] = []
+        self.flaky = False  # every link drops when session/status is sent on it
+
+    async def connect(self) -> Transport:
+        transport = await super().connect()
+        send = transport.send
+
+        async def watched(message: Message) -> None:
+            if isinstance(message, dict) and "method" in message:
+                if self.flaky and message["method"] == "session/status":
+                    self.drop()
+                    return
+                self.sent.append(message)
+                if message["method"] in ATTACH:
+                    self.farm.check_attach(self._name, message["params"]["sessionId"])
+            await send(message)
+
+        transport.send = watched  # type: ignore[method-assign]
+        return transport
+
+
+class Farm:
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.agents = {name: ReferenceAgent(name=f"agent-{name}", store=SessionStore(), clock=clock) for name in NAMES}
+        self.connectors = {name: Watched(agent, name, self) for name, agent in self.agents.items()}
+        self.endpoints = [Endpoint(f"memory://{n}", n, connector=self.connectors[n]) for n in NAMES]
+        self.violations: list[str] = []
+        self.attaches: list[tuple[str, str]] = []
+        self.watching = True
+
+    def check_attach(self, name: str, session_id: str) -> None:
+        if not self.watching:  # the test's own setup (another client)
+            return
+        self.attaches.append((name, session_id))
+        for other, agent in self.agents.items():
+            reachable = not self.connectors[other]._refusing
+            snapshot = agent.sessions.get(session_id)
+            if other != name and reachable and snapshot is not None and snapshot.in_memory:
+                self.violations.append(f"attach {session_id} on {name} while in memory on {other}")
+
+    def share(self, session_id: str, *names: str) -> None:
+        record = next(a.store.load(session_id) for a in self.agents.values() if a.store.load(session_id))
+        for name in names:
+            self.agents[name].store.save(record)
+
+    def attaches_of(self, session_id: str) -> list[str]:
+        return [name for name, sid in self.attaches if sid == session_id]
+
+    async def aclose(self) -> None:
+        for connector in self.connectors.values():
+            await connector.aclose()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.outcomes: list[RecoveryOutcome] = []
+        self.contexts: list[RecoveryContext] = []
+        self.states: list[ConnectionState] = []
+
+    def check_states(self) -> None:
+        """The aggregate state only ever moves along legal transitions, never repeating."""
+        for old, new in itertools.pairwise(self.states):
+            assert new.state in LEGAL_TRANSITIONS[old.state] and new != old, (old, new)
+
+    def callbacks(self) -> Callbacks:
+        def decide(context: RecoveryContext) -> None:
+            self.contexts.append(context)
+
+        record = self.outcomes.append
+        return Callbacks(
+            on_state_change=self.states.append,
+            on_resume=record,
+            on_replay=record,
+            on_new_session=record,
+            on_recovery_failed=record,
+            decide_recovery=decide,
+        )
+
+
+@pytest_asyncio.fixture
+async def farm() -> AsyncIterator[Farm]:
+    farm = Farm(FakeClock())
+    yield farm
+    await farm.aclose()
+
+
+def pooled(farm: Farm, recorder: Recorder, **options: Any) -> AcpClient:
+    options.setdefault("failover_delay", 5.0)
+    return AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
+
+
+async def until(farm: Farm, condition: Any, limit: float = 120.0) -> None:
+    clock = farm.clock
+    end = clock.monotonic() + limit
+    await clock.settle()
+    while not condition():
+        assert clock.monotonic() < end, "condition not reached"
+        await clock.advance(0.5)
+
+
+# -- placement and homes --------------------------------------------------------------------------------
+
+
+async def test_new_sessions_are_placed_round_robin_and_calls_go_home(farm: Farm) -> None:
+    client = pooled(farm, Recorder())
+    async with client:
+        handles = [await client.new_session("/tmp") for _ in range(4)]
+        assert [h.endpoint for h in handles] == ["a", "b", "c", "a"]
+        for handle in handles:
+            await handle.prompt("hi")
+        for handle in handles:
+            assert farm.agents[handle.endpoint or ""].sessions[handle.session_id].in_memory
+        prompts = {n: [m for m in c.sent if m["method"] == "session/prompt"] for n, c in farm.connectors.items()}
+        assert {n: len(p) for n, p in prompts.items()} == {"a": 2, "b": 1, "c": 1}
+        assert client.state.state is State.CONNECTED
+        assert client.endpoints == tuple(farm.endpoints)
+
+
+async def test_fewest_sessions_and_an_app_function(farm: Farm) -> None:
+    async with pooled(farm, Recorder(), placement="fewest_sessions") as client:
+        first = await client.new_session("/tmp")
+        client.forget_session(first.session_id)
+        second = await client.new_session("/tmp")
+        assert (first.endpoint, second.endpoint) == ("a", "a")  # a holds none again: fewest
+
+    def last(candidates: Sequence[Endpoint], sessions: Mapping[Endpoint, int]) -> Endpoint:
+        return candidates[-1]
+
+    async with pooled(farm, Recorder(), placement=last) as client:
+        assert (await client.new_session("/tmp")).endpoint == "c"
+
+
+async def test_an_unreachable_instance_is_skipped_when_placing(farm: Farm) -> None:
+    farm.connectors["b"].refuse()
+    async with pooled(farm, Recorder()) as client:
+        placed = [(await client.new_session("/tmp")).endpoint for _ in range(3)]
+    assert "b" not in placed
+
+
+async def test_the_first_instance_down_at_connect(farm: Farm) -> None:
+    farm.connectors["a"].refuse()
+    recorder = Recorder()
+    async with pooled(farm, recorder) as client:
+        assert client.state.state is State.CONNECTED
+        handle = await client.new_session("/tmp")
+        assert handle.endpoint in ("b", "c")
+        assert client.agent_info is not None and client.agent_info.name != "agent-a"
+    recorder.check_states()
+    farm.connectors["b"].refuse()
+    farm.connectors["c"].refuse()
+    with pytest.raises(ConnectError):
+        await pooled(farm, Recorder()).connect()
+
+
+async def test_a_drop_reconnects_home_and_resumes_there(farm: Farm) -> None:
+    recorder = Recorder()
+    async with pooled(farm, recorder) as client:
+        handle = await client.new_session("/tmp")
+        await client.new_session("/tmp")  # on b: its link is not touched
+        farm.connectors["a"].drop()
+        await until(farm, lambda: recorder.outcomes)
+        [outcome] = recorder.outcomes
+        assert (outcome.path, outcome.endpoint) == (RecoveryPath.RESUME, "a")
+        assert recorder.contexts[0].endpoint == "a"
+        assert (await handle.prompt("again")).stop_reason == "end_turn"
+        assert farm.attaches_of(handle.session_id) == ["a"]
+        assert client.state.state is State.CONNECTED
+    recorder.check_states()
+    assert [s.state for s in recorder.states][-1] is State.CLOSED
+
+
+async def test_home_unreachable_past_the_failover_delay_moves_the_session(farm: Farm) -> None:
+    recorder = Recorder()
+    async with pooled(farm, recorder, failover_delay=5.0) as client:
+        handle = await client.new_session("/tmp")
+        await handle.prompt("hello")
+        old = handle.session_id
+        farm.share(old, "b")
+        farm.connectors["a"].refuse()
+        farm.connectors["a"].drop()
+        await farm.clock.advance(4.0)
+        assert recorder.outcomes == [] and handle.endpoint == "a"  # not before the delay
+        await until(farm, lambda: recorder.outcomes)
+        [outcome] = recorder.outcomes
+        assert (outcome.path, outcome.endpoint, outcome.session_id) == (RecoveryPath.REPLAY, "b", old)
+        assert any("moved from a" in note for note in outcome.notes)
+        assert handle.endpoint == "b"
+        await handle.prompt("after the move")
+        assert [m for m in farm.connectors["b"].sent if m["method"] == "session/prompt"]
+        farm.connectors["a"].accept()  # the home comes back: nothing goes there for this session
+        await farm.clock.advance(30.0)
+        assert farm.attaches_of(old) == ["b"]
+        assert farm.violations == []
+    recorder.check_states()
+
+
+async def test_a_prompt_made_while_the_home_is_away_goes_to_the_new_home(farm: Farm) -> None:
+    recorder = Recorder()
+    async with pooled(farm, recorder, failover_delay=5.0) as client:
+        handle = await client.new_session("/tmp")
+        await handle.prompt("hello")
+        farm.share(handle.session_id, "c")
+        farm.connectors["a"].refuse()
+        farm.connectors["a"].drop()
+        await farm.clock.advance(1.0)
+        result = await farm.clock.run(handle.prompt("while away"))
+        assert result.stop_reason == "end_turn"
+        assert handle.endpoint == "c"
+        assert [m["params"]["sessionId"] for m in farm.connectors["c"].sent if m["method"] == "session/prompt"] == [
+            handle.session_id
+        ]
+        assert len([m for m in farm.connectors["a"].sent if m["method"] == "session/prompt"]) == 1  # "hello" only
+
+
+async def test_unknown_at_home_asks_every_instance(farm: Farm) -> None:
+    recorder = Recorder()
+    async with pooled(farm, recorder) as client:
+        handle = await client.new_session("/tmp")
+        await handle.prompt("hello")
+        old = handle.session_id
+        farm.share(old, "c")
+        farm.agents["a"].evict(old)
+        farm.connectors["a"].drop()
+        await until(farm, lambda: recorder.outcomes)
+        [outcome] = recorder.outcomes
+        assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "c")
+        assert farm.attaches_of(old) == ["c"]
+
+
+async def test_client_locate_reports_every_instance(farm: Farm) -> None:
+    async with pooled(farm, Recorder()) as client:
+        handle = await client.new_session("/tmp")
+        farm.connectors["c"].refuse()
+        farm.share(handle.session_id, "b")
+        location = await client.locate(handle.session_id)
+    assert [a.presence for a in location.answers] == [Presence.ACTIVE, Presence.INACTIVE, Presence.UNREACHABLE]
+
+
+# -- every combination of answers ---------------------------------------------------------------------
+
+HOME = ("active", "inactive", "unknown", "unreachable")
+OTHER = ("active", "inactive", "unknown", "unreachable")
+
+
+def _combinations() -> list[tuple[str, str, str]]:
+    combos = []
+    for home, b, c in itertools.product(HOME, OTHER, OTHER):
+        if [home, b, c].count("active") > 1:
+            continue  # a session is in memory on one instance at most
+        combos.append((home, b, c))
+    return combos
+
+
+def expected(home: str, b: str, c: str) -> tuple[str, set[str]] | None:
+    """(path, possible endpoints) by the rule in DESIGN.md §5; ``None``: nothing reachable."""
+    answers = {"a": home, "b": b, "c": c}
+    for presence, path in (("active", "resume"), ("inactive", "replay")):
+        found = [n for n in ("a", "b", "c") if answers[n] == presence]  # the home first
+        if found:
+            return path, {found[0]}
+    reachable = {n for n, p in answers.items() if p == "unknown"}
+    return ("new_session", reachable) if reachable else None
+
+
+async def arrange(farm: Farm, session_id: str, home: str, b: str, c: str) -> None:
+    """Put the world in the given state; the client's link to a is then cut."""
+    farm.watching = False
+    for name, presence in (("b", b), ("c", c)):
+        if presence in ("active", "inactive", "unreachable"):
+            farm.share(session_id, name)
+        if presence == "active":  # another client has it open there
+            side = AcpClient(farm.connectors[name], retry=None)
+            async with side:
+                await side.load_session(session_id, "/tmp")
+        if presence == "unreachable":
+            farm.connectors[name].refuse()
+    if home == "inactive":
+        farm.agents["a"].restart()
+    elif home == "unknown":
+        farm.agents["a"].evict(session_id)
+    elif home == "unreachable":
+        farm.connectors["a"].refuse()
+    farm.watching = True
+    farm.connectors["a"].drop()
+
+
+@pytest.mark.parametrize(("home", "b", "c"), _combinations())
+async def test_every_combination_across_three_instances(home: str, b: str, c: str) -> None:
+    farm = Farm(FakeClock())
+    recorder = Recorder()
+    try:
+        async with pooled(farm, recorder) as client:
+            handle = await client.new_session("/tmp")
+            await handle.prompt("hello")
+            old = handle.session_id
+            await arrange(farm, old, home, b, c)
+            want = expected(home, b, c)
+            if want is None:
+                await farm.clock.advance(60.0)
+                assert recorder.outcomes == [] and farm.attaches == []
+                assert handle.endpoint == "a" and client.state.state is not State.CONNECTED
+                return
+            await until(farm, lambda: recorder.outcomes)
+            [outcome] = recorder.outcomes
+            path, where = want
+            assert outcome.path.value == path and outcome.endpoint in where, (outcome, farm.attaches)
+            assert handle.endpoint == outcome.endpoint
+            attaches = farm.attaches_of(old)
+            assert len(set(attaches)) <= 1 and set(attaches) <= {outcome.endpoint}
+            assert farm.violations == []
+            if path != "new_session":
+                assert outcome.session_id == old
+            recorder.check_states()
+            assert (await handle.prompt("next")).stop_reason == "end_turn"
+    finally:
+        await farm.aclose()
+
+
+# -- the property ---------------------------------------------------------------------------------------
+
+FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])
+
+
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    script=st.lists(st.tuples(FAULTS, st.sampled_from(NAMES)), min_size=1, max_size=12),
+    sessions=st.integers(min_value=1, max_value=3),
+)
+async def test_no_session_is_ever_loaded_or_resumed_on_two_instances(
+    script: list[tuple[str, str]], sessions: int
+) -> None:
+    farm = Farm(FakeClock())
+    recorder = Recorder()
+    try:
+        async with pooled(farm, recorder, failover_delay=3.0) as client:
+            handles = [await client.new_session("/tmp") for _ in range(sessions)]
+            for fault, name in script:
+                connector, agent = farm.connectors[name], farm.agents[name]
+                if fault == "drop":
+                    connector.drop()
+                elif fault == "refuse":
+                    connector.refuse()
+                    connector.drop()
+                elif fault == "accept":
+                    connector.accept()
+                elif fault == "restart":
+                    agent.restart()
+                elif fault == "evict":
+                    for handle in handles:
+                        agent.evict(handle.session_id)
+                elif fault == "share":
+                    for handle in handles:
+                        if any(a.store.load(handle.session_id) for a in farm.agents.values()):
+                            farm.share(handle.session_id, name)
+                elif fault == "prompt":
+                    live = [h for h in handles if not h.abandoned and h.endpoint == name]
+                    if live and client.state.state is State.CONNECTED:
+                        with contextlib.suppress(Exception):  # a fault may cut the turn: the rule is what counts
+                            await farm.clock.run(live[0].prompt("hi"), limit=5.0)
+                await farm.clock.advance(2.0)
+            for connector in farm.connectors.values():
+                connector.accept()
+            await farm.clock.advance(120.0)
+            assert farm.violations == []
+            recorder.check_states()
+            for outcome in recorder.outcomes:  # one instance per recovery
+                attached = {step for step, _ in outcome.steps if step in ("load", "resume", "resume_replay")}
+                assert outcome.endpoint in NAMES or outcome.path is RecoveryPath.ABANDON, attached
+    finally:
+        await farm.aclose()
+
+
+async def test_a_recovery_callback_may_prompt_at_home_and_after_a_move(farm: Farm) -> None:
+    results: list[tuple[str | None, str | None]] = []
+    client: AcpClient | None = None
+
+    async def prompt_now(outcome: RecoveryOutcome) -> None:
+        assert client is not None and outcome.session_id is not None
+        result = await client.prompt(outcome.session_id, "from the callback")
+        results.append((outcome.endpoint, result.stop_reason))
+
+    callbacks = Callbacks(on_resume=prompt_now, on_replay=prompt_now)
+    client = AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=callbacks, failover_delay=5.0)
+    async with client:
+        handle = await client.new_session("/tmp")
+        await client.new_session("/tmp")  # on b
+        farm.connectors["a"].drop()  # back at home: resume, the callback prompts over the recovering link
+        await until(farm, lambda: len(results) == 1)
+        farm.share(handle.session_id, "c")
+        farm.connectors["a"].refuse()
+        farm.connectors["a"].drop()  # a stays away: the session moves to c (replay), the callback prompts there
+        await until(farm, lambda: len(results) == 2)
+    assert results == [("a", "end_turn"), ("c", "end_turn")]
+
+
+async def test_a_home_that_drops_again_while_recovering_still_fails_over(farm: Farm) -> None:
+    recorder = Recorder()
+    async with pooled(farm, recorder, failover_delay=5.0) as client:
+        handle = await client.new_session("/tmp")
+        farm.share(handle.session_id, "b")
+        farm.connectors["a"].flaky = True  # a reconnects, then drops at every probe
+        farm.connectors["a"].drop()
+        await until(farm, lambda: recorder.outcomes, limit=60.0)
+        [outcome] = recorder.outcomes
+        assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "b")
+        assert farm.connectors["a"].connects > 2  # it did come back, more than once
+    recorder.check_states()

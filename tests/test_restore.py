@@ -1,0 +1,162 @@
+"""The mode, model and config options the app set are restored after a recovery that rebuilt the
+session (issue 8 item 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from acp_client import CapabilityNotSupported, RecoveryPath
+from acp_client._jsonrpc import Message
+
+from ._harness import Harness
+
+OFFER: dict[str, Any] = {
+    "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]},
+    "models": {
+        "currentModelId": "m1",
+        "availableModels": [{"modelId": "m1", "name": "M1"}, {"modelId": "m2", "name": "M2"}],
+    },
+    "configOptions": [
+        {
+            "id": "effort",
+            "name": "Effort",
+            "type": "select",
+            "currentValue": "low",
+            "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+        }
+    ],
+}
+SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")
+
+
+class SettingsAgent:
+    """Makes the reference agent offer modes / models / config options and accept the setters."""
+
+    def __init__(self, h: Harness) -> None:
+        self.offer = dict(OFFER)
+        self.methods: dict[Any, str] = {}
+        self.swallow: str | None = None
+        self.swallowed = asyncio.Event()
+        h.connector.on_send, h.connector.rewrite = self._sent, self._received
+
+    def _sent(self, message: Message) -> None:
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self.methods[message["id"]] = message["method"]
+
+    def _received(self, message: Message) -> Message | None:
+        if not isinstance(message, dict) or "method" in message:
+            return message
+        method = self.methods.get(message.get("id"))
+        if method == self.swallow:
+            self.swallowed.set()
+            return None
+        if method in SETTERS:
+            result = {"configOptions": OFFER["configOptions"]} if method.endswith("config_option") else {}
+            return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        if method in ("session/new", "session/load", "session/resume") and "result" in message:
+            return {**message, "result": {**message["result"], **self.offer}}
+        return message
+
+
+def setters_sent(h: Harness, after: int = 0) -> list[tuple[str, Any]]:
+    sent = [m for m in h.connector.sent() if m.get("method") in SETTERS][after:]
+    return [(m["method"], {k: v for k, v in m["params"].items() if k != "sessionId"}) for m in sent]
+
+
+async def set_everything(h: Harness) -> Any:
+    session = await h.client.new_session("/a")
+    await session.set_mode("code")
+    await session.set_model("m2")
+    options = await session.set_config_option("effort", "high")
+    assert [option.id for option in options] == ["effort"]
+    return session
+
+
+async def relink(h: Harness) -> None:
+    h.connector.drop()
+    await h.clock.settle()
+    await h.until_connected()
+
+
+RESTORED = [
+    ("session/set_mode", {"modeId": "code"}),
+    ("session/set_model", {"modelId": "m2"}),
+    ("session/set_config_option", {"configId": "effort", "value": "high"}),
+]
+
+
+@pytest.mark.parametrize("how", ["replay", "new_session"])
+async def test_settings_are_restored_after_a_replay_or_a_new_session(how: str) -> None:
+    async with Harness() as h:
+        SettingsAgent(h)
+        await relink(h)  # the next links offer settings
+        session = await set_everything(h)
+        before = len(setters_sent(h))
+        if how == "replay":
+            h.agent.restart()
+        else:
+            h.agent.evict(session.session_id)
+        outcome = await h.drop_and_recover()
+        assert outcome.path is RecoveryPath(how)
+        assert setters_sent(h, before) == RESTORED
+        assert "restored mode 'code', model 'm2', config option 'effort' = 'high'" in outcome.notes
+
+
+async def test_a_resume_restores_nothing() -> None:
+    async with Harness() as h:
+        SettingsAgent(h)
+        await relink(h)
+        await set_everything(h)
+        before = len(setters_sent(h))
+        outcome = await h.drop_and_recover()
+        assert outcome.path is RecoveryPath.RESUME and setters_sent(h, before) == []
+
+
+async def test_what_the_agent_no_longer_offers_is_reported() -> None:
+    async with Harness() as h:
+        agent = SettingsAgent(h)
+        await relink(h)
+        session = await set_everything(h)
+        before = len(setters_sent(h))
+        agent.offer = {"modes": OFFER["modes"]}
+        h.agent.evict(session.session_id)
+        outcome = await h.drop_and_recover()
+        assert setters_sent(h, before) == RESTORED[:1]
+        assert "could not restore model 'm2': the agent does not offer it now" in outcome.notes
+        assert "could not restore config option 'effort' = 'high': the agent does not offer it now" in outcome.notes
+
+
+async def test_a_drop_while_restoring_keeps_the_outcome_and_restores_next_time() -> None:
+    async with Harness() as h:
+        agent = SettingsAgent(h)
+        await relink(h)
+        session = await set_everything(h)
+        before = len(setters_sent(h))
+        agent.swallow = "session/set_model"
+        h.agent.restart()
+        h.connector.drop()
+        await h.clock.settle()
+        await h.clock.run(agent.swallowed.wait(), limit=60.0)
+        agent.swallow = None
+        h.connector.drop()
+        await h.until_connected()
+        replay, resume = [o for o in h.outcomes if o.previous_session_id == session.session_id][-2:]
+        assert replay.path is RecoveryPath.REPLAY
+        assert any("was cut off by a drop" in note for note in replay.notes)
+        assert resume.path is RecoveryPath.RESUME
+        assert "restored mode 'code', model 'm2', config option 'effort' = 'high'" in resume.notes
+        assert setters_sent(h, before) == [*RESTORED[:2], *RESTORED]
+        assert not h.client._table.require(session.session_id).settings.pending
+
+
+async def test_set_model_and_config_need_a_session_that_offers_them() -> None:
+    async with Harness() as h:
+        session = await h.client.new_session("/a")
+        with pytest.raises(CapabilityNotSupported, match="models"):
+            await session.set_model("m2")
+        with pytest.raises(CapabilityNotSupported, match="config_options"):
+            await session.set_config_option("effort", "high")
+        assert setters_sent(h) == []
