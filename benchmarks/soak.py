@@ -7,7 +7,7 @@ One client, four sessions with prompts running all the time (short echoes and lo
 turns), against a real peer through a fault proxy: cuts, short and long blackholes, refusal
 windows, agent restarts, evictions, cuts during a streaming turn and cuts during a recovery, drawn
 from one seeded random source (the same ``--seed`` gives the same schedule). The invariants are
-checked as it runs (see ``tests/e2e/soak.py``). Printed per run: faults by kind, prompts resolved,
+checked as it runs (see ``tests/e2e/_soak.py``). Printed per run: faults by kind, prompts resolved,
 violations (each listed), recovery latency percentiles per fault kind (drop -> connected, less the
 retry policy's own waits) and the resource trend (this process's memory, tasks and file descriptors;
 the subprocess peer's memory).
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.e2e.soak import FAULT_KINDS, PEERS, TRANSPORTS, SoakReport, percentile, run_soak  # noqa: E402
+from tests.e2e._soak import FAULT_KINDS, PEERS, TRANSPORTS, SoakReport, percentile, run_soak  # noqa: E402
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -20,8 +20,8 @@ The wire (one endpoint URL, ``/acp`` by convention):
 * :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server. A link that
   dropped cannot (its server may be unreachable); its connection id is kept by the connector, and
   the next link of that connector, once initialized, sends the ``DELETE`` for it in the background
-  (after ``_STALE_DELETE_DELAY``, bounded by ``_STALE_DELETE_TIMEOUT``, failures logged at DEBUG,
-  tried again from the link after if this one ends first): a server that never expires
+  (see :mod:`._carried`: after a short delay, bounded in time, failures logged at DEBUG, tried
+  again from the link after if this one ends first): a server that never expires
   connections (the official Python SDK 0.12.1) does not keep one per reconnect.
 
 Messages are accepted from any stream and delivered in arrival order; correlation is the
@@ -63,7 +63,6 @@ No ``httpx`` type crosses this module's boundary.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import Any, Final
@@ -89,6 +88,7 @@ from ..exceptions import (
     UnknownSession,
     UnsafeRedirect,
 )
+from ._carried import Carried, delete_stale
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
 from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange, new_client
@@ -141,26 +141,7 @@ _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 _MAX_RETRY_DELAY: Final = 5.0
-#: Connection ids of dropped links a connector remembers, to ``DELETE`` from the next link.
-_MAX_STALE: Final = 16
-#: The most a background ``DELETE`` of a dropped link's connection may take.
-_STALE_DELETE_TIMEOUT: Final = 2.0
-#: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it
-#: would take a pooled connection from them, and server time); not much longer, as a server may
-#: keep running the dropped connection's turns until it hears of it.
-_STALE_DELETE_DELAY: Final = 0.25
 
-
-class _Carried:
-    """What a connector carries from one link to the next."""
-
-    __slots__ = ("header_everywhere", "stale")
-
-    def __init__(self) -> None:
-        #: Connection ids of links that dropped, not yet DELETEd.
-        self.stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
-        #: The header dialect learnt last (see :attr:`._routing.Router.header_everywhere`).
-        self.header_everywhere: bool | None = None
 
 class _SessionStream:
     """The state of one session stream: its reader task and what it waits for."""
@@ -283,7 +264,7 @@ class HttpConnector:
         self._connect_timeout = connect_timeout
         self._idle = sse_idle_timeout
         self._retries = session_stream_retries
-        self._carried = _Carried()
+        self._carried = Carried()
 
     @property
     def target(self) -> str:
@@ -362,10 +343,10 @@ class HttpTransport:
         session_stream_retries: int,
         stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
         max_session_streams: int = 64,
-        carried: _Carried | None = None,
+        carried: Carried | None = None,
     ) -> None:
         #: Shared with the connector: dropped links to DELETE, the dialect learnt.
-        self._carried = carried if carried is not None else _Carried()
+        self._carried = carried if carried is not None else Carried()
         self._limits = limits
         self._max_streams = max_session_streams
         self._connect_timeout = connect_timeout
@@ -544,27 +525,13 @@ class HttpTransport:
         self._forget_stale_connections()
 
     def _forget_stale_connections(self) -> None:
-        """``DELETE`` the connections of earlier links that dropped, in the background.
-
-        Fire and forget: recovery never waits for it, and a failure (the server restarted and
-        answers 404, or is slow) is only logged.
-        """
+        """``DELETE`` the connections of earlier links that dropped, in the background (see :mod:`._carried`)."""
         stale = self._carried.stale
         while stale:
             old = stale.popleft()
             if old != self._http.connection_id:
-                self._spawn(self._delete_stale(old), "acp-http-delete-stale")
-
-    async def _delete_stale(self, connection_id: str) -> None:
-        try:
-            await asyncio.sleep(_STALE_DELETE_DELAY)
-            status = await asyncio.wait_for(self._http.delete(connection_id), timeout=_STALE_DELETE_TIMEOUT)
-            logger.debug("DELETE of dropped connection %s at %s answered %s", connection_id, self._info.target, status)
-        except asyncio.CancelledError:
-            self._carried.stale.append(connection_id)  # this link ended first: the next one tries again
-            raise
-        except Exception as exc:  # best effort: nothing depends on it
-            logger.debug("DELETE of dropped connection %s at %s failed: %s", connection_id, self._info.target, exc)
+                delete = delete_stale(self._http, self._carried, old, self._info.target)
+                self._spawn(delete, "acp-http-delete-stale")
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         try:

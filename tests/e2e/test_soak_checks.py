@@ -12,7 +12,7 @@ import attrs
 
 from acp_client import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State, Transcript, UpdateEvent
 from acp_client.types import AgentMessageChunk, TextContent
-from tests.e2e.soak import _Session, _Soak
+from tests.e2e._soak import _Session, _Soak
 
 
 class _Peer:

@@ -1,6 +1,6 @@
 """The soak over real transports (issue 12, item 4): WebSocket and Streamable HTTP, against the
 official-Python-SDK agent and the reference agent, through a fault proxy, with the invariants of
-``tests/e2e/soak.py`` checked as it runs.
+``tests/e2e/_soak.py`` checked as it runs.
 
 The default budget is a few seconds per peer and transport, so CI runs it; set ``ACP_SOAK_SECONDS``
 for a longer soak (``python -m pytest -m soak``), ``ACP_SOAK_SEED`` to replay another fault schedule.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.soak import run_soak
+from tests.e2e._soak import run_soak
 
 SOAK_SECONDS = float(os.environ.get("ACP_SOAK_SECONDS", "4"))
 SOAK_SEED = int(os.environ.get("ACP_SOAK_SEED", "12"))
