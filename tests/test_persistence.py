@@ -33,7 +33,7 @@ from acp_client import (
 from acp_client.testing import FakeClock, ReferenceAgent
 from acp_client.types import SessionStatus
 
-from ._harness import FAST_RETRY, RecordingConnector
+from ._harness import FAST_RETRY, HarnessConnector
 
 KEY = "memory://reference-agent"
 
@@ -42,7 +42,7 @@ class Side:
     """One client over the shared agent, recording states and outcomes."""
 
     def __init__(self, agent: ReferenceAgent, clock: FakeClock, store: Any, **kwargs: Any) -> None:
-        self.connector = RecordingConnector(agent)
+        self.connector = HarnessConnector(agent)
         self.states: list[ConnectionState] = []
         self.outcomes: list[RecoveryOutcome] = []
         callbacks = Callbacks(
@@ -275,7 +275,7 @@ def test_store_key_defaults_and_requirements(tmp_path: Path) -> None:
         assert plain.session_store_key is None and plain.stored_sessions() == []
         agent = ReferenceAgent()
         with pytest.raises(ConfigurationError, match="session_store_key is required"):
-            AcpClient(RecordingConnector(agent), session_store=store)
+            AcpClient(HarnessConnector(agent), session_store=store)
         with pytest.raises(ConfigurationError, match="session_store"):
             AcpClient("ws://h/acp", session_store="sessions.db")  # type: ignore[arg-type]
 

@@ -79,8 +79,8 @@ def test_replays_on_resume_is_validated() -> None:
 async def test_max_incoming_requests_reaches_every_connection() -> None:
     async with Harness(client_kwargs={"max_incoming_requests": 3}) as h:
         conn = h.client._supervisor.connection
-        assert conn is not None and conn._max_incoming == 3
+        assert conn is not None and conn._cap._limit == 3
         h.connector.drop()
         await h.until_connected()
         conn = h.client._supervisor.connection
-        assert conn is not None and conn._max_incoming == 3
+        assert conn is not None and conn._cap._limit == 3

@@ -235,7 +235,7 @@ _ROUTER_AGENT = (
     "python -m acp_client.testing.reference_agent --serve --port 9001 --store /tmp/acp-shared --name agent-a &"
 )
 check("README.md", _ROUTER_AGENT)(shell)
-check("README.md", "async def main():")(covered_by("tests/test_readme.py::test_readme_recovery_example_runs"))
+check("README.md", "async def main():")(covered_by("tests/docs/test_readme.py::test_readme_recovery_example_runs"))
 
 
 @check("README.md", "def allow_once(request):")
@@ -465,6 +465,11 @@ check("docs/session-store.md", 'store_path = Path(tempfile.mkdtemp()) / "session
 )
 check("docs/testing.md", "async def test_my_app_rebuilds_its_view_after_a_restart():")(
     covered_by("tests/docs/test_guides.py::test_testing_guide_example_runs")
+)
+
+
+check("docs/testing.md", "async def test_a_drop_is_followed_by_a_probe_and_a_resume():")(
+    covered_by("tests/docs/test_guides.py::test_testing_guide_recording_example_runs")
 )
 
 
