@@ -283,10 +283,11 @@ class HttpExchange:
             if client is not None:
                 await client.aclose()
 
-    async def delete(self) -> int:
-        """``DELETE`` the connection; returns the status."""
-        assert self.connection_id is not None
-        extra = [(CONNECTION_ID_HEADER, self.connection_id)]
+    async def delete(self, connection_id: str | None = None) -> int:
+        """``DELETE`` the connection (this one, or an earlier one by its id); returns the status."""
+        connection_id = connection_id if connection_id is not None else self.connection_id
+        assert connection_id is not None
+        extra = [(CONNECTION_ID_HEADER, connection_id)]
         response = await self._request_following("DELETE", extra, self._post_timeout, client=None)
         await response.aclose()
         return response.status_code

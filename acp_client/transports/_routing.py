@@ -143,14 +143,15 @@ class Router:
 
     __slots__ = ("_outgoing", "_reply_routes", "header_everywhere")
 
-    def __init__(self) -> None:
+    def __init__(self, *, header_everywhere: bool | None = None) -> None:
         #: Outgoing requests that matter for session tracking: id -> (method, params sessionId).
         self._outgoing: dict[int | str, tuple[str, str | None]] = {}
         #: Agent requests awaiting a reply: id -> (params sessionId, session stream it came on).
         self._reply_routes: dict[int | str, tuple[str | None, str | None]] = {}
         #: Whether the server wants ``Acp-Session-Id`` on every POST whose params carry a
         #: ``sessionId`` (TypeScript convention: ``True``; Python: ``False``; unknown: ``None``).
-        self.header_everywhere: bool | None = None
+        #: A reconnect starts from what the previous link learnt.
+        self.header_everywhere: bool | None = header_everywhere
 
     # -- outgoing ------------------------------------------------------------------------------
 

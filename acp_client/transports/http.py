@@ -17,17 +17,23 @@ The wire (one endpoint URL, ``/acp`` by convention):
 * Once a session is established on the connection (a successful answer to ``session/new``,
   ``session/load``, ``session/resume`` or ``session/fork``), the transport opens that
   **session stream**: a ``GET`` with ``Acp-Session-Id`` too.
-* :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server.
+* :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server. A link that
+  dropped cannot (its server may be unreachable); its connection id is kept by the connector, and
+  the next link of that connector, once initialized, sends the ``DELETE`` for it in the background
+  (see :mod:`._carried`: after a short delay, bounded in time, failures logged at DEBUG, tried
+  again from the link after if this one ends first): a server that never expires
+  connections (the official Python SDK 0.12.1) does not keep one per reconnect.
 
 Messages are accepted from any stream and delivered in arrival order; correlation is the
 connection layer's job.
 
 **Two server dialects** disagree on when ``Acp-Session-Id`` goes on a POST; the transport learns
 which one it talks to from the refusals (see :mod:`._routing`, where every routing decision
-lives). A session stream ``GET`` answered ``404`` before the session is established waits for the
-establishing answer and is then reopened; a ``404`` that persists after it becomes
-:class:`~acp_client.exceptions.UnknownSession`, raised by the next ``send()`` of a
-session-scoped method for that session (never a hang).
+lives); the dialect one link learnt is where the connector's next link starts (a wrong guess
+after a change of server costs the same one retry). A session stream ``GET`` answered ``404``
+before the session is established waits for the establishing answer and is then reopened; a
+``404`` that persists after it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by
+the next ``send()`` of a session-scoped method for that session (never a hang).
 
 **Failures.** A refusal of one POST (4xx/5xx) raises a typed
 :class:`~acp_client.exceptions.HttpStatusError` from ``send()`` and the transport stays usable.
@@ -82,6 +88,7 @@ from ..exceptions import (
     UnknownSession,
     UnsafeRedirect,
 )
+from ._carried import Carried, delete_stale
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
 from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange, new_client
@@ -134,6 +141,7 @@ _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 _MAX_RETRY_DELAY: Final = 5.0
+
 
 class _SessionStream:
     """The state of one session stream: its reader task and what it waits for."""
@@ -256,6 +264,7 @@ class HttpConnector:
         self._connect_timeout = connect_timeout
         self._idle = sse_idle_timeout
         self._retries = session_stream_retries
+        self._carried = Carried()
 
     @property
     def target(self) -> str:
@@ -292,6 +301,7 @@ class HttpConnector:
             sse_idle_timeout=self._idle,
             session_stream_retries=self._retries,
             max_session_streams=self._max_streams,
+            carried=self._carried,
         )
 
 
@@ -333,7 +343,10 @@ class HttpTransport:
         session_stream_retries: int,
         stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
         max_session_streams: int = 64,
+        carried: Carried | None = None,
     ) -> None:
+        #: Shared with the connector: dropped links to DELETE, the dialect learnt.
+        self._carried = carried if carried is not None else Carried()
         self._limits = limits
         self._max_streams = max_session_streams
         self._connect_timeout = connect_timeout
@@ -362,7 +375,7 @@ class HttpTransport:
         self._session_errors: dict[str, UnknownSession] = {}
         #: Sessions left without a stream because of ``max_session_streams``.
         self._streamless: set[str] = set()
-        self._router = Router()
+        self._router = Router(header_everywhere=self._carried.header_everywhere)
 
     # -- the Transport protocol --------------------------------------------------------------
 
@@ -450,7 +463,8 @@ class HttpTransport:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 
         Idempotent; never raises for a dead link. A link that already failed (a drop) is not sent
-        a ``DELETE``: its server is gone or has forgotten it, and a reconnect must not wait on it.
+        a ``DELETE`` here: its server may be unreachable, and a reconnect must not wait on it. The
+        connector's next link sends it in the background once it is initialized.
         """
         if self._released:
             return
@@ -508,6 +522,16 @@ class HttpTransport:
                 raise TransportClosed(f"the connection stream could not be opened: {exc}") from exc
             raise
         self._inbox.deliver(reply)
+        self._forget_stale_connections()
+
+    def _forget_stale_connections(self) -> None:
+        """``DELETE`` the connections of earlier links that dropped, in the background (see :mod:`._carried`)."""
+        stale = self._carried.stale
+        while stale:
+            old = stale.popleft()
+            if old != self._http.connection_id:
+                delete = delete_stale(self._http, self._carried, old, self._info.target)
+                self._spawn(delete, "acp-http-delete-stale")
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         try:
@@ -694,6 +718,7 @@ class HttpTransport:
                 return
             retry = self._router.retry_header(route, use_header, answer.status, answer.body) if attempt == 0 else None
             if retry is not None:
+                self._carried.header_everywhere = retry
                 logger.debug("the server %s %s here; retrying", "wants" if retry else "refuses", SESSION_ID_HEADER)
                 use_header = retry
                 continue
@@ -750,6 +775,8 @@ class HttpTransport:
             return
         self._closed = TransportClosed(reason)
         logger.log(level, "HTTP link to %s closed: %s", self._info.target, reason)
+        if not self._released and self._http.connection_id is not None:
+            self._carried.stale.append(self._http.connection_id)  # dropped, not closed: DELETEd from the next link
         self._inbox.close(reason)
         current = asyncio.current_task()
         for task in list(self._tasks):

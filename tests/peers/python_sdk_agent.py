@@ -14,9 +14,9 @@ Behaviour (per prompt text, after stripping whitespace):
   (allow_once) and ``reject`` (reject_once)); then echoes the outcome as ``"echo: permission selected
   <optionId>"`` or ``"echo: permission cancelled"`` (three chunks), ``end_turn``. A ``session/cancel``
   while the request is pending ends the turn with ``cancelled``.
-- ``/slow``: one ``agent_message_chunk`` ``"tick N "`` every ``--slow-interval`` seconds until a
-  ``session/cancel`` arrives, then ``stopReason: cancelled`` (it gives up with ``end_turn`` after
-  ``--slow-max-ticks``).
+- ``/slow`` (or ``/slow <anything>``, to make each prompt unique): one ``agent_message_chunk``
+  ``"tick N "`` every ``--slow-interval`` seconds until a ``session/cancel`` arrives, then
+  ``stopReason: cancelled`` (it gives up with ``end_turn`` after ``--slow-max-ticks``).
 
 Sessions live in process memory (optionally mirrored to a JSON ``--store`` file, so a restarted agent
 still knows them). A session must be attached to the connection (by ``session/new``, ``session/load`` or
@@ -386,7 +386,7 @@ class EchoAgent:
         session.cancel_turn = cancel
         try:
             command = text.strip()
-            if command == "/slow":
+            if command == "/slow" or command.startswith("/slow "):
                 return await self._slow_turn(session, text, cancel)
             if command == "/permission":
                 return await self._permission_turn(session, text, cancel)
