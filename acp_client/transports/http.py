@@ -714,7 +714,10 @@ class HttpTransport:
                 if answer.body_error is not None:
                     self._inbox.deliver(answer.body_error)
                 elif answer.status == 200 and answer.body:
-                    self._accept_post_body(answer)
+                    reply = _post_body(answer)  # a 200 with a body where a 202 was expected
+                    if not isinstance(reply, MalformedFrame):
+                        self._inspect_inbound(reply, None)
+                    self._inbox.deliver(reply)
                 return
             retry = self._router.retry_header(route, use_header, answer.status, answer.body) if attempt == 0 else None
             if retry is not None:
@@ -728,25 +731,6 @@ class HttpTransport:
             if isinstance(error, UnknownConnection):
                 self._fail(f"the server no longer knows connection {self._http.connection_id}")
             raise error
-
-    def _accept_post_body(self, answer: Answer) -> None:
-        """A 200 with a body where a 202 was expected: deliver it if it is JSON-RPC."""
-        content_type = answer.content_type
-        if not _is_json(content_type):
-            self._inbox.deliver(
-                MalformedFrame(
-                    f"a POST was answered 200 with Content-Type {content_type or 'none'!r}",
-                    excerpt=excerpt(answer.body),
-                )
-            )
-            return
-        try:
-            reply = decode_frame(answer.body)
-        except MalformedFrame as exc:
-            self._inbox.deliver(exc)
-            return
-        self._inspect_inbound(reply, None)
-        self._inbox.deliver(reply)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -782,3 +766,16 @@ class HttpTransport:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+
+
+def _post_body(answer: Answer) -> Message | MalformedFrame:
+    """The JSON-RPC message in a POST's 200 body, or why it is not one."""
+    content_type = answer.content_type
+    if not _is_json(content_type):
+        return MalformedFrame(
+            f"a POST was answered 200 with Content-Type {content_type or 'none'!r}", excerpt=excerpt(answer.body)
+        )
+    try:
+        return decode_frame(answer.body)
+    except MalformedFrame as exc:
+        return exc
