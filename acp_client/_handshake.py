@@ -38,7 +38,7 @@ async def initialize(
     proposed: int,
     client_info: Implementation,
     capabilities: ClientCapabilities,
-    timeout: float,
+    timeout: float | None,
 ) -> InitializeResponse:
     """Send ``initialize`` (twice at most) and return the agent's answer.
 

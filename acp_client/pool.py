@@ -40,24 +40,22 @@ from . import _fanout
 from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._fanout import Presence, RouteKind
-from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._handshake import SUPPORTED_PROTOCOL_VERSIONS, initialize
 from ._version import __version__
 from .clock import Clock, SystemClock
 from .exceptions import (
     AcpError,
     CapabilityNotSupported,
     ConfigurationError,
-    IncompatibleProtocolVersion,
     RequestTimeout,
     SessionNotFound,
-    UnsupportedProtocolVersion,
 )
 from .transports.base import Connector, Transport
 from .transports.endpoint import connector_for
 from .types import (
+    ClientCapabilities,
     ForegroundState,
     Implementation,
-    InitializeRequest,
     InitializeResponse,
     SessionStatus,
     SessionStatusRequest,
@@ -310,29 +308,6 @@ class Location:
         )
 
 
-async def _initialize(conn: Connection, version: int, client_info: Implementation, timeout: float | None) -> Any:
-    """``initialize`` on a probe connection (one retry on -32022 with a version both speak)."""
-    proposed = version
-    for _ in range(2):
-        request = InitializeRequest(protocol_version=proposed, client_info=client_info)
-        try:
-            result = await conn.request("initialize", to_wire(request, protocol_version=proposed), timeout=timeout)
-        except UnsupportedProtocolVersion as exc:
-            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            common = [v for v in (supported or []) if v in SUPPORTED_PROTOCOL_VERSIONS and v != proposed]
-            if not common:
-                raise
-            proposed = max(common)
-            continue
-        answered = result.get("protocolVersion") if isinstance(result, dict) else None
-        if answered not in SUPPORTED_PROTOCOL_VERSIONS:
-            raise IncompatibleProtocolVersion(
-                f"the agent answered protocol version {answered!r}", requested=proposed, answered=answered
-            )
-        return from_wire(InitializeResponse, result, protocol_version=answered)
-    raise IncompatibleProtocolVersion("no common protocol version", requested=proposed, answered=None)
-
-
 @attrs.frozen
 class _Settings:
     session_ids: tuple[str, ...]
@@ -399,7 +374,13 @@ async def _probe(endpoint: Endpoint, settings: _Settings, link: _Link) -> _Answe
             link.transport = await endpoint.open(**settings.connect_options).connect()
             conn = link.conn = Connection(link.transport, clock=clock)
             conn.start()
-            init = await _initialize(conn, settings.protocol_version, settings.client_info, None)
+            init = await initialize(
+                conn,
+                proposed=settings.protocol_version,
+                client_info=settings.client_info,
+                capabilities=ClientCapabilities(),
+                timeout=None,
+            )
         agent = init.agent_info
         version = init.protocol_version
         if not init.agent_capabilities.supports("session/status"):
