@@ -90,27 +90,22 @@ if TYPE_CHECKING:
     from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
     from .transports.websocket import WebSocketConnector
 
-# The transports are imported on first use: httpx and websockets cost more to import than the rest
-# of the package together, and an app needs at most the ones it connects with.
-_LAZY: Final = {
-    "DEFAULT_INHERITED_ENV": ".transports.stdio",
-    "HttpConnector": ".transports.http",
-    "StdioConnector": ".transports.stdio",
-    "WebSocketConnector": ".transports.websocket",
-}
+# The connectors are imported on first use, by the transports package (httpx and websockets cost more
+# to import than the rest of the package together; an app needs at most the ones it connects with).
+_LAZY: Final = frozenset({"DEFAULT_INHERITED_ENV", "HttpConnector", "StdioConnector", "WebSocketConnector"})
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(importlib.import_module(".transports", __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
