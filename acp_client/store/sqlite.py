@@ -282,9 +282,18 @@ class SqliteSessionStore:
         Reads only: nothing is written to a file this refuses.
         """
         with self._errors("open"):
-            app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+            # One read snapshot for the three reads: another process initializing the file commits
+            # its tables and its application id together, and must not be seen half done.
+            own = not conn.in_transaction
+            if own:
+                conn.execute("BEGIN")
+            try:
+                app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+            finally:
+                if own:
+                    conn.execute("COMMIT")
         if app_id == 0 and version == 0 and not names:
             return 0, True  # empty: ours to initialize
         if app_id != APPLICATION_ID:

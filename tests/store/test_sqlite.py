@@ -491,3 +491,45 @@ def test_a_failing_migration_leaves_the_file_at_its_version(path: Path) -> None:
         assert store.schema_version == 1
         assert store.load(EP) == [record()]
     assert "pinned" not in {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(sessions)")}
+
+
+def test_a_store_another_process_initializes_meanwhile_is_not_taken_for_foreign(tmp_path: Path) -> None:
+    """Two processes creating one new store (seen flaky under load): the second read the header
+    (no application id yet), then the first committed its tables and id, then the second read
+    the tables — and called the file foreign. The identification reads one snapshot now."""
+    path = tmp_path / "fresh.db"
+    first = sqlite3.connect(path, isolation_level=None)
+    first.execute("PRAGMA journal_mode = WAL")
+    first.execute("BEGIN IMMEDIATE")
+    for step in sqlite_module._MIGRATIONS:
+        step(first)
+    first.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    first.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    class CommitsAfterTheHeader:
+        """The second process's connection; the first commits right after the header is read."""
+
+        def __init__(self, inner: sqlite3.Connection) -> None:
+            self.inner = inner
+
+        @property
+        def in_transaction(self) -> bool:
+            return self.inner.in_transaction
+
+        def execute(self, sql: str) -> sqlite3.Cursor:
+            cursor = self.inner.execute(sql)
+            if sql == "PRAGMA application_id" and first.in_transaction:
+                first.execute("COMMIT")
+            return cursor
+
+    second = sqlite3.connect(path, isolation_level=None)
+    store = SqliteSessionStore.__new__(SqliteSessionStore)
+    store._path = str(path)
+    try:
+        # What the second sees is one consistent state: still empty (it then initializes under a
+        # write lock, where it finds the first one's work), never half of each.
+        assert store._identify(CommitsAfterTheHeader(second)) == (0, True)  # type: ignore[arg-type]
+        assert store._identify(second) == (SCHEMA_VERSION, False)
+    finally:
+        second.close()
+        first.close()
