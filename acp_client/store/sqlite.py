@@ -37,6 +37,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -256,10 +257,9 @@ class SqliteSessionStore:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""
         version, needs_work = self._identify(conn)
         if needs_work:
-            with self._errors("initialize"):
-                if self._path != _MEMORY:
-                    # Before the first write (it is ours or empty); persistent in the file.
-                    conn.execute("PRAGMA journal_mode = WAL")
+            if self._path != _MEMORY:
+                # Before the first write (it is ours or empty); persistent in the file.
+                self._use_wal(conn, "initialize")
             with self._transaction(conn, "initialize"):
                 version, needs_work = self._identify(conn)  # another process may have done it meanwhile
                 if needs_work:
@@ -268,13 +268,27 @@ class SqliteSessionStore:
                     version = len(self._migrations)
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     conn.execute(f"PRAGMA user_version = {version}")
+        if self._path != _MEMORY:
+            self._use_wal(conn, "open")
         with self._errors("open"):
-            if self._path != _MEMORY:
-                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
         return version
+
+    def _use_wal(self, conn: sqlite3.Connection, action: str) -> None:
+        """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without
+        its busy handler, while another process reads or switches it too: wait for that here,
+        up to the busy timeout."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                with self._errors(action):
+                    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                        conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except SessionStoreBusy:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def _identify(self, conn: sqlite3.Connection) -> tuple[int, bool]:
         """``(schema version, needs initializing or migrating)``; raises for a file not ours.
