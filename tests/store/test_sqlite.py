@@ -533,4 +533,3 @@ def test_a_store_another_process_initializes_meanwhile_is_not_taken_for_foreign(
     finally:
         second.close()
         first.close()
-
