@@ -59,6 +59,11 @@ ProtocolErrorHandler = Callable[[AcpError], None]
 CANCEL_REQUEST: Final = "$/cancel_request"
 #: Agent→client requests handled at once by default; more are refused with an error answer.
 DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
+#: Notifications handled before the reader lets other tasks run. A transport hands over what one
+#: network read brought without waiting (a thousand updates or more): an ``updates()`` consumer
+#: would only see them all at the end, holding them long enough to age into the garbage
+#: collector's older generations (slow full collections).
+_YIELD_EVERY: Final = 128
 #: The longest error message sent back to the agent (a handler may echo the agent's input).
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
@@ -297,6 +302,7 @@ class Connection:
     async def _read_loop(self) -> None:
         cause: TransportError
         receive, cap = self._transport.receive, self._cap
+        budget = _YIELD_EVERY
         try:
             while True:
                 try:
@@ -322,6 +328,10 @@ class Connection:
                                 on_notification(method, params)
                             except Exception:
                                 logger.exception("notification handler raised for %s", method)
+                            budget -= 1
+                            if not budget:  # let consumers take what was delivered (see _YIELD_EVERY)
+                                budget = _YIELD_EVERY
+                                await asyncio.sleep(0)
                             continue  # a notification queues no refusal: nothing to drain
                     self._dispatch(message)
                 elif isinstance(message, dict):

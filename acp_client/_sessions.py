@@ -329,9 +329,9 @@ class SessionTable:
         turn = tracked.turn
         if (
             turn is not None
+            and update.kind == "state_update"
             and turn.accepted
             and not tracked.window_open
-            and update.kind == "state_update"
             and getattr(update, "state", None) == "idle"
         ):
             usage: Any = getattr(update, "usage", None)
