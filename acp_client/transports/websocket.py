@@ -155,7 +155,8 @@ class _ClientConnection(ClientConnection):
         self.taking = True
         high = getattr(self.recv_messages, "high", 16)  # websockets' max_queue (None: no limit)
         self._high = high
-        self._low = getattr(self.recv_messages, "low", None) or (high // 4 if high is not None else 0)
+        low = getattr(self.recv_messages, "low", None)
+        self._low = low if low is not None else (high // 4 if high is not None else 0)
 
     def process_event(self, event: Any) -> None:
         if self.taking and type(event) is Frame:  # the handshake response is not a Frame
