@@ -337,8 +337,11 @@ class SessionTable:
             usage: Any = getattr(update, "usage", None)
             turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
         event = _new_event(session_id, update, replay)
-        if tracked.subscribers:
-            for subscriber in list(tracked.subscribers):
+        subscribers = tracked.subscribers
+        if len(subscribers) == 1:  # the common case, without the copy that guards one removing itself
+            subscribers[0](event)
+        elif subscribers:
+            for subscriber in list(subscribers):
                 subscriber(event)
         return event
 
