@@ -59,6 +59,11 @@ ProtocolErrorHandler = Callable[[AcpError], None]
 CANCEL_REQUEST: Final = "$/cancel_request"
 #: Agent→client requests handled at once by default; more are refused with an error answer.
 DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
+#: Notifications handled before the reader lets other tasks run. A transport hands over what one
+#: network read brought without waiting (a thousand updates or more): an ``updates()`` consumer
+#: would only see them all at the end, holding them long enough to age into the garbage
+#: collector's older generations (slow full collections).
+_YIELD_EVERY: Final = 128
 #: The longest error message sent back to the agent (a handler may echo the agent's input).
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
@@ -224,7 +229,7 @@ class Connection:
             if pending.timer is None:
                 await self._transport.send(message)
             else:
-                await self._send_before(message, future)
+                await _send_before(self._transport, message, future)
         except BaseException as exc:
             self._abandon(request_id, pending)
             if isinstance(exc, TransportClosed):
@@ -250,24 +255,6 @@ class Connection:
             pending.timer.cancel()
         if pending.future.done() and not pending.future.cancelled():
             pending.future.exception()  # mark it retrieved: the send's own error is raised instead
-
-    async def _send_before(self, message: _jsonrpc.Message, answer: asyncio.Future[Any]) -> None:
-        """Send ``message``, giving up on the send if the request times out first."""
-        send = asyncio.ensure_future(self._transport.send(message))
-        try:
-            await asyncio.wait({send, answer}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            send.cancel()
-            raise
-        timed_out = answer.done() and not answer.cancelled() and isinstance(answer.exception(), RequestTimeout)
-        if timed_out and not send.done():
-            send.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TransportError):
-                await send
-            return  # the caller awaits the answer, which raises RequestTimeout
-        # Otherwise the send finished, or the answer overtook its own send (an HTTP initialize
-        # answers in the POST's body): let the send complete and report its outcome.
-        await send
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification.
@@ -314,18 +301,45 @@ class Connection:
 
     async def _read_loop(self) -> None:
         cause: TransportError
+        receive, cap = self._transport.receive, self._cap
+        budget = _YIELD_EVERY
         try:
             while True:
                 try:
-                    message = await self._transport.receive()
+                    message = await receive()
                 except (MalformedFrame, MessageTooLarge) as exc:
                     self._report(exc)
                     continue
-                if isinstance(message, dict):
+                if type(message) is dict:
+                    # Notifications (the bulk: session/update) go straight to the handler, after
+                    # the checks classify() makes, without _dispatch(), _notify() or a Notification.
+                    method = message.get("method")
+                    on_notification = self._on_notification
+                    if (
+                        type(method) is str
+                        and method != CANCEL_REQUEST
+                        and on_notification is not None
+                        and "id" not in message
+                        and message.get("jsonrpc") == "2.0"
+                    ):
+                        params = message.get("params")
+                        if params is None or type(params) is dict or type(params) is list:
+                            try:
+                                on_notification(method, params)
+                            except Exception:
+                                logger.exception("notification handler raised for %s", method)
+                            budget -= 1
+                            if not budget:  # let consumers take what was delivered (see _YIELD_EVERY)
+                                budget = _YIELD_EVERY
+                                await asyncio.sleep(0)
+                            continue  # a notification queues no refusal: nothing to drain
+                    self._dispatch(message)
+                elif isinstance(message, dict):
                     self._dispatch(message)
                 else:
                     self._dispatch_batch(message)
-                await self._cap.drain_if_flooded()  # a flood: read on once it is answered
+                if cap.flooded:  # a flood: read on once it is answered
+                    await cap.drain()
         except TransportError as exc:
             cause = exc if isinstance(exc, TransportClosed) else TransportClosed(f"transport failed: {exc}")
             if cause is not exc:
@@ -364,14 +378,6 @@ class Connection:
                 logger.exception("on_protocol_error handler raised")
 
     def _dispatch(self, message: dict[str, Any]) -> None:
-        # Fast path for the bulk of the traffic (session/update notifications): the checks of
-        # classify() for a notification, without building a Notification object.
-        method = message.get("method")
-        if type(method) is str and "id" not in message and message.get("jsonrpc") == "2.0":
-            params = message.get("params")
-            if params is None or type(params) is dict or type(params) is list:
-                self._notify(method, params)
-                return
         try:
             item = _jsonrpc.classify(message)
         except MalformedFrame as exc:
@@ -380,7 +386,7 @@ class Connection:
                 self._spawn(self._send_quietly(_jsonrpc.error_message(None, -32600, f"Invalid request: {exc}")))
             return
         if isinstance(item, Notification):
-            self._handle_notification(item)
+            self._notify(item.method, item.params)
         elif isinstance(item, Request):
             refusal = self._cap.refusal(item.id)
             if refusal is not None:
@@ -408,7 +414,7 @@ class Connection:
                 replies.append(_jsonrpc.error_message(None, -32600, f"Invalid request: {exc}"))
                 continue
             if isinstance(item, Notification):
-                self._handle_notification(item)
+                self._notify(item.method, item.params)
             elif isinstance(item, Request):
                 refusal = self._cap.refusal(item.id)
                 if refusal is not None:
@@ -445,9 +451,6 @@ class Connection:
             pending.future.set_result(item.result)
         else:
             pending.future.set_exception(RpcError.from_error(item.code, item.message, item.data))
-
-    def _handle_notification(self, item: Notification) -> None:
-        self._notify(item.method, item.params)
 
     def _notify(self, method: str, params: Any) -> None:
         if method == CANCEL_REQUEST:
@@ -529,3 +532,22 @@ class Connection:
                 replies.append(reply)
         if replies and not self._closed.is_set():
             await self._send_quietly(replies)
+
+
+async def _send_before(transport: Transport, message: _jsonrpc.Message, answer: asyncio.Future[Any]) -> None:
+    """Send ``message``, giving up on the send if the request times out first."""
+    send = asyncio.ensure_future(transport.send(message))
+    try:
+        await asyncio.wait({send, answer}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        send.cancel()
+        raise
+    timed_out = answer.done() and not answer.cancelled() and isinstance(answer.exception(), RequestTimeout)
+    if timed_out and not send.done():
+        send.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TransportError):
+            await send
+        return  # the caller awaits the answer, which raises RequestTimeout
+    # Otherwise the send finished, or the answer overtook its own send (an HTTP initialize
+    # answers in the POST's body): let the send complete and report its outcome.
+    await send

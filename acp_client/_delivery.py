@@ -79,6 +79,16 @@ class Dispatcher:
         if result is not None and inspect.isawaitable(result):  # None: the common case, checked first
             self._enqueue(what, callback, result)
 
+    def deliver_one(self, callback: Callable[[Any], Any], arg: Any, what: str) -> None:
+        """:meth:`deliver` for a callback of one argument (the hot path: one call per update)."""
+        try:
+            result = callback(arg)
+        except Exception:
+            _failed(what, callback)
+            return
+        if result is not None and inspect.isawaitable(result):
+            self._enqueue(what, callback, result)
+
     def _enqueue(self, what: str, callback: Callable[..., Any], awaitable: Awaitable[Any]) -> None:
         if self._closed:
             if inspect.iscoroutine(awaitable):

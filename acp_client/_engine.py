@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._codec import decode_update_params, from_wire, to_wire
+from ._codec._fast import FAST_UPDATES
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
@@ -508,16 +509,22 @@ class Engine:
         if method != "session/update":
             self.dispatcher.deliver(self.callbacks.on_notification, method, params, what="on_notification")
             return
-        try:
-            session_id, update = decode_update_params(params, protocol_version=self.version)
-        except InvalidMessage as exc:
-            logger.warning("undecodable session/update: %s", exc)
-            self.on_protocol_error(exc)
-            return
+        # decode_update_params()'s hot path inlined (text chunks, simple tool call or state updates)
+        session_id: Any = params.get("sessionId") if type(params) is dict else None
+        raw: Any = params.get("update") if type(session_id) is str else None
+        fast = FAST_UPDATES.get(raw.get("sessionUpdate")) if type(raw) is dict else None
+        update = fast(raw) if fast is not None else None
+        if update is None:  # anything else, or a malformed one: the full decoder decides
+            try:
+                session_id, update = decode_update_params(params, protocol_version=self.version)
+            except InvalidMessage as exc:
+                logger.warning("undecodable session/update: %s", exc)
+                self.on_protocol_error(exc)
+                return
         event = self.table.receive(session_id, update)
         listeners = self.update_listeners
         if len(listeners) == 1:  # the common case, without the copy that guards a listener removing itself
-            self.dispatcher.deliver(listeners[0], event, what="on_update")
+            self.dispatcher.deliver_one(listeners[0], event, "on_update")
             return
         for listener in list(listeners):
             self.dispatcher.deliver(listener, event, what="on_update")

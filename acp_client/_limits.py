@@ -115,9 +115,14 @@ class IncomingCap:
         if self._sender is None or self._sender.done():
             self._sender = self._spawn(self._send_refusals())
 
-    async def drain_if_flooded(self) -> None:
-        """Wait, when too many refusals are queued, until they are sent (the reader calls this)."""
-        if len(self._refusals) >= MAX_QUEUED_REFUSALS and self._sender is not None:
+    @property
+    def flooded(self) -> bool:
+        """Too many refusals are queued: the reader should :meth:`drain` before reading on."""
+        return len(self._refusals) >= MAX_QUEUED_REFUSALS and self._sender is not None
+
+    async def drain(self) -> None:
+        """Wait until the queued refusals are sent (the reader calls this when :attr:`flooded`)."""
+        if self._sender is not None:
             await asyncio.shield(self._sender)
 
     async def _send_refusals(self) -> None:

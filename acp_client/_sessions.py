@@ -329,16 +329,19 @@ class SessionTable:
         turn = tracked.turn
         if (
             turn is not None
+            and update.kind == "state_update"
             and turn.accepted
             and not tracked.window_open
-            and update.kind == "state_update"
             and getattr(update, "state", None) == "idle"
         ):
             usage: Any = getattr(update, "usage", None)
             turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
         event = _new_event(session_id, update, replay)
-        if tracked.subscribers:
-            for subscriber in list(tracked.subscribers):
+        subscribers = tracked.subscribers
+        if len(subscribers) == 1:  # the common case, without the copy that guards one removing itself
+            subscribers[0](event)
+        elif subscribers:
+            for subscriber in list(subscribers):
                 subscriber(event)
         return event
 

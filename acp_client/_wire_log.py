@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Coroutine
 from typing import Any, Final
 
 from .exceptions import MalformedFrame
@@ -92,7 +93,14 @@ class WireLog:
             logger.debug("%s > %s", self._inner.info.target, _render(message))
         await self._inner.send(message)
 
-    async def receive(self) -> Any:
+    def receive(self) -> Coroutine[Any, Any, Any]:
+        # With the wire logger off (the usual case) the inner transport's own coroutine is handed
+        # out: no extra coroutine per received message.
+        if logger.isEnabledFor(logging.DEBUG):
+            return self._receive_logged()
+        return self._inner.receive()
+
+    async def _receive_logged(self) -> Any:
         try:
             message = await self._inner.receive()
         except MalformedFrame as exc:

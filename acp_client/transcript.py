@@ -200,7 +200,11 @@ class Transcript:
                 if open_message is None or open_message.role != role or open_message.message_id is not None:
                     open_message = self._open = TranscriptMessage(role)
                     self._insert(open_message)
-                open_message.add(content)
+                pending = open_message._pending
+                if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
+                    pending.append(content.text)  # plain text after plain text: what add() does, in short
+                else:
+                    open_message.add(content)
                 return
             self._chunk(role, message_id, _blocks_of(content))
         elif kind in _FULL_ROLES:

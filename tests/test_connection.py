@@ -69,6 +69,24 @@ async def test_error_answers_map_to_typed_errors() -> None:
     assert info.value.session_id == "s"
 
 
+async def test_a_long_burst_of_notifications_lets_other_tasks_run() -> None:
+    # A transport hands over all that one network read brought without waiting: an updates()
+    # consumer must get to run during such a burst, not only after it.
+    h = Harness()
+    for i in range(1000):
+        await h.agent.send(_jsonrpc.notification_message("session/update", {"i": i}))
+    seen: list[int] = []
+
+    async def watch() -> None:
+        while len(h.notifications) < 1000:
+            seen.append(len(h.notifications))
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(watch(), 5)
+    assert len([n for n in seen if 0 < n < 1000]) >= 5
+    assert [p["i"] for _, p in h.notifications] == list(range(1000))
+
+
 async def test_notifications_arrive_in_order() -> None:
     h = Harness()
     for i in range(50):

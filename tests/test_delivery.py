@@ -55,9 +55,18 @@ async def test_call_app_lets_cancellation_through() -> None:
         await call_app(cancelled, what="x")
 
 
-async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("one", [False, True], ids=["deliver", "deliver_one"])
+async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(
+    caplog: pytest.LogCaptureFixture, one: bool
+) -> None:
     dispatcher = Dispatcher()
     seen: list[str] = []
+
+    def deliver(callback: Any, tag: str) -> None:  # deliver_one: the hot path for updates, same rules
+        if one:
+            dispatcher.deliver_one(callback, tag, "on_update")
+        else:
+            dispatcher.deliver(callback, tag, what="on_update")
 
     async def slow(tag: str) -> None:
         await asyncio.sleep(0.01 if tag == "a" else 0)
@@ -70,11 +79,11 @@ async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(caplog:
         raise RuntimeError(tag)
 
     with caplog.at_level(logging.ERROR, logger="acp_client.callbacks"):
-        dispatcher.deliver(slow, "a", what="on_update")
-        dispatcher.deliver(broken, "sync", what="on_update")
-        dispatcher.deliver(broken_async, "async", what="on_update")
-        dispatcher.deliver(slow, "b", what="on_update")
-        dispatcher.deliver(seen.append, "inline", what="on_update")
+        deliver(slow, "a")
+        deliver(broken, "sync")
+        deliver(broken_async, "async")
+        deliver(slow, "b")
+        deliver(seen.append, "inline")
         assert seen == ["inline"]
         for _ in range(100):
             if len(seen) == 3:
@@ -83,7 +92,7 @@ async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(caplog:
     assert seen == ["inline", "a", "b"]  # "a" first although it sleeps longer
     assert [r.exc_info[1].args for r in caplog.records if r.exc_info] == [("sync",), ("async",)]
     await dispatcher.aclose()
-    dispatcher.deliver(slow, "late", what="on_update")  # after close: dropped, never run
+    deliver(slow, "late")  # after close: dropped, never run
     await asyncio.sleep(0.02)
     assert "late" not in seen
 

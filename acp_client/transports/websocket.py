@@ -14,6 +14,7 @@ goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then rais
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import os
@@ -33,7 +34,7 @@ from websockets.exceptions import (
     InvalidStatus,
     WebSocketException,
 )
-from websockets.frames import Close, CloseCode
+from websockets.frames import DATA_OPCODES, Close, CloseCode, Frame, Opcode
 from websockets.protocol import OPEN
 from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
@@ -119,17 +120,97 @@ class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # gene
 
 
 class _ClientConnection(ClientConnection):
-    """``websockets``' client connection, with the closing handshake bounded in every case.
+    """``websockets``' client connection, with the closing handshake bounded in every case, and
+    whole text messages taken before its message assembler.
 
     When the connection starts closing from inside ``data_received`` (a close frame from the agent,
     or a frame we must refuse: too large, invalid UTF-8), ``websockets`` waits for the server to
     close TCP without a timer: a silent server would leave ``recv()`` hanging. This schedules the
     abort at the library's own close deadline.
+
+    A text message in one frame (nearly every ACP message) is decoded to ``str`` as it is parsed
+    and kept in :attr:`inbox`, which :meth:`WebSocketTransport.receive` reads without a coroutine
+    of ``websockets`` per message (``recv()`` costs about a microsecond per message, a sixth of
+    the whole per-update cost). The same flow control applies: reading pauses while more than the
+    library's ``max_queue`` messages wait. The first frame that needs the assembler (a fragment,
+    a binary frame, invalid UTF-8) hands every later message to it for good, so ``recv()`` keeps
+    its own rules for those (a 1007 close for invalid UTF-8...); :attr:`inbox` is read first.
     """
 
     _abort_handle: asyncio.TimerHandle | None = None
     #: Called once when the TCP connection is gone (the transport stops its keepalive).
     on_lost: Callable[[], None] | None = None
+    #: Whole text messages not yet received, oldest first.
+    inbox: collections.deque[str]
+    #: Whether new messages still go to :attr:`inbox` (not after a hand-over or the end of TCP).
+    taking = False
+    _waiter: asyncio.Future[None] | None = None
+    _paused = False
+    _high: int | None = None
+    _low = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.inbox = collections.deque()
+        self.taking = True
+        high = getattr(self.recv_messages, "high", 16)  # websockets' max_queue (None: no limit)
+        self._high = high
+        low = getattr(self.recv_messages, "low", None)
+        self._low = low if low is not None else (high // 4 if high is not None else 0)
+
+    def process_event(self, event: Any) -> None:
+        if self.taking and type(event) is Frame:  # the handshake response is not a Frame
+            opcode = event.opcode
+            if opcode is Opcode.TEXT and event.fin:
+                try:
+                    self.inbox.append(str(event.data, "utf-8"))
+                except UnicodeDecodeError:
+                    self._hand_over()  # websockets fails the link (1007) when recv() decodes it
+                else:
+                    self._wake()
+                    high = self._high
+                    if high is not None and len(self.inbox) > high and not self._paused:
+                        self._paused = True
+                        self.transport.pause_reading()
+                    return
+            elif opcode in DATA_OPCODES:
+                self._hand_over()
+        super().process_event(event)
+
+    def _hand_over(self) -> None:
+        self.taking = False
+        if self._paused:  # the assembler runs the flow control from now on
+            self._paused = False
+            self.transport.resume_reading()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def take(self) -> str:
+        """The oldest message of :attr:`inbox` (which must not be empty)."""
+        inbox = self.inbox
+        text = inbox.popleft()
+        if self._paused and len(inbox) <= self._low:
+            self._paused = False
+            self.transport.resume_reading()
+        return text
+
+    async def wait_for_message(self) -> None:
+        """Return once :attr:`inbox` holds a message or :attr:`taking` has ended.
+
+        Raises:
+            ConcurrencyError: Another task is waiting already.
+        """
+        if self._waiter is not None:
+            raise ConcurrencyError("wait_for_message() is already running")
+        waiter = self._waiter = self.loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -141,6 +222,8 @@ class _ClientConnection(ClientConnection):
         if self._abort_handle is not None:
             self._abort_handle.cancel()
         super().connection_lost(exc)
+        self.taking = False
+        self._wake()
         if self.on_lost is not None:
             self.on_lost()
 
@@ -303,8 +386,15 @@ class WebSocketTransport:
             TransportClosed: The link has ended; ``reason`` says how.
             TransportError: ``receive()`` was called concurrently from two tasks.
         """
+        ws = self._ws
         try:
-            data = await self._ws.recv()
+            while True:  # messages websockets' assembler never saw come first (see _ClientConnection)
+                if ws.inbox:
+                    return decode_frame(ws.take())
+                if not ws.taking:
+                    break
+                await ws.wait_for_message()
+            data = await ws.recv()
         except ConnectionClosed as exc:
             raise self._closed_error(exc) from exc
         except ConcurrencyError as exc:

@@ -352,3 +352,67 @@ async def test_invalid_utf8_text_frame_ends_the_link_with_a_clear_reason(
         await asyncio.wait_for(transport.receive(), 5)
 
 
+
+
+def _note(index: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "method": "n", "params": {"i": index}}).encode()
+
+
+async def test_messages_keep_their_order_when_the_assembler_takes_over(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    # Whole text messages skip websockets' assembler; the first one that needs it (a binary
+    # frame here, then a fragmented message) hands every later message to it, in order.
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        fragmented = _note(3)
+        writer.write(
+            switching_protocols(head)
+            + server_frame(1, _note(0))
+            + server_frame(1, _note(1))
+            + server_frame(2, _note(2))
+            + server_frame(1, fragmented[:10], fin=False)
+            + server_frame(0, fragmented[10:])
+            + server_frame(1, _note(4))
+        )
+        await writer.drain()
+        await reader.read(65536)
+
+    server = await raw_server(script)
+    transport = await connect(WebSocketConnector(server.url, compression=False), opened)
+    assert [(await transport.receive())["params"]["i"] for _ in range(2)] == [0, 1]  # type: ignore[call-overload]
+    with pytest.raises(MalformedFrame, match="binary frame"):
+        await transport.receive()
+    assert [(await transport.receive())["params"]["i"] for _ in range(2)] == [3, 4]  # type: ignore[call-overload]
+
+
+async def test_a_burst_pauses_reading_until_the_client_catches_up(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        writer.write(switching_protocols(head) + b"".join(server_frame(1, _note(i)) for i in range(300)))
+        await writer.drain()
+        await reader.read(65536)
+
+    server = await raw_server(script)
+    transport = await connect(WebSocketConnector(server.url, compression=False), opened)
+    socket_transport = transport._ws.transport
+    await eventually(lambda: not socket_transport.is_reading())  # more than max_queue (16) waiting
+    received = [(await transport.receive())["params"]["i"] for _ in range(300)]  # type: ignore[call-overload]
+    assert received == list(range(300))
+    assert socket_transport.is_reading()  # resumed once few enough were waiting
+
+
+async def test_messages_already_read_come_before_the_end_of_the_link(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        writer.write(switching_protocols(head) + b"".join(server_frame(1, _note(i)) for i in range(3)))
+        await writer.drain()
+        writer.close()  # no closing handshake: a drop
+
+    server = await raw_server(script)
+    transport = await connect(WebSocketConnector(server.url, compression=False), opened)
+    await eventually(lambda: transport.closed)
+    assert [(await transport.receive())["params"]["i"] for _ in range(3)] == [0, 1, 2]  # type: ignore[call-overload]
+    with pytest.raises(TransportClosed, match="1006"):
+        await asyncio.wait_for(transport.receive(), 5)
