@@ -256,10 +256,9 @@ class SqliteSessionStore:
     def _open(self, conn: sqlite3.Connection) -> int:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""
         version, needs_work = self._identify(conn)
+        if self._path != _MEMORY:  # the file is ours or empty: WAL before the first write (it stays)
+            _use_wal(conn, self._busy_timeout, lambda: self._errors("open"))
         if needs_work:
-            if self._path != _MEMORY:
-                # Before the first write (it is ours or empty); persistent in the file.
-                self._use_wal(conn, "initialize")
             with self._transaction(conn, "initialize"):
                 version, needs_work = self._identify(conn)  # another process may have done it meanwhile
                 if needs_work:
@@ -268,27 +267,9 @@ class SqliteSessionStore:
                     version = len(self._migrations)
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     conn.execute(f"PRAGMA user_version = {version}")
-        if self._path != _MEMORY:
-            self._use_wal(conn, "open")
         with self._errors("open"):
             conn.execute("PRAGMA synchronous = NORMAL")
         return version
-
-    def _use_wal(self, conn: sqlite3.Connection, action: str) -> None:
-        """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without
-        its busy handler, while another process reads or switches it too: wait for that here,
-        up to the busy timeout."""
-        deadline = time.monotonic() + self._busy_timeout
-        while True:
-            try:
-                with self._errors(action):
-                    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                        conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except SessionStoreBusy:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.01)
 
     def _identify(self, conn: sqlite3.Connection) -> tuple[int, bool]:
         """``(schema version, needs initializing or migrating)``; raises for a file not ours.
@@ -644,3 +625,22 @@ class SqliteSessionStore:
 
     def __repr__(self) -> str:
         return f"<SqliteSessionStore {self._path!r} schema={self._schema_version}>"
+
+
+def _use_wal(
+    conn: sqlite3.Connection, busy_timeout: float, errors: Callable[[], contextlib.AbstractContextManager[None]]
+) -> None:
+    """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without its
+    busy handler, while another process reads or switches it too: wait for that here, up to the
+    busy timeout (``errors`` maps sqlite3's errors to the store's)."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            with errors():
+                if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except SessionStoreBusy:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)

@@ -152,7 +152,9 @@ class _ClientConnection(ClientConnection):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.inbox = collections.deque()
-        self.taking = True
+        # Only where websockets hands each parsed frame to process_event (its asyncio connection
+        # does); elsewhere every message goes through recv() as before.
+        self.taking = callable(getattr(ClientConnection, "process_event", None))
         high = getattr(self.recv_messages, "high", 16)  # websockets' max_queue (None: no limit)
         self._high = high
         low = getattr(self.recv_messages, "low", None)
