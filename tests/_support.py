@@ -10,12 +10,15 @@ connector in :class:`acp_client.testing.RecordingConnector`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from acp_client import RetryPolicy
+from acp_client.sync import EventLoopThread
+from acp_client.testing import ReferenceAgent, ReferenceServer
 
 __all__ = ["DEADLINE", "FAST_RETRY", "eventually", "eventually_blocking", "within"]
 
@@ -85,3 +88,26 @@ def eventually_blocking(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {_described(what)}")
         time.sleep(_POLL)
+
+
+@contextlib.contextmanager
+def agent_on_its_own_loop(
+    timeout: float = DEADLINE,
+) -> Iterator[tuple[EventLoopThread, ReferenceAgent, ReferenceServer]]:
+    """A reference agent served from a loop thread of its own (for tests of the blocking facade,
+    whose client runs its own loop): ``(that loop, the agent, its server)``."""
+    loop = EventLoopThread(name="agent-side")
+    loop.start()
+    agent = ReferenceAgent()
+
+    async def start() -> ReferenceServer:
+        server = ReferenceServer(agent)
+        await server.start()
+        return server
+
+    server = loop.run(start(), timeout=timeout)
+    try:
+        yield loop, agent, server
+    finally:
+        loop.run(server.aclose(), timeout=timeout)
+        loop.stop()

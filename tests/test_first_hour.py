@@ -41,27 +41,16 @@ from acp_client.types import (
     ToolCall,
     UserMessageChunk,
 )
+from tests._support import agent_on_its_own_loop
 
 DEADLINE = 10.0
 
 
 @pytest.fixture
 def agent_side() -> Iterator[tuple[EventLoopThread, ReferenceAgent, ReferenceServer]]:
-    loop = EventLoopThread(name="agent-side")
-    loop.start()
-    agent = ReferenceAgent()
+    with agent_on_its_own_loop(DEADLINE) as side:
+        yield side
 
-    async def start() -> ReferenceServer:
-        server = ReferenceServer(agent)
-        await server.start()
-        return server
-
-    server = loop.run(start(), timeout=DEADLINE)
-    try:
-        yield loop, agent, server
-    finally:
-        loop.run(server.aclose(), timeout=DEADLINE)
-        loop.stop()
 
 
 # -- the sync facade ------------------------------------------------------------------------------------

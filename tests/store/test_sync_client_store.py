@@ -10,27 +10,16 @@ import pytest
 from acp_client import RetryPolicy, SqliteSessionStore, State
 from acp_client.sync import EventLoopThread, SyncAcpClient
 from acp_client.testing import ReferenceAgent, ReferenceServer
+from tests._support import agent_on_its_own_loop
 
 DEADLINE = 10.0
 
 
 @pytest.fixture
 def server() -> Iterator[tuple[EventLoopThread, ReferenceAgent, ReferenceServer]]:
-    loop = EventLoopThread(name="agent-side")
-    loop.start()
-    agent = ReferenceAgent()
+    with agent_on_its_own_loop(DEADLINE) as side:
+        yield side
 
-    async def start() -> ReferenceServer:
-        server = ReferenceServer(agent)
-        await server.start()
-        return server
-
-    reference = loop.run(start(), timeout=DEADLINE)
-    try:
-        yield loop, agent, reference
-    finally:
-        loop.run(reference.aclose(), timeout=DEADLINE)
-        loop.stop()
 
 
 def test_sync_client_saves_and_recovers(
