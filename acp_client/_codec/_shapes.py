@@ -331,18 +331,22 @@ def _initialize_hooks(
     shape, whichever the payload has.
     """
 
-    def structure_request(value: Any, _: Any) -> InitializeRequest:
+    def head(value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
+        """What both directions check first: an object, an integer ``protocolVersion``, and which
+        shape (v1 keys or v2 ``info`` / ``capabilities``) the payload has."""
         if type(value) is not dict:
-            raise DecodeError(f"InitializeRequest: expected an object, got {kind_of(value)}")
+            raise DecodeError(f"{what}: expected an object, got {kind_of(value)}")
         protocol_version = value.get("protocolVersion")
         if type(protocol_version) is not int:
-            raise DecodeError(
-                f"InitializeRequest.protocolVersion: expected an integer, got {kind_of(protocol_version)}"
-            )
-        v2_shape = _initialize_shape(value, ("clientInfo", "clientCapabilities"), ("info", "capabilities"), version)
-        builder = by_version(2 if v2_shape else 1)
-        info_key, caps_key = ("info", "capabilities") if v2_shape else ("clientInfo", "clientCapabilities")
-        meta = value.get("_meta")
+            raise DecodeError(f"{what}.protocolVersion: expected an integer, got {kind_of(protocol_version)}")
+        v2_keys = ("info", "capabilities")
+        v2_shape = _initialize_shape(value, v1_keys, v2_keys, version)
+        info_key, caps_key = v2_keys if v2_shape else v1_keys
+        return protocol_version, by_version(2 if v2_shape else 1), info_key, caps_key, value.get("_meta")
+
+    def structure_request(value: Any, _: Any) -> InitializeRequest:
+        head_ = head(value, "InitializeRequest", ("clientInfo", "clientCapabilities"))
+        protocol_version, builder, info_key, caps_key, meta = head_
         return InitializeRequest(
             protocol_version=protocol_version,
             client_info=builder.lenient(Implementation, value.get(info_key), None),
@@ -364,23 +368,14 @@ def _initialize_hooks(
         return out
 
     def structure_response(value: Any, _: Any) -> InitializeResponse:
-        if type(value) is not dict:
-            raise DecodeError(f"InitializeResponse: expected an object, got {kind_of(value)}")
-        protocol_version = value.get("protocolVersion")
-        if type(protocol_version) is not int:
-            raise DecodeError(
-                f"InitializeResponse.protocolVersion: expected an integer, got {kind_of(protocol_version)}"
-            )
-        v2_shape = _initialize_shape(value, ("agentInfo", "agentCapabilities"), ("info", "capabilities"), version)
-        builder = by_version(2 if v2_shape else 1)
-        info_key, caps_key = ("info", "capabilities") if v2_shape else ("agentInfo", "agentCapabilities")
+        head_ = head(value, "InitializeResponse", ("agentInfo", "agentCapabilities"))
+        protocol_version, builder, info_key, caps_key, meta = head_
         methods = value.get("authMethods")
         auth_methods: tuple[AuthMethod, ...] = ()
         if type(methods) is list:  # default-on-error, and invalid items are skipped
             auth_methods = tuple(
                 m for m in (builder.lenient(AuthMethod, item, None) for item in methods) if m is not None
             )
-        meta = value.get("_meta")
         return InitializeResponse(
             protocol_version=protocol_version,
             agent_info=builder.lenient(Implementation, value.get(info_key), None),

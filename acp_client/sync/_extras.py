@@ -9,7 +9,7 @@ import queue
 import threading
 from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._connection import DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient
@@ -31,19 +31,15 @@ class ClientExtras:
 
     _client: AcpClient
 
-    # Implemented by SyncAcpClient (declared here for the type checker).
+    if TYPE_CHECKING:  # defined by SyncAcpClient; declared here for the type checker only
 
-    def _run(self, method: str, awaitable: Awaitable[T], timeout: Timeout, *, bounded: bool = False) -> T:
-        raise NotImplementedError
+        def _run(self, method: str, awaitable: Awaitable[T], timeout: Timeout, *, bounded: bool = False) -> T: ...
 
-    def _check_thread(self, method: str) -> None:
-        raise NotImplementedError
+        def _check_thread(self, method: str) -> None: ...
 
-    def _timeout(self, timeout: Timeout) -> float | None:
-        raise NotImplementedError
+        def _timeout(self, timeout: Timeout) -> float | None: ...
 
-    def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]:
-        raise NotImplementedError
+        def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]: ...
 
     @property
     def initialize_result(self) -> InitializeResponse:
