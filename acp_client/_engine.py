@@ -235,14 +235,11 @@ class Engine:
         if self.persistence is None:
             await self.recoverer.recover(conn, init)
             return
-        earlier = list(self.recoverer.outcomes)  # kept alive while their ids are compared
-        before = {id(outcome) for outcome in earlier}
+        reported: list[RecoveryOutcome] = []  # none when a drop cut the round off: reported by the next
         try:
-            await self.recoverer.recover(conn, init)
+            reported = await self.recoverer.recover(conn, init)
         finally:
-            fresh: list[RecoveryOutcome] = [o for o in self.recoverer.outcomes if id(o) not in before]
-            del earlier
-            self.persistence.recovered(fresh)
+            self.persistence.recovered(reported)
 
     def supervisors(self) -> list[Supervisor]:
         """Every link started so far."""

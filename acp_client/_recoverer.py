@@ -150,16 +150,15 @@ class Recoverer:
         # Outcomes of a recovery that a drop cut off, reported first by the next one.
         self._unreported: list[RecoveryOutcome] = []
 
-    async def recover(self, conn: Connection, init: InitializeResponse) -> None:
-        """Recover every live tracked session over ``conn`` and report the outcomes.
+    async def recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
+        """Recover every live tracked session over ``conn`` and report the outcomes (returned too).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
         sessions = self._table.live()
         if not sessions:
-            await self._report_unreported()
-            return
+            return await self._report_unreported()
         caps = _capabilities(init, self._version())
         semaphore = asyncio.Semaphore(self._concurrency)
 
@@ -177,7 +176,7 @@ class Recoverer:
                 raise result  # reported by the next recovery (or before the client ends)
             if isinstance(result, BaseException):
                 logger.error("recovering a session raised", exc_info=result)
-        await self._report_unreported()
+        return await self._report_unreported()
 
     def _fold(self, outcome: RecoveryOutcome) -> None:
         for index, earlier in enumerate(self._unreported):
@@ -188,9 +187,12 @@ class Recoverer:
                     return
         self._unreported.append(outcome)
 
-    async def _report_unreported(self) -> None:
+    async def _report_unreported(self) -> list[RecoveryOutcome]:
+        reported: list[RecoveryOutcome] = []
         while self._unreported:
-            await self._report(self._unreported.pop(0))
+            reported.append(self._unreported.pop(0))
+            await self._report(reported[-1])
+        return reported
 
     def flush_unreported(self, deliver: Callable[..., None]) -> None:
         """The client failed before another recovery could report what a cut-off one finished:
