@@ -247,7 +247,7 @@ async def locate(engine: Engine, session_id: str, timeout: float | None) -> Loca
     if engine.pool is not None:
         return (await engine.pool.locate_many([session_id], timeout=timeout, warm=True))[session_id]
     sup = engine.supervisor
-    endpoint = Endpoint(engine._connector.target, connector=engine._connector)
+    endpoint = Endpoint(engine.connector.target, connector=engine.connector)
     live: dict[Endpoint, tuple[Connection, InitializeResponse]] = {}
     if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
         live[endpoint] = (sup.connection, sup.init_result)

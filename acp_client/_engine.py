@@ -128,7 +128,7 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        self._retry, self._queue, self._rng, self._connector = retry, queue, rng, connector
+        self._retry, self._queue, self._rng, self.connector = retry, queue, rng, connector
         self.persistence = (
             Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
             if store is not None
