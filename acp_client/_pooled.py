@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from . import _recovery
+from ._codec import to_wire
 from ._connection import Connection
 from ._pool_links import Link, PoolLinks
 from ._recoverer import Recoverer, _capabilities
@@ -48,7 +49,7 @@ from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from .pool import Endpoint, Location, PlacementFunction, RouteKind, _endpoints, placement_policy
 from .state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
 from .transports.base import Connector
-from .types import InitializeResponse
+from .types import CloseSessionRequest, InitializeResponse
 
 __all__ = ["PoolRecoverer", "PoolRecovery", "PoolSpec", "pool_spec"]
 
@@ -298,6 +299,29 @@ class PoolRecovery:
         self.links.notify()
         self.links.publish()
 
+    async def _close_elsewhere(self, session_id: str, location: Location, target: Link) -> list[str]:
+        """A session in memory on several instances (a failover replayed it while its old home was
+        away, and the old home kept it): ``session/close`` it everywhere but ``target`` before
+        resuming it there, so one session runs on one instance (DESIGN.md §5). Best effort,
+        where ``session/close`` is advertised; returns the instances that closed it."""
+        closed: list[str] = []
+        for endpoint in location.active:
+            link = self.links.link(endpoint)
+            if link is target:
+                continue
+            try:
+                conn = await self.links.ensure(link, wait=self._probe_timeout)
+                init = link.supervisor.init_result if link.supervisor is not None else None
+                if init is None or not init.agent_capabilities.supports("session/close"):
+                    continue
+                request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
+                await conn.request("session/close", request, timeout=self._probe_timeout)
+            except AcpError as exc:
+                logger.info("could not close the stale copy of %s on %s: %s", session_id, endpoint, exc)
+                continue
+            closed.append(endpoint.name)
+        return closed
+
     async def _move_one(self, tracked: Tracked, home: Link, location: Location, reason: str) -> bool:
         """Recover one session on the instance its route names; ``False`` to try again later."""
         route = location.route(home=home.endpoint)
@@ -325,6 +349,9 @@ class PoolRecovery:
         sup = target.supervisor
         assert sup is not None
         caps = _capabilities(sup.init_result, self._version())
+        closed: list[str] = []
+        if route.kind is RouteKind.RESUME:
+            closed = await self._close_elsewhere(tracked.session_id, location, target)
         self._recoverer.known[tracked] = (probe, raw, state)
         token = _ENDPOINT.set(target.endpoint.name)
         recovering = _RECOVERING_ON.set(conn)
@@ -343,6 +370,8 @@ class PoolRecovery:
         self.links.notify()
         self.links.publish()
         note = f"moved from {home.endpoint} ({reason}): {route.reason}"
+        if closed:
+            note += f"; closed the stale copies on {', '.join(closed)} first"
         outcome = attrs.evolve(outcome, endpoint=target.endpoint.name, notes=(*outcome.notes, note))
         reporting = _RECOVERING_ON.set(conn)
         try:
