@@ -364,7 +364,9 @@ FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share
 @settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # Found by this property: b's session failed over to a while b was away, b came back still holding it, and a
 # fan-out saw it active on both — the copy on b is closed before the resume on a.
-@example(script=[("drop", "a"), ("drop", "a"), ("drop", "a"), ("refuse", "b"), ("share", "a"), ("drop", "a")], sessions=2)
+@example(
+    script=[("drop", "a"), ("drop", "a"), ("drop", "a"), ("refuse", "b"), ("share", "a"), ("drop", "a")], sessions=2
+)
 @given(
     script=st.lists(st.tuples(FAULTS, st.sampled_from(NAMES)), min_size=1, max_size=12),
     sessions=st.integers(min_value=1, max_value=3),
