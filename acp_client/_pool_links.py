@@ -123,6 +123,9 @@ class PoolLinks:
         self._probe_timeout = probe_timeout
         self.homes: dict[Tracked, Link] = {}
         self.moving: set[Tracked] = set()
+        #: The instances a session moved off while they were unreachable: they may still hold it
+        #: in memory, and it is closed there before it is attached again (DESIGN.md §5).
+        self.left_behind: dict[Tracked, set[Link]] = {}
         self._state = ConnectionState(State.CONNECTING)
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -390,6 +393,7 @@ class PoolLinks:
 
     def forget(self, tracked: Tracked) -> None:
         self.homes.pop(tracked, None)
+        self.left_behind.pop(tracked, None)
         self.publish()
 
     # -- session calls -----------------------------------------------------------------------------------
@@ -450,18 +454,24 @@ class PoolLinks:
                 raise ConnectionLost(method, may_have_executed=False, cause=exc) from exc
 
     async def locate_many(
-        self, session_ids: Sequence[str], *, timeout: float | None = None, warm: bool = False
+        self,
+        session_ids: Sequence[str],
+        *,
+        timeout: float | None = None,
+        warm: bool = False,
+        only: Sequence[Link] | None = None,
     ) -> dict[str, Location]:
         """Every instance's answer for each session, over the live links where there are some
         (a fresh link, closed again, elsewhere). ``warm``: also start a link to every instance
-        that has none, in the background, so the next fan-out finds them live."""
+        that has none, in the background, so the next fan-out finds them live. ``only``: ask
+        these instances, not all."""
         if warm:
             for link in self.links:
                 if link.supervisor is None and link.starting is None and not self._closing:
                     self.spawn(self._warm(link))
         return await _locate_many(
             session_ids,
-            [link.endpoint for link in self.links],
+            [link.endpoint for link in (self.links if only is None else only)],
             timeout=timeout or self._probe_timeout,
             protocol_version=self._version(),
             clock=self._clock,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -45,8 +46,8 @@ from ._sessions import SessionTable, Tracked
 from ._supervisor import _RECOVERING_ON
 from .clock import Clock
 from .config import Callbacks, check_instance
-from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
-from .pool import Endpoint, Location, PlacementFunction, RouteKind, _endpoints, placement_policy
+from .exceptions import AcpError, ClientClosed, ConnectionLost, RpcError, SessionNotFound, TransportError
+from .pool import Endpoint, Location, PlacementFunction, Presence, Route, RouteKind, _endpoints, placement_policy
 from .state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
 from .transports.base import Connector
 from .types import CloseSessionRequest, InitializeResponse
@@ -57,6 +58,9 @@ logger = logging.getLogger("acp_client.reconnect")
 
 #: The instance a recovery runs on (read by the ``decide_recovery`` wrapper).
 _ENDPOINT: contextvars.ContextVar[str | None] = contextvars.ContextVar("acp_pool_endpoint", default=None)
+
+#: How many times a failover asks the instances again because its answers went stale.
+_REASKS = 3
 
 _PRESENCE_PROBE = {"active": Probe.ACTIVE, "inactive": Probe.INACTIVE, "unknown": Probe.NOT_FOUND}
 
@@ -227,6 +231,7 @@ class PoolRecovery:
 
     async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The home link is back: recover its sessions there; those the home does not know move."""
+        await self._close_left_here(link, conn, init)
         sessions = self._sessions_of(link)
         if not sessions:
             return
@@ -239,6 +244,8 @@ class PoolRecovery:
             async with semaphore:
                 if tracked in self.links.moving:
                     return None
+                if tracked in self.links.left_behind:
+                    await self._close_elsewhere(tracked, link)
                 if _recovery.should_probe(caps):
                     answer = await self._recoverer.probe(conn, tracked)
                     # Not in memory here: another instance may have it active, so ask them all.
@@ -299,59 +306,124 @@ class PoolRecovery:
         self.links.notify()
         self.links.publish()
 
-    async def _close_elsewhere(self, session_id: str, location: Location, target: Link) -> list[str]:
-        """A session in memory on several instances (a failover replayed it while its old home was
-        away, and the old home kept it): ``session/close`` it everywhere but ``target`` before
-        resuming it there, so one session runs on one instance (DESIGN.md §5). Best effort,
-        where ``session/close`` is advertised; returns the instances that closed it."""
+    async def _close_over(self, conn: Connection, init: InitializeResponse | None, session_id: str) -> bool:
+        """``session/close`` one session over one connection; ``True`` when the instance no
+        longer has it in memory (closed, or it did not know it). An instance that does not offer
+        ``session/close`` keeps it (``False``).
+
+        Raises:
+            ConnectionLost / TransportError: The connection dropped.
+        """
+        if init is None or not init.agent_capabilities.supports("session/close"):
+            return False
+        request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
+        try:
+            await conn.request("session/close", request, timeout=self._probe_timeout)
+        except SessionNotFound:
+            return True
+        except RpcError as exc:
+            logger.info("%s refused to close the stale copy of %s: %s", conn, session_id, exc)
+            return False
+        return True
+
+    async def _close_on(self, link: Link, session_id: str) -> bool:
+        """:meth:`_close_over` on a link, woken from its backoff and waited for (at most the
+        probe timeout): the instance just answered, so it is back."""
+        try:
+            if not link.connected and link.supervisor is not None:
+                link.supervisor.notify_network_available()
+            conn = await self.links.ensure(link, wait=self._probe_timeout)
+            init = link.supervisor.init_result if link.supervisor is not None else None
+            return await self._close_over(conn, init, session_id)
+        except AcpError as exc:
+            logger.info("could not close the stale copy of %s on %s: %s", session_id, link.endpoint, exc)
+            return False
+
+    async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
+        """Close a session everywhere but ``target`` before attaching it there, so one session
+        runs on one instance (DESIGN.md §5): where ``location`` (a fan-out's answers) has it
+        active, and on the instances it was left behind on (asked now, unless ``location`` has
+        their answer). Best effort, where ``session/close`` is advertised; returns the instances
+        that closed it. Left-behind instances that cannot be reached stay marked: they are
+        closed when their link comes back."""
+        session_id = tracked.session_id
+        marked = self.links.left_behind.get(tracked, set())
+        marked.discard(target)
+        if location is None and marked:
+            location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
+        if location is None:
+            return []
         closed: list[str] = []
-        for endpoint in location.active:
-            link = self.links.link(endpoint)
+        for answer in location.answers:
+            link = self.links.link(answer.endpoint)
             if link is target:
                 continue
-            try:
-                conn = await self.links.ensure(link, wait=self._probe_timeout)
-                init = link.supervisor.init_result if link.supervisor is not None else None
-                if init is None or not init.agent_capabilities.supports("session/close"):
+            if answer.presence is Presence.ACTIVE:
+                if not await self._close_on(link, session_id):
                     continue
-                request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
-                await conn.request("session/close", request, timeout=self._probe_timeout)
-            except AcpError as exc:
-                logger.info("could not close the stale copy of %s on %s: %s", session_id, endpoint, exc)
+                closed.append(link.endpoint.name)
+            elif answer.presence is Presence.UNREACHABLE:
                 continue
-            closed.append(endpoint.name)
+            marked.discard(link)
+        if not marked:
+            self.links.left_behind.pop(tracked, None)
         return closed
 
-    async def _move_one(self, tracked: Tracked, home: Link, location: Location, reason: str) -> bool:
-        """Recover one session on the instance its route names; ``False`` to try again later."""
+    async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
+        """The link is back: close the sessions that moved off it while it was away."""
+        for tracked, marked in list(self.links.left_behind.items()):
+            if link in marked and await self._close_over(conn, init, tracked.session_id):
+                logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
+                marked.discard(link)
+                if not marked:
+                    self.links.left_behind.pop(tracked, None)
+
+    def _target(self, location: Location, home: Link) -> tuple[Route, Link] | None:
+        """The route for a fan-out's answers, and the link it names (placed, for a new session)."""
         route = location.route(home=home.endpoint)
         if route.kind is RouteKind.UNAVAILABLE:
-            return False
+            return None
+        if route.kind is RouteKind.NEW_SESSION:
+            candidates = tuple(self.links.link(endpoint).endpoint for endpoint in route.candidates)
+            return route, self.links.link(self._placement(candidates, self.links.session_counts()))
+        assert route.endpoint is not None
+        return route, self.links.link(route.endpoint)
+
+    async def _move_one(self, tracked: Tracked, home: Link, location: Location, reason: str) -> bool:
+        """Recover one session on the instance its route names; ``False`` to try again later.
+
+        The answers are as old as the fan-out: when the target's link had to be waited for and
+        some instance was unreachable then, that instance may be back holding the session, so
+        the instances are asked again before anything is attached (and again, up to
+        :data:`_REASKS` times, while the world keeps moving)."""
+        for asked in itertools.count():
+            targeted = self._target(location, home)
+            if targeted is None:
+                return False
+            route, target = targeted
+            waited = not target.connected
+            try:
+                conn = await self.links.ensure(target, wait=self._probe_timeout)
+            except ClientClosed:
+                return True
+            except AcpError as exc:
+                logger.info("cannot move %s to %s: %s", tracked.session_id, target.endpoint, exc)
+                return False
+            if not (waited and location.unreachable):
+                break
+            if asked == _REASKS:
+                return False
+            location = (await self.links.locate_many([tracked.session_id]))[tracked.session_id]
         probe = Probe.NOT_FOUND
         raw: str | None = None
         state: Any = None
-        if route.kind is RouteKind.NEW_SESSION:
-            candidates = [self.links.link(endpoint) for endpoint in route.candidates]
-            chosen = self._placement(tuple(link.endpoint for link in candidates), self.links.session_counts())
-            target = self.links.link(chosen)
-        else:
-            assert route.endpoint is not None
-            target = self.links.link(route.endpoint)
+        if route.endpoint is not None:
             answer = location.answer(route.endpoint)
             probe, raw, state = _PRESENCE_PROBE[answer.presence.value], answer.raw_status, answer.state
-        try:
-            conn = await self.links.ensure(target, wait=self._probe_timeout)
-        except ClientClosed:
-            return True
-        except AcpError as exc:
-            logger.info("cannot move %s to %s: %s", tracked.session_id, target.endpoint, exc)
-            return False
         sup = target.supervisor
         assert sup is not None
         caps = _capabilities(sup.init_result, self._version())
-        closed: list[str] = []
-        if route.kind is RouteKind.RESUME:
-            closed = await self._close_elsewhere(tracked.session_id, location, target)
+        closed = await self._close_elsewhere(tracked, target, location)
         self._recoverer.known[tracked] = (probe, raw, state)
         token = _ENDPOINT.set(target.endpoint.name)
         recovering = _RECOVERING_ON.set(conn)
@@ -366,6 +438,8 @@ class PoolRecovery:
             _ENDPOINT.reset(token)
         if outcome.path is not RecoveryPath.ABANDON:
             self.links.homes[tracked] = target
+        if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY) and home.endpoint in location.unreachable:
+            self.links.left_behind.setdefault(tracked, set()).add(home)  # it may still hold the session
         self.links.moving.discard(tracked)
         self.links.notify()
         self.links.publish()

@@ -227,10 +227,36 @@ async def test_home_unreachable_past_the_failover_delay_moves_the_session(farm: 
         assert handle.endpoint == "b"
         await handle.prompt("after the move")
         assert [m for m in farm.connectors["b"].sent if m["method"] == "session/prompt"]
+        assert farm.agents["a"].sessions[old].in_memory  # a was away: it still holds its copy
         farm.connectors["a"].accept()  # the home comes back: nothing goes there for this session
         await farm.clock.advance(30.0)
         assert farm.attaches_of(old) == ["b"]
         assert farm.violations == []
+        assert not farm.agents["a"].sessions[old].in_memory  # closed once a was back
+        assert [m["params"]["sessionId"] for m in farm.connectors["a"].sent if m["method"] == "session/close"] == [old]
+        assert farm.agents["b"].sessions[old].in_memory and handle.endpoint == "b"
+    recorder.check_states()
+
+
+async def test_a_copy_left_behind_is_closed_before_the_session_is_resumed_again(farm: Farm) -> None:
+    """The session moved a → b while a was away; b drops and reconnects at once, while the
+    client's link to a is still backing off: a answers again, so its copy is closed before the
+    resume at b."""
+    recorder = Recorder()
+    async with pooled(farm, recorder, failover_delay=3.0) as client:
+        handle = await client.new_session("/tmp")
+        old = handle.session_id
+        farm.share(old, "b")
+        farm.connectors["a"].refuse()
+        farm.connectors["a"].drop()
+        await until(farm, lambda: handle.endpoint == "b")
+        farm.connectors["a"].accept()  # a answers now; the client's link to a waits out its backoff
+        farm.connectors["b"].drop()
+        await until(farm, lambda: len(recorder.outcomes) == 2)
+        paths = [(o.path, o.endpoint) for o in recorder.outcomes]
+        assert paths == [(RecoveryPath.REPLAY, "b"), (RecoveryPath.RESUME, "b")]
+        assert farm.violations == []  # a's copy was closed before the resume at b
+        assert not farm.agents["a"].sessions[old].in_memory and farm.agents["b"].sessions[old].in_memory
     recorder.check_states()
 
 
@@ -367,6 +393,17 @@ FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share
 @example(
     script=[("drop", "a"), ("drop", "a"), ("drop", "a"), ("refuse", "b"), ("share", "a"), ("drop", "a")], sessions=2
 )
+# Also found by it: the fan-out's answers went stale while the target's link reconnected (b came back meanwhile,
+# holding the session) — the instances are asked again first.
+@example(
+    script=[("drop", "a"), ("drop", "a"), ("drop", "a"), ("share", "a"), ("refuse", "b"), ("drop", "a")], sessions=2
+)
+# And: a session moved b → a while b was away; a dropped and resumed it at home while b, back, still held it —
+# the copy left behind on b is closed first (and in any case once the client's link to b is back).
+@example(
+    script=[("drop", "a")] * 4 + [("refuse", "b"), ("share", "a"), ("refuse", "a"), ("refuse", "c"), ("drop", "a")],
+    sessions=2,
+)
 @given(
     script=st.lists(st.tuples(FAULTS, st.sampled_from(NAMES)), min_size=1, max_size=12),
     sessions=st.integers(min_value=1, max_value=3),
@@ -407,6 +444,11 @@ async def test_no_session_is_ever_loaded_or_resumed_on_two_instances(
                 connector.accept()
             await farm.clock.advance(120.0)
             assert farm.violations == []
+            for handle in handles:  # copies left behind on instances that were away are closed once they are back
+                holders = [
+                    n for n, a in farm.agents.items() if (s := a.sessions.get(handle.session_id)) and s.in_memory
+                ]
+                assert len(holders) <= 1, (handle.session_id, holders)
             recorder.check_states()
             for outcome in recorder.outcomes:  # one instance per recovery
                 attached = {step for step, _ in outcome.steps if step in ("load", "resume", "resume_replay")}
