@@ -21,13 +21,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import attrs
+
 from ._connection import Connection
 from ._sessions import SessionTable, Tracked
 from ._supervisor import _RECOVERING_ON, Supervisor
 from .clock import Clock, TimerHandle
 from .config import QueueOptions
 from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportClosed, TransportError
-from .pool import Endpoint, Location, PlacementFunction, RouteKind, _locate_many
+from .pool import Endpoint, Location, PlacementFunction, RouteKind, _close_copy, _locate_many
 from .state import LEGAL_TRANSITIONS, ConnectionState, State
 from .transports.base import Connector
 from .types import InitializeResponse
@@ -66,6 +68,11 @@ class Link:
     def __init__(self, endpoint: Endpoint, connector: Connector) -> None:
         self.endpoint = endpoint
         self.connector = connector
+        #: The endpoint a probe or a one-off close connects with: this link's connector (the
+        #: client's headers, TLS, cookies and transport options), equal to ``endpoint``.
+        self.probe_endpoint = (
+            endpoint if endpoint.connector is not None else attrs.evolve(endpoint, connector=connector)
+        )
         self.supervisor: Supervisor | None = None
         self.state = ConnectionState(State.CONNECTING)
         self.starting: asyncio.Future[None] | None = None
@@ -453,6 +460,25 @@ class PoolLinks:
             except TransportClosed as exc:
                 raise ConnectionLost(method, may_have_executed=False, cause=exc) from exc
 
+    async def close_copy(
+        self, link: Link, session_id: str, *, over: tuple[Connection, InitializeResponse] | None = None
+    ) -> bool:
+        """``session/close`` one session on one instance — over ``over``, the link's live
+        connection, or a connection of its own (the link may be waiting out its backoff, or
+        recovering) — within the probe timeout. ``True`` when the instance no longer has it in
+        memory; never raises for the instance's failure."""
+        live = self.live()
+        if over is not None:
+            live[link.endpoint] = over
+        return await _close_copy(
+            session_id,
+            link.probe_endpoint,
+            timeout=self._probe_timeout,
+            protocol_version=self._version(),
+            clock=self._clock,
+            live={link.endpoint: live[link.endpoint]} if link.endpoint in live else {},
+        )
+
     async def locate_many(
         self,
         session_ids: Sequence[str],
@@ -471,7 +497,7 @@ class PoolLinks:
                     self.spawn(self._warm(link))
         return await _locate_many(
             session_ids,
-            [link.endpoint for link in (self.links if only is None else only)],
+            [link.probe_endpoint for link in (self.links if only is None else only)],
             timeout=timeout or self._probe_timeout,
             protocol_version=self._version(),
             clock=self._clock,

@@ -38,7 +38,6 @@ from typing import Any
 import attrs
 
 from . import _recovery
-from ._codec import to_wire
 from ._connection import Connection
 from ._pool_links import Link, PoolLinks
 from ._recoverer import Recoverer, _capabilities
@@ -46,11 +45,11 @@ from ._sessions import SessionTable, Tracked
 from ._supervisor import _RECOVERING_ON
 from .clock import Clock
 from .config import Callbacks, check_instance
-from .exceptions import AcpError, ClientClosed, ConnectionLost, RpcError, SessionNotFound, TransportError
+from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from .pool import Endpoint, Location, PlacementFunction, Presence, Route, RouteKind, _endpoints, placement_policy
 from .state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
 from .transports.base import Connector
-from .types import CloseSessionRequest, InitializeResponse
+from .types import InitializeResponse
 
 __all__ = ["PoolRecoverer", "PoolRecovery", "PoolSpec", "pool_spec"]
 
@@ -306,46 +305,14 @@ class PoolRecovery:
         self.links.notify()
         self.links.publish()
 
-    async def _close_over(self, conn: Connection, init: InitializeResponse | None, session_id: str) -> bool:
-        """``session/close`` one session over one connection; ``True`` when the instance no
-        longer has it in memory (closed, or it did not know it). An instance that does not offer
-        ``session/close`` keeps it (``False``).
-
-        Raises:
-            ConnectionLost / TransportError: The connection dropped.
-        """
-        if init is None or not init.agent_capabilities.supports("session/close"):
-            return False
-        request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
-        try:
-            await conn.request("session/close", request, timeout=self._probe_timeout)
-        except SessionNotFound:
-            return True
-        except RpcError as exc:
-            logger.info("%s refused to close the stale copy of %s: %s", conn, session_id, exc)
-            return False
-        return True
-
-    async def _close_on(self, link: Link, session_id: str) -> bool:
-        """:meth:`_close_over` on a link, woken from its backoff and waited for (at most the
-        probe timeout): the instance just answered, so it is back."""
-        try:
-            if not link.connected and link.supervisor is not None:
-                link.supervisor.notify_network_available()
-            conn = await self.links.ensure(link, wait=self._probe_timeout)
-            init = link.supervisor.init_result if link.supervisor is not None else None
-            return await self._close_over(conn, init, session_id)
-        except AcpError as exc:
-            logger.info("could not close the stale copy of %s on %s: %s", session_id, link.endpoint, exc)
-            return False
-
     async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
         """Close a session everywhere but ``target`` before attaching it there, so one session
         runs on one instance (DESIGN.md §5): where ``location`` (a fan-out's answers) has it
         active, and on the instances it was left behind on (asked now, unless ``location`` has
-        their answer). Best effort, where ``session/close`` is advertised; returns the instances
-        that closed it. Left-behind instances that cannot be reached stay marked: they are
-        closed when their link comes back."""
+        their answer), over the live link or a connection of its own (that instance's link may
+        still be waiting out its backoff). Best effort, where ``session/close`` is advertised;
+        returns the instances that closed it. Left-behind instances that cannot be reached stay
+        marked: they are closed when their link comes back."""
         session_id = tracked.session_id
         marked = self.links.left_behind.get(tracked, set())
         marked.discard(target)
@@ -359,7 +326,7 @@ class PoolRecovery:
             if link is target:
                 continue
             if answer.presence is Presence.ACTIVE:
-                if not await self._close_on(link, session_id):
+                if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
             elif answer.presence is Presence.UNREACHABLE:
@@ -372,7 +339,7 @@ class PoolRecovery:
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The link is back: close the sessions that moved off it while it was away."""
         for tracked, marked in list(self.links.left_behind.items()):
-            if link in marked and await self._close_over(conn, init, tracked.session_id):
+            if link in marked and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
                 logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
                 marked.discard(link)
                 if not marked:

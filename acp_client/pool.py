@@ -31,8 +31,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import attrs
 
@@ -54,6 +54,7 @@ from .transports.base import Connector, Transport
 from .transports.endpoint import connector_for
 from .types import (
     ClientCapabilities,
+    CloseSessionRequest,
     ForegroundState,
     Implementation,
     InitializeResponse,
@@ -79,6 +80,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 _PROBE_CLIENT_INFO = Implementation(name="acp-reconnect-locate", version=__version__, title="acp_client.pool")
 
@@ -340,6 +343,24 @@ class _Link:
                 await self.transport.aclose()
 
 
+async def _open(endpoint: Endpoint, settings: _Settings, link: _Link) -> tuple[Connection, InitializeResponse]:
+    """The instance's live connection, or a fresh one (kept in ``link``), initialized."""
+    live = settings.live.get(endpoint)
+    if live is not None:
+        return live
+    link.transport = await endpoint.open(**settings.connect_options).connect()
+    conn = link.conn = Connection(link.transport, clock=settings.clock)
+    conn.start()
+    init = await initialize(
+        conn,
+        proposed=settings.protocol_version,
+        client_info=settings.client_info,
+        capabilities=ClientCapabilities(),
+        timeout=None,
+    )
+    return conn, init
+
+
 async def _probe(endpoint: Endpoint, settings: _Settings, link: _Link) -> _Answers:
     """Connect, initialize and ask ``session/status`` for every session on one instance (the
     probes concurrently, over one link; no timeout of its own)."""
@@ -367,20 +388,7 @@ async def _probe(endpoint: Endpoint, settings: _Settings, link: _Link) -> _Answe
         return answer(presence, raw_status=decoded.raw_status, state=decoded.state)
 
     try:
-        live = settings.live.get(endpoint)
-        if live is not None:
-            conn, init = live
-        else:
-            link.transport = await endpoint.open(**settings.connect_options).connect()
-            conn = link.conn = Connection(link.transport, clock=clock)
-            conn.start()
-            init = await initialize(
-                conn,
-                proposed=settings.protocol_version,
-                client_info=settings.client_info,
-                capabilities=ClientCapabilities(),
-                timeout=None,
-            )
+        conn, init = await _open(endpoint, settings, link)
         agent = init.agent_info
         version = init.protocol_version
         if not init.agent_capabilities.supports("session/status"):
@@ -393,24 +401,25 @@ async def _probe(endpoint: Endpoint, settings: _Settings, link: _Link) -> _Answe
     return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in settings.session_ids)))
 
 
-async def _ask(endpoint: Endpoint, settings: _Settings, answered: asyncio.Future[_Answers]) -> None:
-    """:func:`_probe`, handing the answers over before the link is closed (a slow close does not
-    turn answers into a timeout)."""
+async def _on_a_link(work: Callable[[_Link], Awaitable[_T]], answered: asyncio.Future[_T]) -> None:
+    """``work``, handing its result over before the link is closed (a slow close does not turn
+    a result into a timeout)."""
     link = _Link()
     try:
-        result = await _probe(endpoint, settings, link)
+        result = await work(link)
         if not answered.done():
             answered.set_result(result)
     finally:
         await link.aclose()
 
 
-async def _ask_in_time(endpoint: Endpoint, settings: _Settings) -> _Answers:
-    """One instance's answers within the per-instance timeout (measured on the injected clock)."""
+async def _in_time(settings: _Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:
+    """``work`` on a link of its own within ``settings.timeout`` (measured on the injected clock);
+    ``late()`` past it. The link is closed within what is left of the timeout."""
     loop = asyncio.get_running_loop()
-    answered: asyncio.Future[_Answers] = loop.create_future()
+    answered: asyncio.Future[_T] = loop.create_future()
     deadline: asyncio.Future[Any] = loop.create_future()
-    task: asyncio.Future[None] = asyncio.ensure_future(_ask(endpoint, settings, answered))
+    task: asyncio.Future[None] = asyncio.ensure_future(_on_a_link(work, answered))
 
     def expire() -> None:
         if not deadline.done():
@@ -424,19 +433,69 @@ async def _ask_in_time(endpoint: Endpoint, settings: _Settings) -> _Answers:
                 await asyncio.wait([task, deadline], return_when=asyncio.FIRST_COMPLETED)
             return answered.result()
         if task.done():
-            task.result()  # it ended without answers: raise what it raised (a bug, not the instance)
-            raise AssertionError("the probe ended without answers")  # pragma: no cover
-        elapsed = settings.clock.monotonic() - settings.start
-        error = RequestTimeout("locate (connect, initialize, session/status)", settings.timeout)
-        return tuple(
-            InstanceAnswer(endpoint, Presence.UNREACHABLE, elapsed=elapsed, error=error) for _ in settings.session_ids
-        )
+            task.result()  # it ended without a result: raise what it raised (a bug, not the instance)
+            raise AssertionError("the work ended without a result")  # pragma: no cover
+        return late()
     finally:
         timer.cancel()
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def _ask_in_time(endpoint: Endpoint, settings: _Settings) -> _Answers:
+    """One instance's answers within the per-instance timeout."""
+
+    def late() -> _Answers:
+        elapsed = settings.clock.monotonic() - settings.start
+        error = RequestTimeout("locate (connect, initialize, session/status)", settings.timeout)
+        return tuple(
+            InstanceAnswer(endpoint, Presence.UNREACHABLE, elapsed=elapsed, error=error) for _ in settings.session_ids
+        )
+
+    return await _in_time(settings, lambda link: _probe(endpoint, settings, link), late)
+
+
+async def _close_copy(
+    session_id: str,
+    endpoint: Endpoint,
+    *,
+    timeout: float,
+    protocol_version: int,
+    clock: Clock,
+    live: Mapping[Endpoint, tuple[Connection, InitializeResponse]],
+) -> bool:
+    """``session/close`` for one session on one instance, over its connection in ``live`` or a
+    link of its own, within ``timeout``: ``True`` when the instance no longer has the session in
+    memory (closed, or it did not know it). Never raises for the instance's failure; an instance
+    without ``session/close`` keeps the session (``False``)."""
+    settings = _Settings(
+        session_ids=(session_id,),
+        timeout=timeout,
+        protocol_version=protocol_version,
+        client_info=_PROBE_CLIENT_INFO,
+        connect_options={},
+        clock=clock,
+        start=clock.monotonic(),
+        live=live,
+    )
+
+    async def close(link: _Link) -> bool:
+        try:
+            conn, init = await _open(endpoint, settings, link)
+            if not init.agent_capabilities.supports("session/close"):
+                return False
+            request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
+            await conn.request("session/close", request, timeout=None)
+        except SessionNotFound:
+            return True
+        except AcpError as exc:
+            logger.info("could not close %s on %s: %s", session_id, endpoint, exc)
+            return False
+        return True
+
+    return await _in_time(settings, close, lambda: False)
 
 
 async def locate(
