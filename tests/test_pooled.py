@@ -387,7 +387,7 @@ async def test_every_combination_across_three_instances(home: str, b: str, c: st
 FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])
 
 
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # Found by this property: b's session failed over to a while b was away, b came back still holding it, and a
 # fan-out saw it active on both — the copy on b is closed before the resume on a.
 @example(
