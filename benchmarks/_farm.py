@@ -4,8 +4,10 @@ Run as a subprocess (``python benchmarks/_farm.py --instances N --latency MS``):
 instances of the bundled reference agent (``acp_client.testing``; one shared in-memory store, so a
 session one instance holds is ``inactive`` on the others), each on its own loopback port behind a
 small TCP relay that delays every chunk by ``MS`` milliseconds in each direction (a network
-round trip of ``2 x MS``). It prints ``READY <port> <port> ...`` and serves until its stdin
-closes. Its CPU is not the benchmark's: the instances stand for other machines.
+round trip of ``2 x MS``; with ``--latency 0`` the instances are reached directly, as on
+loopback). It prints ``READY <port> <port> ...`` and serves until its stdin closes; a ``cpu`` line
+on stdin makes it print ``CPU <seconds>``, the CPU time it has used so far. Its CPU is not the
+benchmark's: the instances stand for other machines.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
 
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 
@@ -78,11 +81,16 @@ async def main(instances: int, latency_ms: float) -> None:
     try:
         for server in servers:
             await server.start()
-            relays.append(await _relay(0, server.port, delay))
-        ports = [relay.sockets[0].getsockname()[1] for relay in relays]
+            if delay > 0:
+                relays.append(await _relay(0, server.port, delay))
+        ports = [relay.sockets[0].getsockname()[1] for relay in relays] if relays else [s.port for s in servers]
         sys.stdout.write("READY " + " ".join(map(str, ports)) + "\n")
         sys.stdout.flush()
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            if line.strip() == "cpu":
+                sys.stdout.write(f"CPU {time.process_time()!r}\n")
+                sys.stdout.flush()
     finally:
         for relay in relays:
             relay.close()

@@ -1,7 +1,8 @@
-"""``benchmarks/locate.py`` also measures ``AcpClient.locate()`` over a client's live links.
+"""``benchmarks/locate.py`` also measures ``AcpClient.locate()`` over a client's live links, and
+the CPU a fan-out costs the client and the farm.
 
-Figures only (nothing here asserts speed): the script exits 0 with every answer right, and the
-client table has a row per transport with numbers in it.
+Figures only (nothing here asserts speed): the script exits 0 with every answer right, and both
+tables have a row per transport with numbers in it.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ def test_locate_prints_the_client_fan_out_over_live_links() -> None:
     found = {}
     for line in completed.stdout.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
-        if cells[0] in ("WebSocket client", "HTTP client"):
+        if cells[0] in ("WebSocket", "HTTP", "WebSocket client", "HTTP client"):
             found[cells[0]] = cells
-    assert sorted(found) == ["HTTP client", "WebSocket client"]
+    assert sorted(found) == ["HTTP", "HTTP client", "WebSocket", "WebSocket client"]
     for cells in found.values():
         assert cells[1] == "0"
         assert all(re.fullmatch(NUMBER, cell) for cell in cells[2:4]), cells
-        assert re.fullmatch(NUMBER + "x", cells[4]) and cells[5] in ("yes", "NO"), cells
+        assert re.fullmatch(NUMBER + "x", cells[4]) and cells[7] in ("yes", "NO"), cells
+        client_cpu, farm_cpu = cells[5:7]
+        assert re.fullmatch(NUMBER, client_cpu) and float(client_cpu) > 0, cells  # this process did work
+        assert re.fullmatch(NUMBER, farm_cpu) or (farm_cpu == "n/a" and not sys.platform.startswith("linux")), cells
