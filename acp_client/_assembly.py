@@ -15,7 +15,7 @@ from typing import Any
 from ._connection import Connection
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from ._pooled import pool_spec
+from ._pooled import PoolSpec, pool_spec
 from ._sessions import Tracked
 from ._version import __version__
 from .clock import Clock, SystemClock
@@ -26,7 +26,7 @@ from .pool import Endpoint, Location
 from .pool import _locate_many as locate_many
 from .retry import RetryPolicy
 from .state import SessionPage, State
-from .store import SessionStore, endpoint_key
+from .store import SessionStore, endpoint_key, pool_key
 from .store._bridge import StoreBridge
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
@@ -105,14 +105,22 @@ def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, A
     return merged
 
 
-def _bridge(endpoint: object, store: SessionStore | None, key: str | None) -> StoreBridge | None:
+def _bridge(endpoint: object, spec: PoolSpec | None, store: SessionStore | None, key: str | None) -> StoreBridge | None:
+    """The store seen under the client's key: ``session_store_key``, else the endpoint's key (a
+    pool's: :func:`~acp_client.store.pool_key` of its URLs)."""
     if store is None:
         return None
-    if not isinstance(endpoint, str | Connector):
-        raise ConfigurationError("session_store is not supported with several endpoints yet (one store per endpoint)")
-    if key is None and not isinstance(endpoint, str):
+    if key is not None:
+        return StoreBridge(store, key)
+    if spec is not None:
+        if any(e.connector is not None for e in spec.endpoints):
+            raise ConfigurationError("session_store_key is required when an endpoint is a Connector")
+        return StoreBridge(store, pool_key(e.url for e in spec.endpoints))
+    if isinstance(endpoint, list | tuple):  # a list of one
+        endpoint = endpoint[0]
+    if not isinstance(endpoint, str):
         raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
-    return StoreBridge(store, key or endpoint_key(endpoint))  # type: ignore[arg-type]
+    return StoreBridge(store, endpoint_key(endpoint))
 
 
 def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, Connector]:
@@ -153,7 +161,7 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
         replays_on_resume=options["replays_on_resume"],
         retry_unsent_prompts=options["retry_unsent_prompts"],
         max_incoming_requests=options["max_incoming_requests"],
-        store=_bridge(endpoint, options["session_store"], options["session_store_key"]),
+        store=_bridge(endpoint, spec, options["session_store"], options["session_store_key"]),
     )
     return engine, first
 
@@ -238,8 +246,6 @@ def forget(engine: Engine, session_id: str) -> None:
     if tracked is not None and engine.pool is not None:
         engine.pool.forget(tracked)
     engine.untrack(session_id)
-
-
 
 
 async def locate(engine: Engine, session_id: str, timeout: float | None) -> Location:

@@ -135,6 +135,7 @@ class Engine:
             else None
         )
         self.pool: PoolLinks | None = None
+        self.pool_recovery: PoolRecovery | None = None
         if pool is None:
             self.supervisor = self.build_supervisor(
                 connector, self.recover, self.table.dropped, self.emit_state, on_fail=self.table.closed
@@ -153,7 +154,7 @@ class Engine:
             version=lambda: self.version,
             probe_timeout=timeouts.probe,
         )
-        PoolRecovery(
+        self.pool_recovery = PoolRecovery(
             self.pool,
             table=self.table,
             recoverer=self.recoverer,
@@ -163,6 +164,7 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
             probe_timeout=timeouts.probe,
+            on_outcomes=self.persistence.recovered if self.persistence is not None else None,
         )
 
     def build_supervisor(
@@ -218,17 +220,19 @@ class Engine:
             SessionStoreError: The store cannot be read (the client is then failed).
         """
         self.emit_state(self.state)
-        if self.pool is not None:
-            await self.pool.start()
-            return
         restored = 0
         if self.persistence is not None:
             try:
                 restored = await self.persistence.restore()
             except BaseException as exc:
-                self.supervisor.fail(exc)
+                (self.supervisor if self.pool is None else self.pool).fail(exc)
                 raise
-        await self.supervisor.start(recover=restored > 0)
+        if self.pool is None:
+            return await self.supervisor.start(recover=restored > 0)
+        await self.pool.start()
+        if restored:  # where each one is now: one fan-out, then a recovery where the route says
+            assert self.pool_recovery is not None
+            await self.pool_recovery.adopt()
 
     async def recover(self, conn: Connection, init: InitializeResponse) -> None:
         """One recovery round (the supervisor's routine), then the store brought in step."""

@@ -190,6 +190,10 @@ class PoolLinks:
         self._state = new
         self._emit_state(new)
 
+    def fail(self, error: BaseException) -> None:
+        """The client cannot go on (no instance answered, or its store cannot be read)."""
+        self._set(ConnectionState(State.FAILED, cause=str(error)))
+
     def close(self) -> None:
         """Mark the pool closed (before its links close)."""
         self._closing = True
@@ -315,8 +319,8 @@ class PoolLinks:
                 continue
             self.publish()
             return
-        self._set(ConnectionState(State.FAILED, cause=str(error)))
         assert error is not None
+        self.fail(error)
         raise error
 
     @property

@@ -144,6 +144,8 @@ class PoolRecovery:
         clock: Time source.
         version: The negotiated protocol version.
         probe_timeout: Seconds each instance gets to answer a fan-out.
+        on_outcomes: Told the outcomes reported after each recovery at home and each move (and
+            an empty list after a round a drop cut off): the session store keeps in step.
     """
 
     def __init__(
@@ -158,8 +160,10 @@ class PoolRecovery:
         clock: Clock,
         version: Callable[[], int],
         probe_timeout: float,
+        on_outcomes: Callable[[list[RecoveryOutcome]], None] | None = None,
     ) -> None:
         self.links = links
+        self._on_outcomes = on_outcomes
         self._table = table
         self._recoverer = recoverer
         self._placement = placement
@@ -266,41 +270,91 @@ class PoolRecovery:
         for result in results:
             if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
                 self.links.moving.difference_update(elsewhere)
+                self._store([])  # a session renamed before the drop is renamed in the store too
                 raise result
             if isinstance(result, BaseException):
                 logger.error("recovering a session raised", exc_info=result)
-        for result in results:
-            if isinstance(result, RecoveryOutcome):
-                await self._recoverer.report(result)
+        reported = [result for result in results if isinstance(result, RecoveryOutcome)]
+        for outcome in reported:
+            await self._recoverer.report(outcome)
+        self._store(reported)
         if elsewhere:
             self.links.publish()
             self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
+
+    def _store(self, outcomes: list[RecoveryOutcome]) -> None:
+        if self._on_outcomes is not None:
+            self._on_outcomes(outcomes)
+
+    # -- sessions without a home (restored from a store) ------------------------------------------------
+
+    def _homeless(self) -> list[Tracked]:
+        return [t for t in self._table.live() if t not in self.links.homes]
+
+    async def adopt(self, *, patient: bool = True) -> None:
+        """Find the sessions tracked without a home — restored from a store: the client does not
+        know where they are now — with one fan-out, and recover each where its route says, before
+        the client counts as connected.
+
+        ``patient``: a session no reachable instance knows while some instance is unreachable
+        (it may be there) is not replaced yet. Those, and the ones no instance could take, are
+        tried again in the background after ``failover_delay`` — as a session whose home stays
+        away is — and then take the route as it is: a new session when no instance knows them."""
+        sessions = self._homeless()
+        if not sessions:
+            return
+        self.links.moving.update(sessions)  # calls for them wait, as during a move
+        self.links.publish()
+        try:
+            left = await self._place_located(sessions, None, "restored from the store", patient=patient)
+        except BaseException:
+            self._give_back(sessions, None)
+            raise
+        if not left or self.links.closing:
+            self._give_back(sessions, None)
+            return
+        self._give_back([t for t in sessions if t not in left], None)  # the others keep waiting
+        self.links.spawn(self._adopt_later())
+
+    async def _adopt_later(self) -> None:
+        await self._clock.sleep(self._failover_delay)
+        if not self.links.closing:
+            await self.adopt(patient=False)  # and again after each delay while no instance answers
 
     # -- failover -----------------------------------------------------------------------------------------
 
     async def _failover(self, sessions: list[Tracked], home: Link, reason: str) -> None:
         logger.info("moving %d session(s) off %s: %s", len(sessions), home.endpoint, reason)
         try:
-            located = await self.links.locate_many([t.session_id for t in sessions])
-        except BaseException:
-            self._give_back(sessions, home)
-            raise
-        semaphore = asyncio.Semaphore(self._concurrency)
-        retry: list[Tracked] = []
-
-        async def one(tracked: Tracked) -> None:
-            async with semaphore:
-                if not await self._move_one(tracked, home, located[tracked.session_id], reason):
-                    retry.append(tracked)
-
-        try:
-            await asyncio.gather(*(one(tracked) for tracked in sessions))
+            retry = await self._place_located(sessions, home, reason)
         finally:
             self._give_back([t for t in sessions if t in self.links.moving], home)
         if retry and not self.links.closing:
             self._arm(home)  # nothing usable now: the home keeps them, another failover later
 
-    def _give_back(self, sessions: list[Tracked], home: Link) -> None:
+    async def _place_located(
+        self, sessions: list[Tracked], home: Link | None, reason: str, *, patient: bool = False
+    ) -> list[Tracked]:
+        """One fan-out for ``sessions``, then each recovered where its route says; returns those
+        no instance could take now (``patient``: and those it would replace while an instance
+        is unreachable)."""
+        located = await self.links.locate_many([t.session_id for t in sessions])
+        semaphore = asyncio.Semaphore(self._concurrency)
+        retry: list[Tracked] = []
+
+        async def one(tracked: Tracked) -> None:
+            location = located[tracked.session_id]
+            if patient and location.unreachable and location.route().kind is RouteKind.NEW_SESSION:
+                retry.append(tracked)
+                return
+            async with semaphore:
+                if not await self._move_one(tracked, home, location, reason):
+                    retry.append(tracked)
+
+        await asyncio.gather(*(one(tracked) for tracked in sessions))
+        return retry
+
+    def _give_back(self, sessions: list[Tracked], home: Link | None) -> None:
         self.links.moving.difference_update(sessions)
         self.links.notify()
         self.links.publish()
@@ -345,9 +399,9 @@ class PoolRecovery:
                 if not marked:
                     self.links.left_behind.pop(tracked, None)
 
-    def _target(self, location: Location, home: Link) -> tuple[Route, Link] | None:
+    def _target(self, location: Location, home: Link | None) -> tuple[Route, Link] | None:
         """The route for a fan-out's answers, and the link it names (placed, for a new session)."""
-        route = location.route(home=home.endpoint)
+        route = location.route(home=home.endpoint if home is not None else None)
         if route.kind is RouteKind.UNAVAILABLE:
             return None
         if route.kind is RouteKind.NEW_SESSION:
@@ -356,8 +410,9 @@ class PoolRecovery:
         assert route.endpoint is not None
         return route, self.links.link(route.endpoint)
 
-    async def _move_one(self, tracked: Tracked, home: Link, location: Location, reason: str) -> bool:
+    async def _move_one(self, tracked: Tracked, home: Link | None, location: Location, reason: str) -> bool:
         """Recover one session on the instance its route names; ``False`` to try again later.
+        ``home`` is where it lived (``None``: unknown, a session restored from a store).
 
         The answers are as old as the fan-out: when the target's link had to be waited for and
         some instance was unreachable then, that instance may be back holding the session, so
@@ -398,6 +453,7 @@ class PoolRecovery:
             outcome = await self._recoverer.recover_session(conn, tracked, caps)
         except (ConnectionLost, TransportError) as exc:
             logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
+            self._store([])
             return False
         finally:
             self._recoverer.known.pop(tracked, None)
@@ -405,12 +461,17 @@ class PoolRecovery:
             _ENDPOINT.reset(token)
         if outcome.path is not RecoveryPath.ABANDON:
             self.links.homes[tracked] = target
-        if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY) and home.endpoint in location.unreachable:
+        kept = outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY)
+        if kept and home is not None and home.endpoint in location.unreachable:
             self.links.left_behind.setdefault(tracked, set()).add(home)  # it may still hold the session
         self.links.moving.discard(tracked)
         self.links.notify()
         self.links.publish()
-        note = f"moved from {home.endpoint} ({reason}): {route.reason}"
+        note = (
+            f"moved from {home.endpoint} ({reason}): {route.reason}"
+            if home is not None
+            else f"{reason}: {route.reason}"
+        )
         if closed:
             note += f"; closed the stale copies on {', '.join(closed)} first"
         outcome = attrs.evolve(outcome, endpoint=target.endpoint.name, notes=(*outcome.notes, note))
@@ -419,4 +480,5 @@ class PoolRecovery:
             await self._recoverer.report(outcome)
         finally:
             _RECOVERING_ON.reset(reporting)
+        self._store([outcome])
         return True

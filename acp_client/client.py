@@ -574,9 +574,11 @@ class SessionHandle:
 
     @property
     def endpoint(self) -> str | None:
-        """With several endpoints: the name of the instance the session lives on now."""
+        """With several endpoints: the name of the instance the session lives on now (``None``
+        while a session restored from a store has not been found yet)."""
         pool = self._client._engine.pool
-        return pool.home(self._tracked).endpoint.name if pool is not None else None
+        home = pool.homes.get(self._tracked) if pool is not None else None
+        return home.endpoint.name if home is not None else None
 
     @property
     def abandoned(self) -> bool:

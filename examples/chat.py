@@ -7,7 +7,7 @@ Usage::
     python examples/chat.py URL --script FILE [--json]
     python examples/chat.py URL URL ... [--script FILE] [--json]   # several instances, one pool
     python examples/chat.py --demo [--json]           # bundled agent + injected faults
-    python examples/chat.py URL --store PATH          # keep sessions in PATH across runs
+    python examples/chat.py URL [URL ...] --store PATH   # keep sessions in PATH across runs
 
 URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
@@ -315,13 +315,13 @@ class Chat:
             self._held.append(fields)
 
     async def start(self) -> None:
-        await self.client.connect()  # with a store: its sessions for this URL recover here
+        await self.client.connect()  # with a store: its sessions (of this URL, or this pool) recover here
         restored = chat_store.restored_handle(self) if self.store is not None else None
         if restored is None:
             await self.new_session()
             return
         self.handle = restored
-        self.output.event("session", sessionId=restored.session_id, restored=True)
+        self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
@@ -458,9 +458,6 @@ async def amain(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         store = None
         if args.store is not None:
-            if len(args.urls) > 1:
-                output.event("error", message="--store takes one URL (a store keeps the sessions of one endpoint)")
-                return EXIT_GAVE_UP
             try:
                 store = stack.enter_context(SqliteSessionStore(args.store))
             except AcpError as exc:

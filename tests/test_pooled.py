@@ -159,9 +159,11 @@ async def test_new_sessions_are_placed_round_robin_and_calls_go_home(farm: Farm)
 async def test_fewest_sessions_and_an_app_function(farm: Farm) -> None:
     async with pooled(farm, Recorder(), placement="fewest_sessions") as client:
         first = await client.new_session("/tmp")
+        placed = first.endpoint
         client.forget_session(first.session_id)
+        assert first.endpoint is None  # no longer tracked: it lives nowhere the client knows
         second = await client.new_session("/tmp")
-        assert (first.endpoint, second.endpoint) == ("a", "a")  # a holds none again: fewest
+        assert (placed, second.endpoint) == ("a", "a")  # a holds none again: fewest
 
     def last(candidates: Sequence[Endpoint], sessions: Mapping[Endpoint, int]) -> Endpoint:
         return candidates[-1]

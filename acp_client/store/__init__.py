@@ -13,6 +13,7 @@ from .base import (
     StoredSession,
     bound_transcript_tail,
     endpoint_key,
+    pool_key,
     transcript_tail,
 )
 from .sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore
@@ -26,5 +27,6 @@ __all__ = [
     "StoredSession",
     "bound_transcript_tail",
     "endpoint_key",
+    "pool_key",
     "transcript_tail",
 ]

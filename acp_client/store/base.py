@@ -44,6 +44,7 @@ __all__ = [
     "StoredSession",
     "bound_transcript_tail",
     "endpoint_key",
+    "pool_key",
     "transcript_tail",
 ]
 
@@ -95,6 +96,21 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
         host = f"[{host}]"
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
     return f"{scheme}://{netloc}{parts.path or '/'}"
+
+
+def pool_key(endpoints: Iterable[str]) -> str:
+    """The key a client facing several instances of one agent files its sessions under:
+    ``pool:`` and the instances' :func:`endpoint_key` values, sorted and space-separated, so the
+    order the URLs are given in does not matter. Adding or removing an instance changes it: give
+    ``AcpClient(session_store_key=...)`` a name of your own to keep the sessions then.
+
+    Raises:
+        ConfigurationError: No endpoints, or one :func:`endpoint_key` refuses.
+    """
+    keys = sorted({endpoint_key(url) for url in endpoints})
+    if not keys:
+        raise ConfigurationError("a pool needs at least one endpoint")
+    return "pool:" + " ".join(keys)
 
 
 def as_utc(value: datetime | None) -> datetime:

@@ -66,3 +66,26 @@ async def test_one_url_has_no_endpoint_field(tmp_path: Path) -> None:
         status, events, err = await chat.finish()
     assert status == 0, err
     assert [set(e) >= {"endpoint"} for e in named(events, "session")] == [False]
+
+
+async def test_a_pool_with_a_store_continues_where_the_session_is(tmp_path: Path) -> None:
+    """Two runs of ``chat.py URL URL --store PATH``: the second finds the stored session on the
+    instance that has it (one fan-out) and continues it there."""
+    shared = SessionStore(tmp_path / "shared")
+    a_agent, b_agent = ReferenceAgent(name="agent-a", store=shared), ReferenceAgent(name="agent-b", store=shared)
+    store = str(tmp_path / "chat.db")
+    async with ReferenceServer(a_agent) as a, ReferenceServer(b_agent) as b:
+        urls = [a.ws_url, b.ws_url]
+        first = await start_chat(tmp_path, urls, ["/new", "hello"], "--store", store)
+        status, events, err = await first.finish()
+        assert status == 0, err
+        latest = named(events, "session")[-1]
+        assert latest["endpoint"] == b.ws_url  # round robin: the second session went to b
+        second = await start_chat(tmp_path, list(reversed(urls)), ["again"], "--store", store)
+        status, events, err = await second.finish()
+    assert status == 0, err
+    session = named(events, "session")[0]
+    assert session == {**session, "sessionId": latest["sessionId"], "restored": True, "endpoint": urls[1]}
+    recovered = [e for e in named(events, "recovered") if e["sessionId"] == latest["sessionId"]]
+    assert [(e["path"], e["endpoint"]) for e in recovered] == [("resume", urls[1])]
+    assert b_agent.sessions[latest["sessionId"]].history_length >= 4  # both turns, on b

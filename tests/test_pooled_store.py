@@ -1,0 +1,143 @@
+"""A client facing several instances, with a session store: its sessions outlive the process.
+
+The next process does not know where each session lives now, so ``connect()`` finds them all with
+one fan-out and recovers each where the route says — resume where it is active, replay where it
+is inactive, a new session (renamed in the store) where no instance knows it — before the client
+counts as connected. Three reference agents over memory connectors, a fake clock, a real SQLite
+file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from acp_client import AcpClient, ConfigurationError, RecoveryPath, SqliteSessionStore, State
+from acp_client.store import pool_key
+from acp_client.testing import FakeClock
+from tests._harness import FAST_RETRY
+from tests.test_pooled import Farm, Recorder, until
+
+KEY = "pool:three-agents"
+
+
+@pytest_asyncio.fixture
+async def farm() -> AsyncIterator[Farm]:
+    farm = Farm(FakeClock())
+    yield farm
+    await farm.aclose()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
+    with SqliteSessionStore(tmp_path / "sessions.db") as opened:
+        yield opened  # type: ignore[misc]
+
+
+def client(farm: Farm, recorder: Recorder, store: SqliteSessionStore, **options: Any) -> AcpClient:
+    return AcpClient(
+        farm.endpoints,
+        retry=FAST_RETRY,
+        clock=farm.clock,
+        callbacks=recorder.callbacks(),
+        session_store=store,
+        session_store_key=KEY,
+        failover_delay=5.0,
+        **options,
+    )
+
+
+async def first_process(farm: Farm, store: SqliteSessionStore) -> list[str]:
+    """Three sessions, one per instance, a turn each; the process ends (the client closes)."""
+    async with client(farm, Recorder(), store) as first:
+        handles = [await first.new_session("/tmp") for _ in range(3)]
+        assert [h.endpoint for h in handles] == ["a", "b", "c"]
+        for handle in handles:
+            await handle.prompt("hello")
+        persistence = first._engine.persistence
+        assert persistence is not None
+        await persistence.bridge.flush()
+        return [h.session_id for h in handles]
+
+
+async def test_the_next_process_finds_each_session_and_recovers_it_where_it_is(
+    farm: Farm, store: SqliteSessionStore
+) -> None:
+    on_a, on_b, on_c = await first_process(farm, store)
+    farm.agents["b"].restart()  # b lost its memory, kept its store: inactive there
+    farm.agents["c"].evict(on_c)  # nobody knows c's session any more
+    farm.share(on_b, "a")  # a knows b's session too (shared storage): it is replayed on one instance only
+    recorder = Recorder()
+    second = client(farm, recorder, store)
+    async with second:
+        assert second.state.state is State.CONNECTED  # recovered before it counted as connected
+        by_old = {o.previous_session_id: o for o in recorder.outcomes}
+        assert set(by_old) == {on_a, on_b, on_c}, recorder.outcomes
+        assert (by_old[on_a].path, by_old[on_a].endpoint) == (RecoveryPath.RESUME, "a")
+        assert by_old[on_b].path is RecoveryPath.REPLAY and by_old[on_b].endpoint in ("a", "b")
+        assert by_old[on_c].path is RecoveryPath.NEW_SESSION and by_old[on_c].endpoint in ("a", "b", "c")
+        assert all("restored from the store" in " ".join(o.notes) for o in recorder.outcomes)
+        assert farm.violations == []
+        assert len(set(farm.attaches_of(on_b))) == 1  # replayed on one instance only
+        new_c = by_old[on_c].session_id
+        assert new_c is not None and new_c != on_c
+        for session_id in (on_a, on_b, new_c):
+            handle = second.session(session_id)
+            assert handle.endpoint == next(o.endpoint for o in recorder.outcomes if o.session_id == session_id)
+            assert (await handle.prompt("again")).stop_reason == "end_turn"
+        persistence = second._engine.persistence
+        assert persistence is not None
+        await persistence.bridge.flush()
+    stored = {record.session_id for record in store.load(KEY)}
+    assert stored == {on_a, on_b, new_c}  # c's record renamed to its replacement
+    renamed = next(record for record in store.load(KEY) if record.session_id == new_c)
+    assert renamed.previous_session_ids == (on_c,)
+    recorder.check_states()
+
+
+async def test_a_session_an_unreachable_instance_may_hold_waits_for_it(farm: Farm, store: SqliteSessionStore) -> None:
+    on_a, on_b, on_c = await first_process(farm, store)
+    farm.connectors["b"].refuse()  # b is down when the next process starts: a and c answer -32002 for b's
+    recorder = Recorder()
+    async with client(farm, recorder, store) as second:
+        assert {o.previous_session_id for o in recorder.outcomes} == {on_a, on_c}
+        assert second.session(on_b).endpoint is None  # not replaced while b may have it
+        farm.connectors["b"].accept()
+        await until(farm, lambda: len(recorder.outcomes) == 3)
+        outcome = recorder.outcomes[-1]
+        assert (outcome.path, outcome.endpoint, outcome.session_id) == (RecoveryPath.RESUME, "b", on_b)
+        assert (await second.session(on_b).prompt("back")).stop_reason == "end_turn"
+        assert farm.violations == []
+
+
+async def test_past_the_failover_delay_it_is_replaced(farm: Farm, store: SqliteSessionStore) -> None:
+    _, on_b, _ = await first_process(farm, store)
+    farm.connectors["b"].refuse()  # and b stays down
+    recorder = Recorder()
+    async with client(farm, recorder, store) as second:
+        await farm.clock.advance(4.0)
+        assert len(recorder.outcomes) == 2
+        await until(farm, lambda: len(recorder.outcomes) == 3)
+        outcome = recorder.outcomes[-1]
+        assert (outcome.path, outcome.previous_session_id) == (RecoveryPath.NEW_SESSION, on_b)
+        assert outcome.endpoint in ("a", "c") and outcome.session_id != on_b
+        assert (await second.session(outcome.session_id or "").prompt("anew")).stop_reason == "end_turn"
+
+
+def test_a_pool_files_its_sessions_under_one_key(store: SqliteSessionStore) -> None:
+    urls = ["ws://agent-2:8000/acp", "ws://agent-1:8000/acp?token=x"]
+    pooled = AcpClient(urls, session_store=store)
+    assert pooled.session_store_key == pool_key(reversed(urls)) == "pool:ws://agent-1:8000/acp ws://agent-2:8000/acp"
+    assert AcpClient(urls, session_store=store, session_store_key="mine").session_store_key == "mine"
+    assert AcpClient(urls[:1], session_store=store).session_store_key == "ws://agent-2:8000/acp"
+
+
+def test_a_pool_of_connectors_needs_a_key(farm: Farm, store: SqliteSessionStore) -> None:
+    with pytest.raises(ConfigurationError, match="session_store_key is required"):
+        AcpClient(farm.endpoints, session_store=store)
+    with pytest.raises(ConfigurationError, match="at least one endpoint"):
+        pool_key([])
