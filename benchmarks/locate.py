@@ -192,7 +192,7 @@ async def measure_client(urls: list[str], rounds: int, farm: Farm) -> Figures:
     return Figures(median(one), median(fan_out), meter.client / rounds, meter.farm / rounds)
 
 
-def row(name: str, latency: float, figures: Figures) -> list[str]:
+def row(name: str, latency: float, figures: Figures, instances: int) -> list[str]:
     ratio = figures.fan_out / figures.one
     return [
         name,
@@ -200,6 +200,7 @@ def row(name: str, latency: float, figures: Figures) -> list[str]:
         fmt_ms(figures.one),
         fmt_ms(figures.fan_out),
         fmt_ratio(ratio),
+        fmt_ms(figures.one * instances),
         fmt_ms(figures.client_cpu),
         fmt_ms(figures.farm_cpu),
         "yes" if ratio <= TARGET else "NO",
@@ -223,10 +224,19 @@ def main() -> int:
         with farm(args.instances, latency) as instances:
             for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
                 urls = [f"{scheme}://127.0.0.1:{port}/acp" for port in instances.ports]
-                client_rows.append(row(f"{name} client", latency, asyncio.run(measure_client(urls, rounds, instances))))
-                rows.append(row(name, latency, asyncio.run(measure(urls, rounds, instances))))
+                figures = asyncio.run(measure_client(urls, rounds, instances))
+                client_rows.append(row(f"{name} client", latency, figures, args.instances))
+                rows.append(row(name, latency, asyncio.run(measure(urls, rounds, instances)), args.instances))
     n = args.instances
-    headers = ["one-way ms", "one probe ms", f"fan-out {n} ms", "ratio", "client CPU ms", "farm CPU ms"]
+    headers = [
+        "one-way ms",
+        "one probe ms",
+        f"fan-out {n} ms",
+        "ratio",
+        "sequential ms",
+        "client CPU ms",
+        "farm CPU ms",
+    ]
     headers.append(f"<= {TARGET:g}x")
     print(f"locate(): one probe vs the fan-out over {n} instances ({rounds} rounds, medians; CPU per fan-out)")
     print(environment())

@@ -111,8 +111,8 @@ def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> 
         ("WebSocket", "25"),
     ]
     for row in table:
-        one, fan_out, ratio, sequential, verdict = row[2:7]
-        for cell in (one, fan_out, sequential):
+        one, fan_out, ratio, sequential, client_cpu, farm_cpu, verdict = row[2:9]
+        for cell in (one, fan_out, sequential, client_cpu, farm_cpu):
             assert re.fullmatch(NUMBER, cell), row
         assert re.fullmatch(NUMBER + "x", ratio), row
         assert verdict in ("yes", "NO"), row
