@@ -1,22 +1,25 @@
 """More of :class:`~acp_client.sync.SyncAcpClient`: what the agent said, the calls that mirror the
-rest of :class:`~acp_client.AcpClient` (fork, set_mode, raw requests), and state changes as a
-blocking iterator. A base class of ``SyncAcpClient``, kept apart so each file stays one concern."""
+rest of :class:`~acp_client.AcpClient` (fork, the session setters, every listed session, the
+session store, the instances and ``locate``, raw requests), and state changes as a blocking
+iterator. A base class of ``SyncAcpClient``, kept apart so each file stays one concern."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import queue
 import threading
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._connection import DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient
 from ..exceptions import RequestTimeout
+from ..pool import Endpoint, Location
 from ..state import ConnectionState, RecoveryOutcome
+from ..store import StoredSession
 from ..transports.base import TransportInfo
-from ..types import AgentCapabilities, Implementation, InitializeResponse, McpServer
+from ..types import AgentCapabilities, Implementation, InitializeResponse, McpServer, Session, SessionConfigOption
 from ._session import SyncSessionHandle
 
 __all__ = ["ClientExtras"]
@@ -93,6 +96,70 @@ class ClientExtras:
     def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
         """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
         self._run("session/set_mode", self._client.set_mode(session_id, mode_id), timeout)
+
+    def set_model(self, session_id: str, model_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """``session/set_model`` (see :meth:`AcpClient.set_model`)."""
+        self._run("session/set_model", self._client.set_model(session_id, model_id), timeout)
+
+    def set_config_option(
+        self,
+        session_id: str,
+        config_id: str,
+        value: Any,
+        *,
+        type: str | None = None,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option``; every option with its new value (see
+        :meth:`AcpClient.set_config_option`)."""
+        coro = self._client.set_config_option(session_id, config_id, value, type=type)
+        return self._run("session/set_config_option", coro, timeout)
+
+    def iter_sessions(self, *, cwd: str | Path | None = None, timeout: Timeout = DEFAULT_TIMEOUT) -> Iterator[Session]:
+        """Every session ``session/list`` reports, following cursors, one page per blocking call
+        (``timeout`` applies to each; see :meth:`AcpClient.iter_sessions`)."""
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page = self._run("session/list", self._client.list_sessions(cwd=cwd, cursor=cursor), timeout)
+            yield from page.sessions
+            if page.next_cursor is None or page.next_cursor in seen:
+                return
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+
+    @property
+    def sessions(self) -> list[SyncSessionHandle]:
+        """Handles on every session the client tracks (read on the loop thread)."""
+        owner: Any = self  # a SyncAcpClient
+        handles = self._run("sessions", self._read(lambda: self._client.sessions), DEFAULT_TIMEOUT)
+        return [SyncSessionHandle(owner, handle) for handle in handles]
+
+    @property
+    def session_store_key(self) -> str | None:
+        """The key this client files its sessions under in its ``session_store`` (any thread)."""
+        return self._client.session_store_key
+
+    def stored_sessions(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> list[StoredSession]:
+        """This client's records in its store, most recently used first (read on the loop thread;
+        no I/O)."""
+        return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The instances of a pooled client, in the order given (empty for one endpoint)."""
+        return self._client.endpoints
+
+    def locate(
+        self, session_id: str, *, probe_timeout: float | None = None, timeout: Timeout = DEFAULT_TIMEOUT
+    ) -> Location:
+        """Every instance's ``session/status`` answer for ``session_id`` (see
+        :meth:`AcpClient.locate`; ``probe_timeout`` is its per-instance ``timeout``)."""
+        return self._run("locate", self._client.locate(session_id, timeout=probe_timeout), timeout)
+
+    @staticmethod
+    async def _read(read: Callable[[], T]) -> T:
+        return read()
 
     def request(self, method: str, params: Any = None, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension) and return its raw result; the

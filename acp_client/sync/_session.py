@@ -5,13 +5,13 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 from collections.abc import Awaitable, Iterable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .._connection import DEFAULT_TIMEOUT, _Default
 from ..client import SessionHandle
 from ..state import PromptResult
 from ..transcript import Transcript
-from ..types import ContentBlock, Session
+from ..types import ContentBlock, Session, SessionConfigOption
 
 __all__ = ["SyncSessionHandle"]
 
@@ -65,6 +65,16 @@ class SyncSessionHandle:
         return self._handle.turn_running
 
     @property
+    def cwd(self) -> str:
+        """The working directory the session was opened with."""
+        return self._handle.cwd
+
+    @property
+    def endpoint(self) -> str | None:
+        """With several endpoints: the name of the instance the session lives on now."""
+        return self._handle.endpoint
+
+    @property
     def transcript(self) -> Transcript:
         """A snapshot (a copy) of the conversation so far, taken on the loop thread.
 
@@ -103,6 +113,17 @@ class SyncSessionHandle:
     def set_mode(self, mode_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
         """``session/set_mode``."""
         self._owner._run("session/set_mode", self._handle.set_mode(mode_id), timeout)
+
+    def set_model(self, model_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+        """``session/set_model``."""
+        self._owner._run("session/set_model", self._handle.set_model(model_id), timeout)
+
+    def set_config_option(
+        self, config_id: str, value: Any, *, type: str | None = None, timeout: Timeout = DEFAULT_TIMEOUT
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option``; every option with its new value."""
+        coro = self._handle.set_config_option(config_id, value, type=type)
+        return self._owner._run("session/set_config_option", coro, timeout)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SyncSessionHandle) and other._handle == self._handle
