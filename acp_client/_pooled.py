@@ -308,12 +308,12 @@ class PoolRecovery:
         try:
             left = await self._place_located(sessions, None, "restored from the store", patient=patient)
         except BaseException:
-            self._give_back(sessions, None)
+            self._give_back(sessions)
             raise
         if not left or self.links.closing:
-            self._give_back(sessions, None)
+            self._give_back(sessions)
             return
-        self._give_back([t for t in sessions if t not in left], None)  # the others keep waiting
+        self._give_back([t for t in sessions if t not in left])  # the others keep waiting
         self.links.spawn(self._adopt_later())
 
     async def _adopt_later(self) -> None:
@@ -328,7 +328,7 @@ class PoolRecovery:
         try:
             retry = await self._place_located(sessions, home, reason)
         finally:
-            self._give_back([t for t in sessions if t in self.links.moving], home)
+            self._give_back([t for t in sessions if t in self.links.moving])
         if retry and not self.links.closing:
             self._arm(home)  # nothing usable now: the home keeps them, another failover later
 
@@ -354,7 +354,7 @@ class PoolRecovery:
         await asyncio.gather(*(one(tracked) for tracked in sessions))
         return retry
 
-    def _give_back(self, sessions: list[Tracked], home: Link | None) -> None:
+    def _give_back(self, sessions: list[Tracked]) -> None:
         self.links.moving.difference_update(sessions)
         self.links.notify()
         self.links.publish()
