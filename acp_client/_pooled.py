@@ -32,6 +32,7 @@ import asyncio
 import contextvars
 import itertools
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -164,6 +165,8 @@ class PoolRecovery:
     ) -> None:
         self.links = links
         self._on_outcomes = on_outcomes
+        self._sweeper: asyncio.Future[None] | None = None
+        self._guards: weakref.WeakKeyDictionary[Tracked, asyncio.Lock] = weakref.WeakKeyDictionary()
         self._table = table
         self._recoverer = recoverer
         self._placement = placement
@@ -296,10 +299,11 @@ class PoolRecovery:
         know where they are now — with one fan-out, and recover each where its route says, before
         the client counts as connected.
 
-        ``patient``: a session no reachable instance knows while some instance is unreachable
-        (it may be there) is not replaced yet. Those, and the ones no instance could take, are
-        tried again in the background after ``failover_delay`` — as a session whose home stays
-        away is — and then take the route as it is: a new session when no instance knows them."""
+        ``patient``: a session no reachable instance has in memory while some instance is
+        unreachable (it may be there, its home) is neither replayed nor replaced yet. Those, and
+        the ones no instance could take, are tried again in the background after
+        ``failover_delay`` — as a session whose home stays away is — and then take the route as
+        it is; the instances that were unreachable then close their copy when they are back."""
         sessions = self._homeless()
         if not sessions:
             return
@@ -336,18 +340,18 @@ class PoolRecovery:
         self, sessions: list[Tracked], home: Link | None, reason: str, *, patient: bool = False
     ) -> list[Tracked]:
         """One fan-out for ``sessions``, then each recovered where its route says; returns those
-        no instance could take now (``patient``: and those it would replace while an instance
-        is unreachable)."""
+        no instance could take now (``patient``: and those it would replay or replace while an
+        instance is unreachable)."""
         located = await self.links.locate_many([t.session_id for t in sessions])
         semaphore = asyncio.Semaphore(self._concurrency)
         retry: list[Tracked] = []
 
         async def one(tracked: Tracked) -> None:
             location = located[tracked.session_id]
-            if patient and location.unreachable and location.route().kind is RouteKind.NEW_SESSION:
+            if patient and location.unreachable and location.route().kind is not RouteKind.RESUME:
                 retry.append(tracked)
                 return
-            async with semaphore:
+            async with semaphore, self._guard(tracked):
                 if not await self._move_one(tracked, home, location, reason):
                     retry.append(tracked)
 
@@ -389,6 +393,39 @@ class PoolRecovery:
         if not marked:
             self.links.left_behind.pop(tracked, None)
         return closed
+
+    def _mark(self, tracked: Tracked, links: list[Link]) -> None:
+        """``links`` may still hold ``tracked`` in memory: close it there once they answer — when
+        their link is back, or by a sweep every ``failover_delay``."""
+        if not links:
+            return
+        self.links.left_behind.setdefault(tracked, set()).update(links)
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.ensure_future(self._sweep())
+            self.links.spawn(self._sweeper)
+
+    async def _sweep(self) -> None:
+        """Every ``failover_delay``, close the copies still left behind — over the instance's live
+        link, or a connection of its own (the client may keep no link there, or one waiting out
+        its backoff) — until none is left. Each session under its guard: a move cannot attach it
+        there meanwhile."""
+        while not self.links.closing and self.links.left_behind:
+            await self._clock.sleep(self._failover_delay)
+            pending = [(t, link) for t, marked in self.links.left_behind.items() for link in marked]
+            for tracked, link in pending:
+                async with self._guard(tracked):
+                    marked = self.links.left_behind.get(tracked, set())
+                    if link in marked and await self.links.close_copy(link, tracked.session_id):
+                        marked.discard(link)
+                        if not marked:
+                            self.links.left_behind.pop(tracked, None)
+
+    def _guard(self, tracked: Tracked) -> asyncio.Lock:
+        """Held while a session moves, and while a sweep closes one of its copies."""
+        guard = self._guards.get(tracked)
+        if guard is None:
+            guard = self._guards[tracked] = asyncio.Lock()
+        return guard
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The link is back: close the sessions that moved off it while it was away."""
@@ -461,9 +498,9 @@ class PoolRecovery:
             _ENDPOINT.reset(token)
         if outcome.path is not RecoveryPath.ABANDON:
             self.links.homes[tracked] = target
-        kept = outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY)
-        if kept and home is not None and home.endpoint in location.unreachable:
-            self.links.left_behind.setdefault(tracked, set()).add(home)  # it may still hold the session
+        if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY):  # who may still hold it: closed once back
+            away = [self.links.link(e) for e in location.unreachable]
+            self._mark(tracked, away if home is None else [home] if home in away else [])  # home unknown: any
         self.links.moving.discard(tracked)
         self.links.notify()
         self.links.publish()

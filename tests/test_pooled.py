@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -389,6 +389,39 @@ async def test_every_combination_across_three_instances(home: str, b: str, c: st
 FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])
 
 
+async def apply_fault(farm: Farm, client: AcpClient | None, handles: Sequence[Any], fault: str, name: str) -> None:
+    """One step of a property's script on instance ``name`` (``client``: None while no client runs)."""
+    connector, agent = farm.connectors[name], farm.agents[name]
+    if fault == "drop":
+        connector.drop()
+    elif fault == "refuse":
+        connector.refuse()
+        connector.drop()
+    elif fault == "accept":
+        connector.accept()
+    elif fault == "restart":
+        agent.restart()
+    elif fault == "evict":
+        for handle in handles:
+            agent.evict(handle.session_id)
+    elif fault == "share":
+        for handle in handles:
+            if any(a.store.load(handle.session_id) for a in farm.agents.values()):
+                farm.share(handle.session_id, name)
+    elif fault == "prompt" and client is not None:
+        live = [h for h in handles if not h.abandoned and h.endpoint == name]
+        if live and client.state.state is State.CONNECTED:
+            with contextlib.suppress(Exception):  # a fault may cut the turn: the rule is what counts
+                await farm.clock.run(live[0].prompt("hi"), limit=5.0)
+
+
+def check_one_copy_each(farm: Farm, session_ids: Iterable[str]) -> None:
+    """No session is in memory on two instances (copies left behind were closed once reachable)."""
+    for session_id in session_ids:
+        holders = [n for n, a in farm.agents.items() if (s := a.sessions.get(session_id)) and s.in_memory]
+        assert len(holders) <= 1, (session_id, holders)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # Found by this property: b's session failed over to a while b was away, b came back still holding it, and a
 # fan-out saw it active on both — the copy on b is closed before the resume on a.
@@ -419,38 +452,13 @@ async def test_no_session_is_ever_loaded_or_resumed_on_two_instances(
         async with pooled(farm, recorder, failover_delay=3.0) as client:
             handles = [await client.new_session("/tmp") for _ in range(sessions)]
             for fault, name in script:
-                connector, agent = farm.connectors[name], farm.agents[name]
-                if fault == "drop":
-                    connector.drop()
-                elif fault == "refuse":
-                    connector.refuse()
-                    connector.drop()
-                elif fault == "accept":
-                    connector.accept()
-                elif fault == "restart":
-                    agent.restart()
-                elif fault == "evict":
-                    for handle in handles:
-                        agent.evict(handle.session_id)
-                elif fault == "share":
-                    for handle in handles:
-                        if any(a.store.load(handle.session_id) for a in farm.agents.values()):
-                            farm.share(handle.session_id, name)
-                elif fault == "prompt":
-                    live = [h for h in handles if not h.abandoned and h.endpoint == name]
-                    if live and client.state.state is State.CONNECTED:
-                        with contextlib.suppress(Exception):  # a fault may cut the turn: the rule is what counts
-                            await farm.clock.run(live[0].prompt("hi"), limit=5.0)
+                await apply_fault(farm, client, handles, fault, name)
                 await farm.clock.advance(2.0)
             for connector in farm.connectors.values():
                 connector.accept()
             await farm.clock.advance(120.0)
             assert farm.violations == []
-            for handle in handles:  # copies left behind on instances that were away are closed once they are back
-                holders = [
-                    n for n, a in farm.agents.items() if (s := a.sessions.get(handle.session_id)) and s.in_memory
-                ]
-                assert len(holders) <= 1, (handle.session_id, holders)
+            check_one_copy_each(farm, [handle.session_id for handle in handles])
             recorder.check_states()
             for outcome in recorder.outcomes:  # one instance per recovery
                 attached = {step for step, _ in outcome.steps if step in ("load", "resume", "resume_replay")}
