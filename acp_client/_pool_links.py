@@ -89,6 +89,14 @@ class Link:
         return self.supervisor is not None and not self.state.is_terminal
 
 
+def _live(link: Link) -> tuple[Connection, InitializeResponse] | None:
+    """The link's connection and what its instance answered to ``initialize``, when connected."""
+    sup = link.supervisor
+    if link.connected and sup is not None and sup.connection is not None and sup.init_result is not None:
+        return sup.connection, sup.init_result
+    return None
+
+
 class PoolLinks:
     """The links of a client facing several instances, and where each session lives.
 
@@ -337,12 +345,7 @@ class PoolLinks:
 
     def live(self) -> dict[Endpoint, tuple[Connection, InitializeResponse]]:
         """The connected links with what their instance answered to ``initialize``."""
-        found: dict[Endpoint, tuple[Connection, InitializeResponse]] = {}
-        for link in self.links:
-            sup = link.supervisor
-            if link.connected and sup is not None and sup.connection is not None and sup.init_result is not None:
-                found[link.endpoint] = (sup.connection, sup.init_result)
-        return found
+        return {link.endpoint: live for link in self.links if (live := _live(link)) is not None}
 
     async def place(self) -> Link:
         """Where a new session goes: the policy's choice among the instances, connected; an
@@ -471,16 +474,14 @@ class PoolLinks:
         connection, or a connection of its own (the link may be waiting out its backoff, or
         recovering) — within the probe timeout. ``True`` when the instance no longer has it in
         memory; never raises for the instance's failure."""
-        live = self.live()
-        if over is not None:
-            live[link.endpoint] = over
+        over = over or _live(link)
         return await _close_copy(
             session_id,
             link.probe_endpoint,
             timeout=self._probe_timeout,
             protocol_version=self._version(),
             clock=self._clock,
-            live={link.endpoint: live[link.endpoint]} if link.endpoint in live else {},
+            live={link.endpoint: over} if over is not None else {},
         )
 
     async def locate_many(

@@ -145,8 +145,9 @@ class PoolRecovery:
         clock: Time source.
         version: The negotiated protocol version.
         probe_timeout: Seconds each instance gets to answer a fan-out.
-        on_outcomes: Told the outcomes reported after each recovery at home and each move (and
-            an empty list after a round a drop cut off): the session store keeps in step.
+        on_outcomes: Told the outcomes reported after each recovery round at home and each
+            round of moves (an empty list after a round a drop cut off): the session store keeps
+            in step.
     """
 
     def __init__(
@@ -345,6 +346,7 @@ class PoolRecovery:
         located = await self.links.locate_many([t.session_id for t in sessions])
         semaphore = asyncio.Semaphore(self._concurrency)
         retry: list[Tracked] = []
+        reported: list[RecoveryOutcome] = []
 
         async def one(tracked: Tracked) -> None:
             location = located[tracked.session_id]
@@ -352,10 +354,13 @@ class PoolRecovery:
                 retry.append(tracked)
                 return
             async with semaphore, self._guard(tracked):
-                if not await self._move_one(tracked, home, location, reason):
+                if not await self._move_one(tracked, home, location, reason, reported):
                     retry.append(tracked)
 
-        await asyncio.gather(*(one(tracked) for tracked in sessions))
+        try:
+            await asyncio.gather(*(one(tracked) for tracked in sessions))
+        finally:  # once per round, not per session: the store goes over every record each time
+            self._store(reported)
         return retry
 
     def _give_back(self, sessions: list[Tracked]) -> None:
@@ -447,9 +452,12 @@ class PoolRecovery:
         assert route.endpoint is not None
         return route, self.links.link(route.endpoint)
 
-    async def _move_one(self, tracked: Tracked, home: Link | None, location: Location, reason: str) -> bool:
-        """Recover one session on the instance its route names; ``False`` to try again later.
-        ``home`` is where it lived (``None``: unknown, a session restored from a store).
+    async def _move_one(
+        self, tracked: Tracked, home: Link | None, location: Location, reason: str, reported: list[RecoveryOutcome]
+    ) -> bool:
+        """Recover one session on the instance its route names (its outcome, once reported, is
+        added to ``reported``); ``False`` to try again later. ``home`` is where it lived
+        (``None``: unknown, a session restored from a store).
 
         The answers are as old as the fan-out: when the target's link had to be waited for and
         some instance was unreachable then, that instance may be back holding the session, so
@@ -490,7 +498,6 @@ class PoolRecovery:
             outcome = await self._recoverer.recover_session(conn, tracked, caps)
         except (ConnectionLost, TransportError) as exc:
             logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
-            self._store([])
             return False
         finally:
             self._recoverer.known.pop(tracked, None)
@@ -517,5 +524,5 @@ class PoolRecovery:
             await self._recoverer.report(outcome)
         finally:
             _RECOVERING_ON.reset(reporting)
-        self._store([outcome])
+        reported.append(outcome)
         return True
