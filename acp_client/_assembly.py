@@ -207,6 +207,16 @@ async def list_page(engine: Engine, cwd: str | Path | None, cursor: str | None) 
     return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
 
+def next_cursor(page: SessionPage, seen: set[str]) -> str | None:
+    """The cursor to follow after ``page`` (``seen``: the ones followed so far, updated):
+    ``None`` at the end, and when the agent hands out a cursor it gave before (a loop)."""
+    cursor = page.next_cursor
+    if cursor is None or cursor in seen:
+        return None
+    seen.add(cursor)
+    return cursor
+
+
 async def status(engine: Engine, session_id: str) -> Session:
     """``session/status``, merged into the tracked record; -32002 is ``SessionStatus.UNKNOWN``."""
     engine.require("session/status")

@@ -427,10 +427,8 @@ class AcpClient:
             page = await self.list_sessions(cwd=cwd, cursor=cursor)
             for session in page.sessions:
                 yield session
-            if page.next_cursor is None or page.next_cursor in seen:
+            if (cursor := _assembly.next_cursor(page, seen)) is None:
                 return
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
 
     async def session_status(self, session_id: str) -> Session:
         """``session/status``: is the session in the agent's memory, stored, or unknown?

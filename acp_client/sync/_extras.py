@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._assembly import next_cursor
 from .._connection import DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient
 from ..exceptions import RequestTimeout
@@ -123,10 +124,8 @@ class ClientExtras:
         while True:
             page = self._run("session/list", self._client.list_sessions(cwd=cwd, cursor=cursor), timeout)
             yield from page.sessions
-            if page.next_cursor is None or page.next_cursor in seen:
+            if (cursor := next_cursor(page, seen)) is None:
                 return
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
 
     @property
     def sessions(self) -> list[SyncSessionHandle]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..exceptions import ConfigurationError
@@ -36,29 +36,19 @@ def connector_for(
         ConfigurationError: An unknown scheme or an unsafe header.
     """
     limits = limits or Limits()
+    network: Callable[..., Connector] | None = None  # imported on first use: import acp_client stays light
     if endpoint.startswith(("ws://", "wss://")):
         from .websocket import WebSocketConnector
 
-        return WebSocketConnector(
-            endpoint,
-            headers=headers,
-            secret_headers=secret_headers,
-            tls=tls or TlsConfig(),
-            cookies=cookies,
-            limits=limits,
-            **options,
-        )
-    if endpoint.startswith(("http://", "https://")):
+        network = WebSocketConnector
+    elif endpoint.startswith(("http://", "https://")):
         from .http import HttpConnector
 
-        return HttpConnector(
-            endpoint,
-            headers=headers,
-            secret_headers=secret_headers,
-            tls=tls or TlsConfig(),
-            cookies=cookies,
-            limits=limits,
-            **options,
+        network = HttpConnector
+    if network is not None:
+        tls = tls or TlsConfig()
+        return network(
+            endpoint, headers=headers, secret_headers=secret_headers, tls=tls, cookies=cookies, limits=limits, **options
         )
     if endpoint.startswith("stdio:"):
         from .stdio import StdioConnector
