@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest_asyncio
@@ -18,13 +18,14 @@ from tests.examples._chat_support import CHAT, ChatProcess, Tmux, _env
 async def chat_script(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[ChatProcess]]]:
     processes: list[asyncio.subprocess.Process] = []
 
-    async def start(url: str, lines: list[str], *extra: str) -> ChatProcess:
+    async def start(urls: str | Sequence[str], lines: list[str], *extra: str) -> ChatProcess:
+        """``chat.py URL [URL ...] --script FILE --json [extra...]``, killed at teardown if still running."""
         script = tmp_path / f"script-{len(processes)}.txt"
         script.write_text("\n".join(lines) + "\n", encoding="utf-8")
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             str(CHAT),
-            url,
+            *([urls] if isinstance(urls, str) else urls),
             "--script",
             str(script),
             "--json",

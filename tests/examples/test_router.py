@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from acp_client import AcpClient, ClientHandlers, SessionStatus
 from acp_client.exceptions import SessionNotFound
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
-from tests.examples._chat_support import CHAT, EXAMPLES, ChatProcess, _env, named
+from tests.examples._chat_support import EXAMPLES, ChatProcess, _env, named
 
 ROUTER = EXAMPLES / "router.py"
 sys.path.insert(0, str(EXAMPLES))
@@ -106,24 +106,12 @@ async def start_router(urls: list[str]) -> tuple[asyncio.subprocess.Process, str
     return process, line.split()[1]
 
 
-async def test_chat_through_the_router_survives_an_instance_dying(instances: Instances, tmp_path: Path) -> None:
+async def test_chat_through_the_router_survives_an_instance_dying(
+    instances: Instances, chat_script: Callable[..., Awaitable[ChatProcess]]
+) -> None:
     a, b = instances.servers
     router, url = await start_router([a.ws_url, b.ws_url])
-    script = tmp_path / "script.txt"
-    script.write_text("hello\n/sleep 4\nafter\n", encoding="utf-8")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHAT),
-        url,
-        "--script",
-        str(script),
-        "--json",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(),
-    )
-    chat = ChatProcess(process)
+    chat = await chat_script(url, ["hello", "/sleep 4", "after"])
     try:
         session = await chat.next_event("session")
         await chat.next_event("turn_end")
@@ -133,10 +121,9 @@ async def test_chat_through_the_router_survives_an_instance_dying(instances: Ins
         assert recovered["path"] == "replay" and recovered["sessionId"] == session["sessionId"]
         status, events, err = await chat.finish()
     finally:
-        for proc in (process, router):
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+        if router.returncode is None:
+            router.kill()
+            await router.wait()
     assert status == 0, err
     turns = named(events, "turn_end")
     assert len(turns) == 2 and turns[-1]["sessionId"] == session["sessionId"]
