@@ -375,10 +375,10 @@ class PoolRecovery:
         their answer), over the live link or a connection of its own (that instance's link may
         still be waiting out its backoff). Best effort, where ``session/close`` is advertised;
         returns the instances that closed it. Left-behind instances that cannot be reached stay
-        marked: they are closed when their link comes back."""
+        marked: they are closed when their link comes back, or by the sweep."""
         session_id = tracked.session_id
-        marked = self.links.left_behind.get(tracked, set())
-        marked.discard(target)
+        self._unmark(tracked, target)
+        marked = self.links.left_behind.get(tracked)
         if location is None and marked:
             location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
         if location is None:
@@ -386,17 +386,13 @@ class PoolRecovery:
         closed: list[str] = []
         for answer in location.answers:
             link = self.links.link(answer.endpoint)
-            if link is target:
+            if link is target or answer.presence is Presence.UNREACHABLE:
                 continue
             if answer.presence is Presence.ACTIVE:
                 if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
-            elif answer.presence is Presence.UNREACHABLE:
-                continue
-            marked.discard(link)
-        if not marked:
-            self.links.left_behind.pop(tracked, None)
+            self._unmark(tracked, link)
         return closed
 
     def _mark(self, tracked: Tracked, links: list[Link]) -> None:
@@ -409,6 +405,14 @@ class PoolRecovery:
             self._sweeper = asyncio.ensure_future(self._sweep())
             self.links.spawn(self._sweeper)
 
+    def _unmark(self, tracked: Tracked, link: Link) -> None:
+        """``link`` no longer holds a copy of ``tracked`` (closed, or it is the session's home)."""
+        marked = self.links.left_behind.get(tracked)
+        if marked is not None:
+            marked.discard(link)
+            if not marked:
+                del self.links.left_behind[tracked]
+
     async def _sweep(self) -> None:
         """Every ``failover_delay``, close the copies still left behind — over the instance's live
         link, or a connection of its own (the client may keep no link there, or one waiting out
@@ -419,11 +423,9 @@ class PoolRecovery:
             pending = [(t, link) for t, marked in self.links.left_behind.items() for link in marked]
             for tracked, link in pending:
                 async with self._guard(tracked):
-                    marked = self.links.left_behind.get(tracked, set())
-                    if link in marked and await self.links.close_copy(link, tracked.session_id):
-                        marked.discard(link)
-                        if not marked:
-                            self.links.left_behind.pop(tracked, None)
+                    still = link in self.links.left_behind.get(tracked, ())
+                    if still and await self.links.close_copy(link, tracked.session_id):
+                        self._unmark(tracked, link)
 
     def _guard(self, tracked: Tracked) -> asyncio.Lock:
         """Held while a session moves, and while a sweep closes one of its copies."""
@@ -437,9 +439,7 @@ class PoolRecovery:
         for tracked, marked in list(self.links.left_behind.items()):
             if link in marked and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
                 logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
-                marked.discard(link)
-                if not marked:
-                    self.links.left_behind.pop(tracked, None)
+                self._unmark(tracked, link)
 
     def _target(self, location: Location, home: Link | None) -> tuple[Route, Link] | None:
         """The route for a fan-out's answers, and the link it names (placed, for a new session)."""
