@@ -17,7 +17,20 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["FAST_AGENT", "environment", "fast_agent", "fmt_ms", "fmt_rate", "fmt_ratio", "median", "table"]
+import attrs
+
+__all__ = [
+    "FAST_AGENT",
+    "ServingProcess",
+    "environment",
+    "fast_agent",
+    "serving",
+    "fmt_ms",
+    "fmt_rate",
+    "fmt_ratio",
+    "median",
+    "table",
+]
 
 FAST_AGENT = Path(__file__).with_name("_fast_agent.py")
 _START_TIMEOUT = 15.0
@@ -74,39 +87,56 @@ def environment() -> str:
 
 
 @contextlib.contextmanager
-def fast_agent(updates: int) -> Iterator[int]:
-    """Run ``_fast_agent.py`` in a subprocess; yields its port. It stops when this block ends."""
-    process = subprocess.Popen(
-        [sys.executable, str(FAST_AGENT), "--updates", str(updates)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def serving(argv: Sequence[str], what: str, *, start_timeout: float = _START_TIMEOUT) -> Iterator[ServingProcess]:
+    """Run a helper script that prints ``READY <words>`` once it serves and stops when its stdin
+    closes; yields the process and the words. It stops when this block ends.
+
+    Raises:
+        RuntimeError: It exited, or said something else, or nothing within ``start_timeout``.
+    """
+    process = subprocess.Popen([sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
-        deadline = time.monotonic() + _START_TIMEOUT
+        deadline = time.monotonic() + start_timeout
         line = ""
         while not line:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or process.poll() is not None:
-                raise RuntimeError(f"the fast agent did not start (exit code {process.poll()})")
+                raise RuntimeError(f"{what} did not start (exit code {process.poll()})")
             ready, _, _ = select.select([process.stdout], [], [], remaining)
             if ready:
                 line = process.stdout.readline()
                 if not line:
-                    raise RuntimeError(f"the fast agent exited early (exit code {process.wait()})")
-        word, port = line.split()
+                    raise RuntimeError(f"{what} exited early (exit code {process.wait()})")
+        word, *words = line.split()
         if word != "READY":
-            raise RuntimeError(f"unexpected line from the fast agent: {line!r}")
-        yield int(port)
+            raise RuntimeError(f"unexpected line from {what}: {line!r}")
+        yield ServingProcess(process, words)
     finally:
         if process.stdin is not None:
             with contextlib.suppress(OSError):
                 process.stdin.close()
         try:
-            process.wait(timeout=5)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+@attrs.frozen
+class ServingProcess:
+    """A helper script that serves: its process (stdin and stdout are pipes) and what it said after
+    ``READY``."""
+
+    process: subprocess.Popen[str]
+    words: list[str]
+
+
+@contextlib.contextmanager
+def fast_agent(updates: int) -> Iterator[int]:
+    """Run ``_fast_agent.py`` in a subprocess; yields its port. It stops when this block ends."""
+    with serving([str(FAST_AGENT), "--updates", str(updates)], "the fast agent") as served:
+        [port] = served.words
+        yield int(port)

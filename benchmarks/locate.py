@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import select
 import subprocess
 import sys
 import time
@@ -46,7 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-from _common import environment, fmt_ms, fmt_ratio, median, table
+from _common import environment, fmt_ms, fmt_ratio, median, serving, table
 
 from acp_client import AcpClient
 from acp_client.pool import Presence, locate
@@ -104,30 +103,9 @@ class CpuMeter:
 @contextlib.contextmanager
 def farm(instances: int, latency_ms: float) -> Iterator[Farm]:
     """Run ``_farm.py``; yields it. It stops when this block ends."""
-    process = subprocess.Popen(
-        [sys.executable, str(FARM), "--instances", str(instances), "--latency", str(latency_ms)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], _START_TIMEOUT)
-        line = process.stdout.readline() if ready else ""
-        if not line.startswith("READY "):
-            raise RuntimeError(f"the farm did not start (exit code {process.poll()}, said {line!r})")
-        yield Farm(process, [int(port) for port in line.split()[1:]])
-    finally:
-        if process.stdin is not None:
-            with contextlib.suppress(OSError):
-                process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+    argv = [str(FARM), "--instances", str(instances), "--latency", str(latency_ms)]
+    with serving(argv, "the farm", start_timeout=_START_TIMEOUT) as served:
+        yield Farm(served.process, [int(port) for port in served.words])
 
 
 async def measure(urls: list[str], rounds: int, farm: Farm) -> Figures:
