@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import types
 
 import pytest
 
@@ -42,18 +44,15 @@ def test_event_loop_thread_on_its_own() -> None:
         loop.submit(_never())
 
 
-def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    # start() is idempotent and safe from any thread: a second caller racing the first must not
-    # get back before the loop exists (its next run() would raise ClientClosed).
-    import asyncio
-    import types
-
-    loop_thread = EventLoopThread(name="racing-start")
-    second_caller_inside = threading.Event()
+def hold_loop_creation(monkeypatch: pytest.MonkeyPatch, loop_thread: EventLoopThread) -> threading.Event:
+    """Make ``loop_thread``'s start hold its event loop's creation until the returned event is set;
+    it is set when this (the main) thread next releases the loop thread's lock, so a second
+    caller can race the start. Set it yourself to let the start go on."""
+    released = threading.Event()
     real_new_event_loop = asyncio.new_event_loop
 
     def new_event_loop() -> asyncio.AbstractEventLoop:
-        second_caller_inside.wait(DEADLINE)  # hold the first start until the second one ran
+        released.wait(DEADLINE)
         return real_new_event_loop()
 
     class SignallingLock:
@@ -66,12 +65,19 @@ def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.
         def __exit__(self, *exc: object) -> None:
             self._inner.release()
             if threading.current_thread() is threading.main_thread():
-                second_caller_inside.set()
+                released.set()
 
-    monkeypatch.setattr(
-        acp_client.sync._loop, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
-    )
+    patched = types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
+    monkeypatch.setattr(acp_client.sync._loop, "asyncio", patched)
     monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
+    return released
+
+
+def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # start() is idempotent and safe from any thread: a second caller racing the first must not
+    # get back before the loop exists (its next run() would raise ClientClosed).
+    loop_thread = EventLoopThread(name="racing-start")
+    second_caller_inside = hold_loop_creation(monkeypatch, loop_thread)  # until the second start() ran
     first = threading.Thread(target=loop_thread.start)
     first.start()
     eventually_blocking(lambda: loop_thread.thread is not None, what="the first start() to create the thread")
@@ -92,33 +98,8 @@ def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.
 def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     # stop() racing a start() whose thread exists but whose loop is not set up yet must still end
     # that thread (it used to return at once, and the loop then ran forever: a leaked thread).
-    import asyncio
-    import types
-
     loop_thread = EventLoopThread(name="stopped-while-starting")
-    stop_called = threading.Event()
-    real_new_event_loop = asyncio.new_event_loop
-
-    def new_event_loop() -> asyncio.AbstractEventLoop:
-        stop_called.wait(DEADLINE)  # hold the loop's creation until stop() has looked
-        return real_new_event_loop()
-
-    class SignallingLock:
-        def __init__(self) -> None:
-            self._inner = threading.Lock()
-
-        def __enter__(self) -> None:
-            self._inner.acquire()
-
-        def __exit__(self, *exc: object) -> None:
-            self._inner.release()
-            if threading.current_thread() is threading.main_thread():
-                stop_called.set()
-
-    monkeypatch.setattr(
-        acp_client.sync._loop, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "new_event_loop": new_event_loop})
-    )
-    monkeypatch.setattr(loop_thread, "_lock", SignallingLock())
+    stop_called = hold_loop_creation(monkeypatch, loop_thread)  # until stop() has looked
     starter = threading.Thread(target=loop_thread.start)
     starter.start()
     eventually_blocking(lambda: loop_thread.thread is not None, what="start() to create the thread")
