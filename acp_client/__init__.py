@@ -80,7 +80,15 @@ from .state import (
     UpdateEvent,
 )
 from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
-from .transcript import ToolCallView, Transcript, TranscriptMessage
+from .transcript import (
+    ReplayReport,
+    SegmentStart,
+    ToolCallView,
+    Transcript,
+    TranscriptMessage,
+    TranscriptSegment,
+    TurnStatus,
+)
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
@@ -154,10 +162,12 @@ __all__ = [
     "RecoveryFailed",
     "RecoveryOutcome",
     "RecoveryPath",
+    "ReplayReport",
     "RequestCancelled",
     "RequestTimeout",
     "RetryPolicy",
     "RpcError",
+    "SegmentStart",
     "ServiceUnavailable",
     "Session",
     "SessionHandle",
@@ -183,12 +193,14 @@ __all__ = [
     "ToolCallView",
     "Transcript",
     "TranscriptMessage",
+    "TranscriptSegment",
     "Transport",
     "TransportClosed",
     "TransportError",
     "TransportInfo",
     "TurnInProgress",
     "TurnInterrupted",
+    "TurnStatus",
     "UnexpectedResponse",
     "UnknownConnection",
     "UnknownSession",

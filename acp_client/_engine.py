@@ -18,10 +18,11 @@ from ._codec._fast import FAST_UPDATES
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
+from ._not_found import says_session_not_found
 from ._persistence import Persistence
 from ._pool_links import PoolLinks
 from ._pooled import PoolRecoverer, PoolRecovery, PoolSpec
-from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._recoverer import Recoverer, attach_failed, capabilities_of, open_attach_window, record_after_attach
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
@@ -34,11 +35,13 @@ from .exceptions import (
     ConnectionLost,
     InvalidMessage,
     RequestTimeout,
+    RpcError,
 )
 from .handlers import ClientHandlers, RequestRouter
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, Probe, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
 from .store._bridge import StoreBridge
+from .transcript import SegmentStart, TurnStatus
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -77,6 +80,10 @@ def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | Ba
             future.set_result(outcome)
 
     return settle
+
+
+def _status_of(stop_reason: str | None) -> TurnStatus:
+    return TurnStatus.CANCELLED if stop_reason == "cancelled" else TurnStatus.COMPLETE
 
 
 class Engine:
@@ -327,6 +334,8 @@ class Engine:
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
         )
+        if not known:
+            tracked.transcript.began = SegmentStart.REPLAYED if replay else SegmentStart.RESUMED
         link = self.supervisor if self.pool is None else await self.pool.attach_link(tracked, known=known)
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
@@ -390,10 +399,36 @@ class Engine:
             offered = {"session/set_model": "models", "session/set_config_option": "config_options"}.get(method)
             if offered is not None and getattr(tracked.record, offered) is None:
                 raise CapabilityNotSupported(method, f"{offered} in the session's answer (session/new, load, resume)")
-        result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
+        try:
+            result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
+        except RpcError as exc:
+            if tracked is not None:
+                await self.lost_after_recovery(tracked, method, exc)
+            raise
         if tracked is not None:
             remember(tracked.settings)
         return result
+
+    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> None:
+        """A session method was answered "session not found" (any spelling of
+        :mod:`acp_client._not_found`) for a session a recovery had brought back: the agent lost it
+        after all (an agent that answers ``session/load`` of a session it lost with success). The
+        session goes through recovery again, as unknown: a new session, the conversation kept as
+        earlier history, the outcome reported through the usual callbacks. Never left stuck."""
+        spelling = says_session_not_found(error, tracked.session_id)
+        if spelling is None or not tracked.recovered or tracked.abandoned or self.init is None:
+            return
+        link = await self.link_for(tracked, "session/new")
+        conn = link.connection
+        if conn is None:
+            return
+        tracked.recovered = False
+        reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
+        caps = capabilities_of(self.init, self.version)
+        outcome = await self.recoverer.recover_session(conn, tracked, caps, known_probe=Probe.NOT_FOUND, reason=reason)
+        await self.recoverer.report_one(outcome)
+        if self.persistence is not None:
+            self.persistence.recovered([outcome])
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
@@ -415,7 +450,7 @@ class Engine:
             result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
-                tracked.transcript.end_turn()
+                self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
             if timeout is not None:
@@ -427,6 +462,12 @@ class Engine:
                 timer = self.clock.call_later(timeout, expire)
             ended = await future
             return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+        except RpcError as exc:
+            self.table.turn_status(tracked, turn, TurnStatus.FAILED)  # refused: not an ordinary turn
+            turn.done = True
+            self.table.end_turn(tracked, turn)
+            await self.lost_after_recovery(tracked, "session/prompt", exc)
+            raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
@@ -436,6 +477,7 @@ class Engine:
             if timer is not None:
                 timer.cancel()
             turn.done = True
+            self.table.turn_status(tracked, turn, TurnStatus.INTERRUPTED)  # unless it ended otherwise
             self.table.end_turn(tracked, turn)
             if self.persistence is not None:
                 self.persistence.turn_ended(tracked)

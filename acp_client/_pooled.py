@@ -41,7 +41,7 @@ import attrs
 from . import _recovery
 from ._connection import Connection
 from ._pool_links import Link, PoolLinks
-from ._recoverer import Recoverer, _capabilities
+from ._recoverer import Recoverer, capabilities_of
 from ._sessions import SessionTable, Tracked
 from ._supervisor import _RECOVERING_ON
 from .clock import Clock
@@ -243,7 +243,7 @@ class PoolRecovery:
         if not sessions:
             return
         version = self._version()
-        caps = _capabilities(init, version)
+        caps = capabilities_of(init, version)
         semaphore = asyncio.Semaphore(self._concurrency)
         elsewhere: list[Tracked] = []
 
@@ -489,7 +489,7 @@ class PoolRecovery:
             probe, raw, state = _PRESENCE_PROBE[answer.presence.value], answer.raw_status, answer.state
         sup = target.supervisor
         assert sup is not None
-        caps = _capabilities(sup.init_result, self._version())
+        caps = capabilities_of(sup.init_result, self._version())
         closed = await self._close_elsewhere(tracked, target, location)
         self._recoverer.known[tracked] = (probe, raw, state)
         token = _ENDPOINT.set(target.endpoint.name)

@@ -31,6 +31,7 @@ from . import _recovery
 from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
+from ._not_found import says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
 from ._sessions import SessionTable, Tracked
@@ -53,7 +54,7 @@ from .types import (
     SessionStatusResponse,
 )
 
-__all__ = ["REPLAY_GRACE", "Recoverer", "attach_failed", "open_attach_window", "record_after_attach"]
+__all__ = ["REPLAY_GRACE", "Recoverer", "attach_failed", "capabilities_of", "open_attach_window", "record_after_attach"]
 
 logger = logging.getLogger("acp_client.client")
 
@@ -159,7 +160,7 @@ class Recoverer:
         sessions = self._table.live()
         if not sessions:
             return await self._report_unreported()
-        caps = _capabilities(init, self._version())
+        caps = capabilities_of(init, self._version())
         semaphore = asyncio.Semaphore(self._concurrency)
 
         async def one(tracked: Tracked) -> RecoveryOutcome:
@@ -203,6 +204,10 @@ class Recoverer:
             name = _OUTCOME_CALLBACK[outcome.path]
             deliver(getattr(self._callbacks(), name), outcome, what=name)
 
+    async def report_one(self, outcome: RecoveryOutcome) -> None:
+        """Report an outcome of a recovery outside a reconnect (a session the agent lost later)."""
+        await self._report(outcome)
+
     async def _report(self, outcome: RecoveryOutcome) -> None:
         self.outcomes.append(outcome)
         logger.info(
@@ -224,6 +229,8 @@ class Recoverer:
         except SessionNotFound:
             return Probe.NOT_FOUND, None, None
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            if says_session_not_found(exc, previous):
+                return Probe.NOT_FOUND, None, None
             logger.info("status probe for %s failed (%s): falling back", previous, exc)
             return Probe.FAILED, None, None
         tracked.record = tracked.record.merge(Session.from_status(previous, status))
@@ -231,16 +238,32 @@ class Recoverer:
         return probe, status.raw_status, status.state
 
     async def recover_session(
-        self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities
+        self,
+        conn: Connection,
+        tracked: Tracked,
+        caps: _recovery.Capabilities,
+        *,
+        known_probe: Probe | None = None,
+        reason: str | None = None,
     ) -> RecoveryOutcome:
-        """Probe, decide and run the steps for one session; never raises for a refused step."""
+        """Probe, decide and run the steps for one session; never raises for a refused step.
+
+        ``known_probe``: what the client already knows of the session (``NOT_FOUND``: the agent
+        answered a session method with "session not found"), instead of probing; ``reason`` goes
+        first in the outcome's notes.
+        """
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()
+        held_turns = tracked.transcript.turns
         probe, raw_status, state = Probe.NOT_PROBED, None, None
-        if _recovery.should_probe(caps):
+        if known_probe is not None:
+            probe = known_probe
+        elif _recovery.should_probe(caps):
             probe, raw_status, state = await self._probe(conn, tracked)
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps, notes = decision.path, decision.steps, decision.notes
+        if reason is not None:
+            notes = (reason, *notes)
         decide = self._callbacks().decide_recovery
         if decide is not None:
             context = RecoveryContext(
@@ -266,28 +289,46 @@ class Recoverer:
             step = steps[index]
             try:
                 extra = await self._run_step(conn, tracked, step)
-            except SessionNotFound as exc:
-                history.append((step.value, "not_found"))
-                error, failure = exc, StepFailure.NOT_FOUND
             except (RpcError, RequestTimeout, InvalidMessage) as exc:  # a timeout is a refusal too
-                history.append((step.value, f"error: {exc}"))
-                error, failure = exc, StepFailure.REFUSED
+                if isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id):
+                    history.append((step.value, "not_found"))
+                    error, failure = exc, StepFailure.NOT_FOUND
+                else:
+                    history.append((step.value, f"error: {exc}"))
+                    error, failure = exc, StepFailure.REFUSED
             else:
                 history.append((step.value, "ok"))
                 path = _recovery.path_of(step, version)
                 if step is Step.RESUME and tracked.resume_replayed:
                     path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
                 replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
+                continuity = path is not RecoveryPath.NEW_SESSION
+                if path is RecoveryPath.REPLAY:
+                    if tracked.window_timer is not None:  # unordered transport: the replay may still arrive
+                        await self._clock.sleep(REPLAY_GRACE)
+                        self._table.close_window(tracked)
+                    report = tracked.transcript.last_replay
+                    lacks = report.lacks_history() if report is not None else None
+                    if report is not None:
+                        extra = (*extra, *report.notes)
+                    if lacks is not None:
+                        continuity = False
+                        extra = (*extra, f"continuity not claimed: {lacks}")
+                lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
+                if lost:
+                    extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
                 if path is not RecoveryPath.RESUME or tracked.settings.pending:
                     timeout = self._timeouts.request
                     extra += await restore(conn, tracked.settings, tracked.record, version=version, timeout=timeout)
+                tracked.recovered = True
                 return RecoveryOutcome(
                     path=path,
                     session_id=tracked.session_id,
-                    continuity=path is not RecoveryPath.NEW_SESSION,
+                    continuity=continuity,
                     steps=tuple(history),
                     replayed_updates=replayed,
                     duration=self._clock.monotonic() - start,
+                    lost_turns=lost,
                     **{**common, "notes": (*common["notes"], *extra)},
                 )
             index = _recovery.next_step(steps, index, failure)
@@ -380,11 +421,13 @@ def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> Recovery
         steps=earlier.steps + later.steps,
         notes=(*earlier.notes, "a drop cut that recovery off before it was reported; then:", *later.notes),
         replayed_updates=earlier.replayed_updates + later.replayed_updates,
+        lost_turns=earlier.lost_turns + later.lost_turns,
         duration=earlier.duration + later.duration,
     )
 
 
-def _capabilities(init: InitializeResponse, version: int) -> _recovery.Capabilities:
+def capabilities_of(init: InitializeResponse, version: int) -> _recovery.Capabilities:
+    """The recovery-relevant part of what ``init`` advertises."""
     caps = init.agent_capabilities
     return _recovery.Capabilities(
         status=caps.supports("session/status"),

@@ -118,7 +118,9 @@ async def test_sessions_are_saved_as_created_and_used(world: World) -> None:
     # Most recently prompted first; each turn left its transcript tail.
     assert [record.session_id for record in world.store.load(KEY)] == [ids[1], ids[0]]
     assert world.store.load_transcript(KEY, ids[0]) == (
-        {"role": "user", "text": "hello 0"},
+        {"format": 2, "dropped": 0},
+        {"segment": ids[0], "began": "created", "lost": False},
+        {"role": "user", "text": "hello 0", "status": "complete"},
         {"role": "agent", "text": "echo: hello 0"},
     )
 

@@ -242,6 +242,15 @@ class ReferenceAgent:
         self.chunk_delay = chunk_delay
         #: How many sessions one ``session/list`` page holds.
         self.list_page_size = 50
+        #: Imitations of agents in the wild (docs/conversation.md), for deterministic tests. How
+        #: "session not found" is spelled: ``None`` is -32002 with ``data.sessionId``.
+        self.not_found_error: Callable[[str], RpcError] | None = None
+        #: Answer ``session/load`` / ``session/resume`` of a session the agent does not know with
+        #: success, replaying nothing and attaching nothing (pydantic-acp and isaac-acp do).
+        self.accept_unknown_sessions = False
+        #: v2 replays carry each message's ``messageId`` (``False``: they do not, as isaac-acp's
+        #: and fast-agent's do not).
+        self.replay_message_ids = True
         self.store = store if store is not None else SessionStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._live: dict[str, _LiveSession] = {}
@@ -265,6 +274,12 @@ class ReferenceAgent:
         for live in list(self._live.values()):
             self._forget(live)
         logger.info("reference agent restarted: memory cleared, %d stored sessions kept", len(self.store.list()))
+
+    def not_found(self, session_id: str) -> RpcError:
+        """The error this agent answers for a session it does not know (see ``not_found_error``)."""
+        if self.not_found_error is not None:
+            return self.not_found_error(session_id)
+        return RpcError.session_not_found(session_id)
 
     def evict(self, session_id: str) -> None:
         """Forget ``session_id`` in memory and in the store (it then answers ``-32002``)."""
@@ -706,17 +721,21 @@ class AgentConnection:
             return result
         if session_id in agent.store:
             return {"status": agent._status_word(False)}
-        raise RpcError.session_not_found(session_id)
+        raise agent.not_found(session_id)
 
-    def _load_for_attach(self, params: dict[str, Any]) -> _LiveSession:
+    def _load_for_attach(self, params: dict[str, Any]) -> _LiveSession | None:
         session_id = _session_id_param(params)
         live = self._agent._bring_into_memory(session_id)
         if live is None:
-            raise RpcError.session_not_found(session_id)
+            if self._agent.accept_unknown_sessions:
+                return None  # answered with success, and nothing behind it
+            raise self._agent.not_found(session_id)
         return live
 
     async def _session_load(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         live = self._load_for_attach(params)
+        if live is None:
+            return {"sessionId": _session_id_param(params)}
         for entry in list(live.history):
             kind = "user_message_chunk" if entry.role == "user" else "agent_message_chunk"
             for block in entry.content:
@@ -733,11 +752,15 @@ class AgentConnection:
         ):
             raise RpcError.invalid_params("replayFrom: only {'type': 'start'} is supported")
         live = self._load_for_attach(params)
+        if live is None:
+            return {"sessionId": _session_id_param(params)}
         if self.protocol_version == 2:
             if replay_from is not None:
                 for entry in list(live.history):
                     kind = "user_message" if entry.role == "user" else "agent_message"
-                    update = {"sessionUpdate": kind, "messageId": entry.message_id, "content": list(entry.content)}
+                    update = {"sessionUpdate": kind, "content": list(entry.content)}
+                    if self._agent.replay_message_ids:
+                        update["messageId"] = entry.message_id
                     await self._update(live, update, request_id)
             await self._update(live, {"sessionUpdate": "state_update", "state": live.state}, request_id)
         live.attached.add(self)
@@ -775,7 +798,7 @@ class AgentConnection:
         if live is None:
             if session_id in agent.store:
                 return {}
-            raise RpcError.session_not_found(session_id)
+            raise agent.not_found(session_id)
         turn = live.turn
         if turn is not None and turn.task is not None:
             turn.cancel("cancel")
@@ -794,7 +817,7 @@ class AgentConnection:
         else:
             stored = agent.store.load(session_id)
             if stored is None:
-                raise RpcError.session_not_found(session_id)
+                raise agent.not_found(session_id)
             record = stored
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) and params.get("cwd") else record.cwd
         servers = params.get("mcpServers")
@@ -813,7 +836,7 @@ class AgentConnection:
         agent = self._agent
         live = agent._live.get(session_id)
         if live is None and session_id not in agent.store:
-            raise RpcError.session_not_found(session_id)
+            raise agent.not_found(session_id)
         if live is None or self not in live.attached:
             raise InvalidParams("session not attached to this connection", {"sessionId": session_id})
         if live.turn is not None:
