@@ -103,7 +103,7 @@ class SyncAcpClient(ClientExtras):
         client_kwargs: Every other keyword of :class:`~acp_client.AcpClient`, forwarded as
             given: ``protocol_version``, ``client_info``, ``retry``, ``timeouts``, ``queue``,
             ``recovery_concurrency``, ``headers``, ``secret_headers``, ``tls``, ``cookies``,
-            ``limits``, ``transport_options``, ``clock``, ``rng``, ``keep_transcripts``.
+            ``limits``, ``transport_options``, ``clock``, ``rng``, ``keep_transcripts``, ``telemetry``.
 
     Raises:
         ConfigurationError: An invalid setting (from :class:`~acp_client.AcpClient`).
