@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from .._connection import DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient, SessionHandle
+from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
@@ -151,6 +152,9 @@ class SyncAcpClient(ClientExtras):
             session_store_key=session_store_key,
             **client_kwargs,
         )
+        #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
+        self._clock: Clock = client_kwargs.get("clock") or SystemClock()
+        self._bridge.clock = self._clock
 
     @property
     def dropped_events(self) -> int:
@@ -439,9 +443,11 @@ class SyncAcpClient(ClientExtras):
             send = asyncio.ensure_future(self._client.cancel(session_id))
             self._background.add(send)
             send.add_done_callback(self._background_done)
-            await asyncio.wait({send}, timeout=_CANCEL_SEND_TIMEOUT)
+            with move_on_after(self._clock, _CANCEL_SEND_TIMEOUT):
+                await asyncio.wait({send})
 
-        return await bounded(self._client.prompt(session_id, prompt), timeout, "session/prompt", cancel_turn)
+        prompting = self._client.prompt(session_id, prompt)
+        return await bounded(prompting, timeout, "session/prompt", cancel_turn, clock=self._clock)
 
     def _background_done(self, task: asyncio.Task[Any]) -> None:
         self._background.discard(task)
