@@ -25,7 +25,7 @@ from ..types import (
     RequestPermissionRequest,
     SelectedPermissionOutcome,
 )
-from ._events import EventKind, PermissionOutcome, PermissionRequest, SyncEvent
+from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionOutcome, PermissionRequest, SyncEvent
 
 __all__ = ["HostBridge"]
 
@@ -149,6 +149,7 @@ class HostBridge:
 
     def _relay(self, name: str, kind: EventKind) -> Callable[..., None]:
         callback: Callable[..., Any] | None = getattr(self.callbacks, name)
+        event_class: Callable[[Any], SyncEvent] = EVENT_CLASSES[kind]
 
         def relay(*args: Any) -> None:
             if callback is not None:
@@ -156,7 +157,7 @@ class HostBridge:
                 if future is not None:
                     future.add_done_callback(_log_callback_failure)
             if self.queue is not None:
-                self.post(SyncEvent(kind, args[0] if len(args) == 1 else args))
+                self.post(event_class(args[0] if len(args) == 1 else args))
 
         return relay
 
@@ -203,7 +204,7 @@ class HostBridge:
                 return cancelled
             return chosen
         answer: concurrent.futures.Future[PermissionOutcome] = concurrent.futures.Future()
-        if not self.post(SyncEvent(EventKind.PERMISSION, PermissionRequest(request, answer))):
+        if not self.post(PermissionEvent(PermissionRequest(request, answer))):
             return cancelled
         waiter = asyncio.wrap_future(answer)
         try:
