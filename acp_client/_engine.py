@@ -26,7 +26,7 @@ from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from ._telemetry import instrumentation
-from .clock import Clock
+from .clock import Clock, move_on_after
 from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     AcpError,
@@ -447,7 +447,6 @@ class Engine:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
 
-        timer = None
         try:
             result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
@@ -455,15 +454,11 @@ class Engine:
                 tracked.transcript.end_turn()
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
-            if timeout is not None:
-                expired = RequestTimeout("session/prompt", timeout)
-
-                def expire() -> None:
-                    turn.finish(expired)
-
-                timer = self.clock.call_later(timeout, expire)
-            ended = await future
-            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            with move_on_after(self.clock, timeout):  # v2: the turn ends later, with state_update idle
+                ended = await future
+                return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            assert timeout is not None
+            raise RequestTimeout("session/prompt", timeout)
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
                 if self.telemetry is not None:
@@ -472,8 +467,6 @@ class Engine:
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
             if self.persistence is not None:

@@ -35,7 +35,7 @@ from ._connection import (
 )
 from ._observe import LinkObserver
 from ._opening import open_link
-from .clock import Clock, TimerHandle
+from .clock import Clock, TimerHandle, move_on_after
 from .config import QueueOptions
 from .exceptions import (
     AcpError,
@@ -71,12 +71,11 @@ def _failed(cause: BaseException | None) -> ClientClosed:
 
 
 class _Waiter:
-    __slots__ = ("future", "method", "timer")
+    __slots__ = ("future", "method")
 
     def __init__(self, future: asyncio.Future[Connection], method: str) -> None:
         self.future = future
         self.method = method
-        self.timer: TimerHandle | None = None
 
 
 async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
@@ -311,20 +310,15 @@ class Supervisor:
         if len(self._queue) >= self._queue_options.max_size:
             raise QueueFull(f"{method}: {len(self._queue)} requests are already waiting for the connection")
         waiter = _Waiter(asyncio.get_running_loop().create_future(), method)
-        waiter.timer = self._clock.call_later(self._queue_options.max_age, lambda: self._expire(waiter))
         self._queue.append(waiter)
         try:
-            return await waiter.future
+            with move_on_after(self._clock, self._queue_options.max_age):
+                return await waiter.future
         finally:
-            if waiter.timer is not None:
-                waiter.timer.cancel()
             with contextlib.suppress(ValueError):
                 self._queue.remove(waiter)
-
-    def _expire(self, waiter: _Waiter) -> None:
-        if not waiter.future.done():
-            cause = TransportClosed(f"still reconnecting after {self._queue_options.max_age:g}s")
-            waiter.future.set_exception(ConnectionLost(waiter.method, may_have_executed=False, cause=cause))
+        cause = TransportClosed(f"still reconnecting after {self._queue_options.max_age:g}s")
+        raise ConnectionLost(method, may_have_executed=False, cause=cause)
 
     def _fail_queue(self, error: Callable[[_Waiter], BaseException]) -> None:
         while self._queue:
@@ -348,7 +342,7 @@ class Supervisor:
         connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
-            initialize=self._initialize, timeout=self._connect_timeout,
+            initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
         )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:
