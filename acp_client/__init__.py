@@ -7,6 +7,7 @@ types live in :mod:`acp_client.types`, the clock seam in :mod:`acp_client.clock`
 """
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from ._codec import session_from_json, session_to_json
@@ -80,6 +81,7 @@ from .state import (
     UpdateEvent,
 )
 from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
+from .telemetry import Telemetry
 from .transcript import (
     ReplayReport,
     SegmentStart,
@@ -92,6 +94,11 @@ from .transcript import (
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
+
+# A library's logger: records go wherever the app sends them, and nowhere (not to Python's
+# last-resort stderr handler) when it configures no logging. What the app must see reaches it
+# through callbacks and exceptions; the log is for those who ask for it.
+logging.getLogger("acp_client").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .transports.http import HttpConnector
@@ -186,6 +193,7 @@ __all__ = [
     "StdioConnector",
     "StoredSession",
     "SystemClock",
+    "Telemetry",
     "TerminalHandler",
     "Timeouts",
     "TlsConfig",

@@ -11,7 +11,9 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
 
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
@@ -26,7 +28,8 @@ from ._recoverer import Recoverer, attach_failed, capabilities_of, open_attach_w
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
-from .clock import Clock
+from ._telemetry import instrumentation
+from .clock import Clock, move_on_after
 from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     AcpError,
@@ -41,6 +44,7 @@ from .handlers import ClientHandlers, RequestRouter
 from .retry import RetryPolicy
 from .state import ConnectionState, Probe, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
 from .store._bridge import StoreBridge
+from .telemetry import Telemetry
 from .transcript import SegmentStart, TurnStatus
 from .transports.base import Connector
 from .types import (
@@ -58,6 +62,9 @@ from .types import (
     SetSessionModelRequest,
     SetSessionModeRequest,
 )
+
+if TYPE_CHECKING:
+    from ._telemetry._links import LinkTelemetry
 
 __all__ = ["Engine"]
 
@@ -109,6 +116,7 @@ class Engine:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
         store: StoreBridge | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
         self.max_incoming_requests = max_incoming_requests
@@ -136,6 +144,15 @@ class Engine:
             version=lambda: self.version,
         )
         self._retry, self._queue, self._rng, self.connector = retry, queue, rng, connector
+        # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
+        self.telemetry = instrumentation(
+            telemetry,
+            clock=clock.monotonic,
+            version=lambda: self.version,
+            queued=lambda: sum(supervisor.queued for supervisor in self.supervisors()),
+        )
+        self.update_counts = self.telemetry.update_counts if self.telemetry is not None else None
+        self.link_telemetry: LinkTelemetry | None = None  # the single link's observer (its recovery rounds)
         self.persistence = (
             Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
             if store is not None
@@ -171,7 +188,7 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
             probe_timeout=timeouts.probe,
-            on_outcomes=self.persistence.recovered if self.persistence is not None else None,
+            on_outcomes=self._on_pool_outcomes if self.persistence or self.telemetry else None,
         )
 
     def build_supervisor(
@@ -184,6 +201,11 @@ class Engine:
         on_fail: Callable[[BaseException], None] | None = None,
     ) -> Supervisor:
         """One link's supervisor (the only one, or one per instance of a pool)."""
+        observer = self.telemetry.link() if self.telemetry is not None else None
+        if observer is not None:
+            on_state = observer.watch(on_state)
+            if recover == self.recover:  # the single link: its recovery rounds are its episodes
+                self.link_telemetry = observer
         return Supervisor(
             connector,
             initialize=self.initialize,
@@ -202,7 +224,14 @@ class Engine:
             connect_timeout=self.timeouts.connect,
             rng=self._rng,
             max_incoming_requests=self.max_incoming_requests,
+            observer=observer,
         )
+
+    def _on_pool_outcomes(self, outcomes: list[RecoveryOutcome]) -> None:
+        if self.persistence is not None:
+            self.persistence.recovered(outcomes)
+        if self.telemetry is not None:
+            self.telemetry.recovered(outcomes)
 
     # -- links ----------------------------------------------------------------------------------------
 
@@ -243,14 +272,22 @@ class Engine:
 
     async def recover(self, conn: Connection, init: InitializeResponse) -> None:
         """One recovery round (the supervisor's routine), then the store brought in step."""
-        if self.persistence is None:
-            await self.recoverer.recover(conn, init)
+        observer = self.link_telemetry
+        if observer is None:
+            await self._recover(conn, init)
             return
+        with observer.recovering():
+            observer.recovered(await self._recover(conn, init))
+
+    async def _recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
+        if self.persistence is None:
+            return await self.recoverer.recover(conn, init)
         reported: list[RecoveryOutcome] = []  # none when a drop cut the round off: reported by the next
         try:
             reported = await self.recoverer.recover(conn, init)
         finally:
             self.persistence.recovered(reported)
+        return reported
 
     def supervisors(self) -> list[Supervisor]:
         """Every link started so far."""
@@ -279,6 +316,8 @@ class Engine:
         await self.dispatcher.aclose()
         if self.persistence is not None:
             await self.persistence.bridge.aclose()
+        if self.telemetry is not None:
+            self.telemetry.close()
 
     # -- codec and capabilities -------------------------------------------------------------------
 
@@ -426,6 +465,9 @@ class Engine:
         reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
         caps = capabilities_of(self.init, self.version)
         outcome = await self.recoverer.recover_session(conn, tracked, caps, known_probe=Probe.NOT_FOUND, reason=reason)
+        if self.pool is not None:  # the new session lives where the old one did
+            home = self.pool.homes.get(tracked)
+            outcome = attrs.evolve(outcome, endpoint=home.endpoint.name if home is not None else None)
         await self.recoverer.report_one(outcome)
         if self.persistence is not None:
             self.persistence.recovered([outcome])
@@ -445,7 +487,6 @@ class Engine:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
 
-        timer = None
         try:
             result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
@@ -453,15 +494,11 @@ class Engine:
                 self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
-            if timeout is not None:
-                expired = RequestTimeout("session/prompt", timeout)
-
-                def expire() -> None:
-                    turn.finish(expired)
-
-                timer = self.clock.call_later(timeout, expire)
-            ended = await future
-            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            with move_on_after(self.clock, timeout):  # v2: the turn ends later, with state_update idle
+                ended = await future
+                return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            assert timeout is not None
+            raise RequestTimeout("session/prompt", timeout)
         except RpcError as exc:
             self.table.turn_status(tracked, turn, TurnStatus.FAILED)  # refused: not an ordinary turn
             turn.done = True
@@ -470,12 +507,12 @@ class Engine:
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
+                if self.telemetry is not None:
+                    self.telemetry.turn_interrupted()
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
             turn.done = True
             self.table.turn_status(tracked, turn, TurnStatus.INTERRUPTED)  # unless it ended otherwise
             self.table.end_turn(tracked, turn)
@@ -565,6 +602,10 @@ class Engine:
                 self.on_protocol_error(exc)
                 return
         event = self.table.receive(session_id, update)
+        counts = self.update_counts
+        if counts is not None:
+            variant = type(update)
+            counts[variant] = counts.get(variant, 0) + 1
         listeners = self.update_listeners
         if len(listeners) == 1:  # the common case, without the copy that guards a listener removing itself
             self.dispatcher.deliver_one(listeners[0], event, "on_update")

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from .types import Session, SessionUpdate, TextContent
+from .types import Session, SessionUpdate, StopReason, TextContent
 
 __all__ = [
     "LEGAL_TRANSITIONS",
@@ -224,17 +224,23 @@ class UpdateEvent:
         return "".join(texts) if texts else None
 
 
+def _stop_reason(value: str | None) -> StopReason | str | None:
+    return StopReason.parse(value)
+
+
 @attrs.frozen
 class PromptResult:
     """How a prompt turn ended.
 
     Attributes:
-        stop_reason: Why the turn ended (``end_turn``, ``cancelled``, ...; an open set).
+        stop_reason: Why the turn ended: a :class:`~acp_client.types.StopReason` member for the
+            reasons ACP defines (``StopReason.END_TURN``...), the agent's string kept verbatim for
+            any other (the set is open), ``None`` when the agent gave none.
         message_id: The id of the inserted user message (v2), when the agent supplied one.
         usage: Token usage, when the agent reported it.
     """
 
-    stop_reason: str | None
+    stop_reason: StopReason | str | None = attrs.field(converter=_stop_reason)
     message_id: str | None = None
     usage: Any = None
 

@@ -13,14 +13,16 @@ from acp_client._not_found import SPELLINGS, says_session_not_found
 
 from ._harness import VERSIONS, Harness
 
-#: Per spelling: the error an agent answers for session ``sid`` (as seen, or as the row allows).
+#: Per spelling: the error the agent it names answers for session ``sid``, as seen on the wire
+#: (docs/agents-conformance.md).
 EXAMPLES: dict[str, Callable[[str], RpcError]] = {
-    SPELLINGS[0].seen_in: lambda sid: RpcError.from_error(-32002, "Resource not found", {"sessionId": sid}),
-    SPELLINGS[1].seen_in: lambda sid: RpcError.from_error(-32602, "Invalid params", {"sessionId": sid}),
-    SPELLINGS[2].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"sessionId": sid}),
-    SPELLINGS[3].seen_in: lambda sid: RpcError.from_error(-32603, f"Session not found: {sid}"),
-    SPELLINGS[4].seen_in: lambda sid: RpcError.from_error(-32602, f"Unknown session {sid}"),
-    SPELLINGS[5].seen_in: lambda sid: RpcError.from_error(-32000, "Invalid session identifier"),
+    SPELLINGS[0].seen_in: lambda sid: RpcError.from_error(-32002, "Resource not found", {"uri": sid}),  # deepagents
+    SPELLINGS[1].seen_in: lambda sid: RpcError.from_error(-32602, "Invalid params", {"sessionId": sid}),  # pydantic
+    SPELLINGS[2].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": f"'{sid}'"}),
+    SPELLINGS[3].seen_in: lambda sid: RpcError.from_error(-32600, f"session/load: Session '{sid}' not found"),
+    SPELLINGS[4].seen_in: lambda sid: RpcError.from_error(-32600, "session/load: No sessions directory found"),
+    SPELLINGS[5].seen_in: lambda sid: RpcError.from_error(-32600, f"unknown sessionId: {sid}"),  # agentao
+    SPELLINGS[6].seen_in: lambda sid: RpcError.from_error(-32603, "Invalid session identifier"),
 }
 
 
@@ -35,6 +37,13 @@ def test_the_spelling_is_recognized(spelling: object) -> None:
 
 
 def test_other_errors_are_not_session_not_found() -> None:
+    # The reference agent's "not attached" names the session too, but says something specific.
+    attached = RpcError.from_error(-32602, "session not attached to this connection", {"sessionId": "s"})
+    assert says_session_not_found(attached, "s") is None
+    assert (
+        says_session_not_found(RpcError.from_error(-32602, "Invalid params", {"message": "Invalid session id"}), "s")
+        is None
+    )
     assert says_session_not_found(RpcError.from_error(-32602, "prompt must be an array"), "s") is None
     assert says_session_not_found(RpcError.from_error(-32602, "bad", {"sessionId": "other"}), "s") is None
     assert says_session_not_found(RpcError.from_error(-32603, "Internal error", "boom"), "s") is None
