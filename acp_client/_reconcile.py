@@ -119,14 +119,20 @@ def _concatenation(text: str, prompts: Sequence[str]) -> list[str] | None:
     return None
 
 
+def _squeeze(text: str) -> str:
+    """The text compared: runs of whitespace as one space, none at the ends (agents replay
+    ``"echo: hello"`` for the ``"echo: hello  "`` they streamed, or add a newline)."""
+    return " ".join(text.split())
+
+
 def _score(recorded: _Message, replayed: _Message) -> int:
     """2: the same message; 1: the replay completes the recorded one; 0: no match."""
     if recorded.role != replayed.role or recorded.status == "failed":
         return 0
     if recorded.message_id is not None and replayed.message_id is not None:
         return 2 if recorded.message_id == replayed.message_id else 0
-    old, new = recorded.text, replayed.text
-    if old == new and _plain(recorded) == _plain(replayed) and (old or recorded.blocks == replayed.blocks):
+    old, new = _squeeze(recorded.text), _squeeze(replayed.text)
+    if old == new and (old or recorded.blocks == replayed.blocks):
         return 2
     if old == "" and not recorded.blocks:
         return 1
@@ -214,8 +220,10 @@ def reconcile(
             old, new = recorded[ri], replayed[pj]
             if old.message_id is None and new.message_id is not None:
                 old.message_id = new.message_id
-            if old.text != new.text or old.blocks != new.blocks:
-                if (old.text == "" and not old.blocks) or (old.role != "user" and new.text.startswith(old.text)):
+            if _squeeze(old.text) != _squeeze(new.text) or (not old.text and old.blocks != new.blocks):
+                if (old.text == "" and not old.blocks) or (
+                    old.role != "user" and _squeeze(new.text).startswith(_squeeze(old.text))
+                ):
                     old.blocks = list(new.blocks)
                     old.incomplete = False
                 else:
