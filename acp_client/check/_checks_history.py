@@ -136,10 +136,23 @@ def _key(message: Message) -> tuple[str, str]:
     return (message.role, " ".join(message.text.split()))
 
 
-def _diagnose(expected: list[Message], replayed: list[Message]) -> str | None:
+def _resent(updates: list[dict[str, Any]]) -> list[str]:
+    """The ids of whole messages (v2 ``user_message`` / ``agent_message``) sent more than once."""
+    ids = [
+        str(u.get("messageId"))
+        for u in updates
+        if u.get("sessionUpdate") in ("user_message", "agent_message") and isinstance(u.get("messageId"), str)
+    ]
+    return sorted({i for i in ids if ids.count(i) > 1})
+
+
+def _diagnose(expected: list[Message], replayed: list[Message], updates: list[dict[str, Any]]) -> str | None:
     """``None`` when ``replayed`` is ``expected`` exactly once in order, else what is wrong."""
     want = [_key(m) for m in expected]
     got = [_key(m) for m in replayed]
+    resent = _resent(updates)
+    if resent:
+        return f"sends {len(resent)} messages twice (the same messageId)"
     if got == want:
         return None
     if not got:
@@ -164,7 +177,7 @@ async def load_replays_once(ctx: CheckContext) -> Verdict:
         replay = await _replay_after_restart(ctx)
     except _Refused as exc:
         return exc.verdict
-    problem = _diagnose(replay.expected, replay.messages)
+    problem = _diagnose(replay.expected, replay.messages, replay.updates)
     if problem is None:
         return ctx.verdict(
             "pass",
@@ -196,14 +209,11 @@ async def load_message_ids(ctx: CheckContext) -> Verdict:
     if without:
         note = f"{len(without)} of {len(chunks)} replayed message updates carry no messageId"
         (fails if ctx.version >= 2 else warns).append(note + (" (v2 requires it)" if ctx.version >= 2 else ""))
-    live_agent = [m.message_id for m in replay.expected if m.role == "agent" and m.message_id]
-    replay_agent = [m.message_id for m in replay.messages if m.role == "agent" and m.message_id]
-    if live_agent and replay_agent and set(replay_agent) != set(live_agent):
-        fails.append("the replayed agent messages carry other messageIds than live")
-    live_user = [m.message_id for m in replay.expected if m.role == "user" and m.message_id]
-    replay_user = [m.message_id for m in replay.messages if m.role == "user" and m.message_id]
-    if live_user and replay_user and set(replay_user) != set(live_user):
-        fails.append("the replayed user messages carry other messageIds than live")
+    for role in ("agent", "user"):
+        live_ids = {m.message_id for m in replay.expected if m.role == role and m.message_id}
+        replay_ids = {m.message_id for m in replay.messages if m.role == role and m.message_id}
+        if live_ids and replay_ids - live_ids:
+            fails.append(f"the replayed {role} messages carry other messageIds than live")
     live_tools = tool_call_ids(replay.live_updates)
     replay_tools = tool_call_ids(replay.updates)
     if live_tools and set(live_tools) != set(replay_tools):

@@ -26,6 +26,8 @@ def _probe_params(method: str, session_id: str, cwd: str) -> dict[str, Any]:
 async def initialize_capabilities(ctx: CheckContext) -> Verdict:
     link = await ctx.link()
     unknown = ctx.unknown_id()
+    # session/close is session-scoped (over HTTP it needs a session the connection knows): close a real one.
+    own = await ctx.new_session(link)
     fails: list[str] = []
     warns: list[str] = []
     works: list[str] = []
@@ -37,7 +39,8 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
         where = ctx.capability_path(method)
         mark = ctx.mark()
         try:
-            answer = await link.request(method, _probe_params(method, unknown, ctx.cwd))
+            target = own if method == "session/close" else unknown
+            answer = await link.request(method, _probe_params(method, target, ctx.cwd))
         except CheckFailed as exc:
             fails.append(f"{method}: {exc.finding}")
             evidence += ctx.lines(mark)

@@ -197,6 +197,8 @@ async def finish_prompt(link: Link, version: int, pending: PendingTurn, timeout:
     request_id, start = pending.request_id, pending.start
     reply = await link.wait_for(lambda m: m.get("id") == request_id and "method" not in m, start=start, timeout=timeout)
     if reply is None:
+        if link.closed_reason is not None:
+            raise CheckFailed(f"the link ended during the turn: {link.closed_reason}")
         raise CheckFailed(f"session/prompt was not answered within {timeout:g} s")
     answer = link.answer_of(request_id, reply)
     if not answer.ok:
@@ -205,6 +207,8 @@ async def finish_prompt(link: Link, version: int, pending: PendingTurn, timeout:
     if version >= 2:
         remaining = max(0.1, timeout - (time.monotonic() - began))
         idle = await link.wait_for(lambda m: ended(pending, m, version), start=start, timeout=remaining)
+        if idle is None and link.closed_reason is not None:
+            raise CheckFailed(f"the link ended during the turn: {link.closed_reason}")
         if idle is None:
             raise CheckFailed(f"no state_update idle ended the v2 turn within {timeout:g} s")
         stop = idle["params"]["update"].get("stopReason")

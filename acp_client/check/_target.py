@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, Literal
 
 import attrs
@@ -50,11 +50,14 @@ class Target:
         restart_cmd: For network targets: a shell command that restarts the agent.
         env: Extra environment for a stdio agent (the checker's own environment is passed on
             whole: an agent author's agent needs its keys).
+        restart: From Python, instead of ``restart_cmd``: a coroutine function that restarts a
+            network agent (e.g. an in-process server's own restart).
     """
 
     spec: str
     restart_cmd: str | None = None
     env: Mapping[str, str] | None = None
+    restart: Callable[[], Awaitable[None]] | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def kind(self) -> TargetKind:
@@ -66,7 +69,7 @@ class Target:
 
     @property
     def can_restart(self) -> bool:
-        return self.kind == "stdio" or bool(self.restart_cmd)
+        return self.kind == "stdio" or bool(self.restart_cmd) or self.restart is not None
 
     def validate(self) -> None:
         """Raises: TargetError: Not a target this checker can reach."""
@@ -156,12 +159,21 @@ class AgentHost:
             self.log.add("*", "!", "agent processes killed (SIGKILL): restart")
             return
         command = self.target.restart_cmd
-        if not command:
+        hook = self.target.restart
+        if not command and hook is None:
             raise CheckFailed("no --restart-cmd: the agent cannot be restarted")
         for link in self._links:
             await link.aclose()
-        self.log.add("*", "!", f"running the restart command: {command}")
-        await _run_restart(command, self.timeout * 3)
+        if hook is not None:
+            self.log.add("*", "!", "restarting the agent")
+            try:
+                await asyncio.wait_for(hook(), self.timeout * 3)
+            except asyncio.TimeoutError:
+                raise CheckFailed(f"the restart did not finish within {self.timeout * 3:g} s") from None
+        else:
+            assert command is not None
+            self.log.add("*", "!", f"running the restart command: {command}")
+            await _run_restart(command, self.timeout * 3)
         deadline = time.monotonic() + self.timeout * 3
         last = "not tried"
         while time.monotonic() < deadline:

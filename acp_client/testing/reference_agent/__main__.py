@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from ._agent import ReferenceAgent
+from ._faults import FAULTS
 from ._server import ReferenceServer
 from ._stdio import serve_stdio
 from ._store import SessionStore
@@ -43,6 +44,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--name", default="acp-reference-agent", help="the agent name to advertise (tells instances apart)"
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME",
+        choices=sorted(FAULTS),
+        help="a deliberate defect (repeatable), to see a conformance check fail: " + ", ".join(sorted(FAULTS)),
+    )
     parser.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     parser.add_argument("--port", type=int, default=0, help="--serve: port (default: a free one)")
     parser.add_argument("--tls-cert", metavar="FILE", help="--serve: certificate file (enables wss/https)")
@@ -62,6 +71,7 @@ def _agent_from(args: argparse.Namespace) -> ReferenceAgent:
         chunks_per_prompt=args.chunks,
         chunk_delay=args.chunk_delay,
         store=SessionStore(args.store) if args.store else None,
+        faults=args.fault,
     )
 
 
