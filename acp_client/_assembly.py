@@ -29,6 +29,7 @@ from .retry import RetryPolicy
 from .state import SessionPage, State
 from .store import SessionStore, endpoint_key, pool_key
 from .store._bridge import StoreBridge
+from .telemetry import Telemetry
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
 from .transports.base import Connector, Limits
@@ -70,6 +71,7 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
     "rng": random.Random,
     "session_store": SessionStore,
     "session_store_key": str,
+    "telemetry": Telemetry,
 }
 
 
@@ -160,6 +162,7 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
         retry_unsent_prompts=options["retry_unsent_prompts"],
         max_incoming_requests=options["max_incoming_requests"],
         store=_bridge(endpoint, spec, options["session_store"], options["session_store_key"]),
+        telemetry=options["telemetry"],
     )
     return engine, first
 

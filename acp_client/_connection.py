@@ -22,6 +22,7 @@ from typing import Any, Final
 from . import _jsonrpc
 from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from ._limits import AbandonedIds, IncomingCap
+from ._observe import CallObserver
 from .clock import Clock, SystemClock, move_on_after
 from .exceptions import (
     AcpError,
@@ -101,6 +102,8 @@ class Connection:
             of starting a handler, so a flooding agent cannot hold unbounded tasks and memory
             (refusals go out one after another from one task; reading pauses while 256 wait);
             the client's own requests keep resolving meanwhile.
+        observer: Builds the :class:`~acp_client._observe.CallObserver` of this connection from
+            its transport (telemetry), or ``None``.
 
     Raises:
         ConfigurationError: ``max_incoming_requests`` is not a positive integer.
@@ -116,8 +119,11 @@ class Connection:
         clock: Clock | None = None,
         request_timeout: float | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        observer: Callable[[Transport], CallObserver] | None = None,
     ) -> None:
         self._transport = transport
+        #: Sees every request sent and every agent request handled (telemetry); ``None``: nobody.
+        self._observer = observer(transport) if observer is not None else None
         self._on_request = on_request
         self._on_notification = on_notification
         self._on_protocol_error = on_protocol_error
@@ -213,11 +219,27 @@ class Connection:
             ConnectionLost: The connection ended first, or the transport could not send.
             TransportError: The transport refused this one message (e.g. an HTTP 4xx for the POST).
         """
+        if self._observer is not None:
+            return await self._observer.outgoing(
+                method, params, lambda sent, on_id: self._request(method, sent, timeout, on_answer, on_id)
+            )
+        return await self._request(method, params, timeout, on_answer, None)
+
+    async def _request(
+        self,
+        method: str,
+        params: Any,
+        timeout: float | _Default | None,
+        on_answer: Callable[[], None] | None,
+        on_id: Callable[[RequestId], None] | None,
+    ) -> Any:
         if timeout is DEFAULT_TIMEOUT:
             timeout = self._request_timeout
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
         request_id = self._next_id()
+        if on_id is not None:
+            on_id(request_id)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         pending = _Pending(future, method, on_answer)
         self._pending[request_id] = pending
@@ -470,7 +492,10 @@ class Connection:
         try:
             if self._on_request is None:
                 raise RpcError.method_not_found(item.method)
-            result = await self._on_request(item.method, item.params)
+            if self._observer is None:
+                result = await self._on_request(item.method, item.params)
+            else:
+                result = await self._observer.incoming(item.id, item.method, item.params, self._on_request)
             return _jsonrpc.result_message(item.id, result)
         except RpcError as exc:
             message = exc.message

@@ -27,6 +27,7 @@ from ..pool import Endpoint, PlacementFunction
 from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..store import SessionStore
+from ..telemetry import Telemetry
 from ..transports import CookieStore, TlsConfig
 from ..transports.base import Connector, Limits
 from ..types import ContentBlock, Implementation, McpServer, Session
@@ -106,7 +107,7 @@ class SyncAcpClient(ClientExtras):
         placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
         clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts,
-        max_incoming_requests: Forwarded to :class:`~acp_client.AcpClient` as given (same
+        max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
             meaning, same defaults).
 
     Raises:
@@ -147,6 +148,7 @@ class SyncAcpClient(ClientExtras):
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        telemetry: Telemetry | None = None,
         **unexpected: NoReturn,
     ) -> None:
         # ``**unexpected: NoReturn``: a type checker refuses any other keyword (no value has that
@@ -196,6 +198,7 @@ class SyncAcpClient(ClientExtras):
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
+            telemetry=telemetry,
         )
         #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
         self._clock: Clock = clock or SystemClock()
