@@ -16,6 +16,7 @@ import pytest
 from acp_client import AcpClient, ConfigurationError, QueueOptions, RetryPolicy, Timeouts
 from acp_client.pool import locate
 from acp_client.sync import SyncAcpClient
+from acp_client.telemetry import Telemetry
 from acp_client.testing import MemoryConnector, ReferenceAgent
 from acp_client.transports import CookieStore, HttpConnector, Limits, StdioConnector, WebSocketConnector
 
@@ -92,6 +93,7 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("Timeouts.connect", lambda v: Timeouts(connect=v), "seconds"),
     ("Timeouts.probe", lambda v: Timeouts(probe=v), "seconds"),
     ("QueueOptions.enabled", lambda v: QueueOptions(enabled=v), "flag"),
+    ("Telemetry.enabled", lambda v: Telemetry(enabled=v), "flag"),
     ("QueueOptions.max_size", lambda v: QueueOptions(max_size=v), "count"),
     ("QueueOptions.max_age", lambda v: QueueOptions(max_age=v), "seconds"),
     ("RetryPolicy.initial_delay", lambda v: _retry(initial_delay=v), "seconds or zero"),
