@@ -130,3 +130,18 @@ def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> 
         assert re.fullmatch(NUMBER + "x", ratio), row
         assert verdict in ("yes", "NO"), row
     assert "target (issue 11)" in output
+
+
+def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports() -> None:
+    output = run("recovery_scale.py")
+    table = rows(output, ("WebSocket", "HTTP"))
+    assert [(row[0], row[1]) for row in table] == [
+        ("WebSocket", "20"),
+        ("WebSocket", "100"),
+        ("HTTP", "20"),
+        ("HTTP", "100"),
+    ], output
+    for row in table:
+        assert all(re.fullmatch(NUMBER, cell) for cell in row[2:9]), row
+        assert int(row[6]) <= 4, row  # in flight: never more than recovery_concurrency (4 by default)
+    assert "targets (issue 22)" in output
