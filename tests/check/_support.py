@@ -37,7 +37,13 @@ async def serving(faults: Iterable[str] = (), *, store: Path | None = None) -> A
 
 
 async def run_on_server(
-    server: ReferenceServer, kind: str, tmp_path: Path, *, version: int = 1, timeout: float = 3.0, only: Iterable[str] = ()
+    server: ReferenceServer,
+    kind: str,
+    tmp_path: Path,
+    *,
+    version: int = 1,
+    timeout: float = 3.0,
+    only: Iterable[str] = (),
 ) -> Report:
     """The checker against ``server`` over ``kind`` (``ws`` or ``http``), restarting it in process."""
     url = server.ws_url if kind == "ws" else server.http_url

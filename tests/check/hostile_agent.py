@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
                 send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "flood", "update": update}})
             continue
         if mode == "garbage":
-            out.write(b"this is not JSON\n{\"jsonrpc\": broken\n\x00\x01\x02\n")
+            out.write(b'this is not JSON\n{"jsonrpc": broken\n\x00\x01\x02\n')
             out.flush()
             continue
         if request_id is None:
@@ -75,7 +75,14 @@ def main(argv: list[str]) -> int:
         sid = params.get("sessionId") if isinstance(params, dict) else None
         if method == "initialize":
             capabilities = {"loadSession": True, "sessionCapabilities": {"status": {}, "resume": {}, "list": {}}}
-            answer(request_id, {"protocolVersion": 1, "agentCapabilities": capabilities, "agentInfo": {"name": "hostile", "version": "0"}})
+            answer(
+                request_id,
+                {
+                    "protocolVersion": 1,
+                    "agentCapabilities": capabilities,
+                    "agentInfo": {"name": "hostile", "version": "0"},
+                },
+            )
         elif method == "session/new":
             new_id = uuid.uuid4().hex
             known.add(new_id)

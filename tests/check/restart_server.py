@@ -18,7 +18,8 @@ import time
 
 def main(pidfile: str, port: int, store: str) -> int:
     with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
-        old = int(open(pidfile, encoding="ascii").read().strip())
+        with open(pidfile, encoding="ascii") as previous:
+            old = int(previous.read().strip())
         os.kill(old, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
