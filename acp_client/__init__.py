@@ -81,6 +81,7 @@ from .state import (
     UpdateEvent,
 )
 from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
+from .telemetry import Telemetry
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
@@ -182,6 +183,7 @@ __all__ = [
     "StdioConnector",
     "StoredSession",
     "SystemClock",
+    "Telemetry",
     "TerminalHandler",
     "Timeouts",
     "TlsConfig",

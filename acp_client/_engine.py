@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
@@ -25,7 +25,8 @@ from ._recoverer import Recoverer, attach_failed, open_attach_window, record_aft
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
-from .clock import Clock
+from ._telemetry import instrumentation
+from .clock import Clock, move_on_after
 from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     AcpError,
@@ -39,6 +40,7 @@ from .handlers import ClientHandlers, RequestRouter
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
 from .store._bridge import StoreBridge
+from .telemetry import Telemetry
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
@@ -55,6 +57,9 @@ from .types import (
     SetSessionModelRequest,
     SetSessionModeRequest,
 )
+
+if TYPE_CHECKING:
+    from ._telemetry._links import LinkTelemetry
 
 __all__ = ["Engine"]
 
@@ -102,6 +107,7 @@ class Engine:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
         store: StoreBridge | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
         self.max_incoming_requests = max_incoming_requests
@@ -129,6 +135,15 @@ class Engine:
             version=lambda: self.version,
         )
         self._retry, self._queue, self._rng, self.connector = retry, queue, rng, connector
+        # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
+        self.telemetry = instrumentation(
+            telemetry,
+            clock=clock.monotonic,
+            version=lambda: self.version,
+            queued=lambda: sum(supervisor.queued for supervisor in self.supervisors()),
+        )
+        self.update_counts = self.telemetry.update_counts if self.telemetry is not None else None
+        self.link_telemetry: LinkTelemetry | None = None  # the single link's observer (its recovery rounds)
         self.persistence = (
             Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
             if store is not None
@@ -164,7 +179,7 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
             probe_timeout=timeouts.probe,
-            on_outcomes=self.persistence.recovered if self.persistence is not None else None,
+            on_outcomes=self._on_pool_outcomes if self.persistence or self.telemetry else None,
         )
 
     def build_supervisor(
@@ -177,6 +192,11 @@ class Engine:
         on_fail: Callable[[BaseException], None] | None = None,
     ) -> Supervisor:
         """One link's supervisor (the only one, or one per instance of a pool)."""
+        observer = self.telemetry.link() if self.telemetry is not None else None
+        if observer is not None:
+            on_state = observer.watch(on_state)
+            if recover == self.recover:  # the single link: its recovery rounds are its episodes
+                self.link_telemetry = observer
         return Supervisor(
             connector,
             initialize=self.initialize,
@@ -195,7 +215,14 @@ class Engine:
             connect_timeout=self.timeouts.connect,
             rng=self._rng,
             max_incoming_requests=self.max_incoming_requests,
+            observer=observer,
         )
+
+    def _on_pool_outcomes(self, outcomes: list[RecoveryOutcome]) -> None:
+        if self.persistence is not None:
+            self.persistence.recovered(outcomes)
+        if self.telemetry is not None:
+            self.telemetry.recovered(outcomes)
 
     # -- links ----------------------------------------------------------------------------------------
 
@@ -236,14 +263,22 @@ class Engine:
 
     async def recover(self, conn: Connection, init: InitializeResponse) -> None:
         """One recovery round (the supervisor's routine), then the store brought in step."""
-        if self.persistence is None:
-            await self.recoverer.recover(conn, init)
+        observer = self.link_telemetry
+        if observer is None:
+            await self._recover(conn, init)
             return
+        with observer.recovering():
+            observer.recovered(await self._recover(conn, init))
+
+    async def _recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
+        if self.persistence is None:
+            return await self.recoverer.recover(conn, init)
         reported: list[RecoveryOutcome] = []  # none when a drop cut the round off: reported by the next
         try:
             reported = await self.recoverer.recover(conn, init)
         finally:
             self.persistence.recovered(reported)
+        return reported
 
     def supervisors(self) -> list[Supervisor]:
         """Every link started so far."""
@@ -272,6 +307,8 @@ class Engine:
         await self.dispatcher.aclose()
         if self.persistence is not None:
             await self.persistence.bridge.aclose()
+        if self.telemetry is not None:
+            self.telemetry.close()
 
     # -- codec and capabilities -------------------------------------------------------------------
 
@@ -410,7 +447,6 @@ class Engine:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
 
-        timer = None
         try:
             result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
@@ -418,23 +454,19 @@ class Engine:
                 tracked.transcript.end_turn()
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
-            if timeout is not None:
-                expired = RequestTimeout("session/prompt", timeout)
-
-                def expire() -> None:
-                    turn.finish(expired)
-
-                timer = self.clock.call_later(timeout, expire)
-            ended = await future
-            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            with move_on_after(self.clock, timeout):  # v2: the turn ends later, with state_update idle
+                ended = await future
+                return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            assert timeout is not None
+            raise RequestTimeout("session/prompt", timeout)
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
+                if self.telemetry is not None:
+                    self.telemetry.turn_interrupted()
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
             if self.persistence is not None:
@@ -523,6 +555,10 @@ class Engine:
                 self.on_protocol_error(exc)
                 return
         event = self.table.receive(session_id, update)
+        counts = self.update_counts
+        if counts is not None:
+            variant = type(update)
+            counts[variant] = counts.get(variant, 0) + 1
         listeners = self.update_listeners
         if len(listeners) == 1:  # the common case, without the copy that guards a listener removing itself
             self.dispatcher.deliver_one(listeners[0], event, "on_update")

@@ -26,7 +26,7 @@ import attrs
 from ._connection import Connection
 from ._sessions import SessionTable, Tracked
 from ._supervisor import _RECOVERING_ON, Supervisor
-from .clock import Clock, TimerHandle
+from .clock import Clock, TimerHandle, move_on_after
 from .config import QueueOptions
 from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportClosed, TransportError
 from .pool import Endpoint, Location, PlacementFunction, RouteKind, _close_copy, _locate_many
@@ -418,21 +418,10 @@ class PoolLinks:
         Raises:
             TransportClosed: Nothing changed in time.
         """
-        changed: asyncio.Future[Any] = asyncio.ensure_future(self._changed.wait())
-        expired: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def expire() -> None:
-            if not expired.done():
-                expired.set_result(None)
-
-        timer = self._clock.call_later(limit, expire)
-        try:
-            await asyncio.wait([changed, expired], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            changed.cancel()
-        if not changed.done() or changed.cancelled():
-            raise TransportClosed(f"{what} after {limit:g}s")
+        with move_on_after(self._clock, limit):
+            await self._changed.wait()
+            return
+        raise TransportClosed(f"{what} after {limit:g}s")
 
     async def session_link(self, tracked: Tracked, method: str) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving

@@ -33,8 +33,9 @@ from ._connection import (
     ProtocolErrorHandler,
     RequestHandler,
 )
+from ._observe import LinkObserver
 from ._opening import open_link
-from .clock import Clock, TimerHandle
+from .clock import Clock, TimerHandle, move_on_after
 from .config import QueueOptions
 from .exceptions import (
     AcpError,
@@ -70,12 +71,11 @@ def _failed(cause: BaseException | None) -> ClientClosed:
 
 
 class _Waiter:
-    __slots__ = ("future", "method", "timer")
+    __slots__ = ("future", "method")
 
     def __init__(self, future: asyncio.Future[Connection], method: str) -> None:
         self.future = future
         self.method = method
-        self.timer: TimerHandle | None = None
 
 
 async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
@@ -108,8 +108,11 @@ class Supervisor:
         connect_timeout: float | None = None,
         rng: random.Random | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        observer: LinkObserver | None = None,
     ) -> None:
         self._connector = connector
+        self._observer = observer  # telemetry: the link's connections and reconnect attempts
+        self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
         self._initialize = initialize
         self._recover = recover
@@ -162,6 +165,11 @@ class Supervisor:
     def closing(self) -> bool:
         """Whether the app has closed the client (or is closing it)."""
         return self._closing
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the connection (during an outage)."""
+        return len(self._queue)
 
     @property
     def failure(self) -> BaseException | None:
@@ -302,20 +310,15 @@ class Supervisor:
         if len(self._queue) >= self._queue_options.max_size:
             raise QueueFull(f"{method}: {len(self._queue)} requests are already waiting for the connection")
         waiter = _Waiter(asyncio.get_running_loop().create_future(), method)
-        waiter.timer = self._clock.call_later(self._queue_options.max_age, lambda: self._expire(waiter))
         self._queue.append(waiter)
         try:
-            return await waiter.future
+            with move_on_after(self._clock, self._queue_options.max_age):
+                return await waiter.future
         finally:
-            if waiter.timer is not None:
-                waiter.timer.cancel()
             with contextlib.suppress(ValueError):
                 self._queue.remove(waiter)
-
-    def _expire(self, waiter: _Waiter) -> None:
-        if not waiter.future.done():
-            cause = TransportClosed(f"still reconnecting after {self._queue_options.max_age:g}s")
-            waiter.future.set_exception(ConnectionLost(waiter.method, may_have_executed=False, cause=cause))
+        cause = TransportClosed(f"still reconnecting after {self._queue_options.max_age:g}s")
+        raise ConnectionLost(method, may_have_executed=False, cause=cause)
 
     def _fail_queue(self, error: Callable[[_Waiter], BaseException]) -> None:
         while self._queue:
@@ -334,10 +337,12 @@ class Supervisor:
     async def _open(self) -> tuple[Connection, Any]:
         options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
         options["max_incoming_requests"] = self._max_incoming_requests
+        if self._observer is not None:
+            options["observer"] = self._observer.calls
         connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
-            initialize=self._initialize, timeout=self._connect_timeout,
+            initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
         )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:
@@ -429,6 +434,8 @@ class Supervisor:
         state = State.SUSPENDED if self._suspended else State.RECONNECTING
         self._set_state(state, attempt=attempt, retry_in=delay, cause=cause)
         logger.info("reconnecting to %s in %.2fs (attempt %d) after: %s", self._connector.target, delay, attempt, cause)
+        if self._observer is not None:
+            self._observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
 
     async def _attempt(self, attempt: Attempt) -> tuple[Connection, Any]:
         if self._closing:
@@ -476,7 +483,7 @@ class Supervisor:
         started = self._clock.monotonic()
         uptime = started - self._connected_at
         carried = self._carried_attempts if uptime < policy.reset_after else 0
-        self._drop_cause = str(cause)
+        self._drop_cause, self._drop_error = str(cause), cause
         self._refreshed = False
         self._suspended = self._suspend_due = False
         self._attempts_this_outage = 0

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from . import _assembly
+from ._checks import check_seconds
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
@@ -44,6 +45,7 @@ from .pool import Endpoint, Location, PlacementFunction
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
 from .store import SessionStore, StoredSession
+from .telemetry import Telemetry
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
@@ -129,6 +131,10 @@ class AcpClient:
             ``docs/session-store.md``).
         session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
             with a :class:`~acp_client.transports.base.Connector`).
+        telemetry: Where spans and metrics go (:class:`~acp_client.telemetry.Telemetry`; see
+            ``docs/telemetry.md``). With the ``otel`` extra installed the default is on, with the
+            global providers; ``Telemetry(enabled=False)`` turns it off. Without the extra there
+            is none, and OpenTelemetry is never imported.
 
     Raises:
         ConfigurationError: An invalid option.
@@ -162,6 +168,7 @@ class AcpClient:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]
@@ -273,6 +280,7 @@ class AcpClient:
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
+        check_seconds("timeout", timeout, optional=True)
         current = check_session_id(self._table.current_id(session_id))
         return await _assembly.locate(self._engine, current, timeout)
 
@@ -502,6 +510,7 @@ class AcpClient:
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
         """
+        check_seconds("timeout", timeout, optional=True)
         return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
 
     async def cancel(self, session_id: str) -> None:
@@ -523,6 +532,8 @@ class AcpClient:
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
+        if timeout is not DEFAULT_TIMEOUT:
+            check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient, SessionHandle
-from ..clock import Clock
+from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
@@ -27,6 +27,7 @@ from ..pool import Endpoint, PlacementFunction
 from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..store import SessionStore
+from ..telemetry import Telemetry
 from ..transports import CookieStore, TlsConfig
 from ..transports.base import Connector, Limits
 from ..types import ContentBlock, Implementation, McpServer, Session
@@ -106,7 +107,7 @@ class SyncAcpClient(ClientExtras):
         placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
         clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts,
-        max_incoming_requests: Forwarded to :class:`~acp_client.AcpClient` as given (same
+        max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
             meaning, same defaults).
 
     Raises:
@@ -147,6 +148,7 @@ class SyncAcpClient(ClientExtras):
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        telemetry: Telemetry | None = None,
         **unexpected: NoReturn,
     ) -> None:
         # ``**unexpected: NoReturn``: a type checker refuses any other keyword (no value has that
@@ -196,7 +198,11 @@ class SyncAcpClient(ClientExtras):
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
+            telemetry=telemetry,
         )
+        #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
+        self._clock: Clock = clock or SystemClock()
+        self._bridge.clock = self._clock
 
     @property
     def dropped_events(self) -> int:
@@ -367,10 +373,11 @@ class SyncAcpClient(ClientExtras):
         try:
             self._check_thread(method)
             self._require_running()
+            limit = self._timeout(timeout)
+            check_seconds("timeout", limit, optional=True)
         except BaseException:
             close_awaitable(awaitable)
             raise
-        limit = self._timeout(timeout)
         if bounded:
             future = self._loop_thread.submit(awaitable, method=method)
             return self._loop_thread.wait(future, timeout=limit, method=method)
@@ -474,7 +481,9 @@ class SyncAcpClient(ClientExtras):
         Raises:
             ClientClosed: The client is not connected, or is closed.
         """
-        coro = self._prompt(session_id, prompt, self._timeout(timeout))
+        limit = self._timeout(timeout)
+        check_seconds("timeout", limit, optional=True)
+        coro = self._prompt(session_id, prompt, limit)
         self._require_running(coro)
         return self._loop_thread.submit(coro, method="session/prompt")
 
@@ -485,9 +494,11 @@ class SyncAcpClient(ClientExtras):
             send = asyncio.ensure_future(self._client.cancel(session_id))
             self._background.add(send)
             send.add_done_callback(self._background_done)
-            await asyncio.wait({send}, timeout=_CANCEL_SEND_TIMEOUT)
+            with move_on_after(self._clock, _CANCEL_SEND_TIMEOUT):
+                await asyncio.wait({send})
 
-        return await bounded(self._client.prompt(session_id, prompt), timeout, "session/prompt", cancel_turn)
+        prompting = self._client.prompt(session_id, prompt)
+        return await bounded(prompting, timeout, "session/prompt", cancel_turn, clock=self._clock)
 
     def _background_done(self, task: asyncio.Task[Any]) -> None:
         self._background.discard(task)

@@ -501,7 +501,55 @@ async def _half_open(block: Block, tmp_path: Path) -> None:
     await asyncio.wait_for(namespace["test_half_open_link_is_detected"](), TIMEOUT)
 
 
+@check("docs/testing.md", "async def first_update(client, clock):")
+async def _deadline_scope(block: Block, tmp_path: Path) -> None:
+    from acp_client.testing import FakeClock
+
+    namespace: dict[str, Any] = {}
+    exec(compile(block.body, block.path, "exec"), namespace)
+
+    class Silent:
+        async def updates(self) -> Any:
+            await asyncio.get_running_loop().create_future()  # never an update
+            yield None
+
+    clock = FakeClock()
+    assert await clock.run(namespace["first_update"](Silent(), clock)) is None
+    assert clock.monotonic() == 5.0
+
+
 # -- the test of each block (after every check is registered) ----------------------------------------
+
+
+# -- docs/telemetry.md -----------------------------------------------------------------------------------
+
+check("docs/telemetry.md", 'python -m pip install -e ".[otel]"')(shell)
+
+
+@check("docs/telemetry.md", "tracing = TracerProvider()")
+async def _console_export(block: Block, tmp_path: Path) -> None:
+    assert len(block.body.strip().splitlines()) <= 13
+    async with ReferenceServer(ReferenceAgent()) as server:
+        out = await run_python(block.body.replace("ws://127.0.0.1:8000/acp", server.ws_url), tmp_path)
+    for method in ("initialize", "session/new", "session/prompt"):
+        assert f'"name": "{method}"' in out, out
+    assert '"kind": "SpanKind.CLIENT"' in out and '"rpc.system.name": "jsonrpc"' in out
+
+
+_TRACE_SHAPE = (
+    'acp.recovery                       acp.disconnect.cause="connection reset", acp.recovery.result=connected'
+)
+
+
+@check("docs/telemetry.md", _TRACE_SHAPE)
+async def _recovery_trace_shape(block: Block, tmp_path: Path) -> None:
+    """Every span, event and attribute name the drawing shows is one the client uses."""
+    from acp_client._telemetry import _names
+
+    used = {value for value in vars(_names).values() if isinstance(value, str)} | {"acp.recovering"}
+    shown = set(re.findall(r"\bacp\.[a-z_.]+[a-z]", block.body))
+    assert shown <= used, shown - used
+    assert {_names.RECOVERY_SPAN, _names.RECOVERY_SESSION_SPAN, _names.RECONNECT_EVENT} <= shown
 
 
 @pytest.mark.parametrize("key", sorted(CHECKS), ids=lambda key: f"{key[0]}:{key[1][:40]}")
