@@ -18,7 +18,7 @@ from acp_client import (
     UpdateEvent,
 )
 from acp_client.state import LEGAL_TRANSITIONS
-from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent
+from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent, inside
 
 #: Backoff on the fake clock: 1, 2, 4, 8, 8, ... seconds of fake time, never suspended.
 FAST_RETRY = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, suspend_after=None)
@@ -133,7 +133,7 @@ class Harness:
 
     def set_callbacks(self, **changes: Any) -> None:
         """Replace some of the client's callbacks from now on."""
-        self.client._engine.callbacks = attrs.evolve(self.client._engine.callbacks, **changes)
+        inside(self.client).engine.callbacks = attrs.evolve(inside(self.client).engine.callbacks, **changes)
 
 
 def assert_legal(h: Harness) -> None:

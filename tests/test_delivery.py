@@ -12,6 +12,7 @@ import pytest
 from acp_client import Callbacks, ConnectionState, State, UpdateEvent
 from acp_client._delivery import Dispatcher, Feed, call_app
 from acp_client._jsonrpc import Message
+from acp_client.testing import inside
 from tests._harness import Harness
 
 
@@ -223,6 +224,6 @@ async def test_session_updates_iterates_until_the_session_is_gone() -> None:
         await h.clock.run(handle.prompt("hello"))
         await h.clock.settle()
         assert [e.update for e in seen] == [e.update for e in h.updates] and seen
-        h.client._table.untrack(created.session_id)  # the iterator ends, and unsubscribes
+        inside(h.client).table.untrack(created.session_id)  # the iterator ends, and unsubscribes
         await asyncio.wait_for(consumer, 5)
-        assert h.client._table.get(created.session_id) is None and not handle._tracked.subscribers
+        assert inside(h.client).table.get(created.session_id) is None and not handle._tracked.subscribers

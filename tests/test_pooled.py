@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryContext, RecoveryOutcome, RecoveryPath, State
 from acp_client._jsonrpc import Message
 from acp_client.exceptions import ConnectError
-from acp_client.pool import Endpoint, Presence
+from acp_client.pool import Endpoint, Probe
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
 from acp_client.transports.base import Transport
@@ -301,7 +301,7 @@ async def test_client_locate_reports_every_instance(farm: Farm) -> None:
         farm.connectors["c"].refuse()
         farm.share(handle.session_id, "b")
         location = await client.locate(handle.session_id)
-    assert [a.presence for a in location.answers] == [Presence.ACTIVE, Presence.INACTIVE, Presence.UNREACHABLE]
+    assert [a.probe for a in location.answers] == [Probe.ACTIVE, Probe.INACTIVE, Probe.UNREACHABLE]
 
 
 # -- every combination of answers ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from acp_client import AcpClient, ConfigurationError, RecoveryPath, SqliteSessionStore, State
 from acp_client.store import pool_key
-from acp_client.testing import FakeClock
+from acp_client.testing import FakeClock, inside
 from tests._harness import FAST_RETRY
 from tests.test_pooled import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, until
 
@@ -61,7 +61,7 @@ async def first_process(farm: Farm, store: SqliteSessionStore) -> list[str]:
         assert [h.endpoint for h in handles] == ["a", "b", "c"]
         for handle in handles:
             await handle.prompt("hello")
-        persistence = first._engine.persistence
+        persistence = inside(first).engine.persistence
         assert persistence is not None
         await persistence.bridge.flush()
         return [h.session_id for h in handles]
@@ -92,7 +92,7 @@ async def test_the_next_process_finds_each_session_and_recovers_it_where_it_is(
             handle = second.session(session_id)
             assert handle.endpoint == next(o.endpoint for o in recorder.outcomes if o.session_id == session_id)
             assert (await handle.prompt("again")).stop_reason == "end_turn"
-        persistence = second._engine.persistence
+        persistence = inside(second).engine.persistence
         assert persistence is not None
         await persistence.bridge.flush()
     stored = {record.session_id for record in store.load(KEY)}

@@ -11,6 +11,7 @@ import pytest
 from acp_client import ConnectionLost, Probe, RecoveryPath, RetryPolicy, State, Timeouts
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
+from acp_client.testing import inside
 from acp_client.types import Session, TextContent, UserMessageChunk
 
 from ._harness import Harness
@@ -81,7 +82,7 @@ async def test_a_replay_finished_before_a_sibling_was_cut_off_is_reported_as_a_r
         b_outcome = [o for o in h.outcomes if o.previous_session_id == b.session_id]
         assert [o.path for o in b_outcome] == [RecoveryPath.REPLAY]
         assert b_outcome[0].notes[0] == "the last replay was cut off: replaying again"
-        assert not h.client._table.require(b.session_id).replay_cut_off
+        assert not inside(h.client).table.require(b.session_id).replay_cut_off
         assert a.transcript.text() == "user: one\nagent: echo: one"
 
 
@@ -185,7 +186,7 @@ async def test_a_replay_cut_off_in_recovery_keeps_the_history_and_replays_again(
         await h.clock.settle()
         await h.clock.run(swallow.seen.wait(), limit=60.0)
         await h.clock.settle()
-        assert h.client._table.require(session.session_id).replaying
+        assert inside(h.client).table.require(session.session_id).replaying
         swallow.active = False
         h.connector.drop()
         await h.until_connected()
@@ -193,7 +194,7 @@ async def test_a_replay_cut_off_in_recovery_keeps_the_history_and_replays_again(
         [outcome] = h.outcomes
         assert outcome.path is RecoveryPath.REPLAY and outcome.probe is Probe.ACTIVE
         assert outcome.notes[0] == "the last replay was cut off: replaying again"
-        assert not h.client._table.require(session.session_id).replay_cut_off
+        assert not inside(h.client).table.require(session.session_id).replay_cut_off
         await h.clock.run(session.prompt("three"))
         assert session.transcript.text().count("echo: one") == 1
         assert session.transcript.text().endswith("user: three\nagent: echo: three")
@@ -213,7 +214,7 @@ async def test_an_app_initiated_load_cut_off_is_replayed_by_the_next_recovery() 
         h.connector.drop()
         with pytest.raises(ConnectionLost):
             await loading
-        assert h.client._table.require(session.session_id).replay_cut_off
+        assert inside(h.client).table.require(session.session_id).replay_cut_off
         assert session.transcript.text() == before
         await h.until_connected()
         outcome = h.outcomes[-1]

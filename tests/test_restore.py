@@ -10,6 +10,7 @@ import pytest
 
 from acp_client import CapabilityNotSupported, RecoveryPath
 from acp_client._jsonrpc import Message
+from acp_client.testing import inside
 
 from ._harness import Harness
 
@@ -149,7 +150,7 @@ async def test_a_drop_while_restoring_keeps_the_outcome_and_restores_next_time()
         assert resume.path is RecoveryPath.RESUME
         assert "restored mode 'code', model 'm2', config option 'effort' = 'high'" in resume.notes
         assert setters_sent(h, before) == [*RESTORED[:2], *RESTORED]
-        assert not h.client._table.require(session.session_id).settings.pending
+        assert not inside(h.client).table.require(session.session_id).settings.pending
 
 
 async def test_set_model_and_config_need_a_session_that_offers_them() -> None:
