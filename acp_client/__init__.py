@@ -7,6 +7,7 @@ types live in :mod:`acp_client.types`, the clock seam in :mod:`acp_client.clock`
 """
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from ._codec import session_from_json, session_to_json
@@ -80,10 +81,16 @@ from .state import (
     UpdateEvent,
 )
 from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
+from .telemetry import Telemetry
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
+
+# A library's logger: records go wherever the app sends them, and nowhere (not to Python's
+# last-resort stderr handler) when it configures no logging. What the app must see reaches it
+# through callbacks and exceptions; the log is for those who ask for it.
+logging.getLogger("acp_client").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from .transports.http import HttpConnector
@@ -176,6 +183,7 @@ __all__ = [
     "StdioConnector",
     "StoredSession",
     "SystemClock",
+    "Telemetry",
     "TerminalHandler",
     "Timeouts",
     "TlsConfig",

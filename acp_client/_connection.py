@@ -22,7 +22,8 @@ from typing import Any, Final
 from . import _jsonrpc
 from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from ._limits import AbandonedIds, IncomingCap
-from .clock import Clock, SystemClock, TimerHandle
+from ._observe import CallObserver
+from .clock import Clock, SystemClock, move_on_after
 from .exceptions import (
     AcpError,
     ConnectionLost,
@@ -77,13 +78,12 @@ DEFAULT_TIMEOUT: Final = _Default.TIMEOUT
 
 
 class _Pending:
-    __slots__ = ("future", "method", "on_answer", "timer")
+    __slots__ = ("future", "method", "on_answer")
 
     def __init__(self, future: asyncio.Future[Any], method: str, on_answer: Callable[[], None] | None) -> None:
         self.future = future
         self.method = method
         self.on_answer = on_answer
-        self.timer: TimerHandle | None = None
 
 
 class Connection:
@@ -102,6 +102,8 @@ class Connection:
             of starting a handler, so a flooding agent cannot hold unbounded tasks and memory
             (refusals go out one after another from one task; reading pauses while 256 wait);
             the client's own requests keep resolving meanwhile.
+        observer: Builds the :class:`~acp_client._observe.CallObserver` of this connection from
+            its transport (telemetry), or ``None``.
 
     Raises:
         ConfigurationError: ``max_incoming_requests`` is not a positive integer.
@@ -117,8 +119,11 @@ class Connection:
         clock: Clock | None = None,
         request_timeout: float | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        observer: Callable[[Transport], CallObserver] | None = None,
     ) -> None:
         self._transport = transport
+        #: Sees every request sent and every agent request handled (telemetry); ``None``: nobody.
+        self._observer = observer(transport) if observer is not None else None
         self._on_request = on_request
         self._on_notification = on_notification
         self._on_protocol_error = on_protocol_error
@@ -214,45 +219,58 @@ class Connection:
             ConnectionLost: The connection ended first, or the transport could not send.
             TransportError: The transport refused this one message (e.g. an HTTP 4xx for the POST).
         """
+        if self._observer is not None:
+            return await self._observer.outgoing(
+                method, params, lambda sent, on_id: self._request(method, sent, timeout, on_answer, on_id)
+            )
+        return await self._request(method, params, timeout, on_answer, None)
+
+    async def _request(
+        self,
+        method: str,
+        params: Any,
+        timeout: float | _Default | None,
+        on_answer: Callable[[], None] | None,
+        on_id: Callable[[RequestId], None] | None,
+    ) -> Any:
         if timeout is DEFAULT_TIMEOUT:
             timeout = self._request_timeout
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
         request_id = self._next_id()
+        if on_id is not None:
+            on_id(request_id)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         pending = _Pending(future, method, on_answer)
         self._pending[request_id] = pending
         message = _jsonrpc.request_message(request_id, method, params)
-        if timeout is not None:  # the timeout covers the send too (a POST can hang)
-            pending.timer = self._clock.call_later(timeout, lambda: self._expire(request_id, timeout))
-        try:
-            if pending.timer is None:
+        with move_on_after(self._clock, timeout) as deadline:  # it covers the send too (a POST can hang)
+            try:
                 await self._transport.send(message)
-            else:
-                await _send_before(self._transport, message, future)
-        except BaseException as exc:
-            self._abandon(request_id, pending)
-            if isinstance(exc, TransportClosed):
-                self._finish(exc)  # the link is dead: everything else pending fails too
-                raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
-            raise
-        try:
-            return await future
-        except asyncio.CancelledError:
-            if self._pending.pop(request_id, None) is not None:
-                self._abandoned.remember(request_id)
-                self._cancel_remote(request_id)
-            raise
-        finally:
-            if pending.timer is not None:
-                pending.timer.cancel()
+            except BaseException as exc:
+                self._abandon(request_id, pending)
+                if deadline.expired:  # the send hung: the agent may have it all the same
+                    self._cancel_remote(request_id)
+                if isinstance(exc, TransportClosed):
+                    self._finish(exc)  # the link is dead: everything else pending fails too
+                    raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
+                raise
+            # The answer may be here already: it can overtake its own send (an HTTP initialize
+            # is answered in the POST's body).
+            try:
+                return await future
+            except asyncio.CancelledError:
+                if self._pending.pop(request_id, None) is not None:
+                    self._abandoned.remember(request_id)
+                    self._cancel_remote(request_id)
+                raise
+        assert timeout is not None
+        raise RequestTimeout(method, timeout)
 
     def _abandon(self, request_id: RequestId, pending: _Pending) -> None:
         """Forget a request whose send failed (its answer, if already settled, is not news)."""
         if self._pending.pop(request_id, None) is not None:
             self._abandoned.remember(request_id)
-        if pending.timer is not None:
-            pending.timer.cancel()
         if pending.future.done() and not pending.future.cancelled():
             pending.future.exception()  # mark it retrieved: the send's own error is raised instead
 
@@ -270,14 +288,6 @@ class Connection:
         except TransportClosed as exc:
             self._finish(exc)
             raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
-
-    def _expire(self, request_id: RequestId, timeout: float) -> None:
-        pending = self._pending.pop(request_id, None)
-        if pending is None or pending.future.done():
-            return
-        pending.future.set_exception(RequestTimeout(pending.method, timeout))
-        self._abandoned.remember(request_id)
-        self._cancel_remote(request_id)
 
     def _cancel_remote(self, request_id: RequestId) -> None:
         """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
@@ -361,8 +371,6 @@ class Connection:
         self._closed.set()
         pending, self._pending = self._pending, {}
         for item in pending.values():
-            if item.timer is not None:
-                item.timer.cancel()
             if not item.future.done():
                 item.future.set_exception(ConnectionLost(item.method, may_have_executed=True, cause=cause))
         for task in self._incoming.values():
@@ -438,8 +446,6 @@ class Connection:
                 return
             self._report(UnexpectedResponse(f"response to unknown request id {item.id!r}"))
             return
-        if pending.timer is not None:
-            pending.timer.cancel()
         if pending.on_answer is not None:
             try:
                 pending.on_answer()
@@ -486,7 +492,10 @@ class Connection:
         try:
             if self._on_request is None:
                 raise RpcError.method_not_found(item.method)
-            result = await self._on_request(item.method, item.params)
+            if self._observer is None:
+                result = await self._on_request(item.method, item.params)
+            else:
+                result = await self._observer.incoming(item.id, item.method, item.params, self._on_request)
             return _jsonrpc.result_message(item.id, result)
         except RpcError as exc:
             message = exc.message
@@ -532,22 +541,3 @@ class Connection:
                 replies.append(reply)
         if replies and not self._closed.is_set():
             await self._send_quietly(replies)
-
-
-async def _send_before(transport: Transport, message: _jsonrpc.Message, answer: asyncio.Future[Any]) -> None:
-    """Send ``message``, giving up on the send if the request times out first."""
-    send = asyncio.ensure_future(transport.send(message))
-    try:
-        await asyncio.wait({send, answer}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        send.cancel()
-        raise
-    timed_out = answer.done() and not answer.cancelled() and isinstance(answer.exception(), RequestTimeout)
-    if timed_out and not send.done():
-        send.cancel()
-        with contextlib.suppress(asyncio.CancelledError, TransportError):
-            await send
-        return  # the caller awaits the answer, which raises RequestTimeout
-    # Otherwise the send finished, or the answer overtook its own send (an HTTP initialize
-    # answers in the POST's body): let the send complete and report its outcome.
-    await send

@@ -32,7 +32,8 @@ from ._recoverer import Recoverer, attach_failed, open_attach_window, record_aft
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
-from .clock import Clock
+from ._telemetry import instrumentation
+from .clock import Clock, move_on_after
 from .config import Callbacks, QueueOptions, Timeouts, check_seconds
 from .exceptions import (
     AcpError,
@@ -46,8 +47,9 @@ from .exceptions import (
 from .handlers import ClientHandlers, RequestRouter
 from .location import Location
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, SessionPage, State, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State, TurnInterrupted, UpdateEvent
 from .store._bridge import StoreBridge
+from .telemetry import Telemetry
 from .transports._security import check_session_id
 from .transports.base import Connector
 from .types import (
@@ -123,6 +125,7 @@ class Engine:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
         store: StoreBridge | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
         self.max_incoming_requests = max_incoming_requests
@@ -151,6 +154,14 @@ class Engine:
         self._retry, self._rng, self._queue, self.connector = retry, rng, queue, connector
         #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[Any] = []
+        # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
+        self.telemetry = instrumentation(
+            telemetry,
+            clock=clock.monotonic,
+            version=lambda: self.version,
+            queued=lambda: self.links.queued,
+        )
+        self.update_counts = self.telemetry.update_counts if self.telemetry is not None else None
         self.persistence = (
             Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
             if store is not None
@@ -168,7 +179,7 @@ class Engine:
             concurrency=recovery_concurrency,
             supervisor=self.build_supervisor,
             emit_state=self.emit_state,
-            recovered=lambda outcomes: self.emit("recovered", outcomes),
+            recovered=self._recovered,
             opener=opener(
                 proposed=lambda: self.version,
                 client_info=client_info,
@@ -189,6 +200,9 @@ class Engine:
         on_fail: Callable[[BaseException], None],
     ) -> Supervisor:
         """One link's supervisor (the only one, or one per instance of a pool)."""
+        observer = self.telemetry.link() if self.telemetry is not None else None
+        if observer is not None:
+            on_state = observer.watch(on_state)
         return Supervisor(
             connector,
             initialize=self.initialize,
@@ -207,6 +221,7 @@ class Engine:
             connect_timeout=self.timeouts.connect,
             rng=self._rng,
             max_incoming_requests=self.max_incoming_requests,
+            observer=observer,
         )
 
     def emit(self, event: str, *args: Any, **fields: Any) -> None:
@@ -215,6 +230,13 @@ class Engine:
             handler = getattr(observer, event, None)
             if handler is not None:
                 handler(*args, **fields)
+
+    def _recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
+        """A recovery round's outcomes (the "recovered" event); telemetry records them here
+        unless a link's recovery episode recorded them already."""
+        self.emit("recovered", outcomes)
+        if self.telemetry is not None and not in_episode:
+            self.telemetry.recovered(outcomes)
 
     # -- links ----------------------------------------------------------------------------------------
 
@@ -258,6 +280,8 @@ class Engine:
         await self.dispatcher.aclose()
         if self.persistence is not None:
             await self.persistence.bridge.aclose()
+        if self.telemetry is not None:
+            self.telemetry.close()
 
     # -- codec and capabilities -------------------------------------------------------------------
 
@@ -468,7 +492,6 @@ class Engine:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
 
-        timer = None
         try:
             result = await self._send_prompt(tracked, params, timeout, turn.accept)
             response = self.decode(PromptResponse, result)
@@ -476,23 +499,19 @@ class Engine:
                 tracked.transcript.end_turn()
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
-            if timeout is not None:
-                expired = RequestTimeout("session/prompt", timeout)
-
-                def expire() -> None:
-                    turn.finish(expired)
-
-                timer = self.clock.call_later(timeout, expire)
-            ended = await future
-            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            with move_on_after(self.clock, timeout):  # v2: the turn ends later, with state_update idle
+                ended = await future
+                return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+            assert timeout is not None
+            raise RequestTimeout("session/prompt", timeout)
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
+                if self.telemetry is not None:
+                    self.telemetry.turn_interrupted()
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
             turn.done = True
             self.table.end_turn(tracked, turn)
             self.emit("turn_ended", tracked)
@@ -576,6 +595,10 @@ class Engine:
                 self.on_protocol_error(exc)
                 return
         event = self.table.receive(session_id, update)
+        counts = self.update_counts
+        if counts is not None:
+            variant = type(update)
+            counts[variant] = counts.get(variant, 0) + 1
         listeners = self.update_listeners
         if len(listeners) == 1:  # the common case, without the copy that guards a listener removing itself
             self.dispatcher.deliver_one(listeners[0], event, "on_update")

@@ -63,7 +63,8 @@ class LinkKit:
         supervisor: Makes one link's supervisor.
         emit_state: Publishes the client's state.
         recovered: Told the outcomes of each recovery round (an empty list after a round a drop
-            cut off): the engine's "recovered" event.
+            cut off), and whether a link's recovery episode recorded them already (telemetry):
+            the engine's "recovered" event.
         opener: Opens a short link (a locate's, a copy's close) the client's way.
     """
 
@@ -76,7 +77,7 @@ class LinkKit:
     concurrency: int
     supervisor: SupervisorFactory
     emit_state: Callable[[ConnectionState], None]
-    recovered: Callable[[list[RecoveryOutcome]], None]
+    recovered: Callable[[list[RecoveryOutcome], bool], None]
     opener: Opener
 
 
@@ -98,6 +99,10 @@ class Links(Protocol):
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         """The instances of a pool (empty for a single endpoint)."""
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a link (during an outage)."""
 
     def supervisors(self) -> list[Supervisor]:
         """Every link started so far."""
@@ -151,11 +156,17 @@ class SingleLink:
     async def _recover(self, conn: Connection, init: InitializeResponse) -> None:
         """One recovery round, then the "recovered" event (none reported when a drop cut it off:
         the next round reports them)."""
+        observer = self.supervisor.observer
         reported: list[RecoveryOutcome] = []
         try:
-            reported = await self._kit.recoverer.recover(conn, init)
+            if observer is None:
+                reported = await self._kit.recoverer.recover(conn, init)
+            else:  # the single link's recovery rounds are its telemetry episodes
+                with observer.recovering():
+                    reported = await self._kit.recoverer.recover(conn, init)
+                    observer.recovered(reported)
         finally:
-            self._kit.recovered(reported)
+            self._kit.recovered(reported, observer is not None)
 
     @property
     def state(self) -> ConnectionState:
@@ -172,6 +183,10 @@ class SingleLink:
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         return ()
+
+    @property
+    def queued(self) -> int:
+        return self.supervisor.queued
 
     def supervisors(self) -> list[Supervisor]:
         return [self.supervisor]

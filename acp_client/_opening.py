@@ -24,7 +24,7 @@ from typing import Any
 from ._connection import Connection
 from ._handshake import initialize as handshake
 from ._wire_log import WireLog
-from .clock import Clock
+from .clock import Clock, move_on_after, move_on_at
 from .exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFrame, RequestTimeout, TransportClosed
 from .transports.base import Connector
 from .types import ClientCapabilities, Implementation, InitializeResponse
@@ -43,8 +43,9 @@ async def open_link(
     on_protocol_error: Callable[[AcpError], None] | None,
     initialize: Initializer,
     timeout: float | None,
+    clock: Clock,
 ) -> tuple[Connection, Any]:
-    """Open a link and initialize it within ``timeout`` seconds (``None``: no bound).
+    """Open a link and initialize it within ``timeout`` seconds on ``clock`` (``None``: no bound).
 
     The connection's transport logs every frame on ``acp_client.wire`` (see
     :mod:`acp_client._wire_log`); its protocol errors go to ``on_protocol_error`` (the app's).
@@ -55,15 +56,16 @@ async def open_link(
         TransportClosed: The link died under ``initialize`` (worth another attempt).
         AcpError: What the connector or ``initialize`` raised otherwise.
     """
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
     try:
-        transport = await asyncio.wait_for(connector.connect(), timeout)
+        with move_on_after(clock, timeout) as opening:
+            transport = await connector.connect()
     except TimeoutError as exc:
         if isinstance(exc, AcpError):  # the connector's own (shorter) bound: already ours
             raise
-        raise ConnectTimeout(f"timed out after {timeout:g}s opening {connector.target}", timeout=timeout) from exc
-    not_acp: asyncio.Future[MalformedFrame] = loop.create_future()
+        raise ConnectTimeout(f"timed out opening {connector.target}: {exc}", timeout=timeout) from exc
+    if opening.expired:
+        raise ConnectTimeout(f"timed out after {timeout:g}s opening {connector.target}", timeout=timeout)
+    not_acp: asyncio.Future[MalformedFrame] = asyncio.get_running_loop().create_future()
 
     framed = transport.info.kind == "websocket"
 
@@ -78,10 +80,12 @@ async def open_link(
 
     conn = connection(WireLog(transport), on_protocol_error=protocol_error)
     conn.start()
-    remaining = None if deadline is None else max(deadline - loop.time(), 0.001)
-    initializing = asyncio.ensure_future(initialize(conn, remaining))
+    initializing = asyncio.ensure_future(initialize(conn, opening.remaining()))
     try:
-        await asyncio.wait({initializing, not_acp}, return_when=asyncio.FIRST_COMPLETED)
+        with move_on_at(clock, opening.deadline) as answering:
+            await asyncio.wait({initializing, not_acp}, return_when=asyncio.FIRST_COMPLETED)
+        if answering.expired:
+            raise RequestTimeout("initialize", timeout or 0.0)
         if not initializing.done():
             initializing.cancel()
             bad = not_acp.result()
@@ -96,6 +100,8 @@ async def open_link(
         await conn.aclose()
         raise
     except RequestTimeout as exc:
+        if not initializing.done():
+            initializing.cancel()
         await conn.aclose()
         raise ConnectTimeout(
             f"timed out after {timeout:g}s opening {connector.target} (no answer to initialize)"
@@ -142,7 +148,12 @@ def opener(
 
         connection = functools.partial(Connection, clock=clock)
         conn, init = await open_link(
-            connector, connection=connection, on_protocol_error=None, initialize=initialize, timeout=timeout
+            connector,
+            connection=connection,
+            on_protocol_error=None,
+            initialize=initialize,
+            timeout=timeout,
+            clock=clock,
         )
         return conn, init
 

@@ -24,6 +24,7 @@ from .retry import RetryPolicy
 from .state import SessionPage
 from .store import SessionStore, endpoint_key, pool_key
 from .store._bridge import StoreBridge
+from .telemetry import Telemetry
 from .transports import CookieStore, TlsConfig
 from .transports.base import Connector, Limits
 from .transports.endpoint import connector_for
@@ -49,6 +50,7 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
     "rng": random.Random,
     "session_store": SessionStore,
     "session_store_key": str,
+    "telemetry": Telemetry,
 }
 
 
@@ -159,6 +161,7 @@ def assemble(options: Mapping[str, Any], first: Connector, links: LinksFactory |
         retry_unsent_prompts=options["retry_unsent_prompts"],
         max_incoming_requests=options["max_incoming_requests"],
         store=_bridge(endpoint, options["session_store"], options["session_store_key"]),
+        telemetry=options["telemetry"],
     )
 
 

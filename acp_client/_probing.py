@@ -12,7 +12,6 @@ pool asks every instance at once (:mod:`acp_client.pool`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
@@ -21,7 +20,7 @@ import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
-from .clock import Clock
+from .clock import Clock, move_on_after
 from .exceptions import AcpError, CapabilityNotSupported, RequestTimeout, SessionNotFound
 from .location import Endpoint, InstanceAnswer
 from .state import Probe
@@ -133,47 +132,18 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
     return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in settings.session_ids)))
 
 
-async def _on_a_link(work: Callable[[_Link], Awaitable[_T]], answered: asyncio.Future[_T]) -> None:
-    """``work``, handing its result over before the link is closed (a slow close does not turn
-    a result into a timeout)."""
-    link = _Link()
-    try:
-        result = await work(link)
-        if not answered.done():
-            answered.set_result(result)
-    finally:
-        await link.aclose()
-
-
 async def _in_time(settings: Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:
-    """``work`` on a link of its own within ``settings.timeout`` (measured on the injected clock);
-    ``late()`` past it. The link is closed within what is left of the timeout."""
-    loop = asyncio.get_running_loop()
-    answered: asyncio.Future[_T] = loop.create_future()
-    deadline: asyncio.Future[Any] = loop.create_future()
-    task: asyncio.Future[None] = asyncio.ensure_future(_on_a_link(work, answered))
-
-    def expire() -> None:
-        if not deadline.done():
-            deadline.set_result(None)
-
-    timer = settings.clock.call_later(settings.timeout, expire)
-    try:
-        await asyncio.wait([answered, deadline, task], return_when=asyncio.FIRST_COMPLETED)
-        if answered.done():
-            if not task.done():  # let the link close, within what is left of the timeout
-                await asyncio.wait([task, deadline], return_when=asyncio.FIRST_COMPLETED)
-            return answered.result()
-        if task.done():
-            task.result()  # it ended without a result: raise what it raised (a bug, not the instance)
-            raise AssertionError("the work ended without a result")  # pragma: no cover
-        return late()
-    finally:
-        timer.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    """``work`` on a link of its own within ``settings.timeout`` (a deadline scope on the injected
+    clock); ``late()`` past it. The link is closed within what is left of the timeout (a slow
+    close does not turn a result into a timeout)."""
+    link = _Link()
+    answered: list[_T] = []
+    with move_on_after(settings.clock, settings.timeout):
+        try:
+            answered.append(await work(link))
+        finally:
+            await link.aclose()
+    return answered[0] if answered else late()
 
 
 async def ask(endpoint: Endpoint, settings: Settings) -> Answers:

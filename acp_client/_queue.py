@@ -4,7 +4,8 @@
   :class:`~acp_client.exceptions.ConnectionLost` (``may_have_executed=False``).
 * At most ``QueueOptions.max_size`` requests wait; one more fails at once with
   :class:`~acp_client.exceptions.QueueFull`.
-* Each waits at most ``QueueOptions.max_age`` seconds (on the injected clock), then fails with
+* Each waits at most ``QueueOptions.max_age`` seconds (a :func:`~acp_client.clock.move_on_at`
+  scope on the injected clock), then fails with
   ``ConnectionLost`` (``may_have_executed=False``).
 
 A single-endpoint client's supervisor releases its queue with the recovered connection; a pool's
@@ -20,7 +21,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .clock import Clock, TimerHandle
+from .clock import Clock, move_on_at
 from .config import QueueOptions
 from .exceptions import ConnectionLost, QueueFull, TransportClosed
 
@@ -30,12 +31,11 @@ T = TypeVar("T")
 
 
 class _Waiter(Generic[T]):
-    __slots__ = ("future", "method", "timer")
+    __slots__ = ("future", "method")
 
     def __init__(self, future: asyncio.Future[T], method: str) -> None:
         self.future = future
         self.method = method
-        self.timer: TimerHandle | None = None
 
 
 class OutageQueue(Generic[T]):
@@ -73,26 +73,18 @@ class OutageQueue(Generic[T]):
             raise ConnectionLost(method, may_have_executed=False)
         if len(self._waiters) >= options.max_size:
             raise QueueFull(f"{method}: {len(self._waiters)} requests are already waiting for the connection")
-        left = options.max_age if deadline is None else deadline - self._clock.monotonic()
-        if left <= 0:
-            raise self._expired(method)
+        if deadline is None:
+            deadline = self.deadline()
         waiter: _Waiter[T] = _Waiter(asyncio.get_running_loop().create_future(), method)
-        waiter.timer = self._clock.call_later(left, lambda: self._expire(waiter))
         self._waiters.append(waiter)
         try:
-            return await waiter.future
+            with move_on_at(self._clock, deadline):
+                return await waiter.future
         finally:
-            waiter.timer.cancel()
             with contextlib.suppress(ValueError):
                 self._waiters.remove(waiter)
-
-    def _expired(self, method: str) -> ConnectionLost:
-        cause = TransportClosed(f"{self._waiting_for} after {self.options.max_age:g}s")
-        return ConnectionLost(method, may_have_executed=False, cause=cause)
-
-    def _expire(self, waiter: _Waiter[T]) -> None:
-        if not waiter.future.done():
-            waiter.future.set_exception(self._expired(waiter.method))
+        cause = TransportClosed(f"{self._waiting_for} after {options.max_age:g}s")
+        raise ConnectionLost(method, may_have_executed=False, cause=cause)
 
     def release(self, value: T) -> None:
         """Every waiting request goes on, with ``value``."""

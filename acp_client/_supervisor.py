@@ -32,6 +32,7 @@ from ._connection import (
     ProtocolErrorHandler,
     RequestHandler,
 )
+from ._observe import LinkObserver
 from ._opening import open_link
 from ._queue import OutageQueue
 from .clock import Clock, TimerHandle
@@ -101,8 +102,11 @@ class Supervisor:
         connect_timeout: float | None = None,
         rng: random.Random | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        observer: LinkObserver | None = None,
     ) -> None:
         self._connector = connector
+        self._observer = observer  # telemetry: the link's connections and reconnect attempts
+        self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
         self._initialize = initialize
         self._recover = recover
@@ -154,6 +158,16 @@ class Supervisor:
     def closing(self) -> bool:
         """Whether the app has closed the client (or is closing it)."""
         return self._closing
+
+    @property
+    def observer(self) -> LinkObserver | None:
+        """The link's telemetry observer, if any."""
+        return self._observer
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the connection (during an outage)."""
+        return len(self._queue)
 
     @property
     def failure(self) -> BaseException | None:
@@ -315,10 +329,12 @@ class Supervisor:
     async def _open(self) -> tuple[Connection, Any]:
         options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
         options["max_incoming_requests"] = self._max_incoming_requests
+        if self._observer is not None:
+            options["observer"] = self._observer.calls
         connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
-            initialize=self._initialize, timeout=self._connect_timeout,
+            initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
         )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:
@@ -410,6 +426,8 @@ class Supervisor:
         state = State.SUSPENDED if self._suspended else State.RECONNECTING
         self._set_state(state, attempt=attempt, retry_in=delay, cause=cause)
         logger.info("reconnecting to %s in %.2fs (attempt %d) after: %s", self._connector.target, delay, attempt, cause)
+        if self._observer is not None:
+            self._observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
 
     async def _attempt(self, attempt: Attempt) -> tuple[Connection, Any]:
         if self._closing:
@@ -457,7 +475,7 @@ class Supervisor:
         started = self._clock.monotonic()
         uptime = started - self._connected_at
         carried = self._carried_attempts if uptime < policy.reset_after else 0
-        self._drop_cause = str(cause)
+        self._drop_cause, self._drop_error = str(cause), cause
         self._refreshed = False
         self._suspended = self._suspend_due = False
         self._attempts_this_outage = 0

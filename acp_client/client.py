@@ -45,6 +45,7 @@ from .location import Endpoint, Location
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
 from .store import SessionStore, StoredSession
+from .telemetry import Telemetry
 from .transcript import Transcript
 from .transports import CookieStore, TlsConfig
 from .transports._security import check_session_id
@@ -133,6 +134,10 @@ class AcpClient:
             ``docs/session-store.md``).
         session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
             with a :class:`~acp_client.transports.base.Connector`).
+        telemetry: Where spans and metrics go (:class:`~acp_client.telemetry.Telemetry`; see
+            ``docs/telemetry.md``). With the ``otel`` extra installed the default is on, with the
+            global providers; ``Telemetry(enabled=False)`` turns it off. Without the extra there
+            is none, and OpenTelemetry is never imported.
 
     Raises:
         ConfigurationError: An invalid option.
@@ -166,6 +171,7 @@ class AcpClient:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         options = dict(locals())
         del options["self"]

@@ -47,6 +47,7 @@ from .types import (
     CreateTerminalResponse,
     KillTerminalCommandRequest,
     PermissionOption,
+    PermissionOutcome,
     ReadTextFileRequest,
     ReadTextFileResponse,
     ReleaseTerminalRequest,
@@ -76,7 +77,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-PermissionOutcome = SelectedPermissionOutcome | CancelledPermissionOutcome
 #: Decides a permission request: return the outcome (or a coroutine resolving to it).
 PermissionHandler = Callable[[RequestPermissionRequest], "PermissionOutcome | Awaitable[PermissionOutcome]"]
 #: Answers an elicitation request.
@@ -182,6 +182,35 @@ class FileSystemPolicy:
         raise InvalidParams(f"path is outside the allowed roots: {path!r}", {"path": path})
 
 
+def _handler(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not callable(value):
+        raise ConfigurationError(
+            f"ClientHandlers.{attribute.name} must be a function (plain or async) or None, "
+            f"not {type(value).__name__} ({value!r})"
+        )
+
+
+_TERMINAL_METHODS = ("create", "output", "wait_for_exit", "kill", "release")
+
+
+def _terminal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    missing = [name for name in _TERMINAL_METHODS if not callable(getattr(value, name, None))]
+    if missing:
+        raise ConfigurationError(
+            f"ClientHandlers.terminal must implement TerminalHandler ({', '.join(_TERMINAL_METHODS)}); "
+            f"{type(value).__name__} lacks {', '.join(missing)}"
+        )
+
+
+def _file_system(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, FileSystemPolicy):
+        raise ConfigurationError(
+            f"ClientHandlers.file_system must be a FileSystemPolicy or None, not {type(value).__name__} ({value!r})"
+        )
+
+
 @attrs.frozen
 class ClientHandlers:
     """Everything the client answers on the app's behalf. Unset means the safe default.
@@ -192,13 +221,18 @@ class ClientHandlers:
         terminal: Enables ``terminal/*`` (default: not offered).
         elicitation: Answers ``elicitation/create`` (default: ``cancel``; not advertised).
         extension: Handles ``_``-prefixed extension requests (default: method-not-found).
+
+    Raises:
+        ConfigurationError: A handler that is not a function (``permission="allow"``), a
+            ``file_system`` that is not a :class:`FileSystemPolicy`, or a ``terminal`` without the
+            :class:`TerminalHandler` methods — refused here, not at the agent's first request.
     """
 
-    permission: PermissionHandler | None = None
-    file_system: FileSystemPolicy | None = None
-    terminal: TerminalHandler | None = None
-    elicitation: ElicitationHandler | None = None
-    extension: ExtensionHandler | None = None
+    permission: PermissionHandler | None = attrs.field(default=None, validator=_handler)
+    file_system: FileSystemPolicy | None = attrs.field(default=None, validator=_file_system)
+    terminal: TerminalHandler | None = attrs.field(default=None, validator=_terminal)
+    elicitation: ElicitationHandler | None = attrs.field(default=None, validator=_handler)
+    extension: ExtensionHandler | None = attrs.field(default=None, validator=_handler)
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from .types import Session, SessionStatus, SessionUpdate, TextContent
+from .types import Session, SessionStatus, SessionUpdate, StopReason, TextContent
 
 __all__ = [
     "LEGAL_TRANSITIONS",
@@ -84,9 +84,7 @@ class State(str, enum.Enum):
 
 #: Which state may follow which (a state may follow itself only with another attempt number).
 LEGAL_TRANSITIONS: dict[State, frozenset[State]] = {
-    State.CONNECTING: frozenset(
-        {State.CONNECTED, State.RECONNECTING, State.RECOVERING, State.CLOSED, State.FAILED}
-    ),
+    State.CONNECTING: frozenset({State.CONNECTED, State.RECONNECTING, State.RECOVERING, State.CLOSED, State.FAILED}),
     State.CONNECTED: frozenset({State.RECONNECTING, State.CLOSED, State.FAILED}),
     State.RECONNECTING: frozenset({State.RECONNECTING, State.RECOVERING, State.SUSPENDED, State.CLOSED, State.FAILED}),
     State.RECOVERING: frozenset({State.CONNECTED, State.RECONNECTING, State.SUSPENDED, State.CLOSED, State.FAILED}),
@@ -233,17 +231,23 @@ class UpdateEvent:
         return "".join(texts) if texts else None
 
 
+def _stop_reason(value: str | None) -> StopReason | str | None:
+    return StopReason.parse(value)
+
+
 @attrs.frozen
 class PromptResult:
     """How a prompt turn ended.
 
     Attributes:
-        stop_reason: Why the turn ended (``end_turn``, ``cancelled``, ...; an open set).
+        stop_reason: Why the turn ended: a :class:`~acp_client.types.StopReason` member for the
+            reasons ACP defines (``StopReason.END_TURN``...), the agent's string kept verbatim for
+            any other (the set is open), ``None`` when the agent gave none.
         message_id: The id of the inserted user message (v2), when the agent supplied one.
         usage: Token usage, when the agent reported it.
     """
 
-    stop_reason: str | None
+    stop_reason: StopReason | str | None = attrs.field(converter=_stop_reason)
     message_id: str | None = None
     usage: Any = None
 

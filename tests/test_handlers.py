@@ -211,3 +211,22 @@ async def test_cancel_wins_over_a_permission_handler_that_ignores_its_cancellati
     r.cancel_session("s1")
     assert await asking == {"outcome": {"outcome": "cancelled"}}  # the protocol's answer after a cancel
     assert not r._cancelled and not r._permissions  # nothing kept
+
+
+class _HalfTerminal:
+    async def create(self, request: Any) -> Any: ...
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"permission": "allow"}, r"ClientHandlers\.permission must be a function .*'allow'"),
+        ({"elicitation": 3}, r"ClientHandlers\.elicitation must be a function"),
+        ({"extension": {"_x": 1}}, r"ClientHandlers\.extension must be a function"),
+        ({"file_system": True}, r"ClientHandlers\.file_system must be a FileSystemPolicy"),
+        ({"terminal": _HalfTerminal()}, r"lacks output, wait_for_exit, kill, release"),
+    ],
+)
+def test_handlers_are_validated_at_construction(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        ClientHandlers(**kwargs)

@@ -95,6 +95,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "State",
         "StdioConnector",
         "SystemClock",
+        "Telemetry",
         "TerminalHandler",
         "TlsConfig",
         "TlsVerificationError",

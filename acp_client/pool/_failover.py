@@ -123,7 +123,7 @@ class Failover:
         clock: Clock,
         version: Callable[[], int],
         probe_timeout: float,
-        recovered: Callable[[list[RecoveryOutcome]], None],
+        recovered: Callable[[list[RecoveryOutcome], bool], None],
     ) -> None:
         self.links = links
         self._recovered = recovered
@@ -244,7 +244,7 @@ class Failover:
             self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
 
     def _store(self, outcomes: list[RecoveryOutcome]) -> None:
-        self._recovered(outcomes)
+        self._recovered(outcomes, False)
 
     # -- sessions without a home (restored from a store) ------------------------------------------------
 

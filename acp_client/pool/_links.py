@@ -34,6 +34,7 @@ from .._probing import Live
 from .._queue import OutageQueue
 from .._sessions import Tracked
 from .._supervisor import Supervisor
+from ..clock import move_on_after
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
 from ..location import Endpoint, Location, RouteKind
 from ..state import LEGAL_TRANSITIONS, ConnectionState, State
@@ -105,6 +106,10 @@ class PoolLinks:
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(link.endpoint for link in self.links)
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting) + sum(supervisor.queued for supervisor in self.supervisors())
 
     def supervisors(self) -> list[Supervisor]:
         return [link.supervisor for link in self.links if link.supervisor is not None]
@@ -412,21 +417,10 @@ class PoolLinks:
         Raises:
             TransportClosed: Nothing changed in time.
         """
-        changed: asyncio.Future[Any] = asyncio.ensure_future(self._changed.wait())
-        expired: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def expire() -> None:
-            if not expired.done():
-                expired.set_result(None)
-
-        timer = self._clock.call_later(limit, expire)
-        try:
-            await asyncio.wait([changed, expired], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            changed.cancel()
-        if not changed.done() or changed.cancelled():
-            raise TransportClosed(f"{what} after {limit:g}s")
+        with move_on_after(self._clock, limit):
+            await self._changed.wait()
+            return
+        raise TransportClosed(f"{what} after {limit:g}s")
 
     async def session_link(self, tracked: Tracked, method: str) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving

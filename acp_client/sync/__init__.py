@@ -5,7 +5,7 @@ hand it to asyncio. :class:`SyncAcpClient` runs an :class:`~acp_client.AcpClient
 in a daemon thread it owns, and gives the host blocking methods with timeouts, callable from any
 thread::
 
-    from acp_client.sync import EventKind, SyncAcpClient
+    from acp_client.sync import PermissionEvent, SessionUpdateEvent, SyncAcpClient
 
     events = queue.Queue()
     with SyncAcpClient("ws://127.0.0.1:8000/acp", event_queue=events) as client:
@@ -13,9 +13,9 @@ thread::
         turn = session.prompt_async("Summarize the README")
         while not turn.done():                     # the editor's own main loop
             for event in drain(events):            # events.get_nowait() until queue.Empty
-                if event.kind is EventKind.UPDATE:
+                if isinstance(event, SessionUpdateEvent):
                     render(event.payload)          # an UpdateEvent
-                elif event.kind is EventKind.PERMISSION:
+                elif isinstance(event, PermissionEvent):
                     event.payload.allow()          # or .reject() / .select(id) / .cancel()
             editor.process_ui_events(10)           # poll every few ms
         print(turn.result().stop_reason)
@@ -45,20 +45,24 @@ to ``callback_executor`` (default: a private single-thread executor, ``acp-callb
 run one at a time in order). With an ``event_queue``, every event is also put on it as a
 :class:`SyncEvent`, for an editor that polls:
 
-=====================  =================================================================
-``SyncEvent.kind``     ``SyncEvent.payload``
-=====================  =================================================================
-``STATE``              :class:`~acp_client.state.ConnectionState` (``on_state_change``)
-``UPDATE``             :class:`~acp_client.state.UpdateEvent` (``on_update``)
-``RESUME``             :class:`~acp_client.state.RecoveryOutcome` (``on_resume``)
-``REPLAY``             :class:`~acp_client.state.RecoveryOutcome` (``on_replay``)
-``NEW_SESSION``        :class:`~acp_client.state.RecoveryOutcome` (``on_new_session``)
-``RECOVERY_FAILED``    :class:`~acp_client.state.RecoveryOutcome` (``on_recovery_failed``)
-``TURN_INTERRUPTED``   :class:`~acp_client.state.TurnInterrupted` (``on_turn_interrupted``)
-``PERMISSION``         :class:`PermissionRequest`: answer it from any thread
-``PROTOCOL_ERROR``     :class:`~acp_client.exceptions.AcpError` (``on_protocol_error``)
-``NOTIFICATION``       ``(method, params)`` of another notification (``on_notification``)
-=====================  =================================================================
+======================================  ===================================================
+event class (``event.kind``)            ``event.payload``
+======================================  ===================================================
+:class:`StateEvent` (``STATE``)         :class:`~acp_client.state.ConnectionState` (``on_state_change``)
+:class:`SessionUpdateEvent` (``UPDATE``)  :class:`~acp_client.state.UpdateEvent` (``on_update``)
+:class:`ResumeEvent` (``RESUME``)       :class:`~acp_client.state.RecoveryOutcome` (``on_resume``)
+:class:`ReplayEvent` (``REPLAY``)       :class:`~acp_client.state.RecoveryOutcome` (``on_replay``)
+:class:`NewSessionEvent`                :class:`~acp_client.state.RecoveryOutcome` (``on_new_session``)
+:class:`RecoveryFailedEvent`            :class:`~acp_client.state.RecoveryOutcome` (``on_recovery_failed``)
+:class:`TurnInterruptedEvent`           :class:`~acp_client.state.TurnInterrupted` (``on_turn_interrupted``)
+:class:`PermissionEvent`                :class:`PermissionRequest`: answer it from any thread
+:class:`ProtocolErrorEvent`             :class:`~acp_client.exceptions.AcpError` (``on_protocol_error``)
+:class:`NotificationEvent`              ``(method, params)`` of another notification (``on_notification``)
+======================================  ===================================================
+
+:data:`SyncEvent` is the union of these classes, so ``match event: case StateEvent(payload=state):``
+or ``isinstance(event, SessionUpdateEvent)`` is checked by a type checker (``event.payload`` has the
+type of its class). ``event.kind`` (an :class:`EventKind`) names the kind too.
 
 Use an unbounded queue: an event that does not fit is dropped and logged as an error.
 
@@ -92,7 +96,21 @@ handed to the host (``_events``), the bridge that runs callbacks on the host's e
 
 from ..exceptions import LoopThreadError
 from ._client import SyncAcpClient
-from ._events import EventKind, PermissionRequest, SyncEvent
+from ._events import (
+    EventKind,
+    NewSessionEvent,
+    NotificationEvent,
+    PermissionEvent,
+    PermissionRequest,
+    ProtocolErrorEvent,
+    RecoveryFailedEvent,
+    ReplayEvent,
+    ResumeEvent,
+    SessionUpdateEvent,
+    StateEvent,
+    SyncEvent,
+    TurnInterruptedEvent,
+)
 from ._loop import EventLoopThread
 from ._session import SyncSessionHandle
 
@@ -100,8 +118,18 @@ __all__ = [
     "EventKind",
     "EventLoopThread",
     "LoopThreadError",
+    "NewSessionEvent",
+    "NotificationEvent",
+    "PermissionEvent",
     "PermissionRequest",
+    "ProtocolErrorEvent",
+    "RecoveryFailedEvent",
+    "ReplayEvent",
+    "ResumeEvent",
+    "SessionUpdateEvent",
+    "StateEvent",
     "SyncAcpClient",
     "SyncEvent",
     "SyncSessionHandle",
+    "TurnInterruptedEvent",
 ]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers
 from ..state import RecoveryContext
@@ -24,7 +25,7 @@ from ..types import (
     RequestPermissionRequest,
     SelectedPermissionOutcome,
 )
-from ._events import EventKind, PermissionOutcome, PermissionRequest, SyncEvent
+from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionOutcome, PermissionRequest, SyncEvent
 
 __all__ = ["HostBridge"]
 
@@ -62,6 +63,7 @@ class HostBridge:
         executor: Where they run; ``None``: a private single-thread executor made by :meth:`start`.
         event_queue: Also post every event there.
         answer_timeout: Seconds a question waits for the host (``None``: no limit).
+        clock: Measures ``answer_timeout`` (the client's clock; default: the real one).
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class HostBridge:
         executor: concurrent.futures.Executor | None,
         event_queue: queue.Queue[SyncEvent] | None,
         answer_timeout: float | None,
+        clock: Clock | None = None,
     ) -> None:
         self.callbacks = callbacks
+        self.clock = clock or SystemClock()
         self.own_executor = executor is None
         self.executor = executor
         self.queue = event_queue
@@ -145,6 +149,7 @@ class HostBridge:
 
     def _relay(self, name: str, kind: EventKind) -> Callable[..., None]:
         callback: Callable[..., Any] | None = getattr(self.callbacks, name)
+        event_class: Callable[[Any], SyncEvent] = EVENT_CLASSES[kind]
 
         def relay(*args: Any) -> None:
             if callback is not None:
@@ -152,7 +157,7 @@ class HostBridge:
                 if future is not None:
                     future.add_done_callback(_log_callback_failure)
             if self.queue is not None:
-                self.post(SyncEvent(kind, args[0] if len(args) == 1 else args))
+                self.post(event_class(args[0] if len(args) == 1 else args))
 
         return relay
 
@@ -163,19 +168,14 @@ class HostBridge:
         if future is None:
             return default
         waiter = asyncio.wrap_future(future)
-        try:
-            done, _ = await asyncio.wait({waiter}, timeout=self.answer_timeout)
-        except asyncio.CancelledError:
-            waiter.cancel()
-            raise
-        if not done:
-            waiter.cancel()
-            logger.warning("%s did not answer within %ss: using the default", what, self.answer_timeout)
-            return default
-        if waiter.exception() is not None:
-            logger.error("%s raised: using the default", what, exc_info=waiter.exception())
-            return default
-        return waiter.result()
+        with move_on_after(self.clock, self.answer_timeout):
+            try:
+                return await waiter
+            except Exception as exc:
+                logger.error("%s raised: using the default", what, exc_info=exc)
+                return default
+        logger.warning("%s did not answer within %ss: using the default", what, self.answer_timeout)
+        return default
 
     async def _decide(self, context: RecoveryContext) -> Any:
         assert self.callbacks.decide_recovery is not None
@@ -204,11 +204,12 @@ class HostBridge:
                 return cancelled
             return chosen
         answer: concurrent.futures.Future[PermissionOutcome] = concurrent.futures.Future()
-        if not self.post(SyncEvent(EventKind.PERMISSION, PermissionRequest(request, answer))):
+        if not self.post(PermissionEvent(PermissionRequest(request, answer))):
             return cancelled
         waiter = asyncio.wrap_future(answer)
         try:
-            await asyncio.wait({waiter}, timeout=self.answer_timeout)
+            with move_on_after(self.clock, self.answer_timeout):
+                await asyncio.wait({waiter})
         finally:
             waiter.cancel()  # withdraws the request: later answers are refused
             answer.cancel()

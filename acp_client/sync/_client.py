@@ -9,23 +9,28 @@ import difflib
 import enum
 import inspect
 import logging
-import queue
+import random
 import threading
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
+from queue import Queue
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-from .._connection import DEFAULT_TIMEOUT, _Default
+from .._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient, SessionHandle
-from ..config import Callbacks, check_instance, check_seconds
+from ..clock import Clock, SystemClock, move_on_after
+from ..config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
-from ..pool import Endpoint
+from ..pool import Endpoint, PlacementFunction
+from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..store import SessionStore
-from ..transports.base import Connector
-from ..types import ContentBlock, McpServer, Session
+from ..telemetry import Telemetry
+from ..transports import CookieStore, TlsConfig
+from ..transports.base import Connector, Limits
+from ..types import ContentBlock, Implementation, McpServer, Session
 from ._bridge import HostBridge
 from ._events import SyncEvent
 from ._extras import ClientExtras
@@ -34,27 +39,26 @@ from ._session import SyncSessionHandle
 
 __all__ = ["SyncAcpClient", "Timeout"]
 
-#: The keywords :class:`SyncAcpClient` forwards to :class:`~acp_client.AcpClient`.
+#: The keywords :class:`SyncAcpClient` forwards to :class:`~acp_client.AcpClient` (each spelled out
+#: in its signature, with the same default; ``tests/sync/test_parity.py`` pins that).
 FORWARDED_KEYWORDS: frozenset[str] = frozenset(inspect.signature(AcpClient).parameters) - {
     "endpoint",
     "handlers",
     "callbacks",
-    "session_store",
-    "session_store_key",
 }
 _OWN_KEYWORDS = ("callbacks", "callback_executor", "event_queue", "default_timeout", "answer_timeout", "handlers")
 
 
-def _check_keywords(kwargs: dict[str, Any]) -> None:
-    """Raise ``TypeError`` naming ``SyncAcpClient`` for a keyword nobody takes (a typo)."""
-    for name in kwargs:
-        if name not in FORWARDED_KEYWORDS:
-            known = [*FORWARDED_KEYWORDS, *_OWN_KEYWORDS, "session_store", "session_store_key"]
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            if name.endswith("_timeout") and name.split("_")[0] in ("request", "connect", "probe"):
-                hint = f"; did you mean timeouts=Timeouts({name.split('_')[0]}=...)?"
-            raise TypeError(f"SyncAcpClient() got an unexpected keyword argument {name!r}{hint}")
+def _unexpected_keyword(kwargs: dict[str, Any]) -> TypeError:
+    """The ``TypeError`` for a keyword nobody takes (a typo), naming ``SyncAcpClient`` and the
+    closest valid keyword."""
+    name = next(iter(kwargs))
+    close = difflib.get_close_matches(name, [*FORWARDED_KEYWORDS, *_OWN_KEYWORDS], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if name.endswith("_timeout") and name.split("_")[0] in ("request", "connect", "probe"):
+        hint = f"; did you mean timeouts=Timeouts({name.split('_')[0]}=...)?"
+    return TypeError(f"SyncAcpClient() got an unexpected keyword argument {name!r}{hint}")
+
 
 logger = logging.getLogger("acp_client.sync")
 
@@ -82,7 +86,7 @@ class SyncAcpClient(ClientExtras):
     Args:
         endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector; or
             a list of them: several instances of one agent, with ``placement`` and
-            ``failover_delay`` among ``client_kwargs``).
+            ``failover_delay``).
         callback_executor: Where callbacks run (``submit`` is called from the loop thread).
             Default: a private single-thread executor, shut down by :meth:`close`.
         event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
@@ -100,10 +104,11 @@ class SyncAcpClient(ClientExtras):
             (plain functions; a returned awaitable is not awaited).
         session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
             sessions of the endpoint are recovered by :meth:`connect`.
-        client_kwargs: Every other keyword of :class:`~acp_client.AcpClient`, forwarded as
-            given: ``protocol_version``, ``client_info``, ``retry``, ``timeouts``, ``queue``,
-            ``recovery_concurrency``, ``headers``, ``secret_headers``, ``tls``, ``cookies``,
-            ``limits``, ``transport_options``, ``clock``, ``rng``, ``keep_transcripts``.
+        placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
+        recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
+        clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts,
+        max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
+            meaning, same defaults).
 
     Raises:
         ConfigurationError: An invalid setting (from :class:`~acp_client.AcpClient`).
@@ -117,21 +122,45 @@ class SyncAcpClient(ClientExtras):
         *,
         callbacks: Callbacks | None = None,
         callback_executor: concurrent.futures.Executor | None = None,
-        event_queue: queue.Queue[SyncEvent] | None = None,
+        event_queue: Queue[SyncEvent] | None = None,
         default_timeout: float | None = None,
         answer_timeout: float | None = 60.0,
         handlers: ClientHandlers | None = None,
+        placement: str | PlacementFunction = "round_robin",
+        failover_delay: float = 10.0,
+        protocol_version: int = 1,
+        client_info: Implementation | None = None,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - frozen value
+        timeouts: Timeouts | None = None,
+        queue: QueueOptions | None = None,
+        recovery_concurrency: int = 4,
+        headers: Mapping[str, str] | None = None,
+        secret_headers: Collection[str] = (),
+        tls: TlsConfig | None = None,
+        cookies: CookieStore | None = None,
+        limits: Limits | None = None,
+        transport_options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        keep_transcripts: bool = True,
+        replays_on_resume: bool | None = None,
+        retry_unsent_prompts: bool = False,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
-        **client_kwargs: Any,
+        telemetry: Telemetry | None = None,
+        **unexpected: NoReturn,
     ) -> None:
-        _check_keywords(client_kwargs)
+        # ``**unexpected: NoReturn``: a type checker refuses any other keyword (no value has that
+        # type), and at run time the error names this class and the closest valid keyword.
+        if unexpected:
+            raise _unexpected_keyword(unexpected)
         for name, value in (("default_timeout", default_timeout), ("answer_timeout", answer_timeout)):
             check_seconds(name, value, optional=True)
         check_instance("callbacks", callbacks, Callbacks, optional=True)
         check_instance("handlers", handlers, ClientHandlers, optional=True)
         check_instance("callback_executor", callback_executor, concurrent.futures.Executor, optional=True)
-        check_instance("event_queue", event_queue, queue.Queue, optional=True)
+        check_instance("event_queue", event_queue, Queue, optional=True)
         self.default_timeout = default_timeout
         self.answer_timeout = answer_timeout
         self._bridge = HostBridge(
@@ -147,10 +176,33 @@ class SyncAcpClient(ClientExtras):
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
             callbacks=self._bridge.loop_callbacks(),
+            placement=placement,
+            failover_delay=failover_delay,
+            protocol_version=protocol_version,
+            client_info=client_info,
+            retry=retry,
+            timeouts=timeouts,
+            queue=queue,
+            recovery_concurrency=recovery_concurrency,
+            headers=headers,
+            secret_headers=secret_headers,
+            tls=tls,
+            cookies=cookies,
+            limits=limits,
+            transport_options=transport_options,
+            clock=clock,
+            rng=rng,
+            keep_transcripts=keep_transcripts,
+            replays_on_resume=replays_on_resume,
+            retry_unsent_prompts=retry_unsent_prompts,
+            max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
-            **client_kwargs,
+            telemetry=telemetry,
         )
+        #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
+        self._clock: Clock = clock or SystemClock()
+        self._bridge.clock = self._clock
 
     @property
     def dropped_events(self) -> int:
@@ -439,9 +491,11 @@ class SyncAcpClient(ClientExtras):
             send = asyncio.ensure_future(self._client.cancel(session_id))
             self._background.add(send)
             send.add_done_callback(self._background_done)
-            await asyncio.wait({send}, timeout=_CANCEL_SEND_TIMEOUT)
+            with move_on_after(self._clock, _CANCEL_SEND_TIMEOUT):
+                await asyncio.wait({send})
 
-        return await bounded(self._client.prompt(session_id, prompt), timeout, "session/prompt", cancel_turn)
+        prompting = self._client.prompt(session_id, prompt)
+        return await bounded(prompting, timeout, "session/prompt", cancel_turn, clock=self._clock)
 
     def _background_done(self, task: asyncio.Task[Any]) -> None:
         self._background.discard(task)

@@ -6,16 +6,37 @@ from __future__ import annotations
 import concurrent.futures
 import enum
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
-from ..exceptions import ConfigurationError
-from ..types import CancelledPermissionOutcome, PermissionOption, RequestPermissionRequest, SelectedPermissionOutcome
+from ..exceptions import AcpError, ConfigurationError
+from ..state import ConnectionState, RecoveryOutcome, TurnInterrupted, UpdateEvent
+from ..types import (
+    CancelledPermissionOutcome,
+    PermissionOption,
+    PermissionOutcome,
+    RequestPermissionRequest,
+    SelectedPermissionOutcome,
+)
 
-__all__ = ["EventKind", "PermissionOutcome", "PermissionRequest", "SyncEvent"]
-
-PermissionOutcome = SelectedPermissionOutcome | CancelledPermissionOutcome
+__all__ = [
+    "EVENT_CLASSES",
+    "EventKind",
+    "NewSessionEvent",
+    "NotificationEvent",
+    "PermissionEvent",
+    "PermissionOutcome",
+    "PermissionRequest",
+    "ProtocolErrorEvent",
+    "RecoveryFailedEvent",
+    "ReplayEvent",
+    "ResumeEvent",
+    "SessionUpdateEvent",
+    "StateEvent",
+    "SyncEvent",
+    "TurnInterruptedEvent",
+]
 
 
 class EventKind(str, enum.Enum):
@@ -34,16 +55,125 @@ class EventKind(str, enum.Enum):
 
 
 @attrs.frozen
-class SyncEvent:
-    """One event put on the host's ``event_queue``.
+class StateEvent:
+    """A ``state`` event: the new connection state (``on_state_change``)."""
 
-    Attributes:
-        kind: What happened.
-        payload: The record the matching callback would get (see :mod:`acp_client.sync`).
-    """
+    kind: ClassVar[Literal[EventKind.STATE]] = EventKind.STATE
+    payload: ConnectionState
 
-    kind: EventKind
-    payload: Any
+
+@attrs.frozen
+class SessionUpdateEvent:
+    """An ``update`` event: one ``session/update`` (``on_update``; ``payload.replay`` tells history apart)."""
+
+    kind: ClassVar[Literal[EventKind.UPDATE]] = EventKind.UPDATE
+    payload: UpdateEvent
+
+
+@attrs.frozen
+class ResumeEvent:
+    """A ``resume`` event: a session recovered by ``session/resume`` (``on_resume``)."""
+
+    kind: ClassVar[Literal[EventKind.RESUME]] = EventKind.RESUME
+    payload: RecoveryOutcome
+
+
+@attrs.frozen
+class ReplayEvent:
+    """A ``replay`` event: a session recovered with its history replayed (``on_replay``)."""
+
+    kind: ClassVar[Literal[EventKind.REPLAY]] = EventKind.REPLAY
+    payload: RecoveryOutcome
+
+
+@attrs.frozen
+class NewSessionEvent:
+    """A ``new_session`` event: the agent lost the session; a new one replaces it (``on_new_session``)."""
+
+    kind: ClassVar[Literal[EventKind.NEW_SESSION]] = EventKind.NEW_SESSION
+    payload: RecoveryOutcome
+
+
+@attrs.frozen
+class RecoveryFailedEvent:
+    """A ``recovery_failed`` event: a session could not be recovered (``on_recovery_failed``)."""
+
+    kind: ClassVar[Literal[EventKind.RECOVERY_FAILED]] = EventKind.RECOVERY_FAILED
+    payload: RecoveryOutcome
+
+
+@attrs.frozen
+class TurnInterruptedEvent:
+    """A ``turn_interrupted`` event: a turn cut off by a drop (``on_turn_interrupted``)."""
+
+    kind: ClassVar[Literal[EventKind.TURN_INTERRUPTED]] = EventKind.TURN_INTERRUPTED
+    payload: TurnInterrupted
+
+
+@attrs.frozen
+class PermissionEvent:
+    """A ``permission`` event: the agent asks; answer ``payload`` from any thread."""
+
+    kind: ClassVar[Literal[EventKind.PERMISSION]] = EventKind.PERMISSION
+    payload: PermissionRequest
+
+
+@attrs.frozen
+class ProtocolErrorEvent:
+    """A ``protocol_error`` event: the agent broke the protocol (``on_protocol_error``)."""
+
+    kind: ClassVar[Literal[EventKind.PROTOCOL_ERROR]] = EventKind.PROTOCOL_ERROR
+    payload: AcpError
+
+
+@attrs.frozen
+class NotificationEvent:
+    """A ``notification`` event: another notification, as ``(method, params)`` (``on_notification``)."""
+
+    kind: ClassVar[Literal[EventKind.NOTIFICATION]] = EventKind.NOTIFICATION
+    payload: tuple[str, Any]
+
+    @property
+    def method(self) -> str:
+        return self.payload[0]
+
+    @property
+    def params(self) -> Any:
+        return self.payload[1]
+
+
+#: One event put on the host's ``event_queue``: a class per :class:`EventKind`, each with a typed
+#: ``payload`` (the record the matching callback gets), so ``match`` / ``isinstance`` on it is
+#: checked by a type checker. ``event.kind`` names the kind too.
+SyncEvent: TypeAlias = (
+    StateEvent
+    | SessionUpdateEvent
+    | ResumeEvent
+    | ReplayEvent
+    | NewSessionEvent
+    | RecoveryFailedEvent
+    | TurnInterruptedEvent
+    | PermissionEvent
+    | ProtocolErrorEvent
+    | NotificationEvent
+)
+
+#: The event class of each kind.
+EVENT_CLASSES: dict[EventKind, type[SyncEvent]] = {
+    cls.kind: cls
+    for cls in (
+        StateEvent,
+        SessionUpdateEvent,
+        ResumeEvent,
+        ReplayEvent,
+        NewSessionEvent,
+        RecoveryFailedEvent,
+        TurnInterruptedEvent,
+        PermissionEvent,
+        ProtocolErrorEvent,
+        NotificationEvent,
+    )
+}
 
 
 def _first_option(options: Iterable[PermissionOption], *kinds: str) -> PermissionOption | None:

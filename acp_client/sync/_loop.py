@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ..clock import Clock, SystemClock, move_on_after
 from ..exceptions import ClientClosed, LoopThreadError, RequestTimeout
 
 __all__ = ["EventLoopThread", "bounded", "close_awaitable"]
@@ -32,24 +33,18 @@ async def bounded(
     timeout: float | None,
     method: str,
     on_timeout: Callable[[], Awaitable[Any]] | None = None,
+    *,
+    clock: Clock | None = None,
 ) -> T:
-    """Await ``awaitable``; after ``timeout`` seconds cancel it and raise ``RequestTimeout``."""
+    """Await ``awaitable``; after ``timeout`` seconds on ``clock`` (default: the real one) cancel
+    it and raise ``RequestTimeout`` (after awaiting ``on_timeout()``, when given)."""
     if timeout is None:
         return await awaitable
-    task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
-    try:
-        await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not task.done():
-        task.cancel()
-        await asyncio.wait({task})
-        if task.cancelled():
-            if on_timeout is not None:
-                await on_timeout()
-            raise RequestTimeout(method, timeout)
-    return task.result()
+    with move_on_after(clock or SystemClock(), timeout):
+        return await awaitable
+    if on_timeout is not None:
+        await on_timeout()
+    raise RequestTimeout(method, timeout)
 
 
 def close_awaitable(awaitable: Awaitable[Any]) -> None:

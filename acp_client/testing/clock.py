@@ -10,7 +10,9 @@ milliseconds and every run takes the same path::
 
 Pass the same clock to everything under test (``AcpClient(clock=...)``, ``RetryPolicy`` sleeps,
 the in-memory reference agent). Only waits that go through the clock are faked: code that calls
-``asyncio.sleep`` directly still waits for real.
+``asyncio.sleep`` directly still waits for real. The client's time limits are deadline scopes
+(:func:`acp_client.clock.move_on_after`) whose timers live here, so each expires exactly when
+the test moves time past it.
 """
 
 from __future__ import annotations

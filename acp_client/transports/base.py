@@ -27,10 +27,20 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .._jsonrpc import Message
+from ..exceptions import ConfigurationError
 
 __all__ = ["Connector", "Limits", "Transport", "TransportInfo"]
 
 _MIB = 1024 * 1024
+
+
+def _byte_count(*, zero: bool = False) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and not zero):
+            bound = "zero or more" if zero else "at least 1"
+            raise ConfigurationError(f"Limits.{attribute.name} must be a whole number of bytes, {bound}, not {value!r}")
+
+    return check
 
 
 @attrs.frozen
@@ -39,16 +49,20 @@ class Limits:
 
     Exceeding one is a clear error (:class:`~acp_client.exceptions.MessageTooLarge`), never
     unbounded memory.
+
+    Raises:
+        ConfigurationError: A cap that is not a whole number of bytes, or one that would refuse
+            every message (0; only ``max_stderr_bytes`` may be 0: keep no stderr).
     """
 
     #: One WebSocket message, one stdio line, or one SSE event's data.
-    max_message_bytes: int = 16 * _MIB
+    max_message_bytes: int = attrs.field(default=16 * _MIB, validator=_byte_count())
     #: One SSE line (a field line of an event).
-    max_sse_line_bytes: int = 16 * _MIB
+    max_sse_line_bytes: int = attrs.field(default=16 * _MIB, validator=_byte_count())
     #: One HTTP response body (the ``initialize`` answer, error bodies).
-    max_http_body_bytes: int = 16 * _MIB
+    max_http_body_bytes: int = attrs.field(default=16 * _MIB, validator=_byte_count())
     #: The stderr of a stdio agent kept in memory for diagnostics (the rest is only logged).
-    max_stderr_bytes: int = 64 * 1024
+    max_stderr_bytes: int = attrs.field(default=64 * 1024, validator=_byte_count(zero=True))
 
 
 @attrs.frozen

@@ -577,8 +577,6 @@ class WebSocketConnector:
         ):
             if seconds is not None and not seconds > 0:
                 raise ConfigurationError(f"{knob} must be positive, got {seconds!r}")
-        if limits.max_message_bytes < 1:
-            raise ConfigurationError("limits.max_message_bytes must be positive")
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._open_timeout = open_timeout

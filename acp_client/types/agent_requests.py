@@ -149,14 +149,17 @@ class UnknownPermissionOutcome:
     raw: dict[str, Any] = attrs.field(factory=dict)
 
 
-PermissionOutcome: TypeAlias = SelectedPermissionOutcome | CancelledPermissionOutcome | UnknownPermissionOutcome
+#: What a client answers to ``session/request_permission`` (the one public outcome type: a
+#: permission handler returns one of these).
+PermissionOutcome: TypeAlias = SelectedPermissionOutcome | CancelledPermissionOutcome
 
 
 @attrs.frozen
 class RequestPermissionResponse:
-    """The client's answer to ``session/request_permission``."""
+    """The client's answer to ``session/request_permission`` (decoded leniently: an outcome kind
+    this SDK does not know is kept as :class:`UnknownPermissionOutcome`)."""
 
-    outcome: PermissionOutcome
+    outcome: PermissionOutcome | UnknownPermissionOutcome
     meta: dict[str, Any] | None = None
 
 

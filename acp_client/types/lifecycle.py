@@ -69,6 +69,7 @@ __all__ = [
     "SetSessionModeResponse",
     "SetSessionModelRequest",
     "SetSessionModelResponse",
+    "StopReason",
     "UnknownMcpServer",
     "UnknownReplayFrom",
     "Usage",
@@ -575,6 +576,35 @@ class Usage:
     cached_read_tokens: int | None = None
     cached_write_tokens: int | None = None
     meta: dict[str, Any] | None = None
+
+
+class StopReason(str, enum.Enum):
+    """Why a prompt turn ended: the reasons ACP defines (v1 and v2 agree).
+
+    It is an open set on the wire: :attr:`PromptResult.stop_reason
+    <acp_client.state.PromptResult.stop_reason>` is one of these members when the agent sent a
+    known reason, and the agent's own string, kept verbatim, when it sent another one. Members are
+    strings, so ``result.stop_reason == "end_turn"`` holds too.
+    """
+
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    MAX_TURN_REQUESTS = "max_turn_requests"
+    REFUSAL = "refusal"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: str | None) -> StopReason | str | None:
+        """The member for a known reason; anything else unchanged (an unknown string is kept)."""
+        if isinstance(value, str) and not isinstance(value, StopReason):
+            try:
+                return cls(value)
+            except ValueError:
+                return value
+        return value
 
 
 @attrs.frozen

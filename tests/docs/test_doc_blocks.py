@@ -480,6 +480,23 @@ async def _half_open(block: Block, tmp_path: Path) -> None:
     await asyncio.wait_for(namespace["test_half_open_link_is_detected"](), TIMEOUT)
 
 
+@check("docs/testing.md", "async def first_update(client, clock):")
+async def _deadline_scope(block: Block, tmp_path: Path) -> None:
+    from acp_client.testing import FakeClock
+
+    namespace: dict[str, Any] = {}
+    exec(compile(block.body, block.path, "exec"), namespace)
+
+    class Silent:
+        async def updates(self) -> Any:
+            await asyncio.get_running_loop().create_future()  # never an update
+            yield None
+
+    clock = FakeClock()
+    assert await clock.run(namespace["first_update"](Silent(), clock)) is None
+    assert clock.monotonic() == 5.0
+
+
 # -- the test of each block (after every check is registered) ----------------------------------------
 
 

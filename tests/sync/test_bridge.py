@@ -171,21 +171,23 @@ def test_an_answer_given_as_the_wait_times_out_is_the_one_sent(
 ) -> None:
     # The host answers in the instant between the answer wait timing out and the request being
     # withdrawn: allow() returns True ("taken"), so the agent must get that answer, not cancelled.
-    import asyncio
-    import types
+    import contextlib
+
+    from acp_client.clock import Clock, move_on_after
 
     events: queue.Queue[SyncEvent] = queue.Queue()
     answer_timeout = 0.0517
     taken: list[bool] = []
 
-    async def wait(fs: Any, *, timeout: float | None = None, **kwargs: Any) -> Any:
-        done, pending = await asyncio.wait(fs, timeout=timeout, **kwargs)
-        if timeout == answer_timeout and not done:
+    @contextlib.contextmanager
+    def answered_at_expiry(clock: Clock, seconds: float | None) -> Any:
+        with move_on_after(clock, seconds) as scope:
+            yield scope
+        if seconds == answer_timeout and scope.expired:
             (request,) = [event.payload for event in drain(events) if event.kind is EventKind.PERMISSION]
             taken.append(request.allow())
-        return done, pending
 
-    monkeypatch.setattr(acp_client.sync._bridge, "asyncio", types.SimpleNamespace(**{**vars(asyncio), "wait": wait}))
+    monkeypatch.setattr(acp_client.sync._bridge, "move_on_after", answered_at_expiry)
     client = make_client(event_queue=events, answer_timeout=answer_timeout)
     session = client.new_session("/tmp")
     assert client.prompt(session.session_id, "/permission").stop_reason == "end_turn"

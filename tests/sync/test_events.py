@@ -44,3 +44,15 @@ def test_reject_prefers_reject_once() -> None:
     request, answer = _permission("reject_always", "reject_once", "allow_once")
     assert request.reject()
     assert answer.result() == SelectedPermissionOutcome(option_id="opt-reject_once")
+
+
+def test_permission_outcome_is_one_public_type() -> None:
+    import acp_client.handlers
+    import acp_client.sync._events
+    import acp_client.types
+
+    assert acp_client.sync._events.PermissionOutcome is acp_client.types.PermissionOutcome
+    assert not hasattr(acp_client.handlers, "PermissionOutcome") or (
+        acp_client.handlers.PermissionOutcome is acp_client.types.PermissionOutcome
+    )
+    assert set(acp_client.types.PermissionOutcome.__args__) == {SelectedPermissionOutcome, CancelledPermissionOutcome}

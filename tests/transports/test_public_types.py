@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 import acp_client
 import acp_client.transports as transports
+from acp_client import ConfigurationError, Limits
 
 
 def test_transport_config_types_are_public() -> None:
@@ -25,3 +28,23 @@ def test_transport_config_types_are_public() -> None:
         assert getattr(acp_client, name) is value
         module = getattr(value, "__module__", "acp_client.transports")
         assert module.startswith("acp_client.transports")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_message_bytes": 0},
+        {"max_sse_line_bytes": -1},
+        {"max_http_body_bytes": 1.5},
+        {"max_message_bytes": True},
+        {"max_stderr_bytes": "64k"},
+    ],
+)
+def test_limits_refuse_caps_that_cannot_work_at_construction(kwargs: dict[str, object]) -> None:
+    name = next(iter(kwargs))
+    with pytest.raises(ConfigurationError, match=rf"Limits\.{name} must be a whole number of bytes"):
+        Limits(**kwargs)  # type: ignore[arg-type]
+
+
+def test_limits_keep_sensible_caps() -> None:
+    assert Limits(max_message_bytes=1, max_stderr_bytes=0).max_stderr_bytes == 0

@@ -153,7 +153,6 @@ async def test_unsafe_headers_are_rejected_before_connecting(
         ("ws://127.0.0.1/acp", {"subprotocols": [""]}),
         ("ws://127.0.0.1/acp", {"ping_interval": 0}),
         ("ws://127.0.0.1/acp", {"open_timeout": -1}),
-        ("ws://127.0.0.1/acp", {"limits": Limits(max_message_bytes=0)}),
         ("wss://127.0.0.1/acp", {"tls": TlsConfig(ca_file="/nonexistent/ca.pem")}),
     ],
 )

@@ -29,6 +29,7 @@ prompts make the agent call the client: ``/permission`` (``session/request_permi
 from __future__ import annotations
 
 from ._agent import AgentConnection, ReferenceAgent, SendCallable, SessionSnapshot, split_text
+from ._meta_log import MetaLog, MetaRecord
 from ._server import ReferenceServer, RequestRecord
 from ._stdio import LineWriter, serve_stdio
 from ._store import HistoryEntry, SessionStore, StoredSession
@@ -37,6 +38,8 @@ __all__ = [
     "AgentConnection",
     "HistoryEntry",
     "LineWriter",
+    "MetaLog",
+    "MetaRecord",
     "ReferenceAgent",
     "ReferenceServer",
     "RequestRecord",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._agent import ReferenceAgent
+from ._meta_log import MetaRecord
 from ._server import ReferenceServer
 from ._stdio import serve_stdio
 from ._store import SessionStore
@@ -48,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-cert", metavar="FILE", help="--serve: certificate file (enables wss/https)")
     parser.add_argument("--tls-key", metavar="FILE", help="--serve: key file for --tls-cert")
     parser.add_argument("--keepalive", type=float, default=15.0, metavar="S", help="--serve: SSE keepalive interval")
+    parser.add_argument(
+        "--record-meta",
+        metavar="FILE",
+        help="append one JSON line per request received or sent with a trace context: direction, method, _meta",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr at DEBUG level")
     return parser
 
@@ -80,6 +87,15 @@ async def _serve_network(agent: ReferenceAgent, args: argparse.Namespace) -> Non
         await stop.wait()
 
 
+def _appender(path: str) -> Callable[[MetaRecord], None]:
+    def append(record: MetaRecord) -> None:
+        line = json.dumps({"direction": record.direction, "method": record.method, "meta": record.meta})
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
+    return append
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status."""
     parser = _parser()
@@ -92,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent = _agent_from(args)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.record_meta:
+        agent.meta_log.on_record = _appender(args.record_meta)
     try:
         if args.stdio:
             asyncio.run(serve_stdio(agent))

@@ -50,6 +50,7 @@ from ...exceptions import (
     TransportError,
 )
 from ...transports.base import Transport
+from ._meta_log import MetaLog
 from ._store import HistoryEntry, SessionStore, StoredSession, utc_now
 
 __all__ = ["AgentConnection", "ReferenceAgent", "SendCallable", "SessionSnapshot"]
@@ -249,6 +250,9 @@ class ReferenceAgent:
         self._stalled = False
         #: How many requests arrived while stalled (and were never answered).
         self.stalled_requests = 0
+        #: The ``_meta`` of every request received, and the trace context of the requests the
+        #: agent sends on their behalf (see :mod:`._meta_log`).
+        self.meta_log = MetaLog()
 
     def __repr__(self) -> str:
         return f"ReferenceAgent(name={self.name!r}, sessions_in_memory={len(self._live)})"
@@ -265,6 +269,13 @@ class ReferenceAgent:
         for live in list(self._live.values()):
             self._forget(live)
         logger.info("reference agent restarted: memory cleared, %d stored sessions kept", len(self.store.list()))
+
+    def unload(self, session_id: str) -> None:
+        """Forget ``session_id`` in memory only, as a restart does to every session: it is kept
+        in the store and answers ``inactive`` (``saved``)."""
+        live = self._live.get(session_id)
+        if live is not None:
+            self._forget(live)
 
     def evict(self, session_id: str) -> None:
         """Forget ``session_id`` in memory and in the store (it then answers ``-32002``)."""
@@ -561,6 +572,7 @@ class AgentConnection:
     async def _call_client(self, method: str, params: dict[str, Any], cause: RequestId | None) -> Any:
         request_id = self._ids()
         key = str(request_id)
+        params = self._agent.meta_log.outgoing(cause, method, params)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         try:
@@ -602,6 +614,7 @@ class AgentConnection:
             logger.debug("reference agent ignored notification %s", item.method)
 
     async def _request(self, item: Request) -> None:
+        self._agent.meta_log.request_received(item.id, item.method, item.params)
         if self._agent.stalled:
             self._agent.stalled_requests += 1
             logger.debug("reference agent is stalled: %s id=%r will never be answered", item.method, item.id)

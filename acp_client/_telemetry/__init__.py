@@ -1,0 +1,44 @@
+"""OpenTelemetry instrumentation (the ``otel`` extra), behind the hooks of :mod:`acp_client._observe`.
+
+Nothing here is imported until a client is built, and OpenTelemetry itself only when telemetry is
+enabled and ``opentelemetry-api`` is installed: :func:`instrumentation` answers ``None`` otherwise,
+and the core then runs exactly as without this package (one ``is None`` check per hook point).
+
+* :mod:`._calls` — request and handler spans, trace context in ``_meta``;
+* :mod:`._links` — recovery episodes (``acp.recovery``) and per-session outcome spans;
+* :mod:`._metrics` — the ``acp.client.*`` instruments;
+* :mod:`._names` — every span, attribute and metric name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from ._client import ClientTelemetry
+
+__all__ = ["instrumentation"]
+
+logger = logging.getLogger("acp_client.telemetry")
+
+
+def instrumentation(
+    option: Telemetry | None, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]
+) -> ClientTelemetry | None:
+    """The client's telemetry, or ``None`` when it is disabled or the ``otel`` extra is missing."""
+    option = option if option is not None else Telemetry()
+    if not option.enabled:
+        return None
+    try:
+        from ._client import ClientTelemetry
+    except ImportError:  # opentelemetry-api is not installed: no telemetry
+        return None
+    try:
+        return ClientTelemetry(option, clock=clock, version=version, queued=queued)
+    except Exception:  # a provider that fails must not stop the client
+        logger.warning("telemetry disabled: the tracer or meter provider failed", exc_info=True)
+        return None

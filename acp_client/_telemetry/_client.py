@@ -1,0 +1,65 @@
+"""One client's telemetry: its tracer, the shared instruments, and one observer per link."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from opentelemetry import metrics, trace
+
+from .._version import __version__
+from ..state import RecoveryOutcome
+from ..telemetry import Telemetry
+from . import _names as n
+from ._links import LinkTelemetry, record_outcomes
+from ._metrics import UpdateSource, instruments_for
+
+__all__ = ["ClientTelemetry"]
+
+logger = logging.getLogger("acp_client.telemetry")
+
+
+class ClientTelemetry:
+    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled).
+
+    Args:
+        option: The app's :class:`~acp_client.telemetry.Telemetry`.
+        clock: ``monotonic`` of the client's clock (durations of the metrics).
+        version: The negotiated ACP version.
+        queued: How many requests wait for a connection right now.
+    """
+
+    def __init__(
+        self, option: Telemetry, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]
+    ) -> None:
+        tracers = option.tracer_provider
+        # The module-level lookups follow a global provider the app installs later.
+        if tracers is None:
+            self.tracer = trace.get_tracer(n.SCOPE, __version__)
+        else:
+            self.tracer = tracers.get_tracer(n.SCOPE, __version__)
+        meters = option.meter_provider if option.meter_provider is not None else metrics.get_meter_provider()
+        self.instruments = instruments_for(meters)  # type: ignore[arg-type]
+        self.source = UpdateSource(queued)
+        #: Updates received per variant class; the engine adds to it.
+        self.update_counts = self.source.update_counts
+        self.instruments.add(self.source)
+        self._clock = clock
+        self._version = version
+
+    def link(self) -> LinkTelemetry:
+        """The observer of one more link."""
+        return LinkTelemetry(tracer=self.tracer, instruments=self.instruments, version=self._version, clock=self._clock)
+
+    def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
+        """Outcomes reported outside a link's recovery round (a pool's failover): spans of their own."""
+        record_outcomes(self.tracer, self.instruments, outcomes, None)
+
+    def turn_interrupted(self) -> None:
+        try:
+            self.instruments.interrupted.add(1)
+        except Exception:
+            logger.debug("telemetry: could not count an interrupted prompt", exc_info=True)
+
+    def close(self) -> None:
+        self.instruments.retire(self.source)
