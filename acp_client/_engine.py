@@ -296,7 +296,7 @@ class Engine:
         not advertise ``method``."""
         init = self.init
         if init is None:
-            raise ClientClosed("not connected")
+            raise ClientClosed("not connected: call connect() first")
         if method == "session/load" and self.version >= 2:
             raise CapabilityNotSupported(method, "protocol version 1 (v2 replays with session/resume)")
         if not init.agent_capabilities.supports(method):

@@ -139,6 +139,7 @@ class Supervisor:
         self._crash: BaseException | None = None
         self._drop_cause: str = ""
         self._refreshed = False
+        self._started = False
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -200,6 +201,7 @@ class Supervisor:
             AcpError: The first connection failed (the state is then ``failed``).
             ClientClosed: :meth:`aclose` was called meanwhile.
         """
+        self._started = True
         try:
             conn, init = await self._open_with_refresh()
             dropped = await self._recover_link(conn, init) if recover and not self._closing else None
@@ -301,6 +303,8 @@ class Supervisor:
             raise ClientClosed("the client is closed")
         if self._state.state is State.FAILED:
             raise _failed(self._failure)
+        if not self._started:  # never connected: nothing will ever release the queue
+            raise ClientClosed("not connected: call connect() first")
         if self._suspended:
             raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
         return await self._queue.wait(method)

@@ -250,7 +250,7 @@ class AcpClient:
         """
         init = self._engine.init
         if init is None:
-            raise ClientClosed("not connected")
+            raise ClientClosed("not connected: call connect() first")
         return init
 
     @property

@@ -1,4 +1,9 @@
-"""A client wired to the in-process reference agent over memory transports, on a fake clock."""
+"""A client wired to the in-process reference agent over memory transports, on a fake clock.
+
+``Harness(pool=True)`` is the same client facing two instances (``a``, where every session is
+placed, and ``b``): the rules the core and the pool must share are tested over both flavours
+(``FLAVOURS``).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ from acp_client import (
     TurnInterrupted,
     UpdateEvent,
 )
+from acp_client._jsonrpc import Message
+from acp_client.location import Endpoint
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent, inside
 
@@ -25,6 +32,14 @@ FAST_RETRY = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, suspend
 
 #: The protocol versions a test runs under.
 VERSIONS = [1, 2]
+
+#: The two flavours of client a shared rule is tested over: one endpoint, and a pool of two.
+FLAVOURS = ["single", "pool"]
+
+
+def first_candidate(candidates: Any, sessions: Any) -> Any:
+    """A placement that puts every new session on the first reachable instance."""
+    return candidates[0]
 
 
 class HarnessConnector(RecordingConnector):
@@ -69,11 +84,16 @@ class Harness:
         protocol_version: int = 1,
         retry: RetryPolicy | None = FAST_RETRY,
         client_kwargs: dict[str, Any] | None = None,
+        pool: bool = False,
         **agent_kwargs: Any,
     ) -> None:
         self.clock = FakeClock()
         self.agent = ReferenceAgent(clock=self.clock, **agent_kwargs)
         self.connector = HarnessConnector(self.agent)
+        #: With ``pool``: the second instance (``b``), which gets no session unless ``a`` is down.
+        self.other = (
+            HarnessConnector(ReferenceAgent(clock=self.clock, name="agent-b", **agent_kwargs)) if pool else None
+        )
         self.states: list[ConnectionState] = []
         self.outcomes: list[RecoveryOutcome] = []
         self.updates: list[UpdateEvent] = []
@@ -96,7 +116,13 @@ class Harness:
             callbacks,
             **attrs.asdict(kwargs.get("callbacks") or Callbacks(), filter=lambda a, v: v is not None, recurse=False),
         )
-        self.client = AcpClient(self.connector, **kwargs)
+        if self.other is None:
+            self.client = AcpClient(self.connector, **kwargs)
+        else:
+            kwargs.setdefault("failover_delay", 3600.0)  # a test of a home's own recovery: no failover
+            kwargs.setdefault("placement", first_candidate)
+            endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
+            self.client = AcpClient(endpoints, **kwargs)
 
     def _state(self, state: ConnectionState) -> None:
         self.states.append(state)
@@ -117,6 +143,8 @@ class Harness:
     async def __aexit__(self, *exc: object) -> None:
         await self.client.aclose()
         await self.connector.aclose()
+        if self.other is not None:
+            await self.other.aclose()
 
     async def until_connected(self, limit: float = 600.0) -> None:
         """Run the fake clock until the client is connected again."""
@@ -145,3 +173,25 @@ def assert_legal(h: Harness) -> None:
         if last is not None:
             assert state.state in LEGAL_TRANSITIONS[previous], f"{previous} -> {state}"
         previous, last = state.state, state
+
+
+class SwallowAnswer:
+    """Swallow the answer to the next request of ``method`` and tell when it was sent."""
+
+    def __init__(self, h: Harness, method: str) -> None:
+        self.ids: set[Any] = set()
+        self.method = method
+        self.active = True
+        self.seen = asyncio.Event()
+
+        def sent(message: Message) -> None:
+            if self.active and isinstance(message, dict) and message.get("method") == method:
+                self.ids.add(message["id"])
+                self.seen.set()
+
+        def received(message: Message) -> Message | None:
+            if self.active and isinstance(message, dict) and message.get("id") in self.ids:
+                return None
+            return message
+
+        h.connector.on_send, h.connector.rewrite = sent, received

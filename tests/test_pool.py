@@ -28,29 +28,12 @@ from acp_client.pool import (
     placement_policy,
 )
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer, SessionStore
-
-
-class Farm:
-    """Reference agents over memory connectors; ``a`` and ``b`` share one store, ``c`` has its own."""
-
-    def __init__(self, clock: FakeClock | None = None) -> None:
-        shared = SessionStore()
-        self.agents = {
-            "a": ReferenceAgent(name="agent-a", store=shared, clock=clock),
-            "b": ReferenceAgent(name="agent-b", store=shared, clock=clock),
-            "c": ReferenceAgent(name="agent-c", clock=clock),
-        }
-        self.connectors = {name: MemoryConnector(agent, name=name) for name, agent in self.agents.items()}
-        self.endpoints = [Endpoint(f"memory://{name}", name, connector) for name, connector in self.connectors.items()]
-
-    async def aclose(self) -> None:
-        for connector in self.connectors.values():
-            await connector.aclose()
+from tests._farm import Farm
 
 
 @pytest_asyncio.fixture
 async def farm() -> AsyncIterator[Farm]:
-    farm = Farm()
+    farm = Farm(shared=("a", "b"))
     yield farm
     await farm.aclose()
 
@@ -125,7 +108,7 @@ async def test_an_instance_without_session_status_is_unreachable(farm: Farm) -> 
 
 async def test_each_instance_has_its_own_timeout_on_the_injected_clock() -> None:
     clock = FakeClock()
-    farm = Farm(clock)
+    farm = Farm(clock, shared=("a", "b"))
     try:
         client, session_id = await new_session_on(farm.connectors["a"])
         await client.aclose()

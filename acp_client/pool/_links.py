@@ -80,6 +80,7 @@ class PoolLinks:
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self._started = False
         self._failover = Failover(
             self,
             table=kit.table,
@@ -280,6 +281,7 @@ class PoolLinks:
         Raises:
             AcpError: No instance could be connected (the last error).
         """
+        self._started = True
         homeless = self._failover.homeless() if restored else []
         for tracked in homeless:  # their calls wait, and the first state published is recovering
             tracked.moving = True
@@ -318,7 +320,7 @@ class PoolLinks:
         for link in self.links:
             if link.supervisor is not None:
                 return link.supervisor
-        raise ClientClosed("not connected")
+        raise ClientClosed("not connected: call connect() first")
 
     def live(self) -> dict[Endpoint, Live]:
         """The connected links with what their instance answered to ``initialize``."""
@@ -363,13 +365,19 @@ class PoolLinks:
 
     # -- the Links protocol ------------------------------------------------------------------------------
 
+    def _require_started(self) -> None:
+        if not self._started and not self._closing:
+            raise ClientClosed("not connected: call connect() first")
+
     async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
         """Where a session's calls go: its home instance's link (waiting while it moves)."""
+        self._require_started()
         if tracked is None:
             return self.primary
         return await self.session_link(tracked, method)
 
     async def place(self) -> Supervisor:
+        self._require_started()
         link = await self.place_link()
         assert link.supervisor is not None
         return link.supervisor
@@ -382,6 +390,7 @@ class PoolLinks:
         """Where an app's ``session/load`` / ``session/resume`` goes: a session the client
         tracks stays home; another goes where a fan-out finds it (active, else inactive), else to
         the first connected instance (which will answer -32002)."""
+        self._require_started()
         if known and tracked.home is not None:
             return await self.session_link(tracked, "session/resume")
         location = (await self.locate_many([tracked.session_id]))[tracked.session_id]
