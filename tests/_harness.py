@@ -14,6 +14,7 @@ import attrs
 
 from acp_client import (
     AcpClient,
+    AcpError,
     Callbacks,
     ConnectionState,
     RecoveryOutcome,
@@ -21,11 +22,14 @@ from acp_client import (
     State,
     TurnInterrupted,
     UpdateEvent,
+    _jsonrpc,
 )
+from acp_client._connection import Connection
 from acp_client._jsonrpc import Message
 from acp_client.location import Endpoint
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent, inside
+from acp_client.transports.memory import memory_pair
 
 #: Backoff on the fake clock: 1, 2, 4, 8, 8, ... seconds of fake time, never suspended.
 FAST_RETRY = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, suspend_after=None)
@@ -195,3 +199,79 @@ class SwallowAnswer:
             return message
 
         h.connector.on_send, h.connector.rewrite = sent, received
+
+
+#: What :class:`SettingsAgent` makes the agent offer in a session's answer.
+OFFER: dict[str, Any] = {
+    "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]},
+    "models": {
+        "currentModelId": "m1",
+        "availableModels": [{"modelId": "m1", "name": "M1"}, {"modelId": "m2", "name": "M2"}],
+    },
+    "configOptions": [
+        {
+            "id": "effort",
+            "name": "Effort",
+            "type": "select",
+            "currentValue": "low",
+            "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+        }
+    ],
+}
+SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")
+
+
+class SettingsAgent:
+    """Makes the reference agent offer modes / models / config options and accept the setters."""
+
+    def __init__(self, h: Harness) -> None:
+        self.offer = dict(OFFER)
+        self.methods: dict[Any, str] = {}
+        self.swallow: str | None = None
+        self.swallowed = asyncio.Event()
+        h.connector.on_send, h.connector.rewrite = self._sent, self._received
+
+    def _sent(self, message: Message) -> None:
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self.methods[message["id"]] = message["method"]
+
+    def _received(self, message: Message) -> Message | None:
+        if not isinstance(message, dict) or "method" in message:
+            return message
+        method = self.methods.get(message.get("id"))
+        if method == self.swallow:
+            self.swallowed.set()
+            return None
+        if method in SETTERS:
+            result = {"configOptions": OFFER["configOptions"]} if method.endswith("config_option") else {}
+            return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        if method in ("session/new", "session/load", "session/resume") and "result" in message:
+            return {**message, "result": {**message["result"], **self.offer}}
+        return message
+
+
+class ConnectionPair:
+    """One :class:`~acp_client._connection.Connection` over a memory pair, the agent's end in the
+    test's hands, on a fake clock (the connection's own tests)."""
+
+    def __init__(self, on_request: Any = None, **kwargs: Any) -> None:
+        self.clock = FakeClock()
+        self.client_side, self.agent = memory_pair()
+        self.notifications: list[tuple[str, Any]] = []
+        self.errors: list[AcpError] = []
+        self.conn = Connection(
+            self.client_side,
+            on_request=on_request,
+            on_notification=lambda m, p: self.notifications.append((m, p)),
+            on_protocol_error=self.errors.append,
+            clock=self.clock,
+            **kwargs,
+        )
+        self.conn.start()
+
+    async def agent_receive(self) -> Any:
+        return await asyncio.wait_for(self.agent.receive(), 5)
+
+    async def answer(self, result: Any) -> None:
+        request = await self.agent_receive()
+        await self.agent.send(_jsonrpc.result_message(request["id"], result))

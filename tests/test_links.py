@@ -138,3 +138,25 @@ async def test_the_outage_queue_holds_max_size_and_max_age(flavour: str) -> None
         h.connector.accept()
         await h.until_connected()
         assert (await h.clock.run(session.status())).session_id == session.session_id
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_crashed_link_fails_its_turns_with_that_cause(flavour: str) -> None:
+    """One crash hook for every link: a link whose own task dies of a bug fails the turns of the
+    sessions on it with that cause (nothing hangs), with one endpoint and in a pool."""
+    async with Harness(pool=flavour == "pool") as h:
+        session = await h.client.new_session("/work")
+        turn = asyncio.ensure_future(session.prompt("/slow"))
+        await h.clock.advance(1.0)
+        assert session.turn_running
+        inside(h.client).supervisor._crashed(Boom("bug in a supervisor task"))  # as the task's done-callback does
+        with pytest.raises((ConnectionLost, ClientClosed)) as caught:
+            await h.clock.run(turn, limit=60)
+        error = caught.value
+        cause = error.cause if isinstance(error, ConnectionLost) else error.__cause__
+        assert isinstance(cause, Boom), error
+        assert not session.turn_running

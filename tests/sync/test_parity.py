@@ -17,9 +17,8 @@ from acp_client.pool import Probe
 from acp_client.store import pool_key
 from acp_client.sync import EventLoopThread, SyncAcpClient, SyncSessionHandle
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
-from tests._harness import HarnessConnector
+from tests._harness import SETTERS, HarnessConnector, SettingsAgent
 from tests.sync._support import DEADLINE
-from tests.test_restore import SETTERS, SettingsAgent
 
 #: Async names without a sync twin of the same name, and why.
 NOT_MIRRORED = {
