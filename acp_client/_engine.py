@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ._checks import check_seconds
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
@@ -34,7 +35,7 @@ from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from ._telemetry import instrumentation
 from .clock import Clock, move_on_after
-from .config import Callbacks, QueueOptions, Timeouts, check_seconds
+from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import (
     AcpError,
     CapabilityNotSupported,

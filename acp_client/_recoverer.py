@@ -20,6 +20,7 @@ replays it again.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import logging
 from collections.abc import Callable
@@ -164,7 +165,7 @@ class Recoverer:
         self._version = version
         self.outcomes: collections.deque[RecoveryOutcome] = collections.deque(maxlen=MAX_OUTCOMES)
         # Outcomes of a recovery that a drop cut off, reported first by the next one.
-        self._unreported: list[RecoveryOutcome] = []
+        self._unreported: collections.deque[RecoveryOutcome] = collections.deque()
 
     async def recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
         """Recover every live tracked session over ``conn`` and report the outcomes (returned too).
@@ -185,8 +186,9 @@ class Recoverer:
         results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
         # What finished is folded into what an earlier, cut-off recovery finished: one report per
         # session, and the app still learns every change of id (two changes stay two reports).
+        positions = self._positions()
         for outcome in (result for result in results if isinstance(result, RecoveryOutcome)):
-            self._fold(outcome)
+            self._fold(outcome, positions)
         for result in results:
             if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
                 raise result  # reported by the next recovery (or before the client ends)
@@ -194,19 +196,33 @@ class Recoverer:
                 logger.error("recovering a session raised", exc_info=result)
         return await self._report_unreported()
 
-    def _fold(self, outcome: RecoveryOutcome) -> None:
+    def _positions(self) -> dict[str, list[int]]:
+        """Where each session id stands in the unreported outcomes (so folding N outcomes costs N)."""
+        positions: dict[str, list[int]] = {}
         for index, earlier in enumerate(self._unreported):
-            if earlier.session_id is not None and earlier.session_id == outcome.previous_session_id:
-                merged = merge_outcomes(earlier, outcome)
-                if merged is not None:
-                    self._unreported[index] = merged
-                    return
+            if earlier.session_id is not None:
+                positions.setdefault(earlier.session_id, []).append(index)
+        return positions
+
+    def _fold(self, outcome: RecoveryOutcome, positions: dict[str, list[int]]) -> None:
+        previous = outcome.previous_session_id
+        for index in positions.get(previous, ()) if previous is not None else ():
+            merged = merge_outcomes(self._unreported[index], outcome)
+            if merged is not None:
+                self._unreported[index] = merged
+                if merged.session_id != previous:
+                    positions[previous].remove(index)
+                    if merged.session_id is not None:
+                        bisect.insort(positions.setdefault(merged.session_id, []), index)
+                return
+        if outcome.session_id is not None:
+            positions.setdefault(outcome.session_id, []).append(len(self._unreported))
         self._unreported.append(outcome)
 
     async def _report_unreported(self) -> list[RecoveryOutcome]:
         reported: list[RecoveryOutcome] = []
         while self._unreported:
-            reported.append(self._unreported.pop(0))
+            reported.append(self._unreported.popleft())
             await self.report(reported[-1])
         return reported
 
@@ -214,7 +230,7 @@ class Recoverer:
         """The client failed before another recovery could report what a cut-off one finished:
         hand those outcomes to ``deliver(callback, outcome, what=name)`` (not awaited)."""
         while self._unreported:
-            outcome = self._unreported.pop(0)
+            outcome = self._unreported.popleft()
             self.outcomes.append(outcome)
             name = _OUTCOME_CALLBACK[outcome.path]
             deliver(getattr(self._callbacks(), name), outcome, what=name)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _options
+from ._checks import check_seconds
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
@@ -515,6 +516,7 @@ class AcpClient:
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
         """
+        check_seconds("timeout", timeout, optional=True)
         return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
 
     async def cancel(self, session_id: str) -> None:
@@ -536,6 +538,8 @@ class AcpClient:
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
+        if timeout is not DEFAULT_TIMEOUT:
+            check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:

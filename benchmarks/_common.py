@@ -20,9 +20,12 @@ from pathlib import Path
 import attrs
 
 __all__ = [
+    "FARM",
     "FAST_AGENT",
+    "Farm",
     "ServingProcess",
     "environment",
+    "farm",
     "fast_agent",
     "serving",
     "fmt_ms",
@@ -33,7 +36,9 @@ __all__ = [
 ]
 
 FAST_AGENT = Path(__file__).with_name("_fast_agent.py")
+FARM = Path(__file__).with_name("_farm.py")
 _START_TIMEOUT = 15.0
+_FARM_START_TIMEOUT = 120.0
 
 
 def median(values: Sequence[float]) -> float:
@@ -140,3 +145,42 @@ def fast_agent(updates: int) -> Iterator[int]:
     with serving([str(FAST_AGENT), "--updates", str(updates)], "the fast agent") as served:
         [port] = served.words
         yield int(port)
+
+
+class Farm:
+    """The running ``_farm.py``: its instances' ports; asks it for its CPU and TCP figures, and to drop."""
+
+    def __init__(self, process: subprocess.Popen[str], ports: list[int]) -> None:
+        self.process = process
+        self.ports = ports
+
+    def _ask(self, command: str, answer: str) -> list[str]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line.startswith(answer):
+            raise RuntimeError(f"the farm answered {command!r} with {line!r}")
+        return line.split()[1:]
+
+    def cpu(self) -> float:
+        """CPU seconds the farm has used so far."""
+        return float(self._ask("cpu", "CPU ")[0])
+
+    def tcp(self) -> int:
+        """TCP connections the farm's instances accepted so far."""
+        return int(self._ask("tcp", "TCP ")[0])
+
+    def drop(self) -> None:
+        """Every instance drops every connection (returns once they did; blocking: call it from a thread
+        while a client's loop runs)."""
+        self._ask("drop", "DROPPED")
+
+
+@contextlib.contextmanager
+def farm(instances: int, latency_ms: float = 0.0) -> Iterator[Farm]:
+    """Run ``_farm.py`` (``instances`` reference agents, ``latency_ms`` one-way delay); yields it. It
+    stops when this block ends."""
+    argv = [str(FARM), "--instances", str(instances), "--latency", str(latency_ms)]
+    with serving(argv, "the farm", start_timeout=_FARM_START_TIMEOUT) as served:
+        yield Farm(served.process, [int(port) for port in served.words])

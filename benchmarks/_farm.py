@@ -5,9 +5,11 @@ instances of the bundled reference agent (``acp_client.testing``; one shared in-
 session one instance holds is ``inactive`` on the others), each on its own loopback port behind a
 small TCP relay that delays every chunk by ``MS`` milliseconds in each direction (a network
 round trip of ``2 x MS``; with ``--latency 0`` the instances are reached directly, as on
-loopback). It prints ``READY <port> <port> ...`` and serves until its stdin closes; a ``cpu`` line
-on stdin makes it print ``CPU <seconds>``, the CPU time it has used so far. Its CPU is not the
-benchmark's: the instances stand for other machines.
+loopback). It prints ``READY <port> <port> ...`` and serves until its stdin closes. Commands on
+stdin, one per line, each answered with one line: ``cpu`` -> ``CPU <seconds>``, the CPU time it
+has used so far; ``tcp`` -> ``TCP <n>``, the TCP connections its instances accepted so far;
+``drop`` -> ``DROPPED``, once every instance dropped its connections (the clients see resets; the
+sessions stay in memory). Its CPU is not the benchmark's: the instances stand for other machines.
 """
 
 from __future__ import annotations
@@ -88,9 +90,18 @@ async def main(instances: int, latency_ms: float) -> None:
         sys.stdout.flush()
         loop = asyncio.get_running_loop()
         while line := await loop.run_in_executor(None, sys.stdin.readline):
-            if line.strip() == "cpu":
+            command = line.strip()
+            if command == "cpu":
                 sys.stdout.write(f"CPU {time.process_time()!r}\n")
-                sys.stdout.flush()
+            elif command == "tcp":
+                sys.stdout.write(f"TCP {sum(server.tcp_connections for server in servers)}\n")
+            elif command == "drop":
+                for server in servers:
+                    await server.drop_connections()
+                sys.stdout.write("DROPPED\n")
+            else:
+                sys.stdout.write(f"UNKNOWN {command!r}\n")
+            sys.stdout.flush()
     finally:
         for relay in relays:
             relay.close()

@@ -37,23 +37,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import attrs
-from _common import environment, fmt_ms, fmt_ratio, median, serving, table
+from _common import Farm, environment, farm, fmt_ms, fmt_ratio, median, table
 
 from acp_client import AcpClient
 from acp_client.pool import Probe, locate
 from acp_client.testing import inside
 
-FARM = Path(__file__).with_name("_farm.py")
 TARGET = 1.5
-_START_TIMEOUT = 120.0
+_START_TIMEOUT = 120.0  # for the client's links to every instance
 
 
 @attrs.frozen
@@ -64,24 +59,6 @@ class Figures:
     fan_out: float
     client_cpu: float
     farm_cpu: float
-
-
-class Farm:
-    """The running ``_farm.py``: its instances' ports, and the CPU it has used."""
-
-    def __init__(self, process: subprocess.Popen[str], ports: list[int]) -> None:
-        self.process = process
-        self.ports = ports
-
-    def cpu(self) -> float:
-        """CPU seconds the farm has used so far (it says, on request)."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("cpu\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line.startswith("CPU "):
-            raise RuntimeError(f"the farm said {line!r}")
-        return float(line.split()[1])
 
 
 class CpuMeter:
@@ -99,14 +76,6 @@ class CpuMeter:
     def stop(self) -> None:
         self.client += time.process_time() - self._marks[0]
         self.farm += self._farm.cpu() - self._marks[1]
-
-
-@contextlib.contextmanager
-def farm(instances: int, latency_ms: float) -> Iterator[Farm]:
-    """Run ``_farm.py``; yields it. It stops when this block ends."""
-    argv = [str(FARM), "--instances", str(instances), "--latency", str(latency_ms)]
-    with serving(argv, "the farm", start_timeout=_START_TIMEOUT) as served:
-        yield Farm(served.process, [int(port) for port in served.words])
 
 
 async def measure(urls: list[str], rounds: int, farm: Farm) -> Figures:

@@ -16,6 +16,12 @@ Clients:
 * ``official SDK 0.12.1``: ``agent-client-protocol``'s ``ClientSideConnection`` over
   ``acp.ws.create_websocket_stream`` / ``acp.http.create_http_stream``; its
   ``session_update`` callback counts (the SDK validates each update with pydantic).
+* ``acp_client on_update, otel ...``: the ``on_update`` client with telemetry (issue 19) ``off``
+  (``Telemetry(enabled=False)``: the client runs exactly as without the ``otel`` extra, no hook
+  installed), ``API, no SDK`` (the extra installed, no SDK configured: the global no-op providers,
+  the default of an app that installs the extra and configures nothing), and ``SDK, in-memory``
+  (the OpenTelemetry SDK exporting every span and metric to memory). A table after the main one
+  compares them with ``off``. Rows whose package is missing (the API, the SDK) are left out.
 * ``raw``: no SDK. ``websockets`` + ``json.loads`` for WebSocket; ``httpx`` streaming + split on
   blank lines + ``json.loads`` for HTTP. A plain function is called per update. The floor of
   what any client on these libraries can do.
@@ -66,6 +72,7 @@ from acp_client import (  # noqa: E402  (after hiding the extra)
     AcpClient,
     Callbacks,
     SessionHandle,
+    Telemetry,
     Timeouts,
     UpdateEvent,
     _jsonrpc,
@@ -113,9 +120,15 @@ class Bench:
 class OursListener(Bench):
     name = "acp_client on_update"
 
+    def telemetry(self) -> Telemetry | None:
+        return None  # the default
+
     async def setup(self) -> None:
         self.client = AcpClient(
-            self.url, callbacks=Callbacks(on_update=self.on_update), timeouts=Timeouts(request=PROMPT_TIMEOUT)
+            self.url,
+            callbacks=Callbacks(on_update=self.on_update),
+            timeouts=Timeouts(request=PROMPT_TIMEOUT),
+            telemetry=self.telemetry(),
         )
         await self.client.connect()
         session = await self.client.new_session(CWD)
@@ -129,6 +142,54 @@ class OursListener(Bench):
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+class OursTelemetryOff(OursListener):
+    name = "acp_client on_update, otel off"
+
+    def telemetry(self) -> Telemetry | None:
+        return Telemetry(enabled=False)
+
+
+class OursTelemetryApi(OursListener):
+    name = "acp_client on_update, otel API, no SDK"
+
+    def telemetry(self) -> Telemetry | None:
+        return Telemetry()  # the global providers: no-ops until an app installs the SDK
+
+
+class OursTelemetrySdk(OursListener):
+    name = "acp_client on_update, otel SDK, in-memory"
+
+    def telemetry(self) -> Telemetry | None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.exporter = InMemorySpanExporter()
+        tracers = TracerProvider()
+        tracers.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        return Telemetry(tracer_provider=tracers, meter_provider=MeterProvider(metric_readers=[self.reader]))
+
+    async def prompt(self) -> None:
+        await super().prompt()
+        self.reader.collect()  # what an exporter would do: the update counter read every export
+        self.exporter.clear()
+
+
+def _telemetry_benches(url: str, updates: int) -> list[Callable[[], Bench]]:
+    """The telemetry rows that can run here (the API and the SDK may be missing)."""
+    import importlib.util
+
+    makers: list[Callable[[], Bench]] = [lambda: OursTelemetryOff(url, updates)]
+    if importlib.util.find_spec("opentelemetry") is not None:
+        makers.append(lambda: OursTelemetryApi(url, updates))
+        if importlib.util.find_spec("opentelemetry.sdk") is not None:
+            makers.append(lambda: OursTelemetrySdk(url, updates))
+    return makers
 
 
 class OursIterator(OursListener):
@@ -358,6 +419,31 @@ def _report(rows: list[dict[str, Any]]) -> list[list[str]]:
     return out
 
 
+def _telemetry_report(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Each telemetry row against the ``otel off`` row measured beside it."""
+    prefix = "acp_client on_update, otel "
+    off = {(r["transport"], r["speed"]): r for r in rows if r["client"] == prefix + "off"}
+    out = []
+    for row in rows:
+        if not row["client"].startswith(prefix):
+            continue
+        base = off[(row["transport"], row["speed"])]
+        rate, cpu = median([r for r, _ in row["runs"]]), median([c for _, c in row["runs"]])
+        base_rate, base_cpu = median([r for r, _ in base["runs"]]), median([c for _, c in base["runs"]])
+        out.append(
+            [
+                row["transport"],
+                "msgspec" if row["speed"] else "none",
+                row["client"][len(prefix) :],
+                fmt_rate(rate),
+                fmt_ratio(rate / base_rate),
+                f"{cpu:.2f}",
+                f"{cpu / base_cpu:.2f}x",
+            ]
+        )
+    return out
+
+
 async def _measure_here(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every client on the chosen transports, in this process (msgspec as this process has it)."""
     speed = _jsonrpc._fast_loads is not None
@@ -371,6 +457,7 @@ async def _measure_here(args: argparse.Namespace) -> list[dict[str, Any]]:
                 [
                     lambda: OursListener(ws_url, args.updates),
                     lambda: OursIterator(ws_url, args.updates),
+                    *_telemetry_benches(ws_url, args.updates),
                     lambda: Official(ws_url, args.updates),
                     lambda: RawWebSocket(ws_url, args.updates),
                 ],
@@ -380,6 +467,7 @@ async def _measure_here(args: argparse.Namespace) -> list[dict[str, Any]]:
                 [
                     lambda: OursListener(http_url, args.updates),
                     lambda: OursIterator(http_url, args.updates),
+                    *_telemetry_benches(http_url, args.updates),
                     lambda: Official(http_url, args.updates),
                     lambda: RawHttp(http_url, args.updates),
                 ],
@@ -448,6 +536,15 @@ def _print_table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
         "CPU: vs official / raw",
     ]
     print(table(headers, _report(rows), align="lllrrrrlrr"))
+    print()
+    print("telemetry (issue 19): the on_update client with telemetry off, the API without an SDK, the SDK to memory")
+    print(
+        table(
+            ["transport", "extra", "telemetry", "updates/s", "vs off", "CPU us/update", "CPU vs off"],
+            _telemetry_report(rows),
+            align="lllrrrr",
+        )
+    )
     print()
     print("extra: msgspec = with the speed extra (pip install 'acp-reconnect[speed]'); none = without it")
     print("updates/s: wall clock, prompt sent -> prompt returned with every update delivered to the app")

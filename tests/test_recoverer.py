@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from acp_client import Callbacks, Probe, RecoveryFailed, RecoveryPath, SessionStatus, State, _recoverer
-from tests._harness import VERSIONS, Harness, assert_legal
+from acp_client import AcpClient, Callbacks, Probe, RecoveryFailed, RecoveryPath, SessionStatus, State, _recoverer
+from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
+from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -258,7 +259,6 @@ async def test_session_closed_by_app_is_not_recovered() -> None:
         assert [o.previous_session_id for o in h.outcomes] == [kept.session_id]
 
 
-
 async def test_a_recovery_callback_may_await_requests() -> None:
     """A callback's own requests go to the recovering connection instead of waiting for the
     recovery that is waiting for the callback."""
@@ -277,3 +277,86 @@ async def test_a_recovery_callback_may_await_requests() -> None:
         await h.until_connected(limit=30.0)
         assert seen == [[h.client.sessions[0].session_id], "end_turn"]
         assert h.clock.monotonic() < 30.0
+
+
+class _Gate:
+    """A connector whose links hold back recovery requests (probe, resume, load, new) until the test
+    lets them through, one by one: how many the client has sent at once is then exact."""
+
+    METHODS = frozenset({"session/status", "session/resume", "session/load", "session/new"})
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.holding = False
+        self.held: list[tuple[Any, dict[str, Any]]] = []
+        self.peak = 0
+        self._changed = asyncio.Event()
+
+    @property
+    def target(self) -> str:
+        return str(self.inner.target)
+
+    async def connect(self) -> Any:
+        link = await self.inner.connect()
+        gate = self
+
+        class Held:
+            @property
+            def info(self) -> Any:
+                return link.info
+
+            async def send(self, message: Any) -> None:
+                if gate.holding and isinstance(message, dict) and message.get("method") in gate.METHODS:
+                    gate.held.append((link, message))
+                    gate.peak = max(gate.peak, len(gate.held))
+                    gate._changed.set()
+                    return
+                await link.send(message)
+
+            def receive(self) -> Any:
+                return link.receive()
+
+            async def aclose(self) -> None:
+                await link.aclose()
+
+        return Held()
+
+    async def until_held(self, count: int) -> None:
+        while len(self.held) < count:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def release_one(self) -> None:
+        link, message = self.held.pop(0)
+        await link.send(message)
+
+
+async def test_recovery_never_sends_the_agent_more_than_recovery_concurrency_requests_at_once() -> None:
+    clock = FakeClock()
+    memory = MemoryConnector(ReferenceAgent(clock=clock))
+    gate = _Gate(memory)
+    outcomes: list[Any] = []
+    client = AcpClient(
+        gate, clock=clock, retry=FAST_RETRY, recovery_concurrency=3, callbacks=Callbacks(on_resume=outcomes.append)
+    )
+    async with client:
+        ids = [(await client.new_session(f"/w{i}")).session_id for i in range(12)]
+        gate.holding = True
+        memory.drop()
+        await clock.run(gate.until_held(3))
+        await clock.settle()
+        assert len(gate.held) == 3  # three probes out, nothing answered: the other nine wait
+        assert {message["method"] for _, message in gate.held} == {"session/status"}
+        released = 0
+        while len(outcomes) < len(ids):
+            assert gate.held, "recovery stalled with nothing held"
+            await gate.release_one()
+            released += 1
+            await clock.settle()
+            assert len(gate.held) <= 3
+        assert released == 2 * len(ids)  # a probe and a resume each, never more than three at once
+        assert gate.peak == 3
+        assert sorted(outcome.session_id for outcome in outcomes) == sorted(ids)
+        assert {outcome.path for outcome in outcomes} == {RecoveryPath.RESUME}
+        await clock.settle()
+        assert client.state.state is State.CONNECTED

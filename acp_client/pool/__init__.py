@@ -38,11 +38,11 @@ from typing import Any, Literal
 
 import attrs
 
+from .._checks import check_seconds
 from .._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from .._opening import opener
 from .._version import __version__
 from ..clock import Clock, SystemClock
-from ..config import check_seconds
 from ..exceptions import ConfigurationError
 from ..location import Endpoint, InstanceAnswer, Location, Route, RouteKind
 from ..state import Probe

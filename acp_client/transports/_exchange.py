@@ -11,7 +11,10 @@ answer, with every third-party failure and unexpected status mapped to the error
   store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
 * bodies are decompressed in bounded steps and capped (:mod:`._body`);
 * under HTTP/2, each SSE stream gets a client (a connection) of its own: ``httpcore`` (1.0.x)
-  starves HTTP/2 streams that share a connection with other idle long-lived readers.
+  starves HTTP/2 streams that share a connection with other idle long-lived readers;
+* under HTTP/1.1 the SSE streams share one client of their own, and the POSTs another, small one:
+  each open stream holds a connection, and ``httpcore``'s pool walks every connection it holds on
+  every request, so POSTs in a pool beside 64 streams would cost several times more CPU.
 """
 
 from __future__ import annotations
@@ -106,9 +109,19 @@ def _cleartext_tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def new_client(*, http1: bool, http2: bool, tls: ssl.SSLContext | None, connect_timeout: float) -> httpx.AsyncClient:
-    """An ``httpx`` client for one link: no redirects, no environment, no cookie jar of its own."""
+def new_client(
+    *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connect_timeout: float, connections: int = 1
+) -> httpx.AsyncClient:
+    """An ``httpx`` client for one link: no redirects, no environment, no cookie jar of its own.
+
+    Args:
+        connections: The most TCP connections it keeps, open or idle. Every one may stay alive
+            idle: ``httpcore`` (1.0.x) closes each idle connection at once while the pool holds
+            more connections, busy ones included, than its keep-alive limit, so with the SSE
+            streams of many sessions open every POST would otherwise pay a new TCP connection.
+    """
     return httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         http1=http1,
         http2=http2,
         verify=tls if tls is not None else _cleartext_tls_context(),
@@ -131,9 +144,9 @@ class HttpExchange:
 
     Args:
         url: The endpoint.
-        client: The main client (POSTs, DELETE, and SSE streams over HTTP/1.1).
-        stream_client_factory: Makes a dedicated client per SSE stream (HTTP/2); ``None``: streams
-            share ``client``.
+        client: The main client (POSTs, DELETE; the SSE streams too when neither of the next two is given).
+        stream_client_factory: Makes a dedicated client per SSE stream (HTTP/2).
+        stream_client: The client every SSE stream shares (HTTP/1.1), when there is no factory.
         headers: The app's headers (validated).
         secret_headers: Lowercased names whose values never go to another origin.
         cookies: The store cookies come from and go back to.
@@ -160,12 +173,14 @@ class HttpExchange:
         idle: float,
         on_fatal: Callable[[str], None],
         closed_reason: Callable[[], str],
+        stream_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.url = url
         self.target = safe_url(url)
         self._origin = origin_of(url)
         self._client = client
         self._stream_client_factory = stream_client_factory
+        self._shared_stream_client = stream_client
         #: The dedicated client of each open SSE response, by ``id(response)``.
         self._stream_clients: dict[int, httpx.AsyncClient] = {}
         self._headers = headers
@@ -252,7 +267,9 @@ class HttpExchange:
             extra.append((SESSION_ID_HEADER, session_id))
         client = self._stream_client_factory() if self._stream_client_factory is not None else None
         try:
-            response = await self._request_following("GET", extra, self._stream_timeout, client=client)
+            response = await self._request_following(
+                "GET", extra, self._stream_timeout, client=client or self._shared_stream_client
+            )
         except BaseException:
             if client is not None:
                 await client.aclose()
@@ -298,14 +315,14 @@ class HttpExchange:
             for stream_client in list(self._stream_clients.values()):
                 await stream_client.aclose()
             self._stream_clients.clear()
+            if self._shared_stream_client is not None:
+                await self._shared_stream_client.aclose()
         finally:
             await self._client.aclose()
 
     # -- answers -------------------------------------------------------------------------------
 
-    def status_error(
-        self, answer: Answer, *, what: str, session_header: bool, batch: bool = False
-    ) -> TransportError:
+    def status_error(self, answer: Answer, *, what: str, session_header: bool, batch: bool = False) -> TransportError:
         """The error for an answer with an unexpected status."""
         text = answer.body.decode("utf-8", "replace")
         detail = f": {excerpt(text)}" if text else ""
@@ -387,9 +404,7 @@ class HttpExchange:
 
     def _headers_for(self, url: str, extra: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         same_origin = origin_of(url) == self._origin
-        headers = [
-            (name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret
-        ]
+        headers = [(name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret]
         cookie = self._cookies.header_for(url)
         if cookie:
             merged = [value for name, value in headers if name.lower() == "cookie"]

@@ -71,6 +71,7 @@ from urllib.parse import urlsplit
 import attrs
 import httpx
 
+from .._checks import check_count, check_seconds
 from .._jsonrpc import Message, decode_frame, encode, excerpt
 from ..exceptions import (
     AcpError,
@@ -140,6 +141,9 @@ _MAX_QUEUED: Final = 1024
 _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
+#: TCP connections a link keeps for its POSTs (and DELETEs), beside those its SSE streams hold over
+#: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share.
+_POST_CONNECTIONS: Final = 16
 _MAX_RETRY_DELAY: Final = 5.0
 
 
@@ -239,12 +243,10 @@ class HttpConnector:
             if not value.isascii():  # httpx would raise UnicodeEncodeError on every request
                 # Never echo the value: it may be a credential.
                 raise ConfigurationError(f"header {name!r} has a non-ASCII character")
-        if connect_timeout <= 0 or sse_idle_timeout <= 0:
-            raise ConfigurationError("timeouts must be positive")
-        if session_stream_retries < 0:
-            raise ConfigurationError("session_stream_retries must be zero or more")
-        if isinstance(max_session_streams, bool) or not isinstance(max_session_streams, int) or max_session_streams < 1:
-            raise ConfigurationError(f"max_session_streams must be a positive integer, got {max_session_streams!r}")
+        check_seconds("connect_timeout", connect_timeout)
+        check_seconds("sse_idle_timeout", sse_idle_timeout)
+        check_count("session_stream_retries", session_stream_retries, minimum=0)
+        check_count("max_session_streams", max_session_streams)
         self._max_streams = max_session_streams
         self._url = url
         self._secure = origin.secure
@@ -276,8 +278,14 @@ class HttpConnector:
         """The cookie store this connector reads and fills."""
         return self._cookies
 
-    def _new_client(self) -> httpx.AsyncClient:
-        return new_client(http1=self._http1, http2=self._http2, tls=self._ssl, connect_timeout=self._connect_timeout)
+    def _new_client(self, connections: int = 1) -> httpx.AsyncClient:
+        return new_client(
+            http1=self._http1,
+            http2=self._http2,
+            tls=self._ssl,
+            connect_timeout=self._connect_timeout,
+            connections=connections,
+        )
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
@@ -287,12 +295,16 @@ class HttpConnector:
         """
         return HttpTransport(
             url=self._url,
-            client=self._new_client(),
+            client=self._new_client(_POST_CONNECTIONS),
             # httpcore (1.0.x) starves HTTP/2 streams that share a connection with other idle
             # long-lived readers: an SSE event can wait for unrelated bytes (the next keepalive)
             # before it is read. So under HTTP/2 every SSE stream gets a connection of its own,
             # as it would under HTTP/1.1; POSTs share the main client.
             stream_client_factory=self._new_client if self._http2 else None,
+            # Over HTTP/1.1 each open SSE stream holds a connection (the connection stream, up to
+            # max_session_streams session streams): they share a pool of their own, so the POSTs'
+            # pool stays small (httpcore walks every connection of a pool on every request).
+            stream_client=None if self._http2 else self._new_client(1 + self._max_streams),
             headers=self._headers,
             secret_headers=self._secret,
             cookies=self._cookies,
@@ -342,6 +354,7 @@ class HttpTransport:
         sse_idle_timeout: float,
         session_stream_retries: int,
         stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
+        stream_client: httpx.AsyncClient | None = None,
         max_session_streams: int = 64,
         carried: Carried | None = None,
     ) -> None:
@@ -356,6 +369,7 @@ class HttpTransport:
             url=url,
             client=client,
             stream_client_factory=stream_client_factory,
+            stream_client=stream_client,
             headers=headers,
             secret_headers=secret_headers,
             cookies=cookies,

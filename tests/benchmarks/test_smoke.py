@@ -43,13 +43,21 @@ def rows(output: str, first_column: tuple[str, ...]) -> list[list[str]]:
     return found
 
 
+#: The telemetry rows (issue 19): the API and the SDK are in the dev extra, so all three run.
+TELEMETRY = (
+    "acp_client on_update, otel off",
+    "acp_client on_update, otel API, no SDK",
+    "acp_client on_update, otel SDK, in-memory",
+)
+
+
 def test_throughput_prints_updates_per_second_for_every_client_on_both_transports_with_and_without_msgspec() -> None:
     output = run("throughput.py")
     table = rows(output, ("WebSocket", "HTTP"))
     clients = {(row[0], row[1], row[2]) for row in table}
     for transport, raw in (("WebSocket", "raw websockets+json"), ("HTTP", "raw httpx+SSE+json")):
         for extra in ("msgspec", "none"):
-            for client in ("acp_client on_update", "acp_client updates()", "official SDK 0.12.1", raw):
+            for client in ("acp_client on_update", "acp_client updates()", "official SDK 0.12.1", raw, *TELEMETRY):
                 assert (transport, extra, client) in clients, output
     for row in table:
         assert re.fullmatch(NUMBER, row[3]), row  # updates/s
@@ -58,6 +66,11 @@ def test_throughput_prints_updates_per_second_for_every_client_on_both_transport
             assert re.fullmatch(NUMBER + "x", row[6]), row  # vs raw
             assert re.fullmatch(r"(yes|NO) \(>= .*\)", row[7]), row
     assert "targets (issue 7)" in output
+    assert "telemetry (issue 19)" in output
+    costs = r"(WebSocket|HTTP) +(msgspec|none) +(off|API, no SDK|SDK, in-memory)  "
+    cost = [line.split() for line in output.splitlines() if re.match(costs, line)]
+    assert len(cost) == 12, output  # off, API without SDK, SDK to memory; 2 transports x 2 extras
+    assert all(re.fullmatch(NUMBER + "x", line[-1]) for line in cost), output
 
 
 def test_throughput_without_the_speed_extra_hides_msgspec_from_the_sdk() -> None:
@@ -117,3 +130,18 @@ def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> 
         assert re.fullmatch(NUMBER + "x", ratio), row
         assert verdict in ("yes", "NO"), row
     assert "target (issue 11)" in output
+
+
+def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports() -> None:
+    output = run("recovery_scale.py")
+    table = rows(output, ("WebSocket", "HTTP"))
+    assert [(row[0], row[1]) for row in table] == [
+        ("WebSocket", "20"),
+        ("WebSocket", "100"),
+        ("HTTP", "20"),
+        ("HTTP", "100"),
+    ], output
+    for row in table:
+        assert all(re.fullmatch(NUMBER, cell) for cell in row[2:9]), row
+        assert int(row[6]) <= 4, row  # in flight: never more than recovery_concurrency (4 by default)
+    assert "targets (issue 22)" in output

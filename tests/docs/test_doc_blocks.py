@@ -500,6 +500,37 @@ async def _deadline_scope(block: Block, tmp_path: Path) -> None:
 # -- the test of each block (after every check is registered) ----------------------------------------
 
 
+# -- docs/telemetry.md -----------------------------------------------------------------------------------
+
+check("docs/telemetry.md", 'python -m pip install -e ".[otel]"')(shell)
+
+
+@check("docs/telemetry.md", "tracing = TracerProvider()")
+async def _console_export(block: Block, tmp_path: Path) -> None:
+    assert len(block.body.strip().splitlines()) <= 13
+    async with ReferenceServer(ReferenceAgent()) as server:
+        out = await run_python(block.body.replace("ws://127.0.0.1:8000/acp", server.ws_url), tmp_path)
+    for method in ("initialize", "session/new", "session/prompt"):
+        assert f'"name": "{method}"' in out, out
+    assert '"kind": "SpanKind.CLIENT"' in out and '"rpc.system.name": "jsonrpc"' in out
+
+
+_TRACE_SHAPE = (
+    'acp.recovery                       acp.disconnect.cause="connection reset", acp.recovery.result=connected'
+)
+
+
+@check("docs/telemetry.md", _TRACE_SHAPE)
+async def _recovery_trace_shape(block: Block, tmp_path: Path) -> None:
+    """Every span, event and attribute name the drawing shows is one the client uses."""
+    from acp_client._telemetry import _names
+
+    used = {value for value in vars(_names).values() if isinstance(value, str)} | {"acp.recovering"}
+    shown = set(re.findall(r"\bacp\.[a-z_.]+[a-z]", block.body))
+    assert shown <= used, shown - used
+    assert {_names.RECOVERY_SPAN, _names.RECOVERY_SESSION_SPAN, _names.RECONNECT_EVENT} <= shown
+
+
 @pytest.mark.parametrize("key", sorted(CHECKS), ids=lambda key: f"{key[0]}:{key[1][:40]}")
 async def test_block(key: tuple[str, str], tmp_path: Path) -> None:
     await CHECKS[key](block_for(key), tmp_path)

@@ -7,12 +7,14 @@ misbehaving on demand); the official SDK's server is in ``test_http_python_sdk.p
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import ssl
 import time
 
 import pytest
 
+from acp_client import AcpClient
 from acp_client._jsonrpc import notification_message, request_message
 from acp_client.exceptions import (
     AuthenticationFailed,
@@ -31,6 +33,7 @@ from acp_client.exceptions import (
     UnknownSession,
     UnsupportedMediaType,
 )
+from acp_client.testing import ReferenceAgent, ReferenceServer
 from acp_client.transports import TlsConfig
 from acp_client.transports._security import parse_retry_after
 from acp_client.transports.base import Connector, Transport
@@ -430,3 +433,24 @@ async def test_connection_stream_with_wrong_content_type(fake: tuple[FakeAcpServ
         await init(transport)
 
 
+# --------------------------------------------------------------------------------------------
+# connection reuse
+
+
+async def test_posts_reuse_connections_while_many_session_streams_are_open() -> None:
+    """Each open session stream holds a TCP connection over HTTP/1.1; POSTs still reuse the few
+    kept alive for them (httpcore closes idle connections at once when a pool holds more than its
+    keep-alive limit, busy ones included: the streams have a pool of their own)."""
+    async with (
+        ReferenceServer(ReferenceAgent()) as server,
+        AcpClient(server.http_url, retry=None, transport_options={"http2": False}) as client,
+    ):
+        sessions = [await client.new_session("/tmp") for _ in range(30)]  # 30 streams: over httpx's 20
+        before = server.tcp_connections
+        for session in sessions:
+            await client.session_status(session.session_id)
+        await asyncio.gather(*(client.session_status(s.session_id) for s in sessions[:8]))
+        assert server.tcp_connections - before <= 8  # at most one per concurrent POST, then reused
+        for session in sessions:
+            await client.session_status(session.session_id)
+        assert server.tcp_connections - before <= 8

@@ -429,6 +429,12 @@ class ReferenceServer:
         return len(self._ws) + len(self._http)
 
     @property
+    def tcp_connections(self) -> int:
+        """TCP connections accepted so far (each WebSocket, and each HTTP/1.1 or HTTP/2 connection that
+        carried requests, however many): what a benchmark counts to see connection reuse."""
+        return self._proxy.total_connections if self._proxy is not None else 0
+
+    @property
     def requests(self) -> list[RequestRecord]:
         """The last requests received (at most 1000), oldest first."""
         return list(self._records)

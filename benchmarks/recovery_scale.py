@@ -1,0 +1,231 @@
+"""Recovery at scale: N tracked sessions on one link, the link drops, all N recover (resume).
+
+    python benchmarks/recovery_scale.py [--quick] [--sizes 100,1000,10000] [--transport all|websocket|http]
+        [--concurrency C] [--rounds R]
+
+One client tracks N idle sessions on one link to the reference agent (``_farm.py`` with one instance,
+its own process, reached directly on loopback). Each round the agent drops every connection (the
+client sees a reset; the sessions stay in the agent's memory), and the client reconnects,
+re-initializes, probes each session with ``session/status`` and resumes it (``session/resume``),
+``recovery_concurrency`` sessions at a time. Per transport and N:
+
+* ``recovery s``: wall time from the drop until the client is ``connected`` again with every one of
+  the N outcomes reported (median of the rounds);
+* ``ms/session``: that over N — flat from row to row when recovery is linear in N;
+* ``client CPU s`` / ``agent CPU s``: CPU this process / the agent's process spent in that time
+  (the wall figure stretches on a busy machine, these much less);
+* ``in flight``: the most recovery requests the client had sent and not yet seen answered at any
+  moment (the bound ``recovery_concurrency`` puts on what the agent is sent at once);
+* ``TCP``: TCP connections the agent accepted during one recovery (Streamable HTTP/1.1: the POSTs
+  share pooled keep-alive connections; each open SSE stream holds one);
+* ``KiB/session``: memory this process holds per idle tracked session (``tracemalloc``: what
+  creating the N sessions left allocated, over N).
+
+Targets (issue 22): 10,000 sessions recover in <= 3 s on WebSocket and <= 6 s on HTTP, linear in N;
+<= 5 KiB per idle tracked session; concurrency bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import time
+import tracemalloc
+from typing import Any
+
+from _common import Farm, environment, farm, median, table
+
+from acp_client import (
+    AcpClient,
+    Callbacks,
+    ConnectionState,
+    RecoveryOutcome,
+    RecoveryPath,
+    RetryPolicy,
+    State,
+    connector_for,
+)
+
+POLICY = RetryPolicy(first_attempt_delay=0.0, initial_delay=0.05, max_delay=0.5, jitter=False, reset_after=0.0)
+RECOVERY_METHODS = frozenset({"session/status", "session/resume", "session/load", "session/new"})
+TARGET_SECONDS = {"WebSocket": 3.0, "HTTP": 6.0}
+TARGET_KIB = 5.0
+_CREATE_AT_ONCE = 64
+_DEADLINE = 300.0
+
+
+class InFlight:
+    """A connector wrapper that counts the recovery requests sent and not yet answered."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.now = 0
+        self.peak = 0
+        self._waiting: set[Any] = set()
+
+    @property
+    def target(self) -> str:
+        return str(self.inner.target)
+
+    async def connect(self) -> Any:
+        transport = await self.inner.connect()
+        counter = self
+        waiting: set[Any] = set()
+        self._waiting = waiting
+
+        class Counted:
+            @property
+            def info(self) -> Any:
+                return transport.info
+
+            async def send(self, message: Any) -> None:
+                if type(message) is dict and message.get("method") in RECOVERY_METHODS and "id" in message:
+                    waiting.add(message["id"])
+                    counter.now = len(waiting)
+                    counter.peak = max(counter.peak, counter.now)
+                await transport.send(message)
+
+            async def receive(self) -> Any:
+                message = await transport.receive()
+                if type(message) is dict and "method" not in message:
+                    waiting.discard(message.get("id"))
+                    counter.now = len(waiting)
+                return message
+
+            async def aclose(self) -> None:
+                await transport.aclose()
+
+        return Counted()
+
+
+async def _create(client: AcpClient, count: int) -> None:
+    gate = asyncio.Semaphore(_CREATE_AT_ONCE)
+
+    async def one() -> None:
+        async with gate:
+            await client.new_session("/tmp/acp-scale")
+
+    await asyncio.gather(*(one() for _ in range(count)))
+
+
+async def measure(url: str, sessions: int, rounds: int, concurrency: int, agent: Farm) -> dict[str, Any]:
+    """One client with ``sessions`` tracked sessions; ``rounds`` drops; the figures."""
+    options = {"http2": False} if url.startswith("http") else {}
+    wire = InFlight(connector_for(url, **options))
+    outcomes: list[RecoveryOutcome] = []
+    states: list[ConnectionState] = []
+    callbacks = Callbacks(
+        on_resume=outcomes.append,
+        on_replay=outcomes.append,
+        on_new_session=outcomes.append,
+        on_recovery_failed=outcomes.append,
+        on_state_change=states.append,
+    )
+    client = AcpClient(wire, retry=POLICY, callbacks=callbacks, recovery_concurrency=concurrency)
+    figures: dict[str, Any] = {"wall": [], "cpu": [], "agent_cpu": [], "tcp": [], "peak": []}
+    async with client:
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        await _create(client, sessions)
+        gc.collect()
+        figures["kib"] = (tracemalloc.get_traced_memory()[0] - before) / sessions / 1024
+        tracemalloc.stop()
+        for _ in range(rounds):
+            outcomes.clear()
+            states.clear()
+            wire.peak = 0
+            tcp, agent_cpu = agent.tcp(), agent.cpu()
+            start, cpu = time.perf_counter(), time.process_time()
+            await asyncio.to_thread(agent.drop)
+            deadline = start + _DEADLINE
+            while not (
+                len(outcomes) >= sessions
+                and any(s.state is not State.CONNECTED for s in states)
+                and states[-1].state is State.CONNECTED
+            ):
+                if time.perf_counter() > deadline:
+                    raise SystemExit(f"no recovery of {sessions} sessions: {len(outcomes)} outcomes, {states[-1:]}")
+                await asyncio.sleep(0.001)
+            figures["wall"].append(time.perf_counter() - start)
+            figures["cpu"].append(time.process_time() - cpu)
+            figures["agent_cpu"].append(agent.cpu() - agent_cpu)
+            figures["tcp"].append(agent.tcp() - tcp)
+            figures["peak"].append(wire.peak)
+            paths = {outcome.path for outcome in outcomes}
+            if paths != {RecoveryPath.RESUME} or len(outcomes) != sessions:
+                raise SystemExit(f"expected {sessions} resumes, got {len(outcomes)}: {sorted(p.value for p in paths)}")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="recovery of N tracked sessions on one link")
+    parser.add_argument("--quick", action="store_true", help="a smoke run (N = 20, 100; one round)")
+    parser.add_argument("--sizes", default=None, help="session counts (default 100,1000,10000)")
+    parser.add_argument("--transport", choices=("all", "websocket", "http"), default="all")
+    parser.add_argument("--concurrency", type=int, default=None, help="recovery_concurrency (default: the client's)")
+    parser.add_argument("--rounds", type=int, default=None, help="drops per N (default 3; --quick: 1)")
+    args = parser.parse_args(argv)
+    sizes = [int(v) for v in (args.sizes or ("20,100" if args.quick else "100,1000,10000")).split(",")]
+    rounds = args.rounds or (1 if args.quick else 3)
+    concurrency = args.concurrency or _default_concurrency()
+    logging.basicConfig(level=logging.ERROR)
+    rows = []
+    for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
+        if args.transport not in ("all", name.lower()):
+            continue
+        for sessions in sizes:
+            with farm(1) as agent:
+                url = f"{scheme}://127.0.0.1:{agent.ports[0]}/acp"
+                figures = asyncio.run(measure(url, sessions, rounds, concurrency, agent))
+            wall = median(figures["wall"])
+            target = TARGET_SECONDS[name] if sessions >= 10_000 else None
+            rows.append(
+                [
+                    name,
+                    f"{sessions:,}",
+                    f"{wall:.3f}",
+                    f"{wall / sessions * 1000:.3f}",
+                    f"{median(figures['cpu']):.3f}",
+                    f"{median(figures['agent_cpu']):.3f}",
+                    f"{max(figures['peak'])}",
+                    f"{median(figures['tcp']):.0f}",
+                    f"{figures['kib']:.2f}",
+                    ("yes" if wall <= target else "NO") + f" (<= {target:g} s)" if target is not None else "",
+                ]
+            )
+    print()
+    print(f"recovery at scale: N idle sessions on one link resume after a drop (median of {rounds} round(s))")
+    print(f"recovery_concurrency={concurrency}; {environment()}")
+    print()
+    headers = [
+        "transport",
+        "sessions",
+        "recovery s",
+        "ms/session",
+        "client CPU s",
+        "agent CPU s",
+        "in flight",
+        "TCP",
+        "KiB/session",
+        "target",
+    ]
+    print(table(headers, rows, align="lrrrrrrrrl"))
+    print()
+    print(
+        f"targets (issue 22): 10,000 sessions in <= {TARGET_SECONDS['WebSocket']:g} s (WebSocket) / "
+        f"<= {TARGET_SECONDS['HTTP']:g} s (HTTP), linear (ms/session flat), <= {TARGET_KIB:g} KiB per idle "
+        f"tracked session, never more than recovery_concurrency recovery requests in flight"
+    )
+
+
+def _default_concurrency() -> int:
+    import inspect
+
+    return int(inspect.signature(AcpClient).parameters["recovery_concurrency"].default)
+
+
+if __name__ == "__main__":
+    main()
