@@ -14,6 +14,7 @@ from acp_client._delivery import Dispatcher, Feed, call_app
 from acp_client._jsonrpc import Message
 from acp_client.testing import inside
 from tests._harness import Harness
+from tests._support import eventually
 
 
 async def drop_and_recover(h: Harness) -> None:
@@ -86,15 +87,12 @@ async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(
         deliver(slow, "b")
         deliver(seen.append, "inline")
         assert seen == ["inline"]
-        for _ in range(100):
-            if len(seen) == 3:
-                break
-            await asyncio.sleep(0.005)
+        await eventually(lambda: len(seen) == 3, what=lambda: f"three deliveries, saw {seen}")
     assert seen == ["inline", "a", "b"]  # "a" first although it sleeps longer
     assert [r.exc_info[1].args for r in caplog.records if r.exc_info] == [("sync",), ("async",)]
     await dispatcher.aclose()
-    deliver(slow, "late")  # after close: dropped, never run
-    await asyncio.sleep(0.02)
+    deliver(slow, "late")  # after close: dropped, never run (nothing was scheduled: the loop has nothing to run)
+    assert not [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
     assert "late" not in seen
 
 
