@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ._checks import check_count, check_flag, check_instance, check_seconds
 from ._connection import Connection
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
@@ -19,7 +20,7 @@ from ._pooled import PoolSpec, pool_spec
 from ._sessions import Tracked
 from ._version import __version__
 from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
+from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import ConfigurationError, SessionNotFound
 from .handlers import ClientHandlers
 from .pool import Endpoint, Location
@@ -81,15 +82,12 @@ def check_options(options: Mapping[str, Any]) -> None:
     if version not in SUPPORTED_PROTOCOL_VERSIONS:
         raise ConfigurationError(f"protocol_version must be one of {SUPPORTED_PROTOCOL_VERSIONS}")
     for name in ("recovery_concurrency", "max_incoming_requests"):
-        value = options[name]
-        check_instance(name, value, int)
-        if value < 1:
-            raise ConfigurationError(f"{name} must be at least 1, not {value!r}")
+        check_count(name, options[name])
     for name, kind in _KINDS.items():
         check_instance(name, options[name], kind, optional=True)
-    check_instance("keep_transcripts", options["keep_transcripts"], bool)
+    check_flag("keep_transcripts", options["keep_transcripts"])
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
-    check_instance("retry_unsent_prompts", options["retry_unsent_prompts"], bool)
+    check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
     check_seconds("failover_delay", options["failover_delay"])
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):

@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from . import _jsonrpc
+from ._checks import check_count
 from ._jsonrpc import RequestId
-from .exceptions import ConfigurationError, InternalError
+from .exceptions import InternalError
 
 __all__ = ["ABANDONED_IDS_KEPT", "MAX_QUEUED_REFUSALS", "AbandonedIds", "IncomingCap"]
 
@@ -79,8 +80,7 @@ class IncomingCap:
         spawn: Callable[[Awaitable[Any]], asyncio.Task[Any]],
         is_closed: Callable[[], bool],
     ) -> None:
-        if type(limit) is not int or limit < 1:
-            raise ConfigurationError(f"max_incoming_requests must be a positive integer, got {limit!r}")
+        check_count("max_incoming_requests", limit)
         self._limit = limit
         self._send = send
         self._spawn = spawn

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from . import _assembly
+from ._checks import check_seconds
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
@@ -279,6 +280,7 @@ class AcpClient:
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
+        check_seconds("timeout", timeout, optional=True)
         current = check_session_id(self._table.current_id(session_id))
         return await _assembly.locate(self._engine, current, timeout)
 
@@ -508,6 +510,7 @@ class AcpClient:
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
         """
+        check_seconds("timeout", timeout, optional=True)
         return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
 
     async def cancel(self, session_id: str) -> None:
@@ -529,6 +532,8 @@ class AcpClient:
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
+        if timeout is not DEFAULT_TIMEOUT:
+            check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:

@@ -12,18 +12,20 @@
 
 Every value is validated on construction (types, callability, finite, ranges) and an invalid one
 raises :class:`~acp_client.exceptions.ConfigurationError` naming the option, so a mistake fails
-where it is made, not at the first reconnect. Values are frozen: derive a variant with
-``attrs.evolve(value, ...)``.
+where it is made, not at the first reconnect. Numbers follow one rule everywhere (see
+:mod:`acp_client._checks`): seconds and counts are finite ``int``/``float`` values, never a
+``bool``, NaN or an infinity, and "no limit" is spelled ``None`` where an option allows it.
+Values are frozen: derive a variant with ``attrs.evolve(value, ...)``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from ._checks import check_count, check_flag, check_instance, check_seconds, field_check
 from .exceptions import ConfigurationError
 from .state import ConnectionState, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
 
@@ -32,32 +34,6 @@ __all__ = ["Callbacks", "QueueOptions", "Timeouts", "check_instance", "check_sec
 
 def _type_name(value: object) -> str:
     return type(value).__name__
-
-
-def check_instance(name: str, value: object, kind: type | tuple[type, ...], *, optional: bool = False) -> None:
-    """Raise ``ConfigurationError`` unless ``value`` is a ``kind`` (or ``None`` when ``optional``).
-
-    A ``bool`` is not accepted where an ``int`` or ``float`` is asked for.
-    """
-    if value is None and optional:
-        return
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    numeric = any(k in (int, float) for k in kinds) and bool not in kinds
-    if not isinstance(value, kinds) or (numeric and isinstance(value, bool)):
-        wanted = " or ".join(k.__name__ for k in kinds) + (" or None" if optional else "")
-        raise ConfigurationError(f"{name} must be {wanted}, not {_type_name(value)} ({value!r})")
-
-
-def check_seconds(name: str, value: object, *, optional: bool = False, zero: bool = False) -> None:
-    """Raise ``ConfigurationError`` unless ``value`` is a finite number of seconds, positive
-    (or zero when ``zero``), or ``None`` when ``optional``."""
-    if value is None and optional:
-        return
-    check_instance(name, value, (int, float), optional=optional)
-    assert isinstance(value, int | float)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-        bound = "zero or more" if zero else "more than zero"
-        raise ConfigurationError(f"{name} must be a finite number of seconds, {bound}, not {value!r}")
 
 
 def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -108,13 +84,6 @@ class Callbacks:
     refresh_credentials: Callable[[], Any] | None = attrs.field(default=None, validator=_callable)
 
 
-def _seconds(*, optional: bool = False) -> Callable[[object, attrs.Attribute[Any], object], None]:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        check_seconds(f"{type(instance).__name__}.{attribute.name}", value, optional=optional)
-
-    return check
-
-
 @attrs.frozen(kw_only=True)
 class Timeouts:
     """How long the client waits, in seconds.
@@ -131,21 +100,9 @@ class Timeouts:
         ConfigurationError: Not a finite number of seconds above zero.
     """
 
-    request: float | None = attrs.field(default=60.0, validator=_seconds(optional=True))
-    connect: float = attrs.field(default=30.0, validator=_seconds())
-    probe: float = attrs.field(default=10.0, validator=_seconds())
-
-
-def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    name = f"{type(instance).__name__}.{attribute.name}"
-    check_instance(name, value, int)
-    assert isinstance(value, int)
-    if value < 1:
-        raise ConfigurationError(f"{name} must be at least 1, not {value!r}")
-
-
-def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    check_instance(f"{type(instance).__name__}.{attribute.name}", value, bool)
+    request: float | None = attrs.field(default=60.0, validator=field_check(check_seconds, optional=True))
+    connect: float = attrs.field(default=30.0, validator=field_check(check_seconds))
+    probe: float = attrs.field(default=10.0, validator=field_check(check_seconds))
 
 
 @attrs.frozen(kw_only=True)
@@ -163,6 +120,6 @@ class QueueOptions:
         ConfigurationError: A value of the wrong type or out of range.
     """
 
-    enabled: bool = attrs.field(default=True, validator=_flag)
-    max_size: int = attrs.field(default=100, validator=_positive_int)
-    max_age: float = attrs.field(default=60.0, validator=_seconds())
+    enabled: bool = attrs.field(default=True, validator=field_check(check_flag))
+    max_size: int = attrs.field(default=100, validator=field_check(check_count))
+    max_age: float = attrs.field(default=60.0, validator=field_check(check_seconds))

@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeAlias, TypeVar
 import attrs
 
 from . import _fanout
+from ._checks import check_seconds
 from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._fanout import Presence, RouteKind
@@ -562,8 +563,7 @@ async def _locate_many(
     """:func:`locate_many`; instances in ``live`` are asked over that connection (already
     initialized, left open) instead of a fresh link."""
     targets = _endpoints(endpoints)
-    if timeout <= 0:
-        raise ConfigurationError("timeout must be positive")
+    check_seconds("timeout", timeout)
     if protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
         raise ConfigurationError(f"protocol_version must be one of {SUPPORTED_PROTOCOL_VERSIONS}")
     ids = tuple(dict.fromkeys(session_ids))

@@ -13,7 +13,6 @@ capped by ``max_retry_after``.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import attrs
 import tenacity
 
+from ._checks import check_count, check_flag, check_number, check_seconds, field_check
 from .clock import Clock
 from .exceptions import (
     AuthenticationFailed,
@@ -39,35 +39,8 @@ from .exceptions import (
 __all__ = ["Attempt", "RetryPolicy", "is_fatal", "is_retryable", "reconnect_attempts"]
 
 
-def _seconds(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """A finite, non-negative number of seconds."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"RetryPolicy.{attribute.name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ConfigurationError(f"RetryPolicy.{attribute.name} must be finite and not negative, got {value!r}")
-
-
-def _optional_seconds(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        _seconds(_instance, attribute, value)
-
-
-def _multiplier(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    _seconds(_instance, attribute, value)
-    if value < 1:  # a shrinking backoff would hammer a struggling server ever faster
-        raise ConfigurationError(f"RetryPolicy.multiplier must be at least 1, got {value!r}")
-
-
-def _attempts(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"RetryPolicy.max_attempts must be a positive integer or None, got {value!r}")
-
-
-def _flag(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"RetryPolicy.{attribute.name} must be True or False, got {value!r}")
+_seconds = field_check(check_seconds, zero=True)
+_optional_seconds = field_check(check_seconds, zero=True, optional=True)
 
 
 @attrs.frozen
@@ -99,10 +72,11 @@ class RetryPolicy:
 
     initial_delay: float = attrs.field(default=0.5, validator=_seconds)
     max_delay: float = attrs.field(default=30.0, validator=_seconds)
-    multiplier: float = attrs.field(default=2.0, validator=_multiplier)
-    jitter: bool = attrs.field(default=True, validator=_flag)
+    # At least 1: a shrinking backoff would hammer a struggling server ever faster.
+    multiplier: float = attrs.field(default=2.0, validator=field_check(check_number, minimum=1))
+    jitter: bool = attrs.field(default=True, validator=field_check(check_flag))
     first_attempt_delay: float = attrs.field(default=0.0, validator=_seconds)
-    max_attempts: int | None = attrs.field(default=None, validator=_attempts)
+    max_attempts: int | None = attrs.field(default=None, validator=field_check(check_count, optional=True))
     max_elapsed: float | None = attrs.field(default=None, validator=_optional_seconds)
     reset_after: float = attrs.field(default=10.0, validator=_seconds)
     suspend_after: float | None = attrs.field(default=120.0, validator=_optional_seconds)

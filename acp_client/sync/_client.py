@@ -373,10 +373,11 @@ class SyncAcpClient(ClientExtras):
         try:
             self._check_thread(method)
             self._require_running()
+            limit = self._timeout(timeout)
+            check_seconds("timeout", limit, optional=True)
         except BaseException:
             close_awaitable(awaitable)
             raise
-        limit = self._timeout(timeout)
         if bounded:
             future = self._loop_thread.submit(awaitable, method=method)
             return self._loop_thread.wait(future, timeout=limit, method=method)
@@ -480,7 +481,9 @@ class SyncAcpClient(ClientExtras):
         Raises:
             ClientClosed: The client is not connected, or is closed.
         """
-        coro = self._prompt(session_id, prompt, self._timeout(timeout))
+        limit = self._timeout(timeout)
+        check_seconds("timeout", limit, optional=True)
+        coro = self._prompt(session_id, prompt, limit)
         self._require_running(coro)
         return self._loop_thread.submit(coro, method="session/prompt")
 

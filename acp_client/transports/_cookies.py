@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..exceptions import ConfigurationError
+from .._checks import check_count
 from ._security import Origin, origin_of
 
 __all__ = ["CookieStore"]
@@ -198,8 +198,7 @@ class CookieStore:
     """
 
     def __init__(self, *, now: Callable[[], float] = time.time, max_cookies_per_origin: int = 50) -> None:
-        if max_cookies_per_origin < 1:
-            raise ConfigurationError("max_cookies_per_origin must be at least 1")
+        check_count("max_cookies_per_origin", max_cookies_per_origin)
         self._now = now
         self._max_per_origin = max_cookies_per_origin
         # origin -> {(name, path): cookie}, in creation order (dicts keep insertion order).

@@ -26,8 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from .._checks import check_count, field_check
 from .._jsonrpc import Message
-from ..exceptions import ConfigurationError
 
 __all__ = ["Connector", "Limits", "Transport", "TransportInfo"]
 
@@ -35,12 +35,7 @@ _MIB = 1024 * 1024
 
 
 def _byte_count(*, zero: bool = False) -> Any:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and not zero):
-            bound = "zero or more" if zero else "at least 1"
-            raise ConfigurationError(f"Limits.{attribute.name} must be a whole number of bytes, {bound}, not {value!r}")
-
-    return check
+    return field_check(check_count, minimum=0 if zero else 1, unit="bytes")
 
 
 @attrs.frozen

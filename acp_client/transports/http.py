@@ -71,6 +71,7 @@ from urllib.parse import urlsplit
 import attrs
 import httpx
 
+from .._checks import check_count, check_seconds
 from .._jsonrpc import Message, decode_frame, encode, excerpt
 from ..exceptions import (
     AcpError,
@@ -244,12 +245,10 @@ class HttpConnector:
             if not value.isascii():  # httpx would raise UnicodeEncodeError on every request
                 # Never echo the value: it may be a credential.
                 raise ConfigurationError(f"header {name!r} has a non-ASCII character")
-        if connect_timeout <= 0 or sse_idle_timeout <= 0:
-            raise ConfigurationError("timeouts must be positive")
-        if session_stream_retries < 0:
-            raise ConfigurationError("session_stream_retries must be zero or more")
-        if isinstance(max_session_streams, bool) or not isinstance(max_session_streams, int) or max_session_streams < 1:
-            raise ConfigurationError(f"max_session_streams must be a positive integer, got {max_session_streams!r}")
+        check_seconds("connect_timeout", connect_timeout)
+        check_seconds("sse_idle_timeout", sse_idle_timeout)
+        check_count("session_stream_retries", session_stream_retries, minimum=0)
+        check_count("max_session_streams", max_session_streams)
         self._max_streams = max_session_streams
         self._url = url
         self._secure = origin.secure

@@ -37,6 +37,7 @@ from typing import Final, Literal
 
 import attrs
 
+from .._checks import check_seconds
 from .._jsonrpc import Message, decode_frame, encode
 from ..exceptions import AgentExited, ConfigurationError, ConnectError, MessageTooLarge, TransportClosed
 from ._lines import Line as _Line
@@ -211,8 +212,7 @@ class StdioConnector:
         self._cwd = os.fspath(cwd) if cwd is not None else None
         if self._cwd is not None and "\x00" in self._cwd:
             raise ConfigurationError("cwd must not contain NUL")
-        if not terminate_timeout >= 0:
-            raise ConfigurationError("terminate_timeout must be >= 0")
+        check_seconds("terminate_timeout", terminate_timeout, zero=True)
         self._limits = limits
         self._terminate_timeout = float(terminate_timeout)
 

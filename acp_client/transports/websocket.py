@@ -40,6 +40,7 @@ from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
+from .._checks import check_seconds
 from .._jsonrpc import Message, decode_frame, encode, excerpt
 from ..exceptions import (
     ConfigurationError,
@@ -575,8 +576,7 @@ class WebSocketConnector:
             ("open_timeout", open_timeout),
             ("close_timeout", close_timeout),
         ):
-            if seconds is not None and not seconds > 0:
-                raise ConfigurationError(f"{knob} must be positive, got {seconds!r}")
+            check_seconds(knob, seconds, optional=knob.startswith("ping_"))
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._open_timeout = open_timeout
