@@ -315,6 +315,27 @@ async def _the_first_test(block: Block, tmp_path: Path) -> None:
 check("docs/editor-plugin.md", "python examples/editor_plugin.py                 # bundled agent, drop mid-turn")(shell)
 
 
+@check("docs/editor-plugin.md", "examples/nvim/")
+async def _nvim_plugin_layout(block: Block, tmp_path: Path) -> None:
+    lines = block.body.splitlines()
+    files = [line.split()[0] for line in lines[1:] if line.strip()]
+    assert files, block.body
+    for name in files:
+        assert (ROOT / "examples" / "nvim" / name).is_file(), f"docs/editor-plugin.md names {name}: no such file"
+
+
+@check("docs/editor-plugin.md", "vim.opt.runtimepath:append('/path/to/acp-reconnect/examples/nvim')")
+async def _nvim_plugin_settings(block: Block, tmp_path: Path) -> None:
+    """Every setting the page shows is one the plugin reads (the plugin runs in tests/examples/test_nvim_plugin.py)."""
+    front_end = (ROOT / "examples" / "nvim" / "lua" / "acp" / "init.lua").read_text(encoding="utf-8")
+    commands = (ROOT / "examples" / "nvim" / "plugin" / "acp.lua").read_text(encoding="utf-8")
+    settings = re.findall(r"vim\.g\.(acp_\w+)", block.body)
+    assert settings
+    for name in settings:
+        assert f"vim.g.{name}" in front_end + commands, f"the plugin does not read g:{name}"
+    assert "v:lua.require'acp'.statusline()" in block.body and "function M.statusline()" in front_end
+
+
 @check(
     "docs/editor-plugin.md",
     "events: queue.Queue = queue.Queue()          # unbounded: a full queue drops (and logs) events",
@@ -498,6 +519,37 @@ async def _deadline_scope(block: Block, tmp_path: Path) -> None:
 
 
 # -- the test of each block (after every check is registered) ----------------------------------------
+
+
+# -- docs/telemetry.md -----------------------------------------------------------------------------------
+
+check("docs/telemetry.md", 'python -m pip install -e ".[otel]"')(shell)
+
+
+@check("docs/telemetry.md", "tracing = TracerProvider()")
+async def _console_export(block: Block, tmp_path: Path) -> None:
+    assert len(block.body.strip().splitlines()) <= 13
+    async with ReferenceServer(ReferenceAgent()) as server:
+        out = await run_python(block.body.replace("ws://127.0.0.1:8000/acp", server.ws_url), tmp_path)
+    for method in ("initialize", "session/new", "session/prompt"):
+        assert f'"name": "{method}"' in out, out
+    assert '"kind": "SpanKind.CLIENT"' in out and '"rpc.system.name": "jsonrpc"' in out
+
+
+_TRACE_SHAPE = (
+    'acp.recovery                       acp.disconnect.cause="connection reset", acp.recovery.result=connected'
+)
+
+
+@check("docs/telemetry.md", _TRACE_SHAPE)
+async def _recovery_trace_shape(block: Block, tmp_path: Path) -> None:
+    """Every span, event and attribute name the drawing shows is one the client uses."""
+    from acp_client._telemetry import _names
+
+    used = {value for value in vars(_names).values() if isinstance(value, str)} | {"acp.recovering"}
+    shown = set(re.findall(r"\bacp\.[a-z_.]+[a-z]", block.body))
+    assert shown <= used, shown - used
+    assert {_names.RECOVERY_SPAN, _names.RECOVERY_SESSION_SPAN, _names.RECONNECT_EVENT} <= shown
 
 
 @pytest.mark.parametrize("key", sorted(CHECKS), ids=lambda key: f"{key[0]}:{key[1][:40]}")

@@ -8,6 +8,8 @@
   :meth:`~ReferenceServer.restart` and :meth:`~ReferenceServer.refuse_connections`.
 * :func:`serve_stdio` serves it over stdin / stdout; :meth:`ReferenceAgent.serve` over any
   :class:`~acp_client.transports.base.Transport` (e.g. an in-memory pair).
+* :class:`MetaLog` (``agent.meta_log``) records the ``_meta`` of every request received (trace
+  context included), and carries a prompt's trace on in the requests the agent sends for it.
 * :class:`SessionStore` keeps sessions across restarts (in memory, or JSON files in a directory).
   Several agents may share one store — one object in a process, or one directory across
   processes (``--store DIR``): a session one instance saved is ``inactive`` on the others, as
@@ -16,8 +18,13 @@
 From a shell::
 
     python -m acp_client.testing.reference_agent --stdio [--store DIR] [--no-status] [--no-resume]
-        [--no-load] [--vocabulary proposal|sdk] [--chunks N] [--chunk-delay S]
+        [--no-load] [--vocabulary proposal|sdk] [--chunks N] [--chunk-delay S] [--record-meta FILE]
+        [--fault NAME ...]
     python -m acp_client.testing.reference_agent --serve [--host H] [--port P] [--store DIR] [--name NAME]
+
+Faults: ``ReferenceAgent(faults=[...])`` / ``--fault NAME`` give it deliberate defects (:data:`FAULTS`,
+all off by default), each one a deviation measured in real agents, so that ``acp-reconnect check``
+can be seen to catch it.
 
 Prompts: any text is echoed as ``"echo: <text>"`` in ``chunks_per_prompt`` pieces. Special
 prompts make the agent call the client: ``/permission`` (``session/request_permission``),
@@ -29,6 +36,7 @@ prompts make the agent call the client: ``/permission`` (``session/request_permi
 from __future__ import annotations
 
 from ._agent import AgentConnection, ReferenceAgent, SendCallable, SessionSnapshot, split_text
+from ._faults import FAULTS
 from ._meta_log import MetaLog, MetaRecord
 from ._server import ReferenceServer, RequestRecord
 from ._stdio import LineWriter, serve_stdio
@@ -36,6 +44,7 @@ from ._store import HistoryEntry, SessionStore, StoredSession
 
 __all__ = [
     "AgentConnection",
+    "FAULTS",
     "HistoryEntry",
     "LineWriter",
     "MetaLog",
