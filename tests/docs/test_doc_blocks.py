@@ -315,6 +315,27 @@ async def _the_first_test(block: Block, tmp_path: Path) -> None:
 check("docs/editor-plugin.md", "python examples/editor_plugin.py                 # bundled agent, drop mid-turn")(shell)
 
 
+@check("docs/editor-plugin.md", "examples/nvim/")
+async def _nvim_plugin_layout(block: Block, tmp_path: Path) -> None:
+    lines = block.body.splitlines()
+    files = [line.split()[0] for line in lines[1:] if line.strip()]
+    assert files, block.body
+    for name in files:
+        assert (ROOT / "examples" / "nvim" / name).is_file(), f"docs/editor-plugin.md names {name}: no such file"
+
+
+@check("docs/editor-plugin.md", "vim.opt.runtimepath:append('/path/to/acp-reconnect/examples/nvim')")
+async def _nvim_plugin_settings(block: Block, tmp_path: Path) -> None:
+    """Every setting the page shows is one the plugin reads (the plugin runs in tests/examples/test_nvim_plugin.py)."""
+    front_end = (ROOT / "examples" / "nvim" / "lua" / "acp" / "init.lua").read_text(encoding="utf-8")
+    commands = (ROOT / "examples" / "nvim" / "plugin" / "acp.lua").read_text(encoding="utf-8")
+    settings = re.findall(r"vim\.g\.(acp_\w+)", block.body)
+    assert settings
+    for name in settings:
+        assert f"vim.g.{name}" in front_end + commands, f"the plugin does not read g:{name}"
+    assert "v:lua.require'acp'.statusline()" in block.body and "function M.statusline()" in front_end
+
+
 @check(
     "docs/editor-plugin.md",
     "events: queue.Queue = queue.Queue()          # unbounded: a full queue drops (and logs) events",

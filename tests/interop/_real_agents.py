@@ -1,4 +1,5 @@
-"""Helpers shared by the real-agent tests (pydantic-acp, fast-agent): permission answers, waits, kills.
+"""Helpers shared by the real-agent tests (pydantic-acp, fast-agent, isaac-acp, deepagents-acp, agentao):
+permission answers, waits, kills, evictions.
 
 The agents themselves come from ``tests/peers/real_agents.py``; the client reaches them through a
 ``stdio:`` URL (wrapped in a :class:`~acp_client.testing.RecordingConnector` where a test needs the
@@ -10,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import signal
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -28,6 +31,7 @@ __all__ = [
     "POLICY",
     "Permissions",
     "describe",
+    "evict",
     "kill_agent",
     "message_counts",
     "messages",
@@ -84,6 +88,15 @@ def kill_agent(wire: RecordingConnector) -> int:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
     return pid
+
+
+def evict(store: Path) -> None:
+    """Remove an agent's session store (a directory or a file): the agent forgets every session in it."""
+    if store.is_dir():
+        shutil.rmtree(store)
+    else:
+        store.unlink(missing_ok=True)
+    assert not store.exists(), store
 
 
 async def wait_for_agent_text(events: list[UpdateEvent], needle: str, *, start: int = 0) -> None:

@@ -1,14 +1,24 @@
-"""Fixtures: real third-party ACP agents (pydantic-acp, fast-agent), installed from PyPI into a cache.
+"""Fixtures: real third-party ACP agents, installed from PyPI into a cache.
 
-Neither agent is ours or an official SDK's minimal example: they are what users run, and they
-deviate from the protocol in ways our recovery must survive (``docs/agents-conformance.md``).
-Both run fully offline over stdio:
+None of these agents is ours or an official SDK's minimal example: they are what users run, and
+they deviate from the protocol in ways our recovery must survive (``docs/agents-conformance.md``).
+All run fully offline over stdio:
 
 - **pydantic-acp** (:data:`PYDANTIC_ACP_REQUIREMENTS`): ``tests/peers/pydantic_acp_agent.py``, a
   pydantic-ai agent with an offline ``FunctionModel`` and a ``FileSessionStore``; it needs
   Python >= 3.11.
 - **fast-agent** (:data:`FAST_AGENT_REQUIREMENTS`): ``fast-agent acp --model passthrough`` with the
   MCP tools of ``tests/peers/fast_agent_tools.py``; it needs Python >= 3.13.
+- **isaac-acp** (:data:`ISAAC_ACP_REQUIREMENTS`): ``tests/peers/isaac_acp_agent.py`` runs isaac's own
+  entry point with its directories under a test's ``--home`` and its ``openai`` provider pointed at
+  the fake OpenAI-compatible server of ``tests/peers/fake_openai.py``; Python >= 3.11.
+- **deepagents-acp** (:data:`DEEPAGENTS_ACP_REQUIREMENTS`): ``tests/peers/deepagents_acp_agent.py``, a
+  LangChain Deep Agent with a fake chat model and LangGraph checkpoints in a SQLite file; Python >= 3.11.
+- **agentao** (:data:`AGENTAO_REQUIREMENTS`): ``tests/peers/agentao_agent.py`` runs ``agentao.acp``
+  with its OpenAI settings pointed at the fake OpenAI-compatible server; Python >= 3.10.
+
+``fake_openai`` (function scope) starts that server (:class:`tests.peers.fake_openai.FakeOpenAI`) on a
+free loopback port for one test and stops it afterwards.
 
 Each is installed once, with pinned versions, into its own virtual environment under the tests'
 cache root (``$ACP_TEST_CACHE``, default ``~/.cache/acp-reconnect-tests``, the same as the
@@ -21,8 +31,11 @@ the fixture SKIPS with a loud reason (the only skip these tests allow: a missing
 interpreter); a failed ``pip install`` FAILS the test (PyPI is reachable wherever the suite runs).
 
 Fixtures (session scope): ``pydantic_acp_agent`` -> :class:`PydanticAcpAgent`,
-``fast_agent`` -> :class:`FastAgent`. Each gives the argv of a fresh agent process for a given
-store directory; the stdio transport spawns it (and respawns it after a kill).
+``fast_agent`` -> :class:`FastAgent`, ``isaac_acp_agent`` -> :class:`IsaacAcpAgent`,
+``deepagents_acp_agent`` -> :class:`DeepagentsAcpAgent`, ``agentao_agent`` -> :class:`AgentaoAgent`.
+Each gives the argv of a fresh agent process for a given store directory; the stdio transport
+spawns it (and respawns it after a kill). Each also says where that store is, so a test can evict
+the agent's sessions (``store_of``).
 """
 
 from __future__ import annotations
@@ -33,23 +46,38 @@ import shutil
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 
 from tests.peers._interpreters import find_python, interpreter_version
+from tests.peers.fake_openai import FakeOpenAI
 from tests.peers.typescript_sdk import _file_lock, cache_root
 
 __all__ = [
+    "AGENTAO_REQUIREMENTS",
+    "AGENTAO_VERSION",
+    "DEEPAGENTS_ACP_REQUIREMENTS",
+    "DEEPAGENTS_ACP_VERSION",
     "FAST_AGENT_REQUIREMENTS",
     "FAST_AGENT_VERSION",
+    "ISAAC_ACP_REQUIREMENTS",
+    "ISAAC_ACP_VERSION",
     "PYDANTIC_ACP_REQUIREMENTS",
     "PYDANTIC_ACP_VERSION",
+    "AgentaoAgent",
+    "DeepagentsAcpAgent",
     "FastAgent",
+    "IsaacAcpAgent",
     "PydanticAcpAgent",
+    "agentao_agent",
+    "deepagents_acp_agent",
     "ensure_venv",
+    "fake_openai",
     "fast_agent",
+    "isaac_acp_agent",
     "pydantic_acp_agent",
 ]
 
@@ -58,9 +86,26 @@ PYDANTIC_ACP_VERSION = "1.10.0"
 PYDANTIC_ACP_REQUIREMENTS = (f"pydantic-acp=={PYDANTIC_ACP_VERSION}", "pydantic-ai-slim==2.52.0")
 FAST_AGENT_VERSION = "0.10.48"
 FAST_AGENT_REQUIREMENTS = (f"fast-agent-mcp=={FAST_AGENT_VERSION}",)
+ISAAC_ACP_VERSION = "0.4.0"
+#: isaac-acp imports httpx without declaring it (pydantic-ai 2.62 moved to httpx2), so it is listed here.
+ISAAC_ACP_REQUIREMENTS = (f"isaac-acp=={ISAAC_ACP_VERSION}", "pydantic-ai==2.62.0", "httpx==0.28.1")
+DEEPAGENTS_ACP_VERSION = "0.0.13"
+#: The adapter, the Deep Agents and LangChain/LangGraph versions it was measured with, and the SQLite checkpointer.
+DEEPAGENTS_ACP_REQUIREMENTS = (
+    f"deepagents-acp=={DEEPAGENTS_ACP_VERSION}",
+    "deepagents==0.7.32",
+    "langchain-core==1.8.3",
+    "langgraph==1.2.24",
+    "langgraph-checkpoint-sqlite==3.1.2",
+)
+AGENTAO_VERSION = "0.5.17"
+AGENTAO_REQUIREMENTS = (f"agentao=={AGENTAO_VERSION}", "openai==3.57.0")
 
 PYDANTIC_ACP_SCRIPT = Path(__file__).with_name("pydantic_acp_agent.py")
 FAST_AGENT_TOOLS = Path(__file__).with_name("fast_agent_tools.py")
+ISAAC_ACP_SCRIPT = Path(__file__).with_name("isaac_acp_agent.py")
+DEEPAGENTS_ACP_SCRIPT = Path(__file__).with_name("deepagents_acp_agent.py")
+AGENTAO_SCRIPT = Path(__file__).with_name("agentao_agent.py")
 
 _INSTALL_TIMEOUT = 900.0
 
@@ -160,6 +205,11 @@ class PydanticAcpAgent:
         argv += ["--chunk-delay", f"{chunk_delay:g}"]
         return [*argv, "--unstable"] if unstable else argv
 
+    @staticmethod
+    def store_of(store: Path) -> Path:
+        """The ``FileSessionStore`` directory (one ``<sessionId>.json`` per session): remove it to evict them."""
+        return store
+
 
 @attrs.frozen
 class FastAgent:
@@ -191,6 +241,94 @@ class FastAgent:
             tools,
         ]
 
+    @staticmethod
+    def store_of(home: Path) -> Path:
+        """fast-agent's sessions under ``home`` (one sub-directory per session): remove it to evict them."""
+        return home / "sessions"
+
+
+@attrs.frozen
+class IsaacAcpAgent:
+    """isaac-acp in its cached environment.
+
+    Attributes:
+        venv: The environment's directory.
+    """
+
+    venv: Path
+
+    def command(self, home: Path, base_url: str) -> list[str]:
+        """argv of one isaac process keeping its config and sessions under ``home``, its model at ``base_url``."""
+        return [
+            str(_bin(self.venv, "python")),
+            str(ISAAC_ACP_SCRIPT),
+            "--home",
+            os.fspath(home),
+            "--base-url",
+            base_url,
+        ]
+
+    @staticmethod
+    def store_of(home: Path) -> Path:
+        """The directory of isaac's sessions (one sub-directory per session): remove it to evict them."""
+        return home / "state" / "isaac" / "sessions"
+
+
+@attrs.frozen
+class DeepagentsAcpAgent:
+    """deepagents-acp in its cached environment.
+
+    Attributes:
+        venv: The environment's directory.
+    """
+
+    venv: Path
+
+    def command(self, store: Path, *, chunk_delay: float = 0.5) -> list[str]:
+        """argv of one agent process whose LangGraph checkpoints are the SQLite file ``store``.
+
+        The fake model echoes each prompt in two chunks; ``slow: WORDS`` streams word by word,
+        ``chunk_delay`` seconds apart.
+        """
+        return [
+            str(_bin(self.venv, "python")),
+            str(DEEPAGENTS_ACP_SCRIPT),
+            "--store",
+            os.fspath(store),
+            "--chunk-delay",
+            f"{chunk_delay:g}",
+        ]
+
+
+@attrs.frozen
+class AgentaoAgent:
+    """agentao in its cached environment.
+
+    Attributes:
+        venv: The environment's directory.
+    """
+
+    venv: Path
+
+    def command(self, home: Path, base_url: str) -> list[str]:
+        """argv of one ``agentao.acp`` process with ``HOME=home`` and its model at ``base_url``.
+
+        agentao keeps each session under ``<session cwd>/.agentao/sessions`` (see :meth:`store_of`).
+        """
+        return [str(_bin(self.venv, "python")), str(AGENTAO_SCRIPT), "--home", os.fspath(home), "--base-url", base_url]
+
+    @staticmethod
+    def store_of(cwd: Path) -> Path:
+        """The directory of the sessions agentao saved for sessions created with ``cwd``."""
+        return cwd / ".agentao" / "sessions"
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """The fake OpenAI-compatible chat server on a free loopback port, for one test."""
+    with FakeOpenAI() as server:
+        yield server
+
 
 @pytest.fixture(scope="session")
 def pydantic_acp_agent() -> PydanticAcpAgent:
@@ -212,3 +350,38 @@ def fast_agent() -> FastAgent:
     except _Skip as exc:
         _loud_skip(str(exc))
     return FastAgent(venv)
+
+
+@pytest.fixture(scope="session")
+def isaac_acp_agent() -> IsaacAcpAgent:
+    """isaac-acp 0.4.0 installed in the cache (Python >= 3.11)."""
+    try:
+        venv = ensure_venv(f"isaac-acp-{ISAAC_ACP_VERSION}", ISAAC_ACP_REQUIREMENTS, (3, 11), "isaac.agent")
+    except _Skip as exc:
+        _loud_skip(str(exc))
+    return IsaacAcpAgent(venv)
+
+
+@pytest.fixture(scope="session")
+def deepagents_acp_agent() -> DeepagentsAcpAgent:
+    """deepagents-acp 0.0.13 installed in the cache (Python >= 3.11)."""
+    try:
+        venv = ensure_venv(
+            f"deepagents-acp-{DEEPAGENTS_ACP_VERSION}",
+            DEEPAGENTS_ACP_REQUIREMENTS,
+            (3, 11),
+            "deepagents_acp.server, langgraph.checkpoint.sqlite.aio",
+        )
+    except _Skip as exc:
+        _loud_skip(str(exc))
+    return DeepagentsAcpAgent(venv)
+
+
+@pytest.fixture(scope="session")
+def agentao_agent() -> AgentaoAgent:
+    """agentao 0.5.17 installed in the cache (Python >= 3.10)."""
+    try:
+        venv = ensure_venv(f"agentao-{AGENTAO_VERSION}", AGENTAO_REQUIREMENTS, (3, 10), "agentao.acp.server")
+    except _Skip as exc:
+        _loud_skip(str(exc))
+    return AgentaoAgent(venv)
