@@ -478,6 +478,8 @@ class Supervisor:
         policy = self._policy
         started = self._clock.monotonic()
         uptime = started - self._connected_at
+        # A connection that lived shorter than reset_after: this outage's backoff continues where
+        # the last one ended (its attempts are still numbered from 1).
         carried = self._carried_attempts if uptime < policy.reset_after else 0
         self._drop_cause, self._drop_error = str(cause), cause
         self._refreshed = False
@@ -493,7 +495,8 @@ class Supervisor:
                     clock=self._clock,
                     sleep=self._sleep,
                     started_at=started,
-                    carried_attempts=carried,
+                    attempts_before=self._attempts_this_outage,
+                    backoff_from=carried,
                     rng=self._rng,
                     on_wait=self._on_wait,
                     attempt_fn=self._attempt,
@@ -508,13 +511,12 @@ class Supervisor:
                 await conn.aclose()
                 return
             if dropped is not None:
-                self._drop_cause = dropped
-                carried = self._attempts_this_outage
+                self._drop_cause = dropped  # the same outage: its attempts go on counting
                 if self._suspend_due:
                     self._enter_suspension()
                 continue
             self._cancel_suspend_timer()
-            self._carried_attempts = self._attempts_this_outage
+            self._carried_attempts = carried + self._attempts_this_outage
             self._suspended = self._suspend_due = False
             self._install(conn, init)
             self._set_state(State.CONNECTED)
