@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryOutcome, State
+from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryOutcome, RetryPolicy, State
 from acp_client.testing import ReferenceServer
 from tests._support import FAST_RETRY, eventually, within
 from tests.peers.reference import FaultProxyFactory
@@ -159,3 +159,28 @@ async def test_over_stdio_an_agent_restart_is_a_recovery_span(otel: Otel, tmp_pa
     assert total(metrics["acp.client.reconnect.attempts"], **{"acp.reconnect.cause": "AgentExited"}) >= 1
     assert total(metrics["acp.client.recoveries"], **{"acp.recovery.path": "replay"}) == 1
     assert total(metrics["acp.client.disconnected.duration"]) == 1
+
+
+@pytest.mark.parametrize("ending", ["failed", "closed"])
+async def test_an_outage_that_never_ends_well_ends_its_span(
+    otel: Otel, reference_server: ReferenceServer, fault_proxy: FaultProxyFactory, ending: str
+) -> None:
+    proxy = await fault_proxy(reference_server)
+    retry = RetryPolicy(initial_delay=0.01, max_delay=0.02, jitter=False, max_attempts=3)
+    policy = retry if ending == "failed" else FAST_RETRY
+    client = AcpClient(proxy.url(reference_server.ws_url), telemetry=otel.telemetry, retry=policy)
+    try:
+        await client.connect()
+        await client.new_session(os.getcwd())
+        proxy.refuse(60)
+        await proxy.cut()
+        if ending == "failed":
+            await eventually(lambda: client.state.state is State.FAILED, what="failed")
+        else:
+            await eventually(lambda: otel.metrics().get("acp.client.reconnect.attempts"), what="an attempt")
+    finally:
+        await client.aclose()
+    [recovery] = otel.spans("acp.recovery")
+    assert _attributes(recovery)["acp.recovery.result"] == ending
+    assert (recovery.status.status_code is StatusCode.ERROR) == (ending == "failed")
+    assert "acp.client.disconnected.duration" not in otel.metrics()  # never connected again
