@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from ._checks import check_seconds
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
+from ._coherence import with_config_options, with_config_value, with_mode, with_model
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
@@ -32,7 +33,7 @@ from ._opening import opener
 from ._persistence import Persistence
 from ._recoverer import Answer, Recoverer, attach_failed, capabilities, open_attach_window, record_after_attach
 from ._restore import Settings
-from ._sessions import SessionTable, Tracked
+from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
 from ._telemetry import instrumentation
 from .clock import Clock, move_on_after
@@ -46,6 +47,7 @@ from .exceptions import (
     RequestTimeout,
     RpcError,
     SessionNotFound,
+    TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
 from .location import Location
@@ -66,6 +68,7 @@ from .transcript import SegmentStart, TurnStatus
 from .transports._security import check_session_id
 from .transports.base import Connector
 from .types import (
+    CancelNotification,
     ClientCapabilities,
     CloseSessionRequest,
     ContentBlock,
@@ -115,6 +118,11 @@ def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | Ba
     return settle
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 def _status_of(stop_reason: str | None) -> TurnStatus:
     return TurnStatus.CANCELLED if stop_reason == "cancelled" else TurnStatus.COMPLETE
 
@@ -145,6 +153,9 @@ class Engine:
         telemetry: Telemetry | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
+        #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
+        #: cancelled), kept referenced until it ends.
+        self._background: set[asyncio.Future[Any]] = set()
         self.max_incoming_requests = max_incoming_requests
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -443,6 +454,7 @@ class Engine:
 
         build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
         await self._set_option(session_id, "session/set_mode", build, remember)
+        self._coherent(session_id, lambda record: with_mode(record, mode_id))
         self._changed(session_id, mode_id=mode_id)
 
     async def set_model(self, session_id: str, model_id: str) -> None:
@@ -451,6 +463,7 @@ class Engine:
 
         build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
         await self._set_option(session_id, "session/set_model", build, remember)
+        self._coherent(session_id, lambda record: with_model(record, model_id))
         self._changed(session_id, model_id=model_id)
 
     async def set_config_option(
@@ -463,10 +476,21 @@ class Engine:
             return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
 
         result = await self._set_option(session_id, "session/set_config_option", build, remember)
+        options = self.decode(SetSessionConfigOptionResponse, result).config_options
+        if options:
+            self._coherent(session_id, lambda record: with_config_options(record, options))
+        else:
+            self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
         tracked = self.table.get(self.table.current_id(session_id))
         if tracked is not None:
             self.emit("config_changed", tracked, config_id, value)
-        return self.decode(SetSessionConfigOptionResponse, result).config_options
+        return options
+
+    def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
+        """The agent accepted a setting: every field of the record that names it says so."""
+        tracked = self.table.get(self.table.current_id(session_id))
+        if tracked is not None:
+            tracked.record = change(tracked.record)
 
     def _changed(self, session_id: str, **fields: Any) -> None:
         tracked = self.table.get(self.table.current_id(session_id))
@@ -529,11 +553,79 @@ class Engine:
         self._recovered([outcome], False)
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
-        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
+        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
+
+        Cancel means cancel: when ``timeout`` runs out, or the awaiting task is cancelled, the
+        client sends ``session/cancel`` for the session and gives the agent
+        ``Timeouts.cancel_grace`` to end the turn. A turn the agent has not ended stays the
+        session's running turn until it does (or the connection drops): the next prompt waits for
+        it up to the same grace, then raises ``TurnInProgress``.
+        """
+        await self._previous_turn_ended(tracked)
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
         self.emit("touched", tracked)  # the most recently used session from now on
+        body = asyncio.ensure_future(self._turn(tracked, turn, future, blocks))
+        body.add_done_callback(_retrieve)  # a turn nobody awaits any more (cancelled) ends quietly
+        tracked.turn_task = body
+        try:
+            with move_on_after(self.clock, timeout):
+                return await asyncio.shield(body)
+        except asyncio.CancelledError:
+            if not body.done():  # the awaiting task was cancelled, not the turn
+                self._spawn(self._cancel_turn(tracked, body))
+            raise
+        assert timeout is not None
+        await self._cancel_turn(tracked, body)
+        raise RequestTimeout("session/prompt", timeout)
 
+    async def _cancel_turn(self, tracked: Tracked, body: asyncio.Future[PromptResult]) -> None:
+        """Send ``session/cancel`` for a turn still running, and wait up to the grace for it to end."""
+        if body.done():
+            return
+        if tracked.turn is not None:
+            tracked.turn.cancel_sent = True
+        try:
+            await self.cancel_session(tracked)
+        except AcpError as exc:  # the link is down (the drop ends the turn) or closed
+            logger.info("session/cancel for %s failed: %s", tracked.session_id, exc)
+        with move_on_after(self.clock, self.timeouts.cancel_grace):
+            await asyncio.wait({body})
+        if not body.done():
+            logger.info("session %s: the agent has not ended the cancelled turn yet", tracked.session_id)
+
+    async def cancel_session(self, tracked: Tracked) -> None:
+        """``session/cancel`` for ``tracked`` (a notification), on the link where it lives."""
+        self.router.cancel_session(tracked.session_id)
+        link = await self.links.link_for(tracked, "session/cancel")
+        await link.notify("session/cancel", lambda: self.wire(CancelNotification(session_id=tracked.session_id)))
+
+    async def _previous_turn_ended(self, tracked: Tracked) -> None:
+        """A turn that was cancelled but not ended yet: wait for it (up to the cancel grace); the
+        table then refuses the new turn if it still runs."""
+        body = tracked.turn_task
+        if body is None or body.done() or tracked.turn is None or not tracked.turn.cancel_sent:
+            return  # (a second prompt beside a running one is refused at once by the table)
+        with move_on_after(self.clock, self.timeouts.cancel_grace):
+            await asyncio.wait({body})
+        if not body.done():
+            raise TurnInProgress(
+                f"session {tracked.session_id}: the agent has not ended the cancelled turn yet "
+                "(session/cancel was sent); try again later"
+            )
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _turn(
+        self,
+        tracked: Tracked,
+        turn: Turn,
+        future: asyncio.Future[PromptResult],
+        blocks: tuple[ContentBlock, ...],
+    ) -> PromptResult:
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
             # is it part of the conversation, and only then does a new turn begin.
@@ -543,17 +635,14 @@ class Engine:
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
 
         try:
-            result = await self._send_prompt(tracked, params, timeout, turn.accept)
+            result = await self._send_prompt(tracked, params, None, turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
-            with move_on_after(self.clock, timeout):  # v2: the turn ends later, with state_update idle
-                ended = await future
-                return PromptResult(ended.stop_reason, response.message_id, ended.usage)
-            assert timeout is not None
-            raise RequestTimeout("session/prompt", timeout)
+            ended = await future  # v2: the turn ends later, with state_update idle
+            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
         except RpcError as exc:
             self.table.turn_status(tracked, turn, TurnStatus.FAILED)  # refused: not an ordinary turn
             turn.done = True

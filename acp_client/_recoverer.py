@@ -355,7 +355,10 @@ class Recoverer:
                     extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
                 if path is not RecoveryPath.RESUME or tracked.settings.pending:
                     timeout = self._timeouts.request
-                    extra += await restore(conn, tracked.settings, tracked.record, version=version, timeout=timeout)
+                    restored_notes, tracked.record = await restore(
+                        conn, tracked.settings, tracked.record, version=version, timeout=timeout
+                    )
+                    extra += restored_notes
                 tracked.recovered = True
                 return RecoveryOutcome(
                     path=path,

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._coherence import with_config_options, with_mode
 from ._restore import Settings
 from ._slots import direct_constructor
 from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
@@ -58,7 +59,7 @@ class _Cancellable(Protocol):
 class Turn:
     """One running prompt turn."""
 
-    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt", "recorded", "status")
+    __slots__ = ("_settle", "accepted", "cancel_sent", "done", "message_id", "prompt", "recorded", "status")
 
     def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
         self.prompt = prompt
@@ -67,6 +68,7 @@ class Turn:
         self.done = False
         self.recorded = False  # the prompt went out (a re-sent prompt is not added twice)
         self.status: TurnStatus | None = None  # how the turn ended, once the transcript knows
+        self.cancel_sent = False  # session/cancel went out for it (a timeout, a cancelled caller)
         self._settle = settle
 
     def accept(self) -> None:
@@ -113,6 +115,9 @@ class Tracked:
         self.settings = Settings()
         self.window_timer: _Cancellable | None = None
         self.turn: Turn | None = None
+        #: The task running the current (or last) turn: a cancelled turn the agent has not ended
+        #: yet keeps running in it, and the next prompt waits for it (``Engine.run_turn``).
+        self.turn_task: Any = None
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
         #: Recovery started a new session for this one after the agent lost it (and it had turns):
@@ -364,6 +369,11 @@ class SessionTable:
             tracked.replayed += 1
         if self.keep_transcripts:
             tracked.transcript.apply(update)
+        kind = update.kind
+        if kind == "current_mode_update":
+            tracked.record = with_mode(tracked.record, update.current_mode_id)  # type: ignore[union-attr]
+        elif kind == "config_option_update":
+            tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
         turn = tracked.turn
         if (
             turn is not None

@@ -524,12 +524,13 @@ class AcpClient:
 
         Pending permission requests of the session are answered ``cancelled``.
         """
-        current = self._table.current_id
-        self._engine.router.cancel_session(current(session_id))
-        supervisor = await self._engine.links.link_for(self._table.get(session_id), "session/cancel")
-        await supervisor.notify(
-            "session/cancel", lambda: self._engine.wire(CancelNotification(session_id=current(session_id)))
-        )
+        tracked = self._table.get(session_id)
+        if tracked is not None:
+            await self._engine.cancel_session(tracked)
+            return
+        self._engine.router.cancel_session(session_id)
+        supervisor = await self._engine.links.link_for(None, "session/cancel")
+        await supervisor.notify("session/cancel", lambda: self._engine.wire(CancelNotification(session_id=session_id)))
 
     async def request(
         self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT_TIMEOUT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import difflib
@@ -19,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
 from ..client import AcpClient, SessionHandle
-from ..clock import Clock, SystemClock, move_on_after
+from ..clock import Clock, SystemClock
 from ..config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
@@ -34,7 +33,7 @@ from ..types import ContentBlock, Implementation, McpServer, Session
 from ._bridge import HostBridge
 from ._events import SyncEvent
 from ._extras import ClientExtras
-from ._loop import EventLoopThread, bounded, close_awaitable
+from ._loop import EventLoopThread, close_awaitable
 from ._session import SyncSessionHandle
 
 __all__ = ["SyncAcpClient", "Timeout"]
@@ -66,8 +65,6 @@ T = TypeVar("T")
 
 Timeout = float | None | _Default
 
-#: How long a timed-out prompt waits for its ``session/cancel`` to be sent.
-_CANCEL_SEND_TIMEOUT = 1.0
 
 
 class _Phase(enum.Enum):
@@ -171,7 +168,6 @@ class SyncAcpClient(ClientExtras):
         self._phase = _Phase.NEW
         self._connected = threading.Event()
         self._closed = threading.Event()
-        self._background: set[asyncio.Task[Any]] = set()
         self._client = AcpClient(
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
@@ -461,8 +457,8 @@ class SyncAcpClient(ClientExtras):
         runs: real turns take minutes; ``default_timeout`` does not apply).
 
         Raises:
-            RequestTimeout: The turn did not end within ``timeout``; the wait was cancelled and
-                ``session/cancel`` sent.
+            RequestTimeout: The turn did not end within ``timeout``: ``session/cancel`` was sent
+                and the agent given ``Timeouts.cancel_grace`` to end it (see :meth:`AcpClient.prompt`).
             TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
         """
         limit = None if isinstance(timeout, _Default) else timeout
@@ -490,20 +486,9 @@ class SyncAcpClient(ClientExtras):
     async def _prompt(
         self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], timeout: float | None
     ) -> PromptResult:
-        async def cancel_turn() -> None:
-            send = asyncio.ensure_future(self._client.cancel(session_id))
-            self._background.add(send)
-            send.add_done_callback(self._background_done)
-            with move_on_after(self._clock, _CANCEL_SEND_TIMEOUT):
-                await asyncio.wait({send})
-
-        prompting = self._client.prompt(session_id, prompt)
-        return await bounded(prompting, timeout, "session/prompt", cancel_turn, clock=self._clock)
-
-    def _background_done(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.info("session/cancel after a prompt timeout failed: %s", task.exception())
+        # The async prompt does what a timeout means: session/cancel, then a bounded grace for the
+        # turn to end (one rule for both facades).
+        return await self._client.prompt(session_id, prompt, timeout=timeout)
 
     def cancel(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
