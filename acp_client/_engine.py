@@ -93,6 +93,7 @@ from .types import (
     SetSessionConfigOptionResponse,
     SetSessionModelRequest,
     SetSessionModeRequest,
+    TextContent,
 )
 
 __all__ = ["Engine"]
@@ -116,6 +117,14 @@ def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | Ba
             future.set_result(outcome)
 
     return settle
+
+
+def _lost_context(conversation: str) -> str:
+    """The context block a prompt carries after the agent lost the session (``carry_lost_context``)."""
+    return (
+        "[Context: the agent lost the earlier part of this conversation; it was:]\n"
+        f"{conversation}\n[End of the earlier conversation.]"
+    )
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -149,10 +158,12 @@ class Engine:
         replays_on_resume: bool | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
+        carry_lost_context: bool = False,
         store: StoreBridge | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
+        self.carry_lost_context = carry_lost_context
         #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
         #: cancelled), kept referenced until it ends.
         self._background: set[asyncio.Future[Any]] = set()
@@ -632,7 +643,11 @@ class Engine:
             if future.done():  # the recovery it waited for abandoned the session: not sent
                 future.result()
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
-            return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
+            sent = blocks
+            if self.carry_lost_context and tracked.lost_context_pending:
+                sent = (TextContent(text=_lost_context(tracked.transcript.lost_context())), *blocks)
+                tracked.lost_context_pending = False
+            return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
 
         try:
             result = await self._send_prompt(tracked, params, None, turn.accept)

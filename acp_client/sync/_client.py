@@ -103,7 +103,7 @@ class SyncAcpClient(ClientExtras):
             sessions of the endpoint are recovered by :meth:`connect`.
         placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
-        clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts,
+        clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
         max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
             meaning, same defaults).
 
@@ -142,6 +142,7 @@ class SyncAcpClient(ClientExtras):
         keep_transcripts: bool = True,
         replays_on_resume: bool | None = None,
         retry_unsent_prompts: bool = False,
+        carry_lost_context: bool = False,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
@@ -191,6 +192,7 @@ class SyncAcpClient(ClientExtras):
             keep_transcripts=keep_transcripts,
             replays_on_resume=replays_on_resume,
             retry_unsent_prompts=retry_unsent_prompts,
+            carry_lost_context=carry_lost_context,
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
