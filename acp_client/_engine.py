@@ -462,7 +462,7 @@ class Engine:
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
                 if self.telemetry is not None:
-                    self.telemetry.turn_interrupted()
+                    self.telemetry.turn_interrupted(tracked.session_id, self.link_telemetry)
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
