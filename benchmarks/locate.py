@@ -47,7 +47,8 @@ import attrs
 from _common import Farm, environment, farm, fmt_ms, fmt_ratio, median, table
 
 from acp_client import AcpClient
-from acp_client.pool import Presence, locate
+from acp_client.pool import Probe, locate
+from acp_client.testing import inside
 
 #: Issue 22's targets per transport: the fan-out over 50 instances within this many times one probe, and
 #: the client's CPU per probe (ms) within this.
@@ -88,7 +89,7 @@ async def measure(urls: list[str], rounds: int, farm: Farm) -> Figures:
     options = {"http2": False} if urls[0].startswith("http") else {}
     async with AcpClient(urls[0], retry=None, transport_options=options) as client:
         session = await client.new_session("/tmp/acp-bench")
-        expected = [Presence.ACTIVE] + [Presence.INACTIVE] * (len(urls) - 1)
+        expected = [Probe.ACTIVE] + [Probe.INACTIVE] * (len(urls) - 1)
         one: list[float] = []
         fan_out: list[float] = []
         meter = CpuMeter(farm)
@@ -103,7 +104,7 @@ async def measure(urls: list[str], rounds: int, farm: Farm) -> Figures:
                 samples.append(time.perf_counter() - start)
                 if metered:
                     meter.stop()
-                got = [answer.presence for answer in location.answers]
+                got = [answer.probe for answer in location.answers]
                 if got != expected[: len(targets)]:
                     errors = [str(answer.error) for answer in location.answers if answer.error]
                     raise SystemExit(f"wrong answers: {[p.value for p in got]} {errors[:3]}")
@@ -114,13 +115,13 @@ async def measure_client(urls: list[str], rounds: int, farm: Farm) -> Figures:
     """Median seconds of ``AcpClient.locate()`` on a one-instance client and on an N-instance
     client whose links are all up; checks every answer."""
     options = {"http2": False} if urls[0].startswith("http") else {}
-    expected = [Presence.ACTIVE] + [Presence.INACTIVE] * (len(urls) - 1)
+    expected = [Probe.ACTIVE] + [Probe.INACTIVE] * (len(urls) - 1)
     async with AcpClient(urls[0], retry=None, transport_options=options) as single:
         session = await single.new_session("/tmp/acp-bench")
         async with AcpClient(urls, transport_options=options) as pooled:
             await pooled.locate(session.session_id, timeout=30)  # opens a link to every instance
             deadline = time.perf_counter() + _START_TIMEOUT
-            links = pooled._engine.pool  # the benchmark waits for the links it asked for
+            links = inside(pooled).links  # the benchmark waits for the links it asked for
             while links is not None and len(links.live()) < len(urls):
                 if time.perf_counter() > deadline:
                     raise SystemExit("the client's links did not come up")
@@ -138,7 +139,7 @@ async def measure_client(urls: list[str], rounds: int, farm: Farm) -> Figures:
                     samples.append(time.perf_counter() - start)
                     if metered:
                         meter.stop()
-                    got = [answer.presence for answer in location.answers]
+                    got = [answer.probe for answer in location.answers]
                     if got != expected[:count]:
                         errors = [str(answer.error) for answer in location.answers if answer.error]
                         raise SystemExit(f"wrong answers: {[p.value for p in got]} {errors[:3]}")

@@ -21,6 +21,7 @@ from acp_client import (
     SessionStatus,
     State,
 )
+from acp_client.testing import inside
 from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal
 
 
@@ -87,7 +88,7 @@ async def test_closing_the_client_from_a_recovery_callback_leaves_no_live_link()
         h.connector.drop()
         await h.clock.settle()
         assert h.client.state.state is State.CLOSED
-        assert h.client._supervisor.connection is None
+        assert inside(h.client).supervisor.connection is None
         assert h.connector.live_links == 0
 
 
