@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._assembly import next_cursor
 from .._connection import DEFAULT_TIMEOUT, _Default
+from .._options import next_cursor
 from ..client import AcpClient
 from ..exceptions import RequestTimeout
 from ..pool import Endpoint, Location
