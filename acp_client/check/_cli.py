@@ -58,6 +58,11 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
         default=Settings.__attrs_attrs__.cancel_prompt.default,
         help="a prompt whose turn lasts long enough to be cancelled (cancel.honoured)",
     )
+    parser.add_argument(
+        "--tool-prompt",
+        metavar="TEXT",
+        help="a prompt that makes the agent call a tool (load.message-ids then checks tool call ids across replay)",
+    )
     parser.epilog = "checks: " + ", ".join(check.id for check in CHECKS)
 
 
@@ -85,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         prompt=args.prompt,
         cancel_prompt=args.cancel_prompt,
+        tool_prompt=args.tool_prompt,
         verbose=args.verbose,
     )
     printer = Printer(sys.stderr if args.json else sys.stdout, verbose=args.verbose)

@@ -36,7 +36,7 @@ _VOLATILE = [
     (re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?"), "<time>"),
     (re.compile(r"acp-check-unknown-[0-9a-f]{32}"), "<unknown-id>"),
     (re.compile(r"\b[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\b"), "<uuid>"),
-    (re.compile(r"\b\d{10}-[0-9a-z]{6}\b"), "<id>"),
+    (re.compile(r"\b\d{10}-[0-9A-Za-z]{6}\b"), "<id>"),
     (re.compile(r"\bsess_[0-9a-zA-Z]+\b"), "<id>"),
     (re.compile(r"/tmp/[^\s'\"]+"), "<path>"),
 ]
@@ -75,7 +75,9 @@ def _compare(card: dict[str, Any], name: str) -> None:
         )
 
 
-async def _card(argv: list[str], name: str, cwd: Path, cancel_prompt: str, *, version: int = 1) -> None:
+async def _card(
+    argv: list[str], name: str, cwd: Path, cancel_prompt: str, *, tool_prompt: str | None = None, version: int = 1
+) -> None:
     cwd.mkdir(parents=True, exist_ok=True)
     settings = Settings(
         Target("stdio:" + shlex.join(argv)),
@@ -83,6 +85,7 @@ async def _card(argv: list[str], name: str, cwd: Path, cancel_prompt: str, *, ve
         cwd=str(cwd),
         timeout=TIMEOUT,
         cancel_prompt=cancel_prompt,
+        tool_prompt=tool_prompt,
     )
     report = await run_checks(settings)
     _compare(normalize(report, name), name)
@@ -98,12 +101,13 @@ def llm() -> Iterator[FakeOpenAI]:
 async def test_pydantic_acp(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path, unstable: bool) -> None:
     argv = pydantic_acp_agent.command(tmp_path / "store", unstable=unstable, chunk_delay=0.3)
     name = f"pydantic-acp-{'unstable' if unstable else 'stable'}"
-    await _card(argv, name, tmp_path / "work", SLOW_WORDS)
+    await _card(argv, name, tmp_path / "work", SLOW_WORDS, tool_prompt="tool: buy milk")
 
 
 async def test_fast_agent(fast_agent: FastAgent, tmp_path: Path) -> None:
     argv = fast_agent.command(tmp_path / "home")
-    await _card(argv, "fast-agent", tmp_path / "work", '***CALL_TOOL wait {"seconds": 60}')
+    tool = '***CALL_TOOL write_note {"text": "buy milk"}'
+    await _card(argv, "fast-agent", tmp_path / "work", '***CALL_TOOL wait {"seconds": 60}', tool_prompt=tool)
 
 
 async def test_isaac_acp(isaac_acp_agent: IsaacAcpAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
