@@ -394,7 +394,7 @@ class Engine:
         """Every instance's ``session/status`` answer, over the live links where there are some."""
         check_seconds("timeout", timeout, optional=True)
         current = check_session_id(self.table.current_id(session_id))
-        return await self.links.locate(current, timeout or self.timeouts.probe)
+        return await self.links.locate(current, timeout)
 
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
