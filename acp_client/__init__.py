@@ -14,7 +14,7 @@ from ._codec import session_from_json, session_to_json
 from ._version import __version__
 from .client import SUPPORTED_PROTOCOL_VERSIONS, AcpClient, SessionHandle
 from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts
+from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     AcpError,
     AgentExited,
@@ -118,6 +118,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DEFAULT_INHERITED_ENV",
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "USE_CLIENT_DEFAULT",
     "AcpClient",
     "AcpError",
     "AgentExited",
@@ -206,6 +207,7 @@ __all__ = [
     "UnsupportedMediaType",
     "UnsupportedProtocolVersion",
     "UpdateEvent",
+    "UseClientDefault",
     "WebSocketConnector",
     "__version__",
     "connector_for",

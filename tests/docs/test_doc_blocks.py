@@ -452,7 +452,7 @@ def _swap_urls(body: str, urls: dict[str, str]) -> str:
 async def _locate(block: Block, tmp_path: Path) -> None:
     async def run(urls: dict[str, str]) -> None:
         found = await run_fragment(_swap_urls(block.body, urls), {"print": lambda *a: None})
-        assert [answer.presence.value for answer in found["location"].answers] == ["unknown"] * 3
+        assert [answer.probe.value for answer in found["location"].answers] == ["unknown"] * 3
         assert found["route"].kind.value == "new_session"
 
     await _with_agents(["agent-1", "agent-2", "agent-3"], run)
