@@ -81,7 +81,7 @@ from .state import (
     TurnInterrupted,
     UpdateEvent,
 )
-from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
+from .store import SessionStore, StoredSession, endpoint_key
 from .telemetry import Telemetry
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
@@ -94,19 +94,27 @@ from .types import Session, SessionStatus
 logging.getLogger("acp_client").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from .store import SqliteSessionStore
     from .transports.http import HttpConnector
     from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
     from .transports.websocket import WebSocketConnector
 
 # The connectors are imported on first use, by the transports package (httpx and websockets cost more
 # to import than the rest of the package together; an app needs at most the ones it connects with).
-_LAZY: Final = frozenset({"DEFAULT_INHERITED_ENV", "HttpConnector", "StdioConnector", "WebSocketConnector"})
+# The SQLite store loads sqlite3 on first use too.
+_LAZY: Final = {
+    "DEFAULT_INHERITED_ENV": ".transports",
+    "HttpConnector": ".transports",
+    "StdioConnector": ".transports",
+    "WebSocketConnector": ".transports",
+    "SqliteSessionStore": ".store",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".transports", __name__), name)
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
     globals()[name] = value
     return value
 

@@ -507,8 +507,9 @@ class Engine:
             raise RequestTimeout("session/prompt", timeout)
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
-                if self.telemetry is not None:
-                    self.telemetry.turn_interrupted(tracked.session_id, self.link_telemetry)
+                if self.telemetry is not None:  # an event of the outage too, on the single link
+                    link = self.links.supervisor.observer if isinstance(self.links, SingleLink) else None
+                    self.telemetry.turn_interrupted(tracked.session_id, link)
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise

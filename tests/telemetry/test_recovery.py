@@ -92,7 +92,7 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
     assert paths["replay"]["acp.recovery.probe"] == "inactive"
     assert paths["replay"]["acp.recovery.planned_path"] == "replay"
     assert paths["replay"]["acp.recovery.replayed_updates"] > 0
-    assert paths["new_session"]["acp.recovery.probe"] == "not_found"
+    assert paths["new_session"]["acp.recovery.probe"] == "unknown"
     assert paths["new_session"]["acp.recovery.continuity"] is False
     assert paths["new_session"]["acp.session.previous_id"] != paths["new_session"]["acp.session.id"]
     episode = _attributes(recovery)
