@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -24,6 +23,7 @@ from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from ._limits import AbandonedIds, IncomingCap
 from ._observe import CallObserver
 from .clock import Clock, SystemClock, move_on_after
+from .config import USE_CLIENT_DEFAULT, UseClientDefault
 from .exceptions import (
     AcpError,
     ConnectionLost,
@@ -41,7 +41,6 @@ from .transports.base import Transport, describe
 
 __all__ = [
     "DEFAULT_MAX_INCOMING_REQUESTS",
-    "DEFAULT_TIMEOUT",
     "Connection",
     "NotificationHandler",
     "ProtocolErrorHandler",
@@ -69,12 +68,6 @@ _YIELD_EVERY: Final = 128
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
 
-class _Default(enum.Enum):
-    TIMEOUT = enum.auto()
-
-
-#: Marks "use the connection's default timeout".
-DEFAULT_TIMEOUT: Final = _Default.TIMEOUT
 
 
 class _Pending:
@@ -197,7 +190,7 @@ class Connection:
         method: str,
         params: Any = None,
         *,
-        timeout: float | _Default | None = DEFAULT_TIMEOUT,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
     ) -> Any:
         """Send a request and wait for its answer.
@@ -229,11 +222,11 @@ class Connection:
         self,
         method: str,
         params: Any,
-        timeout: float | _Default | None,
+        timeout: float | UseClientDefault | None,
         on_answer: Callable[[], None] | None,
         on_id: Callable[[RequestId], None] | None,
     ) -> Any:
-        if timeout is DEFAULT_TIMEOUT:
+        if timeout is USE_CLIENT_DEFAULT:
             timeout = self._request_timeout
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)

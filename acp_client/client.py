@@ -31,12 +31,12 @@ import attrs
 
 from . import _options
 from ._checks import check_seconds
-from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._sessions import Tracked
 from .clock import Clock
-from .config import Callbacks, QueueOptions, Timeouts
+from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
@@ -273,7 +273,9 @@ class AcpClient:
         """The instances of a pooled client, in the order given (empty for a single endpoint)."""
         return self._engine.links.endpoints
 
-    async def locate(self, session_id: str, *, timeout: float | None = None) -> Location:
+    async def locate(
+        self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
+    ) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once (see
         :func:`acp_client.pool.locate`): over this client's live link to an instance where it
         has one, else over a fresh link closed again. The first call also opens a link to every
@@ -282,7 +284,7 @@ class AcpClient:
 
         Args:
             session_id: The session (an earlier id of a tracked session finds its current one).
-            timeout: Seconds each instance gets (default: ``Timeouts.probe``).
+            timeout: Seconds each instance gets (default: ``Timeouts.probe``; ``None``: no limit).
 
         Returns:
             Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
@@ -291,7 +293,8 @@ class AcpClient:
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
-        return await self._engine.locate(session_id, timeout)
+        limit = self._engine.timeouts.probe if timeout is USE_CLIENT_DEFAULT else timeout
+        return await self._engine.locate(session_id, limit)
 
     @property
     def transport_info(self) -> TransportInfo | None:
@@ -532,13 +535,13 @@ class AcpClient:
         )
 
     async def request(
-        self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT_TIMEOUT
+        self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result.
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
-        if timeout is not DEFAULT_TIMEOUT:
+        if timeout is not USE_CLIENT_DEFAULT:
             check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 

@@ -29,6 +29,8 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "AcpClient",
         "SessionNotTracked",
         "Timeouts",
+        "USE_CLIENT_DEFAULT",
+        "UseClientDefault",
         "QueueOptions",
         "Callbacks",
         "AcpError",

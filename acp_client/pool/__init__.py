@@ -77,7 +77,7 @@ async def locate(
     session_id: str,
     endpoints: Sequence[str | Connector | Endpoint],
     *,
-    timeout: float = 5.0,
+    timeout: float | None = 5.0,
     protocol_version: int = 1,
     client_info: Implementation | None = None,
     connect_options: Mapping[str, Any] | None = None,
@@ -93,6 +93,7 @@ async def locate(
         endpoints: The instances (URLs, connectors or :class:`Endpoint` values).
         timeout: Seconds each instance gets for the whole exchange; past it the instance is
             ``unreachable`` (its ``error`` a :class:`~acp_client.exceptions.RequestTimeout`).
+            ``None``: no limit.
         protocol_version: The ACP version proposed in ``initialize``.
         client_info: The identity sent in ``initialize``.
         connect_options: Keyword arguments for :func:`~acp_client.connector_for` when an
@@ -124,7 +125,7 @@ async def locate_many(
     session_ids: Sequence[str],
     endpoints: Sequence[str | Connector | Endpoint],
     *,
-    timeout: float = 5.0,
+    timeout: float | None = 5.0,
     protocol_version: int = 1,
     client_info: Implementation | None = None,
     connect_options: Mapping[str, Any] | None = None,
@@ -142,7 +143,7 @@ async def locate_many(
         ConfigurationError: As :func:`locate`.
     """
     targets = Endpoint.many(endpoints)
-    check_seconds("timeout", timeout)
+    check_seconds("timeout", timeout, optional=True)
     if protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
         raise ConfigurationError(f"protocol_version must be one of {SUPPORTED_PROTOCOL_VERSIONS}")
     clock = clock if clock is not None else SystemClock()

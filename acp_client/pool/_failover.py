@@ -43,6 +43,7 @@ from .._probing import Live
 from .._recoverer import Answer, Recoverer, capabilities
 from .._sessions import SessionTable, Tracked
 from ..clock import Clock
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind
 from ..state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
@@ -77,7 +78,7 @@ class _Links(Protocol):
         self,
         session_ids: Sequence[str],
         *,
-        timeout: float | None = None,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
         warm: bool = False,
         only: Sequence[Link] | None = None,
     ) -> dict[str, Location]: ...
