@@ -164,6 +164,21 @@ def _reference_agent_parser(argv: list[str]) -> Any:
     return _parser().parse_args(argv)
 
 
+def _acp_reconnect_parser(argv: list[str]) -> Any:
+    from acp_client.check._cli import parser
+
+    return parser().parse_args(argv)
+
+
+def _check_pytest_plugin_flags(args: list[str], command: str) -> None:
+    """``pytest --acp-...``: every ``--acp-*`` flag is one the conformance plugin registers."""
+    from acp_client.check import pytest_plugin
+
+    source = inspect.getsource(pytest_plugin.pytest_addoption)
+    for flag in (arg for arg in args if arg.startswith("--")):
+        assert flag.startswith("--acp-") and f'"{flag}"' in source, f"{command}: {flag} is not a plugin option"
+
+
 def _check_args(parse: Callable[[list[str]], Any], args: list[str], command: str) -> None:
     synopsis = " ".join(args)
     if "[" in synopsis:  # a usage line: every flag it shows must be in the program's help
@@ -202,6 +217,12 @@ def check_shell_command(command: str) -> None:
     tokens = [token for token in tokens if not token.startswith(">") and token != "&"]  # redirects, background
     if not tokens or tokens[0] in _SKIPPED_TOOLS:
         return
+    if tokens[0] == "acp-reconnect":
+        _check_args(_acp_reconnect_parser, tokens[1:], command)
+        return
+    if tokens[0] == "pytest":
+        _check_pytest_plugin_flags(tokens[1:], command)
+        return
     assert tokens[0] == "python", f"unknown command in a doc block: {command!r} (add a check for it)"
     if tokens[1:3] == ["-m", "pip"]:
         _check_pip(tokens[3:], command)
@@ -211,6 +232,10 @@ def check_shell_command(command: str) -> None:
         assert "pytest" in " ".join(PYPROJECT["project"]["optional-dependencies"]["dev"])
     elif tokens[1:3] == ["-m", "mypy"]:
         assert any(dep.startswith("mypy") for dep in PYPROJECT["project"]["optional-dependencies"]["dev"])
+    elif tokens[1:3] == ["-m", "acp_client.check"]:
+        from acp_client.check._cli import _parser as check_parser
+
+        _check_args(check_parser("python -m acp_client.check").parse_args, tokens[3:], command)
     elif tokens[1:3] == ["-m", "acp_client.testing.reference_agent"]:
         _check_args(_reference_agent_parser, tokens[3:], command)
     elif len(tokens) > 1 and tokens[1].startswith("examples/"):
@@ -236,6 +261,54 @@ _ROUTER_AGENT = (
 )
 check("README.md", _ROUTER_AGENT)(shell)
 check("README.md", "async def main():")(covered_by("tests/docs/test_readme.py::test_readme_recovery_example_runs"))
+check(
+    "README.md", 'acp-reconnect check "stdio:my-agent --acp"            # spawns, kills and respawns the agent itself'
+)(shell)
+
+# -- docs/conformance.md ------------------------------------------------------------------------------------
+
+check("docs/conformance.md", 'acp-reconnect check "stdio:my-agent --acp"')(shell)
+check(
+    "docs/conformance.md",
+    "python -m acp_client.testing.reference_agent --serve --port 8011 --fault load-unknown-ok --fault ignore-cancel &",
+)(shell)
+check(
+    "docs/conformance.md",
+    'acp-reconnect check "stdio:python -m my_agent --acp" --timeout 30 --junit conformance.xml',
+)(shell)
+check(
+    "docs/conformance.md",
+    'pytest --acp-agent "stdio:python -m my_agent --acp" --acp-timeout 30 --acp-cancel-prompt "slow: count to 100"',
+)(shell)
+
+
+@check("docs/conformance.md", "{")
+async def _conformance_json(block: Block, tmp_path: Path) -> None:
+    """The report shown has the shape the checker prints, with real ids, statuses and sources."""
+    import json
+
+    from acp_client.check import CHECKS
+
+    shown = json.loads(block.body.replace("{...}", "..."))
+    assert list(shown) == ["target", "protocolVersion", "agent", "capabilities", "checks", "summary"]
+    assert set(shown["agent"]) == {"name", "version"} and set(shown["summary"]) == {"pass", "fail", "warn", "skip"}
+    by_id = {check.id: check for check in CHECKS}
+    for item in shown["checks"]:
+        assert list(item) == ["id", "status", "rule", "source", "evidence", "seconds"]
+        assert item["rule"] == by_id[item["id"]].rule and item["source"] == by_id[item["id"]].source
+
+
+@check("docs/conformance.md", 'report = asyncio.run(run_checks(Settings(Target("stdio:my-agent --acp"), cwd="/tmp")))')
+async def _conformance_python(block: Block, tmp_path: Path) -> None:
+    agent = shlex.join([sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio"])
+    source = block.body.replace("stdio:my-agent --acp", f"stdio:{agent}")
+    source = source.replace('cwd="/tmp")))', f'cwd={str(tmp_path)!r}), select(["new.fresh-id"])))')
+    source = source.replace(
+        "from acp_client.check import Settings, Target, run_checks",
+        "from acp_client.check import Settings, Target, run_checks, select",
+    )
+    out = await run_python(source, tmp_path)
+    assert out.strip() == "{'pass': 1, 'fail': 0, 'warn': 0, 'skip': 0} 0", out
 
 
 @check("README.md", "def allow_once(request):")
