@@ -91,6 +91,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionStoreCorrupt",
         "SessionStoreError",
         "SessionStoreForeign",
+        "SessionStoreReadOnly",
         "SessionStoreTooNew",
         "SqliteSessionStore",
         "StoredSession",
