@@ -32,6 +32,7 @@ from tests._farm import Farm
 
 @pytest_asyncio.fixture
 async def farm() -> AsyncIterator[Farm]:
+    """This module's farm: ``a`` and ``b`` share one store, ``c`` has its own; real time."""
     farm = Farm(shared=("a", "b"))
     yield farm
     await farm.aclose()
