@@ -432,7 +432,7 @@ class Engine:
         """Every instance's ``session/status`` answer, over the live links where there are some."""
         check_seconds("timeout", timeout, optional=True)
         current = check_session_id(self.table.current_id(session_id))
-        return await self.links.locate(current, timeout or self.timeouts.probe)
+        return await self.links.locate(current, timeout)
 
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
@@ -666,8 +666,9 @@ class Engine:
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
-                if self.telemetry is not None:
-                    self.telemetry.turn_interrupted()
+                if self.telemetry is not None:  # an event of the outage too, on the single link
+                    link = self.links.supervisor.observer if isinstance(self.links, SingleLink) else None
+                    self.telemetry.turn_interrupted(tracked.session_id, link)
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise

@@ -134,7 +134,7 @@ class Links(Protocol):
     def endpoint_of(self, tracked: Tracked) -> str | None:
         """The name of the instance ``tracked`` lives on (``None`` for a single endpoint)."""
 
-    async def locate(self, session_id: str, timeout: float) -> Location:
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
         """Every instance's ``session/status`` answer for one session."""
 
 
@@ -218,7 +218,7 @@ class SingleLink:
     def endpoint_of(self, tracked: Tracked) -> str | None:
         return None
 
-    async def locate(self, session_id: str, timeout: float) -> Location:
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
         """The one instance's answer, over the live link if connected (else a link of its own)."""
         sup, kit = self.supervisor, self._kit
         live: dict[Endpoint, _probing.Live] = {}

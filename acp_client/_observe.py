@@ -60,3 +60,6 @@ class LinkObserver(Protocol):
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
         """The outcomes of that round."""
+
+    def interrupted(self, session_id: str) -> None:
+        """A drop of this link cut a prompt of ``session_id`` off."""

@@ -60,7 +60,7 @@ class Settings:
     """
 
     session_ids: tuple[str, ...]
-    timeout: float
+    timeout: float | None
     opener: Opener
     clock: Clock
     start: float
@@ -152,7 +152,7 @@ async def ask(endpoint: Endpoint, settings: Settings) -> Answers:
 
     def late() -> Answers:
         elapsed = settings.clock.monotonic() - settings.start
-        error = RequestTimeout("locate (connect, initialize, session/status)", settings.timeout)
+        error = RequestTimeout("locate (connect, initialize, session/status)", settings.timeout or 0.0)
         return tuple(
             InstanceAnswer(endpoint, Probe.UNREACHABLE, elapsed=elapsed, error=error) for _ in settings.session_ids
         )
@@ -185,7 +185,7 @@ async def close_copy(endpoint: Endpoint, session_id: str, settings: Settings) ->
 
 
 def settings(
-    session_ids: Sequence[str], *, timeout: float, opener: Opener, clock: Clock, live: Mapping[Endpoint, Live]
+    session_ids: Sequence[str], *, timeout: float | None, opener: Opener, clock: Clock, live: Mapping[Endpoint, Live]
 ) -> Settings:
     """A round of asking that starts now."""
     return Settings(tuple(session_ids), timeout, opener, clock, clock.monotonic(), dict(live))

@@ -26,7 +26,6 @@ from typing import Any
 
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
-    DEFAULT_TIMEOUT,
     Connection,
     NotificationHandler,
     ProtocolErrorHandler,
@@ -36,7 +35,7 @@ from ._observe import LinkObserver
 from ._opening import open_link
 from ._queue import OutageQueue
 from .clock import Clock, TimerHandle
-from .config import QueueOptions
+from .config import USE_CLIENT_DEFAULT, QueueOptions
 from .exceptions import (
     AcpError,
     AuthenticationFailed,
@@ -258,7 +257,7 @@ class Supervisor:
         params: Callable[[], Any],
         *,
         idempotent: bool = False,
-        timeout: Any = DEFAULT_TIMEOUT,
+        timeout: Any = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
     ) -> Any:
         """Send a request on the live connection, waiting out an outage if configured to.

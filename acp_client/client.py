@@ -31,12 +31,12 @@ import attrs
 
 from . import _options
 from ._checks import check_seconds
-from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._sessions import Tracked
 from .clock import Clock
-from .config import Callbacks, QueueOptions, Timeouts
+from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
@@ -278,7 +278,9 @@ class AcpClient:
         """The instances of a pooled client, in the order given (empty for a single endpoint)."""
         return self._engine.links.endpoints
 
-    async def locate(self, session_id: str, *, timeout: float | None = None) -> Location:
+    async def locate(
+        self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
+    ) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once (see
         :func:`acp_client.pool.locate`): over this client's live link to an instance where it
         has one, else over a fresh link closed again. The first call also opens a link to every
@@ -287,7 +289,7 @@ class AcpClient:
 
         Args:
             session_id: The session (an earlier id of a tracked session finds its current one).
-            timeout: Seconds each instance gets (default: ``Timeouts.probe``).
+            timeout: Seconds each instance gets (default: ``Timeouts.probe``; ``None``: no limit).
 
         Returns:
             Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
@@ -296,7 +298,8 @@ class AcpClient:
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
-        return await self._engine.locate(session_id, timeout)
+        limit = self._engine.timeouts.probe if timeout is USE_CLIENT_DEFAULT else timeout
+        return await self._engine.locate(session_id, limit)
 
     @property
     def transport_info(self) -> TransportInfo | None:
@@ -538,13 +541,13 @@ class AcpClient:
         await supervisor.notify("session/cancel", lambda: self._engine.wire(CancelNotification(session_id=session_id)))
 
     async def request(
-        self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT_TIMEOUT
+        self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result.
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
-        if timeout is not DEFAULT_TIMEOUT:
+        if timeout is not USE_CLIENT_DEFAULT:
             check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
@@ -628,13 +631,18 @@ class SessionHandle:
         """``session/set_config_option`` (see :meth:`AcpClient.set_config_option`)."""
         return await self._client.set_config_option(self._tracked.session_id, config_id, value, type=type)
 
-    async def status(self) -> Session:
-        """Probe ``session/status``."""
+    async def session_status(self) -> Session:
+        """Probe ``session/status`` (see :meth:`AcpClient.session_status`)."""
         return await self._client.session_status(self._tracked.session_id)
 
-    async def close(self) -> None:
-        """Close the session on the agent and stop tracking it."""
+    async def close_session(self) -> None:
+        """``session/close``: end the session on the agent and stop tracking it (see
+        :meth:`AcpClient.close_session`)."""
         await self._client.close_session(self._tracked.session_id)
+
+    def forget_session(self) -> None:
+        """Stop tracking the session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
+        self._client.forget_session(self._tracked.session_id)
 
     async def updates(self) -> AsyncIterator[UpdateEvent]:
         """Iterate over this session's updates from now on (ends when it is closed or abandoned)."""

@@ -485,6 +485,7 @@ COLD: dict[str, list[Callable[[str, int], Bench]]] = {
 
 async def _measure_here(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every client on the chosen transports, in this process (msgspec as this process has it)."""
+    _jsonrpc.decode_frame(b"{}")  # msgspec, if acp_client may use it, is imported with the first frame
     speed = _jsonrpc._fast_loads is not None
     rows: list[dict[str, Any]] = []
     if args.mode in ("warm", "both"):

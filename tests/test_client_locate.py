@@ -48,3 +48,28 @@ async def test_locate_on_a_single_endpoint_client() -> None:
     assert [a.probe for a in unknown.answers] == [Probe.UNKNOWN]
     assert client.endpoints == ()
     await connector.aclose()
+
+
+async def test_locate_timeout_left_out_is_the_probe_timeout_and_none_is_no_limit() -> None:
+    import asyncio
+
+    from acp_client import Timeouts
+
+    clock = FakeClock()
+    agent = ReferenceAgent(clock=clock)
+    connector = MemoryConnector(agent, name="one")
+    try:
+        async with AcpClient(connector, retry=FAST_RETRY, clock=clock, timeouts=Timeouts(probe=3.0)) as client:
+            handle = await client.new_session("/tmp")
+            agent.stall()  # session/status is read and never answered
+            started = clock.monotonic()
+            located = await clock.run(client.locate(handle.session_id))
+            assert located.answers[0].probe is Probe.UNREACHABLE
+            assert clock.monotonic() - started == 3.0  # Timeouts.probe
+            waiting = asyncio.ensure_future(client.locate(handle.session_id, timeout=None))
+            await clock.advance(10_000.0)
+            assert not waiting.done()  # None: no limit
+            agent.stall(False)
+            waiting.cancel()
+    finally:
+        await connector.aclose()

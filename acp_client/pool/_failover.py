@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -44,6 +43,7 @@ from .._probing import Live
 from .._recoverer import Answer, Recoverer, capabilities
 from .._sessions import SessionTable, Tracked
 from ..clock import Clock
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind
 from ..state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
@@ -78,7 +78,7 @@ class _Links(Protocol):
         self,
         session_ids: Sequence[str],
         *,
-        timeout: float | None = None,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
         warm: bool = False,
         only: Sequence[Link] | None = None,
     ) -> dict[str, Location]: ...
@@ -128,7 +128,6 @@ class Failover:
         self.links = links
         self._recovered = recovered
         self._sweeper: asyncio.Future[None] | None = None
-        self._guards: weakref.WeakKeyDictionary[Tracked, asyncio.Lock] = weakref.WeakKeyDictionary()
         self._table = table
         self._recoverer = recoverer
         self._placement = placement
@@ -381,9 +380,9 @@ class Failover:
 
     def _guard(self, tracked: Tracked) -> asyncio.Lock:
         """Held while a session moves, and while a sweep closes one of its copies."""
-        guard = self._guards.get(tracked)
+        guard: asyncio.Lock | None = tracked.guard
         if guard is None:
-            guard = self._guards[tracked] = asyncio.Lock()
+            guard = tracked.guard = asyncio.Lock()
         return guard
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:

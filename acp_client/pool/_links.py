@@ -35,6 +35,7 @@ from .._queue import OutageQueue
 from .._sessions import Tracked
 from .._supervisor import Supervisor
 from ..clock import move_on_after
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
 from ..location import Endpoint, Location, RouteKind
 from ..state import LEGAL_TRANSITIONS, ConnectionState, State
@@ -415,7 +416,7 @@ class PoolLinks:
         home: Link | None = tracked.home
         return home.endpoint.name if home is not None else None
 
-    async def locate(self, session_id: str, timeout: float) -> Location:
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
         return (await self.locate_many([session_id], timeout=timeout, warm=True))[session_id]
 
     # -- session calls -----------------------------------------------------------------------------------
@@ -476,7 +477,7 @@ class PoolLinks:
         self,
         session_ids: Sequence[str],
         *,
-        timeout: float | None = None,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
         warm: bool = False,
         only: Sequence[Link] | None = None,
     ) -> dict[str, Location]:
@@ -491,7 +492,7 @@ class PoolLinks:
         return await fan_out(
             session_ids,
             [link.probe_endpoint for link in (self.links if only is None else only)],
-            timeout=timeout or self._probe_timeout,
+            timeout=self._probe_timeout if timeout is USE_CLIENT_DEFAULT else timeout,
             opener=self._kit.opener,
             clock=self._clock,
             live=self.live(),

@@ -25,7 +25,7 @@ async def fan_out(
     session_ids: Sequence[str],
     endpoints: Sequence[Endpoint],
     *,
-    timeout: float,
+    timeout: float | None,
     opener: Opener,
     clock: Clock,
     live: Mapping[Endpoint, Live],

@@ -97,7 +97,7 @@ def test_import_time_compares_acp_client_with_the_official_sdk() -> None:
     assert [row[0] for row in table] == ["acp_client", "acp_client (no msgspec)", "acp (official SDK 0.12.1)"], output
     for row in table:
         assert re.fullmatch(NUMBER, row[1]), row  # ms
-    assert "target (issue 7)" in output
+    assert "target (issue 22)" in output
 
 
 @pytest.mark.parametrize("transport", ["websocket", "http"])

@@ -72,7 +72,7 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
         with pytest.raises(ConnectionLost) as lost:
             await within(turn)
         assert lost.value.may_have_executed
-        waiting = asyncio.ensure_future(restarted.status())  # queued until the link is back
+        waiting = asyncio.ensure_future(restarted.session_status())  # queued until the link is back
         await eventually(lambda: total(otel.metrics().get("acp.client.requests.queued", [])) == 1, what="queued")
         await eventually(
             lambda: total(otel.metrics().get("acp.client.reconnect.attempts", [])) >= 2, what="refused attempts"
@@ -92,13 +92,15 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
     assert paths["replay"]["acp.recovery.probe"] == "inactive"
     assert paths["replay"]["acp.recovery.planned_path"] == "replay"
     assert paths["replay"]["acp.recovery.replayed_updates"] > 0
-    assert paths["new_session"]["acp.recovery.probe"] == "not_found"
+    assert paths["new_session"]["acp.recovery.probe"] == "unknown"
     assert paths["new_session"]["acp.recovery.continuity"] is False
     assert paths["new_session"]["acp.session.previous_id"] != paths["new_session"]["acp.session.id"]
     episode = _attributes(recovery)
     assert episode["acp.recovery.result"] == "connected"
     assert episode["acp.recovery.sessions"] == 3
     assert episode["acp.transport"] == ("websocket" if transport == "ws" else "http")
+    [interrupted] = [event for event in recovery.events if event.name == "acp.prompt.interrupted"]
+    assert dict(interrupted.attributes or {})["acp.session.id"] == kept.session_id
     attempts = [event for event in recovery.events if event.name == "acp.reconnect"]
     assert len(attempts) == episode["acp.reconnect.attempts"] >= 2
     assert [dict(event.attributes or {})["acp.reconnect.attempt"] for event in attempts] == list(
@@ -117,6 +119,16 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
     assert _attributes(cut)["error.type"] == "acp_client.exceptions.ConnectionLost"
     assert cut.status.status_code is StatusCode.ERROR
     assert any(event.name == "exception" for event in cut.events)
+
+    # Every request of the outage carried its span's trace to the agent, the recovery's ones included.
+    # (Over HTTP an initialize POST the proxy refused has a span and never reached the agent.)
+    received = agent.meta_log.received
+    assert all(record.meta and record.meta.get("traceparent") for record in received)
+    got = {record.meta["traceparent"].split("-")[2] for record in received if record.meta}
+    client_spans = [span for span in otel.spans() if span.kind is SpanKind.CLIENT]
+    assert got <= {f"{span.context.span_id:016x}" for span in client_spans}
+    answered = [span for span in client_spans if _attributes(span)["acp.request.outcome"] in ("ok", "error")]
+    assert {f"{span.context.span_id:016x}" for span in answered} <= got
 
     metrics = otel.metrics()
     recoveries = metrics["acp.client.recoveries"]
