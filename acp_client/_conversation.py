@@ -60,8 +60,7 @@ def to_entries(transcript: Transcript) -> tuple[dict[str, Any], ...]:
 
 def _corrupt(path: str, session_id: str, why: str) -> SessionStoreCorrupt:
     return SessionStoreCorrupt(
-        f"session store {path}: the stored conversation of session {session_id!r} is damaged ({why}); "
-        "left as it is",
+        f"session store {path}: the stored conversation of session {session_id!r} is damaged ({why}); left as it is",
         path=path,
     )
 
