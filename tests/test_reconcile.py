@@ -216,3 +216,35 @@ def test_a_large_ordinary_replay_is_matched_in_one_pass() -> None:
         t.apply(u(chunk("user", f"prompt {n}", f"id{n}")))
     t.end_replay()
     assert t.last_replay is not None and t.last_replay.matched == 3000 and t.last_replay.added == 0
+
+
+def test_isaac_acp_replay_of_a_cancelled_turn_keeps_every_prompt_apart() -> None:
+    """isaac-acp 0.4.0 (17b's wire capture): no message ids; a turn cancelled before any text comes
+    back as its prompt alone, so two user chunks arrive in a row; the killed last turn has no answer.
+    The live answer had a trailing newline the replay also has."""
+    t = Transcript("s")
+    for prompt, answer, status in [
+        ("hello", "echo: hello\n", TurnStatus.COMPLETE),
+        ("slow: one two three four five six", None, TurnStatus.CANCELLED),
+        ("second", "echo: second\n", TurnStatus.COMPLETE),
+        ("slow: alpha beta gamma delta epsilon", "echo: alpha ", TurnStatus.INTERRUPTED),
+    ]:
+        t.begin_turn([TextContent(text=prompt)], record=True)
+        if answer is not None:
+            t.apply(u(chunk("agent", answer, None)))
+        t.finish_turn(status)
+    before = view(t)
+    t.begin_replay()
+    t.apply(u(BOUNDARIES[2]))  # available_commands_update first
+    for role, text in [
+        ("user", "hello"),
+        ("agent", "echo: hello\n"),
+        ("user", "slow: one two three four five six"),
+        ("user", "second"),
+        ("agent", "echo: second\n"),
+        ("user", "slow: alpha beta gamma delta epsilon"),
+    ]:
+        t.apply(u(chunk(role, text, None)))
+    t.end_replay()
+    assert view(t) == before  # the partial answer of the killed turn stays, marked incomplete
+    assert view(t)[-1] == ("agent", "echo: alpha ", None, True)
