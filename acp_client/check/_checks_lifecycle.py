@@ -115,7 +115,9 @@ async def cancel_honoured(ctx: CheckContext) -> Verdict:
     session_id = await ctx.new_session(link)
     mark = ctx.mark()
     pending = await start_prompt(link, session_id, ctx.settings.cancel_prompt)
-    await link.wait_for(lambda m: _working(m, session_id), start=pending.start, timeout=ctx.timeout)
+    # During the turn: after the agent's first update, or after a second of work (some agents stream nothing
+    # until the end of the turn).
+    await link.wait_for(lambda m: _working(m, session_id), start=pending.start, timeout=min(1.0, ctx.timeout))
     if any(ended(pending, m, ctx.version) for m in link.inbound[pending.start :]):
         return ctx.verdict(
             "warn",

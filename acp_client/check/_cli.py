@@ -21,7 +21,7 @@ from ._report import CheckResult
 from ._runner import run_checks, select
 from ._target import Target, TargetError
 
-__all__ = ["check_main", "main"]
+__all__ = ["check_main", "main", "parser"]
 
 
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +58,11 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
         default=Settings.__attrs_attrs__.cancel_prompt.default,
         help="a prompt whose turn lasts long enough to be cancelled (cancel.honoured)",
     )
+    parser.add_argument(
+        "--tool-prompt",
+        metavar="TEXT",
+        help="a prompt that makes the agent call a tool (load.message-ids then checks tool call ids across replay)",
+    )
     parser.epilog = "checks: " + ", ".join(check.id for check in CHECKS)
 
 
@@ -85,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         prompt=args.prompt,
         cancel_prompt=args.cancel_prompt,
+        tool_prompt=args.tool_prompt,
         verbose=args.verbose,
     )
     printer = Printer(sys.stderr if args.json else sys.stdout, verbose=args.verbose)
@@ -125,14 +131,18 @@ def check_main(argv: Sequence[str] | None = None) -> int:
     return _run(_parser("python -m acp_client.check").parse_args(argv))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``acp-reconnect check TARGET [options]``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="acp-reconnect", description="Tools of the acp-reconnect ACP client.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def parser() -> argparse.ArgumentParser:
+    """The ``acp-reconnect`` command line (``check`` is its one command)."""
+    top = argparse.ArgumentParser(prog="acp-reconnect", description="Tools of the acp-reconnect ACP client.")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser("check", help="check an agent's side of the recovery contract")
     _add_check_arguments(check)
-    args = parser.parse_args(argv)
-    return _run(args)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``acp-reconnect check TARGET [options]``; returns the exit status."""
+    return _run(parser().parse_args(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,8 @@ class Settings:
         timeout: Seconds to wait for one answer or one turn.
         prompt: The text of an ordinary turn.
         cancel_prompt: A prompt whose turn lasts long enough to be cancelled.
+        tool_prompt: A prompt that makes the agent call a tool (``load.message-ids`` then checks the
+            tool call ids of a replay); ``None``: no tool turn.
         verbose: Wire excerpts for every check, passing ones included.
     """
 
@@ -36,6 +38,7 @@ class Settings:
     timeout: float = 10.0
     prompt: str = "hello"
     cancel_prompt: str = "Count slowly from 1 to 300, one number per line."
+    tool_prompt: str | None = None
     verbose: bool = False
 
 

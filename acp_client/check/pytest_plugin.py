@@ -5,7 +5,7 @@ Then one item per check (``acp-check::<id>``) is added to the session: a ``fail`
 with the rule and the wire excerpt, a ``skip`` skips it with the reason, a ``warn`` passes with a
 warning. The usual selection works (``-k status``, ``--deselect``). Options mirror the CLI:
 ``--acp-protocol-version``, ``--acp-restart-cmd``, ``--acp-timeout``, ``--acp-cancel-prompt``,
-``--acp-prompt``. An agent author's CI needs one line::
+``--acp-prompt``, ``--acp-tool-prompt``. An agent author's CI needs one line::
 
     pytest -p acp_client.check.pytest_plugin --acp-agent "stdio:my-agent --acp"
 
@@ -41,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--acp-timeout", type=float, default=10.0, metavar="S", help="seconds per answer or turn")
     group.addoption("--acp-prompt", default="hello", metavar="TEXT", help="the prompt of an ordinary turn")
     group.addoption("--acp-cancel-prompt", default=None, metavar="TEXT", help="a prompt long enough to cancel")
+    group.addoption("--acp-tool-prompt", default=None, metavar="TEXT", help="a prompt that makes the agent call a tool")
 
 
 class _State:
@@ -58,6 +59,7 @@ class _State:
             cwd=self.cwd.name,
             timeout=config.getoption("acp_timeout"),
             prompt=config.getoption("acp_prompt"),
+            tool_prompt=config.getoption("acp_tool_prompt"),
             **extra,
         )
         self.handshake: Any = None
