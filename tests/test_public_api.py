@@ -227,6 +227,21 @@ def test_a_single_endpoint_client_never_imports_pool_code() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_a_single_endpoint_sync_client_never_imports_pool_code() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from acp_client.sync import SyncAcpClient\n"
+        "from acp_client.testing import MemoryConnector, ReferenceAgent\n"
+        "with SyncAcpClient(MemoryConnector(ReferenceAgent())) as client:\n"
+        "    client.new_session('/tmp')\n"
+        "assert not [m for m in sys.modules if m.startswith('acp_client.pool')], 'pool code imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_importing_the_package_loads_no_transport_library() -> None:
     """``import acp_client`` stays cheap (issue 7: under half the official SDK's import time):
     httpx and websockets load with the first connector that needs them."""

@@ -485,7 +485,7 @@ async def _editor_plugin(block: Block, tmp_path: Path) -> None:
 check("docs/many-instances.md", "global")(
     covered_by("tests/docs/test_guides.py::test_many_instances_guide_shows_the_haproxy_config_the_tests_use")
 )
-check("docs/many-instances.md", "async def test_the_pool_finds_the_session_where_it_lives():")(
+check("docs/many-instances.md", "async def test_the_fan_out_finds_the_session_where_it_lives():")(
     covered_by("tests/docs/test_guides.py::test_many_instances_guide_pool_example_runs")
 )
 
@@ -538,16 +538,6 @@ async def _several_endpoints(block: Block, tmp_path: Path) -> None:
         assert found["session"].endpoint in urls.values()
 
     await _with_agents(["agent-1", "agent-2", "agent-3"], run)
-
-
-@check("docs/many-instances.md", "pool = EndpointPool(")
-async def _endpoint_pool(block: Block, tmp_path: Path) -> None:
-    async def run(urls: dict[str, str]) -> None:
-        found = await run_fragment(_swap_urls(block.body, urls), {})
-        assert found["home"].url == urls["agent-1"]
-        assert found["route"].kind.value == "new_session"
-
-    await _with_agents(["agent-1", "agent-2"], run)
 
 
 # -- docs/reconnect-flows.md ------------------------------------------------------------------------------
