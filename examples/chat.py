@@ -30,7 +30,8 @@ permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a se
 verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
-session, update, turn_end, disconnected, reconnect_attempt, recovered, turn_interrupted, status,
+session, history (a restored conversation, every segment), update, turn_end (with the turn's
+status), disconnected, reconnect_attempt, recovered, turn_interrupted, status,
 error.
 """
 
@@ -69,6 +70,7 @@ from acp_client import (
     State,
     Timeouts,
     TurnInterrupted,
+    TurnStatus,
     UpdateEvent,
 )
 from acp_client.types import (
@@ -139,14 +141,24 @@ class Output:
             if f["kind"] in ("tool_call", "tool_call_update") and f["text"]:
                 return f"  ⚙ {f['text']}\n"
             return None
+        if name == "history":
+            return "\n".join(history_lines(f))
         if name == "turn_end":
+            status = f.get("status")
+            if status == "failed":
+                return "  (refused by the agent: not part of the conversation)"
             return f"  ({f['stopReason']})"
         if name == "disconnected":
             return f"⚠ disconnected: {f['reason']}"
         if name == "reconnect_attempt":
             return f"… reconnecting in {f['delay']:.1f}s (attempt {f['attempt']})"
         if name == "recovered":
-            return "✓ " + recovery_banner(f["path"], f.get("replayed", 0))
+            line = "✓ " + recovery_banner(f["path"], f.get("replayed", 0))
+            if f.get("lostTurns"):
+                line += f"\n{lost_divider(f['lostTurns'])}"
+            elif f.get("continuity") is False and f["path"] != "new_session":
+                line += " (the agent does not have the history: see the notes)"
+            return line
         if name == "turn_interrupted":
             return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
         if name == "status":
@@ -154,6 +166,49 @@ class Output:
         if name == "error":
             return f"✗ {f['message']}"
         return None
+
+
+def lost_divider(turns: int) -> str:
+    """The line between a conversation the agent lost and the new session's."""
+    return f"--- the agent lost the conversation above ({turns} turn(s)); it starts afresh below ---"
+
+
+def history_messages(handle: SessionHandle) -> dict[str, Any]:
+    """The ``history`` event's fields: every segment of the handle's conversation."""
+    transcript = handle.transcript
+    segments = []
+    for segment in transcript.segments:
+        messages = []
+        for message in segment.messages:
+            entry: dict[str, Any] = {"role": message.role, "text": message.text}
+            if message.status is not None:
+                entry["status"] = message.status.value
+            if message.incomplete:
+                entry["incomplete"] = True
+            messages.append(entry)
+        segments.append(
+            {"sessionId": segment.session_id, "lost": segment.lost, "turns": segment.turns, "messages": messages}
+        )
+    return {"sessionId": handle.session_id, "segments": segments, "dropped": transcript.dropped}
+
+
+def history_lines(f: dict[str, Any]) -> list[str]:
+    """The restored conversation as the terminal shows it."""
+    lines = ["● the conversation so far:"]
+    if f.get("dropped"):
+        lines.append(f"  ({f['dropped']} earlier messages were dropped from the store)")
+    for segment in f["segments"]:
+        for message in segment["messages"]:
+            marks = ""
+            if message.get("status") not in (None, "complete"):
+                marks += f" [{message['status']}]"
+            if message.get("incomplete"):
+                marks += " [incomplete]"
+            who = "you" if message["role"] == "user" else message["role"]
+            lines.append(f"  {who}: {message['text']}{marks}")
+        if segment["lost"]:
+            lines.append(lost_divider(segment["turns"]))
+    return lines
 
 
 def recovery_banner(path: str, replayed: int = 0) -> str:
@@ -285,6 +340,8 @@ class Chat:
             sessionId=outcome.session_id,
             previousSessionId=outcome.previous_session_id,
             replayed=outcome.replayed_updates,
+            continuity=outcome.continuity,
+            lostTurns=outcome.lost_turns,
             **self._where(outcome.endpoint),
         )
 
@@ -308,6 +365,8 @@ class Chat:
             return
         self.handle = restored
         self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
+        if restored.transcript.all_messages():  # the restored conversation, at once
+            self.output.event("history", **history_messages(restored))
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
@@ -327,8 +386,17 @@ class Chat:
             return None  # reported through on_turn_interrupted (or it never left)
         except AcpError as exc:
             self.output.event("error", message=str(exc))
+            prompts = [m for m in self.handle.transcript.all_messages() if m.role == "user"]
+            if prompts and prompts[-1].status is TurnStatus.FAILED and prompts[-1].text == text:
+                self.output.event("turn_end", sessionId=self.handle.session_id, stopReason=None, status="failed")
             return None
-        self.output.event("turn_end", sessionId=self.handle.session_id, stopReason=result.stop_reason)
+        status = next((m.status for m in reversed(self.handle.transcript.messages) if m.role == "user"), None)
+        self.output.event(
+            "turn_end",
+            sessionId=self.handle.session_id,
+            stopReason=result.stop_reason,
+            status=status.value if status is not None else None,
+        )
         return result
 
     async def status(self) -> None:
