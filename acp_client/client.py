@@ -625,13 +625,18 @@ class SessionHandle:
         """``session/set_config_option`` (see :meth:`AcpClient.set_config_option`)."""
         return await self._client.set_config_option(self._tracked.session_id, config_id, value, type=type)
 
-    async def status(self) -> Session:
-        """Probe ``session/status``."""
+    async def session_status(self) -> Session:
+        """Probe ``session/status`` (see :meth:`AcpClient.session_status`)."""
         return await self._client.session_status(self._tracked.session_id)
 
-    async def close(self) -> None:
-        """Close the session on the agent and stop tracking it."""
+    async def close_session(self) -> None:
+        """``session/close``: end the session on the agent and stop tracking it (see
+        :meth:`AcpClient.close_session`)."""
         await self._client.close_session(self._tracked.session_id)
+
+    def forget_session(self) -> None:
+        """Stop tracking the session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
+        self._client.forget_session(self._tracked.session_id)
 
     async def updates(self) -> AsyncIterator[UpdateEvent]:
         """Iterate over this session's updates from now on (ends when it is closed or abandoned)."""

@@ -334,7 +334,7 @@ class Chat:
     async def status(self) -> None:
         assert self.handle is not None
         try:
-            record = await self.handle.status()
+            record = await self.handle.session_status()
         except AcpError as exc:
             self.output.event("error", message=f"status: {exc}")
             return

@@ -112,7 +112,7 @@ class SupervisorMachine(RuleBasedStateMachine):
     def status(self, data: st.DataObject) -> None:
         handles = self._handles()
         if handles:
-            self._launch("status", data.draw(st.sampled_from(handles)).status())
+            self._launch("status", data.draw(st.sampled_from(handles)).session_status())
 
     @rule(data=st.data())
     def prompt(self, data: st.DataObject) -> None:

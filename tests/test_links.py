@@ -125,11 +125,11 @@ async def test_the_outage_queue_holds_max_size_and_max_age(flavour: str) -> None
         h.connector.refuse(None)
         h.connector.drop()
         await h.clock.settle()
-        waiting = [asyncio.ensure_future(session.status()) for _ in range(2)]
+        waiting = [asyncio.ensure_future(session.session_status()) for _ in range(2)]
         await h.clock.settle()
         assert not any(task.done() for task in waiting)
         with pytest.raises(QueueFull):
-            await session.status()
+            await session.session_status()
         await h.clock.advance(30.0)
         for task in waiting:
             with pytest.raises(ConnectionLost) as info:
@@ -137,7 +137,7 @@ async def test_the_outage_queue_holds_max_size_and_max_age(flavour: str) -> None
             assert not info.value.may_have_executed
         h.connector.accept()
         await h.until_connected()
-        assert (await h.clock.run(session.status())).session_id == session.session_id
+        assert (await h.clock.run(session.session_status())).session_id == session.session_id
 
 
 class Boom(Exception):

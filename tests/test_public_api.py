@@ -91,6 +91,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionStoreCorrupt",
         "SessionStoreError",
         "SessionStoreForeign",
+        "SessionStoreReadOnly",
         "SessionStoreTooNew",
         "SqliteSessionStore",
         "StoredSession",
@@ -222,6 +223,21 @@ def test_a_single_endpoint_client_never_imports_pool_code() -> None:
         "        await client.new_session('/tmp')\n"
         "    assert 'acp_client.pool._links' in sys.modules\n"
         "asyncio.run(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_single_endpoint_sync_client_never_imports_pool_code() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from acp_client.sync import SyncAcpClient\n"
+        "from acp_client.testing import MemoryConnector, ReferenceAgent\n"
+        "with SyncAcpClient(MemoryConnector(ReferenceAgent())) as client:\n"
+        "    client.new_session('/tmp')\n"
+        "assert not [m for m in sys.modules if m.startswith('acp_client.pool')], 'pool code imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -29,7 +29,7 @@ async def test_a_crashed_recovery_task_fails_the_client_and_its_queued_requests(
         h.connector.refuse(1)
         h.connector.drop()
         await h.clock.settle()
-        queued = asyncio.ensure_future(session.status())  # waits for the reconnect
+        queued = asyncio.ensure_future(session.session_status())  # waits for the reconnect
         await h.clock.settle()
         with pytest.raises(ClientClosed) as caught:
             await h.clock.run(queued, limit=60)

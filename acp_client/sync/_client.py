@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from queue import Queue
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ..client import AcpClient, SessionHandle
@@ -31,7 +31,7 @@ from ..config import (
 )
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
-from ..pool import Endpoint, PlacementFunction
+from ..location import Endpoint
 from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..store import SessionStore
@@ -44,6 +44,9 @@ from ._events import SyncEvent
 from ._extras import ClientExtras
 from ._loop import EventLoopThread, bounded, close_awaitable
 from ._session import SyncSessionHandle
+
+if TYPE_CHECKING:
+    from ..pool import PlacementFunction
 
 __all__ = ["SyncAcpClient", "Timeout"]
 

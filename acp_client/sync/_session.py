@@ -33,6 +33,8 @@ class _Owner(Protocol):
         self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = ...
     ) -> concurrent.futures.Future[PromptResult]: ...
 
+    def forget_session(self, session_id: str, *, timeout: Timeout = ...) -> None: ...
+
 
 class SyncSessionHandle:
     """A blocking handle on one session (see :class:`~acp_client.client.SessionHandle`). It follows
@@ -102,13 +104,17 @@ class SyncSessionHandle:
         """Ask the agent to end the running turn."""
         self._owner._run("session/cancel", self._handle.cancel(), timeout)
 
-    def status(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Session:
+    def session_status(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Session:
         """Probe ``session/status``."""
-        return self._owner._run("session/status", self._handle.status(), timeout)
+        return self._owner._run("session/status", self._handle.session_status(), timeout)
 
-    def close(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
-        """Close the session on the agent and stop tracking it."""
-        self._owner._run("session/close", self._handle.close(), timeout)
+    def close_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/close``: end the session on the agent and stop tracking it."""
+        self._owner._run("session/close", self._handle.close_session(), timeout)
+
+    def forget_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Stop tracking the session; nothing is sent."""
+        self._owner.forget_session(self._handle.session_id, timeout=timeout)
 
     def set_mode(self, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_mode``."""

@@ -40,6 +40,19 @@ def test_every_async_name_has_a_sync_twin() -> None:
     assert public(SessionHandle) - public(SyncSessionHandle) == set(HANDLE_NOT_MIRRORED)
 
 
+#: The session operations: one name each, on the clients (with the session id) and on the handles.
+SESSION_OPERATIONS = (
+    "prompt", "cancel", "set_mode", "set_model", "set_config_option", "session_status", "close_session",
+    "forget_session",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [AcpClient, SessionHandle, SyncAcpClient, SyncSessionHandle])
+def test_every_session_operation_has_one_name_everywhere(cls: type) -> None:
+    assert set(SESSION_OPERATIONS) <= public(cls)
+    assert not {"status", "close"} & public(cls) or cls is SyncAcpClient  # SyncAcpClient.close() closes the client
+
+
 def test_setters_listings_and_locate_forward() -> None:
     agent = ReferenceAgent()
     connector = HarnessConnector(agent)

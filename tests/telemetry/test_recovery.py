@@ -72,7 +72,7 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
         with pytest.raises(ConnectionLost) as lost:
             await within(turn)
         assert lost.value.may_have_executed
-        waiting = asyncio.ensure_future(restarted.status())  # queued until the link is back
+        waiting = asyncio.ensure_future(restarted.session_status())  # queued until the link is back
         await eventually(lambda: total(otel.metrics().get("acp.client.requests.queued", [])) == 1, what="queued")
         await eventually(
             lambda: total(otel.metrics().get("acp.client.reconnect.attempts", [])) >= 2, what="refused attempts"

@@ -250,8 +250,12 @@ function M.connect(url)
   local buf = conversation()
   local empty = api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ''
   connect_line = empty and 0 or api.nvim_buf_line_count(buf)
+  local store = vim.g.acp_store and vim.fn.expand(vim.g.acp_store) or nil
+  if store then -- the store creates its file, not a missing directory: the plugin's state directory is ours
+    vim.fn.mkdir(vim.fn.fnamemodify(store, ':h'), 'p')
+  end
   local options = {
-    store = vim.g.acp_store and vim.fn.expand(vim.g.acp_store) or nil,
+    store = store,
     cwd = vim.g.acp_cwd or vim.fn.getcwd(),
     retry = vim.g.acp_retry,
   }
