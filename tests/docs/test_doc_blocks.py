@@ -668,6 +668,27 @@ async def _recovery_trace_shape(block: Block, tmp_path: Path) -> None:
     assert {_names.RECOVERY_SPAN, _names.RECOVERY_SESSION_SPAN, _names.RECONNECT_EVENT} <= shown
 
 
+_SEGMENTS_LOOP = "for segment in session.transcript.segments:          # oldest first; the last one is current"
+
+
+@check("docs/conversation.md", _SEGMENTS_LOOP)
+async def _show_segments(block: Block, tmp_path: Path) -> None:
+    """The page's loop over segments, on a conversation the agent lost half of."""
+    from types import SimpleNamespace
+
+    from acp_client import SegmentStart, Transcript, TurnStatus
+    from acp_client.types import TextContent
+
+    transcript = Transcript("old")
+    transcript.begin_turn([TextContent(text="hello")], record=True)
+    transcript.finish_turn(TurnStatus.INTERRUPTED)
+    transcript.start_segment("new", SegmentStart.NEW_AFTER_LOSS, lost=True)
+    printed: list[str] = []
+    namespace = {"session": SimpleNamespace(transcript=transcript), "TurnStatus": TurnStatus, "print": printed.append}
+    await run_fragment(block.body, namespace)
+    assert printed == ["--- the agent lost this part of the conversation ---", "user: hello [interrupted]"]
+
+
 @pytest.mark.parametrize("key", sorted(CHECKS), ids=lambda key: f"{key[0]}:{key[1][:40]}")
 async def test_block(key: tuple[str, str], tmp_path: Path) -> None:
     await CHECKS[key](block_for(key), tmp_path)
