@@ -136,7 +136,9 @@ def _score(recorded: _Message, replayed: _Message) -> int:
         return 2
     if old == "" and not recorded.blocks:
         return 1
-    if recorded.role != "user" and old and new.startswith(old):
+    if recorded.role != "user" and old and (new.startswith(old) or new.endswith(old)):
+        # The replay completes a partial answer, or renders the answer with what led to it first
+        # (fast-agent replays a tool turn's answer as the tool call's text, then the result).
         return 1
     return 0
 

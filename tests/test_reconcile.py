@@ -17,7 +17,7 @@ from acp_client._codec import decode_session_update
 from acp_client.transcript import TurnStatus
 from acp_client.types import TextContent
 
-#: What live and replayed text is made of; the agent's own additions start with "[" (never here).
+#: What live and replayed text is made of; the agent's own additions are bracketed ("[...]", never here).
 TEXT = st.text(alphabet="ab c", min_size=1, max_size=6)
 
 BOUNDARIES = [
@@ -89,7 +89,7 @@ def replay_of(draw: st.DrawFn, turns: list[LiveTurn], live_ids: bool) -> tuple[l
 
     def maybe_add() -> None:
         if draw(st.integers(0, 4)) == 0:
-            text = "[" + draw(TEXT)
+            text = "[" + draw(TEXT) + "]"  # never the start or the end of a recorded message
             added.append(text)
             ident = f"x{len(added)}" if replay_ids else None
             if ident is None:
@@ -248,3 +248,19 @@ def test_isaac_acp_replay_of_a_cancelled_turn_keeps_every_prompt_apart() -> None
     t.end_replay()
     assert view(t) == before  # the partial answer of the killed turn stays, marked incomplete
     assert view(t)[-1] == ("agent", "echo: alpha ", None, True)
+
+
+def test_fast_agent_replays_a_tool_turns_answer_after_the_tool_call_text() -> None:
+    """fast-agent 0.10.48: the live answer of a tool turn was the result; the replay renders it as the
+    tool call's text, then the result. Still one agent message for that turn."""
+    t = Transcript("s")
+    t.begin_turn([TextContent(text="note it")], record=True)
+    t.apply(u(chunk("agent", '{"result":"saved buy milk"}', None)))
+    t.finish_turn(TurnStatus.COMPLETE)
+    t.begin_replay()
+    t.apply(u(chunk("user", "note it", None)))
+    t.apply(u(chunk("agent", '***CALL_TOOL write_note {"text": "buy milk"}', None)))
+    t.apply(u(chunk("agent", '{"result":"saved buy milk"}', None)))
+    t.end_replay()
+    assert [m.role for m in t.messages] == ["user", "agent"]
+    assert t.messages[1].text == '{"result":"saved buy milk"}'  # the stored copy (what the user saw) wins
