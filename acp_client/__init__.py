@@ -14,7 +14,7 @@ from ._codec import session_from_json, session_to_json
 from ._version import __version__
 from .client import SUPPORTED_PROTOCOL_VERSIONS, AcpClient, SessionHandle
 from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts
+from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     AcpError,
     AgentExited,
@@ -54,6 +54,7 @@ from .exceptions import (
     SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreForeign,
+    SessionStoreReadOnly,
     SessionStoreTooNew,
     TlsVerificationError,
     TransportClosed,
@@ -80,7 +81,7 @@ from .state import (
     TurnInterrupted,
     UpdateEvent,
 )
-from .store import SessionStore, SqliteSessionStore, StoredSession, endpoint_key
+from .store import SessionStore, StoredSession, endpoint_key
 from .telemetry import Telemetry
 from .transcript import ToolCallView, Transcript, TranscriptMessage
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
@@ -93,19 +94,27 @@ from .types import Session, SessionStatus
 logging.getLogger("acp_client").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from .store import SqliteSessionStore
     from .transports.http import HttpConnector
     from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
     from .transports.websocket import WebSocketConnector
 
 # The connectors are imported on first use, by the transports package (httpx and websockets cost more
 # to import than the rest of the package together; an app needs at most the ones it connects with).
-_LAZY: Final = frozenset({"DEFAULT_INHERITED_ENV", "HttpConnector", "StdioConnector", "WebSocketConnector"})
+# The SQLite store loads sqlite3 on first use too.
+_LAZY: Final = {
+    "DEFAULT_INHERITED_ENV": ".transports",
+    "HttpConnector": ".transports",
+    "StdioConnector": ".transports",
+    "WebSocketConnector": ".transports",
+    "SqliteSessionStore": ".store",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".transports", __name__), name)
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
     globals()[name] = value
     return value
 
@@ -117,6 +126,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DEFAULT_INHERITED_ENV",
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "USE_CLIENT_DEFAULT",
     "AcpClient",
     "AcpError",
     "AgentExited",
@@ -177,6 +187,7 @@ __all__ = [
     "SessionStoreCorrupt",
     "SessionStoreError",
     "SessionStoreForeign",
+    "SessionStoreReadOnly",
     "SessionStoreTooNew",
     "SqliteSessionStore",
     "State",
@@ -204,6 +215,7 @@ __all__ = [
     "UnsupportedMediaType",
     "UnsupportedProtocolVersion",
     "UpdateEvent",
+    "UseClientDefault",
     "WebSocketConnector",
     "__version__",
     "connector_for",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -24,6 +23,7 @@ from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from ._limits import AbandonedIds, IncomingCap
 from ._observe import CallObserver
 from .clock import Clock, SystemClock, move_on_after
+from .config import USE_CLIENT_DEFAULT, UseClientDefault
 from .exceptions import (
     AcpError,
     ConnectionLost,
@@ -41,7 +41,6 @@ from .transports.base import Transport, describe
 
 __all__ = [
     "DEFAULT_MAX_INCOMING_REQUESTS",
-    "DEFAULT_TIMEOUT",
     "Connection",
     "NotificationHandler",
     "ProtocolErrorHandler",
@@ -69,12 +68,6 @@ _YIELD_EVERY: Final = 128
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
 
-class _Default(enum.Enum):
-    TIMEOUT = enum.auto()
-
-
-#: Marks "use the connection's default timeout".
-DEFAULT_TIMEOUT: Final = _Default.TIMEOUT
 
 
 class _Pending:
@@ -197,8 +190,9 @@ class Connection:
         method: str,
         params: Any = None,
         *,
-        timeout: float | _Default | None = DEFAULT_TIMEOUT,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
+        _on_id: Callable[[RequestId], None] | None = None,
     ) -> Any:
         """Send a request and wait for its answer.
 
@@ -209,6 +203,8 @@ class Connection:
                 ``request_timeout``. ``None`` waits forever.
             on_answer: Called synchronously when the answer is dispatched, before any later
                 message is (lets the caller tell what arrived before the answer).
+            _on_id: The observer's (telemetry): the request is already observed; called with its
+                id once allocated.
 
         Returns:
             The ``result`` member of the response.
@@ -219,27 +215,19 @@ class Connection:
             ConnectionLost: The connection ended first, or the transport could not send.
             TransportError: The transport refused this one message (e.g. an HTTP 4xx for the POST).
         """
-        if self._observer is not None:
+        if self._observer is not None and _on_id is None:  # off: this one check, no extra frame
             return await self._observer.outgoing(
-                method, params, lambda sent, on_id: self._request(method, sent, timeout, on_answer, on_id)
+                method,
+                params,
+                lambda sent, on_id: self.request(method, sent, timeout=timeout, on_answer=on_answer, _on_id=on_id),
             )
-        return await self._request(method, params, timeout, on_answer, None)
-
-    async def _request(
-        self,
-        method: str,
-        params: Any,
-        timeout: float | _Default | None,
-        on_answer: Callable[[], None] | None,
-        on_id: Callable[[RequestId], None] | None,
-    ) -> Any:
-        if timeout is DEFAULT_TIMEOUT:
+        if timeout is USE_CLIENT_DEFAULT:
             timeout = self._request_timeout
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
         request_id = self._next_id()
-        if on_id is not None:
-            on_id(request_id)
+        if _on_id is not None:
+            _on_id(request_id)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         pending = _Pending(future, method, on_answer)
         self._pending[request_id] = pending

@@ -1,8 +1,14 @@
 """The machinery behind :class:`~acp_client.AcpClient`: it wires the session table, the recoverer,
-the supervisor and callback delivery together, and handles what the connection reports
-(notifications, protocol errors, state changes) and the steps of a prompt turn.
+its links and callback delivery together, runs the session calls whose work is more than one
+request, handles what the connection reports (notifications, protocol errors, state changes) and
+the steps of a prompt turn.
 
-:class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines over this.
+It talks to its links through :class:`~acp_client._links.Links` only (one supervisor for one
+endpoint; :mod:`acp_client.pool` plugs in for several), and tells its observers (the session
+store's :class:`~acp_client._persistence.Persistence`) what happens to sessions as events:
+``tracked``, ``forgotten``, ``changed``, ``config_changed``, ``touched``, ``turn_ended``,
+``recovered``. :class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines
+over this.
 """
 
 from __future__ import annotations
@@ -11,16 +17,18 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
+from ._checks import check_seconds
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
+from ._links import LinkKit, Links, LinksFactory, SingleLink
+from ._opening import opener
 from ._persistence import Persistence
-from ._pool_links import PoolLinks
-from ._pooled import PoolRecoverer, PoolRecovery, PoolSpec
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked
@@ -35,31 +43,42 @@ from .exceptions import (
     ConnectionLost,
     InvalidMessage,
     RequestTimeout,
+    SessionNotFound,
 )
 from .handlers import ClientHandlers, RequestRouter
+from .location import Location
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, RecoveryOutcome, State, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State, TurnInterrupted, UpdateEvent
 from .store._bridge import StoreBridge
 from .telemetry import Telemetry
+from .transports._security import check_session_id
 from .transports.base import Connector
 from .types import (
     ClientCapabilities,
+    CloseSessionRequest,
     ContentBlock,
     FileSystemCapability,
+    ForkSessionRequest,
+    ForkSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    McpServer,
+    NewSessionRequest,
+    NewSessionResponse,
     PromptRequest,
     PromptResponse,
     Session,
     SessionConfigOption,
+    SessionStatus,
+    SessionStatusRequest,
+    SessionStatusResponse,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
     SetSessionModelRequest,
     SetSessionModeRequest,
 )
-
-if TYPE_CHECKING:
-    from ._telemetry._links import LinkTelemetry
 
 __all__ = ["Engine"]
 
@@ -102,7 +121,7 @@ class Engine:
         clock: Clock,
         rng: random.Random | None,
         keep_transcripts: bool,
-        pool: PoolSpec | None = None,
+        links: LinksFactory | None = None,
         replays_on_resume: bool | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
@@ -125,8 +144,7 @@ class Engine:
         self.dispatcher = Dispatcher()
         self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
-        recoverer_class = PoolRecoverer if pool is not None else Recoverer
-        self.recoverer = recoverer_class(
+        self.recoverer = Recoverer(
             self.table,
             callbacks=lambda: self.callbacks,
             timeouts=timeouts,
@@ -134,69 +152,58 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        self._retry, self._queue, self._rng, self.connector = retry, queue, rng, connector
+        self._retry, self._rng, self._queue, self.connector = retry, rng, queue, connector
+        #: What happens to sessions is told to these (the session store's bookkeeping, if any).
+        self.observers: list[Any] = []
         # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
         self.telemetry = instrumentation(
             telemetry,
             clock=clock.monotonic,
             version=lambda: self.version,
-            queued=lambda: sum(supervisor.queued for supervisor in self.supervisors()),
+            queued=lambda: self.links.queued,
         )
         self.update_counts = self.telemetry.update_counts if self.telemetry is not None else None
-        self.link_telemetry: LinkTelemetry | None = None  # the single link's observer (its recovery rounds)
         self.persistence = (
             Persistence(store, self.table, version=lambda: self.version, keep_transcripts=keep_transcripts)
             if store is not None
             else None
         )
-        self.pool: PoolLinks | None = None
-        self.pool_recovery: PoolRecovery | None = None
-        if pool is None:
-            self.supervisor = self.build_supervisor(
-                connector, self.recover, self.table.dropped, self.emit_state, on_fail=self.table.closed
-            )
-            return
-        assert isinstance(self.recoverer, PoolRecoverer)
-        self.pool = PoolLinks(
-            pool.endpoints,
-            pool.connectors,
-            placement=pool.placement,
-            table=self.table,
-            make_supervisor=self.build_supervisor,
-            emit_state=self.emit_state,
-            queue=queue,
-            clock=clock,
-            version=lambda: self.version,
-            probe_timeout=timeouts.probe,
-        )
-        self.pool_recovery = PoolRecovery(
-            self.pool,
+        if self.persistence is not None:
+            self.observers.append(self.persistence)
+        kit = LinkKit(
             table=self.table,
             recoverer=self.recoverer,
-            placement=pool.placement,
-            failover_delay=pool.failover_delay,
-            concurrency=recovery_concurrency,
             clock=clock,
             version=lambda: self.version,
-            probe_timeout=timeouts.probe,
-            on_outcomes=self._on_pool_outcomes if self.persistence or self.telemetry else None,
+            timeouts=timeouts,
+            queue=queue,
+            concurrency=recovery_concurrency,
+            supervisor=self.build_supervisor,
+            emit_state=self.emit_state,
+            recovered=self._recovered,
+            opener=opener(
+                proposed=lambda: self.version,
+                client_info=client_info,
+                capabilities=self.capabilities(),
+                clock=clock,
+                timeout=timeouts.connect,
+            ),
         )
+        self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
 
     def build_supervisor(
         self,
         connector: Connector,
+        *,
         recover: Callable[[Connection, Any], Any],
         on_drop: Callable[[Any], None],
         on_state: Callable[[ConnectionState], None],
-        *,
-        on_fail: Callable[[BaseException], None] | None = None,
+        on_fail: Callable[[BaseException], None],
     ) -> Supervisor:
         """One link's supervisor (the only one, or one per instance of a pool)."""
         observer = self.telemetry.link() if self.telemetry is not None else None
         if observer is not None:
             on_state = observer.watch(on_state)
-            if recover == self.recover:  # the single link: its recovery rounds are its episodes
-                self.link_telemetry = observer
         return Supervisor(
             connector,
             initialize=self.initialize,
@@ -218,26 +225,34 @@ class Engine:
             observer=observer,
         )
 
-    def _on_pool_outcomes(self, outcomes: list[RecoveryOutcome]) -> None:
-        if self.persistence is not None:
-            self.persistence.recovered(outcomes)
-        if self.telemetry is not None:
+    def emit(self, event: str, *args: Any, **fields: Any) -> None:
+        """Tell every observer ``event`` (a method of that name, if it has one)."""
+        for observer in self.observers:
+            handler = getattr(observer, event, None)
+            if handler is not None:
+                handler(*args, **fields)
+
+    def _recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
+        """A recovery round's outcomes (the "recovered" event); telemetry records them here
+        unless a link's recovery episode recorded them already."""
+        self.emit("recovered", outcomes)
+        if self.telemetry is not None and not in_episode:
             self.telemetry.recovered(outcomes)
 
     # -- links ----------------------------------------------------------------------------------------
 
     @property
     def state(self) -> ConnectionState:
-        return self.pool.state if self.pool is not None else self.supervisor.state
+        return self.links.state
 
     @property
     def closing(self) -> bool:
-        return self.pool.closing if self.pool is not None else self.supervisor.closing
+        return self.links.closing
 
     @property
     def primary(self) -> Supervisor:
         """Where calls that concern no session go."""
-        return self.pool.primary if self.pool is not None else self.supervisor
+        return self.links.primary
 
     async def start(self) -> None:
         """Restore the stored sessions (if a store is set), then connect; restored sessions are
@@ -252,57 +267,16 @@ class Engine:
             try:
                 restored = await self.persistence.restore()
             except BaseException as exc:
-                (self.supervisor if self.pool is None else self.pool).fail(exc)
+                self.links.fail(exc)
                 raise
-        if self.pool is None:
-            return await self.supervisor.start(recover=restored > 0)
-        await self.pool.start()
-        if restored:  # where each one is now: one fan-out, then a recovery where the route says
-            assert self.pool_recovery is not None
-            await self.pool_recovery.adopt()
-
-    async def recover(self, conn: Connection, init: InitializeResponse) -> None:
-        """One recovery round (the supervisor's routine), then the store brought in step."""
-        observer = self.link_telemetry
-        if observer is None:
-            await self._recover(conn, init)
-            return
-        with observer.recovering():
-            observer.recovered(await self._recover(conn, init))
-
-    async def _recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
-        if self.persistence is None:
-            return await self.recoverer.recover(conn, init)
-        reported: list[RecoveryOutcome] = []  # none when a drop cut the round off: reported by the next
-        try:
-            reported = await self.recoverer.recover(conn, init)
-        finally:
-            self.persistence.recovered(reported)
-        return reported
-
-    def supervisors(self) -> list[Supervisor]:
-        """Every link started so far."""
-        if self.pool is None:
-            return [self.supervisor]
-        return [link.supervisor for link in self.pool.links if link.supervisor is not None]
-
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
-        """Where a session's calls go: its home instance's link (waiting while it moves)."""
-        if self.pool is None:
-            return self.supervisor
-        if tracked is None:
-            return self.pool.primary
-        return await self.pool.session_link(tracked, method)
+        await self.links.start(restored=restored > 0)
 
     async def call(self, tracked: Tracked | None, method: str, params: Callable[[], Any], **options: Any) -> Any:
         """A request for a session (or none), on the link where it lives."""
-        return await (await self.link_for(tracked, method)).call(method, params, **options)
+        return await (await self.links.link_for(tracked, method)).call(method, params, **options)
 
     async def aclose(self) -> None:
-        if self.pool is not None:
-            await self.pool.aclose()
-        else:
-            await self.supervisor.aclose()
+        await self.links.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
         if self.persistence is not None:
@@ -323,38 +297,104 @@ class Engine:
         not advertise ``method``."""
         init = self.init
         if init is None:
-            raise ClientClosed("not connected")
+            raise ClientClosed("not connected: call connect() first")
         if method == "session/load" and self.version >= 2:
             raise CapabilityNotSupported(method, "protocol version 1 (v2 replays with session/resume)")
         if not init.agent_capabilities.supports(method):
             raise CapabilityNotSupported(method, init.agent_capabilities.capability_path(method, self.version))
 
+    def capabilities(self) -> ClientCapabilities:
+        """What this client offers the agent in ``initialize`` (every link, locate's included)."""
+        fs = self.handlers.file_system
+        return ClientCapabilities(
+            fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
+            terminal=self.handlers.terminal is not None,
+        )
+
     # -- sessions -----------------------------------------------------------------------------------
 
-    def stored(self, tracked: Tracked) -> Tracked:
-        """The app opened ``tracked`` (new, fork, load, resume): save it in the store, if any."""
-        if self.persistence is not None:
-            self.persistence.tracked(tracked)
+    def opened(self, tracked: Tracked) -> Tracked:
+        """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event."""
+        self.emit("tracked", tracked)
         return tracked
 
     def untrack(self, session_id: str) -> None:
-        """Stop tracking a session (closed or forgotten by the app) and delete it from the store."""
+        """Stop tracking a session (closed or forgotten by the app): the "forgotten" event, and
+        its links let it go."""
         tracked = self.table.get(session_id)
-        if tracked is not None and self.persistence is not None:
-            self.persistence.forget(tracked)
+        if tracked is not None:
+            self.emit("forgotten", tracked)
+            self.links.forget(tracked)
         self.table.untrack(session_id)
 
-    def store_changed(self, session_id: str, **fields: Any) -> None:
-        """The app set ``mode_id`` / ``model_id`` on a session: keep it in the store, if any."""
-        tracked = self.table.get(session_id)
-        if tracked is not None and self.persistence is not None:
-            self.persistence.changed(tracked, **fields)
+    async def new(self, cwd: str, mcp_servers: tuple[McpServer, ...], extra: tuple[str, ...]) -> Tracked:
+        """``session/new`` on the link the links place it on."""
+        request = NewSessionRequest(cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
+        supervisor = await self.links.place()
+        result = await supervisor.call("session/new", lambda: self.wire(request))
+        record = Session.from_new(self.decode(NewSessionResponse, result), cwd=cwd)
+        tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
+        self.links.settle(tracked, supervisor)
+        return self.opened(tracked)
 
-    def store_config_changed(self, session_id: str, option_id: str, value: Any) -> None:
-        """The app set one config option of a session: keep it in the store, if any."""
-        tracked = self.table.get(session_id)
-        if tracked is not None and self.persistence is not None:
-            self.persistence.config_changed(tracked, option_id, value)
+    async def fork(self, session_id: str, cwd: str, mcp_servers: tuple[McpServer, ...]) -> Tracked:
+        """``session/fork`` where the parent lives; the fork lives there too."""
+        self.require("session/fork")
+        parent = self.table.current_id(session_id)
+        request = ForkSessionRequest(session_id=parent, cwd=cwd, mcp_servers=mcp_servers)
+        source = self.table.get(parent)
+        supervisor = await self.links.link_for(source, "session/fork")
+        result = await supervisor.call("session/fork", lambda: self.wire(request))
+        record = Session.from_fork(self.decode(ForkSessionResponse, result), cwd=cwd, forked_from=parent)
+        tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers)
+        if source is not None:
+            self.links.settle(tracked, supervisor)
+        return self.opened(tracked)
+
+    async def list_page(self, cwd: str | Path | None, cursor: str | None) -> SessionPage:
+        """One page of ``session/list`` (read-only: retried transparently on a drop)."""
+        self.require("session/list")
+        request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
+        result = await self.primary.call("session/list", lambda: self.wire(request), idempotent=True)
+        response = self.decode(ListSessionsResponse, result)
+        return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
+
+    async def status(self, session_id: str) -> Session:
+        """``session/status``, merged into the tracked record; -32002 is ``SessionStatus.UNKNOWN``."""
+        self.require("session/status")
+        table = self.table
+        current = check_session_id(table.current_id(session_id))
+
+        def params() -> Any:  # at send time: a recovery it waited for may have renamed the session
+            nonlocal current
+            current = table.current_id(session_id)
+            return self.wire(SessionStatusRequest(session_id=current))
+
+        try:
+            result = await self.call(table.get(current), "session/status", params, idempotent=True)
+        except SessionNotFound:
+            return Session(session_id=current, status=SessionStatus.UNKNOWN)
+        record = Session.from_status(current, self.decode(SessionStatusResponse, result))
+        tracked = table.get(current)
+        if tracked is None:
+            return record
+        tracked.record = tracked.record.merge(record)
+        return tracked.record
+
+    async def close(self, session_id: str) -> None:
+        """``session/close`` where the session lives, then stop tracking it (by its id then)."""
+        self.require("session/close")
+        # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
+        current = self.table.current_id
+        request = lambda: self.wire(CloseSessionRequest(session_id=current(session_id)))  # noqa: E731
+        await self.call(self.table.get(session_id), "session/close", request)
+        self.untrack(current(session_id))
+
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
+        """Every instance's ``session/status`` answer, over the live links where there are some."""
+        check_seconds("timeout", timeout, optional=True)
+        current = check_session_id(self.table.current_id(session_id))
+        return await self.links.locate(current, timeout)
 
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
         """An app-initiated load / resume: track the session, attach it (updates before the answer
@@ -364,7 +404,7 @@ class Engine:
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
         )
-        link = self.supervisor if self.pool is None else await self.pool.attach_link(tracked, known=known)
+        link = await self.links.attach(tracked, known=known)
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
@@ -385,7 +425,7 @@ class Engine:
 
         build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
         await self._set_option(session_id, "session/set_mode", build, remember)
-        self.store_changed(self.table.current_id(session_id), mode_id=mode_id)
+        self._changed(session_id, mode_id=mode_id)
 
     async def set_model(self, session_id: str, model_id: str) -> None:
         def remember(settings: Settings) -> None:
@@ -393,7 +433,7 @@ class Engine:
 
         build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
         await self._set_option(session_id, "session/set_model", build, remember)
-        self.store_changed(self.table.current_id(session_id), model_id=model_id)
+        self._changed(session_id, model_id=model_id)
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: Any, kind: str | None
@@ -405,8 +445,15 @@ class Engine:
             return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
 
         result = await self._set_option(session_id, "session/set_config_option", build, remember)
-        self.store_config_changed(self.table.current_id(session_id), config_id, value)
+        tracked = self.table.get(self.table.current_id(session_id))
+        if tracked is not None:
+            self.emit("config_changed", tracked, config_id, value)
         return self.decode(SetSessionConfigOptionResponse, result).config_options
+
+    def _changed(self, session_id: str, **fields: Any) -> None:
+        tracked = self.table.get(self.table.current_id(session_id))
+        if tracked is not None:
+            self.emit("changed", tracked, **fields)
 
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
@@ -436,8 +483,7 @@ class Engine:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
-        if self.persistence is not None:
-            self.persistence.touched(tracked)  # the most recently used session from now on
+        self.emit("touched", tracked)  # the most recently used session from now on
 
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
@@ -461,16 +507,16 @@ class Engine:
             raise RequestTimeout("session/prompt", timeout)
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
-                if self.telemetry is not None:
-                    self.telemetry.turn_interrupted()
+                if self.telemetry is not None:  # an event of the outage too, on the single link
+                    link = self.links.supervisor.observer if isinstance(self.links, SingleLink) else None
+                    self.telemetry.turn_interrupted(tracked.session_id, link)
                 interrupted = TurnInterrupted(tracked.session_id, blocks)
                 await call_app(self.callbacks.on_turn_interrupted, interrupted, what="on_turn_interrupted")
             raise
         finally:
             turn.done = True
             self.table.end_turn(tracked, turn)
-            if self.persistence is not None:
-                self.persistence.turn_ended(tracked)
+            self.emit("turn_ended", tracked)
 
     async def _send_prompt(
         self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
@@ -509,11 +555,7 @@ class Engine:
 
     async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
         """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""
-        fs = self.handlers.file_system
-        capabilities = ClientCapabilities(
-            fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
-            terminal=self.handlers.terminal is not None,
-        )
+        capabilities = self.capabilities()
         response = await initialize(
             conn,
             proposed=self.proposed_version,

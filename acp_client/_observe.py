@@ -17,9 +17,11 @@ An observer must never raise into the core, and must not change what the core do
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ._jsonrpc import RequestId
+from .state import RecoveryOutcome
 from .transports.base import Transport
 
 __all__ = ["CallObserver", "LinkObserver", "Send"]
@@ -52,3 +54,12 @@ class LinkObserver(Protocol):
     def reconnecting(self, attempt: int, delay: float, cause: BaseException | None) -> None:
         """Reconnect attempt ``attempt`` starts in ``delay`` seconds; ``cause``: the previous
         attempt's error, or what dropped the link (``None`` when unknown)."""
+
+    def recovering(self) -> AbstractContextManager[None]:
+        """Around one recovery round of a single-endpoint client's link (its episode)."""
+
+    def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
+        """The outcomes of that round."""
+
+    def interrupted(self, session_id: str) -> None:
+        """A drop of this link cut a prompt of ``session_id`` off."""

@@ -8,21 +8,28 @@ A WebSocket peer that answers ``initialize`` with something that is not JSON-RPC
 plain-text greeting) is not an ACP endpoint: the opening fails at once with a
 :class:`~acp_client.exceptions.MalformedFrame` saying so, instead of waiting out the timeout for
 an answer that cannot come.
+
+Every link is opened this way: the supervisor's, and the short links a locate or the closing of
+a copy left behind opens (:func:`opener` makes the function those take, with the client's
+capabilities and identity in ``initialize``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._connection import Connection
+from ._handshake import initialize as handshake
 from ._wire_log import WireLog
 from .clock import Clock, move_on_after, move_on_at
 from .exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFrame, RequestTimeout, TransportClosed
 from .transports.base import Connector
+from .types import ClientCapabilities, Implementation, InitializeResponse
 
-__all__ = ["open_link"]
+__all__ = ["open_link", "opener"]
 
 #: Builds the connection over a fresh transport (called with it and ``on_protocol_error=``).
 ConnectionFactory = Callable[..., Connection]
@@ -119,3 +126,35 @@ async def open_link(
         if initializing.done() and not initializing.cancelled():
             initializing.exception()  # retrieved: never "exception was never retrieved"
     return conn, init
+
+
+def opener(
+    *,
+    proposed: Callable[[], int],
+    client_info: Implementation,
+    capabilities: ClientCapabilities,
+    clock: Clock,
+    timeout: float | None,
+) -> Callable[[Connector], Awaitable[tuple[Connection, InitializeResponse]]]:
+    """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this
+    identity and these capabilities in ``initialize``, proposing ``proposed()``, within
+    ``timeout`` (no app callbacks: protocol errors there are only logged on the wire log)."""
+
+    async def open_one(connector: Connector) -> tuple[Connection, InitializeResponse]:
+        async def initialize(conn: Connection, limit: float | None) -> InitializeResponse:
+            return await handshake(
+                conn, proposed=proposed(), client_info=client_info, capabilities=capabilities, timeout=limit
+            )
+
+        connection = functools.partial(Connection, clock=clock)
+        conn, init = await open_link(
+            connector,
+            connection=connection,
+            on_protocol_error=None,
+            initialize=initialize,
+            timeout=timeout,
+            clock=clock,
+        )
+        return conn, init
+
+    return open_one

@@ -25,6 +25,9 @@ the end of a turn (with transcripts kept)     ``save_transcript`` (the bounded t
 ============================================  ====================================================
 
 Writes never raise into the client's flow (the bridge logs a store error and carries on).
+The engine tells it each event (it is one of the engine's observers: ``tracked``, ``forgotten``,
+``changed``, ``config_changed``, ``touched``, ``turn_ended``, ``recovered``); the record last
+written is kept on the tracked session (``Tracked.stored``).
 """
 
 from __future__ import annotations
@@ -69,15 +72,15 @@ class Persistence:
         self._table = table
         self._version = version
         self._keep_transcripts = keep_transcripts
-        self._records: dict[Tracked, StoredSession] = {}
 
     def record(self, tracked: Tracked) -> StoredSession | None:
         """The record last written (or restored) for ``tracked``."""
-        return self._records.get(tracked)
+        return tracked.stored
 
     def records(self) -> list[StoredSession]:
         """Every record this client keeps, most recently used first (no I/O)."""
-        return sorted(self._records.values(), key=lambda record: record.last_used_at, reverse=True)
+        kept = [tracked.stored for tracked in self._table if tracked.stored is not None]
+        return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
 
     async def restore(self) -> int:
         """Track again every session stored for the endpoint (nothing is written); how many.
@@ -98,7 +101,7 @@ class Persistence:
                 mcp_servers=servers,
                 additional_directories=record.additional_directories,
             )
-            self._records[tracked] = record
+            tracked.stored = record
             # What the app had set comes back too, so a replay or new session restores it.
             tracked.settings.mode_id = record.mode_id
             tracked.settings.model_id = record.model_id
@@ -106,7 +109,7 @@ class Persistence:
         return len(stored)
 
     def _save(self, tracked: Tracked, record: StoredSession) -> None:
-        self._records[tracked] = record
+        tracked.stored = record
         self._queue(self.bridge.save, record)
 
     def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -122,7 +125,7 @@ class Persistence:
     def tracked(self, tracked: Tracked) -> None:
         """The app created, forked, loaded or resumed ``tracked``: save it."""
         now = _now()
-        known = self._records.get(tracked)
+        known = tracked.stored
         if known is not None and known.session_id == tracked.session_id:
             record = attrs.evolve(known, status=SessionStatus.ACTIVE, updated_at=now, last_used_at=now)
         else:
@@ -140,36 +143,36 @@ class Persistence:
             )
         self._save(tracked, record)
 
-    def forget(self, tracked: Tracked) -> None:
+    def forgotten(self, tracked: Tracked) -> None:
         """The session is closed, forgotten or abandoned: delete it."""
-        record = self._records.pop(tracked, None)
+        record, tracked.stored = tracked.stored, None
         if record is not None:
             self._queue(self.bridge.delete, record.session_id)
 
     def changed(self, tracked: Tracked, **fields: Any) -> None:
         """The app set ``mode_id`` / ``model_id`` on the session: save the new value."""
-        record = self._records.get(tracked)
+        record = tracked.stored
         if record is not None:
             self._save(tracked, attrs.evolve(record, updated_at=_now(), **fields))
 
     def config_changed(self, tracked: Tracked, option_id: str, value: Any) -> None:
         """The app set one config option: save it beside the others."""
-        record = self._records.get(tracked)
+        record = tracked.stored
         if record is not None:
             options = {**record.config_options, option_id: value}
             self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
 
     def touched(self, tracked: Tracked) -> None:
         """A prompt is sent: the session is the most recently used one."""
-        record = self._records.get(tracked)
+        record = tracked.stored
         if record is not None:
             now = _now()
-            self._records[tracked] = attrs.evolve(record, last_used_at=now)
+            tracked.stored = attrs.evolve(record, last_used_at=now)
             self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
         """A turn ended: keep the transcript tail (and a title the agent gave)."""
-        record = self._records.get(tracked)
+        record = tracked.stored
         if record is None or record.session_id != tracked.session_id:
             return
         title = tracked.record.title
@@ -188,9 +191,12 @@ class Persistence:
         its last known status changed.
         """
         by_id = {outcome.session_id: outcome for outcome in outcomes if outcome.session_id is not None}
-        for tracked, record in list(self._records.items()):
-            if tracked.abandoned or tracked.session_id not in self._table:
-                self.forget(tracked)
+        for tracked in list(self._table):
+            record = tracked.stored
+            if record is None:
+                continue
+            if tracked.abandoned:
+                self.forgotten(tracked)
                 continue
             now = _now()
             if tracked.session_id != record.session_id:

@@ -49,12 +49,19 @@ from .types import (
     ResumeSessionRequest,
     ResumeSessionResponse,
     Session,
-    SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
 )
 
-__all__ = ["REPLAY_GRACE", "Recoverer", "attach_failed", "open_attach_window", "record_after_attach"]
+__all__ = [
+    "REPLAY_GRACE",
+    "Answer",
+    "Recoverer",
+    "attach_failed",
+    "capabilities",
+    "open_attach_window",
+    "record_after_attach",
+]
 
 logger = logging.getLogger("acp_client.client")
 
@@ -65,6 +72,15 @@ REPLAY_GRACE = 0.5
 
 #: How many recovery outcomes the client keeps (the most recent ones).
 MAX_OUTCOMES = 1000
+
+@attrs.frozen
+class Answer:
+    """What one instance said about one session, as the recovery uses it."""
+
+    probe: Probe
+    raw_status: str | None = None
+    state: Any = None
+
 
 _OUTCOME_CALLBACK = {
     RecoveryPath.RESUME: "on_resume",
@@ -160,7 +176,7 @@ class Recoverer:
         sessions = self._table.live()
         if not sessions:
             return await self._report_unreported()
-        caps = _capabilities(init, self._version())
+        caps = capabilities(init, self._version())
         semaphore = asyncio.Semaphore(self._concurrency)
 
         async def one(tracked: Tracked) -> RecoveryOutcome:
@@ -207,7 +223,7 @@ class Recoverer:
         reported: list[RecoveryOutcome] = []
         while self._unreported:
             reported.append(self._unreported.popleft())
-            await self._report(reported[-1])
+            await self.report(reported[-1])
         return reported
 
     def flush_unreported(self, deliver: Callable[..., None]) -> None:
@@ -219,7 +235,8 @@ class Recoverer:
             name = _OUTCOME_CALLBACK[outcome.path]
             deliver(getattr(self._callbacks(), name), outcome, what=name)
 
-    async def _report(self, outcome: RecoveryOutcome) -> None:
+    async def report(self, outcome: RecoveryOutcome) -> None:
+        """Keep ``outcome`` and tell the app (its callback awaited)."""
         self.outcomes.append(outcome)
         logger.info(
             "session %s recovered by %s%s in %.3fs",
@@ -231,30 +248,46 @@ class Recoverer:
         name = _OUTCOME_CALLBACK[outcome.path]
         await call_app(getattr(self._callbacks(), name), outcome, what=name)
 
-    async def _probe(self, conn: Connection, tracked: Tracked) -> tuple[Probe, str | None, Any]:
+    async def probe(self, conn: Connection, tracked: Tracked) -> Answer:
+        """``session/status`` for one session over ``conn`` (its record merged with the answer)."""
         previous, version = tracked.session_id, self._version()
         try:
             request = to_wire(SessionStatusRequest(session_id=previous), protocol_version=version)
             result = await conn.request("session/status", request, timeout=self._timeouts.probe)
             status = from_wire(SessionStatusResponse, result, protocol_version=version)
         except SessionNotFound:
-            return Probe.NOT_FOUND, None, None
+            return Answer(Probe.UNKNOWN)
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
             logger.info("status probe for %s failed (%s): falling back", previous, exc)
-            return Probe.FAILED, None, None
+            return Answer(Probe.UNREACHABLE)
         tracked.record = tracked.record.merge(Session.from_status(previous, status))
-        probe = Probe.ACTIVE if status.status is SessionStatus.ACTIVE else Probe.INACTIVE
-        return probe, status.raw_status, status.state
+        return Answer(Probe.of(status.status), status.raw_status, status.state)
 
     async def recover_session(
-        self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities
+        self,
+        conn: Connection,
+        tracked: Tracked,
+        caps: _recovery.Capabilities,
+        *,
+        answer: Answer | None = None,
+        endpoint: str | None = None,
     ) -> RecoveryOutcome:
-        """Probe, decide and run the steps for one session; never raises for a refused step."""
+        """Probe, decide and run the steps for one session; never raises for a refused step.
+
+        Args:
+            conn: The connection to recover it over.
+            tracked: The session.
+            caps: What the agent advertised on ``conn``.
+            answer: The instance's answer when the caller has it already (a pool's fan-out, or
+                its own probe): not asked again.
+            endpoint: The instance's name (a pool's): in the app's ``RecoveryContext`` and the
+                outcome.
+        """
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()
-        probe, raw_status, state = Probe.NOT_PROBED, None, None
-        if _recovery.should_probe(caps):
-            probe, raw_status, state = await self._probe(conn, tracked)
+        if answer is None:
+            answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
+        probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps, notes = decision.path, decision.steps, decision.notes
         decide = self._callbacks().decide_recovery
@@ -267,6 +300,7 @@ class Recoverer:
                 proposed=planned,
                 protocol_version=version,
                 capabilities={"status": caps.status, "resume": caps.resume, "load": caps.load},
+                endpoint=endpoint,
             )
             chosen = await call_app(decide, context, what="decide_recovery")
             if chosen is not None and RecoveryPath(chosen) is not planned:
@@ -277,6 +311,7 @@ class Recoverer:
         error: BaseException | None = None
         index: int | None = 0 if steps else None
         common: dict[str, Any] = {"planned": planned, "previous_session_id": previous, "probe": probe}
+        common["endpoint"] = endpoint
         common.update(raw_status=raw_status, state=state, notes=notes)
         while index is not None:
             step = steps[index]
@@ -400,7 +435,8 @@ def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> Recovery
     )
 
 
-def _capabilities(init: InitializeResponse, version: int) -> _recovery.Capabilities:
+def capabilities(init: InitializeResponse, version: int) -> _recovery.Capabilities:
+    """The recovery-relevant part of what the agent advertised in ``init``."""
     caps = init.agent_capabilities
     return _recovery.Capabilities(
         status=caps.supports("session/status"),

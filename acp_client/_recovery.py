@@ -1,22 +1,45 @@
-"""The recovery decision: probe answer + capabilities + protocol version → the steps to run.
+"""The recovery decisions, in one table: what instances said to ``session/status`` → where the
+session goes and the steps to run there.
 
-Pure and table-driven (no asyncio, no I/O), after DESIGN.md §1:
+Pure and table-driven (no asyncio, no I/O), after DESIGN.md §1 and §5. First, **where**: given
+each instance's answer (one instance for a single-endpoint client, every instance after a
+fan-out), :func:`route` picks the one instance and the path:
+
+=========================================  ===========  =============================================
+answers                                    route        the one instance that gets the call
+=========================================  ===========  =============================================
+``active`` somewhere                       resume       the home instance if active, else the first
+                                                        active one
+else ``inactive`` somewhere                replay       the home instance if inactive (it is back),
+                                                        else the first inactive one
+else ``unknown`` (-32002) on every         new session  none yet: the placement policy picks among
+reachable instance                                      the reachable instances (``candidates``)
+no usable answer anywhere (unreachable,    unavailable  none: a pool tries again later; one instance
+not probed)                                             falls back (below)
+=========================================  ===========  =============================================
+
+"First" means first in ``order`` (default: the instances' own order; a caller may pass the order
+in which the answers arrived). Whatever the answers, a route names at most one instance for
+``session/load`` / ``session/resume``: a session is never loaded on two instances by one decision,
+and never loaded anywhere while another instance reports it active.
+
+Then, **how**, on that instance (:func:`decide`):
 
 ========================  ===========  =====================  =====================================
-probe answer              path         v1 steps               v2 steps
+route                     path         v1 steps               v2 steps
 ========================  ===========  =====================  =====================================
-``active`` / ``open``     resume       session/resume         session/resume (no replayFrom)
-``inactive`` / ``saved``  replay       session/load           session/resume + replayFrom start
-  (or any other value)
-error -32002              new session  session/new            session/new
+resume (``active``)       resume       session/resume         session/resume (no replayFrom)
+replay (``inactive``,     replay       session/load           session/resume + replayFrom start
+  ``saved``, any other)
+new session (-32002)      new session  session/new            session/new
 ========================  ===========  =====================  =====================================
 
-Without the status capability the client does not probe and falls back: resume if advertised
-(a -32002 then means new session), else load (v1) if advertised, else a new session. When the
-chosen path's method is not advertised it degrades, and the degradation is reported: resume
-without ``session/resume`` → load (a replay) → new; replay without load (v1) → resume without
-history → new. Every step may still fail with -32002 (the probe is only a snapshot): the next
-step is then always a new session.
+Without a usable answer (the agent does not offer ``session/status``, or the probe failed) the
+client falls back: resume if advertised (a -32002 then means new session), else load (v1) if
+advertised, else a new session. When the chosen path's method is not advertised it degrades, and
+the degradation is reported: resume without ``session/resume`` → load (a replay) → new; replay
+without load (v1) → resume without history → new. Every step may still fail with -32002 (the probe
+is only a snapshot): the next step is then always a new session.
 
 A refusal other than -32002 (-32601 from an agent that advertises ``session/resume`` but does not
 serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
@@ -28,6 +51,8 @@ described by :func:`hop_note` for the outcome record.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 import attrs
 
@@ -38,15 +63,110 @@ __all__ = [
     "Decision",
     "Probe",
     "RecoveryPath",
+    "Route",
+    "RouteKind",
     "Step",
     "StepFailure",
     "decide",
     "hop_note",
     "next_step",
     "path_of",
+    "route",
     "should_probe",
     "steps_for",
 ]
+
+
+#: An instance, as the caller names it (an :class:`~acp_client.location.Endpoint`, an index).
+E = TypeVar("E")
+
+
+class RouteKind(str, enum.Enum):
+    """What to do with the session."""
+
+    RESUME = "resume"
+    REPLAY = "replay"
+    NEW_SESSION = "new_session"
+    UNAVAILABLE = "unavailable"
+
+
+@attrs.frozen
+class Route(Generic[E]):
+    """Where one session goes.
+
+    Attributes:
+        kind: ``resume``, ``replay``, ``new_session`` or ``unavailable``.
+        endpoint: The one instance to send ``session/resume`` / ``session/load`` to (resume,
+            replay), or where a new session is placed (once placed by a policy); ``None``
+            otherwise.
+        candidates: For a new session: the reachable instances a policy may choose from (in
+            preference order). Empty otherwise.
+        reason: The decision in words (for logs and outcome notes).
+    """
+
+    kind: RouteKind
+    endpoint: E | None = None
+    candidates: tuple[E, ...] = ()
+    reason: str = ""
+
+
+def route(
+    answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequence[E] | None = None
+) -> Route[E]:
+    """Decide where one session goes (the first table of the module).
+
+    Args:
+        answers: Each instance with its answer.
+        home: The instance the session lived on, if known.
+        order: The preference order of the instances (default: the order of ``answers``);
+            "first" in the table means first in this order. Instances missing from ``order``
+            come after it, in their own order.
+
+    Raises:
+        ValueError: ``home`` or an instance in ``order`` is not one of ``answers``.
+    """
+    instances = [instance for instance, _ in answers]
+    if home is not None and home not in instances:
+        raise ValueError(f"home {home!r} is not one of the instances")
+    preferred = list(dict.fromkeys(order if order is not None else ()))
+    if any(instance not in instances for instance in preferred):
+        raise ValueError(f"order {list(order or ())} names an instance that is not one of the answers")
+    ranked = preferred + [instance for instance in instances if instance not in preferred]
+    said = dict(answers)
+
+    def having(probe: Probe) -> list[E]:
+        return [instance for instance in ranked if said[instance] is probe]
+
+    def named(instance: E) -> str:
+        return "home" if instance == home else f"instance {instance}"
+
+    active = having(Probe.ACTIVE)
+    if active:
+        chosen = home if home in active else active[0]
+        others = [instance for instance in active if instance != chosen]
+        extra = f" (also reported active on {', '.join(map(str, others))})" if others else ""
+        return Route(RouteKind.RESUME, chosen, reason=f"active on {named(chosen)}: resume there{extra}")
+    inactive = having(Probe.INACTIVE)
+    if inactive:
+        chosen = home if home in inactive else inactive[0]
+        return Route(RouteKind.REPLAY, chosen, reason=f"inactive on {named(chosen)}: replay there only")
+    reachable = having(Probe.UNKNOWN)
+    if reachable:
+        unreachable = len(instances) - len(reachable)
+        note = f" ({unreachable} unreachable)" if unreachable else ""
+        return Route(
+            RouteKind.NEW_SESSION,
+            candidates=tuple(reachable),
+            reason=f"unknown on every reachable instance{note}: new session",
+        )
+    return Route(RouteKind.UNAVAILABLE, reason="no instance reachable")
+
+
+_PATH_OF_ROUTE = {
+    RouteKind.RESUME: RecoveryPath.RESUME,
+    RouteKind.REPLAY: RecoveryPath.REPLAY,
+    RouteKind.NEW_SESSION: RecoveryPath.NEW_SESSION,
+}
 
 
 class Step(str, enum.Enum):
@@ -147,40 +267,37 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
 
 
 def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bool = False) -> Decision:
-    """The table: what to do for a session given the probe answer.
+    """The path and steps for a session on one instance, given that instance's answer (the
+    module's tables: :func:`route` over this one answer, then the steps).
 
     Args:
-        probe: The normalized probe answer (:attr:`Probe.NOT_PROBED` when the agent does not
-            advertise ``session/status``; :attr:`Probe.FAILED` when the probe errored otherwise).
+        probe: The instance's answer (:attr:`Probe.NOT_PROBED` when the agent does not
+            advertise ``session/status``; :attr:`Probe.UNREACHABLE` when the probe failed).
         caps: What the agent advertised on the new connection.
         version: The negotiated protocol version (1 or 2).
         replay_cut_off: The session's last replay was cut off by a drop, so the client's history
             is incomplete. An agent that still has the session (``active``, or no usable probe)
             would be resumed without history; the session is replayed again instead.
     """
-    if replay_cut_off and probe is not Probe.NOT_FOUND:
+    if replay_cut_off and probe is not Probe.UNKNOWN:
         steps, notes = steps_for(RecoveryPath.REPLAY, caps, version)
         if steps[0] is not Step.NEW:
             return Decision(RecoveryPath.REPLAY, steps, ("the last replay was cut off: replaying again", *notes))
-    if probe is Probe.ACTIVE:
-        path = RecoveryPath.RESUME
-    elif probe is Probe.INACTIVE:
-        path = RecoveryPath.REPLAY
-    elif probe is Probe.NOT_FOUND:
-        path = RecoveryPath.NEW_SESSION
-    else:
-        # No (usable) probe: try resume if advertised, else load, else new.
-        if caps.resume:
-            path = RecoveryPath.RESUME
-        elif version == 1 and caps.load:
-            path = RecoveryPath.REPLAY
-        else:
-            path = RecoveryPath.NEW_SESSION
+    kind = route([(0, probe)]).kind
+    if kind is not RouteKind.UNAVAILABLE:
+        path = _PATH_OF_ROUTE[kind]
         steps, notes = steps_for(path, caps, version)
-        reason = "status not advertised" if probe is Probe.NOT_PROBED else "status probe failed"
-        return Decision(path, steps, (f"{reason}: fallback to {path.value}", *notes))
+        return Decision(path, steps, notes)
+    # No usable answer: try resume if advertised, else load, else new.
+    if caps.resume:
+        path = RecoveryPath.RESUME
+    elif version == 1 and caps.load:
+        path = RecoveryPath.REPLAY
+    else:
+        path = RecoveryPath.NEW_SESSION
     steps, notes = steps_for(path, caps, version)
-    return Decision(path, steps, notes)
+    reason = "status not advertised" if probe is Probe.NOT_PROBED else "status probe failed"
+    return Decision(path, steps, (f"{reason}: fallback to {path.value}", *notes))
 
 
 def next_step(steps: tuple[Step, ...], index: int, failure: StepFailure) -> int | None:

@@ -1,9 +1,13 @@
 """The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
 
-It holds, per tracked session: the latest :class:`~acp_client.types.Session` record, what it
-takes to re-create it (cwd, MCP servers, extra directories), its transcript, the replay or
-snapshot *window* (updates arriving while a ``session/load`` / ``session/resume`` is pending are
-history, not new activity), the running prompt *turn*, and the app's subscribers.
+It is the one per-session table. It holds, per tracked session: the latest
+:class:`~acp_client.types.Session` record, what it takes to re-create it (cwd, MCP servers, extra
+directories), its transcript, the replay or snapshot *window* (updates arriving while a
+``session/load`` / ``session/resume`` is pending are history, not new activity), the running
+prompt *turn*, the app's subscribers, the record last written to a session store, and where the
+session lives when the client has several links (its *home* link, whether it is *moving*, the
+links it was *left behind* on). The links and the store write those fields; nothing else keeps a
+side table keyed by session.
 
 The rules it enforces:
 
@@ -24,9 +28,9 @@ Tests drive it with plain calls (``tests/test_sessions.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._restore import Settings
 from ._slots import direct_constructor
@@ -34,6 +38,9 @@ from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNot
 from .state import PromptResult, UpdateEvent
 from .transcript import Transcript
 from .types import ContentBlock, McpServer, Session, SessionUpdate
+
+if TYPE_CHECKING:
+    from .store.base import StoredSession
 
 __all__ = ["SessionTable", "Tracked", "Turn"]
 
@@ -107,6 +114,16 @@ class Tracked:
         self.turn: Turn | None = None
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
+        #: The record last written to (or restored from) the session store, if any.
+        self.stored: StoredSession | None = None
+        #: The link the session lives on, when the client has several (``None``: not known yet,
+        #: or a single-endpoint client, whose one link is every session's).
+        self.home: Any = None
+        #: The session is being moved to another link: its calls wait.
+        self.moving = False
+        #: Links the session moved off while they were unreachable: they may still hold it in
+        #: memory, and it is closed there before it is attached again (DESIGN.md §5).
+        self.left_behind: set[Any] = set()
 
     @property
     def window_open(self) -> bool:
@@ -345,18 +362,19 @@ class SessionTable:
                 subscriber(event)
         return event
 
-    def dropped(self, cause: BaseException) -> None:
-        """The connection dropped: running turns fail with ``ConnectionLost`` (the agent had the
-        prompt) and windows close (a replay window cut off before its answer is incomplete:
-        :meth:`cut_off`)."""
-        for tracked in self:
+    def dropped(self, cause: BaseException, sessions: Iterable[Tracked] | None = None) -> None:
+        """The connection dropped (the one drop rule, for every link): running turns of
+        ``sessions`` (default: all) fail with ``ConnectionLost`` (the agent had the prompt) and
+        windows close (a replay window cut off before its answer is incomplete: :meth:`cut_off`)."""
+        for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
                 tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
             self.cut_off(tracked)
 
-    def closed(self, error: BaseException | None = None) -> None:
-        """The client closed (or failed): running turns fail, subscriptions end."""
-        for tracked in self:
+    def closed(self, error: BaseException | None = None, sessions: Iterable[Tracked] | None = None) -> None:
+        """The client closed (or a link failed): running turns of ``sessions`` (default: all)
+        fail, their subscriptions end."""
+        for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
                 tracked.turn.finish(error or ClientClosed("the client was closed"))
             tracked.end_subscriptions()

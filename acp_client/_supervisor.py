@@ -15,19 +15,17 @@ with ``ConnectionLost`` whose ``cause`` is that error.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
 import functools
 import inspect
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
-    DEFAULT_TIMEOUT,
     Connection,
     NotificationHandler,
     ProtocolErrorHandler,
@@ -35,15 +33,15 @@ from ._connection import (
 )
 from ._observe import LinkObserver
 from ._opening import open_link
-from .clock import Clock, TimerHandle, move_on_after
-from .config import QueueOptions
+from ._queue import OutageQueue
+from .clock import Clock, TimerHandle
+from .config import USE_CLIENT_DEFAULT, QueueOptions
 from .exceptions import (
     AcpError,
     AuthenticationFailed,
     ClientClosed,
     ClientSuspended,
     ConnectionLost,
-    QueueFull,
     TransportClosed,
     TransportError,
 )
@@ -55,9 +53,12 @@ __all__ = ["Supervisor"]
 
 logger = logging.getLogger("acp_client.reconnect")
 
-#: The connection being recovered, inside the recovery routine and the app callbacks it runs:
-#: requests made there go straight to it instead of waiting for the recovery they are part of.
-_RECOVERING_ON: contextvars.ContextVar[Connection | None] = contextvars.ContextVar("acp_recovering_on", default=None)
+#: The supervisor and connection being recovered, inside the recovery routine and the app
+#: callbacks it runs: requests made there through that supervisor go straight to that connection
+#: instead of waiting for the recovery they are part of (private: see :meth:`Supervisor.recovering`).
+_RECOVERING_ON: contextvars.ContextVar[tuple[Supervisor, Connection] | None] = contextvars.ContextVar(
+    "acp_recovering_on", default=None
+)
 
 Initializer = Callable[[Connection, float | None], Awaitable[Any]]
 Recoverer = Callable[[Connection, Any], Awaitable[None]]
@@ -68,14 +69,6 @@ def _failed(cause: BaseException | None) -> ClientClosed:
     error = ClientClosed(f"the client failed: {cause}")
     error.__cause__ = cause
     return error
-
-
-class _Waiter:
-    __slots__ = ("future", "method")
-
-    def __init__(self, future: asyncio.Future[Connection], method: str) -> None:
-        self.future = future
-        self.method = method
 
 
 async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
@@ -118,7 +111,6 @@ class Supervisor:
         self._recover = recover
         self._policy = policy
         self._clock = clock
-        self._queue_options = queue
         self._on_state = on_state
         self._on_drop = on_drop
         self._on_fail = on_fail
@@ -138,7 +130,7 @@ class Supervisor:
         self._suspended = False
         self._suspend_due = False
         self._suspend_timer: TimerHandle | None = None
-        self._queue: collections.deque[_Waiter] = collections.deque()
+        self._queue: OutageQueue[Connection] = OutageQueue(queue, clock)
         self._wake = asyncio.Event()
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -146,6 +138,7 @@ class Supervisor:
         self._crash: BaseException | None = None
         self._drop_cause: str = ""
         self._refreshed = False
+        self._started = False
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -165,6 +158,11 @@ class Supervisor:
     def closing(self) -> bool:
         """Whether the app has closed the client (or is closing it)."""
         return self._closing
+
+    @property
+    def observer(self) -> LinkObserver | None:
+        """The link's telemetry observer, if any."""
+        return self._observer
 
     @property
     def queued(self) -> int:
@@ -202,6 +200,7 @@ class Supervisor:
             AcpError: The first connection failed (the state is then ``failed``).
             ClientClosed: :meth:`aclose` was called meanwhile.
         """
+        self._started = True
         try:
             conn, init = await self._open_with_refresh()
             dropped = await self._recover_link(conn, init) if recover and not self._closing else None
@@ -222,7 +221,7 @@ class Supervisor:
             return
         self._install(conn, init)
         self._set_state(State.CONNECTED)
-        self._release_queue(conn)
+        self._queue.release(conn)
 
     def fail(self, error: BaseException) -> None:
         """Fail the client for good with ``error`` (a fatal condition found outside the link)."""
@@ -235,7 +234,7 @@ class Supervisor:
             return
         self._closing = True
         self._cancel_suspend_timer()
-        self._fail_queue(lambda w: ClientClosed("the client was closed"))
+        self._queue.fail(lambda method: ClientClosed("the client was closed"))
         self._set_state(State.CLOSED, cause="closed by the app")
         tasks = [task for task in self._tasks if task is not asyncio.current_task()]
         for task in tasks:
@@ -258,7 +257,7 @@ class Supervisor:
         params: Callable[[], Any],
         *,
         idempotent: bool = False,
-        timeout: Any = DEFAULT_TIMEOUT,
+        timeout: Any = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
     ) -> Any:
         """Send a request on the live connection, waiting out an outage if configured to.
@@ -296,41 +295,37 @@ class Supervisor:
         conn = self._conn
         if conn is not None and not conn.is_closed and self._state.state is State.CONNECTED:
             return conn
-        recovering = _RECOVERING_ON.get()
+        recovering = self._recovering_here()
         if recovering is not None and not recovering.is_closed and not self._closing:
             return recovering  # a recovery callback's own request: waiting would deadlock
         if self._state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
         if self._state.state is State.FAILED:
             raise _failed(self._failure)
+        if not self._started:  # never connected: nothing will ever release the queue
+            raise ClientClosed("not connected: call connect() first")
         if self._suspended:
             raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
-        if not self._queue_options.enabled:
-            raise ConnectionLost(method, may_have_executed=False)
-        if len(self._queue) >= self._queue_options.max_size:
-            raise QueueFull(f"{method}: {len(self._queue)} requests are already waiting for the connection")
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), method)
-        self._queue.append(waiter)
+        return await self._queue.wait(method)
+
+    def _recovering_here(self) -> Connection | None:
+        here = _RECOVERING_ON.get()
+        return here[1] if here is not None and here[0] is self else None
+
+    def in_recovery(self) -> bool:
+        """Whether the caller runs inside a recovery on this supervisor's link (the routine, or an
+        app callback it runs)."""
+        return self._recovering_here() is not None
+
+    @contextlib.contextmanager
+    def recovering(self, conn: Connection) -> Iterator[None]:
+        """Inside this block, requests through this supervisor go straight to ``conn`` (a
+        recovery on it runs here: its callbacks' requests must not wait for it)."""
+        token = _RECOVERING_ON.set((self, conn))
         try:
-            with move_on_after(self._clock, self._queue_options.max_age):
-                return await waiter.future
+            yield
         finally:
-            with contextlib.suppress(ValueError):
-                self._queue.remove(waiter)
-        cause = TransportClosed(f"still reconnecting after {self._queue_options.max_age:g}s")
-        raise ConnectionLost(method, may_have_executed=False, cause=cause)
-
-    def _fail_queue(self, error: Callable[[_Waiter], BaseException]) -> None:
-        while self._queue:
-            waiter = self._queue.popleft()
-            if not waiter.future.done():
-                waiter.future.set_exception(error(waiter))
-
-    def _release_queue(self, conn: Connection) -> None:
-        while self._queue:
-            waiter = self._queue.popleft()
-            if not waiter.future.done():
-                waiter.future.set_result(conn)
+            _RECOVERING_ON.reset(token)
 
     # -- connecting ---------------------------------------------------------------------------------
 
@@ -402,7 +397,7 @@ class Supervisor:
             logger.exception("drop listener raised")
         if self._policy is None:
             self._failure = reason
-            self._fail_queue(lambda w: ConnectionLost(w.method, may_have_executed=False, cause=reason))
+            self._queue.fail(lambda method: ConnectionLost(method, may_have_executed=False, cause=reason))
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
         self._spawn(self._outage(reason))
@@ -457,7 +452,7 @@ class Supervisor:
             return
         self._suspended = True
         logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)
-        self._fail_queue(lambda w: ClientSuspended(f"{w.method}: the agent has been unreachable for too long"))
+        self._queue.fail(lambda method: ClientSuspended(f"{method}: the agent has been unreachable for too long"))
         self._set_state(
             State.SUSPENDED,
             attempt=self._attempts_this_outage or 1,
@@ -474,7 +469,7 @@ class Supervisor:
         self._failure = error
         self._cancel_suspend_timer()
         logger.error("giving up on %s: %s", self._connector.target, error)
-        self._fail_queue(lambda w: _failed(error))
+        self._queue.fail(lambda method: _failed(error))
         self._set_state(State.FAILED, cause=str(error))
 
     async def _outage(self, cause: TransportError) -> None:
@@ -482,6 +477,8 @@ class Supervisor:
         policy = self._policy
         started = self._clock.monotonic()
         uptime = started - self._connected_at
+        # A connection that lived shorter than reset_after: this outage's backoff continues where
+        # the last one ended (its attempts are still numbered from 1).
         carried = self._carried_attempts if uptime < policy.reset_after else 0
         self._drop_cause, self._drop_error = str(cause), cause
         self._refreshed = False
@@ -497,7 +494,8 @@ class Supervisor:
                     clock=self._clock,
                     sleep=self._sleep,
                     started_at=started,
-                    carried_attempts=carried,
+                    attempts_before=self._attempts_this_outage,
+                    backoff_from=carried,
                     rng=self._rng,
                     on_wait=self._on_wait,
                     attempt_fn=self._attempt,
@@ -512,23 +510,22 @@ class Supervisor:
                 await conn.aclose()
                 return
             if dropped is not None:
-                self._drop_cause = dropped
-                carried = self._attempts_this_outage
+                self._drop_cause = dropped  # the same outage: its attempts go on counting
                 if self._suspend_due:
                     self._enter_suspension()
                 continue
             self._cancel_suspend_timer()
-            self._carried_attempts = self._attempts_this_outage
+            self._carried_attempts = carried + self._attempts_this_outage
             self._suspended = self._suspend_due = False
             self._install(conn, init)
             self._set_state(State.CONNECTED)
-            self._release_queue(conn)
+            self._queue.release(conn)
             return
 
     async def _recover_link(self, conn: Connection, init: Any) -> str | None:
         """Run the recovery routine on a fresh link; the drop cause when the link died meanwhile."""
         self._set_state(State.RECOVERING)
-        token = _RECOVERING_ON.set(conn)
+        token = _RECOVERING_ON.set((self, conn))
         try:
             await self._recover(conn, init)
         except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:

@@ -13,9 +13,10 @@ replay, or a new session), telling the app through callbacks before any request 
 outage is sent.
 
 The work is done underneath, one concern per module, wired together by :mod:`._engine`: the session
-table (:mod:`._sessions`, no I/O), the recoverer (:mod:`._recoverer`), the supervisor
-(:mod:`._supervisor`), version negotiation (:mod:`._handshake`) and callback delivery
-(:mod:`._delivery`).
+table (:mod:`._sessions`, no I/O), the recoverer (:mod:`._recoverer`), the links
+(:mod:`._links`: one supervisor, :mod:`._supervisor`), version negotiation (:mod:`._handshake`)
+and callback delivery (:mod:`._delivery`). Given several endpoints, the client plugs
+:mod:`acp_client.pool` in as its links; with one, pool code is never imported.
 """
 
 from __future__ import annotations
@@ -24,24 +25,24 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import _assembly
+from . import _options
 from ._checks import check_seconds
-from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from ._sessions import Tracked
 from .clock import Clock
-from .config import Callbacks, QueueOptions, Timeouts
+from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
 )
 from .handlers import ClientHandlers
-from .pool import Endpoint, Location, PlacementFunction
+from .location import Endpoint, Location
 from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
 from .store import SessionStore, StoredSession
@@ -65,6 +66,9 @@ from .types import (
     SessionConfigOption,
     TextContent,
 )
+
+if TYPE_CHECKING:
+    from .pool import PlacementFunction
 
 __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
@@ -172,14 +176,22 @@ class AcpClient:
     ) -> None:
         options = dict(locals())
         del options["self"]
-        _assembly.check_options(options)
+        _options.check_options(options)
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-        self._engine, self._connector = _assembly.assemble(options, self.cookies)
+        connector = _options.connector_factory(options, self.cookies)
+        links = None  # one endpoint: the engine's single link
+        if _options.several(endpoint):
+            assert isinstance(endpoint, list | tuple)
+            from .pool._client import pool_links  # several instances: the pool plugs in on top
+
+            links, first = pool_links(endpoint, placement=placement, failover_delay=failover_delay, connector=connector)
+        else:
+            first = connector(endpoint[0] if isinstance(endpoint, list | tuple) else endpoint)
+        self._connector: Connector = first
+        self._engine = _options.assemble(options, first, links)
         self._table = self._engine.table
         self._store = self._engine.persistence
-        if self._engine.pool is None:
-            self._supervisor = self._engine.supervisor  # the only link
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -214,7 +226,7 @@ class AcpClient:
 
     def notify_network_available(self) -> None:
         """Skip the current reconnect backoff (call when the OS reports the network is back)."""
-        for supervisor in self._engine.supervisors():
+        for supervisor in self._engine.links.supervisors():
             supervisor.notify_network_available()
 
     # -- properties -----------------------------------------------------------------------------------
@@ -239,7 +251,7 @@ class AcpClient:
         """
         init = self._engine.init
         if init is None:
-            raise ClientClosed("not connected")
+            raise ClientClosed("not connected: call connect() first")
         return init
 
     @property
@@ -259,10 +271,11 @@ class AcpClient:
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         """The instances of a pooled client, in the order given (empty for a single endpoint)."""
-        pool = self._engine.pool
-        return tuple(link.endpoint for link in pool.links) if pool is not None else ()
+        return self._engine.links.endpoints
 
-    async def locate(self, session_id: str, *, timeout: float | None = None) -> Location:
+    async def locate(
+        self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
+    ) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once (see
         :func:`acp_client.pool.locate`): over this client's live link to an instance where it
         has one, else over a fresh link closed again. The first call also opens a link to every
@@ -271,7 +284,7 @@ class AcpClient:
 
         Args:
             session_id: The session (an earlier id of a tracked session finds its current one).
-            timeout: Seconds each instance gets (default: ``Timeouts.probe``).
+            timeout: Seconds each instance gets (default: ``Timeouts.probe``; ``None``: no limit).
 
         Returns:
             Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
@@ -280,9 +293,8 @@ class AcpClient:
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
         """
-        check_seconds("timeout", timeout, optional=True)
-        current = check_session_id(self._table.current_id(session_id))
-        return await _assembly.locate(self._engine, current, timeout)
+        limit = self._engine.timeouts.probe if timeout is USE_CLIENT_DEFAULT else timeout
+        return await self._engine.locate(session_id, limit)
 
     @property
     def transport_info(self) -> TransportInfo | None:
@@ -364,7 +376,7 @@ class AcpClient:
             The live handle (its :attr:`~SessionHandle.record` is the session record).
         """
         extra = tuple(str(item) for item in additional_directories)
-        tracked = await _assembly.new(self._engine, str(cwd), tuple(mcp_servers), extra)
+        tracked = await self._engine.new(str(cwd), tuple(mcp_servers), extra)
         return SessionHandle(self, tracked)
 
     async def load_session(
@@ -379,7 +391,7 @@ class AcpClient:
         self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return SessionHandle(self, self._engine.stored(await self._engine.attach(request, "session/load", replay=True)))
+        return SessionHandle(self, self._engine.opened(await self._engine.attach(request, "session/load", replay=True)))
 
     async def resume_session(
         self,
@@ -407,7 +419,7 @@ class AcpClient:
             replay_from=ReplayFromStart() if replay else None,
         )
         tracked = await self._engine.attach(request, "session/resume", replay=replay)
-        return SessionHandle(self, self._engine.stored(tracked))
+        return SessionHandle(self, self._engine.opened(tracked))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -417,7 +429,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/fork``.
         """
-        return SessionHandle(self, await _assembly.fork(self._engine, session_id, str(cwd), tuple(mcp_servers)))
+        return SessionHandle(self, await self._engine.fork(session_id, str(cwd), tuple(mcp_servers)))
 
     async def list_sessions(self, *, cwd: str | Path | None = None, cursor: str | None = None) -> SessionPage:
         """``session/list``: one page of the agent's sessions (retried transparently on a drop).
@@ -425,7 +437,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/list``.
         """
-        return await _assembly.list_page(self._engine, cwd, cursor)
+        return await self._engine.list_page(cwd, cursor)
 
     async def iter_sessions(self, *, cwd: str | Path | None = None) -> AsyncIterator[Session]:
         """Every session ``session/list`` reports, following cursors."""
@@ -435,7 +447,7 @@ class AcpClient:
             page = await self.list_sessions(cwd=cwd, cursor=cursor)
             for session in page.sessions:
                 yield session
-            if (cursor := _assembly.next_cursor(page, seen)) is None:
+            if (cursor := _options.next_cursor(page, seen)) is None:
                 return
 
     async def session_status(self, session_id: str) -> Session:
@@ -447,7 +459,7 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
         """
-        return await _assembly.status(self._engine, session_id)
+        return await self._engine.status(session_id)
 
     async def close_session(self, session_id: str) -> None:
         """``session/close``: end a session and stop tracking it.
@@ -455,15 +467,12 @@ class AcpClient:
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/close``.
         """
-        await _assembly.close(self._engine, session_id, self._forget)
+        await self._engine.close(session_id)
 
     def forget_session(self, session_id: str) -> None:
         """Stop tracking a session (it will not be recovered after a drop, and is deleted from
         the session store); nothing is sent."""
-        self._forget(self._table.current_id(session_id))
-
-    def _forget(self, session_id: str) -> None:
-        _assembly.forget(self._engine, session_id)
+        self._engine.untrack(self._table.current_id(session_id))
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """``session/set_mode`` (restored after a recovery that rebuilds the session)."""
@@ -520,19 +529,19 @@ class AcpClient:
         """
         current = self._table.current_id
         self._engine.router.cancel_session(current(session_id))
-        supervisor = await self._engine.link_for(self._table.get(session_id), "session/cancel")
+        supervisor = await self._engine.links.link_for(self._table.get(session_id), "session/cancel")
         await supervisor.notify(
             "session/cancel", lambda: self._engine.wire(CancelNotification(session_id=current(session_id)))
         )
 
     async def request(
-        self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT_TIMEOUT
+        self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result.
 
         ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
         """
-        if timeout is not DEFAULT_TIMEOUT:
+        if timeout is not USE_CLIENT_DEFAULT:
             check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, lambda: params, timeout=timeout)
 
@@ -585,9 +594,7 @@ class SessionHandle:
     def endpoint(self) -> str | None:
         """With several endpoints: the name of the instance the session lives on now (``None``
         while a session restored from a store has not been found yet)."""
-        pool = self._client._engine.pool
-        home = pool.homes.get(self._tracked) if pool is not None else None
-        return home.endpoint.name if home is not None else None
+        return self._client._engine.links.endpoint_of(self._tracked)
 
     @property
     def abandoned(self) -> bool:
@@ -618,13 +625,18 @@ class SessionHandle:
         """``session/set_config_option`` (see :meth:`AcpClient.set_config_option`)."""
         return await self._client.set_config_option(self._tracked.session_id, config_id, value, type=type)
 
-    async def status(self) -> Session:
-        """Probe ``session/status``."""
+    async def session_status(self) -> Session:
+        """Probe ``session/status`` (see :meth:`AcpClient.session_status`)."""
         return await self._client.session_status(self._tracked.session_id)
 
-    async def close(self) -> None:
-        """Close the session on the agent and stop tracking it."""
+    async def close_session(self) -> None:
+        """``session/close``: end the session on the agent and stop tracking it (see
+        :meth:`AcpClient.close_session`)."""
         await self._client.close_session(self._tracked.session_id)
+
+    def forget_session(self) -> None:
+        """Stop tracking the session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
+        self._client.forget_session(self._tracked.session_id)
 
     async def updates(self) -> AsyncIterator[UpdateEvent]:
         """Iterate over this session's updates from now on (ends when it is closed or abandoned)."""

@@ -20,8 +20,9 @@ Values are frozen: derive a variant with ``attrs.evolve(value, ...)``.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -29,7 +30,32 @@ from ._checks import check_count, check_flag, check_instance, check_seconds, fie
 from .exceptions import ConfigurationError
 from .state import ConnectionState, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
 
-__all__ = ["Callbacks", "QueueOptions", "Timeouts", "check_instance", "check_seconds"]
+__all__ = [
+    "USE_CLIENT_DEFAULT",
+    "Callbacks",
+    "QueueOptions",
+    "Timeouts",
+    "UseClientDefault",
+    "check_instance",
+    "check_seconds",
+]
+
+
+class UseClientDefault(enum.Enum):
+    """The type of :data:`USE_CLIENT_DEFAULT` (one value; compare with ``is``)."""
+
+    USE_CLIENT_DEFAULT = "USE_CLIENT_DEFAULT"
+
+    def __repr__(self) -> str:
+        return "USE_CLIENT_DEFAULT"
+
+    __str__ = __repr__
+
+
+#: A call's ``timeout=`` when not given: the client's configured timeout for that kind of call
+#: (``Timeouts.request`` for a request, ``Timeouts.probe`` for ``locate``, ``default_timeout`` on
+#: the sync facade). ``timeout=None`` always means *no limit*; a number is that many seconds.
+USE_CLIENT_DEFAULT: Final = UseClientDefault.USE_CLIENT_DEFAULT
 
 
 def _type_name(value: object) -> str:

@@ -51,6 +51,7 @@ callers never need to import those libraries to handle a failure.
         ├── SessionStoreCorrupt               not an SQLite database, or a damaged one (never written)
         ├── SessionStoreForeign               an SQLite database of another application (never written)
         ├── SessionStoreTooNew                written by a newer acp_client (schema version)
+        ├── SessionStoreReadOnly              the file or its directory cannot be written (refused at open)
         └── SessionStoreBusy                  another process held the lock past the busy timeout
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
@@ -100,6 +101,7 @@ __all__ = [
     "SessionStoreCorrupt",
     "SessionStoreError",
     "SessionStoreForeign",
+    "SessionStoreReadOnly",
     "SessionStoreTooNew",
     "TlsVerificationError",
     "TransportClosed",
@@ -593,6 +595,12 @@ class SessionStoreTooNew(SessionStoreError):
         super().__init__(message, path=path)
         self.version = version
         self.supported = supported
+
+
+class SessionStoreReadOnly(SessionStoreError):
+    """The store file, or the directory it is in (where SQLite keeps its ``-wal`` and ``-shm``
+    files), cannot be written by this process. Refused when the store is opened, so no save fails
+    later. ``path`` is what cannot be written."""
 
 
 class SessionStoreBusy(SessionStoreError):

@@ -6,9 +6,16 @@
 ``notify_network_available()`` can skip the current wait). No tenacity type leaves this module.
 
 Delays use exponential backoff with *full jitter*: attempt ``n`` waits a uniformly random time in
-``[0, min(max_delay, initial_delay * multiplier ** (n - 1))]`` (or exactly that ceiling when
-``jitter`` is off). A server's ``Retry-After`` (429/503) raises the wait to at least what it asked,
-capped by ``max_retry_after``.
+``[0, min(max_delay, initial_delay * multiplier ** (n - 2))]`` (or exactly that ceiling when
+``jitter`` is off; attempt 1 goes at once, or after ``first_attempt_delay``). A server's
+``Retry-After`` (429/503) raises the wait to at least what it asked, capped by ``max_retry_after``.
+Past ``suspend_after`` the ceiling is ``suspended_delay``.
+
+tenacity runs the loop with its own strategies (``wait_exponential``, ``stop_after_attempt``,
+``stop_any``, ``retry_if_exception``, ``before_sleep``); what it has no knob for — jitter from an
+injected random source, the suspended cadence, ``Retry-After``, a time limit on the client's clock
+— are small strategies of ours composed with them. ``RetryPolicy.delay`` / ``gives_up`` evaluate
+the same strategies, so the documented delays and the loop cannot drift apart.
 """
 
 from __future__ import annotations
@@ -55,9 +62,12 @@ class RetryPolicy:
         jitter: Full jitter (a uniformly random wait up to the ceiling). Off: wait the ceiling.
         first_attempt_delay: Wait before the first attempt after a drop.
         max_attempts: Give up after this many failed attempts in one outage (``None``: never).
+            Attempts are numbered within their outage (``ConnectionState.attempt`` is 1 at the
+            start of every outage), whatever backoff ``reset_after`` carried over.
         max_elapsed: Give up after this long down, in seconds (``None``: never).
         reset_after: A connection must stay up this long before the next outage starts its
-            backoff from the beginning again; a shorter-lived one continues the old backoff.
+            backoff from the beginning again; after a shorter-lived one the delays continue
+            where the last outage's ended (the attempts of the new outage still count from 1).
         suspend_after: After this long down the client goes ``suspended``: queued and new
             requests fail with :class:`~acp_client.exceptions.ClientSuspended`, and retries
             continue every ``suspended_delay`` seconds (``None``: never suspend).
@@ -93,11 +103,7 @@ class RetryPolicy:
         """The backoff ceiling before ``attempt`` (1-based; attempt 1 is the first after a drop)."""
         if attempt <= 1:
             return self.first_attempt_delay
-        try:
-            ceiling = self.initial_delay * self.multiplier ** (attempt - 2)
-        except OverflowError:
-            return self.max_delay
-        return min(self.max_delay, ceiling)
+        return float(_exponential(self, 0)(_after_failures(attempt - 1)))
 
     def delay(
         self,
@@ -107,28 +113,26 @@ class RetryPolicy:
         retry_after: float | None = None,
         rng: random.Random | None = None,
     ) -> float:
-        """The wait before ``attempt``, in seconds.
+        """The wait before ``attempt``, in seconds (what the reconnect loop's tenacity strategies
+        compute, for these inputs).
 
         Args:
-            attempt: 1-based attempt number within the outage (including carried-over backoff).
+            attempt: 1-based attempt number, counted in backoff steps (an outage that carries the
+                backoff of a short-lived connection is further along).
             elapsed: Seconds since the outage began (selects the suspended cadence).
             retry_after: The server's ``Retry-After`` from the last failure, if any.
             rng: The random source for jitter (a seeded one makes tests repeatable).
         """
-        if self.suspend_after is not None and elapsed >= self.suspend_after and attempt > 1:
-            ceiling = self.suspended_delay
+        if attempt <= 1:
+            wait: tenacity.wait.wait_base = tenacity.wait_fixed(self.first_attempt_delay)
+            wait = _RetryAfter(wait, self.max_retry_after, lambda _: retry_after)
         else:
-            ceiling = self.ceiling(attempt)
-        wait = (rng or random).uniform(0.0, ceiling) if self.jitter and attempt > 1 else ceiling
-        if retry_after is not None and retry_after > wait:
-            wait = min(retry_after, self.max_retry_after)
-        return wait
+            wait = _backoff(self, steps_before=0, elapsed=lambda: elapsed, rng=rng, asked=lambda _: retry_after)
+        return float(wait(_after_failures(max(1, attempt - 1))))
 
     def gives_up(self, failed_attempts: int, elapsed: float) -> bool:
         """Whether the policy is exhausted after ``failed_attempts`` failures, ``elapsed`` s down."""
-        if self.max_attempts is not None and failed_attempts >= self.max_attempts:
-            return True
-        return self.max_elapsed is not None and elapsed >= self.max_elapsed
+        return bool(_stop(self, attempts_before=0, elapsed=lambda: elapsed)(_after_failures(failed_attempts)))
 
 
 def is_fatal(error: BaseException) -> bool:
@@ -157,27 +161,150 @@ class Attempt:
     last_error: BaseException | None
 
 
+# -- tenacity's strategies, under the knobs ------------------------------------------------------------------
+#
+# tenacity computes the exponential ceiling, counts the attempts and runs the loop; the few
+# strategies below add what it has no knob for. Each reads time from the client's clock (tenacity's
+# own timing is the real clock), so a fake clock runs an outage in milliseconds.
+
+_RANDOM = random.Random()
+_EVALUATE = tenacity.Retrying()  # only the owner of the call states RetryPolicy.delay evaluates
+
+
+def _after_failures(count: int) -> tenacity.RetryCallState:
+    """A tenacity call state after ``count`` attempts (what the strategies read)."""
+    state = tenacity.RetryCallState(_EVALUATE, None, (), {})
+    state.attempt_number = count
+    return state
+
+
+def _exponential(policy: RetryPolicy, steps_before: int) -> tenacity.wait_exponential:
+    """tenacity's exponential ceiling, ``steps_before`` failures further along (folded into the
+    multiplier: ``initial * m ** (steps + k - 1)`` is ``(initial * m ** steps) * m ** (k - 1)``)."""
+    try:
+        start = policy.initial_delay * policy.multiplier**steps_before
+    except OverflowError:
+        start = policy.max_delay
+    return tenacity.wait_exponential(
+        multiplier=min(start, policy.max_delay), exp_base=policy.multiplier, max=policy.max_delay
+    )
+
+
+class _Suspended(tenacity.wait.wait_base):
+    """``normal`` until the outage is ``after`` seconds old on the clock, then ``suspended``."""
+
+    def __init__(
+        self,
+        normal: tenacity.wait.wait_base,
+        suspended: tenacity.wait.wait_base,
+        after: float | None,
+        elapsed: Callable[[], float],
+    ) -> None:
+        self.normal, self.suspended, self.after, self.elapsed = normal, suspended, after, elapsed
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        late = self.after is not None and self.elapsed() >= self.after
+        return (self.suspended if late else self.normal)(retry_state)
+
+
+class _FullJitter(tenacity.wait.wait_base):
+    """A uniformly random wait up to what ``ceiling`` says (from the injected random source)."""
+
+    def __init__(self, ceiling: tenacity.wait.wait_base, rng: random.Random) -> None:
+        self.ceiling, self.rng = ceiling, rng
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        return self.rng.uniform(0.0, self.ceiling(retry_state))
+
+
+class _RetryAfter(tenacity.wait.wait_base):
+    """At least what the server's ``Retry-After`` asked for (at most ``cap``)."""
+
+    def __init__(
+        self, wait: tenacity.wait.wait_base, cap: float, asked: Callable[[tenacity.RetryCallState], float | None]
+    ) -> None:
+        self.wait, self.cap, self.asked = wait, cap, asked
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        wait, asked = self.wait(retry_state), self.asked(retry_state)
+        return min(asked, self.cap) if asked is not None and asked > wait else wait
+
+
+class _StopAfterElapsed(tenacity.stop.stop_base):
+    """Stop once the outage is ``limit`` seconds old on the clock."""
+
+    def __init__(self, limit: float, elapsed: Callable[[], float]) -> None:
+        self.limit, self.elapsed = limit, elapsed
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self.elapsed() >= self.limit
+
+
+def _backoff(
+    policy: RetryPolicy,
+    *,
+    steps_before: int,
+    elapsed: Callable[[], float],
+    rng: random.Random | None,
+    asked: Callable[[tenacity.RetryCallState], float | None],
+) -> tenacity.wait.wait_base:
+    wait: tenacity.wait.wait_base = _Suspended(
+        _exponential(policy, steps_before), tenacity.wait_fixed(policy.suspended_delay), policy.suspend_after, elapsed
+    )
+    if policy.jitter:
+        wait = _FullJitter(wait, rng or _RANDOM)
+    return _RetryAfter(wait, policy.max_retry_after, asked)
+
+
+def _stop(policy: RetryPolicy, *, attempts_before: int, elapsed: Callable[[], float]) -> tenacity.stop.stop_base:
+    stops: list[tenacity.stop.stop_base] = []
+    if policy.max_attempts is not None:
+        stops.append(tenacity.stop_after_attempt(max(1, policy.max_attempts - attempts_before)))
+    if policy.max_elapsed is not None:
+        stops.append(_StopAfterElapsed(policy.max_elapsed, elapsed))
+    return tenacity.stop_any(*stops) if stops else tenacity.stop_never
+
+
+def _retry_after(retry_state: tenacity.RetryCallState) -> float | None:
+    error = retry_state.outcome.exception() if retry_state.outcome is not None else None
+    return error.retry_after if isinstance(error, ServiceUnavailable) else None
+
+
+async def _told(on_wait: OnWait | None, number: int, delay: float, error: BaseException | None) -> None:
+    result = on_wait(number, delay, error) if on_wait is not None else None
+    if result is not None:
+        await result
+
+
+OnWait = Callable[[int, float, BaseException | None], Awaitable[None] | None]
+
+
 async def reconnect_attempts(
     policy: RetryPolicy,
     *,
     clock: Clock,
     sleep: Callable[[float], Awaitable[None]],
     started_at: float,
-    carried_attempts: int = 0,
+    attempts_before: int = 0,
+    backoff_from: int = 0,
     rng: random.Random | None = None,
-    on_wait: Callable[[int, float, BaseException | None], Awaitable[None] | None] | None = None,
+    on_wait: OnWait | None = None,
     attempt_fn: Callable[[Attempt], Awaitable[Any]],
 ) -> Any:
-    """Run ``attempt_fn`` until it succeeds, under ``policy``, driven by tenacity.
+    """Run ``attempt_fn`` until it succeeds, under ``policy``: tenacity's loop and strategies.
+
+    Attempts are numbered within the outage (1, 2, ...); the backoff may be further along than
+    the number says, when the connection before it did not stay up for ``policy.reset_after``.
 
     Args:
         policy: The knobs.
-        clock: Measures elapsed time (tenacity's own timing reads the real clock, so it is
-            never used for stop decisions here).
-        sleep: Waits between attempts (interruptible by the supervisor).
+        clock: Measures how long the outage has lasted (``max_elapsed``, ``suspend_after``).
+        sleep: Waits between attempts (the supervisor's, interruptible by the app).
         started_at: ``clock.monotonic()`` when the outage began.
-        carried_attempts: Backoff carried over from a connection that did not stay up for
-            ``policy.reset_after``.
+        attempts_before: Attempts this outage already made (a link that dropped again during its
+            recovery): the numbering and ``max_attempts`` continue from there.
+        backoff_from: Backoff steps carried over from a connection that lived shorter than
+            ``policy.reset_after``: the delays continue from there (the numbering does not).
         rng: Random source for jitter.
         on_wait: Called before each wait with ``(attempt, delay, last_error)``.
         attempt_fn: Makes one attempt; raise to fail it.
@@ -186,44 +313,34 @@ async def reconnect_attempts(
         What the successful ``attempt_fn`` returned.
 
     Raises:
-        BaseException: The last error when it is fatal or the policy is exhausted.
+        BaseException: The last error when it is not worth retrying or the policy is exhausted.
     """
-    state: dict[str, BaseException | None] = {"last": None}
 
-    def wait(retry_state: tenacity.RetryCallState) -> float:
-        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        retry_after = error.retry_after if isinstance(error, ServiceUnavailable) else None
-        number = retry_state.attempt_number + 1 + carried_attempts
-        return policy.delay(number, elapsed=clock.monotonic() - started_at, retry_after=retry_after, rng=rng)
+    def elapsed() -> float:
+        return clock.monotonic() - started_at
 
-    def stop(retry_state: tenacity.RetryCallState) -> bool:
-        return policy.gives_up(retry_state.attempt_number + carried_attempts, clock.monotonic() - started_at)
+    steps = backoff_from + attempts_before
+    last: list[BaseException | None] = [None]
 
     async def before_sleep(retry_state: tenacity.RetryCallState) -> None:
-        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        state["last"] = error
-        if on_wait is not None:
-            result = on_wait(retry_state.attempt_number + 1 + carried_attempts, retry_state.upcoming_sleep, error)
-            if result is not None:
-                await result
+        last[0] = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        await _told(on_wait, attempts_before + retry_state.attempt_number + 1, retry_state.upcoming_sleep, last[0])
 
     retrying = tenacity.AsyncRetrying(
         sleep=sleep,
-        wait=wait,
-        stop=stop,
         retry=tenacity.retry_if_exception(is_retryable),
+        wait=_backoff(policy, steps_before=steps, elapsed=elapsed, rng=rng, asked=_retry_after),
+        stop=_stop(policy, attempts_before=attempts_before, elapsed=elapsed),
         before_sleep=before_sleep,
         reraise=True,
     )
-    first_delay = policy.delay(1 + carried_attempts, elapsed=0.0, rng=rng) if carried_attempts else policy.delay(1)
-    if on_wait is not None:
-        result = on_wait(1 + carried_attempts, first_delay, None)
-        if result is not None:
-            await result
-    if first_delay > 0:
-        await sleep(first_delay)
+    # The first attempt goes at once (or after first_attempt_delay), unless the backoff is further along.
+    first = policy.delay(steps + 1, elapsed=elapsed(), rng=rng)
+    await _told(on_wait, attempts_before + 1, first, None)
+    if first > 0:
+        await sleep(first)
     async for attempt in retrying:
         with attempt:
-            number = attempt.retry_state.attempt_number + carried_attempts
-            return await attempt_fn(Attempt(number, attempt.retry_state.upcoming_sleep, state["last"]))
+            number = attempts_before + attempt.retry_state.attempt_number
+            return await attempt_fn(Attempt(number, attempt.retry_state.upcoming_sleep, last[0]))
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover

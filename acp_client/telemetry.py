@@ -1,6 +1,6 @@
 """OpenTelemetry traces and metrics, as an option value (see ``docs/telemetry.md``).
 
-Install the ``otel`` extra (``pip install acp-reconnect[otel]``: ``opentelemetry-api`` only) and
+Install the ``otel`` extra (``pip install -e '.[otel]'`` in a checkout, or just ``opentelemetry-api``) and
 the client traces every request, every agent request its handlers answer and every recovery, and
 counts reconnects, recoveries and updates — on the global tracer and meter providers, so an app
 that configures the OpenTelemetry SDK sees them and one that does not pays next to nothing::

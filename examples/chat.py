@@ -49,8 +49,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import attrs
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 import chat_store  # examples/ is on the path (the script's own directory)
@@ -192,11 +190,9 @@ class Chat:
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
-        #: Per outage: whether ``disconnected`` was said, the client's attempt number it began
-        #: at (attempt numbers shown restart at 1 each outage), and the turn_interrupted events
-        #: held until ``disconnected`` is said (so "connection lost" comes first).
+        #: Per outage: whether ``disconnected`` was said, and the turn_interrupted events held
+        #: until it is (so "connection lost" comes first).
         self._outage_reported = False
-        self._first_attempt: int | None = None
         self._held: list[dict[str, Any]] = []
         #: Extra listeners for every connection state (the interactive UI adds its status line).
         self.state_listeners: list[Callable[[ConnectionState], None]] = [on_state] if on_state else []
@@ -246,24 +242,14 @@ class Chat:
         kind = self.client.connector.target.split(":", 1)[0]
         return {"ws": "websocket", "wss": "websocket", "http": "http", "https": "http"}.get(kind, kind)
 
-    def outage_attempt(self, state: ConnectionState) -> ConnectionState:
-        """``state`` with its attempt numbered from 1 in the current outage (the client keeps
-        counting across outages that follow each other quickly, for its backoff)."""
-        if state.attempt is None or state.state not in (State.RECONNECTING, State.SUSPENDED):
-            return state
-        if self._first_attempt is None:
-            self._first_attempt = state.attempt
-        return attrs.evolve(state, attempt=max(1, state.attempt - self._first_attempt + 1))
-
     def _on_state(self, state: ConnectionState) -> None:
         if state.state is State.CONNECTED:
             self._was_connected = True
-            self._outage_reported, self._first_attempt = False, None
+            self._outage_reported = False
             self.output.event(
                 "connected", transport=self._transport_name(), protocolVersion=self.client.protocol_version
             )
         elif state.state in (State.RECONNECTING, State.SUSPENDED):
-            state = self.outage_attempt(state)
             if not self._outage_reported:
                 self.output.event("disconnected", reason=state.cause or "connection lost")
                 self._outage_reported, self._was_connected = True, False
@@ -348,7 +334,7 @@ class Chat:
     async def status(self) -> None:
         assert self.handle is not None
         try:
-            record = await self.handle.status()
+            record = await self.handle.session_status()
         except AcpError as exc:
             self.output.event("error", message=f"status: {exc}")
             return

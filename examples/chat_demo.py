@@ -87,7 +87,8 @@ async def run_demo(output: Output, *, protocol_version: int = 1) -> int:
 
         from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
     except ImportError as exc:
-        output.event("error", message=f"--demo needs the testing extra (pip install 'acp-reconnect[testing]'): {exc}")
+        hint = "pip install 'hypercorn>=0.16' (the 'testing' extra; or pip install -e '.[testing]' in a checkout)"
+        output.event("error", message=f"--demo needs hypercorn: {hint} ({exc})")
         return EXIT_DEMO_FAILED
 
     view: Output = output

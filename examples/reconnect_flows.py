@@ -361,7 +361,7 @@ async def run(protocol_version: int, transport: str) -> int:
                 outcome = app.outcomes[-1]
                 check(
                     "eviction -> new session",
-                    outcome.path is RecoveryPath.NEW_SESSION and outcome.probe is Probe.NOT_FOUND,
+                    outcome.path is RecoveryPath.NEW_SESSION and outcome.probe is Probe.UNKNOWN,
                     f"path={outcome.path.value} {old_id} -> {outcome.session_id}",
                 )
                 check(

@@ -46,7 +46,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from acp_client.exceptions import AcpError
-from acp_client.pool import EndpointPool, Location, Presence, RouteKind
+from acp_client.pool import EndpointPool, Location, Probe, RouteKind
 from acp_client.transports.base import Transport
 
 logger = logging.getLogger("router")
@@ -171,8 +171,8 @@ class EditorConnection:
             await self.forward(await self.first_link(), message)
 
     async def answer_status(self, request_id: Any, location: Location) -> None:
-        for presence in (Presence.ACTIVE, Presence.INACTIVE):
-            answers = [answer for answer in location.answers if answer.presence is presence]
+        for presence in (Probe.ACTIVE, Probe.INACTIVE):
+            answers = [answer for answer in location.answers if answer.probe is presence]
             if answers:
                 result: dict[str, Any] = {"status": answers[0].raw_status or presence.value}
                 if answers[0].state is not None:

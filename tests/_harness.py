@@ -1,4 +1,9 @@
-"""A client wired to the in-process reference agent over memory transports, on a fake clock."""
+"""A client wired to the in-process reference agent over memory transports, on a fake clock.
+
+``Harness(pool=True)`` is the same client facing two instances (``a``, where every session is
+placed, and ``b``): the rules the core and the pool must share are tested over both flavours
+(``FLAVOURS``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import attrs
 
 from acp_client import (
     AcpClient,
+    AcpError,
     Callbacks,
     ConnectionState,
     RecoveryOutcome,
@@ -16,15 +22,28 @@ from acp_client import (
     State,
     TurnInterrupted,
     UpdateEvent,
+    _jsonrpc,
 )
+from acp_client._connection import Connection
+from acp_client._jsonrpc import Message
+from acp_client.location import Endpoint
 from acp_client.state import LEGAL_TRANSITIONS
-from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent
+from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent, inside
+from acp_client.transports.memory import memory_pair
 
 #: Backoff on the fake clock: 1, 2, 4, 8, 8, ... seconds of fake time, never suspended.
 FAST_RETRY = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, suspend_after=None)
 
 #: The protocol versions a test runs under.
 VERSIONS = [1, 2]
+
+#: The two flavours of client a shared rule is tested over: one endpoint, and a pool of two.
+FLAVOURS = ["single", "pool"]
+
+
+def first_candidate(candidates: Any, sessions: Any) -> Any:
+    """A placement that puts every new session on the first reachable instance."""
+    return candidates[0]
 
 
 class HarnessConnector(RecordingConnector):
@@ -69,11 +88,16 @@ class Harness:
         protocol_version: int = 1,
         retry: RetryPolicy | None = FAST_RETRY,
         client_kwargs: dict[str, Any] | None = None,
+        pool: bool = False,
         **agent_kwargs: Any,
     ) -> None:
         self.clock = FakeClock()
         self.agent = ReferenceAgent(clock=self.clock, **agent_kwargs)
         self.connector = HarnessConnector(self.agent)
+        #: With ``pool``: the second instance (``b``), which gets no session unless ``a`` is down.
+        self.other = (
+            HarnessConnector(ReferenceAgent(clock=self.clock, name="agent-b", **agent_kwargs)) if pool else None
+        )
         self.states: list[ConnectionState] = []
         self.outcomes: list[RecoveryOutcome] = []
         self.updates: list[UpdateEvent] = []
@@ -96,7 +120,13 @@ class Harness:
             callbacks,
             **attrs.asdict(kwargs.get("callbacks") or Callbacks(), filter=lambda a, v: v is not None, recurse=False),
         )
-        self.client = AcpClient(self.connector, **kwargs)
+        if self.other is None:
+            self.client = AcpClient(self.connector, **kwargs)
+        else:
+            kwargs.setdefault("failover_delay", 3600.0)  # a test of a home's own recovery: no failover
+            kwargs.setdefault("placement", first_candidate)
+            endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
+            self.client = AcpClient(endpoints, **kwargs)
 
     def _state(self, state: ConnectionState) -> None:
         self.states.append(state)
@@ -117,6 +147,8 @@ class Harness:
     async def __aexit__(self, *exc: object) -> None:
         await self.client.aclose()
         await self.connector.aclose()
+        if self.other is not None:
+            await self.other.aclose()
 
     async def until_connected(self, limit: float = 600.0) -> None:
         """Run the fake clock until the client is connected again."""
@@ -133,7 +165,7 @@ class Harness:
 
     def set_callbacks(self, **changes: Any) -> None:
         """Replace some of the client's callbacks from now on."""
-        self.client._engine.callbacks = attrs.evolve(self.client._engine.callbacks, **changes)
+        inside(self.client).engine.callbacks = attrs.evolve(inside(self.client).engine.callbacks, **changes)
 
 
 def assert_legal(h: Harness) -> None:
@@ -145,3 +177,101 @@ def assert_legal(h: Harness) -> None:
         if last is not None:
             assert state.state in LEGAL_TRANSITIONS[previous], f"{previous} -> {state}"
         previous, last = state.state, state
+
+
+class SwallowAnswer:
+    """Swallow the answer to the next request of ``method`` and tell when it was sent."""
+
+    def __init__(self, h: Harness, method: str) -> None:
+        self.ids: set[Any] = set()
+        self.method = method
+        self.active = True
+        self.seen = asyncio.Event()
+
+        def sent(message: Message) -> None:
+            if self.active and isinstance(message, dict) and message.get("method") == method:
+                self.ids.add(message["id"])
+                self.seen.set()
+
+        def received(message: Message) -> Message | None:
+            if self.active and isinstance(message, dict) and message.get("id") in self.ids:
+                return None
+            return message
+
+        h.connector.on_send, h.connector.rewrite = sent, received
+
+
+#: What :class:`SettingsAgent` makes the agent offer in a session's answer.
+OFFER: dict[str, Any] = {
+    "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]},
+    "models": {
+        "currentModelId": "m1",
+        "availableModels": [{"modelId": "m1", "name": "M1"}, {"modelId": "m2", "name": "M2"}],
+    },
+    "configOptions": [
+        {
+            "id": "effort",
+            "name": "Effort",
+            "type": "select",
+            "currentValue": "low",
+            "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+        }
+    ],
+}
+SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")
+
+
+class SettingsAgent:
+    """Makes the reference agent offer modes / models / config options and accept the setters."""
+
+    def __init__(self, h: Harness) -> None:
+        self.offer = dict(OFFER)
+        self.methods: dict[Any, str] = {}
+        self.swallow: str | None = None
+        self.swallowed = asyncio.Event()
+        h.connector.on_send, h.connector.rewrite = self._sent, self._received
+
+    def _sent(self, message: Message) -> None:
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self.methods[message["id"]] = message["method"]
+
+    def _received(self, message: Message) -> Message | None:
+        if not isinstance(message, dict) or "method" in message:
+            return message
+        method = self.methods.get(message.get("id"))
+        if method == self.swallow:
+            self.swallowed.set()
+            return None
+        if method in SETTERS:
+            result = {"configOptions": OFFER["configOptions"]} if method.endswith("config_option") else {}
+            return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        if method in ("session/new", "session/load", "session/resume") and "result" in message:
+            return {**message, "result": {**message["result"], **self.offer}}
+        return message
+
+
+class ConnectionPair:
+    """One :class:`~acp_client._connection.Connection` over a memory pair, the agent's end in the
+    test's hands, on a fake clock (the connection's own tests)."""
+
+    def __init__(self, on_request: Any = None, **kwargs: Any) -> None:
+        self.clock = FakeClock()
+        self.client_side, self.agent = memory_pair()
+        self.notifications: list[tuple[str, Any]] = []
+        self.errors: list[AcpError] = []
+        self.conn = Connection(
+            self.client_side,
+            on_request=on_request,
+            on_notification=lambda m, p: self.notifications.append((m, p)),
+            on_protocol_error=self.errors.append,
+            clock=self.clock,
+            **kwargs,
+        )
+        self.conn.start()
+
+    async def agent_receive(self) -> Any:
+        return await asyncio.wait_for(self.agent.receive(), 5)
+
+    async def answer(self, result: Any) -> None:
+        request = await self.agent_receive()
+        await self.agent.send(_jsonrpc.result_message(request["id"], result))

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from acp_client import RetryPolicy
 from acp_client.sync import EventLoopThread
-from acp_client.testing import ReferenceAgent, ReferenceServer
+from acp_client.testing import FakeClock, ReferenceAgent, ReferenceServer
 
 __all__ = ["DEADLINE", "FAST_RETRY", "eventually", "eventually_blocking", "within"]
 
@@ -46,20 +46,40 @@ async def within(awaitable: Awaitable[T], timeout: float = DEADLINE) -> T:
 
 
 async def eventually(
-    check: Callable[[], Any], timeout: float = DEADLINE, *, what: str | Callable[[], str] = "condition"
+    check: Callable[[], Any],
+    timeout: float = DEADLINE,
+    *,
+    what: str | Callable[[], str] = "condition",
+    clock: FakeClock | None = None,
+    step: float = 0.5,
 ) -> Any:
     """Poll ``check`` (a function, or a coroutine function) until it returns something truthy, and
     return that; fail after ``timeout`` seconds.
 
     Args:
         check: The condition; its result may be awaitable.
-        timeout: Seconds before the wait fails.
+        timeout: Seconds before the wait fails (of ``clock``'s time when given).
         what: Names the awaited condition in the failure message (a callable is evaluated then, so
             it can say what was seen instead).
+        clock: A fake clock to run instead of waiting (tests on memory transports): settled first,
+            then advanced ``step`` seconds at a time between checks.
+        step: Fake seconds between two checks.
 
     Raises:
         AssertionError: The condition did not hold in time.
     """
+    if clock is not None:
+        end = clock.monotonic() + timeout
+        await clock.settle()
+        while True:
+            value = check()
+            if inspect.isawaitable(value):
+                value = await value
+            if value:
+                return value
+            if clock.monotonic() >= end:
+                raise AssertionError(f"not reached in {timeout:g}s of fake time: {_described(what)}")
+            await clock.advance(step)
     deadline = time.monotonic() + timeout
     while True:
         value = check()

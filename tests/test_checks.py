@@ -132,7 +132,7 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("close_timeout", lambda v: WebSocketConnector(URL, close_timeout=v), "seconds"),
     ("terminate_timeout", lambda v: StdioConnector(["agent"], terminate_timeout=v), "seconds or zero"),
     ("max_cookies_per_origin", lambda v: CookieStore(max_cookies_per_origin=v), "count"),
-    ("timeout", lambda v: _run(lambda: locate("sess_1", ["ws://127.0.0.1:9/acp"], timeout=v)), "seconds"),
+    ("timeout", lambda v: _run(lambda: locate("sess_1", ["ws://127.0.0.1:9/acp"], timeout=v)), "seconds or None"),
     ("timeout", _call_timeout("request"), "seconds or None"),
     ("timeout", _call_timeout("prompt"), "seconds or None"),
     ("timeout", _call_timeout("locate"), "seconds or None"),

@@ -27,7 +27,7 @@ from acp_client import (
     UnsupportedProtocolVersion,
 )
 from acp_client._jsonrpc import error_message, result_message
-from acp_client.testing import FakeClock, MemoryConnector
+from acp_client.testing import FakeClock, MemoryConnector, inside
 from acp_client.transports.base import Transport
 from acp_client.transports.memory import MemoryTransport, memory_pair
 from tests._harness import Harness
@@ -121,7 +121,7 @@ async def test_incompatible_version_on_reconnect_is_fatal() -> None:
     await clock.settle()
     await clock.advance(5.0)
     assert client.state.state is State.FAILED
-    assert isinstance(client._supervisor.failure, IncompatibleProtocolVersion)
+    assert isinstance(inside(client).supervisor.failure, IncompatibleProtocolVersion)
     await client.aclose()
 
 
@@ -163,12 +163,12 @@ async def test_credentials_are_refreshed_exactly_once() -> None:
     def useless_refresh() -> None:
         refreshed.append("y")
 
-    client._supervisor._refresh_credentials = useless_refresh
+    inside(client).supervisor._refresh_credentials = useless_refresh
     connector.drop()
     await clock.settle()
     await clock.advance(1.0)
     assert client.state.state is State.FAILED and refreshed == ["x", "y"]
-    assert isinstance(client._supervisor.failure, AuthenticationFailed)
+    assert isinstance(inside(client).supervisor.failure, AuthenticationFailed)
     await client.aclose()
 
 
@@ -331,7 +331,7 @@ async def test_tls_verification_failure_on_reconnect_is_fatal_at_once() -> None:
     await clock.advance(60.0)
     assert client.state.state is State.FAILED
     assert connector.attempts == 1
-    assert isinstance(client._supervisor.failure, TlsVerificationError)
+    assert isinstance(inside(client).supervisor.failure, TlsVerificationError)
     await client.aclose()
 
 

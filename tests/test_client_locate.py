@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_client import AcpClient
-from acp_client.pool import Endpoint, Presence
+from acp_client.pool import Endpoint, Probe
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
 from tests._harness import FAST_RETRY
 
@@ -19,16 +19,16 @@ async def test_locate_reuses_live_links_and_warms_the_others() -> None:
             handle = await client.new_session("/tmp")
             assert [c.connects for c in connectors] == [1, 0, 0]
             first = await client.locate(handle.session_id)
-            assert [a.presence for a in first.answers] == [Presence.ACTIVE, Presence.INACTIVE, Presence.INACTIVE]
+            assert [a.probe for a in first.answers] == [Probe.ACTIVE, Probe.INACTIVE, Probe.INACTIVE]
             assert [c.connects for c in connectors] == [1, 2, 2]  # a probe link each, and a kept link each
             assert [c.live_links for c in connectors] == [1, 1, 1]
             again = await client.locate(handle.session_id)
-            assert [a.presence for a in again.answers] == [a.presence for a in first.answers]
+            assert [a.probe for a in again.answers] == [a.probe for a in first.answers]
             assert [c.connects for c in connectors] == [1, 2, 2]  # no new link: all asked over live ones
             connectors[2].refuse()
             connectors[2].drop()
             third = await client.locate(handle.session_id)
-            assert third.answers[2].presence is Presence.UNREACHABLE
+            assert third.answers[2].probe is Probe.UNREACHABLE
             assert not agents[1].sessions[handle.session_id].in_memory  # nothing was loaded
     finally:
         for connector in connectors:
@@ -43,8 +43,33 @@ async def test_locate_on_a_single_endpoint_client() -> None:
         location = await client.locate(handle.session_id)
         unknown = await client.locate("sess_nowhere")
         assert connector.connects == 1  # asked over the client's own link
-    assert [a.presence for a in location.answers] == [Presence.ACTIVE]
+    assert [a.probe for a in location.answers] == [Probe.ACTIVE]
     assert location.answers[0].endpoint.name == "memory://one"
-    assert [a.presence for a in unknown.answers] == [Presence.UNKNOWN]
+    assert [a.probe for a in unknown.answers] == [Probe.UNKNOWN]
     assert client.endpoints == ()
     await connector.aclose()
+
+
+async def test_locate_timeout_left_out_is_the_probe_timeout_and_none_is_no_limit() -> None:
+    import asyncio
+
+    from acp_client import Timeouts
+
+    clock = FakeClock()
+    agent = ReferenceAgent(clock=clock)
+    connector = MemoryConnector(agent, name="one")
+    try:
+        async with AcpClient(connector, retry=FAST_RETRY, clock=clock, timeouts=Timeouts(probe=3.0)) as client:
+            handle = await client.new_session("/tmp")
+            agent.stall()  # session/status is read and never answered
+            started = clock.monotonic()
+            located = await clock.run(client.locate(handle.session_id))
+            assert located.answers[0].probe is Probe.UNREACHABLE
+            assert clock.monotonic() - started == 3.0  # Timeouts.probe
+            waiting = asyncio.ensure_future(client.locate(handle.session_id, timeout=None))
+            await clock.advance(10_000.0)
+            assert not waiting.done()  # None: no limit
+            agent.stall(False)
+            waiting.cancel()
+    finally:
+        await connector.aclose()

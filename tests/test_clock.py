@@ -295,8 +295,9 @@ async def test_on_the_real_clock_the_scope_expires_in_real_time() -> None:
 # -- the rule: every wait of the core goes through the clock -------------------------------------------------
 
 _PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "acp_client"
-#: Transports keep what their library needs; the testing kit measures real time on purpose.
-_NOT_CORE = ("transports", "testing")
+#: Transports keep what their library needs; the testing kit and the conformance checker (a tool on
+#: top of the client that bounds each check against a real agent in real time) are not the core.
+_NOT_CORE = ("transports", "testing", "check")
 
 
 def _core_modules() -> list[pathlib.Path]:

@@ -10,7 +10,6 @@ import pytest
 from acp_client import _jsonrpc
 from acp_client._connection import Connection
 from acp_client.exceptions import (
-    AcpError,
     ConnectionLost,
     InternalError,
     MalformedFrame,
@@ -20,33 +19,11 @@ from acp_client.exceptions import (
 )
 from acp_client.testing.clock import FakeClock
 from acp_client.transports.memory import MemoryTransport, memory_pair
-
-
-class Harness:
-    def __init__(self, **kwargs: Any) -> None:
-        self.clock = FakeClock()
-        self.client_side, self.agent = memory_pair()
-        self.notifications: list[tuple[str, Any]] = []
-        self.errors: list[AcpError] = []
-        self.conn = Connection(
-            self.client_side,
-            on_notification=lambda m, p: self.notifications.append((m, p)),
-            on_protocol_error=self.errors.append,
-            clock=self.clock,
-            **kwargs,
-        )
-        self.conn.start()
-
-    async def agent_receive(self) -> Any:
-        return await asyncio.wait_for(self.agent.receive(), 5)
-
-    async def answer(self, result: Any) -> None:
-        request = await self.agent_receive()
-        await self.agent.send(_jsonrpc.result_message(request["id"], result))
+from tests._harness import ConnectionPair
 
 
 async def test_request_response_correlation() -> None:
-    h = Harness()
+    h = ConnectionPair()
     first = asyncio.ensure_future(h.conn.request("a", {"x": 1}))
     second = asyncio.ensure_future(h.conn.request("b"))
     r1, r2 = await h.agent_receive(), await h.agent_receive()
@@ -60,7 +37,7 @@ async def test_request_response_correlation() -> None:
 
 
 async def test_error_answers_map_to_typed_errors() -> None:
-    h = Harness()
+    h = ConnectionPair()
     call = asyncio.ensure_future(h.conn.request("session/status", {"sessionId": "s"}))
     request = await h.agent_receive()
     await h.agent.send(_jsonrpc.error_message(request["id"], -32002, "Resource not found", {"sessionId": "s"}))
@@ -72,7 +49,7 @@ async def test_error_answers_map_to_typed_errors() -> None:
 async def test_a_long_burst_of_notifications_lets_other_tasks_run() -> None:
     # A transport hands over all that one network read brought without waiting: an updates()
     # consumer must get to run during such a burst, not only after it.
-    h = Harness()
+    h = ConnectionPair()
     for i in range(1000):
         await h.agent.send(_jsonrpc.notification_message("session/update", {"i": i}))
     seen: list[int] = []
@@ -88,7 +65,7 @@ async def test_a_long_burst_of_notifications_lets_other_tasks_run() -> None:
 
 
 async def test_notifications_arrive_in_order() -> None:
-    h = Harness()
+    h = ConnectionPair()
     for i in range(50):
         await h.agent.send(_jsonrpc.notification_message("session/update", {"i": i}))
     call = asyncio.ensure_future(h.conn.request("ping"))
@@ -98,12 +75,19 @@ async def test_notifications_arrive_in_order() -> None:
 
 
 async def test_bad_frames_are_reported_and_the_next_response_still_resolves() -> None:
-    h = Harness()
+    h = ConnectionPair()
     call = asyncio.ensure_future(h.conn.request("m"))
     request = await h.agent_receive()
     for frame in [
-        "garbage", "42", "[", '{"jsonrpc":"1.0","id":0,"result":{}}', '{"jsonrpc":"2.0","id":999,"result":{}}',
-        "[" * 5000 + "]" * 5000, '{"n":' + "1" * 5000 + "}", b"\xff\x00", '"str"',
+        "garbage",
+        "42",
+        "[",
+        '{"jsonrpc":"1.0","id":0,"result":{}}',
+        '{"jsonrpc":"2.0","id":999,"result":{}}',
+        "[" * 5000 + "]" * 5000,
+        '{"n":' + "1" * 5000 + "}",
+        b"\xff\x00",
+        '"str"',
     ]:
         h.agent.send_raw(frame)
     await h.agent.send(_jsonrpc.result_message(request["id"], {"ok": 1}))
@@ -114,14 +98,14 @@ async def test_bad_frames_are_reported_and_the_next_response_still_resolves() ->
 
 
 async def test_broken_request_gets_invalid_request_answer() -> None:
-    h = Harness()
+    h = ConnectionPair()
     h.agent.send_raw('{"jsonrpc":"2.0","id":true,"method":"x"}')
     reply = await h.agent_receive()
     assert reply["id"] is None and reply["error"]["code"] == -32600
 
 
 async def test_timeout_uses_the_clock_and_cancels_remotely() -> None:
-    h = Harness(request_timeout=30.0)
+    h = ConnectionPair(request_timeout=30.0)
     call = asyncio.ensure_future(h.conn.request("slow"))
     request = await h.agent_receive()
     await h.clock.advance(29.0)
@@ -138,7 +122,7 @@ async def test_timeout_uses_the_clock_and_cancels_remotely() -> None:
 
 
 async def test_caller_cancellation_sends_cancel_request() -> None:
-    h = Harness()
+    h = ConnectionPair()
     call = asyncio.ensure_future(h.conn.request("slow"))
     request = await h.agent_receive()
     call.cancel()
@@ -148,7 +132,7 @@ async def test_caller_cancellation_sends_cancel_request() -> None:
 
 
 async def test_transport_end_fails_every_pending_request_once() -> None:
-    h = Harness()
+    h = ConnectionPair()
     calls = [asyncio.ensure_future(h.conn.request(f"m{i}")) for i in range(5)]
     for _ in range(5):
         await h.agent_receive()
@@ -264,16 +248,20 @@ async def test_batches() -> None:
     client_side, agent = memory_pair()
     Connection(client_side, on_request=handler, on_notification=lambda m, p: notes.append(m)).start()
     # Mixed batch: one reply array with both answers plus an Invalid Request for the broken entry.
-    await agent.send([
-        _jsonrpc.request_message(1, "a"),
-        _jsonrpc.notification_message("n1"),
-        _jsonrpc.request_message(2, "b"),
-        {"jsonrpc": "2.0", "method": 5},
-    ])
+    await agent.send(
+        [
+            _jsonrpc.request_message(1, "a"),
+            _jsonrpc.notification_message("n1"),
+            _jsonrpc.request_message(2, "b"),
+            {"jsonrpc": "2.0", "method": 5},
+        ]
+    )
     reply = await agent.receive()
     assert isinstance(reply, list)
     assert sorted((r["id"] is None, r.get("result", {}).get("m")) for r in reply) == [
-        (False, "a"), (False, "b"), (True, None)
+        (False, "a"),
+        (False, "b"),
+        (True, None),
     ]
     assert notes == ["n1"]
     # Notification-only batch: no reply at all; empty batch: one Invalid Request object.
@@ -285,7 +273,7 @@ async def test_batches() -> None:
 
 
 async def test_batch_of_responses() -> None:
-    h = Harness()
+    h = ConnectionPair()
     a = asyncio.ensure_future(h.conn.request("a"))
     b = asyncio.ensure_future(h.conn.request("b"))
     ra, rb = await h.agent_receive(), await h.agent_receive()
@@ -294,7 +282,7 @@ async def test_batch_of_responses() -> None:
 
 
 async def test_on_answer_runs_before_later_messages() -> None:
-    h = Harness()
+    h = ConnectionPair()
     order: list[str] = []
     h.conn._on_notification = lambda m, p: order.append(m)
     call = asyncio.ensure_future(h.conn.request("session/load", on_answer=lambda: order.append("answer")))

@@ -10,30 +10,12 @@ import pytest
 
 from acp_client import _jsonrpc
 from acp_client._connection import Connection
-from acp_client.exceptions import AcpError, ConfigurationError, RequestTimeout, RpcError
-from acp_client.testing.clock import FakeClock
+from acp_client.exceptions import ConfigurationError, RequestTimeout, RpcError
 from acp_client.transports.memory import MemoryTransport, memory_pair
+from tests._harness import ConnectionPair
 
 _MIB = 1024 * 1024
 _DEFAULT_CAP = 64  # the documented default of max_incoming_requests
-
-
-class Harness:
-    def __init__(self, on_request: Any = None, **kwargs: Any) -> None:
-        self.clock = FakeClock()
-        self.client_side, self.agent = memory_pair()
-        self.errors: list[AcpError] = []
-        self.conn = Connection(
-            self.client_side,
-            on_request=on_request,
-            on_protocol_error=self.errors.append,
-            clock=self.clock,
-            **kwargs,
-        )
-        self.conn.start()
-
-    async def agent_receive(self) -> Any:
-        return await asyncio.wait_for(self.agent.receive(), 5)
 
 
 def _permission_request(request_id: int) -> dict[str, Any]:
@@ -53,7 +35,7 @@ async def test_a_flood_of_requests_is_capped_and_the_clients_own_requests_still_
         started += 1
         return await never
 
-    h = Harness(never_answers)
+    h = ConnectionPair(never_answers)
     flood = 5000
 
     async def run() -> None:
@@ -133,7 +115,7 @@ async def test_the_cap_is_configurable_and_frees_up_as_handlers_finish() -> None
         await gate.wait()
         return {"ok": True}
 
-    h = Harness(waits, max_incoming_requests=2)
+    h = ConnectionPair(waits, max_incoming_requests=2)
     for i in range(3):
         await h.agent.send(_permission_request(i))
     refused = await h.agent_receive()
@@ -152,7 +134,7 @@ async def test_reused_ids_cannot_get_around_the_cap() -> None:
     async def never_answers(method: str, params: Any) -> Any:
         return await never
 
-    h = Harness(never_answers, max_incoming_requests=3)
+    h = ConnectionPair(never_answers, max_incoming_requests=3)
     for _ in range(5):
         await h.agent.send(_permission_request(7))  # the same id over and over
     replies = [await h.agent_receive(), await h.agent_receive()]
@@ -167,7 +149,7 @@ async def test_batches_count_against_the_cap() -> None:
         await gate.wait()
         return {"ok": True}
 
-    h = Harness(waits, max_incoming_requests=2)
+    h = ConnectionPair(waits, max_incoming_requests=2)
     await h.agent.send([_permission_request(i) for i in range(4)])
     await asyncio.sleep(0)
     gate.set()
@@ -187,7 +169,7 @@ def test_the_cap_must_be_a_positive_integer(bad: Any) -> None:
 
 
 async def test_a_huge_method_name_gets_a_small_method_not_found() -> None:
-    h = Harness()  # no handler: every request is method-not-found
+    h = ConnectionPair()  # no handler: every request is method-not-found
     method = "x" * (4 * _MIB)
     await h.agent.send(_jsonrpc.request_message(1, method, {}))
     reply = await h.agent_receive()
@@ -210,7 +192,7 @@ async def test_the_client_router_does_not_echo_a_huge_method_either() -> None:
     from acp_client.handlers import ClientHandlers, RequestRouter
 
     router = RequestRouter(ClientHandlers(), session_roots=lambda _s: [Path("/")], protocol_version=lambda: 1)
-    h = Harness(router)
+    h = ConnectionPair(router)
     await h.agent.send(_jsonrpc.request_message(1, "fs/" + "y" * (4 * _MIB), {}))
     reply = await h.agent_receive()
     assert reply["error"]["code"] == -32601
@@ -222,7 +204,7 @@ async def test_an_app_error_echoing_a_huge_input_is_cut() -> None:
     async def echoes(method: str, params: Any) -> Any:
         raise RpcError(f"bad input: {params['blob']}", code=-32602)
 
-    h = Harness(echoes)
+    h = ConnectionPair(echoes)
     await h.agent.send(_jsonrpc.request_message(1, "_x/echo", {"blob": "z" * _MIB}))
     reply = await h.agent_receive()
     assert reply["error"]["code"] == -32602
@@ -234,7 +216,7 @@ async def test_an_app_error_echoing_a_huge_input_is_cut() -> None:
 
 
 async def test_a_late_answer_after_a_timeout_is_not_a_protocol_error(caplog: pytest.LogCaptureFixture) -> None:
-    h = Harness(request_timeout=5)
+    h = ConnectionPair(request_timeout=5)
     call = asyncio.ensure_future(h.conn.request("session/status", {"sessionId": "s"}))
     request = await h.agent_receive()
     await h.clock.advance(6)
@@ -253,7 +235,7 @@ async def test_a_late_answer_after_a_timeout_is_not_a_protocol_error(caplog: pyt
 
 
 async def test_a_late_answer_after_cancellation_is_not_a_protocol_error(caplog: pytest.LogCaptureFixture) -> None:
-    h = Harness()
+    h = ConnectionPair()
     call = asyncio.ensure_future(h.conn.request("session/list"))
     request = await h.agent_receive()
     call.cancel()
@@ -271,7 +253,7 @@ async def test_a_late_answer_after_cancellation_is_not_a_protocol_error(caplog: 
 
 
 async def test_an_answer_to_an_id_never_sent_is_still_reported() -> None:
-    h = Harness()
+    h = ConnectionPair()
     await h.agent.send(_jsonrpc.result_message(999, {}))
     follow = asyncio.ensure_future(h.conn.request("ping"))
     await h.agent.send(_jsonrpc.result_message((await h.agent_receive())["id"], {}))
@@ -281,7 +263,7 @@ async def test_an_answer_to_an_id_never_sent_is_still_reported() -> None:
 
 
 async def test_a_second_late_answer_to_the_same_id_is_reported() -> None:
-    h = Harness(request_timeout=1)
+    h = ConnectionPair(request_timeout=1)
     call = asyncio.ensure_future(h.conn.request("session/status"))
     request = await h.agent_receive()
     await h.clock.advance(2)
@@ -297,7 +279,7 @@ async def test_a_second_late_answer_to_the_same_id_is_reported() -> None:
 
 
 async def test_abandoned_ids_are_remembered_within_a_bound() -> None:
-    h = Harness(request_timeout=1)
+    h = ConnectionPair(request_timeout=1)
     calls = [asyncio.ensure_future(h.conn.request("m")) for _ in range(1100)]
     await asyncio.sleep(0)
     await h.clock.advance(2)

@@ -12,7 +12,9 @@ import pytest
 from acp_client import Callbacks, ConnectionState, State, UpdateEvent
 from acp_client._delivery import Dispatcher, Feed, call_app
 from acp_client._jsonrpc import Message
+from acp_client.testing import inside
 from tests._harness import Harness
+from tests._support import eventually
 
 
 async def drop_and_recover(h: Harness) -> None:
@@ -85,15 +87,12 @@ async def test_the_dispatcher_runs_sync_inline_and_awaits_async_in_order(
         deliver(slow, "b")
         deliver(seen.append, "inline")
         assert seen == ["inline"]
-        for _ in range(100):
-            if len(seen) == 3:
-                break
-            await asyncio.sleep(0.005)
+        await eventually(lambda: len(seen) == 3, what=lambda: f"three deliveries, saw {seen}")
     assert seen == ["inline", "a", "b"]  # "a" first although it sleeps longer
     assert [r.exc_info[1].args for r in caplog.records if r.exc_info] == [("sync",), ("async",)]
     await dispatcher.aclose()
-    deliver(slow, "late")  # after close: dropped, never run
-    await asyncio.sleep(0.02)
+    deliver(slow, "late")  # after close: dropped, never run (nothing was scheduled: the loop has nothing to run)
+    assert not [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
     assert "late" not in seen
 
 
@@ -223,6 +222,6 @@ async def test_session_updates_iterates_until_the_session_is_gone() -> None:
         await h.clock.run(handle.prompt("hello"))
         await h.clock.settle()
         assert [e.update for e in seen] == [e.update for e in h.updates] and seen
-        h.client._table.untrack(created.session_id)  # the iterator ends, and unsubscribes
+        inside(h.client).table.untrack(created.session_id)  # the iterator ends, and unsubscribes
         await asyncio.wait_for(consumer, 5)
-        assert h.client._table.get(created.session_id) is None and not handle._tracked.subscribers
+        assert inside(h.client).table.get(created.session_id) is None and not handle._tracked.subscribers

@@ -30,7 +30,7 @@ from acp_client import (
     StoredSession,
     endpoint_key,
 )
-from acp_client.testing import FakeClock, ReferenceAgent
+from acp_client.testing import FakeClock, ReferenceAgent, inside
 from acp_client.types import SessionStatus
 
 from ._harness import FAST_RETRY, HarnessConnector
@@ -64,7 +64,7 @@ class Side:
         )
 
     async def flush(self) -> None:
-        persistence = self.client._engine.persistence
+        persistence = inside(self.client).engine.persistence
         assert persistence is not None
         await persistence.bridge.flush()
 
@@ -163,7 +163,7 @@ async def test_restart_replays_and_eviction_renames(world: World) -> None:
 
     by_previous = {outcome.previous_session_id: outcome for outcome in side.outcomes}
     assert by_previous[kept].path is RecoveryPath.REPLAY and by_previous[kept].probe is Probe.INACTIVE
-    assert by_previous[lost].path is RecoveryPath.NEW_SESSION and by_previous[lost].probe is Probe.NOT_FOUND
+    assert by_previous[lost].path is RecoveryPath.NEW_SESSION and by_previous[lost].probe is Probe.UNKNOWN
     new_id = by_previous[lost].session_id
     assert new_id is not None and new_id != lost
     assert side.client.session(kept).transcript.text() == "user: hello 0\nagent: echo: hello 0"
@@ -206,7 +206,8 @@ async def test_mode_and_config_are_kept(world: World) -> None:
     handle = await side.client.new_session("/work/modes")
     await handle.set_mode("architect")
     # What set_config_option() does once the agent said yes (the setter itself lands separately).
-    side.client._engine.store_config_changed(handle.session_id, "effort", "high")
+    engine = inside(side.client).engine
+    engine.emit("config_changed", engine.table.require(handle.session_id), "effort", "high")
     await side.close()
     record = world.stored()[handle.session_id]
     assert record.mode_id == "architect" and record.config_options == {"effort": "high"}
@@ -307,5 +308,5 @@ async def test_writes_after_the_bridge_closed_are_skipped_quietly(world: World) 
     persistence.touched(tracked)  # nothing raises: the client is closed, there is nothing to write to
     persistence.turn_ended(tracked)
     persistence.changed(tracked, mode_id="m")
-    persistence.forget(tracked)
+    persistence.forgotten(tracked)
     assert [record.session_id for record in world.store.load(KEY)] == ["s1"]

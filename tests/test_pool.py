@@ -20,7 +20,7 @@ from acp_client.pool import (
     FewestSessions,
     InstanceAnswer,
     Location,
-    Presence,
+    Probe,
     RoundRobin,
     RouteKind,
     locate,
@@ -28,29 +28,12 @@ from acp_client.pool import (
     placement_policy,
 )
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer, SessionStore
-
-
-class Farm:
-    """Reference agents over memory connectors; ``a`` and ``b`` share one store, ``c`` has its own."""
-
-    def __init__(self, clock: FakeClock | None = None) -> None:
-        shared = SessionStore()
-        self.agents = {
-            "a": ReferenceAgent(name="agent-a", store=shared, clock=clock),
-            "b": ReferenceAgent(name="agent-b", store=shared, clock=clock),
-            "c": ReferenceAgent(name="agent-c", clock=clock),
-        }
-        self.connectors = {name: MemoryConnector(agent, name=name) for name, agent in self.agents.items()}
-        self.endpoints = [Endpoint(f"memory://{name}", name, connector) for name, connector in self.connectors.items()]
-
-    async def aclose(self) -> None:
-        for connector in self.connectors.values():
-            await connector.aclose()
+from tests._farm import Farm
 
 
 @pytest_asyncio.fixture
 async def farm() -> AsyncIterator[Farm]:
-    farm = Farm()
+    farm = Farm(shared=("a", "b"))
     yield farm
     await farm.aclose()
 
@@ -74,8 +57,8 @@ async def test_locate_reports_every_instance_answer(farm: Farm) -> None:
         location = await locate(session_id, [*farm.endpoints, extra], timeout=5)
     finally:
         await client.aclose()
-    presences = {answer.endpoint.name: answer.presence for answer in location.answers}
-    assert presences == {"a": Presence.ACTIVE, "b": Presence.INACTIVE, "c": Presence.UNREACHABLE, "d": Presence.UNKNOWN}
+    presences = {answer.endpoint.name: answer.probe for answer in location.answers}
+    assert presences == {"a": Probe.ACTIVE, "b": Probe.INACTIVE, "c": Probe.UNREACHABLE, "d": Probe.UNKNOWN}
     assert [answer.endpoint.name for answer in location.answers] == ["a", "b", "c", "d"]  # the order given
     assert location.active == (farm.endpoints[0],) and location.inactive == (farm.endpoints[1],)
     assert location.unknown == (extra,) and location.unreachable == (farm.endpoints[2],)
@@ -109,14 +92,14 @@ async def test_locate_v2_carries_the_foreground_state(farm: Farm) -> None:
     finally:
         await client.aclose()
     answer = location.answer("a")
-    assert answer.presence is Presence.ACTIVE
+    assert answer.probe is Probe.ACTIVE
     assert answer.state is not None and answer.state.state == "idle"
 
 
 async def test_an_instance_without_session_status_is_unreachable(farm: Farm) -> None:
     farm.agents["c"].advertise_status = False
     location = await locate("sess_nope", farm.endpoints)
-    assert [a.presence for a in location.answers] == [Presence.UNKNOWN, Presence.UNKNOWN, Presence.UNREACHABLE]
+    assert [a.probe for a in location.answers] == [Probe.UNKNOWN, Probe.UNKNOWN, Probe.UNREACHABLE]
     assert isinstance(location.answer("c").error, CapabilityNotSupported)
     route = location.route()
     assert route.kind is RouteKind.NEW_SESSION and route.endpoint is None
@@ -125,7 +108,7 @@ async def test_an_instance_without_session_status_is_unreachable(farm: Farm) -> 
 
 async def test_each_instance_has_its_own_timeout_on_the_injected_clock() -> None:
     clock = FakeClock()
-    farm = Farm(clock)
+    farm = Farm(clock, shared=("a", "b"))
     try:
         client, session_id = await new_session_on(farm.connectors["a"])
         await client.aclose()
@@ -134,10 +117,10 @@ async def test_each_instance_has_its_own_timeout_on_the_injected_clock() -> None
     finally:
         await farm.aclose()
     stalled = location.answer("b")
-    assert stalled.presence is Presence.UNREACHABLE and isinstance(stalled.error, RequestTimeout)
+    assert stalled.probe is Probe.UNREACHABLE and isinstance(stalled.error, RequestTimeout)
     assert stalled.elapsed == pytest.approx(3.0)
-    assert location.answer("a").presence is Presence.ACTIVE and location.answer("a").elapsed < 3.0
-    assert location.answer("c").presence is Presence.UNKNOWN
+    assert location.answer("a").probe is Probe.ACTIVE and location.answer("a").elapsed < 3.0
+    assert location.answer("c").probe is Probe.UNKNOWN
     assert location.elapsed == pytest.approx(3.0)  # concurrent: the slowest instance, not the sum
 
 
@@ -153,7 +136,7 @@ async def test_locate_is_concurrent() -> None:
 
     endpoints = [Endpoint(f"memory://{i}", connector=Slow(agent, name=str(i))) for i, agent in enumerate(agents)]
     location = await clock.run(locate("sess_x", endpoints, clock=clock))
-    assert all(answer.presence is Presence.UNKNOWN for answer in location.answers)
+    assert all(answer.probe is Probe.UNKNOWN for answer in location.answers)
     assert location.elapsed == pytest.approx(1.0)
 
 
@@ -172,7 +155,7 @@ async def test_locate_many_asks_every_session_over_one_link_per_instance(farm: F
         "b": 1,
         "c": 1,
     }
-    presences = {sid: [a.presence.value for a in location.answers] for sid, location in located.items()}
+    presences = {sid: [a.probe.value for a in location.answers] for sid, location in located.items()}
     assert presences == {
         on_a: ["active", "inactive", "unknown"],
         on_c: ["unknown", "unknown", "active"],
@@ -202,7 +185,7 @@ async def test_a_slow_close_keeps_the_answer() -> None:
             return transport
 
     location = await clock.run(locate("sess_x", [SlowClose(agent, name="slow")], timeout=3.0, clock=clock))
-    assert location.answers[0].presence is Presence.UNKNOWN and location.answers[0].elapsed < 1.0
+    assert location.answers[0].probe is Probe.UNKNOWN and location.answers[0].elapsed < 1.0
     assert location.elapsed == pytest.approx(3.0)
 
 
@@ -226,7 +209,7 @@ async def test_locate_checks_its_arguments(farm: Farm) -> None:
     with pytest.raises(ConfigurationError, match="protocol_version"):
         await locate("s", farm.endpoints, protocol_version=7)
     location = await locate("s", ["gopher://nowhere"])
-    assert location.answers[0].presence is Presence.UNREACHABLE
+    assert location.answers[0].probe is Probe.UNREACHABLE
     assert isinstance(location.answers[0].error, ConfigurationError)
 
 
@@ -242,10 +225,10 @@ async def test_locate_over_the_network(scheme: str, tmp_path: Path) -> None:
         async with AcpClient(urls[0], retry=None) as client:
             handle = await client.new_session(str(tmp_path))
             location = await locate(handle.session_id, urls, timeout=10)
-            assert [answer.presence for answer in location.answers] == [
-                Presence.ACTIVE,
-                Presence.INACTIVE,
-                Presence.UNKNOWN,
+            assert [answer.probe for answer in location.answers] == [
+                Probe.ACTIVE,
+                Probe.INACTIVE,
+                Probe.UNKNOWN,
             ]
             assert [answer.agent.name for answer in location.answers if answer.agent] == [
                 "agent-a",
@@ -321,7 +304,7 @@ def test_pool_with_an_app_function_and_a_wrong_answer() -> None:
         EndpointPool([])
 
 
-def _location(session_id: str, pool: EndpointPool, *presences: Presence) -> Location:
+def _location(session_id: str, pool: EndpointPool, *presences: Probe) -> Location:
     answers = tuple(
         InstanceAnswer(endpoint, presence, elapsed=float(index))
         for index, (endpoint, presence) in enumerate(zip(pool.endpoints, presences, strict=True))
@@ -333,7 +316,7 @@ def test_pool_route_uses_the_home_and_places_new_sessions() -> None:
     pool = EndpointPool(["ws://a/acp", "ws://b/acp", "ws://c/acp"])
     a, b, c = pool.endpoints
     pool.bind("s", c)
-    N, U, X, A = Presence.INACTIVE, Presence.UNKNOWN, Presence.UNREACHABLE, Presence.ACTIVE
+    N, U, X, A = Probe.INACTIVE, Probe.UNKNOWN, Probe.UNREACHABLE, Probe.ACTIVE
     assert pool.route(_location("s", pool, N, N, N)).endpoint == c  # home is back
     assert pool.route(_location("s", pool, N, N, X)).endpoint == a  # home gone: first inactive
     assert pool.route(_location("s", pool, N, A, N)).endpoint == b  # active beats home

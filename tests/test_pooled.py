@@ -6,115 +6,21 @@ test copies a session's record into the stores of the instances that should know
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryContext, RecoveryOutcome, RecoveryPath, State
-from acp_client._jsonrpc import Message
+from acp_client import AcpClient, Callbacks, RecoveryOutcome, RecoveryPath, State
 from acp_client.exceptions import ConnectError
-from acp_client.pool import Endpoint, Presence
-from acp_client.state import LEGAL_TRANSITIONS
-from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
-from acp_client.transports.base import Transport
+from acp_client.pool import Endpoint, Probe
+from acp_client.testing import FakeClock
+from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, pooled
 from tests._harness import FAST_RETRY
-
-NAMES = ("a", "b", "c")
-ATTACH = ("session/load", "session/resume")
-
-
-class Watched(MemoryConnector):
-    """Records what the client sends on every link, and checks the pool's rule at each attach:
-    ``session/load`` / ``session/resume`` never go to an instance while another reachable one has
-    the session in memory."""
-
-    def __init__(self, agent: ReferenceAgent, name: str, farm: Farm) -> None:
-        super().__init__(agent, name=name)
-        self.farm = farm
-        self.sent: list[dict[str, Any]] = []
-        self.flaky = False  # every link drops when session/status is sent on it
-
-    async def connect(self) -> Transport:
-        transport = await super().connect()
-        send = transport.send
-
-        async def watched(message: Message) -> None:
-            if isinstance(message, dict) and "method" in message:
-                if self.flaky and message["method"] == "session/status":
-                    self.drop()
-                    return
-                self.sent.append(message)
-                if message["method"] in ATTACH:
-                    self.farm.check_attach(self._name, message["params"]["sessionId"])
-            await send(message)
-
-        transport.send = watched  # type: ignore[method-assign]
-        return transport
-
-
-class Farm:
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.agents = {name: ReferenceAgent(name=f"agent-{name}", store=SessionStore(), clock=clock) for name in NAMES}
-        self.connectors = {name: Watched(agent, name, self) for name, agent in self.agents.items()}
-        self.endpoints = [Endpoint(f"memory://{n}", n, connector=self.connectors[n]) for n in NAMES]
-        self.violations: list[str] = []
-        self.attaches: list[tuple[str, str]] = []
-        self.watching = True
-
-    def check_attach(self, name: str, session_id: str) -> None:
-        if not self.watching:  # the test's own setup (another client)
-            return
-        self.attaches.append((name, session_id))
-        for other, agent in self.agents.items():
-            reachable = not self.connectors[other]._refusing
-            snapshot = agent.sessions.get(session_id)
-            if other != name and reachable and snapshot is not None and snapshot.in_memory:
-                self.violations.append(f"attach {session_id} on {name} while in memory on {other}")
-
-    def share(self, session_id: str, *names: str) -> None:
-        record = next(a.store.load(session_id) for a in self.agents.values() if a.store.load(session_id))
-        for name in names:
-            self.agents[name].store.save(record)
-
-    def attaches_of(self, session_id: str) -> list[str]:
-        return [name for name, sid in self.attaches if sid == session_id]
-
-    async def aclose(self) -> None:
-        for connector in self.connectors.values():
-            await connector.aclose()
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.outcomes: list[RecoveryOutcome] = []
-        self.contexts: list[RecoveryContext] = []
-        self.states: list[ConnectionState] = []
-
-    def check_states(self) -> None:
-        """The aggregate state only ever moves along legal transitions, never repeating."""
-        for old, new in itertools.pairwise(self.states):
-            assert new.state in LEGAL_TRANSITIONS[old.state] and new != old, (old, new)
-
-    def callbacks(self) -> Callbacks:
-        def decide(context: RecoveryContext) -> None:
-            self.contexts.append(context)
-
-        record = self.outcomes.append
-        return Callbacks(
-            on_state_change=self.states.append,
-            on_resume=record,
-            on_replay=record,
-            on_new_session=record,
-            on_recovery_failed=record,
-            decide_recovery=decide,
-        )
+from tests._support import eventually
 
 
 @pytest_asyncio.fixture
@@ -122,20 +28,6 @@ async def farm() -> AsyncIterator[Farm]:
     farm = Farm(FakeClock())
     yield farm
     await farm.aclose()
-
-
-def pooled(farm: Farm, recorder: Recorder, **options: Any) -> AcpClient:
-    options.setdefault("failover_delay", 5.0)
-    return AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
-
-
-async def until(farm: Farm, condition: Any, limit: float = 120.0) -> None:
-    clock = farm.clock
-    end = clock.monotonic() + limit
-    await clock.settle()
-    while not condition():
-        assert clock.monotonic() < end, "condition not reached"
-        await clock.advance(0.5)
 
 
 # -- placement and homes --------------------------------------------------------------------------------
@@ -200,7 +92,7 @@ async def test_a_drop_reconnects_home_and_resumes_there(farm: Farm) -> None:
         handle = await client.new_session("/tmp")
         await client.new_session("/tmp")  # on b: its link is not touched
         farm.connectors["a"].drop()
-        await until(farm, lambda: recorder.outcomes)
+        await eventually(lambda: recorder.outcomes, 120.0, clock=farm.clock)
         [outcome] = recorder.outcomes
         assert (outcome.path, outcome.endpoint) == (RecoveryPath.RESUME, "a")
         assert recorder.contexts[0].endpoint == "a"
@@ -222,7 +114,7 @@ async def test_home_unreachable_past_the_failover_delay_moves_the_session(farm: 
         farm.connectors["a"].drop()
         await farm.clock.advance(4.0)
         assert recorder.outcomes == [] and handle.endpoint == "a"  # not before the delay
-        await until(farm, lambda: recorder.outcomes)
+        await eventually(lambda: recorder.outcomes, 120.0, clock=farm.clock)
         [outcome] = recorder.outcomes
         assert (outcome.path, outcome.endpoint, outcome.session_id) == (RecoveryPath.REPLAY, "b", old)
         assert any("moved from a" in note for note in outcome.notes)
@@ -251,10 +143,10 @@ async def test_a_copy_left_behind_is_closed_before_the_session_is_resumed_again(
         farm.share(old, "b")
         farm.connectors["a"].refuse()
         farm.connectors["a"].drop()
-        await until(farm, lambda: handle.endpoint == "b")
+        await eventually(lambda: handle.endpoint == "b", 120.0, clock=farm.clock)
         farm.connectors["a"].accept()  # a answers now; the client's link to a waits out its backoff
         farm.connectors["b"].drop()
-        await until(farm, lambda: len(recorder.outcomes) == 2)
+        await eventually(lambda: len(recorder.outcomes) == 2, 120.0, clock=farm.clock)
         paths = [(o.path, o.endpoint) for o in recorder.outcomes]
         assert paths == [(RecoveryPath.REPLAY, "b"), (RecoveryPath.RESUME, "b")]
         assert farm.violations == []  # a's copy was closed before the resume at b
@@ -289,7 +181,7 @@ async def test_unknown_at_home_asks_every_instance(farm: Farm) -> None:
         farm.share(old, "c")
         farm.agents["a"].evict(old)
         farm.connectors["a"].drop()
-        await until(farm, lambda: recorder.outcomes)
+        await eventually(lambda: recorder.outcomes, 120.0, clock=farm.clock)
         [outcome] = recorder.outcomes
         assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "c")
         assert farm.attaches_of(old) == ["c"]
@@ -301,7 +193,7 @@ async def test_client_locate_reports_every_instance(farm: Farm) -> None:
         farm.connectors["c"].refuse()
         farm.share(handle.session_id, "b")
         location = await client.locate(handle.session_id)
-    assert [a.presence for a in location.answers] == [Presence.ACTIVE, Presence.INACTIVE, Presence.UNREACHABLE]
+    assert [a.probe for a in location.answers] == [Probe.ACTIVE, Probe.INACTIVE, Probe.UNREACHABLE]
 
 
 # -- every combination of answers ---------------------------------------------------------------------
@@ -368,7 +260,7 @@ async def test_every_combination_across_three_instances(home: str, b: str, c: st
                 assert recorder.outcomes == [] and farm.attaches == []
                 assert handle.endpoint == "a" and client.state.state is not State.CONNECTED
                 return
-            await until(farm, lambda: recorder.outcomes)
+            await eventually(lambda: recorder.outcomes, 120.0, clock=farm.clock)
             [outcome] = recorder.outcomes
             path, where = want
             assert outcome.path.value == path and outcome.endpoint in where, (outcome, farm.attaches)
@@ -385,41 +277,6 @@ async def test_every_combination_across_three_instances(home: str, b: str, c: st
 
 
 # -- the property ---------------------------------------------------------------------------------------
-
-FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])
-
-
-async def apply_fault(farm: Farm, client: AcpClient | None, handles: Sequence[Any], fault: str, name: str) -> None:
-    """One step of a property's script on instance ``name`` (``client``: None while no client runs)."""
-    connector, agent = farm.connectors[name], farm.agents[name]
-    if fault == "drop":
-        connector.drop()
-    elif fault == "refuse":
-        connector.refuse()
-        connector.drop()
-    elif fault == "accept":
-        connector.accept()
-    elif fault == "restart":
-        agent.restart()
-    elif fault == "evict":
-        for handle in handles:
-            agent.evict(handle.session_id)
-    elif fault == "share":
-        for handle in handles:
-            if any(a.store.load(handle.session_id) for a in farm.agents.values()):
-                farm.share(handle.session_id, name)
-    elif fault == "prompt" and client is not None:
-        live = [h for h in handles if not h.abandoned and h.endpoint == name]
-        if live and client.state.state is State.CONNECTED:
-            with contextlib.suppress(Exception):  # a fault may cut the turn: the rule is what counts
-                await farm.clock.run(live[0].prompt("hi"), limit=5.0)
-
-
-def check_one_copy_each(farm: Farm, session_ids: Iterable[str]) -> None:
-    """No session is in memory on two instances (copies left behind were closed once reachable)."""
-    for session_id in session_ids:
-        holders = [n for n, a in farm.agents.items() if (s := a.sessions.get(session_id)) and s.in_memory]
-        assert len(holders) <= 1, (session_id, holders)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -482,11 +339,11 @@ async def test_a_recovery_callback_may_prompt_at_home_and_after_a_move(farm: Far
         handle = await client.new_session("/tmp")
         await client.new_session("/tmp")  # on b
         farm.connectors["a"].drop()  # back at home: resume, the callback prompts over the recovering link
-        await until(farm, lambda: len(results) == 1)
+        await eventually(lambda: len(results) == 1, 120.0, clock=farm.clock)
         farm.share(handle.session_id, "c")
         farm.connectors["a"].refuse()
         farm.connectors["a"].drop()  # a stays away: the session moves to c (replay), the callback prompts there
-        await until(farm, lambda: len(results) == 2)
+        await eventually(lambda: len(results) == 2, 120.0, clock=farm.clock)
     assert results == [("a", "end_turn"), ("c", "end_turn")]
 
 
@@ -497,7 +354,7 @@ async def test_a_home_that_drops_again_while_recovering_still_fails_over(farm: F
         farm.share(handle.session_id, "b")
         farm.connectors["a"].flaky = True  # a reconnects, then drops at every probe
         farm.connectors["a"].drop()
-        await until(farm, lambda: recorder.outcomes, limit=60.0)
+        await eventually(lambda: recorder.outcomes, 60.0, clock=farm.clock)
         [outcome] = recorder.outcomes
         assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "b")
         assert farm.connectors["a"].connects > 2  # it did come back, more than once

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from acp_client import AcpClient, ConfigurationError, RecoveryPath, SqliteSessionStore, State
 from acp_client.store import pool_key
-from acp_client.testing import FakeClock
+from acp_client.testing import FakeClock, inside
+from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each
 from tests._harness import FAST_RETRY
-from tests.test_pooled import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, until
+from tests._support import eventually
 
 KEY = "pool:three-agents"
 
@@ -61,7 +62,7 @@ async def first_process(farm: Farm, store: SqliteSessionStore) -> list[str]:
         assert [h.endpoint for h in handles] == ["a", "b", "c"]
         for handle in handles:
             await handle.prompt("hello")
-        persistence = first._engine.persistence
+        persistence = inside(first).engine.persistence
         assert persistence is not None
         await persistence.bridge.flush()
         return [h.session_id for h in handles]
@@ -92,7 +93,7 @@ async def test_the_next_process_finds_each_session_and_recovers_it_where_it_is(
             handle = second.session(session_id)
             assert handle.endpoint == next(o.endpoint for o in recorder.outcomes if o.session_id == session_id)
             assert (await handle.prompt("again")).stop_reason == "end_turn"
-        persistence = second._engine.persistence
+        persistence = inside(second).engine.persistence
         assert persistence is not None
         await persistence.bridge.flush()
     stored = {record.session_id for record in store.load(KEY)}
@@ -110,7 +111,7 @@ async def test_a_session_an_unreachable_instance_may_hold_waits_for_it(farm: Far
         assert {o.previous_session_id for o in recorder.outcomes} == {on_a, on_c}
         assert second.session(on_b).endpoint is None  # not replaced while b may have it
         farm.connectors["b"].accept()
-        await until(farm, lambda: len(recorder.outcomes) == 3)
+        await eventually(lambda: len(recorder.outcomes) == 3, 120.0, clock=farm.clock)
         outcome = recorder.outcomes[-1]
         assert (outcome.path, outcome.endpoint, outcome.session_id) == (RecoveryPath.RESUME, "b", on_b)
         assert (await second.session(on_b).prompt("back")).stop_reason == "end_turn"
@@ -124,7 +125,7 @@ async def test_past_the_failover_delay_it_is_replaced(farm: Farm, store: SqliteS
     async with client(farm, recorder, store) as second:
         await farm.clock.advance(4.0)
         assert len(recorder.outcomes) == 2
-        await until(farm, lambda: len(recorder.outcomes) == 3)
+        await eventually(lambda: len(recorder.outcomes) == 3, 120.0, clock=farm.clock)
         outcome = recorder.outcomes[-1]
         assert (outcome.path, outcome.previous_session_id) == (RecoveryPath.NEW_SESSION, on_b)
         assert outcome.endpoint in ("a", "c") and outcome.session_id != on_b

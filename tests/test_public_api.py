@@ -29,6 +29,8 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "AcpClient",
         "SessionNotTracked",
         "Timeouts",
+        "USE_CLIENT_DEFAULT",
+        "UseClientDefault",
         "QueueOptions",
         "Callbacks",
         "AcpError",
@@ -89,6 +91,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionStoreCorrupt",
         "SessionStoreError",
         "SessionStoreForeign",
+        "SessionStoreReadOnly",
         "SessionStoreTooNew",
         "SqliteSessionStore",
         "StoredSession",
@@ -185,10 +188,10 @@ def test_public_types_live_in_public_modules() -> None:
 def test_the_version_is_read_from_one_place() -> None:
     from importlib import metadata
 
-    from acp_client import _assembly, pool
+    from acp_client import _options, pool
 
     assert acp_client.__version__ == metadata.version("acp-reconnect")
-    assert _assembly.CLIENT_INFO.version == acp_client.__version__
+    assert _options.CLIENT_INFO.version == acp_client.__version__
     assert pool._PROBE_CLIENT_INFO.version == acp_client.__version__
 
 
@@ -196,6 +199,32 @@ def test_the_v2_default_client_info_uses_the_same_version() -> None:
     from acp_client._codec import _shapes
 
     assert _shapes.DEFAULT_CLIENT_INFO.version == acp_client.__version__
+
+
+def test_a_single_endpoint_client_never_imports_pool_code() -> None:
+    """Issue 16: the common case pays nothing for the special one. A client of one endpoint
+    connects, opens a session, locates it and closes without ``acp_client.pool`` ever loading;
+    a client of several loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from acp_client import AcpClient\n"
+        "from acp_client.testing import MemoryConnector, ReferenceAgent\n"
+        "async def main():\n"
+        "    async with AcpClient(MemoryConnector(ReferenceAgent())) as client:\n"
+        "        session = await client.new_session('/tmp')\n"
+        "        await client.locate(session.session_id)\n"
+        "    assert not [m for m in sys.modules if m.startswith('acp_client.pool')], 'pool code imported'\n"
+        "    from acp_client.location import Endpoint\n"
+        "    agents = [Endpoint(n, connector=MemoryConnector(ReferenceAgent())) for n in ('a', 'b')]\n"
+        "    async with AcpClient(agents) as client:\n"
+        "        await client.new_session('/tmp')\n"
+        "    assert 'acp_client.pool._links' in sys.modules\n"
+        "asyncio.run(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_importing_the_package_loads_no_transport_library() -> None:

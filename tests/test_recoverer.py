@@ -76,7 +76,7 @@ async def test_new_session_path(version: int) -> None:
         await h.clock.run(handle.prompt("hello"))
         h.agent.evict(session.session_id)
         outcome = await h.drop_and_recover()
-        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.probe is Probe.NOT_FOUND
+        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.probe is Probe.UNKNOWN
         assert not outcome.continuity
         assert outcome.previous_session_id == session.session_id != outcome.session_id
         assert handle.session_id == outcome.session_id

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from acp_client import AcpClient, ConfigurationError, ConnectionLost, QueueOptions
-from acp_client.testing import MemoryConnector, ReferenceAgent
+from acp_client.testing import MemoryConnector, ReferenceAgent, inside
 
 from ._harness import Harness
 
@@ -78,9 +78,9 @@ def test_replays_on_resume_is_validated() -> None:
 
 async def test_max_incoming_requests_reaches_every_connection() -> None:
     async with Harness(client_kwargs={"max_incoming_requests": 3}) as h:
-        conn = h.client._supervisor.connection
+        conn = inside(h.client).supervisor.connection
         assert conn is not None and conn._cap._limit == 3
         h.connector.drop()
         await h.until_connected()
-        conn = h.client._supervisor.connection
+        conn = inside(h.client).supervisor.connection
         assert conn is not None and conn._cap._limit == 3

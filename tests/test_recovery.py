@@ -34,18 +34,18 @@ V1 = {
     (Probe.INACTIVE, False, True): (RecoveryPath.REPLAY, (L, N)),
     (Probe.INACTIVE, True, False): (RecoveryPath.REPLAY, (R, N)),  # degrade: replay -> resume w/o history
     (Probe.INACTIVE, False, False): (RecoveryPath.REPLAY, (N,)),
-    (Probe.NOT_FOUND, True, True): (RecoveryPath.NEW_SESSION, (N,)),
-    (Probe.NOT_FOUND, True, False): (RecoveryPath.NEW_SESSION, (N,)),
-    (Probe.NOT_FOUND, False, True): (RecoveryPath.NEW_SESSION, (N,)),
-    (Probe.NOT_FOUND, False, False): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.UNKNOWN, True, True): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.UNKNOWN, True, False): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.UNKNOWN, False, True): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.UNKNOWN, False, False): (RecoveryPath.NEW_SESSION, (N,)),
 }
 V2 = {
     (Probe.ACTIVE, True): (RecoveryPath.RESUME, (R, N)),
     (Probe.ACTIVE, False): (RecoveryPath.RESUME, (N,)),
     (Probe.INACTIVE, True): (RecoveryPath.REPLAY, (RR, R, N)),  # replay refused -> resume w/o history
     (Probe.INACTIVE, False): (RecoveryPath.REPLAY, (N,)),
-    (Probe.NOT_FOUND, True): (RecoveryPath.NEW_SESSION, (N,)),
-    (Probe.NOT_FOUND, False): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.UNKNOWN, True): (RecoveryPath.NEW_SESSION, (N,)),
+    (Probe.UNKNOWN, False): (RecoveryPath.NEW_SESSION, (N,)),
 }
 # Without a usable probe: resume if advertised, else load (v1), else new.
 FALLBACK_V1 = {
@@ -63,7 +63,7 @@ BOOLS = (False, True)
 def expected(
     probe: Probe, status: bool, resume: bool, load: bool, version: int
 ) -> tuple[RecoveryPath, tuple[Step, ...]]:
-    if probe in (Probe.NOT_PROBED, Probe.FAILED):
+    if probe in (Probe.NOT_PROBED, Probe.UNREACHABLE):
         return FALLBACK_V1[(resume, load)] if version == 1 else FALLBACK_V2[resume]
     return V1[(probe, resume, load)] if version == 1 else V2[(probe, resume)]
 
@@ -103,7 +103,7 @@ def test_decision_table(probe: Probe, status: bool, resume: bool, load: bool, ve
     assert (load and version == 1) or Step.LOAD not in decision.steps
     # Any degradation or fallback is explained.
     first = decision.steps[0]
-    if path_of(first, version) is not decision.path or probe in (Probe.NOT_PROBED, Probe.FAILED):
+    if path_of(first, version) is not decision.path or probe in (Probe.NOT_PROBED, Probe.UNREACHABLE):
         assert decision.notes
 
 
@@ -177,7 +177,7 @@ def test_hop_notes_name_the_step_the_reason_and_what_follows() -> None:
     assert hop_note(Step.NEW, StepFailure.REFUSED, "boom", None).endswith("nothing left to try")
 
 
-@pytest.mark.parametrize("probe", [Probe.ACTIVE, Probe.INACTIVE, Probe.NOT_PROBED, Probe.FAILED])
+@pytest.mark.parametrize("probe", [Probe.ACTIVE, Probe.INACTIVE, Probe.NOT_PROBED, Probe.UNREACHABLE])
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_cut_off_replay_is_replayed_again(probe: Probe, version: int) -> None:
     """Issue 12: a drop during session/load left the history incomplete; the agent already holds the
@@ -188,6 +188,6 @@ def test_a_cut_off_replay_is_replayed_again(probe: Probe, version: int) -> None:
     assert decision.steps[0] is (Step.LOAD if version == 1 else Step.RESUME_REPLAY)
     assert "cut off" in decision.notes[0]
     # -32002 still means a new session; without any way to replay, the usual table applies.
-    assert decide(Probe.NOT_FOUND, caps, version, replay_cut_off=True).path is RecoveryPath.NEW_SESSION
+    assert decide(Probe.UNKNOWN, caps, version, replay_cut_off=True).path is RecoveryPath.NEW_SESSION
     bare = Capabilities(status=True)
     assert decide(Probe.ACTIVE, bare, version, replay_cut_off=True) == decide(Probe.ACTIVE, bare, version)

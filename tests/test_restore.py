@@ -3,62 +3,14 @@ session (issue 8 item 3)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from acp_client import CapabilityNotSupported, RecoveryPath
-from acp_client._jsonrpc import Message
+from acp_client.testing import inside
 
-from ._harness import Harness
-
-OFFER: dict[str, Any] = {
-    "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]},
-    "models": {
-        "currentModelId": "m1",
-        "availableModels": [{"modelId": "m1", "name": "M1"}, {"modelId": "m2", "name": "M2"}],
-    },
-    "configOptions": [
-        {
-            "id": "effort",
-            "name": "Effort",
-            "type": "select",
-            "currentValue": "low",
-            "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
-        }
-    ],
-}
-SETTERS = ("session/set_mode", "session/set_model", "session/set_config_option")
-
-
-class SettingsAgent:
-    """Makes the reference agent offer modes / models / config options and accept the setters."""
-
-    def __init__(self, h: Harness) -> None:
-        self.offer = dict(OFFER)
-        self.methods: dict[Any, str] = {}
-        self.swallow: str | None = None
-        self.swallowed = asyncio.Event()
-        h.connector.on_send, h.connector.rewrite = self._sent, self._received
-
-    def _sent(self, message: Message) -> None:
-        if isinstance(message, dict) and "method" in message and "id" in message:
-            self.methods[message["id"]] = message["method"]
-
-    def _received(self, message: Message) -> Message | None:
-        if not isinstance(message, dict) or "method" in message:
-            return message
-        method = self.methods.get(message.get("id"))
-        if method == self.swallow:
-            self.swallowed.set()
-            return None
-        if method in SETTERS:
-            result = {"configOptions": OFFER["configOptions"]} if method.endswith("config_option") else {}
-            return {"jsonrpc": "2.0", "id": message["id"], "result": result}
-        if method in ("session/new", "session/load", "session/resume") and "result" in message:
-            return {**message, "result": {**message["result"], **self.offer}}
-        return message
+from ._harness import OFFER, SETTERS, Harness, SettingsAgent
 
 
 def setters_sent(h: Harness, after: int = 0) -> list[tuple[str, Any]]:
@@ -149,7 +101,7 @@ async def test_a_drop_while_restoring_keeps_the_outcome_and_restores_next_time()
         assert resume.path is RecoveryPath.RESUME
         assert "restored mode 'code', model 'm2', config option 'effort' = 'high'" in resume.notes
         assert setters_sent(h, before) == [*RESTORED[:2], *RESTORED]
-        assert not h.client._table.require(session.session_id).settings.pending
+        assert not inside(h.client).table.require(session.session_id).settings.pending
 
 
 async def test_set_model_and_config_need_a_session_that_offers_them() -> None:

@@ -164,20 +164,88 @@ async def test_retry_after_is_honoured_in_the_loop() -> None:
     assert seen == [0.0, 12.0]
 
 
-async def test_carried_backoff_continues() -> None:
+async def test_carried_backoff_continues_but_the_numbering_starts_at_1() -> None:
     clock = FakeClock()
     seen: list[tuple[int, float]] = []
+    numbers: list[int] = []
 
     async def attempt(a: Attempt) -> str:
+        numbers.append(a.number)
+        if a.number < 3:
+            raise ConnectError("refused")
         return "ok"
 
     await clock.run(
         reconnect_attempts(
             RetryPolicy(initial_delay=1.0, jitter=False), clock=clock, sleep=clock.sleep, started_at=0.0,
-            carried_attempts=3, on_wait=lambda n, d, e: seen.append((n, d)), attempt_fn=attempt,
+            backoff_from=3, on_wait=lambda n, d, e: seen.append((n, d)), attempt_fn=attempt,
         )
     )
-    assert seen == [(4, 4.0)]
+    assert seen == [(1, 4.0), (2, 8.0), (3, 16.0)]  # the backoff of attempts 4, 5, 6
+    assert numbers == [1, 2, 3]
+
+
+async def test_max_attempts_counts_the_attempts_of_this_outage_only() -> None:
+    clock = FakeClock()
+    numbers: list[int] = []
+
+    async def attempt(a: Attempt) -> None:
+        numbers.append(a.number)
+        raise ConnectError("refused")
+
+    with pytest.raises(ConnectError):
+        await clock.run(
+            reconnect_attempts(
+                RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=3), clock=clock, sleep=clock.sleep,
+                started_at=0.0, backoff_from=5, attempt_fn=attempt,
+            )
+        )
+    assert numbers == [1, 2, 3]
+
+
+async def test_an_outage_that_goes_on_continues_its_numbering_and_its_budget() -> None:
+    # A link that dropped again during its recovery: the same outage, attempts 3, 4, ... and the
+    # max_attempts budget is what is left of it.
+    clock = FakeClock()
+    seen: list[tuple[int, float]] = []
+    numbers: list[int] = []
+
+    async def attempt(a: Attempt) -> None:
+        numbers.append(a.number)
+        raise ConnectError("refused")
+
+    with pytest.raises(ConnectError):
+        await clock.run(
+            reconnect_attempts(
+                RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=4), clock=clock, sleep=clock.sleep,
+                started_at=0.0, attempts_before=2, on_wait=lambda n, d, e: seen.append((n, d)), attempt_fn=attempt,
+            )
+        )
+    assert numbers == [3, 4]
+    assert seen == [(3, 2.0), (4, 4.0)]
+
+
+@pytest.mark.parametrize("jitter", [False, True])
+async def test_the_loop_waits_what_the_policy_says(jitter: bool) -> None:
+    policy = RetryPolicy(initial_delay=0.5, max_delay=6.0, multiplier=3.0, jitter=jitter, first_attempt_delay=0.25)
+    clock = FakeClock()
+    waits: list[float] = []
+
+    async def attempt(a: Attempt) -> str:
+        if a.number < 7:
+            raise ConnectError("refused")
+        return "up"
+
+    await clock.run(
+        reconnect_attempts(
+            policy, clock=clock, sleep=clock.sleep, started_at=0.0, rng=random.Random(3),
+            on_wait=lambda n, d, e: waits.append(d), attempt_fn=attempt,
+        )
+    )
+    rng = random.Random(3)
+    assert waits == [policy.delay(1)] + [policy.delay(n, rng=rng) for n in range(2, 8)]
+    if not jitter:
+        assert waits == [0.25, 0.5, 1.5, 4.5, 6.0, 6.0, 6.0]
 
 
 async def test_cancellation_is_never_retried() -> None:

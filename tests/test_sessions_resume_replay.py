@@ -15,16 +15,9 @@ from ._harness import Harness
 
 
 async def _replaying_resume(self: Any, params: dict[str, Any], request_id: Any) -> dict[str, Any]:
-    """A ``session/resume`` that replays the whole history first, as some real agents do."""
+    """A ``session/resume`` that replays the whole history first (as load does), as some real agents do."""
     live = self._load_for_attach(params)
-    for entry in list(live.history):
-        role = "user" if entry.role == "user" else "agent"
-        if self.protocol_version == 2:
-            update = {"sessionUpdate": f"{role}_message", "messageId": entry.message_id, "content": list(entry.content)}
-            await self._update(live, update, request_id)
-        else:
-            for block in entry.content:
-                await self._update(live, {"sessionUpdate": f"{role}_message_chunk", "content": block}, request_id)
+    await self._replay(live, request_id)
     live.attached.add(self)
     return {"sessionId": live.session_id}
 

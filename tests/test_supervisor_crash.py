@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from acp_client import ClientClosed, ConnectionLost, State
+from acp_client.testing import inside
 from tests._harness import Harness
 
 
@@ -24,11 +25,11 @@ async def test_a_crashed_recovery_task_fails_the_client_and_its_queued_requests(
         async def crash(*args: Any) -> None:
             raise Boom("bug in recovery")
 
-        h.client._supervisor._recover = crash  # the reconnect task will die of it
+        inside(h.client).supervisor._recover = crash  # the reconnect task will die of it
         h.connector.refuse(1)
         h.connector.drop()
         await h.clock.settle()
-        queued = asyncio.ensure_future(session.status())  # waits for the reconnect
+        queued = asyncio.ensure_future(session.session_status())  # waits for the reconnect
         await h.clock.settle()
         with pytest.raises(ClientClosed) as caught:
             await h.clock.run(queued, limit=60)
@@ -45,7 +46,7 @@ async def test_a_crashed_task_fails_pending_requests_and_turns_with_that_cause(v
         turn = asyncio.ensure_future(session.prompt("/slow"))  # v1: a pending request; v2: a running turn
         await h.clock.advance(1.0)
         assert session.turn_running
-        h.client._supervisor._crashed(Boom("bug in a supervisor task"))  # as the task's done-callback does
+        inside(h.client).supervisor._crashed(Boom("bug in a supervisor task"))  # as the task's done-callback does
         with pytest.raises((ConnectionLost, ClientClosed)) as caught:
             await h.clock.run(turn, limit=60)
         error = caught.value
@@ -61,7 +62,7 @@ async def test_the_done_callback_notices_a_task_that_died() -> None:
         async def die() -> None:
             raise Boom("unexpected")
 
-        h.client._supervisor._spawn(die())
+        inside(h.client).supervisor._spawn(die())
         await h.clock.settle()
         assert h.client.state.state is State.FAILED
-        assert isinstance(h.client._supervisor.failure, Boom)
+        assert isinstance(inside(h.client).supervisor.failure, Boom)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.test_supervisor_machine import SupervisorMachine
+from tests._machine import SupervisorMachine
 
 SOAK_SECONDS = float(os.environ.get("ACP_SOAK_SECONDS", "5"))
 

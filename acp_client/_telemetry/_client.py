@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from opentelemetry import metrics, trace
 
+from .._observe import LinkObserver
 from .._version import __version__
 from ..state import RecoveryOutcome
 from ..telemetry import Telemetry
@@ -55,11 +56,14 @@ class ClientTelemetry:
         """Outcomes reported outside a link's recovery round (a pool's failover): spans of their own."""
         record_outcomes(self.tracer, self.instruments, outcomes, None)
 
-    def turn_interrupted(self) -> None:
+    def turn_interrupted(self, session_id: str, link: LinkObserver | None) -> None:
+        """A drop cut a prompt off: counted, and an event of the link's outage (the single link's)."""
         try:
             self.instruments.interrupted.add(1)
         except Exception:
             logger.debug("telemetry: could not count an interrupted prompt", exc_info=True)
+        if link is not None:
+            link.interrupted(session_id)
 
     def close(self) -> None:
         self.instruments.retire(self.source)

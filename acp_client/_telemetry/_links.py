@@ -164,6 +164,13 @@ class LinkTelemetry:
         with trace.use_span(episode, record_exception=False, set_status_on_exception=False):
             yield
 
+    def interrupted(self, session_id: str) -> None:
+        """A drop of this link cut a prompt of ``session_id`` off (the outage has begun, or begins now)."""
+        try:
+            self._begin(cause=None, dropped=True).add_event(n.PROMPT_INTERRUPTED_EVENT, {n.SESSION_ID: session_id})
+        except Exception:
+            logger.debug("telemetry: could not record an interrupted prompt", exc_info=True)
+
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
         """The outcomes of one recovery round (children of the episode)."""
         self._sessions += len(outcomes)

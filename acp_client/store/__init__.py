@@ -4,8 +4,12 @@ A store keeps, per agent endpoint, what a client needs to track its sessions aga
 restart (cwd, MCP servers, the options the app set, timestamps, last known status, a bounded
 transcript tail). :class:`SessionStore` is the seam (synchronous: the client calls it from a
 worker thread); :class:`SqliteSessionStore` is the built-in implementation on the standard
-library's ``sqlite3``. Nothing is written to disk unless the app opens a store.
+library's ``sqlite3``. Nothing is written to disk unless the app opens a store, and ``sqlite3`` is
+only imported once :class:`SqliteSessionStore` is first used.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
@@ -16,7 +20,24 @@ from .base import (
     pool_key,
     transcript_tail,
 )
-from .sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore
+
+if TYPE_CHECKING:
+    from .sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore
+
+_LAZY: Final = frozenset({"APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".sqlite", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "APPLICATION_ID",

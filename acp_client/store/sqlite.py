@@ -51,6 +51,7 @@ from ..exceptions import (
     SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreForeign,
+    SessionStoreReadOnly,
     SessionStoreTooNew,
 )
 from .base import DEFAULT_TRANSCRIPT_TAIL_BYTES, StoredSession, as_utc, bound_transcript_tail
@@ -181,8 +182,9 @@ class SqliteSessionStore:
     """A :class:`~acp_client.store.base.SessionStore` in one SQLite file (see the module docstring).
 
     Args:
-        path: The database file (``~`` is expanded); created (with its parent directories,
-            mode ``0600``) when missing. ``":memory:"`` keeps everything in this process, for tests.
+        path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
+            directory that must exist (it is not created: a mistyped path is an error, not a new
+            empty store). ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
         max_transcript_bytes: The bound of each session's transcript tail (compact JSON
             bytes); older entries are dropped on :meth:`save_transcript`. ``0`` stores none.
@@ -194,7 +196,9 @@ class SqliteSessionStore:
         SessionStoreTooNew: The file's schema is newer than this acp_client can use.
         SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file
             was being initialized or migrated.
-        SessionStoreError: The file cannot be opened or created (permissions, a directory...).
+        SessionStoreReadOnly: The file, or its directory, cannot be written by this process.
+        SessionStoreError: The file cannot be opened or created (its directory does not exist,
+            permissions, a directory...).
         ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
     """
 
@@ -244,14 +248,37 @@ class SqliteSessionStore:
                     raise SessionStoreCorrupt(
                         f"session store {self._path} is not an SQLite database (left untouched)", path=self._path
                     )
+                self._check_writable(path)
                 return
             if not create:
                 raise SessionStoreError(f"session store {self._path} does not exist", path=self._path)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            directory = path.parent
+            if not directory.is_dir():
+                # Not created for the app: a mistyped directory would silently start an empty store.
+                raise SessionStoreError(
+                    f"cannot create session store {self._path}: the directory {directory} does not exist "
+                    "(create it first)",
+                    path=self._path,
+                )
+            self._check_writable(path)
             with contextlib.suppress(FileExistsError):  # another process created it meanwhile
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except OSError as exc:
             raise SessionStoreError(f"cannot open session store {self._path}: {exc}", path=self._path) from exc
+
+    def _check_writable(self, path: Path) -> None:
+        """Refuse a store this process cannot write now, rather than failing every save later."""
+        if path.exists() and not os.access(path, os.W_OK):
+            raise SessionStoreReadOnly(
+                f"session store {self._path} is read-only (it must be writable)", path=self._path
+            )
+        directory = path.parent
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise SessionStoreReadOnly(
+                f"session store {self._path}: its directory {directory} is not writable "
+                "(SQLite keeps the store's -wal and -shm files next to it)",
+                path=str(directory),
+            )
 
     def _open(self, conn: sqlite3.Connection) -> int:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""

@@ -17,10 +17,18 @@ from queue import Queue
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from .._connection import DEFAULT_MAX_INCOMING_REQUESTS, DEFAULT_TIMEOUT, _Default
+from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock, move_on_after
-from ..config import Callbacks, QueueOptions, Timeouts, check_instance, check_seconds
+from ..config import (
+    USE_CLIENT_DEFAULT,
+    Callbacks,
+    QueueOptions,
+    Timeouts,
+    UseClientDefault,
+    check_instance,
+    check_seconds,
+)
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
 from ..pool import Endpoint, PlacementFunction
@@ -64,7 +72,7 @@ logger = logging.getLogger("acp_client.sync")
 
 T = TypeVar("T")
 
-Timeout = float | None | _Default
+Timeout = float | None | UseClientDefault
 
 #: How long a timed-out prompt waits for its ``session/cancel`` to be sent.
 _CANCEL_SEND_TIMEOUT = 1.0
@@ -223,7 +231,7 @@ class SyncAcpClient(ClientExtras):
     ) -> None:
         self.close()
 
-    def connect(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def connect(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Start the loop thread, connect and initialize. A second call waits for the first.
 
         Raises:
@@ -257,7 +265,7 @@ class SyncAcpClient(ClientExtras):
                 self._phase = _Phase.RUNNING
         self._connected.set()
 
-    def close(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def close(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Close the client, stop the loop and join its thread (idempotent, any thread but the
         loop's). Pending calls fail (``ConnectionLost`` / ``ClientClosed``); pending permission
         requests are withdrawn. Callbacks already submitted to the default executor run first.
@@ -340,7 +348,7 @@ class SyncAcpClient(ClientExtras):
         self._require_running(coro)
         return self._loop_thread.submit(coro, timeout=timeout, method="submit")
 
-    def run(self, coro: Awaitable[T], *, timeout: Timeout = DEFAULT_TIMEOUT) -> T:
+    def run(self, coro: Awaitable[T], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> T:
         """Run any coroutine on the client's loop and block until it ends.
 
         Raises:
@@ -351,7 +359,7 @@ class SyncAcpClient(ClientExtras):
         return self._run("run", coro, timeout)
 
     def _timeout(self, timeout: Timeout) -> float | None:
-        return self.default_timeout if isinstance(timeout, _Default) else timeout
+        return self.default_timeout if isinstance(timeout, UseClientDefault) else timeout
 
     def _check_thread(self, method: str) -> None:
         if self._loop_thread.in_loop_thread():
@@ -391,7 +399,7 @@ class SyncAcpClient(ClientExtras):
         *,
         mcp_servers: Sequence[McpServer] = (),
         additional_directories: Sequence[str | Path] = (),
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> SyncSessionHandle:
         """``session/new``; returns the live handle (see :meth:`AcpClient.new_session`)."""
         coro = self._client.new_session(cwd, mcp_servers=mcp_servers, additional_directories=additional_directories)
@@ -403,7 +411,7 @@ class SyncAcpClient(ClientExtras):
         cwd: str | Path,
         *,
         mcp_servers: Sequence[McpServer] = (),
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> SyncSessionHandle:
         """``session/load`` (v1; see :meth:`AcpClient.load_session`)."""
         coro = self._client.load_session(session_id, cwd, mcp_servers=mcp_servers)
@@ -416,23 +424,23 @@ class SyncAcpClient(ClientExtras):
         *,
         mcp_servers: Sequence[McpServer] = (),
         replay: bool = False,
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> SyncSessionHandle:
         """``session/resume`` (see :meth:`AcpClient.resume_session`)."""
         coro = self._client.resume_session(session_id, cwd, mcp_servers=mcp_servers, replay=replay)
         return SyncSessionHandle(self, self._run("session/resume", coro, timeout))
 
     def list_sessions(
-        self, *, cwd: str | Path | None = None, cursor: str | None = None, timeout: Timeout = DEFAULT_TIMEOUT
+        self, *, cwd: str | Path | None = None, cursor: str | None = None, timeout: Timeout = USE_CLIENT_DEFAULT
     ) -> SessionPage:
         """``session/list``: one page (see :meth:`AcpClient.list_sessions`)."""
         return self._run("session/list", self._client.list_sessions(cwd=cwd, cursor=cursor), timeout)
 
-    def session_status(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Session:
+    def session_status(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Session:
         """``session/status`` (see :meth:`AcpClient.session_status`)."""
         return self._run("session/status", self._client.session_status(session_id), timeout)
 
-    def close_session(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def close_session(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/close`` (see :meth:`AcpClient.close_session`)."""
         self._run("session/close", self._client.close_session(session_id), timeout)
 
@@ -442,7 +450,7 @@ class SyncAcpClient(ClientExtras):
         Raises:
             SessionNotTracked: The client does not track this session.
         """
-        handle = self._run("session", self._get_handle(session_id), DEFAULT_TIMEOUT)
+        handle = self._run("session", self._get_handle(session_id), USE_CLIENT_DEFAULT)
         return SyncSessionHandle(self, handle)
 
     async def _get_handle(self, session_id: str) -> SessionHandle:
@@ -465,7 +473,7 @@ class SyncAcpClient(ClientExtras):
                 ``session/cancel`` sent.
             TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
         """
-        limit = None if isinstance(timeout, _Default) else timeout
+        limit = None if isinstance(timeout, UseClientDefault) else timeout
         return self._run("session/prompt", self._prompt(session_id, prompt, limit), limit, bounded=True)
 
     def prompt_async(
@@ -505,11 +513,11 @@ class SyncAcpClient(ClientExtras):
         if not task.cancelled() and task.exception() is not None:
             logger.info("session/cancel after a prompt timeout failed: %s", task.exception())
 
-    def cancel(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def cancel(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
         self._run("session/cancel", self._client.cancel(session_id), timeout)
 
-    def wait_for_state(self, *states: State, timeout: Timeout = DEFAULT_TIMEOUT) -> ConnectionState:
+    def wait_for_state(self, *states: State, timeout: Timeout = USE_CLIENT_DEFAULT) -> ConnectionState:
         """Block until the connection state is one of ``states`` (returns it at once if it is).
 
         Raises:

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._assembly import next_cursor
-from .._connection import DEFAULT_TIMEOUT, _Default
+from .._options import next_cursor
 from ..client import AcpClient
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import RequestTimeout
 from ..pool import Endpoint, Location
 from ..state import ConnectionState, RecoveryOutcome
@@ -27,7 +27,7 @@ __all__ = ["ClientExtras"]
 
 T = TypeVar("T")
 
-Timeout = float | None | _Default
+Timeout = float | None | UseClientDefault
 
 
 class ClientExtras:
@@ -80,25 +80,25 @@ class ClientExtras:
         cwd: str | Path,
         *,
         mcp_servers: Sequence[McpServer] = (),
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> SyncSessionHandle:
         """``session/fork`` (see :meth:`AcpClient.fork_session`)."""
         coro = self._client.fork_session(session_id, cwd, mcp_servers=mcp_servers)
         owner: Any = self  # a SyncAcpClient
         return SyncSessionHandle(owner, self._run("session/fork", coro, timeout))
 
-    def forget_session(self, session_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def forget_session(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Stop tracking a session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
         self._run("forget_session", self._forget(session_id), timeout)
 
     async def _forget(self, session_id: str) -> None:
         self._client.forget_session(session_id)
 
-    def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
         self._run("session/set_mode", self._client.set_mode(session_id, mode_id), timeout)
 
-    def set_model(self, session_id: str, model_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def set_model(self, session_id: str, model_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_model`` (see :meth:`AcpClient.set_model`)."""
         self._run("session/set_model", self._client.set_model(session_id, model_id), timeout)
 
@@ -109,14 +109,16 @@ class ClientExtras:
         value: Any,
         *,
         type: str | None = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> tuple[SessionConfigOption, ...]:
         """``session/set_config_option``; every option with its new value (see
         :meth:`AcpClient.set_config_option`)."""
         coro = self._client.set_config_option(session_id, config_id, value, type=type)
         return self._run("session/set_config_option", coro, timeout)
 
-    def iter_sessions(self, *, cwd: str | Path | None = None, timeout: Timeout = DEFAULT_TIMEOUT) -> Iterator[Session]:
+    def iter_sessions(
+        self, *, cwd: str | Path | None = None, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> Iterator[Session]:
         """Every session ``session/list`` reports, following cursors, one page per blocking call
         (``timeout`` applies to each; see :meth:`AcpClient.iter_sessions`)."""
         cursor: str | None = None
@@ -131,7 +133,7 @@ class ClientExtras:
     def sessions(self) -> list[SyncSessionHandle]:
         """Handles on every session the client tracks (read on the loop thread)."""
         owner: Any = self  # a SyncAcpClient
-        handles = self._run("sessions", self._read(lambda: self._client.sessions), DEFAULT_TIMEOUT)
+        handles = self._run("sessions", self._read(lambda: self._client.sessions), USE_CLIENT_DEFAULT)
         return [SyncSessionHandle(owner, handle) for handle in handles]
 
     @property
@@ -139,7 +141,7 @@ class ClientExtras:
         """The key this client files its sessions under in its ``session_store`` (any thread)."""
         return self._client.session_store_key
 
-    def stored_sessions(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> list[StoredSession]:
+    def stored_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
         """This client's records in its store, most recently used first (read on the loop thread;
         no I/O)."""
         return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
@@ -150,7 +152,7 @@ class ClientExtras:
         return self._client.endpoints
 
     def locate(
-        self, session_id: str, *, probe_timeout: float | None = None, timeout: Timeout = DEFAULT_TIMEOUT
+        self, session_id: str, *, probe_timeout: Timeout = USE_CLIENT_DEFAULT, timeout: Timeout = USE_CLIENT_DEFAULT
     ) -> Location:
         """Every instance's ``session/status`` answer for ``session_id`` (see
         :meth:`AcpClient.locate`; ``probe_timeout`` is its per-instance ``timeout``)."""
@@ -160,16 +162,16 @@ class ClientExtras:
     async def _read(read: Callable[[], T]) -> T:
         return read()
 
-    def request(self, method: str, params: Any = None, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Any:
+    def request(self, method: str, params: Any = None, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Any:
         """Send any request (e.g. an ``_``-prefixed extension) and return its raw result; the
         client's request timeout applies as well (see :meth:`AcpClient.request`)."""
         return self._run(method, self._client.request(method, params), timeout)
 
-    def notify(self, method: str, params: Any = None, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def notify(self, method: str, params: Any = None, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Send any notification (see :meth:`AcpClient.notify`)."""
         self._run(method, self._client.notify(method, params), timeout)
 
-    def state_changes(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Iterator[ConnectionState]:
+    def state_changes(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Iterator[ConnectionState]:
         """Iterate over the state changes from now on, blocking for each; ends after ``closed``
         or ``failed`` (like :meth:`AcpClient.state_changes`). Stop early with ``break``.
 

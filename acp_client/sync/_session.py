@@ -7,8 +7,8 @@ import copy
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol, TypeVar
 
-from .._connection import DEFAULT_TIMEOUT, _Default
 from ..client import SessionHandle
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..state import PromptResult
 from ..transcript import Transcript
 from ..types import ContentBlock, Session, SessionConfigOption
@@ -17,7 +17,7 @@ __all__ = ["SyncSessionHandle"]
 
 T = TypeVar("T")
 
-Timeout = float | None | _Default
+Timeout = float | None | UseClientDefault
 
 
 class _Owner(Protocol):
@@ -32,6 +32,8 @@ class _Owner(Protocol):
     def prompt_async(
         self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = ...
     ) -> concurrent.futures.Future[PromptResult]: ...
+
+    def forget_session(self, session_id: str, *, timeout: Timeout = ...) -> None: ...
 
 
 class SyncSessionHandle:
@@ -82,7 +84,7 @@ class SyncSessionHandle:
             LoopThreadError: Read on the loop thread (use :attr:`SessionHandle.transcript` there).
             ClientClosed: The client is not connected, or is closed.
         """
-        return self._owner._run("transcript", self._snapshot(), DEFAULT_TIMEOUT)
+        return self._owner._run("transcript", self._snapshot(), USE_CLIENT_DEFAULT)
 
     async def _snapshot(self) -> Transcript:
         return copy.deepcopy(self._handle.transcript)
@@ -98,28 +100,32 @@ class SyncSessionHandle:
         """Start a turn without blocking (see :meth:`SyncAcpClient.prompt_async`)."""
         return self._owner.prompt_async(self.session_id, prompt, timeout=timeout)
 
-    def cancel(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def cancel(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Ask the agent to end the running turn."""
         self._owner._run("session/cancel", self._handle.cancel(), timeout)
 
-    def status(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> Session:
+    def session_status(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Session:
         """Probe ``session/status``."""
-        return self._owner._run("session/status", self._handle.status(), timeout)
+        return self._owner._run("session/status", self._handle.session_status(), timeout)
 
-    def close(self, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
-        """Close the session on the agent and stop tracking it."""
-        self._owner._run("session/close", self._handle.close(), timeout)
+    def close_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/close``: end the session on the agent and stop tracking it."""
+        self._owner._run("session/close", self._handle.close_session(), timeout)
 
-    def set_mode(self, mode_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def forget_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Stop tracking the session; nothing is sent."""
+        self._owner.forget_session(self._handle.session_id, timeout=timeout)
+
+    def set_mode(self, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_mode``."""
         self._owner._run("session/set_mode", self._handle.set_mode(mode_id), timeout)
 
-    def set_model(self, model_id: str, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    def set_model(self, model_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_model``."""
         self._owner._run("session/set_model", self._handle.set_model(model_id), timeout)
 
     def set_config_option(
-        self, config_id: str, value: Any, *, type: str | None = None, timeout: Timeout = DEFAULT_TIMEOUT
+        self, config_id: str, value: Any, *, type: str | None = None, timeout: Timeout = USE_CLIENT_DEFAULT
     ) -> tuple[SessionConfigOption, ...]:
         """``session/set_config_option``; every option with its new value."""
         coro = self._handle.set_config_option(config_id, value, type=type)

@@ -17,9 +17,12 @@
 * :class:`RecordingConnector` — wraps any connector and records every link the client opens and
   every message it sends (and receives) on each, optionally rewriting what the agent sends.
 * :class:`FakeClock` — drives the retry policy, timeouts and the supervisor without real sleeps.
+* :func:`inside` — the parts of a client (its links, session table, engine), for tests that must
+  see what the public API does not show.
 """
 
 from .clock import FakeClock
+from .inside import Inside, inside
 from .memory import MemoryConnector
 from .proxy import FaultProxy
 from .recording import RecordingConnector, RecordingTransport
@@ -38,6 +41,7 @@ __all__ = [
     "FakeClock",
     "FaultProxy",
     "HistoryEntry",
+    "Inside",
     "MemoryConnector",
     "RecordingConnector",
     "RecordingTransport",
@@ -47,5 +51,6 @@ __all__ = [
     "SessionSnapshot",
     "SessionStore",
     "StoredSession",
+    "inside",
     "serve_stdio",
 ]

@@ -6,7 +6,6 @@ Pure helpers; the transports call them at their boundary.
 from __future__ import annotations
 
 import datetime
-import email.utils
 import ssl
 import time
 from collections.abc import Collection, Iterable, Mapping
@@ -154,6 +153,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     else:
         return seconds if 0 <= seconds < float("inf") else None
     try:
+        import email.utils  # only for a Retry-After date: most answers never carry one
+
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None

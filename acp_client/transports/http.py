@@ -142,8 +142,10 @@ _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 #: TCP connections a link keeps for its POSTs (and DELETEs), beside those its SSE streams hold over
-#: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share.
-_POST_CONNECTIONS: Final = 16
+#: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share; more
+#: wait for one. Few on purpose: httpcore (1.0.x) checks every idle connection of the pool (two system
+#: calls each) whenever a request starts or ends, so each one kept costs every request CPU.
+_POST_CONNECTIONS: Final = 8
 _MAX_RETRY_DELAY: Final = 5.0
 
 

@@ -65,7 +65,7 @@ def test_throughput_prints_updates_per_second_for_every_client_on_both_transport
             assert re.fullmatch(NUMBER + "x", row[5]), row  # vs official
             assert re.fullmatch(NUMBER + "x", row[6]), row  # vs raw
             assert re.fullmatch(r"(yes|NO) \(>= .*\)", row[7]), row
-    assert "targets (issue 7)" in output
+    assert "targets (issue 22)" in output
     assert "telemetry (issue 19)" in output
     costs = r"(WebSocket|HTTP) +(msgspec|none) +(off|API, no SDK|SDK, in-memory)  "
     cost = [line.split() for line in output.splitlines() if re.match(costs, line)]
@@ -79,13 +79,25 @@ def test_throughput_without_the_speed_extra_hides_msgspec_from_the_sdk() -> None
     assert extras == {"none"}, output
 
 
+def test_throughput_cold_mode_gives_every_client_a_fresh_agent_and_connection() -> None:
+    output = run("throughput.py", "--speed", "with", "--mode", "cold")
+    assert "cold: each prompt a fresh client's first" in output, output
+    table = rows(output, ("WebSocket", "HTTP"))
+    clients = {(row[0], row[2]) for row in table}
+    for transport, raw in (("WebSocket", "raw websockets+json"), ("HTTP", "raw httpx+SSE+json")):
+        for client in ("acp_client on_update", "acp_client updates()", "official SDK 0.12.1", raw):
+            assert (transport, client) in clients, output
+    for row in table:
+        assert re.fullmatch(NUMBER, row[3]), row
+
+
 def test_import_time_compares_acp_client_with_the_official_sdk() -> None:
     output = run("import_time.py")
     table = rows(output, ("acp_client", "acp_client (no msgspec)", "acp (official SDK 0.12.1)"))
     assert [row[0] for row in table] == ["acp_client", "acp_client (no msgspec)", "acp (official SDK 0.12.1)"], output
     for row in table:
         assert re.fullmatch(NUMBER, row[1]), row  # ms
-    assert "target (issue 7)" in output
+    assert "target (issue 22)" in output
 
 
 @pytest.mark.parametrize("transport", ["websocket", "http"])
@@ -129,7 +141,9 @@ def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> 
             assert re.fullmatch(NUMBER, cell), row
         assert re.fullmatch(NUMBER + "x", ratio), row
         assert verdict in ("yes", "NO"), row
-    assert "target (issue 11)" in output
+        per_probe, cpu_verdict = row[9:11]
+        assert re.fullmatch(NUMBER, per_probe) and cpu_verdict in ("yes", "NO"), row
+    assert "targets (issue 22)" in output
 
 
 def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports() -> None:

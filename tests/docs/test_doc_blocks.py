@@ -15,7 +15,9 @@ block is gone):
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import builtins
 import contextlib
 import importlib
 import inspect
@@ -98,6 +100,61 @@ def test_every_block_has_a_check() -> None:
     assert not stale, f"checks whose block is gone: {stale}"
 
 
+def _public_names() -> set[str]:
+    """Every name the package's public modules export (what a block must import to use)."""
+    names: set[str] = set()
+    for module_name in (
+        "acp_client",
+        "acp_client.sync",
+        "acp_client.types",
+        "acp_client.testing",
+        "acp_client.store",
+        "acp_client.transports",
+        "acp_client.config",
+        "acp_client.state",
+        "acp_client.handlers",
+    ):
+        module = importlib.import_module(module_name)
+        names.update(getattr(module, "__all__", ()))
+    return names
+
+
+def free_names(source: str) -> set[str]:
+    """The names a block reads but never binds (imports, assignments, definitions, parameters),
+    builtins excepted: what it assumes from around it."""
+    tree = ast.parse(source)
+    bound: set[str] = set(dir(builtins))
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return read - bound
+
+
+def test_every_python_block_imports_what_it_uses() -> None:
+    """A block that uses one of our names, or a standard-library module, imports it: a reader
+    copies the block, not the test's namespace (docs/reconnect-flows.md used ``Callbacks``
+    without importing it, and the test that ran it supplied the name)."""
+    ours = _public_names()
+    stdlib = set(sys.stdlib_module_names)
+    missing = []
+    for block in all_blocks():
+        if block.lang != "python":
+            continue
+        unimported = sorted(name for name in free_names(block.body) if name in ours or name in stdlib)
+        if unimported:
+            missing.append(f"{block.path}:{block.line} uses {', '.join(unimported)} without importing it")
+    assert not missing, "\n".join(missing)
+
+
 # -- how blocks are run -----------------------------------------------------------------------------------
 
 
@@ -164,6 +221,21 @@ def _reference_agent_parser(argv: list[str]) -> Any:
     return _parser().parse_args(argv)
 
 
+def _acp_reconnect_parser(argv: list[str]) -> Any:
+    from acp_client.check._cli import parser
+
+    return parser().parse_args(argv)
+
+
+def _check_pytest_plugin_flags(args: list[str], command: str) -> None:
+    """``pytest --acp-...``: every ``--acp-*`` flag is one the conformance plugin registers."""
+    from acp_client.check import pytest_plugin
+
+    source = inspect.getsource(pytest_plugin.pytest_addoption)
+    for flag in (arg for arg in args if arg.startswith("--")):
+        assert flag.startswith("--acp-") and f'"{flag}"' in source, f"{command}: {flag} is not a plugin option"
+
+
 def _check_args(parse: Callable[[list[str]], Any], args: list[str], command: str) -> None:
     synopsis = " ".join(args)
     if "[" in synopsis:  # a usage line: every flag it shows must be in the program's help
@@ -202,6 +274,12 @@ def check_shell_command(command: str) -> None:
     tokens = [token for token in tokens if not token.startswith(">") and token != "&"]  # redirects, background
     if not tokens or tokens[0] in _SKIPPED_TOOLS:
         return
+    if tokens[0] == "acp-reconnect":
+        _check_args(_acp_reconnect_parser, tokens[1:], command)
+        return
+    if tokens[0] == "pytest":
+        _check_pytest_plugin_flags(tokens[1:], command)
+        return
     assert tokens[0] == "python", f"unknown command in a doc block: {command!r} (add a check for it)"
     if tokens[1:3] == ["-m", "pip"]:
         _check_pip(tokens[3:], command)
@@ -211,6 +289,10 @@ def check_shell_command(command: str) -> None:
         assert "pytest" in " ".join(PYPROJECT["project"]["optional-dependencies"]["dev"])
     elif tokens[1:3] == ["-m", "mypy"]:
         assert any(dep.startswith("mypy") for dep in PYPROJECT["project"]["optional-dependencies"]["dev"])
+    elif tokens[1:3] == ["-m", "acp_client.check"]:
+        from acp_client.check._cli import _parser as check_parser
+
+        _check_args(check_parser("python -m acp_client.check").parse_args, tokens[3:], command)
     elif tokens[1:3] == ["-m", "acp_client.testing.reference_agent"]:
         _check_args(_reference_agent_parser, tokens[3:], command)
     elif len(tokens) > 1 and tokens[1].startswith("examples/"):
@@ -236,6 +318,54 @@ _ROUTER_AGENT = (
 )
 check("README.md", _ROUTER_AGENT)(shell)
 check("README.md", "async def main():")(covered_by("tests/docs/test_readme.py::test_readme_recovery_example_runs"))
+check(
+    "README.md", 'acp-reconnect check "stdio:my-agent --acp"            # spawns, kills and respawns the agent itself'
+)(shell)
+
+# -- docs/conformance.md ------------------------------------------------------------------------------------
+
+check("docs/conformance.md", 'acp-reconnect check "stdio:my-agent --acp"')(shell)
+check(
+    "docs/conformance.md",
+    "python -m acp_client.testing.reference_agent --serve --port 8011 --fault load-unknown-ok --fault ignore-cancel &",
+)(shell)
+check(
+    "docs/conformance.md",
+    'acp-reconnect check "stdio:python -m my_agent --acp" --timeout 30 --junit conformance.xml',
+)(shell)
+check(
+    "docs/conformance.md",
+    'pytest --acp-agent "stdio:python -m my_agent --acp" --acp-timeout 30 --acp-cancel-prompt "slow: count to 100"',
+)(shell)
+
+
+@check("docs/conformance.md", "{")
+async def _conformance_json(block: Block, tmp_path: Path) -> None:
+    """The report shown has the shape the checker prints, with real ids, statuses and sources."""
+    import json
+
+    from acp_client.check import CHECKS
+
+    shown = json.loads(block.body.replace("{...}", "..."))
+    assert list(shown) == ["target", "protocolVersion", "agent", "capabilities", "checks", "summary"]
+    assert set(shown["agent"]) == {"name", "version"} and set(shown["summary"]) == {"pass", "fail", "warn", "skip"}
+    by_id = {check.id: check for check in CHECKS}
+    for item in shown["checks"]:
+        assert list(item) == ["id", "status", "rule", "source", "evidence", "seconds"]
+        assert item["rule"] == by_id[item["id"]].rule and item["source"] == by_id[item["id"]].source
+
+
+@check("docs/conformance.md", 'report = asyncio.run(run_checks(Settings(Target("stdio:my-agent --acp"), cwd="/tmp")))')
+async def _conformance_python(block: Block, tmp_path: Path) -> None:
+    agent = shlex.join([sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio"])
+    source = block.body.replace("stdio:my-agent --acp", f"stdio:{agent}")
+    source = source.replace('cwd="/tmp")))', f'cwd={str(tmp_path)!r}), select(["new.fresh-id"])))')
+    source = source.replace(
+        "from acp_client.check import Settings, Target, run_checks",
+        "from acp_client.check import Settings, Target, run_checks, select",
+    )
+    out = await run_python(source, tmp_path)
+    assert out.strip() == "{'pass': 1, 'fail': 0, 'warn': 0, 'skip': 0} 0", out
 
 
 @check("README.md", "def allow_once(request):")
@@ -315,6 +445,27 @@ async def _the_first_test(block: Block, tmp_path: Path) -> None:
 check("docs/editor-plugin.md", "python examples/editor_plugin.py                 # bundled agent, drop mid-turn")(shell)
 
 
+@check("docs/editor-plugin.md", "examples/nvim/")
+async def _nvim_plugin_layout(block: Block, tmp_path: Path) -> None:
+    lines = block.body.splitlines()
+    files = [line.split()[0] for line in lines[1:] if line.strip()]
+    assert files, block.body
+    for name in files:
+        assert (ROOT / "examples" / "nvim" / name).is_file(), f"docs/editor-plugin.md names {name}: no such file"
+
+
+@check("docs/editor-plugin.md", "vim.opt.runtimepath:append('/path/to/acp-reconnect/examples/nvim')")
+async def _nvim_plugin_settings(block: Block, tmp_path: Path) -> None:
+    """Every setting the page shows is one the plugin reads (the plugin runs in tests/examples/test_nvim_plugin.py)."""
+    front_end = (ROOT / "examples" / "nvim" / "lua" / "acp" / "init.lua").read_text(encoding="utf-8")
+    commands = (ROOT / "examples" / "nvim" / "plugin" / "acp.lua").read_text(encoding="utf-8")
+    settings = re.findall(r"vim\.g\.(acp_\w+)", block.body)
+    assert settings
+    for name in settings:
+        assert f"vim.g.{name}" in front_end + commands, f"the plugin does not read g:{name}"
+    assert "v:lua.require'acp'.statusline()" in block.body and "function M.statusline()" in front_end
+
+
 @check(
     "docs/editor-plugin.md",
     "events: queue.Queue = queue.Queue()          # unbounded: a full queue drops (and logs) events",
@@ -344,11 +495,9 @@ check("docs/many-instances.md", "async def test_the_pool_finds_the_session_where
     'async with AcpClient("ws://balancer.example:8000/acp") as client:      # or http://... (Streamable HTTP)',
 )
 async def _balancer(block: Block, tmp_path: Path) -> None:
-    from acp_client import AcpClient
-
     async with ReferenceServer(ReferenceAgent()) as server:
         body = block.body.replace("ws://balancer.example:8000/acp", server.ws_url)
-        found = await run_fragment(body, {"AcpClient": AcpClient})
+        found = await run_fragment(body, {})
     assert found["session"].session_id
 
 
@@ -376,7 +525,7 @@ def _swap_urls(body: str, urls: dict[str, str]) -> str:
 async def _locate(block: Block, tmp_path: Path) -> None:
     async def run(urls: dict[str, str]) -> None:
         found = await run_fragment(_swap_urls(block.body, urls), {"print": lambda *a: None})
-        assert [answer.presence.value for answer in found["location"].answers] == ["unknown"] * 3
+        assert [answer.probe.value for answer in found["location"].answers] == ["unknown"] * 3
         assert found["route"].kind.value == "new_session"
 
     await _with_agents(["agent-1", "agent-2", "agent-3"], run)
@@ -417,11 +566,9 @@ check(
     "docs/reconnect-flows.md", "def decide(context):                       # a RecoveryContext, after the status probe"
 )
 async def _decision_hook(block: Block, tmp_path: Path) -> None:
-    from acp_client import Callbacks, Probe, RecoveryContext, RecoveryPath
+    from acp_client import Probe, RecoveryContext, RecoveryPath
 
-    namespace: dict[str, Any] = {
-        "Callbacks": Callbacks,
-        "asyncio": asyncio,
+    namespace: dict[str, Any] = {  # what the app around the block has (the block imports the rest)
         "scratch_sessions": {"scratch"},
         "view_is_stale": True,
         "redraw": lambda messages: None,
@@ -445,15 +592,15 @@ async def _decision_hook(block: Block, tmp_path: Path) -> None:
 
 
 @check(
-    "docs/security.md", 'FileSystemPolicy(write=True, protected_paths=(*DEFAULT_PROTECTED_PATHS, "deploy/**", "*.pem"))'
+    "docs/security.md",
+    'policy = FileSystemPolicy(write=True, protected_paths=(*DEFAULT_PROTECTED_PATHS, "deploy/**", "*.pem"))',
 )
 async def _protected_paths(block: Block, tmp_path: Path) -> None:
     from acp_client import FileSystemPolicy
-    from acp_client.handlers import DEFAULT_PROTECTED_PATHS
 
-    policy = eval(
-        block.body, {"FileSystemPolicy": FileSystemPolicy, "DEFAULT_PROTECTED_PATHS": DEFAULT_PROTECTED_PATHS}
-    )
+    namespace: dict[str, Any] = {}
+    exec(compile(block.body, block.path, "exec"), namespace)  # the block imports what it uses
+    policy = namespace["policy"]
     assert isinstance(policy, FileSystemPolicy) and "*.pem" in policy.protected_paths
 
 

@@ -164,7 +164,7 @@ async def test_when_the_home_instance_dies_the_client_lands_on_the_other(
             assert outcome.replayed_updates >= 2
             assert "user: remember me" in handle.transcript.text()
         else:
-            assert outcome.probe is Probe.NOT_FOUND
+            assert outcome.probe is Probe.UNKNOWN
             assert outcome.path is RecoveryPath.NEW_SESSION
             assert outcome.session_id != session.session_id
             assert outcome.session_id in lab.agents[other].sessions

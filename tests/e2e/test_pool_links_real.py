@@ -14,8 +14,8 @@ import pytest
 import pytest_asyncio
 
 from acp_client import AcpClient
-from acp_client.pool import Presence
-from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
+from acp_client.pool import Probe
+from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore, inside
 
 BOTH = pytest.mark.parametrize("transport", ["ws", "http"])
 
@@ -54,7 +54,7 @@ async def test_fan_out_probes_carry_the_clients_headers(servers: list[ReferenceS
     async with AcpClient(urls(servers, transport), headers=dict([KEY]), transport_options=options) as client:
         handle = await client.new_session("/tmp")  # on a; the client has no link to b yet
         location = await client.locate(handle.session_id)
-        assert [answer.presence for answer in location.answers] == [Presence.ACTIVE, Presence.INACTIVE]
+        assert [answer.probe for answer in location.answers] == [Probe.ACTIVE, Probe.INACTIVE]
         assert [answer.endpoint for answer in location.answers] == list(client.endpoints)
     assert servers[1].requests, "b was never asked"
     assert without_key(servers[0]) == [] and without_key(servers[1]) == []
@@ -66,7 +66,7 @@ async def test_a_one_off_close_carries_the_clients_headers(servers: list[Referen
     async with AcpClient(urls(servers, transport), headers=dict([KEY]), transport_options=options) as client:
         handle = await client.new_session("/tmp")
         session_id = handle.session_id
-        pool = client._engine.pool
+        pool = inside(client).links
         assert pool is not None
         b = pool.links[1]
         assert not b.connected  # the close goes over a connection of its own
@@ -84,6 +84,6 @@ async def test_a_close_where_the_agent_does_not_know_the_session_counts_as_close
 ) -> None:
     async with AcpClient(urls(servers, "ws")) as client:
         await client.new_session("/tmp")
-        pool = client._engine.pool
+        pool = inside(client).links
         assert pool is not None
         assert await pool.close_copy(pool.links[1], "sess_nowhere")

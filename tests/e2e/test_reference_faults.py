@@ -297,7 +297,7 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
         await target.proxy.cut()
         await eventually(lambda: client.state.state is State.RECONNECTING, what="the outage")
         queued_prompt = asyncio.ensure_future(handle.prompt("sent during the outage"))
-        queued_status = asyncio.ensure_future(handle.status())
+        queued_status = asyncio.ensure_future(handle.session_status())
         await eventually(lambda: target.proxy.refused_connections >= 1, what="a refused attempt")
         assert not queued_prompt.done() and not queued_status.done()
 

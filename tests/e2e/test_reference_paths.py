@@ -132,7 +132,7 @@ async def test_new_session_after_eviction(target: Target, version: int) -> None:
         outcome = await recorder.outcome()
 
         assert outcome.path is RecoveryPath.NEW_SESSION
-        assert outcome.probe is Probe.NOT_FOUND
+        assert outcome.probe is Probe.UNKNOWN
         assert not outcome.continuity
         assert outcome.previous_session_id == old_id
         assert outcome.session_id is not None and outcome.session_id != old_id

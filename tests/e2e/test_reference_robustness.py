@@ -172,7 +172,7 @@ async def test_long_outage_suspends_then_recovers(target: Target) -> None:
         target.proxy.refuse(60)
         await target.proxy.cut()
         await eventually(lambda: client.state.state is State.RECONNECTING, what="the outage")
-        queued = asyncio.ensure_future(handle.status())
+        queued = asyncio.ensure_future(handle.session_status())
 
         await eventually(lambda: client.state.state is State.SUSPENDED, what="the suspension")
         with pytest.raises(ClientSuspended):

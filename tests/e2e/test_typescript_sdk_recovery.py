@@ -131,7 +131,7 @@ async def test_eviction_starts_a_new_session(
         outcome = await recorder.outcome()
 
         assert outcome.path is RecoveryPath.NEW_SESSION
-        assert outcome.probe is Probe.NOT_FOUND
+        assert outcome.probe is Probe.UNKNOWN
         assert outcome.steps == (("session/new", "ok"),)
         assert recorder.by_callback["new_session"] == [outcome]
         assert _recovery_methods(wire) == ["initialize", "session/status", "session/new"]

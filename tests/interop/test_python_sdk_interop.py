@@ -369,7 +369,7 @@ async def test_unadvertised_methods_raise_without_touching_the_wire(link: Link, 
         assert caught.value.method == "session/status"
         assert caught.value.capability == "agentCapabilities.sessionCapabilities.status"
         with pytest.raises(CapabilityNotSupported):
-            await within(client.session(session.session_id).status())
+            await within(client.session(session.session_id).session_status())
         with pytest.raises(CapabilityNotSupported) as fork:
             await within(client.fork_session(session.session_id, cwd))
         assert fork.value.method == "session/fork"

@@ -22,6 +22,7 @@ def test_the_store_example_runs() -> None:
 
 def test_a_home_relative_path_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "state").mkdir()
     with SqliteSessionStore("~/state/sessions.db") as store:
         assert store.path == str(tmp_path / "state" / "sessions.db")
     assert (tmp_path / "state" / "sessions.db").is_file()

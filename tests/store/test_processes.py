@@ -123,6 +123,7 @@ def test_a_lock_held_past_the_busy_timeout_is_a_typed_error_and_harms_nothing(tm
 
 def test_two_processes_creating_the_same_new_store_at_once(tmp_path: Path) -> None:
     path = tmp_path / "new" / "fresh.db"
+    path.parent.mkdir()  # the store creates its file, not missing directories
     go = tmp_path / "go"
     workers = {name: spawn("write", str(path), name, "5", str(tmp_path / f"{name}.ready"), str(go)) for name in "xy"}
     go.touch()

@@ -293,6 +293,7 @@ def test_options_are_checked(path: Path) -> None:
 
 
 def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path: Path) -> None:
+    (path / ".." / "nested" / "dir").mkdir(parents=True)  # the store creates its file, not directories
     with SqliteSessionStore(path / ".." / "nested" / "dir" / "s.db") as store:
         assert store.schema_version == SCHEMA_VERSION == 1
         created = Path(store.path)

@@ -21,7 +21,6 @@ def server() -> Iterator[tuple[EventLoopThread, ReferenceAgent, ReferenceServer]
         yield side
 
 
-
 def test_sync_client_saves_and_recovers(
     tmp_path: Path, server: tuple[EventLoopThread, ReferenceAgent, ReferenceServer]
 ) -> None:

@@ -101,7 +101,7 @@ def test_blocking_calls_from_a_plain_thread(make_client: Callable[..., SyncAcpCl
     listed = client.list_sessions()
     assert session.session_id in [s.session_id for s in listed.sessions]
     assert client.session_status(session.session_id).status is SessionStatus.ACTIVE
-    assert handle.status().status is SessionStatus.ACTIVE
+    assert handle.session_status().status is SessionStatus.ACTIVE
     assert not handle.turn_running and not handle.abandoned
 
 

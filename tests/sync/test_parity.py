@@ -13,13 +13,12 @@ import pytest
 
 from acp_client import AcpClient, SqliteSessionStore
 from acp_client.client import SessionHandle
-from acp_client.pool import Presence
+from acp_client.pool import Probe
 from acp_client.store import pool_key
 from acp_client.sync import EventLoopThread, SyncAcpClient, SyncSessionHandle
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
-from tests._harness import HarnessConnector
+from tests._harness import SETTERS, HarnessConnector, SettingsAgent
 from tests.sync._support import DEADLINE
-from tests.test_restore import SETTERS, SettingsAgent
 
 #: Async names without a sync twin of the same name, and why.
 NOT_MIRRORED = {
@@ -39,6 +38,19 @@ def public(cls: type) -> set[str]:
 def test_every_async_name_has_a_sync_twin() -> None:
     assert public(AcpClient) - public(SyncAcpClient) == set(NOT_MIRRORED)
     assert public(SessionHandle) - public(SyncSessionHandle) == set(HANDLE_NOT_MIRRORED)
+
+
+#: The session operations: one name each, on the clients (with the session id) and on the handles.
+SESSION_OPERATIONS = (
+    "prompt", "cancel", "set_mode", "set_model", "set_config_option", "session_status", "close_session",
+    "forget_session",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [AcpClient, SessionHandle, SyncAcpClient, SyncSessionHandle])
+def test_every_session_operation_has_one_name_everywhere(cls: type) -> None:
+    assert set(SESSION_OPERATIONS) <= public(cls)
+    assert not {"status", "close"} & public(cls) or cls is SyncAcpClient  # SyncAcpClient.close() closes the client
 
 
 def test_setters_listings_and_locate_forward() -> None:
@@ -63,7 +75,7 @@ def test_setters_listings_and_locate_forward() -> None:
         assert (session.cwd, session.endpoint) == ("/work", None)
         assert session.session_id in [listed.session_id for listed in client.iter_sessions()]
         location = client.locate(session.session_id)
-        assert [answer.presence for answer in location.answers] == [Presence.ACTIVE]
+        assert [answer.probe for answer in location.answers] == [Probe.ACTIVE]
         assert (client.endpoints, client.session_store_key, client.stored_sessions()) == ((), None, [])
 
 
@@ -105,4 +117,4 @@ def test_a_pool_with_a_store_from_a_plain_thread(two_servers: list[ReferenceServ
             found = {h.session_id: h.endpoint for h in second.sessions}
             assert found == {h.session_id: url for h, url in zip(handles, urls, strict=True)}
             location = second.locate(handles[1].session_id)
-            assert [a.presence for a in location.answers] == [Presence.ACTIVE, Presence.INACTIVE]
+            assert [a.probe for a in location.answers] == [Probe.ACTIVE, Probe.INACTIVE]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryOutcome, State
+from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryOutcome, RetryPolicy, State
 from acp_client.testing import ReferenceServer
 from tests._support import FAST_RETRY, eventually, within
 from tests.peers.reference import FaultProxyFactory
@@ -72,7 +72,7 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
         with pytest.raises(ConnectionLost) as lost:
             await within(turn)
         assert lost.value.may_have_executed
-        waiting = asyncio.ensure_future(restarted.status())  # queued until the link is back
+        waiting = asyncio.ensure_future(restarted.session_status())  # queued until the link is back
         await eventually(lambda: total(otel.metrics().get("acp.client.requests.queued", [])) == 1, what="queued")
         await eventually(
             lambda: total(otel.metrics().get("acp.client.reconnect.attempts", [])) >= 2, what="refused attempts"
@@ -92,13 +92,15 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
     assert paths["replay"]["acp.recovery.probe"] == "inactive"
     assert paths["replay"]["acp.recovery.planned_path"] == "replay"
     assert paths["replay"]["acp.recovery.replayed_updates"] > 0
-    assert paths["new_session"]["acp.recovery.probe"] == "not_found"
+    assert paths["new_session"]["acp.recovery.probe"] == "unknown"
     assert paths["new_session"]["acp.recovery.continuity"] is False
     assert paths["new_session"]["acp.session.previous_id"] != paths["new_session"]["acp.session.id"]
     episode = _attributes(recovery)
     assert episode["acp.recovery.result"] == "connected"
     assert episode["acp.recovery.sessions"] == 3
     assert episode["acp.transport"] == ("websocket" if transport == "ws" else "http")
+    [interrupted] = [event for event in recovery.events if event.name == "acp.prompt.interrupted"]
+    assert dict(interrupted.attributes or {})["acp.session.id"] == kept.session_id
     attempts = [event for event in recovery.events if event.name == "acp.reconnect"]
     assert len(attempts) == episode["acp.reconnect.attempts"] >= 2
     assert [dict(event.attributes or {})["acp.reconnect.attempt"] for event in attempts] == list(
@@ -117,6 +119,16 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
     assert _attributes(cut)["error.type"] == "acp_client.exceptions.ConnectionLost"
     assert cut.status.status_code is StatusCode.ERROR
     assert any(event.name == "exception" for event in cut.events)
+
+    # Every request of the outage carried its span's trace to the agent, the recovery's ones included.
+    # (Over HTTP an initialize POST the proxy refused has a span and never reached the agent.)
+    received = agent.meta_log.received
+    assert all(record.meta and record.meta.get("traceparent") for record in received)
+    got = {record.meta["traceparent"].split("-")[2] for record in received if record.meta}
+    client_spans = [span for span in otel.spans() if span.kind is SpanKind.CLIENT]
+    assert got <= {f"{span.context.span_id:016x}" for span in client_spans}
+    answered = [span for span in client_spans if _attributes(span)["acp.request.outcome"] in ("ok", "error")]
+    assert {f"{span.context.span_id:016x}" for span in answered} <= got
 
     metrics = otel.metrics()
     recoveries = metrics["acp.client.recoveries"]
@@ -159,3 +171,28 @@ async def test_over_stdio_an_agent_restart_is_a_recovery_span(otel: Otel, tmp_pa
     assert total(metrics["acp.client.reconnect.attempts"], **{"acp.reconnect.cause": "AgentExited"}) >= 1
     assert total(metrics["acp.client.recoveries"], **{"acp.recovery.path": "replay"}) == 1
     assert total(metrics["acp.client.disconnected.duration"]) == 1
+
+
+@pytest.mark.parametrize("ending", ["failed", "closed"])
+async def test_an_outage_that_never_ends_well_ends_its_span(
+    otel: Otel, reference_server: ReferenceServer, fault_proxy: FaultProxyFactory, ending: str
+) -> None:
+    proxy = await fault_proxy(reference_server)
+    retry = RetryPolicy(initial_delay=0.01, max_delay=0.02, jitter=False, max_attempts=3)
+    policy = retry if ending == "failed" else FAST_RETRY
+    client = AcpClient(proxy.url(reference_server.ws_url), telemetry=otel.telemetry, retry=policy)
+    try:
+        await client.connect()
+        await client.new_session(os.getcwd())
+        proxy.refuse(60)
+        await proxy.cut()
+        if ending == "failed":
+            await eventually(lambda: client.state.state is State.FAILED, what="failed")
+        else:
+            await eventually(lambda: otel.metrics().get("acp.client.reconnect.attempts"), what="an attempt")
+    finally:
+        await client.aclose()
+    [recovery] = otel.spans("acp.recovery")
+    assert _attributes(recovery)["acp.recovery.result"] == ending
+    assert (recovery.status.status_code is StatusCode.ERROR) == (ending == "failed")
+    assert "acp.client.disconnected.duration" not in otel.metrics()  # never connected again

@@ -124,7 +124,8 @@ async def test_v1_prompt_streams_chunks_then_stop_reason(connect: Any) -> None:
     streamed = updates(since(peer, start))
     assert [u["sessionUpdate"] for u in streamed] == ["agent_message_chunk"] * 3
     assert [u["content"]["text"] for u in streamed] == ["echo: ", "hello ", "there"]
-    assert all("messageId" not in u for u in streamed)
+    ids = {u["messageId"] for u in streamed}  # v1 allows messageId (ContentChunk.messageId): one per message
+    assert len(ids) == 1 and None not in ids
     # updates precede the answer
     assert peer.messages.index(response) > peer.messages.index(since(peer, start)[2])
 

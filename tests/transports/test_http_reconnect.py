@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -22,16 +22,9 @@ from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.transports import _carried as carried_module
 from acp_client.transports.base import Transport
 from acp_client.transports.http import HttpConnector
+from tests._support import eventually
 
 from ._http_servers import END, FakeAcpServer, Hypercorn, Receive, Scope, Send
-
-
-async def until(predicate: Callable[[], object], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
 
 
 async def initialize(transport: Transport) -> None:
@@ -74,7 +67,7 @@ async def test_the_next_link_deletes_the_dropped_connection(fake: tuple[FakeAcpS
     try:
         await initialize(second)
         assert app.connection.id != old
-        await until(lambda: app.of("DELETE"))
+        await eventually(lambda: app.of("DELETE"))
         deletes = app.of("DELETE")
         assert [d.headers["acp-connection-id"] for d in deletes] == [old]
         # Once only: a third link has nothing left to delete (closed links DELETE themselves).
@@ -119,7 +112,7 @@ async def test_a_slow_or_failing_delete_never_delays_the_new_link(
         answer = await asyncio.wait_for(second.receive(), 5.0)
         assert answer["id"] == 1 and "result" in answer
         assert time.monotonic() - started < 1.0  # the hanging DELETE was never waited for
-        await until(lambda: "DELETE of dropped connection" in caplog.text)  # gave up after the bound, quietly
+        await eventually(lambda: "DELETE of dropped connection" in caplog.text)  # gave up after the bound, quietly
         assert not [r for r in caplog.records if r.levelno > logging.DEBUG and "DELETE" in r.getMessage()]
         assert not second.closed  # a failed DELETE does not hurt the link
         assert deletes == [old]
@@ -145,8 +138,8 @@ async def test_client_reconnect_deletes_the_old_connection_on_a_real_server() ->
             assert len(first_ids) == 1
             (old,) = first_ids
             await proxy.cut()
-            await until(lambda: states[-2:] == [State.RECOVERING, State.CONNECTED])
-            await until(lambda: any(r.method == "DELETE" for r in server.requests))
+            await eventually(lambda: states[-2:] == [State.RECOVERING, State.CONNECTED])
+            await eventually(lambda: any(r.method == "DELETE" for r in server.requests))
             deletes = [r for r in server.requests if r.method == "DELETE"]
             assert [r.header("acp-connection-id") for r in deletes] == [old]
             assert (await client.prompt(session.session_id, "again")).stop_reason == "end_turn"
@@ -176,7 +169,7 @@ async def test_a_delete_cut_short_by_the_next_drop_is_retried_from_the_link_afte
 
         second = await connector.connect()
         await initialize(second)
-        await until(lambda: deletes == [old])
+        await eventually(lambda: deletes == [old])
         app.connection.stream.push(END)  # the second link drops while its DELETE is pending
         await drop(second)
         await second.aclose()
@@ -185,7 +178,7 @@ async def test_a_delete_cut_short_by_the_next_drop_is_retried_from_the_link_afte
         third = await connector.connect()
         try:
             await initialize(third)
-            await until(lambda: len([d for d in app.of("DELETE") if d.headers["acp-connection-id"] == old]) == 1)
+            await eventually(lambda: len([d for d in app.of("DELETE") if d.headers["acp-connection-id"] == old]) == 1)
             assert deletes.count(old) == 2  # tried again, and answered this time
         finally:
             await third.aclose()

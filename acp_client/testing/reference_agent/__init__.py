@@ -19,7 +19,12 @@ From a shell::
 
     python -m acp_client.testing.reference_agent --stdio [--store DIR] [--no-status] [--no-resume]
         [--no-load] [--vocabulary proposal|sdk] [--chunks N] [--chunk-delay S] [--record-meta FILE]
+        [--fault NAME ...]
     python -m acp_client.testing.reference_agent --serve [--host H] [--port P] [--store DIR] [--name NAME]
+
+Faults: ``ReferenceAgent(faults=[...])`` / ``--fault NAME`` give it deliberate defects (:data:`FAULTS`,
+all off by default), each one a deviation measured in real agents, so that ``acp-reconnect check``
+can be seen to catch it.
 
 Prompts: any text is echoed as ``"echo: <text>"`` in ``chunks_per_prompt`` pieces. Special
 prompts make the agent call the client: ``/permission`` (``session/request_permission``),
@@ -31,6 +36,7 @@ prompts make the agent call the client: ``/permission`` (``session/request_permi
 from __future__ import annotations
 
 from ._agent import AgentConnection, ReferenceAgent, SendCallable, SessionSnapshot, split_text
+from ._faults import FAULTS
 from ._meta_log import MetaLog, MetaRecord
 from ._server import ReferenceServer, RequestRecord
 from ._stdio import LineWriter, serve_stdio
@@ -38,6 +44,7 @@ from ._store import HistoryEntry, SessionStore, StoredSession
 
 __all__ = [
     "AgentConnection",
+    "FAULTS",
     "HistoryEntry",
     "LineWriter",
     "MetaLog",

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ._agent import ReferenceAgent
+from ._faults import FAULTS
 from ._meta_log import MetaRecord
 from ._server import ReferenceServer
 from ._stdio import serve_stdio
@@ -45,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--name", default="acp-reference-agent", help="the agent name to advertise (tells instances apart)"
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME",
+        choices=sorted(FAULTS),
+        help="a deliberate defect (repeatable), to see a conformance check fail: " + ", ".join(sorted(FAULTS)),
+    )
     parser.add_argument("--host", default="127.0.0.1", help="--serve: address to listen on")
     parser.add_argument("--port", type=int, default=0, help="--serve: port (default: a free one)")
     parser.add_argument("--tls-cert", metavar="FILE", help="--serve: certificate file (enables wss/https)")
@@ -69,6 +78,7 @@ def _agent_from(args: argparse.Namespace) -> ReferenceAgent:
         chunks_per_prompt=args.chunks,
         chunk_delay=args.chunk_delay,
         store=SessionStore(args.store) if args.store else None,
+        faults=args.fault,
     )
 
 

@@ -17,7 +17,7 @@ import logging
 import re
 import shlex
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from importlib import metadata
 from typing import Any, Final, Literal
 
@@ -50,6 +50,7 @@ from ...exceptions import (
     TransportError,
 )
 from ...transports.base import Transport
+from ._faults import check_faults, naive_time
 from ._meta_log import MetaLog
 from ._store import HistoryEntry, SessionStore, StoredSession, utc_now
 
@@ -208,10 +209,11 @@ class ReferenceAgent:
             :class:`SessionStore` by default.
         clock: The clock used for ``chunk_delay`` and ``/slow`` pauses (a
             :class:`~acp_client.testing.FakeClock` makes them instant).
+        faults: Deliberate defects, by name (see :data:`~._faults.FAULTS`); none by default.
 
     Raises:
         ConfigurationError: ``status_vocabulary`` is unknown, ``chunks_per_prompt`` is below 1,
-            or ``chunk_delay`` is negative.
+            ``chunk_delay`` is negative, or a fault is unknown.
     """
 
     def __init__(
@@ -226,6 +228,7 @@ class ReferenceAgent:
         chunk_delay: float = 0.0,
         store: SessionStore | None = None,
         clock: Clock | None = None,
+        faults: Iterable[str] = (),
     ) -> None:
         if status_vocabulary not in _VOCABULARIES:
             raise ConfigurationError(f"status_vocabulary must be 'proposal' or 'sdk', not {status_vocabulary!r}")
@@ -245,6 +248,9 @@ class ReferenceAgent:
         self.list_page_size = 50
         self.store = store if store is not None else SessionStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
+        #: The deliberate defects in force (may be changed at runtime).
+        self.faults: frozenset[str] = check_faults(faults)
+        self._last_new: str | None = None
         self._live: dict[str, _LiveSession] = {}
         self._connections: set[AgentConnection] = set()
         self._stalled = False
@@ -600,6 +606,10 @@ class AgentConnection:
 
     async def _notification(self, item: Notification) -> None:
         params = item.params if isinstance(item.params, dict) else {}
+        if "answer-notifications" in self._agent.faults:
+            await self._emit(error_message(None, -32601, f"Method not found: {item.method}"), None)
+        if item.method == "session/cancel" and "ignore-cancel" in self._agent.faults:
+            return
         if item.method == "session/cancel":
             session_id = params.get("sessionId")
             live = self._agent._live.get(session_id) if isinstance(session_id, str) else None
@@ -618,6 +628,8 @@ class AgentConnection:
         if self._agent.stalled:
             self._agent.stalled_requests += 1
             logger.debug("reference agent is stalled: %s id=%r will never be answered", item.method, item.id)
+            return
+        if item.method == "session/status" and "hang-status" in self._agent.faults:
             return
         try:
             if item.method == "session/prompt":
@@ -646,6 +658,7 @@ class AgentConnection:
             (method == "session/status" and not agent.advertise_status)
             or (method == "session/resume" and not agent.advertise_resume)
             or (method == "session/load" and (v2 or not agent.advertise_load))
+            or (method == "session/resume" and "resume-not-found" in agent.faults)
         )
         if hidden:
             raise RpcError.method_not_found(method)
@@ -679,12 +692,13 @@ class AgentConnection:
         version = requested if valid and requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
         self.protocol_version = version
         agent = self._agent
+        silent = "no-capabilities" in agent.faults
         if version == 1:
             capabilities: dict[str, Any] = {}
-            if agent.advertise_load:
+            if agent.advertise_load and not silent:
                 capabilities["loadSession"] = True
             capabilities["promptCapabilities"] = {"image": False, "audio": False, "embeddedContext": False}
-            capabilities["sessionCapabilities"] = agent._session_capabilities()
+            capabilities["sessionCapabilities"] = {} if silent else agent._session_capabilities()
             return {
                 "protocolVersion": 1,
                 "agentCapabilities": capabilities,
@@ -694,7 +708,7 @@ class AgentConnection:
         return {
             "protocolVersion": 2,
             "info": agent._info(),
-            "capabilities": {"session": agent._session_capabilities()},
+            "capabilities": {} if silent else {"session": agent._session_capabilities()},
         }
 
     async def _session_new(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
@@ -704,13 +718,28 @@ class AgentConnection:
         servers = params.get("mcpServers") or []
         if not isinstance(servers, list):
             raise RpcError.invalid_params("mcpServers must be an array")
-        live = self._agent._create_session(cwd, tuple(s for s in servers if isinstance(s, dict)))
+        agent = self._agent
+        if "reuse-session-id" in agent.faults and agent._last_new is not None:
+            reused = agent._bring_into_memory(agent._last_new)
+            if reused is not None:
+                reused.attached.add(self)
+                return {"sessionId": reused.session_id}
+        live = agent._create_session(cwd, tuple(s for s in servers if isinstance(s, dict)))
+        agent._last_new = live.session_id
         live.attached.add(self)
         return {"sessionId": live.session_id}
 
     async def _session_status(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         session_id = _session_id_param(params)
         agent = self._agent
+        faults = agent.faults
+        if "slow-status" in faults:
+            await asyncio.sleep(0.08)
+        if "status-attaches" in faults and agent._known(session_id):
+            attached = agent._bring_into_memory(session_id)
+            if attached is not None and self not in attached.attached:
+                await self._replay(attached, request_id)
+                attached.attached.add(self)
         live = agent._live.get(session_id)
         if live is not None:
             result: dict[str, Any] = {"status": agent._status_word(True)}
@@ -718,7 +747,9 @@ class AgentConnection:
                 result["state"] = {"state": live.state}
             return result
         if session_id in agent.store:
-            return {"status": agent._status_word(False)}
+            return {"status": agent._status_word("status-active-after-restart" in faults)}
+        if "status-unknown-no-data" in faults:
+            raise RpcError("Resource not found", code=-32002)
         raise RpcError.session_not_found(session_id)
 
     def _load_for_attach(self, params: dict[str, Any]) -> _LiveSession:
@@ -729,13 +760,33 @@ class AgentConnection:
         return live
 
     async def _session_load(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        if "load-unknown-ok" in self._agent.faults and not self._agent._known(_session_id_param(params)):
+            return {}
         live = self._load_for_attach(params)
-        for entry in list(live.history):
-            kind = "user_message_chunk" if entry.role == "user" else "agent_message_chunk"
-            for block in entry.content:
-                await self._update(live, {"sessionUpdate": kind, "content": block}, request_id)
+        await self._replay(live, request_id)
         live.attached.add(self)
         return {"sessionId": live.session_id}
+
+    async def _replay(self, live: _LiveSession, request_id: RequestId) -> None:
+        """Send the history: v1 message chunks, v2 whole messages; each with its messageId (faults aside)."""
+        faults = self._agent.faults
+        entries = list(live.history)
+        if "replay-twice" in faults:
+            entries += entries
+        if "replay-drops-last" in faults:
+            entries = entries[:-1]
+        v2 = self.protocol_version == 2
+        for entry in entries:
+            update: dict[str, Any] = {"sessionUpdate": f"{entry.role}_message" if v2 else f"{entry.role}_message_chunk"}
+            if "replay-new-ids" in faults:
+                update["messageId"] = _new_id("msg")
+            elif "replay-without-ids" not in faults:
+                update["messageId"] = entry.message_id
+            if v2:
+                await self._update(live, {**update, "content": list(entry.content)}, request_id)
+                continue
+            for block in entry.content:
+                await self._update(live, {**update, "content": block}, request_id)
 
     async def _session_resume(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         replay_from = params.get("replayFrom")
@@ -745,14 +796,18 @@ class AgentConnection:
             and (not isinstance(replay_from, dict) or replay_from.get("type") != "start")
         ):
             raise RpcError.invalid_params("replayFrom: only {'type': 'start'} is supported")
+        faults = self._agent.faults
+        if not self._agent._known(_session_id_param(params)):
+            replaying = self.protocol_version == 2 and replay_from is not None
+            if ("load-unknown-ok" in faults and replaying) or ("resume-unknown-ok" in faults and not replaying):
+                return {}
         live = self._load_for_attach(params)
         if self.protocol_version == 2:
-            if replay_from is not None:
-                for entry in list(live.history):
-                    kind = "user_message" if entry.role == "user" else "agent_message"
-                    update = {"sessionUpdate": kind, "messageId": entry.message_id, "content": list(entry.content)}
-                    await self._update(live, update, request_id)
+            if replay_from is not None or "replay-on-resume" in faults:
+                await self._replay(live, request_id)
             await self._update(live, {"sessionUpdate": "state_update", "state": live.state}, request_id)
+        elif "replay-on-resume" in faults:
+            await self._replay(live, request_id)
         live.attached.add(self)
         return {"sessionId": live.session_id}
 
@@ -769,17 +824,40 @@ class AgentConnection:
         page = snapshots[offset : offset + max(1, agent.list_page_size)]
         sessions: list[dict[str, Any]] = []
         for snap in page:
-            record = agent.store.load(snap.session_id)
-            entry: dict[str, Any] = {"sessionId": snap.session_id, "cwd": snap.cwd}
-            if snap.title is not None:
-                entry["title"] = snap.title
-            if record is not None:
-                entry["updatedAt"] = record.updated_at
-            sessions.append(entry)
+            sessions.append(self._list_entry(snap))
         result: dict[str, Any] = {"sessions": sessions}
         if offset + len(page) < len(snapshots):
             result["nextCursor"] = str(offset + len(page))
         return result
+
+    def _list_entry(self, snap: SessionSnapshot) -> dict[str, Any]:
+        """One ``session/list`` entry: ACP's ``SessionInfo`` members plus the ``Session`` schema's (required-nullable
+        ones always present, ``null`` when empty)."""
+        agent = self._agent
+        faults = agent.faults
+        record = agent.store.load(snap.session_id)
+        live = agent._live.get(snap.session_id)
+        entry: dict[str, Any] = {"sessionId": snap.session_id, "cwd": snap.cwd}
+        if snap.title is not None:
+            entry["title"] = snap.title
+        if record is not None:
+            stamps = {"createdAt": record.created_at, "updatedAt": record.updated_at}
+            for name, value in stamps.items():
+                entry[name] = naive_time(value) if "naive-timestamps" in faults else value
+        turn = live.turn if live is not None else None
+        history = live.history if live is not None else (record.history if record is not None else ())
+        nullable: dict[str, Any] = {
+            "activeTurnId": str(turn.request_id) if turn is not None else None,
+            "forkedFrom": None,
+            "modelId": None,
+            "providerId": None,
+            "workspaceRoot": None,
+        }
+        for name, value in nullable.items():
+            if value is not None or "sparse-session-objects" not in faults:
+                entry[name] = value
+        entry["turnCount"] = sum(1 for item in history if item.role == "user")
+        return entry
 
     async def _session_close(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         session_id = _session_id_param(params)
@@ -929,9 +1007,7 @@ class AgentConnection:
             await self._chunk(turn, piece)
 
     async def _chunk(self, turn: _Turn, piece: str) -> None:
-        update: dict[str, Any] = {"sessionUpdate": "agent_message_chunk"}
-        if self.protocol_version == 2:
-            update["messageId"] = turn.agent_message_id
+        update: dict[str, Any] = {"sessionUpdate": "agent_message_chunk", "messageId": turn.agent_message_id}
         update["content"] = {"type": "text", "text": piece}
         await self._update(turn.session, update, turn.request_id)
         turn.sent.append(piece)

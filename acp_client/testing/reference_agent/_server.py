@@ -38,6 +38,7 @@ from typing import Any, Final, cast
 import attrs
 
 from ..._jsonrpc import Request, RequestId, classify, decode_frame, encode, error_message
+from ..._version import install_hint
 from ...clock import Clock, SystemClock
 from ...exceptions import MalformedFrame, TransportClosed
 from ..proxy import FaultProxy
@@ -327,7 +328,7 @@ class ReferenceServer:
         """Start hypercorn and the front proxy.
 
         Raises:
-            ImportError: hypercorn is not installed (``pip install 'acp-reconnect[testing]'``).
+            ImportError: hypercorn is not installed (the message says how to install it).
             OSError: An address cannot be bound.
         """
         if self._serve_task is not None:
@@ -336,7 +337,7 @@ class ReferenceServer:
             from hypercorn.asyncio import serve
             from hypercorn.config import Config
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("ReferenceServer needs hypercorn: pip install 'acp-reconnect[testing]'") from exc
+            raise ImportError(f"ReferenceServer needs hypercorn: {install_hint('testing')}") from exc
 
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:

@@ -13,9 +13,9 @@ Recovery, per session:
   active; -32002), or stays unreachable past ``failover_delay`` (on the injected
   clock), the session is first taken out of the home link's recovery (so that link can no longer
   resume or load it, even if it comes back meanwhile); then every instance is asked
-  ``session/status`` at once (:func:`acp_client.pool.locate_many`, over the live links where there
-  are some) and :meth:`acp_client.pool.Location.route` picks the one instance: resume where it is
-  active, replay where it is inactive (home first), or a new session placed by the policy.
+  ``session/status`` at once (one fan-out, over the live links where there are some) and
+  :meth:`acp_client.location.Location.route` picks the one instance: resume where it is active,
+  replay where it is inactive (home first), or a new session placed by the policy.
   Nothing reachable: the session goes back to its home link, and the failover is tried again
   after another ``failover_delay``.
 * A session is therefore recovered by exactly one routine at a time, and a route names one
@@ -23,117 +23,79 @@ Recovery, per session:
 
 Outcomes and :class:`~acp_client.state.RecoveryContext` carry ``endpoint``: the instance's name.
 
-The links themselves (and where calls wait) are :mod:`acp_client._pool_links`.
+The links themselves (and where calls wait) are :mod:`acp_client.pool._links`, which owns
+the one :class:`Failover` of a client and tells it what its links do.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import itertools
 import logging
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import attrs
 
-from . import _recovery
-from ._connection import Connection
-from ._pool_links import Link, PoolLinks
-from ._recoverer import Recoverer, _capabilities
-from ._sessions import SessionTable, Tracked
-from ._supervisor import _RECOVERING_ON
-from .clock import Clock
-from .config import Callbacks, check_instance
-from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
-from .pool import Endpoint, Location, PlacementFunction, Presence, Route, RouteKind, _endpoints, placement_policy
-from .state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
-from .transports.base import Connector
-from .types import InitializeResponse
+from .. import _recovery
+from .._connection import Connection
+from .._probing import Live
+from .._recoverer import Answer, Recoverer, capabilities
+from .._sessions import SessionTable, Tracked
+from ..clock import Clock
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
+from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
+from ..location import Endpoint, Location, Route, RouteKind
+from ..state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
+from ..types import InitializeResponse
+from ._link import Link
+from ._placement import PlacementFunction
 
-__all__ = ["PoolRecoverer", "PoolRecovery", "PoolSpec", "pool_spec"]
+
+class _Links(Protocol):
+    """What the failover needs of the pool's links (:class:`~acp_client.pool._links.PoolLinks`)."""
+
+    links: list[Link]
+
+    @property
+    def closing(self) -> bool: ...
+
+    def link(self, endpoint: Endpoint | str) -> Link: ...
+
+    def notify(self) -> None: ...
+
+    def publish(self) -> None: ...
+
+    def spawn(self, coro: Any) -> None: ...
+
+    def session_counts(self) -> dict[Endpoint, int]: ...
+
+    async def ensure(self, link: Link, *, wait: float | None = None) -> Connection: ...
+
+    async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool: ...
+
+    async def locate_many(
+        self,
+        session_ids: Sequence[str],
+        *,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+        warm: bool = False,
+        only: Sequence[Link] | None = None,
+    ) -> dict[str, Location]: ...
+
+
+__all__ = ["Failover"]
 
 logger = logging.getLogger("acp_client.reconnect")
-
-#: The instance a recovery runs on (read by the ``decide_recovery`` wrapper).
-_ENDPOINT: contextvars.ContextVar[str | None] = contextvars.ContextVar("acp_pool_endpoint", default=None)
 
 #: How many times a failover asks the instances again because its answers went stale.
 _REASKS = 3
 
-_PRESENCE_PROBE = {"active": Probe.ACTIVE, "inactive": Probe.INACTIVE, "unknown": Probe.NOT_FOUND}
 
-
-@attrs.frozen
-class PoolSpec:
-    """What a client facing several instances is given (checked by the client)."""
-
-    endpoints: tuple[Endpoint, ...]
-    connectors: tuple[Connector, ...]
-    placement: PlacementFunction
-    failover_delay: float
-
-
-def pool_spec(
-    endpoint: object,
-    placement: object,
-    failover_delay: float,
-    connector: Callable[[str | Connector], Connector],
-) -> PoolSpec | None:
-    """The pool an :class:`~acp_client.AcpClient` was given, or ``None`` for one endpoint (a
-    string, a connector, or a list of one URL or connector).
-
-    Raises:
-        ConfigurationError: A bad endpoint list, duplicate names, or an unknown placement.
-    """
-    if not isinstance(endpoint, list | tuple):
-        check_instance("endpoint", endpoint, (str, Connector))
-        return None
-    if len(endpoint) == 1 and isinstance(endpoint[0], str | Connector):
-        return None
-    endpoints = _endpoints(endpoint)
-    connectors = tuple(e.connector if e.connector is not None else connector(e.url) for e in endpoints)
-    policy = placement_policy(placement)  # type: ignore[arg-type]
-    return PoolSpec(endpoints, connectors, policy, float(failover_delay))
-
-
-class PoolRecoverer(Recoverer):
-    """The recoverer of a pooled client: a probe answer it already has (the home's, or a
-    fan-out's) is used instead of asking again, and the app's ``decide_recovery`` sees the
-    instance."""
-
-    def __init__(self, *args: Any, callbacks: Callable[[], Callbacks], **kwargs: Any) -> None:
-        super().__init__(*args, callbacks=lambda: self._with_endpoint(callbacks()), **kwargs)
-        self.known: dict[Tracked, tuple[Probe, str | None, Any]] = {}
-
-    @staticmethod
-    def _with_endpoint(callbacks: Callbacks) -> Callbacks:
-        decide = callbacks.decide_recovery
-        if decide is None:
-            return callbacks
-
-        def decide_here(context: Any) -> Any:
-            return decide(attrs.evolve(context, endpoint=_ENDPOINT.get()))
-
-        return attrs.evolve(callbacks, decide_recovery=decide_here)
-
-    async def probe(self, conn: Connection, tracked: Tracked) -> tuple[Probe, str | None, Any]:
-        """``session/status`` for one session over ``conn`` (the answer is not kept)."""
-        return await super()._probe(conn, tracked)
-
-    async def _probe(self, conn: Connection, tracked: Tracked) -> tuple[Probe, str | None, Any]:
-        known = self.known.pop(tracked, None)
-        return known if known is not None else await super()._probe(conn, tracked)
-
-    async def report(self, outcome: RecoveryOutcome) -> None:
-        await self._report(outcome)
-
-
-class PoolRecovery:
+class Failover:
     """Recovers the sessions of a pooled client: at home after a reconnect, elsewhere when the
-    home does not have them or stays away (the :class:`~acp_client._pool_links.LinkHooks` of
-    its links).
+    home does not have them or stays away (told by its :class:`~acp_client.pool._links.PoolLinks`).
 
     Args:
         links: The client's links.
@@ -145,27 +107,27 @@ class PoolRecovery:
         clock: Time source.
         version: The negotiated protocol version.
         probe_timeout: Seconds each instance gets to answer a fan-out.
-        on_outcomes: Told the outcomes reported after each recovery round at home and each
-            round of moves (an empty list after a round a drop cut off): the session store keeps
-            in step.
+        recovered: Told the outcomes reported after each recovery round at home and each
+            round of moves (an empty list after a round a drop cut off): the engine's
+            "recovered" event.
     """
 
     def __init__(
         self,
-        links: PoolLinks,
+        links: _Links,
         *,
         table: SessionTable,
-        recoverer: PoolRecoverer,
+        recoverer: Recoverer,
         placement: PlacementFunction,
         failover_delay: float,
         concurrency: int,
         clock: Clock,
         version: Callable[[], int],
         probe_timeout: float,
-        on_outcomes: Callable[[list[RecoveryOutcome]], None] | None = None,
+        recovered: Callable[[list[RecoveryOutcome], bool], None],
     ) -> None:
         self.links = links
-        self._on_outcomes = on_outcomes
+        self._recovered = recovered
         self._sweeper: asyncio.Future[None] | None = None
         self._guards: weakref.WeakKeyDictionary[Tracked, asyncio.Lock] = weakref.WeakKeyDictionary()
         self._table = table
@@ -176,9 +138,6 @@ class PoolRecovery:
         self._clock = clock
         self._version = version
         self._probe_timeout = probe_timeout
-        links.hooks = self
-
-    # -- hooks ----------------------------------------------------------------------------------------
 
     def closing(self) -> None:
         for link in self.links.links:
@@ -187,7 +146,7 @@ class PoolRecovery:
     # -- drops and recovery at home -------------------------------------------------------------------
 
     def _sessions_of(self, link: Link) -> list[Tracked]:
-        return [t for t in self._table.live() if self.links.homes.get(t) is link and t not in self.links.moving]
+        return [t for t in self._table.live() if t.home is link and not t.moving]
 
     def state_changed(self, link: Link, state: ConnectionState) -> None:
         """The failover timer runs from the drop until the link is connected again (a recovery
@@ -201,13 +160,17 @@ class PoolRecovery:
             self._move(link, "its link failed")
 
     def dropped(self, link: Link, cause: TransportError) -> None:
-        """The link dropped: its sessions' turns fail (the agent had the prompt), windows close,
+        """The link dropped: the one drop rule for its sessions (turns fail, windows are cut off),
         and the failover timer starts."""
+        self._table.dropped(cause, self._sessions_of(link))
+        self._arm(link)
+
+    def failed(self, link: Link, error: BaseException) -> None:
+        """The link's supervisor crashed (the crash hook of every link): its sessions' turns fail
+        with ``error``; the sessions move once the link's state says it failed."""
         for tracked in self._sessions_of(link):
             if tracked.turn is not None:
-                tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
-            self._table.close_window(tracked)
-        self._arm(link)
+                tracked.turn.finish(error)
 
     def _arm(self, link: Link) -> None:
         if link.failover_timer is None and not self.links.closing:
@@ -232,7 +195,7 @@ class PoolRecovery:
         sessions = self._sessions_of(link)
         if not sessions:
             return
-        self.links.moving.update(sessions)
+        _moving(sessions, True)
         self.links.publish()
         self.links.spawn(self._failover(sessions, link, reason))
 
@@ -243,37 +206,32 @@ class PoolRecovery:
         if not sessions:
             return
         version = self._version()
-        caps = _capabilities(init, version)
+        caps = capabilities(init, version)
         semaphore = asyncio.Semaphore(self._concurrency)
         elsewhere: list[Tracked] = []
 
         async def one(tracked: Tracked) -> RecoveryOutcome | None:
             async with semaphore:
-                if tracked in self.links.moving:
+                if tracked.moving:
                     return None
-                if tracked in self.links.left_behind:
+                if tracked.left_behind:
                     await self._close_elsewhere(tracked, link)
+                answer: Answer | None = None
                 if _recovery.should_probe(caps):
                     answer = await self._recoverer.probe(conn, tracked)
                     # Not in memory here: another instance may have it active, so ask them all.
-                    if answer[0] in (Probe.NOT_FOUND, Probe.INACTIVE) and len(self.links.links) > 1:
+                    if answer.probe in (Probe.UNKNOWN, Probe.INACTIVE) and len(self.links.links) > 1:
                         elsewhere.append(tracked)
-                        self.links.moving.add(tracked)  # out of this link's hands before anything else
+                        tracked.moving = True  # out of this link's hands before anything else
                         return None
-                    self._recoverer.known[tracked] = answer
-                token = _ENDPOINT.set(link.endpoint.name)
-                try:
-                    outcome = await self._recoverer.recover_session(conn, tracked, caps)
-                finally:
-                    _ENDPOINT.reset(token)
-                return attrs.evolve(outcome, endpoint=link.endpoint.name)
+                return await self._recoverer.recover_session(
+                    conn, tracked, caps, answer=answer, endpoint=link.endpoint.name
+                )
 
         results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
-        for tracked in sessions:
-            self._recoverer.known.pop(tracked, None)
         for result in results:
             if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
-                self.links.moving.difference_update(elsewhere)
+                _moving(elsewhere, False)
                 self._store([])  # a session renamed before the drop is renamed in the store too
                 raise result
             if isinstance(result, BaseException):
@@ -287,13 +245,12 @@ class PoolRecovery:
             self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
 
     def _store(self, outcomes: list[RecoveryOutcome]) -> None:
-        if self._on_outcomes is not None:
-            self._on_outcomes(outcomes)
+        self._recovered(outcomes, False)
 
     # -- sessions without a home (restored from a store) ------------------------------------------------
 
-    def _homeless(self) -> list[Tracked]:
-        return [t for t in self._table.live() if t not in self.links.homes]
+    def homeless(self) -> list[Tracked]:
+        return [t for t in self._table.live() if t.home is None]
 
     async def adopt(self, *, patient: bool = True) -> None:
         """Find the sessions tracked without a home — restored from a store: the client does not
@@ -305,10 +262,10 @@ class PoolRecovery:
         the ones no instance could take, are tried again in the background after
         ``failover_delay`` — as a session whose home stays away is — and then take the route as
         it is; the instances that were unreachable then close their copy when they are back."""
-        sessions = self._homeless()
+        sessions = self.homeless()
         if not sessions:
             return
-        self.links.moving.update(sessions)  # calls for them wait, as during a move
+        _moving(sessions, True)  # calls for them wait, as during a move
         self.links.publish()
         try:
             left = await self._place_located(sessions, None, "restored from the store", patient=patient)
@@ -333,7 +290,7 @@ class PoolRecovery:
         try:
             retry = await self._place_located(sessions, home, reason)
         finally:
-            self._give_back([t for t in sessions if t in self.links.moving])
+            self._give_back([t for t in sessions if t.moving])
         if retry and not self.links.closing:
             self._arm(home)  # nothing usable now: the home keeps them, another failover later
 
@@ -364,7 +321,7 @@ class PoolRecovery:
         return retry
 
     def _give_back(self, sessions: list[Tracked]) -> None:
-        self.links.moving.difference_update(sessions)
+        _moving(sessions, False)
         self.links.notify()
         self.links.publish()
 
@@ -378,7 +335,7 @@ class PoolRecovery:
         marked: they are closed when their link comes back, or by the sweep."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
-        marked = self.links.left_behind.get(tracked)
+        marked = tracked.left_behind
         if location is None and marked:
             location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
         if location is None:
@@ -386,9 +343,9 @@ class PoolRecovery:
         closed: list[str] = []
         for answer in location.answers:
             link = self.links.link(answer.endpoint)
-            if link is target or answer.presence is Presence.UNREACHABLE:
+            if link is target or answer.probe is Probe.UNREACHABLE:
                 continue
-            if answer.presence is Presence.ACTIVE:
+            if answer.probe is Probe.ACTIVE:
                 if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
@@ -400,30 +357,26 @@ class PoolRecovery:
         their link is back, or by a sweep every ``failover_delay``."""
         if not links:
             return
-        self.links.left_behind.setdefault(tracked, set()).update(links)
+        tracked.left_behind.update(links)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.ensure_future(self._sweep())
             self.links.spawn(self._sweeper)
 
     def _unmark(self, tracked: Tracked, link: Link) -> None:
         """``link`` no longer holds a copy of ``tracked`` (closed, or it is the session's home)."""
-        marked = self.links.left_behind.get(tracked)
-        if marked is not None:
-            marked.discard(link)
-            if not marked:
-                del self.links.left_behind[tracked]
+        tracked.left_behind.discard(link)
 
     async def _sweep(self) -> None:
         """Every ``failover_delay``, close the copies still left behind — over the instance's live
         link, or a connection of its own (the client may keep no link there, or one waiting out
         its backoff) — until none is left. Each session under its guard: a move cannot attach it
         there meanwhile."""
-        while not self.links.closing and self.links.left_behind:
+        while not self.links.closing and any(t.left_behind for t in self._table):
             await self._clock.sleep(self._failover_delay)
-            pending = [(t, link) for t, marked in self.links.left_behind.items() for link in marked]
+            pending = [(t, link) for t in self._table for link in list(t.left_behind)]
             for tracked, link in pending:
                 async with self._guard(tracked):
-                    still = link in self.links.left_behind.get(tracked, ())
+                    still = link in tracked.left_behind
                     if still and await self.links.close_copy(link, tracked.session_id):
                         self._unmark(tracked, link)
 
@@ -436,12 +389,12 @@ class PoolRecovery:
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The link is back: close the sessions that moved off it while it was away."""
-        for tracked, marked in list(self.links.left_behind.items()):
-            if link in marked and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
+        for tracked in list(self._table):
+            if link in tracked.left_behind and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
                 logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
                 self._unmark(tracked, link)
 
-    def _target(self, location: Location, home: Link | None) -> tuple[Route, Link] | None:
+    def _target(self, location: Location, home: Link | None) -> tuple[Route[Endpoint], Link] | None:
         """The route for a fan-out's answers, and the link it names (placed, for a new session)."""
         route = location.route(home=home.endpoint if home is not None else None)
         if route.kind is RouteKind.UNAVAILABLE:
@@ -481,34 +434,28 @@ class PoolRecovery:
             if asked == _REASKS:
                 return False
             location = (await self.links.locate_many([tracked.session_id]))[tracked.session_id]
-        probe = Probe.NOT_FOUND
-        raw: str | None = None
-        state: Any = None
+        answer = Answer(Probe.UNKNOWN)
         if route.endpoint is not None:
-            answer = location.answer(route.endpoint)
-            probe, raw, state = _PRESENCE_PROBE[answer.presence.value], answer.raw_status, answer.state
+            said = location.answer(route.endpoint)
+            answer = Answer(said.probe, said.raw_status, said.state)
         sup = target.supervisor
         assert sup is not None
-        caps = _capabilities(sup.init_result, self._version())
+        caps = capabilities(sup.init_result, self._version())
         closed = await self._close_elsewhere(tracked, target, location)
-        self._recoverer.known[tracked] = (probe, raw, state)
-        token = _ENDPOINT.set(target.endpoint.name)
-        recovering = _RECOVERING_ON.set(conn)
         try:
-            outcome = await self._recoverer.recover_session(conn, tracked, caps)
+            with sup.recovering(conn):
+                outcome = await self._recoverer.recover_session(
+                    conn, tracked, caps, answer=answer, endpoint=target.endpoint.name
+                )
         except (ConnectionLost, TransportError) as exc:
             logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
             return False
-        finally:
-            self._recoverer.known.pop(tracked, None)
-            _RECOVERING_ON.reset(recovering)
-            _ENDPOINT.reset(token)
         if outcome.path is not RecoveryPath.ABANDON:
-            self.links.homes[tracked] = target
+            tracked.home = target
         if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY):  # who may still hold it: closed once back
             away = [self.links.link(e) for e in location.unreachable]
             self._mark(tracked, away if home is None else [home] if home in away else [])  # home unknown: any
-        self.links.moving.discard(tracked)
+        tracked.moving = False
         self.links.notify()
         self.links.publish()
         note = (
@@ -518,11 +465,13 @@ class PoolRecovery:
         )
         if closed:
             note += f"; closed the stale copies on {', '.join(closed)} first"
-        outcome = attrs.evolve(outcome, endpoint=target.endpoint.name, notes=(*outcome.notes, note))
-        reporting = _RECOVERING_ON.set(conn)
-        try:
+        outcome = attrs.evolve(outcome, notes=(*outcome.notes, note))
+        with sup.recovering(conn):
             await self._recoverer.report(outcome)
-        finally:
-            _RECOVERING_ON.reset(reporting)
         reported.append(outcome)
         return True
+
+
+def _moving(sessions: list[Tracked], moving: bool) -> None:
+    for tracked in sessions:
+        tracked.moving = moving

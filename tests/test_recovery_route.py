@@ -1,6 +1,7 @@
-"""The fan-out decision (``acp_client._fanout``, DESIGN.md §5): every probe combination across
+"""Where a session goes (``acp_client._recovery.route``, DESIGN.md §5: the first table of the one
+decision module, used with one instance and after a fan-out): every probe combination across
 three instances, written-out cases, and property tests — a session is never loaded or resumed on
-two instances."""
+two instances. Instances are named by their index here."""
 
 from __future__ import annotations
 
@@ -10,13 +11,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_client._fanout import Presence, Route, RouteKind, route
+from acp_client import _recovery
+from acp_client._recovery import Route, RouteKind
+from acp_client.state import Probe
 
-A, N, U, X = Presence.ACTIVE, Presence.INACTIVE, Presence.UNKNOWN, Presence.UNREACHABLE
+A, N, U, X = Probe.ACTIVE, Probe.INACTIVE, Probe.UNKNOWN, Probe.UNREACHABLE
 ALL = (A, N, U, X)
 
 
-def oracle(answers: tuple[Presence, ...], home: int | None, order: tuple[int, ...]) -> tuple[RouteKind, object]:
+def route(
+    answers: tuple[Probe, ...] | list[Probe], home: int | None = None, order: tuple[int, ...] | None = None
+) -> Route[int]:
+    return _recovery.route(list(enumerate(answers)), home, order)
+
+
+def oracle(answers: tuple[Probe, ...], home: int | None, order: tuple[int, ...]) -> tuple[RouteKind, object]:
     """DESIGN.md §5 / issue 11 in the plainest words: an independent statement of the rule."""
     for wanted, kind in ((A, RouteKind.RESUME), (N, RouteKind.REPLAY)):
         holders = [index for index in order if answers[index] is wanted]
@@ -29,18 +38,18 @@ def oracle(answers: tuple[Presence, ...], home: int | None, order: tuple[int, ..
 
 
 @pytest.mark.parametrize("answers", list(itertools.product(ALL, repeat=3)), ids=lambda a: "-".join(p.value for p in a))
-def test_every_combination_across_three_instances(answers: tuple[Presence, ...]) -> None:
+def test_every_combination_across_three_instances(answers: tuple[Probe, ...]) -> None:
     for home in (None, 0, 1, 2):
         for order in itertools.permutations(range(3)):
             decided = route(answers, home, order)
             kind, target = oracle(answers, home, order)
             assert decided.kind is kind, (answers, home, order, decided)
             if kind in (RouteKind.RESUME, RouteKind.REPLAY):
-                assert decided.instance == target and decided.candidates == ()
+                assert decided.endpoint == target and decided.candidates == ()
             elif kind is RouteKind.NEW_SESSION:
-                assert decided.instance is None and decided.candidates == target
+                assert decided.endpoint is None and decided.candidates == target
             else:
-                assert decided.instance is None and decided.candidates == ()
+                assert decided.endpoint is None and decided.candidates == ()
             assert decided.reason
 
 
@@ -62,19 +71,19 @@ def test_every_combination_across_three_instances(answers: tuple[Presence, ...])
         ((), None, Route(RouteKind.UNAVAILABLE)),
     ],
 )
-def test_written_out_cases(answers: tuple[Presence, ...], home: int | None, expected: Route) -> None:
+def test_written_out_cases(answers: tuple[Probe, ...], home: int | None, expected: Route) -> None:
     decided = route(answers, home)
-    assert (decided.kind, decided.instance, decided.candidates) == (
+    assert (decided.kind, decided.endpoint, decided.candidates) == (
         expected.kind,
-        expected.instance,
+        expected.endpoint,
         expected.candidates,
     )
 
 
 def test_order_names_who_answered_first() -> None:
-    assert route((N, N, N), None, order=(2, 0)).instance == 2
+    assert route((N, N, N), None, order=(2, 0)).endpoint == 2
     assert route((U, U, X), None, order=(1,)).candidates == (1, 0)
-    assert route((N, N), 0, order=(1, 0)).instance == 0  # the home instance still wins
+    assert route((N, N), 0, order=(1, 0)).endpoint == 0  # the home instance still wins
 
 
 def test_bad_home_or_order_is_refused() -> None:
@@ -89,22 +98,22 @@ def test_bad_home_or_order_is_refused() -> None:
     answers=st.lists(st.sampled_from(ALL), min_size=0, max_size=8),
     data=st.data(),
 )
-def test_one_target_and_never_a_load_beside_an_active(answers: list[Presence], data: st.DataObject) -> None:
+def test_one_target_and_never_a_load_beside_an_active(answers: list[Probe], data: st.DataObject) -> None:
     home = data.draw(st.none() | st.integers(0, len(answers) - 1)) if answers else None
     order = data.draw(st.permutations(range(len(answers))))
     decided = route(answers, home, order)
     if decided.kind in (RouteKind.RESUME, RouteKind.REPLAY):
-        assert decided.instance is not None
-        assert answers[decided.instance] is (A if decided.kind is RouteKind.RESUME else N)
+        assert decided.endpoint is not None
+        assert answers[decided.endpoint] is (A if decided.kind is RouteKind.RESUME else N)
     else:
-        assert decided.instance is None
+        assert decided.endpoint is None
     if A in answers:  # resumed where it is active; never replayed (loaded) anywhere else
         assert decided.kind is RouteKind.RESUME
     if decided.kind is RouteKind.NEW_SESSION:
         assert A not in answers and N not in answers
         assert set(decided.candidates) == {i for i, answer in enumerate(answers) if answer is U}
     if home is not None and answers[home] in (A, N) and not (answers[home] is N and A in answers):
-        assert decided.instance == home  # the home instance first when it has the session
+        assert decided.endpoint == home  # the home instance first when it has the session
 
 
 # -- a world of instances, crashes and evictions: the session is never in memory on two ---------
@@ -124,7 +133,7 @@ class World:
             self.stored = [True] * count
         self.loads = 0
 
-    def answers(self) -> list[Presence]:
+    def answers(self) -> list[Probe]:
         result = []
         for index, alive in enumerate(self.alive):
             if not alive:
@@ -153,9 +162,9 @@ class World:
     def recover(self) -> None:
         decided = route(self.answers(), self.home)
         if decided.kind in (RouteKind.RESUME, RouteKind.REPLAY):
-            assert decided.instance is not None
-            self.memory[decided.instance] = True  # resume keeps it in memory, load brings it in
-            self.home = decided.instance
+            assert decided.endpoint is not None
+            self.memory[decided.endpoint] = True  # resume keeps it in memory, load brings it in
+            self.home = decided.endpoint
             self.loads += 1
         elif decided.kind is RouteKind.NEW_SESSION:
             # a new session replaces the old one everywhere (the old id is dropped)

@@ -1,151 +1,99 @@
-"""The links of a client facing several instances of one agent (DESIGN.md §5).
+"""The links of a client facing several instances of one agent (DESIGN.md §5): the pool's
+implementation of :class:`acp_client._links.Links`.
 
 One link per instance — a :class:`~acp_client._supervisor.Supervisor` over that instance's
-connector (the client's cookie store shared by all), started when first needed — plus where each
-session lives (its *home*), which sessions are being moved, and the client's state as the
-aggregate of its links. The recovery across instances (:mod:`acp_client._pooled`) plugs in
-through :class:`LinkHooks`.
+connector (the client's cookie store shared by all), started when first needed — and the client's
+state as the aggregate of its links. Where each session lives (its *home*), whether it is
+*moving* and the links it was *left behind* on are fields of the tracked session itself. The
+recovery across instances is this module's :class:`~acp_client.pool._failover.Failover`, which
+it owns and tells what each link does.
 
-Calls for a session wait here, not in a link's queue, while the session moves or its home
-reconnects: after a move they go to the new home.
+Calls for a session wait here, in the one outage queue (:class:`~acp_client._queue.OutageQueue`:
+``QueueOptions.max_size`` and ``max_age`` hold as with one endpoint), while the session moves or
+its home reconnects: after a move they go to the new home.
 
 The client's state is the aggregate of the links that matter (those homing a session, or else
 the first one started): ``connected`` when all of them are, ``recovering`` while sessions move,
-else the state of the first one that is not connected.
+else the state of the first one that is not connected. Only legal transitions are published: one
+that would not be (``connected`` while a move starts: the links are up, the moving sessions'
+calls wait) is held until the next legal one; sessions that come back on another link after their
+own went down pass through ``recovering``, which is what happened to them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
-import attrs
+from .. import _probing
+from .._connection import Connection
+from .._links import LinkKit
+from .._probing import Live
+from .._queue import OutageQueue
+from .._sessions import Tracked
+from .._supervisor import Supervisor
+from ..clock import move_on_after
+from ..config import USE_CLIENT_DEFAULT, UseClientDefault
+from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
+from ..location import Endpoint, Location, RouteKind
+from ..state import LEGAL_TRANSITIONS, ConnectionState, State
+from ..transports.base import Connector
+from ._failover import Failover
+from ._link import Link, live_of
+from ._locate import fan_out
+from ._placement import PlacementFunction
 
-from ._connection import Connection
-from ._sessions import SessionTable, Tracked
-from ._supervisor import _RECOVERING_ON, Supervisor
-from .clock import Clock, TimerHandle, move_on_after
-from .config import QueueOptions
-from .exceptions import AcpError, ClientClosed, ConnectionLost, TransportClosed, TransportError
-from .pool import Endpoint, Location, PlacementFunction, RouteKind, _close_copy, _locate_many
-from .state import LEGAL_TRANSITIONS, ConnectionState, State
-from .transports.base import Connector
-from .types import InitializeResponse
-
-__all__ = ["Link", "LinkHooks", "PoolLinks", "SupervisorFactory"]
+__all__ = ["PoolLinks"]
 
 logger = logging.getLogger("acp_client.reconnect")
 
-#: How a link is made: ``(connector, recover, on_drop, on_state) -> Supervisor``.
-SupervisorFactory = Callable[
-    [
-        Connector,
-        Callable[[Connection, Any], Any],
-        Callable[[TransportError], None],
-        Callable[[ConnectionState], None],
-    ],
-    Supervisor,
-]
-
-
-class LinkHooks(Protocol):
-    """What the recovery across instances is told of each link."""
-
-    async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None: ...
-
-    def dropped(self, link: Link, cause: TransportError) -> None: ...
-
-    def state_changed(self, link: Link, state: ConnectionState) -> None: ...
-
-    def closing(self) -> None: ...
-
-
-class Link:
-    """One instance: its endpoint, its supervisor (none until first needed), its last state."""
-
-    def __init__(self, endpoint: Endpoint, connector: Connector) -> None:
-        self.endpoint = endpoint
-        self.connector = connector
-        #: The endpoint a probe or a one-off close connects with: this link's connector (the
-        #: client's headers, TLS, cookies and transport options), equal to ``endpoint``.
-        self.probe_endpoint = (
-            endpoint if endpoint.connector is not None else attrs.evolve(endpoint, connector=connector)
-        )
-        self.supervisor: Supervisor | None = None
-        self.state = ConnectionState(State.CONNECTING)
-        self.starting: asyncio.Future[None] | None = None
-        self.failover_timer: TimerHandle | None = None
-
-    @property
-    def connected(self) -> bool:
-        sup = self.supervisor
-        return sup is not None and self.state.state is State.CONNECTED and sup.connection is not None
-
-    @property
-    def usable(self) -> bool:
-        """Has a supervisor that may still connect (not failed or closed)."""
-        return self.supervisor is not None and not self.state.is_terminal
-
-
-def _live(link: Link) -> tuple[Connection, InitializeResponse] | None:
-    """The link's connection and what its instance answered to ``initialize``, when connected."""
-    sup = link.supervisor
-    if link.connected and sup is not None and sup.connection is not None and sup.init_result is not None:
-        return sup.connection, sup.init_result
-    return None
-
 
 class PoolLinks:
-    """The links of a client facing several instances, and where each session lives.
+    """The links of a client facing several instances (see the module docstring).
 
     Args:
+        kit: The engine's parts.
         endpoints: The instances, in preference order.
         connectors: One connector per endpoint.
         placement: Where new sessions go.
-        table: The client's sessions.
-        make_supervisor: Builds one link's supervisor.
-        emit_state: Publishes the client's (aggregate) state.
-        queue: How session calls wait while their session has no usable link.
-        clock: Time source.
-        version: The negotiated protocol version.
-        probe_timeout: Each instance's time for the fan-out.
+        failover_delay: Seconds a home may stay unreachable before its sessions move.
     """
 
     def __init__(
         self,
+        kit: LinkKit,
         endpoints: Sequence[Endpoint],
         connectors: Sequence[Connector],
         *,
         placement: PlacementFunction,
-        table: SessionTable,
-        make_supervisor: SupervisorFactory,
-        emit_state: Callable[[ConnectionState], None],
-        queue: QueueOptions,
-        clock: Clock,
-        version: Callable[[], int],
-        probe_timeout: float,
+        failover_delay: float,
     ) -> None:
         self.links = [Link(endpoint, connector) for endpoint, connector in zip(endpoints, connectors, strict=True)]
+        self._kit = kit
         self._placement = placement
-        self._table = table
-        self._make_supervisor = make_supervisor
-        self._emit_state = emit_state
-        self._queue = queue
-        self._clock = clock
-        self._version = version
-        self._probe_timeout = probe_timeout
-        self.homes: dict[Tracked, Link] = {}
-        self.moving: set[Tracked] = set()
-        #: The instances a session moved off while they were unreachable: they may still hold it
-        #: in memory, and it is closed there before it is attached again (DESIGN.md §5).
-        self.left_behind: dict[Tracked, set[Link]] = {}
+        self._table = kit.table
+        self._clock = kit.clock
+        self._probe_timeout = kit.timeouts.probe
+        self._waiting: OutageQueue[None] = OutageQueue(kit.queue, kit.clock, waiting_for="still recovering")
         self._state = ConnectionState(State.CONNECTING)
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
-        self.hooks: LinkHooks | None = None
+        self._started = False
+        self._failover = Failover(
+            self,
+            table=kit.table,
+            recoverer=kit.recoverer,
+            placement=placement,
+            failover_delay=failover_delay,
+            concurrency=kit.concurrency,
+            clock=kit.clock,
+            version=kit.version,
+            probe_timeout=kit.timeouts.probe,
+            recovered=kit.recovered,
+        )
 
     # -- state ----------------------------------------------------------------------------------------
 
@@ -157,21 +105,34 @@ class PoolLinks:
     def closing(self) -> bool:
         return self._closing
 
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return tuple(link.endpoint for link in self.links)
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting) + sum(supervisor.queued for supervisor in self.supervisors())
+
+    def supervisors(self) -> list[Supervisor]:
+        return [link.supervisor for link in self.links if link.supervisor is not None]
+
     def notify(self) -> None:
+        """A link or a session's home changed: waiting calls look again."""
         self._changed.set()
         self._changed = asyncio.Event()
+        self._waiting.release(None)
 
     def publish(self) -> None:
         """The aggregate state: the links that matter, the first one not connected decides."""
         if self._state.is_terminal:
             return
-        homed = {id(link) for link in self.homes.values()}
+        homed = {id(tracked.home) for tracked in self._table if tracked.home is not None}
         # A link being started (or whose start failed) does not count yet.
         started = [link for link in self.links if link.supervisor is not None and link.starting is None]
         relevant = [link for link in started if id(link) in homed] or started[:1]
         if not relevant:
             return
-        if self.moving:
+        if any(tracked.moving for tracked in self._table):
             new = ConnectionState(State.RECOVERING)
         else:
             waiting = [link.state for link in relevant if link.state.state is not State.CONNECTED]
@@ -186,17 +147,18 @@ class PoolLinks:
             return
         if old.state is State.SUSPENDED and new.state is State.RECONNECTING:  # still down: say so
             new = ConnectionState(State.SUSPENDED, new.attempt, new.retry_in, new.cause)
-        if new.state not in LEGAL_TRANSITIONS[old.state]:  # links and moves interleave: bridge
-            bridge = State.RECOVERING if new.state is State.CONNECTED else State.RECONNECTING
-            if bridge in LEGAL_TRANSITIONS[old.state] and new.state in LEGAL_TRANSITIONS[bridge]:
-                reconnecting = bridge is State.RECONNECTING
-                attempt, retry_in = (1, 0.0) if reconnecting else (None, None)
-                self._set(ConnectionState(bridge, attempt=attempt, retry_in=retry_in))
-                old = self._state
-            if new.state not in LEGAL_TRANSITIONS[old.state]:
-                return
+        if new.state not in LEGAL_TRANSITIONS[old.state]:
+            if new.state is State.CONNECTED and State.RECOVERING in LEGAL_TRANSITIONS[old.state]:
+                # Its sessions are back on links that are up (moved, or another link now homes
+                # them): they were recovered, and the state says so on the way.
+                self._publish(ConnectionState(State.RECOVERING))
+            else:
+                return  # held until the next legal state (e.g. connected while a move starts)
+        self._publish(new)
+
+    def _publish(self, new: ConnectionState) -> None:
         self._state = new
-        self._emit_state(new)
+        self._kit.emit_state(new)
 
     def fail(self, error: BaseException) -> None:
         """The client cannot go on (no instance answered, or its store cannot be read)."""
@@ -205,8 +167,7 @@ class PoolLinks:
     def close(self) -> None:
         """Mark the pool closed (before its links close)."""
         self._closing = True
-        if self.hooks is not None:
-            self.hooks.closing()
+        self._failover.closing()
         self._set(ConnectionState(State.CLOSED, cause="closed by the app"))
         self.notify()
 
@@ -245,23 +206,27 @@ class PoolLinks:
         raise KeyError(str(endpoint))
 
     def _new_supervisor(self, link: Link) -> Supervisor:
+        failover = self._failover
+
         async def recover(conn: Connection, init: Any) -> None:
-            if self.hooks is not None:
-                await self.hooks.recover(link, conn, init)
+            await failover.recover(link, conn, init)
 
         def on_state(state: ConnectionState) -> None:
             link.state = state
-            if self.hooks is not None:
-                self.hooks.state_changed(link, state)
+            failover.state_changed(link, state)
             self.notify()
             self.publish()
 
         def on_drop(cause: TransportError) -> None:
-            if self.hooks is not None:
-                self.hooks.dropped(link, cause)
+            failover.dropped(link, cause)
+
+        def on_fail(error: BaseException) -> None:
+            failover.failed(link, error)
 
         link.state = ConnectionState(State.CONNECTING)
-        return self._make_supervisor(link.connector, recover, on_drop, on_state)
+        return self._kit.supervisor(
+            link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail
+        )
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -309,12 +274,27 @@ class PoolLinks:
             await sup.aclose()
             raise ClientClosed("the client was closed while connecting")
 
-    async def start(self) -> None:
-        """Connect the first instance that answers (in the order given).
+    async def start(self, *, restored: bool) -> None:
+        """Connect the first instance that answers (in the order given); with ``restored``
+        sessions (from a store), find and recover them before the client counts as connected:
+        ``connecting → recovering → connected``.
 
         Raises:
             AcpError: No instance could be connected (the last error).
         """
+        self._started = True
+        homeless = self._failover.homeless() if restored else []
+        for tracked in homeless:  # their calls wait, and the first state published is recovering
+            tracked.moving = True
+        try:
+            await self._start_first()
+        finally:
+            for tracked in homeless:
+                tracked.moving = False
+        if homeless:  # where each one is now: one fan-out, then a recovery where the route says
+            await self._failover.adopt()
+
+    async def _start_first(self) -> None:
         error: BaseException | None = None
         for link in self.links:
             try:
@@ -341,13 +321,13 @@ class PoolLinks:
         for link in self.links:
             if link.supervisor is not None:
                 return link.supervisor
-        raise ClientClosed("not connected")
+        raise ClientClosed("not connected: call connect() first")
 
-    def live(self) -> dict[Endpoint, tuple[Connection, InitializeResponse]]:
+    def live(self) -> dict[Endpoint, Live]:
         """The connected links with what their instance answered to ``initialize``."""
-        return {link.endpoint: live for link in self.links if (live := _live(link)) is not None}
+        return {link.endpoint: live for link in self.links if (live := live_of(link)) is not None}
 
-    async def place(self) -> Link:
+    async def place_link(self) -> Link:
         """Where a new session goes: the policy's choice among the instances, connected; an
         instance that cannot be connected is left out and the policy asked again.
 
@@ -362,7 +342,7 @@ class PoolLinks:
                 raise AcpError(f"the placement policy chose {chosen!r}, which is not a candidate")
             link = self.link(chosen)
             try:
-                await self.ensure(link, wait=self._queue.max_age)
+                await self.ensure(link, wait=self._kit.queue.max_age)
             except ClientClosed:
                 raise
             except AcpError as exc:
@@ -375,40 +355,69 @@ class PoolLinks:
 
     def session_counts(self) -> dict[Endpoint, int]:
         counts = {link.endpoint: 0 for link in self.links}
-        for tracked, link in self.homes.items():
-            if not tracked.abandoned and self._table.get(tracked.session_id) is tracked:
-                counts[link.endpoint] += 1
+        for tracked in self._table.live():
+            if tracked.home is not None:
+                counts[tracked.home.endpoint] += 1
         return counts
 
-    async def attach_link(self, tracked: Tracked, *, known: bool) -> Supervisor:
+    def home(self, tracked: Tracked) -> Link:
+        home: Link | None = tracked.home
+        return home if home is not None else self.links[0]
+
+    # -- the Links protocol ------------------------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if not self._started and not self._closing:
+            raise ClientClosed("not connected: call connect() first")
+
+    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+        """Where a session's calls go: its home instance's link (waiting while it moves)."""
+        self._require_started()
+        if tracked is None:
+            return self.primary
+        return await self.session_link(tracked, method)
+
+    async def place(self) -> Supervisor:
+        self._require_started()
+        link = await self.place_link()
+        assert link.supervisor is not None
+        return link.supervisor
+
+    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
+        tracked.home = self._link_of(supervisor)
+        self.publish()
+
+    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
         """Where an app's ``session/load`` / ``session/resume`` goes: a session the client
         tracks stays home; another goes where a fan-out finds it (active, else inactive), else to
         the first connected instance (which will answer -32002)."""
-        if known and tracked in self.homes:
+        self._require_started()
+        if known and tracked.home is not None:
             return await self.session_link(tracked, "session/resume")
         location = (await self.locate_many([tracked.session_id]))[tracked.session_id]
         route = location.route()
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
-        await self.ensure(link, wait=self._queue.max_age)
-        self.bind(tracked, link)
+        await self.ensure(link, wait=self._kit.queue.max_age)
+        tracked.home = link
+        self.publish()
         assert link.supervisor is not None
         return link.supervisor
 
     def _link_of(self, supervisor: Supervisor) -> Link:
         return next(link for link in self.links if link.supervisor is supervisor)
 
-    def bind(self, tracked: Tracked, link: Link) -> None:
-        self.homes[tracked] = link
-        self.publish()
-
-    def home(self, tracked: Tracked) -> Link:
-        return self.homes.get(tracked) or self.links[0]
-
     def forget(self, tracked: Tracked) -> None:
-        self.homes.pop(tracked, None)
-        self.left_behind.pop(tracked, None)
+        tracked.home = None
+        tracked.left_behind.clear()
         self.publish()
+
+    def endpoint_of(self, tracked: Tracked) -> str | None:
+        home: Link | None = tracked.home
+        return home.endpoint.name if home is not None else None
+
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
+        return (await self.locate_many([session_id], timeout=timeout, warm=True))[session_id]
 
     # -- session calls -----------------------------------------------------------------------------------
 
@@ -425,59 +434,50 @@ class PoolLinks:
 
     async def session_link(self, tracked: Tracked, method: str) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving
-        and the home is connected (waiting like queued requests do).
+        and the home is connected (waiting in the outage queue, as with one endpoint).
 
         Raises:
             ConnectionLost: Queuing is off, or the wait outlived ``QueueOptions.max_age``.
+            QueueFull: ``QueueOptions.max_size`` calls are already waiting.
             ClientClosed: The client closed.
         """
         home = self.home(tracked)
-        if _RECOVERING_ON.get() is not None and home.state.state is State.RECOVERING and home.supervisor is not None:
+        if home.supervisor is not None and home.supervisor.in_recovery():
             # A callback of the home's own recovery: its link is the one being recovered (waiting
             # for the recovery would wait for the callback). Any other call waits as usual.
             return home.supervisor
-        deadline = self._clock.monotonic() + self._queue.max_age
+        deadline = self._waiting.deadline()
         while True:
             if self._closing:
                 raise ClientClosed("the client is closed")
             link = self.home(tracked)
-            if tracked not in self.moving and link.connected and link.supervisor is not None:
+            if not tracked.moving and link.connected and link.supervisor is not None:
                 return link.supervisor
-            if tracked not in self.moving and not link.usable and link.starting is None:
+            if not tracked.moving and not link.usable and link.starting is None:
                 await self.ensure(link)  # never started, or failed: start it (raises if it cannot)
                 continue
-            if not self._queue.enabled:
-                raise ConnectionLost(method, may_have_executed=False)
-            left = deadline - self._clock.monotonic()
-            try:
-                if left <= 0:
-                    raise TransportClosed("still recovering")
-                await self._until_changed(left, "still recovering")
-            except TransportClosed as exc:
-                raise ConnectionLost(method, may_have_executed=False, cause=exc) from exc
+            await self._waiting.wait(method, deadline=deadline)
 
-    async def close_copy(
-        self, link: Link, session_id: str, *, over: tuple[Connection, InitializeResponse] | None = None
-    ) -> bool:
+    async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool:
         """``session/close`` one session on one instance — over ``over``, the link's live
         connection, or a connection of its own (the link may be waiting out its backoff, or
         recovering) — within the probe timeout. ``True`` when the instance no longer has it in
         memory; never raises for the instance's failure."""
-        over = over or _live(link)
-        return await _close_copy(
-            session_id,
-            link.probe_endpoint,
+        over = over or live_of(link)
+        settings = _probing.settings(
+            [session_id],
             timeout=self._probe_timeout,
-            protocol_version=self._version(),
+            opener=self._kit.opener,
             clock=self._clock,
             live={link.endpoint: over} if over is not None else {},
         )
+        return await _probing.close_copy(link.probe_endpoint, session_id, settings)
 
     async def locate_many(
         self,
         session_ids: Sequence[str],
         *,
-        timeout: float | None = None,
+        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
         warm: bool = False,
         only: Sequence[Link] | None = None,
     ) -> dict[str, Location]:
@@ -489,12 +489,11 @@ class PoolLinks:
             for link in self.links:
                 if link.supervisor is None and link.starting is None and not self._closing:
                     self.spawn(self._warm(link))
-        return await _locate_many(
+        return await fan_out(
             session_ids,
             [link.probe_endpoint for link in (self.links if only is None else only)],
-            timeout=timeout or self._probe_timeout,
-            protocol_version=self._version(),
+            timeout=self._probe_timeout if timeout is USE_CLIENT_DEFAULT else timeout,
+            opener=self._kit.opener,
             clock=self._clock,
-            connect_options={},
             live=self.live(),
         )

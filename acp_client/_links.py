@@ -1,0 +1,229 @@
+"""The engine's links: the one seam between the one-link core and what carries its calls.
+
+The engine talks to "its links" through :class:`Links` only: start them, close them, read the
+client's state, find the link for a session, place a new one, attach one the app names. A client
+of one endpoint has :class:`SingleLink`: one supervisor, and every answer is that supervisor. A
+client of several instances plugs in :mod:`acp_client.pool` (one link per instance, failover,
+locate, placement) through the same protocol; this module never imports it, so the common case
+pays nothing for the special one.
+
+What every implementation is built from is one :class:`LinkKit`: the engine's parts (table,
+recoverer, clock, options) and the one way to make a supervisor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from . import _probing
+from ._connection import Connection
+from ._probing import Opener
+from ._recoverer import Recoverer
+from ._sessions import SessionTable, Tracked
+from ._supervisor import Supervisor
+from .clock import Clock
+from .config import QueueOptions, Timeouts
+from .location import Endpoint, Location
+from .state import ConnectionState, RecoveryOutcome, State
+from .transports.base import Connector
+from .types import InitializeResponse
+
+__all__ = ["LinkKit", "Links", "LinksFactory", "SingleLink", "SupervisorFactory"]
+
+
+class SupervisorFactory(Protocol):
+    """Makes one link's supervisor (the engine's options; the callbacks are the link's)."""
+
+    def __call__(
+        self,
+        connector: Connector,
+        *,
+        recover: Callable[[Connection, Any], Any],
+        on_drop: Callable[[Any], None],
+        on_state: Callable[[ConnectionState], None],
+        on_fail: Callable[[BaseException], None],
+    ) -> Supervisor: ...
+
+
+@attrs.frozen
+class LinkKit:
+    """What links are built from: the engine's parts.
+
+    Attributes:
+        table: The client's sessions (each one's home, move and left-behind copies are on it).
+        recoverer: Recovers one session over one connection (and reports it).
+        clock: Time source.
+        version: The negotiated protocol version.
+        timeouts: The client's timeouts (``probe`` bounds each instance's locate answer).
+        queue: How calls wait while their link is down.
+        concurrency: How many sessions recover at once.
+        supervisor: Makes one link's supervisor.
+        emit_state: Publishes the client's state.
+        recovered: Told the outcomes of each recovery round (an empty list after a round a drop
+            cut off), and whether a link's recovery episode recorded them already (telemetry):
+            the engine's "recovered" event.
+        opener: Opens a short link (a locate's, a copy's close) the client's way.
+    """
+
+    table: SessionTable
+    recoverer: Recoverer
+    clock: Clock
+    version: Callable[[], int]
+    timeouts: Timeouts
+    queue: QueueOptions
+    concurrency: int
+    supervisor: SupervisorFactory
+    emit_state: Callable[[ConnectionState], None]
+    recovered: Callable[[list[RecoveryOutcome], bool], None]
+    opener: Opener
+
+
+class Links(Protocol):
+    """What the engine needs of its links."""
+
+    @property
+    def state(self) -> ConnectionState:
+        """The client's connection state."""
+
+    @property
+    def closing(self) -> bool:
+        """Whether the app closed the client."""
+
+    @property
+    def primary(self) -> Supervisor:
+        """Where calls that concern no session go."""
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The instances of a pool (empty for a single endpoint)."""
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a link (during an outage)."""
+
+    def supervisors(self) -> list[Supervisor]:
+        """Every link started so far."""
+
+    async def start(self, *, restored: bool) -> None:
+        """Connect; ``restored``: sessions came from a store, recover them before connected."""
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the client for good (a condition found outside the links)."""
+
+    async def aclose(self) -> None:
+        """Close every link."""
+
+    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+        """Where a session's call goes (``None``: no session)."""
+
+    async def place(self) -> Supervisor:
+        """Where a new session goes."""
+
+    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
+        """``tracked`` now lives behind ``supervisor`` (created or forked there)."""
+
+    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
+        """Where the app's ``session/load`` / ``session/resume`` of ``tracked`` goes."""
+
+    def forget(self, tracked: Tracked) -> None:
+        """The client no longer tracks ``tracked``."""
+
+    def endpoint_of(self, tracked: Tracked) -> str | None:
+        """The name of the instance ``tracked`` lives on (``None`` for a single endpoint)."""
+
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
+        """Every instance's ``session/status`` answer for one session."""
+
+
+#: Builds the links of a client from the engine's parts.
+LinksFactory = Callable[[LinkKit], Links]
+
+
+class SingleLink:
+    """The links of a single-endpoint client: one supervisor, one connector."""
+
+    def __init__(self, kit: LinkKit, connector: Connector) -> None:
+        self._kit = kit
+        self._endpoint = Endpoint(connector.target, connector=connector)
+        table = kit.table
+        self.supervisor = kit.supervisor(
+            connector, recover=self._recover, on_drop=table.dropped, on_state=kit.emit_state, on_fail=table.closed
+        )
+
+    async def _recover(self, conn: Connection, init: InitializeResponse) -> None:
+        """One recovery round, then the "recovered" event (none reported when a drop cut it off:
+        the next round reports them)."""
+        observer = self.supervisor.observer
+        reported: list[RecoveryOutcome] = []
+        try:
+            if observer is None:
+                reported = await self._kit.recoverer.recover(conn, init)
+            else:  # the single link's recovery rounds are its telemetry episodes
+                with observer.recovering():
+                    reported = await self._kit.recoverer.recover(conn, init)
+                    observer.recovered(reported)
+        finally:
+            self._kit.recovered(reported, observer is not None)
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.supervisor.state
+
+    @property
+    def closing(self) -> bool:
+        return self.supervisor.closing
+
+    @property
+    def primary(self) -> Supervisor:
+        return self.supervisor
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return ()
+
+    @property
+    def queued(self) -> int:
+        return self.supervisor.queued
+
+    def supervisors(self) -> list[Supervisor]:
+        return [self.supervisor]
+
+    async def start(self, *, restored: bool) -> None:
+        await self.supervisor.start(recover=restored)
+
+    def fail(self, error: BaseException) -> None:
+        self.supervisor.fail(error)
+
+    async def aclose(self) -> None:
+        await self.supervisor.aclose()
+
+    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+        return self.supervisor
+
+    async def place(self) -> Supervisor:
+        return self.supervisor
+
+    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
+        pass
+
+    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
+        return self.supervisor
+
+    def forget(self, tracked: Tracked) -> None:
+        pass
+
+    def endpoint_of(self, tracked: Tracked) -> str | None:
+        return None
+
+    async def locate(self, session_id: str, timeout: float | None) -> Location:
+        """The one instance's answer, over the live link if connected (else a link of its own)."""
+        sup, kit = self.supervisor, self._kit
+        live: dict[Endpoint, _probing.Live] = {}
+        if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
+            live[self._endpoint] = (sup.connection, sup.init_result)
+        settings = _probing.settings([session_id], timeout=timeout, opener=kit.opener, clock=kit.clock, live=live)
+        answers = await _probing.ask(self._endpoint, settings)
+        return Location(session_id, answers, kit.clock.monotonic() - settings.start)

@@ -1,0 +1,173 @@
+"""The options of :class:`~acp_client.AcpClient`: checked once, then turned into its engine (the
+connectors built from URLs, the session store seen under the client's key).
+
+Which links the engine gets is the caller's choice (:data:`acp_client._links.LinksFactory`): the
+client passes none for one endpoint (the engine's own single link) and the pool's for several.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from ._checks import check_count, check_flag, check_instance, check_seconds
+from ._engine import Engine
+from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._links import LinksFactory
+from ._version import __version__
+from .clock import Clock, SystemClock
+from .config import Callbacks, QueueOptions, Timeouts
+from .exceptions import ConfigurationError
+from .handlers import ClientHandlers
+from .location import Endpoint
+from .retry import RetryPolicy
+from .state import SessionPage
+from .store import SessionStore, endpoint_key, pool_key
+from .store._bridge import StoreBridge
+from .telemetry import Telemetry
+from .transports import CookieStore, TlsConfig
+from .transports.base import Connector, Limits
+from .transports.endpoint import connector_for
+from .types import Implementation
+
+__all__ = ["CLIENT_INFO", "assemble", "check_options", "connector_factory", "next_cursor", "several"]
+
+CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
+
+_KINDS: dict[str, type | tuple[type, ...]] = {
+    "client_info": Implementation,
+    "handlers": ClientHandlers,
+    "retry": RetryPolicy,
+    "callbacks": Callbacks,
+    "timeouts": Timeouts,
+    "queue": QueueOptions,
+    "headers": Mapping,
+    "tls": TlsConfig,
+    "cookies": CookieStore,
+    "limits": Limits,
+    "transport_options": Mapping,
+    "clock": Clock,
+    "rng": random.Random,
+    "session_store": SessionStore,
+    "session_store_key": str,
+    "telemetry": Telemetry,
+}
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Every option of the client, checked (``ConfigurationError`` naming the first bad one)."""
+    version = options["protocol_version"]
+    check_instance("protocol_version", version, int)
+    if version not in SUPPORTED_PROTOCOL_VERSIONS:
+        raise ConfigurationError(f"protocol_version must be one of {SUPPORTED_PROTOCOL_VERSIONS}")
+    for name in ("recovery_concurrency", "max_incoming_requests"):
+        check_count(name, options[name])
+    for name, kind in _KINDS.items():
+        check_instance(name, options[name], kind, optional=True)
+    check_flag("keep_transcripts", options["keep_transcripts"])
+    check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
+    check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
+    check_seconds("failover_delay", options["failover_delay"])
+    secret = options["secret_headers"]
+    if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
+        raise ConfigurationError("secret_headers must be a collection of header names")
+
+
+def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
+    (unless the app set it): the client bounds the whole opening with that one value."""
+    merged = dict(options or {})
+    if endpoint.startswith(("ws://", "wss://")):
+        merged.setdefault("open_timeout", connect)
+    elif endpoint.startswith(("http://", "https://")):
+        merged.setdefault("connect_timeout", connect)
+    return merged
+
+
+def several(endpoint: object) -> bool:
+    """Whether ``endpoint`` names several instances (a list of one URL or connector is one).
+
+    Raises:
+        ConfigurationError: Not a URL, a connector or a list of them.
+    """
+    if not isinstance(endpoint, list | tuple):
+        check_instance("endpoint", endpoint, (str, Connector))
+        return False
+    return not (len(endpoint) == 1 and isinstance(endpoint[0], str | Connector))
+
+
+def _bridge(endpoint: object, store: SessionStore | None, key: str | None) -> StoreBridge | None:
+    """The store seen under the client's key: ``session_store_key``, else the endpoint's key (a
+    pool's: :func:`~acp_client.store.pool_key` of its URLs)."""
+    if store is None:
+        return None
+    if key is not None:
+        return StoreBridge(store, key)
+    if several(endpoint):
+        endpoints = Endpoint.many(endpoint)  # type: ignore[arg-type]
+        if any(e.connector is not None for e in endpoints):
+            raise ConfigurationError("session_store_key is required when an endpoint is a Connector")
+        return StoreBridge(store, pool_key(e.url for e in endpoints))
+    if isinstance(endpoint, list | tuple):  # a list of one
+        endpoint = endpoint[0]
+    if not isinstance(endpoint, str):
+        raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
+    return StoreBridge(store, endpoint_key(endpoint))
+
+
+def connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
+    """``connector(url_or_connector)`` for checked ``options``: every connector built from a URL
+    shares ``cookies``, the client's headers, TLS, limits and transport options."""
+    timeouts: Timeouts = options["timeouts"] or Timeouts()
+
+    def connector(value: str | Connector) -> Connector:
+        if not isinstance(value, str):
+            return value
+        return connector_for(
+            value,
+            headers=options["headers"],
+            secret_headers=options["secret_headers"],
+            tls=options["tls"],
+            cookies=cookies,
+            limits=options["limits"],
+            **_with_connect_timeout(value, timeouts.connect, options["transport_options"]),
+        )
+
+    return connector
+
+
+def assemble(options: Mapping[str, Any], first: Connector, links: LinksFactory | None) -> Engine:
+    """The engine for checked ``options``, its first link to ``first``, its links built by
+    ``links`` (``None``: the single link to ``first``)."""
+    endpoint = options["endpoint"]
+    return Engine(
+        first,
+        protocol_version=options["protocol_version"],
+        client_info=options["client_info"] or CLIENT_INFO,
+        handlers=options["handlers"] or ClientHandlers(),
+        retry=options["retry"],
+        callbacks=options["callbacks"] or Callbacks(),
+        timeouts=options["timeouts"] or Timeouts(),
+        queue=options["queue"] or QueueOptions(),
+        recovery_concurrency=options["recovery_concurrency"],
+        clock=options["clock"] or SystemClock(),
+        rng=options["rng"],
+        keep_transcripts=options["keep_transcripts"],
+        links=links,
+        replays_on_resume=options["replays_on_resume"],
+        retry_unsent_prompts=options["retry_unsent_prompts"],
+        max_incoming_requests=options["max_incoming_requests"],
+        store=_bridge(endpoint, options["session_store"], options["session_store_key"]),
+        telemetry=options["telemetry"],
+    )
+
+
+def next_cursor(page: SessionPage, seen: set[str]) -> str | None:
+    """The cursor to follow after ``page`` (``seen``: the ones followed so far, updated):
+    ``None`` at the end, and when the agent hands out a cursor it gave before (a loop)."""
+    cursor = page.next_cursor
+    if cursor is None or cursor in seen:
+        return None
+    seen.add(cursor)
+    return cursor

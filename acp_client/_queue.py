@@ -1,0 +1,101 @@
+"""The outage queue: requests made while their link is down wait here, under one rule.
+
+* Queuing off (``QueueOptions.enabled`` false): a request fails at once with
+  :class:`~acp_client.exceptions.ConnectionLost` (``may_have_executed=False``).
+* At most ``QueueOptions.max_size`` requests wait; one more fails at once with
+  :class:`~acp_client.exceptions.QueueFull`.
+* Each waits at most ``QueueOptions.max_age`` seconds (a :func:`~acp_client.clock.move_on_at`
+  scope on the injected clock), then fails with
+  ``ConnectionLost`` (``may_have_executed=False``).
+
+A single-endpoint client's supervisor releases its queue with the recovered connection; a pool's
+calls wait here for the next change of their session's home (each a new turn in the queue, under
+one deadline), so the rule holds with one endpoint and with several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from .clock import Clock, move_on_at
+from .config import QueueOptions
+from .exceptions import ConnectionLost, QueueFull, TransportClosed
+
+__all__ = ["OutageQueue"]
+
+T = TypeVar("T")
+
+
+class _Waiter(Generic[T]):
+    __slots__ = ("future", "method")
+
+    def __init__(self, future: asyncio.Future[T], method: str) -> None:
+        self.future = future
+        self.method = method
+
+
+class OutageQueue(Generic[T]):
+    """The requests waiting for a link (see the module rules).
+
+    Args:
+        options: The app's :class:`~acp_client.config.QueueOptions`.
+        clock: Times ``max_age``.
+        waiting_for: What the requests wait for, in the error of one that waited too long.
+    """
+
+    def __init__(self, options: QueueOptions, clock: Clock, *, waiting_for: str = "still reconnecting") -> None:
+        self.options = options
+        self._clock = clock
+        self._waiting_for = waiting_for
+        self._waiters: collections.deque[_Waiter[T]] = collections.deque()
+
+    def __len__(self) -> int:
+        return len(self._waiters)
+
+    def deadline(self) -> float:
+        """When a request that starts waiting now must have its link."""
+        return self._clock.monotonic() + self.options.max_age
+
+    async def wait(self, method: str, *, deadline: float | None = None) -> T:
+        """Wait for :meth:`release`, at most until ``deadline`` (default: ``max_age`` from now).
+
+        Raises:
+            ConnectionLost: Queuing is off, or the wait outlived its deadline.
+            QueueFull: ``max_size`` requests are already waiting.
+            BaseException: What :meth:`fail` hands out.
+        """
+        options = self.options
+        if not options.enabled:
+            raise ConnectionLost(method, may_have_executed=False)
+        if len(self._waiters) >= options.max_size:
+            raise QueueFull(f"{method}: {len(self._waiters)} requests are already waiting for the connection")
+        if deadline is None:
+            deadline = self.deadline()
+        waiter: _Waiter[T] = _Waiter(asyncio.get_running_loop().create_future(), method)
+        self._waiters.append(waiter)
+        try:
+            with move_on_at(self._clock, deadline):
+                return await waiter.future
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+        cause = TransportClosed(f"{self._waiting_for} after {options.max_age:g}s")
+        raise ConnectionLost(method, may_have_executed=False, cause=cause)
+
+    def release(self, value: T) -> None:
+        """Every waiting request goes on, with ``value``."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(value)
+
+    def fail(self, error: Callable[[str], BaseException]) -> None:
+        """Every waiting request fails, with ``error(method)``."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_exception(error(waiter.method))

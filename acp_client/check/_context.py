@@ -1,0 +1,143 @@
+"""What a check is given (:class:`CheckContext`) and what it gives back (:class:`Verdict`)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+import attrs
+
+from ._link import CheckFailed, Link, WireEntry, WireLog
+from ._protocol import Handshake, Turn, initialize, new_session, prompt
+from ._target import AgentHost, Target
+
+__all__ = ["CheckContext", "Settings", "Skip", "Status", "Verdict"]
+
+Status = Literal["pass", "fail", "warn", "skip"]
+
+
+@attrs.frozen
+class Settings:
+    """The run's options (the CLI's flags).
+
+    Attributes:
+        target: The agent under check.
+        protocol_version: The version proposed in ``initialize``.
+        cwd: The ``cwd`` of every session the checker creates.
+        timeout: Seconds to wait for one answer or one turn.
+        prompt: The text of an ordinary turn.
+        cancel_prompt: A prompt whose turn lasts long enough to be cancelled.
+        tool_prompt: A prompt that makes the agent call a tool (``load.message-ids`` then checks the
+            tool call ids of a replay); ``None``: no tool turn.
+        verbose: Wire excerpts for every check, passing ones included.
+    """
+
+    target: Target
+    protocol_version: int = 1
+    cwd: str = "."
+    timeout: float = 10.0
+    prompt: str = "hello"
+    cancel_prompt: str = "Count slowly from 1 to 300, one number per line."
+    tool_prompt: str | None = None
+    verbose: bool = False
+
+
+@attrs.frozen
+class Verdict:
+    """A check's outcome: a status, one line that says what was found, and the wire lines that show it."""
+
+    status: Status
+    finding: str
+    lines: tuple[str, ...] = ()
+
+    @property
+    def evidence(self) -> str:
+        return "\n".join((self.finding, *self.lines))
+
+
+class Skip(Exception):
+    """Raised by a check that does not apply (``skip`` with the reason)."""
+
+
+class CheckContext:
+    """One check's access to the agent: fresh links, restarts, its own wire log.
+
+    Args:
+        settings: The run's options.
+        handshake: What the preflight ``initialize`` found (capabilities, version).
+    """
+
+    def __init__(self, settings: Settings, handshake: Handshake) -> None:
+        self.settings = settings
+        self.handshake = handshake
+        self.log = WireLog()
+        self.host = AgentHost(settings.target, self.log, timeout=settings.timeout, proposed=settings.protocol_version)
+
+    @property
+    def version(self) -> int:
+        return self.handshake.version
+
+    @property
+    def cwd(self) -> str:
+        return self.settings.cwd
+
+    @property
+    def timeout(self) -> float:
+        return self.settings.timeout
+
+    def supports(self, method: str) -> bool:
+        return self.handshake.supports(method)
+
+    def capability_path(self, method: str) -> str:
+        return self.handshake.response.agent_capabilities.capability_path(method, self.version)
+
+    def require(self, method: str) -> None:
+        """Raises: Skip: ``method`` is not advertised."""
+        if not self.supports(method):
+            where = self.capability_path(method)
+            raise Skip(f"{method} is not advertised ({where})" if where else f"{method} is not advertised")
+
+    def require_restart(self) -> None:
+        """Raises: Skip: The agent cannot be restarted by the checker."""
+        if not self.settings.target.can_restart:
+            raise Skip("needs an agent restart: pass --restart-cmd CMD for a network target")
+
+    @staticmethod
+    def unknown_id() -> str:
+        """A session id no agent ever issued."""
+        return f"acp-check-unknown-{uuid.uuid4().hex}"
+
+    async def link(self) -> Link:
+        """A fresh, initialized link (for stdio: a fresh agent process).
+
+        Raises:
+            CheckFailed: It could not be opened or initialized, or it speaks another version.
+        """
+        link = await self.host.open()
+        handshake = await initialize(link, self.settings.protocol_version)
+        if handshake.version != self.version:
+            raise CheckFailed(f"this link agreed on protocol version {handshake.version}, the first on {self.version}")
+        return link
+
+    async def restart(self) -> None:
+        await self.host.restart()
+
+    async def new_session(self, link: Link) -> str:
+        return await new_session(link, self.cwd)
+
+    async def turn(self, link: Link, session_id: str, text: str | None = None) -> Turn:
+        return await prompt(link, self.version, session_id, text or self.settings.prompt, timeout=self.timeout)
+
+    def mark(self) -> int:
+        return self.log.mark()
+
+    def lines(self, start: int = 0, end: int | None = None, **kwargs: Any) -> tuple[str, ...]:
+        """Rendered wire lines of this check from position ``start`` to ``end``."""
+        entries: list[WireEntry] = self.log.entries[start:end]
+        return tuple(self.log.excerpt(entries, **kwargs))
+
+    def verdict(self, status: Status, finding: str, start: int = 0, end: int | None = None, **kwargs: Any) -> Verdict:
+        return Verdict(status, finding, self.lines(start, end, **kwargs))
+
+    async def aclose(self) -> None:
+        await self.host.aclose()

@@ -1,0 +1,72 @@
+"""The report for people: a table with ``rich`` when it is installed, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from ._report import CheckResult, Report
+
+__all__ = ["Printer"]
+
+_PLAIN = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
+_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
+
+
+class Printer:
+    """Prints each result as it comes, then the summary.
+
+    Args:
+        stream: Where to print (stdout; stderr under ``--json``).
+        verbose: Wire excerpts for every check (else only for ``fail`` and ``warn``).
+        color: Use ``rich`` when it is installed (``None``: when ``stream`` is a terminal).
+    """
+
+    def __init__(self, stream: IO[str] | None = None, *, verbose: bool = False, color: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.verbose = verbose
+        self._console = None
+        use_rich = color if color is not None else self.stream.isatty()
+        if use_rich:
+            try:
+                from rich.console import Console
+            except ImportError:
+                pass
+            else:
+                self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
+
+    def header(self, target: str, agent: dict[str, object], version: int) -> None:
+        self._print(f"acp-reconnect check {target}")
+        self._print(f"agent: {agent.get('name')} {agent.get('version')}, protocol version {version}")
+
+    def result(self, result: CheckResult) -> None:
+        label = _PLAIN[result.status]
+        head = f"{label}  {result.id:<24} {result.seconds:6.2f} s  {result.finding}"
+        if self._console is not None:
+            from rich.markup import escape
+
+            style = _STYLE[result.status]
+            self._console.print(
+                f"[{style}]{label}[/{style}]  {escape(result.id):<24} {result.seconds:6.2f} s  {escape(result.finding)}"
+            )
+        else:
+            self._print(head)
+        if self.verbose or result.status in ("fail", "warn"):
+            if result.status in ("fail", "warn"):
+                self._print(f"      rule ({result.source}): {result.rule}")
+            for line in result.evidence.split("\n")[1:]:
+                self._print(f"      {line}")
+
+    def summary(self, report: Report) -> None:
+        counts = report.summary
+        text = ", ".join(f"{counts[s]} {s}" for s in ("pass", "fail", "warn", "skip"))
+        self._print(f"\n{text}")
+
+    def _print(self, text: str) -> None:
+        if self._console is not None:
+            from rich.markup import escape
+
+            self._console.print(escape(text))
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()

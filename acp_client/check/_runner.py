@@ -1,0 +1,120 @@
+"""Running the checks: a preflight ``initialize``, then each check on its own, bounded in time.
+
+Each check gets its own links (for stdio: its own agent processes) and its own wire log, so an
+agent that hangs, floods, sends garbage or exits during one check fails that check, with the wire
+excerpt as evidence, and the next check starts from a fresh agent. A check is bounded by
+:func:`check_budget`; whatever it started is ended when it ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from ._context import CheckContext, Settings, Skip, Verdict
+from ._link import CheckFailed, WireLog
+from ._protocol import Handshake, initialize
+from ._registry import CHECKS, Check
+from ._report import CheckResult, Report
+from ._target import AgentHost, TargetError
+
+__all__ = ["check_budget", "preflight", "run_check", "run_checks", "select"]
+
+logger = logging.getLogger(__name__)
+
+#: How long ending a check's agents may take (the stdio transport's TERM-then-KILL included).
+_CLOSE_LIMIT = 15.0
+
+
+def check_budget(settings: Settings) -> float:
+    """The most one check may take: a few answers, a couple of turns, a restart."""
+    return settings.timeout * 8 + 10.0
+
+
+def select(only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[Check]:
+    """The checks to run, in their order.
+
+    Raises:
+        TargetError: An id that is not a check's.
+    """
+    known = {check.id for check in CHECKS}
+    only, skip = list(only), list(skip)
+    unknown = [name for name in (*only, *skip) if name not in known]
+    if unknown:
+        raise TargetError(
+            f"unknown check id {', '.join(map(repr, unknown))}; the checks are: {', '.join(sorted(known))}"
+        )
+    return [check for check in CHECKS if (not only or check.id in only) and check.id not in skip]
+
+
+async def preflight(settings: Settings) -> Handshake:
+    """Reach the agent and initialize once: what every check starts from.
+
+    Raises:
+        TargetError: The target is malformed, unreachable, or does not initialize.
+    """
+    settings.target.validate()
+    log = WireLog()
+    host = AgentHost(settings.target, log, timeout=settings.timeout, proposed=settings.protocol_version)
+    try:
+        link = await host.open()
+        return await initialize(link, settings.protocol_version)
+    except CheckFailed as exc:
+        lines = "\n".join("  " + line for line in log.excerpt(head=3, tail=3))
+        raise TargetError(f"{settings.target.spec}: {exc.finding}" + (f"\n{lines}" if lines else "")) from None
+    finally:
+        await _close(host)
+
+
+async def run_check(settings: Settings, handshake: Handshake, check: Check) -> CheckResult:
+    """Run one check in isolation; never raises (a checker bug becomes a ``fail`` that says so)."""
+    ctx = CheckContext(settings, handshake)
+    began = time.monotonic()
+    budget = check_budget(settings)
+    try:
+        verdict = await asyncio.wait_for(check.run(ctx), budget)
+    except Skip as exc:
+        verdict = Verdict("skip", str(exc))
+    except CheckFailed as exc:
+        verdict = Verdict("fail", exc.finding, tuple(ctx.log.excerpt()))
+    except asyncio.TimeoutError:
+        verdict = Verdict("fail", f"the check did not finish within {budget:g} s", tuple(ctx.log.excerpt()))
+    except Exception as exc:
+        logger.debug("check %s raised", check.id, exc_info=True)
+        verdict = Verdict("fail", f"the check could not run: {type(exc).__name__}: {exc}", tuple(ctx.log.excerpt()))
+    finally:
+        await _close(ctx.host)
+    if not settings.verbose and verdict.status == "pass":
+        verdict = Verdict(verdict.status, verdict.finding, verdict.lines[:8])
+    return CheckResult(check.id, verdict.status, check.rule, check.source, verdict.evidence, time.monotonic() - began)
+
+
+async def run_checks(
+    settings: Settings,
+    checks: Iterable[Check] | None = None,
+    *,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> Report:
+    """Run ``checks`` (default: all) against ``settings.target``.
+
+    Raises:
+        TargetError: The target could not be reached or initialized.
+    """
+    handshake = await preflight(settings)
+    results: list[CheckResult] = []
+    for check in CHECKS if checks is None else checks:
+        result = await run_check(settings, handshake, check)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return Report(settings.target.spec, handshake.version, handshake.agent, handshake.capabilities, tuple(results))
+
+
+async def _close(host: AgentHost) -> None:
+    try:
+        await asyncio.wait_for(host.aclose(), _CLOSE_LIMIT)
+    except asyncio.TimeoutError:
+        logger.warning("ending the agent of a check took longer than %g s: killing it", _CLOSE_LIMIT)
+        host.kill()

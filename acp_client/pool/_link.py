@@ -1,0 +1,51 @@
+"""One link of a pool: an instance, its supervisor (none until first needed), its last state."""
+
+from __future__ import annotations
+
+import asyncio
+
+import attrs
+
+from .._probing import Live
+from .._supervisor import Supervisor
+from ..clock import TimerHandle
+from ..location import Endpoint
+from ..state import ConnectionState, State
+from ..transports.base import Connector
+
+__all__ = ["Link", "live_of"]
+
+
+class Link:
+    """One instance: its endpoint, its supervisor (none until first needed), its last state."""
+
+    def __init__(self, endpoint: Endpoint, connector: Connector) -> None:
+        self.endpoint = endpoint
+        self.connector = connector
+        #: The endpoint a probe or a one-off close connects with: this link's connector (the
+        #: client's headers, TLS, cookies and transport options), equal to ``endpoint``.
+        self.probe_endpoint = (
+            endpoint if endpoint.connector is not None else attrs.evolve(endpoint, connector=connector)
+        )
+        self.supervisor: Supervisor | None = None
+        self.state = ConnectionState(State.CONNECTING)
+        self.starting: asyncio.Future[None] | None = None
+        self.failover_timer: TimerHandle | None = None
+
+    @property
+    def connected(self) -> bool:
+        sup = self.supervisor
+        return sup is not None and self.state.state is State.CONNECTED and sup.connection is not None
+
+    @property
+    def usable(self) -> bool:
+        """Has a supervisor that may still connect (not failed or closed)."""
+        return self.supervisor is not None and not self.state.is_terminal
+
+
+def live_of(link: Link) -> Live | None:
+    """The link's connection and what its instance answered to ``initialize``, when connected."""
+    sup = link.supervisor
+    if link.connected and sup is not None and sup.connection is not None and sup.init_result is not None:
+        return sup.connection, sup.init_result
+    return None

@@ -1,0 +1,61 @@
+"""A look inside a client, for tests: its links, its session table, its engine.
+
+Tests that must see what the public API does not show (the reason a client failed, the live
+connection of its one link, a session's replay flags) look through :func:`inside` instead of
+reaching for private attributes, so the client's layout can change without breaking them::
+
+    from acp_client.testing import inside
+
+    assert isinstance(inside(client).supervisor.failure, IncompatibleProtocolVersion)
+
+Nothing here is a stable API for applications.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from .._engine import Engine
+    from .._links import Links
+    from .._persistence import Persistence
+    from .._sessions import SessionTable
+    from .._supervisor import Supervisor
+    from ..client import AcpClient
+
+__all__ = ["Inside", "inside"]
+
+
+@attrs.frozen
+class Inside:
+    """The parts of one client (see :func:`inside`)."""
+
+    engine: Engine
+
+    @property
+    def links(self) -> Links:
+        """The client's links (one supervisor, or a pool's)."""
+        return self.engine.links
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """The supervisor of the link for calls that concern no session (a single endpoint's
+        only one)."""
+        return self.engine.links.primary
+
+    @property
+    def table(self) -> SessionTable:
+        """The session table."""
+        return self.engine.table
+
+    @property
+    def persistence(self) -> Persistence | None:
+        """The session store's bookkeeping, when a store is set."""
+        return self.engine.persistence
+
+
+def inside(client: AcpClient | Any) -> Inside:
+    """The parts of ``client`` (an :class:`~acp_client.AcpClient`)."""
+    return Inside(client._engine)

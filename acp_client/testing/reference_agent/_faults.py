@@ -1,0 +1,62 @@
+"""Deliberate defects the reference agent can be given, to show what a conformance check catches.
+
+Every fault is off by default: ``ReferenceAgent()`` is the correct agent. Each one reproduces a
+deviation measured in a real agent (or one the ``session/status`` proposal forbids), so that
+``acp-reconnect check`` can be shown to fail on it (``tests/check/test_faults.py`` pins which check
+fails for which fault). From a shell: ``python -m acp_client.testing.reference_agent --stdio
+--fault load-unknown-ok --fault ignore-cancel``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from ...exceptions import ConfigurationError
+
+__all__ = ["FAULTS", "check_faults", "naive_time"]
+
+#: Every fault, with what it makes the agent do.
+FAULTS: Final[dict[str, str]] = {
+    "load-unknown-ok": "session/load (v1) or session/resume with replayFrom (v2) of an unknown id answers {} "
+    "and replays nothing",
+    "resume-unknown-ok": "a plain session/resume of an unknown id answers {}",
+    "replay-without-ids": "replayed messages carry no messageId",
+    "replay-new-ids": "replayed messages carry fresh messageIds, not the ones sent live",
+    "replay-twice": "a replay sends the whole history twice",
+    "replay-drops-last": "a replay leaves out the last message",
+    "replay-on-resume": "a plain session/resume replays the whole history",
+    "ignore-cancel": "session/cancel is ignored: the turn runs on",
+    "answer-notifications": "every notification is answered with an error (id null)",
+    "reuse-session-id": "session/new answers the id the previous session/new gave",
+    "resume-not-found": "session/resume is advertised but answers -32601",
+    "no-capabilities": "initialize advertises no session capability (no loadSession either); the methods still work",
+    "naive-timestamps": "createdAt / updatedAt are sent without a zone",
+    "sparse-session-objects": "session/list entries leave out the required-nullable members that are null",
+    "status-attaches": "session/status attaches the session to the probing connection and replays its history there",
+    "status-active-after-restart": "session/status answers active for a stored session that is not in memory",
+    "status-unknown-no-data": "session/status of an unknown id answers -32002 without data.sessionId",
+    "slow-status": "session/status answers after 80 ms",
+    "hang-status": "session/status is never answered",
+}
+
+_ZONE: Final = re.compile(r"(Z|z|[+-]\d{2}:\d{2})$")
+
+
+def check_faults(names: Iterable[str]) -> frozenset[str]:
+    """The faults as a set.
+
+    Raises:
+        ConfigurationError: A name that is not in :data:`FAULTS`.
+    """
+    chosen = frozenset(names)
+    unknown = sorted(chosen - FAULTS.keys())
+    if unknown:
+        raise ConfigurationError(f"unknown fault {', '.join(unknown)}; the faults are: {', '.join(sorted(FAULTS))}")
+    return chosen
+
+
+def naive_time(text: str) -> str:
+    """``text`` without its zone (``2026-12-01T13:06:35.841840Z`` -> ``2026-12-01T13:06:35.841840``)."""
+    return _ZONE.sub("", text)

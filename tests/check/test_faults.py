@@ -1,0 +1,103 @@
+"""Each fault knob of the reference agent makes exactly the checks it should fail (or warn, or skip).
+
+The table pins, per fault and protocol version, every check whose status is not ``pass`` (over
+WebSocket, in process; ``http.session-header`` skips off HTTP and is left out). A fault's side
+effects are pinned too: ``reuse-session-id`` hands an old session (with its history) to the
+replay checks, ``hang-status`` stalls the status probe of ``initialize.capabilities``,
+``status-attaches`` makes the probe after a restart load the session (so it is active).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from acp_client.testing.reference_agent import FAULTS
+from tests.check._support import run_on_server, serving, statuses
+
+pytestmark = pytest.mark.timeout(120)
+
+_NOTHING_ADVERTISED = dict.fromkeys(
+    [
+        "status.unknown",
+        "status.no-side-effects",
+        "status.cheap",
+        "status.after-restart",
+        "load.unknown",
+        "load.replays-once",
+        "load.message-ids",
+        "resume.no-replay",
+        "resume.unknown",
+        "timestamps.zoned",
+        "session-object.shape",
+    ],
+    "skip",
+)
+_STATUS_HANGS = dict.fromkeys(
+    ["initialize.capabilities", "status.unknown", "status.no-side-effects", "status.cheap", "status.after-restart"],
+    "fail",
+)
+
+#: fault -> {check id: status} for every check that does not pass, in v1 and in v2 (unless told).
+EXPECTED: dict[str, dict[str, str]] = {
+    "load-unknown-ok": {"load.unknown": "fail"},
+    "resume-unknown-ok": {"resume.unknown": "fail"},
+    "replay-without-ids": {"load.message-ids": "warn"},  # v2: fail (below)
+    "replay-new-ids": {"load.message-ids": "fail"},
+    "replay-twice": {"load.replays-once": "fail"},
+    "replay-drops-last": {"load.replays-once": "fail"},
+    "replay-on-resume": {"resume.no-replay": "fail"},
+    "ignore-cancel": {"cancel.honoured": "fail"},
+    "answer-notifications": {"notification.unanswered": "fail"},
+    "reuse-session-id": {"new.fresh-id": "fail", "load.replays-once": "fail", "load.message-ids": "fail"},
+    "resume-not-found": {"initialize.capabilities": "fail", "resume.no-replay": "skip", "resume.unknown": "skip"},
+    "no-capabilities": {"initialize.capabilities": "warn", **_NOTHING_ADVERTISED},
+    "naive-timestamps": {"timestamps.zoned": "warn"},
+    "sparse-session-objects": {"session-object.shape": "fail"},
+    "status-attaches": {"status.no-side-effects": "fail", "status.after-restart": "fail"},
+    "status-active-after-restart": {"status.after-restart": "fail"},
+    "status-unknown-no-data": {"status.unknown": "fail"},
+    "slow-status": {"status.cheap": "warn"},
+    "hang-status": _STATUS_HANGS,
+}
+EXPECTED_V2: dict[str, dict[str, str]] = {
+    "replay-without-ids": {"load.message-ids": "fail"},  # v2 requires messageId
+    # v2 replays through session/resume: with resume refused, nothing can be replayed.
+    "resume-not-found": {
+        "initialize.capabilities": "fail",
+        "load.unknown": "skip",
+        "load.replays-once": "skip",
+        "load.message-ids": "skip",
+        "resume.no-replay": "skip",
+        "resume.unknown": "skip",
+    },
+}
+
+
+def test_every_fault_is_pinned() -> None:
+    assert set(EXPECTED) == set(FAULTS)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+async def test_fault_fails_exactly_its_checks(fault: str, version: int, tmp_path: Path) -> None:
+    async with serving([fault]) as server:
+        report = await run_on_server(server, "ws", tmp_path, version=version, timeout=2.0)
+    found = {key: value for key, value in statuses(report).items() if value != "pass" and key != "http.session-header"}
+    expected = EXPECTED_V2.get(fault, EXPECTED[fault]) if version == 2 else EXPECTED[fault]
+    details = "\n".join(f"{c.id}: {c.status}: {c.evidence}" for c in report.checks if c.id in found)
+    assert found == expected, details
+    assert report.exit_status == (1 if "fail" in expected.values() else 0)
+
+
+async def test_a_failing_check_shows_the_wire(tmp_path: Path) -> None:
+    async with serving(["load-unknown-ok"]) as server:
+        report = await run_on_server(server, "ws", tmp_path, only=["load.unknown"])
+    (result,) = report.checks
+    finding, *wire = result.evidence.split("\n")
+    assert finding == "session/load of an unknown id succeeded: false continuity (the history is gone)"
+    assert wire[0].startswith('A > {"jsonrpc":"2.0","id":') and '"method":"session/load"' in wire[0]
+    assert wire[1].startswith("A < ") and '"result":{}' in wire[1]
+    assert result.rule.startswith("session/load (v1)")
+    assert "ACP schema" in result.source

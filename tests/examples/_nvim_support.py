@@ -1,0 +1,175 @@
+"""Helpers of the Neovim plugin tests: a real headless Neovim driven through pynvim, and the
+reference agent as a real process that can be SIGKILLed and started again on the same port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pynvim
+
+from tests._support import DEADLINE, eventually_blocking
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "examples" / "nvim"
+NVIM = shutil.which("nvim") or "/usr/bin/nvim"
+AGENT = [sys.executable, "-m", "acp_client.testing.reference_agent"]
+
+T = TypeVar("T")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def alive(pid: int | None) -> bool:
+    """Whether process ``pid`` runs (a zombie waiting to be reaped does not)."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class AgentProcess:
+    """``python -m acp_client.testing.reference_agent --serve`` on a fixed port, with a store
+    directory, so a restarted agent knows the sessions of the killed one (as inactive)."""
+
+    def __init__(self, store: Path, *extra: str) -> None:
+        self.store = store
+        self.extra = extra
+        self.port = 0
+        self.process: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        argv = [*AGENT, "--serve", "--port", str(self.port), "--store", str(self.store), *self.extra]
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env())
+        assert self.process.stdout is not None
+        first = self.process.stdout.readline()  # "ws:   ws://127.0.0.1:PORT/acp"
+        assert first.startswith("ws:"), f"the reference agent did not start: {first!r}"
+        self.url = first.split()[1]
+        self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+        return self.url
+
+    def kill(self) -> None:
+        """SIGKILL, by pid: no goodbye on any connection."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(DEADLINE)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(DEADLINE)
+
+
+class Neovim:
+    """A real ``nvim --headless`` with the plugin on its runtimepath, attached over a socket.
+
+    Args:
+        folder: Where its init file, socket and the host's log go.
+        settings: ``g:`` variables set before the plugin loads (``acp_store``, ``acp_url``...).
+        init: More Lua run at the end of the init file (a ``vim.ui.select`` stand-in, say).
+    """
+
+    def __init__(self, folder: Path, settings: dict[str, Any], init: str = "") -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.log = folder / "host.log"
+        lines = [f"vim.opt.runtimepath:prepend({str(PLUGIN)!r})", f"vim.g.acp_python = {sys.executable!r}"]
+        lines.append(f"vim.g.acp_log = {str(self.log)!r}")
+        lines.append("vim.g.acp_retry = { initial_delay = 0.05, max_delay = 0.3, jitter = false }")
+        for name, value in settings.items():
+            lines.append(f"vim.g.{name} = {_lua(value)}")
+        lines.append(init)
+        (folder / "init.lua").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.socket = folder / "nvim.sock"
+        self.process = subprocess.Popen(
+            [NVIM, "--headless", "-n", "-i", "NONE", "-u", str(folder / "init.lua"), "--listen", str(self.socket)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+        )
+        eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
+        assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
+        self.nvim = pynvim.attach("socket", path=str(self.socket))
+        self.host_pid: int | None = None
+
+    # -- reading what the user sees ------------------------------------------------------------------
+
+    def lua(self, code: str, *args: Any) -> Any:
+        return self.nvim.exec_lua(code, *args)
+
+    def buffer_lines(self) -> list[str]:
+        buffer = self.lua("return require('acp').buffer()")
+        return list(self.nvim.api.buf_get_lines(buffer, 0, -1, False))
+
+    def buffer_text(self) -> str:
+        return "\n".join(self.buffer_lines())
+
+    def statusline(self) -> str:
+        return str(self.nvim.eval("v:lua.require'acp'.statusline()"))
+
+    def messages(self) -> str:
+        """Neovim's message area history (``:messages``)."""
+        return str(self.nvim.api.exec("messages", True))
+
+    def info(self) -> dict[str, Any]:
+        info = self.lua("return require('acp').info()")
+        if info:
+            self.host_pid = info["host_pid"]
+        return info or {}
+
+    def stderr_of_host(self) -> list[str]:
+        return list(self.lua("return require('acp').stderr"))
+
+    def wait_for(self, text: str, *, after: int = 0, timeout: float = DEADLINE) -> list[str]:
+        """Wait until the buffer shows ``text`` on a line at or after line ``after``."""
+        return eventually_blocking(
+            lambda: self.buffer_lines() if any(text in line for line in self.buffer_lines()[after:]) else None,
+            timeout,
+            what=lambda: f"{text!r} in the conversation buffer:\n{self.buffer_text()}",
+        )
+
+    def wait(self, check: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
+        return eventually_blocking(check, timeout, what=what)
+
+    # -- the end ------------------------------------------------------------------------------------------
+
+    def quit(self) -> int:
+        """``:qa`` as a user types it; Neovim's exit status."""
+        self.info()
+        self.nvim.command("qa", async_=True)
+        code = self.process.wait(DEADLINE)
+        self.nvim.close()
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(DEADLINE)
+        if alive(self.host_pid):
+            assert self.host_pid is not None
+            os.kill(self.host_pid, signal.SIGKILL)
+
+
+def _lua(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key} = {_lua(item)}" for key, item in value.items()) + "}"
+    raise TypeError(value)

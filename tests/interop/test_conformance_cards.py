@@ -1,0 +1,125 @@
+"""Report cards: ``acp-reconnect check`` against each real agent of the suite, pinned.
+
+Each agent's card (``expected/<agent>.json``) is the checker's report with the volatile parts
+normalized: no ``seconds``, the evidence cut to its first line (the finding) with timings, times
+and ids replaced by placeholders, the target reduced to the agent's name. A new agent release that
+changes behaviour shows up as a diff of its card. To rewrite the cards after a deliberate change:
+``ACP_UPDATE_CARDS=1 pytest tests/interop/test_conformance_cards.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_client.check import Report, Settings, Target, run_checks
+from tests.peers.fake_openai import FakeOpenAI
+from tests.peers.real_agents import AgentaoAgent, DeepagentsAcpAgent, FastAgent, IsaacAcpAgent, PydanticAcpAgent
+
+pytestmark = pytest.mark.timeout(900)
+
+EXPECTED = Path(__file__).with_name("expected")
+#: Real agents start in seconds, slower under load: every answer may take this long.
+TIMEOUT = 30.0
+SLOW_WORDS = "slow: " + " ".join(f"w{i}" for i in range(40))
+
+_VOLATILE = [
+    (re.compile(r"\d+(?:\.\d+)? ?ms\b"), "<ms>"),
+    (re.compile(r"\d+(?:\.\d+)? s\b"), "<s>"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?"), "<time>"),
+    (re.compile(r"acp-check-unknown-[0-9a-f]{32}"), "<unknown-id>"),
+    (re.compile(r"\b[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"\b\d{10}-[0-9A-Za-z]{6}\b"), "<id>"),
+    (re.compile(r"\bsess_[0-9a-zA-Z]+\b"), "<id>"),
+    (re.compile(r"/tmp/[^\s'\"]+"), "<path>"),
+]
+
+
+def normalize(report: Report, name: str) -> dict[str, Any]:
+    """The card: the report without what changes from run to run."""
+    data = report.to_json()
+    data["target"] = name
+    for check in data["checks"]:
+        del check["seconds"]
+        finding = check["evidence"].split("\n", 1)[0]
+        for pattern, placeholder in _VOLATILE:
+            finding = pattern.sub(placeholder, finding)
+        check["evidence"] = finding
+    return data
+
+
+def _compare(card: dict[str, Any], name: str) -> None:
+    path = EXPECTED / f"{name}.json"
+    text = json.dumps(card, indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("ACP_UPDATE_CARDS") == "1":
+        path.write_text(text, encoding="utf-8")
+    expected = json.loads(path.read_text(encoding="utf-8"))
+    if card != expected:
+        lines = []
+        for got, want in zip(card["checks"], expected["checks"], strict=False):
+            if got != want:
+                was, now = f"{want['status']} ({want['evidence']})", f"{got['status']} ({got['evidence']})"
+                lines.append(f"{got['id']}: expected {was}, got {now}")
+        for key in ("protocolVersion", "agent", "capabilities", "summary"):
+            if card[key] != expected[key]:
+                lines.append(f"{key}: expected {expected[key]!r}, got {card[key]!r}")
+        pytest.fail(
+            f"{name}'s report card changed (ACP_UPDATE_CARDS=1 rewrites it):\n" + "\n".join(lines), pytrace=False
+        )
+
+
+async def _card(
+    argv: list[str], name: str, cwd: Path, cancel_prompt: str, *, tool_prompt: str | None = None, version: int = 1
+) -> None:
+    cwd.mkdir(parents=True, exist_ok=True)
+    settings = Settings(
+        Target("stdio:" + shlex.join(argv)),
+        protocol_version=version,
+        cwd=str(cwd),
+        timeout=TIMEOUT,
+        cancel_prompt=cancel_prompt,
+        tool_prompt=tool_prompt,
+    )
+    report = await run_checks(settings)
+    _compare(normalize(report, name), name)
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(chunk_delay=0.3) as server:
+        yield server
+
+
+@pytest.mark.parametrize("unstable", [False, True], ids=["stable", "unstable"])
+async def test_pydantic_acp(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path, unstable: bool) -> None:
+    argv = pydantic_acp_agent.command(tmp_path / "store", unstable=unstable, chunk_delay=0.3)
+    name = f"pydantic-acp-{'unstable' if unstable else 'stable'}"
+    await _card(argv, name, tmp_path / "work", SLOW_WORDS, tool_prompt="tool: buy milk")
+
+
+async def test_fast_agent(fast_agent: FastAgent, tmp_path: Path) -> None:
+    argv = fast_agent.command(tmp_path / "home")
+    tool = '***CALL_TOOL write_note {"text": "buy milk"}'
+    await _card(argv, "fast-agent", tmp_path / "work", '***CALL_TOOL wait {"seconds": 60}', tool_prompt=tool)
+
+
+async def test_isaac_acp(isaac_acp_agent: IsaacAcpAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
+    argv = isaac_acp_agent.command(tmp_path / "home", llm.base_url)
+    await _card(argv, "isaac-acp", tmp_path / "work", SLOW_WORDS)
+
+
+async def test_deepagents_acp(deepagents_acp_agent: DeepagentsAcpAgent, tmp_path: Path) -> None:
+    argv = deepagents_acp_agent.command(tmp_path / "store.sqlite", chunk_delay=0.3)
+    await _card(argv, "deepagents-acp", tmp_path / "work", SLOW_WORDS)
+
+
+async def test_agentao(agentao_agent: AgentaoAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
+    argv = agentao_agent.command(tmp_path / "home", llm.base_url)
+    await _card(argv, "agentao", tmp_path / "work", SLOW_WORDS)

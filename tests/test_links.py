@@ -1,0 +1,162 @@
+"""The engine's links (``acp_client._links``): rules the one-link core and the pool share, each
+tested over a single endpoint and over a pool of two (issue 16 item 9)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from acp_client import (
+    AcpClient,
+    Callbacks,
+    ClientClosed,
+    ConnectionLost,
+    QueueFull,
+    QueueOptions,
+    RecoveryPath,
+    SqliteSessionStore,
+    State,
+)
+from acp_client.location import Endpoint
+from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore, inside
+from tests._harness import FAST_RETRY, FLAVOURS, Harness, SwallowAnswer, assert_legal, first_candidate
+
+
+def never_connected(flavour: str, clock: FakeClock) -> AcpClient:
+    agent = ReferenceAgent(clock=clock)
+    if flavour == "single":
+        return AcpClient(MemoryConnector(agent), clock=clock)
+    other = ReferenceAgent(clock=clock, name="agent-b")
+    endpoints = [Endpoint("a", connector=MemoryConnector(agent)), Endpoint("b", connector=MemoryConnector(other))]
+    return AcpClient(endpoints, clock=clock)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_client_never_connected_fails_at_once(flavour: str) -> None:
+    """Not a 60 s wait ending in "still reconnecting": ``ClientClosed`` saying what to do, at
+    once (no fake time passes), for every kind of call."""
+    clock = FakeClock()
+    client = never_connected(flavour, clock)
+    start = clock.monotonic()
+    for call in (
+        lambda: client.request("_ext/ping"),
+        lambda: client.new_session("/tmp"),
+        client.list_sessions,
+        lambda: client.notify("_ext/ping"),
+    ):
+        with pytest.raises(ClientClosed, match=r"call connect\(\) first"):
+            await asyncio.wait_for(call(), 1.0)
+    assert clock.monotonic() == start
+    await client.aclose()
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_restored_client_starts_without_passing_through_reconnecting(flavour: str, tmp_path: Path) -> None:
+    """With a store, ``connect()`` goes ``connecting → recovering → connected``: never
+    ``reconnecting`` (what an app shows as "connection lost"), and every transition legal."""
+    clock = FakeClock()
+    shared = SessionStore()  # both instances see the session, as agents on one storage do
+    agents = [ReferenceAgent(clock=clock, store=shared), ReferenceAgent(clock=clock, name="agent-b", store=shared)]
+    connectors = [MemoryConnector(agent) for agent in agents]
+    endpoint: object = (
+        connectors[0]
+        if flavour == "single"
+        else [Endpoint("a", connector=connectors[0]), Endpoint("b", connector=connectors[1])]
+    )
+    with SqliteSessionStore(tmp_path / "sessions.db") as store:
+        options = {"session_store": store, "session_store_key": "k", "clock": clock, "retry": FAST_RETRY}
+        async with AcpClient(connectors[0], **options) as first:  # type: ignore[arg-type]
+            session = await first.new_session("/tmp")
+            await clock.run(session.prompt("hello"))
+        states: list[State] = []
+        recovered: list[RecoveryPath] = []
+        callbacks = Callbacks(
+            on_state_change=lambda state: states.append(state.state),
+            on_resume=lambda outcome: recovered.append(outcome.path),
+            on_replay=lambda outcome: recovered.append(outcome.path),
+            on_new_session=lambda outcome: recovered.append(outcome.path),
+        )
+        async with AcpClient(endpoint, callbacks=callbacks, placement=first_candidate, **options) as second:  # type: ignore[arg-type]
+            await clock.settle()
+            assert second.state.state is State.CONNECTED
+            assert [h.session_id for h in second.sessions] == [session.session_id]
+    assert states[:3] == [State.CONNECTING, State.RECOVERING, State.CONNECTED], states
+    assert State.RECONNECTING not in states and State.SUSPENDED not in states
+    assert len(recovered) == 1  # the restored session, recovered before connected
+    for connector in connectors:
+        await connector.aclose()
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_an_app_initiated_load_cut_off_is_replayed_by_the_next_recovery(flavour: str) -> None:
+    """One drop rule for every link: a ``session/load`` the app made, cut off mid-replay, is
+    reported cut off (the transcript keeps the history it had) and the next recovery replays it."""
+    async with Harness(pool=flavour == "pool") as h:
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        before = session.transcript.text()
+        swallow = SwallowAnswer(h, "session/load")
+        await h.drop_and_recover()  # the next link is the one that swallows
+        loading = asyncio.ensure_future(h.client.load_session(session.session_id, "/a"))
+        await h.clock.run(swallow.seen.wait(), limit=60.0)
+        await h.clock.settle()
+        swallow.active = False
+        h.connector.drop()
+        with pytest.raises(ConnectionLost):
+            await loading
+        assert inside(h.client).table.require(session.session_id).replay_cut_off
+        assert session.transcript.text() == before
+        await h.until_connected()
+        outcome = h.outcomes[-1]
+        assert outcome.path is RecoveryPath.REPLAY
+        assert session.transcript.text() == before
+        assert_legal(h)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_the_outage_queue_holds_max_size_and_max_age(flavour: str) -> None:
+    """One outage queue: during an outage ``max_size`` calls for a session wait, one more fails
+    at once with ``QueueFull``, and a waiting one fails after ``max_age`` (fake) seconds."""
+    queue = QueueOptions(max_size=2, max_age=30.0)
+    async with Harness(pool=flavour == "pool", client_kwargs={"queue": queue}) as h:
+        session = await h.client.new_session("/a")
+        h.connector.refuse(None)
+        h.connector.drop()
+        await h.clock.settle()
+        waiting = [asyncio.ensure_future(session.session_status()) for _ in range(2)]
+        await h.clock.settle()
+        assert not any(task.done() for task in waiting)
+        with pytest.raises(QueueFull):
+            await session.session_status()
+        await h.clock.advance(30.0)
+        for task in waiting:
+            with pytest.raises(ConnectionLost) as info:
+                await task
+            assert not info.value.may_have_executed
+        h.connector.accept()
+        await h.until_connected()
+        assert (await h.clock.run(session.session_status())).session_id == session.session_id
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_crashed_link_fails_its_turns_with_that_cause(flavour: str) -> None:
+    """One crash hook for every link: a link whose own task dies of a bug fails the turns of the
+    sessions on it with that cause (nothing hangs), with one endpoint and in a pool."""
+    async with Harness(pool=flavour == "pool") as h:
+        session = await h.client.new_session("/work")
+        turn = asyncio.ensure_future(session.prompt("/slow"))
+        await h.clock.advance(1.0)
+        assert session.turn_running
+        inside(h.client).supervisor._crashed(Boom("bug in a supervisor task"))  # as the task's done-callback does
+        with pytest.raises((ConnectionLost, ClientClosed)) as caught:
+            await h.clock.run(turn, limit=60)
+        error = caught.value
+        cause = error.cause if isinstance(error, ConnectionLost) else error.__cause__
+        assert isinstance(cause, Boom), error
+        assert not session.turn_running
