@@ -83,7 +83,15 @@ from .state import (
 )
 from .store import SessionStore, StoredSession, endpoint_key
 from .telemetry import Telemetry
-from .transcript import ToolCallView, Transcript, TranscriptMessage
+from .transcript import (
+    ReplayReport,
+    SegmentStart,
+    ToolCallView,
+    Transcript,
+    TranscriptMessage,
+    TranscriptSegment,
+    TurnStatus,
+)
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
 from .types import Session, SessionStatus
@@ -171,10 +179,12 @@ __all__ = [
     "RecoveryFailed",
     "RecoveryOutcome",
     "RecoveryPath",
+    "ReplayReport",
     "RequestCancelled",
     "RequestTimeout",
     "RetryPolicy",
     "RpcError",
+    "SegmentStart",
     "ServiceUnavailable",
     "Session",
     "SessionHandle",
@@ -202,12 +212,14 @@ __all__ = [
     "ToolCallView",
     "Transcript",
     "TranscriptMessage",
+    "TranscriptSegment",
     "Transport",
     "TransportClosed",
     "TransportError",
     "TransportInfo",
     "TurnInProgress",
     "TurnInterrupted",
+    "TurnStatus",
     "UnexpectedResponse",
     "UnknownConnection",
     "UnknownSession",

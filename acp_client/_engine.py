@@ -23,15 +23,17 @@ from typing import Any, TypeVar
 from ._checks import check_seconds
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
+from ._coherence import with_config_options, with_config_value, with_mode, with_model
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._links import LinkKit, Links, LinksFactory, SingleLink
+from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
-from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._recoverer import Answer, Recoverer, attach_failed, capabilities, open_attach_window, record_after_attach
 from ._restore import Settings
-from ._sessions import SessionTable, Tracked
+from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
 from ._telemetry import instrumentation
 from .clock import Clock, move_on_after
@@ -43,17 +45,30 @@ from .exceptions import (
     ConnectionLost,
     InvalidMessage,
     RequestTimeout,
+    RpcError,
     SessionNotFound,
+    TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
 from .location import Location
 from .retry import RetryPolicy
-from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State, TurnInterrupted, UpdateEvent
+from .state import (
+    ConnectionState,
+    Probe,
+    PromptResult,
+    RecoveryOutcome,
+    SessionPage,
+    State,
+    TurnInterrupted,
+    UpdateEvent,
+)
 from .store._bridge import StoreBridge
 from .telemetry import Telemetry
+from .transcript import SegmentStart, TurnStatus
 from .transports._security import check_session_id
 from .transports.base import Connector
 from .types import (
+    CancelNotification,
     ClientCapabilities,
     CloseSessionRequest,
     ContentBlock,
@@ -78,6 +93,7 @@ from .types import (
     SetSessionConfigOptionResponse,
     SetSessionModelRequest,
     SetSessionModeRequest,
+    TextContent,
 )
 
 __all__ = ["Engine"]
@@ -103,6 +119,23 @@ def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | Ba
     return settle
 
 
+def _lost_context(conversation: str) -> str:
+    """The context block a prompt carries after the agent lost the session (``carry_lost_context``)."""
+    return (
+        "[Context: the agent lost the earlier part of this conversation; it was:]\n"
+        f"{conversation}\n[End of the earlier conversation.]"
+    )
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _status_of(stop_reason: str | None) -> TurnStatus:
+    return TurnStatus.CANCELLED if stop_reason == "cancelled" else TurnStatus.COMPLETE
+
+
 class Engine:
     """One client's table, recoverer, supervisor and dispatcher (internal; options already checked)."""
 
@@ -125,10 +158,15 @@ class Engine:
         replays_on_resume: bool | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
+        carry_lost_context: bool = False,
         store: StoreBridge | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.retry_unsent_prompts = retry_unsent_prompts
+        self.carry_lost_context = carry_lost_context
+        #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
+        #: cancelled), kept referenced until it ends.
+        self._background: set[asyncio.Future[Any]] = set()
         self.max_incoming_requests = max_incoming_requests
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -404,6 +442,8 @@ class Engine:
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
         )
+        if not known:
+            tracked.transcript.began = SegmentStart.REPLAYED if replay else SegmentStart.RESUMED
         link = await self.links.attach(tracked, known=known)
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
@@ -425,6 +465,7 @@ class Engine:
 
         build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
         await self._set_option(session_id, "session/set_mode", build, remember)
+        self._coherent(session_id, lambda record: with_mode(record, mode_id))
         self._changed(session_id, mode_id=mode_id)
 
     async def set_model(self, session_id: str, model_id: str) -> None:
@@ -433,6 +474,7 @@ class Engine:
 
         build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
         await self._set_option(session_id, "session/set_model", build, remember)
+        self._coherent(session_id, lambda record: with_model(record, model_id))
         self._changed(session_id, model_id=model_id)
 
     async def set_config_option(
@@ -445,10 +487,21 @@ class Engine:
             return SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
 
         result = await self._set_option(session_id, "session/set_config_option", build, remember)
+        options = self.decode(SetSessionConfigOptionResponse, result).config_options
+        if options:
+            self._coherent(session_id, lambda record: with_config_options(record, options))
+        else:
+            self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
         tracked = self.table.get(self.table.current_id(session_id))
         if tracked is not None:
             self.emit("config_changed", tracked, config_id, value)
-        return self.decode(SetSessionConfigOptionResponse, result).config_options
+        return options
+
+    def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
+        """The agent accepted a setting: every field of the record that names it says so."""
+        tracked = self.table.get(self.table.current_id(session_id))
+        if tracked is not None:
+            tracked.record = change(tracked.record)
 
     def _changed(self, session_id: str, **fields: Any) -> None:
         tracked = self.table.get(self.table.current_id(session_id))
@@ -474,37 +527,143 @@ class Engine:
             offered = {"session/set_model": "models", "session/set_config_option": "config_options"}.get(method)
             if offered is not None and getattr(tracked.record, offered) is None:
                 raise CapabilityNotSupported(method, f"{offered} in the session's answer (session/new, load, resume)")
-        result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
+        try:
+            result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
+        except RpcError as exc:
+            if tracked is not None:
+                await self.lost_after_recovery(tracked, method, exc)
+            raise
         if tracked is not None:
             remember(tracked.settings)
         return result
 
+    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> None:
+        """A session method was answered "session not found" (any spelling of
+        :mod:`acp_client._not_found`) for a session a recovery had brought back: the agent lost it
+        after all (an agent that answers ``session/load`` of a session it lost with success). The
+        session goes through recovery again, as unknown: a new session, the conversation kept as
+        earlier history, the outcome reported through the usual callbacks. Never left stuck."""
+        spelling = says_session_not_found(error, tracked.session_id)
+        if spelling is None or not tracked.recovered or tracked.abandoned or self.init is None:
+            return
+        link = await self.links.link_for(tracked, "session/new")
+        conn = link.connection
+        if conn is None:
+            return
+        tracked.recovered = False
+        reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
+        outcome = await self.recoverer.recover_session(
+            conn,
+            tracked,
+            capabilities(self.init, self.version),
+            answer=Answer(Probe.UNKNOWN),
+            endpoint=self.links.endpoint_of(tracked),
+            reason=reason,
+        )
+        await self.recoverer.report(outcome)
+        self._recovered([outcome], False)
+
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
-        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`)."""
+        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
+
+        Cancel means cancel: when ``timeout`` runs out, or the awaiting task is cancelled, the
+        client sends ``session/cancel`` for the session and gives the agent
+        ``Timeouts.cancel_grace`` to end the turn. A turn the agent has not ended stays the
+        session's running turn until it does (or the connection drops): the next prompt waits for
+        it up to the same grace, then raises ``TurnInProgress``.
+        """
+        await self._previous_turn_ended(tracked)
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
         self.emit("touched", tracked)  # the most recently used session from now on
+        body = asyncio.ensure_future(self._turn(tracked, turn, future, blocks))
+        body.add_done_callback(_retrieve)  # a turn nobody awaits any more (cancelled) ends quietly
+        tracked.turn_task = body
+        try:
+            with move_on_after(self.clock, timeout):
+                return await asyncio.shield(body)
+        except asyncio.CancelledError:
+            if not body.done():  # the awaiting task was cancelled, not the turn
+                self._spawn(self._cancel_turn(tracked, body))
+            raise
+        assert timeout is not None
+        await self._cancel_turn(tracked, body)
+        raise RequestTimeout("session/prompt", timeout)
 
+    async def _cancel_turn(self, tracked: Tracked, body: asyncio.Future[PromptResult]) -> None:
+        """Send ``session/cancel`` for a turn still running, and wait up to the grace for it to end."""
+        if body.done():
+            return
+        if tracked.turn is not None:
+            tracked.turn.cancel_sent = True
+        try:
+            await self.cancel_session(tracked)
+        except AcpError as exc:  # the link is down (the drop ends the turn) or closed
+            logger.info("session/cancel for %s failed: %s", tracked.session_id, exc)
+        with move_on_after(self.clock, self.timeouts.cancel_grace):
+            await asyncio.wait({body})
+        if not body.done():
+            logger.info("session %s: the agent has not ended the cancelled turn yet", tracked.session_id)
+
+    async def cancel_session(self, tracked: Tracked) -> None:
+        """``session/cancel`` for ``tracked`` (a notification), on the link where it lives."""
+        self.router.cancel_session(tracked.session_id)
+        link = await self.links.link_for(tracked, "session/cancel")
+        await link.notify("session/cancel", lambda: self.wire(CancelNotification(session_id=tracked.session_id)))
+
+    async def _previous_turn_ended(self, tracked: Tracked) -> None:
+        """A turn that was cancelled but not ended yet: wait for it (up to the cancel grace); the
+        table then refuses the new turn if it still runs."""
+        body = tracked.turn_task
+        if body is None or body.done() or tracked.turn is None or not tracked.turn.cancel_sent:
+            return  # (a second prompt beside a running one is refused at once by the table)
+        with move_on_after(self.clock, self.timeouts.cancel_grace):
+            await asyncio.wait({body})
+        if not body.done():
+            raise TurnInProgress(
+                f"session {tracked.session_id}: the agent has not ended the cancelled turn yet "
+                "(session/cancel was sent); try again later"
+            )
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _turn(
+        self,
+        tracked: Tracked,
+        turn: Turn,
+        future: asyncio.Future[PromptResult],
+        blocks: tuple[ContentBlock, ...],
+    ) -> PromptResult:
         def params() -> Any:
             # Built when the prompt is actually sent (after any recovery it waited for): only then
             # is it part of the conversation, and only then does a new turn begin.
             if future.done():  # the recovery it waited for abandoned the session: not sent
                 future.result()
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
-            return self.wire(PromptRequest(session_id=tracked.session_id, prompt=blocks))
+            sent = blocks
+            if self.carry_lost_context and tracked.lost_context_pending:
+                sent = (TextContent(text=_lost_context(tracked.transcript.lost_context())), *blocks)
+                tracked.lost_context_pending = False
+            return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
 
         try:
-            result = await self._send_prompt(tracked, params, timeout, turn.accept)
+            result = await self._send_prompt(tracked, params, None, turn.accept)
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
-                tracked.transcript.end_turn()
+                self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
-            with move_on_after(self.clock, timeout):  # v2: the turn ends later, with state_update idle
-                ended = await future
-                return PromptResult(ended.stop_reason, response.message_id, ended.usage)
-            assert timeout is not None
-            raise RequestTimeout("session/prompt", timeout)
+            ended = await future  # v2: the turn ends later, with state_update idle
+            return PromptResult(ended.stop_reason, response.message_id, ended.usage)
+        except RpcError as exc:
+            self.table.turn_status(tracked, turn, TurnStatus.FAILED)  # refused: not an ordinary turn
+            turn.done = True
+            self.table.end_turn(tracked, turn)
+            await self.lost_after_recovery(tracked, "session/prompt", exc)
+            raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
                 if self.telemetry is not None:  # an event of the outage too, on the single link
@@ -515,6 +674,7 @@ class Engine:
             raise
         finally:
             turn.done = True
+            self.table.turn_status(tracked, turn, TurnStatus.INTERRUPTED)  # unless it ended otherwise
             self.table.end_turn(tracked, turn)
             self.emit("turn_ended", tracked)
 

@@ -68,6 +68,7 @@ def check_options(options: Mapping[str, Any]) -> None:
     check_flag("keep_transcripts", options["keep_transcripts"])
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
     check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
+    check_flag("carry_lost_context", options["carry_lost_context"])
     check_seconds("failover_delay", options["failover_delay"])
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
@@ -157,6 +158,7 @@ def assemble(options: Mapping[str, Any], first: Connector, links: LinksFactory |
         links=links,
         replays_on_resume=options["replays_on_resume"],
         retry_unsent_prompts=options["retry_unsent_prompts"],
+        carry_lost_context=options["carry_lost_context"],
         max_incoming_requests=options["max_incoming_requests"],
         store=_bridge(endpoint, options["session_store"], options["session_store_key"]),
         telemetry=options["telemetry"],

@@ -8,9 +8,11 @@ options) and the timestamps survive each save:
 ============================================  ====================================================
 event                                         store call
 ============================================  ====================================================
-``connect()``                                 ``load`` (raises: a store the client cannot read
-                                              fails ``connect()``); the sessions are tracked again
-                                              *without* being saved
+``connect()``                                 ``load`` and each session's ``load_transcript``
+                                              (raises: a store or a stored conversation the
+                                              client cannot read fails ``connect()``, and nothing
+                                              is written); the sessions are tracked again, their
+                                              conversations shown at once, *without* a save
 ``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``)
 ``resume_session``
 recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
@@ -20,8 +22,10 @@ recovery abandoned, ``close_session``,        ``delete``
 ``set_mode`` / ``set_model`` /                ``save`` with the new value
 ``set_config_option``
 a prompt                                      ``touch`` (``last_used_at``)
-the end of a turn (with transcripts kept)     ``save_transcript`` (the bounded tail), and ``save``
-                                              when the agent changed the title
+the end of a turn (with transcripts kept)     ``save_transcript`` (the whole conversation, every
+                                              segment; the store bounds it), and ``save`` when
+                                              the agent changed the title
+recovery outcome: new session                 ``save_transcript`` too (the lost segment kept)
 ============================================  ====================================================
 
 Writes never raise into the client's flow (the bridge logs a store error and carries on).
@@ -33,17 +37,19 @@ written is kept on the tracked session (``Tracked.stored``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import attrs
 
+from ._conversation import from_entries, to_entries
 from ._sessions import SessionTable, Tracked
 from .exceptions import InvalidMessage, SessionStoreError
 from .state import Probe, RecoveryOutcome, RecoveryPath
 from .store._bridge import StoreBridge
-from .store.base import StoredSession, transcript_tail
+from .store.base import StoredSession
+from .transcript import Transcript
 from .types import SessionStatus
 
 __all__ = ["Persistence"]
@@ -83,12 +89,22 @@ class Persistence:
         return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
 
     async def restore(self) -> int:
-        """Track again every session stored for the endpoint (nothing is written); how many.
+        """Track again every session stored for the endpoint, with its stored conversation
+        (nothing is written); how many.
 
         Raises:
-            SessionStoreError: The store cannot be read.
+            SessionStoreError: The store cannot be read, or a stored conversation is damaged
+                (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
         """
         stored = await self.bridge.load()
+        conversations: dict[str, Transcript] = {}
+        if self._keep_transcripts and stored:
+            path = str(getattr(self.bridge.store, "path", "") or self.bridge.endpoint)
+
+            def decode(entries: Sequence[Mapping[str, Any]], session_id: str) -> Transcript:
+                return from_entries(entries, session_id, path=path)
+
+            conversations = await self.bridge.load_each([record.session_id for record in stored], decode)
         for record in reversed(stored):  # oldest first: the table then lists the most recent last
             try:
                 servers = record.decoded_mcp_servers()
@@ -102,6 +118,9 @@ class Persistence:
                 additional_directories=record.additional_directories,
             )
             tracked.stored = record
+            transcript = conversations.get(record.session_id)
+            if transcript is not None:
+                tracked.transcript = transcript
             # What the app had set comes back too, so a replay or new session restores it.
             tracked.settings.mode_id = record.mode_id
             tracked.settings.model_id = record.model_id
@@ -178,8 +197,13 @@ class Persistence:
         title = tracked.record.title
         if title is not None and title != record.title:
             self._save(tracked, attrs.evolve(record, title=title, updated_at=_now()))
-        if self._keep_transcripts:
-            self._queue(self.bridge.save_transcript, record.session_id, transcript_tail(tracked.transcript.messages))
+        self.save_conversation(tracked)
+
+    def save_conversation(self, tracked: Tracked) -> None:
+        """Keep the whole conversation (every segment) of ``tracked``, if it is stored."""
+        record = tracked.stored
+        if self._keep_transcripts and record is not None and record.session_id == tracked.session_id:
+            self._queue(self.bridge.save_transcript, record.session_id, to_entries(tracked.transcript))
 
     # -- recovery ---------------------------------------------------------------------------------
 
@@ -212,6 +236,7 @@ class Persistence:
                     updated_at=now,
                 )
                 self._save(tracked, renamed)
+                self.save_conversation(tracked)  # the segment the agent lost is kept
                 continue
             outcome = by_id.get(tracked.session_id)
             if outcome is None or outcome.path is RecoveryPath.ABANDON:

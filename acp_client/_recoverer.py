@@ -32,6 +32,7 @@ from . import _recovery
 from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
+from ._not_found import says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
 from ._sessions import SessionTable, Tracked
@@ -258,6 +259,8 @@ class Recoverer:
         except SessionNotFound:
             return Answer(Probe.UNKNOWN)
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            if says_session_not_found(exc, previous):
+                return Answer(Probe.UNKNOWN)
             logger.info("status probe for %s failed (%s): falling back", previous, exc)
             return Answer(Probe.UNREACHABLE)
         tracked.record = tracked.record.merge(Session.from_status(previous, status))
@@ -271,6 +274,7 @@ class Recoverer:
         *,
         answer: Answer | None = None,
         endpoint: str | None = None,
+        reason: str | None = None,
     ) -> RecoveryOutcome:
         """Probe, decide and run the steps for one session; never raises for a refused step.
 
@@ -282,14 +286,18 @@ class Recoverer:
                 its own probe): not asked again.
             endpoint: The instance's name (a pool's): in the app's ``RecoveryContext`` and the
                 outcome.
+            reason: Why this recovery runs outside a reconnect (first in the outcome's notes).
         """
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()
+        held_turns = tracked.transcript.turns
         if answer is None:
             answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
         probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps, notes = decision.path, decision.steps, decision.notes
+        if reason is not None:
+            notes = (reason, *notes)
         decide = self._callbacks().decide_recovery
         if decide is not None:
             context = RecoveryContext(
@@ -317,28 +325,49 @@ class Recoverer:
             step = steps[index]
             try:
                 extra = await self._run_step(conn, tracked, step)
-            except SessionNotFound as exc:
-                history.append((step.value, "not_found"))
-                error, failure = exc, StepFailure.NOT_FOUND
             except (RpcError, RequestTimeout, InvalidMessage) as exc:  # a timeout is a refusal too
-                history.append((step.value, f"error: {exc}"))
-                error, failure = exc, StepFailure.REFUSED
+                if isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id):
+                    history.append((step.value, "not_found"))
+                    error, failure = exc, StepFailure.NOT_FOUND
+                else:
+                    history.append((step.value, f"error: {exc}"))
+                    error, failure = exc, StepFailure.REFUSED
             else:
                 history.append((step.value, "ok"))
                 path = _recovery.path_of(step, version)
                 if step is Step.RESUME and tracked.resume_replayed:
                     path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
                 replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
+                continuity = path is not RecoveryPath.NEW_SESSION
+                if path is RecoveryPath.REPLAY:
+                    if tracked.window_timer is not None:  # unordered transport: the replay may still arrive
+                        await self._clock.sleep(REPLAY_GRACE)
+                        self._table.close_window(tracked)
+                    report = tracked.transcript.last_replay
+                    lacks = report.lacks_history() if report is not None else None
+                    if report is not None:
+                        extra = (*extra, *report.notes)
+                    if lacks is not None:
+                        continuity = False
+                        extra = (*extra, f"continuity not claimed: {lacks}")
+                lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
+                if lost:
+                    extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
                 if path is not RecoveryPath.RESUME or tracked.settings.pending:
                     timeout = self._timeouts.request
-                    extra += await restore(conn, tracked.settings, tracked.record, version=version, timeout=timeout)
+                    restored_notes, tracked.record = await restore(
+                        conn, tracked.settings, tracked.record, version=version, timeout=timeout
+                    )
+                    extra += restored_notes
+                tracked.recovered = True
                 return RecoveryOutcome(
                     path=path,
                     session_id=tracked.session_id,
-                    continuity=path is not RecoveryPath.NEW_SESSION,
+                    continuity=continuity,
                     steps=tuple(history),
                     replayed_updates=replayed,
                     duration=self._clock.monotonic() - start,
+                    lost_turns=lost,
                     **{**common, "notes": (*common["notes"], *extra)},
                 )
             index = _recovery.next_step(steps, index, failure)
@@ -431,6 +460,7 @@ def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> Recovery
         steps=earlier.steps + later.steps,
         notes=(*earlier.notes, "a drop cut that recovery off before it was reported; then:", *later.notes),
         replayed_updates=earlier.replayed_updates + later.replayed_updates,
+        lost_turns=earlier.lost_turns + later.lost_turns,
         duration=earlier.duration + later.duration,
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ._codec import to_wire
+from ._coherence import with_config_value, with_mode, with_model
 from ._connection import Connection
 from .exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, TransportError
 from .types import Session, SetSessionConfigOptionRequest, SetSessionModelRequest, SetSessionModeRequest
@@ -97,15 +98,17 @@ def _plan(settings: Settings, record: Session) -> tuple[list[tuple[str, str, Any
 
 async def restore(
     conn: Connection, settings: Settings, record: Session, *, version: int, timeout: float | None
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], Session]:
     """Apply ``settings`` to the session ``record`` describes, over ``conn``.
 
     Returns:
-        Notes for the outcome: what was restored, what could not be and why. Never raises for a
-        refusal or a drop (a drop sets ``settings.pending`` and ends the restore).
+        Notes for the outcome (what was restored, what could not be and why), and the record with
+        what the agent accepted in every field that names it (:mod:`acp_client._coherence`).
+        Never raises for a refusal or a drop (a drop sets ``settings.pending`` and ends the
+        restore).
     """
     if not settings:
-        return ()
+        return (), record
     calls, notes = _plan(settings, record)
     settings.pending = True
     restored: list[str] = []
@@ -114,13 +117,22 @@ async def restore(
             await conn.request(method, to_wire(request, protocol_version=version), timeout=timeout)
         except (ConnectionLost, TransportError) as exc:
             notes.append(f"restoring {what} was cut off by a drop ({exc}): the next recovery tries again")
-            return (*_restored(restored), *notes)
+            return (*_restored(restored), *notes), record
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
             notes.append(f"could not restore {what}: {method} refused: {exc}")
             continue
         restored.append(what)
+        record = _accepted(record, request)
     settings.pending = False
-    return (*_restored(restored), *notes)
+    return (*_restored(restored), *notes), record
+
+
+def _accepted(record: Session, request: Any) -> Session:
+    if isinstance(request, SetSessionModeRequest):
+        return with_mode(record, request.mode_id)
+    if isinstance(request, SetSessionModelRequest):
+        return with_model(record, request.model_id)
+    return with_config_value(record, request.config_id, request.value)
 
 
 def _restored(restored: list[str]) -> tuple[str, ...]:

@@ -32,11 +32,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._coherence import with_config_options, with_mode
 from ._restore import Settings
 from ._slots import direct_constructor
 from .exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
 from .state import PromptResult, UpdateEvent
-from .transcript import Transcript
+from .transcript import SegmentStart, Transcript, TurnStatus
 from .types import ContentBlock, McpServer, Session, SessionUpdate
 
 if TYPE_CHECKING:
@@ -58,14 +59,16 @@ class _Cancellable(Protocol):
 class Turn:
     """One running prompt turn."""
 
-    __slots__ = ("_settle", "accepted", "done", "message_id", "prompt", "recorded")
+    __slots__ = ("_settle", "accepted", "cancel_sent", "done", "message_id", "prompt", "recorded", "status")
 
     def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
         self.prompt = prompt
         self.accepted = False  # the agent answered the prompt request (v2: the turn now runs)
         self.message_id: str | None = None
         self.done = False
-        self.recorded = False  # the prompt is in the transcript (a re-sent prompt is not added twice)
+        self.recorded = False  # the prompt went out (a re-sent prompt is not added twice)
+        self.status: TurnStatus | None = None  # how the turn ended, once the transcript knows
+        self.cancel_sent = False  # session/cancel went out for it (a timeout, a cancelled caller)
         self._settle = settle
 
     def accept(self) -> None:
@@ -96,7 +99,7 @@ class Tracked:
         self.cwd = cwd
         self.mcp_servers = mcp_servers
         self.additional_directories = additional_directories
-        self.transcript = Transcript()
+        self.transcript = Transcript(record.session_id)
         self.replaying = False
         self.replayed = 0
         self.snapshot_window = False
@@ -112,8 +115,17 @@ class Tracked:
         self.settings = Settings()
         self.window_timer: _Cancellable | None = None
         self.turn: Turn | None = None
+        #: The task running the current (or last) turn: a cancelled turn the agent has not ended
+        #: yet keeps running in it, and the next prompt waits for it (``Engine.run_turn``).
+        self.turn_task: Any = None
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
+        #: Recovery started a new session for this one after the agent lost it (and it had turns):
+        #: with ``carry_lost_context``, the next prompt carries the lost conversation.
+        self.lost_context_pending = False
+        #: A recovery brought this session back over the current connection: a later "session not
+        #: found" answer means the agent lost it after all (it is recovered again, as unknown).
+        self.recovered = False
         #: The record last written to (or restored from) the session store, if any.
         self.stored: StoredSession | None = None
         #: The link the session lives on, when the client has several (``None``: not known yet,
@@ -124,6 +136,8 @@ class Tracked:
         #: Links the session moved off while they were unreachable: they may still hold it in
         #: memory, and it is closed there before it is attached again (DESIGN.md §5).
         self.left_behind: set[Any] = set()
+        #: Held while a pool moves the session or closes one of its copies (made by the pool).
+        self.guard: Any = None
 
     @property
     def window_open(self) -> bool:
@@ -221,20 +235,24 @@ class SessionTable:
             tracked.turn.finish(SessionNotTracked(session_id, f"session {session_id} is no longer tracked"))
         tracked.end_subscriptions()
 
-    def renamed(self, tracked: Tracked, record: Session) -> None:
-        """Recovery re-created the session as ``record``: a new id (the old ones still find it),
-        a new record and an empty transcript."""
+    def renamed(self, tracked: Tracked, record: Session) -> int:
+        """Recovery re-created the session as ``record`` because the agent lost it: a new id (the
+        old ones still find it), a new record, and a new transcript segment (the conversation the
+        agent lost stays as earlier history, marked lost). Returns how many turns it lost."""
         tracked.session_id = record.session_id
         tracked.record = record
-        tracked.transcript = Transcript()
+        lost = tracked.transcript.start_segment(record.session_id, SegmentStart.NEW_AFTER_LOSS, lost=True)
+        tracked.lost_context_pending = lost > 0
         tracked.replay_cut_off = False  # nothing left to replay
         self._by_id[record.session_id] = tracked
+        return lost
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
         """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end.
         The session stays in the table (flagged) so its handles can tell."""
         tracked.abandoned = True
         if tracked.turn is not None:
+            self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
             tracked.turn.finish(RecoveryFailed(previous_id, "abandoned", cause=cause))
         tracked.end_subscriptions()
 
@@ -312,9 +330,19 @@ class SessionTable:
         if tracked.window_timer is not None:
             self.close_window(tracked)
         turn = tracked.turn
-        if not echoes_prompts and self.keep_transcripts and turn is not None and not turn.recorded:
+        if turn is not None and not turn.recorded:
             turn.recorded = True
-            tracked.transcript.add_user_prompt(turn.prompt)
+            if self.keep_transcripts:
+                tracked.transcript.begin_turn(turn.prompt, record=not echoes_prompts)
+
+    def turn_status(self, tracked: Tracked, turn: Turn, status: TurnStatus) -> None:
+        """How ``turn`` ended, for its transcript (once; a turn whose prompt never went out has
+        no place there)."""
+        if turn.status is not None or not turn.recorded:
+            return
+        turn.status = status
+        if self.keep_transcripts and tracked.turn is turn:
+            tracked.transcript.finish_turn(status)
 
     def end_turn(self, tracked: Tracked, turn: Turn) -> None:
         if tracked.turn is turn:
@@ -343,6 +371,11 @@ class SessionTable:
             tracked.replayed += 1
         if self.keep_transcripts:
             tracked.transcript.apply(update)
+        kind = update.kind
+        if kind == "current_mode_update":
+            tracked.record = with_mode(tracked.record, update.current_mode_id)  # type: ignore[union-attr]
+        elif kind == "config_option_update":
+            tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
         turn = tracked.turn
         if (
             turn is not None
@@ -352,6 +385,8 @@ class SessionTable:
             and getattr(update, "state", None) == "idle"
         ):
             usage: Any = getattr(update, "usage", None)
+            stop = getattr(update, "stop_reason", None)
+            self.turn_status(tracked, turn, TurnStatus.CANCELLED if stop == "cancelled" else TurnStatus.COMPLETE)
             turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
         event = _new_event(session_id, update, replay)
         subscribers = tracked.subscribers
@@ -368,6 +403,7 @@ class SessionTable:
         windows close (a replay window cut off before its answer is incomplete: :meth:`cut_off`)."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
+                self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
                 tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
             self.cut_off(tracked)
 
@@ -376,6 +412,7 @@ class SessionTable:
         fail, their subscriptions end."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
+                self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
                 tracked.turn.finish(error or ClientClosed("the client was closed"))
             tracked.end_subscriptions()
 

@@ -128,6 +128,10 @@ class AcpClient:
         retry_unsent_prompts: Re-send, once recovery ends, a prompt that failed with
             :class:`~acp_client.exceptions.ConnectionLost` ``may_have_executed=False`` (it never
             reached the agent). A prompt the agent may have acted on is never re-sent.
+        carry_lost_context: Off by default. When the agent lost a session and recovery started a
+            new one, the next prompt carries the lost conversation as context: a text block
+            before the prompt (the transcript records only the prompt). See
+            ``docs/conversation.md``.
         max_incoming_requests: How many agent→client requests each connection handles at once
             (more are refused with -32603 until one finishes).
         session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore` (the app
@@ -169,6 +173,7 @@ class AcpClient:
         keep_transcripts: bool = True,
         replays_on_resume: bool | None = None,
         retry_unsent_prompts: bool = False,
+        carry_lost_context: bool = False,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
@@ -527,12 +532,13 @@ class AcpClient:
 
         Pending permission requests of the session are answered ``cancelled``.
         """
-        current = self._table.current_id
-        self._engine.router.cancel_session(current(session_id))
-        supervisor = await self._engine.links.link_for(self._table.get(session_id), "session/cancel")
-        await supervisor.notify(
-            "session/cancel", lambda: self._engine.wire(CancelNotification(session_id=current(session_id)))
-        )
+        tracked = self._table.get(session_id)
+        if tracked is not None:
+            await self._engine.cancel_session(tracked)
+            return
+        self._engine.router.cancel_session(session_id)
+        supervisor = await self._engine.links.link_for(None, "session/cancel")
+        await supervisor.notify("session/cancel", lambda: self._engine.wire(CancelNotification(session_id=session_id)))
 
     async def request(
         self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
@@ -583,7 +589,8 @@ class SessionHandle:
 
     @property
     def transcript(self) -> Transcript:
-        """The conversation so far (rebuilt without duplicates after a replay)."""
+        """The conversation so far: every segment, turn statuses, kept across replays, recoveries and
+        restarts (see docs/conversation.md)."""
         return self._tracked.transcript
 
     @property

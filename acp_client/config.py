@@ -121,6 +121,11 @@ class Timeouts:
             handshake, the HTTP ``initialize`` POST and the answer to ``initialize``. Running out
             raises :class:`~acp_client.exceptions.ConnectTimeout` whatever the transport.
         probe: Timeout of each ``session/status`` probe during recovery.
+        cancel_grace: After a prompt's ``timeout`` runs out, or its awaiting task is cancelled,
+            the client sends ``session/cancel`` and gives the agent this long to end the turn.
+            The next prompt on that session waits up to this long for the old turn to end, then
+            fails with :class:`~acp_client.exceptions.TurnInProgress` while the agent may still
+            be running it (docs/conversation.md).
 
     Raises:
         ConfigurationError: Not a finite number of seconds above zero.
@@ -129,6 +134,7 @@ class Timeouts:
     request: float | None = attrs.field(default=60.0, validator=field_check(check_seconds, optional=True))
     connect: float = attrs.field(default=30.0, validator=field_check(check_seconds))
     probe: float = attrs.field(default=10.0, validator=field_check(check_seconds))
+    cancel_grace: float = attrs.field(default=5.0, validator=field_check(check_seconds))
 
 
 @attrs.frozen(kw_only=True)

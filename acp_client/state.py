@@ -156,13 +156,18 @@ class RecoveryOutcome:
         previous_session_id: The session id before the drop.
         session_id: The id to use from now on (a new one on the new-session path; ``None`` when
             abandoned).
-        continuity: Whether the conversation survived (resume or replay).
+        continuity: Whether the agent still holds the conversation: a resume, or a replay that
+            brought it back (a load or replay after which the agent provably lacks the history,
+            such as one that replayed nothing for a session with turns, does not count; the
+            notes say why).
         probe: The normalized probe answer.
         raw_status: The status string on the wire, if any.
         state: The v2 foreground state snapshot, if reported.
         steps: The calls made, in order, with how each ended (``"ok"``, ``"not_found"``, ...).
         notes: Degradations and fallbacks, in words.
         replayed_updates: How many ``session/update`` notifications the replay delivered.
+        lost_turns: On the new-session path: how many turns the agent lost (they stay in the
+            handle's transcript as an earlier segment marked lost; docs/conversation.md).
         duration: Seconds the recovery of this session took (probe included).
         error: The last error, when the session was abandoned after failures.
         endpoint: With several endpoints: the name of the instance the session ended on (where
@@ -182,6 +187,7 @@ class RecoveryOutcome:
     notes: tuple[str, ...] = ()
     replayed_updates: int = 0
     duration: float = 0.0
+    lost_turns: int = 0
     error: BaseException | None = attrs.field(default=None, eq=False)
     endpoint: str | None = None
 

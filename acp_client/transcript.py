@@ -1,5 +1,5 @@
-"""A transcript accumulator: applies ``session/update`` notifications into a conversation view,
-and rebuilds it from a replay without duplicate messages.
+"""A transcript: the conversation of one session, built from its ``session/update`` notifications,
+kept across replays, recoveries and restarts (DESIGN.md §7; what it guarantees: docs/conversation.md).
 
 Rules:
 
@@ -7,34 +7,71 @@ Rules:
   ``agent_message``, ``agent_thought``) replaces that message's content; a chunk with a
   ``messageId`` appends to it.
 * Chunks without a ``messageId`` (v1) append to the open message of the same role, or start one.
-  :meth:`Transcript.end_turn` closes the open message.
-* A replay (v1 ``session/load``, v2 ``session/resume`` with ``replayFrom``) is bracketed by
-  :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay` (the client does this). During
-  it, the first update for a message already known restarts that message's content instead of
-  appending to it; id-less history (v1) is rebuilt from the replay, and an id-less message is kept
-  only if the agent replayed no message of its role (a replay that sends the user's prompts back
-  covers the prompts the client recorded itself: the k-th of them stands for the k-th new message
-  of that role in the replay, so what followed it and the replay left out, such as the partial
-  answer of an interrupted turn, stays after it).
-* A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` puts back what the
-  transcript held before it began, so nothing finished is lost; the next replay rebuilds it.
-* Some agents replay the whole history during a plain ``session/resume`` (DESIGN.md §6).
-  :meth:`Transcript.repeats` tells whether an update that arrives there repeats the start of the
-  known history (same ``messageId``, else same role and a prefix of the first message's text),
-  so the client can treat the rest of that resume as a replay.
+  A prompt, the end of a turn and any non-message update close the open message.
+* **Turns have a status.** Each prompt the client sent is a user message whose
+  :attr:`TranscriptMessage.status` is a :class:`TurnStatus`: ``running``, then ``complete``,
+  ``cancelled``, ``interrupted`` (cut by a drop; the agent may have acted on it) or ``failed`` (the
+  agent refused it: never an ordinary turn, and never matched against a replay). The agent's
+  messages of a cancelled or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
+* **A replay is reconciled, not trusted.** A replay (v1 ``session/load``, v2 ``session/resume``
+  with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
+  :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
+  collected apart (the app keeps seeing the conversation it had) and then matched against it by
+  :func:`acp_client._reconcile.reconcile`: fused prompts are split, partial answers the replay
+  omits stay (marked incomplete), nothing recorded is deleted, what the agent adds is kept in
+  order. :attr:`Transcript.last_replay` says what the replay brought.
+* A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` drops what part of it
+  arrived; the conversation is what it was, and the next replay brings it again.
+* **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
+  session id, each with how it began (:class:`SegmentStart`). When the agent lost a session and
+  recovery started a new one, the old conversation stays as an earlier segment marked ``lost``
+  (:meth:`Transcript.start_segment`); :attr:`Transcript.messages` is the current segment's.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from ._reconcile import reconcile
 from .types import ContentBlock, TextContent
 
-__all__ = ["ToolCallView", "Transcript", "TranscriptMessage"]
+__all__ = [
+    "ReplayReport",
+    "SegmentStart",
+    "ToolCallView",
+    "Transcript",
+    "TranscriptMessage",
+    "TranscriptSegment",
+    "TurnStatus",
+]
+
+
+class TurnStatus(str, enum.Enum):
+    """How a prompt turn ended (on the turn's user message: :attr:`TranscriptMessage.status`)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    CANCELLED = "cancelled"
+    #: Cut off by a drop: the agent had the prompt and may have acted on it.
+    INTERRUPTED = "interrupted"
+    #: The agent refused the prompt (an error answer): not an ordinary turn.
+    FAILED = "failed"
+
+
+class SegmentStart(str, enum.Enum):
+    """How a segment of the conversation (one agent session id) began."""
+
+    CREATED = "created"
+    RESUMED = "resumed"
+    REPLAYED = "replayed"
+    #: Recovery started a new session because the agent had lost the previous one.
+    NEW_AFTER_LOSS = "new_after_loss"
+
 
 _CHUNK_ROLES = {"user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
 _FULL_ROLES = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
@@ -50,11 +87,17 @@ class TranscriptMessage:
         role: ``"user"``, ``"agent"`` or ``"thought"``.
         message_id: The agent's ``messageId``, when it supplied one.
         blocks: The content blocks, adjacent text merged.
+        status: On a prompt (a user message the client sent): how its turn ended
+            (:class:`TurnStatus`); ``None`` on other messages.
+        incomplete: The message is partial: its turn was cancelled or interrupted before the
+            agent finished it (and no replay completed it).
     """
 
     role: str
     message_id: str | None = None
     _blocks: list[ContentBlock] = attrs.field(factory=list)
+    status: TurnStatus | None = None
+    incomplete: bool = False
     # Plain text chunks waiting to be merged into the last block. Merging each chunk at once copied
     # the whole text every time: quadratic in the number of chunks of a long message.
     _pending: list[str] = attrs.field(factory=list, init=False)
@@ -78,7 +121,9 @@ class TranscriptMessage:
         return (self.role, self.message_id, self.blocks) == (other.role, other.message_id, other.blocks)
 
     def __repr__(self) -> str:
-        return f"TranscriptMessage(role={self.role!r}, message_id={self.message_id!r}, blocks={self.blocks!r})"
+        extra = f", status={self.status.value!r}" if self.status is not None else ""
+        extra += ", incomplete=True" if self.incomplete else ""
+        return f"TranscriptMessage(role={self.role!r}, message_id={self.message_id!r}, blocks={self.blocks!r}{extra})"
 
     @property
     def text(self) -> str:
@@ -141,23 +186,107 @@ def _blocks_of(content: Any) -> list[ContentBlock]:
     return [content]
 
 
-class Transcript:
-    """The conversation of one session, built from its updates."""
+@attrs.define
+class TranscriptSegment:
+    """The part of a conversation held under one agent session id.
 
-    def __init__(self) -> None:
+    Attributes:
+        session_id: The agent's id for this part (``None``: not known, e.g. restored from a
+            store written before segments were kept).
+        began: How it began (:class:`SegmentStart`).
+        messages: Its messages, in order.
+        lost: The agent lost this part (recovery had to start a new session): it is earlier
+            history the agent no longer has.
+    """
+
+    session_id: str | None
+    began: SegmentStart
+    messages: list[TranscriptMessage] = attrs.field(factory=list)
+    lost: bool = False
+
+    @property
+    def turns(self) -> int:
+        """How many prompts in it the agent accepted (failed ones do not count)."""
+        return _turns(self.messages)
+
+
+@attrs.frozen
+class ReplayReport:
+    """What the last complete replay brought (:attr:`Transcript.last_replay`).
+
+    Attributes:
+        replayed_messages: Messages the agent replayed (fused prompts counted once split).
+        replayed_turns: User messages among them.
+        known_turns: Prompts the client held before the replay (failed ones not counted).
+        matched: Recorded messages the replay brought back.
+        added: Replayed messages that were new to the client.
+        kept: Recorded messages the replay left out (kept in place).
+        notes: What the reconciliation noticed.
+    """
+
+    replayed_messages: int
+    replayed_turns: int
+    known_turns: int
+    matched: int
+    added: int
+    kept: int
+    notes: tuple[str, ...] = ()
+
+    def lacks_history(self) -> str | None:
+        """Why the agent provably lacks the history after this replay, or ``None``.
+
+        It replayed no message for a session with turns, or far fewer turns than the client
+        holds (fewer than half).
+        """
+        if self.known_turns == 0:
+            return None
+        if self.replayed_messages == 0:
+            return f"the agent replayed nothing for a session with {self.known_turns} turn(s)"
+        if self.replayed_turns and self.replayed_turns * 2 < self.known_turns:
+            return f"the agent replayed {self.replayed_turns} turn(s) of the {self.known_turns} the client holds"
+        return None
+
+
+def _turns(messages: Iterable[TranscriptMessage]) -> int:
+    return sum(1 for message in messages if message.role == "user" and message.status is not TurnStatus.FAILED)
+
+
+_MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
+
+
+class Transcript:
+    """The conversation of one session, built from its updates (see the module docstring).
+
+    Args:
+        session_id: The agent's id of the first segment.
+        began: How that segment began.
+    """
+
+    def __init__(self, session_id: str | None = None, began: SegmentStart = SegmentStart.CREATED) -> None:
+        #: The current segment's messages (what the agent holds now).
         self.messages: list[TranscriptMessage] = []
+        #: The segments before the current one, oldest first.
+        self.earlier: list[TranscriptSegment] = []
+        #: The current segment's agent session id and how it began.
+        self.session_id = session_id
+        self.began = began
+        #: Messages a session store dropped past its bound (the oldest ones): not held any more.
+        self.dropped = 0
         self.tool_calls: dict[str, ToolCallView] = {}
         self.plan: Any = None
         #: The v2 foreground state last reported (``None``: not reported).
         self.state: str | None = None
         self.stop_reason: str | None = None
+        #: What the last complete replay brought (``None``: no replay yet).
+        self.last_replay: ReplayReport | None = None
         self._by_id: dict[str, TranscriptMessage] = {}
         self._open: TranscriptMessage | None = None
         self._replaying = False
-        self._replay_restarted: set[str] = set()
-        self._replayed_roles: set[str] = set()
-        self._replay_touched: list[TranscriptMessage] = []
-        self._snapshot: list[tuple[TranscriptMessage, list[ContentBlock]]] | None = None
+        self._replayed: list[TranscriptMessage] = []
+        self._replay_by_id: dict[str, TranscriptMessage] = {}
+        self._replay_open: TranscriptMessage | None = None
+        self._turn_start: int | None = None
+        self._turn_prompt: tuple[ContentBlock, ...] = ()
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -165,12 +294,92 @@ class Transcript:
         return len(self.messages)
 
     def text(self) -> str:
-        """The conversation as plain text, one ``role: text`` line per message."""
-        return "\n".join(f"{message.role}: {message.text}" for message in self.messages)
+        """The current segment as plain text, one ``role: text`` line per message (a prompt the
+        agent refused reads ``user [failed]: text``: it is not an ordinary turn)."""
+        return "\n".join(
+            f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}: {message.text}"
+            for message in self.messages
+        )
 
     @property
     def replaying(self) -> bool:
         return self._replaying
+
+    @property
+    def segments(self) -> list[TranscriptSegment]:
+        """Every segment, oldest first; the last one is the current segment (its messages are
+        :attr:`messages` itself)."""
+        return [*self.earlier, TranscriptSegment(self.session_id, self.began, self.messages)]
+
+    def all_messages(self) -> list[TranscriptMessage]:
+        """The whole conversation: earlier segments' messages, then the current ones."""
+        return [message for segment in self.segments for message in segment.messages]
+
+    @property
+    def turns(self) -> int:
+        """How many prompts of the current segment the agent accepted."""
+        return _turns(self.messages)
+
+    # -- segments -----------------------------------------------------------------------------------
+
+    def start_segment(self, session_id: str, began: SegmentStart, *, lost: bool = False) -> int:
+        """Continue the conversation under a new agent session id. The current segment becomes
+        earlier history (``lost``: the agent no longer has it). Returns how many turns it held."""
+        turns = self.turns
+        if self.messages or self.session_id is not None:
+            self.earlier.append(TranscriptSegment(self.session_id, self.began, self.messages, lost))
+        self.messages = []
+        self.session_id, self.began = session_id, began
+        self._by_id = {}
+        self._open = None
+        self.tool_calls = {}
+        self.plan = None
+        self.state = self.stop_reason = None
+        self.last_replay = None
+        return turns
+
+    def lost_context(self) -> str:
+        """The conversation the agent lost (every ``lost`` segment) as plain text, for an app that
+        carries it into the new session (empty when nothing was lost)."""
+        lines = [f"{m.role}: {m.text}" for s in self.earlier if s.lost for m in s.messages if m.status != "failed"]
+        return "\n".join(lines)
+
+    # -- turns --------------------------------------------------------------------------------------
+
+    def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
+        """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
+        v2 agents do, and their echo becomes the turn's message)."""
+        blocks = tuple(prompt)
+        self._turn_start = len(self.messages)
+        self._turn_prompt = blocks
+        if record:
+            self.add_user_prompt(blocks)
+            self.messages[-1].status = TurnStatus.RUNNING
+
+    def finish_turn(self, status: TurnStatus) -> None:
+        """The running turn ended with ``status``: its prompt carries it; a cancelled or
+        interrupted turn's agent messages are marked incomplete; a refused prompt the agent did
+        not echo is recorded as a failed one."""
+        start = self._turn_start
+        self._turn_start = None
+        self._open = None
+        if start is None:
+            return
+        start = min(start, len(self.messages))
+        prompt = next((m for m in self.messages[start:] if m.role == "user"), None)
+        if prompt is None:
+            if status is not TurnStatus.FAILED:
+                return
+            prompt = TranscriptMessage("user")
+            prompt.append(self._turn_prompt)
+            self.messages.insert(start, prompt)
+        prompt.status = status
+        if status in (TurnStatus.CANCELLED, TurnStatus.INTERRUPTED):
+            index = self.messages.index(prompt)
+            for message in self.messages[index + 1 :]:
+                if message.role == "user":
+                    break
+                message.incomplete = True
 
     # -- updates ------------------------------------------------------------------------------------
 
@@ -190,11 +399,14 @@ class Transcript:
     def apply(self, update: Any) -> None:
         """Apply one session update (any variant; unknown ones are ignored)."""
         kind: Any = getattr(update, "kind", None)
+        if self._replaying:
+            self._collect(kind, update)
+            return
         role = _CHUNK_ROLES.get(kind)
         if role is not None:
             content = update.content
             message_id = getattr(update, "message_id", None)
-            if message_id is None and not self._replaying and not isinstance(content, _NOT_ONE_BLOCK):
+            if message_id is None and not isinstance(content, _NOT_ONE_BLOCK):
                 # A streamed chunk of one block: the bulk of a turn (what _chunk does, in short).
                 open_message = self._open
                 if open_message is None or open_message.role != role or open_message.message_id is not None:
@@ -209,7 +421,12 @@ class Transcript:
             self._chunk(role, message_id, _blocks_of(content))
         elif kind in _FULL_ROLES:
             self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), getattr(update, "content", None))
-        elif kind in ("tool_call", "tool_call_update"):
+        else:
+            self._open = None  # never fuse a message across a non-message update (a replay would not)
+            self._other(kind, update)
+
+    def _other(self, kind: Any, update: Any) -> None:
+        if kind in ("tool_call", "tool_call_update"):
             self._tool_call(update)
         elif kind in ("plan", "plan_update"):
             self.plan = update
@@ -235,8 +452,8 @@ class Transcript:
         role = _CHUNK_ROLES.get(kind) or _FULL_ROLES.get(kind)
         if role is None:
             return False
-        first = self.messages[0]
-        if first.role != role:
+        first = next((m for m in self.messages if m.status is not TurnStatus.FAILED), None)
+        if first is None or first.role != role:
             return False
         message_id = getattr(update, "message_id", None)
         if message_id is not None and message_id == first.message_id:
@@ -244,69 +461,80 @@ class Transcript:
         text = "".join(block.text for block in _blocks_of(update.content) if isinstance(block, TextContent))
         return bool(text) and first.text.startswith(text)
 
+    # -- replay -------------------------------------------------------------------------------------
+
     def begin_replay(self) -> None:
-        """The agent is about to replay history: rebuild instead of appending."""
+        """The agent is about to replay history: collect it apart, to reconcile at the end."""
         self._replaying = True
-        self._replay_restarted = set()
-        self._replayed_roles = set()
-        self._replay_touched = []
-        self._snapshot = [(message, list(message.blocks)) for message in self.messages]
-        self.messages = [message for message in self.messages if message.message_id is not None]
+        self._replayed = []
+        self._replay_by_id = {}
+        self._replay_open = None
         self._open = None
 
     def end_replay(self, *, complete: bool = True) -> None:
         """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
 
-        A complete replay is the history in the agent's order: the messages it brought back, with
-        what it did not bring back (known messages it did not touch, and id-less ones of a role it
-        did not replay) kept after the message they followed before. An incomplete replay puts
-        back the history the transcript held before it began (what part of the replay arrived is
-        dropped; the next replay brings it again).
+        A complete replay is reconciled with the conversation (:mod:`acp_client._reconcile`);
+        :attr:`last_replay` says what it brought. An incomplete one is dropped: the conversation
+        stays as it was (the next replay brings the history again).
         """
         if not self._replaying:
             return
         self._replaying = False
-        snapshot = self._snapshot or []
-        if complete:
-            self.messages = self._merge_replay(snapshot)
-        else:
-            self.messages = []
-            self._by_id = {}
-            for message, blocks in snapshot:
-                message.blocks = blocks
-                self._insert(message)
-        self._replay_touched = []
-        self._snapshot = None
+        replayed, self._replayed = self._replayed, []
+        self._replay_by_id = {}
+        self._replay_open = None
         self._open = None
+        if not complete:
+            return
+        known_turns = self.turns
+        result = reconcile(self.messages, replayed, TranscriptMessage)
+        self.messages = result.messages
+        self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
+        replayed_messages = result.matched + result.added
+        self.last_replay = ReplayReport(
+            replayed_messages=replayed_messages,
+            replayed_turns=result.replayed_users,
+            known_turns=known_turns,
+            matched=result.matched,
+            added=result.added,
+            kept=result.kept,
+            notes=tuple(result.notes),
+        )
 
-    def _merge_replay(self, snapshot: list[tuple[TranscriptMessage, list[ContentBlock]]]) -> list[TranscriptMessage]:
-        touched = {id(message) for message in self._replay_touched}
-        known = {id(message) for message, _ in snapshot}
-        # The replayed messages that are new to the transcript, per role, in order: the k-th id-less
-        # message of a role the replay rebuilt is the k-th of them (what followed it follows that).
-        fresh: dict[str, list[TranscriptMessage]] = {}
-        for message in self._replay_touched:
-            if id(message) not in known:
-                fresh.setdefault(message.role, []).append(message)
-        front: list[TranscriptMessage] = []
-        after: dict[int, list[TranscriptMessage]] = {}
-        anchor: TranscriptMessage | None = None
-        for message, _ in snapshot:
-            if id(message) in touched:
-                anchor = message
-                continue
-            if message.message_id is None and message.role in self._replayed_roles:
-                # The replay rebuilt this role's id-less history: this message is its counterpart.
-                counterparts = fresh.get(message.role)
-                if counterparts:
-                    anchor = counterparts.pop(0)
-                continue
-            (after.setdefault(id(anchor), []) if anchor is not None else front).append(message)
-        merged = front
-        for message in self._replay_touched:
-            merged.append(message)
-            merged.extend(after.get(id(message), ()))
-        return merged
+    def _collect(self, kind: Any, update: Any) -> None:
+        """One replayed update: message updates are assembled apart; any other update is applied
+        as usual and closes the open replayed message (never fuse across it)."""
+        role = _CHUNK_ROLES.get(kind)
+        full = role is None
+        if full:
+            role = _FULL_ROLES.get(kind)
+        if role is None:
+            self._replay_open = None
+            self._other(kind, update)
+            return
+        message_id = getattr(update, "message_id", None)
+        content = getattr(update, "content", None)
+        if message_id is not None:
+            message = self._replay_by_id.get(message_id)
+            if message is None:
+                message = self._replay_by_id[message_id] = TranscriptMessage(role, message_id)
+                self._replayed.append(message)
+            if full:
+                if content is not None:
+                    message.blocks = []
+                    message.append(_blocks_of(content))
+                self._replay_open = None
+            else:
+                message.append(_blocks_of(content))
+                self._replay_open = message
+            return
+        open_message = self._replay_open
+        if full or open_message is None or open_message.role != role or open_message.message_id is not None:
+            open_message = TranscriptMessage(role)
+            self._replayed.append(open_message)
+        open_message.append(_blocks_of(content))
+        self._replay_open = None if full else open_message
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -315,36 +543,19 @@ class Transcript:
         if message.message_id is not None:
             self._by_id[message.message_id] = message
 
-    def _restart_if_replayed(self, message: TranscriptMessage) -> None:
-        if self._replaying and message.message_id is not None and message.message_id not in self._replay_restarted:
-            self._replay_restarted.add(message.message_id)
-            self._replay_touched.append(message)
-            message.blocks = []
-
-    def _insert_new(self, message: TranscriptMessage) -> None:
-        self._insert(message)
-        if self._replaying:
-            self._replay_touched.append(message)
-            if message.message_id is not None:
-                self._replay_restarted.add(message.message_id)
-
     def _chunk(self, role: str, message_id: str | None, blocks: list[ContentBlock]) -> None:
-        if self._replaying:
-            self._replayed_roles.add(role)
         if message_id is not None:
             message = self._by_id.get(message_id)
             if message is None:
                 message = TranscriptMessage(role, message_id)
-                self._insert_new(message)
-            else:
-                self._restart_if_replayed(message)
+                self._insert(message)
             message.append(blocks)
             self._open = message
             return
         open_message = self._open
         if open_message is None or open_message.role != role or open_message.message_id is not None:
             open_message = TranscriptMessage(role)
-            self._insert_new(open_message)
+            self._insert(open_message)
             self._open = open_message
         open_message.append(blocks)
 
@@ -353,15 +564,10 @@ class Transcript:
             self._chunk(role, None, _blocks_of(content))
             self._open = None
             return
-        if self._replaying:
-            self._replayed_roles.add(role)
         message = self._by_id.get(message_id)
         if message is None:
             message = TranscriptMessage(role, message_id)
-            self._insert_new(message)
-        elif self._replaying and message_id not in self._replay_restarted:
-            self._replay_restarted.add(message_id)
-            self._replay_touched.append(message)
+            self._insert(message)
         if content is not None:
             message.blocks = []
             message.append(_blocks_of(content))

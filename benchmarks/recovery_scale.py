@@ -19,7 +19,9 @@ re-initializes, probes each session with ``session/status`` and resumes it (``se
 * ``TCP``: TCP connections the agent accepted during one recovery (Streamable HTTP/1.1: the POSTs
   share pooled keep-alive connections; each open SSE stream holds one);
 * ``KiB/session``: memory this process holds per idle tracked session (``tracemalloc``: what
-  creating the N sessions left allocated, over N).
+  creating the N sessions left allocated, over N);
+* ``CPU vs WS``: the client CPU of the recovery over the WebSocket row's for the same N (issue 22's
+  target: an HTTP recovery within 1.5x WebSocket's client CPU).
 
 Targets (issue 22): 10,000 sessions recover in <= 3 s on WebSocket and <= 6 s on HTTP, linear in N;
 <= 5 KiB per idle tracked session; concurrency bounded.
@@ -35,7 +37,7 @@ import time
 import tracemalloc
 from typing import Any
 
-from _common import Farm, environment, farm, median, table
+from _common import Farm, environment, farm, fmt_ratio, median, table
 
 from acp_client import (
     AcpClient,
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     concurrency = args.concurrency or _default_concurrency()
     logging.basicConfig(level=logging.ERROR)
     rows = []
+    cpu: dict[tuple[str, int], float] = {}
     for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
         if args.transport not in ("all", name.lower()):
             continue
@@ -182,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
                 figures = asyncio.run(measure(url, sessions, rounds, concurrency, agent))
             wall = median(figures["wall"])
             target = TARGET_SECONDS[name] if sessions >= 10_000 else None
+            cpu[(name, sessions)] = median(figures["cpu"])
+            ws_cpu = cpu.get(("WebSocket", sessions))
             rows.append(
                 [
                     name,
@@ -193,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"{max(figures['peak'])}",
                     f"{median(figures['tcp']):.0f}",
                     f"{figures['kib']:.2f}",
+                    fmt_ratio(cpu[(name, sessions)] / ws_cpu) if ws_cpu else "",
                     ("yes" if wall <= target else "NO") + f" (<= {target:g} s)" if target is not None else "",
                 ]
             )
@@ -210,9 +216,10 @@ def main(argv: list[str] | None = None) -> None:
         "in flight",
         "TCP",
         "KiB/session",
+        "CPU vs WS",
         "target",
     ]
-    print(table(headers, rows, align="lrrrrrrrrl"))
+    print(table(headers, rows, align="lrrrrrrrrrl"))
     print()
     print(
         f"targets (issue 22): 10,000 sessions in <= {TARGET_SECONDS['WebSocket']:g} s (WebSocket) / "

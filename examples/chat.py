@@ -12,8 +12,8 @@ Usage::
 URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
 Several URLs are instances of one agent, used as one pool (new sessions round robin; a session
-whose instance dies moves to another); the ``session`` and ``recovered`` events then carry
-``endpoint``, the URL the session lives on now.
+whose instance dies moves to another); the ``session``, ``recovered`` and ``status`` events then
+carry ``endpoint``, the URL the session lives on now.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
 pauses while the client keeps watching the connection (it ends early if the client gives up);
@@ -30,7 +30,8 @@ permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a se
 verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
-session, update, turn_end, disconnected, reconnect_attempt, recovered, turn_interrupted, status,
+session, history (a restored conversation, every segment), update, turn_end (with the turn's
+status), disconnected, reconnect_attempt, recovered, turn_interrupted, status,
 error.
 """
 
@@ -58,6 +59,7 @@ from acp_client import (
     AcpError,
     Callbacks,
     ClientHandlers,
+    ConfigurationError,
     ConnectionLost,
     ConnectionState,
     PromptResult,
@@ -69,6 +71,7 @@ from acp_client import (
     State,
     Timeouts,
     TurnInterrupted,
+    TurnStatus,
     UpdateEvent,
 )
 from acp_client.types import (
@@ -122,6 +125,16 @@ class Output:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def show_conversation(self, handle: Any) -> None:
+        """Redraw a session's conversation (``/switch``); JSON mode has the transcript for that."""
+        if self.json_mode:
+            return
+        messages = list(handle.transcript.messages)
+        self.stream.write(f"● session {handle.session_id}: {len(messages)} messages\n")
+        for message in messages:
+            self.stream.write(f"  {message.role}: {message.text}\n")
+        self.stream.flush()
+
     @staticmethod
     def describe(name: str, f: dict[str, Any]) -> str | None:
         if name == "connected":
@@ -139,21 +152,75 @@ class Output:
             if f["kind"] in ("tool_call", "tool_call_update") and f["text"]:
                 return f"  ⚙ {f['text']}\n"
             return None
+        if name == "history":
+            return "\n".join(history_lines(f))
         if name == "turn_end":
+            status = f.get("status")
+            if status == "failed":
+                return "  (refused by the agent: not part of the conversation)"
             return f"  ({f['stopReason']})"
         if name == "disconnected":
             return f"⚠ disconnected: {f['reason']}"
         if name == "reconnect_attempt":
             return f"… reconnecting in {f['delay']:.1f}s (attempt {f['attempt']})"
         if name == "recovered":
-            return "✓ " + recovery_banner(f["path"], f.get("replayed", 0))
+            line = "✓ " + recovery_banner(f["path"], f.get("replayed", 0))
+            if f.get("lostTurns"):
+                line += f"\n{lost_divider(f['lostTurns'])}"
+            elif f.get("continuity") is False and f["path"] != "new_session":
+                line += " (the agent does not have the history: see the notes)"
+            return line
         if name == "turn_interrupted":
             return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
         if name == "status":
-            return f"● status {f['sessionId']}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
+            where = f" on {f['endpoint']}" if f.get("endpoint") else ""
+            return f"● status {f['sessionId']}{where}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
         if name == "error":
             return f"✗ {f['message']}"
         return None
+
+
+def lost_divider(turns: int) -> str:
+    """The line between a conversation the agent lost and the new session's."""
+    return f"--- the agent lost the conversation above ({turns} turn(s)); it starts afresh below ---"
+
+
+def history_messages(handle: SessionHandle) -> dict[str, Any]:
+    """The ``history`` event's fields: every segment of the handle's conversation."""
+    transcript = handle.transcript
+    segments = []
+    for segment in transcript.segments:
+        messages = []
+        for message in segment.messages:
+            entry: dict[str, Any] = {"role": message.role, "text": message.text}
+            if message.status is not None:
+                entry["status"] = message.status.value
+            if message.incomplete:
+                entry["incomplete"] = True
+            messages.append(entry)
+        segments.append(
+            {"sessionId": segment.session_id, "lost": segment.lost, "turns": segment.turns, "messages": messages}
+        )
+    return {"sessionId": handle.session_id, "segments": segments, "dropped": transcript.dropped}
+
+
+def history_lines(f: dict[str, Any]) -> list[str]:
+    """The restored conversation as the terminal shows it."""
+    lines = ["● the conversation so far:"]
+    if f.get("dropped"):
+        lines.append(f"  ({f['dropped']} earlier messages were dropped from the store)")
+    for segment in f["segments"]:
+        for message in segment["messages"]:
+            marks = ""
+            if message.get("status") not in (None, "complete"):
+                marks += f" [{message['status']}]"
+            if message.get("incomplete"):
+                marks += " [incomplete]"
+            who = "you" if message["role"] == "user" else message["role"]
+            lines.append(f"  {who}: {message['text']}{marks}")
+        if segment["lost"]:
+            lines.append(lost_divider(segment["turns"]))
+    return lines
 
 
 def recovery_banner(path: str, replayed: int = 0) -> str:
@@ -190,6 +257,7 @@ class Chat:
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
+        self._ever_connected = False  # before that, a failure is the caller's "could not connect" line
         #: Per outage: whether ``disconnected`` was said, and the turn_interrupted events held
         #: until it is (so "connection lost" comes first).
         self._outage_reported = False
@@ -244,7 +312,7 @@ class Chat:
 
     def _on_state(self, state: ConnectionState) -> None:
         if state.state is State.CONNECTED:
-            self._was_connected = True
+            self._was_connected = self._ever_connected = True
             self._outage_reported = False
             self.output.event(
                 "connected", transport=self._transport_name(), protocolVersion=self.client.protocol_version
@@ -258,7 +326,8 @@ class Chat:
         elif state.state is State.FAILED:
             self._release_interruptions()
             self.failed.set()
-            self.output.event("error", message=f"gave up: {state.cause}")
+            if self._ever_connected:  # a failed first connect is reported once, by whoever called start()
+                self.output.event("error", message=f"gave up: {state.cause}")
         elif state.state is State.CLOSED:
             self._release_interruptions()
         for listener in list(self.state_listeners):
@@ -285,6 +354,8 @@ class Chat:
             sessionId=outcome.session_id,
             previousSessionId=outcome.previous_session_id,
             replayed=outcome.replayed_updates,
+            continuity=outcome.continuity,
+            lostTurns=outcome.lost_turns,
             **self._where(outcome.endpoint),
         )
 
@@ -308,6 +379,8 @@ class Chat:
             return
         self.handle = restored
         self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
+        if restored.transcript.all_messages():  # the restored conversation, at once
+            self.output.event("history", **history_messages(restored))
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
@@ -327,8 +400,17 @@ class Chat:
             return None  # reported through on_turn_interrupted (or it never left)
         except AcpError as exc:
             self.output.event("error", message=str(exc))
+            prompts = [m for m in self.handle.transcript.all_messages() if m.role == "user"]
+            if prompts and prompts[-1].status is TurnStatus.FAILED and prompts[-1].text == text:
+                self.output.event("turn_end", sessionId=self.handle.session_id, stopReason=None, status="failed")
             return None
-        self.output.event("turn_end", sessionId=self.handle.session_id, stopReason=result.stop_reason)
+        status = next((m.status for m in reversed(self.handle.transcript.messages) if m.role == "user"), None)
+        self.output.event(
+            "turn_end",
+            sessionId=self.handle.session_id,
+            stopReason=result.stop_reason,
+            status=status.value if status is not None else None,
+        )
         return result
 
     async def status(self) -> None:
@@ -340,7 +422,14 @@ class Chat:
             return
         state = record.state.state if record.state is not None else None
         status = record.status.value if isinstance(record.status, SessionStatus) else "unknown"
-        self.output.event("status", sessionId=record.session_id, status=status, raw=record.raw_status, state=state)
+        self.output.event(
+            "status",
+            sessionId=record.session_id,
+            status=status,
+            raw=record.raw_status,
+            state=state,
+            **self._where(self.handle.endpoint),
+        )
 
     @property
     def gave_up(self) -> bool:
@@ -449,15 +538,19 @@ async def amain(args: argparse.Namespace) -> int:
             except AcpError as exc:
                 output.event("error", message=f"session store: {exc}")
                 return EXIT_GAVE_UP
-        chat = Chat(
-            endpoint,
-            output=output,
-            protocol_version=args.protocol_version,
-            tls=tls,
-            retry=retry,
-            failover_delay=args.failover_delay,
-            session_store=store,
-        )
+        try:
+            chat = Chat(
+                endpoint,
+                output=output,
+                protocol_version=args.protocol_version,
+                tls=tls,
+                retry=retry,
+                failover_delay=args.failover_delay,
+                session_store=store,
+            )
+        except ConfigurationError as exc:  # a URL of no known form: one line saying which forms work
+            output.event("error", message=str(exc))
+            return EXIT_USAGE
         if args.script is not None:
             lines = args.script.read_text(encoding="utf-8").splitlines()
             return await run_script(chat, lines)

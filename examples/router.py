@@ -46,7 +46,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from acp_client.exceptions import AcpError
-from acp_client.pool import EndpointPool, Location, Probe, RouteKind
+from acp_client.pool import Endpoint, Location, Probe, RouteKind, locate, placement_policy
 from acp_client.transports.base import Transport
 
 logger = logging.getLogger("router")
@@ -144,24 +144,24 @@ class EditorConnection:
                 await self.to_editor(error(request_id, INTERNAL_ERROR, f"no instance could take {method}: {exc}"))
 
     async def route(self, method: str, params: dict[str, Any], request_id: Any, message: dict[str, Any]) -> None:
-        pool = self.router.pool
+        router = self.router
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         if method == "initialize":
             self.initialize = message
             await self.forward(await self.first_link(), message)
         elif method == "session/new":
-            await self.forward(await self.link(pool.place().name), message)
+            await self.forward(await self.link(router.place().name), message)
         elif method == "session/status" and session_id is not None:
             await self.answer_status(request_id, await self.router.locate(session_id))
         elif method in ATTACH and session_id is not None:
             location = await self.router.locate(session_id)
-            route = pool.route(location)
+            route = location.route(router.homes.get(session_id))
             if route.kind not in (RouteKind.RESUME, RouteKind.REPLAY) or route.endpoint is None:
                 await self.not_found(request_id, session_id)
                 return
             await self.forward(await self.link(route.endpoint.name), message)
         elif session_id is not None:
-            home = pool.home(session_id)
+            home = router.homes.get(session_id)
             if home is None:
                 if request_id is not None:
                     await self.not_found(request_id, session_id)
@@ -196,7 +196,7 @@ class EditorConnection:
 
     async def first_link(self) -> Upstream:
         last: AcpError | None = None
-        for endpoint in self.router.pool.endpoints:
+        for endpoint in self.router.endpoints:
             try:
                 return await self.link(endpoint.name)
             except AcpError as exc:
@@ -217,7 +217,7 @@ class EditorConnection:
                 self.opening.pop(name, None)
 
     async def _open(self, name: str) -> Upstream:
-        endpoint = self.router.pool.endpoint(name)
+        endpoint = self.router.endpoint(name)
         transport = await endpoint.open().connect()
         link = Upstream(name, transport)
         link.reader = asyncio.ensure_future(self.read(link))
@@ -272,11 +272,24 @@ class Router:
     """The instances, where each session lives, and the editors connected."""
 
     def __init__(self, urls: Sequence[str], *, placement: str = "round_robin", probe_timeout: float = 2.0) -> None:
-        self.pool = EndpointPool(urls, placement=placement)  # type: ignore[arg-type]
+        self.endpoints = Endpoint.many(urls)
+        self.placement = placement_policy(placement)  # type: ignore[arg-type]
         self.probe_timeout = probe_timeout
+        #: Where each session lives: its home instance.
+        self.homes: dict[str, Endpoint] = {}
+
+    def endpoint(self, name: str) -> Endpoint:
+        return next(endpoint for endpoint in self.endpoints if endpoint.name == name)
+
+    def place(self) -> Endpoint:
+        """Where a new session goes: the placement policy's choice among the instances."""
+        sessions = dict.fromkeys(self.endpoints, 0)
+        for home in self.homes.values():
+            sessions[home] += 1
+        return self.placement(self.endpoints, sessions)
 
     async def locate(self, session_id: str) -> Location:
-        return await self.pool.locate(session_id, timeout=self.probe_timeout)
+        return await locate(session_id, self.endpoints, timeout=self.probe_timeout)
 
     def answered(self, name: str, method: str, params: Any, message: dict[str, Any]) -> None:
         """Home a session where ``session/new``, ``session/load`` or ``session/resume`` succeeded."""
@@ -284,11 +297,11 @@ class Router:
         if not isinstance(result, dict):
             return
         if method == "session/new" and isinstance(result.get("sessionId"), str):
-            self.pool.bind(result["sessionId"], name)
+            self.homes[result["sessionId"]] = self.endpoint(name)
         elif method in ATTACH and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self.pool.bind(params["sessionId"], name)
+            self.homes[params["sessionId"]] = self.endpoint(name)
         elif method == "session/close" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self.pool.forget(params["sessionId"])
+            self.homes.pop(params["sessionId"], None)
 
     async def handle(self, websocket: ServerConnection) -> None:
         await EditorConnection(self, websocket).run()

@@ -1,5 +1,12 @@
 """Shared test configuration. Peer fixtures live in ``tests/peers/`` and are loaded here."""
 
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from acp_client.testing import FakeClock
+from tests._farm import Farm
+
 pytest_plugins = [
     "tests.peers.python_sdk",
     "tests.peers.haproxy",
@@ -8,3 +15,11 @@ pytest_plugins = [
     # After typescript_sdk, whose cache helpers it imports (so pytest rewrites that module first).
     "tests.peers.real_agents",
 ]
+
+
+@pytest_asyncio.fixture
+async def farm() -> AsyncIterator[Farm]:
+    """Three instances (``tests/_farm.py``), each with its own store, on a fake clock."""
+    farm = Farm(FakeClock())
+    yield farm
+    await farm.aclose()

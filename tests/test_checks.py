@@ -92,6 +92,7 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("Timeouts.request", lambda v: Timeouts(request=v), "seconds or None"),
     ("Timeouts.connect", lambda v: Timeouts(connect=v), "seconds"),
     ("Timeouts.probe", lambda v: Timeouts(probe=v), "seconds"),
+    ("Timeouts.cancel_grace", lambda v: Timeouts(cancel_grace=v), "seconds"),
     ("QueueOptions.enabled", lambda v: QueueOptions(enabled=v), "flag"),
     ("Telemetry.enabled", lambda v: Telemetry(enabled=v), "flag"),
     ("QueueOptions.max_size", lambda v: QueueOptions(max_size=v), "count"),

@@ -117,8 +117,13 @@ async def test_sessions_are_saved_as_created_and_used(world: World) -> None:
     assert stored[ids[0]].cwd == "/work/p0" and stored[ids[0]].status is SessionStatus.ACTIVE
     # Most recently prompted first; each turn left its transcript tail.
     assert [record.session_id for record in world.store.load(KEY)] == [ids[1], ids[0]]
-    assert world.store.load_transcript(KEY, ids[0]) == (
-        {"role": "user", "text": "hello 0"},
+    stored = tuple(
+        {k: v for k, v in entry.items() if k != "messageId"} for entry in world.store.load_transcript(KEY, ids[0])
+    )
+    assert stored == (
+        {"format": 2, "dropped": 0},
+        {"segment": ids[0], "began": "created", "lost": False},
+        {"role": "user", "text": "hello 0", "status": "complete"},
         {"role": "agent", "text": "echo: hello 0"},
     )
 

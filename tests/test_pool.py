@@ -6,7 +6,7 @@ reference servers over WebSocket and Streamable HTTP.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,6 @@ from acp_client import AcpClient
 from acp_client.exceptions import CapabilityNotSupported, ConfigurationError, ConnectError, RequestTimeout
 from acp_client.pool import (
     Endpoint,
-    EndpointPool,
     FewestSessions,
     InstanceAnswer,
     Location,
@@ -33,6 +32,7 @@ from tests._farm import Farm
 
 @pytest_asyncio.fixture
 async def farm() -> AsyncIterator[Farm]:
+    """This module's farm: ``a`` and ``b`` share one store, ``c`` has its own; real time."""
     farm = Farm(shared=("a", "b"))
     yield farm
     await farm.aclose()
@@ -163,8 +163,6 @@ async def test_locate_many_asks_every_session_over_one_link_per_instance(farm: F
     }
     assert located[on_c].route().endpoint == farm.endpoints[2]
     assert await locate_many([], farm.endpoints) == {}
-    pool = EndpointPool(farm.endpoints)
-    assert list(await pool.locate_many(["sess_nowhere"])) == ["sess_nowhere"]
 
 
 async def test_a_slow_close_keeps_the_answer() -> None:
@@ -270,69 +268,20 @@ def test_placement_policies() -> None:
         placement_policy("random")  # type: ignore[arg-type]
 
 
-def test_pool_places_binds_and_counts() -> None:
-    pool = EndpointPool(["ws://a/acp", "ws://b/acp", "ws://c/acp"], placement="fewest_sessions")
-    a, b, c = pool.endpoints
-    for index in range(6):
-        pool.bind(f"s{index}", pool.place())
-    assert pool.session_counts() == {a: 2, b: 2, c: 2}
-    pool.forget("s0")
-    assert pool.place() == a
-    assert pool.place(candidates=["ws://b/acp", "ws://c/acp"]) == b
-    pool.rename("s1", "s1-new", c)
-    assert pool.home("s1") is None and pool.home("s1-new") == c
-    with pytest.raises(KeyError):
-        pool.bind("s9", "ws://elsewhere/acp")
-    with pytest.raises(ConfigurationError, match="no candidate"):
-        pool.place(candidates=[])
-
-
-def test_pool_with_an_app_function_and_a_wrong_answer() -> None:
-    seen: list[tuple[Sequence[Endpoint], Mapping[Endpoint, int]]] = []
-
-    def last(candidates: Sequence[Endpoint], sessions: Mapping[Endpoint, int]) -> Endpoint:
-        seen.append((candidates, sessions))
-        return candidates[-1]
-
-    pool = EndpointPool(["ws://a/acp", "ws://b/acp"], placement=last)
-    assert pool.place() == pool.endpoints[1]
-    assert seen[0][1] == {pool.endpoints[0]: 0, pool.endpoints[1]: 0}
-    rogue = EndpointPool(["ws://a/acp"], placement=lambda candidates, sessions: Endpoint("ws://z/acp"))
-    with pytest.raises(ConfigurationError, match="not a candidate"):
-        rogue.place()
-    with pytest.raises(ConfigurationError):
-        EndpointPool([])
-
-
-def _location(session_id: str, pool: EndpointPool, *presences: Probe) -> Location:
+def _location(session_id: str, endpoints: Sequence[Endpoint], *presences: Probe) -> Location:
     answers = tuple(
         InstanceAnswer(endpoint, presence, elapsed=float(index))
-        for index, (endpoint, presence) in enumerate(zip(pool.endpoints, presences, strict=True))
+        for index, (endpoint, presence) in enumerate(zip(endpoints, presences, strict=True))
     )
     return Location(session_id, answers)
 
 
-def test_pool_route_uses_the_home_and_places_new_sessions() -> None:
-    pool = EndpointPool(["ws://a/acp", "ws://b/acp", "ws://c/acp"])
-    a, b, c = pool.endpoints
-    pool.bind("s", c)
+def test_the_route_uses_the_home() -> None:
+    a, b, c = endpoints = Endpoint.many(["ws://a/acp", "ws://b/acp", "ws://c/acp"])
     N, U, X, A = Probe.INACTIVE, Probe.UNKNOWN, Probe.UNREACHABLE, Probe.ACTIVE
-    assert pool.route(_location("s", pool, N, N, N)).endpoint == c  # home is back
-    assert pool.route(_location("s", pool, N, N, X)).endpoint == a  # home gone: first inactive
-    assert pool.route(_location("s", pool, N, A, N)).endpoint == b  # active beats home
-    placed = [pool.route(_location("s", pool, U, X, U)) for _ in range(3)]
-    assert [route.kind for route in placed] == [RouteKind.NEW_SESSION] * 3
-    assert [route.endpoint for route in placed] == [a, c, a]  # round robin among the reachable
-    assert pool.route(_location("s", pool, X, X, X)).kind is RouteKind.UNAVAILABLE
-
-
-async def test_pool_locate_runs_over_its_endpoints(farm: Farm) -> None:
-    client, session_id = await new_session_on(farm.connectors["a"])
-    try:
-        pool = EndpointPool(farm.endpoints)
-        pool.bind(session_id, "b")
-        location = await pool.locate(session_id, timeout=5)
-    finally:
-        await client.aclose()
-    route = pool.route(location)
-    assert (route.kind, route.endpoint) == (RouteKind.RESUME, pool.endpoint("a"))
+    assert _location("s", endpoints, N, N, N).route(home=c).endpoint == c  # home is back
+    assert _location("s", endpoints, N, N, X).route(home=c).endpoint == a  # home gone: first inactive
+    assert _location("s", endpoints, N, A, N).route(home=c).endpoint == b  # active beats home
+    new = _location("s", endpoints, U, X, U).route(home=c)
+    assert (new.kind, new.endpoint, new.candidates) == (RouteKind.NEW_SESSION, None, (a, c))
+    assert _location("s", endpoints, X, X, X).route(home=c).kind is RouteKind.UNAVAILABLE

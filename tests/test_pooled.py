@@ -7,10 +7,9 @@ test copies a session's record into the stores of the instances that should know
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
-import pytest_asyncio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -21,14 +20,6 @@ from acp_client.testing import FakeClock
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, pooled
 from tests._harness import FAST_RETRY
 from tests._support import eventually
-
-
-@pytest_asyncio.fixture
-async def farm() -> AsyncIterator[Farm]:
-    farm = Farm(FakeClock())
-    yield farm
-    await farm.aclose()
-
 
 # -- placement and homes --------------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -27,13 +26,6 @@ from tests._harness import FAST_RETRY
 from tests._support import eventually
 
 KEY = "pool:three-agents"
-
-
-@pytest_asyncio.fixture
-async def farm() -> AsyncIterator[Farm]:
-    farm = Farm(FakeClock())
-    yield farm
-    await farm.aclose()
 
 
 @pytest.fixture

@@ -75,11 +75,13 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "RecoveryFailed",
         "RecoveryOutcome",
         "RecoveryPath",
+        "ReplayReport",
         "RequestCancelled",
         "RequestTimeout",
         "RetryPolicy",
         "RpcError",
         "SUPPORTED_PROTOCOL_VERSIONS",
+        "SegmentStart",
         "ServiceUnavailable",
         "Session",
         "SessionHandle",
@@ -105,12 +107,14 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "ToolCallView",
         "Transcript",
         "TranscriptMessage",
+        "TranscriptSegment",
         "Transport",
         "TransportClosed",
         "TransportError",
         "TransportInfo",
         "TurnInProgress",
         "TurnInterrupted",
+        "TurnStatus",
         "UnexpectedResponse",
         "UnknownConnection",
         "UnknownSession",
@@ -223,6 +227,21 @@ def test_a_single_endpoint_client_never_imports_pool_code() -> None:
         "        await client.new_session('/tmp')\n"
         "    assert 'acp_client.pool._links' in sys.modules\n"
         "asyncio.run(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_single_endpoint_sync_client_never_imports_pool_code() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from acp_client.sync import SyncAcpClient\n"
+        "from acp_client.testing import MemoryConnector, ReferenceAgent\n"
+        "with SyncAcpClient(MemoryConnector(ReferenceAgent())) as client:\n"
+        "    client.new_session('/tmp')\n"
+        "assert not [m for m in sys.modules if m.startswith('acp_client.pool')], 'pool code imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -16,15 +16,11 @@ A session is never sent to two instances for ``session/load`` / ``session/resume
 :class:`Route` names one instance, and it is never a replay while some instance reports the
 session active.
 
-:class:`EndpointPool` keeps the endpoints, the placement policy (:class:`RoundRobin` by default,
-:class:`FewestSessions`, or any function) and each session's home instance::
+A new session goes where a placement policy says (:class:`RoundRobin` by default,
+:class:`FewestSessions`, or any function ``policy(candidates, sessions) -> Endpoint``)::
 
-    pool = EndpointPool(["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"])
-    home = pool.place()                       # where a new session goes
-    pool.bind("sess_1", home)
-    ...
-    location = await pool.locate("sess_1", timeout=2.0)
-    route = pool.route(location)              # Route(kind=resume|replay|new_session|unavailable, endpoint=...)
+    location = await locate("sess_1", ["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"], timeout=2.0)
+    route = location.route(home=None)         # Route(kind=resume|replay|new_session|unavailable, endpoint=...)
 
 A client given several endpoints (``AcpClient([url, url, ...])``) plugs this package in on top of
 its one-link core: one link per instance, failover and placement (:mod:`acp_client.pool._links`,
@@ -34,7 +30,7 @@ its one-link core: one link per instance, failover and placement (:mod:`acp_clie
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -53,7 +49,6 @@ from ._placement import FewestSessions, PlacementFunction, RoundRobin, placement
 
 __all__ = [
     "Endpoint",
-    "EndpointPool",
     "FewestSessions",
     "InstanceAnswer",
     "Location",
@@ -179,131 +174,3 @@ def _connector(endpoint: Endpoint, options: Mapping[str, Any]) -> Connector:
         return endpoint.open(**options)
     except ConfigurationError as exc:
         return _Unusable(endpoint.url, exc)
-
-
-# -- the pool ---------------------------------------------------------------------------------------
-
-
-class EndpointPool:
-    """Instances of one agent, a placement policy, and each session's home instance.
-
-    No I/O except :meth:`locate`; the caller runs the calls a :class:`Route` names and then
-    records the result with :meth:`bind` (or :meth:`rename` for a new session that replaced an
-    old one).
-
-    Args:
-        endpoints: The instances (URLs, connectors or :class:`Endpoint` values), in preference
-            order.
-        placement: ``"round_robin"`` (default), ``"fewest_sessions"``, or a
-            :data:`PlacementFunction`.
-
-    Raises:
-        ConfigurationError: No endpoints, two endpoints with one name, or an unknown policy.
-    """
-
-    def __init__(
-        self,
-        endpoints: Sequence[str | Connector | Endpoint],
-        *,
-        placement: Literal["round_robin", "fewest_sessions"] | PlacementFunction = "round_robin",
-    ) -> None:
-        self._endpoints = Endpoint.many(endpoints)
-        self._placement = placement_policy(placement)
-        self._homes: dict[str, Endpoint] = {}
-
-    def __repr__(self) -> str:
-        names = ", ".join(endpoint.name for endpoint in self._endpoints)
-        return f"EndpointPool([{names}], placement={self._placement!r}, sessions={len(self._homes)})"
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances, in the order given."""
-        return self._endpoints
-
-    def endpoint(self, name: str | Endpoint) -> Endpoint:
-        """The pool's endpoint for a name, URL or endpoint.
-
-        Raises:
-            KeyError: Not one of the pool's instances.
-        """
-        for endpoint in self._endpoints:
-            if name in (endpoint, endpoint.name, endpoint.url):
-                return endpoint
-        raise KeyError(str(name))
-
-    # -- homes --------------------------------------------------------------------------------------
-
-    def home(self, session_id: str) -> Endpoint | None:
-        """The instance ``session_id`` lives on, if the pool knows it."""
-        return self._homes.get(session_id)
-
-    def bind(self, session_id: str, endpoint: str | Endpoint) -> Endpoint:
-        """Record that ``session_id`` now lives on ``endpoint``; returns the pool's endpoint.
-
-        Raises:
-            KeyError: ``endpoint`` is not one of the pool's instances.
-        """
-        chosen = self.endpoint(endpoint)
-        self._homes[session_id] = chosen
-        return chosen
-
-    def rename(self, old_session_id: str, new_session_id: str, endpoint: str | Endpoint) -> Endpoint:
-        """A new session replaced ``old_session_id``: forget the old, bind the new one.
-
-        Raises:
-            KeyError: ``endpoint`` is not one of the pool's instances.
-        """
-        chosen = self.endpoint(endpoint)
-        self._homes.pop(old_session_id, None)
-        self._homes[new_session_id] = chosen
-        return chosen
-
-    def forget(self, session_id: str) -> None:
-        """Stop tracking ``session_id`` (closed or abandoned)."""
-        self._homes.pop(session_id, None)
-
-    def session_counts(self) -> dict[Endpoint, int]:
-        """How many tracked sessions live on each instance (every instance listed)."""
-        counts = dict.fromkeys(self._endpoints, 0)
-        for endpoint in self._homes.values():
-            counts[endpoint] += 1
-        return counts
-
-    # -- decisions ----------------------------------------------------------------------------------
-
-    def place(self, candidates: Sequence[str | Endpoint] | None = None) -> Endpoint:
-        """Where a new session goes, by the placement policy.
-
-        Args:
-            candidates: The instances to choose from (default: all of them; pass the reachable
-                ones after a fan-out).
-
-        Raises:
-            ConfigurationError: No candidates, or the policy returned an endpoint that is not
-                one of them.
-            KeyError: A candidate is not one of the pool's instances.
-        """
-        chosen_from = tuple(self.endpoint(c) for c in candidates) if candidates is not None else self._endpoints
-        if not chosen_from:
-            raise ConfigurationError("no candidate instance to place a new session on")
-        chosen = self._placement(chosen_from, self.session_counts())
-        if chosen not in chosen_from:
-            raise ConfigurationError(f"the placement policy chose {chosen!r}, which is not a candidate")
-        return chosen
-
-    async def locate(self, session_id: str, **options: Any) -> Location:
-        """:func:`locate` over the pool's instances (same keyword options)."""
-        return await locate(session_id, self._endpoints, **options)
-
-    async def locate_many(self, session_ids: Sequence[str], **options: Any) -> dict[str, Location]:
-        """:func:`locate_many` over the pool's instances (same keyword options)."""
-        return await locate_many(session_ids, self._endpoints, **options)
-
-    def route(self, location: Location) -> Route[Endpoint]:
-        """The fan-out decision for ``location``'s session, its home taken from the pool; a new
-        session is placed by the policy among the reachable instances."""
-        home = self._homes.get(location.session_id)
-        decided = location.route(home if home is not None and home in self._endpoints else None)
-        if decided.kind is RouteKind.NEW_SESSION:
-            return attrs.evolve(decided, endpoint=self.place(decided.candidates))
-        return decided

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -129,7 +128,6 @@ class Failover:
         self.links = links
         self._recovered = recovered
         self._sweeper: asyncio.Future[None] | None = None
-        self._guards: weakref.WeakKeyDictionary[Tracked, asyncio.Lock] = weakref.WeakKeyDictionary()
         self._table = table
         self._recoverer = recoverer
         self._placement = placement
@@ -382,9 +380,9 @@ class Failover:
 
     def _guard(self, tracked: Tracked) -> asyncio.Lock:
         """Held while a session moves, and while a sweep closes one of its copies."""
-        guard = self._guards.get(tracked)
+        guard: asyncio.Lock | None = tracked.guard
         if guard is None:
-            guard = self._guards[tracked] = asyncio.Lock()
+            guard = tracked.guard = asyncio.Lock()
         return guard
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:

@@ -2,7 +2,7 @@
 
 A store keeps, per agent endpoint, what a client needs to track its sessions again after a
 restart (cwd, MCP servers, the options the app set, timestamps, last known status, a bounded
-transcript tail). :class:`SessionStore` is the seam (synchronous: the client calls it from a
+conversation, bounded). :class:`SessionStore` is the seam (synchronous: the client calls it from a
 worker thread); :class:`SqliteSessionStore` is the built-in implementation on the standard
 library's ``sqlite3``. Nothing is written to disk unless the app opens a store, and ``sqlite3`` is
 only imported once :class:`SqliteSessionStore` is first used.
@@ -15,6 +15,7 @@ from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     SessionStore,
     StoredSession,
+    bound_conversation,
     bound_transcript_tail,
     endpoint_key,
     pool_key,
@@ -46,6 +47,7 @@ __all__ = [
     "SessionStore",
     "SqliteSessionStore",
     "StoredSession",
+    "bound_conversation",
     "bound_transcript_tail",
     "endpoint_key",
     "pool_key",

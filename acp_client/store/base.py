@@ -16,9 +16,12 @@ Contract of every implementation:
 - ``delete(endpoint, session_id)`` removes one record; ``rename`` moves a record to a new
   session id in one atomic step (the new-session recovery path), remembering the old id.
 - ``touch(endpoint, session_id)`` sets ``last_used_at`` only.
-- The transcript tail is kept apart from the record (``save_transcript`` / ``load_transcript``):
-  restoring a thousand sessions must not read a thousand transcripts before the first probe,
-  and saving a record never erases its tail. ``delete`` and ``rename`` take the tail along.
+- The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
+  saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
+  JSON objects in the client's conversation format (``acp_client._conversation``: a header, segment
+  markers, messages), replaced whole at the end of each turn, bounded by the store with
+  :func:`bound_conversation` (the oldest messages dropped, and counted in the header). A store
+  keeps the list as it is given: a PostgreSQL store can keep it as one ``jsonb`` value.
 - Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
   third-party (``sqlite3``) error.
 """
@@ -42,14 +45,16 @@ __all__ = [
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
     "SessionStore",
     "StoredSession",
+    "bound_conversation",
     "bound_transcript_tail",
     "endpoint_key",
     "pool_key",
     "transcript_tail",
 ]
 
-#: The default bound of a stored transcript tail, in bytes of compact JSON.
-DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 64 * 1024
+#: The default bound of a stored conversation, in bytes of compact JSON (4 MiB: some thousand turns
+#: of chat; past it the oldest messages are dropped, and the stored header counts them).
+DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 4 * 1024 * 1024
 
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
@@ -300,6 +305,35 @@ def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) 
     return tuple(kept)
 
 
+def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> tuple[dict[str, Any], ...]:
+    """A stored conversation (see ``acp_client._conversation``) cut to about ``max_bytes``.
+
+    The header (a first entry with ``"format"``) is always kept; the oldest whole entries after it
+    are dropped until the rest fits, the dropped messages are added to the header's ``dropped``
+    count, and the segment marker the first kept message belongs to is kept too (so it stays in
+    its segment). A list without a header is bounded like :func:`bound_transcript_tail`.
+
+    Raises:
+        ConfigurationError: An entry is not JSON-serializable.
+    """
+    if not entries or not isinstance(entries[0], Mapping) or "format" not in entries[0]:
+        return bound_transcript_tail(entries, max_bytes)
+    header = dict(entries[0])
+    body = list(entries[1:])
+    budget = max_bytes - len(_compact(header).encode("utf-8")) - 1
+    kept = list(bound_transcript_tail(body, budget)) if body else []
+    cut = len(body) - len(kept)
+    if cut == 0:
+        return (header, *kept)
+    dropped = sum(1 for entry in body[:cut] if "role" in entry)
+    header["dropped"] = int(header.get("dropped", 0) or 0) + dropped
+    if not kept or "segment" not in kept[0]:
+        marker = next((entry for entry in reversed(body[:cut]) if "segment" in entry), None)
+        if marker is not None:
+            kept.insert(0, dict(marker))
+    return (header, *kept)
+
+
 @runtime_checkable
 class SessionStore(Protocol):
     """Where a client keeps its sessions between processes (see the module docstring)."""
@@ -360,9 +394,9 @@ class SessionStore(Protocol):
         ...
 
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
-        """Replace the session's transcript tail (JSON objects, oldest first; see
-        :func:`transcript_tail`), bounded by the store. ``False`` (nothing written) when the
-        session is not stored.
+        """Replace the session's stored conversation (JSON objects, oldest first; the client writes
+        its conversation format, see the module docstring), atomically, bounded by the store
+        (:func:`bound_conversation`). ``False`` (nothing written) when the session is not stored.
 
         Raises:
             SessionStoreError: The store cannot be written.
@@ -371,7 +405,7 @@ class SessionStore(Protocol):
         ...
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's transcript tail, oldest first (empty when none is stored).
+        """The session's stored conversation, as saved (empty when none is stored).
 
         Raises:
             SessionStoreError: The store cannot be read.

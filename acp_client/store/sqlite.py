@@ -54,7 +54,7 @@ from ..exceptions import (
     SessionStoreReadOnly,
     SessionStoreTooNew,
 )
-from .base import DEFAULT_TRANSCRIPT_TAIL_BYTES, StoredSession, as_utc, bound_transcript_tail
+from .base import DEFAULT_TRANSCRIPT_TAIL_BYTES, StoredSession, as_utc, bound_conversation
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
 
@@ -142,10 +142,33 @@ def _create_v1(conn: sqlite3.Connection) -> None:
     )
 
 
+def _v2_conversations(conn: sqlite3.Connection) -> None:
+    """Schema version 2: every transcript tail becomes a conversation (format 2: a header and the
+    segment of the session it belongs to, then its messages). Additive: a version-1 reader still
+    reads a list of JSON objects."""
+    rows = conn.execute("SELECT endpoint, session_id, tail FROM transcripts").fetchall()
+    for endpoint, session_id, tail in rows:
+        try:
+            entries = json.loads(tail)
+        except ValueError:
+            continue  # a damaged tail stays as it is: reading it reports the damage
+        if not isinstance(entries, list) or (entries and isinstance(entries[0], dict) and "format" in entries[0]):
+            continue
+        converted = [
+            {"format": 2, "dropped": 0},
+            {"segment": session_id, "began": "created", "lost": False},
+            *entries,
+        ]
+        conn.execute(
+            "UPDATE transcripts SET tail = ? WHERE endpoint = ? AND session_id = ?",
+            (_dump(converted, "transcript tail"), endpoint, session_id),
+        )
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
 #: ``_MIGRATIONS[n]`` takes a file from schema version ``n`` to ``n + 1`` (0: an empty file).
-_MIGRATIONS: Final[tuple[Migration, ...]] = (_create_v1,)
+_MIGRATIONS: Final[tuple[Migration, ...]] = (_create_v1, _v2_conversations)
 
 #: The newest schema version this acp_client writes.
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -186,8 +209,10 @@ class SqliteSessionStore:
             directory that must exist (it is not created: a mistyped path is an error, not a new
             empty store). ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
-        max_transcript_bytes: The bound of each session's transcript tail (compact JSON
-            bytes); older entries are dropped on :meth:`save_transcript`. ``0`` stores none.
+        max_transcript_bytes: The bound of each session's stored conversation (compact JSON
+            bytes, default 4 MiB); past it the oldest messages are dropped on
+            :meth:`save_transcript`, and the conversation's header counts them. ``0`` keeps
+            only the header.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
 
     Raises:
@@ -560,7 +585,7 @@ class SqliteSessionStore:
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
-        tail = _dump(list(bound_transcript_tail(entries, self._max_transcript_bytes)), "transcript tail")
+        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
         with self._connection() as conn, self._transaction(conn, "save transcript"):
             stored = conn.execute(
                 "SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
@@ -589,6 +614,8 @@ class SqliteSessionStore:
             return ()
         try:
             entries = _loads(row[0])
+            if not isinstance(entries, list | tuple):
+                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
             return tuple(dict(entry) for entry in entries)
         except (TypeError, ValueError) as exc:
             raise SessionStoreCorrupt(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import difflib
@@ -15,11 +14,11 @@ from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from queue import Queue
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ..client import AcpClient, SessionHandle
-from ..clock import Clock, SystemClock, move_on_after
+from ..clock import Clock, SystemClock
 from ..config import (
     USE_CLIENT_DEFAULT,
     Callbacks,
@@ -31,7 +30,7 @@ from ..config import (
 )
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
 from ..handlers import ClientHandlers
-from ..pool import Endpoint, PlacementFunction
+from ..location import Endpoint
 from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..store import SessionStore
@@ -42,8 +41,11 @@ from ..types import ContentBlock, Implementation, McpServer, Session
 from ._bridge import HostBridge
 from ._events import SyncEvent
 from ._extras import ClientExtras
-from ._loop import EventLoopThread, bounded, close_awaitable
+from ._loop import EventLoopThread, close_awaitable
 from ._session import SyncSessionHandle
+
+if TYPE_CHECKING:
+    from ..pool import PlacementFunction
 
 __all__ = ["SyncAcpClient", "Timeout"]
 
@@ -74,8 +76,6 @@ T = TypeVar("T")
 
 Timeout = float | None | UseClientDefault
 
-#: How long a timed-out prompt waits for its ``session/cancel`` to be sent.
-_CANCEL_SEND_TIMEOUT = 1.0
 
 
 class _Phase(enum.Enum):
@@ -114,7 +114,7 @@ class SyncAcpClient(ClientExtras):
             sessions of the endpoint are recovered by :meth:`connect`.
         placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
-        clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts,
+        clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
         max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
             meaning, same defaults).
 
@@ -153,6 +153,7 @@ class SyncAcpClient(ClientExtras):
         keep_transcripts: bool = True,
         replays_on_resume: bool | None = None,
         retry_unsent_prompts: bool = False,
+        carry_lost_context: bool = False,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
@@ -179,7 +180,6 @@ class SyncAcpClient(ClientExtras):
         self._phase = _Phase.NEW
         self._connected = threading.Event()
         self._closed = threading.Event()
-        self._background: set[asyncio.Task[Any]] = set()
         self._client = AcpClient(
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
@@ -203,6 +203,7 @@ class SyncAcpClient(ClientExtras):
             keep_transcripts=keep_transcripts,
             replays_on_resume=replays_on_resume,
             retry_unsent_prompts=retry_unsent_prompts,
+            carry_lost_context=carry_lost_context,
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
@@ -469,8 +470,8 @@ class SyncAcpClient(ClientExtras):
         runs: real turns take minutes; ``default_timeout`` does not apply).
 
         Raises:
-            RequestTimeout: The turn did not end within ``timeout``; the wait was cancelled and
-                ``session/cancel`` sent.
+            RequestTimeout: The turn did not end within ``timeout``: ``session/cancel`` was sent
+                and the agent given ``Timeouts.cancel_grace`` to end it (see :meth:`AcpClient.prompt`).
             TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
         """
         limit = None if isinstance(timeout, UseClientDefault) else timeout
@@ -498,20 +499,9 @@ class SyncAcpClient(ClientExtras):
     async def _prompt(
         self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], timeout: float | None
     ) -> PromptResult:
-        async def cancel_turn() -> None:
-            send = asyncio.ensure_future(self._client.cancel(session_id))
-            self._background.add(send)
-            send.add_done_callback(self._background_done)
-            with move_on_after(self._clock, _CANCEL_SEND_TIMEOUT):
-                await asyncio.wait({send})
-
-        prompting = self._client.prompt(session_id, prompt)
-        return await bounded(prompting, timeout, "session/prompt", cancel_turn, clock=self._clock)
-
-    def _background_done(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.info("session/cancel after a prompt timeout failed: %s", task.exception())
+        # The async prompt does what a timeout means: session/cancel, then a bounded grace for the
+        # turn to end (one rule for both facades).
+        return await self._client.prompt(session_id, prompt, timeout=timeout)
 
     def cancel(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""

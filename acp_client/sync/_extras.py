@@ -16,7 +16,7 @@ from .._options import next_cursor
 from ..client import AcpClient
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import RequestTimeout
-from ..pool import Endpoint, Location
+from ..location import Endpoint, Location
 from ..state import ConnectionState, RecoveryOutcome
 from ..store import StoredSession
 from ..transports.base import TransportInfo

@@ -464,8 +464,9 @@ class HttpTransport:
             self._router.forget(tracked)
             raise
 
-    async def receive(self) -> Message:
-        """The next inbound message or batch, from any stream, in arrival order.
+    def receive(self) -> Coroutine[Any, Any, Message]:
+        """The next inbound message or batch, from any stream, in arrival order (awaitable: the
+        inbox's own coroutine, no wrapper per message).
 
         Raises:
             MalformedFrame: An event whose data is not a JSON-RPC message, or an event cut off by
@@ -473,7 +474,7 @@ class HttpTransport:
             MessageTooLarge: An oversized SSE line or event was skipped (the stream goes on).
             TransportClosed: The link has ended; ``reason`` says why.
         """
-        return await self._inbox.get()
+        return self._inbox.get()
 
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.

@@ -47,4 +47,4 @@ async def test_many_instances_guide_pool_example_runs() -> None:
     example = next(block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "async def test_" in block)
     namespace: dict[str, Any] = {}
     exec(compile(example, "docs/many-instances.md", "exec"), namespace)
-    await namespace["test_the_pool_finds_the_session_where_it_lives"]()
+    await namespace["test_the_fan_out_finds_the_session_where_it_lives"]()

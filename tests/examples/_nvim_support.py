@@ -102,8 +102,16 @@ class Neovim:
         )
         eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
         assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
-        self.nvim = pynvim.attach("socket", path=str(self.socket))
+        self.nvim = eventually_blocking(self._attach, what="nvim to accept on its socket")
         self.host_pid: int | None = None
+
+    def _attach(self) -> pynvim.Nvim | None:
+        """The socket file exists a moment before nvim listens on it: refused means not yet."""
+        try:
+            return pynvim.attach("socket", path=str(self.socket))
+        except ConnectionRefusedError:
+            assert self.process.poll() is None, "nvim exited at startup"
+            return None
 
     # -- reading what the user sees ------------------------------------------------------------------
 

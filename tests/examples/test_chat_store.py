@@ -92,3 +92,52 @@ async def test_switch_to_an_unknown_session_is_an_error_event(tmp_path: Path) ->
     (error,) = named(events, "error")
     assert "no such session" in error["message"]
     assert len(named(events, "turn_end")) == 1
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["agent-kept-it", "agent-restarted"])
+async def test_a_second_run_shows_the_restored_conversation_first(tmp_path: Path, restart: bool) -> None:
+    """Issue 17: ``chat.py --store`` shows the restored history on start, and new turns follow it."""
+    agent = ReferenceAgent()
+    store = tmp_path / "chat.db"
+    async with ReferenceServer(agent) as server:
+        url = server.ws_url
+        await _chat(tmp_path, url, store, ["turn one", "turn two"], "first")
+        if restart:
+            agent.restart()
+        second = await _chat(tmp_path, url, store, ["turn three"], "second")
+        third = await _chat(tmp_path, url, store, [], "third")
+    (history,) = named(second, "history")
+    (segment,) = history["segments"]
+    assert [(m["role"], m["text"]) for m in segment["messages"]] == [
+        ("user", "turn one"),
+        ("agent", "echo: turn one"),
+        ("user", "turn two"),
+        ("agent", "echo: turn two"),
+    ]
+    assert [m.get("status") for m in segment["messages"] if m["role"] == "user"] == ["complete", "complete"]
+    names = [event["event"] for event in second]
+    assert names.index("history") < names.index("turn_end")
+    (later,) = named(third, "history")
+    assert [m["text"] for m in later["segments"][-1]["messages"]][-2:] == ["turn three", "echo: turn three"]
+    assert len(later["segments"][-1]["messages"]) == 6  # appended, not replaced
+
+
+async def test_a_lost_conversation_is_shown_above_a_divider(tmp_path: Path) -> None:
+    agent = ReferenceAgent()
+    store = tmp_path / "chat.db"
+    async with ReferenceServer(agent) as server:
+        url = server.ws_url
+        first = await _chat(tmp_path, url, store, ["hello"], "first")
+        (old,) = (event["sessionId"] for event in named(first, "session"))
+        agent.evict(old)
+        second = await _chat(tmp_path, url, store, ["again"], "second")
+    (recovered,) = named(second, "recovered")
+    assert recovered["path"] == "new_session" and recovered["lostTurns"] == 1 and recovered["continuity"] is False
+    (history,) = named(second, "history")
+    lost, current = history["segments"]
+    assert lost["lost"] and [m["text"] for m in lost["messages"]] == ["hello", "echo: hello"]
+    assert current["messages"] == []
+    from chat import Output  # the terminal form of the same events
+
+    lines = Output.describe("history", history)
+    assert lines is not None and "--- the agent lost the conversation above (1 turn(s))" in lines

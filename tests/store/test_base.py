@@ -123,7 +123,7 @@ def test_transcript_tail_from_a_transcript() -> None:
     assert transcript_tail(transcript.messages, max_bytes=60) == (
         {"role": "agent", "text": "hi there", "messageId": "m1"},
     )
-    assert DEFAULT_TRANSCRIPT_TAIL_BYTES == 64 * 1024
+    assert DEFAULT_TRANSCRIPT_TAIL_BYTES == 4 * 1024 * 1024
 
 
 def test_the_sqlite_store_satisfies_the_protocol() -> None:

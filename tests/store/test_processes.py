@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from acp_client import SessionStoreBusy
-from acp_client.store import SqliteSessionStore, StoredSession
+from acp_client.store import SCHEMA_VERSION, SqliteSessionStore, StoredSession
 
 from ._worker import EP, EP2, expected_ids
 
@@ -131,4 +131,4 @@ def test_two_processes_creating_the_same_new_store_at_once(tmp_path: Path) -> No
         finish(process)
     with SqliteSessionStore(path) as store:
         assert store.count(EP) == 10
-        assert store.schema_version == 1
+        assert store.schema_version == SCHEMA_VERSION

@@ -295,7 +295,7 @@ def test_options_are_checked(path: Path) -> None:
 def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path: Path) -> None:
     (path / ".." / "nested" / "dir").mkdir(parents=True)  # the store creates its file, not directories
     with SqliteSessionStore(path / ".." / "nested" / "dir" / "s.db") as store:
-        assert store.schema_version == SCHEMA_VERSION == 1
+        assert store.schema_version == SCHEMA_VERSION == 2
         created = Path(store.path)
         store.save(record())
         wal = Path(f"{created}-wal")
@@ -439,7 +439,7 @@ def _add_pinned(conn: sqlite3.Connection) -> None:
 
 def _add_pinned_breaking(conn: sqlite3.Connection) -> None:
     _add_pinned(conn)
-    conn.execute("UPDATE store_meta SET value = '2' WHERE key = 'compatible_version'")
+    conn.execute(f"UPDATE store_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'compatible_version'")
 
 
 class _V2Store(SqliteSessionStore):
@@ -454,14 +454,14 @@ def test_an_older_file_is_migrated_in_place_keeping_its_sessions(path: Path) -> 
     with SqliteSessionStore(path) as store:
         store.save(full_record())
     with _V2Store(path) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == SCHEMA_VERSION + 1
         assert store.load(full_record().endpoint) == [full_record()]
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
     assert "pinned" in {row[1] for row in raw.execute("PRAGMA table_info(sessions)")}
     raw.close()
     with SqliteSessionStore(path) as store:  # additive: the older code still reads and writes it
-        assert store.schema_version == 2
+        assert store.schema_version == SCHEMA_VERSION + 1
         store.save(record())
 
 
@@ -473,7 +473,7 @@ def test_a_migration_that_breaks_older_readers_locks_them_out(path: Path) -> Non
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA journal_mode = DELETE")
     raw.close()
-    refused(path, SessionStoreTooNew, "schema version 2")
+    refused(path, SessionStoreTooNew, f"schema version {SCHEMA_VERSION + 1}")
 
 
 def test_a_failing_migration_leaves_the_file_at_its_version(path: Path) -> None:
@@ -489,7 +489,7 @@ def test_a_failing_migration_leaves_the_file_at_its_version(path: Path) -> None:
     with pytest.raises(SessionStoreError, match="disk on fire"):
         Broken(path)
     with SqliteSessionStore(path) as store:
-        assert store.schema_version == 1
+        assert store.schema_version == SCHEMA_VERSION
         assert store.load(EP) == [record()]
     assert "pinned" not in {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(sessions)")}
 

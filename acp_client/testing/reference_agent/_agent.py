@@ -246,6 +246,9 @@ class ReferenceAgent:
         self.chunk_delay = chunk_delay
         #: How many sessions one ``session/list`` page holds.
         self.list_page_size = 50
+        #: How "session not found" is spelled (``None``: -32002 with ``data.sessionId``), to imitate
+        #: the agents in the wild (``acp_client._not_found`` has the spellings seen).
+        self.not_found_error: Callable[[str], RpcError] | None = None
         self.store = store if store is not None else SessionStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
         #: The deliberate defects in force (may be changed at runtime).
@@ -282,6 +285,12 @@ class ReferenceAgent:
         live = self._live.get(session_id)
         if live is not None:
             self._forget(live)
+
+    def not_found(self, session_id: str) -> RpcError:
+        """The error this agent answers for a session it does not know (see ``not_found_error``)."""
+        if self.not_found_error is not None:
+            return self.not_found_error(session_id)
+        return RpcError.session_not_found(session_id)
 
     def evict(self, session_id: str) -> None:
         """Forget ``session_id`` in memory and in the store (it then answers ``-32002``)."""
@@ -750,13 +759,13 @@ class AgentConnection:
             return {"status": agent._status_word("status-active-after-restart" in faults)}
         if "status-unknown-no-data" in faults:
             raise RpcError("Resource not found", code=-32002)
-        raise RpcError.session_not_found(session_id)
+        raise agent.not_found(session_id)
 
     def _load_for_attach(self, params: dict[str, Any]) -> _LiveSession:
         session_id = _session_id_param(params)
         live = self._agent._bring_into_memory(session_id)
         if live is None:
-            raise RpcError.session_not_found(session_id)
+            raise self._agent.not_found(session_id)
         return live
 
     async def _session_load(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
@@ -866,7 +875,7 @@ class AgentConnection:
         if live is None:
             if session_id in agent.store:
                 return {}
-            raise RpcError.session_not_found(session_id)
+            raise agent.not_found(session_id)
         turn = live.turn
         if turn is not None and turn.task is not None:
             turn.cancel("cancel")
@@ -885,7 +894,7 @@ class AgentConnection:
         else:
             stored = agent.store.load(session_id)
             if stored is None:
-                raise RpcError.session_not_found(session_id)
+                raise agent.not_found(session_id)
             record = stored
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) and params.get("cwd") else record.cwd
         servers = params.get("mcpServers")
@@ -904,7 +913,7 @@ class AgentConnection:
         agent = self._agent
         live = agent._live.get(session_id)
         if live is None and session_id not in agent.store:
-            raise RpcError.session_not_found(session_id)
+            raise agent.not_found(session_id)
         if live is None or self not in live.attached:
             raise InvalidParams("session not attached to this connection", {"sessionId": session_id})
         if live.turn is not None:
