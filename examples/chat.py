@@ -12,8 +12,8 @@ Usage::
 URL: ``ws://``/``wss://`` (WebSocket), ``http://``/``https://`` (Streamable HTTP) or
 ``stdio:COMMAND ARGS...`` (spawn the agent). ``--protocol-version 2`` proposes the ACP v2 draft.
 Several URLs are instances of one agent, used as one pool (new sessions round robin; a session
-whose instance dies moves to another); the ``session`` and ``recovered`` events then carry
-``endpoint``, the URL the session lives on now.
+whose instance dies moves to another); the ``session``, ``recovered`` and ``status`` events then
+carry ``endpoint``, the URL the session lives on now.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
 pauses while the client keeps watching the connection (it ends early if the client gives up);
@@ -59,6 +59,7 @@ from acp_client import (
     AcpError,
     Callbacks,
     ClientHandlers,
+    ConfigurationError,
     ConnectionLost,
     ConnectionState,
     PromptResult,
@@ -124,6 +125,16 @@ class Output:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def show_conversation(self, handle: Any) -> None:
+        """Redraw a session's conversation (``/switch``); JSON mode has the transcript for that."""
+        if self.json_mode:
+            return
+        messages = list(handle.transcript.messages)
+        self.stream.write(f"● session {handle.session_id}: {len(messages)} messages\n")
+        for message in messages:
+            self.stream.write(f"  {message.role}: {message.text}\n")
+        self.stream.flush()
+
     @staticmethod
     def describe(name: str, f: dict[str, Any]) -> str | None:
         if name == "connected":
@@ -162,7 +173,8 @@ class Output:
         if name == "turn_interrupted":
             return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
         if name == "status":
-            return f"● status {f['sessionId']}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
+            where = f" on {f['endpoint']}" if f.get("endpoint") else ""
+            return f"● status {f['sessionId']}{where}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
         if name == "error":
             return f"✗ {f['message']}"
         return None
@@ -245,6 +257,7 @@ class Chat:
         self.cwd = cwd or os.getcwd()
         self.handle: SessionHandle | None = None
         self._was_connected = False
+        self._ever_connected = False  # before that, a failure is the caller's "could not connect" line
         #: Per outage: whether ``disconnected`` was said, and the turn_interrupted events held
         #: until it is (so "connection lost" comes first).
         self._outage_reported = False
@@ -299,7 +312,7 @@ class Chat:
 
     def _on_state(self, state: ConnectionState) -> None:
         if state.state is State.CONNECTED:
-            self._was_connected = True
+            self._was_connected = self._ever_connected = True
             self._outage_reported = False
             self.output.event(
                 "connected", transport=self._transport_name(), protocolVersion=self.client.protocol_version
@@ -313,7 +326,8 @@ class Chat:
         elif state.state is State.FAILED:
             self._release_interruptions()
             self.failed.set()
-            self.output.event("error", message=f"gave up: {state.cause}")
+            if self._ever_connected:  # a failed first connect is reported once, by whoever called start()
+                self.output.event("error", message=f"gave up: {state.cause}")
         elif state.state is State.CLOSED:
             self._release_interruptions()
         for listener in list(self.state_listeners):
@@ -408,7 +422,14 @@ class Chat:
             return
         state = record.state.state if record.state is not None else None
         status = record.status.value if isinstance(record.status, SessionStatus) else "unknown"
-        self.output.event("status", sessionId=record.session_id, status=status, raw=record.raw_status, state=state)
+        self.output.event(
+            "status",
+            sessionId=record.session_id,
+            status=status,
+            raw=record.raw_status,
+            state=state,
+            **self._where(self.handle.endpoint),
+        )
 
     @property
     def gave_up(self) -> bool:
@@ -517,15 +538,19 @@ async def amain(args: argparse.Namespace) -> int:
             except AcpError as exc:
                 output.event("error", message=f"session store: {exc}")
                 return EXIT_GAVE_UP
-        chat = Chat(
-            endpoint,
-            output=output,
-            protocol_version=args.protocol_version,
-            tls=tls,
-            retry=retry,
-            failover_delay=args.failover_delay,
-            session_store=store,
-        )
+        try:
+            chat = Chat(
+                endpoint,
+                output=output,
+                protocol_version=args.protocol_version,
+                tls=tls,
+                retry=retry,
+                failover_delay=args.failover_delay,
+                session_store=store,
+            )
+        except ConfigurationError as exc:  # a URL of no known form: one line saying which forms work
+            output.event("error", message=str(exc))
+            return EXIT_USAGE
         if args.script is not None:
             lines = args.script.read_text(encoding="utf-8").splitlines()
             return await run_script(chat, lines)

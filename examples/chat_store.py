@@ -12,7 +12,8 @@ Commands (script and interactive modes):
   marked); in ``--json`` mode one ``sessions`` event:
   ``{"sessions": [{"sessionId", "title", "cwd", "lastUsed", "current"}]}``.
 * ``/switch ID`` — continue session ID (a unique prefix is enough; an id it had before a
-  new-session recovery finds it too): a ``session`` event with ``"switched": true``.
+  new-session recovery finds it too): a ``session`` event with ``"switched": true``, then its
+  conversation is redrawn (in the terminal views).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def switch(chat: Any, wanted: str) -> bool:
         chat.output.event("error", message=str(exc))
         return False
     chat.handle = handle
-    chat.output.event("session", sessionId=handle.session_id, switched=True)
+    chat.output.event("session", sessionId=handle.session_id, switched=True, **chat._where(handle.endpoint))
+    chat.output.show_conversation(handle)  # its conversation, redrawn: the screen showed another one
     return True
 
 

@@ -278,6 +278,14 @@ def load_rich_console(stream: TextIO) -> Any:
     return Console(file=stream, highlight=False, emoji=False, markup=False)
 
 
+def where_now(chat: Chat) -> str:
+    """The instance the current session lives on now (several URLs), else the one endpoint."""
+    handle = chat.handle
+    if handle is not None and handle.endpoint is not None:
+        return str(handle.endpoint)
+    return chat.client.connector.target
+
+
 # -- views --------------------------------------------------------------------------------------------
 
 
@@ -310,6 +318,8 @@ class TerminalView(Output):
         self._state = ConnectionState(State.CONNECTING)
         self._state_since = time.monotonic()
         self._connected_once = False
+        #: Where each session lives (with several URLs), to say when one moves.
+        self._endpoints: dict[str, str] = {}
         self._rows = 0
         self._status_text = ""
         self._prompt_shown: str | None = None
@@ -503,7 +513,7 @@ class TerminalView(Output):
 
     @staticmethod
     def _connected_detail(chat: Chat) -> str:
-        parts = [chat.client.connector.target, f"ACP v{chat.client.protocol_version}"]
+        parts = [where_now(chat), f"ACP v{chat.client.protocol_version}"]
         if chat.handle is not None:
             parts.append(f"session {chat.handle.session_id}")
         return " · ".join(parts)
@@ -523,6 +533,8 @@ class TerminalView(Output):
         elif name == "session":
             how = " (restored from the store)" if f.get("restored") else " (switched)" if f.get("switched") else ""
             self.line(f"● session {f['sessionId']}{how}", "dim")
+            if f.get("endpoint") is not None:
+                self._endpoints[f["sessionId"]] = f["endpoint"]
             if self.chat is not None and self._state.state is State.CONNECTED:
                 self.detail = self._connected_detail(self.chat)
                 self.refresh_status(force=True)
@@ -545,7 +557,8 @@ class TerminalView(Output):
             extra = [f"raw={f['raw']!r}"] if f.get("raw") is not None else []
             extra += [f"state={f['state']}"] if f.get("state") else []
             detail = f" ({', '.join(extra)})" if extra else ""
-            self.line(f"● session {f['sessionId']}: {f['status']}{detail}", "cyan")
+            where = f" on {f['endpoint']}" if f.get("endpoint") else ""
+            self.line(f"● session {f['sessionId']}{where}: {f['status']}{detail}", "cyan")
         elif name == "sessions":
             self.info("stored sessions (most recently used first):")
             for row in chat_store.describe_listing(f["sessions"]):
@@ -555,20 +568,58 @@ class TerminalView(Output):
         # "update" is rendered from the full UpdateEvent (on_update); "reconnect_attempt" by the status line
 
     def _target(self) -> str:
-        return self.chat.client.connector.target if self.chat is not None else "the agent"
+        return where_now(self.chat) if self.chat is not None else "the agent"
 
     def _recovered(self, f: dict[str, Any]) -> None:
         path = f["path"]
+        session_id = f.get("sessionId") or f.get("previousSessionId")
+        current = self.chat.handle.session_id if self.chat is not None and self.chat.handle is not None else None
+        # A background session's banner names it, and counts its own messages (not the current one's).
+        whose = f" of session {session_id}" if current is not None and session_id != current else ""
         if path == "replay":
-            messages = len(self.chat.handle.transcript) if self.chat is not None and self.chat.handle else 0
-            text = f"replayed {messages} messages ({f.get('replayed', 0)} updates) — the conversation is intact"
+            handle = self._tracked(session_id)
+            messages = len(handle.transcript) if handle is not None else 0
+            text = f"replayed {messages} messages{whose} ({f.get('replayed', 0)} updates) — the conversation is intact"
             self.banner("✓ " + text, "green")
         elif path == "resume":
-            self.banner("✓ " + recovery_banner(path), "green")
+            self.banner("✓ " + recovery_banner(path) + (f" {session_id}" if whose else ""), "green")
         elif path == "new_session":
-            self.banner(f"⚠ {recovery_banner(path)} ({f['sessionId']})", "yellow")
+            lost = f" {f['previousSessionId']}" if whose else ""
+            self.banner(
+                f"⚠ {recovery_banner(path).replace('the session', 'the session' + lost)} ({session_id})", "yellow"
+            )
         else:
             self.banner(f"✗ {recovery_banner(path)} ({f['previousSessionId']})", "red")
+        self._moved(f.get("previousSessionId"), session_id, f.get("endpoint"))
+        if self.chat is not None and self._state.state is State.CONNECTED:
+            self.detail = self._connected_detail(self.chat)  # the session may live elsewhere now
+            self.refresh_status(force=True)
+
+    def _tracked(self, session_id: str | None) -> Any:
+        if self.chat is None or session_id is None:
+            return None
+        try:
+            return self.chat.client.session(session_id)
+        except AcpError:
+            return None
+
+    def _moved(self, before: str | None, session_id: str | None, endpoint: str | None) -> None:
+        """With several URLs: a banner when a session now lives on another instance."""
+        if session_id is None or endpoint is None:
+            return
+        previous = self._endpoints.pop(before, None) if before is not None else None
+        previous = self._endpoints.get(session_id, previous)
+        self._endpoints[session_id] = endpoint
+        if previous is not None and previous != endpoint:
+            self.banner(f"↪ session {session_id} moved: {previous} → {endpoint}", "cyan")
+
+    def show_conversation(self, handle: Any) -> None:
+        """Redraw a session's conversation (``/switch``): what the transcript holds, in order."""
+        messages = list(handle.transcript.messages)
+        self.banner(f"session {handle.session_id}: {len(messages)} messages", "cyan")
+        for message in messages:
+            label = {"user": "you", "agent": "agent", "thought": "(thinking)"}.get(message.role, message.role)
+            self.line(f"{label}> {message.text}", "bold" if message.role == "user" else None)
 
     def on_update(self, event: UpdateEvent) -> None:
         """Render one ``session/update`` (replayed history is not printed again)."""
@@ -964,7 +1015,7 @@ class InteractiveChat:
 
     async def _status(self) -> None:
         state = self.chat.client.state
-        self.view.info(f"connection: {describe_state(state)} — {self.chat.client.connector.target}")
+        self.view.info(f"connection: {describe_state(state)} — {where_now(self.chat)}")
         if self.chat.handle is not None:
             await self.chat.status()
         self._prompt_if_idle()

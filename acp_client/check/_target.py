@@ -199,7 +199,12 @@ class AgentHost:
         raise CheckFailed(f"the agent did not come back after the restart command: {last}")
 
     async def aclose(self) -> None:
-        """End every link and process of this check (stdin closed, then TERM, then KILL)."""
+        """End every link and process of this check.
+
+        A stdio agent is killed outright (its process group): the check is over, nothing it kept
+        matters, and a graceful exit costs each process up to a second or two.
+        """
+        self.kill()
         await asyncio.gather(*(link.aclose() for link in self._links), return_exceptions=True)
 
     def kill(self) -> None:

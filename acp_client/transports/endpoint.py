@@ -60,7 +60,24 @@ def connector_for(
     hint = _url_hint(endpoint)
     if hint is not None:
         raise ConfigurationError(hint)
-    raise ConfigurationError(f"unsupported endpoint {endpoint.split(':', 1)[0]!r}: use ws(s)://, http(s):// or stdio:")
+    raise ConfigurationError(_unsupported(endpoint))
+
+
+#: The endpoint forms, for error messages.
+ENDPOINT_FORMS = "ws://HOST:PORT/PATH, wss://..., http://HOST:PORT/PATH, https://... or stdio:COMMAND [ARGS...]"
+
+_HOST_PORT = re.compile(r"^(?P<host>[\w.-]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})(?P<path>/.*)?$")
+
+
+def _unsupported(endpoint: str) -> str:
+    """The message for an endpoint of no known form; for ``HOST:PORT`` (no scheme), a guess."""
+    host_port = _HOST_PORT.match(endpoint.rpartition("@")[2])  # never echo credentials
+    if host_port is not None:
+        path = host_port["path"] or "/acp"
+        guess = f"ws://{host_port['host']}:{host_port['port']}{path}"
+        return f"{endpoint!r} has no scheme: did you mean {guess!r}? An endpoint is one of {ENDPOINT_FORMS}"
+    scheme = endpoint.split(":", 1)[0] if ":" in endpoint else endpoint
+    return f"unsupported endpoint {scheme!r}: an endpoint is one of {ENDPOINT_FORMS}"
 
 
 _SCHEME_TYPO = re.compile(r"^(wss?|https?)(?=[:/])[:/]*", re.IGNORECASE)

@@ -138,3 +138,13 @@ def test_restart_cmd_restarts_a_network_agent_between_phases(restartable_server:
     skipped = json.loads(without.stdout)["checks"]
     assert {c["status"] for c in skipped} == {"skip"}
     assert skipped[0]["evidence"] == "needs an agent restart: pass --restart-cmd CMD for a network target"
+
+
+def test_sessions_are_created_in_cwd(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    done = _check(reference_stdio(tmp_path / "store"), "--only", "new.fresh-id", "--cwd", str(work), "-v")
+    assert done.returncode == 0, done.stderr
+    assert f'"method":"session/new","params":{{"cwd":"{work}"' in done.stdout
+    missing = _check(reference_stdio(tmp_path / "store"), "--cwd", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
