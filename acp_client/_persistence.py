@@ -37,7 +37,7 @@ written is kept on the tracked session (``Tracked.stored``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -49,6 +49,7 @@ from .exceptions import InvalidMessage, SessionStoreError
 from .state import Probe, RecoveryOutcome, RecoveryPath
 from .store._bridge import StoreBridge
 from .store.base import StoredSession
+from .transcript import Transcript
 from .types import SessionStatus
 
 __all__ = ["Persistence"]
@@ -96,13 +97,14 @@ class Persistence:
                 (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
         """
         stored = await self.bridge.load()
-        conversations: dict[str, Any] = {}
-        if self._keep_transcripts:
+        conversations: dict[str, Transcript] = {}
+        if self._keep_transcripts and stored:
             path = str(getattr(self.bridge.store, "path", "") or self.bridge.endpoint)
-            for record in stored:
-                entries = await self.bridge.load_transcript(record.session_id)
-                if entries:
-                    conversations[record.session_id] = from_entries(entries, record.session_id, path=path)
+
+            def decode(entries: Sequence[Mapping[str, Any]], session_id: str) -> Transcript:
+                return from_entries(entries, session_id, path=path)
+
+            conversations = await self.bridge.load_each([record.session_id for record in stored], decode)
         for record in reversed(stored):  # oldest first: the table then lists the most recent last
             try:
                 servers = record.decoded_mcp_servers()

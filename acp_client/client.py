@@ -589,7 +589,8 @@ class SessionHandle:
 
     @property
     def transcript(self) -> Transcript:
-        """The conversation so far (rebuilt without duplicates after a replay)."""
+        """The conversation so far: every segment, turn statuses, kept across replays, recoveries and
+        restarts (see docs/conversation.md)."""
         return self._tracked.transcript
 
     @property

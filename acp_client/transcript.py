@@ -294,8 +294,12 @@ class Transcript:
         return len(self.messages)
 
     def text(self) -> str:
-        """The current segment as plain text, one ``role: text`` line per message."""
-        return "\n".join(f"{message.role}: {message.text}" for message in self.messages)
+        """The current segment as plain text, one ``role: text`` line per message (a prompt the
+        agent refused reads ``user [failed]: text``: it is not an ordinary turn)."""
+        return "\n".join(
+            f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}: {message.text}"
+            for message in self.messages
+        )
 
     @property
     def replaying(self) -> bool:

@@ -86,3 +86,26 @@ async def test_a_full_replay_is_continuity() -> None:
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.continuity
         assert session.transcript.last_replay is not None and session.transcript.last_replay.replayed_turns == 1
+
+
+async def test_a_replay_that_contradicts_the_conversation_deletes_nothing_and_says_so() -> None:
+    """The agent's history says something else under the same message ids: the client's copy wins,
+    and the outcome's notes carry the discrepancy."""
+    async with Harness(protocol_version=2) as h:
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        before = session.transcript.text()
+        h.agent.restart()
+        record = h.agent.store.load(session.session_id)
+        assert record is not None
+        rewritten = tuple(
+            attrs.evolve(entry, content=({"type": "text", "text": "something else"},))
+            if entry.role == "agent"
+            else entry
+            for entry in record.history
+        )
+        h.agent.store.save(attrs.evolve(record, history=rewritten))
+        outcome = await h.drop_and_recover()
+        assert outcome.path is RecoveryPath.REPLAY
+        assert session.transcript.text() == before
+        assert any("contradicted 1 stored message(s): the stored copy was kept" in note for note in outcome.notes)

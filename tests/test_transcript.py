@@ -200,3 +200,15 @@ def test_repeats_recognizes_a_replay_from_the_start_of_the_history() -> None:
     t2 = Transcript()
     t2.apply(u(chunk("user_message_chunk", "x", "u1")))
     assert t2.repeats(u({"sessionUpdate": "user_message", "messageId": "u1", "content": []}))
+
+
+def test_a_refused_prompt_is_not_an_ordinary_turn() -> None:
+    from acp_client.transcript import TurnStatus
+
+    t = Transcript()
+    t.begin_turn([TextContent(text="do it")], record=True)
+    t.finish_turn(TurnStatus.FAILED)
+    t.begin_turn([TextContent(text="v2: never echoed")], record=False)
+    t.finish_turn(TurnStatus.FAILED)  # a v2 agent that refused never echoed it: recorded as failed
+    assert t.text() == "user [failed]: do it\nuser [failed]: v2: never echoed"
+    assert t.turns == 0

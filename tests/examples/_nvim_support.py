@@ -100,10 +100,23 @@ class Neovim:
             stderr=subprocess.PIPE,
             env=_env(),
         )
-        eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
-        assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
-        self.nvim = pynvim.attach("socket", path=str(self.socket))
         self.host_pid: int | None = None
+        try:
+            eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
+            assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
+            self.nvim = eventually_blocking(self._attach, what="nvim to accept on its socket")
+        except BaseException:  # never leave a Neovim (and the host it autostarted) behind
+            self.process.kill()
+            self.process.wait(DEADLINE)
+            raise
+
+    def _attach(self) -> pynvim.Nvim | None:
+        """The socket file exists a moment before nvim listens on it: refused means not yet."""
+        try:
+            return pynvim.attach("socket", path=str(self.socket))
+        except ConnectionRefusedError:
+            assert self.process.poll() is None, "nvim exited at startup"
+            return None
 
     # -- reading what the user sees ------------------------------------------------------------------
 

@@ -66,3 +66,5 @@ async def test_a_pool_with_a_store_continues_where_the_session_is(tmp_path: Path
     recovered = [e for e in named(events, "recovered") if e["sessionId"] == latest["sessionId"]]
     assert [(e["path"], e["endpoint"]) for e in recovered] == [("resume", urls[1])]
     assert b_agent.sessions[latest["sessionId"]].history_length >= 4  # both turns, on b
+    # A clean start with a store is connecting -> recovering -> connected: no "connection lost" at launch.
+    assert named(events, "disconnected") == [] and named(events, "reconnect_attempt") == []

@@ -5,6 +5,7 @@ through pynvim) against the reference agent over WebSocket and stdio, as a user 
 * the agent is SIGKILLed and started again (WebSocket) or respawned by the client (stdio): the
   buffer shows a recovery banner (path, session) and the next prompt works;
 * the permission request is a ``vim.ui.select`` choice; ``:AcpSessions`` lists the store;
+* Neovim restarted with the same store shows the conversation again;
 * ``:qa`` leaves no host, thread or agent process behind;
 * nothing reaches Neovim's message area but what the plugin means to show.
 """
@@ -131,6 +132,34 @@ def test_stdio_agent_killed_is_respawned_and_qa_leaves_nothing(tmp_path: Path, n
     editor.wait_for("Agent: echo: once more", after=len(lines))
     assert editor.messages() == ""
     _no_trace_left(editor, agent_pid=second_pid)
+
+
+def test_a_restarted_neovim_shows_the_conversation_again(agent: AgentProcess, neovim: Any, tmp_path: Path) -> None:
+    settings = {"acp_store": str(tmp_path / "sessions.db"), "acp_url": agent.url}
+    first = neovim(settings)
+    first.wait_for("connected to")  # g:acp_url: connected at startup
+    session = first.info()["session"]
+    first.nvim.command("AcpPrompt remember this")
+    first.wait_for("Agent: echo: remember this")
+    _no_trace_left(first)
+
+    second = neovim(settings)
+    lines = second.wait_for("connected to")
+    assert lines[:3] == [
+        f"── restored from the store: session {session} (2 messages) ──",
+        "You: remember this",
+        "Agent: echo: remember this",
+    ], lines
+    assert lines[3:] == [  # the agent kept running: the stored session resumed
+        f"── recovered by resume: session {session} ──",
+        f"── connected to {agent.url} (websocket): session {session} ──",
+    ]
+    assert second.info()["session"] == session
+    second.nvim.command("AcpPrompt and this")
+    lines = second.wait_for("Agent: echo: and this")
+    assert lines.count("You: remember this") == 1
+    assert second.messages() == ""
+    _no_trace_left(second)
 
 
 def test_permission_is_a_vim_ui_select_choice(agent: AgentProcess, neovim: Any) -> None:
