@@ -135,6 +135,10 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, 
     return method, target, headers
 
 
+#: Seconds of silence after which an SSE stream gets a keepalive comment (the official servers' interval).
+_KEEPALIVE = 15.0
+
+
 class _Stream:
     """One SSE stream's outbox; data waits here until a GET listens."""
 
@@ -253,8 +257,11 @@ class Server:
                     continue
                 stream.wakeup.clear()
                 waiter = asyncio.ensure_future(stream.wakeup.wait())
-                await asyncio.wait({waiter, closed}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({waiter, closed}, timeout=_KEEPALIVE, return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
+                if not done:  # idle: a keepalive comment, as real servers send (clients time idle streams out)
+                    writer.writelines(_chunk([b": keepalive\n\n"]))
+                    await writer.drain()
         finally:
             closed.cancel()
 

@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
                     ("yes" if wall <= target else "NO") + f" (<= {target:g} s)" if target is not None else "",
                 ]
             )
+            print("measured: " + "  ".join(rows[-1]), flush=True)  # a long run shows its progress
     print()
     print(f"recovery at scale: N idle sessions on one link resume after a drop (median of {rounds} round(s))")
     print(f"recovery_concurrency={concurrency}; {environment()}")

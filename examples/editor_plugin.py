@@ -35,12 +35,25 @@ import sys
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from acp_client import AcpError, ConnectionLost, RetryPolicy, State
-from acp_client.sync import EventKind, EventLoopThread, PermissionRequest, SyncAcpClient, SyncEvent
+from acp_client.sync import (
+    EventLoopThread,
+    NewSessionEvent,
+    PermissionEvent,
+    PermissionRequest,
+    ProtocolErrorEvent,
+    RecoveryFailedEvent,
+    ReplayEvent,
+    ResumeEvent,
+    SessionUpdateEvent,
+    StateEvent,
+    SyncAcpClient,
+    SyncEvent,
+    TurnInterruptedEvent,
+)
 from acp_client.types import TextContent
 
 EXIT_OK = 0
@@ -113,29 +126,36 @@ class FakeEditor:
             self.render(event)
 
     def render(self, event: SyncEvent) -> None:
-        payload: Any = event.payload
-        if event.kind is EventKind.STATE:
-            self.screen.line(f"[status bar] connection: {payload}")
-        elif event.kind is EventKind.UPDATE:
-            update = payload.update
-            if update.kind in ("agent_message_chunk", "agent_message") and isinstance(update.content, TextContent):
-                self.chunks_this_turn += 1
-                self.screen.stream(update.content.text)
-        elif event.kind is EventKind.PERMISSION:
-            self.answer_permission(payload)
-        elif event.kind is EventKind.TURN_INTERRUPTED:
-            self.screen.line("[editor] turn interrupted by the drop (the client does not re-send it)")
-        elif event.kind in (EventKind.RESUME, EventKind.REPLAY, EventKind.NEW_SESSION, EventKind.RECOVERY_FAILED):
-            self.recoveries.append(payload.path.value)
-            if payload.session_id is not None:
-                self.session_id = payload.session_id
-            verb = "could not recover" if event.kind is EventKind.RECOVERY_FAILED else "recovered"
-            self.screen.line(
-                f"[editor] {verb}: {payload.path.value} (session {payload.previous_session_id}"
-                f" -> {payload.session_id}, probe {payload.probe.value}, {payload.duration * 1000:.0f} ms)"
-            )
-        elif event.kind is EventKind.PROTOCOL_ERROR:
-            self.screen.line(f"[editor] protocol error: {payload}")
+        # One class per kind, each with a typed payload: a type checker follows every branch.
+        match event:
+            case StateEvent(payload=state):
+                self.screen.line(f"[status bar] connection: {state}")
+            case SessionUpdateEvent(payload=received):
+                update = received.update
+                content = getattr(update, "content", None)
+                if update.kind in ("agent_message_chunk", "agent_message") and isinstance(content, TextContent):
+                    self.chunks_this_turn += 1
+                    self.screen.stream(content.text)
+            case PermissionEvent(payload=request):
+                self.answer_permission(request)
+            case TurnInterruptedEvent():
+                self.screen.line("[editor] turn interrupted by the drop (the client does not re-send it)")
+            case (
+                ResumeEvent(payload=outcome)
+                | ReplayEvent(payload=outcome)
+                | NewSessionEvent(payload=outcome)
+                | RecoveryFailedEvent(payload=outcome)
+            ):
+                self.recoveries.append(outcome.path.value)
+                if outcome.session_id is not None:
+                    self.session_id = outcome.session_id
+                verb = "could not recover" if isinstance(event, RecoveryFailedEvent) else "recovered"
+                self.screen.line(
+                    f"[editor] {verb}: {outcome.path.value} (session {outcome.previous_session_id}"
+                    f" -> {outcome.session_id}, probe {outcome.probe.value}, {outcome.duration * 1000:.0f} ms)"
+                )
+            case ProtocolErrorEvent(payload=error):
+                self.screen.line(f"[editor] protocol error: {error}")
 
     def answer_permission(self, request: PermissionRequest) -> None:
         options = " / ".join(option.name for option in request.options)

@@ -199,12 +199,9 @@ class AgentHost:
         raise CheckFailed(f"the agent did not come back after the restart command: {last}")
 
     async def aclose(self) -> None:
-        """End every link and process of this check.
-
-        A stdio agent is killed outright (its process group): the check is over, nothing it kept
-        matters, and a graceful exit costs each process up to a second or two.
-        """
-        self.kill()
+        """End every link and process of this check: stdin closed, then TERM, then KILL (the stdio transport's
+        own escalation). A graceful end, not a kill: agents that save on exit or hold a lock on their store
+        (fast-agent) would leave the next check's agent waiting on a stale lock."""
         await asyncio.gather(*(link.aclose() for link in self._links), return_exceptions=True)
 
     def kill(self) -> None:

@@ -67,6 +67,9 @@ EVENT_STREAM: Final = "text/event-stream"
 #: How much of an error answer's body is kept for diagnostics.
 _ERROR_BODY_BYTES: Final = 4096
 _USER_AGENT: Final = "acp-reconnect"
+#: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
+#: uvicorn, Node) close an idle keep-alive connection, so a POST never races the server's close.
+_KEEPALIVE_EXPIRY: Final = 2.0
 
 
 @attrs.frozen(slots=True)
@@ -121,7 +124,9 @@ def new_client(
             streams of many sessions open every POST would otherwise pay a new TCP connection.
     """
     return httpx.AsyncClient(
-        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        limits=httpx.Limits(
+            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=_KEEPALIVE_EXPIRY
+        ),
         http1=http1,
         http2=http2,
         verify=tls if tls is not None else _cleartext_tls_context(),

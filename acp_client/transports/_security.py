@@ -6,6 +6,7 @@ Pure helpers; the transports call them at their boundary.
 from __future__ import annotations
 
 import datetime
+import functools
 import ssl
 import time
 from collections.abc import Collection, Iterable, Mapping
@@ -99,8 +100,11 @@ class Origin:
 _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 
+@functools.lru_cache(maxsize=256)
 def origin_of(url: str) -> Origin:
     """The origin of ``url``. ``ws``/``wss`` count as ``http``/``https`` (same server).
+
+    Cached: every request of a link asks it (twice, for its headers and its cookies) for the same URL.
 
     Raises:
         ConfigurationError: No host, or a scheme other than http(s)/ws(s).

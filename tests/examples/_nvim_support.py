@@ -100,10 +100,15 @@ class Neovim:
             stderr=subprocess.PIPE,
             env=_env(),
         )
-        eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
-        assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
-        self.nvim = eventually_blocking(self._attach, what="nvim to accept on its socket")
         self.host_pid: int | None = None
+        try:
+            eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
+            assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
+            self.nvim = eventually_blocking(self._attach, what="nvim to accept on its socket")
+        except BaseException:  # never leave a Neovim (and the host it autostarted) behind
+            self.process.kill()
+            self.process.wait(DEADLINE)
+            raise
 
     def _attach(self) -> pynvim.Nvim | None:
         """The socket file exists a moment before nvim listens on it: refused means not yet."""

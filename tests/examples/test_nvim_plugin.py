@@ -162,6 +162,36 @@ def test_a_restarted_neovim_shows_the_conversation_again(agent: AgentProcess, ne
     _no_trace_left(second)
 
 
+def test_a_restarted_neovim_shows_the_conversation_again_over_stdio(tmp_path: Path, neovim: Any) -> None:
+    # Over stdio the agent is Neovim's child: it ends with the first Neovim, and the second one
+    # spawns a new agent on the same agent store, so the stored session comes back by replay.
+    command = " ".join([*AGENT, "--stdio", "--store", str(tmp_path / "stdio-store")])
+    settings = {"acp_store": str(tmp_path / "sessions.db"), "acp_url": f"stdio:{command}"}
+    first = neovim(settings)
+    first.wait_for("connected to")
+    session = first.info()["session"]
+    first.nvim.command("AcpPrompt remember this")
+    first.wait_for("Agent: echo: remember this")
+    _no_trace_left(first, agent_pid=first.info()["pid"])
+
+    second = neovim(settings)
+    lines = second.wait_for("connected to")
+    assert lines[:3] == [
+        f"── restored from the store: session {session} (2 messages) ──",
+        "You: remember this",
+        "Agent: echo: remember this",
+    ], lines
+    assert f"── recovered by replay: session {session} ──" in lines[3:], lines
+    assert second.info()["session"] == session
+    assert lines.count("You: remember this") == 1  # the replay was reconciled, not appended
+    second.nvim.command("AcpPrompt and this")
+    lines = second.wait_for("Agent: echo: and this")
+    assert lines.count("You: remember this") == 1
+    assert lines.count("Agent: echo: remember this") == 1
+    assert second.messages() == ""
+    _no_trace_left(second, agent_pid=second.info()["pid"])
+
+
 def test_permission_is_a_vim_ui_select_choice(agent: AgentProcess, neovim: Any) -> None:
     editor = neovim({"pick": "Allow"})
     _connect(editor, agent.url)

@@ -30,6 +30,7 @@ from tests.e2e._support import Recorder
 __all__ = [
     "POLICY",
     "Permissions",
+    "conversation",
     "describe",
     "evict",
     "kill_agent",
@@ -120,8 +121,20 @@ def describe(outcome: Any, transcript: Any, events: Sequence[UpdateEvent] = ()) 
         f"continuity={outcome.continuity} session {outcome.previous_session_id} -> {outcome.session_id}"
         f"\nsteps={list(outcome.steps)}\nnotes={list(outcome.notes)}\nerror={outcome.error!r}"
         f"\ntranscript ({len(transcript.messages)} messages):\n{transcript.text()}"
+        f"\nsegments:\n{_segments(transcript)}"
         f"\nupdates: {dict(replay_flags)}"
     )
+
+
+def _segments(transcript: Any) -> str:
+    lines = []
+    for segment in getattr(transcript, "segments", ()):
+        lines.append(f"  [{segment.session_id} began={segment.began.value} lost={segment.lost}]")
+        for m in segment.messages:
+            flags = f" status={m.status.value}" if getattr(m, "status", None) is not None else ""
+            flags += " incomplete" if getattr(m, "incomplete", False) else ""
+            lines.append(f"    {m.role}: {m.text!r}{flags}")
+    return "\n".join(lines)
 
 
 def message_counts(transcript_text: str) -> Counter[str]:
@@ -132,3 +145,8 @@ def message_counts(transcript_text: str) -> Counter[str]:
 def messages(transcript: Any, role: str | None = None) -> list[tuple[str, str]]:
     """``(role, text)`` of each message of a transcript (only ``role``'s when given)."""
     return [(m.role, m.text) for m in transcript.messages if role is None or m.role == role]
+
+
+def conversation(transcript: Any) -> list[tuple[str, str]]:
+    """``(role, text)`` of every message of the whole conversation, earlier segments (a lost one too) first."""
+    return [(m.role, m.text) for m in transcript.all_messages()]

@@ -22,13 +22,27 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, Timeouts, UpdateEvent
+from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, SqliteSessionStore, Timeouts, UpdateEvent
 from acp_client.exceptions import InvalidRequest, MethodNotFound
-from tests.interop._real_agents import POLICY, SLOW, stdio_url, wait_for_agent_text
+from acp_client.transcript import SegmentStart, TranscriptMessage, TurnStatus
+from tests.e2e._support import Recorder
+from tests.interop._real_agents import (
+    POLICY,
+    SLOW,
+    conversation,
+    describe,
+    evict,
+    kill_agent,
+    stdio_url,
+    wait_for_agent_text,
+    wired_client,
+)
 from tests.peers.fake_openai import FakeOpenAI
 from tests.peers.real_agents import AGENTAO_VERSION, AgentaoAgent
 
-pytestmark = pytest.mark.timeout(180)
+# Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
+# (minutes; each install step has its own limit in tests/peers/real_agents.py).
+pytestmark = pytest.mark.timeout(180, func_only=True)
 
 SLOW_PROMPT = "slow: one two three four five six seven eight"
 
@@ -121,3 +135,133 @@ def _text_id(event: UpdateEvent) -> tuple[str | None, str | None]:
     if not event.update.kind.endswith("_message_chunk"):
         return None, None
     return getattr(event.update.content, "text", None), getattr(event.update, "message_id", None)
+
+
+TWO_TURNS = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
+
+
+def _message(transcript: object, role: str, predicate: object) -> TranscriptMessage:
+    found = [m for m in transcript.all_messages() if m.role == role and predicate(m.text)]  # type: ignore[attr-defined,operator]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _assert_lost_then_new(outcome: object, transcript: object, old_id: str, lost_turns: int, seen: str) -> None:
+    """The new-session path after a loss: an earlier segment marked lost, an empty new one."""
+    assert outcome.path is RecoveryPath.NEW_SESSION and not outcome.continuity, seen  # type: ignore[attr-defined]
+    assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen  # type: ignore[attr-defined]
+    assert outcome.lost_turns == lost_turns, seen  # type: ignore[attr-defined]
+    earlier, current = transcript.segments  # type: ignore[attr-defined]
+    assert (earlier.session_id, earlier.lost, earlier.turns) == (old_id, True, lost_turns), seen
+    assert (current.session_id, current.began, current.messages) == (
+        outcome.session_id,  # type: ignore[attr-defined]
+        SegmentStart.NEW_AFTER_LOSS,
+        [],
+    ), seen
+
+
+async def test_killed_idle_loses_the_session_and_keeps_the_conversation(
+    agentao_agent: AgentaoAgent, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """SIGKILL: agentao saved nothing, its load answers -32600 "... not found": a new session, the conversation
+    kept as an earlier segment the agent lost."""
+    recorder = Recorder()
+    client, wire = wired_client(agentao_agent.command(tmp_path / "home", fake_openai.base_url), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        old_id = handle.session_id
+        await handle.prompt("hello")
+        await handle.prompt("second")
+        assert conversation(handle.transcript) == TWO_TURNS
+
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        new = client.session(outcome.session_id or "")
+        seen = describe(outcome, new.transcript, recorder.events[live:])
+
+        assert [method for method, _ in outcome.steps] == ["session/load", "session/new"], seen
+        _assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
+        assert conversation(new.transcript) == TWO_TURNS, seen
+
+        assert (await new.prompt("after")).stop_reason == "end_turn"
+        assert conversation(new.transcript) == [*TWO_TURNS, ("user", "after"), ("agent", "echo: after")], seen
+        assert fake_openai.prompts[-1] == "after"
+
+
+async def test_killed_mid_turn_keeps_the_partial_answer_in_the_lost_conversation(
+    agentao_agent: AgentaoAgent, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    client, wire = wired_client(agentao_agent.command(tmp_path / "home", fake_openai.base_url), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        old_id = handle.session_id
+        await handle.prompt("hello")
+        start = len(recorder.events)
+        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
+        await wait_for_agent_text(recorder.events, "one", start=start)
+
+        live = len(recorder.events)
+        kill_agent(wire)
+        with pytest.raises(ConnectionLost) as lost:
+            await turn
+        assert lost.value.may_have_executed
+        outcome = await recorder.outcome(timeout=SLOW)
+        new = client.session(outcome.session_id or "")
+        seen = describe(outcome, new.transcript, recorder.events[live:])
+
+        _assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
+        got = conversation(new.transcript)
+        assert got[:3] == [("user", "hello"), ("agent", "echo: hello"), ("user", SLOW_PROMPT)] and len(got) == 4, seen
+        assert _message(new.transcript, "user", SLOW_PROMPT.__eq__).status is TurnStatus.INTERRUPTED, seen
+        assert _message(new.transcript, "agent", lambda text: text.startswith("echo: one")).incomplete, seen
+
+        assert (await new.prompt("after")).stop_reason == "end_turn"
+        assert conversation(new.transcript) == [*got, ("user", "after"), ("agent", "echo: after")], seen
+
+
+async def test_restart_with_a_store_replays_and_eviction_goes_new(
+    agentao_agent: AgentaoAgent, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The client restarts with its session store (the agent too: the client closed it, so agentao saved).
+    Once: the load replays the two turns, each kept once. Then the agent's store is removed (eviction): the
+    client shows the stored conversation as lost history and continues in a new session."""
+    url = stdio_url(agentao_agent.command(tmp_path / "home", fake_openai.base_url))
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def client_on(store: SqliteSessionStore, recorder: Recorder) -> AcpClient:
+        return AcpClient(
+            url, retry=POLICY, timeouts=Timeouts(connect=SLOW), session_store=store, callbacks=recorder.callbacks()
+        )
+
+    with SqliteSessionStore(tmp_path / "client.db") as store:
+        async with client_on(store, Recorder()) as client:
+            handle = await client.new_session(work)
+            old_id = handle.session_id
+            await handle.prompt("hello")
+            await handle.prompt("second")
+        assert len(list(AgentaoAgent.store_of(work).glob("*.json"))) == 1  # saved at the clean exit
+
+        recorder = Recorder()
+        async with client_on(store, recorder) as client:
+            outcome = await recorder.outcome(timeout=SLOW)
+            restored = client.session(old_id)
+            seen = describe(outcome, restored.transcript, recorder.events)
+            assert outcome.path is RecoveryPath.REPLAY and outcome.continuity, seen
+            assert outcome.session_id == old_id, seen
+            assert conversation(restored.transcript) == TWO_TURNS, seen
+            assert (await restored.prompt("third")).stop_reason == "end_turn"
+        three = [*TWO_TURNS, ("user", "third"), ("agent", "echo: third")]
+
+        evict(AgentaoAgent.store_of(work))
+        recorder = Recorder()
+        async with client_on(store, recorder) as client:
+            outcome = await recorder.outcome(timeout=SLOW)
+            new = client.session(outcome.session_id or "")
+            seen = describe(outcome, new.transcript, recorder.events)
+            _assert_lost_then_new(outcome, new.transcript, old_id, 3, seen)
+            assert conversation(new.transcript) == three, seen
+            assert (await new.prompt("after")).stop_reason == "end_turn"
+            assert conversation(new.transcript) == [*three, ("user", "after"), ("agent", "echo: after")], seen

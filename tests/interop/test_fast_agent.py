@@ -31,7 +31,9 @@ from tests.interop._real_agents import (
     POLICY,
     SLOW,
     Permissions,
+    conversation,
     describe,
+    evict,
     kill_agent,
     message_counts,
     messages,
@@ -40,7 +42,9 @@ from tests.interop._real_agents import (
 )
 from tests.peers.real_agents import FAST_AGENT_VERSION, FastAgent
 
-pytestmark = pytest.mark.timeout(240)
+# Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
+# (minutes; each install step has its own limit in tests/peers/real_agents.py).
+pytestmark = pytest.mark.timeout(240, func_only=True)
 
 NOTE = '***CALL_TOOL write_note {"text": "buy milk"}'
 SAVED = json.dumps({"result": "saved buy milk"}, separators=(",", ":"))
@@ -257,3 +261,38 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(fast_agent: F
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert messages(handle.transcript, "user")[-1] == ("user", "after")
         assert messages(handle.transcript)[-1] == ("agent", "**The user interrupted this tool call**")
+
+
+async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(fast_agent: FastAgent, tmp_path: Path) -> None:
+    """The sessions removed from fast-agent's home while it was down: resume is -32002, so a new session; the old
+    conversation stays as an earlier segment marked lost, and the outcome counts the lost turns."""
+    recorder = Recorder()
+    home = tmp_path / "home"
+    client, wire = wired_client(fast_agent.command(home), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        old_id = handle.session_id
+        await handle.prompt("hello")
+        await handle.prompt("second")
+        expected = [("user", "hello"), ("agent", "hello"), ("user", "second"), ("agent", "second")]
+        assert conversation(handle.transcript) == expected
+
+        evict(FastAgent.store_of(home))
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        new = client.session(outcome.session_id or "")
+        seen = describe(outcome, new.transcript, recorder.events[live:])
+
+        assert outcome.path is RecoveryPath.NEW_SESSION and not outcome.continuity, seen
+        assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
+        assert [step for step, _ in outcome.steps] == ["session/resume", "session/new"], seen
+        assert outcome.lost_turns == 2, seen
+        assert [(segment.session_id, segment.lost, segment.turns) for segment in new.transcript.segments] == [
+            (old_id, True, 2),
+            (outcome.session_id, False, 0),
+        ], seen
+        assert conversation(new.transcript) == expected, seen
+
+        assert (await new.prompt("after")).stop_reason == "end_turn"
+        assert conversation(new.transcript) == [*expected, ("user", "after"), ("agent", "after")], seen

@@ -21,15 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, Timeouts, UpdateEvent
+from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import MethodNotFound
+from acp_client.transcript import TurnStatus
 from tests._support import eventually
-from tests.interop._real_agents import POLICY, SLOW, stdio_url
+from tests.e2e._support import Recorder
+from tests.interop._real_agents import POLICY, SLOW, conversation, describe, evict, kill_agent, stdio_url, wired_client
 from tests.peers.fake_openai import FakeOpenAI
 from tests.peers.real_agents import IsaacAcpAgent
 
 # isaac takes 10 s or more to start on a loaded machine, and each recovery test starts it twice.
-pytestmark = pytest.mark.timeout(300)
+# Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
+# (minutes; each install step has its own limit in tests/peers/real_agents.py).
+pytestmark = pytest.mark.timeout(300, func_only=True)
 
 SLOW_PROMPT = "slow: one two three four five six seven eight"
 
@@ -94,3 +98,120 @@ async def test_facts(isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tm
 
         listed = {item.session_id for item in (await client.list_sessions()).sessions}
         assert session.session_id in listed
+
+
+def _status(transcript: object, prompt: str) -> TurnStatus | None:
+    found = [m.status for m in transcript.all_messages() if m.role == "user" and m.text == prompt]  # type: ignore[attr-defined]
+    assert len(found) == 1, found
+    return found[0]
+
+
+async def test_killed_idle_keeps_every_turn_once(
+    isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A cancelled turn without an answer, then another prompt: isaac replays two id-less user messages in a
+    row; they stay two messages, each turn once."""
+    recorder = Recorder()
+    client, wire = wired_client(isaac_acp_agent.command(tmp_path / "home", fake_openai.base_url), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        session_id = handle.session_id
+        await handle.prompt("hello")
+        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
+        await _model_got(fake_openai, SLOW_PROMPT)
+        await handle.cancel()
+        assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
+        await handle.prompt("second")
+        expected = [
+            ("user", "hello"),
+            ("agent", "echo: hello\n"),
+            ("user", SLOW_PROMPT),
+            ("user", "second"),
+            ("agent", "echo: second\n"),
+        ]
+        assert conversation(handle.transcript) == expected
+
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events[live:])
+
+        # No status, no resume: load, which replays the history (without ids).
+        assert outcome.path is RecoveryPath.REPLAY and outcome.continuity, seen
+        assert outcome.session_id == outcome.previous_session_id == session_id, seen
+        assert [method for method, _ in outcome.steps] == ["session/load"], seen
+        await eventually(
+            lambda: conversation(handle.transcript) == expected,
+            timeout=5,
+            what=lambda: describe(outcome, handle.transcript, recorder.events[live:]),
+        )
+        assert _status(handle.transcript, SLOW_PROMPT) is TurnStatus.CANCELLED, seen
+        assert _status(handle.transcript, "second") is TurnStatus.COMPLETE, seen
+
+        assert (await handle.prompt("after")).stop_reason == "end_turn"
+        assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after\n")]
+
+
+async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
+    isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    client, wire = wired_client(isaac_acp_agent.command(tmp_path / "home", fake_openai.base_url), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        session_id = handle.session_id
+        await handle.prompt("hello")
+        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
+        await _model_got(fake_openai, SLOW_PROMPT)  # isaac shows nothing of an answer before the turn ends
+
+        live = len(recorder.events)
+        kill_agent(wire)
+        with pytest.raises(ConnectionLost) as lost:
+            await turn
+        assert lost.value.may_have_executed
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events[live:])
+
+        assert [getattr(block, "text", None) for item in recorder.interrupted for block in item.prompt] == [SLOW_PROMPT]
+        assert outcome.path is RecoveryPath.REPLAY and outcome.continuity, seen
+        assert outcome.session_id == outcome.previous_session_id == session_id, seen
+        # isaac stored the interrupted prompt (no answer): each turn once, the prompt marked interrupted.
+        expected = [("user", "hello"), ("agent", "echo: hello\n"), ("user", SLOW_PROMPT)]
+        await eventually(
+            lambda: conversation(handle.transcript) == expected,
+            timeout=5,
+            what=lambda: describe(outcome, handle.transcript, recorder.events[live:]),
+        )
+        assert _status(handle.transcript, SLOW_PROMPT) is TurnStatus.INTERRUPTED, seen
+
+        assert (await handle.prompt("after")).stop_reason == "end_turn"
+        assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after\n")]
+
+
+async def test_evicted_session_is_not_reported_as_continuity(
+    isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The store removed while the agent was down: isaac answers the load with success and replays nothing.
+    The client must not claim continuity, and keeps the conversation the agent lost."""
+    recorder = Recorder()
+    home = tmp_path / "home"
+    client, wire = wired_client(isaac_acp_agent.command(home, fake_openai.base_url), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        await handle.prompt("hello")
+        await handle.prompt("second")
+        expected = [("user", "hello"), ("agent", "echo: hello\n"), ("user", "second"), ("agent", "echo: second\n")]
+        assert conversation(handle.transcript) == expected
+
+        evict(IsaacAcpAgent.store_of(home))
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events[live:])
+
+        assert not outcome.continuity, seen
+        assert outcome.notes, seen  # says why
+        assert conversation(handle.transcript) == expected, seen  # nothing thrown away, nothing doubled
+
+        assert (await handle.prompt("after")).stop_reason == "end_turn"
+        assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after\n")], seen

@@ -20,13 +20,16 @@ import pytest
 
 from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import InvalidParams, MethodNotFound
+from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
     Permissions,
+    conversation,
     describe,
+    evict,
     kill_agent,
     message_counts,
     stdio_url,
@@ -35,7 +38,9 @@ from tests.interop._real_agents import (
 )
 from tests.peers.real_agents import PYDANTIC_ACP_VERSION, PydanticAcpAgent
 
-pytestmark = pytest.mark.timeout(180)
+# Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
+# (minutes; each install step has its own limit in tests/peers/real_agents.py).
+pytestmark = pytest.mark.timeout(180, func_only=True)
 
 MODES = [pytest.param(False, id="stable"), pytest.param(True, id="unstable")]
 TWO_TURNS = "user: hello\nagent: echo: hello\nuser: tool: buy milk\nagent: note saved: buy milk"
@@ -237,3 +242,52 @@ async def test_v2_proposal_reinitializes_in_the_v1_shape(pydantic_acp_agent: Pyd
         session = await client.new_session(tmp_path)
         await client.prompt(session.session_id, "hello")
         assert client.session(session.session_id).transcript.text() == "user: hello\nagent: echo: hello"
+
+
+@pytest.mark.parametrize("unstable", MODES)
+async def test_evicted_session_is_not_continuity_and_never_stuck(
+    pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path, unstable: bool
+) -> None:
+    """The store removed while the agent was down. Stable: resume is -32601, the load answers ``{}`` and replays
+    nothing (not continuity), then the agent refuses the next prompt with -32602 naming the session, which
+    sends the session through recovery again, as lost. Unstable: resume answers that -32602 at once. Either
+    way a new session follows, the lost conversation stays as earlier history, and the next prompt runs."""
+    recorder = Recorder()
+    store = tmp_path / "store"
+    client, wire = wired_client(pydantic_acp_agent.command(store, unstable=unstable), recorder)
+    async with client:
+        handle = await client.new_session(tmp_path)
+        old_id = handle.session_id
+        await handle.prompt("hello")
+        await handle.prompt("tool: buy milk")
+        expected = conversation(handle.transcript)
+        assert "\n".join(f"{role}: {text}" for role, text in expected) == TWO_TURNS
+
+        evict(PydanticAcpAgent.store_of(store))
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events[live:])
+        assert not outcome.continuity and outcome.previous_session_id == old_id, seen
+        if not unstable:
+            assert outcome.path is RecoveryPath.REPLAY and outcome.session_id == old_id, seen
+            assert [step for step, _ in outcome.steps] == ["session/resume", "session/load"], seen
+            assert any("replayed nothing" in note for note in outcome.notes), seen
+            with pytest.raises(InvalidParams) as refused:
+                await handle.prompt("refused")
+            assert refused.value.data == {"sessionId": old_id}
+            outcome = await recorder.outcome(2, timeout=SLOW)
+        new = client.session(outcome.session_id or "")
+        seen = describe(outcome, new.transcript, recorder.events[live:])
+        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.session_id not in (None, old_id), seen
+        assert outcome.lost_turns == 2, seen
+        assert [(segment.session_id, segment.lost) for segment in new.transcript.segments] == [
+            (old_id, True),
+            (outcome.session_id, False),
+        ], seen
+
+        assert (await new.prompt("after")).stop_reason == "end_turn", seen
+        accepted = [(m.role, m.text) for m in new.transcript.all_messages() if m.status is not TurnStatus.FAILED]
+        assert accepted == [*expected, ("user", "after"), ("agent", "echo: after")], seen
+        failed = [m.text for m in new.transcript.all_messages() if m.status is TurnStatus.FAILED]
+        assert failed == ([] if unstable else ["refused"]), seen

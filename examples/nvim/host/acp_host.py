@@ -252,9 +252,9 @@ class Host:
             # A replay rebuilds history the buffer already shows; only live text is streamed.
             if update.replay or update.session_id != current:
                 return
-            text = update.text
-            if text and update.update.kind in ("agent_message_chunk", "agent_message"):
-                self.tell("chunk", update.session_id, text)
+            chunk = update.text
+            if chunk and update.update.kind in ("agent_message_chunk", "agent_message"):
+                self.tell("chunk", update.session_id, chunk)
         elif isinstance(event, ResumeEvent | ReplayEvent | NewSessionEvent | RecoveryFailedEvent):
             outcome = event.payload
             if isinstance(event, NewSessionEvent):
