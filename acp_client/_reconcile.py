@@ -84,30 +84,55 @@ def split_fused(
 ) -> tuple[list[M], int]:
     """Split each id-less replayed user message whose text is two or more consecutive recorded
     prompts run together (``prompts``: the recorded prompt texts, in order). Returns the messages
-    and how many were split."""
+    and how many were split.
+
+    The replay is walked in the recorded order: a cursor stands on the prompt the next replayed
+    user message should be. A message equal to that prompt is that prompt, even when its text
+    also runs several prompts together; one that is not is split where the prompts from the
+    cursor on (or, failing that, from anywhere) run together to its text. So ``"ac"`` replayed
+    where ``"a"`` then ``"c"`` are due is split, although ``"ac"`` was a prompt of its own earlier.
+    """
     if len(prompts) < 2:
         return list(replayed), 0
-    known = set(prompts)
     out: list[M] = []
     splits = 0
+    cursor = 0
     for message in replayed:
+        if message.role != "user":
+            out.append(message)
+            continue
         text = message.text
-        if message.role != "user" or message.message_id is not None or text in known or not _plain(message):
+        if cursor < len(prompts) and text == prompts[cursor]:
+            cursor += 1
             out.append(message)
             continue
-        pieces = _concatenation(text, prompts)
-        if pieces is None:
+        found = None
+        if message.message_id is None and _plain(message):
+            found = _concatenation(text, prompts, cursor)
+        if found is None:
+            cursor = _after(prompts, cursor, text)
             out.append(message)
             continue
+        pieces, cursor = found
         splits += 1
         for piece in pieces:
             out.append(make("user", None, [TextContent(text=piece)]))
     return out, splits
 
 
-def _concatenation(text: str, prompts: Sequence[str]) -> list[str] | None:
-    """``prompts[i:j]`` (two or more, consecutive) whose texts joined are ``text``, if any."""
-    for start in range(len(prompts)):
+def _after(prompts: Sequence[str], cursor: int, text: str) -> int:
+    """Where the cursor goes after a replayed prompt ``text``: past the first recorded prompt
+    equal to it from the cursor on (it stays where it is for a prompt the client never sent)."""
+    for index in range(cursor, len(prompts)):
+        if prompts[index] == text:
+            return index + 1
+    return cursor
+
+
+def _concatenation(text: str, prompts: Sequence[str], cursor: int = 0) -> tuple[list[str], int] | None:
+    """``prompts[i:j]`` (two or more, consecutive) whose texts joined are ``text``, and ``j``;
+    a run starting at the cursor or after it first, then one before it."""
+    for start in [*range(cursor, len(prompts)), *range(cursor)]:
         if not prompts[start] or not text.startswith(prompts[start]):
             continue
         offset, end = 0, start
@@ -115,7 +140,9 @@ def _concatenation(text: str, prompts: Sequence[str]) -> list[str] | None:
             offset += len(prompts[end])
             end += 1
             if offset == len(text):
-                return list(prompts[start:end]) if end - start >= 2 else None
+                if end - start >= 2:
+                    return list(prompts[start:end]), end
+                break
     return None
 
 

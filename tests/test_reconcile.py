@@ -158,6 +158,20 @@ def test_a_fused_replay_of_two_prompts_is_split_at_the_recorded_boundary() -> No
     assert any("split" in note for note in t.last_replay.notes)
 
 
+def test_a_fused_replay_is_split_in_the_recorded_order_even_when_it_spells_an_earlier_prompt() -> None:
+    """Found by the property above: prompts ``a``, ``ac``, ``a``, ``c``; the agent replays the last
+    two without ids and with nothing between them, as ``ac`` -- which is also the second prompt's
+    text. Where ``a`` then ``c`` are due, it is those two, split at the recorded boundary."""
+    t = _prompts("a", "ac", "a", "c")
+    t.begin_replay()
+    for text in ("a", "ac", "ac"):
+        t.apply(u(chunk("user", text, None)))
+        t.apply(u(BOUNDARIES[0]))
+    t.end_replay()
+    assert [m.text for m in t.messages] == ["a", "ac", "a", "c"]
+    assert t.last_replay is not None and t.last_replay.added == 0
+
+
 def test_user_messages_are_never_fused_across_a_non_message_update() -> None:
     t = _prompts("one", "two")
     t.begin_replay()
