@@ -225,6 +225,8 @@ class Engine:
                 capabilities=self.capabilities(),
                 clock=clock,
                 timeout=timeouts.connect,
+                # locate's and the copy-closing links: their requests traced like every other one
+                observer=self.telemetry.link().calls if self.telemetry is not None else None,
             ),
         )
         self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)

@@ -56,7 +56,7 @@ class LinkObserver(Protocol):
         attempt's error, or what dropped the link (``None`` when unknown)."""
 
     def recovering(self) -> AbstractContextManager[None]:
-        """Around one recovery round of a single-endpoint client's link (its episode)."""
+        """Around one recovery round of the link (a part of its outage's episode)."""
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
         """The outcomes of that round."""

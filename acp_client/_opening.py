@@ -23,10 +23,11 @@ from typing import Any
 
 from ._connection import Connection
 from ._handshake import initialize as handshake
+from ._observe import CallObserver
 from ._wire_log import WireLog
 from .clock import Clock, move_on_after, move_on_at
 from .exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFrame, RequestTimeout, TransportClosed
-from .transports.base import Connector
+from .transports.base import Connector, Transport
 from .types import ClientCapabilities, Implementation, InitializeResponse
 
 __all__ = ["open_link", "opener"]
@@ -135,10 +136,12 @@ def opener(
     capabilities: ClientCapabilities,
     clock: Clock,
     timeout: float | None,
+    observer: Callable[[Transport], CallObserver] | None = None,
 ) -> Callable[[Connector], Awaitable[tuple[Connection, InitializeResponse]]]:
     """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this
     identity and these capabilities in ``initialize``, proposing ``proposed()``, within
-    ``timeout`` (no app callbacks: protocol errors there are only logged on the wire log)."""
+    ``timeout`` (no app callbacks: protocol errors there are only logged on the wire log).
+    ``observer``: builds the connection's call observer (telemetry), as for the client's links."""
 
     async def open_one(connector: Connector) -> tuple[Connection, InitializeResponse]:
         async def initialize(conn: Connection, limit: float | None) -> InitializeResponse:
@@ -146,7 +149,7 @@ def opener(
                 conn, proposed=proposed(), client_info=client_info, capabilities=capabilities, timeout=limit
             )
 
-        connection = functools.partial(Connection, clock=clock)
+        connection = functools.partial(Connection, clock=clock, observer=observer)
         conn, init = await open_link(
             connector,
             connection=connection,

@@ -39,6 +39,7 @@ import attrs
 
 from .. import _recovery
 from .._connection import Connection
+from .._observe import LinkObserver
 from .._probing import Live
 from .._recoverer import Answer, Recoverer, capabilities
 from .._sessions import SessionTable, Tracked
@@ -197,8 +198,11 @@ class Failover:
         self.links.publish()
         self.links.spawn(self._failover(sessions, link, reason))
 
-    async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
-        """The home link is back: recover its sessions there; those the home does not know move."""
+    async def recover(
+        self, link: Link, conn: Connection, init: InitializeResponse, *, observer: LinkObserver | None = None
+    ) -> None:
+        """The home link is back: recover its sessions there; those the home does not know move.
+        ``observer``: the link's telemetry, told the round's outcomes (its episode's children)."""
         await self._close_left_here(link, conn, init)
         sessions = self._sessions_of(link)
         if not sessions:
@@ -237,13 +241,15 @@ class Failover:
         reported = [result for result in results if isinstance(result, RecoveryOutcome)]
         for outcome in reported:
             await self._recoverer.report(outcome)
-        self._store(reported)
+        if observer is not None:
+            observer.recovered(reported)
+        self._store(reported, in_episode=observer is not None)
         if elsewhere:
             self.links.publish()
             self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
 
-    def _store(self, outcomes: list[RecoveryOutcome]) -> None:
-        self._recovered(outcomes, False)
+    def _store(self, outcomes: list[RecoveryOutcome], *, in_episode: bool = False) -> None:
+        self._recovered(outcomes, in_episode)
 
     # -- sessions without a home (restored from a store) ------------------------------------------------
 

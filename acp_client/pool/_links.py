@@ -209,7 +209,12 @@ class PoolLinks:
         failover = self._failover
 
         async def recover(conn: Connection, init: Any) -> None:
-            await failover.recover(link, conn, init)
+            observer = link.supervisor.observer if link.supervisor is not None else None
+            if observer is None:
+                await failover.recover(link, conn, init)
+                return
+            with observer.recovering():  # the link's round is a part of its outage's episode
+                await failover.recover(link, conn, init, observer=observer)
 
         def on_state(state: ConnectionState) -> None:
             link.state = state
