@@ -124,6 +124,7 @@ async def cancel_honoured(ctx: CheckContext) -> Verdict:
             "the turn ended before the cancel could be sent: inconclusive (pass a longer --cancel-prompt)",
             mark,
         )
+    cancelled_at = len(link.inbound)
     await link.notify("session/cancel", {"sessionId": session_id})
     try:
         turn = await finish_prompt(link, ctx.version, pending, ctx.timeout)
@@ -132,4 +133,13 @@ async def cancel_honoured(ctx: CheckContext) -> Verdict:
     if turn.stop_reason == "cancelled":
         return ctx.verdict("pass", 'session/cancel ended the turn with stopReason "cancelled"', mark, head=4, tail=4)
     stop = turn.stop_reason
+    if not any(_working(m, session_id) for m in link.inbound[cancelled_at:]):
+        # The agent did no more work after the cancel was sent: its turn was over as the cancel
+        # crossed it on the wire (a short turn), which ACP allows.
+        return ctx.verdict(
+            "warn",
+            f"the turn ended ({stop!r}) as the cancel was sent, with nothing after it: inconclusive "
+            "(pass a longer --cancel-prompt)",
+            mark,
+        )
     return ctx.verdict("fail", f'the cancelled turn ended with stopReason {stop!r}, not "cancelled"', mark)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from acp_client.check import Settings, Target, run_checks, select
 from acp_client.testing.reference_agent import FAULTS
-from tests.check._support import run_on_server, serving, statuses
+from tests.check._support import reference_stdio, run_on_server, serving, statuses
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -101,3 +102,16 @@ async def test_a_failing_check_shows_the_wire(tmp_path: Path) -> None:
     assert wire[1].startswith("A < ") and '"result":{}' in wire[1]
     assert result.rule.startswith("session/load (v1)")
     assert "ACP schema" in result.source
+
+
+async def test_a_turn_over_before_the_cancel_reached_it_is_inconclusive_not_a_failure(tmp_path: Path) -> None:
+    # The reference agent's ordinary echo turn is over in a few chunks: the cancel crosses its
+    # end on the wire and the agent rightly answers end_turn, with nothing streamed after the
+    # cancel. That says nothing about the agent's cancel (warn), while one that ignores the
+    # cancel and goes on streaming fails (the ignore-cancel pin above).
+    target = Target(reference_stdio(tmp_path / "store"))
+    settings = Settings(target, cwd=str(tmp_path), timeout=3.0, cancel_prompt="a short turn")
+    report = await run_checks(settings, select(["cancel.honoured"]))
+    [check] = report.checks
+    assert check.status == "warn", check
+    assert "inconclusive" in check.finding
