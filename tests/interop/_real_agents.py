@@ -29,7 +29,9 @@ from tests.e2e._support import Recorder
 
 __all__ = [
     "POLICY",
+    "SLOW_PROMPT",
     "Permissions",
+    "chunks",
     "conversation",
     "describe",
     "evict",
@@ -46,6 +48,17 @@ POLICY = attrs.evolve(FAST_RETRY, max_elapsed=60)
 
 #: Real agents start slowly (fast-agent: ~2 s, more under load); every wait allows for it.
 SLOW = 60.0
+#: A prompt the fake models answer slowly, chunk by chunk (a turn long enough to cut or cancel).
+SLOW_PROMPT = "slow: one two three four five six seven eight"
+
+
+def chunks(events: Sequence[UpdateEvent], kind: str = "agent_message_chunk") -> list[tuple[str | None, str | None]]:
+    """``(text, messageId)`` of each ``kind`` chunk among ``events``."""
+    return [
+        (getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
+        for e in events
+        if e.update.kind == kind
+    ]
 
 
 def stdio_url(argv: Sequence[str]) -> str:

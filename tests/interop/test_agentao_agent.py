@@ -29,6 +29,8 @@ from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
+    SLOW_PROMPT,
+    chunks,
     conversation,
     describe,
     evict,
@@ -43,16 +45,6 @@ from tests.peers.real_agents import AGENTAO_VERSION, AgentaoAgent
 # Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
 # (minutes; each install step has its own limit in tests/peers/real_agents.py).
 pytestmark = pytest.mark.timeout(180, func_only=True)
-
-SLOW_PROMPT = "slow: one two three four five six seven eight"
-
-
-def _chunks(events: list[UpdateEvent], kind: str) -> list[tuple[str | None, str | None]]:
-    return [
-        (getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
-        for e in events
-        if e.update.kind == kind
-    ]
 
 
 async def test_facts(agentao_agent: AgentaoAgent, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
@@ -78,7 +70,7 @@ async def test_facts(agentao_agent: AgentaoAgent, fake_openai: FakeOpenAI, tmp_p
 
         start = len(events)
         assert (await handle.prompt("hello")).stop_reason == "end_turn"
-        assert _chunks(events[start:], "agent_message_chunk") == [("echo: he", None), ("llo", None)]
+        assert chunks(events[start:], "agent_message_chunk") == [("echo: he", None), ("llo", None)]
         assert handle.transcript.text() == "user: hello\nagent: echo: hello"
         assert fake_openai.prompts == ["hello"]  # agentao wraps it in a <system-reminder> the fake drops
 

@@ -28,6 +28,8 @@ from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
+    SLOW_PROMPT,
+    chunks,
     conversation,
     describe,
     evict,
@@ -41,16 +43,6 @@ from tests.peers.real_agents import DeepagentsAcpAgent
 # Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
 # (minutes; each install step has its own limit in tests/peers/real_agents.py).
 pytestmark = pytest.mark.timeout(180, func_only=True)
-
-SLOW_PROMPT = "slow: one two three four five six seven eight"
-
-
-def _chunks(events: list[UpdateEvent], kind: str) -> list[tuple[str | None, str | None]]:
-    return [
-        (getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
-        for e in events
-        if e.update.kind == kind
-    ]
 
 
 async def test_facts(deepagents_acp_agent: DeepagentsAcpAgent, tmp_path: Path) -> None:
@@ -71,7 +63,7 @@ async def test_facts(deepagents_acp_agent: DeepagentsAcpAgent, tmp_path: Path) -
 
         start = len(events)
         assert (await handle.prompt("hello")).stop_reason == "end_turn"
-        assert _chunks(events[start:], "agent_message_chunk") == [("echo: he", None), ("llo", None)]
+        assert chunks(events[start:], "agent_message_chunk") == [("echo: he", None), ("llo", None)]
         assert handle.transcript.text() == "user: hello\nagent: echo: hello"
 
         # Cancel a turn that has streamed part of its answer: stopReason cancelled.
@@ -105,7 +97,7 @@ async def test_facts(deepagents_acp_agent: DeepagentsAcpAgent, tmp_path: Path) -
             ("agent_message_chunk", "echo: second"),
         ]
         ids = [
-            i for _, i in _chunks(events[start:], "user_message_chunk") + _chunks(events[start:], "agent_message_chunk")
+            i for _, i in chunks(events[start:], "user_message_chunk") + chunks(events[start:], "agent_message_chunk")
         ]
         assert all(ids) and len(set(ids)) == 5
 

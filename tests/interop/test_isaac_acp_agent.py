@@ -26,7 +26,18 @@ from acp_client.exceptions import MethodNotFound
 from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
-from tests.interop._real_agents import POLICY, SLOW, conversation, describe, evict, kill_agent, stdio_url, wired_client
+from tests.interop._real_agents import (
+    POLICY,
+    SLOW,
+    SLOW_PROMPT,
+    chunks,
+    conversation,
+    describe,
+    evict,
+    kill_agent,
+    stdio_url,
+    wired_client,
+)
 from tests.peers.fake_openai import FakeOpenAI
 from tests.peers.real_agents import IsaacAcpAgent
 
@@ -34,16 +45,6 @@ from tests.peers.real_agents import IsaacAcpAgent
 # Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
 # (minutes; each install step has its own limit in tests/peers/real_agents.py).
 pytestmark = pytest.mark.timeout(300, func_only=True)
-
-SLOW_PROMPT = "slow: one two three four five six seven eight"
-
-
-def _agent_chunks(events: list[UpdateEvent]) -> list[tuple[str | None, str | None]]:
-    return [
-        (getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
-        for e in events
-        if e.update.kind == "agent_message_chunk"
-    ]
 
 
 async def _model_got(llm: FakeOpenAI, prompt: str) -> None:
@@ -69,7 +70,7 @@ async def test_facts(isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tm
         # The answer arrives as one chunk at the end of the turn, newline appended, without a messageId.
         start = len(events)
         assert (await handle.prompt("hello")).stop_reason == "end_turn"
-        assert _agent_chunks(events[start:]) == [("echo: hello\n", None)]
+        assert chunks(events[start:]) == [("echo: hello\n", None)]
         assert fake_openai.prompts == ["hello"]
 
         with pytest.raises(MethodNotFound):
@@ -88,7 +89,7 @@ async def test_facts(isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tm
         assert prompted == {"stopReason": "end_turn"}
         made_up = [e for e in events[start:] if e.update.kind.endswith("_message_chunk")]
         assert [(e.session_id, e.update.kind) for e in made_up] == [("never-created", "agent_message_chunk")]
-        assert _agent_chunks(made_up) == [("echo: who\n", None)]  # the load replayed nothing
+        assert chunks(made_up) == [("echo: who\n", None)]  # the load replayed nothing
 
         # Cancel a running turn (nothing was shown yet): stopReason cancelled.
         turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
