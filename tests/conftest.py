@@ -10,6 +10,7 @@ from tests._farm import Farm
 pytest_plugins = [
     "tests.peers.python_sdk",
     "tests.peers.haproxy",
+    "tests.peers.postgres",
     "tests.peers.reference",
     "tests.peers.typescript_sdk",
     # After typescript_sdk, whose cache helpers it imports (so pytest rewrites that module first).
