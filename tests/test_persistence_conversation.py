@@ -7,29 +7,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from acp_client import RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
 from acp_client.store import _schema as schema
 from acp_client.store import sqlite as sqlite_module
 from acp_client.transcript import SegmentStart, TurnStatus
 
-from .test_persistence import KEY, World
+from ._world import KEY, World
 
 TWO_TURNS = "user: turn one\nagent: echo: turn one\nuser: turn two\nagent: echo: turn two"
-
-
-@pytest_asyncio.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    world = World(tmp_path)
-    yield world
-    for side in world.sides:
-        await side.close()
-    world.store.close()
 
 
 async def two_turns(world: World) -> str:
