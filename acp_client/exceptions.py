@@ -53,6 +53,8 @@ callers never need to import those libraries to handle a failure.
         ├── SessionStoreTooNew                written by a newer acp_client (schema version)
         ├── SessionStoreReadOnly              the store cannot be written by this process (refused at open)
         ├── SessionStoreBusy                  another process held the lock past the busy timeout
+        ├── SessionStoreFenced                a stale owner's write: another client holds the
+        │                                     session's lease now (nothing written)
         ├── SessionStoreUnavailable           the database server cannot be reached (a write was not made)
         └── SessionStoreDriverMissing         the store's database driver is not installed (an extra)
 
@@ -103,6 +105,7 @@ __all__ = [
     "SessionStoreCorrupt",
     "SessionStoreDriverMissing",
     "SessionStoreError",
+    "SessionStoreFenced",
     "SessionStoreForeign",
     "SessionStoreReadOnly",
     "SessionStoreTooNew",
@@ -612,6 +615,37 @@ class SessionStoreReadOnly(SessionStoreError):
 
 class SessionStoreBusy(SessionStoreError):
     """Another process held the store's write lock longer than the busy timeout."""
+
+
+class SessionStoreFenced(SessionStoreError):
+    """A write carried a fence (owner and fencing token) that no longer holds the session: another
+    client took the session over (or deleted it), so this writer is stale and nothing was written.
+
+    Attributes:
+        session_id: The session.
+        owner: The owner the write was made for.
+        token: The fencing token the write carried.
+        holder: Who holds the session now (``None``: nobody, or it is not stored).
+        holder_token: The session's token now (``None``: not stored).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        session_id: str,
+        owner: str,
+        token: int | None,
+        holder: str | None,
+        holder_token: int | None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.session_id = session_id
+        self.owner = owner
+        self.token = token
+        self.holder = holder
+        self.holder_token = holder_token
 
 
 class SessionStoreUnavailable(SessionStoreError):

@@ -94,6 +94,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionStoreCorrupt",
         "SessionStoreDriverMissing",
         "SessionStoreError",
+        "SessionStoreFenced",
         "SessionStoreForeign",
         "SessionStoreReadOnly",
         "SessionStoreTooNew",

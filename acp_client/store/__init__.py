@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    Fence,
+    Lease,
     SessionStore,
+    SharedSessionStore,
     StoredSession,
     bound_conversation,
     bound_transcript_tail,
@@ -52,8 +55,11 @@ __all__ = [
     "APPLICATION_ID",
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
     "SCHEMA_VERSION",
+    "Fence",
+    "Lease",
     "PostgresSessionStore",
     "SessionStore",
+    "SharedSessionStore",
     "SqliteSessionStore",
     "StoredSession",
     "bound_conversation",

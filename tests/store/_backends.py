@@ -13,6 +13,7 @@ from typing import Any
 
 from acp_client.store import PostgresSessionStore, SessionStore, SqliteSessionStore, StoredSession
 from acp_client.store import _pg_schema as pg_schema
+from acp_client.store import _schema as sqlite_schema
 from acp_client.store import sqlite as sqlite_module
 from tests.peers.postgres import Database
 
@@ -25,15 +26,15 @@ def _sqlite_add_pinned(conn: sqlite3.Connection) -> None:
 
 def _sqlite_add_pinned_breaking(conn: sqlite3.Connection) -> None:
     _sqlite_add_pinned(conn)
-    conn.execute(f"UPDATE store_meta SET value = '{sqlite_module.SCHEMA_VERSION + 1}' WHERE key = 'compatible_version'")
+    conn.execute(f"UPDATE store_meta SET value = '{sqlite_schema.SCHEMA_VERSION + 1}' WHERE key = 'compatible_version'")
 
 
 class _SqliteAdditive(SqliteSessionStore):
-    _migrations = (*sqlite_module._MIGRATIONS, _sqlite_add_pinned)
+    _migrations = (*sqlite_schema._MIGRATIONS, _sqlite_add_pinned)
 
 
 class _SqliteBreaking(SqliteSessionStore):
-    _migrations = (*sqlite_module._MIGRATIONS, _sqlite_add_pinned_breaking)
+    _migrations = (*sqlite_schema._MIGRATIONS, _sqlite_add_pinned_breaking)
 
 
 _SQLITE_CLASSES: dict[str | None, type[SqliteSessionStore]] = {
@@ -55,8 +56,8 @@ def _text(value: Any) -> str:
 class SqliteBackend:
     """One SQLite file in a test's temporary directory."""
 
-    schema_version = sqlite_module.SCHEMA_VERSION
-    older_versions: Sequence[int] = (1,)
+    schema_version = sqlite_schema.SCHEMA_VERSION
+    older_versions: Sequence[int] = (1, 2)
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / "sessions.db"
@@ -76,14 +77,23 @@ class SqliteBackend:
         return sqlite3.connect(self.path, isolation_level=None)
 
     def seed_version(self, version: int, session: StoredSession, messages: Sequence[Mapping[str, Any]]) -> None:
-        assert version == 1, version
+        assert version in (1, 2), version
         self.close()
         self.path.unlink(missing_ok=True)
         raw = self._raw()
         raw.execute("BEGIN")
-        # Version 1 as its code wrote it: the tables, then a record and a transcript tail (format 1:
-        # the messages alone, before conversations had a header and segments).
-        sqlite_module._MIGRATIONS[0](raw)
+        # That version as its code wrote it: its tables (the migrations up to it are its history),
+        # then a record and a conversation: version 1 kept a transcript tail (format 1, the messages
+        # alone), version 2 a conversation (format 2: a header and the session's segment first).
+        for step in sqlite_schema._MIGRATIONS[:version]:
+            step(raw)
+        tail: list[Any] = list(messages)
+        if version == 2:
+            tail = [
+                {"format": 2, "dropped": 0},
+                {"segment": session.session_id, "began": "created", "lost": False},
+                *tail,
+            ]
         raw.execute(
             "INSERT INTO sessions (endpoint, session_id, cwd, mcp_servers, additional_directories, protocol_version, "
             "mode_id, model_id, config_options, title, status, raw_status, created_at, updated_at, last_used_at, "
@@ -110,10 +120,10 @@ class SqliteBackend:
         )
         raw.execute(
             "INSERT INTO transcripts (endpoint, session_id, tail) VALUES (?, ?, ?)",
-            (session.endpoint, session.session_id, _text(list(messages))),
+            (session.endpoint, session.session_id, _text(tail)),
         )
         raw.execute(f"PRAGMA application_id = {sqlite_module.APPLICATION_ID}")
-        raw.execute("PRAGMA user_version = 1")
+        raw.execute(f"PRAGMA user_version = {version}")
         raw.execute("COMMIT")
         raw.close()
 

@@ -126,7 +126,7 @@ def test_options_are_checked(path: Path) -> None:
 def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path: Path) -> None:
     (path / ".." / "nested" / "dir").mkdir(parents=True)  # the store creates its file, not directories
     with SqliteSessionStore(path / ".." / "nested" / "dir" / "s.db") as store:
-        assert store.schema_version == SCHEMA_VERSION == 2
+        assert store.schema_version == SCHEMA_VERSION == 3
         created = Path(store.path)
         store.save(record())
         wal = Path(f"{created}-wal")
@@ -138,7 +138,7 @@ def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path:
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert dict(raw.execute("SELECT key, value FROM store_meta")) == {
         "format": "acp_client.session_store",
-        "compatible_version": "1",
+        "compatible_version": "3",  # version 3 (leases) locks out older writers
     }
     raw.close()
 
