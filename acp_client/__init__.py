@@ -67,6 +67,7 @@ from .exceptions import (
     UnsupportedMediaType,
     UnsupportedProtocolVersion,
 )
+from .group import EndpointGroup
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import (
@@ -154,6 +155,7 @@ __all__ = [
     "ConnectionState",
     "Connector",
     "CookieStore",
+    "EndpointGroup",
     "FileSystemPolicy",
     "HttpConnector",
     "HttpStatusError",
