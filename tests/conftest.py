@@ -1,11 +1,13 @@
 """Shared test configuration. Peer fixtures live in ``tests/peers/`` and are loaded here."""
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest_asyncio
 
 from acp_client.testing import FakeClock
 from tests._farm import Farm
+from tests._world import World
 
 pytest_plugins = [
     "tests.peers.python_sdk",
@@ -23,3 +25,13 @@ async def farm() -> AsyncIterator[Farm]:
     farm = Farm(FakeClock())
     yield farm
     await farm.aclose()
+
+
+@pytest_asyncio.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    """Clients sharing one agent and one SQLite store (``tests/_world.py``), on a fake clock."""
+    world = World(tmp_path)
+    yield world
+    for side in world.sides:
+        await side.close()
+    world.store.close()
