@@ -52,7 +52,9 @@ callers never need to import those libraries to handle a failure.
         ├── SessionStoreForeign               an SQLite database of another application (never written)
         ├── SessionStoreTooNew                written by a newer acp_client (schema version)
         ├── SessionStoreReadOnly              the file or its directory cannot be written (refused at open)
-        └── SessionStoreBusy                  another process held the lock past the busy timeout
+        ├── SessionStoreBusy                  another process held the lock past the busy timeout
+        └── SessionStoreFenced                a stale owner's write: another client holds the
+                                              session's lease now (nothing written)
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
 for a -32002 from any method.
@@ -100,6 +102,7 @@ __all__ = [
     "SessionStoreBusy",
     "SessionStoreCorrupt",
     "SessionStoreError",
+    "SessionStoreFenced",
     "SessionStoreForeign",
     "SessionStoreReadOnly",
     "SessionStoreTooNew",
@@ -605,3 +608,34 @@ class SessionStoreReadOnly(SessionStoreError):
 
 class SessionStoreBusy(SessionStoreError):
     """Another process held the store's write lock longer than the busy timeout."""
+
+
+class SessionStoreFenced(SessionStoreError):
+    """A write carried a fence (owner and fencing token) that no longer holds the session: another
+    client took the session over (or deleted it), so this writer is stale and nothing was written.
+
+    Attributes:
+        session_id: The session.
+        owner: The owner the write was made for.
+        token: The fencing token the write carried.
+        holder: Who holds the session now (``None``: nobody, or it is not stored).
+        holder_token: The session's token now (``None``: not stored).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        session_id: str,
+        owner: str,
+        token: int | None,
+        holder: str | None,
+        holder_token: int | None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.session_id = session_id
+        self.owner = owner
+        self.token = token
+        self.holder = holder
+        self.holder_token = holder_token

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from acp_client import RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
+from acp_client.store import _schema as schema
 from acp_client.store import sqlite as sqlite_module
 from acp_client.transcript import SegmentStart, TurnStatus
 
@@ -156,9 +157,9 @@ async def test_a_store_of_the_previous_schema_is_migrated_and_its_tail_shown(wor
     world.store.close()
     path = tmp_path / "old.db"
     raw = sqlite3.connect(path)
-    sqlite_module._create_v1(raw)
+    schema._create_v1(raw)
     new = sqlite3.connect(tmp_path / "sessions.db")
-    for row in new.execute("SELECT * FROM sessions"):
+    for row in new.execute(f"SELECT {', '.join(schema._COLUMNS)} FROM sessions"):  # a version-1 row
         raw.execute(f"INSERT INTO sessions VALUES ({', '.join('?' for _ in row)})", row)
     new.close()
     old_tail = [{"role": "user", "text": "turn one"}, {"role": "agent", "text": "echo: turn one"}]
@@ -168,7 +169,7 @@ async def test_a_store_of_the_previous_schema_is_migrated_and_its_tail_shown(wor
     raw.commit()
     raw.close()
     world.store = SqliteSessionStore(path)
-    assert world.store.schema_version == sqlite_module.SCHEMA_VERSION == 2
+    assert world.store.schema_version == sqlite_module.SCHEMA_VERSION == 3
     assert world.store.load_transcript(KEY, sid)[:2] == (
         {"format": 2, "dropped": 0},
         {"segment": sid, "began": "created", "lost": False},

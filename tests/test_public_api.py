@@ -92,6 +92,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionStoreBusy",
         "SessionStoreCorrupt",
         "SessionStoreError",
+        "SessionStoreFenced",
         "SessionStoreForeign",
         "SessionStoreReadOnly",
         "SessionStoreTooNew",

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    Fence,
+    Lease,
     SessionStore,
+    SharedSessionStore,
     StoredSession,
     bound_conversation,
     bound_transcript_tail,
@@ -44,7 +47,10 @@ __all__ = [
     "APPLICATION_ID",
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
     "SCHEMA_VERSION",
+    "Fence",
+    "Lease",
     "SessionStore",
+    "SharedSessionStore",
     "SqliteSessionStore",
     "StoredSession",
     "bound_conversation",

@@ -76,7 +76,9 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 def test_every_field_round_trips_through_the_file(path: Path) -> None:
     stored = full_record()
-    assert all(value not in (None, (), {}) for value in attrs.asdict(stored, recurse=False).values())
+    fields = attrs.asdict(stored, recurse=False)
+    assert fields.pop("lease") is None  # the store's bookkeeping, filled in on reads (not a record field)
+    assert all(value not in (None, (), {}) for value in fields.values())
     with SqliteSessionStore(path) as store:
         store.save(stored)
     with SqliteSessionStore(path) as store:  # a later process: read back from disk
@@ -295,7 +297,7 @@ def test_options_are_checked(path: Path) -> None:
 def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path: Path) -> None:
     (path / ".." / "nested" / "dir").mkdir(parents=True)  # the store creates its file, not directories
     with SqliteSessionStore(path / ".." / "nested" / "dir" / "s.db") as store:
-        assert store.schema_version == SCHEMA_VERSION == 2
+        assert store.schema_version == SCHEMA_VERSION == 3
         created = Path(store.path)
         store.save(record())
         wal = Path(f"{created}-wal")
@@ -307,7 +309,7 @@ def test_a_new_file_carries_our_identity_and_schema_version_and_is_private(path:
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert dict(raw.execute("SELECT key, value FROM store_meta")) == {
         "format": "acp_client.session_store",
-        "compatible_version": "1",
+        "compatible_version": "3",  # version 3 (leases) locks out older writers
     }
     raw.close()
 
@@ -393,21 +395,21 @@ def newer(path: Path, *, version: int, compatible: int) -> None:
 
 
 def test_a_newer_incompatible_schema_is_refused_and_left_untouched(path: Path) -> None:
-    newer(path, version=5, compatible=3)
-    refused(path, SessionStoreTooNew, "schema version 5.*upgrade acp_client")
+    newer(path, version=6, compatible=4)
+    refused(path, SessionStoreTooNew, "schema version 6.*upgrade acp_client")
     try:
         SqliteSessionStore(path)
     except SessionStoreTooNew as exc:
-        assert (exc.version, exc.supported) == (5, SCHEMA_VERSION)
+        assert (exc.version, exc.supported) == (6, SCHEMA_VERSION)
 
 
 def test_a_newer_compatible_schema_is_used_as_it_is(path: Path) -> None:
-    newer(path, version=3, compatible=1)
+    newer(path, version=4, compatible=3)
     with SqliteSessionStore(path) as store:
-        assert store.schema_version == 3
+        assert store.schema_version == 4
         assert store.load(EP) == [record()]
         store.save(record("s2"))
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3  # never downgraded
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4  # never downgraded
 
 
 def test_a_truncated_store_is_reported_as_corrupt_and_not_written(path: Path) -> None:
