@@ -55,10 +55,13 @@ class Watched(MemoryConnector):
 
 class Farm:
     """Three instances, ``a``, ``b`` and ``c``, each with its own store unless named in ``shared``
-    (those share one store).
+    (those share one store), on one fake clock.
+
+    The ``farm`` fixture (``tests/conftest.py``) makes one per test; ``@pytest.mark.farm(shared=...)``
+    passes its arguments. A Hypothesis test, which needs a fresh farm per example, makes its own.
 
     Args:
-        clock: The fake clock every agent runs on (``None``: real time).
+        clock: The fake clock every agent runs on (a new one by default).
         shared: The instances that share one store.
     """
 
@@ -66,7 +69,9 @@ class Farm:
         self.clock = clock if clock is not None else FakeClock()
         common = SessionStore()
         self.agents = {
-            name: ReferenceAgent(name=f"agent-{name}", store=common if name in shared else SessionStore(), clock=clock)
+            name: ReferenceAgent(
+                name=f"agent-{name}", store=common if name in shared else SessionStore(), clock=self.clock
+            )
             for name in NAMES
         }
         self.connectors = {name: Watched(agent, name, self) for name, agent in self.agents.items()}
