@@ -70,6 +70,7 @@ from .exceptions import (
     UnsupportedMediaType,
     UnsupportedProtocolVersion,
 )
+from .group import EndpointGroup
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import (
@@ -158,6 +159,7 @@ __all__ = [
     "ConnectionState",
     "Connector",
     "CookieStore",
+    "EndpointGroup",
     "FileSystemPolicy",
     "HttpConnector",
     "HttpStatusError",

@@ -3,6 +3,7 @@
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from acp_client.testing import FakeClock
@@ -21,9 +22,11 @@ pytest_plugins = [
 
 
 @pytest_asyncio.fixture
-async def farm() -> AsyncIterator[Farm]:
-    """Three instances (``tests/_farm.py``), each with its own store, on a fake clock."""
-    farm = Farm(FakeClock())
+async def farm(request: pytest.FixtureRequest) -> AsyncIterator[Farm]:
+    """Three instances (``tests/_farm.py``) on a fake clock, each with its own store;
+    ``@pytest.mark.farm(shared=("a", "b"))`` (on a test or a module) makes those share one."""
+    marker = request.node.get_closest_marker("farm")
+    farm = Farm(FakeClock(), **(marker.kwargs if marker is not None else {}))
     yield farm
     await farm.aclose()
 

@@ -28,6 +28,7 @@ from acp_client.testing import ReferenceAgent, inside
 from acp_client.types import SessionStatus
 
 from ._harness import HarnessConnector
+from ._support import eventually
 from ._world import KEY, Side, World
 
 
@@ -158,18 +159,12 @@ async def test_a_drop_during_the_first_recovery_hands_over_to_the_reconnect_loop
     side.connector.on_send = drop_on_resume
     await side.client.connect()
     assert side.client.state.state is not State.CONNECTED  # connect() handed over to the outage loop
-    await world.clock.run(_until(side, State.CONNECTED), limit=60)
+    await eventually(lambda: side.client.state.state is State.CONNECTED, 60, clock=world.clock)
     kinds = [state.state for state in side.states]
     assert kinds[:3] == [State.CONNECTING, State.RECOVERING, State.RECONNECTING]
     assert kinds[-2:] == [State.RECOVERING, State.CONNECTED]
     assert [outcome.path for outcome in side.outcomes] == [RecoveryPath.RESUME]
     assert side.outcomes[0].previous_session_id == ids[0]
-
-
-async def _until(side: Side, state: State) -> None:
-    async for seen in side.client.state_changes():
-        if seen.state is state:
-            return
 
 
 async def test_an_unreadable_store_fails_connect(world: World) -> None:
