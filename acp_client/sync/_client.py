@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
+from .._ownership import DEFAULT_LEASE_DURATION
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
 from ..config import (
@@ -74,7 +75,6 @@ T = TypeVar("T")
 Timeout = float | None | UseClientDefault
 
 
-
 class _Phase(enum.Enum):
     NEW = "new"
     CONNECTING = "connecting"
@@ -108,6 +108,9 @@ class SyncAcpClient(ClientExtras):
             (plain functions; a returned awaitable is not awaited).
         session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
             sessions of the endpoint are recovered by :meth:`connect`.
+        owner, lease_duration, auto_adopt: As for :class:`~acp_client.AcpClient`: ownership of
+            the sessions in a shared store (``Callbacks.decide_adoption`` runs on the callback
+            executor like every callback).
         protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
         clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
@@ -151,6 +154,9 @@ class SyncAcpClient(ClientExtras):
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        auto_adopt: bool = True,
         telemetry: Telemetry | None = None,
         **unexpected: NoReturn,
     ) -> None:
@@ -199,6 +205,9 @@ class SyncAcpClient(ClientExtras):
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
+            owner=owner,
+            lease_duration=lease_duration,
+            auto_adopt=auto_adopt,
             telemetry=telemetry,
         )
         #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
