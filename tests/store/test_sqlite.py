@@ -15,7 +15,7 @@ import pytest
 from acp_client import (
     AcpError,
     ConfigurationError,
-    SessionStatus,
+    Probe,
     SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreForeign,
@@ -52,7 +52,7 @@ def full_record() -> StoredSession:
         model_id="model-7",
         config_options={"reasoning": "high", "tools": True, "n": 3},
         title="Fix the flaky test ✓",
-        status=SessionStatus.INACTIVE,
+        status=Probe.INACTIVE,
         raw_status="saved",
         created_at=T0,
         updated_at=T0 + timedelta(minutes=5),
