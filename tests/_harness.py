@@ -105,7 +105,7 @@ class Harness:
         self.log: list[str] = []
         self._connected = asyncio.Event()
         callbacks = Callbacks(
-            on_state_change=self._state,
+            on_state_change=self.record_state,
             on_update=self.updates.append,
             on_resume=self._outcome,
             on_replay=self._outcome,
@@ -128,7 +128,8 @@ class Harness:
             endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
             self.client = AcpClient(endpoints, **kwargs)
 
-    def _state(self, state: ConnectionState) -> None:
+    def record_state(self, state: ConnectionState) -> None:
+        """What the harness does with each state the client reports (a test's own callback may call it)."""
         self.states.append(state)
         self.log.append(f"state:{state.state.value}")
         if state.state is State.CONNECTED:
