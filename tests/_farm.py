@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryContext, RecoveryOutcome, State
 from acp_client._jsonrpc import Message
 from acp_client.location import Endpoint
+from acp_client.pool import Pool
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
 from acp_client.transports.base import Transport
@@ -128,9 +129,11 @@ class Recorder:
         )
 
 
-def pooled(farm: Farm, recorder: Recorder, **options: Any) -> AcpClient:
-    options.setdefault("failover_delay", 5.0)
-    return AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
+def pooled(
+    farm: Farm, recorder: Recorder, *, placement: Any = "round_robin", failover_delay: float = 5.0, **options: Any
+) -> AcpClient:
+    pool = Pool(farm.endpoints, placement=placement, failover_delay=failover_delay)
+    return AcpClient(pool, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
 
 
 FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])

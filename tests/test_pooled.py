@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from acp_client import AcpClient, Callbacks, RecoveryOutcome, RecoveryPath, State
 from acp_client.exceptions import ConnectError
-from acp_client.pool import Endpoint, Probe
+from acp_client.pool import Endpoint, Pool, Probe
 from acp_client.testing import FakeClock
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, pooled
 from tests._harness import FAST_RETRY
@@ -321,7 +321,9 @@ async def test_a_recovery_callback_may_prompt_at_home_and_after_a_move(farm: Far
         results.append((outcome.endpoint, result.stop_reason))
 
     callbacks = Callbacks(on_resume=prompt_now, on_replay=prompt_now)
-    client = AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=callbacks, failover_delay=5.0)
+    client = AcpClient(
+        Pool(farm.endpoints, failover_delay=5.0), retry=FAST_RETRY, clock=farm.clock, callbacks=callbacks
+    )
     async with client:
         handle = await client.new_session("/tmp")
         await client.new_session("/tmp")  # on b
