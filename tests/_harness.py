@@ -81,7 +81,11 @@ class HarnessConnector(RecordingConnector):
 
 
 class Harness:
-    """One client + agent + clock, recording everything the client reports."""
+    """One client + agent + clock, recording everything the client reports.
+
+    With ``pool``, the client faces two instances, ``a`` (this agent) and ``b`` (``other``);
+    ``placement`` says where new sessions go (all on ``a`` by default).
+    """
 
     def __init__(
         self,
@@ -90,6 +94,7 @@ class Harness:
         retry: RetryPolicy | None = FAST_RETRY,
         client_kwargs: dict[str, Any] | None = None,
         pool: bool = False,
+        placement: Any = first_candidate,
         **agent_kwargs: Any,
     ) -> None:
         self.clock = FakeClock()
@@ -126,7 +131,7 @@ class Harness:
         else:
             endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
             # A test of a home's own recovery: no failover.
-            pool = Pool(endpoints, placement=first_candidate, failover_delay=3600.0)
+            pool = Pool(endpoints, placement=placement, failover_delay=3600.0)
             self.client = AcpClient(pool, **kwargs)
 
     def record_state(self, state: ConnectionState) -> None:
