@@ -4,7 +4,7 @@ request, handles what the connection reports (notifications, protocol errors, st
 the steps of a prompt turn.
 
 It talks to its links through :class:`~acp_client._links.Links` only (one supervisor for one
-endpoint; :mod:`acp_client.pool` plugs in for several), and tells its observers (the session
+endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its observers (the session
 store's :class:`~acp_client._persistence.Persistence`) what happens to sessions as events:
 ``tracked``, ``forgotten``, ``changed``, ``config_changed``, ``touched``, ``turn_ended``,
 ``recovered``. :class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines
@@ -47,6 +47,7 @@ from .exceptions import (
     RequestTimeout,
     RpcError,
     SessionNotFound,
+    TransportError,
     TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
@@ -57,6 +58,7 @@ from .state import (
     Probe,
     PromptResult,
     RecoveryOutcome,
+    RecoveryPath,
     SessionPage,
     State,
     TurnInterrupted,
@@ -240,7 +242,7 @@ class Engine:
         on_state: Callable[[ConnectionState], None],
         on_fail: Callable[[BaseException], None],
     ) -> Supervisor:
-        """One link's supervisor (the only one, or one per instance of a pool)."""
+        """One link's supervisor (the only one, or one per instance of an endpoint group)."""
         observer = self.telemetry.link() if self.telemetry is not None else None
         if observer is not None:
             on_state = observer.watch(on_state)
@@ -539,19 +541,20 @@ class Engine:
             remember(tracked.settings)
         return result
 
-    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> None:
+    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> RecoveryOutcome | None:
         """A session method was answered "session not found" (any spelling of
         :mod:`acp_client._not_found`) for a session a recovery had brought back: the agent lost it
         after all (an agent that answers ``session/load`` of a session it lost with success). The
         session goes through recovery again, as unknown: a new session, the conversation kept as
-        earlier history, the outcome reported through the usual callbacks. Never left stuck."""
+        earlier history, the outcome reported through the usual callbacks (and returned; ``None``
+        when the error is not "not found" or the session was not recovered). Never left stuck."""
         spelling = says_session_not_found(error, tracked.session_id)
         if spelling is None or not tracked.recovered or tracked.abandoned or self.init is None:
-            return
+            return None
         link = await self.links.link_for(tracked, "session/new")
         conn = link.connection
         if conn is None:
-            return
+            return None
         tracked.recovered = False
         reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
         outcome = await self.recoverer.recover_session(
@@ -564,6 +567,29 @@ class Engine:
         )
         await self.recoverer.report(outcome)
         self._recovered([outcome], False)
+        return outcome
+
+    async def _recover_to_resend(self, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
+        """``turn``'s prompt was refused as "session not found" after a recovery: recover the
+        session again as unknown, so that the prompt can be sent once more on the session that
+        recovery brings back (returns its outcome; ``None``: nothing was done). A refusal is an
+        answer, so the agent never ran the prompt; still, this happens only if nothing at all was
+        heard of the turn (no update after the prompt went out) and it was not cancelled. The
+        prompt leaves the transcript before the recovery (the lost segment must not hold it) and
+        is recorded again when it is resent, or put back (to be marked failed) when it is not."""
+        if turn.heard or turn.cancel_sent or not tracked.recovered:
+            return None
+        if says_session_not_found(error, tracked.session_id) is None:
+            return None
+        self.table.withdraw_prompt(tracked, turn)
+        try:
+            outcome = await self.lost_after_recovery(tracked, "session/prompt", error)
+        except (ConnectionLost, TransportError) as exc:  # the next reconnect recovers it; the refusal stands
+            logger.info("recovering %s after its prompt was refused failed: %s", tracked.session_id, exc)
+            outcome = None
+        if outcome is None or outcome.path is RecoveryPath.ABANDON or tracked.abandoned:
+            self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)  # back, to be marked failed
+        return outcome
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
@@ -651,8 +677,16 @@ class Engine:
                 tracked.lost_context_pending = False
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
 
+        again: RecoveryOutcome | None = None  # the recovery a "not found" refusal ran (once per prompt)
         try:
-            result = await self._send_prompt(tracked, params, None, turn.accept)
+            try:
+                result = await self._send_prompt(tracked, params, None, turn.accept)
+            except RpcError as exc:
+                again = await self._recover_to_resend(tracked, turn, exc)
+                if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
+                    raise
+                logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
+                result = await self._send_prompt(tracked, params, None, turn.accept)  # once, on the new session
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
@@ -664,7 +698,8 @@ class Engine:
             self.table.turn_status(tracked, turn, TurnStatus.FAILED)  # refused: not an ordinary turn
             turn.done = True
             self.table.end_turn(tracked, turn)
-            await self.lost_after_recovery(tracked, "session/prompt", exc)
+            if again is None:
+                await self.lost_after_recovery(tracked, "session/prompt", exc)
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing

@@ -292,9 +292,9 @@ class Recoverer:
             conn: The connection to recover it over.
             tracked: The session.
             caps: What the agent advertised on ``conn``.
-            answer: The instance's answer when the caller has it already (a pool's fan-out, or
+            answer: The instance's answer when the caller has it already (a fan-out over several instances, or
                 its own probe): not asked again.
-            endpoint: The instance's name (a pool's): in the app's ``RecoveryContext`` and the
+            endpoint: The instance's name (of an endpoint group): in the app's ``RecoveryContext`` and the
                 outcome.
             reason: Why this recovery runs outside a reconnect (first in the outcome's notes).
         """

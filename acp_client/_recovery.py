@@ -14,7 +14,7 @@ else ``inactive`` somewhere                replay       the home instance if ina
                                                         else the first inactive one
 else ``unknown`` (-32002) on every         new session  none yet: the placement policy picks among
 reachable instance                                      the reachable instances (``candidates``)
-no usable answer anywhere (unreachable,    unavailable  none: a pool tries again later; one instance
+no usable answer anywhere (unreachable,    unavailable  none: a group tries again later; one instance
 not probed)                                             falls back (below)
 =========================================  ===========  =============================================
 

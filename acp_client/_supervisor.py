@@ -387,7 +387,7 @@ class Supervisor:
         if self._closing or conn is not self._conn:
             return
         self._conn = None
-        # Release the dead link (a stdio agent that closed stdout but lives on, pooled sockets);
+        # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
         # in the background, so a slow close never delays the reconnect.
         self._spawn(conn.aclose())
         reason = cause if cause is not None else TransportClosed("connection closed")

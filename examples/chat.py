@@ -74,6 +74,7 @@ from acp_client import (
     TurnStatus,
     UpdateEvent,
 )
+from acp_client.pool import Pool
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -271,8 +272,10 @@ class Chat:
         self.failed = asyncio.Event()
         first = endpoint[0] if isinstance(endpoint, list) else endpoint
         self.transport = str(first).split(":", 1)[0] if isinstance(first, str) else "custom"
+        # Several URLs are several instances of one agent: one pool of them.
+        several = isinstance(endpoint, list)
         self.client = AcpClient(
-            endpoint,
+            Pool(endpoint, failover_delay=failover_delay) if several else endpoint,
             protocol_version=protocol_version,
             retry=retry or RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=120.0, suspend_after=None),
             handlers=ClientHandlers(permission=self._ask_permission),
@@ -288,7 +291,6 @@ class Chat:
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
             tls=tls,
-            failover_delay=failover_delay,
             session_store=session_store,
         )
 

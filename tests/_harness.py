@@ -27,6 +27,7 @@ from acp_client import (
 from acp_client._connection import Connection
 from acp_client._jsonrpc import Message
 from acp_client.location import Endpoint
+from acp_client.pool import Pool
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent, inside
 from acp_client.transports.memory import memory_pair
@@ -123,10 +124,10 @@ class Harness:
         if self.other is None:
             self.client = AcpClient(self.connector, **kwargs)
         else:
-            kwargs.setdefault("failover_delay", 3600.0)  # a test of a home's own recovery: no failover
-            kwargs.setdefault("placement", first_candidate)
             endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
-            self.client = AcpClient(endpoints, **kwargs)
+            # A test of a home's own recovery: no failover.
+            pool = Pool(endpoints, placement=first_candidate, failover_delay=3600.0)
+            self.client = AcpClient(pool, **kwargs)
 
     def _state(self, state: ConnectionState) -> None:
         self.states.append(state)

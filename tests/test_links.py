@@ -20,6 +20,7 @@ from acp_client import (
     State,
 )
 from acp_client.location import Endpoint
+from acp_client.pool import Pool
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore, inside
 from tests._harness import FAST_RETRY, FLAVOURS, Harness, SwallowAnswer, assert_legal, first_candidate
 
@@ -30,7 +31,7 @@ def never_connected(flavour: str, clock: FakeClock) -> AcpClient:
         return AcpClient(MemoryConnector(agent), clock=clock)
     other = ReferenceAgent(clock=clock, name="agent-b")
     endpoints = [Endpoint("a", connector=MemoryConnector(agent)), Endpoint("b", connector=MemoryConnector(other))]
-    return AcpClient(endpoints, clock=clock)
+    return AcpClient(Pool(endpoints), clock=clock)
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -63,7 +64,9 @@ async def test_a_restored_client_starts_without_passing_through_reconnecting(fla
     endpoint: object = (
         connectors[0]
         if flavour == "single"
-        else [Endpoint("a", connector=connectors[0]), Endpoint("b", connector=connectors[1])]
+        else Pool(
+            [Endpoint("a", connector=connectors[0]), Endpoint("b", connector=connectors[1])], placement=first_candidate
+        )
     )
     with SqliteSessionStore(tmp_path / "sessions.db") as store:
         options = {"session_store": store, "session_store_key": "k", "clock": clock, "retry": FAST_RETRY}
@@ -78,7 +81,7 @@ async def test_a_restored_client_starts_without_passing_through_reconnecting(fla
             on_replay=lambda outcome: recovered.append(outcome.path),
             on_new_session=lambda outcome: recovered.append(outcome.path),
         )
-        async with AcpClient(endpoint, callbacks=callbacks, placement=first_candidate, **options) as second:  # type: ignore[arg-type]
+        async with AcpClient(endpoint, callbacks=callbacks, **options) as second:  # type: ignore[arg-type]
             await clock.settle()
             assert second.state.state is State.CONNECTED
             assert [h.session_id for h in second.sessions] == [session.session_id]

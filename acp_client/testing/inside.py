@@ -36,7 +36,7 @@ class Inside:
 
     @property
     def links(self) -> Links:
-        """The client's links (one supervisor, or a pool's)."""
+        """The client's links (one supervisor, or an endpoint group's)."""
         return self.engine.links
 
     @property

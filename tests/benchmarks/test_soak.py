@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tests.benchmarks.test_smoke import NUMBER, rows, run
+from ._run import NUMBER, rows, run
 
 
 def test_soak_prints_faults_resolutions_violations_latencies_and_resources() -> None:

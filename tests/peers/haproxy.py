@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests._support import eventually
+
 __all__ = ["Haproxy", "HaproxyFactory", "haproxy", "haproxy_config"]
 
 _START_TIMEOUT = 10.0
@@ -104,17 +106,20 @@ class Haproxy:
             self._process = await asyncio.create_subprocess_exec(
                 self.binary, "-db", "-f", str(self.config_file), stdout=log, stderr=STDOUT
             )
-        deadline = asyncio.get_running_loop().time() + _START_TIMEOUT
-        while True:
-            assert self._process.returncode is None, f"haproxy exited at start:\n{self.log()}"
-            with contextlib.suppress(OSError):
+        process = self._process
+
+        async def listening() -> bool:
+            assert process.returncode is None, f"haproxy exited at start:\n{self.log()}"
+            try:
                 _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-                return
-            assert asyncio.get_running_loop().time() < deadline, f"haproxy did not listen:\n{self.log()}"
-            await asyncio.sleep(0.02)
+            except OSError:
+                return False
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return True
+
+        await eventually(listening, _START_TIMEOUT, every=0.02, what=lambda: f"haproxy to listen:\n{self.log()}")
 
     async def stop(self) -> None:
         """Stop HAProxy (every client connection through it ends)."""
