@@ -166,7 +166,8 @@ _LATER = textwrap.dedent(
         async with AcpClient(MemoryConnector(agent)) as client:
             handle = await client.new_session(os.getcwd())
             await handle.prompt("untraced")
-            parent = trace.SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, True, trace.TraceFlags(1))
+            trace_id, span_id = 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331
+            parent = trace.SpanContext(trace_id, span_id, True, trace.TraceFlags(1))
             with trace.use_span(trace.NonRecordingSpan(parent)):
                 await handle.prompt("continued")
             exporter = InMemorySpanExporter()
