@@ -106,7 +106,7 @@ class Harness:
         self.log: list[str] = []
         self._connected = asyncio.Event()
         callbacks = Callbacks(
-            on_state_change=self._state,
+            on_state_change=self.record_state,
             on_update=self.updates.append,
             on_resume=self._outcome,
             on_replay=self._outcome,
@@ -129,7 +129,8 @@ class Harness:
             pool = Pool(endpoints, placement=first_candidate, failover_delay=3600.0)
             self.client = AcpClient(pool, **kwargs)
 
-    def _state(self, state: ConnectionState) -> None:
+    def record_state(self, state: ConnectionState) -> None:
+        """What the harness does with each state the client reports (a test's own callback may call it)."""
         self.states.append(state)
         self.log.append(f"state:{state.state.value}")
         if state.state is State.CONNECTED:

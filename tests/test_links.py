@@ -156,7 +156,8 @@ async def test_a_crashed_link_fails_its_turns_with_that_cause(flavour: str) -> N
         turn = asyncio.ensure_future(session.prompt("/slow"))
         await h.clock.advance(1.0)
         assert session.turn_running
-        inside(h.client).supervisor._crashed(Boom("bug in a supervisor task"))  # as the task's done-callback does
+        await h.client.new_session("/work")
+        inside(h.client).crash(Boom("bug in a supervisor task"))
         with pytest.raises((ConnectionLost, ClientClosed)) as caught:
             await h.clock.run(turn, limit=60)
         error = caught.value

@@ -64,7 +64,7 @@ _APP = textwrap.dedent(
 
     import acp_client
     from acp_client import AcpClient
-    from acp_client.testing import MemoryConnector, ReferenceAgent
+    from acp_client.testing import MemoryConnector, ReferenceAgent, inside
 
     imported = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
     assert not imported, imported  # import acp_client never imports it
@@ -74,7 +74,7 @@ _APP = textwrap.dedent(
         async with AcpClient(MemoryConnector(agent)) as client:
             handle = await client.new_session(os.getcwd())
             await handle.prompt("hello")
-            on = client._engine.telemetry is not None
+            on = inside(client).engine.telemetry is not None
         metas = [record.meta for record in agent.meta_log.received]
         print("telemetry", on, "meta", any(m is not None for m in metas))
         print("imported", sorted({m.split(".")[1] for m in sys.modules if m.startswith("opentelemetry.")}))
