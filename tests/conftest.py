@@ -13,6 +13,7 @@ from tests._world import World
 pytest_plugins = [
     "tests.peers.python_sdk",
     "tests.peers.haproxy",
+    "tests.peers.postgres",
     "tests.peers.reference",
     "tests.peers.typescript_sdk",
     # After typescript_sdk, whose cache helpers it imports (so pytest rewrites that module first).

@@ -24,6 +24,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "acp_client"
 OTHER_POOLS = {
     "transports": "the HTTP libraries' connection pools",
     "store/base.py": "store.pool_key(), the public key format a group's sessions are filed under",
+    "store/postgres.py": "psycopg's connection pool",
+    "_version.py": "the psycopg-pool package of the postgres extra",
 }
 
 
