@@ -52,10 +52,13 @@ from .exceptions import (
     SessionNotTracked,
     SessionStoreBusy,
     SessionStoreCorrupt,
+    SessionStoreDriverMissing,
     SessionStoreError,
+    SessionStoreFenced,
     SessionStoreForeign,
     SessionStoreReadOnly,
     SessionStoreTooNew,
+    SessionStoreUnavailable,
     TlsVerificationError,
     TransportClosed,
     TransportError,
@@ -67,6 +70,7 @@ from .exceptions import (
     UnsupportedMediaType,
     UnsupportedProtocolVersion,
 )
+from .group import EndpointGroup
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import (
@@ -102,20 +106,21 @@ from .types import Session, SessionStatus
 logging.getLogger("acp_client").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from .store import SqliteSessionStore
+    from .store import PostgresSessionStore, SqliteSessionStore
     from .transports.http import HttpConnector
     from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
     from .transports.websocket import WebSocketConnector
 
 # The connectors are imported on first use, by the transports package (httpx and websockets cost more
 # to import than the rest of the package together; an app needs at most the ones it connects with).
-# The SQLite store loads sqlite3 on first use too.
+# The stores load sqlite3 (psycopg) on first use too.
 _LAZY: Final = {
     "DEFAULT_INHERITED_ENV": ".transports",
     "HttpConnector": ".transports",
     "StdioConnector": ".transports",
     "WebSocketConnector": ".transports",
     "SqliteSessionStore": ".store",
+    "PostgresSessionStore": ".store",
 }
 
 
@@ -154,6 +159,7 @@ __all__ = [
     "ConnectionState",
     "Connector",
     "CookieStore",
+    "EndpointGroup",
     "FileSystemPolicy",
     "HttpConnector",
     "HttpStatusError",
@@ -170,6 +176,7 @@ __all__ = [
     "MissingHeader",
     "NotAcceptable",
     "ParseError",
+    "PostgresSessionStore",
     "Probe",
     "PromptResult",
     "ProtocolError",
@@ -195,10 +202,13 @@ __all__ = [
     "SessionStore",
     "SessionStoreBusy",
     "SessionStoreCorrupt",
+    "SessionStoreDriverMissing",
     "SessionStoreError",
+    "SessionStoreFenced",
     "SessionStoreForeign",
     "SessionStoreReadOnly",
     "SessionStoreTooNew",
+    "SessionStoreUnavailable",
     "SqliteSessionStore",
     "State",
     "StdioConnector",

@@ -4,7 +4,7 @@ request, handles what the connection reports (notifications, protocol errors, st
 the steps of a prompt turn.
 
 It talks to its links through :class:`~acp_client._links.Links` only (one supervisor for one
-endpoint; :mod:`acp_client.pool` plugs in for several), and tells its observers (the session
+endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its observers (the session
 store's :class:`~acp_client._persistence.Persistence`) what happens to sessions as events:
 ``tracked``, ``forgotten``, ``changed``, ``config_changed``, ``touched``, ``turn_ended``,
 ``recovered``. :class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines
@@ -242,7 +242,7 @@ class Engine:
         on_state: Callable[[ConnectionState], None],
         on_fail: Callable[[BaseException], None],
     ) -> Supervisor:
-        """One link's supervisor (the only one, or one per instance of a pool)."""
+        """One link's supervisor (the only one, or one per instance of an endpoint group)."""
         observer = self.telemetry.link() if self.telemetry is not None else None
         if observer is not None:
             on_state = observer.watch(on_state)

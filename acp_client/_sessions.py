@@ -138,7 +138,7 @@ class Tracked:
         #: Links the session moved off while they were unreachable: they may still hold it in
         #: memory, and it is closed there before it is attached again (DESIGN.md §5).
         self.left_behind: set[Any] = set()
-        #: Held while a pool moves the session or closes one of its copies (made by the pool).
+        #: Held while an endpoint group moves the session or closes one of its copies (made there).
         self.guard: Any = None
 
     @property

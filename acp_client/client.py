@@ -15,8 +15,9 @@ outage is sent.
 The work is done underneath, one concern per module, wired together by :mod:`._engine`: the session
 table (:mod:`._sessions`, no I/O), the recoverer (:mod:`._recoverer`), the links
 (:mod:`._links`: one supervisor, :mod:`._supervisor`), version negotiation (:mod:`._handshake`)
-and callback delivery (:mod:`._delivery`). Given several endpoints, the client plugs
-:mod:`acp_client.pool` in as its links; with one, pool code is never imported.
+and callback delivery (:mod:`._delivery`). Given an endpoint group (several instances of one
+agent), the client takes its links from the group's plan (:class:`.group.EndpointGroup`); given
+a URL or a connector, it has the one link, and no code for several instances is imported.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -41,6 +42,7 @@ from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
 )
+from .group import EndpointGroup
 from .handlers import ClientHandlers
 from .location import Endpoint, Location
 from .retry import RetryPolicy
@@ -66,9 +68,6 @@ from .types import (
     SessionConfigOption,
     TextContent,
 )
-
-if TYPE_CHECKING:
-    from .pool import PlacementFunction
 
 __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
@@ -96,13 +95,10 @@ class AcpClient:
 
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
-            or a :class:`~acp_client.transports.base.Connector`; or a list of them (or of
-            :class:`~acp_client.pool.Endpoint` values): several instances of one agent, used as
-            one pool (DESIGN.md §5; a list of one is a single endpoint).
-        placement: With several endpoints: where new sessions go — ``"round_robin"``
-            (default), ``"fewest_sessions"``, or a :data:`~acp_client.pool.PlacementFunction`.
-        failover_delay: With several endpoints: seconds a session's home instance may stay
-            unreachable before the session moves to another instance.
+            or a :class:`~acp_client.transports.base.Connector`; or an
+            :class:`~acp_client.group.EndpointGroup`: several instances of one agent used as one
+            endpoint, with their placement and failover (DESIGN.md §5,
+            ``docs/many-instances.md``).
         protocol_version: The ACP version proposed in ``initialize`` (1 = stable, 2 = draft).
             The client speaks whatever supported version the agent answers with.
         client_info: Name and version sent to the agent.
@@ -150,10 +146,8 @@ class AcpClient:
 
     def __init__(
         self,
-        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
+        endpoint: str | Connector | EndpointGroup,
         *,
-        placement: str | PlacementFunction = "round_robin",
-        failover_delay: float = 10.0,
         protocol_version: int = 1,
         client_info: Implementation | None = None,
         handlers: ClientHandlers | None = None,
@@ -184,17 +178,7 @@ class AcpClient:
         _options.check_options(options)
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-        connector = _options.connector_factory(options, self.cookies)
-        links = None  # one endpoint: the engine's single link
-        if _options.several(endpoint):
-            assert isinstance(endpoint, list | tuple)
-            from .pool._client import pool_links  # several instances: the pool plugs in on top
-
-            links, first = pool_links(endpoint, placement=placement, failover_delay=failover_delay, connector=connector)
-        else:
-            first = connector(endpoint[0] if isinstance(endpoint, list | tuple) else endpoint)
-        self._connector: Connector = first
-        self._engine = _options.assemble(options, first, links)
+        self._engine, self._connector = _options.assemble(options, self.cookies)
         self._table = self._engine.table
         self._store = self._engine.persistence
 
@@ -238,7 +222,7 @@ class AcpClient:
 
     @property
     def state(self) -> ConnectionState:
-        """The current connection state (with several endpoints: of the links that hold
+        """The current connection state (of an endpoint group: of the links that hold
         sessions, ``connected`` when all of them are)."""
         return self._engine.state
 
@@ -270,19 +254,19 @@ class AcpClient:
 
     @property
     def connector(self) -> Connector:
-        """The connector (with several endpoints: the first instance's)."""
+        """The connector (of an endpoint group: the first instance's)."""
         return self._connector
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances of a pooled client, in the order given (empty for a single endpoint)."""
+        """The instances of an endpoint group, in the order given (empty for a single endpoint)."""
         return self._engine.links.endpoints
 
     async def locate(
         self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once (see
-        :func:`acp_client.pool.locate`): over this client's live link to an instance where it
+        ``docs/many-instances.md``): over this client's live link to an instance where it
         has one, else over a fresh link closed again. The first call also opens a link to every
         instance the client has none to (kept, like the links sessions use), so later calls cost
         one ``session/status`` round trip per instance, all at once. Nothing is loaded anywhere.
@@ -599,7 +583,7 @@ class SessionHandle:
 
     @property
     def endpoint(self) -> str | None:
-        """With several endpoints: the name of the instance the session lives on now (``None``
+        """Of an endpoint group: the name of the instance the session lives on now (``None``
         while a session restored from a store has not been found yet)."""
         return self._client._engine.links.endpoint_of(self._tracked)
 

@@ -47,7 +47,7 @@ import attrs
 from _common import Farm, environment, farm, fmt_ms, fmt_ratio, median, table
 
 from acp_client import AcpClient
-from acp_client.pool import Probe, locate
+from acp_client.pool import Pool, Probe, locate
 from acp_client.testing import inside
 
 #: Issue 22's targets per transport: the fan-out over 50 instances within this many times one probe, and
@@ -118,7 +118,7 @@ async def measure_client(urls: list[str], rounds: int, farm: Farm) -> Figures:
     expected = [Probe.ACTIVE] + [Probe.INACTIVE] * (len(urls) - 1)
     async with AcpClient(urls[0], retry=None, transport_options=options) as single:
         session = await single.new_session("/tmp/acp-bench")
-        async with AcpClient(urls, transport_options=options) as pooled:
+        async with AcpClient(Pool(urls), transport_options=options) as pooled:
             await pooled.locate(session.session_id, timeout=30)  # opens a link to every instance
             deadline = time.perf_counter() + _START_TIMEOUT
             links = inside(pooled).links  # the benchmark waits for the links it asked for

@@ -144,10 +144,12 @@ async def test_credentials_are_refreshed_exactly_once() -> None:
     clock = FakeClock()
     connector = AuthConnector(ReferenceAgent(clock=clock), refusals=0)
     refreshed: list[str] = []
+    useful = [True]
 
     def refresh() -> None:
-        refreshed.append("x")
-        connector.token = "fresh"
+        refreshed.append("x" if useful[0] else "y")
+        if useful[0]:
+            connector.token = "fresh"
 
     callbacks = Callbacks(refresh_credentials=refresh)
     client = AcpClient(connector, clock=clock, callbacks=callbacks, retry=RetryPolicy(jitter=False))
@@ -159,11 +161,7 @@ async def test_credentials_are_refreshed_exactly_once() -> None:
     assert client.state.state is State.CONNECTED and refreshed == ["x"]
     # Refused again even after a refresh: fatal at once.
     connector.token, connector.refusals = "stale", 5
-
-    def useless_refresh() -> None:
-        refreshed.append("y")
-
-    inside(client).supervisor._refresh_credentials = useless_refresh
+    useful[0] = False  # the next refresh gets no better credentials
     connector.drop()
     await clock.settle()
     await clock.advance(1.0)

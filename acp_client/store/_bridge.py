@@ -2,7 +2,7 @@
 
 A store is blocking I/O; the client must never run it on the event loop. :class:`StoreBridge`
 runs every call on one dedicated worker thread, so calls execute in the order the client issued
-them (two saves of one session can never land in the wrong order, as they could on a pool of
+them (two saves of one session can never land in the wrong order, as they could on several
 threads), and a write is not lost when the task that issued it is cancelled.
 
 Errors: :meth:`StoreBridge.load` raises (a client cannot start from a store it cannot read — the

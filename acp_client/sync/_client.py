@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from queue import Queue
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ..client import AcpClient, SessionHandle
@@ -29,8 +29,8 @@ from ..config import (
     check_seconds,
 )
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
+from ..group import EndpointGroup
 from ..handlers import ClientHandlers
-from ..location import Endpoint
 from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, SessionPage, State
 from ..store import SessionStore
@@ -43,9 +43,6 @@ from ._events import SyncEvent
 from ._extras import ClientExtras
 from ._loop import EventLoopThread, close_awaitable
 from ._session import SyncSessionHandle
-
-if TYPE_CHECKING:
-    from ..pool import PlacementFunction
 
 __all__ = ["SyncAcpClient", "Timeout"]
 
@@ -92,9 +89,8 @@ class SyncAcpClient(ClientExtras):
     See :mod:`acp_client.sync` for the threading, timeout and callback rules.
 
     Args:
-        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector; or
-            a list of them: several instances of one agent, with ``placement`` and
-            ``failover_delay``).
+        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, a connector, or
+            an endpoint group: several instances of one agent).
         callback_executor: Where callbacks run (``submit`` is called from the loop thread).
             Default: a private single-thread executor, shut down by :meth:`close`.
         event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
@@ -112,7 +108,7 @@ class SyncAcpClient(ClientExtras):
             (plain functions; a returned awaitable is not awaited).
         session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
             sessions of the endpoint are recovered by :meth:`connect`.
-        placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
+        protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
         clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
         max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
@@ -126,7 +122,7 @@ class SyncAcpClient(ClientExtras):
 
     def __init__(
         self,
-        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
+        endpoint: str | Connector | EndpointGroup,
         *,
         callbacks: Callbacks | None = None,
         callback_executor: concurrent.futures.Executor | None = None,
@@ -134,8 +130,6 @@ class SyncAcpClient(ClientExtras):
         default_timeout: float | None = None,
         answer_timeout: float | None = 60.0,
         handlers: ClientHandlers | None = None,
-        placement: str | PlacementFunction = "round_robin",
-        failover_delay: float = 10.0,
         protocol_version: int = 1,
         client_info: Implementation | None = None,
         retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - frozen value
@@ -184,8 +178,6 @@ class SyncAcpClient(ClientExtras):
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
             callbacks=self._bridge.loop_callbacks(),
-            placement=placement,
-            failover_delay=failover_delay,
             protocol_version=protocol_version,
             client_info=client_info,
             retry=retry,

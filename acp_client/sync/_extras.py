@@ -148,7 +148,7 @@ class ClientExtras:
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances of a pooled client, in the order given (empty for one endpoint)."""
+        """The instances of an endpoint group, in the order given (empty for one endpoint)."""
         return self._client.endpoints
 
     def locate(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.benchmarks.test_smoke import NUMBER, rows, run
+from ._run import NUMBER, rows, run
 
 
 def test_store_benchmark_measures_through_the_client() -> None:

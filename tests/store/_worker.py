@@ -2,8 +2,8 @@
 
 Modes:
 
-- ``write PATH NAME COUNT READY GO``: open the store, create READY, wait for GO, then write
-  (see :func:`expected_ids` for what ends up stored).
+- ``write PATH NAME COUNT READY``: open the store, create READY, wait for a line on stdin (the
+  go), then write (see :func:`expected_ids` for what ends up stored).
 - ``hold PATH SECONDS READY``: take the store's write lock with a raw ``sqlite3`` connection,
   write one row, create READY, hold the lock SECONDS, commit.
 """
@@ -29,11 +29,10 @@ def expected_ids(name: str, count: int) -> tuple[set[str], set[str]]:
     return first, second
 
 
-def write(path: str, name: str, count: int, ready: Path, go: Path) -> None:
+def write(path: str, name: str, count: int, ready: Path) -> None:
     store = SqliteSessionStore(path, busy_timeout=30.0)
     ready.touch()
-    while not go.exists():
-        time.sleep(0.005)
+    sys.stdin.readline()  # the go: every writer starts at once
     for i in range(count):
         session_id = f"{name}-{i}"
         store.save(
@@ -67,7 +66,7 @@ def hold(path: str, seconds: float, ready: Path) -> None:
         (EP, stamp, stamp, stamp),
     )
     ready.touch()
-    time.sleep(seconds)
+    time.sleep(seconds)  # the scenario: a lock held this long by another process
     conn.execute("COMMIT")
     conn.close()
 
@@ -75,7 +74,7 @@ def hold(path: str, seconds: float, ready: Path) -> None:
 def main(argv: list[str]) -> None:
     mode, path = argv[0], argv[1]
     if mode == "write":
-        write(path, argv[2], int(argv[3]), Path(argv[4]), Path(argv[5]))
+        write(path, argv[2], int(argv[3]), Path(argv[4]))
     elif mode == "hold":
         hold(path, float(argv[2]), Path(argv[3]))
     else:  # pragma: no cover

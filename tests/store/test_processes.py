@@ -13,6 +13,7 @@ import pytest
 
 from acp_client import SessionStoreBusy
 from acp_client.store import SCHEMA_VERSION, SqliteSessionStore, StoredSession
+from tests._support import eventually_blocking
 
 from ._worker import EP, EP2, expected_ids
 
@@ -27,6 +28,7 @@ def spawn(*args: str) -> subprocess.Popen[str]:
         [sys.executable, "-m", "tests.store._worker", *args],
         cwd=ROOT,
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -34,13 +36,13 @@ def spawn(*args: str) -> subprocess.Popen[str]:
 
 
 def wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
+    def ready() -> bool:
         if process.poll() is not None:
             _, err = process.communicate()
             pytest.fail(f"worker exited early ({process.returncode}): {err}")
-        assert time.monotonic() < deadline, "worker never got ready"
-        time.sleep(0.01)
+        return path.exists()
+
+    eventually_blocking(ready, timeout, what=f"the worker to create {path.name}")
 
 
 def finish(process: subprocess.Popen[str]) -> None:
@@ -52,13 +54,13 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with SqliteSessionStore(path) as store:
         store.save(StoredSession(endpoint=EP, session_id="shared", cwd="/shared"))
-    go = tmp_path / "go"
-    workers = {
-        name: spawn("write", str(path), name, str(COUNT), str(tmp_path / f"{name}.ready"), str(go)) for name in "ab"
-    }
+    workers = {name: spawn("write", str(path), name, str(COUNT), str(tmp_path / f"{name}.ready")) for name in "ab"}
     for name, process in workers.items():
         wait_for(tmp_path / f"{name}.ready", process)
-    go.touch()  # both start writing at the same moment
+    for process in workers.values():  # both start writing at the same moment
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
     for process in workers.values():
         finish(process)
 
