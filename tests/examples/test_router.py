@@ -111,7 +111,7 @@ async def test_chat_through_the_router_survives_an_instance_dying(
 ) -> None:
     a, b = instances.servers
     router, url = await start_router([a.ws_url, b.ws_url])
-    chat = await chat_script(url, ["hello", "/sleep 4", "after"])
+    chat = await chat_script(url, ["hello", "/wait-recovery", "after"])
     try:
         session = await chat.next_event("session")
         await chat.next_event("turn_end")

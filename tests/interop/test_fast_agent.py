@@ -25,6 +25,7 @@ import pytest_asyncio
 
 from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import MethodNotFound, SessionNotFound
+from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
@@ -223,6 +224,7 @@ async def test_killed_idle_keeps_every_turn_once(fast_agent: FastAgent, tmp_path
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert messages(handle.transcript)[-2:] == [("user", "after"), ("agent", "after")]
         assert [role for role, _ in messages(handle.transcript)] == ["user", "agent"] * 3
+        assert [m.status for m in handle.transcript.all_messages() if m.role == "user"] == [TurnStatus.COMPLETE] * 3
 
 
 async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(fast_agent: FastAgent, tmp_path: Path) -> None:
@@ -256,11 +258,14 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(fast_agent: F
         )
         assert messages(handle.transcript, "user") == [("user", "hello"), ("user", slow)], seen
         assert message_counts(handle.transcript.text())["agent: hello"] == 1, seen
+        statuses = [m.status for m in handle.transcript.all_messages() if m.role == "user"]
+        assert statuses == [TurnStatus.COMPLETE, TurnStatus.INTERRUPTED], seen
 
         # The next turn runs; fast-agent answers it by reporting the tool call the kill interrupted.
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert messages(handle.transcript, "user")[-1] == ("user", "after")
+        assert messages(handle.transcript, "user") == [("user", "hello"), ("user", slow), ("user", "after")]
         assert messages(handle.transcript)[-1] == ("agent", "**The user interrupted this tool call**")
+        assert message_counts(handle.transcript.text())["agent: hello"] == 1, seen
 
 
 async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(fast_agent: FastAgent, tmp_path: Path) -> None:
