@@ -88,7 +88,6 @@ from .types import (
     PromptResponse,
     Session,
     SessionConfigOption,
-    SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
     SetSessionConfigOptionRequest,
@@ -402,7 +401,7 @@ class Engine:
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
     async def status(self, session_id: str) -> Session:
-        """``session/status``, merged into the tracked record; -32002 is ``SessionStatus.UNKNOWN``."""
+        """``session/status``, merged into the tracked record; -32002 is ``Probe.UNKNOWN``."""
         self.require("session/status")
         table = self.table
         current = check_session_id(table.current_id(session_id))
@@ -415,7 +414,7 @@ class Engine:
         try:
             result = await self.call(table.get(current), "session/status", params, idempotent=True)
         except SessionNotFound:
-            return Session(session_id=current, status=SessionStatus.UNKNOWN)
+            return Session(session_id=current, status=Probe.UNKNOWN)
         record = Session.from_status(current, self.decode(SessionStatusResponse, result))
         tracked = table.get(current)
         if tracked is None:

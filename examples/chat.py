@@ -64,11 +64,11 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     ConnectionState,
+    Probe,
     PromptResult,
     RecoveryOutcome,
     RetryPolicy,
     SessionHandle,
-    SessionStatus,
     SqliteSessionStore,
     State,
     Timeouts,
@@ -434,7 +434,7 @@ class Chat:
             self.output.event("error", message=f"status: {exc}")
             return
         state = record.state.state if record.state is not None else None
-        status = record.status.value if isinstance(record.status, SessionStatus) else "unknown"
+        status = record.status.value if isinstance(record.status, Probe) else "unknown"
         self.output.event(
             "status",
             sessionId=record.session_id,

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.server import serve
 
-from acp_client import AcpClient, ClientHandlers, SessionStatus
+from acp_client import AcpClient, ClientHandlers, Probe
 from acp_client.exceptions import SessionNotFound
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
@@ -74,8 +74,8 @@ async def test_the_router_places_finds_and_relays(instances: Instances) -> None:
             assert len(asked) == 1
             assert "permission: selected" in "".join(updates), updates
             status = await editor.session_status(second.session_id)
-            assert status.status is SessionStatus.ACTIVE
-            assert (await editor.session_status("sess_nowhere")).status is SessionStatus.UNKNOWN
+            assert status.status is Probe.ACTIVE
+            assert (await editor.session_status("sess_nowhere")).status is Probe.UNKNOWN
         # Another editor asks for the session held by b: the router finds it there, never on a.
         async with AcpClient(url, retry=None) as other:
             loaded = await other.load_session(second.session_id, "/tmp")
