@@ -116,7 +116,7 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
             decoded = from_wire(SessionStatusResponse, result, protocol_version=version)
         except AcpError as exc:
             return answer(Probe.UNREACHABLE, error=exc)
-        return answer(Probe.of(decoded.status), raw_status=decoded.raw_status, state=decoded.state)
+        return answer(decoded.status, raw_status=decoded.raw_status, state=decoded.state)
 
     try:
         conn, init = await _open(endpoint, settings, link)

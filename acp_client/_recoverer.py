@@ -274,7 +274,7 @@ class Recoverer:
             logger.info("status probe for %s failed (%s): falling back", previous, exc)
             return Answer(Probe.UNREACHABLE)
         tracked.record = tracked.record.merge(Session.from_status(previous, status))
-        return Answer(Probe.of(status.status), status.raw_status, status.state)
+        return Answer(status.status, status.raw_status, status.state)
 
     async def recover_session(
         self,

@@ -16,11 +16,11 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     IncompatibleProtocolVersion,
+    Probe,
     RequestTimeout,
     RetryPolicy,
     SessionNotFound,
     SessionNotTracked,
-    SessionStatus,
     State,
     Timeouts,
     TurnInProgress,
@@ -258,9 +258,9 @@ async def test_status_list_fork_close() -> None:
         h.agent.list_page_size = 2
         ids = [(await h.client.new_session(f"/w{i}")).session_id for i in range(5)]
         status = await h.client.session_status(ids[0])
-        assert status.status is SessionStatus.ACTIVE and status.raw_status == "active"
+        assert status.status is Probe.ACTIVE and status.raw_status == "active"
         unknown = await h.client.session_status("sess_nope")
-        assert unknown.status is SessionStatus.UNKNOWN
+        assert unknown.status is Probe.UNKNOWN
         page = await h.client.list_sessions()
         assert len(page.sessions) == 2 and page.next_cursor
         everything = [s.session_id async for s in h.client.iter_sessions()]

@@ -13,15 +13,16 @@ import attrs
 
 from ..exceptions import ConfigurationError
 from .lifecycle import (
+    ANSWERED,
     ForegroundState,
     ForkSessionResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    Probe,
     ResumeSessionResponse,
     SessionConfigOption,
     SessionInfo,
     SessionModeState,
-    SessionStatus,
     SessionStatusResponse,
 )
 
@@ -175,7 +176,8 @@ class Session:
 
     Raises:
         ConfigurationError: (a ``ValueError``) On construction, when ``updated_at`` precedes
-            ``created_at`` or a time string is not a timestamp (:func:`parse_timestamp`).
+            ``created_at``, a time string is not a timestamp (:func:`parse_timestamp`), or
+            ``status`` is not an answer (``Probe.UNREACHABLE`` / ``NOT_PROBED``).
         TypeError: On construction, when a time is neither a datetime nor a string.
     """
 
@@ -184,7 +186,7 @@ class Session:
     title: str | None = None
     created_at: datetime | None = attrs.field(default=None, converter=_to_datetime)
     updated_at: datetime | None = attrs.field(default=None, converter=_to_datetime)
-    status: SessionStatus | None = None
+    status: Probe | None = None
     raw_status: str | None = None
     state: ForegroundState | None = None
     additional_directories: tuple[str, ...] | None = attrs.field(default=None, converter=_to_str_tuple)
@@ -202,6 +204,11 @@ class Session:
     meta: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        if self.status is not None and self.status not in ANSWERED:
+            raise ConfigurationError(
+                f"session {self.session_id}: a status is an answer (active, inactive or unknown), "
+                f"not {self.status.value}"
+            )
         created, updated = self.created_at, self.updated_at
         if created is not None and updated is not None and time_precedes(updated, created):
             raise ConfigurationError(
