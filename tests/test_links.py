@@ -13,9 +13,11 @@ from acp_client import (
     Callbacks,
     ClientClosed,
     ConnectionLost,
+    ConnectionState,
     QueueFull,
     QueueOptions,
     RecoveryPath,
+    RetryPolicy,
     SqliteSessionStore,
     State,
 )
@@ -247,3 +249,45 @@ async def test_every_link_has_the_crash_hook(flavour: str, where: str) -> None:
         cause = error.cause if isinstance(error, ConnectionLost) else error.__cause__
         assert isinstance(cause, Boom), error
         assert not session.turn_running
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_one_state_machine_with_real_numbers_when_a_link_gives_up(flavour: str) -> None:
+    """One state machine: while every instance is down, the client shows the link's own
+    ``reconnecting`` states (attempt and delay from the retry policy); when that link gives up,
+    one endpoint fails, and a pool is ``suspended`` with the failovers that found no instance as
+    the attempt and the time until the next as ``retry_in`` — never invented numbers — until an
+    instance takes the session. Every transition is legal."""
+    policy = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False, max_attempts=3, suspend_after=None)
+    async with Harness(pool=flavour == "pool", retry=policy) as h:
+        session = await h.client.new_session("/a")
+        for connector in (h.connector, h.other):
+            if connector is not None:
+                connector.refuse(None)
+        h.connector.drop()
+        await h.clock.advance(30.0)
+        reconnecting = [s for s in h.states if s.state is State.RECONNECTING]
+        assert [s.attempt for s in reconnecting] == [1, 2, 3]
+        assert [s.retry_in for s in reconnecting] == [policy.delay(n) for n in (1, 2, 3)]
+        if flavour == "single":
+            assert h.client.state.state is State.FAILED
+            assert_legal(h)
+            return
+        delay = 3600.0  # the harness pool's failover_delay
+        assert h.client.state == ConnectionState(State.SUSPENDED, attempt=1, retry_in=delay)
+        await h.clock.advance(delay)
+        assert h.client.state == ConnectionState(State.SUSPENDED, attempt=2, retry_in=delay)
+        assert h.other is not None
+        h.other.accept()  # b answers: the next failover moves the session there
+        await h.clock.advance(delay)
+        await h.until_connected()
+        assert session.endpoint == "b"
+        assert_legal(h)
+        shown = [(s.state, s.attempt) for s in h.states if s.state in (State.SUSPENDED, State.RECOVERING)]
+        assert shown == [
+            (State.RECOVERING, None),
+            (State.SUSPENDED, 1),
+            (State.RECOVERING, None),
+            (State.SUSPENDED, 2),
+            (State.RECOVERING, None),
+        ], shown
