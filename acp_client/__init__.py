@@ -99,7 +99,7 @@ from .transcript import (
 )
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
-from .types import Session, SessionStatus
+from .types import Session
 
 # A library's logger: records go wherever the app sends them, and nowhere (not to Python's
 # last-resort stderr handler) when it configures no logging. What the app must see reaches it
@@ -200,7 +200,6 @@ __all__ = [
     "SessionNotFound",
     "SessionNotTracked",
     "SessionPage",
-    "SessionStatus",
     "SessionStore",
     "SessionStoreBusy",
     "SessionStoreCorrupt",

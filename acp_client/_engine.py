@@ -88,7 +88,6 @@ from .types import (
     PromptResponse,
     Session,
     SessionConfigOption,
-    SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
     SetSessionConfigOptionRequest,
@@ -402,7 +401,7 @@ class Engine:
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
     async def status(self, session_id: str) -> Session:
-        """``session/status``, merged into the tracked record; -32002 is ``SessionStatus.UNKNOWN``."""
+        """``session/status``, merged into the tracked record; -32002 is ``Probe.UNKNOWN``."""
         self.require("session/status")
         table = self.table
         current = check_session_id(table.current_id(session_id))
@@ -415,7 +414,7 @@ class Engine:
         try:
             result = await self.call(table.get(current), "session/status", params, idempotent=True)
         except SessionNotFound:
-            return Session(session_id=current, status=SessionStatus.UNKNOWN)
+            return Session(session_id=current, status=Probe.UNKNOWN)
         record = Session.from_status(current, self.decode(SessionStatusResponse, result))
         tracked = table.get(current)
         if tracked is None:
@@ -570,22 +569,17 @@ class Engine:
         return outcome
 
     async def _recover_to_resend(self, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
-        """``turn``'s prompt was refused as "session not found" after a recovery: recover the
-        session again as unknown, so that the prompt can be sent once more on the session that
-        recovery brings back (returns its outcome; ``None``: nothing was done). A refusal is an
-        answer, so the agent never ran the prompt; still, this happens only if nothing at all was
-        heard of the turn (no update after the prompt went out) and it was not cancelled. The
-        prompt leaves the transcript before the recovery (the lost segment must not hold it) and
-        is recorded again when it is resent, or put back (to be marked failed) when it is not."""
-        if turn.heard or turn.cancel_sent or not tracked.recovered:
-            return None
-        if says_session_not_found(error, tracked.session_id) is None:
+        """``turn``'s prompt was refused as "session not found" after a recovery (so never run):
+        recover the session again as unknown, for the prompt to be sent once more there (returns
+        the outcome; ``None``: not done — something was heard of the turn, or it was cancelled).
+        The prompt leaves the transcript first (not in the lost segment), and is put back, to be
+        marked failed, when it is not resent."""
+        if turn.heard or turn.cancel_sent or not says_session_not_found(error, tracked.session_id):
             return None
         self.table.withdraw_prompt(tracked, turn)
         try:
             outcome = await self.lost_after_recovery(tracked, "session/prompt", error)
-        except (ConnectionLost, TransportError) as exc:  # the next reconnect recovers it; the refusal stands
-            logger.info("recovering %s after its prompt was refused failed: %s", tracked.session_id, exc)
+        except (ConnectionLost, TransportError):  # the next reconnect recovers it; the refusal stands
             outcome = None
         if outcome is None or outcome.path is RecoveryPath.ABANDON or tracked.abandoned:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)  # back, to be marked failed

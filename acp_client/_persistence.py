@@ -50,7 +50,6 @@ from .state import Probe, RecoveryOutcome, RecoveryPath
 from .store._bridge import StoreBridge
 from .store.base import StoredSession
 from .transcript import Transcript
-from .types import SessionStatus
 
 __all__ = ["Leases", "Persistence"]
 
@@ -201,7 +200,7 @@ class Persistence:
         now = _now()
         known = tracked.stored
         if known is not None and known.session_id == tracked.session_id:
-            record = attrs.evolve(known, status=SessionStatus.ACTIVE, updated_at=now, last_used_at=now)
+            record = attrs.evolve(known, status=Probe.ACTIVE, updated_at=now, last_used_at=now)
         else:
             version = self._version()
             record = StoredSession.from_mcp_servers(
@@ -212,7 +211,7 @@ class Persistence:
                 protocol_version=version,
                 additional_directories=tracked.additional_directories,
                 title=tracked.record.title,
-                status=SessionStatus.ACTIVE,
+                status=Probe.ACTIVE,
                 created_at=now,
             )
         self._save(tracked, record)
@@ -286,7 +285,7 @@ class Persistence:
                     session_id=tracked.session_id,
                     previous_session_ids=previous,
                     title=tracked.record.title,
-                    status=SessionStatus.ACTIVE,
+                    status=Probe.ACTIVE,
                     raw_status=None,
                     updated_at=now,
                 )
@@ -297,5 +296,5 @@ class Persistence:
             if outcome is None or outcome.path is RecoveryPath.ABANDON:
                 continue
             raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
-            if record.status is not SessionStatus.ACTIVE or record.raw_status != raw:
-                self._save(tracked, attrs.evolve(record, status=SessionStatus.ACTIVE, raw_status=raw, updated_at=now))
+            if record.status is not Probe.ACTIVE or record.raw_status != raw:
+                self._save(tracked, attrs.evolve(record, status=Probe.ACTIVE, raw_status=raw, updated_at=now))

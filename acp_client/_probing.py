@@ -116,7 +116,7 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
             decoded = from_wire(SessionStatusResponse, result, protocol_version=version)
         except AcpError as exc:
             return answer(Probe.UNREACHABLE, error=exc)
-        return answer(Probe.of(decoded.status), raw_status=decoded.raw_status, state=decoded.state)
+        return answer(decoded.status, raw_status=decoded.raw_status, state=decoded.state)
 
     try:
         conn, init = await _open(endpoint, settings, link)
@@ -129,7 +129,10 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
     except AcpError as exc:
         logger.debug("locate: %s gave no usable answer: %s", endpoint, exc)
         return tuple(answer(Probe.UNREACHABLE, error=exc) for _ in settings.session_ids)
-    return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in settings.session_ids)))
+    ids = settings.session_ids
+    if len(ids) == 1:  # the common case (one session located): no task of its own
+        return (await status(conn, ids[0], version),)
+    return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in ids)))
 
 
 async def _in_time(settings: Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:

@@ -512,7 +512,7 @@ class AcpClient:
         """``session/status``: is the session in the agent's memory, stored, or unknown?
 
         An unknown session (-32002) comes back as a :class:`Session` whose ``status`` is
-        ``SessionStatus.UNKNOWN``. Retried transparently on a drop (it has no side effects).
+        ``Probe.UNKNOWN``. Retried transparently on a drop (it has no side effects).
 
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.

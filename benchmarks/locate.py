@@ -1,6 +1,7 @@
 """The fan-out probe: ``locate()`` over 50 instances next to one probe.
 
     python benchmarks/locate.py [--quick] [--instances N] [--rounds R] [--latency MS,MS,...]
+        [--transport all|websocket|http]
 
 ``acp_client.pool.locate(session_id, endpoints)`` connects to every instance, initializes, asks
 ``session/status`` and closes, all instances concurrently. The instances are reference agents in
@@ -173,6 +174,7 @@ def main() -> int:
     parser.add_argument(
         "--latency", default=None, metavar="MS,...", help="one-way delays in ms (default 0,5,25,50; --quick: 0,25)"
     )
+    parser.add_argument("--transport", choices=("all", "websocket", "http"), default="all")
     args = parser.parse_args()
     rounds = args.rounds or (3 if args.quick else 15)
     latencies = [float(v) for v in (args.latency or ("0,25" if args.quick else "0,5,25,50")).split(",")]
@@ -181,6 +183,8 @@ def main() -> int:
     for latency in latencies:
         with farm(args.instances, latency) as instances:
             for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
+                if args.transport not in ("all", name.lower()):
+                    continue
                 urls = [f"{scheme}://127.0.0.1:{port}/acp" for port in instances.ports]
                 figures = asyncio.run(measure_client(urls, rounds, instances))
                 client_rows.append(row(f"{name} client", latency, figures, args.instances))

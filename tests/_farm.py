@@ -85,7 +85,7 @@ class Farm:
             return
         self.attaches.append((name, session_id))
         for other, agent in self.agents.items():
-            reachable = not self.connectors[other]._refusing
+            reachable = not self.connectors[other].refusing
             snapshot = agent.sessions.get(session_id)
             if other != name and reachable and snapshot is not None and snapshot.in_memory:
                 self.violations.append(f"attach {session_id} on {name} while in memory on {other}")

@@ -81,7 +81,11 @@ class HarnessConnector(RecordingConnector):
 
 
 class Harness:
-    """One client + agent + clock, recording everything the client reports."""
+    """One client + agent + clock, recording everything the client reports.
+
+    With ``pool``, the client faces two instances, ``a`` (this agent) and ``b`` (``other``);
+    ``placement`` says where new sessions go (all on ``a`` by default).
+    """
 
     def __init__(
         self,
@@ -90,6 +94,7 @@ class Harness:
         retry: RetryPolicy | None = FAST_RETRY,
         client_kwargs: dict[str, Any] | None = None,
         pool: bool = False,
+        placement: Any = first_candidate,
         **agent_kwargs: Any,
     ) -> None:
         self.clock = FakeClock()
@@ -106,7 +111,7 @@ class Harness:
         self.log: list[str] = []
         self._connected = asyncio.Event()
         callbacks = Callbacks(
-            on_state_change=self._state,
+            on_state_change=self.record_state,
             on_update=self.updates.append,
             on_resume=self._outcome,
             on_replay=self._outcome,
@@ -126,10 +131,11 @@ class Harness:
         else:
             endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
             # A test of a home's own recovery: no failover.
-            pool = Pool(endpoints, placement=first_candidate, failover_delay=3600.0)
+            pool = Pool(endpoints, placement=placement, failover_delay=3600.0)
             self.client = AcpClient(pool, **kwargs)
 
-    def _state(self, state: ConnectionState) -> None:
+    def record_state(self, state: ConnectionState) -> None:
+        """What the harness does with each state the client reports (a test's own callback may call it)."""
         self.states.append(state)
         self.log.append(f"state:{state.state.value}")
         if state.state is State.CONNECTED:

@@ -23,7 +23,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "acp_client"
 #: Where the word "pool" means something else, and why.
 OTHER_POOLS = {
     "transports": "the HTTP libraries' connection pools",
-    "store/base.py": "store.pool_key(), the public key format a group's sessions are filed under",
+    "store": "psycopg's connection pools, and store.pool_key() (the key a group's sessions are filed under)",
+    "_version.py": "the psycopg-pool package of the postgres extra",
 }
 
 

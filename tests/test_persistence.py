@@ -25,7 +25,6 @@ from acp_client import (
     endpoint_key,
 )
 from acp_client.testing import ReferenceAgent, inside
-from acp_client.types import SessionStatus
 
 from ._harness import HarnessConnector
 from ._support import eventually
@@ -36,7 +35,7 @@ async def test_sessions_are_saved_as_created_and_used(world: World) -> None:
     ids = await world.first_run(2)
     stored = world.stored()
     assert set(stored) == set(ids)
-    assert stored[ids[0]].cwd == "/work/p0" and stored[ids[0]].status is SessionStatus.ACTIVE
+    assert stored[ids[0]].cwd == "/work/p0" and stored[ids[0]].status is Probe.ACTIVE
     # Most recently prompted first; each turn left its transcript tail.
     assert [record.session_id for record in world.store.load(KEY)] == [ids[1], ids[0]]
     stored = tuple(

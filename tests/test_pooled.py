@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from acp_client import AcpClient, Callbacks, RecoveryOutcome, RecoveryPath, State
 from acp_client.exceptions import ConnectError
 from acp_client.pool import Endpoint, Pool, Probe
+from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, pooled
 from tests._harness import FAST_RETRY
@@ -348,3 +349,34 @@ async def test_a_home_that_drops_again_while_recovering_still_fails_over(farm: F
         assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "b")
         assert farm.connectors["a"].connects > 2  # it did come back, more than once
     recorder.check_states()
+
+
+async def test_the_client_follows_the_link_it_shows_back_instead_of_jumping(farm: Farm) -> None:
+    """One state machine: a link the client shows as ``reconnecting`` keeps mattering when its
+    last session is forgotten, so the client follows that link's own sequence back
+    (``reconnecting → recovering → connected``) instead of jumping to ``connected`` through an
+    invented ``recovering``."""
+
+    def last(candidates: Sequence[Endpoint], sessions: Mapping[Endpoint, int]) -> Endpoint:
+        return candidates[-1]
+
+    recorder = Recorder()
+    async with pooled(farm, recorder, placement=last, failover_delay=3600.0) as client:
+        handle = await client.new_session("/tmp")
+        assert handle.endpoint == "c"
+        farm.connectors["c"].refuse(None)
+        farm.connectors["c"].drop()
+        await farm.clock.advance(5.0)
+        assert client.state.state is State.RECONNECTING
+        client.forget_session(handle.session_id)
+        await farm.clock.advance(1.0)
+        assert client.state.state is State.RECONNECTING  # c is still down: not "connected" yet
+        farm.connectors["c"].accept()
+        await farm.clock.advance(60.0)
+        assert client.state.state is State.CONNECTED
+    after = [state.state for state in recorder.states]
+    dropped = after.index(State.RECONNECTING)
+    tail = [s for s in after[dropped:] if s is not State.RECONNECTING]
+    assert tail[:2] == [State.RECOVERING, State.CONNECTED], after
+    for old, new in itertools.pairwise(after):
+        assert new in LEGAL_TRANSITIONS[old], (old, new)

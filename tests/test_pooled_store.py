@@ -181,7 +181,7 @@ async def test_restored_sessions_are_never_attached_on_two_instances(
                 ids = [h.session_id for h in first.sessions]
             for fault, name in between:
                 await apply_fault(farm, None, handles, fault, name)
-            if all(c._refusing for c in farm.connectors.values()):
+            if all(c.refusing for c in farm.connectors.values()):
                 farm.connectors["a"].accept()  # one instance answers: the next process can start
             recorder = Recorder()
             async with client(farm, recorder, store) as second:

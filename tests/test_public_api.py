@@ -90,7 +90,6 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionHandle",
         "SessionNotFound",
         "SessionPage",
-        "SessionStatus",
         "SessionStore",
         "SessionStoreBusy",
         "SessionStoreCorrupt",

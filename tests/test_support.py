@@ -4,6 +4,8 @@ that they stay kept: no fixed sleep as synchronization, no test module importing
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,9 +49,14 @@ ALLOWED_SLEEPS = {
 }
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def _sleeps(path: Path) -> Iterator[tuple[str, int, str]]:
     """``(enclosing function, line, call)`` for every real sleep of a non-zero time in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = _tree(path)
     imported = {
         alias.asname or alias.name
         for node in ast.walk(tree)
@@ -119,7 +126,7 @@ def test_the_scan_sees_every_spelling_of_a_sleep(tmp_path: Path) -> None:
 
 def _imported_modules(path: Path) -> Iterator[str]:
     package = path.relative_to(ROOT).with_suffix("").parts[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -144,3 +151,22 @@ async def test_eventually_polls_as_often_as_asked() -> None:
     assert await eventually(lambda: calls.append(1) or len(calls) >= 3, every=0.001) is True
     with pytest.raises(AssertionError, match="waiting for the thing; seen 2"):
         await eventually(lambda: False, 0.01, every=0.001, what=lambda: f"the thing; seen {len(calls) - 1}")
+
+
+#: A client's privates: what ``acp_client.testing.inside`` is for (and what it offers: ``crash`` for a bug).
+_REACH_IN = re.compile(
+    r"\bclient\._[a-z]"  # client._engine, h.client._table, ...
+    r"|(?<!acp_client)(?<!pool)\._(engine|supervisor|table|links)\b"  # (not a module: acp_client._links)
+    r"|inside\([^()]*\)(\.\w+)*\._[a-z]"  # inside(client).supervisor._crashed
+)
+
+
+def test_no_test_reaches_into_a_client() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _suite()
+        if path.name != "test_support.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _REACH_IN.search(line)
+    ]
+    assert not found, "use acp_client.testing.inside(client), or give it the seam you need:\n" + "\n".join(found)

@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..exceptions import ConfigurationError
-from ..types.lifecycle import McpServer, SessionStatus
+from ..types.lifecycle import ANSWERED, McpServer, Probe
 from ..types.session import Session
 
 __all__ = [
@@ -173,8 +173,14 @@ def _non_empty(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> No
         raise ConfigurationError(f"StoredSession.{attribute.name} must be a non-empty string, got {value!r}")
 
 
-def _status(value: SessionStatus | str | None) -> SessionStatus | None:
-    return None if value is None else SessionStatus(value)
+def _status(value: Probe | str | None) -> Probe | None:
+    """A stored record's status: an answer an instance can give (never ``unreachable``)."""
+    if value is None:
+        return None
+    status = Probe(value)
+    if status not in ANSWERED:
+        raise ValueError(f"a session's status is active, inactive or unknown, not {status.value!r}")
+    return status
 
 
 def _created(record: StoredSession) -> datetime:
@@ -287,7 +293,7 @@ class StoredSession:
     model_id: str | None = None
     config_options: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
     title: str | None = None
-    status: SessionStatus | None = attrs.field(default=None, converter=_status)
+    status: Probe | None = attrs.field(default=None, converter=_status)
     raw_status: str | None = None
     created_at: datetime = attrs.field(default=None, converter=as_utc)
     updated_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)

@@ -26,101 +26,65 @@ Why it is safe to share:
   schema is migrated in one transaction, under an advisory lock (two processes opening one new
   database at once initialize it once).
 
+**Ownership** (:class:`~acp_client.store.base.SharedSessionStore`, schema version 2): each record
+carries a lease (owner, fencing token, expiry). A claim, a renewal, a release and ``save_owned``
+are each one statement; a fenced write is one statement whose ``WHERE`` names the lease it
+expects (or, for ``rename``, a transaction holding the row's lock), so no read-then-write race
+exists: two clients claiming one session at once, the second's statement waits for the first's
+row and finds it taken. Lease time is the **database server's clock** (``statement_timestamp()``)
+unless a call passes ``now=``, so replicas on several hosts agree on it.
+
 ``path`` (in every error and ``repr``) is the DSN with any password masked, and the schema.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-import math
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._version import install_hint
+from .._checks import check_seconds
 from ..exceptions import (
     ConfigurationError,
-    SessionStoreBusy,
     SessionStoreCorrupt,
-    SessionStoreDriverMissing,
     SessionStoreError,
-    SessionStoreForeign,
-    SessionStoreReadOnly,
-    SessionStoreTooNew,
-    SessionStoreUnavailable,
+    SessionStoreFenced,
 )
 from . import _pg_schema as schema_module
-from ._pg_schema import APPLICATION_ID, FORMAT, Migration, Tables, meta_version, redact_dsn
-from .base import DEFAULT_TRANSCRIPT_TAIL_BYTES, StoredSession, as_utc, bound_conversation
+from ._pg_link import PgLink
+from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
+from .base import (
+    DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    Fence,
+    Lease,
+    StoredSession,
+    as_utc,
+    bound_conversation,
+    check_owner,
+)
 
 if TYPE_CHECKING:
     import psycopg
-    import psycopg_pool
 
 __all__ = ["PostgresSessionStore"]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-_COLUMNS: Final = (
-    "endpoint",
-    "session_id",
-    "cwd",
-    "mcp_servers",
-    "additional_directories",
-    "protocol_version",
-    "mode_id",
-    "model_id",
-    "config_options",
-    "title",
-    "status",
-    "raw_status",
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "previous_session_ids",
-    "extra",
-)
-_JSON_COLUMNS: Final = frozenset(
-    {"mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra"}
-)
-
-# SQLSTATEs: a conflict that rolled the transaction back (safe to run again), and refusals to write.
-_RETRY_STATES: Final = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
-_READ_ONLY_STATES: Final = frozenset({"42501", "25006"})  # insufficient_privilege, read_only_sql_transaction
-_BUSY_STATES: Final = frozenset({"55P03", "57014"})  # lock_not_available, query_canceled (statement_timeout)
-_MISSING_STATES: Final = frozenset({"42P01", "42703", "3F000"})  # undefined table / column / schema
-_RETRY_PAUSE: Final = (0.05, 1.0)  # first and longest pause between attempts, seconds
-
 
 def _dump(value: Any, what: str) -> str:
-    import json
-
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
 
 
-def _import_driver(path: str) -> tuple[Any, Any]:
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise SessionStoreDriverMissing(
-            f"PostgresSessionStore needs psycopg 3 and psycopg-pool: {install_hint('postgres')}", path=path
-        ) from exc
-    return psycopg, psycopg_pool
-
-
 class PostgresSessionStore:
-    """A :class:`~acp_client.store.base.SessionStore` in a PostgreSQL database (see the module docstring).
+    """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
     Args:
         dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
@@ -169,234 +133,54 @@ class PostgresSessionStore:
             raise ConfigurationError("max_transcript_bytes must not be negative")
         self._tables = Tables(schema)
         self._path = f"{redact_dsn(dsn)} (schema {self._tables.schema})"
-        self._psycopg, pool_module = _import_driver(self._path)
-        self._pool_timeout_error: type[Exception] = pool_module.PoolTimeout
-        self._pool_closed_error: type[Exception] = pool_module.PoolClosed
-        self._connect_timeout = float(connect_timeout)
-        self._reconnect_timeout = float(reconnect_timeout)
-        self._max_transcript_bytes = max_transcript_bytes
-        self._statements = _Statements(self._tables)
-        self._lock = threading.Lock()
-        kwargs = self._connection_options(dsn)
-        self._dsn, self._options = dsn, kwargs
-        with self._errors("open"):
-            first = self._psycopg.connect(dsn, **kwargs)
-        try:
-            self._schema_version = self._open(first, create=create)
-        finally:
-            first.close()
-        self._pool: psycopg_pool.ConnectionPool[Any] | None = pool_module.ConnectionPool(
+        self._link = PgLink(
             dsn,
-            kwargs=kwargs,
-            min_size=1,
-            max_size=pool_size,
-            open=False,
-            timeout=self._connect_timeout,
-            reconnect_timeout=max(self._reconnect_timeout, self._connect_timeout),
-            num_workers=1,
+            self._path,
+            pool_size=pool_size,
+            connect_timeout=float(connect_timeout),
+            reconnect_timeout=float(reconnect_timeout),
             name=f"acp_client-store-{self._tables.schema}",
         )
-        self._pool.open(wait=False)
-
-    def _connection_options(self, dsn: str) -> dict[str, Any]:
+        self._max_transcript_bytes = max_transcript_bytes
+        self._sql = Statements(self._tables)
+        first = self._link.connect()
         try:
-            given = self._psycopg.conninfo.conninfo_to_dict(dsn)
-        except self._psycopg.ProgrammingError as exc:
-            raise ConfigurationError(f"not a PostgreSQL DSN: {redact_dsn(dsn)} ({exc})") from exc
-        options: dict[str, Any] = {"autocommit": True}
-        if "connect_timeout" not in given:
-            options["connect_timeout"] = max(2, math.ceil(self._connect_timeout))
-        if "application_name" not in given:
-            options["fallback_application_name"] = "acp_client session store"
-        return options
-
-    # -- opening --------------------------------------------------------------------------------
-
-    def _open(self, conn: psycopg.Connection[Any], *, create: bool) -> int:
-        """Identify the schema; initialize or migrate it when it is ours or empty (reads only otherwise)."""
-        with self._errors("open"):
-            version, needs_work = self._identify(conn)
-            if not needs_work:
-                return version
-            if version == 0 and not create:
-                raise SessionStoreError(f"session store {self._path} does not exist (create=False)", path=self._path)
-            with conn.transaction():
-                # One initializer at a time per schema; the others find its work when they get the lock.
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{FORMAT}:{self._tables.schema}",))
-                version, needs_work = self._identify(conn)
-                if needs_work:
-                    with conn.cursor() as cur:
-                        for step in range(version, len(self._migrations)):
-                            self._migrations[step](cur, self._tables)
-                        version = len(self._migrations)
-                        cur.execute(
-                            f"UPDATE {self._tables.meta} SET value = %s WHERE key = 'schema_version'", (str(version),)
-                        )
-            return version
-
-    def _identify(self, conn: psycopg.Connection[Any]) -> tuple[int, bool]:
-        """``(schema version, needs initializing or migrating)``; raises for a schema not ours."""
-        t = self._tables
-        names = {
-            row[0]
-            for row in conn.execute(
-                "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s",
-                (t.schema,),
-            )
-        }
-        if not names:
-            return 0, True  # missing or empty: ours to initialize
-        where = f"schema {t.schema!r} of {self._path}"
-        if "store_meta" not in names:
-            raise SessionStoreForeign(
-                f"{where} holds tables of another application, not a session store (left untouched): "
-                "give the store a schema of its own (schema=...)",
-                path=self._path,
-            )
-        try:
-            with conn.transaction():
-                meta = dict(conn.execute(f"SELECT key::text, value::text FROM {t.meta}").fetchall())
-        except self._psycopg.Error as exc:
-            raise SessionStoreForeign(
-                f"{where}: its store_meta table is not ours ({exc}) (left untouched)", path=self._path
-            ) from exc
-        if meta.get("format") != FORMAT or meta.get("application_id") != str(APPLICATION_ID):
-            raise SessionStoreForeign(
-                f"{where} holds another application's store_meta, not a session store (left untouched)",
-                path=self._path,
-            )
-        version = meta_version(meta, "schema_version")
-        if version is None or version < 1 or not {"sessions", "transcripts"} <= names:
-            raise SessionStoreCorrupt(
-                f"session store {where} is damaged: its tables or its schema version are missing", path=self._path
-            )
-        supported = len(self._migrations)
-        if version > supported:
-            compatible = meta_version(meta, "compatible_version") or version
-            if compatible > supported:
-                raise SessionStoreTooNew(
-                    f"session store {where} has schema version {version} (needs a reader of version {compatible} "
-                    f"or later); this acp_client supports up to {supported}: upgrade acp_client",
-                    path=self._path,
-                    version=version,
-                    supported=supported,
+            with self._link.errors("open"):
+                self._schema_version = open_schema(
+                    first,
+                    self._tables,
+                    self._path,
+                    self._migrations,
+                    create=create,
+                    driver_error=self._link.psycopg.Error,
                 )
-        return version, version < supported
+        finally:
+            first.close()
+        self._link.open_pool()
 
-    # -- plumbing -------------------------------------------------------------------------------
-
-    def _mapped(self, action: str, exc: Exception) -> SessionStoreError:
-        """A psycopg error as the store's error (a lost connection is handled by :meth:`_run`)."""
-        state = getattr(exc, "sqlstate", None) or ""
-        text = str(exc).strip() or type(exc).__name__
-        where = f"session store {self._path}: {action} failed: {text}"
-        if state in _READ_ONLY_STATES:
-            return SessionStoreReadOnly(where + " (this role may not write the store)", path=self._path)
-        if state in _BUSY_STATES or state in _RETRY_STATES:
-            return SessionStoreBusy(where, path=self._path)
-        if state in _MISSING_STATES:
-            return SessionStoreCorrupt(where + " (the store's tables were changed or dropped)", path=self._path)
-        if state == "22P05":  # untranslatable_character: jsonb holds no NUL character
-            return SessionStoreError(where + " (jsonb cannot hold a NUL character)", path=self._path)
-        if isinstance(exc, self._psycopg.OperationalError) and not state:
-            return SessionStoreUnavailable(
-                f"session store {self._path}: cannot reach the database: {text}", path=self._path
-            )
-        return SessionStoreError(where, path=self._path)
-
-    @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except SessionStoreError:
-            raise
-        except self._psycopg.Error as exc:
-            raise self._mapped(action, exc) from exc
-
-    def _run(self, action: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost.
-
-        ``work`` must be safe to run twice (every call of this store is: idempotent statements, or
-        one transaction that a lost connection rolled back or that a repeat recognizes as done).
-
-        Raises:
-            SessionStoreUnavailable: No connection could be had, or kept, for ``reconnect_timeout``.
-        """
-        deadline: float | None = None
-        pause = _RETRY_PAUSE[0]
-        while True:
-            pool = self._pool
-            if pool is None:
-                raise SessionStoreError(f"session store {self._path} is closed", path=self._path)
-            timeout = (
-                self._connect_timeout
-                if deadline is None
-                else max(0.05, min(self._connect_timeout, deadline - time.monotonic()))
-            )
-            try:
-                with pool.connection(timeout=timeout) as conn:
-                    try:
-                        return work(conn)
-                    except self._psycopg.Error as exc:
-                        if not (conn.broken or conn.closed or getattr(exc, "sqlstate", None) in _RETRY_STATES):
-                            raise self._mapped(action, exc) from exc
-                        failure: Exception = exc
-            except self._pool_closed_error as exc:
-                raise SessionStoreError(f"session store {self._path} is closed", path=self._path) from exc
-            except self._pool_timeout_error as exc:
-                failure = exc
-            except self._psycopg.OperationalError as exc:  # the connection broke while the pool checked it
-                failure = exc
-            now = time.monotonic()
-            if deadline is None:
-                deadline = now + self._reconnect_timeout
-                logger.info("session store %s: %s lost its connection (%s); trying again", self._path, action, failure)
-                with contextlib.suppress(Exception):
-                    pool.check()  # the other idle connections died with it: drop them now
-            if now >= deadline:
-                raise SessionStoreUnavailable(
-                    f"session store {self._path}: {action} failed: the database could not be reached for "
-                    f"{self._reconnect_timeout:g}s ({self._why(failure)}); nothing was written, or the outcome "
-                    "is unknown",
-                    path=self._path,
-                ) from failure
-            time.sleep(min(pause, max(0.0, deadline - now)))
-            pause = min(pause * 2, _RETRY_PAUSE[1])
-
-    def _why(self, failure: Exception) -> str:
-        """Why no connection could be had: the pool only says it timed out, so ask the server once."""
-        if not isinstance(failure, self._pool_timeout_error):
-            return str(failure).strip()
-        try:
-            self._psycopg.connect(self._dsn, **{**self._options, "connect_timeout": 2}).close()
-        except self._psycopg.Error as exc:
-            return str(exc).strip().splitlines()[0]
-        return str(failure).strip()
-
-    def _row(self, session: StoredSession) -> tuple[Any, ...]:
-        return (
-            session.endpoint,
-            session.session_id,
-            session.cwd,
-            _dump(list(session.mcp_servers), "mcp_servers"),
-            _dump(list(session.additional_directories), "additional_directories"),
-            session.protocol_version,
-            session.mode_id,
-            session.model_id,
-            _dump(session.config_options, "config_options"),
-            session.title,
-            None if session.status is None else session.status.value,
-            session.raw_status,
-            session.created_at,
-            session.updated_at,
-            session.last_used_at,
-            _dump(list(session.previous_session_ids), "previous_session_ids"),
-            _dump(session.extra, "extra"),
-        )
+    def _row(self, session: StoredSession) -> dict[str, Any]:
+        return {
+            "endpoint": session.endpoint,
+            "session_id": session.session_id,
+            "cwd": session.cwd,
+            "mcp_servers": _dump(list(session.mcp_servers), "mcp_servers"),
+            "additional_directories": _dump(list(session.additional_directories), "additional_directories"),
+            "protocol_version": session.protocol_version,
+            "mode_id": session.mode_id,
+            "model_id": session.model_id,
+            "config_options": _dump(session.config_options, "config_options"),
+            "title": session.title,
+            "status": None if session.status is None else session.status.value,
+            "raw_status": session.raw_status,
+            "created_at": session.created_at,
+            "updated_at": session.updated_at,
+            "last_used_at": session.last_used_at,
+            "previous_session_ids": _dump(list(session.previous_session_ids), "previous_session_ids"),
+            "extra": _dump(session.extra, "extra"),
+        }
 
     def _decode(self, row: Sequence[Any]) -> StoredSession:
-        """One row as a record.
+        """One row (the record's columns, then its lease's) as a record.
 
         Raises:
             SessionStoreCorrupt: The row's values are damaged.
@@ -420,23 +204,15 @@ class PostgresSessionStore:
                 last_used_at=as_utc(row[14]),
                 previous_session_ids=row[15],
                 extra=row[16],
+                lease=_lease(row[1], row[17], row[18], row[19]),
             )
         except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
             raise SessionStoreCorrupt(
                 f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
             ) from exc
 
-    # -- the SessionStore protocol --------------------------------------------------------------
-
-    def load(self, endpoint: str) -> list[StoredSession]:
-        """Every session stored for ``endpoint``, most recently used first (a damaged record is
-        skipped and logged as a warning).
-
-        Raises:
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
-        rows = self._run("load", lambda conn: conn.execute(self._statements.load, (endpoint,)).fetchall())
+    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
+        """Rows as records; a damaged one is skipped (logged as a warning)."""
         sessions = []
         for row in rows:
             try:
@@ -444,6 +220,27 @@ class PostgresSessionStore:
             except SessionStoreCorrupt as exc:
                 logger.warning("skipping a stored session: %s", exc)
         return sessions
+
+    def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run one statement (again on a fresh connection if its connection was lost); its rows."""
+
+        def work(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else [()] * max(cursor.rowcount, 0)
+
+        return self._link.run(action, work)
+
+    # -- the SessionStore protocol --------------------------------------------------------------
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        """Every session stored for ``endpoint``, most recently used first, each with its lease (a
+        damaged record is skipped and logged as a warning).
+
+        Raises:
+            SessionStoreUnavailable: The database cannot be reached.
+            SessionStoreError: The store cannot be read.
+        """
+        return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
         """One stored session, or ``None``.
@@ -453,41 +250,79 @@ class PostgresSessionStore:
             SessionStoreUnavailable: The database cannot be reached.
             SessionStoreError: The store cannot be read.
         """
-        row = self._run("get", lambda conn: conn.execute(self._statements.get, (endpoint, session_id)).fetchone())
-        return None if row is None else self._decode(row)
+        rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
+        return self._decode(rows[0]) if rows else None
 
-    def save(self, session: StoredSession) -> None:
-        """Insert or replace ``session`` in one statement (its conversation is kept).
+    def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
+        """Insert or replace ``session`` in one statement (its conversation and lease are kept).
+        With ``fence``: only while the session is stored under that lease.
 
         Raises:
             ConfigurationError: A JSON field is not JSON-serializable (nothing written).
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
         row = self._row(session)
-        self._run("save", lambda conn: conn.execute(self._statements.upsert, row))
+        if fence is None:
+            self._query("save", self._sql.upsert, row)
+        elif not self._query("save", self._sql.update_fenced, {**row, **_fence(fence)}):
+            raise self._refused(session.endpoint, session.session_id, fence)
 
-    def delete(self, endpoint: str, session_id: str) -> bool:
+    def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
         """Remove one session and its conversation; ``True`` when it was stored (a delete repeated
-        after a lost connection may say ``False`` for a record its first attempt removed).
+        after a lost connection may say ``False`` for a record its first attempt removed). With
+        ``fence``: only while the session is stored under that lease.
 
         Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
-        cursor = self._run("delete", lambda conn: conn.execute(self._statements.delete, (endpoint, session_id)))
-        return cursor.rowcount > 0
+        statements = (self._sql.delete, self._sql.delete_fenced)
+        return self._write("delete", statements, endpoint, session_id, fence=fence)
+
+    def _write(
+        self,
+        action: str,
+        statements: tuple[str, str],
+        endpoint: str,
+        session_id: str,
+        *,
+        fence: Fence | None,
+        params: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """One statement on one stored session; ``True`` when it applied. With ``fence``: the fenced
+        statement, and a session stored under another lease raises (one that is not stored: ``False``)."""
+        sql, fenced_sql = statements
+        key = {"endpoint": endpoint, "session_id": session_id, **(params or {})}
+        if fence is None:
+            return bool(self._query(action, sql, key))
+        if self._query(action, fenced_sql, {**key, **_fence(fence)}):
+            return True
+        held = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
+        if not held:
+            return False  # not stored: answered as for any session that is not
+        raise self._refused(endpoint, session_id, fence, _lease(*held[0]))
 
     def rename(
-        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime | None = None
+        self,
+        endpoint: str,
+        old_session_id: str,
+        new_session_id: str,
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
     ) -> StoredSession | None:
-        """Move a session to a new id in one transaction (see :meth:`SessionStore.rename`).
+        """Move a session, its conversation and its lease to a new id in one transaction (see
+        :meth:`SessionStore.rename`). With ``fence``: only while the session is stored under that lease.
 
         Repeated after a lost connection, a rename its first attempt made is recognized (the new
         id's record has the old id last in ``previous_session_ids``) and returned, not redone.
 
         Raises:
             ConfigurationError: ``new_session_id`` is empty.
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
@@ -500,73 +335,76 @@ class PostgresSessionStore:
             nonlocal attempts
             attempts += 1
             with conn.transaction():
-                row = conn.execute(self._statements.get_for_update, (endpoint, old_session_id)).fetchone()
+                row = conn.execute(
+                    self._sql.get_for_update, {"endpoint": endpoint, "session_id": old_session_id}
+                ).fetchone()
                 if row is None:
                     if attempts > 1:  # the first attempt may have committed before its answer was lost
-                        done = conn.execute(self._statements.get, (endpoint, new_session_id)).fetchone()
-                        if done is not None:
-                            record = self._decode(done)
-                            if record.previous_session_ids[-1:] == (old_session_id,):
-                                return record
+                        done = conn.execute(self._sql.get, {"endpoint": endpoint, "session_id": new_session_id})
+                        found = done.fetchone()
+                        if found is not None and self._decode(found).previous_session_ids[-1:] == (old_session_id,):
+                            return self._decode(found)
                     return None
                 old = self._decode(row)
+                if fence is not None and (old.lease is None or old.lease.fence != fence):
+                    raise self._refused(endpoint, old_session_id, fence, old.lease)
                 if new_session_id == old_session_id:
                     return old
                 previous = [item for item in old.previous_session_ids if item != new_session_id]
                 renamed = attrs.evolve(
-                    old, session_id=new_session_id, previous_session_ids=(*previous, old_session_id), updated_at=stamp
+                    old,
+                    session_id=new_session_id,
+                    previous_session_ids=(*previous, old_session_id),
+                    updated_at=stamp,
+                    lease=None if old.lease is None else attrs.evolve(old.lease, session_id=new_session_id),
                 )
+                # A stale record under the new id goes, with its conversation (by cascade).
+                conn.execute(self._sql.delete, {"endpoint": endpoint, "session_id": new_session_id})
                 conn.execute(
-                    self._statements.delete, (endpoint, new_session_id)
-                )  # a stale record, and its conversation
-                conn.execute(
-                    self._statements.rename,
-                    (
-                        new_session_id,
-                        _dump(list(renamed.previous_session_ids), "previous_session_ids"),
-                        stamp,
-                        endpoint,
-                        old_session_id,
-                    ),
+                    self._sql.rename,
+                    {
+                        "new_session_id": new_session_id,
+                        "previous_session_ids": _dump(list(renamed.previous_session_ids), "previous_session_ids"),
+                        "updated_at": stamp,
+                        "endpoint": endpoint,
+                        "session_id": old_session_id,
+                    },
                 )
                 return renamed
 
-        return self._run("rename", work)
+        return self._link.run("rename", work)
 
-    def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored.
+    def touch(
+        self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
+    ) -> bool:
+        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
+        ``fence``: only while the session is stored under that lease.
 
         Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
-        stamp = as_utc(when)
-        cursor = self._run("touch", lambda conn: conn.execute(self._statements.touch, (stamp, endpoint, session_id)))
-        return cursor.rowcount > 0
+        statements = (self._sql.touch, self._sql.touch_fenced)
+        return self._write("touch", statements, endpoint, session_id, fence=fence, params={"when": as_utc(when)})
 
-    def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
+    def save_transcript(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    ) -> bool:
         """Replace the session's conversation, bounded to ``max_transcript_bytes`` (the oldest whole
         messages dropped and counted in its header); ``False`` (nothing written) when the session
-        is not stored.
+        is not stored. With ``fence``: only while the session is stored under that lease.
 
         Raises:
             ConfigurationError: An entry is not JSON-serializable (nothing written).
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
         tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
-        foreign_key = self._psycopg.errors.ForeignKeyViolation
-
-        def work(conn: psycopg.Connection[Any]) -> bool:
-            try:
-                cursor = conn.execute(
-                    self._statements.save_transcript, (endpoint, session_id, tail, endpoint, session_id)
-                )
-            except foreign_key:  # the record was deleted between the check and the write
-                return False
-            return cursor.rowcount > 0
-
-        return self._run("save transcript", work)
+        statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
+        params = {"conversation": tail}
+        return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's conversation, oldest first (empty when none is stored).
@@ -576,14 +414,13 @@ class PostgresSessionStore:
             SessionStoreUnavailable: The database cannot be reached.
             SessionStoreError: The store cannot be read.
         """
-        row = self._run(
-            "load transcript",
-            lambda conn: conn.execute(self._statements.load_transcript, (endpoint, session_id)).fetchone(),
+        rows = self._query(
+            "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
         )
-        if row is None:
+        if not rows:
             return ()
         try:
-            entries = row[0]
+            entries = rows[0][0]
             if not isinstance(entries, list):
                 raise TypeError(f"a JSON {type(entries).__name__}, not a list")
             return tuple(dict(entry) for entry in entries)
@@ -593,6 +430,130 @@ class PostgresSessionStore:
                 path=self._path,
             ) from exc
 
+    # -- ownership (SharedSessionStore) ---------------------------------------------------------
+
+    def _refused(
+        self, endpoint: str, session_id: str, fence: Fence | None, lease: Lease | None = None, *, owner: str = ""
+    ) -> SessionStoreFenced:
+        """The error of a write ``fence`` (or a ``save_owned`` by ``owner``) may not make."""
+        if lease is None:
+            with contextlib.suppress(SessionStoreError):
+                lease = self.lease(endpoint, session_id)
+        holder = None if lease is None else lease.owner
+        held = None if lease is None else lease.token
+        who = fence.owner if fence is not None else owner
+        token = None if fence is None else fence.token
+        now = f"held by {holder!r} (token {held})" if holder is not None else "not held by it any more"
+        return SessionStoreFenced(
+            f"session store {self._path}: session {session_id!r} is {now}: {who!r} (token {token}) was refused",
+            path=self._path,
+            session_id=session_id,
+            owner=who,
+            token=token,
+            holder=holder,
+            holder_token=held,
+        )
+
+    def claim(
+        self,
+        endpoint: str,
+        session_ids: Sequence[str],
+        owner: str,
+        *,
+        duration: float,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """Take the leases of ``session_ids`` that are free (see
+        :meth:`~acp_client.store.base.SharedSessionStore.claim`) in one statement: two clients
+        claiming one session at once, exactly one gets it (the other's statement waits for the
+        row and sees it taken). Repeated after a lost connection, a claim that was made is the
+        owner's own and is simply extended.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``.
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        if isinstance(session_ids, str):
+            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+        params = {
+            **self._window(owner, duration, now),
+            "endpoint": endpoint,
+            "session_ids": list(dict.fromkeys(session_ids)),
+        }
+        if not params["session_ids"]:
+            return []
+        return _leases(self._query("claim", self._sql.claim, params))
+
+    def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
+        """Insert or replace ``session`` and take its lease for ``owner`` in one statement.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
+                JSON-serializable (nothing written).
+            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        params = {**self._row(session), **self._window(owner, duration, now)}
+        rows = self._query("save owned", self._sql.save_owned, params)
+        if not rows:
+            raise self._refused(session.endpoint, session.session_id, None, owner=owner)
+        (lease,) = _leases(rows)
+        return lease
+
+    def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
+        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
+        renewed, by session id.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``.
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        params = {**self._window(owner, duration, now), "endpoint": endpoint}
+        return _leases(self._query("renew", self._sql.renew, params))
+
+    def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
+        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``) in one
+        statement; the tokens are kept. How many were released.
+
+        Raises:
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        params: dict[str, Any] = {"endpoint": endpoint, "owner": check_owner(owner)}
+        if session_ids is None:
+            return len(self._query("release", self._sql.release, params))
+        params["session_ids"] = list(dict.fromkeys(session_ids))
+        return len(self._query("release", self._sql.release_some, params))
+
+    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
+        """The sessions of ``endpoint`` nobody holds at ``now`` (default: the database server's
+        clock), most recently used first (a damaged record is skipped, as by :meth:`load`).
+
+        Raises:
+            SessionStoreUnavailable: The database cannot be reached.
+            SessionStoreError: The store cannot be read.
+        """
+        params = {"endpoint": endpoint, "now": None if now is None else as_utc(now)}
+        return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
+
+    def lease(self, endpoint: str, session_id: str) -> Lease | None:
+        """The session's lease as stored (``None``: not stored, or never claimed).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
+        return _lease(*rows[0]) if rows else None
+
+    def _window(self, owner: str, duration: float, now: datetime | None) -> dict[str, Any]:
+        """The parameters of a lease for ``owner`` of ``duration`` seconds from ``now`` (both checked)."""
+        check_owner(owner)
+        check_seconds("duration", duration)
+        return {"owner": owner, "duration": float(duration), "now": None if now is None else as_utc(now)}
+
     # -- beyond the protocol --------------------------------------------------------------------
 
     def endpoints(self) -> list[str]:
@@ -601,8 +562,7 @@ class PostgresSessionStore:
         Raises:
             SessionStoreError: The store cannot be read.
         """
-        rows = self._run("list endpoints", lambda conn: conn.execute(self._statements.endpoints).fetchall())
-        return [row[0] for row in rows]
+        return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
 
     def count(self, endpoint: str | None = None) -> int:
         """How many sessions are stored (for ``endpoint``, or in all).
@@ -611,10 +571,10 @@ class PostgresSessionStore:
             SessionStoreError: The store cannot be read.
         """
         if endpoint is None:
-            row = self._run("count", lambda conn: conn.execute(self._statements.count_all).fetchone())
+            rows = self._query("count", self._sql.count_all, {})
         else:
-            row = self._run("count", lambda conn: conn.execute(self._statements.count, (endpoint,)).fetchone())
-        return 0 if row is None else int(row[0])
+            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
+        return int(rows[0][0])
 
     @property
     def path(self) -> str:
@@ -633,14 +593,11 @@ class PostgresSessionStore:
 
     @property
     def closed(self) -> bool:
-        return self._pool is None
+        return self._link.closed
 
     def close(self) -> None:
         """Close every connection (idempotent). Later calls raise :class:`SessionStoreError`."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        self._link.close()
 
     def __enter__(self) -> PostgresSessionStore:
         return self
@@ -652,36 +609,19 @@ class PostgresSessionStore:
         return f"<PostgresSessionStore {self._path!r} schema_version={self._schema_version}>"
 
 
-class _Statements:
-    """The store's SQL, for one schema."""
+def _fence(fence: Fence) -> dict[str, Any]:
+    return {"fence_owner": fence.owner, "fence_token": fence.token}
 
-    def __init__(self, t: Tables) -> None:
-        columns = ", ".join(_COLUMNS)
-        values = ", ".join("%s::jsonb" if name in _JSON_COLUMNS else "%s" for name in _COLUMNS)
-        select = f"SELECT {columns} FROM {t.sessions}"
-        self.load = f"{select} WHERE endpoint = %s ORDER BY last_used_at DESC, session_id"
-        self.get = f"{select} WHERE endpoint = %s AND session_id = %s"
-        self.get_for_update = f"{self.get} FOR UPDATE"
-        self.upsert = (
-            f"INSERT INTO {t.sessions} ({columns}) VALUES ({values}) ON CONFLICT (endpoint, session_id) DO UPDATE SET "
-            + ", ".join(f"{name} = excluded.{name}" for name in _COLUMNS[2:])
-        )
-        self.delete = f"DELETE FROM {t.sessions} WHERE endpoint = %s AND session_id = %s"
-        # The conversation follows by the foreign key's ON UPDATE CASCADE.
-        self.rename = (
-            f"UPDATE {t.sessions} SET session_id = %s, previous_session_ids = %s::jsonb, updated_at = %s "
-            "WHERE endpoint = %s AND session_id = %s"
-        )
-        self.touch = f"UPDATE {t.sessions} SET last_used_at = %s WHERE endpoint = %s AND session_id = %s"
-        self.save_transcript = (
-            f"INSERT INTO {t.transcripts} (endpoint, session_id, conversation) "
-            f"SELECT %s, %s, %s::jsonb "
-            f"WHERE EXISTS (SELECT 1 FROM {t.sessions} WHERE endpoint = %s AND session_id = %s) "
-            "ON CONFLICT (endpoint, session_id) DO UPDATE SET conversation = excluded.conversation"
-        )
-        self.load_transcript = f"SELECT conversation FROM {t.transcripts} WHERE endpoint = %s AND session_id = %s"
-        self.endpoints = (
-            f"SELECT endpoint FROM {t.sessions} GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-        )
-        self.count_all = f"SELECT COUNT(*) FROM {t.sessions}"
-        self.count = f"SELECT COUNT(*) FROM {t.sessions} WHERE endpoint = %s"
+
+def _lease(session_id: str, owner: str | None, token: int, expires: datetime) -> Lease | None:
+    """A row's lease (``None`` for a session that was never claimed)."""
+    if owner is None and not token:
+        return None
+    return Lease(session_id, owner, int(token), as_utc(expires))
+
+
+def _leases(rows: Sequence[Sequence[Any]]) -> list[Lease]:
+    """``(session_id, owner, token, expires_at)`` rows as leases, by session id."""
+    return sorted(
+        (Lease(row[0], row[1], int(row[2]), as_utc(row[3])) for row in rows), key=lambda item: item.session_id
+    )

@@ -47,7 +47,7 @@ from ..exceptions import (
     SessionStoreTooNew,
 )
 from ..store.base import SessionStore, StoredSession
-from ..types import SessionStatus
+from ..types import Probe
 
 __all__ = ["EP", "T0", "SessionStoreContract", "StoreBackend", "full_record", "record"]
 
@@ -81,7 +81,7 @@ def full_record() -> StoredSession:
         model_id="model-7",
         config_options={"reasoning": "high", "tools": True, "n": 3},
         title="Fix the flaky test ✓",
-        status=SessionStatus.INACTIVE,
+        status=Probe.INACTIVE,
         raw_status="saved",
         created_at=T0,
         updated_at=T0 + timedelta(minutes=5),

@@ -117,16 +117,22 @@ def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> 
     assert "targets (issue 22)" in output
 
 
-def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports() -> None:
-    output = run("recovery_scale.py")
+def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports_and_agent_places() -> None:
+    output = run("recovery_scale.py", "--agent", "both")
     table = rows(output, ("WebSocket", "HTTP"))
-    assert [(row[0], row[1]) for row in table] == [
-        ("WebSocket", "20"),
-        ("WebSocket", "100"),
-        ("HTTP", "20"),
-        ("HTTP", "100"),
+    assert [(row[0], row[1], row[2]) for row in table] == [
+        ("WebSocket", "process", "20"),
+        ("WebSocket", "process", "100"),
+        ("HTTP", "process", "20"),
+        ("HTTP", "process", "100"),
+        ("WebSocket", "in process", "20"),
+        ("WebSocket", "in process", "100"),
+        ("HTTP", "in process", "20"),
+        ("HTTP", "in process", "100"),
     ], output
     for row in table:
-        assert all(re.fullmatch(NUMBER, cell) for cell in row[2:9]), row
-        assert int(row[6]) <= 4, row  # in flight: never more than recovery_concurrency (4 by default)
+        in_process = row[1] == "in process"
+        numbers = [cell for i, cell in enumerate(row[3:10], 3) if not (in_process and i in (6, 9))]
+        assert all(re.fullmatch(NUMBER, cell) for cell in numbers), row
+        assert int(row[7]) <= 4, row  # in flight: never more than recovery_concurrency (4 by default)
     assert "targets (issue 22)" in output

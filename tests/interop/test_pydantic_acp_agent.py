@@ -184,6 +184,7 @@ async def test_killed_idle_keeps_every_turn_once(
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert handle.transcript.text() == f"{TWO_TURNS}\nuser: after\nagent: echo: after"
+        assert [m.status for m in handle.transcript.all_messages() if m.role == "user"] == [TurnStatus.COMPLETE] * 3
 
 
 @pytest.mark.parametrize("unstable", MODES)
@@ -225,10 +226,25 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
         )
         counts = message_counts(handle.transcript.text())
         assert counts["user: hello"] == counts["agent: echo: hello"] == counts[f"user: {slow}"] == 1, seen
+        # The partial answer the user saw stays, once, marked incomplete (the replay leaves it out).
+        before = handle.transcript.all_messages()
+        assert [(m.role, m.status) for m in before] == [
+            ("user", TurnStatus.COMPLETE),
+            ("agent", None),
+            ("user", TurnStatus.INTERRUPTED),
+            ("agent", None),
+        ], seen
+        partial = before[-1]
+        full = "echo: " + slow.removeprefix("slow: ")
+        assert partial.incomplete and partial.text.startswith("echo: one"), seen
+        assert full.startswith(partial.text.rstrip()) and partial.text.rstrip() != full, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert message_counts(handle.transcript.text())["user: after"] == 1
-        assert handle.transcript.text().endswith("user: after\nagent: echo: after")
+        assert conversation(handle.transcript) == [
+            *[(m.role, m.text) for m in before],
+            ("user", "after"),
+            ("agent", "echo: after"),
+        ], seen
 
 
 async def test_v2_proposal_reinitializes_in_the_v1_shape(pydantic_acp_agent: PydanticAcpAgent, tmp_path: Path) -> None:

@@ -35,8 +35,10 @@ _STOP_TIMEOUT = 5.0
 def haproxy_config(port: int, backends: Mapping[str, int], *, host: str = "127.0.0.1") -> str:
     """An HAProxy configuration: ``host:port`` in front of ``backends`` (``{name: port}``).
 
-    The short timers suit loopback tests: a dead instance is marked down within ~0.2 s, and a
-    connection refused by it is retried on another instance after ``timeout connect``.
+    The short timers suit loopback tests: a dead instance (its port refuses) is marked down after
+    two failed checks, within ~0.4 s, and a connection refused by it is retried on another instance
+    after ``timeout connect``. A live instance that answers its check slowly (a loaded machine) is
+    not: the check may take ``timeout check`` (2 s) to answer, and one failure is not enough.
     """
     servers = "\n".join(
         f"    server {name} {host}:{backend_port} check cookie {name}" for name, backend_port in backends.items()
@@ -51,6 +53,7 @@ defaults
     timeout client 60s
     timeout server 60s
     timeout tunnel 1h
+    timeout check 2s
     retries 2
     option redispatch
     option http-no-delay
@@ -63,7 +66,7 @@ backend agents
     balance roundrobin
     cookie SERVERID insert indirect nocache
     option httpchk GET /health
-    default-server inter 200ms fall 1 rise 1
+    default-server inter 200ms fall 2 rise 1
 {servers}
 """
 

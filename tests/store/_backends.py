@@ -204,7 +204,7 @@ class PostgresBackend:
     """One schema in a test's fresh database on the session's PostgreSQL server."""
 
     schema_version = pg_schema.SCHEMA_VERSION
-    older_versions: Sequence[int] = ()  # version 1 is the first PostgreSQL schema
+    older_versions: Sequence[int] = (1,)
 
     def __init__(self, database: Database, *, schema: str = "acp_client") -> None:
         self.database = database
@@ -232,7 +232,51 @@ class PostgresBackend:
             return list(cursor.fetchall()) if cursor.description is not None else []
 
     def seed_version(self, version: int, session: StoredSession, messages: Sequence[Mapping[str, Any]]) -> None:
-        raise AssertionError(f"no PostgreSQL schema version {version} before {self.schema_version}")
+        assert version == 1, version
+        self.close()
+        t = self.tables
+        self.execute(f"DROP SCHEMA IF EXISTS {t.quoted_schema} CASCADE")
+        import psycopg
+
+        with psycopg.connect(self.database.dsn, autocommit=True) as conn, conn.transaction(), conn.cursor() as cur:
+            # Version 1 as its code wrote it: its tables (the first migration is its history), a
+            # record without a lease, and a conversation (format 2 from the start on PostgreSQL).
+            pg_schema.MIGRATIONS[0](cur, t)
+            cur.execute(f"UPDATE {t.meta} SET value = '1' WHERE key = 'schema_version'")
+            cur.execute(
+                f"INSERT INTO {t.sessions} (endpoint, session_id, cwd, mcp_servers, additional_directories, "
+                "protocol_version, mode_id, model_id, config_options, title, status, raw_status, created_at, "
+                "updated_at, last_used_at, previous_session_ids, extra) VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, "
+                "%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)",
+                (
+                    session.endpoint,
+                    session.session_id,
+                    session.cwd,
+                    _text(list(session.mcp_servers)),
+                    _text(list(session.additional_directories)),
+                    session.protocol_version,
+                    session.mode_id,
+                    session.model_id,
+                    _text(session.config_options),
+                    session.title,
+                    None if session.status is None else session.status.value,
+                    session.raw_status,
+                    session.created_at,
+                    session.updated_at,
+                    session.last_used_at,
+                    _text(list(session.previous_session_ids)),
+                    _text(session.extra),
+                ),
+            )
+            conversation = [
+                {"format": 2, "dropped": 0},
+                {"segment": session.session_id, "began": "created", "lost": False},
+                *messages,
+            ]
+            cur.execute(
+                f"INSERT INTO {t.transcripts} (endpoint, session_id, conversation) VALUES (%s, %s, %s::jsonb)",
+                (session.endpoint, session.session_id, _text(conversation)),
+            )
 
     def stamp_version(self, version: int, *, compatible: int) -> None:
         t = self.tables

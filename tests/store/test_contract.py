@@ -1,5 +1,6 @@
-"""The session store contract (``acp_client.testing.store_contract``) on both built-in stores:
-SQLite in a temporary file, PostgreSQL on a real throwaway server (``tests/peers/postgres.py``)."""
+"""The session store contract (``acp_client.testing.store_contract``) and the ownership contract
+(``acp_client.testing.lease_contract``) on both built-in stores: SQLite in a temporary file,
+PostgreSQL on a real throwaway server (``tests/peers/postgres.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_client.testing.lease_contract import SharedSessionStoreContract
 from acp_client.testing.store_contract import SessionStoreContract
 from tests.peers.postgres import Database
 
@@ -23,6 +25,14 @@ class TestSqliteSessionStore(SessionStoreContract):
 
 
 class TestPostgresSessionStore(SessionStoreContract):
+    @pytest.fixture
+    def backend(self, postgres_database: Database) -> Iterator[PostgresBackend]:
+        backend = PostgresBackend(postgres_database)
+        yield backend
+        backend.close()
+
+
+class TestPostgresSessionStoreLeases(SharedSessionStoreContract):
     @pytest.fixture
     def backend(self, postgres_database: Database) -> Iterator[PostgresBackend]:
         backend = PostgresBackend(postgres_database)

@@ -113,7 +113,7 @@ async def test_keepalives_keep_an_idle_link_open(fake: tuple[FakeAcpServer, Hype
     app, server = fake
     app.keepalive = 0.05
     transport = await link(server.url, sse_idle_timeout=0.3)
-    with pytest.raises(asyncio.TimeoutError):
+    with pytest.raises(asyncio.TimeoutError):  # the scenario: a real link outlives its real idle timeout
         await recv(transport, timeout=0.8)
     assert not transport.closed
 
