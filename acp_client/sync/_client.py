@@ -18,11 +18,8 @@ from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
-<<<<<<< HEAD
-from .._ownership import DEFAULT_LEASE_DURATION
-=======
 from .._options import next_cursor
->>>>>>> main
+from .._ownership import DEFAULT_LEASE_DURATION
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
 from ..config import (
@@ -625,6 +622,24 @@ class SyncAcpClient:
         """This client's records in its store, most recently used first (read on the loop thread;
         no I/O)."""
         return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
+
+    @property
+    def owner(self) -> str | None:
+        """The name this client owns its stored sessions under (any thread; ``None``: no shared store)."""
+        return self._client.owner
+
+    def owned_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[str]:
+        """The stored sessions this client holds the lease of (see :meth:`AcpClient.owned_sessions`)."""
+        return self._run("owned_sessions", self._read(self._client.owned_sessions), timeout)
+
+    def adoptable_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
+        """The stored sessions nobody holds (see :meth:`AcpClient.adoptable_sessions`)."""
+        return self._run("adoptable_sessions", self._client.adoptable_sessions(), timeout)
+
+    def adopt(self, session_ids: Sequence[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[SyncSessionHandle]:
+        """Adopt stored sessions nobody holds, and recover them (see :meth:`AcpClient.adopt`)."""
+        handles = self._run("adopt", self._client.adopt(list(session_ids)), timeout)
+        return [SyncSessionHandle(self, handle) for handle in handles]
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
