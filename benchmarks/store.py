@@ -30,8 +30,12 @@ starts and stops itself. ``--no-postgres`` leaves it out.
 Target (issue 10): restoring 1,000 sessions adds under 100 ms before the first probe. Targets (issue
 21): restoring 1,000 sessions under 100 ms on SQLite, under 200 ms on PostgreSQL.
 
-Sections run in order (``main``); a new one (the takeover time after an owner dies) is a function
-printing its own table, added to ``SECTIONS``.
+**Takeover** (``_store_takeover.py``): after an owner dies (stops renewing, releases nothing),
+the time until another owner has adopted (``adoptable()`` polled, one bulk ``claim()``) and recovered
+(record and conversation read) its sessions: the lease expiry plus the store's own cost, both stores
+side by side.
+
+Sections run in order (``main``); each is a function printing its own table, listed in ``SECTIONS``.
 """
 
 from __future__ import annotations
@@ -262,8 +266,19 @@ def both_stores(args: argparse.Namespace, rounds: int) -> None:
         compare(Path(directory), sessions=args.sessions, count=200 if args.quick else 1000, rounds=rounds)
 
 
+def takeover_time(args: argparse.Namespace, rounds: int) -> None:
+    """After an owner dies: until another has adopted and recovered its sessions (``_store_takeover.py``)."""
+    if args.no_postgres:
+        return
+    from _store_takeover import takeover
+
+    lease = 1.0 if args.quick else 2.0
+    with tempfile.TemporaryDirectory(prefix="acp-store-bench-") as directory:
+        takeover(Path(directory), sessions=args.sessions, lease=lease, poll=0.05, rounds=min(rounds, 3))
+
+
 #: The sections after the restore tables, in order: each ``(args, rounds) -> None`` prints its own.
-SECTIONS: list[Callable[[argparse.Namespace, int], None]] = [both_stores]
+SECTIONS: list[Callable[[argparse.Namespace, int], None]] = [both_stores, takeover_time]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """``benchmarks/store.py`` also measures the restore through ``AcpClient.connect()``: from opening the
 store to the first ``session/status`` probe, against a plain connect, and compares SQLite with
-PostgreSQL operation by operation (figures, not assertions)."""
+PostgreSQL operation by operation and in the takeover after an owner dies (figures, not assertions)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,10 @@ def test_store_benchmark_measures_through_the_client() -> None:
         assert re.fullmatch(NUMBER, row[1]) and re.fullmatch(NUMBER, row[2]), row
         assert re.fullmatch(NUMBER + "x", row[3]), row
     assert "target (issue 21): PostgreSQL restores 200 sessions in < 200 ms" in output
+    # The takeover after an owner dies, on both stores: the lease expiry, then the store's own cost.
+    phases = ("expiry ms (median)", "claim ms (median)", "recover ms (median)", "takeover ms (median)")
+    takeover = rows(output, phases)
+    assert [row[0] for row in takeover] == list(phases), output
+    for row in takeover:
+        assert re.fullmatch(NUMBER, row[1]) and re.fullmatch(NUMBER, row[2]), row
+    assert all(float(cell) >= 1000 for cell in takeover[0][1:3]), takeover  # nobody adopts before the lease ends
