@@ -28,7 +28,7 @@ import pytest_asyncio
 
 from acp_client import AcpClient
 from acp_client.pool import Endpoint
-from acp_client.store import SharedSessionStore, SqliteSessionStore
+from acp_client.store import SharedSessionStore, SqliteSessionStore, StoredSession
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from tests._support import FAST_RETRY, eventually
 from tests.examples._chat_support import EXAMPLES, _env
@@ -179,3 +179,43 @@ async def test_a_replica_acts_only_under_the_lease_and_a_stale_one_is_fenced_out
         assert record.lease is not None and record.lease.token > stale.fence.token
         await a.aclose()
         await b.aclose()
+
+
+async def test_a_replica_whose_lease_ran_out_and_was_taken_forgets_the_session(tmp_path: Path) -> None:
+    endpoints = Endpoint.many(["ws://127.0.0.1:9001/acp"])
+    path = tmp_path / "routers.db"
+    with SqliteSessionStore(path) as store_a, SqliteSessionStore(path) as store_b:
+        a = StoreHomes(endpoints, store_a, owner="router-a", lease=0.3, claim_wait=0)
+        b = StoreHomes(endpoints, store_b, owner="router-b", lease=30, claim_wait=0)
+        lost: list[str] = []
+        a.on_lost = lost.append
+        await a.settle("sess-1", endpoints[0], "/work", new=True)  # a is paused: it renews nothing
+
+        async def b_takes_it() -> bool:
+            try:
+                await b.acquire("sess-1")
+            except NotOwner:
+                return False
+            return True
+
+        await eventually(b_takes_it, timeout=10, what="b adopts the session once a's lease expired")
+        await a.start()  # a runs again: its renewal comes back without the session
+        await eventually(lambda: lost == ["sess-1"], timeout=10, what="a forgets the session")
+        assert "sess-1" not in a.held
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_with_the_store_down_a_replica_keeps_what_it_holds_and_takes_nothing(tmp_path: Path) -> None:
+    endpoints = Endpoint.many(["ws://127.0.0.1:9001/acp"])
+    store = SqliteSessionStore(tmp_path / "routers.db")
+    homes = StoreHomes(endpoints, store, owner="router-a", lease=30, claim_wait=0)
+    await homes.settle("held", endpoints[0], "/work", new=True)
+    store.save(StoredSession(endpoint=homes.key, session_id="other", cwd="/work", extra={"home": endpoints[0].url}))
+    store.close()  # the database is gone
+    await homes.acquire("held")  # its lease is still ours: it goes on acting for it
+    assert await homes.home("held") == endpoints[0]
+    with pytest.raises(NotOwner, match="unavailable"):
+        await homes.acquire("other")  # never takes a session it cannot claim
+    with pytest.raises(NotOwner, match="unavailable"):
+        await homes.settle("new", endpoints[0], "/work", new=True)  # nor homes one it cannot store
