@@ -4,6 +4,7 @@
 Usage::
 
     python examples/router.py AGENT_URL AGENT_URL ... [--port 8765] [--placement round_robin]
+        [--store URL [--store-key KEY] [--owner NAME] [--lease SECONDS]]
 
 It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as to any agent.
 
@@ -27,6 +28,21 @@ pool primitives (:mod:`acp_client.pool`):
 When the link to an instance drops, the router closes the editor connections that used it: the
 editor reconnects (to the router), probes its sessions, and the router's fan-out sends them to an
 instance that can take them — a replay on another instance when the instances share a store.
+
+``GET /health`` answers 200 (a load balancer's health check).
+
+**Replicas** (``--store URL``: ``postgresql://...`` or an SQLite file path). Without it the homes are
+this process's memory. With it (:mod:`router_store`) every session's home is a record in the store,
+under the key ``router:`` + ``pool_key(AGENT_URLS)`` (``--store-key`` names another), and the router
+acts for a session only while it holds the session's lease (owner ``--owner``, default
+``router-HOST-PID-RANDOM``; ``--lease`` seconds, default 10): claimed before it forwards anything for
+the session (waiting while another replica's lease is live), renewed while an editor connected here
+uses it, released when the last one goes. Several replicas given the same store and agent URLs behind
+a load balancer serve the same sessions: when one dies, another takes its sessions over once their
+leases expire. A replica that finds its lease taken (it was paused, the database was away) forgets the
+session and closes the editors using it here; they reconnect to the owner of the day. When the store
+cannot be reached, a replica keeps acting for the sessions whose leases it still holds until they run
+out, and refuses (an error answer, never a guess) to take any other.
 """
 
 from __future__ import annotations

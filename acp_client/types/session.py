@@ -335,7 +335,7 @@ class Session:
         if other.status is not None:
             values[_RAW_STATUS] = other.raw_status
             values[_STATE] = other.state
-        if all(v is m or v == m for v, m in zip(values, mine, strict=True)):
+        if tuple(values) == mine:  # element by element, identity first
             return self  # nothing new: this (frozen) record is the merged one
         created, updated = values[_CREATED_AT], values[_UPDATED_AT]
         if created is not None and updated is not None and time_precedes(updated, created):

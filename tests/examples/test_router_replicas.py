@@ -27,7 +27,8 @@ import pytest
 import pytest_asyncio
 
 from acp_client import AcpClient
-from acp_client.store import SharedSessionStore
+from acp_client.pool import Endpoint
+from acp_client.store import SharedSessionStore, SqliteSessionStore, StoredSession
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from tests._support import FAST_RETRY, eventually
 from tests.examples._chat_support import EXAMPLES, _env
@@ -35,7 +36,7 @@ from tests.peers.haproxy import HaproxyFactory
 
 ROUTER = EXAMPLES / "router.py"
 sys.path.insert(0, str(EXAMPLES))
-from router_store import open_store, store_key  # noqa: E402
+from router_store import NotOwner, StoreHomes, open_store, store_key  # noqa: E402
 
 LEASE = 1.5
 
@@ -148,3 +149,73 @@ async def test_the_conversation_continues_through_the_other_replica_when_one_is_
 def _unowned(store: Any, key: str, session_id: str) -> bool:
     record = store.get(key, session_id)
     return record is not None and record.lease is not None and record.lease.owner is None
+
+
+async def test_a_replica_acts_only_under_the_lease_and_a_stale_one_is_fenced_out(tmp_path: Path) -> None:
+    endpoints = Endpoint.many(["ws://127.0.0.1:9001/acp", "ws://127.0.0.1:9002/acp"])
+    path = tmp_path / "routers.db"
+    with SqliteSessionStore(path) as store_a, SqliteSessionStore(path) as store_b:
+        a = StoreHomes(endpoints, store_a, owner="router-a", lease=30, claim_wait=0)
+        b = StoreHomes(endpoints, store_b, owner="router-b", lease=30, claim_wait=0)
+        lost: list[str] = []
+        a.on_lost = lost.append
+        await a.settle("sess-1", endpoints[1], "/work", new=True)
+        a.use("sess-1")
+        stale = a.held["sess-1"]
+        assert await b.home("sess-1") == endpoints[1]  # the home is shared through the store
+        with pytest.raises(NotOwner, match="held by router-a"):
+            await b.acquire("sess-1")  # a's lease is live: b may not act for it
+        await a.unuse(["sess-1"])  # the last editor using it on a is gone: released
+        await b.acquire("sess-1")  # taken at once, no waiting for an expiry
+        await b.settle("sess-1", endpoints[0], "/work", new=False)
+        # a comes back believing it still holds the session (paused past the hand-over): fenced out.
+        stale.until = float("inf")
+        a.held["sess-1"] = stale
+        with pytest.raises(NotOwner):
+            await a.settle("sess-1", endpoints[1], "/work", new=False)
+        assert lost == ["sess-1"] and "sess-1" not in a.held
+        record = store_b.get(b.key, "sess-1")
+        assert record is not None and record.extra["home"] == endpoints[0].url  # b's write stands
+        assert record.lease is not None and record.lease.token > stale.fence.token
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_replica_whose_lease_ran_out_and_was_taken_forgets_the_session(tmp_path: Path) -> None:
+    endpoints = Endpoint.many(["ws://127.0.0.1:9001/acp"])
+    path = tmp_path / "routers.db"
+    with SqliteSessionStore(path) as store_a, SqliteSessionStore(path) as store_b:
+        a = StoreHomes(endpoints, store_a, owner="router-a", lease=0.3, claim_wait=0)
+        b = StoreHomes(endpoints, store_b, owner="router-b", lease=30, claim_wait=0)
+        lost: list[str] = []
+        a.on_lost = lost.append
+        await a.settle("sess-1", endpoints[0], "/work", new=True)  # a is paused: it renews nothing
+
+        async def b_takes_it() -> bool:
+            try:
+                await b.acquire("sess-1")
+            except NotOwner:
+                return False
+            return True
+
+        await eventually(b_takes_it, timeout=10, what="b adopts the session once a's lease expired")
+        await a.start()  # a runs again: its renewal comes back without the session
+        await eventually(lambda: lost == ["sess-1"], timeout=10, what="a forgets the session")
+        assert "sess-1" not in a.held
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_with_the_store_down_a_replica_keeps_what_it_holds_and_takes_nothing(tmp_path: Path) -> None:
+    endpoints = Endpoint.many(["ws://127.0.0.1:9001/acp"])
+    store = SqliteSessionStore(tmp_path / "routers.db")
+    homes = StoreHomes(endpoints, store, owner="router-a", lease=30, claim_wait=0)
+    await homes.settle("held", endpoints[0], "/work", new=True)
+    store.save(StoredSession(endpoint=homes.key, session_id="other", cwd="/work", extra={"home": endpoints[0].url}))
+    store.close()  # the database is gone
+    await homes.acquire("held")  # its lease is still ours: it goes on acting for it
+    assert await homes.home("held") == endpoints[0]
+    with pytest.raises(NotOwner, match="unavailable"):
+        await homes.acquire("other")  # never takes a session it cannot claim
+    with pytest.raises(NotOwner, match="unavailable"):
+        await homes.settle("new", endpoints[0], "/work", new=True)  # nor homes one it cannot store
