@@ -188,6 +188,7 @@ class EditorConnection:
             await self.answer_status(request_id, await self.router.locate(session_id))
         elif method in ATTACH and session_id is not None:
             await router.homes.acquire(session_id)  # with a store: this replica holds the lease
+            self.use(session_id)  # released when this editor goes, whatever the instance answers
             location = await self.router.locate(session_id)
             route = location.route(await router.homes.home(session_id))
             if route.kind not in (RouteKind.RESUME, RouteKind.REPLAY) or route.endpoint is None:
@@ -202,6 +203,7 @@ class EditorConnection:
                 return
             await router.homes.acquire(session_id)
             self.use(session_id)
+            home = await router.homes.home(session_id) or home  # read afresh once held: it may have moved
             await self.forward(await self.link(home.name), message)
         else:
             await self.forward(await self.first_link(), message)
