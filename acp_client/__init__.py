@@ -75,6 +75,7 @@ from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import (
     ConnectionState,
+    OwnershipLost,
     Probe,
     PromptResult,
     RecoveryContext,
@@ -175,6 +176,7 @@ __all__ = [
     "MethodNotFound",
     "MissingHeader",
     "NotAcceptable",
+    "OwnershipLost",
     "ParseError",
     "PostgresSessionStore",
     "Probe",

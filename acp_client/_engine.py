@@ -321,7 +321,7 @@ class Engine:
         self.table.closed()
         await self.dispatcher.aclose()
         if self.persistence is not None:
-            await self.persistence.bridge.aclose()
+            await self.persistence.aclose()
         if self.telemetry is not None:
             self.telemetry.close()
 

@@ -12,9 +12,10 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from ._checks import check_count, check_flag, check_instance
+from ._checks import check_count, check_flag, check_instance, check_seconds
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._ownership import FencedStore, Ownership, default_owner
 from ._version import __version__
 from .clock import Clock, SystemClock
 from .config import Callbacks, QueueOptions, Timeouts
@@ -23,8 +24,9 @@ from .group import EndpointGroup, LinksPlan
 from .handlers import ClientHandlers
 from .retry import RetryPolicy
 from .state import SessionPage
-from .store import SessionStore, endpoint_key
+from .store import SessionStore, SharedSessionStore, endpoint_key
 from .store._bridge import StoreBridge
+from .store.base import check_owner
 from .telemetry import Telemetry
 from .transports import CookieStore, TlsConfig
 from .transports.base import Connector, Limits
@@ -76,6 +78,15 @@ def check_options(options: Mapping[str, Any]) -> None:
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
     check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
     check_flag("carry_lost_context", options["carry_lost_context"])
+    check_seconds("lease_duration", options["lease_duration"])
+    check_flag("auto_adopt", options["auto_adopt"])
+    if options["owner"] is not None:
+        check_owner(options["owner"])
+        store = options["session_store"]
+        if store is not None and not isinstance(store, SharedSessionStore):
+            raise ConfigurationError(
+                f"owner= needs a session store with ownership (a SharedSessionStore), not {type(store).__name__}"
+            )
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
@@ -93,17 +104,29 @@ def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, A
 
 
 def _bridge(
-    endpoint: str | Connector, plan: LinksPlan | None, store: SessionStore | None, key: str | None
-) -> StoreBridge | None:
-    """The store seen under the client's key: ``session_store_key``, else the endpoint's key (an
-    endpoint group's, from its plan)."""
+    options: Mapping[str, Any], plan: LinksPlan | None, clock: Clock
+) -> tuple[StoreBridge | None, Ownership | None]:
+    """The store seen under the client's key (``session_store_key``, else the endpoint's key: an
+    endpoint group's, from its plan); a shared store with every write fenced by this client's
+    leases (:mod:`acp_client._ownership`)."""
+    endpoint, store, key = options["endpoint"], options["session_store"], options["session_store_key"]
     if store is None:
-        return None
+        return None, None
     if key is None:
         key = plan.store_key if plan is not None else endpoint_key(endpoint) if isinstance(endpoint, str) else None
     if key is None:
         raise ConfigurationError("session_store_key is required when an endpoint is a Connector")
-    return StoreBridge(store, key)
+    if not isinstance(store, SharedSessionStore):
+        return StoreBridge(store, key), None
+    owner = options["owner"] if options["owner"] is not None else default_owner()
+    fenced = FencedStore(store, key, owner, options["lease_duration"])
+    bridge = StoreBridge(fenced, key)
+    callbacks: Callbacks = options["callbacks"] or Callbacks()
+    ownership = Ownership(
+        bridge, fenced, clock=clock, auto_adopt=options["auto_adopt"], decide=lambda: callbacks.decide_adoption
+    )
+    bridge.on_error = ownership.store_error
+    return bridge, ownership
 
 
 def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
@@ -138,6 +161,8 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
         first = plan.first
     else:
         first = connector(endpoint)
+    clock = options["clock"] or SystemClock()
+    bridge, ownership = _bridge(options, plan, clock)
     engine = Engine(
         first,
         protocol_version=options["protocol_version"],
@@ -148,7 +173,7 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
         timeouts=options["timeouts"] or Timeouts(),
         queue=options["queue"] or QueueOptions(),
         recovery_concurrency=options["recovery_concurrency"],
-        clock=options["clock"] or SystemClock(),
+        clock=clock,
         rng=options["rng"],
         keep_transcripts=options["keep_transcripts"],
         links=plan.build if plan is not None else None,
@@ -156,9 +181,11 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
         retry_unsent_prompts=options["retry_unsent_prompts"],
         carry_lost_context=options["carry_lost_context"],
         max_incoming_requests=options["max_incoming_requests"],
-        store=_bridge(endpoint, plan, options["session_store"], options["session_store_key"]),
+        store=bridge,
         telemetry=options["telemetry"],
     )
+    if ownership is not None:
+        ownership.bind(engine)
     return engine, first
 
 

@@ -35,12 +35,14 @@ from ._checks import check_seconds
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._ownership import DEFAULT_LEASE_DURATION, Ownership
 from ._sessions import Tracked
 from .clock import Clock
 from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
+    ConfigurationError,
 )
 from .group import EndpointGroup
 from .handlers import ClientHandlers
@@ -78,6 +80,7 @@ __all__ = [
     "UpdateEvent",
     "connector_for",
 ]
+
 
 def _content(prompt: str | ContentBlock | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
     if isinstance(prompt, str):
@@ -135,6 +138,17 @@ class AcpClient:
             ``docs/session-store.md``).
         session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
             with a :class:`~acp_client.transports.base.Connector`).
+        owner: With a :class:`~acp_client.store.SharedSessionStore` (both built-in stores): the
+            name this client owns its stored sessions under (default: host, pid and a random
+            suffix). :meth:`connect` takes back the sessions the owner holds and adopts the ones
+            nobody holds; every write is fenced by the client's leases (see
+            ``docs/session-store.md``, "Ownership"). Refused with a store without ownership.
+        lease_duration: Seconds a lease lasts unless renewed (default 30): the client renews
+            every lease at once each third of it, and a dead owner's sessions are adopted by a
+            live client once it has run out.
+        auto_adopt: Adopt sessions nobody holds automatically, on connect and while running
+            (each one through ``Callbacks.decide_adoption`` when set). ``False``: only through
+            :meth:`adopt`.
         telemetry: Where spans and metrics go (:class:`~acp_client.telemetry.Telemetry`; see
             ``docs/telemetry.md``). With the ``otel`` extra installed the default is on, with the
             global providers; ``Telemetry(enabled=False)`` turns it off. Without the extra there
@@ -171,6 +185,9 @@ class AcpClient:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        auto_adopt: bool = True,
         telemetry: Telemetry | None = None,
     ) -> None:
         options = dict(locals())
@@ -308,6 +325,58 @@ class AcpClient:
     def stored_sessions(self) -> list[StoredSession]:
         """This client's records in its store, most recently used first (no I/O)."""
         return self._store.records() if self._store is not None else []
+
+    @property
+    def owner(self) -> str | None:
+        """The name this client owns its stored sessions under (``None``: no shared store)."""
+        ownership = self._ownership
+        return ownership.owner if ownership is not None else None
+
+    def owned_sessions(self) -> list[str]:
+        """The ids of the stored sessions this client holds the lease of now (no I/O)."""
+        ownership = self._ownership
+        return ownership.owned() if ownership is not None else []
+
+    async def adoptable_sessions(self) -> list[StoredSession]:
+        """The stored sessions of this endpoint nobody holds (unowned, or their owner's lease
+        expired), most recently used first; ``lease`` says who held each.
+
+        Raises:
+            ConfigurationError: The client has no shared session store.
+            SessionStoreError: The store cannot be read.
+        """
+        ownership = self._require_ownership()
+        return await ownership.bridge.run(ownership.fenced.adoptable)
+
+    async def adopt(self, session_ids: Iterable[str]) -> list[SessionHandle]:
+        """Adopt stored sessions nobody holds (see :meth:`adoptable_sessions`): claim them, track
+        them with their stored conversations, and recover each through the usual probe →
+        resume / replay / new session (with the usual callbacks). A session another client
+        holds, or that is not stored, is left out.
+
+        Returns:
+            Handles on the sessions adopted.
+
+        Raises:
+            ConfigurationError: The client has no shared session store.
+            SessionStoreError: The store cannot be read or written.
+        """
+        ownership = self._require_ownership()
+        wanted = set(session_ids)
+        candidates = await ownership.bridge.run(ownership.fenced.adoptable)
+        adopted = await ownership.adopt([record for record in candidates if record.session_id in wanted])
+        return [SessionHandle(self, self._table.require(session_id)) for session_id in adopted]
+
+    @property
+    def _ownership(self) -> Ownership | None:
+        ownership = self._store.ownership if self._store is not None else None
+        return ownership if isinstance(ownership, Ownership) else None
+
+    def _require_ownership(self) -> Ownership:
+        ownership = self._ownership
+        if ownership is None:
+            raise ConfigurationError("this client has no shared session store (a SharedSessionStore)")
+        return ownership
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:

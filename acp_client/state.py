@@ -26,6 +26,7 @@ from .types import Probe, Session, SessionUpdate, StopReason, TextContent
 __all__ = [
     "LEGAL_TRANSITIONS",
     "ConnectionState",
+    "OwnershipLost",
     "Probe",
     "PromptResult",
     "RecoveryContext",
@@ -182,6 +183,26 @@ class TurnInterrupted:
     session_id: str
     prompt: tuple[Any, ...]
     may_have_executed: bool = True
+
+
+@attrs.frozen
+class OwnershipLost:
+    """This client no longer owns a stored session (``Callbacks.on_ownership_lost``): another
+    client took it over, or its lease ran out while the store could not be reached. The client has
+    stopped tracking it (a running turn failed with ``SessionNotTracked``) and writes nothing more
+    for it; the session is the new owner's to recover.
+
+    Attributes:
+        session_id: The session.
+        owner: This client's owner name.
+        holder: The owner that holds it now, when known.
+        reason: What happened, for a log line.
+    """
+
+    session_id: str
+    owner: str
+    holder: str | None
+    reason: str
 
 
 @attrs.frozen

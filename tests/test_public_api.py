@@ -67,6 +67,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "MethodNotFound",
         "MissingHeader",
         "NotAcceptable",
+        "OwnershipLost",
         "ParseError",
         "PostgresSessionStore",
         "Probe",

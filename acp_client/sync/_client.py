@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from .._options import next_cursor
+from .._ownership import DEFAULT_LEASE_DURATION
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
 from ..config import (
@@ -84,7 +85,6 @@ T = TypeVar("T")
 Timeout = float | None | UseClientDefault
 
 
-
 class _Phase(enum.Enum):
     NEW = "new"
     CONNECTING = "connecting"
@@ -118,6 +118,9 @@ class SyncAcpClient:
             (plain functions; a returned awaitable is not awaited).
         session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
             sessions of the endpoint are recovered by :meth:`connect`.
+        owner, lease_duration, auto_adopt: As for :class:`~acp_client.AcpClient`: ownership of
+            the sessions in a shared store (``Callbacks.decide_adoption`` runs on the callback
+            executor like every callback).
         protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
         clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
@@ -161,6 +164,9 @@ class SyncAcpClient:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        auto_adopt: bool = True,
         telemetry: Telemetry | None = None,
         **unexpected: NoReturn,
     ) -> None:
@@ -209,6 +215,9 @@ class SyncAcpClient:
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
+            owner=owner,
+            lease_duration=lease_duration,
+            auto_adopt=auto_adopt,
             telemetry=telemetry,
         )
         #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
@@ -613,6 +622,24 @@ class SyncAcpClient:
         """This client's records in its store, most recently used first (read on the loop thread;
         no I/O)."""
         return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
+
+    @property
+    def owner(self) -> str | None:
+        """The name this client owns its stored sessions under (any thread; ``None``: no shared store)."""
+        return self._client.owner
+
+    def owned_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[str]:
+        """The stored sessions this client holds the lease of (see :meth:`AcpClient.owned_sessions`)."""
+        return self._run("owned_sessions", self._read(self._client.owned_sessions), timeout)
+
+    def adoptable_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
+        """The stored sessions nobody holds (see :meth:`AcpClient.adoptable_sessions`)."""
+        return self._run("adoptable_sessions", self._client.adoptable_sessions(), timeout)
+
+    def adopt(self, session_ids: Sequence[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[SyncSessionHandle]:
+        """Adopt stored sessions nobody holds, and recover them (see :meth:`AcpClient.adopt`)."""
+        handles = self._run("adopt", self._client.adopt(list(session_ids)), timeout)
+        return [SyncSessionHandle(self, handle) for handle in handles]
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
