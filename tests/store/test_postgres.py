@@ -301,7 +301,10 @@ def test_connections_cut_between_calls_are_made_again(postgres_database: Databas
             lambda: store.load(EP),
         ]
         for step in steps:
-            assert server.terminate(postgres_database.name) >= 1  # what a restart or a proxy does
+            # The pool holds a connection (it makes a new one in the background after a cut): cut it,
+            # as a restart or a proxy would, and the next call must still be made.
+            eventually_blocking(lambda: store_backends(postgres_database) or None, what="a pooled connection")
+            assert server.terminate(postgres_database.name) >= 1
             step()
         (kept,) = store.load(EP)
         assert (kept.session_id, kept.last_used_at, kept.previous_session_ids) == (
@@ -441,3 +444,12 @@ def waiting_backends(database: Database) -> list[int]:
         f"AND datname = '{database.name}' AND wait_event_type = 'Lock'",
     )
     return [int(row[0]) for row in rows]
+
+
+def test_missing_server_binaries_are_an_error_that_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from acp_client.testing import postgres as kit
+
+    monkeypatch.setattr(kit.shutil, "which", lambda name: None)
+    monkeypatch.setattr(kit.glob, "glob", lambda pattern: [])
+    with pytest.raises(kit.PostgresNotInstalled, match=r"apt-get install postgresql"):
+        kit.find_postgres_bindir()
