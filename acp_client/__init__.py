@@ -52,10 +52,13 @@ from .exceptions import (
     SessionNotTracked,
     SessionStoreBusy,
     SessionStoreCorrupt,
+    SessionStoreDriverMissing,
     SessionStoreError,
+    SessionStoreFenced,
     SessionStoreForeign,
     SessionStoreReadOnly,
     SessionStoreTooNew,
+    SessionStoreUnavailable,
     TlsVerificationError,
     TransportClosed,
     TransportError,
@@ -67,10 +70,12 @@ from .exceptions import (
     UnsupportedMediaType,
     UnsupportedProtocolVersion,
 )
+from .group import EndpointGroup
 from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import (
     ConnectionState,
+    OwnershipLost,
     Probe,
     PromptResult,
     RecoveryContext,
@@ -94,7 +99,7 @@ from .transcript import (
 )
 from .transports import Connector, CookieStore, Limits, TlsConfig, Transport, TransportInfo
 from .transports.endpoint import connector_for
-from .types import Session, SessionStatus
+from .types import Session
 
 # A library's logger: records go wherever the app sends them, and nowhere (not to Python's
 # last-resort stderr handler) when it configures no logging. What the app must see reaches it
@@ -102,20 +107,21 @@ from .types import Session, SessionStatus
 logging.getLogger("acp_client").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from .store import SqliteSessionStore
+    from .store import PostgresSessionStore, SqliteSessionStore
     from .transports.http import HttpConnector
     from .transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector
     from .transports.websocket import WebSocketConnector
 
 # The connectors are imported on first use, by the transports package (httpx and websockets cost more
 # to import than the rest of the package together; an app needs at most the ones it connects with).
-# The SQLite store loads sqlite3 on first use too.
+# The stores load sqlite3 (psycopg) on first use too.
 _LAZY: Final = {
     "DEFAULT_INHERITED_ENV": ".transports",
     "HttpConnector": ".transports",
     "StdioConnector": ".transports",
     "WebSocketConnector": ".transports",
     "SqliteSessionStore": ".store",
+    "PostgresSessionStore": ".store",
 }
 
 
@@ -154,6 +160,7 @@ __all__ = [
     "ConnectionState",
     "Connector",
     "CookieStore",
+    "EndpointGroup",
     "FileSystemPolicy",
     "HttpConnector",
     "HttpStatusError",
@@ -169,7 +176,9 @@ __all__ = [
     "MethodNotFound",
     "MissingHeader",
     "NotAcceptable",
+    "OwnershipLost",
     "ParseError",
+    "PostgresSessionStore",
     "Probe",
     "PromptResult",
     "ProtocolError",
@@ -191,14 +200,16 @@ __all__ = [
     "SessionNotFound",
     "SessionNotTracked",
     "SessionPage",
-    "SessionStatus",
     "SessionStore",
     "SessionStoreBusy",
     "SessionStoreCorrupt",
+    "SessionStoreDriverMissing",
     "SessionStoreError",
+    "SessionStoreFenced",
     "SessionStoreForeign",
     "SessionStoreReadOnly",
     "SessionStoreTooNew",
+    "SessionStoreUnavailable",
     "SqliteSessionStore",
     "State",
     "StdioConnector",

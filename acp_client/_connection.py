@@ -331,7 +331,18 @@ class Connection:
                                 budget = _YIELD_EVERY
                                 await asyncio.sleep(0)
                             continue  # a notification queues no refusal: nothing to drain
-                    self._dispatch(message)
+                    request_id = message.get("id")
+                    if (
+                        method is None
+                        and (type(request_id) is int or type(request_id) is str)
+                        and "result" in message
+                        and message.get("error") is None
+                        and message.get("jsonrpc") == "2.0"
+                    ):
+                        # An answer (the bulk of a recovery or a fan-out), as classify() would read it.
+                        self._handle_answer(Response(request_id, message["result"]))
+                    else:
+                        self._dispatch(message)
                 elif isinstance(message, dict):
                     self._dispatch(message)
                 else:

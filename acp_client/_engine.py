@@ -4,7 +4,7 @@ request, handles what the connection reports (notifications, protocol errors, st
 the steps of a prompt turn.
 
 It talks to its links through :class:`~acp_client._links.Links` only (one supervisor for one
-endpoint; :mod:`acp_client.pool` plugs in for several), and tells its observers (the session
+endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its observers (the session
 store's :class:`~acp_client._persistence.Persistence`) what happens to sessions as events:
 ``tracked``, ``forgotten``, ``changed``, ``config_changed``, ``touched``, ``turn_ended``,
 ``recovered``. :class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines
@@ -47,6 +47,7 @@ from .exceptions import (
     RequestTimeout,
     RpcError,
     SessionNotFound,
+    TransportError,
     TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
@@ -57,6 +58,7 @@ from .state import (
     Probe,
     PromptResult,
     RecoveryOutcome,
+    RecoveryPath,
     SessionPage,
     State,
     TurnInterrupted,
@@ -86,7 +88,6 @@ from .types import (
     PromptResponse,
     Session,
     SessionConfigOption,
-    SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
     SetSessionConfigOptionRequest,
@@ -240,7 +241,7 @@ class Engine:
         on_state: Callable[[ConnectionState], None],
         on_fail: Callable[[BaseException], None],
     ) -> Supervisor:
-        """One link's supervisor (the only one, or one per instance of a pool)."""
+        """One link's supervisor (the only one, or one per instance of an endpoint group)."""
         observer = self.telemetry.link() if self.telemetry is not None else None
         if observer is not None:
             on_state = observer.watch(on_state)
@@ -320,7 +321,7 @@ class Engine:
         self.table.closed()
         await self.dispatcher.aclose()
         if self.persistence is not None:
-            await self.persistence.bridge.aclose()
+            await self.persistence.aclose()
         if self.telemetry is not None:
             self.telemetry.close()
 
@@ -400,7 +401,7 @@ class Engine:
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
     async def status(self, session_id: str) -> Session:
-        """``session/status``, merged into the tracked record; -32002 is ``SessionStatus.UNKNOWN``."""
+        """``session/status``, merged into the tracked record; -32002 is ``Probe.UNKNOWN``."""
         self.require("session/status")
         table = self.table
         current = check_session_id(table.current_id(session_id))
@@ -413,7 +414,7 @@ class Engine:
         try:
             result = await self.call(table.get(current), "session/status", params, idempotent=True)
         except SessionNotFound:
-            return Session(session_id=current, status=SessionStatus.UNKNOWN)
+            return Session(session_id=current, status=Probe.UNKNOWN)
         record = Session.from_status(current, self.decode(SessionStatusResponse, result))
         tracked = table.get(current)
         if tracked is None:
@@ -539,19 +540,20 @@ class Engine:
             remember(tracked.settings)
         return result
 
-    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> None:
+    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> RecoveryOutcome | None:
         """A session method was answered "session not found" (any spelling of
         :mod:`acp_client._not_found`) for a session a recovery had brought back: the agent lost it
         after all (an agent that answers ``session/load`` of a session it lost with success). The
         session goes through recovery again, as unknown: a new session, the conversation kept as
-        earlier history, the outcome reported through the usual callbacks. Never left stuck."""
+        earlier history, the outcome reported through the usual callbacks (and returned; ``None``
+        when the error is not "not found" or the session was not recovered). Never left stuck."""
         spelling = says_session_not_found(error, tracked.session_id)
         if spelling is None or not tracked.recovered or tracked.abandoned or self.init is None:
-            return
+            return None
         link = await self.links.link_for(tracked, "session/new")
         conn = link.connection
         if conn is None:
-            return
+            return None
         tracked.recovered = False
         reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
         outcome = await self.recoverer.recover_session(
@@ -564,6 +566,24 @@ class Engine:
         )
         await self.recoverer.report(outcome)
         self._recovered([outcome], False)
+        return outcome
+
+    async def _recover_to_resend(self, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
+        """``turn``'s prompt was refused as "session not found" after a recovery (so never run):
+        recover the session again as unknown, for the prompt to be sent once more there (returns
+        the outcome; ``None``: not done — something was heard of the turn, or it was cancelled).
+        The prompt leaves the transcript first (not in the lost segment), and is put back, to be
+        marked failed, when it is not resent."""
+        if turn.heard or turn.cancel_sent or not says_session_not_found(error, tracked.session_id):
+            return None
+        self.table.withdraw_prompt(tracked, turn)
+        try:
+            outcome = await self.lost_after_recovery(tracked, "session/prompt", error)
+        except (ConnectionLost, TransportError):  # the next reconnect recovers it; the refusal stands
+            outcome = None
+        if outcome is None or outcome.path is RecoveryPath.ABANDON or tracked.abandoned:
+            self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)  # back, to be marked failed
+        return outcome
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
@@ -651,8 +671,16 @@ class Engine:
                 tracked.lost_context_pending = False
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
 
+        again: RecoveryOutcome | None = None  # the recovery a "not found" refusal ran (once per prompt)
         try:
-            result = await self._send_prompt(tracked, params, None, turn.accept)
+            try:
+                result = await self._send_prompt(tracked, params, None, turn.accept)
+            except RpcError as exc:
+                again = await self._recover_to_resend(tracked, turn, exc)
+                if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
+                    raise
+                logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
+                result = await self._send_prompt(tracked, params, None, turn.accept)  # once, on the new session
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
@@ -664,7 +692,8 @@ class Engine:
             self.table.turn_status(tracked, turn, TurnStatus.FAILED)  # refused: not an ordinary turn
             turn.done = True
             self.table.end_turn(tracked, turn)
-            await self.lost_after_recovery(tracked, "session/prompt", exc)
+            if again is None:
+                await self.lost_after_recovery(tracked, "session/prompt", exc)
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing

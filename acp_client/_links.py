@@ -2,10 +2,12 @@
 
 The engine talks to "its links" through :class:`Links` only: start them, close them, read the
 client's state, find the link for a session, place a new one, attach one the app names. A client
-of one endpoint has :class:`SingleLink`: one supervisor, and every answer is that supervisor. A
-client of several instances plugs in :mod:`acp_client.pool` (one link per instance, failover,
-locate, placement) through the same protocol; this module never imports it, so the common case
-pays nothing for the special one.
+of one endpoint (a URL or a connector) has :class:`SingleLink`: one supervisor, and every answer
+is that supervisor. A client given an :class:`~acp_client.group.EndpointGroup` (several
+instances of one agent) asks the group for its plan and gets its links from there, through the
+same protocol. Nothing here knows what a group does with several links, and nothing here imports
+the code that does, so the common case pays nothing for the special one (as httpx's
+``_transport_for_url`` meets its mounts only when there are some).
 
 What every implementation is built from is one :class:`LinkKit`: the engine's parts (table,
 recoverer, clock, options) and the one way to make a supervisor.
@@ -98,7 +100,7 @@ class Links(Protocol):
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances of a pool (empty for a single endpoint)."""
+        """The instances of an endpoint group (empty for a single endpoint)."""
 
     @property
     def queued(self) -> int:

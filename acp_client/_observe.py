@@ -46,7 +46,7 @@ class CallObserver(Protocol):
 
 
 class LinkObserver(Protocol):
-    """Sees one link (the only one, or one instance of a pool)."""
+    """Sees one link (the only one, or one instance of an endpoint group)."""
 
     def calls(self, transport: Transport) -> CallObserver:
         """The observer of a new connection's calls over ``transport``."""

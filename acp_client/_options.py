@@ -1,8 +1,9 @@
 """The options of :class:`~acp_client.AcpClient`: checked once, then turned into its engine (the
 connectors built from URLs, the session store seen under the client's key).
 
-Which links the engine gets is the caller's choice (:data:`acp_client._links.LinksFactory`): the
-client passes none for one endpoint (the engine's own single link) and the pool's for several.
+Which links the engine gets follows from the endpoint: a URL or a connector is the engine's own
+single link; an :class:`~acp_client.group.EndpointGroup` hands over its
+:class:`~acp_client.group.LinksPlan`.
 """
 
 from __future__ import annotations
@@ -14,24 +15,25 @@ from typing import Any
 from ._checks import check_count, check_flag, check_instance, check_seconds
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from ._links import LinksFactory
+from ._ownership import FencedStore, Ownership, default_owner
 from ._version import __version__
 from .clock import Clock, SystemClock
 from .config import Callbacks, QueueOptions, Timeouts
 from .exceptions import ConfigurationError
+from .group import EndpointGroup, LinksPlan
 from .handlers import ClientHandlers
-from .location import Endpoint
 from .retry import RetryPolicy
 from .state import SessionPage
-from .store import SessionStore, endpoint_key, pool_key
+from .store import SessionStore, SharedSessionStore, endpoint_key
 from .store._bridge import StoreBridge
+from .store.base import check_owner
 from .telemetry import Telemetry
 from .transports import CookieStore, TlsConfig
 from .transports.base import Connector, Limits
 from .transports.endpoint import connector_for
 from .types import Implementation
 
-__all__ = ["CLIENT_INFO", "assemble", "check_options", "connector_factory", "next_cursor", "several"]
+__all__ = ["CLIENT_INFO", "assemble", "check_options", "next_cursor"]
 
 CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
 
@@ -57,6 +59,13 @@ _KINDS: dict[str, type | tuple[type, ...]] = {
 
 def check_options(options: Mapping[str, Any]) -> None:
     """Every option of the client, checked (``ConfigurationError`` naming the first bad one)."""
+    endpoint = options["endpoint"]
+    if isinstance(endpoint, list | tuple):
+        raise ConfigurationError(
+            "endpoint must be a URL, a Connector or an EndpointGroup, not a list: several instances of one agent "
+            "are one EndpointGroup (see docs/many-instances.md)"
+        )
+    check_instance("endpoint", endpoint, (str, Connector, EndpointGroup))
     version = options["protocol_version"]
     check_instance("protocol_version", version, int)
     if version not in SUPPORTED_PROTOCOL_VERSIONS:
@@ -69,7 +78,15 @@ def check_options(options: Mapping[str, Any]) -> None:
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
     check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
     check_flag("carry_lost_context", options["carry_lost_context"])
-    check_seconds("failover_delay", options["failover_delay"])
+    check_seconds("lease_duration", options["lease_duration"])
+    check_flag("auto_adopt", options["auto_adopt"])
+    if options["owner"] is not None:
+        check_owner(options["owner"])
+        store = options["session_store"]
+        if store is not None and not isinstance(store, SharedSessionStore):
+            raise ConfigurationError(
+                f"owner= needs a session store with ownership (a SharedSessionStore), not {type(store).__name__}"
+            )
     secret = options["secret_headers"]
     if isinstance(secret, str) or not all(isinstance(item, str) for item in secret):
         raise ConfigurationError("secret_headers must be a collection of header names")
@@ -86,38 +103,33 @@ def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, A
     return merged
 
 
-def several(endpoint: object) -> bool:
-    """Whether ``endpoint`` names several instances (a list of one URL or connector is one).
-
-    Raises:
-        ConfigurationError: Not a URL, a connector or a list of them.
-    """
-    if not isinstance(endpoint, list | tuple):
-        check_instance("endpoint", endpoint, (str, Connector))
-        return False
-    return not (len(endpoint) == 1 and isinstance(endpoint[0], str | Connector))
-
-
-def _bridge(endpoint: object, store: SessionStore | None, key: str | None) -> StoreBridge | None:
-    """The store seen under the client's key: ``session_store_key``, else the endpoint's key (a
-    pool's: :func:`~acp_client.store.pool_key` of its URLs)."""
+def _bridge(
+    options: Mapping[str, Any], plan: LinksPlan | None, clock: Clock
+) -> tuple[StoreBridge | None, Ownership | None]:
+    """The store seen under the client's key (``session_store_key``, else the endpoint's key: an
+    endpoint group's, from its plan); a shared store with every write fenced by this client's
+    leases (:mod:`acp_client._ownership`)."""
+    endpoint, store, key = options["endpoint"], options["session_store"], options["session_store_key"]
     if store is None:
-        return None
-    if key is not None:
-        return StoreBridge(store, key)
-    if several(endpoint):
-        endpoints = Endpoint.many(endpoint)  # type: ignore[arg-type]
-        if any(e.connector is not None for e in endpoints):
-            raise ConfigurationError("session_store_key is required when an endpoint is a Connector")
-        return StoreBridge(store, pool_key(e.url for e in endpoints))
-    if isinstance(endpoint, list | tuple):  # a list of one
-        endpoint = endpoint[0]
-    if not isinstance(endpoint, str):
-        raise ConfigurationError("session_store_key is required when the endpoint is a Connector")
-    return StoreBridge(store, endpoint_key(endpoint))
+        return None, None
+    if key is None:
+        key = plan.store_key if plan is not None else endpoint_key(endpoint) if isinstance(endpoint, str) else None
+    if key is None:
+        raise ConfigurationError("session_store_key is required when an endpoint is a Connector")
+    if not isinstance(store, SharedSessionStore):
+        return StoreBridge(store, key), None
+    owner = options["owner"] if options["owner"] is not None else default_owner()
+    fenced = FencedStore(store, key, owner, options["lease_duration"])
+    bridge = StoreBridge(fenced, key)
+    callbacks: Callbacks = options["callbacks"] or Callbacks()
+    ownership = Ownership(
+        bridge, fenced, clock=clock, auto_adopt=options["auto_adopt"], decide=lambda: callbacks.decide_adoption
+    )
+    bridge.on_error = ownership.store_error
+    return bridge, ownership
 
 
-def connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
+def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
     """``connector(url_or_connector)`` for checked ``options``: every connector built from a URL
     shares ``cookies``, the client's headers, TLS, limits and transport options."""
     timeouts: Timeouts = options["timeouts"] or Timeouts()
@@ -138,11 +150,20 @@ def connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
     return connector
 
 
-def assemble(options: Mapping[str, Any], first: Connector, links: LinksFactory | None) -> Engine:
-    """The engine for checked ``options``, its first link to ``first``, its links built by
-    ``links`` (``None``: the single link to ``first``)."""
+def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, Connector]:
+    """The engine for checked ``options`` (the connectors it builds from URLs share
+    ``cookies``), and the connector of its first link."""
+    connector = _connector_factory(options, cookies)
     endpoint = options["endpoint"]
-    return Engine(
+    plan: LinksPlan | None = None
+    if isinstance(endpoint, EndpointGroup):
+        plan = endpoint.links_plan(connector)
+        first = plan.first
+    else:
+        first = connector(endpoint)
+    clock = options["clock"] or SystemClock()
+    bridge, ownership = _bridge(options, plan, clock)
+    engine = Engine(
         first,
         protocol_version=options["protocol_version"],
         client_info=options["client_info"] or CLIENT_INFO,
@@ -152,17 +173,20 @@ def assemble(options: Mapping[str, Any], first: Connector, links: LinksFactory |
         timeouts=options["timeouts"] or Timeouts(),
         queue=options["queue"] or QueueOptions(),
         recovery_concurrency=options["recovery_concurrency"],
-        clock=options["clock"] or SystemClock(),
+        clock=clock,
         rng=options["rng"],
         keep_transcripts=options["keep_transcripts"],
-        links=links,
+        links=plan.build if plan is not None else None,
         replays_on_resume=options["replays_on_resume"],
         retry_unsent_prompts=options["retry_unsent_prompts"],
         carry_lost_context=options["carry_lost_context"],
         max_incoming_requests=options["max_incoming_requests"],
-        store=_bridge(endpoint, options["session_store"], options["session_store_key"]),
+        store=bridge,
         telemetry=options["telemetry"],
     )
+    if ownership is not None:
+        ownership.bind(engine)
+    return engine, first
 
 
 def next_cursor(page: SessionPage, seen: set[str]) -> str | None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -50,11 +50,25 @@ from .state import Probe, RecoveryOutcome, RecoveryPath
 from .store._bridge import StoreBridge
 from .store.base import StoredSession
 from .transcript import Transcript
-from .types import SessionStatus
 
-__all__ = ["Persistence"]
+__all__ = ["Leases", "Persistence"]
 
 logger = logging.getLogger("acp_client.store")
+
+
+class Leases(Protocol):
+    """A shared store's ownership, as the bookkeeping restores and closes it
+    (:class:`acp_client._ownership.Ownership`)."""
+
+    async def candidates(self) -> list[StoredSession]:
+        """The sessions to restore: the owner's, and the adoptable ones it adopts (reads only)."""
+        ...
+
+    async def take(self, records: Sequence[StoredSession]) -> list[str]:
+        """Claim them (the one write); the ids now held."""
+        ...
+
+    async def aclose(self) -> None: ...
 
 
 def _now() -> datetime:
@@ -75,6 +89,8 @@ class Persistence:
         self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
     ) -> None:
         self.bridge = bridge
+        #: This client's leases, when the store is shared (set by :meth:`Ownership.bind`).
+        self.ownership: Leases | None = None
         self._table = table
         self._version = version
         self._keep_transcripts = keep_transcripts
@@ -96,15 +112,51 @@ class Persistence:
             SessionStoreError: The store cannot be read, or a stored conversation is damaged
                 (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
         """
-        stored = await self.bridge.load()
-        conversations: dict[str, Transcript] = {}
-        if self._keep_transcripts and stored:
-            path = str(getattr(self.bridge.store, "path", "") or self.bridge.endpoint)
+        if self.ownership is None:
+            stored = await self.bridge.load()
+            self._track(stored, await self._conversations(stored))
+            return len(stored)
+        # A shared store: the owner's sessions and the ones it adopts, read (and their
+        # conversations decoded) before the one write, the claim; then the ones claimed tracked.
+        stored = await self.ownership.candidates()
+        conversations = await self._conversations(stored)
+        held = set(await self.ownership.take(stored))
+        kept = [record for record in stored if record.session_id in held]
+        self._track(kept, conversations)
+        return len(kept)
 
-            def decode(entries: Sequence[Mapping[str, Any]], session_id: str) -> Transcript:
-                return from_entries(entries, session_id, path=path)
+    async def aclose(self) -> None:
+        """Run the queued writes, release the leases held (a shared store), stop the worker."""
+        if self.ownership is not None:
+            await self.ownership.aclose()
+        await self.bridge.aclose()
 
-            conversations = await self.bridge.load_each([record.session_id for record in stored], decode)
+    async def track_stored(self, stored: Sequence[StoredSession]) -> list[Tracked]:
+        """Track ``stored`` (most recently used first) with their stored conversations; the
+        sessions tracked (one whose MCP servers cannot be decoded is left out, logged).
+
+        Raises:
+            SessionStoreError: As for :meth:`restore`.
+        """
+        return self._track(stored, await self._conversations(stored))
+
+    async def _conversations(self, stored: Sequence[StoredSession]) -> dict[str, Transcript]:
+        """The stored conversations of ``stored``, decoded (reads only).
+
+        Raises:
+            SessionStoreError: As for :meth:`restore`.
+        """
+        if not self._keep_transcripts or not stored:
+            return {}
+        path = str(getattr(self.bridge.store, "path", "") or self.bridge.endpoint)
+
+        def decode(entries: Sequence[Mapping[str, Any]], session_id: str) -> Transcript:
+            return from_entries(entries, session_id, path=path)
+
+        return await self.bridge.load_each([record.session_id for record in stored], decode)
+
+    def _track(self, stored: Sequence[StoredSession], conversations: Mapping[str, Transcript]) -> list[Tracked]:
+        restored: list[Tracked] = []
         for record in reversed(stored):  # oldest first: the table then lists the most recent last
             try:
                 servers = record.decoded_mcp_servers()
@@ -125,7 +177,9 @@ class Persistence:
             tracked.settings.mode_id = record.mode_id
             tracked.settings.model_id = record.model_id
             tracked.settings.config.update({key: (value, None) for key, value in record.config_options.items()})
-        return len(stored)
+            restored.append(tracked)
+        restored.reverse()
+        return restored
 
     def _save(self, tracked: Tracked, record: StoredSession) -> None:
         tracked.stored = record
@@ -146,7 +200,7 @@ class Persistence:
         now = _now()
         known = tracked.stored
         if known is not None and known.session_id == tracked.session_id:
-            record = attrs.evolve(known, status=SessionStatus.ACTIVE, updated_at=now, last_used_at=now)
+            record = attrs.evolve(known, status=Probe.ACTIVE, updated_at=now, last_used_at=now)
         else:
             version = self._version()
             record = StoredSession.from_mcp_servers(
@@ -157,7 +211,7 @@ class Persistence:
                 protocol_version=version,
                 additional_directories=tracked.additional_directories,
                 title=tracked.record.title,
-                status=SessionStatus.ACTIVE,
+                status=Probe.ACTIVE,
                 created_at=now,
             )
         self._save(tracked, record)
@@ -231,7 +285,7 @@ class Persistence:
                     session_id=tracked.session_id,
                     previous_session_ids=previous,
                     title=tracked.record.title,
-                    status=SessionStatus.ACTIVE,
+                    status=Probe.ACTIVE,
                     raw_status=None,
                     updated_at=now,
                 )
@@ -242,5 +296,5 @@ class Persistence:
             if outcome is None or outcome.path is RecoveryPath.ABANDON:
                 continue
             raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
-            if record.status is not SessionStatus.ACTIVE or record.raw_status != raw:
-                self._save(tracked, attrs.evolve(record, status=SessionStatus.ACTIVE, raw_status=raw, updated_at=now))
+            if record.status is not Probe.ACTIVE or record.raw_status != raw:
+                self._save(tracked, attrs.evolve(record, status=Probe.ACTIVE, raw_status=raw, updated_at=now))

@@ -5,8 +5,8 @@ A link of its own is opened the one way every link is (:func:`acp_client._openin
 wire log, "not an ACP endpoint" detection, the client's capabilities and identity) by the
 ``opener`` the caller passes, and closed again whatever happens; a slow close never turns an
 answer into a timeout. One instance's failure is an answer (``unreachable``), never an error.
-A single-endpoint client's :meth:`~acp_client.AcpClient.locate` asks its one instance this way; a
-pool asks every instance at once (:mod:`acp_client.pool`).
+A single-endpoint client's :meth:`~acp_client.AcpClient.locate` asks its one instance this way; an
+endpoint group asks every instance at once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .types import (
 
 __all__ = ["Answers", "Live", "Opener", "Settings", "ask", "close_copy", "settings"]
 
-logger = logging.getLogger("acp_client.pool")
+logger = logging.getLogger("acp_client.locate")
 
 _T = TypeVar("_T")
 
@@ -116,7 +116,7 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
             decoded = from_wire(SessionStatusResponse, result, protocol_version=version)
         except AcpError as exc:
             return answer(Probe.UNREACHABLE, error=exc)
-        return answer(Probe.of(decoded.status), raw_status=decoded.raw_status, state=decoded.state)
+        return answer(decoded.status, raw_status=decoded.raw_status, state=decoded.state)
 
     try:
         conn, init = await _open(endpoint, settings, link)
@@ -129,7 +129,10 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
     except AcpError as exc:
         logger.debug("locate: %s gave no usable answer: %s", endpoint, exc)
         return tuple(answer(Probe.UNREACHABLE, error=exc) for _ in settings.session_ids)
-    return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in settings.session_ids)))
+    ids = settings.session_ids
+    if len(ids) == 1:  # the common case (one session located): no task of its own
+        return (await status(conn, ids[0], version),)
+    return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in ids)))
 
 
 async def _in_time(settings: Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:

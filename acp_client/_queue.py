@@ -8,9 +8,9 @@
   scope on the injected clock), then fails with
   ``ConnectionLost`` (``may_have_executed=False``).
 
-A single-endpoint client's supervisor releases its queue with the recovered connection; a pool's
-calls wait here for the next change of their session's home (each a new turn in the queue, under
-one deadline), so the rule holds with one endpoint and with several.
+A single-endpoint client's supervisor releases its queue with the recovered connection; the calls
+of an endpoint group's sessions wait here for the next change of their session's home (each a new
+turn in the queue, under one deadline), so the rule holds with one endpoint and with several.
 """
 
 from __future__ import annotations

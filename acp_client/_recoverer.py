@@ -178,13 +178,23 @@ class Recoverer:
         if not sessions:
             return await self._report_unreported()
         caps = capabilities(init, self._version())
-        semaphore = asyncio.Semaphore(self._concurrency)
+        # ``concurrency`` workers take the sessions in order (not a task per session waiting on a
+        # semaphore: 10,000 sessions would be 10,000 tasks and waiters for the same bound).
+        results: list[RecoveryOutcome | BaseException | None] = [None] * len(sessions)
+        queue = iter(enumerate(sessions))
 
-        async def one(tracked: Tracked) -> RecoveryOutcome:
-            async with semaphore:
-                return await self.recover_session(conn, tracked, caps)
+        async def worker() -> None:
+            for index, tracked in queue:
+                try:
+                    results[index] = await self.recover_session(conn, tracked, caps)
+                except asyncio.CancelledError as exc:  # this worker stops; the others take the rest
+                    results[index] = exc
+                    raise
+                except BaseException as exc:  # kept as a result, as one session's failure
+                    results[index] = exc
 
-        results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
+        # A cancellation of the recovery itself still propagates (gather passes it on).
+        await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(sessions)))), return_exceptions=True)
         # What finished is folded into what an earlier, cut-off recovery finished: one report per
         # session, and the app still learns every change of id (two changes stay two reports).
         positions = self._positions()
@@ -264,7 +274,7 @@ class Recoverer:
             logger.info("status probe for %s failed (%s): falling back", previous, exc)
             return Answer(Probe.UNREACHABLE)
         tracked.record = tracked.record.merge(Session.from_status(previous, status))
-        return Answer(Probe.of(status.status), status.raw_status, status.state)
+        return Answer(status.status, status.raw_status, status.state)
 
     async def recover_session(
         self,
@@ -282,9 +292,9 @@ class Recoverer:
             conn: The connection to recover it over.
             tracked: The session.
             caps: What the agent advertised on ``conn``.
-            answer: The instance's answer when the caller has it already (a pool's fan-out, or
+            answer: The instance's answer when the caller has it already (a fan-out over several instances, or
                 its own probe): not asked again.
-            endpoint: The instance's name (a pool's): in the app's ``RecoveryContext`` and the
+            endpoint: The instance's name (of an endpoint group): in the app's ``RecoveryContext`` and the
                 outcome.
             reason: Why this recovery runs outside a reconnect (first in the outcome's notes).
         """

@@ -14,7 +14,7 @@ else ``inactive`` somewhere                replay       the home instance if ina
                                                         else the first inactive one
 else ``unknown`` (-32002) on every         new session  none yet: the placement policy picks among
 reachable instance                                      the reachable instances (``candidates``)
-no usable answer anywhere (unreachable,    unavailable  none: a pool tries again later; one instance
+no usable answer anywhere (unreachable,    unavailable  none: a group tries again later; one instance
 not probed)                                             falls back (below)
 =========================================  ===========  =============================================
 
@@ -51,6 +51,7 @@ described by :func:`hop_note` for the outcome record.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
@@ -266,6 +267,7 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
     return tuple(steps), tuple(notes)
 
 
+@functools.lru_cache(maxsize=128)  # pure, and asked again for every session of a recovery
 def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bool = False) -> Decision:
     """The path and steps for a session on one instance, given that instance's answer (the
     module's tables: :func:`route` over this one answer, then the steps).

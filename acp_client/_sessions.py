@@ -59,7 +59,7 @@ class _Cancellable(Protocol):
 class Turn:
     """One running prompt turn."""
 
-    __slots__ = ("_settle", "accepted", "cancel_sent", "done", "message_id", "prompt", "recorded", "status")
+    __slots__ = ("_settle", "accepted", "cancel_sent", "done", "heard", "message_id", "prompt", "recorded", "status")
 
     def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
         self.prompt = prompt
@@ -69,6 +69,8 @@ class Turn:
         self.recorded = False  # the prompt went out (a re-sent prompt is not added twice)
         self.status: TurnStatus | None = None  # how the turn ended, once the transcript knows
         self.cancel_sent = False  # session/cancel went out for it (a timeout, a cancelled caller)
+        #: A live update arrived for the session after the prompt went out: the agent may be acting on it.
+        self.heard = False
         self._settle = settle
 
     def accept(self) -> None:
@@ -136,7 +138,7 @@ class Tracked:
         #: Links the session moved off while they were unreachable: they may still hold it in
         #: memory, and it is closed there before it is attached again (DESIGN.md §5).
         self.left_behind: set[Any] = set()
-        #: Held while a pool moves the session or closes one of its copies (made by the pool).
+        #: Held while an endpoint group moves the session or closes one of its copies (made there).
         self.guard: Any = None
 
     @property
@@ -335,6 +337,16 @@ class SessionTable:
             if self.keep_transcripts:
                 tracked.transcript.begin_turn(turn.prompt, record=not echoes_prompts)
 
+    def withdraw_prompt(self, tracked: Tracked, turn: Turn) -> None:
+        """The agent refused ``turn``'s prompt as "session not found" before anything was heard of
+        it: it never became part of the conversation, so it leaves the transcript (it is sent once
+        more, on the session recovery starts, and recorded there)."""
+        if not turn.recorded:
+            return
+        turn.recorded = False
+        if self.keep_transcripts and tracked.turn is turn:
+            tracked.transcript.withdraw_turn()
+
     def turn_status(self, tracked: Tracked, turn: Turn, status: TurnStatus) -> None:
         """How ``turn`` ended, for its transcript (once; a turn whose prompt never went out has
         no place there)."""
@@ -367,8 +379,11 @@ class SessionTable:
                 tracked.resume_replayed = True
                 self._begin_replay(tracked)
         replay = tracked.replaying
+        turn = tracked.turn
         if replay:
             tracked.replayed += 1
+        elif turn is not None and turn.recorded and not tracked.snapshot_window:
+            turn.heard = True
         if self.keep_transcripts:
             tracked.transcript.apply(update)
         kind = update.kind
@@ -376,7 +391,6 @@ class SessionTable:
             tracked.record = with_mode(tracked.record, update.current_mode_id)  # type: ignore[union-attr]
         elif kind == "config_option_update":
             tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
-        turn = tracked.turn
         if (
             turn is not None
             and update.kind == "state_update"

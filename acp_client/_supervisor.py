@@ -249,6 +249,26 @@ class Supervisor:
         """Skip the current backoff wait and try to reconnect right away."""
         self._wake.set()
 
+    def crash(self, error: BaseException, *, recovering: bool = False) -> None:
+        """Make this link die of ``error`` as a bug in it would (the test kit's seam,
+        :meth:`acp_client.testing.Inside.crash`): one of its own tasks raises it now, or, with
+        ``recovering``, its next recovery round does (the reconnect task dies of it). Either way
+        the crash hook runs as for a real bug."""
+        if recovering:
+            recover = self._recover
+
+            async def crashing(conn: Connection, init: Any) -> None:
+                self._recover = recover
+                raise error
+
+            self._recover = crashing
+            return
+
+        async def die() -> None:
+            raise error
+
+        self._spawn(die())
+
     # -- requests ---------------------------------------------------------------------------------
 
     async def call(
@@ -387,7 +407,7 @@ class Supervisor:
         if self._closing or conn is not self._conn:
             return
         self._conn = None
-        # Release the dead link (a stdio agent that closed stdout but lives on, pooled sockets);
+        # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
         # in the background, so a slow close never delays the reconnect.
         self._spawn(conn.aclose())
         reason = cause if cause is not None else TransportClosed("connection closed")

@@ -19,7 +19,11 @@ _DISTRIBUTION = "acp_reconnect"  # as it is spelled in a ``.dist-info`` director
 
 #: What each optional extra adds (``[project.optional-dependencies]``; tests/test_version.py keeps the
 #: two in step): error messages name these, since the package index has them.
-EXTRAS: dict[str, tuple[str, ...]] = {"testing": ("hypercorn>=0.16",), "otel": ("opentelemetry-api>=1.22",)}
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "testing": ("hypercorn>=0.16",),
+    "otel": ("opentelemetry-api>=1.22",),
+    "postgres": ("psycopg[binary]>=3.1", "psycopg-pool>=3.2"),
+}
 
 
 def install_hint(extra: str) -> str:

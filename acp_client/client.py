@@ -15,8 +15,9 @@ outage is sent.
 The work is done underneath, one concern per module, wired together by :mod:`._engine`: the session
 table (:mod:`._sessions`, no I/O), the recoverer (:mod:`._recoverer`), the links
 (:mod:`._links`: one supervisor, :mod:`._supervisor`), version negotiation (:mod:`._handshake`)
-and callback delivery (:mod:`._delivery`). Given several endpoints, the client plugs
-:mod:`acp_client.pool` in as its links; with one, pool code is never imported.
+and callback delivery (:mod:`._delivery`). Given an endpoint group (several instances of one
+agent), the client takes its links from the group's plan (:class:`.group.EndpointGroup`); given
+a URL or a connector, it has the one link, and no code for several instances is imported.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -34,13 +35,16 @@ from ._checks import check_seconds
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._ownership import DEFAULT_LEASE_DURATION, Ownership
 from ._sessions import Tracked
 from .clock import Clock
 from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
+    ConfigurationError,
 )
+from .group import EndpointGroup
 from .handlers import ClientHandlers
 from .location import Endpoint, Location
 from .retry import RetryPolicy
@@ -67,9 +71,6 @@ from .types import (
     TextContent,
 )
 
-if TYPE_CHECKING:
-    from .pool import PlacementFunction
-
 __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
     "AcpClient",
@@ -79,6 +80,7 @@ __all__ = [
     "UpdateEvent",
     "connector_for",
 ]
+
 
 def _content(prompt: str | ContentBlock | Iterable[ContentBlock]) -> tuple[ContentBlock, ...]:
     if isinstance(prompt, str):
@@ -96,13 +98,10 @@ class AcpClient:
 
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
-            or a :class:`~acp_client.transports.base.Connector`; or a list of them (or of
-            :class:`~acp_client.pool.Endpoint` values): several instances of one agent, used as
-            one pool (DESIGN.md §5; a list of one is a single endpoint).
-        placement: With several endpoints: where new sessions go — ``"round_robin"``
-            (default), ``"fewest_sessions"``, or a :data:`~acp_client.pool.PlacementFunction`.
-        failover_delay: With several endpoints: seconds a session's home instance may stay
-            unreachable before the session moves to another instance.
+            or a :class:`~acp_client.transports.base.Connector`; or an
+            :class:`~acp_client.group.EndpointGroup`: several instances of one agent used as one
+            endpoint, with their placement and failover (DESIGN.md §5,
+            ``docs/many-instances.md``).
         protocol_version: The ACP version proposed in ``initialize`` (1 = stable, 2 = draft).
             The client speaks whatever supported version the agent answers with.
         client_info: Name and version sent to the agent.
@@ -139,6 +138,17 @@ class AcpClient:
             ``docs/session-store.md``).
         session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
             with a :class:`~acp_client.transports.base.Connector`).
+        owner: With a :class:`~acp_client.store.SharedSessionStore` (both built-in stores): the
+            name this client owns its stored sessions under (default: host, pid and a random
+            suffix). :meth:`connect` takes back the sessions the owner holds and adopts the ones
+            nobody holds; every write is fenced by the client's leases (see
+            ``docs/session-store.md``, "Ownership"). Refused with a store without ownership.
+        lease_duration: Seconds a lease lasts unless renewed (default 30): the client renews
+            every lease at once each third of it, and a dead owner's sessions are adopted by a
+            live client once it has run out.
+        auto_adopt: Adopt sessions nobody holds automatically, on connect and while running
+            (each one through ``Callbacks.decide_adoption`` when set). ``False``: only through
+            :meth:`adopt`.
         telemetry: Where spans and metrics go (:class:`~acp_client.telemetry.Telemetry`; see
             ``docs/telemetry.md``). With the ``otel`` extra installed the default is on, with the
             global providers; ``Telemetry(enabled=False)`` turns it off. Without the extra there
@@ -150,10 +160,8 @@ class AcpClient:
 
     def __init__(
         self,
-        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
+        endpoint: str | Connector | EndpointGroup,
         *,
-        placement: str | PlacementFunction = "round_robin",
-        failover_delay: float = 10.0,
         protocol_version: int = 1,
         client_info: Implementation | None = None,
         handlers: ClientHandlers | None = None,
@@ -177,6 +185,9 @@ class AcpClient:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        auto_adopt: bool = True,
         telemetry: Telemetry | None = None,
     ) -> None:
         options = dict(locals())
@@ -184,17 +195,7 @@ class AcpClient:
         _options.check_options(options)
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-        connector = _options.connector_factory(options, self.cookies)
-        links = None  # one endpoint: the engine's single link
-        if _options.several(endpoint):
-            assert isinstance(endpoint, list | tuple)
-            from .pool._client import pool_links  # several instances: the pool plugs in on top
-
-            links, first = pool_links(endpoint, placement=placement, failover_delay=failover_delay, connector=connector)
-        else:
-            first = connector(endpoint[0] if isinstance(endpoint, list | tuple) else endpoint)
-        self._connector: Connector = first
-        self._engine = _options.assemble(options, first, links)
+        self._engine, self._connector = _options.assemble(options, self.cookies)
         self._table = self._engine.table
         self._store = self._engine.persistence
 
@@ -238,7 +239,7 @@ class AcpClient:
 
     @property
     def state(self) -> ConnectionState:
-        """The current connection state (with several endpoints: of the links that hold
+        """The current connection state (of an endpoint group: of the links that hold
         sessions, ``connected`` when all of them are)."""
         return self._engine.state
 
@@ -270,19 +271,19 @@ class AcpClient:
 
     @property
     def connector(self) -> Connector:
-        """The connector (with several endpoints: the first instance's)."""
+        """The connector (of an endpoint group: the first instance's)."""
         return self._connector
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances of a pooled client, in the order given (empty for a single endpoint)."""
+        """The instances of an endpoint group, in the order given (empty for a single endpoint)."""
         return self._engine.links.endpoints
 
     async def locate(
         self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once (see
-        :func:`acp_client.pool.locate`): over this client's live link to an instance where it
+        ``docs/many-instances.md``): over this client's live link to an instance where it
         has one, else over a fresh link closed again. The first call also opens a link to every
         instance the client has none to (kept, like the links sessions use), so later calls cost
         one ``session/status`` round trip per instance, all at once. Nothing is loaded anywhere.
@@ -324,6 +325,58 @@ class AcpClient:
     def stored_sessions(self) -> list[StoredSession]:
         """This client's records in its store, most recently used first (no I/O)."""
         return self._store.records() if self._store is not None else []
+
+    @property
+    def owner(self) -> str | None:
+        """The name this client owns its stored sessions under (``None``: no shared store)."""
+        ownership = self._ownership
+        return ownership.owner if ownership is not None else None
+
+    def owned_sessions(self) -> list[str]:
+        """The ids of the stored sessions this client holds the lease of now (no I/O)."""
+        ownership = self._ownership
+        return ownership.owned() if ownership is not None else []
+
+    async def adoptable_sessions(self) -> list[StoredSession]:
+        """The stored sessions of this endpoint nobody holds (unowned, or their owner's lease
+        expired), most recently used first; ``lease`` says who held each.
+
+        Raises:
+            ConfigurationError: The client has no shared session store.
+            SessionStoreError: The store cannot be read.
+        """
+        ownership = self._require_ownership()
+        return await ownership.bridge.run(ownership.fenced.adoptable)
+
+    async def adopt(self, session_ids: Iterable[str]) -> list[SessionHandle]:
+        """Adopt stored sessions nobody holds (see :meth:`adoptable_sessions`): claim them, track
+        them with their stored conversations, and recover each through the usual probe →
+        resume / replay / new session (with the usual callbacks). A session another client
+        holds, or that is not stored, is left out.
+
+        Returns:
+            Handles on the sessions adopted.
+
+        Raises:
+            ConfigurationError: The client has no shared session store.
+            SessionStoreError: The store cannot be read or written.
+        """
+        ownership = self._require_ownership()
+        wanted = set(session_ids)
+        candidates = await ownership.bridge.run(ownership.fenced.adoptable)
+        adopted = await ownership.adopt([record for record in candidates if record.session_id in wanted])
+        return [SessionHandle(self, self._table.require(session_id)) for session_id in adopted]
+
+    @property
+    def _ownership(self) -> Ownership | None:
+        ownership = self._store.ownership if self._store is not None else None
+        return ownership if isinstance(ownership, Ownership) else None
+
+    def _require_ownership(self) -> Ownership:
+        ownership = self._ownership
+        if ownership is None:
+            raise ConfigurationError("this client has no shared session store (a SharedSessionStore)")
+        return ownership
 
     @property
     def recovery_outcomes(self) -> list[RecoveryOutcome]:
@@ -459,7 +512,7 @@ class AcpClient:
         """``session/status``: is the session in the agent's memory, stored, or unknown?
 
         An unknown session (-32002) comes back as a :class:`Session` whose ``status`` is
-        ``SessionStatus.UNKNOWN``. Retried transparently on a drop (it has no side effects).
+        ``Probe.UNKNOWN``. Retried transparently on a drop (it has no side effects).
 
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
@@ -599,7 +652,7 @@ class SessionHandle:
 
     @property
     def endpoint(self) -> str | None:
-        """With several endpoints: the name of the instance the session lives on now (``None``
+        """Of an endpoint group: the name of the instance the session lives on now (``None``
         while a session restored from a store has not been found yet)."""
         return self._client._engine.links.endpoint_of(self._tracked)
 

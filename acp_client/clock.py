@@ -211,7 +211,9 @@ class Deadline:
 
 
 def _check_point(value: float | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value)):
+    if value is None or (type(value) is float and not math.isnan(value)):  # the usual case, quickly
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ValueError(f"a deadline is a number of seconds or None, not {value!r}")
 
 

@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from ._checks import check_count, check_flag, check_instance, check_seconds, field_check
 from .exceptions import ConfigurationError
-from .state import ConnectionState, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
+from .state import ConnectionState, OwnershipLost, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
+
+if TYPE_CHECKING:
+    from .store.base import StoredSession
 
 __all__ = [
     "USE_CLIENT_DEFAULT",
@@ -92,6 +95,13 @@ class Callbacks:
         refresh_credentials: Called once when the agent refuses the credentials (401/403)
             during a (re)connect; it should update the connector's headers. A second refusal
             fails the client.
+        decide_adoption: With a shared session store: sees each adoptable
+            :class:`~acp_client.store.StoredSession` (nobody holds it: unowned, or its owner's
+            lease expired; ``lease`` says who held it) before the client adopts it
+            automatically, and returns ``True`` to adopt it (anything else leaves it). Without
+            it every adoptable session is adopted (unless ``auto_adopt=False``).
+        on_ownership_lost: With a shared session store: this client lost a session it owned
+            (an :class:`~acp_client.state.OwnershipLost`); it no longer tracks it.
 
     Raises:
         ConfigurationError: A field is neither callable nor ``None``.
@@ -108,6 +118,8 @@ class Callbacks:
     on_notification: Callable[[str, Any], Any] | None = attrs.field(default=None, validator=_callable)
     decide_recovery: Callable[[RecoveryContext], Any] | None = attrs.field(default=None, validator=_callable)
     refresh_credentials: Callable[[], Any] | None = attrs.field(default=None, validator=_callable)
+    decide_adoption: Callable[[StoredSession], Any] | None = attrs.field(default=None, validator=_callable)
+    on_ownership_lost: Callable[[OwnershipLost], Any] | None = attrs.field(default=None, validator=_callable)
 
 
 @attrs.frozen(kw_only=True)

@@ -48,11 +48,15 @@ callers never need to import those libraries to handle a failure.
     ├── SessionNotTracked                     this client does not track that session (no request sent)
     ├── RecoveryFailed                        a session could not be recovered on any path
     └── SessionStoreError                     the session store cannot be used (``path``)
-        ├── SessionStoreCorrupt               not an SQLite database, or a damaged one (never written)
-        ├── SessionStoreForeign               an SQLite database of another application (never written)
+        ├── SessionStoreCorrupt               not a store database, or a damaged one (never written)
+        ├── SessionStoreForeign               a database (or schema) of another application (never written)
         ├── SessionStoreTooNew                written by a newer acp_client (schema version)
-        ├── SessionStoreReadOnly              the file or its directory cannot be written (refused at open)
-        └── SessionStoreBusy                  another process held the lock past the busy timeout
+        ├── SessionStoreReadOnly              the store cannot be written by this process (refused at open)
+        ├── SessionStoreBusy                  another process held the lock past the busy timeout
+        ├── SessionStoreFenced                a stale owner's write: another client holds the
+        │                                     session's lease now (nothing written)
+        ├── SessionStoreUnavailable           the database server cannot be reached (a write was not made)
+        └── SessionStoreDriverMissing         the store's database driver is not installed (an extra)
 
 ``RpcError.from_error`` picks the subclass for a wire error code, so ``except SessionNotFound`` works
 for a -32002 from any method.
@@ -99,10 +103,13 @@ __all__ = [
     "SessionNotTracked",
     "SessionStoreBusy",
     "SessionStoreCorrupt",
+    "SessionStoreDriverMissing",
     "SessionStoreError",
+    "SessionStoreFenced",
     "SessionStoreForeign",
     "SessionStoreReadOnly",
     "SessionStoreTooNew",
+    "SessionStoreUnavailable",
     "TlsVerificationError",
     "TransportClosed",
     "TransportError",
@@ -567,7 +574,8 @@ class SessionStoreError(AcpError):
     """The session store cannot be used.
 
     Attributes:
-        path: The store's file (``":memory:"`` for an in-memory one).
+        path: Where the store is: its file (``":memory:"`` for an in-memory one), or for a
+            database server its DSN with any password masked (and the schema).
     """
 
     def __init__(self, message: str, *, path: str) -> None:
@@ -576,11 +584,13 @@ class SessionStoreError(AcpError):
 
 
 class SessionStoreCorrupt(SessionStoreError):
-    """The store file is not an SQLite database, or a damaged one. It is never written to."""
+    """The store is not a store database, or a damaged one (an SQLite file that is not a database;
+    our identity without our tables; a record that cannot be decoded). It is never written to."""
 
 
 class SessionStoreForeign(SessionStoreError):
-    """The store file is an SQLite database of another application. It is never written to."""
+    """The store holds another application's data (an SQLite database of another application; a
+    PostgreSQL schema with tables that are not ours). It is never written to."""
 
 
 class SessionStoreTooNew(SessionStoreError):
@@ -605,3 +615,44 @@ class SessionStoreReadOnly(SessionStoreError):
 
 class SessionStoreBusy(SessionStoreError):
     """Another process held the store's write lock longer than the busy timeout."""
+
+
+class SessionStoreFenced(SessionStoreError):
+    """A write carried a fence (owner and fencing token) that no longer holds the session: another
+    client took the session over (or deleted it), so this writer is stale and nothing was written.
+
+    Attributes:
+        session_id: The session.
+        owner: The owner the write was made for.
+        token: The fencing token the write carried.
+        holder: Who holds the session now (``None``: nobody, or it is not stored).
+        holder_token: The session's token now (``None``: not stored).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        session_id: str,
+        owner: str,
+        token: int | None,
+        holder: str | None,
+        holder_token: int | None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.session_id = session_id
+        self.owner = owner
+        self.token = token
+        self.holder = holder
+        self.holder_token = holder_token
+
+
+class SessionStoreUnavailable(SessionStoreError):
+    """The store's database server cannot be reached: refused, down, or the connection was lost
+    and could not be made again within the store's reconnect timeout. The call was not made
+    (a write raising this was not written, or its outcome is unknown when the message says so)."""
+
+
+class SessionStoreDriverMissing(SessionStoreError):
+    """The store needs a database driver that is not installed; the message names the extra."""

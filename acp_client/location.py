@@ -1,7 +1,7 @@
 """Where a session is: the instances of an agent, what each said about a session, and the route.
 
 An :class:`Endpoint` names one instance. Asking instances ``session/status`` for one session
-(:meth:`acp_client.AcpClient.locate`, :func:`acp_client.pool.locate`) gives a :class:`Location`:
+(:meth:`acp_client.AcpClient.locate`, or a ``locate()`` over a list of endpoints) gives a :class:`Location`:
 every instance's :class:`InstanceAnswer`, in one vocabulary (:class:`~acp_client.state.Probe`).
 :meth:`Location.route` applies the decision table of :mod:`acp_client._recovery` and names the
 one instance a session goes to (:class:`Route`). These are values, no I/O: a single-endpoint

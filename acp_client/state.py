@@ -21,11 +21,12 @@ from typing import Any
 
 import attrs
 
-from .types import Session, SessionStatus, SessionUpdate, StopReason, TextContent
+from .types import Probe, Session, SessionUpdate, StopReason, TextContent
 
 __all__ = [
     "LEGAL_TRANSITIONS",
     "ConnectionState",
+    "OwnershipLost",
     "Probe",
     "PromptResult",
     "RecoveryContext",
@@ -45,29 +46,6 @@ class RecoveryPath(str, enum.Enum):
     REPLAY = "replay"
     NEW_SESSION = "new_session"
     ABANDON = "abandon"
-
-
-class Probe(str, enum.Enum):
-    """What one instance said to ``session/status`` about one session (the one vocabulary of a
-    probe answer: the recovery's own probe, a fan-out's answers, :class:`RecoveryContext`).
-
-    ``ACTIVE``: in memory there (wire ``active`` / ``open``). ``INACTIVE``: known and resumable,
-    not in memory (``inactive``, ``saved`` or an unrecognized value). ``UNKNOWN``: the instance
-    answered -32002. ``UNREACHABLE``: no usable answer (the probe failed or timed out, the
-    instance could not be connected or initialized in time, or its answer was malformed).
-    ``NOT_PROBED``: the instance does not offer ``session/status``, so it was not asked.
-    """
-
-    ACTIVE = "active"
-    INACTIVE = "inactive"
-    UNKNOWN = "unknown"
-    UNREACHABLE = "unreachable"
-    NOT_PROBED = "not_probed"
-
-    @classmethod
-    def of(cls, status: SessionStatus) -> Probe:
-        """The probe answer a decoded ``session/status`` amounts to."""
-        return cls(status.value)
 
 
 class State(str, enum.Enum):
@@ -205,6 +183,26 @@ class TurnInterrupted:
     session_id: str
     prompt: tuple[Any, ...]
     may_have_executed: bool = True
+
+
+@attrs.frozen
+class OwnershipLost:
+    """This client no longer owns a stored session (``Callbacks.on_ownership_lost``): another
+    client took it over, or its lease ran out while the store could not be reached. The client has
+    stopped tracking it (a running turn failed with ``SessionNotTracked``) and writes nothing more
+    for it; the session is the new owner's to recover.
+
+    Attributes:
+        session_id: The session.
+        owner: This client's owner name.
+        holder: The owner that holds it now, when known.
+        reason: What happened, for a log line.
+    """
+
+    session_id: str
+    owner: str
+    holder: str | None
+    reason: str
 
 
 @attrs.frozen

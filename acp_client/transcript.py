@@ -381,6 +381,16 @@ class Transcript:
                     break
                 message.incomplete = True
 
+    def withdraw_turn(self) -> None:
+        """The running turn's prompt was refused before the agent did anything with it ("session
+        not found"): it is taken out again (the client sends it once more, on a new session)."""
+        start = self._turn_start
+        self._turn_start = None
+        self._open = None
+        if start is not None:
+            tail = self.messages[start:]
+            self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
+
     # -- updates ------------------------------------------------------------------------------------
 
     def add_user_prompt(self, blocks: Iterable[ContentBlock], message_id: str | None = None) -> None:

@@ -1,6 +1,7 @@
 """The fan-out probe: ``locate()`` over 50 instances next to one probe.
 
     python benchmarks/locate.py [--quick] [--instances N] [--rounds R] [--latency MS,MS,...]
+        [--transport all|websocket|http]
 
 ``acp_client.pool.locate(session_id, endpoints)`` connects to every instance, initializes, asks
 ``session/status`` and closes, all instances concurrently. The instances are reference agents in
@@ -47,7 +48,7 @@ import attrs
 from _common import Farm, environment, farm, fmt_ms, fmt_ratio, median, table
 
 from acp_client import AcpClient
-from acp_client.pool import Probe, locate
+from acp_client.pool import Pool, Probe, locate
 from acp_client.testing import inside
 
 #: Issue 22's targets per transport: the fan-out over 50 instances within this many times one probe, and
@@ -118,7 +119,7 @@ async def measure_client(urls: list[str], rounds: int, farm: Farm) -> Figures:
     expected = [Probe.ACTIVE] + [Probe.INACTIVE] * (len(urls) - 1)
     async with AcpClient(urls[0], retry=None, transport_options=options) as single:
         session = await single.new_session("/tmp/acp-bench")
-        async with AcpClient(urls, transport_options=options) as pooled:
+        async with AcpClient(Pool(urls), transport_options=options) as pooled:
             await pooled.locate(session.session_id, timeout=30)  # opens a link to every instance
             deadline = time.perf_counter() + _START_TIMEOUT
             links = inside(pooled).links  # the benchmark waits for the links it asked for
@@ -173,6 +174,7 @@ def main() -> int:
     parser.add_argument(
         "--latency", default=None, metavar="MS,...", help="one-way delays in ms (default 0,5,25,50; --quick: 0,25)"
     )
+    parser.add_argument("--transport", choices=("all", "websocket", "http"), default="all")
     args = parser.parse_args()
     rounds = args.rounds or (3 if args.quick else 15)
     latencies = [float(v) for v in (args.latency or ("0,25" if args.quick else "0,5,25,50")).split(",")]
@@ -181,6 +183,8 @@ def main() -> int:
     for latency in latencies:
         with farm(args.instances, latency) as instances:
             for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
+                if args.transport not in ("all", name.lower()):
+                    continue
                 urls = [f"{scheme}://127.0.0.1:{port}/acp" for port in instances.ports]
                 figures = asyncio.run(measure_client(urls, rounds, instances))
                 client_rows.append(row(f"{name} client", latency, figures, args.instances))

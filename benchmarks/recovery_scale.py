@@ -1,10 +1,13 @@
 """Recovery at scale: N tracked sessions on one link, the link drops, all N recover (resume).
 
     python benchmarks/recovery_scale.py [--quick] [--sizes 100,1000,10000] [--transport all|websocket|http]
-        [--concurrency C] [--rounds R]
+        [--agent process|inprocess|both] [--concurrency C] [--rounds R]
 
-One client tracks N idle sessions on one link to the reference agent (``_farm.py`` with one instance,
-its own process, reached directly on loopback). Each round the agent drops every connection (the
+One client tracks N idle sessions on one link to the reference agent, reached directly on loopback,
+either in a process of its own (``--agent process``: ``_farm.py`` with one instance; the target is
+measured this way) or in this process, on the client's event loop (``--agent inprocess``: no
+process switch per round trip, so the wall time is the CPU of both sides, one after the other —
+what a quiet machine with one core would show). Each round the agent drops every connection (the
 client sees a reset; the sessions stay in the agent's memory), and the client reconnects,
 re-initializes, probes each session with ``session/status`` and resumes it (``session/resume``),
 ``recovery_concurrency`` sessions at a time. Per transport and N:
@@ -13,13 +16,15 @@ re-initializes, probes each session with ``session/status`` and resumes it (``se
   the N outcomes reported (median of the rounds);
 * ``ms/session``: that over N — flat from row to row when recovery is linear in N;
 * ``client CPU s`` / ``agent CPU s``: CPU this process / the agent's process spent in that time
-  (the wall figure stretches on a busy machine, these much less);
+  (the wall figure stretches on a busy machine, these much less; in process: the two together,
+  under ``client CPU s``);
 * ``in flight``: the most recovery requests the client had sent and not yet seen answered at any
   moment (the bound ``recovery_concurrency`` puts on what the agent is sent at once);
 * ``TCP``: TCP connections the agent accepted during one recovery (Streamable HTTP/1.1: the POSTs
   share pooled keep-alive connections; each open SSE stream holds one);
 * ``KiB/session``: memory this process holds per idle tracked session (``tracemalloc``: what
-  creating the N sessions left allocated, over N);
+  creating the N sessions left allocated, over N; not measured in process, where the agent's
+  memory is this process's too);
 * ``CPU vs WS``: the client CPU of the recovery over the WebSocket row's for the same N (issue 22's
   target: an HTTP recovery within 1.5x WebSocket's client CPU).
 
@@ -31,10 +36,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import time
 import tracemalloc
+from collections.abc import AsyncIterator
 from typing import Any
 
 from _common import Farm, environment, farm, fmt_ratio, median, table
@@ -49,6 +56,7 @@ from acp_client import (
     State,
     connector_for,
 )
+from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 
 POLICY = RetryPolicy(first_attempt_delay=0.0, initial_delay=0.05, max_delay=0.5, jitter=False, reset_after=0.0)
 RECOVERY_METHODS = frozenset({"session/status", "session/resume", "session/load", "session/new"})
@@ -102,6 +110,54 @@ class InFlight:
         return Counted()
 
 
+class Separate:
+    """The agent in a process of its own (``_farm.py``, one instance)."""
+
+    where = "process"
+
+    def __init__(self, agent: Farm) -> None:
+        self._agent = agent
+        self.port = agent.ports[0]
+
+    async def drop(self) -> None:
+        await asyncio.to_thread(self._agent.drop)
+
+    def cpu(self) -> float | None:
+        return self._agent.cpu()
+
+    def tcp(self) -> int:
+        return self._agent.tcp()
+
+
+class InProcess:
+    """The agent on this process's event loop (its CPU is this process's)."""
+
+    where = "in process"
+
+    def __init__(self, server: ReferenceServer) -> None:
+        self._server = server
+        self.port = server.port
+
+    async def drop(self) -> None:
+        await self._server.drop_connections()
+
+    def cpu(self) -> float | None:
+        return None
+
+    def tcp(self) -> int:
+        return self._server.tcp_connections
+
+
+@contextlib.asynccontextmanager
+async def in_process() -> AsyncIterator[InProcess]:
+    server = ReferenceServer(ReferenceAgent(name="instance-0", store=SessionStore()))
+    await server.start()
+    try:
+        yield InProcess(server)
+    finally:
+        await server.aclose()
+
+
 async def _create(client: AcpClient, count: int) -> None:
     gate = asyncio.Semaphore(_CREATE_AT_ONCE)
 
@@ -112,7 +168,9 @@ async def _create(client: AcpClient, count: int) -> None:
     await asyncio.gather(*(one() for _ in range(count)))
 
 
-async def measure(url: str, sessions: int, rounds: int, concurrency: int, agent: Farm) -> dict[str, Any]:
+async def measure(
+    url: str, sessions: int, rounds: int, concurrency: int, agent: Separate | InProcess
+) -> dict[str, Any]:
     """One client with ``sessions`` tracked sessions; ``rounds`` drops; the figures."""
     options = {"http2": False} if url.startswith("http") else {}
     wire = InFlight(connector_for(url, **options))
@@ -141,7 +199,7 @@ async def measure(url: str, sessions: int, rounds: int, concurrency: int, agent:
             wire.peak = 0
             tcp, agent_cpu = agent.tcp(), agent.cpu()
             start, cpu = time.perf_counter(), time.process_time()
-            await asyncio.to_thread(agent.drop)
+            await agent.drop()
             deadline = start + _DEADLINE
             while not (
                 len(outcomes) >= sessions
@@ -153,7 +211,8 @@ async def measure(url: str, sessions: int, rounds: int, concurrency: int, agent:
                 await asyncio.sleep(0.001)
             figures["wall"].append(time.perf_counter() - start)
             figures["cpu"].append(time.process_time() - cpu)
-            figures["agent_cpu"].append(agent.cpu() - agent_cpu)
+            after = agent.cpu()
+            figures["agent_cpu"].append(after - agent_cpu if after is not None and agent_cpu is not None else None)
             figures["tcp"].append(agent.tcp() - tcp)
             figures["peak"].append(wire.peak)
             paths = {outcome.path for outcome in outcomes}
@@ -167,48 +226,54 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run (N = 20, 100; one round)")
     parser.add_argument("--sizes", default=None, help="session counts (default 100,1000,10000)")
     parser.add_argument("--transport", choices=("all", "websocket", "http"), default="all")
+    parser.add_argument(
+        "--agent", choices=("process", "inprocess", "both"), default="process", help="where the agent runs"
+    )
     parser.add_argument("--concurrency", type=int, default=None, help="recovery_concurrency (default: the client's)")
     parser.add_argument("--rounds", type=int, default=None, help="drops per N (default 3; --quick: 1)")
     args = parser.parse_args(argv)
     sizes = [int(v) for v in (args.sizes or ("20,100" if args.quick else "100,1000,10000")).split(",")]
     rounds = args.rounds or (1 if args.quick else 3)
     concurrency = args.concurrency or _default_concurrency()
+    places = ("process", "inprocess") if args.agent == "both" else (args.agent,)
     logging.basicConfig(level=logging.ERROR)
     rows = []
-    cpu: dict[tuple[str, int], float] = {}
-    for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
-        if args.transport not in ("all", name.lower()):
-            continue
-        for sessions in sizes:
-            with farm(1) as agent:
-                url = f"{scheme}://127.0.0.1:{agent.ports[0]}/acp"
-                figures = asyncio.run(measure(url, sessions, rounds, concurrency, agent))
-            wall = median(figures["wall"])
-            target = TARGET_SECONDS[name] if sessions >= 10_000 else None
-            cpu[(name, sessions)] = median(figures["cpu"])
-            ws_cpu = cpu.get(("WebSocket", sessions))
-            rows.append(
-                [
-                    name,
-                    f"{sessions:,}",
-                    f"{wall:.3f}",
-                    f"{wall / sessions * 1000:.3f}",
-                    f"{median(figures['cpu']):.3f}",
-                    f"{median(figures['agent_cpu']):.3f}",
-                    f"{max(figures['peak'])}",
-                    f"{median(figures['tcp']):.0f}",
-                    f"{figures['kib']:.2f}",
-                    fmt_ratio(cpu[(name, sessions)] / ws_cpu) if ws_cpu else "",
-                    ("yes" if wall <= target else "NO") + f" (<= {target:g} s)" if target is not None else "",
-                ]
-            )
-            print("measured: " + "  ".join(rows[-1]), flush=True)  # a long run shows its progress
+    cpu: dict[tuple[str, str, int], float] = {}
+    for place in places:
+        for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
+            if args.transport not in ("all", name.lower()):
+                continue
+            for sessions in sizes:
+                figures, where = _run(place, scheme, sessions, rounds, concurrency)
+                wall = median(figures["wall"])
+                target = TARGET_SECONDS[name] if sessions >= 10_000 and place == "process" else None
+                cpu[(place, name, sessions)] = median(figures["cpu"])
+                ws_cpu = cpu.get((place, "WebSocket", sessions))
+                agent_cpu = [value for value in figures["agent_cpu"] if value is not None]
+                rows.append(
+                    [
+                        name,
+                        where,
+                        f"{sessions:,}",
+                        f"{wall:.3f}",
+                        f"{wall / sessions * 1000:.3f}",
+                        f"{median(figures['cpu']):.3f}",
+                        f"{median(agent_cpu):.3f}" if agent_cpu else "(in client)",
+                        f"{max(figures['peak'])}",
+                        f"{median(figures['tcp']):.0f}",
+                        f"{figures['kib']:.2f}" if place == "process" else "(with agent)",
+                        fmt_ratio(cpu[(place, name, sessions)] / ws_cpu) if ws_cpu else "",
+                        ("yes" if wall <= target else "NO") + f" (<= {target:g} s)" if target is not None else "",
+                    ]
+                )
+                print("measured: " + "  ".join(rows[-1]), flush=True)  # a long run shows its progress
     print()
     print(f"recovery at scale: N idle sessions on one link resume after a drop (median of {rounds} round(s))")
     print(f"recovery_concurrency={concurrency}; {environment()}")
     print()
     headers = [
         "transport",
+        "agent",
         "sessions",
         "recovery s",
         "ms/session",
@@ -220,13 +285,29 @@ def main(argv: list[str] | None = None) -> None:
         "CPU vs WS",
         "target",
     ]
-    print(table(headers, rows, align="lrrrrrrrrrl"))
+    print(table(headers, rows, align="llrrrrrrrrrl"))
     print()
     print(
         f"targets (issue 22): 10,000 sessions in <= {TARGET_SECONDS['WebSocket']:g} s (WebSocket) / "
-        f"<= {TARGET_SECONDS['HTTP']:g} s (HTTP), linear (ms/session flat), <= {TARGET_KIB:g} KiB per idle "
-        f"tracked session, never more than recovery_concurrency recovery requests in flight"
+        f"<= {TARGET_SECONDS['HTTP']:g} s (HTTP) with the agent in its own process, linear (ms/session flat), "
+        f"<= {TARGET_KIB:g} KiB per idle tracked session, never more than recovery_concurrency recovery requests "
+        f"in flight"
     )
+
+
+def _run(place: str, scheme: str, sessions: int, rounds: int, concurrency: int) -> tuple[dict[str, Any], str]:
+    """One row's figures, with the agent where ``place`` says; and that place in words."""
+    if place == "process":
+        with farm(1) as running:
+            agent = Separate(running)
+            url = f"{scheme}://127.0.0.1:{agent.port}/acp"
+            return asyncio.run(measure(url, sessions, rounds, concurrency, agent)), agent.where
+
+    async def here() -> dict[str, Any]:
+        async with in_process() as agent:
+            return await measure(f"{scheme}://127.0.0.1:{agent.port}/acp", sessions, rounds, concurrency, agent)
+
+    return asyncio.run(here()), InProcess.where
 
 
 def _default_concurrency() -> int:

@@ -23,7 +23,19 @@ open, load off the event loop, track every session again, start the first connec
 recovery), against a plain ``connect()`` without a store until ``initialize`` is answered (when a
 first probe could go out at the earliest). The difference is what the store adds.
 
-Target (issue 10): restoring 1,000 sessions adds under 100 ms before the first probe.
+**SQLite and PostgreSQL side by side** (``_store_compare.py``): calls per second of each store
+operation and the restore time of the same sessions, on a throwaway PostgreSQL server the benchmark
+starts and stops itself. ``--no-postgres`` leaves it out.
+
+Target (issue 10): restoring 1,000 sessions adds under 100 ms before the first probe. Targets (issue
+21): restoring 1,000 sessions under 100 ms on SQLite, under 200 ms on PostgreSQL.
+
+**Takeover** (``_store_takeover.py``): after an owner dies (stops renewing, releases nothing),
+the time until another owner has adopted (``adoptable()`` polled, one bulk ``claim()``) and recovered
+(record and conversation read) its sessions: the lease expiry plus the store's own cost, both stores
+side by side.
+
+Sections run in order (``main``); each is a function printing its own table, listed in ``SECTIONS``.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +175,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds, skip the 64 KiB tails")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--no-postgres", action="store_true", help="skip the SQLite/PostgreSQL comparison")
     args = parser.parse_args()
     rounds = args.rounds or (3 if args.quick else 15)
     tails = (0, 4 * 1024) if args.quick else (0, 4 * 1024, 64 * 1024)
@@ -236,6 +250,35 @@ def main() -> None:
         f"target (issue 10): restoring {args.sessions:,} sessions adds < {TARGET_SECONDS * 1000:.0f} ms before the "
         f"first probe: {holds} (worst median {fmt_ms(worst)} ms)"
     )
+    for section in SECTIONS:
+        print()
+        section(args, rounds)
+
+
+def both_stores(args: argparse.Namespace, rounds: int) -> None:
+    """SQLite and PostgreSQL doing the same work, side by side (``_store_compare.py``)."""
+    if args.no_postgres:
+        return
+    from _store_compare import compare
+
+    print(f"SQLite and PostgreSQL side by side ({args.sessions:,} sessions restored)")
+    with tempfile.TemporaryDirectory(prefix="acp-store-bench-") as directory:
+        compare(Path(directory), sessions=args.sessions, count=200 if args.quick else 1000, rounds=rounds)
+
+
+def takeover_time(args: argparse.Namespace, rounds: int) -> None:
+    """After an owner dies: until another has adopted and recovered its sessions (``_store_takeover.py``)."""
+    if args.no_postgres:
+        return
+    from _store_takeover import takeover
+
+    lease = 1.0 if args.quick else 2.0
+    with tempfile.TemporaryDirectory(prefix="acp-store-bench-") as directory:
+        takeover(Path(directory), sessions=args.sessions, lease=lease, poll=0.05, rounds=min(rounds, 3))
+
+
+#: The sections after the restore tables, in order: each ``(args, rounds) -> None`` prints its own.
+SECTIONS: list[Callable[[argparse.Namespace, int], None]] = [both_stores, takeover_time]
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ carry ``endpoint``, the URL the session lives on now.
 
 Script mode: each line of FILE is a prompt, sent after the previous turn ends; ``/sleep SECONDS``
 pauses while the client keeps watching the connection (it ends early if the client gives up);
+``/wait-recovery [SECONDS]`` pauses until a session's recovery is reported after the previous line
+(or the client gives up; at most SECONDS, default 60);
 ``/status`` probes the current session; ``/new`` starts another session; ``/sessions`` lists the
 stored (or tracked) sessions and ``/switch ID`` continues another one (see ``chat_store.py``,
 ``--store PATH``). The exit status is 0
@@ -62,11 +64,11 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     ConnectionState,
+    Probe,
     PromptResult,
     RecoveryOutcome,
     RetryPolicy,
     SessionHandle,
-    SessionStatus,
     SqliteSessionStore,
     State,
     Timeouts,
@@ -74,6 +76,7 @@ from acp_client import (
     TurnStatus,
     UpdateEvent,
 )
+from acp_client.pool import Pool
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -269,10 +272,15 @@ class Chat:
             permission or self.auto_permission
         )
         self.failed = asyncio.Event()
+        #: Session recoveries reported so far (recovered or not); ``_recovery`` is set at each.
+        self.recoveries = 0
+        self._recovery = asyncio.Event()
         first = endpoint[0] if isinstance(endpoint, list) else endpoint
         self.transport = str(first).split(":", 1)[0] if isinstance(first, str) else "custom"
+        # Several URLs are several instances of one agent: one pool of them.
+        several = isinstance(endpoint, list)
         self.client = AcpClient(
-            endpoint,
+            Pool(endpoint, failover_delay=failover_delay) if several else endpoint,
             protocol_version=protocol_version,
             retry=retry or RetryPolicy(initial_delay=0.25, max_delay=5.0, max_elapsed=120.0, suspend_after=None),
             handlers=ClientHandlers(permission=self._ask_permission),
@@ -288,7 +296,6 @@ class Chat:
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
             tls=tls,
-            failover_delay=failover_delay,
             session_store=session_store,
         )
 
@@ -347,7 +354,12 @@ class Chat:
             replay=event.replay,
         )
 
+    def _count_recovery(self) -> None:
+        self.recoveries += 1
+        self._recovery.set()
+
     def _on_recovered(self, outcome: RecoveryOutcome) -> None:
+        self._count_recovery()
         self.output.event(
             "recovered",
             path=outcome.path.value,
@@ -361,6 +373,7 @@ class Chat:
 
     def _on_recovery_failed(self, outcome: RecoveryOutcome) -> None:
         # Not a `recovered` event: that one's path is resume | replay | new_session (DESIGN.md §4).
+        self._count_recovery()
         cause = f": {outcome.error}" if outcome.error is not None else ""
         self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
 
@@ -421,7 +434,7 @@ class Chat:
             self.output.event("error", message=f"status: {exc}")
             return
         state = record.state.state if record.state is not None else None
-        status = record.status.value if isinstance(record.status, SessionStatus) else "unknown"
+        status = record.status.value if isinstance(record.status, Probe) else "unknown"
         self.output.event(
             "status",
             sessionId=record.session_id,
@@ -440,6 +453,22 @@ class Chat:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.failed.wait(), timeout=max(0.0, seconds))
 
+    async def wait_recovery(self, after: int, seconds: float) -> None:
+        """Pause until more than ``after`` recoveries were reported, the client gives up, or
+        ``seconds`` pass."""
+        deadline = asyncio.get_running_loop().time() + max(0.0, seconds)
+        while self.recoveries <= after and not self.failed.is_set():
+            self._recovery.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            waits = [asyncio.ensure_future(self._recovery.wait()), asyncio.ensure_future(self.failed.wait())]
+            try:
+                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+
     async def close(self) -> None:
         await self.client.aclose()
 
@@ -456,13 +485,17 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
         chat.output.event("error", message=f"could not connect: {exc}")
         return EXIT_GAVE_UP
     try:
+        recoveries = chat.recoveries  # reported when the previous line ended
         for raw in lines:
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
             if chat.gave_up:
                 return EXIT_GAVE_UP
-            if line.startswith("/sleep"):
+            if line.startswith("/wait-recovery"):
+                parts = line.split()
+                await chat.wait_recovery(recoveries, float(parts[1]) if len(parts) > 1 else 60.0)
+            elif line.startswith("/sleep"):
                 parts = line.split()
                 await chat.sleep(float(parts[1]) if len(parts) > 1 else 1.0)
             elif line == "/status":
@@ -475,6 +508,7 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
                 chat_store.switch(chat, line[len("/switch") :])
             else:
                 await chat.prompt(line)
+            recoveries = chat.recoveries
         return EXIT_GAVE_UP if chat.gave_up else EXIT_OK
     finally:
         await chat.close()

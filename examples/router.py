@@ -4,6 +4,7 @@
 Usage::
 
     python examples/router.py AGENT_URL AGENT_URL ... [--port 8765] [--placement round_robin]
+        [--store URL [--store-key KEY] [--owner NAME] [--lease SECONDS]]
 
 It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as to any agent.
 
@@ -27,6 +28,21 @@ pool primitives (:mod:`acp_client.pool`):
 When the link to an instance drops, the router closes the editor connections that used it: the
 editor reconnects (to the router), probes its sessions, and the router's fan-out sends them to an
 instance that can take them — a replay on another instance when the instances share a store.
+
+``GET /health`` answers 200 (a load balancer's health check).
+
+**Replicas** (``--store URL``: ``postgresql://...`` or an SQLite file path). Without it the homes are
+this process's memory. With it (:mod:`router_store`) every session's home is a record in the store,
+under the key ``router:`` + ``pool_key(AGENT_URLS)`` (``--store-key`` names another), and the router
+acts for a session only while it holds the session's lease (owner ``--owner``, default
+``router-HOST-PID-RANDOM``; ``--lease`` seconds, default 10): claimed before it forwards anything for
+the session (waiting while another replica's lease is live), renewed while an editor connected here
+uses it, released when the last one goes. Several replicas given the same store and agent URLs behind
+a load balancer serve the same sessions: when one dies, another takes its sessions over once their
+leases expire. A replica that finds its lease taken (it was paused, the database was away) forgets the
+session and closes the editors using it here; they reconnect to the owner of the day. When the store
+cannot be reached, a replica keeps acting for the sessions whose leases it still holds until they run
+out, and refuses (an error answer, never a guess) to take any other.
 """
 
 from __future__ import annotations
@@ -39,11 +55,14 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from http import HTTPStatus
 from typing import Any
 
+from router_store import MemoryHomes, NotOwner, StoreHomes, open_store
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
 from acp_client.exceptions import AcpError
 from acp_client.pool import Endpoint, Location, Probe, RouteKind, locate, placement_policy
@@ -88,11 +107,14 @@ class EditorConnection:
         self.agent_requests: dict[str, tuple[Upstream, Any]] = {}
         self.request_ids = itertools.count(1)
         self.tasks: set[asyncio.Task[Any]] = set()
+        #: The sessions this editor created or attached through us (their leases, with a store).
+        self.sessions: set[str] = set()
         self.closed = False
 
     # -- the editor side -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        self.router.editors.add(self)
         try:
             async for frame in self.websocket:
                 if isinstance(frame, bytes):
@@ -121,6 +143,7 @@ class EditorConnection:
         if self.closed:
             return
         self.closed = True
+        self.router.editors.discard(self)
         with contextlib.suppress(Exception):
             await self.websocket.close()
         for link in self.links.values():
@@ -131,6 +154,13 @@ class EditorConnection:
         for task in list(self.tasks):
             if task is not asyncio.current_task():
                 task.cancel()
+        used, self.sessions = list(self.sessions), set()
+        await self.router.homes.unuse(used)
+
+    def use(self, session_id: str) -> None:
+        if session_id not in self.sessions:
+            self.sessions.add(session_id)
+            self.router.homes.use(session_id)
 
     async def from_editor(self, message: dict[str, Any]) -> None:
         if "method" not in message:  # the editor answers an agent→client request
@@ -139,6 +169,9 @@ class EditorConnection:
         method, params, request_id = message["method"], message.get("params") or {}, message.get("id")
         try:
             await self.route(method, params, request_id, message)
+        except NotOwner as exc:
+            if request_id is not None:
+                await self.to_editor(error(request_id, INTERNAL_ERROR, f"cannot act for this session now: {exc}"))
         except AcpError as exc:
             if request_id is not None:
                 await self.to_editor(error(request_id, INTERNAL_ERROR, f"no instance could take {method}: {exc}"))
@@ -154,18 +187,23 @@ class EditorConnection:
         elif method == "session/status" and session_id is not None:
             await self.answer_status(request_id, await self.router.locate(session_id))
         elif method in ATTACH and session_id is not None:
+            await router.homes.acquire(session_id)  # with a store: this replica holds the lease
+            self.use(session_id)  # released when this editor goes, whatever the instance answers
             location = await self.router.locate(session_id)
-            route = location.route(router.homes.get(session_id))
+            route = location.route(await router.homes.home(session_id))
             if route.kind not in (RouteKind.RESUME, RouteKind.REPLAY) or route.endpoint is None:
                 await self.not_found(request_id, session_id)
                 return
             await self.forward(await self.link(route.endpoint.name), message)
         elif session_id is not None:
-            home = router.homes.get(session_id)
+            home = await router.homes.home(session_id)
             if home is None:
                 if request_id is not None:
                     await self.not_found(request_id, session_id)
                 return
+            await router.homes.acquire(session_id)
+            self.use(session_id)
+            home = await router.homes.home(session_id) or home  # read afresh once held: it may have moved
             await self.forward(await self.link(home.name), message)
         else:
             await self.forward(await self.first_link(), message)
@@ -191,6 +229,17 @@ class EditorConnection:
         link, agent_id = target
         with contextlib.suppress(AcpError):
             await link.transport.send({**message, "id": agent_id})
+
+    async def answer(self, editor_id: Any, method: str, params: Any, link: Upstream, message: dict[str, Any]) -> None:
+        """Relay an instance's answer, after homing the session it created or attached."""
+        try:
+            session_id = await self.router.answered(link.name, method, params, message)
+        except NotOwner as exc:
+            await self.to_editor(error(editor_id, INTERNAL_ERROR, f"the session could not be homed: {exc}"))
+            return
+        if session_id is not None:
+            self.use(session_id)
+        await self.to_editor({**message, "id": editor_id})
 
     # -- the agent side --------------------------------------------------------------------------------
 
@@ -259,8 +308,7 @@ class EditorConnection:
                 if isinstance(editor_id, asyncio.Future):  # our own initialize of this link
                     editor_id.set_result(message)
                     continue
-                self.router.answered(link.name, method, params, message)
-                await self.to_editor({**message, "id": editor_id})
+                await self.answer(editor_id, method, params, link, message)  # in order: homed first
         except AcpError as exc:
             logger.info("link to %s ended: %s", link.name, exc)
         finally:
@@ -269,48 +317,81 @@ class EditorConnection:
 
 
 class Router:
-    """The instances, where each session lives, and the editors connected."""
+    """The instances, where each session lives (:mod:`router_store`), and the editors connected."""
 
-    def __init__(self, urls: Sequence[str], *, placement: str = "round_robin", probe_timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        placement: str = "round_robin",
+        probe_timeout: float = 2.0,
+        homes: Callable[[Sequence[Endpoint]], MemoryHomes] = MemoryHomes,
+    ) -> None:
         self.endpoints = Endpoint.many(urls)
         self.placement = placement_policy(placement)  # type: ignore[arg-type]
         self.probe_timeout = probe_timeout
-        #: Where each session lives: its home instance.
-        self.homes: dict[str, Endpoint] = {}
+        #: Where each session lives: its home instance (with a store: and which replica acts for it).
+        self.homes = homes(self.endpoints)
+        self.homes.on_lost = self.lost
+        self.editors: set[EditorConnection] = set()
 
     def endpoint(self, name: str) -> Endpoint:
         return next(endpoint for endpoint in self.endpoints if endpoint.name == name)
 
     def place(self) -> Endpoint:
         """Where a new session goes: the placement policy's choice among the instances."""
-        sessions = dict.fromkeys(self.endpoints, 0)
-        for home in self.homes.values():
-            sessions[home] += 1
-        return self.placement(self.endpoints, sessions)
+        return self.placement(self.endpoints, self.homes.counts())
 
     async def locate(self, session_id: str) -> Location:
         return await locate(session_id, self.endpoints, timeout=self.probe_timeout)
 
-    def answered(self, name: str, method: str, params: Any, message: dict[str, Any]) -> None:
-        """Home a session where ``session/new``, ``session/load`` or ``session/resume`` succeeded."""
+    def lost(self, session_id: str) -> None:
+        """Another replica took the session over: the editors using it here reconnect (to it)."""
+        for editor in list(self.editors):
+            if session_id in editor.sessions:
+                editor.spawn(editor.close())
+
+    async def answered(self, name: str, method: str, params: Any, message: dict[str, Any]) -> str | None:
+        """Home a session where ``session/new``, ``session/load`` or ``session/resume`` succeeded;
+        the session homed, if any.
+
+        Raises:
+            NotOwner: With a store, the home could not be stored (the editor gets an error).
+        """
         result = message.get("result")
-        if not isinstance(result, dict):
-            return
+        if not isinstance(result, dict) or not isinstance(params, dict):
+            return None
+        session_id = params.get("sessionId")
+        cwd = str(params.get("cwd") or "")
         if method == "session/new" and isinstance(result.get("sessionId"), str):
-            self.homes[result["sessionId"]] = self.endpoint(name)
-        elif method in ATTACH and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self.homes[params["sessionId"]] = self.endpoint(name)
-        elif method == "session/close" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self.homes.pop(params["sessionId"], None)
+            await self.homes.settle(result["sessionId"], self.endpoint(name), cwd, new=True)
+            return str(result["sessionId"])
+        if method in ATTACH and isinstance(session_id, str):
+            await self.homes.settle(session_id, self.endpoint(name), cwd, new=False)
+            return session_id
+        if method == "session/close" and isinstance(session_id, str):
+            await self.homes.forget(session_id)
+        return None
 
     async def handle(self, websocket: ServerConnection) -> None:
         await EditorConnection(self, websocket).run()
 
+    @staticmethod
+    def health(connection: ServerConnection, request: Request) -> Response | None:
+        """``GET /health`` answers 200: the load balancer's health check."""
+        if request.path == "/health":
+            return connection.respond(HTTPStatus.OK, "ok\n")
+        return None
+
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        async with serve(self.handle, host, port) as server:
-            bound = next(iter(server.sockets)).getsockname()
-            print(f"READY ws://{bound[0]}:{bound[1]}/acp", flush=True)
-            await asyncio.Future()  # until cancelled
+        await self.homes.start()
+        try:
+            async with serve(self.handle, host, port, process_request=self.health) as server:
+                bound = next(iter(server.sockets)).getsockname()
+                print(f"READY ws://{bound[0]}:{bound[1]}/acp", flush=True)
+                await asyncio.Future()  # until cancelled
+        finally:
+            await self.homes.aclose()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -320,13 +401,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--placement", default="round_robin", choices=("round_robin", "fewest_sessions"))
     parser.add_argument("--probe-timeout", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="keep session homes and ownership in a shared store: postgresql://... or an SQLite file path "
+        "(replicas given the same store serve the same sessions)",
+    )
+    parser.add_argument("--store-key", metavar="KEY", help="the store's endpoint key (default: router:pool:URLS)")
+    parser.add_argument("--owner", help="this replica's owner name (default: router-HOST-PID-RANDOM)")
+    parser.add_argument("--lease", type=float, default=10.0, metavar="SECONDS", help="lease duration (default 10)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="router: %(message)s")
-    router = Router(args.urls, placement=args.placement, probe_timeout=args.probe_timeout)
+    homes: Callable[[Sequence[Endpoint]], MemoryHomes] = MemoryHomes
+    if args.store:
+        store = open_store(args.store)
+
+        def homes(endpoints: Sequence[Endpoint]) -> MemoryHomes:
+            return StoreHomes(endpoints, store, key=args.store_key, owner=args.owner, lease=args.lease)
+
+    router = Router(args.urls, placement=args.placement, probe_timeout=args.probe_timeout, homes=homes)
     loop = asyncio.new_event_loop()
     task = loop.create_task(router.serve(args.host, args.port))
     with contextlib.suppress(NotImplementedError):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryContext, RecoveryOutcome, State
 from acp_client._jsonrpc import Message
 from acp_client.location import Endpoint
+from acp_client.pool import Pool
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
 from acp_client.transports.base import Transport
@@ -54,10 +55,13 @@ class Watched(MemoryConnector):
 
 class Farm:
     """Three instances, ``a``, ``b`` and ``c``, each with its own store unless named in ``shared``
-    (those share one store).
+    (those share one store), on one fake clock.
+
+    The ``farm`` fixture (``tests/conftest.py``) makes one per test; ``@pytest.mark.farm(shared=...)``
+    passes its arguments. A Hypothesis test, which needs a fresh farm per example, makes its own.
 
     Args:
-        clock: The fake clock every agent runs on (``None``: real time).
+        clock: The fake clock every agent runs on (a new one by default).
         shared: The instances that share one store.
     """
 
@@ -65,7 +69,9 @@ class Farm:
         self.clock = clock if clock is not None else FakeClock()
         common = SessionStore()
         self.agents = {
-            name: ReferenceAgent(name=f"agent-{name}", store=common if name in shared else SessionStore(), clock=clock)
+            name: ReferenceAgent(
+                name=f"agent-{name}", store=common if name in shared else SessionStore(), clock=self.clock
+            )
             for name in NAMES
         }
         self.connectors = {name: Watched(agent, name, self) for name, agent in self.agents.items()}
@@ -79,7 +85,7 @@ class Farm:
             return
         self.attaches.append((name, session_id))
         for other, agent in self.agents.items():
-            reachable = not self.connectors[other]._refusing
+            reachable = not self.connectors[other].refusing
             snapshot = agent.sessions.get(session_id)
             if other != name and reachable and snapshot is not None and snapshot.in_memory:
                 self.violations.append(f"attach {session_id} on {name} while in memory on {other}")
@@ -123,9 +129,11 @@ class Recorder:
         )
 
 
-def pooled(farm: Farm, recorder: Recorder, **options: Any) -> AcpClient:
-    options.setdefault("failover_delay", 5.0)
-    return AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
+def pooled(
+    farm: Farm, recorder: Recorder, *, placement: Any = "round_robin", failover_delay: float = 5.0, **options: Any
+) -> AcpClient:
+    pool = Pool(farm.endpoints, placement=placement, failover_delay=failover_delay)
+    return AcpClient(pool, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
 
 
 FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])

@@ -27,6 +27,7 @@ from acp_client import (
 from acp_client._connection import Connection
 from acp_client._jsonrpc import Message
 from acp_client.location import Endpoint
+from acp_client.pool import Pool
 from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock, MemoryConnector, RecordingConnector, ReferenceAgent, inside
 from acp_client.transports.memory import memory_pair
@@ -80,7 +81,11 @@ class HarnessConnector(RecordingConnector):
 
 
 class Harness:
-    """One client + agent + clock, recording everything the client reports."""
+    """One client + agent + clock, recording everything the client reports.
+
+    With ``pool``, the client faces two instances, ``a`` (this agent) and ``b`` (``other``);
+    ``placement`` says where new sessions go (all on ``a`` by default).
+    """
 
     def __init__(
         self,
@@ -89,6 +94,7 @@ class Harness:
         retry: RetryPolicy | None = FAST_RETRY,
         client_kwargs: dict[str, Any] | None = None,
         pool: bool = False,
+        placement: Any = first_candidate,
         **agent_kwargs: Any,
     ) -> None:
         self.clock = FakeClock()
@@ -105,7 +111,7 @@ class Harness:
         self.log: list[str] = []
         self._connected = asyncio.Event()
         callbacks = Callbacks(
-            on_state_change=self._state,
+            on_state_change=self.record_state,
             on_update=self.updates.append,
             on_resume=self._outcome,
             on_replay=self._outcome,
@@ -123,12 +129,13 @@ class Harness:
         if self.other is None:
             self.client = AcpClient(self.connector, **kwargs)
         else:
-            kwargs.setdefault("failover_delay", 3600.0)  # a test of a home's own recovery: no failover
-            kwargs.setdefault("placement", first_candidate)
             endpoints = [Endpoint("a", connector=self.connector), Endpoint("b", connector=self.other)]
-            self.client = AcpClient(endpoints, **kwargs)
+            # A test of a home's own recovery: no failover.
+            pool = Pool(endpoints, placement=placement, failover_delay=3600.0)
+            self.client = AcpClient(pool, **kwargs)
 
-    def _state(self, state: ConnectionState) -> None:
+    def record_state(self, state: ConnectionState) -> None:
+        """What the harness does with each state the client reports (a test's own callback may call it)."""
         self.states.append(state)
         self.log.append(f"state:{state.state.value}")
         if state.state is State.CONNECTED:

@@ -52,6 +52,7 @@ async def eventually(
     what: str | Callable[[], str] = "condition",
     clock: FakeClock | None = None,
     step: float = 0.5,
+    every: float = _POLL,
 ) -> Any:
     """Poll ``check`` (a function, or a coroutine function) until it returns something truthy, and
     return that; fail after ``timeout`` seconds.
@@ -64,6 +65,8 @@ async def eventually(
         clock: A fake clock to run instead of waiting (tests on memory transports): settled first,
             then advanced ``step`` seconds at a time between checks.
         step: Fake seconds between two checks.
+        every: Real seconds between two checks (without ``clock``): more for a costly check,
+            such as one that runs a command.
 
     Raises:
         AssertionError: The condition did not hold in time.
@@ -89,7 +92,7 @@ async def eventually(
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {_described(what)}")
-        await asyncio.sleep(_POLL)
+        await asyncio.sleep(every)
 
 
 def eventually_blocking(

@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 from acp_client import AcpClient, ConfigurationError, QueueOptions, RetryPolicy, Timeouts
-from acp_client.pool import locate
+from acp_client.pool import Pool, locate
 from acp_client.sync import SyncAcpClient
 from acp_client.telemetry import Telemetry
 from acp_client.testing import MemoryConnector, ReferenceAgent
@@ -114,7 +114,7 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str]] = [
     ("Limits.max_stderr_bytes", lambda v: Limits(max_stderr_bytes=v), "count or zero"),
     ("recovery_concurrency", lambda v: _client(recovery_concurrency=v), "count"),
     ("max_incoming_requests", lambda v: _client(max_incoming_requests=v), "count"),
-    ("failover_delay", lambda v: _client(failover_delay=v), "seconds"),
+    ("Pool.failover_delay", lambda v: Pool([URL], failover_delay=v), "seconds"),
     ("keep_transcripts", lambda v: _client(keep_transcripts=v), "flag"),
     ("retry_unsent_prompts", lambda v: _client(retry_unsent_prompts=v), "flag"),
     ("default_timeout", lambda v: _sync(default_timeout=v), "seconds or None"),

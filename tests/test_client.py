@@ -16,11 +16,11 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     IncompatibleProtocolVersion,
+    Probe,
     RequestTimeout,
     RetryPolicy,
     SessionNotFound,
     SessionNotTracked,
-    SessionStatus,
     State,
     Timeouts,
     TurnInProgress,
@@ -144,10 +144,12 @@ async def test_credentials_are_refreshed_exactly_once() -> None:
     clock = FakeClock()
     connector = AuthConnector(ReferenceAgent(clock=clock), refusals=0)
     refreshed: list[str] = []
+    useful = [True]
 
     def refresh() -> None:
-        refreshed.append("x")
-        connector.token = "fresh"
+        refreshed.append("x" if useful[0] else "y")
+        if useful[0]:
+            connector.token = "fresh"
 
     callbacks = Callbacks(refresh_credentials=refresh)
     client = AcpClient(connector, clock=clock, callbacks=callbacks, retry=RetryPolicy(jitter=False))
@@ -159,11 +161,7 @@ async def test_credentials_are_refreshed_exactly_once() -> None:
     assert client.state.state is State.CONNECTED and refreshed == ["x"]
     # Refused again even after a refresh: fatal at once.
     connector.token, connector.refusals = "stale", 5
-
-    def useless_refresh() -> None:
-        refreshed.append("y")
-
-    inside(client).supervisor._refresh_credentials = useless_refresh
+    useful[0] = False  # the next refresh gets no better credentials
     connector.drop()
     await clock.settle()
     await clock.advance(1.0)
@@ -260,9 +258,9 @@ async def test_status_list_fork_close() -> None:
         h.agent.list_page_size = 2
         ids = [(await h.client.new_session(f"/w{i}")).session_id for i in range(5)]
         status = await h.client.session_status(ids[0])
-        assert status.status is SessionStatus.ACTIVE and status.raw_status == "active"
+        assert status.status is Probe.ACTIVE and status.raw_status == "active"
         unknown = await h.client.session_status("sess_nope")
-        assert unknown.status is SessionStatus.UNKNOWN
+        assert unknown.status is Probe.UNKNOWN
         page = await h.client.list_sessions()
         assert len(page.sessions) == 2 and page.next_cursor
         everything = [s.session_id async for s in h.client.iter_sessions()]

@@ -14,6 +14,7 @@ from acp_client import RequestTimeout, Timeouts, TurnInProgress
 from acp_client.transcript import TurnStatus
 
 from ._harness import VERSIONS, Harness
+from ._support import eventually
 
 
 def sent(h: Harness, method: str) -> list[dict[str, Any]]:
@@ -40,11 +41,11 @@ async def test_cancelling_the_awaiting_task_sends_session_cancel(version: int) -
     async with Harness(protocol_version=version) as h:
         session = await h.client.new_session("/a")
         task = asyncio.ensure_future(session.prompt("/slow"))
-        await _until(h, lambda: h.agent.sessions[session.session_id].state == "running")
+        await eventually(lambda: h.agent.sessions[session.session_id].state == "running", 60, clock=h.clock, step=0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await _until(h, lambda: not session.turn_running)
+        await eventually(lambda: not session.turn_running, 60, clock=h.clock, step=0.05)
         assert len(sent(h, "session/cancel")) == 1
         assert (await h.clock.run(session.prompt("next"))).stop_reason == "end_turn"
 

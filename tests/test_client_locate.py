@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_client import AcpClient
-from acp_client.pool import Endpoint, Probe
+from acp_client.pool import Endpoint, Pool, Probe
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore
 from tests._harness import FAST_RETRY
 
@@ -15,7 +15,7 @@ async def test_locate_reuses_live_links_and_warms_the_others() -> None:
     connectors = [MemoryConnector(agent, name=n) for agent, n in zip(agents, "abc", strict=True)]
     endpoints = [Endpoint(f"memory://{n}", n, connector=c) for n, c in zip("abc", connectors, strict=True)]
     try:
-        async with AcpClient(endpoints, retry=FAST_RETRY, clock=clock) as client:
+        async with AcpClient(Pool(endpoints), retry=FAST_RETRY, clock=clock) as client:
             handle = await client.new_session("/tmp")
             assert [c.connects for c in connectors] == [1, 0, 0]
             first = await client.locate(handle.session_id)

@@ -9,6 +9,7 @@ from typing import Any
 from acp_client import RecoveryPath
 from acp_client._codec import from_wire
 from acp_client._coherence import with_config_options, with_mode, with_model
+from acp_client.testing import inside
 from acp_client.types import Session, SessionConfigOption, SessionModeState
 
 from ._harness import OFFER, Harness, SettingsAgent
@@ -102,7 +103,7 @@ async def test_a_mode_change_the_agent_reports_updates_the_record() -> None:
         await h.clock.settle()
         await h.until_connected()
         session = await h.client.new_session("/a")
-        table = h.client._engine.table
+        table = inside(h.client).table
         table.receive(
             session.session_id, from_wire_update({"sessionUpdate": "current_mode_update", "currentModeId": "code"})
         )

@@ -109,7 +109,7 @@ async def test_callbacks_that_raise_never_stop_the_client(caplog: pytest.LogCapt
         raise RuntimeError("async app bug")
 
     def broken_state(state: ConnectionState) -> None:
-        h._state(state)  # the harness's own bookkeeping, then the app bug
+        h.record_state(state)  # the harness's own bookkeeping, then the app bug
         broken(state)
 
     callbacks = Callbacks(
@@ -151,7 +151,7 @@ async def test_async_state_callbacks_see_states_in_order() -> None:
     seen: list[State] = []
 
     async def on_state(state: ConnectionState) -> None:
-        h._state(state)
+        h.record_state(state)
         await asyncio.sleep(0)
         seen.append(state.state)
 
@@ -222,6 +222,7 @@ async def test_session_updates_iterates_until_the_session_is_gone() -> None:
         await h.clock.run(handle.prompt("hello"))
         await h.clock.settle()
         assert [e.update for e in seen] == [e.update for e in h.updates] and seen
+        tracked = inside(h.client).table.require(created.session_id)
         inside(h.client).table.untrack(created.session_id)  # the iterator ends, and unsubscribes
         await asyncio.wait_for(consumer, 5)
-        assert inside(h.client).table.get(created.session_id) is None and not handle._tracked.subscribers
+        assert inside(h.client).table.get(created.session_id) is None and not tracked.subscribers

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,14 +28,13 @@ def write(path: Path, content: str = "pwned") -> dict[str, Any]:
 
 @contextlib.contextmanager
 def unblock_writers(fifo: Path) -> Iterator[None]:
-    """Should a worker thread be stuck in ``open(fifo, "w")`` (the old code), open the read end for
-    a moment so that thread, and with it the test process, can finish."""
+    """Should a worker thread be stuck in ``open(fifo, "w")`` (the old code), open the read end so
+    that thread, and with it the test process, can finish. Opening it is enough: a writer blocked in
+    ``open`` wakes when a reader arrives, even one that has gone again by the time it runs."""
     try:
         yield
     finally:
-        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-        time.sleep(0.2)
-        os.close(fd)
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
 
 
 # -- FIFOs and other non-files -------------------------------------------------------------------------
@@ -209,7 +207,7 @@ async def test_cancelling_the_turn_refuses_a_pending_protected_write(tmp_path: P
 
     async def slow_user(request: RequestPermissionRequest) -> Any:
         asked.set()
-        await asyncio.sleep(3600)
+        await asyncio.Event().wait()  # the user never answers
         return CancelledPermissionOutcome()
 
     r = router(ClientHandlers(permission=slow_user, file_system=FileSystemPolicy(write=True)), [tmp_path])

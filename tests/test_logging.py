@@ -40,18 +40,21 @@ _APP = textwrap.dedent(
 
     async def main():
         retry = RetryPolicy(initial_delay=0.05, max_delay=0.2, jitter=False, max_elapsed=20)
-        callbacks = Callbacks(on_protocol_error=errors.append)
+        connected = asyncio.Event()
+        def state_changed(state):
+            if state.state is State.CONNECTED:
+                connected.set()
+        callbacks = Callbacks(on_protocol_error=errors.append, on_state_change=state_changed)
         command = "stdio:" + shlex.join([sys.executable, "-c", AGENT])
         async with AcpClient(command, retry=retry, callbacks=callbacks,
                              handlers=ClientHandlers(permission=refuse)) as client:
             session = await client.new_session(cwd=os.getcwd())
             await session.prompt("/permission")          # the handler raises: answered -32603
             pid = client.transport_info.pid
+            connected.clear()
             os.kill(pid, signal.SIGKILL)                 # the agent dies; the client restarts it
-            async def reconnected():
-                while not (client.state.state is State.CONNECTED and client.transport_info.pid != pid):
-                    await asyncio.sleep(0.01)
-            await asyncio.wait_for(reconnected(), 20)
+            await asyncio.wait_for(connected.wait(), 20)
+            assert client.transport_info.pid != pid
             await session.prompt("hello again")
         assert errors, "the invalid frame reached on_protocol_error"
         print("DONE", len(errors))

@@ -10,6 +10,7 @@ import pytest
 
 from acp_client import RecoveryPath, RpcError
 from acp_client._not_found import SPELLINGS, says_session_not_found
+from acp_client.transcript import TurnStatus
 
 from ._harness import VERSIONS, Harness
 
@@ -54,6 +55,8 @@ def test_other_errors_are_not_session_not_found() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("spelling", SPELLINGS, ids=[spelling.seen_in for spelling in SPELLINGS])
 async def test_a_session_lost_after_a_recovery_is_recovered_again_as_unknown(spelling: object, version: int) -> None:
+    """The prompt the agent refused with the spelling was never run: after the session is recovered
+    again as unknown, it is sent once on the new session and its answer is the caller's."""
     async with Harness(protocol_version=version) as h:
         h.agent.not_found_error = EXAMPLES[spelling.seen_in]  # type: ignore[attr-defined]
         session = await h.client.new_session("/a")
@@ -62,16 +65,114 @@ async def test_a_session_lost_after_a_recovery_is_recovered_again_as_unknown(spe
         assert outcome.path is RecoveryPath.RESUME
         old = session.session_id
         h.agent.evict(old)  # lost after the recovery: the next prompt hears "not found"
-        with pytest.raises(RpcError):
-            await h.clock.run(session.prompt("two"))
+        result = await h.clock.run(session.prompt("two"))
+        assert result.stop_reason == "end_turn"  # answered, on the new session
         again = h.outcomes[-1]
         assert again.path is RecoveryPath.NEW_SESSION and again.previous_session_id == old
         assert again.lost_turns == 1 and not again.continuity
         assert any(spelling.seen_in in note for note in again.notes)  # type: ignore[attr-defined]
         assert session.session_id != old
-        result = await h.clock.run(session.prompt("three"))  # never stuck
+        prompts = [m["params"]["sessionId"] for m in h.connector.messages("session/prompt")]
+        assert prompts == [old, old, session.session_id]  # "one"; "two" refused on the old id, sent once on the new
+        result = await h.clock.run(session.prompt("three"))  # and the session stays usable
         assert result.stop_reason == "end_turn"
         lost, current = session.transcript.segments
-        assert [m.text for m in lost.messages] == ["one", "echo: one", "two"]
-        assert lost.messages[-1].status == "failed"
+        assert lost.lost and [m.text for m in lost.messages] == ["one", "echo: one"]
+        assert [m.text for m in current.messages] == ["two", "echo: two", "three", "echo: three"]
+        assert [m.status for m in current.messages if m.role == "user"] == [TurnStatus.COMPLETE] * 2
+
+
+
+class Answers:
+    """Rewrites the agent's answers per method, on the links opened from now on: ``refuse[method]``
+    says how many of the next answers to requests of ``method`` become pydantic-acp's "not found"
+    (-32602 'Invalid params' naming the session the request named). Whatever the agent streamed for
+    the request before its answer still arrives."""
+
+    def __init__(self, h: Harness) -> None:
+        self.refuse: dict[str, int] = {}
+        self.requests: dict[object, tuple[str, str | None]] = {}
+        h.connector.on_send, h.connector.rewrite = self._sent, self._received
+
+    def _sent(self, message: object) -> None:
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            params = message.get("params") or {}
+            self.requests[message["id"]] = (message["method"], params.get("sessionId"))
+
+    def _received(self, message: object) -> object:
+        if not isinstance(message, dict) or "result" not in message or message.get("id") not in self.requests:
+            return message
+        method, sid = self.requests[message["id"]]
+        if self.refuse.get(method, 0) <= 0:
+            return message
+        self.refuse[method] -= 1
+        error = {"code": -32602, "message": "Invalid params", "data": {"sessionId": sid}}
+        return {"jsonrpc": "2.0", "id": message["id"], "error": error}
+
+
+async def test_a_refused_prompt_after_which_the_agent_had_streamed_is_not_sent_again() -> None:
+    """The agent streamed part of an answer, then answered "not found": it may have acted on the
+    prompt, so it is not resent. The session is still recovered again (never stuck); the refused
+    turn stays where it was heard, in the lost segment, with what it streamed."""
+    async with Harness() as h:
+        answers = Answers(h)
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        await h.drop_and_recover()
+        old = session.session_id
+        answers.refuse["session/prompt"] = 1
+        with pytest.raises(RpcError):
+            await h.clock.run(session.prompt("two"))  # "echo: two" streamed, then the refusal
+        assert [m["params"]["sessionId"] for m in h.connector.messages("session/prompt")] == [old, old]
+        again = h.outcomes[-1]
+        assert again.path is RecoveryPath.NEW_SESSION and session.session_id != old
+        assert (await h.clock.run(session.prompt("three"))).stop_reason == "end_turn"
+        lost, current = session.transcript.segments
+        assert [(m.text, m.status) for m in lost.messages] == [
+            ("one", TurnStatus.COMPLETE),
+            ("echo: one", None),
+            ("two", TurnStatus.FAILED),
+            ("echo: two", None),
+        ]
         assert [m.text for m in current.messages] == ["three", "echo: three"]
+
+
+async def test_a_refused_prompt_is_sent_again_only_once() -> None:
+    """The new session refuses the resent prompt too: the caller gets that refusal (no loop), the
+    prompt is a failed turn of the new segment, and the next prompt still gets through."""
+    async with Harness() as h:
+        answers = Answers(h)
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        await h.drop_and_recover()
+        h.agent.evict(session.session_id)
+        h.agent.not_found_error = EXAMPLES[SPELLINGS[1].seen_in]  # pydantic-acp's
+        answers.refuse["session/prompt"] = 1  # (the first answer is the agent's own refusal: not rewritten)
+        with pytest.raises(RpcError):
+            await h.clock.run(session.prompt("two"))
+        assert len(h.connector.messages("session/prompt")) == 3  # one, two, two again: not a third time
+        assert (await h.clock.run(session.prompt("three"))).stop_reason == "end_turn"
+        assert [(m.text, m.status) for m in session.transcript.messages if m.role == "user"] == [
+            ("two", TurnStatus.FAILED),
+            ("three", TurnStatus.COMPLETE),
+        ]
+
+
+async def test_a_refused_prompt_whose_new_session_fails_stays_a_failed_turn() -> None:
+    """Recovering the session again fails (the agent refuses ``session/new``): the prompt is not
+    resent, the caller gets the refusal, and the transcript keeps the prompt as a failed turn."""
+    async with Harness() as h:
+        answers = Answers(h)
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        await h.drop_and_recover()
+        h.agent.evict(session.session_id)
+        answers.refuse["session/new"] = 1
+        with pytest.raises(RpcError):
+            await h.clock.run(session.prompt("two"))
+        assert h.outcomes[-1].path is RecoveryPath.ABANDON
+        assert len(h.connector.messages("session/prompt")) == 2
+        assert [(m.text, m.status) for m in session.transcript.all_messages() if m.role == "user"] == [
+            ("one", TurnStatus.COMPLETE),
+            ("two", TurnStatus.FAILED),
+        ]

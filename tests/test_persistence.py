@@ -8,21 +8,15 @@ client with the same store and the same agent recovers what it finds there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
-import pytest_asyncio
 
 from acp_client import (
     AcpClient,
-    Callbacks,
     ConfigurationError,
-    ConnectionState,
     Probe,
-    RecoveryOutcome,
     RecoveryPath,
     SessionStoreError,
     SqliteSessionStore,
@@ -30,91 +24,18 @@ from acp_client import (
     StoredSession,
     endpoint_key,
 )
-from acp_client.testing import FakeClock, ReferenceAgent, inside
-from acp_client.types import SessionStatus
+from acp_client.testing import ReferenceAgent, inside
 
-from ._harness import FAST_RETRY, HarnessConnector
-
-KEY = "memory://reference-agent"
-
-
-class Side:
-    """One client over the shared agent, recording states and outcomes."""
-
-    def __init__(self, agent: ReferenceAgent, clock: FakeClock, store: Any, **kwargs: Any) -> None:
-        self.connector = HarnessConnector(agent)
-        self.states: list[ConnectionState] = []
-        self.outcomes: list[RecoveryOutcome] = []
-        callbacks = Callbacks(
-            on_state_change=self.states.append,
-            on_resume=self.outcomes.append,
-            on_replay=self.outcomes.append,
-            on_new_session=self.outcomes.append,
-            on_recovery_failed=self.outcomes.append,
-        )
-        callbacks = attrs.evolve(callbacks, **kwargs.pop("callbacks", {}))
-        self.client = AcpClient(
-            self.connector,
-            session_store=store,
-            session_store_key=KEY,
-            clock=clock,
-            retry=FAST_RETRY,
-            callbacks=callbacks,
-            **kwargs,
-        )
-
-    async def flush(self) -> None:
-        persistence = inside(self.client).engine.persistence
-        assert persistence is not None
-        await persistence.bridge.flush()
-
-    async def close(self) -> None:
-        await self.client.aclose()
-        await self.connector.aclose()
-
-
-class World:
-    def __init__(self, tmp_path: Path) -> None:
-        self.clock = FakeClock()
-        self.agent = ReferenceAgent(clock=self.clock)
-        self.store = SqliteSessionStore(tmp_path / "sessions.db")
-        self.sides: list[Side] = []
-
-    def side(self, **kwargs: Any) -> Side:
-        side = Side(self.agent, self.clock, self.store, **kwargs)
-        self.sides.append(side)
-        return side
-
-    async def first_run(self, count: int = 2) -> list[str]:
-        """A first 'process': opens ``count`` sessions, one turn each, and closes."""
-        side = self.side()
-        await side.client.connect()
-        ids = []
-        for index in range(count):
-            handle = await side.client.new_session(f"/work/p{index}")
-            await handle.prompt(f"hello {index}")
-            ids.append(handle.session_id)
-        await side.close()
-        return ids
-
-    def stored(self) -> dict[str, StoredSession]:
-        return {record.session_id: record for record in self.store.load(KEY)}
-
-
-@pytest_asyncio.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    world = World(tmp_path)
-    yield world
-    for side in world.sides:
-        await side.close()
-    world.store.close()
+from ._harness import HarnessConnector
+from ._support import eventually
+from ._world import KEY, Side, World
 
 
 async def test_sessions_are_saved_as_created_and_used(world: World) -> None:
     ids = await world.first_run(2)
     stored = world.stored()
     assert set(stored) == set(ids)
-    assert stored[ids[0]].cwd == "/work/p0" and stored[ids[0]].status is SessionStatus.ACTIVE
+    assert stored[ids[0]].cwd == "/work/p0" and stored[ids[0]].status is Probe.ACTIVE
     # Most recently prompted first; each turn left its transcript tail.
     assert [record.session_id for record in world.store.load(KEY)] == [ids[1], ids[0]]
     stored = tuple(
@@ -237,18 +158,12 @@ async def test_a_drop_during_the_first_recovery_hands_over_to_the_reconnect_loop
     side.connector.on_send = drop_on_resume
     await side.client.connect()
     assert side.client.state.state is not State.CONNECTED  # connect() handed over to the outage loop
-    await world.clock.run(_until(side, State.CONNECTED), limit=60)
+    await eventually(lambda: side.client.state.state is State.CONNECTED, 60, clock=world.clock)
     kinds = [state.state for state in side.states]
     assert kinds[:3] == [State.CONNECTING, State.RECOVERING, State.RECONNECTING]
     assert kinds[-2:] == [State.RECOVERING, State.CONNECTED]
     assert [outcome.path for outcome in side.outcomes] == [RecoveryPath.RESUME]
     assert side.outcomes[0].previous_session_id == ids[0]
-
-
-async def _until(side: Side, state: State) -> None:
-    async for seen in side.client.state_changes():
-        if seen.state is state:
-            return
 
 
 async def test_an_unreadable_store_fails_connect(world: World) -> None:

@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from acp_client import RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
+from acp_client.store import _schema as schema
 from acp_client.store import sqlite as sqlite_module
 from acp_client.transcript import SegmentStart, TurnStatus
 
-from .test_persistence import KEY, World
+from ._world import KEY, World
 
 TWO_TURNS = "user: turn one\nagent: echo: turn one\nuser: turn two\nagent: echo: turn two"
-
-
-@pytest_asyncio.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    world = World(tmp_path)
-    yield world
-    for side in world.sides:
-        await side.close()
-    world.store.close()
 
 
 async def two_turns(world: World) -> str:
@@ -167,9 +157,9 @@ async def test_a_store_of_the_previous_schema_is_migrated_and_its_tail_shown(wor
     world.store.close()
     path = tmp_path / "old.db"
     raw = sqlite3.connect(path)
-    sqlite_module._create_v1(raw)
+    schema._create_v1(raw)
     new = sqlite3.connect(tmp_path / "sessions.db")
-    for row in new.execute("SELECT * FROM sessions"):
+    for row in new.execute(f"SELECT {', '.join(schema._COLUMNS)} FROM sessions"):  # a version-1 row
         raw.execute(f"INSERT INTO sessions VALUES ({', '.join('?' for _ in row)})", row)
     new.close()
     old_tail = [{"role": "user", "text": "turn one"}, {"role": "agent", "text": "echo: turn one"}]
@@ -179,7 +169,7 @@ async def test_a_store_of_the_previous_schema_is_migrated_and_its_tail_shown(wor
     raw.commit()
     raw.close()
     world.store = SqliteSessionStore(path)
-    assert world.store.schema_version == sqlite_module.SCHEMA_VERSION == 2
+    assert world.store.schema_version == sqlite_module.SCHEMA_VERSION == 3
     assert world.store.load_transcript(KEY, sid)[:2] == (
         {"format": 2, "dropped": 0},
         {"segment": sid, "began": "created", "lost": False},

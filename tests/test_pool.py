@@ -6,11 +6,10 @@ reference servers over WebSocket and Streamable HTTP.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from acp_client import AcpClient
 from acp_client.exceptions import CapabilityNotSupported, ConfigurationError, ConnectError, RequestTimeout
@@ -29,13 +28,8 @@ from acp_client.pool import (
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer, SessionStore
 from tests._farm import Farm
 
-
-@pytest_asyncio.fixture
-async def farm() -> AsyncIterator[Farm]:
-    """This module's farm: ``a`` and ``b`` share one store, ``c`` has its own; real time."""
-    farm = Farm(shared=("a", "b"))
-    yield farm
-    await farm.aclose()
+#: This module's farm: ``a`` and ``b`` share one store, ``c`` has its own.
+pytestmark = pytest.mark.farm(shared=("a", "b"))
 
 
 async def new_session_on(connector: MemoryConnector) -> tuple[AcpClient, str]:
@@ -106,16 +100,11 @@ async def test_an_instance_without_session_status_is_unreachable(farm: Farm) -> 
     assert route.candidates == tuple(farm.endpoints[:2])
 
 
-async def test_each_instance_has_its_own_timeout_on_the_injected_clock() -> None:
-    clock = FakeClock()
-    farm = Farm(clock, shared=("a", "b"))
-    try:
-        client, session_id = await new_session_on(farm.connectors["a"])
-        await client.aclose()
-        farm.agents["b"].stall()  # reads requests, never answers
-        location = await clock.run(locate(session_id, farm.endpoints, timeout=3.0, clock=clock))
-    finally:
-        await farm.aclose()
+async def test_each_instance_has_its_own_timeout_on_the_injected_clock(farm: Farm) -> None:
+    client, session_id = await new_session_on(farm.connectors["a"])
+    await client.aclose()
+    farm.agents["b"].stall()  # reads requests, never answers
+    location = await farm.clock.run(locate(session_id, farm.endpoints, timeout=3.0, clock=farm.clock))
     stalled = location.answer("b")
     assert stalled.probe is Probe.UNREACHABLE and isinstance(stalled.error, RequestTimeout)
     assert stalled.elapsed == pytest.approx(3.0)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from acp_client import AcpClient, Callbacks, RecoveryOutcome, RecoveryPath, State
 from acp_client.exceptions import ConnectError
-from acp_client.pool import Endpoint, Probe
+from acp_client.pool import Endpoint, Pool, Probe
+from acp_client.state import LEGAL_TRANSITIONS
 from acp_client.testing import FakeClock
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, pooled
 from tests._harness import FAST_RETRY
@@ -236,35 +237,31 @@ async def arrange(farm: Farm, session_id: str, home: str, b: str, c: str) -> Non
 
 
 @pytest.mark.parametrize(("home", "b", "c"), _combinations())
-async def test_every_combination_across_three_instances(home: str, b: str, c: str) -> None:
-    farm = Farm(FakeClock())
+async def test_every_combination_across_three_instances(farm: Farm, home: str, b: str, c: str) -> None:
     recorder = Recorder()
-    try:
-        async with pooled(farm, recorder) as client:
-            handle = await client.new_session("/tmp")
-            await handle.prompt("hello")
-            old = handle.session_id
-            await arrange(farm, old, home, b, c)
-            want = expected(home, b, c)
-            if want is None:
-                await farm.clock.advance(60.0)
-                assert recorder.outcomes == [] and farm.attaches == []
-                assert handle.endpoint == "a" and client.state.state is not State.CONNECTED
-                return
-            await eventually(lambda: recorder.outcomes, 120.0, clock=farm.clock)
-            [outcome] = recorder.outcomes
-            path, where = want
-            assert outcome.path.value == path and outcome.endpoint in where, (outcome, farm.attaches)
-            assert handle.endpoint == outcome.endpoint
-            attaches = farm.attaches_of(old)
-            assert len(set(attaches)) <= 1 and set(attaches) <= {outcome.endpoint}
-            assert farm.violations == []
-            if path != "new_session":
-                assert outcome.session_id == old
-            recorder.check_states()
-            assert (await handle.prompt("next")).stop_reason == "end_turn"
-    finally:
-        await farm.aclose()
+    async with pooled(farm, recorder) as client:
+        handle = await client.new_session("/tmp")
+        await handle.prompt("hello")
+        old = handle.session_id
+        await arrange(farm, old, home, b, c)
+        want = expected(home, b, c)
+        if want is None:
+            await farm.clock.advance(60.0)
+            assert recorder.outcomes == [] and farm.attaches == []
+            assert handle.endpoint == "a" and client.state.state is not State.CONNECTED
+            return
+        await eventually(lambda: recorder.outcomes, 120.0, clock=farm.clock)
+        [outcome] = recorder.outcomes
+        path, where = want
+        assert outcome.path.value == path and outcome.endpoint in where, (outcome, farm.attaches)
+        assert handle.endpoint == outcome.endpoint
+        attaches = farm.attaches_of(old)
+        assert len(set(attaches)) <= 1 and set(attaches) <= {outcome.endpoint}
+        assert farm.violations == []
+        if path != "new_session":
+            assert outcome.session_id == old
+        recorder.check_states()
+        assert (await handle.prompt("next")).stop_reason == "end_turn"
 
 
 # -- the property ---------------------------------------------------------------------------------------
@@ -325,7 +322,9 @@ async def test_a_recovery_callback_may_prompt_at_home_and_after_a_move(farm: Far
         results.append((outcome.endpoint, result.stop_reason))
 
     callbacks = Callbacks(on_resume=prompt_now, on_replay=prompt_now)
-    client = AcpClient(farm.endpoints, retry=FAST_RETRY, clock=farm.clock, callbacks=callbacks, failover_delay=5.0)
+    client = AcpClient(
+        Pool(farm.endpoints, failover_delay=5.0), retry=FAST_RETRY, clock=farm.clock, callbacks=callbacks
+    )
     async with client:
         handle = await client.new_session("/tmp")
         await client.new_session("/tmp")  # on b
@@ -350,3 +349,34 @@ async def test_a_home_that_drops_again_while_recovering_still_fails_over(farm: F
         assert (outcome.path, outcome.endpoint) == (RecoveryPath.REPLAY, "b")
         assert farm.connectors["a"].connects > 2  # it did come back, more than once
     recorder.check_states()
+
+
+async def test_the_client_follows_the_link_it_shows_back_instead_of_jumping(farm: Farm) -> None:
+    """One state machine: a link the client shows as ``reconnecting`` keeps mattering when its
+    last session is forgotten, so the client follows that link's own sequence back
+    (``reconnecting → recovering → connected``) instead of jumping to ``connected`` through an
+    invented ``recovering``."""
+
+    def last(candidates: Sequence[Endpoint], sessions: Mapping[Endpoint, int]) -> Endpoint:
+        return candidates[-1]
+
+    recorder = Recorder()
+    async with pooled(farm, recorder, placement=last, failover_delay=3600.0) as client:
+        handle = await client.new_session("/tmp")
+        assert handle.endpoint == "c"
+        farm.connectors["c"].refuse(None)
+        farm.connectors["c"].drop()
+        await farm.clock.advance(5.0)
+        assert client.state.state is State.RECONNECTING
+        client.forget_session(handle.session_id)
+        await farm.clock.advance(1.0)
+        assert client.state.state is State.RECONNECTING  # c is still down: not "connected" yet
+        farm.connectors["c"].accept()
+        await farm.clock.advance(60.0)
+        assert client.state.state is State.CONNECTED
+    after = [state.state for state in recorder.states]
+    dropped = after.index(State.RECONNECTING)
+    tail = [s for s in after[dropped:] if s is not State.RECONNECTING]
+    assert tail[:2] == [State.RECOVERING, State.CONNECTED], after
+    for old, new in itertools.pairwise(after):
+        assert new in LEGAL_TRANSITIONS[old], (old, new)

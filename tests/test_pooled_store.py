@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acp_client import AcpClient, ConfigurationError, RecoveryPath, SqliteSessionStore, State
+from acp_client.pool import Pool
 from acp_client.store import pool_key
 from acp_client.testing import FakeClock, inside
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each
@@ -36,13 +37,12 @@ def store(tmp_path: Path) -> AsyncIterator[SqliteSessionStore]:
 
 def client(farm: Farm, recorder: Recorder, store: SqliteSessionStore, **options: Any) -> AcpClient:
     return AcpClient(
-        farm.endpoints,
+        Pool(farm.endpoints, failover_delay=5.0),
         retry=FAST_RETRY,
         clock=farm.clock,
         callbacks=recorder.callbacks(),
         session_store=store,
         session_store_key=KEY,
-        failover_delay=5.0,
         **options,
     )
 
@@ -126,15 +126,16 @@ async def test_past_the_failover_delay_it_is_replaced(farm: Farm, store: SqliteS
 
 def test_a_pool_files_its_sessions_under_one_key(store: SqliteSessionStore) -> None:
     urls = ["ws://agent-2:8000/acp", "ws://agent-1:8000/acp?token=x"]
-    pooled = AcpClient(urls, session_store=store)
+    pooled = AcpClient(Pool(urls), session_store=store)
     assert pooled.session_store_key == pool_key(reversed(urls)) == "pool:ws://agent-1:8000/acp ws://agent-2:8000/acp"
-    assert AcpClient(urls, session_store=store, session_store_key="mine").session_store_key == "mine"
-    assert AcpClient(urls[:1], session_store=store).session_store_key == "ws://agent-2:8000/acp"
+    assert AcpClient(Pool(urls), session_store=store, session_store_key="mine").session_store_key == "mine"
+    assert AcpClient(Pool(urls[:1]), session_store=store).session_store_key == "pool:ws://agent-2:8000/acp"
+    assert AcpClient(urls[0], session_store=store).session_store_key == "ws://agent-2:8000/acp"
 
 
 def test_a_pool_of_connectors_needs_a_key(farm: Farm, store: SqliteSessionStore) -> None:
     with pytest.raises(ConfigurationError, match="session_store_key is required"):
-        AcpClient(farm.endpoints, session_store=store)
+        AcpClient(Pool(farm.endpoints), session_store=store)
     with pytest.raises(ConfigurationError, match="at least one endpoint"):
         pool_key([])
 
@@ -180,7 +181,7 @@ async def test_restored_sessions_are_never_attached_on_two_instances(
                 ids = [h.session_id for h in first.sessions]
             for fault, name in between:
                 await apply_fault(farm, None, handles, fault, name)
-            if all(c._refusing for c in farm.connectors.values()):
+            if all(c.refusing for c in farm.connectors.values()):
                 farm.connectors["a"].accept()  # one instance answers: the next process can start
             recorder = Recorder()
             async with client(farm, recorder, store) as second:

@@ -50,6 +50,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "ConnectionState",
         "Connector",
         "CookieStore",
+        "EndpointGroup",
         "DEFAULT_INHERITED_ENV",
         "FileSystemPolicy",
         "HttpConnector",
@@ -66,7 +67,9 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "MethodNotFound",
         "MissingHeader",
         "NotAcceptable",
+        "OwnershipLost",
         "ParseError",
+        "PostgresSessionStore",
         "Probe",
         "PromptResult",
         "ProtocolError",
@@ -87,14 +90,16 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "SessionHandle",
         "SessionNotFound",
         "SessionPage",
-        "SessionStatus",
         "SessionStore",
         "SessionStoreBusy",
         "SessionStoreCorrupt",
+        "SessionStoreDriverMissing",
         "SessionStoreError",
+        "SessionStoreFenced",
         "SessionStoreForeign",
         "SessionStoreReadOnly",
         "SessionStoreTooNew",
+        "SessionStoreUnavailable",
         "SqliteSessionStore",
         "StoredSession",
         "State",
@@ -203,47 +208,6 @@ def test_the_v2_default_client_info_uses_the_same_version() -> None:
     from acp_client._codec import _shapes
 
     assert _shapes.DEFAULT_CLIENT_INFO.version == acp_client.__version__
-
-
-def test_a_single_endpoint_client_never_imports_pool_code() -> None:
-    """Issue 16: the common case pays nothing for the special one. A client of one endpoint
-    connects, opens a session, locates it and closes without ``acp_client.pool`` ever loading;
-    a client of several loads it."""
-    import subprocess
-    import sys
-
-    code = (
-        "import asyncio, sys\n"
-        "from acp_client import AcpClient\n"
-        "from acp_client.testing import MemoryConnector, ReferenceAgent\n"
-        "async def main():\n"
-        "    async with AcpClient(MemoryConnector(ReferenceAgent())) as client:\n"
-        "        session = await client.new_session('/tmp')\n"
-        "        await client.locate(session.session_id)\n"
-        "    assert not [m for m in sys.modules if m.startswith('acp_client.pool')], 'pool code imported'\n"
-        "    from acp_client.location import Endpoint\n"
-        "    agents = [Endpoint(n, connector=MemoryConnector(ReferenceAgent())) for n in ('a', 'b')]\n"
-        "    async with AcpClient(agents) as client:\n"
-        "        await client.new_session('/tmp')\n"
-        "    assert 'acp_client.pool._links' in sys.modules\n"
-        "asyncio.run(main())\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_a_single_endpoint_sync_client_never_imports_pool_code() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "from acp_client.sync import SyncAcpClient\n"
-        "from acp_client.testing import MemoryConnector, ReferenceAgent\n"
-        "with SyncAcpClient(MemoryConnector(ReferenceAgent())) as client:\n"
-        "    client.new_session('/tmp')\n"
-        "assert not [m for m in sys.modules if m.startswith('acp_client.pool')], 'pool code imported'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_importing_the_package_loads_no_transport_library() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, Probe, RecoveryFailed, RecoveryPath, SessionStatus, State, _recoverer
+from acp_client import AcpClient, Callbacks, Probe, RecoveryFailed, RecoveryPath, State, _recoverer
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
 from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal
 
@@ -149,7 +149,7 @@ async def test_sdk_vocabulary_open_saved() -> None:
     async with Harness(protocol_version=2, status_vocabulary="sdk") as h:
         session = await h.client.new_session("/work")
         record = await h.client.session_status(session.session_id)
-        assert record.status is SessionStatus.ACTIVE and record.raw_status == "open"
+        assert record.status is Probe.ACTIVE and record.raw_status == "open"
         h.agent.restart()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.raw_status == "saved"

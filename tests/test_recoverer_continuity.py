@@ -7,7 +7,6 @@ the session."""
 from __future__ import annotations
 
 import attrs
-import pytest
 
 from acp_client import RecoveryPath, RpcError
 from acp_client.transcript import SegmentStart, TurnStatus
@@ -34,18 +33,21 @@ async def test_a_replay_of_nothing_for_a_session_with_turns_is_not_continuity() 
         assert any("replayed nothing for a session with 2 turn(s)" in note for note in outcome.notes)
         assert h.log[-2] == "outcome:replay"  # told through the same callback
         assert session.transcript.text() == before  # and the client kept the conversation
-        # The next prompt hears "not found" (-32602 naming the session): recovered again, as unknown.
-        with pytest.raises(RpcError):
-            await h.clock.run(session.prompt("three"))
+        # The next prompt hears "not found" (-32602 naming the session): recovered again, as
+        # unknown, and the prompt (never run) is sent once on the new session: the caller gets its answer.
+        assert (await h.clock.run(session.prompt("three"))).stop_reason == "end_turn"
         again = h.outcomes[-1]
         assert again.path is RecoveryPath.NEW_SESSION and again.lost_turns == 2
         assert (await h.clock.run(session.prompt("four"))).stop_reason == "end_turn"
         lost, current = session.transcript.segments
         assert lost.lost and current.began is SegmentStart.NEW_AFTER_LOSS
-        assert [m.status for m in lost.messages if m.role == "user"] == [
-            TurnStatus.COMPLETE,
-            TurnStatus.COMPLETE,
-            TurnStatus.FAILED,
+        assert [(m.text, m.status) for m in lost.messages if m.role == "user"] == [
+            ("one", TurnStatus.COMPLETE),
+            ("two", TurnStatus.COMPLETE),
+        ]
+        assert current.messages and [(m.text, m.status) for m in current.messages if m.role == "user"] == [
+            ("three", TurnStatus.COMPLETE),
+            ("four", TurnStatus.COMPLETE),
         ]
 
 

@@ -14,11 +14,11 @@ from acp_client import (
     ClientClosed,
     ClientSuspended,
     ConnectionLost,
+    Probe,
     QueueFull,
     QueueOptions,
     RecoveryPath,
     RetryPolicy,
-    SessionStatus,
     State,
 )
 from acp_client.testing import inside
@@ -71,7 +71,7 @@ async def test_status_close_and_cancel_queued_during_an_outage_use_the_recovered
         new_id = h.outcomes[-1].session_id
         assert new_id != session.session_id
         probed = await status
-        assert probed.session_id == new_id and probed.status is SessionStatus.ACTIVE
+        assert probed.session_id == new_id and probed.status is Probe.ACTIVE
         sent = [m for m in h.connector.transports[-1].sent if m.get("method") in ("session/cancel", "session/close")]
         assert [m["params"]["sessionId"] for m in sent] == [new_id, new_id]
         assert h.client.sessions == []
@@ -152,7 +152,7 @@ async def test_status_and_list_are_retried_transparently() -> None:
         h.connector.drop()
         record = await h.clock.run(status)
         page = await h.clock.run(listing)
-        assert record.status is SessionStatus.ACTIVE
+        assert record.status is Probe.ACTIVE
         assert [s.session_id for s in page.sessions] == [session.session_id]
 
 

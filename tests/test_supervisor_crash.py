@@ -5,7 +5,6 @@ retrieved" and a prompt that never resolved)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -21,11 +20,7 @@ class Boom(Exception):
 async def test_a_crashed_recovery_task_fails_the_client_and_its_queued_requests() -> None:
     async with Harness() as h:
         session = await h.client.new_session("/work")
-
-        async def crash(*args: Any) -> None:
-            raise Boom("bug in recovery")
-
-        inside(h.client).supervisor._recover = crash  # the reconnect task will die of it
+        inside(h.client).crash(Boom("bug in recovery"), recovering=True)  # the reconnect task will die of it
         h.connector.refuse(1)
         h.connector.drop()
         await h.clock.settle()
@@ -46,7 +41,7 @@ async def test_a_crashed_task_fails_pending_requests_and_turns_with_that_cause(v
         turn = asyncio.ensure_future(session.prompt("/slow"))  # v1: a pending request; v2: a running turn
         await h.clock.advance(1.0)
         assert session.turn_running
-        inside(h.client).supervisor._crashed(Boom("bug in a supervisor task"))  # as the task's done-callback does
+        inside(h.client).crash(Boom("bug in a supervisor task"))
         with pytest.raises((ConnectionLost, ClientClosed)) as caught:
             await h.clock.run(turn, limit=60)
         error = caught.value
@@ -58,11 +53,7 @@ async def test_a_crashed_task_fails_pending_requests_and_turns_with_that_cause(v
 async def test_the_done_callback_notices_a_task_that_died() -> None:
     async with Harness() as h:
         await h.client.new_session("/work")
-
-        async def die() -> None:
-            raise Boom("unexpected")
-
-        inside(h.client).supervisor._spawn(die())
+        inside(h.client).crash(Boom("unexpected"))  # one of the link's own tasks dies of it
         await h.clock.settle()
         assert h.client.state.state is State.FAILED
         assert isinstance(inside(h.client).supervisor.failure, Boom)

@@ -17,13 +17,17 @@ from datetime import datetime
 from typing import Any
 
 from ..exceptions import InvalidMessage
-from ..types.lifecycle import SessionConfigOption, SessionModeState, SessionStatus, normalize_status
+from ..types.lifecycle import ANSWERED, Probe, SessionConfigOption, SessionModeState, normalize_status
 from ..types.session import Session, format_rfc3339, parse_timestamp, time_precedes
 from ._base import DecodeError, Hook, logger
 from ._converter import Builder
 from ._shapes import structure_foreground_state
 
 __all__ = ["register_session", "session_from_json", "session_to_json"]
+
+
+#: The statuses our own form of a record may hold (an agent's answers; never ``unreachable``).
+_ANSWERED_VALUES = frozenset(answer.value for answer in ANSWERED)
 
 
 def register_session(builder: Builder) -> None:
@@ -91,7 +95,7 @@ def session_from_json(data: Any, builder: Builder) -> Session:
     Unknown members are ignored and a malformed optional member becomes ``None``. An ``updatedAt``
     that precedes ``createdAt`` is dropped to ``None`` and a warning is logged. ``status`` accepts
     ``active``/``open``/``inactive``/``saved`` and any other string (read as inactive);
-    ``unknown`` is read as :attr:`SessionStatus.UNKNOWN` only in our own form (with
+    ``unknown`` is read as :attr:`Probe.UNKNOWN` only in our own form (with
     ``rawStatus``). ``rawStatus`` (when the member is absent: ``status``) becomes ``raw_status``.
 
     Raises:
@@ -114,15 +118,12 @@ def session_from_json(data: Any, builder: Builder) -> Session:
         )
         updated_at = None
 
-    status: SessionStatus | None = None
+    status: Probe | None = None
     raw_status = _opt_str(data, "rawStatus")
     wire_status = data.get("status")
     if isinstance(wire_status, str):
         if "rawStatus" in data:  # our own form: ``status`` is already normalized
-            try:
-                status = SessionStatus(wire_status)
-            except ValueError:
-                status = normalize_status(wire_status)
+            status = Probe(wire_status) if wire_status in _ANSWERED_VALUES else normalize_status(wire_status)
         else:  # an agent's Session: its status string is the raw one ("unknown" is no -32002)
             status = normalize_status(wire_status)
             raw_status = wire_status

@@ -53,7 +53,7 @@ class ClientTelemetry:
         return LinkTelemetry(tracer=self.tracer, instruments=self.instruments, version=self._version, clock=self._clock)
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
-        """Outcomes reported outside a link's recovery round (a pool's failover): spans of their own."""
+        """Outcomes reported outside a link's recovery round (a failover between instances): spans of their own."""
         record_outcomes(self.tracer, self.instruments, outcomes, None)
 
     def turn_interrupted(self, session_id: str, link: LinkObserver | None) -> None:

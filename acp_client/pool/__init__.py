@@ -22,9 +22,10 @@ A new session goes where a placement policy says (:class:`RoundRobin` by default
     location = await locate("sess_1", ["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"], timeout=2.0)
     route = location.route(home=None)         # Route(kind=resume|replay|new_session|unavailable, endpoint=...)
 
-A client given several endpoints (``AcpClient([url, url, ...])``) plugs this package in on top of
-its one-link core: one link per instance, failover and placement (:mod:`acp_client.pool._links`,
-:mod:`acp_client.pool._failover`). A single-endpoint client never imports it.
+A client given a :class:`Pool` (``AcpClient(Pool([url, url, ...]))``) gets its links from this
+package, on top of its one-link core: one link per instance, failover and placement
+(:mod:`acp_client.pool._links`, :mod:`acp_client.pool._failover`). A client of one URL or
+connector never imports it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..location import Endpoint, InstanceAnswer, Location, Route, RouteKind
 from ..state import Probe
 from ..transports.base import Connector, Transport
 from ..types import ClientCapabilities, Implementation
+from ._client import Pool
 from ._locate import fan_out
 from ._placement import FewestSessions, PlacementFunction, RoundRobin, placement_policy
 
@@ -53,6 +55,7 @@ __all__ = [
     "InstanceAnswer",
     "Location",
     "PlacementFunction",
+    "Pool",
     "Probe",
     "RoundRobin",
     "Route",

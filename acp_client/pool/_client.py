@@ -1,38 +1,68 @@
-"""How an :class:`~acp_client.AcpClient` given several endpoints plugs the pool in: the links
-factory the client hands its engine (:data:`acp_client._links.LinksFactory`)."""
+"""What a client is given to use several instances of one agent: :class:`Pool`, an
+:class:`~acp_client.group.EndpointGroup` whose plan is the pool's links (:mod:`._links`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .._links import LinkKit, Links, LinksFactory
+import attrs
+
+from .._checks import check_seconds, field_check
+from .._links import LinkKit, Links
+from ..exceptions import ConfigurationError
+from ..group import LinksPlan
 from ..location import Endpoint
+from ..store import pool_key
 from ..transports.base import Connector
 from ._links import PoolLinks
 from ._placement import PlacementFunction, placement_policy
 
-__all__ = ["pool_links"]
+__all__ = ["Pool"]
 
 
-def pool_links(
-    endpoints: Sequence[str | Connector | Endpoint],
-    *,
-    placement: object,
-    failover_delay: float,
-    connector: Callable[[str], Connector],
-) -> tuple[LinksFactory, Connector]:
-    """The links factory for several instances, and the first instance's connector.
+def _endpoints(value: Sequence[str | Connector | Endpoint]) -> tuple[Endpoint, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigurationError("Pool() takes a list of URLs, connectors or Endpoint values")
+    return Endpoint.many(value)
 
-    ``connector`` builds the connector for a URL (the client's headers, TLS, cookies, options).
+
+@attrs.frozen
+class Pool:
+    """Several instances of one agent, used by one client (DESIGN.md §5; ``docs/many-instances.md``)::
+
+        async with AcpClient(Pool(["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"])) as client:
+            ...
+
+    The client keeps one link per instance (opened when first needed), places each new session on
+    one instance, recovers a session on its home instance after a drop, and moves it to another
+    instance when its home does not have it or stays unreachable past ``failover_delay``.
+
+    Args:
+        endpoints: The instances, in preference order: URLs, connectors or :class:`Endpoint`
+            values (names must differ).
+        placement: Where new sessions go: ``"round_robin"`` (default), ``"fewest_sessions"``,
+            or a :data:`PlacementFunction`.
+        failover_delay: Seconds a session's home instance may stay unreachable before the
+            session moves to another instance.
 
     Raises:
-        ConfigurationError: A bad endpoint list, duplicate names, or an unknown placement.
+        ConfigurationError: No endpoints, two with one name, an unknown placement, or a
+            ``failover_delay`` that is not a positive number of seconds.
     """
-    checked = Endpoint.many(endpoints)
-    connectors = tuple(e.connector if e.connector is not None else connector(e.url) for e in checked)
-    policy: PlacementFunction = placement_policy(placement)  # type: ignore[arg-type]
 
-    def build(kit: LinkKit) -> Links:
-        return PoolLinks(kit, checked, connectors, placement=policy, failover_delay=float(failover_delay))
+    endpoints: tuple[Endpoint, ...] = attrs.field(converter=_endpoints)
+    placement: PlacementFunction = attrs.field(
+        default="round_robin", converter=placement_policy  # type: ignore[assignment]  # a name becomes its policy
+    )
+    failover_delay: float = attrs.field(default=10.0, validator=field_check(check_seconds))
 
-    return build, connectors[0]
+    def links_plan(self, connector: Callable[[str], Connector]) -> LinksPlan:
+        """The pool's links for a client (see :class:`~acp_client.group.EndpointGroup`)."""
+        connectors = tuple(e.connector if e.connector is not None else connector(e.url) for e in self.endpoints)
+        endpoints, placement, delay = self.endpoints, self.placement, float(self.failover_delay)
+
+        def build(kit: LinkKit) -> Links:
+            return PoolLinks(kit, endpoints, connectors, placement=placement, failover_delay=delay)
+
+        keyed = all(e.connector is None for e in endpoints)
+        return LinksPlan(build, connectors[0], pool_key(e.url for e in endpoints) if keyed else None)

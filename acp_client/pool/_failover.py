@@ -152,6 +152,7 @@ class Failover:
         that drops again does not restart it); a link that gives up moves its sessions now."""
         if state.state in (State.CONNECTED, State.CLOSED):
             self._disarm(link)
+            link.failed_moves = 0
         elif state.state in (State.RECONNECTING, State.SUSPENDED) and self._sessions_of(link):
             self._arm(link)
         elif state.state is State.FAILED and not self.links.closing:
@@ -173,15 +174,17 @@ class Failover:
 
     def _arm(self, link: Link) -> None:
         if link.failover_timer is None and not self.links.closing:
+            link.failover_due = self._clock.monotonic() + self._failover_delay
             link.failover_timer = self._clock.call_later(self._failover_delay, lambda: self._expired(link))
 
     def _disarm(self, link: Link) -> None:
         if link.failover_timer is not None:
             link.failover_timer.cancel()
             link.failover_timer = None
+        link.failover_due = None
 
     def _expired(self, link: Link) -> None:
-        link.failover_timer = None
+        link.failover_timer = link.failover_due = None
         if self.links.closing or link.state.state is State.CONNECTED:
             return  # back
         if link.state.state is State.RECOVERING:  # back, recovering its sessions: see how that ends
@@ -293,10 +296,11 @@ class Failover:
         logger.info("moving %d session(s) off %s: %s", len(sessions), home.endpoint, reason)
         try:
             retry = await self._place_located(sessions, home, reason)
+            if retry and not self.links.closing:  # nothing usable now: the home keeps them, another failover later
+                home.failed_moves += 1
+                self._arm(home)
         finally:
             self._give_back([t for t in sessions if t.moving])
-        if retry and not self.links.closing:
-            self._arm(home)  # nothing usable now: the home keeps them, another failover later
 
     async def _place_located(
         self, sessions: list[Tracked], home: Link | None, reason: str, *, patient: bool = False

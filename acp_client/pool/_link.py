@@ -31,6 +31,11 @@ class Link:
         self.state = ConnectionState(State.CONNECTING)
         self.starting: asyncio.Future[None] | None = None
         self.failover_timer: TimerHandle | None = None
+        #: When the armed failover fires (on the client's clock).
+        self.failover_due: float | None = None
+        #: Failovers that found no instance to take this link's sessions, since it was last
+        #: connected: the attempt number of the client's ``suspended`` state while they wait.
+        self.failed_moves = 0
 
     @property
     def connected(self) -> bool:

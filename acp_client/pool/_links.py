@@ -13,11 +13,16 @@ Calls for a session wait here, in the one outage queue (:class:`~acp_client._que
 its home reconnects: after a move they go to the new home.
 
 The client's state is the aggregate of the links that matter (those homing a session, or else
-the first one started): ``connected`` when all of them are, ``recovering`` while sessions move,
-else the state of the first one that is not connected. Only legal transitions are published: one
-that would not be (``connected`` while a move starts: the links are up, the moving sessions'
-calls wait) is held until the next legal one; sessions that come back on another link after their
-own went down pass through ``recovering``, which is what happened to them.
+the first one started that has not failed): ``connected`` when all of them are, ``recovering``
+while sessions move, else the state of the first one that is not connected — its own state, with
+its own attempt number and delay from the retry policy. Nothing is invented. A link whose state
+the client shows stays one that matters until it is connected again, or until its sessions were
+recovered elsewhere (a move: ``recovering``), so the client follows that link's own legal
+sequence (``reconnecting → recovering → connected``) instead of jumping. A home whose link gave
+up (``failed``) while no instance could take its sessions makes the client ``suspended``: the
+attempt is the number of failovers that found no instance, ``retry_in`` the time until the next.
+A transition that is still not legal (``connected`` while a move starts: the links are up, the
+moving sessions' calls wait) is held until the next legal one.
 """
 
 from __future__ import annotations
@@ -78,6 +83,8 @@ class PoolLinks:
         self._probe_timeout = kit.timeouts.probe
         self._waiting: OutageQueue[None] = OutageQueue(kit.queue, kit.clock, waiting_for="still recovering")
         self._state = ConnectionState(State.CONNECTING)
+        #: The link whose state the client shows while it is not connected (it keeps mattering).
+        self._shown: Link | None = None
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
@@ -129,16 +136,31 @@ class PoolLinks:
         homed = {id(tracked.home) for tracked in self._table if tracked.home is not None}
         # A link being started (or whose start failed) does not count yet.
         started = [link for link in self.links if link.supervisor is not None and link.starting is None]
-        relevant = [link for link in started if id(link) in homed] or started[:1]
+        fallback = [link for link in started if not link.state.is_terminal][:1]
+        relevant = [link for link in started if id(link) in homed] or fallback
+        shown = self._shown
+        if shown is not None and shown in started and shown not in relevant and not shown.connected:
+            relevant.append(shown)  # still the link the client shows: it follows it back
         if not relevant:
             return
         if any(tracked.moving for tracked in self._table):
-            new = ConnectionState(State.RECOVERING)
-        else:
-            waiting = [link.state for link in relevant if link.state.state is not State.CONNECTED]
-            new = waiting[0] if waiting else ConnectionState(State.CONNECTED)
-            if new.is_terminal:  # a home whose link gave up: its sessions move when an instance answers
-                new = ConnectionState(State.SUSPENDED, attempt=1, retry_in=0.0, cause=new.cause)
+            self._shown = None  # its sessions are being recovered elsewhere: that is what the client shows
+            self._set(ConnectionState(State.RECOVERING))
+            return
+        waiting = [link for link in relevant if link.state.state is not State.CONNECTED]
+        if not waiting:
+            self._shown = None
+            self._set(ConnectionState(State.CONNECTED))
+            return
+        link = waiting[0]
+        new = link.state
+        if new.is_terminal:  # a home whose link gave up: its sessions wait for the next failover
+            if link.failover_due is None:
+                return  # a failover is under way (or none is due): nothing to show yet
+            retry_in = max(0.0, link.failover_due - self._clock.monotonic())
+            attempt = max(1, link.failed_moves)
+            new = ConnectionState(State.SUSPENDED, attempt=attempt, retry_in=retry_in, cause=new.cause)
+        self._shown = link
         self._set(new)
 
     def _set(self, new: ConnectionState) -> None:
@@ -147,13 +169,10 @@ class PoolLinks:
             return
         if old.state is State.SUSPENDED and new.state is State.RECONNECTING:  # still down: say so
             new = ConnectionState(State.SUSPENDED, new.attempt, new.retry_in, new.cause)
+        if new.state is old.state and new.attempt == old.attempt:
+            return  # the same attempt, seen again (a state follows itself only with another attempt)
         if new.state not in LEGAL_TRANSITIONS[old.state]:
-            if new.state is State.CONNECTED and State.RECOVERING in LEGAL_TRANSITIONS[old.state]:
-                # Its sessions are back on links that are up (moved, or another link now homes
-                # them): they were recovered, and the state says so on the way.
-                self._publish(ConnectionState(State.RECOVERING))
-            else:
-                return  # held until the next legal state (e.g. connected while a move starts)
+            return  # held until the next legal state (e.g. connected while a move starts)
         self._publish(new)
 
     def _publish(self, new: ConnectionState) -> None:

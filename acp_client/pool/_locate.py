@@ -18,7 +18,7 @@ from ..location import Endpoint, Location
 
 __all__ = ["fan_out"]
 
-logger = logging.getLogger("acp_client.pool")
+logger = logging.getLogger("acp_client.locate")
 
 
 async def fan_out(

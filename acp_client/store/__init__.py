@@ -2,10 +2,11 @@
 
 A store keeps, per agent endpoint, what a client needs to track its sessions again after a
 restart (cwd, MCP servers, the options the app set, timestamps, last known status, a bounded
-conversation, bounded). :class:`SessionStore` is the seam (synchronous: the client calls it from a
-worker thread); :class:`SqliteSessionStore` is the built-in implementation on the standard
-library's ``sqlite3``. Nothing is written to disk unless the app opens a store, and ``sqlite3`` is
-only imported once :class:`SqliteSessionStore` is first used.
+conversation). :class:`SessionStore` is the seam (synchronous: the client calls it from a worker
+thread); :class:`SqliteSessionStore` is the built-in implementation on the standard library's
+``sqlite3``, :class:`PostgresSessionStore` the one a service's replicas share (the ``postgres``
+extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and ``sqlite3`` /
+``psycopg`` are only imported once their store is first used.
 """
 
 import importlib
@@ -13,7 +14,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    Fence,
+    Lease,
     SessionStore,
+    SharedSessionStore,
     StoredSession,
     bound_conversation,
     bound_transcript_tail,
@@ -23,15 +27,22 @@ from .base import (
 )
 
 if TYPE_CHECKING:
+    from .postgres import PostgresSessionStore
     from .sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore
 
-_LAZY: Final = frozenset({"APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"})
+# Name -> the module defining it (the postgres module imports psycopg only when a store is made).
+_LAZY: Final = {
+    "APPLICATION_ID": ".sqlite",
+    "SCHEMA_VERSION": ".sqlite",
+    "SqliteSessionStore": ".sqlite",
+    "PostgresSessionStore": ".postgres",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".sqlite", __name__), name)
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
     globals()[name] = value
     return value
 
@@ -44,7 +55,11 @@ __all__ = [
     "APPLICATION_ID",
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
     "SCHEMA_VERSION",
+    "Fence",
+    "Lease",
+    "PostgresSessionStore",
     "SessionStore",
+    "SharedSessionStore",
     "SqliteSessionStore",
     "StoredSession",
     "bound_conversation",

@@ -2,7 +2,7 @@
 
 A store is blocking I/O; the client must never run it on the event loop. :class:`StoreBridge`
 runs every call on one dedicated worker thread, so calls execute in the order the client issued
-them (two saves of one session can never land in the wrong order, as they could on a pool of
+them (two saves of one session can never land in the wrong order, as they could on several
 threads), and a write is not lost when the task that issued it is cancelled.
 
 Errors: :meth:`StoreBridge.load` raises (a client cannot start from a store it cannot read — the
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..exceptions import SessionStoreError
+from ..exceptions import SessionStoreError, SessionStoreFenced
 from .base import SessionStore, StoredSession
 
 __all__ = ["StoreBridge"]
@@ -54,7 +54,8 @@ class StoreBridge:
     ) -> None:
         self._store = store
         self._endpoint = endpoint
-        self._on_error = on_error
+        #: Called on the event loop with each ``SessionStoreError`` a write raised (settable).
+        self.on_error = on_error
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acp-session-store")
         self._pending: set[asyncio.Future[Any]] = set()
         self._closed = False
@@ -88,10 +89,11 @@ class StoreBridge:
                 return
             error = future.exception()
             if isinstance(error, SessionStoreError):
-                logger.warning("session store %s (%s): %s", fn.__name__, self._endpoint, error)
-                if self._on_error is not None:
+                if not isinstance(error, SessionStoreFenced):  # the owner's handler logs those, once
+                    logger.warning("session store %s (%s): %s", fn.__name__, self._endpoint, error)
+                if self.on_error is not None:
                     try:
-                        self._on_error(error)
+                        self.on_error(error)
                     except Exception:
                         logger.exception("the session store error callback raised")
                 result: T = default
@@ -108,6 +110,14 @@ class StoreBridge:
         return outer
 
     # -- reads (raise) ----------------------------------------------------------------------------
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` on the worker thread, in order with the queued calls.
+
+        Raises:
+            SessionStoreError: Whatever ``fn`` raises.
+        """
+        return await asyncio.shield(self._submit(fn, *args, **kwargs))
 
     async def load(self) -> list[StoredSession]:
         """The endpoint's stored sessions, most recently used first.

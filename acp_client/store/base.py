@@ -24,6 +24,30 @@ Contract of every implementation:
   keeps the list as it is given: a PostgreSQL store can keep it as one ``jsonb`` value.
 - Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
   third-party (``sqlite3``) error.
+
+Ownership (:class:`SharedSessionStore`: a store several clients share, such as several replicas of
+a service). Every stored session has at most one owner at a time: a *lease* held by an owner name
+until an expiry, and a *fencing token*, an integer that only grows and grows each time the lease
+passes to another owner (or to an owner after nobody held it):
+
+- ``claim(endpoint, session_ids, owner, duration=...)`` takes, in one atomic step, each of the
+  sessions that is unowned, already ``owner``'s, or whose lease expired; the token is bumped for
+  each one whose owner changes. Two clients claiming one session at once: exactly one gets it.
+  ``save_owned`` writes a record and claims it in the same step (a new session is never stored
+  unowned, where another client could adopt it).
+- ``renew(endpoint, owner, duration=...)`` extends every lease ``owner`` still holds for the
+  endpoint in one statement (whether or not it had expired: nobody else took it) and returns
+  them: a session missing from the answer was taken over.
+- ``adoptable(endpoint)`` lists the sessions nobody holds: unowned, or whose owner's lease expired
+  (the adoption candidates). ``release`` gives leases up (a clean close), keeping the token.
+- Every write may carry a :class:`Fence` (the writer's owner and token): a fenced write applies
+  only while the session's lease is still that owner's with that token, and otherwise raises
+  :class:`~acp_client.exceptions.SessionStoreFenced` and writes nothing, so a stale owner never
+  overwrites what the new owner wrote. An unfenced write is applied as before (a client without
+  ownership, or an app's own bookkeeping) and never touches the lease.
+- Time: a lease's expiry is measured on the store's clock (SQLite: this host's UTC time, or the
+  ``clock`` it was given; a database server may use its own), so clients on several hosts agree on
+  it. ``now=`` overrides it for one call (tests, the contract suite).
 """
 
 from __future__ import annotations
@@ -38,12 +62,15 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..exceptions import ConfigurationError
-from ..types.lifecycle import McpServer, SessionStatus
+from ..types.lifecycle import ANSWERED, McpServer, Probe
 from ..types.session import Session
 
 __all__ = [
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
+    "Fence",
+    "Lease",
     "SessionStore",
+    "SharedSessionStore",
     "StoredSession",
     "bound_conversation",
     "bound_transcript_tail",
@@ -146,8 +173,14 @@ def _non_empty(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> No
         raise ConfigurationError(f"StoredSession.{attribute.name} must be a non-empty string, got {value!r}")
 
 
-def _status(value: SessionStatus | str | None) -> SessionStatus | None:
-    return None if value is None else SessionStatus(value)
+def _status(value: Probe | str | None) -> Probe | None:
+    """A stored record's status: an answer an instance can give (never ``unreachable``)."""
+    if value is None:
+        return None
+    status = Probe(value)
+    if status not in ANSWERED:
+        raise ValueError(f"a session's status is active, inactive or unknown, not {status.value!r}")
+    return status
 
 
 def _created(record: StoredSession) -> datetime:
@@ -156,6 +189,66 @@ def _created(record: StoredSession) -> datetime:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def check_owner(owner: object, name: str = "owner") -> str:
+    """An owner name: a non-empty string of at most 200 printable characters (no CR, LF, NUL or
+    other control characters: it is logged and stored).
+
+    Raises:
+        ConfigurationError: Anything else.
+    """
+    if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
+        raise ConfigurationError(
+            f"{name} must be a non-empty printable string of at most 200 characters, not {owner!r}"
+        )
+    return owner
+
+
+@attrs.frozen
+class Fence:
+    """What a fenced write carries: the writer's owner name and the fencing token of its lease.
+
+    Attributes:
+        owner: The owner the writer believes holds the session.
+        token: The fencing token of that owner's lease (see :class:`Lease`).
+    """
+
+    owner: str
+    token: int
+
+
+@attrs.frozen
+class Lease:
+    """Who holds one stored session, and until when.
+
+    Attributes:
+        session_id: The session.
+        owner: The owner name (``None``: nobody holds it: released, or never claimed).
+        token: The fencing token: it only grows, and grows each time the lease passes to another
+            owner. ``0`` for a session that was never claimed.
+        expires_at: When the lease ends unless renewed (aware UTC; past for a released one).
+    """
+
+    session_id: str
+    owner: str | None
+    token: int
+    expires_at: datetime = attrs.field(converter=as_utc)
+
+    @property
+    def fence(self) -> Fence:
+        """The :class:`Fence` a write by this lease's owner carries.
+
+        Raises:
+            ConfigurationError: Nobody holds the lease.
+        """
+        if self.owner is None:
+            raise ConfigurationError(f"session {self.session_id!r} is not owned: no fence")
+        return Fence(self.owner, self.token)
+
+    def held(self, now: datetime) -> bool:
+        """Whether an owner holds the lease at ``now`` (not released, not expired)."""
+        return self.owner is not None and self.expires_at > now
 
 
 @attrs.frozen
@@ -182,6 +275,9 @@ class StoredSession:
             ``last_used_at`` orders :meth:`SessionStore.load`.
         previous_session_ids: Ids this session had before a new-session recovery, oldest first.
         extra: App-defined JSON data (the store does not interpret it).
+        lease: Who held the session when it was read (a :class:`SharedSessionStore` fills it
+            in; ``None`` otherwise). The store's bookkeeping, not part of the record: writes
+            ignore it, and it takes no part in ``==``.
 
     The JSON fields must be JSON-serializable (checked when a store writes them). Instances
     are frozen; derive changed copies with :func:`attrs.evolve`.
@@ -197,13 +293,14 @@ class StoredSession:
     model_id: str | None = None
     config_options: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
     title: str | None = None
-    status: SessionStatus | None = attrs.field(default=None, converter=_status)
+    status: Probe | None = attrs.field(default=None, converter=_status)
     raw_status: str | None = None
     created_at: datetime = attrs.field(default=None, converter=as_utc)
     updated_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     last_used_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     previous_session_ids: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     extra: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
+    lease: Lease | None = attrs.field(default=None, eq=False)
 
     @classmethod
     def from_mcp_servers(
@@ -406,6 +503,86 @@ class SessionStore(Protocol):
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's stored conversation, as saved (empty when none is stored).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        ...
+
+
+@runtime_checkable
+class SharedSessionStore(SessionStore, Protocol):
+    """A :class:`SessionStore` several clients may share, with ownership (see the module
+    docstring): leases, fencing tokens, fenced writes.
+
+    Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``) also take
+    a keyword ``fence: Fence | None = None``: given, the write applies only while the session is
+    held by ``fence.owner`` with ``fence.token`` (its lease expired but not taken over still
+    counts), and otherwise raises :class:`~acp_client.exceptions.SessionStoreFenced` with nothing
+    written. A fenced ``save`` of a session that is not stored (the new owner deleted it) is
+    refused the same way; a fenced ``delete``, ``rename``, ``touch`` or ``save_transcript`` of one
+    answers as for any session that is not stored. ``rename`` takes the lease along to the new id.
+    Reads fill in :attr:`StoredSession.lease`.
+
+    ``duration`` is a finite number of seconds above zero; ``now`` an aware datetime (default:
+    the store's clock).
+    """
+
+    def claim(
+        self,
+        endpoint: str,
+        session_ids: Sequence[str],
+        owner: str,
+        *,
+        duration: float,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """Take the lease of each of ``session_ids`` that is unowned, ``owner``'s already, or
+        expired, until ``now + duration``, in one atomic step; the token grows for each session
+        whose owner changes. Returns the leases ``owner`` now holds among them (a session held by
+        another live owner, or not stored, is left out).
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+            ConfigurationError: A bad ``owner`` or ``duration``.
+        """
+        ...
+
+    def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
+        """Insert or replace ``session`` and take its lease for ``owner`` (as :meth:`claim`) in one
+        atomic step: a new session is never visible unowned.
+
+        Raises:
+            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
+            SessionStoreError: The store cannot be written.
+            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
+                JSON-serializable.
+        """
+        ...
+
+    def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
+        """Extend every lease ``owner`` holds for ``endpoint`` to ``now + duration``, in one
+        statement, and return them (an expired one that nobody took over is renewed too; one
+        another owner took is not there).
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+            ConfigurationError: A bad ``owner`` or ``duration``.
+        """
+        ...
+
+    def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
+        """Give up ``owner``'s leases for ``endpoint`` (all of them, or those of ``session_ids``):
+        the sessions become unowned at once (adoptable), their tokens kept. How many were released.
+
+        Raises:
+            SessionStoreError: The store cannot be written.
+        """
+        ...
+
+    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
+        """The sessions of ``endpoint`` nobody holds at ``now`` (unowned, or their owner's lease
+        expired), most recently used first, each with its :attr:`~StoredSession.lease`.
 
         Raises:
             SessionStoreError: The store cannot be read.

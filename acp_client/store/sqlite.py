@@ -24,6 +24,12 @@ newer file is used as it is when its ``compatible_version`` is not above :data:`
 (an additive change), and refused otherwise. A migration that breaks older readers must raise
 ``compatible_version``.
 
+Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``,
+``lease_expires_at``); claims, renewals and fenced writes each run in one ``BEGIN IMMEDIATE``
+transaction, so two processes cannot both take a session, and a fenced write checks the lease and
+writes under the same lock. Version 3 raises ``compatible_version`` to 3: an older acp_client,
+which would ignore the leases, is refused the file rather than allowed to write past them.
+
 Times are stored as integer microseconds since the Unix epoch (UTC); JSON fields as compact JSON
 text. New files are created readable by their owner only (``0600``): MCP server entries may hold
 credentials.
@@ -32,29 +38,53 @@ credentials.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
+from .._checks import check_seconds
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
     SessionStoreCorrupt,
     SessionStoreError,
+    SessionStoreFenced,
     SessionStoreForeign,
     SessionStoreReadOnly,
     SessionStoreTooNew,
 )
-from .base import DEFAULT_TRANSCRIPT_TAIL_BYTES, StoredSession, as_utc, bound_conversation
+from ._schema import (
+    _MIGRATIONS,
+    _SELECT,
+    _UPSERT,
+    SCHEMA_VERSION,
+    Migration,
+    _chunks,
+    _dump,
+    _from_micros,
+    _lease,
+    _leases,
+    _loads,
+    _micros,
+    claim_leases,
+    use_wal,
+)
+from .base import (
+    DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    Fence,
+    Lease,
+    StoredSession,
+    as_utc,
+    bound_conversation,
+    check_owner,
+)
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
 
@@ -62,143 +92,12 @@ logger = logging.getLogger(__name__)
 
 #: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
 APPLICATION_ID: Final = 0x41435053
-_FORMAT: Final = "acp_client.session_store"
 _SQLITE_HEADER: Final = b"SQLite format 3\x00"
 _MEMORY: Final = ":memory:"
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
 _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
-
-_COLUMNS: Final = (
-    "endpoint",
-    "session_id",
-    "cwd",
-    "mcp_servers",
-    "additional_directories",
-    "protocol_version",
-    "mode_id",
-    "model_id",
-    "config_options",
-    "title",
-    "status",
-    "raw_status",
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "previous_session_ids",
-    "extra",
-)
-_SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM sessions"
-_UPSERT: Final = (
-    f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
-    "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
-    + ", ".join(f"{name} = excluded.{name}" for name in _COLUMNS[2:])
-)
-
-
-def _create_v1(conn: sqlite3.Connection) -> None:
-    """Schema version 1: the sessions table and the store's identity."""
-    conn.execute("CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute(
-        """
-        CREATE TABLE sessions (
-            endpoint TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            cwd TEXT NOT NULL,
-            mcp_servers TEXT NOT NULL DEFAULT '[]',
-            additional_directories TEXT NOT NULL DEFAULT '[]',
-            protocol_version INTEGER NOT NULL DEFAULT 1,
-            mode_id TEXT,
-            model_id TEXT,
-            config_options TEXT NOT NULL DEFAULT '{}',
-            title TEXT,
-            status TEXT,
-            raw_status TEXT,
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL,
-            last_used_at INTEGER NOT NULL,
-            previous_session_ids TEXT NOT NULL DEFAULT '[]',
-            extra TEXT NOT NULL DEFAULT '{}',
-            UNIQUE (endpoint, session_id)
-        )
-        """
-    )
-    conn.execute("CREATE INDEX sessions_by_last_use ON sessions (endpoint, last_used_at DESC)")
-    # Apart from the records: restoring reads none of it, saving a record never erases it.
-    conn.execute(
-        """
-        CREATE TABLE transcripts (
-            endpoint TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            tail TEXT NOT NULL,
-            PRIMARY KEY (endpoint, session_id)
-        )
-        """
-    )
-    conn.executemany(
-        "INSERT INTO store_meta (key, value) VALUES (?, ?)",
-        [("format", _FORMAT), ("compatible_version", "1")],
-    )
-
-
-def _v2_conversations(conn: sqlite3.Connection) -> None:
-    """Schema version 2: every transcript tail becomes a conversation (format 2: a header and the
-    segment of the session it belongs to, then its messages). Additive: a version-1 reader still
-    reads a list of JSON objects."""
-    rows = conn.execute("SELECT endpoint, session_id, tail FROM transcripts").fetchall()
-    for endpoint, session_id, tail in rows:
-        try:
-            entries = json.loads(tail)
-        except ValueError:
-            continue  # a damaged tail stays as it is: reading it reports the damage
-        if not isinstance(entries, list) or (entries and isinstance(entries[0], dict) and "format" in entries[0]):
-            continue
-        converted = [
-            {"format": 2, "dropped": 0},
-            {"segment": session_id, "began": "created", "lost": False},
-            *entries,
-        ]
-        conn.execute(
-            "UPDATE transcripts SET tail = ? WHERE endpoint = ? AND session_id = ?",
-            (_dump(converted, "transcript tail"), endpoint, session_id),
-        )
-
-
-Migration = Callable[[sqlite3.Connection], None]
-
-#: ``_MIGRATIONS[n]`` takes a file from schema version ``n`` to ``n + 1`` (0: an empty file).
-_MIGRATIONS: Final[tuple[Migration, ...]] = (_create_v1, _v2_conversations)
-
-#: The newest schema version this acp_client writes.
-SCHEMA_VERSION: Final = len(_MIGRATIONS)
-
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _micros(value: datetime) -> int:
-    return (value - _EPOCH) // timedelta(microseconds=1)
-
-
-def _from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def _loads(text: str) -> Any:
-    # Most JSON columns hold an empty list or object: skip the decoder for those (restore speed).
-    if text == "[]":
-        return ()
-    if text == "{}":
-        return {}
-    return json.loads(text)
-
-
-def _dump(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
 
 
 class SqliteSessionStore:
@@ -214,6 +113,8 @@ class SqliteSessionStore:
             :meth:`save_transcript`, and the conversation's header counts them. ``0`` keeps
             only the header.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
+        clock: The time leases are measured on (an aware or UTC datetime; default: this host's
+            clock). Every process sharing the file should use the same one.
 
     Raises:
         SessionStoreCorrupt: The file is not an SQLite database, or is damaged.
@@ -236,7 +137,11 @@ class SqliteSessionStore:
         busy_timeout: float = 5.0,
         max_transcript_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES,
         create: bool = True,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
+        if clock is not None and not callable(clock):
+            raise ConfigurationError("clock must be callable or None")
+        self._clock = clock
         if busy_timeout < 0:
             raise ConfigurationError("busy_timeout must not be negative")
         if max_transcript_bytes < 0:
@@ -309,7 +214,7 @@ class SqliteSessionStore:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""
         version, needs_work = self._identify(conn)
         if self._path != _MEMORY:  # the file is ours or empty: WAL before the first write (it stays)
-            _use_wal(conn, self._busy_timeout, lambda: self._errors("open"))
+            use_wal(conn, self._busy_timeout, lambda: self._errors("open"))
         if needs_work:
             with self._transaction(conn, "initialize"):
                 version, needs_work = self._identify(conn)  # another process may have done it meanwhile
@@ -455,6 +360,7 @@ class SqliteSessionStore:
                 last_used_at=_from_micros(row[14]),
                 previous_session_ids=_loads(row[15]),
                 extra=_loads(row[16]),
+                lease=_lease(row[1], row[17], row[18], row[19]),
             )
         except (TypeError, ValueError, OverflowError, AttributeError) as exc:
             raise SessionStoreCorrupt(
@@ -477,6 +383,10 @@ class SqliteSessionStore:
             rows = conn.execute(
                 f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
             ).fetchall()
+        return self._decoded(rows)
+
+    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
+        """Rows as records; a damaged one is skipped (logged as a warning)."""
         sessions = []
         for row in rows:
             try:
@@ -496,43 +406,61 @@ class SqliteSessionStore:
             row = conn.execute(f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)).fetchone()
         return None if row is None else self._decode(row)
 
-    def save(self, session: StoredSession) -> None:
-        """Insert or replace ``session`` in one transaction (its transcript tail is kept).
+    def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
+        """Insert or replace ``session`` in one transaction (its transcript tail and its lease are
+        kept). With ``fence``: only while the session is stored under that lease.
 
         Raises:
             ConfigurationError: A JSON field is not JSON-serializable (nothing written).
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
         row = self._row(session)
         with self._connection() as conn, self._transaction(conn, "save"):
+            if fence is not None and not self._fenced(conn, session.endpoint, session.session_id, fence):
+                raise self._stale(session.session_id, fence.owner, fence.token, None, None)
             conn.execute(_UPSERT, row)
 
-    def delete(self, endpoint: str, session_id: str) -> bool:
-        """Remove one session; ``True`` when it was stored.
+    def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
+        """Remove one session; ``True`` when it was stored. With ``fence``: only while the
+        session is stored under that lease.
 
         Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
         with self._connection() as conn, self._transaction(conn, "delete"):
+            if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
+                return False
             cursor = conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
             conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
         return cursor.rowcount > 0
 
     def rename(
-        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime | None = None
+        self,
+        endpoint: str,
+        old_session_id: str,
+        new_session_id: str,
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
     ) -> StoredSession | None:
-        """Move a session to a new id in one transaction (see :meth:`SessionStore.rename`).
+        """Move a session to a new id in one transaction (see :meth:`SessionStore.rename`), its
+        lease with it. With ``fence``: only while the session is stored under that lease.
 
         Raises:
             ConfigurationError: ``new_session_id`` is empty.
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
         if not new_session_id:
             raise ConfigurationError("the new session id must not be empty")
         with self._connection() as conn, self._transaction(conn, "rename"):
+            if fence is not None and not self._fenced(conn, endpoint, old_session_id, fence):
+                return None
             row = conn.execute(
                 f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id)
             ).fetchone()
@@ -555,38 +483,63 @@ class SqliteSessionStore:
                 )
             conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id))
             conn.execute(_UPSERT, self._row(renamed))
+            if old.lease is not None:  # the lease moves with the session
+                conn.execute(
+                    "UPDATE sessions SET lease_owner = ?, lease_token = ?, lease_expires_at = ? "
+                    "WHERE endpoint = ? AND session_id = ?",
+                    (
+                        old.lease.owner,
+                        old.lease.token,
+                        _micros(old.lease.expires_at),
+                        endpoint,
+                        new_session_id,
+                    ),
+                )
+                renamed = attrs.evolve(renamed, lease=attrs.evolve(old.lease, session_id=new_session_id))
             conn.execute(
                 "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
                 (new_session_id, endpoint, old_session_id),
             )
         return renamed
 
-    def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored.
+    def touch(
+        self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
+    ) -> bool:
+        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
+        ``fence``: only while the session is stored under that lease.
 
         Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
         stamp = _micros(as_utc(when))
         with self._connection() as conn, self._transaction(conn, "touch"):
+            if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
+                return False
             cursor = conn.execute(
                 "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?",
                 (stamp, endpoint, session_id),
             )
         return cursor.rowcount > 0
 
-    def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
+    def save_transcript(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    ) -> bool:
         """Replace the session's transcript tail, bounded to ``max_transcript_bytes`` (the oldest
-        whole entries dropped); ``False`` (nothing written) when the session is not stored.
+        whole entries dropped); ``False`` (nothing written) when the session is not stored. With
+        ``fence``: only while the session is stored under that lease.
 
         Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
             ConfigurationError: An entry is not JSON-serializable (nothing written).
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
         tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
         with self._connection() as conn, self._transaction(conn, "save transcript"):
+            if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
+                return False
             stored = conn.execute(
                 "SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
             ).fetchone()
@@ -622,6 +575,166 @@ class SqliteSessionStore:
                 f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
                 path=self._path,
             ) from exc
+
+    # -- ownership (SharedSessionStore) ------------------------------------------------------------
+
+    def _window(self, owner: str, duration: float, now: datetime | None) -> tuple[int, int]:
+        """``(now, now + duration)`` in microseconds, for a lease of ``owner`` (both checked)."""
+        check_owner(owner)
+        check_seconds("duration", duration)
+        stamp = self._now(now)
+        return stamp, stamp + int(duration * 1_000_000)
+
+    def _now(self, now: datetime | None) -> int:
+        if now is not None:
+            return _micros(as_utc(now))
+        if self._clock is not None:
+            return _micros(as_utc(self._clock()))
+        return _micros(datetime.now(timezone.utc))
+
+    def _fenced(self, conn: sqlite3.Connection, endpoint: str, session_id: str, fence: Fence) -> bool:
+        """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease,
+        ``False`` when it is not stored; raises when another lease holds it."""
+        row = conn.execute(
+            "SELECT lease_owner, lease_token FROM sessions WHERE endpoint = ? AND session_id = ?",
+            (endpoint, session_id),
+        ).fetchone()
+        if row is None:
+            return False
+        if row[0] != fence.owner or int(row[1]) != fence.token:
+            raise self._stale(session_id, fence.owner, fence.token, row[0], int(row[1]))
+        return True
+
+    def _stale(
+        self, session_id: str, owner: str, token: int | None, holder: str | None, held: int | None
+    ) -> SessionStoreFenced:
+        now = f"held by {holder!r} (token {held})" if holder is not None else "not held by it any more"
+        return SessionStoreFenced(
+            f"session store {self._path}: session {session_id!r} is {now}: {owner!r} (token {token}) was refused",
+            path=self._path,
+            session_id=session_id,
+            owner=owner,
+            token=token,
+            holder=holder,
+            holder_token=held,
+        )
+
+    def claim(
+        self,
+        endpoint: str,
+        session_ids: Sequence[str],
+        owner: str,
+        *,
+        duration: float,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """Take the leases of ``session_ids`` that are free (see
+        :meth:`~acp_client.store.base.SharedSessionStore.claim`), in one transaction.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``.
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        if isinstance(session_ids, str):
+            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+        stamp, until = self._window(owner, duration, now)
+        with self._connection() as conn, self._transaction(conn, "claim"):
+            leases = claim_leases(conn, endpoint, session_ids, owner, now=stamp, until=until)
+        return sorted(leases, key=lambda lease: lease.session_id)
+
+    def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
+        """Insert or replace ``session`` and take its lease for ``owner``, in one transaction.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
+                JSON-serializable (nothing written).
+            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        row = self._row(session)
+        stamp, until = self._window(owner, duration, now)
+        endpoint, session_id = session.endpoint, session.session_id
+        with self._connection() as conn, self._transaction(conn, "save owned"):
+            held = conn.execute(
+                "SELECT lease_owner, lease_token, lease_expires_at FROM sessions WHERE endpoint = ? AND session_id = ?",
+                (endpoint, session_id),
+            ).fetchone()
+            if held is not None and held[0] is not None and held[0] != owner and int(held[2]) > stamp:
+                raise self._stale(session_id, owner, None, held[0], int(held[1]))
+            conn.execute(_UPSERT, row)
+            (lease,) = claim_leases(conn, endpoint, [session_id], owner, now=stamp, until=until)
+        return lease
+
+    def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
+        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
+        renewed, by session id.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``.
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        until = self._window(owner, duration, now)[1]
+        with self._connection() as conn, self._transaction(conn, "renew"):
+            rows = conn.execute(
+                "UPDATE sessions SET lease_expires_at = ? WHERE endpoint = ? AND lease_owner = ? "
+                "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
+                (until, endpoint, owner),
+            ).fetchall()
+        return _leases(rows)
+
+    def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
+        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``); the
+        tokens are kept. How many were released.
+
+        Raises:
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        check_owner(owner)
+        released = 0
+        update = "UPDATE sessions SET lease_owner = NULL, lease_expires_at = 0 WHERE endpoint = ? AND lease_owner = ?"
+        with self._connection() as conn, self._transaction(conn, "release"):
+            if session_ids is None:
+                released = conn.execute(update, (endpoint, owner)).rowcount
+            else:
+                for chunk in _chunks(list(dict.fromkeys(session_ids))):
+                    marks = ", ".join("?" for _ in chunk)
+                    cursor = conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk))
+                    released += cursor.rowcount
+        return released
+
+    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
+        """The sessions of ``endpoint`` nobody holds at ``now``, most recently used first (a
+        damaged record is skipped, as by :meth:`load`).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        stamp = self._now(now)
+        with self._connection() as conn, self._errors("list adoptable sessions"):
+            rows = conn.execute(
+                f"{_SELECT} WHERE endpoint = ? AND (lease_owner IS NULL OR lease_expires_at <= ?) "
+                "ORDER BY last_used_at DESC, session_id",
+                (endpoint, stamp),
+            ).fetchall()
+        return self._decoded(rows)
+
+    def lease(self, endpoint: str, session_id: str) -> Lease | None:
+        """The session's lease as stored (``None``: not stored, or never claimed).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        with self._connection() as conn, self._errors("read lease"):
+            row = conn.execute(
+                "SELECT session_id, lease_owner, lease_token, lease_expires_at FROM sessions "
+                "WHERE endpoint = ? AND session_id = ?",
+                (endpoint, session_id),
+            ).fetchone()
+        return None if row is None else _lease(*row)
 
     # -- beyond the protocol ----------------------------------------------------------------------
 
@@ -679,22 +792,3 @@ class SqliteSessionStore:
 
     def __repr__(self) -> str:
         return f"<SqliteSessionStore {self._path!r} schema={self._schema_version}>"
-
-
-def _use_wal(
-    conn: sqlite3.Connection, busy_timeout: float, errors: Callable[[], contextlib.AbstractContextManager[None]]
-) -> None:
-    """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without its
-    busy handler, while another process reads or switches it too: wait for that here, up to the
-    busy timeout (``errors`` maps sqlite3's errors to the store's)."""
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            with errors():
-                if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except SessionStoreBusy:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)

@@ -8,15 +8,18 @@ import difflib
 import enum
 import inspect
 import logging
+import queue
 import random
 import threading
-from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from queue import Queue
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
+from .._options import next_cursor
+from .._ownership import DEFAULT_LEASE_DURATION
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
 from ..config import (
@@ -28,24 +31,29 @@ from ..config import (
     check_instance,
     check_seconds,
 )
-from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError
+from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError, RequestTimeout
+from ..group import EndpointGroup
 from ..handlers import ClientHandlers
-from ..location import Endpoint
+from ..location import Endpoint, Location
 from ..retry import RetryPolicy
-from ..state import ConnectionState, PromptResult, SessionPage, State
-from ..store import SessionStore
+from ..state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State
+from ..store import SessionStore, StoredSession
 from ..telemetry import Telemetry
 from ..transports import CookieStore, TlsConfig
-from ..transports.base import Connector, Limits
-from ..types import ContentBlock, Implementation, McpServer, Session
+from ..transports.base import Connector, Limits, TransportInfo
+from ..types import (
+    AgentCapabilities,
+    ContentBlock,
+    Implementation,
+    InitializeResponse,
+    McpServer,
+    Session,
+    SessionConfigOption,
+)
 from ._bridge import HostBridge
 from ._events import SyncEvent
-from ._extras import ClientExtras
 from ._loop import EventLoopThread, close_awaitable
 from ._session import SyncSessionHandle
-
-if TYPE_CHECKING:
-    from ..pool import PlacementFunction
 
 __all__ = ["SyncAcpClient", "Timeout"]
 
@@ -77,7 +85,6 @@ T = TypeVar("T")
 Timeout = float | None | UseClientDefault
 
 
-
 class _Phase(enum.Enum):
     NEW = "new"
     CONNECTING = "connecting"
@@ -86,15 +93,14 @@ class _Phase(enum.Enum):
     CLOSED = "closed"
 
 
-class SyncAcpClient(ClientExtras):
+class SyncAcpClient:
     """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread.
 
     See :mod:`acp_client.sync` for the threading, timeout and callback rules.
 
     Args:
-        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, or a connector; or
-            a list of them: several instances of one agent, with ``placement`` and
-            ``failover_delay``).
+        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, a connector, or
+            an endpoint group: several instances of one agent).
         callback_executor: Where callbacks run (``submit`` is called from the loop thread).
             Default: a private single-thread executor, shut down by :meth:`close`.
         event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
@@ -112,7 +118,10 @@ class SyncAcpClient(ClientExtras):
             (plain functions; a returned awaitable is not awaited).
         session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
             sessions of the endpoint are recovered by :meth:`connect`.
-        placement, failover_delay, protocol_version, client_info, retry, timeouts, queue,
+        owner, lease_duration, auto_adopt: As for :class:`~acp_client.AcpClient`: ownership of
+            the sessions in a shared store (``Callbacks.decide_adoption`` runs on the callback
+            executor like every callback).
+        protocol_version, client_info, retry, timeouts, queue,
         recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
         clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
         max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
@@ -126,7 +135,7 @@ class SyncAcpClient(ClientExtras):
 
     def __init__(
         self,
-        endpoint: str | Connector | Sequence[str | Connector | Endpoint],
+        endpoint: str | Connector | EndpointGroup,
         *,
         callbacks: Callbacks | None = None,
         callback_executor: concurrent.futures.Executor | None = None,
@@ -134,8 +143,6 @@ class SyncAcpClient(ClientExtras):
         default_timeout: float | None = None,
         answer_timeout: float | None = 60.0,
         handlers: ClientHandlers | None = None,
-        placement: str | PlacementFunction = "round_robin",
-        failover_delay: float = 10.0,
         protocol_version: int = 1,
         client_info: Implementation | None = None,
         retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - frozen value
@@ -157,6 +164,9 @@ class SyncAcpClient(ClientExtras):
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         session_store: SessionStore | None = None,
         session_store_key: str | None = None,
+        owner: str | None = None,
+        lease_duration: float = DEFAULT_LEASE_DURATION,
+        auto_adopt: bool = True,
         telemetry: Telemetry | None = None,
         **unexpected: NoReturn,
     ) -> None:
@@ -184,8 +194,6 @@ class SyncAcpClient(ClientExtras):
             endpoint,
             handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
             callbacks=self._bridge.loop_callbacks(),
-            placement=placement,
-            failover_delay=failover_delay,
             protocol_version=protocol_version,
             client_info=client_info,
             retry=retry,
@@ -207,6 +215,9 @@ class SyncAcpClient(ClientExtras):
             max_incoming_requests=max_incoming_requests,
             session_store=session_store,
             session_store_key=session_store_key,
+            owner=owner,
+            lease_duration=lease_duration,
+            auto_adopt=auto_adopt,
             telemetry=telemetry,
         )
         #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
@@ -326,6 +337,37 @@ class SyncAcpClient(ClientExtras):
     def closed(self) -> bool:
         """Whether :meth:`close` has finished."""
         return self._closed.is_set()
+
+    # -- what the agent said -------------------------------------------------------------------------------
+
+    @property
+    def initialize_result(self) -> InitializeResponse:
+        """What the agent answered to ``initialize`` (any thread; see :attr:`AcpClient.initialize_result`).
+
+        Raises:
+            ClientClosed: Not connected yet.
+        """
+        return self._client.initialize_result
+
+    @property
+    def agent_info(self) -> Implementation | None:
+        """The agent's name and version, as it sent them in ``initialize`` (any thread)."""
+        return self._client.agent_info
+
+    @property
+    def agent_capabilities(self) -> AgentCapabilities:
+        """The agent's capabilities, normalized across protocol versions (any thread)."""
+        return self._client.agent_capabilities
+
+    @property
+    def transport_info(self) -> TransportInfo | None:
+        """The live link's :class:`~acp_client.transports.TransportInfo` (``pid`` of a stdio agent)."""
+        return self._client.transport_info
+
+    @property
+    def recovery_outcomes(self) -> list[RecoveryOutcome]:
+        """The recovery outcomes so far, oldest first."""
+        return self._client.recovery_outcomes
 
     def notify_network_available(self) -> None:
         """Skip the current reconnect backoff (never blocks; callable from any thread)."""
@@ -457,6 +499,68 @@ class SyncAcpClient(ClientExtras):
     async def _get_handle(self, session_id: str) -> SessionHandle:
         return self._client.session(session_id)
 
+    def fork_session(
+        self,
+        session_id: str,
+        cwd: str | Path,
+        *,
+        mcp_servers: Sequence[McpServer] = (),
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> SyncSessionHandle:
+        """``session/fork`` (see :meth:`AcpClient.fork_session`)."""
+        coro = self._client.fork_session(session_id, cwd, mcp_servers=mcp_servers)
+        owner: Any = self  # a SyncAcpClient
+        return SyncSessionHandle(owner, self._run("session/fork", coro, timeout))
+
+    def forget_session(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Stop tracking a session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
+        self._run("forget_session", self._forget(session_id), timeout)
+
+    async def _forget(self, session_id: str) -> None:
+        self._client.forget_session(session_id)
+
+    def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
+        self._run("session/set_mode", self._client.set_mode(session_id, mode_id), timeout)
+
+    def set_model(self, session_id: str, model_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/set_model`` (see :meth:`AcpClient.set_model`)."""
+        self._run("session/set_model", self._client.set_model(session_id, model_id), timeout)
+
+    def set_config_option(
+        self,
+        session_id: str,
+        config_id: str,
+        value: Any,
+        *,
+        type: str | None = None,
+        timeout: Timeout = USE_CLIENT_DEFAULT,
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option``; every option with its new value (see
+        :meth:`AcpClient.set_config_option`)."""
+        coro = self._client.set_config_option(session_id, config_id, value, type=type)
+        return self._run("session/set_config_option", coro, timeout)
+
+    def iter_sessions(
+        self, *, cwd: str | Path | None = None, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> Iterator[Session]:
+        """Every session ``session/list`` reports, following cursors, one page per blocking call
+        (``timeout`` applies to each; see :meth:`AcpClient.iter_sessions`)."""
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page = self._run("session/list", self._client.list_sessions(cwd=cwd, cursor=cursor), timeout)
+            yield from page.sessions
+            if (cursor := next_cursor(page, seen)) is None:
+                return
+
+    @property
+    def sessions(self) -> list[SyncSessionHandle]:
+        """Handles on every session the client tracks (read on the loop thread)."""
+        owner: Any = self  # a SyncAcpClient
+        handles = self._run("sessions", self._read(lambda: self._client.sessions), USE_CLIENT_DEFAULT)
+        return [SyncSessionHandle(owner, handle) for handle in handles]
+
     # -- turns ------------------------------------------------------------------------------------------------
 
     def prompt(
@@ -507,6 +611,63 @@ class SyncAcpClient(ClientExtras):
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
         self._run("session/cancel", self._client.cancel(session_id), timeout)
 
+    # -- the session store, the instances, raw calls ------------------------------------------------------
+
+    @property
+    def session_store_key(self) -> str | None:
+        """The key this client files its sessions under in its ``session_store`` (any thread)."""
+        return self._client.session_store_key
+
+    def stored_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
+        """This client's records in its store, most recently used first (read on the loop thread;
+        no I/O)."""
+        return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
+
+    @property
+    def owner(self) -> str | None:
+        """The name this client owns its stored sessions under (any thread; ``None``: no shared store)."""
+        return self._client.owner
+
+    def owned_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[str]:
+        """The stored sessions this client holds the lease of (see :meth:`AcpClient.owned_sessions`)."""
+        return self._run("owned_sessions", self._read(self._client.owned_sessions), timeout)
+
+    def adoptable_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
+        """The stored sessions nobody holds (see :meth:`AcpClient.adoptable_sessions`)."""
+        return self._run("adoptable_sessions", self._client.adoptable_sessions(), timeout)
+
+    def adopt(self, session_ids: Sequence[str], *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[SyncSessionHandle]:
+        """Adopt stored sessions nobody holds, and recover them (see :meth:`AcpClient.adopt`)."""
+        handles = self._run("adopt", self._client.adopt(list(session_ids)), timeout)
+        return [SyncSessionHandle(self, handle) for handle in handles]
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The instances of an endpoint group, in the order given (empty for one endpoint)."""
+        return self._client.endpoints
+
+    def locate(
+        self, session_id: str, *, probe_timeout: Timeout = USE_CLIENT_DEFAULT, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> Location:
+        """Every instance's ``session/status`` answer for ``session_id`` (see
+        :meth:`AcpClient.locate`; ``probe_timeout`` is its per-instance ``timeout``)."""
+        return self._run("locate", self._client.locate(session_id, timeout=probe_timeout), timeout)
+
+    @staticmethod
+    async def _read(read: Callable[[], T]) -> T:
+        return read()
+
+    def request(self, method: str, params: Any = None, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Any:
+        """Send any request (e.g. an ``_``-prefixed extension) and return its raw result; the
+        client's request timeout applies as well (see :meth:`AcpClient.request`)."""
+        return self._run(method, self._client.request(method, params), timeout)
+
+    def notify(self, method: str, params: Any = None, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Send any notification (see :meth:`AcpClient.notify`)."""
+        self._run(method, self._client.notify(method, params), timeout)
+
+    # -- state changes -------------------------------------------------------------------------------------
+
     def wait_for_state(self, *states: State, timeout: Timeout = USE_CLIENT_DEFAULT) -> ConnectionState:
         """Block until the connection state is one of ``states`` (returns it at once if it is).
 
@@ -531,3 +692,35 @@ class SyncAcpClient(ClientExtras):
             if state.is_terminal:
                 break
         raise ClientClosed(f"the client is {self._client.state} (waited for {', '.join(s.value for s in wanted)})")
+
+    def state_changes(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Iterator[ConnectionState]:
+        """Iterate over the state changes from now on, blocking for each; ends after ``closed``
+        or ``failed`` (like :meth:`AcpClient.state_changes`). Stop early with ``break``.
+
+        Raises:
+            RequestTimeout: No change within ``timeout`` seconds of the previous one.
+            LoopThreadError: Called from the loop thread.
+        """
+        self._check_thread("state_changes")
+        states: queue.Queue[ConnectionState] = queue.Queue()
+        started = threading.Event()
+        pump = self.submit(self._pump_states(states, started))
+        started.wait()
+        limit = self._timeout(timeout)
+        try:
+            while True:
+                try:
+                    state = states.get(timeout=limit)
+                except queue.Empty:
+                    raise RequestTimeout("state_changes", limit or 0.0) from None
+                yield state
+                if state.is_terminal:
+                    return
+        finally:
+            pump.cancel()
+
+    async def _pump_states(self, states: queue.Queue[ConnectionState], started: threading.Event) -> None:
+        changes = self._client.state_changes()
+        started.set()  # registered from here on (the generator's first step runs below, at once)
+        async for state in changes:
+            states.put(state)

@@ -8,6 +8,9 @@ reaching for private attributes, so the client's layout can change without break
 
     assert isinstance(inside(client).supervisor.failure, IncompatibleProtocolVersion)
 
+To test what a bug inside the client does (nothing may hang), :meth:`Inside.crash` makes one of
+its links die of an error of the test's choosing.
+
 Nothing here is a stable API for applications.
 """
 
@@ -36,7 +39,7 @@ class Inside:
 
     @property
     def links(self) -> Links:
-        """The client's links (one supervisor, or a pool's)."""
+        """The client's links (one supervisor, or an endpoint group's)."""
         return self.engine.links
 
     @property
@@ -54,6 +57,20 @@ class Inside:
     def persistence(self) -> Persistence | None:
         """The session store's bookkeeping, when a store is set."""
         return self.engine.persistence
+
+    def crash(self, error: BaseException, *, recovering: bool = False, link: Supervisor | None = None) -> None:
+        """Make a link of the client die of ``error``, as a bug in the client would, to test
+        that nothing hangs: the turns and requests on that link fail with ``error`` as their
+        cause and the client fails.
+
+        Args:
+            error: What the link's task dies of.
+            recovering: Crash the link's next recovery round instead (the reconnect task dies
+                of it), rather than one of its tasks now.
+            link: Which link (one of ``inside(client).links.supervisors()``); by default the one
+                for calls that concern no session.
+        """
+        (link if link is not None else self.supervisor).crash(error, recovering=recovering)
 
 
 def inside(client: AcpClient | Any) -> Inside:

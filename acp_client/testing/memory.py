@@ -60,6 +60,11 @@ class MemoryConnector:
         return f"memory://{self._name}"
 
     @property
+    def refusing(self) -> bool:
+        """Whether the next connect will be refused (see :meth:`refuse`)."""
+        return self._refusing or self._refuse_count > 0
+
+    @property
     def live_links(self) -> int:
         """How many links are open now."""
         return sum(1 for client, _ in self._links if not client.closed)

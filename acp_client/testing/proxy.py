@@ -104,7 +104,12 @@ class _Link:
         gate = self.proxy._flowing
         while True:
             data = await reader.read(_CHUNK)
-            await gate.wait()
+            if not gate.is_set():
+                self.proxy.held_bytes += len(data)
+                try:
+                    await gate.wait()
+                finally:
+                    self.proxy.held_bytes -= len(data)
             if self.aborted:
                 return
             if not data:
@@ -155,6 +160,9 @@ class FaultProxy:
         self.total_connections = 0
         #: Connections reset on arrival because of :meth:`refuse`.
         self.refused_connections = 0
+        #: Bytes read and held by :meth:`blackhole`, not yet forwarded (a test waits for them to
+        #: know the bytes it sent are in the hole, instead of waiting a while).
+        self.held_bytes = 0
 
     def __repr__(self) -> str:
         return f"FaultProxy({self.host}:{self._port} -> {self.upstream_host}:{self.upstream_port})"

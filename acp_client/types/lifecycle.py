@@ -48,6 +48,7 @@ __all__ = [
     "McpServerStdio",
     "NewSessionRequest",
     "NewSessionResponse",
+    "Probe",
     "PromptRequest",
     "PromptResponse",
     "ReplayFrom",
@@ -60,7 +61,6 @@ __all__ = [
     "SessionInfo",
     "SessionMode",
     "SessionModeState",
-    "SessionStatus",
     "SessionStatusRequest",
     "SessionStatusResponse",
     "SetSessionConfigOptionRequest",
@@ -468,29 +468,41 @@ class ListSessionsResponse:
 # session/status
 
 
-class SessionStatus(str, enum.Enum):
-    """The normalized answer of ``session/status``.
+class Probe(str, enum.Enum):
+    """What an instance said to ``session/status`` about one session: the one vocabulary of a
+    probe answer (a :class:`~acp_client.types.Session` record's ``status``, the recovery's own
+    probe, a fan-out's answers, ``RecoveryContext`` and ``RecoveryOutcome``).
 
-    ``ACTIVE``: the agent has the session in memory (wire ``active`` or ``open``). ``INACTIVE``:
-    known and resumable but not in memory (wire ``inactive``, ``saved``, or any value this SDK does
-    not recognize). ``UNKNOWN``: the agent does not know it (a ``-32002`` error, never a wire value).
+    ``ACTIVE``: in memory there (wire ``active`` / ``open``). ``INACTIVE``: known and resumable,
+    not in memory (``inactive``, ``saved`` or a value this SDK does not recognize). ``UNKNOWN``:
+    the instance answered -32002 (never a wire value). Only a probe that got no answer says more:
+    ``UNREACHABLE``: no usable answer (the probe failed or timed out, the instance could not be
+    connected or initialized in time, or its answer was malformed). ``NOT_PROBED``: the instance
+    does not offer ``session/status``, so it was not asked. A session record's ``status`` is
+    never one of these two.
     """
 
     ACTIVE = "active"
     INACTIVE = "inactive"
     UNKNOWN = "unknown"
+    UNREACHABLE = "unreachable"
+    NOT_PROBED = "not_probed"
+
+
+#: The answers an instance can give (what a session record's ``status`` may be).
+ANSWERED: frozenset[Probe] = frozenset({Probe.ACTIVE, Probe.INACTIVE, Probe.UNKNOWN})
 
 
 _ACTIVE_SPELLINGS = frozenset({"active", "open"})
 
 
-def normalize_status(raw: str) -> SessionStatus:
-    """Map a wire status string to :class:`SessionStatus`.
+def normalize_status(raw: str) -> Probe:
+    """Map a wire status string to a :class:`Probe` answer.
 
-    ``"active"`` and ``"open"`` are :attr:`SessionStatus.ACTIVE`; everything else (``"inactive"``,
-    ``"saved"``, future values) is :attr:`SessionStatus.INACTIVE`, as the protocol requires.
+    ``"active"`` and ``"open"`` are :attr:`Probe.ACTIVE`; everything else (``"inactive"``,
+    ``"saved"``, future values) is :attr:`Probe.INACTIVE`, as the protocol requires.
     """
-    return SessionStatus.ACTIVE if raw in _ACTIVE_SPELLINGS else SessionStatus.INACTIVE
+    return Probe.ACTIVE if raw in _ACTIVE_SPELLINGS else Probe.INACTIVE
 
 
 @attrs.frozen
@@ -532,7 +544,7 @@ class SessionStatusResponse:
         meta: The ``_meta`` extension object.
     """
 
-    status: SessionStatus
+    status: Probe
     raw_status: str
     state: ForegroundState | None = None
     meta: dict[str, Any] | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
@@ -12,15 +13,16 @@ import attrs
 
 from ..exceptions import ConfigurationError
 from .lifecycle import (
+    ANSWERED,
     ForegroundState,
     ForkSessionResponse,
     LoadSessionResponse,
     NewSessionResponse,
+    Probe,
     ResumeSessionResponse,
     SessionConfigOption,
     SessionInfo,
     SessionModeState,
-    SessionStatus,
     SessionStatusResponse,
 )
 
@@ -174,7 +176,8 @@ class Session:
 
     Raises:
         ConfigurationError: (a ``ValueError``) On construction, when ``updated_at`` precedes
-            ``created_at`` or a time string is not a timestamp (:func:`parse_timestamp`).
+            ``created_at``, a time string is not a timestamp (:func:`parse_timestamp`), or
+            ``status`` is not an answer (``Probe.UNREACHABLE`` / ``NOT_PROBED``).
         TypeError: On construction, when a time is neither a datetime nor a string.
     """
 
@@ -183,7 +186,7 @@ class Session:
     title: str | None = None
     created_at: datetime | None = attrs.field(default=None, converter=_to_datetime)
     updated_at: datetime | None = attrs.field(default=None, converter=_to_datetime)
-    status: SessionStatus | None = None
+    status: Probe | None = None
     raw_status: str | None = None
     state: ForegroundState | None = None
     additional_directories: tuple[str, ...] | None = attrs.field(default=None, converter=_to_str_tuple)
@@ -201,6 +204,11 @@ class Session:
     meta: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        if self.status is not None and self.status not in ANSWERED:
+            raise ConfigurationError(
+                f"session {self.session_id}: a status is an answer (active, inactive or unknown), "
+                f"not {self.status.value}"
+            )
         created, updated = self.created_at, self.updated_at
         if created is not None and updated is not None and time_precedes(updated, created):
             raise ConfigurationError(
@@ -322,21 +330,29 @@ class Session:
         If the combination would put ``updated_at`` before ``created_at``, the most recent
         consistent ``updated_at`` of the two is kept (``None`` if neither is consistent).
         """
-        values: dict[str, Any] = {}
-        for field in attrs.fields(Session):
-            mine = getattr(self, field.name)
-            theirs = getattr(other, field.name)
-            values[field.name] = theirs if theirs is not None else mine
+        mine, theirs = _fields_of(self), _fields_of(other)
+        values = [t if t is not None else m for m, t in zip(mine, theirs, strict=True)]
         if other.status is not None:
-            values["raw_status"] = other.raw_status
-            values["state"] = other.state
-        created = values["created_at"]
-        if created is not None and values["updated_at"] is not None and time_precedes(values["updated_at"], created):
+            values[_RAW_STATUS] = other.raw_status
+            values[_STATE] = other.state
+        if tuple(values) == mine:  # element by element, identity first
+            return self  # nothing new: this (frozen) record is the merged one
+        created, updated = values[_CREATED_AT], values[_UPDATED_AT]
+        if created is not None and updated is not None and time_precedes(updated, created):
             candidates = [
                 d for d in (other.updated_at, self.updated_at) if d is not None and not time_precedes(d, created)
             ]
             if len(candidates) == 2 and (candidates[0].tzinfo is None) == (candidates[1].tzinfo is None):
-                values["updated_at"] = max(candidates)
+                values[_UPDATED_AT] = max(candidates)
             else:  # one candidate, or a naive and an aware one that cannot be ordered: the newer answer's
-                values["updated_at"] = candidates[0] if candidates else None
-        return Session(**values)
+                values[_UPDATED_AT] = candidates[0] if candidates else None
+        return Session(*values)
+
+
+#: Every field of a :class:`Session` in the order of its ``__init__`` (read at once by :meth:`Session.merge`).
+_FIELD_NAMES: Final = tuple(field.name for field in attrs.fields(Session))
+_fields_of: Final = operator.attrgetter(*_FIELD_NAMES)
+_RAW_STATUS: Final = _FIELD_NAMES.index("raw_status")
+_STATE: Final = _FIELD_NAMES.index("state")
+_CREATED_AT: Final = _FIELD_NAMES.index("created_at")
+_UPDATED_AT: Final = _FIELD_NAMES.index("updated_at")

@@ -9,39 +9,10 @@ every expected row of its table carries numbers.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-TIMEOUT = 120.0
-NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
-
-
-def run(script: str, *args: str) -> str:
-    completed = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--quick", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        cwd=BENCHMARKS.parent,
-        check=False,
-    )
-    assert completed.returncode == 0, f"{script} failed:\n{completed.stdout}\n{completed.stderr}"
-    return completed.stdout
-
-
-def rows(output: str, first_column: tuple[str, ...]) -> list[list[str]]:
-    """The table rows (cells split on runs of 2+ spaces) whose first cell is in ``first_column``."""
-    found = []
-    for line in output.splitlines():
-        cells = re.split(r"\s{2,}", line.strip())
-        if cells and cells[0] in first_column:
-            found.append(cells)
-    return found
-
+from ._run import NUMBER, rows, run
 
 #: The telemetry rows (issue 19): the API and the SDK are in the dev extra, so all three run.
 TELEMETRY = (
@@ -146,16 +117,22 @@ def test_locate_prints_one_probe_fan_out_and_ratio_per_transport_and_delay() -> 
     assert "targets (issue 22)" in output
 
 
-def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports() -> None:
-    output = run("recovery_scale.py")
+def test_recovery_scale_prints_ms_per_session_and_the_bound_for_both_transports_and_agent_places() -> None:
+    output = run("recovery_scale.py", "--agent", "both")
     table = rows(output, ("WebSocket", "HTTP"))
-    assert [(row[0], row[1]) for row in table] == [
-        ("WebSocket", "20"),
-        ("WebSocket", "100"),
-        ("HTTP", "20"),
-        ("HTTP", "100"),
+    assert [(row[0], row[1], row[2]) for row in table] == [
+        ("WebSocket", "process", "20"),
+        ("WebSocket", "process", "100"),
+        ("HTTP", "process", "20"),
+        ("HTTP", "process", "100"),
+        ("WebSocket", "in process", "20"),
+        ("WebSocket", "in process", "100"),
+        ("HTTP", "in process", "20"),
+        ("HTTP", "in process", "100"),
     ], output
     for row in table:
-        assert all(re.fullmatch(NUMBER, cell) for cell in row[2:9]), row
-        assert int(row[6]) <= 4, row  # in flight: never more than recovery_concurrency (4 by default)
+        in_process = row[1] == "in process"
+        numbers = [cell for i, cell in enumerate(row[3:10], 3) if not (in_process and i in (6, 9))]
+        assert all(re.fullmatch(NUMBER, cell) for cell in numbers), row
+        assert int(row[7]) <= 4, row  # in flight: never more than recovery_concurrency (4 by default)
     assert "targets (issue 22)" in output

@@ -22,12 +22,12 @@ from acp_client.types import (
     LoadSessionResponse,
     NewSessionRequest,
     NewSessionResponse,
+    Probe,
     PromptRequest,
     PromptResponse,
     ResumeSessionRequest,
     ResumeSessionResponse,
     SessionNotification,
-    SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
 )
@@ -155,7 +155,7 @@ def test_seed_proposal_examples() -> None:
             version = 2 if "state" in result else 1
             response = from_wire(SessionStatusResponse, result, protocol_version=version)
             assert response.raw_status == result["status"]
-            assert response.status in (SessionStatus.ACTIVE, SessionStatus.INACTIVE)
+            assert response.status in (Probe.ACTIVE, Probe.INACTIVE)
             if version == 2:
                 assert response.state is not None and response.state.state == "requires_action"
             assert to_wire(response, protocol_version=version) == result

@@ -31,6 +31,7 @@ from acp_client.types import (
     NewSessionRequest,
     NewSessionResponse,
     PlanUpdate,
+    Probe,
     PromptRequest,
     RequestPermissionRequest,
     RequestPermissionResponse,
@@ -40,7 +41,6 @@ from acp_client.types import (
     SessionConfigSelectOption,
     SessionInfo,
     SessionNotification,
-    SessionStatus,
     SessionStatusResponse,
     TextContent,
     ToolCall,
@@ -247,18 +247,18 @@ def test_config_options_both_versions() -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("active", SessionStatus.ACTIVE),
-        ("open", SessionStatus.ACTIVE),
-        ("inactive", SessionStatus.INACTIVE),
-        ("saved", SessionStatus.INACTIVE),
-        ("archived", SessionStatus.INACTIVE),
-        ("", SessionStatus.INACTIVE),
-        ("ACTIVE", SessionStatus.INACTIVE),
-        ("unknown", SessionStatus.INACTIVE),  # UNKNOWN is only ever the client's reading of -32002
+        ("active", Probe.ACTIVE),
+        ("open", Probe.ACTIVE),
+        ("inactive", Probe.INACTIVE),
+        ("saved", Probe.INACTIVE),
+        ("archived", Probe.INACTIVE),
+        ("", Probe.INACTIVE),
+        ("ACTIVE", Probe.INACTIVE),
+        ("unknown", Probe.INACTIVE),  # UNKNOWN is only ever the client's reading of -32002
     ],
 )
 @pytest.mark.parametrize("version", [1, 2])
-def test_status_strings_normalize_and_keep_the_raw_value(raw: str, expected: SessionStatus, version: int) -> None:
+def test_status_strings_normalize_and_keep_the_raw_value(raw: str, expected: Probe, version: int) -> None:
     assert normalize_status(raw) is expected
     response = from_wire(SessionStatusResponse, {"status": raw}, protocol_version=version)
     assert response == SessionStatusResponse(expected, raw)
@@ -273,7 +273,7 @@ def test_status_strings_normalize_and_keep_the_raw_value(raw: str, expected: Ses
 def test_malformed_state_is_not_reported_never_idle(state: Any) -> None:
     response = from_wire(SessionStatusResponse, {"status": "active", "state": state}, protocol_version=2)
     assert response.state is None
-    assert response.status is SessionStatus.ACTIVE
+    assert response.status is Probe.ACTIVE
     missing = from_wire(SessionStatusResponse, {"status": "active"}, protocol_version=2)
     assert missing.state is None
 

@@ -24,12 +24,12 @@ from acp_client.types import (
     LoadSessionResponse,
     NewSessionRequest,
     NewSessionResponse,
+    Probe,
     PromptRequest,
     PromptResponse,
     ReplayFromStart,
     ResumeSessionRequest,
     ResumeSessionResponse,
-    SessionStatus,
     SessionStatusRequest,
     SessionStatusResponse,
     StateUpdate,
@@ -140,10 +140,10 @@ def test_python_sdk_v1_statuses_and_prompt() -> None:
     decoded = _decode_all(NAMES["python-sdk-0.12.1-v1-ws.jsonl"])
     statuses = [v for d, m, v in decoded if m == "session/status" and d == "a2c" and not isinstance(v, RpcError)]
     assert [(s.status, s.raw_status) for s in statuses] == [
-        (SessionStatus.ACTIVE, "active"),
-        (SessionStatus.ACTIVE, "active"),
-        (SessionStatus.INACTIVE, "inactive"),
-        (SessionStatus.ACTIVE, "active"),
+        (Probe.ACTIVE, "active"),
+        (Probe.ACTIVE, "active"),
+        (Probe.INACTIVE, "inactive"),
+        (Probe.ACTIVE, "active"),
     ]
     assert all(s.state is None for s in statuses)
     (prompt,) = [v for d, m, v in decoded if m == "session/prompt" and d == "a2c"]
@@ -157,10 +157,10 @@ def test_typescript_sdk_v1_open_and_saved() -> None:
     decoded = _decode_all(NAMES["typescript-sdk-2.4.0-v1-ws.jsonl"])
     statuses = [v for d, m, v in decoded if m == "session/status" and d == "a2c" and not isinstance(v, RpcError)]
     assert [(s.status, s.raw_status) for s in statuses] == [
-        (SessionStatus.ACTIVE, "open"),
-        (SessionStatus.ACTIVE, "open"),
-        (SessionStatus.INACTIVE, "saved"),
-        (SessionStatus.ACTIVE, "open"),
+        (Probe.ACTIVE, "open"),
+        (Probe.ACTIVE, "open"),
+        (Probe.INACTIVE, "saved"),
+        (Probe.ACTIVE, "open"),
     ]
     inits = [v for d, m, v in decoded if m == "initialize" and d == "a2c"]
     assert inits[0].agent_info.title == "echo-agent (TypeScript SDK 2.4.0)"
@@ -170,10 +170,10 @@ def test_typescript_sdk_v2_messages_states_and_replay() -> None:
     decoded = _decode_all(NAMES["typescript-sdk-2.4.0-v2-ws.jsonl"])
     statuses = [v for d, m, v in decoded if m == "session/status" and d == "a2c" and not isinstance(v, RpcError)]
     assert [(s.status, s.raw_status, s.state) for s in statuses] == [
-        (SessionStatus.ACTIVE, "open", ForegroundState("idle", raw={"state": "idle"})),
-        (SessionStatus.ACTIVE, "open", ForegroundState("idle", raw={"state": "idle"})),
-        (SessionStatus.INACTIVE, "saved", None),
-        (SessionStatus.ACTIVE, "open", ForegroundState("idle", raw={"state": "idle"})),
+        (Probe.ACTIVE, "open", ForegroundState("idle", raw={"state": "idle"})),
+        (Probe.ACTIVE, "open", ForegroundState("idle", raw={"state": "idle"})),
+        (Probe.INACTIVE, "saved", None),
+        (Probe.ACTIVE, "open", ForegroundState("idle", raw={"state": "idle"})),
     ]
     (prompt,) = [v for d, m, v in decoded if m == "session/prompt" and d == "a2c"]
     assert prompt == PromptResponse(message_id="msg_00f155cac75d")

@@ -600,6 +600,23 @@ check("docs/session-store.md", 'path = Path(tempfile.mkdtemp()) / "sessions.db"'
 check("docs/session-store.md", 'store_path = Path(tempfile.mkdtemp()) / "sessions.db"')(
     covered_by("tests/store/test_client_guide_example.py::test_the_client_example_runs")
 )
+
+
+@check("docs/session-store.md", "store = PostgresSessionStore(")
+async def _postgres_store(block: Block, tmp_path: Path) -> None:
+    """Run against a throwaway PostgreSQL server in place of the example's host (the store is
+    opened for real: the schema is created; the client is made, not connected)."""
+    from acp_client.testing.postgres import TemporaryPostgres
+
+    example = "postgresql://acp@db.internal:5432/app"
+    assert example in block.body
+    with TemporaryPostgres() as server:
+        source = block.body.replace(example, server.url()) + (
+            "\nassert store.schema == 'acp_client' and store.schema_version >= 1\nstore.close()\n"
+        )
+        await run_python(source, tmp_path)
+
+
 check("docs/testing.md", "async def test_my_app_rebuilds_its_view_after_a_restart():")(
     covered_by("tests/docs/test_guides.py::test_testing_guide_example_runs")
 )

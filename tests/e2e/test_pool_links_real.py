@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from acp_client import AcpClient
-from acp_client.pool import Probe
+from acp_client.pool import Pool, Probe
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore, inside
 
 BOTH = pytest.mark.parametrize("transport", ["ws", "http"])
@@ -51,7 +51,7 @@ def without_key(server: ReferenceServer) -> list[str]:
 @BOTH
 async def test_fan_out_probes_carry_the_clients_headers(servers: list[ReferenceServer], transport: str) -> None:
     options = {} if transport == "ws" else {"http2": False}
-    async with AcpClient(urls(servers, transport), headers=dict([KEY]), transport_options=options) as client:
+    async with AcpClient(Pool(urls(servers, transport)), headers=dict([KEY]), transport_options=options) as client:
         handle = await client.new_session("/tmp")  # on a; the client has no link to b yet
         location = await client.locate(handle.session_id)
         assert [answer.probe for answer in location.answers] == [Probe.ACTIVE, Probe.INACTIVE]
@@ -63,7 +63,7 @@ async def test_fan_out_probes_carry_the_clients_headers(servers: list[ReferenceS
 @BOTH
 async def test_a_one_off_close_carries_the_clients_headers(servers: list[ReferenceServer], transport: str) -> None:
     options = {} if transport == "ws" else {"http2": False}
-    async with AcpClient(urls(servers, transport), headers=dict([KEY]), transport_options=options) as client:
+    async with AcpClient(Pool(urls(servers, transport)), headers=dict([KEY]), transport_options=options) as client:
         handle = await client.new_session("/tmp")
         session_id = handle.session_id
         pool = inside(client).links
@@ -82,7 +82,7 @@ async def test_a_one_off_close_carries_the_clients_headers(servers: list[Referen
 async def test_a_close_where_the_agent_does_not_know_the_session_counts_as_closed(
     servers: list[ReferenceServer],
 ) -> None:
-    async with AcpClient(urls(servers, "ws")) as client:
+    async with AcpClient(Pool(urls(servers, "ws"))) as client:
         await client.new_session("/tmp")
         pool = inside(client).links
         assert pool is not None

@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from acp_client.testing import FaultProxy, ReferenceAgent
+from tests._support import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CHAT = EXAMPLES / "chat.py"
 FLOWS = EXAMPLES / "reconnect_flows.py"
 DEADLINE = 30.0
 PROCESS_TIMEOUT = 60.0
+#: Real seconds between two looks at the screen (each one runs tmux).
+_SCREEN_POLL = 0.05
 
 sys.path.insert(0, str(EXAMPLES))
 import chat_ui  # noqa: E402
@@ -177,24 +180,31 @@ class Tmux:
     async def wait_for(self, pattern: str, *, after: int = 0, deadline: float = DEADLINE) -> str:
         """Poll the screen until ``pattern`` (a regex) appears in the lines from ``after`` on;
         returns those lines, joined."""
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
+        text = ""
+
+        async def shown() -> str | None:
+            nonlocal text
             text = "\n".join((await self.lines())[after:])
-            if re.search(pattern, text):
-                return text
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"{pattern!r} did not appear on the screen within {deadline}s:\n{await self.screen()}")
+            return text if re.search(pattern, text) else None
+
+        return str(
+            await eventually(
+                shown, deadline, every=_SCREEN_POLL, what=lambda: f"{pattern!r} on the screen; it shows:\n{text}"
+            )
+        )
 
     async def wait_last_row(self, pattern: str, *, deadline: float = DEADLINE) -> str:
-        end = time.monotonic() + deadline
         row = ""
-        while time.monotonic() < end:
+
+        async def shown() -> str | None:
+            nonlocal row
             row = await self.last_row()
-            if re.search(pattern, row):
-                return row
-            await asyncio.sleep(0.05)
-        raise AssertionError(
-            f"{pattern!r} not on the status row within {deadline}s; last: {row!r}\n{await self.screen()}"
+            return row if re.search(pattern, row) else None
+
+        return str(
+            await eventually(
+                shown, deadline, every=_SCREEN_POLL, what=lambda: f"{pattern!r} on the status row; last: {row!r}"
+            )
         )
 
     async def exit_status(self, *, deadline: float = DEADLINE) -> int:
@@ -204,21 +214,25 @@ class Tmux:
         not yet marked dead), so the status is also read from ``/proc/PID/stat`` (its last field is
         the wait status of an exited process)."""
         pid = int((await self.tmux("display-message", "-p", "-t", "chat", "#{pane_pid}")).strip())
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
+        killed: list[str] = []
+
+        async def exited() -> tuple[int] | None:
             fields = "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}"
             dead, status, killed_by = (
                 (await self.tmux("display-message", "-p", "-t", "chat", fields)).strip().split(":")
             )
             if dead == "1" and (status or killed_by):  # the status shows up a moment after the pty closes
-                assert not killed_by, f"chat.py was killed by signal {killed_by}:\n{await self.screen()}"
-                return int(status)
+                killed.append(killed_by)
+                return (int(status or 0),)
             wait_status = _zombie_wait_status(pid)
             if wait_status is not None:
-                assert wait_status & 0x7F == 0, f"chat.py was killed by signal {wait_status & 0x7F}"
-                return wait_status >> 8
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"chat.py did not exit within {deadline}s:\n{await self.screen()}")
+                killed.append(str(wait_status & 0x7F or ""))
+                return (wait_status >> 8,)
+            return None
+
+        (status,) = await eventually(exited, deadline, every=_SCREEN_POLL, what="chat.py to exit")
+        assert not killed[-1], f"chat.py was killed by signal {killed[-1]}:\n{await self.screen()}"
+        return int(status)
 
     async def kill(self) -> None:
         socket_path = (await self.tmux("display-message", "-p", "#{socket_path}", check=False)).strip()

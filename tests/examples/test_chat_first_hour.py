@@ -22,6 +22,7 @@ import pytest
 
 from acp_client import ConnectionState, RetryPolicy, State
 from acp_client.testing import MemoryConnector, ReferenceAgent
+from tests._support import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -45,24 +46,16 @@ class Events(Output):
         return [name for name, _ in self.seen]
 
 
-async def _until(check: Any, what: str, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 async def test_connection_lost_comes_before_the_interrupted_turn() -> None:
     connector = MemoryConnector(ReferenceAgent())
     events = Events()
     chat = Chat(connector, output=events, retry=RETRY)
     await chat.start()
     turn = asyncio.ensure_future(chat.prompt("/slow"))  # streams until the drop cuts it off
-    await _until(lambda: "update" in events.names(), "the turn to stream")
+    await eventually(lambda: "update" in events.names(), what="the turn to stream")
     connector.drop("reset by peer")
     assert await turn is None
-    await _until(lambda: events.names().count("connected") == 2, "the reconnect")
+    await eventually(lambda: events.names().count("connected") == 2, what="the reconnect")
     await chat.close()
     await connector.aclose()
     names = events.names()
@@ -86,7 +79,7 @@ async def test_attempt_numbers_restart_at_one_for_each_outage() -> None:
         connected = events.names().count("connected")
         connector.refuse(refused)
         connector.drop()
-        await _until(lambda: events.names().count("connected") == connected + 1, "the reconnect")
+        await eventually(lambda: events.names().count("connected") == connected + 1, what="the reconnect")
 
     collector = asyncio.ensure_future(collect())
     await outage(2)  # attempts 1 and 2 refused, 3 connects
@@ -111,14 +104,14 @@ async def test_a_prompt_typed_while_disconnected_says_it_is_queued() -> None:
         await chat.start()
         connector.refuse()  # down until accepted again
         connector.drop()
-        await _until(lambda: chat.client.state.state is State.RECONNECTING, "reconnecting")
+        await eventually(lambda: chat.client.state.state is State.RECONNECTING, what="reconnecting")
         interactive.start_turn("are you there?")
         assert "your prompt is queued" in stream.getvalue()
         connector.accept()
-        await _until(lambda: "echo: are you there?" in stream.getvalue(), "the queued prompt's answer")
+        await eventually(lambda: "echo: are you there?" in stream.getvalue(), what="the queued prompt's answer")
         before = stream.getvalue().count("queued")
         interactive.start_turn("and now?")  # connected: nothing to say
-        await _until(lambda: "echo: and now?" in stream.getvalue(), "the answer")
+        await eventually(lambda: "echo: and now?" in stream.getvalue(), what="the answer")
         assert stream.getvalue().count("queued") == before
     finally:
         for step in reversed(undo):
@@ -145,7 +138,7 @@ async def test_library_warnings_become_ui_lines_not_stderr(capsys: pytest.Captur
         worker = threading.Thread(target=lambda: logging.getLogger("acp_client.store").warning("disk full"))
         worker.start()
         worker.join()
-        await _until(lambda: "disk full" in stream.getvalue(), "the warning from another thread")
+        await eventually(lambda: "disk full" in stream.getvalue(), what="the warning from another thread")
     finally:
         for step in reversed(undo):
             step()

@@ -62,10 +62,10 @@ async def test_script_json_survives_a_drop(
     chat_script: Callable[..., Awaitable[ChatProcess]],
 ) -> None:
     proxy = await fault_proxy(reference_server)
-    chat = await chat_script(proxy.url(reference_server.ws_url), ["first", "/sleep 1.5", "/status", "second"])
+    chat = await chat_script(proxy.url(reference_server.ws_url), ["first", "/wait-recovery", "/status", "second"])
     session = (await chat.next_event("session"))["sessionId"]
     assert (await chat.next_event("turn_end"))["stopReason"] == "end_turn"
-    await proxy.cut()  # while the script sleeps
+    await proxy.cut()  # while the script waits for the recovery
     code, events, err = await chat.finish()
     assert code == 0, err
     names = [event["event"] for event in events]
@@ -82,20 +82,22 @@ async def test_script_json_survives_a_drop(
     assert not named(events, "error") and not named(events, "turn_interrupted")
 
 
+@pytest.mark.parametrize("pause", ["/sleep 30", "/wait-recovery 30"])
 async def test_script_exits_non_zero_when_the_client_gives_up(
     reference_server: ReferenceServer,
     fault_proxy: FaultProxyFactory,
     chat_script: Callable[..., Awaitable[ChatProcess]],
+    pause: str,
 ) -> None:
     proxy = await fault_proxy(reference_server)
     url = proxy.url(reference_server.ws_url)
-    chat = await chat_script(url, ["first", "/sleep 30", "never sent"], "--max-elapsed", "0.5")
+    chat = await chat_script(url, ["first", pause, "never sent"], "--max-elapsed", "0.5")
     await chat.next_event("turn_end")
     started = time.monotonic()
     await proxy.aclose()  # the agent is gone for good: every reconnect is refused
     code, events, err = await chat.finish()
     assert code == 2, err
-    assert time.monotonic() - started < 20, "/sleep must end as soon as the client gives up"
+    assert time.monotonic() - started < 20, f"{pause} must end as soon as the client gives up"
     assert named(events, "disconnected") and named(events, "reconnect_attempt")
     assert any("gave up" in event["message"] for event in named(events, "error"))
     assert not named(events, "recovered")

@@ -21,7 +21,7 @@ async def test_two_urls_are_one_pool_and_a_dead_instance_hands_over(tmp_path: Pa
     a_agent, b_agent = ReferenceAgent(name="agent-a", store=store), ReferenceAgent(name="agent-b", store=store)
     async with ReferenceServer(a_agent) as a, ReferenceServer(b_agent) as b:
         urls = [a.ws_url, b.http_url]  # one pool may mix transports
-        chat = await chat_script(urls, ["hello", "/sleep 6", "after the move"], "--failover-delay", "0.5")
+        chat = await chat_script(urls, ["hello", "/wait-recovery", "after the move"], "--failover-delay", "0.5")
         session = await chat.next_event("session")
         assert session["endpoint"] == a.ws_url  # round robin: the first instance first
         await chat.next_event("turn_end")

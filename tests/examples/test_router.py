@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.server import serve
 
-from acp_client import AcpClient, ClientHandlers, SessionStatus
+from acp_client import AcpClient, ClientHandlers, Probe
 from acp_client.exceptions import SessionNotFound
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
@@ -74,8 +74,8 @@ async def test_the_router_places_finds_and_relays(instances: Instances) -> None:
             assert len(asked) == 1
             assert "permission: selected" in "".join(updates), updates
             status = await editor.session_status(second.session_id)
-            assert status.status is SessionStatus.ACTIVE
-            assert (await editor.session_status("sess_nowhere")).status is SessionStatus.UNKNOWN
+            assert status.status is Probe.ACTIVE
+            assert (await editor.session_status("sess_nowhere")).status is Probe.UNKNOWN
         # Another editor asks for the session held by b: the router finds it there, never on a.
         async with AcpClient(url, retry=None) as other:
             loaded = await other.load_session(second.session_id, "/tmp")
@@ -111,7 +111,7 @@ async def test_chat_through_the_router_survives_an_instance_dying(
 ) -> None:
     a, b = instances.servers
     router, url = await start_router([a.ws_url, b.ws_url])
-    chat = await chat_script(url, ["hello", "/sleep 4", "after"])
+    chat = await chat_script(url, ["hello", "/wait-recovery", "after"])
     try:
         session = await chat.next_event("session")
         await chat.next_event("turn_end")

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from acp_client import AcpClient, Timeouts, UpdateEvent, connector_for
+from acp_client import AcpClient, Callbacks, Timeouts, UpdateEvent, connector_for
 from acp_client.handlers import ClientHandlers
 from acp_client.testing import RecordingConnector
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
@@ -31,6 +31,7 @@ __all__ = [
     "POLICY",
     "SLOW_PROMPT",
     "Permissions",
+    "SharedAgent",
     "chunks",
     "conversation",
     "describe",
@@ -163,3 +164,55 @@ def messages(transcript: Any, role: str | None = None) -> list[tuple[str, str]]:
 def conversation(transcript: Any) -> list[tuple[str, str]]:
     """``(role, text)`` of every message of the whole conversation, earlier segments (a lost one too) first."""
     return [(m.role, m.text) for m in transcript.all_messages()]
+
+
+#: The callbacks a :class:`SharedAgent` passes on to the current test's recorder.
+_FORWARDED = (
+    "on_resume",
+    "on_replay",
+    "on_new_session",
+    "on_recovery_failed",
+    "on_state_change",
+    "on_update",
+    "on_turn_interrupted",
+)
+
+
+class SharedAgent:
+    """One client, and so one agent process, for a module's kill and evict tests: the agent the
+    previous test's kill respawned is the next test's agent, which saves a start per test (real
+    agents take seconds to start). Each test calls :meth:`take` for a recorder of its own and
+    :meth:`release` when it ends (its sessions are forgotten: the next kill recovers only the next
+    test's). A test that needs a client of its own options (a store, another protocol version)
+    does not use it.
+    """
+
+    def __init__(self, argv: Sequence[str], *, store: Path | None = None, **options: Any) -> None:
+        #: The agent's store (its home, a file), for a test that evicts.
+        self.store = store
+        self.recorder = Recorder()
+        self._current = self.recorder.callbacks()
+        # The client's callbacks pass everything on to whichever recorder the running test holds.
+        self.client, self.wire = wired_client(argv, self, **options)  # type: ignore[arg-type]
+
+    def callbacks(self) -> Callbacks:
+        """What the shared client is given (what :func:`wired_client` asks a recorder for)."""
+        def forward(name: str) -> Any:
+            def call(*args: Any) -> Any:
+                target = getattr(self._current, name)
+                return target(*args) if target is not None else None
+
+            return call
+
+        return Callbacks(**{name: forward(name) for name in _FORWARDED})
+
+    def take(self) -> tuple[AcpClient, RecordingConnector, Recorder]:
+        """The client, its wire and a fresh recorder for one test."""
+        self.recorder = Recorder()
+        self._current = self.recorder.callbacks()
+        return self.client, self.wire, self.recorder
+
+    def release(self) -> None:
+        """The test is over: forget its sessions (they are not recovered by the next test's kill)."""
+        for handle in self.client.sessions:
+            self.client.forget_session(handle.session_id)

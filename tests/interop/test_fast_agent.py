@@ -25,12 +25,14 @@ import pytest_asyncio
 
 from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import MethodNotFound, SessionNotFound
+from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
     Permissions,
+    SharedAgent,
     conversation,
     describe,
     evict,
@@ -88,6 +90,15 @@ async def shared(fast_agent: FastAgent, tmp_path_factory: pytest.TempPathFactory
     )
     async with client:
         yield Shared(client, events, permissions, cwd)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def dying(fast_agent: FastAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedAgent]:
+    """One fast-agent client for the kill and evict tests (each kill respawns the next test's agent)."""
+    home = tmp_path_factory.mktemp("fast-agent-kills") / "home"
+    agent = SharedAgent(fast_agent.command(home), store=home)
+    async with agent.client:
+        yield agent
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -186,22 +197,23 @@ async def test_facts_echoes_any_protocol_version(fast_agent: FastAgent, tmp_path
         assert handle.transcript.text() == "user: hello\nagent: hello"
 
 
-async def test_killed_idle_keeps_every_turn_once(fast_agent: FastAgent, tmp_path: Path) -> None:
-    recorder = Recorder()
-    client, wire = wired_client(fast_agent.command(tmp_path / "home"), recorder)
-    async with client:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_killed_idle_keeps_every_turn_once(dying: SharedAgent, tmp_path: Path) -> None:
+    client, wire, recorder = dying.take()
+    try:
         handle = await client.new_session(tmp_path)
         session = handle.record
         await handle.prompt("hello")
         await handle.prompt(NOTE)
         assert handle.transcript.text() == TWO_TURNS
 
+        links = len(wire.transports)
         live = len(recorder.events)
         kill_agent(wire)
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events[live:])
 
-        assert len(wire.transports) == 2
+        assert len(wire.transports) == links + 1
         assert outcome.session_id == outcome.previous_session_id == session.session_id, seen
         assert outcome.continuity, seen
         assert outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY), seen
@@ -223,12 +235,16 @@ async def test_killed_idle_keeps_every_turn_once(fast_agent: FastAgent, tmp_path
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert messages(handle.transcript)[-2:] == [("user", "after"), ("agent", "after")]
         assert [role for role, _ in messages(handle.transcript)] == ["user", "agent"] * 3
+        assert [m.status for m in handle.transcript.all_messages() if m.role == "user"] == [TurnStatus.COMPLETE] * 3
+    finally:
+        dying.release()
 
 
-async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(fast_agent: FastAgent, tmp_path: Path) -> None:
-    recorder = Recorder()
-    client, wire = wired_client(fast_agent.command(tmp_path / "home"), recorder)
-    async with client:
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(dying: SharedAgent, tmp_path: Path) -> None:
+    client, wire, recorder = dying.take()
+    try:
         handle = await client.new_session(tmp_path)
         session = handle.record
         await handle.prompt("hello")
@@ -256,20 +272,27 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(fast_agent: F
         )
         assert messages(handle.transcript, "user") == [("user", "hello"), ("user", slow)], seen
         assert message_counts(handle.transcript.text())["agent: hello"] == 1, seen
+        statuses = [m.status for m in handle.transcript.all_messages() if m.role == "user"]
+        assert statuses == [TurnStatus.COMPLETE, TurnStatus.INTERRUPTED], seen
 
         # The next turn runs; fast-agent answers it by reporting the tool call the kill interrupted.
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert messages(handle.transcript, "user")[-1] == ("user", "after")
+        assert messages(handle.transcript, "user") == [("user", "hello"), ("user", slow), ("user", "after")]
         assert messages(handle.transcript)[-1] == ("agent", "**The user interrupted this tool call**")
+        assert message_counts(handle.transcript.text())["agent: hello"] == 1, seen
+    finally:
+        dying.release()
 
 
-async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(fast_agent: FastAgent, tmp_path: Path) -> None:
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(dying: SharedAgent, tmp_path: Path) -> None:
     """The sessions removed from fast-agent's home while it was down: resume is -32002, so a new session; the old
     conversation stays as an earlier segment marked lost, and the outcome counts the lost turns."""
-    recorder = Recorder()
-    home = tmp_path / "home"
-    client, wire = wired_client(fast_agent.command(home), recorder)
-    async with client:
+    client, wire, recorder = dying.take()
+    home = dying.store
+    assert home is not None
+    try:
         handle = await client.new_session(tmp_path)
         old_id = handle.session_id
         await handle.prompt("hello")
@@ -296,3 +319,5 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(fast_age
 
         assert (await new.prompt("after")).stop_reason == "end_turn"
         assert conversation(new.transcript) == [*expected, ("user", "after"), ("agent", "after")], seen
+    finally:
+        dying.release()

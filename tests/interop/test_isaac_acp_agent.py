@@ -17,26 +17,28 @@ exactly once, as its own message.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
+import pytest_asyncio
 
 from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import MethodNotFound
 from acp_client.transcript import TurnStatus
 from tests._support import eventually
-from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
     SLOW_PROMPT,
+    SharedAgent,
     chunks,
     conversation,
     describe,
     evict,
     kill_agent,
     stdio_url,
-    wired_client,
 )
 from tests.peers.fake_openai import FakeOpenAI
 from tests.peers.real_agents import IsaacAcpAgent
@@ -45,6 +47,24 @@ from tests.peers.real_agents import IsaacAcpAgent
 # Only the test itself is timed: on a fresh machine the fixture first installs the agent into the cache
 # (minutes; each install step has its own limit in tests/peers/real_agents.py).
 pytestmark = pytest.mark.timeout(300, func_only=True)
+
+
+@attrs.frozen
+class Dying:
+    """One isaac-acp client (and fake model) for the kill and evict tests: each kill respawns the
+    next test's agent (isaac takes seconds to start)."""
+
+    agent: SharedAgent
+    llm: FakeOpenAI
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def dying(isaac_acp_agent: IsaacAcpAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Dying]:
+    home = tmp_path_factory.mktemp("isaac-kills") / "home"
+    with FakeOpenAI() as llm:
+        agent = SharedAgent(isaac_acp_agent.command(home, llm.base_url), store=home)
+        async with agent.client:
+            yield Dying(agent, llm)
 
 
 async def _model_got(llm: FakeOpenAI, prompt: str) -> None:
@@ -107,14 +127,14 @@ def _status(transcript: object, prompt: str) -> TurnStatus | None:
     return found[0]
 
 
-async def test_killed_idle_keeps_every_turn_once(
-    isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tmp_path: Path
-) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_killed_idle_keeps_every_turn_once(dying: Dying, tmp_path: Path) -> None:
     """A cancelled turn without an answer, then another prompt: isaac replays two id-less user messages in a
     row; they stay two messages, each turn once."""
-    recorder = Recorder()
-    client, wire = wired_client(isaac_acp_agent.command(tmp_path / "home", fake_openai.base_url), recorder)
-    async with client:
+    client, wire, recorder = dying.agent.take()
+    fake_openai = dying.llm
+    fake_openai.prompts.clear()
+    try:
         handle = await client.new_session(tmp_path)
         session_id = handle.session_id
         await handle.prompt("hello")
@@ -151,14 +171,17 @@ async def test_killed_idle_keeps_every_turn_once(
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after\n")]
+    finally:
+        dying.agent.release()
 
 
-async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
-    isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tmp_path: Path
-) -> None:
-    recorder = Recorder()
-    client, wire = wired_client(isaac_acp_agent.command(tmp_path / "home", fake_openai.base_url), recorder)
-    async with client:
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(dying: Dying, tmp_path: Path) -> None:
+    client, wire, recorder = dying.agent.take()
+    fake_openai = dying.llm
+    fake_openai.prompts.clear()
+    try:
         handle = await client.new_session(tmp_path)
         session_id = handle.session_id
         await handle.prompt("hello")
@@ -187,17 +210,21 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after\n")]
+    finally:
+        dying.agent.release()
 
 
-async def test_evicted_session_is_not_reported_as_continuity(
-    isaac_acp_agent: IsaacAcpAgent, fake_openai: FakeOpenAI, tmp_path: Path
-) -> None:
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_evicted_session_is_not_reported_as_continuity(dying: Dying, tmp_path: Path) -> None:
     """The store removed while the agent was down: isaac answers the load with success and replays nothing.
     The client must not claim continuity, and keeps the conversation the agent lost."""
-    recorder = Recorder()
-    home = tmp_path / "home"
-    client, wire = wired_client(isaac_acp_agent.command(home, fake_openai.base_url), recorder)
-    async with client:
+    client, wire, recorder = dying.agent.take()
+    fake_openai = dying.llm
+    fake_openai.prompts.clear()
+    home = dying.agent.store
+    assert home is not None
+    try:
         handle = await client.new_session(tmp_path)
         await handle.prompt("hello")
         await handle.prompt("second")
@@ -210,9 +237,14 @@ async def test_evicted_session_is_not_reported_as_continuity(
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events[live:])
 
-        assert not outcome.continuity, seen
-        assert outcome.notes, seen  # says why
+        assert outcome.path is RecoveryPath.REPLAY and not outcome.continuity, seen
+        assert any("replayed nothing for a session with 2 turn(s)" in note for note in outcome.notes), seen  # why
+        assert outcome.session_id == outcome.previous_session_id, seen  # isaac serves the id (an empty session)
         assert conversation(handle.transcript) == expected, seen  # nothing thrown away, nothing doubled
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after\n")], seen
+        assert [m.status for m in handle.transcript.all_messages() if m.role == "user"] == [TurnStatus.COMPLETE] * 3
+        assert fake_openai.prompts[-1] == "after"  # the model was asked again: the prompt ran
+    finally:
+        dying.agent.release()

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests._support import eventually
+
 __all__ = ["Haproxy", "HaproxyFactory", "haproxy", "haproxy_config"]
 
 _START_TIMEOUT = 10.0
@@ -33,8 +35,10 @@ _STOP_TIMEOUT = 5.0
 def haproxy_config(port: int, backends: Mapping[str, int], *, host: str = "127.0.0.1") -> str:
     """An HAProxy configuration: ``host:port`` in front of ``backends`` (``{name: port}``).
 
-    The short timers suit loopback tests: a dead instance is marked down within ~0.2 s, and a
-    connection refused by it is retried on another instance after ``timeout connect``.
+    The short timers suit loopback tests: a dead instance (its port refuses) is marked down after
+    two failed checks, within ~0.4 s, and a connection refused by it is retried on another instance
+    after ``timeout connect``. A live instance that answers its check slowly (a loaded machine) is
+    not: the check may take ``timeout check`` (2 s) to answer, and one failure is not enough.
     """
     servers = "\n".join(
         f"    server {name} {host}:{backend_port} check cookie {name}" for name, backend_port in backends.items()
@@ -49,6 +53,7 @@ defaults
     timeout client 60s
     timeout server 60s
     timeout tunnel 1h
+    timeout check 2s
     retries 2
     option redispatch
     option http-no-delay
@@ -61,7 +66,7 @@ backend agents
     balance roundrobin
     cookie SERVERID insert indirect nocache
     option httpchk GET /health
-    default-server inter 200ms fall 1 rise 1
+    default-server inter 200ms fall 2 rise 1
 {servers}
 """
 
@@ -104,17 +109,20 @@ class Haproxy:
             self._process = await asyncio.create_subprocess_exec(
                 self.binary, "-db", "-f", str(self.config_file), stdout=log, stderr=STDOUT
             )
-        deadline = asyncio.get_running_loop().time() + _START_TIMEOUT
-        while True:
-            assert self._process.returncode is None, f"haproxy exited at start:\n{self.log()}"
-            with contextlib.suppress(OSError):
+        process = self._process
+
+        async def listening() -> bool:
+            assert process.returncode is None, f"haproxy exited at start:\n{self.log()}"
+            try:
                 _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-                return
-            assert asyncio.get_running_loop().time() < deadline, f"haproxy did not listen:\n{self.log()}"
-            await asyncio.sleep(0.02)
+            except OSError:
+                return False
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return True
+
+        await eventually(listening, _START_TIMEOUT, every=0.02, what=lambda: f"haproxy to listen:\n{self.log()}")
 
     async def stop(self) -> None:
         """Stop HAProxy (every client connection through it ends)."""

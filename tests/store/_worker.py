@@ -2,8 +2,9 @@
 
 Modes:
 
-- ``write PATH NAME COUNT READY GO``: open the store, create READY, wait for GO, then write
-  (see :func:`expected_ids` for what ends up stored).
+- ``write PATH NAME COUNT READY``: open the store (PATH: an SQLite file, or a PostgreSQL DSN),
+  create READY, wait for a line on stdin (the go), then write (see :func:`expected_ids` for what
+  ends up stored).
 - ``hold PATH SECONDS READY``: take the store's write lock with a raw ``sqlite3`` connection,
   write one row, create READY, hold the lock SECONDS, commit.
 """
@@ -16,7 +17,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from acp_client.store import SqliteSessionStore, StoredSession
+from acp_client.store import PostgresSessionStore, SessionStore, SqliteSessionStore, StoredSession
 
 EP = "ws://agent.example/acp"
 EP2 = "stdio:agent --serve"
@@ -29,11 +30,17 @@ def expected_ids(name: str, count: int) -> tuple[set[str], set[str]]:
     return first, second
 
 
-def write(path: str, name: str, count: int, ready: Path, go: Path) -> None:
-    store = SqliteSessionStore(path, busy_timeout=30.0)
+def open_store(path: str) -> SessionStore:
+    """An SQLite store for a file name, a PostgreSQL one for a DSN (keywords or a URL)."""
+    if path.startswith(("postgresql:", "postgres:")) or "=" in path:
+        return PostgresSessionStore(path, pool_size=2)
+    return SqliteSessionStore(path, busy_timeout=30.0)
+
+
+def write(path: str, name: str, count: int, ready: Path) -> None:
+    store = open_store(path)
     ready.touch()
-    while not go.exists():
-        time.sleep(0.005)
+    sys.stdin.readline()  # the go: every writer starts at once
     for i in range(count):
         session_id = f"{name}-{i}"
         store.save(
@@ -54,7 +61,7 @@ def write(path: str, name: str, count: int, ready: Path, go: Path) -> None:
         if i % 7 == 0:
             assert store.rename(EP, session_id, f"{session_id}-renamed") is not None
         store.load(EP)  # readers run between the writes
-    store.close()
+    store.close()  # type: ignore[attr-defined]
 
 
 def hold(path: str, seconds: float, ready: Path) -> None:
@@ -67,7 +74,7 @@ def hold(path: str, seconds: float, ready: Path) -> None:
         (EP, stamp, stamp, stamp),
     )
     ready.touch()
-    time.sleep(seconds)
+    time.sleep(seconds)  # the scenario: a lock held this long by another process
     conn.execute("COMMIT")
     conn.close()
 
@@ -75,7 +82,7 @@ def hold(path: str, seconds: float, ready: Path) -> None:
 def main(argv: list[str]) -> None:
     mode, path = argv[0], argv[1]
     if mode == "write":
-        write(path, argv[2], int(argv[3]), Path(argv[4]), Path(argv[5]))
+        write(path, argv[2], int(argv[3]), Path(argv[4]))
     elif mode == "hold":
         hold(path, float(argv[2]), Path(argv[3]))
     else:  # pragma: no cover

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import attrs
 import pytest
 
-from acp_client import ConfigurationError, SessionStatus
+from acp_client import ConfigurationError, Probe
 from acp_client.store import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     SessionStore,
@@ -77,7 +77,7 @@ def test_stored_session_validates_identity_and_status() -> None:
         StoredSession(endpoint="", session_id="s", cwd="/w")
     with pytest.raises(ConfigurationError):
         StoredSession(endpoint="ws://h/", session_id="", cwd="/w")
-    assert StoredSession(endpoint="e", session_id="s", cwd="/", status="inactive").status is SessionStatus.INACTIVE
+    assert StoredSession(endpoint="e", session_id="s", cwd="/", status="inactive").status is Probe.INACTIVE
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -155,7 +155,7 @@ def test_to_session_gives_the_record_a_client_tracks_until_the_agent_answers() -
     )
     session = stored.to_session()
     assert (session.session_id, session.cwd, session.title) == ("s", "/w", "t")
-    assert (session.status, session.raw_status) == (SessionStatus.INACTIVE, "saved")
+    assert (session.status, session.raw_status) == (Probe.INACTIVE, "saved")
     assert (session.created_at, session.updated_at) == (created, created + timedelta(hours=1))
     assert session.additional_directories == ("/x",)
     skewed = attrs.evolve(stored, updated_at=created - timedelta(seconds=1), additional_directories=())

@@ -1,4 +1,5 @@
-"""SqliteSessionStore shared by real processes: no lost writes, a held lock is waited for."""
+"""Stores shared by real processes: no lost writes (SQLite and PostgreSQL); SQLite's held lock is
+waited for."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 
 from acp_client import SessionStoreBusy
 from acp_client.store import SCHEMA_VERSION, SqliteSessionStore, StoredSession
+from tests._support import eventually_blocking
 
-from ._worker import EP, EP2, expected_ids
+from ._worker import EP, EP2, expected_ids, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNT = 120
@@ -27,6 +29,7 @@ def spawn(*args: str) -> subprocess.Popen[str]:
         [sys.executable, "-m", "tests.store._worker", *args],
         cwd=ROOT,
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -34,13 +37,13 @@ def spawn(*args: str) -> subprocess.Popen[str]:
 
 
 def wait_for(path: Path, process: subprocess.Popen[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
+    def ready() -> bool:
         if process.poll() is not None:
             _, err = process.communicate()
             pytest.fail(f"worker exited early ({process.returncode}): {err}")
-        assert time.monotonic() < deadline, "worker never got ready"
-        time.sleep(0.01)
+        return path.exists()
+
+    eventually_blocking(ready, timeout, what=f"the worker to create {path.name}")
 
 
 def finish(process: subprocess.Popen[str]) -> None:
@@ -48,43 +51,45 @@ def finish(process: subprocess.Popen[str]) -> None:
     assert process.returncode == 0, f"worker failed: {out}\n{err}"
 
 
-def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    with SqliteSessionStore(path) as store:
-        store.save(StoredSession(endpoint=EP, session_id="shared", cwd="/shared"))
-    go = tmp_path / "go"
-    workers = {
-        name: spawn("write", str(path), name, str(COUNT), str(tmp_path / f"{name}.ready"), str(go)) for name in "ab"
-    }
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_processes_writing_at_once_lose_nothing(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    path = str(tmp_path / "shared.db") if kind == "sqlite" else request.getfixturevalue("postgres_database").dsn
+    seed = open_store(path)
+    seed.save(StoredSession(endpoint=EP, session_id="shared", cwd="/shared"))
+    workers = {name: spawn("write", path, name, str(COUNT), str(tmp_path / f"{name}.ready")) for name in "ab"}
     for name, process in workers.items():
         wait_for(tmp_path / f"{name}.ready", process)
-    go.touch()  # both start writing at the same moment
+    for process in workers.values():  # both start writing at the same moment
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
     for process in workers.values():
         finish(process)
 
-    with SqliteSessionStore(path) as store:
-        first = {item.session_id: item for item in store.load(EP)}
-        second = {item.session_id for item in store.load(EP2)}
-        expected_first = {"shared"}
-        expected_second: set[str] = set()
-        for name in "ab":
-            one, two = expected_ids(name, COUNT)
-            expected_first |= one
-            expected_second |= two
-        assert set(first) == expected_first
-        assert second == expected_second
-        for session_id, item in first.items():
-            if session_id == "shared":
-                continue
-            writer, index = item.extra["writer"], item.extra["i"]
-            assert item.config_options == {"i": index}
-            assert store.load_transcript(EP, session_id) == ({"role": "agent", "text": f"{writer} {index}"},)
-            if session_id.endswith("-renamed"):
-                assert item.previous_session_ids == (f"{writer}-{index}",)
-        assert first["shared"].last_used_at > first["shared"].created_at  # touched by both
-    raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    raw.close()
+    first = {item.session_id: item for item in seed.load(EP)}
+    second = {item.session_id for item in seed.load(EP2)}
+    expected_first = {"shared"}
+    expected_second: set[str] = set()
+    for name in "ab":
+        one, two = expected_ids(name, COUNT)
+        expected_first |= one
+        expected_second |= two
+    assert set(first) == expected_first
+    assert second == expected_second
+    for session_id, item in first.items():
+        if session_id == "shared":
+            continue
+        writer, index = item.extra["writer"], item.extra["i"]
+        assert item.config_options == {"i": index}
+        assert seed.load_transcript(EP, session_id) == ({"role": "agent", "text": f"{writer} {index}"},)
+        if session_id.endswith("-renamed"):
+            assert item.previous_session_ids == (f"{writer}-{index}",)
+    assert first["shared"].last_used_at > first["shared"].created_at  # touched by both
+    seed.close()  # type: ignore[attr-defined]
+    if kind == "sqlite":
+        raw = sqlite3.connect(path)
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        raw.close()
 
 
 def test_a_writer_waits_for_another_processes_lock(tmp_path: Path) -> None:

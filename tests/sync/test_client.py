@@ -26,10 +26,10 @@ from acp_client import (
     CapabilityNotSupported,
     ClientClosed,
     ConnectError,
+    Probe,
     RequestTimeout,
     SessionNotFound,
     SessionNotTracked,
-    SessionStatus,
     State,
     TurnInProgress,
 )
@@ -100,8 +100,8 @@ def test_blocking_calls_from_a_plain_thread(make_client: Callable[..., SyncAcpCl
     assert len(handle.transcript) == 4
     listed = client.list_sessions()
     assert session.session_id in [s.session_id for s in listed.sessions]
-    assert client.session_status(session.session_id).status is SessionStatus.ACTIVE
-    assert handle.session_status().status is SessionStatus.ACTIVE
+    assert client.session_status(session.session_id).status is Probe.ACTIVE
+    assert handle.session_status().status is Probe.ACTIVE
     assert not handle.turn_running and not handle.abandoned
 
 
@@ -236,7 +236,7 @@ def test_request_timeout_cancels_the_request(side: AgentSide, make_client: Calla
     with pytest.raises(RequestTimeout):
         client.session_status(session.session_id, timeout=0.1)
     side.agent.stall(False)
-    assert client.session_status(session.session_id, timeout=DEADLINE).status is SessionStatus.ACTIVE
+    assert client.session_status(session.session_id, timeout=DEADLINE).status is Probe.ACTIVE
 
 
 def test_run_timeout_cancels_the_coroutine(make_client: Callable[..., SyncAcpClient]) -> None:
@@ -350,7 +350,7 @@ def test_blocking_calls_on_the_loop_thread_raise(make_client: Callable[..., Sync
         with pytest.raises(LoopThreadError, match="deadlock"):
             client.submit(coro).result(DEADLINE)
     assert client.state.state is State.CONNECTED  # nothing happened
-    assert client.session_status(session.session_id).status is SessionStatus.ACTIVE
+    assert client.session_status(session.session_id).status is Probe.ACTIVE
 
 
 def test_connect_failure_stops_the_thread() -> None:

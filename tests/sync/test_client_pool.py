@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acp_client.pool import Endpoint
+from acp_client.pool import Endpoint, Pool
 from acp_client.sync import SyncAcpClient
 from acp_client.testing import MemoryConnector, ReferenceAgent
 
@@ -13,7 +13,7 @@ def test_a_sync_client_places_sessions_over_several_instances() -> None:
         Endpoint(f"memory://{n}", n, connector=MemoryConnector(a, name=n))
         for n, a in zip(("a", "b"), agents, strict=True)
     ]
-    with SyncAcpClient(endpoints, retry=None, placement="round_robin", failover_delay=1.0) as client:
+    with SyncAcpClient(Pool(endpoints, placement="round_robin", failover_delay=1.0), retry=None) as client:
         first = client.new_session("/tmp")
         second = client.new_session("/tmp")
         assert first.prompt("hello").stop_reason == "end_turn"

@@ -13,7 +13,7 @@ import pytest
 
 from acp_client import AcpClient, SqliteSessionStore
 from acp_client.client import SessionHandle
-from acp_client.pool import Probe
+from acp_client.pool import Pool, Probe
 from acp_client.store import pool_key
 from acp_client.sync import EventLoopThread, SyncAcpClient, SyncSessionHandle
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
@@ -105,7 +105,7 @@ def two_servers(tmp_path: Path) -> Iterator[list[ReferenceServer]]:
 def test_a_pool_with_a_store_from_a_plain_thread(two_servers: list[ReferenceServer], tmp_path: Path) -> None:
     urls = [server.ws_url for server in two_servers]
     with SqliteSessionStore(tmp_path / "sessions.db") as store:
-        with SyncAcpClient(urls, session_store=store, default_timeout=DEADLINE) as first:
+        with SyncAcpClient(Pool(urls), session_store=store, default_timeout=DEADLINE) as first:
             assert [e.url for e in first.endpoints] == urls
             assert first.session_store_key == pool_key(urls)
             handles = [first.new_session("/work") for _ in range(2)]
@@ -113,7 +113,7 @@ def test_a_pool_with_a_store_from_a_plain_thread(two_servers: list[ReferenceServ
             handles[1].prompt("hello")
             stored = [r.session_id for r in first.stored_sessions()]
             assert stored == [handles[1].session_id, handles[0].session_id]  # the one used last first
-        with SyncAcpClient(list(reversed(urls)), session_store=store, default_timeout=DEADLINE) as second:
+        with SyncAcpClient(Pool(list(reversed(urls))), session_store=store, default_timeout=DEADLINE) as second:
             found = {h.session_id: h.endpoint for h in second.sessions}
             assert found == {h.session_id: url for h, url in zip(handles, urls, strict=True)}
             location = second.locate(handles[1].session_id)

@@ -22,11 +22,12 @@ from acp_client import AcpClient, PromptResult
 from acp_client.sync import EventKind, SyncAcpClient
 from acp_client.sync._events import EVENT_CLASSES
 from acp_client.types import StopReason
+from tests.peers.typescript_sdk import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Must type-check cleanly.
-CLEAN = '''
+CLEAN = """
 from acp_client import ClientHandlers, PromptResult
 from acp_client.state import ConnectionState, RecoveryOutcome, UpdateEvent
 from acp_client.sync import (
@@ -66,20 +67,23 @@ def ended(result: PromptResult) -> bool:
 
 
 SyncAcpClient("ws://127.0.0.1:1/acp", retry=None, protocol_version=2)
-'''
+"""
 
 #: Each must fail, with an error matching the pattern.
 FAILING = {
     "keyword_typo": ('SyncAcpClient("ws://127.0.0.1:1/acp", retry_policy=None)', r'"retry_policy"'),
     "keyword_type": ('SyncAcpClient("ws://127.0.0.1:1/acp", protocol_version="2")', r'"protocol_version"'),
     "payload_checked": (
-        "def f(event: SyncEvent) -> None:\n"
-        "    if isinstance(event, StateEvent):\n"
-        "        event.payload.allow()\n",
+        "def f(event: SyncEvent) -> None:\n    if isinstance(event, StateEvent):\n        event.payload.allow()\n",
         r'"ConnectionState" has no attribute "allow"',
     ),
 }
 _FAILING_HEADER = "from acp_client.sync import StateEvent, SyncAcpClient, SyncEvent\n\n"
+
+
+#: mypy's cache, shared by the runs of the suite (the standard library and the dependencies are checked
+#: once, not by every run; mypy checks again whatever changed).
+MYPY_CACHE = cache_root() / "mypy"
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +95,7 @@ def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         (folder / f"{name}.py").write_text(_FAILING_HEADER + body, encoding="utf-8")
     env = {**os.environ, "MYPYPATH": str(ROOT)}
     run = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-version", "3.10", "."],
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(MYPY_CACHE), "--python-version", "3.10", "."],
         check=False,
         cwd=folder,
         env=env,

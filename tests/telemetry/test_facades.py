@@ -10,6 +10,7 @@ import pytest_asyncio
 from opentelemetry.trace import SpanKind
 
 from acp_client import AcpClient, Callbacks, RecoveryOutcome, State
+from acp_client.pool import Pool
 from acp_client.sync import SyncAcpClient
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from tests._support import FAST_RETRY, eventually
@@ -33,7 +34,7 @@ async def test_a_pool_client_traces_its_requests_and_recoveries(otel: Otel, serv
     outcomes: list[RecoveryOutcome] = []
     callbacks = Callbacks(on_resume=outcomes.append, on_replay=outcomes.append, on_new_session=outcomes.append)
     urls = [server.ws_url for server in servers]
-    async with AcpClient(urls, telemetry=otel.telemetry, retry=FAST_RETRY, callbacks=callbacks) as client:
+    async with AcpClient(Pool(urls), telemetry=otel.telemetry, retry=FAST_RETRY, callbacks=callbacks) as client:
         handle = await client.new_session(os.getcwd())
         await handle.prompt("hello")
         home = next(server for server in servers if handle.session_id in server.agent.sessions)
@@ -58,7 +59,7 @@ async def test_a_session_resumed_on_its_home_is_a_child_of_that_links_episode(
     outcomes: list[RecoveryOutcome] = []
     urls = [server.ws_url for server in servers]
     async with AcpClient(
-        urls, telemetry=otel.telemetry, retry=FAST_RETRY, callbacks=Callbacks(on_resume=outcomes.append)
+        Pool(urls), telemetry=otel.telemetry, retry=FAST_RETRY, callbacks=Callbacks(on_resume=outcomes.append)
     ) as client:
         handle = await client.new_session(os.getcwd())
         [url] = [e.url for e in client.endpoints if e.name == handle.endpoint]
@@ -88,7 +89,7 @@ async def test_the_short_links_of_a_pool_client_are_traced(otel: Otel, servers: 
     # The first locate() asks an instance the client has no link to over a link of its own
     # (opened, asked, closed): its requests are traced like those of the client's links.
     urls = [server.ws_url for server in servers]
-    async with AcpClient(urls, telemetry=otel.telemetry, retry=FAST_RETRY) as client:
+    async with AcpClient(Pool(urls), telemetry=otel.telemetry, retry=FAST_RETRY) as client:
         handle = await client.new_session(os.getcwd())
         [other] = [
             server

@@ -64,7 +64,7 @@ _APP = textwrap.dedent(
 
     import acp_client
     from acp_client import AcpClient
-    from acp_client.testing import MemoryConnector, ReferenceAgent
+    from acp_client.testing import MemoryConnector, ReferenceAgent, inside
 
     imported = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
     assert not imported, imported  # import acp_client never imports it
@@ -74,7 +74,7 @@ _APP = textwrap.dedent(
         async with AcpClient(MemoryConnector(agent)) as client:
             handle = await client.new_session(os.getcwd())
             await handle.prompt("hello")
-            on = client._engine.telemetry is not None
+            on = inside(client).engine.telemetry is not None
         metas = [record.meta for record in agent.meta_log.received]
         print("telemetry", on, "meta", any(m is not None for m in metas))
         print("imported", sorted({m.split(".")[1] for m in sys.modules if m.startswith("opentelemetry.")}))
@@ -148,3 +148,51 @@ async def test_broken_telemetry_never_breaks_the_client(otel: Otel, breakage: st
         assert (await handle.prompt("hello")).stop_reason == "end_turn"
         assert "echo: hello" in handle.transcript.text()
     provider.shutdown()
+
+
+# The global tracer provider can be set once per process: each case runs in a fresh interpreter.
+_LATER = textwrap.dedent(
+    """
+    import asyncio, os
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from acp_client import AcpClient
+    from acp_client.testing import MemoryConnector, ReferenceAgent
+
+    async def main():
+        agent = ReferenceAgent()
+        async with AcpClient(MemoryConnector(agent)) as client:
+            handle = await client.new_session(os.getcwd())
+            await handle.prompt("untraced")
+            trace_id, span_id = 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331
+            parent = trace.SpanContext(trace_id, span_id, True, trace.TraceFlags(1))
+            with trace.use_span(trace.NonRecordingSpan(parent)):
+                await handle.prompt("continued")
+            exporter = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+            trace.set_tracer_provider(provider)
+            await handle.prompt("traced")
+        for record in agent.meta_log.received:
+            if record.method == "session/prompt":
+                print("prompt", (record.meta or {}).get("traceparent", "-"))
+        print("spans", sorted({span.name for span in exporter.get_finished_spans()}))
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_with_no_sdk_a_span_to_continue_is_carried_and_an_sdk_installed_later_is_followed() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LATER], capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    prompts = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("prompt ")]
+    assert prompts[0] == "-"  # no SDK, no span: nothing in _meta
+    assert prompts[1] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # the app's span, carried as is
+    assert prompts[2].startswith("00-") and prompts[2] != prompts[1]  # the SDK's own span from then on
+    assert "session/prompt" in done.stdout.splitlines()[-1]

@@ -148,13 +148,14 @@ async def test_client_reconnect_deletes_the_old_connection_on_a_real_server() ->
 async def test_a_delete_cut_short_by_the_next_drop_is_retried_from_the_link_after() -> None:
     app = FakeAcpServer("python")
     hold = asyncio.Event()
+    never = asyncio.Event()
     deletes: list[str] = []
 
     async def holding(scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("method") == "DELETE":
             deletes.append(dict(scope["headers"]).get(b"acp-connection-id", b"").decode())
             if not hold.is_set():
-                await asyncio.sleep(30)  # the first attempt never gets an answer
+                await never.wait()  # the first attempt never gets an answer
         await app(scope, receive, send)
 
     server = await Hypercorn(holding).start()

@@ -428,7 +428,7 @@ async def test_cancelled_aclose_still_kills_the_agent(open_agent: OpenAgent) -> 
     assert pid is not None
     await call(transport, 1, "echo", {})
     closing = asyncio.create_task(transport.aclose())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # one turn: aclose has closed stdin and waits for the agent to exit
     closing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await closing

@@ -1,0 +1,55 @@
+"""Endpoint groups: several instances of one agent that a client uses as one endpoint.
+
+:class:`~acp_client.AcpClient` takes a URL, a connector, or an :class:`EndpointGroup`. With a URL
+or a connector it has one link and knows nothing more. With a group it asks the group once, when
+it is built, for a :class:`LinksPlan`, and from then on talks to the group's links through the
+same seam as to its own single link (:mod:`acp_client._links`): the group brings the links (one
+per instance, placement, failover), the client keeps everything else. So a client of one endpoint
+never meets, nor imports, the code for several (as httpx's ``_transport_for_url`` meets its
+``mounts`` only when there are some).
+
+The library's group is described in ``docs/many-instances.md``; an app has no need to implement
+one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from ._links import LinksFactory
+from .transports.base import Connector
+
+__all__ = ["EndpointGroup", "LinksPlan"]
+
+
+@attrs.frozen
+class LinksPlan:
+    """How a client facing an :class:`EndpointGroup` gets its links.
+
+    Attributes:
+        build: Makes the links from the engine's parts (called once, by the client's engine).
+        first: The first instance's connector (:attr:`AcpClient.connector
+            <acp_client.AcpClient.connector>`).
+        store_key: The key the client files its sessions under in a session store, when the group
+            can name one (``None``: ``session_store_key`` is required).
+    """
+
+    build: LinksFactory
+    first: Connector
+    store_key: str | None
+
+
+@runtime_checkable
+class EndpointGroup(Protocol):
+    """Several instances of one agent used as one endpoint (see the module docstring)."""
+
+    def links_plan(self, connector: Callable[[str], Connector]) -> LinksPlan:
+        """The plan for a client whose connectors for URLs ``connector`` builds (with the
+        client's headers, TLS, cookies and transport options).
+
+        Raises:
+            ConfigurationError: The group cannot be used by this client.
+        """

@@ -1,0 +1,627 @@
+"""A :class:`~acp_client.store.base.SessionStore` in PostgreSQL, for clients that share their sessions.
+
+The ``postgres`` extra (psycopg 3 and psycopg-pool); psycopg is imported when the first store is
+made, so importing this module costs nothing. No psycopg type crosses the public API: every
+database failure is a :class:`~acp_client.exceptions.SessionStoreError`.
+
+What it keeps, and how (``acp_client.store._pg_schema``): one PostgreSQL schema (``acp_client`` by
+default) holding the records, their conversations (``jsonb``, bounded like SQLite's with
+:func:`~acp_client.store.base.bound_conversation`) and the store's identity and schema version.
+
+Why it is safe to share:
+
+- **Every write is one atomic statement or transaction, and idempotent**: ``save`` an upsert of
+  the whole record, ``touch`` one ``UPDATE``, ``save_transcript`` an upsert that only lands while
+  the record exists (a foreign key ties them), ``delete`` one statement (the conversation goes by
+  cascade), ``rename`` one transaction holding the old row's lock, which a repeat recognizes as
+  done. So a write whose connection was lost is **retried on a fresh connection**, for up to
+  ``reconnect_timeout``: it either lands once or the caller gets
+  :class:`~acp_client.exceptions.SessionStoreUnavailable`. Never silently dropped.
+- **Bounded connections**: a psycopg pool of at most ``pool_size`` connections (default 4); a call
+  waits up to ``connect_timeout`` for one.
+- **Not our data**: before anything is written the schema is identified; another application's
+  tables (:class:`~acp_client.exceptions.SessionStoreForeign`), our identity without our tables
+  (:class:`~acp_client.exceptions.SessionStoreCorrupt`) or a newer incompatible schema
+  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. An older
+  schema is migrated in one transaction, under an advisory lock (two processes opening one new
+  database at once initialize it once).
+
+**Ownership** (:class:`~acp_client.store.base.SharedSessionStore`, schema version 2): each record
+carries a lease (owner, fencing token, expiry). A claim, a renewal, a release and ``save_owned``
+are each one statement; a fenced write is one statement whose ``WHERE`` names the lease it
+expects (or, for ``rename``, a transaction holding the row's lock), so no read-then-write race
+exists: two clients claiming one session at once, the second's statement waits for the first's
+row and finds it taken. Lease time is the **database server's clock** (``statement_timestamp()``)
+unless a call passes ``now=``, so replicas on several hosts agree on it.
+
+``path`` (in every error and ``repr``) is the DSN with any password masked, and the schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._checks import check_seconds
+from ..exceptions import (
+    ConfigurationError,
+    SessionStoreCorrupt,
+    SessionStoreError,
+    SessionStoreFenced,
+)
+from . import _pg_schema as schema_module
+from ._pg_link import PgLink
+from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
+from .base import (
+    DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    Fence,
+    Lease,
+    StoredSession,
+    as_utc,
+    bound_conversation,
+    check_owner,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresSessionStore"]
+
+logger = logging.getLogger(__name__)
+
+
+def _dump(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
+
+
+class PostgresSessionStore:
+    """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
+
+    Args:
+        dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
+            same as ``psql`` takes; libpq's environment variables and ``~/.pgpass`` apply).
+        schema: The PostgreSQL schema the store keeps its tables in (created when missing). Two
+            apps, or two tests, can share one database under two schema names.
+        pool_size: At most this many connections to the database (default 4).
+        connect_timeout: How long a call waits for a connection (a new one, or a free one of the
+            pool), in seconds.
+        reconnect_timeout: How long a call whose connection was lost keeps trying again on fresh
+            connections before it raises :class:`~acp_client.exceptions.SessionStoreUnavailable`.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
+            4 MiB); past it the oldest messages are dropped and counted in its header.
+        create: Create the schema when it is missing or empty (else raise ``SessionStoreError``).
+
+    Raises:
+        SessionStoreDriverMissing: psycopg or psycopg-pool is not installed (the ``postgres`` extra).
+        SessionStoreUnavailable: The database cannot be reached (refused, down, authentication).
+        SessionStoreForeign: The schema holds tables of another application.
+        SessionStoreCorrupt: The schema carries our identity without our tables.
+        SessionStoreTooNew: The schema is newer than this acp_client can use.
+        SessionStoreReadOnly: This role may not create or write the store's tables.
+        ConfigurationError: A bad schema name, pool size or timeout.
+    """
+
+    _migrations: tuple[Migration, ...] = schema_module.MIGRATIONS
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "acp_client",
+        pool_size: int = 4,
+        connect_timeout: float = 5.0,
+        reconnect_timeout: float = 10.0,
+        max_transcript_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES,
+        create: bool = True,
+    ) -> None:
+        if not isinstance(dsn, str) or not dsn.strip():
+            raise ConfigurationError("PostgresSessionStore needs a DSN (postgresql://... or libpq keywords)")
+        if not isinstance(pool_size, int) or pool_size < 1:
+            raise ConfigurationError(f"pool_size must be at least 1, got {pool_size!r}")
+        if connect_timeout <= 0 or reconnect_timeout < 0:
+            raise ConfigurationError("connect_timeout must be positive and reconnect_timeout not negative")
+        if max_transcript_bytes < 0:
+            raise ConfigurationError("max_transcript_bytes must not be negative")
+        self._tables = Tables(schema)
+        self._path = f"{redact_dsn(dsn)} (schema {self._tables.schema})"
+        self._link = PgLink(
+            dsn,
+            self._path,
+            pool_size=pool_size,
+            connect_timeout=float(connect_timeout),
+            reconnect_timeout=float(reconnect_timeout),
+            name=f"acp_client-store-{self._tables.schema}",
+        )
+        self._max_transcript_bytes = max_transcript_bytes
+        self._sql = Statements(self._tables)
+        first = self._link.connect()
+        try:
+            with self._link.errors("open"):
+                self._schema_version = open_schema(
+                    first,
+                    self._tables,
+                    self._path,
+                    self._migrations,
+                    create=create,
+                    driver_error=self._link.psycopg.Error,
+                )
+        finally:
+            first.close()
+        self._link.open_pool()
+
+    def _row(self, session: StoredSession) -> dict[str, Any]:
+        return {
+            "endpoint": session.endpoint,
+            "session_id": session.session_id,
+            "cwd": session.cwd,
+            "mcp_servers": _dump(list(session.mcp_servers), "mcp_servers"),
+            "additional_directories": _dump(list(session.additional_directories), "additional_directories"),
+            "protocol_version": session.protocol_version,
+            "mode_id": session.mode_id,
+            "model_id": session.model_id,
+            "config_options": _dump(session.config_options, "config_options"),
+            "title": session.title,
+            "status": None if session.status is None else session.status.value,
+            "raw_status": session.raw_status,
+            "created_at": session.created_at,
+            "updated_at": session.updated_at,
+            "last_used_at": session.last_used_at,
+            "previous_session_ids": _dump(list(session.previous_session_ids), "previous_session_ids"),
+            "extra": _dump(session.extra, "extra"),
+        }
+
+    def _decode(self, row: Sequence[Any]) -> StoredSession:
+        """One row (the record's columns, then its lease's) as a record.
+
+        Raises:
+            SessionStoreCorrupt: The row's values are damaged.
+        """
+        try:
+            return StoredSession(
+                endpoint=row[0],
+                session_id=row[1],
+                cwd=row[2],
+                mcp_servers=row[3],
+                additional_directories=row[4],
+                protocol_version=int(row[5]),
+                mode_id=row[6],
+                model_id=row[7],
+                config_options=row[8],
+                title=row[9],
+                status=row[10],
+                raw_status=row[11],
+                created_at=as_utc(row[12]),
+                updated_at=as_utc(row[13]),
+                last_used_at=as_utc(row[14]),
+                previous_session_ids=row[15],
+                extra=row[16],
+                lease=_lease(row[1], row[17], row[18], row[19]),
+            )
+        except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
+            ) from exc
+
+    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
+        """Rows as records; a damaged one is skipped (logged as a warning)."""
+        sessions = []
+        for row in rows:
+            try:
+                sessions.append(self._decode(row))
+            except SessionStoreCorrupt as exc:
+                logger.warning("skipping a stored session: %s", exc)
+        return sessions
+
+    def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run one statement (again on a fresh connection if its connection was lost); its rows."""
+
+        def work(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description is not None else [()] * max(cursor.rowcount, 0)
+
+        return self._link.run(action, work)
+
+    # -- the SessionStore protocol --------------------------------------------------------------
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        """Every session stored for ``endpoint``, most recently used first, each with its lease (a
+        damaged record is skipped and logged as a warning).
+
+        Raises:
+            SessionStoreUnavailable: The database cannot be reached.
+            SessionStoreError: The store cannot be read.
+        """
+        return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
+
+    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
+        """One stored session, or ``None``.
+
+        Raises:
+            SessionStoreCorrupt: This record is damaged.
+            SessionStoreUnavailable: The database cannot be reached.
+            SessionStoreError: The store cannot be read.
+        """
+        rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
+        return self._decode(rows[0]) if rows else None
+
+    def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
+        """Insert or replace ``session`` in one statement (its conversation and lease are kept).
+        With ``fence``: only while the session is stored under that lease.
+
+        Raises:
+            ConfigurationError: A JSON field is not JSON-serializable (nothing written).
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        row = self._row(session)
+        if fence is None:
+            self._query("save", self._sql.upsert, row)
+        elif not self._query("save", self._sql.update_fenced, {**row, **_fence(fence)}):
+            raise self._refused(session.endpoint, session.session_id, fence)
+
+    def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
+        """Remove one session and its conversation; ``True`` when it was stored (a delete repeated
+        after a lost connection may say ``False`` for a record its first attempt removed). With
+        ``fence``: only while the session is stored under that lease.
+
+        Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        statements = (self._sql.delete, self._sql.delete_fenced)
+        return self._write("delete", statements, endpoint, session_id, fence=fence)
+
+    def _write(
+        self,
+        action: str,
+        statements: tuple[str, str],
+        endpoint: str,
+        session_id: str,
+        *,
+        fence: Fence | None,
+        params: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """One statement on one stored session; ``True`` when it applied. With ``fence``: the fenced
+        statement, and a session stored under another lease raises (one that is not stored: ``False``)."""
+        sql, fenced_sql = statements
+        key = {"endpoint": endpoint, "session_id": session_id, **(params or {})}
+        if fence is None:
+            return bool(self._query(action, sql, key))
+        if self._query(action, fenced_sql, {**key, **_fence(fence)}):
+            return True
+        held = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
+        if not held:
+            return False  # not stored: answered as for any session that is not
+        raise self._refused(endpoint, session_id, fence, _lease(*held[0]))
+
+    def rename(
+        self,
+        endpoint: str,
+        old_session_id: str,
+        new_session_id: str,
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> StoredSession | None:
+        """Move a session, its conversation and its lease to a new id in one transaction (see
+        :meth:`SessionStore.rename`). With ``fence``: only while the session is stored under that lease.
+
+        Repeated after a lost connection, a rename its first attempt made is recognized (the new
+        id's record has the old id last in ``previous_session_ids``) and returned, not redone.
+
+        Raises:
+            ConfigurationError: ``new_session_id`` is empty.
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        if not new_session_id:
+            raise ConfigurationError("the new session id must not be empty")
+        stamp = as_utc(when)
+        attempts = 0
+
+        def work(conn: psycopg.Connection[Any]) -> StoredSession | None:
+            nonlocal attempts
+            attempts += 1
+            with conn.transaction():
+                row = conn.execute(
+                    self._sql.get_for_update, {"endpoint": endpoint, "session_id": old_session_id}
+                ).fetchone()
+                if row is None:
+                    if attempts > 1:  # the first attempt may have committed before its answer was lost
+                        done = conn.execute(self._sql.get, {"endpoint": endpoint, "session_id": new_session_id})
+                        found = done.fetchone()
+                        if found is not None and self._decode(found).previous_session_ids[-1:] == (old_session_id,):
+                            return self._decode(found)
+                    return None
+                old = self._decode(row)
+                if fence is not None and (old.lease is None or old.lease.fence != fence):
+                    raise self._refused(endpoint, old_session_id, fence, old.lease)
+                if new_session_id == old_session_id:
+                    return old
+                previous = [item for item in old.previous_session_ids if item != new_session_id]
+                renamed = attrs.evolve(
+                    old,
+                    session_id=new_session_id,
+                    previous_session_ids=(*previous, old_session_id),
+                    updated_at=stamp,
+                    lease=None if old.lease is None else attrs.evolve(old.lease, session_id=new_session_id),
+                )
+                # A stale record under the new id goes, with its conversation (by cascade).
+                conn.execute(self._sql.delete, {"endpoint": endpoint, "session_id": new_session_id})
+                conn.execute(
+                    self._sql.rename,
+                    {
+                        "new_session_id": new_session_id,
+                        "previous_session_ids": _dump(list(renamed.previous_session_ids), "previous_session_ids"),
+                        "updated_at": stamp,
+                        "endpoint": endpoint,
+                        "session_id": old_session_id,
+                    },
+                )
+                return renamed
+
+        return self._link.run("rename", work)
+
+    def touch(
+        self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
+    ) -> bool:
+        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
+        ``fence``: only while the session is stored under that lease.
+
+        Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        statements = (self._sql.touch, self._sql.touch_fenced)
+        return self._write("touch", statements, endpoint, session_id, fence=fence, params={"when": as_utc(when)})
+
+    def save_transcript(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    ) -> bool:
+        """Replace the session's conversation, bounded to ``max_transcript_bytes`` (the oldest whole
+        messages dropped and counted in its header); ``False`` (nothing written) when the session
+        is not stored. With ``fence``: only while the session is stored under that lease.
+
+        Raises:
+            ConfigurationError: An entry is not JSON-serializable (nothing written).
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
+        params = {"conversation": tail}
+        return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        """The session's conversation, oldest first (empty when none is stored).
+
+        Raises:
+            SessionStoreCorrupt: The stored conversation is damaged.
+            SessionStoreUnavailable: The database cannot be reached.
+            SessionStoreError: The store cannot be read.
+        """
+        rows = self._query(
+            "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
+        )
+        if not rows:
+            return ()
+        try:
+            entries = rows[0][0]
+            if not isinstance(entries, list):
+                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
+            return tuple(dict(entry) for entry in entries)
+        except (TypeError, ValueError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
+                path=self._path,
+            ) from exc
+
+    # -- ownership (SharedSessionStore) ---------------------------------------------------------
+
+    def _refused(
+        self, endpoint: str, session_id: str, fence: Fence | None, lease: Lease | None = None, *, owner: str = ""
+    ) -> SessionStoreFenced:
+        """The error of a write ``fence`` (or a ``save_owned`` by ``owner``) may not make."""
+        if lease is None:
+            with contextlib.suppress(SessionStoreError):
+                lease = self.lease(endpoint, session_id)
+        holder = None if lease is None else lease.owner
+        held = None if lease is None else lease.token
+        who = fence.owner if fence is not None else owner
+        token = None if fence is None else fence.token
+        now = f"held by {holder!r} (token {held})" if holder is not None else "not held by it any more"
+        return SessionStoreFenced(
+            f"session store {self._path}: session {session_id!r} is {now}: {who!r} (token {token}) was refused",
+            path=self._path,
+            session_id=session_id,
+            owner=who,
+            token=token,
+            holder=holder,
+            holder_token=held,
+        )
+
+    def claim(
+        self,
+        endpoint: str,
+        session_ids: Sequence[str],
+        owner: str,
+        *,
+        duration: float,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """Take the leases of ``session_ids`` that are free (see
+        :meth:`~acp_client.store.base.SharedSessionStore.claim`) in one statement: two clients
+        claiming one session at once, exactly one gets it (the other's statement waits for the
+        row and sees it taken). Repeated after a lost connection, a claim that was made is the
+        owner's own and is simply extended.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``.
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        if isinstance(session_ids, str):
+            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+        params = {
+            **self._window(owner, duration, now),
+            "endpoint": endpoint,
+            "session_ids": list(dict.fromkeys(session_ids)),
+        }
+        if not params["session_ids"]:
+            return []
+        return _leases(self._query("claim", self._sql.claim, params))
+
+    def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
+        """Insert or replace ``session`` and take its lease for ``owner`` in one statement.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
+                JSON-serializable (nothing written).
+            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        params = {**self._row(session), **self._window(owner, duration, now)}
+        rows = self._query("save owned", self._sql.save_owned, params)
+        if not rows:
+            raise self._refused(session.endpoint, session.session_id, None, owner=owner)
+        (lease,) = _leases(rows)
+        return lease
+
+    def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
+        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
+        renewed, by session id.
+
+        Raises:
+            ConfigurationError: A bad ``owner`` or ``duration``.
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        params = {**self._window(owner, duration, now), "endpoint": endpoint}
+        return _leases(self._query("renew", self._sql.renew, params))
+
+    def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
+        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``) in one
+        statement; the tokens are kept. How many were released.
+
+        Raises:
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        params: dict[str, Any] = {"endpoint": endpoint, "owner": check_owner(owner)}
+        if session_ids is None:
+            return len(self._query("release", self._sql.release, params))
+        params["session_ids"] = list(dict.fromkeys(session_ids))
+        return len(self._query("release", self._sql.release_some, params))
+
+    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
+        """The sessions of ``endpoint`` nobody holds at ``now`` (default: the database server's
+        clock), most recently used first (a damaged record is skipped, as by :meth:`load`).
+
+        Raises:
+            SessionStoreUnavailable: The database cannot be reached.
+            SessionStoreError: The store cannot be read.
+        """
+        params = {"endpoint": endpoint, "now": None if now is None else as_utc(now)}
+        return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
+
+    def lease(self, endpoint: str, session_id: str) -> Lease | None:
+        """The session's lease as stored (``None``: not stored, or never claimed).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
+        return _lease(*rows[0]) if rows else None
+
+    def _window(self, owner: str, duration: float, now: datetime | None) -> dict[str, Any]:
+        """The parameters of a lease for ``owner`` of ``duration`` seconds from ``now`` (both checked)."""
+        check_owner(owner)
+        check_seconds("duration", duration)
+        return {"owner": owner, "duration": float(duration), "now": None if now is None else as_utc(now)}
+
+    # -- beyond the protocol --------------------------------------------------------------------
+
+    def endpoints(self) -> list[str]:
+        """Every endpoint key with stored sessions, most recently used first.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
+
+    def count(self, endpoint: str | None = None) -> int:
+        """How many sessions are stored (for ``endpoint``, or in all).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        if endpoint is None:
+            rows = self._query("count", self._sql.count_all, {})
+        else:
+            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
+        return int(rows[0][0])
+
+    @property
+    def path(self) -> str:
+        """Where the store is: the DSN with any password masked, and the schema."""
+        return self._path
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema holding the store's tables."""
+        return self._tables.schema
+
+    @property
+    def schema_version(self) -> int:
+        """The store's schema version (``store_meta``)."""
+        return self._schema_version
+
+    @property
+    def closed(self) -> bool:
+        return self._link.closed
+
+    def close(self) -> None:
+        """Close every connection (idempotent). Later calls raise :class:`SessionStoreError`."""
+        self._link.close()
+
+    def __enter__(self) -> PostgresSessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<PostgresSessionStore {self._path!r} schema_version={self._schema_version}>"
+
+
+def _fence(fence: Fence) -> dict[str, Any]:
+    return {"fence_owner": fence.owner, "fence_token": fence.token}
+
+
+def _lease(session_id: str, owner: str | None, token: int, expires: datetime) -> Lease | None:
+    """A row's lease (``None`` for a session that was never claimed)."""
+    if owner is None and not token:
+        return None
+    return Lease(session_id, owner, int(token), as_utc(expires))
+
+
+def _leases(rows: Sequence[Sequence[Any]]) -> list[Lease]:
+    """``(session_id, owner, token, expires_at)`` rows as leases, by session id."""
+    return sorted(
+        (Lease(row[0], row[1], int(row[2]), as_utc(row[3])) for row in rows), key=lambda item: item.session_id
+    )

@@ -1,0 +1,92 @@
+"""Replicas as real processes sharing one SQLite store in front of the reference agent: one is
+killed (SIGKILL) while it prompts; within its lease time another replica adopts and recovers each
+of its sessions, exactly once, and the sessions of the live replicas are never taken."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from acp_client import SqliteSessionStore
+from acp_client.testing import ReferenceServer
+from tests.e2e._support import RecordingAgent
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Replica:
+    def __init__(self, process: asyncio.subprocess.Process, owner: str) -> None:
+        self.process = process
+        self.owner = owner
+        self.lines: list[dict[str, Any]] = []
+
+    async def next_line(self, timeout: float = 60.0) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+        assert raw, f"{self.owner} exited: {(await self.process.stderr.read()).decode() if self.process.stderr else ''}"
+        line: dict[str, Any] = json.loads(raw)
+        self.lines.append(line)
+        return line
+
+
+async def start(url: str, store: str, owner: str, count: int) -> Replica:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.e2e._owner_process", url, store, owner, str(count),
+        cwd=ROOT, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    return Replica(process, owner)
+
+
+async def test_a_killed_replicas_sessions_are_adopted_once_within_the_lease(tmp_path: Path) -> None:
+    store_path = str(tmp_path / "shared.db")
+    SqliteSessionStore(store_path).close()  # created once, before the replicas race to open it
+    async with ReferenceServer(RecordingAgent()) as server:
+        replicas = [await start(server.ws_url, store_path, f"replica-{name}", 2) for name in "abc"]
+        ready = {replica.owner: (await replica.next_line())["ready"] for replica in replicas}
+        victim, survivors = replicas[0], replicas[1:]
+        victim.process.send_signal(signal.SIGKILL)  # mid-conversation: it prompts in a loop
+        await victim.process.wait()
+        loop = asyncio.get_running_loop()
+        killed_at = loop.time()
+        wanted = set(ready["replica-a"])
+        adopted: dict[str, list[str]] = {}
+
+        async def watch(replica: Replica) -> None:
+            while True:
+                line = await replica.next_line()
+                if "adopted" in line:
+                    adopted.setdefault(line["adopted"], []).append(replica.owner)
+
+        watchers = [asyncio.ensure_future(watch(replica)) for replica in survivors]
+        try:
+            while set(adopted) < wanted:
+                assert loop.time() - killed_at < 20, f"not adopted in time: {adopted}"
+                await asyncio.sleep(0.05)
+            took = loop.time() - killed_at
+            await asyncio.sleep(1.5)  # a further lease: nobody adopts a second time
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+        assert set(adopted) == wanted and all(len(owners) == 1 for owners in adopted.values()), adopted
+        assert took < 5.0  # one lease (1 s) plus a renewal scan, with room for a loaded machine
+        for replica in survivors:  # stop both at once
+            assert replica.process.stdin is not None
+            replica.process.stdin.close()
+        owned: list[set[str]] = []
+        for replica in survivors:
+            out, err = await asyncio.wait_for(replica.process.communicate(), 30)
+            assert replica.process.returncode == 0, err.decode()
+            done = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+            owned.append(set(next(line["owned"] for line in done if "done" in line)))
+        assert not owned[0] & owned[1]  # never one session owned by two replicas
+    with SqliteSessionStore(store_path) as store:
+        for sid in wanted:
+            lease = store.lease(store.endpoints()[0], sid)
+            assert lease is not None and lease.owner is None and lease.token >= 2  # adopted, then released
