@@ -10,21 +10,19 @@ answer, with every third-party failure and unexpected status mapped to the error
 * the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
   store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
 * bodies are decompressed in bounded steps and capped (:mod:`._body`);
+* the requests go through a :class:`~._wire.Wire`: :mod:`._h1`'s HTTP/1.1 pool on a link that
+  speaks HTTP/1.1 only, an ``httpx`` client where HTTP/2 may be spoken (:mod:`._wire`);
 * under HTTP/2, each SSE stream gets a client (a connection) of its own: ``httpcore`` (1.0.x)
   starves HTTP/2 streams that share a connection with other idle long-lived readers;
-* under HTTP/1.1 the SSE streams share one client of their own, and the POSTs another, small one:
-  each open stream holds a connection, and ``httpcore``'s pool walks every connection it holds on
-  every request, so POSTs in a pool beside 64 streams would cost several times more CPU.
+* under HTTP/1.1 the SSE streams share one pool of their own, and the POSTs another, small one
+  (each open stream holds a connection; the POSTs' keep-alive connections are reused).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import ssl
 from collections.abc import Callable, Iterable
-from http.cookiejar import Cookie, CookieJar
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urljoin
 
 import attrs
@@ -45,6 +43,7 @@ from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, request_error, status_error
 from ._routing import is_session_404
 from ._security import origin_of, redirect_allowed, safe_url
+from ._wire import HeaderView, Reply, Wire, new_client
 from .base import Limits
 
 logger = logging.getLogger(__name__)
@@ -66,10 +65,6 @@ JSON: Final = "application/json"
 EVENT_STREAM: Final = "text/event-stream"
 #: How much of an error answer's body is kept for diagnostics.
 _ERROR_BODY_BYTES: Final = 4096
-_USER_AGENT: Final = "acp-reconnect"
-#: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
-#: uvicorn, Node) close an idle keep-alive connection, so a POST never races the server's close.
-_KEEPALIVE_EXPIRY: Final = 2.0
 
 
 @attrs.frozen(slots=True)
@@ -81,7 +76,7 @@ class Answer:
     """
 
     status: int
-    headers: httpx.Headers
+    headers: HeaderView
     body: bytes
     http_version: str
     body_error: AcpError | None = None
@@ -91,65 +86,7 @@ class Answer:
         return content_type(self.headers)
 
 
-class _NoCookies(CookieJar):
-    """A jar that keeps nothing: cookies are the :class:`CookieStore`'s business, not httpx's."""
-
-    def set_cookie(self, cookie: Cookie) -> None:
-        return None
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        return None
-
-
-@functools.cache
-def _cleartext_tls_context() -> ssl.SSLContext:
-    """The ``verify`` context of cleartext (``http://``) clients: built once per process.
-
-    Without one, httpx builds a default context (loading the CA bundle: tens of milliseconds) for
-    every client it makes, that is on every reconnect. It is never used: a POST follows no redirect
-    and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
-    """
-    return ssl.create_default_context()
-
-
-def new_client(
-    *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connect_timeout: float, connections: int = 1
-) -> httpx.AsyncClient:
-    """An ``httpx`` client for one link: no redirects, no environment, no cookie jar of its own.
-
-    Args:
-        connections: The most TCP connections it keeps, open or idle. Every one may stay alive
-            idle: ``httpcore`` (1.0.x) closes each idle connection at once while the pool holds
-            more connections, busy ones included, than its keep-alive limit, so with the SSE
-            streams of many sessions open every POST would otherwise pay a new TCP connection.
-    """
-    return httpx.AsyncClient(
-        limits=httpx.Limits(
-            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=_KEEPALIVE_EXPIRY
-        ),
-        http1=http1,
-        http2=http2,
-        verify=tls if tls is not None else _cleartext_tls_context(),
-        follow_redirects=False,
-        trust_env=False,
-        cookies=_NoCookies(),
-        headers={"User-Agent": _USER_AGENT},
-        timeout=httpx.Timeout(connect_timeout),
-    )
-
-
-def _request(
-    method: str, url: httpx.URL, headers: list[tuple[str, str]], timeout: httpx.Timeout, content: bytes | None = None
-) -> httpx.Request:
-    """One request, built directly: ``AsyncClient.build_request`` would merge the client's defaults,
-    cookies and base URL into it every time (more than half the CPU a POST costs the client), and
-    this client has no cookie jar, no base URL and no default header but the user agent."""
-    if not any(name.lower() == "user-agent" for name, _ in headers):
-        headers = [("User-Agent", _USER_AGENT), *headers]
-    return httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout.as_dict()})
-
-
-def content_type(headers: httpx.Headers) -> str:
+def content_type(headers: HeaderView) -> str:
     """The media type of an answer, lowercased, without parameters."""
     value: str = headers.get("content-type", "")
     return value.split(";", 1)[0].strip().lower()
@@ -160,9 +97,9 @@ class HttpExchange:
 
     Args:
         url: The endpoint.
-        client: The main client (POSTs, DELETE; the SSE streams too when neither of the next two is given).
-        stream_client_factory: Makes a dedicated client per SSE stream (HTTP/2).
-        stream_client: The client every SSE stream shares (HTTP/1.1), when there is no factory.
+        client: The main wire (POSTs, DELETE; the SSE streams too when neither of the next two is given).
+        stream_client_factory: Makes a dedicated wire per SSE stream (HTTP/2).
+        stream_client: The wire every SSE stream shares (HTTP/1.1), when there is no factory.
         headers: The app's headers (validated).
         secret_headers: Lowercased names whose values never go to another origin.
         cookies: The store cookies come from and go back to.
@@ -179,8 +116,8 @@ class HttpExchange:
         self,
         *,
         url: str,
-        client: httpx.AsyncClient,
-        stream_client_factory: Callable[[], httpx.AsyncClient] | None,
+        client: Wire,
+        stream_client_factory: Callable[[], Wire] | None,
         headers: list[tuple[str, str]],
         secret_headers: frozenset[str],
         cookies: CookieStore,
@@ -189,25 +126,24 @@ class HttpExchange:
         idle: float,
         on_fatal: Callable[[str], None],
         closed_reason: Callable[[], str],
-        stream_client: httpx.AsyncClient | None = None,
+        stream_client: Wire | None = None,
     ) -> None:
         self.url = url
-        self._parsed_url = httpx.URL(url)  # parsed once: the POSTs of a link all go here
         self.target = safe_url(url)
         self._origin = origin_of(url)
         self._client = client
         self._stream_client_factory = stream_client_factory
         self._shared_stream_client = stream_client
         #: The dedicated client of each open SSE response, by ``id(response)``.
-        self._stream_clients: dict[int, httpx.AsyncClient] = {}
+        self._stream_clients: dict[int, Wire] = {}
         self._headers = headers
         self._secret = secret_headers
         self._cookies = cookies
         self._limits = limits
-        self._post_timeout = httpx.Timeout(connect=connect_timeout, read=idle, write=idle, pool=connect_timeout)
-        # The read timeout of a stream is its idle timeout: it also bounds the wait for headers.
-        self._stream_timeout = httpx.Timeout(connect_timeout, read=idle)
+        # The read timeout of a request is the idle timeout: it bounds the wait for an answer's head
+        # and, on an SSE stream, every wait for its next bytes.
         self._idle = idle
+        self._post_extra: tuple[str | None, list[tuple[str, str]]] = (None, [])
         self._on_fatal = on_fatal
         self._closed_reason = closed_reason
         #: Set once ``initialize`` is answered; sent on every later request.
@@ -226,16 +162,12 @@ class HttpExchange:
             MessageTooLarge: The ``initialize`` answer exceeds its cap.
             ProtocolError: The ``initialize`` answer has an unreadable encoding.
         """
-        extra = [("Content-Type", JSON), ("Accept", f"{JSON}, {EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
-        if not initialize:
-            assert self.connection_id is not None
-            extra.append((CONNECTION_ID_HEADER, self.connection_id))
+        headers = self._post_headers(initialize)
         if session_id is not None:
-            extra.append((SESSION_ID_HEADER, session_id))
-        request = _request("POST", self._parsed_url, self._headers_for(self.url, extra), self._post_timeout, body)
-        response = await self._send(request, "POST", connecting=initialize)
+            headers = [*headers, (SESSION_ID_HEADER, session_id)]
+        response = await self._send("POST", self.url, headers, body, connecting=initialize)
         try:
-            self._capture_cookies(response)
+            self._capture_cookies(self.url, response)
             status = response.status_code
             if status in REDIRECT_STATUSES:
                 raise UnsafeRedirect(
@@ -258,9 +190,25 @@ class HttpExchange:
         finally:
             await response.aclose()
 
+    def _post_headers(self, initialize: bool) -> list[tuple[str, str]]:
+        """The headers of a POST but ``Acp-Session-Id``: built once per connection id (and cookie)."""
+        cookie = self._cookies.header_for(self.url)
+        key = None if initialize else f"{self.connection_id}\n{cookie}"
+        cached_key, cached = self._post_extra
+        if key is not None and key == cached_key:
+            return cached
+        extra = [("Content-Type", JSON), ("Accept", f"{JSON}, {EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
+        if not initialize:
+            assert self.connection_id is not None
+            extra.append((CONNECTION_ID_HEADER, self.connection_id))
+        headers = self._headers_for(self.url, extra, cookie=cookie)
+        if key is not None:
+            self._post_extra = (key, headers)
+        return headers
+
     # -- GET (SSE) and DELETE ------------------------------------------------------------------
 
-    async def open_sse(self, session_id: str | None) -> httpx.Response:
+    async def open_sse(self, session_id: str | None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
         :meth:`close_sse`).
 
@@ -282,9 +230,7 @@ class HttpExchange:
             extra.append((SESSION_ID_HEADER, session_id))
         client = self._stream_client_factory() if self._stream_client_factory is not None else None
         try:
-            response = await self._request_following(
-                "GET", extra, self._stream_timeout, client=client or self._shared_stream_client
-            )
+            response = await self._request_following("GET", extra, client=client or self._shared_stream_client)
         except BaseException:
             if client is not None:
                 await client.aclose()
@@ -306,7 +252,7 @@ class HttpExchange:
             raise
         return response
 
-    async def close_sse(self, response: httpx.Response) -> None:
+    async def close_sse(self, response: Reply) -> None:
         """Close an SSE response, and the dedicated client it came on, if any."""
         try:
             await response.aclose()
@@ -320,18 +266,22 @@ class HttpExchange:
         connection_id = connection_id if connection_id is not None else self.connection_id
         assert connection_id is not None
         extra = [(CONNECTION_ID_HEADER, connection_id)]
-        response = await self._request_following("DELETE", extra, self._post_timeout, client=None)
+        response = await self._request_following("DELETE", extra, client=None)
         await response.aclose()
         return response.status_code
 
+    async def close_streams(self) -> None:
+        """Close the wires of the SSE streams (every open stream ends); the main wire stays."""
+        for stream_client in list(self._stream_clients.values()):
+            await stream_client.aclose()
+        self._stream_clients.clear()
+        if self._shared_stream_client is not None:
+            await self._shared_stream_client.aclose()
+
     async def aclose(self) -> None:
-        """Release every client (open streams end)."""
+        """Release every wire (open streams end)."""
         try:
-            for stream_client in list(self._stream_clients.values()):
-                await stream_client.aclose()
-            self._stream_clients.clear()
-            if self._shared_stream_client is not None:
-                await self._shared_stream_client.aclose()
+            await self.close_streams()
         finally:
             await self._client.aclose()
 
@@ -351,14 +301,14 @@ class HttpExchange:
             batch=batch,
         )
 
-    async def read_error_body(self, response: httpx.Response) -> bytes:
+    async def read_error_body(self, response: Reply) -> bytes:
         """The start of an error answer's body, for diagnostics (empty if unreadable)."""
         try:
             return await self._read_body(response, _ERROR_BODY_BYTES, truncate=True)
         except ProtocolError:
             return b""
 
-    async def _read_body(self, response: httpx.Response, cap: int | None = None, *, truncate: bool = False) -> bytes:
+    async def _read_body(self, response: Reply, cap: int | None = None, *, truncate: bool = False) -> bytes:
         return await read_body(
             response.aiter_raw(),
             content_encoding=response.headers.get("content-encoding", ""),
@@ -369,17 +319,12 @@ class HttpExchange:
 
     # -- requests ------------------------------------------------------------------------------
 
-    async def _request_following(
-        self, method: str, extra: list[tuple[str, str]], timeout: httpx.Timeout, *, client: httpx.AsyncClient | None
-    ) -> httpx.Response:
+    async def _request_following(self, method: str, extra: list[tuple[str, str]], *, client: Wire | None) -> Reply:
         """Send a GET or DELETE, following same-origin redirects only; returns the open response."""
-        client = client if client is not None else self._client
         url = self.url
         for _ in range(MAX_REDIRECTS + 1):
-            target_url = self._parsed_url if url == self.url else httpx.URL(url)
-            request = _request(method, target_url, self._headers_for(url, extra), timeout)
-            response = await self._send(request, method, client=client)
-            self._capture_cookies(response)
+            response = await self._send(method, url, self._headers_for(url, extra), None, client=client)
+            self._capture_cookies(url, response)
             if response.status_code not in REDIRECT_STATUSES:
                 return response
             await response.aclose()
@@ -395,20 +340,25 @@ class HttpExchange:
         raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects for {method} {self.target}")
 
     async def _send(
-        self, request: httpx.Request, what: str, *, connecting: bool = False, client: httpx.AsyncClient | None = None
-    ) -> httpx.Response:
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        *,
+        connecting: bool = False,
+        client: Wire | None = None,
+    ) -> Reply:
         """Send one request, streaming its answer; failures are mapped to the error tree."""
         client = client if client is not None else self._client
         if client.is_closed or self._client.is_closed:
             raise TransportClosed(self._closed_reason(), maybe_delivered=False)
         try:
-            return await client.send(request, stream=True)
+            return await client.send(method, url, headers, body, self._idle)
         except httpx.HTTPError as exc:
-            raise self._failure(exc, what, connecting=connecting) from exc
-        except RuntimeError as exc:  # httpx refuses to use a client that aclose() closed meanwhile
-            if not client.is_closed:
-                raise
-            raise TransportClosed(self._closed_reason(), maybe_delivered=False) from exc
+            if client.is_closed:
+                raise TransportClosed(self._closed_reason(), maybe_delivered=False) from exc
+            raise self._failure(exc, method, connecting=connecting) from exc
 
     def _failure(self, exc: httpx.HTTPError, what: str, *, connecting: bool, sent: bool = False) -> TransportError:
         error = request_error(exc, what=what, target=self.target, idle=self._idle, sent=sent, connecting=connecting)
@@ -418,10 +368,13 @@ class HttpExchange:
             self._on_fatal(str(error) if not isinstance(error, TransportClosed) else error.reason)
         return error
 
-    def _headers_for(self, url: str, extra: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _headers_for(
+        self, url: str, extra: Iterable[tuple[str, str]], *, cookie: str | None = None
+    ) -> list[tuple[str, str]]:
         same_origin = origin_of(url) == self._origin
         headers = [(name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret]
-        cookie = self._cookies.header_for(url)
+        if cookie is None:
+            cookie = self._cookies.header_for(url)
         if cookie:
             merged = [value for name, value in headers if name.lower() == "cookie"]
             headers = [(name, value) for name, value in headers if name.lower() != "cookie"]
@@ -429,7 +382,7 @@ class HttpExchange:
         headers.extend(extra)
         return headers
 
-    def _capture_cookies(self, response: httpx.Response) -> None:
+    def _capture_cookies(self, url: str, response: Reply) -> None:
         values = response.headers.get_list("set-cookie")
         if values:
-            self._cookies.capture(str(response.request.url), values)
+            self._cookies.capture(url, values)

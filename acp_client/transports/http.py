@@ -92,7 +92,7 @@ from ..exceptions import (
 from ._carried import Carried, delete_stale
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
-from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange, new_client
+from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange
 from ._inbox import EventReader, Inbox
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
@@ -105,6 +105,7 @@ from ._security import (
     origin_of,
     safe_url,
 )
+from ._wire import H1Wire, HttpxWire, Reply, Wire, new_client
 from .base import Limits, TransportInfo, describe
 
 __all__ = [
@@ -142,9 +143,7 @@ _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 #: TCP connections a link keeps for its POSTs (and DELETEs), beside those its SSE streams hold over
-#: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share; more
-#: wait for one. Few on purpose: httpcore (1.0.x) checks every idle connection of the pool (two system
-#: calls each) whenever a request starts or ends, so each one kept costs every request CPU.
+#: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share.
 _POST_CONNECTIONS: Final = 8
 _MAX_RETRY_DELAY: Final = 5.0
 
@@ -280,14 +279,12 @@ class HttpConnector:
         """The cookie store this connector reads and fills."""
         return self._cookies
 
-    def _new_client(self, connections: int = 1) -> httpx.AsyncClient:
-        return new_client(
-            http1=self._http1,
-            http2=self._http2,
-            tls=self._ssl,
-            connect_timeout=self._connect_timeout,
-            connections=connections,
-        )
+    def _new_client(self, connections: int = 1) -> Wire:
+        if not self._http2:  # HTTP/1.1 only: the lean client (see ._h1)
+            return H1Wire(self._url, tls=self._ssl, connect_timeout=self._connect_timeout, connections=connections)
+        timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
+        client = new_client(**versions, tls=self._ssl, connect_timeout=timeout, connections=connections)
+        return HttpxWire(client, timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
@@ -347,7 +344,7 @@ class HttpTransport:
         self,
         *,
         url: str,
-        client: httpx.AsyncClient,
+        client: Wire,
         headers: list[tuple[str, str]],
         secret_headers: frozenset[str],
         cookies: CookieStore,
@@ -355,8 +352,8 @@ class HttpTransport:
         connect_timeout: float,
         sse_idle_timeout: float,
         session_stream_retries: int,
-        stream_client_factory: Callable[[], httpx.AsyncClient] | None = None,
-        stream_client: httpx.AsyncClient | None = None,
+        stream_client_factory: Callable[[], Wire] | None = None,
+        stream_client: Wire | None = None,
         max_session_streams: int = 64,
         carried: Carried | None = None,
     ) -> None:
@@ -493,6 +490,7 @@ class HttpTransport:
             tasks = [task for task in self._tasks if task is not asyncio.current_task()]
             for task in tasks:
                 task.cancel()
+            await self._http.close_streams()  # a stream's reader ends with its connection, cancelled or not
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             if self._http.connection_id is not None and was_open:
@@ -670,7 +668,7 @@ class HttpTransport:
     # -- reading SSE -------------------------------------------------------------------------
 
     async def _pump(
-        self, response: httpx.Response, source: str | None, stream: _SessionStream | None = None
+        self, response: Reply, source: str | None, stream: _SessionStream | None = None
     ) -> tuple[str, bool]:
         """Read one SSE stream into the inbox until it ends.
 
