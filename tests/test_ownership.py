@@ -397,3 +397,14 @@ async def test_a_client_without_a_shared_store_keeps_working_as_before(world: Wo
     again = world.node()
     await again.client.connect()  # released on close: adopted at once, as the store recovered it before
     assert [outcome.previous_session_id for outcome in again.outcomes] == [handle.session_id]
+
+
+def test_the_sync_facade_takes_the_same_options(tmp_path: Path) -> None:
+    from acp_client.sync import SyncAcpClient
+
+    with SqliteSessionStore(tmp_path / "s.db") as store:
+        client = SyncAcpClient("ws://h/acp", session_store=store, owner="replica-s", lease_duration=5, auto_adopt=False)
+        assert client.owner == "replica-s" and client.client.owner == "replica-s"
+        for option, value in (("lease_duration", float("nan")), ("owner", ""), ("auto_adopt", "yes")):
+            with pytest.raises(ConfigurationError, match=option):
+                SyncAcpClient("ws://h/acp", session_store=store, **{option: value})
