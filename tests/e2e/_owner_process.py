@@ -1,4 +1,5 @@
-"""A replica for the ownership end-to-end test: ``python -m tests.e2e._owner_process URL STORE OWNER COUNT``.
+"""A replica for the ownership end-to-end test: ``python -m tests.e2e._owner_process URL STORE OWNER COUNT``
+(STORE: an SQLite file or a ``postgresql://`` URL).
 
 It connects with the shared store under OWNER (short leases), opens COUNT sessions (one turn each),
 prints ``{"ready": [ids]}``, then keeps prompting its sessions (so a kill lands mid-turn) and prints
@@ -18,6 +19,15 @@ from acp_client import AcpClient, Callbacks, RecoveryOutcome, RetryPolicy, Sqlit
 LEASE = 1.0
 
 
+def open_store(where: str) -> Any:
+    """The shared store: a ``postgresql://`` URL, else an SQLite file."""
+    if where.startswith("postgresql://"):
+        from acp_client.store.postgres import PostgresSessionStore
+
+        return PostgresSessionStore(where)
+    return SqliteSessionStore(where, busy_timeout=30.0)
+
+
 def say(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
 
@@ -35,7 +45,7 @@ async def main(url: str, path: str, owner: str, count: str) -> None:
     loop = asyncio.get_running_loop()
     closed = loop.create_future()
     loop.add_reader(sys.stdin.fileno(), lambda: closed.done() or (not sys.stdin.readline() and closed.set_result(None)))
-    with SqliteSessionStore(path, busy_timeout=30.0) as store:
+    with open_store(path) as store:
         async with AcpClient(
             url, session_store=store, owner=owner, lease_duration=LEASE, callbacks=callbacks, retry=retry
         ) as client:

@@ -1,6 +1,6 @@
-"""Replicas as real processes sharing one SQLite store in front of the reference agent: one is
-killed (SIGKILL) while it prompts; within its lease time another replica adopts and recovers each
-of its sessions, exactly once, and the sessions of the live replicas are never taken."""
+"""Replicas as real processes sharing one store (an SQLite file, or a real PostgreSQL database) in
+front of the reference agent: one is killed (SIGKILL) while it prompts; within its lease time another
+replica adopts and recovers each of its sessions, exactly once, and no session is ever owned by two."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from acp_client import SqliteSessionStore
+import pytest
+
+from acp_client import endpoint_key
 from acp_client.testing import ReferenceServer
+from tests.e2e._owner_process import open_store
 from tests.e2e._support import RecordingAgent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,10 +47,17 @@ async def start(url: str, store: str, owner: str, count: int) -> Replica:
     return Replica(process, owner)
 
 
-async def test_a_killed_replicas_sessions_are_adopted_once_within_the_lease(tmp_path: Path) -> None:
-    store_path = str(tmp_path / "shared.db")
-    SqliteSessionStore(store_path).close()  # created once, before the replicas race to open it
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_killed_replicas_sessions_are_adopted_once_within_the_lease(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "postgres":
+        store_path = request.getfixturevalue("postgres_database").url
+    else:
+        store_path = str(tmp_path / "shared.db")
+    open_store(store_path).close()  # created once, before the replicas race to open it
     async with ReferenceServer(RecordingAgent()) as server:
+        key = endpoint_key(server.ws_url)
         replicas = [await start(server.ws_url, store_path, f"replica-{name}", 2) for name in "abc"]
         ready = {replica.owner: (await replica.next_line())["ready"] for replica in replicas}
         victim, survivors = replicas[0], replicas[1:]
@@ -86,7 +96,9 @@ async def test_a_killed_replicas_sessions_are_adopted_once_within_the_lease(tmp_
             done = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
             owned.append(set(next(line["owned"] for line in done if "done" in line)))
         assert not owned[0] & owned[1]  # never one session owned by two replicas
-    with SqliteSessionStore(store_path) as store:
+    with open_store(store_path) as store:
         for sid in wanted:
-            lease = store.lease(store.endpoints()[0], sid)
+            record = store.get(key, sid)
+            assert record is not None
+            lease = record.lease
             assert lease is not None and lease.owner is None and lease.token >= 2  # adopted, then released
