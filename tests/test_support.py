@@ -26,6 +26,10 @@ ALLOWED_SLEEPS = {
     ("tests/_support.py", "eventually"): "the one poll loop",
     ("tests/_support.py", "eventually_blocking"): "the one poll loop, for plain threads",
     ("tests/check/restart_server.py", "main"): "a script run by a checker, with no test helpers at hand",
+    ("tests/e2e/_owner_process.py", "main"): "a replica's pace between its turns (it prompts in a loop until killed)",
+    ("tests/e2e/test_ownership_processes.py", "test_a_killed_replicas_sessions_are_adopted_once_within_the_lease"): (
+        "one more real lease in real processes: nobody adopts a session a second time"
+    ),
     ("tests/e2e/_soak.py", "*"): "the soak's own schedule: random gaps, fault lengths, real grace windows",
     ("tests/e2e/test_reference_faults.py", "test_sse_idle_timeout_detects_a_silent_link"): (
         "a real link stays up past its real idle timeout"
