@@ -647,6 +647,23 @@ class SessionStoreFenced(SessionStoreError):
         self.holder = holder
         self.holder_token = holder_token
 
+    @classmethod
+    def refused(
+        cls, path: str, session_id: str, *, owner: str, token: int | None, holder: str | None, holder_token: int | None
+    ) -> SessionStoreFenced:
+        """The error for a write by ``owner`` with ``token`` that the session's lease refused, worded
+        the same by every store."""
+        now = f"held by {holder!r} (token {holder_token})" if holder is not None else "not held by it any more"
+        return cls(
+            f"session store {path}: session {session_id!r} is {now}: {owner!r} (token {token}) was refused",
+            path=path,
+            session_id=session_id,
+            owner=owner,
+            token=token,
+            holder=holder,
+            holder_token=holder_token,
+        )
+
 
 class SessionStoreUnavailable(SessionStoreError):
     """The store's database server cannot be reached: refused, down, or the connection was lost

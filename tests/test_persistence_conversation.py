@@ -159,7 +159,7 @@ async def test_a_store_of_the_previous_schema_is_migrated_and_its_tail_shown(wor
     raw = sqlite3.connect(path)
     schema._create_v1(raw)
     new = sqlite3.connect(tmp_path / "sessions.db")
-    for row in new.execute(f"SELECT {', '.join(schema._COLUMNS)} FROM sessions"):  # a version-1 row
+    for row in new.execute(f"SELECT {', '.join(schema.RECORD_COLUMNS)} FROM sessions"):  # a version-1 row
         raw.execute(f"INSERT INTO sessions VALUES ({', '.join('?' for _ in row)})", row)
     new.close()
     old_tail = [{"role": "user", "text": "turn one"}, {"role": "agent", "text": "echo: turn one"}]

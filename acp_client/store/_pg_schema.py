@@ -37,6 +37,7 @@ from ..exceptions import (
     SessionStoreForeign,
     SessionStoreTooNew,
 )
+from .base import RECORD_COLUMNS
 
 __all__ = [
     "APPLICATION_ID",
@@ -270,25 +271,6 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
     return version, version < supported
 
 
-COLUMNS: Final = (
-    "endpoint",
-    "session_id",
-    "cwd",
-    "mcp_servers",
-    "additional_directories",
-    "protocol_version",
-    "mode_id",
-    "model_id",
-    "config_options",
-    "title",
-    "status",
-    "raw_status",
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "previous_session_ids",
-    "extra",
-)
 _JSON_COLUMNS: Final = frozenset(
     {"mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra"}
 )
@@ -302,12 +284,12 @@ _FENCE: Final = "lease_owner = %(fence_owner)s AND lease_token = %(fence_token)s
 
 class Statements:
     """The store's SQL, for one schema. Named parameters (``%(name)s``) where a statement uses
-    one value twice; the record's columns as positional ``%s`` in :data:`COLUMNS` order."""
+    one value twice; the record's columns as positional ``%s`` in :data:`RECORD_COLUMNS` order."""
 
     def __init__(self, t: Tables) -> None:
-        columns = ", ".join(COLUMNS)
-        values = ", ".join(f"%({name})s::jsonb" if name in _JSON_COLUMNS else f"%({name})s" for name in COLUMNS)
-        keep = ", ".join(f"{name} = excluded.{name}" for name in COLUMNS[2:])
+        columns = ", ".join(RECORD_COLUMNS)
+        values = ", ".join(f"%({name})s::jsonb" if name in _JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
+        keep = ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
         select = f"SELECT {columns}, lease_owner, lease_token, lease_expires_at FROM {t.sessions}"
         one = "endpoint = %(endpoint)s AND session_id = %(session_id)s"
         self.load = f"{select} WHERE endpoint = %(endpoint)s ORDER BY last_used_at DESC, session_id"
@@ -320,7 +302,8 @@ class Statements:
             f"ON CONFLICT (endpoint, session_id) DO UPDATE SET {keep}"
         )
         assign = ", ".join(
-            f"{name} = %({name})s::jsonb" if name in _JSON_COLUMNS else f"{name} = %({name})s" for name in COLUMNS[2:]
+            f"{name} = %({name})s::jsonb" if name in _JSON_COLUMNS else f"{name} = %({name})s"
+            for name in RECORD_COLUMNS[2:]
         )
         self.update_fenced = f"UPDATE {t.sessions} SET {assign} WHERE {one} AND {_FENCE}"
         # Insert or replace and take the lease, in one statement: a new session is never unowned,

@@ -15,39 +15,20 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from ..exceptions import ConfigurationError, SessionStoreBusy
-from .base import Lease
+from .base import RECORD_COLUMNS, Lease
 
 _FORMAT: Final = "acp_client.session_store"
 
-_COLUMNS: Final = (
-    "endpoint",
-    "session_id",
-    "cwd",
-    "mcp_servers",
-    "additional_directories",
-    "protocol_version",
-    "mode_id",
-    "model_id",
-    "config_options",
-    "title",
-    "status",
-    "raw_status",
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "previous_session_ids",
-    "extra",
-)
 _LEASE_COLUMNS: Final = ("lease_owner", "lease_token", "lease_expires_at")
-_SELECT: Final = f"SELECT {', '.join((*_COLUMNS, *_LEASE_COLUMNS))} FROM sessions"
+_SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM sessions"
 #: Where a claim may take a session: unowned, the claimer's already, or expired.
 _CLAIMABLE: Final = "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at <= ?)"
 #: The most session ids one statement names (well under SQLite's bound parameters).
 _CHUNK: Final = 500
 _UPSERT: Final = (
-    f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
+    f"INSERT INTO sessions ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' for _ in RECORD_COLUMNS)}) "
     "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
-    + ", ".join(f"{name} = excluded.{name}" for name in _COLUMNS[2:])
+    + ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
 )
 
 

@@ -83,6 +83,28 @@ __all__ = [
 #: of chat; past it the oldest messages are dropped, and the stored header counts them).
 DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 4 * 1024 * 1024
 
+#: The columns of a stored record, in the order every store keeps them: the endpoint and session id
+#: (the key), then the record's fields. The lease is kept beside them (see :class:`SharedSessionStore`).
+RECORD_COLUMNS: Final = (
+    "endpoint",
+    "session_id",
+    "cwd",
+    "mcp_servers",
+    "additional_directories",
+    "protocol_version",
+    "mode_id",
+    "model_id",
+    "config_options",
+    "title",
+    "status",
+    "raw_status",
+    "created_at",
+    "updated_at",
+    "last_used_at",
+    "previous_session_ids",
+    "extra",
+)
+
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 

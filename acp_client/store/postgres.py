@@ -443,15 +443,8 @@ class PostgresSessionStore:
         held = None if lease is None else lease.token
         who = fence.owner if fence is not None else owner
         token = None if fence is None else fence.token
-        now = f"held by {holder!r} (token {held})" if holder is not None else "not held by it any more"
-        return SessionStoreFenced(
-            f"session store {self._path}: session {session_id!r} is {now}: {who!r} (token {token}) was refused",
-            path=self._path,
-            session_id=session_id,
-            owner=who,
-            token=token,
-            holder=holder,
-            holder_token=held,
+        return SessionStoreFenced.refused(
+            self._path, session_id, owner=who, token=token, holder=holder, holder_token=held
         )
 
     def claim(

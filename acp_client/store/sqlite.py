@@ -608,15 +608,8 @@ class SqliteSessionStore:
     def _stale(
         self, session_id: str, owner: str, token: int | None, holder: str | None, held: int | None
     ) -> SessionStoreFenced:
-        now = f"held by {holder!r} (token {held})" if holder is not None else "not held by it any more"
-        return SessionStoreFenced(
-            f"session store {self._path}: session {session_id!r} is {now}: {owner!r} (token {token}) was refused",
-            path=self._path,
-            session_id=session_id,
-            owner=owner,
-            token=token,
-            holder=holder,
-            holder_token=held,
+        return SessionStoreFenced.refused(
+            self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
         )
 
     def claim(
