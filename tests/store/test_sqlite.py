@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -20,21 +19,7 @@ from acp_client import (
 )
 from acp_client.store import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore, StoredSession
 from acp_client.store import sqlite as sqlite_module
-
-T0 = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=timezone.utc)
-EP = "ws://agent.example/acp"
-
-
-def record(session_id: str = "s1", *, endpoint: str = EP, used: int = 0, **fields: object) -> StoredSession:
-    return StoredSession(
-        endpoint=endpoint,
-        session_id=session_id,
-        cwd="/work",
-        created_at=T0,
-        updated_at=T0,
-        last_used_at=T0 + timedelta(seconds=used),
-        **fields,  # type: ignore[arg-type]
-    )
+from acp_client.testing.store_contract import EP, record
 
 
 @pytest.fixture
