@@ -22,37 +22,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import pytest
 
 from ..exceptions import ConfigurationError, SessionStoreFenced
-from ..store.base import Fence, Lease, SharedSessionStore, StoredSession
+from ..store.base import Fence, Lease, SharedSessionStore
+from .store_contract import EP, T0, record
 
 __all__ = ["LeaseBackend", "SharedSessionStoreContract"]
 
-EP = "ws://agent.example/acp"
 OTHER = "stdio:agent --other"
-T0 = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 LEASE = 30.0
 
 
 def at(seconds: float) -> datetime:
     """``seconds`` after :data:`T0`."""
     return T0 + timedelta(seconds=seconds)
-
-
-def record(session_id: str, *, endpoint: str = EP, used: int = 0, **fields: Any) -> StoredSession:
-    return StoredSession(
-        endpoint=endpoint,
-        session_id=session_id,
-        cwd="/work",
-        created_at=T0,
-        updated_at=T0,
-        last_used_at=T0 + timedelta(seconds=used),
-        **fields,
-    )
 
 
 class LeaseBackend(Protocol):
