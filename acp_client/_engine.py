@@ -354,9 +354,12 @@ class Engine:
 
     # -- sessions -----------------------------------------------------------------------------------
 
-    def opened(self, tracked: Tracked) -> Tracked:
-        """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event."""
+    async def opened(self, tracked: Tracked) -> Tracked:
+        """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event; with a shared
+        store, once its owned record is written (see :meth:`Persistence.stored`)."""
         self.emit("tracked", tracked)
+        if self.persistence is not None:
+            await self.persistence.stored(tracked)
         return tracked
 
     def untrack(self, session_id: str) -> None:
@@ -376,7 +379,7 @@ class Engine:
         record = Session.from_new(self.decode(NewSessionResponse, result), cwd=cwd)
         tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
         self.links.settle(tracked, supervisor)
-        return self.opened(tracked)
+        return await self.opened(tracked)
 
     async def fork(self, session_id: str, cwd: str, mcp_servers: tuple[McpServer, ...]) -> Tracked:
         """``session/fork`` where the parent lives; the fork lives there too."""
@@ -390,7 +393,7 @@ class Engine:
         tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers)
         if source is not None:
             self.links.settle(tracked, supervisor)
-        return self.opened(tracked)
+        return await self.opened(tracked)
 
     async def list_page(self, cwd: str | Path | None, cursor: str | None) -> SessionPage:
         """One page of ``session/list`` (read-only: retried transparently on a drop)."""

@@ -13,8 +13,8 @@ event                                         store call
                                               client cannot read fails ``connect()``, and nothing
                                               is written); the sessions are tracked again, their
                                               conversations shown at once, *without* a save
-``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``)
-``resume_session``
+``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``); with a
+``resume_session``                            shared store the call returns once it is written
 recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
 recovery outcome: resume / replay             ``save`` when the status changed
 recovery abandoned, ``close_session``,        ``delete``
@@ -36,6 +36,7 @@ written is kept on the tracked session (``Tracked.stored``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -94,6 +95,8 @@ class Persistence:
         self._table = table
         self._version = version
         self._keep_transcripts = keep_transcripts
+        #: The first save of each session the app just opened, while it is queued (a shared store).
+        self._opening: dict[str, asyncio.Future[Any]] = {}
 
     def record(self, tracked: Tracked) -> StoredSession | None:
         """The record last written (or restored) for ``tracked``."""
@@ -181,17 +184,20 @@ class Persistence:
         restored.reverse()
         return restored
 
-    def _save(self, tracked: Tracked, record: StoredSession) -> None:
+    def _save(self, tracked: Tracked, record: StoredSession) -> asyncio.Future[Any] | None:
         tracked.stored = record
-        self._queue(self.bridge.save, record)
+        return self._queue(self.bridge.save, record)
 
-    def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue one write; once the client is closed (a turn ending after ``aclose()``, say),
-        there is nothing to write to and nothing is raised."""
+    def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any] | None:
+        """Queue one write (its future, which never fails with a store error); once the client is
+        closed (a turn ending after ``aclose()``, say), there is nothing to write to and nothing
+        is raised (``None``)."""
         try:
-            write(*args, **kwargs)
+            future: asyncio.Future[Any] = write(*args, **kwargs)
         except SessionStoreError as exc:
             logger.debug("session store write skipped: %s", exc)
+            return None
+        return future
 
     # -- sessions the app opened ----------------------------------------------------------------
 
@@ -214,7 +220,26 @@ class Persistence:
                 status=Probe.ACTIVE,
                 created_at=now,
             )
-        self._save(tracked, record)
+        saved = self._save(tracked, record)
+        if saved is not None and self.ownership is not None:
+            session_id = tracked.session_id
+            self._opening[session_id] = saved
+            saved.add_done_callback(lambda done: self._written(session_id, done))
+
+    def _written(self, session_id: str, saved: asyncio.Future[Any]) -> None:
+        if self._opening.get(session_id) is saved:
+            del self._opening[session_id]
+
+    async def stored(self, tracked: Tracked) -> None:
+        """With a shared store: wait until the record :meth:`tracked` queued is written (owned:
+        ``save_owned``), so that a session the app holds a handle on is one another client
+        can adopt should this process die. The writes queued before it run first (one worker
+        thread, in order); a store that is down delays it by up to the store's own retries,
+        and a write that fails is logged and handled as any other (it never raises here).
+        Without a shared store (or once the client is closed) nothing is awaited."""
+        saved = self._opening.get(tracked.session_id)
+        if saved is not None:
+            await asyncio.shield(saved)
 
     def forgotten(self, tracked: Tracked) -> None:
         """The session is closed, forgotten or abandoned: delete it."""

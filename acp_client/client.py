@@ -449,7 +449,8 @@ class AcpClient:
         self._engine.require("session/load")
         check_session_id(session_id)
         request = LoadSessionRequest(session_id=session_id, cwd=str(cwd), mcp_servers=tuple(mcp_servers))
-        return SessionHandle(self, self._engine.opened(await self._engine.attach(request, "session/load", replay=True)))
+        tracked = await self._engine.attach(request, "session/load", replay=True)
+        return SessionHandle(self, await self._engine.opened(tracked))
 
     async def resume_session(
         self,
@@ -477,7 +478,7 @@ class AcpClient:
             replay_from=ReplayFromStart() if replay else None,
         )
         tracked = await self._engine.attach(request, "session/resume", replay=replay)
-        return SessionHandle(self, self._engine.opened(tracked))
+        return SessionHandle(self, await self._engine.opened(tracked))
 
     async def fork_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()

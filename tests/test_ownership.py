@@ -4,6 +4,8 @@ lost leases and release. The store measures leases on the same fake clock: no re
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -218,6 +220,34 @@ async def test_a_new_session_is_owned_renewed_while_the_client_runs_and_released
     released = world.lease(sid)
     assert (released.owner, released.token) == (None, 1)
     assert [record.session_id for record in world.store.adoptable(KEY)] == [sid]
+
+
+async def test_a_new_session_is_returned_only_once_its_owned_record_is_written(world: World) -> None:
+    # A replica killed the moment new_session() returned must leave that session behind for
+    # another to adopt: the record's save_owned has run by then (issue 21: on PostgreSQL it was
+    # still queued behind the other writes, and the session was lost with the process).
+    entered, gate = threading.Event(), threading.Event()
+    save_owned = world.store.save_owned
+
+    def slow_save_owned(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        gate.wait(10)
+        return save_owned(*args, **kwargs)
+
+    world.store.save_owned = slow_save_owned  # type: ignore[method-assign]
+    node = world.node(owner="replica-a")
+    await node.client.connect()
+    opening = asyncio.ensure_future(node.client.new_session("/work/a"))
+    try:
+        await eventually(entered.is_set, what="save_owned started on the store thread")
+        await world.clock.settle()
+        assert not opening.done()  # the record is not written yet: no handle
+    finally:
+        gate.set()
+    handle = await opening
+    lease = world.lease(handle.session_id)
+    assert lease is not None and (lease.owner, lease.token) == ("replica-a", 1)
+    assert node.client.owned_sessions() == [handle.session_id]
 
 
 async def test_a_named_owner_takes_its_sessions_back_after_a_restart(world: World) -> None:

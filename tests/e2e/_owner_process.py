@@ -4,13 +4,18 @@
 It connects with the shared store under OWNER (short leases), opens COUNT sessions (one turn each),
 prints ``{"ready": [ids]}``, then keeps prompting its sessions (so a kill lands mid-turn) and prints
 ``{"adopted": id, "path": ..., "previous": ...}`` for each session it adopts, until its stdin closes.
-Every line is one JSON object, flushed at once.
+Every line is one JSON object, flushed at once. Its log goes to stderr (INFO; DEBUG with ``ACP_OWNER_DEBUG=1``);
+SIGUSR1 dumps its threads' stacks there, SIGUSR2 its asyncio tasks' (the test does both when it fails).
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
+import logging
+import os
+import signal
 import sys
 from typing import Any
 
@@ -32,8 +37,20 @@ def say(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
 
 
+def dump_tasks() -> None:
+    """Every asyncio task's stack, to stderr (SIGUSR2; SIGUSR1 dumps the threads' stacks)."""
+    for task in asyncio.all_tasks():
+        task.print_stack(file=sys.stderr)
+    sys.stderr.flush()
+
+
 async def main(url: str, path: str, owner: str, count: str) -> None:
     adopted: list[str] = []
+    level = logging.DEBUG if os.environ.get("ACP_OWNER_DEBUG") else logging.INFO
+    style = f"%(asctime)s {owner} %(name)s %(levelname)s %(message)s"
+    logging.basicConfig(stream=sys.stderr, level=level, format=style)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, dump_tasks)
 
     def outcome(item: RecoveryOutcome) -> None:
         if any(note.startswith("adopted") for note in item.notes):
