@@ -82,7 +82,9 @@ class HostBridge:
         self.queue = event_queue
         self.answer_timeout = answer_timeout
         self.dropped_events = 0
-        self.callback_threads: set[int] = set()
+        # Marks the threads callbacks ran on (a thread-local, not a set of idents: the OS gives an
+        # ended thread's ident to the next thread it starts).
+        self._callback_thread = threading.local()
         self._permission_fn: Callable[[RequestPermissionRequest], Any] | None = None
         self._elicitation_fn: Callable[[CreateElicitationRequest], Any] | None = None
 
@@ -94,7 +96,11 @@ class HostBridge:
         executor = self.executor
         if self.own_executor and executor is not None:
             # A callback may be the one closing us: it cannot wait for its own thread.
-            executor.shutdown(wait=threading.get_ident() not in self.callback_threads)
+            executor.shutdown(wait=not self.on_callback_thread())
+
+    def on_callback_thread(self) -> bool:
+        """Whether the caller's thread runs the host's callbacks (one of them may be calling)."""
+        return bool(getattr(self._callback_thread, "marked", False))
 
     # -- what the loop-side client is given ---------------------------------------------------------
 
@@ -133,7 +139,7 @@ class HostBridge:
             return None
 
     def _in_host(self, fn: Callable[..., Any], *args: Any) -> Any:
-        self.callback_threads.add(threading.get_ident())
+        self._callback_thread.marked = True
         return fn(*args)
 
     def post(self, event: SyncEvent) -> bool:
