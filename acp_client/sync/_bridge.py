@@ -18,6 +18,7 @@ from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers
 from ..state import RecoveryContext
+from ..store import StoredSession
 from ..types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
@@ -44,6 +45,8 @@ _EVENTS = {
     "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
     "on_protocol_error": EventKind.PROTOCOL_ERROR,
     "on_notification": EventKind.NOTIFICATION,
+    "on_ownership_lost": EventKind.OWNERSHIP_LOST,
+    "on_store_error": EventKind.STORE_ERROR,
 }
 
 
@@ -112,6 +115,8 @@ class HostBridge:
             relays["decide_recovery"] = self._decide
         if self.callbacks.refresh_credentials is not None:
             relays["refresh_credentials"] = self._refresh
+        if self.callbacks.decide_adoption is not None:
+            relays["decide_adoption"] = self._adopt
         return Callbacks(**relays)
 
     def loop_handlers(self, handlers: ClientHandlers) -> ClientHandlers:
@@ -186,6 +191,10 @@ class HostBridge:
     async def _decide(self, context: RecoveryContext) -> Any:
         assert self.callbacks.decide_recovery is not None
         return await self._ask_host("decide_recovery", self.callbacks.decide_recovery, None, context)
+
+    async def _adopt(self, record: StoredSession) -> bool:
+        assert self.callbacks.decide_adoption is not None
+        return await self._ask_host("decide_adoption", self.callbacks.decide_adoption, False, record) is True
 
     async def _refresh(self) -> None:
         assert self.callbacks.refresh_credentials is not None

@@ -54,6 +54,7 @@ def test_exported_names_are_pinned() -> None:
         "LoopThreadError",
         "NewSessionEvent",
         "NotificationEvent",
+        "OwnershipLostEvent",
         "PermissionEvent",
         "PermissionRequest",
         "ProtocolErrorEvent",
@@ -62,6 +63,7 @@ def test_exported_names_are_pinned() -> None:
         "ResumeEvent",
         "SessionUpdateEvent",
         "StateEvent",
+        "StoreErrorEvent",
         "SyncAcpClient",
         "SyncEvent",
         "SyncSessionHandle",
@@ -82,6 +84,8 @@ def test_exported_names_are_pinned() -> None:
         "permission",
         "protocol_error",
         "notification",
+        "ownership_lost",
+        "store_error",
     }
 
 
