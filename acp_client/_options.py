@@ -8,6 +8,7 @@ single link; an :class:`~acp_client.group.EndpointGroup` hands over its
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,7 @@ from ._ownership import FencedStore, Ownership, default_owner
 from ._version import __version__
 from .clock import Clock, SystemClock
 from .config import Callbacks, QueueOptions, Timeouts
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
 from .group import EndpointGroup, LinksPlan
 from .handlers import ClientHandlers
 from .retry import RetryPolicy
@@ -125,7 +126,6 @@ def _bridge(
     ownership = Ownership(
         bridge, fenced, clock=clock, auto_adopt=options["auto_adopt"], decide=lambda: callbacks.decide_adoption
     )
-    bridge.on_error = ownership.store_error
     return bridge, ownership
 
 
@@ -186,7 +186,19 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
     )
     if ownership is not None:
         ownership.bind(engine)
+    if bridge is not None:
+        bridge.on_error = functools.partial(_store_failed, engine, ownership)
     return engine, first
+
+
+def _store_failed(engine: Engine, ownership: Ownership | None, error: SessionStoreError) -> None:
+    """A write the client made on its own failed: a refused (fenced) one loses its session
+    (``on_ownership_lost``); any other is the app's ``on_store_error``."""
+    if ownership is not None:
+        ownership.store_error(error)
+    if isinstance(error, SessionStoreFenced):
+        return
+    engine.dispatcher.deliver(engine.callbacks.on_store_error, error, what="on_store_error")
 
 
 def next_cursor(page: SessionPage, seen: set[str]) -> str | None:

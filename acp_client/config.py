@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from ._checks import check_count, check_flag, check_instance, check_seconds, field_check
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, SessionStoreError
 from .state import ConnectionState, OwnershipLost, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
 
 if TYPE_CHECKING:
@@ -102,6 +102,12 @@ class Callbacks:
             it every adoptable session is adopted (unless ``auto_adopt=False``).
         on_ownership_lost: With a shared session store: this client lost a session it owned
             (an :class:`~acp_client.state.OwnershipLost`); it no longer tracks it.
+        on_store_error: A write to the ``session_store`` that the client made on its own (a
+            session saved, a turn's conversation, a rename, a delete) could not be made: the
+            :class:`~acp_client.exceptions.SessionStoreError` (``SessionStoreUnavailable``: the
+            database is unreachable). The session goes on in memory; what was not written is not
+            in the store until a later write succeeds. A refused (fenced) write is
+            ``on_ownership_lost`` instead. Also logged at WARNING.
 
     Raises:
         ConfigurationError: A field is neither callable nor ``None``.
@@ -120,6 +126,7 @@ class Callbacks:
     refresh_credentials: Callable[[], Any] | None = attrs.field(default=None, validator=_callable)
     decide_adoption: Callable[[StoredSession], Any] | None = attrs.field(default=None, validator=_callable)
     on_ownership_lost: Callable[[OwnershipLost], Any] | None = attrs.field(default=None, validator=_callable)
+    on_store_error: Callable[[SessionStoreError], Any] | None = attrs.field(default=None, validator=_callable)
 
 
 @attrs.frozen(kw_only=True)

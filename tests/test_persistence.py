@@ -19,6 +19,7 @@ from acp_client import (
     Probe,
     RecoveryPath,
     SessionStoreError,
+    SessionStoreUnavailable,
     SqliteSessionStore,
     State,
     StoredSession,
@@ -230,3 +231,53 @@ async def test_writes_after_the_bridge_closed_are_skipped_quietly(world: World) 
     persistence.changed(tracked, mode_id="m")
     persistence.forgotten(tracked)
     assert [record.session_id for record in world.store.load(KEY)] == ["s1"]
+
+
+class _Outage(SqliteSessionStore):
+    """An SQLite store whose writes fail while ``down`` (a database server gone away)."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise SessionStoreUnavailable("the database server went away", path=str(self.path))
+
+    def save(self, session: StoredSession, **fenced: Any) -> None:
+        self._check()
+        super().save(session, **fenced)
+
+    def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
+        self._check()
+        return super().save_transcript(endpoint, session_id, entries, **fenced)
+
+
+async def test_a_failed_background_write_is_told_to_the_app_and_the_session_goes_on(
+    world: World, tmp_path: Path
+) -> None:
+    store = _Outage(tmp_path / "outage.db")
+    errors: list[SessionStoreError] = []
+    side = Side(world.agent, world.clock, store, callbacks={"on_store_error": errors.append})
+    await side.client.connect()
+    handle = await side.client.new_session("/work/outage")
+    await side.flush()
+    assert errors == []
+
+    store.down = True
+    assert (await handle.prompt("while the database is down")).stop_reason == "end_turn"
+    await side.flush()
+    assert errors and all(isinstance(error, SessionStoreUnavailable) for error in errors)
+    assert "went away" in str(errors[0])
+    # Nothing of that turn reached the store; the session and its conversation go on in memory.
+    assert "while the database is down" not in str(store.load_transcript(KEY, handle.session_id))
+    assert "while the database is down" in handle.transcript.text()
+
+    # Back up: the next turn's write carries the whole conversation, the missed turn included.
+    store.down = False
+    told = len(errors)
+    await handle.prompt("after it came back")
+    await side.flush()
+    assert len(errors) == told
+    stored = str(store.load_transcript(KEY, handle.session_id))
+    assert "while the database is down" in stored and "after it came back" in stored
+    await side.close()
+    store.close()

@@ -58,6 +58,8 @@ event class (``event.kind``)            ``event.payload``
 :class:`PermissionEvent`                :class:`PermissionRequest`: answer it from any thread
 :class:`ProtocolErrorEvent`             :class:`~acp_client.exceptions.AcpError` (``on_protocol_error``)
 :class:`NotificationEvent`              ``(method, params)`` of another notification (``on_notification``)
+:class:`OwnershipLostEvent`            :class:`~acp_client.state.OwnershipLost` (``on_ownership_lost``)
+:class:`StoreErrorEvent`                :class:`~acp_client.exceptions.SessionStoreError` (``on_store_error``)
 ======================================  ===================================================
 
 :data:`SyncEvent` is the union of these classes, so ``match event: case StateEvent(payload=state):``
@@ -79,6 +81,8 @@ and the loop task waiting for them (not the loop) gives up after ``answer_timeou
 * a plain-function ``handlers.elicitation``: its answer, or ``cancel`` after the timeout.
 * ``decide_recovery``: its path, or the proposed path after the timeout.
 * ``refresh_credentials``: waited for up to the timeout.
+* ``decide_adoption``: ``True`` adopts the session; no answer in time leaves it (another client may
+  adopt it).
 
 Coroutine handlers (``async def``, and the terminal and extension handlers) run on the loop thread,
 as with :class:`~acp_client.AcpClient`; they must not block or call this facade's blocking methods.
@@ -100,6 +104,7 @@ from ._events import (
     EventKind,
     NewSessionEvent,
     NotificationEvent,
+    OwnershipLostEvent,
     PermissionEvent,
     PermissionRequest,
     ProtocolErrorEvent,
@@ -108,6 +113,7 @@ from ._events import (
     ResumeEvent,
     SessionUpdateEvent,
     StateEvent,
+    StoreErrorEvent,
     SyncEvent,
     TurnInterruptedEvent,
 )
@@ -120,6 +126,7 @@ __all__ = [
     "LoopThreadError",
     "NewSessionEvent",
     "NotificationEvent",
+    "OwnershipLostEvent",
     "PermissionEvent",
     "PermissionRequest",
     "ProtocolErrorEvent",
@@ -128,6 +135,7 @@ __all__ = [
     "ResumeEvent",
     "SessionUpdateEvent",
     "StateEvent",
+    "StoreErrorEvent",
     "SyncAcpClient",
     "SyncEvent",
     "SyncSessionHandle",

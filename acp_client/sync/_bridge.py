@@ -18,6 +18,7 @@ from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers
 from ..state import RecoveryContext
+from ..store import StoredSession
 from ..types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
@@ -44,6 +45,8 @@ _EVENTS = {
     "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
     "on_protocol_error": EventKind.PROTOCOL_ERROR,
     "on_notification": EventKind.NOTIFICATION,
+    "on_ownership_lost": EventKind.OWNERSHIP_LOST,
+    "on_store_error": EventKind.STORE_ERROR,
 }
 
 
@@ -82,7 +85,9 @@ class HostBridge:
         self.queue = event_queue
         self.answer_timeout = answer_timeout
         self.dropped_events = 0
-        self.callback_threads: set[int] = set()
+        # Marks the threads callbacks ran on (a thread-local, not a set of idents: the OS gives an
+        # ended thread's ident to the next thread it starts).
+        self._callback_thread = threading.local()
         self._permission_fn: Callable[[RequestPermissionRequest], Any] | None = None
         self._elicitation_fn: Callable[[CreateElicitationRequest], Any] | None = None
 
@@ -94,7 +99,11 @@ class HostBridge:
         executor = self.executor
         if self.own_executor and executor is not None:
             # A callback may be the one closing us: it cannot wait for its own thread.
-            executor.shutdown(wait=threading.get_ident() not in self.callback_threads)
+            executor.shutdown(wait=not self.on_callback_thread())
+
+    def on_callback_thread(self) -> bool:
+        """Whether the caller's thread runs the host's callbacks (one of them may be calling)."""
+        return bool(getattr(self._callback_thread, "marked", False))
 
     # -- what the loop-side client is given ---------------------------------------------------------
 
@@ -106,6 +115,8 @@ class HostBridge:
             relays["decide_recovery"] = self._decide
         if self.callbacks.refresh_credentials is not None:
             relays["refresh_credentials"] = self._refresh
+        if self.callbacks.decide_adoption is not None:
+            relays["decide_adoption"] = self._adopt
         return Callbacks(**relays)
 
     def loop_handlers(self, handlers: ClientHandlers) -> ClientHandlers:
@@ -133,7 +144,7 @@ class HostBridge:
             return None
 
     def _in_host(self, fn: Callable[..., Any], *args: Any) -> Any:
-        self.callback_threads.add(threading.get_ident())
+        self._callback_thread.marked = True
         return fn(*args)
 
     def post(self, event: SyncEvent) -> bool:
@@ -180,6 +191,10 @@ class HostBridge:
     async def _decide(self, context: RecoveryContext) -> Any:
         assert self.callbacks.decide_recovery is not None
         return await self._ask_host("decide_recovery", self.callbacks.decide_recovery, None, context)
+
+    async def _adopt(self, record: StoredSession) -> bool:
+        assert self.callbacks.decide_adoption is not None
+        return await self._ask_host("decide_adoption", self.callbacks.decide_adoption, False, record) is True
 
     async def _refresh(self) -> None:
         assert self.callbacks.refresh_credentials is not None

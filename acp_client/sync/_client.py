@@ -189,6 +189,7 @@ class SyncAcpClient:
         self._lock = threading.Lock()
         self._phase = _Phase.NEW
         self._connected = threading.Event()
+        self._loop_stopped = threading.Event()
         self._closed = threading.Event()
         self._client = AcpClient(
             endpoint,
@@ -282,6 +283,10 @@ class SyncAcpClient:
         loop's). Pending calls fail (``ConnectionLost`` / ``ClientClosed``); pending permission
         requests are withdrawn. Callbacks already submitted to the default executor run first.
 
+        Any number of threads may call it at once: the first closes, the others return once it
+        has. A callback that calls it while another thread is closing returns once the loop thread
+        has ended (that thread waits for the callbacks, this one among them).
+
         Raises:
             LoopThreadError: Called from the loop thread.
         """
@@ -294,7 +299,9 @@ class SyncAcpClient:
                 first = True
                 self._phase = _Phase.CLOSING
         if not first:
-            self._closed.wait()
+            # On a callback thread, waiting for ``_closed`` would deadlock: the first closer
+            # shuts the callback executor down, waiting for this very callback, before setting it.
+            (self._loop_stopped if self._bridge.on_callback_thread() else self._closed).wait()
             return
         try:
             if self._loop_thread.running:
@@ -303,11 +310,13 @@ class SyncAcpClient:
                 except AcpError as exc:
                     logger.warning("closing the client did not finish cleanly: %s", exc)
             self._loop_thread.stop()
+            self._loop_stopped.set()
             self._bridge.shutdown()
         finally:
             with self._lock:
                 self._phase = _Phase.CLOSED
             self._connected.set()
+            self._loop_stopped.set()
             self._closed.set()
 
     # -- properties -------------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
-from ..exceptions import AcpError, ConfigurationError
-from ..state import ConnectionState, RecoveryOutcome, TurnInterrupted, UpdateEvent
+from ..exceptions import AcpError, ConfigurationError, SessionStoreError
+from ..state import ConnectionState, OwnershipLost, RecoveryOutcome, TurnInterrupted, UpdateEvent
 from ..types import (
     CancelledPermissionOutcome,
     PermissionOption,
@@ -25,6 +25,7 @@ __all__ = [
     "EventKind",
     "NewSessionEvent",
     "NotificationEvent",
+    "OwnershipLostEvent",
     "PermissionEvent",
     "PermissionOutcome",
     "PermissionRequest",
@@ -34,6 +35,7 @@ __all__ = [
     "ResumeEvent",
     "SessionUpdateEvent",
     "StateEvent",
+    "StoreErrorEvent",
     "SyncEvent",
     "TurnInterruptedEvent",
 ]
@@ -52,6 +54,8 @@ class EventKind(str, enum.Enum):
     PERMISSION = "permission"
     PROTOCOL_ERROR = "protocol_error"
     NOTIFICATION = "notification"
+    OWNERSHIP_LOST = "ownership_lost"
+    STORE_ERROR = "store_error"
 
 
 @attrs.frozen
@@ -142,6 +146,23 @@ class NotificationEvent:
         return self.payload[1]
 
 
+@attrs.frozen
+class OwnershipLostEvent:
+    """An ``ownership_lost`` event: a stored session this client owned is another's now, or its lease
+    ran out (``on_ownership_lost``); the client no longer tracks it."""
+
+    kind: ClassVar[Literal[EventKind.OWNERSHIP_LOST]] = EventKind.OWNERSHIP_LOST
+    payload: OwnershipLost
+
+
+@attrs.frozen
+class StoreErrorEvent:
+    """A ``store_error`` event: a write the client made to its session store failed (``on_store_error``)."""
+
+    kind: ClassVar[Literal[EventKind.STORE_ERROR]] = EventKind.STORE_ERROR
+    payload: SessionStoreError
+
+
 #: One event put on the host's ``event_queue``: a class per :class:`EventKind`, each with a typed
 #: ``payload`` (the record the matching callback gets), so ``match`` / ``isinstance`` on it is
 #: checked by a type checker. ``event.kind`` names the kind too.
@@ -156,6 +177,8 @@ SyncEvent: TypeAlias = (
     | PermissionEvent
     | ProtocolErrorEvent
     | NotificationEvent
+    | OwnershipLostEvent
+    | StoreErrorEvent
 )
 
 #: The event class of each kind.
@@ -172,6 +195,8 @@ EVENT_CLASSES: dict[EventKind, type[SyncEvent]] = {
         PermissionEvent,
         ProtocolErrorEvent,
         NotificationEvent,
+        OwnershipLostEvent,
+        StoreErrorEvent,
     )
 }
 

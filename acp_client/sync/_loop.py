@@ -105,8 +105,13 @@ class EventLoopThread:
 
     def in_loop_thread(self) -> bool:
         """Whether the caller runs on the loop's thread."""
+        # Compare the thread objects, not ``get_ident()`` with ``thread.ident``: an ended thread
+        # keeps its ident, and the OS hands it to the next thread it starts (a host thread that
+        # calls close() just after another close() joined the loop thread would be taken for the
+        # loop thread). ``thread.is_alive()`` is no guard either: it can read True while another
+        # thread is inside ``join()``.
         thread = self._thread
-        return thread is not None and threading.get_ident() == thread.ident
+        return thread is not None and threading.current_thread() is thread
 
     def start(self) -> None:
         """Start the thread and its loop (idempotent).

@@ -5,7 +5,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -98,3 +99,38 @@ async def _never() -> None:
     import asyncio
 
     await asyncio.Event().wait()
+
+
+def give_ident(ended: threading.Thread, to: threading.Thread) -> None:
+    """Make the ended thread ``ended`` carry the ident of the running thread ``to``, the state the
+    OS leaves when it gives an ended thread's ident to a new one (it often does, but not on
+    demand: this forces it). ``Thread.ident`` reads the private ``_ident``."""
+    assert not ended.is_alive() and to.is_alive()
+    ended._ident = to.ident  # type: ignore[attr-defined]
+    assert ended.ident == to.ident
+
+
+def on_a_thread_with_the_ident_of(ended: threading.Thread, fn: Callable[[], T]) -> T:
+    """Call ``fn`` on a new thread that has the ident of the ended thread ``ended`` (see
+    :func:`give_ident`); return what it returned, or raise what it raised."""
+    go = threading.Event()
+    outcome: list[Any] = []
+
+    def call() -> None:
+        go.wait(DEADLINE)
+        try:
+            outcome.append(("returned", fn()))
+        except BaseException as exc:
+            outcome.append(("raised", exc))
+
+    caller = threading.Thread(target=call, name="recycled-ident")
+    caller.start()
+    give_ident(ended, caller)
+    go.set()
+    caller.join(DEADLINE)
+    assert outcome, "the call did not end"
+    how, value = outcome[0]
+    if how == "raised":
+        raise value
+    result: T = value
+    return result

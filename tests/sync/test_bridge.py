@@ -206,3 +206,14 @@ def test_coroutine_handlers_stay_on_the_loop(make_client: Callable[..., SyncAcpC
     session = client.new_session("/tmp")
     client.prompt(session.session_id, "/permission")
     assert threads == [client.thread]
+
+
+def test_every_callback_the_async_client_takes_is_relayed() -> None:
+    """A ``Callbacks`` field the facade does not relay would be dropped in silence (``decide_adoption`` and
+    ``on_ownership_lost`` once were): with every field set, the loop-side callbacks have every field set."""
+    from acp_client.sync._bridge import HostBridge
+
+    every = Callbacks(**{field.name: (lambda *args: None) for field in attrs.fields(Callbacks)})
+    bridge = HostBridge(every, executor=None, event_queue=None, answer_timeout=None)
+    relayed = bridge.loop_callbacks()
+    assert [field.name for field in attrs.fields(Callbacks) if getattr(relayed, field.name) is None] == []

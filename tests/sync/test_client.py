@@ -35,7 +35,14 @@ from acp_client import (
 )
 from acp_client.sync import EventKind, LoopThreadError, SyncAcpClient, SyncEvent
 from tests._support import eventually_blocking
-from tests.sync._support import DEADLINE, AgentSide, _blackhole, client_threads, next_event
+from tests.sync._support import (
+    DEADLINE,
+    AgentSide,
+    _blackhole,
+    client_threads,
+    next_event,
+    on_a_thread_with_the_ident_of,
+)
 
 # -- the public surface --------------------------------------------------------------------------------
 
@@ -47,6 +54,7 @@ def test_exported_names_are_pinned() -> None:
         "LoopThreadError",
         "NewSessionEvent",
         "NotificationEvent",
+        "OwnershipLostEvent",
         "PermissionEvent",
         "PermissionRequest",
         "ProtocolErrorEvent",
@@ -55,6 +63,7 @@ def test_exported_names_are_pinned() -> None:
         "ResumeEvent",
         "SessionUpdateEvent",
         "StateEvent",
+        "StoreErrorEvent",
         "SyncAcpClient",
         "SyncEvent",
         "SyncSessionHandle",
@@ -75,6 +84,8 @@ def test_exported_names_are_pinned() -> None:
         "permission",
         "protocol_error",
         "notification",
+        "ownership_lost",
+        "store_error",
     }
 
 
@@ -296,6 +307,82 @@ def test_close_from_many_threads_at_once(make_client: Callable[..., SyncAcpClien
         for future in [pool.submit(client.close) for _ in range(4)]:
             assert future.result(DEADLINE) is None
     assert not thread.is_alive()
+
+
+class _WaitedOn(threading.Event):
+    """An event that tells (``waiter``) when someone starts waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiter = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiter.set()
+        return super().wait(timeout)
+
+
+def test_a_close_from_a_thread_given_the_ended_loop_threads_ident_waits_for_the_first(
+    make_client: Callable[..., SyncAcpClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interleaving behind the intermittent failure of the test above: one close() has joined
+    # the loop thread and still shuts the callback executor down when a thread started since
+    # calls close(), and the OS gave that thread the loop thread's ident. It used to be taken for
+    # the loop thread (LoopThreadError); it must wait for the first close() and return.
+    client = make_client()
+    loop_thread = client.thread
+    assert loop_thread is not None
+    first_stopped_the_loop = threading.Event()
+    let_the_first_finish = threading.Event()
+    real_shutdown = client._bridge.shutdown
+
+    def held_shutdown() -> None:
+        first_stopped_the_loop.set()
+        let_the_first_finish.wait(DEADLINE)
+        real_shutdown()
+
+    monkeypatch.setattr(client._bridge, "shutdown", held_shutdown)
+    closed = _WaitedOn()
+    client._closed = closed  # kept at teardown (monkeypatch would put back an event nobody sets)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(client.close)
+        assert first_stopped_the_loop.wait(DEADLINE)
+        assert not loop_thread.is_alive()
+        late = pool.submit(on_a_thread_with_the_ident_of, loop_thread, client.close)
+        late.add_done_callback(lambda _: closed.waiter.set())  # it raised: do not wait DEADLINE
+        assert closed.waiter.wait(DEADLINE)
+        assert not late.done(), f"the late close() did not wait for the first: {late.exception()!r}"
+        let_the_first_finish.set()
+        assert first.result(DEADLINE) is None
+        assert late.result(DEADLINE) is None
+    assert client.closed
+
+
+def test_close_from_a_callback_while_another_thread_closes(make_client: Callable[..., SyncAcpClient]) -> None:
+    # The host thread's close() waits for the callback executor; a callback that calls close()
+    # meanwhile used to wait for that close() to finish: a deadlock. It returns once the loop
+    # thread has ended, then the host's close() returns.
+    holder: list[SyncAcpClient] = []
+    in_callback: list[Any] = []
+
+    def on_state_change(state: Any) -> None:
+        if state.state is State.CLOSED and not in_callback:  # only the host's close() gets here
+            client = holder[0]
+            client.close()
+            thread = client.thread
+            in_callback.append(thread is not None and thread.is_alive())
+
+    client = make_client(callbacks=Callbacks(on_state_change=on_state_change))
+    holder.append(client)
+    host = threading.Thread(target=client.close, name="host-close", daemon=True)
+    host.start()
+    host.join(DEADLINE)
+    if host.is_alive():
+        client._closed.set()  # let the callback, and so the host's close(), go (the run can end)
+        host.join(DEADLINE)
+        pytest.fail("close() from a callback deadlocked with the host thread's close()")
+    assert in_callback == [False]  # the callback's close() returned, after the loop thread ended
+    assert client.closed
+    assert client_threads() == []
 
 
 def test_close_ends_pending_work(make_client: Callable[..., SyncAcpClient]) -> None:

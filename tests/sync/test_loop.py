@@ -12,7 +12,7 @@ import acp_client.sync
 from acp_client import ClientClosed, RequestTimeout
 from acp_client.sync import EventLoopThread, LoopThreadError
 from tests._support import eventually_blocking
-from tests.sync._support import DEADLINE, _never
+from tests.sync._support import DEADLINE, _never, on_a_thread_with_the_ident_of
 
 
 def test_event_loop_thread_on_its_own() -> None:
@@ -117,3 +117,17 @@ def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> N
         if thread.is_alive() and loop is not None:  # do not leak it into the next tests
             loop.call_soon_threadsafe(loop.stop)
             thread.join(DEADLINE)
+
+
+def test_a_thread_with_the_ended_loop_threads_ident_is_not_the_loop_thread() -> None:
+    # The OS gives an ended thread's ident to the next thread it starts: a host thread started
+    # after stop() must not be taken for the loop thread (stop() from it raised LoopThreadError).
+    loop_thread = EventLoopThread(name="recycled")
+    with loop_thread:
+        pass
+    ended = loop_thread.thread
+    assert ended is not None and not ended.is_alive()
+    assert on_a_thread_with_the_ident_of(ended, loop_thread.in_loop_thread) is False
+    assert on_a_thread_with_the_ident_of(ended, loop_thread.stop) is None  # idempotent, from any thread
+    with pytest.raises(ClientClosed):  # not LoopThreadError
+        on_a_thread_with_the_ident_of(ended, lambda: loop_thread.run(_never()))

@@ -4,6 +4,8 @@ servers on loopback: framing, keep-alive reuse, caps."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -129,6 +131,50 @@ async def test_a_silent_server_is_a_read_timeout(raw_server) -> None:  # type: i
         await response.aclose()
     finally:
         await pool.aclose()
+
+
+async def test_a_connection_reset_as_it_opens_fails_the_request_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that resets what it accepts (a proxy refusing, an overloaded balancer): when the reset is read
+    before the request is written (as happens under load), the request fails as a connect error at once, not
+    after the read timeout with the request written into a dead socket."""
+
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    server = await asyncio.start_server(reset, "127.0.0.1", 0)
+    loop = asyncio.get_running_loop()
+    opened = loop.create_connection
+
+    async def reset_read_first(factory, *args, **kwargs):  # type: ignore[no-untyped-def]
+        ended = asyncio.Event()
+
+        def watched():  # type: ignore[no-untyped-def]
+            conn = factory()
+            lost = conn.connection_lost
+
+            def connection_lost(exc: Exception | None) -> None:
+                lost(exc)
+                ended.set()
+
+            conn.connection_lost = connection_lost
+            return conn
+
+        opening = await opened(watched, *args, **kwargs)
+        await asyncio.wait_for(ended.wait(), 5)  # the reset is read before the pool goes on
+        return opening
+
+    monkeypatch.setattr(loop, "create_connection", reset_read_first)
+    pool = _pool(int(server.sockets[0].getsockname()[1]))
+    try:
+        for _ in range(3):  # and the failed connection's place in the pool is free again
+            async with asyncio.timeout(5):
+                with pytest.raises(httpx.ConnectError, match="closed the connection as soon as it was opened"):
+                    await pool.request("POST", "/acp", [], b"{}", 30)
+    finally:
+        await pool.aclose()
+        server.close()
 
 
 async def test_requests_of_one_http_link_share_few_tcp_connections() -> None:
