@@ -309,51 +309,40 @@ def test_close_from_many_threads_at_once(make_client: Callable[..., SyncAcpClien
     assert not thread.is_alive()
 
 
-class _WaitedOn(threading.Event):
-    """An event that tells (``waiter``) when someone starts waiting on it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waiter = threading.Event()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.waiter.set()
-        return super().wait(timeout)
-
-
 def test_a_close_from_a_thread_given_the_ended_loop_threads_ident_waits_for_the_first(
-    make_client: Callable[..., SyncAcpClient], monkeypatch: pytest.MonkeyPatch
+    make_client: Callable[..., SyncAcpClient],
 ) -> None:
     # The interleaving behind the intermittent failure of the test above: one close() has joined
     # the loop thread and still shuts the callback executor down when a thread started since
     # calls close(), and the OS gave that thread the loop thread's ident. It used to be taken for
-    # the loop thread (LoopThreadError); it must wait for the first close() and return.
-    client = make_client()
+    # the loop thread (LoopThreadError); it must wait for the first close() and return. The first
+    # close() is held where it waits for the callbacks: one blocks on the "closed" state.
+    let_the_first_finish = threading.Event()
+    held = threading.Event()
+
+    def on_state_change(state: Any) -> None:
+        if state.state is State.CLOSED:
+            held.set()
+            let_the_first_finish.wait(DEADLINE)
+
+    client = make_client(callbacks=Callbacks(on_state_change=on_state_change))
     loop_thread = client.thread
     assert loop_thread is not None
-    first_stopped_the_loop = threading.Event()
-    let_the_first_finish = threading.Event()
-    real_shutdown = client._bridge.shutdown
-
-    def held_shutdown() -> None:
-        first_stopped_the_loop.set()
-        let_the_first_finish.wait(DEADLINE)
-        real_shutdown()
-
-    monkeypatch.setattr(client._bridge, "shutdown", held_shutdown)
-    closed = _WaitedOn()
-    client._closed = closed  # kept at teardown (monkeypatch would put back an event nobody sets)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        first = pool.submit(client.close)
-        assert first_stopped_the_loop.wait(DEADLINE)
-        assert not loop_thread.is_alive()
-        late = pool.submit(on_a_thread_with_the_ident_of, loop_thread, client.close)
-        late.add_done_callback(lambda _: closed.waiter.set())  # it raised: do not wait DEADLINE
-        assert closed.waiter.wait(DEADLINE)
-        assert not late.done(), f"the late close() did not wait for the first: {late.exception()!r}"
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.close)
+            assert held.wait(DEADLINE)
+            loop_thread.join(DEADLINE)
+            assert not loop_thread.is_alive()
+            late = pool.submit(on_a_thread_with_the_ident_of, loop_thread, client.close)
+            # Held, the first close() cannot end: a late close() that is done by now raised.
+            concurrent.futures.wait([late], timeout=0.5)
+            assert not late.done(), f"the late close() did not wait for the first: {late.exception()!r}"
+            let_the_first_finish.set()
+            assert first.result(DEADLINE) is None
+            assert late.result(DEADLINE) is None
+    finally:
         let_the_first_finish.set()
-        assert first.result(DEADLINE) is None
-        assert late.result(DEADLINE) is None
     assert client.closed
 
 
@@ -377,8 +366,6 @@ def test_close_from_a_callback_while_another_thread_closes(make_client: Callable
     host.start()
     host.join(DEADLINE)
     if host.is_alive():
-        client._closed.set()  # let the callback, and so the host's close(), go (the run can end)
-        host.join(DEADLINE)
         pytest.fail("close() from a callback deadlocked with the host thread's close()")
     assert in_callback == [False]  # the callback's close() returned, after the loop thread ended
     assert client.closed
