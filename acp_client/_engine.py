@@ -28,10 +28,10 @@ from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._links import LinkKit, Links, LinksFactory, SingleLink
-from ._not_found import says_session_not_found
+from ._lost_again import LostAgain
 from ._opening import opener
 from ._persistence import Persistence
-from ._recoverer import Answer, Recoverer, attach_failed, capabilities, open_attach_window, record_after_attach
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
@@ -47,7 +47,6 @@ from .exceptions import (
     RequestTimeout,
     RpcError,
     SessionNotFound,
-    TransportError,
     TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
@@ -219,7 +218,7 @@ class Engine:
             concurrency=recovery_concurrency,
             supervisor=self.build_supervisor,
             emit_state=self.emit_state,
-            recovered=self._recovered,
+            recovered=self.recovered,
             opener=opener(
                 proposed=lambda: self.version,
                 client_info=client_info,
@@ -231,6 +230,7 @@ class Engine:
             ),
         )
         self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
+        self.lost_again = LostAgain(self)
 
     def build_supervisor(
         self,
@@ -273,7 +273,7 @@ class Engine:
             if handler is not None:
                 handler(*args, **fields)
 
-    def _recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
+    def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
         """A recovery round's outcomes (the "recovered" event); telemetry records them here
         unless a link's recovery episode recorded them already."""
         self.emit("recovered", outcomes)
@@ -537,56 +537,11 @@ class Engine:
             result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
         except RpcError as exc:
             if tracked is not None:
-                await self.lost_after_recovery(tracked, method, exc)
+                await self.lost_again.recover(tracked, method, exc)
             raise
         if tracked is not None:
             remember(tracked.settings)
         return result
-
-    async def lost_after_recovery(self, tracked: Tracked, method: str, error: RpcError) -> RecoveryOutcome | None:
-        """A session method was answered "session not found" (any spelling of
-        :mod:`acp_client._not_found`) for a session a recovery had brought back: the agent lost it
-        after all (an agent that answers ``session/load`` of a session it lost with success). The
-        session goes through recovery again, as unknown: a new session, the conversation kept as
-        earlier history, the outcome reported through the usual callbacks (and returned; ``None``
-        when the error is not "not found" or the session was not recovered). Never left stuck."""
-        spelling = says_session_not_found(error, tracked.session_id)
-        if spelling is None or not tracked.recovered or tracked.abandoned or self.init is None:
-            return None
-        link = await self.links.link_for(tracked, "session/new")
-        conn = link.connection
-        if conn is None:
-            return None
-        tracked.recovered = False
-        reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
-        outcome = await self.recoverer.recover_session(
-            conn,
-            tracked,
-            capabilities(self.init, self.version),
-            answer=Answer(Probe.UNKNOWN),
-            endpoint=self.links.endpoint_of(tracked),
-            reason=reason,
-        )
-        await self.recoverer.report(outcome)
-        self._recovered([outcome], False)
-        return outcome
-
-    async def _recover_to_resend(self, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
-        """``turn``'s prompt was refused as "session not found" after a recovery (so never run):
-        recover the session again as unknown, for the prompt to be sent once more there (returns
-        the outcome; ``None``: not done — something was heard of the turn, or it was cancelled).
-        The prompt leaves the transcript first (not in the lost segment), and is put back, to be
-        marked failed, when it is not resent."""
-        if turn.heard or turn.cancel_sent or not says_session_not_found(error, tracked.session_id):
-            return None
-        self.table.withdraw_prompt(tracked, turn)
-        try:
-            outcome = await self.lost_after_recovery(tracked, "session/prompt", error)
-        except (ConnectionLost, TransportError):  # the next reconnect recovers it; the refusal stands
-            outcome = None
-        if outcome is None or outcome.path is RecoveryPath.ABANDON or tracked.abandoned:
-            self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)  # back, to be marked failed
-        return outcome
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
         """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
@@ -679,7 +634,7 @@ class Engine:
             try:
                 result = await self._send_prompt(tracked, params, None, turn.accept)
             except RpcError as exc:
-                again = await self._recover_to_resend(tracked, turn, exc)
+                again = await self.lost_again.to_resend(tracked, turn, exc)
                 if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
                     raise
                 logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
@@ -696,7 +651,7 @@ class Engine:
             turn.done = True
             self.table.end_turn(tracked, turn)
             if again is None:
-                await self.lost_after_recovery(tracked, "session/prompt", exc)
+                await self.lost_again.recover(tracked, "session/prompt", exc)
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
