@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient
+from acp_client import AcpClient, Callbacks, State
 from acp_client.pool import Endpoint
 from acp_client.store import SharedSessionStore, SqliteSessionStore, StoredSession
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
@@ -104,7 +104,9 @@ async def test_the_conversation_continues_through_the_other_replica_when_one_is_
             replicas[name], ports[name] = await start_replica(name, urls, store_url, tmp_path / f"router-{name}.log")
         lb = await haproxy(ports)
         url = lb.url("ws")
-        async with AcpClient(url, retry=FAST_RETRY) as client:
+        states: list[State] = []
+        callbacks = Callbacks(on_state_change=lambda state: states.append(state.state))
+        async with AcpClient(url, retry=FAST_RETRY, callbacks=callbacks) as client:
             handle = await client.new_session("/work/project")
             session_id = handle.session_id
             assert (await handle.prompt("first")).stop_reason == "end_turn"
@@ -119,8 +121,13 @@ async def test_the_conversation_continues_through_the_other_replica_when_one_is_
             home = stored.extra["home"]
             assert home in urls
 
+            seen = len(states)
             os.kill(replicas[victim].pid, signal.SIGKILL)  # mid-conversation, between turns
             await replicas[victim].wait()
+            # The editor hears of it (HAProxy closes its connection) before it types the next prompt; a
+            # prompt written in between could be lost with the dead replica, and the client could not tell
+            # whether it ran (it is then never sent again: "may have executed").
+            await eventually(lambda: State.RECONNECTING in states[seen:], timeout=10, what="the drop heard")
 
             answer = await asyncio.wait_for(handle.prompt("third"), 30)
             assert answer.stop_reason == "end_turn"
