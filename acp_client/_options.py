@@ -194,9 +194,9 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
 def _store_failed(engine: Engine, ownership: Ownership | None, error: SessionStoreError) -> None:
     """A write the client made on its own failed: a refused (fenced) one loses its session
     (``on_ownership_lost``); any other is the app's ``on_store_error``."""
-    if ownership is not None:
-        ownership.store_error(error)
     if isinstance(error, SessionStoreFenced):
+        if ownership is not None:
+            ownership.refused(error)
         return
     engine.dispatcher.deliver(engine.callbacks.on_store_error, error, what="on_store_error")
 

@@ -419,11 +419,10 @@ class Ownership:
         lost = OwnershipLost(session_id=session_id, owner=self.owner, holder=holder, reason=reason)
         engine.dispatcher.deliver(engine.callbacks.on_ownership_lost, lost, what="on_ownership_lost")
 
-    def store_error(self, error: SessionStoreError) -> None:
-        """The bridge's error handler: a refused (fenced) write loses its session."""
-        if isinstance(error, SessionStoreFenced):
-            holder = f" by {error.holder!r}" if error.holder is not None else ""
-            self.lost(error.session_id, error.holder, f"a write was refused: the session is held{holder} now")
+    def refused(self, error: SessionStoreFenced) -> None:
+        """A queued write of this client was refused (fenced): it lost that session."""
+        holder = f" by {error.holder!r}" if error.holder is not None else ""
+        self.lost(error.session_id, error.holder, f"a write was refused: the session is held{holder} now")
 
     async def aclose(self) -> None:
         """Stop renewing; release every lease held (after the queued writes ran). Idempotent."""

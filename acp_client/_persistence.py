@@ -222,13 +222,7 @@ class Persistence:
             )
         saved = self._save(tracked, record)
         if saved is not None and self.ownership is not None:
-            session_id = tracked.session_id
-            self._opening[session_id] = saved
-            saved.add_done_callback(lambda done: self._written(session_id, done))
-
-    def _written(self, session_id: str, saved: asyncio.Future[Any]) -> None:
-        if self._opening.get(session_id) is saved:
-            del self._opening[session_id]
+            self._opening[tracked.session_id] = saved
 
     async def stored(self, tracked: Tracked) -> None:
         """With a shared store: wait until the record :meth:`tracked` queued is written (owned:
@@ -237,7 +231,7 @@ class Persistence:
         thread, in order); a store that is down delays it by up to the store's own retries,
         and a write that fails is logged and handled as any other (it never raises here).
         Without a shared store (or once the client is closed) nothing is awaited."""
-        saved = self._opening.get(tracked.session_id)
+        saved = self._opening.pop(tracked.session_id, None)  # the engine asks right after "tracked"
         if saved is not None:
             await asyncio.shield(saved)
 

@@ -9,12 +9,39 @@ from typing import Any
 
 import attrs
 
-from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome, SqliteSessionStore, StoredSession
+from acp_client import (
+    AcpClient,
+    Callbacks,
+    ConnectionState,
+    RecoveryOutcome,
+    SessionStoreUnavailable,
+    SqliteSessionStore,
+    StoredSession,
+)
 from acp_client.testing import FakeClock, ReferenceAgent, inside
 
 from ._harness import FAST_RETRY, HarnessConnector
 
 KEY = "memory://reference-agent"
+
+
+class OutageStore(SqliteSessionStore):
+    """An SQLite store whose writes of records and conversations fail while ``down`` (a database server
+    gone away)."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise SessionStoreUnavailable("the database server went away", path=str(self.path))
+
+    def save(self, session: StoredSession, **fenced: Any) -> None:
+        self._check()
+        super().save(session, **fenced)
+
+    def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
+        self._check()
+        return super().save_transcript(endpoint, session_id, entries, **fenced)
 
 
 class Side:

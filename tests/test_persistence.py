@@ -29,7 +29,7 @@ from acp_client.testing import ReferenceAgent, inside
 
 from ._harness import HarnessConnector
 from ._support import eventually
-from ._world import KEY, Side, World
+from ._world import KEY, OutageStore, Side, World
 
 
 async def test_sessions_are_saved_as_created_and_used(world: World) -> None:
@@ -233,28 +233,10 @@ async def test_writes_after_the_bridge_closed_are_skipped_quietly(world: World) 
     assert [record.session_id for record in world.store.load(KEY)] == ["s1"]
 
 
-class _Outage(SqliteSessionStore):
-    """An SQLite store whose writes fail while ``down`` (a database server gone away)."""
-
-    down = False
-
-    def _check(self) -> None:
-        if self.down:
-            raise SessionStoreUnavailable("the database server went away", path=str(self.path))
-
-    def save(self, session: StoredSession, **fenced: Any) -> None:
-        self._check()
-        super().save(session, **fenced)
-
-    def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
-        self._check()
-        return super().save_transcript(endpoint, session_id, entries, **fenced)
-
-
 async def test_a_failed_background_write_is_told_to_the_app_and_the_session_goes_on(
     world: World, tmp_path: Path
 ) -> None:
-    store = _Outage(tmp_path / "outage.db")
+    store = OutageStore(tmp_path / "outage.db")
     errors: list[SessionStoreError] = []
     side = Side(world.agent, world.clock, store, callbacks={"on_store_error": errors.append})
     await side.client.connect()

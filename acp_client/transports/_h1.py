@@ -202,10 +202,6 @@ class _Connection(asyncio.Protocol):
     def start(self, request: bytes, timeout: float) -> asyncio.Future[H1Response]:
         """Send one request; returns the future of its answer's head."""
         assert self._transport is not None and self._response is None
-        if self.closed:
-            # Ended before a byte was sent (a server that resets what it accepts): writing to the dead
-            # transport would be silently dropped and the answer awaited until the read timeout.
-            raise httpx.RemoteProtocolError("the server closed the connection before the request was sent")
         self._timeout = timeout
         self._in_head = True
         self._scanned = 0
@@ -617,8 +613,9 @@ class H1Pool:
             raise
         self.connections_opened += 1
         if conn.closed:
-            # Accepted and reset at once: the end was read before this task resumed. Nothing was sent, so
-            # it is a failed connect (safe to retry), not an answer cut off.
+            # Accepted and reset at once: the end was read before this task resumed. Writing to it would be
+            # dropped in silence and the answer awaited until the read timeout. Nothing was sent, so it is a
+            # failed connect (safe to retry), not an answer cut off. (An idle one is checked by _acquire.)
             raise httpx.ConnectError("the server closed the connection as soon as it was opened")
         return conn
 

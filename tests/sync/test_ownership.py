@@ -13,6 +13,7 @@ from acp_client import Callbacks, SessionStoreError, SessionStoreUnavailable, Sq
 from acp_client.sync import EventKind, OwnershipLostEvent, StoreErrorEvent, SyncAcpClient, SyncEvent
 from acp_client.testing import ReferenceAgent
 from tests._harness import HarnessConnector
+from tests._world import OutageStore
 from tests.sync._support import DEADLINE, next_event
 
 KEY = "memory://shared"
@@ -72,17 +73,6 @@ def test_ownership_lost_reaches_the_callback_and_the_event_queue(tmp_path: Path)
         assert [record.session_id for record in lost] == [session.session_id]
 
 
-class _Outage(SqliteSessionStore):
-    """Writes fail while ``down``."""
-
-    down = False
-
-    def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
-        if self.down:
-            raise SessionStoreUnavailable("the database server went away", path=str(self.path))
-        return super().save_transcript(endpoint, session_id, entries, **fenced)
-
-
 def test_a_failed_store_write_reaches_the_callback_and_the_event_queue(tmp_path: Path) -> None:
     agent = ReferenceAgent()
     events: queue.Queue[SyncEvent] = queue.Queue()
@@ -91,7 +81,7 @@ def test_a_failed_store_write_reaches_the_callback_and_the_event_queue(tmp_path:
     def on_store_error(error: SessionStoreError) -> None:
         errors.append((error, threading.current_thread().name))
 
-    with _Outage(tmp_path / "sessions.db") as store:
+    with OutageStore(tmp_path / "sessions.db") as store:
         callbacks = Callbacks(on_store_error=on_store_error)
         with _client(agent, store, "a", callbacks=callbacks, event_queue=events) as client:
             session = client.new_session("/work")
