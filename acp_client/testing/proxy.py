@@ -24,7 +24,9 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Callable
 from types import TracebackType
+from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
 from ..clock import Clock, SystemClock
@@ -33,92 +35,195 @@ __all__ = ["FaultProxy"]
 
 logger = logging.getLogger(__name__)
 
-_CHUNK = 64 * 1024
+_SETTLE_TURNS = 3
 
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close ``writer``'s socket with a TCP reset (SO_LINGER 0), not a graceful FIN."""
-    sock = writer.get_extra_info("socket")
+def _reset(transport: asyncio.BaseTransport) -> None:
+    """Close ``transport``'s socket with a TCP reset (SO_LINGER 0), not a graceful FIN."""
+    sock = transport.get_extra_info("socket")
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
+    transport.abort()
+
+
+class _End(asyncio.Protocol):
+    """One side of a link (the client's socket, or the upstream one): what it sent that is not
+    forwarded yet, and whether its reading is paused."""
+
+    def __init__(self, link: _Link) -> None:
+        self.link = link
+        self.peer: _End = self
+        self.transport: asyncio.Transport | None = None
+        #: Bytes read from this side and not yet written to the peer (a blackhole, or no upstream yet).
+        self.held: list[bytes] = []
+        #: This side ended its stream (``"eof"``: half-closed, ``"closed"``): to pass on after ``held``.
+        self.ending: str | None = None
+        self.ending_passed = False
+        #: The peer's transport is above its high-water mark: stop reading this side.
+        self.peer_full = False
+        self.reading_paused = False
+        self.transport_lost = False
+
+    # -- asyncio.Protocol: everything is the link's business ------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.link.made(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.link.forward(self, data)
+
+    def eof_received(self) -> bool:
+        self.link.end(self, "eof")
+        return True  # keep the socket open: a half-close travels, the other way still flows
+
+    def pause_writing(self) -> None:
+        self.peer.peer_full = True
+        self.link.update_reading(self.peer)
+
+    def resume_writing(self) -> None:
+        self.peer.peer_full = False
+        self.link.update_reading(self.peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.link.lost(self, exc)
 
 
 class _Link:
-    """One proxied connection: the client socket and, once connected, the upstream one."""
+    """One proxied connection: the client's socket and, once connected, the upstream one.
 
-    def __init__(self, proxy: FaultProxy, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    Bytes go straight from one side's ``data_received`` into the other side's transport; while
+    they cannot (a blackhole, or the upstream not connected yet) they are held and that side's
+    reading is paused. A full transport pauses reading on the side that fills it.
+    """
+
+    def __init__(self, proxy: FaultProxy) -> None:
         self.proxy = proxy
-        self.client_reader = reader
-        self.client_writer = writer
-        self.upstream_writer: asyncio.StreamWriter | None = None
+        self.client = _End(self)
+        self.upstream = _End(self)
+        self.client.peer, self.upstream.peer = self.upstream, self.client
+        self.connected = False
         self.aborted = False
+        self.finished = False
+        self.connecting: asyncio.Task[None] | None = None
+        #: Done once every socket of the link reported ``connection_lost``.
+        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @property
+    def flowing(self) -> bool:
+        return self.connected and not self.aborted and not self.proxy.blackholed
+
+    def made(self, end: _End) -> None:
+        if end is self.client:
+            self.proxy._accepted(self)
+            return
+        if self.aborted:
+            assert end.transport is not None
+            _reset(end.transport)
+            return
+        self.connected = True
+        self.flush()
+
+    def forward(self, src: _End, data: bytes) -> None:
+        if self.aborted or not data:
+            return
+        if self.flowing and not src.held:
+            self._write(src.peer, data)
+            return
+        src.held.append(data)
+        self.proxy.held_bytes += len(data)
+        self.update_reading(src)
+
+    def end(self, src: _End, how: str) -> None:
+        """``src`` ended its stream (``"eof"`` or ``"closed"``); pass that on after its held bytes."""
+        if self.aborted or src.ending is not None:
+            return
+        src.ending = how
+        if self.flowing and not src.held:
+            self._pass_ending(src)
+
+    def flush(self) -> None:
+        """Write what both sides hold, if the link flows."""
+        for src in (self.client, self.upstream):
+            if not self.flowing:
+                return
+            held, src.held = src.held, []
+            for data in held:
+                self.proxy.held_bytes -= len(data)
+                self._write(src.peer, data)
+            if src.ending is not None:
+                self._pass_ending(src)
+            self.update_reading(src)
+
+    def update_reading(self, src: _End) -> None:
+        transport = src.transport
+        if transport is None or self.aborted or transport.is_closing():
+            return
+        pause = bool(src.held) or src.peer_full
+        if pause != src.reading_paused:
+            src.reading_paused = pause
+            if pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _write(self, dst: _End, data: bytes) -> None:
+        if dst.transport is not None and not dst.transport.is_closing():
+            dst.transport.write(data)
+
+    def _pass_ending(self, src: _End) -> None:
+        if src.ending_passed:
+            return
+        src.ending_passed = True
+        dst = src.peer.transport
+        if dst is not None and not dst.is_closing():
+            if src.ending == "eof" and dst.can_write_eof():
+                with contextlib.suppress(OSError):
+                    dst.write_eof()
+            else:
+                dst.close()
+        if self.client.ending_passed and self.upstream.ending_passed:
+            self.close()
+
+    def close(self) -> None:
+        """End gracefully: both sockets close once their buffers are written."""
+        for side in (self.client, self.upstream):
+            if side.transport is not None and not side.transport.is_closing():
+                side.transport.close()
+        self._finish()
 
     def abort(self) -> None:
         """Reset both sides now."""
+        if self.aborted:
+            return
         self.aborted = True
-        _reset(self.client_writer)
-        if self.upstream_writer is not None:
-            _reset(self.upstream_writer)
+        for side in (self.client, self.upstream):
+            self.proxy.held_bytes -= sum(map(len, side.held))
+            side.held.clear()
+            if side.transport is not None:
+                _reset(side.transport)
+        if self.connecting is not None and self.connecting is not asyncio.current_task():
+            self.connecting.cancel()
+        self._finish()
 
-    async def run(self) -> None:
-        proxy = self.proxy
-        try:
-            await proxy._flowing.wait()
-            if self.aborted:
-                return
-            try:
-                upstream_reader, upstream_writer = await asyncio.open_connection(
-                    proxy.upstream_host, proxy.upstream_port
-                )
-            except OSError as exc:
-                logger.info("fault proxy could not reach %s:%s: %s", proxy.upstream_host, proxy.upstream_port, exc)
-                self.abort()
-                return
-            self.upstream_writer = upstream_writer
-            if self.aborted:
-                self.abort()
-                return
-            pipes = {
-                asyncio.ensure_future(self._pipe(self.client_reader, upstream_writer)),
-                asyncio.ensure_future(self._pipe(upstream_reader, self.client_writer)),
-            }
-            try:
-                done, pending = await asyncio.wait(pipes, return_when=asyncio.FIRST_EXCEPTION)
-                if any(not task.cancelled() and task.exception() is not None for task in done):
-                    self.abort()
-                if pending:
-                    await asyncio.wait(pending)
-            finally:
-                for task in pipes:
-                    task.cancel()
-                await asyncio.gather(*pipes, return_exceptions=True)
-        finally:
-            if not self.aborted:
-                self.client_writer.close()
-                if self.upstream_writer is not None:
-                    self.upstream_writer.close()
+    def lost(self, end: _End, exc: Exception | None) -> None:
+        end.transport_lost = True
+        if not self.gone.done() and all(s.transport is None or s.transport_lost for s in (self.client, self.upstream)):
+            self.gone.set_result(None)
+        if self.aborted:
+            return
+        if exc is not None:
+            logger.debug("fault proxy link ended: %s", exc)
+            self.abort()  # a reset on one side is a reset on the other
+            return
+        self.end(end, "closed")
+        if end.peer.transport is None or end.peer.transport.is_closing():
+            self._finish()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        gate = self.proxy._flowing
-        while True:
-            data = await reader.read(_CHUNK)
-            if not gate.is_set():
-                self.proxy.held_bytes += len(data)
-                try:
-                    await gate.wait()
-                finally:
-                    self.proxy.held_bytes -= len(data)
-            if self.aborted:
-                return
-            if not data:
-                if writer.can_write_eof() and not writer.is_closing():
-                    with contextlib.suppress(OSError):
-                        writer.write_eof()
-                return
-            writer.write(data)
-            await writer.drain()
+    def _finish(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self.proxy._links.discard(self)
 
 
 class FaultProxy:
@@ -153,8 +258,7 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._flowing = asyncio.Event()
-        self._flowing.set()
+        self._blackholed = False
         self._refuse_until: float | None = None
         #: Every connection accepted so far (refused ones included).
         self.total_connections = 0
@@ -187,7 +291,8 @@ class FaultProxy:
         """
         if self._server is not None:
             return
-        self._server = await asyncio.start_server(self._accept, self.host, self._requested_port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Link(self).client, self.host, self._requested_port)
         self._port = int(self._server.sockets[0].getsockname()[1])
         logger.debug(
             "fault proxy listening on %s:%d -> %s:%d", self.host, self._port, self.upstream_host, self.upstream_port
@@ -198,7 +303,7 @@ class FaultProxy:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        self._flowing.set()
+        self._blackholed = False
         await self.cut()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -234,7 +339,7 @@ class FaultProxy:
     @property
     def blackholed(self) -> bool:
         """Whether :meth:`blackhole` is on."""
-        return not self._flowing.is_set()
+        return self._blackholed
 
     @property
     def refusing(self) -> bool:
@@ -253,6 +358,11 @@ class FaultProxy:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if links:
+            await asyncio.gather(*(link.gone for link in links))
+            # A few more turns of the loop: a peer on this loop reads its reset before we return.
+            for _ in range(_SETTLE_TURNS):
+                await asyncio.sleep(0)
 
     def blackhole(self, on: bool = True) -> None:
         """Stop (``on``) or resume forwarding on every connection, current and new.
@@ -260,34 +370,51 @@ class FaultProxy:
         While on, sockets stay open and bytes are read but held, so neither side hears from the
         other; new connections are accepted but not connected upstream.
         """
+        if on == self._blackholed:
+            return
+        self._blackholed = on
         if on:
-            self._flowing.clear()
-        else:
-            self._flowing.set()
+            return
+        for link in list(self._links):
+            if link.connected:
+                link.flush()
+            else:
+                self._connect(link)
 
     def refuse(self, seconds: float) -> None:
         """For ``seconds`` from now, accept new connections and reset them at once."""
         self._refuse_until = self._clock.monotonic() + max(0.0, seconds)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accepted(self, link: _Link) -> None:
         self.total_connections += 1
         if self.refusing:
             self.refused_connections += 1
-            _reset(writer)
+            link.abort()
             return
-        link = _Link(self, reader, writer)
         self._links.add(link)
-        # The link runs in a task of our own, so cut() can cancel it without asyncio's stream
-        # server seeing its callback task end cancelled.
-        task = asyncio.get_running_loop().create_task(self._run(link), name="fault-proxy-link")
+        if not self._blackholed:
+            self._connect(link)
+
+    def _connect(self, link: _Link) -> None:
+        if link.connecting is not None or link.aborted:
+            return
+        # A task of our own, so cut() can cancel a connection attempt still under way.
+        task = asyncio.get_running_loop().create_task(self._connect_upstream(link), name="fault-proxy-connect")
+        link.connecting = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, link: _Link) -> None:
+    async def _connect_upstream(self, link: _Link) -> None:
         try:
-            await link.run()
+            await self._open_upstream(lambda: link.upstream)
         except OSError as exc:
-            logger.debug("fault proxy link ended: %s", exc)
+            logger.info("fault proxy could not reach %s:%s: %s", self.upstream_host, self.upstream_port, exc)
             link.abort()
-        finally:
-            self._links.discard(link)
+
+    async def _open_upstream(self, protocol_factory: Callable[[], asyncio.Protocol]) -> None:
+        """Connect ``protocol_factory()`` to the upstream (its ``connection_made`` runs inside).
+
+        Raises:
+            OSError: The upstream cannot be reached.
+        """
+        await asyncio.get_running_loop().create_connection(protocol_factory, self.upstream_host, self.upstream_port)
