@@ -241,3 +241,53 @@ async def test_aclose_is_idempotent(echo: EchoServer) -> None:
     await proxy.aclose()
     assert await _link_is_dead(reader)
     writer.close()
+
+
+async def test_a_slow_reader_gets_every_byte_in_order(fault_proxy: FaultProxyFactory) -> None:
+    payload = bytes(range(256)) * (16 * 4096)  # 16 MiB: the proxy pauses and resumes reading many times
+    writers: list[asyncio.StreamWriter] = []
+
+    async def send_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        writer.write(payload)
+        writer.write_eof()
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+            await reader.read()
+        writer.close()
+
+    upstream = await asyncio.start_server(send_all, "127.0.0.1", 0)
+    try:
+        proxy = await fault_proxy(upstream.sockets[0].getsockname()[1])
+        reader, writer = await _open(proxy)
+        received = bytearray()
+        while chunk := await asyncio.wait_for(reader.read(4096), TIMEOUT):  # small reads: the proxy's writes back up
+            received += chunk
+        assert received == payload  # every byte, in order, then the EOF
+        assert len(writers) == 1
+        writer.close()
+        await eventually(lambda: proxy.connection_count == 0)
+    finally:
+        upstream.close()
+        await upstream.wait_closed()
+
+
+async def test_bytes_and_eof_sent_into_a_blackhole_arrive_in_order_when_lifted(
+    echo: EchoServer, fault_proxy: FaultProxyFactory
+) -> None:
+    proxy = await fault_proxy(echo.port)
+    reader, writer = await _open(proxy)
+    writer.write(b"before")
+    assert await _read_exactly(reader, 6) == b"before"
+    proxy.blackhole()
+    writer.write(b"during")
+    writer.write_eof()
+    await eventually(lambda: proxy.held_bytes == 6, what="the bytes to be held")
+    assert bytes(echo.received) == b"before" and echo.endings == []  # neither the bytes nor the EOF went on
+    proxy.blackhole(False)
+    assert await _read_exactly(reader, 6) == b"during"
+    assert await asyncio.wait_for(reader.read(), TIMEOUT) == b""  # the echo server saw the EOF after the bytes
+    assert echo.endings == ["eof"] and bytes(echo.received) == b"beforeduring"
+    assert proxy.held_bytes == 0
+    writer.close()
+    await eventually(lambda: proxy.connection_count == 0)
