@@ -43,6 +43,7 @@ from ...clock import Clock, SystemClock
 from ...exceptions import MalformedFrame, TransportClosed
 from ..proxy import FaultProxy
 from ._agent import AgentConnection, ReferenceAgent
+from ._http1 import FrontDoor
 
 __all__ = ["ReferenceServer", "RequestRecord"]
 
@@ -367,7 +368,9 @@ class ReferenceServer:
         if not started.done():
             started.cancel()
             await self._serve_task  # raises what stopped hypercorn
-        proxy = FaultProxy("127.0.0.1", internal_port, host=self.host, port=self._requested_port, clock=self._clock)
+        proxy = FrontDoor(
+            cast(Any, self._asgi), "127.0.0.1", internal_port, host=self.host, port=self._requested_port, clock=self._clock
+        )
         try:
             await proxy.start()
         except BaseException:
