@@ -37,7 +37,8 @@ logger = logging.getLogger(__name__)
 
 _SETTLE_TURNS = 3
 
-def _reset(transport: asyncio.BaseTransport) -> None:
+
+def _reset(transport: asyncio.Transport) -> None:
     """Close ``transport``'s socket with a TCP reset (SO_LINGER 0), not a graceful FIN."""
     sock = transport.get_extra_info("socket")
     if sock is not None:

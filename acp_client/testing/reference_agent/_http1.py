@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any, Final, cast
@@ -30,7 +31,10 @@ from ..proxy import FaultProxy
 
 logger = logging.getLogger(__name__)
 
-_Asgi = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+_Asgi = Callable[
+    [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+    Awaitable[None],
+]
 
 #: The longest request head served here (h11's default limit); a longer one goes to hypercorn.
 MAX_HEAD: Final = 16 * 1024
@@ -41,25 +45,32 @@ KEEP_ALIVE_TIMEOUT: Final = 5.0
 _METHODS: Final = frozenset({b"GET", b"POST", b"DELETE"})
 #: Request headers that need what only hypercorn does (upgrades, chunked bodies, 100-continue).
 _HAND_OFF_HEADERS: Final = frozenset({b"upgrade", b"transfer-encoding", b"expect", b"http2-settings", b"te"})
-_TOKEN_EXTRA: Final = frozenset(b"!#$%&'*+-.^_`|~")
 _REASONS: Final = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
-def _is_token(name: bytes) -> bool:
-    return bool(name) and all(c < 128 and (chr(c).isalnum() or c in _TOKEN_EXTRA) for c in name)
+#: One header line: a token name, a colon, the value (no CR, LF or NUL in it), CRLF.
+_HEADER_LINE: Final = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*([^\r\n\x00]*)\r\n")
 
 
 class _Request:
-    """A parsed request head, and where its body ends in the buffer."""
+    """A parsed request head, and where its body starts and ends in the buffer."""
 
-    __slots__ = ("close", "end", "headers", "method", "target")
+    __slots__ = ("body_start", "close", "end", "headers", "method", "target")
 
     def __init__(
-        self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], end: int, close: bool
+        self,
+        method: bytes,
+        target: bytes,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        body_start: int,
+        end: int,
+        close: bool,
     ) -> None:
         self.method = method
         self.target = target
         self.headers = headers
+        self.body_start = body_start
         self.end = end
         self.close = close
 
@@ -68,26 +79,29 @@ def parse_head(buffer: bytes | bytearray) -> _Request | str | None:
     """The request at the start of ``buffer``: parsed, ``"hand off"``, or ``None`` (need more bytes).
 
     Only what this module serves parses; anything unusual is ``"hand off"`` (never an error here).
+    Header names come lowercased, values without surrounding blanks.
     """
     head_end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
     if head_end < 0:
         if len(buffer) > MAX_HEAD or (buffer and not buffer[:1].isalpha()):
             return "hand off"
         return None
-    lines = bytes(buffer[:head_end]).split(b"\r\n")
-    parts = lines[0].split(b" ")
+    line_end = buffer.find(b"\r\n")
+    parts = bytes(buffer[:line_end]).split(b" ")
     if len(parts) != 3 or parts[2] != b"HTTP/1.1" or parts[0] not in _METHODS or not parts[1].startswith(b"/"):
         return "hand off"
     headers: list[tuple[bytes, bytes]] = []
     length = 0
-    seen_length = False
-    close = False
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        name = name.lower()
-        if not colon or not _is_token(name):
-            return "hand off"
-        value = value.strip(b" \t")
+    seen_length = close = False
+    position, stop = line_end + 2, head_end + 2
+    match = _HEADER_LINE.match
+    while position < stop:
+        found = match(buffer, position, stop)
+        if found is None:
+            return "hand off"  # an obsolete line folding, a bad name, a stray CR or LF...
+        position = found.end()
+        name = found.group(1).lower()
+        value = found.group(2).rstrip(b" \t")
         if name in _HAND_OFF_HEADERS:
             return "hand off"
         if name == b"content-length":
@@ -103,7 +117,7 @@ def parse_head(buffer: bytes | bytearray) -> _Request | str | None:
                 return "hand off"
             close = b"close" in tokens
         headers.append((name, value))
-    return _Request(parts[0], parts[1], headers, head_end + 4 + length, close)
+    return _Request(parts[0], parts[1], headers, body_start=head_end + 4, end=head_end + 4 + length, close=close)
 
 
 class _Exchange:
@@ -284,8 +298,7 @@ class Http1Endpoint(asyncio.Protocol):
             return
         if len(self._buffer) < request.end:
             return
-        head_length = request.end - self._body_length(request)
-        body = bytes(self._buffer[head_length : request.end])
+        body = bytes(self._buffer[request.body_start : request.end])
         del self._buffer[: request.end]
         if self._idle is not None:
             self._idle.cancel()
@@ -294,13 +307,6 @@ class Http1Endpoint(asyncio.Protocol):
         task = asyncio.get_running_loop().create_task(self._serve(request, exchange))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    def _body_length(request: _Request) -> int:
-        for name, value in request.headers:
-            if name == b"content-length":
-                return int(value)
-        return 0
 
     async def _serve(self, request: _Request, exchange: _Exchange) -> None:
         target = request.target

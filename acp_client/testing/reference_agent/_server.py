@@ -369,7 +369,12 @@ class ReferenceServer:
             started.cancel()
             await self._serve_task  # raises what stopped hypercorn
         proxy = FrontDoor(
-            cast(Any, self._asgi), "127.0.0.1", internal_port, host=self.host, port=self._requested_port, clock=self._clock
+            cast(Any, self._asgi),
+            "127.0.0.1",
+            internal_port,
+            host=self.host,
+            port=self._requested_port,
+            clock=self._clock,
         )
         try:
             await proxy.start()
