@@ -135,8 +135,8 @@ _RESERVED_HEADERS: Final = frozenset(
         "te",
     }
 )
-#: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading.
-_MAX_QUEUED: Final = 1024
+#: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
+_MAX_QUEUED: Final = 128
 #: Statuses of an ``initialize`` POST that mean "a web server, but no ACP endpoint at this URL":
 #: not found, method not allowed (a static page), not implemented.
 _NO_ENDPOINT: Final = frozenset({404, 405, 501})
