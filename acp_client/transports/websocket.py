@@ -170,7 +170,9 @@ class _ClientConnection(ClientConnection):
                 except UnicodeDecodeError:
                     self._hand_over()  # websockets fails the link (1007) when recv() decodes it
                 else:
-                    self._wake()
+                    waiter = self._waiter  # _wake(), inlined: once per frame
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(None)
                     high = self._high
                     if high is not None and len(self.inbox) > high and not self._paused:
                         self._paused = True
