@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import ssl
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final
@@ -51,6 +52,9 @@ _MAX_CHUNK_LINE: Final = 1024
 _HIGH_WATER: Final = 512 * 1024
 _TOKEN: Final = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _HEX: Final = frozenset(b"0123456789abcdefABCDEF")
+#: How early the read-timeout watchdog may find a wait due (the loop runs a timer up to its clock
+#: resolution early).
+_DUE_SLACK: Final = 1e-3
 
 # Body framing of the answer being read.
 _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2
@@ -61,28 +65,28 @@ _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 class H1Headers:
     """The headers of an answer: a case-insensitive multi-map (what the transport reads of them)."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("items",)
 
     def __init__(self, items: list[tuple[str, str]]) -> None:
         #: ``(lowercased name, value)`` in the order received.
-        self._items = items
+        self.items = items
 
     def get(self, key: str, default: Any = None) -> Any:
         """The values of ``key`` (a header name) joined with ``", "``, or ``default``."""
         name = key.lower()
-        values = [value for item, value in self._items if item == name]
+        values = [value for item, value in self.items if item == name]
         return ", ".join(values) if values else default
 
     def get_list(self, key: str, split_commas: bool = False) -> list[str]:
         """Every value of ``key``, in order (split at commas too, with ``split_commas``)."""
         name = key.lower()
-        values = [value for item, value in self._items if item == name]
+        values = [value for item, value in self.items if item == name]
         if split_commas:
             return [part.strip() for value in values for part in value.split(",")]
         return values
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and any(item == name.lower() for item, _ in self._items)
+        return isinstance(name, str) and any(item == name.lower() for item, _ in self.items)
 
 
 class H1Response:
@@ -166,6 +170,10 @@ class _Connection(asyncio.Protocol):
         self._chunk_state = _SIZE
         self._keep_alive = True
         self._pending: asyncio.Future[H1Response] | None = None
+        #: The wait the read timeout applies to now (the head's future or a body wait), and when
+        #: it times out (``loop.time()`` scale): the pool's one watchdog timer checks it.
+        self.watched: asyncio.Future[Any] | None = None
+        self.due = 0.0
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -213,22 +221,21 @@ class _Connection(asyncio.Protocol):
     async def head(self, pending: asyncio.Future[H1Response]) -> H1Response:
         """The answer's head, once read (``ReadTimeout`` after the read timeout)."""
         if not pending.done():
-            timer = asyncio.get_running_loop().call_later(self._timeout, self._expire, pending)
+            self._pool.watch(self, pending, self._timeout)
             try:
                 return await pending
             finally:
-                timer.cancel()
+                self._pool.unwatch(self)
         return pending.result()
 
     async def wait(self) -> None:
         """Until the next bytes (or the end) arrive; ``ReadTimeout`` after the read timeout."""
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(self._timeout, self._expire, waiter)
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._pool.watch(self, waiter, self._timeout)
         try:
             await waiter
         finally:
-            timer.cancel()
+            self._pool.unwatch(self)
             self._waiter = None
 
     def resume(self) -> None:
@@ -309,10 +316,18 @@ class _Connection(asyncio.Protocol):
 
     def _frame(self, status: int, version: str, headers: H1Headers) -> None:
         """How the body of this answer ends."""
-        connection = (headers.get("connection") or "").lower()
-        self._keep_alive = version == "HTTP/1.1" and "close" not in connection
-        encoding = headers.get("transfer-encoding")
-        lengths = headers.get_list("content-length")
+        connections: list[str] = []
+        encodings: list[str] = []
+        lengths: list[str] = []
+        for name, value in headers.items:
+            if name == "content-length":
+                lengths.append(value)
+            elif name == "transfer-encoding":
+                encodings.append(value)
+            elif name == "connection":
+                connections.append(value)
+        self._keep_alive = version == "HTTP/1.1" and "close" not in ", ".join(connections).lower()
+        encoding = ", ".join(encodings) if encodings else None
         if status in (204, 304):
             self._framing, self._remaining = _LENGTH, 0
         elif encoding is not None:
@@ -456,7 +471,8 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _expire(self, waiter: asyncio.Future[Any]) -> None:
+    def expire(self, waiter: asyncio.Future[Any]) -> None:
+        """The read timeout passed while ``waiter`` waited."""
         if not waiter.done():
             waiter.set_exception(httpx.ReadTimeout(f"no data for {self._timeout:g}s"))
 
@@ -519,9 +535,17 @@ class H1Pool:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # The read timeouts: one timer for the whole pool, not one per request (a recovery sends
+        # thousands of POSTs, each answered long before its timeout). It runs at the earliest due
+        # time it knows of; then it expires what is due and sets itself for the next one.
+        self._watched: set[_Connection] = set()
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog_at = math.inf
         self.is_closed = False
         #: TCP connections this pool has opened so far.
         self.connections_opened = 0
+        #: The encoded head of the last request but its ``Content-Length``, with what it was made of.
+        self._last_head: tuple[Iterable[tuple[str, str]], str, str, bytes] | None = None
 
     async def request(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes | None, read_timeout: float
@@ -532,6 +556,8 @@ class H1Pool:
             method: ``POST``, ``GET``...
             target: The path and query.
             headers: Every header but ``Host`` and ``Content-Length`` (values already checked).
+                The same list passed again must hold the same headers: the head encoded for it
+                last time is reused.
             body: The body, sent with its ``Content-Length`` (``None``: no body).
             read_timeout: Seconds each wait for bytes of the answer may take.
 
@@ -541,14 +567,16 @@ class H1Pool:
             httpx.ReadTimeout: The answer's head did not come in time.
             httpx.RemoteProtocolError: A broken answer, or the connection ended before it.
         """
-        lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority()}\r\n"]
-        lines.extend(f"{name}: {value}\r\n" for name, value in headers)
-        if body is not None:
-            lines.append(f"Content-Length: {len(body)}\r\n")
-        lines.append("\r\n")
-        data = "".join(lines).encode("latin-1")
-        if body:
-            data += body
+        cached = self._last_head
+        if cached is not None and cached[0] is headers and cached[1] == method and cached[2] == target:
+            head = cached[3]  # the same headers as the last request (a link's POSTs share one list)
+        else:
+            lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority()}\r\n"]
+            lines.extend([f"{name}: {value}\r\n" for name, value in headers])
+            head = "".join(lines).encode("latin-1")
+            self._last_head = (headers, method, target, head)
+        length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
+        data = b"".join((head, length, b"\r\n", body or b""))
         conn = await self._acquire()
         try:
             return await conn.head(conn.start(data, read_timeout))
@@ -619,6 +647,35 @@ class H1Pool:
             raise httpx.ConnectError("the server closed the connection as soon as it was opened")
         return conn
 
+    def watch(self, conn: _Connection, waiter: asyncio.Future[Any], timeout: float) -> None:
+        """``waiter`` fails with ``ReadTimeout`` unless it is done within ``timeout`` seconds (or
+        :meth:`unwatch` is called first)."""
+        loop = asyncio.get_running_loop()
+        conn.watched, conn.due = waiter, loop.time() + timeout
+        self._watched.add(conn)
+        if conn.due < self._watchdog_at:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            self._watchdog, self._watchdog_at = loop.call_at(conn.due, self._check_due), conn.due
+
+    def unwatch(self, conn: _Connection) -> None:
+        conn.watched = None
+        self._watched.discard(conn)
+
+    def _check_due(self) -> None:
+        self._watchdog, self._watchdog_at = None, math.inf
+        loop = asyncio.get_running_loop()
+        now = loop.time() + _DUE_SLACK
+        due = [conn for conn in self._watched if conn.due <= now]
+        for conn in due:
+            waiter = conn.watched
+            self.unwatch(conn)
+            if waiter is not None:
+                conn.expire(waiter)
+        if self._watched:
+            when = min(conn.due for conn in self._watched)
+            self._watchdog, self._watchdog_at = loop.call_at(when, self._check_due), when
+
     def release(self, conn: _Connection) -> None:
         """An answer was read to its end: ``conn`` may carry the next request."""
         if self.is_closed:
@@ -644,6 +701,9 @@ class H1Pool:
     async def aclose(self) -> None:
         """Close every connection (open answers end)."""
         self.is_closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog, self._watchdog_at = None, math.inf
         for conn in list(self._open):
             conn.close()
         self._idle.clear()
