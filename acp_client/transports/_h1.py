@@ -58,6 +58,8 @@ _DUE_SLACK: Final = 1e-3
 
 # Body framing of the answer being read.
 _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2
+#: Parsed answer heads a pool keeps (see :attr:`H1Pool.heads`).
+_MAX_HEADS: Final = 32
 # Where the chunked decoder is.
 _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 
@@ -87,6 +89,10 @@ class H1Headers:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and any(item == name.lower() for item, _ in self.items)
+
+
+#: A parsed answer head: status, version, headers; keep-alive, body framing, ``Content-Length``.
+_Head = tuple[int, str, H1Headers, bool, int, int]
 
 
 class H1Response:
@@ -287,18 +293,24 @@ class _Connection(asyncio.Protocol):
             head = bytes(buf[:end])
             del buf[: end + 4]
             self._scanned = 0
-            try:
-                status, version, headers = _parse_head(head)
-            except ValueError as exc:
-                self._fail(httpx.RemoteProtocolError(f"a malformed answer head: {exc}"))
-                return
-            if 100 <= status < 200:
-                continue  # an interim answer (100 Continue...): the real one follows
-            try:
-                self._frame(status, version, headers)
-            except ValueError as exc:
-                self._fail(httpx.RemoteProtocolError(str(exc)))
-                return
+            known = self._pool.heads.get(head)
+            if known is None:
+                try:
+                    status, version, headers = _parse_head(head)
+                except ValueError as exc:
+                    self._fail(httpx.RemoteProtocolError(f"a malformed answer head: {exc}"))
+                    return
+                if 100 <= status < 200:
+                    continue  # an interim answer (100 Continue...): the real one follows
+                try:
+                    known = (status, version, headers, *_framing_of(status, version, headers))
+                except ValueError as exc:
+                    self._fail(httpx.RemoteProtocolError(str(exc)))
+                    return
+                self._pool.remember_head(head, known)
+            status, version, headers, self._keep_alive, self._framing, self._remaining = known
+            if self._framing == _CHUNKED:
+                self._chunk_state = _SIZE
             self._in_head = False
             self._response = response = H1Response(self, status, version, headers)
             pending, self._pending = self._pending, None
@@ -313,35 +325,6 @@ class _Connection(asyncio.Protocol):
                 self._complete()
             elif rest:
                 self._body(rest)
-
-    def _frame(self, status: int, version: str, headers: H1Headers) -> None:
-        """How the body of this answer ends."""
-        connections: list[str] = []
-        encodings: list[str] = []
-        lengths: list[str] = []
-        for name, value in headers.items:
-            if name == "content-length":
-                lengths.append(value)
-            elif name == "transfer-encoding":
-                encodings.append(value)
-            elif name == "connection":
-                connections.append(value)
-        self._keep_alive = version == "HTTP/1.1" and "close" not in ", ".join(connections).lower()
-        encoding = ", ".join(encodings) if encodings else None
-        if status in (204, 304):
-            self._framing, self._remaining = _LENGTH, 0
-        elif encoding is not None:
-            if encoding.rsplit(",", 1)[-1].strip().lower() == "chunked":
-                self._framing, self._chunk_state = _CHUNKED, _SIZE
-            else:
-                self._framing, self._keep_alive = _UNTIL_CLOSE, False
-        elif lengths:
-            values = {value.strip() for value in ",".join(lengths).split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
-                raise ValueError(f"an unusable Content-Length: {', '.join(lengths)!r}")
-            self._framing, self._remaining = _LENGTH, int(next(iter(values)))
-        else:
-            self._framing, self._keep_alive = _UNTIL_CLOSE, False
 
     def _body(self, data: bytes) -> None:
         response = self._response
@@ -477,6 +460,38 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(httpx.ReadTimeout(f"no data for {self._timeout:g}s"))
 
 
+def _framing_of(status: int, version: str, headers: H1Headers) -> tuple[bool, int, int]:
+    """How the body of an answer ends: whether the connection is kept alive after it, its framing,
+    and its length (for ``Content-Length`` framing).
+
+    Raises:
+        ValueError: An unusable ``Content-Length``.
+    """
+    connections: list[str] = []
+    encodings: list[str] = []
+    lengths: list[str] = []
+    for name, value in headers.items:
+        if name == "content-length":
+            lengths.append(value)
+        elif name == "transfer-encoding":
+            encodings.append(value)
+        elif name == "connection":
+            connections.append(value)
+    keep_alive = version == "HTTP/1.1" and "close" not in ", ".join(connections).lower()
+    if status in (204, 304):
+        return keep_alive, _LENGTH, 0
+    if encodings:
+        if ", ".join(encodings).rsplit(",", 1)[-1].strip().lower() == "chunked":
+            return keep_alive, _CHUNKED, 0
+        return False, _UNTIL_CLOSE, 0
+    if lengths:
+        values = {value.strip() for value in ",".join(lengths).split(",")}
+        if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
+            raise ValueError(f"an unusable Content-Length: {', '.join(lengths)!r}")
+        return keep_alive, _LENGTH, int(next(iter(values)))
+    return False, _UNTIL_CLOSE, 0
+
+
 def _parse_head(head: bytes) -> tuple[int, str, H1Headers]:
     """The status, version and headers of an answer head.
 
@@ -544,6 +559,9 @@ class H1Pool:
         self.is_closed = False
         #: TCP connections this pool has opened so far.
         self.connections_opened = 0
+        #: Answer heads already parsed (a server answers most POSTs with the same bytes, its
+        #: ``Date`` changing once a second): what :func:`_parse_head` and :func:`_framing_of` made of them.
+        self.heads: dict[bytes, _Head] = {}
         #: The encoded head of the last request but its ``Content-Length``, with what it was made of.
         self._last_head: tuple[Iterable[tuple[str, str]], str, str, bytes] | None = None
 
@@ -646,6 +664,11 @@ class H1Pool:
             # failed connect (safe to retry), not an answer cut off. (An idle one is checked by _acquire.)
             raise httpx.ConnectError("the server closed the connection as soon as it was opened")
         return conn
+
+    def remember_head(self, head: bytes, parsed: _Head) -> None:
+        if len(self.heads) >= _MAX_HEADS:
+            self.heads.clear()
+        self.heads[head] = parsed
 
     def watch(self, conn: _Connection, waiter: asyncio.Future[Any], timeout: float) -> None:
         """``waiter`` fails with ``ReadTimeout`` unless it is done within ``timeout`` seconds (or
