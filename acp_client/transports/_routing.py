@@ -204,7 +204,7 @@ class Router:
             Their ids, for :meth:`forget` when the POST fails.
         """
         keys: list[int | str] = []
-        for member in _members(message):
+        for member in (message,) if type(message) is dict else _members(message):
             method = member.get("method")
             key = _hashable_id(member)
             if not isinstance(method, str) or key is None:
@@ -255,6 +255,9 @@ class Router:
                 POST's answer).
         """
         actions: list[StreamAction] = []
+        if type(message) is dict:
+            self._inbound_one(message, source, actions)
+            return actions
         for member in _members(message):
             self._inbound_one(member, source, actions)
         return actions
