@@ -58,8 +58,10 @@ _DUE_SLACK: Final = 1e-3
 
 # Body framing of the answer being read.
 _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2
-#: Parsed answer heads a pool keeps (see :attr:`H1Pool.heads`).
+#: Parsed answer heads a pool keeps (see :attr:`H1Pool.heads`), and the longest one it keeps: at
+#: most 32 KiB held, whatever the server sends.
 _MAX_HEADS: Final = 32
+_MAX_REMEMBERED_HEAD: Final = 1024
 # Where the chunked decoder is.
 _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 
@@ -666,6 +668,8 @@ class H1Pool:
         return conn
 
     def remember_head(self, head: bytes, parsed: _Head) -> None:
+        if len(head) > _MAX_REMEMBERED_HEAD:  # a big head is rare, and must not be held on to
+            return
         if len(self.heads) >= _MAX_HEADS:
             self.heads.clear()
         self.heads[head] = parsed

@@ -219,6 +219,8 @@ async def test_repeated_answer_heads_are_read_right_and_their_memory_stays_bound
 
     def answer(head: bytes) -> bytes:
         n = next(count)
+        if n == 150:
+            return b"HTTP/1.1 202 Accepted\r\nX-Pad: " + b"p" * 2000 + b"\r\nContent-Length: 0\r\n\r\n"
         if n % 3 == 2:  # a distinct head each time, with a body of its own length
             body = b"x" * (n % 7)
             return b"HTTP/1.1 200 OK\r\nX-N: %d\r\nContent-Length: %d\r\n\r\n%s" % (n, len(body), body)
@@ -231,6 +233,8 @@ async def test_repeated_answer_heads_are_read_right_and_their_memory_stays_bound
             expected = (200, b"x" * (n % 7)) if n % 3 == 2 else (202, b"")
             assert await _read(pool) == expected
         assert 1 <= len(pool.heads) <= 32
+        assert await _read(pool) == (202, b"")  # n == 150: a head of its own, too long to be kept
+        assert all(len(head) <= 1024 for head in pool.heads)
     finally:
         await pool.aclose()
     assert raw_server.accepted == 1
