@@ -75,6 +75,7 @@ REPLAY_GRACE = 0.5
 #: How many recovery outcomes the client keeps (the most recent ones).
 MAX_OUTCOMES = 1000
 
+
 @attrs.frozen
 class Answer:
     """What one instance said about one session, as the recovery uses it."""
