@@ -88,10 +88,11 @@ class WireLog:
     def inner(self) -> Transport:
         return self._inner
 
-    async def send(self, message: Any) -> None:
+    def send(self, message: Any) -> Coroutine[Any, Any, None]:
+        # As receive(): with the wire logger off, the inner transport's own coroutine (no extra frame per send).
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s > %s", self._inner.info.target, _render(message))
-        await self._inner.send(message)
+        return self._inner.send(message)
 
     def receive(self) -> Coroutine[Any, Any, Any]:
         # With the wire logger off (the usual case) the inner transport's own coroutine is handed
