@@ -90,6 +90,20 @@ class Inbox:
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def get_ready(self) -> Message | None:
+        """:meth:`get` for what is queued already: the next message, ``None`` when the queue is empty."""
+        items = self._items
+        if not items:
+            return None
+        item = items.popleft()
+        if self._full and len(items) < self.limit:
+            self._full = False
+            self._space.set()
+        if type(item) is dict or type(item) is list:
+            return item
+        assert isinstance(item, AcpError)
+        raise item
+
     def close(self, reason: str) -> None:
         """The link has ended: wake the reader and every waiting stream."""
         if self.closed is None:

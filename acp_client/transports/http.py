@@ -446,6 +446,10 @@ class HttpTransport:
         """
         return self._inbox.get()
 
+    def receive_ready(self) -> Message | None:
+        """:meth:`receive` for a message queued already (no coroutine); ``None`` when none is."""
+        return self._inbox.get_ready()
+
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 

@@ -408,6 +408,17 @@ class WebSocketTransport:
             return decode_frame(data)
         raise MalformedFrame(f"binary frame ignored ({len(data)} bytes)", excerpt=excerpt(data))
 
+    def receive_ready(self) -> Message | None:
+        """:meth:`receive` for a message queued already (no coroutine); ``None`` when none is.
+
+        Raises:
+            MalformedFrame: That message was not a JSON-RPC message.
+        """
+        ws = self._ws
+        if ws.inbox:
+            return decode_frame(ws.take())
+        return None
+
     async def aclose(self) -> None:
         """Close the link (close code 1000), waiting at most ``close_timeout`` for the agent.
 
