@@ -314,6 +314,7 @@ class _QueuedAlready:
     def __init__(self, items: list[Any]) -> None:
         self.items = collections.deque(items)
         self.waits = 0
+        self.waiting = asyncio.Event()
         self.ended = asyncio.Event()
 
     async def send(self, message: Any) -> None:
@@ -329,6 +330,7 @@ class _QueuedAlready:
 
     async def receive(self) -> Any:
         self.waits += 1
+        self.waiting.set()
         await self.ended.wait()
         raise TransportClosed("ended")
 
@@ -348,8 +350,7 @@ async def test_a_transport_with_receive_ready_hands_over_its_queue_without_a_wai
         clock=FakeClock(),
     )
     conn.start()
-    while transport.waits == 0:  # the queue is empty once the reader waits in receive()
-        await asyncio.sleep(0)
+    await asyncio.wait_for(transport.waiting.wait(), 5)  # the queue is empty once the reader waits in receive()
     assert seen == [0, 1, 2]  # in order; the bad frame reported in its place, the reading went on
     assert [type(error) for error in errors] == [MalformedFrame]
     assert transport.waits == 1
