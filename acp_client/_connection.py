@@ -68,8 +68,6 @@ _YIELD_EVERY: Final = 128
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
 
-
-
 class _Pending:
     __slots__ = ("future", "method", "on_answer")
 
@@ -300,11 +298,14 @@ class Connection:
     async def _read_loop(self) -> None:
         cause: TransportError
         receive, cap = self._transport.receive, self._cap
+        ready = getattr(self._transport, "receive_ready", None)  # optional: see transports.base
         budget = _YIELD_EVERY
         try:
             while True:
                 try:
-                    message = await receive()
+                    message = ready() if ready is not None else None
+                    if message is None:
+                        message = await receive()
                 except (MalformedFrame, MessageTooLarge) as exc:
                     self._report(exc)
                     continue

@@ -32,6 +32,7 @@ from . import _recovery
 from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
+from ._grace import after
 from ._not_found import says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
@@ -74,6 +75,7 @@ REPLAY_GRACE = 0.5
 #: How many recovery outcomes the client keeps (the most recent ones).
 MAX_OUTCOMES = 1000
 
+
 @attrs.frozen
 class Answer:
     """What one instance said about one session, as the recovery uses it."""
@@ -111,7 +113,7 @@ def open_attach_window(
         if ordered:
             table.close_window(tracked)
         else:
-            tracked.window_timer = clock.call_later(REPLAY_GRACE, lambda: table.close_window(tracked))
+            tracked.window_timer = after(clock, REPLAY_GRACE, lambda: table.close_window(tracked))
 
     return answered
 

@@ -393,7 +393,7 @@ class SessionTable:
             tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
         if (
             turn is not None
-            and update.kind == "state_update"
+            and kind == "state_update"
             and turn.accepted
             and not tracked.window_open
             and getattr(update, "state", None) == "idle"

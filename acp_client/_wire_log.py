@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from .exceptions import MalformedFrame
@@ -79,6 +79,7 @@ class WireLog:
 
     def __init__(self, inner: Transport) -> None:
         self._inner = inner
+        self._ready: Callable[[], Any] | None = getattr(inner, "receive_ready", None)
 
     @property
     def info(self) -> TransportInfo:
@@ -88,10 +89,11 @@ class WireLog:
     def inner(self) -> Transport:
         return self._inner
 
-    async def send(self, message: Any) -> None:
+    def send(self, message: Any) -> Coroutine[Any, Any, None]:
+        # As receive(): with the wire logger off, the inner transport's own coroutine (no extra frame per send).
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s > %s", self._inner.info.target, _render(message))
-        await self._inner.send(message)
+        return self._inner.send(message)
 
     def receive(self) -> Coroutine[Any, Any, Any]:
         # With the wire logger off (the usual case) the inner transport's own coroutine is handed
@@ -99,6 +101,14 @@ class WireLog:
         if logger.isEnabledFor(logging.DEBUG):
             return self._receive_logged()
         return self._inner.receive()
+
+    def receive_ready(self) -> Any:
+        """The inner transport's ``receive_ready()``; ``None`` (use :meth:`receive`) while frames are
+        logged or when it has none."""
+        ready = self._ready
+        if ready is None or logger.isEnabledFor(logging.DEBUG):
+            return None
+        return ready()
 
     async def _receive_logged(self) -> Any:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 from typing import Any
 
 import pytest
@@ -15,9 +16,11 @@ from acp_client.exceptions import (
     MalformedFrame,
     RequestTimeout,
     SessionNotFound,
+    TransportClosed,
     UnexpectedResponse,
 )
 from acp_client.testing.clock import FakeClock
+from acp_client.transports.base import TransportInfo
 from acp_client.transports.memory import MemoryTransport, memory_pair
 from tests._harness import ConnectionPair
 
@@ -301,3 +304,54 @@ async def test_sending_on_a_closed_transport_is_connection_lost() -> None:
     with pytest.raises(ConnectionLost) as info:
         await conn.request("x")
     assert not info.value.may_have_executed
+
+
+class _QueuedAlready:
+    """A transport whose inbound messages are all queued: handed over by ``receive_ready()``."""
+
+    info = TransportInfo(kind="memory", target="queued")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = collections.deque(items)
+        self.waits = 0
+        self.waiting = asyncio.Event()
+        self.ended = asyncio.Event()
+
+    async def send(self, message: Any) -> None:
+        return None
+
+    def receive_ready(self) -> Any:
+        if not self.items:
+            return None
+        item = self.items.popleft()
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    async def receive(self) -> Any:
+        self.waits += 1
+        self.waiting.set()
+        await self.ended.wait()
+        raise TransportClosed("ended")
+
+    async def aclose(self) -> None:
+        self.ended.set()
+
+
+async def test_a_transport_with_receive_ready_hands_over_its_queue_without_a_wait_per_message() -> None:
+    notes = [_jsonrpc.notification_message("session/update", {"i": i}) for i in range(3)]
+    transport = _QueuedAlready([notes[0], MalformedFrame("not JSON"), notes[1], notes[2]])
+    seen: list[Any] = []
+    errors: list[Any] = []
+    conn = Connection(
+        transport,  # type: ignore[arg-type]
+        on_notification=lambda method, params: seen.append(params["i"]),
+        on_protocol_error=errors.append,
+        clock=FakeClock(),
+    )
+    conn.start()
+    await asyncio.wait_for(transport.waiting.wait(), 5)  # the queue is empty once the reader waits in receive()
+    assert seen == [0, 1, 2]  # in order; the bad frame reported in its place, the reading went on
+    assert [type(error) for error in errors] == [MalformedFrame]
+    assert transport.waits == 1
+    await conn.aclose()

@@ -32,7 +32,13 @@ T = TypeVar("T")
 
 
 def _builder(protocol_version: int) -> Builder:
-    return _V2 if protocol_version >= 2 else _V1
+    version = 2 if protocol_version >= 2 else 1
+    builder = _BUILDERS.get(version)
+    if builder is None:
+        # Built on first use (a cattrs converter per version costs ~6 ms, a tenth of the import);
+        # two threads racing here build two equal builders and keep one.
+        builder = _BUILDERS.setdefault(version, _make(version))
+    return builder
 
 
 def _make(version: int) -> Builder:
@@ -42,8 +48,7 @@ def _make(version: int) -> Builder:
     return builder
 
 
-_V1: Final = _make(1)
-_V2: Final = _make(2)
+_BUILDERS: Final[dict[int, Builder]] = {}
 
 
 def to_wire(value: Any, *, protocol_version: int = 1) -> Any:

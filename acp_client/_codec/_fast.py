@@ -48,10 +48,18 @@ def _fast_chunk(cls: type[UserMessageChunk | AgentMessageChunk | AgentThoughtChu
     def decode_chunk(update: dict[str, Any]) -> Any:
         # the text check of _fast_text inlined: this runs once per streamed chunk
         content = update.get("content")
-        if type(content) is not dict or content.get("type") != "text" or "_meta" in update:
+        if type(content) is not dict or content.get("type") != "text":
             return None
         text = content.get("text")
-        if type(text) is not str or "annotations" in content or "_meta" in content:
+        if type(text) is not str:
+            return None
+        # Sizes first: {"type", "text"} has no annotations or _meta, and an update of two members
+        # ("sessionUpdate" and "content") no messageId or _meta (a few lookups less per chunk).
+        if len(content) != 2 and ("annotations" in content or "_meta" in content):
+            return None
+        if len(update) == 2:
+            return new_chunk(new_text(text))
+        if "_meta" in update:
             return None
         message_id = update.get("messageId")
         if message_id is not None and type(message_id) is not str:

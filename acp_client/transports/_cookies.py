@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import calendar
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -42,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: Maximum size of one cookie's name plus value, in bytes (the RFC 6265 minimum browsers support).
 MAX_COOKIE_BYTES = 4096
+#: URLs whose ``Cookie`` header value is remembered (a link asks for one or two).
+_MAX_ANSWERS = 64
 
 _FORBIDDEN_IN_VALUE = frozenset(chr(code) for code in range(0x20) if code != 0x09) | {"\x7f", ";"}
 _FORBIDDEN_IN_NAME = _FORBIDDEN_IN_VALUE | frozenset(' \t"(),/:<=>?@[\\]{}')
@@ -203,6 +206,11 @@ class CookieStore:
         self._max_per_origin = max_cookies_per_origin
         # origin -> {(name, path): cookie}, in creation order (dicts keep insertion order).
         self._jar: dict[Origin, dict[tuple[str, str], _Cookie]] = {}
+        # The last answer of header_for() per URL: (jar version, valid until, value). Every request
+        # of a link asks for the same URL; the answer holds until the jar changes or a cookie in
+        # it expires.
+        self._version = 0
+        self._answers: dict[str, tuple[int, float, str | None]] = {}
 
     def header_for(self, url: str) -> str | None:
         """The value for a ``Cookie:`` request header to ``url``, or ``None`` when none applies.
@@ -212,21 +220,27 @@ class CookieStore:
         Raises:
             ConfigurationError: ``url`` is not an http(s)/ws(s) URL with a host.
         """
+        now = self._now()
+        known = self._answers.get(url)
+        if known is not None and known[0] == self._version and now < known[1]:
+            return known[2]
         origin = origin_of(url)
-        cookies = self._jar.get(origin)
-        if not cookies:
-            return None
-        self._purge(origin, self._now())
+        self._purge(origin, now)
         path = _request_path(url)
         chosen = [
             cookie
             for cookie in self._jar.get(origin, {}).values()
             if (origin.secure or not cookie.secure) and _path_matches(path, cookie.path)
         ]
-        if not chosen:
-            return None
-        chosen.sort(key=lambda cookie: len(cookie.path), reverse=True)  # stable: then oldest first
-        return "; ".join(f"{cookie.name}={cookie.value}" for cookie in chosen)
+        expiries = [cookie.expires for cookie in self._jar.get(origin, {}).values() if cookie.expires is not None]
+        value = None
+        if chosen:
+            chosen.sort(key=lambda cookie: len(cookie.path), reverse=True)  # stable: then oldest first
+            value = "; ".join(f"{cookie.name}={cookie.value}" for cookie in chosen)
+        if len(self._answers) >= _MAX_ANSWERS:
+            self._answers.clear()
+        self._answers[url] = (self._version, min(expiries, default=math.inf), value)
+        return value
 
     def capture(self, url: str, set_cookie_values: Iterable[str]) -> None:
         """Store the cookies of a response from ``url``, given its ``Set-Cookie`` header values.
@@ -252,6 +266,7 @@ class CookieStore:
     def clear(self) -> None:
         """Forget every cookie."""
         self._jar.clear()
+        self._version += 1
 
     def __len__(self) -> int:
         now = self._now()
@@ -262,6 +277,7 @@ class CookieStore:
 
     def _store(self, origin: Origin, cookie: _Cookie, now: float) -> None:
         key = (cookie.name, cookie.path)
+        self._version += 1
         cookies = self._jar.setdefault(origin, {})
         cookies.pop(key, None)
         if cookie.expired(now):
@@ -283,5 +299,6 @@ class CookieStore:
             return
         for key in [key for key, cookie in cookies.items() if cookie.expired(now)]:
             del cookies[key]
+            self._version += 1
         if not cookies:
             del self._jar[origin]

@@ -28,9 +28,11 @@ from urllib.parse import urljoin
 import attrs
 import httpx
 
-from .._jsonrpc import excerpt
+from .._jsonrpc import Message, decode_frame, excerpt
 from ..exceptions import (
     AcpError,
+    HttpStatusError,
+    MalformedFrame,
     MessageTooLarge,
     ProtocolError,
     TlsVerificationError,
@@ -55,7 +57,10 @@ __all__ = [
     "SESSION_ID_HEADER",
     "Answer",
     "HttpExchange",
+    "check_acp_endpoint",
     "content_type",
+    "is_json",
+    "post_body",
     "new_client",
 ]
 
@@ -63,6 +68,9 @@ CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
 JSON: Final = "application/json"
 EVENT_STREAM: Final = "text/event-stream"
+#: Statuses of an ``initialize`` POST that mean "a web server, but no ACP endpoint at this URL":
+#: not found, method not allowed (a static page), not implemented.
+_NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: How much of an error answer's body is kept for diagnostics.
 _ERROR_BODY_BYTES: Final = 4096
 
@@ -90,6 +98,44 @@ def content_type(headers: HeaderView) -> str:
     """The media type of an answer, lowercased, without parameters."""
     value: str = headers.get("content-type", "")
     return value.split(";", 1)[0].strip().lower()
+
+
+def is_json(content_type: str) -> bool:
+    return content_type == JSON or (content_type.startswith("application/") and content_type.endswith("+json"))
+
+
+def check_acp_endpoint(answer: Answer, target: str) -> None:
+    """Raise when the answer to the ``initialize`` POST shows there is no ACP endpoint at ``target``
+    (a web server answering 404 / 405 / 501, or 200 with a body that is not JSON)."""
+    if answer.status in _NO_ENDPOINT:
+        message = f"no ACP endpoint at {target} (HTTP {answer.status})"
+        raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
+    if answer.status != 200:
+        return
+    if not is_json(answer.content_type):
+        raise MalformedFrame(
+            f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
+            f"{answer.content_type or 'none'!r}, not JSON",
+            excerpt=excerpt(answer.body),
+        )
+    try:
+        decode_frame(answer.body)
+    except MalformedFrame as exc:
+        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
+        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
+
+
+def post_body(answer: Answer) -> Message | MalformedFrame:
+    """The JSON-RPC message in a POST's 200 body, or why it is not one."""
+    content_type = answer.content_type
+    if not is_json(content_type):
+        return MalformedFrame(
+            f"a POST was answered 200 with Content-Type {content_type or 'none'!r}", excerpt=excerpt(answer.body)
+        )
+    try:
+        return decode_frame(answer.body)
+    except MalformedFrame as exc:
+        return exc
 
 
 class HttpExchange:
@@ -176,6 +222,8 @@ class HttpExchange:
             body_error: AcpError | None = None
             if not 200 <= status < 300:
                 data = await self.read_error_body(response)
+            elif response.headers.get("content-length") == "0":
+                data = b""  # the usual 202: nothing to read (the answer is complete already)
             elif initialize:
                 data = await self._read_body(response)
             else:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import ssl
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final
@@ -51,9 +52,16 @@ _MAX_CHUNK_LINE: Final = 1024
 _HIGH_WATER: Final = 512 * 1024
 _TOKEN: Final = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _HEX: Final = frozenset(b"0123456789abcdefABCDEF")
+#: How early the read-timeout watchdog may find a wait due (the loop runs a timer up to its clock
+#: resolution early).
+_DUE_SLACK: Final = 1e-3
 
 # Body framing of the answer being read.
 _LENGTH, _CHUNKED, _UNTIL_CLOSE = 0, 1, 2
+#: Parsed answer heads a pool keeps (see :attr:`H1Pool.heads`), and the longest one it keeps: at
+#: most 32 KiB held, whatever the server sends.
+_MAX_HEADS: Final = 32
+_MAX_REMEMBERED_HEAD: Final = 1024
 # Where the chunked decoder is.
 _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 
@@ -61,28 +69,32 @@ _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 class H1Headers:
     """The headers of an answer: a case-insensitive multi-map (what the transport reads of them)."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("items",)
 
     def __init__(self, items: list[tuple[str, str]]) -> None:
         #: ``(lowercased name, value)`` in the order received.
-        self._items = items
+        self.items = items
 
     def get(self, key: str, default: Any = None) -> Any:
         """The values of ``key`` (a header name) joined with ``", "``, or ``default``."""
         name = key.lower()
-        values = [value for item, value in self._items if item == name]
+        values = [value for item, value in self.items if item == name]
         return ", ".join(values) if values else default
 
     def get_list(self, key: str, split_commas: bool = False) -> list[str]:
         """Every value of ``key``, in order (split at commas too, with ``split_commas``)."""
         name = key.lower()
-        values = [value for item, value in self._items if item == name]
+        values = [value for item, value in self.items if item == name]
         if split_commas:
             return [part.strip() for value in values for part in value.split(",")]
         return values
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and any(item == name.lower() for item, _ in self._items)
+        return isinstance(name, str) and any(item == name.lower() for item, _ in self.items)
+
+
+#: A parsed answer head: status, version, headers; keep-alive, body framing, ``Content-Length``.
+_Head = tuple[int, str, H1Headers, bool, int, int]
 
 
 class H1Response:
@@ -166,6 +178,10 @@ class _Connection(asyncio.Protocol):
         self._chunk_state = _SIZE
         self._keep_alive = True
         self._pending: asyncio.Future[H1Response] | None = None
+        #: The wait the read timeout applies to now (the head's future or a body wait), and when
+        #: it times out (``loop.time()`` scale): the pool's one watchdog timer checks it.
+        self.watched: asyncio.Future[Any] | None = None
+        self.due = 0.0
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -213,22 +229,21 @@ class _Connection(asyncio.Protocol):
     async def head(self, pending: asyncio.Future[H1Response]) -> H1Response:
         """The answer's head, once read (``ReadTimeout`` after the read timeout)."""
         if not pending.done():
-            timer = asyncio.get_running_loop().call_later(self._timeout, self._expire, pending)
+            self._pool.watch(self, pending, self._timeout)
             try:
                 return await pending
             finally:
-                timer.cancel()
+                self._pool.unwatch(self)
         return pending.result()
 
     async def wait(self) -> None:
         """Until the next bytes (or the end) arrive; ``ReadTimeout`` after the read timeout."""
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(self._timeout, self._expire, waiter)
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._pool.watch(self, waiter, self._timeout)
         try:
             await waiter
         finally:
-            timer.cancel()
+            self._pool.unwatch(self)
             self._waiter = None
 
     def resume(self) -> None:
@@ -280,18 +295,24 @@ class _Connection(asyncio.Protocol):
             head = bytes(buf[:end])
             del buf[: end + 4]
             self._scanned = 0
-            try:
-                status, version, headers = _parse_head(head)
-            except ValueError as exc:
-                self._fail(httpx.RemoteProtocolError(f"a malformed answer head: {exc}"))
-                return
-            if 100 <= status < 200:
-                continue  # an interim answer (100 Continue...): the real one follows
-            try:
-                self._frame(status, version, headers)
-            except ValueError as exc:
-                self._fail(httpx.RemoteProtocolError(str(exc)))
-                return
+            known = self._pool.heads.get(head)
+            if known is None:
+                try:
+                    status, version, headers = _parse_head(head)
+                except ValueError as exc:
+                    self._fail(httpx.RemoteProtocolError(f"a malformed answer head: {exc}"))
+                    return
+                if 100 <= status < 200:
+                    continue  # an interim answer (100 Continue...): the real one follows
+                try:
+                    known = (status, version, headers, *_framing_of(status, version, headers))
+                except ValueError as exc:
+                    self._fail(httpx.RemoteProtocolError(str(exc)))
+                    return
+                self._pool.remember_head(head, known)
+            status, version, headers, self._keep_alive, self._framing, self._remaining = known
+            if self._framing == _CHUNKED:
+                self._chunk_state = _SIZE
             self._in_head = False
             self._response = response = H1Response(self, status, version, headers)
             pending, self._pending = self._pending, None
@@ -306,27 +327,6 @@ class _Connection(asyncio.Protocol):
                 self._complete()
             elif rest:
                 self._body(rest)
-
-    def _frame(self, status: int, version: str, headers: H1Headers) -> None:
-        """How the body of this answer ends."""
-        connection = (headers.get("connection") or "").lower()
-        self._keep_alive = version == "HTTP/1.1" and "close" not in connection
-        encoding = headers.get("transfer-encoding")
-        lengths = headers.get_list("content-length")
-        if status in (204, 304):
-            self._framing, self._remaining = _LENGTH, 0
-        elif encoding is not None:
-            if encoding.rsplit(",", 1)[-1].strip().lower() == "chunked":
-                self._framing, self._chunk_state = _CHUNKED, _SIZE
-            else:
-                self._framing, self._keep_alive = _UNTIL_CLOSE, False
-        elif lengths:
-            values = {value.strip() for value in ",".join(lengths).split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
-                raise ValueError(f"an unusable Content-Length: {', '.join(lengths)!r}")
-            self._framing, self._remaining = _LENGTH, int(next(iter(values)))
-        else:
-            self._framing, self._keep_alive = _UNTIL_CLOSE, False
 
     def _body(self, data: bytes) -> None:
         response = self._response
@@ -456,9 +456,42 @@ class _Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _expire(self, waiter: asyncio.Future[Any]) -> None:
+    def expire(self, waiter: asyncio.Future[Any]) -> None:
+        """The read timeout passed while ``waiter`` waited."""
         if not waiter.done():
             waiter.set_exception(httpx.ReadTimeout(f"no data for {self._timeout:g}s"))
+
+
+def _framing_of(status: int, version: str, headers: H1Headers) -> tuple[bool, int, int]:
+    """How the body of an answer ends: whether the connection is kept alive after it, its framing,
+    and its length (for ``Content-Length`` framing).
+
+    Raises:
+        ValueError: An unusable ``Content-Length``.
+    """
+    connections: list[str] = []
+    encodings: list[str] = []
+    lengths: list[str] = []
+    for name, value in headers.items:
+        if name == "content-length":
+            lengths.append(value)
+        elif name == "transfer-encoding":
+            encodings.append(value)
+        elif name == "connection":
+            connections.append(value)
+    keep_alive = version == "HTTP/1.1" and "close" not in ", ".join(connections).lower()
+    if status in (204, 304):
+        return keep_alive, _LENGTH, 0
+    if encodings:
+        if ", ".join(encodings).rsplit(",", 1)[-1].strip().lower() == "chunked":
+            return keep_alive, _CHUNKED, 0
+        return False, _UNTIL_CLOSE, 0
+    if lengths:
+        values = {value.strip() for value in ",".join(lengths).split(",")}
+        if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
+            raise ValueError(f"an unusable Content-Length: {', '.join(lengths)!r}")
+        return keep_alive, _LENGTH, int(next(iter(values)))
+    return False, _UNTIL_CLOSE, 0
 
 
 def _parse_head(head: bytes) -> tuple[int, str, H1Headers]:
@@ -519,9 +552,20 @@ class H1Pool:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # The read timeouts: one timer for the whole pool, not one per request (a recovery sends
+        # thousands of POSTs, each answered long before its timeout). It runs at the earliest due
+        # time it knows of; then it expires what is due and sets itself for the next one.
+        self._watched: set[_Connection] = set()
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watchdog_at = math.inf
         self.is_closed = False
         #: TCP connections this pool has opened so far.
         self.connections_opened = 0
+        #: Answer heads already parsed (a server answers most POSTs with the same bytes, its
+        #: ``Date`` changing once a second): what :func:`_parse_head` and :func:`_framing_of` made of them.
+        self.heads: dict[bytes, _Head] = {}
+        #: The encoded head of the last request but its ``Content-Length``, with what it was made of.
+        self._last_head: tuple[Iterable[tuple[str, str]], str, str, bytes] | None = None
 
     async def request(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes | None, read_timeout: float
@@ -532,6 +576,8 @@ class H1Pool:
             method: ``POST``, ``GET``...
             target: The path and query.
             headers: Every header but ``Host`` and ``Content-Length`` (values already checked).
+                The same list passed again must hold the same headers: the head encoded for it
+                last time is reused.
             body: The body, sent with its ``Content-Length`` (``None``: no body).
             read_timeout: Seconds each wait for bytes of the answer may take.
 
@@ -541,14 +587,16 @@ class H1Pool:
             httpx.ReadTimeout: The answer's head did not come in time.
             httpx.RemoteProtocolError: A broken answer, or the connection ended before it.
         """
-        lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority()}\r\n"]
-        lines.extend(f"{name}: {value}\r\n" for name, value in headers)
-        if body is not None:
-            lines.append(f"Content-Length: {len(body)}\r\n")
-        lines.append("\r\n")
-        data = "".join(lines).encode("latin-1")
-        if body:
-            data += body
+        cached = self._last_head
+        if cached is not None and cached[0] is headers and cached[1] == method and cached[2] == target:
+            head = cached[3]  # the same headers as the last request (a link's POSTs share one list)
+        else:
+            lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority()}\r\n"]
+            lines.extend([f"{name}: {value}\r\n" for name, value in headers])
+            head = "".join(lines).encode("latin-1")
+            self._last_head = (headers, method, target, head)
+        length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
+        data = b"".join((head, length, b"\r\n", body or b""))
         conn = await self._acquire()
         try:
             return await conn.head(conn.start(data, read_timeout))
@@ -619,6 +667,42 @@ class H1Pool:
             raise httpx.ConnectError("the server closed the connection as soon as it was opened")
         return conn
 
+    def remember_head(self, head: bytes, parsed: _Head) -> None:
+        if len(head) > _MAX_REMEMBERED_HEAD:  # a big head is rare, and must not be held on to
+            return
+        if len(self.heads) >= _MAX_HEADS:
+            self.heads.clear()
+        self.heads[head] = parsed
+
+    def watch(self, conn: _Connection, waiter: asyncio.Future[Any], timeout: float) -> None:
+        """``waiter`` fails with ``ReadTimeout`` unless it is done within ``timeout`` seconds (or
+        :meth:`unwatch` is called first)."""
+        loop = asyncio.get_running_loop()
+        conn.watched, conn.due = waiter, loop.time() + timeout
+        self._watched.add(conn)
+        if conn.due < self._watchdog_at:
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            self._watchdog, self._watchdog_at = loop.call_at(conn.due, self._check_due), conn.due
+
+    def unwatch(self, conn: _Connection) -> None:
+        conn.watched = None
+        self._watched.discard(conn)
+
+    def _check_due(self) -> None:
+        self._watchdog, self._watchdog_at = None, math.inf
+        loop = asyncio.get_running_loop()
+        now = loop.time() + _DUE_SLACK
+        due = [conn for conn in self._watched if conn.due <= now]
+        for conn in due:
+            waiter = conn.watched
+            self.unwatch(conn)
+            if waiter is not None:
+                conn.expire(waiter)
+        if self._watched:
+            when = min(conn.due for conn in self._watched)
+            self._watchdog, self._watchdog_at = loop.call_at(when, self._check_due), when
+
     def release(self, conn: _Connection) -> None:
         """An answer was read to its end: ``conn`` may carry the next request."""
         if self.is_closed:
@@ -644,6 +728,9 @@ class H1Pool:
     async def aclose(self) -> None:
         """Close every connection (open answers end)."""
         self.is_closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog, self._watchdog_at = None, math.inf
         for conn in list(self._open):
             conn.close()
         self._idle.clear()

@@ -6,6 +6,13 @@ which pushes back on the server through TCP / HTTP/2 flow control instead of buf
 bound. :class:`EventReader` turns one stream's bytes into messages: bounded decompression
 (:mod:`._body`), the SSE parser's caps (:mod:`._sse`), JSON-RPC decoding. No ``httpx`` in here:
 the caller hands over the raw chunks and maps the network's exceptions.
+
+Keep the limit small (the HTTP transport's is 128). One network read brings a thousand events or
+more; decoded all at once before the receiver takes the first, they are a megabyte or two of
+dicts, out of the CPU caches (and aged into the garbage collector's older generations) by the
+time each is used: about a third more CPU per update than handing them over 128 at a time
+(``benchmarks/throughput.py``). The reader waits in :meth:`Inbox.push` meanwhile, and the
+receiver takes what is queued without waiting, so a small limit costs a task switch per batch.
 """
 
 from __future__ import annotations
@@ -37,13 +44,14 @@ class Inbox:
         limit: Items held before :meth:`push` waits for room.
     """
 
-    __slots__ = ("_items", "_space", "_wakeup", "closed", "limit")
+    __slots__ = ("_full", "_items", "_space", "_wakeup", "closed", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._items: collections.deque[Inbound] = collections.deque()
         self._wakeup = asyncio.Event()
         self._space = asyncio.Event()
+        self._full = False  # a push() waits for room
         #: Why the link ended, once it has: ``get()`` raises it when the queue is empty.
         self.closed: TransportClosed | None = None
 
@@ -59,6 +67,7 @@ class Inbox:
         """Queue ``item``, waiting (and so not reading) while the queue is full; dropped once closed."""
         while len(self._items) >= self.limit and self.closed is None:
             self._space.clear()
+            self._full = True
             await self._space.wait()
         if self.closed is None:
             self.deliver(item)
@@ -69,7 +78,8 @@ class Inbox:
         while True:
             if items:
                 item = items.popleft()
-                if len(items) < self.limit:
+                if self._full and len(items) < self.limit:
+                    self._full = False
                     self._space.set()
                 if type(item) is dict or type(item) is list:
                     return item
@@ -80,11 +90,26 @@ class Inbox:
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def get_ready(self) -> Message | None:
+        """:meth:`get` for what is queued already: the next message, ``None`` when the queue is empty."""
+        items = self._items
+        if not items:
+            return None
+        item = items.popleft()
+        if self._full and len(items) < self.limit:
+            self._full = False
+            self._space.set()
+        if type(item) is dict or type(item) is list:
+            return item
+        assert isinstance(item, AcpError)
+        raise item
+
     def close(self, reason: str) -> None:
         """The link has ended: wake the reader and every waiting stream."""
         if self.closed is None:
             self.closed = TransportClosed(reason)
         self._wakeup.set()
+        self._full = False
         self._space.set()
 
     def clear(self) -> None:

@@ -93,6 +93,8 @@ class Abandon:
 
 
 StreamAction = Open | Close | Abandon
+#: The route of a connection-scoped POST.
+_NOWHERE: Final = Route()
 
 
 def mentions_session(body: bytes) -> bool:
@@ -161,6 +163,9 @@ class Router:
         A batch naming two different sessions goes without the header. Replies to agent requests
         are routed back the way the request came (and forgotten: a reply is routed once).
         """
+        if type(message) is dict:  # the usual case, without the batch's lists
+            route = self._route_one(message)
+            return route if route.session_id is not None else _NOWHERE
         routes = [r for r in (self._route_one(m) for m in _members(message)) if r.session_id is not None]
         if not routes:
             return Route()
@@ -180,14 +185,14 @@ class Router:
             key = _hashable_id(message)
             entry = self._reply_routes.pop(key, None) if key is not None else None
             if entry is None:
-                return Route()
+                return _NOWHERE
             params_sid, source = entry
             if source is not None:
                 return Route(source, with_header=True, adaptable=True)
             return Route(params_sid, with_header=self.header_everywhere is True, adaptable=True)
         sid = session_id_of(message.get("params"))
         if sid is None:
-            return Route()
+            return _NOWHERE
         if method in SESSION_SCOPED_METHODS:
             return Route(sid, with_header=True)
         return Route(sid, with_header=self.header_everywhere is True, adaptable=True)
@@ -199,7 +204,7 @@ class Router:
             Their ids, for :meth:`forget` when the POST fails.
         """
         keys: list[int | str] = []
-        for member in _members(message):
+        for member in (message,) if type(message) is dict else _members(message):
             method = member.get("method")
             key = _hashable_id(member)
             if not isinstance(method, str) or key is None:
@@ -250,6 +255,9 @@ class Router:
                 POST's answer).
         """
         actions: list[StreamAction] = []
+        if type(message) is dict:
+            self._inbound_one(message, source, actions)
+            return actions
         for member in _members(message):
             self._inbound_one(member, source, actions)
         return actions

@@ -71,7 +71,8 @@ class Wire(Protocol):
     async def send(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes | None, read_timeout: float
     ) -> Reply:
-        """Raises ``httpx``'s exception types for network failures."""
+        """Raises ``httpx``'s exception types for network failures. A ``headers`` list is never
+        changed once sent (a wire may reuse what it made of it for the next request)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -176,7 +177,7 @@ class H1Wire:
         connections: The most TCP connections open at once.
     """
 
-    __slots__ = ("_pool", "_targets")
+    __slots__ = ("_given", "_pool", "_sent", "_targets")
 
     def __init__(self, url: str, *, tls: ssl.SSLContext | None, connect_timeout: float, connections: int) -> None:
         parts = urlsplit(url)
@@ -192,6 +193,9 @@ class H1Wire:
             keepalive_expiry=KEEPALIVE_EXPIRY,
         )
         self._targets: dict[str, str] = {}
+        # The last headers given, and what was sent for them (with a User-Agent).
+        self._given: list[tuple[str, str]] | None = None
+        self._sent: list[tuple[str, str]] = []
 
     @property
     def is_closed(self) -> bool:
@@ -211,8 +215,13 @@ class H1Wire:
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             if len(self._targets) < _MAX_TARGETS:
                 self._targets[url] = target
-        if not any(name.lower() == "user-agent" for name, _ in headers):
-            headers = [("User-Agent", USER_AGENT), *headers]
+        if headers is self._given:  # a link's POSTs share one list: decided once (and the pool
+            headers = self._sent  # reuses the request head it encoded for that list)
+        else:
+            self._given = headers
+            if not any(name.lower() == "user-agent" for name, _ in headers):
+                headers = [("User-Agent", USER_AGENT), *headers]
+            self._sent = headers
         return await self._pool.request(method, target, headers, body, read_timeout)
 
     async def aclose(self) -> None:

@@ -18,6 +18,10 @@ Contract:
   raises :class:`~acp_client.exceptions.TransportClosed` (with the cause as ``reason``).
 * ``aclose()`` ends the link and releases everything; it is idempotent and never raises for an
   already dead link.
+* Optional: ``receive_ready()`` is ``receive()`` without the coroutine, for a message already
+  queued: it returns that message (or raises what ``receive()`` would raise for it), and
+  ``None`` when nothing is queued (then ``receive()`` waits, or raises ``TransportClosed``). The
+  connection takes a burst of updates through it, one call per message instead of a coroutine.
 """
 
 from __future__ import annotations

@@ -77,7 +77,6 @@ from ..exceptions import (
     AcpError,
     AuthenticationFailed,
     ConfigurationError,
-    HttpStatusError,
     MalformedFrame,
     MessageTooLarge,
     NotAcceptable,
@@ -92,7 +91,7 @@ from ..exceptions import (
 from ._carried import Carried, delete_stale
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, describe_error
-from ._exchange import CONNECTION_ID_HEADER, JSON, SESSION_ID_HEADER, Answer, HttpExchange
+from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
 from ._inbox import EventReader, Inbox
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
@@ -135,11 +134,8 @@ _RESERVED_HEADERS: Final = frozenset(
         "te",
     }
 )
-#: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading.
-_MAX_QUEUED: Final = 1024
-#: Statuses of an ``initialize`` POST that mean "a web server, but no ACP endpoint at this URL":
-#: not found, method not allowed (a static page), not implemented.
-_NO_ENDPOINT: Final = frozenset({404, 405, 501})
+#: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
+_MAX_QUEUED: Final = 128
 #: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
 _SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
 #: TCP connections a link keeps for its POSTs (and DELETEs), beside those its SSE streams hold over
@@ -161,10 +157,6 @@ class _SessionStream:
         self.closing = False
         self.got_data = False
         self.task: asyncio.Task[None] | None = None
-
-
-def _is_json(content_type: str) -> bool:
-    return content_type == JSON or (content_type.startswith("application/") and content_type.endswith("+json"))
 
 
 def _header_session_id(session_id: str) -> str:
@@ -316,27 +308,6 @@ class HttpConnector:
         )
 
 
-def _check_acp_answer(answer: Any, target: str) -> None:
-    """Raise when the answer to the ``initialize`` POST shows there is no ACP endpoint at ``target``
-    (a web server answering 404 / 405 / 501, or 200 with a body that is not JSON)."""
-    if answer.status in _NO_ENDPOINT:
-        message = f"no ACP endpoint at {target} (HTTP {answer.status})"
-        raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
-    if answer.status != 200:
-        return
-    if not _is_json(answer.content_type):
-        raise MalformedFrame(
-            f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
-            f"{answer.content_type or 'none'!r}, not JSON",
-            excerpt=excerpt(answer.body),
-        )
-    try:
-        decode_frame(answer.body)
-    except MalformedFrame as exc:
-        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
-        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
-
-
 class HttpTransport:
     """One Streamable HTTP link (implements :class:`~.base.Transport`). Made by :class:`HttpConnector`."""
 
@@ -388,6 +359,8 @@ class HttpTransport:
         self._session_errors: dict[str, UnknownSession] = {}
         #: Sessions left without a stream because of ``max_session_streams``.
         self._streamless: set[str] = set()
+        #: How many sessions were ever left without a stream on this connection (for the logs).
+        self._streamless_total = 0
         self._router = Router(header_everywhere=self._carried.header_everywhere)
 
     # -- the Transport protocol --------------------------------------------------------------
@@ -473,6 +446,10 @@ class HttpTransport:
         """
         return self._inbox.get()
 
+    def receive_ready(self) -> Message | None:
+        """:meth:`receive` for a message queued already (no coroutine); ``None`` when none is."""
+        return self._inbox.get_ready()
+
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 
@@ -507,7 +484,7 @@ class HttpTransport:
     async def _initialize(self, message: dict[str, Any]) -> None:
         logger.debug("POST %s to %s", describe(message), self._info.target)
         answer = await self._http.post(encode(message).encode(), None, initialize=True)
-        _check_acp_answer(answer, self._info.target)
+        check_acp_endpoint(answer, self._info.target)
         if answer.status != 200:
             raise self._http.status_error(answer, what="initialize", session_header=False)
         connection_id = answer.headers.get(CONNECTION_ID_HEADER)
@@ -591,7 +568,19 @@ class HttpTransport:
         if stream is None and len(self._sessions) >= self._max_streams:
             if session_id not in self._streamless:
                 self._streamless.add(session_id)
-                logger.warning("no stream for session %s: max_session_streams reached", session_id)
+                self._streamless_total += 1
+                if self._streamless_total == 1:  # once per connection (a recovery meets it per session)
+                    logger.warning(
+                        "connection %s at %s: %d session streams open (max_session_streams); session %s and "
+                        "any later ones get no stream of their own (their messages come on the connection "
+                        "stream; their session-scoped sends fail until a stream closes)",
+                        self._http.connection_id,
+                        self._info.target,
+                        self._max_streams,
+                        session_id,
+                    )
+                else:
+                    logger.debug("no stream for session %s: max_session_streams reached", session_id)
             return
         self._streamless.discard(session_id)
         stream = _SessionStream(session_id, established)
@@ -719,7 +708,8 @@ class HttpTransport:
         body = encode(message).encode()
         use_header = route.with_header
         sid = route.session_id
-        logger.debug("POST %s to %s", describe(message), self._info.target)
+        if logger.isEnabledFor(logging.DEBUG):  # describe() is not free, and this is every POST
+            logger.debug("POST %s to %s", describe(message), self._info.target)
         for attempt in (0, 1):
             if use_header and sid is not None and sid not in self._sessions:
                 # The answer may come on the session stream: have it open (the server buffers).
@@ -729,7 +719,7 @@ class HttpTransport:
                 if answer.body_error is not None:
                     self._inbox.deliver(answer.body_error)
                 elif answer.status == 200 and answer.body:
-                    reply = _post_body(answer)  # a 200 with a body where a 202 was expected
+                    reply = post_body(answer)  # a 200 with a body where a 202 was expected
                     if not isinstance(reply, MalformedFrame):
                         self._inspect_inbound(reply, None)
                     self._inbox.deliver(reply)
@@ -774,6 +764,10 @@ class HttpTransport:
             return
         self._closed = TransportClosed(reason)
         logger.log(level, "HTTP link to %s closed: %s", self._info.target, reason)
+        if self._streamless_total > 1:
+            logger.info(
+                "connection %s had %d sessions without a stream", self._http.connection_id, self._streamless_total
+            )
         if not self._released and self._http.connection_id is not None:
             self._carried.stale.append(self._http.connection_id)  # dropped, not closed: DELETEd from the next link
         self._inbox.close(reason)
@@ -781,16 +775,3 @@ class HttpTransport:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-
-
-def _post_body(answer: Answer) -> Message | MalformedFrame:
-    """The JSON-RPC message in a POST's 200 body, or why it is not one."""
-    content_type = answer.content_type
-    if not _is_json(content_type):
-        return MalformedFrame(
-            f"a POST was answered 200 with Content-Type {content_type or 'none'!r}", excerpt=excerpt(answer.body)
-        )
-    try:
-        return decode_frame(answer.body)
-    except MalformedFrame as exc:
-        return exc

@@ -170,7 +170,9 @@ class _ClientConnection(ClientConnection):
                 except UnicodeDecodeError:
                     self._hand_over()  # websockets fails the link (1007) when recv() decodes it
                 else:
-                    self._wake()
+                    waiter = self._waiter  # _wake(), inlined: once per frame
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(None)
                     high = self._high
                     if high is not None and len(self.inbox) > high and not self._paused:
                         self._paused = True
@@ -405,6 +407,17 @@ class WebSocketTransport:
         if type(data) is str:
             return decode_frame(data)
         raise MalformedFrame(f"binary frame ignored ({len(data)} bytes)", excerpt=excerpt(data))
+
+    def receive_ready(self) -> Message | None:
+        """:meth:`receive` for a message queued already (no coroutine); ``None`` when none is.
+
+        Raises:
+            MalformedFrame: That message was not a JSON-RPC message.
+        """
+        ws = self._ws
+        if ws.inbox:
+            return decode_frame(ws.take())
+        return None
 
     async def aclose(self) -> None:
         """Close the link (close code 1000), waiting at most ``close_timeout`` for the agent.

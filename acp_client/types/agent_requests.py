@@ -11,6 +11,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
+from ._value import value
 from .lifecycle import EnvVariable
 from .updates import TerminalExitStatus, ToolCallUpdate
 
@@ -50,7 +51,8 @@ __all__ = [
 # session/request_permission
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PermissionOption:
     """A choice offered to the user. ``kind``: ``allow_once``, ``allow_always``, ``reject_once``,
     ``reject_always`` or a future value."""
@@ -61,7 +63,8 @@ class PermissionOption:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallPermissionSubject:
     """v2: the permission is about a tool call (wire tag ``tool_call``)."""
 
@@ -71,7 +74,8 @@ class ToolCallPermissionSubject:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CommandPermissionSubject:
     """v2: the permission is about running a command (wire tag ``command``)."""
 
@@ -84,7 +88,8 @@ class CommandPermissionSubject:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownPermissionSubject:
     """A permission subject of a type this SDK does not know (raw payload kept)."""
 
@@ -95,7 +100,8 @@ class UnknownPermissionSubject:
 PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubject | UnknownPermissionSubject
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class RequestPermissionRequest:
     """``session/request_permission`` params.
 
@@ -122,7 +128,8 @@ class RequestPermissionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SelectedPermissionOutcome:
     """The user picked ``option_id`` (wire ``{"outcome": "selected", "optionId": ...}``)."""
 
@@ -132,7 +139,8 @@ class SelectedPermissionOutcome:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CancelledPermissionOutcome:
     """The prompt turn was cancelled before the user answered (wire ``{"outcome": "cancelled"}``)."""
 
@@ -141,7 +149,8 @@ class CancelledPermissionOutcome:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownPermissionOutcome:
     """An outcome of a kind this SDK does not know (raw payload kept)."""
 
@@ -154,7 +163,8 @@ class UnknownPermissionOutcome:
 PermissionOutcome: TypeAlias = SelectedPermissionOutcome | CancelledPermissionOutcome
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class RequestPermissionResponse:
     """The client's answer to ``session/request_permission`` (decoded leniently: an outcome kind
     this SDK does not know is kept as :class:`UnknownPermissionOutcome`)."""
@@ -167,7 +177,8 @@ class RequestPermissionResponse:
 # fs/* (v1)
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ReadTextFileRequest:
     """``fs/read_text_file`` params: ``line`` is 1-based, ``limit`` a line count."""
 
@@ -178,7 +189,8 @@ class ReadTextFileRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ReadTextFileResponse:
     """The client's answer to ``fs/read_text_file``."""
 
@@ -186,7 +198,8 @@ class ReadTextFileResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class WriteTextFileRequest:
     """``fs/write_text_file`` params."""
 
@@ -196,7 +209,8 @@ class WriteTextFileRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class WriteTextFileResponse:
     """The client's answer to ``fs/write_text_file``."""
 
@@ -207,7 +221,8 @@ class WriteTextFileResponse:
 # terminal/* (v1)
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CreateTerminalRequest:
     """``terminal/create`` params."""
 
@@ -220,7 +235,8 @@ class CreateTerminalRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CreateTerminalResponse:
     """The client's answer to ``terminal/create``."""
 
@@ -228,7 +244,8 @@ class CreateTerminalResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TerminalOutputRequest:
     """``terminal/output`` params."""
 
@@ -237,7 +254,8 @@ class TerminalOutputRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TerminalOutputResponse:
     """The client's answer to ``terminal/output`` (``truncated`` is always sent)."""
 
@@ -247,7 +265,8 @@ class TerminalOutputResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class WaitForTerminalExitRequest:
     """``terminal/wait_for_exit`` params."""
 
@@ -256,7 +275,8 @@ class WaitForTerminalExitRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class WaitForTerminalExitResponse:
     """The client's answer to ``terminal/wait_for_exit``."""
 
@@ -265,7 +285,8 @@ class WaitForTerminalExitResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class KillTerminalCommandRequest:
     """``terminal/kill`` params."""
 
@@ -274,14 +295,16 @@ class KillTerminalCommandRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class KillTerminalCommandResponse:
     """The client's answer to ``terminal/kill``."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ReleaseTerminalRequest:
     """``terminal/release`` params."""
 
@@ -290,7 +313,8 @@ class ReleaseTerminalRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ReleaseTerminalResponse:
     """The client's answer to ``terminal/release``."""
 
@@ -301,7 +325,8 @@ class ReleaseTerminalResponse:
 # elicitation
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CreateElicitationRequest:
     """``elicitation/create`` params.
 
@@ -328,7 +353,8 @@ class CreateElicitationRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CreateElicitationResponse:
     """The client's answer to ``elicitation/create``.
 
@@ -340,7 +366,8 @@ class CreateElicitationResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CompleteElicitationNotification:
     """``elicitation/complete`` params: the URL elicitation ``elicitation_id`` finished."""
 

@@ -26,6 +26,7 @@ from typing import Any, Final
 import attrs
 
 from ._fields import wire
+from ._value import value
 
 __all__ = [
     "AgentCapabilities",
@@ -41,7 +42,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Implementation:
     """The name and version of a client or agent implementation."""
 
@@ -51,7 +53,8 @@ class Implementation:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class FileSystemCapability:
     """Which ``fs/*`` methods the client serves (v1 only)."""
 
@@ -60,7 +63,8 @@ class FileSystemCapability:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ElicitationCapabilities:
     """Which ``elicitation/create`` modes the client supports (each sent as ``{}`` when true)."""
 
@@ -69,7 +73,8 @@ class ElicitationCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ClientAuthCapabilities:
     """Authentication features of the client (``terminal``: v1 a boolean, v2 an object)."""
 
@@ -77,7 +82,8 @@ class ClientAuthCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ClientCapabilities:
     """What the client advertises in ``initialize``.
 
@@ -99,7 +105,8 @@ class ClientCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PromptCapabilities:
     """Prompt content the agent accepts beyond text and resource links."""
 
@@ -109,7 +116,8 @@ class PromptCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class McpCapabilities:
     """MCP server transports the agent can connect to (stdio is implied in v1)."""
 
@@ -120,7 +128,8 @@ class McpCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionCapabilities:
     """Optional session methods the agent supports: each ``True`` when advertised.
 
@@ -139,7 +148,8 @@ class SessionCapabilities:
     title: bool = False
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AuthMethod:
     """An authentication method the agent offers.
 
@@ -178,7 +188,8 @@ _SESSION_GATES: Final = {
 _V2_BASELINE: Final = frozenset({"session/resume", "session/close", "session/list"})
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AgentCapabilities:
     """What the agent advertised in ``initialize``, normalized across protocol versions.
 

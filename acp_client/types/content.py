@@ -10,6 +10,8 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
+from ._value import value
+
 __all__ = [
     "Annotations",
     "AudioContent",
@@ -25,7 +27,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Annotations:
     """Hints about how a block is meant to be used or shown.
 
@@ -42,7 +45,8 @@ class Annotations:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TextContent:
     """Plain text (wire tag ``text``)."""
 
@@ -53,7 +57,8 @@ class TextContent:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ImageContent:
     """A base64-encoded image (wire tag ``image``)."""
 
@@ -66,7 +71,8 @@ class ImageContent:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AudioContent:
     """Base64-encoded audio (wire tag ``audio``)."""
 
@@ -78,7 +84,8 @@ class AudioContent:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ResourceLink:
     """A reference to a resource the agent can fetch (wire tag ``resource_link``).
 
@@ -98,7 +105,8 @@ class ResourceLink:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TextResourceContents:
     """The text of an embedded resource."""
 
@@ -108,7 +116,8 @@ class TextResourceContents:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class BlobResourceContents:
     """The base64 bytes of an embedded resource."""
 
@@ -122,7 +131,8 @@ class BlobResourceContents:
 EmbeddedResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class EmbeddedResource:
     """A resource whose contents travel inside the message (wire tag ``resource``)."""
 
@@ -133,7 +143,8 @@ class EmbeddedResource:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownContent:
     """A content block of a type this SDK does not know; ``raw`` is the payload as received."""
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
+from ._value import value
 from .capabilities import AgentCapabilities, AuthMethod, ClientCapabilities, Implementation
 from .content import ContentBlock
 
@@ -81,7 +82,8 @@ __all__ = [
 # initialize
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
     """``initialize`` params.
 
@@ -97,7 +99,8 @@ class InitializeRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class InitializeResponse:
     """``initialize`` result, decoded from either the v1 or the v2 shape.
 
@@ -120,7 +123,8 @@ class InitializeResponse:
 # MCP servers
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class EnvVariable:
     """An environment variable for a spawned process."""
 
@@ -129,7 +133,8 @@ class EnvVariable:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class HttpHeader:
     """An HTTP header sent to an MCP server."""
 
@@ -138,7 +143,8 @@ class HttpHeader:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class McpServerStdio:
     """An MCP server the agent spawns (untagged in v1, ``"type": "stdio"`` in v2)."""
 
@@ -151,7 +157,8 @@ class McpServerStdio:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class McpServerHttp:
     """An MCP server reached over streamable HTTP."""
 
@@ -163,7 +170,8 @@ class McpServerHttp:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class McpServerSse:
     """An MCP server reached over SSE (v1 only)."""
 
@@ -175,7 +183,8 @@ class McpServerSse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class McpServerAcp:
     """An MCP server tunnelled over the ACP connection itself."""
 
@@ -186,7 +195,8 @@ class McpServerAcp:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownMcpServer:
     """An MCP server description of a type this SDK does not know (raw payload kept)."""
 
@@ -201,7 +211,8 @@ McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServer
 # modes, config options, commands
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionMode:
     """A mode the agent can run in (v1 ``session/set_mode``)."""
 
@@ -211,7 +222,8 @@ class SessionMode:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionModeState:
     """The current mode and the available ones."""
 
@@ -220,7 +232,8 @@ class SessionModeState:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionConfigSelectOption:
     """One choice of a ``select`` config option."""
 
@@ -230,7 +243,8 @@ class SessionConfigSelectOption:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionConfigSelectGroup:
     """A named group of choices (v1 ``group``, v2 ``groupId``)."""
 
@@ -240,7 +254,8 @@ class SessionConfigSelectGroup:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionConfigOption:
     """A session configuration option (a model picker, a mode, a reasoning level...).
 
@@ -265,7 +280,8 @@ class SessionConfigOption:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AvailableCommand:
     """A slash command the agent offers.
 
@@ -288,7 +304,8 @@ class AvailableCommand:
 # session/new, load, resume, fork, close, delete, list
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class NewSessionRequest:
     """``session/new`` params (``mcpServers`` is always sent, as v1 requires it)."""
 
@@ -298,7 +315,8 @@ class NewSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class NewSessionResponse:
     """``session/new`` result. ``None`` means the agent did not send the member."""
 
@@ -310,7 +328,8 @@ class NewSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class LoadSessionRequest:
     """``session/load`` params (v1 only): the agent replays the history as ``session/update``."""
 
@@ -321,7 +340,8 @@ class LoadSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class LoadSessionResponse:
     """``session/load`` result.
 
@@ -336,7 +356,8 @@ class LoadSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ReplayFromStart:
     """v2 ``replayFrom``: replay the whole history."""
 
@@ -345,7 +366,8 @@ class ReplayFromStart:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownReplayFrom:
     """A ``replayFrom`` of a type this SDK does not know (raw payload kept)."""
 
@@ -356,7 +378,8 @@ class UnknownReplayFrom:
 ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ResumeSessionRequest:
     """``session/resume`` params. ``replay_from`` exists in v2 only (not sent in v1)."""
 
@@ -368,7 +391,8 @@ class ResumeSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ResumeSessionResponse:
     """``session/resume`` result (``session_id``: sent by the official SDKs' agents, as for load)."""
 
@@ -380,7 +404,8 @@ class ResumeSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ForkSessionRequest:
     """``session/fork`` params."""
 
@@ -391,7 +416,8 @@ class ForkSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ForkSessionResponse:
     """``session/fork`` result: the new session."""
 
@@ -403,7 +429,8 @@ class ForkSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CloseSessionRequest:
     """``session/close`` params."""
 
@@ -411,14 +438,16 @@ class CloseSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CloseSessionResponse:
     """``session/close`` result."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class DeleteSessionRequest:
     """``session/delete`` params."""
 
@@ -426,14 +455,16 @@ class DeleteSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class DeleteSessionResponse:
     """``session/delete`` result."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ListSessionsRequest:
     """``session/list`` params (both filters optional)."""
 
@@ -442,7 +473,8 @@ class ListSessionsRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionInfo:
     """One entry of ``session/list``. ``updated_at`` is the RFC 3339 string as sent."""
 
@@ -455,7 +487,8 @@ class SessionInfo:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ListSessionsResponse:
     """``session/list`` result. ``next_cursor`` is ``None`` on the last page."""
 
@@ -505,7 +538,8 @@ def normalize_status(raw: str) -> Probe:
     return Probe.ACTIVE if raw in _ACTIVE_SPELLINGS else Probe.INACTIVE
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ForegroundState:
     """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
 
@@ -523,7 +557,8 @@ class ForegroundState:
     raw: dict[str, Any] = attrs.field(factory=dict)
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionStatusRequest:
     """``session/status`` params."""
 
@@ -531,7 +566,8 @@ class SessionStatusRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionStatusResponse:
     """``session/status`` result.
 
@@ -559,7 +595,8 @@ class SessionStatusResponse:
 # session/prompt, cancel, modes, config
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PromptRequest:
     """``session/prompt`` params."""
 
@@ -568,7 +605,8 @@ class PromptRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Cost:
     """A monetary cost."""
 
@@ -577,7 +615,8 @@ class Cost:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Usage:
     """Token usage of a turn."""
 
@@ -619,7 +658,8 @@ class StopReason(str, enum.Enum):
         return value
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PromptResponse:
     """``session/prompt`` result.
 
@@ -635,7 +675,8 @@ class PromptResponse:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CancelNotification:
     """``session/cancel`` params (a notification: cancels the session's current turn)."""
 
@@ -643,7 +684,8 @@ class CancelNotification:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CancelRequestNotification:
     """``$/cancel_request`` params: cancels one pending request."""
 
@@ -651,7 +693,8 @@ class CancelRequestNotification:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SetSessionModeRequest:
     """``session/set_mode`` params (v1)."""
 
@@ -660,14 +703,16 @@ class SetSessionModeRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SetSessionModeResponse:
     """``session/set_mode`` result."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SetSessionModelRequest:
     """``session/set_model`` params (unstable in the schemas; agents that offer ``models`` serve it)."""
 
@@ -676,14 +721,16 @@ class SetSessionModelRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SetSessionModelResponse:
     """``session/set_model`` result."""
 
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionRequest:
     """``session/set_config_option`` params.
 
@@ -704,7 +751,8 @@ class SetSessionConfigOptionRequest:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionResponse:
     """``session/set_config_option`` result: every option with its new value."""
 

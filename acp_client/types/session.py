@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 
 from ..exceptions import ConfigurationError
+from ._value import value
 from .lifecycle import (
     ANSWERED,
     ForegroundState,
@@ -122,7 +123,8 @@ def _to_str_tuple(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Session:
     """One session, as the client knows it: the same immutable record from every lifecycle call.
 

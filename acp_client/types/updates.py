@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
+from ._value import value
 from .content import ContentBlock
 from .lifecycle import AvailableCommand, Cost, ForegroundState, SessionConfigOption, Usage
 
@@ -83,7 +84,8 @@ class _NoMessageId:
 # messages
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UserMessageChunk:
     """A piece of a user message (appended to ``message_id``'s message when one is given)."""
 
@@ -94,7 +96,8 @@ class UserMessageChunk:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AgentMessageChunk:
     """A piece of the agent's reply."""
 
@@ -105,7 +108,8 @@ class AgentMessageChunk:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AgentThoughtChunk:
     """A piece of the agent's reasoning."""
 
@@ -116,7 +120,8 @@ class AgentThoughtChunk:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UserMessage:
     """v2: a whole user message (upsert by ``message_id``); ``content`` ``None`` when not sent."""
 
@@ -127,7 +132,8 @@ class UserMessage:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AgentMessage:
     """v2: a whole agent message (upsert by ``message_id``)."""
 
@@ -138,7 +144,8 @@ class AgentMessage:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AgentThought:
     """v2: a whole agent thought (upsert by ``message_id``)."""
 
@@ -149,7 +156,8 @@ class AgentThought:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionMessage:
     """Newer schemas: a message between sessions (e.g. to or from a subagent)."""
 
@@ -164,7 +172,8 @@ class SessionMessage:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionMessageChunk:
     """Newer schemas: a piece of a :class:`SessionMessage`."""
 
@@ -179,7 +188,8 @@ class SessionMessageChunk:
 # tool calls
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallContentBlock:
     """Tool-call content that is a plain content block (wire tag ``content``)."""
 
@@ -189,7 +199,8 @@ class ToolCallContentBlock:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallDiff:
     """A file modification (wire tag ``diff``).
 
@@ -207,7 +218,8 @@ class ToolCallDiff:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallTerminal:
     """A live terminal embedded in a tool call (wire tag ``terminal``)."""
 
@@ -217,7 +229,8 @@ class ToolCallTerminal:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownToolCallContent:
     """Tool-call content of a type this SDK does not know (raw payload kept)."""
 
@@ -228,7 +241,8 @@ class UnknownToolCallContent:
 ToolCallContent: TypeAlias = ToolCallContentBlock | ToolCallDiff | ToolCallTerminal | UnknownToolCallContent
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallLocation:
     """A file location a tool call works on."""
 
@@ -237,7 +251,8 @@ class ToolCallLocation:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCall(_NoMessageId):
     """v1: a new tool call. ``kind`` and ``status`` are the tool kind / status strings (open sets).
 
@@ -258,7 +273,8 @@ class ToolCall(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallUpdate(_NoMessageId):
     """An update to a tool call (v2: also its creation). Fields left ``None`` are unchanged.
 
@@ -281,7 +297,8 @@ class ToolCallUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ToolCallContentChunk(_NoMessageId):
     """v2: one more piece of content for a tool call."""
 
@@ -296,7 +313,8 @@ class ToolCallContentChunk(_NoMessageId):
 # terminals (v2 updates)
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TerminalExitStatus:
     """How a terminal's command ended."""
 
@@ -305,7 +323,8 @@ class TerminalExitStatus:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TerminalOutput:
     """A terminal's output so far."""
 
@@ -313,7 +332,8 @@ class TerminalOutput:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TerminalUpdate(_NoMessageId):
     """v2: the state of an agent-run terminal. ``size`` / ``capabilities`` are kept as sent."""
 
@@ -329,7 +349,8 @@ class TerminalUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class TerminalOutputChunk(_NoMessageId):
     """v2: more output of an agent-run terminal."""
 
@@ -344,7 +365,8 @@ class TerminalOutputChunk(_NoMessageId):
 # plans
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PlanEntry:
     """One step of a plan. ``priority`` and ``status`` are open strings."""
 
@@ -354,7 +376,8 @@ class PlanEntry:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Plan(_NoMessageId):
     """v1: the agent's whole plan (replaces the previous one)."""
 
@@ -364,7 +387,8 @@ class Plan(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PlanItems:
     """Plan content as a list of entries (wire tag ``items``)."""
 
@@ -375,7 +399,8 @@ class PlanItems:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PlanFile:
     """Plan content kept in a file (wire tag ``file``)."""
 
@@ -386,7 +411,8 @@ class PlanFile:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PlanMarkdown:
     """Plan content as markdown (wire tag ``markdown``)."""
 
@@ -397,7 +423,8 @@ class PlanMarkdown:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownPlanContent:
     """Plan content of a type this SDK does not know (raw payload kept)."""
 
@@ -408,7 +435,8 @@ class UnknownPlanContent:
 PlanContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanContent
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PlanUpdate(_NoMessageId):
     """Creates or replaces the plan ``plan.plan_id``."""
 
@@ -418,7 +446,8 @@ class PlanUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class PlanRemoved(_NoMessageId):
     """Removes the plan ``plan_id``."""
 
@@ -432,7 +461,8 @@ class PlanRemoved(_NoMessageId):
 # session metadata
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class AvailableCommandsUpdate(_NoMessageId):
     """The slash commands the agent now offers."""
 
@@ -442,7 +472,8 @@ class AvailableCommandsUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CurrentModeUpdate(_NoMessageId):
     """v1: the session switched mode."""
 
@@ -452,7 +483,8 @@ class CurrentModeUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class ConfigOptionUpdate(_NoMessageId):
     """The session's config options changed (all of them, with current values)."""
 
@@ -462,7 +494,8 @@ class ConfigOptionUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionInfoUpdate(_NoMessageId):
     """The session's title or update time changed (``updated_at``: RFC 3339 string as sent)."""
 
@@ -473,7 +506,8 @@ class SessionInfoUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UsageUpdate(_NoMessageId):
     """Context-window usage: ``used`` of ``size`` tokens, and the cost so far."""
 
@@ -485,7 +519,8 @@ class UsageUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class Notice(_NoMessageId):
     """Something the user should know. ``severity``: ``info``, ``warning``, ``error`` or other."""
 
@@ -497,7 +532,8 @@ class Notice(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CompactionUpdate(_NoMessageId):
     """Progress of a context compaction. ``status``: ``in_progress``, ``completed``... (open)."""
 
@@ -510,7 +546,8 @@ class CompactionUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class CompactionSummaryChunk(_NoMessageId):
     """A piece of a compaction's summary."""
 
@@ -521,7 +558,8 @@ class CompactionSummaryChunk(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class StateUpdate(_NoMessageId):
     """v2: the session's foreground state changed.
 
@@ -540,7 +578,8 @@ class StateUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SubagentUpdate(_NoMessageId):
     """Newer schemas: a subagent session's metadata or state. ``capabilities`` kept as sent."""
 
@@ -556,7 +595,8 @@ class SubagentUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class UnknownSessionUpdate:
     """A ``session/update`` variant this SDK does not know.
 
@@ -606,7 +646,8 @@ SessionUpdate: TypeAlias = (
 )
 
 
-@attrs.frozen
+@value
+@attrs.frozen(eq=False, repr=False)
 class SessionNotification:
     """``session/update`` params: one update for one session."""
 

@@ -194,6 +194,24 @@ def test_max_age_expires_with_the_clock(store: CookieStore, now: FakeNow) -> Non
     assert len(store) == 0
 
 
+def test_asking_again_sees_every_change_and_expiry(store: CookieStore, now: FakeNow) -> None:
+    """Every request of a link asks for the same URL's header: the remembered answer never outlives a change."""
+    url = "http://h/acp"
+    assert store.header_for(url) is None
+    store.capture(url, ["a=1"])
+    assert store.header_for(url) == store.header_for(url) == "a=1"
+    store.capture(url, ["b=2; Max-Age=10"])
+    assert store.header_for(url) == "a=1; b=2"
+    store.capture("http://other/", ["c=3"])  # another origin's cookie changes nothing here
+    assert store.header_for(url) == "a=1; b=2"
+    now.value += 10
+    assert store.header_for(url) == "a=1"  # b expired, without any capture in between
+    store.capture(url, ["a=9"])
+    assert store.header_for(url) == "a=9"
+    store.clear()
+    assert store.header_for(url) is None
+
+
 @pytest.mark.parametrize("max_age", ["0", "-1", "-0"])
 def test_max_age_zero_or_negative_deletes(store: CookieStore, max_age: str) -> None:
     store.capture("http://h/", ["a=1", "b=2"])

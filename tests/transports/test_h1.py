@@ -186,3 +186,55 @@ async def test_requests_of_one_http_link_share_few_tcp_connections() -> None:
             await client.session_status(session.session_id)
         await asyncio.gather(*(client.session_status(session.session_id) for _ in range(40)))
         assert server.tcp_connections - before <= 8  # the POSTs' pool; the streams stay open
+
+
+async def test_a_short_read_timeout_is_not_held_up_by_a_longer_one(raw_server) -> None:  # type: ignore[no-untyped-def]
+    """The read timeouts of a pool share one timer: a wait armed later with a shorter timeout still ends first."""
+    arrived = asyncio.Event()
+
+    def silence(head: bytes) -> bytes:  # never answers
+        arrived.set()
+        return b""
+
+    port = await raw_server(silence)
+    pool = _pool(port)
+    try:
+        slow = asyncio.ensure_future(pool.request("POST", "/acp", [], b"{}", 60))
+        async with asyncio.timeout(10):
+            await arrived.wait()  # the slow one is sent, so waiting for its answer's head, first
+            with pytest.raises(httpx.ReadTimeout):
+                await pool.request("POST", "/acp", [], b"{}", 0.1)
+        assert not slow.done()  # its own timeout is still far off
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+    finally:
+        await pool.aclose()
+
+
+async def test_repeated_answer_heads_are_read_right_and_their_memory_stays_bounded(raw_server) -> None:  # type: ignore[no-untyped-def]
+    """A pool remembers the heads it parsed (most answers repeat one): each answer is still framed by its own
+    head, and however many distinct heads come, the pool keeps a bounded number."""
+    count = iter(range(1000))
+
+    def answer(head: bytes) -> bytes:
+        n = next(count)
+        if n == 150:
+            return b"HTTP/1.1 202 Accepted\r\nX-Pad: " + b"p" * 2000 + b"\r\nContent-Length: 0\r\n\r\n"
+        if n % 3 == 2:  # a distinct head each time, with a body of its own length
+            body = b"x" * (n % 7)
+            return b"HTTP/1.1 200 OK\r\nX-N: %d\r\nContent-Length: %d\r\n\r\n%s" % (n, len(body), body)
+        return b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+
+    port = await raw_server(answer)
+    pool = _pool(port)
+    try:
+        for n in range(150):
+            expected = (200, b"x" * (n % 7)) if n % 3 == 2 else (202, b"")
+            assert await _read(pool) == expected
+        assert 1 <= len(pool.heads) <= 32
+        assert await _read(pool) == (202, b"")  # n == 150: a head of its own, too long to be kept
+        assert all(len(head) <= 1024 for head in pool.heads)
+    finally:
+        await pool.aclose()
+    assert raw_server.accepted == 1

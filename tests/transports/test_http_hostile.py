@@ -165,10 +165,17 @@ async def test_forged_answers_open_no_session_stream(serve: Serve, link: Link, d
     assert [r.headers["acp-session-id"] for r in session_gets(app)] == [sid]
 
 
-async def test_session_streams_are_capped(fake: tuple[FakeAcpServer, Hypercorn], link: Link) -> None:
+async def test_session_streams_are_capped(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link, caplog: pytest.LogCaptureFixture
+) -> None:
     app, server = fake
     transport = await link(server.url, max_session_streams=3)
-    sids = [await new_session(transport, n) for n in range(1, 6)]
+    with caplog.at_level(logging.DEBUG, logger="acp_client.transports.http"):
+        sids = [await new_session(transport, n) for n in range(1, 6)]
+    # Said once per connection (a recovery meets the cap once per session past it), the rest at debug level.
+    capped = [r for r in caplog.records if "max_session_streams" in r.getMessage()]
+    assert [r.levelno for r in capped] == [logging.WARNING, logging.DEBUG]
+    assert sids[3] in capped[0].getMessage() and sids[4] in capped[1].getMessage()
     assert list(transport._sessions) == sids[:3]  # decided as each answer arrived
     await eventually(lambda: len(session_gets(app)) >= 3)
     assert sorted(r.headers["acp-session-id"] for r in session_gets(app)) == sorted(sids[:3])

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from acp_client.exceptions import MalformedFrame, MessageTooLarge
+from acp_client.exceptions import MalformedFrame, MessageTooLarge, TransportClosed
 from acp_client.transports._inbox import EventReader, Inbox
 from acp_client.transports.base import Limits
 
@@ -79,3 +79,30 @@ async def test_any_chunking_delivers_every_message_in_order(split: int) -> None:
     await asyncio.wait_for(reader(inbox).read(chunks(*pieces), lambda: False), 5)
     got = await asyncio.wait_for(receiving, 5)
     assert [message["params"]["n"] for message in got] == list(range(20))  # type: ignore[index]
+
+
+async def test_get_ready_hands_over_what_is_queued_and_never_waits() -> None:
+    inbox = Inbox(4)
+    assert inbox.get_ready() is None
+    inbox.deliver({"n": 1})
+    inbox.deliver(MalformedFrame("not JSON"))
+    inbox.deliver({"n": 2})
+    assert inbox.get_ready() == {"n": 1}
+    with pytest.raises(MalformedFrame):
+        inbox.get_ready()
+    inbox.close("gone")
+    assert inbox.get_ready() == {"n": 2}  # queued before the end: still handed over
+    assert inbox.get_ready() is None  # the end is get()'s to raise
+    with pytest.raises(TransportClosed, match="gone"):
+        await inbox.get()
+
+
+async def test_get_ready_makes_room_for_a_waiting_reader() -> None:
+    inbox = Inbox(1)
+    inbox.deliver({"n": 0})
+    pushing = asyncio.ensure_future(inbox.push({"n": 1}))
+    await asyncio.sleep(0)
+    assert not pushing.done()  # full: the reader waits
+    assert inbox.get_ready() == {"n": 0}
+    await asyncio.wait_for(pushing, 5)
+    assert inbox.get_ready() == {"n": 1}

@@ -1,0 +1,58 @@
+"""Value semantics for the wire types, written once instead of once per class. Pure.
+
+attrs writes the source of ``__eq__``, ``__hash__`` and ``__repr__`` for every class it decorates
+and compiles it; for the ~130 wire types that compiling was about a seventh of ``import
+acp_client``. The wire types are declared ``@attrs.frozen(eq=False, repr=False)`` under
+:func:`value`, which gives each the behaviour attrs would have generated, from shared functions:
+
+* equal when ``other`` is of the very same class and every field compared by attrs (``eq=True``,
+  the default) is equal; otherwise ``NotImplemented``;
+* hashed from the class and those fields (so equal values hash alike; a value holding a list is
+  unhashable, as with attrs);
+* shown as ``Name(field=value, ...)`` over the fields with ``repr=True``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import attrs
+
+__all__ = ["value"]
+
+_T = TypeVar("_T")
+
+
+def value(cls: type[_T]) -> type[_T]:
+    """Give an attrs class declared with ``eq=False, repr=False`` attrs' value semantics."""
+    fields = attrs.fields(cast(Any, cls))
+    for field in fields:
+        if callable(field.eq_key) or callable(field.repr):
+            raise TypeError(f"{cls.__name__}.{field.name}: custom eq/repr callables are not supported here")
+    compared = tuple(field.name for field in fields if field.eq)
+    shown = tuple(field.name for field in fields if field.repr)
+    key: Callable[[Any], Any] = operator.attrgetter(*compared) if compared else _nothing
+    salt = f"{cls.__module__}.{cls.__qualname__}"
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return bool(key(self) == key(other))
+
+    def __hash__(self: Any) -> int:
+        return hash((salt, key(self)))
+
+    def __repr__(self: Any) -> str:
+        body = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
+        return f"{self.__class__.__qualname__}({body})"
+
+    for method in (__eq__, __hash__, __repr__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        setattr(cls, method.__name__, method)
+    return cls
+
+
+def _nothing(_: object) -> tuple[()]:
+    return ()
