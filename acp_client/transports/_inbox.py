@@ -74,17 +74,10 @@ class Inbox:
 
     async def get(self) -> Message:
         """The next message; raises a queued error, or :attr:`closed` once the queue is empty."""
-        items = self._items
         while True:
-            if items:
-                item = items.popleft()
-                if self._full and len(items) < self.limit:
-                    self._full = False
-                    self._space.set()
-                if type(item) is dict or type(item) is list:
-                    return item
-                assert isinstance(item, AcpError)
-                raise item
+            message = self.get_ready()
+            if message is not None:
+                return message
             if self.closed is not None:
                 raise TransportClosed(self.closed.reason, maybe_delivered=False)
             self._wakeup.clear()
