@@ -254,9 +254,7 @@ class Http1Endpoint(asyncio.Protocol):
         self._paused = False
         if self._relay is not None:
             self._relay.resume()
-        drain, self._drain = self._drain, None
-        if drain is not None and not drain.done():
-            drain.set_result(None)
+        self._release_drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end()
@@ -340,6 +338,12 @@ class Http1Endpoint(asyncio.Protocol):
                 await exchange.send({"type": "http.response.start", "status": 500, "headers": []})
                 await exchange.send({"type": "http.response.body", "body": b""})
 
+    def _release_drain(self) -> None:
+        """Wake a writer waiting in :meth:`drained` (the buffer has room, or the connection is over)."""
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
     def _arm_idle(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
@@ -359,9 +363,7 @@ class Http1Endpoint(asyncio.Protocol):
             self._idle = None
         if self._exchange is not None:
             self._exchange.disconnect()
-        drain, self._drain = self._drain, None
-        if drain is not None and not drain.done():
-            drain.set_result(None)
+        self._release_drain()
 
     # -- handing off to hypercorn -------------------------------------------------------------------
 
