@@ -14,18 +14,17 @@ goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then rais
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import logging
 import os
 import re
 import ssl
 import sys
-from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import ClientConnection as WebSocketConnection
 from websockets.asyncio.client import connect as _ws_connect
 from websockets.datastructures import Headers
 from websockets.exceptions import (
@@ -34,7 +33,7 @@ from websockets.exceptions import (
     InvalidStatus,
     WebSocketException,
 )
-from websockets.frames import DATA_OPCODES, Close, CloseCode, Frame, Opcode
+from websockets.frames import Close, CloseCode
 from websockets.protocol import OPEN
 from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
@@ -62,6 +61,7 @@ from ._security import (
     redirect_allowed,
     safe_url,
 )
+from ._ws_connection import ClientConnection
 from .base import Limits, TransportInfo
 
 __all__ = ["WebSocketConnector", "WebSocketTransport"]
@@ -118,119 +118,6 @@ class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # gene
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         return msg, kwargs
-
-
-class _ClientConnection(ClientConnection):
-    """``websockets``' client connection, with the closing handshake bounded in every case, and
-    whole text messages taken before its message assembler.
-
-    When the connection starts closing from inside ``data_received`` (a close frame from the agent,
-    or a frame we must refuse: too large, invalid UTF-8), ``websockets`` waits for the server to
-    close TCP without a timer: a silent server would leave ``recv()`` hanging. This schedules the
-    abort at the library's own close deadline.
-
-    A text message in one frame (nearly every ACP message) is decoded to ``str`` as it is parsed
-    and kept in :attr:`inbox`, which :meth:`WebSocketTransport.receive` reads without a coroutine
-    of ``websockets`` per message (``recv()`` costs about a microsecond per message, a sixth of
-    the whole per-update cost). The same flow control applies: reading pauses while more than the
-    library's ``max_queue`` messages wait. The first frame that needs the assembler (a fragment,
-    a binary frame, invalid UTF-8) hands every later message to it for good, so ``recv()`` keeps
-    its own rules for those (a 1007 close for invalid UTF-8...); :attr:`inbox` is read first.
-    """
-
-    _abort_handle: asyncio.TimerHandle | None = None
-    #: Called once when the TCP connection is gone (the transport stops its keepalive).
-    on_lost: Callable[[], None] | None = None
-    #: Whole text messages not yet received, oldest first.
-    inbox: collections.deque[str]
-    #: Whether new messages still go to :attr:`inbox` (not after a hand-over or the end of TCP).
-    taking = False
-    _waiter: asyncio.Future[None] | None = None
-    _paused = False
-    _high: int | None = None
-    _low = 0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self.inbox = collections.deque()
-        # Only where websockets hands each parsed frame to process_event (its asyncio connection
-        # does); elsewhere every message goes through recv() as before.
-        self.taking = callable(getattr(ClientConnection, "process_event", None))
-        high = getattr(self.recv_messages, "high", 16)  # websockets' max_queue (None: no limit)
-        self._high = high
-        low = getattr(self.recv_messages, "low", None)
-        self._low = low if low is not None else (high // 4 if high is not None else 0)
-
-    def process_event(self, event: Any) -> None:
-        if self.taking and type(event) is Frame:  # the handshake response is not a Frame
-            opcode = event.opcode
-            if opcode is Opcode.TEXT and event.fin:
-                try:
-                    self.inbox.append(str(event.data, "utf-8"))
-                except UnicodeDecodeError:
-                    self._hand_over()  # websockets fails the link (1007) when recv() decodes it
-                else:
-                    waiter = self._waiter  # _wake(), inlined: once per frame
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(None)
-                    high = self._high
-                    if high is not None and len(self.inbox) > high and not self._paused:
-                        self._paused = True
-                        self.transport.pause_reading()
-                    return
-            elif opcode in DATA_OPCODES:
-                self._hand_over()
-        super().process_event(event)
-
-    def _hand_over(self) -> None:
-        self.taking = False
-        if self._paused:  # the assembler runs the flow control from now on
-            self._paused = False
-            self.transport.resume_reading()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def take(self) -> str:
-        """The oldest message of :attr:`inbox` (which must not be empty)."""
-        inbox = self.inbox
-        text = inbox.popleft()
-        if self._paused and len(inbox) <= self._low:
-            self._paused = False
-            self.transport.resume_reading()
-        return text
-
-    async def wait_for_message(self) -> None:
-        """Return once :attr:`inbox` holds a message or :attr:`taking` has ended.
-
-        Raises:
-            ConcurrencyError: Another task is waiting already.
-        """
-        if self._waiter is not None:
-            raise ConcurrencyError("wait_for_message() is already running")
-        waiter = self._waiter = self.loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        deadline = self.close_deadline
-        if deadline is not None and self._abort_handle is None:
-            self._abort_handle = self.loop.call_at(deadline, self.transport.abort)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._abort_handle is not None:
-            self._abort_handle.cancel()
-        super().connection_lost(exc)
-        self.taking = False
-        self._wake()
-        if self.on_lost is not None:
-            self.on_lost()
 
 
 #: The environment variables that decide websockets' proxy for a URL (urllib reads both cases;
@@ -320,7 +207,7 @@ class WebSocketTransport:
 
     def __init__(
         self,
-        connection: _ClientConnection,
+        connection: ClientConnection,
         info: TransportInfo,
         *,
         limit: int,
@@ -393,7 +280,7 @@ class WebSocketTransport:
         """
         ws = self._ws
         try:
-            while True:  # messages websockets' assembler never saw come first (see _ClientConnection)
+            while True:  # messages websockets' assembler never saw come first (see ClientConnection)
                 if ws.inbox:
                     return decode_frame(ws.take())
                 if not ws.taking:
@@ -690,7 +577,7 @@ class WebSocketConnector:
             if values:
                 self._cookies.capture(url, values)
 
-    async def _open(self, url: str, headers: list[tuple[str, str]], timeout: float) -> ClientConnection:
+    async def _open(self, url: str, headers: list[tuple[str, str]], timeout: float) -> WebSocketConnection:
         """One handshake attempt; maps every failure but ``InvalidStatus`` to our errors."""
         kwargs: dict[str, Any] = {}
         if self._ssl is not None:
@@ -707,7 +594,7 @@ class WebSocketConnector:
                 close_timeout=self._close_timeout,
                 max_size=self._limits.max_message_bytes,
                 logger=self._ws_logger,
-                create_connection=_ClientConnection,
+                create_connection=ClientConnection,
                 proxy=proxy_for(url),
                 **kwargs,
             )
@@ -719,8 +606,8 @@ class WebSocketConnector:
                 raise
             raise error from exc
 
-    def _transport(self, connection: ClientConnection, url: str) -> WebSocketTransport:
-        assert isinstance(connection, _ClientConnection)  # we passed create_connection=_ClientConnection
+    def _transport(self, connection: WebSocketConnection, url: str) -> WebSocketTransport:
+        assert isinstance(connection, ClientConnection)  # we passed create_connection=ClientConnection
         response = connection.response
         connection_id = response.headers.get("Acp-Connection-Id") if response is not None else None
         info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
