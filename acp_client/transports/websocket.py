@@ -5,7 +5,9 @@ The client opens the link with a ``GET`` upgrade; each text frame carries one JS
 answer; it ends up in :attr:`TransportInfo.connection_id`. Binary frames are reported (as
 :class:`~acp_client.exceptions.MalformedFrame`) and otherwise ignored.
 
-Built on the asyncio API of ``websockets``; none of its types cross this module's boundary.
+Built on the asyncio API of ``websockets`` (handshake, sending, control frames, closing), with whole
+inbound text frames split by our own reader (``_ws_connection.py``); none of its types cross this module's
+boundary.
 Drop detection is this module's job: a close by the agent, a TCP reset or a keepalive ping that
 goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then raise
 :class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
