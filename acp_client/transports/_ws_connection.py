@@ -123,11 +123,11 @@ class ClientConnection(_LibraryConnection):
     def _may_read_frames(self) -> bool:
         """Whether the link is open and this module may split its frames (else ``websockets`` does)."""
         protocol = self.protocol
-        max_size = getattr(protocol, "max_message_size", -1)
         if not self.taking or protocol.state is not OPEN or protocol.debug:
             return False
-        if getattr(protocol, "max_fragment_size", None) is not None or not (max_size is None or max_size >= 0):
-            return False  # a websockets whose size settings this module does not know
+        max_size = getattr(protocol, "max_message_size", -1)  # -1: a websockets whose size settings we do not know
+        if getattr(protocol, "max_fragment_size", None) is not None or (max_size is not None and max_size < 0):
+            return False
         self._max_size = max_size
         return True
 
@@ -190,13 +190,7 @@ class ClientConnection(_LibraryConnection):
             elif pending:
                 pending.clear()
         if len(inbox) > queued:
-            waiter = self._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-            high = self._high
-            if high is not None and len(inbox) > high and not self._paused:
-                self._paused = True
-                self.transport.pause_reading()
+            self._queued()
 
     def _leave_to_library(self, buffer: bytes | bytearray, position: int) -> None:
         """Hand ``buffer[position:]`` and every later byte to ``websockets``' parser, for good."""
@@ -207,10 +201,7 @@ class ClientConnection(_LibraryConnection):
 
     def eof_received(self) -> None:
         if self._mode == _FRAMES:  # a frame cut short by the end of TCP is websockets' to report
-            pending, self._pending = self._pending, None
-            self._mode = _LIBRARY
-            if pending:
-                _LibraryConnection.data_received(self, bytes(pending))
+            self._leave_to_library(self._pending or b"", 0)
         super().eof_received()
 
     def process_event(self, event: Any) -> None:
@@ -222,11 +213,7 @@ class ClientConnection(_LibraryConnection):
                 except UnicodeDecodeError:
                     self._hand_over()  # websockets fails the link (1007) when recv() decodes it
                 else:
-                    self._wake()
-                    high = self._high
-                    if high is not None and len(self.inbox) > high and not self._paused:
-                        self._paused = True
-                        self.transport.pause_reading()
+                    self._queued()
                     return
             elif opcode in DATA_OPCODES:
                 self._hand_over()
@@ -238,6 +225,14 @@ class ClientConnection(_LibraryConnection):
             self._paused = False
             self.transport.resume_reading()
         self._wake()
+
+    def _queued(self) -> None:
+        """New messages are in :attr:`inbox`: wake the reader; pause TCP while too many wait."""
+        self._wake()
+        high = self._high
+        if high is not None and len(self.inbox) > high and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
 
     def _wake(self) -> None:
         waiter = self._waiter

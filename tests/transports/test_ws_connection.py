@@ -44,6 +44,7 @@ class Link:
     connection: ClientConnection
     peer: socket.socket
     answer: bytes  # the 101 answer to its request
+    handshake: asyncio.Task[None]  # done once the answer is fed
 
     def feed(self, pieces: Sequence[bytes]) -> None:
         for piece in pieces:
@@ -97,15 +98,14 @@ async def open_link(
     while b"\r\n\r\n" not in request:
         request += await loop.sock_recv(theirs, 65536)
     extra = [("Sec-WebSocket-Extensions", "permessage-deflate")] if deflate else []
-    link = Link(connection, theirs, switching_protocols(request, extra))
+    link = Link(connection, theirs, switching_protocols(request, extra), handshake)
     links.append(link)
-    connection.handshake_task = handshake  # type: ignore[attr-defined]  # awaited by opened()
     return link
 
 
 async def opened(link: Link) -> None:
     """Wait for the handshake (its answer fed already)."""
-    await asyncio.wait_for(link.connection.handshake_task, 5)  # type: ignore[attr-defined]
+    await asyncio.wait_for(link.handshake, 5)
 
 
 def text(size: int, tag: int = 0) -> bytes:
@@ -315,5 +315,5 @@ async def test_an_answer_that_is_not_101_is_left_to_websockets(links: list[Link]
     refusal = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno" + server_frame(1, text(30))
     link.feed(split(refusal, [5, 40]))
     with pytest.raises(Exception, match="403"):
-        await asyncio.wait_for(link.connection.handshake_task, 5)  # type: ignore[attr-defined]
+        await asyncio.wait_for(link.handshake, 5)
     assert link.messages() == []
