@@ -202,7 +202,7 @@ class RecoveryOutcome:
     planned: RecoveryPath
     previous_session_id: str
     session_id: str | None
-    continuity: Continuity
+    continuity: Continuity = attrs.field(converter=Continuity)  # a bool is refused: say which of the three
     probe: Probe
     raw_status: str | None = None
     state: Any = None

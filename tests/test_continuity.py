@@ -69,3 +69,13 @@ def test_continuity_is_true_only_when_kept_and_reads_as_its_value() -> None:
     assert Continuity.KEPT.weaker(Continuity.UNVERIFIED) is Continuity.UNVERIFIED
     assert Continuity.UNVERIFIED.weaker(Continuity.LOST) is Continuity.LOST
     assert Continuity.KEPT.weaker(Continuity.KEPT) is Continuity.KEPT
+
+
+def test_an_outcome_takes_a_continuity_or_its_value_never_a_bool() -> None:
+    from acp_client import RecoveryOutcome, RecoveryPath
+
+    fields = {"path": RecoveryPath.RESUME, "planned": RecoveryPath.RESUME, "previous_session_id": "s"}
+    outcome = RecoveryOutcome(**fields, session_id="s", continuity="unverified", probe=Probe.NOT_PROBED)
+    assert outcome.continuity is Continuity.UNVERIFIED
+    with pytest.raises(ValueError, match="not a valid Continuity"):
+        RecoveryOutcome(**fields, session_id="s", continuity=True, probe=Probe.NOT_PROBED)
