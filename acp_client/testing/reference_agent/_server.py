@@ -43,7 +43,6 @@ from ...clock import Clock, SystemClock
 from ...exceptions import MalformedFrame, TransportClosed
 from ..proxy import FaultProxy
 from ._agent import AgentConnection, ReferenceAgent
-from ._http1 import FrontDoor
 
 __all__ = ["ReferenceServer", "RequestRecord"]
 
@@ -368,8 +367,7 @@ class ReferenceServer:
         if not started.done():
             started.cancel()
             await self._serve_task  # raises what stopped hypercorn
-        proxy = FrontDoor(
-            cast(Any, self._asgi),
+        proxy = FaultProxy(
             "127.0.0.1",
             internal_port,
             host=self.host,
