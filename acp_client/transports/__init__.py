@@ -41,6 +41,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
+
 __all__ = [
     "DEFAULT_INHERITED_ENV",
     "Connector",

@@ -10,8 +10,7 @@ answer, with every third-party failure and unexpected status mapped to the error
 * the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
   store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
 * bodies are decompressed in bounded steps and capped (:mod:`._body`);
-* the requests go through a :class:`~._wire.Wire`: :mod:`._h1`'s HTTP/1.1 pool on a link that
-  speaks HTTP/1.1 only, an ``httpx`` client where HTTP/2 may be spoken (:mod:`._wire`);
+* the requests go through a :class:`~._wire.Wire`: an ``httpx`` client per link (:mod:`._wire`);
 * under HTTP/2, each SSE stream gets a client (a connection) of its own: ``httpcore`` (1.0.x)
   starves HTTP/2 streams that share a connection with other idle long-lived readers;
 * under HTTP/1.1 the SSE streams share one pool of their own, and the POSTs another, small one
@@ -223,7 +222,9 @@ class HttpExchange:
             if not 200 <= status < 300:
                 data = await self.read_error_body(response)
             elif response.headers.get("content-length") == "0":
-                data = b""  # the usual 202: nothing to read (the answer is complete already)
+                # The usual 202. Reading its (empty) end is what lets httpx reuse the connection.
+                await response.aread()
+                data = b""
             elif initialize:
                 data = await self._read_body(response)
             else:

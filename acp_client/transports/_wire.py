@@ -1,17 +1,10 @@
-"""The HTTP clients of a Streamable HTTP link, behind one small interface (:class:`Wire`).
+"""The HTTP client of a Streamable HTTP link, behind one small interface (:class:`Wire`).
 
 :class:`~._exchange.HttpExchange` sends every request through a :class:`Wire` and reads the
-answer as a :class:`Reply`. Two implementations:
-
-* :class:`H1Wire`: :mod:`._h1`'s keep-alive HTTP/1.1 pool, for a link that speaks HTTP/1.1 only
-  (``http://`` by default, or ``http2=False``): a request costs a fraction of what it costs through
-  ``httpx`` (see :mod:`._h1`).
-* :class:`HttpxWire`: an ``httpx`` client, for a link that may speak HTTP/2 (``https://`` by
-  default, or ``http2=True``): ALPN, h2c, multiplexing.
-
-Both raise ``httpx``'s exception types for network failures (one map: :func:`._errors.request_error`)
-and neither follows redirects, keeps cookies, reads proxy settings or decompresses: the exchange
-does those the same way over both.
+answer as a :class:`Reply`. :class:`HttpxWire` is an ``httpx`` client (HTTP/1.1, and HTTP/2 by ALPN
+or h2c); it raises ``httpx``'s exception types for network failures (one map:
+:func:`._errors.request_error`). It follows no redirect, keeps no cookie, reads no proxy setting
+and does not decompress: the exchange does those.
 """
 
 from __future__ import annotations
@@ -21,24 +14,21 @@ import ssl
 from collections.abc import AsyncIterator
 from http.cookiejar import Cookie, CookieJar
 from typing import Any, Final, Protocol
-from urllib.parse import urlsplit
 
 import httpx
 
-from ._h1 import H1Pool
-
-__all__ = ["USER_AGENT", "H1Wire", "HeaderView", "HttpxWire", "Reply", "Wire", "new_client"]
+__all__ = ["USER_AGENT", "HeaderView", "HttpxWire", "Reply", "Wire", "new_client"]
 
 USER_AGENT: Final = "acp-reconnect"
 #: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
 #: uvicorn, Node) close an idle keep-alive connection, so a POST never races the server's close.
 KEEPALIVE_EXPIRY: Final = 2.0
-#: Request targets an :class:`H1Wire` remembers (the endpoint, and the few places a redirect leads).
+#: Request URLs an :class:`HttpxWire` keeps parsed (the endpoint, and the few places a redirect leads).
 _MAX_TARGETS: Final = 16
 
 
 class HeaderView(Protocol):
-    """What the transport reads of an answer's headers (``httpx.Headers``, :class:`._h1.H1Headers`)."""
+    """What the transport reads of an answer's headers (``httpx.Headers``)."""
 
     def get(self, key: str, default: Any = None) -> Any: ...
 
@@ -46,7 +36,7 @@ class HeaderView(Protocol):
 
 
 class Reply(Protocol):
-    """An answer whose head is read and whose body streams (``httpx.Response``, :class:`._h1.H1Response`)."""
+    """An answer whose head is read and whose body streams (``httpx.Response``)."""
 
     @property
     def status_code(self) -> int: ...
@@ -58,6 +48,8 @@ class Reply(Protocol):
     def http_version(self) -> str: ...
 
     def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    async def aread(self) -> bytes: ...
 
     async def aclose(self) -> None: ...
 
@@ -165,64 +157,3 @@ class HttpxWire:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-class H1Wire:
-    """A :class:`Wire` over an :class:`~._h1.H1Pool` (HTTP/1.1 only).
-
-    Args:
-        url: The endpoint (the pool's origin).
-        tls: The TLS context for ``https``; ``None`` for ``http``.
-        connect_timeout: Seconds to connect, and to wait for a free connection.
-        connections: The most TCP connections open at once.
-    """
-
-    __slots__ = ("_given", "_pool", "_sent", "_targets")
-
-    def __init__(self, url: str, *, tls: ssl.SSLContext | None, connect_timeout: float, connections: int) -> None:
-        parts = urlsplit(url)
-        assert parts.hostname is not None
-        if tls is not None:
-            tls.set_alpn_protocols(["http/1.1"])  # this connector's own context: HTTP/1.1 only
-        self._pool = H1Pool(
-            host=parts.hostname,
-            port=parts.port or (443 if tls is not None else 80),
-            tls=tls,
-            connect_timeout=connect_timeout,
-            max_connections=connections,
-            keepalive_expiry=KEEPALIVE_EXPIRY,
-        )
-        self._targets: dict[str, str] = {}
-        # The last headers given, and what was sent for them (with a User-Agent).
-        self._given: list[tuple[str, str]] | None = None
-        self._sent: list[tuple[str, str]] = []
-
-    @property
-    def is_closed(self) -> bool:
-        return self._pool.is_closed
-
-    @property
-    def connections_opened(self) -> int:
-        """TCP connections opened so far."""
-        return self._pool.connections_opened
-
-    async def send(
-        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes | None, read_timeout: float
-    ) -> Reply:
-        target = self._targets.get(url)
-        if target is None:
-            parts = urlsplit(url)
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            if len(self._targets) < _MAX_TARGETS:
-                self._targets[url] = target
-        if headers is self._given:  # a link's POSTs share one list: decided once (and the pool
-            headers = self._sent  # reuses the request head it encoded for that list)
-        else:
-            self._given = headers
-            if not any(name.lower() == "user-agent" for name, _ in headers):
-                headers = [("User-Agent", USER_AGENT), *headers]
-            self._sent = headers
-        return await self._pool.request(method, target, headers, body, read_timeout)
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()

@@ -104,7 +104,7 @@ from ._security import (
     origin_of,
     safe_url,
 )
-from ._wire import H1Wire, HttpxWire, Reply, Wire, new_client
+from ._wire import HttpxWire, Reply, Wire, new_client
 from .base import Limits, TransportInfo, describe
 
 __all__ = [
@@ -272,8 +272,6 @@ class HttpConnector:
         return self._cookies
 
     def _new_client(self, connections: int = 1) -> Wire:
-        if not self._http2:  # HTTP/1.1 only: the lean client (see ._h1)
-            return H1Wire(self._url, tls=self._ssl, connect_timeout=self._connect_timeout, connections=connections)
         timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
         client = new_client(**versions, tls=self._ssl, connect_timeout=timeout, connections=connections)
         return HttpxWire(client, timeout)

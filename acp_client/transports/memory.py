@@ -92,9 +92,9 @@ class MemoryTransport:
         self._wakeup.set()
 
 
-def memory_pair(client_name: str = "memory-client", agent_name: str = "memory-agent") -> tuple[
-    MemoryTransport, MemoryTransport
-]:
+def memory_pair(
+    client_name: str = "memory-client", agent_name: str = "memory-agent"
+) -> tuple[MemoryTransport, MemoryTransport]:
     """Two connected ends: ``(client_side, agent_side)``."""
     client, agent = MemoryTransport(client_name), MemoryTransport(agent_name)
     client._peer, agent._peer = agent, client
