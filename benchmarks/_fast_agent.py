@@ -3,11 +3,15 @@
 Run as a subprocess (``python benchmarks/_fast_agent.py --updates N``); it prints
 ``READY <port>`` and serves, on ``127.0.0.1:<port>``, path ``/acp``:
 
-* WebSocket (a ``GET`` with ``Upgrade: websocket``), hand-written RFC 6455 framing, no extensions
-  (no compression, for anyone);
+* WebSocket (a ``GET`` with ``Upgrade: websocket``), hand-written RFC 6455 framing; permessage-deflate
+  is accepted when the client offers it, with context takeover both ways, as servers negotiate it by
+  default (hypercorn, uvicorn), so every client runs with the compression it gets by default;
 * Streamable HTTP/1.1 (``POST`` initialize → 200 + ``Acp-Connection-Id``, later ``POST``\\ s → 202,
   answers on SSE: the connection stream, and a session stream per ``Acp-Session-Id``). It accepts
   ``Acp-Session-Id`` on any POST, so every client dialect works.
+
+With compression, each frame depends on every earlier one, so a prompt's updates are compressed as they
+are written (in pieces, the first going out at once); the agent's CPU is its own process's.
 
 ACP v1 only: ``initialize``, ``session/new``, ``session/prompt``; anything else with an id is answered
 ``-32601``. A prompt streams ``N`` ``agent_message_chunk`` updates and then answers
@@ -29,6 +33,7 @@ import itertools
 import json
 import struct
 import sys
+import zlib
 from typing import Any
 
 _WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -59,16 +64,38 @@ def update_messages(session_id: str, count: int) -> list[bytes]:
     return out
 
 
-def ws_frame(payload: bytes, opcode: int = 0x1) -> bytes:
-    """One unmasked, unfragmented server frame."""
+def ws_frame(payload: bytes, opcode: int = 0x1, *, rsv1: bool = False) -> bytes:
+    """One unmasked, unfragmented server frame (``rsv1``: its payload is compressed)."""
     size = len(payload)
+    first = 0x80 | (0x40 if rsv1 else 0) | opcode
     if size < 126:
-        header = struct.pack("!BB", 0x80 | opcode, size)
+        header = struct.pack("!BB", first, size)
     elif size < 65536:
-        header = struct.pack("!BBH", 0x80 | opcode, 126, size)
+        header = struct.pack("!BBH", first, 126, size)
     else:
-        header = struct.pack("!BBQ", 0x80 | opcode, 127, size)
+        header = struct.pack("!BBQ", first, 127, size)
     return header + payload
+
+
+_FLUSH_TAIL = b"\x00\x00\xff\xff"
+#: Updates compressed and written per piece.
+_PIECE = 256
+
+
+class Deflate:
+    """permessage-deflate (RFC 7692) for one connection: one compressor, one decompressor, both kept
+    across messages (context takeover), raw DEFLATE with a 32 KiB window."""
+
+    def __init__(self) -> None:
+        self.compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+        self.decompressor = zlib.decompressobj(-15)
+
+    def frame(self, payload: bytes) -> bytes:
+        data = self.compressor.compress(payload) + self.compressor.flush(zlib.Z_SYNC_FLUSH)
+        return ws_frame(data[:-4] if data.endswith(_FLUSH_TAIL) else data, rsv1=True)
+
+    def inflate(self, data: bytes) -> bytes:
+        return self.decompressor.decompress(data + _FLUSH_TAIL)
 
 
 def sse_event(payload: bytes) -> bytes:
@@ -273,11 +300,20 @@ class Server:
         key = headers.get("sec-websocket-key", "").encode()
         accept = base64.b64encode(hashlib.sha1(key + _WS_GUID).digest())
         connection_id = self.agent.new_id("conn").encode()
+        offers = [offer.split(";")[0].strip() for offer in headers.get("sec-websocket-extensions", "").split(",")]
+        deflate = Deflate() if "permessage-deflate" in offers else None
+        extension = b"sec-websocket-extensions: permessage-deflate\r\n" if deflate is not None else b""
         writer.write(
             b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-            b"sec-websocket-accept: %s\r\nacp-connection-id: %s\r\n\r\n" % (accept, connection_id)
+            b"sec-websocket-accept: %s\r\nacp-connection-id: %s\r\n%s\r\n" % (accept, connection_id, extension)
         )
         await writer.drain()
+
+        def frames(messages: list[bytes]) -> bytes:
+            if deflate is None:
+                return b"".join(ws_frame(m) for m in messages)
+            return b"".join(deflate.frame(m) for m in messages)
+
         while True:
             first, second = await reader.readexactly(2)
             opcode = first & 0x0F
@@ -300,17 +336,20 @@ class Server:
                 continue
             if opcode != 0x1:
                 continue
+            if first & 0x40 and deflate is not None:
+                data = deflate.inflate(data)
             message = json.loads(data)
             out, session_id = self.agent.handle(message)
             if not out:
                 continue
-            if message.get("method") == "session/prompt" and session_id is not None:
+            if message.get("method") == "session/prompt" and session_id is not None and deflate is None:
                 blob = self.ws_blobs.get(session_id)
                 if blob is None:
-                    blob = self.ws_blobs[session_id] = b"".join(ws_frame(m) for m in out[:-1])
+                    blob = self.ws_blobs[session_id] = frames(out[:-1])
                 writer.writelines([blob, ws_frame(out[-1])])
             else:
-                writer.write(b"".join(ws_frame(m) for m in out))
+                for start in range(0, len(out), _PIECE):  # each piece goes out as soon as it is made
+                    writer.write(frames(out[start : start + _PIECE]))
             await writer.drain()
 
 

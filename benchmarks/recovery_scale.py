@@ -25,10 +25,10 @@ re-initializes, probes each session with ``session/status`` and resumes it (``se
 * ``KiB/session``: memory this process holds per idle tracked session (``tracemalloc``: what
   creating the N sessions left allocated, over N; not measured in process, where the agent's
   memory is this process's too);
-* ``CPU vs WS``: the client CPU of the recovery over the WebSocket row's for the same N (issue 22's
-  target: an HTTP recovery within 1.5x WebSocket's client CPU).
+* ``CPU vs WS``: the client CPU of the recovery over the WebSocket row's for the same N (the aim: an
+  HTTP recovery within 1.5x WebSocket's client CPU).
 
-Targets (issue 22): 10,000 sessions recover in <= 3 s on WebSocket and <= 6 s on HTTP, linear in N;
+Targets: 10,000 sessions recover in <= 3 s on WebSocket and <= 6 s on HTTP, linear in N;
 <= 5 KiB per idle tracked session; concurrency bounded.
 """
 
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table(headers, rows, align="llrrrrrrrrrl"))
     print()
     print(
-        f"targets (issue 22): 10,000 sessions in <= {TARGET_SECONDS['WebSocket']:g} s (WebSocket) / "
+        f"targets: 10,000 sessions in <= {TARGET_SECONDS['WebSocket']:g} s (WebSocket) / "
         f"<= {TARGET_SECONDS['HTTP']:g} s (HTTP) with the agent in its own process, linear (ms/session flat), "
         f"<= {TARGET_KIB:g} KiB per idle tracked session, never more than recovery_concurrency recovery requests "
         f"in flight"
