@@ -13,8 +13,8 @@ none at the ends). The rules:
   A replayed id-less user message that is not a recorded prompt as a whole is aligned against the
   recorded prompts as a sequence with insertions: the prompts found inside it, at any offset, are
   matched in the recorded order from the prompt the replay is due to bring next (covering as much
-  of the text as possible, skipping as few prompts as possible), and each becomes a message of
-  its own. What is
+  of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
+  as possible), and each becomes a message of its own. What is
   left over around and between them is *agent-inserted*: a user-role message of its own marked
   ``inserted``, never a prompt, never fused with one.
 * **Text that holds no recorded prompt** is agent-inserted when all of these hold: the client
@@ -36,8 +36,10 @@ none at the ends). The rules:
   completes it. A failed prompt (the agent refused it) is never matched: the agent never had it.
   The alignment keeps the order of both sides and matches as many messages as it can (a longest
   common subsequence; the common start and end are matched first, so an ordinary replay costs one
-  pass); a replayed message left over that matches a recorded one left over (the agent replayed it
-  out of order) is then matched too, and the recorded copy stays where it was.
+  pass). Then what the agent replayed out of order (answers after all the prompts they answer) is
+  matched too: a replayed message left over takes a recorded one left over that it matches, and a
+  replayed answer the alignment took as the completion of a partial goes to the recorded answer
+  equal to it when that one was left over. The recorded copy always stays where it was.
 * **Nothing recorded is deleted.** A recorded message the replay left out (the partial answer of
   an interrupted turn, a refused prompt) stays after the message it followed. A matched message
   keeps the recorded copy; when the agent's text contradicts it (same id, another text that does
@@ -259,7 +261,8 @@ def _covers(chain: list[tuple[int, int, int]], squeezed: str) -> bool:
 def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Budget) -> list[tuple[int, int, int]]:
     """The recorded prompts found inside ``squeezed``, as ``(prompt index, start, end)``: in the
     recorded order from the cursor, not overlapping, covering as much of the text as possible,
-    then skipping as few recorded prompts as possible (the best chain over the occurrences)."""
+    then skipping as few recorded prompts as possible, then leaving the text around them in as
+    few pieces as possible (the best chain over the occurrences)."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
     for index in range(cursor, budget.stop(cursor, len(prompts))):
@@ -277,22 +280,36 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
     if not items:
         return []
     items.sort(key=lambda item: (item[1], item[0]))
+
+    def gap(a: int, b: int) -> int:  # 1: text (not a space alone) between a and b
+        return 1 if b - a > 1 or (b - a == 1 and squeezed[a] != " ") else 0
+
     # best[i]: the best chain ending with items[i] as (characters covered, minus the recorded
-    # prompts it skips, prompts); back[i]: the item before it in that chain.
-    best: list[tuple[int, int, int]] = []
+    # prompts it skips, minus the pieces of text it leaves, prompts); back[i]: the item before it.
+    best: list[tuple[int, int, int, int]] = []
     back: list[int] = []
     for i, (index, start, end) in enumerate(items):
-        score, before = (end - start, cursor - index, 1), -1
+        score, before = (end - start, cursor - index, -gap(0, start), 1), -1
         for j in range(i):
             other, _, other_end = items[j]
             if other < index and other_end <= start:
-                covered, skipped, count = best[j]
-                candidate = (covered + end - start, skipped - (index - other - 1), count + 1)
+                covered, skipped, pieces, count = best[j]
+                candidate = (
+                    covered + end - start,
+                    skipped - (index - other - 1),
+                    pieces - gap(other_end, start),
+                    count + 1,
+                )
                 if candidate > score:
                     score, before = candidate, j
         best.append(score)
         back.append(before)
-    last = max(range(len(items)), key=lambda i: (best[i], -i))
+
+    def final(i: int) -> tuple[tuple[int, int, int, int], int]:
+        covered, skipped, pieces, count = best[i]
+        return (covered, skipped, pieces - gap(items[i][2], length), count), -i
+
+    last = max(range(len(items)), key=final)
     chain: list[tuple[int, int, int]] = []
     while last >= 0:
         chain.append(items[last])
@@ -311,19 +328,34 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
     for message in recorded:
         if message.role != "user":
             known.setdefault(message.role, []).append((_squeeze(message.text), message.incomplete))
+    where: dict[tuple[str, str], list[int]] = {}
+    for role, texts in known.items():
+        for index, (own, _) in enumerate(texts):
+            where.setdefault((role, own), []).append(index)
     cursors = dict.fromkeys(known, 0)
     budget = _Budget()
     out: list[M] = []
     splits = 0
-    for message in replayed:
+    # The next replayed message of each one's role: a split is not made when the replay brings a
+    # piece of it on its own next (the message was one answer extended, not answers run together).
+    after: list[str | None] = [None] * len(replayed)
+    last: dict[str, str] = {}
+    for position in range(len(replayed) - 1, -1, -1):
+        role = replayed[position].role
+        after[position] = last.get(role)
+        if role in known:
+            last[role] = _squeeze(replayed[position].text)
+    for position, message in enumerate(replayed):
         texts = known.get(message.role)
         if texts is None or message.message_id is not None or not _plain(message):
             out.append(message)
             continue
         cursor = cursors[message.role]
         text = _squeeze(message.text)
-        if cursor < len(texts) and texts[cursor][0] == text:
-            cursors[message.role] = cursor + 1
+        indices = where.get((message.role, text), ())
+        due = bisect.bisect_left(indices, cursor)
+        if due < len(indices):  # the next recorded message with this text: that one
+            cursors[message.role] = indices[due] + 1
             out.append(message)
             continue
         found = None
@@ -332,6 +364,10 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
             if texts[start][0] and text.startswith(texts[start][0]):
                 extends = start if extends < 0 else extends
                 found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
+                following = after[position]
+                if found is not None and following is not None:
+                    if any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1])):
+                        found = None
                 if found is not None:
                     break
         if found is None:
@@ -389,21 +425,27 @@ def _answers_from(text: str, texts: Sequence[tuple[str, bool]], first: int, stop
 # -- the alignment ----------------------------------------------------------------------------------
 
 
+#: How well a replayed message matches a recorded one (:func:`_score`).
+_SAME = 3
+
+
 def _score(recorded: _Message, replayed: _Message) -> int:
-    """2: the same message; 1: the replay completes the recorded one; 0: no match."""
+    """3 (``_SAME``): the same message; 2: the replay completes a partial (or empty) recorded
+    message; 1: it extends or ends with a complete one; 0: no match. The alignment prefers the
+    better matches, so that a replay matched again finds the same partners."""
     if recorded.role != replayed.role or recorded.status == "failed" or recorded.inserted != replayed.inserted:
         return 0
     if recorded.message_id is not None and replayed.message_id is not None:
-        return 2 if recorded.message_id == replayed.message_id else 0
+        return _SAME if recorded.message_id == replayed.message_id else 0
     old, new = _squeeze(recorded.text), _squeeze(replayed.text)
     if old == new and (old or recorded.blocks == replayed.blocks):
-        return 2
+        return _SAME
     if old == "" and not recorded.blocks:
-        return 1
+        return 2
     if recorded.role != "user" and old and (new.startswith(old) or new.endswith(old)):
         # The replay completes a partial answer, or renders the answer with what led to it first
         # (fast-agent replays a tool turn's answer as the tool call's text, then the result).
-        return 1
+        return 2 if recorded.incomplete and new.startswith(old) else 1
     return 0
 
 
@@ -411,10 +453,10 @@ def _align(recorded: Sequence[M], replayed: Sequence[M]) -> list[tuple[int, int]
     """The matched pairs ``(recorded index, replayed index)``, increasing in both."""
     n, m = len(recorded), len(replayed)
     head = 0
-    while head < n and head < m and _score(recorded[head], replayed[head]) == 2:
+    while head < n and head < m and _score(recorded[head], replayed[head]) == _SAME:
         head += 1
     tail = 0
-    while tail < n - head and tail < m - head and _score(recorded[n - 1 - tail], replayed[m - 1 - tail]) == 2:
+    while tail < n - head and tail < m - head and _score(recorded[n - 1 - tail], replayed[m - 1 - tail]) == _SAME:
         tail += 1
     pairs = [(index, index) for index in range(head)]
     rows, cols = recorded[head : n - tail], replayed[head : m - tail]
@@ -460,27 +502,42 @@ def _greedy(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
     return pairs
 
 
-def _out_of_order(recorded: Sequence[M], replayed: Sequence[M], pairs: list[tuple[int, int]]) -> dict[int, int]:
-    """Replayed messages the alignment left over that match recorded ones it left over (the agent
-    replayed them in another order): ``{recorded index: replayed index}``."""
+def _out_of_order(
+    recorded: Sequence[M], replayed: Sequence[M], pairs: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    """Match what the alignment could not because the agent replayed it in another order (answers
+    after all the prompts they answer). A replayed message matched as the completion of a partial
+    answer while a recorded message equal to it is left over is moved to that one (the partial is
+    free again); then each replayed message left over takes a recorded one left over that it
+    matches, an equal one first. Returns the pairs still in order and ``{recorded: replayed}``
+    for the others."""
     taken = {i for i, _ in pairs}
-    rows = [i for i in range(len(recorded)) if i not in taken and recorded[i].status != "failed"]
+    free = [i for i in range(len(recorded)) if i not in taken and recorded[i].status != "failed"]
     used = {j for _, j in pairs}
     cols = [j for j in range(len(replayed)) if j not in used]
-    if not rows or not cols or len(rows) * len(cols) > _MAX_CELLS:
-        return {}
+    if not free or len(free) * (len(cols) + len(pairs)) > _MAX_CELLS:
+        return pairs, {}
     extra: dict[int, int] = {}
-    absorbed: set[int] = set()
-    for want in (2, 1):
+    kept_pairs: list[tuple[int, int]] = []
+    for i, j in pairs:
+        if _score(recorded[i], replayed[j]) < _SAME:
+            equal = next((k for k in free if k not in extra and _score(recorded[k], replayed[j]) == _SAME), None)
+            if equal is not None:
+                extra[equal] = j
+                free.append(i)
+                continue
+        kept_pairs.append((i, j))
+    absorbed = set(extra.values())
+    for want in (_SAME, 2, 1):
         for j in cols:
             if j in absorbed:
                 continue
-            for i in rows:
+            for i in free:
                 if i not in extra and _score(recorded[i], replayed[j]) == want:
                     extra[i] = j
                     absorbed.add(j)
                     break
-    return extra
+    return kept_pairs, extra
 
 
 def _take(old: _Message, new: _Message) -> bool:
@@ -524,7 +581,7 @@ def reconcile(
             f"split {answers} replayed agent message(s) that ran recorded answers together, to complete each"
         )
     pairs = _align(recorded, replayed)
-    extra = _out_of_order(recorded, replayed, pairs)
+    pairs, extra = _out_of_order(recorded, replayed, pairs)
     absorbed = set(extra.values())
     contradictions = 0
     i = j = 0
