@@ -173,14 +173,10 @@ class _UserSplit:
     inserted: int = 0
 
 
-def _split_users(
-    replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool
-) -> _UserSplit:
+def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
     """Read each replayed user message against the recorded prompts (the module docstring):
     prompts inside a run become messages of their own, what is left over is agent-inserted."""
-    prompts = [
-        _squeeze(m.text) for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted
-    ]
+    prompts = [_squeeze(m.text) for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
     prompt_ids = {
         m.message_id
         for m in recorded
@@ -346,10 +342,10 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
         if role in known:
             last[role] = _squeeze(replayed[position].text)
     for position, message in enumerate(replayed):
-        texts = known.get(message.role)
-        if texts is None or message.message_id is not None or not _plain(message):
+        if message.role not in known or message.message_id is not None or not _plain(message):
             out.append(message)
             continue
+        texts = known[message.role]
         cursor = cursors[message.role]
         text = _squeeze(message.text)
         indices = where.get((message.role, text), ())
@@ -365,9 +361,12 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
                 extends = start if extends < 0 else extends
                 found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
                 following = after[position]
-                if found is not None and following is not None:
-                    if any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1])):
-                        found = None
+                if (
+                    found is not None
+                    and following is not None
+                    and any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1]))
+                ):
+                    found = None
                 if found is not None:
                     break
         if found is None:
@@ -376,7 +375,7 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
             out.append(message)
             continue
         cuts, cursors[message.role] = found
-        squeezed, spots = _squeezed(message.text)
+        _, spots = _squeezed(message.text)
         original = message.text
         bounds = [spots[cut] for cut in cuts[1:]]
         for begin, finish in zip([0, *bounds], [*bounds, len(original)], strict=True):

@@ -152,12 +152,7 @@ def replay_of(draw: st.DrawFn, turns: list[Turn]) -> Replay:
                 r.updates.append(draw(st.sampled_from(BOUNDARIES)))  # alone, then the prompt
         pieces("user", item.prompt)
         nxt = kept[index + 1] if index + 1 < len(kept) else None
-        if (
-            nxt is not None
-            and len(item.replies) == 1
-            and len(turns[nxt].replies) == 1
-            and draw(st.integers(0, 3)) == 0
-        ):
+        if nxt is not None and len(item.replies) == 1 and len(turns[nxt].replies) == 1 and draw(st.integers(0, 3)) == 0:
             # Unordered: both prompts (fused, maybe with agent text between), then both answers
             # in one agent message.
             if draw(st.booleans()):
@@ -224,7 +219,7 @@ def check(turns: list[Turn], r: Replay, t: Transcript, *, exact: bool) -> None:
     assert report is not None
     if exact:
         assert list(report.missing_turns) == r.missing
-        assert report.inserted == len([m for m in inserted])
+        assert report.inserted == len(inserted)
     if report.missing_turns:
         assert report.lacks_history() is not None
 
@@ -310,9 +305,10 @@ def test_claude_code_acp_model_command_before_the_first_prompt_is_kept_apart() -
     """claude-code-acp (and claude-agent-acp) replay the ``/model`` command the adapter ran at the
     start of each process, and its output, glued to the first prompt of that process."""
     t = conversation(("first prompt", "echo: first prompt", TurnStatus.COMPLETE))
-    command = "<command-name>/model</command-name>\n<command-message>model</command-message>\n<command-args>x</command-args>"
+    command = MARKERS[0]
     stdout = "<local-command-stdout>Set model to x</local-command-stdout>"
-    replay(t, [chunk("user", command), chunk("user", stdout), chunk("user", "first prompt"), chunk("agent", "echo: first prompt")])
+    first = [chunk("user", command), chunk("user", stdout), chunk("user", "first prompt")]
+    replay(t, [*first, chunk("agent", "echo: first prompt")])
     assert [(m.role, m.text, m.inserted) for m in t.messages] == [
         ("user", command + stdout, True),
         ("user", "first prompt", False),
@@ -328,7 +324,8 @@ def test_claude_marker_alone_at_the_end_after_a_cancel_is_inserted() -> None:
     """claude-agent-acp: a cancel, then the agent killed: the marker is the replay's last user
     message, answered by nothing."""
     t = conversation(("long task", "step one", TurnStatus.CANCELLED))
-    replay(t, [chunk("user", "long task"), chunk("agent", "step one, step two"), MODE, chunk("user", "[Request interrupted by user]")])
+    marker = chunk("user", "[Request interrupted by user]")
+    replay(t, [chunk("user", "long task"), chunk("agent", "step one, step two"), MODE, marker])
     assert view(t) == [
         ("user", "long task", TurnStatus.CANCELLED, False, False),
         ("agent", "step one, step two", None, False, False),
@@ -339,7 +336,8 @@ def test_claude_marker_alone_at_the_end_after_a_cancel_is_inserted() -> None:
 def test_an_answered_user_message_the_client_never_held_is_a_turn() -> None:
     """Another client's prompt in the replay (answered by the agent) is history, not agent text."""
     t = conversation(("one", "echo: one", TurnStatus.COMPLETE))
-    replay(t, [chunk("user", "one"), chunk("agent", "echo: one"), chunk("user", "from elsewhere"), chunk("agent", "ok")])
+    other = [chunk("user", "from elsewhere"), chunk("agent", "ok")]
+    replay(t, [chunk("user", "one"), chunk("agent", "echo: one"), *other])
     assert [(m.text, m.inserted) for m in t.messages][2:] == [("from elsewhere", False), ("ok", False)]
 
 
