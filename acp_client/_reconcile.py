@@ -46,10 +46,10 @@ none at the ends). The rules:
   not extend it), the recorded copy wins and the discrepancy is reported in the notes.
 * **What the agent adds is kept**, in the replay's order (its own synthetic messages).
 
-Cost: an ordinary replay is one pass. The search of a run costs at most the number of prompts
-after the cursor times the run's length, and past a total of ``_MAX_CELLS`` only a window of
-prompts after the cursor is searched, as the middle of an alignment past ``_MAX_CELLS`` cells is
-matched greedily.
+Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
+them after the cursor), and for the others only when none of those is in it, up to a total of
+``_MAX_CELLS`` prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched
+greedily, through an index of the recorded texts.
 """
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ M = TypeVar("M", bound=_Message)
 __all__ = ["Reconciled", "reconcile"]
 
 #: Above this many cells the middle of an alignment is matched greedily, and the search for
-#: prompts inside replayed user runs (or answers inside agent messages) looks at a window of
-#: ``_WINDOW`` recorded messages after the cursor (a pathological replay must not cost quadratic
-#: time; an ordinary one is matched by its common start and end).
+#: prompts inside replayed user runs beyond the ``_WINDOW`` prompts due next stops (a
+#: pathological replay must not cost quadratic time; an ordinary one is matched by its common
+#: start and end). Fused answers are looked for among the ``_WINDOW`` answers due next.
 _MAX_CELLS = 4_000_000
 _WINDOW = 64
 #: Occurrences of one prompt looked at in one run, and in all.
@@ -261,17 +261,22 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
     few pieces as possible (the best chain over the occurrences)."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
-    for index in range(cursor, budget.stop(cursor, len(prompts))):
-        prompt = prompts[index]
-        if not prompt or len(prompt) > length:
-            continue
-        start = squeezed.find(prompt)
-        hits = 0
-        while start >= 0 and hits < _MAX_HITS:
-            items.append((index, start, start + len(prompt)))
-            hits += 1
-            start = squeezed.find(prompt, start + 1)
-        if len(items) >= _MAX_ITEMS:
+    # The prompts due next first; the rest (within the budget) only when none of those is there.
+    window = min(len(prompts), cursor + _WINDOW)
+    for first, stop in ((cursor, window), (window, budget.stop(window, len(prompts)))):
+        for index in range(first, stop):
+            prompt = prompts[index]
+            if not prompt or len(prompt) > length:
+                continue
+            start = squeezed.find(prompt)
+            hits = 0
+            while start >= 0 and hits < _MAX_HITS:
+                items.append((index, start, start + len(prompt)))
+                hits += 1
+                start = squeezed.find(prompt, start + 1)
+            if len(items) >= _MAX_ITEMS:
+                break
+        if items:
             break
     if not items:
         return []
@@ -329,7 +334,6 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
         for index, (own, _) in enumerate(texts):
             where.setdefault((role, own), []).append(index)
     cursors = dict.fromkeys(known, 0)
-    budget = _Budget()
     out: list[M] = []
     splits = 0
     # The next replayed message of each one's role: a split is not made when the replay brings a
@@ -356,7 +360,7 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
             continue
         found = None
         extends = -1  # the first recorded message from the cursor on that this one is or extends
-        for start in range(cursor, budget.stop(cursor, len(texts))):
+        for start in range(cursor, min(len(texts), cursor + _WINDOW)):
             if texts[start][0] and text.startswith(texts[start][0]):
                 extends = start if extends < 0 else extends
                 found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
@@ -490,14 +494,32 @@ def _lcs(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
 
 
 def _greedy(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
+    """In order, each replayed message takes the first recorded one after the last taken that is
+    the same message (found through an index), or failing that one of the next ``_WINDOW`` it
+    matches at all: linear for a replay too long to align cell by cell."""
+    same: dict[tuple[Any, ...], list[int]] = {}
+    for i, message in enumerate(rows):
+        if message.message_id is not None:
+            same.setdefault(("id", message.message_id), []).append(i)
+        same.setdefault(("text", message.role, message.inserted, _squeeze(message.text)), []).append(i)
     pairs: list[tuple[int, int]] = []
     start = 0
     for j, message in enumerate(cols):
-        for i in range(start, len(rows)):
-            if _score(rows[i], message):
-                pairs.append((i, j))
-                start = i + 1
-                break
+        found = None
+        keys: list[tuple[Any, ...]] = [("text", message.role, message.inserted, _squeeze(message.text))]
+        if message.message_id is not None:
+            keys.append(("id", message.message_id))
+        for key in keys:
+            indices = same.get(key, ())
+            for i in indices[bisect.bisect_left(indices, start) :][:_WINDOW]:
+                if _score(rows[i], message) == _SAME:
+                    found = i if found is None else min(found, i)
+                    break
+        if found is None:
+            found = next((i for i in range(start, min(len(rows), start + _WINDOW)) if _score(rows[i], message)), None)
+        if found is not None:
+            pairs.append((found, j))
+            start = found + 1
     return pairs
 
 
