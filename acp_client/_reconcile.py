@@ -176,7 +176,8 @@ class _UserSplit:
 def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
     """Read each replayed user message against the recorded prompts (the module docstring):
     prompts inside a run become messages of their own, what is left over is agent-inserted."""
-    prompts = [_squeeze(m.text) for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    raw = [m.text for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    prompts = [_squeeze(text) for text in raw]
     prompt_ids = {
         m.message_id
         for m in recorded
@@ -199,7 +200,14 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             out.append(message)
             continue
         text = _squeeze(message.text)
-        indices = where.get(text, ())
+        if not text and _plain(message):  # blank: only a run of blank prompts as they were sent
+            blanks = _blank_run(message.text, raw, cursor)
+            if blanks:
+                result.fused += 1
+                cursor = blanks[-1] + 1
+                out.extend(make("user", None, [TextContent(text=raw[index])]) for index in blanks)
+                continue
+        indices = where.get(text, ()) if text else ()
         due = bisect.bisect_left(indices, cursor)
         if due < len(indices):  # the next recorded prompt with this text
             cursor, reached = indices[due] + 1, True
@@ -232,6 +240,18 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             done, reached, cursor = finish, True, index + 1
         result.inserted += _leftover(original[done:], reached, make, out)
     return result
+
+
+def _blank_run(text: str, raw: Sequence[str], cursor: int) -> list[int]:
+    """The recorded prompts from the cursor on (two or more, consecutive) whose texts, all blank,
+    run together are ``text``, exactly."""
+    end, offset = cursor, 0
+    while end < len(raw) and raw[end] and not raw[end].strip() and text.startswith(raw[end], offset):
+        offset += len(raw[end])
+        end += 1
+        if offset == len(text):
+            return list(range(cursor, end)) if end - cursor >= 2 else []
+    return []
 
 
 def _leftover(text: str, reached: bool, make: Callable[..., M], out: list[M]) -> int:
