@@ -206,13 +206,16 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             out.append(message)
             continue
         text = _squeeze(message.text)
-        if not text and _plain(message):  # blank: only a run of blank prompts as they were sent
-            blanks = _blank_run(message.text, raw, cursor)
+        if not text and _plain(message):  # blank: a blank prompt, or a run of them, as they were sent
+            same = next((i for i in range(cursor, min(len(raw), cursor + _WINDOW)) if raw[i] == message.text), None)
+            blanks = [] if same is not None else _blank_run(message.text, raw, cursor)
             if blanks:
                 result.fused += 1
                 cursor = blanks[-1] + 1
                 out.extend(make("user", None, [TextContent(text=raw[index])]) for index in blanks)
                 continue
+            if same is not None:
+                cursor = same + 1
         indices = where.get(text, ()) if text else ()
         due = bisect.bisect_left(indices, cursor)
         if due < len(indices):  # the next recorded prompt with this text
