@@ -73,6 +73,8 @@ MODEL_COMMAND = (
 )
 MODEL_SET = "<local-command-stdout>Set model to claude-sonnet-4-6</local-command-stdout>"
 INTERRUPTED = "[Request interrupted by user]"
+#: The answer the CLI stores (and sends the model) for a turn cut off before it ended.
+NO_RESPONSE = "No response requested."
 
 
 @attrs.frozen
@@ -266,6 +268,7 @@ async def test_killed_mid_stream_keeps_the_partial_answer(shared: Shared, tmp_pa
         start = len(recorder.events)
         turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
         await wait_for_agent_text(recorder.events, "beta", start=start)
+        await _stored(shared.home, handle.session_id, SLOW_PROMPT)
 
         live = len(recorder.events)
         kill_agent(wire)
@@ -286,7 +289,27 @@ async def test_killed_mid_stream_keeps_the_partial_answer(shared: Shared, tmp_pa
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*got, ("user", "after"), ("agent", "echo: after")], seen
         remembered = _remembered(shared.llm, "after")
-        assert remembered[:3] == (("user", "hello"), ("assistant", "echo: hello"), ("user", SLOW_PROMPT)), remembered
+        assert remembered == (
+            ("user", "hello"),
+            ("assistant", "echo: hello"),
+            ("user", SLOW_PROMPT),
+            ("assistant", NO_RESPONSE),
+        ), remembered
+
+        # A load now (a replay the app asks for) brings the interrupted prompt without its partial answer
+        # but with the CLI's own stand-in answer for it, and a /model run before each process's first
+        # prompt: the partial stays, marked incomplete; the stand-in (what the agent now holds as its
+        # answer, and sends the model) comes after it as a message of its own, fused with nothing.
+        await _stored(shared.home, handle.session_id, "echo: after")
+        before = _typed(handle.transcript)
+        live = len(recorder.events)
+        await client.load_session(handle.session_id, tmp_path)
+        report = handle.transcript.last_replay
+        seen = describe(outcome, handle.transcript, recorder.events[live:]) + f"\nreport={report}"
+        assert report is not None and report.missing_turns == () and report.lacks_history() is None, seen
+        assert _typed(handle.transcript) == [*before[:4], ("agent", NO_RESPONSE), *before[4:]], seen
+        assert [m.text for m in handle.transcript.all_messages() if m.inserted] == [MODEL_COMMAND + MODEL_SET] * 2, seen
+        assert handle.transcript.all_messages()[4].incomplete, seen
     finally:
         shared.agent.release()
 
