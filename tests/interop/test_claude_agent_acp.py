@@ -31,7 +31,6 @@ One adapter process (and fake model) serves the module: each kill respawns the n
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,8 +43,19 @@ from acp_client import AcpClient, ConnectionLost, Continuity, RecoveryPath, Time
 from acp_client.exceptions import InternalError, SessionNotFound
 from acp_client.store import SqliteSessionStore
 from acp_client.transcript import SegmentStart, TurnStatus
-from tests._support import eventually
 from tests.e2e._support import Recorder
+from tests.interop._claude import (
+    INTERRUPTED,
+    MODEL_COMMAND,
+    MODEL_SET,
+    NO_RESPONSE,
+    SLOW_PROMPT,
+    drop_turn,
+    once,
+    remembered,
+    stored,
+    typed,
+)
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
@@ -64,18 +74,6 @@ from tests.peers.fake_anthropic import FakeAnthropic
 # Only the test itself is timed: on a fresh machine the fixture first installs the adapter (npm).
 pytestmark = pytest.mark.timeout(120, func_only=True)
 
-#: A prompt the fake model answers slowly, one word per delta.
-SLOW_PROMPT = "SLOW alpha beta gamma delta epsilon zeta eta theta"
-#: What the adapter's replay puts among the prompts before the first prompt of each agent process.
-MODEL_COMMAND = (
-    "<command-name>/model</command-name>\n            <command-message>model</command-message>\n"
-    "            <command-args>default</command-args>"
-)
-MODEL_SET = "<local-command-stdout>Set model to claude-sonnet-4-6</local-command-stdout>"
-INTERRUPTED = "[Request interrupted by user]"
-#: The answer the CLI stores (and sends the model) for a turn cut off before it ended.
-NO_RESPONSE = "No response requested."
-
 
 @attrs.frozen
 class Shared:
@@ -93,61 +91,6 @@ async def shared(claude_agent_acp: ClaudeAdapter, tmp_path_factory: pytest.TempP
         agent = SharedAgent(claude_agent_acp.command(home, llm.base_url), store=home)
         async with agent.client:
             yield Shared(agent, llm, home)
-
-
-def _once(transcript: object, role: str, text: str) -> object:
-    found = [m for m in transcript.all_messages() if m.role == role and m.text == text]  # type: ignore[attr-defined]
-    assert len(found) == 1, (role, text, found)
-    return found[0]
-
-
-def _typed(transcript: object) -> list[tuple[str, str]]:
-    """The user's and the agent's messages (agent-inserted user content left out)."""
-    return [(m.role, m.text) for m in transcript.all_messages() if not m.inserted]  # type: ignore[attr-defined]
-
-
-def _remembered(llm: FakeAnthropic, prompt: str) -> tuple[tuple[str, str], ...]:
-    """The conversation the CLI sent the model with ``prompt``: what the agent remembered."""
-    history = llm.history_for(prompt)
-    assert history and history[-1] == ("user", prompt), (prompt, llm.requests)
-    return history[:-1]
-
-
-def _session_file(home: Path, session_id: str) -> Path | None:
-    found = list(ClaudeAdapter.store_of(home).glob(f"*/{session_id}.jsonl"))
-    return found[0] if found else None
-
-
-async def _stored(home: Path, session_id: str, text: str) -> None:
-    """Wait until the CLI's session file holds ``text`` (it writes a turn shortly after the turn ends)."""
-
-    def holds() -> bool:
-        path = _session_file(home, session_id)
-        return path is not None and json.dumps(text)[1:-1] in path.read_text(encoding="utf-8")
-
-    await eventually(holds, timeout=SLOW, what=f"the CLI stored {text!r}")
-
-
-def _drop_last_turn(home: Path, session_id: str, prompt: str) -> None:
-    """Cut the CLI's session file before the entry of ``prompt``: what a kill leaves when it comes before
-    the CLI wrote the turn (it writes a turn up to a second after answering ``end_turn``)."""
-    path = _session_file(home, session_id)
-    assert path is not None
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-
-    def is_prompt(line: str) -> bool:
-        entry = json.loads(line)
-        message = entry.get("message") or {}
-        content = message.get("content")
-        texts = [content] if isinstance(content, str) else [b.get("text") for b in content or () if isinstance(b, dict)]
-        return entry.get("type") == "user" and prompt in texts
-
-    cut = next(i for i, line in enumerate(lines) if is_prompt(line))
-    path.write_text("".join(lines[:cut]), encoding="utf-8")
-
-
-async def _model_got(llm: FakeAnthropic, prompt: str) -> None:
-    await eventually(lambda: prompt in llm.prompts, timeout=SLOW, what=f"the model asked {prompt!r}")
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -184,7 +127,7 @@ async def test_facts(shared: Shared, tmp_path: Path) -> None:
         # load of the live session replays the history from the CLI's file: no ids, the /model run of
         # the process before the first prompt, the interruption mark after the cancelled prompt, and
         # no partial answer.
-        await _stored(shared.home, handle.session_id, "echo: second")
+        await stored(shared.home, handle.session_id, "echo: second")
         attach = {"sessionId": handle.session_id, "cwd": str(tmp_path), "mcpServers": []}
         start = len(recorder.events)
         await client.request("session/load", attach)
@@ -235,7 +178,7 @@ async def test_killed_idle_resumes_unverified_and_the_agent_remembers(shared: Sh
         await handle.prompt("second")
         expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
         assert conversation(handle.transcript) == expected
-        await _stored(shared.home, handle.session_id, "echo: second")
+        await stored(shared.home, handle.session_id, "echo: second")
 
         live = len(recorder.events)
         kill_agent(wire)
@@ -249,7 +192,7 @@ async def test_killed_idle_resumes_unverified_and_the_agent_remembers(shared: Sh
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
-        assert _remembered(shared.llm, "after") == (
+        assert remembered(shared.llm, "after") == (
             ("user", "hello"),
             ("assistant", "echo: hello"),
             ("user", "second"),
@@ -268,7 +211,7 @@ async def test_killed_mid_stream_keeps_the_partial_answer(shared: Shared, tmp_pa
         start = len(recorder.events)
         turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
         await wait_for_agent_text(recorder.events, "beta", start=start)
-        await _stored(shared.home, handle.session_id, SLOW_PROMPT)
+        await stored(shared.home, handle.session_id, SLOW_PROMPT)
 
         live = len(recorder.events)
         kill_agent(wire)
@@ -283,31 +226,31 @@ async def test_killed_mid_stream_keeps_the_partial_answer(shared: Shared, tmp_pa
         got = conversation(handle.transcript)
         assert got[:3] == [("user", "hello"), ("agent", "echo: hello"), ("user", SLOW_PROMPT)], seen
         assert len(got) == 4 and got[3][1].startswith("echo: SLOW alpha beta"), seen
-        assert _once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.INTERRUPTED, seen  # type: ignore[attr-defined]
+        assert once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.INTERRUPTED, seen
         assert handle.transcript.all_messages()[3].incomplete, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*got, ("user", "after"), ("agent", "echo: after")], seen
-        remembered = _remembered(shared.llm, "after")
-        assert remembered == (
+        memory = remembered(shared.llm, "after")
+        assert memory == (
             ("user", "hello"),
             ("assistant", "echo: hello"),
             ("user", SLOW_PROMPT),
             ("assistant", NO_RESPONSE),
-        ), remembered
+        ), memory
 
         # A load now (a replay the app asks for) brings the interrupted prompt without its partial answer
         # but with the CLI's own stand-in answer for it, and a /model run before each process's first
         # prompt: the partial stays, marked incomplete; the stand-in (what the agent now holds as its
         # answer, and sends the model) comes after it as a message of its own, fused with nothing.
-        await _stored(shared.home, handle.session_id, "echo: after")
-        before = _typed(handle.transcript)
+        await stored(shared.home, handle.session_id, "echo: after")
+        before = typed(handle.transcript)
         live = len(recorder.events)
         await client.load_session(handle.session_id, tmp_path)
         report = handle.transcript.last_replay
         seen = describe(outcome, handle.transcript, recorder.events[live:]) + f"\nreport={report}"
         assert report is not None and report.missing_turns == () and report.lacks_history() is None, seen
-        assert _typed(handle.transcript) == [*before[:4], ("agent", NO_RESPONSE), *before[4:]], seen
+        assert typed(handle.transcript) == [*before[:4], ("agent", NO_RESPONSE), *before[4:]], seen
         assert [m.text for m in handle.transcript.all_messages() if m.inserted] == [MODEL_COMMAND + MODEL_SET] * 2, seen
         assert handle.transcript.all_messages()[4].incomplete, seen
     finally:
@@ -333,7 +276,7 @@ async def test_cancel_then_prompt_then_forced_replay(shared: Shared, tmp_path: P
         assert (await handle.prompt(after_cancel)).stop_reason == "end_turn"
         # The adapter answers end_turn for the prompt after a cancel before the model's answer is shown
         # (the answer may never come live); it is in the CLI's file, and so in the replay.
-        await _stored(shared.home, handle.session_id, f"echo: {after_cancel}")
+        await stored(shared.home, handle.session_id, f"echo: {after_cancel}")
         shown = conversation(handle.transcript)
         assert [text for role, text in shown if role == "user"] == ["hello", SLOW_PROMPT, after_cancel], shown
         partial = shown[3]
@@ -358,15 +301,15 @@ async def test_cancel_then_prompt_then_forced_replay(shared: Shared, tmp_path: P
         inserted = [m.text for m in handle.transcript.all_messages() if m.inserted]
         assert inserted == [MODEL_COMMAND + MODEL_SET, INTERRUPTED], seen
         assert all(m.role == "user" for m in handle.transcript.all_messages() if m.inserted), seen
-        assert _typed(handle.transcript) == expected, seen
-        assert _once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.CANCELLED, seen  # type: ignore[attr-defined]
-        assert _once(handle.transcript, "agent", partial[1]).incomplete, seen  # type: ignore[attr-defined]
+        assert typed(handle.transcript) == expected, seen
+        assert once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.CANCELLED, seen
+        assert once(handle.transcript, "agent", partial[1]).incomplete, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert _typed(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
-        remembered = _remembered(shared.llm, "after")
-        assert [text for role, text in remembered if role == "user"] == ["hello", SLOW_PROMPT, after_cancel]
-        assert ("assistant", f"echo: {after_cancel}") in remembered, remembered
+        assert typed(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
+        memory = remembered(shared.llm, "after")
+        assert [text for role, text in memory if role == "user"] == ["hello", SLOW_PROMPT, after_cancel]
+        assert ("assistant", f"echo: {after_cancel}") in memory, memory
     finally:
         shared.agent.release()
 
@@ -383,11 +326,11 @@ async def test_killed_before_the_cli_wrote_the_last_turn(shared: Shared, tmp_pat
         await handle.prompt("hello")
         await handle.prompt("second")
         expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
-        await _stored(shared.home, handle.session_id, "echo: second")
+        await stored(shared.home, handle.session_id, "echo: second")
 
         kill_agent(wire)
         # At once, before the loop can respawn the agent (the CLI had nothing left to write: see above).
-        _drop_last_turn(shared.home, handle.session_id, "second")
+        drop_turn(shared.home, handle.session_id, "second")
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events)
         assert outcome.path is RecoveryPath.RESUME and outcome.continuity is Continuity.UNVERIFIED, seen
@@ -400,11 +343,11 @@ async def test_killed_before_the_cli_wrote_the_last_turn(shared: Shared, tmp_pat
         assert report is not None and report.missing_turns == ("second",), seen
         gap = report.lacks_history()
         assert gap is not None and "second" in gap, seen
-        assert _typed(handle.transcript) == expected, seen  # the client keeps what the agent lost
+        assert typed(handle.transcript) == expected, seen  # the client keeps what the agent lost
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        remembered = _remembered(shared.llm, "after")
-        assert ("user", "second") not in remembered and ("user", "hello") in remembered, remembered
+        memory = remembered(shared.llm, "after")
+        assert ("user", "second") not in memory and ("user", "hello") in memory, memory
     finally:
         shared.agent.release()
 
@@ -421,14 +364,16 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(shared: 
         await handle.prompt("second")
         expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
 
-        evict(ClaudeAdapter.store_of(shared.home))
+        await stored(shared.home, old_id, "echo: second")  # the CLI has nothing left to write
         live = len(recorder.events)
         kill_agent(wire)
+        evict(ClaudeAdapter.store_of(shared.home))  # at once, before the loop can respawn the agent
         outcome = await recorder.outcome(timeout=SLOW)
         new = client.session(outcome.session_id or "")
         seen = describe(outcome, new.transcript, recorder.events[live:])
         assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST, seen
         assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
+        assert outcome.steps == (("session/resume", "not_found"), ("session/new", "ok")), seen
         assert outcome.lost_turns == 2, seen
         earlier, current = new.transcript.segments
         assert (earlier.session_id, earlier.lost, current.began) == (old_id, True, SegmentStart.NEW_AFTER_LOSS), seen
@@ -436,7 +381,7 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(shared: 
 
         assert (await new.prompt("after")).stop_reason == "end_turn"
         assert conversation(new.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
-        assert _remembered(shared.llm, "after") == ()  # the new session starts afresh, as reported
+        assert remembered(shared.llm, "after") == ()  # the new session starts afresh, as reported
     finally:
         shared.agent.release()
 
@@ -451,6 +396,7 @@ async def test_session_not_found_after_a_recovery_goes_to_a_new_session(shared: 
         handle = await client.new_session(tmp_path)
         old_id = handle.session_id
         await handle.prompt("hello")
+        await stored(shared.home, old_id, "echo: hello")
         kill_agent(wire)
         first = await recorder.outcome(timeout=SLOW)
         assert first.path is RecoveryPath.RESUME, describe(first, handle.transcript)
@@ -497,6 +443,7 @@ async def test_editor_restart_with_a_store(
             old_id = handle.session_id
             await handle.prompt("hello")
             await handle.prompt("second")
+            await stored(tmp_path / "home", old_id, "echo: second")
 
         recorder = Recorder()
         async with client_on(store, recorder) as client:
@@ -508,7 +455,7 @@ async def test_editor_restart_with_a_store(
             assert conversation(restored.transcript) == expected, seen
             assert (await restored.prompt("third")).stop_reason == "end_turn"
             assert conversation(restored.transcript) == [*expected, ("user", "third"), ("agent", "echo: third")]
-    assert _remembered(fake_anthropic, "third") == (
+    assert remembered(fake_anthropic, "third") == (
         ("user", "hello"),
         ("assistant", "echo: hello"),
         ("user", "second"),
