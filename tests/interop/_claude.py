@@ -22,6 +22,7 @@ __all__ = [
     "MODEL_SET",
     "NO_RESPONSE",
     "SLOW_PROMPT",
+    "TOOL_PROMPT",
     "drop_turn",
     "model_got",
     "once",
@@ -42,6 +43,8 @@ MODEL_SET = "<local-command-stdout>Set model to claude-sonnet-4-6</local-command
 INTERRUPTED = "[Request interrupted by user]"
 #: The answer the CLI stores (and sends the model) for a turn cut off before it ended.
 NO_RESPONSE = "No response requested."
+#: A prompt the fake model answers with a call of the CLI's Bash tool (read-only: no permission asked).
+TOOL_PROMPT = 'TOOL Bash {"command": "echo hi-from-tool", "description": "say hi"}'
 
 
 def once(transcript: Transcript, role: str, text: str) -> TranscriptMessage:

@@ -50,6 +50,7 @@ from tests.interop._claude import (
     MODEL_SET,
     NO_RESPONSE,
     SLOW_PROMPT,
+    TOOL_PROMPT,
     drop_turn,
     once,
     remembered,
@@ -116,6 +117,15 @@ async def test_facts(shared: Shared, tmp_path: Path) -> None:
         assert chunks(recorder.events[start:]) == [("", None), ("echo: he", None), ("llo", None)]
         assert shared.llm.history_for("hello") == (("user", "hello"),)
 
+        # The model asks for a tool: the CLI runs it (a read-only command needs no permission) and
+        # sends the result back; the adapter shows the call, then the answer.
+        start = len(recorder.events)
+        assert (await handle.prompt(TOOL_PROMPT)).stop_reason == "end_turn"
+        kinds = [e.update.kind for e in recorder.events[start:] if e.update.kind != "usage_update"]
+        assert kinds[:2] == ["tool_call", "tool_call_update"] and "agent_message_chunk" in kinds, kinds
+        assert "".join(text or "" for text, _ in chunks(recorder.events[start:])) == "tool said: hi-from-tool"
+        assert shared.llm.prompts[-1] == "[tool_result hi-from-tool]"
+
         # Cancel mid-stream: stopReason cancelled; the next prompt runs.
         start = len(recorder.events)
         turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
@@ -141,6 +151,8 @@ async def test_facts(shared: Shared, tmp_path: Path) -> None:
             ("user", MODEL_SET),
             ("user", "hello"),
             ("agent", "echo: hello"),
+            ("user", TOOL_PROMPT),
+            ("agent", "tool said: hi-from-tool"),
             ("user", SLOW_PROMPT),
             ("user", INTERRUPTED),
             ("user", "second"),

@@ -178,9 +178,6 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.endswith("/v1/messages"):
             self._not_found(raw)
             return
-        if self.server.owner.dump is not None:
-            with open(self.server.owner.dump, "a", encoding="utf-8") as out:
-                out.write(json.dumps(request.get("messages")) + "\n")
         history = conversation_of(request.get("messages"))
         prompt = next((text for role, text in reversed(history) if role == "user"), "")
         model = str(request.get("model") or MODEL)
@@ -272,7 +269,6 @@ class FakeAnthropic:
         self.chunk_delay = chunk_delay
         self.requests: list[ModelRequest] = []
         self.unknown: list[str] = []
-        self.dump: str | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
