@@ -31,7 +31,7 @@ import pytest_asyncio
 from acp_client import ConnectionLost, Continuity, RecoveryPath
 from acp_client.exceptions import InternalError
 from acp_client.transcript import SegmentStart, TurnStatus
-from tests.interop._claude import INTERRUPTED, SLOW_PROMPT, once, remembered, stored, typed
+from tests.interop._claude import INTERRUPTED, SLOW_PROMPT, drop_turn, once, remembered, stored, typed
 from tests.interop._real_agents import (
     SLOW,
     SharedAgent,
@@ -206,6 +206,38 @@ async def test_cancel_then_prompt_then_forced_replay(shared: Shared, tmp_path: P
         assert typed(handle.transcript) == before, seen
         assert once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.CANCELLED, seen
         assert once(handle.transcript, "agent", before[3][1]).incomplete, seen
+    finally:
+        shared.agent.release()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_killed_before_the_cli_wrote_the_last_turn(shared: Shared, tmp_path: Path) -> None:
+    """A kill before the CLI wrote the last turn (made deterministic by cutting the file as such a kill
+    leaves it): the resume by the respawned process is UNVERIFIED, the model is sent the history without
+    that turn, and a load afterwards names it as missing (continuity LOST)."""
+    client, wire, recorder = shared.agent.take()
+    try:
+        handle = await client.new_session(tmp_path)
+        await handle.prompt("hello")
+        await handle.prompt("second")
+        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
+        await stored(shared.home, handle.session_id, "echo: second")
+
+        kill_agent(wire)
+        drop_turn(shared.home, handle.session_id, "second")  # at once, before the loop can respawn the agent
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events)
+        assert outcome.path is RecoveryPath.RESUME and outcome.continuity is Continuity.UNVERIFIED, seen
+
+        live = len(recorder.events)
+        await client.load_session(handle.session_id, tmp_path)
+        report = handle.transcript.last_replay
+        seen = describe(outcome, handle.transcript, recorder.events[live:]) + f"\nreport={report}"
+        assert report is not None and report.missing_turns == ("second",) and report.lacks_history(), seen
+        assert typed(handle.transcript) == expected, seen
+
+        assert (await handle.prompt("after")).stop_reason == "end_turn"
+        assert remembered(shared.llm, "after") == (("user", "hello"), ("assistant", "echo: hello"))
     finally:
         shared.agent.release()
 
