@@ -26,9 +26,11 @@ a test's ``home`` and returns the argv of one agent process (``env NAME=VALUE ..
   loopback port, with ``NO_PROXY`` naming only the loopback addresses: a request to any other host
   fails at once, on the machine, without even a DNS lookup.
 
-This was checked by running each adapter under ``strace -f -e trace=connect`` through a new session,
-prompts, a kill, a load and a resume: every ``AF_INET`` connect goes to 127.0.0.1 and none to a DNS
-server (without the pre-seeded blocklist, the CLI resolves ``raw.githubusercontent.com`` at start).
+This was checked under ``strace -f -e trace=connect``, for both adapters' test modules whole: every
+``AF_INET`` connect went to 127.0.0.1 (the fake model, and the dead proxy for claude-code-acp's metrics
+call), none to a DNS server. Without these settings the CLI resolves ``raw.githubusercontent.com`` at
+start (the blocklist); with the blocklist removed but the proxies set, that fetch goes to the dead
+proxy, still without a DNS lookup.
 
 The client's environment allowlist (``acp_client.transports.stdio.DEFAULT_INHERITED_ENV``) keeps the
 parent's ``IS_SANDBOX`` out: with it, the adapters pass ``--allow-dangerously-skip-permissions`` to the
