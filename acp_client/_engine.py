@@ -29,6 +29,7 @@ from ._delivery import Dispatcher, call_app
 from ._handshake import initialize
 from ._links import LinkKit, Links, LinksFactory, SingleLink
 from ._lost_again import LostAgain
+from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
@@ -408,7 +409,8 @@ class Engine:
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
     async def status(self, session_id: str) -> Session:
-        """``session/status``, merged into the tracked record; -32002 is ``Probe.UNKNOWN``."""
+        """``session/status``, merged into the tracked record; "not found" (-32002, or any spelling
+        of it) is ``Probe.UNKNOWN``."""
         self.require("session/status")
         table = self.table
         current = check_session_id(table.current_id(session_id))
@@ -420,8 +422,10 @@ class Engine:
 
         try:
             result = await self.call(table.get(current), "session/status", params, idempotent=True)
-        except SessionNotFound:
-            return Session(session_id=current, status=Probe.UNKNOWN)
+        except RpcError as exc:
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, current):
+                return Session(session_id=current, status=Probe.UNKNOWN)
+            raise
         record = Session.from_status(current, self.decode(SessionStatusResponse, result))
         tracked = table.get(current)
         if tracked is None:

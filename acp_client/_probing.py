@@ -20,6 +20,7 @@ import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
+from ._not_found import says_session_not_found
 from .clock import Clock, move_on_after
 from .exceptions import AcpError, CapabilityNotSupported, RequestTimeout, SessionNotFound
 from .location import Endpoint, InstanceAnswer
@@ -107,9 +108,9 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
         request = to_wire(SessionStatusRequest(session_id=session_id), protocol_version=version)
         try:
             result = await conn.request("session/status", request, timeout=None)
-        except SessionNotFound:
-            return answer(Probe.UNKNOWN)
         except AcpError as exc:
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, session_id):
+                return answer(Probe.UNKNOWN)
             logger.debug("locate: %s gave no usable answer for %s: %s", endpoint, session_id, exc)
             return answer(Probe.UNREACHABLE, error=exc)
         try:
@@ -177,9 +178,9 @@ async def close_copy(endpoint: Endpoint, session_id: str, settings: Settings) ->
                 return False
             request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
             await conn.request("session/close", request, timeout=None)
-        except SessionNotFound:
-            return True
         except AcpError as exc:
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, session_id):
+                return True
             logger.info("could not close %s on %s: %s", session_id, endpoint, exc)
             return False
         return True

@@ -512,8 +512,9 @@ class AcpClient:
     async def session_status(self, session_id: str) -> Session:
         """``session/status``: is the session in the agent's memory, stored, or unknown?
 
-        An unknown session (-32002) comes back as a :class:`Session` whose ``status`` is
-        ``Probe.UNKNOWN``. Retried transparently on a drop (it has no side effects).
+        An unknown session (-32002, or another agent's spelling of "not found") comes back as a
+        :class:`Session` whose ``status`` is ``Probe.UNKNOWN``. Retried transparently on a drop
+        (it has no side effects).
 
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from acp_client import Continuity, RecoveryPath, RpcError
+from acp_client import Continuity, Probe, RecoveryPath, RpcError
 from acp_client._not_found import SPELLINGS, says_session_not_found
 from acp_client.transcript import TurnStatus
 
-from ._harness import VERSIONS, Harness
+from ._harness import FLAVOURS, VERSIONS, Harness
 
 #: Per spelling: the error the agent it names answers for session ``sid``, as seen on the wire
 #: (docs/agents-conformance.md).
@@ -235,3 +235,18 @@ async def test_notes_quote_the_code_and_message_the_agent_sent(agent: str, quote
         else:
             assert f"session/resume: not found ({quoted}); trying session/new" in outcome.notes
         assert not any("-32002" in note for note in outcome.notes), outcome.notes
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("spelling", SPELLINGS, ids=[spelling.seen_in for spelling in SPELLINGS])
+async def test_status_and_locate_read_every_spelling_as_unknown(spelling: object, flavour: str) -> None:
+    """The one table serves ``session_status()`` and the instances' fan-out (``locate``) too."""
+    async with Harness(pool=flavour == "pool") as h:
+        agents = [h.agent] + ([h.other.memory.agent] if h.other is not None else [])
+        for agent in agents:
+            agent.not_found_error = EXAMPLES[spelling.seen_in]  # type: ignore[attr-defined,union-attr]
+        session = await h.client.new_session("/a")
+        h.agent.evict(session.session_id)
+        assert (await h.clock.run(h.client.session_status(session.session_id))).status is Probe.UNKNOWN
+        location = await h.clock.run(h.client.locate(session.session_id))
+        assert [answer.probe for answer in location.answers] == [Probe.UNKNOWN] * len(agents)
