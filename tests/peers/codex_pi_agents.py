@@ -296,8 +296,13 @@ class PiAcpAgent:
 
     @staticmethod
     def store_of(home: Path) -> Path:
-        """pi's sessions (one JSONL file per session): remove them to evict."""
+        """pi's sessions (one JSONL file per session): remove them and a load finds an empty session."""
         return home / ".pi" / "agent" / "sessions"
+
+    @staticmethod
+    def map_of(home: Path) -> Path:
+        """pi-acp's map from ACP session ids to pi's session files: remove it too and pi-acp knows no session."""
+        return home / ".pi" / "pi-acp"
 
 
 @pytest.fixture
