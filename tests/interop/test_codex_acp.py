@@ -92,7 +92,7 @@ def _model_history(turns: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_facts(codex: Codex, tmp_path: Path) -> None:
-    """load + resume + list + close, no status; id-less live chunks; cancel; -32002 for an unknown session."""
+    """load + resume + list + close, no status; id-less live chunks; a tool call; -32002 for an unknown session."""
     client, _, recorder = codex.agent.take()
     try:
         assert client.protocol_version == 1
@@ -105,6 +105,23 @@ async def test_facts(codex: Codex, tmp_path: Path) -> None:
         assert (await handle.prompt("facts hello")).stop_reason == "end_turn"
         assert chunks(recorder.events[start:]) == [("echo: facts", None), (" hello", None)]
         assert codex.llm.history_for("facts hello") == (("user", "facts hello"),)
+
+        # A tool the model asks for. There is no sandbox here (no bubblewrap): the command asks to run outside.
+        note = tmp_path / "note.txt"
+        note.write_text("a note", encoding="utf-8")
+        await client.request("session/set_mode", {"sessionId": handle.session_id, "modeId": "auto"})
+        start = len(recorder.events)
+        command = '{"cmd": "cat note.txt", "sandbox_permissions": "require_escalated", "justification": "a test"}'
+        assert (await handle.prompt(f"TOOL exec_command {command}")).stop_reason == "end_turn"
+        calls = [
+            (e.update.kind, getattr(e.update, "status", None))
+            for e in recorder.events[start:]
+            if e.update.kind.startswith("tool_call")
+        ]
+        assert calls == [("tool_call", "in_progress"), ("tool_call_update", "completed")]
+        [(answer, _)] = chunks(recorder.events[start:])
+        assert answer.startswith("tool said: ") and answer.endswith("Output:\na note"), answer
+        assert codex.llm.requests[-1].history[-1] == ("tool", answer.removeprefix("tool said: "))
 
         with pytest.raises(MethodNotFound):
             await client.request("session/status", {"sessionId": handle.session_id})

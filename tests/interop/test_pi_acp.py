@@ -100,7 +100,7 @@ def _replayed(events: list[Any]) -> list[tuple[str, str | None, str | None]]:
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_facts(pi: Pi, tmp_path: Path) -> None:
-    """load + list, no resume, no status; id-less live chunks; -32602 "Unknown sessionId" for an unknown session."""
+    """load + list, no resume, no status; id-less live chunks; a tool call; -32602 "Unknown sessionId"."""
     client, _, recorder = pi.agent.take()
     try:
         assert client.protocol_version == 1
@@ -113,6 +113,25 @@ async def test_facts(pi: Pi, tmp_path: Path) -> None:
         assert (await handle.prompt("facts hello")).stop_reason == "end_turn"
         assert chunks(recorder.events[start:]) == [("echo: facts", None), (" hello", None)]
         assert pi.llm.history_for("facts hello") == (("user", "facts hello"),)
+
+        # A tool the model asks for: pi runs it (no permission asked) and reports the call; its output goes
+        # back to the model, which answers with it.
+        note = tmp_path / "note.txt"
+        note.write_text("a note", encoding="utf-8")
+        start = len(recorder.events)
+        assert (await handle.prompt(f'TOOL read {{"path": "{note}"}}')).stop_reason == "end_turn"
+        calls = [
+            (e.update.kind, getattr(e.update, "status", None))
+            for e in recorder.events[start:]
+            if e.update.kind.startswith("tool_call")
+        ]
+        assert calls == [
+            ("tool_call", "pending"),
+            ("tool_call_update", "in_progress"),
+            ("tool_call_update", "completed"),
+        ]
+        assert chunks(recorder.events[start:]) == [("tool said: a note", None)]
+        assert pi.llm.requests[-1].history[-1] == ("tool", "a note")
 
         with pytest.raises(MethodNotFound):
             await client.request("session/status", {"sessionId": handle.session_id})
