@@ -67,7 +67,7 @@ from .store._bridge import StoreBridge
 from .telemetry import Telemetry
 from .transcript import SegmentStart, TurnStatus
 from .transports._security import check_session_id
-from .transports.base import Connector
+from .transports.base import Connector, TransportInfo
 from .types import (
     CancelNotification,
     ClientCapabilities,
@@ -375,9 +375,11 @@ class Engine:
         """``session/new`` on the link the links place it on."""
         request = NewSessionRequest(cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
         supervisor = await self.links.place()
-        result = await supervisor.call("session/new", lambda: self.wire(request))
+        over: list[TransportInfo] = []
+        result = await supervisor.call("session/new", lambda: self.wire(request), answered_over=over.append)
         record = Session.from_new(self.decode(NewSessionResponse, result), cwd=cwd)
         tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
+        tracked.held_by(over[-1])
         self.links.settle(tracked, supervisor)
         return await self.opened(tracked)
 
@@ -388,9 +390,11 @@ class Engine:
         request = ForkSessionRequest(session_id=parent, cwd=cwd, mcp_servers=mcp_servers)
         source = self.table.get(parent)
         supervisor = await self.links.link_for(source, "session/fork")
-        result = await supervisor.call("session/fork", lambda: self.wire(request))
+        over: list[TransportInfo] = []
+        result = await supervisor.call("session/fork", lambda: self.wire(request), answered_over=over.append)
         record = Session.from_fork(self.decode(ForkSessionResponse, result), cwd=cwd, forked_from=parent)
         tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers)
+        tracked.held_by(over[-1])
         if source is not None:
             self.links.settle(tracked, supervisor)
         return await self.opened(tracked)
@@ -455,7 +459,9 @@ class Engine:
         ordered = conn is None or conn.transport.info.ordered
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
-            result = await link.call(method, lambda: self.wire(request), on_answer=answered)
+            result = await link.call(
+                method, lambda: self.wire(request), on_answer=answered, answered_over=tracked.held_by
+            )
         except BaseException as exc:
             attach_failed(self.table, tracked, exc)
             if not known:

@@ -140,6 +140,14 @@ class Tracked:
         self.left_behind: set[Any] = set()
         #: Held while an endpoint group moves the session or closes one of its copies (made there).
         self.guard: Any = None
+        #: The agent process that last attached the session (``TransportInfo.agent_process`` of
+        #: the link that answered its new / load / resume); ``None`` when not known. A resume by
+        #: another process cannot claim continuity (:mod:`acp_client._continuity`).
+        self.agent_process: str | None = None
+
+    def held_by(self, info: Any) -> None:
+        """The link described by ``info`` (a ``TransportInfo``) attached the session."""
+        self.agent_process = info.agent_process
 
     @property
     def window_open(self) -> bool:

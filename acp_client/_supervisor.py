@@ -47,7 +47,7 @@ from .exceptions import (
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
 from .state import LEGAL_TRANSITIONS, ConnectionState, State
-from .transports.base import Connector
+from .transports.base import Connector, TransportInfo
 
 __all__ = ["Supervisor"]
 
@@ -279,11 +279,13 @@ class Supervisor:
         idempotent: bool = False,
         timeout: Any = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
+        answered_over: Callable[[TransportInfo], None] | None = None,
     ) -> Any:
         """Send a request on the live connection, waiting out an outage if configured to.
 
         ``params`` is called at send time, so a request queued during an outage carries the ids
-        the recovery settled on.
+        the recovery settled on. ``answered_over`` is told which link answered (a session
+        attached by the request is held by that link's agent process).
 
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
@@ -294,7 +296,10 @@ class Supervisor:
         while True:
             conn = await self._ready(method)
             try:
-                return await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
+                result = await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
+                if answered_over is not None:
+                    answered_over(conn.transport.info)
+                return result
             except ConnectionLost as exc:
                 if self._crash is not None:  # an internal task died: say so, not "connection lost"
                     raise ConnectionLost(method, may_have_executed=exc.may_have_executed, cause=self._crash) from exc

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import attrs
 import pytest
 
-from acp_client import ConnectionLost, Probe, RecoveryPath, RetryPolicy, State, Timeouts
+from acp_client import ConnectionLost, Continuity, Probe, RecoveryPath, RetryPolicy, State, Timeouts
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
 from acp_client.testing import inside
@@ -224,9 +225,10 @@ async def test_a_new_session_with_the_same_id_is_reported_and_keeps_the_transcri
         h.connector.on_send, h.connector.rewrite = sent, received
         h.agent.evict(old)
         outcome = await h.drop_and_recover()
-        assert outcome.path is RecoveryPath.NEW_SESSION and not outcome.continuity
+        # The agent's own copy may hold the session under that id: nothing shows either way.
+        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.UNVERIFIED
         assert outcome.session_id == outcome.previous_session_id == old == session.session_id
-        assert "session/new returned the same session id: transcript kept, continuity not claimed" in outcome.notes
+        assert "session/new returned the same session id: transcript kept, continuity unverified" in outcome.notes
         assert session.transcript.text() == before
 
 
@@ -274,7 +276,7 @@ def _outcome(path: RecoveryPath, previous: str, current: str | None, **extra: An
         planned=path,
         previous_session_id=previous,
         session_id=current,
-        continuity=path in (RecoveryPath.RESUME, RecoveryPath.REPLAY),
+        continuity=Continuity.KEPT if path in (RecoveryPath.RESUME, RecoveryPath.REPLAY) else Continuity.LOST,
         probe=Probe.ACTIVE,
         **extra,
     )
@@ -289,11 +291,34 @@ def test_merging_keeps_the_stronger_path_and_every_id_change() -> None:
     resume = _outcome(RecoveryPath.RESUME, "a", "a", steps=(("session/resume", "ok"),))
     merged = merge_outcomes(replay, resume)
     assert merged is not None and merged.path is RecoveryPath.REPLAY and merged.replayed_updates == 3
-    assert merged.steps == (("session/load", "ok"), ("session/resume", "ok")) and merged.continuity
+    assert merged.steps == (("session/load", "ok"), ("session/resume", "ok"))
+    assert merged.continuity is Continuity.KEPT
     renamed = _outcome(RecoveryPath.NEW_SESSION, "a", "b")
     merged = merge_outcomes(renamed, _outcome(RecoveryPath.RESUME, "b", "b"))
     assert merged is not None and (merged.previous_session_id, merged.session_id) == ("a", "b")
-    assert merged.path is RecoveryPath.NEW_SESSION and not merged.continuity
+    assert merged.path is RecoveryPath.NEW_SESSION and merged.continuity is Continuity.LOST
     assert merge_outcomes(renamed, _outcome(RecoveryPath.NEW_SESSION, "b", "c")) is None
     abandoned = merge_outcomes(resume, _outcome(RecoveryPath.ABANDON, "a", None))
     assert abandoned is not None and abandoned.path is RecoveryPath.ABANDON
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "merged"),
+    [
+        (Continuity.KEPT, Continuity.KEPT, Continuity.KEPT),
+        (Continuity.KEPT, Continuity.UNVERIFIED, Continuity.UNVERIFIED),
+        (Continuity.UNVERIFIED, Continuity.KEPT, Continuity.UNVERIFIED),
+        (Continuity.UNVERIFIED, Continuity.LOST, Continuity.LOST),
+        (Continuity.LOST, Continuity.KEPT, Continuity.LOST),
+        (Continuity.LOST, Continuity.UNVERIFIED, Continuity.LOST),
+    ],
+)
+def test_merging_claims_the_weaker_continuity(first: Continuity, second: Continuity, merged: Continuity) -> None:
+    """Two recoveries reported as one claim no more than the weaker of them: LOST < UNVERIFIED < KEPT."""
+    from acp_client._recoverer import merge_outcomes
+
+    earlier = attrs.evolve(_outcome(RecoveryPath.REPLAY, "a", "a"), continuity=first)
+    later = attrs.evolve(_outcome(RecoveryPath.RESUME, "a", "a"), continuity=second)
+    result = merge_outcomes(earlier, later)
+    assert result is not None and result.continuity is merged
+    assert bool(result.continuity) is (merged is Continuity.KEPT)
