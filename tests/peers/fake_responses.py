@@ -44,7 +44,7 @@ __all__ = ["MODEL", "FakeResponses", "ModelRequest", "answer_for"]
 MODEL = "fake-echo"
 
 #: A user message an agent adds of its own (context, instructions), not a prompt the user typed.
-_CONTEXT = re.compile(r"^\s*(<environment_context>|<user_instructions>|<permissions instructions>|# AGENTS\.md|<)")
+_CONTEXT = re.compile(r"^\s*(<environment_context>|<user_instructions>|<permissions instructions>|# AGENTS\.md)")
 
 
 @attrs.frozen
