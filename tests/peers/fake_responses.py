@@ -12,8 +12,9 @@ them here so they run fully offline. The answer depends only on the last user te
 What makes it useful for recovery tests: every request's **history** is recorded
 (:attr:`FakeResponses.requests`, each a :class:`ModelRequest`), the user and assistant texts the agent
 sent, in order, without the context an agent adds of its own (codex's ``<environment_context>``, its
-AGENTS.md and permission notes). A test reads it to prove whether the agent still had the earlier turns
-after a recovery: the agent remembers exactly what it sends its model.
+AGENTS.md and permission notes, the ``<turn_aborted>`` note it adds after a cancel). A test reads it to
+prove whether the agent still had the earlier turns after a recovery: the agent remembers exactly what
+it sends its model.
 
 It also answers ``GET /v1/models`` (one model, :data:`MODEL`). The events of a streamed answer are the
 Responses API's: ``response.created``, ``response.in_progress``, ``response.output_item.added``,
@@ -44,7 +45,9 @@ __all__ = ["MODEL", "FakeResponses", "ModelRequest", "answer_for"]
 MODEL = "fake-echo"
 
 #: A user message an agent adds of its own (context, instructions), not a prompt the user typed.
-_CONTEXT = re.compile(r"^\s*(<environment_context>|<user_instructions>|<permissions instructions>|# AGENTS\.md)")
+_CONTEXT = re.compile(
+    r"^\s*(<environment_context>|<user_instructions>|<permissions instructions>|<turn_aborted>|# AGENTS\.md)"
+)
 
 
 @attrs.frozen
