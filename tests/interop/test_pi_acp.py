@@ -16,12 +16,14 @@ gone, load succeeds and replays nothing; with the map entry gone too, load answe
 "Invalid params" (data ``Unknown sessionId: ...``), one of the spellings of "not found".
 
 So every recovery after a kill is a replay (load), and continuity is kept exactly when the replay
-brings back every completed turn; the model shows each time what pi had.
+brings back every completed turn (a session file cut short, or gone, makes it lost); the model shows
+each time what pi had.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -303,6 +305,45 @@ async def test_session_file_removed_replays_nothing_and_is_lost(pi: Pi, tmp_path
         assert (await handle.prompt("empty after")).stop_reason == "end_turn"
         assert conversation(handle.transcript) == [*expected, *_turn("empty after")], seen
         assert pi.llm.history_for("empty after") == (("user", "empty after"),), seen
+    finally:
+        pi.agent.release()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_session_file_missing_its_last_turn_is_lost(pi: Pi, tmp_path: Path) -> None:
+    """pi's session file lost its last completed turn (as when a turn reaches disk after its end), then a kill:
+    the load replays the first turn only. A completed turn missing from the replay proves the agent lacks it:
+    continuity lost, the note names the turn; the transcript keeps both, and the model never sees the second."""
+    client, wire, recorder = pi.agent.take()
+    try:
+        handle = await client.new_session(tmp_path)
+        await handle.prompt("short hello")
+        await handle.prompt("short second")
+        expected = [*_turn("short hello"), *_turn("short second")]
+
+        [file] = PiAcpAgent.store_of(pi.home).glob(f"*/*_{handle.session_id}.jsonl")
+        lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
+        assert [json.loads(line)["message"]["role"] for line in lines[-2:]] == ["user", "assistant"]
+        file.write_text("".join(lines[:-2]), encoding="utf-8")  # the second turn, prompt and answer
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events[live:])
+
+        assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.LOST, seen
+        assert [(kind, text) for kind, text, _ in _replayed(recorder.events[live:])] == [
+            ("user_message_chunk", "short hello"),
+            ("agent_message_chunk", "echo: short hello"),
+        ], seen
+        assert any("lacks 1 of the 2 completed turn(s)" in note and "short second" in note for note in outcome.notes)
+        assert handle.transcript.last_replay is not None, seen
+        assert handle.transcript.last_replay.missing_turns == ("short second",), seen
+        assert conversation(handle.transcript) == expected, seen
+
+        assert (await handle.prompt("short after")).stop_reason == "end_turn"
+        assert conversation(handle.transcript) == [*expected, *_turn("short after")], seen
+        history = [*_turn("short hello"), ("user", "short after")]
+        assert pi.llm.history_for("short after") == _model_history(history), seen
     finally:
         pi.agent.release()
 
