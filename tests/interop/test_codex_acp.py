@@ -14,13 +14,15 @@ attaches without replaying; ``session/load`` replays id-less ``user_message_chun
 respawned process resumes them from disk.
 
 So a kill makes the client resume (no probe, resume advertised): the agent was respawned, so the
-client cannot know whether it kept the session and says *unverified* (the model then shows it did).
+client cannot know whether it kept the session and says *unverified* (the model then shows whether it
+did: it does, unless its rollout file lost a turn, which the resume does not reveal).
 A forced replay holding every completed turn keeps continuity; an evicted session goes new, lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,40 @@ async def test_killed_idle_resumes_unverified(codex: Codex, tmp_path: Path) -> N
         assert conversation(handle.transcript) == [*expected, *_turn("idle after")], seen
         # The respawned agent sent its model the whole conversation: it had kept it.
         assert codex.llm.history_for("idle after") == _model_history([*expected, ("user", "idle after")]), seen
+    finally:
+        codex.agent.release()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_resume_cannot_see_a_store_that_lost_the_last_turn(codex: Codex, tmp_path: Path) -> None:
+    """Why a resume after a respawn is unverified, not kept: codex's rollout file lost its last turn (as when a
+    turn reaches disk after its end), then a kill. The resume succeeds all the same and replays nothing, so the
+    client cannot tell; it says unverified. The model shows the agent lacked the turn."""
+    client, wire, recorder = codex.agent.take()
+    try:
+        handle = await client.new_session(tmp_path)
+        await handle.prompt("short hello")
+        await handle.prompt("short second")
+        expected = [*_turn("short hello"), *_turn("short second")]
+
+        [file] = CodexAcpAgent.store_of(codex.home).rglob(f"rollout-*-{handle.session_id}.jsonl")
+        lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
+        starts = [i for i, line in enumerate(lines) if json.loads(line)["payload"].get("type") == "task_started"]
+        assert len(starts) == 2, lines
+        file.write_text("".join(lines[: starts[-1]]), encoding="utf-8")  # the second turn, prompt and answer
+        live = len(recorder.events)
+        kill_agent(wire)
+        outcome = await recorder.outcome(timeout=SLOW)
+        seen = describe(outcome, handle.transcript, recorder.events[live:])
+
+        assert outcome.path is RecoveryPath.RESUME and outcome.continuity is Continuity.UNVERIFIED, seen
+        assert outcome.replayed_updates == 0, seen
+        assert conversation(handle.transcript) == expected, seen
+
+        assert (await handle.prompt("short after")).stop_reason == "end_turn"
+        assert conversation(handle.transcript) == [*expected, *_turn("short after")], seen
+        history = [*_turn("short hello"), ("user", "short after")]
+        assert codex.llm.history_for("short after") == _model_history(history), seen
     finally:
         codex.agent.release()
 
