@@ -13,8 +13,8 @@ none at the ends). The rules:
   A replayed id-less user message that is not a recorded prompt as a whole is aligned against the
   recorded prompts as a sequence with insertions: the prompts found inside it, at any offset, are
   matched in the recorded order from the prompt the replay is due to bring next (covering as much
-  of the text as possible, skipping as few prompts as possible), and each becomes a message of
-  its own. What is
+  of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
+  as possible), and each becomes a message of its own. What is
   left over around and between them is *agent-inserted*: a user-role message of its own marked
   ``inserted``, never a prompt, never fused with one.
 * **Text that holds no recorded prompt** is agent-inserted when all of these hold: the client
@@ -36,18 +36,20 @@ none at the ends). The rules:
   completes it. A failed prompt (the agent refused it) is never matched: the agent never had it.
   The alignment keeps the order of both sides and matches as many messages as it can (a longest
   common subsequence; the common start and end are matched first, so an ordinary replay costs one
-  pass); a replayed message left over that matches a recorded one left over (the agent replayed it
-  out of order) is then matched too, and the recorded copy stays where it was.
+  pass). Then what the agent replayed out of order (answers after all the prompts they answer) is
+  matched too: a replayed message left over takes a recorded one left over that it matches, and a
+  replayed answer the alignment took as the completion of a partial goes to the recorded answer
+  equal to it when that one was left over. The recorded copy always stays where it was.
 * **Nothing recorded is deleted.** A recorded message the replay left out (the partial answer of
   an interrupted turn, a refused prompt) stays after the message it followed. A matched message
   keeps the recorded copy; when the agent's text contradicts it (same id, another text that does
   not extend it), the recorded copy wins and the discrepancy is reported in the notes.
 * **What the agent adds is kept**, in the replay's order (its own synthetic messages).
 
-Cost: an ordinary replay is one pass. The search of a run costs at most the number of prompts
-after the cursor times the run's length, and past a total of ``_MAX_CELLS`` only a window of
-prompts after the cursor is searched, as the middle of an alignment past ``_MAX_CELLS`` cells is
-matched greedily.
+Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
+them after the cursor), and for the others only when none of those is in it, up to a total of
+``_MAX_CELLS`` prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched
+greedily, through an index of the recorded texts.
 """
 
 from __future__ import annotations
@@ -80,9 +82,9 @@ M = TypeVar("M", bound=_Message)
 __all__ = ["Reconciled", "reconcile"]
 
 #: Above this many cells the middle of an alignment is matched greedily, and the search for
-#: prompts inside replayed user runs (or answers inside agent messages) looks at a window of
-#: ``_WINDOW`` recorded messages after the cursor (a pathological replay must not cost quadratic
-#: time; an ordinary one is matched by its common start and end).
+#: prompts inside replayed user runs beyond the ``_WINDOW`` prompts due next stops (a
+#: pathological replay must not cost quadratic time; an ordinary one is matched by its common
+#: start and end). Fused answers are looked for among the ``_WINDOW`` answers due next.
 _MAX_CELLS = 4_000_000
 _WINDOW = 64
 #: Occurrences of one prompt looked at in one run, and in all.
@@ -171,14 +173,11 @@ class _UserSplit:
     inserted: int = 0
 
 
-def _split_users(
-    replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool
-) -> _UserSplit:
+def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
     """Read each replayed user message against the recorded prompts (the module docstring):
     prompts inside a run become messages of their own, what is left over is agent-inserted."""
-    prompts = [
-        _squeeze(m.text) for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted
-    ]
+    raw = [m.text for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    prompts = [_squeeze(text) for text in raw]
     prompt_ids = {
         m.message_id
         for m in recorded
@@ -201,7 +200,14 @@ def _split_users(
             out.append(message)
             continue
         text = _squeeze(message.text)
-        indices = where.get(text, ())
+        if not text and _plain(message):  # blank: only a run of blank prompts as they were sent
+            blanks = _blank_run(message.text, raw, cursor)
+            if blanks:
+                result.fused += 1
+                cursor = blanks[-1] + 1
+                out.extend(make("user", None, [TextContent(text=raw[index])]) for index in blanks)
+                continue
+        indices = where.get(text, ()) if text else ()
         due = bisect.bisect_left(indices, cursor)
         if due < len(indices):  # the next recorded prompt with this text
             cursor, reached = indices[due] + 1, True
@@ -236,6 +242,18 @@ def _split_users(
     return result
 
 
+def _blank_run(text: str, raw: Sequence[str], cursor: int) -> list[int]:
+    """The recorded prompts from the cursor on (two or more, consecutive) whose texts, all blank,
+    run together are ``text``, exactly."""
+    end, offset = cursor, 0
+    while end < len(raw) and raw[end] and not raw[end].strip() and text.startswith(raw[end], offset):
+        offset += len(raw[end])
+        end += 1
+        if offset == len(text):
+            return list(range(cursor, end)) if end - cursor >= 2 else []
+    return []
+
+
 def _leftover(text: str, reached: bool, make: Callable[..., M], out: list[M]) -> int:
     """Give out the text of a run left over around its prompts; 1 when it is agent-inserted."""
     if not text.strip():
@@ -259,40 +277,60 @@ def _covers(chain: list[tuple[int, int, int]], squeezed: str) -> bool:
 def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Budget) -> list[tuple[int, int, int]]:
     """The recorded prompts found inside ``squeezed``, as ``(prompt index, start, end)``: in the
     recorded order from the cursor, not overlapping, covering as much of the text as possible,
-    then skipping as few recorded prompts as possible (the best chain over the occurrences)."""
+    then skipping as few recorded prompts as possible, then leaving the text around them in as
+    few pieces as possible (the best chain over the occurrences)."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
-    for index in range(cursor, budget.stop(cursor, len(prompts))):
-        prompt = prompts[index]
-        if not prompt or len(prompt) > length:
-            continue
-        start = squeezed.find(prompt)
-        hits = 0
-        while start >= 0 and hits < _MAX_HITS:
-            items.append((index, start, start + len(prompt)))
-            hits += 1
-            start = squeezed.find(prompt, start + 1)
-        if len(items) >= _MAX_ITEMS:
+    # The prompts due next first; the rest (within the budget) only when none of those is there.
+    window = min(len(prompts), cursor + _WINDOW)
+    for first, stop in ((cursor, window), (window, budget.stop(window, len(prompts)))):
+        for index in range(first, stop):
+            prompt = prompts[index]
+            if not prompt or len(prompt) > length:
+                continue
+            start = squeezed.find(prompt)
+            hits = 0
+            while start >= 0 and hits < _MAX_HITS:
+                items.append((index, start, start + len(prompt)))
+                hits += 1
+                start = squeezed.find(prompt, start + 1)
+            if len(items) >= _MAX_ITEMS:
+                break
+        if items:
             break
     if not items:
         return []
     items.sort(key=lambda item: (item[1], item[0]))
+
+    def gap(a: int, b: int) -> int:  # 1: text (not a space alone) between a and b
+        return 1 if b - a > 1 or (b - a == 1 and squeezed[a] != " ") else 0
+
     # best[i]: the best chain ending with items[i] as (characters covered, minus the recorded
-    # prompts it skips, prompts); back[i]: the item before it in that chain.
-    best: list[tuple[int, int, int]] = []
+    # prompts it skips, minus the pieces of text it leaves, prompts); back[i]: the item before it.
+    best: list[tuple[int, int, int, int]] = []
     back: list[int] = []
     for i, (index, start, end) in enumerate(items):
-        score, before = (end - start, cursor - index, 1), -1
+        score, before = (end - start, cursor - index, -gap(0, start), 1), -1
         for j in range(i):
             other, _, other_end = items[j]
             if other < index and other_end <= start:
-                covered, skipped, count = best[j]
-                candidate = (covered + end - start, skipped - (index - other - 1), count + 1)
+                covered, skipped, pieces, count = best[j]
+                candidate = (
+                    covered + end - start,
+                    skipped - (index - other - 1),
+                    pieces - gap(other_end, start),
+                    count + 1,
+                )
                 if candidate > score:
                     score, before = candidate, j
         best.append(score)
         back.append(before)
-    last = max(range(len(items)), key=lambda i: (best[i], -i))
+
+    def final(i: int) -> tuple[tuple[int, int, int, int], int]:
+        covered, skipped, pieces, count = best[i]
+        return (covered, skipped, pieces - gap(items[i][2], length), count), -i
+
+    last = max(range(len(items)), key=final)
     chain: list[tuple[int, int, int]] = []
     while last >= 0:
         chain.append(items[last])
@@ -311,27 +349,48 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
     for message in recorded:
         if message.role != "user":
             known.setdefault(message.role, []).append((_squeeze(message.text), message.incomplete))
+    where: dict[tuple[str, str], list[int]] = {}
+    for role, texts in known.items():
+        for index, (own, _) in enumerate(texts):
+            where.setdefault((role, own), []).append(index)
     cursors = dict.fromkeys(known, 0)
-    budget = _Budget()
     out: list[M] = []
     splits = 0
-    for message in replayed:
-        texts = known.get(message.role)
-        if texts is None or message.message_id is not None or not _plain(message):
+    # The next replayed message of each one's role: a split is not made when the replay brings a
+    # piece of it on its own next (the message was one answer extended, not answers run together).
+    after: list[str | None] = [None] * len(replayed)
+    last: dict[str, str] = {}
+    for position in range(len(replayed) - 1, -1, -1):
+        role = replayed[position].role
+        after[position] = last.get(role)
+        if role in known:
+            last[role] = _squeeze(replayed[position].text)
+    for position, message in enumerate(replayed):
+        if message.role not in known or message.message_id is not None or not _plain(message):
             out.append(message)
             continue
+        texts = known[message.role]
         cursor = cursors[message.role]
         text = _squeeze(message.text)
-        if cursor < len(texts) and texts[cursor][0] == text:
-            cursors[message.role] = cursor + 1
+        indices = where.get((message.role, text), ())
+        due = bisect.bisect_left(indices, cursor)
+        if due < len(indices):  # the next recorded message with this text: that one
+            cursors[message.role] = indices[due] + 1
             out.append(message)
             continue
         found = None
         extends = -1  # the first recorded message from the cursor on that this one is or extends
-        for start in range(cursor, budget.stop(cursor, len(texts))):
+        for start in range(cursor, min(len(texts), cursor + _WINDOW)):
             if texts[start][0] and text.startswith(texts[start][0]):
                 extends = start if extends < 0 else extends
                 found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
+                following = after[position]
+                if (
+                    found is not None
+                    and following is not None
+                    and any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1]))
+                ):
+                    found = None
                 if found is not None:
                     break
         if found is None:
@@ -340,7 +399,7 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
             out.append(message)
             continue
         cuts, cursors[message.role] = found
-        squeezed, spots = _squeezed(message.text)
+        _, spots = _squeezed(message.text)
         original = message.text
         bounds = [spots[cut] for cut in cuts[1:]]
         for begin, finish in zip([0, *bounds], [*bounds, len(original)], strict=True):
@@ -389,21 +448,27 @@ def _answers_from(text: str, texts: Sequence[tuple[str, bool]], first: int, stop
 # -- the alignment ----------------------------------------------------------------------------------
 
 
+#: How well a replayed message matches a recorded one (:func:`_score`).
+_SAME = 3
+
+
 def _score(recorded: _Message, replayed: _Message) -> int:
-    """2: the same message; 1: the replay completes the recorded one; 0: no match."""
+    """3 (``_SAME``): the same message; 2: the replay completes a partial (or empty) recorded
+    message; 1: it extends or ends with a complete one; 0: no match. The alignment prefers the
+    better matches, so that a replay matched again finds the same partners."""
     if recorded.role != replayed.role or recorded.status == "failed" or recorded.inserted != replayed.inserted:
         return 0
     if recorded.message_id is not None and replayed.message_id is not None:
-        return 2 if recorded.message_id == replayed.message_id else 0
+        return _SAME if recorded.message_id == replayed.message_id else 0
     old, new = _squeeze(recorded.text), _squeeze(replayed.text)
     if old == new and (old or recorded.blocks == replayed.blocks):
-        return 2
+        return _SAME
     if old == "" and not recorded.blocks:
-        return 1
+        return 2
     if recorded.role != "user" and old and (new.startswith(old) or new.endswith(old)):
         # The replay completes a partial answer, or renders the answer with what led to it first
         # (fast-agent replays a tool turn's answer as the tool call's text, then the result).
-        return 1
+        return 2 if recorded.incomplete and new.startswith(old) else 1
     return 0
 
 
@@ -411,10 +476,10 @@ def _align(recorded: Sequence[M], replayed: Sequence[M]) -> list[tuple[int, int]
     """The matched pairs ``(recorded index, replayed index)``, increasing in both."""
     n, m = len(recorded), len(replayed)
     head = 0
-    while head < n and head < m and _score(recorded[head], replayed[head]) == 2:
+    while head < n and head < m and _score(recorded[head], replayed[head]) == _SAME:
         head += 1
     tail = 0
-    while tail < n - head and tail < m - head and _score(recorded[n - 1 - tail], replayed[m - 1 - tail]) == 2:
+    while tail < n - head and tail < m - head and _score(recorded[n - 1 - tail], replayed[m - 1 - tail]) == _SAME:
         tail += 1
     pairs = [(index, index) for index in range(head)]
     rows, cols = recorded[head : n - tail], replayed[head : m - tail]
@@ -449,38 +514,71 @@ def _lcs(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
 
 
 def _greedy(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
+    """In order, each replayed message takes the first recorded one after the last taken that is
+    the same message (found through an index), or failing that one of the next ``_WINDOW`` it
+    matches at all: linear for a replay too long to align cell by cell."""
+    same: dict[tuple[Any, ...], list[int]] = {}
+    for i, message in enumerate(rows):
+        if message.message_id is not None:
+            same.setdefault(("id", message.message_id), []).append(i)
+        same.setdefault(("text", message.role, message.inserted, _squeeze(message.text)), []).append(i)
     pairs: list[tuple[int, int]] = []
     start = 0
     for j, message in enumerate(cols):
-        for i in range(start, len(rows)):
-            if _score(rows[i], message):
-                pairs.append((i, j))
-                start = i + 1
-                break
+        found = None
+        keys: list[tuple[Any, ...]] = [("text", message.role, message.inserted, _squeeze(message.text))]
+        if message.message_id is not None:
+            keys.append(("id", message.message_id))
+        for key in keys:
+            indices = same.get(key, ())
+            for i in indices[bisect.bisect_left(indices, start) :][:_WINDOW]:
+                if _score(rows[i], message) == _SAME:
+                    found = i if found is None else min(found, i)
+                    break
+        if found is None:
+            found = next((i for i in range(start, min(len(rows), start + _WINDOW)) if _score(rows[i], message)), None)
+        if found is not None:
+            pairs.append((found, j))
+            start = found + 1
     return pairs
 
 
-def _out_of_order(recorded: Sequence[M], replayed: Sequence[M], pairs: list[tuple[int, int]]) -> dict[int, int]:
-    """Replayed messages the alignment left over that match recorded ones it left over (the agent
-    replayed them in another order): ``{recorded index: replayed index}``."""
+def _out_of_order(
+    recorded: Sequence[M], replayed: Sequence[M], pairs: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    """Match what the alignment could not because the agent replayed it in another order (answers
+    after all the prompts they answer). A replayed message matched as the completion of a partial
+    answer while a recorded message equal to it is left over is moved to that one (the partial is
+    free again); then each replayed message left over takes a recorded one left over that it
+    matches, an equal one first. Returns the pairs still in order and ``{recorded: replayed}``
+    for the others."""
     taken = {i for i, _ in pairs}
-    rows = [i for i in range(len(recorded)) if i not in taken and recorded[i].status != "failed"]
+    free = [i for i in range(len(recorded)) if i not in taken and recorded[i].status != "failed"]
     used = {j for _, j in pairs}
     cols = [j for j in range(len(replayed)) if j not in used]
-    if not rows or not cols or len(rows) * len(cols) > _MAX_CELLS:
-        return {}
+    if not free or len(free) * (len(cols) + len(pairs)) > _MAX_CELLS:
+        return pairs, {}
     extra: dict[int, int] = {}
-    absorbed: set[int] = set()
-    for want in (2, 1):
+    kept_pairs: list[tuple[int, int]] = []
+    for i, j in pairs:
+        if _score(recorded[i], replayed[j]) < _SAME:
+            equal = next((k for k in free if k not in extra and _score(recorded[k], replayed[j]) == _SAME), None)
+            if equal is not None:
+                extra[equal] = j
+                free.append(i)
+                continue
+        kept_pairs.append((i, j))
+    absorbed = set(extra.values())
+    for want in (_SAME, 2, 1):
         for j in cols:
             if j in absorbed:
                 continue
-            for i in rows:
+            for i in free:
                 if i not in extra and _score(recorded[i], replayed[j]) == want:
                     extra[i] = j
                     absorbed.add(j)
                     break
-    return extra
+    return kept_pairs, extra
 
 
 def _take(old: _Message, new: _Message) -> bool:
@@ -524,7 +622,7 @@ def reconcile(
             f"split {answers} replayed agent message(s) that ran recorded answers together, to complete each"
         )
     pairs = _align(recorded, replayed)
-    extra = _out_of_order(recorded, replayed, pairs)
+    pairs, extra = _out_of_order(recorded, replayed, pairs)
     absorbed = set(extra.values())
     contradictions = 0
     i = j = 0
