@@ -11,9 +11,10 @@ replay        a completed turn is missing (or nothing came back)             los
 replay        no transcript to check the replay against                      unverified
 resume        the agent process is known to be a new one (a respawned        unverified
               stdio agent), whatever the agent says
-resume        the same agent process held the session                        kept
 resume        ``session/status`` said ``active`` (in memory), and the        kept
               process is not known to be a new one
+resume        the same live agent process held the session, and it did      kept
+              not say it let go of it (no probe, or the probe failed)
 resume        nothing else (no probe, the probe failed, ``inactive``)        unverified
 new session   the agent lost the session                                     lost
 new session   the agent gave the same id back (its own copy, maybe)          unverified
@@ -75,8 +76,8 @@ def of_resume(probe: Probe, *, held_by: str | None, now: str | None) -> Verdict:
             f"continuity unverified: the agent process was restarted: {now} is not the process that held the "
             f"session{holder}, so nothing of it can still be in memory, whatever the agent says"
         )
-    if now is not None:  # the same process, known to be alive: it never let go of the session
-        return Continuity.KEPT, None
     if probe is Probe.ACTIVE:
         return Continuity.KEPT, None
+    if now is not None and probe in (Probe.NOT_PROBED, Probe.UNREACHABLE):
+        return Continuity.KEPT, None  # the same live process, which never said it let go of the session
     return Continuity.UNVERIFIED, f"continuity unverified: {_NO_MEMORY[probe]}"

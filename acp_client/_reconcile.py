@@ -278,7 +278,8 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
     """The recorded prompts found inside ``squeezed``, as ``(prompt index, start, end)``: in the
     recorded order from the cursor, not overlapping, covering as much of the text as possible,
     then skipping as few recorded prompts as possible, then leaving the text around them in as
-    few pieces as possible (the best chain over the occurrences)."""
+    few pieces as possible, then with as few prompts as possible (the best chain over the
+    occurrences)."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
     # The prompts due next first; the rest (within the budget) only when none of those is there.
@@ -306,11 +307,12 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
         return 1 if b - a > 1 or (b - a == 1 and squeezed[a] != " ") else 0
 
     # best[i]: the best chain ending with items[i] as (characters covered, minus the recorded
-    # prompts it skips, minus the pieces of text it leaves, prompts); back[i]: the item before it.
+    # prompts it skips, minus the pieces of text it leaves, minus its prompts: one long prompt
+    # rather than short ones inside it); back[i]: the item before it.
     best: list[tuple[int, int, int, int]] = []
     back: list[int] = []
     for i, (index, start, end) in enumerate(items):
-        score, before = (end - start, cursor - index, -gap(0, start), 1), -1
+        score, before = (end - start, cursor - index, -gap(0, start), -1), -1
         for j in range(i):
             other, _, other_end = items[j]
             if other < index and other_end <= start:
@@ -319,7 +321,7 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
                     covered + end - start,
                     skipped - (index - other - 1),
                     pieces - gap(other_end, start),
-                    count + 1,
+                    count - 1,
                 )
                 if candidate > score:
                     score, before = candidate, j

@@ -42,6 +42,7 @@ from .types import ContentBlock, McpServer, Session, SessionUpdate
 
 if TYPE_CHECKING:
     from .store.base import StoredSession
+    from .transports.base import TransportInfo
 
 __all__ = ["SessionTable", "Tracked", "Turn"]
 
@@ -145,8 +146,8 @@ class Tracked:
         #: another process cannot claim continuity (:mod:`acp_client._continuity`).
         self.agent_process: str | None = None
 
-    def held_by(self, info: Any) -> None:
-        """The link described by ``info`` (a ``TransportInfo``) attached the session."""
+    def held_by(self, info: TransportInfo) -> None:
+        """The link described by ``info`` attached the session."""
         self.agent_process = info.agent_process
 
     @property

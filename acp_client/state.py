@@ -177,11 +177,12 @@ class RecoveryOutcome:
             (:class:`Continuity`; docs/conversation.md). A replay (``session/load``, a v2 resume
             with ``replayFrom``, a resume that replayed) is ``KEPT`` only when it brought back
             every completed turn the client holds, else ``LOST`` (the notes name what is
-            missing). A resume is ``KEPT`` when the same live agent process held the session,
-            or when the agent's ``session/status`` said it was active in memory and the process
-            is not known to be a new one; after the agent process was restarted (a stdio agent
-            respawned), or with no such evidence (no probe), it is ``UNVERIFIED`` (the notes
-            say why). A new session and an abandoned one are ``LOST``.
+            missing). A resume is ``KEPT`` when the agent's ``session/status`` said the session
+            was active in memory and the process is not known to be a new one, or when the same
+            live agent process held it (and did not say it let go of it); after the agent
+            process was restarted (a stdio agent respawned), or with no such evidence (no
+            probe), it is ``UNVERIFIED`` (the notes say why). A new session and an abandoned one
+            are ``LOST``.
         probe: The normalized probe answer.
         raw_status: The status string on the wire, if any.
         state: The v2 foreground state snapshot, if reported.
@@ -201,7 +202,7 @@ class RecoveryOutcome:
     planned: RecoveryPath
     previous_session_id: str
     session_id: str | None
-    continuity: Continuity
+    continuity: Continuity = attrs.field(converter=Continuity)  # a bool is refused: say which of the three
     probe: Probe
     raw_status: str | None = None
     state: Any = None

@@ -39,12 +39,18 @@ def test_a_resume_by_a_process_started_after_the_session_was_attached_is_unverif
     assert continuity is Continuity.UNVERIFIED and note is not None and "restarted" in note
 
 
-@pytest.mark.parametrize("probe", list(Probe))
+@pytest.mark.parametrize("probe", [Probe.ACTIVE, Probe.NOT_PROBED, Probe.UNREACHABLE])
 def test_a_resume_by_the_same_live_process_is_kept(probe: Probe) -> None:
     assert of_resume(probe, held_by="agent process 1 (pid 10)", now="agent process 1 (pid 10)") == (
         Continuity.KEPT,
         None,
     )
+
+
+@pytest.mark.parametrize("probe", [Probe.INACTIVE, Probe.UNKNOWN])
+def test_the_same_process_saying_it_let_go_of_the_session_is_unverified(probe: Probe) -> None:
+    continuity, note = of_resume(probe, held_by="agent process 1 (pid 10)", now="agent process 1 (pid 10)")
+    assert continuity is Continuity.UNVERIFIED and note is not None and "session/status" in note
 
 
 def test_without_a_known_process_only_an_active_probe_is_evidence() -> None:
@@ -63,3 +69,13 @@ def test_continuity_is_true_only_when_kept_and_reads_as_its_value() -> None:
     assert Continuity.KEPT.weaker(Continuity.UNVERIFIED) is Continuity.UNVERIFIED
     assert Continuity.UNVERIFIED.weaker(Continuity.LOST) is Continuity.LOST
     assert Continuity.KEPT.weaker(Continuity.KEPT) is Continuity.KEPT
+
+
+def test_an_outcome_takes_a_continuity_or_its_value_never_a_bool() -> None:
+    from acp_client import RecoveryOutcome, RecoveryPath
+
+    fields = {"path": RecoveryPath.RESUME, "planned": RecoveryPath.RESUME, "previous_session_id": "s"}
+    outcome = RecoveryOutcome(**fields, session_id="s", continuity="unverified", probe=Probe.NOT_PROBED)
+    assert outcome.continuity is Continuity.UNVERIFIED
+    with pytest.raises(ValueError, match="not a valid Continuity"):
+        RecoveryOutcome(**fields, session_id="s", continuity=True, probe=Probe.NOT_PROBED)

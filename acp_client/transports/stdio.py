@@ -240,9 +240,7 @@ class StdioConnector:
                 exist, or the process could not be started for another OS reason.
         """
         loop = asyncio.get_running_loop()
-        transport = StdioTransport(
-            target=self.target, limits=self._limits, terminate_timeout=self._terminate_timeout
-        )
+        transport = StdioTransport(target=self.target, limits=self._limits, terminate_timeout=self._terminate_timeout)
         program = self._command[0]
         try:
             # loop.subprocess_exec is what asyncio.create_subprocess_exec uses underneath; the
@@ -462,9 +460,7 @@ class StdioTransport:
         if self._end is not None:
             return self._end.error(maybe_delivered=maybe_delivered)
         if self._returncode is not None:
-            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(
-                maybe_delivered=maybe_delivered
-            )
+            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
 
     def _on_pause_writing(self) -> None:

@@ -44,9 +44,7 @@ def _attributes(span: Any) -> dict[str, Any]:
 
 def _children(otel: Otel, parent: Any, name: str | None = None) -> list[Any]:
     return [
-        span
-        for span in otel.spans(name)
-        if span.parent is not None and span.parent.span_id == parent.context.span_id
+        span for span in otel.spans(name) if span.parent is not None and span.parent.span_id == parent.context.span_id
     ]
 
 
