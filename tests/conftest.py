@@ -19,6 +19,7 @@ pytest_plugins = [
     # After typescript_sdk, whose cache helpers it imports (so pytest rewrites that module first).
     "tests.peers.real_agents",
     "tests.peers.claude_agents",
+    "tests.peers.codex_pi_agents",
 ]
 
 
