@@ -195,12 +195,13 @@ def test_a_window_only_lingering_after_its_answer_is_complete() -> None:
     timer = tracked.window_timer = Timer()
     table.dropped(ConnectionLost("x", may_have_executed=False))
     assert timer.cancelled and not tracked.replay_cut_off
-    assert tracked.transcript.text() == "user: old\nuser: new"  # a replay never deletes what the client held
+    # A replay never deletes what the client held; the unanswered text it brought is the agent's.
+    assert tracked.transcript.text() == "user: old\nuser [inserted]: new"
     # Without the answer, the same drop keeps the old history and flags the session.
     table.open_window(tracked, replay=True)
     table.receive("s", UserMessageChunk(content=TextContent(text="newer")))
     table.dropped(ConnectionLost("x", may_have_executed=False))
-    assert tracked.replay_cut_off and tracked.transcript.text() == "user: old\nuser: new"
+    assert tracked.replay_cut_off and tracked.transcript.text() == "user: old\nuser [inserted]: new"
 
 
 # -- session/new answering the old id (issue 8 item 6) -----------------------------------------------
