@@ -15,6 +15,7 @@ recoverer, clock, options) and the one way to make a supervisor.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -81,6 +82,24 @@ class LinkKit:
     emit_state: Callable[[ConnectionState], None]
     recovered: Callable[[list[RecoveryOutcome], bool], None]
     opener: Opener
+
+    async def recover_round(
+        self, supervisor: Supervisor, conn: Connection, init: InitializeResponse, **options: Any
+    ) -> list[RecoveryOutcome]:
+        """One link's recovery round (:meth:`Recoverer.recover` with ``options``), then the
+        "recovered" event: every link's, one endpoint or many. A round a drop cut off reports
+        nothing (its finished outcomes are reported by the next round); the link's telemetry
+        episode holds the round."""
+        observer = supervisor.observer
+        reported: list[RecoveryOutcome] = []
+        try:
+            with observer.recovering() if observer is not None else contextlib.nullcontext():
+                reported = await self.recoverer.recover(conn, init, **options)
+                if observer is not None:
+                    observer.recovered(reported)
+        finally:
+            self.recovered(reported, observer is not None)
+        return reported
 
 
 class Links(Protocol):
@@ -156,19 +175,7 @@ class SingleLink:
         )
 
     async def _recover(self, conn: Connection, init: InitializeResponse) -> None:
-        """One recovery round, then the "recovered" event (none reported when a drop cut it off:
-        the next round reports them)."""
-        observer = self.supervisor.observer
-        reported: list[RecoveryOutcome] = []
-        try:
-            if observer is None:
-                reported = await self._kit.recoverer.recover(conn, init)
-            else:  # the single link's recovery rounds are its telemetry episodes
-                with observer.recovering():
-                    reported = await self._kit.recoverer.recover(conn, init)
-                    observer.recovered(reported)
-        finally:
-            self._kit.recovered(reported, observer is not None)
+        await self._kit.recover_round(self.supervisor, conn, init)
 
     @property
     def state(self) -> ConnectionState:

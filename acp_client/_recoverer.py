@@ -23,8 +23,8 @@ import asyncio
 import bisect
 import collections
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -59,6 +59,7 @@ __all__ = [
     "REPLAY_GRACE",
     "Answer",
     "Recoverer",
+    "Screen",
     "attach_failed",
     "capabilities",
     "open_attach_window",
@@ -74,6 +75,16 @@ REPLAY_GRACE = 0.5
 
 #: How many recovery outcomes the client keeps (the most recent ones).
 MAX_OUTCOMES = 1000
+
+
+class Screen(Protocol):
+    """Leaves some sessions of a recovery round to another routine."""
+
+    async def take(self, tracked: Tracked) -> bool:
+        """Whether this round recovers ``tracked`` (asked when a worker reaches it)."""
+
+    def elsewhere(self, tracked: Tracked, answer: Answer) -> bool:
+        """Whether ``answer`` (the instance's probe) sends ``tracked`` to another routine."""
 
 
 @attrs.frozen
@@ -172,13 +183,30 @@ class Recoverer:
         # Outcomes of a recovery that a drop cut off, reported first by the next one.
         self._unreported: collections.deque[RecoveryOutcome] = collections.deque()
 
-    async def recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
-        """Recover every live tracked session over ``conn`` and report the outcomes (returned too).
+    async def recover(
+        self,
+        conn: Connection,
+        init: InitializeResponse,
+        *,
+        sessions: Sequence[Tracked] | None = None,
+        endpoint: str | None = None,
+        screen: Screen | None = None,
+    ) -> list[RecoveryOutcome]:
+        """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
+        outcomes (returned too), with those of an earlier round a drop cut off.
+
+        Args:
+            conn: The new connection.
+            init: What the agent answered to ``initialize`` on it.
+            sessions: The sessions this round recovers (a pool's link: the ones living there).
+            endpoint: The instance's name (of an endpoint group), for the contexts and outcomes.
+            screen: Leaves some sessions to another routine (a pool moves those its instance
+                does not have in memory).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
-        sessions = self._table.live()
+        sessions = self._table.live() if sessions is None else sessions
         if not sessions:
             return await self._report_unreported()
         caps = capabilities(init, self._version())
@@ -187,10 +215,18 @@ class Recoverer:
         results: list[RecoveryOutcome | BaseException | None] = [None] * len(sessions)
         queue = iter(enumerate(sessions))
 
+        async def one(tracked: Tracked) -> RecoveryOutcome | None:
+            if screen is not None and not await screen.take(tracked):
+                return None
+            answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
+            if screen is not None and screen.elsewhere(tracked, answer):
+                return None
+            return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
+
         async def worker() -> None:
             for index, tracked in queue:
                 try:
-                    results[index] = await self.recover_session(conn, tracked, caps)
+                    results[index] = await one(tracked)
                 except asyncio.CancelledError as exc:  # this worker stops; the others take the rest
                     results[index] = exc
                     raise

@@ -37,9 +37,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from .. import _recovery
 from .._connection import Connection
-from .._observe import LinkObserver
+from .._links import LinkKit
 from .._probing import Live
 from .._recoverer import Answer, Recoverer, capabilities
 from .._sessions import SessionTable, Tracked
@@ -70,6 +69,9 @@ class _Links(Protocol):
     def spawn(self, coro: Any) -> None: ...
 
     def session_counts(self) -> dict[Endpoint, int]: ...
+
+    @property
+    def kit(self) -> LinkKit: ...
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection: ...
 
@@ -168,8 +170,8 @@ class Failover:
     def failed(self, link: Link, error: BaseException) -> None:
         """The link's supervisor crashed (the crash hook of every link): its sessions' turns fail
         with ``error``; the sessions move once the link's state says it failed."""
-        for tracked in self._sessions_of(link):
-            if tracked.turn is not None:
+        for tracked in self._table.live():  # moving ones too: the failed state may have started their move
+            if tracked.home is link and tracked.turn is not None:
                 tracked.turn.finish(error)
 
     def _arm(self, link: Link) -> None:
@@ -201,58 +203,22 @@ class Failover:
         self.links.publish()
         self.links.spawn(self._failover(sessions, link, reason))
 
-    async def recover(
-        self, link: Link, conn: Connection, init: InitializeResponse, *, observer: LinkObserver | None = None
-    ) -> None:
-        """The home link is back: recover its sessions there; those the home does not know move.
-        ``observer``: the link's telemetry, told the round's outcomes (its episode's children)."""
+    async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
+        """The home link is back: recover its sessions there (the core's recovery round); those
+        the home does not have in memory move."""
         await self._close_left_here(link, conn, init)
-        sessions = self._sessions_of(link)
-        if not sessions:
-            return
-        version = self._version()
-        caps = capabilities(init, version)
-        semaphore = asyncio.Semaphore(self._concurrency)
-        elsewhere: list[Tracked] = []
-
-        async def one(tracked: Tracked) -> RecoveryOutcome | None:
-            async with semaphore:
-                if tracked.moving:
-                    return None
-                if tracked.left_behind:
-                    await self._close_elsewhere(tracked, link)
-                answer: Answer | None = None
-                if _recovery.should_probe(caps):
-                    answer = await self._recoverer.probe(conn, tracked)
-                    # Not in memory here: another instance may have it active, so ask them all.
-                    if answer.probe in (Probe.UNKNOWN, Probe.INACTIVE) and len(self.links.links) > 1:
-                        elsewhere.append(tracked)
-                        tracked.moving = True  # out of this link's hands before anything else
-                        return None
-                return await self._recoverer.recover_session(
-                    conn, tracked, caps, answer=answer, endpoint=link.endpoint.name
-                )
-
-        results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
-        for result in results:
-            if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
-                _moving(elsewhere, False)
-                self._store([])  # a session renamed before the drop is renamed in the store too
-                raise result
-            if isinstance(result, BaseException):
-                logger.error("recovering a session raised", exc_info=result)
-        reported = [result for result in results if isinstance(result, RecoveryOutcome)]
-        for outcome in reported:
-            await self._recoverer.report(outcome)
-        if observer is not None:
-            observer.recovered(reported)
-        self._store(reported, in_episode=observer is not None)
-        if elsewhere:
+        assert link.supervisor is not None
+        home = _AtHome(self, link)
+        try:
+            await self.links.kit.recover_round(
+                link.supervisor, conn, init, sessions=self._sessions_of(link), endpoint=link.endpoint.name, screen=home
+            )
+        except BaseException:
+            _moving(home.moved, False)
+            raise
+        if home.moved:
             self.links.publish()
-            self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
-
-    def _store(self, outcomes: list[RecoveryOutcome], *, in_episode: bool = False) -> None:
-        self._recovered(outcomes, in_episode)
+            self.links.spawn(self._failover(home.moved, link, f"not in memory on {link.endpoint}"))
 
     # -- sessions without a home (restored from a store) ------------------------------------------------
 
@@ -325,7 +291,7 @@ class Failover:
         try:
             await asyncio.gather(*(one(tracked) for tracked in sessions))
         finally:  # once per round, not per session: the store goes over every record each time
-            self._store(reported)
+            self._recovered(reported, False)
         return retry
 
     def _give_back(self, sessions: list[Tracked]) -> None:
@@ -477,6 +443,29 @@ class Failover:
         with sup.recovering(conn):
             await self._recoverer.report(outcome)
         reported.append(outcome)
+        return True
+
+
+class _AtHome:
+    """A home link's recovery round: a session moving elsewhere is not its own, and one the home
+    does not have in memory (another instance may have it active) is asked about everywhere."""
+
+    def __init__(self, failover: Failover, link: Link) -> None:
+        self._failover, self._link = failover, link
+        self.moved: list[Tracked] = []
+
+    async def take(self, tracked: Tracked) -> bool:
+        if tracked.moving:
+            return False
+        if tracked.left_behind:
+            await self._failover._close_elsewhere(tracked, self._link)
+        return True
+
+    def elsewhere(self, tracked: Tracked, answer: Answer) -> bool:
+        if answer.probe not in (Probe.UNKNOWN, Probe.INACTIVE) or len(self._failover.links.links) < 2:
+            return False
+        self.moved.append(tracked)
+        tracked.moving = True  # out of this link's hands before anything else
         return True
 
 

@@ -76,7 +76,7 @@ class PoolLinks:
         failover_delay: float,
     ) -> None:
         self.links = [Link(endpoint, connector) for endpoint, connector in zip(endpoints, connectors, strict=True)]
-        self._kit = kit
+        self.kit = kit
         self._placement = placement
         self._table = kit.table
         self._clock = kit.clock
@@ -177,7 +177,7 @@ class PoolLinks:
 
     def _publish(self, new: ConnectionState) -> None:
         self._state = new
-        self._kit.emit_state(new)
+        self.kit.emit_state(new)
 
     def fail(self, error: BaseException) -> None:
         """The client cannot go on (no instance answered, or its store cannot be read)."""
@@ -228,12 +228,7 @@ class PoolLinks:
         failover = self._failover
 
         async def recover(conn: Connection, init: Any) -> None:
-            observer = link.supervisor.observer if link.supervisor is not None else None
-            if observer is None:
-                await failover.recover(link, conn, init)
-                return
-            with observer.recovering():  # the link's round is a part of its outage's episode
-                await failover.recover(link, conn, init, observer=observer)
+            await failover.recover(link, conn, init)
 
         def on_state(state: ConnectionState) -> None:
             link.state = state
@@ -248,9 +243,7 @@ class PoolLinks:
             failover.failed(link, error)
 
         link.state = ConnectionState(State.CONNECTING)
-        return self._kit.supervisor(
-            link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail
-        )
+        return self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -366,7 +359,7 @@ class PoolLinks:
                 raise AcpError(f"the placement policy chose {chosen!r}, which is not a candidate")
             link = self.link(chosen)
             try:
-                await self.ensure(link, wait=self._kit.queue.max_age)
+                await self.ensure(link, wait=self.kit.queue.max_age)
             except ClientClosed:
                 raise
             except AcpError as exc:
@@ -422,7 +415,7 @@ class PoolLinks:
         route = location.route()
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
-        await self.ensure(link, wait=self._kit.queue.max_age)
+        await self.ensure(link, wait=self.kit.queue.max_age)
         tracked.home = link
         self.publish()
         assert link.supervisor is not None
@@ -491,7 +484,7 @@ class PoolLinks:
         settings = _probing.settings(
             [session_id],
             timeout=self._probe_timeout,
-            opener=self._kit.opener,
+            opener=self.kit.opener,
             clock=self._clock,
             live={link.endpoint: over} if over is not None else {},
         )
@@ -517,7 +510,7 @@ class PoolLinks:
             session_ids,
             [link.probe_endpoint for link in (self.links if only is None else only)],
             timeout=self._probe_timeout if timeout is USE_CLIENT_DEFAULT else timeout,
-            opener=self._kit.opener,
+            opener=self.kit.opener,
             clock=self._clock,
             live=self.live(),
         )
