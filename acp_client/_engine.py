@@ -36,6 +36,7 @@ from ._recoverer import Recoverer, attach_failed, open_attach_window, record_aft
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
+from ._tasks import TaskSet
 from ._telemetry import instrumentation
 from .clock import Clock, move_on_after
 from .config import Callbacks, QueueOptions, Timeouts
@@ -166,8 +167,8 @@ class Engine:
         self.retry_unsent_prompts = retry_unsent_prompts
         self.carry_lost_context = carry_lost_context
         #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
-        #: cancelled), kept referenced until it ends.
-        self._background: set[asyncio.Future[Any]] = set()
+        #: cancelled).
+        self._background = TaskSet("the client", self.crashed)
         self.max_incoming_requests = max_incoming_requests
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -574,7 +575,7 @@ class Engine:
                 return await asyncio.shield(body)
         except asyncio.CancelledError:
             if not body.done():  # the awaiting task was cancelled, not the turn
-                self._spawn(self._cancel_turn(tracked, body))
+                self._background.spawn(self._cancel_turn(tracked, body))
             raise
         assert timeout is not None
         await self._cancel_turn(tracked, body)
@@ -615,10 +616,11 @@ class Engine:
                 "(session/cancel was sent); try again later"
             )
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def crashed(self, error: BaseException) -> None:
+        """A task of the engine (or of its store's ownership) died of a bug: every link fails with it."""
+        for supervisor in self.links.supervisors():
+            supervisor.crashed(error)
+        self.links.fail(error)
 
     async def _turn(
         self,

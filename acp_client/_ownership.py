@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._delivery import call_app
 from ._recoverer import capabilities
+from ._tasks import TaskSet
 from .clock import Clock
 from .exceptions import SessionStoreError, SessionStoreFenced
 from .state import OwnershipLost
@@ -65,6 +66,8 @@ class _Host(Protocol):
     def untrack(self, session_id: str) -> None: ...
 
     def emit(self, event: str, *args: Any, **fields: Any) -> None: ...
+
+    def crashed(self, error: BaseException) -> None: ...
 
 
 __all__ = ["DEFAULT_LEASE_DURATION", "FencedStore", "Ownership", "default_owner"]
@@ -245,7 +248,7 @@ class Ownership:
         self._reported: set[str] = set()
         self._closed = False
         #: Recoveries of sessions the renewal task adopted, running in the background.
-        self._recoveries: set[asyncio.Future[Any]] = set()
+        self._recoveries = TaskSet("session ownership", self._crashed)
         self._adopting = asyncio.Lock()
 
     def bind(self, engine: _Host) -> None:
@@ -373,14 +376,13 @@ class Ownership:
             if wait:
                 await work
             else:
-                self._recoveries.add(work)
-                work.add_done_callback(self._recovered)
+                self._recoveries.spawn(work)
             return [item.session_id for item in tracked]
 
-    def _recovered(self, work: asyncio.Future[Any]) -> None:
-        self._recoveries.discard(work)
-        if not work.cancelled() and work.exception() is not None:
-            logger.error("recovering an adopted session raised", exc_info=work.exception())
+    def _crashed(self, error: BaseException) -> None:
+        """Recovering an adopted session died of a bug: the client fails with it."""
+        if self._engine is not None:
+            self._engine.crashed(error)
 
     @staticmethod
     async def _recover(engine: _Host, tracked: Tracked) -> None:
@@ -430,10 +432,10 @@ class Ownership:
             return
         self._closed = True
         task, self._task = self._task, None
-        pending = [*self._recoveries, *([task] if task is not None else [])]
-        for work in pending:
-            work.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._recoveries.aclose()
         try:
             await self.bridge.flush()
             await self.bridge.run(self.fenced.release)

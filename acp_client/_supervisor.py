@@ -34,6 +34,7 @@ from ._connection import (
 from ._observe import LinkObserver
 from ._opening import open_link
 from ._queue import OutageQueue
+from ._tasks import TaskSet
 from .clock import Clock, TimerHandle
 from .config import USE_CLIENT_DEFAULT, QueueOptions
 from .exceptions import (
@@ -133,7 +134,7 @@ class Supervisor:
         self._queue: OutageQueue[Connection] = OutageQueue(queue, clock)
         self._wake = asyncio.Event()
         self._closing = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(f"the link to {connector.target}", self.crashed)
         self._failure: BaseException | None = None
         self._crash: BaseException | None = None
         self._drop_cause: str = ""
@@ -217,7 +218,7 @@ class Supervisor:
         if dropped is not None:
             reason = TransportClosed(dropped)
             self._on_drop(reason)
-            self._spawn(self._outage(reason))
+            self._tasks.spawn(self._outage(reason))
             return
         self._install(conn, init)
         self._set_state(State.CONNECTED)
@@ -236,11 +237,7 @@ class Supervisor:
         self._cancel_suspend_timer()
         self._queue.fail(lambda method: ClientClosed("the client was closed"))
         self._set_state(State.CLOSED, cause="closed by the app")
-        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.aclose()
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.aclose()
@@ -267,7 +264,7 @@ class Supervisor:
         async def die() -> None:
             raise error
 
-        self._spawn(die())
+        self._tasks.spawn(die())
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -380,23 +377,10 @@ class Supervisor:
         self._conn = conn
         self._init = init
         self._connected_at = self._clock.monotonic()
-        self._spawn(self._watch(conn))
+        self._tasks.spawn(self._watch(conn))
 
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            self._crashed(error)
-
-    def _crashed(self, error: BaseException) -> None:
+    def crashed(self, error: BaseException) -> None:
         """An internal task died of an unexpected error (a bug): fail the client, never hang."""
-        logger.critical("internal task of the client crashed; the client fails", exc_info=error)
         if self._closing or self._state.is_terminal:
             return
         self._crash = error
@@ -405,7 +389,7 @@ class Supervisor:
             self._on_fail(_failed(error))
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._spawn(conn.aclose())
+            self._tasks.spawn(conn.aclose())
 
     async def _watch(self, conn: Connection) -> None:
         cause = await conn.wait_closed()
@@ -414,7 +398,7 @@ class Supervisor:
         self._conn = None
         # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
         # in the background, so a slow close never delays the reconnect.
-        self._spawn(conn.aclose())
+        self._tasks.spawn(conn.aclose())
         reason = cause if cause is not None else TransportClosed("connection closed")
         try:
             self._on_drop(reason)
@@ -425,7 +409,7 @@ class Supervisor:
             self._queue.fail(lambda method: ConnectionLost(method, may_have_executed=False, cause=reason))
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
-        self._spawn(self._outage(reason))
+        self._tasks.spawn(self._outage(reason))
 
     # -- the outage -----------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from .._probing import Live
 from .._queue import OutageQueue
 from .._sessions import Tracked
 from .._supervisor import Supervisor
+from .._tasks import TaskSet
 from ..clock import move_on_after
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
@@ -86,7 +87,7 @@ class PoolLinks:
         #: The link whose state the client shows while it is not connected (it keeps mattering).
         self._shown: Link | None = None
         self._changed = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("the endpoint group", self._crashed)
         self._closing = False
         self._started = False
         self._failover = Failover(
@@ -192,29 +193,28 @@ class PoolLinks:
 
     async def aclose(self) -> None:
         self.close()
-        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.aclose()
         for link in self.links:
             if link.supervisor is not None:
                 await link.supervisor.aclose()
 
     def spawn(self, coro: Any) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        self._tasks.spawn(coro)
+
+    def _crashed(self, error: BaseException) -> None:
+        """A task of the group died of a bug: every link fails (their turns and calls with it),
+        and so does the client."""
+        for link in self.links:
+            if link.supervisor is not None:
+                link.supervisor.crashed(error)
+        self._waiting.fail(lambda method: ClientClosed(f"the client failed: {error}"))
+        self.fail(error)
 
     async def _warm(self, link: Link) -> None:
         try:
             await self.ensure(link)
         except AcpError as exc:
             logger.debug("no link to %s yet: %s", link.endpoint, exc)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("pool task failed", exc_info=task.exception())
 
     # -- links ------------------------------------------------------------------------------------------
 
