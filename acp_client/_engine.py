@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ._checks import check_seconds
+from ._client_state import StateMachine
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
 from ._coherence import with_config_options, with_config_value, with_mode, with_model
@@ -32,6 +33,7 @@ from ._lost_again import LostAgain
 from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
+from ._queue import Ticket
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
@@ -181,6 +183,8 @@ class Engine:
         if callbacks.on_update is not None:
             self.update_listeners.append(callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
+        #: The client's connection state (its links set it).
+        self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
         self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
@@ -219,7 +223,7 @@ class Engine:
             queue=queue,
             concurrency=recovery_concurrency,
             supervisor=self.build_supervisor,
-            emit_state=self.emit_state,
+            state=self.client_state,
             recovered=self.recovered,
             opener=opener(
                 proposed=lambda: self.version,
@@ -286,7 +290,7 @@ class Engine:
 
     @property
     def state(self) -> ConnectionState:
-        return self.links.state
+        return self.client_state.state
 
     @property
     def closing(self) -> bool:
@@ -316,7 +320,9 @@ class Engine:
 
     async def call(self, tracked: Tracked | None, method: str, params: Callable[[], Any], **options: Any) -> Any:
         """A request for a session (or none), on the link where it lives."""
-        return await (await self.links.link_for(tracked, method)).call(method, params, **options)
+        ticket = Ticket()  # one admission and one max_age, however many queues it waits in
+        link = await self.links.link_for(tracked, method, ticket)
+        return await link.call(method, params, ticket=ticket, **options)
 
     async def aclose(self) -> None:
         await self.links.aclose()

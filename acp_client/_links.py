@@ -22,8 +22,10 @@ from typing import Any, Protocol
 import attrs
 
 from . import _probing
+from ._client_state import StateMachine
 from ._connection import Connection
 from ._probing import Opener
+from ._queue import Ticket
 from ._recoverer import Recoverer
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
@@ -64,7 +66,7 @@ class LinkKit:
         queue: How calls wait while their link is down.
         concurrency: How many sessions recover at once.
         supervisor: Makes one link's supervisor.
-        emit_state: Publishes the client's state.
+        state: The client's state (its one publisher).
         recovered: Told the outcomes of each recovery round (an empty list after a round a drop
             cut off), and whether a link's recovery episode recorded them already (telemetry):
             the engine's "recovered" event.
@@ -79,7 +81,7 @@ class LinkKit:
     queue: QueueOptions
     concurrency: int
     supervisor: SupervisorFactory
-    emit_state: Callable[[ConnectionState], None]
+    state: StateMachine
     recovered: Callable[[list[RecoveryOutcome], bool], None]
     opener: Opener
 
@@ -104,10 +106,6 @@ class LinkKit:
 
 class Links(Protocol):
     """What the engine needs of its links."""
-
-    @property
-    def state(self) -> ConnectionState:
-        """The client's connection state."""
 
     @property
     def closing(self) -> bool:
@@ -137,8 +135,9 @@ class Links(Protocol):
     async def aclose(self) -> None:
         """Close every link."""
 
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
-        """Where a session's call goes (``None``: no session)."""
+    async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
+        """Where a session's call goes (``None``: no session); ``ticket``: the call's place in the
+        outage queues, if it waits for the link."""
 
     async def place(self) -> Supervisor:
         """Where a new session goes."""
@@ -171,15 +170,11 @@ class SingleLink:
         self._endpoint = Endpoint(connector.target, connector=connector)
         table = kit.table
         self.supervisor = kit.supervisor(
-            connector, recover=self._recover, on_drop=table.dropped, on_state=kit.emit_state, on_fail=table.closed
+            connector, recover=self._recover, on_drop=table.dropped, on_state=kit.state.set, on_fail=table.closed
         )
 
     async def _recover(self, conn: Connection, init: InitializeResponse) -> None:
         await self._kit.recover_round(self.supervisor, conn, init)
-
-    @property
-    def state(self) -> ConnectionState:
-        return self.supervisor.state
 
     @property
     def closing(self) -> bool:
@@ -209,7 +204,7 @@ class SingleLink:
     async def aclose(self) -> None:
         await self.supervisor.aclose()
 
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+    async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
         return self.supervisor
 
     async def place(self) -> Supervisor:

@@ -24,6 +24,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from ._client_state import StateMachine
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
     Connection,
@@ -33,7 +34,7 @@ from ._connection import (
 )
 from ._observe import LinkObserver
 from ._opening import open_link
-from ._queue import OutageQueue
+from ._queue import OutageQueue, Ticket
 from ._tasks import TaskSet
 from .clock import Clock, TimerHandle
 from .config import USE_CLIENT_DEFAULT, QueueOptions
@@ -47,7 +48,7 @@ from .exceptions import (
     TransportError,
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
-from .state import LEGAL_TRANSITIONS, ConnectionState, State
+from .state import ConnectionState, State
 from .transports.base import Connector, TransportInfo
 
 __all__ = ["Supervisor"]
@@ -112,7 +113,6 @@ class Supervisor:
         self._recover = recover
         self._policy = policy
         self._clock = clock
-        self._on_state = on_state
         self._on_drop = on_drop
         self._on_fail = on_fail
         self._on_request = on_request
@@ -122,7 +122,7 @@ class Supervisor:
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._rng = rng
-        self._state = ConnectionState(State.CONNECTING)
+        self._machine = StateMachine(on_state)
         self._conn: Connection | None = None
         self._init: Any = None
         self._connected_at = 0.0
@@ -145,7 +145,7 @@ class Supervisor:
 
     @property
     def state(self) -> ConnectionState:
-        return self._state
+        return self._machine.state
 
     @property
     def connection(self) -> Connection | None:
@@ -178,18 +178,7 @@ class Supervisor:
     def _set_state(
         self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
     ) -> None:
-        new = ConnectionState(state, attempt, retry_in, cause)
-        old = self._state
-        if new == old or old.is_terminal:
-            return
-        if state not in LEGAL_TRANSITIONS[old.state]:
-            logger.error("illegal state transition %s -> %s ignored", old, new)
-            return
-        self._state = new
-        try:
-            self._on_state(new)
-        except Exception:
-            logger.exception("state listener raised")
+        self._machine.set(ConnectionState(state, attempt, retry_in, cause))
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -277,12 +266,14 @@ class Supervisor:
         timeout: Any = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
         answered_over: Callable[[TransportInfo], None] | None = None,
+        ticket: Ticket | None = None,
     ) -> Any:
         """Send a request on the live connection, waiting out an outage if configured to.
 
         ``params`` is called at send time, so a request queued during an outage carries the ids
         the recovery settled on. ``answered_over`` is told which link answered (a session
-        attached by the request is held by that link's agent process).
+        attached by the request is held by that link's agent process). ``ticket``: the call's place
+        in the outage queues, if it waited already (an endpoint group's session).
 
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
@@ -291,7 +282,8 @@ class Supervisor:
             RpcError / RequestTimeout / TransportError: From the request itself.
         """
         while True:
-            conn = await self._ready(method)
+            conn = await self._ready(method, ticket)
+            ticket = None  # a retry after a drop is a new wait
             try:
                 result = await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
                 if answered_over is not None:
@@ -303,7 +295,7 @@ class Supervisor:
                 # Retried after the next recovery, unless made from inside a recovery (it would
                 # wait for the recovery that is waiting for it).
                 retry = idempotent and _RECOVERING_ON.get() is None
-                if retry and self._policy is not None and not self._state.is_terminal and not self._closing:
+                if retry and self._policy is not None and not self.state.is_terminal and not self._closing:
                     logger.debug("retrying %s after the connection dropped", method)
                     continue
                 raise
@@ -313,22 +305,22 @@ class Supervisor:
         conn = await self._ready(method)
         await conn.notify(method, params())
 
-    async def _ready(self, method: str) -> Connection:
+    async def _ready(self, method: str, ticket: Ticket | None = None) -> Connection:
         conn = self._conn
-        if conn is not None and not conn.is_closed and self._state.state is State.CONNECTED:
+        if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
         recovering = self._recovering_here()
         if recovering is not None and not recovering.is_closed and not self._closing:
             return recovering  # a recovery callback's own request: waiting would deadlock
-        if self._state.state is State.CLOSED or self._closing:
+        if self.state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
-        if self._state.state is State.FAILED:
+        if self.state.state is State.FAILED:
             raise _failed(self._failure)
         if not self._started:  # never connected: nothing will ever release the queue
             raise ClientClosed("not connected: call connect() first")
         if self._suspended:
             raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
-        return await self._queue.wait(method)
+        return await self._queue.wait(method, ticket=ticket)
 
     def _recovering_here(self) -> Connection | None:
         here = _RECOVERING_ON.get()
@@ -381,7 +373,7 @@ class Supervisor:
 
     def crashed(self, error: BaseException) -> None:
         """An internal task died of an unexpected error (a bug): fail the client, never hang."""
-        if self._closing or self._state.is_terminal:
+        if self._closing or self.state.is_terminal:
             return
         self._crash = error
         self._fail(error)
@@ -448,7 +440,7 @@ class Supervisor:
 
     def _suspend(self) -> None:
         """The suspend timer: down too long."""
-        if self._state.state is State.RECOVERING:
+        if self.state.state is State.RECOVERING:
             # A live link is being recovered: suspend only if this recovery drops again
             # (suspended cannot lead to connected without another recovery).
             self._suspend_due = True
@@ -457,7 +449,7 @@ class Supervisor:
 
     def _enter_suspension(self) -> None:
         self._suspend_due = False
-        if self._conn is not None or self._closing or self._state.is_terminal:
+        if self._conn is not None or self._closing or self.state.is_terminal:
             return
         self._suspended = True
         logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)
@@ -465,7 +457,7 @@ class Supervisor:
         self._set_state(
             State.SUSPENDED,
             attempt=self._attempts_this_outage or 1,
-            retry_in=self._state.retry_in,
+            retry_in=self.state.retry_in,
             cause="down too long",
         )
 

@@ -36,7 +36,7 @@ from .. import _probing
 from .._connection import Connection
 from .._links import LinkKit
 from .._probing import Live
-from .._queue import OutageQueue
+from .._queue import OutageQueue, Ticket
 from .._sessions import Tracked
 from .._supervisor import Supervisor
 from .._tasks import TaskSet
@@ -44,7 +44,7 @@ from ..clock import move_on_after
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
 from ..location import Endpoint, Location, RouteKind
-from ..state import LEGAL_TRANSITIONS, ConnectionState, State
+from ..state import ConnectionState, State
 from ..transports.base import Connector
 from ._failover import Failover
 from ._link import Link, live_of
@@ -83,7 +83,6 @@ class PoolLinks:
         self._clock = kit.clock
         self._probe_timeout = kit.timeouts.probe
         self._waiting: OutageQueue[None] = OutageQueue(kit.queue, kit.clock, waiting_for="still recovering")
-        self._state = ConnectionState(State.CONNECTING)
         #: The link whose state the client shows while it is not connected (it keeps mattering).
         self._shown: Link | None = None
         self._changed = asyncio.Event()
@@ -104,10 +103,6 @@ class PoolLinks:
         )
 
     # -- state ----------------------------------------------------------------------------------------
-
-    @property
-    def state(self) -> ConnectionState:
-        return self._state
 
     @property
     def closing(self) -> bool:
@@ -132,7 +127,7 @@ class PoolLinks:
 
     def publish(self) -> None:
         """The aggregate state: the links that matter, the first one not connected decides."""
-        if self._state.is_terminal:
+        if self.kit.state.state.is_terminal:
             return
         homed = {id(tracked.home) for tracked in self._table if tracked.home is not None}
         # A link being started (or whose start failed) does not count yet.
@@ -146,12 +141,12 @@ class PoolLinks:
             return
         if any(tracked.moving for tracked in self._table):
             self._shown = None  # its sessions are being recovered elsewhere: that is what the client shows
-            self._set(ConnectionState(State.RECOVERING))
+            self.kit.state.set(ConnectionState(State.RECOVERING))
             return
         waiting = [link for link in relevant if link.state.state is not State.CONNECTED]
         if not waiting:
             self._shown = None
-            self._set(ConnectionState(State.CONNECTED))
+            self.kit.state.set(ConnectionState(State.CONNECTED))
             return
         link = waiting[0]
         new = link.state
@@ -162,33 +157,17 @@ class PoolLinks:
             attempt = max(1, link.failed_moves)
             new = ConnectionState(State.SUSPENDED, attempt=attempt, retry_in=retry_in, cause=new.cause)
         self._shown = link
-        self._set(new)
-
-    def _set(self, new: ConnectionState) -> None:
-        old = self._state
-        if new == old or old.is_terminal:
-            return
-        if old.state is State.SUSPENDED and new.state is State.RECONNECTING:  # still down: say so
-            new = ConnectionState(State.SUSPENDED, new.attempt, new.retry_in, new.cause)
-        if new.state is old.state and new.attempt == old.attempt:
-            return  # the same attempt, seen again (a state follows itself only with another attempt)
-        if new.state not in LEGAL_TRANSITIONS[old.state]:
-            return  # held until the next legal state (e.g. connected while a move starts)
-        self._publish(new)
-
-    def _publish(self, new: ConnectionState) -> None:
-        self._state = new
-        self.kit.emit_state(new)
+        self.kit.state.set(new)
 
     def fail(self, error: BaseException) -> None:
         """The client cannot go on (no instance answered, or its store cannot be read)."""
-        self._set(ConnectionState(State.FAILED, cause=str(error)))
+        self.kit.state.set(ConnectionState(State.FAILED, cause=str(error)))
 
     def close(self) -> None:
         """Mark the pool closed (before its links close)."""
         self._closing = True
         self._failover.closing()
-        self._set(ConnectionState(State.CLOSED, cause="closed by the app"))
+        self.kit.state.set(ConnectionState(State.CLOSED, cause="closed by the app"))
         self.notify()
 
     async def aclose(self) -> None:
@@ -387,12 +366,12 @@ class PoolLinks:
         if not self._started and not self._closing:
             raise ClientClosed("not connected: call connect() first")
 
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+    async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
         """Where a session's calls go: its home instance's link (waiting while it moves)."""
         self._require_started()
         if tracked is None:
             return self.primary
-        return await self.session_link(tracked, method)
+        return await self.session_link(tracked, method, ticket)
 
     async def place(self) -> Supervisor:
         self._require_started()
@@ -449,7 +428,7 @@ class PoolLinks:
             return
         raise TransportClosed(f"{what} after {limit:g}s")
 
-    async def session_link(self, tracked: Tracked, method: str) -> Supervisor:
+    async def session_link(self, tracked: Tracked, method: str, ticket: Ticket | None = None) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving
         and the home is connected (waiting in the outage queue, as with one endpoint).
 
@@ -463,7 +442,7 @@ class PoolLinks:
             # A callback of the home's own recovery: its link is the one being recovered (waiting
             # for the recovery would wait for the callback). Any other call waits as usual.
             return home.supervisor
-        deadline = self._waiting.deadline()
+        ticket = ticket or Ticket()
         while True:
             if self._closing:
                 raise ClientClosed("the client is closed")
@@ -473,7 +452,7 @@ class PoolLinks:
             if not tracked.moving and not link.usable and link.starting is None:
                 await self.ensure(link)  # never started, or failed: start it (raises if it cannot)
                 continue
-            await self._waiting.wait(method, deadline=deadline)
+            await self._waiting.wait(method, ticket=ticket)
 
     async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool:
         """``session/close`` one session on one instance — over ``over``, the link's live
