@@ -48,7 +48,7 @@ from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind
 from ..state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
 from ..types import InitializeResponse
-from ._link import Link
+from ._link import Link, placed
 from ._placement import PlacementFunction
 
 
@@ -147,7 +147,7 @@ class Failover:
     # -- drops and recovery at home -------------------------------------------------------------------
 
     def _sessions_of(self, link: Link) -> list[Tracked]:
-        return [t for t in self._table.live() if t.home is link and not t.moving]
+        return [t for t in self._table.live() if placed(t).home is link and not placed(t).moving]
 
     def state_changed(self, link: Link, state: ConnectionState) -> None:
         """The failover timer runs from the drop until the link is connected again (a recovery
@@ -171,7 +171,7 @@ class Failover:
         """The link's supervisor crashed (the crash hook of every link): its sessions' turns fail
         with ``error``; the sessions move once the link's state says it failed."""
         for tracked in self._table.live():  # moving ones too: the failed state may have started their move
-            if tracked.home is link and tracked.turn is not None:
+            if placed(tracked).home is link and tracked.turn is not None:
                 tracked.turn.finish(error)
 
     def _arm(self, link: Link) -> None:
@@ -223,7 +223,7 @@ class Failover:
     # -- sessions without a home (restored from a store) ------------------------------------------------
 
     def homeless(self) -> list[Tracked]:
-        return [t for t in self._table.live() if t.home is None]
+        return [t for t in self._table.live() if placed(t).home is None]
 
     async def adopt(self, *, patient: bool = True) -> None:
         """Find the sessions tracked without a home — restored from a store: the client does not
@@ -266,7 +266,7 @@ class Failover:
                 home.failed_moves += 1
                 self._arm(home)
         finally:
-            self._give_back([t for t in sessions if t.moving])
+            self._give_back([t for t in sessions if placed(t).moving])
 
     async def _place_located(
         self, sessions: list[Tracked], home: Link | None, reason: str, *, patient: bool = False
@@ -284,7 +284,7 @@ class Failover:
             if patient and location.unreachable and location.route().kind is not RouteKind.RESUME:
                 retry.append(tracked)
                 return
-            async with semaphore, self._guard(tracked):
+            async with semaphore, placed(tracked).guard:
                 if not await self._move_one(tracked, home, location, reason, reported):
                     retry.append(tracked)
 
@@ -309,7 +309,7 @@ class Failover:
         marked: they are closed when their link comes back, or by the sweep."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
-        marked = tracked.left_behind
+        marked = placed(tracked).left_behind
         if location is None and marked:
             location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
         if location is None:
@@ -331,40 +331,35 @@ class Failover:
         their link is back, or by a sweep every ``failover_delay``."""
         if not links:
             return
-        tracked.left_behind.update(links)
+        placed(tracked).left_behind.update(links)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.ensure_future(self._sweep())
             self.links.spawn(self._sweeper)
 
     def _unmark(self, tracked: Tracked, link: Link) -> None:
         """``link`` no longer holds a copy of ``tracked`` (closed, or it is the session's home)."""
-        tracked.left_behind.discard(link)
+        placed(tracked).left_behind.discard(link)
 
     async def _sweep(self) -> None:
         """Every ``failover_delay``, close the copies still left behind — over the instance's live
         link, or a connection of its own (the client may keep no link there, or one waiting out
         its backoff) — until none is left. Each session under its guard: a move cannot attach it
         there meanwhile."""
-        while not self.links.closing and any(t.left_behind for t in self._table):
+        while not self.links.closing and any(placed(t).left_behind for t in self._table):
             await self._clock.sleep(self._failover_delay)
-            pending = [(t, link) for t in self._table for link in list(t.left_behind)]
+            pending = [(t, link) for t in self._table for link in list(placed(t).left_behind)]
             for tracked, link in pending:
-                async with self._guard(tracked):
-                    still = link in tracked.left_behind
+                async with placed(tracked).guard:
+                    still = link in placed(tracked).left_behind
                     if still and await self.links.close_copy(link, tracked.session_id):
                         self._unmark(tracked, link)
-
-    def _guard(self, tracked: Tracked) -> asyncio.Lock:
-        """Held while a session moves, and while a sweep closes one of its copies."""
-        guard: asyncio.Lock | None = tracked.guard
-        if guard is None:
-            guard = tracked.guard = asyncio.Lock()
-        return guard
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The link is back: close the sessions that moved off it while it was away."""
         for tracked in list(self._table):
-            if link in tracked.left_behind and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
+            if link in placed(tracked).left_behind and await self.links.close_copy(
+                link, tracked.session_id, over=(conn, init)
+            ):
                 logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
                 self._unmark(tracked, link)
 
@@ -425,11 +420,11 @@ class Failover:
             logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
             return False
         if outcome.path is not RecoveryPath.ABANDON:
-            tracked.home = target
+            placed(tracked).home = target
         if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY):  # who may still hold it: closed once back
             away = [self.links.link(e) for e in location.unreachable]
             self._mark(tracked, away if home is None else [home] if home in away else [])  # home unknown: any
-        tracked.moving = False
+        placed(tracked).moving = False
         self.links.notify()
         self.links.publish()
         note = (
@@ -455,9 +450,9 @@ class _AtHome:
         self.moved: list[Tracked] = []
 
     async def take(self, tracked: Tracked) -> bool:
-        if tracked.moving:
+        if placed(tracked).moving:
             return False
-        if tracked.left_behind:
+        if placed(tracked).left_behind:
             await self._failover._close_elsewhere(tracked, self._link)
         return True
 
@@ -465,10 +460,10 @@ class _AtHome:
         if answer.probe not in (Probe.UNKNOWN, Probe.INACTIVE) or len(self._failover.links.links) < 2:
             return False
         self.moved.append(tracked)
-        tracked.moving = True  # out of this link's hands before anything else
+        placed(tracked).moving = True  # out of this link's hands before anything else
         return True
 
 
 def _moving(sessions: list[Tracked], moving: bool) -> None:
     for tracked in sessions:
-        tracked.moving = moving
+        placed(tracked).moving = moving

@@ -47,7 +47,7 @@ from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
 from ..transports.base import Connector
 from ._failover import Failover
-from ._link import Link, live_of
+from ._link import Link, live_of, placed
 from ._locate import fan_out
 from ._placement import PlacementFunction
 
@@ -129,7 +129,7 @@ class PoolLinks:
         """The aggregate state: the links that matter, the first one not connected decides."""
         if self.kit.state.state.is_terminal:
             return
-        homed = {id(tracked.home) for tracked in self._table if tracked.home is not None}
+        homed = {id(placed(tracked).home) for tracked in self._table if placed(tracked).home is not None}
         # A link being started (or whose start failed) does not count yet.
         started = [link for link in self.links if link.supervisor is not None and link.starting is None]
         fallback = [link for link in started if not link.state.is_terminal][:1]
@@ -139,7 +139,7 @@ class PoolLinks:
             relevant.append(shown)  # still the link the client shows: it follows it back
         if not relevant:
             return
-        if any(tracked.moving for tracked in self._table):
+        if any(placed(tracked).moving for tracked in self._table):
             self._shown = None  # its sessions are being recovered elsewhere: that is what the client shows
             self.kit.state.set(ConnectionState(State.RECOVERING))
             return
@@ -281,12 +281,12 @@ class PoolLinks:
         self._started = True
         homeless = self._failover.homeless() if restored else []
         for tracked in homeless:  # their calls wait, and the first state published is recovering
-            tracked.moving = True
+            placed(tracked).moving = True
         try:
             await self._start_first()
         finally:
             for tracked in homeless:
-                tracked.moving = False
+                placed(tracked).moving = False
         if homeless:  # where each one is now: one fan-out, then a recovery where the route says
             await self._failover.adopt()
 
@@ -352,12 +352,13 @@ class PoolLinks:
     def session_counts(self) -> dict[Endpoint, int]:
         counts = {link.endpoint: 0 for link in self.links}
         for tracked in self._table.live():
-            if tracked.home is not None:
-                counts[tracked.home.endpoint] += 1
+            home = placed(tracked).home
+            if home is not None:
+                counts[home.endpoint] += 1
         return counts
 
     def home(self, tracked: Tracked) -> Link:
-        home: Link | None = tracked.home
+        home = placed(tracked).home
         return home if home is not None else self.links[0]
 
     # -- the Links protocol ------------------------------------------------------------------------------
@@ -380,7 +381,7 @@ class PoolLinks:
         return link.supervisor
 
     def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        tracked.home = self._link_of(supervisor)
+        placed(tracked).home = self._link_of(supervisor)
         self.publish()
 
     async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
@@ -388,14 +389,14 @@ class PoolLinks:
         tracks stays home; another goes where a fan-out finds it (active, else inactive), else to
         the first connected instance (which will answer -32002)."""
         self._require_started()
-        if known and tracked.home is not None:
+        if known and placed(tracked).home is not None:
             return await self.session_link(tracked, "session/resume")
         location = (await self.locate_many([tracked.session_id]))[tracked.session_id]
         route = location.route()
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
         await self.ensure(link, wait=self.kit.queue.max_age)
-        tracked.home = link
+        placed(tracked).home = link
         self.publish()
         assert link.supervisor is not None
         return link.supervisor
@@ -404,12 +405,12 @@ class PoolLinks:
         return next(link for link in self.links if link.supervisor is supervisor)
 
     def forget(self, tracked: Tracked) -> None:
-        tracked.home = None
-        tracked.left_behind.clear()
+        placed(tracked).home = None
+        placed(tracked).left_behind.clear()
         self.publish()
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
-        home: Link | None = tracked.home
+        home = placed(tracked).home
         return home.endpoint.name if home is not None else None
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
@@ -447,9 +448,9 @@ class PoolLinks:
             if self._closing:
                 raise ClientClosed("the client is closed")
             link = self.home(tracked)
-            if not tracked.moving and link.connected and link.supervisor is not None:
+            if not placed(tracked).moving and link.connected and link.supervisor is not None:
                 return link.supervisor
-            if not tracked.moving and not link.usable and link.starting is None:
+            if not placed(tracked).moving and not link.usable and link.starting is None:
                 await self.ensure(link)  # never started, or failed: start it (raises if it cannot)
                 continue
             await self._waiting.wait(method, ticket=ticket)
