@@ -1,7 +1,8 @@
 """The engine's links: the one seam between the one-link core and what carries its calls.
 
-The engine talks to "its links" through :class:`Links` only: start them, close them, read the
-client's state, find the link for a session, place a new one, attach one the app names. A client
+The engine talks to "its links" through :class:`Links` only: start them, close them, fail them,
+ask where a call goes (a session's, a new session's, one the app attaches) and where a session is
+found. Where sessions live, the links learn from the engine's events. A client
 of one endpoint (a URL or a connector) has :class:`SingleLink`: one supervisor, and every answer
 is that supervisor. A client given an :class:`~acp_client.group.EndpointGroup` (several
 instances of one agent) asks the group for its plan and gets its links from there, through the
@@ -24,6 +25,7 @@ import attrs
 from . import _probing
 from ._client_state import StateMachine
 from ._connection import Connection
+from ._events import SessionEvents
 from ._probing import Opener
 from ._queue import Ticket
 from ._recoverer import Recoverer
@@ -67,6 +69,7 @@ class LinkKit:
         concurrency: How many sessions recover at once.
         supervisor: Makes one link's supervisor.
         state: The client's state (its one publisher).
+        subscribe: Subscribes to the engine's events about sessions.
         recovered: Told the outcomes of each recovery round (an empty list after a round a drop
             cut off), and whether a link's recovery episode recorded them already (telemetry):
             the engine's "recovered" event.
@@ -82,6 +85,7 @@ class LinkKit:
     concurrency: int
     supervisor: SupervisorFactory
     state: StateMachine
+    subscribe: Callable[[SessionEvents], None]
     recovered: Callable[[list[RecoveryOutcome], bool], None]
     opener: Opener
 
@@ -105,19 +109,13 @@ class LinkKit:
 
 
 class Links(Protocol):
-    """What the engine needs of its links."""
-
-    @property
-    def closing(self) -> bool:
-        """Whether the app closed the client."""
+    """What the engine asks of its links. Where a session lives, they learn from the engine's
+    events (:class:`~acp_client._events.SessionEvents`: settled, forgotten), as the session
+    store does."""
 
     @property
     def primary(self) -> Supervisor:
         """Where calls that concern no session go."""
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances of an endpoint group (empty for a single endpoint)."""
 
     @property
     def queued(self) -> int:
@@ -136,20 +134,10 @@ class Links(Protocol):
         """Close every link."""
 
     async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
-        """Where a session's call goes (``None``: no session); ``ticket``: the call's place in the
-        outage queues, if it waits for the link."""
-
-    async def place(self) -> Supervisor:
-        """Where a new session goes."""
-
-    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        """``tracked`` now lives behind ``supervisor`` (created or forked there)."""
-
-    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
-        """Where the app's ``session/load`` / ``session/resume`` of ``tracked`` goes."""
-
-    def forget(self, tracked: Tracked) -> None:
-        """The client no longer tracks ``tracked``."""
+        """Where a call goes: a session's where it lives (its ``session/load`` / ``session/resume``
+        where it is found, when it lives nowhere yet); a ``session/new`` where a new session is
+        placed; any other to :attr:`primary`. ``ticket``: the call's place in the outage queues,
+        if it waits for the link."""
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
         """The name of the instance ``tracked`` lives on (``None`` for a single endpoint)."""
@@ -177,16 +165,8 @@ class SingleLink:
         await self._kit.recover_round(self.supervisor, conn, init)
 
     @property
-    def closing(self) -> bool:
-        return self.supervisor.closing
-
-    @property
     def primary(self) -> Supervisor:
         return self.supervisor
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        return ()
 
     @property
     def queued(self) -> int:
@@ -206,18 +186,6 @@ class SingleLink:
 
     async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
         return self.supervisor
-
-    async def place(self) -> Supervisor:
-        return self.supervisor
-
-    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        pass
-
-    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
-        return self.supervisor
-
-    def forget(self, tracked: Tracked) -> None:
-        pass
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
         return None

@@ -35,12 +35,13 @@ from ._recoverer import capabilities
 from ._tasks import TaskSet
 from .clock import Clock
 from .exceptions import SessionStoreError, SessionStoreFenced
-from .state import OwnershipLost
+from .state import OwnershipLost, RecoveryOutcome
 from .store._bridge import StoreBridge
 from .store.base import Lease, SharedSessionStore, StoredSession
 
 if TYPE_CHECKING:
     from ._delivery import Dispatcher
+    from ._events import SessionEvents
     from ._links import Links
     from ._persistence import Persistence
     from ._recoverer import Recoverer
@@ -65,7 +66,9 @@ class _Host(Protocol):
 
     def untrack(self, session_id: str) -> None: ...
 
-    def emit(self, event: str, *args: Any, **fields: Any) -> None: ...
+    def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None: ...
+
+    def emit(self, event: Callable[[SessionEvents], None]) -> None: ...
 
     def crashed(self, error: BaseException) -> None: ...
 
@@ -392,16 +395,15 @@ class Ownership:
         record = tracked.stored
         holder = record.lease.owner if record is not None and record.lease is not None else None
         reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
-        link = await engine.links.attach(tracked, known=False)
+        link = await engine.links.link_for(tracked, "session/resume")
+        engine.emit(lambda o: o.settled(tracked, link))
         conn, init = link.connection, engine.init
         if conn is None or init is None:
             return
         caps, where = capabilities(init, engine.version), engine.links.endpoint_of(tracked)
         outcome = await engine.recoverer.recover_session(conn, tracked, caps, endpoint=where, reason=reason)
         await engine.recoverer.report(outcome)
-        engine.emit("recovered", [outcome])
-        if engine.telemetry is not None:
-            engine.telemetry.recovered([outcome])
+        engine.recovered([outcome], False)
 
     # -- losing and releasing ---------------------------------------------------------------------
 

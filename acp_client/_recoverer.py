@@ -198,10 +198,11 @@ class Recoverer:
         Args:
             conn: The new connection.
             init: What the agent answered to ``initialize`` on it.
-            sessions: The sessions this round recovers (a pool's link: the ones living there).
+            sessions: The sessions this round recovers (an endpoint group's link: those living
+                there).
             endpoint: The instance's name (of an endpoint group), for the contexts and outcomes.
-            screen: Leaves some sessions to another routine (a pool moves those its instance
-                does not have in memory).
+            screen: Leaves some sessions to another routine (an endpoint group moves those its
+                instance does not have in memory).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.

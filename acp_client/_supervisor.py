@@ -260,20 +260,18 @@ class Supervisor:
     async def call(
         self,
         method: str,
-        params: Callable[[], Any],
+        params: Any,
         *,
         idempotent: bool = False,
         timeout: Any = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
         answered_over: Callable[[TransportInfo], None] | None = None,
-        ticket: Ticket | None = None,
     ) -> Any:
         """Send a request on the live connection, waiting out an outage if configured to.
 
-        ``params`` is called at send time, so a request queued during an outage carries the ids
-        the recovery settled on. ``answered_over`` is told which link answered (a session
-        attached by the request is held by that link's agent process). ``ticket``: the call's place
-        in the outage queues, if it waited already (an endpoint group's session).
+        A caller whose params depend on what a recovery settles (a session's id) builds them
+        after :meth:`ready`. ``answered_over`` is told which link answered (a session attached by
+        the request is held by that link's agent process).
 
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
@@ -282,30 +280,39 @@ class Supervisor:
             RpcError / RequestTimeout / TransportError: From the request itself.
         """
         while True:
-            conn = await self._ready(method, ticket)
-            ticket = None  # a retry after a drop is a new wait
+            conn = await self.ready(method)
             try:
-                result = await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
+                result = await conn.request(method, params, timeout=timeout, on_answer=on_answer)
                 if answered_over is not None:
                     answered_over(conn.transport.info)
                 return result
             except ConnectionLost as exc:
                 if self._crash is not None:  # an internal task died: say so, not "connection lost"
                     raise ConnectionLost(method, may_have_executed=exc.may_have_executed, cause=self._crash) from exc
-                # Retried after the next recovery, unless made from inside a recovery (it would
-                # wait for the recovery that is waiting for it).
-                retry = idempotent and _RECOVERING_ON.get() is None
-                if retry and self._policy is not None and not self.state.is_terminal and not self._closing:
+                if idempotent and self.retries():
                     logger.debug("retrying %s after the connection dropped", method)
                     continue
                 raise
 
-    async def notify(self, method: str, params: Callable[[], Any]) -> None:
-        """Send a notification on the live connection (queued like requests during an outage)."""
-        conn = await self._ready(method)
-        await conn.notify(method, params())
+    def retries(self) -> bool:
+        """Whether a request the drop cut off may wait for the next recovery and go again: not
+        from inside a recovery (it would wait for the recovery that is waiting for it), nor when
+        there will be none."""
+        here = _RECOVERING_ON.get() is not None
+        return not here and self._policy is not None and not self.state.is_terminal and not self._closing
 
-    async def _ready(self, method: str, ticket: Ticket | None = None) -> Connection:
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification on the live connection (queued like requests during an outage)."""
+        conn = await self.ready(method)
+        await conn.notify(method, params)
+
+    async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
+        """The live connection, once there is one: waits out an outage in the outage queue
+        (``ticket``: the call's place there, if it waited already).
+
+        Raises:
+            ConnectionLost / ClientSuspended / ClientClosed / QueueFull: As :meth:`call`.
+        """
         conn = self._conn
         if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn

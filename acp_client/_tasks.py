@@ -1,8 +1,8 @@
 """Background tasks: one helper, one crash policy.
 
 Every background task of the client (a link's reconnect loop, a transport's streams, a
-connection's quiet sends, a pool's moves, a cancelled turn's ``session/cancel``) is started
-through its owner's :class:`TaskSet`, which keeps it referenced until it ends. The one crash
+connection's quiet sends, an endpoint group's moves, a cancelled turn's ``session/cancel``) is
+started through its owner's :class:`TaskSet`, which keeps it referenced until it ends. The one crash
 policy: a task that dies of an unexpected error (a bug; expected failures are handled inside the
 task) is logged and handed to the owner's ``on_crash``, which fails what the owner holds, so that
 nothing waits forever (a link fails its turns and requests, a transport or a connection closes).

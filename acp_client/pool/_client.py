@@ -65,4 +65,4 @@ class Pool:
             return PoolLinks(kit, endpoints, connectors, placement=placement, failover_delay=delay)
 
         keyed = all(e.connector is None for e in endpoints)
-        return LinksPlan(build, connectors[0], pool_key(e.url for e in endpoints) if keyed else None)
+        return LinksPlan(build, connectors[0], pool_key(e.url for e in endpoints) if keyed else None, endpoints)

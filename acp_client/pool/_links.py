@@ -34,6 +34,7 @@ from typing import Any
 
 from .. import _probing
 from .._connection import Connection
+from .._events import SessionEvents
 from .._links import LinkKit
 from .._probing import Live
 from .._queue import OutageQueue, Ticket
@@ -55,8 +56,11 @@ __all__ = ["PoolLinks"]
 
 logger = logging.getLogger("acp_client.reconnect")
 
+#: The app's calls that attach a session where it is found (when it lives nowhere yet).
+_ATTACHING = frozenset({"session/load", "session/resume"})
 
-class PoolLinks:
+
+class PoolLinks(SessionEvents):
     """The links of a client facing several instances (see the module docstring).
 
     Args:
@@ -78,6 +82,7 @@ class PoolLinks:
     ) -> None:
         self.links = [Link(endpoint, connector) for endpoint, connector in zip(endpoints, connectors, strict=True)]
         self.kit = kit
+        kit.subscribe(self)  # where sessions live: settled, forgotten
         self._placement = placement
         self._table = kit.table
         self._clock = kit.clock
@@ -107,10 +112,6 @@ class PoolLinks:
     @property
     def closing(self) -> bool:
         return self._closing
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        return tuple(link.endpoint for link in self.links)
 
     @property
     def queued(self) -> int:
@@ -368,43 +369,41 @@ class PoolLinks:
             raise ClientClosed("not connected: call connect() first")
 
     async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
-        """Where a session's calls go: its home instance's link (waiting while it moves)."""
+        """Where a call goes: a session's to its home instance's link (waiting while it moves);
+        a ``session/new`` where the placement puts it; any other to the primary link."""
         self._require_started()
         if tracked is None:
-            return self.primary
-        return await self.session_link(tracked, method, ticket)
-
-    async def place(self) -> Supervisor:
-        self._require_started()
-        link = await self.place_link()
+            if method != "session/new":
+                return self.primary
+            link = await self.place_link()
+        elif method in _ATTACHING and placed(tracked).home is None:
+            link = await self._found(tracked)
+        else:
+            return await self.session_link(tracked, method, ticket)
         assert link.supervisor is not None
         return link.supervisor
 
-    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        placed(tracked).home = self._link_of(supervisor)
-        self.publish()
-
-    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
-        """Where an app's ``session/load`` / ``session/resume`` goes: a session the client
-        tracks stays home; another goes where a fan-out finds it (active, else inactive), else to
-        the first connected instance (which will answer -32002)."""
-        self._require_started()
-        if known and placed(tracked).home is not None:
-            return await self.session_link(tracked, "session/resume")
+    async def _found(self, tracked: Tracked) -> Link:
+        """Where the app's ``session/load`` / ``session/resume`` of a session that lives nowhere
+        yet goes: where a fan-out finds it (active, else inactive), else to the first connected
+        instance (which will answer -32002)."""
         location = (await self.locate_many([tracked.session_id]))[tracked.session_id]
         route = location.route()
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
         await self.ensure(link, wait=self.kit.queue.max_age)
-        placed(tracked).home = link
-        self.publish()
-        assert link.supervisor is not None
-        return link.supervisor
+        return link
 
     def _link_of(self, supervisor: Supervisor) -> Link:
         return next(link for link in self.links if link.supervisor is supervisor)
 
-    def forget(self, tracked: Tracked) -> None:
+    # -- the engine's events: where sessions live ------------------------------------------------------
+
+    def settled(self, tracked: Tracked, link: Supervisor) -> None:
+        placed(tracked).home = self._link_of(link)
+        self.publish()
+
+    def forgotten(self, tracked: Tracked) -> None:
         placed(tracked).home = None
         placed(tracked).left_behind.clear()
         self.publish()
