@@ -1,7 +1,4 @@
-"""The state machine of a connection state: the one publisher of the client's state.
-
-A link's supervisor keeps its own link's state with it, and the client's state (one link's, or an
-endpoint group's aggregate) is published through one too. The rules, in one place:
+"""The one publisher of a connection state (a link's, and the client's), with its rules:
 
 * A change is published once: never the same state twice in a row, nor the same attempt of a state
   again (a state follows itself only with another attempt).
@@ -24,11 +21,7 @@ logger = logging.getLogger("acp_client.reconnect")
 
 
 class StateMachine:
-    """A connection state and its one publisher.
-
-    Args:
-        publish: Told every state published (what it raises is logged, never propagated).
-    """
+    """A connection state; ``publish`` is told each change (what it raises is logged)."""
 
     def __init__(self, publish: Callable[[ConnectionState], None]) -> None:
         self.state = ConnectionState(State.CONNECTING)

@@ -1,10 +1,5 @@
-"""The engine's events about sessions, and what subscribes to them.
-
-The engine tells each subscriber what happens to the client's sessions — the session store's
-bookkeeping (:class:`~acp_client._persistence.Persistence`) and an endpoint group's links
-(where each session lives) — by calling the method of that event on it: typed events, one method
-each, which do nothing in :class:`SessionEvents` itself.
-"""
+"""The engine's events about sessions: one typed method each. Its subscribers (the session store's
+bookkeeping, an endpoint group's links) override the ones they need."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ __all__ = ["SessionEvents"]
 
 
 class SessionEvents:
-    """The engine's events about sessions. Each does nothing here: a subscriber overrides those
-    it needs (and must not raise)."""
+    """What happens to the client's sessions (each does nothing here; a subscriber never raises)."""
 
     def tracked(self, tracked: Tracked) -> None:
         """The app opened ``tracked`` (new, fork, load, resume)."""

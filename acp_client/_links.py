@@ -196,6 +196,8 @@ class SingleLink:
         live: dict[Endpoint, _probing.Live] = {}
         if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
             live[self._endpoint] = (sup.connection, sup.init_result)
-        settings = _probing.settings([session_id], timeout=timeout, opener=kit.opener, clock=kit.clock, live=live)
-        answers = await _probing.ask(self._endpoint, settings)
-        return Location(session_id, answers, kit.clock.monotonic() - settings.start)
+        asked = [self._endpoint]
+        located = await _probing.fan_out(
+            [session_id], asked, timeout=timeout, opener=kit.opener, clock=kit.clock, live=live
+        )
+        return located[session_id]

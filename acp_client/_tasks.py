@@ -1,12 +1,9 @@
 """Background tasks: one helper, one crash policy.
 
-Every background task of the client (a link's reconnect loop, a transport's streams, a
-connection's quiet sends, an endpoint group's moves, a cancelled turn's ``session/cancel``) is
-started through its owner's :class:`TaskSet`, which keeps it referenced until it ends. The one crash
-policy: a task that dies of an unexpected error (a bug; expected failures are handled inside the
-task) is logged and handed to the owner's ``on_crash``, which fails what the owner holds, so that
-nothing waits forever (a link fails its turns and requests, a transport or a connection closes).
-A cancelled task is not a crash.
+Every background task of the client is started through its owner's :class:`TaskSet`, which keeps
+it referenced until it ends. A task that dies of an unexpected error (a bug: expected failures are
+handled inside the task) is logged and handed to the owner's ``on_crash``, which fails what the
+owner holds so that nothing waits forever (a link fails its turns, a connection its requests).
 """
 
 from __future__ import annotations
@@ -24,12 +21,7 @@ T = TypeVar("T")
 
 
 class TaskSet:
-    """The background tasks of one owner.
-
-    Args:
-        owner: What owns them (for the log).
-        on_crash: Told each error a task died of, after it is logged.
-    """
+    """The background tasks of ``owner`` (named in the log); ``on_crash`` is told what one died of."""
 
     def __init__(self, owner: str, on_crash: Callable[[BaseException], None]) -> None:
         self._owner = owner

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -40,9 +40,8 @@ import attrs
 from .._connection import Connection
 from .._links import LinkKit
 from .._probing import Live
-from .._recoverer import Answer, Recoverer, capabilities
-from .._sessions import SessionTable, Tracked
-from ..clock import Clock
+from .._recoverer import Answer, capabilities, each
+from .._sessions import Tracked
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind
@@ -100,45 +99,21 @@ class Failover:
     home does not have them or stays away (told by its :class:`~acp_client.pool._links.PoolLinks`).
 
     Args:
-        links: The client's links.
-        table: The client's sessions.
-        recoverer: Probes and runs the steps of one session over one connection.
+        links: The client's links (and the engine's parts: their ``kit``).
         placement: Where a new session goes.
         failover_delay: Seconds a home may stay unreachable before its sessions move.
-        concurrency: How many sessions recover at once.
-        clock: Time source.
-        version: The negotiated protocol version.
-        probe_timeout: Seconds each instance gets to answer a fan-out.
-        recovered: Told the outcomes reported after each recovery round at home and each
-            round of moves (an empty list after a round a drop cut off): the engine's
-            "recovered" event.
     """
 
-    def __init__(
-        self,
-        links: _Links,
-        *,
-        table: SessionTable,
-        recoverer: Recoverer,
-        placement: PlacementFunction,
-        failover_delay: float,
-        concurrency: int,
-        clock: Clock,
-        version: Callable[[], int],
-        probe_timeout: float,
-        recovered: Callable[[list[RecoveryOutcome], bool], None],
-    ) -> None:
+    def __init__(self, links: _Links, *, placement: PlacementFunction, failover_delay: float) -> None:
+        kit = links.kit
         self.links = links
-        self._recovered = recovered
+        self._recovered = kit.recovered  # the engine's "recovered" event, once per round of moves
         self._sweeper: asyncio.Future[None] | None = None
-        self._table = table
-        self._recoverer = recoverer
+        self._table, self._recoverer, self._clock, self._version = kit.table, kit.recoverer, kit.clock, kit.version
         self._placement = placement
         self._failover_delay = failover_delay
-        self._concurrency = concurrency
-        self._clock = clock
-        self._version = version
-        self._probe_timeout = probe_timeout
+        self._concurrency = kit.concurrency
+        self._probe_timeout = kit.timeouts.probe
 
     def closing(self) -> None:
         for link in self.links.links:
@@ -208,17 +183,31 @@ class Failover:
         the home does not have in memory move."""
         await self._close_left_here(link, conn, init)
         assert link.supervisor is not None
-        home = _AtHome(self, link)
+        moved: list[Tracked] = []
+
+        async def elsewhere(tracked: Tracked, answer: Answer | None) -> bool:
+            where = placed(tracked)
+            if answer is None:  # a moving session is not this round's; a copy elsewhere is closed first
+                if not where.moving and where.left_behind:
+                    await self._close_elsewhere(tracked, link)
+                return where.moving
+            if answer.probe not in (Probe.UNKNOWN, Probe.INACTIVE) or len(self.links.links) < 2:
+                return False
+            moved.append(tracked)  # not in memory here: another instance may have it active
+            where.moving = True  # out of this link's hands before anything else
+            return True
+
+        sessions, name = self._sessions_of(link), link.endpoint.name
         try:
             await self.links.kit.recover_round(
-                link.supervisor, conn, init, sessions=self._sessions_of(link), endpoint=link.endpoint.name, screen=home
+                link.supervisor, conn, init, sessions=sessions, endpoint=name, screen=elsewhere
             )
         except BaseException:
-            _moving(home.moved, False)
+            _moving(moved, False)
             raise
-        if home.moved:
+        if moved:
             self.links.publish()
-            self.links.spawn(self._failover(home.moved, link, f"not in memory on {link.endpoint}"))
+            self.links.spawn(self._failover(moved, link, f"not in memory on {link.endpoint}"))
 
     # -- sessions without a home (restored from a store) ------------------------------------------------
 
@@ -275,7 +264,6 @@ class Failover:
         no instance could take now (``patient``: and those it would replay or replace while an
         instance is unreachable)."""
         located = await self.links.locate_many([t.session_id for t in sessions])
-        semaphore = asyncio.Semaphore(self._concurrency)
         retry: list[Tracked] = []
         reported: list[RecoveryOutcome] = []
 
@@ -284,12 +272,14 @@ class Failover:
             if patient and location.unreachable and location.route().kind is not RouteKind.RESUME:
                 retry.append(tracked)
                 return
-            async with semaphore, placed(tracked).guard:
+            async with placed(tracked).guard:
                 if not await self._move_one(tracked, home, location, reason, reported):
                     retry.append(tracked)
 
         try:
-            await asyncio.gather(*(one(tracked) for tracked in sessions))
+            failed = [r for r in await each(sessions, self._concurrency, one) if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
         finally:  # once per round, not per session: the store goes over every record each time
             self._recovered(reported, False)
         return retry
@@ -438,29 +428,6 @@ class Failover:
         with sup.recovering(conn):
             await self._recoverer.report(outcome)
         reported.append(outcome)
-        return True
-
-
-class _AtHome:
-    """A home link's recovery round: a session moving elsewhere is not its own, and one the home
-    does not have in memory (another instance may have it active) is asked about everywhere."""
-
-    def __init__(self, failover: Failover, link: Link) -> None:
-        self._failover, self._link = failover, link
-        self.moved: list[Tracked] = []
-
-    async def take(self, tracked: Tracked) -> bool:
-        if placed(tracked).moving:
-            return False
-        if placed(tracked).left_behind:
-            await self._failover._close_elsewhere(tracked, self._link)
-        return True
-
-    def elsewhere(self, tracked: Tracked, answer: Answer) -> bool:
-        if answer.probe not in (Probe.UNKNOWN, Probe.INACTIVE) or len(self._failover.links.links) < 2:
-            return False
-        self.moved.append(tracked)
-        placed(tracked).moving = True  # out of this link's hands before anything else
         return True
 
 

@@ -49,7 +49,6 @@ from ..state import ConnectionState, State
 from ..transports.base import Connector
 from ._failover import Failover
 from ._link import Link, live_of, placed
-from ._locate import fan_out
 from ._placement import PlacementFunction
 
 __all__ = ["PoolLinks"]
@@ -94,18 +93,7 @@ class PoolLinks(SessionEvents):
         self._tasks = TaskSet("the endpoint group", self._crashed)
         self._closing = False
         self._started = False
-        self._failover = Failover(
-            self,
-            table=kit.table,
-            recoverer=kit.recoverer,
-            placement=placement,
-            failover_delay=failover_delay,
-            concurrency=kit.concurrency,
-            clock=kit.clock,
-            version=kit.version,
-            probe_timeout=kit.timeouts.probe,
-            recovered=kit.recovered,
-        )
+        self._failover = Failover(self, placement=placement, failover_delay=failover_delay)
 
     # -- state ----------------------------------------------------------------------------------------
 
@@ -485,7 +473,7 @@ class PoolLinks(SessionEvents):
             for link in self.links:
                 if link.supervisor is None and link.starting is None and not self._closing:
                     self.spawn(self._warm(link))
-        return await fan_out(
+        return await _probing.fan_out(
             session_ids,
             [link.probe_endpoint for link in (self.links if only is None else only)],
             timeout=self._probe_timeout if timeout is USE_CLIENT_DEFAULT else timeout,
