@@ -230,6 +230,7 @@ class Engine:
             supervisor=self.build_supervisor,
             state=self.client_state,
             subscribe=self.observers.append,
+            crashed=self.crashed,
             recovered=self.recovered,
             opener=opener(
                 proposed=lambda: self.version,

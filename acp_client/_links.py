@@ -34,7 +34,7 @@ from ._supervisor import Supervisor
 from .clock import Clock
 from .config import QueueOptions, Timeouts
 from .location import Endpoint, Location
-from .state import ConnectionState, RecoveryOutcome, State
+from .state import ConnectionState, RecoveryOutcome
 from .transports.base import Connector
 from .types import InitializeResponse
 
@@ -70,6 +70,7 @@ class LinkKit:
         supervisor: Makes one link's supervisor.
         state: The client's state (its one publisher).
         subscribe: Subscribes to the engine's events about sessions.
+        crashed: Fails every link and the client (a background task died of a bug).
         recovered: Told the outcomes of each recovery round (an empty list after a round a drop
             cut off), and whether a link's recovery episode recorded them already (telemetry):
             the engine's "recovered" event.
@@ -86,6 +87,7 @@ class LinkKit:
     supervisor: SupervisorFactory
     state: StateMachine
     subscribe: Callable[[SessionEvents], None]
+    crashed: Callable[[BaseException], None]
     recovered: Callable[[list[RecoveryOutcome], bool], None]
     opener: Opener
 
@@ -192,12 +194,9 @@ class SingleLink:
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         """The one instance's answer, over the live link if connected (else a link of its own)."""
-        sup, kit = self.supervisor, self._kit
-        live: dict[Endpoint, _probing.Live] = {}
-        if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
-            live[self._endpoint] = (sup.connection, sup.init_result)
-        asked = [self._endpoint]
+        kit, live = self._kit, self.supervisor.live()
+        asked = {self._endpoint: live} if live is not None else {}
         located = await _probing.fan_out(
-            [session_id], asked, timeout=timeout, opener=kit.opener, clock=kit.clock, live=live
+            [session_id], [self._endpoint], timeout=timeout, opener=kit.opener, clock=kit.clock, live=asked
         )
         return located[session_id]

@@ -155,6 +155,11 @@ class Supervisor:
     def init_result(self) -> Any:
         return self._init
 
+    def live(self) -> tuple[Connection, Any] | None:
+        """The connection and what the agent answered to ``initialize`` on it, while connected."""
+        conn, init = self._conn, self._init
+        return (conn, init) if conn is not None and init is not None and self.state.state is State.CONNECTED else None
+
     @property
     def closing(self) -> bool:
         """Whether the app has closed the client (or is closing it)."""

@@ -7,7 +7,6 @@ import asyncio
 
 import attrs
 
-from .._probing import Live
 from .._slots import Slot
 from .._supervisor import Supervisor
 from ..clock import TimerHandle
@@ -15,7 +14,7 @@ from ..location import Endpoint
 from ..state import ConnectionState, State
 from ..transports.base import Connector
 
-__all__ = ["Link", "Placement", "live_of", "placed"]
+__all__ = ["Link", "Placement", "placed"]
 
 
 class Link:
@@ -48,14 +47,6 @@ class Link:
     def usable(self) -> bool:
         """Has a supervisor that may still connect (not failed or closed)."""
         return self.supervisor is not None and not self.state.is_terminal
-
-
-def live_of(link: Link) -> Live | None:
-    """The link's connection and what its instance answered to ``initialize``, when connected."""
-    sup = link.supervisor
-    if link.connected and sup is not None and sup.connection is not None and sup.init_result is not None:
-        return sup.connection, sup.init_result
-    return None
 
 
 @attrs.define(eq=False)

@@ -48,7 +48,7 @@ from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
 from ..transports.base import Connector
 from ._failover import Failover
-from ._link import Link, live_of, placed
+from ._link import Link, placed
 from ._placement import PlacementFunction
 
 __all__ = ["PoolLinks"]
@@ -90,7 +90,7 @@ class PoolLinks(SessionEvents):
         #: The link whose state the client shows while it is not connected (it keeps mattering).
         self._shown: Link | None = None
         self._changed = asyncio.Event()
-        self._tasks = TaskSet("the endpoint group", self._crashed)
+        self._tasks = TaskSet("the endpoint group", kit.crashed)
         self._closing = False
         self._started = False
         self._failover = Failover(self, placement=placement, failover_delay=failover_delay)
@@ -149,7 +149,8 @@ class PoolLinks(SessionEvents):
         self.kit.state.set(new)
 
     def fail(self, error: BaseException) -> None:
-        """The client cannot go on (no instance answered, or its store cannot be read)."""
+        """The client cannot go on (no instance answered, its store cannot be read, a bug)."""
+        self._waiting.fail(lambda method: ClientClosed(f"the client failed: {error}"))
         self.kit.state.set(ConnectionState(State.FAILED, cause=str(error)))
 
     def close(self) -> None:
@@ -168,15 +169,6 @@ class PoolLinks(SessionEvents):
 
     def spawn(self, coro: Any) -> None:
         self._tasks.spawn(coro)
-
-    def _crashed(self, error: BaseException) -> None:
-        """A task of the group died of a bug: every link fails (their turns and calls with it),
-        and so does the client."""
-        for link in self.links:
-            if link.supervisor is not None:
-                link.supervisor.crashed(error)
-        self._waiting.fail(lambda method: ClientClosed(f"the client failed: {error}"))
-        self.fail(error)
 
     async def _warm(self, link: Link) -> None:
         try:
@@ -310,7 +302,7 @@ class PoolLinks(SessionEvents):
 
     def live(self) -> dict[Endpoint, Live]:
         """The connected links with what their instance answered to ``initialize``."""
-        return {link.endpoint: live for link in self.links if (live := live_of(link)) is not None}
+        return {link.endpoint: live for link in self.links if link.supervisor and (live := link.supervisor.live())}
 
     async def place_link(self) -> Link:
         """Where a new session goes: the policy's choice among the instances, connected; an
@@ -447,7 +439,7 @@ class PoolLinks(SessionEvents):
         connection, or a connection of its own (the link may be waiting out its backoff, or
         recovering) — within the probe timeout. ``True`` when the instance no longer has it in
         memory; never raises for the instance's failure."""
-        over = over or live_of(link)
+        over = over or (link.supervisor.live() if link.supervisor is not None else None)
         settings = _probing.settings(
             [session_id],
             timeout=self._probe_timeout,
