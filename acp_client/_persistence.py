@@ -29,7 +29,7 @@ recovery outcome: new session                 ``save_transcript`` too (the lost 
 ============================================  ====================================================
 
 Writes never raise into the client's flow (the bridge logs a store error and carries on).
-The engine tells it each event (it is one of the engine's observers: ``tracked``, ``forgotten``,
+It subscribes to the engine's :class:`~acp_client._events.SessionEvents` (``tracked``, ``forgotten``,
 ``changed``, ``config_changed``, ``touched``, ``turn_ended``, ``recovered``); the record last
 written is kept on the tracked session (``Tracked.stored``).
 """

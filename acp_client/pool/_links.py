@@ -4,15 +4,17 @@ implementation of :class:`acp_client._links.Links`.
 One link per instance — a :class:`~acp_client._supervisor.Supervisor` over that instance's
 connector (the client's cookie store shared by all), started when first needed — and the client's
 state as the aggregate of its links. Where each session lives (its *home*), whether it is
-*moving* and the links it was *left behind* on are fields of the tracked session itself. The
-recovery across instances is this module's :class:`~acp_client.pool._failover.Failover`, which
-it owns and tells what each link does.
+*moving* and the links it was *left behind* on are its :class:`~acp_client.pool._link.Placement`,
+kept in the session's slot; the links learn where sessions settle, and which are forgotten, from
+the engine's events. The recovery across instances is this module's
+:class:`~acp_client.pool._failover.Failover`, which it owns and tells what each link does.
 
-Calls for a session wait here, in the one outage queue (:class:`~acp_client._queue.OutageQueue`:
-``QueueOptions.max_size`` and ``max_age`` hold as with one endpoint), while the session moves or
-its home reconnects: after a move they go to the new home.
+Calls for a session wait here (:class:`~acp_client._queue.OutageQueue`: ``QueueOptions.max_size``
+and ``max_age`` hold once per call, as with one endpoint), while the session moves or its home
+reconnects: after a move they go to the new home.
 
-The client's state is the aggregate of the links that matter (those homing a session, or else
+The client's state (published by the engine's one :class:`~acp_client._client_state.StateMachine`)
+is the aggregate of the links that matter (those homing a session, or else
 the first one started that has not failed): ``connected`` when all of them are, ``recovering``
 while sessions move, else the state of the first one that is not connected — its own state, with
 its own attempt number and delay from the retry policy. Nothing is invented. A link whose state
@@ -21,8 +23,8 @@ recovered elsewhere (a move: ``recovering``), so the client follows that link's 
 sequence (``reconnecting → recovering → connected``) instead of jumping. A home whose link gave
 up (``failed``) while no instance could take its sessions makes the client ``suspended``: the
 attempt is the number of failovers that found no instance, ``retry_in`` the time until the next.
-A transition that is still not legal (``connected`` while a move starts: the links are up, the
-moving sessions' calls wait) is held until the next legal one.
+A transition that is not legal (``connected`` while a move starts: the links are up, the moving
+sessions' calls wait) is held by the state machine until the next legal one.
 """
 
 from __future__ import annotations
