@@ -6,8 +6,8 @@ the steps of a prompt turn.
 It talks to its links through :class:`~acp_client._links.Links` only (one supervisor for one
 endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its
 subscribers (the session store's :class:`~acp_client._persistence.Persistence`, an endpoint
-group's links) what happens to sessions as typed events (:class:`~acp_client._events.SessionEvents`). :class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines
-over this.
+group's links) what happens to sessions as typed events (:class:`~acp_client._events.SessionEvents`).
+:class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines over this.
 """
 
 from __future__ import annotations
