@@ -218,11 +218,6 @@ class Supervisor:
         self._set_state(State.CONNECTED)
         self._queue.release(conn)
 
-    def fail(self, error: BaseException) -> None:
-        """Fail the client for good with ``error`` (a fatal condition found outside the link)."""
-        self._failure = error
-        self._set_state(State.FAILED, cause=str(error))
-
     async def aclose(self) -> None:
         """Close for good: stop reconnecting, close the link, fail queued requests."""
         if self._closing:
@@ -388,7 +383,7 @@ class Supervisor:
         if self._closing or self.state.is_terminal:
             return
         self._crash = error
-        self._fail(error)
+        self.fail(error)
         if self._on_fail is not None:
             self._on_fail(_failed(error))
         conn, self._conn = self._conn, None
@@ -478,7 +473,8 @@ class Supervisor:
             self._suspend_timer.cancel()
             self._suspend_timer = None
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
+        """Fail the client for good with ``error``: queued requests fail, nothing reconnects."""
         self._failure = error
         self._cancel_suspend_timer()
         logger.error("giving up on %s: %s", self._connector.target, error)
@@ -516,7 +512,7 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
-                self._fail(exc)
+                self.fail(exc)
                 return
             dropped = await self._recover_link(conn, init)
             if self._closing:  # an app callback closed the client: aclose() could not see this link
