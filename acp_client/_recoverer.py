@@ -210,11 +210,13 @@ class Recoverer:
         caps = capabilities(init, self._version())
 
         async def one(tracked: Tracked) -> RecoveryOutcome | None:
-            if screen is not None and await screen(tracked, None):
-                return None
-            answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
-            if screen is not None and await screen(tracked, answer):
-                return None
+            answer = None  # without a screen, recover_session probes (the outcome's duration counts it)
+            if screen is not None:
+                if await screen(tracked, None):
+                    return None
+                answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
+                if await screen(tracked, answer):
+                    return None
             return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
 
         results = await each(sessions, self._concurrency, one)
