@@ -34,7 +34,7 @@ from ._delivery import call_app
 from ._recoverer import capabilities
 from ._tasks import TaskSet
 from .clock import Clock
-from .exceptions import SessionStoreError, SessionStoreFenced
+from .exceptions import AcpError, SessionStoreError, SessionStoreFenced
 from .state import OwnershipLost, RecoveryOutcome
 from .store._bridge import StoreBridge
 from .store.base import Lease, SharedSessionStore, StoredSession
@@ -375,11 +375,11 @@ class Ownership:
             if not fresh or engine is None or engine.persistence is None:
                 return [record.session_id for record in fresh]
             tracked = await engine.persistence.track_stored(fresh)
-            work = asyncio.gather(*(self._recover(engine, item) for item in tracked))
             if wait:
-                await work
+                await asyncio.gather(*(self._recover(engine, item) for item in tracked))
             else:
-                self._recoveries.spawn(work)
+                for item in tracked:
+                    self._recoveries.spawn(self._recover(engine, item, quietly=True))
             return [item.session_id for item in tracked]
 
     def _crashed(self, error: BaseException) -> None:
@@ -388,10 +388,19 @@ class Ownership:
             self._engine.crashed(error)
 
     @staticmethod
-    async def _recover(engine: _Host, tracked: Tracked) -> None:
+    async def _recover(engine: _Host, tracked: Tracked, *, quietly: bool = False) -> None:
         """An adopted session, recovered through the usual probe → resume / replay / new session
         where it is found, and reported like any recovery (a link that is down recovers it when it
-        is back, in its reconnect's round)."""
+        is back, in its reconnect's round). ``quietly``: a drop or a closed client is logged."""
+        try:
+            await Ownership._recover_now(engine, tracked)
+        except AcpError as exc:
+            if not quietly:
+                raise
+            logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
+
+    @staticmethod
+    async def _recover_now(engine: _Host, tracked: Tracked) -> None:
         record = tracked.stored
         holder = record.lease.owner if record is not None and record.lease is not None else None
         reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
