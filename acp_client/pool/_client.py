@@ -52,7 +52,8 @@ class Pool:
 
     endpoints: tuple[Endpoint, ...] = attrs.field(converter=_endpoints)
     placement: PlacementFunction = attrs.field(
-        default="round_robin", converter=placement_policy  # type: ignore[assignment]  # a name becomes its policy
+        default="round_robin",
+        converter=placement_policy,  # type: ignore[assignment]  # a name becomes its policy
     )
     failover_delay: float = attrs.field(default=10.0, validator=field_check(check_seconds))
 
