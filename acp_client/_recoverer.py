@@ -23,7 +23,7 @@ import asyncio
 import bisect
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -59,8 +59,10 @@ __all__ = [
     "REPLAY_GRACE",
     "Answer",
     "Recoverer",
+    "Screen",
     "attach_failed",
     "capabilities",
+    "each",
     "open_attach_window",
     "record_after_attach",
 ]
@@ -68,6 +70,7 @@ __all__ = [
 logger = logging.getLogger("acp_client.client")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: How long a replay window stays open after the answer on unordered transports (HTTP).
 REPLAY_GRACE = 0.5
@@ -85,6 +88,10 @@ class Answer:
     state: Any = None
     #: How the answer came (an error quoted as received), for the outcome's notes.
     note: str | None = None
+
+
+#: Whether a recovery round leaves a session to another routine (see :meth:`Recoverer.recover`).
+Screen = Callable[[Tracked, Answer | None], Awaitable[bool]]
 
 
 _OUTCOME_CALLBACK = {
@@ -172,33 +179,47 @@ class Recoverer:
         # Outcomes of a recovery that a drop cut off, reported first by the next one.
         self._unreported: collections.deque[RecoveryOutcome] = collections.deque()
 
-    async def recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
-        """Recover every live tracked session over ``conn`` and report the outcomes (returned too).
+    async def recover(
+        self,
+        conn: Connection,
+        init: InitializeResponse,
+        *,
+        sessions: Sequence[Tracked] | None = None,
+        endpoint: str | None = None,
+        screen: Screen | None = None,
+    ) -> list[RecoveryOutcome]:
+        """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
+        outcomes (returned too), with those of an earlier round a drop cut off.
+
+        Args:
+            conn: The new connection.
+            init: What the agent answered to ``initialize`` on it.
+            sessions: The sessions this round recovers (an endpoint group's link: those living
+                there).
+            endpoint: The instance's name (of an endpoint group), for the contexts and outcomes.
+            screen: ``True`` leaves a session to another routine: asked when a worker reaches it
+                (``None``), then with the probe's answer (an endpoint group moves those its
+                instance does not have in memory).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
-        sessions = self._table.live()
+        sessions = self._table.live() if sessions is None else sessions
         if not sessions:
             return await self._report_unreported()
         caps = capabilities(init, self._version())
-        # ``concurrency`` workers take the sessions in order (not a task per session waiting on a
-        # semaphore: 10,000 sessions would be 10,000 tasks and waiters for the same bound).
-        results: list[RecoveryOutcome | BaseException | None] = [None] * len(sessions)
-        queue = iter(enumerate(sessions))
 
-        async def worker() -> None:
-            for index, tracked in queue:
-                try:
-                    results[index] = await self.recover_session(conn, tracked, caps)
-                except asyncio.CancelledError as exc:  # this worker stops; the others take the rest
-                    results[index] = exc
-                    raise
-                except BaseException as exc:  # kept as a result, as one session's failure
-                    results[index] = exc
+        async def one(tracked: Tracked) -> RecoveryOutcome | None:
+            answer = None  # without a screen, recover_session probes (the outcome's duration counts it)
+            if screen is not None:
+                if await screen(tracked, None):
+                    return None
+                answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
+                if await screen(tracked, answer):
+                    return None
+            return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
 
-        # A cancellation of the recovery itself still propagates (gather passes it on).
-        await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(sessions)))), return_exceptions=True)
+        results = await each(sessions, self._concurrency, one)
         # What finished is folded into what an earlier, cut-off recovery finished: one report per
         # session, and the app still learns every change of id (two changes stay two reports).
         positions = self._positions()
@@ -462,6 +483,27 @@ class Recoverer:
         if tracked.resume_replayed:
             return ("the agent replayed history during session/resume",)
         return ()
+
+
+async def each(items: Sequence[T], concurrency: int, work: Callable[[T], Awaitable[R]]) -> list[R | BaseException]:
+    """``work`` on every item, by ``concurrency`` workers taking them in order (not a task per item
+    waiting on a semaphore: 10,000 sessions would be 10,000 tasks and waiters for one bound).
+    Returns each item's result, or what it raised; a cancellation of the caller still propagates."""
+    results: list[R | BaseException] = [asyncio.CancelledError()] * len(items)  # until reached
+    queue = iter(enumerate(items))
+
+    async def worker() -> None:
+        for index, item in queue:
+            try:
+                results[index] = await work(item)
+            except asyncio.CancelledError as exc:  # this worker stops; the others take the rest
+                results[index] = exc
+                raise
+            except BaseException as exc:  # kept as a result, as one item's failure
+                results[index] = exc
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))), return_exceptions=True)
+    return results
 
 
 _STRENGTH = {RecoveryPath.RESUME: 0, RecoveryPath.REPLAY: 1, RecoveryPath.NEW_SESSION: 2, RecoveryPath.ABANDON: 3}

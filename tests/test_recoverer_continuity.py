@@ -87,8 +87,9 @@ async def test_a_replay_missing_completed_turns_is_lost_and_says_so() -> None:
         assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.LOST
         assert not outcome.continuity
         [why] = [note for note in outcome.notes if note.startswith("continuity lost: ")]
+        assert why == "continuity lost: the replay lacks 4 of the 5 completed turn(s) the client holds (first: 'two')"
         assert session.transcript.last_replay is not None
-        assert why == f"continuity lost: {session.transcript.last_replay.lacks_history()}"
+        assert session.transcript.last_replay.missing_turns == ("two", "three", "four", "five")
         assert session.transcript.turns == 5
 
 
