@@ -462,3 +462,19 @@ async def test_a_frame_cut_short_by_the_end_of_tcp_is_a_drop(
     transport = await connect(WebSocketConnector(server.url), opened)
     with pytest.raises(TransportClosed, match="1006"):
         await asyncio.wait_for(transport.receive(), 5)
+
+
+async def test_frames_after_the_agents_close_frame_are_not_delivered(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        close = server_frame(8, (1000).to_bytes(2, "big") + b"bye")
+        writer.write(switching_protocols(head) + server_frame(1, _note(0)) + close + server_frame(1, _note(1)))
+        await writer.drain()
+        await reader.read(65536)  # the client's answering close frame; then hang up
+
+    server = await raw_server(script)
+    transport = await connect(WebSocketConnector(server.url, close_timeout=0.3), opened)
+    assert (await transport.receive())["params"]["i"] == 0  # type: ignore[call-overload]
+    with pytest.raises(TransportClosed, match="closed by agent 1000"):
+        await asyncio.wait_for(transport.receive(), 5)
