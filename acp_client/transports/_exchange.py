@@ -10,7 +10,7 @@ answer, with every third-party failure and unexpected status mapped to the error
 * the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
   store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
 * bodies are decompressed in bounded steps and capped (:mod:`._body`);
-* the requests go through a :class:`~._wire.Wire`: an ``httpx`` client per link (:mod:`._wire`);
+* the requests go through a :class:`~._wire.Wire`: an ``httpcore`` connection pool per link (:mod:`._wire`);
 * under HTTP/2, each SSE stream gets a client (a connection) of its own: ``httpcore`` (1.0.x)
   starves HTTP/2 streams that share a connection with other idle long-lived readers;
 * under HTTP/1.1 the SSE streams share one pool of their own, and the POSTs another, small one
@@ -44,7 +44,7 @@ from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, request_error, status_error
 from ._routing import is_session_404
 from ._security import origin_of, redirect_allowed, safe_url
-from ._wire import HeaderView, Reply, Wire, new_client
+from ._wire import HeaderView, Reply, Wire
 from .base import Limits
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,6 @@ __all__ = [
     "content_type",
     "is_json",
     "post_body",
-    "new_client",
 ]
 
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"

@@ -1,10 +1,13 @@
 """The HTTP client of a Streamable HTTP link, behind one small interface (:class:`Wire`).
 
 :class:`~._exchange.HttpExchange` sends every request through a :class:`Wire` and reads the
-answer as a :class:`Reply`. :class:`HttpxWire` is an ``httpx`` client (HTTP/1.1, and HTTP/2 by ALPN
-or h2c); it raises ``httpx``'s exception types for network failures (one map:
-:func:`._errors.request_error`). It follows no redirect, keeps no cookie, reads no proxy setting
-and does not decompress: the exchange does those.
+answer as a :class:`Reply`. :class:`CoreWire` is a connection pool of ``httpcore`` (``httpx``'s own
+engine: HTTP/1.1, and HTTP/2 by ALPN or h2c) used through its public request API: a link needs none
+of what ``httpx.AsyncClient`` adds on top (redirects, cookies, auth, proxies from the environment,
+decoding), and skipping it saves about a quarter of the client's CPU per request, which a recovery
+of thousands of sessions (two POSTs each) pays thousands of times. A wire raises ``httpx``'s
+exception types for network failures (one map: :func:`._errors.request_error`). It follows no
+redirect, keeps no cookie, reads no proxy setting and does not decompress: the exchange does those.
 """
 
 from __future__ import annotations
@@ -12,18 +15,19 @@ from __future__ import annotations
 import functools
 import ssl
 from collections.abc import AsyncIterator
-from http.cookiejar import Cookie, CookieJar
 from typing import Any, Final, Protocol
 
+import httpcore
 import httpx
 
-__all__ = ["USER_AGENT", "HeaderView", "HttpxWire", "Reply", "Wire", "new_client"]
+__all__ = ["USER_AGENT", "CoreWire", "HeaderView", "Reply", "Wire", "new_pool"]
 
 USER_AGENT: Final = "acp-reconnect"
+_USER_AGENT: Final = USER_AGENT.encode()
 #: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
 #: uvicorn, Node) close an idle keep-alive connection, so a POST never races the server's close.
 KEEPALIVE_EXPIRY: Final = 2.0
-#: Request URLs an :class:`HttpxWire` keeps parsed (the endpoint, and the few places a redirect leads).
+#: Request URLs an :class:`CoreWire` keeps parsed (the endpoint, and the few places a redirect leads).
 _MAX_TARGETS: Final = 16
 
 
@@ -70,90 +74,191 @@ class Wire(Protocol):
     async def aclose(self) -> None: ...
 
 
-class _NoCookies(CookieJar):
-    """A jar that keeps nothing: cookies are the :class:`CookieStore`'s business, not httpx's."""
-
-    def set_cookie(self, cookie: Cookie) -> None:
-        return None
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        return None
-
-
 @functools.cache
 def _cleartext_tls_context() -> ssl.SSLContext:
-    """The ``verify`` context of cleartext (``http://``) clients: built once per process.
+    """The TLS context of cleartext (``http://``) pools: built once per process.
 
-    Without one, httpx builds a default context (loading the CA bundle: tens of milliseconds) for
-    every client it makes, that is on every reconnect. It is never used: a POST follows no redirect
+    Without one, httpcore builds a default context (loading the CA bundle: tens of milliseconds) for
+    every pool it makes, that is on every reconnect. It is never used: a POST follows no redirect
     and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
     """
     return ssl.create_default_context()
 
 
-def new_client(
-    *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connect_timeout: float, connections: int = 1
-) -> httpx.AsyncClient:
-    """An ``httpx`` client for one link: no redirects, no environment, no cookie jar of its own.
+def new_pool(
+    *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connections: int = 1
+) -> httpcore.AsyncConnectionPool:
+    """An ``httpcore`` connection pool for one link (no proxy, no retries).
 
     Args:
         connections: The most TCP connections it keeps, open or idle. Every one may stay alive
             idle: ``httpcore`` (1.0.x) closes each idle connection at once while the pool holds
             more connections, busy ones included, than its keep-alive limit.
     """
-    return httpx.AsyncClient(
-        limits=httpx.Limits(
-            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=KEEPALIVE_EXPIRY
-        ),
+    return httpcore.AsyncConnectionPool(
+        ssl_context=tls if tls is not None else _cleartext_tls_context(),
+        max_connections=connections,
+        max_keepalive_connections=connections,
+        keepalive_expiry=KEEPALIVE_EXPIRY,
         http1=http1,
         http2=http2,
-        verify=tls if tls is not None else _cleartext_tls_context(),
-        follow_redirects=False,
-        trust_env=False,
-        cookies=_NoCookies(),
-        headers={"User-Agent": USER_AGENT},
-        timeout=httpx.Timeout(connect_timeout),
     )
 
 
-class HttpxWire:
-    """A :class:`Wire` over an ``httpx`` client."""
+#: httpcore's network failures and the httpx types the transport maps (the most specific first).
+_FAILURES: Final[tuple[tuple[type[Exception], type[httpx.HTTPError]], ...]] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.ProxyError, httpx.ProxyError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
 
-    __slots__ = ("_client", "_connect", "_timeouts", "_urls")
 
-    def __init__(self, client: httpx.AsyncClient, connect_timeout: float) -> None:
-        self._client = client
+def _as_httpx(exc: Exception) -> httpx.HTTPError | None:
+    """The ``httpx`` error for an ``httpcore`` one (``None``: not a network failure)."""
+    for core, mapped in _FAILURES:
+        if isinstance(exc, core):
+            return mapped(str(exc))
+    return None
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+class CoreHeaders:
+    """A :class:`HeaderView` of an answer's header lines (names compared without case)."""
+
+    __slots__ = ("_lines",)
+
+    def __init__(self, lines: list[tuple[bytes, bytes]]) -> None:
+        self._lines = lines
+
+    def get_list(self, key: str, split_commas: bool = False) -> list[str]:
+        name = key.lower().encode()
+        values = [_text(value) for line, value in self._lines if line.lower() == name]
+        if not split_commas:
+            return values
+        return [part.strip() for value in values for part in value.split(",")]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        values = self.get_list(key)
+        return ", ".join(values) if values else default
+
+
+class CoreReply:
+    """A :class:`Reply` over an ``httpcore`` response (its body unread until asked for)."""
+
+    __slots__ = ("_response", "headers", "http_version", "status_code")
+
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.headers = CoreHeaders(response.headers)
+        version = response.extensions.get("http_version", b"HTTP/1.1")
+        self.http_version = version.decode("ascii") if isinstance(version, bytes) else str(version)
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_stream():
+                if chunk:
+                    yield chunk
+        except Exception as exc:
+            mapped = _as_httpx(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    async def aread(self) -> bytes:
+        return b"".join([chunk async for chunk in self.aiter_raw()])
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class _Target:
+    """What a request URL becomes once: httpcore's URL and the ``Host`` header."""
+
+    __slots__ = ("host", "url")
+
+    def __init__(self, url: str) -> None:
+        parsed = httpx.URL(url)
+        self.host = parsed.netloc
+        self.url = httpcore.URL(
+            scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path
+        )
+
+
+class CoreWire:
+    """A :class:`Wire` over an ``httpcore`` connection pool."""
+
+    __slots__ = ("_closed", "_connect", "_pool", "_targets", "_timeouts")
+
+    def __init__(self, pool: httpcore.AsyncConnectionPool, connect_timeout: float) -> None:
+        self._pool = pool
         self._connect = connect_timeout
+        self._closed = False
         self._timeouts: dict[float, dict[str, float | None]] = {}
-        self._urls: dict[str, httpx.URL] = {}
+        self._targets: dict[str, _Target] = {}
 
     @property
     def is_closed(self) -> bool:
-        return self._client.is_closed
+        return self._closed
 
     async def send(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes | None, read_timeout: float
     ) -> Reply:
-        # Built directly: ``AsyncClient.build_request`` would merge the client's defaults, cookies
-        # and base URL into every request (this client has none of them but the user agent).
+        if self._closed:
+            raise httpx.ConnectError("the client is closed")
         timeout = self._timeouts.get(read_timeout)
         if timeout is None:
             limits = httpx.Timeout(connect=self._connect, read=read_timeout, write=read_timeout, pool=self._connect)
             self._timeouts[read_timeout] = timeout = limits.as_dict()
-        parsed = self._urls.get(url)
-        if parsed is None:
-            parsed = httpx.URL(url)
-            if len(self._urls) < _MAX_TARGETS:
-                self._urls[url] = parsed
-        if not any(name.lower() == "user-agent" for name, _ in headers):
-            headers = [("User-Agent", USER_AGENT), *headers]
-        request = httpx.Request(method, parsed, headers=headers, content=body, extensions={"timeout": timeout})
+        target = self._targets.get(url)
+        if target is None:
+            target = _Target(url)
+            if len(self._targets) < _MAX_TARGETS:
+                self._targets[url] = target
+        request = httpcore.Request(
+            method,
+            target.url,
+            headers=self._lines(headers, target.host, body),
+            content=body if body is not None else b"",
+            extensions={"timeout": timeout},
+        )
         try:
-            return await self._client.send(request, stream=True)
-        except RuntimeError as exc:  # httpx refuses to use a client that aclose() closed meanwhile
-            if not self._client.is_closed:
+            response = await self._pool.handle_async_request(request)
+        except Exception as exc:
+            mapped = _as_httpx(exc)
+            if mapped is None:
                 raise
-            raise httpx.ConnectError("the client is closed") from exc
+            raise mapped from exc
+        return CoreReply(response)
+
+    @staticmethod
+    def _lines(headers: list[tuple[str, str]], host: bytes, body: bytes | None) -> list[tuple[bytes, bytes]]:
+        """The header lines of a request: ``Host``, the given ones, a user agent, ``Content-Length``."""
+        lines = [(b"Host", host)]
+        lines.extend((name.encode("ascii"), value.encode("ascii")) for name, value in headers)
+        if not any(name.lower() == "user-agent" for name, _ in headers):
+            lines.append((b"User-Agent", _USER_AGENT))
+        if body is not None:
+            lines.append((b"Content-Length", str(len(body)).encode()))
+        return lines
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        self._closed = True
+        await self._pool.aclose()

@@ -105,7 +105,7 @@ from ._security import (
     origin_of,
     safe_url,
 )
-from ._wire import HttpxWire, Reply, Wire, new_client
+from ._wire import CoreWire, Reply, Wire, new_pool
 from .base import Limits, TransportInfo, describe
 
 __all__ = [
@@ -274,8 +274,7 @@ class HttpConnector:
 
     def _new_client(self, connections: int = 1) -> Wire:
         timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
-        client = new_client(**versions, tls=self._ssl, connect_timeout=timeout, connections=connections)
-        return HttpxWire(client, timeout)
+        return CoreWire(new_pool(**versions, tls=self._ssl, connections=connections), timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
