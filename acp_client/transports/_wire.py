@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final, Protocol
 
 import httpcore
@@ -85,6 +85,77 @@ def _cleartext_tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+class _OneWriteStream(httpcore.AsyncNetworkStream):
+    """A connection that sends a request's head and body in one write (HTTP/1.1 only).
+
+    httpcore writes the head and each body chunk separately: two segments per POST on a socket
+    without Nagle, so the server wakes twice and parses twice for one message. Here the writes wait
+    in a buffer until the request ends (httpcore's empty end-of-message write) or, at the latest,
+    until the connection is read. HTTP/1.1 only: one request at a time per connection, and its
+    answer is always read after it is sent (HTTP/2 may read and write from different tasks).
+    """
+
+    __slots__ = ("_inner", "_pending")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._pending: list[bytes] = []
+
+    async def _flush(self, timeout: float | None) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            await self._inner.write(data, timeout)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        await self._flush(timeout)
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._pending.append(buffer)
+        else:
+            await self._flush(timeout)
+
+    async def aclose(self) -> None:
+        self._pending.clear()
+        await self._inner.aclose()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        await self._flush(timeout)
+        return _OneWriteStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _OneWriteBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's own network backend, its connections wrapped in :class:`_OneWriteStream`."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return _OneWriteStream(await self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return _OneWriteStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
 def new_pool(
     *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connections: int = 1
 ) -> httpcore.AsyncConnectionPool:
@@ -102,6 +173,7 @@ def new_pool(
         keepalive_expiry=KEEPALIVE_EXPIRY,
         http1=http1,
         http2=http2,
+        network_backend=None if http2 else _OneWriteBackend(),
     )
 
 
