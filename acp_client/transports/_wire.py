@@ -13,6 +13,7 @@ redirect, keeps no cookie, reads no proxy setting and does not decompress: the e
 from __future__ import annotations
 
 import functools
+import select
 import ssl
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final, Protocol
@@ -95,11 +96,12 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
     answer is always read after it is sent (HTTP/2 may read and write from different tasks).
     """
 
-    __slots__ = ("_inner", "_pending")
+    __slots__ = ("_inner", "_pending", "_poll")
 
     def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
         self._inner = inner
         self._pending: list[bytes] = []
+        self._poll: select.poll | None = None
 
     async def _flush(self, timeout: float | None) -> None:
         if self._pending:
@@ -128,6 +130,16 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
         return _OneWriteStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and hasattr(select, "poll"):
+            # Asked of every idle connection on every request the pool places: one poll object per
+            # connection, rather than a fresh look-up of its socket each time.
+            if self._poll is None:
+                sock = self._inner.get_extra_info("socket")
+                if sock is None:
+                    return self._inner.get_extra_info(info)
+                self._poll = select.poll()
+                self._poll.register(sock, select.POLLIN)
+            return bool(self._poll.poll(0))
         return self._inner.get_extra_info(info)
 
 
