@@ -5,9 +5,9 @@ The client opens the link with a ``GET`` upgrade; each text frame carries one JS
 answer; it ends up in :attr:`TransportInfo.connection_id`. Binary frames are reported (as
 :class:`~acp_client.exceptions.MalformedFrame`) and otherwise ignored.
 
-Built on the asyncio API of ``websockets`` (handshake, sending, control frames, closing), with whole
-inbound text frames split by our own reader (``_ws_connection.py``); none of its types cross this module's
-boundary.
+Built on the documented asyncio API of ``websockets``: it owns the handshake, framing, compression, the
+message-size cap and the closing handshake; this module hands each received text message to the JSON-RPC
+decoder. None of its types cross this module's boundary.
 Drop detection is this module's job: a close by the agent, a TCP reset or a keepalive ping that
 goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then raise
 :class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
@@ -36,7 +36,7 @@ from websockets.exceptions import (
     WebSocketException,
 )
 from websockets.frames import Close, CloseCode
-from websockets.protocol import OPEN
+from websockets.protocol import State
 from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
@@ -63,7 +63,6 @@ from ._security import (
     redirect_allowed,
     safe_url,
 )
-from ._ws_connection import ClientConnection
 from .base import Limits, TransportInfo
 
 __all__ = ["WebSocketConnector", "WebSocketTransport"]
@@ -157,6 +156,25 @@ class _NoRedirectConnect(_ws_connect):
         return exc
 
 
+class _Connection(WebSocketConnection):
+    """websockets' client connection, with every closing handshake bounded by ``close_timeout``.
+
+    When a frame read from the agent starts the closing handshake (the agent's close frame, or a
+    message websockets refuses: 1009 over the size cap, 1007 bad UTF-8...), websockets waits for
+    the agent to end TCP with no timer of its own; a silent agent would leave ``recv()`` waiting
+    forever. ``close()`` is what applies the timeout, so it is started here. The subclass is the
+    customization ``connect(create_connection=...)`` offers; only the asyncio ``Protocol``
+    callback and documented members are used.
+    """
+
+    acp_closer: asyncio.Task[None] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.state is State.CLOSING and self.acp_closer is None:
+            self.acp_closer = asyncio.get_running_loop().create_task(self.close())
+
+
 def _close_detail(close: Close) -> str:
     return str(close)  # "1000 (OK) bye"
 
@@ -209,7 +227,7 @@ class WebSocketTransport:
 
     def __init__(
         self,
-        connection: ClientConnection,
+        connection: WebSocketConnection,
         info: TransportInfo,
         *,
         limit: int,
@@ -225,14 +243,13 @@ class WebSocketTransport:
         self._local_reason: str | None = None
         self._too_large_reported = False
         self._closing: asyncio.Task[None] | None = None
+        #: The tasks inside send() or receive() now: a ping timeout wakes them at once.
+        self._busy: set[asyncio.Task[Any]] = set()
+        #: Those of them this transport cancelled (their CancelledError becomes TransportClosed).
+        self._cut: set[asyncio.Task[Any]] = set()
         self._keepalive: asyncio.Task[None] | None = None
         if ping_interval is not None:
             self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(ping_interval, ping_timeout))
-            connection.on_lost = self._stop_keepalive
-
-    def _stop_keepalive(self) -> None:
-        if self._keepalive is not None:
-            self._keepalive.cancel()
 
     @property
     def info(self) -> TransportInfo:
@@ -247,7 +264,7 @@ class WebSocketTransport:
     @property
     def closed(self) -> bool:
         """Whether the link has ended (or is ending)."""
-        return self._ws.protocol.state is not OPEN
+        return self._local_reason is not None or self._ws.state is not State.OPEN
 
     async def send(self, message: Message) -> None:
         """Send one message or batch as a text frame.
@@ -259,15 +276,25 @@ class WebSocketTransport:
         """
         text = encode(message)
         ws = self._ws
-        if ws.protocol.state is not OPEN or self._local_reason is not None:
-            raise TransportClosed(self._current_reason(), maybe_delivered=False)
+        if self._local_reason is not None:
+            raise TransportClosed(self._local_reason, maybe_delivered=False)
+        was_open = ws.state is State.OPEN
+        task = asyncio.current_task()
+        assert task is not None
+        self._busy.add(task)
         try:
             await ws.send(text)
         except ConnectionClosed as exc:
-            raise TransportClosed(self._reason(exc), maybe_delivered=True) from exc
-        if ws.protocol.state is not OPEN:
-            # The link ended while the frame was being written (an abort discards what is still
-            # buffered without failing the write): it may or may not have reached the agent.
+            # websockets writes nothing on a link that is no longer open.
+            raise TransportClosed(self._reason(exc), maybe_delivered=was_open) from exc
+        except asyncio.CancelledError:
+            if self._woken(task):
+                raise TransportClosed(self._current_reason(), maybe_delivered=True) from None
+            raise
+        finally:
+            self._busy.discard(task)
+        if ws.state is not State.OPEN:
+            # The link ended while the frame was being written: it may or may not have reached the agent.
             raise TransportClosed(self._current_reason(), maybe_delivered=True)
 
     async def receive(self) -> Message:
@@ -280,33 +307,34 @@ class WebSocketTransport:
             TransportClosed: The link has ended; ``reason`` says how.
             TransportError: ``receive()`` was called concurrently from two tasks.
         """
-        ws = self._ws
+        if self._local_reason is not None:
+            raise TransportClosed(self._local_reason, maybe_delivered=False)
+        task = asyncio.current_task()
+        assert task is not None
+        self._busy.add(task)
         try:
-            while True:  # messages websockets' assembler never saw come first (see ClientConnection)
-                if ws.inbox:
-                    return decode_frame(ws.take())
-                if not ws.taking:
-                    break
-                await ws.wait_for_message()
-            data = await ws.recv()
+            data = await self._ws.recv()
         except ConnectionClosed as exc:
             raise self._closed_error(exc) from exc
         except ConcurrencyError as exc:
             raise TransportError("receive() called while another receive() is waiting") from exc
+        except asyncio.CancelledError:
+            if self._woken(task):
+                raise TransportClosed(self._current_reason(), maybe_delivered=False) from None
+            raise
+        finally:
+            self._busy.discard(task)
         if type(data) is str:
             return decode_frame(data)
         raise MalformedFrame(f"binary frame ignored ({len(data)} bytes)", excerpt=excerpt(data))
 
-    def receive_ready(self) -> Message | None:
-        """:meth:`receive` for a message queued already (no coroutine); ``None`` when none is.
-
-        Raises:
-            MalformedFrame: That message was not a JSON-RPC message.
-        """
-        ws = self._ws
-        if ws.inbox:
-            return decode_frame(ws.take())
-        return None
+    def _woken(self, task: asyncio.Task[Any]) -> bool:
+        """Whether ``task`` was cancelled by this transport only (a dead link), not by its owner."""
+        if task not in self._cut:
+            return False
+        self._cut.discard(task)
+        uncancel = getattr(task, "uncancel", None)  # Python 3.11+; 3.10 cannot tell the two apart
+        return uncancel is None or uncancel() == 0
 
     async def aclose(self) -> None:
         """Close the link (close code 1000), waiting at most ``close_timeout`` for the agent.
@@ -314,7 +342,7 @@ class WebSocketTransport:
         Idempotent; never raises for a link that is already dead.
         """
         if self._closing is None:
-            if self._ws.protocol.state is OPEN and self._local_reason is None:
+            if self._ws.state is State.OPEN and self._local_reason is None:
                 self._local_reason = "closed by client (aclose)"
             self._closing = asyncio.get_running_loop().create_task(self._close())
         # Shield: a caller cancelled while closing must not leave the close half done.
@@ -322,14 +350,14 @@ class WebSocketTransport:
 
     async def _close(self) -> None:
         keepalive, self._keepalive = self._keepalive, None
-        if keepalive is not None:
+        if keepalive is not None and keepalive is not asyncio.current_task():
             keepalive.cancel()
         try:
+            # websockets waits close_timeout for the agent's answer, then drops the TCP connection.
             await asyncio.wait_for(self._ws.close(), self._close_timeout + 1.0)
         except (asyncio.TimeoutError, OSError, WebSocketException) as exc:
             logger.debug("closing %s did not complete cleanly: %r", self._info.target, exc)
         finally:
-            self._ws.transport.abort()
             if keepalive is not None:
                 await asyncio.gather(keepalive, return_exceptions=True)
 
@@ -354,19 +382,19 @@ class WebSocketTransport:
         return _describe_close(exc.rcvd, exc.sent, exc.rcvd_then_sent, exc.__cause__)
 
     def _current_reason(self) -> str:
-        """The reason while the link may still be closing (``close_exc`` is not available yet)."""
+        """The reason while no ``ConnectionClosed`` says more (the link may still be closing)."""
         if self._local_reason is not None:
             return self._local_reason
-        protocol = self._ws.protocol
-        return _describe_close(
-            protocol.close_rcvd, protocol.close_sent, protocol.close_rcvd_then_sent, _connection_exc(self._ws)
-        )
+        code = self._ws.close_code
+        if code is None or code == CloseCode.ABNORMAL_CLOSURE:
+            return "connection dropped (1006)"
+        return f"connection closed ({code} {self._ws.close_reason})".replace(" )", ")")
 
     async def _keep_alive(self, interval: float, timeout: float | None) -> None:
-        """Ping every ``interval`` seconds; abort the link when a pong is ``timeout`` late.
+        """Ping every ``interval`` seconds; end the link when a pong is ``timeout`` late.
 
-        A dead peer gets no closing handshake: aborting at once is what makes the drop prompt
-        (``websockets``' own keepalive would wait ``close_timeout`` more).
+        A dead peer is not waited for: the tasks in :meth:`send` and :meth:`receive` are woken at
+        once with ``TransportClosed`` (``websockets``' own keepalive would wait ``close_timeout`` more).
         """
         try:
             await self._ping_until_dead(interval, timeout)
@@ -376,33 +404,46 @@ class WebSocketTransport:
     async def _ping_until_dead(self, interval: float, timeout: float | None) -> None:
         ws = self._ws
         loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval)
-            if ws.protocol.state is not OPEN:
+        ended = asyncio.ensure_future(ws.wait_closed())
+        try:
+            while True:
+                done, _ = await asyncio.wait([ended], timeout=interval)
+                if done or ws.state is not State.OPEN:
+                    return
+                started = loop.time()
+                pong: asyncio.Future[Any] | None
+                try:
+                    # The timeout covers writing the ping too: a dead peer with full buffers blocks it.
+                    pong = asyncio.ensure_future(await asyncio.wait_for(ws.ping(), timeout))
+                except (ConnectionClosed, ConcurrencyError):
+                    return
+                except asyncio.TimeoutError:
+                    pong = None
+                if pong is not None:
+                    if timeout is None:
+                        continue
+                    done, _ = await asyncio.wait([pong], timeout=max(0.0, started + timeout - loop.time()))
+                    if done:
+                        if pong.cancelled() or pong.exception() is not None:
+                            return
+                        continue
+                    pong.cancel()
+                if ws.state is not State.OPEN:
+                    return
+                self._dead(f"ping timeout (no pong within {timeout:g}s)")
                 return
-            started = loop.time()
-            try:
-                # The timeout covers writing the ping too: a dead peer with full buffers blocks it.
-                pong = asyncio.ensure_future(await asyncio.wait_for(ws.ping(), timeout))
-            except (ConnectionClosed, ConcurrencyError):
-                return
-            except asyncio.TimeoutError:
-                pong = None
-            if pong is not None:
-                if timeout is None:
-                    continue
-                done, _ = await asyncio.wait([pong], timeout=max(0.0, started + timeout - loop.time()))
-                if done:
-                    if pong.cancelled() or pong.exception() is not None:
-                        return
-                    continue
-                pong.cancel()
-            if ws.protocol.state is not OPEN:
-                return
-            self._local_reason = f"ping timeout (no pong within {timeout:g}s)"
-            logger.info("WebSocket to %s: %s; dropping the link", self._info.target, self._local_reason)
-            ws.transport.abort()
-            return
+        finally:
+            ended.cancel()
+
+    def _dead(self, reason: str) -> None:
+        """End the link from this side: wake whoever waits in it, then close it in the background."""
+        self._local_reason = reason
+        logger.info("WebSocket to %s: %s; dropping the link", self._info.target, reason)
+        for task in self._busy:
+            self._cut.add(task)
+            task.cancel()
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self._close())
 
 
 class WebSocketConnector:
@@ -596,8 +637,8 @@ class WebSocketConnector:
                 close_timeout=self._close_timeout,
                 max_size=self._limits.max_message_bytes,
                 logger=self._ws_logger,
-                create_connection=ClientConnection,
                 proxy=proxy_for(url),
+                create_connection=_Connection,
                 **kwargs,
             )
         except InvalidStatus:
@@ -609,7 +650,6 @@ class WebSocketConnector:
             raise error from exc
 
     def _transport(self, connection: WebSocketConnection, url: str) -> WebSocketTransport:
-        assert isinstance(connection, ClientConnection)  # we passed create_connection=ClientConnection
         response = connection.response
         connection_id = response.headers.get("Acp-Connection-Id") if response is not None else None
         info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
@@ -627,11 +667,3 @@ class WebSocketConnector:
             ping_timeout=self._ping_timeout,
             close_timeout=self._close_timeout,
         )
-
-
-def _connection_exc(ws: Any) -> BaseException | None:
-    """Why the link broke, if it broke: ``connection_exc`` in websockets 17, ``recv_exc`` before."""
-    value = getattr(ws, "connection_exc", None)
-    if value is None:
-        value = getattr(ws, "recv_exc", None)
-    return value if isinstance(value, BaseException) else None

@@ -351,17 +351,13 @@ async def test_invalid_utf8_text_frame_ends_the_link_with_a_clear_reason(
         await asyncio.wait_for(transport.receive(), 5)
 
 
-
-
 def _note(index: int) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "method": "n", "params": {"i": index}}).encode()
 
 
-async def test_messages_keep_their_order_when_the_assembler_takes_over(
+async def test_binary_frames_and_fragments_keep_the_order_of_messages(
     raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
 ) -> None:
-    # Whole text messages skip websockets' assembler; the first one that needs it (a binary
-    # frame here, then a fragmented message) hands every later message to it, in order.
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
         fragmented = _note(3)
         writer.write(
@@ -413,5 +409,56 @@ async def test_messages_already_read_come_before_the_end_of_the_link(
     transport = await connect(WebSocketConnector(server.url, compression=False), opened)
     await eventually(lambda: transport.closed)
     assert [(await transport.receive())["params"]["i"] for _ in range(3)] == [0, 1, 2]  # type: ignore[call-overload]
+    with pytest.raises(TransportClosed, match="1006"):
+        await asyncio.wait_for(transport.receive(), 5)
+
+
+async def test_a_frame_over_the_cap_is_refused_on_its_header(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    """Only the header of a 1 GiB frame arrives: the client refuses it (1009) without waiting for the payload."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        writer.write(switching_protocols(head) + bytes([0x81, 127]) + (1 << 30).to_bytes(8, "big") + b"{")
+        await writer.drain()
+        while await reader.read(65536):
+            pass
+
+    server = await raw_server(script)
+    connector = WebSocketConnector(server.url, limits=Limits(max_message_bytes=1000), close_timeout=0.3)
+    transport = await connect(connector, opened)
+    start = time.monotonic()
+    with pytest.raises(MessageTooLarge):
+        await asyncio.wait_for(transport.receive(), 5)
+    assert elapsed_since(start) < 3
+
+
+async def test_a_masked_frame_from_the_agent_fails_the_link_with_1002(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        good = server_frame(1, _note(0))
+        masked = bytes([0x81, 0x80 | 2]) + b"\x00\x00\x00\x00" + b"{}"  # a server must never mask
+        writer.write(switching_protocols(head) + good + masked)
+        await writer.drain()
+        await reader.read(65536)
+
+    server = await raw_server(script)
+    transport = await connect(WebSocketConnector(server.url, close_timeout=0.3), opened)
+    assert (await transport.receive())["params"]["i"] == 0  # type: ignore[call-overload]
+    with pytest.raises(TransportClosed, match="1002"):
+        await asyncio.wait_for(transport.receive(), 5)
+
+
+async def test_a_frame_cut_short_by_the_end_of_tcp_is_a_drop(
+    raw_server: Callable[..., Awaitable[RawServer]], opened: list[WebSocketTransport]
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes) -> None:
+        writer.write(switching_protocols(head) + server_frame(1, _note(0))[:-3])
+        await writer.drain()
+        writer.close()
+
+    server = await raw_server(script)
+    transport = await connect(WebSocketConnector(server.url), opened)
     with pytest.raises(TransportClosed, match="1006"):
         await asyncio.wait_for(transport.receive(), 5)
