@@ -20,6 +20,14 @@ reconnects too. This store is deliberately stricter than a browser's:
 
 Malformed ``Set-Cookie`` values are ignored with a debug log, never an exception. Cookie values
 never appear in logs or in ``repr``.
+
+Why not the standard library's :mod:`http.cookiejar`: it scopes by host name and domain, as a
+browser of its time did. A cookie set by ``http://127.0.0.1:8000`` goes to port 9000 and to
+``https://``; a ``Domain=example.com`` cookie from ``a.example.com`` goes to ``b.example.com``; a
+``Secure`` cookie is accepted over ``http``; the ``__Host-``/``__Secure-`` prefixes, the ASCII and
+size rules and a per-origin bound are not checked; and it reads ``time.time()`` itself, so expiry
+cannot follow the client's clock. Wrapping it would mean one jar per origin plus every one of those
+checks on top: more code than this module, not less.
 """
 
 from __future__ import annotations
