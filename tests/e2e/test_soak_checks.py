@@ -6,6 +6,7 @@ names; these feed the checker the symptoms of issue 12 directly.
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 import attrs
@@ -158,3 +159,39 @@ def test_a_v1_replay_merging_two_prompts_is_a_note_not_a_lost_turn() -> None:
     soak.check_transcript(session, handle)
     assert soak.report.violations == []
     assert sum(soak.report.notes.values()) == 1
+
+
+def _prompt(text: str, request_id: int = 1) -> dict[str, object]:
+    params = {"sessionId": "a", "prompt": [{"type": "text", "text": text}]}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params}
+
+
+def test_a_prompt_sent_twice_is_caught_unless_the_first_send_never_left() -> None:
+    soak = _soak("a")
+    soak.on_wire_send(1, _prompt("short s0-1"))
+    soak.on_wire_refused(_prompt("short s0-1"))  # the transport: no byte of it left
+    soak.on_wire_send(2, _prompt("short s0-1"))  # sent again once the client is back: right
+    assert soak.report.violations == []
+    soak.on_wire_send(3, _prompt("short s0-1"))  # the second send was taken: this one is a resend
+    assert kinds(soak) == ["prompt_resent"]
+
+
+def test_a_prompt_called_not_sent_that_the_agent_received_is_caught() -> None:
+    soak = _soak("a")
+    soak.on_wire_send(1, _prompt("short s0-1"))
+    soak.on_wire_refused(_prompt("short s0-1"))  # "not sent", but its bytes reached the agent
+    soak.on_wire_send(1, _prompt("short s0-2", 2))
+    soak.not_sent.add("short s0-2")  # the transport took it, and the app heard "not sent"
+    soak.on_wire_send(1, _prompt("short s0-3", 3))  # an ordinary prompt
+    soak.check_receipts(collections.Counter({"short s0-1": 1, "short s0-2": 1, "short s0-3": 1}))
+    details = [v.detail for v in soak.report.violations]
+    assert kinds(soak) == ["not_sent_received", "not_sent_received"], details
+    assert "'short s0-1' (1x) but its send was refused" in details[0]
+    assert "the app was told 'short s0-2' was not sent" in details[1]
+
+
+def test_a_prompt_the_agent_received_twice_is_caught() -> None:
+    soak = _soak("a")
+    soak.on_wire_send(1, _prompt("short s0-1"))
+    soak.check_receipts(collections.Counter({"short s0-1": 2}))
+    assert kinds(soak) == ["received_twice"]
