@@ -45,10 +45,11 @@ def _url(server: ReferenceServer, proxy_url: Any, transport: str) -> str:
     return str(proxy_url(server.ws_url if transport == "ws" else server.http_url))
 
 
+@pytest.mark.parametrize("resend", [False, True], ids=["default", "retry_unsent"])
 @pytest.mark.parametrize("heal", ["resets", "delivers"])
 @pytest.mark.parametrize("transport", ["ws", "http1", "h2c"])
 async def test_prompt_held_in_a_blackhole_may_have_executed_and_is_never_resent(
-    reference_agent: RecordingAgent, fault_proxy: FaultProxyFactory, transport: str, heal: str
+    reference_agent: RecordingAgent, fault_proxy: FaultProxyFactory, transport: str, heal: str, resend: bool
 ) -> None:
     async with ReferenceServer(reference_agent, keepalive_interval=TICK) as server:
         proxy = await fault_proxy(server)
@@ -58,7 +59,7 @@ async def test_prompt_held_in_a_blackhole_may_have_executed_and_is_never_resent(
             retry=FAST_RETRY,
             timeouts=Timeouts(connect=1.0),
             transport_options=_options(transport),
-            retry_unsent_prompts=True,  # so a prompt wrongly judged "not sent" would go out again
+            retry_unsent_prompts=resend,  # then a prompt wrongly judged "not sent" would go out again
             callbacks=recorder.callbacks(),
         )
         async with client:
