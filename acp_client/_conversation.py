@@ -8,8 +8,9 @@ as it likes (one JSON text in SQLite, a ``jsonb`` column or one row per entry in
 * a segment marker where a segment begins: ``{"segment": "<agent session id>" | null, "began":
   "created" | "resumed" | "replayed" | "new_after_loss", "lost": bool}``;
 * one entry per message: ``{"role", "text"}``, plus ``"messageId"``, ``"status"`` (a prompt's
-  :class:`~acp_client.transcript.TurnStatus`), ``"incomplete": true`` and ``"content"`` (the wire
-  form of the blocks, when they are not plain text) when they apply.
+  :class:`~acp_client.transcript.TurnStatus`), ``"incomplete": true``, ``"inserted": true`` (text
+  the agent put among its replayed prompts) and ``"content"`` (the wire form of the blocks, when
+  they are not plain text) when they apply. Older stores without ``"inserted"`` read as before.
 
 Format 1 (before segments: a list of ``{"role", "text", "messageId"?}``) is read as one segment. A
 list that is not one of these, or a header of a newer format, is refused with a typed error naming
@@ -43,6 +44,8 @@ def _entry(message: TranscriptMessage) -> dict[str, Any]:
         entry["status"] = message.status.value
     if message.incomplete:
         entry["incomplete"] = True
+    if message.inserted:
+        entry["inserted"] = True
     blocks = message.blocks
     if not all(type(block) is TextContent and block.annotations is None and block.meta is None for block in blocks):
         entry["content"] = [to_wire(block, protocol_version=1) for block in blocks]
@@ -91,6 +94,7 @@ def _message(entry: Mapping[str, Any], path: str, session_id: str) -> Transcript
         except ValueError as exc:
             raise _corrupt(path, session_id, f"an unknown turn status {status!r}") from exc
     message.incomplete = entry.get("incomplete") is True
+    message.inserted = entry.get("inserted") is True
     return message
 
 

@@ -17,9 +17,11 @@ Rules:
   with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
   :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
   collected apart (the app keeps seeing the conversation it had) and then matched against it by
-  :func:`acp_client._reconcile.reconcile`: fused prompts are split, partial answers the replay
-  omits stay (marked incomplete), nothing recorded is deleted, what the agent adds is kept in
-  order. :attr:`Transcript.last_replay` says what the replay brought.
+  :func:`acp_client._reconcile.reconcile`: fused prompts are split, text the agent put among the
+  replayed prompts is kept apart as agent-inserted messages (:attr:`TranscriptMessage.inserted`),
+  fused answers complete the partials they continue, partial answers the replay omits stay
+  (marked incomplete), nothing recorded is deleted, what the agent adds is kept in order.
+  :attr:`Transcript.last_replay` says what the replay brought, and which completed turns it lacked.
 * A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` drops what part of it
   arrived; the conversation is what it was, and the next replay brings it again.
 * **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
@@ -91,6 +93,9 @@ class TranscriptMessage:
             (:class:`TurnStatus`); ``None`` on other messages.
         incomplete: The message is partial: its turn was cancelled or interrupted before the
             agent finished it (and no replay completed it).
+        inserted: A user-role message the *agent* put into its replay among the user's prompts
+            (Claude's ``<command-name>/model…``, ``[Request interrupted by user]``): kept as its
+            own message, never a prompt the user typed, never a turn.
     """
 
     role: str
@@ -98,6 +103,7 @@ class TranscriptMessage:
     _blocks: list[ContentBlock] = attrs.field(factory=list)
     status: TurnStatus | None = None
     incomplete: bool = False
+    inserted: bool = False
     # Plain text chunks waiting to be merged into the last block. Merging each chunk at once copied
     # the whole text every time: quadratic in the number of chunks of a long message.
     _pending: list[str] = attrs.field(factory=list, init=False)
@@ -118,11 +124,17 @@ class TranscriptMessage:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TranscriptMessage):
             return NotImplemented
-        return (self.role, self.message_id, self.blocks) == (other.role, other.message_id, other.blocks)
+        return (self.role, self.message_id, self.blocks, self.inserted) == (
+            other.role,
+            other.message_id,
+            other.blocks,
+            other.inserted,
+        )
 
     def __repr__(self) -> str:
         extra = f", status={self.status.value!r}" if self.status is not None else ""
         extra += ", incomplete=True" if self.incomplete else ""
+        extra += ", inserted=True" if self.inserted else ""
         return f"TranscriptMessage(role={self.role!r}, message_id={self.message_id!r}, blocks={self.blocks!r}{extra})"
 
     @property
@@ -216,12 +228,16 @@ class ReplayReport:
 
     Attributes:
         replayed_messages: Messages the agent replayed (fused prompts counted once split).
-        replayed_turns: User messages among them.
+        replayed_turns: User messages among them (agent-inserted ones not counted).
         known_turns: Prompts the client held before the replay (failed ones not counted).
         matched: Recorded messages the replay brought back.
         added: Replayed messages that were new to the client.
         kept: Recorded messages the replay left out (kept in place).
         notes: What the reconciliation noticed.
+        missing_turns: The texts of the completed prompts (:attr:`TurnStatus.COMPLETE`) the client
+            held that the replay did not bring back, in order: turns the agent lacks.
+        inserted: Agent-inserted user messages the replay held (:attr:`TranscriptMessage.inserted`).
+        completed_turns: Completed prompts the client held before the replay.
     """
 
     replayed_messages: int
@@ -231,24 +247,41 @@ class ReplayReport:
     added: int
     kept: int
     notes: tuple[str, ...] = ()
+    missing_turns: tuple[str, ...] = ()
+    inserted: int = 0
+    completed_turns: int = 0
 
     def lacks_history(self) -> str | None:
         """Why the agent provably lacks the history after this replay, or ``None``.
 
-        It replayed no message for a session with turns, or far fewer turns than the client
-        holds (fewer than half).
+        It replayed no message for a session with turns, or it left out a completed turn the
+        client holds (one the agent answered to its end: an agent that had it would replay it).
         """
         if self.known_turns == 0:
             return None
         if self.replayed_messages == 0:
             return f"the agent replayed nothing for a session with {self.known_turns} turn(s)"
-        if self.replayed_turns and self.replayed_turns * 2 < self.known_turns:
-            return f"the agent replayed {self.replayed_turns} turn(s) of the {self.known_turns} the client holds"
+        if self.missing_turns:
+            first = " ".join(self.missing_turns[0].split())
+            first = first if len(first) <= 60 else first[:57] + "..."
+            of = max(self.completed_turns, len(self.missing_turns))
+            return (
+                f"the replay lacks {len(self.missing_turns)} of the {of} completed turn(s) the client holds "
+                f"(first: {first!r})"
+            )
         return None
 
 
 def _turns(messages: Iterable[TranscriptMessage]) -> int:
-    return sum(1 for message in messages if message.role == "user" and message.status is not TurnStatus.FAILED)
+    return sum(
+        1
+        for message in messages
+        if message.role == "user" and message.status is not TurnStatus.FAILED and not message.inserted
+    )
+
+
+def _completed(message: TranscriptMessage) -> bool:
+    return message.role == "user" and message.status is TurnStatus.COMPLETE and not message.inserted
 
 
 _MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
@@ -295,9 +328,11 @@ class Transcript:
 
     def text(self) -> str:
         """The current segment as plain text, one ``role: text`` line per message (a prompt the
-        agent refused reads ``user [failed]: text``: it is not an ordinary turn)."""
+        agent refused reads ``user [failed]: text``: it is not an ordinary turn; text the agent put
+        among the replayed prompts reads ``user [inserted]: text``)."""
         return "\n".join(
-            f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}: {message.text}"
+            f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}"
+            f"{' [inserted]' if message.inserted else ''}: {message.text}"
             for message in self.messages
         )
 
@@ -341,7 +376,13 @@ class Transcript:
     def lost_context(self) -> str:
         """The conversation the agent lost (every ``lost`` segment) as plain text, for an app that
         carries it into the new session (empty when nothing was lost)."""
-        lines = [f"{m.role}: {m.text}" for s in self.earlier if s.lost for m in s.messages if m.status != "failed"]
+        lines = [
+            f"{m.role}: {m.text}"
+            for s in self.earlier
+            if s.lost
+            for m in s.messages
+            if m.status != "failed" and not m.inserted
+        ]
         return "\n".join(lines)
 
     # -- turns --------------------------------------------------------------------------------------
@@ -498,7 +539,8 @@ class Transcript:
         if not complete:
             return
         known_turns = self.turns
-        result = reconcile(self.messages, replayed, TranscriptMessage)
+        completed_turns = sum(1 for message in self.messages if _completed(message))
+        result = reconcile(self.messages, replayed, TranscriptMessage, whole=self.dropped == 0)
         self.messages = result.messages
         self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
         replayed_messages = result.matched + result.added
@@ -510,6 +552,9 @@ class Transcript:
             added=result.added,
             kept=result.kept,
             notes=tuple(result.notes),
+            missing_turns=tuple(message.text for message in result.left_out if _completed(message)),
+            inserted=result.inserted,
+            completed_turns=completed_turns,
         )
 
     def _collect(self, kind: Any, update: Any) -> None:

@@ -65,7 +65,7 @@ async def test_a_v2_replay_of_nothing_is_not_continuity() -> None:
         assert session.transcript.text() == "user: one\nagent: echo: one"
 
 
-async def test_a_replay_of_far_fewer_turns_than_the_client_holds_is_not_continuity() -> None:
+async def test_a_replay_that_lacks_completed_turns_is_not_continuity() -> None:
     async with Harness(advertise_status=False, advertise_resume=False) as h:
         session = await h.client.new_session("/a")
         for text in ("one", "two", "three", "four", "five"):
@@ -76,7 +76,9 @@ async def test_a_replay_of_far_fewer_turns_than_the_client_holds_is_not_continui
         h.agent.store.save(attrs.evolve(record, history=record.history[:2]))  # it kept only the first turn
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and not outcome.continuity
-        assert any("replayed 1 turn(s) of the 5" in note for note in outcome.notes)
+        assert any("lacks 4 of the 5 completed turn(s) the client holds (first: 'two')" in n for n in outcome.notes)
+        assert session.transcript.last_replay is not None
+        assert session.transcript.last_replay.missing_turns == ("two", "three", "four", "five")
         assert session.transcript.turns == 5
 
 
