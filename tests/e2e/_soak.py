@@ -41,7 +41,8 @@ Every prompt text is unique.
   (``previous_session_id``); after it the handle's id is the one the app learnt. A session that
   received replayed updates in a recovery must be reported by ``on_replay``.
 * ``transcript``: each finished turn appears exactly once in its session's transcript, in order, a
-  short turn followed by its reply (checked between turns, outside a replay window).
+  short turn followed by its reply, and no message holds two prompts (checked between turns,
+  outside a replay window).
 * ``repeated_state``: no state published twice in a row.
 * ``resources``: client tasks, file descriptors and memory flat (judged on runs of 60 s or more).
 * ``stuck``: the client does not get back to ``connected`` within ``STUCK_AFTER`` seconds.
@@ -604,13 +605,13 @@ class _Soak:
         users = [m.text for m in messages if m.role == "user"]
         # ACP v1 replays carry no message ids: two user prompts with no agent text between them (a
         # turn cut off before its first reply chunk, then the next prompt) come back as one user
-        # message. Each prompt is still counted on its own; the merge is noted, not a violation.
+        # run. The client knows the prompts it sent and splits the run: one message holding two
+        # prompts is a fused turn.
         found = [PROMPT.findall(text) for text in users]
         counts = collections.Counter(prompt for prompts in found for prompt in prompts)
         for text, prompts in zip(users, found, strict=True):
-            if len(prompts) > 1 and ("merged", text) not in session.reported:
-                session.reported.add(("merged", text))
-                self.report.notes["v1 replay merged consecutive user prompts into one message"] += 1
+            if len(prompts) > 1:
+                self._transcript_fault(session, "fused", [text], f"prompts fused into one message: {prompts[:4]}")
         repeated = sorted(text for text, n in counts.items() if n > 1)
         if repeated:
             self._transcript_fault(session, "repeated", repeated, f"turns repeated: {repeated[:3]}")

@@ -151,14 +151,16 @@ def test_a_lost_turn_is_reported_once_not_at_every_later_check() -> None:
     assert len(soak.report.violations) == 1
 
 
-def test_a_v1_replay_merging_two_prompts_is_a_note_not_a_lost_turn() -> None:
+def test_two_prompts_fused_into_one_message_are_caught_once() -> None:
     soak = _soak("a")
     session, handle = soak.sessions[0], soak.handles[0]
     session.finished.append(("/slow s0-2", "long"))
-    handle.transcript.add_user_prompt([TextContent(text="/slow s0-1/slow s0-2")])  # as a v1 replay rebuilds it
+    handle.transcript.add_user_prompt([TextContent(text="/slow s0-1/slow s0-2")])  # a v1 run left unsplit
     soak.check_transcript(session, handle)
-    assert soak.report.violations == []
-    assert sum(soak.report.notes.values()) == 1
+    soak.check_transcript(session, handle)
+    assert [v.detail for v in soak.report.violations] == [
+        "session 0: prompts fused into one message: ['/slow s0-1', '/slow s0-2']"
+    ]
 
 
 def _prompt(text: str, request_id: int = 1) -> dict[str, object]:
