@@ -14,9 +14,9 @@ none at the ends). The rules:
   recorded prompts as a sequence with insertions: the prompts found inside it, at any offset, are
   matched in the recorded order from the prompt the replay is due to bring next (covering as much
   of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
-  as possible), and each becomes a message of its own. What is
-  left over around and between them is *agent-inserted*: a user-role message of its own marked
-  ``inserted``, never a prompt, never fused with one.
+  as possible), and each becomes a message of its own. What is left over around and between them
+  is *agent-inserted*: a user-role message of its own marked ``inserted``, never a prompt, never
+  fused with one. (A run that is two or more prompts run together exactly is simply split.)
 * **Text that holds no recorded prompt** is agent-inserted when all of these hold: the client
   holds prompts; the replay has reached the history the client holds (the client holds the
   conversation from its start, or the replay has already brought back one of its prompts); and the
@@ -27,8 +27,11 @@ none at the ends). The rules:
   prompt (an editor restarted without a store). This is a rule about where the text sits and what
   follows it, not a list of markers: the markers of an agent not seen yet are handled too.
 * **Fused answers are split.** A replayed id-less agent message that runs two or more recorded
-  agent messages together (each one whole, or, for a partial answer the user saw, extended) is
-  split along them, so each completes its own message and no fused copy is added.
+  agent messages together (each one whole, or, for a partial answer the user saw, extended: cut
+  where the next one's text first appears) is split along them, so each completes its own message
+  and no fused copy is added. It is not split when it equals a recorded message due, nor when the
+  next replayed message of its role is one of those messages on its own (then it was one answer,
+  extended).
 * **Matching.** A replayed message matches a recorded one of the same role (and both
   agent-inserted or neither) when both carry the same ``messageId``, or, when either has none, when
   the texts are equal. A recorded agent message the user saw only in part (a partial answer), or a
@@ -45,6 +48,9 @@ none at the ends). The rules:
   keeps the recorded copy; when the agent's text contradicts it (same id, another text that does
   not extend it), the recorded copy wins and the discrepancy is reported in the notes.
 * **What the agent adds is kept**, in the replay's order (its own synthetic messages).
+* **A second replay finds the same partners.** Agent-inserted messages match agent-inserted ones
+  only, a prompt never matches one, and the alignment prefers the same message over a completion,
+  so the next recovery's replay of the same history changes nothing.
 
 Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
 them after the cursor), and for the others only when none of those is in it, up to a total of
@@ -278,7 +284,8 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
     """The recorded prompts found inside ``squeezed``, as ``(prompt index, start, end)``: in the
     recorded order from the cursor, not overlapping, covering as much of the text as possible,
     then skipping as few recorded prompts as possible, then leaving the text around them in as
-    few pieces as possible (the best chain over the occurrences)."""
+    few pieces as possible, then with as few prompts as possible (the best chain over the
+    occurrences)."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
     # The prompts due next first; the rest (within the budget) only when none of those is there.
@@ -306,11 +313,12 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
         return 1 if b - a > 1 or (b - a == 1 and squeezed[a] != " ") else 0
 
     # best[i]: the best chain ending with items[i] as (characters covered, minus the recorded
-    # prompts it skips, minus the pieces of text it leaves, prompts); back[i]: the item before it.
+    # prompts it skips, minus the pieces of text it leaves, minus its prompts: one long prompt
+    # rather than short ones inside it); back[i]: the item before it.
     best: list[tuple[int, int, int, int]] = []
     back: list[int] = []
     for i, (index, start, end) in enumerate(items):
-        score, before = (end - start, cursor - index, -gap(0, start), 1), -1
+        score, before = (end - start, cursor - index, -gap(0, start), -1), -1
         for j in range(i):
             other, _, other_end = items[j]
             if other < index and other_end <= start:
@@ -319,7 +327,7 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
                     covered + end - start,
                     skipped - (index - other - 1),
                     pieces - gap(other_end, start),
-                    count + 1,
+                    count - 1,
                 )
                 if candidate > score:
                     score, before = candidate, j

@@ -407,7 +407,7 @@ class Transcript:
         if start is None:
             return
         start = min(start, len(self.messages))
-        prompt = next((m for m in self.messages[start:] if m.role == "user"), None)
+        prompt = next((m for m in self.messages[start:] if m.role == "user" and not m.inserted), None)
         if prompt is None:
             if status is not TurnStatus.FAILED:
                 return
@@ -419,6 +419,8 @@ class Transcript:
             index = self.messages.index(prompt)
             for message in self.messages[index + 1 :]:
                 if message.role == "user":
+                    if message.inserted:
+                        continue
                     break
                 message.incomplete = True
 

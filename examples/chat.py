@@ -135,7 +135,8 @@ class Output:
         messages = list(handle.transcript.messages)
         self.stream.write(f"● session {handle.session_id}: {len(messages)} messages\n")
         for message in messages:
-            self.stream.write(f"  {message.role}: {message.text}\n")
+            who = "agent (put in its replay)" if message.inserted else message.role
+            self.stream.write(f"  {who}: {message.text}\n")
         self.stream.flush()
 
     @staticmethod
@@ -200,6 +201,8 @@ def history_messages(handle: SessionHandle) -> dict[str, Any]:
                 entry["status"] = message.status.value
             if message.incomplete:
                 entry["incomplete"] = True
+            if message.inserted:
+                entry["inserted"] = True  # the agent's text among the replayed prompts, not the user's
             messages.append(entry)
         segments.append(
             {"sessionId": segment.session_id, "lost": segment.lost, "turns": segment.turns, "messages": messages}
@@ -220,6 +223,8 @@ def history_lines(f: dict[str, Any]) -> list[str]:
             if message.get("incomplete"):
                 marks += " [incomplete]"
             who = "you" if message["role"] == "user" else message["role"]
+            if message.get("inserted"):
+                who = "agent (put in its replay)"  # user-role text the agent added: never shown as "you"
             lines.append(f"  {who}: {message['text']}{marks}")
         if segment["lost"]:
             lines.append(lost_divider(segment["turns"]))

@@ -59,6 +59,29 @@ async def test_after_an_agent_restart_the_replay_is_reconciled_with_the_stored_c
     assert [m.status for m in handle.transcript.messages if m.role == "user"] == [TurnStatus.COMPLETE] * 2
 
 
+async def test_agent_inserted_messages_are_stored_restored_and_never_turns(world: World) -> None:
+    """Text an agent put among its replayed prompts (``"inserted": true`` in the stored form) comes
+    back marked, is not a turn, survives the next save and the next replay; entries without the key
+    (older stores) are ordinary messages."""
+    sid = await two_turns(world)
+    entries = list(world.store.load_transcript(KEY, sid))
+    marker = {"role": "user", "text": "[Request interrupted by user]", "inserted": True}
+    entries.insert(next(i for i, e in enumerate(entries) if e.get("text") == "turn two"), marker)
+    assert world.store.save_transcript(KEY, sid, entries)
+    world.agent.restart()  # the session comes back by replay, reconciled with the stored one
+    side = world.side()
+    await side.client.connect()
+    handle = side.client.session(sid)
+    assert handle.transcript.text() == TWO_TURNS.replace(
+        "\nuser: turn two", "\nuser [inserted]: [Request interrupted by user]\nuser: turn two"
+    )
+    assert handle.transcript.turns == 2 and side.outcomes[0].continuity
+    await handle.prompt("turn three")
+    await side.flush()
+    stored = world.store.load_transcript(KEY, sid)
+    assert [e.get("inserted", False) for e in stored if "role" in e] == [False, False, True, *[False] * 4]
+
+
 async def test_a_session_the_agent_lost_keeps_its_stored_conversation_as_earlier_history(world: World) -> None:
     sid = await two_turns(world)
     world.agent.evict(sid)

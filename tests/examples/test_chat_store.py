@@ -141,3 +141,36 @@ async def test_a_lost_conversation_is_shown_above_a_divider(tmp_path: Path) -> N
 
     lines = Output.describe("history", history)
     assert lines is not None and "--- the agent lost the conversation above (1 turn(s))" in lines
+
+
+def test_text_the_agent_put_in_its_replay_is_shown_as_the_agents() -> None:
+    """claude-agent-acp replays ``[Request interrupted by user]`` among the user's prompts: the
+    history event marks it ``inserted`` and the terminal shows it as the agent's, never as "you"."""
+    from types import SimpleNamespace
+
+    from chat import Output, history_messages
+
+    from acp_client import Transcript, TurnStatus
+    from acp_client._codec import decode_session_update
+    from acp_client.types import TextContent
+
+    transcript = Transcript("s")
+    transcript.begin_turn([TextContent(text="next question")], record=True)
+    transcript.finish_turn(TurnStatus.COMPLETE)
+    transcript.begin_replay()
+    for text in ("[Request interrupted by user]", "next question"):
+        chunk = {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}
+        transcript.apply(decode_session_update(chunk, protocol_version=1))
+    transcript.end_replay()
+    history = history_messages(SimpleNamespace(session_id="s", transcript=transcript))  # type: ignore[arg-type]
+    (segment,) = history["segments"]
+    assert segment["messages"] == [
+        {"role": "user", "text": "[Request interrupted by user]", "inserted": True},
+        {"role": "user", "text": "next question", "status": "complete"},
+    ]
+    lines = Output.describe("history", history)
+    assert lines is not None
+    assert lines.splitlines()[1:] == [
+        "  agent (put in its replay): [Request interrupted by user]",
+        "  you: next question",
+    ]

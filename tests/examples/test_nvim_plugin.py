@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from acp_client import SqliteSessionStore, endpoint_key
 from tests._support import DEADLINE
 from tests.examples._nvim_support import AGENT, NVIM, AgentProcess, Neovim, alive
 
@@ -159,6 +160,36 @@ def test_a_restarted_neovim_shows_the_conversation_again(agent: AgentProcess, ne
     lines = second.wait_for("Agent: echo: and this")
     assert lines.count("You: remember this") == 1
     assert second.messages() == ""
+    _no_trace_left(second)
+
+
+def test_text_the_agent_put_in_its_replay_is_shown_as_the_agents(
+    agent: AgentProcess, neovim: Any, tmp_path: Path
+) -> None:
+    """A stored conversation holding an agent-inserted message (claude-agent-acp replays
+    ``[Request interrupted by user]`` among the prompts): the restored buffer labels it as the
+    agent's, never as the user's."""
+    settings = {"acp_store": str(tmp_path / "sessions.db"), "acp_url": agent.url}
+    first = neovim(settings)
+    first.wait_for("connected to")
+    session = first.info()["session"]
+    first.nvim.command("AcpPrompt remember this")
+    first.wait_for("Agent: echo: remember this")
+    _no_trace_left(first)
+    with SqliteSessionStore(tmp_path / "sessions.db") as store:
+        entries = list(store.load_transcript(endpoint_key(agent.url), session))
+        marker = {"role": "user", "text": "[Request interrupted by user]", "inserted": True}
+        entries.insert(next(i for i, e in enumerate(entries) if e.get("role") == "user"), marker)
+        assert store.save_transcript(endpoint_key(agent.url), session, entries)
+
+    second = neovim(settings)
+    lines = second.wait_for("connected to")
+    assert lines[:4] == [
+        f"── restored from the store: session {session} (3 messages) ──",
+        "Agent (in its replay): [Request interrupted by user]",
+        "You: remember this",
+        "Agent: echo: remember this",
+    ], lines
     _no_trace_left(second)
 
 

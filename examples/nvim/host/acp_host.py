@@ -186,8 +186,13 @@ class Host:
 
     @staticmethod
     def _history(session: SyncSessionHandle) -> list[list[str]]:
-        """The conversation the handle holds (restored from the store after a restart)."""
-        return [[message.role, message.text] for message in session.transcript.messages if message.text]
+        """The conversation the handle holds (restored from the store after a restart); text the
+        agent put among its replayed prompts has the role ``inserted`` (shown as the agent's)."""
+        return [
+            ["inserted" if message.inserted else message.role, message.text]
+            for message in session.transcript.messages
+            if message.text
+        ]
 
     # -- turns (pynvim's loop; never blocks) -------------------------------------------------------------
 

@@ -122,7 +122,8 @@ local function banner(text)
 end
 
 local function message_lines(role, text)
-  local label = role == 'user' and 'You: ' or (role == 'agent' and 'Agent: ' or (role .. ': '))
+  local labels = { user = 'You: ', agent = 'Agent: ', inserted = 'Agent (in its replay): ' }
+  local label = labels[role] or (role .. ': ')
   local lines = vim.split(text, '\n', { plain = true })
   lines[1] = label .. lines[1]
   return lines
