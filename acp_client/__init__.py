@@ -75,6 +75,7 @@ from .handlers import ClientHandlers, FileSystemPolicy, TerminalHandler
 from .retry import RetryPolicy
 from .state import (
     ConnectionState,
+    Continuity,
     OwnershipLost,
     Probe,
     PromptResult,
@@ -159,6 +160,7 @@ __all__ = [
     "ConnectionLost",
     "ConnectionState",
     "Connector",
+    "Continuity",
     "CookieStore",
     "EndpointGroup",
     "FileSystemPolicy",

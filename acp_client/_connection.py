@@ -22,6 +22,7 @@ from . import _jsonrpc
 from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from ._limits import AbandonedIds, IncomingCap
 from ._observe import CallObserver
+from ._tasks import TaskSet
 from .clock import Clock, SystemClock, move_on_after
 from .config import USE_CLIENT_DEFAULT, UseClientDefault
 from .exceptions import (
@@ -124,13 +125,13 @@ class Connection:
         self._pending: dict[RequestId, _Pending] = {}
         self._incoming: dict[RequestId, asyncio.Task[None]] = {}
         self._peer_cancelled: set[RequestId] = set()
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background = TaskSet("a connection", self._crashed)
         self._reader: asyncio.Task[None] | None = None
         self._closed: asyncio.Event = asyncio.Event()
         self._close_cause: TransportError | None = None
         self._abandoned = AbandonedIds()
         self._cap = IncomingCap(
-            max_incoming_requests, send=self._send_quietly, spawn=self._spawn, is_closed=self._closed.is_set
+            max_incoming_requests, send=self._send_quietly, spawn=self._background.spawn, is_closed=self._closed.is_set
         )
 
     # -- state ------------------------------------------------------------------------------------
@@ -176,10 +177,7 @@ class Connection:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-        for task in list(self._background):
-            task.cancel()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._background.aclose()
 
     # -- outgoing -------------------------------------------------------------------------------
 
@@ -279,7 +277,7 @@ class Connection:
         """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
         if self._closed.is_set():
             return
-        self._spawn(self._send_quietly(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id})))
+        self._send_later(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id}))
 
     async def _send_quietly(self, message: _jsonrpc.Message) -> None:
         try:
@@ -287,11 +285,14 @@ class Connection:
         except TransportError as exc:
             logger.debug("could not send %s: %r", describe(message), exc)
 
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+    def _send_later(self, message: _jsonrpc.Message) -> None:
+        self._background.spawn(self._send_quietly(message))
+
+    def _crashed(self, error: BaseException) -> None:
+        """A task of the connection died of a bug: the connection ends (its requests fail)."""
+        cause = TransportClosed(f"connection task crashed: {error!r}")
+        cause.__cause__ = error
+        self._finish(cause)
 
     # -- incoming -------------------------------------------------------------------------------
 
@@ -391,7 +392,7 @@ class Connection:
         except MalformedFrame as exc:
             self._report(exc)
             if "method" in message:  # a broken request: JSON-RPC wants an Invalid Request answer
-                self._spawn(self._send_quietly(_jsonrpc.error_message(None, -32600, f"Invalid request: {exc}")))
+                self._send_later(_jsonrpc.error_message(None, -32600, f"Invalid request: {exc}"))
             return
         if isinstance(item, Notification):
             self._notify(item.method, item.params)
@@ -408,7 +409,7 @@ class Connection:
     def _dispatch_batch(self, batch: list[Any]) -> None:
         if not batch:
             self._report(MalformedFrame("empty JSON-RPC batch", excerpt="[]"))
-            self._spawn(self._send_quietly(_jsonrpc.error_message(None, -32600, "Invalid request: empty batch")))
+            self._send_later(_jsonrpc.error_message(None, -32600, "Invalid request: empty batch"))
             return
         replies: list[dict[str, Any]] = []
         handlers: list[tuple[RequestId, asyncio.Task[Any]]] = []
@@ -432,7 +433,7 @@ class Connection:
             else:
                 self._handle_answer(item)
         if handlers or replies:
-            self._spawn(self._reply_batch(handlers, replies))
+            self._background.spawn(self._reply_batch(handlers, replies))
 
     def _handle_answer(self, item: Response | ErrorResponse) -> None:
         if item.id is None:
@@ -529,7 +530,7 @@ class Connection:
         reply = self._reply_of(request_id, task)
         if reply is None or self._closed.is_set():
             return
-        self._spawn(self._send_quietly(reply))
+        self._send_later(reply)
 
     async def _reply_batch(
         self, handlers: list[tuple[RequestId, asyncio.Task[Any]]], replies: list[dict[str, Any]]

@@ -4,11 +4,10 @@ request, handles what the connection reports (notifications, protocol errors, st
 the steps of a prompt turn.
 
 It talks to its links through :class:`~acp_client._links.Links` only (one supervisor for one
-endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its observers (the session
-store's :class:`~acp_client._persistence.Persistence`) what happens to sessions as events:
-``tracked``, ``forgotten``, ``changed``, ``config_changed``, ``touched``, ``turn_ended``,
-``recovered``. :class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines
-over this.
+endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its
+subscribers (the session store's :class:`~acp_client._persistence.Persistence`, an endpoint
+group's links) what happens to sessions as typed events (:class:`~acp_client._events.SessionEvents`).
+:class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines over this.
 """
 
 from __future__ import annotations
@@ -21,20 +20,25 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ._checks import check_seconds
+from ._client_state import StateMachine
 from ._codec import decode_update_params, from_wire, to_wire
 from ._codec._fast import FAST_UPDATES
 from ._coherence import with_config_options, with_config_value, with_mode, with_model
 from ._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
 from ._delivery import Dispatcher, call_app
+from ._events import SessionEvents
 from ._handshake import initialize
 from ._links import LinkKit, Links, LinksFactory, SingleLink
 from ._lost_again import LostAgain
+from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
+from ._queue import Ticket
 from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
+from ._tasks import TaskSet
 from ._telemetry import instrumentation
 from .clock import Clock, move_on_after
 from .config import Callbacks, QueueOptions, Timeouts
@@ -50,7 +54,7 @@ from .exceptions import (
     TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
-from .location import Location
+from .location import Endpoint, Location
 from .retry import RetryPolicy
 from .state import (
     ConnectionState,
@@ -67,7 +71,7 @@ from .store._bridge import StoreBridge
 from .telemetry import Telemetry
 from .transcript import SegmentStart, TurnStatus
 from .transports._security import check_session_id
-from .transports.base import Connector
+from .transports.base import Connector, TransportInfo
 from .types import (
     CancelNotification,
     ClientCapabilities,
@@ -155,6 +159,7 @@ class Engine:
         rng: random.Random | None,
         keep_transcripts: bool,
         links: LinksFactory | None = None,
+        endpoints: tuple[Endpoint, ...] = (),
         replays_on_resume: bool | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         retry_unsent_prompts: bool = False,
@@ -165,8 +170,8 @@ class Engine:
         self.retry_unsent_prompts = retry_unsent_prompts
         self.carry_lost_context = carry_lost_context
         #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
-        #: cancelled), kept referenced until it ends.
-        self._background: set[asyncio.Future[Any]] = set()
+        #: cancelled).
+        self._background = TaskSet("the client", self.crashed)
         self.max_incoming_requests = max_incoming_requests
         self.proposed_version = self.version = protocol_version
         self.client_info = client_info
@@ -179,6 +184,11 @@ class Engine:
         if callbacks.on_update is not None:
             self.update_listeners.append(callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
+        self._closing = False
+        #: The instances of an endpoint group, in the order given (empty for a single endpoint).
+        self.endpoints = endpoints
+        #: The client's connection state (its links set it).
+        self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
         self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
         self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
@@ -192,7 +202,7 @@ class Engine:
         )
         self._retry, self._rng, self._queue, self.connector = retry, rng, queue, connector
         #: What happens to sessions is told to these (the session store's bookkeeping, if any).
-        self.observers: list[Any] = []
+        self.observers: list[SessionEvents] = []
         # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
         self.telemetry = instrumentation(
             telemetry,
@@ -217,7 +227,9 @@ class Engine:
             queue=queue,
             concurrency=recovery_concurrency,
             supervisor=self.build_supervisor,
-            emit_state=self.emit_state,
+            state=self.client_state,
+            subscribe=self.observers.append,
+            crashed=self.crashed,
             recovered=self.recovered,
             opener=opener(
                 proposed=lambda: self.version,
@@ -266,17 +278,15 @@ class Engine:
             observer=observer,
         )
 
-    def emit(self, event: str, *args: Any, **fields: Any) -> None:
-        """Tell every observer ``event`` (a method of that name, if it has one)."""
+    def emit(self, event: Callable[[SessionEvents], None]) -> None:
+        """Tell every subscriber ``event`` (``lambda o: o.tracked(tracked)``)."""
         for observer in self.observers:
-            handler = getattr(observer, event, None)
-            if handler is not None:
-                handler(*args, **fields)
+            event(observer)
 
     def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
         """A recovery round's outcomes (the "recovered" event); telemetry records them here
         unless a link's recovery episode recorded them already."""
-        self.emit("recovered", outcomes)
+        self.emit(lambda o: o.recovered(outcomes))
         if self.telemetry is not None and not in_episode:
             self.telemetry.recovered(outcomes)
 
@@ -284,11 +294,12 @@ class Engine:
 
     @property
     def state(self) -> ConnectionState:
-        return self.links.state
+        return self.client_state.state
 
     @property
     def closing(self) -> bool:
-        return self.links.closing
+        """Whether the app closed the client (or is closing it)."""
+        return self._closing
 
     @property
     def primary(self) -> Supervisor:
@@ -312,11 +323,32 @@ class Engine:
                 raise
         await self.links.start(restored=restored > 0)
 
-    async def call(self, tracked: Tracked | None, method: str, params: Callable[[], Any], **options: Any) -> Any:
-        """A request for a session (or none), on the link where it lives."""
-        return await (await self.links.link_for(tracked, method)).call(method, params, **options)
+    async def call(
+        self,
+        tracked: Tracked | None,
+        method: str,
+        params: Callable[[], Any],
+        *,
+        idempotent: bool = False,
+        **options: Any,
+    ) -> Any:
+        """A request for a session (or none), on the link where it lives. Its params are built once
+        the link is ready (a recovery it waited for may have renamed the session); an
+        ``idempotent`` one cut off by a drop is sent again, where the session lives then."""
+        ticket = Ticket()  # one admission and one max_age, however many queues it waits in
+        while True:
+            link = await self.links.link_for(tracked, method, ticket)
+            await link.ready(method, ticket)
+            try:
+                return await link.call(method, params(), **options)
+            except ConnectionLost:
+                if not (idempotent and link.retries()):
+                    raise
+                logger.debug("retrying %s after the connection dropped", method)
+                ticket = Ticket()  # a new wait
 
     async def aclose(self) -> None:
+        self._closing = True
         await self.links.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
@@ -357,7 +389,7 @@ class Engine:
     async def opened(self, tracked: Tracked) -> Tracked:
         """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event; with a shared
         store, once its owned record is written (see :meth:`Persistence.stored`)."""
-        self.emit("tracked", tracked)
+        self.emit(lambda o: o.tracked(tracked))
         if self.persistence is not None:
             await self.persistence.stored(tracked)
         return tracked
@@ -367,18 +399,19 @@ class Engine:
         its links let it go."""
         tracked = self.table.get(session_id)
         if tracked is not None:
-            self.emit("forgotten", tracked)
-            self.links.forget(tracked)
+            self.emit(lambda o: o.forgotten(tracked))
         self.table.untrack(session_id)
 
     async def new(self, cwd: str, mcp_servers: tuple[McpServer, ...], extra: tuple[str, ...]) -> Tracked:
         """``session/new`` on the link the links place it on."""
         request = NewSessionRequest(cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
-        supervisor = await self.links.place()
-        result = await supervisor.call("session/new", lambda: self.wire(request))
+        supervisor = await self.links.link_for(None, "session/new")
+        over: list[TransportInfo] = []
+        result = await supervisor.call("session/new", self.wire(request), answered_over=over.append)
         record = Session.from_new(self.decode(NewSessionResponse, result), cwd=cwd)
         tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers, additional_directories=extra)
-        self.links.settle(tracked, supervisor)
+        tracked.held_by(over[-1])
+        self.emit(lambda o: o.settled(tracked, supervisor))
         return await self.opened(tracked)
 
     async def fork(self, session_id: str, cwd: str, mcp_servers: tuple[McpServer, ...]) -> Tracked:
@@ -388,23 +421,26 @@ class Engine:
         request = ForkSessionRequest(session_id=parent, cwd=cwd, mcp_servers=mcp_servers)
         source = self.table.get(parent)
         supervisor = await self.links.link_for(source, "session/fork")
-        result = await supervisor.call("session/fork", lambda: self.wire(request))
+        over: list[TransportInfo] = []
+        result = await supervisor.call("session/fork", self.wire(request), answered_over=over.append)
         record = Session.from_fork(self.decode(ForkSessionResponse, result), cwd=cwd, forked_from=parent)
         tracked = self.table.track(record, cwd=cwd, mcp_servers=mcp_servers)
+        tracked.held_by(over[-1])
         if source is not None:
-            self.links.settle(tracked, supervisor)
+            self.emit(lambda o: o.settled(tracked, supervisor))
         return await self.opened(tracked)
 
     async def list_page(self, cwd: str | Path | None, cursor: str | None) -> SessionPage:
         """One page of ``session/list`` (read-only: retried transparently on a drop)."""
         self.require("session/list")
         request = ListSessionsRequest(cwd=str(cwd) if cwd is not None else None, cursor=cursor)
-        result = await self.primary.call("session/list", lambda: self.wire(request), idempotent=True)
+        result = await self.primary.call("session/list", self.wire(request), idempotent=True)
         response = self.decode(ListSessionsResponse, result)
         return SessionPage(tuple(Session.from_info(info) for info in response.sessions), response.next_cursor)
 
     async def status(self, session_id: str) -> Session:
-        """``session/status``, merged into the tracked record; -32002 is ``Probe.UNKNOWN``."""
+        """``session/status``, merged into the tracked record; "not found" (-32002, or any spelling
+        of it) is ``Probe.UNKNOWN``."""
         self.require("session/status")
         table = self.table
         current = check_session_id(table.current_id(session_id))
@@ -416,8 +452,10 @@ class Engine:
 
         try:
             result = await self.call(table.get(current), "session/status", params, idempotent=True)
-        except SessionNotFound:
-            return Session(session_id=current, status=Probe.UNKNOWN)
+        except RpcError as exc:
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, current):
+                return Session(session_id=current, status=Probe.UNKNOWN)
+            raise
         record = Session.from_status(current, self.decode(SessionStatusResponse, result))
         tracked = table.get(current)
         if tracked is None:
@@ -450,12 +488,13 @@ class Engine:
         )
         if not known:
             tracked.transcript.began = SegmentStart.REPLAYED if replay else SegmentStart.RESUMED
-        link = await self.links.attach(tracked, known=known)
+        link = await self.links.link_for(tracked, method)
+        self.emit(lambda o: o.settled(tracked, link))
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
         answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
-            result = await link.call(method, lambda: self.wire(request), on_answer=answered)
+            result = await link.call(method, self.wire(request), on_answer=answered, answered_over=tracked.held_by)
         except BaseException as exc:
             attach_failed(self.table, tracked, exc)
             if not known:
@@ -500,7 +539,7 @@ class Engine:
             self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
         tracked = self.table.get(self.table.current_id(session_id))
         if tracked is not None:
-            self.emit("config_changed", tracked, config_id, value)
+            self.emit(lambda o: o.config_changed(tracked, config_id, value))
         return options
 
     def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
@@ -512,7 +551,7 @@ class Engine:
     def _changed(self, session_id: str, **fields: Any) -> None:
         tracked = self.table.get(self.table.current_id(session_id))
         if tracked is not None:
-            self.emit("changed", tracked, **fields)
+            self.emit(lambda o: o.changed(tracked, **fields))
 
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
@@ -555,7 +594,7 @@ class Engine:
         await self._previous_turn_ended(tracked)
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, _settle(future))
-        self.emit("touched", tracked)  # the most recently used session from now on
+        self.emit(lambda o: o.touched(tracked))  # the most recently used session from now on
         body = asyncio.ensure_future(self._turn(tracked, turn, future, blocks))
         body.add_done_callback(_retrieve)  # a turn nobody awaits any more (cancelled) ends quietly
         tracked.turn_task = body
@@ -564,7 +603,7 @@ class Engine:
                 return await asyncio.shield(body)
         except asyncio.CancelledError:
             if not body.done():  # the awaiting task was cancelled, not the turn
-                self._spawn(self._cancel_turn(tracked, body))
+                self._background.spawn(self._cancel_turn(tracked, body))
             raise
         assert timeout is not None
         await self._cancel_turn(tracked, body)
@@ -589,7 +628,8 @@ class Engine:
         """``session/cancel`` for ``tracked`` (a notification), on the link where it lives."""
         self.router.cancel_session(tracked.session_id)
         link = await self.links.link_for(tracked, "session/cancel")
-        await link.notify("session/cancel", lambda: self.wire(CancelNotification(session_id=tracked.session_id)))
+        await link.ready("session/cancel")  # the session's id once the link is back
+        await link.notify("session/cancel", self.wire(CancelNotification(session_id=tracked.session_id)))
 
     async def _previous_turn_ended(self, tracked: Tracked) -> None:
         """A turn that was cancelled but not ended yet: wait for it (up to the cancel grace); the
@@ -605,10 +645,11 @@ class Engine:
                 "(session/cancel was sent); try again later"
             )
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    def crashed(self, error: BaseException) -> None:
+        """A task of the engine (or of its store's ownership) died of a bug: every link fails with it."""
+        for supervisor in self.links.supervisors():
+            supervisor.crashed(error)
+        self.links.fail(error)
 
     async def _turn(
         self,
@@ -665,7 +706,7 @@ class Engine:
             turn.done = True
             self.table.turn_status(tracked, turn, TurnStatus.INTERRUPTED)  # unless it ended otherwise
             self.table.end_turn(tracked, turn)
-            self.emit("turn_ended", tracked)
+            self.emit(lambda o: o.turn_ended(tracked))
 
     async def _send_prompt(
         self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]

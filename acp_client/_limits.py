@@ -77,7 +77,7 @@ class IncomingCap:
         limit: int,
         *,
         send: Callable[[_jsonrpc.Message], Awaitable[None]],
-        spawn: Callable[[Awaitable[Any]], asyncio.Task[Any]],
+        spawn: Callable[[Awaitable[Any]], asyncio.Future[Any]],
         is_closed: Callable[[], bool],
     ) -> None:
         check_count("max_incoming_requests", limit)
@@ -88,7 +88,7 @@ class IncomingCap:
         self._count = 0
         self._refusing = False
         self._refusals: collections.deque[dict[str, Any]] = collections.deque()
-        self._sender: asyncio.Task[Any] | None = None
+        self._sender: asyncio.Future[Any] | None = None
 
     def started(self) -> None:
         """A handler started."""

@@ -1,7 +1,8 @@
 """The engine's links: the one seam between the one-link core and what carries its calls.
 
-The engine talks to "its links" through :class:`Links` only: start them, close them, read the
-client's state, find the link for a session, place a new one, attach one the app names. A client
+The engine talks to "its links" through :class:`Links` only: start them, close them, fail them,
+ask where a call goes (a session's, a new session's, one the app attaches) and where a session is
+found. Where sessions live, the links learn from the engine's events. A client
 of one endpoint (a URL or a connector) has :class:`SingleLink`: one supervisor, and every answer
 is that supervisor. A client given an :class:`~acp_client.group.EndpointGroup` (several
 instances of one agent) asks the group for its plan and gets its links from there, through the
@@ -15,21 +16,25 @@ recoverer, clock, options) and the one way to make a supervisor.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
 
 from . import _probing
+from ._client_state import StateMachine
 from ._connection import Connection
+from ._events import SessionEvents
 from ._probing import Opener
+from ._queue import Ticket
 from ._recoverer import Recoverer
 from ._sessions import SessionTable, Tracked
 from ._supervisor import Supervisor
 from .clock import Clock
 from .config import QueueOptions, Timeouts
 from .location import Endpoint, Location
-from .state import ConnectionState, RecoveryOutcome, State
+from .state import ConnectionState, RecoveryOutcome
 from .transports.base import Connector
 from .types import InitializeResponse
 
@@ -63,7 +68,9 @@ class LinkKit:
         queue: How calls wait while their link is down.
         concurrency: How many sessions recover at once.
         supervisor: Makes one link's supervisor.
-        emit_state: Publishes the client's state.
+        state: The client's state (its one publisher).
+        subscribe: Subscribes to the engine's events about sessions.
+        crashed: Fails every link and the client (a background task died of a bug).
         recovered: Told the outcomes of each recovery round (an empty list after a round a drop
             cut off), and whether a link's recovery episode recorded them already (telemetry):
             the engine's "recovered" event.
@@ -78,29 +85,39 @@ class LinkKit:
     queue: QueueOptions
     concurrency: int
     supervisor: SupervisorFactory
-    emit_state: Callable[[ConnectionState], None]
+    state: StateMachine
+    subscribe: Callable[[SessionEvents], None]
+    crashed: Callable[[BaseException], None]
     recovered: Callable[[list[RecoveryOutcome], bool], None]
     opener: Opener
 
+    async def recover_round(
+        self, supervisor: Supervisor, conn: Connection, init: InitializeResponse, **options: Any
+    ) -> list[RecoveryOutcome]:
+        """One link's recovery round (:meth:`Recoverer.recover` with ``options``), then the
+        "recovered" event: every link's, one endpoint or many. A round a drop cut off reports
+        nothing (its finished outcomes are reported by the next round); the link's telemetry
+        episode holds the round."""
+        observer = supervisor.observer
+        reported: list[RecoveryOutcome] = []
+        try:
+            with observer.recovering() if observer is not None else contextlib.nullcontext():
+                reported = await self.recoverer.recover(conn, init, **options)
+                if observer is not None:
+                    observer.recovered(reported)
+        finally:
+            self.recovered(reported, observer is not None)
+        return reported
+
 
 class Links(Protocol):
-    """What the engine needs of its links."""
-
-    @property
-    def state(self) -> ConnectionState:
-        """The client's connection state."""
-
-    @property
-    def closing(self) -> bool:
-        """Whether the app closed the client."""
+    """What the engine asks of its links. Where a session lives, they learn from the engine's
+    events (:class:`~acp_client._events.SessionEvents`: settled, forgotten), as the session
+    store does."""
 
     @property
     def primary(self) -> Supervisor:
         """Where calls that concern no session go."""
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        """The instances of an endpoint group (empty for a single endpoint)."""
 
     @property
     def queued(self) -> int:
@@ -118,20 +135,11 @@ class Links(Protocol):
     async def aclose(self) -> None:
         """Close every link."""
 
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
-        """Where a session's call goes (``None``: no session)."""
-
-    async def place(self) -> Supervisor:
-        """Where a new session goes."""
-
-    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        """``tracked`` now lives behind ``supervisor`` (created or forked there)."""
-
-    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
-        """Where the app's ``session/load`` / ``session/resume`` of ``tracked`` goes."""
-
-    def forget(self, tracked: Tracked) -> None:
-        """The client no longer tracks ``tracked``."""
+    async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
+        """Where a call goes: a session's where it lives (its ``session/load`` / ``session/resume``
+        where it is found, when it lives nowhere yet); a ``session/new`` where a new session is
+        placed; any other to :attr:`primary`. ``ticket``: the call's place in the outage queues,
+        if it waits for the link."""
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
         """The name of the instance ``tracked`` lives on (``None`` for a single endpoint)."""
@@ -152,39 +160,15 @@ class SingleLink:
         self._endpoint = Endpoint(connector.target, connector=connector)
         table = kit.table
         self.supervisor = kit.supervisor(
-            connector, recover=self._recover, on_drop=table.dropped, on_state=kit.emit_state, on_fail=table.closed
+            connector, recover=self._recover, on_drop=table.dropped, on_state=kit.state.set, on_fail=table.closed
         )
 
     async def _recover(self, conn: Connection, init: InitializeResponse) -> None:
-        """One recovery round, then the "recovered" event (none reported when a drop cut it off:
-        the next round reports them)."""
-        observer = self.supervisor.observer
-        reported: list[RecoveryOutcome] = []
-        try:
-            if observer is None:
-                reported = await self._kit.recoverer.recover(conn, init)
-            else:  # the single link's recovery rounds are its telemetry episodes
-                with observer.recovering():
-                    reported = await self._kit.recoverer.recover(conn, init)
-                    observer.recovered(reported)
-        finally:
-            self._kit.recovered(reported, observer is not None)
-
-    @property
-    def state(self) -> ConnectionState:
-        return self.supervisor.state
-
-    @property
-    def closing(self) -> bool:
-        return self.supervisor.closing
+        await self._kit.recover_round(self.supervisor, conn, init)
 
     @property
     def primary(self) -> Supervisor:
         return self.supervisor
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        return ()
 
     @property
     def queued(self) -> int:
@@ -202,30 +186,17 @@ class SingleLink:
     async def aclose(self) -> None:
         await self.supervisor.aclose()
 
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
+    async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
         return self.supervisor
-
-    async def place(self) -> Supervisor:
-        return self.supervisor
-
-    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        pass
-
-    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
-        return self.supervisor
-
-    def forget(self, tracked: Tracked) -> None:
-        pass
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
         return None
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         """The one instance's answer, over the live link if connected (else a link of its own)."""
-        sup, kit = self.supervisor, self._kit
-        live: dict[Endpoint, _probing.Live] = {}
-        if sup.connection is not None and sup.init_result is not None and sup.state.state is State.CONNECTED:
-            live[self._endpoint] = (sup.connection, sup.init_result)
-        settings = _probing.settings([session_id], timeout=timeout, opener=kit.opener, clock=kit.clock, live=live)
-        answers = await _probing.ask(self._endpoint, settings)
-        return Location(session_id, answers, kit.clock.monotonic() - settings.start)
+        kit, live = self._kit, self.supervisor.live()
+        asked = {self._endpoint: live} if live is not None else {}
+        located = await _probing.fan_out(
+            [session_id], [self._endpoint], timeout=timeout, opener=kit.opener, clock=kit.clock, live=asked
+        )
+        return located[session_id]

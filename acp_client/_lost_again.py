@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ._links import Links
-from ._not_found import says_session_not_found
+from ._not_found import quote, says_session_not_found
 from ._recoverer import Answer, Recoverer, capabilities
 from ._sessions import SessionTable, Tracked, Turn
 from .exceptions import ConnectionLost, RpcError, TransportError
@@ -54,7 +54,10 @@ class LostAgain:
         if conn is None:
             return None
         tracked.recovered = False
-        reason = f"{method} answered {error} ({spelling.seen_in}) after a recovery: the agent lost the session"
+        reason = (
+            f"{method}: not found ({quote(error)}, the spelling of {spelling.seen_in}) after a recovery: "
+            "the agent lost the session"
+        )
         outcome = await engine.recoverer.recover_session(
             conn,
             tracked,

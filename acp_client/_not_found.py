@@ -17,7 +17,7 @@ import attrs
 
 from .exceptions import RpcError
 
-__all__ = ["SPELLINGS", "Spelling", "says_session_not_found"]
+__all__ = ["SPELLINGS", "Spelling", "quote", "says_session_not_found"]
 
 
 @attrs.frozen
@@ -30,22 +30,28 @@ class Spelling:
         names_session: The error's ``data`` must name the session (``data.sessionId``, or any
             string in ``data`` that holds the id); without it, an -32602 could be any bad parameter.
         message: A regular expression the message must match (searched, case-insensitively;
-            ``None``: any message). The generic messages (``^invalid params$``) only count
-            together with ``names_session``: a specific message ("session not attached to this
-            connection") is another error.
+            ``None``: any message). The generic messages (``^invalid params$``,
+            ``^internal error$``) only count together with ``names_session`` or ``details``: a
+            specific message ("session not attached to this connection") is another error.
+        details: A regular expression ``data.details`` must match (searched,
+            case-insensitively; ``None``: not looked at), for agents that put the reason there
+            under a generic message.
     """
 
     seen_in: str
     code: int | None = None
     names_session: bool = False
     message: str | None = None
+    details: str | None = None
 
     def matches(self, error: RpcError, session_id: str | None) -> bool:
         if self.code is not None and error.code != self.code:
             return False
         if self.names_session and not _names(error.data, session_id):
             return False
-        return self.message is None or re.search(self.message, str(error.message or ""), re.IGNORECASE) is not None
+        if self.details is not None and not _search(self.details, _details(error)):
+            return False
+        return self.message is None or _search(self.message, error.message)
 
 
 #: Every spelling, in the order they are tried (docs/agents-conformance.md has the wire excerpts).
@@ -67,6 +73,18 @@ SPELLINGS: Final[tuple[Spelling, ...]] = (
         message=r"^internal error$",
     ),
     Spelling(
+        "Zed's claude-agent-acp 0.23.x and claude-code-acp on session/load, session/prompt, session/cancel and "
+        "session/set_mode (-32603 'Internal error', data.details 'Session not found', no id)",
+        code=-32603,
+        message=r"^internal error$",
+        details=r"^\s*session not found\W*$",
+    ),
+    Spelling(
+        "pi-acp 0.0.x (-32602 'Unknown sessionId', no data)",
+        code=-32602,
+        message=r"^unknown sessionid\b",
+    ),
+    Spelling(
         "agentao 0.5.17 on session/load (-32600 \"Session '<id>' not found\"); fast-agent 0.10.48's message",
         message=r"\bsession\b[^.]{0,120}\bnot found\b",
     ),
@@ -80,6 +98,31 @@ SPELLINGS: Final[tuple[Spelling, ...]] = (
         message=r"\binvalid session identifier\b",
     ),
 )
+
+
+def _search(pattern: str, text: object) -> bool:
+    return isinstance(text, str) and re.search(pattern, text, re.IGNORECASE) is not None
+
+
+def _details(error: RpcError) -> object:
+    return error.data.get("details") if isinstance(error.data, dict) else None
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quote(error: BaseException, limit: int = 80) -> str:
+    """An error as a note quotes it: the code and message the agent sent, shortened, with
+    ``data.details`` when the agent put the reason there (``-32602 'Unknown sessionId'``,
+    ``-32603 'Internal error' (details: 'Session not found')``); any other error as its text."""
+    if not isinstance(error, RpcError):
+        return _shorten(str(error), limit)
+    text = f"{error.code} {_shorten(str(error.message or ''), limit)!r}"
+    details = _details(error)
+    if isinstance(details, str) and details:
+        text += f" (details: {_shorten(details, limit)!r})"
+    return text
 
 
 def _names(data: Any, session_id: str | None) -> bool:

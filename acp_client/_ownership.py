@@ -32,14 +32,16 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._delivery import call_app
 from ._recoverer import capabilities
+from ._tasks import TaskSet
 from .clock import Clock
-from .exceptions import SessionStoreError, SessionStoreFenced
-from .state import OwnershipLost
+from .exceptions import AcpError, SessionStoreError, SessionStoreFenced
+from .state import OwnershipLost, RecoveryOutcome
 from .store._bridge import StoreBridge
 from .store.base import Lease, SharedSessionStore, StoredSession
 
 if TYPE_CHECKING:
     from ._delivery import Dispatcher
+    from ._events import SessionEvents
     from ._links import Links
     from ._persistence import Persistence
     from ._recoverer import Recoverer
@@ -64,7 +66,11 @@ class _Host(Protocol):
 
     def untrack(self, session_id: str) -> None: ...
 
-    def emit(self, event: str, *args: Any, **fields: Any) -> None: ...
+    def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None: ...
+
+    def emit(self, event: Callable[[SessionEvents], None]) -> None: ...
+
+    def crashed(self, error: BaseException) -> None: ...
 
 
 __all__ = ["DEFAULT_LEASE_DURATION", "FencedStore", "Ownership", "default_owner"]
@@ -245,7 +251,7 @@ class Ownership:
         self._reported: set[str] = set()
         self._closed = False
         #: Recoveries of sessions the renewal task adopted, running in the background.
-        self._recoveries: set[asyncio.Future[Any]] = set()
+        self._recoveries = TaskSet("session ownership", self._crashed)
         self._adopting = asyncio.Lock()
 
     def bind(self, engine: _Host) -> None:
@@ -369,37 +375,44 @@ class Ownership:
             if not fresh or engine is None or engine.persistence is None:
                 return [record.session_id for record in fresh]
             tracked = await engine.persistence.track_stored(fresh)
-            work = asyncio.gather(*(self._recover(engine, item) for item in tracked))
             if wait:
-                await work
+                await asyncio.gather(*(self._recover(engine, item) for item in tracked))
             else:
-                self._recoveries.add(work)
-                work.add_done_callback(self._recovered)
+                for item in tracked:
+                    self._recoveries.spawn(self._recover(engine, item, quietly=True))
             return [item.session_id for item in tracked]
 
-    def _recovered(self, work: asyncio.Future[Any]) -> None:
-        self._recoveries.discard(work)
-        if not work.cancelled() and work.exception() is not None:
-            logger.error("recovering an adopted session raised", exc_info=work.exception())
+    def _crashed(self, error: BaseException) -> None:
+        """Recovering an adopted session died of a bug: the client fails with it."""
+        if self._engine is not None:
+            self._engine.crashed(error)
 
     @staticmethod
-    async def _recover(engine: _Host, tracked: Tracked) -> None:
+    async def _recover(engine: _Host, tracked: Tracked, *, quietly: bool = False) -> None:
         """An adopted session, recovered through the usual probe → resume / replay / new session
         where it is found, and reported like any recovery (a link that is down recovers it when it
-        is back, in its reconnect's round)."""
+        is back, in its reconnect's round). ``quietly``: a drop or a closed client is logged."""
+        try:
+            await Ownership._recover_now(engine, tracked)
+        except AcpError as exc:
+            if not quietly:
+                raise
+            logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
+
+    @staticmethod
+    async def _recover_now(engine: _Host, tracked: Tracked) -> None:
         record = tracked.stored
         holder = record.lease.owner if record is not None and record.lease is not None else None
         reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
-        link = await engine.links.attach(tracked, known=False)
+        link = await engine.links.link_for(tracked, "session/resume")
+        engine.emit(lambda o: o.settled(tracked, link))
         conn, init = link.connection, engine.init
         if conn is None or init is None:
             return
         caps, where = capabilities(init, engine.version), engine.links.endpoint_of(tracked)
         outcome = await engine.recoverer.recover_session(conn, tracked, caps, endpoint=where, reason=reason)
         await engine.recoverer.report(outcome)
-        engine.emit("recovered", [outcome])
-        if engine.telemetry is not None:
-            engine.telemetry.recovered([outcome])
+        engine.recovered([outcome], False)
 
     # -- losing and releasing ---------------------------------------------------------------------
 
@@ -430,10 +443,10 @@ class Ownership:
             return
         self._closed = True
         task, self._task = self._task, None
-        pending = [*self._recoveries, *([task] if task is not None else [])]
-        for work in pending:
-            work.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._recoveries.aclose()
         try:
             await self.bridge.flush()
             await self.bridge.run(self.fenced.release)

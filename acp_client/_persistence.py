@@ -29,7 +29,7 @@ recovery outcome: new session                 ``save_transcript`` too (the lost 
 ============================================  ====================================================
 
 Writes never raise into the client's flow (the bridge logs a store error and carries on).
-The engine tells it each event (it is one of the engine's observers: ``tracked``, ``forgotten``,
+It subscribes to the engine's :class:`~acp_client._events.SessionEvents` (``tracked``, ``forgotten``,
 ``changed``, ``config_changed``, ``touched``, ``turn_ended``, ``recovered``); the record last
 written is kept on the tracked session (``Tracked.stored``).
 """
@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
 import attrs
 
 from ._conversation import from_entries, to_entries
+from ._events import SessionEvents
 from ._sessions import SessionTable, Tracked
 from .exceptions import InvalidMessage, SessionStoreError
 from .state import Probe, RecoveryOutcome, RecoveryPath
@@ -76,7 +77,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Persistence:
+class Persistence(SessionEvents):
     """Keeps one endpoint's records in a store in step with the session table.
 
     Args:
@@ -280,7 +281,7 @@ class Persistence:
 
     # -- recovery ---------------------------------------------------------------------------------
 
-    def recovered(self, outcomes: Iterable[RecoveryOutcome]) -> None:
+    def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
         """A recovery round ended (or was cut off by a drop): bring the records in step.
 
         A session the recovery re-created under a new id is renamed (whether or not its outcome

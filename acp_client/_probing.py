@@ -5,8 +5,9 @@ A link of its own is opened the one way every link is (:func:`acp_client._openin
 wire log, "not an ACP endpoint" detection, the client's capabilities and identity) by the
 ``opener`` the caller passes, and closed again whatever happens; a slow close never turns an
 answer into a timeout. One instance's failure is an answer (``unreachable``), never an error.
-A single-endpoint client's :meth:`~acp_client.AcpClient.locate` asks its one instance this way; an
-endpoint group asks every instance at once.
+:func:`fan_out` asks every instance at once (a single-endpoint client's
+:meth:`~acp_client.AcpClient.locate` its one): finding ten sessions costs one connect and one
+``initialize`` per instance, not ten.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
+from ._not_found import says_session_not_found
 from .clock import Clock, move_on_after
 from .exceptions import AcpError, CapabilityNotSupported, RequestTimeout, SessionNotFound
-from .location import Endpoint, InstanceAnswer
+from .location import Endpoint, InstanceAnswer, Location
 from .state import Probe
 from .transports.base import Connector
 from .types import (
@@ -33,7 +35,7 @@ from .types import (
     SessionStatusResponse,
 )
 
-__all__ = ["Answers", "Live", "Opener", "Settings", "ask", "close_copy", "settings"]
+__all__ = ["Answers", "Live", "Opener", "Settings", "ask", "close_copy", "fan_out", "settings"]
 
 logger = logging.getLogger("acp_client.locate")
 
@@ -107,9 +109,9 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
         request = to_wire(SessionStatusRequest(session_id=session_id), protocol_version=version)
         try:
             result = await conn.request("session/status", request, timeout=None)
-        except SessionNotFound:
-            return answer(Probe.UNKNOWN)
         except AcpError as exc:
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, session_id):
+                return answer(Probe.UNKNOWN)
             logger.debug("locate: %s gave no usable answer for %s: %s", endpoint, session_id, exc)
             return answer(Probe.UNREACHABLE, error=exc)
         try:
@@ -177,9 +179,9 @@ async def close_copy(endpoint: Endpoint, session_id: str, settings: Settings) ->
                 return False
             request = to_wire(CloseSessionRequest(session_id=session_id), protocol_version=init.protocol_version)
             await conn.request("session/close", request, timeout=None)
-        except SessionNotFound:
-            return True
         except AcpError as exc:
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, session_id):
+                return True
             logger.info("could not close %s on %s: %s", session_id, endpoint, exc)
             return False
         return True
@@ -192,3 +194,39 @@ def settings(
 ) -> Settings:
     """A round of asking that starts now."""
     return Settings(tuple(session_ids), timeout, opener, clock, clock.monotonic(), dict(live))
+
+
+async def fan_out(
+    session_ids: Sequence[str],
+    endpoints: Sequence[Endpoint],
+    *,
+    timeout: float | None,
+    opener: Opener,
+    clock: Clock,
+    live: Mapping[Endpoint, Live],
+) -> dict[str, Location]:
+    """Every endpoint (each carrying its connector) asked at once: one
+    :class:`~acp_client.location.Location` per distinct session id, in the order given (empty for
+    no ids: nothing is connected)."""
+    ids = tuple(dict.fromkeys(session_ids))
+    if not ids:
+        return {}
+    asking = settings(ids, timeout=timeout, opener=opener, clock=clock, live=live)
+    results = await asyncio.gather(*(ask(e, asking) for e in endpoints), return_exceptions=True)
+    per_instance: list[Answers] = []
+    for result in results:
+        if isinstance(result, BaseException):  # not one instance's failure: a bug or a cancellation
+            raise result
+        per_instance.append(result)
+    elapsed = clock.monotonic() - asking.start
+    located = {
+        sid: Location(sid, tuple(answers[index] for answers in per_instance), elapsed) for index, sid in enumerate(ids)
+    }
+    for location in located.values() if logger.isEnabledFor(logging.DEBUG) else ():
+        logger.debug(
+            "located %s in %.3fs: %s",
+            location.session_id,
+            location.elapsed,
+            ", ".join(f"{answer.endpoint}={answer.probe.value}" for answer in location.answers),
+        )
+    return located

@@ -9,8 +9,10 @@
   ``ConnectionLost`` (``may_have_executed=False``).
 
 A single-endpoint client's supervisor releases its queue with the recovered connection; the calls
-of an endpoint group's sessions wait here for the next change of their session's home (each a new
-turn in the queue, under one deadline), so the rule holds with one endpoint and with several.
+of an endpoint group's sessions wait in the group's queue for the next change of their session's
+home, then on their link. A call carries one :class:`Ticket` through every wait: it is admitted
+(``max_size``) once, and ``max_age`` runs from its first wait, so the rule holds once per call,
+with one endpoint and with several.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from .clock import Clock, move_on_at
 from .config import QueueOptions
 from .exceptions import ConnectionLost, QueueFull, TransportClosed
 
-__all__ = ["OutageQueue"]
+__all__ = ["OutageQueue", "Ticket"]
 
 T = TypeVar("T")
 
@@ -36,6 +38,15 @@ class _Waiter(Generic[T]):
     def __init__(self, future: asyncio.Future[T], method: str) -> None:
         self.future = future
         self.method = method
+
+
+class Ticket:
+    """One call's place in the outage queues: when it must have its link (set when first admitted)."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
 
 
 class OutageQueue(Generic[T]):
@@ -56,12 +67,9 @@ class OutageQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._waiters)
 
-    def deadline(self) -> float:
-        """When a request that starts waiting now must have its link."""
-        return self._clock.monotonic() + self.options.max_age
-
-    async def wait(self, method: str, *, deadline: float | None = None) -> T:
-        """Wait for :meth:`release`, at most until ``deadline`` (default: ``max_age`` from now).
+    async def wait(self, method: str, *, ticket: Ticket | None = None) -> T:
+        """Wait for :meth:`release`, at most ``max_age`` from the call's first wait (``ticket``:
+        the call's, if it may wait more than once).
 
         Raises:
             ConnectionLost: Queuing is off, or the wait outlived its deadline.
@@ -71,10 +79,12 @@ class OutageQueue(Generic[T]):
         options = self.options
         if not options.enabled:
             raise ConnectionLost(method, may_have_executed=False)
-        if len(self._waiters) >= options.max_size:
-            raise QueueFull(f"{method}: {len(self._waiters)} requests are already waiting for the connection")
-        if deadline is None:
-            deadline = self.deadline()
+        ticket = ticket or Ticket()
+        deadline = ticket.deadline
+        if deadline is None:  # first admission
+            if len(self._waiters) >= options.max_size:
+                raise QueueFull(f"{method}: {len(self._waiters)} requests are already waiting for the connection")
+            deadline = ticket.deadline = self._clock.monotonic() + options.max_age
         waiter: _Waiter[T] = _Waiter(asyncio.get_running_loop().create_future(), method)
         self._waiters.append(waiter)
         try:

@@ -29,9 +29,9 @@ none at the ends). The rules:
 * **Fused answers are split.** A replayed id-less agent message that runs two or more recorded
   agent messages together (each one whole, or, for a partial answer the user saw, extended: cut
   where the next one's text first appears) is split along them, so each completes its own message
-  and no fused copy is added. It is not split when it equals a recorded message due, nor when the
-  next replayed message of its role is one of those messages on its own (then it was one answer,
-  extended).
+  and no fused copy is added. The run must begin with the first recorded message due that it
+  begins with; it is not split when it equals a recorded message due, nor when the next replayed
+  message of its role is one of those messages on its own (then it was one answer, extended).
 * **Matching.** A replayed message matches a recorded one of the same role (and both
   agent-inserted or neither) when both carry the same ``messageId``, or, when either has none, when
   the texts are equal. A recorded agent message the user saw only in part (a partial answer), or a
@@ -206,13 +206,16 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             out.append(message)
             continue
         text = _squeeze(message.text)
-        if not text and _plain(message):  # blank: only a run of blank prompts as they were sent
-            blanks = _blank_run(message.text, raw, cursor)
+        if not text and _plain(message):  # blank: a blank prompt, or a run of them, as they were sent
+            same = next((i for i in range(cursor, min(len(raw), cursor + _WINDOW)) if raw[i] == message.text), None)
+            blanks = [] if same is not None else _blank_run(message.text, raw, cursor)
             if blanks:
                 result.fused += 1
                 cursor = blanks[-1] + 1
                 out.extend(make("user", None, [TextContent(text=raw[index])]) for index in blanks)
                 continue
+            if same is not None:
+                cursor = same + 1
         indices = where.get(text, ()) if text else ()
         due = bisect.bisect_left(indices, cursor)
         if due < len(indices):  # the next recorded prompt with this text
@@ -390,7 +393,8 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
         extends = -1  # the first recorded message from the cursor on that this one is or extends
         for start in range(cursor, min(len(texts), cursor + _WINDOW)):
             if texts[start][0] and text.startswith(texts[start][0]):
-                extends = start if extends < 0 else extends
+                # Answers run together begin with the first of them: only there is a split tried.
+                extends = start
                 found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
                 following = after[position]
                 if (
@@ -399,8 +403,7 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
                     and any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1]))
                 ):
                     found = None
-                if found is not None:
-                    break
+                break
         if found is None:
             if extends >= 0:
                 cursors[message.role] = extends + 1

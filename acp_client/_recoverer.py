@@ -23,24 +23,24 @@ import asyncio
 import bisect
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
 
-from . import _recovery
+from . import _continuity, _recovery
 from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
 from ._grace import after
-from ._not_found import says_session_not_found
+from ._not_found import quote, says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
 from ._sessions import SessionTable, Tracked
 from .clock import Clock
 from .config import Callbacks, Timeouts
 from .exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, SessionNotFound, TransportError
-from .state import RecoveryContext, RecoveryOutcome
+from .state import Continuity, RecoveryContext, RecoveryOutcome
 from .types import (
     InitializeResponse,
     LoadSessionRequest,
@@ -59,8 +59,10 @@ __all__ = [
     "REPLAY_GRACE",
     "Answer",
     "Recoverer",
+    "Screen",
     "attach_failed",
     "capabilities",
+    "each",
     "open_attach_window",
     "record_after_attach",
 ]
@@ -68,6 +70,7 @@ __all__ = [
 logger = logging.getLogger("acp_client.client")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: How long a replay window stays open after the answer on unordered transports (HTTP).
 REPLAY_GRACE = 0.5
@@ -83,6 +86,12 @@ class Answer:
     probe: Probe
     raw_status: str | None = None
     state: Any = None
+    #: How the answer came (an error quoted as received), for the outcome's notes.
+    note: str | None = None
+
+
+#: Whether a recovery round leaves a session to another routine (see :meth:`Recoverer.recover`).
+Screen = Callable[[Tracked, Answer | None], Awaitable[bool]]
 
 
 _OUTCOME_CALLBACK = {
@@ -170,33 +179,47 @@ class Recoverer:
         # Outcomes of a recovery that a drop cut off, reported first by the next one.
         self._unreported: collections.deque[RecoveryOutcome] = collections.deque()
 
-    async def recover(self, conn: Connection, init: InitializeResponse) -> list[RecoveryOutcome]:
-        """Recover every live tracked session over ``conn`` and report the outcomes (returned too).
+    async def recover(
+        self,
+        conn: Connection,
+        init: InitializeResponse,
+        *,
+        sessions: Sequence[Tracked] | None = None,
+        endpoint: str | None = None,
+        screen: Screen | None = None,
+    ) -> list[RecoveryOutcome]:
+        """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
+        outcomes (returned too), with those of an earlier round a drop cut off.
+
+        Args:
+            conn: The new connection.
+            init: What the agent answered to ``initialize`` on it.
+            sessions: The sessions this round recovers (an endpoint group's link: those living
+                there).
+            endpoint: The instance's name (of an endpoint group), for the contexts and outcomes.
+            screen: ``True`` leaves a session to another routine: asked when a worker reaches it
+                (``None``), then with the probe's answer (an endpoint group moves those its
+                instance does not have in memory).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
-        sessions = self._table.live()
+        sessions = self._table.live() if sessions is None else sessions
         if not sessions:
             return await self._report_unreported()
         caps = capabilities(init, self._version())
-        # ``concurrency`` workers take the sessions in order (not a task per session waiting on a
-        # semaphore: 10,000 sessions would be 10,000 tasks and waiters for the same bound).
-        results: list[RecoveryOutcome | BaseException | None] = [None] * len(sessions)
-        queue = iter(enumerate(sessions))
 
-        async def worker() -> None:
-            for index, tracked in queue:
-                try:
-                    results[index] = await self.recover_session(conn, tracked, caps)
-                except asyncio.CancelledError as exc:  # this worker stops; the others take the rest
-                    results[index] = exc
-                    raise
-                except BaseException as exc:  # kept as a result, as one session's failure
-                    results[index] = exc
+        async def one(tracked: Tracked) -> RecoveryOutcome | None:
+            answer = None  # without a screen, recover_session probes (the outcome's duration counts it)
+            if screen is not None:
+                if await screen(tracked, None):
+                    return None
+                answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
+                if await screen(tracked, answer):
+                    return None
+            return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
 
-        # A cancellation of the recovery itself still propagates (gather passes it on).
-        await asyncio.gather(*(worker() for _ in range(min(self._concurrency, len(sessions)))), return_exceptions=True)
+        results = await each(sessions, self._concurrency, one)
         # What finished is folded into what an earlier, cut-off recovery finished: one report per
         # session, and the app still learns every change of id (two changes stay two reports).
         positions = self._positions()
@@ -268,11 +291,9 @@ class Recoverer:
             request = to_wire(SessionStatusRequest(session_id=previous), protocol_version=version)
             result = await conn.request("session/status", request, timeout=self._timeouts.probe)
             status = from_wire(SessionStatusResponse, result, protocol_version=version)
-        except SessionNotFound:
-            return Answer(Probe.UNKNOWN)
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
-            if says_session_not_found(exc, previous):
-                return Answer(Probe.UNKNOWN)
+            if isinstance(exc, SessionNotFound) or says_session_not_found(exc, previous):
+                return Answer(Probe.UNKNOWN, note=f"session/status: not found ({quote(exc)})")
             logger.info("status probe for %s failed (%s): falling back", previous, exc)
             return Answer(Probe.UNREACHABLE)
         tracked.record = tracked.record.merge(Session.from_status(previous, status))
@@ -308,6 +329,8 @@ class Recoverer:
         probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps, notes = decision.path, decision.steps, decision.notes
+        if answer.note is not None:
+            notes = (answer.note, *notes)
         if reason is not None:
             notes = (reason, *notes)
         decide = self._callbacks().decide_recovery
@@ -350,18 +373,8 @@ class Recoverer:
                 if step is Step.RESUME and tracked.resume_replayed:
                     path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
                 replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
-                continuity = path is not RecoveryPath.NEW_SESSION
-                if path is RecoveryPath.REPLAY:
-                    if tracked.window_timer is not None:  # unordered transport: the replay may still arrive
-                        await self._clock.sleep(REPLAY_GRACE)
-                        self._table.close_window(tracked)
-                    report = tracked.transcript.last_replay
-                    lacks = report.lacks_history() if report is not None else None
-                    if report is not None:
-                        extra = (*extra, *report.notes)
-                    if lacks is not None:
-                        continuity = False
-                        extra = (*extra, f"continuity not claimed: {lacks}")
+                continuity, judged = await self._judge(conn, tracked, path, probe, previous)
+                extra = (*extra, *judged)
                 lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
                 if lost:
                     extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
@@ -384,18 +397,43 @@ class Recoverer:
                 )
             index = _recovery.next_step(steps, index, failure)
             following = steps[index] if index is not None else None
-            detail = str(error)[:160]
+            detail = quote(error) if error is not None else ""
             common["notes"] = (*common["notes"], _recovery.hop_note(step, failure, detail, following))
         self._table.abandon(tracked, previous, error)
         return RecoveryOutcome(
             path=RecoveryPath.ABANDON,
             session_id=None,
-            continuity=False,
+            continuity=Continuity.LOST,
             steps=tuple(history),
             duration=self._clock.monotonic() - start,
             error=error,
             **common,
         )
+
+    async def _judge(
+        self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str
+    ) -> tuple[Continuity, tuple[str, ...]]:
+        """What the evidence lets a recovery that succeeded by ``path`` claim (the table in
+        :mod:`acp_client._continuity`), with the notes that explain it; ``tracked`` is then held
+        by ``conn``'s agent process."""
+        notes: tuple[str, ...] = ()
+        verdict: _continuity.Verdict = (Continuity.LOST, None)
+        if path is RecoveryPath.REPLAY:
+            if tracked.window_timer is not None:  # unordered transport: the replay may still arrive
+                await self._clock.sleep(REPLAY_GRACE)
+                self._table.close_window(tracked)
+            report = tracked.transcript.last_replay
+            if report is not None:
+                notes = report.notes
+            gap = report.lacks_history() if report is not None else None
+            verdict = _continuity.of_replay(checked=report is not None and self._table.keep_transcripts, gap=gap)
+        elif path is RecoveryPath.RESUME:
+            verdict = _continuity.of_resume(probe, held_by=tracked.agent_process, now=conn.transport.info.agent_process)
+        elif tracked.session_id == previous:  # session/new gave the same id back: the agent's own copy, maybe
+            verdict = (Continuity.UNVERIFIED, None)
+        tracked.held_by(conn.transport.info)
+        continuity, why = verdict
+        return continuity, notes if why is None else (*notes, why)
 
     async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> tuple[str, ...]:
         """Run one step; returns notes for the outcome.
@@ -415,9 +453,9 @@ class Recoverer:
             record = Session.from_new(response, cwd=cwd)
             if record.session_id == sid:
                 # The agent kept the session under its id (e.g. its history on disk): continuity is
-                # not claimed, but nothing is wiped either; the next replay or resume decides.
+                # unverified, and nothing is wiped either; the next replay or resume decides.
                 tracked.record = tracked.record.merge(record)
-                return ("session/new returned the same session id: transcript kept, continuity not claimed",)
+                return ("session/new returned the same session id: transcript kept, continuity unverified",)
             self._table.renamed(tracked, record)
             return ()
         replay = step in (Step.LOAD, Step.RESUME_REPLAY)
@@ -447,6 +485,27 @@ class Recoverer:
         return ()
 
 
+async def each(items: Sequence[T], concurrency: int, work: Callable[[T], Awaitable[R]]) -> list[R | BaseException]:
+    """``work`` on every item, by ``concurrency`` workers taking them in order (not a task per item
+    waiting on a semaphore: 10,000 sessions would be 10,000 tasks and waiters for one bound).
+    Returns each item's result, or what it raised; a cancellation of the caller still propagates."""
+    results: list[R | BaseException] = [asyncio.CancelledError()] * len(items)  # until reached
+    queue = iter(enumerate(items))
+
+    async def worker() -> None:
+        for index, item in queue:
+            try:
+                results[index] = await work(item)
+            except asyncio.CancelledError as exc:  # this worker stops; the others take the rest
+                results[index] = exc
+                raise
+            except BaseException as exc:  # kept as a result, as one item's failure
+                results[index] = exc
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))), return_exceptions=True)
+    return results
+
+
 _STRENGTH = {RecoveryPath.RESUME: 0, RecoveryPath.REPLAY: 1, RecoveryPath.NEW_SESSION: 2, RecoveryPath.ABANDON: 3}
 
 
@@ -459,7 +518,8 @@ def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> Recovery
     reported; ``None`` when both renamed the session (the app must learn both ids, in order).
 
     The stronger path wins (a replay that reached the app stays a replay, a new session stays a
-    new session), from the first id to the last, continuity only if both kept it.
+    new session), from the first id to the last, and the weaker continuity of the two
+    (``LOST < UNVERIFIED < KEPT``).
     """
     if _renames(earlier) and _renames(later):
         return None
@@ -468,7 +528,7 @@ def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> Recovery
         path=max(earlier.path, later.path, key=_STRENGTH.__getitem__),
         planned=earlier.planned,
         previous_session_id=earlier.previous_session_id,
-        continuity=earlier.continuity and later.continuity,
+        continuity=earlier.continuity.weaker(later.continuity),
         steps=earlier.steps + later.steps,
         notes=(*earlier.notes, "a drop cut that recovery off before it was reported; then:", *later.notes),
         replayed_updates=earlier.replayed_updates + later.replayed_updates,

@@ -111,9 +111,7 @@ class Route(Generic[E]):
     reason: str = ""
 
 
-def route(
-    answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequence[E] | None = None
-) -> Route[E]:
+def route(answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequence[E] | None = None) -> Route[E]:
     """Decide where one session goes (the first table of the module).
 
     Args:
@@ -182,7 +180,7 @@ class Step(str, enum.Enum):
 class StepFailure(str, enum.Enum):
     """How a step failed, as far as the decision cares."""
 
-    NOT_FOUND = "not_found"  # -32002: the agent does not know the session
+    NOT_FOUND = "not_found"  # the agent does not know the session (-32002, or another spelling of it)
     REFUSED = "refused"  # another JSON-RPC error: try the next option
 
 
@@ -320,9 +318,10 @@ def hop_note(failed: Step, failure: StepFailure, detail: str, following: Step | 
     Args:
         failed: The step that failed.
         failure: How it failed.
-        detail: What the agent said (the error's text), kept short by the caller.
+        detail: What the agent said, as received (its code and message, kept short by the
+            caller: ``-32602 'Unknown sessionId'``).
         following: The next step (``None``: nothing is left, the session is given up).
     """
-    why = "the agent does not know the session (-32002)" if failure is StepFailure.NOT_FOUND else f"refused: {detail}"
+    why = f": not found ({detail})" if failure is StepFailure.NOT_FOUND else f" refused: {detail}"
     then = f"trying {following.value}" if following is not None else "nothing left to try"
-    return f"{failed.value} {why}; {then}"
+    return f"{failed.value}{why}; {then}"

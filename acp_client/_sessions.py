@@ -4,10 +4,9 @@ It is the one per-session table. It holds, per tracked session: the latest
 :class:`~acp_client.types.Session` record, what it takes to re-create it (cwd, MCP servers, extra
 directories), its transcript, the replay or snapshot *window* (updates arriving while a
 ``session/load`` / ``session/resume`` is pending are history, not new activity), the running
-prompt *turn*, the app's subscribers, the record last written to a session store, and where the
-session lives when the client has several links (its *home* link, whether it is *moving*, the
-links it was *left behind* on). The links and the store write those fields; nothing else keeps a
-side table keyed by session.
+prompt *turn*, the app's subscribers, the record last written to a session store, and the typed
+slots of the layers above (an endpoint group keeps where the session lives in one). Nothing keeps
+a side table keyed by session.
 
 The rules it enforces:
 
@@ -42,6 +41,7 @@ from .types import ContentBlock, McpServer, Session, SessionUpdate
 
 if TYPE_CHECKING:
     from .store.base import StoredSession
+    from .transports.base import TransportInfo
 
 __all__ = ["SessionTable", "Tracked", "Turn"]
 
@@ -130,16 +130,17 @@ class Tracked:
         self.recovered = False
         #: The record last written to (or restored from) the session store, if any.
         self.stored: StoredSession | None = None
-        #: The link the session lives on, when the client has several (``None``: not known yet,
-        #: or a single-endpoint client, whose one link is every session's).
-        self.home: Any = None
-        #: The session is being moved to another link: its calls wait.
-        self.moving = False
-        #: Links the session moved off while they were unreachable: they may still hold it in
-        #: memory, and it is closed there before it is attached again (DESIGN.md §5).
-        self.left_behind: set[Any] = set()
-        #: Held while an endpoint group moves the session or closes one of its copies (made there).
-        self.guard: Any = None
+        #: What the layers above the core keep on the session (an endpoint group: where it
+        #: lives), each in its own typed :class:`~acp_client._slots.Slot`.
+        self.slots: dict[object, object] = {}
+        #: The agent process that last attached the session (``TransportInfo.agent_process`` of
+        #: the link that answered its new / load / resume); ``None`` when not known. A resume by
+        #: another process cannot claim continuity (:mod:`acp_client._continuity`).
+        self.agent_process: str | None = None
+
+    def held_by(self, info: TransportInfo) -> None:
+        """The link described by ``info`` attached the session."""
+        self.agent_process = info.agent_process
 
     @property
     def window_open(self) -> bool:

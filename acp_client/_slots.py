@@ -1,20 +1,45 @@
-"""Fast construction of frozen, slotted attrs values on the hot path. Pure.
+"""Slots: fast construction of frozen attrs values, and typed places for a layer's own data. Pure.
 
 attrs' frozen ``__init__`` sets each field through ``object.__setattr__``; a value built once per
 streamed update pays for that every time. :func:`direct_constructor` writes a constructor that
 sets the slots directly, about twice as fast, with the same result.
+
+A :class:`Slot` is where a layer above the core keeps its own data on a core object (an endpoint
+group's placement of a session on the tracked session), typed, without the core knowing its type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import attrs
 
-__all__ = ["direct_constructor"]
+__all__ = ["Slot", "Slotted", "direct_constructor"]
 
 T = TypeVar("T")
+
+
+class Slotted(Protocol):
+    """A core object that carries other layers' data (one entry per :class:`Slot`)."""
+
+    slots: dict[object, object]
+
+
+class Slot(Generic[T]):
+    """One layer's typed place on :class:`Slotted` objects: ``slot(owner)`` is its value there,
+    made by ``make`` on first use."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+
+    def __call__(self, owner: Slotted) -> T:
+        value = owner.slots.get(self)
+        if value is None:
+            value = owner.slots[self] = self._make()
+        return cast(T, value)
 
 
 def direct_constructor(cls: type[T]) -> Callable[..., T]:

@@ -24,6 +24,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from ._client_state import StateMachine
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
     Connection,
@@ -33,7 +34,8 @@ from ._connection import (
 )
 from ._observe import LinkObserver
 from ._opening import open_link
-from ._queue import OutageQueue
+from ._queue import OutageQueue, Ticket
+from ._tasks import TaskSet
 from .clock import Clock, TimerHandle
 from .config import USE_CLIENT_DEFAULT, QueueOptions
 from .exceptions import (
@@ -46,8 +48,8 @@ from .exceptions import (
     TransportError,
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
-from .state import LEGAL_TRANSITIONS, ConnectionState, State
-from .transports.base import Connector
+from .state import ConnectionState, State
+from .transports.base import Connector, TransportInfo
 
 __all__ = ["Supervisor"]
 
@@ -111,7 +113,6 @@ class Supervisor:
         self._recover = recover
         self._policy = policy
         self._clock = clock
-        self._on_state = on_state
         self._on_drop = on_drop
         self._on_fail = on_fail
         self._on_request = on_request
@@ -121,7 +122,7 @@ class Supervisor:
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._rng = rng
-        self._state = ConnectionState(State.CONNECTING)
+        self._machine = StateMachine(on_state)
         self._conn: Connection | None = None
         self._init: Any = None
         self._connected_at = 0.0
@@ -133,7 +134,7 @@ class Supervisor:
         self._queue: OutageQueue[Connection] = OutageQueue(queue, clock)
         self._wake = asyncio.Event()
         self._closing = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet(f"the link to {connector.target}", self.crashed)
         self._failure: BaseException | None = None
         self._crash: BaseException | None = None
         self._drop_cause: str = ""
@@ -144,7 +145,7 @@ class Supervisor:
 
     @property
     def state(self) -> ConnectionState:
-        return self._state
+        return self._machine.state
 
     @property
     def connection(self) -> Connection | None:
@@ -153,6 +154,11 @@ class Supervisor:
     @property
     def init_result(self) -> Any:
         return self._init
+
+    def live(self) -> tuple[Connection, Any] | None:
+        """The connection and what the agent answered to ``initialize`` on it, while connected."""
+        conn, init = self._conn, self._init
+        return (conn, init) if conn is not None and init is not None and self.state.state is State.CONNECTED else None
 
     @property
     def closing(self) -> bool:
@@ -177,18 +183,7 @@ class Supervisor:
     def _set_state(
         self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
     ) -> None:
-        new = ConnectionState(state, attempt, retry_in, cause)
-        old = self._state
-        if new == old or old.is_terminal:
-            return
-        if state not in LEGAL_TRANSITIONS[old.state]:
-            logger.error("illegal state transition %s -> %s ignored", old, new)
-            return
-        self._state = new
-        try:
-            self._on_state(new)
-        except Exception:
-            logger.exception("state listener raised")
+        self._machine.set(ConnectionState(state, attempt, retry_in, cause))
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -217,16 +212,11 @@ class Supervisor:
         if dropped is not None:
             reason = TransportClosed(dropped)
             self._on_drop(reason)
-            self._spawn(self._outage(reason))
+            self._tasks.spawn(self._outage(reason))
             return
         self._install(conn, init)
         self._set_state(State.CONNECTED)
         self._queue.release(conn)
-
-    def fail(self, error: BaseException) -> None:
-        """Fail the client for good with ``error`` (a fatal condition found outside the link)."""
-        self._failure = error
-        self._set_state(State.FAILED, cause=str(error))
 
     async def aclose(self) -> None:
         """Close for good: stop reconnecting, close the link, fail queued requests."""
@@ -236,11 +226,7 @@ class Supervisor:
         self._cancel_suspend_timer()
         self._queue.fail(lambda method: ClientClosed("the client was closed"))
         self._set_state(State.CLOSED, cause="closed by the app")
-        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.aclose()
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.aclose()
@@ -267,23 +253,25 @@ class Supervisor:
         async def die() -> None:
             raise error
 
-        self._spawn(die())
+        self._tasks.spawn(die())
 
     # -- requests ---------------------------------------------------------------------------------
 
     async def call(
         self,
         method: str,
-        params: Callable[[], Any],
+        params: Any,
         *,
         idempotent: bool = False,
         timeout: Any = USE_CLIENT_DEFAULT,
         on_answer: Callable[[], None] | None = None,
+        answered_over: Callable[[TransportInfo], None] | None = None,
     ) -> Any:
         """Send a request on the live connection, waiting out an outage if configured to.
 
-        ``params`` is called at send time, so a request queued during an outage carries the ids
-        the recovery settled on.
+        A caller whose params depend on what a recovery settles (a session's id) builds them
+        after :meth:`ready`. ``answered_over`` is told which link answered (a session attached by
+        the request is held by that link's agent process).
 
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
@@ -292,41 +280,54 @@ class Supervisor:
             RpcError / RequestTimeout / TransportError: From the request itself.
         """
         while True:
-            conn = await self._ready(method)
+            conn = await self.ready(method)
             try:
-                return await conn.request(method, params(), timeout=timeout, on_answer=on_answer)
+                result = await conn.request(method, params, timeout=timeout, on_answer=on_answer)
+                if answered_over is not None:
+                    answered_over(conn.transport.info)
+                return result
             except ConnectionLost as exc:
                 if self._crash is not None:  # an internal task died: say so, not "connection lost"
                     raise ConnectionLost(method, may_have_executed=exc.may_have_executed, cause=self._crash) from exc
-                # Retried after the next recovery, unless made from inside a recovery (it would
-                # wait for the recovery that is waiting for it).
-                retry = idempotent and _RECOVERING_ON.get() is None
-                if retry and self._policy is not None and not self._state.is_terminal and not self._closing:
+                if idempotent and self.retries():
                     logger.debug("retrying %s after the connection dropped", method)
                     continue
                 raise
 
-    async def notify(self, method: str, params: Callable[[], Any]) -> None:
-        """Send a notification on the live connection (queued like requests during an outage)."""
-        conn = await self._ready(method)
-        await conn.notify(method, params())
+    def retries(self) -> bool:
+        """Whether a request the drop cut off may wait for the next recovery and go again: not
+        from inside a recovery (it would wait for the recovery that is waiting for it), nor when
+        there will be none."""
+        here = _RECOVERING_ON.get() is not None
+        return not here and self._policy is not None and not self.state.is_terminal and not self._closing
 
-    async def _ready(self, method: str) -> Connection:
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification on the live connection (queued like requests during an outage)."""
+        conn = await self.ready(method)
+        await conn.notify(method, params)
+
+    async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
+        """The live connection, once there is one: waits out an outage in the outage queue
+        (``ticket``: the call's place there, if it waited already).
+
+        Raises:
+            ConnectionLost / ClientSuspended / ClientClosed / QueueFull: As :meth:`call`.
+        """
         conn = self._conn
-        if conn is not None and not conn.is_closed and self._state.state is State.CONNECTED:
+        if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
         recovering = self._recovering_here()
         if recovering is not None and not recovering.is_closed and not self._closing:
             return recovering  # a recovery callback's own request: waiting would deadlock
-        if self._state.state is State.CLOSED or self._closing:
+        if self.state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
-        if self._state.state is State.FAILED:
+        if self.state.state is State.FAILED:
             raise _failed(self._failure)
         if not self._started:  # never connected: nothing will ever release the queue
             raise ClientClosed("not connected: call connect() first")
         if self._suspended:
             raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
-        return await self._queue.wait(method)
+        return await self._queue.wait(method, ticket=ticket)
 
     def _recovering_here(self) -> Connection | None:
         here = _RECOVERING_ON.get()
@@ -375,32 +376,19 @@ class Supervisor:
         self._conn = conn
         self._init = init
         self._connected_at = self._clock.monotonic()
-        self._spawn(self._watch(conn))
+        self._tasks.spawn(self._watch(conn))
 
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            self._crashed(error)
-
-    def _crashed(self, error: BaseException) -> None:
+    def crashed(self, error: BaseException) -> None:
         """An internal task died of an unexpected error (a bug): fail the client, never hang."""
-        logger.critical("internal task of the client crashed; the client fails", exc_info=error)
-        if self._closing or self._state.is_terminal:
+        if self._closing or self.state.is_terminal:
             return
         self._crash = error
-        self._fail(error)
+        self.fail(error)
         if self._on_fail is not None:
             self._on_fail(_failed(error))
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._spawn(conn.aclose())
+            self._tasks.spawn(conn.aclose())
 
     async def _watch(self, conn: Connection) -> None:
         cause = await conn.wait_closed()
@@ -409,7 +397,7 @@ class Supervisor:
         self._conn = None
         # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
         # in the background, so a slow close never delays the reconnect.
-        self._spawn(conn.aclose())
+        self._tasks.spawn(conn.aclose())
         reason = cause if cause is not None else TransportClosed("connection closed")
         try:
             self._on_drop(reason)
@@ -420,7 +408,7 @@ class Supervisor:
             self._queue.fail(lambda method: ConnectionLost(method, may_have_executed=False, cause=reason))
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
-        self._spawn(self._outage(reason))
+        self._tasks.spawn(self._outage(reason))
 
     # -- the outage -----------------------------------------------------------------------------------
 
@@ -459,7 +447,7 @@ class Supervisor:
 
     def _suspend(self) -> None:
         """The suspend timer: down too long."""
-        if self._state.state is State.RECOVERING:
+        if self.state.state is State.RECOVERING:
             # A live link is being recovered: suspend only if this recovery drops again
             # (suspended cannot lead to connected without another recovery).
             self._suspend_due = True
@@ -468,7 +456,7 @@ class Supervisor:
 
     def _enter_suspension(self) -> None:
         self._suspend_due = False
-        if self._conn is not None or self._closing or self._state.is_terminal:
+        if self._conn is not None or self._closing or self.state.is_terminal:
             return
         self._suspended = True
         logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)
@@ -476,7 +464,7 @@ class Supervisor:
         self._set_state(
             State.SUSPENDED,
             attempt=self._attempts_this_outage or 1,
-            retry_in=self._state.retry_in,
+            retry_in=self.state.retry_in,
             cause="down too long",
         )
 
@@ -485,7 +473,8 @@ class Supervisor:
             self._suspend_timer.cancel()
             self._suspend_timer = None
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
+        """Fail the client for good with ``error``: queued requests fail, nothing reconnects."""
         self._failure = error
         self._cancel_suspend_timer()
         logger.error("giving up on %s: %s", self._connector.target, error)
@@ -523,7 +512,7 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
-                self._fail(exc)
+                self.fail(exc)
                 return
             dropped = await self._recover_link(conn, init)
             if self._closing:  # an app callback closed the client: aclose() could not see this link

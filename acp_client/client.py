@@ -277,7 +277,7 @@ class AcpClient:
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         """The instances of an endpoint group, in the order given (empty for a single endpoint)."""
-        return self._engine.links.endpoints
+        return self._engine.endpoints
 
     async def locate(
         self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
@@ -512,8 +512,9 @@ class AcpClient:
     async def session_status(self, session_id: str) -> Session:
         """``session/status``: is the session in the agent's memory, stored, or unknown?
 
-        An unknown session (-32002) comes back as a :class:`Session` whose ``status`` is
-        ``Probe.UNKNOWN``. Retried transparently on a drop (it has no side effects).
+        An unknown session (-32002, or another agent's spelling of "not found") comes back as a
+        :class:`Session` whose ``status`` is ``Probe.UNKNOWN``. Retried transparently on a drop
+        (it has no side effects).
 
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
@@ -592,7 +593,7 @@ class AcpClient:
             return
         self._engine.router.cancel_session(session_id)
         supervisor = await self._engine.links.link_for(None, "session/cancel")
-        await supervisor.notify("session/cancel", lambda: self._engine.wire(CancelNotification(session_id=session_id)))
+        await supervisor.notify("session/cancel", self._engine.wire(CancelNotification(session_id=session_id)))
 
     async def request(
         self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
@@ -603,11 +604,11 @@ class AcpClient:
         """
         if timeout is not USE_CLIENT_DEFAULT:
             check_seconds("timeout", timeout, optional=True)
-        return await self._engine.primary.call(method, lambda: params, timeout=timeout)
+        return await self._engine.primary.call(method, params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send any notification."""
-        await self._engine.primary.notify(method, lambda: params)
+        await self._engine.primary.notify(method, params)
 
 
 class SessionHandle:

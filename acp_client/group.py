@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ._links import LinksFactory
+from .location import Endpoint
 from .transports.base import Connector
 
 __all__ = ["EndpointGroup", "LinksPlan"]
@@ -35,11 +36,13 @@ class LinksPlan:
             <acp_client.AcpClient.connector>`).
         store_key: The key the client files its sessions under in a session store, when the group
             can name one (``None``: ``session_store_key`` is required).
+        endpoints: The instances (:attr:`AcpClient.endpoints <acp_client.AcpClient.endpoints>`).
     """
 
     build: LinksFactory
     first: Connector
     store_key: str | None
+    endpoints: tuple[Endpoint, ...] = ()
 
 
 @runtime_checkable

@@ -26,6 +26,7 @@ from .types import Probe, Session, SessionUpdate, StopReason, TextContent
 __all__ = [
     "LEGAL_TRANSITIONS",
     "ConnectionState",
+    "Continuity",
     "OwnershipLost",
     "Probe",
     "PromptResult",
@@ -46,6 +47,44 @@ class RecoveryPath(str, enum.Enum):
     REPLAY = "replay"
     NEW_SESSION = "new_session"
     ABANDON = "abandon"
+
+
+class Continuity(str, enum.Enum):
+    """Whether the agent still holds the conversation after a recovery, as far as the evidence
+    shows (:attr:`RecoveryOutcome.continuity`).
+
+    ``KEPT``: proven (a replay that brought back every completed turn the client holds, or a
+    resume by the same live agent process, or one the agent said it kept in memory).
+    ``LOST``: the evidence shows the agent lacks it (a replay missing a completed turn, a new
+    session, a session given up). ``UNVERIFIED``: nothing shows either way (a resume with no
+    probe answer, or after the agent process was restarted).
+
+    ``bool(continuity)`` is ``True`` only for ``KEPT``: ``if outcome.continuity:`` means proven.
+    ``str()`` and f-strings give the value (``"kept"``), as JSON does.
+    The members order from weakest to strongest: ``LOST < UNVERIFIED < KEPT``
+    (:meth:`weaker`).
+    """
+
+    KEPT = "kept"
+    LOST = "lost"
+    UNVERIFIED = "unverified"
+
+    def __bool__(self) -> bool:
+        return self is Continuity.KEPT
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def weaker(self, other: Continuity) -> Continuity:
+        """The weaker of the two claims (``LOST < UNVERIFIED < KEPT``): what two recoveries of one
+        session, reported as one, can still claim."""
+        return min(self, other, key=_CONTINUITY_STRENGTH.__getitem__)
+
+
+_CONTINUITY_STRENGTH = {Continuity.LOST: 0, Continuity.UNVERIFIED: 1, Continuity.KEPT: 2}
 
 
 class State(str, enum.Enum):
@@ -134,10 +173,16 @@ class RecoveryOutcome:
         previous_session_id: The session id before the drop.
         session_id: The id to use from now on (a new one on the new-session path; ``None`` when
             abandoned).
-        continuity: Whether the agent still holds the conversation: a resume, or a replay that
-            brought it back (a load or replay after which the agent provably lacks the history,
-            such as one that replayed nothing for a session with turns, does not count; the
-            notes say why).
+        continuity: Whether the agent still holds the conversation, from evidence only
+            (:class:`Continuity`; docs/conversation.md). A replay (``session/load``, a v2 resume
+            with ``replayFrom``, a resume that replayed) is ``KEPT`` only when it brought back
+            every completed turn the client holds, else ``LOST`` (the notes name what is
+            missing). A resume is ``KEPT`` when the agent's ``session/status`` said the session
+            was active in memory and the process is not known to be a new one, or when the same
+            live agent process held it (and did not say it let go of it); after the agent
+            process was restarted (a stdio agent respawned), or with no such evidence (no
+            probe), it is ``UNVERIFIED`` (the notes say why). A new session and an abandoned one
+            are ``LOST``.
         probe: The normalized probe answer.
         raw_status: The status string on the wire, if any.
         state: The v2 foreground state snapshot, if reported.
@@ -157,7 +202,7 @@ class RecoveryOutcome:
     planned: RecoveryPath
     previous_session_id: str
     session_id: str | None
-    continuity: bool
+    continuity: Continuity = attrs.field(converter=Continuity)  # a bool is refused: say which of the three
     probe: Probe
     raw_status: str | None = None
     state: Any = None

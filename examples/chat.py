@@ -34,7 +34,10 @@ verification (testing only).
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, history (a restored conversation, every segment), update, turn_end (with the turn's
 status), disconnected, reconnect_attempt, recovered, turn_interrupted, status,
-error.
+error. ``recovered`` carries ``continuity``: ``"kept"`` (shown: the agent has the whole
+conversation), ``"lost"`` (a completed turn is missing from its replay, or a new session), or
+``"unverified"`` (nothing showed either way: a resume without a status probe, or by an agent
+process that was restarted), and ``continuityNote``, why, when it is not kept.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     ConnectionState,
+    Continuity,
     Probe,
     PromptResult,
     RecoveryOutcome,
@@ -169,10 +173,11 @@ class Output:
             return f"… reconnecting in {f['delay']:.1f}s (attempt {f['attempt']})"
         if name == "recovered":
             line = "✓ " + recovery_banner(f["path"], f.get("replayed", 0))
+            said = continuity_banner(f)
+            if said is not None:
+                line += f" — {said}"
             if f.get("lostTurns"):
                 line += f"\n{lost_divider(f['lostTurns'])}"
-            elif f.get("continuity") is False and f["path"] != "new_session":
-                line += " (the agent does not have the history: see the notes)"
             return line
         if name == "turn_interrupted":
             return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
@@ -231,6 +236,22 @@ def history_lines(f: dict[str, Any]) -> list[str]:
     return lines
 
 
+def continuity_banner(f: dict[str, Any]) -> str | None:
+    """What a ``recovered`` event's banner says about the agent's memory: only what the evidence
+    shows (``continuity``); ``None`` for a new session that lost the conversation (its divider
+    says so)."""
+    continuity = f.get("continuity")
+    if continuity == "kept":
+        return "the conversation is intact"
+    if continuity == "lost":
+        if f["path"] == "new_session":
+            return None
+        return "continuity lost: the agent does not have the whole conversation (yours is kept)"
+    if "agent process was restarted" in (f.get("continuityNote") or ""):
+        return "continuity unverified: the agent was restarted and could not show it kept the conversation"
+    return "continuity unverified: the agent could not show it kept the conversation"
+
+
 def recovery_banner(path: str, replayed: int = 0) -> str:
     """One line per recovery, naming the path."""
     if path == "resume":
@@ -240,6 +261,14 @@ def recovery_banner(path: str, replayed: int = 0) -> str:
     if path == "new_session":
         return "agent lost the session — started a new one"
     return "could not recover the session"
+
+
+def continuity_note(outcome: RecoveryOutcome) -> dict[str, str]:
+    """``continuityNote``: the outcome's note on why continuity is not kept (none when kept)."""
+    if outcome.continuity is Continuity.KEPT:
+        return {}
+    notes = [note for note in outcome.notes if note.startswith("continuity ")]
+    return {"continuityNote": notes[-1]} if notes else {}
 
 
 class Chat:
@@ -371,7 +400,8 @@ class Chat:
             sessionId=outcome.session_id,
             previousSessionId=outcome.previous_session_id,
             replayed=outcome.replayed_updates,
-            continuity=outcome.continuity,
+            continuity=outcome.continuity.value,
+            **continuity_note(outcome),
             lostTurns=outcome.lost_turns,
             **self._where(outcome.endpoint),
         )
@@ -525,7 +555,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "url", nargs="*", help="ws(s)://, http(s):// or stdio:COMMAND; several: instances of one agent, one pool"
     )
     parser.add_argument("--script", type=Path, help="run the prompts in FILE, one per line")
-    parser.add_argument("--json", action="store_true", help="print JSON events, one per line")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON events, one per line (recovered: path, continuity kept | lost | unverified, ...)",
+    )
     parser.add_argument("--demo", action="store_true", help="run against the bundled agent with injected faults")
     parser.add_argument("--protocol-version", type=int, default=1, choices=(1, 2))
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (testing only)")

@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import chat_store
-from chat import EXIT_GAVE_UP, EXIT_OK, Chat, Output, recovery_banner
+from chat import EXIT_GAVE_UP, EXIT_OK, Chat, Output, continuity_banner, recovery_banner
 
 from acp_client import AcpError, CapabilityNotSupported, ConnectionState, State, UpdateEvent
 from acp_client.types import (
@@ -576,13 +576,18 @@ class TerminalView(Output):
         current = self.chat.handle.session_id if self.chat is not None and self.chat.handle is not None else None
         # A background session's banner names it, and counts its own messages (not the current one's).
         whose = f" of session {session_id}" if current is not None and session_id != current else ""
+        said = continuity_banner(f)
+        kept = f.get("continuity") == "kept"
         if path == "replay":
             handle = self._tracked(session_id)
             messages = len(handle.transcript) if handle is not None else 0
-            text = f"replayed {messages} messages{whose} ({f.get('replayed', 0)} updates) — the conversation is intact"
-            self.banner("✓ " + text, "green")
+            text = f"replayed {messages} messages{whose} ({f.get('replayed', 0)} updates) — {said}"
+            self.banner(("✓ " if kept else "⚠ ") + text, "green" if kept else "yellow")
         elif path == "resume":
-            self.banner("✓ " + recovery_banner(path) + (f" {session_id}" if whose else ""), "green")
+            text = recovery_banner(path) + (f" {session_id}" if whose else "")
+            if not kept:  # a resume the evidence does not prove: say so, never "intact"
+                text += f" — {said}"
+            self.banner(("✓ " if kept else "⚠ ") + text, "green" if kept else "yellow")
         elif path == "new_session":
             lost = f" {f['previousSessionId']}" if whose else ""
             self.banner(

@@ -18,6 +18,8 @@ pytest_plugins = [
     "tests.peers.typescript_sdk",
     # After typescript_sdk, whose cache helpers it imports (so pytest rewrites that module first).
     "tests.peers.real_agents",
+    "tests.peers.claude_agents",
+    "tests.peers.codex_pi_agents",
 ]
 
 

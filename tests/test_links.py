@@ -24,7 +24,7 @@ from acp_client import (
 from acp_client.location import Endpoint
 from acp_client.pool import Pool
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore, inside
-from tests._harness import FAST_RETRY, FLAVOURS, Harness, SwallowAnswer, assert_legal, first_candidate
+from tests._harness import FAST_RETRY, FLAVOURS, VERSIONS, Harness, SwallowAnswer, assert_legal, first_candidate
 
 
 def never_connected(flavour: str, clock: FakeClock) -> AcpClient:
@@ -149,11 +149,13 @@ class Boom(Exception):
     pass
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("flavour", FLAVOURS)
-async def test_a_crashed_link_fails_its_turns_with_that_cause(flavour: str) -> None:
+async def test_a_crashed_link_fails_its_turns_with_that_cause(flavour: str, version: int) -> None:
     """One crash hook for every link: a link whose own task dies of a bug fails the turns of the
-    sessions on it with that cause (nothing hangs), with one endpoint and in a pool."""
-    async with Harness(pool=flavour == "pool") as h:
+    sessions on it with that cause at once (nothing hangs: v1's pending prompt request and v2's
+    running turn alike), with one endpoint and in a pool."""
+    async with Harness(pool=flavour == "pool", protocol_version=version) as h:
         session = await h.client.new_session("/work")
         turn = asyncio.ensure_future(session.prompt("/slow"))
         await h.clock.advance(1.0)
@@ -231,11 +233,12 @@ def on_instance(name: str) -> object:
     return lambda candidates, sessions: next(c for c in candidates if c.name == name)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(("flavour", "where"), [("single", "a"), ("pool", "a"), ("pool", "b")])
-async def test_every_link_has_the_crash_hook(flavour: str, where: str) -> None:
+async def test_every_link_has_the_crash_hook(flavour: str, where: str, version: int) -> None:
     """The crash hook is on every link, not only the first: the link a session lives on crashes,
-    and that session's turn fails with the cause (nothing hangs)."""
-    async with Harness(pool=flavour == "pool", placement=on_instance(where)) as h:
+    and that session's turn fails with the cause at once (nothing hangs)."""
+    async with Harness(pool=flavour == "pool", placement=on_instance(where), protocol_version=version) as h:
         session = await h.client.new_session("/work")
         assert h.client.session(session.session_id).endpoint == (where if flavour == "pool" else None)
         link = await inside(h.client).links.link_for(inside(h.client).table.require(session.session_id), "x")

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from acp_client import RecoveryPath, RpcError
+from acp_client import Continuity, Probe, RecoveryPath, RpcError
 from acp_client._not_found import SPELLINGS, says_session_not_found
 from acp_client.transcript import TurnStatus
 
-from ._harness import VERSIONS, Harness
+from ._harness import FLAVOURS, VERSIONS, Harness
 
 #: Per spelling: the error the agent it names answers for session ``sid``, as seen on the wire
 #: (docs/agents-conformance.md).
@@ -20,10 +20,13 @@ EXAMPLES: dict[str, Callable[[str], RpcError]] = {
     SPELLINGS[0].seen_in: lambda sid: RpcError.from_error(-32002, "Resource not found", {"uri": sid}),  # deepagents
     SPELLINGS[1].seen_in: lambda sid: RpcError.from_error(-32602, "Invalid params", {"sessionId": sid}),  # pydantic
     SPELLINGS[2].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": f"'{sid}'"}),
-    SPELLINGS[3].seen_in: lambda sid: RpcError.from_error(-32600, f"session/load: Session '{sid}' not found"),
-    SPELLINGS[4].seen_in: lambda sid: RpcError.from_error(-32600, "session/load: No sessions directory found"),
-    SPELLINGS[5].seen_in: lambda sid: RpcError.from_error(-32600, f"unknown sessionId: {sid}"),  # agentao
-    SPELLINGS[6].seen_in: lambda sid: RpcError.from_error(-32603, "Invalid session identifier"),
+    # Zed's Claude adapters: the reason in data.details, and no session id anywhere.
+    SPELLINGS[3].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": "Session not found"}),
+    SPELLINGS[4].seen_in: lambda sid: RpcError.from_error(-32602, "Unknown sessionId"),  # pi-acp
+    SPELLINGS[5].seen_in: lambda sid: RpcError.from_error(-32600, f"session/load: Session '{sid}' not found"),
+    SPELLINGS[6].seen_in: lambda sid: RpcError.from_error(-32600, "session/load: No sessions directory found"),
+    SPELLINGS[7].seen_in: lambda sid: RpcError.from_error(-32600, f"unknown sessionId: {sid}"),  # agentao
+    SPELLINGS[8].seen_in: lambda sid: RpcError.from_error(-32603, "Invalid session identifier"),
 }
 
 
@@ -35,6 +38,38 @@ def test_every_spelling_has_an_example() -> None:
 def test_the_spelling_is_recognized(spelling: object) -> None:
     error = EXAMPLES[spelling.seen_in]("sess-1")  # type: ignore[attr-defined]
     assert says_session_not_found(error, "sess-1") is spelling
+
+
+def test_claude_adapters_internal_error_with_session_not_found_details() -> None:
+    """claude-agent-acp 0.23.x and claude-code-acp answer an unknown session on session/load,
+    session/prompt, session/cancel and session/set_mode with -32603 'Internal error' and only
+    ``data.details: "Session not found"``: no session id to match, the details say it."""
+    claude = next(spelling for spelling in SPELLINGS if "claude-agent-acp" in spelling.seen_in)
+    error = RpcError.from_error(-32603, "Internal error", {"details": "Session not found"})
+    assert says_session_not_found(error, "sess-1") is claude
+    assert says_session_not_found(error, None) is claude  # no id needed
+    # Any other internal error is not "not found", whatever else its details say.
+    for details in ("Internal server error", "boom", "Session not found in cache; retry failed", "tool not found"):
+        other = RpcError.from_error(-32603, "Internal error", {"details": details})
+        assert says_session_not_found(other, "sess-1") is None, details
+    assert says_session_not_found(RpcError.from_error(-32603, "Internal error", {"message": "x"}), "s") is None
+    # The details only count under the generic message and code.
+    assert (
+        says_session_not_found(RpcError.from_error(-32603, "Tool failed", {"details": "Session not found"}), "s")
+        is None
+    )
+    assert (
+        says_session_not_found(RpcError.from_error(-32602, "Internal error", {"details": "Session not found"}), "s")
+        is None
+    )
+
+
+def test_pi_acp_unknown_session_id() -> None:
+    """pi-acp answers an unknown session with -32602 'Unknown sessionId' and no data: its own row
+    (the -32602 rows before it need the id in data; agentao's message row would match it too)."""
+    pi = next(spelling for spelling in SPELLINGS if spelling.seen_in.startswith("pi-acp"))
+    assert says_session_not_found(RpcError.from_error(-32602, "Unknown sessionId"), "sess-1") is pi
+    assert says_session_not_found(RpcError.from_error(-32602, "Unknown sessionId"), None) is pi
 
 
 def test_other_errors_are_not_session_not_found() -> None:
@@ -69,7 +104,7 @@ async def test_a_session_lost_after_a_recovery_is_recovered_again_as_unknown(spe
         assert result.stop_reason == "end_turn"  # answered, on the new session
         again = h.outcomes[-1]
         assert again.path is RecoveryPath.NEW_SESSION and again.previous_session_id == old
-        assert again.lost_turns == 1 and not again.continuity
+        assert again.lost_turns == 1 and again.continuity is Continuity.LOST
         assert any(spelling.seen_in in note for note in again.notes)  # type: ignore[attr-defined]
         assert session.session_id != old
         prompts = [m["params"]["sessionId"] for m in h.connector.messages("session/prompt")]
@@ -80,7 +115,6 @@ async def test_a_session_lost_after_a_recovery_is_recovered_again_as_unknown(spe
         assert lost.lost and [m.text for m in lost.messages] == ["one", "echo: one"]
         assert [m.text for m in current.messages] == ["two", "echo: two", "three", "echo: three"]
         assert [m.status for m in current.messages if m.role == "user"] == [TurnStatus.COMPLETE] * 2
-
 
 
 class Answers:
@@ -176,3 +210,43 @@ async def test_a_refused_prompt_whose_new_session_fails_stays_a_failed_turn() ->
             ("one", TurnStatus.COMPLETE),
             ("two", TurnStatus.FAILED),
         ]
+
+
+@pytest.mark.parametrize("status", [True, False], ids=["probed", "not-probed"])
+@pytest.mark.parametrize(
+    ("agent", "quoted"),
+    [
+        ("pi-acp", "-32602 'Unknown sessionId'"),
+        ("claude-agent-acp", "-32603 'Internal error' (details: 'Session not found')"),
+    ],
+)
+async def test_notes_quote_the_code_and_message_the_agent_sent(agent: str, quoted: str, status: bool) -> None:
+    """The outcome's notes say what the agent answered (its code and message), not -32002."""
+    spelling = next(spelling for spelling in SPELLINGS if agent in spelling.seen_in)
+    async with Harness(advertise_status=status) as h:
+        h.agent.not_found_error = EXAMPLES[spelling.seen_in]
+        session = await h.client.new_session("/a")
+        await h.clock.run(session.prompt("one"))
+        h.agent.evict(session.session_id)
+        outcome = await h.drop_and_recover()
+        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST
+        if status:
+            assert f"session/status: not found ({quoted})" in outcome.notes
+        else:
+            assert f"session/resume: not found ({quoted}); trying session/new" in outcome.notes
+        assert not any("-32002" in note for note in outcome.notes), outcome.notes
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("spelling", SPELLINGS, ids=[spelling.seen_in for spelling in SPELLINGS])
+async def test_status_and_locate_read_every_spelling_as_unknown(spelling: object, flavour: str) -> None:
+    """The one table serves ``session_status()`` and the instances' fan-out (``locate``) too."""
+    async with Harness(pool=flavour == "pool") as h:
+        agents = [h.agent] + ([h.other.memory.agent] if h.other is not None else [])
+        for agent in agents:
+            agent.not_found_error = EXAMPLES[spelling.seen_in]  # type: ignore[attr-defined,union-attr]
+        session = await h.client.new_session("/a")
+        h.agent.evict(session.session_id)
+        assert (await h.clock.run(h.client.session_status(session.session_id))).status is Probe.UNKNOWN
+        location = await h.clock.run(h.client.locate(session.session_id))
+        assert [answer.probe for answer in location.answers] == [Probe.UNKNOWN] * len(agents)

@@ -134,7 +134,8 @@ async def test_mode_and_config_are_kept(world: World) -> None:
     await handle.set_mode("architect")
     # What set_config_option() does once the agent said yes (the setter itself lands separately).
     engine = inside(side.client).engine
-    engine.emit("config_changed", engine.table.require(handle.session_id), "effort", "high")
+    tracked = engine.table.require(handle.session_id)
+    engine.emit(lambda o: o.config_changed(tracked, "effort", "high"))
     await side.close()
     record = world.stored()[handle.session_id]
     assert record.mode_id == "architect" and record.config_options == {"effort": "high"}

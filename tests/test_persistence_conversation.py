@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
+from acp_client import Continuity, RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
 from acp_client.store import _schema as schema
 from acp_client.store import sqlite as sqlite_module
 from acp_client.transcript import SegmentStart, TurnStatus
@@ -53,7 +53,7 @@ async def test_after_an_agent_restart_the_replay_is_reconciled_with_the_stored_c
     side = world.side()
     await side.client.connect()
     (outcome,) = side.outcomes
-    assert outcome.path is RecoveryPath.REPLAY and outcome.continuity
+    assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.KEPT
     handle = side.client.session(sid)
     assert handle.transcript.text() == TWO_TURNS  # no duplicate, nothing fused
     assert [m.status for m in handle.transcript.messages if m.role == "user"] == [TurnStatus.COMPLETE] * 2

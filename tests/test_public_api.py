@@ -49,6 +49,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "ConnectionLost",
         "ConnectionState",
         "Connector",
+        "Continuity",
         "CookieStore",
         "EndpointGroup",
         "DEFAULT_INHERITED_ENV",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, Probe, RecoveryFailed, RecoveryPath, State, _recoverer
+from acp_client import AcpClient, Callbacks, Continuity, Probe, RecoveryFailed, RecoveryPath, State, _recoverer
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
 from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal
 
@@ -22,7 +22,10 @@ async def test_resume_path(version: int) -> None:
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.RESUME and outcome.planned is RecoveryPath.RESUME
         assert outcome.probe is Probe.ACTIVE and outcome.raw_status == "active"
-        assert outcome.continuity and outcome.session_id == outcome.previous_session_id == session.session_id
+        # A resume the agent said it kept in memory (active), over a link that cannot name the
+        # agent process (as a network link): continuity is kept.
+        assert outcome.continuity is Continuity.KEPT
+        assert outcome.session_id == outcome.previous_session_id == session.session_id
         assert outcome.steps == (("session/resume", "ok"),)
         if version == 2:
             assert outcome.state is not None and outcome.state.state == "idle"
@@ -53,7 +56,7 @@ async def test_replay_path_marks_replay_and_rebuilds_without_duplicates(version:
         h.agent.restart()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.probe is Probe.INACTIVE
-        assert outcome.continuity and outcome.session_id == session.session_id
+        assert outcome.continuity is Continuity.KEPT and outcome.session_id == session.session_id
         expected_step = "session/load" if version == 1 else "session/resume+replayFrom"
         assert outcome.steps == ((expected_step, "ok"),)
         replayed = h.updates[live_updates:]
@@ -77,7 +80,7 @@ async def test_new_session_path(version: int) -> None:
         h.agent.evict(session.session_id)
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.NEW_SESSION and outcome.probe is Probe.UNKNOWN
-        assert not outcome.continuity
+        assert outcome.continuity is Continuity.LOST
         assert outcome.previous_session_id == session.session_id != outcome.session_id
         assert handle.session_id == outcome.session_id
         assert h.client.session(session.session_id).session_id == outcome.session_id  # old id still resolves
@@ -95,6 +98,11 @@ async def test_without_status_capability_no_probe_is_sent(version: int) -> None:
         session = await h.client.new_session("/work")
         outcome = await h.drop_and_recover()
         assert outcome.probe is Probe.NOT_PROBED and outcome.path is RecoveryPath.RESUME
+        # Resumed, but nothing showed the agent kept the session in memory.
+        assert outcome.continuity is Continuity.UNVERIFIED and not outcome.continuity
+        assert any(
+            note.startswith("continuity unverified: the agent offers no session/status") for note in outcome.notes
+        )
         assert "session/status" not in h.connector.sent_methods()
         assert outcome.notes and "fallback" in outcome.notes[0]
         # Fallback: resume fails with -32002 -> new session.

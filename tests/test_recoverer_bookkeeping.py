@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import attrs
 import pytest
 
-from acp_client import ConnectionLost, Probe, RecoveryPath, RetryPolicy, State, Timeouts
+from acp_client import ConnectionLost, Continuity, Probe, RecoveryPath, RetryPolicy, State, Timeouts
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
 from acp_client.testing import inside
 from acp_client.types import Session, TextContent, UserMessageChunk
 
-from ._harness import Harness, SwallowAnswer
+from ._harness import FLAVOURS, Harness, SwallowAnswer
 
 
 class Cut:
@@ -86,6 +87,25 @@ async def test_a_replay_finished_before_a_sibling_was_cut_off_is_reported_as_a_r
         assert a.transcript.text() == "user: one\nagent: echo: one"
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_resume_finished_before_a_sibling_was_cut_off_is_reported(flavour: str) -> None:
+    """A drop during a recovery round does not lose what the round finished: the session resumed
+    before the drop gets its callback (once, folded with the next round's resume), with one
+    endpoint and in a pool."""
+    async with Harness(pool=flavour == "pool", client_kwargs={"recovery_concurrency": 2}) as h:
+        a = await h.client.new_session("/a")
+        b = await h.client.new_session("/b")
+        cut = Cut(h, "session/resume", a.session_id, b.session_id)
+        h.connector.drop()
+        await cut.cut()
+        assert paths_of(h, a.session_id) == [RecoveryPath.RESUME]
+        assert paths_of(h, b.session_id) == [RecoveryPath.RESUME]
+        resumed = next(o for o in h.outcomes if o.previous_session_id == a.session_id)
+        assert [step for step, _ in resumed.steps] == ["session/resume", "session/resume"]
+        assert any("cut that recovery off" in note for note in resumed.notes)
+        assert resumed in h.client.recovery_outcomes
+
+
 async def test_a_replacement_made_before_a_sibling_was_cut_off_is_reported_once_in_order() -> None:
     async with Harness(client_kwargs={"recovery_concurrency": 2}) as h:
         a = await h.client.new_session("/a")
@@ -122,8 +142,9 @@ async def test_a_replacement_made_before_a_sibling_was_cut_off_is_reported_once_
         assert len(news) == 1  # not replaced twice
 
 
-async def test_every_hop_is_in_the_notes() -> None:
-    async with Harness(advertise_status=False) as h:
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_every_hop_is_in_the_notes(flavour: str) -> None:
+    async with Harness(pool=flavour == "pool", advertise_status=False) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("hello"))
 
@@ -152,8 +173,9 @@ async def test_every_hop_is_in_the_notes() -> None:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-async def test_a_replay_cut_off_in_recovery_keeps_the_history_and_replays_again(version: int) -> None:
-    async with Harness(protocol_version=version) as h:
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_replay_cut_off_in_recovery_keeps_the_history_and_replays_again(flavour: str, version: int) -> None:
+    async with Harness(pool=flavour == "pool", protocol_version=version) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
         await h.clock.run(session.prompt("two"))
@@ -194,19 +216,21 @@ def test_a_window_only_lingering_after_its_answer_is_complete() -> None:
     timer = tracked.window_timer = Timer()
     table.dropped(ConnectionLost("x", may_have_executed=False))
     assert timer.cancelled and not tracked.replay_cut_off
-    assert tracked.transcript.text() == "user: old\nuser: new"  # a replay never deletes what the client held
+    # A replay never deletes what the client held; the unanswered text it brought is the agent's.
+    assert tracked.transcript.text() == "user: old\nuser [inserted]: new"
     # Without the answer, the same drop keeps the old history and flags the session.
     table.open_window(tracked, replay=True)
     table.receive("s", UserMessageChunk(content=TextContent(text="newer")))
     table.dropped(ConnectionLost("x", may_have_executed=False))
-    assert tracked.replay_cut_off and tracked.transcript.text() == "user: old\nuser: new"
+    assert tracked.replay_cut_off and tracked.transcript.text() == "user: old\nuser [inserted]: new"
 
 
 # -- session/new answering the old id (issue 8 item 6) -----------------------------------------------
 
 
-async def test_a_new_session_with_the_same_id_is_reported_and_keeps_the_transcript() -> None:
-    async with Harness() as h:
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_new_session_with_the_same_id_is_reported_and_keeps_the_transcript(flavour: str) -> None:
+    async with Harness(pool=flavour == "pool") as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
         before, old = session.transcript.text(), session.session_id
@@ -224,9 +248,10 @@ async def test_a_new_session_with_the_same_id_is_reported_and_keeps_the_transcri
         h.connector.on_send, h.connector.rewrite = sent, received
         h.agent.evict(old)
         outcome = await h.drop_and_recover()
-        assert outcome.path is RecoveryPath.NEW_SESSION and not outcome.continuity
+        # The agent's own copy may hold the session under that id: nothing shows either way.
+        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.UNVERIFIED
         assert outcome.session_id == outcome.previous_session_id == old == session.session_id
-        assert "session/new returned the same session id: transcript kept, continuity not claimed" in outcome.notes
+        assert "session/new returned the same session id: transcript kept, continuity unverified" in outcome.notes
         assert session.transcript.text() == before
 
 
@@ -253,8 +278,11 @@ async def _failed(h: Harness) -> None:
             return
 
 
-async def test_a_timed_out_step_counts_as_a_refusal() -> None:
-    async with Harness(advertise_status=False, client_kwargs={"timeouts": Timeouts(request=5.0)}) as h:
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_timed_out_step_counts_as_a_refusal(flavour: str) -> None:
+    async with Harness(
+        pool=flavour == "pool", advertise_status=False, client_kwargs={"timeouts": Timeouts(request=5.0)}
+    ) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("hello"))
         SwallowAnswer(h, "session/resume")
@@ -274,7 +302,7 @@ def _outcome(path: RecoveryPath, previous: str, current: str | None, **extra: An
         planned=path,
         previous_session_id=previous,
         session_id=current,
-        continuity=path in (RecoveryPath.RESUME, RecoveryPath.REPLAY),
+        continuity=Continuity.KEPT if path in (RecoveryPath.RESUME, RecoveryPath.REPLAY) else Continuity.LOST,
         probe=Probe.ACTIVE,
         **extra,
     )
@@ -289,11 +317,34 @@ def test_merging_keeps_the_stronger_path_and_every_id_change() -> None:
     resume = _outcome(RecoveryPath.RESUME, "a", "a", steps=(("session/resume", "ok"),))
     merged = merge_outcomes(replay, resume)
     assert merged is not None and merged.path is RecoveryPath.REPLAY and merged.replayed_updates == 3
-    assert merged.steps == (("session/load", "ok"), ("session/resume", "ok")) and merged.continuity
+    assert merged.steps == (("session/load", "ok"), ("session/resume", "ok"))
+    assert merged.continuity is Continuity.KEPT
     renamed = _outcome(RecoveryPath.NEW_SESSION, "a", "b")
     merged = merge_outcomes(renamed, _outcome(RecoveryPath.RESUME, "b", "b"))
     assert merged is not None and (merged.previous_session_id, merged.session_id) == ("a", "b")
-    assert merged.path is RecoveryPath.NEW_SESSION and not merged.continuity
+    assert merged.path is RecoveryPath.NEW_SESSION and merged.continuity is Continuity.LOST
     assert merge_outcomes(renamed, _outcome(RecoveryPath.NEW_SESSION, "b", "c")) is None
     abandoned = merge_outcomes(resume, _outcome(RecoveryPath.ABANDON, "a", None))
     assert abandoned is not None and abandoned.path is RecoveryPath.ABANDON
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "merged"),
+    [
+        (Continuity.KEPT, Continuity.KEPT, Continuity.KEPT),
+        (Continuity.KEPT, Continuity.UNVERIFIED, Continuity.UNVERIFIED),
+        (Continuity.UNVERIFIED, Continuity.KEPT, Continuity.UNVERIFIED),
+        (Continuity.UNVERIFIED, Continuity.LOST, Continuity.LOST),
+        (Continuity.LOST, Continuity.KEPT, Continuity.LOST),
+        (Continuity.LOST, Continuity.UNVERIFIED, Continuity.LOST),
+    ],
+)
+def test_merging_claims_the_weaker_continuity(first: Continuity, second: Continuity, merged: Continuity) -> None:
+    """Two recoveries reported as one claim no more than the weaker of them: LOST < UNVERIFIED < KEPT."""
+    from acp_client._recoverer import merge_outcomes
+
+    earlier = attrs.evolve(_outcome(RecoveryPath.REPLAY, "a", "a"), continuity=first)
+    later = attrs.evolve(_outcome(RecoveryPath.RESUME, "a", "a"), continuity=second)
+    result = merge_outcomes(earlier, later)
+    assert result is not None and result.continuity is merged
+    assert bool(result.continuity) is (merged is Continuity.KEPT)

@@ -127,8 +127,10 @@ def test_later_answers(
         assert calls[0] is first and succeeded is decision.steps[1]
     if succeeded is not None:
         assert path_of(succeeded, version) is (
-            RecoveryPath.RESUME if succeeded is Step.RESUME
-            else RecoveryPath.NEW_SESSION if succeeded is Step.NEW
+            RecoveryPath.RESUME
+            if succeeded is Step.RESUME
+            else RecoveryPath.NEW_SESSION
+            if succeeded is Step.NEW
             else RecoveryPath.REPLAY
         )
 
@@ -172,8 +174,8 @@ def test_refusal_never_skips_a_step_that_keeps_the_conversation(version: int) ->
 def test_hop_notes_name_the_step_the_reason_and_what_follows() -> None:
     note = hop_note(Step.RESUME, StepFailure.REFUSED, "Method not found (-32601)", Step.LOAD)
     assert note == "session/resume refused: Method not found (-32601); trying session/load"
-    note = hop_note(Step.LOAD, StepFailure.NOT_FOUND, "unknown", Step.NEW)
-    assert "-32002" in note and note.endswith("trying session/new")
+    note = hop_note(Step.LOAD, StepFailure.NOT_FOUND, "-32602 'Unknown sessionId'", Step.NEW)
+    assert note == "session/load: not found (-32602 'Unknown sessionId'); trying session/new"
     assert hop_note(Step.NEW, StepFailure.REFUSED, "boom", None).endswith("nothing left to try")
 
 

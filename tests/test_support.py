@@ -39,6 +39,8 @@ ALLOWED_SLEEPS = {
     ),
     ("tests/peers/deepagents_acp_agent.py", "EchoChatModel._astream"): "an agent told to stream slowly",
     ("tests/peers/fake_openai.py", "_Handler._stream"): "a model told to stream slowly",
+    ("tests/peers/fake_anthropic.py", "_Handler._stream"): "a model told to stream slowly",
+    ("tests/peers/fake_responses.py", "_Handler._stream"): "a model told to stream slowly",
     ("tests/peers/fast_agent_tools.py", "wait"): "a tool that waits as asked",
     ("tests/peers/pydantic_acp_agent.py", "build_model.stream_function"): "a model told to stream slowly",
     ("tests/peers/python_sdk.py", "_ServerProcess._wait_ready"): (

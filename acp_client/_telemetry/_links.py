@@ -38,7 +38,7 @@ def _outcome_attributes(outcome: RecoveryOutcome) -> dict[str, Any]:
         n.RECOVERY_PATH: outcome.path.value,
         n.RECOVERY_PLANNED_PATH: outcome.planned.value,
         n.RECOVERY_PROBE: outcome.probe.value,
-        n.RECOVERY_CONTINUITY: outcome.continuity,
+        n.RECOVERY_CONTINUITY: outcome.continuity.value,
         n.RECOVERY_REPLAYED: outcome.replayed_updates,
         n.PREVIOUS_SESSION_ID: outcome.previous_session_id,
     }
@@ -77,7 +77,7 @@ def record_outcomes(
                 span.set_status(Status(StatusCode.ERROR, "the session was abandoned"))
             span.end(end_time=now)
             path = {n.RECOVERY_PATH: outcome.path.value}
-            instruments.recoveries.add(1, {**path, n.RECOVERY_CONTINUITY: outcome.continuity})
+            instruments.recoveries.add(1, {**path, n.RECOVERY_CONTINUITY: outcome.continuity.value})
             instruments.recovery_duration.record(outcome.duration, path)
         except Exception:
             logger.debug("telemetry: could not record a recovery outcome", exc_info=True)

@@ -35,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from .. import _probing
 from .._checks import check_seconds
 from .._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from .._opening import opener
@@ -46,7 +47,6 @@ from ..state import Probe
 from ..transports.base import Connector, Transport
 from ..types import ClientCapabilities, Implementation
 from ._client import Pool
-from ._locate import fan_out
 from ._placement import FewestSessions, PlacementFunction, RoundRobin, placement_policy
 
 __all__ = [
@@ -154,7 +154,7 @@ async def locate_many(
         timeout=None,  # each instance's whole exchange is bounded by ``timeout``
     )
     with_connectors = [attrs.evolve(e, connector=_connector(e, options)) for e in targets]
-    return await fan_out(session_ids, with_connectors, timeout=timeout, opener=open_one, clock=clock, live={})
+    return await _probing.fan_out(session_ids, with_connectors, timeout=timeout, opener=open_one, clock=clock, live={})
 
 
 class _Unusable:

@@ -52,7 +52,8 @@ class Pool:
 
     endpoints: tuple[Endpoint, ...] = attrs.field(converter=_endpoints)
     placement: PlacementFunction = attrs.field(
-        default="round_robin", converter=placement_policy  # type: ignore[assignment]  # a name becomes its policy
+        default="round_robin",
+        converter=placement_policy,  # type: ignore[assignment]  # a name becomes its policy
     )
     failover_delay: float = attrs.field(default=10.0, validator=field_check(check_seconds))
 
@@ -65,4 +66,4 @@ class Pool:
             return PoolLinks(kit, endpoints, connectors, placement=placement, failover_delay=delay)
 
         keyed = all(e.connector is None for e in endpoints)
-        return LinksPlan(build, connectors[0], pool_key(e.url for e in endpoints) if keyed else None)
+        return LinksPlan(build, connectors[0], pool_key(e.url for e in endpoints) if keyed else None, endpoints)

@@ -32,24 +32,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import attrs
 
-from .. import _recovery
 from .._connection import Connection
-from .._observe import LinkObserver
+from .._links import LinkKit
 from .._probing import Live
-from .._recoverer import Answer, Recoverer, capabilities
-from .._sessions import SessionTable, Tracked
-from ..clock import Clock
+from .._recoverer import Answer, capabilities, each
+from .._sessions import Tracked
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind
 from ..state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
 from ..types import InitializeResponse
-from ._link import Link
+from ._link import Link, placed
 from ._placement import PlacementFunction
 
 
@@ -70,6 +68,9 @@ class _Links(Protocol):
     def spawn(self, coro: Any) -> None: ...
 
     def session_counts(self) -> dict[Endpoint, int]: ...
+
+    @property
+    def kit(self) -> LinkKit: ...
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection: ...
 
@@ -98,45 +99,21 @@ class Failover:
     home does not have them or stays away (told by its :class:`~acp_client.pool._links.PoolLinks`).
 
     Args:
-        links: The client's links.
-        table: The client's sessions.
-        recoverer: Probes and runs the steps of one session over one connection.
+        links: The client's links (and the engine's parts: their ``kit``).
         placement: Where a new session goes.
         failover_delay: Seconds a home may stay unreachable before its sessions move.
-        concurrency: How many sessions recover at once.
-        clock: Time source.
-        version: The negotiated protocol version.
-        probe_timeout: Seconds each instance gets to answer a fan-out.
-        recovered: Told the outcomes reported after each recovery round at home and each
-            round of moves (an empty list after a round a drop cut off): the engine's
-            "recovered" event.
     """
 
-    def __init__(
-        self,
-        links: _Links,
-        *,
-        table: SessionTable,
-        recoverer: Recoverer,
-        placement: PlacementFunction,
-        failover_delay: float,
-        concurrency: int,
-        clock: Clock,
-        version: Callable[[], int],
-        probe_timeout: float,
-        recovered: Callable[[list[RecoveryOutcome], bool], None],
-    ) -> None:
+    def __init__(self, links: _Links, *, placement: PlacementFunction, failover_delay: float) -> None:
+        kit = links.kit
         self.links = links
-        self._recovered = recovered
+        self._recovered = kit.recovered  # the engine's "recovered" event, once per round of moves
         self._sweeper: asyncio.Future[None] | None = None
-        self._table = table
-        self._recoverer = recoverer
+        self._table, self._recoverer, self._clock, self._version = kit.table, kit.recoverer, kit.clock, kit.version
         self._placement = placement
         self._failover_delay = failover_delay
-        self._concurrency = concurrency
-        self._clock = clock
-        self._version = version
-        self._probe_timeout = probe_timeout
+        self._concurrency = kit.concurrency
+        self._probe_timeout = kit.timeouts.probe
 
     def closing(self) -> None:
         for link in self.links.links:
@@ -145,7 +122,7 @@ class Failover:
     # -- drops and recovery at home -------------------------------------------------------------------
 
     def _sessions_of(self, link: Link) -> list[Tracked]:
-        return [t for t in self._table.live() if t.home is link and not t.moving]
+        return [t for t in self._table.live() if placed(t).home is link and not placed(t).moving]
 
     def state_changed(self, link: Link, state: ConnectionState) -> None:
         """The failover timer runs from the drop until the link is connected again (a recovery
@@ -168,8 +145,8 @@ class Failover:
     def failed(self, link: Link, error: BaseException) -> None:
         """The link's supervisor crashed (the crash hook of every link): its sessions' turns fail
         with ``error``; the sessions move once the link's state says it failed."""
-        for tracked in self._sessions_of(link):
-            if tracked.turn is not None:
+        for tracked in self._table.live():  # moving ones too: the failed state may have started their move
+            if placed(tracked).home is link and tracked.turn is not None:
                 tracked.turn.finish(error)
 
     def _arm(self, link: Link) -> None:
@@ -201,63 +178,41 @@ class Failover:
         self.links.publish()
         self.links.spawn(self._failover(sessions, link, reason))
 
-    async def recover(
-        self, link: Link, conn: Connection, init: InitializeResponse, *, observer: LinkObserver | None = None
-    ) -> None:
-        """The home link is back: recover its sessions there; those the home does not know move.
-        ``observer``: the link's telemetry, told the round's outcomes (its episode's children)."""
+    async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
+        """The home link is back: recover its sessions there (the core's recovery round); those
+        the home does not have in memory move."""
         await self._close_left_here(link, conn, init)
-        sessions = self._sessions_of(link)
-        if not sessions:
-            return
-        version = self._version()
-        caps = capabilities(init, version)
-        semaphore = asyncio.Semaphore(self._concurrency)
-        elsewhere: list[Tracked] = []
+        assert link.supervisor is not None
+        moved: list[Tracked] = []
 
-        async def one(tracked: Tracked) -> RecoveryOutcome | None:
-            async with semaphore:
-                if tracked.moving:
-                    return None
-                if tracked.left_behind:
+        async def elsewhere(tracked: Tracked, answer: Answer | None) -> bool:
+            where = placed(tracked)
+            if answer is None:  # a moving session is not this round's; a copy elsewhere is closed first
+                if not where.moving and where.left_behind:
                     await self._close_elsewhere(tracked, link)
-                answer: Answer | None = None
-                if _recovery.should_probe(caps):
-                    answer = await self._recoverer.probe(conn, tracked)
-                    # Not in memory here: another instance may have it active, so ask them all.
-                    if answer.probe in (Probe.UNKNOWN, Probe.INACTIVE) and len(self.links.links) > 1:
-                        elsewhere.append(tracked)
-                        tracked.moving = True  # out of this link's hands before anything else
-                        return None
-                return await self._recoverer.recover_session(
-                    conn, tracked, caps, answer=answer, endpoint=link.endpoint.name
-                )
+                return where.moving
+            if answer.probe not in (Probe.UNKNOWN, Probe.INACTIVE) or len(self.links.links) < 2:
+                return False
+            moved.append(tracked)  # not in memory here: another instance may have it active
+            where.moving = True  # out of this link's hands before anything else
+            return True
 
-        results = await asyncio.gather(*(one(tracked) for tracked in sessions), return_exceptions=True)
-        for result in results:
-            if isinstance(result, ConnectionLost | TransportError | asyncio.CancelledError):
-                _moving(elsewhere, False)
-                self._store([])  # a session renamed before the drop is renamed in the store too
-                raise result
-            if isinstance(result, BaseException):
-                logger.error("recovering a session raised", exc_info=result)
-        reported = [result for result in results if isinstance(result, RecoveryOutcome)]
-        for outcome in reported:
-            await self._recoverer.report(outcome)
-        if observer is not None:
-            observer.recovered(reported)
-        self._store(reported, in_episode=observer is not None)
-        if elsewhere:
+        sessions, name = self._sessions_of(link), link.endpoint.name
+        try:
+            await self.links.kit.recover_round(
+                link.supervisor, conn, init, sessions=sessions, endpoint=name, screen=elsewhere
+            )
+        except BaseException:
+            _moving(moved, False)
+            raise
+        if moved:
             self.links.publish()
-            self.links.spawn(self._failover(elsewhere, link, f"not in memory on {link.endpoint}"))
-
-    def _store(self, outcomes: list[RecoveryOutcome], *, in_episode: bool = False) -> None:
-        self._recovered(outcomes, in_episode)
+            self.links.spawn(self._failover(moved, link, f"not in memory on {link.endpoint}"))
 
     # -- sessions without a home (restored from a store) ------------------------------------------------
 
     def homeless(self) -> list[Tracked]:
-        return [t for t in self._table.live() if t.home is None]
+        return [t for t in self._table.live() if placed(t).home is None]
 
     async def adopt(self, *, patient: bool = True) -> None:
         """Find the sessions tracked without a home — restored from a store: the client does not
@@ -300,7 +255,7 @@ class Failover:
                 home.failed_moves += 1
                 self._arm(home)
         finally:
-            self._give_back([t for t in sessions if t.moving])
+            self._give_back([t for t in sessions if placed(t).moving])
 
     async def _place_located(
         self, sessions: list[Tracked], home: Link | None, reason: str, *, patient: bool = False
@@ -309,7 +264,6 @@ class Failover:
         no instance could take now (``patient``: and those it would replay or replace while an
         instance is unreachable)."""
         located = await self.links.locate_many([t.session_id for t in sessions])
-        semaphore = asyncio.Semaphore(self._concurrency)
         retry: list[Tracked] = []
         reported: list[RecoveryOutcome] = []
 
@@ -318,14 +272,16 @@ class Failover:
             if patient and location.unreachable and location.route().kind is not RouteKind.RESUME:
                 retry.append(tracked)
                 return
-            async with semaphore, self._guard(tracked):
+            async with placed(tracked).guard:
                 if not await self._move_one(tracked, home, location, reason, reported):
                     retry.append(tracked)
 
         try:
-            await asyncio.gather(*(one(tracked) for tracked in sessions))
+            failed = [r for r in await each(sessions, self._concurrency, one) if isinstance(r, BaseException)]
+            if failed:
+                raise failed[0]
         finally:  # once per round, not per session: the store goes over every record each time
-            self._store(reported)
+            self._recovered(reported, False)
         return retry
 
     def _give_back(self, sessions: list[Tracked]) -> None:
@@ -343,7 +299,7 @@ class Failover:
         marked: they are closed when their link comes back, or by the sweep."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
-        marked = tracked.left_behind
+        marked = placed(tracked).left_behind
         if location is None and marked:
             location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
         if location is None:
@@ -365,40 +321,35 @@ class Failover:
         their link is back, or by a sweep every ``failover_delay``."""
         if not links:
             return
-        tracked.left_behind.update(links)
+        placed(tracked).left_behind.update(links)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.ensure_future(self._sweep())
             self.links.spawn(self._sweeper)
 
     def _unmark(self, tracked: Tracked, link: Link) -> None:
         """``link`` no longer holds a copy of ``tracked`` (closed, or it is the session's home)."""
-        tracked.left_behind.discard(link)
+        placed(tracked).left_behind.discard(link)
 
     async def _sweep(self) -> None:
         """Every ``failover_delay``, close the copies still left behind — over the instance's live
         link, or a connection of its own (the client may keep no link there, or one waiting out
         its backoff) — until none is left. Each session under its guard: a move cannot attach it
         there meanwhile."""
-        while not self.links.closing and any(t.left_behind for t in self._table):
+        while not self.links.closing and any(placed(t).left_behind for t in self._table):
             await self._clock.sleep(self._failover_delay)
-            pending = [(t, link) for t in self._table for link in list(t.left_behind)]
+            pending = [(t, link) for t in self._table for link in list(placed(t).left_behind)]
             for tracked, link in pending:
-                async with self._guard(tracked):
-                    still = link in tracked.left_behind
+                async with placed(tracked).guard:
+                    still = link in placed(tracked).left_behind
                     if still and await self.links.close_copy(link, tracked.session_id):
                         self._unmark(tracked, link)
-
-    def _guard(self, tracked: Tracked) -> asyncio.Lock:
-        """Held while a session moves, and while a sweep closes one of its copies."""
-        guard: asyncio.Lock | None = tracked.guard
-        if guard is None:
-            guard = tracked.guard = asyncio.Lock()
-        return guard
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The link is back: close the sessions that moved off it while it was away."""
         for tracked in list(self._table):
-            if link in tracked.left_behind and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
+            if link in placed(tracked).left_behind and await self.links.close_copy(
+                link, tracked.session_id, over=(conn, init)
+            ):
                 logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
                 self._unmark(tracked, link)
 
@@ -459,11 +410,11 @@ class Failover:
             logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
             return False
         if outcome.path is not RecoveryPath.ABANDON:
-            tracked.home = target
+            placed(tracked).home = target
         if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY):  # who may still hold it: closed once back
             away = [self.links.link(e) for e in location.unreachable]
             self._mark(tracked, away if home is None else [home] if home in away else [])  # home unknown: any
-        tracked.moving = False
+        placed(tracked).moving = False
         self.links.notify()
         self.links.publish()
         note = (
@@ -482,4 +433,4 @@ class Failover:
 
 def _moving(sessions: list[Tracked], moving: bool) -> None:
     for tracked in sessions:
-        tracked.moving = moving
+        placed(tracked).moving = moving

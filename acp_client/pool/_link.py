@@ -1,4 +1,5 @@
-"""One link of a pool: an instance, its supervisor (none until first needed), its last state."""
+"""One link of a pool: an instance, its supervisor (none until first needed), its last state; and
+where each session lives (its :class:`Placement`, kept in the session's :func:`placed` slot)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import asyncio
 
 import attrs
 
-from .._probing import Live
+from .._slots import Slot
 from .._supervisor import Supervisor
 from ..clock import TimerHandle
 from ..location import Endpoint
 from ..state import ConnectionState, State
 from ..transports.base import Connector
 
-__all__ = ["Link", "live_of"]
+__all__ = ["Link", "Placement", "placed"]
 
 
 class Link:
@@ -48,9 +49,20 @@ class Link:
         return self.supervisor is not None and not self.state.is_terminal
 
 
-def live_of(link: Link) -> Live | None:
-    """The link's connection and what its instance answered to ``initialize``, when connected."""
-    sup = link.supervisor
-    if link.connected and sup is not None and sup.connection is not None and sup.init_result is not None:
-        return sup.connection, sup.init_result
-    return None
+@attrs.define(eq=False)
+class Placement:
+    """Where a session lives in the pool."""
+
+    #: The link it lives on (``None``: not known yet, e.g. restored from a store).
+    home: Link | None = None
+    #: It is being moved to another link: its calls wait.
+    moving: bool = False
+    #: Links it moved off while they were unreachable: they may still hold it in memory, and it
+    #: is closed there before it is attached again (DESIGN.md §5).
+    left_behind: set[Link] = attrs.Factory(set)
+    #: Held while the session moves, and while a sweep closes one of its copies.
+    guard: asyncio.Lock = attrs.Factory(asyncio.Lock)
+
+
+#: A session's placement (see :class:`~acp_client._slots.Slot`).
+placed: Slot[Placement] = Slot(Placement)

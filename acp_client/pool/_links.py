@@ -4,15 +4,17 @@ implementation of :class:`acp_client._links.Links`.
 One link per instance — a :class:`~acp_client._supervisor.Supervisor` over that instance's
 connector (the client's cookie store shared by all), started when first needed — and the client's
 state as the aggregate of its links. Where each session lives (its *home*), whether it is
-*moving* and the links it was *left behind* on are fields of the tracked session itself. The
-recovery across instances is this module's :class:`~acp_client.pool._failover.Failover`, which
-it owns and tells what each link does.
+*moving* and the links it was *left behind* on are its :class:`~acp_client.pool._link.Placement`,
+kept in the session's slot; the links learn where sessions settle, and which are forgotten, from
+the engine's events. The recovery across instances is this module's
+:class:`~acp_client.pool._failover.Failover`, which it owns and tells what each link does.
 
-Calls for a session wait here, in the one outage queue (:class:`~acp_client._queue.OutageQueue`:
-``QueueOptions.max_size`` and ``max_age`` hold as with one endpoint), while the session moves or
-its home reconnects: after a move they go to the new home.
+Calls for a session wait here (:class:`~acp_client._queue.OutageQueue`: ``QueueOptions.max_size``
+and ``max_age`` hold once per call, as with one endpoint), while the session moves or its home
+reconnects: after a move they go to the new home.
 
-The client's state is the aggregate of the links that matter (those homing a session, or else
+The client's state (published by the engine's one :class:`~acp_client._client_state.StateMachine`)
+is the aggregate of the links that matter (those homing a session, or else
 the first one started that has not failed): ``connected`` when all of them are, ``recovering``
 while sessions move, else the state of the first one that is not connected — its own state, with
 its own attempt number and delay from the retry policy. Nothing is invented. A link whose state
@@ -21,8 +23,8 @@ recovered elsewhere (a move: ``recovering``), so the client follows that link's 
 sequence (``reconnecting → recovering → connected``) instead of jumping. A home whose link gave
 up (``failed``) while no instance could take its sessions makes the client ``suspended``: the
 attempt is the number of failovers that found no instance, ``retry_in`` the time until the next.
-A transition that is still not legal (``connected`` while a move starts: the links are up, the
-moving sessions' calls wait) is held until the next legal one.
+A transition that is not legal (``connected`` while a move starts: the links are up, the moving
+sessions' calls wait) is held by the state machine until the next legal one.
 """
 
 from __future__ import annotations
@@ -34,28 +36,32 @@ from typing import Any
 
 from .. import _probing
 from .._connection import Connection
+from .._events import SessionEvents
 from .._links import LinkKit
 from .._probing import Live
-from .._queue import OutageQueue
+from .._queue import OutageQueue, Ticket
 from .._sessions import Tracked
 from .._supervisor import Supervisor
+from .._tasks import TaskSet
 from ..clock import move_on_after
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
 from ..location import Endpoint, Location, RouteKind
-from ..state import LEGAL_TRANSITIONS, ConnectionState, State
+from ..state import ConnectionState, State
 from ..transports.base import Connector
 from ._failover import Failover
-from ._link import Link, live_of
-from ._locate import fan_out
+from ._link import Link, placed
 from ._placement import PlacementFunction
 
 __all__ = ["PoolLinks"]
 
 logger = logging.getLogger("acp_client.reconnect")
 
+#: The app's calls that attach a session where it is found (when it lives nowhere yet).
+_ATTACHING = frozenset({"session/load", "session/resume"})
 
-class PoolLinks:
+
+class PoolLinks(SessionEvents):
     """The links of a client facing several instances (see the module docstring).
 
     Args:
@@ -76,45 +82,26 @@ class PoolLinks:
         failover_delay: float,
     ) -> None:
         self.links = [Link(endpoint, connector) for endpoint, connector in zip(endpoints, connectors, strict=True)]
-        self._kit = kit
+        self.kit = kit
+        kit.subscribe(self)  # where sessions live: settled, forgotten
         self._placement = placement
         self._table = kit.table
         self._clock = kit.clock
         self._probe_timeout = kit.timeouts.probe
         self._waiting: OutageQueue[None] = OutageQueue(kit.queue, kit.clock, waiting_for="still recovering")
-        self._state = ConnectionState(State.CONNECTING)
         #: The link whose state the client shows while it is not connected (it keeps mattering).
         self._shown: Link | None = None
         self._changed = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("the endpoint group", kit.crashed)
         self._closing = False
         self._started = False
-        self._failover = Failover(
-            self,
-            table=kit.table,
-            recoverer=kit.recoverer,
-            placement=placement,
-            failover_delay=failover_delay,
-            concurrency=kit.concurrency,
-            clock=kit.clock,
-            version=kit.version,
-            probe_timeout=kit.timeouts.probe,
-            recovered=kit.recovered,
-        )
+        self._failover = Failover(self, placement=placement, failover_delay=failover_delay)
 
     # -- state ----------------------------------------------------------------------------------------
 
     @property
-    def state(self) -> ConnectionState:
-        return self._state
-
-    @property
     def closing(self) -> bool:
         return self._closing
-
-    @property
-    def endpoints(self) -> tuple[Endpoint, ...]:
-        return tuple(link.endpoint for link in self.links)
 
     @property
     def queued(self) -> int:
@@ -131,9 +118,9 @@ class PoolLinks:
 
     def publish(self) -> None:
         """The aggregate state: the links that matter, the first one not connected decides."""
-        if self._state.is_terminal:
+        if self.kit.state.state.is_terminal:
             return
-        homed = {id(tracked.home) for tracked in self._table if tracked.home is not None}
+        homed = {id(placed(tracked).home) for tracked in self._table if placed(tracked).home is not None}
         # A link being started (or whose start failed) does not count yet.
         started = [link for link in self.links if link.supervisor is not None and link.starting is None]
         fallback = [link for link in started if not link.state.is_terminal][:1]
@@ -143,14 +130,14 @@ class PoolLinks:
             relevant.append(shown)  # still the link the client shows: it follows it back
         if not relevant:
             return
-        if any(tracked.moving for tracked in self._table):
+        if any(placed(tracked).moving for tracked in self._table):
             self._shown = None  # its sessions are being recovered elsewhere: that is what the client shows
-            self._set(ConnectionState(State.RECOVERING))
+            self.kit.state.set(ConnectionState(State.RECOVERING))
             return
         waiting = [link for link in relevant if link.state.state is not State.CONNECTED]
         if not waiting:
             self._shown = None
-            self._set(ConnectionState(State.CONNECTED))
+            self.kit.state.set(ConnectionState(State.CONNECTED))
             return
         link = waiting[0]
         new = link.state
@@ -161,60 +148,35 @@ class PoolLinks:
             attempt = max(1, link.failed_moves)
             new = ConnectionState(State.SUSPENDED, attempt=attempt, retry_in=retry_in, cause=new.cause)
         self._shown = link
-        self._set(new)
-
-    def _set(self, new: ConnectionState) -> None:
-        old = self._state
-        if new == old or old.is_terminal:
-            return
-        if old.state is State.SUSPENDED and new.state is State.RECONNECTING:  # still down: say so
-            new = ConnectionState(State.SUSPENDED, new.attempt, new.retry_in, new.cause)
-        if new.state is old.state and new.attempt == old.attempt:
-            return  # the same attempt, seen again (a state follows itself only with another attempt)
-        if new.state not in LEGAL_TRANSITIONS[old.state]:
-            return  # held until the next legal state (e.g. connected while a move starts)
-        self._publish(new)
-
-    def _publish(self, new: ConnectionState) -> None:
-        self._state = new
-        self._kit.emit_state(new)
+        self.kit.state.set(new)
 
     def fail(self, error: BaseException) -> None:
-        """The client cannot go on (no instance answered, or its store cannot be read)."""
-        self._set(ConnectionState(State.FAILED, cause=str(error)))
+        """The client cannot go on (no instance answered, its store cannot be read, a bug)."""
+        self._waiting.fail(lambda method: ClientClosed(f"the client failed: {error}"))
+        self.kit.state.set(ConnectionState(State.FAILED, cause=str(error)))
 
     def close(self) -> None:
         """Mark the pool closed (before its links close)."""
         self._closing = True
         self._failover.closing()
-        self._set(ConnectionState(State.CLOSED, cause="closed by the app"))
+        self.kit.state.set(ConnectionState(State.CLOSED, cause="closed by the app"))
         self.notify()
 
     async def aclose(self) -> None:
         self.close()
-        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.aclose()
         for link in self.links:
             if link.supervisor is not None:
                 await link.supervisor.aclose()
 
     def spawn(self, coro: Any) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+        self._tasks.spawn(coro)
 
     async def _warm(self, link: Link) -> None:
         try:
             await self.ensure(link)
         except AcpError as exc:
             logger.debug("no link to %s yet: %s", link.endpoint, exc)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("pool task failed", exc_info=task.exception())
 
     # -- links ------------------------------------------------------------------------------------------
 
@@ -228,12 +190,7 @@ class PoolLinks:
         failover = self._failover
 
         async def recover(conn: Connection, init: Any) -> None:
-            observer = link.supervisor.observer if link.supervisor is not None else None
-            if observer is None:
-                await failover.recover(link, conn, init)
-                return
-            with observer.recovering():  # the link's round is a part of its outage's episode
-                await failover.recover(link, conn, init, observer=observer)
+            await failover.recover(link, conn, init)
 
         def on_state(state: ConnectionState) -> None:
             link.state = state
@@ -248,9 +205,7 @@ class PoolLinks:
             failover.failed(link, error)
 
         link.state = ConnectionState(State.CONNECTING)
-        return self._kit.supervisor(
-            link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail
-        )
+        return self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -309,12 +264,12 @@ class PoolLinks:
         self._started = True
         homeless = self._failover.homeless() if restored else []
         for tracked in homeless:  # their calls wait, and the first state published is recovering
-            tracked.moving = True
+            placed(tracked).moving = True
         try:
             await self._start_first()
         finally:
             for tracked in homeless:
-                tracked.moving = False
+                placed(tracked).moving = False
         if homeless:  # where each one is now: one fan-out, then a recovery where the route says
             await self._failover.adopt()
 
@@ -349,7 +304,7 @@ class PoolLinks:
 
     def live(self) -> dict[Endpoint, Live]:
         """The connected links with what their instance answered to ``initialize``."""
-        return {link.endpoint: live for link in self.links if (live := live_of(link)) is not None}
+        return {link.endpoint: live for link in self.links if link.supervisor and (live := link.supervisor.live())}
 
     async def place_link(self) -> Link:
         """Where a new session goes: the policy's choice among the instances, connected; an
@@ -366,7 +321,7 @@ class PoolLinks:
                 raise AcpError(f"the placement policy chose {chosen!r}, which is not a candidate")
             link = self.link(chosen)
             try:
-                await self.ensure(link, wait=self._kit.queue.max_age)
+                await self.ensure(link, wait=self.kit.queue.max_age)
             except ClientClosed:
                 raise
             except AcpError as exc:
@@ -380,12 +335,13 @@ class PoolLinks:
     def session_counts(self) -> dict[Endpoint, int]:
         counts = {link.endpoint: 0 for link in self.links}
         for tracked in self._table.live():
-            if tracked.home is not None:
-                counts[tracked.home.endpoint] += 1
+            home = placed(tracked).home
+            if home is not None:
+                counts[home.endpoint] += 1
         return counts
 
     def home(self, tracked: Tracked) -> Link:
-        home: Link | None = tracked.home
+        home = placed(tracked).home
         return home if home is not None else self.links[0]
 
     # -- the Links protocol ------------------------------------------------------------------------------
@@ -394,50 +350,48 @@ class PoolLinks:
         if not self._started and not self._closing:
             raise ClientClosed("not connected: call connect() first")
 
-    async def link_for(self, tracked: Tracked | None, method: str) -> Supervisor:
-        """Where a session's calls go: its home instance's link (waiting while it moves)."""
+    async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
+        """Where a call goes: a session's to its home instance's link (waiting while it moves);
+        a ``session/new`` where the placement puts it; any other to the primary link."""
         self._require_started()
         if tracked is None:
-            return self.primary
-        return await self.session_link(tracked, method)
-
-    async def place(self) -> Supervisor:
-        self._require_started()
-        link = await self.place_link()
+            if method != "session/new":
+                return self.primary
+            link = await self.place_link()
+        elif method in _ATTACHING and placed(tracked).home is None:
+            link = await self._found(tracked)
+        else:
+            return await self.session_link(tracked, method, ticket)
         assert link.supervisor is not None
         return link.supervisor
 
-    def settle(self, tracked: Tracked, supervisor: Supervisor) -> None:
-        tracked.home = self._link_of(supervisor)
-        self.publish()
-
-    async def attach(self, tracked: Tracked, *, known: bool) -> Supervisor:
-        """Where an app's ``session/load`` / ``session/resume`` goes: a session the client
-        tracks stays home; another goes where a fan-out finds it (active, else inactive), else to
-        the first connected instance (which will answer -32002)."""
-        self._require_started()
-        if known and tracked.home is not None:
-            return await self.session_link(tracked, "session/resume")
+    async def _found(self, tracked: Tracked) -> Link:
+        """Where the app's ``session/load`` / ``session/resume`` of a session that lives nowhere
+        yet goes: where a fan-out finds it (active, else inactive), else to the first connected
+        instance (which will answer -32002)."""
         location = (await self.locate_many([tracked.session_id]))[tracked.session_id]
         route = location.route()
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
-        await self.ensure(link, wait=self._kit.queue.max_age)
-        tracked.home = link
-        self.publish()
-        assert link.supervisor is not None
-        return link.supervisor
+        await self.ensure(link, wait=self.kit.queue.max_age)
+        return link
 
     def _link_of(self, supervisor: Supervisor) -> Link:
         return next(link for link in self.links if link.supervisor is supervisor)
 
-    def forget(self, tracked: Tracked) -> None:
-        tracked.home = None
-        tracked.left_behind.clear()
+    # -- the engine's events: where sessions live ------------------------------------------------------
+
+    def settled(self, tracked: Tracked, link: Supervisor) -> None:
+        placed(tracked).home = self._link_of(link)
+        self.publish()
+
+    def forgotten(self, tracked: Tracked) -> None:
+        placed(tracked).home = None
+        placed(tracked).left_behind.clear()
         self.publish()
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
-        home: Link | None = tracked.home
+        home = placed(tracked).home
         return home.endpoint.name if home is not None else None
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
@@ -456,7 +410,7 @@ class PoolLinks:
             return
         raise TransportClosed(f"{what} after {limit:g}s")
 
-    async def session_link(self, tracked: Tracked, method: str) -> Supervisor:
+    async def session_link(self, tracked: Tracked, method: str, ticket: Ticket | None = None) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving
         and the home is connected (waiting in the outage queue, as with one endpoint).
 
@@ -470,28 +424,28 @@ class PoolLinks:
             # A callback of the home's own recovery: its link is the one being recovered (waiting
             # for the recovery would wait for the callback). Any other call waits as usual.
             return home.supervisor
-        deadline = self._waiting.deadline()
+        ticket = ticket or Ticket()
         while True:
             if self._closing:
                 raise ClientClosed("the client is closed")
             link = self.home(tracked)
-            if not tracked.moving and link.connected and link.supervisor is not None:
+            if not placed(tracked).moving and link.connected and link.supervisor is not None:
                 return link.supervisor
-            if not tracked.moving and not link.usable and link.starting is None:
+            if not placed(tracked).moving and not link.usable and link.starting is None:
                 await self.ensure(link)  # never started, or failed: start it (raises if it cannot)
                 continue
-            await self._waiting.wait(method, deadline=deadline)
+            await self._waiting.wait(method, ticket=ticket)
 
     async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool:
         """``session/close`` one session on one instance — over ``over``, the link's live
         connection, or a connection of its own (the link may be waiting out its backoff, or
         recovering) — within the probe timeout. ``True`` when the instance no longer has it in
         memory; never raises for the instance's failure."""
-        over = over or live_of(link)
+        over = over or (link.supervisor.live() if link.supervisor is not None else None)
         settings = _probing.settings(
             [session_id],
             timeout=self._probe_timeout,
-            opener=self._kit.opener,
+            opener=self.kit.opener,
             clock=self._clock,
             live={link.endpoint: over} if over is not None else {},
         )
@@ -513,11 +467,11 @@ class PoolLinks:
             for link in self.links:
                 if link.supervisor is None and link.starting is None and not self._closing:
                     self.spawn(self._warm(link))
-        return await fan_out(
+        return await _probing.fan_out(
             session_ids,
             [link.probe_endpoint for link in (self.links if only is None else only)],
             timeout=self._probe_timeout if timeout is USE_CLIENT_DEFAULT else timeout,
-            opener=self._kit.opener,
+            opener=self.kit.opener,
             clock=self._clock,
             live=self.live(),
         )

@@ -74,6 +74,11 @@ class TransportInfo:
         connection_id: The ``Acp-Connection-Id`` the server assigned, when it did.
         http_version: ``"HTTP/1.1"`` or ``"HTTP/2"`` for the HTTP transport.
         pid: The agent process id for stdio.
+        agent_process: Names the agent process behind this link when the transport knows it
+            (stdio: each process it starts gets its own name): two links with the same value
+            reach the same live process, two with different values reach different ones, so a
+            session the first held is not in the second's memory. ``None`` when the process
+            cannot be known (network transports: any process may serve the server's URL).
         ordered: Whether every inbound message travels one ordered stream. ``False`` for
             Streamable HTTP, where a response and the updates before it may arrive on different
             SSE streams (so a load/resume answer can overtake the last replayed updates).
@@ -85,6 +90,7 @@ class TransportInfo:
     http_version: str | None = None
     pid: int | None = None
     ordered: bool = True
+    agent_process: str | None = None
 
 
 @runtime_checkable

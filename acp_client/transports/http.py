@@ -73,6 +73,7 @@ import httpx
 
 from .._checks import check_count, check_seconds
 from .._jsonrpc import Message, decode_frame, encode, excerpt
+from .._tasks import TaskSet
 from ..exceptions import (
     AcpError,
     AuthenticationFailed,
@@ -156,7 +157,7 @@ class _SessionStream:
             self.established.set()
         self.closing = False
         self.got_data = False
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Future[None] | None = None
 
 
 def _header_session_id(session_id: str) -> str:
@@ -353,8 +354,8 @@ class HttpTransport:
         self._inbox = Inbox(_MAX_QUEUED)
         self._closed: TransportClosed | None = None
         self._released = False
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._connection_task: asyncio.Task[None] | None = None
+        self._tasks = TaskSet("an HTTP link", lambda error: self._fail(f"internal error: {type(error).__name__}"))
+        self._connection_task: asyncio.Future[None] | None = None
         self._sessions: dict[str, _SessionStream] = {}
         self._session_errors: dict[str, UnknownSession] = {}
         #: Sessions left without a stream because of ``max_session_streams``.
@@ -464,9 +465,7 @@ class HttpTransport:
         self._fail("closed by the client", level=logging.DEBUG)
         self._inbox.clear()
         try:
-            tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
+            tasks = self._tasks.cancel()
             await self._http.close_streams()  # a stream's reader ends with its connection, cancelled or not
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -502,7 +501,7 @@ class HttpTransport:
         self._info = attrs.evolve(self._info, connection_id=connection_id, http_version=answer.http_version)
         logger.debug("connection %s open at %s over %s", connection_id, self._info.target, answer.http_version)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._connection_task = self._spawn(self._run_connection_stream(ready), "acp-http-connection-stream")
+        self._connection_task = self._tasks.spawn(self._run_connection_stream(ready), name="acp-http-connection-stream")
         try:
             await ready
         except asyncio.CancelledError:
@@ -523,7 +522,7 @@ class HttpTransport:
             old = stale.popleft()
             if old != self._http.connection_id:
                 delete = delete_stale(self._http, self._carried, old, self._info.target)
-                self._spawn(delete, "acp-http-delete-stale")
+                self._tasks.spawn(delete, name="acp-http-delete-stale")
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         try:
@@ -585,7 +584,7 @@ class HttpTransport:
         self._streamless.discard(session_id)
         stream = _SessionStream(session_id, established)
         self._sessions[session_id] = stream
-        stream.task = self._spawn(self._run_session_stream(stream), "acp-http-session-stream")
+        stream.task = self._tasks.spawn(self._run_session_stream(stream), name="acp-http-session-stream")
 
     def _drop_session_stream(self, session_id: str) -> None:
         stream = self._sessions.pop(session_id, None)
@@ -743,21 +742,6 @@ class HttpTransport:
         if self._closed is not None:
             raise TransportClosed(self._closed.reason, maybe_delivered=False)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            logger.error("%s failed unexpectedly", task.get_name(), exc_info=exc)
-            self._fail(f"internal error in {task.get_name()}: {type(exc).__name__}")
-
     def _fail(self, reason: str, *, level: int = logging.INFO) -> None:
         """Close the link (once): wake the reader, stop every stream."""
         if self._closed is not None:
@@ -771,7 +755,4 @@ class HttpTransport:
         if not self._released and self._http.connection_id is not None:
             self._carried.stale.append(self._http.connection_id)  # dropped, not closed: DELETEd from the next link
         self._inbox.close(reason)
-        current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
+        self._tasks.cancel()

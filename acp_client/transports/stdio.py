@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import os
 import shlex
@@ -50,6 +51,10 @@ __all__ = ["DEFAULT_INHERITED_ENV", "StdioConnector", "StdioTransport"]
 logger = logging.getLogger(__name__)
 #: Receives the agent's stderr, one record per line (level INFO), truncated to a bounded length.
 stderr_logger = logging.getLogger("acp_client.agent.stderr")
+
+#: Numbers every agent process this client process starts: with the pid, an identity no later
+#: process shares (a pid alone can be reused once the agent exited).
+_spawned = itertools.count(1)
 
 #: The parent environment variables an agent inherits by default. Everything else in the
 #: parent's environment (API keys, cloud credentials, tokens, proxy URLs with passwords, the
@@ -235,9 +240,7 @@ class StdioConnector:
                 exist, or the process could not be started for another OS reason.
         """
         loop = asyncio.get_running_loop()
-        transport = StdioTransport(
-            target=self.target, limits=self._limits, terminate_timeout=self._terminate_timeout
-        )
+        transport = StdioTransport(target=self.target, limits=self._limits, terminate_timeout=self._terminate_timeout)
         program = self._command[0]
         try:
             # loop.subprocess_exec is what asyncio.create_subprocess_exec uses underneath; the
@@ -352,7 +355,8 @@ class StdioTransport:
 
     @property
     def info(self) -> TransportInfo:
-        """Kind ``"stdio"``, the command as ``target``, and the agent's ``pid``."""
+        """Kind ``"stdio"``, the command as ``target``, the agent's ``pid``, and ``agent_process``
+        naming this process apart from every other one this client started."""
         return self._info
 
     @property
@@ -456,9 +460,7 @@ class StdioTransport:
         if self._end is not None:
             return self._end.error(maybe_delivered=maybe_delivered)
         if self._returncode is not None:
-            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(
-                maybe_delivered=maybe_delivered
-            )
+            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
 
     def _on_pause_writing(self) -> None:
@@ -555,7 +557,8 @@ class StdioTransport:
     def _attach(self, proc: asyncio.SubprocessTransport) -> None:
         self._proc = proc
         self._pid = proc.get_pid()
-        self._info = TransportInfo(kind="stdio", target=self._target, pid=self._pid)
+        process = f"agent process {next(_spawned)} (pid {self._pid})"
+        self._info = TransportInfo(kind="stdio", target=self._target, pid=self._pid, agent_process=process)
 
     def _on_pipe_closed(self, fd: int) -> None:
         if fd == 0:

@@ -20,9 +20,9 @@ def test_readme_recovery_example_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("drop: resume, continuity=True")
-    assert lines[1].startswith("restart: replay, continuity=True")
-    assert lines[2].startswith("evict: new_session, continuity=False")
+    assert lines[0].startswith("drop: resume, continuity=kept")  # the agent said active, over a network link
+    assert lines[1].startswith("restart: replay, continuity=kept")  # every completed turn came back
+    assert lines[2].startswith("evict: new_session, continuity=lost")
     assert lines[3] == "end_turn"
 
 

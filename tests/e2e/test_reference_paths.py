@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client import Probe, RecoveryPath, State
+from acp_client import Continuity, Probe, RecoveryPath, State
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.e2e.conftest import TRANSPORTS, Target
@@ -51,7 +51,7 @@ async def test_resume_after_network_cut(target: Target, version: int) -> None:
         assert outcome.probe is Probe.ACTIVE
         assert outcome.raw_status == "active"
         assert outcome.previous_session_id == outcome.session_id == session.session_id
-        assert outcome.continuity
+        assert outcome.continuity is Continuity.KEPT  # the agent said active; a network link names no process
         assert outcome.steps == (("session/resume", "ok"),)
         assert recorder.by_callback["resume"] == [outcome]
         assert not recorder.by_callback["replay"] and not recorder.by_callback["new_session"]
@@ -96,7 +96,7 @@ async def test_replay_after_agent_restart(target: Target, version: int) -> None:
         assert outcome.probe is Probe.INACTIVE
         assert outcome.raw_status == "inactive"
         assert outcome.session_id == outcome.previous_session_id == session.session_id
-        assert outcome.continuity
+        assert outcome.continuity is Continuity.KEPT  # every completed turn came back
         assert recorder.by_callback["replay"] == [outcome]
         methods = _new_connection_methods(target, before)
         if version == 1:
@@ -133,7 +133,7 @@ async def test_new_session_after_eviction(target: Target, version: int) -> None:
 
         assert outcome.path is RecoveryPath.NEW_SESSION
         assert outcome.probe is Probe.UNKNOWN
-        assert not outcome.continuity
+        assert outcome.continuity is Continuity.LOST
         assert outcome.previous_session_id == old_id
         assert outcome.session_id is not None and outcome.session_id != old_id
         assert outcome.steps == (("session/new", "ok"),)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from acp_client import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State, Transcript, UpdateEvent
+from acp_client import ConnectionState, Continuity, Probe, RecoveryOutcome, RecoveryPath, State, Transcript, UpdateEvent
 from acp_client.types import AgentMessageChunk, TextContent
 from tests.e2e._soak import _Session, _Soak
 
@@ -46,7 +46,7 @@ def _outcome(path: RecoveryPath, previous: str, new: str | None = None) -> Recov
         planned=path,
         previous_session_id=previous,
         session_id=new if new is not None else previous,
-        continuity=path is not RecoveryPath.NEW_SESSION,
+        continuity=Continuity.LOST if path is RecoveryPath.NEW_SESSION else Continuity.KEPT,
         probe=Probe.ACTIVE,
     )
 

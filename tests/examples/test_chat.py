@@ -214,7 +214,7 @@ def test_plain_view_renders_a_conversation_in_ascii(monkeypatch: pytest.MonkeyPa
     view.show_prompt()
     view.event("disconnected", reason="reset")  # async output breaks the prompt line...
     view.set_state(ConnectionState(State.RECONNECTING, attempt=1, retry_in=0.0))
-    view.event("recovered", path="resume", sessionId="s1", previousSessionId="s1", replayed=0)
+    view.event("recovered", path="resume", sessionId="s1", previousSessionId="s1", replayed=0, continuity="kept")
     view.set_state(ConnectionState(State.CONNECTED))  # ...and the prompt comes back once settled
     text = stream.getvalue()
     assert text.isascii()
@@ -276,3 +276,41 @@ def test_chat_keeps_its_constructor_contract() -> None:
     assert not chat.failed.is_set()
 
 
+@pytest.mark.parametrize(
+    ("path", "continuity", "note", "banner"),
+    [
+        ("replay", "kept", None, "=== + replayed 0 messages (3 updates) - the conversation is intact ==="),
+        (
+            "replay",
+            "lost",
+            "continuity lost: ...",
+            "=== ! replayed 0 messages (3 updates) - continuity lost: the agent does not have the whole conversation"
+            " (yours is kept) ===",
+        ),
+        ("resume", "kept", None, "=== + resumed the session ==="),
+        (
+            "resume",
+            "unverified",
+            "continuity unverified: the agent process was restarted: ...",
+            "=== ! resumed the session - continuity unverified: the agent was restarted and could not show it kept"
+            " the conversation ===",
+        ),
+        (
+            "resume",
+            "unverified",
+            "continuity unverified: the agent offers no session/status, ...",
+            "=== ! resumed the session - continuity unverified: the agent could not show it kept the conversation ===",
+        ),
+    ],
+)
+def test_recovery_banners_claim_only_what_the_evidence_shows(
+    monkeypatch: pytest.MonkeyPatch, path: str, continuity: str, note: str | None, banner: str
+) -> None:
+    monkeypatch.setenv(chat_ui.PLAIN_ENV, "1")
+    stream = io.StringIO()
+    view = chat_ui.make_view(json_mode=False, stream=stream)
+    extra = {"continuityNote": note} if note is not None else {}
+    view.event(
+        "recovered", path=path, sessionId="s1", previousSessionId="s1", replayed=3, continuity=continuity, **extra
+    )
+    assert banner in stream.getvalue().splitlines(), stream.getvalue()

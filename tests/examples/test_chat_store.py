@@ -63,6 +63,35 @@ async def test_a_second_run_continues_the_stored_sessions(tmp_path: Path, restar
         assert [record.session_id for record in opened.load(endpoint_key(url))] == [old, latest]
 
 
+async def test_continuity_is_shown_as_the_evidence_has_it(tmp_path: Path) -> None:
+    """The agent kept running (a network link): the stored session resumes, the agent says it holds
+    it in memory: ``kept``. A stdio agent is spawned anew by each run; it claims the stored session
+    is active (``status-active-after-restart``), and the client resumes it, but a process started
+    after the session was last attached cannot have it in memory: ``unverified``, and why."""
+    from chat import Output  # the terminal form of the same events
+
+    agent = ReferenceAgent()
+    async with ReferenceServer(agent) as server:
+        await _chat(tmp_path, server.ws_url, tmp_path / "ws.db", ["hello"], "ws-first")
+        second = await _chat(tmp_path, server.ws_url, tmp_path / "ws.db", [], "ws-second")
+    (kept,) = named(second, "recovered")
+    assert kept["path"] == "resume" and kept["continuity"] == "kept" and "continuityNote" not in kept
+    assert Output.describe("recovered", kept) == "✓ resumed the session — the conversation is intact"
+
+    agent_store = tmp_path / "agent-store"
+    command = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--store", str(agent_store)]
+    url = "stdio:" + " ".join([*command, "--fault", "status-active-after-restart"])
+    await _chat(tmp_path, url, tmp_path / "stdio.db", ["hello"], "stdio-first")
+    second = await _chat(tmp_path, url, tmp_path / "stdio.db", ["again"], "stdio-second")
+    (unverified,) = named(second, "recovered")
+    assert unverified["path"] == "resume" and unverified["continuity"] == "unverified"
+    assert "the agent process was restarted" in unverified["continuityNote"]
+    assert Output.describe("recovered", unverified) == (
+        "✓ resumed the session — continuity unverified: the agent was restarted and could not show it kept the "
+        "conversation"
+    )
+
+
 async def test_a_lost_session_is_renamed_in_the_store(tmp_path: Path) -> None:
     agent = ReferenceAgent()
     store = tmp_path / "chat.db"
@@ -132,7 +161,7 @@ async def test_a_lost_conversation_is_shown_above_a_divider(tmp_path: Path) -> N
         agent.evict(old)
         second = await _chat(tmp_path, url, store, ["again"], "second")
     (recovered,) = named(second, "recovered")
-    assert recovered["path"] == "new_session" and recovered["lostTurns"] == 1 and recovered["continuity"] is False
+    assert recovered["path"] == "new_session" and recovered["lostTurns"] == 1 and recovered["continuity"] == "lost"
     (history,) = named(second, "history")
     lost, current = history["segments"]
     assert lost["lost"] and [m["text"] for m in lost["messages"]] == ["hello", "echo: hello"]

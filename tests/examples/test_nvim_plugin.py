@@ -135,6 +135,29 @@ def test_stdio_agent_killed_is_respawned_and_qa_leaves_nothing(tmp_path: Path, n
     _no_trace_left(editor, agent_pid=second_pid)
 
 
+def test_a_respawned_agent_that_claims_the_session_is_shown_as_unverified(tmp_path: Path, neovim: Any) -> None:
+    """The respawned stdio agent says the session is active (``status-active-after-restart``), so
+    the client resumes it; but the process is new: the banner says continuity is unverified,
+    never that the conversation is intact."""
+    store = str(tmp_path / "stdio-store")
+    command = " ".join([*AGENT, "--stdio", "--store", store, "--fault", "status-active-after-restart"])
+    editor = neovim()
+    session = _connect(editor, f"stdio:{command}")
+    editor.nvim.command("AcpPrompt over stdio")
+    editor.wait_for("Agent: echo: over stdio")
+    os.kill(editor.info()["pid"], signal.SIGKILL)
+    lines = editor.wait_for(f"recovered by resume: session {session}")
+    [banner] = [line for line in lines if "recovered by resume" in line]
+    assert banner == (
+        f"── recovered by resume: session {session} (continuity unverified: the agent was restarted and could not "
+        "show it kept the conversation) ──"
+    ), banner
+    assert not any("intact" in line for line in lines)
+    editor.nvim.command("AcpPrompt once more")
+    editor.wait_for("Agent: echo: once more", after=len(lines))
+    _no_trace_left(editor, agent_pid=editor.info()["pid"])
+
+
 def test_a_restarted_neovim_shows_the_conversation_again(agent: AgentProcess, neovim: Any, tmp_path: Path) -> None:
     settings = {"acp_store": str(tmp_path / "sessions.db"), "acp_url": agent.url}
     first = neovim(settings)
@@ -152,7 +175,7 @@ def test_a_restarted_neovim_shows_the_conversation_again(agent: AgentProcess, ne
         "Agent: echo: remember this",
     ], lines
     assert lines[3:] == [  # the agent kept running: the stored session resumed
-        f"── recovered by resume: session {session} ──",
+        f"── recovered by resume: session {session} (the conversation is intact) ──",
         f"── connected to {agent.url} (websocket): session {session} ──",
     ]
     assert second.info()["session"] == session
@@ -212,7 +235,7 @@ def test_a_restarted_neovim_shows_the_conversation_again_over_stdio(tmp_path: Pa
         "You: remember this",
         "Agent: echo: remember this",
     ], lines
-    assert f"── recovered by replay: session {session} ──" in lines[3:], lines
+    assert f"── recovered by replay: session {session} (the conversation is intact) ──" in lines[3:], lines
     assert second.info()["session"] == session
     assert lines.count("You: remember this") == 1  # the replay was reconciled, not appended
     second.nvim.command("AcpPrompt and this")

@@ -44,9 +44,7 @@ def _attributes(span: Any) -> dict[str, Any]:
 
 def _children(otel: Otel, parent: Any, name: str | None = None) -> list[Any]:
     return [
-        span
-        for span in otel.spans(name)
-        if span.parent is not None and span.parent.span_id == parent.context.span_id
+        span for span in otel.spans(name) if span.parent is not None and span.parent.span_id == parent.context.span_id
     ]
 
 
@@ -88,12 +86,12 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
     assert set(paths) == {"resume", "replay", "new_session"}
     assert paths["resume"]["acp.session.id"] == kept.session_id
     assert paths["resume"]["acp.recovery.probe"] == "active"
-    assert paths["resume"]["acp.recovery.continuity"] is True
+    assert paths["resume"]["acp.recovery.continuity"] == "kept"  # the agent said active; no process is visible
     assert paths["replay"]["acp.recovery.probe"] == "inactive"
     assert paths["replay"]["acp.recovery.planned_path"] == "replay"
     assert paths["replay"]["acp.recovery.replayed_updates"] > 0
     assert paths["new_session"]["acp.recovery.probe"] == "unknown"
-    assert paths["new_session"]["acp.recovery.continuity"] is False
+    assert paths["new_session"]["acp.recovery.continuity"] == "lost"
     assert paths["new_session"]["acp.session.previous_id"] != paths["new_session"]["acp.session.id"]
     episode = _attributes(recovery)
     assert episode["acp.recovery.result"] == "connected"
@@ -132,9 +130,9 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
 
     metrics = otel.metrics()
     recoveries = metrics["acp.client.recoveries"]
-    assert total(recoveries, **{"acp.recovery.path": "resume", "acp.recovery.continuity": True}) == 1
-    assert total(recoveries, **{"acp.recovery.path": "replay", "acp.recovery.continuity": True}) == 1
-    assert total(recoveries, **{"acp.recovery.path": "new_session", "acp.recovery.continuity": False}) == 1
+    assert total(recoveries, **{"acp.recovery.path": "resume", "acp.recovery.continuity": "kept"}) == 1
+    assert total(recoveries, **{"acp.recovery.path": "replay", "acp.recovery.continuity": "kept"}) == 1
+    assert total(recoveries, **{"acp.recovery.path": "new_session", "acp.recovery.continuity": "lost"}) == 1
     assert total(metrics["acp.client.recovery.duration"]) == 3
     assert total(metrics["acp.client.disconnected.duration"]) == 1
     assert total(metrics["acp.client.prompts.interrupted"]) == 1

@@ -219,6 +219,17 @@ async def test_inherit_env_can_be_extended_or_emptied(open_agent: OpenAgent, mon
     assert "PATH" not in env and "HOME" not in env and "ACP_STDIO_TEST_EXTRA" not in env
 
 
+async def test_is_sandbox_is_not_inherited_by_default(open_agent: OpenAgent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox flag in the editor's environment must not reach the agent: with ``IS_SANDBOX`` set,
+    Zed's Claude adapters pass ``--allow-dangerously-skip-permissions`` to the Claude Code CLI, which
+    refuses to start a session when run as root (tests/interop/test_claude_agent_acp.py runs them)."""
+    monkeypatch.setenv("IS_SANDBOX", "yes")
+    assert "IS_SANDBOX" not in DEFAULT_INHERITED_ENV
+    assert "IS_SANDBOX" not in StdioConnector(["agent"]).environment()
+    env = (await call(await open_agent(), 1, "env"))["result"]
+    assert "IS_SANDBOX" not in env
+
+
 def test_default_allowlist_is_documented_and_has_no_secrets() -> None:
     assert {"PATH", "HOME", "LANG", "SYSTEMROOT", "COMSPEC"} <= set(DEFAULT_INHERITED_ENV)
     assert len(set(DEFAULT_INHERITED_ENV)) == len(DEFAULT_INHERITED_ENV)

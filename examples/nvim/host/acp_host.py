@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 import pynvim
 
-from acp_client import AcpError, PromptResult, RetryPolicy, SqliteSessionStore
+from acp_client import AcpError, Continuity, PromptResult, RecoveryOutcome, RetryPolicy, SqliteSessionStore
 from acp_client.store import endpoint_key
 from acp_client.sync import (
     NewSessionEvent,
@@ -65,6 +65,17 @@ class TurnEnded:
 
     session_id: str
     future: concurrent.futures.Future[PromptResult]
+
+
+def _continuity(outcome: RecoveryOutcome) -> str:
+    """What a recovery banner says about the agent's memory: only what the evidence shows."""
+    if outcome.continuity is Continuity.KEPT:
+        return "the conversation is intact"
+    if outcome.continuity is Continuity.LOST:
+        return "continuity lost: the agent does not have the whole conversation; the buffer keeps it"
+    if any("agent process was restarted" in note for note in outcome.notes):
+        return "continuity unverified: the agent was restarted and could not show it kept the conversation"
+    return "continuity unverified: the agent could not show it kept the conversation"
 
 
 def _short(session_id: str | None) -> str:
@@ -271,6 +282,7 @@ class Host:
                 line = f"could not recover session {_short(outcome.previous_session_id or outcome.session_id)}"
             else:
                 line = f"recovered by {outcome.path.value}: session {_short(outcome.session_id)}"
+                line += f" ({_continuity(outcome)})"
             self.tell("banner", outcome.session_id, line)
         elif isinstance(event, TurnInterruptedEvent):
             cut = event.payload
