@@ -414,10 +414,12 @@ class SessionTable:
 
     def dropped(self, cause: BaseException, sessions: Iterable[Tracked] | None = None) -> None:
         """The connection dropped (the one drop rule, for every link): running turns of
-        ``sessions`` (default: all) fail with ``ConnectionLost`` (the agent had the prompt) and
-        windows close (a replay window cut off before its answer is incomplete: :meth:`cut_off`)."""
+        ``sessions`` (default: all) whose prompt went out fail with ``ConnectionLost`` (it may
+        have executed) and windows close (a replay window cut off before its answer is
+        incomplete: :meth:`cut_off`). A turn whose prompt has not gone out yet (it waits for the
+        link in the outage queue) keeps waiting: it is sent once the client is back."""
         for tracked in self if sessions is None else list(sessions):
-            if tracked.turn is not None:
+            if tracked.turn is not None and tracked.turn.recorded:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
                 tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
             self.cut_off(tracked)

@@ -156,6 +156,7 @@ def test_a_drop_fails_running_turns_and_closes_windows() -> None:
     entry = tracked(table)
     settled = Settled()
     table.begin_turn(entry, PROMPT, settled)
+    table.prompt_sent(entry, echoes_prompts=False)
     timer = Timer()
     table.open_window(entry, replay=True)
     entry.window_timer = timer
@@ -164,6 +165,21 @@ def test_a_drop_fails_running_turns_and_closes_windows() -> None:
     (error,) = settled.outcomes
     assert isinstance(error, ConnectionLost) and error.may_have_executed and error.cause is cause
     assert not entry.window_open and timer.cancelled
+
+
+def test_a_drop_leaves_a_turn_whose_prompt_has_not_gone_out() -> None:
+    """Its prompt waits for the link (the outage queue): it never reached the agent, so the drop
+    neither ends the turn nor says it may have executed; it is sent once the client is back."""
+    table = SessionTable()
+    entry = tracked(table)
+    settled = Settled()
+    turn = table.begin_turn(entry, PROMPT, settled)
+    table.dropped(TransportClosed("gone"))
+    assert settled.outcomes == [] and not turn.done and entry.turn is turn
+    table.prompt_sent(entry, echoes_prompts=False)  # sent on the next link, then that one drops
+    table.dropped(TransportClosed("gone again"))
+    (error,) = settled.outcomes
+    assert isinstance(error, ConnectionLost) and error.may_have_executed
 
 
 def test_abandoning_fails_the_turn_and_ends_subscriptions() -> None:

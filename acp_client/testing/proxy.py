@@ -132,7 +132,7 @@ class _Link:
             self._write(src.peer, data)
             return
         src.held.append(data)
-        self.proxy.held_bytes += len(data)
+        self.proxy._hold(src is self.client, len(data))
         self.update_reading(src)
 
     def end(self, src: _End, how: str) -> None:
@@ -150,7 +150,7 @@ class _Link:
                 return
             held, src.held = src.held, []
             for data in held:
-                self.proxy.held_bytes -= len(data)
+                self.proxy._hold(src is self.client, -len(data))
                 self._write(src.peer, data)
             if src.ending is not None:
                 self._pass_ending(src)
@@ -199,7 +199,7 @@ class _Link:
             return
         self.aborted = True
         for side in (self.client, self.upstream):
-            self.proxy.held_bytes -= sum(map(len, side.held))
+            self.proxy._hold(side is self.client, -sum(map(len, side.held)))
             side.held.clear()
             if side.transport is not None:
                 _reset(side.transport)
@@ -268,6 +268,9 @@ class FaultProxy:
         #: Bytes read and held by :meth:`blackhole`, not yet forwarded (a test waits for them to
         #: know the bytes it sent are in the hole, instead of waiting a while).
         self.held_bytes = 0
+        #: The part of :attr:`held_bytes` the clients sent (a request on its way to the upstream;
+        #: what the upstream sent, keepalives included, is not counted here).
+        self.held_client_bytes = 0
 
     def __repr__(self) -> str:
         return f"FaultProxy({self.host}:{self._port} -> {self.upstream_host}:{self.upstream_port})"
@@ -381,6 +384,11 @@ class FaultProxy:
                 link.flush()
             else:
                 self._connect(link)
+
+    def _hold(self, from_client: bool, count: int) -> None:
+        self.held_bytes += count
+        if from_client:
+            self.held_client_bytes += count
 
     def refuse(self, seconds: float) -> None:
         """For ``seconds`` from now, accept new connections and reset them at once."""

@@ -41,7 +41,7 @@ from ..exceptions import (
 )
 from ._body import Inflater, read_body
 from ._cookies import CookieStore
-from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, request_error, status_error
+from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, REQUEST_NOT_SENT, request_error, status_error
 from ._routing import is_session_404
 from ._security import origin_of, redirect_allowed, safe_url
 from ._wire import HeaderView, Reply, Wire
@@ -405,7 +405,10 @@ class HttpExchange:
             return await client.send(method, url, headers, body, self._idle)
         except httpx.HTTPError as exc:
             if client.is_closed:
-                raise TransportClosed(self._closed_reason(), maybe_delivered=False) from exc
+                # Closed on this side while the request was under way (the link is being released
+                # after a drop): it may have executed unless it failed before a byte of it left.
+                delivered = not isinstance(exc, REQUEST_NOT_SENT)
+                raise TransportClosed(self._closed_reason(), maybe_delivered=delivered) from exc
             raise self._failure(exc, method, connecting=connecting) from exc
 
     def _failure(self, exc: httpx.HTTPError, what: str, *, connecting: bool, sent: bool = False) -> TransportError:

@@ -31,12 +31,18 @@ Every prompt text is unique.
 
 * ``resolution``: every request on the wire is answered at most once, and only if it was sent on that
   link; every prompt call resolves (none still pending ``HANG_AFTER`` seconds after it was made).
-* ``prompt_resent``: no prompt text goes out twice.
+* ``prompt_resent``: no prompt text goes out twice, unless every earlier send was refused by the
+  transport before a byte of it left (``maybe_delivered`` false).
+* ``received_twice`` / ``not_sent_received`` (at the end, from what the agent itself recorded: the
+  peer's ``--received`` file, the reference agent's request log): the agent received each prompt at
+  most once, and never one the client called "not sent" -- a send the transport refused as not
+  delivered, or a prompt whose caller got ``ConnectionLost`` with ``may_have_executed=False``.
 * ``callback``: per recovery, exactly one callback per session, naming the id the app knows
   (``previous_session_id``); after it the handle's id is the one the app learnt. A session that
   received replayed updates in a recovery must be reported by ``on_replay``.
 * ``transcript``: each finished turn appears exactly once in its session's transcript, in order, a
-  short turn followed by its reply (checked between turns, outside a replay window).
+  short turn followed by its reply, and no message holds two prompts (checked between turns,
+  outside a replay window).
 * ``repeated_state``: no state published twice in a row.
 * ``resources``: client tasks, file descriptors and memory flat (judged on runs of 60 s or more).
 * ``stuck``: the client does not get back to ``connected`` within ``STUCK_AFTER`` seconds.
@@ -78,11 +84,13 @@ from acp_client import (
     State,
     Timeouts,
     Transport,
+    TransportError,
     TransportInfo,
     UpdateEvent,
     connector_for,
 )
-from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
+from acp_client.testing import FaultProxy, ReferenceServer
+from tests.e2e._support import RecordingAgent
 
 __all__ = ["FAULT_KINDS", "PEERS", "TRANSPORTS", "SoakReport", "run_soak"]
 
@@ -125,7 +133,7 @@ class _ReferencePeer:
     name = "reference"
 
     def __init__(self) -> None:
-        self.agent = ReferenceAgent(chunks_per_prompt=6, chunk_delay=0.005)
+        self.agent = RecordingAgent(chunks_per_prompt=6, chunk_delay=0.005)
         self.server = ReferenceServer(self.agent)
 
     async def start(self) -> None:
@@ -149,6 +157,10 @@ class _ReferencePeer:
     def server_rss(self) -> int | None:
         return None  # in this process: part of the client's figure
 
+    def received(self) -> collections.Counter[str]:
+        """How many times the agent received each prompt text."""
+        return collections.Counter(_text(params.get("prompt")) for params in self.agent.params_of("session/prompt"))
+
     async def aclose(self) -> None:
         await self.server.aclose()
 
@@ -163,8 +175,10 @@ class _PythonSdkPeer:
 
         workdir.mkdir(parents=True, exist_ok=True)
         self.store = workdir / "sessions.json"
+        self.received_file = workdir / "received.jsonl"
         certs = PeerCertificates.create(workdir)
-        args = ["--store", str(self.store), "--slow-interval", "0.03", "--slow-max-ticks", "100", *extra_args]
+        args = ["--store", str(self.store), "--received", str(self.received_file)]
+        args += ["--slow-interval", "0.03", "--slow-max-ticks", "100", *extra_args]
         self.process = _ServerProcess(certs=certs, workdir=workdir, agent_args=args)
 
     async def start(self) -> None:
@@ -194,8 +208,24 @@ class _PythonSdkPeer:
         pid = self.process.pid
         return _rss(pid) if pid is not None else None
 
+    def received(self) -> collections.Counter[str]:
+        """How many times the agent (any of its processes) received each prompt text."""
+        counts: collections.Counter[str] = collections.Counter()
+        with contextlib.suppress(FileNotFoundError):
+            for line in self.received_file.read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(ValueError):
+                    counts[str(json.loads(line)["text"])] += 1
+        return counts
+
     async def aclose(self) -> None:
         await asyncio.to_thread(self.process.stop, graceful=False)
+
+
+def _text(blocks: Any) -> str:
+    """The text of a prompt's content blocks (wire dicts)."""
+    if not isinstance(blocks, list):
+        return ""
+    return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict))
 
 
 def _rss(pid: int | str = "self") -> int | None:
@@ -332,10 +362,16 @@ class _WatchedTransport:
         return self._inner.info
 
     async def send(self, message: Any) -> None:
-        for member in message if isinstance(message, list) else [message]:
-            if isinstance(member, dict):
-                self._soak.on_wire_send(self._link, member)
-        await self._inner.send(message)
+        members = [m for m in (message if isinstance(message, list) else [message]) if isinstance(m, dict)]
+        for member in members:
+            self._soak.on_wire_send(self._link, member)
+        try:
+            await self._inner.send(message)
+        except TransportError as exc:
+            if not exc.maybe_delivered:  # the transport says no byte of it left
+                for member in members:
+                    self._soak.on_wire_refused(member)
+            raise
 
     async def receive(self) -> Any:
         message = await self._inner.receive()
@@ -405,7 +441,12 @@ class _Soak:
         self.calls = 0
         self.sent: dict[tuple[int, Any], str] = {}
         self.answered: set[tuple[int, Any]] = set()
-        self.prompt_texts: set[str] = set()
+        #: Each prompt text sent on the wire: how many sends the transport took, and how many it
+        #: refused saying no byte of the message left the client (``maybe_delivered`` false).
+        self.prompt_sends: collections.Counter[str] = collections.Counter()
+        self.prompt_refusals: collections.Counter[str] = collections.Counter()
+        #: Prompts the app was told were not sent (``ConnectionLost``, ``may_have_executed=False``).
+        self.not_sent: set[str] = set()
         self.proxy: FaultProxy | None = None
         self.client: AcpClient | None = None
         self.streaming = asyncio.Event()
@@ -425,11 +466,35 @@ class _Soak:
             self.sent[(link, message["id"])] = method
             self.report.wire_requests += 1
         if method == "session/prompt":
-            params = message.get("params") or {}
-            text = "".join(b.get("text", "") for b in params.get("prompt", []) if isinstance(b, dict))
-            if text in self.prompt_texts:
+            text = _text((message.get("params") or {}).get("prompt"))
+            # Sent again: only right if every earlier send was refused before a byte of it left.
+            if self.prompt_sends[text] > self.prompt_refusals[text]:
                 self.violate("prompt_resent", f"{text!r} sent again (link {link})")
-            self.prompt_texts.add(text)
+            self.prompt_sends[text] += 1
+
+    def on_wire_refused(self, message: dict[str, Any]) -> None:
+        if message.get("method") == "session/prompt":
+            self.prompt_refusals[_text((message.get("params") or {}).get("prompt"))] += 1
+
+    def check_receipts(self, received: collections.Counter[str]) -> None:
+        """What the agent received, against what the client said: each prompt at most once, and none
+        of those the client called "not sent" (refused by the transport, or ``may_have_executed``
+        false for the app) more often than the sends the transport took."""
+        for text, count in sorted(received.items()):
+            if not PROMPT.fullmatch(text):
+                continue
+            if count > 1:
+                self.violate("received_twice", f"the agent received {text!r} {count} times")
+            delivered = self.prompt_sends[text] - self.prompt_refusals[text]
+            if count > delivered and (self.prompt_refusals[text] or text in self.not_sent):
+                said = "the app was told it was not sent" if text in self.not_sent else "its send was refused"
+                self.violate(
+                    "not_sent_received",
+                    f"the agent received {text!r} ({count}x) but {said} "
+                    f"({self.prompt_sends[text]} sends, {self.prompt_refusals[text]} refused as not sent)",
+                )
+            elif count and text in self.not_sent:  # a send the transport took, then "not sent" for the app
+                self.violate("not_sent_received", f"the app was told {text!r} was not sent; the agent received it")
 
     def on_wire_receive(self, link: int, message: dict[str, Any]) -> None:
         if "method" in message or "id" not in message:
@@ -540,13 +605,13 @@ class _Soak:
         users = [m.text for m in messages if m.role == "user"]
         # ACP v1 replays carry no message ids: two user prompts with no agent text between them (a
         # turn cut off before its first reply chunk, then the next prompt) come back as one user
-        # message. Each prompt is still counted on its own; the merge is noted, not a violation.
+        # run. The client knows the prompts it sent and splits the run: one message holding two
+        # prompts is a fused turn.
         found = [PROMPT.findall(text) for text in users]
         counts = collections.Counter(prompt for prompts in found for prompt in prompts)
         for text, prompts in zip(users, found, strict=True):
-            if len(prompts) > 1 and ("merged", text) not in session.reported:
-                session.reported.add(("merged", text))
-                self.report.notes["v1 replay merged consecutive user prompts into one message"] += 1
+            if len(prompts) > 1:
+                self._transcript_fault(session, "fused", [text], f"prompts fused into one message: {prompts[:4]}")
         repeated = sorted(text for text, n in counts.items() if n > 1)
         if repeated:
             self._transcript_fault(session, "repeated", repeated, f"turns repeated: {repeated[:3]}")
@@ -594,8 +659,10 @@ class _Soak:
             session.long_streaming = long
             try:
                 await handle.prompt(text, timeout=HANG_AFTER)
-            except ConnectionLost:
-                self.report.prompts["interrupted"] += 1
+            except ConnectionLost as exc:
+                self.report.prompts["interrupted" if exc.may_have_executed else "not sent"] += 1
+                if not exc.may_have_executed:
+                    self.not_sent.add(text)
             except RecoveryFailed:
                 self.report.prompts["abandoned"] += 1
                 session.abandoned = True
@@ -799,6 +866,7 @@ async def run_soak(
                 await asyncio.sleep(0.7)  # past the replay grace window of unordered transports
                 for session, handle in zip(soak.sessions, soak.handles, strict=True):
                     soak.check_transcript(session, handle)
+                soak.check_receipts(server.received())
                 assert soak.state is not None
                 soak.report.final_state = soak.state.state.value
                 if soak.state.state is not State.CONNECTED:

@@ -6,6 +6,7 @@ names; these feed the checker the symptoms of issue 12 directly.
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 import attrs
@@ -150,11 +151,49 @@ def test_a_lost_turn_is_reported_once_not_at_every_later_check() -> None:
     assert len(soak.report.violations) == 1
 
 
-def test_a_v1_replay_merging_two_prompts_is_a_note_not_a_lost_turn() -> None:
+def test_two_prompts_fused_into_one_message_are_caught_once() -> None:
     soak = _soak("a")
     session, handle = soak.sessions[0], soak.handles[0]
     session.finished.append(("/slow s0-2", "long"))
-    handle.transcript.add_user_prompt([TextContent(text="/slow s0-1/slow s0-2")])  # as a v1 replay rebuilds it
+    handle.transcript.add_user_prompt([TextContent(text="/slow s0-1/slow s0-2")])  # a v1 run left unsplit
     soak.check_transcript(session, handle)
+    soak.check_transcript(session, handle)
+    assert [v.detail for v in soak.report.violations] == [
+        "session 0: prompts fused into one message: ['/slow s0-1', '/slow s0-2']"
+    ]
+
+
+def _prompt(text: str, request_id: int = 1) -> dict[str, object]:
+    params = {"sessionId": "a", "prompt": [{"type": "text", "text": text}]}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params}
+
+
+def test_a_prompt_sent_twice_is_caught_unless_the_first_send_never_left() -> None:
+    soak = _soak("a")
+    soak.on_wire_send(1, _prompt("short s0-1"))
+    soak.on_wire_refused(_prompt("short s0-1"))  # the transport: no byte of it left
+    soak.on_wire_send(2, _prompt("short s0-1"))  # sent again once the client is back: right
     assert soak.report.violations == []
-    assert sum(soak.report.notes.values()) == 1
+    soak.on_wire_send(3, _prompt("short s0-1"))  # the second send was taken: this one is a resend
+    assert kinds(soak) == ["prompt_resent"]
+
+
+def test_a_prompt_called_not_sent_that_the_agent_received_is_caught() -> None:
+    soak = _soak("a")
+    soak.on_wire_send(1, _prompt("short s0-1"))
+    soak.on_wire_refused(_prompt("short s0-1"))  # "not sent", but its bytes reached the agent
+    soak.on_wire_send(1, _prompt("short s0-2", 2))
+    soak.not_sent.add("short s0-2")  # the transport took it, and the app heard "not sent"
+    soak.on_wire_send(1, _prompt("short s0-3", 3))  # an ordinary prompt
+    soak.check_receipts(collections.Counter({"short s0-1": 1, "short s0-2": 1, "short s0-3": 1}))
+    details = [v.detail for v in soak.report.violations]
+    assert kinds(soak) == ["not_sent_received", "not_sent_received"], details
+    assert "'short s0-1' (1x) but its send was refused" in details[0]
+    assert "the app was told 'short s0-2' was not sent" in details[1]
+
+
+def test_a_prompt_the_agent_received_twice_is_caught() -> None:
+    soak = _soak("a")
+    soak.on_wire_send(1, _prompt("short s0-1"))
+    soak.check_receipts(collections.Counter({"short s0-1": 2}))
+    assert kinds(soak) == ["received_twice"]

@@ -24,7 +24,9 @@ still knows them). A session must be attached to the connection (by ``session/ne
 ``session/load`` replays the history (a ``user_message_chunk`` and an ``agent_message_chunk`` per turn)
 before answering; ``session/resume`` attaches without replay; ``session/close`` drops the session from
 memory (a stored copy stays loadable); ``session/list`` lists memory plus store, filtered by ``cwd``.
-Unknown sessions answer ``-32002`` with ``data: {"sessionId": ...}``.
+Unknown sessions answer ``-32002`` with ``data: {"sessionId": ...}``. With ``--received FILE``, every
+``session/prompt`` that reaches the agent is appended to FILE (a JSON line: ``sessionId``, ``text``), so a
+test can tell which prompts the agent got and how often.
 
 Results of ``session/load`` / ``session/resume`` carry ``sessionId`` by default (an extra field, as the
 recorded Python agent in ``transcripts/`` does): the SDK's HTTP server only learns a session on a
@@ -235,6 +237,14 @@ class AgentOptions:
     strict_results: bool = False
     load_session: bool = True
     resume: bool = True
+    #: A file each received prompt is appended to (one JSON line: session id and text), or ``None``.
+    received: Path | None = None
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append ``line`` to ``path`` at once (a later kill loses nothing written before it)."""
+    with path.open("a", encoding="utf-8") as file:
+        file.write(line + "\n")
 
 
 class EchoAgent:
@@ -376,10 +386,12 @@ class EchoAgent:
     # -- turns -------------------------------------------------------------------------------------
 
     async def prompt(self, session_id: str, prompt: list[PromptBlock], **kwargs: Any) -> PromptResponse:
+        text = "".join(block.text for block in prompt if isinstance(block, TextContentBlock))
+        if self._options.received is not None:  # every prompt that reached the agent, refused or not
+            _append_line(self._options.received, json.dumps({"sessionId": session_id, "text": text}))
         session = self._store.live(session_id)
         if session is None or session_id not in self._attached:
             raise session_not_found(session_id)
-        text = "".join(block.text for block in prompt if isinstance(block, TextContentBlock))
         if session.title is None:
             session.title = text[:40]
         cancel = asyncio.Event()
@@ -554,6 +566,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="(--serve) leave the SDK server as shipped: session/resume and close answer -32601",
     )
+    parser.add_argument("--received", type=Path, help="append every prompt received to this file (JSON lines)")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
 
@@ -567,6 +580,7 @@ def main(argv: list[str] | None = None) -> None:
         strict_results=args.strict_results,
         load_session=not args.no_load_session,
         resume=not args.no_resume,
+        received=args.received,
     )
     if args.stdio:
         asyncio.run(_run_stdio(store, options))

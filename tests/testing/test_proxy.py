@@ -133,6 +133,7 @@ async def test_blackhole_holds_bytes_until_lifted(echo: EchoServer, fault_proxy:
     writer.write(b"held")
     await writer.drain()
     await eventually(lambda: proxy.held_bytes == 4, what="the bytes to be held")
+    assert proxy.held_client_bytes == 4  # all of them from the client
     assert bytes(echo.received) == b"a"  # nothing reached the upstream
     # a new connection is accepted but goes nowhere either
     late_reader, late_writer = await _open(proxy)
@@ -141,7 +142,7 @@ async def test_blackhole_holds_bytes_until_lifted(echo: EchoServer, fault_proxy:
     proxy.blackhole(False)
     assert await _read_exactly(reader, 4) == b"held"
     assert await _read_exactly(late_reader, 4) == b"late"
-    assert proxy.held_bytes == 0  # all forwarded
+    assert proxy.held_bytes == proxy.held_client_bytes == 0  # all forwarded
     writer.close()
     late_writer.close()
 
@@ -153,9 +154,11 @@ async def test_cut_during_blackhole(echo: EchoServer, fault_proxy: FaultProxyFac
     assert await _read_exactly(reader, 1) == b"x"
     proxy.blackhole()
     writer.write(b"y")
+    await eventually(lambda: proxy.held_client_bytes == 1, what="the byte to be held")
     await asyncio.wait_for(proxy.cut(), TIMEOUT)
     assert await _link_is_dead(reader)
     assert proxy.connection_count == 0
+    assert proxy.held_bytes == proxy.held_client_bytes == 0  # dropped with the link
     writer.close()
 
 
