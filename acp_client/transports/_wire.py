@@ -12,11 +12,13 @@ redirect, keeps no cookie, reads no proxy setting and does not decompress: the e
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import select
 import ssl
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, Final, Protocol
+import sys
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from typing import Any, Final, Protocol, TypeVar
 
 import httpcore
 import httpx
@@ -25,6 +27,7 @@ __all__ = ["USER_AGENT", "CoreWire", "HeaderView", "Reply", "Wire", "new_pool"]
 
 USER_AGENT: Final = "acp-reconnect"
 _USER_AGENT: Final = USER_AGENT.encode()
+T = TypeVar("T")
 #: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
 #: uvicorn, Node) close an idle keep-alive connection, so a POST never races the server's close.
 KEEPALIVE_EXPIRY: Final = 2.0
@@ -135,7 +138,7 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
             # connection, rather than a fresh look-up of its socket each time.
             if self._poll is None:
                 sock = self._inner.get_extra_info("socket")
-                if sock is None:
+                if sock is None or sock.fileno() < 0:
                     return self._inner.get_extra_info(info)
                 self._poll = select.poll()
                 self._poll.register(sock, select.POLLIN)
@@ -143,10 +146,76 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _OneWriteBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's own network backend, its connections wrapped in :class:`_OneWriteStream`."""
+async def _within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    if timeout is None:
+        return await awaitable
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, timeout)
 
-    def __init__(self) -> None:
+
+class _AsyncioStream(httpcore.AsyncNetworkStream):
+    """A cleartext TCP connection on asyncio's own streams, failures raised as httpcore's.
+
+    httpcore's anyio backend opens a cancel scope and a checkpoint around every read and write,
+    about a quarter of the client's CPU per request; asyncio's streams need neither.
+    """
+
+    __slots__ = ("_reader", "_writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            return await _within(self._reader.read(max_bytes), timeout)
+        except asyncio.TimeoutError as exc:
+            raise httpcore.ReadTimeout(str(exc) or "read timed out") from exc
+        except OSError as exc:
+            raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        if self._writer.transport.is_closing():
+            raise httpcore.WriteError("the connection is closed")
+        try:
+            self._writer.write(buffer)
+            if self._writer.transport.get_write_buffer_size():
+                await _within(self._writer.drain(), timeout)
+        except asyncio.TimeoutError as exc:
+            raise httpcore.WriteTimeout(str(exc) or "write timed out") from exc
+        except OSError as exc:
+            raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
+
+    async def aclose(self) -> None:
+        self._writer.close()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("TLS is not spoken on a cleartext pool's connections")
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "socket":
+            return self._writer.get_extra_info("socket")
+        if info == "client_addr":
+            return self._writer.get_extra_info("sockname")
+        if info == "server_addr":
+            return self._writer.get_extra_info("peername")
+        if info == "is_readable":
+            return self._writer.transport.is_closing() or self._reader.at_eof()
+        return None
+
+
+class _OneWriteBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend for HTTP/1.1 pools: each connection a :class:`_OneWriteStream`
+    over asyncio's streams (cleartext) or over httpcore's own anyio backend (TLS)."""
+
+    def __init__(self, *, cleartext: bool) -> None:
+        self._cleartext = cleartext
         self._inner = httpcore.AnyIOBackend()
 
     async def connect_tcp(
@@ -157,7 +226,16 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        return _OneWriteStream(await self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
+        if not self._cleartext or socket_options:
+            return _OneWriteStream(await self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
+        local = (local_address, 0) if local_address is not None else None
+        try:
+            reader, writer = await _within(asyncio.open_connection(host, port, local_addr=local), timeout)
+        except asyncio.TimeoutError as exc:
+            raise httpcore.ConnectTimeout(str(exc) or "connect timed out") from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+        return _OneWriteStream(_AsyncioStream(reader, writer))
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
@@ -185,7 +263,7 @@ def new_pool(
         keepalive_expiry=KEEPALIVE_EXPIRY,
         http1=http1,
         http2=http2,
-        network_backend=None if http2 else _OneWriteBackend(),
+        network_backend=None if http2 else _OneWriteBackend(cleartext=tls is None),
     )
 
 
