@@ -18,7 +18,7 @@ import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 import pytest
@@ -38,19 +38,20 @@ from acp_client import (
 from acp_client.handlers import ClientHandlers
 from acp_client.store import SqliteSessionStore
 from acp_client.testing import RecordingConnector
-from acp_client.transcript import SegmentStart, TranscriptMessage
+from acp_client.transcript import SegmentStart, Transcript, TranscriptMessage
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder
+from tests.peers._fake_model import FakeModel
 
 __all__ = [
-    "assert_lost_then_new",
     "POLICY",
     "SLOW_PROMPT",
     "SLOW_WORDS_PROMPT",
     "ModelledAgent",
     "Permissions",
     "SharedAgent",
+    "assert_lost_then_new",
     "chunks",
     "conversation",
     "describe",
@@ -93,7 +94,7 @@ def model_history(turns: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ..
     return tuple(("assistant" if role == "agent" else role, text) for role, text in turns)
 
 
-def once(transcript: Any, role: str, text: str) -> TranscriptMessage:
+def once(transcript: Transcript, role: str, text: str) -> TranscriptMessage:
     """The one message of ``role`` with ``text`` in the whole conversation (fails on none or several)."""
     found = [m for m in transcript.all_messages() if m.role == role and m.text == text]
     assert len(found) == 1, (role, text, [(m.role, m.text) for m in transcript.all_messages()])
@@ -103,7 +104,11 @@ def once(transcript: Any, role: str, text: str) -> TranscriptMessage:
 def replayed_chunks(events: Sequence[UpdateEvent]) -> list[tuple[str, str | None, str | None]]:
     """``(kind, text, messageId)`` of each message chunk among ``events`` that came in a replay."""
     return [
-        (e.update.kind, getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
+        (
+            e.update.kind,
+            getattr(getattr(e.update, "content", None), "text", None),
+            getattr(e.update, "message_id", None),
+        )
         for e in events
         if e.replay and e.update.kind.endswith("_message_chunk")
     ]
@@ -322,17 +327,6 @@ class SharedAgent:
         """The test is over: forget its sessions (they are not recovered by the next test's kill)."""
         for handle in self.client.sessions:
             self.client.forget_session(handle.session_id)
-
-
-class FakeModel(Protocol):
-    """A fake model server of ``tests/peers`` (served while its ``with`` block runs)."""
-
-    @property
-    def base_url(self) -> str: ...
-
-    def __enter__(self) -> Any: ...
-
-    def __exit__(self, *exc: object) -> None: ...
 
 
 L = TypeVar("L", bound=FakeModel)
