@@ -38,9 +38,7 @@ ALLOWED_SLEEPS = {
         "a slow app callback"
     ),
     ("tests/peers/deepagents_acp_agent.py", "EchoChatModel._astream"): "an agent told to stream slowly",
-    ("tests/peers/fake_openai.py", "_Handler._stream"): "a model told to stream slowly",
-    ("tests/peers/fake_anthropic.py", "_Handler._stream"): "a model told to stream slowly",
-    ("tests/peers/fake_responses.py", "_Handler._stream"): "a model told to stream slowly",
+    ("tests/peers/_fake_model.py", "FakeModelHandler._pace"): "a model told to stream slowly",
     ("tests/peers/fast_agent_tools.py", "wait"): "a tool that waits as asked",
     ("tests/peers/pydantic_acp_agent.py", "build_model.stream_function"): "a model told to stream slowly",
     ("tests/peers/python_sdk.py", "_ServerProcess._wait_ready"): (

@@ -1,5 +1,6 @@
 """Helpers shared by the tests of Zed's Claude adapters (claude-agent-acp, claude-code-acp): the CLI's
-session files, what the fake model was sent, the transcript's typed and inserted messages.
+session files, what the fake model was sent, the transcript's typed and inserted messages (the helpers
+of every real-agent test are in ``tests/interop/_real_agents.py``).
 
 The adapters themselves come from ``tests/peers/claude_agents.py``, their model from
 ``tests/peers/fake_anthropic.py``.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from acp_client.transcript import Transcript, TranscriptMessage
+from acp_client.transcript import Transcript
 from tests._support import eventually
 from tests.interop._real_agents import SLOW
 from tests.peers.claude_agents import ClaudeAdapter
@@ -25,7 +26,6 @@ __all__ = [
     "TOOL_PROMPT",
     "drop_turn",
     "model_got",
-    "once",
     "remembered",
     "session_file",
     "stored",
@@ -45,13 +45,6 @@ INTERRUPTED = "[Request interrupted by user]"
 NO_RESPONSE = "No response requested."
 #: A prompt the fake model answers with a call of the CLI's Bash tool (read-only: no permission asked).
 TOOL_PROMPT = 'TOOL Bash {"command": "echo hi-from-tool", "description": "say hi"}'
-
-
-def once(transcript: Transcript, role: str, text: str) -> TranscriptMessage:
-    """The one message of ``role`` with ``text`` in the whole conversation (fails on none or several)."""
-    found = [m for m in transcript.all_messages() if m.role == role and m.text == text]
-    assert len(found) == 1, (role, text, found)
-    return found[0]
 
 
 def typed(transcript: Transcript) -> list[tuple[str, str]]:

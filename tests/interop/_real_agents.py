@@ -1,5 +1,6 @@
-"""Helpers shared by the real-agent tests (pydantic-acp, fast-agent, isaac-acp, deepagents-acp, agentao):
-permission answers, waits, kills, evictions.
+"""Helpers shared by the real-agent tests (pydantic-acp, fast-agent, isaac-acp, deepagents-acp, agentao, and
+the agents on a fake model: Zed's Claude adapters, codex-acp, pi-acp): permission answers, waits, kills,
+evictions, the shared agent of a module, and what the fake models answer and are sent.
 
 The agents themselves come from ``tests/peers/real_agents.py``; the client reaches them through a
 ``stdio:`` URL (wrapped in a :class:`~acp_client.testing.RecordingConnector` where a test needs the
@@ -8,38 +9,66 @@ agent's pid or what went out on the wire).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shlex
 import shutil
 import signal
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
+import pytest
 
-from acp_client import AcpClient, Callbacks, Timeouts, UpdateEvent, connector_for
+from acp_client import (
+    AcpClient,
+    Callbacks,
+    ConnectionLost,
+    Continuity,
+    PromptResult,
+    RecoveryPath,
+    SessionHandle,
+    Timeouts,
+    UpdateEvent,
+    connector_for,
+)
 from acp_client.handlers import ClientHandlers
+from acp_client.store import SqliteSessionStore
 from acp_client.testing import RecordingConnector
+from acp_client.transcript import SegmentStart, Transcript, TranscriptMessage
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder
+from tests.peers._fake_model import FakeModel
 
 __all__ = [
     "POLICY",
     "SLOW_PROMPT",
+    "SLOW_WORDS_PROMPT",
+    "ModelledAgent",
     "Permissions",
     "SharedAgent",
+    "assert_lost_then_new",
     "chunks",
     "conversation",
     "describe",
+    "echo_turn",
     "evict",
     "kill_agent",
+    "kill_mid_turn",
     "message_counts",
     "messages",
+    "model_history",
+    "modelled_agent",
+    "once",
+    "replayed_chunks",
+    "session_with",
     "stdio_url",
+    "stored_client",
+    "streaming",
     "wait_for_agent_text",
     "wired_client",
 ]
@@ -51,6 +80,38 @@ POLICY = attrs.evolve(FAST_RETRY, max_elapsed=60)
 SLOW = 60.0
 #: A prompt the fake models answer slowly, chunk by chunk (a turn long enough to cut or cancel).
 SLOW_PROMPT = "slow: one two three four five six seven eight"
+#: The same for the fake Responses API model (codex-acp, pi-acp): answered ``echo: `` and then word by word.
+SLOW_WORDS_PROMPT = "SLOW one two three four five six seven eight nine ten"
+
+
+def echo_turn(prompt: str) -> list[tuple[str, str]]:
+    """A completed turn as :func:`conversation` shows it: ``prompt`` and the fake model's ``echo: prompt``."""
+    return [("user", prompt), ("agent", f"echo: {prompt}")]
+
+
+def model_history(turns: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The history a fake model is sent for ``turns`` (the client's roles to the model APIs': ``assistant``)."""
+    return tuple(("assistant" if role == "agent" else role, text) for role, text in turns)
+
+
+def once(transcript: Transcript, role: str, text: str) -> TranscriptMessage:
+    """The one message of ``role`` with ``text`` in the whole conversation (fails on none or several)."""
+    found = [m for m in transcript.all_messages() if m.role == role and m.text == text]
+    assert len(found) == 1, (role, text, [(m.role, m.text) for m in transcript.all_messages()])
+    return found[0]
+
+
+def replayed_chunks(events: Sequence[UpdateEvent]) -> list[tuple[str, str | None, str | None]]:
+    """``(kind, text, messageId)`` of each message chunk among ``events`` that came in a replay."""
+    return [
+        (
+            e.update.kind,
+            getattr(getattr(e.update, "content", None), "text", None),
+            getattr(e.update, "message_id", None),
+        )
+        for e in events
+        if e.replay and e.update.kind.endswith("_message_chunk")
+    ]
 
 
 def chunks(events: Sequence[UpdateEvent], kind: str = "agent_message_chunk") -> list[tuple[str | None, str | None]]:
@@ -96,6 +157,13 @@ def wired_client(
     return client, wire
 
 
+def stored_client(url: str, store: SqliteSessionStore, recorder: Recorder) -> AcpClient:
+    """A client on ``url`` with a session store (an editor that restarts on it)."""
+    return AcpClient(
+        url, retry=POLICY, timeouts=Timeouts(connect=SLOW), session_store=store, callbacks=recorder.callbacks()
+    )
+
+
 def kill_agent(wire: RecordingConnector) -> int:
     """SIGKILL the agent of the current link (its whole process group: fast-agent's MCP child too)."""
     pid = wire.transports[-1].info.pid
@@ -114,6 +182,34 @@ def evict(store: Path) -> None:
     assert not store.exists(), store
 
 
+async def kill_mid_turn(wire: RecordingConnector, turn: asyncio.Task[PromptResult]) -> None:
+    """SIGKILL the agent while ``turn`` runs: the prompt fails with :class:`ConnectionLost`, maybe executed."""
+    kill_agent(wire)
+    with pytest.raises(ConnectionLost) as lost:
+        await turn
+    assert lost.value.may_have_executed
+
+
+async def session_with(client: AcpClient, cwd: Path, *prompts: str) -> tuple[SessionHandle, list[tuple[str, str]]]:
+    """A new session in which each of ``prompts`` was sent and answered: the session and its conversation
+    as :func:`conversation` shows it (each prompt and the fake model's ``echo:``)."""
+    handle = await client.new_session(cwd)
+    for prompt in prompts:
+        await handle.prompt(prompt)
+    return handle, [message for prompt in prompts for message in echo_turn(prompt)]
+
+
+async def streaming(
+    handle: SessionHandle, events: list[UpdateEvent], prompt: str, *, until: str
+) -> asyncio.Task[PromptResult]:
+    """Send ``prompt`` (one the fake model answers slowly) and return its running turn once the agent's answer
+    shows ``until``."""
+    start = len(events)
+    turn = asyncio.create_task(handle.prompt(prompt))
+    await wait_for_agent_text(events, until, start=start)
+    return turn
+
+
 async def wait_for_agent_text(events: list[UpdateEvent], needle: str, *, start: int = 0) -> None:
     """Wait until the agent's message chunks after ``events[start]`` contain ``needle``."""
 
@@ -125,6 +221,20 @@ async def wait_for_agent_text(events: list[UpdateEvent], needle: str, *, start: 
         )
 
     await eventually(seen, timeout=SLOW, what=f"agent text {needle!r}")
+
+
+def assert_lost_then_new(outcome: Any, transcript: Any, old_id: str, lost_turns: int, seen: str) -> None:
+    """The new-session path after a loss: continuity lost, an earlier segment marked lost, an empty new one."""
+    assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST, seen
+    assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
+    assert outcome.lost_turns == lost_turns, seen
+    earlier, current = transcript.segments
+    assert (earlier.session_id, earlier.lost, earlier.turns) == (old_id, True, lost_turns), seen
+    assert (current.session_id, current.began, current.messages) == (
+        outcome.session_id,
+        SegmentStart.NEW_AFTER_LOSS,
+        [],
+    ), seen
 
 
 def describe(outcome: Any, transcript: Any, events: Sequence[UpdateEvent] = ()) -> str:
@@ -197,6 +307,7 @@ class SharedAgent:
 
     def callbacks(self) -> Callbacks:
         """What the shared client is given (what :func:`wired_client` asks a recorder for)."""
+
         def forward(name: str) -> Any:
             def call(*args: Any) -> Any:
                 target = getattr(self._current, name)
@@ -216,3 +327,27 @@ class SharedAgent:
         """The test is over: forget its sessions (they are not recovered by the next test's kill)."""
         for handle in self.client.sessions:
             self.client.forget_session(handle.session_id)
+
+
+L = TypeVar("L", bound=FakeModel)
+
+
+@attrs.frozen
+class ModelledAgent(Generic[L]):
+    """One client for a module's tests of an agent on a fake model (each kill respawns the next test's
+    agent), that model, and the agent's home."""
+
+    agent: SharedAgent
+    llm: L
+    home: Path
+
+
+@contextlib.asynccontextmanager
+async def modelled_agent(
+    llm: L, command: Callable[[Path, str], Sequence[str]], home: Path
+) -> AsyncIterator[ModelledAgent[L]]:
+    """Serve ``llm`` and run one :class:`SharedAgent` on it (``command(home, llm.base_url)``) while the block runs."""
+    with llm:
+        agent = SharedAgent(command(home, llm.base_url), store=home)
+        async with agent.client:
+            yield ModelledAgent(agent, llm, home)

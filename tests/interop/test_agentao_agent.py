@@ -22,20 +22,24 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, ConnectionLost, RecoveryPath, SqliteSessionStore, Timeouts, UpdateEvent
+from acp_client import AcpClient, Callbacks, RecoveryPath, SqliteSessionStore, Timeouts, UpdateEvent
 from acp_client.exceptions import InvalidRequest, MethodNotFound
-from acp_client.transcript import SegmentStart, TranscriptMessage, TurnStatus
+from acp_client.transcript import TranscriptMessage, TurnStatus
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
     POLICY,
     SLOW,
     SLOW_PROMPT,
+    assert_lost_then_new,
     chunks,
     conversation,
     describe,
     evict,
     kill_agent,
+    kill_mid_turn,
     stdio_url,
+    stored_client,
+    streaming,
     wait_for_agent_text,
     wired_client,
 )
@@ -138,20 +142,6 @@ def _message(transcript: object, role: str, predicate: object) -> TranscriptMess
     return found[0]
 
 
-def _assert_lost_then_new(outcome: object, transcript: object, old_id: str, lost_turns: int, seen: str) -> None:
-    """The new-session path after a loss: an earlier segment marked lost, an empty new one."""
-    assert outcome.path is RecoveryPath.NEW_SESSION and not outcome.continuity, seen  # type: ignore[attr-defined]
-    assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen  # type: ignore[attr-defined]
-    assert outcome.lost_turns == lost_turns, seen  # type: ignore[attr-defined]
-    earlier, current = transcript.segments  # type: ignore[attr-defined]
-    assert (earlier.session_id, earlier.lost, earlier.turns) == (old_id, True, lost_turns), seen
-    assert (current.session_id, current.began, current.messages) == (
-        outcome.session_id,  # type: ignore[attr-defined]
-        SegmentStart.NEW_AFTER_LOSS,
-        [],
-    ), seen
-
-
 async def test_killed_idle_loses_the_session_and_keeps_the_conversation(
     agentao_agent: AgentaoAgent, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -173,7 +163,7 @@ async def test_killed_idle_loses_the_session_and_keeps_the_conversation(
         seen = describe(outcome, new.transcript, recorder.events[live:])
 
         assert [method for method, _ in outcome.steps] == ["session/load", "session/new"], seen
-        _assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
+        assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
         assert conversation(new.transcript) == TWO_TURNS, seen
 
         assert (await new.prompt("after")).stop_reason == "end_turn"
@@ -190,20 +180,15 @@ async def test_killed_mid_turn_keeps_the_partial_answer_in_the_lost_conversation
         handle = await client.new_session(tmp_path)
         old_id = handle.session_id
         await handle.prompt("hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "one", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_PROMPT, until="one")
 
         live = len(recorder.events)
-        kill_agent(wire)
-        with pytest.raises(ConnectionLost) as lost:
-            await turn
-        assert lost.value.may_have_executed
+        await kill_mid_turn(wire, turn)
         outcome = await recorder.outcome(timeout=SLOW)
         new = client.session(outcome.session_id or "")
         seen = describe(outcome, new.transcript, recorder.events[live:])
 
-        _assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
+        assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
         got = conversation(new.transcript)
         assert got[:3] == [("user", "hello"), ("agent", "echo: hello"), ("user", SLOW_PROMPT)] and len(got) == 4, seen
         assert _message(new.transcript, "user", SLOW_PROMPT.__eq__).status is TurnStatus.INTERRUPTED, seen
@@ -223,13 +208,8 @@ async def test_restart_with_a_store_replays_and_eviction_goes_new(
     work = tmp_path / "work"
     work.mkdir()
 
-    def client_on(store: SqliteSessionStore, recorder: Recorder) -> AcpClient:
-        return AcpClient(
-            url, retry=POLICY, timeouts=Timeouts(connect=SLOW), session_store=store, callbacks=recorder.callbacks()
-        )
-
     with SqliteSessionStore(tmp_path / "client.db") as store:
-        async with client_on(store, Recorder()) as client:
+        async with stored_client(url, store, Recorder()) as client:
             handle = await client.new_session(work)
             old_id = handle.session_id
             await handle.prompt("hello")
@@ -237,7 +217,7 @@ async def test_restart_with_a_store_replays_and_eviction_goes_new(
         assert len(list(AgentaoAgent.store_of(work).glob("*.json"))) == 1  # saved at the clean exit
 
         recorder = Recorder()
-        async with client_on(store, recorder) as client:
+        async with stored_client(url, store, recorder) as client:
             outcome = await recorder.outcome(timeout=SLOW)
             restored = client.session(old_id)
             seen = describe(outcome, restored.transcript, recorder.events)
@@ -249,11 +229,11 @@ async def test_restart_with_a_store_replays_and_eviction_goes_new(
 
         evict(AgentaoAgent.store_of(work))
         recorder = Recorder()
-        async with client_on(store, recorder) as client:
+        async with stored_client(url, store, recorder) as client:
             outcome = await recorder.outcome(timeout=SLOW)
             new = client.session(outcome.session_id or "")
             seen = describe(outcome, new.transcript, recorder.events)
-            _assert_lost_then_new(outcome, new.transcript, old_id, 3, seen)
+            assert_lost_then_new(outcome, new.transcript, old_id, 3, seen)
             assert conversation(new.transcript) == three, seen
             assert (await new.prompt("after")).stop_reason == "end_turn"
             assert conversation(new.transcript) == [*three, ("user", "after"), ("agent", "echo: after")], seen

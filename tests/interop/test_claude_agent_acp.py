@@ -35,14 +35,13 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, ConnectionLost, Continuity, RecoveryPath, Timeouts
+from acp_client import Continuity, RecoveryPath
 from acp_client.exceptions import InternalError, SessionNotFound
 from acp_client.store import SqliteSessionStore
-from acp_client.transcript import SegmentStart, TurnStatus
+from acp_client.transcript import TurnStatus
 from tests.e2e._support import Recorder
 from tests.interop._claude import (
     INTERRUPTED,
@@ -52,22 +51,28 @@ from tests.interop._claude import (
     SLOW_PROMPT,
     TOOL_PROMPT,
     drop_turn,
-    once,
     remembered,
     stored,
     typed,
 )
 from tests.interop._real_agents import (
-    POLICY,
     SLOW,
-    SharedAgent,
+    ModelledAgent,
+    assert_lost_then_new,
     chunks,
     conversation,
     describe,
+    echo_turn,
     evict,
     kill_agent,
+    kill_mid_turn,
+    model_history,
+    modelled_agent,
+    once,
+    session_with,
     stdio_url,
-    wait_for_agent_text,
+    stored_client,
+    streaming,
 )
 from tests.peers.claude_agents import ClaudeAdapter
 from tests.peers.fake_anthropic import FakeAnthropic
@@ -75,23 +80,15 @@ from tests.peers.fake_anthropic import FakeAnthropic
 # Only the test itself is timed: on a fresh machine the fixture first installs the adapter (npm).
 pytestmark = pytest.mark.timeout(120, func_only=True)
 
-
-@attrs.frozen
-class Shared:
-    """One client, one adapter process (respawned by each kill) and the fake model, for the module."""
-
-    agent: SharedAgent
-    llm: FakeAnthropic
-    home: Path
+#: One client, one adapter process (respawned by each kill) and the fake model, for the module.
+Shared = ModelledAgent[FakeAnthropic]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def shared(claude_agent_acp: ClaudeAdapter, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
     home = tmp_path_factory.mktemp("claude-agent") / "home"
-    with FakeAnthropic(chunk_delay=0.3) as llm:
-        agent = SharedAgent(claude_agent_acp.command(home, llm.base_url), store=home)
-        async with agent.client:
-            yield Shared(agent, llm, home)
+    async with modelled_agent(FakeAnthropic(chunk_delay=0.3), claude_agent_acp.command, home) as shared:
+        yield shared
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -127,9 +124,7 @@ async def test_facts(shared: Shared, tmp_path: Path) -> None:
         assert shared.llm.prompts[-1] == "[tool_result hi-from-tool]"
 
         # Cancel mid-stream: stopReason cancelled; the next prompt runs.
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "alpha", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_PROMPT, until="alpha")
         await handle.cancel()
         assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
         assert (await handle.prompt("second")).stop_reason == "end_turn"
@@ -185,10 +180,7 @@ async def test_killed_idle_resumes_unverified_and_the_agent_remembers(shared: Sh
     the conversation is untouched, and the next prompt shows the agent had both turns."""
     client, wire, recorder = shared.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("hello")
-        await handle.prompt("second")
-        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
+        handle, expected = await session_with(client, tmp_path, "hello", "second")
         assert conversation(handle.transcript) == expected
         await stored(shared.home, handle.session_id, "echo: second")
 
@@ -203,13 +195,8 @@ async def test_killed_idle_resumes_unverified_and_the_agent_remembers(shared: Sh
         assert conversation(handle.transcript) == expected, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
-        assert remembered(shared.llm, "after") == (
-            ("user", "hello"),
-            ("assistant", "echo: hello"),
-            ("user", "second"),
-            ("assistant", "echo: second"),
-        )
+        assert conversation(handle.transcript) == [*expected, *echo_turn("after")], seen
+        assert remembered(shared.llm, "after") == model_history(expected)
     finally:
         shared.agent.release()
 
@@ -220,29 +207,24 @@ async def test_killed_mid_stream_keeps_the_partial_answer(shared: Shared, tmp_pa
     try:
         handle = await client.new_session(tmp_path)
         await handle.prompt("hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "beta", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_PROMPT, until="beta")
         await stored(shared.home, handle.session_id, SLOW_PROMPT)
 
         live = len(recorder.events)
-        kill_agent(wire)
-        with pytest.raises(ConnectionLost) as lost:
-            await turn
-        assert lost.value.may_have_executed
+        await kill_mid_turn(wire, turn)
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events[live:])
         assert outcome.path is RecoveryPath.RESUME and outcome.continuity is Continuity.UNVERIFIED, seen
         assert outcome.session_id == outcome.previous_session_id == handle.session_id, seen
 
         got = conversation(handle.transcript)
-        assert got[:3] == [("user", "hello"), ("agent", "echo: hello"), ("user", SLOW_PROMPT)], seen
+        assert got[:3] == [*echo_turn("hello"), ("user", SLOW_PROMPT)], seen
         assert len(got) == 4 and got[3][1].startswith("echo: SLOW alpha beta"), seen
         assert once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.INTERRUPTED, seen
         assert handle.transcript.all_messages()[3].incomplete, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*got, ("user", "after"), ("agent", "echo: after")], seen
+        assert conversation(handle.transcript) == [*got, *echo_turn("after")], seen
         memory = remembered(shared.llm, "after")
         assert memory == (
             ("user", "hello"),
@@ -280,9 +262,7 @@ async def test_cancel_then_prompt_then_forced_replay(shared: Shared, tmp_path: P
     try:
         handle = await client.new_session(tmp_path)
         await handle.prompt("hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "alpha", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_PROMPT, until="alpha")
         await handle.cancel()
         assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
         assert (await handle.prompt(after_cancel)).stop_reason == "end_turn"
@@ -318,7 +298,7 @@ async def test_cancel_then_prompt_then_forced_replay(shared: Shared, tmp_path: P
         assert once(handle.transcript, "agent", partial[1]).incomplete, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert typed(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
+        assert typed(handle.transcript) == [*expected, *echo_turn("after")], seen
         memory = remembered(shared.llm, "after")
         assert [text for role, text in memory if role == "user"] == ["hello", SLOW_PROMPT, after_cancel]
         assert ("assistant", f"echo: {after_cancel}") in memory, memory
@@ -334,10 +314,7 @@ async def test_killed_before_the_cli_wrote_the_last_turn(shared: Shared, tmp_pat
     that turn. A load afterwards replays without it, and the report names it: continuity LOST."""
     client, wire, recorder = shared.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("hello")
-        await handle.prompt("second")
-        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
+        handle, expected = await session_with(client, tmp_path, "hello", "second")
         await stored(shared.home, handle.session_id, "echo: second")
 
         kill_agent(wire)
@@ -370,11 +347,8 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(shared: 
     session (continuity LOST); the old conversation stays as an earlier segment marked lost."""
     client, wire, recorder = shared.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
+        handle, expected = await session_with(client, tmp_path, "hello", "second")
         old_id = handle.session_id
-        await handle.prompt("hello")
-        await handle.prompt("second")
-        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
 
         await stored(shared.home, old_id, "echo: second")  # the CLI has nothing left to write
         live = len(recorder.events)
@@ -383,16 +357,12 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(shared: 
         outcome = await recorder.outcome(timeout=SLOW)
         new = client.session(outcome.session_id or "")
         seen = describe(outcome, new.transcript, recorder.events[live:])
-        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST, seen
-        assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
+        assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
         assert outcome.steps == (("session/resume", "not_found"), ("session/new", "ok")), seen
-        assert outcome.lost_turns == 2, seen
-        earlier, current = new.transcript.segments
-        assert (earlier.session_id, earlier.lost, current.began) == (old_id, True, SegmentStart.NEW_AFTER_LOSS), seen
         assert conversation(new.transcript) == expected, seen
 
         assert (await new.prompt("after")).stop_reason == "end_turn"
-        assert conversation(new.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
+        assert conversation(new.transcript) == [*expected, *echo_turn("after")], seen
         assert remembered(shared.llm, "after") == ()  # the new session starts afresh, as reported
     finally:
         shared.agent.release()
@@ -442,15 +412,10 @@ async def test_editor_restart_with_a_store(
     url = stdio_url(claude_agent_acp.command(tmp_path / "home", fake_anthropic.base_url))
     work = tmp_path / "work"
     work.mkdir()
-    expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
-
-    def client_on(store: SqliteSessionStore, recorder: Recorder) -> AcpClient:
-        return AcpClient(
-            url, retry=POLICY, timeouts=Timeouts(connect=SLOW), session_store=store, callbacks=recorder.callbacks()
-        )
+    expected = [*echo_turn("hello"), *echo_turn("second")]
 
     with SqliteSessionStore(tmp_path / "client.db") as store:
-        async with client_on(store, Recorder()) as client:
+        async with stored_client(url, store, Recorder()) as client:
             handle = await client.new_session(work)
             old_id = handle.session_id
             await handle.prompt("hello")
@@ -458,7 +423,7 @@ async def test_editor_restart_with_a_store(
             await stored(tmp_path / "home", old_id, "echo: second")
 
         recorder = Recorder()
-        async with client_on(store, recorder) as client:
+        async with stored_client(url, store, recorder) as client:
             outcome = await recorder.outcome(timeout=SLOW)
             restored = client.session(old_id)
             seen = describe(outcome, restored.transcript, recorder.events)
@@ -466,10 +431,5 @@ async def test_editor_restart_with_a_store(
             assert outcome.session_id == old_id, seen
             assert conversation(restored.transcript) == expected, seen
             assert (await restored.prompt("third")).stop_reason == "end_turn"
-            assert conversation(restored.transcript) == [*expected, ("user", "third"), ("agent", "echo: third")]
-    assert remembered(fake_anthropic, "third") == (
-        ("user", "hello"),
-        ("assistant", "echo: hello"),
-        ("user", "second"),
-        ("assistant", "echo: second"),
-    )
+            assert conversation(restored.transcript) == [*expected, *echo_turn("third")]
+    assert remembered(fake_anthropic, "third") == model_history(expected)

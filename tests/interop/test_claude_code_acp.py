@@ -24,23 +24,29 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import ConnectionLost, Continuity, RecoveryPath
+from acp_client import Continuity, RecoveryPath
 from acp_client.exceptions import InternalError
-from acp_client.transcript import SegmentStart, TurnStatus
-from tests.interop._claude import INTERRUPTED, SLOW_PROMPT, drop_turn, once, remembered, stored, typed
+from acp_client.transcript import TurnStatus
+from tests.interop._claude import INTERRUPTED, SLOW_PROMPT, drop_turn, remembered, stored, typed
 from tests.interop._real_agents import (
     SLOW,
-    SharedAgent,
+    ModelledAgent,
+    assert_lost_then_new,
     chunks,
     conversation,
     describe,
+    echo_turn,
     evict,
     kill_agent,
-    wait_for_agent_text,
+    kill_mid_turn,
+    model_history,
+    modelled_agent,
+    once,
+    session_with,
+    streaming,
 )
 from tests.peers.claude_agents import ClaudeAdapter
 from tests.peers.fake_anthropic import FakeAnthropic
@@ -48,23 +54,15 @@ from tests.peers.fake_anthropic import FakeAnthropic
 # Only the test itself is timed: on a fresh machine the fixture first installs the adapter (npm).
 pytestmark = pytest.mark.timeout(120, func_only=True)
 
-
-@attrs.frozen
-class Shared:
-    """One client, one adapter process (respawned by each kill) and the fake model, for the module."""
-
-    agent: SharedAgent
-    llm: FakeAnthropic
-    home: Path
+#: One client, one adapter process (respawned by each kill) and the fake model, for the module.
+Shared = ModelledAgent[FakeAnthropic]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def shared(claude_code_acp: ClaudeAdapter, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
     home = tmp_path_factory.mktemp("claude-code") / "home"
-    with FakeAnthropic(chunk_delay=0.3) as llm:
-        agent = SharedAgent(claude_code_acp.command(home, llm.base_url), store=home)
-        async with agent.client:
-            yield Shared(agent, llm, home)
+    async with modelled_agent(FakeAnthropic(chunk_delay=0.3), claude_code_acp.command, home) as shared:
+        yield shared
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -110,10 +108,7 @@ async def test_facts(shared: Shared, tmp_path: Path) -> None:
 async def test_killed_idle_resumes_unverified_and_the_agent_remembers(shared: Shared, tmp_path: Path) -> None:
     client, wire, recorder = shared.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("hello")
-        await handle.prompt("second")
-        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
+        handle, expected = await session_with(client, tmp_path, "hello", "second")
         await stored(shared.home, handle.session_id, "echo: second")
 
         kill_agent(wire)
@@ -124,13 +119,8 @@ async def test_killed_idle_resumes_unverified_and_the_agent_remembers(shared: Sh
         assert conversation(handle.transcript) == expected, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
-        assert remembered(shared.llm, "after") == (
-            ("user", "hello"),
-            ("assistant", "echo: hello"),
-            ("user", "second"),
-            ("assistant", "echo: second"),
-        )
+        assert conversation(handle.transcript) == [*expected, *echo_turn("after")], seen
+        assert remembered(shared.llm, "after") == model_history(expected)
     finally:
         shared.agent.release()
 
@@ -145,25 +135,20 @@ async def test_killed_mid_stream_keeps_the_partial_answer_the_agent_dropped(shar
         handle = await client.new_session(tmp_path)
         await handle.prompt("hello")
         await stored(shared.home, handle.session_id, "echo: hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "beta", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_PROMPT, until="beta")
 
-        kill_agent(wire)
-        with pytest.raises(ConnectionLost) as lost:
-            await turn
-        assert lost.value.may_have_executed
+        await kill_mid_turn(wire, turn)
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events)
         assert outcome.path is RecoveryPath.RESUME and outcome.continuity is Continuity.UNVERIFIED, seen
         got = conversation(handle.transcript)
-        assert got[:3] == [("user", "hello"), ("agent", "echo: hello"), ("user", SLOW_PROMPT)], seen
+        assert got[:3] == [*echo_turn("hello"), ("user", SLOW_PROMPT)], seen
         assert len(got) == 4 and got[3][1].startswith("echo: SLOW alpha beta"), seen
         assert once(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.INTERRUPTED, seen
         assert handle.transcript.all_messages()[3].incomplete, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert remembered(shared.llm, "after") == (("user", "hello"), ("assistant", "echo: hello"))
+        assert remembered(shared.llm, "after") == model_history(echo_turn("hello"))
         await stored(shared.home, handle.session_id, "echo: after")
 
         live = len(recorder.events)
@@ -171,7 +156,7 @@ async def test_killed_mid_stream_keeps_the_partial_answer_the_agent_dropped(shar
         report = handle.transcript.last_replay
         seen = describe(outcome, handle.transcript, recorder.events[live:]) + f"\nreport={report}"
         assert report is not None and report.missing_turns == () and report.lacks_history() is None, seen
-        assert typed(handle.transcript) == [*got, ("user", "after"), ("agent", "echo: after")], seen
+        assert typed(handle.transcript) == [*got, *echo_turn("after")], seen
         assert handle.transcript.all_messages()[3].incomplete, seen
     finally:
         shared.agent.release()
@@ -183,9 +168,7 @@ async def test_cancel_then_prompt_then_forced_replay(shared: Shared, tmp_path: P
     try:
         handle = await client.new_session(tmp_path)
         await handle.prompt("hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "alpha", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_PROMPT, until="alpha")
         await handle.cancel()
         assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
         assert (await handle.prompt("right after the cancel")).stop_reason == "end_turn"
@@ -217,10 +200,7 @@ async def test_killed_before_the_cli_wrote_the_last_turn(shared: Shared, tmp_pat
     that turn, and a load afterwards names it as missing (continuity LOST)."""
     client, wire, recorder = shared.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("hello")
-        await handle.prompt("second")
-        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
+        handle, expected = await session_with(client, tmp_path, "hello", "second")
         await stored(shared.home, handle.session_id, "echo: second")
 
         kill_agent(wire)
@@ -237,7 +217,7 @@ async def test_killed_before_the_cli_wrote_the_last_turn(shared: Shared, tmp_pat
         assert typed(handle.transcript) == expected, seen
 
         assert (await handle.prompt("after")).stop_reason == "end_turn"
-        assert remembered(shared.llm, "after") == (("user", "hello"), ("assistant", "echo: hello"))
+        assert remembered(shared.llm, "after") == model_history(echo_turn("hello"))
     finally:
         shared.agent.release()
 
@@ -249,11 +229,8 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(shared: 
     conversation stays as an earlier segment marked lost."""
     client, wire, recorder = shared.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
+        handle, expected = await session_with(client, tmp_path, "hello", "second")
         old_id = handle.session_id
-        await handle.prompt("hello")
-        await handle.prompt("second")
-        expected = [("user", "hello"), ("agent", "echo: hello"), ("user", "second"), ("agent", "echo: second")]
 
         await stored(shared.home, old_id, "echo: second")  # the CLI has nothing left to write
         kill_agent(wire)
@@ -261,18 +238,15 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(shared: 
         outcome = await recorder.outcome(timeout=SLOW)
         new = client.session(outcome.session_id or "")
         seen = describe(outcome, new.transcript, recorder.events)
-        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST, seen
-        assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
+        assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
         # The resume fails (-32603, the CLI found nothing to resume), so the client tries a load, which
         # answers the 'Session not found' spelling: a new session.
         assert [method for method, _ in outcome.steps] == ["session/resume", "session/load", "session/new"], seen
         assert outcome.steps[1] == ("session/load", "not_found"), seen
-        earlier, current = new.transcript.segments
-        assert (earlier.session_id, earlier.lost, current.began) == (old_id, True, SegmentStart.NEW_AFTER_LOSS), seen
         assert conversation(new.transcript) == expected, seen
 
         assert (await new.prompt("after")).stop_reason == "end_turn"
-        assert conversation(new.transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
+        assert conversation(new.transcript) == [*expected, *echo_turn("after")], seen
         assert remembered(shared.llm, "after") == ()
     finally:
         shared.agent.release()

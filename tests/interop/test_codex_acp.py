@@ -27,27 +27,35 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, ConnectionLost, Continuity, RecoveryPath, Timeouts
+from acp_client import Continuity, RecoveryPath
 from acp_client.exceptions import MethodNotFound, SessionNotFound
 from acp_client.store import SqliteSessionStore
-from acp_client.transcript import SegmentStart, TranscriptMessage, TurnStatus
+from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
-    POLICY,
     SLOW,
-    SharedAgent,
+    SLOW_WORDS_PROMPT,
+    ModelledAgent,
+    assert_lost_then_new,
     chunks,
     conversation,
     describe,
+    echo_turn,
     evict,
     kill_agent,
+    kill_mid_turn,
+    model_history,
+    modelled_agent,
+    once,
+    replayed_chunks,
+    session_with,
     stdio_url,
-    wait_for_agent_text,
+    stored_client,
+    streaming,
     wired_client,
 )
 from tests.peers.codex_pi_agents import CodexAcpAgent
@@ -56,40 +64,14 @@ from tests.peers.fake_responses import FakeResponses
 # Only the test itself is timed: on a fresh machine the fixture first installs the agent (npm, ~10 s).
 pytestmark = pytest.mark.timeout(120, func_only=True)
 
-SLOW_PROMPT = "SLOW one two three four five six seven eight nine ten"
-
-
-@attrs.frozen
-class Codex:
-    """One codex-acp client for the module (each kill respawns the next test's agent) and its fake model."""
-
-    agent: SharedAgent
-    llm: FakeResponses
-    home: Path
+Codex = ModelledAgent[FakeResponses]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def codex(codex_acp_agent: CodexAcpAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Codex]:
     home = tmp_path_factory.mktemp("codex") / "home"
-    with FakeResponses(chunk_delay=0.2) as llm:
-        agent = SharedAgent(codex_acp_agent.command(home, llm.base_url), store=home)
-        async with agent.client:
-            yield Codex(agent, llm, home)
-
-
-def _turn(prompt: str) -> list[tuple[str, str]]:
-    return [("user", prompt), ("agent", f"echo: {prompt}")]
-
-
-def _one(transcript: Any, role: str, text: str) -> TranscriptMessage:
-    found = [m for m in transcript.all_messages() if m.role == role and m.text == text]
-    assert len(found) == 1, (role, text, [(m.role, m.text) for m in transcript.all_messages()])
-    return found[0]
-
-
-def _model_history(turns: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """The history the fake model gets for ``turns`` (the client's roles to the Responses API's)."""
-    return tuple(("assistant" if role == "agent" else role, text) for role, text in turns)
+    async with modelled_agent(FakeResponses(chunk_delay=0.2), codex_acp_agent.command, home) as shared:
+        yield shared
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -144,11 +126,8 @@ async def test_killed_idle_resumes_unverified(codex: Codex, tmp_path: Path) -> N
     cannot know that it kept the conversation: continuity unverified. The model then shows that it did."""
     client, wire, recorder = codex.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
+        handle, expected = await session_with(client, tmp_path, "idle hello", "idle second")
         session_id = handle.session_id
-        await handle.prompt("idle hello")
-        await handle.prompt("idle second")
-        expected = [*_turn("idle hello"), *_turn("idle second")]
         assert conversation(handle.transcript) == expected
 
         live = len(recorder.events)
@@ -163,9 +142,9 @@ async def test_killed_idle_resumes_unverified(codex: Codex, tmp_path: Path) -> N
         assert conversation(handle.transcript) == expected, seen
 
         assert (await handle.prompt("idle after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("idle after")], seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("idle after")], seen
         # The respawned agent sent its model the whole conversation: it had kept it.
-        assert codex.llm.history_for("idle after") == _model_history([*expected, ("user", "idle after")]), seen
+        assert codex.llm.history_for("idle after") == model_history([*expected, ("user", "idle after")]), seen
     finally:
         codex.agent.release()
 
@@ -177,10 +156,7 @@ async def test_resume_cannot_see_a_store_that_lost_the_last_turn(codex: Codex, t
     client cannot tell; it says unverified. The model shows the agent lacked the turn."""
     client, wire, recorder = codex.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("short hello")
-        await handle.prompt("short second")
-        expected = [*_turn("short hello"), *_turn("short second")]
+        handle, expected = await session_with(client, tmp_path, "short hello", "short second")
 
         [file] = CodexAcpAgent.store_of(codex.home).rglob(f"rollout-*-{handle.session_id}.jsonl")
         lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -197,9 +173,9 @@ async def test_resume_cannot_see_a_store_that_lost_the_last_turn(codex: Codex, t
         assert conversation(handle.transcript) == expected, seen
 
         assert (await handle.prompt("short after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("short after")], seen
-        history = [*_turn("short hello"), ("user", "short after")]
-        assert codex.llm.history_for("short after") == _model_history(history), seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("short after")], seen
+        history = [*echo_turn("short hello"), ("user", "short after")]
+        assert codex.llm.history_for("short after") == model_history(history), seen
     finally:
         codex.agent.release()
 
@@ -212,30 +188,25 @@ async def test_killed_mid_stream_keeps_the_partial_answer(codex: Codex, tmp_path
     try:
         handle = await client.new_session(tmp_path)
         await handle.prompt("cut hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "two", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_WORDS_PROMPT, until="two")
 
         live = len(recorder.events)
-        kill_agent(wire)
-        with pytest.raises(ConnectionLost) as lost:
-            await turn
-        assert lost.value.may_have_executed
+        await kill_mid_turn(wire, turn)
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events[live:])
 
-        assert [getattr(b, "text", None) for item in recorder.interrupted for b in item.prompt] == [SLOW_PROMPT]
+        assert [getattr(b, "text", None) for item in recorder.interrupted for b in item.prompt] == [SLOW_WORDS_PROMPT]
         assert outcome.path is RecoveryPath.RESUME and outcome.continuity is Continuity.UNVERIFIED, seen
         got = conversation(handle.transcript)
-        assert got[:3] == [*_turn("cut hello"), ("user", SLOW_PROMPT)] and len(got) == 4, seen
+        assert got[:3] == [*echo_turn("cut hello"), ("user", SLOW_WORDS_PROMPT)] and len(got) == 4, seen
         assert got[3][0] == "agent" and got[3][1].startswith("echo: one two"), seen
-        assert _one(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.INTERRUPTED, seen
-        assert _one(handle.transcript, "agent", got[3][1]).incomplete, seen
+        assert once(handle.transcript, "user", SLOW_WORDS_PROMPT).status is TurnStatus.INTERRUPTED, seen
+        assert once(handle.transcript, "agent", got[3][1]).incomplete, seen
 
         assert (await handle.prompt("cut after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*got, *_turn("cut after")], seen
-        history = [*_turn("cut hello"), ("user", SLOW_PROMPT), ("user", "cut after")]
-        assert codex.llm.history_for("cut after") == _model_history(history), seen
+        assert conversation(handle.transcript) == [*got, *echo_turn("cut after")], seen
+        history = [*echo_turn("cut hello"), ("user", SLOW_WORDS_PROMPT), ("user", "cut after")]
+        assert codex.llm.history_for("cut after") == model_history(history), seen
     finally:
         codex.agent.release()
 
@@ -246,11 +217,8 @@ async def test_evicted_session_goes_new_and_lost(codex: Codex, tmp_path: Path) -
     earlier segment marked lost, continuity lost; the model gets only the new prompt."""
     client, wire, recorder = codex.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
+        handle, expected = await session_with(client, tmp_path, "evict hello", "evict second")
         old_id = handle.session_id
-        await handle.prompt("evict hello")
-        await handle.prompt("evict second")
-        expected = [*_turn("evict hello"), *_turn("evict second")]
 
         evict(CodexAcpAgent.store_of(codex.home))
         live = len(recorder.events)
@@ -259,17 +227,12 @@ async def test_evicted_session_goes_new_and_lost(codex: Codex, tmp_path: Path) -
         new = client.session(outcome.session_id or "")
         seen = describe(outcome, new.transcript, recorder.events[live:])
 
-        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST, seen
+        assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
         assert [method for method, _ in outcome.steps] == ["session/resume", "session/new"], seen
-        assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
-        assert outcome.lost_turns == 2, seen
-        earlier, current = new.transcript.segments
-        assert (earlier.session_id, earlier.lost, earlier.turns) == (old_id, True, 2), seen
-        assert (current.began, current.messages) == (SegmentStart.NEW_AFTER_LOSS, []), seen
         assert conversation(new.transcript) == expected, seen
 
         assert (await new.prompt("evict after")).stop_reason == "end_turn"
-        assert conversation(new.transcript) == [*expected, *_turn("evict after")], seen
+        assert conversation(new.transcript) == [*expected, *echo_turn("evict after")], seen
         assert codex.llm.history_for("evict after") == (("user", "evict after"),), seen
     finally:
         codex.agent.release()
@@ -295,20 +258,18 @@ async def test_cancel_then_prompt_then_forced_replay(
         handle = await client.new_session(tmp_path)
         session_id = handle.session_id
         await handle.prompt("hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "two", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_WORDS_PROMPT, until="two")
         await handle.cancel()
         assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
         partial = conversation(handle.transcript)[3]
         assert partial[0] == "agent" and partial[1].startswith("echo: one two"), handle.transcript.text()
-        assert _one(handle.transcript, "agent", partial[1]).incomplete
+        assert once(handle.transcript, "agent", partial[1]).incomplete
         await handle.prompt("after")
-        expected = [*_turn("hello"), ("user", SLOW_PROMPT), partial, *_turn("after")]
+        expected = [*echo_turn("hello"), ("user", SLOW_WORDS_PROMPT), partial, *echo_turn("after")]
         assert conversation(handle.transcript) == expected
         # The cancelled turn's partial answer never reached codex's history.
-        before = [*_turn("hello"), ("user", SLOW_PROMPT), ("user", "after")]
-        assert fake_responses.history_for("after") == _model_history(before)
+        before = [*echo_turn("hello"), ("user", SLOW_WORDS_PROMPT), ("user", "after")]
+        assert fake_responses.history_for("after") == model_history(before)
 
         live = len(recorder.events)
         kill_agent(wire)
@@ -317,15 +278,10 @@ async def test_cancel_then_prompt_then_forced_replay(
 
         assert outcome.path is RecoveryPath.REPLAY and outcome.session_id == session_id, seen
         assert [method for method, _ in outcome.steps] == ["session/load"], seen
-        replayed = [
-            (e.update.kind, getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
-            for e in recorder.events[live:]
-            if e.replay and e.update.kind.endswith("_message_chunk")
-        ]
-        assert replayed == [
+        assert replayed_chunks(recorder.events[live:]) == [
             ("user_message_chunk", "hello", None),
             ("agent_message_chunk", "echo: hello", None),
-            ("user_message_chunk", SLOW_PROMPT, None),
+            ("user_message_chunk", SLOW_WORDS_PROMPT, None),
             ("user_message_chunk", "after", None),
             ("agent_message_chunk", "echo: after", None),
         ], seen
@@ -335,13 +291,13 @@ async def test_cancel_then_prompt_then_forced_replay(
             what=lambda: describe(outcome, handle.transcript, recorder.events[live:]),
         )
         assert outcome.continuity is Continuity.KEPT, seen
-        assert _one(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.CANCELLED, seen
-        assert _one(handle.transcript, "agent", partial[1]).incomplete, seen
+        assert once(handle.transcript, "user", SLOW_WORDS_PROMPT).status is TurnStatus.CANCELLED, seen
+        assert once(handle.transcript, "agent", partial[1]).incomplete, seen
 
         assert (await handle.prompt("third")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("third")], seen
-        history = [*_turn("hello"), ("user", SLOW_PROMPT), *_turn("after"), ("user", "third")]
-        assert fake_responses.history_for("third") == _model_history(history), seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("third")], seen
+        history = [*echo_turn("hello"), ("user", SLOW_WORDS_PROMPT), *echo_turn("after"), ("user", "third")]
+        assert fake_responses.history_for("third") == model_history(history), seen
 
 
 async def test_editor_restart_with_a_store_resumes_unverified(
@@ -351,14 +307,9 @@ async def test_editor_restart_with_a_store_resumes_unverified(
     at once, the session resumes (a new agent process: unverified), and the model shows codex kept it."""
     url = stdio_url(codex_acp_agent.command(tmp_path / "home", fake_responses.base_url))
 
-    def client_on(store: SqliteSessionStore, recorder: Recorder) -> AcpClient:
-        return AcpClient(
-            url, retry=POLICY, timeouts=Timeouts(connect=SLOW), session_store=store, callbacks=recorder.callbacks()
-        )
-
-    two = [*_turn("hello"), *_turn("second")]
+    two = [*echo_turn("hello"), *echo_turn("second")]
     with SqliteSessionStore(tmp_path / "client.db") as store:
-        async with client_on(store, Recorder()) as client:
+        async with stored_client(url, store, Recorder()) as client:
             handle = await client.new_session(tmp_path)
             old_id = handle.session_id
             await handle.prompt("hello")
@@ -366,7 +317,7 @@ async def test_editor_restart_with_a_store_resumes_unverified(
             assert conversation(handle.transcript) == two
 
         recorder = Recorder()
-        async with client_on(store, recorder) as client:
+        async with stored_client(url, store, recorder) as client:
             outcome = await recorder.outcome(timeout=SLOW)
             restored = client.session(old_id)
             seen = describe(outcome, restored.transcript, recorder.events)
@@ -374,5 +325,5 @@ async def test_editor_restart_with_a_store_resumes_unverified(
             assert outcome.continuity is Continuity.UNVERIFIED, seen
             assert conversation(restored.transcript) == two, seen
             assert (await restored.prompt("third")).stop_reason == "end_turn"
-            assert conversation(restored.transcript) == [*two, *_turn("third")], seen
-            assert fake_responses.history_for("third") == _model_history([*two, ("user", "third")]), seen
+            assert conversation(restored.transcript) == [*two, *echo_turn("third")], seen
+            assert fake_responses.history_for("third") == model_history([*two, ("user", "third")]), seen

@@ -26,29 +26,36 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, ConnectionLost, Continuity, RecoveryPath, Timeouts
+from acp_client import Continuity, RecoveryPath
 from acp_client.exceptions import InvalidParams, MethodNotFound
 from acp_client.store import SqliteSessionStore
-from acp_client.transcript import SegmentStart, TranscriptMessage, TurnStatus
+from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (
-    POLICY,
     SLOW,
-    SharedAgent,
+    SLOW_WORDS_PROMPT,
+    ModelledAgent,
+    assert_lost_then_new,
     chunks,
     conversation,
     describe,
+    echo_turn,
     evict,
     kill_agent,
+    kill_mid_turn,
+    model_history,
+    modelled_agent,
+    once,
+    replayed_chunks,
+    session_with,
     stdio_url,
-    wait_for_agent_text,
+    stored_client,
+    streaming,
 )
 from tests.peers.codex_pi_agents import PiAcpAgent
 from tests.peers.fake_responses import FakeResponses
@@ -56,48 +63,14 @@ from tests.peers.fake_responses import FakeResponses
 # Only the test itself is timed: on a fresh machine the fixture first installs the agent (npm, ~15 s).
 pytestmark = pytest.mark.timeout(120, func_only=True)
 
-SLOW_PROMPT = "SLOW one two three four five six seven eight nine ten"
-
-
-@attrs.frozen
-class Pi:
-    """One pi-acp client for the module (each kill respawns the next test's agent) and its fake model."""
-
-    agent: SharedAgent
-    llm: FakeResponses
-    home: Path
+Pi = ModelledAgent[FakeResponses]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def pi(pi_acp_agent: PiAcpAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pi]:
     home = tmp_path_factory.mktemp("pi") / "home"
-    with FakeResponses(chunk_delay=0.2) as llm:
-        agent = SharedAgent(pi_acp_agent.command(home, llm.base_url), store=home)
-        async with agent.client:
-            yield Pi(agent, llm, home)
-
-
-def _turn(prompt: str) -> list[tuple[str, str]]:
-    return [("user", prompt), ("agent", f"echo: {prompt}")]
-
-
-def _one(transcript: Any, role: str, text: str) -> TranscriptMessage:
-    found = [m for m in transcript.all_messages() if m.role == role and m.text == text]
-    assert len(found) == 1, (role, text, [(m.role, m.text) for m in transcript.all_messages()])
-    return found[0]
-
-
-def _model_history(turns: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """The history the fake model gets for ``turns`` (the client's roles to the Responses API's)."""
-    return tuple(("assistant" if role == "agent" else role, text) for role, text in turns)
-
-
-def _replayed(events: list[Any]) -> list[tuple[str, str | None, str | None]]:
-    return [
-        (e.update.kind, getattr(e.update.content, "text", None), getattr(e.update, "message_id", None))
-        for e in events
-        if e.replay and e.update.kind.endswith("_message_chunk")
-    ]
+    async with modelled_agent(FakeResponses(chunk_delay=0.2), pi_acp_agent.command, home) as shared:
+        yield shared
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -154,11 +127,8 @@ async def test_killed_idle_replays_and_keeps_continuity(pi: Pi, tmp_path: Path) 
     turn came back), and the model shows the agent had them."""
     client, wire, recorder = pi.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
+        handle, expected = await session_with(client, tmp_path, "idle hello", "idle second")
         session_id = handle.session_id
-        await handle.prompt("idle hello")
-        await handle.prompt("idle second")
-        expected = [*_turn("idle hello"), *_turn("idle second")]
         assert conversation(handle.transcript) == expected
 
         live = len(recorder.events)
@@ -168,7 +138,7 @@ async def test_killed_idle_replays_and_keeps_continuity(pi: Pi, tmp_path: Path) 
 
         assert outcome.path is RecoveryPath.REPLAY and outcome.session_id == session_id, seen
         assert [method for method, _ in outcome.steps] == ["session/load"], seen
-        assert _replayed(recorder.events[live:]) == [
+        assert replayed_chunks(recorder.events[live:]) == [
             ("user_message_chunk", "idle hello", None),
             ("agent_message_chunk", "echo: idle hello", None),
             ("user_message_chunk", "idle second", None),
@@ -182,8 +152,8 @@ async def test_killed_idle_replays_and_keeps_continuity(pi: Pi, tmp_path: Path) 
         )
 
         assert (await handle.prompt("idle after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("idle after")], seen
-        assert pi.llm.history_for("idle after") == _model_history([*expected, ("user", "idle after")]), seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("idle after")], seen
+        assert pi.llm.history_for("idle after") == model_history([*expected, ("user", "idle after")]), seen
     finally:
         pi.agent.release()
 
@@ -196,31 +166,26 @@ async def test_killed_mid_stream_keeps_the_partial_answer(pi: Pi, tmp_path: Path
     try:
         handle = await client.new_session(tmp_path)
         await handle.prompt("cut hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "two", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_WORDS_PROMPT, until="two")
 
         live = len(recorder.events)
-        kill_agent(wire)
-        with pytest.raises(ConnectionLost) as lost:
-            await turn
-        assert lost.value.may_have_executed
+        await kill_mid_turn(wire, turn)
         outcome = await recorder.outcome(timeout=SLOW)
         seen = describe(outcome, handle.transcript, recorder.events[live:])
 
-        assert [getattr(b, "text", None) for item in recorder.interrupted for b in item.prompt] == [SLOW_PROMPT]
+        assert [getattr(b, "text", None) for item in recorder.interrupted for b in item.prompt] == [SLOW_WORDS_PROMPT]
         assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.KEPT, seen
         got = conversation(handle.transcript)
-        assert got[:3] == [*_turn("cut hello"), ("user", SLOW_PROMPT)] and len(got) == 4, seen
+        assert got[:3] == [*echo_turn("cut hello"), ("user", SLOW_WORDS_PROMPT)] and len(got) == 4, seen
         assert got[3][0] == "agent" and got[3][1].startswith("echo: one two"), seen
-        assert _one(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.INTERRUPTED, seen
-        assert _one(handle.transcript, "agent", got[3][1]).incomplete, seen
+        assert once(handle.transcript, "user", SLOW_WORDS_PROMPT).status is TurnStatus.INTERRUPTED, seen
+        assert once(handle.transcript, "agent", got[3][1]).incomplete, seen
 
         assert (await handle.prompt("cut after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*got, *_turn("cut after")], seen
+        assert conversation(handle.transcript) == [*got, *echo_turn("cut after")], seen
         # pi had stored the cut prompt (not the partial answer): the model gets both prompts.
-        history = [*_turn("cut hello"), ("user", SLOW_PROMPT), ("user", "cut after")]
-        assert pi.llm.history_for("cut after") == _model_history(history), seen
+        history = [*echo_turn("cut hello"), ("user", SLOW_WORDS_PROMPT), ("user", "cut after")]
+        assert pi.llm.history_for("cut after") == model_history(history), seen
     finally:
         pi.agent.release()
 
@@ -234,20 +199,18 @@ async def test_cancel_then_prompt_then_kill(pi: Pi, tmp_path: Path) -> None:
         handle = await client.new_session(tmp_path)
         session_id = handle.session_id
         await handle.prompt("cancel hello")
-        start = len(recorder.events)
-        turn = asyncio.create_task(handle.prompt(SLOW_PROMPT))
-        await wait_for_agent_text(recorder.events, "two", start=start)
+        turn = await streaming(handle, recorder.events, SLOW_WORDS_PROMPT, until="two")
         await handle.cancel()
         assert (await asyncio.wait_for(turn, SLOW)).stop_reason == "cancelled"
         partial = conversation(handle.transcript)[3]
         assert partial[0] == "agent" and partial[1].startswith("echo: one two"), handle.transcript.text()
-        assert _one(handle.transcript, "agent", partial[1]).incomplete
+        assert once(handle.transcript, "agent", partial[1]).incomplete
         await handle.prompt("cancel after")
-        expected = [*_turn("cancel hello"), ("user", SLOW_PROMPT), partial, *_turn("cancel after")]
+        expected = [*echo_turn("cancel hello"), ("user", SLOW_WORDS_PROMPT), partial, *echo_turn("cancel after")]
         assert conversation(handle.transcript) == expected
         # pi keeps the partial in its session but does not send it to the model again.
-        before = [*_turn("cancel hello"), ("user", SLOW_PROMPT), ("user", "cancel after")]
-        assert pi.llm.history_for("cancel after") == _model_history(before)
+        before = [*echo_turn("cancel hello"), ("user", SLOW_WORDS_PROMPT), ("user", "cancel after")]
+        assert pi.llm.history_for("cancel after") == model_history(before)
 
         live = len(recorder.events)
         kill_agent(wire)
@@ -255,11 +218,11 @@ async def test_cancel_then_prompt_then_kill(pi: Pi, tmp_path: Path) -> None:
         seen = describe(outcome, handle.transcript, recorder.events[live:])
 
         assert outcome.path is RecoveryPath.REPLAY and outcome.session_id == session_id, seen
-        replayed = _replayed(recorder.events[live:])
+        replayed = replayed_chunks(recorder.events[live:])
         assert [(kind, text) for kind, text, _ in replayed] == [
             ("user_message_chunk", "cancel hello"),
             ("agent_message_chunk", "echo: cancel hello"),
-            ("user_message_chunk", SLOW_PROMPT),
+            ("user_message_chunk", SLOW_WORDS_PROMPT),
             ("agent_message_chunk", partial[1]),
             ("user_message_chunk", "cancel after"),
             ("agent_message_chunk", "echo: cancel after"),
@@ -270,13 +233,13 @@ async def test_cancel_then_prompt_then_kill(pi: Pi, tmp_path: Path) -> None:
             what=lambda: describe(outcome, handle.transcript, recorder.events[live:]),
         )
         assert outcome.continuity is Continuity.KEPT, seen
-        assert _one(handle.transcript, "user", SLOW_PROMPT).status is TurnStatus.CANCELLED, seen
-        assert _one(handle.transcript, "agent", partial[1]).incomplete, seen
+        assert once(handle.transcript, "user", SLOW_WORDS_PROMPT).status is TurnStatus.CANCELLED, seen
+        assert once(handle.transcript, "agent", partial[1]).incomplete, seen
 
         assert (await handle.prompt("cancel third")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("cancel third")], seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("cancel third")], seen
         history = [*before, ("agent", "echo: cancel after"), ("user", "cancel third")]
-        assert pi.llm.history_for("cancel third") == _model_history(history), seen
+        assert pi.llm.history_for("cancel third") == model_history(history), seen
     finally:
         pi.agent.release()
 
@@ -287,10 +250,7 @@ async def test_session_file_removed_replays_nothing_and_is_lost(pi: Pi, tmp_path
     no continuity: lost, said in the notes; the conversation stays, and the model gets only the new prompt."""
     client, wire, recorder = pi.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("empty hello")
-        await handle.prompt("empty second")
-        expected = [*_turn("empty hello"), *_turn("empty second")]
+        handle, expected = await session_with(client, tmp_path, "empty hello", "empty second")
 
         evict(PiAcpAgent.store_of(pi.home))
         live = len(recorder.events)
@@ -303,7 +263,7 @@ async def test_session_file_removed_replays_nothing_and_is_lost(pi: Pi, tmp_path
         assert conversation(handle.transcript) == expected, seen
 
         assert (await handle.prompt("empty after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("empty after")], seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("empty after")], seen
         assert pi.llm.history_for("empty after") == (("user", "empty after"),), seen
     finally:
         pi.agent.release()
@@ -316,10 +276,7 @@ async def test_session_file_missing_its_last_turn_is_lost(pi: Pi, tmp_path: Path
     continuity lost, the note names the turn; the transcript keeps both, and the model never sees the second."""
     client, wire, recorder = pi.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
-        await handle.prompt("short hello")
-        await handle.prompt("short second")
-        expected = [*_turn("short hello"), *_turn("short second")]
+        handle, expected = await session_with(client, tmp_path, "short hello", "short second")
 
         [file] = PiAcpAgent.store_of(pi.home).glob(f"*/*_{handle.session_id}.jsonl")
         lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -331,7 +288,7 @@ async def test_session_file_missing_its_last_turn_is_lost(pi: Pi, tmp_path: Path
         seen = describe(outcome, handle.transcript, recorder.events[live:])
 
         assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.LOST, seen
-        assert [(kind, text) for kind, text, _ in _replayed(recorder.events[live:])] == [
+        assert [(kind, text) for kind, text, _ in replayed_chunks(recorder.events[live:])] == [
             ("user_message_chunk", "short hello"),
             ("agent_message_chunk", "echo: short hello"),
         ], seen
@@ -341,9 +298,9 @@ async def test_session_file_missing_its_last_turn_is_lost(pi: Pi, tmp_path: Path
         assert conversation(handle.transcript) == expected, seen
 
         assert (await handle.prompt("short after")).stop_reason == "end_turn"
-        assert conversation(handle.transcript) == [*expected, *_turn("short after")], seen
-        history = [*_turn("short hello"), ("user", "short after")]
-        assert pi.llm.history_for("short after") == _model_history(history), seen
+        assert conversation(handle.transcript) == [*expected, *echo_turn("short after")], seen
+        history = [*echo_turn("short hello"), ("user", "short after")]
+        assert pi.llm.history_for("short after") == model_history(history), seen
     finally:
         pi.agent.release()
 
@@ -354,11 +311,8 @@ async def test_evicted_session_is_unknown_and_goes_new(pi: Pi, tmp_path: Path) -
     means "not found": a new session, the conversation kept as an earlier segment marked lost."""
     client, wire, recorder = pi.agent.take()
     try:
-        handle = await client.new_session(tmp_path)
+        handle, expected = await session_with(client, tmp_path, "evict hello", "evict second")
         old_id = handle.session_id
-        await handle.prompt("evict hello")
-        await handle.prompt("evict second")
-        expected = [*_turn("evict hello"), *_turn("evict second")]
 
         evict(PiAcpAgent.store_of(pi.home))
         evict(PiAcpAgent.map_of(pi.home))
@@ -368,18 +322,13 @@ async def test_evicted_session_is_unknown_and_goes_new(pi: Pi, tmp_path: Path) -
         new = client.session(outcome.session_id or "")
         seen = describe(outcome, new.transcript, recorder.events[live:])
 
-        assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST, seen
+        assert_lost_then_new(outcome, new.transcript, old_id, 2, seen)
         assert [method for method, _ in outcome.steps] == ["session/load", "session/new"], seen
         assert any("-32602" in note for note in outcome.notes), seen  # the code actually received
-        assert outcome.previous_session_id == old_id and outcome.session_id not in (None, old_id), seen
-        assert outcome.lost_turns == 2, seen
-        earlier, current = new.transcript.segments
-        assert (earlier.session_id, earlier.lost, earlier.turns) == (old_id, True, 2), seen
-        assert (current.began, current.messages) == (SegmentStart.NEW_AFTER_LOSS, []), seen
         assert conversation(new.transcript) == expected, seen
 
         assert (await new.prompt("evict after")).stop_reason == "end_turn"
-        assert conversation(new.transcript) == [*expected, *_turn("evict after")], seen
+        assert conversation(new.transcript) == [*expected, *echo_turn("evict after")], seen
         assert pi.llm.history_for("evict after") == (("user", "evict after"),), seen
     finally:
         pi.agent.release()
@@ -393,14 +342,9 @@ async def test_editor_restart_with_a_store_replays_and_keeps_continuity(
     home = tmp_path / "home"
     url = stdio_url(pi_acp_agent.command(home, fake_responses.base_url))
 
-    def client_on(store: SqliteSessionStore, recorder: Recorder) -> AcpClient:
-        return AcpClient(
-            url, retry=POLICY, timeouts=Timeouts(connect=SLOW), session_store=store, callbacks=recorder.callbacks()
-        )
-
-    two = [*_turn("hello"), *_turn("second")]
+    two = [*echo_turn("hello"), *echo_turn("second")]
     with SqliteSessionStore(tmp_path / "client.db") as store:
-        async with client_on(store, Recorder()) as client:
+        async with stored_client(url, store, Recorder()) as client:
             handle = await client.new_session(tmp_path)
             old_id = handle.session_id
             await handle.prompt("hello")
@@ -408,7 +352,7 @@ async def test_editor_restart_with_a_store_replays_and_keeps_continuity(
             assert conversation(handle.transcript) == two
 
         recorder = Recorder()
-        async with client_on(store, recorder) as client:
+        async with stored_client(url, store, recorder) as client:
             outcome = await recorder.outcome(timeout=SLOW)
             restored = client.session(old_id)
             seen = describe(outcome, restored.transcript, recorder.events)
@@ -416,5 +360,5 @@ async def test_editor_restart_with_a_store_replays_and_keeps_continuity(
             assert outcome.continuity is Continuity.KEPT, seen
             assert conversation(restored.transcript) == two, seen
             assert (await restored.prompt("third")).stop_reason == "end_turn"
-            assert conversation(restored.transcript) == [*two, *_turn("third")], seen
-            assert fake_responses.history_for("third") == _model_history([*two, ("user", "third")]), seen
+            assert conversation(restored.transcript) == [*two, *echo_turn("third")], seen
+            assert fake_responses.history_for("third") == model_history([*two, ("user", "third")]), seen

@@ -25,21 +25,20 @@ last user text and the conversation it carried (``(role, text)`` of each message
 whole conversation with each turn, so :meth:`FakeAnthropic.history_for` tells what the agent remembered
 when it answered a prompt: the evidence a test needs before it calls a recovery's continuity kept.
 
-It runs in a thread of its own (the standard library's threading HTTP server): it does not depend on
-the test's event loop, and an agent killed mid-stream only breaks that one response.
+It runs in a thread of its own (``tests/peers/_fake_model.py``): it does not depend on the test's event
+loop, and an agent killed mid-stream only breaks that one response.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
+
+from tests.peers._fake_model import FakeModelHandler, RecordingFakeModel
 
 __all__ = ["FakeAnthropic", "ModelRequest", "answer_for", "conversation_of"]
 
@@ -136,23 +135,9 @@ def answer_for(prompt: str) -> _Answer:
     return _Answer(("echo: " + prompt[:half], prompt[half:]))
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class _Handler(FakeModelHandler):
     def _not_found(self, body: bytes = b"") -> None:
-        with self.server.lock:
+        with self.server.owner.lock:
             self.server.owner.unknown.append(f"{self.command} {self.path} {body[:200]!r}")
         self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no route {self.path}"}})
 
@@ -163,8 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._not_found()
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
+        raw = self._body()
         path = self.path.split("?", 1)[0].rstrip("/")
         try:
             request = json.loads(raw or b"{}")
@@ -182,8 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = next((text for role, text in reversed(history) if role == "user"), "")
         model = str(request.get("model") or MODEL)
         stream = bool(request.get("stream"))
-        with self.server.lock:
-            self.server.owner.requests.append(ModelRequest(prompt, history, model, stream))
+        self.server.owner.record(ModelRequest(prompt, history, model, stream))
         answer = answer_for(prompt)
         try:
             if stream:
@@ -219,12 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _stream(self, model: str, answer: _Answer) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._start_stream()
 
         def event(name: str, body: dict[str, Any]) -> None:
             self.wfile.write(f"event: {name}\ndata: {json.dumps({'type': name, **body})}\n\n".encode())
@@ -241,8 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
             for chunk in answer.chunks:
-                if answer.paced:
-                    time.sleep(self.server.owner.chunk_delay)
+                self._pace(answer.paced)
                 event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": chunk}})
         event("content_block_stop", {"index": 0})
         stop = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
@@ -250,14 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
         event("message_stop", {})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: FakeAnthropic
-    lock: threading.Lock
-
-
-class FakeAnthropic:
-    """The fake endpoint; ``with FakeAnthropic() as llm:`` serves it on ``llm.base_url`` until the block ends.
+class FakeAnthropic(RecordingFakeModel[ModelRequest]):
+    """The fake endpoint; ``with FakeAnthropic() as llm:`` serves it on ``llm.base_url`` until the block ends
+    (``http://127.0.0.1:PORT``: the CLI appends ``/v1/messages``).
 
     Attributes:
         chunk_delay: The pause before each delta of a ``SLOW`` answer, in seconds.
@@ -265,51 +237,14 @@ class FakeAnthropic:
         unknown: Every other request (method, path, start of the body), answered 404.
     """
 
+    handler = _Handler
+    name = "fake-anthropic"
+
     def __init__(self, chunk_delay: float = 0.4) -> None:
-        self.chunk_delay = chunk_delay
-        self.requests: list[ModelRequest] = []
+        super().__init__(chunk_delay)
         self.unknown: list[str] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (the CLI appends ``/v1/messages``)."""
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    @property
-    def prompts(self) -> list[str]:
-        """The last user text of every Messages request, in arrival order."""
-        return [request.prompt for request in list(self.requests)]
-
-    def asked(self, prompt: str) -> Iterator[ModelRequest]:
-        """The requests whose last user text is ``prompt``."""
-        return (request for request in list(self.requests) if request.prompt == prompt)
 
     def history_for(self, prompt: str) -> tuple[tuple[str, str], ...]:
         """The conversation the agent sent with the last request that asked ``prompt`` (``()`` if none did)."""
-        found = list(self.asked(prompt))
+        found = self.asked(prompt)
         return found[-1].history if found else ()
-
-    def start(self) -> FakeAnthropic:
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.owner = self
-        server.lock = threading.Lock()
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-anthropic", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

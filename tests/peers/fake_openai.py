@@ -14,18 +14,18 @@ base URL with or without ``/v1`` does. It never calls tools. Each request's last
 in :attr:`FakeOpenAI.prompts` (what the agent actually asked the model, in order; ``<system-reminder>``
 blocks an agent adds around the user's words are dropped).
 
-It runs in a thread of its own (the standard library's threading HTTP server): it does not depend on
-the test's event loop, and an agent killed mid-stream only breaks that one response.
+It runs in a thread of its own (``tests/peers/_fake_model.py``): it does not depend on the test's event
+loop, and an agent killed mid-stream only breaks that one response.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.peers._fake_model import FakeModel, FakeModelHandler
 
 __all__ = ["FakeOpenAI", "answer_chunks"]
 
@@ -64,21 +64,7 @@ def answer_chunks(prompt: str) -> tuple[list[str], bool]:
     return ["echo: " + prompt[:half], prompt[half:]], False
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class _Handler(FakeModelHandler):
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "tests"}]})
@@ -86,9 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
         try:
-            request = json.loads(self.rfile.read(length) or b"{}")
+            request = json.loads(self._body() or b"{}")
         except ValueError:
             self._json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
             return
@@ -96,8 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         prompt = last_user_text(request.get("messages"))
-        with self.server.lock:
-            self.server.owner.prompts.append(prompt)
+        owner = self.server.owner
+        with owner.lock:
+            owner.prompts.append(prompt)
         chunks, paced = answer_chunks(prompt)
         model = str(request.get("model") or MODEL)
         try:
@@ -119,12 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _stream(self, model: str, chunks: list[str], paced: bool) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._start_stream()
         ident = f"chatcmpl-{time.monotonic_ns()}"
         created = int(time.time())
 
@@ -143,58 +124,26 @@ class _Handler(BaseHTTPRequestHandler):
 
         event({"role": "assistant", "content": ""})
         for chunk in chunks:
-            if paced:
-                time.sleep(self.server.owner.chunk_delay)
+            self._pace(paced)
             event({"content": chunk})
         event({}, finish="stop", usage=True)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: FakeOpenAI
-    lock: threading.Lock
-
-
-class FakeOpenAI:
-    """The fake endpoint; ``with FakeOpenAI() as llm:`` serves it on ``llm.base_url`` until the block ends.
+class FakeOpenAI(FakeModel):
+    """The fake endpoint; ``with FakeOpenAI() as llm:`` serves it on ``llm.base_url`` (``.../v1``) until the
+    block ends.
 
     Attributes:
         chunk_delay: The pause before each chunk of a ``slow:`` answer, in seconds.
         prompts: The last user text of every chat-completions request, in arrival order.
     """
 
+    handler = _Handler
+    name = "fake-openai"
+    path = "/v1"
+
     def __init__(self, chunk_delay: float = 0.5) -> None:
-        self.chunk_delay = chunk_delay
+        super().__init__(chunk_delay)
         self.prompts: list[str] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``."""
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def start(self) -> FakeOpenAI:
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.owner = self
-        server.lock = threading.Lock()
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

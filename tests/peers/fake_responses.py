@@ -23,8 +23,8 @@ Responses API's: ``response.created``, ``response.in_progress``, ``response.outp
 ``response.completed`` (for a tool call: the item is a ``function_call`` with
 ``response.function_call_arguments.delta``/``.done``).
 
-It runs in a thread of its own (the standard library's threading HTTP server): it does not depend on
-the test's event loop, and an agent killed mid-stream only breaks that one response.
+It runs in a thread of its own (``tests/peers/_fake_model.py``): it does not depend on the test's event
+loop, and an agent killed mid-stream only breaks that one response.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
+
+from tests.peers._fake_model import FakeModelHandler, RecordingFakeModel
 
 __all__ = ["MODEL", "FakeResponses", "ModelRequest", "answer_for"]
 
@@ -110,21 +110,7 @@ def answer_for(history: tuple[tuple[str, str], ...]) -> tuple[list[str], bool, t
     return ["echo: " + prompt[:half], prompt[half:]], False, None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class _Handler(FakeModelHandler):
     def do_GET(self) -> None:
         if self.path.split("?")[0].rstrip("/").endswith("/models"):
             model = {"id": MODEL, "object": "model", "created": 0, "owned_by": "tests"}
@@ -133,9 +119,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
         try:
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = json.loads(self._body() or b"{}")
         except ValueError:
             self._json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
             return
@@ -144,9 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         history = history_of(body)
         prompt = next((text for role, text in reversed(history) if role == "user"), "")
-        owner = self.server.owner
-        with owner.lock:
-            owner.requests.append(ModelRequest(history, prompt, body))
+        self.server.owner.record(ModelRequest(history, prompt, body))
         chunks, paced, tool = answer_for(history)
         try:
             self._stream(str(body.get("model") or MODEL), chunks, paced, tool)
@@ -154,12 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
             return  # the agent went away mid-answer (killed): nothing to do
 
     def _stream(self, model: str, chunks: list[str], paced: bool, tool: tuple[str, str] | None) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._start_stream()
         owner = self.server.owner
         serial = next(owner.serials)
         sequence = itertools.count()
@@ -201,8 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
             send("response.output_item.added", output_index=0, item=item)
             send("response.content_part.added", **place, part={"type": "output_text", "text": "", "annotations": []})
             for chunk in chunks:
-                if paced:
-                    time.sleep(owner.chunk_delay)
+                self._pace(paced)
                 send("response.output_text.delta", **place, delta=chunk, logprobs=[])
             text = "".join(chunks)
             part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
@@ -220,13 +197,9 @@ class _Handler(BaseHTTPRequestHandler):
         send("response.completed", response={**response, "status": "completed", "output": [item], "usage": usage})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: FakeResponses
-
-
-class FakeResponses:
-    """The fake endpoint; ``with FakeResponses() as llm:`` serves it on ``llm.base_url`` until the block ends.
+class FakeResponses(RecordingFakeModel[ModelRequest]):
+    """The fake endpoint; ``with FakeResponses() as llm:`` serves it on ``llm.base_url`` (``.../v1``) until the
+    block ends.
 
     Attributes:
         chunk_delay: The pause before each delta of a ``SLOW`` answer, in seconds.
@@ -234,50 +207,16 @@ class FakeResponses:
         lock: Held while :attr:`requests` grows (a request thread appends).
     """
 
-    def __init__(self, chunk_delay: float = 0.3) -> None:
-        self.chunk_delay = chunk_delay
-        self.requests: list[ModelRequest] = []
-        self.lock = threading.Lock()
-        self.serials: Iterator[int] = itertools.count(1)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+    handler = _Handler
+    name = "fake-responses"
+    path = "/v1"
 
-    @property
-    def prompts(self) -> list[str]:
-        """The last user text of every request, in arrival order."""
-        with self.lock:
-            return [request.prompt for request in self.requests]
+    def __init__(self, chunk_delay: float = 0.3) -> None:
+        super().__init__(chunk_delay)
+        self.serials: Iterator[int] = itertools.count(1)
 
     def history_for(self, prompt: str) -> tuple[tuple[str, str], ...]:
         """The history of the last request whose last user text is ``prompt`` (what the agent remembered then)."""
-        with self.lock:
-            found = [request.history for request in self.requests if request.prompt == prompt]
+        found = [request.history for request in self.asked(prompt)]
         assert found, f"the model was never asked {prompt!r}; it was asked {self.prompts}"
         return found[-1]
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``."""
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def start(self) -> FakeResponses:
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.owner = self
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="fake-responses", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> FakeResponses:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
