@@ -33,9 +33,9 @@ class Spelling:
             ``None``: any message). The generic messages (``^invalid params$``,
             ``^internal error$``) only count together with ``names_session`` or ``details``: a
             specific message ("session not attached to this connection") is another error.
-        details: A regular expression ``data.details`` must match (searched,
-            case-insensitively; ``None``: not looked at), for agents that put the reason there
-            under a generic message.
+        details: A regular expression ``data.details`` (or ``data`` itself, when it is a
+            string) must match (searched, case-insensitively; ``None``: not looked at), for agents
+            that put the reason there under a generic message.
     """
 
     seen_in: str
@@ -61,6 +61,13 @@ SPELLINGS: Final[tuple[Spelling, ...]] = (
         code=-32002,
     ),
     Spelling(
+        "pi-acp 0.0.34 on session/load and session/prompt (-32602 'Invalid params', data the string "
+        "'Unknown sessionId: <id>')",
+        code=-32602,
+        message=r"^invalid params$",
+        details=r"^\s*unknown sessionid\b",
+    ),
+    Spelling(
         "pydantic-acp 1.10.0 on session/prompt and session/resume (-32602 'Invalid params', data.sessionId)",
         code=-32602,
         names_session=True,
@@ -73,16 +80,11 @@ SPELLINGS: Final[tuple[Spelling, ...]] = (
         message=r"^internal error$",
     ),
     Spelling(
-        "Zed's claude-agent-acp 0.23.x and claude-code-acp on session/load, session/prompt, session/cancel and "
-        "session/set_mode (-32603 'Internal error', data.details 'Session not found', no id)",
+        "Zed's claude-agent-acp 0.23.1 on session/prompt and session/set_mode, claude-code-acp 0.16.2 on "
+        "session/load and session/prompt (-32603 'Internal error', data.details 'Session not found', no id)",
         code=-32603,
         message=r"^internal error$",
         details=r"^\s*session not found\W*$",
-    ),
-    Spelling(
-        "pi-acp 0.0.x (-32602 'Unknown sessionId', no data)",
-        code=-32602,
-        message=r"^unknown sessionid\b",
     ),
     Spelling(
         "agentao 0.5.17 on session/load (-32600 \"Session '<id>' not found\"); fast-agent 0.10.48's message",
@@ -105,6 +107,10 @@ def _search(pattern: str, text: object) -> bool:
 
 
 def _details(error: RpcError) -> object:
+    """Where an agent puts the reason under a generic message: ``data.details``, or ``data`` when
+    it is a string."""
+    if isinstance(error.data, str):
+        return error.data
     return error.data.get("details") if isinstance(error.data, dict) else None
 
 
@@ -114,8 +120,9 @@ def _shorten(text: str, limit: int) -> str:
 
 def quote(error: BaseException, limit: int = 80) -> str:
     """An error as a note quotes it: the code and message the agent sent, shortened, with
-    ``data.details`` when the agent put the reason there (``-32602 'Unknown sessionId'``,
-    ``-32603 'Internal error' (details: 'Session not found')``); any other error as its text."""
+    the details when the agent put the reason there (``-32602 'Invalid params' (details: 'Unknown
+    sessionId: …')``, ``-32603 'Internal error' (details: 'Session not found')``); any other error
+    as its text."""
     if not isinstance(error, RpcError):
         return _shorten(str(error), limit)
     text = f"{error.code} {_shorten(str(error.message or ''), limit)!r}"

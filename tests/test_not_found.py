@@ -18,11 +18,11 @@ from ._harness import FLAVOURS, VERSIONS, Harness
 #: (docs/agents-conformance.md).
 EXAMPLES: dict[str, Callable[[str], RpcError]] = {
     SPELLINGS[0].seen_in: lambda sid: RpcError.from_error(-32002, "Resource not found", {"uri": sid}),  # deepagents
-    SPELLINGS[1].seen_in: lambda sid: RpcError.from_error(-32602, "Invalid params", {"sessionId": sid}),  # pydantic
-    SPELLINGS[2].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": f"'{sid}'"}),
+    SPELLINGS[1].seen_in: lambda sid: RpcError.from_error(-32602, "Invalid params", f"Unknown sessionId: {sid}"),  # pi
+    SPELLINGS[2].seen_in: lambda sid: RpcError.from_error(-32602, "Invalid params", {"sessionId": sid}),  # pydantic
+    SPELLINGS[3].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": f"'{sid}'"}),
     # Zed's Claude adapters: the reason in data.details, and no session id anywhere.
-    SPELLINGS[3].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": "Session not found"}),
-    SPELLINGS[4].seen_in: lambda sid: RpcError.from_error(-32602, "Unknown sessionId"),  # pi-acp
+    SPELLINGS[4].seen_in: lambda sid: RpcError.from_error(-32603, "Internal error", {"details": "Session not found"}),
     SPELLINGS[5].seen_in: lambda sid: RpcError.from_error(-32600, f"session/load: Session '{sid}' not found"),
     SPELLINGS[6].seen_in: lambda sid: RpcError.from_error(-32600, "session/load: No sessions directory found"),
     SPELLINGS[7].seen_in: lambda sid: RpcError.from_error(-32600, f"unknown sessionId: {sid}"),  # agentao
@@ -65,11 +65,16 @@ def test_claude_adapters_internal_error_with_session_not_found_details() -> None
 
 
 def test_pi_acp_unknown_session_id() -> None:
-    """pi-acp answers an unknown session with -32602 'Unknown sessionId' and no data: its own row
-    (the -32602 rows before it need the id in data; agentao's message row would match it too)."""
+    """pi-acp 0.0.34 answers an unknown session with -32602 'Invalid params' and the reason as the
+    whole of ``data``, a string (``tests/interop/test_pi_acp.py`` pins it on the wire): its own row,
+    with or without the id known. Other -32602 answers with a string ``data`` are not "not found"."""
     pi = next(spelling for spelling in SPELLINGS if spelling.seen_in.startswith("pi-acp"))
-    assert says_session_not_found(RpcError.from_error(-32602, "Unknown sessionId"), "sess-1") is pi
-    assert says_session_not_found(RpcError.from_error(-32602, "Unknown sessionId"), None) is pi
+    error = RpcError.from_error(-32602, "Invalid params", "Unknown sessionId: sess-1")
+    assert says_session_not_found(error, "sess-1") is pi
+    assert says_session_not_found(error, None) is pi
+    for data in ("Unknown model", "expected sessionId to be a string", "unknown sessionIds are refused"):
+        other = RpcError.from_error(-32602, "Invalid params", data)
+        assert says_session_not_found(other, "s") is None, data
 
 
 def test_other_errors_are_not_session_not_found() -> None:
@@ -216,7 +221,7 @@ async def test_a_refused_prompt_whose_new_session_fails_stays_a_failed_turn() ->
 @pytest.mark.parametrize(
     ("agent", "quoted"),
     [
-        ("pi-acp", "-32602 'Unknown sessionId'"),
+        ("pi-acp", "-32602 'Invalid params' (details: 'Unknown sessionId: {sid}')"),
         ("claude-agent-acp", "-32603 'Internal error' (details: 'Session not found')"),
     ],
 )
@@ -228,6 +233,7 @@ async def test_notes_quote_the_code_and_message_the_agent_sent(agent: str, quote
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
         h.agent.evict(session.session_id)
+        quoted = quoted.format(sid=session.session_id)
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.NEW_SESSION and outcome.continuity is Continuity.LOST
         if status:
