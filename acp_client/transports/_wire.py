@@ -99,12 +99,15 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
     answer is always read after it is sent (HTTP/2 may read and write from different tasks).
     """
 
-    __slots__ = ("_inner", "_pending", "_poll")
+    __slots__ = ("_inner", "_pending", "_poll", "_pollable")
 
     def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
         self._inner = inner
         self._pending: list[bytes] = []
         self._poll: select.poll | None = None
+        # asyncio's streams read the socket themselves (a poll of it would miss what they hold)
+        # and answer ``is_readable`` from their own state at no cost.
+        self._pollable = hasattr(select, "poll") and not isinstance(inner, _AsyncioStream)
 
     async def _flush(self, timeout: float | None) -> None:
         if self._pending:
@@ -133,7 +136,7 @@ class _OneWriteStream(httpcore.AsyncNetworkStream):
         return _OneWriteStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and hasattr(select, "poll"):
+        if info == "is_readable" and self._pollable:
             # Asked of every idle connection on every request the pool places: one poll object per
             # connection, rather than a fresh look-up of its socket each time.
             if self._poll is None:
