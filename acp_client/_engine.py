@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+import attrs
 
 from ._checks import check_seconds
 from ._client_state import StateMachine
@@ -243,6 +245,10 @@ class Engine:
         )
         self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
         self.lost_again = LostAgain(self)
+        #: With a shared store: raises ``SessionOwnershipLost`` unless the session's lease is live
+        #: on the client's clock (set by :meth:`Ownership.bind`); awaited right before each
+        #: session-scoped request and before a turn is reported as ended.
+        self.lease_check: Callable[[str], Awaitable[None]] | None = None
 
     def build_supervisor(
         self,
@@ -339,6 +345,8 @@ class Engine:
         while True:
             link = await self.links.link_for(tracked, method, ticket)
             await link.ready(method, ticket)
+            if tracked is not None and self.lease_check is not None:
+                await self.lease_check(tracked.session_id)  # no send without a live lease
             try:
                 return await link.call(method, params(), **options)
             except ConnectionLost:
@@ -652,6 +660,33 @@ class Engine:
         self.links.fail(error)
 
     async def _turn(
+        self,
+        tracked: Tracked,
+        turn: Turn,
+        future: asyncio.Future[PromptResult],
+        blocks: tuple[ContentBlock, ...],
+    ) -> PromptResult:
+        """Run the turn, then acknowledge it (see :meth:`_acknowledged`)."""
+        result = await self._run_turn(tracked, turn, future, blocks)
+        return await self._acknowledged(tracked, future, result)
+
+    async def _acknowledged(
+        self, tracked: Tracked, future: asyncio.Future[PromptResult], result: PromptResult
+    ) -> PromptResult:
+        """A turn's result reaches the app only once the turn is durable: its conversation written
+        (the write the turn's end queued, after every write queued before it), and, with a shared
+        store, the session still this client's (its lease checked on the client's clock). A turn
+        whose session was lost meanwhile fails with ``SessionOwnershipLost``, never ends."""
+        stored: bool | None = None
+        if self.persistence is not None:
+            stored = await self.persistence.durable(tracked)
+        if future.done() and not future.cancelled() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]  # lost (or abandoned) while it ran
+        if self.lease_check is not None:
+            await self.lease_check(tracked.session_id)
+        return attrs.evolve(result, stored=stored) if stored is not None else result
+
+    async def _run_turn(
         self,
         tracked: Tracked,
         turn: Turn,

@@ -22,9 +22,13 @@ recovery abandoned, ``close_session``,        ``delete``
 ``set_mode`` / ``set_model`` /                ``save`` with the new value
 ``set_config_option``
 a prompt                                      ``touch`` (``last_used_at``)
-the end of a turn (with transcripts kept)     ``save_transcript`` (the whole conversation, every
-                                              segment; the store bounds it), and ``save`` when
-                                              the agent changed the title
+the end of a turn                             one job: ``save`` when the agent changed the title,
+                                              ``save_transcript`` (the whole conversation, every
+                                              segment; the store bounds it) with transcripts
+                                              kept; the turn's result reaches the app only once
+                                              it ran (``durable``); a store error marks the
+                                              session not yet stored, written again with the
+                                              store's next success
 recovery outcome: new session                 ``save_transcript`` too (the lost segment kept)
 ============================================  ====================================================
 
@@ -98,6 +102,11 @@ class Persistence(SessionEvents):
         self._keep_transcripts = keep_transcripts
         #: The first save of each session the app just opened, while it is queued (a shared store).
         self._opening: dict[str, asyncio.Future[Any]] = {}
+        #: The write of each session's last ended turn (what ``prompt()`` waits for).
+        self._turn_writes: dict[str, asyncio.Future[bool]] = {}
+        #: Sessions whose last turn a store error left unwritten: written with the next success.
+        self.unstored: set[str] = set()
+        bridge.on_success = self._store_is_back
 
     def record(self, tracked: Tracked) -> StoredSession | None:
         """The record last written (or restored) for ``tracked``."""
@@ -264,14 +273,66 @@ class Persistence(SessionEvents):
             self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
-        """A turn ended: keep the transcript tail (and a title the agent gave)."""
+        """A turn ended: keep the whole conversation (and a title the agent gave), in one job on
+        the store's thread, after every write queued before it; :meth:`durable` waits for it."""
         record = tracked.stored
         if record is None or record.session_id != tracked.session_id:
             return
         title = tracked.record.title
+        changed = None
         if title is not None and title != record.title:
-            self._save(tracked, attrs.evolve(record, title=title, updated_at=_now()))
-        self.save_conversation(tracked)
+            changed = attrs.evolve(record, title=title, updated_at=_now())
+            tracked.stored = changed
+        entries = to_entries(tracked.transcript) if self._keep_transcripts else None
+        if changed is None and entries is None:
+            return
+        write = self._turn_write(tracked.session_id, changed, entries)
+        if write is not None:
+            self._turn_writes[tracked.session_id] = write
+
+    def _turn_write(
+        self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None
+    ) -> asyncio.Future[bool] | None:
+        """Queue a turn's write; a store error marks the session not yet stored."""
+        write = self._queue(self.bridge.save_turn, session_id, record, entries)
+        if write is None:
+            return None
+
+        def written(future: asyncio.Future[bool]) -> None:
+            if future.cancelled() or future.exception() is not None or not future.result():
+                self.unstored.add(session_id)
+            else:
+                self.unstored.discard(session_id)
+
+        write.add_done_callback(written)
+        return write
+
+    async def durable(self, tracked: Tracked) -> bool | None:
+        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
+        when the store failed through its retries (the session is marked not yet stored), ``None``
+        when nothing was written (no transcripts kept and no new title, or not stored)."""
+        write = self._turn_writes.pop(tracked.session_id, None)
+        if write is None:
+            return None
+        try:
+            return bool(await asyncio.shield(write))
+        except SessionStoreError:
+            return False
+
+    def _store_is_back(self) -> None:
+        """A store call went through: write again the conversations a store error left out."""
+        if not self.unstored:
+            return
+        waiting, self.unstored = self.unstored, set()
+        for session_id in waiting:
+            tracked = self._table.get(session_id)
+            record = tracked.stored if tracked is not None else None
+            if tracked is None or record is None or record.session_id != session_id:
+                continue
+            logger.info("session store: writing the conversation of %s, which a store error left out", session_id)
+            entries = to_entries(tracked.transcript) if self._keep_transcripts else None
+            if self._turn_write(session_id, record, entries) is None:
+                self.unstored.add(session_id)
 
     def save_conversation(self, tracked: Tracked) -> None:
         """Keep the whole conversation (every segment) of ``tracked``, if it is stored."""

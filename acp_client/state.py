@@ -294,11 +294,16 @@ class PromptResult:
             any other (the set is open), ``None`` when the agent gave none.
         message_id: The id of the inserted user message (v2), when the agent supplied one.
         usage: Token usage, when the agent reported it.
+        stored: With a session store keeping transcripts: ``True`` once the turn's conversation is
+            written (the result is returned only then), ``False`` when the store failed through its
+            retries (``on_store_error`` was told; the conversation is written with the store's next
+            success). ``None`` without a store.
     """
 
     stop_reason: StopReason | str | None = attrs.field(converter=_stop_reason)
     message_id: str | None = None
     usage: Any = None
+    stored: bool | None = None
 
 
 @attrs.frozen

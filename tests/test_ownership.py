@@ -21,6 +21,7 @@ from acp_client import (
     OwnershipLost,
     RecoveryOutcome,
     SessionNotTracked,
+    SessionOwnershipLost,
     SessionStoreError,
     SqliteSessionStore,
     StoredSession,
@@ -389,7 +390,9 @@ async def test_a_fenced_write_loses_the_session_at_once(world: World, caplog: py
     world.store.release(KEY, "replica-a")
     world.store.claim(KEY, [sid], "replica-z", duration=100)
     before = world.store.get(KEY, sid)
-    await handle.prompt("a write the store refuses")  # the touch and the conversation are fenced out
+    with pytest.raises(SessionOwnershipLost) as raised:  # the touch is fenced out: lost while it ran
+        await handle.prompt("a write the store refuses")
+    assert raised.value.holder == "replica-z" and isinstance(raised.value, SessionNotTracked)
     await eventually(lambda: node.lost, what="the app told")
     assert node.lost[0].holder == "replica-z"
     assert world.store.get(KEY, sid).last_used_at == before.last_used_at  # nothing overwritten
