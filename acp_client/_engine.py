@@ -53,6 +53,7 @@ from .exceptions import (
     RequestTimeout,
     RpcError,
     SessionNotFound,
+    SessionOwnershipLost,
     TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
@@ -608,7 +609,7 @@ class Engine:
         tracked.turn_task = body
         try:
             with move_on_after(self.clock, timeout):
-                return await asyncio.shield(body)
+                return await self._turn_outcome(body, future)
         except asyncio.CancelledError:
             if not body.done():  # the awaiting task was cancelled, not the turn
                 self._background.spawn(self._cancel_turn(tracked, body))
@@ -616,6 +617,19 @@ class Engine:
         assert timeout is not None
         await self._cancel_turn(tracked, body)
         raise RequestTimeout("session/prompt", timeout)
+
+    @staticmethod
+    async def _turn_outcome(body: asyncio.Future[PromptResult], future: asyncio.Future[PromptResult]) -> PromptResult:
+        """The turn's result; a turn whose session this client lost (a shared store) fails at once
+        with ``SessionOwnershipLost``, whatever the agent still does with it (nothing more is sent
+        for a session another client owns: no ``session/cancel`` either)."""
+        if not future.done():
+            await asyncio.wait({body, future}, return_when=asyncio.FIRST_COMPLETED)
+        if not body.done() and future.done() and not future.cancelled():
+            error = future.exception()
+            if isinstance(error, SessionOwnershipLost):
+                raise error
+        return await asyncio.shield(body)
 
     async def _cancel_turn(self, tracked: Tracked, body: asyncio.Future[PromptResult]) -> None:
         """Send ``session/cancel`` for a turn still running, and wait up to the grace for it to end."""
