@@ -103,7 +103,7 @@ class Persistence(SessionEvents):
         #: The first save of each session the app just opened, while it is queued (a shared store).
         self._opening: dict[str, asyncio.Future[Any]] = {}
         #: The write of each session's last ended turn (what ``prompt()`` waits for).
-        self._turn_writes: dict[str, asyncio.Future[bool]] = {}
+        self._turn_writes: dict[str, asyncio.Future[bool | None]] = {}
         #: Sessions whose last turn a store error left unwritten: written with the next success.
         self.unstored: set[str] = set()
         bridge.on_success = self._store_is_back
@@ -292,14 +292,14 @@ class Persistence(SessionEvents):
 
     def _turn_write(
         self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None
-    ) -> asyncio.Future[bool] | None:
+    ) -> asyncio.Future[bool | None] | None:
         """Queue a turn's write; a store error marks the session not yet stored."""
-        write = self._queue(self.bridge.save_turn, session_id, record, entries)
+        write: asyncio.Future[bool | None] | None = self._queue(self.bridge.save_turn, session_id, record, entries)
         if write is None:
             return None
 
-        def written(future: asyncio.Future[bool]) -> None:
-            if future.cancelled() or future.exception() is not None or not future.result():
+        def written(future: asyncio.Future[bool | None]) -> None:
+            if future.cancelled() or future.exception() is not None or future.result() is None:
                 self.unstored.add(session_id)
             else:
                 self.unstored.discard(session_id)
@@ -309,13 +309,14 @@ class Persistence(SessionEvents):
 
     async def durable(self, tracked: Tracked) -> bool | None:
         """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
-        when the store failed through its retries (the session is marked not yet stored), ``None``
-        when nothing was written (no transcripts kept and no new title, or not stored)."""
+        when it was not (the store failed through its retries: the session is marked not yet
+        stored; or the store no longer holds the session), ``None`` when there was nothing to write
+        (no transcripts kept and no new title, or the session is not stored)."""
         write = self._turn_writes.pop(tracked.session_id, None)
         if write is None:
             return None
         try:
-            return bool(await asyncio.shield(write))
+            return await asyncio.shield(write) is True
         except SessionStoreError:
             return False
 

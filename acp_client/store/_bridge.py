@@ -198,10 +198,11 @@ class StoreBridge:
 
     def save_turn(
         self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None
-    ) -> asyncio.Future[bool]:
+    ) -> asyncio.Future[bool | None]:
         """Queue the end of a turn as one job: ``record`` (a title the agent gave) and the whole
-        conversation ``entries``. Resolves to ``True`` once written, ``False`` on a store error
-        (told to ``on_error``, after the store's own retries).
+        conversation ``entries``. Resolves to ``True`` once written, ``False`` when the store does
+        not hold the session (nothing written), ``None`` on a store error (told to ``on_error``,
+        after the store's own retries).
 
         Raises:
             ValueError: ``record`` is of another endpoint (a client bug).
@@ -214,10 +215,10 @@ class StoreBridge:
             if record is not None:
                 store.save(record)
             if entries is not None:
-                store.save_transcript(endpoint, session_id, entries)
+                return bool(store.save_transcript(endpoint, session_id, entries))
             return True
 
-        return self._write(False, save_turn)
+        return self._write(None, save_turn)
 
     async def flush(self) -> None:
         """Wait until every queued call has run."""
