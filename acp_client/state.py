@@ -234,8 +234,8 @@ class TurnInterrupted:
 class OwnershipLost:
     """This client no longer owns a stored session (``Callbacks.on_ownership_lost``): another
     client took it over, or its lease ran out while the store could not be reached. The client has
-    stopped tracking it (a running turn failed with ``SessionNotTracked``) and writes nothing more
-    for it; the session is the new owner's to recover.
+    stopped tracking it (a running turn failed with ``SessionOwnershipLost``) and sends and writes
+    nothing more for it; the session is the new owner's to recover.
 
     Attributes:
         session_id: The session.
