@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import attrs
-
+from ._acknowledge import acknowledge
 from ._checks import check_seconds
 from ._client_state import StateMachine
 from ._codec import decode_update_params, from_wire, to_wire
@@ -53,7 +52,6 @@ from .exceptions import (
     RequestTimeout,
     RpcError,
     SessionNotFound,
-    SessionOwnershipLost,
     TurnInProgress,
 )
 from .handlers import ClientHandlers, RequestRouter
@@ -246,10 +244,7 @@ class Engine:
         )
         self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
         self.lost_again = LostAgain(self)
-        #: With a shared store: raises ``SessionOwnershipLost`` unless the session's lease is live
-        #: on the client's clock (set by :meth:`Ownership.bind`); awaited right before each
-        #: session-scoped request and before a turn is reported as ended.
-        self.lease_check: Callable[[str], Awaitable[None]] | None = None
+        self.lease_check: Callable[[str], Awaitable[None]] | None = None  # a shared store's Ownership.check
 
     def build_supervisor(
         self,
@@ -609,7 +604,7 @@ class Engine:
         tracked.turn_task = body
         try:
             with move_on_after(self.clock, timeout):
-                return await self._turn_outcome(body, future)
+                return await acknowledge(body, future, tracked, self.persistence, self.lease_check)
         except asyncio.CancelledError:
             if not body.done():  # the awaiting task was cancelled, not the turn
                 self._background.spawn(self._cancel_turn(tracked, body))
@@ -617,19 +612,6 @@ class Engine:
         assert timeout is not None
         await self._cancel_turn(tracked, body)
         raise RequestTimeout("session/prompt", timeout)
-
-    @staticmethod
-    async def _turn_outcome(body: asyncio.Future[PromptResult], future: asyncio.Future[PromptResult]) -> PromptResult:
-        """The turn's result; a turn whose session this client lost (a shared store) fails at once
-        with ``SessionOwnershipLost``, whatever the agent still does with it (nothing more is sent
-        for a session another client owns: no ``session/cancel`` either)."""
-        if not future.done():
-            await asyncio.wait({body, future}, return_when=asyncio.FIRST_COMPLETED)
-        if not body.done() and future.done() and not future.cancelled():
-            error = future.exception()
-            if isinstance(error, SessionOwnershipLost):
-                raise error
-        return await asyncio.shield(body)
 
     async def _cancel_turn(self, tracked: Tracked, body: asyncio.Future[PromptResult]) -> None:
         """Send ``session/cancel`` for a turn still running, and wait up to the grace for it to end."""
@@ -674,33 +656,6 @@ class Engine:
         self.links.fail(error)
 
     async def _turn(
-        self,
-        tracked: Tracked,
-        turn: Turn,
-        future: asyncio.Future[PromptResult],
-        blocks: tuple[ContentBlock, ...],
-    ) -> PromptResult:
-        """Run the turn, then acknowledge it (see :meth:`_acknowledged`)."""
-        result = await self._run_turn(tracked, turn, future, blocks)
-        return await self._acknowledged(tracked, future, result)
-
-    async def _acknowledged(
-        self, tracked: Tracked, future: asyncio.Future[PromptResult], result: PromptResult
-    ) -> PromptResult:
-        """A turn's result reaches the app only once the turn is durable: its conversation written
-        (the write the turn's end queued, after every write queued before it), and, with a shared
-        store, the session still this client's (its lease checked on the client's clock). A turn
-        whose session was lost meanwhile fails with ``SessionOwnershipLost``, never ends."""
-        stored: bool | None = None
-        if self.persistence is not None:
-            stored = await self.persistence.durable(tracked)
-        if future.done() and not future.cancelled() and future.exception() is not None:
-            raise future.exception()  # type: ignore[misc]  # lost (or abandoned) while it ran
-        if self.lease_check is not None:
-            await self.lease_check(tracked.session_id)
-        return attrs.evolve(result, stored=stored) if stored is not None else result
-
-    async def _run_turn(
         self,
         tracked: Tracked,
         turn: Turn,
