@@ -22,6 +22,7 @@ Two halves, one per thread:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -36,7 +37,7 @@ from ._tasks import TaskSet
 from .clock import Clock
 from .exceptions import AcpError, SessionOwnershipLost, SessionStoreError, SessionStoreFenced
 from .state import OwnershipLost, RecoveryOutcome
-from .store._bridge import StoreBridge
+from .store._bridge import StoreBridge, write_turn
 from .store.base import Lease, SharedSessionStore, StoredSession
 
 if TYPE_CHECKING:
@@ -191,6 +192,11 @@ class FencedStore:
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
         return bool(self._fenced(session_id, self.store.save_transcript, endpoint, session_id, entries))
 
+    def save_turn(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime
+    ) -> bool:
+        return bool(self._fenced(session_id, write_turn, self.store, endpoint, session_id, entries, when=when))
+
     # -- leases -----------------------------------------------------------------------------------
 
     def renew(self) -> list[str]:
@@ -332,7 +338,7 @@ class Ownership:
         if session_id not in self.fenced.held or self.sendable_for() > 0:
             return
         try:
-            await self.renew_now()
+            await self._renew_for_send()
         except SessionStoreError as exc:
             if session_id in self._reported:
                 raise self._lost_error(session_id) from exc
@@ -363,6 +369,18 @@ class Ownership:
             owner=self.owner,
             holder=holder,
         )
+
+    async def _renew_for_send(self) -> None:
+        """A renewal that started once the lease was found too close to its end: one already under
+        way is waited for (it may have failed before the store came back), then, if the lease is
+        still too close to its end, a new one runs."""
+        running = self._renewing
+        if running is not None and not running.done():
+            with contextlib.suppress(SessionStoreError):
+                await asyncio.shield(running)
+            if self.sendable_for() > 0:
+                return
+        await self.renew_now()
 
     async def renew_now(self) -> None:
         """Renew every lease now (one renewal shared by every caller waiting for one); sessions

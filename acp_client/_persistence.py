@@ -21,10 +21,12 @@ recovery abandoned, ``close_session``,        ``delete``
 ``forget_session``
 ``set_mode`` / ``set_model`` /                ``save`` with the new value
 ``set_config_option``
-a prompt                                      ``touch`` (``last_used_at``)
+a prompt                                      ``touch`` (``last_used_at``) without transcripts
+                                              kept; with them, the turn's end writes it
 the end of a turn                             one job: ``save`` when the agent changed the title,
-                                              ``save_transcript`` (the whole conversation, every
-                                              segment; the store bounds it) with transcripts
+                                              ``save_turn`` (``last_used_at`` and the whole
+                                              conversation, every segment, in one step; the
+                                              store bounds it) with transcripts
                                               kept; the turn's result reaches the app only once
                                               it ran (``durable``); a store error marks the
                                               session not yet stored, written again with the
@@ -265,12 +267,14 @@ class Persistence(SessionEvents):
             self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
 
     def touched(self, tracked: Tracked) -> None:
-        """A prompt is sent: the session is the most recently used one."""
+        """A prompt is sent: the session is the most recently used one (written with the turn's
+        end when transcripts are kept: one write per turn; else at once)."""
         record = tracked.stored
         if record is not None:
             now = _now()
             tracked.stored = attrs.evolve(record, last_used_at=now)
-            self._queue(self.bridge.touch, record.session_id, when=now)
+            if not self._keep_transcripts:
+                self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
         """A turn ended: keep the whole conversation (and a title the agent gave), in one job on
@@ -286,15 +290,21 @@ class Persistence(SessionEvents):
         entries = to_entries(tracked.transcript) if self._keep_transcripts else None
         if changed is None and entries is None:
             return
-        write = self._turn_write(tracked.session_id, changed, entries)
+        write = self._turn_write(tracked.session_id, changed, entries, record.last_used_at)
         if write is not None:
             self._turn_writes[tracked.session_id] = write
 
     def _turn_write(
-        self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None
+        self,
+        session_id: str,
+        record: StoredSession | None,
+        entries: Sequence[Mapping[str, Any]] | None,
+        when: datetime,
     ) -> asyncio.Future[bool | None] | None:
         """Queue a turn's write; a store error marks the session not yet stored."""
-        write: asyncio.Future[bool | None] | None = self._queue(self.bridge.save_turn, session_id, record, entries)
+        write: asyncio.Future[bool | None] | None = self._queue(
+            self.bridge.save_turn, session_id, record, entries, when
+        )
         if write is None:
             return None
 
@@ -332,7 +342,7 @@ class Persistence(SessionEvents):
                 continue
             logger.info("session store: writing the conversation of %s, which a store error left out", session_id)
             entries = to_entries(tracked.transcript) if self._keep_transcripts else None
-            if self._turn_write(session_id, record, entries) is None:
+            if self._turn_write(session_id, record, entries, record.last_used_at) is None:
                 self.unstored.add(session_id)
 
     def save_conversation(self, tracked: Tracked) -> None:

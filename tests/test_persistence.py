@@ -278,10 +278,10 @@ class GatedStore(SqliteSessionStore):
         self.entered, self.gate = threading.Event(), threading.Event()
         self.gate.set()
 
-    def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
+    def save_turn(self, endpoint: str, session_id: str, entries: Any, **options: Any) -> bool:
         self.entered.set()
         assert self.gate.wait(10), "the test never opened the gate"
-        return super().save_transcript(endpoint, session_id, entries, **fenced)
+        return super().save_turn(endpoint, session_id, entries, **options)
 
 
 @pytest.mark.parametrize("version", [1, 2])

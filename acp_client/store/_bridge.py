@@ -23,11 +23,27 @@ from typing import Any, TypeVar
 from ..exceptions import SessionStoreError, SessionStoreFenced
 from .base import SessionStore, StoredSession
 
-__all__ = ["StoreBridge"]
+__all__ = ["StoreBridge", "write_turn"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def write_turn(
+    store: Any, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime, **fence: Any
+) -> bool:
+    """The end of a turn: ``store.save_turn`` (the last use and the conversation in one step), or,
+    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored.
+
+    Raises:
+        SessionStoreError: As the store's writes raise.
+    """
+    save_turn = getattr(store, "save_turn", None)
+    if callable(save_turn):
+        return bool(save_turn(endpoint, session_id, entries, when=when, **fence))
+    store.touch(endpoint, session_id, when=when, **fence)
+    return bool(store.save_transcript(endpoint, session_id, entries, **fence))
 
 
 class StoreBridge:
@@ -197,10 +213,15 @@ class StoreBridge:
         return self._write(False, self._store.save_transcript, self._endpoint, session_id, entries)
 
     def save_turn(
-        self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None
+        self,
+        session_id: str,
+        record: StoredSession | None,
+        entries: Sequence[Mapping[str, Any]] | None,
+        when: datetime,
     ) -> asyncio.Future[bool | None]:
-        """Queue the end of a turn as one job: ``record`` (a title the agent gave) and the whole
-        conversation ``entries``. Resolves to ``True`` once written, ``False`` when the store does
+        """Queue the end of a turn as one job: ``record`` (a title the agent gave), then the last
+        use ``when`` and the whole conversation ``entries`` in one step (:func:`write_turn`: one
+        statement on PostgreSQL). Resolves to ``True`` once written, ``False`` when the store does
         not hold the session (nothing written), ``None`` on a store error (told to ``on_error``,
         after the store's own retries).
 
@@ -215,7 +236,7 @@ class StoreBridge:
             if record is not None:
                 store.save(record)
             if entries is not None:
-                return bool(store.save_transcript(endpoint, session_id, entries))
+                return write_turn(store, endpoint, session_id, entries, when=when)
             return True
 
         return self._write(None, save_turn)

@@ -552,6 +552,44 @@ class SqliteSessionStore:
             )
         return True
 
+    def save_turn(
+        self,
+        endpoint: str,
+        session_id: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> bool:
+        """The end of a turn in one transaction: ``last_used_at`` set to ``when`` (default: now) and
+        the transcript replaced, bounded as :meth:`save_transcript` bounds it; ``False`` (nothing
+        written) when the session is not stored. With ``fence``: only while the session is stored
+        under that lease.
+
+        Raises:
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            ConfigurationError: An entry is not JSON-serializable (nothing written).
+            SessionStoreBusy: Another writer held the lock past the busy timeout.
+            SessionStoreError: The store cannot be written.
+        """
+        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        stamp = _micros(as_utc(when))
+        with self._connection() as conn, self._transaction(conn, "save turn"):
+            if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
+                return False
+            cursor = conn.execute(
+                "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?",
+                (stamp, endpoint, session_id),
+            )
+            if cursor.rowcount == 0:
+                return False
+            conn.execute(
+                "INSERT INTO transcripts (endpoint, session_id, tail) VALUES (?, ?, ?) "
+                "ON CONFLICT (endpoint, session_id) DO UPDATE SET tail = excluded.tail",
+                (endpoint, session_id, tail),
+            )
+        return True
+
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's transcript tail, oldest first (empty when none is stored).
 
