@@ -530,3 +530,25 @@ async def test_a_session_is_listed_as_owned_only_once_the_client_tracks_it(world
         gate.set()
     (handle,) = await adopting
     assert node.client.owned_sessions() == [sid] and node.client.session(sid).session_id == handle.session_id
+
+
+async def test_a_reconnect_after_the_lease_lapsed_recovers_nothing_another_client_adopted(world: World) -> None:
+    node = world.node(owner="replica-a")
+    handle = await owned_session(world, node)
+    sid = handle.session_id
+    world.store.failing = True
+    await world.clock.advance(LEASE * 0.8)  # past the safety margin on its own clock
+    assert world.store.claim(KEY, [sid], "replica-z", duration=100, now=world.now() + timedelta(seconds=LEASE))
+    world.store.failing = False
+    sent = len(node.connector.sent())
+    node.connector.drop()  # the reconnect's recovery checks the lease before its probe and resume
+
+    async def reconnected() -> bool:  # fake time moves on, and the store's thread finishes its work
+        await world.clock.advance(0.05)
+        await world.idle()
+        return bool(node.lost) and node.client.state.state.value == "connected"
+
+    await eventually(reconnected, what="reconnected, and the app told the session is lost")
+    after = [message.get("params", {}).get("sessionId") for message in node.connector.sent()[sent:]]
+    assert sid not in after  # no status, resume or load for a session another client holds
+    assert node.lost[0].session_id == sid and node.client.sessions == []
