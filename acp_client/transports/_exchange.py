@@ -256,9 +256,10 @@ class HttpExchange:
 
     # -- GET (SSE) and DELETE ------------------------------------------------------------------
 
-    async def open_sse(self, session_id: str | None) -> Reply:
+    async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
-        :meth:`close_sse`).
+        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke
+        (``Last-Event-ID`` and the server's resumption headers, see :mod:`._resume`).
 
         Raises:
             TransportError: A network failure (the caller judges it), or a mapped status error
@@ -276,6 +277,8 @@ class HttpExchange:
         ]
         if session_id is not None:
             extra.append((SESSION_ID_HEADER, session_id))
+        if resume:
+            extra.extend(resume)
         client = self._stream_client_factory() if self._stream_client_factory is not None else None
         try:
             response = await self._request_following("GET", extra, client=client or self._shared_stream_client)

@@ -78,6 +78,7 @@ from ..exceptions import (
     AcpError,
     AuthenticationFailed,
     ConfigurationError,
+    HttpStatusError,
     MalformedFrame,
     MessageTooLarge,
     NotAcceptable,
@@ -95,6 +96,7 @@ from ._errors import MAX_REDIRECTS, describe_error
 from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
 from ._inbox import EventReader, Inbox
 from ._log_redaction import install_log_redaction
+from ._resume import Cursor
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
 from ._security import (
     DEFAULT_SECRET_HEADERS,
@@ -106,7 +108,7 @@ from ._security import (
     safe_url,
 )
 from ._wire import CoreWire, Reply, Wire, new_pool
-from .base import Limits, TransportInfo, describe
+from .base import Limits, StreamResumed, TransportInfo, describe
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -202,6 +204,10 @@ class HttpConnector:
         max_session_streams: The most session streams open at once on one connection (each holds
             an HTTP connection). A session past the cap gets no stream: its session-scoped sends
             raise :class:`~acp_client.exceptions.TransportError` until a stream closes.
+        reattach_timeout: Seconds a broken stream that carried event ids is tried again on the
+            same connection (``Last-Event-ID``) before the link counts as dropped. Keep it under
+            the server's grace for a dropped connection's streams (10 s for Qwen Code's daemon).
+            ``0``: never reattach (every broken connection stream is a drop).
 
     Raises:
         ConfigurationError: An unsupported URL, an unsafe or reserved header, or a bad number.
@@ -221,6 +227,7 @@ class HttpConnector:
         sse_idle_timeout: float = 45.0,
         session_stream_retries: int = 3,
         max_session_streams: int = 64,
+        reattach_timeout: float = 8.0,
     ) -> None:
         origin = origin_of(url)
         if origin.scheme not in ("http", "https") or urlsplit(url).scheme.lower() not in ("http", "https"):
@@ -241,6 +248,8 @@ class HttpConnector:
         check_seconds("sse_idle_timeout", sse_idle_timeout)
         check_count("session_stream_retries", session_stream_retries, minimum=0)
         check_count("max_session_streams", max_session_streams)
+        check_seconds("reattach_timeout", reattach_timeout, zero=True)
+        self._reattach = float(reattach_timeout)
         self._max_streams = max_session_streams
         self._url = url
         self._secure = origin.secure
@@ -303,6 +312,7 @@ class HttpConnector:
             session_stream_retries=self._retries,
             max_session_streams=self._max_streams,
             carried=self._carried,
+            reattach_timeout=self._reattach,
         )
 
 
@@ -325,6 +335,7 @@ class HttpTransport:
         stream_client: Wire | None = None,
         max_session_streams: int = 64,
         carried: Carried | None = None,
+        reattach_timeout: float = 0.0,
     ) -> None:
         #: Shared with the connector: dropped links to DELETE, the dialect learnt.
         self._carried = carried if carried is not None else Carried()
@@ -360,8 +371,18 @@ class HttpTransport:
         #: How many sessions were ever left without a stream on this connection (for the logs).
         self._streamless_total = 0
         self._router = Router(header_everywhere=self._carried.header_everywhere)
+        self._reattach = reattach_timeout
+        self._on_resumed: Callable[[StreamResumed], None] | None = None
+        #: The ids of ``session/prompt`` requests not answered yet: a turn may run on the connection.
+        self._prompts: set[Any] = set()
+        #: The server said it no longer knows the connection (nothing left to ``DELETE``).
+        self._forgotten = False
 
     # -- the Transport protocol --------------------------------------------------------------
+
+    def watch_resumes(self, listener: Callable[[StreamResumed], None] | None) -> None:
+        """Call ``listener`` each time a broken stream is reattached (see :class:`~.base.Reattaching`)."""
+        self._on_resumed = listener
 
     @property
     def info(self) -> TransportInfo:
@@ -426,10 +447,15 @@ class HttpTransport:
                     maybe_delivered=False,
                 )
         tracked = self._router.sent(message)
+        prompt = message.get("id") if isinstance(message, dict) and message.get("method") == "session/prompt" else None
+        if prompt is not None:
+            self._prompts.add(prompt)
         try:
             await self._post(message, route)
-        except BaseException:
+        except BaseException as exc:
             self._router.forget(tracked)
+            if prompt is not None and (isinstance(exc, HttpStatusError) or not getattr(exc, "maybe_delivered", False)):
+                self._prompts.discard(prompt)  # refused, or never sent: no turn runs for it
             raise
 
     def receive(self) -> Coroutine[Any, Any, Message]:
@@ -522,6 +548,7 @@ class HttpTransport:
                 self._tasks.spawn(delete, name="acp-http-delete-stale")
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
+        cursor = Cursor()
         try:
             response = await self._http.open_sse(None)
         except asyncio.CancelledError:
@@ -536,13 +563,94 @@ class HttpTransport:
             if not ready.done():
                 ready.set_exception(TransportError(f"the connection stream could not be opened: {exc!r}"))
             raise
-        try:
-            if not ready.done():
-                ready.set_result(None)
-            reason, _ = await self._pump(response, None)
-        finally:
-            await self._http.close_sse(response)
-        self._fail(f"connection stream: {reason}")
+        cursor.take(response.headers)
+        if not ready.done():
+            ready.set_result(None)
+        while True:
+            try:
+                reason, _, _ = await self._pump(response, None, cursor=cursor)
+            finally:
+                await self._http.close_sse(response)
+            if self._closed is not None:
+                return
+            if not cursor.resumable or not self._reattach:
+                self._fail(f"connection stream: {reason}")
+                return
+            reopened = await self._reattach_stream(None, cursor, reason)
+            if reopened is None:
+                return
+            response = reopened
+
+    async def _reattach_stream(self, session_id: str | None, cursor: Cursor, reason: str) -> Reply | None:
+        """Reopen a broken stream on the same connection from its cursor, within ``reattach_timeout``.
+
+        Returns:
+            The reopened stream, or ``None`` once the link is closed: the server no longer knows
+            the connection or the session (404, 403), refused otherwise, could not be reached
+            in time, or its numbering changed (an epoch change: what was missed cannot be told).
+        """
+        what = "connection stream" if session_id is None else f"stream of session {session_id}"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._reattach
+        logger.info(
+            "%s of connection %s at %s broke (%s); reattaching from event %s",
+            what,
+            self._http.connection_id,
+            self._info.target,
+            reason,
+            cursor.last_event_id,
+        )
+        failures = 0
+        while self._closed is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._fail(f"the {what} could not be reattached within {self._reattach:g}s ({reason})")
+                return None
+            delay: float | None = None
+            try:
+                response = await asyncio.wait_for(
+                    self._http.open_sse(session_id, cursor.request_headers()), timeout=remaining
+                )
+            except asyncio.TimeoutError:
+                continue
+            except UnknownConnection as exc:
+                self._forgotten = True
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except (UnknownSession, AuthenticationFailed) as exc:
+                # 404 / 403 for the session (or credentials refused): nothing to reattach to here.
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except ServiceUnavailable as exc:
+                delay = exc.retry_after
+            except (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except AcpError as exc:
+                logger.debug("reattaching the %s failed: %s", what, exc)
+            else:
+                changed = cursor.take(response.headers)
+                if changed is not None:
+                    await self._http.close_sse(response)
+                    self._fail(f"the {what} cannot be resumed: {changed}; messages may be missing")
+                    return None
+                self._resumed(StreamResumed(session_id, cursor.last_event_id, self._http.connection_id, reason))
+                return response
+            failures += 1
+            if delay is None:
+                delay = _SESSION_RETRY_DELAYS[min(failures, len(_SESSION_RETRY_DELAYS)) - 1]
+            await asyncio.sleep(min(delay, _MAX_RETRY_DELAY, max(0.0, deadline - loop.time())))
+        return None
+
+    def _resumed(self, event: StreamResumed) -> None:
+        scope = "connection stream" if event.session_id is None else f"stream of session {event.session_id}"
+        logger.info("%s of connection %s resumed from event %s", scope, event.connection_id, event.from_event_id)
+        listener = self._on_resumed
+        if listener is not None:
+            try:
+                listener(event)
+            except Exception:  # the listener's bug must not end the stream
+                logger.exception("a stream-resumed listener raised; ignored")
 
     # -- session streams ---------------------------------------------------------------------
 
@@ -594,12 +702,25 @@ class HttpTransport:
     async def _run_session_stream(self, stream: _SessionStream) -> None:
         sid = stream.session_id
         failures = 0
+        cursor = Cursor()
+        reopened: Reply | None = None  # a stream reattached after a break, to read next
         while self._closed is None and not stream.closing:
             stream.got_data = False
             error: AcpError
             delay: float | None = None
             try:
-                response = await self._http.open_sse(sid)
+                if reopened is not None:
+                    response, reopened = reopened, None
+                else:
+                    resume = cursor.request_headers()
+                    response = await self._http.open_sse(sid, resume)
+                    changed = cursor.take(response.headers)
+                    if changed is not None:
+                        await self._http.close_sse(response)
+                        self._fail(f"the stream of session {sid} cannot be resumed: {changed}; messages may be missing")
+                        return
+                    if resume:
+                        self._resumed(StreamResumed(sid, cursor.last_event_id, self._http.connection_id, "ended"))
             except UnknownSession as exc:
                 if not stream.established.is_set():
                     logger.debug("session stream %s: unknown before the session is established; waiting", sid)
@@ -607,18 +728,26 @@ class HttpTransport:
                     continue
                 error = exc
             except UnknownConnection as exc:
+                self._forgotten = True
                 self._fail(f"session stream: {exc}")
                 return
             except ServiceUnavailable as exc:
                 error, delay = exc, exc.retry_after
-            except (AuthenticationFailed, NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
+            except AuthenticationFailed as exc:
+                if exc.status == 403 and stream.established.is_set() and not cursor.resumable:
+                    # The connection does not own the session (Qwen Code's daemon): as a 404 would say.
+                    error = UnknownSession(str(exc), status=403, body=exc.body, maybe_delivered=False)
+                else:
+                    self._fail(f"the stream of session {sid} was refused: {exc}")
+                    return
+            except (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
                 self._fail(f"the stream of session {sid} was refused: {exc}")
                 return
             except AcpError as exc:
                 error = exc
             else:
                 try:
-                    reason, lost = await self._pump(response, sid, stream)
+                    reason, lost, broken = await self._pump(response, sid, stream, cursor)
                 finally:
                     await self._http.close_sse(response)
                 if self._closed is not None or stream.closing:
@@ -628,6 +757,17 @@ class HttpTransport:
                     # recovery can tell, so this end is a drop, now (not the idle timeout's).
                     self._fail(f"the stream of session {sid} {reason} after skipping an oversized event")
                     return
+                if broken:
+                    if not cursor.resumable or not self._reattach:
+                        # What the server had written into the broken stream is gone, and without
+                        # event ids nobody can say what that was: a drop, so the recovery decides.
+                        self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
+                        return
+                    reopened = await self._reattach_stream(sid, cursor, reason)
+                    if reopened is None:
+                        return
+                    failures = 0
+                    continue
                 error = TransportClosed(reason)
                 logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
             if stream.got_data:
@@ -635,6 +775,9 @@ class HttpTransport:
             failures += 1
             if failures > self._retries:
                 if isinstance(error, UnknownSession):
+                    if cursor.resumable:
+                        self._fail(f"the stream of session {sid} could not be resumed: {error}")
+                        return
                     logger.warning(
                         "the server does not know session %s on connection %s; its stream stays closed",
                         sid,
@@ -653,13 +796,19 @@ class HttpTransport:
     # -- reading SSE -------------------------------------------------------------------------
 
     async def _pump(
-        self, response: Reply, source: str | None, stream: _SessionStream | None = None
-    ) -> tuple[str, bool]:
-        """Read one SSE stream into the inbox until it ends.
+        self,
+        response: Reply,
+        source: str | None,
+        stream: _SessionStream | None = None,
+        cursor: Cursor | None = None,
+    ) -> tuple[str, bool, bool]:
+        """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
 
         Returns:
-            Why it ended, and whether it skipped an oversized event (a lost message).
+            Why it ended, whether it skipped an oversized event (a lost message), and whether it
+            broke (a network failure, the idle timeout, unreadable data) rather than ended.
         """
+        what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
             self._inbox,
             limits=self._limits,
@@ -667,6 +816,8 @@ class HttpTransport:
             target=self._info.target,
             inspect=self._inspect_inbound,
             source=source,
+            last_event_id=cursor.last_event_id if cursor is not None else "",
+            on_resync=lambda detail: self._fail(f"the {what} cannot be resumed: {detail}; messages may be missing"),
         )
 
         def after_chunk() -> bool:
@@ -677,17 +828,24 @@ class HttpTransport:
 
         try:
             if not await reader.read(response.aiter_raw(), after_chunk):
-                return "session closed", reader.lost
+                return "session closed", reader.lost, False
         except httpx.ReadTimeout:
-            return f"no data for {self._idle:g}s (idle timeout)", reader.lost
+            return f"no data for {self._idle:g}s (idle timeout)", reader.lost, True
         except httpx.HTTPError as exc:
-            return f"broken: {describe_error(exc)}", reader.lost
+            return f"broken: {describe_error(exc)}", reader.lost, True
         except ProtocolError as exc:
-            return f"unreadable: {exc}", reader.lost
-        return "ended by the server", reader.lost
+            return f"unreadable: {exc}", reader.lost, True
+        finally:
+            if cursor is not None:
+                cursor.last_event_id = reader.last_event_id
+        return "ended by the server", reader.lost, False
 
     def _inspect_inbound(self, message: Message, source: str | None) -> None:
         """Apply what the router decides about session streams for an inbound message."""
+        if self._prompts and type(message) is dict and "method" not in message:
+            answered = message.get("id")
+            if type(answered) is int or type(answered) is str:
+                self._prompts.discard(answered)  # the turn ended (or was refused)
         for action in self._router.inbound(message, source):
             if type(action) is Open:
                 self._ensure_session_stream(action.session_id, established=True)
@@ -750,6 +908,15 @@ class HttpTransport:
                 "connection %s had %d sessions without a stream", self._http.connection_id, self._streamless_total
             )
         if not self._released and self._http.connection_id is not None:
-            self._carried.stale.append(self._http.connection_id)  # dropped, not closed: DELETEd from the next link
+            if self._forgotten:
+                pass  # the server no longer knows it: nothing to end
+            elif self._prompts:
+                # A turn may still run there: a DELETE would abort it (and a later reattach of its
+                # streams). The server's own expiry of dropped connections ends it instead.
+                logger.info(
+                    "connection %s dropped with a turn running: not sending it a DELETE", self._http.connection_id
+                )
+            else:
+                self._carried.stale.append(self._http.connection_id)  # dropped, not closed: DELETEd from the next link
         self._inbox.close(reason)
         self._tasks.cancel()
