@@ -84,6 +84,7 @@ from .state import (
     RecoveryPath,
     SessionPage,
     State,
+    StreamResumed,
     TurnInterrupted,
     UpdateEvent,
 )
@@ -216,6 +217,7 @@ __all__ = [
     "State",
     "StdioConnector",
     "StoredSession",
+    "StreamResumed",
     "SystemClock",
     "Telemetry",
     "TerminalHandler",

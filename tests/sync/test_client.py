@@ -64,6 +64,7 @@ def test_exported_names_are_pinned() -> None:
         "SessionUpdateEvent",
         "StateEvent",
         "StoreErrorEvent",
+        "StreamResumedEvent",
         "SyncAcpClient",
         "SyncEvent",
         "SyncSessionHandle",
