@@ -82,6 +82,7 @@ def test_exported_names_are_pinned() -> None:
         "new_session",
         "recovery_failed",
         "turn_interrupted",
+        "stream_resumed",
         "permission",
         "protocol_error",
         "notification",
