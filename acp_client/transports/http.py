@@ -566,9 +566,10 @@ class HttpTransport:
         cursor.take(response.headers)
         if not ready.done():
             ready.set_result(None)
+        resumed: StreamResumed | None = None
         while True:
             try:
-                reason, _, _ = await self._pump(response, None, cursor=cursor)
+                reason, _, _ = await self._pump(response, None, cursor=cursor, resumed=resumed)
             finally:
                 await self._http.close_sse(response)
             if self._closed is not None:
@@ -579,13 +580,16 @@ class HttpTransport:
             reopened = await self._reattach_stream(None, cursor, reason)
             if reopened is None:
                 return
-            response = reopened
+            response, resumed = reopened
 
-    async def _reattach_stream(self, session_id: str | None, cursor: Cursor, reason: str) -> Reply | None:
+    async def _reattach_stream(
+        self, session_id: str | None, cursor: Cursor, reason: str
+    ) -> tuple[Reply, StreamResumed] | None:
         """Reopen a broken stream on the same connection from its cursor, within ``reattach_timeout``.
 
         Returns:
-            The reopened stream, or ``None`` once the link is closed: the server no longer knows
+            The reopened stream and the event that reports it (once the stream shows it is not a
+            resync, see :meth:`_pump`), or ``None`` once the link is closed: the server no longer knows
             the connection or the session (404, 403), refused otherwise, could not be reached
             in time, or its numbering changed (an epoch change: what was missed cannot be told).
         """
@@ -634,8 +638,7 @@ class HttpTransport:
                     await self._http.close_sse(response)
                     self._fail(f"the {what} cannot be resumed: {changed}; messages may be missing")
                     return None
-                self._resumed(StreamResumed(session_id, cursor.last_event_id, self._http.connection_id, reason))
-                return response
+                return response, StreamResumed(session_id, cursor.last_event_id, self._http.connection_id, reason)
             failures += 1
             if delay is None:
                 delay = _SESSION_RETRY_DELAYS[min(failures, len(_SESSION_RETRY_DELAYS)) - 1]
@@ -703,14 +706,15 @@ class HttpTransport:
         sid = stream.session_id
         failures = 0
         cursor = Cursor()
-        reopened: Reply | None = None  # a stream reattached after a break, to read next
+        reopened: tuple[Reply, StreamResumed] | None = None  # a stream reattached after a break, to read next
         while self._closed is None and not stream.closing:
+            resumed: StreamResumed | None = None
             stream.got_data = False
             error: AcpError
             delay: float | None = None
             try:
                 if reopened is not None:
-                    response, reopened = reopened, None
+                    (response, resumed), reopened = reopened, None
                 else:
                     resume = cursor.request_headers()
                     response = await self._http.open_sse(sid, resume)
@@ -720,7 +724,7 @@ class HttpTransport:
                         self._fail(f"the stream of session {sid} cannot be resumed: {changed}; messages may be missing")
                         return
                     if resume:
-                        self._resumed(StreamResumed(sid, cursor.last_event_id, self._http.connection_id, "ended"))
+                        resumed = StreamResumed(sid, cursor.last_event_id, self._http.connection_id, "ended")
             except UnknownSession as exc:
                 if not stream.established.is_set():
                     logger.debug("session stream %s: unknown before the session is established; waiting", sid)
@@ -747,7 +751,7 @@ class HttpTransport:
                 error = exc
             else:
                 try:
-                    reason, lost, broken = await self._pump(response, sid, stream, cursor)
+                    reason, lost, broken = await self._pump(response, sid, stream, cursor, resumed)
                 finally:
                     await self._http.close_sse(response)
                 if self._closed is not None or stream.closing:
@@ -801,8 +805,12 @@ class HttpTransport:
         source: str | None,
         stream: _SessionStream | None = None,
         cursor: Cursor | None = None,
+        resumed: StreamResumed | None = None,
     ) -> tuple[str, bool, bool]:
         """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
+
+        ``resumed``: the stream was reattached; that is reported once its first bytes are read and
+        they are not a resync signal (a server that cannot resume still answers ``200``).
 
         Returns:
             Why it ended, whether it skipped an oversized event (a lost message), and whether it
@@ -821,6 +829,11 @@ class HttpTransport:
         )
 
         def after_chunk() -> bool:
+            nonlocal resumed
+            if resumed is not None:
+                if not reader.resync:
+                    self._resumed(resumed)
+                resumed = None
             if stream is None:
                 return False
             stream.got_data = True
