@@ -53,9 +53,9 @@ class Setup:
 
 async def _setup(**server_options: Any) -> AsyncIterator[Setup]:
     agent = RecordingAgent(chunks_per_prompt=24, chunk_delay=0.04)
-    async with ReferenceServer(agent, resumable_streams=True, **server_options) as server:
-        async with FaultProxy("127.0.0.1", server.port) as proxy:
-            yield Setup(server, proxy, agent)
+    server = ReferenceServer(agent, resumable_streams=True, **server_options)
+    async with server, FaultProxy("127.0.0.1", server.port) as proxy:
+        yield Setup(server, proxy, agent)
 
 
 @pytest_asyncio.fixture
