@@ -119,7 +119,8 @@ class EventReader:
         content_encoding: The stream's ``Content-Encoding``.
         target: The endpoint, for logs.
         inspect: Called with each message that is not a notification (the transport tracks
-            answers and agent requests), and with its stream's session id.
+            answers and agent requests), and with each ``state_update`` notification (v2 turns
+            begin and end), with its stream's session id.
         source: The session whose stream this is (``None``: the connection stream).
         last_event_id: The stream's last event id before this reading (a reattached stream goes on
             from it, as the SSE specification's reconnection does).
@@ -196,6 +197,8 @@ class EventReader:
                             inspect(message, source)
                         elif item.find(RESYNC_MARKER) >= 0 and is_resync_message(message):
                             self._resync("the server asked for a resync (state_resync_required)")
+                        elif item.find(b'"state_update"') >= 0:
+                            inspect(message, source)  # a v2 turn's state: the transport tracks running turns
                         if len(items) < limit:
                             items.append(message)
                         else:

@@ -373,8 +373,10 @@ class HttpTransport:
         self._router = Router(header_everywhere=self._carried.header_everywhere)
         self._reattach = reattach_timeout
         self._on_resumed: Callable[[StreamResumed], None] | None = None
-        #: The ids of ``session/prompt`` requests not answered yet: a turn may run on the connection.
-        self._prompts: set[Any] = set()
+        #: ``session/prompt`` requests not answered yet (id → session): a turn may run on the connection.
+        self._prompts: dict[Any, str | None] = {}
+        #: Sessions whose v2 turn was accepted and has not reported ``idle`` yet.
+        self._turns: set[str] = set()
         #: The server said it no longer knows the connection (nothing left to ``DELETE``).
         self._forgotten = False
 
@@ -448,14 +450,16 @@ class HttpTransport:
                 )
         tracked = self._router.sent(message)
         prompt = message.get("id") if isinstance(message, dict) and message.get("method") == "session/prompt" else None
-        if prompt is not None:
-            self._prompts.add(prompt)
+        if type(prompt) is int or type(prompt) is str:
+            self._prompts[prompt] = sid
+        else:
+            prompt = None
         try:
             await self._post(message, route)
         except BaseException as exc:
             self._router.forget(tracked)
             if prompt is not None and (isinstance(exc, HttpStatusError) or not getattr(exc, "maybe_delivered", False)):
-                self._prompts.discard(prompt)  # refused, or never sent: no turn runs for it
+                self._prompts.pop(prompt, None)  # refused, or never sent: no turn runs for it
             raise
 
     def receive(self) -> Coroutine[Any, Any, Message]:
@@ -855,10 +859,16 @@ class HttpTransport:
 
     def _inspect_inbound(self, message: Message, source: str | None) -> None:
         """Apply what the router decides about session streams for an inbound message."""
+        if type(message) is dict and "id" not in message:
+            self._turn_state(message)  # a state_update notification (the only ones inspected)
+            return
         if self._prompts and type(message) is dict and "method" not in message:
             answered = message.get("id")
-            if type(answered) is int or type(answered) is str:
-                self._prompts.discard(answered)  # the turn ended (or was refused)
+            if (type(answered) is int or type(answered) is str) and answered in self._prompts:
+                session_id = self._prompts.pop(answered)
+                result = message.get("result")
+                if session_id is not None and type(result) is dict and "stopReason" not in result:
+                    self._turns.add(session_id)  # v2: accepted, the turn ends later with state "idle"
         for action in self._router.inbound(message, source):
             if type(action) is Open:
                 self._ensure_session_stream(action.session_id, established=True)
@@ -868,6 +878,17 @@ class HttpTransport:
                 stream = self._sessions.get(action.session_id)
                 if stream is not None and not stream.established.is_set():
                     self._drop_session_stream(action.session_id)
+
+    def _turn_state(self, message: dict[str, Any]) -> None:
+        """Follow a v2 turn's ``state_update``: ``idle`` ends it."""
+        params = message.get("params")
+        if type(params) is not dict:
+            return
+        update = params.get("update")
+        session_id = params.get("sessionId")
+        ended = type(update) is dict and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+        if ended and type(session_id) is str:
+            self._turns.discard(session_id)
 
     # -- POST --------------------------------------------------------------------------------
 
@@ -923,7 +944,7 @@ class HttpTransport:
         if not self._released and self._http.connection_id is not None:
             if self._forgotten:
                 pass  # the server no longer knows it: nothing to end
-            elif self._prompts:
+            elif self._prompts or self._turns:
                 # A turn may still run there: a DELETE would abort it (and a later reattach of its
                 # streams). The server's own expiry of dropped connections ends it instead.
                 logger.info(

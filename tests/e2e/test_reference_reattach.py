@@ -33,9 +33,10 @@ class Setup:
         self.recorder = Recorder()
         self.resumed: list[StreamResumed] = []
 
-    def client(self, **transport_options: Any) -> AcpClient:
+    def client(self, protocol_version: int = 1, **transport_options: Any) -> AcpClient:
         return AcpClient(
             self.proxy.url(self.server.http_url),
+            protocol_version=protocol_version,
             transport_options={"http2": False, **transport_options},
             retry=FAST_RETRY,
             callbacks=self.recorder.callbacks(on_stream_resumed=self.resumed.append),
@@ -156,8 +157,9 @@ async def test_a_resync_marks_the_streaming_answer_incomplete_and_recovers(short
         assert setup.initializes() == 2
 
 
-async def test_no_delete_for_a_connection_given_up_while_its_turn_runs(setup: Setup) -> None:
-    async with setup.client(reattach_timeout=0.3) as client:
+@pytest.mark.parametrize("version", [1, 2])
+async def test_no_delete_for_a_connection_given_up_while_its_turn_runs(setup: Setup, version: int) -> None:
+    async with setup.client(version, reattach_timeout=0.3) as client:
         handle = await client.new_session("/work")
         turn = asyncio.ensure_future(handle.prompt("/slow"))
         await eventually(lambda: setup.chunks() >= 2, what="the /slow turn streaming")
