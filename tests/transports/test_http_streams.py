@@ -11,7 +11,7 @@ import pytest
 
 from acp_client._jsonrpc import request_message
 from acp_client.exceptions import BatchNotSupported, MalformedFrame, MessageTooLarge, TransportClosed
-from acp_client.transports import http as http_module
+from acp_client.transports import _link as link_module
 from acp_client.transports.base import Limits
 from tests._support import eventually
 from tests.transports._http_support import (
@@ -238,7 +238,7 @@ async def test_a_json_answer_to_a_post_is_delivered(fake: tuple[FakeAcpServer, H
 async def test_inbound_queue_is_bounded(
     fake: tuple[FakeAcpServer, Hypercorn], link: Link, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_module, "_MAX_QUEUED", 4)
+    monkeypatch.setattr(link_module, "_MAX_QUEUED", 4)
     app, server = fake
     app.updates_per_prompt = 200
     transport = await link(server.url)
