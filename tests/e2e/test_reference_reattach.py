@@ -179,3 +179,13 @@ async def test_no_delete_for_a_connection_given_up_while_its_turn_runs(setup: Se
         await setup.recorder.outcome(2)
         await eventually(lambda: second in setup.deletes(), timeout=DEADLINE, what="the idle connection's DELETE")
         assert first not in setup.deletes()  # the connection whose turn ran was never ended by the client
+
+
+async def test_a_cut_post_connection_between_requests_costs_nothing(setup: Setup) -> None:
+    async with setup.client() as client:
+        handle = await client.new_session("/work")
+        await eventually(lambda: setup.proxy.connections("post") >= 1)
+        await setup.proxy.cut("post")  # the kept-alive connection of the POSTs
+        assert (await handle.prompt(PROMPT)).stop_reason == "end_turn"
+        assert _answer(handle) == ANSWER
+        assert setup.initializes() == 1 and setup.recorder.outcomes == []
