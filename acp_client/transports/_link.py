@@ -448,25 +448,22 @@ class HttpTransport:
                         return
                     if resume:
                         resumed = StreamResumed(sid, cursor.last_event_id, self._http.connection_id, "ended")
-            except UnknownSession as exc:
+            except (UnknownSession, AuthenticationFailed) as exc:
+                if isinstance(exc, AuthenticationFailed) and exc.status != 403:
+                    self._fail(f"the stream of session {sid} was refused: {exc}")
+                    return
+                # 404, or 403 "not this connection's session" (Qwen Code's daemon): the same answer.
                 if not stream.established.is_set():
                     logger.debug("session stream %s: unknown before the session is established; waiting", sid)
                     await stream.established.wait()
                     continue
-                error = exc
+                error = exc if isinstance(exc, UnknownSession) else UnknownSession(str(exc), status=403, body=exc.body)
             except UnknownConnection as exc:
                 self._forgotten = True
                 self._fail(f"session stream: {exc}")
                 return
             except ServiceUnavailable as exc:
                 error, delay = exc, exc.retry_after
-            except AuthenticationFailed as exc:
-                if exc.status == 403 and stream.established.is_set() and not cursor.resumable:
-                    # The connection does not own the session (Qwen Code's daemon): as a 404 would say.
-                    error = UnknownSession(str(exc), status=403, body=exc.body, maybe_delivered=False)
-                else:
-                    self._fail(f"the stream of session {sid} was refused: {exc}")
-                    return
             except (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
                 self._fail(f"the stream of session {sid} was refused: {exc}")
                 return
