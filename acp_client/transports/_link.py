@@ -333,9 +333,10 @@ class HttpTransport:
         if not ready.done():
             ready.set_result(None)
         resumed: StreamResumed | None = None
+        empty = 0  # reopenings in a row that ended at once, without a byte
         while True:
             try:
-                reason, _, _ = await self._pump(response, None, cursor=cursor, resumed=resumed)
+                reason, _, _, got = await self._pump(response, None, cursor=cursor, resumed=resumed)
             finally:
                 await self._http.close_sse(response)
             if self._closed is not None:
@@ -343,10 +344,26 @@ class HttpTransport:
             if not cursor.resumable or not self._reattach:
                 self._fail(f"connection stream: {reason}")
                 return
+            empty = 0 if got else empty + 1
+            if not await self._pause_before_reattach(None, empty, reason):
+                return
             reopened = await self._reattach_stream(None, cursor, reason)
             if reopened is None:
                 return
             response, resumed = reopened
+
+    async def _pause_before_reattach(self, session_id: str | None, empty: int, reason: str) -> bool:
+        """After ``empty`` reopenings in a row that brought nothing, wait a little; past
+        ``session_stream_retries`` of them the server cannot serve the stream: the link is closed
+        (``False``). A stream that carried data is reattached at once."""
+        if not empty:
+            return True
+        if empty > self._retries:
+            what = "connection stream" if session_id is None else f"stream of session {session_id}"
+            self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
+            return False
+        await asyncio.sleep(_SESSION_RETRY_DELAYS[min(empty, len(_SESSION_RETRY_DELAYS)) - 1])
+        return self._closed is None
 
     async def _reattach_stream(
         self, session_id: str | None, cursor: Cursor, reason: str
@@ -471,7 +488,7 @@ class HttpTransport:
                 error = exc
             else:
                 try:
-                    reason, lost, broken = await self._pump(response, sid, stream, cursor, resumed)
+                    reason, lost, broken, lived = await self._pump(response, sid, stream, cursor, resumed)
                 finally:
                     await self._http.close_sse(response)
                 if self._closed is not None or stream.closing:
@@ -487,10 +504,12 @@ class HttpTransport:
                         # event ids nobody can say what that was: a drop, so the recovery decides.
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
                         return
+                    failures = 0 if stream.got_data or lived else failures + 1
+                    if not await self._pause_before_reattach(sid, failures, reason):
+                        return
                     reopened = await self._reattach_stream(sid, cursor, reason)
                     if reopened is None:
                         return
-                    failures = 0
                     continue
                 error = TransportClosed(reason)
                 logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
@@ -526,15 +545,16 @@ class HttpTransport:
         stream: _SessionStream | None = None,
         cursor: Cursor | None = None,
         resumed: StreamResumed | None = None,
-    ) -> tuple[str, bool, bool]:
+    ) -> tuple[str, bool, bool, bool]:
         """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
 
         ``resumed``: the stream was reattached; that is reported once its first bytes are read and
         they are not a resync signal (a server that cannot resume still answers ``200``).
 
         Returns:
-            Why it ended, whether it skipped an oversized event (a lost message), and whether it
-            broke (a network failure, the idle timeout, unreadable data) rather than ended.
+            Why it ended, whether it skipped an oversized event (a lost message), whether it broke
+            (a network failure, the idle timeout, unreadable data) rather than ended, and whether
+            it lived (a byte came, or it stayed open until the idle timeout).
         """
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
@@ -548,8 +568,11 @@ class HttpTransport:
             on_resync=lambda detail: self._fail(f"the {what} cannot be resumed: {detail}; messages may be missing"),
         )
 
+        got = False
+
         def after_chunk() -> bool:
-            nonlocal resumed
+            nonlocal resumed, got
+            got = True
             if resumed is not None:
                 if not reader.resync:
                     self._resumed(resumed)
@@ -561,17 +584,17 @@ class HttpTransport:
 
         try:
             if not await reader.read(response.aiter_raw(), after_chunk):
-                return "session closed", reader.lost, False
+                return "session closed", reader.lost, False, got
         except httpx.ReadTimeout:
-            return f"no data for {self._idle:g}s (idle timeout)", reader.lost, True
+            return f"no data for {self._idle:g}s (idle timeout)", reader.lost, True, True  # it lived: no hammering
         except httpx.HTTPError as exc:
-            return f"broken: {describe_error(exc)}", reader.lost, True
+            return f"broken: {describe_error(exc)}", reader.lost, True, got
         except ProtocolError as exc:
-            return f"unreadable: {exc}", reader.lost, True
+            return f"unreadable: {exc}", reader.lost, True, got
         finally:
             if cursor is not None:
                 cursor.last_event_id = reader.last_event_id
-        return "ended by the server", reader.lost, False
+        return "ended by the server", reader.lost, False, got
 
     def _inspect_inbound(self, message: Message, source: str | None) -> None:
         """Apply what the router decides about session streams for an inbound message."""
