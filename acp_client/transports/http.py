@@ -22,7 +22,9 @@ The wire (one endpoint URL, ``/acp`` by convention):
   the next link of that connector, once initialized, sends the ``DELETE`` for it in the background
   (see :mod:`._carried`: after a short delay, bounded in time, failures logged at DEBUG, tried
   again from the link after if this one ends first): a server that never expires
-  connections (the official Python SDK 0.12.1) does not keep one per reconnect.
+  connections (the official Python SDK 0.12.1) does not keep one per reconnect. A connection
+  dropped while a turn may still run on it (a ``session/prompt`` unanswered, or a v2 turn not yet
+  ``idle``) is never sent that ``DELETE``: it would abort the turn; the server's expiry ends it.
 
 Messages are accepted from any stream and delivered in arrival order; correlation is the
 connection layer's job.
@@ -35,14 +37,23 @@ before the session is established waits for the establishing answer and is then 
 ``404`` that persists after it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by
 the next ``send()`` of a session-scoped method for that session (never a hang).
 
+**Reattach before reconnect.** A stream that breaks (a reset, ``sse_idle_timeout`` without a
+byte) after carrying SSE event ids is reopened on the same connection with ``Last-Event-ID`` and
+the resumption headers the server sent with it (:mod:`._resume`), for up to ``reattach_timeout``
+seconds: the link stays open, pending requests stay pending, and ``watch_resumes`` listeners get a
+:class:`~.base.StreamResumed`. The break becomes a drop (below) when the server no longer knows the
+connection or the session (404, 403), signals that it cannot resume (a resync), changed its
+numbering (an epoch header), or cannot be reached in time; and at once when the stream carried no
+event id, since nobody could tell what it was carrying.
+
 **Failures.** A refusal of one POST (4xx/5xx) raises a typed
 :class:`~acp_client.exceptions.HttpStatusError` from ``send()`` and the transport stays usable.
 A connection-level failure closes the transport and ``receive()`` then raises
 :class:`~acp_client.exceptions.TransportClosed`: a network failure of a POST, a ``404`` for the
-connection id, the connection stream ending or breaking, no byte on an SSE stream for
-``sse_idle_timeout`` seconds (servers send keepalive comments every 15 s; over HTTP/2 the
-silence is measured per HTTP connection), or a session stream that cannot be reopened
-(``session_stream_retries`` quick attempts in a row).
+connection id, the connection stream ending or breaking and not reattached, no byte on an SSE
+stream for ``sse_idle_timeout`` seconds and no reattach (servers send keepalive comments every
+15 s; over HTTP/2 the silence is measured per HTTP connection), or a session stream that cannot
+be reopened (``session_stream_retries`` quick attempts in a row).
 
 **Safety.** TLS is verified by default with a fresh :class:`ssl.SSLContext` per connector.
 JSON-RPC POSTs never follow redirects (a 3xx is :class:`~acp_client.exceptions.UnsafeRedirect`);
