@@ -189,3 +189,18 @@ async def test_a_cut_post_connection_between_requests_costs_nothing(setup: Setup
         assert (await handle.prompt(PROMPT)).stop_reason == "end_turn"
         assert _answer(handle) == ANSWER
         assert setup.initializes() == 1 and setup.recorder.outcomes == []
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_every_connection_reset_mid_turn_reattaches_both_streams(setup: Setup, version: int) -> None:
+    async with setup.client(version) as client:
+        handle = await client.new_session("/work")
+        turn = asyncio.ensure_future(handle.prompt(PROMPT))
+        await eventually(lambda: setup.chunks() >= 3, what="the turn streaming")
+        await setup.proxy.cut()  # every TCP connection: the POSTs', the connection stream's, the session stream's
+        assert (await within(turn)).stop_reason == "end_turn"
+        assert _answer(handle) == ANSWER
+        await client.list_sessions()  # its answer comes on the connection stream
+        await eventually(lambda: {r.session_id for r in setup.resumed} == {None, handle.session_id})
+        assert setup.initializes() == 1 and setup.recorder.outcomes == [] and setup.recorder.interrupted == []
+        assert setup.deletes() == []
