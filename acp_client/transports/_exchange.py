@@ -7,6 +7,9 @@ answer, with every third-party failure and unexpected status mapped to the error
 
 * a ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow same-origin ones only, so
   credentials never leave the origin;
+* a ``POST`` that could not be written whole (a pooled connection that died while idle: under
+  HTTP/2 a reset is only seen when written to) is sent once more on a fresh connection: no server
+  can have acted on a request it did not receive whole;
 * the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
   store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
 * bodies are decompressed in bounded steps and capped (:mod:`._body`);
@@ -405,7 +408,16 @@ class HttpExchange:
         if client.is_closed or self._client.is_closed:
             raise TransportClosed(self._closed_reason(), maybe_delivered=False)
         try:
-            return await client.send(method, url, headers, body, self._idle)
+            try:
+                return await client.send(method, url, headers, body, self._idle)
+            except httpx.WriteError as exc:
+                if method != "POST" or connecting or client.is_closed:
+                    raise
+                # The request could not be written whole, so no server can have acted on it: a
+                # pooled connection that died while idle (a reset under HTTP/2 is only seen when
+                # written to). Once more, on a fresh connection.
+                logger.debug("POST could not be written (%s); once more on a fresh connection", exc)
+                return await client.send(method, url, headers, body, self._idle)
         except httpx.HTTPError as exc:
             if client.is_closed:
                 # Closed on this side while the request was under way (the link is being released

@@ -191,9 +191,9 @@ async def test_a_cut_post_connection_between_requests_costs_nothing(setup: Setup
         assert setup.initializes() == 1 and setup.recorder.outcomes == []
 
 
-@pytest.mark.parametrize("version", [1, 2])
-async def test_every_connection_reset_mid_turn_reattaches_both_streams(setup: Setup, version: int) -> None:
-    async with setup.client(version) as client:
+@pytest.mark.parametrize(("version", "http2"), [(1, False), (2, False), (1, True)])
+async def test_every_connection_reset_mid_turn_reattaches_both_streams(setup: Setup, version: int, http2: bool) -> None:
+    async with setup.client(version, http2=http2) as client:
         handle = await client.new_session("/work")
         turn = asyncio.ensure_future(handle.prompt(PROMPT))
         await eventually(lambda: setup.chunks() >= 3, what="the turn streaming")
