@@ -152,7 +152,7 @@ class EditorConnection:
         self.router.editors.discard(self)
         with contextlib.suppress(Exception):
             await self.websocket.close()
-        for link in self.links.values():
+        for link in list(self.links.values()):
             if link.reader is not None:
                 link.reader.cancel()
             with contextlib.suppress(AcpError):
