@@ -56,7 +56,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -199,11 +199,12 @@ class EditorConnection:
         elif method in ATTACH and session_id is not None:
             await router.homes.acquire(session_id)  # with a store: this replica holds the lease
             self.use(session_id)  # released when this editor goes, whatever the instance answers
-            target = await router.attach_target(session_id, str(params.get("cwd") or ""))
+            async with router.attaching(session_id):  # one decision at a time per session
+                target = await router.attach_target(session_id, str(params.get("cwd") or ""))
+                if target is not None:  # sent before the next decision: that one sees it at home there
+                    await self.forward(await self.link(target.name), message)
             if target is None:
                 await self.not_found(request_id, session_id)
-                return
-            await self.forward(await self.link(target.name), message)
         elif session_id is not None:
             home = await router.homes.home(session_id)
             if home is None:
@@ -411,10 +412,27 @@ class Router:
         )
         #: The answers to ``initialize`` per proposed protocol version (any instance's: one agent).
         self.initialized: dict[Any, dict[str, Any]] = {}
+        self._attach_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # and how many wait for it
         self.editors: set[EditorConnection] = set()
 
     def endpoint(self, name: str) -> Endpoint:
         return next(endpoint for endpoint in self.endpoints if endpoint.name == name)
+
+    @contextlib.asynccontextmanager
+    async def attaching(self, session_id: str) -> AsyncIterator[None]:
+        """Held while one attach of ``session_id`` is decided and sent (two editors reopening one
+        session never pick two instances)."""
+        lock, users = self._attach_locks.get(session_id, (asyncio.Lock(), 0))
+        self._attach_locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._attach_locks[session_id]
+            if users == 1:
+                del self._attach_locks[session_id]
+            else:
+                self._attach_locks[session_id] = (lock, users - 1)
 
     def by_liveness(self) -> list[Endpoint]:
         """The instances, those not known to be away first."""

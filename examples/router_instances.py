@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from acp_client import AcpClient, State, Timeouts
-from acp_client.exceptions import AcpError, ConnectError, RequestTimeout
+from acp_client.exceptions import AcpError, CapabilityNotSupported, ConnectError, RequestTimeout, RpcError
 from acp_client.pool import Endpoint, InstanceAnswer, Probe
 from acp_client.types import Implementation
 
@@ -136,6 +136,9 @@ class Instance:
             error = RequestTimeout("session/status", timeout)
             self._unanswered(started, f"no answer within {timeout:g} s")
             return InstanceAnswer(self.endpoint, Probe.UNREACHABLE, elapsed=time.monotonic() - started, error=error)
+        except (RpcError, CapabilityNotSupported) as exc:  # it answered, just not with a status
+            self._answered()
+            return InstanceAnswer(self.endpoint, Probe.UNREACHABLE, elapsed=time.monotonic() - started, error=exc)
         except AcpError as exc:
             self._unanswered(started, "connection refused" if self.refused else str(exc))
             return InstanceAnswer(self.endpoint, Probe.UNREACHABLE, elapsed=time.monotonic() - started, error=exc)
@@ -269,8 +272,8 @@ class Instances:
         (the proof, a string). Bounded: a silent home is gone after ``home_wait`` seconds."""
         while True:
             answer = await self.status(home, session_id)
-            if answer.probe is not Probe.UNREACHABLE:
-                return answer
+            if answer.probe is not Probe.UNREACHABLE or home.silent_since is None:
+                return answer  # it answered (an error answer too: it is there, and says what it can)
             proof = await self.gone(home)
             if proof is not None:
                 return proof
