@@ -4,6 +4,7 @@
 Usage::
 
     python examples/router.py AGENT_URL AGENT_URL ... [--port 8765] [--placement round_robin]
+        [--probe-timeout SECONDS] [--home-wait SECONDS] [--sweep SECONDS]
         [--store URL [--store-key KEY] [--owner NAME] [--lease SECONDS]]
 
 It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as to any agent.
@@ -11,23 +12,29 @@ It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as
 What it does with each editor message (DESIGN.md §5), built on ``acp_client``'s transports and
 pool primitives (:mod:`acp_client.pool`):
 
-* ``initialize`` — forwarded to the first instance that answers; its answer is the editor's. Links
-  to the other instances are opened (and initialized with the same request) when first needed.
-* ``session/new`` — sent to the instance the placement policy picks; the session is homed there.
+* ``initialize`` — answered from what the router knows (an instance's answer to an ``initialize``
+  proposing the same version; the first time, forwarded to an instance that answers). Links to the
+  instances are opened (and initialized with the editor's request) when first needed.
+* ``session/new`` — sent to the instance the placement policy picks among those not known to be
+  away; one that cannot be reached is left out (logged) and the policy asked again.
 * ``session/load`` / ``session/resume`` — the router asks every instance ``session/status`` at
-  once (``locate()``) and sends the call to the one instance that has the session ``active``,
-  else to one that has it ``inactive`` (its home first); if no instance knows it, the editor gets
-  -32002. Never to two instances.
-* ``session/status`` — answered from that fan-out: ``active`` if an instance has it in memory,
-  else ``inactive`` if one knows it, else -32002.
+  once, over one kept probe link per instance (:mod:`router_instances`), and sends the call to one
+  instance: the session's recorded home when it answers, else — once the home is proven gone —
+  the instance that has it ``active``, else one that has it ``inactive``; if no instance knows it,
+  the editor gets -32002. A home that does not answer is waited for (``--home-wait``), and a move is
+  recorded before the call is forwarded. A copy ``active`` on an instance that is not the home is
+  stale: closed (``session/close``), never used. Never to two instances.
+* ``session/status`` — answered from that fan-out (a stale copy reads ``inactive``; a recorded home
+  that does not answer still knows the session), else -32002.
 * ``session/prompt`` and every other call naming a ``sessionId`` — sent to the session's home.
-* Anything else (``session/list``, extensions) — to the first instance.
+* Anything else (``session/list``, extensions) — to an instance that answers.
 * From the agents: responses, ``session/update`` notifications and agent→client requests
   (permissions, ``fs/*``, ``terminal/*``) are relayed to the editor, ids mapped both ways.
 
-When the link to an instance drops, the router closes the editor connections that used it: the
-editor reconnects (to the router), probes its sessions, and the router's fan-out sends them to an
-instance that can take them — a replay on another instance when the instances share a store.
+When the link to an instance drops, the router closes the editor connections that depended on it (a
+session homed there, a call waiting for its answer): the editor reconnects (to the router), probes
+its sessions, and the router's fan-out sends them to an instance that can take them — a replay on
+another instance when the instances share a store. Other editors are not touched.
 
 ``GET /health`` answers 200 (a load balancer's health check).
 
