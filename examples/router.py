@@ -67,12 +67,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from router_instances import Instances
+from router_instances import CLOCK, Instances
 from router_store import MemoryHomes, NotOwner, StoreHomes, open_store
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from acp_client.clock import fail_after
 from acp_client.exceptions import AcpError, ConnectTimeout
 from acp_client.pool import Endpoint, InstanceAnswer, Location, Probe, RouteKind, placement_policy
 from acp_client.transports.base import Transport
@@ -316,7 +317,7 @@ class EditorConnection:
         timeout = self.router.probe_timeout
         link: Upstream | None = None
         try:
-            async with asyncio.timeout(timeout):
+            with fail_after(CLOCK, timeout):
                 transport = await endpoint.open().connect()
                 link = Upstream(name, transport)
                 link.reader = asyncio.ensure_future(self.read(link))
@@ -331,9 +332,13 @@ class EditorConnection:
                 link.reader.cancel()
                 with contextlib.suppress(AcpError):
                     await link.transport.aclose()
-            error = exc if isinstance(exc, AcpError) else ConnectTimeout(f"{name} did not answer within {timeout:g} s")
+            if isinstance(exc, AcpError):
+                self.router.instances[name].note_failure(exc)
+                raise
+            error = ConnectTimeout(f"{name} did not answer within {timeout:g} s")
             self.router.instances[name].note_failure(error)
             raise error from exc
+        assert link is not None
         self.links[name] = link
         return link
 

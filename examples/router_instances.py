@@ -29,9 +29,10 @@ import contextlib
 import errno
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from acp_client import AcpClient, State, Timeouts
+from acp_client.clock import SystemClock, fail_after
 from acp_client.exceptions import AcpError, CapabilityNotSupported, ConnectError, RequestTimeout, RpcError
 from acp_client.pool import Endpoint, InstanceAnswer, Probe
 from acp_client.types import Implementation
@@ -41,14 +42,17 @@ logger = logging.getLogger("router")
 #: The session id the router asks about when it only wants to hear an instance (-32002 is an answer).
 LIVENESS_PROBE = "router-liveness-check"
 _CLIENT_INFO = Implementation(name="acp-router-probe", version="1")
+CLOCK = SystemClock()
 
 
 def refused(exc: BaseException) -> bool:
     """Whether a connect error was a refusal (nothing listens: the process is not there)."""
     seen: BaseException | None = exc
-    while seen is not None:
+    visited: set[int] = set()
+    while seen is not None and id(seen) not in visited:
         if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
             return True
+        visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return "connection refused" in str(exc).lower() or "connect call failed" in str(exc).lower()
 
@@ -128,7 +132,7 @@ class Instance:
         instance that cannot answer is ``unreachable``, never an error."""
         started = time.monotonic()
         try:
-            async with asyncio.timeout(timeout):
+            with fail_after(CLOCK, timeout):
                 client = await self._link(timeout)
                 self.probes += 1
                 record = await client.session_status(session_id)
@@ -145,7 +149,7 @@ class Instance:
         self._answered()
         return InstanceAnswer(
             self.endpoint,
-            record.status,
+            record.status or Probe.INACTIVE,  # no status word: as an unknown one
             raw_status=record.raw_status,
             state=record.state,
             agent=client.agent_info,
@@ -155,7 +159,7 @@ class Instance:
     async def close_copy(self, session_id: str, timeout: float) -> bool:
         """``session/close`` for a copy of ``session_id`` here: ``True`` once it is not in memory."""
         try:
-            async with asyncio.timeout(timeout):
+            with fail_after(CLOCK, timeout):
                 client = await self._link(timeout)
                 await client.close_session(session_id)
         except (TimeoutError, AcpError) as exc:
@@ -239,7 +243,7 @@ class Instances:
     def __getitem__(self, endpoint: Endpoint | str) -> Instance:
         return self.by_name[endpoint if isinstance(endpoint, str) else endpoint.name]
 
-    def __iter__(self) -> Iterable[Instance]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Instance]:
         return iter(self.by_name.values())
 
     @property
