@@ -300,10 +300,11 @@ class Instances:
                 answer = await self.status(instance, session_id)
                 if answer.probe is Probe.UNREACHABLE:
                     break  # still away: try again after a pause
+                asked = time.monotonic() - answer.elapsed
                 instance.left.discard(session_id)
                 home = await self._home_of(session_id)
                 if answer.probe is Probe.ACTIVE and home != instance.endpoint:
-                    await self.close_stale(instance, session_id, since=time.monotonic() - answer.elapsed)
+                    await self.close_stale(instance, session_id, since=asked)
             if instance.left:
                 await asyncio.sleep(self.sweep)
 
