@@ -208,7 +208,7 @@ class EditorConnection:
             await router.homes.acquire(session_id)  # with a store: this replica holds the lease
             self.use(session_id)  # released when this editor goes, whatever the instance answers
             async with router.attaching(session_id):  # one decision at a time per session
-                target = await router.attach_target(session_id, str(params.get("cwd") or ""))
+                target = await router.attach_target(session_id, str(params.get("cwd") or ""), self)
                 if target is not None:  # sent before the next decision: that one sees it at home there
                     await self.forward(await self.link(target.name), message)
             if target is None:
@@ -480,14 +480,15 @@ class Router:
                 fixed.append(answer)
         return Location(session_id, tuple(fixed))
 
-    async def attach_target(self, session_id: str, cwd: str) -> Endpoint | None:
+    async def attach_target(self, session_id: str, cwd: str, editor: EditorConnection | None = None) -> Endpoint | None:
         """The one instance ``session/load`` / ``session/resume`` of ``session_id`` goes to, or
         ``None`` (no instance knows it).
 
         A recorded home that does not answer is waited for (:meth:`Instances.wait_for`): the
         session moves only once the home is proven gone, and the move is recorded before the
-        call is forwarded. Copies ``active`` on other instances are stale: they are closed first,
-        and an instance that cannot close its copy is not used.
+        call is forwarded; the other editors using the session here are closed (they reconnect and
+        attach it where it lives now). Copies ``active`` on other instances are stale: they are
+        closed first, and an instance that cannot close its copy is not used.
 
         Raises:
             NotOwner: With a store, the move could not be recorded.
@@ -522,6 +523,9 @@ class Router:
             await self.homes.settle(session_id, target, cwd, new=False)  # recorded before anything is sent
             if proof is not None:  # its copy may come back: closed when it answers again
                 instances.left_behind(instances[home], session_id)
+            for other in list(self.editors):  # attached at the old home: they reattach through us
+                if other is not editor and session_id in other.sessions:
+                    other.spawn(other.close())
         return target
 
     def lost(self, session_id: str) -> None:

@@ -105,6 +105,8 @@ async def test_a_home_silent_past_the_wait_moves_and_its_copy_is_closed_when_it_
                 assert waited >= home_wait, waited  # not moved before the home was silent that long
                 moved_to = await home_of(router, sid)
                 assert moved_to in (b.url, c.url)
+                # The editor still attached at the old home is let go: it would reattach where the session is now.
+                await eventually(lambda: first.state.state is not State.CONNECTED, what="the first editor let go")
                 assert (await loaded.prompt("two")).stop_reason == "end_turn"
                 a.resume()  # the given-up home wakes with the session still in memory
                 await eventually(lambda: router.instances.closed_copies, what="the stale copy on a to be closed")
