@@ -157,7 +157,7 @@ async def test_a_restarted_home_takes_its_session_back(tmp_path: Path) -> None:
         assert poller.doubles == []
 
 
-async def test_session_new_never_picks_a_dead_instance(tmp_path: Path) -> None:
+async def test_session_new_never_picks_a_dead_or_paused_instance(tmp_path: Path) -> None:
     async with (
         agents(tmp_path) as (a, b, c),
         routing([a.url, b.url, c.url], probe_timeout=PROBE_TIMEOUT, home_wait=10.0, sweep=SWEEP) as (router, url),
@@ -167,6 +167,11 @@ async def test_session_new_never_picks_a_dead_instance(tmp_path: Path) -> None:
             sessions = [await editor.new_session("/work") for _ in range(6)]
             homes = [await home_of(router, s.session_id) for s in sessions]
         assert b.url not in homes and set(homes) == {a.url, c.url}, homes
+        c.pause()  # alive but not answering: left out as well, once it fails to answer in time
+        async with AcpClient(url, retry=None) as editor:
+            sessions = [await editor.new_session("/work") for _ in range(4)]
+            homes = [await home_of(router, s.session_id) for s in sessions]
+        assert set(homes) == {a.url}, homes
 
 
 async def test_an_instance_death_touches_only_the_editors_with_sessions_there(tmp_path: Path) -> None:
