@@ -18,7 +18,8 @@ the router routes to it again as to any instance that answers.
 
 A session moved away from an instance that was given up may still be in that instance's memory
 when it comes back (a paused process wakes up): the router remembers such copies (``left``) and,
-while any is left, asks the instance every ``sweep`` seconds; as soon as it answers, every copy it
+while any is left, asks the instance every ``sweep`` seconds (every 5 s while its connection is
+refused: a process that comes back there is a new one); as soon as it answers, every copy it
 reports ``active`` is closed (``session/close``) unless the session has come home there again.
 """
 
@@ -43,6 +44,8 @@ logger = logging.getLogger("router")
 LIVENESS_PROBE = "router-liveness-check"
 _CLIENT_INFO = Implementation(name="acp-router-probe", version="1")
 CLOCK = SystemClock()
+#: Seconds between two looks at an instance that refuses connections and holds stale copies.
+_REFUSED_SWEEP = 5.0
 
 
 def refused(exc: BaseException) -> bool:
@@ -306,7 +309,10 @@ class Instances:
                 if answer.probe is Probe.ACTIVE and home != instance.endpoint:
                     await self.close_stale(instance, session_id, since=asked)
             if instance.left:
-                await asyncio.sleep(self.sweep)
+                # Nothing listening there: the process that held the copies is gone, and whatever
+                # listens next is a new one (nothing in memory), so there is no hurry. A silent
+                # instance (paused, cut off) may wake with its copies any moment: keep the pace.
+                await asyncio.sleep(max(self.sweep, _REFUSED_SWEEP) if instance.refused else self.sweep)
 
     async def close_stale(self, instance: Instance, session_id: str, *, since: float) -> bool:
         """Close a copy of ``session_id`` that is ``active`` on an instance that is not its home."""
