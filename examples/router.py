@@ -235,6 +235,11 @@ class EditorConnection:
                     result["state"] = {"state": answers[0].state.state}
                 await self.to_editor({"jsonrpc": "2.0", "id": request_id, "result": result})
                 return
+        instances = [self.router.instances[answer.endpoint] for answer in location.answers]
+        if any(i.silent_since is not None and i.gone(self.router.home_wait) is None for i in instances):
+            # An instance that did not answer may hold it: not "unknown" (the editor would start afresh).
+            await self.to_editor(error(request_id, INTERNAL_ERROR, "an instance did not answer in time; try again"))
+            return
         await self.not_found(request_id, location.session_id)
 
     async def not_found(self, request_id: Any, session_id: str) -> None:
@@ -488,10 +493,13 @@ class Router:
         session moves only once the home is proven gone, and the move is recorded before the
         call is forwarded; the other editors using the session here are closed (they reconnect and
         attach it where it lives now). Copies ``active`` on other instances are stale: they are
-        closed first, and an instance that cannot close its copy is not used.
+        closed first, and an instance that cannot close its copy is not used. While no instance
+        that answered can take the session, the ones that did not answer are waited for too (up
+        to ``home_wait``): the editor hears -32002 only when every instance answered.
 
         Raises:
             NotOwner: With a store, the move could not be recorded.
+            NoInstance: No instance that could hold the session answered in time.
         """
         instances = self.instances
         home = await self.home_of(session_id)
@@ -507,15 +515,35 @@ class Router:
             others = [instances[endpoint] for endpoint in answers if endpoint != home]
             for answer in await asyncio.gather(*(instances.status(other, session_id) for other in others)):
                 answers[answer.endpoint] = answer
-        if home is not None:
-            for endpoint, answer in list(answers.items()):
-                if endpoint != home and answer.probe is Probe.ACTIVE:
-                    closed = await instances.close_stale(instances[endpoint], session_id, since=time.monotonic())
-                    answers[endpoint] = InstanceAnswer(endpoint, Probe.INACTIVE if closed else Probe.UNREACHABLE)
-        location = Location(session_id, tuple(answers[endpoint] for endpoint in self.endpoints))
-        route = location.route(home)
-        if route.kind not in (RouteKind.RESUME, RouteKind.REPLAY) or route.endpoint is None:
-            return None
+        deadline = time.monotonic() + self.home_wait
+        while True:
+            if home is not None:
+                for endpoint, answer in list(answers.items()):
+                    if endpoint != home and answer.probe is Probe.ACTIVE:
+                        closed = await instances.close_stale(instances[endpoint], session_id, since=time.monotonic())
+                        answers[endpoint] = InstanceAnswer(endpoint, Probe.INACTIVE if closed else Probe.UNREACHABLE)
+            route = Location(session_id, tuple(answers[endpoint] for endpoint in self.endpoints)).route(home)
+            if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) and route.endpoint is not None:
+                break
+            # Nobody that answered can take it; an instance that did not answer may only be slow.
+            silent = [
+                instances[endpoint]
+                for endpoint, answer in answers.items()
+                if answer.probe is Probe.UNREACHABLE
+                and endpoint != home
+                and instances[endpoint].silent_since is not None
+            ]
+            waiting = [instance for instance in silent if await instances.gone(instance) is None]
+            if not waiting or time.monotonic() >= deadline:
+                if route.kind is RouteKind.UNAVAILABLE:  # not "unknown": the editor must not start afresh
+                    raise NoInstance("no instance that could hold the session answered in time; try again")
+                return None
+            logger.info("waiting for %s to answer about %s", ", ".join(map(str, waiting)), session_id)
+            started = time.monotonic()
+            for answer in await asyncio.gather(*(instances.status(instance, session_id) for instance in waiting)):
+                answers[answer.endpoint] = answer
+            if time.monotonic() - started < self.probe_timeout / 2:  # they failed fast: pace the retries
+                await asyncio.sleep(min(self.instances.sweep, self.probe_timeout))
         target = route.endpoint
         if home is not None and target != home:
             why = proof or f"{home} answered {answers[home].probe.value}"
