@@ -198,3 +198,26 @@ async def test_an_instance_death_touches_only_the_editors_with_sessions_there(tm
             assert (await at_a.prompt("after")).stop_reason == "end_turn"  # recovered elsewhere (replay)
             assert (await at_b.prompt("after")).stop_reason == "end_turn"
             assert State.RECONNECTING not in states["on-b"], states["on-b"]  # never touched
+
+
+async def test_a_move_waits_for_an_instance_that_can_take_the_session(tmp_path: Path) -> None:
+    async with (
+        agents(tmp_path) as (a, b, c),
+        routing([a.url, b.url, c.url], probe_timeout=PROBE_TIMEOUT, home_wait=10.0, sweep=SWEEP) as (router, url),
+    ):
+        async with AcpClient(url, retry=None) as first:
+            session = await first.new_session("/work")
+            sid = session.session_id
+            await session.prompt("one")
+        await a.kill()  # the home is gone (refused) ...
+        b.pause()  # ... and the instances that could take the session over are only slow
+        c.pause()
+        async with AcpClient(url, retry=None) as second:
+            loading = asyncio.ensure_future(second.load_session(sid, "/work"))
+            await eventually(lambda: silent_for(router, b, 3 * PROBE_TIMEOUT), what="the router to miss b's answers")
+            assert not loading.done()  # not "unknown" (the editor would start afresh): the router waits
+            b.resume()
+            loaded = await asyncio.wait_for(loading, 30)
+            assert (await loaded.prompt("two")).stop_reason == "end_turn"
+            assert "user: one" in loaded.transcript.text()
+        assert await home_of(router, sid) == b.url
