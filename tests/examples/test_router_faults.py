@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, State
+from acp_client import AcpClient, Callbacks, Probe, State
 from tests._support import FAST_RETRY, eventually
 from tests.examples._router_support import AgentProcess, Poller, Router, agents, routing
 
@@ -146,7 +146,9 @@ async def test_a_restarted_home_takes_its_session_back(tmp_path: Path) -> None:
                 sid = session.session_id
                 poller.sessions.add(sid)
                 await session.prompt("one")
+                assert (await first.session_status(sid)).status is Probe.ACTIVE  # the router's probe links are up
             connects = router.instances[a.url].connects
+            assert connects == 1
             await a.restart()  # same port, a new process: the session is no longer in its memory
             async with AcpClient(url, retry=None) as second:
                 loaded = await second.load_session(sid, "/work")
