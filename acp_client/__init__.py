@@ -86,6 +86,7 @@ from .state import (
     RecoveryPath,
     SessionPage,
     State,
+    StreamResumed,
     TurnInterrupted,
     UpdateEvent,
 )
@@ -219,6 +220,7 @@ __all__ = [
     "State",
     "StdioConnector",
     "StoredSession",
+    "StreamResumed",
     "SystemClock",
     "Telemetry",
     "TerminalHandler",
