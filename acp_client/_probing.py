@@ -21,6 +21,7 @@ import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
+from ._logging import get_logger
 from ._not_found import says_session_not_found
 from .clock import Clock, move_on_after
 from .exceptions import AcpError, CapabilityNotSupported, RequestTimeout, SessionNotFound
@@ -37,7 +38,7 @@ from .types import (
 
 __all__ = ["Answers", "Live", "Opener", "Settings", "ask", "close_copy", "fan_out", "settings"]
 
-logger = logging.getLogger("acp_client.locate")
+logger = get_logger("acp_client.locate")
 
 _T = TypeVar("_T")
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -33,6 +32,7 @@ from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
 from ._grace import after
+from ._logging import get_logger
 from ._not_found import quote, says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
@@ -67,7 +67,7 @@ __all__ = [
     "record_after_attach",
 ]
 
-logger = logging.getLogger("acp_client.client")
+logger = get_logger("acp_client.client")
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -19,7 +19,6 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -32,6 +31,7 @@ from ._connection import (
     ProtocolErrorHandler,
     RequestHandler,
 )
+from ._logging import get_logger
 from ._observe import LinkObserver
 from ._opening import open_link
 from ._queue import OutageQueue, Ticket
@@ -53,7 +53,7 @@ from .transports.base import Connector, TransportInfo
 
 __all__ = ["Supervisor"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: The supervisor and connection being recovered, inside the recovery routine and the app
 #: callbacks it runs: requests made there through that supervisor go straight to that connection

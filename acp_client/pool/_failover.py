@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -39,6 +38,7 @@ import attrs
 
 from .._connection import Connection
 from .._links import LinkKit
+from .._logging import get_logger
 from .._probing import Live
 from .._recoverer import Answer, capabilities, each
 from .._sessions import Tracked
@@ -88,7 +88,7 @@ class _Links(Protocol):
 
 __all__ = ["Failover"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: How many times a failover asks the instances again because its answers went stale.
 _REASKS = 3

@@ -30,7 +30,6 @@ sessions' calls wait) is held by the state machine until the next legal one.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +37,7 @@ from .. import _probing
 from .._connection import Connection
 from .._events import SessionEvents
 from .._links import LinkKit
+from .._logging import get_logger
 from .._probing import Live
 from .._queue import OutageQueue, Ticket
 from .._sessions import Tracked
@@ -55,7 +55,7 @@ from ._placement import PlacementFunction
 
 __all__ = ["PoolLinks"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: The app's calls that attach a session where it is found (when it lives nowhere yet).
 _ATTACHING = frozenset({"session/load", "session/resume"})

@@ -38,7 +38,6 @@ credentials.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 import threading
@@ -50,6 +49,7 @@ from typing import Any, Final
 import attrs
 
 from .._checks import check_seconds
+from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
@@ -88,7 +88,7 @@ from .base import (
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
 APPLICATION_ID: Final = 0x41435053

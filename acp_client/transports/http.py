@@ -73,6 +73,7 @@ import httpx
 
 from .._checks import check_count, check_seconds
 from .._jsonrpc import Message, decode_frame, encode, excerpt
+from .._logging import get_logger
 from .._tasks import TaskSet
 from ..exceptions import (
     AcpError,
@@ -118,7 +119,7 @@ __all__ = [
     "HttpTransport",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _RESERVED_HEADERS: Final = frozenset(
     {
