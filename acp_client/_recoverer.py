@@ -88,6 +88,8 @@ class Answer:
     state: Any = None
     #: How the answer came (an error quoted as received), for the outcome's notes.
     note: str | None = None
+    #: Other instances that also claimed the session ``active`` (a conflict: nothing was closed).
+    also_active: tuple[str, ...] = ()
 
 
 #: Whether a recovery round leaves a session to another routine (see :meth:`Recoverer.recover`).
@@ -344,6 +346,7 @@ class Recoverer:
                 protocol_version=version,
                 capabilities={"status": caps.status, "resume": caps.resume, "load": caps.load},
                 endpoint=endpoint,
+                also_active=answer.also_active,
             )
             chosen = await call_app(decide, context, what="decide_recovery")
             if chosen is not None and RecoveryPath(chosen) is not planned:

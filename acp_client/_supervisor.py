@@ -23,6 +23,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from ._authority import Authority, Guarding
 from ._client_state import StateMachine
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
@@ -347,6 +348,15 @@ class Supervisor:
             yield
         finally:
             _RECOVERING_ON.reset(token)
+
+    def guard(self, make: Guarding) -> Authority:
+        """Put ``make``'s :class:`~acp_client._authority.Authority` between this link and the
+        handlers of what its agent sends (a pool's member speaks only for the sessions it hosts).
+        Before the link starts."""
+        assert self._on_request is not None and self._on_notification is not None
+        authority = make(self._on_request, self._on_notification)
+        self._on_request, self._on_notification = authority.request, authority.notification
+        return authority
 
     # -- connecting ---------------------------------------------------------------------------------
 

@@ -30,10 +30,11 @@ sessions' calls wait) is held by the state machine until the next legal one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _probing
+from .._authority import Authority
 from .._connection import Connection
 from .._events import SessionEvents
 from .._links import LinkKit
@@ -205,7 +206,25 @@ class PoolLinks(SessionEvents):
             failover.failed(link, error)
 
         link.state = ConnectionState(State.CONNECTING)
-        return self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
+        sup = self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
+        link.authority = sup.guard(
+            lambda request, note: Authority(self._admits(link), link.connector.target, request, note)
+        )
+        return sup
+
+    def _admits(self, link: Link) -> Callable[[str], bool]:
+        """Whether ``link`` may speak for a session: the session's home, or the instance it is
+        being attached to; a session the client does not track is left to the usual handling."""
+        table = self._table
+
+        def admits(session_id: str) -> bool:
+            tracked = table.get(session_id)
+            if tracked is None:
+                return True
+            where = placed(tracked)
+            return where.home is link or where.attaching is link
+
+        return admits
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -374,6 +393,7 @@ class PoolLinks(SessionEvents):
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
         await self.ensure(link, wait=self.kit.queue.max_age)
+        placed(tracked).attaching = link  # its replay comes from there before it settles
         return link
 
     def _link_of(self, supervisor: Supervisor) -> Link:
@@ -383,10 +403,12 @@ class PoolLinks(SessionEvents):
 
     def settled(self, tracked: Tracked, link: Supervisor) -> None:
         placed(tracked).home = self._link_of(link)
+        placed(tracked).attaching = None
         self.publish()
 
     def forgotten(self, tracked: Tracked) -> None:
         placed(tracked).home = None
+        placed(tracked).attaching = None
         placed(tracked).left_behind.clear()
         self.publish()
 
