@@ -49,6 +49,7 @@ from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
 from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
+from ..transports._security import redact_url
 from ..transports.base import Connector
 from ._failover import Failover
 from ._link import Link, placed
@@ -185,7 +186,7 @@ class PoolLinks(SessionEvents):
         for link in self.links:
             if endpoint in (link.endpoint, link.endpoint.name, link.endpoint.url):
                 return link
-        raise KeyError(str(endpoint))
+        raise KeyError(str(endpoint) if isinstance(endpoint, Endpoint) else redact_url(endpoint))
 
     def _new_supervisor(self, link: Link) -> Supervisor:
         failover = self._failover
