@@ -17,6 +17,7 @@ nothing more than a regular-expression search for text with nothing to rewrite.
 from __future__ import annotations
 
 import logging
+import numbers
 import threading
 from collections.abc import Mapping
 from typing import Final
@@ -45,7 +46,7 @@ class _Shown:
 
 
 def _shown(value: object) -> object:
-    if value is None or isinstance(value, int | float):  # %d, %g, %x... need the number itself
+    if value is None or isinstance(value, numbers.Number):  # %d, %g, %x... need the number itself
         return value
     if isinstance(value, str):
         return printable(value, one_line=True)

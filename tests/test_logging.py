@@ -161,3 +161,22 @@ def test_a_traceback_with_agent_text_is_printable() -> None:
     [record] = records
     text = logging.Formatter().format(record)
     assert _unsafe(text.replace("\n", "")) == [] and "ValueError: ␛]52;c;" in text
+
+
+def test_numbers_keep_their_formats_and_text_is_shown_printable() -> None:
+    from decimal import Decimal
+
+    from acp_client._logging import get_logger
+
+    logger = get_logger("acp_client.test_logging")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    try:
+        logger.warning("%d %.1f %.2f %s %r", 3, 2.5, Decimal("1.5"), "a\x1b[2Jb\nc", "\u202e")
+        logger.warning("%(who)s said %(what)s", {"who": "agent\x9b", "what": 7})
+    finally:
+        logger.removeHandler(handler)
+    assert records[0].getMessage() == "3 2.5 1.50 a␛[2Jb c '\\\\u202e'"
+    assert records[1].getMessage() == "agent\\x9b said 7"
