@@ -516,9 +516,14 @@ class Transcript:
                     self._insert(open_message)
                 pending = open_message._pending
                 if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
-                    pending.append(content.text)  # plain text after plain text: what add() does, in short
-                else:
-                    open_message.add(content)
+                    text = content.text
+                    pending.append(text)  # plain text after plain text: what add() does, in short
+                    # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
+                    self._bytes += len(text) if text.isascii() else _size(text)
+                    if self._bytes > self.max_bytes:
+                        self._trim()
+                    return
+                open_message.add(content)
                 self._took(_size(content.text) if type(content) is TextContent else _BLOCK_BYTES)
                 return
             blocks = _blocks_of(content)
