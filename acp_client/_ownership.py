@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import secrets
 import socket
@@ -32,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._delivery import call_app
+from ._logging import get_logger
 from ._recoverer import capabilities
 from ._tasks import TaskSet
 from .clock import Clock
@@ -78,7 +78,7 @@ class _Host(Protocol):
 
 __all__ = ["DEFAULT_LEASE_DURATION", "LEASE_SAFETY_MARGIN", "FencedStore", "Ownership", "default_owner"]
 
-logger = logging.getLogger("acp_client.store")
+logger = get_logger("acp_client.store")
 
 #: How long a lease lasts unless renewed (seconds): how long a dead owner's sessions wait.
 DEFAULT_LEASE_DURATION: Final = 30.0
