@@ -40,31 +40,38 @@ unless a call passes ``now=``, so replicas on several hosts agree on it.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._checks import check_seconds
 from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
-    SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreFenced,
 )
 from . import _pg_schema as schema_module
 from ._pg_link import PgLink
 from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
+from ._rows import (
+    RowStore,
+    check_session_ids,
+    check_window,
+    dump_conversation,
+    dump_json,
+    lease_of,
+    leases_of,
+    record_values,
+)
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    RECORD_COLUMNS,
     Fence,
     Lease,
     StoredSession,
     as_utc,
-    bound_conversation,
     check_owner,
 )
 
@@ -76,14 +83,7 @@ __all__ = ["PostgresSessionStore"]
 logger = get_logger(__name__)
 
 
-def _dump(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
-
-
-class PostgresSessionStore:
+class PostgresSessionStore(RowStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
     Args:
@@ -158,68 +158,10 @@ class PostgresSessionStore:
             first.close()
         self._link.open_pool()
 
+    _time = staticmethod(as_utc)
+
     def _row(self, session: StoredSession) -> dict[str, Any]:
-        return {
-            "endpoint": session.endpoint,
-            "session_id": session.session_id,
-            "cwd": session.cwd,
-            "mcp_servers": _dump(list(session.mcp_servers), "mcp_servers"),
-            "additional_directories": _dump(list(session.additional_directories), "additional_directories"),
-            "protocol_version": session.protocol_version,
-            "mode_id": session.mode_id,
-            "model_id": session.model_id,
-            "config_options": _dump(session.config_options, "config_options"),
-            "title": session.title,
-            "status": None if session.status is None else session.status.value,
-            "raw_status": session.raw_status,
-            "created_at": session.created_at,
-            "updated_at": session.updated_at,
-            "last_used_at": session.last_used_at,
-            "previous_session_ids": _dump(list(session.previous_session_ids), "previous_session_ids"),
-            "extra": _dump(session.extra, "extra"),
-        }
-
-    def _decode(self, row: Sequence[Any]) -> StoredSession:
-        """One row (the record's columns, then its lease's) as a record.
-
-        Raises:
-            SessionStoreCorrupt: The row's values are damaged.
-        """
-        try:
-            return StoredSession(
-                endpoint=row[0],
-                session_id=row[1],
-                cwd=row[2],
-                mcp_servers=row[3],
-                additional_directories=row[4],
-                protocol_version=int(row[5]),
-                mode_id=row[6],
-                model_id=row[7],
-                config_options=row[8],
-                title=row[9],
-                status=row[10],
-                raw_status=row[11],
-                created_at=as_utc(row[12]),
-                updated_at=as_utc(row[13]),
-                last_used_at=as_utc(row[14]),
-                previous_session_ids=row[15],
-                extra=row[16],
-                lease=_lease(row[1], row[17], row[18], row[19]),
-            )
-        except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
-            ) from exc
-
-    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
-        """Rows as records; a damaged one is skipped (logged as a warning)."""
-        sessions = []
-        for row in rows:
-            try:
-                sessions.append(self._decode(row))
-            except SessionStoreCorrupt as exc:
-                logger.warning("skipping a stored session: %s", exc)
-        return sessions
+        return dict(zip(RECORD_COLUMNS, record_values(session, as_utc), strict=True))
 
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement (again on a fresh connection if its connection was lost); its rows."""
@@ -303,7 +245,7 @@ class PostgresSessionStore:
         held = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
         if not held:
             return False  # not stored: answered as for any session that is not
-        raise self._refused(endpoint, session_id, fence, _lease(*held[0]))
+        raise self._refused(endpoint, session_id, fence, lease_of(held[0], as_utc))
 
     def rename(
         self,
@@ -364,7 +306,7 @@ class PostgresSessionStore:
                     self._sql.rename,
                     {
                         "new_session_id": new_session_id,
-                        "previous_session_ids": _dump(list(renamed.previous_session_ids), "previous_session_ids"),
+                        "previous_session_ids": dump_json(list(renamed.previous_session_ids), "previous_session_ids"),
                         "updated_at": stamp,
                         "endpoint": endpoint,
                         "session_id": old_session_id,
@@ -401,7 +343,7 @@ class PostgresSessionStore:
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
-        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        tail = dump_conversation(entries, self._max_transcript_bytes)
         statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
         params = {"conversation": tail}
         return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
@@ -426,7 +368,7 @@ class PostgresSessionStore:
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
-        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        tail = dump_conversation(entries, self._max_transcript_bytes)
         statements = (self._sql.save_turn, self._sql.save_turn_fenced)
         params = {"conversation": tail, "when": as_utc(when)}
         return self._write("save turn", statements, endpoint, session_id, fence=fence, params=params)
@@ -442,18 +384,7 @@ class PostgresSessionStore:
         rows = self._query(
             "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
         )
-        if not rows:
-            return ()
-        try:
-            entries = rows[0][0]
-            if not isinstance(entries, list):
-                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
-            return tuple(dict(entry) for entry in entries)
-        except (TypeError, ValueError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
-                path=self._path,
-            ) from exc
+        return self._conversation(rows[0][0], session_id) if rows else ()
 
     # -- ownership (SharedSessionStore) ---------------------------------------------------------
 
@@ -464,12 +395,12 @@ class PostgresSessionStore:
         if lease is None:
             with contextlib.suppress(SessionStoreError):
                 lease = self.lease(endpoint, session_id)
-        holder = None if lease is None else lease.owner
-        held = None if lease is None else lease.token
-        who = fence.owner if fence is not None else owner
-        token = None if fence is None else fence.token
-        return SessionStoreFenced.refused(
-            self._path, session_id, owner=who, token=token, holder=holder, holder_token=held
+        return self._stale(
+            session_id,
+            fence.owner if fence is not None else owner,
+            None if fence is None else fence.token,
+            None if lease is None else lease.owner,
+            None if lease is None else lease.token,
         )
 
     def claim(
@@ -492,16 +423,14 @@ class PostgresSessionStore:
             SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
             SessionStoreError: The store cannot be written.
         """
-        if isinstance(session_ids, str):
-            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
         params = {
             **self._window(owner, duration, now),
             "endpoint": endpoint,
-            "session_ids": list(dict.fromkeys(session_ids)),
+            "session_ids": check_session_ids(session_ids),
         }
         if not params["session_ids"]:
             return []
-        return _leases(self._query("claim", self._sql.claim, params))
+        return leases_of(self._query("claim", self._sql.claim, params), as_utc)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
         """Insert or replace ``session`` and take its lease for ``owner`` in one statement.
@@ -517,7 +446,7 @@ class PostgresSessionStore:
         rows = self._query("save owned", self._sql.save_owned, params)
         if not rows:
             raise self._refused(session.endpoint, session.session_id, None, owner=owner)
-        (lease,) = _leases(rows)
+        (lease,) = leases_of(rows, as_utc)
         return lease
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
@@ -530,7 +459,7 @@ class PostgresSessionStore:
             SessionStoreError: The store cannot be written.
         """
         params = {**self._window(owner, duration, now), "endpoint": endpoint}
-        return _leases(self._query("renew", self._sql.renew, params))
+        return leases_of(self._query("renew", self._sql.renew, params), as_utc)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
         """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``) in one
@@ -564,12 +493,11 @@ class PostgresSessionStore:
             SessionStoreError: The store cannot be read.
         """
         rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
-        return _lease(*rows[0]) if rows else None
+        return lease_of(rows[0], as_utc) if rows else None
 
     def _window(self, owner: str, duration: float, now: datetime | None) -> dict[str, Any]:
         """The parameters of a lease for ``owner`` of ``duration`` seconds from ``now`` (both checked)."""
-        check_owner(owner)
-        check_seconds("duration", duration)
+        check_window(owner, duration)
         return {"owner": owner, "duration": float(duration), "now": None if now is None else as_utc(now)}
 
     # -- beyond the protocol --------------------------------------------------------------------
@@ -605,11 +533,6 @@ class PostgresSessionStore:
         return self._tables.schema
 
     @property
-    def schema_version(self) -> int:
-        """The store's schema version (``store_meta``)."""
-        return self._schema_version
-
-    @property
     def closed(self) -> bool:
         return self._link.closed
 
@@ -617,29 +540,9 @@ class PostgresSessionStore:
         """Close every connection (idempotent). Later calls raise :class:`SessionStoreError`."""
         self._link.close()
 
-    def __enter__(self) -> PostgresSessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"<PostgresSessionStore {self._path!r} schema_version={self._schema_version}>"
 
 
 def _fence(fence: Fence) -> dict[str, Any]:
     return {"fence_owner": fence.owner, "fence_token": fence.token}
-
-
-def _lease(session_id: str, owner: str | None, token: int, expires: datetime) -> Lease | None:
-    """A row's lease (``None`` for a session that was never claimed)."""
-    if owner is None and not token:
-        return None
-    return Lease(session_id, owner, int(token), as_utc(expires))
-
-
-def _leases(rows: Sequence[Sequence[Any]]) -> list[Lease]:
-    """``(session_id, owner, token, expires_at)`` rows as leases, by session id."""
-    return sorted(
-        (Lease(row[0], row[1], int(row[2]), as_utc(row[3])) for row in rows), key=lambda item: item.session_id
-    )

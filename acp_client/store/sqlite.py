@@ -47,17 +47,16 @@ from typing import Any, Final
 
 import attrs
 
-from .._checks import check_seconds
 from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
     SessionStoreCorrupt,
     SessionStoreError,
-    SessionStoreFenced,
     SessionStoreForeign,
     SessionStoreTooNew,
 )
+from ._rows import RowStore, check_session_ids, check_window, dump_conversation, lease_of, leases_of, record_values
 from ._schema import (
     _MIGRATIONS,
     _SELECT,
@@ -65,10 +64,7 @@ from ._schema import (
     SCHEMA_VERSION,
     Migration,
     _chunks,
-    _dump,
     _from_micros,
-    _lease,
-    _leases,
     _loads,
     _micros,
     claim_leases,
@@ -81,7 +77,6 @@ from .base import (
     Lease,
     StoredSession,
     as_utc,
-    bound_conversation,
     check_owner,
 )
 
@@ -98,7 +93,7 @@ _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(RowStore):
     """A :class:`~acp_client.store.base.SessionStore` in one SQLite file (see the module docstring).
 
     Args:
@@ -270,58 +265,11 @@ class SqliteSessionStore:
                 raise SessionStoreError(f"session store {self._path} is closed", path=self._path)
             yield self._conn
 
+    _loads = staticmethod(_loads)
+    _time = staticmethod(_from_micros)
+
     def _row(self, session: StoredSession) -> tuple[Any, ...]:
-        return (
-            session.endpoint,
-            session.session_id,
-            session.cwd,
-            _dump(list(session.mcp_servers), "mcp_servers"),
-            _dump(list(session.additional_directories), "additional_directories"),
-            session.protocol_version,
-            session.mode_id,
-            session.model_id,
-            _dump(session.config_options, "config_options"),
-            session.title,
-            None if session.status is None else session.status.value,
-            session.raw_status,
-            _micros(session.created_at),
-            _micros(session.updated_at),
-            _micros(session.last_used_at),
-            _dump(list(session.previous_session_ids), "previous_session_ids"),
-            _dump(session.extra, "extra"),
-        )
-
-    def _decode(self, row: Sequence[Any]) -> StoredSession:
-        """One row as a record.
-
-        Raises:
-            SessionStoreCorrupt: The row's JSON or values are damaged.
-        """
-        try:
-            return StoredSession(
-                endpoint=row[0],
-                session_id=row[1],
-                cwd=row[2],
-                mcp_servers=_loads(row[3]),
-                additional_directories=_loads(row[4]),
-                protocol_version=int(row[5]),
-                mode_id=row[6],
-                model_id=row[7],
-                config_options=_loads(row[8]),
-                title=row[9],
-                status=row[10],
-                raw_status=row[11],
-                created_at=_from_micros(row[12]),
-                updated_at=_from_micros(row[13]),
-                last_used_at=_from_micros(row[14]),
-                previous_session_ids=_loads(row[15]),
-                extra=_loads(row[16]),
-                lease=_lease(row[1], row[17], row[18], row[19]),
-            )
-        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
-            ) from exc
+        return record_values(session, _micros)
 
     # -- the SessionStore protocol ---------------------------------------------------------------
 
@@ -340,16 +288,6 @@ class SqliteSessionStore:
                 f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
             ).fetchall()
         return self._decoded(rows)
-
-    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
-        """Rows as records; a damaged one is skipped (logged as a warning)."""
-        sessions = []
-        for row in rows:
-            try:
-                sessions.append(self._decode(row))
-            except SessionStoreCorrupt as exc:
-                logger.warning("skipping a stored session: %s", exc)
-        return sessions
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
         """One stored session, or ``None``.
@@ -520,7 +458,7 @@ class SqliteSessionStore:
     ) -> bool:
         """Replace the transcript (and set ``last_used_at`` to ``last_used``, when given) in one
         transaction; ``False`` when the session is not stored."""
-        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        tail = dump_conversation(entries, self._max_transcript_bytes)
         with self._connection() as conn, self._transaction(conn, action):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
@@ -550,25 +488,13 @@ class SqliteSessionStore:
             row = conn.execute(
                 "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
             ).fetchone()
-        if row is None:
-            return ()
-        try:
-            entries = _loads(row[0])
-            if not isinstance(entries, list | tuple):
-                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
-            return tuple(dict(entry) for entry in entries)
-        except (TypeError, ValueError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
-                path=self._path,
-            ) from exc
+        return () if row is None else self._conversation(row[0], session_id)
 
     # -- ownership (SharedSessionStore) ------------------------------------------------------------
 
     def _window(self, owner: str, duration: float, now: datetime | None) -> tuple[int, int]:
         """``(now, now + duration)`` in microseconds, for a lease of ``owner`` (both checked)."""
-        check_owner(owner)
-        check_seconds("duration", duration)
+        check_window(owner, duration)
         stamp = self._now(now)
         return stamp, stamp + int(duration * 1_000_000)
 
@@ -592,13 +518,6 @@ class SqliteSessionStore:
             raise self._stale(session_id, fence.owner, fence.token, row[0], int(row[1]))
         return True
 
-    def _stale(
-        self, session_id: str, owner: str, token: int | None, holder: str | None, held: int | None
-    ) -> SessionStoreFenced:
-        return SessionStoreFenced.refused(
-            self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
-        )
-
     def claim(
         self,
         endpoint: str,
@@ -616,8 +535,7 @@ class SqliteSessionStore:
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
-        if isinstance(session_ids, str):
-            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+        session_ids = check_session_ids(session_ids)
         stamp, until = self._window(owner, duration, now)
         with self._connection() as conn, self._transaction(conn, "claim"):
             leases = claim_leases(conn, endpoint, session_ids, owner, now=stamp, until=until)
@@ -663,7 +581,7 @@ class SqliteSessionStore:
                 "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
                 (until, endpoint, owner),
             ).fetchall()
-        return _leases(rows)
+        return leases_of(rows, self._time)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
         """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``); the
@@ -714,7 +632,7 @@ class SqliteSessionStore:
                 "WHERE endpoint = ? AND session_id = ?",
                 (endpoint, session_id),
             ).fetchone()
-        return None if row is None else _lease(*row)
+        return None if row is None else lease_of(row, self._time)
 
     # -- beyond the protocol ----------------------------------------------------------------------
 
@@ -749,11 +667,6 @@ class SqliteSessionStore:
         return self._path
 
     @property
-    def schema_version(self) -> int:
-        """The file's schema version (``PRAGMA user_version``)."""
-        return self._schema_version
-
-    @property
     def closed(self) -> bool:
         return self._conn is None
 
@@ -763,12 +676,6 @@ class SqliteSessionStore:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-    def __enter__(self) -> SqliteSessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<SqliteSessionStore {self._path!r} schema={self._schema_version}>"
