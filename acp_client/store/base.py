@@ -7,15 +7,10 @@ network drop. The store is synchronous on purpose: it is file I/O, and the clien
 the event loop (``asyncio.to_thread``). Implementations must be safe to call from several
 threads, one call at a time per thread.
 
-Contract of every implementation:
+Contract of every implementation (each method's docstring below says the rest):
 
-- ``load(endpoint)`` returns the sessions stored for that endpoint key, most recently used
-  first; sessions of other endpoints never appear.
-- ``save(session)`` writes the whole record atomically (insert or replace, keyed by
-  ``(endpoint, session_id)``); a reader never sees half a record.
-- ``delete(endpoint, session_id)`` removes one record; ``rename`` moves a record to a new
-  session id in one atomic step (the new-session recovery path), remembering the old id.
-- ``touch(endpoint, session_id)`` sets ``last_used_at`` only.
+- Every write is atomic (a reader never sees half a record); sessions are keyed by
+  ``(endpoint, session_id)``, and sessions of another endpoint never appear.
 - The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
   saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
   JSON objects in the client's conversation format (``acp_client._conversation``: a header, segment
@@ -33,26 +28,12 @@ Contract of every implementation:
 Ownership (:class:`SharedSessionStore`: a store several clients share, such as several replicas of
 a service). Every stored session has at most one owner at a time: a *lease* held by an owner name
 until an expiry, and a *fencing token*, an integer that only grows and grows each time the lease
-passes to another owner (or to an owner after nobody held it):
-
-- ``claim(endpoint, session_ids, owner, duration=...)`` takes, in one atomic step, each of the
-  sessions that is unowned, already ``owner``'s, or whose lease expired; the token is bumped for
-  each one whose owner changes. Two clients claiming one session at once: exactly one gets it.
-  ``save_owned`` writes a record and claims it in the same step (a new session is never stored
-  unowned, where another client could adopt it).
-- ``renew(endpoint, owner, duration=...)`` extends every lease ``owner`` still holds for the
-  endpoint in one statement (whether or not it had expired: nobody else took it) and returns
-  them: a session missing from the answer was taken over.
-- ``adoptable(endpoint)`` lists the sessions nobody holds: unowned, or whose owner's lease expired
-  (the adoption candidates). ``release`` gives leases up (a clean close), keeping the token.
-- Every write may carry a :class:`Fence` (the writer's owner and token): a fenced write applies
-  only while the session's lease is still that owner's with that token, and otherwise raises
-  :class:`~acp_client.exceptions.SessionStoreFenced` and writes nothing, so a stale owner never
-  overwrites what the new owner wrote. An unfenced write is applied as before (a client without
-  ownership, or an app's own bookkeeping) and never touches the lease.
-- Time: a lease's expiry is measured on the store's clock (SQLite: this host's UTC time, or the
-  ``clock`` it was given; a database server may use its own), so clients on several hosts agree on
-  it. ``now=`` overrides it for one call (tests, the contract suite).
+passes to another owner (or to an owner after nobody held it). Claims, renewals and releases are
+atomic (two clients claiming one session at once: exactly one gets it), and a write carrying a
+:class:`Fence` applies only while its lease still holds, so a stale owner never overwrites what
+the new owner wrote. A lease's expiry is measured on the store's clock (SQLite: this host's UTC
+time, or the ``clock`` it was given; a database server may use its own), so clients on several
+hosts agree on it; ``now=`` overrides it for one call (tests, the contract suite).
 """
 
 from __future__ import annotations
@@ -529,6 +510,7 @@ class SessionStore(Protocol):
 
         Raises:
             SessionStoreError: The store cannot be written.
+            ConfigurationError: ``new_session_id`` is empty.
         """
         ...
 
@@ -566,13 +548,15 @@ class SharedSessionStore(SessionStore, Protocol):
     docstring): leases, fencing tokens, fenced writes.
 
     Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
-    ``save_turn`` where it has one) also take
-    a keyword ``fence: Fence | None = None``: given, the write applies only while the session is
-    held by ``fence.owner`` with ``fence.token`` (its lease expired but not taken over still
-    counts), and otherwise raises :class:`~acp_client.exceptions.SessionStoreFenced` with nothing
-    written. A fenced ``save`` of a session that is not stored (the new owner deleted it) is
-    refused the same way; a fenced ``delete``, ``rename``, ``touch`` or ``save_transcript`` of one
-    answers as for any session that is not stored. ``rename`` takes the lease along to the new id.
+    ``save_turn`` where it has one) also take a keyword ``fence: Fence | None = None``: given, the
+    write applies only while the session is held by ``fence.owner`` with ``fence.token`` (its
+    lease expired but not taken over still counts), and otherwise raises
+    :class:`~acp_client.exceptions.SessionStoreFenced` with nothing written; without one, a write
+    applies as in any store and never touches the lease (a client without ownership, or an app's
+    own bookkeeping). A fenced ``save`` of a session that is not stored (the new owner deleted it)
+    is refused the same way; a fenced ``delete``, ``rename``, ``touch`` or ``save_transcript`` of
+    one answers as for any session that is not stored. ``rename`` takes the lease along to the
+    new id.
     Reads fill in :attr:`StoredSession.lease`.
 
     ``duration`` is a finite number of seconds above zero; ``now`` an aware datetime (default:

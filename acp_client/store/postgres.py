@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreError,
@@ -70,6 +69,7 @@ from .base import (
     RECORD_COLUMNS,
     Fence,
     Lease,
+    SharedSessionStore,
     StoredSession,
     as_utc,
     check_owner,
@@ -80,11 +80,16 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresSessionStore"]
 
-logger = get_logger(__name__)
 
-
-class PostgresSessionStore(RowStore):
+class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
+
+    Its methods are the protocol's (documented there), each write one statement or transaction,
+    run again on a fresh connection when its connection was lost. Any call may also raise
+    :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
+    for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
+    tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get`
+    raises for it. With no ``now``, lease times are the database server's clock.
 
     Args:
         dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
@@ -175,36 +180,13 @@ class PostgresSessionStore(RowStore):
     # -- the SessionStore protocol --------------------------------------------------------------
 
     def load(self, endpoint: str) -> list[StoredSession]:
-        """Every session stored for ``endpoint``, most recently used first, each with its lease (a
-        damaged record is skipped and logged as a warning).
-
-        Raises:
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        """One stored session, or ``None``.
-
-        Raises:
-            SessionStoreCorrupt: This record is damaged.
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
         return self._decode(rows[0]) if rows else None
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
-        """Insert or replace ``session`` in one statement (its conversation and lease are kept).
-        With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: A JSON field is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         row = self._row(session)
         if fence is None:
             self._query("save", self._sql.upsert, row)
@@ -212,15 +194,8 @@ class PostgresSessionStore(RowStore):
             raise self._refused(session.endpoint, session.session_id, fence)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
-        """Remove one session and its conversation; ``True`` when it was stored (a delete repeated
-        after a lost connection may say ``False`` for a record its first attempt removed). With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
+        """Remove one session and its conversation; ``True`` when it was stored (repeated after a
+        lost connection, ``False`` for a record its first attempt removed)."""
         statements = (self._sql.delete, self._sql.delete_fenced)
         return self._write("delete", statements, endpoint, session_id, fence=fence)
 
@@ -257,17 +232,9 @@ class PostgresSessionStore(RowStore):
         fence: Fence | None = None,
     ) -> StoredSession | None:
         """Move a session, its conversation and its lease to a new id in one transaction (see
-        :meth:`SessionStore.rename`). With ``fence``: only while the session is stored under that lease.
-
-        Repeated after a lost connection, a rename its first attempt made is recognized (the new
-        id's record has the old id last in ``previous_session_ids``) and returned, not redone.
-
-        Raises:
-            ConfigurationError: ``new_session_id`` is empty.
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
+        :meth:`SessionStore.rename`). Repeated after a lost connection, a rename its first attempt
+        made is recognized (the new id's record has the old id last in ``previous_session_ids``)
+        and returned, not redone."""
         if not new_session_id:
             raise ConfigurationError("the new session id must not be empty")
         stamp = as_utc(when)
@@ -319,30 +286,12 @@ class PostgresSessionStore(RowStore):
     def touch(
         self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
     ) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         statements = (self._sql.touch, self._sql.touch_fenced)
         return self._write("touch", statements, endpoint, session_id, fence=fence, params={"when": as_utc(when)})
 
     def save_transcript(
         self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
     ) -> bool:
-        """Replace the session's conversation, bounded to ``max_transcript_bytes`` (the oldest whole
-        messages dropped and counted in its header); ``False`` (nothing written) when the session
-        is not stored. With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: An entry is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         tail = dump_conversation(entries, self._max_transcript_bytes)
         statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
         params = {"conversation": tail}
@@ -358,29 +307,14 @@ class PostgresSessionStore(RowStore):
         fence: Fence | None = None,
     ) -> bool:
         """The end of a turn in one statement, one round trip: ``last_used_at`` set to ``when``
-        (default: now) and the conversation replaced, bounded as :meth:`save_transcript` bounds it;
-        ``False`` (nothing written) when the session is not stored. With ``fence``: only while the
-        session is stored under that lease.
-
-        Raises:
-            ConfigurationError: An entry is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
+        (default: now) and the conversation replaced as :meth:`save_transcript` replaces it (raises as
+        it does); ``False`` (nothing written) when the session is not stored."""
         tail = dump_conversation(entries, self._max_transcript_bytes)
         statements = (self._sql.save_turn, self._sql.save_turn_fenced)
         params = {"conversation": tail, "when": as_utc(when)}
         return self._write("save turn", statements, endpoint, session_id, fence=fence, params=params)
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's conversation, oldest first (empty when none is stored).
-
-        Raises:
-            SessionStoreCorrupt: The stored conversation is damaged.
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         rows = self._query(
             "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
         )
@@ -412,17 +346,10 @@ class PostgresSessionStore(RowStore):
         duration: float,
         now: datetime | None = None,
     ) -> list[Lease]:
-        """Take the leases of ``session_ids`` that are free (see
-        :meth:`~acp_client.store.base.SharedSessionStore.claim`) in one statement: two clients
-        claiming one session at once, exactly one gets it (the other's statement waits for the
-        row and sees it taken). Repeated after a lost connection, a claim that was made is the
-        owner's own and is simply extended.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
+        """Take the free leases of ``session_ids`` in one statement (see
+        :meth:`SharedSessionStore.claim`): of two clients claiming one session at once, the second's
+        statement waits for the row and sees it taken. Repeated after a lost connection, a claim
+        that was made is the owner's own and is simply extended."""
         params = {
             **self._window(owner, duration, now),
             "endpoint": endpoint,
@@ -433,15 +360,6 @@ class PostgresSessionStore(RowStore):
         return leases_of(self._query("claim", self._sql.claim, params), as_utc)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
-        """Insert or replace ``session`` and take its lease for ``owner`` in one statement.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
-                JSON-serializable (nothing written).
-            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         params = {**self._row(session), **self._window(owner, duration, now)}
         rows = self._query("save owned", self._sql.save_owned, params)
         if not rows:
@@ -450,25 +368,10 @@ class PostgresSessionStore(RowStore):
         return lease
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
-        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
-        renewed, by session id.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         params = {**self._window(owner, duration, now), "endpoint": endpoint}
         return leases_of(self._query("renew", self._sql.renew, params), as_utc)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
-        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``) in one
-        statement; the tokens are kept. How many were released.
-
-        Raises:
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         params: dict[str, Any] = {"endpoint": endpoint, "owner": check_owner(owner)}
         if session_ids is None:
             return len(self._query("release", self._sql.release, params))
@@ -476,13 +379,6 @@ class PostgresSessionStore(RowStore):
         return len(self._query("release", self._sql.release_some, params))
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        """The sessions of ``endpoint`` nobody holds at ``now`` (default: the database server's
-        clock), most recently used first (a damaged record is skipped, as by :meth:`load`).
-
-        Raises:
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         params = {"endpoint": endpoint, "now": None if now is None else as_utc(now)}
         return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
 

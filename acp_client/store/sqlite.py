@@ -47,7 +47,6 @@ from typing import Any, Final
 
 import attrs
 
-from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
@@ -75,14 +74,13 @@ from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     Fence,
     Lease,
+    SharedSessionStore,
     StoredSession,
     as_utc,
     check_owner,
 )
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
-
-logger = get_logger(__name__)
 
 #: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
 APPLICATION_ID: Final = 0x41435053
@@ -93,8 +91,13 @@ _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
-class SqliteSessionStore(RowStore):
-    """A :class:`~acp_client.store.base.SessionStore` in one SQLite file (see the module docstring).
+class SqliteSessionStore(RowStore, SharedSessionStore):
+    """A :class:`~acp_client.store.base.SharedSessionStore` in one SQLite file (see the module docstring).
+
+    Its methods are the protocol's (documented there), each write one transaction. Any call may
+    also raise :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
+    ``busy_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged);
+    a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
         path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
@@ -274,15 +277,6 @@ class SqliteSessionStore(RowStore):
     # -- the SessionStore protocol ---------------------------------------------------------------
 
     def load(self, endpoint: str) -> list[StoredSession]:
-        """Every session stored for ``endpoint``, most recently used first.
-
-        A damaged record is skipped (logged as a warning), so one bad row does not hide the
-        others.
-
-        Raises:
-            SessionStoreError: The store cannot be read (``SessionStoreCorrupt``: the file is
-                damaged).
-        """
         with self._connection() as conn, self._errors("load"):
             rows = conn.execute(
                 f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
@@ -290,26 +284,11 @@ class SqliteSessionStore(RowStore):
         return self._decoded(rows)
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        """One stored session, or ``None``.
-
-        Raises:
-            SessionStoreCorrupt: The file or this record is damaged.
-            SessionStoreError: The store cannot be read.
-        """
         with self._connection() as conn, self._errors("get"):
             row = conn.execute(f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)).fetchone()
         return None if row is None else self._decode(row)
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
-        """Insert or replace ``session`` in one transaction (its transcript tail and its lease are
-        kept). With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: A JSON field is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         row = self._row(session)
         with self._connection() as conn, self._transaction(conn, "save"):
             if fence is not None and not self._fenced(conn, session.endpoint, session.session_id, fence):
@@ -317,14 +296,6 @@ class SqliteSessionStore(RowStore):
             conn.execute(_UPSERT, row)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
-        """Remove one session; ``True`` when it was stored. With ``fence``: only while the
-        session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         with self._connection() as conn, self._transaction(conn, "delete"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
@@ -341,15 +312,6 @@ class SqliteSessionStore(RowStore):
         when: datetime | None = None,
         fence: Fence | None = None,
     ) -> StoredSession | None:
-        """Move a session to a new id in one transaction (see :meth:`SessionStore.rename`), its
-        lease with it. With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: ``new_session_id`` is empty.
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         if not new_session_id:
             raise ConfigurationError("the new session id must not be empty")
         with self._connection() as conn, self._transaction(conn, "rename"):
@@ -399,14 +361,6 @@ class SqliteSessionStore(RowStore):
     def touch(
         self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
     ) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         stamp = _micros(as_utc(when))
         with self._connection() as conn, self._transaction(conn, "touch"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
@@ -420,16 +374,6 @@ class SqliteSessionStore(RowStore):
     def save_transcript(
         self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
     ) -> bool:
-        """Replace the session's transcript tail, bounded to ``max_transcript_bytes`` (the oldest
-        whole entries dropped); ``False`` (nothing written) when the session is not stored. With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            ConfigurationError: An entry is not JSON-serializable (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         return self._save_tail("save transcript", endpoint, session_id, entries, fence=fence, last_used=None)
 
     def save_turn(
@@ -478,12 +422,6 @@ class SqliteSessionStore(RowStore):
         return True
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's transcript tail, oldest first (empty when none is stored).
-
-        Raises:
-            SessionStoreCorrupt: The file or this tail is damaged.
-            SessionStoreError: The store cannot be read.
-        """
         with self._connection() as conn, self._errors("load transcript"):
             row = conn.execute(
                 "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
@@ -527,14 +465,6 @@ class SqliteSessionStore(RowStore):
         duration: float,
         now: datetime | None = None,
     ) -> list[Lease]:
-        """Take the leases of ``session_ids`` that are free (see
-        :meth:`~acp_client.store.base.SharedSessionStore.claim`), in one transaction.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         session_ids = check_session_ids(session_ids)
         stamp, until = self._window(owner, duration, now)
         with self._connection() as conn, self._transaction(conn, "claim"):
@@ -542,15 +472,6 @@ class SqliteSessionStore(RowStore):
         return sorted(leases, key=lambda lease: lease.session_id)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
-        """Insert or replace ``session`` and take its lease for ``owner``, in one transaction.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
-                JSON-serializable (nothing written).
-            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         row = self._row(session)
         stamp, until = self._window(owner, duration, now)
         endpoint, session_id = session.endpoint, session.session_id
@@ -566,14 +487,6 @@ class SqliteSessionStore(RowStore):
         return lease
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
-        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
-        renewed, by session id.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         until = self._window(owner, duration, now)[1]
         with self._connection() as conn, self._transaction(conn, "renew"):
             rows = conn.execute(
@@ -584,13 +497,6 @@ class SqliteSessionStore(RowStore):
         return leases_of(rows, self._time)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
-        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``); the
-        tokens are kept. How many were released.
-
-        Raises:
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         check_owner(owner)
         released = 0
         update = "UPDATE sessions SET lease_owner = NULL, lease_expires_at = 0 WHERE endpoint = ? AND lease_owner = ?"
@@ -605,12 +511,6 @@ class SqliteSessionStore(RowStore):
         return released
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        """The sessions of ``endpoint`` nobody holds at ``now``, most recently used first (a
-        damaged record is skipped, as by :meth:`load`).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
         stamp = self._now(now)
         with self._connection() as conn, self._errors("list adoptable sessions"):
             rows = conn.execute(
