@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from ._value import value
+from ._value import value_types
 
 __all__ = [
     "Annotations",
@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Annotations:
     """Hints about how a block is meant to be used or shown.
@@ -45,7 +44,6 @@ class Annotations:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TextContent:
     """Plain text (wire tag ``text``)."""
@@ -57,7 +55,6 @@ class TextContent:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ImageContent:
     """A base64-encoded image (wire tag ``image``)."""
@@ -71,7 +68,6 @@ class ImageContent:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AudioContent:
     """Base64-encoded audio (wire tag ``audio``)."""
@@ -84,7 +80,6 @@ class AudioContent:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ResourceLink:
     """A reference to a resource the agent can fetch (wire tag ``resource_link``).
@@ -105,7 +100,6 @@ class ResourceLink:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TextResourceContents:
     """The text of an embedded resource."""
@@ -116,7 +110,6 @@ class TextResourceContents:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class BlobResourceContents:
     """The base64 bytes of an embedded resource."""
@@ -131,7 +124,6 @@ class BlobResourceContents:
 EmbeddedResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class EmbeddedResource:
     """A resource whose contents travel inside the message (wire tag ``resource``)."""
@@ -143,7 +135,6 @@ class EmbeddedResource:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownContent:
     """A content block of a type this SDK does not know; ``raw`` is the payload as received."""
@@ -154,3 +145,6 @@ class UnknownContent:
 
 #: A content block (the ACP ``ContentBlock`` union).
 ContentBlock: TypeAlias = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | UnknownContent
+
+
+value_types(globals())
