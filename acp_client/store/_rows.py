@@ -22,11 +22,7 @@ _S = TypeVar("_S", bound="RowStore")
 
 
 def dump_json(value: Any, what: str) -> str:
-    """``value`` as compact JSON text.
-
-    Raises:
-        ConfigurationError: ``value`` is not JSON-serializable (``what`` names the field).
-    """
+    """``value`` as compact JSON text; a ``ConfigurationError`` naming field ``what`` if it cannot be."""
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -39,11 +35,7 @@ def dump_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> s
 
 
 def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tuple[Any, ...]:
-    """The record's values in ``RECORD_COLUMNS`` order: JSON fields as text, times through ``when``.
-
-    Raises:
-        ConfigurationError: A JSON field is not JSON-serializable.
-    """
+    """The record's values in ``RECORD_COLUMNS`` order: JSON fields as text, times through ``when``."""
     return (
         session.endpoint,
         session.session_id,
@@ -80,21 +72,13 @@ def leases_of(rows: Sequence[Sequence[Any]], when: Time) -> list[Lease]:
 
 
 def check_window(owner: str, duration: float) -> None:
-    """Check a lease's ``owner`` and ``duration``.
-
-    Raises:
-        ConfigurationError: A bad ``owner`` or ``duration``.
-    """
+    """Refuse a bad lease ``owner`` or ``duration`` (``ConfigurationError``)."""
     check_owner(owner)
     check_seconds("duration", duration)
 
 
 def check_session_ids(session_ids: Sequence[str]) -> list[str]:
-    """``session_ids`` without repeats.
-
-    Raises:
-        ConfigurationError: ``session_ids`` is one string.
-    """
+    """``session_ids`` without repeats (``ConfigurationError`` for one string)."""
     if isinstance(session_ids, str):
         raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
     return list(dict.fromkeys(session_ids))
@@ -116,11 +100,7 @@ class RowStore:
         raise NotImplementedError
 
     def _decode(self, row: Sequence[Any]) -> StoredSession:
-        """One row (the record's columns, then its lease's) as a record.
-
-        Raises:
-            SessionStoreCorrupt: The row's JSON or values are damaged.
-        """
+        """One row (the record's columns, then its lease's) as a record, or ``SessionStoreCorrupt``."""
         loads, time = self._loads, self._time
         try:
             return StoredSession(
@@ -159,11 +139,7 @@ class RowStore:
         return sessions
 
     def _conversation(self, value: Any, session_id: str) -> tuple[dict[str, Any], ...]:
-        """A stored conversation read back.
-
-        Raises:
-            SessionStoreCorrupt: It is damaged.
-        """
+        """A stored conversation read back, or ``SessionStoreCorrupt``."""
         try:
             entries = self._loads(value)
             if not isinstance(entries, list | tuple):
