@@ -35,8 +35,8 @@ from ..exceptions import (
     SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreForeign,
-    SessionStoreTooNew,
 )
+from ._rows import check_version
 from .base import RECORD_COLUMNS
 
 __all__ = [
@@ -267,16 +267,7 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
         raise SessionStoreCorrupt(
             f"session store {where} is damaged: its tables or its schema version are missing", path=path
         )
-    if version > supported:
-        compatible = meta_version(meta, "compatible_version") or version
-        if compatible > supported:
-            raise SessionStoreTooNew(
-                f"session store {where} has schema version {version} (needs a reader of version {compatible} "
-                f"or later); this acp_client supports up to {supported}: upgrade acp_client",
-                path=path,
-                version=version,
-                supported=supported,
-            )
+    check_version(where, path, version, meta_version(meta, "compatible_version") or version, supported)
     return version, version < supported
 
 

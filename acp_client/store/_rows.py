@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from .._checks import check_seconds
 from .._logging import get_logger
-from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced
+from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
 from .base import Lease, StoredSession, bound_conversation, check_owner
 
 logger = get_logger("acp_client.store")
@@ -82,6 +82,19 @@ def check_session_ids(session_ids: Sequence[str]) -> list[str]:
     if isinstance(session_ids, str):
         raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
     return list(dict.fromkeys(session_ids))
+
+
+def check_version(where: str, path: str, version: int, compatible: int, supported: int) -> None:
+    """Refuse a store whose schema ``version`` is above ``supported`` unless its ``compatible``
+    version (the oldest whose code may still use it) is not (``SessionStoreTooNew``)."""
+    if version > supported and compatible > supported:
+        raise SessionStoreTooNew(
+            f"session store {where} has schema version {version} (needs a reader of version {compatible} "
+            f"or later); this acp_client supports up to {supported}: upgrade acp_client",
+            path=path,
+            version=version,
+            supported=supported,
+        )
 
 
 class RowStore:

@@ -195,8 +195,17 @@ def _created(record: StoredSession) -> datetime:
     return record.created_at
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _size(entry: Any) -> int:
+    """The bytes of ``entry``'s compact JSON.
+
+    Raises:
+        ConfigurationError: ``entry`` is not JSON-serializable.
+    """
+    try:
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+    return len(text.encode("utf-8"))
 
 
 def check_owner(owner: object, name: str = "owner") -> str:
@@ -398,10 +407,7 @@ def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) 
     kept: list[dict[str, Any]] = []
     size = 2  # the brackets
     for entry in reversed(entries):
-        try:
-            cost = len(_compact(entry).encode("utf-8")) + (1 if kept else 0)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+        cost = _size(entry) + (1 if kept else 0)
         if size + cost > max_bytes:
             break
         kept.append(dict(entry))
@@ -412,10 +418,7 @@ def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) 
 
 def _cut_to(entry: Mapping[str, Any], limit: int) -> dict[str, Any]:
     """``entry`` (a message), its text cut to its newest part when the entry's JSON exceeds ``limit``."""
-    try:
-        size = len(_compact(entry).encode("utf-8"))
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+    size = _size(entry)
     text = entry.get("text")
     if size <= limit or not isinstance(text, str):
         return dict(entry)
@@ -425,7 +428,7 @@ def _cut_to(entry: Mapping[str, Any], limit: int) -> dict[str, Any]:
     while True:
         rest = data[len(data) - room :].decode("utf-8", "ignore") if room else ""
         cut["text"] = f"… {len(data) - len(rest.encode('utf-8', 'surrogatepass'))} bytes dropped … {rest}"
-        if room == 0 or len(_compact(cut).encode("utf-8")) <= limit:
+        if room == 0 or _size(cut) <= limit:
             return cut
         room //= 2  # text that JSON escapes (controls, quotes) takes more room than its bytes
 
@@ -447,7 +450,7 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
     if not entries or not isinstance(entries[0], Mapping) or "format" not in entries[0]:
         return bound_transcript_tail(entries, max_bytes)
     header = dict(entries[0])
-    budget = max_bytes - len(_compact(header).encode("utf-8")) - 1
+    budget = max_bytes - _size(header) - 1
     body = [_cut_to(entry, budget // 4) for entry in entries[1:]]
     kept = list(bound_transcript_tail(body, budget)) if body else []
     cut = len(body) - len(kept)

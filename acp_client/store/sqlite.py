@@ -53,9 +53,17 @@ from ..exceptions import (
     SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreForeign,
-    SessionStoreTooNew,
 )
-from ._rows import RowStore, check_session_ids, check_window, dump_conversation, lease_of, leases_of, record_values
+from ._rows import (
+    RowStore,
+    check_session_ids,
+    check_version,
+    check_window,
+    dump_conversation,
+    lease_of,
+    leases_of,
+    record_values,
+)
 from ._schema import (
     _MIGRATIONS,
     _SELECT,
@@ -214,14 +222,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             with self._errors("open"):
                 row = conn.execute("SELECT value FROM store_meta WHERE key = 'compatible_version'").fetchone()
             compatible = int(row[0]) if row is not None and str(row[0]).isdigit() else version
-            if compatible > supported:
-                raise SessionStoreTooNew(
-                    f"session store {self._path} has schema version {version} (needs a reader of version "
-                    f"{compatible} or later); this acp_client supports up to {supported}: upgrade acp_client",
-                    path=self._path,
-                    version=version,
-                    supported=supported,
-                )
+            check_version(self._path, self._path, version, compatible, supported)
         return version, version < supported
 
     # -- plumbing ---------------------------------------------------------------------------------
