@@ -37,7 +37,7 @@ from ..exceptions import (
     SessionStoreForeign,
 )
 from ._rows import check_version
-from .base import RECORD_COLUMNS
+from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
 __all__ = [
     "APPLICATION_ID",
@@ -51,10 +51,6 @@ __all__ = [
     "open_schema",
     "redact_dsn",
 ]
-
-#: Shared with the SQLite store ("ACPS"): how a store knows its own data.
-APPLICATION_ID: Final = 0x41435053
-FORMAT: Final = "acp_client.session_store"
 
 #: The expiry of a lease nobody holds (released, or never claimed): long past.
 _NEVER: Final = "1970-01-01 00:00:00+00"

@@ -16,9 +16,7 @@ from typing import Any, Final
 
 from ..exceptions import SessionStoreBusy
 from ._rows import dump_json, leases_of
-from .base import RECORD_COLUMNS, Lease
-
-_FORMAT: Final = "acp_client.session_store"
+from .base import FORMAT, RECORD_COLUMNS, Lease
 
 _LEASE_COLUMNS: Final = ("lease_owner", "lease_token", "lease_expires_at")
 _SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM sessions"
@@ -74,7 +72,7 @@ def _create_v1(conn: sqlite3.Connection) -> None:
     )
     conn.executemany(
         "INSERT INTO store_meta (key, value) VALUES (?, ?)",
-        [("format", _FORMAT), ("compatible_version", "1")],
+        [("format", FORMAT), ("compatible_version", "1")],
     )
 
 

@@ -91,6 +91,11 @@ RECORD_COLUMNS: Final = (
     "extra",
 )
 
+#: How a store knows its own data: the ``application_id`` ("ACPS") and the ``format`` every
+#: built-in store writes.
+APPLICATION_ID: Final = 0x41435053
+FORMAT: Final = "acp_client.session_store"
+
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 
@@ -196,11 +201,7 @@ def _created(record: StoredSession) -> datetime:
 
 
 def _size(entry: Any) -> int:
-    """The bytes of ``entry``'s compact JSON.
-
-    Raises:
-        ConfigurationError: ``entry`` is not JSON-serializable.
-    """
+    """The bytes of ``entry``'s compact JSON (``ConfigurationError`` when it has none)."""
     try:
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:

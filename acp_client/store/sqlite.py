@@ -79,6 +79,7 @@ from ._schema import (
 )
 from ._sqlite_file import prepare
 from .base import (
+    APPLICATION_ID,
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     Fence,
     Lease,
@@ -90,8 +91,6 @@ from .base import (
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
 
-#: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
-APPLICATION_ID: Final = 0x41435053
 _MEMORY: Final = ":memory:"
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
