@@ -330,9 +330,9 @@ def _run(place: str, scheme: str, sessions: int, rounds: int, concurrency: int) 
 
 
 def _default_concurrency() -> int:
-    import inspect
+    from acp_client._options import DEFAULTS
 
-    return int(inspect.signature(AcpClient).parameters["recovery_concurrency"].default)
+    return int(DEFAULTS["recovery_concurrency"])
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ handed to the host (``_events``), the bridge that runs callbacks on the host's e
 """
 
 from ..exceptions import LoopThreadError
-from ._client import SyncAcpClient
+from ._client import SyncAcpClient, SyncClientOptions
 from ._events import (
     EventKind,
     NewSessionEvent,
@@ -137,6 +137,7 @@ __all__ = [
     "StateEvent",
     "StoreErrorEvent",
     "SyncAcpClient",
+    "SyncClientOptions",
     "SyncEvent",
     "SyncSessionHandle",
     "TurnInterruptedEvent",
