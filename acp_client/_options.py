@@ -83,6 +83,7 @@ def with_defaults(endpoint: object, options: Mapping[str, Any]) -> dict[str, Any
     check_options(merged)
     return merged
 
+
 _KINDS: dict[str, type | tuple[type, ...]] = {
     "client_info": Implementation,
     "handlers": ClientHandlers,

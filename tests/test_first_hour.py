@@ -52,7 +52,6 @@ def agent_side() -> Iterator[tuple[EventLoopThread, ReferenceAgent, ReferenceSer
         yield side
 
 
-
 # -- the sync facade ------------------------------------------------------------------------------------
 
 
@@ -213,4 +212,3 @@ def test_redaction_rules() -> None:
     assert redacted["params"]["meta"]["nothing"] is None
     assert frame["params"]["meta"]["password"] == "p"  # the frame itself is untouched
     assert MAX_LOGGED_CHARS >= 1000
-

@@ -54,6 +54,7 @@ else:  # pragma: no cover - the Python 3.10 spelling
 
 __all__ = ["SyncAcpClient", "SyncClientOptions", "Timeout"]
 
+
 class SyncClientOptions(ClientOptions, total=False):
     """The options of :class:`SyncAcpClient`: every :class:`~acp_client.config.ClientOptions` key
     (the same meaning and default), and the facade's own:

@@ -80,7 +80,9 @@ FAILING = {
         r'"ConnectionState" has no attribute "allow"',
     ),
 }
-_FAILING_HEADER = "from acp_client import AcpClient\nfrom acp_client.sync import StateEvent, SyncAcpClient, SyncEvent\n\n"
+_FAILING_HEADER = (
+    "from acp_client import AcpClient\nfrom acp_client.sync import StateEvent, SyncAcpClient, SyncEvent\n\n"
+)
 
 
 #: mypy's cache, shared by the runs of the suite (the standard library and the dependencies are checked
