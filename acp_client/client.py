@@ -99,7 +99,7 @@ class AcpClient:
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
             or a :class:`~acp_client.transports.Connector`; or an
-            :class:`~acp_client.pool.EndpointGroup`: several instances of one agent used as one
+            :class:`~acp_client.group.EndpointGroup`: several instances of one agent used as one
             endpoint, with their placement and failover (``docs/many-instances.md``).
         **options: The :class:`~acp_client.config.ClientOptions` (retry, callbacks, timeouts,
             session store, ...), each described there with its default.

@@ -32,7 +32,7 @@ class Endpoint:
 
     Attributes:
         url: ``ws://``, ``wss://``, ``http://``, ``https://`` (see
-            :func:`~acp_client.connector_for`); with ``connector`` set, any label.
+            :func:`~acp_client.transports.connector_for`); with ``connector`` set, any label.
         name: A short name for logs and outcomes (default: ``url``).
         connector: Opens links to this instance instead of a connector built from ``url``
             (e.g. a :class:`~acp_client.testing.MemoryConnector`). Not part of equality.

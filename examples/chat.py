@@ -67,13 +67,10 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     ConnectionState,
-    Continuity,
-    Probe,
     PromptResult,
     RecoveryOutcome,
     RetryPolicy,
     SessionHandle,
-    SqliteSessionStore,
     State,
     Timeouts,
     TurnInterrupted,
@@ -81,6 +78,8 @@ from acp_client import (
     UpdateEvent,
 )
 from acp_client.pool import Pool
+from acp_client.state import Continuity, Probe
+from acp_client.store import SqliteSessionStore
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,

@@ -52,7 +52,6 @@ from acp_client import (
     Callbacks,
     ClientHandlers,
     ConnectionLost,
-    Probe,
     RecoveryContext,
     RecoveryOutcome,
     RecoveryPath,
@@ -62,6 +61,7 @@ from acp_client import (
     Transcript,
     TurnInterrupted,
 )
+from acp_client.state import Probe
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.types import (
     CancelledPermissionOutcome,

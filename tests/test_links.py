@@ -18,11 +18,11 @@ from acp_client import (
     QueueOptions,
     RecoveryPath,
     RetryPolicy,
-    SqliteSessionStore,
     State,
 )
 from acp_client.location import Endpoint
 from acp_client.pool import Pool
+from acp_client.store import SqliteSessionStore
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore, inside
 from tests._harness import FAST_RETRY, FLAVOURS, VERSIONS, Harness, SwallowAnswer, assert_legal, first_candidate
 

@@ -19,20 +19,10 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.server import ServerConnection, serve
 
-from acp_client import (
-    AcpClient,
-    BatchNotSupported,
-    ConfigurationError,
-    ConnectError,
-    ConnectTimeout,
-    HttpStatusError,
-    MalformedFrame,
-    RequestTimeout,
-    State,
-    Timeouts,
-    UnknownConnection,
-)
+from acp_client import AcpClient, ConfigurationError, ConnectError, RequestTimeout, State, Timeouts
+from acp_client.exceptions import MalformedFrame
 from acp_client.testing import ReferenceAgent, ReferenceServer
+from acp_client.transports import BatchNotSupported, ConnectTimeout, HttpStatusError, UnknownConnection
 from acp_client.transports._errors import request_error
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -22,9 +22,8 @@ from acp_client import (
     RecoveryOutcome,
     SessionNotTracked,
     SessionStoreError,
-    SqliteSessionStore,
-    StoredSession,
 )
+from acp_client.store import SqliteSessionStore, StoredSession
 from acp_client.testing import FakeClock, ReferenceAgent
 
 from ._harness import FAST_RETRY, HarnessConnector

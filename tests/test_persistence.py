@@ -13,18 +13,9 @@ from typing import Any
 
 import pytest
 
-from acp_client import (
-    AcpClient,
-    ConfigurationError,
-    Probe,
-    RecoveryPath,
-    SessionStoreError,
-    SessionStoreUnavailable,
-    SqliteSessionStore,
-    State,
-    StoredSession,
-    endpoint_key,
-)
+from acp_client import AcpClient, ConfigurationError, RecoveryPath, SessionStoreError, State
+from acp_client.state import Probe
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession, endpoint_key
 from acp_client.testing import ReferenceAgent, inside
 
 from ._harness import HarnessConnector

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import Continuity, RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
+from acp_client import RecoveryPath
+from acp_client.state import Continuity
+from acp_client.store import SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
 from acp_client.store import _schema as schema
 from acp_client.store import sqlite as sqlite_module
 from acp_client.transcript import SegmentStart, TurnStatus

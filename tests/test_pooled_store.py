@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acp_client import AcpClient, ConfigurationError, RecoveryPath, SqliteSessionStore, State
+from acp_client import AcpClient, ConfigurationError, RecoveryPath, State
 from acp_client.pool import Pool
-from acp_client.store import pool_key
+from acp_client.store import SqliteSessionStore, pool_key
 from acp_client.testing import FakeClock, inside
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each
 from tests._harness import FAST_RETRY

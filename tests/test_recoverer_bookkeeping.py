@@ -9,9 +9,10 @@ from typing import Any
 import attrs
 import pytest
 
-from acp_client import ConnectionLost, Continuity, Probe, RecoveryPath, RetryPolicy, State, Timeouts
+from acp_client import ConnectionLost, RecoveryPath, RetryPolicy, State, Timeouts
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
+from acp_client.state import Continuity, Probe
 from acp_client.testing import inside
 from acp_client.types import Session, TextContent, UserMessageChunk
 

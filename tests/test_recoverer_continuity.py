@@ -12,7 +12,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from acp_client import Callbacks, Continuity, Probe, RecoveryPath, RpcError
+from acp_client import Callbacks, RecoveryPath, RpcError
+from acp_client.state import Continuity, Probe
 from acp_client.transcript import SegmentStart, TurnStatus
 
 from ._harness import FLAVOURS, VERSIONS, Harness

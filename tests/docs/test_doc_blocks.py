@@ -556,7 +556,8 @@ check(
     "docs/reconnect-flows.md", "def decide(context):                       # a RecoveryContext, after the status probe"
 )
 async def _decision_hook(block: Block, tmp_path: Path) -> None:
-    from acp_client import Probe, RecoveryContext, RecoveryPath
+    from acp_client import RecoveryContext, RecoveryPath
+    from acp_client.state import Probe
 
     namespace: dict[str, Any] = {  # what the app around the block has (the block imports the rest)
         "scratch_sessions": {"scratch"},
@@ -586,7 +587,7 @@ async def _decision_hook(block: Block, tmp_path: Path) -> None:
     'policy = FileSystemPolicy(write=True, protected_paths=(*DEFAULT_PROTECTED_PATHS, "deploy/**", "*.pem"))',
 )
 async def _protected_paths(block: Block, tmp_path: Path) -> None:
-    from acp_client import FileSystemPolicy
+    from acp_client.handlers import FileSystemPolicy
 
     namespace: dict[str, Any] = {}
     exec(compile(block.body, block.path, "exec"), namespace)  # the block imports what it uses
@@ -693,7 +694,8 @@ async def _show_segments(block: Block, tmp_path: Path) -> None:
     """The page's loop over segments, on a conversation the agent lost half of."""
     from types import SimpleNamespace
 
-    from acp_client import SegmentStart, Transcript, TurnStatus
+    from acp_client import Transcript, TurnStatus
+    from acp_client.transcript import SegmentStart
     from acp_client.types import TextContent
 
     transcript = Transcript("old")

@@ -76,20 +76,17 @@ from acp_client import (
     Callbacks,
     ConnectionLost,
     ConnectionState,
-    Connector,
     RecoveryFailed,
     RecoveryOutcome,
     RequestTimeout,
     RetryPolicy,
     State,
     Timeouts,
-    Transport,
     TransportError,
-    TransportInfo,
     UpdateEvent,
-    connector_for,
 )
 from acp_client.testing import FaultProxy, ReferenceServer
+from acp_client.transports import Connector, Transport, TransportInfo, connector_for
 from tests.e2e._support import RecordingAgent
 
 __all__ = ["FAULT_KINDS", "PEERS", "TRANSPORTS", "SoakReport", "run_soak"]

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, Probe, RecoveryPath, connector_for
+from acp_client import AcpClient, RecoveryPath
+from acp_client.state import Probe
 from acp_client.testing import FaultProxy, RecordingConnector
+from acp_client.transports import connector_for
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder
 from tests.peers.python_sdk import PythonSdkPeer

@@ -13,7 +13,8 @@ import time
 import attrs
 import pytest
 
-from acp_client import AcpClient, ConnectionLost, Probe, RecoveryOutcome, RecoveryPath, State, Timeouts
+from acp_client import AcpClient, ConnectionLost, RecoveryOutcome, RecoveryPath, State, Timeouts
+from acp_client.state import Probe
 from acp_client.testing import ReferenceServer
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Journal, Recorder, RecordingAgent, text_of

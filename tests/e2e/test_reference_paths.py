@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client import Continuity, Probe, RecoveryPath, State
+from acp_client import RecoveryPath, State
+from acp_client.state import Continuity, Probe
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.e2e.conftest import TRANSPORTS, Target

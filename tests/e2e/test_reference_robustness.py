@@ -15,13 +15,13 @@ from acp_client import (
     ClientHandlers,
     ClientSuspended,
     ConnectionLost,
-    Probe,
     QueueOptions,
     RecoveryContext,
     RecoveryPath,
     RetryPolicy,
     State,
 )
+from acp_client.state import Probe
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
 from tests._support import eventually
 from tests.e2e._support import Recorder

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import SqliteSessionStore, endpoint_key
+from acp_client.store import SqliteSessionStore, endpoint_key
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from tests.examples._chat_support import CHAT, _env, named, parse_events, run_process
 

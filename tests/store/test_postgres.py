@@ -17,14 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_client import (
-    ConfigurationError,
-    SessionStoreError,
-    SessionStoreForeign,
-    SessionStoreReadOnly,
-    SessionStoreUnavailable,
-)
-from acp_client.store import PostgresSessionStore
+from acp_client import ConfigurationError, SessionStoreError
+from acp_client.store import PostgresSessionStore, SessionStoreForeign, SessionStoreReadOnly, SessionStoreUnavailable
 from acp_client.store._pg_schema import APPLICATION_ID, SCHEMA_VERSION, redact_dsn
 from acp_client.testing.postgres import TemporaryPostgres
 from acp_client.testing.store_contract import EP, T0, record

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import RetryPolicy, SqliteSessionStore, State
+from acp_client import RetryPolicy, State
+from acp_client.store import SqliteSessionStore
 from acp_client.sync import EventLoopThread, SyncAcpClient
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from tests._support import agent_on_its_own_loop

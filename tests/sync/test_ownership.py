@@ -9,7 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from acp_client import Callbacks, SessionStoreError, SessionStoreUnavailable, SqliteSessionStore, StoredSession
+from acp_client import Callbacks, SessionStoreError
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession
 from acp_client.sync import EventKind, OwnershipLostEvent, StoreErrorEvent, SyncAcpClient, SyncEvent
 from acp_client.testing import ReferenceAgent
 from tests._harness import HarnessConnector

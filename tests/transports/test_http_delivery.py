@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from acp_client import TransportClosed
 from acp_client._jsonrpc import request_message
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
+from acp_client.transports import TransportClosed
 from acp_client.transports.base import Transport
 from acp_client.transports.http import HttpConnector
 from tests._support import DEADLINE, eventually
