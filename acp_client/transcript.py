@@ -221,6 +221,34 @@ class TranscriptSegment:
         """How many prompts in it the agent accepted (failed ones do not count)."""
         return _turns(self.messages)
 
+    def text(self) -> str:
+        """This segment alone as plain text, one line per message (marked as in
+        :meth:`Transcript.text`)."""
+        return "\n".join(_line(message) for message in self.messages)
+
+
+#: How a line marks a message that is not an ordinary, finished one.
+_STATUS_MARKS = {
+    TurnStatus.FAILED: " [failed]",
+    TurnStatus.INTERRUPTED: " [interrupted]",
+    TurnStatus.CANCELLED: " [cancelled]",
+}
+
+
+def _line(message: TranscriptMessage) -> str:
+    mark = _STATUS_MARKS.get(message.status, "") if message.status is not None else ""
+    mark += " [inserted]" if message.inserted else ""
+    mark += " [incomplete]" if message.incomplete else ""
+    return f"{message.role}{mark}: {message.text}"
+
+
+def _divider(previous: TranscriptSegment, segment: TranscriptSegment) -> str:
+    """The line between two segments: what happened to the conversation above it."""
+    session = segment.session_id or "unknown"
+    if previous.lost:
+        return f"--- the agent lost the conversation above; it goes on in a new session ({session}) ---"
+    return f"--- the conversation goes on in session {session} ({segment.began.value}) ---"
+
 
 @attrs.frozen
 class ReplayReport:
@@ -327,14 +355,24 @@ class Transcript:
         return len(self.messages)
 
     def text(self) -> str:
-        """The current segment as plain text, one ``role: text`` line per message (a prompt the
-        agent refused reads ``user [failed]: text``: it is not an ordinary turn; text the agent put
-        among the replayed prompts reads ``user [inserted]: text``)."""
-        return "\n".join(
-            f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}"
-            f"{' [inserted]' if message.inserted else ''}: {message.text}"
-            for message in self.messages
-        )
+        """The whole conversation as plain text, one ``role: text`` line per message: the earlier
+        segments first, each followed by a divider line that says what became of it (``--- the
+        agent lost the conversation above; ...``), then the current one (alone:
+        ``segments[-1].text()``).
+
+        A message that is not an ordinary, finished one is marked after its role: a prompt the
+        agent refused ``user [failed]``, a turn a drop cut off ``user [interrupted]``, a cancelled
+        one ``user [cancelled]``, an answer its turn did not finish ``agent [incomplete]``, text
+        the agent put among the replayed prompts ``user [inserted]``. Messages a session store
+        dropped past its bound are counted on a first line.
+        """
+        lines = [f"... {self.dropped} earlier message(s) not kept ..."] if self.dropped else []
+        segments = self.segments
+        for index, segment in enumerate(segments):
+            if index:
+                lines.append(_divider(segments[index - 1], segment))
+            lines.extend(_line(message) for message in segment.messages)
+        return "\n".join(lines)
 
     @property
     def replaying(self) -> bool:
