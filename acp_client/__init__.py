@@ -20,6 +20,7 @@ import logging
 from ._version import __version__
 from .client import AcpClient, SessionHandle
 from .config import Callbacks, ClientOptions, QueueOptions, Timeouts
+from .display import printable
 from .exceptions import (
     AcpError,
     AuthRequired,
@@ -104,4 +105,5 @@ __all__ = [
     "TurnStatus",
     "UpdateEvent",
     "__version__",
+    "printable",
 ]

@@ -36,7 +36,7 @@ TOP_LEVEL = {
     "AcpError", "ConfigurationError", "TransportError", "ConnectError", "ConnectionLost", "RequestTimeout",
     "RpcError", "SessionNotFound", "AuthRequired", "ProtocolError", "ClientClosed", "ClientSuspended", "QueueFull",
     "RecoveryFailed", "CapabilityNotSupported", "TurnInProgress", "SessionNotTracked", "SessionStoreError",
-    "__version__",
+    "__version__", "printable",
 }  # fmt: skip
 MAX_TOP_LEVEL = 60
 MAX_TOP_LEVEL_EXCEPTIONS = 20
@@ -65,7 +65,7 @@ EXCEPTION_HOMES = {
 def test_top_level_exports_are_pinned_and_sorted() -> None:
     assert acp_client.__all__ == _isort_order(list(acp_client.__all__))
     assert len(acp_client.__all__) <= MAX_TOP_LEVEL
-    assert set(acp_client.__all__) - {"display", "printable"} == TOP_LEVEL
+    assert set(acp_client.__all__) == TOP_LEVEL
     for name in acp_client.__all__:
         assert hasattr(acp_client, name), name
     exceptions = [name for name in acp_client.__all__ if name in acp_client.exceptions.__all__]
