@@ -1,5 +1,5 @@
 """A transcript: the conversation of one session, built from its ``session/update`` notifications,
-kept across replays, recoveries and restarts (DESIGN.md §7; what it guarantees: docs/conversation.md).
+kept across replays, recoveries and restarts (what it guarantees: docs/conversation.md).
 
 Rules:
 

@@ -15,7 +15,7 @@ has a short conversation, and injects three faults:
    ``session/status`` fails with ``-32002`` → the client starts a **new session**.
 
 It exits 0 when all three paths were taken (1 otherwise), in a few seconds. With ``--json`` it
-prints only the DESIGN.md §4 events, so the ``recovered`` events (``resume``, ``replay``,
+prints only the JSON events (the README's table), so the ``recovered`` events (``resume``, ``replay``,
 ``new_session``) can be checked from outside; without it, a narrated transcript.
 """
 

@@ -204,7 +204,7 @@ def _combinations() -> list[tuple[str, str, str]]:
 
 
 def expected(home: str, b: str, c: str) -> tuple[str, set[str]] | None:
-    """(path, possible endpoints) by the rule in DESIGN.md §5; ``None``: nothing reachable."""
+    """(path, possible endpoints) by the rule in docs/many-instances.md; ``None``: nothing reachable."""
     answers = {"a": home, "b": b, "c": c}
     for presence, path in (("active", "resume"), ("inactive", "replay")):
         found = [n for n in ("a", "b", "c") if answers[n] == presence]  # the home first

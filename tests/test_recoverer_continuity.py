@@ -1,4 +1,4 @@
-"""Continuity from evidence (DESIGN.md §7): a recovery claims the agent kept the conversation
+"""Continuity from evidence (docs/conversation.md): a recovery claims the agent kept the conversation
 (``Continuity.KEPT``) only when the evidence shows it, ``LOST`` when it shows the opposite, and
 ``UNVERIFIED`` otherwise; and the session does not stay stuck on an id the agent lost.
 

@@ -1,4 +1,4 @@
-"""Several instances of one agent: endpoints, placement, and finding a session (DESIGN.md §5).
+"""Several instances of one agent: endpoints, placement, and finding a session (docs/many-instances.md).
 
 The routing primitive is :func:`locate`: it asks every instance ``session/status`` for one session,
 concurrently, each under its own timeout, and returns every instance's answer — ``active``,

@@ -405,7 +405,7 @@ async def shell(block: Block, tmp_path: Path) -> None:
 
 # -- README.md --------------------------------------------------------------------------------------------
 
-check("README.md", 'python -m pip install -e ".[dev]" && python examples/chat.py --demo')(shell)
+check("README.md", 'python -m pip install -e ".[testing]" && python examples/chat.py --demo')(shell)
 check("README.md", 'python -m pip install -e ".[dev]" && python -m pytest')(shell)
 _ROUTER_AGENT = (
     "python -m acp_client.testing.reference_agent --serve --port 9001 --store /tmp/acp-shared --name agent-a &"

@@ -1,4 +1,4 @@
-"""Behind a real load balancer (issue 11, DESIGN.md §5): HAProxy in front of two reference agents.
+"""Behind a real load balancer (issue 11, docs/many-instances.md): HAProxy in front of two reference agents.
 
 ::
 

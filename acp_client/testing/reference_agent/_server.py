@@ -1,6 +1,6 @@
 """Serving a :class:`ReferenceAgent` over WebSocket and Streamable HTTP under hypercorn.
 
-One ``/acp`` endpoint, as in DESIGN.md §2:
+One ``/acp`` endpoint, as the ACP transports RFD draws it:
 
 * ``GET /acp`` with ``Upgrade: websocket``: one ACP connection per socket, text frames, the
   ``Acp-Connection-Id`` header on the 101 answer.
