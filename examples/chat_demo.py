@@ -131,11 +131,11 @@ async def run_demo(output: Output, *, protocol_version: int = 1) -> int:
 
             narrate("2/3 agent restart: its memory is cleared, its session store survives")
             seen = recoveries.mark()
-            proxy.blackhole()  # hold reconnects until the restart is complete (no race with it)
+            await proxy.blackhole()  # hold reconnects until the restart is complete (no race with it)
             try:
                 await server.restart()
             finally:
-                proxy.blackhole(False)
+                await proxy.blackhole(False)
             await recoveries.wait_after(seen)
             transcript = chat.handle.transcript
             narrate(f"   the transcript was rebuilt from the replay: {len(transcript)} messages, no duplicates")

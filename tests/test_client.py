@@ -231,7 +231,7 @@ async def test_app_initiated_load_or_resume_marks_replay(version: int) -> None:
     async with Harness(protocol_version=version) as h:
         session = await h.client.new_session("/work")
         await h.clock.run(h.client.prompt(session.session_id, "remember me"))
-        h.agent.restart()
+        h.agent.lose_memory()
         h.client.forget_session(session.session_id)
         live = len(h.updates)
         if version == 1:

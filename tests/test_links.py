@@ -213,7 +213,7 @@ async def test_a_replay_cut_off_during_recovery_is_replayed_again(flavour: str) 
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
         before = session.transcript.text()
-        h.agent.restart()
+        h.agent.lose_memory()
         swallow = SwallowAnswer(h, "session/load")  # the replay streams; its answer never comes
         h.connector.drop()
         await h.clock.run(swallow.seen.wait(), limit=60.0)

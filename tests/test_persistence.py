@@ -74,7 +74,7 @@ async def test_stored_sessions_are_recovered_before_connected(world: World) -> N
 
 async def test_restart_replays_and_eviction_renames(world: World) -> None:
     kept, lost = await world.first_run(2)
-    world.agent.restart()
+    world.agent.lose_memory()
     world.agent.evict(lost)
     side = world.side()
     await side.client.connect()

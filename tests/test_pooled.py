@@ -227,7 +227,7 @@ async def arrange(farm: Farm, session_id: str, home: str, b: str, c: str) -> Non
         if presence == "unreachable":
             farm.connectors[name].refuse()
     if home == "inactive":
-        farm.agents["a"].restart()
+        farm.agents["a"].lose_memory()
     elif home == "unknown":
         farm.agents["a"].evict(session_id)
     elif home == "unreachable":

@@ -64,7 +64,7 @@ async def test_the_next_process_finds_each_session_and_recovers_it_where_it_is(
     farm: Farm, store: SqliteSessionStore
 ) -> None:
     on_a, on_b, on_c = await first_process(farm, store)
-    farm.agents["b"].restart()  # b lost its memory, kept its store: inactive there
+    farm.agents["b"].lose_memory()  # b lost its memory, kept its store: inactive there
     farm.agents["c"].evict(on_c)  # nobody knows c's session any more
     farm.share(on_b, "a")  # a knows b's session too (shared storage): it is replayed on one instance only
     recorder = Recorder()

@@ -231,7 +231,7 @@ class SyncAcpClient:
                     self._loop_thread.run(self._client.aclose(), timeout=self._timeout(timeout), method="close")
                 except AcpError as exc:
                     logger.warning("closing the client did not finish cleanly: %s", exc)
-            self._loop_thread.stop()
+            self._loop_thread.close()
             self._loop_stopped.set()
             self._bridge.shutdown()
         finally:

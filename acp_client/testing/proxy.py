@@ -368,11 +368,12 @@ class FaultProxy:
             for _ in range(_SETTLE_TURNS):
                 await asyncio.sleep(0)
 
-    def blackhole(self, on: bool = True) -> None:
+    async def blackhole(self, on: bool = True) -> None:
         """Stop (``on``) or resume forwarding on every connection, current and new.
 
         While on, sockets stay open and bytes are read but held, so neither side hears from the
-        other; new connections are accepted but not connected upstream.
+        other; new connections are accepted but not connected upstream. Lifted, what was held is
+        written on before this returns (a peer on this loop has had the turns to read it).
         """
         if on == self._blackholed:
             return
@@ -384,14 +385,17 @@ class FaultProxy:
                 link.flush()
             else:
                 self._connect(link)
+        for _ in range(_SETTLE_TURNS):
+            await asyncio.sleep(0)
 
     def _hold(self, from_client: bool, count: int) -> None:
         self.held_bytes += count
         if from_client:
             self.held_client_bytes += count
 
-    def refuse(self, seconds: float) -> None:
-        """For ``seconds`` from now, accept new connections and reset them at once."""
+    async def refuse(self, seconds: float) -> None:
+        """For ``seconds`` from now, accept new connections and reset them at once (``0``: stop
+        refusing). Awaited like every fault of the proxy."""
         self._refuse_until = self._clock.monotonic() + max(0.0, seconds)
 
     def _accepted(self, link: _Link) -> None:

@@ -89,7 +89,7 @@ async def test_replay_after_agent_restart(target: Target, version: int) -> None:
         before = target.agent.connection_ids()
         live_events = len(recorder.events)
 
-        target.agent.restart()
+        target.agent.lose_memory()
         await target.proxy.cut()
         outcome = await recorder.outcome()
 

@@ -40,4 +40,4 @@ def test_sync_client_saves_and_recovers(
 
 
 async def _restart(agent: ReferenceAgent) -> None:
-    agent.restart()
+    agent.lose_memory()

@@ -99,7 +99,7 @@ def two_servers(tmp_path: Path) -> Iterator[list[ReferenceServer]]:
         yield servers
     finally:
         loop.run(stop(), timeout=DEADLINE)
-        loop.stop()
+        loop.close()
 
 
 def test_a_pool_with_a_store_from_a_plain_thread(two_servers: list[ReferenceServer], tmp_path: Path) -> None:

@@ -464,9 +464,9 @@ class ReferenceServer:
         logger.info("reference server dropped %d HTTP and %d WebSocket connection(s)", len(http), len(ws))
 
     async def restart(self) -> None:
-        """Simulate an agent restart: :meth:`drop_connections`, then :meth:`ReferenceAgent.restart`."""
+        """Simulate an agent restart: :meth:`drop_connections`, then :meth:`ReferenceAgent.lose_memory`."""
         await self.drop_connections()
-        self.agent.restart()
+        self.agent.lose_memory()
 
     def refuse_connections(self, seconds: float) -> None:
         """For ``seconds``: HTTP requests get ``503`` with ``Retry-After``, WebSocket handshakes are
