@@ -251,5 +251,3 @@ async def test_v2_status_reports_running_and_requires_action(connect: Any) -> No
         lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
     )
     assert (await observer.result("session/status", {"sessionId": session_id}))["state"] == {"state": "idle"}
-
-
