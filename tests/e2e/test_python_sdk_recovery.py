@@ -63,7 +63,7 @@ async def test_agent_restart_resume_not_found_then_new_session(python_sdk_peer: 
         assert wire.sent_methods(recovered_link) == ["initialize", "session/resume", "session/new"]
         assert wire.messages("session/new")[-1]["params"]["cwd"] == "/work/project"
         assert (await handle.prompt("again")).stop_reason == "end_turn"
-        assert handle.transcript.text() == "user: again\nagent: echo: again"
+        assert handle.transcript.segments[-1].text() == "user: again\nagent: echo: again"  # what the agent holds
         assert wire.messages("session/prompt")[-1]["params"]["sessionId"] == outcome.session_id
 
 

@@ -36,9 +36,9 @@ def _client(
 
 
 def _text(handle: SessionHandle) -> str:
-    """The transcript with trailing blanks trimmed per line (this agent's live chunks end in a
-    space, its stored history does not)."""
-    return "\n".join(line.rstrip() for line in handle.transcript.text().split("\n"))
+    """The current segment of the transcript (what the agent holds) with trailing blanks trimmed per
+    line (this agent's live chunks end in a space, its stored history does not)."""
+    return "\n".join(line.rstrip() for line in handle.transcript.segments[-1].text().split("\n"))
 
 
 def _recovery_methods(wire: RecordingConnector) -> list[str]:
