@@ -51,6 +51,7 @@ from .state import (
     RecoveryOutcome,
     RecoveryPath,
     State,
+    StreamResumed,
     TurnInterrupted,
     UpdateEvent,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "SessionNotTracked",
     "SessionStoreError",
     "State",
+    "StreamResumed",
     "Telemetry",
     "Timeouts",
     "TlsConfig",

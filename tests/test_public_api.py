@@ -32,7 +32,7 @@ TOP_LEVEL = {
     "AcpClient", "SessionHandle", "ClientOptions", "Callbacks", "ClientHandlers", "Timeouts", "QueueOptions",
     "RetryPolicy", "TlsConfig", "Telemetry",
     "ConnectionState", "State", "PromptResult", "RecoveryContext", "RecoveryOutcome", "RecoveryPath",
-    "TurnInterrupted", "UpdateEvent", "OwnershipLost", "Transcript", "TranscriptMessage", "TurnStatus",
+    "TurnInterrupted", "StreamResumed", "UpdateEvent", "OwnershipLost", "Transcript", "TranscriptMessage", "TurnStatus",
     "AcpError", "ConfigurationError", "TransportError", "ConnectError", "ConnectionLost", "RequestTimeout",
     "RpcError", "SessionNotFound", "AuthRequired", "ProtocolError", "ClientClosed", "ClientSuspended", "QueueFull",
     "RecoveryFailed", "CapabilityNotSupported", "TurnInProgress", "SessionNotTracked", "SessionStoreError",

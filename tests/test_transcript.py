@@ -255,7 +255,7 @@ def test_text_names_a_segment_that_goes_on_without_a_loss_and_counts_what_the_st
     _turn(t, "two", "echo: two", TurnStatus.FAILED)
     t.dropped = 4
     assert t.text().splitlines() == [
-        "... 4 earlier message(s) not kept ...",
+        "… 4 earlier message(s) not kept",
         "user: one",
         "agent: echo: one",
         "--- the conversation goes on in session sess_9 (resumed) ---",

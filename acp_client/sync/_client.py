@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import enum
-import logging
 import queue
 import sys
 import threading
@@ -15,6 +14,7 @@ from queue import Queue
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
+from .._logging import get_logger
 from .._options import DEFAULTS, check_keywords, next_cursor
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
@@ -84,7 +84,7 @@ class SyncClientOptions(ClientOptions, total=False):
 _OWN = frozenset(SyncClientOptions.__annotations__) - frozenset(ClientOptions.__annotations__)
 
 
-logger = logging.getLogger("acp_client.sync")
+logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")
 
