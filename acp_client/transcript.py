@@ -260,29 +260,23 @@ class TranscriptSegment:
         return _turns(self.messages)
 
     def text(self) -> str:
-        """This segment alone as plain text, one line per message (marked as in
-        :meth:`Transcript.text`)."""
+        """This segment alone as plain text (lines as in :meth:`Transcript.text`)."""
         return "\n".join(_line(message) for message in self.messages)
 
 
 #: How a line marks a message that is not an ordinary, finished one.
-_STATUS_MARKS = {
-    TurnStatus.FAILED: " [failed]",
-    TurnStatus.INTERRUPTED: " [interrupted]",
-    TurnStatus.CANCELLED: " [cancelled]",
-}
+_MARKED = (TurnStatus.FAILED, TurnStatus.INTERRUPTED, TurnStatus.CANCELLED)
 
 
 def _line(message: TranscriptMessage) -> str:
-    mark = _STATUS_MARKS.get(message.status, "") if message.status is not None else ""
+    mark = f" [{message.status.value}]" if message.status in _MARKED else ""
     mark += " [inserted]" if message.inserted else ""
     mark += " [incomplete]" if message.incomplete else ""
     return f"{message.role}{mark}: {message.text}"
 
 
 def _divider(previous: TranscriptSegment, segment: TranscriptSegment) -> str:
-    """The line between two segments: what happened to the conversation above it."""
-    session = segment.session_id or "unknown"
+    session = segment.session_id or "unknown"  # the line says what became of the conversation above it
     if previous.lost:
         return f"--- the agent lost the conversation above; it goes on in a new session ({session}) ---"
     return f"--- the conversation goes on in session {session} ({segment.began.value}) ---"
@@ -400,22 +394,17 @@ class Transcript:
         return len(self.messages)
 
     def text(self) -> str:
-        """The whole conversation as plain text, one ``role: text`` line per message: the earlier
-        segments first, each followed by a divider line that says what became of it (``--- the
-        agent lost the conversation above; ...``), then the current one (alone:
-        ``segments[-1].text()``).
-
-        A message that is not an ordinary, finished one is marked after its role: a prompt the
-        agent refused ``user [failed]``, a turn a drop cut off ``user [interrupted]``, a cancelled
-        one ``user [cancelled]``, an answer its turn did not finish ``agent [incomplete]``, text
-        the agent put among the replayed prompts ``user [inserted]``. Content dropped past
-        :attr:`max_bytes` is summarized in a first line, ``… N bytes dropped`` (messages a session
-        store dropped past its bound: ``… N earlier message(s) not kept``).
+        """The whole conversation as plain text, one ``role: text`` line per message: earlier
+        segments first, each followed by a divider line saying what became of it (``--- the agent
+        lost the conversation above; ...``), then the current one (alone: ``segments[-1].text()``).
+        Marked after the role: ``user [failed]`` (refused), ``[interrupted]`` (cut by a drop),
+        ``[cancelled]``, ``agent [incomplete]`` (unfinished), ``user [inserted]`` (the agent's text
+        among replayed prompts). A first line counts what was dropped past :attr:`max_bytes`
+        (``… N bytes dropped``) or by a session store's bound (``… N earlier message(s) not kept``).
         """
-        if self.dropped_bytes:
-            lines = [f"… {self.dropped_bytes} bytes dropped"]
-        else:
-            lines = [f"… {self.dropped} earlier message(s) not kept"] if self.dropped else []
+        dropped = f"… {self.dropped_bytes} bytes dropped" if self.dropped_bytes else ""
+        dropped = dropped or (f"… {self.dropped} earlier message(s) not kept" if self.dropped else "")
+        lines = [dropped] if dropped else []
         segments = self.segments
         for index, segment in enumerate(segments):
             if index:
