@@ -35,7 +35,8 @@ TOP_LEVEL = {
     "TurnInterrupted", "StreamResumed", "UpdateEvent", "OwnershipLost", "Transcript", "TranscriptMessage", "TurnStatus",
     "AcpError", "ConfigurationError", "TransportError", "ConnectError", "ConnectionLost", "RequestTimeout",
     "RpcError", "SessionNotFound", "AuthRequired", "ProtocolError", "ClientClosed", "ClientSuspended", "QueueFull",
-    "RecoveryFailed", "CapabilityNotSupported", "TurnInProgress", "SessionNotTracked", "SessionStoreError",
+    "RecoveryFailed", "CapabilityNotSupported", "TurnInProgress", "SessionNotTracked", "SessionOwnershipLost",
+    "SessionStoreError",
     "__version__", "printable",
 }  # fmt: skip
 MAX_TOP_LEVEL = 60
