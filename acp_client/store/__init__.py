@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    HOME_KEY,
+    LEFT_BEHIND_KEY,
     Fence,
     Lease,
     SessionStore,
@@ -54,6 +56,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "APPLICATION_ID",
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
+    "HOME_KEY",
+    "LEFT_BEHIND_KEY",
     "SCHEMA_VERSION",
     "Fence",
     "Lease",
