@@ -140,6 +140,25 @@ async def test_a_liar_claiming_every_id_active_never_wins_a_restored_session(
     assert homes(store) == {on_a: "a", on_b: "b", on_c: "c"}
 
 
+async def test_while_the_recorded_home_is_down_a_liars_claim_waits_for_it(
+    farm: Farm, store: SqliteSessionStore
+) -> None:
+    _, on_b, _ = await first_process(farm, store)
+    farm.agents["a"].faults = frozenset({"status-always-active"})
+    farm.connectors["b"].refuse()  # the home is down when the next process starts
+    forget_what_was_sent(farm)
+    recorder = Recorder()
+    async with client(farm, recorder, store) as second:
+        assert second.session(on_b).endpoint is None  # not resumed on the liar meanwhile
+        farm.connectors["b"].accept()
+        await eventually(lambda: second.session(on_b).endpoint == "b", 120.0, clock=farm.clock)
+        outcome = next(o for o in recorder.outcomes if o.previous_session_id == on_b)
+        assert (outcome.path, outcome.endpoint) == (RecoveryPath.RESUME, "b")
+        attached = [m for m in farm.connectors["a"].sent if m["method"] in ("session/load", "session/resume")]
+        assert all(m["params"]["sessionId"] != on_b for m in attached)
+        assert closes(farm) == []
+
+
 async def test_a_member_that_is_not_the_recorded_home_cannot_speak_for_a_restored_session(
     farm: Farm, store: SqliteSessionStore, tmp_path: Path
 ) -> None:
