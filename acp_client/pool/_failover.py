@@ -21,6 +21,12 @@ Recovery, per session:
 * A session is therefore recovered by exactly one routine at a time, and a route names one
   instance: ``session/load`` / ``session/resume`` for one session never go to two instances.
 
+Sessions restored from a session store have no home here yet; the store recorded the one they had
+(:attr:`acp_client.store.StoredSession.home`, kept up to date by the store's bookkeeping). Each is
+asked of that instance first, for its id alone, and of the others only when it does not have it
+active (:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until it is placed, only its
+recorded home may speak for it.
+
 Outcomes and :class:`~acp_client.state.RecoveryContext` carry ``endpoint``: the instance's name.
 
 The links themselves (and where calls wait) are :mod:`acp_client.pool._links`, which owns
@@ -220,11 +226,13 @@ class Failover:
 
     async def adopt(self, *, patient: bool = True) -> None:
         """Find the sessions tracked without a home — restored from a store: the client does not
-        know where they are now — with one fan-out, and recover each where its route says, before
-        the client counts as connected.
+        know where they are now — and recover each where its route says, before the client counts
+        as connected. Each is asked of the home the store recorded first, for its id alone; the
+        other instances only when that home does not have it active (one fan-out for those).
 
         ``patient``: a session no reachable instance has in memory while some instance is
-        unreachable (it may be there, its home) is neither replayed nor replaced yet. Those, and
+        unreachable (it may be there, its home), or whose recorded home is unreachable, is
+        neither replayed, replaced nor resumed elsewhere yet. Those, and
         the ones no instance could take, are tried again in the background after
         ``failover_delay`` — as a session whose home stays away is — and then take the route as
         it is; the instances that were unreachable then close their copy when they are back."""

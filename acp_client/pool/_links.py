@@ -305,7 +305,7 @@ class PoolLinks(SessionEvents):
         finally:
             for tracked in homeless:
                 placed(tracked).moving = False
-        if homeless:  # where each one is now: one fan-out, then a recovery where the route says
+        if homeless:  # where each one is now (its recorded home first), then a recovery where the route says
             await self._failover.adopt()
 
     async def _start_first(self) -> None:
@@ -402,8 +402,8 @@ class PoolLinks(SessionEvents):
 
     async def _found(self, tracked: Tracked) -> Link:
         """Where the app's ``session/load`` / ``session/resume`` of a session that lives nowhere
-        yet goes: where a fan-out finds it (active, else inactive), else to the first connected
-        instance (which will answer -32002)."""
+        yet goes: where its recorded home, else a fan-out, finds it (active, else inactive), else
+        to the first connected instance (which will answer -32002)."""
         location = (await self.locate_at_home([tracked]))[tracked.session_id]
         recorded = self.recorded(tracked)
         route = location.route(home=recorded.endpoint.name if recorded is not None else None)
