@@ -109,7 +109,7 @@ async def test_on_restore_conflicting_claims_elsewhere_close_no_copy_and_are_rep
             assert persistence is not None
             await persistence.bridge.flush()
         on_b = handles[1].session_id
-        farm.agents["b"].restart()  # the recorded home has it in its store, not in memory
+        farm.agents["b"].lose_memory()  # the recorded home has it in its store, not in memory
         farm.agents["a"].faults = frozenset({"status-always-active"})  # the first instance lies
         farm.share(on_b, "c")
         farm.agents["c"].faults = frozenset({"status-active-after-restart"})  # c wrongly claims active too

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, ClientHandlers, FileSystemPolicy, RecoveryPath, SqliteSessionStore
+from acp_client import AcpClient, ClientHandlers, RecoveryPath
+from acp_client.handlers import FileSystemPolicy
 from acp_client.location import Endpoint
 from acp_client.pool import Pool
-from acp_client.store import HOME_KEY, SessionStore, StoredSession
+from acp_client.store import HOME_KEY, SessionStore, SqliteSessionStore, StoredSession
 from acp_client.testing import inside
 from tests._farm import Farm, Recorder
 from tests._harness import FAST_RETRY
@@ -110,7 +111,7 @@ async def test_the_others_are_asked_only_about_the_id_its_home_does_not_have(
     farm: Farm, store: SqliteSessionStore
 ) -> None:
     on_a, on_b, on_c = await first_process(farm, store)
-    farm.agents["b"].restart()  # b lost its memory, kept its store: inactive there
+    farm.agents["b"].lose_memory()  # b lost its memory, kept its store: inactive there
     forget_what_was_sent(farm)
     recorder = Recorder()
     async with client(farm, recorder, store):
