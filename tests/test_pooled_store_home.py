@@ -155,6 +155,7 @@ async def test_while_the_recorded_home_is_down_a_liars_claim_waits_for_it(
         await eventually(lambda: second.session(on_b).endpoint == "b", 120.0, clock=farm.clock)
         outcome = next(o for o in recorder.outcomes if o.previous_session_id == on_b)
         assert (outcome.path, outcome.endpoint) == (RecoveryPath.RESUME, "b")
+        assert on_b not in asked(farm)["a"]  # the liar never heard of it: the session waited for its home
         attached = [m for m in farm.connectors["a"].sent if m["method"] in ("session/load", "session/resume")]
         assert all(m["params"]["sessionId"] != on_b for m in attached)
         assert closes(farm) == []

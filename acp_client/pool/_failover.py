@@ -84,7 +84,7 @@ class _Links(Protocol):
 
     def recorded(self, tracked: Tracked) -> Link | None: ...
 
-    async def locate_at_home(self, sessions: Sequence[Tracked]) -> dict[str, Location]: ...
+    async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]: ...
 
     async def locate_many(
         self,
@@ -280,7 +280,7 @@ class Failover:
         recorded home first, for their id alone, and of the other instances only when that home
         does not have them active (:meth:`PoolLinks.locate_at_home`)."""
         if home is None:
-            located = await self.links.locate_at_home(sessions)
+            located = await self.links.locate_at_home(sessions, patient=patient)
         else:  # the home was asked already (its recovery round), or stays away: every instance now
             located = await self.links.locate_many([t.session_id for t in sessions])
         retry: list[Tracked] = []

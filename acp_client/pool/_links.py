@@ -496,12 +496,13 @@ class PoolLinks(SessionEvents):
         )
         return await _probing.close_copy(link.probe_endpoint, session_id, settings)
 
-    async def locate_at_home(self, sessions: Sequence[Tracked]) -> dict[str, Location]:
+    async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]:
         """Where each session is, revealing its id only where needed: a session with a recorded
         home (:meth:`recorded`) is asked of that instance alone, for its id alone; the other
         instances are asked only about the ids their home does not have active (the home's
         answer kept beside theirs), and about the sessions without a recorded home. The answers
-        of each :class:`Location` are in the instances' order."""
+        of each :class:`Location` are in the instances' order. ``patient``: the sessions of a
+        home that is unreachable wait for it (their location is the home's answer alone)."""
         homes: dict[Link, list[str]] = {}
         anywhere: list[str] = []
         for tracked in sessions:
@@ -510,7 +511,8 @@ class PoolLinks(SessionEvents):
         at_home: dict[str, Location] = {}
         for home_answers in await asyncio.gather(*(self.locate_many(ids, only=[h]) for h, ids in homes.items())):
             at_home.update(home_answers)
-        located = {sid: where for sid, where in at_home.items() if where.active}  # the home has it: nobody else asked
+        # the home has it (or, patient, is away: the session waits for it): nobody else is asked
+        located = {sid: where for sid, where in at_home.items() if where.active or (patient and where.unreachable)}
         asking: list[tuple[list[str], Sequence[Link] | None]] = [(anywhere, None)] if anywhere else []
         for home, ids in homes.items():
             missing = [sid for sid in ids if sid not in located]
