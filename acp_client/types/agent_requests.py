@@ -111,7 +111,6 @@ class RequestPermissionRequest:
         title: v2: what is being asked.
         description: v2: more detail.
         subject: v2: what the permission is about.
-        meta: The ``_meta`` extension object.
     """
 
     session_id: str
@@ -315,7 +314,6 @@ class CreateElicitationRequest:
         session_id: Scope: the session asking (session-scoped elicitations).
         tool_call_id: Scope: the tool call asking, when any.
         request_id: Scope: the request asking (request-scoped elicitations).
-        meta: The ``_meta`` extension object.
     """
 
     message: str

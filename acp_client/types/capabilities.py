@@ -89,7 +89,6 @@ class ClientCapabilities:
         auth: Authentication features, or ``None``.
         extra: Further capability members sent verbatim (e.g. ``{"positionEncodings": [...]}``);
             on decode, the members this class does not model.
-        meta: The ``_meta`` extension object.
     """
 
     fs: FileSystemCapability = attrs.field(factory=FileSystemCapability, metadata=wire(versions=(1,)))
@@ -151,7 +150,6 @@ class AuthMethod:
         description: A longer description.
         args: For ``terminal``: extra arguments.
         env: For ``terminal``: environment (v1 an object, v2 a list), as sent.
-        meta: The ``_meta`` extension object.
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "methodId"}))
@@ -190,7 +188,6 @@ class AgentCapabilities:
         session: Optional session methods.
         raw: The capability object exactly as received (``agentCapabilities`` in v1,
             ``capabilities`` in v2), for anything not modeled here. Not part of equality.
-        meta: The ``_meta`` extension object.
     """
 
     load_session: bool = False

@@ -35,7 +35,6 @@ class Annotations:
         audience: Intended readers (``"user"``, ``"assistant"``; open set).
         last_modified: RFC 3339 timestamp, as sent.
         priority: Importance from 0 to 1.
-        meta: The ``_meta`` extension object.
     """
 
     audience: tuple[str, ...] | None = None

@@ -107,7 +107,6 @@ class InitializeResponse:
         agent_info: The agent's identity (v1 ``agentInfo``, v2 ``info``), when sent.
         agent_capabilities: Normalized capabilities (v1 ``agentCapabilities``, v2 ``capabilities``).
         auth_methods: Offered authentication methods (malformed entries dropped).
-        meta: The ``_meta`` extension object.
     """
 
     protocol_version: int
@@ -253,7 +252,6 @@ class SessionConfigOption:
         options: For ``select``: the choices, flat or grouped.
         description: A longer description.
         category: ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
-        meta: The ``_meta`` extension object.
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
@@ -275,7 +273,6 @@ class AvailableCommand:
         description: What it does.
         input: How its input is described, as sent (e.g. ``{"hint": "..."}``).
         type: The newer v2 variant tag (``"command"``), when sent.
-        meta: The ``_meta`` extension object.
     """
 
     name: str
@@ -542,7 +539,6 @@ class SessionStatusResponse:
         raw_status: The status string as sent.
         state: v2 only: the foreground state, decoded default-on-error (missing, null or
             malformed → ``None``, which means "not reported", never idle).
-        meta: The ``_meta`` extension object.
     """
 
     status: Probe
@@ -695,7 +691,6 @@ class SetSessionConfigOptionRequest:
             JSON value for a future type.
         type: The value's type tag. ``None`` infers it: ``"boolean"`` for a bool, otherwise a value
             id (sent untagged in v1 and as ``"id"`` in v2).
-        meta: The ``_meta`` extension object.
     """
 
     session_id: str
