@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, StreamResumed, TurnStatus
+from acp_client import AcpClient, State, StreamResumed, TurnStatus
 from acp_client.exceptions import ConnectionLost
 from acp_client.testing import FaultProxy, ReferenceServer
 from tests._support import DEADLINE, FAST_RETRY, eventually, within
@@ -164,18 +164,26 @@ async def test_no_delete_for_a_connection_given_up_while_its_turn_runs(setup: Se
         turn = asyncio.ensure_future(handle.prompt("/slow"))
         await eventually(lambda: setup.chunks() >= 2, what="the /slow turn streaming")
         first = setup.agent.connection_ids()[-1]
-        await setup.proxy.refuse(0.8)  # nothing gets through until the reattach deadline has passed
+        # Nothing gets through until the client has given the reattach up (the turn fails with the link).
+        await setup.proxy.refuse(DEADLINE)
         await setup.proxy.cut()
         with pytest.raises(ConnectionLost):
             await within(turn)
+        await setup.proxy.refuse(0)
         await setup.recorder.outcome()
         assert setup.initializes() == 2
         await handle.cancel()  # the app stops what may still run; the session works on
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         # A drop with no turn running: that connection is ended from the next link, as before.
         second = setup.agent.connection_ids()[-1]
-        await setup.proxy.refuse(0.8)
+        seen = len(setup.recorder.states)
+        await setup.proxy.refuse(DEADLINE)  # until the client has given the reattach up and reconnects
         await setup.proxy.cut()
+        await eventually(
+            lambda: any(s.state is State.RECONNECTING for s in setup.recorder.states[seen:]),
+            what="the client to give the reattach up",
+        )
+        await setup.proxy.refuse(0)
         await setup.recorder.outcome(2)
         await eventually(lambda: second in setup.deletes(), timeout=DEADLINE, what="the idle connection's DELETE")
         assert first not in setup.deletes()  # the connection whose turn ran was never ended by the client
