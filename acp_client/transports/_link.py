@@ -123,7 +123,6 @@ class HttpTransport:
             secret_headers=secret_headers,
             cookies=cookies,
             limits=limits,
-            connect_timeout=connect_timeout,
             idle=sse_idle_timeout,
             on_fatal=self._fail,
             closed_reason=lambda: self._closed.reason if self._closed is not None else "closed by the client",
