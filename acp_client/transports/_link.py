@@ -35,7 +35,7 @@ from ._cookies import CookieStore
 from ._errors import describe_error
 from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
 from ._inbox import EventReader, Inbox
-from ._reattach import GaveUp, reattach
+from ._reattach import MAX_RETRY_DELAY, GaveUp, reattach, retry_delay
 from ._resume import Cursor
 from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
 from ._security import (
@@ -53,9 +53,6 @@ logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
 _MAX_QUEUED: Final = 128
-#: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
-_SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
-_MAX_RETRY_DELAY: Final = 5.0
 
 
 class _SessionStream:
@@ -362,7 +359,7 @@ class HttpTransport:
             what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
             return False
-        await asyncio.sleep(_SESSION_RETRY_DELAYS[min(empty, len(_SESSION_RETRY_DELAYS)) - 1])
+        await asyncio.sleep(retry_delay(empty))
         return self._closed is None
 
     async def _reattach_stream(
@@ -532,9 +529,7 @@ class HttpTransport:
                     return
                 self._fail(f"the stream of session {sid} could not be reopened: {error}")
                 return
-            if delay is None:
-                delay = _SESSION_RETRY_DELAYS[min(failures, len(_SESSION_RETRY_DELAYS)) - 1]
-            await asyncio.sleep(min(delay, _MAX_RETRY_DELAY))
+            await asyncio.sleep(min(retry_delay(failures) if delay is None else delay, MAX_RETRY_DELAY))
 
     # -- reading SSE -------------------------------------------------------------------------
 
