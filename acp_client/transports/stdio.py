@@ -110,10 +110,6 @@ _POLL_MIN: Final = 0.005
 _POLL_MAX: Final = 0.1
 
 
-# --------------------------------------------------------------------------------------------
-# Helpers
-
-
 def _check_command(command: Sequence[str]) -> tuple[str, ...]:
     if isinstance(command, str | bytes):
         raise ConfigurationError("command must be a sequence of arguments (e.g. ['agent', '--acp']), not a string")
@@ -130,26 +126,25 @@ def _check_command(command: Sequence[str]) -> tuple[str, ...]:
     return args
 
 
+def _check_name(name: object, where: str = "") -> None:
+    if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+        raise ConfigurationError(f"invalid environment variable name{where} {name!r}")
+
+
 def _check_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    if env is None:
-        return {}
-    checked: dict[str, str] = {}
-    for name, value in env.items():
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise ConfigurationError(f"invalid environment variable name {name!r}")
+    for name, value in (env or {}).items():
+        _check_name(name)
         if not isinstance(value, str) or "\x00" in value:
             # Never echo the value: it may be a credential.
             raise ConfigurationError(f"environment variable {name!r} must be a string without NUL")
-        checked[name] = value
-    return checked
+    return dict(env or {})
 
 
 def _check_inherit(names: Collection[str]) -> tuple[str, ...]:
     if isinstance(names, str):
         raise ConfigurationError("inherit_env must be a collection of variable names, not a string")
     for name in names:
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise ConfigurationError(f"invalid environment variable name in inherit_env: {name!r}")
+        _check_name(name, " in inherit_env:")
     return tuple(names)
 
 
@@ -177,10 +172,6 @@ class _End:
             exc.maybe_delivered = maybe_delivered
             return exc
         return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
-
-
-# --------------------------------------------------------------------------------------------
-# The connector
 
 
 class StdioConnector:
@@ -271,10 +262,6 @@ class StdioConnector:
             raise ConnectError(f"cannot start agent {self.target}: {exc.strerror or exc}") from exc
         logger.debug("started agent %s (pid %s)", self.target, transport.info.pid)
         return transport
-
-
-# --------------------------------------------------------------------------------------------
-# The transport
 
 
 class _AgentProtocol(asyncio.SubprocessProtocol):

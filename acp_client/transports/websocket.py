@@ -5,24 +5,23 @@ The client opens the link with a ``GET`` upgrade; each text frame carries one JS
 answer; it ends up in :attr:`TransportInfo.connection_id`. Binary frames are reported (as
 :class:`~acp_client.exceptions.MalformedFrame`) and otherwise ignored.
 
-Built on the documented asyncio API of ``websockets``: it owns the handshake, framing, compression, the
-message-size cap and the closing handshake; this module hands each received text message to the JSON-RPC
-decoder. None of its types cross this module's boundary.
-Drop detection is this module's job: a close by the agent, a TCP reset or a keepalive ping that
-goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then raise
-:class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
+``websockets`` (its documented asyncio API) owns the handshake, framing, compression, the size cap
+and the closing handshake; none of its types cross this module's boundary. A close by the agent, a
+TCP reset or an unanswered keepalive ping ends the link promptly, and ``receive()`` / ``send()``
+then raise :class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import re
 import ssl
 import sys
-from collections.abc import Collection, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -93,12 +92,8 @@ _WS_SCHEMES: Final = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
 
 
 class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in newer typeshed
-    """Hands ``websockets`` a logger that never prints secret header values.
-
-    ``websockets`` logs every handshake header at DEBUG level as ``"> %s: %s"`` (request) and
-    ``"< %s: %s"`` (response); this adapter replaces the value of secret ones. It also drops the
-    query string from the request line ``"> GET %s HTTP/1.1"`` (it may carry a token).
-    """
+    """Hands ``websockets`` a logger that redacts the secret handshake headers it logs at DEBUG
+    (``"> %s: %s"``, ``"< %s: %s"``) and the query string of its request line."""
 
     def __init__(self, target: logging.Logger, secret: frozenset[str]) -> None:
         super().__init__(target, {})
@@ -139,11 +134,9 @@ def _resolve_proxy(url: str, environment: tuple[str | None, ...]) -> str | None:
 def proxy_for(url: str) -> str | Literal[True] | None:
     """The proxy websockets would pick for ``url`` (``None``: connect directly).
 
-    websockets resolves it on every connect, scanning the whole environment (about 0.4 ms); a
-    fan-out over 50 instances paid that 50 times. Where only environment variables decide it
-    (not macOS or Windows, whose system settings urllib also reads) the answer is kept per URL
-    and per value of the variables that matter, so it still follows a changed environment.
-    Elsewhere ``True`` lets websockets resolve it as usual.
+    websockets scans the whole environment on every connect (about 0.4 ms, paid per instance of a
+    fan-out). Where only environment variables decide (not macOS or Windows), the answer is kept per
+    URL and per value of those variables; elsewhere ``True`` lets websockets resolve it.
     """
     if sys.platform in ("darwin", "win32"):
         return True
@@ -160,12 +153,10 @@ class _NoRedirectConnect(_ws_connect):
 class _Connection(WebSocketConnection):
     """websockets' client connection, with every closing handshake bounded by ``close_timeout``.
 
-    When a frame read from the agent starts the closing handshake (the agent's close frame, or a
-    message websockets refuses: 1009 over the size cap, 1007 bad UTF-8...), websockets waits for
-    the agent to end TCP with no timer of its own; a silent agent would leave ``recv()`` waiting
-    forever. ``close()`` is what applies the timeout, so it is started here. The subclass is the
-    customization ``connect(create_connection=...)`` offers; only the asyncio ``Protocol``
-    callback and documented members are used.
+    When a frame from the agent starts the closing handshake (its close frame, or 1009 / 1007 from
+    websockets), websockets waits for the agent to end TCP with no timer: a silent agent would leave
+    ``recv()`` waiting forever. ``close()`` applies the timeout, so it is started here (through
+    ``connect(create_connection=...)``, the documented customization).
     """
 
     acp_closer: asyncio.Task[None] | None = None
@@ -176,18 +167,14 @@ class _Connection(WebSocketConnection):
             self.acp_closer = asyncio.get_running_loop().create_task(self.close())
 
 
-def _close_detail(close: Close) -> str:
-    return str(close)  # "1000 (OK) bye"
-
-
 def _describe_close(
     rcvd: Close | None, sent: Close | None, rcvd_then_sent: bool | None, cause: BaseException | None
 ) -> str:
     """A precise, human-readable reason for the end of a link."""
     if sent is not None and (rcvd is None or rcvd_then_sent is False):
-        return f"closed by client {_close_detail(sent)}"
+        return f"closed by client {sent}"  # "1000 (OK) bye"
     if rcvd is not None:
-        return f"closed by agent {_close_detail(rcvd)}"
+        return f"closed by agent {rcvd}"
     if cause is not None:
         detail = str(cause)
         name = type(cause).__name__
@@ -280,20 +267,12 @@ class WebSocketTransport:
         if self._local_reason is not None:
             raise TransportClosed(self._local_reason, maybe_delivered=False)
         was_open = ws.state is State.OPEN
-        task = asyncio.current_task()
-        assert task is not None
-        self._busy.add(task)
         try:
-            await ws.send(text)
+            with self._wakeable(maybe_delivered=True):
+                await ws.send(text)
         except ConnectionClosed as exc:
             # websockets writes nothing on a link that is no longer open.
             raise TransportClosed(self._reason(exc), maybe_delivered=was_open) from exc
-        except asyncio.CancelledError:
-            if self._woken(task):
-                raise TransportClosed(self._current_reason(), maybe_delivered=True) from None
-            raise
-        finally:
-            self._busy.discard(task)
         if ws.state is not State.OPEN:
             # The link ended while the frame was being written: it may or may not have reached the agent.
             raise TransportClosed(self._current_reason(), maybe_delivered=True)
@@ -310,32 +289,35 @@ class WebSocketTransport:
         """
         if self._local_reason is not None:
             raise TransportClosed(self._local_reason, maybe_delivered=False)
-        task = asyncio.current_task()
-        assert task is not None
-        self._busy.add(task)
         try:
-            data = await self._ws.recv()
+            with self._wakeable(maybe_delivered=False):
+                data = await self._ws.recv()
         except ConnectionClosed as exc:
             raise self._closed_error(exc) from exc
         except ConcurrencyError as exc:
             raise TransportError("receive() called while another receive() is waiting") from exc
-        except asyncio.CancelledError:
-            if self._woken(task):
-                raise TransportClosed(self._current_reason(), maybe_delivered=False) from None
-            raise
-        finally:
-            self._busy.discard(task)
         if type(data) is str:
             return decode_frame(data)
         raise MalformedFrame(f"binary frame ignored ({len(data)} bytes)", excerpt=excerpt(data))
 
-    def _woken(self, task: asyncio.Task[Any]) -> bool:
-        """Whether ``task`` was cancelled by this transport only (a dead link), not by its owner."""
-        if task not in self._cut:
-            return False
-        self._cut.discard(task)
-        uncancel = getattr(task, "uncancel", None)  # Python 3.11+; 3.10 cannot tell the two apart
-        return uncancel is None or uncancel() == 0
+    @contextlib.contextmanager
+    def _wakeable(self, *, maybe_delivered: bool) -> Iterator[None]:
+        """Run a send or receive that :meth:`_dead` may wake: its cancellation by this transport
+        alone (not by its owner) becomes ``TransportClosed``."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._busy.add(task)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if task in self._cut:
+                self._cut.discard(task)
+                uncancel = getattr(task, "uncancel", None)  # Python 3.11+; 3.10 cannot tell the two apart
+                if uncancel is None or uncancel() == 0:
+                    raise TransportClosed(self._current_reason(), maybe_delivered=maybe_delivered) from None
+            raise
+        finally:
+            self._busy.discard(task)
 
     async def aclose(self) -> None:
         """Close the link (close code 1000), waiting at most ``close_timeout`` for the agent.
@@ -392,11 +374,8 @@ class WebSocketTransport:
         return f"connection closed ({code} {self._ws.close_reason})".replace(" )", ")")
 
     async def _keep_alive(self, interval: float, timeout: float | None) -> None:
-        """Ping every ``interval`` seconds; end the link when a pong is ``timeout`` late.
-
-        A dead peer is not waited for: the tasks in :meth:`send` and :meth:`receive` are woken at
-        once with ``TransportClosed`` (``websockets``' own keepalive would wait ``close_timeout`` more).
-        """
+        """Ping every ``interval`` seconds; a pong ``timeout`` late ends the link at once, waking
+        :meth:`send` and :meth:`receive` (websockets' own keepalive would wait ``close_timeout`` more)."""
         try:
             await self._ping_until_dead(interval, timeout)
         except Exception:  # a bug here must not pass silently, nor take the link down
