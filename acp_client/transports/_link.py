@@ -71,12 +71,8 @@ class _SessionStream:
 
 
 def header_session_id(session_id: str) -> str:
-    """A session id fit for an ``Acp-Session-Id`` header.
-
-    Raises:
-        ConfigurationError: CR, LF or NUL (see :func:`check_session_id`), or a non-ASCII
-            character (httpx sends header values as ASCII).
-    """
+    """A session id fit for an ``Acp-Session-Id`` header (else ``ConfigurationError``: empty, CR,
+    LF, NUL or not ASCII)."""
     check_session_id(session_id)
     if not session_id.isascii():
         raise ConfigurationError(f"session id {session_id!r} cannot travel in an HTTP header (not ASCII)")
@@ -222,8 +218,7 @@ class HttpTransport:
             raise
 
     def receive(self) -> Coroutine[Any, Any, Message]:
-        """The next inbound message or batch, from any stream, in arrival order (awaitable: the
-        inbox's own coroutine, no wrapper per message).
+        """The next inbound message or batch, from any stream, in arrival order.
 
         Raises:
             MalformedFrame: An event whose data is not a JSON-RPC message, or an event cut off by
@@ -240,9 +235,8 @@ class HttpTransport:
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 
-        Idempotent; never raises for a dead link. A link that already failed (a drop) is not sent
-        a ``DELETE`` here: its server may be unreachable, and a reconnect must not wait on it. The
-        connector's next link sends it in the background once it is initialized.
+        Idempotent; never raises for a dead link. A dropped link's ``DELETE`` is left to the
+        connector's next link (its server may be unreachable: a reconnect must not wait on it).
         """
         if self._released:
             return
@@ -351,8 +345,7 @@ class HttpTransport:
 
     async def _pause_before_reattach(self, session_id: str | None, empty: int, reason: str) -> bool:
         """After ``empty`` reopenings in a row that brought nothing, wait a little; past
-        ``session_stream_retries`` of them the server cannot serve the stream: the link is closed
-        (``False``). A stream that carried data is reattached at once."""
+        ``session_stream_retries`` of them close the link (``False``)."""
         if not empty:
             return True
         if empty > self._retries:
@@ -365,8 +358,7 @@ class HttpTransport:
     async def _reattach_stream(
         self, session_id: str | None, cursor: Cursor, reason: str
     ) -> tuple[Reply, StreamResumed] | None:
-        """Reopen a broken stream on the same connection (see :func:`._reattach.reattach`); ``None``
-        once the link is closed (because it could not be, or meanwhile)."""
+        """Reopen a broken stream on the same connection; ``None`` once the link is closed."""
         outcome = await reattach(
             self._http,
             session_id,
@@ -542,14 +534,11 @@ class HttpTransport:
         resumed: StreamResumed | None = None,
     ) -> tuple[str, bool, bool, bool]:
         """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
-
-        ``resumed``: the stream was reattached; that is reported once its first bytes are read and
-        they are not a resync signal (a server that cannot resume still answers ``200``).
+        ``resumed`` (a reattached stream) is reported once its first bytes are not a resync signal.
 
         Returns:
             Why it ended, whether it skipped an oversized event (a lost message), whether it broke
-            (a network failure, the idle timeout, unreadable data) rather than ended, and whether
-            it lived (a byte came, or it stayed open until the idle timeout).
+            rather than ended, and whether it lived (a byte came, or it lasted the idle timeout).
         """
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
