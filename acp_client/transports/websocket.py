@@ -21,7 +21,7 @@ import os
 import re
 import ssl
 import sys
-from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -89,32 +89,6 @@ _BODY_EXCERPT: Final = 500
 #: What an HTTP/1.1 header value may hold (visible ISO-8859-1, spaces and tabs).
 _HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _WS_SCHEMES: Final = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
-
-
-class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in newer typeshed
-    """Hands ``websockets`` a logger that redacts the secret handshake headers it logs at DEBUG
-    (``"> %s: %s"``, ``"< %s: %s"``) and the query string of its request line."""
-
-    def __init__(self, target: logging.Logger, secret: frozenset[str]) -> None:
-        super().__init__(target, {})
-        self._secret = secret
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        if (
-            len(args) == 2
-            and isinstance(msg, str)
-            and msg in ("> %s: %s", "< %s: %s")
-            and str(args[0]).lower() in self._secret
-        ):
-            args = (args[0], "<redacted>")
-        elif len(args) == 1 and msg == "> GET %s HTTP/1.1" and "?" in str(args[0]):
-            args = (str(args[0]).partition("?")[0] + "?<redacted>",)
-        # Attribute the record to websockets' caller, not to this adapter.
-        kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-        super().log(level, msg, *args, **kwargs)
-
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
-        return msg, kwargs
 
 
 #: The environment variables that decide websockets' proxy for a URL (urllib reads both cases;
@@ -513,7 +487,6 @@ class WebSocketConnector:
                 self._ssl = tls.build_context()
             except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
                 raise ConfigurationError(f"cannot load the TLS configuration: {exc}") from exc
-        self._ws_logger = _RedactingLogger(logging.getLogger("websockets.client"), self._secret | {"set-cookie"})
 
     @property
     def target(self) -> str:
@@ -616,7 +589,6 @@ class WebSocketConnector:
                 ping_timeout=None,
                 close_timeout=self._close_timeout,
                 max_size=self._limits.max_message_bytes,
-                logger=self._ws_logger,
                 proxy=proxy_for(url),
                 create_connection=_Connection,
                 **kwargs,
