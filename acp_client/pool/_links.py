@@ -17,6 +17,7 @@ sequence instead of jumping. A failed home whose sessions no instance could take
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ from .._supervisor import Supervisor
 from .._tasks import TaskSet
 from ..clock import move_on_after
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
-from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
+from ..exceptions import AcpError, ClientClosed, TransportClosed
 from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
 from ..transports._security import redact_url
@@ -179,14 +180,14 @@ class PoolLinks(SessionEvents):
             self.notify()
             self.publish()
 
-        def on_drop(cause: TransportError) -> None:
-            failover.dropped(link, cause)
-
-        def on_fail(error: BaseException) -> None:
-            failover.failed(link, error)
-
         link.state = ConnectionState(State.CONNECTING)
-        sup = self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
+        sup = self.kit.supervisor(
+            link.connector,
+            recover=recover,
+            on_drop=functools.partial(failover.dropped, link),
+            on_state=on_state,
+            on_fail=functools.partial(failover.failed, link),
+        )
         link.authority = sup.guard(
             lambda request, note: Authority(self._admits(link), link.connector.target, request, note)
         )

@@ -497,14 +497,8 @@ class StdioTransport:
     # -- stderr --------------------------------------------------------------------------------
 
     def _on_stderr(self, data: bytes) -> None:
-        cap = self._limits.max_stderr_bytes
-        if len(data) >= cap:
-            self._stderr_tail[:] = data[len(data) - cap :] if cap else b""
-        else:
-            self._stderr_tail += data
-            excess = len(self._stderr_tail) - cap
-            if excess > 0:
-                del self._stderr_tail[:excess]
+        self._stderr_tail += data
+        del self._stderr_tail[: max(0, len(self._stderr_tail) - self._limits.max_stderr_bytes)]
         if stderr_logger.isEnabledFor(logging.INFO):
             self._log_stderr(data)
         else:
