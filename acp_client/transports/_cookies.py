@@ -31,7 +31,7 @@ from .._checks import check_count
 from .._logging import get_logger
 from ._security import Origin, origin_of
 
-__all__ = ["CookieStore"]
+__all__ = ["CookieStore", "with_cookie"]
 
 logger = get_logger(__name__)
 
@@ -184,6 +184,14 @@ def _parse(raw: str, origin: Origin, url_path: str, now: float) -> _Cookie:
     if name.startswith("__Host-") and (not secure or path != "/" or domain):
         raise _Rejected("__Host- cookie needs Secure, Path=/ and no Domain")
     return _Cookie(name, value, path, secure, max_age if max_age is not None else expires)
+
+
+def with_cookie(headers: list[tuple[str, str]], cookie: str | None) -> list[tuple[str, str]]:
+    """``headers`` with the store's ``cookie`` joined to the app's own ``Cookie`` header, if any."""
+    if not cookie:
+        return headers
+    mine = [value for name, value in headers if name.lower() == "cookie"]
+    return [*(pair for pair in headers if pair[0].lower() != "cookie"), ("Cookie", "; ".join([*mine, cookie]))]
 
 
 class CookieStore:

@@ -30,7 +30,7 @@ from ..exceptions import (
     UnsafeRedirect,
 )
 from ._body import Inflater, read_body
-from ._cookies import CookieStore
+from ._cookies import CookieStore, with_cookie
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, REQUEST_NOT_SENT, request_error, status_error
 from ._routing import is_session_404
 from ._security import origin_of, redirect_allowed, safe_url
@@ -409,12 +409,7 @@ class HttpExchange:
     ) -> list[tuple[str, str]]:
         same_origin = origin_of(url) == self._origin
         headers = [(name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret]
-        if cookie is None:
-            cookie = self._cookies.header_for(url)
-        if cookie:
-            merged = [value for name, value in headers if name.lower() == "cookie"]
-            headers = [(name, value) for name, value in headers if name.lower() != "cookie"]
-            headers.append(("Cookie", "; ".join([*merged, cookie])))
+        headers = with_cookie(headers, self._cookies.header_for(url) if cookie is None else cookie)
         headers.extend(extra)
         return headers
 

@@ -52,7 +52,7 @@ from ..exceptions import (
     TransportError,
     UnsafeRedirect,
 )
-from ._cookies import CookieStore
+from ._cookies import CookieStore, with_cookie
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, open_error, status_error
 from ._log_redaction import install_log_redaction
 from ._security import (
@@ -467,13 +467,10 @@ class WebSocketConnector:
             self._subprotocols: list[Subprotocol] | None = [Subprotocol(p) for p in subprotocols]
         else:
             self._subprotocols = None
-        for knob, seconds in (
-            ("ping_interval", ping_interval),
-            ("ping_timeout", ping_timeout),
-            ("open_timeout", open_timeout),
-            ("close_timeout", close_timeout),
-        ):
-            check_seconds(knob, seconds, optional=knob.startswith("ping_"))
+        check_seconds("ping_interval", ping_interval, optional=True)
+        check_seconds("ping_timeout", ping_timeout, optional=True)
+        check_seconds("open_timeout", open_timeout)
+        check_seconds("close_timeout", close_timeout)
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._open_timeout = open_timeout
@@ -556,22 +553,11 @@ class WebSocketConnector:
         return normalized
 
     def _handshake_headers(self, url: str) -> list[tuple[str, str]]:
-        headers = list(self._headers)
-        cookie = self._cookies.header_for(url) if self._cookies is not None else None
-        if cookie is not None:
-            for index, (name, value) in enumerate(headers):
-                if name.lower() == "cookie":
-                    headers[index] = (name, f"{value}; {cookie}")
-                    break
-            else:
-                headers.append(("Cookie", cookie))
-        return headers
+        return with_cookie(list(self._headers), self._cookies.header_for(url) if self._cookies is not None else None)
 
     def _capture(self, url: str, headers: Headers) -> None:
         if self._cookies is not None:
-            values = headers.get_all("Set-Cookie")
-            if values:
-                self._cookies.capture(url, values)
+            self._cookies.capture(url, headers.get_all("Set-Cookie"))
 
     async def _open(self, url: str, headers: list[tuple[str, str]], timeout: float) -> WebSocketConnection:
         """One handshake attempt; maps every failure but ``InvalidStatus`` to our errors."""
