@@ -1,4 +1,4 @@
-"""Recovery of a pooled client's sessions: at home, and failover (DESIGN.md §5).
+"""Recovery of a pooled client's sessions: at home, and failover (docs/many-instances.md).
 
 After a drop the home link reconnects and recovers its sessions like a single-endpoint client
 (the core's round, same callbacks). When the home does not have a session in memory
@@ -265,8 +265,9 @@ class Failover:
 
     async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
         """Close a session everywhere but ``target`` before attaching it there (one session runs on
-        one instance): where ``location`` has it active, and on the instances it was left behind on.
-        Best effort; returns the instances that closed it. Unreachable ones stay marked.
+        one instance, docs/many-instances.md): where ``location`` has it active, and on the instances
+        it was left behind on. Best effort; returns the instances that closed it. Unreachable ones
+        stay marked: closed when their link comes back, or by the sweep.
 
         A copy claimed ``active`` while ``target`` claims it too is never closed: one claim is false,
         and closing on it could close the real conversation. The outcome reports the conflict

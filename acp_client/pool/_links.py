@@ -1,4 +1,4 @@
-"""The links of a pooled client (DESIGN.md §5): the pool's :class:`acp_client._links.Links`.
+"""The links of a pooled client (docs/many-instances.md): the pool's :class:`acp_client._links.Links`.
 
 One :class:`~acp_client._supervisor.Supervisor` per instance, started when first needed; each
 session's :class:`~acp_client.pool._link.Placement` (home, moving, left behind) is learnt from the
