@@ -8,6 +8,11 @@ out of the home link's recovery, then one fan-out asks every instance ``session/
 reachable: it goes back to its home, and the failover is tried again after another delay. So one
 routine at a time recovers a session, and ``session/load`` / ``session/resume`` never go to two
 instances. Outcomes carry ``endpoint``: the instance's name.
+
+A session restored from a store is asked of the home the store recorded first, for its id alone,
+and of the others only when that home does not have it active
+(:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until it is placed, only its recorded
+home may speak for it.
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ class _Links(Protocol):
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection: ...
 
     async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool: ...
+
+    def recorded(self, tracked: Tracked) -> Link | None: ...
+
+    async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]: ...
 
     async def locate_many(
         self,
@@ -192,12 +201,14 @@ class Failover:
         return [t for t in self._table.live() if placed(t).home is None]
 
     async def adopt(self, *, patient: bool = True) -> None:
-        """Find the sessions restored from a store (no home) with one fan-out and recover each
-        where its route says, before the client counts as connected.
+        """Find the sessions restored from a store (no home) and recover each where its route says,
+        before the client counts as connected: each is asked of its recorded home first, for its id
+        alone, the others only when that home does not have it active.
 
         ``patient``: a session no reachable instance has in memory while some instance is
-        unreachable (maybe its home) is not replayed or replaced yet; those, and the ones no
-        instance could take, are tried again after ``failover_delay``, then take the route as it is."""
+        unreachable (maybe its home), or whose recorded home is unreachable, is not replayed,
+        replaced or resumed elsewhere yet; those, and the ones no instance could take, are tried
+        again after ``failover_delay``, then take the route as it is."""
         sessions = self.homeless()
         if not sessions:
             return
@@ -236,14 +247,23 @@ class Failover:
     ) -> list[Tracked]:
         """One fan-out for ``sessions``, then each recovered where its route says; returns those
         no instance could take now (``patient``: and those it would replay or replace while an
-        instance is unreachable)."""
-        located = await self.links.locate_many([t.session_id for t in sessions])
+        instance is unreachable, or take anywhere while the home the store recorded is).
+
+        Sessions whose home is not known here (restored from a store) are asked of their
+        recorded home first, for their id alone, and of the other instances only when that home
+        does not have them active (:meth:`PoolLinks.locate_at_home`)."""
+        if home is None:
+            located = await self.links.locate_at_home(sessions, patient=patient)
+        else:  # the home was asked already (its recovery round), or stays away: every instance now
+            located = await self.links.locate_many([t.session_id for t in sessions])
         retry: list[Tracked] = []
         reported: list[RecoveryOutcome] = []
 
         async def one(tracked: Tracked) -> None:
             location = located[tracked.session_id]
-            if patient and location.unreachable and location.route().kind is not RouteKind.RESUME:
+            recorded = self.links.recorded(tracked) if home is None else None
+            waits = location.unreachable and location.route().kind is not RouteKind.RESUME
+            if patient and (waits or (recorded is not None and recorded.endpoint in location.unreachable)):
                 retry.append(tracked)
                 return
             async with placed(tracked).guard:
@@ -269,14 +289,18 @@ class Failover:
         it was left behind on. Best effort; returns the instances that closed it. Unreachable ones
         stay marked: closed when their link comes back, or by the sweep.
 
-        A copy claimed ``active`` while ``target`` claims it too is never closed: one claim is false,
-        and closing on it could close the real conversation. The outcome reports the conflict
-        (``also_active``)."""
+        A copy claimed ``active`` while ``target`` claims it too is never closed (unless the session
+        moved off that instance: a copy left behind there is stale): one claim is false, and closing
+        on it could close the real conversation. The outcome reports the conflict (``also_active``)."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
         marked = placed(tracked).left_behind
-        if location is None and marked:
-            location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
+        asked = {answer.endpoint.name for answer in location.answers} if location is not None else set()
+        unasked = [link for link in marked if link.endpoint.name not in asked]
+        if unasked:  # they held it: asking them reveals nothing new
+            more = (await self.links.locate_many([session_id], only=unasked))[session_id]
+            answers = (*location.answers, *more.answers) if location is not None else more.answers
+            location = Location(session_id, answers, more.elapsed)
         if location is None:
             return []
         closed: list[str] = []
@@ -285,8 +309,9 @@ class Failover:
             if link is target or answer.probe is Probe.UNREACHABLE:
                 continue
             if answer.probe is Probe.ACTIVE:
-                if any(a.endpoint == target.endpoint and a.probe is Probe.ACTIVE for a in location.answers):
-                    continue  # conflicting claims: close nothing (see above)
+                claimed = any(a.endpoint == target.endpoint and a.probe is Probe.ACTIVE for a in location.answers)
+                if claimed and link not in marked:
+                    continue  # conflicting claims: close nothing (see above); a copy it left there is stale
                 if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
@@ -296,9 +321,9 @@ class Failover:
     def _mark(self, tracked: Tracked, links: list[Link]) -> None:
         """``links`` may still hold ``tracked`` in memory: close it there once they answer — when
         their link is back, or by a sweep every ``failover_delay``."""
-        if not links:
-            return
         placed(tracked).left_behind.update(links)
+        if not placed(tracked).left_behind:
+            return
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.ensure_future(self._sweep())
             self.links.spawn(self._sweeper)
@@ -347,8 +372,9 @@ class Failover:
 
         When the target had to be waited for while some instance was unreachable, that instance
         may be back holding the session: the instances are asked again (up to :data:`_REASKS` times)."""
+        prefer = home if home is not None else self.links.recorded(tracked)  # a restored one: its recorded home
         for asked in itertools.count():
-            targeted = self._target(location, home)
+            targeted = self._target(location, prefer)
             if targeted is None:
                 return False
             route, target = targeted
