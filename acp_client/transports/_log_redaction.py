@@ -21,7 +21,7 @@ from typing import Final
 
 from ._security import DEFAULT_SECRET_HEADERS
 
-__all__ = ["THIRD_PARTY_LOGGERS", "RedactingFilter", "install_log_redaction", "redact"]
+__all__ = ["THIRD_PARTY_LOGGERS", "RedactingFilter", "install_log_redaction"]
 
 #: The loggers of the libraries under our transports (each with its child loggers).
 THIRD_PARTY_LOGGERS: Final = ("httpx", "httpcore", "hpack", "h2", "websockets")
@@ -103,11 +103,6 @@ class RedactingFilter(logging.Filter):
 
 
 _FILTER: Final = RedactingFilter()
-
-
-def redact(text: str) -> str:
-    """``text`` as the installed filter would log it."""
-    return _FILTER.redact(text)
 
 
 def install_log_redaction(secret_headers: Iterable[str] = ()) -> RedactingFilter:

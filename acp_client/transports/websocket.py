@@ -35,6 +35,7 @@ from websockets.exceptions import (
     WebSocketException,
 )
 from websockets.frames import Close, CloseCode
+from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
@@ -156,13 +157,12 @@ def _describe_close(
     return "connection dropped (1006)"
 
 
-def _status_error(
-    status: int, reason_phrase: str, headers: Headers, body: bytes | bytearray | None, url: str
-) -> TransportError:
+def _status_error(response: Response, url: str) -> TransportError:
     """The exception for a handshake answered with an HTTP error status."""
-    text = (body or b"")[: _BODY_EXCERPT * 4].decode("utf-8", "replace")[:_BODY_EXCERPT]
-    message = f"WebSocket handshake to {safe_url(url)} refused: HTTP {status} {reason_phrase}".rstrip()
-    return status_error(status, message, body=text, retry_after=headers.get("Retry-After"))
+    status = response.status_code
+    text = (response.body or b"")[: _BODY_EXCERPT * 4].decode("utf-8", "replace")[:_BODY_EXCERPT]
+    message = f"WebSocket handshake to {safe_url(url)} refused: HTTP {status} {response.reason_phrase}".rstrip()
+    return status_error(status, message, body=text, retry_after=response.headers.get("Retry-After"))
 
 
 def _normalize_url(url: str) -> str:
@@ -524,9 +524,7 @@ class WebSocketConnector:
                 self._capture(url, response.headers)
                 location = response.headers.get("Location")
                 if response.status_code not in REDIRECT_STATUSES or location is None:
-                    raise _status_error(
-                        response.status_code, response.reason_phrase, response.headers, response.body, url
-                    ) from exc
+                    raise _status_error(response, url) from exc
                 url = self._follow(url, location, response.status_code)
                 continue
             self._capture(url, connection.response.headers if connection.response is not None else Headers())
