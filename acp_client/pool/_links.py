@@ -249,8 +249,6 @@ class PoolLinks(SessionEvents):
         try:
             await sup.start()
         except BaseException as exc:
-            if not starting.done():
-                starting.set_result(None)
             link.supervisor = None if link.supervisor is sup else link.supervisor
             link.state = ConnectionState(State.FAILED, cause=str(exc))
             raise

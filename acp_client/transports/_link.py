@@ -336,29 +336,25 @@ class HttpTransport:
                 self._fail(f"connection stream: {reason}")
                 return
             empty = 0 if got else empty + 1
-            if not await self._pause_before_reattach(None, empty, reason):
-                return
-            reopened = await self._reattach_stream(None, cursor, reason)
+            reopened = await self._reattach_stream(None, cursor, reason, empty)
             if reopened is None:
                 return
             response, resumed = reopened
 
-    async def _pause_before_reattach(self, session_id: str | None, empty: int, reason: str) -> bool:
-        """After ``empty`` reopenings in a row that brought nothing, wait a little; past
-        ``session_stream_retries`` of them close the link (``False``)."""
-        if not empty:
-            return True
+    async def _reattach_stream(
+        self, session_id: str | None, cursor: Cursor, reason: str, empty: int
+    ) -> tuple[Reply, StreamResumed] | None:
+        """Reopen a broken stream on the same connection; ``None`` once the link is closed. After
+        ``empty`` reopenings in a row that brought nothing, wait a little first; past
+        ``session_stream_retries`` of them, close the link."""
         if empty > self._retries:
             what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
-            return False
-        await asyncio.sleep(retry_delay(empty))
-        return self._closed is None
-
-    async def _reattach_stream(
-        self, session_id: str | None, cursor: Cursor, reason: str
-    ) -> tuple[Reply, StreamResumed] | None:
-        """Reopen a broken stream on the same connection; ``None`` once the link is closed."""
+            return None
+        if empty:
+            await asyncio.sleep(retry_delay(empty))
+            if self._closed is not None:
+                return None
         outcome = await reattach(
             self._http,
             session_id,
@@ -494,9 +490,7 @@ class HttpTransport:
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
                         return
                     failures = 0 if stream.got_data or lived else failures + 1
-                    if not await self._pause_before_reattach(sid, failures, reason):
-                        return
-                    reopened = await self._reattach_stream(sid, cursor, reason)
+                    reopened = await self._reattach_stream(sid, cursor, reason, failures)
                     if reopened is None:
                         return
                     continue

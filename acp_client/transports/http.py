@@ -202,12 +202,8 @@ class HttpConnector:
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
         install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
-        if http2 is None:
-            self._http1, self._http2 = True, origin.secure
-        elif http2:
-            self._http1, self._http2 = False, True
-        else:
-            self._http1, self._http2 = True, False
+        self._http1 = http2 is not True
+        self._http2 = origin.secure if http2 is None else http2
         self._limits = limits
         self._cookies = cookies if cookies is not None else CookieStore()
         # One fresh context per connector: settings of another client never leak into this one.
