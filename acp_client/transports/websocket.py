@@ -54,7 +54,7 @@ from ..exceptions import (
     UnsafeRedirect,
 )
 from ._cookies import CookieStore, with_cookie
-from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, open_error, status_error
+from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, describe_error, open_error, status_error
 from ._log_redaction import install_log_redaction
 from ._security import (
     DEFAULT_SECRET_HEADERS,
@@ -150,11 +150,7 @@ def _describe_close(
         return f"closed by client {sent}"  # "1000 (OK) bye"
     if rcvd is not None:
         return f"closed by agent {rcvd}"
-    if cause is not None:
-        detail = str(cause)
-        name = type(cause).__name__
-        return f"connection dropped (1006): {name}: {detail}" if detail else f"connection dropped (1006): {name}"
-    return "connection dropped (1006)"
+    return "connection dropped (1006)" + (f": {describe_error(cause)}" if cause is not None else "")
 
 
 def _status_error(response: Response, url: str) -> TransportError:
