@@ -168,6 +168,13 @@ class TranscriptMessage:
         self._pending.clear()
 
 
+def _bare(block: Any) -> Any:
+    """``block`` without its ``_meta`` (an echo may carry the server's own)."""
+    if attrs.has(type(block)) and getattr(block, "meta", None) is not None:
+        return attrs.evolve(block, meta=None)
+    return block
+
+
 def _plain(block: TextContent) -> bool:
     return block.annotations is None and block.meta is None
 
@@ -285,6 +292,7 @@ def _completed(message: TranscriptMessage) -> bool:
 
 
 _MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
+_USER_KINDS = frozenset(("user_message_chunk", "user_message"))
 
 
 class Transcript:
@@ -320,6 +328,8 @@ class Transcript:
         self._replay_open: TranscriptMessage | None = None
         self._turn_start: int | None = None
         self._turn_prompt: tuple[ContentBlock, ...] = ()
+        #: What of the recorded prompt the agent has not echoed back yet (see :meth:`begin_turn`).
+        self._echo_left: list[ContentBlock] = []
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -389,13 +399,21 @@ class Transcript:
 
     def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
         """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
-        v2 agents do, and their echo becomes the turn's message)."""
+        v2 agents do, and their echo becomes the turn's message).
+
+        A recorded prompt may still be echoed back by the agent (some v1 servers send it as
+        ``user_message_chunk`` updates during the turn): user chunks that repeat it, block by block
+        and in order, are that same message and add nothing; the first user chunk that does not
+        ends the matching (it is the agent's own message).
+        """
         blocks = tuple(prompt)
         self._turn_start = len(self.messages)
         self._turn_prompt = blocks
+        self._echo_left = []
         if record:
             self.add_user_prompt(blocks)
             self.messages[-1].status = TurnStatus.RUNNING
+            self._echo_left = list(reversed(blocks))
 
     def finish_turn(self, status: TurnStatus) -> None:
         """The running turn ended with ``status``: its prompt carries it; a cancelled or
@@ -404,6 +422,7 @@ class Transcript:
         start = self._turn_start
         self._turn_start = None
         self._open = None
+        self._echo_left = []
         if start is None:
             return
         start = min(start, len(self.messages))
@@ -430,6 +449,7 @@ class Transcript:
         start = self._turn_start
         self._turn_start = None
         self._open = None
+        self._echo_left = []
         if start is not None:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
@@ -455,6 +475,8 @@ class Transcript:
         if self._replaying:
             self._collect(kind, update)
             return
+        if self._echo_left and kind in _USER_KINDS and self._echoes(update):
+            return
         role = _CHUNK_ROLES.get(kind)
         if role is not None:
             content = update.content
@@ -477,6 +499,38 @@ class Transcript:
         else:
             self._open = None  # never fuse a message across a non-message update (a replay would not)
             self._other(kind, update)
+
+    def _echoes(self, update: Any) -> bool:
+        """Whether the user message update ``update`` repeats the next part of the recorded prompt
+        (consumed if so); any other user message ends the matching."""
+        left = self._echo_left
+        content = _blocks_of(getattr(update, "content", None))
+        if getattr(update, "message_id", None) is not None or not content:
+            left.clear()
+            return False
+        consumed: list[ContentBlock] = []
+        for block in content:
+            if not left:
+                break
+            expected = left[-1]
+            if isinstance(block, TextContent) and isinstance(expected, TextContent):
+                if not block.text or not expected.text.startswith(block.text):
+                    break
+                rest = expected.text[len(block.text) :]
+                consumed.append(block)
+                if rest:
+                    left[-1] = TextContent(text=rest)
+                else:
+                    left.pop()
+            elif _bare(block) == _bare(expected):
+                consumed.append(block)
+                left.pop()
+            else:
+                break
+        if len(consumed) != len(content):
+            left.clear()
+            return False
+        return True
 
     def _other(self, kind: Any, update: Any) -> None:
         if kind in ("tool_call", "tool_call_update"):
@@ -523,6 +577,7 @@ class Transcript:
         self._replay_by_id = {}
         self._replay_open = None
         self._open = None
+        self._echo_left = []
 
     def end_replay(self, *, complete: bool = True) -> None:
         """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.

@@ -1,0 +1,267 @@
+"""Qwen Code's daemon (``qwen serve`` 0.24.4), a real remote ACP server, over Streamable HTTP and WebSocket.
+
+The daemon runs from the tests' cache (``tests/peers/qwen_daemon.py``) fully offline, bound to 127.0.0.1,
+its model the fake OpenAI-compatible server on loopback (``tests/peers/fake_openai.py``: ``hello`` is
+answered ``echo: hello``; a ``slow: ...`` prompt is streamed word by word, slowly enough to cut). The
+client reaches it through a :class:`~acp_client.testing.FaultProxy` (the faults), behind which a
+:class:`~tests.peers.qwen_daemon.HostFront` gives each request the daemon's own ``Host`` (the daemon
+refuses any other, as a reverse proxy in front of it must know).
+
+What the daemon does (pinned in ``test_facts``): ``initialize`` advertises ``loadSession`` and no
+``session/status`` or ``session/resume``, so after a reconnect the client replays the session with
+``session/load``; it echoes each prompt back as a ``user_message_chunk`` marked ``_meta.source =
+"bridge-echo"``; it numbers its session streams' events and keeps a dropped connection's streams for
+10 s; a ``DELETE`` of a connection ends its turns at once.
+
+Each fault leaves every prompt once in the conversation, every answer the model streamed complete and
+in order (or marked incomplete and reported to the app), and the running turn not aborted by anything
+the client sent: the fake model saw its answer read to the end, and the daemon's log shows no
+``DELETE`` of a connection a turn was running on.
+
+One daemon process and one fake model serve the module (the restart test restarts that daemon on its
+port); each test opens its own sessions and its own client behind its own fault proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import pytest
+import pytest_asyncio
+
+from acp_client import AcpClient, Continuity, PromptResult, RecoveryPath, SessionHandle, Timeouts
+from acp_client.exceptions import ConnectionLost
+from acp_client.testing import FaultProxy
+from acp_client.transcript import TurnStatus
+from tests._support import eventually
+from tests.e2e._support import Recorder
+from tests.interop._real_agents import POLICY, SLOW, describe
+from tests.peers.fake_openai import FakeOpenAI, answer_chunks
+from tests.peers.qwen_daemon import HostFront, QwenCode, QwenDaemon
+
+# Only the test itself is timed: on a fresh machine the fixture first installs the package (npm).
+pytestmark = [pytest.mark.timeout(120, func_only=True), pytest.mark.asyncio(loop_scope="module")]
+
+#: A turn long enough to cut in its middle: ``echo: `` and ten words, one every :data:`CHUNK_DELAY` seconds.
+SLOW_PROMPT = "slow: eins two drei four fünf six sieben eight neun ten"
+CHUNK_DELAY = 0.3
+
+
+@attrs.frozen
+class Qwen:
+    """The module's daemon, the front that gives its requests the right ``Host``, and its fake model."""
+
+    daemon: QwenDaemon
+    front: HostFront
+    llm: FakeOpenAI
+
+    @property
+    def workspace(self) -> Path:
+        return self.daemon.workspace
+
+    def url(self, kind: str) -> str:
+        return self.front.http_url if kind == "http" else self.front.ws_url
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def qwen(qwen_code: QwenCode, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Qwen]:
+    home = tmp_path_factory.mktemp("qwen-daemon")
+    with (
+        FakeOpenAI(chunk_delay=CHUNK_DELAY) as llm,
+        QwenDaemon(qwen_code, home, home / "workspace", llm.base_url) as daemon,
+    ):
+        front = await HostFront(daemon).start()
+        try:
+            yield Qwen(daemon, front, llm)
+        finally:
+            await front.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def proxy(qwen: Qwen) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy("127.0.0.1", qwen.front.port) as proxy:
+        yield proxy
+
+
+@pytest.fixture(params=["http", "ws"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def client(qwen: Qwen, proxy: FaultProxy, kind: str) -> AsyncIterator[tuple[AcpClient, Recorder]]:
+    recorder = Recorder()
+    timeouts = Timeouts(connect=SLOW, request=SLOW)
+    async with AcpClient(
+        proxy.url(qwen.url(kind)), retry=POLICY, timeouts=timeouts, callbacks=recorder.callbacks()
+    ) as client:
+        yield client, recorder
+
+
+def answer(prompt: str) -> str:
+    """The fake model's whole answer to ``prompt``."""
+    return "".join(answer_chunks(prompt)[0])
+
+
+def agent_text(handle: SessionHandle) -> str:
+    """The text of the last agent message of the session (what the turn streamed so far)."""
+    agents = [m for m in handle.transcript.messages if m.role == "agent"]
+    return agents[-1].text if agents else ""
+
+
+async def streaming(handle: SessionHandle, words: int = 3) -> None:
+    """Wait until the running turn's answer has ``words`` words past ``echo:`` (a cut lands mid-turn)."""
+    await eventually(
+        lambda: len(agent_text(handle).split()) > words, timeout=SLOW, what=lambda: f"streaming: {agent_text(handle)!r}"
+    )
+
+
+def check_conversation(handle: SessionHandle, recorder: Recorder, prompts: list[str]) -> None:
+    """Every prompt once, in order, each followed by its answer complete, or by a part of it marked incomplete
+    (its turn interrupted and the app told)."""
+    shown = [m for m in handle.transcript.all_messages() if m.role in ("user", "agent") and not m.inserted]
+    text = describe_transcript(handle)
+    users = [m.text for m in shown if m.role == "user"]
+    assert users == prompts, text
+    interrupted = {prompt_text(item.prompt) for item in recorder.interrupted}
+    for index, prompt in enumerate(prompts):
+        at = next(i for i, m in enumerate(shown) if m.role == "user" and m.text == prompt)
+        following = shown[at + 1 : at + 2]
+        expected = answer(prompt)
+        if following and following[0].role == "agent" and following[0].text == expected:
+            assert not following[0].incomplete, text
+            continue
+        # Not the whole answer: the turn was cut, and it says so.
+        assert shown[at].status is TurnStatus.INTERRUPTED, f"prompt {index} {prompt!r}: {text}"
+        assert prompt in interrupted, (prompt, interrupted, text)
+        if following and following[0].role == "agent":
+            assert following[0].incomplete, text
+            assert expected.startswith(following[0].text), text
+
+
+def prompt_text(blocks: tuple[object, ...]) -> str:
+    return "".join(str(getattr(block, "text", "")) for block in blocks)
+
+
+def describe_transcript(handle: SessionHandle) -> str:
+    return "\n" + "\n".join(
+        f"{m.role}{' [incomplete]' if m.incomplete else ''}{f' [{m.status.value}]' if m.status else ''}: {m.text}"
+        for m in handle.transcript.all_messages()
+    )
+
+
+async def not_aborted(qwen: Qwen, prompt: str, connections: list[str | None]) -> None:
+    """The model streamed its whole answer to ``prompt`` (nobody aborted the turn), and the daemon's log
+    shows no ``DELETE`` of a connection the turn was running on."""
+    await eventually(
+        lambda: prompt in qwen.llm.finished or prompt in qwen.llm.broken, timeout=SLOW, what="the model's answer to end"
+    )
+    assert prompt in qwen.llm.finished and prompt not in qwen.llm.broken, (qwen.llm.finished, qwen.llm.broken)
+    log = qwen.daemon.log()
+    for connection in connections:
+        if connection is not None:
+            assert f"connection deleted {connection[:8]}" not in log, log[-3000:]
+
+
+def unique(text: str, kind: str, tag: str) -> str:
+    """A prompt of its own for one test (the model's record is shared by the module)."""
+    return f"{text} {tag}-{kind}"
+
+
+# -- facts ----------------------------------------------------------------------------------------------
+
+
+async def test_facts(client: tuple[AcpClient, Recorder], qwen: Qwen, kind: str) -> None:
+    """What the daemon offers, and that a turn runs unchanged: each prompt once (its echo is that prompt)."""
+    acp, recorder = client
+    caps = acp.agent_capabilities
+    assert caps is not None
+    assert caps.load_session
+    assert not caps.session.status and not caps.session.resume
+    handle = await acp.new_session(qwen.workspace)
+    hello = unique("hello", kind, "facts")
+    result = await handle.prompt(hello)
+    assert result.stop_reason == "end_turn"
+    echoes = [e for e in recorder.events if e.update.kind == "user_message_chunk" and e.session_id == handle.session_id]
+    assert echoes and all((e.update.meta or {}).get("source") == "bridge-echo" for e in echoes), echoes
+    assert [(m.role, m.text) for m in handle.transcript.messages] == [("user", hello), ("agent", answer(hello))]
+    assert handle.transcript.messages[0].status is TurnStatus.COMPLETE
+
+
+# -- faults ----------------------------------------------------------------------------------------------
+
+
+async def test_every_connection_reset_mid_turn(
+    client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
+) -> None:
+    """Every connection (the socket; over HTTP the POSTs' and every stream's) reset in the middle of a
+    streamed answer: the turn is not aborted, and its answer ends complete (or marked incomplete and
+    reported); the next turn runs as usual."""
+    acp, recorder = client
+    handle = await acp.new_session(qwen.workspace)
+    first = unique("hello", kind, "reset")
+    await handle.prompt(first)
+    slow = unique(SLOW_PROMPT, kind, "reset")
+    connection = acp.transport_info.connection_id if acp.transport_info is not None else None
+    turn = asyncio.create_task(handle.prompt(slow))
+    await streaming(handle)
+    await proxy.cut()
+    with contextlib.suppress(ConnectionLost):  # an interrupted turn: marked and reported (checked below)
+        await turn
+    await not_aborted(qwen, slow, [connection])
+    after = unique("after", kind, "reset")
+    await handle.prompt(after)
+    check_conversation(handle, recorder, [first, slow, after])
+
+
+async def test_a_websocket_reset_then_a_turn(
+    client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
+) -> None:
+    """The link reset between turns, then a turn: the client reloads the session (the daemon replays its
+    history, after its answer to ``session/load``); the replay is reported as such, never part of the turn."""
+    acp, recorder = client
+    handle = await acp.new_session(qwen.workspace)
+    prompts = [unique("hello", kind, "between"), unique("again", kind, "between")]
+    for prompt in prompts:
+        await handle.prompt(prompt)
+    await proxy.cut()
+    after = unique("after", kind, "between")
+    await handle.prompt(after)
+    outcome = await recorder.outcome()
+    text = describe(outcome, handle.transcript, recorder.events)
+    assert outcome.path is RecoveryPath.REPLAY, text
+    assert outcome.replayed_updates > 0, text
+    assert outcome.continuity is Continuity.KEPT, text
+    check_conversation(handle, recorder, [*prompts, after])
+    live = [e for e in recorder.events if not e.replay and e.update.kind.endswith("_message_chunk")]
+    assert "".join(e.text or "" for e in live if e.update.kind == "agent_message_chunk").endswith(answer(after)), text
+
+
+async def test_the_daemon_restarted_mid_turn(
+    client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
+) -> None:
+    """The daemon restarted in the middle of a streamed answer: the turn is interrupted (its partial answer
+    marked incomplete, the app told), the session comes back by replay, and the next turn runs after it."""
+    acp, recorder = client
+    handle = await acp.new_session(qwen.workspace)
+    first = unique("hello", kind, "restart")
+    await handle.prompt(first)
+    slow = unique(SLOW_PROMPT, kind, "restart")
+    turn = asyncio.create_task(handle.prompt(slow))
+    await streaming(handle)
+    await asyncio.get_running_loop().run_in_executor(None, qwen.daemon.restart)
+    with pytest.raises(ConnectionLost):
+        await turn
+    after = unique("after", kind, "restart")
+    result: PromptResult = await handle.prompt(after)
+    assert result.stop_reason == "end_turn"
+    outcome = recorder.outcomes[-1]
+    text = describe(outcome, handle.transcript, recorder.events)
+    assert outcome.path is RecoveryPath.REPLAY, text
+    assert outcome.replayed_updates > 0, text
+    assert [prompt_text(item.prompt) for item in recorder.interrupted] == [slow], text
+    check_conversation(handle, recorder, [first, slow, after])
