@@ -34,7 +34,14 @@ from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
 from ._queue import Ticket
-from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._recoverer import (
+    Recoverer,
+    attach_failed,
+    fence_late_replay,
+    open_attach_window,
+    record_after_attach,
+    window_closed,
+)
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
@@ -492,7 +499,10 @@ class Engine:
         self.emit(lambda o: o.settled(tracked, link))
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
-        answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
+        expect = tracked.transcript.turns > 0
+        answered = open_attach_window(
+            self.table, tracked, replay=replay, ordered=ordered, clock=self.clock, expect_history=expect
+        )
         try:
             result = await link.call(method, self.wire(request), on_answer=answered, answered_over=tracked.held_by)
         except BaseException as exc:
@@ -502,6 +512,9 @@ class Engine:
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, self.version)
+        if tracked.replaying:  # a replay arriving after the answer is history, not the next turn
+            await fence_late_replay(self.table, tracked, link.call, version=self.version, clock=self.clock)
+            await window_closed(tracked)
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:

@@ -116,6 +116,14 @@ class Tracked:
         #: What the app set (mode, model, config options), re-applied after a replay or new session.
         self.settings = Settings()
         self.window_timer: _Cancellable | None = None
+        #: Updates the session received while its window was open (a lingering window closes
+        #: once they stop coming: :func:`acp_client._recoverer.open_attach_window`).
+        self.window_heard = 0
+        #: The window's answer came before any replayed update on an ordered transport: the replay
+        #: may come after it (see :func:`acp_client._recoverer.fence_late_replay`).
+        self.window_late = False
+        #: Called once when the window closes (a recovery waiting for a late replay to end).
+        self.window_waiters: list[Callable[[], None]] = []
         self.turn: Turn | None = None
         #: The task running the current (or last) turn: a cancelled turn the agent has not ended
         #: yet keeps running in it, and the next prompt waits for it (``Engine.run_turn``).
@@ -264,6 +272,8 @@ class SessionTable:
     def open_window(self, tracked: Tracked, *, replay: bool) -> None:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
         self.close_window(tracked)
+        tracked.window_heard = 0
+        tracked.window_late = False
         tracked.window_decided = replay
         tracked.resume_replayed = False
         if replay:
@@ -293,6 +303,9 @@ class SessionTable:
                 tracked.replay_cut_off = False
         tracked.replaying = False
         tracked.snapshot_window = False
+        waiters, tracked.window_waiters = tracked.window_waiters, []
+        for waiter in waiters:
+            waiter()
 
     def cut_off(self, tracked: Tracked) -> None:
         """The connection dropped while ``tracked``'s window was open. A window whose answer had
@@ -381,6 +394,8 @@ class SessionTable:
                 self._begin_replay(tracked)
         replay = tracked.replaying
         turn = tracked.turn
+        if replay or tracked.snapshot_window:
+            tracked.window_heard += 1
         if replay:
             tracked.replayed += 1
         elif turn is not None and turn.recorded and not tracked.snapshot_window:

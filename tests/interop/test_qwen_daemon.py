@@ -120,24 +120,39 @@ async def streaming(handle: SessionHandle, words: int = 3) -> None:
     )
 
 
-def check_conversation(handle: SessionHandle, recorder: Recorder, prompts: list[str]) -> None:
-    """Every prompt once, in order, each followed by its answer complete, or by a part of it marked incomplete
-    (its turn interrupted and the app told)."""
+def model_prompt(llm: FakeOpenAI, prompt: str) -> str:
+    """What the model was asked for ``prompt``: the last request whose user text ends with it (the agent
+    sends a prompt whose turn had no answer together with the next one, as one user message)."""
+    return next((asked for asked in reversed(llm.prompts) if asked.endswith(prompt)), prompt)
+
+
+def check_conversation(handle: SessionHandle, recorder: Recorder, llm: FakeOpenAI, prompts: list[str]) -> None:
+    """Every prompt once, in order, each followed by the answer the model streamed for it complete, or by a
+    part of it marked incomplete (its turn interrupted and the app told)."""
     shown = [m for m in handle.transcript.all_messages() if m.role in ("user", "agent") and not m.inserted]
-    text = describe_transcript(handle)
+    text = (
+        describe_transcript(handle)
+        + "\n"
+        + "\n".join(
+            f"{e.update.kind} replay={e.replay} {e.text!r}" for e in recorder.events if e.update.kind.endswith("chunk")
+        )
+    )
     users = [m.text for m in shown if m.role == "user"]
     assert users == prompts, text
     interrupted = {prompt_text(item.prompt) for item in recorder.interrupted}
     for index, prompt in enumerate(prompts):
         at = next(i for i, m in enumerate(shown) if m.role == "user" and m.text == prompt)
         following = shown[at + 1 : at + 2]
-        expected = answer(prompt)
+        expected = answer(model_prompt(llm, prompt))
         if following and following[0].role == "agent" and following[0].text == expected:
             assert not following[0].incomplete, text
             continue
-        # Not the whole answer: the turn was cut, and it says so.
-        assert shown[at].status is TurnStatus.INTERRUPTED, f"prompt {index} {prompt!r}: {text}"
-        assert prompt in interrupted, (prompt, interrupted, text)
+        # Not the whole answer: the turn was cut (a drop: the app was told), or the agent cancelled it (the
+        # daemon stopping: the prompt's result said so); either way the transcript says so.
+        status = shown[at].status
+        assert status in (TurnStatus.INTERRUPTED, TurnStatus.CANCELLED), f"prompt {index} {prompt!r}: {text}"
+        if status is TurnStatus.INTERRUPTED:
+            assert prompt in interrupted, (prompt, interrupted, text)
         if following and following[0].role == "agent":
             assert following[0].incomplete, text
             assert expected.startswith(following[0].text), text
@@ -183,13 +198,18 @@ async def test_facts(client: tuple[AcpClient, Recorder], qwen: Qwen, kind: str) 
     assert caps.load_session
     assert not caps.session.status and not caps.session.resume
     handle = await acp.new_session(qwen.workspace)
-    hello = unique("hello", kind, "facts")
-    result = await handle.prompt(hello)
-    assert result.stop_reason == "end_turn"
+    prompts = [unique("hello", kind, "facts"), unique("again", kind, "facts")]
+    for prompt in prompts:
+        result = await handle.prompt(prompt)
+        assert result.stop_reason == "end_turn"
     echoes = [e for e in recorder.events if e.update.kind == "user_message_chunk" and e.session_id == handle.session_id]
-    assert echoes and all((e.update.meta or {}).get("source") == "bridge-echo" for e in echoes), echoes
-    assert [(m.role, m.text) for m in handle.transcript.messages] == [("user", hello), ("agent", answer(hello))]
-    assert handle.transcript.messages[0].status is TurnStatus.COMPLETE
+    # Over HTTP the first prompt's echo may go out before the session stream is open: the second one's comes.
+    assert [e.text for e in echoes][-1:] == prompts[-1:], echoes
+    assert all((e.update.meta or {}).get("source") == "bridge-echo" for e in echoes), echoes
+    assert [(m.role, m.text) for m in handle.transcript.messages] == [
+        message for prompt in prompts for message in (("user", prompt), ("agent", answer(prompt)))
+    ]
+    assert all(m.status is TurnStatus.COMPLETE for m in handle.transcript.messages if m.role == "user")
 
 
 # -- faults ----------------------------------------------------------------------------------------------
@@ -215,7 +235,7 @@ async def test_every_connection_reset_mid_turn(
     await not_aborted(qwen, slow, [connection])
     after = unique("after", kind, "reset")
     await handle.prompt(after)
-    check_conversation(handle, recorder, [first, slow, after])
+    check_conversation(handle, recorder, qwen.llm, [first, slow, after])
 
 
 async def test_a_websocket_reset_then_a_turn(
@@ -236,7 +256,7 @@ async def test_a_websocket_reset_then_a_turn(
     assert outcome.path is RecoveryPath.REPLAY, text
     assert outcome.replayed_updates > 0, text
     assert outcome.continuity is Continuity.KEPT, text
-    check_conversation(handle, recorder, [*prompts, after])
+    check_conversation(handle, recorder, qwen.llm, [*prompts, after])
     live = [e for e in recorder.events if not e.replay and e.update.kind.endswith("_message_chunk")]
     assert "".join(e.text or "" for e in live if e.update.kind == "agent_message_chunk").endswith(answer(after)), text
 
@@ -244,8 +264,9 @@ async def test_a_websocket_reset_then_a_turn(
 async def test_the_daemon_restarted_mid_turn(
     client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
 ) -> None:
-    """The daemon restarted in the middle of a streamed answer: the turn is interrupted (its partial answer
-    marked incomplete, the app told), the session comes back by replay, and the next turn runs after it."""
+    """The daemon restarted (SIGTERM, then started again on its port) in the middle of a streamed answer: the
+    turn ends cancelled by the daemon as it stops, or interrupted by the drop (its partial answer marked
+    incomplete, the app told), the session comes back by replay, and the next turn runs after it."""
     acp, recorder = client
     handle = await acp.new_session(qwen.workspace)
     first = unique("hello", kind, "restart")
@@ -254,7 +275,7 @@ async def test_the_daemon_restarted_mid_turn(
     turn = asyncio.create_task(handle.prompt(slow))
     await streaming(handle)
     await asyncio.get_running_loop().run_in_executor(None, qwen.daemon.restart)
-    with pytest.raises(ConnectionLost):
+    with contextlib.suppress(ConnectionLost):  # the daemon may also finish the turn before it stops
         await turn
     after = unique("after", kind, "restart")
     result: PromptResult = await handle.prompt(after)
@@ -263,5 +284,5 @@ async def test_the_daemon_restarted_mid_turn(
     text = describe(outcome, handle.transcript, recorder.events)
     assert outcome.path is RecoveryPath.REPLAY, text
     assert outcome.replayed_updates > 0, text
-    assert [prompt_text(item.prompt) for item in recorder.interrupted] == [slow], text
-    check_conversation(handle, recorder, [first, slow, after])
+    assert [prompt_text(item.prompt) for item in recorder.interrupted] in ([], [slow]), text
+    check_conversation(handle, recorder, qwen.llm, [first, slow, after])

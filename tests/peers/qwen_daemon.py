@@ -66,6 +66,9 @@ MODEL = "fake-echo"
 #: How long the daemon may take to listen (it starts in ~1-2 s; a loaded machine is slower).
 _START_TIMEOUT = 60.0
 _LISTENING = re.compile(r"qwen serve listening on http://127\.0\.0\.1:(\d+)")
+#: The daemon listens before its ACP routes are mounted (a WebSocket upgrade then gets ``406``): this line
+#: on its stderr says they are.
+_READY = "/acp WebSocket transport enabled"
 
 #: What keeps the daemon off the network and quiet: the provider, no telemetry, no statistics, no updates.
 _SETTINGS = {
@@ -132,6 +135,8 @@ class QwenDaemon:
         self.workspace = workspace
         self.base_url = base_url
         self.port = 0
+        #: Listening with its ACP routes mounted (false while it starts or stops).
+        self.ready = False
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout: Path = home / "serve.out"
         self._stderr: Path = home / "serve.log"
@@ -172,6 +177,7 @@ class QwenDaemon:
             os.fspath(self.workspace),
         ]
         marker = self._stdout.stat().st_size if self._stdout.exists() else 0
+        err_marker = self._stderr.stat().st_size if self._stderr.exists() else 0
         with open(self._stdout, "ab") as out, open(self._stderr, "ab") as err:
             self._process = subprocess.Popen(
                 argv,
@@ -186,7 +192,8 @@ class QwenDaemon:
 
         def listening() -> str | None:
             text = self._stdout.read_bytes()[marker:].decode("utf-8", "replace")
-            return text if _LISTENING.search(text) is not None or process.poll() is not None else None
+            ready = _READY in self._stderr.read_bytes()[err_marker:].decode("utf-8", "replace")
+            return text if (ready and _LISTENING.search(text) is not None) or process.poll() is not None else None
 
         try:
             text = eventually_blocking(listening, _START_TIMEOUT, what="qwen serve to listen")
@@ -198,10 +205,12 @@ class QwenDaemon:
             self.stop()
             pytest.fail(f"qwen serve did not start (exit {code}):\n{text[-2000:]}\n{self.log()[-4000:]}", pytrace=False)
         self.port = int(found.group(1))
+        self.ready = True
         return self
 
     def stop(self) -> None:
         """Stop the daemon (SIGTERM to its process group, then SIGKILL after 10 s)."""
+        self.ready = False
         process, self._process = self._process, None
         if process is None:
             return
@@ -251,6 +260,9 @@ class HostFront:
     it. Each accepted connection gets its own upstream connection; when either side ends or breaks,
     the other is closed the same way (a reset stays a reset).
 
+    While the daemon starts (it listens a moment before its ACP routes are mounted) or stops, a new
+    connection is reset at once, as if nothing listened yet.
+
     Only the client's bytes are looked at, and only for a loopback ``Host`` line; a ``Host`` line cut
     across two reads is held until its end arrives.
     """
@@ -295,6 +307,8 @@ class HostFront:
         task.add_done_callback(self._serving.discard)
         self._writers.add(writer)
         try:
+            if not self.daemon.ready:  # starting or stopping: refused, as if nothing listened yet
+                raise ConnectionRefusedError
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.daemon.port)
         except OSError:
             writer.transport.abort()
