@@ -42,7 +42,7 @@ from ..exceptions import (
 from ._body import Inflater, read_body
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, REQUEST_NOT_SENT, request_error, status_error
-from ._routing import is_session_404
+from ._routing import is_unknown_session
 from ._security import origin_of, redirect_allowed, safe_url
 from ._wire import HeaderView, Reply, Wire
 from .base import Limits
@@ -345,7 +345,7 @@ class HttpExchange:
             body=text,
             retry_after=answer.headers.get("retry-after"),
             streamable=True,
-            unknown_session=answer.status == 404 and is_session_404(answer.body, session_header),
+            unknown_session=is_unknown_session(answer.status, answer.body, session_header),
             batch=batch,
         )
 

@@ -33,9 +33,9 @@ import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, Continuity, PromptResult, RecoveryPath, SessionHandle, Timeouts
+from acp_client import AcpClient, Continuity, PromptResult, RecoveryPath, SessionHandle, Timeouts, connector_for
 from acp_client.exceptions import ConnectionLost
-from acp_client.testing import FaultProxy
+from acp_client.testing import FaultProxy, RecordingConnector
 from acp_client.transcript import TurnStatus
 from tests._support import eventually
 from tests.e2e._support import Recorder
@@ -45,6 +45,9 @@ from tests.peers.qwen_daemon import HostFront, QwenCode, QwenDaemon
 
 # Only the test itself is timed: on a fresh machine the fixture first installs the package (npm).
 pytestmark = [pytest.mark.timeout(120, func_only=True), pytest.mark.asyncio(loop_scope="module")]
+
+#: The connection that carries a session's updates, by transport: the session stream, the socket.
+STREAM = {"http": "session_stream", "ws": "websocket"}
 
 #: A turn long enough to cut in its middle: ``echo: `` and ten words, one every :data:`CHUNK_DELAY` seconds.
 SLOW_PROMPT = "slow: eins two drei four fünf six sieben eight neun ten"
@@ -92,14 +95,22 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@attrs.frozen
+class Client:
+    """A test's client, what it told the app, and what it sent on each link."""
+
+    acp: AcpClient
+    recorder: Recorder
+    wire: RecordingConnector
+
+
 @pytest_asyncio.fixture(loop_scope="module")
-async def client(qwen: Qwen, proxy: FaultProxy, kind: str) -> AsyncIterator[tuple[AcpClient, Recorder]]:
+async def client(qwen: Qwen, proxy: FaultProxy, kind: str) -> AsyncIterator[Client]:
     recorder = Recorder()
     timeouts = Timeouts(connect=SLOW, request=SLOW)
-    async with AcpClient(
-        proxy.url(qwen.url(kind)), retry=POLICY, timeouts=timeouts, callbacks=recorder.callbacks()
-    ) as client:
-        yield client, recorder
+    wire = RecordingConnector(connector_for(proxy.url(qwen.url(kind))))
+    async with AcpClient(wire, retry=POLICY, timeouts=timeouts, callbacks=recorder.callbacks()) as acp:
+        yield Client(acp, recorder, wire)
 
 
 def answer(prompt: str) -> str:
@@ -190,9 +201,9 @@ def unique(text: str, kind: str, tag: str) -> str:
 # -- facts ----------------------------------------------------------------------------------------------
 
 
-async def test_facts(client: tuple[AcpClient, Recorder], qwen: Qwen, kind: str) -> None:
+async def test_facts(client: Client, qwen: Qwen, kind: str) -> None:
     """What the daemon offers, and that a turn runs unchanged: each prompt once (its echo is that prompt)."""
-    acp, recorder = client
+    acp, recorder = client.acp, client.recorder
     caps = acp.agent_capabilities
     assert caps is not None
     assert caps.load_session
@@ -215,13 +226,11 @@ async def test_facts(client: tuple[AcpClient, Recorder], qwen: Qwen, kind: str) 
 # -- faults ----------------------------------------------------------------------------------------------
 
 
-async def test_every_connection_reset_mid_turn(
-    client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
-) -> None:
+async def test_every_connection_reset_mid_turn(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
     """Every connection (the socket; over HTTP the POSTs' and every stream's) reset in the middle of a
     streamed answer: the turn is not aborted, and its answer ends complete (or marked incomplete and
     reported); the next turn runs as usual."""
-    acp, recorder = client
+    acp, recorder = client.acp, client.recorder
     handle = await acp.new_session(qwen.workspace)
     first = unique("hello", kind, "reset")
     await handle.prompt(first)
@@ -238,12 +247,10 @@ async def test_every_connection_reset_mid_turn(
     check_conversation(handle, recorder, qwen.llm, [first, slow, after])
 
 
-async def test_a_websocket_reset_then_a_turn(
-    client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
-) -> None:
+async def test_a_websocket_reset_then_a_turn(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
     """The link reset between turns, then a turn: the client reloads the session (the daemon replays its
     history, after its answer to ``session/load``); the replay is reported as such, never part of the turn."""
-    acp, recorder = client
+    acp, recorder = client.acp, client.recorder
     handle = await acp.new_session(qwen.workspace)
     prompts = [unique("hello", kind, "between"), unique("again", kind, "between")]
     for prompt in prompts:
@@ -261,13 +268,11 @@ async def test_a_websocket_reset_then_a_turn(
     assert "".join(e.text or "" for e in live if e.update.kind == "agent_message_chunk").endswith(answer(after)), text
 
 
-async def test_the_daemon_restarted_mid_turn(
-    client: tuple[AcpClient, Recorder], qwen: Qwen, proxy: FaultProxy, kind: str
-) -> None:
+async def test_the_daemon_restarted_mid_turn(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
     """The daemon restarted (SIGTERM, then started again on its port) in the middle of a streamed answer: the
     turn ends cancelled by the daemon as it stops, or interrupted by the drop (its partial answer marked
     incomplete, the app told), the session comes back by replay, and the next turn runs after it."""
-    acp, recorder = client
+    acp, recorder = client.acp, client.recorder
     handle = await acp.new_session(qwen.workspace)
     first = unique("hello", kind, "restart")
     await handle.prompt(first)
@@ -285,4 +290,62 @@ async def test_the_daemon_restarted_mid_turn(
     assert outcome.path is RecoveryPath.REPLAY, text
     assert outcome.replayed_updates > 0, text
     assert [prompt_text(item.prompt) for item in recorder.interrupted] in ([], [slow]), text
+    check_conversation(handle, recorder, qwen.llm, [first, slow, after])
+
+
+async def test_a_session_stream_reset_mid_turn(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
+    """The connection that carries the session's updates (over HTTP its session stream, alone; over
+    WebSocket the socket) reset in the middle of a streamed answer: over HTTP the stream is reattached
+    with ``Last-Event-ID`` on the same connection (no new ``initialize``) and the answer ends whole; over
+    WebSocket the client reconnects, and the answer ends whole or marked incomplete. Either way the turn
+    runs on in the daemon, and the next turn runs as usual."""
+    acp, recorder = client.acp, client.recorder
+    handle = await acp.new_session(qwen.workspace)
+    first = unique("hello", kind, "stream")
+    await handle.prompt(first)
+    slow = unique(SLOW_PROMPT, kind, "stream")
+    connection = acp.transport_info.connection_id if acp.transport_info is not None else None
+    turn = asyncio.create_task(handle.prompt(slow))
+    await streaming(handle)
+    await proxy.cut(STREAM[kind])
+    with contextlib.suppress(ConnectionLost):  # WebSocket: an interrupted turn, marked and reported
+        await turn
+    await not_aborted(qwen, slow, [connection])
+    if kind == "http":
+        assert turn.result().stop_reason == "end_turn"
+        assert agent_text(handle) == answer(slow), describe_transcript(handle)
+        assert client.wire.sent_methods().count("initialize") == 1, client.wire.sent_methods()
+        assert recorder.outcomes == []
+    after = unique("after", kind, "stream")
+    await handle.prompt(after)
+    check_conversation(handle, recorder, qwen.llm, [first, slow, after])
+
+
+async def test_a_stream_silent_then_reset(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
+    """The session's stream goes silent in the middle of a streamed answer (the daemon keeps sending, nothing
+    arrives), until the model has streamed the whole answer; then it is reset. What the silence swallowed is
+    never lost silently: over HTTP the reattached stream brings the middle of the answer (the answer ends
+    whole, in order); over WebSocket the answer ends whole or marked incomplete and reported."""
+    acp, recorder = client.acp, client.recorder
+    handle = await acp.new_session(qwen.workspace)
+    first = unique("hello", kind, "silent")
+    await handle.prompt(first)
+    slow = unique(SLOW_PROMPT, kind, "silent")
+    connection = acp.transport_info.connection_id if acp.transport_info is not None else None
+    turn = asyncio.create_task(handle.prompt(slow))
+    await streaming(handle, words=1)
+    assert proxy.silence(STREAM[kind]) == 1
+    await eventually(lambda: slow in qwen.llm.finished, timeout=SLOW, what="the model to stream its whole answer")
+    heard = agent_text(handle)
+    assert heard != answer(slow)  # the silence held the rest of it
+    await proxy.cut(STREAM[kind])
+    with contextlib.suppress(ConnectionLost):
+        await turn
+    await not_aborted(qwen, slow, [connection])
+    if kind == "http":
+        assert turn.result().stop_reason == "end_turn"
+        assert agent_text(handle) == answer(slow), describe_transcript(handle)
+        assert client.wire.sent_methods().count("initialize") == 1, client.wire.sent_methods()
+    after = unique("after", kind, "silent")
+    await handle.prompt(after)
     check_conversation(handle, recorder, qwen.llm, [first, slow, after])
