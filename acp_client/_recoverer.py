@@ -187,7 +187,14 @@ async def fence_late_replay(
 
 
 def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
-    """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`)."""
+    """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`).
+
+    A late window on an ordered transport (nothing replayed before the answer, and nothing could
+    fence it) that stays quiet, for an agent that echoes prompts back, is not closed: it stays open
+    until the next turn's own first update, the echo of its prompt
+    (:attr:`~acp_client._sessions.Tracked.window_until_turn`), and whoever waits for it goes on. For
+    an agent that does not echo, nothing would mark that turn's start: the window closes.
+    """
     until = clock.monotonic() + REPLAY_MAX_LINGER
     seen = tracked.window_heard
 
@@ -200,6 +207,15 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
             seen = tracked.window_heard
             tracked.window_timer = after(clock, REPLAY_GRACE, check)
             return
+        if (
+            tracked.window_late
+            and tracked.window_heard == 0
+            and tracked.replaying
+            and tracked.transcript.echoes_prompts
+        ):
+            tracked.window_until_turn = True
+            table.release_waiters(tracked)
+            return
         table.close_window(tracked)
 
     tracked.window_timer = after(clock, REPLAY_GRACE, check)
@@ -207,7 +223,9 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
 
 async def window_closed(tracked: Tracked) -> None:
     """Wait until ``tracked``'s lingering window (if any) has closed: the replay has ended."""
-    if tracked.window_timer is None or not tracked.window_open:
+    if (tracked.window_timer is None and not tracked.window_late) or tracked.window_until_turn:
+        return
+    if not tracked.window_open:
         return
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -525,11 +543,18 @@ class Recoverer:
         verdict: _continuity.Verdict = (Continuity.LOST, None)
         if path is RecoveryPath.REPLAY:
             await window_closed(tracked)  # the replay may still be arriving after the answer
-            report = tracked.transcript.last_replay
-            if report is not None:
-                notes = report.notes
-            gap = report.lacks_history() if report is not None else None
-            verdict = _continuity.of_replay(checked=report is not None and self._table.keep_transcripts, gap=gap)
+            if tracked.window_until_turn:
+                verdict = (
+                    Continuity.UNVERIFIED,
+                    f"continuity unverified: nothing replayed within {REPLAY_GRACE:g}s of the answer; "
+                    "a replay that comes with the next message is placed as history",
+                )
+            else:
+                report = tracked.transcript.last_replay
+                if report is not None:
+                    notes = report.notes
+                gap = report.lacks_history() if report is not None else None
+                verdict = _continuity.of_replay(checked=report is not None and self._table.keep_transcripts, gap=gap)
         elif path is RecoveryPath.RESUME:
             verdict = _continuity.of_resume(probe, held_by=tracked.agent_process, now=conn.transport.info.agent_process)
         elif tracked.session_id == previous:  # session/new gave the same id back: the agent's own copy, maybe

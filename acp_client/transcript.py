@@ -330,6 +330,8 @@ class Transcript:
         self._turn_prompt: tuple[ContentBlock, ...] = ()
         #: What of the recorded prompt the agent has not echoed back yet (see :meth:`begin_turn`).
         self._echo_left: list[ContentBlock] = []
+        #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
+        self.echoes_prompts = False
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -530,7 +532,21 @@ class Transcript:
         if len(consumed) != len(content):
             left.clear()
             return False
+        self.echoes_prompts = True
         return True
+
+    def begins_echo(self, update: Any) -> bool:
+        """Whether ``update`` is the start of the echo of the prompt just recorded (nothing consumed)."""
+        left = self._echo_left
+        if not left or getattr(update, "kind", None) not in _USER_KINDS:
+            return False
+        content = _blocks_of(getattr(update, "content", None))
+        if not content:
+            return False
+        first, expected = content[0], left[-1]
+        if isinstance(first, TextContent) and isinstance(expected, TextContent):
+            return bool(first.text) and expected.text.startswith(first.text)
+        return bool(_bare(first) == _bare(expected))
 
     def _other(self, kind: Any, update: Any) -> None:
         if kind in ("tool_call", "tool_call_update"):
@@ -577,7 +593,6 @@ class Transcript:
         self._replay_by_id = {}
         self._replay_open = None
         self._open = None
-        self._echo_left = []
 
     def end_replay(self, *, complete: bool = True) -> None:
         """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
