@@ -34,14 +34,7 @@ from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
 from ._queue import Ticket
-from ._recoverer import (
-    Recoverer,
-    attach_failed,
-    fence_late_replay,
-    open_attach_window,
-    record_after_attach,
-    window_closed,
-)
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach, replay_ended
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
@@ -499,10 +492,7 @@ class Engine:
         self.emit(lambda o: o.settled(tracked, link))
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
-        expect = tracked.transcript.turns > 0
-        answered = open_attach_window(
-            self.table, tracked, replay=replay, ordered=ordered, clock=self.clock, expect_history=expect
-        )
+        answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
         try:
             result = await link.call(method, self.wire(request), on_answer=answered, answered_over=tracked.held_by)
         except BaseException as exc:
@@ -512,9 +502,7 @@ class Engine:
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, self.version)
-        if tracked.replaying:  # a replay arriving after the answer is history, not the next turn
-            await fence_late_replay(self.table, tracked, link.call, version=self.version, clock=self.clock)
-            await window_closed(tracked)
+        await replay_ended(self.table, tracked, link.call, version=self.version, clock=self.clock)
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:

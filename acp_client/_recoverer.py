@@ -67,6 +67,7 @@ __all__ = [
     "fence_late_replay",
     "open_attach_window",
     "record_after_attach",
+    "replay_ended",
     "window_closed",
 ]
 
@@ -115,7 +116,7 @@ _OUTCOME_CALLBACK = {
 
 
 def open_attach_window(
-    table: SessionTable, tracked: Tracked, *, replay: bool, ordered: bool, clock: Clock, expect_history: bool = False
+    table: SessionTable, tracked: Tracked, *, replay: bool, ordered: bool, clock: Clock
 ) -> Callable[[], None]:
     """Open the window in which updates for ``tracked`` are replay (``replay``) or a resume
     snapshot; returns the function that closes it when the answer arrives (call it again in a
@@ -128,14 +129,15 @@ def open_attach_window(
       updates: it closes once the session has been quiet for :data:`REPLAY_GRACE` seconds (each
       update heard in the window starts the interval again, up to :data:`REPLAY_MAX_LINGER` after
       the answer), or when the next prompt goes out (what follows is that turn's own);
-    * on an ordered one, for a replay of a session the client knows had turns (``expect_history``)
-      when nothing was replayed before the answer: some servers answer ``session/load`` first and
+    * on an ordered one, for a replay of a session the client knows had turns when nothing was
+      replayed before the answer: some servers answer ``session/load`` first and
       send the history only with the session's next message. :func:`fence_late_replay` (awaited
       by whoever attached the session) ends that window.
 
     :func:`window_closed` waits for a lingering window to close.
     """
     table.open_window(tracked, replay=replay)
+    expect_history = tracked.transcript.turns > 0
 
     def answered() -> None:
         if tracked.window_timer is not None or tracked.window_late or not tracked.window_open:
@@ -219,6 +221,21 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
         table.close_window(tracked)
 
     tracked.window_timer = after(clock, REPLAY_GRACE, check)
+
+
+async def replay_ended(
+    table: SessionTable,
+    tracked: Tracked,
+    request: Callable[[str, Any], Awaitable[Any]],
+    *,
+    version: int,
+    clock: Clock,
+) -> None:
+    """After a load / resume answer: wait until its replay (if one may still come) has ended
+    (:func:`fence_late_replay`, then :func:`window_closed`)."""
+    if tracked.replaying:
+        await fence_late_replay(table, tracked, request, version=version, clock=clock)
+        await window_closed(tracked)
 
 
 async def window_closed(tracked: Tracked) -> None:
@@ -599,14 +616,7 @@ class Recoverer:
                 replay_from=ReplayFromStart() if step is Step.RESUME_REPLAY else None,
             )
         ordered = conn.transport.info.ordered
-        answered = open_attach_window(
-            self._table,
-            tracked,
-            replay=replay,
-            ordered=ordered,
-            clock=self._clock,
-            expect_history=tracked.transcript.turns > 0,
-        )
+        answered = open_attach_window(self._table, tracked, replay=replay, ordered=ordered, clock=self._clock)
         try:
             params = to_wire(wire, protocol_version=version)
             result = await conn.request(method, params, timeout=timeout, on_answer=answered)
