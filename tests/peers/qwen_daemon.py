@@ -25,11 +25,15 @@ off telemetry, usage statistics and update checks; the environment gives the pro
 server on loopback (``OPENAI_BASE_URL``, ``tests/peers/fake_openai.py``) with a dummy key, turns off the
 API preconnect (``QWEN_CODE_DISABLE_PRECONNECT=1``), and points every proxy variable at a closed
 loopback port with ``NO_PROXY`` naming only loopback (anything that still tried would fail on the
-machine, without a DNS lookup). Checked under ``strace -f -e trace=connect`` over a whole daemon run (a
-session and two turns over WebSocket and over HTTP): every ``AF_INET`` connect went to 127.0.0.1 (the
-fake model), none to a DNS server, no ``AF_INET6`` connect at all.
+machine, without a DNS lookup). Checked under ``strace -f -e trace=connect`` over the interop module's
+``test_facts`` and ``test_the_daemon_restarted_mid_turn`` (both transports, the daemon started twice, its
+ACP child, sessions, turns and replays): every ``AF_INET`` connect went to 127.0.0.1 (the fake model, the
+daemon, the test's proxies), none to a DNS server, no ``AF_INET6`` connect at all.
 
-The daemon binds 127.0.0.1 (loopback: no bearer token). Its diagnostics are kept: stderr in
+The daemon binds 127.0.0.1 (loopback: no bearer token) and refuses (``403``) a ``Host`` that is not its own
+address; :class:`HostFront` is the rewriting front a proxy before it needs. It listens a moment before
+its ACP routes are mounted (a WebSocket upgrade is then answered ``406``): :meth:`QwenDaemon.start`
+returns once they are, and the front turns new connections away until then. Its diagnostics are kept: stderr in
 ``home/serve.log`` and its own log in ``home/.qwen/debug/daemon/daemon.log`` (:meth:`QwenDaemon.log`):
 the tests read them to prove that nothing the client sent aborted a running turn.
 
