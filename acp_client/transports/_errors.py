@@ -7,9 +7,8 @@ tables, each read top to bottom (the first matching row wins):
 * :data:`STATUS_ERRORS` / :data:`STREAMABLE_STATUS_ERRORS`: an HTTP status on an answer (a
   Streamable HTTP request, or a WebSocket handshake) -> an
   :class:`~acp_client.exceptions.HttpStatusError` subclass. Statuses with an ACP meaning of their
-  own (400 missing header, 404 unknown connection or session, a 403 naming the session as a
-  404 does, 406, 415, 501) only apply to Streamable HTTP: a WebSocket handshake answered 404 is a
-  plain ``HttpStatusError``.
+  own (400 missing header, 404 unknown connection or session, 406, 415, 501) only apply to
+  Streamable HTTP: a WebSocket handshake answered 404 is a plain ``HttpStatusError``.
 * :data:`OPEN_ERRORS`: a failure while opening a link (TCP, TLS, WebSocket handshake) ->
   :class:`~acp_client.exceptions.ConnectError` and friends.
 * :data:`REQUEST_NOT_SENT`: the ``httpx`` failures of one request that prove it never left this
@@ -105,16 +104,12 @@ def status_error(
         retry_after: The raw ``Retry-After`` header, if any (used for 429 and 503).
         streamable: A Streamable HTTP request (``maybe_delivered`` is set, ACP statuses apply);
             ``False`` for a WebSocket handshake.
-        unknown_session: For a 404: the server does not know the session (else the connection);
-            for a 403: the connection does not have the session (a 404 in other words), not a
-            refused credential.
+        unknown_session: For a 404: the server does not know the session (else the connection).
         batch: The request carried a JSON-RPC batch (a 400 naming batches is then a refusal of it).
     """
     if streamable and status in REDIRECT_STATUSES:  # (a handshake follows the redirects it can)
         return UnsafeRedirect(f"{message} (a redirect, not followed)")
     kind = STATUS_ERRORS.get(status)
-    if streamable and status == 403 and unknown_session:
-        kind = UnknownSession
     if streamable and kind is None:
         if batch and status == 400 and "batch" in body.lower():
             kind = BatchNotSupported

@@ -42,7 +42,6 @@ __all__ = [
     "Router",
     "StreamAction",
     "is_session_404",
-    "is_unknown_session",
     "mentions_session",
 ]
 
@@ -111,16 +110,6 @@ def is_session_404(body: bytes, session_header_sent: bool) -> bool:
     if b"session" in text:
         return True
     return session_header_sent
-
-
-def is_unknown_session(status: int, body: bytes, session_header_sent: bool) -> bool:
-    """Whether a refusal of a request means "this connection does not have the session": a ``404``
-    that says so (:func:`is_session_404`), or a ``403`` to a request naming a session whose body
-    talks about the session (Qwen Code's daemon: "Session not owned by this connection"), which is
-    the same answer in other words, not a refused credential."""
-    if status == 404:
-        return is_session_404(body, session_header_sent)
-    return status == 403 and session_header_sent and b"session" in body.lower()
 
 
 def session_id_of(params: Any) -> str | None:
@@ -250,7 +239,7 @@ class Router:
         if not header_sent and status == 400 and mentions_session(body):
             self.header_everywhere = True
             return True
-        if header_sent and is_unknown_session(status, body, True):
+        if header_sent and status == 404 and is_session_404(body, True):
             self.header_everywhere = False
             return False
         return None

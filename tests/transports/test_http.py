@@ -248,32 +248,6 @@ async def test_persisting_unknown_session_becomes_a_typed_error(
     assert (await recv(transport))["id"] == 3
 
 
-async def test_a_session_stream_refused_403_is_an_unknown_session(
-    fake: tuple[FakeAcpServer, Hypercorn], link: Link
-) -> None:
-    """A server that answers a session stream of a session this connection does not own with ``403``
-    (Qwen Code's daemon: "Session not owned by this connection") means what an unknown-session ``404``
-    means: the session's sends get a typed error, the connection itself is fine (not a refused login)."""
-    app, server = fake
-    transport = await link(HttpConnector(server.url, session_stream_retries=1))
-
-    def not_owned(record: Recorded) -> Reply | None:
-        if record.method == "GET" and "acp-session-id" in record.headers:
-            return Reply(
-                403, [("content-type", "application/json")], b'{"error":"Session not owned by this connection"}'
-            )
-        return None
-
-    app.hook = not_owned
-    sid = await new_session(transport)
-    await eventually(lambda: sid in transport._session_errors)
-    with pytest.raises(UnknownSession) as caught:
-        await transport.send(request_message(2, "session/prompt", {"sessionId": sid, "prompt": []}))
-    assert caught.value.maybe_delivered is False and "HTTP 403" in str(caught.value)
-    assert not transport.closed
-    assert await new_session(transport) != sid  # the connection itself answers on
-
-
 async def test_dialect_falls_back_when_the_session_header_is_refused(
     fake: tuple[FakeAcpServer, Hypercorn], link: Link
 ) -> None:
@@ -324,7 +298,6 @@ STATUS_CASES = [
     (400, [], b"Missing session id header", MissingHeader, False),
     (401, [], b"", AuthenticationFailed, False),
     (403, [], b"nope", AuthenticationFailed, False),
-    (403, [], b"Session not owned by this connection", AuthenticationFailed, False),  # no session named: a refusal
     (404, [], b"Unknown session id", UnknownSession, False),
     (406, [], b"", NotAcceptable, False),
     (415, [], b"", UnsupportedMediaType, False),
@@ -481,3 +454,35 @@ async def test_posts_reuse_connections_while_many_session_streams_are_open() -> 
         for session in sessions:
             await client.session_status(session.session_id)
         assert server.tcp_connections - before <= 8
+
+
+async def test_a_session_stream_answered_403_is_an_unknown_session_not_a_dead_link(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link
+) -> None:
+    # Qwen Code's daemon answers 403 to a session stream the connection does not own.
+    app, server = fake
+    app.load_establishes = True
+    connector = HttpConnector(server.url, session_stream_retries=1)
+    first = await link(connector)
+    sid = await new_session(first)
+    await first.aclose()
+
+    def hook(record: Recorded) -> Reply | None:
+        owned = record.method == "GET" and record.headers.get("acp-session-id") == sid
+        return Reply(403, [], b"Session not owned by this connection") if owned else None
+
+    app.hook = hook
+    transport = await link(connector)
+    with pytest.raises(UnknownSession):  # the POST: this connection does not know the session yet
+        await transport.send(request_message(1, "session/prompt", {"sessionId": sid, "prompt": []}))
+    await eventually(lambda: any(g.headers.get("acp-session-id") == sid for g in app.of("GET")))
+    assert not transport.closed  # a 403 before the session is established waits for it, as a 404 does
+    await transport.send(request_message(2, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
+    await collect_until_response(transport, 2)
+    await eventually(lambda: sid in transport._session_errors)  # still refused once established: given up
+    with pytest.raises(UnknownSession) as caught:
+        await transport.send(request_message(3, "session/prompt", {"sessionId": sid, "prompt": []}))
+    assert caught.value.maybe_delivered is False
+    assert not transport.closed  # the connection itself is fine
+    await transport.send(request_message(4, "session/list", {}))
+    assert (await recv(transport))["id"] == 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_client.transports._routing import Abandon, Close, Open, Route, Router, is_session_404, is_unknown_session
+from acp_client.transports._routing import Abandon, Close, Open, Route, Router, is_session_404
 
 
 def request(id_: Any, method: str, **params: Any) -> dict[str, Any]:
@@ -107,11 +107,3 @@ def test_which_404_is_which() -> None:
     assert is_session_404(b"Unknown session id", False)
     assert not is_session_404(b"Unknown connection id", True)
     assert is_session_404(b"", True) and not is_session_404(b"", False)
-
-
-def test_a_403_naming_the_session_is_an_unknown_session() -> None:
-    assert is_unknown_session(403, b'{"error":"Session not owned by this connection"}', True)
-    assert not is_unknown_session(403, b"Session not owned by this connection", False)  # no session asked for
-    assert not is_unknown_session(403, b"Forbidden", True)  # a refused credential
-    assert is_unknown_session(404, b"Unknown session id", False)
-    assert not is_unknown_session(404, b"Unknown connection id", True)
