@@ -287,6 +287,8 @@ async def test_a_websocket_reset_then_a_turn(client: Client, qwen: Qwen, proxy: 
     assert outcome.path is RecoveryPath.REPLAY, text
     assert outcome.replayed_updates > 0, text
     assert outcome.continuity is Continuity.KEPT, text
+    if kind == "ws":  # the daemon sends the replay only with the session's next message: the fence is that
+        assert "session/set_mode" in client.wire.sent_methods(), client.wire.sent_methods()
     check_conversation(handle, recorder, qwen.llm, [*prompts, after])
     live = [e for e in recorder.events if not e.replay and e.update.kind.endswith("_message_chunk")]
     assert "".join(e.text or "" for e in live if e.update.kind == "agent_message_chunk").endswith(answer(after)), text
