@@ -1,11 +1,13 @@
-"""Replays that arrive after the answer to ``session/load``, and prompts the agent echoes back, on the fake clock.
+"""What Qwen Code's daemon does around a reconnect, on the fake clock: replays that arrive after the answer to
+``session/load``, prompts echoed back, a load refused while the daemon still closes the session.
 
 The reference agent (no ``session/status``, no ``session/resume``: recovery replays with ``session/load``)
 sits behind :class:`QwenLike`, a link that behaves as Qwen Code's daemon does: it answers ``session/load``
 first and sends the replayed history only afterwards — at once (``late="after"``), or only with the
 session's next message, whatever it is (``late="next"``, the daemon over WebSocket) — and it echoes every
 prompt back as a ``user_message_chunk`` (``_meta.source = "bridge-echo"``). ``unordered`` makes the link
-report that its messages do not share one ordered stream (Streamable HTTP).
+report that its messages do not share one ordered stream (Streamable HTTP); ``closing=[N]`` refuses the next N
+loads "for now", as the daemon does while it closes a session whose WebSocket dropped.
 
 Every test checks that the replay is counted and judged as a replay (``replayed_updates``, continuity),
 placed where it belongs (never after a later prompt), and that each prompt is in the conversation once.
@@ -35,8 +37,11 @@ MODES = {"currentModeId": "auto", "availableModes": [{"id": "auto", "name": "Aut
 class QwenLikeTransport:
     """One link (see the module docstring)."""
 
-    def __init__(self, inner: Transport, *, late: str | None, echo: bool, modes: bool, unordered: bool) -> None:
+    def __init__(
+        self, inner: Transport, *, late: str | None, echo: bool, modes: bool, unordered: bool, closing: list[int]
+    ) -> None:
         self.inner = inner
+        self.closing = closing
         self.late = late
         self.echo = echo
         self.modes = modes
@@ -90,6 +95,16 @@ class QwenLikeTransport:
         method, params = message.get("method"), message.get("params")
         if self.held and isinstance(params, dict) and "sessionId" in params:
             self._flush()  # the session's next message brings the replay out first
+        if method == "session/load" and self.closing[0] > 0:  # still closing the session the drop left
+            self.closing[0] -= 1
+            sid = params["sessionId"] if isinstance(params, dict) else ""
+            error = {
+                "code": -32602,
+                "message": f'No session with id "{sid}". The session is closing; retry after close completes',
+                "data": {"sessionId": sid},
+            }
+            self._queue.put_nowait({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            return
         if method == "session/load":
             self.loads.add(message["id"])
         if method == "session/set_mode":  # the daemon's modes, served here
@@ -154,7 +169,8 @@ class World:
 async def world(**options: Any) -> AsyncIterator[World]:
     clock = FakeClock()
     agent = ReferenceAgent(clock=clock, advertise_status=False, advertise_resume=False)
-    link = QwenLike(agent, **{"late": None, "echo": False, "modes": False, "unordered": False, **options})
+    defaults = {"late": None, "echo": False, "modes": False, "unordered": False, "closing": [0]}
+    link = QwenLike(agent, **{**defaults, **options})
     outcomes: list[RecoveryOutcome] = []
     connected = asyncio.Event()
 
@@ -242,3 +258,18 @@ async def test_the_quiet_interval_starts_again_with_each_replayed_update() -> No
         assert outcome.replayed_updates > 0 and outcome.continuity is Continuity.KEPT, outcome
         assert conversation(handle) == turns("one", "two", "three")
         assert collections.Counter(m.role for m in handle.transcript.messages) == {"user": 3, "agent": 3}
+
+
+async def test_a_load_refused_for_now_is_tried_again() -> None:
+    """The agent refuses the load while it still closes the session the drop left behind ("retry after close
+    completes"): the client tries the load again after a pause (on its clock), never a new session."""
+    closing = [2]
+    async for w in world(closing=closing):
+        handle = await w.client.new_session("/work")
+        await w.clock.run(handle.prompt("one"))
+        outcome = await w.drop_and_recover()
+        assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.KEPT, outcome
+        assert [step for step, _ in outcome.steps] == ["session/load"] * 3
+        assert [result.split(":")[0] for _, result in outcome.steps] == ["retry later", "retry later", "ok"]
+        assert closing == [0] and outcome.session_id == handle.session_id
+        assert conversation(handle) == turns("one")
