@@ -32,8 +32,8 @@ daemon, the test's proxies), none to a DNS server, no ``AF_INET6`` connect at al
 
 The daemon binds 127.0.0.1 (loopback: no bearer token) and refuses (``403``) a ``Host`` that is not its own
 address; :class:`HostFront` is the rewriting front a proxy before it needs. It listens a moment before
-its ACP routes are mounted (a WebSocket upgrade is then answered ``406``): :meth:`QwenDaemon.start`
-returns once they are, and the front turns new connections away until then. Its diagnostics are kept: stderr in
+its ACP routes are mounted (a WebSocket upgrade is then answered ``406``, which the client retries as it
+does a ``404``): :meth:`QwenDaemon.start` returns once they are. Its diagnostics are kept: stderr in
 ``home/serve.log`` and its own log in ``home/.qwen/debug/daemon/daemon.log`` (:meth:`QwenDaemon.log`):
 the tests read them to prove that nothing the client sent aborted a running turn.
 
@@ -139,8 +139,6 @@ class QwenDaemon:
         self.workspace = workspace
         self.base_url = base_url
         self.port = 0
-        #: Listening with its ACP routes mounted (false while it starts or stops).
-        self.ready = False
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout: Path = home / "serve.out"
         self._stderr: Path = home / "serve.log"
@@ -209,12 +207,10 @@ class QwenDaemon:
             self.stop()
             pytest.fail(f"qwen serve did not start (exit {code}):\n{text[-2000:]}\n{self.log()[-4000:]}", pytrace=False)
         self.port = int(found.group(1))
-        self.ready = True
         return self
 
     def stop(self) -> None:
         """Stop the daemon (SIGTERM to its process group, then SIGKILL after 10 s)."""
-        self.ready = False
         process, self._process = self._process, None
         if process is None:
             return
@@ -264,9 +260,6 @@ class HostFront:
     it. Each accepted connection gets its own upstream connection; when either side ends or breaks,
     the other is closed the same way (a reset stays a reset).
 
-    While the daemon starts (it listens a moment before its ACP routes are mounted) or stops, a new
-    connection is reset at once, as if nothing listened yet.
-
     Only the client's bytes are looked at, and only for a loopback ``Host`` line; a ``Host`` line cut
     across two reads is held until its end arrives.
     """
@@ -311,8 +304,6 @@ class HostFront:
         task.add_done_callback(self._serving.discard)
         self._writers.add(writer)
         try:
-            if not self.daemon.ready:  # starting or stopping: refused, as if nothing listened yet
-                raise ConnectionRefusedError
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.daemon.port)
         except OSError:
             writer.transport.abort()
