@@ -20,6 +20,16 @@ from .types import ContentBlock, TextContent
 
 __all__ = ["Echo"]
 
+#: The updates an echo comes as.
+_USER_KINDS = frozenset(("user_message_chunk", "user_message"))
+
+
+def _content(update: Any) -> list[ContentBlock]:
+    content = getattr(update, "content", None)
+    if content is None:
+        return []
+    return list(content) if isinstance(content, list | tuple) else [content]
+
 
 def _bare(block: Any) -> Any:
     """``block`` without its ``_meta`` (an echo may carry the server's own)."""
@@ -45,15 +55,20 @@ class Echo:
     def __bool__(self) -> bool:
         return bool(self._left)
 
-    def begins(self, content: list[ContentBlock]) -> bool:
-        """Whether a user message with ``content`` starts (or continues) the echo; nothing is taken."""
-        return bool(self._left) and bool(content) and _continues(content[0], self._left[-1])
+    def begins(self, update: Any) -> bool:
+        """Whether the session update ``update`` starts (or continues) the echo; nothing is taken."""
+        if not self._left or getattr(update, "kind", None) not in _USER_KINDS:
+            return False
+        content = _content(update)
+        return bool(content) and _continues(content[0], self._left[-1])
 
-    def take(self, content: list[ContentBlock], message_id: str | None) -> bool:
-        """Whether a user message with ``content`` (and ``message_id``) is the next part of the echo:
-        taken if so; if not, the echo is over (nothing later is taken for one)."""
-        left = self._left
-        if message_id is not None or not content:
+    def take(self, update: Any) -> bool:
+        """Whether the session update ``update`` is the next part of the echo: taken if so. Any other
+        user message ends the echo (nothing later is taken for one); other updates are not looked at."""
+        if not self._left or getattr(update, "kind", None) not in _USER_KINDS:
+            return False
+        left, content = self._left, _content(update)
+        if getattr(update, "message_id", None) is not None or not content:
             left.clear()
             return False
         rest = list(left)

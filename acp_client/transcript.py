@@ -346,7 +346,6 @@ def _completed(message: TranscriptMessage) -> bool:
 
 
 _MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
-_USER_KINDS = frozenset(("user_message_chunk", "user_message"))
 
 
 class Transcript:
@@ -389,8 +388,7 @@ class Transcript:
         self._replay_open: TranscriptMessage | None = None
         self._turn_start: int | None = None
         self._turn_prompt: tuple[ContentBlock, ...] = ()
-        #: What of the recorded prompt the agent has not echoed back yet (see :meth:`begin_turn`).
-        self._echo = Echo()
+        self._echo = Echo()  # what of the recorded prompt the agent has not echoed back yet
         #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
         self.echoes_prompts = False
 
@@ -476,11 +474,10 @@ class Transcript:
         blocks = tuple(prompt)
         self._turn_start = len(self.messages)
         self._turn_prompt = blocks
-        self._echo = Echo()
+        self._echo = Echo(blocks if record else ())
         if record:
             self.add_user_prompt(blocks)
             self.messages[-1].status = TurnStatus.RUNNING
-            self._echo = Echo(blocks)
 
     def finish_turn(self, status: TurnStatus) -> None:
         """The running turn ended with ``status``: its prompt carries it; a cancelled or
@@ -543,7 +540,8 @@ class Transcript:
         if self._replaying:
             self._collect(kind, update)
             return
-        if self._echo and kind in _USER_KINDS and self._echoes(update):
+        if self._echo and self._echo.take(update):
+            self.echoes_prompts = True
             return
         role = _CHUNK_ROLES.get(kind)
         if role is not None:
@@ -578,17 +576,9 @@ class Transcript:
             self._open = None  # never fuse a message across a non-message update (a replay would not)
             self._other(kind, update)
 
-    def _echoes(self, update: Any) -> bool:
-        """Whether ``update`` repeats the next part of the recorded prompt (see :mod:`._echo`)."""
-        if self._echo.take(_blocks_of(getattr(update, "content", None)), getattr(update, "message_id", None)):
-            self.echoes_prompts = True
-            return True
-        return False
-
     def begins_echo(self, update: Any) -> bool:
-        """Whether ``update`` is the start of the echo of the prompt just recorded (nothing consumed)."""
-        kind = getattr(update, "kind", None)
-        return kind in _USER_KINDS and self._echo.begins(_blocks_of(getattr(update, "content", None)))
+        """Whether ``update`` starts the echo of the prompt just recorded (nothing taken)."""
+        return self._echo.begins(update)
 
     def _other(self, kind: Any, update: Any) -> None:
         if kind in ("tool_call", "tool_call_update"):

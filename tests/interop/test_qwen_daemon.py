@@ -34,10 +34,12 @@ import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, Continuity, PromptResult, RecoveryPath, SessionHandle, Timeouts, connector_for
+from acp_client import AcpClient, PromptResult, RecoveryPath, SessionHandle, Timeouts
 from acp_client.exceptions import ConnectionLost
+from acp_client.state import Continuity
 from acp_client.testing import FaultProxy, RecordingConnector
 from acp_client.transcript import TurnStatus
+from acp_client.transports import connector_for
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import POLICY, SLOW, describe
