@@ -363,7 +363,7 @@ async def test_a_stream_silent_then_reset(client: Client, qwen: Qwen, proxy: Fau
     connection = acp.transport_info.connection_id if acp.transport_info is not None else None
     turn = asyncio.create_task(handle.prompt(slow))
     await streaming(handle, slow, words=1)
-    assert proxy.silence(STREAM[kind]) == 1
+    assert await proxy.silence(STREAM[kind]) == 1
     if kind == "http":
         # Until the model has streamed its whole answer: the daemon sent it all into the silence.
         await eventually(lambda: slow in qwen.llm.finished, timeout=SLOW, what="the model to stream its whole answer")
