@@ -35,7 +35,7 @@ from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
 from ._queue import Ticket
-from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach, replay_ended
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
@@ -509,6 +509,7 @@ class Engine:
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, self.version)
+        await replay_ended(self.table, tracked, link.call, version=self.version, clock=self.clock)
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:

@@ -15,12 +15,9 @@ model of trio's cancel scopes::
     with fail_after(clock, 5.0):                 # the same, but raises TimeoutError at the end
         await conn.request("session/list")
 
-When the deadline passes, the task running the scope is cancelled at the point it is waiting
-(``asyncio.CancelledError``), its ``finally`` blocks run, and the scope catches that cancellation
-on the way out: :func:`move_on_after` carries on after the ``with`` block, :func:`fail_after`
-raises. A cancellation from anywhere else (the app cancelling the task, an outer scope) is never
-caught: it propagates as it would without the scope. Scopes nest; when several expire together
-the outermost one catches.
+When the deadline passes, the task is cancelled where it waits and the scope catches that one
+cancellation on the way out; a cancellation from anywhere else propagates (:class:`Deadline` has
+the whole contract).
 
 Time is read from the clock and the deadline is a timer on the clock, so with a ``FakeClock`` a
 scope expires exactly when the test moves time past it, and never in real time.

@@ -35,6 +35,7 @@ from .exceptions import (
     ConnectError,
     HttpStatusError,
     IncompatibleProtocolVersion,
+    NotAcceptable,
     RequestTimeout,
     RpcError,
     ServiceUnavailable,
@@ -148,6 +149,10 @@ def is_retryable(error: BaseException) -> bool:
     if is_fatal(error) or isinstance(error, AuthenticationFailed):
         return False
     if isinstance(error, HttpStatusError):
+        if error.status == 406 and not isinstance(error, NotAcceptable):
+            # A WebSocket upgrade answered 406 reached a plain HTTP route, not a WebSocket endpoint (yet):
+            # a server still mounting its routes after a restart (Qwen Code's daemon). Retried as a 404 is.
+            return True
         return error.status >= 500 or error.status in (404, 408, 425, 429)
     return isinstance(error, ConnectError | TransportError | RequestTimeout | RpcError)
 
@@ -190,51 +195,50 @@ def _exponential(policy: RetryPolicy, steps_before: int) -> tenacity.wait_expone
     )
 
 
+@attrs.define
 class _Suspended(tenacity.wait.wait_base):
     """``normal`` until the outage is ``after`` seconds old on the clock, then ``suspended``."""
 
-    def __init__(
-        self,
-        normal: tenacity.wait.wait_base,
-        suspended: tenacity.wait.wait_base,
-        after: float | None,
-        elapsed: Callable[[], float],
-    ) -> None:
-        self.normal, self.suspended, self.after, self.elapsed = normal, suspended, after, elapsed
+    normal: tenacity.wait.wait_base
+    suspended: tenacity.wait.wait_base
+    after: float | None
+    elapsed: Callable[[], float]
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         late = self.after is not None and self.elapsed() >= self.after
         return (self.suspended if late else self.normal)(retry_state)
 
 
+@attrs.define
 class _FullJitter(tenacity.wait.wait_base):
     """A uniformly random wait up to what ``ceiling`` says (from the injected random source)."""
 
-    def __init__(self, ceiling: tenacity.wait.wait_base, rng: random.Random) -> None:
-        self.ceiling, self.rng = ceiling, rng
+    ceiling: tenacity.wait.wait_base
+    rng: random.Random
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         return self.rng.uniform(0.0, self.ceiling(retry_state))
 
 
+@attrs.define
 class _RetryAfter(tenacity.wait.wait_base):
     """At least what the server's ``Retry-After`` asked for (at most ``cap``)."""
 
-    def __init__(
-        self, wait: tenacity.wait.wait_base, cap: float, asked: Callable[[tenacity.RetryCallState], float | None]
-    ) -> None:
-        self.wait, self.cap, self.asked = wait, cap, asked
+    wait: tenacity.wait.wait_base
+    cap: float
+    asked: Callable[[tenacity.RetryCallState], float | None]
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         wait, asked = self.wait(retry_state), self.asked(retry_state)
         return min(asked, self.cap) if asked is not None and asked > wait else wait
 
 
+@attrs.define
 class _StopAfterElapsed(tenacity.stop.stop_base):
     """Stop once the outage is ``limit`` seconds old on the clock."""
 
-    def __init__(self, limit: float, elapsed: Callable[[], float]) -> None:
-        self.limit, self.elapsed = limit, elapsed
+    limit: float
+    elapsed: Callable[[], float]
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
         return self.elapsed() >= self.limit

@@ -46,6 +46,7 @@ from typing import Any
 
 import attrs
 
+from ._echo import Echo
 from ._reconcile import reconcile
 from .types import ContentBlock, TextContent
 
@@ -387,6 +388,9 @@ class Transcript:
         self._replay_open: TranscriptMessage | None = None
         self._turn_start: int | None = None
         self._turn_prompt: tuple[ContentBlock, ...] = ()
+        self._echo = Echo()  # what of the recorded prompt the agent has not echoed back yet
+        #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
+        self.echoes_prompts = False
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -465,10 +469,12 @@ class Transcript:
 
     def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
         """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
-        v2 agents do, and their echo becomes the turn's message)."""
+        v2 agents do, and their echo becomes the turn's message). A recorded prompt the agent still
+        echoes back is that same message (:mod:`acp_client._echo`)."""
         blocks = tuple(prompt)
         self._turn_start = len(self.messages)
         self._turn_prompt = blocks
+        self._echo = Echo(blocks if record else ())
         if record:
             self.add_user_prompt(blocks)
             self.messages[-1].status = TurnStatus.RUNNING
@@ -480,6 +486,7 @@ class Transcript:
         start = self._turn_start
         self._turn_start = None
         self._open = None
+        self._echo = Echo()
         if start is None:
             return
         start = min(start, len(self.messages))
@@ -506,6 +513,7 @@ class Transcript:
         start = self._turn_start
         self._turn_start = None
         self._open = None
+        self._echo = Echo()
         if start is not None:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
@@ -531,6 +539,9 @@ class Transcript:
         kind: Any = getattr(update, "kind", None)
         if self._replaying:
             self._collect(kind, update)
+            return
+        if self._echo and self._echo.take(update):
+            self.echoes_prompts = True
             return
         role = _CHUNK_ROLES.get(kind)
         if role is not None:
@@ -564,6 +575,10 @@ class Transcript:
         else:
             self._open = None  # never fuse a message across a non-message update (a replay would not)
             self._other(kind, update)
+
+    def begins_echo(self, update: Any) -> bool:
+        """Whether ``update`` starts the echo of the prompt just recorded (nothing taken)."""
+        return self._echo.begins(update)
 
     def _other(self, kind: Any, update: Any) -> None:
         if kind in ("tool_call", "tool_call_update"):

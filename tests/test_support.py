@@ -39,6 +39,9 @@ ALLOWED_SLEEPS = {
     ("tests/e2e/test_reference_faults.py", "test_callbacks_run_before_queued_requests_are_sent.on_resume"): (
         "a slow app callback"
     ),
+    ("tests/interop/test_qwen_daemon.py", "test_a_stream_silent_then_reset"): (
+        "a socket that stays silent for a while before it is reset: the scenario"
+    ),
     ("tests/peers/deepagents_acp_agent.py", "EchoChatModel._astream"): "an agent told to stream slowly",
     ("tests/peers/_fake_model.py", "FakeModelHandler._pace"): "a model told to stream slowly",
     ("tests/peers/fast_agent_tools.py", "wait"): "a tool that waits as asked",

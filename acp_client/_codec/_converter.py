@@ -18,73 +18,16 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ..types import _fields
-from ..types.agent_requests import (
-    CancelledPermissionOutcome,
-    CommandPermissionSubject,
-    SelectedPermissionOutcome,
-    ToolCallPermissionSubject,
-    UnknownPermissionOutcome,
-    UnknownPermissionSubject,
-)
-from ..types.content import (
-    AudioContent,
-    BlobResourceContents,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-    UnknownContent,
-)
+from ..types.agent_requests import PermissionOutcome, PermissionSubject, UnknownPermissionOutcome
+from ..types.content import BlobResourceContents, ContentBlock, TextResourceContents
 from ..types.lifecycle import (
-    McpServerAcp,
-    McpServerHttp,
-    McpServerSse,
+    McpServer,
     McpServerStdio,
-    ReplayFromStart,
+    ReplayFrom,
     SessionConfigSelectGroup,
     SessionConfigSelectOption,
-    UnknownMcpServer,
-    UnknownReplayFrom,
 )
-from ..types.updates import (
-    AgentMessage,
-    AgentMessageChunk,
-    AgentThought,
-    AgentThoughtChunk,
-    AvailableCommandsUpdate,
-    CompactionSummaryChunk,
-    CompactionUpdate,
-    ConfigOptionUpdate,
-    CurrentModeUpdate,
-    Notice,
-    Plan,
-    PlanFile,
-    PlanItems,
-    PlanMarkdown,
-    PlanRemoved,
-    PlanUpdate,
-    SessionInfoUpdate,
-    SessionMessage,
-    SessionMessageChunk,
-    SessionUpdate,
-    StateUpdate,
-    SubagentUpdate,
-    TerminalOutputChunk,
-    TerminalUpdate,
-    ToolCall,
-    ToolCallContentBlock,
-    ToolCallContentChunk,
-    ToolCallDiff,
-    ToolCallTerminal,
-    ToolCallUpdate,
-    UnknownPlanContent,
-    UnknownSessionUpdate,
-    UnknownToolCallContent,
-    UsageUpdate,
-    UserMessage,
-    UserMessageChunk,
-)
+from ..types.updates import PlanContent, SessionUpdate, ToolCallContent
 from ._base import (
     PRIMITIVE_HOOKS,
     DecodeError,
@@ -122,61 +65,24 @@ class _Union:
     default: type | None = None  # the variant a payload without a tag is (v1 stdio MCP servers)
 
 
-def _tagged(key: str, classes: tuple[type, ...], unknown: type, default: type | None = None) -> _Union:
-    return _Union(
-        key, {getattr(cls, key if key != "sessionUpdate" else "kind"): cls for cls in classes}, unknown, default
-    )
+def _tagged(key: str, union: Any, unknown: type | None = None, default: type | None = None) -> _Union:
+    """The tagged union of ``union``'s members; its last member keeps unknown tags unless ``unknown`` is given."""
+    variants: tuple[type, ...] = typing.get_args(union)
+    if unknown is None:
+        variants, unknown = variants[:-1], variants[-1]
+    tag = "kind" if key == "sessionUpdate" else key
+    return _Union(key, {getattr(cls, tag): cls for cls in variants}, unknown, default)
 
 
 _UNIONS: Final = (
-    _tagged(
-        "type",
-        (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource),
-        UnknownContent,
-    ),
-    _tagged("type", (ToolCallContentBlock, ToolCallDiff, ToolCallTerminal), UnknownToolCallContent),
-    _tagged("type", (PlanItems, PlanFile, PlanMarkdown), UnknownPlanContent),
-    _tagged(
-        "type",
-        (McpServerStdio, McpServerHttp, McpServerSse, McpServerAcp),
-        UnknownMcpServer,
-        default=McpServerStdio,
-    ),
-    _tagged("type", (ReplayFromStart,), UnknownReplayFrom),
-    _tagged("outcome", (SelectedPermissionOutcome, CancelledPermissionOutcome), UnknownPermissionOutcome),
-    _tagged("type", (ToolCallPermissionSubject, CommandPermissionSubject), UnknownPermissionSubject),
-    _tagged(
-        "sessionUpdate",
-        (
-            UserMessageChunk,
-            AgentMessageChunk,
-            AgentThoughtChunk,
-            UserMessage,
-            AgentMessage,
-            AgentThought,
-            ToolCall,
-            ToolCallUpdate,
-            ToolCallContentChunk,
-            TerminalUpdate,
-            TerminalOutputChunk,
-            Plan,
-            PlanUpdate,
-            PlanRemoved,
-            AvailableCommandsUpdate,
-            CurrentModeUpdate,
-            ConfigOptionUpdate,
-            SessionInfoUpdate,
-            UsageUpdate,
-            Notice,
-            CompactionUpdate,
-            CompactionSummaryChunk,
-            StateUpdate,
-            SubagentUpdate,
-            SessionMessage,
-            SessionMessageChunk,
-        ),
-        UnknownSessionUpdate,
-    ),
+    _tagged("type", ContentBlock),
+    _tagged("type", ToolCallContent),
+    _tagged("type", PlanContent),
+    _tagged("type", McpServer, default=McpServerStdio),
+    _tagged("type", ReplayFrom),
+    _tagged("outcome", PermissionOutcome, UnknownPermissionOutcome),
+    _tagged("type", PermissionSubject),
+    _tagged("sessionUpdate", SessionUpdate),
 )
 
 # class -> (tag key, tag value), for encoding

@@ -49,44 +49,39 @@ def _structure_session(builder: Builder) -> Hook:
 def session_to_json(session: Session, builder: Builder) -> dict[str, Any]:
     """``session`` as a JSON-ready object; nested protocol values in ``builder``'s version."""
     unstructure: Callable[[Any], Any] = builder.conv.unstructure
+    created, updated, state, modes = session.created_at, session.updated_at, session.state, session.modes
+    directories, options = session.additional_directories, session.config_options
     out: dict[str, Any] = {"sessionId": session.session_id}
-    if session.cwd is not None:
-        out["cwd"] = session.cwd
-    if session.title is not None:
-        out["title"] = session.title
-    if session.created_at is not None:
-        out["createdAt"] = format_rfc3339(session.created_at)
-    if session.updated_at is not None:
-        out["updatedAt"] = format_rfc3339(session.updated_at)
+    _put(out, "cwd", session.cwd)
+    _put(out, "title", session.title)
+    _put(out, "createdAt", None if created is None else format_rfc3339(created))
+    _put(out, "updatedAt", None if updated is None else format_rfc3339(updated))
     if session.status is not None:
         out["status"] = session.status.value
         out["rawStatus"] = session.raw_status  # null: none known (else a reader takes ``status``)
-    elif session.raw_status is not None:
-        out["rawStatus"] = session.raw_status
-    if session.state is not None:
-        out["state"] = unstructure(session.state)
-    if session.additional_directories is not None:
-        out["additionalDirectories"] = list(session.additional_directories)
-    if session.modes is not None:
-        out["modes"] = unstructure(session.modes)
-    if session.models is not None:
-        out["models"] = session.models
-    if session.config_options is not None:
-        out["configOptions"] = [unstructure(option) for option in session.config_options]
+    else:
+        _put(out, "rawStatus", session.raw_status)
+    _put(out, "state", None if state is None else unstructure(state))
+    _put(out, "additionalDirectories", None if directories is None else list(directories))
+    _put(out, "modes", None if modes is None else unstructure(modes))
+    _put(out, "models", session.models)
+    _put(out, "configOptions", None if options is None else [unstructure(option) for option in options])
     out["forkedFrom"] = None if session.forked_from is None else {"sessionId": session.forked_from}
     out["activeTurnId"] = session.active_turn_id
     out["modelId"] = session.model_id
     out["providerId"] = session.provider_id
     out["workspaceRoot"] = session.workspace_root
-    if session.turn_count is not None:
-        out["turnCount"] = session.turn_count
-    if session.path is not None:
-        out["path"] = session.path
-    if session.approval_mode is not None:
-        out["approvalMode"] = session.approval_mode
-    if session.meta is not None:
-        out["_meta"] = session.meta
+    _put(out, "turnCount", session.turn_count)
+    _put(out, "path", session.path)
+    _put(out, "approvalMode", session.approval_mode)
+    _put(out, "_meta", session.meta)
     return out
+
+
+def _put(out: dict[str, Any], key: str, value: Any) -> None:
+    """An optional member: written only when it has a value."""
+    if value is not None:
+        out[key] = value
 
 
 def session_from_json(data: Any, builder: Builder) -> Session:

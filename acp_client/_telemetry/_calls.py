@@ -202,10 +202,7 @@ class Calls:
             raise
         finally:
             self._end(span, failure)
-            try:
-                self._on_done(method, outcome_of(failure), self._clock() - started)
-            except Exception:
-                logger.debug("telemetry: could not record the duration of %s", method, exc_info=True)
+            self._done(method, failure, started)
 
     async def _untraced(self, method: str, params: Any, send: Send) -> Any:
         started = self._clock()
@@ -216,10 +213,13 @@ class Calls:
             failure = exc
             raise
         finally:
-            try:
-                self._on_done(method, outcome_of(failure), self._clock() - started)
-            except Exception:
-                logger.debug("telemetry: could not record the duration of %s", method, exc_info=True)
+            self._done(method, failure, started)
+
+    def _done(self, method: str, failure: BaseException | None, started: float) -> None:
+        try:
+            self._on_done(method, outcome_of(failure), self._clock() - started)
+        except Exception:
+            logger.debug("telemetry: could not record the duration of %s", method, exc_info=True)
 
     async def incoming(
         self, request_id: RequestId, method: str, params: Any, handle: Callable[[str, Any], Awaitable[Any]]

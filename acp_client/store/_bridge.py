@@ -153,7 +153,7 @@ class StoreBridge:
         Raises:
             SessionStoreError: The store cannot be read.
         """
-        return await asyncio.shield(self._submit(self._store.load, self._endpoint))
+        return await self.run(self._store.load, self._endpoint)
 
     async def load_transcript(self, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's stored transcript tail (empty when none).
@@ -161,7 +161,7 @@ class StoreBridge:
         Raises:
             SessionStoreError: The store cannot be read.
         """
-        return await asyncio.shield(self._submit(self._store.load_transcript, self._endpoint, session_id))
+        return await self.run(self._store.load_transcript, self._endpoint, session_id)
 
     async def load_each(
         self, session_ids: Sequence[str], decode: Callable[[Sequence[Mapping[str, Any]], str], T]
@@ -182,7 +182,7 @@ class StoreBridge:
                     found[session_id] = decode(entries, session_id)
             return found
 
-        return await asyncio.shield(self._submit(load))
+        return await self.run(load)
 
     # -- writes (never raise a store error) ------------------------------------------------------
 

@@ -35,9 +35,9 @@ from ..exceptions import (
     SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreForeign,
-    SessionStoreTooNew,
 )
-from .base import RECORD_COLUMNS
+from ._rows import check_version
+from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
 __all__ = [
     "APPLICATION_ID",
@@ -51,10 +51,6 @@ __all__ = [
     "open_schema",
     "redact_dsn",
 ]
-
-#: Shared with the SQLite store ("ACPS"): how a store knows its own data.
-APPLICATION_ID: Final = 0x41435053
-FORMAT: Final = "acp_client.session_store"
 
 #: The expiry of a lease nobody holds (released, or never claimed): long past.
 _NEVER: Final = "1970-01-01 00:00:00+00"
@@ -267,16 +263,7 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
         raise SessionStoreCorrupt(
             f"session store {where} is damaged: its tables or its schema version are missing", path=path
         )
-    if version > supported:
-        compatible = meta_version(meta, "compatible_version") or version
-        if compatible > supported:
-            raise SessionStoreTooNew(
-                f"session store {where} has schema version {version} (needs a reader of version {compatible} "
-                f"or later); this acp_client supports up to {supported}: upgrade acp_client",
-                path=path,
-                version=version,
-                supported=supported,
-            )
+    check_version(where, path, version, meta_version(meta, "compatible_version") or version, supported)
     return version, version < supported
 
 

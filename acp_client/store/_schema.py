@@ -14,10 +14,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
-from ..exceptions import ConfigurationError, SessionStoreBusy
-from .base import RECORD_COLUMNS, Lease
-
-_FORMAT: Final = "acp_client.session_store"
+from ..exceptions import SessionStoreBusy
+from ._rows import dump_json, leases_of
+from .base import FORMAT, RECORD_COLUMNS, Lease
 
 _LEASE_COLUMNS: Final = ("lease_owner", "lease_token", "lease_expires_at")
 _SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM sessions"
@@ -73,7 +72,7 @@ def _create_v1(conn: sqlite3.Connection) -> None:
     )
     conn.executemany(
         "INSERT INTO store_meta (key, value) VALUES (?, ?)",
-        [("format", _FORMAT), ("compatible_version", "1")],
+        [("format", FORMAT), ("compatible_version", "1")],
     )
 
 
@@ -96,7 +95,7 @@ def _v2_conversations(conn: sqlite3.Connection) -> None:
         ]
         conn.execute(
             "UPDATE transcripts SET tail = ? WHERE endpoint = ? AND session_id = ?",
-            (_dump(converted, "transcript tail"), endpoint, session_id),
+            (dump_json(converted, "transcript tail"), endpoint, session_id),
         )
 
 
@@ -127,8 +126,8 @@ def _micros(value: datetime) -> int:
     return (value - _EPOCH) // timedelta(microseconds=1)
 
 
-def _from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
+def _from_micros(value: Any) -> datetime:
+    return _EPOCH + timedelta(microseconds=int(value))
 
 
 def claim_leases(
@@ -148,43 +147,21 @@ def claim_leases(
             "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
             (owner, owner, until, endpoint, *chunk, owner, now),
         ).fetchall()
-        leases.extend(_leases(rows))
+        leases.extend(leases_of(rows, _from_micros))
     return leases
-
-
-def _lease(session_id: str, owner: str | None, token: int, expires: int) -> Lease | None:
-    """A row's lease (``None`` for a session that was never claimed)."""
-    if owner is None and not token:
-        return None
-    return Lease(session_id, owner, int(token), _from_micros(int(expires)))
-
-
-def _leases(rows: Sequence[Sequence[Any]]) -> list[Lease]:
-    """``(session_id, owner, token, expires_at)`` rows as leases, by session id."""
-    return sorted(
-        (Lease(row[0], row[1], int(row[2]), _from_micros(int(row[3]))) for row in rows),
-        key=lambda item: item.session_id,
-    )
 
 
 def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[start : start + _CHUNK] for start in range(0, len(items), _CHUNK)]
 
 
-def _loads(text: str) -> Any:
+def _loads(value: Any) -> Any:
     # Most JSON columns hold an empty list or object: skip the decoder for those (restore speed).
-    if text == "[]":
+    if value == "[]":
         return ()
-    if text == "{}":
+    if value == "{}":
         return {}
-    return json.loads(text)
-
-
-def _dump(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
+    return json.loads(value)
 
 
 def use_wal(

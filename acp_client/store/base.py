@@ -7,15 +7,10 @@ network drop. The store is synchronous on purpose: it is file I/O, and the clien
 the event loop (``asyncio.to_thread``). Implementations must be safe to call from several
 threads, one call at a time per thread.
 
-Contract of every implementation:
+Contract of every implementation (each method's docstring below says the rest):
 
-- ``load(endpoint)`` returns the sessions stored for that endpoint key, most recently used
-  first; sessions of other endpoints never appear.
-- ``save(session)`` writes the whole record atomically (insert or replace, keyed by
-  ``(endpoint, session_id)``); a reader never sees half a record.
-- ``delete(endpoint, session_id)`` removes one record; ``rename`` moves a record to a new
-  session id in one atomic step (the new-session recovery path), remembering the old id.
-- ``touch(endpoint, session_id)`` sets ``last_used_at`` only.
+- Every write is atomic (a reader never sees half a record); sessions are keyed by
+  ``(endpoint, session_id)``, and sessions of another endpoint never appear.
 - The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
   saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
   JSON objects in the client's conversation format (``acp_client._conversation``: a header, segment
@@ -33,26 +28,12 @@ Contract of every implementation:
 Ownership (:class:`SharedSessionStore`: a store several clients share, such as several replicas of
 a service). Every stored session has at most one owner at a time: a *lease* held by an owner name
 until an expiry, and a *fencing token*, an integer that only grows and grows each time the lease
-passes to another owner (or to an owner after nobody held it):
-
-- ``claim(endpoint, session_ids, owner, duration=...)`` takes, in one atomic step, each of the
-  sessions that is unowned, already ``owner``'s, or whose lease expired; the token is bumped for
-  each one whose owner changes. Two clients claiming one session at once: exactly one gets it.
-  ``save_owned`` writes a record and claims it in the same step (a new session is never stored
-  unowned, where another client could adopt it).
-- ``renew(endpoint, owner, duration=...)`` extends every lease ``owner`` still holds for the
-  endpoint in one statement (whether or not it had expired: nobody else took it) and returns
-  them: a session missing from the answer was taken over.
-- ``adoptable(endpoint)`` lists the sessions nobody holds: unowned, or whose owner's lease expired
-  (the adoption candidates). ``release`` gives leases up (a clean close), keeping the token.
-- Every write may carry a :class:`Fence` (the writer's owner and token): a fenced write applies
-  only while the session's lease is still that owner's with that token, and otherwise raises
-  :class:`~acp_client.exceptions.SessionStoreFenced` and writes nothing, so a stale owner never
-  overwrites what the new owner wrote. An unfenced write is applied as before (a client without
-  ownership, or an app's own bookkeeping) and never touches the lease.
-- Time: a lease's expiry is measured on the store's clock (SQLite: this host's UTC time, or the
-  ``clock`` it was given; a database server may use its own), so clients on several hosts agree on
-  it. ``now=`` overrides it for one call (tests, the contract suite).
+passes to another owner (or to an owner after nobody held it). Claims, renewals and releases are
+atomic (two clients claiming one session at once: exactly one gets it), and a write carrying a
+:class:`Fence` applies only while its lease still holds, so a stale owner never overwrites what
+the new owner wrote. A lease's expiry is measured on the store's clock (SQLite: this host's UTC
+time, or the ``clock`` it was given; a database server may use its own), so clients on several
+hosts agree on it; ``now=`` overrides it for one call (tests, the contract suite).
 """
 
 from __future__ import annotations
@@ -111,6 +92,11 @@ RECORD_COLUMNS: Final = (
     "previous_session_ids",
     "extra",
 )
+
+#: How a store knows its own data: the ``application_id`` ("ACPS") and the ``format`` every
+#: built-in store writes.
+APPLICATION_ID: Final = 0x41435053
+FORMAT: Final = "acp_client.session_store"
 
 #: The key in :attr:`StoredSession.extra` under which a client facing several instances of one
 #: agent records the instance a session lives on: its name (:attr:`acp_client.location.Endpoint.name`,
@@ -224,8 +210,13 @@ def _created(record: StoredSession) -> datetime:
     return record.created_at
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _size(entry: Any) -> int:
+    """The bytes of ``entry``'s compact JSON (``ConfigurationError`` when it has none)."""
+    try:
+        text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+    return len(text.encode("utf-8"))
 
 
 def check_owner(owner: object, name: str = "owner") -> str:
@@ -456,10 +447,7 @@ def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) 
     kept: list[dict[str, Any]] = []
     size = 2  # the brackets
     for entry in reversed(entries):
-        try:
-            cost = len(_compact(entry).encode("utf-8")) + (1 if kept else 0)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+        cost = _size(entry) + (1 if kept else 0)
         if size + cost > max_bytes:
             break
         kept.append(dict(entry))
@@ -470,10 +458,7 @@ def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) 
 
 def _cut_to(entry: Mapping[str, Any], limit: int) -> dict[str, Any]:
     """``entry`` (a message), its text cut to its newest part when the entry's JSON exceeds ``limit``."""
-    try:
-        size = len(_compact(entry).encode("utf-8"))
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+    size = _size(entry)
     text = entry.get("text")
     if size <= limit or not isinstance(text, str):
         return dict(entry)
@@ -483,7 +468,7 @@ def _cut_to(entry: Mapping[str, Any], limit: int) -> dict[str, Any]:
     while True:
         rest = data[len(data) - room :].decode("utf-8", "ignore") if room else ""
         cut["text"] = f"… {len(data) - len(rest.encode('utf-8', 'surrogatepass'))} bytes dropped … {rest}"
-        if room == 0 or len(_compact(cut).encode("utf-8")) <= limit:
+        if room == 0 or _size(cut) <= limit:
             return cut
         room //= 2  # text that JSON escapes (controls, quotes) takes more room than its bytes
 
@@ -505,7 +490,7 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
     if not entries or not isinstance(entries[0], Mapping) or "format" not in entries[0]:
         return bound_transcript_tail(entries, max_bytes)
     header = dict(entries[0])
-    budget = max_bytes - len(_compact(header).encode("utf-8")) - 1
+    budget = max_bytes - _size(header) - 1
     body = [_cut_to(entry, budget // 4) for entry in entries[1:]]
     kept = list(bound_transcript_tail(body, budget)) if body else []
     cut = len(body) - len(kept)
@@ -568,6 +553,7 @@ class SessionStore(Protocol):
 
         Raises:
             SessionStoreError: The store cannot be written.
+            ConfigurationError: ``new_session_id`` is empty.
         """
         ...
 
@@ -605,13 +591,15 @@ class SharedSessionStore(SessionStore, Protocol):
     docstring): leases, fencing tokens, fenced writes.
 
     Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
-    ``save_turn`` where it has one) also take
-    a keyword ``fence: Fence | None = None``: given, the write applies only while the session is
-    held by ``fence.owner`` with ``fence.token`` (its lease expired but not taken over still
-    counts), and otherwise raises :class:`~acp_client.exceptions.SessionStoreFenced` with nothing
-    written. A fenced ``save`` of a session that is not stored (the new owner deleted it) is
-    refused the same way; a fenced ``delete``, ``rename``, ``touch`` or ``save_transcript`` of one
-    answers as for any session that is not stored. ``rename`` takes the lease along to the new id.
+    ``save_turn`` where it has one) also take a keyword ``fence: Fence | None = None``: given, the
+    write applies only while the session is held by ``fence.owner`` with ``fence.token`` (its
+    lease expired but not taken over still counts), and otherwise raises
+    :class:`~acp_client.exceptions.SessionStoreFenced` with nothing written; without one, a write
+    applies as in any store and never touches the lease (a client without ownership, or an app's
+    own bookkeeping). A fenced ``save`` of a session that is not stored (the new owner deleted it)
+    is refused the same way; a fenced ``delete``, ``rename``, ``touch`` or ``save_transcript`` of
+    one answers as for any session that is not stored. ``rename`` takes the lease along to the
+    new id.
     Reads fill in :attr:`StoredSession.lease`.
 
     ``duration`` is a finite number of seconds above zero; ``now`` an aware datetime (default:

@@ -40,31 +40,38 @@ unless a call passes ``now=``, so replicas on several hosts agree on it.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._checks import check_seconds
-from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
-    SessionStoreCorrupt,
     SessionStoreError,
     SessionStoreFenced,
 )
 from . import _pg_schema as schema_module
 from ._pg_link import PgLink
 from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
+from ._rows import (
+    RowStore,
+    check_session_ids,
+    check_window,
+    dump_conversation,
+    dump_json,
+    lease_of,
+    leases_of,
+    record_values,
+)
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    RECORD_COLUMNS,
     Fence,
     Lease,
+    SharedSessionStore,
     StoredSession,
     as_utc,
-    bound_conversation,
     check_owner,
 )
 
@@ -73,18 +80,16 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresSessionStore"]
 
-logger = get_logger(__name__)
 
-
-def _dump(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
-
-
-class PostgresSessionStore:
+class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
+
+    Its methods are the protocol's (documented there), each write one statement or transaction,
+    run again on a fresh connection when its connection was lost. Any call may also raise
+    :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
+    for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
+    tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get`
+    raises for it. With no ``now``, lease times are the database server's clock.
 
     Args:
         dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
@@ -158,68 +163,10 @@ class PostgresSessionStore:
             first.close()
         self._link.open_pool()
 
+    _time = staticmethod(as_utc)
+
     def _row(self, session: StoredSession) -> dict[str, Any]:
-        return {
-            "endpoint": session.endpoint,
-            "session_id": session.session_id,
-            "cwd": session.cwd,
-            "mcp_servers": _dump(list(session.mcp_servers), "mcp_servers"),
-            "additional_directories": _dump(list(session.additional_directories), "additional_directories"),
-            "protocol_version": session.protocol_version,
-            "mode_id": session.mode_id,
-            "model_id": session.model_id,
-            "config_options": _dump(session.config_options, "config_options"),
-            "title": session.title,
-            "status": None if session.status is None else session.status.value,
-            "raw_status": session.raw_status,
-            "created_at": session.created_at,
-            "updated_at": session.updated_at,
-            "last_used_at": session.last_used_at,
-            "previous_session_ids": _dump(list(session.previous_session_ids), "previous_session_ids"),
-            "extra": _dump(session.extra, "extra"),
-        }
-
-    def _decode(self, row: Sequence[Any]) -> StoredSession:
-        """One row (the record's columns, then its lease's) as a record.
-
-        Raises:
-            SessionStoreCorrupt: The row's values are damaged.
-        """
-        try:
-            return StoredSession(
-                endpoint=row[0],
-                session_id=row[1],
-                cwd=row[2],
-                mcp_servers=row[3],
-                additional_directories=row[4],
-                protocol_version=int(row[5]),
-                mode_id=row[6],
-                model_id=row[7],
-                config_options=row[8],
-                title=row[9],
-                status=row[10],
-                raw_status=row[11],
-                created_at=as_utc(row[12]),
-                updated_at=as_utc(row[13]),
-                last_used_at=as_utc(row[14]),
-                previous_session_ids=row[15],
-                extra=row[16],
-                lease=_lease(row[1], row[17], row[18], row[19]),
-            )
-        except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
-            ) from exc
-
-    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
-        """Rows as records; a damaged one is skipped (logged as a warning)."""
-        sessions = []
-        for row in rows:
-            try:
-                sessions.append(self._decode(row))
-            except SessionStoreCorrupt as exc:
-                logger.warning("skipping a stored session: %s", exc)
-        return sessions
+        return dict(zip(RECORD_COLUMNS, record_values(session, as_utc), strict=True))
 
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement (again on a fresh connection if its connection was lost); its rows."""
@@ -233,36 +180,13 @@ class PostgresSessionStore:
     # -- the SessionStore protocol --------------------------------------------------------------
 
     def load(self, endpoint: str) -> list[StoredSession]:
-        """Every session stored for ``endpoint``, most recently used first, each with its lease (a
-        damaged record is skipped and logged as a warning).
-
-        Raises:
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        """One stored session, or ``None``.
-
-        Raises:
-            SessionStoreCorrupt: This record is damaged.
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
         return self._decode(rows[0]) if rows else None
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
-        """Insert or replace ``session`` in one statement (its conversation and lease are kept).
-        With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: A JSON field is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         row = self._row(session)
         if fence is None:
             self._query("save", self._sql.upsert, row)
@@ -270,15 +194,8 @@ class PostgresSessionStore:
             raise self._refused(session.endpoint, session.session_id, fence)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
-        """Remove one session and its conversation; ``True`` when it was stored (a delete repeated
-        after a lost connection may say ``False`` for a record its first attempt removed). With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
+        """Remove one session and its conversation; ``True`` when it was stored (repeated after a
+        lost connection, ``False`` for a record its first attempt removed)."""
         statements = (self._sql.delete, self._sql.delete_fenced)
         return self._write("delete", statements, endpoint, session_id, fence=fence)
 
@@ -303,7 +220,7 @@ class PostgresSessionStore:
         held = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
         if not held:
             return False  # not stored: answered as for any session that is not
-        raise self._refused(endpoint, session_id, fence, _lease(*held[0]))
+        raise self._refused(endpoint, session_id, fence, lease_of(held[0], as_utc))
 
     def rename(
         self,
@@ -315,17 +232,9 @@ class PostgresSessionStore:
         fence: Fence | None = None,
     ) -> StoredSession | None:
         """Move a session, its conversation and its lease to a new id in one transaction (see
-        :meth:`SessionStore.rename`). With ``fence``: only while the session is stored under that lease.
-
-        Repeated after a lost connection, a rename its first attempt made is recognized (the new
-        id's record has the old id last in ``previous_session_ids``) and returned, not redone.
-
-        Raises:
-            ConfigurationError: ``new_session_id`` is empty.
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
+        :meth:`SessionStore.rename`). Repeated after a lost connection, a rename its first attempt
+        made is recognized (the new id's record has the old id last in ``previous_session_ids``)
+        and returned, not redone."""
         if not new_session_id:
             raise ConfigurationError("the new session id must not be empty")
         stamp = as_utc(when)
@@ -364,7 +273,7 @@ class PostgresSessionStore:
                     self._sql.rename,
                     {
                         "new_session_id": new_session_id,
-                        "previous_session_ids": _dump(list(renamed.previous_session_ids), "previous_session_ids"),
+                        "previous_session_ids": dump_json(list(renamed.previous_session_ids), "previous_session_ids"),
                         "updated_at": stamp,
                         "endpoint": endpoint,
                         "session_id": old_session_id,
@@ -377,31 +286,13 @@ class PostgresSessionStore:
     def touch(
         self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
     ) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         statements = (self._sql.touch, self._sql.touch_fenced)
         return self._write("touch", statements, endpoint, session_id, fence=fence, params={"when": as_utc(when)})
 
     def save_transcript(
         self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
     ) -> bool:
-        """Replace the session's conversation, bounded to ``max_transcript_bytes`` (the oldest whole
-        messages dropped and counted in its header); ``False`` (nothing written) when the session
-        is not stored. With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: An entry is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
-        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        tail = dump_conversation(entries, self._max_transcript_bytes)
         statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
         params = {"conversation": tail}
         return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
@@ -416,44 +307,18 @@ class PostgresSessionStore:
         fence: Fence | None = None,
     ) -> bool:
         """The end of a turn in one statement, one round trip: ``last_used_at`` set to ``when``
-        (default: now) and the conversation replaced, bounded as :meth:`save_transcript` bounds it;
-        ``False`` (nothing written) when the session is not stored. With ``fence``: only while the
-        session is stored under that lease.
-
-        Raises:
-            ConfigurationError: An entry is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
-        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        (default: now) and the conversation replaced as :meth:`save_transcript` replaces it (raises as
+        it does); ``False`` (nothing written) when the session is not stored."""
+        tail = dump_conversation(entries, self._max_transcript_bytes)
         statements = (self._sql.save_turn, self._sql.save_turn_fenced)
         params = {"conversation": tail, "when": as_utc(when)}
         return self._write("save turn", statements, endpoint, session_id, fence=fence, params=params)
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's conversation, oldest first (empty when none is stored).
-
-        Raises:
-            SessionStoreCorrupt: The stored conversation is damaged.
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         rows = self._query(
             "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
         )
-        if not rows:
-            return ()
-        try:
-            entries = rows[0][0]
-            if not isinstance(entries, list):
-                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
-            return tuple(dict(entry) for entry in entries)
-        except (TypeError, ValueError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
-                path=self._path,
-            ) from exc
+        return self._conversation(rows[0][0], session_id) if rows else ()
 
     # -- ownership (SharedSessionStore) ---------------------------------------------------------
 
@@ -464,12 +329,12 @@ class PostgresSessionStore:
         if lease is None:
             with contextlib.suppress(SessionStoreError):
                 lease = self.lease(endpoint, session_id)
-        holder = None if lease is None else lease.owner
-        held = None if lease is None else lease.token
-        who = fence.owner if fence is not None else owner
-        token = None if fence is None else fence.token
-        return SessionStoreFenced.refused(
-            self._path, session_id, owner=who, token=token, holder=holder, holder_token=held
+        return self._stale(
+            session_id,
+            fence.owner if fence is not None else owner,
+            None if fence is None else fence.token,
+            None if lease is None else lease.owner,
+            None if lease is None else lease.token,
         )
 
     def claim(
@@ -481,65 +346,32 @@ class PostgresSessionStore:
         duration: float,
         now: datetime | None = None,
     ) -> list[Lease]:
-        """Take the leases of ``session_ids`` that are free (see
-        :meth:`~acp_client.store.base.SharedSessionStore.claim`) in one statement: two clients
-        claiming one session at once, exactly one gets it (the other's statement waits for the
-        row and sees it taken). Repeated after a lost connection, a claim that was made is the
-        owner's own and is simply extended.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
-        if isinstance(session_ids, str):
-            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+        """Take the free leases of ``session_ids`` in one statement (see
+        :meth:`SharedSessionStore.claim`): of two clients claiming one session at once, the second's
+        statement waits for the row and sees it taken. Repeated after a lost connection, a claim
+        that was made is the owner's own and is simply extended."""
         params = {
             **self._window(owner, duration, now),
             "endpoint": endpoint,
-            "session_ids": list(dict.fromkeys(session_ids)),
+            "session_ids": check_session_ids(session_ids),
         }
         if not params["session_ids"]:
             return []
-        return _leases(self._query("claim", self._sql.claim, params))
+        return leases_of(self._query("claim", self._sql.claim, params), as_utc)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
-        """Insert or replace ``session`` and take its lease for ``owner`` in one statement.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
-                JSON-serializable (nothing written).
-            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         params = {**self._row(session), **self._window(owner, duration, now)}
         rows = self._query("save owned", self._sql.save_owned, params)
         if not rows:
             raise self._refused(session.endpoint, session.session_id, None, owner=owner)
-        (lease,) = _leases(rows)
+        (lease,) = leases_of(rows, as_utc)
         return lease
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
-        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
-        renewed, by session id.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         params = {**self._window(owner, duration, now), "endpoint": endpoint}
-        return _leases(self._query("renew", self._sql.renew, params))
+        return leases_of(self._query("renew", self._sql.renew, params), as_utc)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
-        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``) in one
-        statement; the tokens are kept. How many were released.
-
-        Raises:
-            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
-            SessionStoreError: The store cannot be written.
-        """
         params: dict[str, Any] = {"endpoint": endpoint, "owner": check_owner(owner)}
         if session_ids is None:
             return len(self._query("release", self._sql.release, params))
@@ -547,13 +379,6 @@ class PostgresSessionStore:
         return len(self._query("release", self._sql.release_some, params))
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        """The sessions of ``endpoint`` nobody holds at ``now`` (default: the database server's
-        clock), most recently used first (a damaged record is skipped, as by :meth:`load`).
-
-        Raises:
-            SessionStoreUnavailable: The database cannot be reached.
-            SessionStoreError: The store cannot be read.
-        """
         params = {"endpoint": endpoint, "now": None if now is None else as_utc(now)}
         return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
 
@@ -564,12 +389,11 @@ class PostgresSessionStore:
             SessionStoreError: The store cannot be read.
         """
         rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
-        return _lease(*rows[0]) if rows else None
+        return lease_of(rows[0], as_utc) if rows else None
 
     def _window(self, owner: str, duration: float, now: datetime | None) -> dict[str, Any]:
         """The parameters of a lease for ``owner`` of ``duration`` seconds from ``now`` (both checked)."""
-        check_owner(owner)
-        check_seconds("duration", duration)
+        check_window(owner, duration)
         return {"owner": owner, "duration": float(duration), "now": None if now is None else as_utc(now)}
 
     # -- beyond the protocol --------------------------------------------------------------------
@@ -605,11 +429,6 @@ class PostgresSessionStore:
         return self._tables.schema
 
     @property
-    def schema_version(self) -> int:
-        """The store's schema version (``store_meta``)."""
-        return self._schema_version
-
-    @property
     def closed(self) -> bool:
         return self._link.closed
 
@@ -617,29 +436,9 @@ class PostgresSessionStore:
         """Close every connection (idempotent). Later calls raise :class:`SessionStoreError`."""
         self._link.close()
 
-    def __enter__(self) -> PostgresSessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"<PostgresSessionStore {self._path!r} schema_version={self._schema_version}>"
 
 
 def _fence(fence: Fence) -> dict[str, Any]:
     return {"fence_owner": fence.owner, "fence_token": fence.token}
-
-
-def _lease(session_id: str, owner: str | None, token: int, expires: datetime) -> Lease | None:
-    """A row's lease (``None`` for a session that was never claimed)."""
-    if owner is None and not token:
-        return None
-    return Lease(session_id, owner, int(token), as_utc(expires))
-
-
-def _leases(rows: Sequence[Sequence[Any]]) -> list[Lease]:
-    """``(session_id, owner, token, expires_at)`` rows as leases, by session id."""
-    return sorted(
-        (Lease(row[0], row[1], int(row[2]), as_utc(row[3])) for row in rows), key=lambda item: item.session_id
-    )

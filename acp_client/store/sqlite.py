@@ -47,16 +47,22 @@ from typing import Any, Final
 
 import attrs
 
-from .._checks import check_seconds
-from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
     SessionStoreCorrupt,
     SessionStoreError,
-    SessionStoreFenced,
     SessionStoreForeign,
-    SessionStoreTooNew,
+)
+from ._rows import (
+    RowStore,
+    check_session_ids,
+    check_version,
+    check_window,
+    dump_conversation,
+    lease_of,
+    leases_of,
+    record_values,
 )
 from ._schema import (
     _MIGRATIONS,
@@ -65,10 +71,7 @@ from ._schema import (
     SCHEMA_VERSION,
     Migration,
     _chunks,
-    _dump,
     _from_micros,
-    _lease,
-    _leases,
     _loads,
     _micros,
     claim_leases,
@@ -76,21 +79,18 @@ from ._schema import (
 )
 from ._sqlite_file import prepare
 from .base import (
+    APPLICATION_ID,
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     Fence,
     Lease,
+    SharedSessionStore,
     StoredSession,
     as_utc,
-    bound_conversation,
     check_owner,
 )
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
 
-logger = get_logger(__name__)
-
-#: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
-APPLICATION_ID: Final = 0x41435053
 _MEMORY: Final = ":memory:"
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
@@ -98,8 +98,13 @@ _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
-class SqliteSessionStore:
-    """A :class:`~acp_client.store.base.SessionStore` in one SQLite file (see the module docstring).
+class SqliteSessionStore(RowStore, SharedSessionStore):
+    """A :class:`~acp_client.store.base.SharedSessionStore` in one SQLite file (see the module docstring).
+
+    Its methods are the protocol's (documented there), each write one transaction. Any call may
+    also raise :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
+    ``busy_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged);
+    a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
         path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
@@ -216,14 +221,7 @@ class SqliteSessionStore:
             with self._errors("open"):
                 row = conn.execute("SELECT value FROM store_meta WHERE key = 'compatible_version'").fetchone()
             compatible = int(row[0]) if row is not None and str(row[0]).isdigit() else version
-            if compatible > supported:
-                raise SessionStoreTooNew(
-                    f"session store {self._path} has schema version {version} (needs a reader of version "
-                    f"{compatible} or later); this acp_client supports up to {supported}: upgrade acp_client",
-                    path=self._path,
-                    version=version,
-                    supported=supported,
-                )
+            check_version(self._path, self._path, version, compatible, supported)
         return version, version < supported
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -270,108 +268,27 @@ class SqliteSessionStore:
                 raise SessionStoreError(f"session store {self._path} is closed", path=self._path)
             yield self._conn
 
+    _loads = staticmethod(_loads)
+    _time = staticmethod(_from_micros)
+
     def _row(self, session: StoredSession) -> tuple[Any, ...]:
-        return (
-            session.endpoint,
-            session.session_id,
-            session.cwd,
-            _dump(list(session.mcp_servers), "mcp_servers"),
-            _dump(list(session.additional_directories), "additional_directories"),
-            session.protocol_version,
-            session.mode_id,
-            session.model_id,
-            _dump(session.config_options, "config_options"),
-            session.title,
-            None if session.status is None else session.status.value,
-            session.raw_status,
-            _micros(session.created_at),
-            _micros(session.updated_at),
-            _micros(session.last_used_at),
-            _dump(list(session.previous_session_ids), "previous_session_ids"),
-            _dump(session.extra, "extra"),
-        )
-
-    def _decode(self, row: Sequence[Any]) -> StoredSession:
-        """One row as a record.
-
-        Raises:
-            SessionStoreCorrupt: The row's JSON or values are damaged.
-        """
-        try:
-            return StoredSession(
-                endpoint=row[0],
-                session_id=row[1],
-                cwd=row[2],
-                mcp_servers=_loads(row[3]),
-                additional_directories=_loads(row[4]),
-                protocol_version=int(row[5]),
-                mode_id=row[6],
-                model_id=row[7],
-                config_options=_loads(row[8]),
-                title=row[9],
-                status=row[10],
-                raw_status=row[11],
-                created_at=_from_micros(row[12]),
-                updated_at=_from_micros(row[13]),
-                last_used_at=_from_micros(row[14]),
-                previous_session_ids=_loads(row[15]),
-                extra=_loads(row[16]),
-                lease=_lease(row[1], row[17], row[18], row[19]),
-            )
-        except (TypeError, ValueError, OverflowError, AttributeError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
-            ) from exc
+        return record_values(session, _micros)
 
     # -- the SessionStore protocol ---------------------------------------------------------------
 
     def load(self, endpoint: str) -> list[StoredSession]:
-        """Every session stored for ``endpoint``, most recently used first.
-
-        A damaged record is skipped (logged as a warning), so one bad row does not hide the
-        others.
-
-        Raises:
-            SessionStoreError: The store cannot be read (``SessionStoreCorrupt``: the file is
-                damaged).
-        """
         with self._connection() as conn, self._errors("load"):
             rows = conn.execute(
                 f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
             ).fetchall()
         return self._decoded(rows)
 
-    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
-        """Rows as records; a damaged one is skipped (logged as a warning)."""
-        sessions = []
-        for row in rows:
-            try:
-                sessions.append(self._decode(row))
-            except SessionStoreCorrupt as exc:
-                logger.warning("skipping a stored session: %s", exc)
-        return sessions
-
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        """One stored session, or ``None``.
-
-        Raises:
-            SessionStoreCorrupt: The file or this record is damaged.
-            SessionStoreError: The store cannot be read.
-        """
         with self._connection() as conn, self._errors("get"):
             row = conn.execute(f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)).fetchone()
         return None if row is None else self._decode(row)
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
-        """Insert or replace ``session`` in one transaction (its transcript tail and its lease are
-        kept). With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: A JSON field is not JSON-serializable (nothing written).
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         row = self._row(session)
         with self._connection() as conn, self._transaction(conn, "save"):
             if fence is not None and not self._fenced(conn, session.endpoint, session.session_id, fence):
@@ -379,14 +296,6 @@ class SqliteSessionStore:
             conn.execute(_UPSERT, row)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
-        """Remove one session; ``True`` when it was stored. With ``fence``: only while the
-        session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         with self._connection() as conn, self._transaction(conn, "delete"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
@@ -403,15 +312,6 @@ class SqliteSessionStore:
         when: datetime | None = None,
         fence: Fence | None = None,
     ) -> StoredSession | None:
-        """Move a session to a new id in one transaction (see :meth:`SessionStore.rename`), its
-        lease with it. With ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            ConfigurationError: ``new_session_id`` is empty.
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         if not new_session_id:
             raise ConfigurationError("the new session id must not be empty")
         with self._connection() as conn, self._transaction(conn, "rename"):
@@ -461,14 +361,6 @@ class SqliteSessionStore:
     def touch(
         self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
     ) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored. With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         stamp = _micros(as_utc(when))
         with self._connection() as conn, self._transaction(conn, "touch"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
@@ -482,16 +374,6 @@ class SqliteSessionStore:
     def save_transcript(
         self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
     ) -> bool:
-        """Replace the session's transcript tail, bounded to ``max_transcript_bytes`` (the oldest
-        whole entries dropped); ``False`` (nothing written) when the session is not stored. With
-        ``fence``: only while the session is stored under that lease.
-
-        Raises:
-            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
-            ConfigurationError: An entry is not JSON-serializable (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         return self._save_tail("save transcript", endpoint, session_id, entries, fence=fence, last_used=None)
 
     def save_turn(
@@ -520,7 +402,7 @@ class SqliteSessionStore:
     ) -> bool:
         """Replace the transcript (and set ``last_used_at`` to ``last_used``, when given) in one
         transaction; ``False`` when the session is not stored."""
-        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        tail = dump_conversation(entries, self._max_transcript_bytes)
         with self._connection() as conn, self._transaction(conn, action):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
@@ -540,35 +422,17 @@ class SqliteSessionStore:
         return True
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's transcript tail, oldest first (empty when none is stored).
-
-        Raises:
-            SessionStoreCorrupt: The file or this tail is damaged.
-            SessionStoreError: The store cannot be read.
-        """
         with self._connection() as conn, self._errors("load transcript"):
             row = conn.execute(
                 "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
             ).fetchone()
-        if row is None:
-            return ()
-        try:
-            entries = _loads(row[0])
-            if not isinstance(entries, list | tuple):
-                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
-            return tuple(dict(entry) for entry in entries)
-        except (TypeError, ValueError) as exc:
-            raise SessionStoreCorrupt(
-                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
-                path=self._path,
-            ) from exc
+        return () if row is None else self._conversation(row[0], session_id)
 
     # -- ownership (SharedSessionStore) ------------------------------------------------------------
 
     def _window(self, owner: str, duration: float, now: datetime | None) -> tuple[int, int]:
         """``(now, now + duration)`` in microseconds, for a lease of ``owner`` (both checked)."""
-        check_owner(owner)
-        check_seconds("duration", duration)
+        check_window(owner, duration)
         stamp = self._now(now)
         return stamp, stamp + int(duration * 1_000_000)
 
@@ -592,13 +456,6 @@ class SqliteSessionStore:
             raise self._stale(session_id, fence.owner, fence.token, row[0], int(row[1]))
         return True
 
-    def _stale(
-        self, session_id: str, owner: str, token: int | None, holder: str | None, held: int | None
-    ) -> SessionStoreFenced:
-        return SessionStoreFenced.refused(
-            self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
-        )
-
     def claim(
         self,
         endpoint: str,
@@ -608,31 +465,13 @@ class SqliteSessionStore:
         duration: float,
         now: datetime | None = None,
     ) -> list[Lease]:
-        """Take the leases of ``session_ids`` that are free (see
-        :meth:`~acp_client.store.base.SharedSessionStore.claim`), in one transaction.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
-        if isinstance(session_ids, str):
-            raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+        session_ids = check_session_ids(session_ids)
         stamp, until = self._window(owner, duration, now)
         with self._connection() as conn, self._transaction(conn, "claim"):
             leases = claim_leases(conn, endpoint, session_ids, owner, now=stamp, until=until)
         return sorted(leases, key=lambda lease: lease.session_id)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
-        """Insert or replace ``session`` and take its lease for ``owner``, in one transaction.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
-                JSON-serializable (nothing written).
-            SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         row = self._row(session)
         stamp, until = self._window(owner, duration, now)
         endpoint, session_id = session.endpoint, session.session_id
@@ -648,14 +487,6 @@ class SqliteSessionStore:
         return lease
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
-        """Extend every lease ``owner`` holds for ``endpoint`` in one statement; the leases
-        renewed, by session id.
-
-        Raises:
-            ConfigurationError: A bad ``owner`` or ``duration``.
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         until = self._window(owner, duration, now)[1]
         with self._connection() as conn, self._transaction(conn, "renew"):
             rows = conn.execute(
@@ -663,16 +494,9 @@ class SqliteSessionStore:
                 "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
                 (until, endpoint, owner),
             ).fetchall()
-        return _leases(rows)
+        return leases_of(rows, self._time)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
-        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``); the
-        tokens are kept. How many were released.
-
-        Raises:
-            SessionStoreBusy: Another writer held the lock past the busy timeout.
-            SessionStoreError: The store cannot be written.
-        """
         check_owner(owner)
         released = 0
         update = "UPDATE sessions SET lease_owner = NULL, lease_expires_at = 0 WHERE endpoint = ? AND lease_owner = ?"
@@ -687,12 +511,6 @@ class SqliteSessionStore:
         return released
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        """The sessions of ``endpoint`` nobody holds at ``now``, most recently used first (a
-        damaged record is skipped, as by :meth:`load`).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
         stamp = self._now(now)
         with self._connection() as conn, self._errors("list adoptable sessions"):
             rows = conn.execute(
@@ -714,7 +532,7 @@ class SqliteSessionStore:
                 "WHERE endpoint = ? AND session_id = ?",
                 (endpoint, session_id),
             ).fetchone()
-        return None if row is None else _lease(*row)
+        return None if row is None else lease_of(row, self._time)
 
     # -- beyond the protocol ----------------------------------------------------------------------
 
@@ -749,11 +567,6 @@ class SqliteSessionStore:
         return self._path
 
     @property
-    def schema_version(self) -> int:
-        """The file's schema version (``PRAGMA user_version``)."""
-        return self._schema_version
-
-    @property
     def closed(self) -> bool:
         return self._conn is None
 
@@ -763,12 +576,6 @@ class SqliteSessionStore:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-    def __enter__(self) -> SqliteSessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<SqliteSessionStore {self._path!r} schema={self._schema_version}>"

@@ -7,6 +7,7 @@ codec's defaults. Modules by concern: :mod:`.content` (content blocks),
 :mod:`.capabilities` (``initialize`` capabilities), :mod:`.lifecycle` (client→agent requests and
 their answers), :mod:`.updates` (``session/update`` variants), :mod:`.agent_requests`
 (agent→client requests and the client's answers), :mod:`.session` (the :class:`Session` record).
+Every ``meta`` field is the message's ``_meta`` extension object, as sent.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 attrs writes the source of ``__eq__``, ``__hash__`` and ``__repr__`` for every class it decorates
 and compiles it; for the ~130 wire types that compiling was about a seventh of ``import
-acp_client``. The wire types are declared ``@attrs.frozen(eq=False, repr=False)`` under
-:func:`value`, which gives each the behaviour attrs would have generated, from shared functions:
+acp_client``. The wire types are declared ``@attrs.frozen(eq=False, repr=False)``, and each
+module ends with ``value_types(globals())``, which gives every one of them (through :func:`value`)
+the behaviour attrs would have generated, from shared functions:
 
 * equal when ``other`` is of the very same class and every field compared by attrs (``eq=True``,
   the default) is equal; otherwise ``NotImplemented``;
@@ -15,12 +16,12 @@ acp_client``. The wire types are declared ``@attrs.frozen(eq=False, repr=False)`
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import attrs
 
-__all__ = ["value"]
+__all__ = ["value", "value_types"]
 
 _T = TypeVar("_T")
 
@@ -52,6 +53,15 @@ def value(cls: type[_T]) -> type[_T]:
         method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
         setattr(cls, method.__name__, method)
     return cls
+
+
+def value_types(namespace: Mapping[str, Any]) -> None:
+    """Apply :func:`value` to every attrs class declared with ``eq=False`` in the module whose
+    ``globals()`` is ``namespace`` (call it at the module's end)."""
+    module = namespace["__name__"]
+    for obj in list(namespace.values()):
+        if isinstance(obj, type) and obj.__module__ == module and attrs.has(obj) and "__eq__" not in vars(obj):
+            value(obj)
 
 
 def _nothing(_: object) -> tuple[()]:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value
+from ._value import value_types
 from .lifecycle import EnvVariable
 from .updates import TerminalExitStatus, ToolCallUpdate
 
@@ -51,7 +51,6 @@ __all__ = [
 # session/request_permission
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PermissionOption:
     """A choice offered to the user. ``kind``: ``allow_once``, ``allow_always``, ``reject_once``,
@@ -63,7 +62,6 @@ class PermissionOption:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallPermissionSubject:
     """v2: the permission is about a tool call (wire tag ``tool_call``)."""
@@ -74,7 +72,6 @@ class ToolCallPermissionSubject:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CommandPermissionSubject:
     """v2: the permission is about running a command (wire tag ``command``)."""
@@ -88,7 +85,6 @@ class CommandPermissionSubject:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownPermissionSubject:
     """A permission subject of a type this SDK does not know (raw payload kept)."""
@@ -100,7 +96,6 @@ class UnknownPermissionSubject:
 PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubject | UnknownPermissionSubject
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class RequestPermissionRequest:
     """``session/request_permission`` params.
@@ -116,7 +111,6 @@ class RequestPermissionRequest:
         title: v2: what is being asked.
         description: v2: more detail.
         subject: v2: what the permission is about.
-        meta: The ``_meta`` extension object.
     """
 
     session_id: str
@@ -128,7 +122,6 @@ class RequestPermissionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SelectedPermissionOutcome:
     """The user picked ``option_id`` (wire ``{"outcome": "selected", "optionId": ...}``)."""
@@ -139,7 +132,6 @@ class SelectedPermissionOutcome:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CancelledPermissionOutcome:
     """The prompt turn was cancelled before the user answered (wire ``{"outcome": "cancelled"}``)."""
@@ -149,7 +141,6 @@ class CancelledPermissionOutcome:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownPermissionOutcome:
     """An outcome of a kind this SDK does not know (raw payload kept)."""
@@ -163,7 +154,6 @@ class UnknownPermissionOutcome:
 PermissionOutcome: TypeAlias = SelectedPermissionOutcome | CancelledPermissionOutcome
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class RequestPermissionResponse:
     """The client's answer to ``session/request_permission`` (decoded leniently: an outcome kind
@@ -177,7 +167,6 @@ class RequestPermissionResponse:
 # fs/* (v1)
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ReadTextFileRequest:
     """``fs/read_text_file`` params: ``line`` is 1-based, ``limit`` a line count."""
@@ -189,7 +178,6 @@ class ReadTextFileRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ReadTextFileResponse:
     """The client's answer to ``fs/read_text_file``."""
@@ -198,7 +186,6 @@ class ReadTextFileResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class WriteTextFileRequest:
     """``fs/write_text_file`` params."""
@@ -209,7 +196,6 @@ class WriteTextFileRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class WriteTextFileResponse:
     """The client's answer to ``fs/write_text_file``."""
@@ -221,7 +207,6 @@ class WriteTextFileResponse:
 # terminal/* (v1)
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CreateTerminalRequest:
     """``terminal/create`` params."""
@@ -235,7 +220,6 @@ class CreateTerminalRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CreateTerminalResponse:
     """The client's answer to ``terminal/create``."""
@@ -244,7 +228,6 @@ class CreateTerminalResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TerminalOutputRequest:
     """``terminal/output`` params."""
@@ -254,7 +237,6 @@ class TerminalOutputRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TerminalOutputResponse:
     """The client's answer to ``terminal/output`` (``truncated`` is always sent)."""
@@ -265,7 +247,6 @@ class TerminalOutputResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class WaitForTerminalExitRequest:
     """``terminal/wait_for_exit`` params."""
@@ -275,7 +256,6 @@ class WaitForTerminalExitRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class WaitForTerminalExitResponse:
     """The client's answer to ``terminal/wait_for_exit``."""
@@ -285,7 +265,6 @@ class WaitForTerminalExitResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class KillTerminalCommandRequest:
     """``terminal/kill`` params."""
@@ -295,7 +274,6 @@ class KillTerminalCommandRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class KillTerminalCommandResponse:
     """The client's answer to ``terminal/kill``."""
@@ -303,7 +281,6 @@ class KillTerminalCommandResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ReleaseTerminalRequest:
     """``terminal/release`` params."""
@@ -313,7 +290,6 @@ class ReleaseTerminalRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ReleaseTerminalResponse:
     """The client's answer to ``terminal/release``."""
@@ -325,7 +301,6 @@ class ReleaseTerminalResponse:
 # elicitation
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CreateElicitationRequest:
     """``elicitation/create`` params.
@@ -339,7 +314,6 @@ class CreateElicitationRequest:
         session_id: Scope: the session asking (session-scoped elicitations).
         tool_call_id: Scope: the tool call asking, when any.
         request_id: Scope: the request asking (request-scoped elicitations).
-        meta: The ``_meta`` extension object.
     """
 
     message: str
@@ -353,7 +327,6 @@ class CreateElicitationRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CreateElicitationResponse:
     """The client's answer to ``elicitation/create``.
@@ -366,10 +339,12 @@ class CreateElicitationResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CompleteElicitationNotification:
     """``elicitation/complete`` params: the URL elicitation ``elicitation_id`` finished."""
 
     elicitation_id: str
     meta: dict[str, Any] | None = None
+
+
+value_types(globals())

@@ -26,7 +26,7 @@ from typing import Any, Final
 import attrs
 
 from ._fields import wire
-from ._value import value
+from ._value import value_types
 
 __all__ = [
     "AgentCapabilities",
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Implementation:
     """The name and version of a client or agent implementation."""
@@ -53,7 +52,6 @@ class Implementation:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class FileSystemCapability:
     """Which ``fs/*`` methods the client serves (v1 only)."""
@@ -63,7 +61,6 @@ class FileSystemCapability:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ElicitationCapabilities:
     """Which ``elicitation/create`` modes the client supports (each sent as ``{}`` when true)."""
@@ -73,7 +70,6 @@ class ElicitationCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ClientAuthCapabilities:
     """Authentication features of the client (``terminal``: v1 a boolean, v2 an object)."""
@@ -82,7 +78,6 @@ class ClientAuthCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ClientCapabilities:
     """What the client advertises in ``initialize``.
@@ -94,7 +89,6 @@ class ClientCapabilities:
         auth: Authentication features, or ``None``.
         extra: Further capability members sent verbatim (e.g. ``{"positionEncodings": [...]}``);
             on decode, the members this class does not model.
-        meta: The ``_meta`` extension object.
     """
 
     fs: FileSystemCapability = attrs.field(factory=FileSystemCapability, metadata=wire(versions=(1,)))
@@ -105,7 +99,6 @@ class ClientCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PromptCapabilities:
     """Prompt content the agent accepts beyond text and resource links."""
@@ -116,7 +109,6 @@ class PromptCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class McpCapabilities:
     """MCP server transports the agent can connect to (stdio is implied in v1)."""
@@ -128,7 +120,6 @@ class McpCapabilities:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionCapabilities:
     """Optional session methods the agent supports: each ``True`` when advertised.
@@ -148,7 +139,6 @@ class SessionCapabilities:
     title: bool = False
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AuthMethod:
     """An authentication method the agent offers.
@@ -160,7 +150,6 @@ class AuthMethod:
         description: A longer description.
         args: For ``terminal``: extra arguments.
         env: For ``terminal``: environment (v1 an object, v2 a list), as sent.
-        meta: The ``_meta`` extension object.
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "methodId"}))
@@ -188,7 +177,6 @@ _SESSION_GATES: Final = {
 _V2_BASELINE: Final = frozenset({"session/resume", "session/close", "session/list"})
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AgentCapabilities:
     """What the agent advertised in ``initialize``, normalized across protocol versions.
@@ -200,7 +188,6 @@ class AgentCapabilities:
         session: Optional session methods.
         raw: The capability object exactly as received (``agentCapabilities`` in v1,
             ``capabilities`` in v2), for anything not modeled here. Not part of equality.
-        meta: The ``_meta`` extension object.
     """
 
     load_session: bool = False
@@ -251,3 +238,6 @@ class AgentCapabilities:
         if v2:
             return _V2_SESSION_PATH if method in _V2_BASELINE else f"{_V2_SESSION_PATH}.{gate}"
         return _V1_SESSION_PATH + gate
+
+
+value_types(globals())

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from ._value import value
+from ._value import value_types
 
 __all__ = [
     "Annotations",
@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Annotations:
     """Hints about how a block is meant to be used or shown.
@@ -36,7 +35,6 @@ class Annotations:
         audience: Intended readers (``"user"``, ``"assistant"``; open set).
         last_modified: RFC 3339 timestamp, as sent.
         priority: Importance from 0 to 1.
-        meta: The ``_meta`` extension object.
     """
 
     audience: tuple[str, ...] | None = None
@@ -45,7 +43,6 @@ class Annotations:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TextContent:
     """Plain text (wire tag ``text``)."""
@@ -57,7 +54,6 @@ class TextContent:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ImageContent:
     """A base64-encoded image (wire tag ``image``)."""
@@ -71,7 +67,6 @@ class ImageContent:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AudioContent:
     """Base64-encoded audio (wire tag ``audio``)."""
@@ -84,7 +79,6 @@ class AudioContent:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ResourceLink:
     """A reference to a resource the agent can fetch (wire tag ``resource_link``).
@@ -105,7 +99,6 @@ class ResourceLink:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TextResourceContents:
     """The text of an embedded resource."""
@@ -116,7 +109,6 @@ class TextResourceContents:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class BlobResourceContents:
     """The base64 bytes of an embedded resource."""
@@ -131,7 +123,6 @@ class BlobResourceContents:
 EmbeddedResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class EmbeddedResource:
     """A resource whose contents travel inside the message (wire tag ``resource``)."""
@@ -143,7 +134,6 @@ class EmbeddedResource:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownContent:
     """A content block of a type this SDK does not know; ``raw`` is the payload as received."""
@@ -154,3 +144,6 @@ class UnknownContent:
 
 #: A content block (the ACP ``ContentBlock`` union).
 ContentBlock: TypeAlias = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource | UnknownContent
+
+
+value_types(globals())

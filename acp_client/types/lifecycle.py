@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value
+from ._value import value_types
 from .capabilities import AgentCapabilities, AuthMethod, ClientCapabilities, Implementation
 from .content import ContentBlock
 
@@ -82,7 +82,6 @@ __all__ = [
 # initialize
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
     """``initialize`` params.
@@ -99,7 +98,6 @@ class InitializeRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class InitializeResponse:
     """``initialize`` result, decoded from either the v1 or the v2 shape.
@@ -109,7 +107,6 @@ class InitializeResponse:
         agent_info: The agent's identity (v1 ``agentInfo``, v2 ``info``), when sent.
         agent_capabilities: Normalized capabilities (v1 ``agentCapabilities``, v2 ``capabilities``).
         auth_methods: Offered authentication methods (malformed entries dropped).
-        meta: The ``_meta`` extension object.
     """
 
     protocol_version: int
@@ -123,7 +120,6 @@ class InitializeResponse:
 # MCP servers
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class EnvVariable:
     """An environment variable for a spawned process."""
@@ -133,7 +129,6 @@ class EnvVariable:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class HttpHeader:
     """An HTTP header sent to an MCP server."""
@@ -143,7 +138,6 @@ class HttpHeader:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class McpServerStdio:
     """An MCP server the agent spawns (untagged in v1, ``"type": "stdio"`` in v2)."""
@@ -157,7 +151,6 @@ class McpServerStdio:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class McpServerHttp:
     """An MCP server reached over streamable HTTP."""
@@ -170,7 +163,6 @@ class McpServerHttp:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class McpServerSse:
     """An MCP server reached over SSE (v1 only)."""
@@ -183,7 +175,6 @@ class McpServerSse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class McpServerAcp:
     """An MCP server tunnelled over the ACP connection itself."""
@@ -195,7 +186,6 @@ class McpServerAcp:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownMcpServer:
     """An MCP server description of a type this SDK does not know (raw payload kept)."""
@@ -211,7 +201,6 @@ McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServer
 # modes, config options, commands
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionMode:
     """A mode the agent can run in (v1 ``session/set_mode``)."""
@@ -222,7 +211,6 @@ class SessionMode:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionModeState:
     """The current mode and the available ones."""
@@ -232,7 +220,6 @@ class SessionModeState:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionConfigSelectOption:
     """One choice of a ``select`` config option."""
@@ -243,7 +230,6 @@ class SessionConfigSelectOption:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionConfigSelectGroup:
     """A named group of choices (v1 ``group``, v2 ``groupId``)."""
@@ -254,7 +240,6 @@ class SessionConfigSelectGroup:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionConfigOption:
     """A session configuration option (a model picker, a mode, a reasoning level...).
@@ -267,7 +252,6 @@ class SessionConfigOption:
         options: For ``select``: the choices, flat or grouped.
         description: A longer description.
         category: ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
-        meta: The ``_meta`` extension object.
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
@@ -280,7 +264,6 @@ class SessionConfigOption:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AvailableCommand:
     """A slash command the agent offers.
@@ -290,7 +273,6 @@ class AvailableCommand:
         description: What it does.
         input: How its input is described, as sent (e.g. ``{"hint": "..."}``).
         type: The newer v2 variant tag (``"command"``), when sent.
-        meta: The ``_meta`` extension object.
     """
 
     name: str
@@ -304,7 +286,6 @@ class AvailableCommand:
 # session/new, load, resume, fork, close, delete, list
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class NewSessionRequest:
     """``session/new`` params (``mcpServers`` is always sent, as v1 requires it)."""
@@ -315,7 +296,6 @@ class NewSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class NewSessionResponse:
     """``session/new`` result. ``None`` means the agent did not send the member."""
@@ -328,7 +308,6 @@ class NewSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class LoadSessionRequest:
     """``session/load`` params (v1 only): the agent replays the history as ``session/update``."""
@@ -340,7 +319,6 @@ class LoadSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class LoadSessionResponse:
     """``session/load`` result.
@@ -356,7 +334,6 @@ class LoadSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ReplayFromStart:
     """v2 ``replayFrom``: replay the whole history."""
@@ -366,7 +343,6 @@ class ReplayFromStart:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownReplayFrom:
     """A ``replayFrom`` of a type this SDK does not know (raw payload kept)."""
@@ -378,7 +354,6 @@ class UnknownReplayFrom:
 ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ResumeSessionRequest:
     """``session/resume`` params. ``replay_from`` exists in v2 only (not sent in v1)."""
@@ -391,7 +366,6 @@ class ResumeSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ResumeSessionResponse:
     """``session/resume`` result (``session_id``: sent by the official SDKs' agents, as for load)."""
@@ -404,7 +378,6 @@ class ResumeSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ForkSessionRequest:
     """``session/fork`` params."""
@@ -416,7 +389,6 @@ class ForkSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ForkSessionResponse:
     """``session/fork`` result: the new session."""
@@ -429,7 +401,6 @@ class ForkSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CloseSessionRequest:
     """``session/close`` params."""
@@ -438,7 +409,6 @@ class CloseSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CloseSessionResponse:
     """``session/close`` result."""
@@ -446,7 +416,6 @@ class CloseSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class DeleteSessionRequest:
     """``session/delete`` params."""
@@ -455,7 +424,6 @@ class DeleteSessionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class DeleteSessionResponse:
     """``session/delete`` result."""
@@ -463,7 +431,6 @@ class DeleteSessionResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ListSessionsRequest:
     """``session/list`` params (both filters optional)."""
@@ -473,7 +440,6 @@ class ListSessionsRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionInfo:
     """One entry of ``session/list``. ``updated_at`` is the RFC 3339 string as sent."""
@@ -487,7 +453,6 @@ class SessionInfo:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ListSessionsResponse:
     """``session/list`` result. ``next_cursor`` is ``None`` on the last page."""
@@ -538,7 +503,6 @@ def normalize_status(raw: str) -> Probe:
     return Probe.ACTIVE if raw in _ACTIVE_SPELLINGS else Probe.INACTIVE
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ForegroundState:
     """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
@@ -557,7 +521,6 @@ class ForegroundState:
     raw: dict[str, Any] = attrs.field(factory=dict)
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionStatusRequest:
     """``session/status`` params."""
@@ -566,7 +529,6 @@ class SessionStatusRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionStatusResponse:
     """``session/status`` result.
@@ -577,7 +539,6 @@ class SessionStatusResponse:
         raw_status: The status string as sent.
         state: v2 only: the foreground state, decoded default-on-error (missing, null or
             malformed → ``None``, which means "not reported", never idle).
-        meta: The ``_meta`` extension object.
     """
 
     status: Probe
@@ -595,7 +556,6 @@ class SessionStatusResponse:
 # session/prompt, cancel, modes, config
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PromptRequest:
     """``session/prompt`` params."""
@@ -605,7 +565,6 @@ class PromptRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Cost:
     """A monetary cost."""
@@ -615,7 +574,6 @@ class Cost:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Usage:
     """Token usage of a turn."""
@@ -658,7 +616,6 @@ class StopReason(str, enum.Enum):
         return value
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PromptResponse:
     """``session/prompt`` result.
@@ -675,7 +632,6 @@ class PromptResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CancelNotification:
     """``session/cancel`` params (a notification: cancels the session's current turn)."""
@@ -684,7 +640,6 @@ class CancelNotification:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CancelRequestNotification:
     """``$/cancel_request`` params: cancels one pending request."""
@@ -693,7 +648,6 @@ class CancelRequestNotification:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SetSessionModeRequest:
     """``session/set_mode`` params (v1)."""
@@ -703,7 +657,6 @@ class SetSessionModeRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SetSessionModeResponse:
     """``session/set_mode`` result."""
@@ -711,7 +664,6 @@ class SetSessionModeResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SetSessionModelRequest:
     """``session/set_model`` params (unstable in the schemas; agents that offer ``models`` serve it)."""
@@ -721,7 +673,6 @@ class SetSessionModelRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SetSessionModelResponse:
     """``session/set_model`` result."""
@@ -729,7 +680,6 @@ class SetSessionModelResponse:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionRequest:
     """``session/set_config_option`` params.
@@ -741,7 +691,6 @@ class SetSessionConfigOptionRequest:
             JSON value for a future type.
         type: The value's type tag. ``None`` infers it: ``"boolean"`` for a bool, otherwise a value
             id (sent untagged in v1 and as ``"id"`` in v2).
-        meta: The ``_meta`` extension object.
     """
 
     session_id: str
@@ -751,10 +700,12 @@ class SetSessionConfigOptionRequest:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionResponse:
     """``session/set_config_option`` result: every option with its new value."""
 
     config_options: tuple[SessionConfigOption, ...] = attrs.field(default=(), metadata=wire(always=True))
     meta: dict[str, Any] | None = None
+
+
+value_types(globals())

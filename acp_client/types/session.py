@@ -12,7 +12,7 @@ import attrs
 
 from .._logging import get_logger
 from ..exceptions import ConfigurationError
-from ._value import value
+from ._value import value_types
 from .lifecycle import (
     ANSWERED,
     ForegroundState,
@@ -123,7 +123,6 @@ def _to_str_tuple(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Session:
     """One session, as the client knows it: the same immutable record from every lifecycle call.
@@ -357,3 +356,6 @@ _RAW_STATUS: Final = _FIELD_NAMES.index("raw_status")
 _STATE: Final = _FIELD_NAMES.index("state")
 _CREATED_AT: Final = _FIELD_NAMES.index("created_at")
 _UPDATED_AT: Final = _FIELD_NAMES.index("updated_at")
+
+
+value_types(globals())

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value
+from ._value import value_types
 from .content import ContentBlock
 from .lifecycle import AvailableCommand, Cost, ForegroundState, SessionConfigOption, Usage
 
@@ -84,7 +84,6 @@ class _NoMessageId:
 # messages
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UserMessageChunk:
     """A piece of a user message (appended to ``message_id``'s message when one is given)."""
@@ -96,7 +95,6 @@ class UserMessageChunk:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AgentMessageChunk:
     """A piece of the agent's reply."""
@@ -108,7 +106,6 @@ class AgentMessageChunk:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AgentThoughtChunk:
     """A piece of the agent's reasoning."""
@@ -120,7 +117,6 @@ class AgentThoughtChunk:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UserMessage:
     """v2: a whole user message (upsert by ``message_id``); ``content`` ``None`` when not sent."""
@@ -132,7 +128,6 @@ class UserMessage:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AgentMessage:
     """v2: a whole agent message (upsert by ``message_id``)."""
@@ -144,7 +139,6 @@ class AgentMessage:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AgentThought:
     """v2: a whole agent thought (upsert by ``message_id``)."""
@@ -156,7 +150,6 @@ class AgentThought:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionMessage:
     """Newer schemas: a message between sessions (e.g. to or from a subagent)."""
@@ -172,7 +165,6 @@ class SessionMessage:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionMessageChunk:
     """Newer schemas: a piece of a :class:`SessionMessage`."""
@@ -188,7 +180,6 @@ class SessionMessageChunk:
 # tool calls
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallContentBlock:
     """Tool-call content that is a plain content block (wire tag ``content``)."""
@@ -199,7 +190,6 @@ class ToolCallContentBlock:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallDiff:
     """A file modification (wire tag ``diff``).
@@ -218,7 +208,6 @@ class ToolCallDiff:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallTerminal:
     """A live terminal embedded in a tool call (wire tag ``terminal``)."""
@@ -229,7 +218,6 @@ class ToolCallTerminal:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownToolCallContent:
     """Tool-call content of a type this SDK does not know (raw payload kept)."""
@@ -241,7 +229,6 @@ class UnknownToolCallContent:
 ToolCallContent: TypeAlias = ToolCallContentBlock | ToolCallDiff | ToolCallTerminal | UnknownToolCallContent
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallLocation:
     """A file location a tool call works on."""
@@ -251,7 +238,6 @@ class ToolCallLocation:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCall(_NoMessageId):
     """v1: a new tool call. ``kind`` and ``status`` are the tool kind / status strings (open sets).
@@ -273,7 +259,6 @@ class ToolCall(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallUpdate(_NoMessageId):
     """An update to a tool call (v2: also its creation). Fields left ``None`` are unchanged.
@@ -297,7 +282,6 @@ class ToolCallUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ToolCallContentChunk(_NoMessageId):
     """v2: one more piece of content for a tool call."""
@@ -313,7 +297,6 @@ class ToolCallContentChunk(_NoMessageId):
 # terminals (v2 updates)
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TerminalExitStatus:
     """How a terminal's command ended."""
@@ -323,7 +306,6 @@ class TerminalExitStatus:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TerminalOutput:
     """A terminal's output so far."""
@@ -332,7 +314,6 @@ class TerminalOutput:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TerminalUpdate(_NoMessageId):
     """v2: the state of an agent-run terminal. ``size`` / ``capabilities`` are kept as sent."""
@@ -349,7 +330,6 @@ class TerminalUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class TerminalOutputChunk(_NoMessageId):
     """v2: more output of an agent-run terminal."""
@@ -365,7 +345,6 @@ class TerminalOutputChunk(_NoMessageId):
 # plans
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PlanEntry:
     """One step of a plan. ``priority`` and ``status`` are open strings."""
@@ -376,7 +355,6 @@ class PlanEntry:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Plan(_NoMessageId):
     """v1: the agent's whole plan (replaces the previous one)."""
@@ -387,7 +365,6 @@ class Plan(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PlanItems:
     """Plan content as a list of entries (wire tag ``items``)."""
@@ -399,7 +376,6 @@ class PlanItems:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PlanFile:
     """Plan content kept in a file (wire tag ``file``)."""
@@ -411,7 +387,6 @@ class PlanFile:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PlanMarkdown:
     """Plan content as markdown (wire tag ``markdown``)."""
@@ -423,7 +398,6 @@ class PlanMarkdown:
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownPlanContent:
     """Plan content of a type this SDK does not know (raw payload kept)."""
@@ -435,7 +409,6 @@ class UnknownPlanContent:
 PlanContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanContent
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PlanUpdate(_NoMessageId):
     """Creates or replaces the plan ``plan.plan_id``."""
@@ -446,7 +419,6 @@ class PlanUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class PlanRemoved(_NoMessageId):
     """Removes the plan ``plan_id``."""
@@ -461,7 +433,6 @@ class PlanRemoved(_NoMessageId):
 # session metadata
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class AvailableCommandsUpdate(_NoMessageId):
     """The slash commands the agent now offers."""
@@ -472,7 +443,6 @@ class AvailableCommandsUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CurrentModeUpdate(_NoMessageId):
     """v1: the session switched mode."""
@@ -483,7 +453,6 @@ class CurrentModeUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class ConfigOptionUpdate(_NoMessageId):
     """The session's config options changed (all of them, with current values)."""
@@ -494,7 +463,6 @@ class ConfigOptionUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionInfoUpdate(_NoMessageId):
     """The session's title or update time changed (``updated_at``: RFC 3339 string as sent)."""
@@ -506,7 +474,6 @@ class SessionInfoUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UsageUpdate(_NoMessageId):
     """Context-window usage: ``used`` of ``size`` tokens, and the cost so far."""
@@ -519,7 +486,6 @@ class UsageUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class Notice(_NoMessageId):
     """Something the user should know. ``severity``: ``info``, ``warning``, ``error`` or other."""
@@ -532,7 +498,6 @@ class Notice(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CompactionUpdate(_NoMessageId):
     """Progress of a context compaction. ``status``: ``in_progress``, ``completed``... (open)."""
@@ -546,7 +511,6 @@ class CompactionUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class CompactionSummaryChunk(_NoMessageId):
     """A piece of a compaction's summary."""
@@ -558,7 +522,6 @@ class CompactionSummaryChunk(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class StateUpdate(_NoMessageId):
     """v2: the session's foreground state changed.
@@ -578,7 +541,6 @@ class StateUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SubagentUpdate(_NoMessageId):
     """Newer schemas: a subagent session's metadata or state. ``capabilities`` kept as sent."""
@@ -595,7 +557,6 @@ class SubagentUpdate(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class UnknownSessionUpdate:
     """A ``session/update`` variant this SDK does not know.
@@ -646,7 +607,6 @@ SessionUpdate: TypeAlias = (
 )
 
 
-@value
 @attrs.frozen(eq=False, repr=False)
 class SessionNotification:
     """``session/update`` params: one update for one session."""
@@ -654,3 +614,6 @@ class SessionNotification:
     session_id: str
     update: SessionUpdate
     meta: dict[str, Any] | None = None
+
+
+value_types(globals())

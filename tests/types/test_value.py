@@ -73,7 +73,14 @@ def test_custom_eq_or_repr_callables_are_refused() -> None:
 
 def _wire_classes() -> list[type[Any]]:
     found = []
-    for module in (types.content, types.updates, types.lifecycle, types.agent_requests, types.capabilities):
+    for module in (
+        types.content,
+        types.updates,
+        types.lifecycle,
+        types.agent_requests,
+        types.capabilities,
+        types.session,
+    ):
         found += [cls for _, cls in inspect.getmembers(module, inspect.isclass) if attrs.has(cls)]
     return found
 

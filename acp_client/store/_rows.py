@@ -1,0 +1,187 @@
+"""What both built-in stores do alike with a record's row: its values in :data:`RECORD_COLUMNS`
+order, the row read back (a damaged one refused, or skipped in a listing), its lease, its
+conversation, and the ownership errors. Each store passes how its columns hold JSON and times.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .._checks import check_seconds
+from .._logging import get_logger
+from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
+from .base import Lease, StoredSession, bound_conversation, check_owner
+
+logger = get_logger("acp_client.store")
+
+Time = Callable[[Any], datetime]
+_S = TypeVar("_S", bound="RowStore")
+
+
+def dump_json(value: Any, what: str) -> str:
+    """``value`` as compact JSON text; a ``ConfigurationError`` naming field ``what`` if it cannot be."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"StoredSession.{what} is not JSON-serializable: {exc}") from exc
+
+
+def dump_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> str:
+    """A conversation bounded to ``max_bytes`` (:func:`bound_conversation`), as JSON text."""
+    return dump_json(list(bound_conversation(entries, max_bytes)), "transcript tail")
+
+
+def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tuple[Any, ...]:
+    """The record's values in ``RECORD_COLUMNS`` order: JSON fields as text, times through ``when``."""
+    return (
+        session.endpoint,
+        session.session_id,
+        session.cwd,
+        dump_json(list(session.mcp_servers), "mcp_servers"),
+        dump_json(list(session.additional_directories), "additional_directories"),
+        session.protocol_version,
+        session.mode_id,
+        session.model_id,
+        dump_json(session.config_options, "config_options"),
+        session.title,
+        None if session.status is None else session.status.value,
+        session.raw_status,
+        when(session.created_at),
+        when(session.updated_at),
+        when(session.last_used_at),
+        dump_json(list(session.previous_session_ids), "previous_session_ids"),
+        dump_json(session.extra, "extra"),
+    )
+
+
+def lease_of(row: Sequence[Any], when: Time) -> Lease | None:
+    """A ``(session_id, owner, token, expires_at)`` row's lease (``None``: never claimed)."""
+    session_id, owner, token, expires = row
+    if owner is None and not token:
+        return None
+    return Lease(session_id, owner, int(token), when(expires))
+
+
+def leases_of(rows: Sequence[Sequence[Any]], when: Time) -> list[Lease]:
+    """``(session_id, owner, token, expires_at)`` rows as leases, by session id."""
+    leases = (Lease(row[0], row[1], int(row[2]), when(row[3])) for row in rows)
+    return sorted(leases, key=lambda lease: lease.session_id)
+
+
+def check_window(owner: str, duration: float) -> None:
+    """Refuse a bad lease ``owner`` or ``duration`` (``ConfigurationError``)."""
+    check_owner(owner)
+    check_seconds("duration", duration)
+
+
+def check_session_ids(session_ids: Sequence[str]) -> list[str]:
+    """``session_ids`` without repeats (``ConfigurationError`` for one string)."""
+    if isinstance(session_ids, str):
+        raise ConfigurationError("session_ids must be a sequence of session ids, not a string")
+    return list(dict.fromkeys(session_ids))
+
+
+def check_version(where: str, path: str, version: int, compatible: int, supported: int) -> None:
+    """Refuse a store whose schema ``version`` is above ``supported`` unless its ``compatible``
+    version (the oldest whose code may still use it) is not (``SessionStoreTooNew``)."""
+    if version > supported and compatible > supported:
+        raise SessionStoreTooNew(
+            f"session store {where} has schema version {version} (needs a reader of version {compatible} "
+            f"or later); this acp_client supports up to {supported}: upgrade acp_client",
+            path=path,
+            version=version,
+            supported=supported,
+        )
+
+
+class RowStore:
+    """The part of a built-in store that reads rows back; a store sets ``_path`` and
+    ``_schema_version`` and says how its columns hold JSON (``_loads``) and times (``_time``)."""
+
+    _path: str
+    _schema_version: int
+
+    @staticmethod
+    def _loads(value: Any) -> Any:
+        return value
+
+    @staticmethod
+    def _time(value: Any) -> datetime:
+        raise NotImplementedError
+
+    def _decode(self, row: Sequence[Any]) -> StoredSession:
+        """One row (the record's columns, then its lease's) as a record, or ``SessionStoreCorrupt``."""
+        loads, time = self._loads, self._time
+        try:
+            return StoredSession(
+                endpoint=row[0],
+                session_id=row[1],
+                cwd=row[2],
+                mcp_servers=loads(row[3]),
+                additional_directories=loads(row[4]),
+                protocol_version=int(row[5]),
+                mode_id=row[6],
+                model_id=row[7],
+                config_options=loads(row[8]),
+                title=row[9],
+                status=row[10],
+                raw_status=row[11],
+                created_at=time(row[12]),
+                updated_at=time(row[13]),
+                last_used_at=time(row[14]),
+                previous_session_ids=loads(row[15]),
+                extra=loads(row[16]),
+                lease=lease_of((row[1], *row[17:20]), time),
+            )
+        except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
+            ) from exc
+
+    def _decoded(self, rows: Sequence[Sequence[Any]]) -> list[StoredSession]:
+        """Rows as records; a damaged one is skipped (logged as a warning)."""
+        sessions = []
+        for row in rows:
+            try:
+                sessions.append(self._decode(row))
+            except SessionStoreCorrupt as exc:
+                logger.warning("skipping a stored session: %s", exc)
+        return sessions
+
+    def _conversation(self, value: Any, session_id: str) -> tuple[dict[str, Any], ...]:
+        """A stored conversation read back, or ``SessionStoreCorrupt``."""
+        try:
+            entries = self._loads(value)
+            if not isinstance(entries, list | tuple):
+                raise TypeError(f"a JSON {type(entries).__name__}, not a list")
+            return tuple(dict(entry) for entry in entries)
+        except (TypeError, ValueError) as exc:
+            raise SessionStoreCorrupt(
+                f"session store {self._path}: the transcript of session {session_id!r} is damaged: {exc}",
+                path=self._path,
+            ) from exc
+
+    def _stale(
+        self, session_id: str, owner: str, token: int | None, holder: str | None, held: int | None
+    ) -> SessionStoreFenced:
+        """The error of a write by ``owner`` with ``token`` that ``holder``'s lease (``held``) refused."""
+        return SessionStoreFenced.refused(
+            self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
+        )
+
+    @property
+    def schema_version(self) -> int:
+        """The store's schema version (SQLite: ``PRAGMA user_version``; PostgreSQL: ``store_meta``)."""
+        return self._schema_version
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
