@@ -23,7 +23,9 @@ pauses while the client keeps watching the connection (it ends early if the clie
 stored (or tracked) sessions and ``/switch ID`` continues another one (see ``chat_store.py``,
 ``--store PATH``). The exit status is 0
 after the last line, 2 if the client gave up (``--max-elapsed SECONDS`` bounds how long it keeps
-reconnecting; default 120), 64 on a usage error.
+reconnecting; default 120). A mistake on the command line (a malformed URL, a missing script file,
+a bad option value, a store that cannot be opened) is one line on stderr and exit status 2, before
+anything connects.
 
 Interactive mode (the default with a URL) is in ``chat_ui.py``: streamed text, a status line,
 permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a second Ctrl-C exits
@@ -47,13 +49,14 @@ import asyncio
 import contextlib
 import inspect
 import json
+import math
 import os
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
@@ -81,6 +84,7 @@ from acp_client import (
     UpdateEvent,
 )
 from acp_client.pool import Pool
+from acp_client.transports.endpoint import connector_for
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -90,7 +94,59 @@ from acp_client.types import (
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 2
-EXIT_USAGE = 64
+#: A mistake on the command line: one line on stderr (the argparse convention).
+EXIT_USAGE = 2
+PROG = "chat.py"
+
+
+class UsageError(Exception):
+    """A mistake on the command line: shown as one line, exit status :data:`EXIT_USAGE`."""
+
+
+def usage_error(message: str) -> int:
+    """Say ``message`` as the one line of a command-line mistake; the exit status."""
+    sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+    return EXIT_USAGE
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line (no usage block): ``chat.py: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        usage_error(f"{message} (see --help)")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _seconds(text: str) -> float:
+    """An option's number of seconds: finite, zero or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, zero or more")
+    return value
+
+
+def read_script(path: Path) -> list[str]:
+    """The lines of a ``--script`` file.
+
+    Raises:
+        UsageError: It cannot be read as UTF-8 text (missing, a directory, unreadable, binary).
+    """
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"--script {str(path)!r}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--script {str(path)!r} is a directory, not a file of prompts") from None
+    except PermissionError:
+        raise UsageError(f"--script {str(path)!r}: permission denied") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--script {str(path)!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"--script {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def update_text(update: Any) -> str:
@@ -550,7 +606,7 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "url", nargs="*", help="ws(s)://, http(s):// or stdio:COMMAND; several: instances of one agent, one pool"
     )
@@ -571,14 +627,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--max-elapsed",
-        type=float,
+        type=_seconds,
         default=120.0,
         metavar="SECONDS",
         help="give up reconnecting after this long down (default 120); the script then exits 2",
     )
     parser.add_argument(
         "--failover-delay",
-        type=float,
+        type=_seconds,
         default=5.0,
         metavar="SECONDS",
         help="with several URLs: how long a session's instance may stay unreachable before it moves (default 5)",
@@ -596,8 +652,16 @@ async def amain(args: argparse.Namespace) -> int:
 
         return int(await run_demo(output, protocol_version=args.protocol_version))
     if not args.url:
-        print("a URL is required (or --demo)", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error("a URL is required (or --demo); see --help")
+    try:
+        lines = read_script(args.script) if args.script is not None else None
+        # Every URL's form, before anything connects (a pool checks them too, but later).
+        for url in args.urls:
+            connector_for(url)
+    except UsageError as exc:
+        return usage_error(str(exc))
+    except ConfigurationError as exc:  # a URL of no known form: one line saying which forms work
+        return usage_error(str(exc))
     from acp_client import TlsConfig
 
     tls = TlsConfig(verify=False) if args.insecure else None
@@ -609,8 +673,7 @@ async def amain(args: argparse.Namespace) -> int:
             try:
                 store = stack.enter_context(SqliteSessionStore(args.store))
             except AcpError as exc:
-                output.event("error", message=f"session store: {exc}")
-                return EXIT_GAVE_UP
+                return usage_error(f"--store: {exc}")
         try:
             chat = Chat(
                 endpoint,
@@ -621,11 +684,9 @@ async def amain(args: argparse.Namespace) -> int:
                 failover_delay=args.failover_delay,
                 session_store=store,
             )
-        except ConfigurationError as exc:  # a URL of no known form: one line saying which forms work
-            output.event("error", message=str(exc))
-            return EXIT_USAGE
-        if args.script is not None:
-            lines = args.script.read_text(encoding="utf-8").splitlines()
+        except ConfigurationError as exc:
+            return usage_error(str(exc))
+        if lines is not None:
             return await run_script(chat, lines)
         from chat_ui import run_interactive  # type: ignore[import-not-found]
 
@@ -633,7 +694,10 @@ async def amain(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # --help, or a mistake already said in one line
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     loop = asyncio.new_event_loop()
     task = loop.create_task(amain(args))
