@@ -168,6 +168,9 @@ class Output:
         self.stream = stream
         self.started = time.monotonic()
         self._mid_line = False
+        #: Sessions whose lost conversation is on screen under its divider already (a restored
+        #: history): their ``recovered`` banner does not draw the divider again.
+        self.divided: set[str] = set()
 
     def event(self, name: str, **fields: Any) -> None:
         if self.json_mode:
@@ -175,6 +178,10 @@ class Output:
             self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
             self.stream.flush()
             return
+        if name == "history" and any(segment["lost"] for segment in fields["segments"]):
+            self.divided.add(fields["sessionId"])
+        if name == "recovered" and fields.get("sessionId") in self.divided:
+            fields = {**fields, "lostTurns": 0}
         text = self.describe(name, fields)
         if text is None:
             return
@@ -224,7 +231,7 @@ class Output:
                 return "  (refused by the agent: not part of the conversation)"
             return f"  ({f['stopReason']})"
         if name == "disconnected":
-            return f"⚠ disconnected: {f['reason']}"
+            return f"⚠ disconnected: {plain_reason(f['reason'])}"
         if name == "reconnect_attempt":
             return f"… reconnecting in {f['delay']:.1f}s (attempt {f['attempt']})"
         if name == "recovered":
@@ -243,6 +250,25 @@ class Output:
         if name == "error":
             return f"✗ {f['message']}"
         return None
+
+
+def plain_reason(reason: str | None) -> str:
+    """Why the connection ended, in plain words for a person (the ``disconnected`` event keeps the
+    exact reason for scripts): never an exception's name or a close code."""
+    text = (reason or "").lower()
+    if "refused" in text:
+        return "the agent refused the connection"
+    if "killed by" in text or "exited" in text:
+        return "the agent process ended"
+    if "closed by agent" in text or "connection closed (" in text:
+        return "the agent closed the connection"
+    if "timed out" in text or "timeout" in text or "keepalive" in text or "ping" in text:
+        return "the agent stopped answering"
+    if "down too long" in text:
+        return "the agent has been unreachable for too long"
+    if "closed by the app" in text or "closed by client" in text:
+        return "closed"
+    return "the connection dropped"
 
 
 def lost_divider(turns: int) -> str:
@@ -355,6 +381,10 @@ class Chat:
         #: until it is (so "connection lost" comes first).
         self._outage_reported = False
         self._held: list[dict[str, Any]] = []
+        #: Until :meth:`start` has shown the session (and a restored conversation), recovery events
+        #: wait here: "connected", then the conversation, then what recovery did to it.
+        self._opening = True
+        self._held_recoveries: list[tuple[str, dict[str, Any]]] = []
         #: Extra listeners for every connection state (the interactive UI adds its status line).
         self.state_listeners: list[Callable[[ConnectionState], None]] = [on_state] if on_state else []
         #: Answers permission requests; replaceable after construction (the UI asks the user).
@@ -436,7 +466,8 @@ class Chat:
             self.output.event("turn_interrupted", **fields)
 
     def _on_update(self, event: UpdateEvent) -> None:
-        self.output.event(
+        say = self._say_recovery if event.replay else self.output.event  # a replay is part of a recovery
+        say(
             "update",
             sessionId=event.session_id,
             kind=event.update.kind,
@@ -448,9 +479,21 @@ class Chat:
         self.recoveries += 1
         self._recovery.set()
 
+    def _say_recovery(self, name: str, **fields: Any) -> None:
+        if self._opening:
+            self._held_recoveries.append((name, fields))
+        else:
+            self.output.event(name, **fields)
+
+    def _release_recoveries(self) -> None:
+        self._opening = False
+        held, self._held_recoveries = self._held_recoveries, []
+        for name, fields in held:
+            self.output.event(name, **fields)
+
     def _on_recovered(self, outcome: RecoveryOutcome) -> None:
         self._count_recovery()
-        self.output.event(
+        self._say_recovery(
             "recovered",
             path=outcome.path.value,
             sessionId=outcome.session_id,
@@ -466,7 +509,7 @@ class Chat:
         # Not a `recovered` event: that one's path is resume | replay | new_session (DESIGN.md §4).
         self._count_recovery()
         cause = f": {outcome.error}" if outcome.error is not None else ""
-        self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
+        self._say_recovery("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
 
     def _on_interrupted(self, turn: TurnInterrupted) -> None:
         fields = {"sessionId": turn.session_id, "prompt": _prompt_text(turn.prompt)}
@@ -476,15 +519,22 @@ class Chat:
             self._held.append(fields)
 
     async def start(self) -> None:
+        """Connect and open the session: with a store, the most recently used one, its
+        conversation shown at once; then what recovery did to each stored session."""
         await self.client.connect()  # with a store: its sessions (of this URL, or this pool) recover here
-        restored = chat_store.restored_handle(self) if self.store is not None else None
-        if restored is None:
-            await self.new_session()
-            return
-        self.handle = restored
-        self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
-        if restored.transcript.all_messages():  # the restored conversation, at once
-            self.output.event("history", **history_messages(restored))
+        try:
+            restored = chat_store.restored_handle(self) if self.store is not None else None
+            if restored is None:
+                await self.new_session()
+                return
+            self.handle = restored
+            self.output.event(
+                "session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint)
+            )
+            if restored.transcript.all_messages():  # the restored conversation, at once
+                self.output.event("history", **history_messages(restored))
+        finally:
+            self._release_recoveries()
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)

@@ -39,14 +39,15 @@ async def test_a_second_run_continues_the_stored_sessions(tmp_path: Path, restar
         lines = ["/sessions", "after the restart", f"/switch {old[:12]}", "back to the first"]
         second = await _chat(tmp_path, url, store, lines, "second")
 
-    # A recovered event for each stored session, before anything else of the run.
+    # A recovered event for each stored session, once the run said where it is connected, which
+    # session continues and what that conversation holds (what the banners talk about).
     recovered = named(second, "recovered")
     assert {event["previousSessionId"] for event in recovered} == {old, latest}
     assert {event["path"] for event in recovered} == {"replay" if restart else "resume"}
     if restart:
         assert all(event["replayed"] > 0 for event in recovered)
-    names = [event["event"] for event in second]
-    assert names.index("connected") > max(i for i, name in enumerate(names) if name == "recovered")
+    names = [event["event"] for event in second if event["event"] != "update" or not event["replay"]]
+    assert names[:5] == ["connected", "session", "history", "recovered", "recovered"], names
     # No new session: the most recently used one continues.
     sessions = named(second, "session")
     assert sessions[0] == {**sessions[0], "sessionId": latest, "restored": True}
