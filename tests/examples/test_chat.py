@@ -220,7 +220,8 @@ def test_plain_view_renders_a_conversation_in_ascii(monkeypatch: pytest.MonkeyPa
     assert text.isascii()
     assert "old history" not in text
     assert text.endswith(
-        "you> echo: hi\n  (end_turn)\nyou> \n! connection lost: the connection dropped\n-- ~ reconnecting now (attempt 1)\n"
+        "you> echo: hi\n  (end_turn)\nyou> \n! connection lost: the connection dropped\n"
+        "-- ~ reconnecting now (attempt 1)\n"
         "=== + resumed the session ===\n-- * connected\nyou> "
     )
 
