@@ -528,9 +528,7 @@ class Chat:
                 await self.new_session()
                 return
             self.handle = restored
-            self.output.event(
-                "session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint)
-            )
+            self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
             if restored.transcript.all_messages():  # the restored conversation, at once
                 self.output.event("history", **history_messages(restored))
         finally:
