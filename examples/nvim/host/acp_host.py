@@ -34,7 +34,16 @@ from typing import Any
 import attrs
 import pynvim
 
-from acp_client import AcpError, Continuity, PromptResult, RecoveryOutcome, RetryPolicy, SqliteSessionStore
+from acp_client import (
+    AcpError,
+    ConnectionLost,
+    Continuity,
+    PromptResult,
+    RecoveryOutcome,
+    RetryPolicy,
+    SqliteSessionStore,
+    State,
+)
 from acp_client.store import endpoint_key
 from acp_client.sync import (
     NewSessionEvent,
@@ -82,6 +91,26 @@ def _short(session_id: str | None) -> str:
     return session_id or "?"
 
 
+def plain_reason(reason: str | None) -> str:
+    """Why the connection ended, in plain words (the log keeps the exact reason): never an
+    exception's name or a close code."""
+    text = (reason or "").lower()
+    if "refused" in text:
+        return "the agent refused the connection"
+    if "killed by" in text or "exited" in text:
+        return "the agent process ended"
+    if "closed by agent" in text or "connection closed (" in text:
+        return "the agent closed the connection"
+    if "timed out" in text or "timeout" in text or "keepalive" in text or "ping" in text:
+        return "the agent stopped answering"
+    return "the connection dropped"
+
+
+#: Events that belong to a recovery: while a connect is opening the session they wait, so the
+#: buffer says "connected to" first, then what recovery did.
+_RECOVERY_EVENTS = (ResumeEvent, ReplayEvent, NewSessionEvent, RecoveryFailedEvent, TurnInterruptedEvent)
+
+
 class Host:
     """One Neovim, one agent connection: what the Lua front end asks for, and what it is told."""
 
@@ -97,6 +126,16 @@ class Host:
         self.events: queue.Queue[Any] = queue.Queue()
         self.permissions: dict[int, PermissionRequest] = {}
         self._permission_ids = itertools.count(1)
+        # One lock for what is told to Lua about recovery: the event thread and the worker
+        # (connecting) both tell, and "connected to" must come before the banners it held back.
+        self._telling = threading.RLock()
+        self._opening = False
+        self._held: list[SyncEvent] = []
+        #: Sessions whose cut-off turn was said already (by the interruption or the turn's end:
+        #: whichever comes first; the other says nothing).
+        self._cut_said: set[str] = set()
+        #: Whether the current outage was said (one banner per drop).
+        self._outage_said = False
         self._stop = threading.Event()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="acp-nvim-worker")
         self._pump = threading.Thread(target=self._pump_events, name="acp-nvim-events", daemon=True)
@@ -137,6 +176,8 @@ class Host:
             self.answer_permission(int(args[0]), args[1] if len(args) > 1 else None)
         elif name == "disconnect":
             self._worker.submit(self._guarded, self._disconnect)
+        elif name == "reconnect":
+            self.reconnect_now()
         else:
             logger.warning("unknown notification %r", name)
 
@@ -159,30 +200,59 @@ class Host:
         retry = RetryPolicy(**options["retry"]) if options.get("retry") else RetryPolicy()
         self.url = url
         self.tell("connecting", url)
-        client = SyncAcpClient(url, event_queue=self.events, session_store=self.store, retry=retry)
-        self.client = client
+        with self._telling:
+            self._opening, self._held, self._outage_said = True, [], False
         try:
-            client.connect()
-        except BaseException:
-            self.client = None
-            raise
-        stored = client.stored_sessions()
-        if stored:
-            self.session = client.session(stored[0].session_id)
-            restored = True
-        else:
-            self.session = client.new_session(options.get("cwd") or os.getcwd())
-            restored = False
-        info = client.transport_info
-        self.tell(
-            "connected", url, self.session.session_id, self._history(self.session), restored, info.kind if info else ""
-        )
+            client = SyncAcpClient(url, event_queue=self.events, session_store=self.store, retry=retry)
+            self.client = client
+            try:
+                client.connect()
+            except BaseException:
+                self.client = None
+                raise
+            stored = client.stored_sessions()
+            if stored:
+                self.session = client.session(stored[0].session_id)
+                restored = True
+            else:
+                self.session = client.new_session(options.get("cwd") or os.getcwd())
+                restored = False
+            info = client.transport_info
+            with self._telling:
+                self.tell(
+                    "connected",
+                    url,
+                    self.session.session_id,
+                    self._history(self.session),
+                    restored,
+                    info.kind if info else "",
+                    self._earlier_ids(self.session),
+                )
+                self._release()
+        finally:
+            with self._telling:
+                self._opening, self._held = False, []
+
+    def _release(self) -> None:
+        """Tell what recovery did while the connect was opening the session (after "connected")."""
+        self._opening = False
+        held, self._held = self._held, []
+        for event in held:
+            self._forward(event)
+
+    def reconnect_now(self) -> None:
+        """``:AcpReconnect``: while the client waits between attempts, try again now."""
+        client = self.client
+        if client is None:
+            self.tell("error", "not connected (:AcpConnect URL)")
+            return
+        client.notify_network_available()
 
     def _switch(self, session_id: str) -> None:
         if self.client is None:
             raise AcpError("not connected (:AcpConnect URL)")
         self.session = self.client.session(session_id)
-        self.tell("switched", self.session.session_id, self._history(self.session))
+        self.tell("switched", self.session.session_id, self._history(self.session), self._earlier_ids(self.session))
 
     def _disconnect(self) -> None:
         client, self.client, self.session = self.client, None, None
@@ -196,14 +266,32 @@ class Host:
             self.store = None
 
     @staticmethod
-    def _history(session: SyncSessionHandle) -> list[list[str]]:
-        """The conversation the handle holds (restored from the store after a restart); text the
-        agent put among its replayed prompts has the role ``inserted`` (shown as the agent's)."""
-        return [
-            ["inserted" if message.inserted else message.role, message.text]
-            for message in session.transcript.messages
-            if message.text
-        ]
+    def _history(session: SyncSessionHandle) -> list[list[Any]]:
+        """The conversation the handle holds (restored from the store after a restart), every
+        segment: ``[role, text]`` per message (text the agent put among its replayed prompts has
+        the role ``inserted``, shown as the agent's; a turn that did not complete says how it
+        ended), and ``["lost", turns]`` after a segment the agent lost."""
+        entries: list[list[Any]] = []
+        for segment in session.transcript.segments:
+            for message in segment.messages:
+                if not message.text:
+                    continue
+                text = message.text
+                if message.status is not None and message.status.value != "complete":
+                    text += f" [{message.status.value}]"
+                if message.incomplete:
+                    text += " [incomplete]"
+                entries.append(["inserted" if message.inserted else message.role, text])
+            if segment.lost:
+                entries.append(["lost", segment.turns])
+        return entries
+
+    @staticmethod
+    def _earlier_ids(session: SyncSessionHandle) -> list[str]:
+        """The ids the session had before new-session recoveries (its conversation may be on
+        the screen under one of them)."""
+        ids = [segment.session_id for segment in session.transcript.segments]
+        return [session_id for session_id in ids if session_id and session_id != session.session_id]
 
     # -- turns (pynvim's loop; never blocks) -------------------------------------------------------------
 
@@ -218,6 +306,8 @@ class Host:
             self.tell("error", str(exc))
             return
         session_id = session.session_id
+        with self._telling:
+            self._cut_said.discard(session_id)
         turn.add_done_callback(lambda future: self.events.put(TurnEnded(session_id, future)))
 
     def answer_permission(self, request_id: int, option_id: str | None) -> None:
@@ -250,19 +340,39 @@ class Host:
         if future.cancelled():
             return
         error = future.exception()
-        if error is not None:
+        if isinstance(error, ConnectionLost):
+            self._turn_cut(ended.session_id)  # one banner, whether this or the interruption comes first
+        elif error is not None:
             self.tell("turn_failed", ended.session_id, str(error))
         else:
             self.tell("turn_end", ended.session_id, str(future.result().stop_reason))
 
+    def _turn_cut(self, session_id: str) -> None:
+        with self._telling:
+            if session_id in self._cut_said:
+                self._cut_said.discard(session_id)
+                self.tell("turn_end", session_id, "cut")  # said already: the turn just ends
+                return
+            self._cut_said.add(session_id)
+        self.tell("banner", session_id, "the turn was cut off by a drop (the agent may have run it)")
+
     def _forward(self, event: SyncEvent) -> None:
+        with self._telling:
+            if self._opening and isinstance(event, _RECOVERY_EVENTS):
+                self._held.append(event)
+                return
+            self._say(event)
+
+    def _say(self, event: SyncEvent) -> None:
         current = self.session.session_id if self.session is not None else None
         if isinstance(event, StateEvent):
             state = event.payload
-            text = state.state.value
-            if state.attempt is not None:
-                text += f" (attempt {state.attempt}, retry in {state.retry_in or 0:.1f}s)"
-            self.tell("state", text, state.state.value)
+            if state.state is State.CONNECTED:
+                self._outage_said = False
+            elif state.state in (State.RECONNECTING, State.SUSPENDED) and not self._outage_said and not self._opening:
+                self._outage_said = True
+                self.tell("banner", current, f"connection lost: {plain_reason(state.cause)}; reconnecting")
+            self.tell("state", state.state.value, state.attempt, state.retry_in)
         elif isinstance(event, SessionUpdateEvent):
             update = event.payload
             # A replay rebuilds history the buffer already shows; only live text is streamed.
@@ -278,15 +388,16 @@ class Host:
                     f"the agent lost session {_short(outcome.previous_session_id)}: "
                     f"continuing in new session {_short(outcome.session_id)}"
                 )
-            elif isinstance(event, RecoveryFailedEvent):
+                self.tell("lost", outcome.previous_session_id, outcome.session_id, outcome.lost_turns, line)
+                return
+            if isinstance(event, RecoveryFailedEvent):
                 line = f"could not recover session {_short(outcome.previous_session_id or outcome.session_id)}"
             else:
                 line = f"recovered by {outcome.path.value}: session {_short(outcome.session_id)}"
                 line += f" ({_continuity(outcome)})"
             self.tell("banner", outcome.session_id, line)
         elif isinstance(event, TurnInterruptedEvent):
-            cut = event.payload
-            self.tell("banner", cut.session_id, "the turn was cut off by a drop (the agent may have run it)")
+            self._turn_cut(event.payload.session_id)
         elif isinstance(event, PermissionEvent):
             request = event.payload
             request_id = next(self._permission_ids)
