@@ -134,8 +134,10 @@ class Host:
         #: Sessions whose cut-off turn was said already (by the interruption or the turn's end:
         #: whichever comes first; the other says nothing).
         self._cut_said: set[str] = set()
-        #: Whether the current outage was said (one banner per drop).
+        #: Whether the current outage was said (one banner per drop), and the cut-off turns
+        #: waiting for it to be said.
         self._outage_said = False
+        self._cuts_held: list[str] = []
         self._stop = threading.Event()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="acp-nvim-worker")
         self._pump = threading.Thread(target=self._pump_events, name="acp-nvim-events", daemon=True)
@@ -354,7 +356,15 @@ class Host:
                 self.tell("turn_end", session_id, "cut")  # said already: the turn just ends
                 return
             self._cut_said.add(session_id)
+            if not self._outage_said:  # "connection lost" first, then what it cut off
+                self._cuts_held.append(session_id)
+                return
         self.tell("banner", session_id, "the turn was cut off by a drop (the agent may have run it)")
+
+    def _release_cuts(self) -> None:
+        held, self._cuts_held = self._cuts_held, []
+        for session_id in held:
+            self.tell("banner", session_id, "the turn was cut off by a drop (the agent may have run it)")
 
     def _forward(self, event: SyncEvent) -> None:
         with self._telling:
@@ -367,11 +377,13 @@ class Host:
         current = self.session.session_id if self.session is not None else None
         if isinstance(event, StateEvent):
             state = event.payload
-            if state.state is State.CONNECTED:
+            if state.state in (State.RECONNECTING, State.SUSPENDED):
+                if not self._outage_said and not self._opening:
+                    self._outage_said = True
+                    self.tell("banner", current, f"connection lost: {plain_reason(state.cause)}; reconnecting")
+            else:
                 self._outage_said = False
-            elif state.state in (State.RECONNECTING, State.SUSPENDED) and not self._outage_said and not self._opening:
-                self._outage_said = True
-                self.tell("banner", current, f"connection lost: {plain_reason(state.cause)}; reconnecting")
+            self._release_cuts()
             self.tell("state", state.state.value, state.attempt, state.retry_in)
         elif isinstance(event, SessionUpdateEvent):
             update = event.payload
