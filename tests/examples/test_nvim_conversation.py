@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests._support import DEADLINE
-from tests.examples._nvim_support import NVIM, AgentProcess, Neovim, TerminalNeovim, alive
+from tests.examples._nvim_support import NVIM, PLUGIN, AgentProcess, Neovim, TerminalNeovim, alive
 
 
 @pytest.fixture(autouse=True)
@@ -219,3 +220,34 @@ def test_reconnect_when_not_connected_is_one_message(neovim: Any) -> None:
     editor.nvim.input(":AcpReconnect<CR>")
     editor.wait(lambda: editor.messages() or None, "the message", timeout=DEADLINE)
     assert editor.messages().splitlines() == ["ACP: not connected (:AcpConnect URL)"]
+
+
+def test_the_readme_set_up_runs_as_written(agent: AgentProcess, tmp_path: Path) -> None:
+    """``examples/nvim/README.md``'s set-up block, with this machine's paths, in a real Neovim: it
+    connects at startup, every command it lists exists, and the status line keeps the file name."""
+    readme = (PLUGIN / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```lua\n(.*?)```", readme, re.S)
+    for name in re.findall(r"^\| `:(Acp\w+)", readme, re.M):
+        assert f"command('{name}'" in (PLUGIN / "plugin" / "acp.lua").read_text(encoding="utf-8"), name
+    (tmp_path / "project").mkdir()
+    lua = (
+        block.replace("/path/to/this/checkout/examples/nvim", str(PLUGIN))
+        .replace("/path/to/venv/bin/python", sys.executable)
+        .replace("~/.local/state/acp/sessions.db", str(tmp_path / "state" / "sessions.db"))
+        .replace("ws://127.0.0.1:8000/acp", agent.url)
+        .replace("~/project", str(tmp_path / "project"))
+        .replace("/tmp/acp-host.log", str(tmp_path / "host.log"))
+    )
+    editor = Neovim(tmp_path / "nvim", {}, lua)
+    try:
+        editor.wait_for("connected to")
+        editor.nvim.command(f"cd {tmp_path}")
+        editor.nvim.command("edit notes.txt")
+        line = editor.nvim.api.eval_statusline(editor.nvim.options["statusline"], {"maxwidth": 200})["str"]
+        assert "notes.txt" in line and line.endswith("ACP connected"), line
+        editor.nvim.command("AcpPrompt hello from the README")
+        editor.wait_for("Agent: echo: hello from the README")
+        assert editor.messages() == ""
+        _quit(editor)
+    finally:
+        editor.kill()
