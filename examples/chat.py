@@ -51,6 +51,7 @@ import inspect
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -83,6 +84,7 @@ from acp_client import (
     TurnStatus,
     UpdateEvent,
 )
+from acp_client.display import UNSAFE_CHARACTERS, printable
 from acp_client.pool import Pool
 from acp_client.transports.endpoint import connector_for
 from acp_client.types import (
@@ -160,6 +162,42 @@ def update_text(update: Any) -> str:
     return title if isinstance(title, str) else ""
 
 
+#: Characters json.dumps(..., ensure_ascii=False) leaves raw that a terminal showing the JSON would
+#: act on (C1 controls, DEL, bidirectional and other format characters, separators, surrogates).
+_JSON_UNSAFE = re.compile(UNSAFE_CHARACTERS)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON spells a character beyond the BMP as a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """``record`` as one JSON line, every control and format character escaped (``\\u009b``,
+    ``\\u202e``): the line is safe on a terminal, and reads back as the exact text."""
+    return _JSON_UNSAFE.sub(_json_escape, json.dumps(record, ensure_ascii=False))
+
+
+#: Event fields that hold a message's text, shown on lines of their own (newlines kept); every
+#: other string an event carries is shown within one line.
+_MULTI_LINE = frozenset({"text", "prompt"})
+
+
+def shown(value: Any, key: str = "") -> Any:
+    """An event's fields as a person may see them: agent text made printable (escape sequences,
+    controls and bidirectional overrides visible, never acted on); one-line fields flattened."""
+    if isinstance(value, str):
+        return printable(value, one_line=key not in _MULTI_LINE)
+    if isinstance(value, dict):
+        return {name: shown(item, name) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown(item, key) for item in value]
+    return value
+
+
 class Output:
     """Where chat events go: JSON lines (for scripts) or readable text (for people)."""
 
@@ -175,9 +213,10 @@ class Output:
     def event(self, name: str, **fields: Any) -> None:
         if self.json_mode:
             record = {"event": name, "t": round(time.monotonic() - self.started, 3), **fields}
-            self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.stream.write(json_line(record) + "\n")
             self.stream.flush()
             return
+        fields = shown(fields)
         if name == "history" and any(segment["lost"] for segment in fields["segments"]):
             self.divided.add(fields["sessionId"])
         if name == "recovered" and fields.get("sessionId") in self.divided:
@@ -200,10 +239,10 @@ class Output:
         if self.json_mode:
             return
         messages = list(handle.transcript.messages)
-        self.stream.write(f"● session {handle.session_id}: {len(messages)} messages\n")
+        self.stream.write(f"● session {printable(handle.session_id, one_line=True)}: {len(messages)} messages\n")
         for message in messages:
             who = "agent (put in its replay)" if message.inserted else message.role
-            self.stream.write(f"  {who}: {message.text}\n")
+            self.stream.write(f"  {who}: {printable(message.text)}\n")
         self.stream.flush()
 
     @staticmethod

@@ -62,9 +62,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import chat_store
-from chat import EXIT_GAVE_UP, EXIT_OK, Chat, Output, continuity_banner, lost_divider, plain_reason, recovery_banner
+from chat import (
+    EXIT_GAVE_UP,
+    EXIT_OK,
+    Chat,
+    Output,
+    continuity_banner,
+    lost_divider,
+    plain_reason,
+    recovery_banner,
+    shown,
+)
 
 from acp_client import AcpError, CapabilityNotSupported, ConnectionState, State, UpdateEvent
+from acp_client.display import printable
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -184,6 +195,7 @@ class UiLogHandler(logging.Handler):
             text = f"⚠ {record.name}: {record.getMessage()}"
         except Exception:  # a bad format string: never let a log record break the UI
             text = f"⚠ {record.name}: {record.msg!r}"
+        text = printable(text, one_line=True)  # a record may carry agent text (its stderr, an id)
         try:
             if threading.get_ident() == self.loop_thread:
                 self._show(text)
@@ -335,6 +347,7 @@ class TerminalView(Output):
     # -- low-level writing --------------------------------------------------------------------------
 
     def _write(self, text: str, style: str | None = None) -> None:
+        text = printable(text)  # agent text never acts on the terminal (already done: a no-op)
         if self.console is not None and text:
             from rich.text import Text
 
@@ -377,16 +390,18 @@ class TerminalView(Output):
             self.stream.write("\n")
         self.stream.flush()
 
-    def line(self, text: str, style: str | None = None) -> None:
-        """Print a whole line above the prompt (the prompt is redrawn after it)."""
+    def line(self, text: str, style: str | None = None, *, one_line: bool = True) -> None:
+        """Print a whole line above the prompt (the prompt is redrawn after it); ``one_line``:
+        newlines in it become spaces (a message's own text keeps them: ``False``)."""
         redraw = self._begin_line()
-        self._write(text, style)
+        self._write(printable(text, one_line=one_line), style)
         self._write("\n")
         if redraw is not None:
             self.show_prompt(redraw)
 
     def banner(self, text: str, style: str) -> None:
         """A one-line banner (a full-width rule with rich)."""
+        text = printable(text, one_line=True)
         if self.console is None:
             self.line(f"=== {text} ===")
             return
@@ -400,6 +415,7 @@ class TerminalView(Output):
 
     def stream_text(self, text: str, kind: str = "agent") -> None:
         """Streamed agent text (``kind`` ``thought`` is dimmed, on its own line)."""
+        text = printable(text)
         if not text:
             return
         self._clear_prompt()
@@ -506,7 +522,7 @@ class TerminalView(Output):
         if not (self.status_bar and self._rows):
             return
         elapsed = time.monotonic() - self._state_since
-        text = describe_state(self._state, elapsed=elapsed, detail=self.detail)
+        text = printable(describe_state(self._state, elapsed=elapsed, detail=self.detail), one_line=True)
         if self.counting_down:
             text += " · /reconnect to try now"
         if text == self._status_text and not force:
@@ -533,7 +549,7 @@ class TerminalView(Output):
     # -- events from Chat -----------------------------------------------------------------------------
 
     def event(self, name: str, **f: Any) -> None:
-        self._render_event(name, f)
+        self._render_event(name, shown(f))
         for observer in self.observers:
             observer(name, f)
 
@@ -605,7 +621,7 @@ class TerminalView(Output):
         marks = f" [{message['status']}]" if message.get("status") not in (None, "complete") else ""
         marks += " [incomplete]" if message.get("incomplete") else ""
         style = "bold" if role == "user" and not message.get("inserted") else "dim" if role == "thought" else None
-        self.line(f"{label}> {message['text']}{marks}", style)
+        self.line(f"{label}> {message['text']}{marks}", style, one_line=False)
 
     def _recovered(self, f: dict[str, Any]) -> None:
         path = f["path"]
@@ -665,7 +681,7 @@ class TerminalView(Output):
         self.banner(f"session {handle.session_id}: {len(messages)} messages", "cyan")
         for message in messages:
             label = {"user": "you", "agent": "agent", "thought": "(thinking)"}.get(message.role, message.role)
-            self.line(f"{label}> {message.text}", "bold" if message.role == "user" else None)
+            self.line(f"{label}> {message.text}", "bold" if message.role == "user" else None, one_line=False)
 
     def on_update(self, event: UpdateEvent) -> None:
         """Render one ``session/update`` (replayed history is not printed again)."""
@@ -696,6 +712,7 @@ class TerminalView(Output):
 
     def show_question(self, request: RequestPermissionRequest) -> None:
         """Show a permission request and its numbered options."""
+        # Every piece is the agent's text: line() shows each as one printable line.
         title = request.title or (request.tool_call.title if request.tool_call else None) or "the agent asks"
         tool_kind = request.tool_call.tool_kind if request.tool_call is not None else None
         self.line(f"? permission: {title}{f' ({tool_kind})' if tool_kind else ''}", "bold magenta")
