@@ -568,7 +568,9 @@ class TerminalView(Output):
                 self.refresh_status(force=True)
         elif name == "turn_end":
             reason = f["stopReason"]
-            if reason == "cancelled":
+            if f.get("status") == "failed":
+                self.line("  (refused by the agent: not part of the conversation)", "dim")
+            elif reason == "cancelled":
                 self.line("  ⏹ turn cancelled (stop reason: cancelled)", "yellow")
             else:
                 self.line(f"  ({reason})", "dim")

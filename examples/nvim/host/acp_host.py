@@ -44,6 +44,7 @@ from acp_client import (
     SqliteSessionStore,
     State,
 )
+from acp_client.display import printable
 from acp_client.store import endpoint_key
 from acp_client.sync import (
     NewSessionEvent,
@@ -89,6 +90,19 @@ def _continuity(outcome: RecoveryOutcome) -> str:
 
 def _short(session_id: str | None) -> str:
     return session_id or "?"
+
+
+def _printable(value: Any, *, one_line: bool) -> Any:
+    """``value`` with every string in it printable: one line at the top level (``one_line``),
+    lines kept inside lists (a message's text; a list item that must be one line is flattened
+    where it is made)."""
+    if isinstance(value, str):
+        return printable(value, one_line=one_line)
+    if isinstance(value, list | tuple):
+        return [_printable(item, one_line=False) for item in value]
+    if isinstance(value, dict):
+        return {key: _printable(item, one_line=True) for key, item in value.items()}
+    return value
 
 
 def plain_reason(reason: str | None) -> str:
@@ -146,7 +160,15 @@ class Host:
     # -- talking to Lua (only ever from pynvim's loop) ------------------------------------------
 
     def tell(self, what: str, *args: Any) -> None:
-        """Hand ``require('acp')._on(what, ...)`` to Neovim without waiting (any thread)."""
+        """Hand ``require('acp')._on(what, ...)`` to Neovim without waiting (any thread).
+
+        Every string goes out printable (:func:`~acp_client.display.printable`): agent text is
+        data in a buffer, a banner or a list, never terminal control, and a one-line place
+        (every top-level string: a banner, an id, an error) never holds a newline (Lua's
+        ``nvim_buf_set_lines`` refuses one). Streamed text and the messages of a history keep
+        their newlines (the buffer splits them into lines).
+        """
+        args = tuple(_printable(arg, one_line=what != "chunk") for arg in args)
 
         def call() -> None:
             self.nvim.exec_lua("require('acp')._on(...)", what, *args, async_=True)
@@ -312,12 +334,14 @@ class Host:
             self._cut_said.discard(session_id)
         turn.add_done_callback(lambda future: self.events.put(TurnEnded(session_id, future)))
 
-    def answer_permission(self, request_id: int, option_id: str | None) -> None:
+    def answer_permission(self, request_id: int, choice: str | None) -> None:
+        """The user's choice: an option's number (from 1), or nothing (cancelled)."""
         request = self.permissions.pop(request_id, None)
         if request is None:
             return
-        if option_id:
-            request.select(option_id)
+        options = list(request.options)
+        if choice and str(choice).isdigit() and 1 <= int(choice) <= len(options):
+            request.select(options[int(choice) - 1].option_id)
         else:
             request.cancel()
 
@@ -414,7 +438,12 @@ class Host:
             request = event.payload
             request_id = next(self._permission_ids)
             self.permissions[request_id] = request
-            options = [[option.option_id, option.name, option.kind] for option in request.options]
+            # The choice comes back as the option's number: an agent's option id is never shown,
+            # and a printable copy of it would not match.
+            options = [
+                [str(number), printable(option.name, one_line=True), option.kind]
+                for number, option in enumerate(request.options, start=1)
+            ]
             self.tell("permission", request_id, request.title or "The agent asks for permission", options)
 
     # -- the store and status (pynvim's loop) ----------------------------------------------------------
@@ -437,11 +466,13 @@ class Host:
             records = self.store.load(endpoint_key(self.url))
         else:
             return []
+        # ``id`` comes back to switch to the session (exact); everything shown is printable.
         return [
             {
                 "id": record.session_id,
-                "title": record.title or "",
-                "cwd": record.cwd,
+                "shown_id": printable(record.session_id, one_line=True),
+                "title": printable(record.title or "", one_line=True),
+                "cwd": printable(record.cwd, one_line=True),
                 "last_used": record.last_used_at.isoformat(timespec="seconds"),
             }
             for record in records

@@ -132,7 +132,8 @@ end
 
 local function banner(text)
   M.stats.banners = M.stats.banners + 1
-  append({ '── ' .. text .. ' ──' })
+  -- One line, always: the host sends printable text; a line break still never reaches set_lines.
+  append({ '── ' .. text:gsub('[\r\n]', ' ') .. ' ──' })
 end
 
 local function message_lines(role, text)
@@ -401,7 +402,7 @@ function M.sessions()
     prompt = 'Stored sessions',
     format_item = function(record)
       local title = record.title ~= '' and (' ' .. record.title) or ''
-      return record.id .. title .. ' (' .. record.cwd .. ', last used ' .. record.last_used .. ')'
+      return record.shown_id .. title .. ' (' .. record.cwd .. ', last used ' .. record.last_used .. ')'
     end,
     kind = 'acp.sessions',
   }, function(choice)
