@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
+from acp_client.display import UNSAFE_CHARACTERS
 from tests._support import DEADLINE
-from tests.examples._nvim_support import NVIM, PLUGIN, AgentProcess, Neovim, TerminalNeovim, alive
+from tests.examples._nvim_support import AGENT, NVIM, PLUGIN, AgentProcess, Neovim, TerminalNeovim, alive
 
 
 @pytest.fixture(autouse=True)
@@ -248,6 +249,78 @@ def test_the_readme_set_up_runs_as_written(agent: AgentProcess, tmp_path: Path) 
         editor.nvim.command("AcpPrompt hello from the README")
         editor.wait_for("Agent: echo: hello from the README")
         assert editor.messages() == ""
+        _quit(editor)
+    finally:
+        editor.kill()
+
+
+#: A ``vim.ui.select`` stand-in that records what it was asked and picks the first item.
+PICK_FIRST = """
+_G.asked = {}
+vim.ui.select = function(items, opts, on_choice)
+  local labels = {}
+  for _, item in ipairs(items) do table.insert(labels, opts.format_item and opts.format_item(item) or item) end
+  table.insert(_G.asked, { prompt = opts.prompt, labels = labels })
+  on_choice(items[1], 1)
+end
+"""
+
+
+def _hostile_session(editor: Neovim, url: str, *, sessions: bool) -> list[str]:
+    """A connect, a turn, a permission question, a refused turn (and ``:AcpSessions``): the buffer."""
+    editor.nvim.command(f"AcpConnect {url}")
+    editor.wait_for("connected to")
+    editor.nvim.command("AcpPrompt hello")
+    editor.wait(lambda: editor.lua("return require('acp').stats.turns") == 1 or None, "the first turn to end")
+    editor.nvim.command("AcpPrompt /permission")
+    editor.wait_for("Agent: permission: selected")
+    editor.nvim.command("AcpPrompt /fail")
+    lines = editor.wait_for("── the turn failed: ")
+    if sessions:
+        editor.nvim.command("AcpSessions")
+        lines = editor.wait_for("── switched to session sess_")
+    return lines
+
+
+def _shown_as_text(editor: Neovim, lines: list[str], selects: int) -> None:
+    unsafe = re.compile(UNSAFE_CHARACTERS)
+    for line in lines:
+        assert not unsafe.search(line), line
+    assert any("␛]52;c;cHduZWQ=" in line for line in lines) and any("\\u202etxt.exe" in line for line in lines)
+    banners = [line for line in lines if line.startswith("──")]
+    assert all(line.endswith(" ──") for line in banners), banners  # each banner is whole, on one line
+    asked = editor.lua("return _G.asked")
+    assert len(asked) == selects and len(asked[0]["labels"]) == 2, asked
+    for entry in asked:
+        for text in [entry["prompt"], *entry["labels"]]:
+            assert not unsafe.search(text) and "\n" not in text, text
+    assert "␛]52" in asked[0]["prompt"] and "␛]52" in asked[0]["labels"][0]
+    assert editor.messages() == "" and editor.stderr_of_host() == []
+    assert not unsafe.search(editor.statusline())
+
+
+def test_a_hostile_agent_is_shown_as_text(tmp_path: Path) -> None:
+    """An agent that puts every control sequence (and a newline) into every text it controls:
+    buffer lines, banners, select items and prompts are printable, one-line places hold one line,
+    and no handler fails (Lua's "String cannot contain newlines"). Over WebSocket with a store
+    (``:AcpSessions`` lists its hostile titles); over stdio its session ids are hostile too."""
+    hostile = AgentProcess(tmp_path / "agent-store", "--fault", "escapes")
+    hostile.start()
+    editor = Neovim(tmp_path / "nvim", {"acp_store": str(tmp_path / "sessions.db")}, PICK_FIRST)
+    try:
+        lines = _hostile_session(editor, hostile.url, sessions=True)
+        _shown_as_text(editor, lines, selects=2)
+        _quit(editor)
+    finally:
+        editor.kill()
+        hostile.stop()
+
+    command = " ".join([*AGENT, "--stdio", "--fault", "escapes", "--fault", "escape-ids"])
+    editor = Neovim(tmp_path / "nvim-stdio", {}, PICK_FIRST)
+    try:
+        lines = _hostile_session(editor, f"stdio:{command}", sessions=False)
+        _shown_as_text(editor, lines, selects=1)
+        assert re.search(r"session sess_\w+␛]52", lines[0]), lines[0]  # the hostile id, as text
         _quit(editor)
     finally:
         editor.kill()

@@ -209,7 +209,7 @@ class Host:
         try:
             fn(*args)
         except AcpError as exc:
-            logger.info("%s failed: %s", fn.__name__, exc)
+            logger.info("%s failed: %s", fn.__name__, printable(str(exc), one_line=True))
             self.tell("error", str(exc))
         except Exception as exc:
             logger.exception("%s failed", fn.__name__)
