@@ -29,17 +29,19 @@ anything connects.
 
 Interactive mode (the default with a URL) is in ``chat_ui.py``: streamed text, a status line,
 permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a second Ctrl-C exits
-(status 130); ``/retry`` sends again the prompt a drop cut off; ``/quit`` or Ctrl-D exits with 0.
+(status 130); ``/retry`` sends again the prompt a drop cut off; ``/reconnect`` tries again at once
+while the status line counts down to the next attempt; ``/quit`` or Ctrl-D exits with 0.
 ``ACP_CHAT_PLAIN=1`` forces plain text (no rich). ``--insecure`` skips TLS certificate
 verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, history (a restored conversation, every segment), update, turn_end (with the turn's
-status), disconnected, reconnect_attempt, recovered, turn_interrupted, status,
-error. ``recovered`` carries ``continuity``: ``"kept"`` (shown: the agent has the whole
-conversation), ``"lost"`` (a completed turn is missing from its replay, or a new session), or
-``"unverified"`` (nothing showed either way: a resume without a status probe, or by an agent
-process that was restarted), and ``continuityNote``, why, when it is not kept.
+status), disconnected, reconnect_attempt, recovered, turn_interrupted, status, error, notice
+(``message``: with ``--store``, why a run starts a new session though the store holds this URL's
+sessions: another process holds them). ``recovered`` carries ``continuity``: ``"kept"`` (shown:
+the agent has the whole conversation), ``"lost"`` (a completed turn is missing from its replay, or
+a new session), or ``"unverified"`` (nothing showed either way: a resume without a status probe,
+or by an agent process that was restarted), and ``continuityNote``, why, when it is not kept.
 """
 
 from __future__ import annotations
@@ -288,6 +290,8 @@ class Output:
             return f"● status {f['sessionId']}{where}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
         if name == "error":
             return f"✗ {f['message']}"
+        if name == "notice":
+            return f"● {f['message']}"
         return None
 
 
@@ -564,6 +568,8 @@ class Chat:
         try:
             restored = chat_store.restored_handle(self) if self.store is not None else None
             if restored is None:
+                for notice in chat_store.held_elsewhere(self):  # never a silent fresh start
+                    self.output.event("notice", message=notice)
                 await self.new_session()
                 return
             self.handle = restored

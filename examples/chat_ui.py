@@ -597,6 +597,8 @@ class TerminalView(Output):
                 self.line(row, "bold" if row.startswith(" *") else None)
         elif name == "error":
             self.error(f"✗ {f['message']}")
+        elif name == "notice":
+            self.line(f"● {f['message']}", "yellow")
         # "update" is rendered from the full UpdateEvent (on_update); "reconnect_attempt" by the status line
 
     def _target(self) -> str:
