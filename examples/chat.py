@@ -262,7 +262,7 @@ class Output:
             if f["kind"] in ("agent_message_chunk", "agent_message"):
                 return str(f["text"])
             if f["kind"] in ("tool_call", "tool_call_update") and f["text"]:
-                return f"  ⚙ {f['text']}\n"
+                return f"  ⚙ {printable(f['text'], one_line=True)}\n"  # a title: one line
             return None
         if name == "history":
             return "\n".join(history_lines(f))
