@@ -409,6 +409,15 @@ class ReferenceAgent:
         if self._live.get(live.session_id) is live:
             self.store.save(live.record())
 
+    def _behind_store(self, live: _LiveSession) -> bool:
+        """Whether the store holds a history that this copy lacks: the session went on on another
+        instance sharing the store, and saving this copy would throw those turns away."""
+        stored = self.store.load(live.session_id)
+        if stored is None:
+            return False
+        mine = live.record().history
+        return len(stored.history) > len(mine) or mine[: len(stored.history)] != stored.history
+
     def _known(self, session_id: str) -> bool:
         return session_id in self._live or session_id in self.store
 
@@ -908,7 +917,10 @@ class AgentConnection:
         if turn is not None and turn.task is not None:
             turn.cancel("cancel")
             await asyncio.wait([turn.task])
-        agent._persist(live)
+        if agent._behind_store(live):  # a stale copy (another instance went on with the session)
+            logger.info("closing %s without saving it: the store holds a longer history", session_id)
+        else:
+            agent._persist(live)
         agent._live.pop(session_id, None)
         live.attached.clear()
         return {}
