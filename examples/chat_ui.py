@@ -650,7 +650,7 @@ class TerminalView(Output):
             self.banner(
                 f"⚠ {recovery_banner(path).replace('the session', 'the session' + lost)} ({session_id})", "yellow"
             )
-            if not whose and f.get("lostTurns") and session_id not in self.divided:
+            if not whose and f.get("lostTurns") and session_id is not None and session_id not in self.divided:
                 # The conversation on screen above is what the agent lost: say where it ends.
                 self.line(lost_divider(f["lostTurns"]), "yellow")
                 self.divided.add(session_id)
