@@ -110,3 +110,14 @@ async def test_script_and_json_modes(hostile: ReferenceServer, tmp_path: Path) -
     assert session["sessionId"].endswith(ESCAPES)
     assert any(ESCAPES in event["message"] for event in named(events, "error"))
     assert json.loads(json.dumps(events)) == events
+
+
+def test_json_lines_escape_what_a_terminal_would_act_on_and_read_back_exactly() -> None:
+    from chat import json_line
+
+    text = "ok \x1b[2J \x9b2J \x7f \u202etxt.exe \u2028 \U000e0041 \ud800 é 漢 🙂\n"
+    line = json_line({"event": "update", "text": text})
+    assert not UNSAFE.search(line) and "\n" not in line, line
+    assert "\\u009b" in line and "\\u202e" in line and "\\udb40\\udc41" in line and "\\ud800" in line
+    assert "é 漢 🙂" in line  # other text stays as it is
+    assert json.loads(line) == {"event": "update", "text": text}

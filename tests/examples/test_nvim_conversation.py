@@ -324,3 +324,13 @@ def test_a_hostile_agent_is_shown_as_text(tmp_path: Path) -> None:
         _quit(editor)
     finally:
         editor.kill()
+
+
+def test_add_to_statusline_keeps_the_users_own_status_line(tmp_path: Path) -> None:
+    editor = Neovim(tmp_path / "nvim", {}, "vim.o.statusline = 'MINE %f'")
+    try:
+        editor.lua("require('acp').add_to_statusline(); require('acp').add_to_statusline()")
+        assert editor.nvim.options["statusline"] == "MINE %f %{v:lua.require'acp'.statusline()}"
+        _quit(editor)
+    finally:
+        editor.kill()
