@@ -69,6 +69,7 @@ local function start_host()
     on_exit = function(_, code)
       channel = nil
       M.state = 'disconnected'
+      M.attempt, M.retry_at = nil, nil -- the countdown's timer stops at its next tick
       redraw_status()
       if code ~= 0 and not exiting then
         error_message('the plugin host exited (status ' .. code .. '); see ' .. log)
@@ -160,7 +161,8 @@ local function stream(text)
 end
 
 local function lost_divider(turns)
-  return '── the agent lost the conversation above (' .. turns .. ' turns); the new session starts below ──'
+  local count = turns == 1 and '1 turn' or (turns .. ' turns')
+  return '── the agent lost the conversation above (' .. count .. '); the new session starts below ──'
 end
 
 --- The lines of a conversation: each message, and a divider after a part the agent lost.
