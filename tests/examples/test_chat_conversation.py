@@ -177,3 +177,20 @@ async def test_a_drop_counts_down_reconnect_skips_the_wait_and_a_resize_keeps_th
     assert [row for row in rows[:-1] if "● connected ·" in row] == [], rows
     await _quit(tmux)
     assert "Traceback" not in await tmux.screen()
+
+
+def test_a_drop_is_said_in_plain_words() -> None:
+    from chat import plain_reason
+
+    said = {
+        "connection dropped (1006): EOFError: unexpected end of stream": "the connection dropped",
+        "connection dropped (simulated)": "the connection dropped",
+        "closed by agent 1001 (going away) restarting": "the agent closed the connection",
+        "agent was killed by SIGKILL (exit code -9)": "the agent process ended",
+        "agent exited with code 1": "the agent process ended",
+        "could not connect to ws://127.0.0.1:1/acp: [Errno 111] Connection refused": "the agent refused the connection",
+        "keepalive ping timeout": "the agent stopped answering",
+        None: "the connection dropped",
+    }
+    for reason, words in said.items():
+        assert plain_reason(reason) == words, reason
