@@ -85,6 +85,7 @@ from .state import (
     RecoveryPath,
     SessionPage,
     State,
+    StreamResumed,
     TurnInterrupted,
     UpdateEvent,
 )
@@ -217,6 +218,7 @@ __all__ = [
     "State",
     "StdioConnector",
     "StoredSession",
+    "StreamResumed",
     "SystemClock",
     "Telemetry",
     "TerminalHandler",

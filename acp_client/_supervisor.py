@@ -49,7 +49,7 @@ from .exceptions import (
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
 from .state import ConnectionState, State
-from .transports.base import Connector, TransportInfo
+from .transports.base import Connector, StreamResumed, TransportInfo
 
 __all__ = ["Supervisor"]
 
@@ -104,8 +104,10 @@ class Supervisor:
         rng: random.Random | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         observer: LinkObserver | None = None,
+        on_stream_resumed: Callable[[StreamResumed], None] | None = None,
     ) -> None:
         self._connector = connector
+        self._on_stream_resumed = on_stream_resumed
         self._observer = observer  # telemetry: the link's connections and reconnect attempts
         self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
@@ -359,6 +361,7 @@ class Supervisor:
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
             initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
+            on_stream_resumed=self._on_stream_resumed,
         )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from .transports.base import StreamResumed
 from .types import Probe, Session, SessionUpdate, StopReason, TextContent
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "RecoveryPath",
     "SessionPage",
     "State",
+    "StreamResumed",
     "TurnInterrupted",
     "UpdateEvent",
 ]

@@ -36,12 +36,13 @@ verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, history (a restored conversation, every segment), update, turn_end (with the turn's
-status), disconnected, reconnect_attempt, recovered, turn_interrupted, status, error, notice
-(``message``: with ``--store``, why a run starts a new session though the store holds this URL's
-sessions: another process holds them). ``recovered`` carries ``continuity``: ``"kept"`` (shown:
-the agent has the whole conversation), ``"lost"`` (a completed turn is missing from its replay, or
-a new session), or ``"unverified"`` (nothing showed either way: a resume without a status probe,
-or by an agent process that was restarted), and ``continuityNote``, why, when it is not kept.
+status), disconnected, reconnect_attempt, recovered, turn_interrupted, stream_resumed (a
+broken HTTP stream reattached, nothing lost), status, error, notice (``message``: with
+``--store``, why a run starts a new session though the store holds this URL's sessions: another
+process holds them). ``recovered`` carries ``continuity``: ``"kept"`` (shown: the agent has the
+whole conversation), ``"lost"`` (a completed turn is missing from its replay, or a new session),
+or ``"unverified"`` (nothing showed either way: a resume without a status probe, or by an agent
+process that was restarted), and ``continuityNote``, why, when it is not kept.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from acp_client import (
     SessionHandle,
     SqliteSessionStore,
     State,
+    StreamResumed,
     Timeouts,
     TurnInterrupted,
     TurnStatus,
@@ -285,6 +287,9 @@ class Output:
             return line
         if name == "turn_interrupted":
             return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
+        if name == "stream_resumed":
+            stream = f"session {f['sessionId']}'s stream" if f.get("sessionId") else "the connection stream"
+            return f"↻ {stream} resumed from event {f['fromEventId']}: nothing lost"
         if name == "status":
             where = f" on {f['endpoint']}" if f.get("endpoint") else ""
             return f"● status {f['sessionId']}{where}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
@@ -455,6 +460,7 @@ class Chat:
                 on_new_session=self._on_recovered,
                 on_recovery_failed=self._on_recovery_failed,
                 on_turn_interrupted=self._on_interrupted,
+                on_stream_resumed=self._on_stream_resumed,
             ),
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
@@ -553,6 +559,9 @@ class Chat:
         self._count_recovery()
         cause = f": {outcome.error}" if outcome.error is not None else ""
         self._say_recovery("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
+
+    def _on_stream_resumed(self, resumed: StreamResumed) -> None:
+        self.output.event("stream_resumed", sessionId=resumed.session_id, fromEventId=resumed.from_event_id)
 
     def _on_interrupted(self, turn: TurnInterrupted) -> None:
         fields = {"sessionId": turn.session_id, "prompt": _prompt_text(turn.prompt)}

@@ -105,6 +105,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "StoredSession",
         "State",
         "StdioConnector",
+        "StreamResumed",
         "SystemClock",
         "Telemetry",
         "TerminalHandler",

@@ -43,6 +43,7 @@ _EVENTS = {
     "on_new_session": EventKind.NEW_SESSION,
     "on_recovery_failed": EventKind.RECOVERY_FAILED,
     "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
+    "on_stream_resumed": EventKind.STREAM_RESUMED,
     "on_protocol_error": EventKind.PROTOCOL_ERROR,
     "on_notification": EventKind.NOTIFICATION,
     "on_ownership_lost": EventKind.OWNERSHIP_LOST,

@@ -5,7 +5,8 @@
   0.12.1) would keep one per reconnect. The next link, once initialized, sends that ``DELETE`` in the
   background: after :data:`STALE_DELETE_DELAY`, bounded by :data:`STALE_DELETE_TIMEOUT`, a failure
   only logged at DEBUG, and tried again from the link after if this one ends first. Recovery never
-  waits for it.
+  waits for it. A link that dropped with a turn still running puts nothing here (its ``DELETE``
+  would abort that turn), nor one the server already forgot.
 * The server's header **dialect** (see :attr:`._routing.Router.header_everywhere`): a reconnect starts
   from what the previous link learnt instead of paying a refusal and a retry per session again.
 """
