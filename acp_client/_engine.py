@@ -13,7 +13,6 @@ group's links) what happens to sessions as typed events (:class:`~acp_client._ev
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from ._delivery import Dispatcher, call_app
 from ._events import SessionEvents
 from ._handshake import initialize
 from ._links import LinkKit, Links, LinksFactory, SingleLink
+from ._logging import get_logger
 from ._lost_again import LostAgain
 from ._not_found import says_session_not_found
 from ._opening import opener
@@ -102,7 +102,7 @@ from .types import (
 
 __all__ = ["Engine"]
 
-logger = logging.getLogger("acp_client.client")
+logger = get_logger("acp_client.client")
 
 T = TypeVar("T")
 

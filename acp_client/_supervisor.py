@@ -19,11 +19,11 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from ._authority import Authority, Guarding
 from ._client_state import StateMachine
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
@@ -32,6 +32,7 @@ from ._connection import (
     ProtocolErrorHandler,
     RequestHandler,
 )
+from ._logging import get_logger
 from ._observe import LinkObserver
 from ._opening import open_link
 from ._queue import OutageQueue, Ticket
@@ -53,7 +54,7 @@ from .transports.base import Connector, StreamResumed, TransportInfo
 
 __all__ = ["Supervisor"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: The supervisor and connection being recovered, inside the recovery routine and the app
 #: callbacks it runs: requests made there through that supervisor go straight to that connection
@@ -349,6 +350,15 @@ class Supervisor:
             yield
         finally:
             _RECOVERING_ON.reset(token)
+
+    def guard(self, make: Guarding) -> Authority:
+        """Put ``make``'s :class:`~acp_client._authority.Authority` between this link and the
+        handlers of what its agent sends (a pool's member speaks only for the sessions it hosts).
+        Before the link starts."""
+        assert self._on_request is not None and self._on_notification is not None
+        authority = make(self._on_request, self._on_notification)
+        self._on_request, self._on_notification = authority.request, authority.notification
+        return authority
 
     # -- connecting ---------------------------------------------------------------------------------
 

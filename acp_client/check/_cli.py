@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ..display import printable
 from ._context import Settings
 from ._output import Printer
 from ._registry import CHECKS
@@ -151,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         checks = select(args.only, args.skip)
         report = asyncio.run(run_checks(settings, checks, on_result=show))
     except TargetError as exc:
-        sys.stderr.write(f"acp-reconnect check: cannot check {exc}\n")
+        sys.stderr.write(f"acp-reconnect check: cannot check {printable(str(exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("acp-reconnect check: interrupted\n")

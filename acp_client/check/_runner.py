@@ -9,10 +9,10 @@ excerpt as evidence, and the next check starts from a fresh agent. A check is bo
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Iterable
 
+from .._logging import get_logger
 from ._context import CheckContext, Settings, Skip, Verdict
 from ._link import CheckFailed, WireLog
 from ._protocol import Handshake, initialize
@@ -22,7 +22,7 @@ from ._target import AgentHost, TargetError
 
 __all__ = ["check_budget", "preflight", "run_check", "run_checks", "select"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: How long ending a check's agents may take (the stdio transport's TERM-then-KILL included).
 _CLOSE_LIMIT = 15.0

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from typing import Final
 
+from .._logging import get_logger
 from ._exchange import HttpExchange
 
 __all__ = ["Carried", "delete_stale"]
 
-logger = logging.getLogger("acp_client.transports.http")
+logger = get_logger("acp_client.transports.http")
 
 #: Connection ids of dropped links a connector remembers.
 MAX_STALE: Final = 16

@@ -22,7 +22,6 @@ answer, with every third-party failure and unexpected status mapped to the error
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from typing import Final
 from urllib.parse import urljoin
@@ -31,6 +30,7 @@ import attrs
 import httpx
 
 from .._jsonrpc import Message, decode_frame, excerpt
+from .._logging import get_logger
 from ..exceptions import (
     AcpError,
     HttpStatusError,
@@ -50,7 +50,7 @@ from ._security import origin_of, redirect_allowed, safe_url
 from ._wire import HeaderView, Reply, Wire
 from .base import Limits
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 __all__ = [
     "CONNECTION_ID_HEADER",

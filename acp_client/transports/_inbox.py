@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from collections.abc import AsyncIterable, Callable
 from typing import TypeAlias
 
 from .._jsonrpc import Message, decode_frame
+from .._logging import get_logger
 from ..exceptions import AcpError, MalformedFrame, MessageTooLarge, TransportClosed
 from ._body import Inflater
 from ._resume import RESYNC_EVENT, RESYNC_MARKER, is_resync_message
@@ -33,7 +33,7 @@ from .base import Limits
 __all__ = ["EventReader", "Inbox"]
 
 # The HTTP transport's logger: these records are about its streams (apps filter on that name).
-logger = logging.getLogger("acp_client.transports.http")
+logger = get_logger("acp_client.transports.http")
 
 Inbound: TypeAlias = "Message | AcpError"
 

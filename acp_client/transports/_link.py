@@ -12,6 +12,7 @@ import attrs
 import httpx
 
 from .._jsonrpc import Message, decode_frame, encode, excerpt
+from .._logging import get_logger
 from .._tasks import TaskSet
 from ..exceptions import (
     AcpError,
@@ -48,7 +49,7 @@ from .base import Limits, StreamResumed, TransportInfo, describe
 
 __all__ = ["HttpTransport", "header_session_id"]
 
-logger = logging.getLogger("acp_client.transports.http")
+logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
 _MAX_QUEUED: Final = 128

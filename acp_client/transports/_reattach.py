@@ -8,12 +8,12 @@ transport then treats the break as a drop. It never closes the link itself.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from typing import Final
 
 import attrs
 
+from .._logging import get_logger
 from ..exceptions import (
     AcpError,
     AuthenticationFailed,
@@ -32,7 +32,7 @@ from .base import StreamResumed
 
 __all__ = ["GaveUp", "reattach"]
 
-logger = logging.getLogger("acp_client.transports.http")
+logger = get_logger("acp_client.transports.http")
 
 #: Pauses between two attempts (the n-th in a row); a ``Retry-After`` is taken as said, within the deadline.
 _DELAYS: Final = (0.05, 0.25, 1.0)

@@ -73,12 +73,12 @@ No ``httpx`` type crosses this module's boundary.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
 from .._checks import check_count, check_seconds
+from .._logging import get_logger
 from ..exceptions import ConfigurationError
 from ._carried import Carried
 from ._cookies import CookieStore
@@ -107,7 +107,7 @@ __all__ = [
     "HttpTransport",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _RESERVED_HEADERS: Final = frozenset(
     {

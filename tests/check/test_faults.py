@@ -59,6 +59,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "status-attaches": {"status.no-side-effects": "fail", "status.after-restart": "fail"},
     "status-active-after-restart": {"status.after-restart": "fail"},
     "status-unknown-no-data": {"status.unknown": "fail"},
+    "status-always-active": {"status.unknown": "fail", "status.after-restart": "fail"},
     "slow-status": {"status.cheap": "warn"},
     "hang-status": _STATUS_HANGS,
     # Hostile text is data: no check fails on it (the report shows it made printable).

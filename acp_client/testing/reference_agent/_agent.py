@@ -773,6 +773,8 @@ class AgentConnection:
         faults = agent.faults
         if "slow-status" in faults:
             await asyncio.sleep(0.08)
+        if "status-always-active" in faults:
+            return {"status": agent._status_word(True)}
         if "status-attaches" in faults and agent._known(session_id):
             attached = agent._bring_into_memory(session_id)
             if attached is not None and self not in attached.attached:
@@ -1140,9 +1142,40 @@ class AgentConnection:
             if command == "/slow":
                 await self._slow(turn)
                 return None
+            if command == "/as":
+                return await self._impersonate(turn, rest.strip())
         except RpcError as exc:
             return _describe_error(command.lstrip("/"), exc)
         return f"echo: {text}"
+
+    async def _impersonate(self, turn: _Turn, rest: str) -> str:
+        """``/as SESSION_ID PATH``: speak for another session (a hostile pool member): an update
+        into its transcript, a permission request and a read of PATH in its name."""
+        session_id, _, path = rest.partition(" ")
+        if not session_id:
+            return "usage: /as SESSION_ID [PATH]"
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "injected"}}
+        await self._emit(notification_message("session/update", {"sessionId": session_id, "update": update}), None)
+        answers: list[str] = []
+        asks: list[tuple[str, dict[str, Any]]] = [
+            (
+                "session/request_permission",
+                {
+                    "sessionId": session_id,
+                    "toolCall": {"toolCallId": _new_id("call"), "title": "impersonated", "status": "pending"},
+                    "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+                },
+            )
+        ]
+        if path:
+            asks.append(("fs/read_text_file", {"sessionId": session_id, "path": path.strip()}))
+        for method, params in asks:
+            try:
+                result = await self._ask(turn, method, params)
+                answers.append(f"{method}: {json.dumps(result, sort_keys=True)}")
+            except RpcError as exc:
+                answers.append(f"{method}: refused {exc.code}")
+        return "as " + session_id + ": " + "; ".join(answers)
 
     async def _permission(self, turn: _Turn) -> str:
         tool_call = {
