@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, ConfigurationError, RetryPolicy, Timeouts, connector_for
+from acp_client import AcpClient, ConfigurationError, RetryPolicy, Timeouts
 from acp_client.pool import Pool
 from acp_client.sync import SyncAcpClient
+from acp_client.transports.endpoint import connector_for
 
 #: (endpoint, a piece of the message that says what is wrong)
 BAD_ENDPOINTS = [
