@@ -34,18 +34,10 @@ from typing import Any
 import attrs
 import pynvim
 
-from acp_client import (
-    AcpError,
-    ConnectionLost,
-    Continuity,
-    PromptResult,
-    RecoveryOutcome,
-    RetryPolicy,
-    SqliteSessionStore,
-    State,
-)
+from acp_client import AcpError, ConnectionLost, PromptResult, RecoveryOutcome, RetryPolicy, State
 from acp_client.display import printable
-from acp_client.store import endpoint_key
+from acp_client.state import Continuity
+from acp_client.store import SqliteSessionStore, endpoint_key
 from acp_client.sync import (
     NewSessionEvent,
     PermissionEvent,
