@@ -1,4 +1,4 @@
-"""Authority follows the home: what one instance of a pool may say about a session.
+"""Authority follows the home: what one of several instances may say about a session.
 
 A client facing several instances of one agent keeps one record of where each session lives (its
 home). An instance speaks for the sessions it hosts, and for no other: a request (``fs/*``,

@@ -26,8 +26,8 @@ KEY = "memory://reference-agent"
 
 
 class OutageStore(SqliteSessionStore):
-    """An SQLite store whose writes of records and conversations fail while ``down`` (a database server
-    gone away)."""
+    """An SQLite store whose writes of records and conversations (a turn's end included) fail while
+    ``down`` (a database server gone away)."""
 
     down = False
 
@@ -42,6 +42,10 @@ class OutageStore(SqliteSessionStore):
     def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
         self._check()
         return super().save_transcript(endpoint, session_id, entries, **fenced)
+
+    def save_turn(self, endpoint: str, session_id: str, entries: Any, **options: Any) -> bool:
+        self._check()
+        return super().save_turn(endpoint, session_id, entries, **options)
 
 
 class Side:

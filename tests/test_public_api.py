@@ -28,6 +28,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
     assert set(acp_client.__all__) == {
         "AcpClient",
         "SessionNotTracked",
+        "SessionOwnershipLost",
         "Timeouts",
         "USE_CLIENT_DEFAULT",
         "UseClientDefault",

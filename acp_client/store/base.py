@@ -22,6 +22,11 @@ Contract of every implementation:
   markers, messages), replaced whole at the end of each turn, bounded by the store with
   :func:`bound_conversation` (the oldest messages dropped, and counted in the header). A store
   keeps the list as it is given: a PostgreSQL store can keep it as one ``jsonb`` value.
+- Optionally ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: the end of a
+  turn in one atomic step (``last_used_at`` set to ``when`` and the conversation replaced; ``False``
+  when the session is not stored). The client writes each turn's end with it, and waits for it
+  before ``prompt()`` returns; a store without it gets ``touch`` then ``save_transcript``. Both
+  built-in stores have it (one statement on PostgreSQL).
 - Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
   third-party (``sqlite3``) error.
 
@@ -560,7 +565,8 @@ class SharedSessionStore(SessionStore, Protocol):
     """A :class:`SessionStore` several clients may share, with ownership (see the module
     docstring): leases, fencing tokens, fenced writes.
 
-    Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``) also take
+    Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
+    ``save_turn`` where it has one) also take
     a keyword ``fence: Fence | None = None``: given, the write applies only while the session is
     held by ``fence.owner`` with ``fence.token`` (its lease expired but not taken over still
     counts), and otherwise raises :class:`~acp_client.exceptions.SessionStoreFenced` with nothing

@@ -1149,7 +1149,7 @@ class AgentConnection:
         return f"echo: {text}"
 
     async def _impersonate(self, turn: _Turn, rest: str) -> str:
-        """``/as SESSION_ID PATH``: speak for another session (a hostile pool member): an update
+        """``/as SESSION_ID PATH``: speak for another session (a hostile member of a group of instances): an update
         into its transcript, a permission request and a read of PATH in its name."""
         session_id, _, path = rest.partition(" ")
         if not session_id:
