@@ -9,15 +9,8 @@ from typing import Any
 
 import attrs
 
-from acp_client import (
-    AcpClient,
-    Callbacks,
-    ConnectionState,
-    RecoveryOutcome,
-    SessionStoreUnavailable,
-    SqliteSessionStore,
-    StoredSession,
-)
+from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession
 from acp_client.testing import FakeClock, ReferenceAgent, inside
 
 from ._harness import FAST_RETRY, HarnessConnector

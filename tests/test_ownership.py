@@ -23,9 +23,8 @@ from acp_client import (
     SessionNotTracked,
     SessionOwnershipLost,
     SessionStoreError,
-    SqliteSessionStore,
-    StoredSession,
 )
+from acp_client.store import SqliteSessionStore, StoredSession
 from acp_client.testing import FakeClock, ReferenceAgent
 
 from ._harness import FAST_RETRY, HarnessConnector

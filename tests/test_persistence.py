@@ -14,18 +14,9 @@ from typing import Any
 
 import pytest
 
-from acp_client import (
-    AcpClient,
-    ConfigurationError,
-    Probe,
-    RecoveryPath,
-    SessionStoreError,
-    SessionStoreUnavailable,
-    SqliteSessionStore,
-    State,
-    StoredSession,
-    endpoint_key,
-)
+from acp_client import AcpClient, ConfigurationError, RecoveryPath, SessionStoreError, State
+from acp_client.state import Probe
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession, endpoint_key
 from acp_client.testing import ReferenceAgent, inside
 
 from ._harness import HarnessConnector
@@ -84,7 +75,7 @@ async def test_stored_sessions_are_recovered_before_connected(world: World) -> N
 
 async def test_restart_replays_and_eviction_renames(world: World) -> None:
     kept, lost = await world.first_run(2)
-    world.agent.restart()
+    world.agent.lose_memory()
     world.agent.evict(lost)
     side = world.side()
     await side.client.connect()

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, ClientHandlers, FileSystemPolicy, RecoveryPath, SqliteSessionStore
+from acp_client import AcpClient, ClientHandlers, RecoveryPath
+from acp_client.handlers import FileSystemPolicy
 from acp_client.pool import Pool
+from acp_client.store import SqliteSessionStore
 from acp_client.testing import inside
 from tests._farm import Farm, Recorder, pooled
 from tests._harness import FAST_RETRY
@@ -68,7 +70,7 @@ async def test_conflicting_active_claims_close_no_copy_and_are_reported(farm: Fa
         assert handle.endpoint == "a"
         await farm.clock.run(handle.prompt("hello"))
         farm.agents["b"].faults = frozenset({"status-always-active"})  # the liar
-        farm.agents["a"].restart()  # the home lost its memory: the session must find where it is
+        farm.agents["a"].lose_memory()  # the home lost its memory: the session must find where it is
         farm.share(handle.session_id, "c")
         farm.agents["c"].faults = frozenset({"status-active-after-restart"})  # c wrongly claims active too
         farm.connectors["a"].drop()

@@ -1,4 +1,4 @@
-"""Several instances of one agent in one client: recovery at home, and failover (DESIGN.md §5).
+"""Several instances of one agent in one client: recovery at home, and failover (docs/many-instances.md).
 
 An :class:`~acp_client.AcpClient` given several endpoints keeps one link per instance — a
 :class:`~acp_client._supervisor.Supervisor` with its own connector (cookies shared), opened
@@ -291,7 +291,7 @@ class Failover:
 
     async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
         """Close a session everywhere but ``target`` before attaching it there, so one session
-        runs on one instance (DESIGN.md §5): where ``location`` (a fan-out's answers) has it
+        runs on one instance (docs/many-instances.md): where ``location`` (a fan-out's answers) has it
         active, and on the instances it was left behind on (asked now, unless ``location`` has
         their answer), over the live link or a connection of its own (that instance's link may
         still be waiting out its backoff). Best effort, where ``session/close`` is advertised;

@@ -1,4 +1,4 @@
-"""The links of a client facing several instances of one agent (DESIGN.md §5): the pool's
+"""The links of a client facing several instances of one agent (docs/many-instances.md): the pool's
 implementation of :class:`acp_client._links.Links`.
 
 One link per instance — a :class:`~acp_client._supervisor.Supervisor` over that instance's

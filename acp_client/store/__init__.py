@@ -12,6 +12,17 @@ extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from ..exceptions import (
+    SessionStoreBusy,
+    SessionStoreCorrupt,
+    SessionStoreDriverMissing,
+    SessionStoreError,
+    SessionStoreFenced,
+    SessionStoreForeign,
+    SessionStoreReadOnly,
+    SessionStoreTooNew,
+    SessionStoreUnavailable,
+)
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     Fence,
@@ -59,6 +70,15 @@ __all__ = [
     "Lease",
     "PostgresSessionStore",
     "SessionStore",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreDriverMissing",
+    "SessionStoreError",
+    "SessionStoreFenced",
+    "SessionStoreForeign",
+    "SessionStoreReadOnly",
+    "SessionStoreTooNew",
+    "SessionStoreUnavailable",
     "SharedSessionStore",
     "SqliteSessionStore",
     "StoredSession",

@@ -119,7 +119,7 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
     - ``ws://``, ``wss://``, ``http://``, ``https://`` URLs: scheme and host lowercased, the
       default port dropped, an empty path read as ``/``; user info, query string and fragment
       are removed (they may carry credentials), so two URLs that differ only there share a key.
-    - ``stdio:COMMAND ARGS...`` (as :func:`~acp_client.connector_for` takes it), or an argv
+    - ``stdio:COMMAND ARGS...`` (as :func:`~acp_client.transports.connector_for` takes it), or an argv
       sequence: ``stdio:`` plus the argv, split like a shell would and joined back with minimal
       quoting. The environment is never part of the key.
 

@@ -94,7 +94,7 @@ async def test_the_conversation_is_shown_once_across_runs_and_agent_restarts(
 
     # The agent was restarted (its memory gone, its store kept): the session is replayed; the six
     # messages are on the screen once (the replay is not printed again).
-    reference_agent.restart()
+    reference_agent.lose_memory()
     await _run(tmux, url, store)
     await tmux.wait_for(r"✓ replayed 6 messages \(\d+ updates\) — the conversation is intact")
     lines = await tmux.lines()
@@ -141,7 +141,7 @@ async def test_a_drop_counts_down_reconnect_skips_the_wait_and_a_resize_keeps_th
     # The agent is unreachable for a while: the drop is one plain line; the status row counts down
     # to each attempt (the backoff grows to seconds) and offers /reconnect.
     mark = await tmux.mark()
-    proxy.refuse(600.0)
+    await proxy.refuse(600.0)
     await proxy.cut()
     await tmux.wait_for(r"⚠ connection lost: the connection dropped", after=mark)
     row = await tmux.wait_last_row(r"◌ reconnecting in [3-5]\.\ds \(attempt \d+\) · /reconnect to try now")
@@ -152,7 +152,7 @@ async def test_a_drop_counts_down_reconnect_skips_the_wait_and_a_resize_keeps_th
     assert not re.search(r"Error|1006|Traceback|unexpected end", screen), screen
 
     # The agent is back: /reconnect tries now, not when the countdown ends.
-    proxy.refuse(0.0)
+    await proxy.refuse(0.0)
     await tmux.type("/reconnect")
     await tmux.wait_for(r"reconnecting now…", after=mark)
     await tmux.wait_for(r"✓ resumed the session", after=mark, deadline=3.0)

@@ -9,8 +9,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from acp_client import SessionStoreBusy, SessionStoreError
-from acp_client.store import SqliteSessionStore, StoredSession
+from acp_client import SessionStoreError
+from acp_client.store import SessionStoreBusy, SqliteSessionStore, StoredSession
 from acp_client.store._bridge import StoreBridge
 
 EP = "ws://agent.example/acp"

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from acp_client import RetryPolicy, SqliteSessionStore, State
+from acp_client import RetryPolicy, State
+from acp_client.store import SqliteSessionStore
 from acp_client.sync import EventLoopThread, SyncAcpClient
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from tests._support import agent_on_its_own_loop
@@ -41,7 +42,7 @@ def test_sync_client_saves_and_recovers(
 
 
 async def _restart(agent: ReferenceAgent) -> None:
-    agent.restart()
+    agent.lose_memory()
 
 
 class SlowTurnStore(SqliteSessionStore):

@@ -11,14 +11,8 @@ from typing import Any
 
 import pytest
 
-from acp_client import (
-    Callbacks,
-    SessionOwnershipLost,
-    SessionStoreError,
-    SessionStoreUnavailable,
-    SqliteSessionStore,
-    StoredSession,
-)
+from acp_client import Callbacks, SessionOwnershipLost, SessionStoreError
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession
 from acp_client.sync import EventKind, OwnershipLostEvent, StoreErrorEvent, SyncAcpClient, SyncEvent
 from acp_client.testing import ReferenceAgent
 from tests._harness import HarnessConnector

@@ -1,7 +1,7 @@
 """The reference agent: an ACP v1/v2 echo agent with the controls that recovery tests need.
 
 * :class:`ReferenceAgent` is the transport-independent core (sessions, history, behaviour,
-  controls such as :meth:`~ReferenceAgent.restart`, :meth:`~ReferenceAgent.evict` and
+  controls such as :meth:`~ReferenceAgent.lose_memory`, :meth:`~ReferenceAgent.evict` and
   :meth:`~ReferenceAgent.stall`).
 * :class:`ReferenceServer` serves it on loopback over WebSocket and Streamable HTTP (hypercorn,
   the ``testing`` extra), with :meth:`~ReferenceServer.drop_connections`,
