@@ -92,6 +92,8 @@ def test_a_prompt_streams_into_the_buffer_and_nothing_else_is_said(agent: AgentP
     lines = editor.wait_for("Agent: echo: hello there")
     assert lines[-2:] == ["You: hello there", "Agent: echo: hello there"]
     assert f"connected to {agent.url} (websocket): session {session}" in lines[0]
+    # The turn's end comes after its last chunk is on screen.
+    editor.wait(lambda: editor.lua("return require('acp').stats.turns") == 1 or None, "the turn to end")
     stats = editor.lua("return require('acp').stats")
     assert stats["chunks"] >= 3 and stats["turns"] == 1  # streamed, chunk by chunk
     assert editor.messages() == ""
