@@ -7,6 +7,9 @@ names a session the client records on another instance is refused — the reques
 ``-32002`` (the session is not found *here*), the notification dropped — and never reaches the
 app's handlers, the file system or the transcript. Each refusal is counted and logged.
 
+A session restored from a session store and not placed yet speaks through the home the store
+recorded for it, and through no other instance.
+
 A session the client does not track at all (an id it has not learned yet: the updates an agent
 sends during ``session/new``, before its answer) is left to the usual handling, which knows no
 roots or transcript for it. The check is one dictionary lookup per message; a single-endpoint

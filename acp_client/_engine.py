@@ -243,6 +243,8 @@ class Engine:
             ),
         )
         self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
+        if self.persistence is not None:  # where each session lives is recorded with it
+            self.persistence.placement_of = self.links.placement_of
         self.lost_again = LostAgain(self)
         self.lease_check: Callable[[str], Awaitable[None]] | None = None  # a shared store's Ownership.check
 

@@ -17,6 +17,9 @@ event                                         store call
 ``resume_session``                            shared store the call returns once it is written
 recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
 recovery outcome: resume / replay             ``save`` when the status changed
+a session moved to another instance           ``save`` with its new home (a client facing
+                                              several instances records each session's
+                                              instance in ``extra``: ``StoredSession.home``)
 recovery abandoned, ``close_session``,        ``delete``
 ``forget_session``
 ``set_mode`` / ``set_model`` /                ``save`` with the new value
@@ -108,6 +111,11 @@ class Persistence(SessionEvents):
         self._turn_writes: dict[str, asyncio.Future[bool | None]] = {}
         #: Sessions whose last turn a store error left unwritten: written with the next success.
         self.unstored: set[str] = set()
+        #: Where a session is (its instance's name, ``None`` with one endpoint or while not placed
+        #: yet, and the instances that may still hold a copy): recorded with the session
+        #: (:attr:`StoredSession.home`, :attr:`StoredSession.left_behind`) and again when it moves.
+        #: Set by the engine to its links' answer.
+        self.placement_of: Callable[[Tracked], tuple[str | None, tuple[str, ...]]] = lambda tracked: (None, ())
         bridge.on_success = self._store_is_back
 
     def record(self, tracked: Tracked) -> StoredSession | None:
@@ -196,6 +204,12 @@ class Persistence(SessionEvents):
         restored.reverse()
         return restored
 
+    def _homed(self, tracked: Tracked, record: StoredSession) -> StoredSession:
+        """``record`` with where ``tracked`` lives now recorded (an unknown home keeps the one
+        recorded: a session restored from a store that is not placed yet)."""
+        home, left_behind = self.placement_of(tracked)
+        return record if home is None else record.with_placement(home, left_behind)
+
     def _save(self, tracked: Tracked, record: StoredSession) -> asyncio.Future[Any] | None:
         tracked.stored = record
         return self._queue(self.bridge.save, record)
@@ -232,7 +246,7 @@ class Persistence(SessionEvents):
                 status=Probe.ACTIVE,
                 created_at=now,
             )
-        saved = self._save(tracked, record)
+        saved = self._save(tracked, self._homed(tracked, record))
         if saved is not None and self.ownership is not None:
             self._opening[tracked.session_id] = saved
 
@@ -381,12 +395,14 @@ class Persistence(SessionEvents):
                     raw_status=None,
                     updated_at=now,
                 )
-                self._save(tracked, renamed)
+                self._save(tracked, self._homed(tracked, renamed))
                 self.save_conversation(tracked)  # the segment the agent lost is kept
                 continue
             outcome = by_id.get(tracked.session_id)
-            if outcome is None or outcome.path is RecoveryPath.ABANDON:
-                continue
-            raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
-            if record.status is not Probe.ACTIVE or record.raw_status != raw:
-                self._save(tracked, attrs.evolve(record, status=Probe.ACTIVE, raw_status=raw, updated_at=now))
+            updated = self._homed(tracked, record)  # it may have moved to another instance
+            if outcome is not None and outcome.path is not RecoveryPath.ABANDON:
+                raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
+                if record.status is not Probe.ACTIVE or record.raw_status != raw:
+                    updated = attrs.evolve(updated, status=Probe.ACTIVE, raw_status=raw)
+            if updated is not record:
+                self._save(tracked, attrs.evolve(updated, updated_at=now))

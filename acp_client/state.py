@@ -21,7 +21,6 @@ from typing import Any
 
 import attrs
 
-from .transports.base import StreamResumed
 from .types import Probe, Session, SessionUpdate, StopReason, TextContent
 
 __all__ = [
@@ -318,3 +317,23 @@ class SessionPage:
 
     sessions: tuple[Session, ...]
     next_cursor: str | None = None
+
+
+@attrs.frozen
+class StreamResumed:
+    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``).
+
+    The server replayed what the stream missed from ``from_event_id`` on: no message was lost, no
+    ``initialize``, probe or replay was needed, and requests in flight stayed in flight.
+
+    Attributes:
+        session_id: The session whose stream it is; ``None`` for the connection stream.
+        from_event_id: The last event id the client had seen (sent as ``Last-Event-ID``).
+        connection_id: The connection the stream belongs to.
+        reason: Why the stream had to be reopened (reset, idle past the deadline, ended).
+    """
+
+    session_id: str | None
+    from_event_id: str
+    connection_id: str | None = None
+    reason: str = ""

@@ -1,10 +1,10 @@
 """A client facing several instances, with a session store: its sessions outlive the process.
 
-The next process does not know where each session lives now, so ``connect()`` finds them all with
-one fan-out and recovers each where the route says — resume where it is active, replay where it
-is inactive, a new session (renamed in the store) where no instance knows it — before the client
-counts as connected. Three reference agents over memory connectors, a fake clock, a real SQLite
-file.
+The next process starts from the home the store recorded for each session (asked first, about that
+id alone; the others only when it does not have it active) and recovers each where the route says —
+resume where it is active, replay where it is inactive, a new session (renamed in the store) where no
+instance knows it — before the client counts as connected. Three reference agents over memory
+connectors, a fake clock, a real SQLite file.
 """
 
 from __future__ import annotations

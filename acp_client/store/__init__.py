@@ -25,6 +25,8 @@ from ..exceptions import (
 )
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    HOME_KEY,
+    LEFT_BEHIND_KEY,
     Fence,
     Lease,
     SessionStore,
@@ -65,6 +67,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "APPLICATION_ID",
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
+    "HOME_KEY",
+    "LEFT_BEHIND_KEY",
     "SCHEMA_VERSION",
     "Fence",
     "Lease",

@@ -37,6 +37,7 @@ import attrs
 
 from .._checks import check_count, field_check
 from .._jsonrpc import Message
+from ..state import StreamResumed
 
 __all__ = ["Connector", "Limits", "Reattaching", "StreamResumed", "Transport", "TransportInfo"]
 
@@ -110,26 +111,6 @@ class Transport(Protocol):
     async def receive(self) -> Message: ...
 
     async def aclose(self) -> None: ...
-
-
-@attrs.frozen
-class StreamResumed:
-    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``).
-
-    The server replayed what the stream missed from ``from_event_id`` on: no message was lost, no
-    ``initialize``, probe or replay was needed, and requests in flight stayed in flight.
-
-    Attributes:
-        session_id: The session whose stream it is; ``None`` for the connection stream.
-        from_event_id: The last event id the client had seen (sent as ``Last-Event-ID``).
-        connection_id: The connection the stream belongs to.
-        reason: Why the stream had to be reopened (reset, idle past the deadline, ended).
-    """
-
-    session_id: str | None
-    from_event_id: str
-    connection_id: str | None = None
-    reason: str = ""
 
 
 @runtime_checkable
