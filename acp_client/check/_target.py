@@ -86,6 +86,12 @@ class Target:
             raise TargetError(
                 f"unsupported target {self.spec!r}: use stdio:COMMAND, ws(s)://HOST/PATH or http(s)://HOST/PATH"
             )
+        from ..transports.endpoint import check_url
+
+        try:
+            check_url(self.spec)
+        except ConfigurationError as exc:
+            raise TargetError(str(exc)) from None
 
     def connector(self, *, timeout: float) -> Connector:
         from ..transports.endpoint import connector_for

@@ -559,7 +559,7 @@ async def _nvim_plugin_settings(block: Block, tmp_path: Path) -> None:
     assert settings
     for name in settings:
         assert f"vim.g.{name}" in front_end + commands, f"the plugin does not read g:{name}"
-    assert "v:lua.require'acp'.statusline()" in block.body and "function M.statusline()" in front_end
+    assert "require('acp').add_to_statusline()" in block.body and "function M.add_to_statusline()" in front_end
 
 
 @check(
