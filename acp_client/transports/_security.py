@@ -138,13 +138,9 @@ _NETWORK_SCHEMES: Final = ("ws", "wss", "http", "https")
 
 
 def redact_url(url: str) -> str:
-    """``url`` as it may be shown (logs, outcomes, reprs, span attributes, exceptions).
-
-    The user-info becomes ``***`` (``ws://***@host/acp``) and the value of every query parameter
-    whose key looks secret (``token``, ``api_key``, ``sig``, ``password``, ``session``...) becomes
-    ``***``; the other parameters, the host, port and path stay, so instances can be told apart.
-    A string that is not a ``ws``/``wss``/``http``/``https`` URL is returned as it is.
-    """
+    """``url`` as it may be shown (logs, outcomes, reprs, span attributes, exceptions): user-info and
+    the values of query parameters whose key looks secret become ``***``; the rest stays, so
+    instances can be told apart. A string that is not a network URL is returned as it is."""
     try:
         parts = urlsplit(url)
     except ValueError:

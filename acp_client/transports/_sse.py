@@ -39,13 +39,8 @@ _SPACE: Final = 0x20
 
 @attrs.frozen(slots=True)
 class SseEvent:
-    """One dispatched event.
-
-    Attributes:
-        data: The event's data, as raw UTF-8 bytes (the ``data`` lines joined with ``\\n``).
-        event: The event type (``"message"`` unless an ``event`` field set it).
-        id: The last event id in effect when the event was dispatched (``""`` when none).
-    """
+    """One dispatched event: its data as raw UTF-8 bytes (``data`` lines joined with ``\\n``), its
+    type, and the last event id in effect when it was dispatched (``""``: none)."""
 
     data: bytes
     event: str = "message"
@@ -65,16 +60,9 @@ SseItem: TypeAlias = SseEvent | bytes | MessageTooLarge
 class SseParser:
     """Incremental SSE parser: :meth:`feed` bytes, get events; :meth:`finish` at the end.
 
-    Args:
-        max_line_bytes: The longest line accepted, terminator excluded.
-        max_event_bytes: The most data one event may carry.
-        message_data: Yield each event of type ``message`` as its data (``bytes``, no
-            :class:`SseEvent` built), for a reader that wants nothing else of it; events of other
-            types still come as :class:`SseEvent`.
-
-    Attributes:
-        last_event_id: The stream's last event id (``""`` until an ``id`` field sets one).
-        retry_ms: The reconnection delay the server asked for, in milliseconds, if it did.
+    ``max_line_bytes`` excludes the terminator. ``message_data``: yield each ``message`` event as
+    its data (``bytes``); other types still come as :class:`SseEvent`. ``last_event_id`` and
+    ``retry_ms`` (the reconnection delay the server asked for) follow the stream.
     """
 
     __slots__ = (
@@ -111,15 +99,8 @@ class SseParser:
         self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[SseItem]:
-        """Parse the next piece of the stream.
-
-        Args:
-            chunk: Any number of bytes, split anywhere (inside a line, a CRLF, a UTF-8 sequence).
-
-        Returns:
-            The events completed by this chunk, in order (see ``message_data``), with a
-            :class:`~acp_client.exceptions.MessageTooLarge` in place of each oversized event.
-        """
+        """Parse the next piece of the stream (split anywhere); returns the events it completed, in
+        order, with a :class:`~acp_client.exceptions.MessageTooLarge` in place of each oversized one."""
         out: list[SseItem] = []
         if not chunk:
             return out
@@ -216,12 +197,8 @@ class SseParser:
                     self._oversized(out, f"SSE event data exceeds the {self._max_event}-byte cap", self._max_event)
 
     def finish(self) -> bool:
-        """Declare the end of the stream and reset the parser.
-
-        Returns:
-            ``True`` when an unterminated event (data lines, or the start of a field line, not
-            followed by a blank line) was discarded, so the caller can report it.
-        """
+        """Declare the end of the stream and reset the parser; ``True`` when an unterminated event
+        was discarded, so the caller can report it."""
         truncated = bool(self._data) or bool(self._partial)
         self._partial = bytearray()
         self._reset_event()
