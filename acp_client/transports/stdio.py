@@ -289,10 +289,11 @@ class _AgentProtocol(asyncio.SubprocessProtocol):
         self._owner._on_exit()
 
     def pause_writing(self) -> None:
-        self._owner._on_pause_writing()
+        self._owner._write_paused = True
 
     def resume_writing(self) -> None:
-        self._owner._on_resume_writing()
+        self._owner._write_paused = False
+        self._owner._wake_writers()
 
 
 class StdioTransport:
@@ -451,13 +452,6 @@ class StdioTransport:
         if self._returncode is not None:
             return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
-
-    def _on_pause_writing(self) -> None:
-        self._write_paused = True
-
-    def _on_resume_writing(self) -> None:
-        self._write_paused = False
-        self._wake_writers()
 
     def _wake_writers(self) -> None:
         waiter, self._write_resumed = self._write_resumed, None
