@@ -121,8 +121,9 @@ async def status_after_restart(ctx: CheckContext) -> Verdict:
     ctx.require("session/status")
     scenario = await restart_scenario(ctx)
     answer = scenario.status
-    assert answer is not None
     lines = scenario.status_lines
+    if answer is None:
+        return Verdict("fail", f"after a restart: {scenario.status_error}", lines)
     if answer.ok:
         value = _status_of(answer)
         if value in ACTIVE:

@@ -147,7 +147,11 @@ class CheckContext:
         return await self.run.scenario(key, run)
 
     async def new_session(self, link: Link) -> str:
-        return await new_session(link, self.cwd)
+        """``session/new``, then a moment until the agent is quiet: a greeting some agents send right after
+        the answer, before any prompt, is no part of the first turn."""
+        session_id = await new_session(link, self.cwd)
+        await link.settle(quiet=0.25, limit=1.0)
+        return session_id
 
     async def turn(self, link: Link, session_id: str, text: str | None = None) -> Turn:
         return await prompt(link, self.version, session_id, text or self.settings.prompt, timeout=self.timeout)
