@@ -9,6 +9,8 @@ replay checks, ``hang-status`` stalls the status probe of ``initialize.capabilit
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,3 +148,58 @@ async def test_a_turn_over_before_the_cancel_reached_it_is_inconclusive_not_a_fa
     [check] = report.checks
     assert check.status == "warn", check
     assert "inconclusive" in check.finding
+
+
+#: The checks of the restart scenario, for an agent that keeps nothing across a restart.
+_FORGETS = {
+    "status.after-restart": "pass",
+    "restart.persists": "warn",
+    "load.replays-once": "skip",
+    "load.message-ids": "skip",
+    "load.live-ids": "skip",
+}
+
+
+@pytest.mark.parametrize(
+    ("fault", "spelled", "after_restart"),
+    [
+        (None, "error -32002", "pass"),
+        ("not-found-internal", "error -32603 ('Internal error')", "skip"),
+    ],
+    ids=["-32002", "-32603"],
+)
+async def test_an_agent_that_keeps_nothing_across_a_restart_is_told_so_whatever_its_code(
+    fault: str | None, spelled: str, after_restart: str, tmp_path: Path
+) -> None:
+    # The reference agent over stdio without a store: a restart loses every session. Spelled -32002
+    # or otherwise, that is one finding (restart.persists warns, with the rule), the checks that need
+    # a replay cannot check, and the exit status does not depend on the spelling.
+    argv = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio"]
+    argv += ["--fault", fault] if fault else []
+    settings = Settings(Target("stdio:" + shlex.join(argv)), cwd=str(tmp_path), timeout=5.0)
+    report = await run_checks(settings, select(list(_FORGETS)))
+    found = {c.id: c.status for c in report.checks}
+    assert found == {**_FORGETS, "status.after-restart": after_restart}, [c.evidence for c in report.checks]
+    persists = report.result("restart.persists")
+    assert persists.finding.startswith("sessions do not survive a restart: after it, session/load answered " + spelled)
+    assert "cannot check" in report.result("load.replays-once").finding
+    assert report.exit_status == 0
+
+
+async def test_unadvertised_methods_spelling_unknown_as_internal_errors_are_not_taken_for_working(
+    tmp_path: Path,
+) -> None:
+    # An agent that routes no session/load, session/resume or session/status and answers them, like any
+    # unknown method, with -32603 "Unknown method: <name>": the methods do not work (no warn that they
+    # are not advertised); the fault is the code for an unknown method, named by method.unknown.
+    argv = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--no-load", "--no-resume"]
+    argv += ["--no-status", "--fault", "unknown-method-internal"]
+    settings = Settings(Target("stdio:" + shlex.join(argv)), cwd=str(tmp_path), timeout=5.0)
+    report = await run_checks(settings, select(["initialize.capabilities", "method.unknown"]))
+    capabilities, unknown = report.checks
+    assert capabilities.status == "pass", capabilities.evidence
+    assert "unknown methods answer error -32603, not -32601 (see method.unknown)" in capabilities.finding
+    assert unknown.status == "fail"
+    assert unknown.finding.startswith(
+        "a method no agent routes (acp_check/no_such_method) answered error -32603 ('Unknown method: "
+    )
