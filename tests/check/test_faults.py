@@ -46,8 +46,8 @@ _STATUS_HANGS = dict.fromkeys(
 
 #: fault -> {check id: status} for every check that does not pass, in v1 and in v2 (unless told).
 EXPECTED: dict[str, dict[str, str]] = {
-    "load-unknown-ok": {"load.unknown": "fail"},
-    "resume-unknown-ok": {"resume.unknown": "fail"},
+    "load-unknown-ok": {"load.unknown": "fail", "not-found.code": "warn"},
+    "resume-unknown-ok": {"resume.unknown": "fail", "not-found.code": "warn"},
     "replay-without-ids": {"load.message-ids": "warn", "load.live-ids": "skip"},  # v2: fail (below)
     "replay-new-ids": {"load.message-ids": "fail"},
     "replay-twice": {"load.replays-once": "fail"},
