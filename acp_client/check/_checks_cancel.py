@@ -79,7 +79,7 @@ class CancelScenario:
 
 async def _scenario(ctx: CheckContext) -> CancelScenario:
     link = await ctx.shared_link()
-    session_id = await ctx.new_session(link)
+    session_id = await ctx.new_session(link, reuse=True)
     await link.settle(quiet=QUIET, limit=min(3.0, ctx.timeout))
     baseline = await ctx.turn(link, session_id)
     baseline_text = _agent_text(link, session_id, baseline.start, baseline.end)
@@ -170,7 +170,7 @@ def _broken_next_turn(scenario: CancelScenario) -> str | None:
         if scenario.late_text.strip():
             where = f"; its answer arrived after the turn had ended ({len(scenario.late_text)} chars)"
         elif scenario.third_text is not None and scenario.third_text.strip():
-            where = "; the answer streamed into the turn after it"
+            where = f"; the turn after it streamed {scenario.third_text.strip()[:60]!r}"
         return f"the turn after the cancel ended ({turn.stop_reason!r}, {turn.seconds:.3f} s) with no answer{where}"
     if scenario.late_text.strip():
         return "part of the answer of the turn after the cancel arrived after that turn had ended"

@@ -117,12 +117,13 @@ async def new_fresh_id(ctx: CheckContext) -> Verdict:
     second = await ctx.new_session(link)
     if first == second:
         return ctx.verdict("fail", "two session/new calls answered the same sessionId")
+    ctx.run.idle_sessions += [first, second]  # unused: later checks that need an idle session take them
     return ctx.verdict("pass", "two session/new calls gave two different ids")
 
 
 async def notification_unanswered(ctx: CheckContext) -> Verdict:
     link = await ctx.shared_link()
-    session_id = await ctx.new_session(link)
+    session_id = await ctx.new_session(link, reuse=True)
     mark = ctx.mark()
     strays = len(link.stray_answers)
     await link.notify("_acp_check/notice", {"note": "a notification: never answer it"})

@@ -146,9 +146,16 @@ class CheckContext:
         """The outcome of a scenario several checks judge, run once per run (by the first check that asks)."""
         return await self.run.scenario(key, run)
 
-    async def new_session(self, link: Link) -> str:
+    async def new_session(self, link: Link, *, reuse: bool = False) -> str:
         """``session/new``, then a moment until the agent is quiet: a greeting some agents send right after
-        the answer, before any prompt, is no part of the first turn."""
+        the answer, before any prompt, is no part of the first turn.
+
+        Args:
+            link: Where.
+            reuse: On the shared link, take a session an earlier check created and never used, if any.
+        """
+        if reuse and self.run.is_shared(link) and self.run.idle_sessions:
+            return self.run.idle_sessions.pop(0)
         session_id = await new_session(link, self.cwd)
         await link.settle(quiet=0.25, limit=1.0)
         return session_id

@@ -54,6 +54,9 @@ class RunState:
         self._link: Link | None = None
         self.handshake: Handshake | None = None
         self._scenarios: dict[str, asyncio.Future[Any]] = {}
+        #: Sessions of the shared link that no check has used yet (``session/new`` costs seconds with
+        #: some agents: the checks that only need a fresh, idle session take one of these first).
+        self.idle_sessions: list[str] = []
         #: How many agent processes (or connections) the run has opened for its shared link.
         self.opened = 0
 
@@ -110,6 +113,7 @@ class RunState:
     async def retire(self) -> None:
         """End the shared link; the next check that asks gets a fresh one."""
         host, self._host, self._link = self._host, None, None
+        self.idle_sessions.clear()
         if host is None:
             return
         try:
@@ -118,9 +122,8 @@ class RunState:
             logger.warning("ending the shared agent took longer than %g s: killing it", _CLOSE_LIMIT)
             host.kill()
 
-    @property
-    def in_use(self) -> bool:
-        return self._link is not None
+    def is_shared(self, link: Link) -> bool:
+        return link is self._link
 
     async def scenario(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
         """The outcome of the scenario ``key``, run once by the first caller (its exception, if it raised)."""

@@ -159,13 +159,19 @@ def responses() -> Iterator[FakeResponses]:
         yield server
 
 
+def _without_sandbox(argv: list[str]) -> list[str]:
+    """The checker passes its whole environment on; the machine's ``IS_SANDBOX`` makes the CLI refuse the
+    flag the adapter passes as root (the client's own environment allowlist keeps it out)."""
+    return [argv[0], "-u", "IS_SANDBOX", *argv[1:]]
+
+
 async def test_claude_agent_acp(claude_agent_acp: ClaudeAdapter, tmp_path: Path, anthropic: FakeAnthropic) -> None:
-    argv = claude_agent_acp.command(tmp_path / "home", anthropic.base_url)
+    argv = _without_sandbox(claude_agent_acp.command(tmp_path / "home", anthropic.base_url))
     await _card(argv, "claude-agent-acp", tmp_path / "work", SLOW_MODEL)
 
 
 async def test_claude_code_acp(claude_code_acp: ClaudeAdapter, tmp_path: Path, anthropic: FakeAnthropic) -> None:
-    argv = claude_code_acp.command(tmp_path / "home", anthropic.base_url)
+    argv = _without_sandbox(claude_code_acp.command(tmp_path / "home", anthropic.base_url))
     await _card(argv, "claude-code-acp", tmp_path / "work", SLOW_MODEL)
 
 
