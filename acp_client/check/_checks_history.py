@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from ._checks_not_found import REPLAY_V2, Probe, unknown_session_answers
 from ._context import CheckContext, Skip, Verdict
 from ._link import Answer, CheckFailed, Link
 from ._protocol import Message, attach_params, messages_of, replay_request, tool_call_ids
@@ -49,32 +50,31 @@ def _refused_otherwise(answer: Answer) -> str:
 
 async def load_unknown(ctx: CheckContext) -> Verdict:
     ctx.require(_replay_method(ctx))
-    link = await ctx.shared_link()
-    method, params = replay_request(ctx.version, ctx.unknown_id(), ctx.cwd)
-    mark = ctx.mark()
-    answer = await link.request(method, params)
-    label = method if ctx.version == 1 else "session/resume with replayFrom"
-    if answer.ok:
-        return ctx.verdict("fail", f"{label} of an unknown id succeeded: false continuity (the history is gone)", mark)
-    if answer.code == -32601:
-        raise Skip(f"{method} answers -32601 (see initialize.capabilities)")
-    if answer.code == -32002:
-        return ctx.verdict("pass", f"{label} of an unknown id answers -32002", mark)
-    return ctx.verdict("pass", f"{label} of an unknown id is refused{_refused_otherwise(answer)}", mark)
+    probes = await unknown_session_answers(ctx)
+    probe = probes["session/load" if ctx.version == 1 else REPLAY_V2]
+    label = "session/load" if ctx.version == 1 else "session/resume with replayFrom"
+    return _judge_unknown(probe, label)
 
 
 async def resume_unknown(ctx: CheckContext) -> Verdict:
     ctx.require("session/resume")
-    link = await ctx.shared_link()
-    mark = ctx.mark()
-    answer = await link.request("session/resume", attach_params(ctx.unknown_id(), ctx.cwd))
+    probes = await unknown_session_answers(ctx)
+    return _judge_unknown(probes["session/resume"], "session/resume")
+
+
+def _judge_unknown(probe: Probe, label: str) -> Verdict:
+    answer = probe.answer
+    if answer is None:
+        return Verdict("fail", f"{label} of an unknown id: {probe.failure}", probe.lines)
     if answer.ok:
-        return ctx.verdict("fail", "session/resume of an unknown id succeeded: false continuity", mark)
+        return Verdict(
+            "fail", f"{label} of an unknown id succeeded: false continuity (the history is gone)", probe.lines
+        )
     if answer.code == -32601:
-        raise Skip("session/resume answers -32601 (see initialize.capabilities)")
+        raise Skip(f"{probe.method} answers -32601 (see initialize.capabilities)")
     if answer.code == -32002:
-        return ctx.verdict("pass", "session/resume of an unknown id answers -32002", mark)
-    return ctx.verdict("pass", f"session/resume of an unknown id is refused{_refused_otherwise(answer)}", mark)
+        return Verdict("pass", f"{label} of an unknown id answers -32002", probe.lines)
+    return Verdict("pass", f"{label} of an unknown id is refused{_refused_otherwise(answer)}", probe.lines)
 
 
 async def resume_no_replay(ctx: CheckContext) -> Verdict:

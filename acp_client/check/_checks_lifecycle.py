@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ._checks_not_found import unknown_session_answers
 from ._context import CheckContext, Verdict
 from ._link import Answer, CheckFailed, Link
 from ._protocol import attach_params
@@ -65,10 +66,8 @@ async def method_unknown(ctx: CheckContext) -> Verdict:
 
 async def initialize_capabilities(ctx: CheckContext) -> Verdict:
     link = await ctx.shared_link()
-    unknown = ctx.unknown_id()
     missing_answer = await _unknown_method(link)
-    # session/close is session-scoped (over HTTP it needs a session the connection knows): close a real one.
-    own = await ctx.new_session(link)
+    probes = await unknown_session_answers(ctx)
     fails: list[str] = []
     warns: list[str] = []
     works: list[str] = []
@@ -78,22 +77,32 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
             continue  # v2 has no session/load
         advertised = ctx.supports(method)
         where = ctx.capability_path(method)
-        mark = ctx.mark()
-        try:
-            target = own if method == "session/close" else unknown
-            answer = await link.request(method, _probe_params(method, target, ctx.cwd))
-        except CheckFailed as exc:
-            fails.append(f"{method}: {exc.finding}")
-            evidence += ctx.lines(mark)
+        if method == "session/close" or method not in probes:
+            # session/close is session-scoped (over HTTP it needs a session the connection knows): close a
+            # real one.
+            mark = ctx.mark()
+            try:
+                own = await ctx.new_session(link)
+                answer: Answer | None = await link.request(method, _probe_params(method, own, ctx.cwd))
+                failure = None
+            except CheckFailed as exc:
+                answer, failure = None, exc.finding
+            lines = ctx.lines(mark)
+        else:
+            probe = probes[method]
+            answer, failure, lines = probe.answer, probe.failure, probe.lines
+        if answer is None:
+            fails.append(f"{method}: {failure}")
+            evidence += lines
             continue
         missing = _answers_as_unknown(answer, method, missing_answer)
         if advertised and missing:
             how = "-32601" if answer.code == -32601 else f"as an unknown method ({answer.describe()})"
             fails.append(f"{method} is advertised ({where}) but answers {how}")
-            evidence += ctx.lines(mark)
+            evidence += lines
         elif not advertised and not missing:
             warns.append(f"{method} works but is not advertised ({where})")
-            evidence += ctx.lines(mark)
+            evidence += lines
         elif advertised:
             works.append(method)
     if fails:
