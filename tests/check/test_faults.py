@@ -75,6 +75,8 @@ EXPECTED: dict[str, dict[str, str]] = {
 EXPECTED_V2: dict[str, dict[str, str]] = {
     "replay-without-ids": {"load.message-ids": "fail", "load.live-ids": "skip"},  # v2 requires messageId
     "live-without-ids": {"load.live-ids": "fail"},
+    # v2 replays through session/resume with replayFrom: not-found.code asks the plain resume (refused).
+    "load-unknown-ok": {"load.unknown": "fail"},
     # v2 replays through session/resume: with resume refused, nothing can be replayed.
     "resume-not-found": {
         "initialize.capabilities": "fail",
