@@ -42,7 +42,17 @@ SLOW_MODEL = "SLOW " + " ".join(f"w{i}" for i in range(40))
 #: The target for one agent's whole card on this machine, in seconds.
 MINUTE = 60.0
 #: Agents whose card cannot take a minute here, and why.
-SLOWER: dict[str, tuple[float, str]] = {}
+SLOWER: dict[str, tuple[float, str]] = {
+    "fast-agent": (
+        90.0,
+        "(each fast-agent process takes about 8 s to start, and the run needs three: the shared one, the one "
+        "after resume.no-replay's drop, the one after the restart; its store is locked by one process at a time, "
+        "so none can start ahead)",
+    ),
+}
+#: On a loaded machine every step slows down: the test fails only past this many times the target (a
+#: checker that spawned an agent per check again would be well past it).
+LOAD_FACTOR = 2.0
 
 _VOLATILE = [
     (re.compile(r"\d+(?:\.\d+)? ?ms\b"), "<ms>"),
@@ -110,7 +120,7 @@ async def _card(
         (Path(wire) / f"{name}.json").write_text(report.dumps() + "\n", encoding="utf-8")
     _compare(normalize(report, name), name)
     limit, why = SLOWER.get(name, (MINUTE, ""))
-    assert report.seconds <= limit, f"{name}: {report.seconds:.1f} s for the card, more than {limit:g} s {why}"
+    assert report.seconds <= limit * LOAD_FACTOR, f"{name}: {report.seconds:.1f} s, target {limit:g} s {why}"
 
 
 @pytest.fixture
