@@ -61,7 +61,8 @@ async def _start(settings: Settings) -> tuple[RunState, Handshake]:
     except CheckFailed as exc:
         lines = "\n".join("  " + line for line in run.preflight_log.excerpt(head=3, tail=3))
         await run.aclose()
-        raise TargetError(f"{settings.target.spec}: {exc.finding}" + (f"\n{lines}" if lines else "")) from None
+        finding = exc.finding.removeprefix("cannot check: ")
+        raise TargetError(f"{settings.target.spec}: {finding}" + (f"\n{lines}" if lines else "")) from None
     except BaseException:
         await run.aclose()
         raise

@@ -57,8 +57,6 @@ class RunState:
         #: Sessions of the shared link that no check has used yet (``session/new`` costs seconds with
         #: some agents: the checks that only need a fresh, idle session take one of these first).
         self.idle_sessions: list[str] = []
-        #: How many agent processes (or connections) the run has opened for its shared link.
-        self.opened = 0
 
     async def start(self) -> Handshake:
         """Open and initialize the shared link (the preflight).
@@ -66,15 +64,13 @@ class RunState:
         Raises:
             CheckFailed: The agent could not be reached or initialized.
         """
-        link = await self._open(self._log)
+        await self._open(self._log)
         assert self.handshake is not None
-        del link
         return self.handshake
 
     async def _open(self, log: WireLog) -> Link:
         host = AgentHost(self.target, log, timeout=self.timeout, proposed=self.proposed)
         self._host = host
-        self.opened += 1
         link, self.handshake = await open_initialized(host, self.proposed)
         self._link = link
         return link
