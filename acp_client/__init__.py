@@ -15,6 +15,7 @@ from ._version import __version__
 from .client import SUPPORTED_PROTOCOL_VERSIONS, AcpClient, SessionHandle
 from .clock import Clock, SystemClock
 from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
+from .display import printable
 from .exceptions import (
     AcpError,
     AgentExited,
@@ -84,6 +85,7 @@ from .state import (
     RecoveryPath,
     SessionPage,
     State,
+    StreamResumed,
     TurnInterrupted,
     UpdateEvent,
 )
@@ -216,6 +218,7 @@ __all__ = [
     "State",
     "StdioConnector",
     "StoredSession",
+    "StreamResumed",
     "SystemClock",
     "Telemetry",
     "TerminalHandler",
@@ -245,6 +248,7 @@ __all__ = [
     "__version__",
     "connector_for",
     "endpoint_key",
+    "printable",
     "session_from_json",
     "session_to_json",
 ]

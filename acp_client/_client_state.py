@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
+from ._logging import get_logger
 from .state import LEGAL_TRANSITIONS, ConnectionState, State
 
 __all__ = ["StateMachine"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 
 class StateMachine:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from . import _jsonrpc
 from ._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
 from ._limits import AbandonedIds, IncomingCap
+from ._logging import get_logger
 from ._observe import CallObserver
 from ._tasks import TaskSet
 from .clock import Clock, SystemClock, move_on_after
@@ -48,7 +48,7 @@ __all__ = [
     "RequestHandler",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: ``(method, params) -> result``; raise :class:`RpcError` to answer with an error.
 RequestHandler = Callable[[str, Any], Awaitable[Any]]

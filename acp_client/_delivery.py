@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
+from ._logging import get_logger
+
 __all__ = ["Dispatcher", "Feed", "call_app"]
 
-logger = logging.getLogger("acp_client.callbacks")
+logger = get_logger("acp_client.callbacks")
 
 T = TypeVar("T")
 

@@ -13,7 +13,6 @@ group's links) what happens to sessions as typed events (:class:`~acp_client._ev
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from ._delivery import Dispatcher, call_app
 from ._events import SessionEvents
 from ._handshake import initialize
 from ._links import LinkKit, Links, LinksFactory, SingleLink
+from ._logging import get_logger
 from ._lost_again import LostAgain
 from ._not_found import says_session_not_found
 from ._opening import opener
@@ -71,7 +71,7 @@ from .store._bridge import StoreBridge
 from .telemetry import Telemetry
 from .transcript import SegmentStart, TurnStatus
 from .transports._security import check_session_id
-from .transports.base import Connector, TransportInfo
+from .transports.base import Connector, StreamResumed, TransportInfo
 from .types import (
     CancelNotification,
     ClientCapabilities,
@@ -102,7 +102,7 @@ from .types import (
 
 __all__ = ["Engine"]
 
-logger = logging.getLogger("acp_client.client")
+logger = get_logger("acp_client.client")
 
 T = TypeVar("T")
 
@@ -276,6 +276,7 @@ class Engine:
             rng=self._rng,
             max_incoming_requests=self.max_incoming_requests,
             observer=observer,
+            on_stream_resumed=self.on_stream_resumed,
         )
 
     def emit(self, event: Callable[[SessionEvents], None]) -> None:
@@ -766,6 +767,9 @@ class Engine:
         for queue in self.state_queues:
             queue.put_nowait(state)
         self.dispatcher.deliver(self.callbacks.on_state_change, state, what="on_state_change")
+
+    def on_stream_resumed(self, event: StreamResumed) -> None:
+        self.dispatcher.deliver(self.callbacks.on_stream_resumed, event, what="on_stream_resumed")
 
     def on_protocol_error(self, error: AcpError) -> None:
         self.dispatcher.deliver(self.callbacks.on_protocol_error, error, what="on_protocol_error")

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import weakref
 from collections.abc import Callable
 from typing import Final
 
+from ._logging import get_logger
 from .clock import Clock, TimerHandle
 
 __all__ = ["after"]
 
-logger = logging.getLogger("acp_client.client")
+logger = get_logger("acp_client.client")
 
 #: How early an end may be taken as due (a loop runs a timer up to its clock resolution early).
 _SLACK: Final = 1e-6

@@ -14,19 +14,19 @@ fast-agent 0.10 sends) is from an agent that speaks v1: it is treated, and re-in
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
+from ._logging import get_logger
 from .exceptions import IncompatibleProtocolVersion, UnsupportedProtocolVersion
 from .types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "initialize"]
 
-logger = logging.getLogger("acp_client.client")
+logger = get_logger("acp_client.client")
 
 #: The ACP versions this client speaks.
 SUPPORTED_PROTOCOL_VERSIONS: tuple[int, ...] = (1, 2)

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from . import _jsonrpc
 from ._checks import check_count
 from ._jsonrpc import RequestId
+from ._logging import get_logger
 from .exceptions import InternalError
 
 __all__ = ["ABANDONED_IDS_KEPT", "MAX_QUEUED_REFUSALS", "AbandonedIds", "IncomingCap"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: How many ids of requests the client gave up on (timeout, cancellation) are remembered, so a
 #: late answer to one is recognised as such rather than reported as a protocol error.

@@ -27,7 +27,7 @@ from ._observe import CallObserver
 from ._wire_log import WireLog
 from .clock import Clock, move_on_after, move_on_at
 from .exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFrame, RequestTimeout, TransportClosed
-from .transports.base import Connector, Transport
+from .transports.base import Connector, Reattaching, StreamResumed, Transport
 from .types import ClientCapabilities, Implementation, InitializeResponse
 
 __all__ = ["open_link", "opener"]
@@ -45,11 +45,14 @@ async def open_link(
     initialize: Initializer,
     timeout: float | None,
     clock: Clock,
+    on_stream_resumed: Callable[[StreamResumed], None] | None = None,
 ) -> tuple[Connection, Any]:
     """Open a link and initialize it within ``timeout`` seconds on ``clock`` (``None``: no bound).
 
     The connection's transport logs every frame on ``acp_client.wire`` (see
-    :mod:`acp_client._wire_log`); its protocol errors go to ``on_protocol_error`` (the app's).
+    :mod:`acp_client._wire_log`); its protocol errors go to ``on_protocol_error`` (the app's); a
+    transport that reattaches broken streams (:class:`~.transports.base.Reattaching`) tells
+    ``on_stream_resumed`` each time.
 
     Raises:
         ConnectTimeout: The opening did not finish in time (the link is closed).
@@ -66,6 +69,8 @@ async def open_link(
         raise ConnectTimeout(f"timed out opening {connector.target}: {exc}", timeout=timeout) from exc
     if opening.expired:
         raise ConnectTimeout(f"timed out after {timeout:g}s opening {connector.target}", timeout=timeout)
+    if on_stream_resumed is not None and isinstance(transport, Reattaching):
+        transport.watch_resumes(on_stream_resumed)
     not_acp: asyncio.Future[MalformedFrame] = asyncio.get_running_loop().create_future()
 
     framed = transport.info.kind == "websocket"

@@ -22,7 +22,6 @@ Two halves, one per thread:
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import secrets
 import socket
@@ -31,6 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._delivery import call_app
+from ._logging import get_logger
 from ._recoverer import capabilities
 from ._tasks import TaskSet
 from .clock import Clock
@@ -75,7 +75,7 @@ class _Host(Protocol):
 
 __all__ = ["DEFAULT_LEASE_DURATION", "FencedStore", "Ownership", "default_owner"]
 
-logger = logging.getLogger("acp_client.store")
+logger = get_logger("acp_client.store")
 
 #: How long a lease lasts unless renewed (seconds): how long a dead owner's sessions wait.
 DEFAULT_LEASE_DURATION: Final = 30.0

@@ -37,7 +37,6 @@ written is kept on the tracked session (``Tracked.stored``).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -46,6 +45,7 @@ import attrs
 
 from ._conversation import from_entries, to_entries
 from ._events import SessionEvents
+from ._logging import get_logger
 from ._sessions import SessionTable, Tracked
 from .exceptions import InvalidMessage, SessionStoreError
 from .state import Probe, RecoveryOutcome, RecoveryPath
@@ -55,7 +55,7 @@ from .transcript import Transcript
 
 __all__ = ["Leases", "Persistence"]
 
-logger = logging.getLogger("acp_client.store")
+logger = get_logger("acp_client.store")
 
 
 class Leases(Protocol):

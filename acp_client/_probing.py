@@ -8,6 +8,10 @@ answer into a timeout. One instance's failure is an answer (``unreachable``), ne
 :func:`fan_out` asks every instance at once (a single-endpoint client's
 :meth:`~acp_client.AcpClient.locate` its one): finding ten sessions costs one connect and one
 ``initialize`` per instance, not ten.
+
+Each instance's work runs in a task of its own that the caller waits for only until the timeout:
+an instance that does not let go when it is cancelled (a flood to drain, a close handshake that
+never completes) cannot hold the answer past it. Its link is closed after, in the background.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import attrs
 
 from ._codec import from_wire, to_wire
 from ._connection import Connection
+from ._logging import get_logger
 from ._not_found import says_session_not_found
-from .clock import Clock, move_on_after
+from .clock import Clock, move_on_after, move_on_at
 from .exceptions import AcpError, CapabilityNotSupported, RequestTimeout, SessionNotFound
 from .location import Endpoint, InstanceAnswer, Location
 from .state import Probe
@@ -37,7 +42,7 @@ from .types import (
 
 __all__ = ["Answers", "Live", "Opener", "Settings", "ask", "close_copy", "fan_out", "settings"]
 
-logger = logging.getLogger("acp_client.locate")
+logger = get_logger("acp_client.locate")
 
 _T = TypeVar("_T")
 
@@ -137,17 +142,44 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
     return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in ids)))
 
 
+#: The links still closing after their answer (or its deadline): kept until closed.
+_closing: set[asyncio.Future[None]] = set()
+#: How long a link closing in the background may take (on the caller's clock).
+CLOSE_LIMIT = 10.0
+
+
+async def _close_after(task: asyncio.Future[Any], link: _Link, clock: Clock) -> None:
+    await asyncio.wait([task])  # the work ends first (it was answered, or cancelled)
+    with move_on_after(clock, CLOSE_LIMIT):
+        await link.aclose()
+
+
+def _close_in_background(task: asyncio.Future[Any], link: _Link, clock: Clock) -> asyncio.Future[None]:
+    closing = asyncio.ensure_future(_close_after(task, link, clock))
+    _closing.add(closing)
+    closing.add_done_callback(_closing.discard)
+    return closing
+
+
 async def _in_time(settings: Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:
-    """``work`` on a link of its own within ``settings.timeout`` (a deadline scope on the injected
-    clock); ``late()`` past it. The link is closed within what is left of the timeout (a slow
-    close does not turn a result into a timeout)."""
-    link = _Link()
+    """``work`` on a link of its own within ``settings.timeout`` (on the injected clock);
+    ``late()`` past it, at once, whatever the instance does. The link is closed within what is
+    left of the timeout, and past it in the background (a slow close does not turn a result
+    into a timeout, nor delay a late answer)."""
+    clock, link = settings.clock, _Link()
+    deadline = None if settings.timeout is None else clock.monotonic() + settings.timeout
+    task = asyncio.ensure_future(work(link))
     answered: list[_T] = []
-    with move_on_after(settings.clock, settings.timeout):
-        try:
-            answered.append(await work(link))
-        finally:
-            await link.aclose()
+    try:
+        with move_on_at(clock, deadline):
+            answered.append(await asyncio.shield(task))
+    finally:
+        if not task.done():
+            task.cancel()
+        closing = _close_in_background(task, link, clock)
+    if answered:
+        with move_on_at(clock, deadline):
+            await asyncio.shield(closing)
     return answered[0] if answered else late()
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -33,6 +32,7 @@ from ._codec import from_wire, to_wire
 from ._connection import Connection
 from ._delivery import call_app
 from ._grace import after
+from ._logging import get_logger
 from ._not_found import quote, says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
@@ -67,7 +67,7 @@ __all__ = [
     "record_after_attach",
 ]
 
-logger = logging.getLogger("acp_client.client")
+logger = get_logger("acp_client.client")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -88,6 +88,8 @@ class Answer:
     state: Any = None
     #: How the answer came (an error quoted as received), for the outcome's notes.
     note: str | None = None
+    #: Other instances that also claimed the session ``active`` (a conflict: nothing was closed).
+    also_active: tuple[str, ...] = ()
 
 
 #: Whether a recovery round leaves a session to another routine (see :meth:`Recoverer.recover`).
@@ -344,6 +346,7 @@ class Recoverer:
                 protocol_version=version,
                 capabilities={"status": caps.status, "resume": caps.resume, "load": caps.load},
                 endpoint=endpoint,
+                also_active=answer.also_active,
             )
             chosen = await call_app(decide, context, what="decide_recovery")
             if chosen is not None and RecoveryPath(chosen) is not planned:

@@ -19,11 +19,11 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from ._authority import Authority, Guarding
 from ._client_state import StateMachine
 from ._connection import (
     DEFAULT_MAX_INCOMING_REQUESTS,
@@ -32,6 +32,7 @@ from ._connection import (
     ProtocolErrorHandler,
     RequestHandler,
 )
+from ._logging import get_logger
 from ._observe import LinkObserver
 from ._opening import open_link
 from ._queue import OutageQueue, Ticket
@@ -49,11 +50,11 @@ from .exceptions import (
 )
 from .retry import Attempt, RetryPolicy, reconnect_attempts
 from .state import ConnectionState, State
-from .transports.base import Connector, TransportInfo
+from .transports.base import Connector, StreamResumed, TransportInfo
 
 __all__ = ["Supervisor"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: The supervisor and connection being recovered, inside the recovery routine and the app
 #: callbacks it runs: requests made there through that supervisor go straight to that connection
@@ -104,8 +105,10 @@ class Supervisor:
         rng: random.Random | None = None,
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         observer: LinkObserver | None = None,
+        on_stream_resumed: Callable[[StreamResumed], None] | None = None,
     ) -> None:
         self._connector = connector
+        self._on_stream_resumed = on_stream_resumed
         self._observer = observer  # telemetry: the link's connections and reconnect attempts
         self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
@@ -348,6 +351,15 @@ class Supervisor:
         finally:
             _RECOVERING_ON.reset(token)
 
+    def guard(self, make: Guarding) -> Authority:
+        """Put ``make``'s :class:`~acp_client._authority.Authority` between this link and the
+        handlers of what its agent sends (a pool's member speaks only for the sessions it hosts).
+        Before the link starts."""
+        assert self._on_request is not None and self._on_notification is not None
+        authority = make(self._on_request, self._on_notification)
+        self._on_request, self._on_notification = authority.request, authority.notification
+        return authority
+
     # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
@@ -359,6 +371,7 @@ class Supervisor:
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
             initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
+            on_stream_resumed=self._on_stream_resumed,
         )  # fmt: skip
 
     async def _open_with_refresh(self) -> tuple[Connection, Any]:

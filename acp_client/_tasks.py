@@ -9,13 +9,14 @@ owner holds so that nothing waits forever (a link fails its turns, a connection 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ._logging import get_logger
+
 __all__ = ["TaskSet"]
 
-logger = logging.getLogger("acp_client")
+logger = get_logger("acp_client")
 
 T = TypeVar("T")
 

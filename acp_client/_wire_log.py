@@ -24,12 +24,13 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
+from ._logging import get_logger
 from .exceptions import MalformedFrame
 from .transports.base import Transport, TransportInfo
 
 __all__ = ["MAX_LOGGED_CHARS", "WireLog", "redact_frame"]
 
-logger = logging.getLogger("acp_client.wire")
+logger = get_logger("acp_client.wire")
 
 #: The longest frame text logged whole; longer ones are cut and say how much was left out.
 MAX_LOGGED_CHARS: Final = 4000

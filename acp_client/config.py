@@ -28,7 +28,15 @@ import attrs
 
 from ._checks import check_count, check_flag, check_instance, check_seconds, field_check
 from .exceptions import ConfigurationError, SessionStoreError
-from .state import ConnectionState, OwnershipLost, RecoveryContext, RecoveryOutcome, TurnInterrupted, UpdateEvent
+from .state import (
+    ConnectionState,
+    OwnershipLost,
+    RecoveryContext,
+    RecoveryOutcome,
+    StreamResumed,
+    TurnInterrupted,
+    UpdateEvent,
+)
 
 if TYPE_CHECKING:
     from .store.base import StoredSession
@@ -87,6 +95,9 @@ class Callbacks:
         on_recovery_failed: A session was abandoned (its outcome).
         on_turn_interrupted: A drop cut a prompt turn off (a
             :class:`~acp_client.state.TurnInterrupted`).
+        on_stream_resumed: A broken Streamable HTTP stream was reattached to the same connection
+            from its last event id (a :class:`~acp_client.transports.base.StreamResumed`): nothing
+            was lost, nothing is recovered, the turn goes on.
         on_protocol_error: A protocol error the agent committed (an
             :class:`~acp_client.exceptions.AcpError`).
         on_notification: ``(method, params)`` of a notification other than ``session/update``.
@@ -120,6 +131,7 @@ class Callbacks:
     on_new_session: Callable[[RecoveryOutcome], Any] | None = attrs.field(default=None, validator=_callable)
     on_recovery_failed: Callable[[RecoveryOutcome], Any] | None = attrs.field(default=None, validator=_callable)
     on_turn_interrupted: Callable[[TurnInterrupted], Any] | None = attrs.field(default=None, validator=_callable)
+    on_stream_resumed: Callable[[StreamResumed], Any] | None = attrs.field(default=None, validator=_callable)
     on_protocol_error: Callable[[Exception], Any] | None = attrs.field(default=None, validator=_callable)
     on_notification: Callable[[str, Any], Any] | None = attrs.field(default=None, validator=_callable)
     decide_recovery: Callable[[RecoveryContext], Any] | None = attrs.field(default=None, validator=_callable)

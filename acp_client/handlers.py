@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ import attrs
 
 from ._codec import from_wire, to_wire
 from ._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, read_regular_file, write_regular_file
+from ._logging import get_logger
 from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, RpcError
 from .types import (
     CancelledPermissionOutcome,
@@ -73,7 +73,7 @@ __all__ = [
     "TerminalHandler",
 ]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 T = TypeVar("T")
 

@@ -19,6 +19,7 @@ from . import _recovery
 from ._recovery import Route, RouteKind
 from .exceptions import ConfigurationError
 from .state import Probe
+from .transports._security import redact_url
 from .transports.base import Connector
 from .transports.endpoint import connector_for
 from .types import ForegroundState, Implementation
@@ -32,19 +33,21 @@ class Endpoint:
 
     Attributes:
         url: ``ws://``, ``wss://``, ``http://``, ``https://`` (see
-            :func:`~acp_client.connector_for`); with ``connector`` set, any label.
-        name: A short name for logs and outcomes (default: ``url``).
+            :func:`~acp_client.connector_for`); with ``connector`` set, any label. Its repr
+            shows it redacted, as ``name`` does.
+        name: A short name for logs, outcomes, handles and span attributes (default: ``url``
+            redacted: user-info and the values of secret-looking query parameters are ``***``).
         connector: Opens links to this instance instead of a connector built from ``url``
             (e.g. a :class:`~acp_client.testing.MemoryConnector`). Not part of equality.
     """
 
-    url: str
+    url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
     name: str = attrs.field()
     connector: Connector | None = attrs.field(default=None, eq=False, repr=False)
 
     @name.default
     def _name_default(self) -> str:
-        return self.url
+        return redact_url(self.url)
 
     @classmethod
     def of(cls, value: str | Connector | Endpoint) -> Endpoint:

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from .transports.base import StreamResumed
 from .types import Probe, Session, SessionUpdate, StopReason, TextContent
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "RecoveryPath",
     "SessionPage",
     "State",
+    "StreamResumed",
     "TurnInterrupted",
     "UpdateEvent",
 ]
@@ -151,6 +153,9 @@ class RecoveryContext:
         capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
         endpoint: With several endpoints: the name of the instance this recovery runs on (where
             the proposed path would send its calls); ``None`` for a single-endpoint client.
+        also_active: With several endpoints: the other instances that also claimed the session
+            ``active``. Conflicting claims close no copy: the recorded home (else the first
+            instance) is proposed, and the hook may choose otherwise (``abandon``, ``new_session``).
     """
 
     session_id: str
@@ -161,6 +166,7 @@ class RecoveryContext:
     protocol_version: int
     capabilities: dict[str, bool]
     endpoint: str | None = None
+    also_active: tuple[str, ...] = ()
 
 
 @attrs.frozen

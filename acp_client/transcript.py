@@ -29,6 +29,13 @@ Rules:
   recovery started a new one, the old conversation stays as an earlier segment marked ``lost``
   (:meth:`Transcript.start_segment`); :attr:`Transcript.messages` is the current segment's.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
+* **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8; default
+  :data:`DEFAULT_MAX_TRANSCRIPT_BYTES`, settable per transcript or for all on the class), the
+  oldest content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped`
+  and :attr:`Transcript.dropped_bytes`, and shown as ``… N bytes dropped`` at the head of
+  :meth:`Transcript.text`), then the head of the newest message itself, replaced by
+  ``… N bytes dropped … `` (a turn streaming without end). The newest prompt is never dropped
+  or cut. It is trimmed to three quarters of the bound each time, so the work is amortized.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from ._reconcile import reconcile
 from .types import ContentBlock, TextContent
 
 __all__ = [
+    "DEFAULT_MAX_TRANSCRIPT_BYTES",
     "ReplayReport",
     "SegmentStart",
     "ToolCallView",
@@ -104,6 +112,9 @@ class TranscriptMessage:
     status: TurnStatus | None = None
     incomplete: bool = False
     inserted: bool = False
+    #: Bytes of this message's oldest text dropped to keep the transcript in its bound (its
+    #: text then begins with ``… N bytes dropped … ``).
+    dropped_bytes: int = 0
     # Plain text chunks waiting to be merged into the last block. Merging each chunk at once copied
     # the whole text every time: quadratic in the number of chunks of a long message.
     _pending: list[str] = attrs.field(factory=list, init=False)
@@ -196,6 +207,33 @@ def _blocks_of(content: Any) -> list[ContentBlock]:
     if isinstance(content, list | tuple):
         return list(content)
     return [content]
+
+
+#: The default bound of a transcript's message text in memory (see :attr:`Transcript.max_bytes`).
+DEFAULT_MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024
+#: What a non-text content block counts for (its size is not measured).
+_BLOCK_BYTES = 64
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _blocks_bytes(blocks: Iterable[Any]) -> int:
+    return sum(_size(block.text) if isinstance(block, TextContent) else _BLOCK_BYTES for block in blocks)
+
+
+def _message_bytes(message: TranscriptMessage) -> int:
+    return _blocks_bytes(message.blocks)
+
+
+#: The ``_meta`` of the text block that says how much of a message's head was dropped (never
+#: merged with the text after it).
+_MARKER_META = {"acp_client": "dropped"}
+
+
+def _marker(dropped: int) -> TextContent:
+    return TextContent(text=f"… {dropped} bytes dropped … ", meta=dict(_MARKER_META))
 
 
 @attrs.define
@@ -295,6 +333,10 @@ class Transcript:
         began: How that segment began.
     """
 
+    #: The bound of the message text held in memory, in UTF-8 bytes (see the module docstring).
+    #: Set it on one transcript, or on the class for every transcript created later and before.
+    max_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
+
     def __init__(self, session_id: str | None = None, began: SegmentStart = SegmentStart.CREATED) -> None:
         #: The current segment's messages (what the agent holds now).
         self.messages: list[TranscriptMessage] = []
@@ -303,8 +345,11 @@ class Transcript:
         #: The current segment's agent session id and how it began.
         self.session_id = session_id
         self.began = began
-        #: Messages a session store dropped past its bound (the oldest ones): not held any more.
+        #: Messages dropped past a bound (a session store's, or :attr:`max_bytes`): not held any more.
         self.dropped = 0
+        #: Bytes of message text dropped past :attr:`max_bytes` (whole messages and heads of messages).
+        self.dropped_bytes = 0
+        self._bytes = 0  # message text taken in since the last measure (an estimate between trims)
         self.tool_calls: dict[str, ToolCallView] = {}
         self.plan: Any = None
         #: The v2 foreground state last reported (``None``: not reported).
@@ -329,12 +374,15 @@ class Transcript:
     def text(self) -> str:
         """The current segment as plain text, one ``role: text`` line per message (a prompt the
         agent refused reads ``user [failed]: text``: it is not an ordinary turn; text the agent put
-        among the replayed prompts reads ``user [inserted]: text``)."""
-        return "\n".join(
+        among the replayed prompts reads ``user [inserted]: text``). Content dropped past
+        :attr:`max_bytes` is summarized in a first line, ``… N bytes dropped``."""
+        lines = [f"… {self.dropped_bytes} bytes dropped"] if self.dropped_bytes else []
+        lines += (
             f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}"
             f"{' [inserted]' if message.inserted else ''}: {message.text}"
             for message in self.messages
         )
+        return "\n".join(lines)
 
     @property
     def replaying(self) -> bool:
@@ -444,6 +492,7 @@ class Transcript:
         message = TranscriptMessage("user", message_id)
         message.append(blocks)
         self._insert(message)
+        self._took(_message_bytes(message))
 
     def end_turn(self) -> None:
         """Close the open message: the next id-less chunk starts a new one."""
@@ -467,13 +516,23 @@ class Transcript:
                     self._insert(open_message)
                 pending = open_message._pending
                 if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
-                    pending.append(content.text)  # plain text after plain text: what add() does, in short
-                else:
-                    open_message.add(content)
+                    text = content.text
+                    pending.append(text)  # plain text after plain text: what add() does, in short
+                    # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
+                    self._bytes += len(text) if text.isascii() else _size(text)
+                    if self._bytes > self.max_bytes:
+                        self._trim()
+                    return
+                open_message.add(content)
+                self._took(_size(content.text) if type(content) is TextContent else _BLOCK_BYTES)
                 return
-            self._chunk(role, message_id, _blocks_of(content))
+            blocks = _blocks_of(content)
+            self._chunk(role, message_id, blocks)
+            self._took(_blocks_bytes(blocks))
         elif kind in _FULL_ROLES:
-            self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), getattr(update, "content", None))
+            content = getattr(update, "content", None)
+            self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), content)
+            self._took(_blocks_bytes(_blocks_of(content)) if content is not None else 0)  # an upper bound
         else:
             self._open = None  # never fuse a message across a non-message update (a replay would not)
             self._other(kind, update)
@@ -545,6 +604,8 @@ class Transcript:
         result = reconcile(self.messages, replayed, TranscriptMessage, whole=self.dropped == 0)
         self.messages = result.messages
         self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
+        self._bytes = self.max_bytes + 1  # measure (and bound) the reconciled conversation now
+        self._took(0)
         replayed_messages = result.matched + result.added
         self.last_replay = ReplayReport(
             replayed_messages=replayed_messages,
@@ -592,6 +653,72 @@ class Transcript:
             self._replayed.append(open_message)
         open_message.append(_blocks_of(content))
         self._replay_open = None if full else open_message
+
+    # -- the bound ----------------------------------------------------------------------------------
+
+    def _took(self, size: int) -> None:
+        self._bytes += size
+        if self._bytes > self.max_bytes:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Bring the message text under three quarters of :attr:`max_bytes` (module docstring)."""
+        target = self.max_bytes * 3 // 4
+        held = [(segment.messages, m) for segment in self.earlier for m in segment.messages]
+        held += [(self.messages, m) for m in self.messages]
+        sizes = [_message_bytes(m) for _, m in held]
+        total = sum(sizes)
+        if total <= target:
+            self._bytes = total
+            return
+        prompt = next((m for m in reversed(self.messages) if m.role == "user" and not m.inserted), None)
+        last = self.messages[-1] if self.messages else None
+        gone: set[int] = set()
+        for (_, message), size in zip(held, sizes, strict=True):
+            if total <= target:
+                break
+            if message is prompt or message is last:
+                continue
+            gone.add(id(message))
+            if message.message_id is not None and self._by_id.get(message.message_id) is message:
+                del self._by_id[message.message_id]
+            if self._open is message:
+                self._open = None
+            self.dropped_bytes += size
+            total -= size
+        if gone:
+            for segment in self.earlier:
+                segment.messages[:] = [m for m in segment.messages if id(m) not in gone]
+            self.earlier = [segment for segment in self.earlier if segment.messages]
+            if self._turn_start is not None:
+                self._turn_start -= sum(1 for m in self.messages[: self._turn_start] if id(m) in gone)
+            kept = [m for m in self.messages if id(m) not in gone]
+            self.dropped += len(self.messages) - len(kept)
+            self.messages[:] = kept
+        if total > target and last is not None and last is not prompt:
+            total -= self._cut_head(last, total - target)
+        self._bytes = total
+
+    def _cut_head(self, message: TranscriptMessage, excess: int) -> int:
+        """Drop the oldest ``excess`` bytes (or a little more) of ``message``'s plain text, behind
+        one marker block; returns how many bytes the message shrank by. Other blocks are kept."""
+        before = _message_bytes(message)
+        blocks = [b for b in message.blocks if not (isinstance(b, TextContent) and b.meta == _MARKER_META)]
+        freed = 0
+        kept: list[ContentBlock] = []
+        for block in blocks:
+            if freed >= excess or not isinstance(block, TextContent) or not _plain(block):
+                kept.append(block)
+                continue
+            data = block.text.encode("utf-8", "surrogatepass")
+            rest = data[min(len(data), excess - freed) :].decode("utf-8", "ignore")  # a cut character goes whole
+            freed += len(data) - _size(rest)
+            if rest:
+                kept.append(TextContent(text=rest))
+        message.dropped_bytes += freed
+        self.dropped_bytes += freed
+        message.blocks = [_marker(message.dropped_bytes), *kept]
+        return before - _message_bytes(message)
 
     # -- internals ----------------------------------------------------------------------------------
 

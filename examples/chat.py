@@ -33,9 +33,10 @@ verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, history (a restored conversation, every segment), update, turn_end (with the turn's
-status), disconnected, reconnect_attempt, recovered, turn_interrupted, status,
-error. ``recovered`` carries ``continuity``: ``"kept"`` (shown: the agent has the whole
-conversation), ``"lost"`` (a completed turn is missing from its replay, or a new session), or
+status), disconnected, reconnect_attempt, recovered, turn_interrupted, stream_resumed (a
+broken HTTP stream reattached, nothing lost), status, error. ``recovered`` carries
+``continuity``: ``"kept"`` (shown: the agent has the whole conversation), ``"lost"`` (a
+completed turn is missing from its replay, or a new session), or
 ``"unverified"`` (nothing showed either way: a resume without a status probe, or by an agent
 process that was restarted), and ``continuityNote``, why, when it is not kept.
 """
@@ -75,6 +76,7 @@ from acp_client import (
     SessionHandle,
     SqliteSessionStore,
     State,
+    StreamResumed,
     Timeouts,
     TurnInterrupted,
     TurnStatus,
@@ -181,6 +183,9 @@ class Output:
             return line
         if name == "turn_interrupted":
             return f"⚠ turn interrupted by the drop (not re-sent): {f['prompt']!r}"
+        if name == "stream_resumed":
+            stream = f"session {f['sessionId']}'s stream" if f.get("sessionId") else "the connection stream"
+            return f"↻ {stream} resumed from event {f['fromEventId']}: nothing lost"
         if name == "status":
             where = f" on {f['endpoint']}" if f.get("endpoint") else ""
             return f"● status {f['sessionId']}{where}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
@@ -326,6 +331,7 @@ class Chat:
                 on_new_session=self._on_recovered,
                 on_recovery_failed=self._on_recovery_failed,
                 on_turn_interrupted=self._on_interrupted,
+                on_stream_resumed=self._on_stream_resumed,
             ),
             timeouts=Timeouts(request=30.0),
             transport_options=transport_options,
@@ -411,6 +417,9 @@ class Chat:
         self._count_recovery()
         cause = f": {outcome.error}" if outcome.error is not None else ""
         self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
+
+    def _on_stream_resumed(self, resumed: StreamResumed) -> None:
+        self.output.event("stream_resumed", sessionId=resumed.session_id, fromEventId=resumed.from_event_id)
 
     def _on_interrupted(self, turn: TurnInterrupted) -> None:
         fields = {"sessionId": turn.session_id, "prompt": _prompt_text(turn.prompt)}

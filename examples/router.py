@@ -4,6 +4,7 @@
 Usage::
 
     python examples/router.py AGENT_URL AGENT_URL ... [--port 8765] [--placement round_robin]
+        [--probe-timeout SECONDS] [--home-wait SECONDS] [--sweep SECONDS]
         [--store URL [--store-key KEY] [--owner NAME] [--lease SECONDS]]
 
 It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as to any agent.
@@ -11,23 +12,29 @@ It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as
 What it does with each editor message (DESIGN.md §5), built on ``acp_client``'s transports and
 pool primitives (:mod:`acp_client.pool`):
 
-* ``initialize`` — forwarded to the first instance that answers; its answer is the editor's. Links
-  to the other instances are opened (and initialized with the same request) when first needed.
-* ``session/new`` — sent to the instance the placement policy picks; the session is homed there.
+* ``initialize`` — answered from what the router knows (an instance's answer to an ``initialize``
+  proposing the same version; the first time, forwarded to an instance that answers). Links to the
+  instances are opened (and initialized with the editor's request) when first needed.
+* ``session/new`` — sent to the instance the placement policy picks among those not known to be
+  away; one that cannot be reached is left out (logged) and the policy asked again.
 * ``session/load`` / ``session/resume`` — the router asks every instance ``session/status`` at
-  once (``locate()``) and sends the call to the one instance that has the session ``active``,
-  else to one that has it ``inactive`` (its home first); if no instance knows it, the editor gets
-  -32002. Never to two instances.
-* ``session/status`` — answered from that fan-out: ``active`` if an instance has it in memory,
-  else ``inactive`` if one knows it, else -32002.
+  once, over one kept probe link per instance (:mod:`router_instances`), and sends the call to one
+  instance: the session's recorded home when it answers, else — once the home is proven gone —
+  the instance that has it ``active``, else one that has it ``inactive``; if no instance knows it,
+  the editor gets -32002. A home that does not answer is waited for (``--home-wait``), and a move is
+  recorded before the call is forwarded. A copy ``active`` on an instance that is not the home is
+  stale: closed (``session/close``), never used. Never to two instances.
+* ``session/status`` — answered from that fan-out (a stale copy reads ``inactive``; a recorded home
+  that does not answer still knows the session), else -32002.
 * ``session/prompt`` and every other call naming a ``sessionId`` — sent to the session's home.
-* Anything else (``session/list``, extensions) — to the first instance.
+* Anything else (``session/list``, extensions) — to an instance that answers.
 * From the agents: responses, ``session/update`` notifications and agent→client requests
   (permissions, ``fs/*``, ``terminal/*``) are relayed to the editor, ids mapped both ways.
 
-When the link to an instance drops, the router closes the editor connections that used it: the
-editor reconnects (to the router), probes its sessions, and the router's fan-out sends them to an
-instance that can take them — a replay on another instance when the instances share a store.
+When the link to an instance drops, the router closes the editor connections that depended on it (a
+session homed there, a call waiting for its answer): the editor reconnects (to the router), probes
+its sessions, and the router's fan-out sends them to an instance that can take them — a replay on
+another instance when the instances share a store. Other editors are not touched.
 
 ``GET /health`` answers 200 (a load balancer's health check).
 
@@ -55,17 +62,20 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 
+from router_instances import CLOCK, Instances
 from router_store import MemoryHomes, NotOwner, StoreHomes, open_store
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from acp_client.exceptions import AcpError
-from acp_client.pool import Endpoint, Location, Probe, RouteKind, locate, placement_policy
+from acp_client.clock import fail_after
+from acp_client.exceptions import AcpError, ConnectTimeout
+from acp_client.pool import Endpoint, InstanceAnswer, Location, Probe, RouteKind, placement_policy
 from acp_client.transports.base import Transport
 
 logger = logging.getLogger("router")
@@ -80,6 +90,10 @@ def error(request_id: Any, code: int, message: str, data: Any = None) -> dict[st
     if data is not None:
         body["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+class NoInstance(AcpError):
+    """No instance could take a call."""
 
 
 class Upstream:
@@ -146,7 +160,7 @@ class EditorConnection:
         self.router.editors.discard(self)
         with contextlib.suppress(Exception):
             await self.websocket.close()
-        for link in self.links.values():
+        for link in list(self.links.values()):
             if link.reader is not None:
                 link.reader.cancel()
             with contextlib.suppress(AcpError):
@@ -181,20 +195,24 @@ class EditorConnection:
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         if method == "initialize":
             self.initialize = message
-            await self.forward(await self.first_link(), message)
+            known = router.initialize_answer(message)
+            if known is not None:  # answered from what the router knows: no instance is tied to it
+                await self.to_editor({**known, "id": request_id})
+            else:
+                await self.forward(await self.first_link(initializing=True), message)
         elif method == "session/new":
-            await self.forward(await self.link(router.place().name), message)
+            await self.forward(await self.placed_link(), message)
         elif method == "session/status" and session_id is not None:
             await self.answer_status(request_id, await self.router.locate(session_id))
         elif method in ATTACH and session_id is not None:
             await router.homes.acquire(session_id)  # with a store: this replica holds the lease
             self.use(session_id)  # released when this editor goes, whatever the instance answers
-            location = await self.router.locate(session_id)
-            route = location.route(await router.homes.home(session_id))
-            if route.kind not in (RouteKind.RESUME, RouteKind.REPLAY) or route.endpoint is None:
+            async with router.attaching(session_id):  # one decision at a time per session
+                target = await router.attach_target(session_id, str(params.get("cwd") or ""), self)
+                if target is not None:  # sent before the next decision: that one sees it at home there
+                    await self.forward(await self.link(target.name), message)
+            if target is None:
                 await self.not_found(request_id, session_id)
-                return
-            await self.forward(await self.link(route.endpoint.name), message)
         elif session_id is not None:
             home = await router.homes.home(session_id)
             if home is None:
@@ -217,6 +235,11 @@ class EditorConnection:
                     result["state"] = {"state": answers[0].state.state}
                 await self.to_editor({"jsonrpc": "2.0", "id": request_id, "result": result})
                 return
+        instances = [self.router.instances[answer.endpoint] for answer in location.answers]
+        if any(i.silent_since is not None and i.gone(self.router.home_wait) is None for i in instances):
+            # An instance that did not answer may hold it: not "unknown" (the editor would start afresh).
+            await self.to_editor(error(request_id, INTERNAL_ERROR, "an instance did not answer in time; try again"))
+            return
         await self.not_found(request_id, location.session_id)
 
     async def not_found(self, request_id: Any, session_id: str) -> None:
@@ -243,39 +266,84 @@ class EditorConnection:
 
     # -- the agent side --------------------------------------------------------------------------------
 
-    async def first_link(self) -> Upstream:
+    async def first_link(self, *, initializing: bool = False) -> Upstream:
+        """A link to the first instance that answers (the ones known to be away tried last)."""
         last: AcpError | None = None
-        for endpoint in self.router.endpoints:
+        for endpoint in self.router.by_liveness():
             try:
-                return await self.link(endpoint.name)
+                return await self.link(endpoint.name, initializing=initializing)
             except AcpError as exc:
                 last = exc
         assert last is not None
         raise last
 
-    async def link(self, name: str) -> Upstream:
-        """This editor's link to one instance, opened and initialized when first needed."""
+    async def placed_link(self) -> Upstream:
+        """A link to the instance a new session goes to: the placement policy's choice among the
+        instances not known to be away; one that cannot be reached is left out (and logged) and
+        the policy asked again.
+
+        Raises:
+            AcpError: No instance could be reached.
+        """
+        router = self.router
+        tried: list[str] = []
+        while True:
+            candidates = [e for e in router.endpoints if e.name not in tried and router.instances[e].usable()]
+            if not candidates:  # every instance looks away: try the ones not tried yet anyway
+                candidates = [e for e in router.endpoints if e.name not in tried]
+            if not candidates:
+                raise NoInstance(f"no instance could be reached (tried {', '.join(tried)})")
+            endpoint = router.placement(candidates, router.homes.counts())
+            try:
+                return await self.link(endpoint.name)
+            except AcpError as exc:
+                logger.warning("session/new: leaving out %s, which cannot be reached: %s", endpoint, exc)
+                tried.append(endpoint.name)
+
+    async def link(self, name: str, *, initializing: bool = False) -> Upstream:
+        """This editor's link to one instance, opened and initialized (with the editor's own
+        ``initialize``) when first needed, within the probe timeout.
+
+        Raises:
+            AcpError: The instance could not be reached in time (noted for placement).
+        """
         if name in self.links:
             return self.links[name]
         if name not in self.opening:
-            self.opening[name] = asyncio.ensure_future(self._open(name))
+            self.opening[name] = asyncio.ensure_future(self._open(name, initializing))
         try:
             return await asyncio.shield(self.opening[name])
         finally:
             if self.opening.get(name) is not None and self.opening[name].done():
                 self.opening.pop(name, None)
 
-    async def _open(self, name: str) -> Upstream:
+    async def _open(self, name: str, initializing: bool) -> Upstream:
         endpoint = self.router.endpoint(name)
-        transport = await endpoint.open().connect()
-        link = Upstream(name, transport)
-        link.reader = asyncio.ensure_future(self.read(link))
-        if self.initialize is not None and self.links:  # another link answered the editor's initialize
-            answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            upstream_id = f"init-{next(link.ids)}"
-            link.pending[upstream_id] = (answered, "initialize", None)
-            await transport.send({**self.initialize, "id": upstream_id})
-            await answered
+        timeout = self.router.probe_timeout
+        link: Upstream | None = None
+        try:
+            with fail_after(CLOCK, timeout):
+                transport = await endpoint.open().connect()
+                link = Upstream(name, transport)
+                link.reader = asyncio.ensure_future(self.read(link))
+                if self.initialize is not None and not initializing:  # the editor's initialize, on this link too
+                    answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                    upstream_id = f"init-{next(link.ids)}"
+                    link.pending[upstream_id] = (answered, "initialize", None)
+                    await transport.send({**self.initialize, "id": upstream_id})
+                    await answered
+        except (AcpError, TimeoutError) as exc:
+            if link is not None and link.reader is not None:
+                link.reader.cancel()
+                with contextlib.suppress(AcpError):
+                    await link.transport.aclose()
+            if isinstance(exc, AcpError):
+                self.router.instances[name].note_failure(exc)
+                raise
+            error = ConnectTimeout(f"{name} did not answer within {timeout:g} s")
+            self.router.instances[name].note_failure(error)
+            raise error from exc
+        assert link is not None
         self.links[name] = link
         return link
 
@@ -312,8 +380,20 @@ class EditorConnection:
         except AcpError as exc:
             logger.info("link to %s ended: %s", link.name, exc)
         finally:
-            if not self.closed:  # the instance is gone: the editor reconnects and recovers through us
+            if self.links.get(link.name) is link:
+                del self.links[link.name]
+            if not self.closed and self.depends_on(link):
+                # The editor's sessions (or its calls) were there: it reconnects and recovers through us.
                 self.spawn(self.close())
+            elif not self.closed:
+                logger.info("link to %s ended; this editor has nothing there and stays", link.name)
+
+    def depends_on(self, link: Upstream) -> bool:
+        """Whether this editor loses anything with ``link``: a call waiting for its answer, or a
+        session homed on its instance."""
+        if any(not isinstance(editor_id, asyncio.Future) for editor_id, _, _ in link.pending.values()):
+            return True
+        return any(self.router.homes.cached_home(session_id) in (None, link.name) for session_id in self.sessions)
 
 
 class Router:
@@ -325,25 +405,156 @@ class Router:
         *,
         placement: str = "round_robin",
         probe_timeout: float = 2.0,
+        home_wait: float = 10.0,
+        sweep: float = 0.5,
         homes: Callable[[Sequence[Endpoint]], MemoryHomes] = MemoryHomes,
     ) -> None:
         self.endpoints = Endpoint.many(urls)
         self.placement = placement_policy(placement)  # type: ignore[arg-type]
         self.probe_timeout = probe_timeout
+        self.home_wait = home_wait
         #: Where each session lives: its home instance (with a store: and which replica acts for it).
         self.homes = homes(self.endpoints)
         self.homes.on_lost = self.lost
+        self.homes.liveness_ttl = home_wait
+        #: What the router knows of each instance: kept probe links, liveness, stale copies.
+        self.instances = Instances(
+            self.endpoints,
+            probe_timeout=probe_timeout,
+            home_wait=home_wait,
+            sweep=sweep,
+            home_of=self.home_of,
+            heard_elsewhere=self.homes.heard_elsewhere if self.homes.shared else None,
+            heard=self.homes.heard if self.homes.shared else None,
+        )
+        #: The answers to ``initialize`` per proposed protocol version (any instance's: one agent).
+        self.initialized: dict[Any, dict[str, Any]] = {}
+        self._attach_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # and how many wait for it
         self.editors: set[EditorConnection] = set()
 
     def endpoint(self, name: str) -> Endpoint:
         return next(endpoint for endpoint in self.endpoints if endpoint.name == name)
 
-    def place(self) -> Endpoint:
-        """Where a new session goes: the placement policy's choice among the instances."""
-        return self.placement(self.endpoints, self.homes.counts())
+    @contextlib.asynccontextmanager
+    async def attaching(self, session_id: str) -> AsyncIterator[None]:
+        """Held while one attach of ``session_id`` is decided and sent (two editors reopening one
+        session never pick two instances)."""
+        lock, users = self._attach_locks.get(session_id, (asyncio.Lock(), 0))
+        self._attach_locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._attach_locks[session_id]
+            if users == 1:
+                del self._attach_locks[session_id]
+            else:
+                self._attach_locks[session_id] = (lock, users - 1)
+
+    def by_liveness(self) -> list[Endpoint]:
+        """The instances, those not known to be away first."""
+        return sorted(self.endpoints, key=lambda endpoint: not self.instances[endpoint].usable())
+
+    def initialize_answer(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer an instance gave to an ``initialize`` proposing the same version, if any."""
+        params = message.get("params")
+        return self.initialized.get(params.get("protocolVersion") if isinstance(params, dict) else None)
+
+    async def home_of(self, session_id: str) -> Endpoint | None:
+        try:
+            return await self.homes.home(session_id)
+        except NotOwner:
+            return None
 
     async def locate(self, session_id: str) -> Location:
-        return await locate(session_id, self.endpoints, timeout=self.probe_timeout)
+        """Every instance's answer for ``session_id`` (no waiting): a copy ``active`` on an
+        instance other than the recorded home is stale, reported ``inactive`` and closed; a
+        recorded home that does not answer still counts as knowing the session."""
+        home = await self.home_of(session_id)
+        answers = await self.instances.ask_all(session_id)
+        if home is None:
+            return Location(session_id, tuple(answers))
+        fixed = []
+        for answer in answers:
+            if answer.endpoint != home and answer.probe is Probe.ACTIVE:
+                self.instances.close_stale_soon(self.instances[answer.endpoint], session_id)
+                fixed.append(InstanceAnswer(answer.endpoint, Probe.INACTIVE, raw_status="inactive"))
+            elif answer.endpoint == home and answer.probe is Probe.UNREACHABLE:
+                fixed.append(InstanceAnswer(home, Probe.INACTIVE, raw_status="inactive"))
+            else:
+                fixed.append(answer)
+        return Location(session_id, tuple(fixed))
+
+    async def attach_target(self, session_id: str, cwd: str, editor: EditorConnection | None = None) -> Endpoint | None:
+        """The one instance ``session/load`` / ``session/resume`` of ``session_id`` goes to, or
+        ``None`` (no instance knows it).
+
+        A recorded home that does not answer is waited for (:meth:`Instances.wait_for`): the
+        session moves only once the home is proven gone, and the move is recorded before the
+        call is forwarded; the other editors using the session here are closed (they reconnect and
+        attach it where it lives now). Copies ``active`` on other instances are stale: they are
+        closed first, and an instance that cannot close its copy is not used. While no instance
+        that answered can take the session, the ones that did not answer are waited for too (up
+        to ``home_wait``): the editor hears -32002 only when every instance answered.
+
+        Raises:
+            NotOwner: With a store, the move could not be recorded.
+            NoInstance: No instance that could hold the session answered in time.
+        """
+        instances = self.instances
+        home = await self.home_of(session_id)
+        answers = {answer.endpoint: answer for answer in await instances.ask_all(session_id)}
+        proof: str | None = None
+        if home is not None and answers[home].probe is Probe.UNREACHABLE:
+            waited = await instances.wait_for(instances[home], session_id)
+            if isinstance(waited, str):
+                proof = waited
+            else:
+                answers[home] = waited
+            # What the others said may have changed while we waited: ask them again.
+            others = [instances[endpoint] for endpoint in answers if endpoint != home]
+            for answer in await asyncio.gather(*(instances.status(other, session_id) for other in others)):
+                answers[answer.endpoint] = answer
+        deadline = time.monotonic() + self.home_wait
+        while True:
+            if home is not None:
+                for endpoint, answer in list(answers.items()):
+                    if endpoint != home and answer.probe is Probe.ACTIVE:
+                        closed = await instances.close_stale(instances[endpoint], session_id, since=time.monotonic())
+                        answers[endpoint] = InstanceAnswer(endpoint, Probe.INACTIVE if closed else Probe.UNREACHABLE)
+            route = Location(session_id, tuple(answers[endpoint] for endpoint in self.endpoints)).route(home)
+            if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) and route.endpoint is not None:
+                break
+            # Nobody that answered can take it; an instance that did not answer may only be slow.
+            silent = [
+                instances[endpoint]
+                for endpoint, answer in answers.items()
+                if answer.probe is Probe.UNREACHABLE
+                and endpoint != home
+                and instances[endpoint].silent_since is not None
+            ]
+            waiting = [instance for instance in silent if await instances.gone(instance) is None]
+            if not waiting or time.monotonic() >= deadline:
+                if route.kind is RouteKind.UNAVAILABLE:  # not "unknown": the editor must not start afresh
+                    raise NoInstance("no instance that could hold the session answered in time; try again")
+                return None
+            logger.info("waiting for %s to answer about %s", ", ".join(map(str, waiting)), session_id)
+            started = time.monotonic()
+            for answer in await asyncio.gather(*(instances.status(instance, session_id) for instance in waiting)):
+                answers[answer.endpoint] = answer
+            if time.monotonic() - started < self.probe_timeout / 2:  # they failed fast: pace the retries
+                await asyncio.sleep(min(self.instances.sweep, self.probe_timeout))
+        target = route.endpoint
+        if home is not None and target != home:
+            why = proof or f"{home} answered {answers[home].probe.value}"
+            logger.warning("moving %s from %s to %s: %s", session_id, home, target, why)
+            await self.homes.settle(session_id, target, cwd, new=False)  # recorded before anything is sent
+            if proof is not None:  # its copy may come back: closed when it answers again
+                instances.left_behind(instances[home], session_id)
+            for other in list(self.editors):  # attached at the old home: they reattach through us
+                if other is not editor and session_id in other.sessions:
+                    other.spawn(other.close())
+        return target
 
     def lost(self, session_id: str) -> None:
         """Another replica took the session over: the editors using it here reconnect (to it)."""
@@ -360,6 +571,9 @@ class Router:
         """
         result = message.get("result")
         if not isinstance(result, dict) or not isinstance(params, dict):
+            return None
+        if method == "initialize":
+            self.initialized.setdefault(params.get("protocolVersion"), {k: v for k, v in message.items() if k != "id"})
             return None
         session_id = params.get("sessionId")
         cwd = str(params.get("cwd") or "")
@@ -391,7 +605,12 @@ class Router:
                 print(f"READY ws://{bound[0]}:{bound[1]}/acp", flush=True)
                 await asyncio.Future()  # until cancelled
         finally:
-            await self.homes.aclose()
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the probe links and stop the sweeps (the homes' store too)."""
+        await self.instances.aclose()
+        await self.homes.aclose()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -401,6 +620,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--placement", default="round_robin", choices=("round_robin", "fewest_sessions"))
     parser.add_argument("--probe-timeout", type=float, default=2.0, metavar="SECONDS")
+    parser.add_argument(
+        "--home-wait",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a session's home that does not answer is waited for before it counts as gone (default 10)",
+    )
+    parser.add_argument(
+        "--sweep",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often an instance left with stale copies is asked (default 0.5)",
+    )
     parser.add_argument(
         "--store",
         metavar="URL",
@@ -423,7 +656,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         def homes(endpoints: Sequence[Endpoint]) -> MemoryHomes:
             return StoreHomes(endpoints, store, key=args.store_key, owner=args.owner, lease=args.lease)
 
-    router = Router(args.urls, placement=args.placement, probe_timeout=args.probe_timeout, homes=homes)
+    router = Router(
+        args.urls,
+        placement=args.placement,
+        probe_timeout=args.probe_timeout,
+        home_wait=args.home_wait,
+        sweep=args.sweep,
+        homes=homes,
+    )
     loop = asyncio.new_event_loop()
     task = loop.create_task(router.serve(args.host, args.port))
     with contextlib.suppress(NotImplementedError):

@@ -67,10 +67,27 @@ def store_key(urls: Sequence[str]) -> str:
 class MemoryHomes:
     """Where each session lives, in this process only (the router without ``--store``)."""
 
+    #: Whether other replicas share these homes (and the instances' liveness records).
+    shared = False
+
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
         self.endpoints = tuple(endpoints)
         self.homes: dict[str, Endpoint] = {}
         self.on_lost: Callable[[str], None] = lambda session_id: None
+        #: Seconds an instance's liveness record lasts once a replica heard it.
+        self.liveness_ttl = 10.0
+
+    def cached_home(self, session_id: str) -> str | None:
+        """The name of the session's home as last read here (no I/O), if known."""
+        home = self.homes.get(session_id)
+        return home.name if home is not None else None
+
+    async def heard(self, endpoint: Endpoint) -> None:
+        """An instance answered this replica (with a store: renews its liveness record)."""
+
+    async def heard_elsewhere(self, endpoint: Endpoint) -> bool:
+        """Whether some replica heard the instance within ``liveness_ttl`` (its liveness record)."""
+        return False
 
     def counts(self) -> dict[Endpoint, int]:
         sessions = dict.fromkeys(self.endpoints, 0)
@@ -110,7 +127,16 @@ class _Held:
 
 
 class StoreHomes(MemoryHomes):
-    """The homes kept in a shared store, acted on under the store's leases (module docstring)."""
+    """The homes kept in a shared store, acted on under the store's leases (module docstring).
+
+    Every instance also has a liveness record in the store (endpoint key ``self.key + ":instances"``,
+    one record per instance URL, ``extra["heard"]`` the wall-clock time a replica last heard it,
+    renewed at most every quarter of ``liveness_ttl``): a replica that cannot reach an instance
+    another replica still hears does not count it gone. The replicas' clocks are compared, so keep
+    them in sync (NTP); the record only ever delays a move.
+    """
+
+    shared = True
 
     def __init__(
         self,
@@ -133,6 +159,30 @@ class StoreHomes(MemoryHomes):
         self._by_url = {endpoint_key(endpoint.url): endpoint for endpoint in endpoints}
         self._renewer: asyncio.Task[None] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
+        self._written: dict[str, float] = {}  # instance URL -> time.time() of our last liveness write
+
+    # -- instances' liveness -----------------------------------------------------------------------
+
+    async def heard(self, endpoint: Endpoint) -> None:
+        now = time.time()
+        if now - self._written.get(endpoint.url, 0.0) < self.liveness_ttl / 4:
+            return
+        self._written[endpoint.url] = now
+        record = StoredSession(
+            endpoint=self.key + ":instances", session_id=endpoint.url, cwd="", extra={"heard": now, "by": self.owner}
+        )
+        try:
+            await self._call(self.store.save, record)
+        except SessionStoreError as exc:
+            logger.info("could not renew the liveness record of %s: %s", endpoint, exc)
+
+    async def heard_elsewhere(self, endpoint: Endpoint) -> bool:
+        try:
+            record = await self._call(self.store.get, self.key + ":instances", endpoint.url)
+        except SessionStoreError:
+            return False  # no record to go by: this replica's own evidence decides
+        heard = record.extra.get("heard") if record is not None else None
+        return isinstance(heard, int | float) and time.time() - heard < self.liveness_ttl
 
     def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return asyncio.to_thread(method, *args, **kwargs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from acp_client import (
     AcpClient,
     BatchNotSupported,
+    Callbacks,
     ConfigurationError,
     ConnectError,
     ConnectTimeout,
@@ -29,10 +31,11 @@ from acp_client import (
     MalformedFrame,
     RequestTimeout,
     State,
+    StreamResumed,
     Timeouts,
     UnknownConnection,
 )
-from acp_client.testing import ReferenceAgent, ReferenceServer
+from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer
 from acp_client.transports._errors import request_error
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -198,3 +201,59 @@ def test_a_mistyped_url_shows_the_correct_form(typed: str, shown: str) -> None:
         AcpClient(typed)
     assert repr(shown) in str(caught.value)
     assert "secret" not in str(caught.value)
+
+
+# -- a transport that reattaches its streams ------------------------------------------------------------
+
+
+class _Resuming:
+    """A memory link that also says when it reattached a stream (as the HTTP transport does)."""
+
+    def __init__(self, inner: Any, listeners: list[Any]) -> None:
+        self._inner, self._listeners = inner, listeners
+
+    @property
+    def info(self) -> Any:
+        return self._inner.info
+
+    async def send(self, message: Any) -> None:
+        await self._inner.send(message)
+
+    async def receive(self) -> Any:
+        return await self._inner.receive()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def watch_resumes(self, listener: Any) -> None:
+        self._listeners.append(listener)
+
+
+class _ResumingConnector:
+    def __init__(self, inner: MemoryConnector) -> None:
+        self.inner = inner
+        self.listeners: list[Any] = []
+
+    @property
+    def target(self) -> str:
+        return self.inner.target
+
+    async def connect(self) -> Any:
+        return _Resuming(await self.inner.connect(), self.listeners)
+
+
+async def test_a_resumed_stream_reaches_the_app_and_recovers_nothing() -> None:
+    clock = FakeClock()
+    connector = _ResumingConnector(MemoryConnector(ReferenceAgent(clock=clock)))
+    resumed: list[StreamResumed] = []
+    outcomes: list[Any] = []
+    callbacks = Callbacks(on_stream_resumed=resumed.append, on_resume=outcomes.append, on_replay=outcomes.append)
+    async with AcpClient(connector, clock=clock, callbacks=callbacks) as client:
+        handle = await client.new_session("/work")
+        assert len(connector.listeners) == 1  # the link's transport was asked to report its resumes
+        event = StreamResumed(handle.session_id, "41", "conn-1", "broken: reset")
+        connector.listeners[0](event)
+        await clock.settle()
+        assert resumed == [event]
+        assert outcomes == [] and connector.inner.connects == 1  # nothing to recover, no new link
+        assert (await clock.run(handle.prompt("still here"))).stop_reason == "end_turn"

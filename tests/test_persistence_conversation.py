@@ -131,6 +131,32 @@ async def test_the_store_bound_drops_the_oldest_messages_and_says_so(tmp_path: P
         world.store.close()
 
 
+async def test_an_oversized_message_is_cut_with_a_marker_not_the_whole_conversation_dropped(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.store.close()
+    world.store = SqliteSessionStore(tmp_path / "small.db", max_transcript_bytes=1000)
+    try:
+        side = world.side()
+        await side.client.connect()
+        handle = await side.client.new_session("/work")
+        await handle.prompt("hello")
+        await handle.prompt("tell me " + "x" * 5000)  # echoed: two messages each five times the bound
+        await side.close()
+        stored = world.store.load_transcript(KEY, handle.session_id)
+        assert len(json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode()) <= 1000
+        restored = world.side()
+        await restored.client.connect()
+        messages = restored.client.session(handle.session_id).transcript.messages
+        prompt, answer = messages[-2], messages[-1]
+        assert (prompt.role, answer.role) == ("user", "agent")
+        assert " bytes dropped … " in prompt.text and prompt.text.endswith("xxx")
+        assert " bytes dropped … " in answer.text and answer.text.endswith("xxx")
+    finally:
+        for side in world.sides:
+            await side.close()
+        world.store.close()
+
+
 def _contents(path: Path) -> list[tuple[object, ...]]:
     raw = sqlite3.connect(path)
     try:

@@ -105,6 +105,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "StoredSession",
         "State",
         "StdioConnector",
+        "StreamResumed",
         "SystemClock",
         "Telemetry",
         "TerminalHandler",
@@ -132,6 +133,7 @@ def test_top_level_exports_are_pinned_and_sorted() -> None:
         "__version__",
         "connector_for",
         "endpoint_key",
+        "printable",
         "session_from_json",
         "session_to_json",
     }

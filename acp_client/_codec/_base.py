@@ -3,7 +3,6 @@ primitive hooks. Knows no wire type by name."""
 
 from __future__ import annotations
 
-import logging
 import types as _pytypes
 import typing
 from collections.abc import Callable
@@ -11,9 +10,10 @@ from typing import Any, Final, Union
 
 import attrs
 
+from .._logging import get_logger
 from ..types import _fields
 
-logger = logging.getLogger("acp_client._codec")
+logger = get_logger("acp_client._codec")
 
 Hook = Callable[[Any, Any], Any]
 

@@ -12,10 +12,10 @@ and the core then runs exactly as without this package (one ``is None`` check pe
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .._logging import get_logger
 from ..telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["instrumentation"]
 
-logger = logging.getLogger("acp_client.telemetry")
+logger = get_logger("acp_client.telemetry")
 
 
 def instrumentation(

@@ -9,7 +9,6 @@ and never reaches the request.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +28,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .._jsonrpc import RequestId
+from .._logging import get_logger
 from .._observe import Send
 from ..exceptions import ConnectionLost, RequestTimeout, RpcError
 from ..transports.base import Transport, TransportInfo
@@ -36,7 +36,7 @@ from . import _names as n
 
 __all__ = ["Calls", "error_type", "outcome_of"]
 
-logger = logging.getLogger("acp_client.telemetry")
+logger = get_logger("acp_client.telemetry")
 
 #: ``traceparent`` / ``tracestate``, the W3C names the ACP meta-propagation RFD reserves in ``_meta``.
 PROPAGATOR = TraceContextTextMapPropagator()

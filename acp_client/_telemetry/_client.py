@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from opentelemetry import metrics, trace
 
+from .._logging import get_logger
 from .._observe import LinkObserver
 from .._version import __version__
 from ..state import RecoveryOutcome
@@ -17,7 +17,7 @@ from ._metrics import UpdateSource, instruments_for
 
 __all__ = ["ClientTelemetry"]
 
-logger = logging.getLogger("acp_client.telemetry")
+logger = get_logger("acp_client.telemetry")
 
 
 class ClientTelemetry:

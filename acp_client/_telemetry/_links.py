@@ -11,7 +11,6 @@ resume / load / new-session requests it sends are its children.
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from .._logging import get_logger
 from ..state import ConnectionState, RecoveryOutcome, RecoveryPath, State
 from ..transports.base import Transport
 from . import _names as n
@@ -28,7 +28,7 @@ from ._metrics import Instruments
 
 __all__ = ["LinkTelemetry", "record_outcomes"]
 
-logger = logging.getLogger("acp_client.telemetry")
+logger = get_logger("acp_client.telemetry")
 
 _DOWN = frozenset({State.RECONNECTING, State.SUSPENDED})
 

@@ -8,7 +8,6 @@ kept, so the cumulative update counter never goes back.
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -16,13 +15,14 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from .._logging import get_logger
 from .._version import __version__
 from ..types import UnknownSessionUpdate
 from . import _names as n
 
 __all__ = ["Instruments", "UpdateSource", "instruments_for"]
 
-logger = logging.getLogger("acp_client.telemetry")
+logger = get_logger("acp_client.telemetry")
 
 #: Reported for update kinds this SDK does not know (an agent could send unbounded many).
 _OTHER = "_OTHER"

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from ..display import printable
 from ._context import Settings
 from ._output import Printer
 from ._registry import CHECKS
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         checks = select(args.only, args.skip)
         report = asyncio.run(run_checks(settings, checks, on_result=show))
     except TargetError as exc:
-        sys.stderr.write(f"acp-reconnect check: cannot check {exc}\n")
+        sys.stderr.write(f"acp-reconnect check: cannot check {printable(str(exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("acp-reconnect check: interrupted\n")

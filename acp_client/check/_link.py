@@ -43,6 +43,8 @@ __all__ = ["Answer", "CheckFailed", "Link", "WireEntry", "WireLog"]
 EXCERPT_CHARS: Final = 400
 #: The most entries one wire log keeps (a flooding agent must not exhaust memory); later ones are counted.
 MAX_ENTRIES: Final = 5000
+#: The most bytes of messages (as JSON) one wire log keeps; later ones are counted, not kept.
+MAX_LOG_BYTES: Final = 32 * 1024 * 1024
 
 
 class CheckFailed(Exception):
@@ -79,20 +81,52 @@ class WireEntry:
         return f"{self.link} {self.direction} {text}"
 
 
-class WireLog:
-    """Every message of one check, on every link, in the order the checker saw them."""
+def message_bytes(message: Any) -> int:
+    """The size of ``message`` as UTF-8 JSON (what a wire log entry costs)."""
+    if isinstance(message, str):
+        return len(message.encode("utf-8", "replace"))
+    try:
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(message)
+    return len(text.encode("utf-8", "replace"))
 
-    def __init__(self) -> None:
+
+class WireLog:
+    """Every message of one check, on every link, in the order the checker saw them.
+
+    Bounded by count and by bytes (a flooding agent must not exhaust memory): once either is
+    reached, later entries are counted (:attr:`dropped`, :attr:`dropped_bytes`), not kept.
+
+    Args:
+        max_entries: The most entries kept.
+        max_bytes: The most bytes of messages kept (as JSON).
+    """
+
+    def __init__(self, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_LOG_BYTES) -> None:
         self._start = time.monotonic()
         self.entries: list[WireEntry] = []
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        #: Bytes of the entries kept.
+        self.bytes = 0
         self.dropped = 0
+        self.dropped_bytes = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether entries have been dropped."""
+        return self.dropped > 0
 
     def add(self, link: str, direction: str, message: Any) -> WireEntry:
         entry = WireEntry(time.monotonic() - self._start, link, direction, message)
-        if len(self.entries) < MAX_ENTRIES:
+        size = message_bytes(message)
+        if len(self.entries) < self.max_entries and self.bytes + size <= self.max_bytes:
             self.entries.append(entry)
+            self.bytes += size
         else:
             self.dropped += 1
+            self.dropped_bytes += size
         return entry
 
     def mark(self) -> int:
@@ -113,7 +147,7 @@ class WireLog:
             lines.append(f"... {skipped} more messages ...")
             lines += [entry.render() for entry in chosen[-tail:]]
         if self.dropped and entries is None:
-            lines.append(f"... and {self.dropped} messages after the log was full")
+            lines.append(f"... and {self.dropped} messages ({self.dropped_bytes} bytes) after the log was full")
         return lines
 
 
@@ -136,6 +170,10 @@ class Answer:
         if self.ok:
             return f"answered {_short(self.result)}"
         return f"answered error {self.code} ({self.error_text!r})"
+
+
+def _is_response(message: dict[str, Any]) -> bool:
+    return "id" in message and "method" not in message
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -340,7 +378,8 @@ class Link:
     async def _inbound(self, message: dict[str, Any], *, logged: bool = False) -> None:
         if not logged:
             self.log.add(self.name, "<", message)
-        if len(self.inbound) < MAX_ENTRIES:
+        # What a check waits for is kept while the log keeps it; answers to its requests always.
+        if len(self.inbound) < MAX_ENTRIES and (not self.log.full or _is_response(message)):
             self.inbound.append(message)
         self._changed.set()
         try:

@@ -1,10 +1,16 @@
-"""The report for people: a table with ``rich`` when it is installed, plain lines otherwise."""
+"""The report for people: a table with ``rich`` when it is installed, plain lines otherwise.
+
+Everything the agent put in it (its name and version, findings, wire excerpts) is shown through
+:func:`~acp_client.display.printable`: escape sequences, C1 and bidi controls are made visible,
+never sent to the terminal.
+"""
 
 from __future__ import annotations
 
 import sys
 from typing import IO
 
+from ..display import printable
 from ._report import CheckResult, Report
 
 __all__ = ["Printer"]
@@ -41,13 +47,14 @@ class Printer:
 
     def result(self, result: CheckResult) -> None:
         label = _PLAIN[result.status]
-        head = f"{label}  {result.id:<24} {result.seconds:6.2f} s  {result.finding}"
+        finding = printable(result.finding, one_line=True)
+        head = f"{label}  {result.id:<24} {result.seconds:6.2f} s  {finding}"
         if self._console is not None:
             from rich.markup import escape
 
             style = _STYLE[result.status]
             self._console.print(
-                f"[{style}]{label}[/{style}]  {escape(result.id):<24} {result.seconds:6.2f} s  {escape(result.finding)}"
+                f"[{style}]{label}[/{style}]  {escape(result.id):<24} {result.seconds:6.2f} s  {escape(finding)}"
             )
         else:
             self._print(head)
@@ -63,6 +70,7 @@ class Printer:
         self._print(f"\n{text} in {report.seconds:.1f} s")
 
     def _print(self, text: str) -> None:
+        text = printable(text)
         if self._console is not None:
             from rich.markup import escape
 

@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, Final
 from xml.etree import ElementTree
 
 import attrs
 
+from ..display import UNSAFE_CHARACTERS, printable
 from ._context import Status
 
 __all__ = ["CheckResult", "Report"]
 
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip")
+
+# What JSON output escapes beyond json.dumps (which escapes only C0 with ensure_ascii=False): C1,
+# bidi and format characters, separators, so that a terminal showing the report acts on none.
+_UNSAFE_IN_JSON: Final = re.compile(UNSAFE_CHARACTERS)
+# The two characters XML 1.0 forbids that printable() keeps (non-characters).
+_NOT_XML: Final = re.compile("[\ufffe\uffff]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # a UTF-16 surrogate pair, as JSON spells it
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def _xml(text: str, *, one_line: bool = False) -> str:
+    """``text`` as XML 1.0 character data can hold it, shown as :func:`printable` shows it."""
+    return _NOT_XML.sub(lambda match: f"\\u{ord(match.group()):04x}", printable(text, one_line=one_line))
 
 
 @attrs.frozen
@@ -94,10 +115,15 @@ class Report:
         }
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+        """The report as JSON: the agent's text exactly, with every control character escaped."""
+        return _UNSAFE_IN_JSON.sub(_json_escape, json.dumps(self.to_json(), indent=2, ensure_ascii=False))
 
     def junit(self) -> str:
-        """JUnit XML: a ``testcase`` per check; ``fail`` fails, ``skip`` is skipped, ``warn`` passes with output."""
+        """JUnit XML: a ``testcase`` per check; ``fail`` fails, ``skip`` is skipped, ``warn`` passes with output.
+
+        Well-formed whatever the agent sent: its text is shown as :func:`~acp_client.display.printable`
+        shows it (attributes on one line), with XML's other forbidden characters escaped too.
+        """
         summary = self.summary
         suite = ElementTree.Element(
             "testsuite",
@@ -113,18 +139,19 @@ class Report:
         properties = ElementTree.SubElement(suite, "properties")
         agent = f"{self.agent.get('name')} {self.agent.get('version')}"
         for name, value in (("target", self.target), ("protocolVersion", str(self.protocol_version)), ("agent", agent)):
-            ElementTree.SubElement(properties, "property", {"name": name, "value": value})
+            ElementTree.SubElement(properties, "property", {"name": name, "value": _xml(value, one_line=True)})
         for check in self.checks:
             case = ElementTree.SubElement(
                 suite, "testcase", {"classname": "acp.conformance", "name": check.id, "time": f"{check.seconds:.3f}"}
             )
             if check.status == "fail":
-                failure = ElementTree.SubElement(case, "failure", {"message": check.finding, "type": check.source})
-                failure.text = f"rule: {check.rule}\n{check.evidence}"
+                message = _xml(check.finding, one_line=True)
+                failure = ElementTree.SubElement(case, "failure", {"message": message, "type": check.source})
+                failure.text = _xml(f"rule: {check.rule}\n{check.evidence}")
             elif check.status == "skip":
-                ElementTree.SubElement(case, "skipped", {"message": check.finding})
+                ElementTree.SubElement(case, "skipped", {"message": _xml(check.finding, one_line=True)})
             elif check.status == "warn":
                 out = ElementTree.SubElement(case, "system-out")
-                out.text = f"WARN: {check.evidence}"
+                out.text = _xml(f"WARN: {check.evidence}")
         ElementTree.indent(suite)
         return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(suite, encoding="unicode") + "\n"

@@ -12,10 +12,10 @@ started is ended when it ends, however it ends.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Iterable
 
+from .._logging import get_logger
 from ._context import CheckContext, Settings, Skip, Verdict
 from ._link import CheckFailed
 from ._protocol import Handshake
@@ -26,7 +26,7 @@ from ._target import AgentHost, TargetError
 
 __all__ = ["check_budget", "preflight", "run_check", "run_checks", "select"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: How long ending a check's agents may take (the stdio transport's TERM-then-KILL included).
 _CLOSE_LIMIT = 15.0

@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 import attrs
 
+from ..display import printable
 from ..exceptions import AcpError, ConfigurationError
 from ..transports.base import Connector, Transport
 from ._link import CheckFailed, Link, WireLog
@@ -232,7 +233,7 @@ def _exit_details(transport: Transport) -> str:
     if returncode is not None:
         parts.append(f"exit status {returncode}")
     if tail:
-        parts.append("stderr ends: " + tail.strip()[-300:])
+        parts.append("stderr ends: " + printable(tail.strip()[-300:]))
     return "; ".join(parts)
 
 
@@ -267,7 +268,7 @@ async def _run_restart(command: str, limit: float) -> None:
         errors.seek(0)
         stderr = errors.read()
     if process.returncode != 0:
-        text = stderr.decode("utf-8", "replace").strip()[-300:]
+        text = printable(stderr.decode("utf-8", "replace").strip()[-300:])
         raise CheckFailed(f"the restart command failed (exit {process.returncode}): {text}")
 
 

@@ -176,4 +176,4 @@ def _connector(endpoint: Endpoint, options: Mapping[str, Any]) -> Connector:
     try:
         return endpoint.open(**options)
     except ConfigurationError as exc:
-        return _Unusable(endpoint.url, exc)
+        return _Unusable(endpoint.name, exc)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -39,6 +38,7 @@ import attrs
 
 from .._connection import Connection
 from .._links import LinkKit
+from .._logging import get_logger
 from .._probing import Live
 from .._recoverer import Answer, capabilities, each
 from .._sessions import Tracked
@@ -88,7 +88,7 @@ class _Links(Protocol):
 
 __all__ = ["Failover"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: How many times a failover asks the instances again because its answers went stale.
 _REASKS = 3
@@ -296,7 +296,12 @@ class Failover:
         their answer), over the live link or a connection of its own (that instance's link may
         still be waiting out its backoff). Best effort, where ``session/close`` is advertised;
         returns the instances that closed it. Left-behind instances that cannot be reached stay
-        marked: they are closed when their link comes back, or by the sweep."""
+        marked: they are closed when their link comes back, or by the sweep.
+
+        A copy another instance claims ``active`` while ``target`` claims it too is never closed:
+        one of the claims is false (a liar, or an agent that says ``active`` after a restart), and
+        closing on a claim could close the real conversation. The conflict is reported in the
+        outcome and the app's ``decide_recovery`` sees it (``also_active``)."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
         marked = placed(tracked).left_behind
@@ -310,6 +315,8 @@ class Failover:
             if link is target or answer.probe is Probe.UNREACHABLE:
                 continue
             if answer.probe is Probe.ACTIVE:
+                if any(a.endpoint == target.endpoint and a.probe is Probe.ACTIVE for a in location.answers):
+                    continue  # conflicting claims: close nothing (see above)
                 if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
@@ -396,11 +403,14 @@ class Failover:
         answer = Answer(Probe.UNKNOWN)
         if route.endpoint is not None:
             said = location.answer(route.endpoint)
-            answer = Answer(said.probe, said.raw_status, said.state)
+            others = tuple(e.name for e in location.active if e != route.endpoint)
+            conflict = f"conflicting claims: also active on {', '.join(others)}; no copy closed" if others else None
+            answer = Answer(said.probe, said.raw_status, said.state, note=conflict, also_active=others)
         sup = target.supervisor
         assert sup is not None
         caps = capabilities(sup.init_result, self._version())
         closed = await self._close_elsewhere(tracked, target, location)
+        placed(tracked).attaching = target  # what the target sends about it counts from now on
         try:
             with sup.recovering(conn):
                 outcome = await self._recoverer.recover_session(
@@ -409,6 +419,8 @@ class Failover:
         except (ConnectionLost, TransportError) as exc:
             logger.info("%s dropped while %s moved there: %s", target.endpoint, tracked.session_id, exc)
             return False
+        finally:
+            placed(tracked).attaching = None
         if outcome.path is not RecoveryPath.ABANDON:
             placed(tracked).home = target
         if outcome.path in (RecoveryPath.RESUME, RecoveryPath.REPLAY):  # who may still hold it: closed once back

@@ -7,6 +7,7 @@ import asyncio
 
 import attrs
 
+from .._authority import Authority
 from .._slots import Slot
 from .._supervisor import Supervisor
 from ..clock import TimerHandle
@@ -37,6 +38,8 @@ class Link:
         #: Failovers that found no instance to take this link's sessions, since it was last
         #: connected: the attempt number of the client's ``suspended`` state while they wait.
         self.failed_moves = 0
+        #: What this instance may speak for (its refusals are counted there): set with the supervisor.
+        self.authority: Authority | None = None
 
     @property
     def connected(self) -> bool:
@@ -62,6 +65,9 @@ class Placement:
     left_behind: set[Link] = attrs.Factory(set)
     #: Held while the session moves, and while a sweep closes one of its copies.
     guard: asyncio.Lock = attrs.Factory(asyncio.Lock)
+    #: The link it is being attached to (a move, or the app's load / resume before it settles):
+    #: what that instance sends about it is admitted, as its home's is.
+    attaching: Link | None = None
 
 
 #: A session's placement (see :class:`~acp_client._slots.Slot`).

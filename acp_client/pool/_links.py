@@ -30,14 +30,15 @@ sessions' calls wait) is held by the state machine until the next legal one.
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _probing
+from .._authority import Authority
 from .._connection import Connection
 from .._events import SessionEvents
 from .._links import LinkKit
+from .._logging import get_logger
 from .._probing import Live
 from .._queue import OutageQueue, Ticket
 from .._sessions import Tracked
@@ -48,6 +49,7 @@ from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
 from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
+from ..transports._security import redact_url
 from ..transports.base import Connector
 from ._failover import Failover
 from ._link import Link, placed
@@ -55,7 +57,7 @@ from ._placement import PlacementFunction
 
 __all__ = ["PoolLinks"]
 
-logger = logging.getLogger("acp_client.reconnect")
+logger = get_logger("acp_client.reconnect")
 
 #: The app's calls that attach a session where it is found (when it lives nowhere yet).
 _ATTACHING = frozenset({"session/load", "session/resume"})
@@ -184,7 +186,7 @@ class PoolLinks(SessionEvents):
         for link in self.links:
             if endpoint in (link.endpoint, link.endpoint.name, link.endpoint.url):
                 return link
-        raise KeyError(str(endpoint))
+        raise KeyError(str(endpoint) if isinstance(endpoint, Endpoint) else redact_url(endpoint))
 
     def _new_supervisor(self, link: Link) -> Supervisor:
         failover = self._failover
@@ -205,7 +207,25 @@ class PoolLinks(SessionEvents):
             failover.failed(link, error)
 
         link.state = ConnectionState(State.CONNECTING)
-        return self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
+        sup = self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
+        link.authority = sup.guard(
+            lambda request, note: Authority(self._admits(link), link.connector.target, request, note)
+        )
+        return sup
+
+    def _admits(self, link: Link) -> Callable[[str], bool]:
+        """Whether ``link`` may speak for a session: the session's home, or the instance it is
+        being attached to; a session the client does not track is left to the usual handling."""
+        table = self._table
+
+        def admits(session_id: str) -> bool:
+            tracked = table.get(session_id)
+            if tracked is None:
+                return True
+            where = placed(tracked)
+            return where.home is link or where.attaching is link
+
+        return admits
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -374,6 +394,7 @@ class PoolLinks(SessionEvents):
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
         await self.ensure(link, wait=self.kit.queue.max_age)
+        placed(tracked).attaching = link  # its replay comes from there before it settles
         return link
 
     def _link_of(self, supervisor: Supervisor) -> Link:
@@ -383,10 +404,12 @@ class PoolLinks(SessionEvents):
 
     def settled(self, tracked: Tracked, link: Supervisor) -> None:
         placed(tracked).home = self._link_of(link)
+        placed(tracked).attaching = None
         self.publish()
 
     def forgotten(self, tracked: Tracked) -> None:
         placed(tracked).home = None
+        placed(tracked).attaching = None
         placed(tracked).left_behind.clear()
         self.publish()
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from .._logging import get_logger
 from ..exceptions import SessionStoreError, SessionStoreFenced
 from .base import SessionStore, StoredSession
 
 __all__ = ["StoreBridge"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 T = TypeVar("T")
 

@@ -15,13 +15,13 @@ psycopg and psycopg-pool (the ``postgres`` extra) are imported here, when a link
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from .._logging import get_logger
 from .._version import install_hint
 from ..exceptions import (
     ConfigurationError,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PgLink"]
 
-logger = logging.getLogger("acp_client.store.postgres")
+logger = get_logger("acp_client.store.postgres")
 
 T = TypeVar("T")
 

@@ -60,7 +60,14 @@ FORMAT: Final = "acp_client.session_store"
 _NEVER: Final = "1970-01-01 00:00:00+00"
 
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_PASSWORD_KEYWORD: Final = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+# A secret keyword's value, in every form libpq reads or an app may write: single-quoted (with
+# backslash escapes; unterminated: to the end), or unquoted — up to the next "key=" or the end,
+# so that a value with spaces (which libpq would refuse, in an error that quotes it) is masked whole.
+_PASSWORD_KEYWORD: Final = re.compile(
+    r"(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*(?:'|$)|.*?(?=\s+[A-Za-z_][A-Za-z0-9_]*\s*=|\s*$))",
+    re.IGNORECASE | re.DOTALL,
+)
+_PASSWORD_PARAMETER: Final = re.compile(r"(^|&)((?:ssl)?password=)[^&]*", re.IGNORECASE)
 
 
 def check_schema_name(name: str) -> str:
@@ -78,7 +85,9 @@ def redact_dsn(dsn: str) -> str:
     """The DSN as errors and ``repr`` show it: any password replaced by ``***``.
 
     Both forms libpq takes: a ``postgresql://`` (or ``postgres://``) URL, whose user info and
-    ``password=`` query parameter are masked, and ``key=value`` keywords.
+    ``password`` / ``sslpassword`` query parameters are masked, and ``key=value`` keywords, where
+    ``password`` and ``sslpassword`` are masked whether their value is quoted (``'it''s'``,
+    ``'a \\' b'``), unquoted, or unquoted with spaces.
     """
     text = dsn.strip()
     if text.startswith(("postgresql://", "postgres://")):
@@ -89,7 +98,7 @@ def redact_dsn(dsn: str) -> str:
             if ":" in userinfo:
                 userinfo = userinfo.split(":", 1)[0] + ":***"
             netloc = f"{userinfo}@{hosts}"
-        query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+        query = _PASSWORD_PARAMETER.sub(r"\1\2***", parts.query)
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     return _PASSWORD_KEYWORD.sub(r"\1***", text)
 

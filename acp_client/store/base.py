@@ -424,13 +424,36 @@ def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) 
     return tuple(kept)
 
 
+def _cut_to(entry: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """``entry`` (a message), its text cut to its newest part when the entry's JSON exceeds ``limit``."""
+    try:
+        size = len(_compact(entry).encode("utf-8"))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"a transcript entry is not JSON-serializable: {exc}") from exc
+    text = entry.get("text")
+    if size <= limit or not isinstance(text, str):
+        return dict(entry)
+    cut = {key: value for key, value in entry.items() if key != "content"}  # the text says it now
+    data = text.encode("utf-8", "surrogatepass")
+    room = max(0, limit - (size - len(data)) - 64)  # the rest of the entry, and the marker
+    while True:
+        rest = data[len(data) - room :].decode("utf-8", "ignore") if room else ""
+        cut["text"] = f"… {len(data) - len(rest.encode('utf-8', 'surrogatepass'))} bytes dropped … {rest}"
+        if room == 0 or len(_compact(cut).encode("utf-8")) <= limit:
+            return cut
+        room //= 2  # text that JSON escapes (controls, quotes) takes more room than its bytes
+
+
 def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> tuple[dict[str, Any], ...]:
     """A stored conversation (see ``acp_client._conversation``) cut to about ``max_bytes``.
 
-    The header (a first entry with ``"format"``) is always kept; the oldest whole entries after it
-    are dropped until the rest fits, the dropped messages are added to the header's ``dropped``
-    count, and the segment marker the first kept message belongs to is kept too (so it stays in
-    its segment). A list without a header is bounded like :func:`bound_transcript_tail`.
+    The header (a first entry with ``"format"``) is always kept; a message larger than a quarter
+    of the bound is cut first, to its newest quarter, its text then starting with
+    ``… N bytes dropped … `` (so one oversized message never drops the whole conversation, the
+    user's prompt included); then the oldest whole entries after the header are dropped until the
+    rest fits, the dropped messages are added to the header's ``dropped`` count, and the segment
+    marker the first kept message belongs to is kept too (so it stays in its segment). A list
+    without a header is bounded like :func:`bound_transcript_tail`.
 
     Raises:
         ConfigurationError: An entry is not JSON-serializable.
@@ -438,8 +461,8 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
     if not entries or not isinstance(entries[0], Mapping) or "format" not in entries[0]:
         return bound_transcript_tail(entries, max_bytes)
     header = dict(entries[0])
-    body = list(entries[1:])
     budget = max_bytes - len(_compact(header).encode("utf-8")) - 1
+    body = [_cut_to(entry, budget // 4) for entry in entries[1:]]
     kept = list(bound_transcript_tail(body, budget)) if body else []
     cut = len(body) - len(kept)
     if cut == 0:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._checks import check_seconds
+from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreCorrupt,
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 def _dump(value: Any, what: str) -> str:

@@ -38,18 +38,17 @@ credentials.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
 from .._checks import check_seconds
+from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
@@ -57,7 +56,6 @@ from ..exceptions import (
     SessionStoreError,
     SessionStoreFenced,
     SessionStoreForeign,
-    SessionStoreReadOnly,
     SessionStoreTooNew,
 )
 from ._schema import (
@@ -76,6 +74,7 @@ from ._schema import (
     claim_leases,
     use_wal,
 )
+from ._sqlite_file import prepare
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     Fence,
@@ -88,11 +87,10 @@ from .base import (
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SqliteSessionStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: ``PRAGMA application_id`` of a session store file ("ACPS"): how a store knows its own files.
 APPLICATION_ID: Final = 0x41435053
-_SQLITE_HEADER: Final = b"SQLite format 3\x00"
 _MEMORY: Final = ":memory:"
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
@@ -106,7 +104,8 @@ class SqliteSessionStore:
     Args:
         path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
             directory that must exist (it is not created: a mistyped path is an error, not a new
-            empty store). ``":memory:"`` keeps everything in this process, for tests.
+            empty store); an empty file is made ``0600`` before it becomes a store; a symbolic
+            link is refused. ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
         max_transcript_bytes: The bound of each session's stored conversation (compact JSON
             bytes, default 4 MiB); past it the oldest messages are dropped on
@@ -115,6 +114,7 @@ class SqliteSessionStore:
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
         clock: The time leases are measured on (an aware or UTC datetime; default: this host's
             clock). Every process sharing the file should use the same one.
+        allow_symlink: Open a ``path`` that is a symbolic link (where it points).
 
     Raises:
         SessionStoreCorrupt: The file is not an SQLite database, or is damaged.
@@ -124,7 +124,7 @@ class SqliteSessionStore:
             was being initialized or migrated.
         SessionStoreReadOnly: The file, or its directory, cannot be written by this process.
         SessionStoreError: The file cannot be opened or created (its directory does not exist,
-            permissions, a directory...).
+            permissions, a directory, a symbolic link without ``allow_symlink``...).
         ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
     """
 
@@ -138,6 +138,7 @@ class SqliteSessionStore:
         max_transcript_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES,
         create: bool = True,
         clock: Callable[[], datetime] | None = None,
+        allow_symlink: bool = False,
     ) -> None:
         if clock is not None and not callable(clock):
             raise ConfigurationError("clock must be callable or None")
@@ -153,7 +154,7 @@ class SqliteSessionStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         if self._path != _MEMORY:
-            self._check_file(create=create)
+            prepare(self._path, create=create, allow_symlink=allow_symlink)
         with self._errors("open"):
             conn = sqlite3.connect(self._path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         try:
@@ -164,51 +165,6 @@ class SqliteSessionStore:
         self._conn = conn
 
     # -- opening ----------------------------------------------------------------------------------
-
-    def _check_file(self, *, create: bool) -> None:
-        """Refuse a file that is not an SQLite database before SQLite touches it."""
-        path = Path(self._path)
-        try:
-            if path.exists():
-                if not path.is_file():
-                    raise SessionStoreError(f"session store {self._path} is not a regular file", path=self._path)
-                with path.open("rb") as handle:
-                    head = handle.read(len(_SQLITE_HEADER))
-                if head and head != _SQLITE_HEADER:
-                    raise SessionStoreCorrupt(
-                        f"session store {self._path} is not an SQLite database (left untouched)", path=self._path
-                    )
-                self._check_writable(path)
-                return
-            if not create:
-                raise SessionStoreError(f"session store {self._path} does not exist", path=self._path)
-            directory = path.parent
-            if not directory.is_dir():
-                # Not created for the app: a mistyped directory would silently start an empty store.
-                raise SessionStoreError(
-                    f"cannot create session store {self._path}: the directory {directory} does not exist "
-                    "(create it first)",
-                    path=self._path,
-                )
-            self._check_writable(path)
-            with contextlib.suppress(FileExistsError):  # another process created it meanwhile
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except OSError as exc:
-            raise SessionStoreError(f"cannot open session store {self._path}: {exc}", path=self._path) from exc
-
-    def _check_writable(self, path: Path) -> None:
-        """Refuse a store this process cannot write now, rather than failing every save later."""
-        if path.exists() and not os.access(path, os.W_OK):
-            raise SessionStoreReadOnly(
-                f"session store {self._path} is read-only (it must be writable)", path=self._path
-            )
-        directory = path.parent
-        if not os.access(directory, os.W_OK | os.X_OK):
-            raise SessionStoreReadOnly(
-                f"session store {self._path}: its directory {directory} is not writable "
-                "(SQLite keeps the store's -wal and -shm files next to it)",
-                path=str(directory),
-            )
 
     def _open(self, conn: sqlite3.Connection) -> int:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""

@@ -55,6 +55,7 @@ event class (``event.kind``)            ``event.payload``
 :class:`NewSessionEvent`                :class:`~acp_client.state.RecoveryOutcome` (``on_new_session``)
 :class:`RecoveryFailedEvent`            :class:`~acp_client.state.RecoveryOutcome` (``on_recovery_failed``)
 :class:`TurnInterruptedEvent`           :class:`~acp_client.state.TurnInterrupted` (``on_turn_interrupted``)
+:class:`StreamResumedEvent`             :class:`~acp_client.state.StreamResumed` (``on_stream_resumed``)
 :class:`PermissionEvent`                :class:`PermissionRequest`: answer it from any thread
 :class:`ProtocolErrorEvent`             :class:`~acp_client.exceptions.AcpError` (``on_protocol_error``)
 :class:`NotificationEvent`              ``(method, params)`` of another notification (``on_notification``)
@@ -114,6 +115,7 @@ from ._events import (
     SessionUpdateEvent,
     StateEvent,
     StoreErrorEvent,
+    StreamResumedEvent,
     SyncEvent,
     TurnInterruptedEvent,
 )
@@ -136,6 +138,7 @@ __all__ = [
     "SessionUpdateEvent",
     "StateEvent",
     "StoreErrorEvent",
+    "StreamResumedEvent",
     "SyncAcpClient",
     "SyncEvent",
     "SyncSessionHandle",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from .._logging import get_logger
 from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers
@@ -30,7 +30,7 @@ from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionOutcom
 
 __all__ = ["HostBridge"]
 
-logger = logging.getLogger("acp_client.sync")
+logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")
 
@@ -43,6 +43,7 @@ _EVENTS = {
     "on_new_session": EventKind.NEW_SESSION,
     "on_recovery_failed": EventKind.RECOVERY_FAILED,
     "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
+    "on_stream_resumed": EventKind.STREAM_RESUMED,
     "on_protocol_error": EventKind.PROTOCOL_ERROR,
     "on_notification": EventKind.NOTIFICATION,
     "on_ownership_lost": EventKind.OWNERSHIP_LOST,

@@ -7,7 +7,6 @@ import contextlib
 import difflib
 import enum
 import inspect
-import logging
 import queue
 import random
 import threading
@@ -18,6 +17,7 @@ from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
 from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
+from .._logging import get_logger
 from .._options import next_cursor
 from .._ownership import DEFAULT_LEASE_DURATION
 from ..client import AcpClient, SessionHandle
@@ -78,7 +78,7 @@ def _unexpected_keyword(kwargs: dict[str, Any]) -> TypeError:
     return TypeError(f"SyncAcpClient() got an unexpected keyword argument {name!r}{hint}")
 
 
-logger = logging.getLogger("acp_client.sync")
+logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")
 

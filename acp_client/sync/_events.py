@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 import attrs
 
 from ..exceptions import AcpError, ConfigurationError, SessionStoreError
-from ..state import ConnectionState, OwnershipLost, RecoveryOutcome, TurnInterrupted, UpdateEvent
+from ..state import ConnectionState, OwnershipLost, RecoveryOutcome, StreamResumed, TurnInterrupted, UpdateEvent
 from ..types import (
     CancelledPermissionOutcome,
     PermissionOption,
@@ -36,6 +36,7 @@ __all__ = [
     "SessionUpdateEvent",
     "StateEvent",
     "StoreErrorEvent",
+    "StreamResumedEvent",
     "SyncEvent",
     "TurnInterruptedEvent",
 ]
@@ -56,6 +57,7 @@ class EventKind(str, enum.Enum):
     NOTIFICATION = "notification"
     OWNERSHIP_LOST = "ownership_lost"
     STORE_ERROR = "store_error"
+    STREAM_RESUMED = "stream_resumed"
 
 
 @attrs.frozen
@@ -112,6 +114,14 @@ class TurnInterruptedEvent:
 
     kind: ClassVar[Literal[EventKind.TURN_INTERRUPTED]] = EventKind.TURN_INTERRUPTED
     payload: TurnInterrupted
+
+
+@attrs.frozen
+class StreamResumedEvent:
+    """A ``stream_resumed`` event: a broken HTTP stream was reattached, nothing lost (``on_stream_resumed``)."""
+
+    kind: ClassVar[Literal[EventKind.STREAM_RESUMED]] = EventKind.STREAM_RESUMED
+    payload: StreamResumed
 
 
 @attrs.frozen
@@ -174,6 +184,7 @@ SyncEvent: TypeAlias = (
     | NewSessionEvent
     | RecoveryFailedEvent
     | TurnInterruptedEvent
+    | StreamResumedEvent
     | PermissionEvent
     | ProtocolErrorEvent
     | NotificationEvent
@@ -192,6 +203,7 @@ EVENT_CLASSES: dict[EventKind, type[SyncEvent]] = {
         NewSessionEvent,
         RecoveryFailedEvent,
         TurnInterruptedEvent,
+        StreamResumedEvent,
         PermissionEvent,
         ProtocolErrorEvent,
         NotificationEvent,

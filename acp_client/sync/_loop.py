@@ -6,18 +6,18 @@ import asyncio
 import concurrent.futures
 import contextlib
 import inspect
-import logging
 import threading
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .._logging import get_logger
 from ..clock import Clock, SystemClock, move_on_after
 from ..exceptions import ClientClosed, LoopThreadError, RequestTimeout
 
 __all__ = ["EventLoopThread", "bounded", "close_awaitable"]
 
-logger = logging.getLogger("acp_client.sync")
+logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")
 

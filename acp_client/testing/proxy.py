@@ -8,7 +8,12 @@ it works for WebSocket, HTTP/1.1, h2c and TLS alike, and it can:
 * :meth:`~FaultProxy.blackhole` the link (sockets stay open, nothing is forwarded: a half-open
   link that only a ping or a timeout can detect; bytes held meanwhile are delivered if the
   blackhole is lifted, as after a healed network partition),
-* :meth:`~FaultProxy.refuse` new connections for a while (accepted, then reset at once).
+* :meth:`~FaultProxy.refuse` new connections for a while (accepted, then reset at once),
+* :meth:`~FaultProxy.cut` or :meth:`~FaultProxy.silence` only the connections of one **kind**: over
+  cleartext HTTP/1.1 the proxy reads the head of each request a client sends and names its
+  connection after the latest one: ``"post"``, ``"connection_stream"`` (an SSE ``GET`` without
+  ``Acp-Session-Id``), ``"session_stream"`` (with it), ``"delete"``, ``"websocket"`` (an upgrade),
+  or ``"other"`` (anything it cannot read: TLS, HTTP/2, a chunked upload, no request yet).
 
 ::
 
@@ -31,11 +36,73 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..clock import Clock, SystemClock
 
-__all__ = ["FaultProxy"]
+__all__ = ["KINDS", "FaultProxy"]
 
 logger = logging.getLogger(__name__)
 
 _SETTLE_TURNS = 3
+#: The connection kinds :meth:`FaultProxy.cut` and :meth:`FaultProxy.silence` take.
+KINDS = frozenset({"post", "connection_stream", "session_stream", "delete", "websocket", "other"})
+#: The longest request head the proxy reads to name a connection (past it: ``"other"``).
+_MAX_HEAD = 64 * 1024
+
+
+class _RequestSniffer:
+    """Names an HTTP/1.1 connection after the latest request its client sent (see the module docstring)."""
+
+    __slots__ = ("_body_left", "_head", "done", "kind")
+
+    def __init__(self) -> None:
+        self.kind = "other"
+        self._head = bytearray()
+        self._body_left = 0
+        self.done = False  # nothing more can be read of this connection
+
+    def feed(self, data: bytes) -> None:
+        while data and not self.done:
+            if self._body_left:
+                taken = min(self._body_left, len(data))
+                self._body_left -= taken
+                data = data[taken:]
+                continue
+            self._head += data
+            end = self._head.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self._head) > _MAX_HEAD or not self._plausible():
+                    self.kind, self.done = "other", True
+                return
+            head, data = bytes(self._head[:end]), bytes(self._head[end + 4 :])
+            self._head = bytearray()
+            self._parse(head)
+
+    def _plausible(self) -> bool:
+        start = bytes(self._head[:8])
+        return any(method.startswith(start) or start.startswith(method) for method in (b"GET ", b"POST ", b"DELETE "))
+
+    def _parse(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        method = lines[0].split(" ", 1)[0].upper()
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("upgrade", "").lower() == "websocket":
+            self.kind, self.done = "websocket", True
+        elif method == "GET" and "text/event-stream" in headers.get("accept", ""):
+            self.kind = "session_stream" if "acp-session-id" in headers else "connection_stream"
+        elif method == "POST":
+            self.kind = "post"
+        elif method == "DELETE":
+            self.kind = "delete"
+        else:
+            self.kind = "other"
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.done = True  # the body's end cannot be found without decoding it
+            return
+        try:
+            self._body_left = max(0, int(headers.get("content-length", "0")))
+        except ValueError:
+            self.done = True
 
 
 def _reset(transport: asyncio.Transport) -> None:
@@ -107,12 +174,20 @@ class _Link:
         self.aborted = False
         self.finished = False
         self.connecting: asyncio.Task[None] | None = None
+        self.sniffer = _RequestSniffer()
+        #: :meth:`FaultProxy.silence` holds this connection's bytes.
+        self.silenced = False
         #: Done once every socket of the link reported ``connection_lost``.
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     @property
     def flowing(self) -> bool:
-        return self.connected and not self.aborted and not self.proxy.blackholed
+        return self.connected and not self.aborted and not self.proxy.blackholed and not self.silenced
+
+    @property
+    def kind(self) -> str:
+        """What the client's latest request on this connection was (see :data:`KINDS`)."""
+        return self.sniffer.kind
 
     def made(self, end: _End) -> None:
         if end is self.client:
@@ -128,6 +203,8 @@ class _Link:
     def forward(self, src: _End, data: bytes) -> None:
         if self.aborted or not data:
             return
+        if src is self.client and not self.sniffer.done:
+            self.sniffer.feed(data)
         if self.flowing and not src.held:
             self._write(src.peer, data)
             return
@@ -225,6 +302,11 @@ class _Link:
         if not self.finished:
             self.finished = True
             self.proxy._links.discard(self)
+
+
+def _check_kind(kind: str | None) -> None:
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown connection kind {kind!r}; one of {sorted(KINDS)}")
 
 
 class FaultProxy:
@@ -350,9 +432,28 @@ class FaultProxy:
         """Whether new connections are being refused right now."""
         return self._refuse_until is not None and self._clock.monotonic() < self._refuse_until
 
-    async def cut(self) -> None:
-        """Abort every current connection: both the client and the upstream see a reset."""
-        links = list(self._links)
+    def connections(self, kind: str | None = None) -> int:
+        """How many connections of ``kind`` (any, when ``None``) are proxied right now."""
+        return sum(1 for link in self._links if kind is None or link.kind == kind)
+
+    async def cut(self, kind: str | None = None) -> None:
+        """Abort every current connection (of ``kind`` only, when given; see :data:`KINDS`): both
+        the client and the upstream see a reset.
+
+        Raises:
+            ValueError: An unknown ``kind``.
+        """
+        _check_kind(kind)
+        links = [link for link in self._links if kind is None or link.kind == kind]
+        if kind is not None:
+            for link in links:
+                link.abort()
+            if links:
+                logger.info("fault proxy cut %d %s connection(s)", len(links), kind)
+                await asyncio.gather(*(link.gone for link in links))
+                for _ in range(_SETTLE_TURNS):
+                    await asyncio.sleep(0)
+            return
         for link in links:
             link.abort()
         if links:
@@ -384,6 +485,23 @@ class FaultProxy:
                 link.flush()
             else:
                 self._connect(link)
+
+    def silence(self, kind: str, on: bool = True) -> int:
+        """Hold the bytes of the current connections of ``kind`` (``on``), or let them flow again.
+
+        A silenced connection stays open and says nothing either way, as a stalled stream does;
+        connections opened later flow. Returns how many connections were changed.
+
+        Raises:
+            ValueError: An unknown ``kind``.
+        """
+        _check_kind(kind)
+        links = [link for link in self._links if link.kind == kind and link.silenced != on]
+        for link in links:
+            link.silenced = on
+            if not on:
+                link.flush()
+        return len(links)
 
     def _hold(self, from_client: bool, count: int) -> None:
         self.held_bytes += count

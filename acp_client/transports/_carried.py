@@ -5,7 +5,8 @@
   0.12.1) would keep one per reconnect. The next link, once initialized, sends that ``DELETE`` in the
   background: after :data:`STALE_DELETE_DELAY`, bounded by :data:`STALE_DELETE_TIMEOUT`, a failure
   only logged at DEBUG, and tried again from the link after if this one ends first. Recovery never
-  waits for it.
+  waits for it. A link that dropped with a turn still running puts nothing here (its ``DELETE``
+  would abort that turn), nor one the server already forgot.
 * The server's header **dialect** (see :attr:`._routing.Router.header_everywhere`): a reconnect starts
   from what the previous link learnt instead of paying a refusal and a retry per session again.
 """
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from typing import Final
 
+from .._logging import get_logger
 from ._exchange import HttpExchange
 
 __all__ = ["Carried", "delete_stale"]
 
-logger = logging.getLogger("acp_client.transports.http")
+logger = get_logger("acp_client.transports.http")
 
 #: Connection ids of dropped links a connector remembers.
 MAX_STALE: Final = 16

@@ -33,7 +33,6 @@ checks on top: more code than this module, not less.
 from __future__ import annotations
 
 import calendar
-import logging
 import math
 import re
 import time
@@ -43,11 +42,12 @@ from urllib.parse import urlsplit
 import attrs
 
 from .._checks import check_count
+from .._logging import get_logger
 from ._security import Origin, origin_of
 
 __all__ = ["CookieStore"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: Maximum size of one cookie's name plus value, in bytes (the RFC 6265 minimum browsers support).
 MAX_COOKIE_BYTES = 4096

@@ -7,6 +7,9 @@ answer, with every third-party failure and unexpected status mapped to the error
 
 * a ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow same-origin ones only, so
   credentials never leave the origin;
+* a ``POST`` that could not be written whole (a pooled connection that died while idle: under
+  HTTP/2 a reset is only seen when written to) is sent once more on a fresh connection: no server
+  can have acted on a request it did not receive whole;
 * the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
   store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
 * bodies are decompressed in bounded steps and capped (:mod:`._body`);
@@ -19,7 +22,6 @@ answer, with every third-party failure and unexpected status mapped to the error
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from typing import Final
 from urllib.parse import urljoin
@@ -28,6 +30,7 @@ import attrs
 import httpx
 
 from .._jsonrpc import Message, decode_frame, excerpt
+from .._logging import get_logger
 from ..exceptions import (
     AcpError,
     HttpStatusError,
@@ -47,7 +50,7 @@ from ._security import origin_of, redirect_allowed, safe_url
 from ._wire import HeaderView, Reply, Wire
 from .base import Limits
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -256,9 +259,10 @@ class HttpExchange:
 
     # -- GET (SSE) and DELETE ------------------------------------------------------------------
 
-    async def open_sse(self, session_id: str | None) -> Reply:
+    async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
-        :meth:`close_sse`).
+        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke
+        (``Last-Event-ID`` and the server's resumption headers, see :mod:`._resume`).
 
         Raises:
             TransportError: A network failure (the caller judges it), or a mapped status error
@@ -276,6 +280,8 @@ class HttpExchange:
         ]
         if session_id is not None:
             extra.append((SESSION_ID_HEADER, session_id))
+        if resume:
+            extra.extend(resume)
         client = self._stream_client_factory() if self._stream_client_factory is not None else None
         try:
             response = await self._request_following("GET", extra, client=client or self._shared_stream_client)
@@ -402,7 +408,16 @@ class HttpExchange:
         if client.is_closed or self._client.is_closed:
             raise TransportClosed(self._closed_reason(), maybe_delivered=False)
         try:
-            return await client.send(method, url, headers, body, self._idle)
+            try:
+                return await client.send(method, url, headers, body, self._idle)
+            except httpx.WriteError as exc:
+                if method != "POST" or connecting or client.is_closed:
+                    raise
+                # The request could not be written whole, so no server can have acted on it: a
+                # pooled connection that died while idle (a reset under HTTP/2 is only seen when
+                # written to). Once more, on a fresh connection.
+                logger.debug("POST could not be written (%s); once more on a fresh connection", exc)
+                return await client.send(method, url, headers, body, self._idle)
         except httpx.HTTPError as exc:
             if client.is_closed:
                 # Closed on this side while the request was under way (the link is being released

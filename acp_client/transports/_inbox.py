@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 from collections.abc import AsyncIterable, Callable
 from typing import TypeAlias
 
 from .._jsonrpc import Message, decode_frame
+from .._logging import get_logger
 from ..exceptions import AcpError, MalformedFrame, MessageTooLarge, TransportClosed
 from ._body import Inflater
+from ._resume import RESYNC_EVENT, RESYNC_MARKER, is_resync_message
 from ._sse import SseEvent, SseParser
 from .base import Limits
 
 __all__ = ["EventReader", "Inbox"]
 
 # The HTTP transport's logger: these records are about its streams (apps filter on that name).
-logger = logging.getLogger("acp_client.transports.http")
+logger = get_logger("acp_client.transports.http")
 
 Inbound: TypeAlias = "Message | AcpError"
 
@@ -118,14 +119,20 @@ class EventReader:
         content_encoding: The stream's ``Content-Encoding``.
         target: The endpoint, for logs.
         inspect: Called with each message that is not a notification (the transport tracks
-            answers and agent requests), and with its stream's session id.
+            answers and agent requests), and with each ``state_update`` notification (v2 turns
+            begin and end), with its stream's session id.
         source: The session whose stream this is (``None``: the connection stream).
+        last_event_id: The stream's last event id before this reading (a reattached stream goes on
+            from it, as the SSE specification's reconnection does).
+        on_resync: Called once when the server signals it cannot resume the stream (see
+            :mod:`._resume`); the messages after the signal are still queued.
 
     Attributes:
         lost: An oversized event was skipped on this stream (a message was lost).
+        resync: The server signalled it could not resume the stream.
     """
 
-    __slots__ = ("_inbox", "_inflater", "_inspect", "_parser", "_source", "_target", "lost")
+    __slots__ = ("_inbox", "_inflater", "_inspect", "_on_resync", "_parser", "_source", "_target", "lost", "resync")
 
     def __init__(
         self,
@@ -136,16 +143,32 @@ class EventReader:
         target: str,
         inspect: Callable[[Message, str | None], None],
         source: str | None,
+        last_event_id: str = "",
+        on_resync: Callable[[str], None] | None = None,
     ) -> None:
         self._inbox = inbox
         self._parser = SseParser(
             max_line_bytes=limits.max_sse_line_bytes, max_event_bytes=limits.max_message_bytes, message_data=True
         )
+        self._parser.last_event_id = last_event_id
+        self._on_resync = on_resync
+        self.resync = False
         self._inflater = Inflater(content_encoding)
         self._target = target
         self._inspect = inspect
         self._source = source
         self.lost = False
+
+    @property
+    def last_event_id(self) -> str:
+        """The last event id the stream carried (``""``: none)."""
+        return self._parser.last_event_id
+
+    def _resync(self, detail: str) -> None:
+        if not self.resync:
+            self.resync = True
+            if self._on_resync is not None:
+                self._on_resync(detail)
 
     async def read(self, chunks: AsyncIterable[bytes], after_chunk: Callable[[], bool]) -> bool:
         """Read until the stream ends (``True``) or ``after_chunk()`` says stop (``False``).
@@ -172,13 +195,20 @@ class EventReader:
                             continue
                         if type(message) is not dict or "id" in message:  # a notification needs no tracking
                             inspect(message, source)
+                        elif item.find(RESYNC_MARKER) >= 0 and is_resync_message(message):
+                            self._resync("the server asked for a resync (state_resync_required)")
+                        elif item.find(b'"state_update"') >= 0:
+                            inspect(message, source)  # a v2 turn's state: the transport tracks running turns
                         if len(items) < limit:
                             items.append(message)
                         else:
                             wakeup.set()
                             await inbox.push(message)
                     elif type(item) is SseEvent:
-                        logger.debug("ignoring an SSE event of type %r", item.event)
+                        if item.event == RESYNC_EVENT:
+                            self._resync(f"the server cannot resume the stream: {item.text[:200]}")
+                        else:
+                            logger.debug("ignoring an SSE event of type %r", item.event)
                     else:
                         assert isinstance(item, MessageTooLarge)
                         logger.warning("skipped an oversized SSE event from %s: %s", self._target, item)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import datetime
 import functools
+import re
 import ssl
 import time
 from collections.abc import Collection, Iterable, Mapping
+from typing import Final
 from urllib.parse import urlsplit
 
 import attrs
@@ -26,6 +28,7 @@ __all__ = [
     "origin_of",
     "parse_retry_after",
     "redact_headers",
+    "redact_url",
     "redirect_allowed",
     "safe_url",
 ]
@@ -136,6 +139,39 @@ def safe_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return f"{parts.scheme}://{host}{parts.path}"
+
+
+# Query keys whose values are secrets more often than not (matched anywhere in the key, any case).
+_SECRET_KEY: Final = re.compile(r"(?i)token|key|secret|pass|pwd|auth|sig|cred|session|cookie|jwt|bearer|code|otp")
+_NETWORK_SCHEMES: Final = ("ws", "wss", "http", "https")
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown (logs, outcomes, reprs, span attributes, exceptions).
+
+    The user-info becomes ``***`` (``ws://***@host/acp``) and the value of every query parameter
+    whose key looks secret (``token``, ``api_key``, ``sig``, ``password``, ``session``...) becomes
+    ``***``; the other parameters, the host, port and path stay, so instances can be told apart.
+    A string that is not a ``ws``/``wss``/``http``/``https`` URL is returned as it is.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<an unparsable URL>"
+    if parts.scheme.lower() not in _NETWORK_SCHEMES:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = parts.query
+    if query:
+        pairs = []
+        for pair in query.split("&"):
+            key, sep, _ = pair.partition("=")
+            pairs.append(f"{key}=***" if sep and _SECRET_KEY.search(key) else pair)
+        query = "&".join(pairs)
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return f"{shown}?{query}" if query else shown
 
 
 def redirect_allowed(from_url: str, to_url: str) -> bool:

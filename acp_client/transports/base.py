@@ -22,10 +22,15 @@ Contract:
   queued: it returns that message (or raises what ``receive()`` would raise for it), and
   ``None`` when nothing is queued (then ``receive()`` waits, or raises ``TransportClosed``). The
   connection takes a burst of updates through it, one call per message instead of a coroutine.
+* Optional: ``watch_resumes(listener)`` (see :class:`Reattaching`): a transport that can reattach a
+  broken stream to the same server-side connection (Streamable HTTP with event ids) calls
+  ``listener`` with a :class:`StreamResumed` each time it did. Nothing was lost and nothing is
+  redone: the link stays open, pending requests stay pending.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -33,7 +38,7 @@ import attrs
 from .._checks import check_count, field_check
 from .._jsonrpc import Message
 
-__all__ = ["Connector", "Limits", "Transport", "TransportInfo"]
+__all__ = ["Connector", "Limits", "Reattaching", "StreamResumed", "Transport", "TransportInfo"]
 
 _MIB = 1024 * 1024
 
@@ -105,6 +110,35 @@ class Transport(Protocol):
     async def receive(self) -> Message: ...
 
     async def aclose(self) -> None: ...
+
+
+@attrs.frozen
+class StreamResumed:
+    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``).
+
+    The server replayed what the stream missed from ``from_event_id`` on: no message was lost, no
+    ``initialize``, probe or replay was needed, and requests in flight stayed in flight.
+
+    Attributes:
+        session_id: The session whose stream it is; ``None`` for the connection stream.
+        from_event_id: The last event id the client had seen (sent as ``Last-Event-ID``).
+        connection_id: The connection the stream belongs to.
+        reason: Why the stream had to be reopened (reset, idle past the deadline, ended).
+    """
+
+    session_id: str | None
+    from_event_id: str
+    connection_id: str | None = None
+    reason: str = ""
+
+
+@runtime_checkable
+class Reattaching(Protocol):
+    """A transport that reattaches broken streams and says so (optional; see the module docstring)."""
+
+    def watch_resumes(self, listener: Callable[[StreamResumed], None] | None) -> None:
+        """Call ``listener`` (on the event loop, never raising into the transport) after each reattach."""
+        ...
 
 
 @runtime_checkable

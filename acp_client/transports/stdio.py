@@ -40,6 +40,8 @@ import attrs
 
 from .._checks import check_seconds
 from .._jsonrpc import Message, decode_frame, encode
+from .._logging import get_logger
+from ..display import printable
 from ..exceptions import AgentExited, ConfigurationError, ConnectError, MessageTooLarge, TransportClosed
 from ._lines import Line as _Line
 from ._lines import LineSplitter as _LineSplitter
@@ -48,9 +50,9 @@ from .base import Limits, TransportInfo, describe
 
 __all__ = ["DEFAULT_INHERITED_ENV", "StdioConnector", "StdioTransport"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 #: Receives the agent's stderr, one record per line (level INFO), truncated to a bounded length.
-stderr_logger = logging.getLogger("acp_client.agent.stderr")
+stderr_logger = get_logger("acp_client.agent.stderr")
 
 #: Numbers every agent process this client process starts: with the pid, an identity no later
 #: process shares (a pid alone can be reused once the agent exited).
@@ -625,7 +627,7 @@ class StdioTransport:
         if tail:
             if len(tail) > _REASON_STDERR_CHARS:
                 tail = "..." + tail[-_REASON_STDERR_CHARS:]
-            reason += f"; stderr: {tail}"
+            reason += f"; stderr: {printable(tail)}"
         return reason
 
     def _set_end(self, end: _End) -> None:

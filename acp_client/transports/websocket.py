@@ -43,6 +43,7 @@ from websockets.uri import parse_uri
 
 from .._checks import check_seconds
 from .._jsonrpc import Message, decode_frame, encode, excerpt
+from .._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     ConnectTimeout,
@@ -67,7 +68,7 @@ from .base import Limits, TransportInfo
 
 __all__ = ["WebSocketConnector", "WebSocketTransport"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 #: Handshake headers the WebSocket library owns; an app may not set them.
 _RESERVED_HEADERS: Final = frozenset(

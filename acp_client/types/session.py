@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import operator
 import re
 from collections.abc import Iterable
@@ -11,6 +10,7 @@ from typing import Any, Final
 
 import attrs
 
+from .._logging import get_logger
 from ..exceptions import ConfigurationError
 from ._value import value
 from .lifecycle import (
@@ -29,7 +29,7 @@ from .lifecycle import (
 
 __all__ = ["Session", "format_rfc3339", "parse_rfc3339", "parse_timestamp"]
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # The zone is optional here; :func:`parse_rfc3339` requires it, :func:`parse_timestamp` does not.
 _TIMESTAMP: Final = re.compile(

@@ -63,6 +63,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "status-attaches": {"status.no-side-effects": "fail", "status.after-restart": "fail"},
     "status-active-after-restart": {"status.after-restart": "fail"},
     "status-unknown-no-data": {"status.unknown": "fail"},
+    "status-always-active": {"status.unknown": "fail", "status.after-restart": "fail"},
     "slow-status": {"status.cheap": "warn"},
     "hang-status": {**_STATUS_HANGS, "not-found.code": "warn"},
     "unknown-method-internal": {"method.unknown": "fail"},
@@ -71,6 +72,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "live-without-ids": {"load.live-ids": "fail", "load.message-ids": "skip"},
     "pre-prompt-chunk": {},
     "cancel-owes-next-turn": {"cancel.honoured": "fail", "cancel.next-turn": "fail"},
+    # Hostile text is data: no check fails on it (the report shows it made printable).
+    "escapes": {},
+    "escape-ids": {},
 }
 EXPECTED_V2: dict[str, dict[str, str]] = {
     "replay-without-ids": {"load.message-ids": "fail", "load.live-ids": "skip"},  # v2 requires messageId

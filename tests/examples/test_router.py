@@ -84,6 +84,7 @@ async def test_the_router_places_finds_and_relays(instances: Instances) -> None:
         async with AcpClient(url, retry=None) as third:
             with pytest.raises(SessionNotFound):  # no instance knows it: -32002 from the router
                 await third.load_session("sess_nowhere", "/tmp")
+    await router.aclose()
 
 
 async def start_router(urls: list[str]) -> tuple[asyncio.subprocess.Process, str]:

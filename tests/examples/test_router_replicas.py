@@ -19,6 +19,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from tests.peers.haproxy import HaproxyFactory
 
 ROUTER = EXAMPLES / "router.py"
 sys.path.insert(0, str(EXAMPLES))
+from router_instances import Instance  # noqa: E402
 from router_store import NotOwner, StoreHomes, open_store, store_key  # noqa: E402
 
 LEASE = 1.5
@@ -226,3 +228,27 @@ async def test_with_the_store_down_a_replica_keeps_what_it_holds_and_takes_nothi
         await homes.acquire("other")  # never takes a session it cannot claim
     with pytest.raises(NotOwner, match="unavailable"):
         await homes.settle("new", endpoints[0], "/work", new=True)  # nor homes one it cannot store
+
+
+async def test_a_home_another_replica_still_hears_is_not_given_up(tmp_path: Path) -> None:
+    endpoints = Endpoint.many(["ws://127.0.0.1:9001/acp"])
+    path = tmp_path / "routers.db"
+    with SqliteSessionStore(path) as store_a, SqliteSessionStore(path) as store_b:
+        a = StoreHomes(endpoints, store_a, owner="router-a", lease=30, claim_wait=0)
+        b = StoreHomes(endpoints, store_b, owner="router-b", lease=30, claim_wait=0)
+        a.liveness_ttl = b.liveness_ttl = 0.5
+        silent = Instance(endpoints[0])  # b has had no answer from it for a long time
+        silent.silent_since = time.monotonic() - 60
+        assert not await b.heard_elsewhere(endpoints[0])
+        assert silent.gone(1.0, heard_elsewhere=False) is not None  # no one hears it: gone
+        await a.heard(endpoints[0])  # a hears it: its liveness record is renewed in the store
+        assert await b.heard_elsewhere(endpoints[0])
+        assert silent.gone(1.0, heard_elsewhere=True) is None  # b does not give it up
+        # a stops hearing it: the record expires, and only then is it gone for b too.
+        await eventually(lambda: _not_heard(b, endpoints[0]), timeout=10, what="the liveness record to expire")
+        silent.refused = True
+        assert silent.gone(1.0, heard_elsewhere=True) == "its connection is refused"  # proof beats the record
+
+
+async def _not_heard(homes: StoreHomes, endpoint: Endpoint) -> bool:
+    return not await homes.heard_elsewhere(endpoint)

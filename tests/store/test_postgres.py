@@ -86,6 +86,16 @@ def test_without_psycopg_the_error_is_typed_and_names_the_extra() -> None:
         ("host=db.example user=app password=hunter2 dbname=s", "host=db.example user=app password=*** dbname=s"),
         ("host=db password = 'hun ter2' dbname=s", "host=db password = *** dbname=s"),
         ("host=/run/postgresql dbname=s", "host=/run/postgresql dbname=s"),
+        # An unquoted value with spaces is masked whole, wherever it stands.
+        ("host=db password=Qz1Top Wv2Half dbname=s", "host=db password=*** dbname=s"),
+        ("password=Qz1Top Wv2Half", "password=***"),
+        # Quoted with an escaped quote; sslpassword (the client key's passphrase) too.
+        ("host=db password='it\\'s' sslpassword = 'k e y' dbname=s", "host=db password=*** sslpassword = *** dbname=s"),
+        ("host=db sslpassword=k3y", "host=db sslpassword=***"),
+        (
+            "postgresql://app@db/s?sslpassword=k3y&sslmode=require&PASSWORD=x",
+            "postgresql://app@db/s?sslpassword=***&sslmode=require&PASSWORD=***",
+        ),
     ],
 )
 def test_the_dsn_is_shown_without_its_password(dsn: str, shown: str) -> None:

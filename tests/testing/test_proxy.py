@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosed
 
 from acp_client.testing.clock import FakeClock
 from acp_client.testing.proxy import FaultProxy
-from acp_client.testing.reference_agent import ReferenceServer
+from acp_client.testing.reference_agent import ReferenceAgent, ReferenceServer
 from tests._support import eventually
 from tests.peers.reference import FaultProxyFactory
 
@@ -294,3 +294,49 @@ async def test_bytes_and_eof_sent_into_a_blackhole_arrive_in_order_when_lifted(
     assert proxy.held_bytes == 0
     writer.close()
     await eventually(lambda: proxy.connection_count == 0)
+
+
+# -- one kind of HTTP connection at a time ------------------------------------------------------------
+
+
+def test_each_http_connection_is_named_after_its_latest_request() -> None:
+    from acp_client.testing.proxy import _RequestSniffer
+
+    def kind(*chunks: bytes) -> str:
+        sniffer = _RequestSniffer()
+        for chunk in chunks:
+            sniffer.feed(chunk)
+        return sniffer.kind
+
+    post = b"POST /acp HTTP/1.1\r\nContent-Length: 5\r\nAcp-Session-Id: s\r\n\r\nhello"
+    conn_get = b"GET /acp HTTP/1.1\r\nAccept: text/event-stream\r\nAcp-Connection-Id: c\r\n\r\n"
+    session_get = b"GET /acp HTTP/1.1\r\naccept: text/event-stream\r\nacp-session-id: s\r\n\r\n"
+    assert kind(post) == "post"
+    assert kind(post[:7], post[7:30], post[30:]) == "post"  # split anywhere
+    assert kind(post + conn_get) == "connection_stream"  # a kept-alive connection: its latest request
+    assert kind(post[:-2], post[-2:] + session_get) == "session_stream"  # the body is skipped by its length
+    assert kind(b"DELETE /acp HTTP/1.1\r\n\r\n") == "delete"
+    assert kind(b"GET /acp HTTP/1.1\r\nUpgrade: websocket\r\n\r\n") == "websocket"
+    assert kind(b"\x16\x03\x01\x02\x00") == "other"  # TLS
+    assert kind(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") == "other"  # h2c
+
+
+async def test_cut_and_silence_one_kind_of_connection(fault_proxy: FaultProxyFactory) -> None:
+    async with ReferenceServer(ReferenceAgent()) as server:
+        proxy = await fault_proxy(server)
+        url = proxy.url(server.http_url)
+        async with httpx.AsyncClient(timeout=TIMEOUT) as client, httpx.AsyncClient(timeout=TIMEOUT) as other:
+            body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+            answer = await client.post(url, json=body, headers={"Accept": "application/json"})
+            headers = {"Accept": "text/event-stream", "Acp-Connection-Id": answer.headers["acp-connection-id"]}
+            async with other.stream("GET", url, headers=headers) as stream:
+                await eventually(lambda: proxy.connections("connection_stream") == 1)
+                assert proxy.connections("post") == 1
+                assert proxy.silence("connection_stream") == 1
+                assert proxy.silence("connection_stream", on=False) == 1
+                await proxy.cut("connection_stream")
+                with pytest.raises(httpx.HTTPError):
+                    await stream.aread()
+            assert proxy.connections("post") == 1  # the POSTs' connection was left alone
+            with pytest.raises(ValueError, match="unknown connection kind"):
+                await proxy.cut("stream")

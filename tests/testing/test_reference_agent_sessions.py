@@ -199,3 +199,25 @@ def test_store_rejects_unsafe_ids_and_ignores_corrupt_files(tmp_path: Any) -> No
     assert store.load("sess_broken") is None
     assert store.list() == []
     assert store.delete("../x") is False
+
+
+async def test_closing_a_stale_copy_keeps_the_longer_history_another_instance_stored(
+    tmp_path: Any, peers: list[MemoryPeer]
+) -> None:
+    store = SessionStore(tmp_path / "store")
+    old_home, new_home = ReferenceAgent(name="a", store=store), ReferenceAgent(name="b", store=store)
+    stale, moved = MemoryPeer(old_home), MemoryPeer(new_home)
+    peers.extend([stale, moved])
+    await stale.initialize(1)
+    await moved.initialize(1)
+    session_id = await stale.new_session("/proj")
+    await stale.prompt(session_id, "one")
+    # The session moved on (its first home was given up, with the session still in its memory).
+    await moved.result("session/load", {"sessionId": session_id, "cwd": "/proj", "mcpServers": []})
+    await moved.prompt(session_id, "two")
+    assert await stale.result("session/close", {"sessionId": session_id}) == {}
+    texts = [entry.text for entry in store.load(session_id).history]  # type: ignore[union-attr]
+    assert texts == ["one", "echo: one", "two", "echo: two"]  # the stale copy did not overwrite it
+    await moved.prompt(session_id, "three")
+    assert await moved.result("session/close", {"sessionId": session_id}) == {}  # the newer copy saves
+    assert [entry.text for entry in store.load(session_id).history][-2:] == ["three", "echo: three"]  # type: ignore[union-attr]

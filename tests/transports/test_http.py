@@ -454,3 +454,35 @@ async def test_posts_reuse_connections_while_many_session_streams_are_open() -> 
         for session in sessions:
             await client.session_status(session.session_id)
         assert server.tcp_connections - before <= 8
+
+
+async def test_a_session_stream_answered_403_is_an_unknown_session_not_a_dead_link(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link
+) -> None:
+    # Qwen Code's daemon answers 403 to a session stream the connection does not own.
+    app, server = fake
+    app.load_establishes = True
+    connector = HttpConnector(server.url, session_stream_retries=1)
+    first = await link(connector)
+    sid = await new_session(first)
+    await first.aclose()
+
+    def hook(record: Recorded) -> Reply | None:
+        owned = record.method == "GET" and record.headers.get("acp-session-id") == sid
+        return Reply(403, [], b"Session not owned by this connection") if owned else None
+
+    app.hook = hook
+    transport = await link(connector)
+    with pytest.raises(UnknownSession):  # the POST: this connection does not know the session yet
+        await transport.send(request_message(1, "session/prompt", {"sessionId": sid, "prompt": []}))
+    await eventually(lambda: any(g.headers.get("acp-session-id") == sid for g in app.of("GET")))
+    assert not transport.closed  # a 403 before the session is established waits for it, as a 404 does
+    await transport.send(request_message(2, "session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []}))
+    await collect_until_response(transport, 2)
+    await eventually(lambda: sid in transport._session_errors)  # still refused once established: given up
+    with pytest.raises(UnknownSession) as caught:
+        await transport.send(request_message(3, "session/prompt", {"sessionId": sid, "prompt": []}))
+    assert caught.value.maybe_delivered is False
+    assert not transport.closed  # the connection itself is fine
+    await transport.send(request_message(4, "session/list", {}))
+    assert (await recv(transport))["id"] == 4

@@ -11,8 +11,9 @@ import pytest
 
 from acp_client._jsonrpc import request_message
 from acp_client.exceptions import BatchNotSupported, MalformedFrame, MessageTooLarge, TransportClosed
-from acp_client.transports import http as http_module
+from acp_client.transports import _link as link_module
 from acp_client.transports.base import Limits
+from acp_client.transports.http import HttpConnector
 from tests._support import eventually
 from tests.transports._http_support import (
     Link,
@@ -26,7 +27,7 @@ from tests.transports._http_support import (
     texts,
 )
 
-from ._http_servers import END, FakeAcpServer, Hypercorn, Reply
+from ._http_servers import END, FakeAcpServer, Hypercorn, Recorded, Reply
 
 # --------------------------------------------------------------------------------------------
 # SSE misbehaviour
@@ -238,7 +239,7 @@ async def test_a_json_answer_to_a_post_is_delivered(fake: tuple[FakeAcpServer, H
 async def test_inbound_queue_is_bounded(
     fake: tuple[FakeAcpServer, Hypercorn], link: Link, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_module, "_MAX_QUEUED", 4)
+    monkeypatch.setattr(link_module, "_MAX_QUEUED", 4)
     app, server = fake
     app.updates_per_prompt = 200
     transport = await link(server.url)
@@ -260,3 +261,25 @@ async def test_aclose_survives_a_dead_server(serve: Serve, link: Link) -> None:
     await transport.aclose()
     with pytest.raises(TransportClosed):
         await transport.receive()
+
+
+async def test_a_server_that_ends_every_reattached_stream_at_once_is_a_drop(
+    fake: tuple[FakeAcpServer, Hypercorn], link: Link
+) -> None:
+    app, server = fake
+    transport = await link(HttpConnector(server.url, session_stream_retries=2, reattach_timeout=5.0))
+
+    def hook(record: Recorded) -> Reply | None:
+        if record.method == "GET" and "last-event-id" in record.headers:
+            return Reply(200, [("content-type", "text/event-stream")], b"")  # open, then ended at once
+        return None
+
+    app.hook = hook
+    app.connection.stream.push(b'id: 1\ndata: {"jsonrpc":"2.0","method":"x/one"}\n\n')
+    app.connection.stream.push(END)
+    assert (await recv(transport))["method"] == "x/one"
+    with pytest.raises(TransportClosed) as closed:
+        await recv(transport)
+    assert "right after each reattach" in closed.value.reason
+    reattaches = [g for g in app.of("GET") if g.headers.get("last-event-id") == "1"]
+    assert len(reattaches) == 3  # once at once, then two quick retries: never a tight loop

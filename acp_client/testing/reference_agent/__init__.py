@@ -30,13 +30,18 @@ Prompts: any text is echoed as ``"echo: <text>"`` in ``chunks_per_prompt`` piece
 prompts make the agent call the client: ``/permission`` (``session/request_permission``),
 ``/write PATH TEXT`` (``fs/write_text_file``), ``/read PATH`` (``fs/read_text_file``),
 ``/terminal CMD`` (``terminal/create``, ``wait_for_exit``, ``output``, ``release``), ``/elicit``
-(``elicitation/create``), and ``/slow`` streams until cancelled (at most 10 minutes).
+(``elicitation/create``), ``/slow`` streams until cancelled (at most 10 minutes), and ``/fail``
+answers the prompt with an error (``-32603``); ``/as SESSION_ID [PATH]`` speaks for another session, as a
+hostile pool member would (an update into its transcript, a permission request, a read of PATH in its name).
+
+A hostile agent: the ``escapes`` fault puts :data:`ESCAPES` (terminal escapes, C1 and bidi controls,
+a newline) into every text the agent controls, and ``escape-ids`` into session ids.
 """
 
 from __future__ import annotations
 
 from ._agent import AgentConnection, ReferenceAgent, SendCallable, SessionSnapshot, split_text
-from ._faults import FAULTS
+from ._faults import ESCAPES, FAULTS
 from ._meta_log import MetaLog, MetaRecord
 from ._server import ReferenceServer, RequestRecord
 from ._stdio import LineWriter, serve_stdio
@@ -44,6 +49,7 @@ from ._store import HistoryEntry, SessionStore, StoredSession
 
 __all__ = [
     "AgentConnection",
+    "ESCAPES",
     "FAULTS",
     "HistoryEntry",
     "LineWriter",

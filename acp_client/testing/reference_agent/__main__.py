@@ -60,6 +60,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-key", metavar="FILE", help="--serve: key file for --tls-cert")
     parser.add_argument("--keepalive", type=float, default=15.0, metavar="S", help="--serve: SSE keepalive interval")
     parser.add_argument(
+        "--resumable-streams",
+        action="store_true",
+        help="--serve: number SSE events and resume a stream from Last-Event-ID",
+    )
+    parser.add_argument(
+        "--stream-grace",
+        type=float,
+        metavar="S",
+        help="--serve: end an HTTP connection whose connection stream stayed gone this long (default: never)",
+    )
+    parser.add_argument(
         "--record-meta",
         metavar="FILE",
         help="append one JSON line per request received or sent with a trace context: direction, method, _meta",
@@ -90,7 +101,13 @@ async def _serve_network(agent: ReferenceAgent, args: argparse.Namespace) -> Non
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
     async with ReferenceServer(
-        agent, host=args.host, port=args.port, tls=tls, keepalive_interval=args.keepalive
+        agent,
+        host=args.host,
+        port=args.port,
+        tls=tls,
+        keepalive_interval=args.keepalive,
+        resumable_streams=args.resumable_streams,
+        stream_grace=args.stream_grace,
     ) as server:
         sys.stdout.write(f"ws:   {server.ws_url}\nhttp: {server.http_url}\n")
         sys.stdout.flush()

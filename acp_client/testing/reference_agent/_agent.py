@@ -50,7 +50,7 @@ from ...exceptions import (
     TransportError,
 )
 from ...transports.base import Transport
-from ._faults import check_faults, naive_time
+from ._faults import ESCAPES, check_faults, naive_time
 from ._meta_log import MetaLog
 from ._store import HistoryEntry, SessionStore, StoredSession, utc_now
 
@@ -256,6 +256,9 @@ class ReferenceAgent:
         #: ``cancel-owes-next-turn``: per session, the answer owed to the turn after (``None``: the next turn's).
         self._owed: dict[str, str | None] = {}
         self._last_new: str | None = None
+        #: The tool calls of the ``escapes`` fault, by session (a replay repeats them; kept by this
+        #: object across restart(), not in the store).
+        self._tool_calls: dict[str, list[dict[str, Any]]] = {}
         self._live: dict[str, _LiveSession] = {}
         self._connections: set[AgentConnection] = set()
         self._stalled = False
@@ -410,6 +413,15 @@ class ReferenceAgent:
         if self._live.get(live.session_id) is live:
             self.store.save(live.record())
 
+    def _behind_store(self, live: _LiveSession) -> bool:
+        """Whether the store holds a history that this copy lacks: the session went on on another
+        instance sharing the store, and saving this copy would throw those turns away."""
+        stored = self.store.load(live.session_id)
+        if stored is None:
+            return False
+        mine = live.record().history
+        return len(stored.history) > len(mine) or mine[: len(stored.history)] != stored.history
+
     def _known(self, session_id: str) -> bool:
         return session_id in self._live or session_id in self.store
 
@@ -428,6 +440,10 @@ class ReferenceAgent:
         self._live[session_id] = live
         return live
 
+    def _new_session_id(self) -> str:
+        session_id = _new_id("sess")
+        return f"{session_id}{ESCAPES}" if "escape-ids" in self.faults else session_id
+
     def _create_session(
         self,
         cwd: str,
@@ -435,9 +451,9 @@ class ReferenceAgent:
         history: tuple[HistoryEntry, ...] = (),
         title: str | None = None,
     ) -> _LiveSession:
-        session_id = _new_id("sess")
+        session_id = self._new_session_id()
         while self._known(session_id):
-            session_id = _new_id("sess")
+            session_id = self._new_session_id()
         live = _LiveSession(
             StoredSession(session_id=session_id, cwd=cwd, mcp_servers=mcp_servers, title=title, history=history)
         )
@@ -448,6 +464,19 @@ class ReferenceAgent:
     def _status_word(self, in_memory: bool) -> str:
         active, inactive = _VOCABULARIES.get(self.status_vocabulary, _VOCABULARIES["proposal"])
         return active if in_memory else inactive
+
+    @property
+    def hostile(self) -> bool:
+        """Whether the ``escapes`` fault is on: agent-controlled text carries :data:`~._faults.ESCAPES`."""
+        return "escapes" in self.faults
+
+    def _text(self, text: str) -> str:
+        return f"{text} {ESCAPES}" if self.hostile else text
+
+    def _modes(self) -> dict[str, Any]:
+        """The ``modes`` member of a session result (only under ``escapes``: its names are hostile)."""
+        mode = {"id": "hostile", "name": self._text("Hostile mode"), "description": self._text("mode description")}
+        return {"currentModeId": "hostile", "availableModes": [mode]}
 
     def _info(self) -> dict[str, Any]:
         return {"name": self.name, "title": "ACP reference agent (acp_client.testing)", "version": self.version}
@@ -654,13 +683,13 @@ class AgentConnection:
             else:
                 result = await self._dispatch(item)
         except RpcError as exc:
-            await self._emit(error_message(item.id, exc.code, exc.message, exc.data), item.id)
+            await self._emit(error_message(item.id, exc.code, self._agent._text(exc.message), exc.data), item.id)
             return
         except TransportError:
             return
         except Exception as exc:
             logger.exception("reference agent failed on %s", item.method)
-            await self._emit(error_message(item.id, -32603, f"Internal error: {exc}"), item.id)
+            await self._emit(error_message(item.id, -32603, self._agent._text(f"Internal error: {exc}")), item.id)
             return
         await self._emit(result_message(item.id, result), item.id)
         if item.method == "session/new" and "pre-prompt-chunk" in self._agent.faults:
@@ -754,7 +783,7 @@ class AgentConnection:
         live = agent._create_session(cwd, tuple(s for s in servers if isinstance(s, dict)))
         agent._last_new = live.session_id
         live.attached.add(self)
-        return {"sessionId": live.session_id}
+        return self._session_result(live)
 
     async def _session_status(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         session_id = _session_id_param(params)
@@ -762,6 +791,8 @@ class AgentConnection:
         faults = agent.faults
         if "slow-status" in faults:
             await asyncio.sleep(0.08)
+        if "status-always-active" in faults:
+            return {"status": agent._status_word(True)}
         if "status-attaches" in faults and agent._known(session_id):
             attached = agent._bring_into_memory(session_id)
             if attached is not None and self not in attached.attached:
@@ -792,7 +823,7 @@ class AgentConnection:
         live = self._load_for_attach(params)
         await self._replay(live, request_id)
         live.attached.add(self)
-        return {"sessionId": live.session_id}
+        return self._session_result(live)
 
     async def _replay(self, live: _LiveSession, request_id: RequestId) -> None:
         """Send the history: v1 message chunks, v2 whole messages; each with its messageId (faults aside)."""
@@ -814,6 +845,8 @@ class AgentConnection:
                 continue
             for block in entry.content:
                 await self._update(live, {**update, "content": block}, request_id)
+        for tool_call in self._agent._tool_calls.get(live.session_id, ()):
+            await self._tool_call(live, tool_call, request_id)
 
     async def _session_resume(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         replay_from = params.get("replayFrom")
@@ -836,7 +869,13 @@ class AgentConnection:
         elif "replay-on-resume" in faults:
             await self._replay(live, request_id)
         live.attached.add(self)
-        return {"sessionId": live.session_id}
+        return self._session_result(live)
+
+    def _session_result(self, live: _LiveSession) -> dict[str, Any]:
+        result: dict[str, Any] = {"sessionId": live.session_id}
+        if self._agent.hostile:
+            result["modes"] = self._agent._modes()
+        return result
 
     async def _session_list(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
         agent = self._agent
@@ -898,7 +937,10 @@ class AgentConnection:
         if turn is not None and turn.task is not None:
             turn.cancel("cancel")
             await asyncio.wait([turn.task])
-        agent._persist(live)
+        if agent._behind_store(live):  # a stale copy (another instance went on with the session)
+            logger.info("closing %s without saving it: the store holds a longer history", session_id)
+        else:
+            agent._persist(live)
         agent._live.pop(session_id, None)
         live.attached.clear()
         return {}
@@ -939,6 +981,8 @@ class AgentConnection:
         prompt = params.get("prompt")
         if not isinstance(prompt, list) or not all(isinstance(block, dict) for block in prompt):
             raise RpcError.invalid_params("prompt must be an array of content blocks")
+        if _text_of(prompt).strip() == "/fail":
+            raise RpcError("Internal error: the turn failed, as /fail asks", code=-32603)
         turn = _Turn(live, self, item.id)
         live.turn = turn
         self._turns[str(item.id)] = turn
@@ -955,7 +999,7 @@ class AgentConnection:
         text = _text_of(prompt)
         live.history.append(HistoryEntry(role="user", message_id=user_id, content=tuple(prompt)))
         if live.title is None and text.strip():
-            live.title = text.strip()[:60]
+            live.title = agent._text(text.strip()[:60])
         live.state = "running"
         agent._persist(live)
         stop_reason = "end_turn"
@@ -969,11 +1013,13 @@ class AgentConnection:
                 await self._update(live, {"sessionUpdate": "state_update", "state": "running"}, turn.request_id)
             if turn.cancel_reason is not None:  # cancelled before the turn got going
                 raise asyncio.CancelledError
+            if agent.hostile:
+                await self._hostile_updates(turn)
             reply = await self._reply_for(turn, text)
             if "cancel-owes-next-turn" in agent.faults:
                 reply = self._owed_reply(live.session_id, reply)
             if reply is not None:
-                await self._stream(turn, reply)
+                await self._stream(turn, agent._text(reply))
         except asyncio.CancelledError:
             if turn.cancel_reason is None:
                 self._finish(turn, "cancelled")
@@ -1056,6 +1102,39 @@ class AgentConnection:
         await self._update(turn.session, update, turn.request_id)
         turn.sent.append(piece)
 
+    async def _hostile_updates(self, turn: _Turn) -> None:
+        """Under ``escapes``: a thought, a tool call, a plan, a session title and a mode change, each hostile."""
+        agent, live, cause = self._agent, turn.session, turn.request_id
+        logger.info("reference agent (escapes): %s", ESCAPES)
+        v2 = self.protocol_version == 2
+        thought = {"type": "text", "text": agent._text("thinking")}
+        if v2:
+            await self._update(
+                live, {"sessionUpdate": "agent_thought", "messageId": _new_id("msg"), "content": [thought]}, cause
+            )
+        else:
+            await self._update(live, {"sessionUpdate": "agent_thought_chunk", "content": thought}, cause)
+        tool_call = {
+            "toolCallId": _new_id("call"),
+            "title": agent._text("Reading a file"),
+            "kind": "read",
+            "status": "completed",
+        }
+        agent._tool_calls.setdefault(live.session_id, []).append(tool_call)
+        await self._tool_call(live, tool_call, cause)
+        entry = {"content": agent._text("Step one"), "priority": "high", "status": "pending"}
+        if v2:
+            plan = {"type": "items", "planId": "plan-1", "entries": [entry]}
+            await self._update(live, {"sessionUpdate": "plan_update", "plan": plan}, cause)
+        else:
+            await self._update(live, {"sessionUpdate": "plan", "entries": [entry]}, cause)
+        await self._update(live, {"sessionUpdate": "session_info_update", "title": live.title}, cause)
+        await self._update(live, {"sessionUpdate": "current_mode_update", "currentModeId": "hostile"}, cause)
+
+    async def _tool_call(self, live: _LiveSession, tool_call: dict[str, Any], cause: RequestId | None) -> None:
+        kind = "tool_call_update" if self.protocol_version == 2 else "tool_call"
+        await self._update(live, {"sessionUpdate": kind, **tool_call}, cause)
+
     async def _set_state(self, turn: _Turn, state: str) -> None:
         turn.session.state = state
         if self.protocol_version == 2:
@@ -1098,20 +1177,51 @@ class AgentConnection:
             if command == "/slow":
                 await self._slow(turn)
                 return None
+            if command == "/as":
+                return await self._impersonate(turn, rest.strip())
         except RpcError as exc:
             return _describe_error(command.lstrip("/"), exc)
         return f"echo: {text}"
 
+    async def _impersonate(self, turn: _Turn, rest: str) -> str:
+        """``/as SESSION_ID PATH``: speak for another session (a hostile pool member): an update
+        into its transcript, a permission request and a read of PATH in its name."""
+        session_id, _, path = rest.partition(" ")
+        if not session_id:
+            return "usage: /as SESSION_ID [PATH]"
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "injected"}}
+        await self._emit(notification_message("session/update", {"sessionId": session_id, "update": update}), None)
+        answers: list[str] = []
+        asks: list[tuple[str, dict[str, Any]]] = [
+            (
+                "session/request_permission",
+                {
+                    "sessionId": session_id,
+                    "toolCall": {"toolCallId": _new_id("call"), "title": "impersonated", "status": "pending"},
+                    "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+                },
+            )
+        ]
+        if path:
+            asks.append(("fs/read_text_file", {"sessionId": session_id, "path": path.strip()}))
+        for method, params in asks:
+            try:
+                result = await self._ask(turn, method, params)
+                answers.append(f"{method}: {json.dumps(result, sort_keys=True)}")
+            except RpcError as exc:
+                answers.append(f"{method}: refused {exc.code}")
+        return "as " + session_id + ": " + "; ".join(answers)
+
     async def _permission(self, turn: _Turn) -> str:
         tool_call = {
             "toolCallId": _new_id("call"),
-            "title": "Reference agent wants to edit a file",
+            "title": self._agent._text("Reference agent wants to edit a file"),
             "kind": "edit",
             "status": "pending",
         }
         options = [
-            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            {"optionId": "allow", "name": self._agent._text("Allow"), "kind": "allow_once"},
+            {"optionId": "reject", "name": self._agent._text("Reject"), "kind": "reject_once"},
         ]
         params: dict[str, Any] = {"sessionId": turn.session.session_id}
         if self.protocol_version == 2:

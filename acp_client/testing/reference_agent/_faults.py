@@ -15,7 +15,7 @@ from typing import Final
 
 from ...exceptions import ConfigurationError
 
-__all__ = ["FAULTS", "check_faults", "naive_time"]
+__all__ = ["ESCAPES", "FAULTS", "check_faults", "naive_time"]
 
 #: Every fault, with what it makes the agent do.
 FAULTS: Final[dict[str, str]] = {
@@ -36,6 +36,7 @@ FAULTS: Final[dict[str, str]] = {
     "sparse-session-objects": "session/list entries leave out the required-nullable members that are null",
     "status-attaches": "session/status attaches the session to the probing connection and replays its history there",
     "status-active-after-restart": "session/status answers active for a stored session that is not in memory",
+    "status-always-active": "session/status answers active for every id, known or not (a liar in a pool)",
     "status-unknown-no-data": "session/status of an unknown id answers -32002 without data.sessionId",
     "slow-status": "session/status answers after 80 ms",
     "hang-status": "session/status is never answered",
@@ -45,7 +46,27 @@ FAULTS: Final[dict[str, str]] = {
     "pre-prompt-chunk": "a greeting agent_message_chunk follows the session/new answer, before any prompt",
     "cancel-owes-next-turn": "the turn after a cancelled one ends at once with no answer; its answer streams at "
     "the start of the turn after it",
+    "escapes": "every text the agent controls carries ESCAPES (terminal escapes, C1 and bidi controls, a newline): "
+    "message and thought chunks, tool call titles, plan entries, session titles, mode names, permission titles "
+    "and option names, error messages, and its stderr (--stdio)",
+    "escape-ids": "session ids carry ESCAPES too (WebSocket and stdio only: HTTP headers cannot hold them)",
 }
+
+#: What the ``escapes`` fault puts into every agent-controlled string: each control sequence a
+#: hostile agent has been seen to use on a terminal or an editor, and a newline (one-line UI places
+#: such as banners, status lines and select items must not break on it).
+ESCAPES: Final = (
+    "\x1b]52;c;cHduZWQ=\x07"  # OSC 52: write the clipboard ("pwned")
+    "\x1b]0;pwned-title\x07"  # OSC 0: retitle the window / tmux pane
+    "\x1b]2;pwned-title\x1b\\"  # OSC 2, ended by ST
+    "\x1b]8;;file:///etc/passwd\x1b\\harmless link\x1b]8;;\x1b\\"  # OSC 8 hyperlink to a local file
+    "\x1b[2J\x1b[H\x1b[3;7H\x1b[1A\x1b[31m"  # CSI: clear the screen, move the cursor, colour
+    "\x1bP+q544e\x1b\\"  # DCS (a termcap query)
+    "\x9b2J\x9d0;c1-title\x07"  # C1: one-character CSI and OSC
+    "\u202etxt.exe\u202c \u2066isolate\u2069 \u200e\u200f\u061c"  # bidi overrides, isolates, marks
+    "\x07\x08\r\x00"  # BEL, backspace, a bare carriage return, NUL
+    "\nsecond line"
+)
 
 _ZONE: Final = re.compile(r"(Z|z|[+-]\d{2}:\d{2})$")
 

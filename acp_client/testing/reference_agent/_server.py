@@ -20,6 +20,18 @@ while :meth:`ReferenceServer.refuse_connections` is in force): a load balancer's
 
 Hypercorn listens on a private loopback port behind a :class:`~acp_client.testing.proxy.FaultProxy`,
 which is what :meth:`ReferenceServer.drop_connections` cuts: clients see real TCP resets.
+
+**Resumable streams** (``resumable_streams=True``; off by default, like the official SDKs' servers,
+whose streams a client cannot resume). Every SSE event carries an ``id:``, counted per stream from 1, and every
+stream answer carries ``Acp-Stream-Epoch`` (this server's instance id: the numbering it belongs
+to). The last ``stream_history`` events written to a stream are kept, so a ``GET`` that comes back
+with ``Last-Event-ID`` (and the epoch, if it sends one) on the same connection gets everything
+written after that id again, then the live stream. When it cannot (the events were evicted, the id
+or the epoch is not this stream's), the stream begins with the **resync signal**, an SSE event of
+type ``resync`` whose data is ``{"reason": ..., "lastEventId": ...}``, and goes on live: the client
+knows messages are missing. A connection whose connection stream has no listener for
+``stream_grace`` seconds is ended as by ``DELETE`` (its turns aborted; a later request naming it
+answers ``404``); ``stream_grace=None`` keeps it until ``DELETE``.
 """
 
 from __future__ import annotations
@@ -62,6 +74,8 @@ MAX_POST_BYTES: Final = 16 * 1024 * 1024
 _ROUTES_KEPT: Final = 4096
 _RECORDS_KEPT: Final = 1000
 _KEEPALIVE: Final = b": keepalive\n\n"
+STREAM_EPOCH_HEADER: Final = "acp-stream-epoch"
+LAST_EVENT_ID_HEADER: Final = "last-event-id"
 #: The health-check path (``GET`` → 200, or 503 while refusing).
 HEALTH_PATH: Final = "/health"
 
@@ -119,16 +133,28 @@ def _accepts(accept: str, wanted: str) -> bool:
     return False
 
 
-def _sse_event(message: dict[str, Any]) -> bytes:
-    return f"data: {encode(message)}\n\n".encode()
+def _sse_event(message: dict[str, Any], event_id: int | None) -> bytes:
+    if event_id is None:
+        return f"data: {encode(message)}\n\n".encode()
+    return f"id: {event_id}\ndata: {encode(message)}\n\n".encode()
 
 
 class _SseStream:
-    """Outbound messages for one SSE stream; buffered while nobody listens."""
+    """Outbound messages for one SSE stream: buffered while nobody listens, numbered, and the last
+    ``history`` written ones kept so a listener that comes back with ``Last-Event-ID`` gets them again."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, history: int = 1024) -> None:
         self.name = name
-        self.buffer: collections.deque[dict[str, Any]] = collections.deque()
+        #: Numbered messages not written yet.
+        self.buffer: collections.deque[tuple[int, dict[str, Any]]] = collections.deque()
+        #: Numbered messages written, newest last (at most ``history``).
+        self.sent: collections.deque[tuple[int, dict[str, Any]]] = collections.deque()
+        self.history = history
+        #: The highest id no longer kept (0: none evicted).
+        self.evicted_through = 0
+        #: The id the current listener resumed from (what it holds already).
+        self.floor = 0
+        self.next_id = 1
         self.wake = asyncio.Event()
         self.generation = 0
         self.listening = False
@@ -137,8 +163,36 @@ class _SseStream:
     def push(self, message: dict[str, Any]) -> None:
         if self.closed:
             return
-        self.buffer.append(message)
+        self.buffer.append((self.next_id, message))
+        self.next_id += 1
         self.wake.set()
+
+    def written(self, item: tuple[int, dict[str, Any]]) -> None:
+        """``item`` went out: keep it for a resumption (the oldest kept one goes when full)."""
+        if self.history <= 0:
+            self.evicted_through = item[0]
+            return
+        if len(self.sent) >= self.history:
+            self.evicted_through = self.sent.popleft()[0]
+        self.sent.append(item)
+
+    def requeue(self, items: list[tuple[int, dict[str, Any]]]) -> None:
+        """Put numbered messages back among those not written yet, in id order."""
+        if items:
+            merged = {item[0]: item for item in (*self.buffer, *items)}
+            self.buffer = collections.deque(merged[key] for key in sorted(merged))
+            self.wake.set()
+
+    def resume(self, last: int) -> bool:
+        """Queue again what was written after event ``last``; ``False`` when that cannot be done."""
+        self.floor = last
+        if last >= self.next_id or last < self.evicted_through:
+            return False
+        again = [item for item in self.sent if item[0] > last]
+        while self.sent and self.sent[-1][0] > last:
+            self.sent.pop()
+        self.requeue(again)
+        return True
 
     def attach(self) -> int:
         """Make a new listener current (an older one stops); returns its token."""
@@ -173,7 +227,9 @@ class _HttpConnection:
         self.server = server
         self.core: AgentConnection = server.agent.connect(self._send)
         self.id = self.core.id
-        self.stream = _SseStream("connection")
+        self.stream = _SseStream("connection", server.stream_history)
+        #: Ends the connection when its connection stream has had no listener for the grace period.
+        self.expiry: asyncio.Task[None] | None = None
         self.session_streams: dict[str, _SseStream] = {}
         self.routes: collections.OrderedDict[str, _Route] = collections.OrderedDict()
         self.initialize_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -189,7 +245,7 @@ class _HttpConnection:
     def session_stream(self, session_id: str) -> _SseStream:
         stream = self.session_streams.get(session_id)
         if stream is None:
-            stream = self.session_streams[session_id] = _SseStream(f"session {session_id}")
+            stream = self.session_streams[session_id] = _SseStream(f"session {session_id}", self.server.stream_history)
         return stream
 
     def pick(self, session_id: str | None) -> _SseStream:
@@ -223,6 +279,8 @@ class _HttpConnection:
 
     async def close(self) -> None:
         self.closed = True
+        if self.expiry is not None and self.expiry is not asyncio.current_task():
+            self.expiry.cancel()
         self.stream.close()
         for stream in self.session_streams.values():
             stream.close()
@@ -273,8 +331,14 @@ class ReferenceServer:
         port: The port (``0``: a free one, see :attr:`port`).
         tls: ``(certificate file, key file)`` to serve ``wss://`` / ``https://``.
         keepalive_interval: Seconds of silence after which an SSE stream gets a keepalive comment.
-        clock: Measures :meth:`refuse_connections` windows (the system clock by default).
+        clock: Measures :meth:`refuse_connections` windows and ``stream_grace`` (the system clock
+            by default).
         path: The endpoint path.
+        resumable_streams: Number SSE events and resume streams from ``Last-Event-ID`` (see the
+            module docstring).
+        stream_grace: Seconds an HTTP connection outlives the loss of its connection stream
+            (the client may reattach meanwhile); ``None``: until ``DELETE``.
+        stream_history: Events kept per SSE stream for a resumption by ``Last-Event-ID``.
     """
 
     def __init__(
@@ -287,8 +351,14 @@ class ReferenceServer:
         keepalive_interval: float = 15.0,
         clock: Clock | None = None,
         path: str = "/acp",
+        resumable_streams: bool = False,
+        stream_grace: float | None = None,
+        stream_history: int = 1024,
     ) -> None:
         self.agent = agent
+        self.resumable_streams = resumable_streams
+        self.stream_grace = stream_grace
+        self.stream_history = stream_history if resumable_streams else 0
         self.host = host
         self.tls = tls
         self.keepalive_interval = keepalive_interval
@@ -774,10 +844,52 @@ class ReferenceServer:
             stream = connection.session_stream(session_id)
         else:
             stream = connection.stream
-        await self._stream_sse(stream, receive, send)
+            if connection.expiry is not None:
+                connection.expiry.cancel()
+                connection.expiry = None
+        cursor: tuple[str | None, str | None] = (None, None)
+        if self.resumable_streams:
+            cursor = (_first(headers, LAST_EVENT_ID_HEADER), _first(headers, STREAM_EPOCH_HEADER))
+        try:
+            await self._stream_sse(stream, receive, send, cursor)
+        finally:
+            if session_id is None and not stream.listening and not connection.closed:
+                self._expire_later(connection)
 
-    async def _stream_sse(self, stream: _SseStream, receive: _Receive, send: _Send) -> None:
-        token = stream.attach()
+    def _resume(self, stream: _SseStream, last: str | None, epoch: str | None) -> dict[str, Any] | None:
+        """Queue again what ``stream`` wrote after ``last``; the resync signal's data when it cannot."""
+        if last is None:
+            return None
+        if epoch is not None and epoch != self.instance_id:
+            return {"reason": "epoch", "lastEventId": last}
+        if not last.isdigit() or not stream.resume(int(last)):
+            return {"reason": "evicted" if last.isdigit() else "unknown id", "lastEventId": last}
+        return None
+
+    def _expire_later(self, connection: _HttpConnection) -> None:
+        """End ``connection`` unless its connection stream is reattached within ``stream_grace``."""
+        grace = self.stream_grace
+        if grace is None or connection.expiry is not None:
+            return
+
+        async def expire() -> None:
+            await self._clock.sleep(grace)
+            if connection.stream.listening or connection.closed:
+                return
+            if self._http.get(connection.id) is connection:
+                del self._http[connection.id]
+                logger.info("reference server: connection %s expired after its %gs grace", connection.id, grace)
+                await connection.close()
+
+        connection.expiry = asyncio.get_running_loop().create_task(expire(), name="reference-server-expiry")
+
+    async def _stream_sse(
+        self, stream: _SseStream, receive: _Receive, send: _Send, cursor: tuple[str | None, str | None] = (None, None)
+    ) -> None:
+        token = stream.attach()  # first: an older listener stops taking messages before they are queued again
+        if cursor[0] is None:
+            stream.floor = 0
+        resync = self._resume(stream, *cursor)
         disconnected = asyncio.Event()
 
         async def watch_disconnect() -> None:
@@ -794,17 +906,38 @@ class ReferenceServer:
                 {
                     "type": "http.response.start",
                     "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+                    "headers": [
+                        (b"content-type", b"text/event-stream"),
+                        (b"cache-control", b"no-cache"),
+                        *(
+                            [(STREAM_EPOCH_HEADER.encode(), self.instance_id.encode())]
+                            if self.resumable_streams
+                            else []
+                        ),
+                    ],
                 }
             )
+            if resync is not None:
+                signal = f"event: resync\ndata: {encode(resync)}\n\n".encode()
+                await send({"type": "http.response.body", "body": signal, "more_body": True})
             while not (disconnected.is_set() or stream.closed or stream.generation != token):
                 if stream.buffer:
-                    message = stream.buffer.popleft()
+                    item = stream.buffer.popleft()
                     try:
-                        await send({"type": "http.response.body", "body": _sse_event(message), "more_body": True})
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": _sse_event(item[1], item[0] if self.resumable_streams else None),
+                                "more_body": True,
+                            }
+                        )
                     except Exception:
-                        stream.buffer.appendleft(message)
+                        stream.requeue([item])
                         raise
+                    if stream.generation != token and item[0] > stream.floor:
+                        stream.requeue([item])  # a newer listener took over while it was written here
+                    else:
+                        stream.written(item)
                     continue
                 stream.wake.clear()
                 try:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ..._jsonrpc import RequestId, encode
 from ...exceptions import MessageTooLarge, TransportClosed
 from ._agent import ReferenceAgent
+from ._faults import ESCAPES
 
 __all__ = ["LineWriter", "serve_stdio"]
 
@@ -108,6 +109,9 @@ async def serve_stdio(
             except (OSError, RuntimeError) as exc:
                 raise TransportClosed(f"stdout closed: {exc}") from exc
 
+    if agent.hostile:  # the escapes fault: the agent's stderr is hostile too
+        sys.stderr.write(f"reference agent starting {ESCAPES}\n")
+        sys.stderr.flush()
     connection = agent.connect(send)
     try:
         while True:

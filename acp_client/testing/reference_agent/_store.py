@@ -165,14 +165,15 @@ class SessionStore:
         """Write ``record``, replacing any earlier version (atomically on disk).
 
         Raises:
-            ValueError: The session id cannot be stored (see :func:`is_safe_session_id`).
+            ValueError: The session id cannot be a file name (see :func:`is_safe_session_id`; in
+                memory, any id is kept).
             OSError: The file could not be written.
         """
-        if not is_safe_session_id(record.session_id):
-            raise ValueError(f"session id {record.session_id!r} cannot be stored")
         if self.directory is None:
             self._memory[record.session_id] = record
             return
+        if not is_safe_session_id(record.session_id):
+            raise ValueError(f"session id {record.session_id!r} cannot be stored")
         path = self._path(record.session_id)
         fd, temp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.directory)
         try:
@@ -185,10 +186,10 @@ class SessionStore:
 
     def load(self, session_id: str) -> StoredSession | None:
         """The stored record for ``session_id``, or ``None`` (unknown, unsafe id, or unreadable)."""
-        if not is_safe_session_id(session_id):
-            return None
         if self.directory is None:
             return self._memory.get(session_id)
+        if not is_safe_session_id(session_id):
+            return None
         path = self._path(session_id)
         try:
             text = path.read_text(encoding="utf-8")
@@ -202,10 +203,10 @@ class SessionStore:
 
     def delete(self, session_id: str) -> bool:
         """Forget ``session_id``; ``True`` when a record was removed."""
-        if not is_safe_session_id(session_id):
-            return False
         if self.directory is None:
             return self._memory.pop(session_id, None) is not None
+        if not is_safe_session_id(session_id):
+            return False
         try:
             self._path(session_id).unlink()
         except FileNotFoundError:

@@ -1,0 +1,678 @@
+"""One Streamable HTTP link: :class:`HttpTransport` (the wire and its rules are described in
+:mod:`acp_client.transports.http`, which is where the connector that makes it lives)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
+
+import attrs
+import httpx
+
+from .._jsonrpc import Message, decode_frame, encode, excerpt
+from .._logging import get_logger
+from .._tasks import TaskSet
+from ..exceptions import (
+    AcpError,
+    AuthenticationFailed,
+    ConfigurationError,
+    HttpStatusError,
+    MalformedFrame,
+    MessageTooLarge,
+    NotAcceptable,
+    ProtocolError,
+    ServiceUnavailable,
+    TransportClosed,
+    TransportError,
+    UnknownConnection,
+    UnknownSession,
+    UnsafeRedirect,
+)
+from ._carried import Carried, delete_stale
+from ._cookies import CookieStore
+from ._errors import describe_error
+from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
+from ._inbox import EventReader, Inbox
+from ._reattach import GaveUp, reattach
+from ._resume import Cursor
+from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
+from ._security import (
+    check_header_value,
+    check_session_id,
+    safe_url,
+)
+from ._turns import RunningTurns
+from ._wire import Reply, Wire
+from .base import Limits, StreamResumed, TransportInfo, describe
+
+__all__ = ["HttpTransport", "header_session_id"]
+
+logger = get_logger("acp_client.transports.http")
+
+#: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
+_MAX_QUEUED: Final = 128
+#: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
+_SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
+_MAX_RETRY_DELAY: Final = 5.0
+
+
+class _SessionStream:
+    """The state of one session stream: its reader task and what it waits for."""
+
+    __slots__ = ("closing", "established", "got_data", "session_id", "task")
+
+    def __init__(self, session_id: str, established: bool) -> None:
+        self.session_id = session_id
+        self.established = asyncio.Event()
+        if established:
+            self.established.set()
+        self.closing = False
+        self.got_data = False
+        self.task: asyncio.Future[None] | None = None
+
+
+def header_session_id(session_id: str) -> str:
+    """A session id fit for an ``Acp-Session-Id`` header.
+
+    Raises:
+        ConfigurationError: CR, LF or NUL (see :func:`check_session_id`), or a non-ASCII
+            character (httpx sends header values as ASCII).
+    """
+    check_session_id(session_id)
+    if not session_id.isascii():
+        raise ConfigurationError(f"session id {session_id!r} cannot travel in an HTTP header (not ASCII)")
+    return session_id
+
+
+class HttpTransport:
+    """One Streamable HTTP link (implements :class:`~.base.Transport`). Made by :class:`HttpConnector`."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        client: Wire,
+        headers: list[tuple[str, str]],
+        secret_headers: frozenset[str],
+        cookies: CookieStore,
+        limits: Limits,
+        connect_timeout: float,
+        sse_idle_timeout: float,
+        session_stream_retries: int,
+        stream_client_factory: Callable[[], Wire] | None = None,
+        stream_client: Wire | None = None,
+        max_session_streams: int = 64,
+        carried: Carried | None = None,
+        reattach_timeout: float = 0.0,
+    ) -> None:
+        #: Shared with the connector: dropped links to DELETE, the dialect learnt.
+        self._carried = carried if carried is not None else Carried()
+        self._limits = limits
+        self._max_streams = max_session_streams
+        self._connect_timeout = connect_timeout
+        self._idle = sse_idle_timeout
+        self._retries = session_stream_retries
+        self._http = HttpExchange(
+            url=url,
+            client=client,
+            stream_client_factory=stream_client_factory,
+            stream_client=stream_client,
+            headers=headers,
+            secret_headers=secret_headers,
+            cookies=cookies,
+            limits=limits,
+            connect_timeout=connect_timeout,
+            idle=sse_idle_timeout,
+            on_fatal=self._fail,
+            closed_reason=lambda: self._closed.reason if self._closed is not None else "closed by the client",
+        )
+        self._info = TransportInfo(kind="http", target=safe_url(url), ordered=False)
+        self._inbox = Inbox(_MAX_QUEUED)
+        self._closed: TransportClosed | None = None
+        self._released = False
+        self._tasks = TaskSet("an HTTP link", lambda error: self._fail(f"internal error: {type(error).__name__}"))
+        self._connection_task: asyncio.Future[None] | None = None
+        self._sessions: dict[str, _SessionStream] = {}
+        self._session_errors: dict[str, UnknownSession] = {}
+        #: Sessions left without a stream because of ``max_session_streams``.
+        self._streamless: set[str] = set()
+        #: How many sessions were ever left without a stream on this connection (for the logs).
+        self._streamless_total = 0
+        self._router = Router(header_everywhere=self._carried.header_everywhere)
+        self._reattach = reattach_timeout
+        self._on_resumed: Callable[[StreamResumed], None] | None = None
+        self._turns = RunningTurns()
+        #: The server said it no longer knows the connection (nothing left to ``DELETE``).
+        self._forgotten = False
+
+    # -- the Transport protocol --------------------------------------------------------------
+
+    def watch_resumes(self, listener: Callable[[StreamResumed], None] | None) -> None:
+        """Call ``listener`` each time a broken stream is reattached (see :class:`~.base.Reattaching`)."""
+        self._on_resumed = listener
+
+    @property
+    def info(self) -> TransportInfo:
+        """What is known about the link (the connection id and HTTP version once initialized)."""
+        return self._info
+
+    @property
+    def closed(self) -> bool:
+        """Whether the link has ended (dropped or closed)."""
+        return self._closed is not None
+
+    async def send(self, message: Message) -> None:
+        """POST one message or batch.
+
+        The first message must be the ``initialize`` request; it returns once the answer is
+        queued for :meth:`receive` and the connection stream is open.
+
+        Raises:
+            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL, not
+                ASCII).
+            TransportClosed: The link is closed, or this POST found it dead (then it is closed).
+            ConnectError: The ``initialize`` POST could not connect.
+            TlsVerificationError: The server's certificate did not verify.
+            UnsafeRedirect: The server redirected the POST (or a GET elsewhere).
+            MissingHeader: HTTP 400.
+            AuthenticationFailed: HTTP 401 or 403.
+            UnknownConnection: HTTP 404 for the connection id (the link is closed).
+            UnknownSession: HTTP 404 for the session id, or a session whose stream the server
+                refuses persistently.
+            NotAcceptable: HTTP 406.
+            UnsupportedMediaType: HTTP 415.
+            BatchNotSupported: The server refused a batch (501, or a 400 with a JSON-RPC error).
+            ServiceUnavailable: HTTP 429 or 503 (``retry_after`` set when the server said).
+            HttpStatusError: Any other unexpected status.
+            MessageTooLarge: The ``initialize`` answer exceeds ``max_http_body_bytes``.
+            ProtocolError: The ``initialize`` answer is not JSON, not its response, or has no
+                connection id.
+        """
+        self._check_open()
+        if not isinstance(message, dict | list) or (isinstance(message, list) and not message):
+            raise TransportError("a message must be a JSON-RPC object or a non-empty batch", maybe_delivered=False)
+        if self._http.connection_id is None:
+            if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
+                await self._initialize(message)
+                return
+            raise TransportError(
+                "the first message on a Streamable HTTP link must be the initialize request", maybe_delivered=False
+            )
+        route = self._router.route(message)
+        sid = route.session_id
+        if sid is not None:
+            header_session_id(sid)
+            members = message if isinstance(message, list) else [message]
+            if (sid in self._session_errors or sid in self._streamless) and any(
+                isinstance(m, dict) and m.get("method") in SESSION_SCOPED_METHODS for m in members
+            ):
+                blocked = self._session_errors.get(sid)
+                if blocked is not None:
+                    raise UnknownSession(str(blocked), status=404, body=blocked.body, maybe_delivered=False)
+                raise TransportError(
+                    f"session {sid} has no stream: more than {self._max_streams} session streams on this connection",
+                    maybe_delivered=False,
+                )
+        tracked = self._router.sent(message)
+        prompt = self._turns.sent(message, sid)
+        try:
+            await self._post(message, route)
+        except BaseException as exc:
+            self._router.forget(tracked)
+            if prompt is not None and (isinstance(exc, HttpStatusError) or not getattr(exc, "maybe_delivered", False)):
+                self._turns.unsent(prompt)
+            raise
+
+    def receive(self) -> Coroutine[Any, Any, Message]:
+        """The next inbound message or batch, from any stream, in arrival order (awaitable: the
+        inbox's own coroutine, no wrapper per message).
+
+        Raises:
+            MalformedFrame: An event whose data is not a JSON-RPC message, or an event cut off by
+                the end of its stream (the transport stays usable).
+            MessageTooLarge: An oversized SSE line or event was skipped (the stream goes on).
+            TransportClosed: The link has ended; ``reason`` says why.
+        """
+        return self._inbox.get()
+
+    def receive_ready(self) -> Message | None:
+        """:meth:`receive` for a message queued already (no coroutine); ``None`` when none is."""
+        return self._inbox.get_ready()
+
+    async def aclose(self) -> None:
+        """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
+
+        Idempotent; never raises for a dead link. A link that already failed (a drop) is not sent
+        a ``DELETE`` here: its server may be unreachable, and a reconnect must not wait on it. The
+        connector's next link sends it in the background once it is initialized.
+        """
+        if self._released:
+            return
+        self._released = True
+        was_open = self._closed is None
+        self._fail("closed by the client", level=logging.DEBUG)
+        self._inbox.clear()
+        try:
+            tasks = self._tasks.cancel()
+            await self._http.close_streams()  # a stream's reader ends with its connection, cancelled or not
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            if self._http.connection_id is not None and was_open:
+                try:
+                    status = await asyncio.wait_for(self._http.delete(), timeout=min(self._connect_timeout, 5.0))
+                    logger.debug("DELETE %s answered %s", self._info.target, status)
+                except (AcpError, httpx.HTTPError, asyncio.TimeoutError, OSError) as exc:
+                    logger.debug("DELETE of the connection at %s failed: %s", self._info.target, exc)
+        finally:
+            await self._http.aclose()
+
+    # -- initialize and the connection stream ------------------------------------------------
+
+    async def _initialize(self, message: dict[str, Any]) -> None:
+        logger.debug("POST %s to %s", describe(message), self._info.target)
+        answer = await self._http.post(encode(message).encode(), None, initialize=True)
+        check_acp_endpoint(answer, self._info.target)
+        if answer.status != 200:
+            raise self._http.status_error(answer, what="initialize", session_header=False)
+        connection_id = answer.headers.get(CONNECTION_ID_HEADER)
+        if not connection_id:
+            raise ProtocolError(f"the initialize answer has no {CONNECTION_ID_HEADER} header")
+        try:
+            check_header_value(CONNECTION_ID_HEADER, connection_id)
+        except ConfigurationError as exc:
+            raise ProtocolError(f"the server sent an unusable {CONNECTION_ID_HEADER}") from exc
+        reply = decode_frame(answer.body)
+        if not isinstance(reply, dict) or "method" in reply or reply.get("id") != message.get("id"):
+            # Anything else would leave initialize waiting for an answer that cannot come.
+            raise ProtocolError(f"the initialize answer is not its JSON-RPC response: {excerpt(answer.body)}")
+        self._http.connection_id = connection_id
+        self._info = attrs.evolve(self._info, connection_id=connection_id, http_version=answer.http_version)
+        logger.debug("connection %s open at %s over %s", connection_id, self._info.target, answer.http_version)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._connection_task = self._tasks.spawn(self._run_connection_stream(ready), name="acp-http-connection-stream")
+        try:
+            await ready
+        except asyncio.CancelledError:
+            self._connection_task.cancel()
+            raise
+        except AcpError as exc:
+            self._fail(f"the connection stream could not be opened: {exc}")
+            if type(exc) is TransportError:  # a network failure: the link is dead
+                raise TransportClosed(f"the connection stream could not be opened: {exc}") from exc
+            raise
+        self._inbox.deliver(reply)
+        self._forget_stale_connections()
+
+    def _forget_stale_connections(self) -> None:
+        """``DELETE`` the connections of earlier links that dropped, in the background (see :mod:`._carried`)."""
+        stale = self._carried.stale
+        while stale:
+            old = stale.popleft()
+            if old != self._http.connection_id:
+                delete = delete_stale(self._http, self._carried, old, self._info.target)
+                self._tasks.spawn(delete, name="acp-http-delete-stale")
+
+    async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
+        cursor = Cursor()
+        try:
+            response = await self._http.open_sse(None)
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.cancel()
+            raise
+        except AcpError as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            return
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(TransportError(f"the connection stream could not be opened: {exc!r}"))
+            raise
+        cursor.take(response.headers)
+        if not ready.done():
+            ready.set_result(None)
+        resumed: StreamResumed | None = None
+        empty = 0  # reopenings in a row that ended at once, without a byte
+        while True:
+            try:
+                reason, _, _, got = await self._pump(response, None, cursor=cursor, resumed=resumed)
+            finally:
+                await self._http.close_sse(response)
+            if self._closed is not None:
+                return
+            if not cursor.resumable or not self._reattach:
+                self._fail(f"connection stream: {reason}")
+                return
+            empty = 0 if got else empty + 1
+            if not await self._pause_before_reattach(None, empty, reason):
+                return
+            reopened = await self._reattach_stream(None, cursor, reason)
+            if reopened is None:
+                return
+            response, resumed = reopened
+
+    async def _pause_before_reattach(self, session_id: str | None, empty: int, reason: str) -> bool:
+        """After ``empty`` reopenings in a row that brought nothing, wait a little; past
+        ``session_stream_retries`` of them the server cannot serve the stream: the link is closed
+        (``False``). A stream that carried data is reattached at once."""
+        if not empty:
+            return True
+        if empty > self._retries:
+            what = "connection stream" if session_id is None else f"stream of session {session_id}"
+            self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
+            return False
+        await asyncio.sleep(_SESSION_RETRY_DELAYS[min(empty, len(_SESSION_RETRY_DELAYS)) - 1])
+        return self._closed is None
+
+    async def _reattach_stream(
+        self, session_id: str | None, cursor: Cursor, reason: str
+    ) -> tuple[Reply, StreamResumed] | None:
+        """Reopen a broken stream on the same connection (see :func:`._reattach.reattach`); ``None``
+        once the link is closed (because it could not be, or meanwhile)."""
+        outcome = await reattach(
+            self._http,
+            session_id,
+            cursor,
+            reason=reason,
+            timeout=self._reattach,
+            target=self._info.target,
+            closed=lambda: self._closed is not None,
+        )
+        if isinstance(outcome, GaveUp):
+            self._forgotten = self._forgotten or outcome.forgotten
+            self._fail(outcome.reason)
+            return None
+        return outcome
+
+    def _resumed(self, event: StreamResumed) -> None:
+        scope = "connection stream" if event.session_id is None else f"stream of session {event.session_id}"
+        logger.info("%s of connection %s resumed from event %s", scope, event.connection_id, event.from_event_id)
+        listener = self._on_resumed
+        if listener is not None:
+            try:
+                listener(event)
+            except Exception:  # the listener's bug must not end the stream
+                logger.exception("a stream-resumed listener raised; ignored")
+
+    # -- session streams ---------------------------------------------------------------------
+
+    def _ensure_session_stream(self, session_id: str, *, established: bool) -> None:
+        if self._closed is not None:
+            return
+        try:
+            header_session_id(session_id)
+        except ConfigurationError:
+            logger.warning("not opening a stream for a session id that cannot travel in a header")
+            return
+        if established:
+            self._session_errors.pop(session_id, None)
+        stream = self._sessions.get(session_id)
+        if stream is not None and stream.task is not None and not stream.task.done():
+            if established:
+                stream.established.set()
+            return
+        if stream is None and len(self._sessions) >= self._max_streams:
+            if session_id not in self._streamless:
+                self._streamless.add(session_id)
+                self._streamless_total += 1
+                if self._streamless_total == 1:  # once per connection (a recovery meets it per session)
+                    logger.warning(
+                        "connection %s at %s: %d session streams open (max_session_streams); session %s and "
+                        "any later ones get no stream of their own (their messages come on the connection "
+                        "stream; their session-scoped sends fail until a stream closes)",
+                        self._http.connection_id,
+                        self._info.target,
+                        self._max_streams,
+                        session_id,
+                    )
+                else:
+                    logger.debug("no stream for session %s: max_session_streams reached", session_id)
+            return
+        self._streamless.discard(session_id)
+        stream = _SessionStream(session_id, established)
+        self._sessions[session_id] = stream
+        stream.task = self._tasks.spawn(self._run_session_stream(stream), name="acp-http-session-stream")
+
+    def _drop_session_stream(self, session_id: str) -> None:
+        stream = self._sessions.pop(session_id, None)
+        if stream is None:
+            return
+        stream.closing = True
+        if stream.task is not None and stream.task is not asyncio.current_task():
+            stream.task.cancel()
+
+    async def _run_session_stream(self, stream: _SessionStream) -> None:
+        sid = stream.session_id
+        failures = 0
+        cursor = Cursor()
+        reopened: tuple[Reply, StreamResumed] | None = None  # a stream reattached after a break, to read next
+        while self._closed is None and not stream.closing:
+            resumed: StreamResumed | None = None
+            stream.got_data = False
+            error: AcpError
+            delay: float | None = None
+            try:
+                if reopened is not None:
+                    (response, resumed), reopened = reopened, None
+                else:
+                    resume = cursor.request_headers()
+                    response = await self._http.open_sse(sid, resume)
+                    changed = cursor.take(response.headers)
+                    if changed is not None:
+                        await self._http.close_sse(response)
+                        self._fail(f"the stream of session {sid} cannot be resumed: {changed}; messages may be missing")
+                        return
+                    if resume:
+                        resumed = StreamResumed(sid, cursor.last_event_id, self._http.connection_id, "ended")
+            except (UnknownSession, AuthenticationFailed) as exc:
+                if isinstance(exc, AuthenticationFailed) and exc.status != 403:
+                    self._fail(f"the stream of session {sid} was refused: {exc}")
+                    return
+                # 404, or 403 "not this connection's session" (Qwen Code's daemon): the same answer.
+                if not stream.established.is_set():
+                    logger.debug("session stream %s: unknown before the session is established; waiting", sid)
+                    await stream.established.wait()
+                    continue
+                error = exc if isinstance(exc, UnknownSession) else UnknownSession(str(exc), status=403, body=exc.body)
+            except UnknownConnection as exc:
+                self._forgotten = True
+                self._fail(f"session stream: {exc}")
+                return
+            except ServiceUnavailable as exc:
+                error, delay = exc, exc.retry_after
+            except (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
+                self._fail(f"the stream of session {sid} was refused: {exc}")
+                return
+            except AcpError as exc:
+                error = exc
+            else:
+                try:
+                    reason, lost, broken, lived = await self._pump(response, sid, stream, cursor, resumed)
+                finally:
+                    await self._http.close_sse(response)
+                if self._closed is not None or stream.closing:
+                    return
+                if lost:
+                    # A skipped event may have been an answer the client waits for: only a
+                    # recovery can tell, so this end is a drop, now (not the idle timeout's).
+                    self._fail(f"the stream of session {sid} {reason} after skipping an oversized event")
+                    return
+                if broken:
+                    if not cursor.resumable or not self._reattach:
+                        # What the server had written into the broken stream is gone, and without
+                        # event ids nobody can say what that was: a drop, so the recovery decides.
+                        self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
+                        return
+                    failures = 0 if stream.got_data or lived else failures + 1
+                    if not await self._pause_before_reattach(sid, failures, reason):
+                        return
+                    reopened = await self._reattach_stream(sid, cursor, reason)
+                    if reopened is None:
+                        return
+                    continue
+                error = TransportClosed(reason)
+                logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
+            if stream.got_data:
+                failures = 0
+            failures += 1
+            if failures > self._retries:
+                if isinstance(error, UnknownSession):
+                    if cursor.resumable:
+                        self._fail(f"the stream of session {sid} could not be resumed: {error}")
+                        return
+                    logger.warning(
+                        "the server does not know session %s on connection %s; its stream stays closed",
+                        sid,
+                        self._http.connection_id,
+                    )
+                    self._session_errors[sid] = error
+                    if self._sessions.get(sid) is stream:
+                        del self._sessions[sid]
+                    return
+                self._fail(f"the stream of session {sid} could not be reopened: {error}")
+                return
+            if delay is None:
+                delay = _SESSION_RETRY_DELAYS[min(failures, len(_SESSION_RETRY_DELAYS)) - 1]
+            await asyncio.sleep(min(delay, _MAX_RETRY_DELAY))
+
+    # -- reading SSE -------------------------------------------------------------------------
+
+    async def _pump(
+        self,
+        response: Reply,
+        source: str | None,
+        stream: _SessionStream | None = None,
+        cursor: Cursor | None = None,
+        resumed: StreamResumed | None = None,
+    ) -> tuple[str, bool, bool, bool]:
+        """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
+
+        ``resumed``: the stream was reattached; that is reported once its first bytes are read and
+        they are not a resync signal (a server that cannot resume still answers ``200``).
+
+        Returns:
+            Why it ended, whether it skipped an oversized event (a lost message), whether it broke
+            (a network failure, the idle timeout, unreadable data) rather than ended, and whether
+            it lived (a byte came, or it stayed open until the idle timeout).
+        """
+        what = "connection stream" if source is None else f"stream of session {source}"
+        reader = EventReader(
+            self._inbox,
+            limits=self._limits,
+            content_encoding=response.headers.get("content-encoding", ""),
+            target=self._info.target,
+            inspect=self._inspect_inbound,
+            source=source,
+            last_event_id=cursor.last_event_id if cursor is not None else "",
+            on_resync=lambda detail: self._fail(f"the {what} cannot be resumed: {detail}; messages may be missing"),
+        )
+
+        got = False
+
+        def after_chunk() -> bool:
+            nonlocal resumed, got
+            got = True
+            if resumed is not None:
+                if not reader.resync:
+                    self._resumed(resumed)
+                resumed = None
+            if stream is None:
+                return False
+            stream.got_data = True
+            return stream.closing
+
+        try:
+            if not await reader.read(response.aiter_raw(), after_chunk):
+                return "session closed", reader.lost, False, got
+        except httpx.ReadTimeout:
+            return f"no data for {self._idle:g}s (idle timeout)", reader.lost, True, True  # it lived: no hammering
+        except httpx.HTTPError as exc:
+            return f"broken: {describe_error(exc)}", reader.lost, True, got
+        except ProtocolError as exc:
+            return f"unreadable: {exc}", reader.lost, True, got
+        finally:
+            if cursor is not None:
+                cursor.last_event_id = reader.last_event_id
+        return "ended by the server", reader.lost, False, got
+
+    def _inspect_inbound(self, message: Message, source: str | None) -> None:
+        """Apply what the router decides about session streams for an inbound message."""
+        self._turns.inbound(message)
+        if type(message) is dict and "id" not in message:
+            return  # a state_update notification (the only ones inspected)
+        for action in self._router.inbound(message, source):
+            if type(action) is Open:
+                self._ensure_session_stream(action.session_id, established=True)
+            elif type(action) is Close:
+                self._drop_session_stream(action.session_id)
+            elif type(action) is Abandon:
+                stream = self._sessions.get(action.session_id)
+                if stream is not None and not stream.established.is_set():
+                    self._drop_session_stream(action.session_id)
+
+    # -- POST --------------------------------------------------------------------------------
+
+    async def _post(self, message: Message, route: Route) -> None:
+        body = encode(message).encode()
+        use_header = route.with_header
+        sid = route.session_id
+        if logger.isEnabledFor(logging.DEBUG):  # describe() is not free, and this is every POST
+            logger.debug("POST %s to %s", describe(message), self._info.target)
+        for attempt in (0, 1):
+            if use_header and sid is not None and sid not in self._sessions:
+                # The answer may come on the session stream: have it open (the server buffers).
+                self._ensure_session_stream(sid, established=False)
+            answer = await self._http.post(body, sid if use_header else None)
+            if answer.status in (200, 202, 204):
+                if answer.body_error is not None:
+                    self._inbox.deliver(answer.body_error)
+                elif answer.status == 200 and answer.body:
+                    reply = post_body(answer)  # a 200 with a body where a 202 was expected
+                    if not isinstance(reply, MalformedFrame):
+                        self._inspect_inbound(reply, None)
+                    self._inbox.deliver(reply)
+                return
+            retry = self._router.retry_header(route, use_header, answer.status, answer.body) if attempt == 0 else None
+            if retry is not None:
+                self._carried.header_everywhere = retry
+                logger.debug("the server %s %s here; retrying", "wants" if retry else "refuses", SESSION_ID_HEADER)
+                use_header = retry
+                continue
+            error = self._http.status_error(
+                answer, what="POST", session_header=use_header and sid is not None, batch=isinstance(message, list)
+            )
+            if isinstance(error, UnknownConnection):
+                self._fail(f"the server no longer knows connection {self._http.connection_id}")
+            raise error
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise TransportClosed(self._closed.reason, maybe_delivered=False)
+
+    def _fail(self, reason: str, *, level: int = logging.INFO) -> None:
+        """Close the link (once): wake the reader, stop every stream."""
+        if self._closed is not None:
+            return
+        self._closed = TransportClosed(reason)
+        logger.log(level, "HTTP link to %s closed: %s", self._info.target, reason)
+        if self._streamless_total > 1:
+            logger.info(
+                "connection %s had %d sessions without a stream", self._http.connection_id, self._streamless_total
+            )
+        if not self._released and self._http.connection_id is not None:
+            if self._forgotten:
+                pass  # the server no longer knows it: nothing to end
+            elif self._turns:
+                # A turn may still run there: a DELETE would abort it (and a later reattach of its
+                # streams). The server's own expiry of dropped connections ends it instead.
+                logger.info(
+                    "connection %s dropped with a turn running: not sending it a DELETE", self._http.connection_id
+                )
+            else:
+                self._carried.stale.append(self._http.connection_id)  # dropped, not closed: DELETEd from the next link
+        self._inbox.close(reason)
+        self._tasks.cancel()
