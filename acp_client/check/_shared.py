@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from ._link import CheckFailed, Link, WireLog
+from ._link import MAX_ENTRIES, CheckFailed, Link, WireLog
 from ._protocol import Handshake, initialize
 from ._target import AgentHost, Target
 
@@ -28,6 +28,9 @@ __all__ = ["Inconclusive", "RunState", "open_initialized"]
 
 logger = logging.getLogger(__name__)
 
+#: A shared link that has kept this many inbound messages is replaced before the next check (a link
+#: keeps at most ``MAX_ENTRIES``: a check must never wait on a link that has stopped keeping updates).
+_FRESH_AFTER: Final = MAX_ENTRIES // 2
 #: How long ending the shared agent may take (the stdio transport's TERM-then-KILL included).
 _CLOSE_LIMIT: Final = 15.0
 
@@ -87,7 +90,7 @@ class RunState:
             CheckFailed: It initialized in another version, or answered ``initialize`` with an error.
         """
         link = self._link
-        if link is not None and not link.closed:
+        if link is not None and not link.closed and len(link.inbound) < _FRESH_AFTER:
             link.log = log
             return link
         await self.retire()
