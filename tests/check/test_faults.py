@@ -63,7 +63,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "status-attaches": {"status.no-side-effects": "fail", "status.after-restart": "fail"},
     "status-active-after-restart": {"status.after-restart": "fail"},
     "status-unknown-no-data": {"status.unknown": "fail"},
-    "status-always-active": {"status.unknown": "fail", "status.after-restart": "fail"},
+    "status-always-active": {"status.unknown": "fail", "status.after-restart": "fail", "not-found.code": "warn"},
     "slow-status": {"status.cheap": "warn"},
     "hang-status": {**_STATUS_HANGS, "not-found.code": "warn"},
     "unknown-method-internal": {"method.unknown": "fail"},
