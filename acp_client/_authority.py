@@ -1,4 +1,4 @@
-"""Authority follows the home: what one instance of a pool may say about a session.
+"""Authority follows the home: what one of several instances may say about a session.
 
 A client facing several instances of one agent keeps one record of where each session lives (its
 home). An instance speaks for the sessions it hosts, and for no other: a request (``fs/*``,
@@ -6,6 +6,9 @@ home). An instance speaks for the sessions it hosts, and for no other: a request
 names a session the client records on another instance is refused — the request answered
 ``-32002`` (the session is not found *here*), the notification dropped — and never reaches the
 app's handlers, the file system or the transcript. Each refusal is counted and logged.
+
+A session restored from a session store and not placed yet speaks through the home the store
+recorded for it, and through no other instance.
 
 A session the client does not track at all (an id it has not learned yet: the updates an agent
 sends during ``session/new``, before its answer) is left to the usual handling, which knows no

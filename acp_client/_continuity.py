@@ -1,7 +1,7 @@
 """What a recovery may claim about the agent's memory of the conversation. Pure.
 
 Continuity is a claim about the agent: that it still holds every turn the user saw. The client
-claims it only from evidence (DESIGN.md §7, docs/conversation.md):
+claims it only from evidence (docs/conversation.md):
 
 ============  =============================================================  ============
 path          evidence                                                       continuity

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ._acknowledge import acknowledge
 from ._checks import check_seconds
 from ._client_state import StateMachine
 from ._codec import decode_update_params, from_wire, to_wire
@@ -242,7 +243,10 @@ class Engine:
             ),
         )
         self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
+        if self.persistence is not None:  # where each session lives is recorded with it
+            self.persistence.placement_of = self.links.placement_of
         self.lost_again = LostAgain(self)
+        self.lease_check: Callable[[str], Awaitable[None]] | None = None  # a shared store's Ownership.check
 
     def build_supervisor(
         self,
@@ -340,6 +344,8 @@ class Engine:
         while True:
             link = await self.links.link_for(tracked, method, ticket)
             await link.ready(method, ticket)
+            if tracked is not None and self.lease_check is not None:
+                await self.lease_check(tracked.session_id)  # no send without a live lease
             try:
                 return await link.call(method, params(), **options)
             except ConnectionLost:
@@ -601,7 +607,7 @@ class Engine:
         tracked.turn_task = body
         try:
             with move_on_after(self.clock, timeout):
-                return await asyncio.shield(body)
+                return await acknowledge(body, future, tracked, self.persistence, self.lease_check)
         except asyncio.CancelledError:
             if not body.done():  # the awaiting task was cancelled, not the turn
                 self._background.spawn(self._cancel_turn(tracked, body))

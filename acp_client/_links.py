@@ -144,6 +144,11 @@ class Links(Protocol):
     def endpoint_of(self, tracked: Tracked) -> str | None:
         """The name of the instance ``tracked`` lives on (``None`` for a single endpoint)."""
 
+    def placement_of(self, tracked: Tracked) -> tuple[str | None, tuple[str, ...]]:
+        """What a session store records of where ``tracked`` is: the name of the instance it
+        lives on (``None``: a single endpoint, or not placed yet) and of the instances that may
+        still hold a copy of it."""
+
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         """Every instance's ``session/status`` answer for one session."""
 
@@ -191,6 +196,9 @@ class SingleLink:
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
         return None
+
+    def placement_of(self, tracked: Tracked) -> tuple[str | None, tuple[str, ...]]:
+        return None, ()
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         """The one instance's answer, over the live link if connected (else a link of its own)."""

@@ -1,7 +1,7 @@
 """The one table of the ways agents say "I do not know this session". Pure.
 
 ACP's code is -32002 (resource not found, ``data.sessionId``), but agents in the wild spell it in
-several ways (DESIGN.md §7; docs/agents-conformance.md). Recovery treats any of them like -32002
+several ways (docs/agents-conformance.md). Recovery treats any of them like -32002
 (the next step is a new session), and a session method answered with one of them after a recovery
 sends the session through recovery again, as unknown: it never stays stuck on an id the agent lost.
 

@@ -8,18 +8,20 @@ single link; an :class:`~acp_client.group.EndpointGroup` hands over its
 
 from __future__ import annotations
 
+import difflib
 import functools
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ._checks import check_count, check_flag, check_instance, check_seconds
+from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._engine import Engine
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from ._ownership import FencedStore, Ownership, default_owner
+from ._ownership import DEFAULT_LEASE_DURATION, FencedStore, Ownership, default_owner
 from ._version import __version__
 from .clock import Clock, SystemClock
-from .config import Callbacks, QueueOptions, Timeouts
+from .config import Callbacks, ClientOptions, QueueOptions, Timeouts
 from .exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
 from .group import EndpointGroup, LinksPlan
 from .handlers import ClientHandlers
@@ -34,9 +36,53 @@ from .transports.base import Connector, Limits
 from .transports.endpoint import connector_for
 from .types import Implementation
 
-__all__ = ["CLIENT_INFO", "assemble", "check_options", "next_cursor"]
+__all__ = ["CLIENT_INFO", "DEFAULTS", "assemble", "check_keywords", "check_options", "next_cursor", "with_defaults"]
 
 CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
+
+#: The default of every :class:`~acp_client.config.ClientOptions` key (``None``: the client builds
+#: its own, as the key's documentation says).
+DEFAULTS: Mapping[str, Any] = {
+    **dict.fromkeys(ClientOptions.__annotations__),
+    "protocol_version": 1,
+    "retry": RetryPolicy(),
+    "recovery_concurrency": 4,
+    "secret_headers": (),
+    "keep_transcripts": True,
+    "retry_unsent_prompts": False,
+    "carry_lost_context": False,
+    "max_incoming_requests": DEFAULT_MAX_INCOMING_REQUESTS,
+    "lease_duration": DEFAULT_LEASE_DURATION,
+    "auto_adopt": True,
+}
+
+#: Keywords of older releases, and where their setting lives now.
+_RENAMED = {f"{kind}_timeout": f"timeouts=Timeouts({kind}=...)" for kind in ("request", "connect", "probe")}
+
+
+def check_keywords(owner: str, given: Collection[str], known: Collection[str]) -> None:
+    """Raise ``ConfigurationError`` for the first of ``given`` that ``owner`` does not take,
+    suggesting the closest of ``known`` (a typo is caught where it is made)."""
+    for name in given:
+        if name in known:
+            continue
+        if name in _RENAMED:
+            hint = f"; did you mean {_RENAMED[name]}?"
+        else:
+            # An option the name starts with ("retry_policy": "retry"), else the closest spelling.
+            close = sorted((k for k in known if name.startswith(k)), key=len)[-1:]
+            close = close or difflib.get_close_matches(name, list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigurationError(f"{owner}() got an unexpected option {name!r}{hint}")
+
+
+def with_defaults(endpoint: object, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option of :class:`~acp_client.AcpClient` (``options`` over :data:`DEFAULTS`), checked."""
+    check_keywords("AcpClient", options, DEFAULTS)
+    merged = {"endpoint": endpoint, **DEFAULTS, **options}
+    check_options(merged)
+    return merged
+
 
 _KINDS: dict[str, type | tuple[type, ...]] = {
     "client_info": Implementation,

@@ -22,10 +22,11 @@ Two halves, one per thread:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -34,9 +35,9 @@ from ._logging import get_logger
 from ._recoverer import capabilities
 from ._tasks import TaskSet
 from .clock import Clock
-from .exceptions import AcpError, SessionStoreError, SessionStoreFenced
+from .exceptions import AcpError, SessionOwnershipLost, SessionStoreError, SessionStoreFenced
 from .state import OwnershipLost, RecoveryOutcome
-from .store._bridge import StoreBridge
+from .store._bridge import StoreBridge, write_turn
 from .store.base import Lease, SharedSessionStore, StoredSession
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class _Host(Protocol):
     version: int
     telemetry: ClientTelemetry | None
 
+    lease_check: Callable[[str], Awaitable[None]] | None
+
     def untrack(self, session_id: str) -> None: ...
 
     def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None: ...
@@ -73,7 +76,7 @@ class _Host(Protocol):
     def crashed(self, error: BaseException) -> None: ...
 
 
-__all__ = ["DEFAULT_LEASE_DURATION", "FencedStore", "Ownership", "default_owner"]
+__all__ = ["DEFAULT_LEASE_DURATION", "LEASE_SAFETY_MARGIN", "FencedStore", "Ownership", "default_owner"]
 
 logger = get_logger("acp_client.store")
 
@@ -83,6 +86,13 @@ DEFAULT_LEASE_DURATION: Final = 30.0
 #: A lease is renewed this many times in its duration (so one or two failed renewals are retried
 #: before it can run out).
 RENEWALS_PER_LEASE: Final = 3
+
+#: The part of each lease a client never sends in (a fraction of the lease duration). The client
+#: sends a session-scoped request only while, on its own monotonic clock, less than
+#: ``duration * (1 - LEASE_SAFETY_MARGIN)`` has passed since its last successful renewal *started*;
+#: the rest covers the request's way to the agent, the scheduling between the check and the write,
+#: and the drift between this host's clock and the store's (a 30 s lease: 7.5 s).
+LEASE_SAFETY_MARGIN: Final = 0.25
 
 
 def default_owner() -> str:
@@ -115,6 +125,8 @@ class FencedStore:
         self.held: dict[str, Lease] = {}
         #: Sessions this client lost: never written again, even with a new ``save``.
         self.lost: set[str] = set()
+        #: Who holds a session this client lost, as the refusal said.
+        self.holders: dict[str, str] = {}
 
     @property
     def path(self) -> str:
@@ -126,13 +138,15 @@ class FencedStore:
             return None
         try:
             return write(*args, fence=lease.fence, **kwargs)
-        except SessionStoreFenced:
-            self.lose(session_id)
+        except SessionStoreFenced as exc:
+            self.lose(session_id, exc.holder)
             raise
 
-    def lose(self, session_id: str) -> None:
+    def lose(self, session_id: str, holder: str | None = None) -> None:
         self.held.pop(session_id, None)
         self.lost.add(session_id)
+        if holder is not None:
+            self.holders[session_id] = holder
 
     # -- the SessionStore protocol, as the bridge calls it -------------------------------------
 
@@ -152,8 +166,8 @@ class FencedStore:
         elif session_id not in self.lost:
             try:
                 self.held[session_id] = self.store.save_owned(session, self.owner, duration=self.duration)
-            except SessionStoreFenced:
-                self.lose(session_id)
+            except SessionStoreFenced as exc:
+                self.lose(session_id, exc.holder)
                 raise
 
     def delete(self, endpoint: str, session_id: str) -> bool:
@@ -177,6 +191,11 @@ class FencedStore:
 
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
         return bool(self._fenced(session_id, self.store.save_transcript, endpoint, session_id, entries))
+
+    def save_turn(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime
+    ) -> bool:
+        return bool(self._fenced(session_id, write_turn, self.store, endpoint, session_id, entries, when=when))
 
     # -- leases -----------------------------------------------------------------------------------
 
@@ -253,12 +272,18 @@ class Ownership:
         #: Recoveries of sessions the renewal task adopted, running in the background.
         self._recoveries = TaskSet("session ownership", self._crashed)
         self._adopting = asyncio.Lock()
+        #: The renewal running now (shared by the renewal task and every send waiting for one).
+        self._renewing: asyncio.Future[None] | None = None
+        #: Who holds each session this client lost, when known.
+        self._holders: dict[str, str | None] = {}
 
     def bind(self, engine: _Host) -> None:
         """Work for ``engine`` (its session store's bookkeeping starts and ends this)."""
         assert engine.persistence is not None
         self._engine = engine
         engine.persistence.ownership = self
+        engine.lease_check = self.check
+        engine.recoverer.gate = self.may_recover
 
     @property
     def owner(self) -> str:
@@ -274,8 +299,111 @@ class Ownership:
         return self.duration / RENEWALS_PER_LEASE
 
     def owned(self) -> list[str]:
-        """The sessions this client holds now (as the worker thread last left them)."""
-        return sorted(dict(self.fenced.held))
+        """The sessions this client holds now and tracks: a session claimed on the worker thread
+        is listed from the moment ``client.session(id)`` accepts it, never before."""
+        engine = self._engine
+        held = dict(self.fenced.held)
+        if engine is None:
+            return []
+        table = engine.table
+        return sorted(sid for sid in held if (tracked := table.get(sid)) is not None and tracked.session_id == sid)
+
+    # -- the lease before each send ---------------------------------------------------------------
+
+    @property
+    def margin(self) -> float:
+        """Seconds of each lease this client never sends in (:data:`LEASE_SAFETY_MARGIN`)."""
+        return self.duration * LEASE_SAFETY_MARGIN
+
+    def sendable_for(self) -> float:
+        """Seconds left, on this client's clock, before its leases are too close to their end to
+        send in (negative: past it)."""
+        return self._renewed_at + self.duration - self.margin - self._clock.monotonic()
+
+    async def check(self, session_id: str) -> None:
+        """Before a session-scoped request for ``session_id`` is sent (and before a turn is
+        reported as ended): the lease must be live on this client's own clock, with the margin.
+        When it is not, the leases are renewed first; a session the store no longer returns is
+        lost (``on_ownership_lost``) and the call raises.
+
+        A session this client never stored under a lease (its first write failed: nobody else can
+        hold it) passes.
+
+        Raises:
+            SessionOwnershipLost: The session is another client's now, or its lease could not be
+                renewed before it came too close to its end (nothing is sent).
+        """
+        if session_id in self._reported or session_id in self.fenced.lost:
+            raise self._lost_error(session_id)
+        if session_id not in self.fenced.held or self.sendable_for() > 0:
+            return
+        try:
+            await self._renew_for_send()
+        except SessionStoreError as exc:
+            if session_id in self._reported:
+                raise self._lost_error(session_id) from exc
+            raise SessionOwnershipLost(
+                session_id,
+                f"session {session_id}: the lease of {self.owner} could not be renewed ({exc}); not sent",
+                owner=self.owner,
+            ) from exc
+        if session_id in self._reported or session_id not in self.fenced.held:
+            raise self._lost_error(session_id)
+
+    async def may_recover(self, tracked: Tracked) -> bool:
+        """Before a reconnect's recovery sends anything for ``tracked``: whether its lease is live
+        (see :meth:`check`); a session lost meanwhile is left out (the app was told)."""
+        try:
+            await self.check(tracked.session_id)
+        except SessionOwnershipLost as exc:
+            logger.info("not recovering session %s: %s", tracked.session_id, exc)
+            return False
+        return True
+
+    def _lost_error(self, session_id: str) -> SessionOwnershipLost:
+        holder = self._holders.get(session_id) or self.fenced.holders.get(session_id)
+        by = f" (held by {holder!r} now)" if holder is not None else ""
+        return SessionOwnershipLost(
+            session_id,
+            f"session {session_id}: {self.owner} no longer owns it{by}",
+            owner=self.owner,
+            holder=holder,
+        )
+
+    async def _renew_for_send(self) -> None:
+        """A renewal that started once the lease was found too close to its end: one already under
+        way is waited for (it may have failed before the store came back), then, if the lease is
+        still too close to its end, a new one runs."""
+        running = self._renewing
+        if running is not None and not running.done():
+            with contextlib.suppress(SessionStoreError):
+                await asyncio.shield(running)
+            if self.sendable_for() > 0:
+                return
+        await self.renew_now()
+
+    async def renew_now(self) -> None:
+        """Renew every lease now (one renewal shared by every caller waiting for one); sessions
+        the store no longer returns are lost.
+
+        Raises:
+            SessionStoreError: The store cannot be written (once the lease ran out on this
+                client's clock the sessions are lost too).
+        """
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.ensure_future(self._renew())
+        await asyncio.shield(self._renewing)
+
+    async def _renew(self) -> None:
+        started = self._clock.monotonic()  # the store's lease runs from when it got the statement: no earlier
+        try:
+            lost = await self.bridge.run(self.fenced.renew)
+        except SessionStoreError as exc:
+            self._renewal_failed(exc)
+            raise
+        self._renewed_at = max(self._renewed_at, started)
+        for session_id in lost:
+            self.lost(session_id, None, "its lease was taken over by another client")
 
     # -- connect ----------------------------------------------------------------------------------
 
@@ -298,8 +426,9 @@ class Ownership:
         Raises:
             SessionStoreError: The store cannot be written (``connect()`` fails).
         """
+        started = self._clock.monotonic()
         held = await self.bridge.run(self.fenced.claim, [record.session_id for record in records])
-        self._renewed_at = self._clock.monotonic()
+        self._renewed_at = started
         if self._task is None and not self._closed:
             self._task = asyncio.ensure_future(self._run())
         return held
@@ -326,12 +455,9 @@ class Ownership:
     async def tick(self) -> float:
         """One renewal (and adoption scan); returns the delay before the next one."""
         try:
-            lost = await self.bridge.run(self.fenced.renew)
-        except SessionStoreError as exc:
-            return self._renewal_failed(exc)
-        self._renewed_at = self._clock.monotonic()
-        for session_id in lost:
-            self.lost(session_id, None, "its lease was taken over by another client")
+            await self.renew_now()
+        except SessionStoreError:
+            return self._retry_in()
         if self.auto_adopt:
             try:
                 await self.adopt_expired()
@@ -339,9 +465,9 @@ class Ownership:
                 logger.warning("session store: looking for sessions to adopt failed: %s", exc)
         return self.renew_interval
 
-    def _renewal_failed(self, error: SessionStoreError) -> float:
-        """A renewal failed: retry sooner; once the lease ran out on this client's own clock, the
-        sessions may be another client's by now: they are lost."""
+    def _renewal_failed(self, error: SessionStoreError) -> None:
+        """A renewal failed; once the lease ran out on this client's own clock, the sessions may be
+        another client's by now: they are lost."""
         left = self._renewed_at + self.duration - self._clock.monotonic()
         if left <= 0:
             logger.error("session store: leases of %s ran out while renewals failed (%s)", self.owner, error)
@@ -350,8 +476,14 @@ class Ownership:
                 self.fenced.lost.add(session_id)
                 self.lost(session_id, None, f"its lease ran out while renewing failed ({error})")
             self._renewed_at = self._clock.monotonic()
-            return self.renew_interval
+            return
         logger.warning("session store: renewing the leases of %s failed (%s); retrying", self.owner, error)
+
+    def _retry_in(self) -> float:
+        """The delay before the renewal after a failed one: sooner than usual, within the lease."""
+        left = self._renewed_at + self.duration - self._clock.monotonic()
+        if left <= 0:
+            return self.renew_interval
         return max(min(self.renew_interval / 4, left), 0.001)
 
     async def adopt_expired(self) -> list[str]:
@@ -421,6 +553,7 @@ class Ownership:
         if session_id in self._reported:
             return
         self._reported.add(session_id)
+        self._holders[session_id] = holder
         logger.warning("session store: %s lost session %s: %s", self.owner, session_id, reason)
         engine = self._engine
         if engine is None:
@@ -428,6 +561,8 @@ class Ownership:
         tracked = engine.table.get(session_id)
         if tracked is not None:  # stop tracking it; nothing to delete: it is the new owner's now
             tracked.stored = None
+            if tracked.turn is not None:  # the running turn fails with the typed error, never "ended"
+                tracked.turn.finish(self._lost_error(session_id))
             engine.untrack(tracked.session_id)
         lost = OwnershipLost(session_id=session_id, owner=self.owner, holder=holder, reason=reason)
         engine.dispatcher.deliver(engine.callbacks.on_ownership_lost, lost, what="on_ownership_lost")
@@ -446,6 +581,8 @@ class Ownership:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        if self._renewing is not None:
+            await asyncio.gather(self._renewing, return_exceptions=True)
         await self._recoveries.aclose()
         try:
             await self.bridge.flush()

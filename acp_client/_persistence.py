@@ -17,14 +17,23 @@ event                                         store call
 ``resume_session``                            shared store the call returns once it is written
 recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
 recovery outcome: resume / replay             ``save`` when the status changed
+a session moved to another instance           ``save`` with its new home (a client facing
+                                              several instances records each session's
+                                              instance in ``extra``: ``StoredSession.home``)
 recovery abandoned, ``close_session``,        ``delete``
 ``forget_session``
 ``set_mode`` / ``set_model`` /                ``save`` with the new value
 ``set_config_option``
-a prompt                                      ``touch`` (``last_used_at``)
-the end of a turn (with transcripts kept)     ``save_transcript`` (the whole conversation, every
-                                              segment; the store bounds it), and ``save`` when
-                                              the agent changed the title
+a prompt                                      ``touch`` (``last_used_at``) without transcripts
+                                              kept; with them, the turn's end writes it
+the end of a turn                             one job: ``save`` when the agent changed the title,
+                                              ``save_turn`` (``last_used_at`` and the whole
+                                              conversation, every segment, in one step; the
+                                              store bounds it) with transcripts
+                                              kept; the turn's result reaches the app only once
+                                              it ran (``durable``); a store error marks the
+                                              session not yet stored, written again with the
+                                              store's next success
 recovery outcome: new session                 ``save_transcript`` too (the lost segment kept)
 ============================================  ====================================================
 
@@ -98,6 +107,16 @@ class Persistence(SessionEvents):
         self._keep_transcripts = keep_transcripts
         #: The first save of each session the app just opened, while it is queued (a shared store).
         self._opening: dict[str, asyncio.Future[Any]] = {}
+        #: The write of each session's last ended turn (what ``prompt()`` waits for).
+        self._turn_writes: dict[str, asyncio.Future[bool | None]] = {}
+        #: Sessions whose last turn a store error left unwritten: written with the next success.
+        self.unstored: set[str] = set()
+        #: Where a session is (its instance's name, ``None`` with one endpoint or while not placed
+        #: yet, and the instances that may still hold a copy): recorded with the session
+        #: (:attr:`StoredSession.home`, :attr:`StoredSession.left_behind`) and again when it moves.
+        #: Set by the engine to its links' answer.
+        self.placement_of: Callable[[Tracked], tuple[str | None, tuple[str, ...]]] = lambda tracked: (None, ())
+        bridge.on_success = self._store_is_back
 
     def record(self, tracked: Tracked) -> StoredSession | None:
         """The record last written (or restored) for ``tracked``."""
@@ -185,6 +204,12 @@ class Persistence(SessionEvents):
         restored.reverse()
         return restored
 
+    def _homed(self, tracked: Tracked, record: StoredSession) -> StoredSession:
+        """``record`` with where ``tracked`` lives now recorded (an unknown home keeps the one
+        recorded: a session restored from a store that is not placed yet)."""
+        home, left_behind = self.placement_of(tracked)
+        return record if home is None else record.with_placement(home, left_behind)
+
     def _save(self, tracked: Tracked, record: StoredSession) -> asyncio.Future[Any] | None:
         tracked.stored = record
         return self._queue(self.bridge.save, record)
@@ -221,7 +246,7 @@ class Persistence(SessionEvents):
                 status=Probe.ACTIVE,
                 created_at=now,
             )
-        saved = self._save(tracked, record)
+        saved = self._save(tracked, self._homed(tracked, record))
         if saved is not None and self.ownership is not None:
             self._opening[tracked.session_id] = saved
 
@@ -256,22 +281,83 @@ class Persistence(SessionEvents):
             self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
 
     def touched(self, tracked: Tracked) -> None:
-        """A prompt is sent: the session is the most recently used one."""
+        """A prompt is sent: the session is the most recently used one (written with the turn's
+        end when transcripts are kept: one write per turn; else at once)."""
         record = tracked.stored
         if record is not None:
             now = _now()
             tracked.stored = attrs.evolve(record, last_used_at=now)
-            self._queue(self.bridge.touch, record.session_id, when=now)
+            if not self._keep_transcripts:
+                self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
-        """A turn ended: keep the transcript tail (and a title the agent gave)."""
+        """A turn ended: keep the whole conversation (and a title the agent gave), in one job on
+        the store's thread, after every write queued before it; :meth:`durable` waits for it."""
         record = tracked.stored
         if record is None or record.session_id != tracked.session_id:
             return
         title = tracked.record.title
+        changed = None
         if title is not None and title != record.title:
-            self._save(tracked, attrs.evolve(record, title=title, updated_at=_now()))
-        self.save_conversation(tracked)
+            changed = attrs.evolve(record, title=title, updated_at=_now())
+            tracked.stored = changed
+        entries = to_entries(tracked.transcript) if self._keep_transcripts else None
+        if changed is None and entries is None:
+            return
+        write = self._turn_write(tracked.session_id, changed, entries, record.last_used_at)
+        if write is not None:
+            self._turn_writes[tracked.session_id] = write
+
+    def _turn_write(
+        self,
+        session_id: str,
+        record: StoredSession | None,
+        entries: Sequence[Mapping[str, Any]] | None,
+        when: datetime,
+    ) -> asyncio.Future[bool | None] | None:
+        """Queue a turn's write; a store error marks the session not yet stored."""
+        write: asyncio.Future[bool | None] | None = self._queue(
+            self.bridge.save_turn, session_id, record, entries, when
+        )
+        if write is None:
+            return None
+
+        def written(future: asyncio.Future[bool | None]) -> None:
+            if future.cancelled() or future.exception() is not None or future.result() is None:
+                self.unstored.add(session_id)
+            else:
+                self.unstored.discard(session_id)
+
+        write.add_done_callback(written)
+        return write
+
+    async def durable(self, tracked: Tracked) -> bool | None:
+        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
+        when it was not (the store failed through its retries: the session is marked not yet
+        stored; or the store no longer holds the session), ``None`` when there was nothing to write
+        (no transcripts kept and no new title, or the session is not stored)."""
+        write = self._turn_writes.pop(tracked.session_id, None)
+        if write is None:
+            return None
+        try:
+            return await asyncio.shield(write) is True
+        except SessionStoreError:
+            return False
+
+    def _store_is_back(self) -> None:
+        """A store call went through: write again the conversations a store error left out."""
+        if not self.unstored:
+            return
+        waiting, self.unstored = self.unstored, set()
+        for session_id in waiting:
+            tracked = self._table.get(session_id)
+            record = tracked.stored if tracked is not None else None
+            if tracked is None or record is None or record.session_id != session_id:
+                continue
+            logger.info("session store: writing the conversation of %s, which a store error left out", session_id)
+            entries = to_entries(tracked.transcript) if self._keep_transcripts else None
+            if self._turn_write(session_id, record, entries, record.last_used_at) is None:
+                self.unstored.add(session_id)
 
     def save_conversation(self, tracked: Tracked) -> None:
         """Keep the whole conversation (every segment) of ``tracked``, if it is stored."""
@@ -309,12 +395,14 @@ class Persistence(SessionEvents):
                     raw_status=None,
                     updated_at=now,
                 )
-                self._save(tracked, renamed)
+                self._save(tracked, self._homed(tracked, renamed))
                 self.save_conversation(tracked)  # the segment the agent lost is kept
                 continue
             outcome = by_id.get(tracked.session_id)
-            if outcome is None or outcome.path is RecoveryPath.ABANDON:
-                continue
-            raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
-            if record.status is not Probe.ACTIVE or record.raw_status != raw:
-                self._save(tracked, attrs.evolve(record, status=Probe.ACTIVE, raw_status=raw, updated_at=now))
+            updated = self._homed(tracked, record)  # it may have moved to another instance
+            if outcome is not None and outcome.path is not RecoveryPath.ABANDON:
+                raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
+                if record.status is not Probe.ACTIVE or record.raw_status != raw:
+                    updated = attrs.evolve(updated, status=Probe.ACTIVE, raw_status=raw)
+            if updated is not record:
+                self._save(tracked, attrs.evolve(updated, updated_at=now))

@@ -2,7 +2,7 @@
 holds, and build the conversation after the replay. Pure: no I/O, no event loop.
 
 The client knows the prompts it sent and the messages it showed; a replay is evidence, not the
-truth (DESIGN.md §7). Texts are compared with whitespace squeezed (runs of whitespace as one space,
+truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as one space,
 none at the ends). The rules:
 
 * **Replayed user runs are read against the prompts the client sent.** Consecutive id-less user

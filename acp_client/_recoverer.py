@@ -180,6 +180,9 @@ class Recoverer:
         self.outcomes: collections.deque[RecoveryOutcome] = collections.deque(maxlen=MAX_OUTCOMES)
         # Outcomes of a recovery that a drop cut off, reported first by the next one.
         self._unreported: collections.deque[RecoveryOutcome] = collections.deque()
+        #: Asked before a session is recovered (a shared store: is its lease live?); ``False``
+        #: leaves it out, nothing sent.
+        self.gate: Callable[[Tracked], Awaitable[bool]] | None = None
 
     async def recover(
         self,
@@ -212,6 +215,8 @@ class Recoverer:
         caps = capabilities(init, self._version())
 
         async def one(tracked: Tracked) -> RecoveryOutcome | None:
+            if self.gate is not None and not await self.gate(tracked):
+                return None
             answer = None  # without a screen, recover_session probes (the outcome's duration counts it)
             if screen is not None:
                 if await screen(tracked, None):

@@ -1,7 +1,7 @@
 """The recovery decisions, in one table: what instances said to ``session/status`` → where the
 session goes and the steps to run there.
 
-Pure and table-driven (no asyncio, no I/O), after DESIGN.md §1 and §5. First, **where**: given
+Pure and table-driven (no asyncio, no I/O), as ``docs/many-instances.md`` draws them. First, **where**: given
 each instance's answer (one instance for a single-endpoint client, every instance after a
 fan-out), :func:`route` picks the one instance and the path:
 
@@ -44,7 +44,7 @@ is only a snapshot): the next step is then always a new session.
 A refusal other than -32002 (-32601 from an agent that advertises ``session/resume`` but does not
 serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
 the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
-replay tries a resume without history, and only then a new session (DESIGN.md §6). Each hop is
+replay tries a resume without history, and only then a new session (docs/agents-conformance.md). Each hop is
 described by :func:`hop_note` for the outcome record.
 """
 

@@ -374,7 +374,7 @@ class SessionTable:
             tracked.window_decided = True
             replays = self.replays_on_resume
             if replays or (replays is None and tracked.transcript.repeats(update)):
-                # The agent replays history during a plain resume (DESIGN.md §6): the rest of the
+                # The agent replays history during a plain resume (docs/agents-conformance.md): the rest of the
                 # window is a replay, de-duplicated like one.
                 tracked.snapshot_window = False
                 tracked.resume_replayed = True

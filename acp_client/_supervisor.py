@@ -353,7 +353,7 @@ class Supervisor:
 
     def guard(self, make: Guarding) -> Authority:
         """Put ``make``'s :class:`~acp_client._authority.Authority` between this link and the
-        handlers of what its agent sends (a pool's member speaks only for the sessions it hosts).
+        handlers of what its agent sends (one of several instances speaks only for the sessions it hosts).
         Before the link starts."""
         assert self._on_request is not None and self._on_notification is not None
         authority = make(self._on_request, self._on_notification)

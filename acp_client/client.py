@@ -23,8 +23,8 @@ a URL or a connector, it has the one link, and no code for several instances is 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +32,24 @@ import attrs
 
 from . import _options
 from ._checks import check_seconds
-from ._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from ._delivery import Feed
 from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from ._ownership import DEFAULT_LEASE_DURATION, Ownership
+from ._ownership import Ownership
 from ._sessions import Tracked
-from .clock import Clock
-from .config import USE_CLIENT_DEFAULT, Callbacks, QueueOptions, Timeouts, UseClientDefault
+from .config import USE_CLIENT_DEFAULT, Callbacks, ClientOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,
     ClientClosed,
     ConfigurationError,
 )
 from .group import EndpointGroup
-from .handlers import ClientHandlers
 from .location import Endpoint, Location
-from .retry import RetryPolicy
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
-from .store import SessionStore, StoredSession
-from .telemetry import Telemetry
+from .store import StoredSession
 from .transcript import Transcript
-from .transports import CookieStore, TlsConfig
+from .transports import CookieStore
 from .transports._security import check_session_id
-from .transports.base import Connector, Limits, TransportInfo
+from .transports.base import Connector, TransportInfo
 from .transports.endpoint import connector_for
 from .types import (
     AgentCapabilities,
@@ -70,6 +65,11 @@ from .types import (
     SessionConfigOption,
     TextContent,
 )
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover - the Python 3.10 spelling
+    from typing_extensions import Unpack
 
 __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
@@ -98,104 +98,22 @@ class AcpClient:
 
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
-            or a :class:`~acp_client.transports.base.Connector`; or an
+            or a :class:`~acp_client.transports.Connector`; or an
             :class:`~acp_client.group.EndpointGroup`: several instances of one agent used as one
-            endpoint, with their placement and failover (DESIGN.md §5,
-            ``docs/many-instances.md``).
-        protocol_version: The ACP version proposed in ``initialize`` (1 = stable, 2 = draft).
-            The client speaks whatever supported version the agent answers with.
-        client_info: Name and version sent to the agent.
-        handlers: Answers to agent→client requests (see :mod:`acp_client.handlers`).
-        retry: The reconnect policy; ``None`` disables reconnecting (a drop fails the client).
-        callbacks: What the app is told and asked (:class:`~acp_client.config.Callbacks`).
-        timeouts: Request, connect and probe timeouts (:class:`~acp_client.config.Timeouts`).
-        queue: How requests made during an outage wait (:class:`~acp_client.config.QueueOptions`).
-        recovery_concurrency: How many sessions recover at once after a reconnect.
-        headers, secret_headers, tls, cookies, limits: Network settings (see the transports).
-            ``cookies`` defaults to one store per client, shared by every reconnect and cleared
-            by :meth:`aclose` (a store the app passes in is left as it is).
-        transport_options: Extra keyword arguments for the connector built from ``endpoint``.
-        clock: Time source (a :class:`~acp_client.testing.FakeClock` in tests).
-        rng: Random source for retry jitter.
-        keep_transcripts: Maintain a :class:`~acp_client.transcript.Transcript` per session.
-        replays_on_resume: Whether the agent replays the whole history during a plain
-            ``session/resume`` (some do: DESIGN.md §6). ``None`` (the default) detects it: the
-            first message update of a resume that repeats the start of the known history makes
-            the rest of it a replay (events flagged ``replay``, de-duplicated in the transcript,
-            a recovery reported as a replay). ``True`` treats every resume's messages as replay,
-            ``False`` never does.
-        retry_unsent_prompts: Re-send, once recovery ends, a prompt that failed with
-            :class:`~acp_client.exceptions.ConnectionLost` ``may_have_executed=False`` (it never
-            reached the agent). A prompt the agent may have acted on is never re-sent.
-        carry_lost_context: Off by default. When the agent lost a session and recovery started a
-            new one, the next prompt carries the lost conversation as context: a text block
-            before the prompt (the transcript records only the prompt). See
-            ``docs/conversation.md``.
-        max_incoming_requests: How many agent→client requests each connection handles at once
-            (more are refused with -32603 until one finishes).
-        session_store: Keep the sessions in this :class:`~acp_client.store.SessionStore` (the app
-            owns it); :meth:`connect` recovers the ones stored for this endpoint (see
-            ``docs/session-store.md``).
-        session_store_key: Their endpoint key (default: ``endpoint_key(endpoint)``; required
-            with a :class:`~acp_client.transports.base.Connector`).
-        owner: With a :class:`~acp_client.store.SharedSessionStore` (both built-in stores): the
-            name this client owns its stored sessions under (default: host, pid and a random
-            suffix). :meth:`connect` takes back the sessions the owner holds and adopts the ones
-            nobody holds; every write is fenced by the client's leases (see
-            ``docs/session-store.md``, "Ownership"). Refused with a store without ownership.
-        lease_duration: Seconds a lease lasts unless renewed (default 30): the client renews
-            every lease at once each third of it, and a dead owner's sessions are adopted by a
-            live client once it has run out.
-        auto_adopt: Adopt sessions nobody holds automatically, on connect and while running
-            (each one through ``Callbacks.decide_adoption`` when set). ``False``: only through
-            :meth:`adopt`.
-        telemetry: Where spans and metrics go (:class:`~acp_client.telemetry.Telemetry`; see
-            ``docs/telemetry.md``). With the ``otel`` extra installed the default is on, with the
-            global providers; ``Telemetry(enabled=False)`` turns it off. Without the extra there
-            is none, and OpenTelemetry is never imported.
+            endpoint, with their placement and failover (``docs/many-instances.md``).
+        **options: The :class:`~acp_client.config.ClientOptions` (retry, callbacks, timeouts,
+            session store, ...), each described there with its default.
 
     Raises:
         ConfigurationError: An invalid option.
     """
 
-    def __init__(
-        self,
-        endpoint: str | Connector | EndpointGroup,
-        *,
-        protocol_version: int = 1,
-        client_info: Implementation | None = None,
-        handlers: ClientHandlers | None = None,
-        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - frozen value
-        callbacks: Callbacks | None = None,
-        timeouts: Timeouts | None = None,
-        queue: QueueOptions | None = None,
-        recovery_concurrency: int = 4,
-        headers: Mapping[str, str] | None = None,
-        secret_headers: Collection[str] = (),
-        tls: TlsConfig | None = None,
-        cookies: CookieStore | None = None,
-        limits: Limits | None = None,
-        transport_options: Mapping[str, Any] | None = None,
-        clock: Clock | None = None,
-        rng: random.Random | None = None,
-        keep_transcripts: bool = True,
-        replays_on_resume: bool | None = None,
-        retry_unsent_prompts: bool = False,
-        carry_lost_context: bool = False,
-        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
-        session_store: SessionStore | None = None,
-        session_store_key: str | None = None,
-        owner: str | None = None,
-        lease_duration: float = DEFAULT_LEASE_DURATION,
-        auto_adopt: bool = True,
-        telemetry: Telemetry | None = None,
-    ) -> None:
-        options = dict(locals())
-        del options["self"]
-        _options.check_options(options)
+    def __init__(self, endpoint: str | Connector | EndpointGroup, **options: Unpack[ClientOptions]) -> None:
+        checked = _options.with_defaults(endpoint, options)
+        cookies = checked["cookies"]
         self.cookies = cookies if cookies is not None else CookieStore()
         self._owns_cookies = cookies is None  # ours is cleared on aclose(); the app's is its own
-        self._engine, self._connector = _options.assemble(options, self.cookies)
+        self._engine, self._connector = _options.assemble(checked, self.cookies)
         self._table = self._engine.table
         self._store = self._engine.persistence
 

@@ -21,8 +21,9 @@ Values are frozen: derive a variant with ``attrs.evolve(value, ...)``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+import random
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 import attrs
 
@@ -39,11 +40,18 @@ from .state import (
 )
 
 if TYPE_CHECKING:
-    from .store.base import StoredSession
+    from .clock import Clock
+    from .handlers import ClientHandlers
+    from .retry import RetryPolicy
+    from .store.base import SessionStore, StoredSession
+    from .telemetry import Telemetry
+    from .transports import CookieStore, Limits, TlsConfig
+    from .types import Implementation
 
 __all__ = [
     "USE_CLIENT_DEFAULT",
     "Callbacks",
+    "ClientOptions",
     "QueueOptions",
     "Timeouts",
     "UseClientDefault",
@@ -186,3 +194,84 @@ class QueueOptions:
     enabled: bool = attrs.field(default=True, validator=field_check(check_flag))
     max_size: int = attrs.field(default=100, validator=field_check(check_count))
     max_age: float = attrs.field(default=60.0, validator=field_check(check_seconds))
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword options of :class:`~acp_client.AcpClient`, declared once: the async client and
+    :class:`~acp_client.sync.SyncAcpClient` take them as ``**options``, so a misspelt or mistyped
+    keyword is a type error in both, and at run time a
+    :class:`~acp_client.exceptions.ConfigurationError` that suggests the closest option. An app
+    may build the options once and pass them to either: ``AcpClient(url, **options)``.
+
+    Every key is optional (its default in brackets):
+
+    * ``protocol_version`` (1): the ACP version proposed in ``initialize`` (1 = stable,
+      2 = draft); the client speaks whatever supported version the agent answers with.
+    * ``client_info`` (this library's name and version): sent to the agent.
+    * ``handlers`` (none): answers to agent→client requests (:mod:`acp_client.handlers`).
+    * ``retry`` (``RetryPolicy()``): the reconnect policy; ``None`` disables reconnecting (a
+      drop fails the client).
+    * ``callbacks`` (none): what the app is told and asked (:class:`Callbacks`).
+    * ``timeouts`` (``Timeouts()``), ``queue`` (``QueueOptions()``): request, connect and probe
+      timeouts; how requests made during an outage wait.
+    * ``recovery_concurrency`` (4): how many sessions recover at once after a reconnect.
+    * ``headers``, ``secret_headers``, ``tls``, ``cookies``, ``limits`` (none): network settings
+      (see :mod:`acp_client.transports`). ``cookies`` defaults to one store per client, shared by
+      every reconnect and cleared by ``aclose()`` (a store the app passes is left as it is).
+    * ``transport_options`` (none): extra keyword arguments for the connector built from the
+      endpoint URL.
+    * ``clock`` (the system clock), ``rng`` (a private one): time and the retry jitter's random
+      source (a :class:`~acp_client.testing.FakeClock` in tests).
+    * ``keep_transcripts`` (``True``): maintain a :class:`~acp_client.transcript.Transcript` per
+      session.
+    * ``replays_on_resume`` (``None``: detect): whether the agent replays the whole history during
+      a plain ``session/resume`` (some do). Detected by default: the first message of a resume
+      that repeats the start of the known history makes the rest of it a replay (de-duplicated in
+      the transcript, reported as a replay). ``True`` treats every resume's messages as replay,
+      ``False`` never does.
+    * ``retry_unsent_prompts`` (``False``): re-send, once recovery ends, a prompt that failed with
+      ``ConnectionLost(may_have_executed=False)`` (it never reached the agent). A prompt the agent
+      may have acted on is never re-sent.
+    * ``carry_lost_context`` (``False``): when the agent lost a session and recovery started a
+      new one, the next prompt carries the lost conversation as a text block before it (see
+      ``docs/conversation.md``).
+    * ``max_incoming_requests`` (64): agent→client requests handled at once per connection
+      (more are refused with -32603 until one finishes).
+    * ``session_store`` (none), ``session_store_key`` (the endpoint's key; required with a
+      connector): keep the sessions in this :class:`~acp_client.store.SessionStore` (the app owns
+      it); ``connect()`` recovers the ones stored for this endpoint (``docs/session-store.md``).
+    * ``owner`` (host, pid and a random suffix), ``lease_duration`` (30 s), ``auto_adopt``
+      (``True``): with a shared store, the name this client owns its stored sessions under, how
+      long a lease lasts unless renewed (each third of it), and whether sessions nobody holds are
+      adopted automatically (each through ``Callbacks.decide_adoption`` when set).
+    * ``telemetry`` (on when the ``otel`` extra is installed): where spans and metrics go
+      (:class:`~acp_client.telemetry.Telemetry`, ``docs/telemetry.md``).
+    """
+
+    protocol_version: int
+    client_info: Implementation | None
+    handlers: ClientHandlers | None
+    retry: RetryPolicy | None
+    callbacks: Callbacks | None
+    timeouts: Timeouts | None
+    queue: QueueOptions | None
+    recovery_concurrency: int
+    headers: Mapping[str, str] | None
+    secret_headers: Collection[str]
+    tls: TlsConfig | None
+    cookies: CookieStore | None
+    limits: Limits | None
+    transport_options: Mapping[str, Any] | None
+    clock: Clock | None
+    rng: random.Random | None
+    keep_transcripts: bool
+    replays_on_resume: bool | None
+    retry_unsent_prompts: bool
+    carry_lost_context: bool
+    max_incoming_requests: int
+    session_store: SessionStore | None
+    session_store_key: str | None
+    owner: str | None
+    lease_duration: float
+    auto_adopt: bool
+    telemetry: Telemetry | None

@@ -46,6 +46,8 @@ callers never need to import those libraries to handle a failure.
     ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
     ├── SessionNotTracked                     this client does not track that session (no request sent)
+    │   └── SessionOwnershipLost              another client owns the stored session now, or this
+    │                                         client's lease ran out (no request sent)
     ├── RecoveryFailed                        a session could not be recovered on any path
     └── SessionStoreError                     the session store cannot be used (``path``)
         ├── SessionStoreCorrupt               not a store database, or a damaged one (never written)
@@ -101,6 +103,7 @@ __all__ = [
     "ServiceUnavailable",
     "SessionNotFound",
     "SessionNotTracked",
+    "SessionOwnershipLost",
     "SessionStoreBusy",
     "SessionStoreCorrupt",
     "SessionStoreDriverMissing",
@@ -550,6 +553,24 @@ class SessionNotTracked(AcpError):
     def __init__(self, session_id: str, message: str | None = None) -> None:
         super().__init__(message or f"this client does not track session {session_id!r}")
         self.session_id = session_id
+
+
+class SessionOwnershipLost(SessionNotTracked):
+    """This client no longer owns the stored session (a shared session store): another client
+    took its lease over, or the lease could not be renewed before it ran out on this client's own
+    clock. Nothing was sent for the call that raises it; a turn running when ownership was lost
+    fails with it and is never reported as ended. ``Callbacks.on_ownership_lost`` was told.
+
+    Attributes:
+        session_id: The session.
+        owner: This client's owner name.
+        holder: The owner that holds it now, when known.
+    """
+
+    def __init__(self, session_id: str, message: str, *, owner: str = "", holder: str | None = None) -> None:
+        super().__init__(session_id, message)
+        self.owner = owner
+        self.holder = holder
 
 
 class RecoveryFailed(AcpError):

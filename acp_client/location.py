@@ -33,7 +33,7 @@ class Endpoint:
 
     Attributes:
         url: ``ws://``, ``wss://``, ``http://``, ``https://`` (see
-            :func:`~acp_client.connector_for`); with ``connector`` set, any label. Its repr
+            :func:`~acp_client.transports.connector_for`); with ``connector`` set, any label. Its repr
             shows it redacted, as ``name`` does.
         name: A short name for logs, outcomes, handles and span attributes (default: ``url``
             redacted: user-info and the values of secret-looking query parameters are ``***``).

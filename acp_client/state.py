@@ -240,8 +240,8 @@ class TurnInterrupted:
 class OwnershipLost:
     """This client no longer owns a stored session (``Callbacks.on_ownership_lost``): another
     client took it over, or its lease ran out while the store could not be reached. The client has
-    stopped tracking it (a running turn failed with ``SessionNotTracked``) and writes nothing more
-    for it; the session is the new owner's to recover.
+    stopped tracking it (a running turn failed with ``SessionOwnershipLost``) and sends and writes
+    nothing more for it; the session is the new owner's to recover.
 
     Attributes:
         session_id: The session.
@@ -300,11 +300,16 @@ class PromptResult:
             any other (the set is open), ``None`` when the agent gave none.
         message_id: The id of the inserted user message (v2), when the agent supplied one.
         usage: Token usage, when the agent reported it.
+        stored: With a session store keeping transcripts: ``True`` once the turn's conversation is
+            written (the result is returned only then), ``False`` when the store failed through its
+            retries (``on_store_error`` was told; the conversation is written with the store's next
+            success). ``None`` without a store.
     """
 
     stop_reason: StopReason | str | None = attrs.field(converter=_stop_reason)
     message_id: str | None = None
     usage: Any = None
+    stored: bool | None = None
 
 
 @attrs.frozen

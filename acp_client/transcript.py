@@ -1,5 +1,5 @@
 """A transcript: the conversation of one session, built from its ``session/update`` notifications,
-kept across replays, recoveries and restarts (DESIGN.md §7; what it guarantees: docs/conversation.md).
+kept across replays, recoveries and restarts (what it guarantees: docs/conversation.md).
 
 Rules:
 
@@ -259,6 +259,28 @@ class TranscriptSegment:
         """How many prompts in it the agent accepted (failed ones do not count)."""
         return _turns(self.messages)
 
+    def text(self) -> str:
+        """This segment alone as plain text (lines as in :meth:`Transcript.text`)."""
+        return "\n".join(_line(message) for message in self.messages)
+
+
+#: How a line marks a message that is not an ordinary, finished one.
+_MARKED = (TurnStatus.FAILED, TurnStatus.INTERRUPTED, TurnStatus.CANCELLED)
+
+
+def _line(message: TranscriptMessage) -> str:
+    mark = f" [{message.status.value}]" if message.status in _MARKED else ""
+    mark += " [inserted]" if message.inserted else ""
+    mark += " [incomplete]" if message.incomplete else ""
+    return f"{message.role}{mark}: {message.text}"
+
+
+def _divider(previous: TranscriptSegment, segment: TranscriptSegment) -> str:
+    session = segment.session_id or "unknown"  # the line says what became of the conversation above it
+    if previous.lost:
+        return f"--- the agent lost the conversation above; it goes on in a new session ({session}) ---"
+    return f"--- the conversation goes on in session {session} ({segment.began.value}) ---"
+
 
 @attrs.frozen
 class ReplayReport:
@@ -372,16 +394,22 @@ class Transcript:
         return len(self.messages)
 
     def text(self) -> str:
-        """The current segment as plain text, one ``role: text`` line per message (a prompt the
-        agent refused reads ``user [failed]: text``: it is not an ordinary turn; text the agent put
-        among the replayed prompts reads ``user [inserted]: text``). Content dropped past
-        :attr:`max_bytes` is summarized in a first line, ``… N bytes dropped``."""
-        lines = [f"… {self.dropped_bytes} bytes dropped"] if self.dropped_bytes else []
-        lines += (
-            f"{message.role}{' [failed]' if message.status is TurnStatus.FAILED else ''}"
-            f"{' [inserted]' if message.inserted else ''}: {message.text}"
-            for message in self.messages
-        )
+        """The whole conversation as plain text, one ``role: text`` line per message: earlier
+        segments first, each followed by a divider line saying what became of it (``--- the agent
+        lost the conversation above; ...``), then the current one (alone: ``segments[-1].text()``).
+        Marked after the role: ``user [failed]`` (refused), ``[interrupted]`` (cut by a drop),
+        ``[cancelled]``, ``agent [incomplete]`` (unfinished), ``user [inserted]`` (the agent's text
+        among replayed prompts). A first line counts what was dropped past :attr:`max_bytes`
+        (``… N bytes dropped``) or by a session store's bound (``… N earlier message(s) not kept``).
+        """
+        dropped = f"… {self.dropped_bytes} bytes dropped" if self.dropped_bytes else ""
+        dropped = dropped or (f"… {self.dropped} earlier message(s) not kept" if self.dropped else "")
+        lines = [dropped] if dropped else []
+        segments = self.segments
+        for index, segment in enumerate(segments):
+            if index:
+                lines.append(_divider(segments[index - 1], segment))
+            lines.extend(_line(message) for message in segment.messages)
         return "\n".join(lines)
 
     @property

@@ -7,7 +7,7 @@ reference agent (``acp_client.testing``, ACP v1, served on loopback by ``Referen
 
 * ``resume``: the connections are cut (``ReferenceServer.drop_connections()``: TCP resets from
   its fault proxy); the agent still has the session → ``session/status`` active → ``session/resume``.
-* ``replay``: the agent restarts (``ReferenceAgent.restart()``: memory cleared, store kept) and the
+* ``replay``: the agent restarts (``ReferenceAgent.lose_memory()``: memory cleared, store kept) and the
   connections are cut → inactive → ``session/load`` (the agent replays the history).
 * ``new session``: the session is evicted (``ReferenceAgent.evict()``) and the connections are cut
   → ``-32002`` → ``session/new``.
@@ -107,7 +107,7 @@ class Ours:
     async def measure(self, path: str) -> dict[str, float]:
         agent = self.server.agent
         if path == "replay":
-            agent.restart()
+            agent.lose_memory()
         elif path == "new_session":
             agent.evict(self.handle.session_id)
         self.states.clear()
@@ -171,7 +171,7 @@ class RawFloor:
     async def measure(self, path: str) -> dict[str, float]:
         agent = self.server.agent
         if path == "replay":
-            agent.restart()
+            agent.lose_memory()
         elif path == "new_session":
             agent.evict(self.session_id)
         await self.server.drop_connections()

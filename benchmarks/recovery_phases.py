@@ -45,8 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from acp_client import AcpClient, Callbacks, ConnectionState, RetryPolicy, State, connector_for  # noqa: E402
+from acp_client import AcpClient, Callbacks, ConnectionState, RetryPolicy, State  # noqa: E402
 from acp_client.testing import FaultProxy  # noqa: E402
+from acp_client.transports import connector_for  # noqa: E402
 from tests.e2e._soak import _PythonSdkPeer, _ReferencePeer, percentile  # noqa: E402
 
 POLICY = RetryPolicy(first_attempt_delay=0.0, initial_delay=0.05, max_delay=0.5, jitter=False, reset_after=0.0)

@@ -46,17 +46,9 @@ from typing import Any
 
 from _common import Farm, environment, farm, fmt_ratio, median, table
 
-from acp_client import (
-    AcpClient,
-    Callbacks,
-    ConnectionState,
-    RecoveryOutcome,
-    RecoveryPath,
-    RetryPolicy,
-    State,
-    connector_for,
-)
+from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome, RecoveryPath, RetryPolicy, State
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
+from acp_client.transports import connector_for
 
 POLICY = RetryPolicy(first_attempt_delay=0.0, initial_delay=0.05, max_delay=0.5, jitter=False, reset_after=0.0)
 RECOVERY_METHODS = frozenset({"session/status", "session/resume", "session/load", "session/new"})
@@ -330,9 +322,9 @@ def _run(place: str, scheme: str, sessions: int, rounds: int, concurrency: int) 
 
 
 def _default_concurrency() -> int:
-    import inspect
+    from acp_client._options import DEFAULTS
 
-    return int(inspect.signature(AcpClient).parameters["recovery_concurrency"].default)
+    return int(DEFAULTS["recovery_concurrency"])
 
 
 if __name__ == "__main__":

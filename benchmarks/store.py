@@ -30,6 +30,10 @@ starts and stops itself. ``--no-postgres`` leaves it out.
 Target (issue 10): restoring 1,000 sessions adds under 100 ms before the first probe. Targets (issue
 21): restoring 1,000 sessions under 100 ms on SQLite, under 200 ms on PostgreSQL.
 
+**Per turn** (``_store_turns.py``): ``prompt()`` returns only once the turn's conversation is written;
+the time of a turn through the client without a store, with SQLite and with PostgreSQL, and what each
+store adds per turn.
+
 **Takeover** (``_store_takeover.py``): after an owner dies (stops renewing, releases nothing),
 the time until another owner has adopted (``adoptable()`` polled, one bulk ``claim()``) and recovered
 (record and conversation read) its sessions: the lease expiry plus the store's own cost, both stores
@@ -277,8 +281,16 @@ def takeover_time(args: argparse.Namespace, rounds: int) -> None:
         takeover(Path(directory), sessions=args.sessions, lease=lease, poll=0.05, rounds=min(rounds, 3))
 
 
+def turn_cost(args: argparse.Namespace, rounds: int) -> None:
+    """What a turn pays for being written before ``prompt()`` returns (``_store_turns.py``)."""
+    from _store_turns import turn_cost as measure
+
+    with tempfile.TemporaryDirectory(prefix="acp-store-bench-") as directory:
+        measure(Path(directory), sessions=5, turns=20 if args.quick else 100, postgres=not args.no_postgres)
+
+
 #: The sections after the restore tables, in order: each ``(args, rounds) -> None`` prints its own.
-SECTIONS: list[Callable[[argparse.Namespace, int], None]] = [both_stores, takeover_time]
+SECTIONS: list[Callable[[argparse.Namespace, int], None]] = [both_stores, takeover_time, turn_cost]
 
 
 if __name__ == "__main__":

@@ -68,13 +68,10 @@ from acp_client import (
     ConfigurationError,
     ConnectionLost,
     ConnectionState,
-    Continuity,
-    Probe,
     PromptResult,
     RecoveryOutcome,
     RetryPolicy,
     SessionHandle,
-    SqliteSessionStore,
     State,
     StreamResumed,
     Timeouts,
@@ -83,6 +80,8 @@ from acp_client import (
     UpdateEvent,
 )
 from acp_client.pool import Pool
+from acp_client.state import Continuity, Probe
+from acp_client.store import SqliteSessionStore
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -413,7 +412,7 @@ class Chat:
         )
 
     def _on_recovery_failed(self, outcome: RecoveryOutcome) -> None:
-        # Not a `recovered` event: that one's path is resume | replay | new_session (DESIGN.md §4).
+        # Not a `recovered` event: that one's path is resume | replay | new_session (the README's JSON event table).
         self._count_recovery()
         cause = f": {outcome.error}" if outcome.error is not None else ""
         self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
@@ -446,7 +445,7 @@ class Chat:
 
     @staticmethod
     def _where(endpoint: str | None) -> dict[str, Any]:
-        """With several URLs: ``endpoint``, the URL the session lives on now (DESIGN.md §4)."""
+        """With several URLs: ``endpoint``, the URL the session lives on now (the README's JSON event table)."""
         return {"endpoint": endpoint} if endpoint is not None else {}
 
     async def prompt(self, text: str) -> PromptResult | None:

@@ -15,7 +15,7 @@ has a short conversation, and injects three faults:
    ``session/status`` fails with ``-32002`` → the client starts a **new session**.
 
 It exits 0 when all three paths were taken (1 otherwise), in a few seconds. With ``--json`` it
-prints only the DESIGN.md §4 events, so the ``recovered`` events (``resume``, ``replay``,
+prints only the JSON events (the README's table), so the ``recovered`` events (``resume``, ``replay``,
 ``new_session``) can be checked from outside; without it, a narrated transcript.
 """
 
@@ -131,11 +131,11 @@ async def run_demo(output: Output, *, protocol_version: int = 1) -> int:
 
             narrate("2/3 agent restart: its memory is cleared, its session store survives")
             seen = recoveries.mark()
-            proxy.blackhole()  # hold reconnects until the restart is complete (no race with it)
+            await proxy.blackhole()  # hold reconnects until the restart is complete (no race with it)
             try:
                 await server.restart()
             finally:
-                proxy.blackhole(False)
+                await proxy.blackhole(False)
             await recoveries.wait_after(seen)
             transcript = chat.handle.transcript
             narrate(f"   the transcript was rebuilt from the replay: {len(transcript)} messages, no duplicates")

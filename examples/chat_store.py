@@ -1,7 +1,7 @@
 """``--store PATH`` for ``examples/chat.py``: sessions that outlive the chat process.
 
 With a store, the chat client keeps its sessions in an SQLite file
-(:class:`~acp_client.SqliteSessionStore`). A later run with the same store and the same URL
+(:class:`~acp_client.store.SqliteSessionStore`). A later run with the same store and the same URL
 recovers every stored session of that URL as ``connect()`` runs — a ``recovered`` event for each,
 exactly as after a drop — and continues the most recently used one (announced by a ``session``
 event with ``"restored": true``). Only when nothing was stored does it start a new session.
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_client import AcpError, SessionHandle, SessionNotTracked, StoredSession
+from acp_client import AcpError, SessionHandle, SessionNotTracked
+from acp_client.store import StoredSession
 
 
 def restored_handle(chat: Any) -> SessionHandle | None:

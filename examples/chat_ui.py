@@ -33,7 +33,7 @@ Any other line, including ``/something`` the UI does not know, is sent to the ag
 Rendering: with ``rich`` installed (the ``examples`` extra) and a terminal on stdout, output is
 styled and the status line is pinned to the last row with a scroll region. Without rich, or with
 ``ACP_CHAT_PLAIN=1`` in the environment, everything is plain text and each state change is
-printed as a line. With ``--json`` the UI prints only the JSON events of DESIGN.md §4 and answers
+printed as a line. With ``--json`` the UI prints only the JSON events (the README's table) and answers
 permission requests with the non-interactive policy (first *allow* option).
 
 Stdin is read with ``loop.add_reader`` (or a daemon thread when stdin cannot be polled, e.g. a

@@ -266,7 +266,7 @@ class BundledAgent:
         try:
             self.loop.run(stop(), timeout=10.0, method="stop the bundled agent")
         finally:
-            self.loop.stop()
+            self.loop.close()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -52,7 +52,6 @@ from acp_client import (
     Callbacks,
     ClientHandlers,
     ConnectionLost,
-    Probe,
     RecoveryContext,
     RecoveryOutcome,
     RecoveryPath,
@@ -62,6 +61,7 @@ from acp_client import (
     Transcript,
     TurnInterrupted,
 )
+from acp_client.state import Probe
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.types import (
     CancelledPermissionOutcome,
@@ -227,13 +227,13 @@ async def wait_for(predicate: Callable[[], bool], what: str, changed: asyncio.Ev
 async def held(proxy: FaultProxy, fault: Callable[[], Awaitable[None] | None]) -> None:
     """Run ``fault`` while the proxy holds new connections, so the client's reconnect cannot
     overtake it (deterministic ordering, no sleeps)."""
-    proxy.blackhole()
+    await proxy.blackhole()
     try:
         result = fault()
         if result is not None:
             await result
     finally:
-        proxy.blackhole(False)
+        await proxy.blackhole(False)
 
 
 async def run(protocol_version: int, transport: str) -> int:

@@ -9,7 +9,7 @@ Usage::
 
 It prints ``READY ws://HOST:PORT/acp`` once it listens; editors connect there as to any agent.
 
-What it does with each editor message (DESIGN.md §5), built on ``acp_client``'s transports and
+What it does with each editor message (docs/many-instances.md), built on ``acp_client``'s transports and
 pool primitives (:mod:`acp_client.pool`):
 
 * ``initialize`` — answered from what the router knows (an instance's answer to an ``initialize``

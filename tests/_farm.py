@@ -150,7 +150,7 @@ async def apply_fault(farm: Farm, client: AcpClient | None, handles: Sequence[An
     elif fault == "accept":
         connector.accept()
     elif fault == "restart":
-        agent.restart()
+        agent.lose_memory()
     elif fault == "evict":
         for handle in handles:
             agent.evict(handle.session_id)

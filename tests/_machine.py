@@ -88,7 +88,7 @@ class SupervisorMachine(RuleBasedStateMachine):
     @rule()
     def restart_agent(self) -> None:
         # A restarted agent process forgets its memory and loses its connections.
-        self.harness.agent.restart()
+        self.harness.agent.lose_memory()
         self.harness.connector.drop("agent restarted")
 
     @rule(data=st.data())

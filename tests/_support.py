@@ -133,4 +133,4 @@ def agent_on_its_own_loop(
         yield loop, agent, server
     finally:
         loop.run(server.aclose(), timeout=timeout)
-        loop.stop()
+        loop.close()

@@ -9,15 +9,8 @@ from typing import Any
 
 import attrs
 
-from acp_client import (
-    AcpClient,
-    Callbacks,
-    ConnectionState,
-    RecoveryOutcome,
-    SessionStoreUnavailable,
-    SqliteSessionStore,
-    StoredSession,
-)
+from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession
 from acp_client.testing import FakeClock, ReferenceAgent, inside
 
 from ._harness import FAST_RETRY, HarnessConnector
@@ -26,8 +19,8 @@ KEY = "memory://reference-agent"
 
 
 class OutageStore(SqliteSessionStore):
-    """An SQLite store whose writes of records and conversations fail while ``down`` (a database server
-    gone away)."""
+    """An SQLite store whose writes of records and conversations (a turn's end included) fail while
+    ``down`` (a database server gone away)."""
 
     down = False
 
@@ -42,6 +35,10 @@ class OutageStore(SqliteSessionStore):
     def save_transcript(self, endpoint: str, session_id: str, entries: Any, **fenced: Any) -> bool:
         self._check()
         return super().save_transcript(endpoint, session_id, entries, **fenced)
+
+    def save_turn(self, endpoint: str, session_id: str, entries: Any, **options: Any) -> bool:
+        self._check()
+        return super().save_turn(endpoint, session_id, entries, **options)
 
 
 class Side:

@@ -9,14 +9,11 @@ import pytest
 
 from acp_client import (
     AcpClient,
-    AuthenticationFailed,
     Callbacks,
     CapabilityNotSupported,
     ClientClosed,
     ConfigurationError,
     ConnectionLost,
-    IncompatibleProtocolVersion,
-    Probe,
     RequestTimeout,
     RetryPolicy,
     SessionNotFound,
@@ -24,10 +21,12 @@ from acp_client import (
     State,
     Timeouts,
     TurnInProgress,
-    UnsupportedProtocolVersion,
 )
 from acp_client._jsonrpc import error_message, result_message
+from acp_client.exceptions import IncompatibleProtocolVersion, UnsupportedProtocolVersion
+from acp_client.state import Probe
 from acp_client.testing import FakeClock, MemoryConnector, inside
+from acp_client.transports import AuthenticationFailed
 from acp_client.transports.base import Transport
 from acp_client.transports.memory import MemoryTransport, memory_pair
 from tests._harness import Harness
@@ -232,7 +231,7 @@ async def test_app_initiated_load_or_resume_marks_replay(version: int) -> None:
     async with Harness(protocol_version=version) as h:
         session = await h.client.new_session("/work")
         await h.clock.run(h.client.prompt(session.session_id, "remember me"))
-        h.agent.restart()
+        h.agent.lose_memory()
         h.client.forget_session(session.session_id)
         live = len(h.updates)
         if version == 1:
@@ -306,8 +305,8 @@ async def test_a_refused_load_or_resume_leaves_nothing_tracked() -> None:
 
 
 async def test_tls_verification_failure_on_reconnect_is_fatal_at_once() -> None:
-    from acp_client import TlsVerificationError
     from acp_client.testing import ReferenceAgent
+    from acp_client.transports import TlsVerificationError
 
     class TlsConnector(MemoryConnector):
         broken = False

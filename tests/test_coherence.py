@@ -90,7 +90,7 @@ async def test_a_restore_leaves_the_record_coherent() -> None:
         session = await h.client.new_session("/a")
         await session.set_mode("code")
         await session.set_model("m2")
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()  # the replay's answer offers the defaults again
         assert outcome.path is RecoveryPath.REPLAY
         assert current(session.record) == ("code", "code", "m2", "m2")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client import Continuity, Probe
 from acp_client._continuity import of_replay, of_resume
+from acp_client.state import Continuity, Probe
 
 
 def test_a_replay_that_brought_every_completed_turn_back_is_kept() -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from acp_client import (
     AcpClient,
+    ConfigurationError,
     RequestTimeout,
     RetryPolicy,
     State,
@@ -29,7 +30,6 @@ from acp_client import (
 )
 from acp_client._wire_log import MAX_LOGGED_CHARS, redact_frame
 from acp_client.sync import EventLoopThread, SyncAcpClient
-from acp_client.sync._client import FORWARDED_KEYWORDS
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from acp_client.types import (
     AgentMessage,
@@ -50,7 +50,6 @@ DEADLINE = 10.0
 def agent_side() -> Iterator[tuple[EventLoopThread, ReferenceAgent, ReferenceServer]]:
     with agent_on_its_own_loop(DEADLINE) as side:
         yield side
-
 
 
 # -- the sync facade ------------------------------------------------------------------------------------
@@ -78,14 +77,17 @@ def test_a_sync_prompt_outlives_the_old_30_second_default(
             session.prompt("too slow", timeout=0.2)
 
 
-def test_a_mistyped_keyword_names_sync_acp_client() -> None:
-    typo = r"SyncAcpClient\(\) got an unexpected keyword argument 'retyr'; did you mean 'retry'"
-    with pytest.raises(TypeError, match=typo):
-        SyncAcpClient("ws://127.0.0.1:1/acp", retyr=RetryPolicy())  # type: ignore[call-arg]
-    renamed = r"SyncAcpClient\(\).*'request_timeout'; did you mean timeouts=Timeouts\(request=...\)\?"
-    with pytest.raises(TypeError, match=renamed):
-        SyncAcpClient("ws://127.0.0.1:1/acp", request_timeout=5)  # type: ignore[call-arg]
-    assert {"retry", "timeouts", "protocol_version", "transport_options"} <= FORWARDED_KEYWORDS
+@pytest.mark.parametrize("cls", [AcpClient, SyncAcpClient])
+def test_a_mistyped_keyword_names_the_class_and_the_closest_option(cls: type) -> None:
+    typo = rf"{cls.__name__}\(\) got an unexpected option 'retry_policy'; did you mean 'retry'\?"
+    with pytest.raises(ConfigurationError, match=typo):
+        cls("ws://127.0.0.1:1/acp", retry_policy=None)
+    renamed = rf"{cls.__name__}\(\).*'request_timeout'; did you mean timeouts=Timeouts\(request=...\)\?"
+    with pytest.raises(ConfigurationError, match=renamed):
+        cls("ws://127.0.0.1:1/acp", request_timeout=5)
+    if cls is SyncAcpClient:  # the facade's own options are suggested too
+        with pytest.raises(ConfigurationError, match=r"'default_timeot'; did you mean 'default_timeout'\?"):
+            cls("ws://127.0.0.1:1/acp", default_timeot=5)
 
 
 def test_sync_facade_parity(agent_side: tuple[EventLoopThread, ReferenceAgent, ReferenceServer]) -> None:
@@ -210,4 +212,3 @@ def test_redaction_rules() -> None:
     assert redacted["params"]["meta"]["nothing"] is None
     assert frame["params"]["meta"]["password"] == "p"  # the frame itself is untouched
     assert MAX_LOGGED_CHARS >= 1000
-

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from acp_client import ClientHandlers, ConfigurationError, FileSystemPolicy, InvalidParams, handlers
+from acp_client import ClientHandlers, ConfigurationError, handlers
 from acp_client._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, write_regular_file
-from acp_client.handlers import RequestRouter
+from acp_client.exceptions import InvalidParams
+from acp_client.handlers import FileSystemPolicy, RequestRouter
 from acp_client.types import CancelledPermissionOutcome, RequestPermissionRequest, SelectedPermissionOutcome
 
 

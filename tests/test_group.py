@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from acp_client import AcpClient, ConfigurationError, EndpointGroup
+from acp_client import AcpClient, ConfigurationError
 from acp_client.group import LinksPlan
 from acp_client.location import Endpoint
-from acp_client.pool import Pool
+from acp_client.pool import EndpointGroup, Pool
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, inside
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "acp_client"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from acp_client import ClientHandlers, ConfigurationError, FileSystemPolicy, InvalidParams, MethodNotFound
-from acp_client.handlers import RequestRouter
+from acp_client import ClientHandlers, ConfigurationError
+from acp_client.exceptions import InvalidParams, MethodNotFound
+from acp_client.handlers import FileSystemPolicy, RequestRouter
 from acp_client.types import CancelledPermissionOutcome, SelectedPermissionOutcome
 from tests._harness import Harness
 

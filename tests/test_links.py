@@ -18,11 +18,11 @@ from acp_client import (
     QueueOptions,
     RecoveryPath,
     RetryPolicy,
-    SqliteSessionStore,
     State,
 )
 from acp_client.location import Endpoint
 from acp_client.pool import Pool
+from acp_client.store import SqliteSessionStore
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, SessionStore, inside
 from tests._harness import FAST_RETRY, FLAVOURS, VERSIONS, Harness, SwallowAnswer, assert_legal, first_candidate
 
@@ -213,7 +213,7 @@ async def test_a_replay_cut_off_during_recovery_is_replayed_again(flavour: str) 
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
         before = session.transcript.text()
-        h.agent.restart()
+        h.agent.lose_memory()
         swallow = SwallowAnswer(h, "session/load")  # the replay streams; its answer never comes
         h.connector.drop()
         await h.clock.run(swallow.seen.wait(), limit=60.0)

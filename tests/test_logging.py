@@ -132,7 +132,7 @@ async def test_session_ids_and_agent_errors_in_records_are_printable(caplog: pyt
         with pytest.raises(RpcError):
             await h.clock.run(session.prompt("/fail"))
         await h.drop_and_recover()
-        h.agent.restart()
+        h.agent.lose_memory()
         await h.drop_and_recover()
         h.agent.evict(session.session_id)
         await h.drop_and_recover()

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from acp_client import Continuity, Probe, RecoveryPath, RpcError
+from acp_client import RecoveryPath, RpcError
 from acp_client._not_found import SPELLINGS, says_session_not_found
+from acp_client.state import Continuity, Probe
 from acp_client.transcript import TurnStatus
 
 from ._harness import FLAVOURS, VERSIONS, Harness

@@ -22,20 +22,17 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from acp_client import (
     AcpClient,
-    BatchNotSupported,
     Callbacks,
     ConfigurationError,
     ConnectError,
-    ConnectTimeout,
-    HttpStatusError,
-    MalformedFrame,
     RequestTimeout,
     State,
     StreamResumed,
     Timeouts,
-    UnknownConnection,
 )
+from acp_client.exceptions import MalformedFrame
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent, ReferenceServer
+from acp_client.transports import BatchNotSupported, ConnectTimeout, HttpStatusError, UnknownConnection
 from acp_client.transports._errors import request_error
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -21,10 +21,10 @@ from acp_client import (
     OwnershipLost,
     RecoveryOutcome,
     SessionNotTracked,
+    SessionOwnershipLost,
     SessionStoreError,
-    SqliteSessionStore,
-    StoredSession,
 )
+from acp_client.store import SqliteSessionStore, StoredSession
 from acp_client.testing import FakeClock, ReferenceAgent
 
 from ._harness import FAST_RETRY, HarnessConnector
@@ -389,7 +389,9 @@ async def test_a_fenced_write_loses_the_session_at_once(world: World, caplog: py
     world.store.release(KEY, "replica-a")
     world.store.claim(KEY, [sid], "replica-z", duration=100)
     before = world.store.get(KEY, sid)
-    await handle.prompt("a write the store refuses")  # the touch and the conversation are fenced out
+    with pytest.raises(SessionOwnershipLost) as raised:  # the touch is fenced out: lost while it ran
+        await handle.prompt("a write the store refuses")
+    assert raised.value.holder == "replica-z" and isinstance(raised.value, SessionNotTracked)
     await eventually(lambda: node.lost, what="the app told")
     assert node.lost[0].holder == "replica-z"
     assert world.store.get(KEY, sid).last_used_at == before.last_used_at  # nothing overwritten
@@ -438,3 +440,114 @@ def test_the_sync_facade_takes_the_same_options(tmp_path: Path) -> None:
         for option, value in (("lease_duration", float("nan")), ("owner", ""), ("auto_adopt", "yes")):
             with pytest.raises(ConfigurationError, match=option):
                 SyncAcpClient("ws://h/acp", session_store=store, **{option: value})
+
+
+# -- no send without a live lease ------------------------------------------------------------------
+
+
+async def owned_session(world: World, node: Node) -> Any:
+    await node.client.connect()
+    handle = await node.client.new_session("/work/a")
+    await handle.prompt("hello")
+    await eventually(lambda: world.lease(handle.session_id) is not None)
+    return handle
+
+
+async def test_a_send_with_the_lease_too_close_to_its_end_is_refused_when_renewing_fails(world: World) -> None:
+    node = world.node(owner="replica-a")
+    handle = await owned_session(world, node)
+    world.store.failing = True  # the store cannot be reached: renewals fail
+    await world.clock.advance(LEASE * 0.8)  # past the lease's safety margin, not past the lease
+    prompts = len(node.connector.messages("session/prompt"))
+    with pytest.raises(SessionOwnershipLost, match="could not be renewed"):
+        await handle.prompt("not sent")
+    assert len(node.connector.messages("session/prompt")) == prompts  # nothing reached the agent
+    assert node.lost == []  # possibly lost, not known lost: still tracked
+    world.store.failing = False
+    result = await handle.prompt("sent once the lease is renewed")  # the check renews first
+    assert result.stop_reason == "end_turn"
+    assert len(node.connector.messages("session/prompt")) == prompts + 1
+
+
+async def test_a_stale_owner_waking_past_its_lease_sends_nothing_and_is_told(world: World) -> None:
+    # A process stopped (SIGSTOP) past its lease: no renewal ran; another replica adopted meanwhile.
+    node = world.node(owner="replica-a")
+    handle = await owned_session(world, node)
+    sid = handle.session_id
+    world.store.failing = True  # (the renewal task runs on the fake clock: it must not renew here)
+    await world.clock.advance(LEASE * 0.8)  # past the safety margin on its own clock
+    expired = world.now() + timedelta(seconds=LEASE)
+    assert world.store.claim(KEY, [sid], "replica-z", duration=100, now=expired)  # adopted elsewhere
+    world.store.failing = False
+    prompts = len(node.connector.messages("session/prompt"))
+    with pytest.raises(SessionOwnershipLost) as raised:
+        await handle.prompt("from a stale owner")
+    assert len(node.connector.messages("session/prompt")) == prompts  # never sent
+    assert raised.value.session_id == sid
+    (lost,) = node.lost
+    assert lost.session_id == sid and node.client.owned_sessions() == []
+    with pytest.raises(SessionNotTracked):
+        node.client.session(sid)
+
+
+async def test_a_turn_running_when_the_session_is_lost_fails_and_is_never_reported_ended(world: World) -> None:
+    node = world.node(owner="replica-a")
+    handle = await owned_session(world, node)
+    sid = handle.session_id
+    turn = asyncio.ensure_future(handle.prompt("/slow"))
+    await eventually(lambda: len(node.connector.messages("session/prompt")) == 2, what="the slow prompt sent")
+    world.store.release(KEY, "replica-a")
+    world.store.claim(KEY, [sid], "replica-z", duration=100)
+    await world.steps(1)  # the next renewal finds it gone
+    with pytest.raises(SessionOwnershipLost):
+        await turn
+    assert [item.session_id for item in node.lost] == [sid]
+
+
+async def test_a_session_is_listed_as_owned_only_once_the_client_tracks_it(world: World) -> None:
+    sid = await dead_owner_session(world)
+    world.store.release(KEY, "crashed:1:dead")
+    node = world.node(owner="replica-b", auto_adopt=False)
+    await node.client.connect()
+    entered, gate = threading.Event(), threading.Event()
+    load_transcript = world.store.load_transcript
+
+    def slow_load_transcript(*args: Any) -> Any:  # read after the claim, before the session is tracked
+        entered.set()
+        gate.wait(10)
+        return load_transcript(*args)
+
+    world.store.load_transcript = slow_load_transcript  # type: ignore[method-assign]
+    adopting = asyncio.ensure_future(node.client.adopt([sid]))
+    try:
+        await eventually(entered.is_set, what="the adoption's claim made")
+        assert world.lease(sid).owner == "replica-b"  # claimed in the store...
+        assert node.client.owned_sessions() == []  # ...but not the client's to use yet
+        with pytest.raises(SessionNotTracked):
+            node.client.session(sid)
+    finally:
+        gate.set()
+    (handle,) = await adopting
+    assert node.client.owned_sessions() == [sid] and node.client.session(sid).session_id == handle.session_id
+
+
+async def test_a_reconnect_after_the_lease_lapsed_recovers_nothing_another_client_adopted(world: World) -> None:
+    node = world.node(owner="replica-a")
+    handle = await owned_session(world, node)
+    sid = handle.session_id
+    world.store.failing = True
+    await world.clock.advance(LEASE * 0.8)  # past the safety margin on its own clock
+    assert world.store.claim(KEY, [sid], "replica-z", duration=100, now=world.now() + timedelta(seconds=LEASE))
+    world.store.failing = False
+    sent = len(node.connector.sent())
+    node.connector.drop()  # the reconnect's recovery checks the lease before its probe and resume
+
+    async def reconnected() -> bool:  # fake time moves on, and the store's thread finishes its work
+        await world.clock.advance(0.05)
+        await world.idle()
+        return bool(node.lost) and node.client.state.state.value == "connected"
+
+    await eventually(reconnected, what="reconnected, and the app told the session is lost")
+    after = [message.get("params", {}).get("sessionId") for message in node.connector.sent()[sent:]]
+    assert sid not in after  # no status, resume or load for a session another client holds
+    assert node.lost[0].session_id == sid and node.client.sessions == []

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acp_client import SessionStoreFenced, SqliteSessionStore, StoredSession
 from acp_client._ownership import FencedStore
+from acp_client.store import SessionStoreFenced, SqliteSessionStore, StoredSession
 
 KEY = "ws://agent.example/acp"
 LEASE = 10.0

@@ -8,23 +8,15 @@ client with the same store and the same agent recovers what it finds there.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from acp_client import (
-    AcpClient,
-    ConfigurationError,
-    Probe,
-    RecoveryPath,
-    SessionStoreError,
-    SessionStoreUnavailable,
-    SqliteSessionStore,
-    State,
-    StoredSession,
-    endpoint_key,
-)
+from acp_client import AcpClient, ConfigurationError, RecoveryPath, SessionStoreError, State
+from acp_client.state import Probe
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession, endpoint_key
 from acp_client.testing import ReferenceAgent, inside
 
 from ._harness import HarnessConnector
@@ -83,7 +75,7 @@ async def test_stored_sessions_are_recovered_before_connected(world: World) -> N
 
 async def test_restart_replays_and_eviction_renames(world: World) -> None:
     kept, lost = await world.first_run(2)
-    world.agent.restart()
+    world.agent.lose_memory()
     world.agent.evict(lost)
     side = world.side()
     await side.client.connect()
@@ -262,5 +254,67 @@ async def test_a_failed_background_write_is_told_to_the_app_and_the_session_goes
     assert len(errors) == told
     stored = str(store.load_transcript(KEY, handle.session_id))
     assert "while the database is down" in stored and "after it came back" in stored
+    await side.close()
+    store.close()
+
+
+# -- durable before acknowledged ---------------------------------------------------------------------
+
+
+class GatedStore(SqliteSessionStore):
+    """An SQLite store whose conversation writes wait for ``gate`` (a slow disk or database)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entered, self.gate = threading.Event(), threading.Event()
+        self.gate.set()
+
+    def save_turn(self, endpoint: str, session_id: str, entries: Any, **options: Any) -> bool:
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().save_turn(endpoint, session_id, entries, **options)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_prompt_returns_only_once_its_turn_is_written(world: World, tmp_path: Path, version: int) -> None:
+    store = GatedStore(tmp_path / "gated.db")
+    side = Side(world.agent, world.clock, store, protocol_version=version)
+    await side.client.connect()
+    handle = await side.client.new_session("/work/durable")
+    store.gate.clear()
+    turn = asyncio.ensure_future(handle.prompt("keep me"))
+    await eventually(store.entered.is_set, what="the turn's write started on the store thread")
+    await world.clock.settle()
+    assert not turn.done()  # the agent ended the turn (v2: idle), but it is not written yet
+    assert "keep me" not in str(store.load_transcript(KEY, handle.session_id))
+    store.gate.set()
+    result = await turn
+    assert result.stop_reason == "end_turn" and result.stored is True
+    assert "keep me" in str(store.load_transcript(KEY, handle.session_id))  # already there when it returned
+    await side.close()
+    store.close()
+
+
+async def test_a_turn_the_store_could_not_write_is_marked_and_written_with_the_next_success(
+    world: World, tmp_path: Path
+) -> None:
+    store = OutageStore(tmp_path / "outage.db")
+    errors: list[SessionStoreError] = []
+    side = Side(world.agent, world.clock, store, callbacks={"on_store_error": errors.append})
+    await side.client.connect()
+    handle = await side.client.new_session("/work/outage")
+    assert (await handle.prompt("stored")).stored is True
+    store.down = True
+    result = await handle.prompt("while the database is down")
+    assert result.stop_reason == "end_turn" and result.stored is False  # returned, marked not yet stored
+    assert errors and isinstance(errors[-1], SessionStoreUnavailable)  # told before the return
+    assert "while the database is down" not in str(store.load_transcript(KEY, handle.session_id))
+    store.down = False
+    persistence = inside(side.client).engine.persistence
+    assert persistence is not None and handle.session_id in persistence.unstored
+    await persistence.bridge.run(store.count)  # the store's next success, whatever it was
+    await side.flush()
+    assert "while the database is down" in str(store.load_transcript(KEY, handle.session_id))
+    assert handle.session_id not in persistence.unstored
     await side.close()
     store.close()

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import Continuity, RecoveryPath, SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
+from acp_client import RecoveryPath
+from acp_client.state import Continuity
+from acp_client.store import SessionStoreCorrupt, SessionStoreTooNew, SqliteSessionStore
 from acp_client.store import _schema as schema
 from acp_client.store import sqlite as sqlite_module
 from acp_client.transcript import SegmentStart, TurnStatus
@@ -49,7 +51,7 @@ async def test_an_editor_restart_keeps_the_conversation_and_appends_to_it(world:
 
 async def test_after_an_agent_restart_the_replay_is_reconciled_with_the_stored_conversation(world: World) -> None:
     sid = await two_turns(world)
-    world.agent.restart()  # the agent lost its memory: the session comes back by replay
+    world.agent.lose_memory()  # the agent lost its memory: the session comes back by replay
     side = world.side()
     await side.client.connect()
     (outcome,) = side.outcomes
@@ -68,7 +70,7 @@ async def test_agent_inserted_messages_are_stored_restored_and_never_turns(world
     marker = {"role": "user", "text": "[Request interrupted by user]", "inserted": True}
     entries.insert(next(i for i, e in enumerate(entries) if e.get("text") == "turn two"), marker)
     assert world.store.save_transcript(KEY, sid, entries)
-    world.agent.restart()  # the session comes back by replay, reconciled with the stored one
+    world.agent.lose_memory()  # the session comes back by replay, reconciled with the stored one
     side = world.side()
     await side.client.connect()
     handle = side.client.session(sid)

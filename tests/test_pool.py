@@ -67,7 +67,7 @@ async def test_locate_reports_every_instance_answer(farm: Farm) -> None:
 async def test_locate_has_no_side_effects(farm: Farm) -> None:
     client, session_id = await new_session_on(farm.connectors["a"])
     await client.aclose()
-    farm.agents["a"].restart()  # stored, not in memory, on a and b
+    farm.agents["a"].lose_memory()  # stored, not in memory, on a and b
     location = await locate(session_id, farm.endpoints)
     assert location.active == () and location.inactive == tuple(farm.endpoints[:2])
     for agent in farm.agents.values():

@@ -204,7 +204,7 @@ def _combinations() -> list[tuple[str, str, str]]:
 
 
 def expected(home: str, b: str, c: str) -> tuple[str, set[str]] | None:
-    """(path, possible endpoints) by the rule in DESIGN.md §5; ``None``: nothing reachable."""
+    """(path, possible endpoints) by the rule in docs/many-instances.md; ``None``: nothing reachable."""
     answers = {"a": home, "b": b, "c": c}
     for presence, path in (("active", "resume"), ("inactive", "replay")):
         found = [n for n in ("a", "b", "c") if answers[n] == presence]  # the home first
@@ -227,7 +227,7 @@ async def arrange(farm: Farm, session_id: str, home: str, b: str, c: str) -> Non
         if presence == "unreachable":
             farm.connectors[name].refuse()
     if home == "inactive":
-        farm.agents["a"].restart()
+        farm.agents["a"].lose_memory()
     elif home == "unknown":
         farm.agents["a"].evict(session_id)
     elif home == "unreachable":

@@ -1,10 +1,10 @@
 """A client facing several instances, with a session store: its sessions outlive the process.
 
-The next process does not know where each session lives now, so ``connect()`` finds them all with
-one fan-out and recovers each where the route says — resume where it is active, replay where it
-is inactive, a new session (renamed in the store) where no instance knows it — before the client
-counts as connected. Three reference agents over memory connectors, a fake clock, a real SQLite
-file.
+The next process starts from the home the store recorded for each session (asked first, about that
+id alone; the others only when it does not have it active) and recovers each where the route says —
+resume where it is active, replay where it is inactive, a new session (renamed in the store) where no
+instance knows it — before the client counts as connected. Three reference agents over memory
+connectors, a fake clock, a real SQLite file.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acp_client import AcpClient, ConfigurationError, RecoveryPath, SqliteSessionStore, State
+from acp_client import AcpClient, ConfigurationError, RecoveryPath, State
 from acp_client.pool import Pool
-from acp_client.store import pool_key
+from acp_client.store import SqliteSessionStore, pool_key
 from acp_client.testing import FakeClock, inside
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each
 from tests._harness import FAST_RETRY
@@ -64,7 +64,7 @@ async def test_the_next_process_finds_each_session_and_recovers_it_where_it_is(
     farm: Farm, store: SqliteSessionStore
 ) -> None:
     on_a, on_b, on_c = await first_process(farm, store)
-    farm.agents["b"].restart()  # b lost its memory, kept its store: inactive there
+    farm.agents["b"].lose_memory()  # b lost its memory, kept its store: inactive there
     farm.agents["c"].evict(on_c)  # nobody knows c's session any more
     farm.share(on_b, "a")  # a knows b's session too (shared storage): it is replayed on one instance only
     recorder = Recorder()

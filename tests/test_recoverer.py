@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, Continuity, Probe, RecoveryFailed, RecoveryPath, State, _recoverer
+from acp_client import AcpClient, Callbacks, RecoveryFailed, RecoveryPath, State, _recoverer
+from acp_client.state import Continuity, Probe
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
 from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal
 
@@ -53,7 +54,7 @@ async def test_replay_path_marks_replay_and_rebuilds_without_duplicates(version:
         await h.clock.run(handle.prompt("two"))
         before = [(m.role, m.text) for m in handle.transcript.messages]
         live_updates = len(h.updates)
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.probe is Probe.INACTIVE
         assert outcome.continuity is Continuity.KEPT and outcome.session_id == session.session_id
@@ -158,7 +159,7 @@ async def test_sdk_vocabulary_open_saved() -> None:
         session = await h.client.new_session("/work")
         record = await h.client.session_status(session.session_id)
         assert record.status is Probe.ACTIVE and record.raw_status == "open"
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.raw_status == "saved"
 
@@ -251,7 +252,7 @@ async def test_recovery_outcomes_kept_are_bounded(monkeypatch: pytest.MonkeyPatc
 async def test_sessions_recover_with_bounded_concurrency() -> None:
     async with Harness(client_kwargs={"recovery_concurrency": 2}) as h:
         ids = [(await h.client.new_session(f"/w{i}")).session_id for i in range(5)]
-        h.agent.restart()
+        h.agent.lose_memory()
         h.connector.drop()
         await h.until_connected()
         assert sorted(o.previous_session_id for o in h.outcomes) == sorted(ids)

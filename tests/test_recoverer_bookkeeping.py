@@ -9,9 +9,10 @@ from typing import Any
 import attrs
 import pytest
 
-from acp_client import ConnectionLost, Continuity, Probe, RecoveryPath, RetryPolicy, State, Timeouts
+from acp_client import ConnectionLost, RecoveryPath, RetryPolicy, State, Timeouts
 from acp_client._jsonrpc import Message
 from acp_client._sessions import SessionTable
+from acp_client.state import Continuity, Probe
 from acp_client.testing import inside
 from acp_client.types import Session, TextContent, UserMessageChunk
 
@@ -65,7 +66,7 @@ async def test_a_replay_finished_before_a_sibling_was_cut_off_is_reported_as_a_r
         await h.clock.run(b.prompt("two"))
         before_b = b.transcript.text()
         cut = Cut(h, "session/load", a.session_id, b.session_id)
-        h.agent.restart()
+        h.agent.lose_memory()
         h.connector.drop()
         await cut.cut()
         # A's replay finished before the cut; the next recovery resumed it: ONE report, a replay
@@ -112,7 +113,7 @@ async def test_a_replacement_made_before_a_sibling_was_cut_off_is_reported_once_
         b = await h.client.new_session("/b")
         old_a = a.session_id
         h.agent.evict(old_a)
-        h.agent.restart()
+        h.agent.lose_memory()
         cut = Cut(h, "session/new", "/a", b.session_id)
         # B replays (load), A is replaced (new): swallow B's load answer instead.
         cut.method = "session/load"
@@ -160,7 +161,7 @@ async def test_every_hop_is_in_the_notes(flavour: str) -> None:
                 resumes.add(message["id"])
 
         h.connector.on_send, h.connector.rewrite = sent, refuse_resume
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY
         assert [s for s, _ in outcome.steps] == ["session/resume", "session/load"]
@@ -181,7 +182,7 @@ async def test_a_replay_cut_off_in_recovery_keeps_the_history_and_replays_again(
         await h.clock.run(session.prompt("two"))
         before = session.transcript.text()
         swallow = SwallowAnswer(h, "session/load" if version == 1 else "session/resume")
-        h.agent.restart()
+        h.agent.lose_memory()
         h.connector.drop()
         await h.clock.settle()
         await h.clock.run(swallow.seen.wait(), limit=60.0)
@@ -261,7 +262,7 @@ async def test_what_a_cut_off_recovery_finished_is_reported_when_the_client_then
         a = await h.client.new_session("/a")
         b = await h.client.new_session("/b")
         cut = Cut(h, "session/load", a.session_id, b.session_id)
-        h.agent.restart()
+        h.agent.lose_memory()
         h.connector.drop()
         await h.clock.run(cut.answered.wait(), limit=60.0)
         await h.clock.settle()

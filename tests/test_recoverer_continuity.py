@@ -1,4 +1,4 @@
-"""Continuity from evidence (DESIGN.md §7): a recovery claims the agent kept the conversation
+"""Continuity from evidence (docs/conversation.md): a recovery claims the agent kept the conversation
 (``Continuity.KEPT``) only when the evidence shows it, ``LOST`` when it shows the opposite, and
 ``UNVERIFIED`` otherwise; and the session does not stay stuck on an id the agent lost.
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from acp_client import Callbacks, Continuity, Probe, RecoveryPath, RpcError
+from acp_client import Callbacks, RecoveryPath, RpcError
+from acp_client.state import Continuity, Probe
 from acp_client.transcript import SegmentStart, TurnStatus
 
 from ._harness import FLAVOURS, VERSIONS, Harness
@@ -62,7 +63,7 @@ async def test_a_v2_replay_of_nothing_is_not_continuity() -> None:
     async with Harness(protocol_version=2) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
-        h.agent.restart()
+        h.agent.lose_memory()
         record = h.agent.store.load(session.session_id)
         assert record is not None
         h.agent.store.save(attrs.evolve(record, history=()))  # stored, but its history is gone
@@ -79,7 +80,7 @@ async def test_a_replay_missing_completed_turns_is_lost_and_says_so() -> None:
         session = await h.client.new_session("/a")
         for text in ("one", "two", "three", "four", "five"):
             await h.clock.run(session.prompt(text))
-        h.agent.restart()
+        h.agent.lose_memory()
         record = h.agent.store.load(session.session_id)
         assert record is not None
         h.agent.store.save(attrs.evolve(record, history=record.history[:2]))  # it kept only the first turn
@@ -97,7 +98,7 @@ async def test_a_full_replay_is_continuity() -> None:
     async with Harness(advertise_status=False, advertise_resume=False) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.KEPT
         assert not any(note.startswith("continuity") for note in outcome.notes)
@@ -111,7 +112,7 @@ async def test_a_replay_that_contradicts_the_conversation_deletes_nothing_and_sa
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
         before = session.transcript.text()
-        h.agent.restart()
+        h.agent.lose_memory()
         record = h.agent.store.load(session.session_id)
         assert record is not None
         rewritten = tuple(
@@ -165,7 +166,7 @@ async def test_a_resume_after_the_agent_said_inactive_is_unverified() -> None:
     async with Harness(client_kwargs={"callbacks": choose_resume}) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()
         assert (outcome.path, outcome.probe) == (RecoveryPath.RESUME, Probe.INACTIVE)
         assert outcome.continuity is Continuity.UNVERIFIED
@@ -186,7 +187,7 @@ async def test_without_transcripts_a_replay_is_unverified() -> None:
     async with Harness(advertise_status=False, advertise_resume=False, client_kwargs={"keep_transcripts": False}) as h:
         session = await h.client.new_session("/a")
         await h.clock.run(session.prompt("one"))
-        h.agent.restart()
+        h.agent.lose_memory()
         outcome = await h.drop_and_recover()
         assert outcome.path is RecoveryPath.REPLAY and outcome.continuity is Continuity.UNVERIFIED
         assert "continuity unverified: no transcript is kept to check the replay against" in outcome.notes

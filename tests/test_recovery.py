@@ -1,5 +1,5 @@
 """The recovery decision table, exhaustively: every probe answer x capability set x protocol
-version x what the next step answers (DESIGN.md §1)."""
+version x what the next step answers (the README's recovery table)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from acp_client._recovery import (
 R, RR, L, N = Step.RESUME, Step.RESUME_REPLAY, Step.LOAD, Step.NEW
 
 # (probe, resume advertised, load advertised) -> (planned path, steps), written out by hand from
-# DESIGN.md §1 rather than computed, so the test is an independent statement of the table.
+# the README's recovery table rather than computed, so the test is an independent statement of the table.
 V1 = {
     (Probe.ACTIVE, True, True): (RecoveryPath.RESUME, (R, L, N)),  # resume refused -> load keeps history
     (Probe.ACTIVE, True, False): (RecoveryPath.RESUME, (R, N)),
@@ -153,7 +153,7 @@ def test_app_chosen_paths_always_end_in_new_session(path: RecoveryPath, version:
 @pytest.mark.parametrize("version", [1, 2])
 def test_refusal_never_skips_a_step_that_keeps_the_conversation(version: int) -> None:
     """An agent that advertises session/resume but answers -32601 (pydantic-acp without its unstable
-    methods): with load advertised (v1) the client loads before it starts over (DESIGN.md §6)."""
+    methods): with load advertised (v1) the client loads before it starts over (docs/agents-conformance.md)."""
     caps = Capabilities(status=True, resume=True, load=True)
     steps = decide(Probe.ACTIVE, caps, version).steps
     succeeded, calls = run(steps, {Step.RESUME: StepFailure.REFUSED})

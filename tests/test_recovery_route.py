@@ -1,4 +1,4 @@
-"""Where a session goes (``acp_client._recovery.route``, DESIGN.md §5: the first table of the one
+"""Where a session goes (``acp_client._recovery.route``, docs/many-instances.md: the first table of the one
 decision module, used with one instance and after a fan-out): every probe combination across
 three instances, written-out cases, and property tests — a session is never loaded or resumed on
 two instances. Instances are named by their index here."""
@@ -26,7 +26,7 @@ def route(
 
 
 def oracle(answers: tuple[Probe, ...], home: int | None, order: tuple[int, ...]) -> tuple[RouteKind, object]:
-    """DESIGN.md §5 / issue 11 in the plainest words: an independent statement of the rule."""
+    """docs/many-instances.md / issue 11 in the plainest words: an independent statement of the rule."""
     for wanted, kind in ((A, RouteKind.RESUME), (N, RouteKind.REPLAY)):
         holders = [index for index in order if answers[index] is wanted]
         if holders:

@@ -48,7 +48,7 @@ async def test_settings_are_restored_after_a_replay_or_a_new_session(how: str) -
         session = await set_everything(h)
         before = len(setters_sent(h))
         if how == "replay":
-            h.agent.restart()
+            h.agent.lose_memory()
         else:
             h.agent.evict(session.session_id)
         outcome = await h.drop_and_recover()
@@ -88,7 +88,7 @@ async def test_a_drop_while_restoring_keeps_the_outcome_and_restores_next_time()
         session = await set_everything(h)
         before = len(setters_sent(h))
         agent.swallow = "session/set_model"
-        h.agent.restart()
+        h.agent.lose_memory()
         h.connector.drop()
         await h.clock.settle()
         await h.clock.run(agent.swallowed.wait(), limit=60.0)

@@ -14,13 +14,13 @@ from acp_client import (
     ClientClosed,
     ClientSuspended,
     ConnectionLost,
-    Probe,
     QueueFull,
     QueueOptions,
     RecoveryPath,
     RetryPolicy,
     State,
 )
+from acp_client.state import Probe
 from acp_client.testing import inside
 from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal
 

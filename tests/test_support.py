@@ -31,6 +31,8 @@ ALLOWED_SLEEPS = {
     ("tests/e2e/test_ownership_processes.py", "test_a_killed_replicas_sessions_are_adopted_once_within_the_lease"): (
         "one more real lease in real processes: nobody adopts a session a second time"
     ),
+    ("tests/e2e/_chaos_replica.py", "main"): "a replica's pace between its rounds of turns (until its stdin closes)",
+    ("tests/e2e/test_ownership_chaos.py", "one_round"): "the chaos itself: a replica stopped for 2.5 real leases",
     ("tests/e2e/_soak.py", "*"): "the soak's own schedule: random gaps, fault lengths, real grace windows",
     ("tests/e2e/test_reference_faults.py", "test_sse_idle_timeout_detects_a_silent_link"): (
         "a real link stays up past its real idle timeout"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from acp_client import Transcript
+from acp_client import Transcript, TurnStatus
 from acp_client._codec import decode_session_update
-from acp_client.types import TextContent
+from acp_client.transcript import SegmentStart
+from acp_client.types import AgentMessageChunk, TextContent
 
 
 def u(data: dict, version: int = 2):  # type: ignore[no-untyped-def]
@@ -212,3 +213,52 @@ def test_a_refused_prompt_is_not_an_ordinary_turn() -> None:
     t.finish_turn(TurnStatus.FAILED)  # a v2 agent that refused never echoed it: recorded as failed
     assert t.text() == "user [failed]: do it\nuser [failed]: v2: never echoed"
     assert t.turns == 0
+
+
+# -- text(): the whole conversation ------------------------------------------------------------------------
+
+
+def _turn(t: Transcript, prompt: str, answer: str, status: TurnStatus) -> None:
+    t.begin_turn([TextContent(text=prompt)], record=True)
+    t.apply(AgentMessageChunk(content=TextContent(text=answer)))
+    t.finish_turn(status)
+
+
+def test_text_is_the_whole_conversation_with_earlier_segments_under_a_divider() -> None:
+    t = Transcript("sess_1")
+    _turn(t, "hello", "echo: hello", TurnStatus.COMPLETE)
+    _turn(t, "long job", "working on", TurnStatus.INTERRUPTED)
+    t.start_segment("sess_2", SegmentStart.NEW_AFTER_LOSS, lost=True)
+    _turn(t, "again", "echo: again", TurnStatus.COMPLETE)
+    _turn(t, "stop", "half an ans", TurnStatus.CANCELLED)
+    assert t.text() == (
+        "user: hello\n"
+        "agent: echo: hello\n"
+        "user [interrupted]: long job\n"
+        "agent [incomplete]: working on\n"
+        "--- the agent lost the conversation above; it goes on in a new session (sess_2) ---\n"
+        "user: again\n"
+        "agent: echo: again\n"
+        "user [cancelled]: stop\n"
+        "agent [incomplete]: half an ans"
+    )
+    # The per-segment view: each part alone, the last one what the agent holds now.
+    earlier, current = t.segments
+    assert earlier.lost and earlier.text().startswith("user: hello\n")
+    assert current.text() == "user: again\nagent: echo: again\nuser [cancelled]: stop\nagent [incomplete]: half an ans"
+
+
+def test_text_names_a_segment_that_goes_on_without_a_loss_and_counts_what_the_store_dropped() -> None:
+    t = Transcript("sess_1")
+    _turn(t, "one", "echo: one", TurnStatus.COMPLETE)
+    t.start_segment("sess_9", SegmentStart.RESUMED)
+    _turn(t, "two", "echo: two", TurnStatus.FAILED)
+    t.dropped = 4
+    assert t.text().splitlines() == [
+        "… 4 earlier message(s) not kept",
+        "user: one",
+        "agent: echo: one",
+        "--- the conversation goes on in session sess_9 (resumed) ---",
+        "user [failed]: two",
+        "agent: echo: two",
+    ]

@@ -1,6 +1,6 @@
 """The Streamable HTTP check: which ``Acp-Session-Id`` convention the server follows.
 
-Two conventions are in the wild (DESIGN.md §2): the TypeScript server wants the header on every
+Two conventions are in the wild (docs/conformance.md): the TypeScript server wants the header on every
 POST whose params carry a ``sessionId`` (``400`` without it); the Python server wants it only on
 session-scoped methods and answers ``404`` to it for a session not established on the connection.
 The check POSTs ``session/status`` (no side effects) three ways on the checker's own connection and

@@ -1,4 +1,4 @@
-"""Several instances of one agent: endpoints, placement, and finding a session (DESIGN.md §5).
+"""Several instances of one agent: endpoints, placement, and finding a session (docs/many-instances.md).
 
 The routing primitive is :func:`locate`: it asks every instance ``session/status`` for one session,
 concurrently, each under its own timeout, and returns every instance's answer — ``active``,
@@ -42,6 +42,7 @@ from .._opening import opener
 from .._version import __version__
 from ..clock import Clock, SystemClock
 from ..exceptions import ConfigurationError
+from ..group import EndpointGroup, LinksPlan
 from ..location import Endpoint, InstanceAnswer, Location, Route, RouteKind
 from ..state import Probe
 from ..transports.base import Connector, Transport
@@ -51,8 +52,10 @@ from ._placement import FewestSessions, PlacementFunction, RoundRobin, placement
 
 __all__ = [
     "Endpoint",
+    "EndpointGroup",
     "FewestSessions",
     "InstanceAnswer",
+    "LinksPlan",
     "Location",
     "PlacementFunction",
     "Pool",
@@ -94,7 +97,7 @@ async def locate(
             ``None``: no limit.
         protocol_version: The ACP version proposed in ``initialize``.
         client_info: The identity sent in ``initialize``.
-        connect_options: Keyword arguments for :func:`~acp_client.connector_for` when an
+        connect_options: Keyword arguments for :func:`~acp_client.transports.connector_for` when an
             endpoint is a URL (``headers``, ``tls``, ``cookies``, ``limits``, ``http2``...).
         clock: Measures the timeouts (a :class:`~acp_client.testing.FakeClock` in tests).
 

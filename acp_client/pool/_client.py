@@ -28,7 +28,7 @@ def _endpoints(value: Sequence[str | Connector | Endpoint]) -> tuple[Endpoint, .
 
 @attrs.frozen
 class Pool:
-    """Several instances of one agent, used by one client (DESIGN.md §5; ``docs/many-instances.md``)::
+    """Several instances of one agent, used by one client (``docs/many-instances.md``)::
 
         async with AcpClient(Pool(["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"])) as client:
             ...

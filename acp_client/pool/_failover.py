@@ -1,4 +1,4 @@
-"""Several instances of one agent in one client: recovery at home, and failover (DESIGN.md §5).
+"""Several instances of one agent in one client: recovery at home, and failover (docs/many-instances.md).
 
 An :class:`~acp_client.AcpClient` given several endpoints keeps one link per instance — a
 :class:`~acp_client._supervisor.Supervisor` with its own connector (cookies shared), opened
@@ -20,6 +20,12 @@ Recovery, per session:
   after another ``failover_delay``.
 * A session is therefore recovered by exactly one routine at a time, and a route names one
   instance: ``session/load`` / ``session/resume`` for one session never go to two instances.
+
+Sessions restored from a session store have no home here yet; the store recorded the one they had
+(:attr:`acp_client.store.StoredSession.home`, kept up to date by the store's bookkeeping). Each is
+asked of that instance first, for its id alone, and of the others only when it does not have it
+active (:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until it is placed, only its
+recorded home may speak for it.
 
 Outcomes and :class:`~acp_client.state.RecoveryContext` carry ``endpoint``: the instance's name.
 
@@ -75,6 +81,10 @@ class _Links(Protocol):
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection: ...
 
     async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool: ...
+
+    def recorded(self, tracked: Tracked) -> Link | None: ...
+
+    async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]: ...
 
     async def locate_many(
         self,
@@ -216,11 +226,13 @@ class Failover:
 
     async def adopt(self, *, patient: bool = True) -> None:
         """Find the sessions tracked without a home — restored from a store: the client does not
-        know where they are now — with one fan-out, and recover each where its route says, before
-        the client counts as connected.
+        know where they are now — and recover each where its route says, before the client counts
+        as connected. Each is asked of the home the store recorded first, for its id alone; the
+        other instances only when that home does not have it active (one fan-out for those).
 
         ``patient``: a session no reachable instance has in memory while some instance is
-        unreachable (it may be there, its home) is neither replayed nor replaced yet. Those, and
+        unreachable (it may be there, its home), or whose recorded home is unreachable, is
+        neither replayed, replaced nor resumed elsewhere yet. Those, and
         the ones no instance could take, are tried again in the background after
         ``failover_delay`` — as a session whose home stays away is — and then take the route as
         it is; the instances that were unreachable then close their copy when they are back."""
@@ -262,14 +274,23 @@ class Failover:
     ) -> list[Tracked]:
         """One fan-out for ``sessions``, then each recovered where its route says; returns those
         no instance could take now (``patient``: and those it would replay or replace while an
-        instance is unreachable)."""
-        located = await self.links.locate_many([t.session_id for t in sessions])
+        instance is unreachable, or take anywhere while the home the store recorded is).
+
+        Sessions whose home is not known here (restored from a store) are asked of their
+        recorded home first, for their id alone, and of the other instances only when that home
+        does not have them active (:meth:`PoolLinks.locate_at_home`)."""
+        if home is None:
+            located = await self.links.locate_at_home(sessions, patient=patient)
+        else:  # the home was asked already (its recovery round), or stays away: every instance now
+            located = await self.links.locate_many([t.session_id for t in sessions])
         retry: list[Tracked] = []
         reported: list[RecoveryOutcome] = []
 
         async def one(tracked: Tracked) -> None:
             location = located[tracked.session_id]
-            if patient and location.unreachable and location.route().kind is not RouteKind.RESUME:
+            recorded = self.links.recorded(tracked) if home is None else None
+            waits = location.unreachable and location.route().kind is not RouteKind.RESUME
+            if patient and (waits or (recorded is not None and recorded.endpoint in location.unreachable)):
                 retry.append(tracked)
                 return
             async with placed(tracked).guard:
@@ -291,22 +312,27 @@ class Failover:
 
     async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
         """Close a session everywhere but ``target`` before attaching it there, so one session
-        runs on one instance (DESIGN.md §5): where ``location`` (a fan-out's answers) has it
+        runs on one instance (docs/many-instances.md): where ``location`` (a fan-out's answers) has it
         active, and on the instances it was left behind on (asked now, unless ``location`` has
         their answer), over the live link or a connection of its own (that instance's link may
         still be waiting out its backoff). Best effort, where ``session/close`` is advertised;
         returns the instances that closed it. Left-behind instances that cannot be reached stay
         marked: they are closed when their link comes back, or by the sweep.
 
-        A copy another instance claims ``active`` while ``target`` claims it too is never closed:
-        one of the claims is false (a liar, or an agent that says ``active`` after a restart), and
+        A copy another instance claims ``active`` while ``target`` claims it too is never closed
+        (unless the session moved off that instance: a copy it left behind there is stale): one of
+        the claims is false (a liar, or an agent that says ``active`` after a restart), and
         closing on a claim could close the real conversation. The conflict is reported in the
         outcome and the app's ``decide_recovery`` sees it (``also_active``)."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
         marked = placed(tracked).left_behind
-        if location is None and marked:
-            location = (await self.links.locate_many([session_id], only=list(marked)))[session_id]
+        asked = {answer.endpoint.name for answer in location.answers} if location is not None else set()
+        unasked = [link for link in marked if link.endpoint.name not in asked]
+        if unasked:  # they held it: asking them reveals nothing new
+            more = (await self.links.locate_many([session_id], only=unasked))[session_id]
+            answers = (*location.answers, *more.answers) if location is not None else more.answers
+            location = Location(session_id, answers, more.elapsed)
         if location is None:
             return []
         closed: list[str] = []
@@ -315,8 +341,9 @@ class Failover:
             if link is target or answer.probe is Probe.UNREACHABLE:
                 continue
             if answer.probe is Probe.ACTIVE:
-                if any(a.endpoint == target.endpoint and a.probe is Probe.ACTIVE for a in location.answers):
-                    continue  # conflicting claims: close nothing (see above)
+                claimed = any(a.endpoint == target.endpoint and a.probe is Probe.ACTIVE for a in location.answers)
+                if claimed and link not in marked:
+                    continue  # conflicting claims: close nothing (see above); a copy it left there is stale
                 if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
@@ -326,9 +353,9 @@ class Failover:
     def _mark(self, tracked: Tracked, links: list[Link]) -> None:
         """``links`` may still hold ``tracked`` in memory: close it there once they answer — when
         their link is back, or by a sweep every ``failover_delay``."""
-        if not links:
-            return
         placed(tracked).left_behind.update(links)
+        if not placed(tracked).left_behind:
+            return
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.ensure_future(self._sweep())
             self.links.spawn(self._sweeper)
@@ -382,8 +409,9 @@ class Failover:
         some instance was unreachable then, that instance may be back holding the session, so
         the instances are asked again before anything is attached (and again, up to
         :data:`_REASKS` times, while the world keeps moving)."""
+        prefer = home if home is not None else self.links.recorded(tracked)  # a restored one: its recorded home
         for asked in itertools.count():
-            targeted = self._target(location, home)
+            targeted = self._target(location, prefer)
             if targeted is None:
                 return False
             route, target = targeted

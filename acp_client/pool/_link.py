@@ -61,7 +61,7 @@ class Placement:
     #: It is being moved to another link: its calls wait.
     moving: bool = False
     #: Links it moved off while they were unreachable: they may still hold it in memory, and it
-    #: is closed there before it is attached again (DESIGN.md §5).
+    #: is closed there before it is attached again (docs/many-instances.md).
     left_behind: set[Link] = attrs.Factory(set)
     #: Held while the session moves, and while a sweep closes one of its copies.
     guard: asyncio.Lock = attrs.Factory(asyncio.Lock)

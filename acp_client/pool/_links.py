@@ -1,4 +1,4 @@
-"""The links of a client facing several instances of one agent (DESIGN.md §5): the pool's
+"""The links of a client facing several instances of one agent (docs/many-instances.md): the pool's
 implementation of :class:`acp_client._links.Links`.
 
 One link per instance — a :class:`~acp_client._supervisor.Supervisor` over that instance's
@@ -223,9 +223,20 @@ class PoolLinks(SessionEvents):
             if tracked is None:
                 return True
             where = placed(tracked)
+            if where.home is None and where.attaching is None:  # restored, not placed yet: its recorded home
+                return self.recorded(tracked) is link
             return where.home is link or where.attaching is link
 
         return admits
+
+    def recorded(self, tracked: Tracked) -> Link | None:
+        """The instance the session store recorded ``tracked`` on (``None``: not recorded, or
+        no instance of that name any more)."""
+        record = tracked.stored
+        name = record.home if record is not None else None
+        if name is None:
+            return None
+        return next((link for link in self.links if link.endpoint.name == name), None)
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -283,6 +294,10 @@ class PoolLinks(SessionEvents):
         """
         self._started = True
         homeless = self._failover.homeless() if restored else []
+        for tracked in homeless:  # the copies the last process knew of, closed before it is attached
+            record = tracked.stored
+            names = set(record.left_behind) if record is not None else set()
+            placed(tracked).left_behind.update(link for link in self.links if link.endpoint.name in names)
         for tracked in homeless:  # their calls wait, and the first state published is recovering
             placed(tracked).moving = True
         try:
@@ -290,7 +305,7 @@ class PoolLinks(SessionEvents):
         finally:
             for tracked in homeless:
                 placed(tracked).moving = False
-        if homeless:  # where each one is now: one fan-out, then a recovery where the route says
+        if homeless:  # where each one is now (its recorded home first), then a recovery where the route says
             await self._failover.adopt()
 
     async def _start_first(self) -> None:
@@ -387,10 +402,11 @@ class PoolLinks(SessionEvents):
 
     async def _found(self, tracked: Tracked) -> Link:
         """Where the app's ``session/load`` / ``session/resume`` of a session that lives nowhere
-        yet goes: where a fan-out finds it (active, else inactive), else to the first connected
-        instance (which will answer -32002)."""
-        location = (await self.locate_many([tracked.session_id]))[tracked.session_id]
-        route = location.route()
+        yet goes: where its recorded home, else a fan-out, finds it (active, else inactive), else
+        to the first connected instance (which will answer -32002)."""
+        location = (await self.locate_at_home([tracked]))[tracked.session_id]
+        recorded = self.recorded(tracked)
+        route = location.route(home=recorded.endpoint.name if recorded is not None else None)
         found = route.endpoint if route.kind in (RouteKind.RESUME, RouteKind.REPLAY) else None
         link = self.link(found) if found is not None else self._link_of(self.primary)
         await self.ensure(link, wait=self.kit.queue.max_age)
@@ -416,6 +432,12 @@ class PoolLinks(SessionEvents):
     def endpoint_of(self, tracked: Tracked) -> str | None:
         home = placed(tracked).home
         return home.endpoint.name if home is not None else None
+
+    def placement_of(self, tracked: Tracked) -> tuple[str | None, tuple[str, ...]]:
+        where = placed(tracked)
+        if where.home is None:
+            return None, ()
+        return where.home.endpoint.name, tuple(link.endpoint.name for link in where.left_behind)
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         return (await self.locate_many([session_id], timeout=timeout, warm=True))[session_id]
@@ -473,6 +495,41 @@ class PoolLinks(SessionEvents):
             live={link.endpoint: over} if over is not None else {},
         )
         return await _probing.close_copy(link.probe_endpoint, session_id, settings)
+
+    async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]:
+        """Where each session is, revealing its id only where needed: a session with a recorded
+        home (:meth:`recorded`) is asked of that instance alone, for its id alone; the other
+        instances are asked only about the ids their home does not have active (the home's
+        answer kept beside theirs), and about the sessions without a recorded home. The answers
+        of each :class:`Location` are in the instances' order. ``patient``: the sessions of a
+        home that is unreachable wait for it (their location is the home's answer alone)."""
+        homes: dict[Link, list[str]] = {}
+        anywhere: list[str] = []
+        for tracked in sessions:
+            home = self.recorded(tracked) if len(self.links) > 1 else None
+            (anywhere if home is None else homes.setdefault(home, [])).append(tracked.session_id)
+        at_home: dict[str, Location] = {}
+        for home_answers in await asyncio.gather(*(self.locate_many(ids, only=[h]) for h, ids in homes.items())):
+            at_home.update(home_answers)
+        # the home has it (or, patient, is away: the session waits for it): nobody else is asked
+        located = {sid: where for sid, where in at_home.items() if where.active or (patient and where.unreachable)}
+        asking: list[tuple[list[str], Sequence[Link] | None]] = [(anywhere, None)] if anywhere else []
+        for home, ids in homes.items():
+            missing = [sid for sid in ids if sid not in located]
+            if missing:
+                asking.append((missing, [link for link in self.links if link is not home]))
+        order = {link.endpoint.name: index for index, link in enumerate(self.links)}
+        answered = await asyncio.gather(*(self.locate_many(ids, only=only) for ids, only in asking))
+        for elsewhere in answered:
+            for session_id, there in elsewhere.items():
+                own = at_home.get(session_id)
+                if own is None:
+                    located[session_id] = there
+                    continue
+                # beside the home's own answer, in the instances' order
+                merged = sorted((*own.answers, *there.answers), key=lambda a: order[a.endpoint.name])
+                located[session_id] = Location(session_id, tuple(merged), own.elapsed + there.elapsed)
+        return {tracked.session_id: located[tracked.session_id] for tracked in sessions}
 
     async def locate_many(
         self,

@@ -12,8 +12,21 @@ extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from ..exceptions import (
+    SessionStoreBusy,
+    SessionStoreCorrupt,
+    SessionStoreDriverMissing,
+    SessionStoreError,
+    SessionStoreFenced,
+    SessionStoreForeign,
+    SessionStoreReadOnly,
+    SessionStoreTooNew,
+    SessionStoreUnavailable,
+)
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
+    HOME_KEY,
+    LEFT_BEHIND_KEY,
     Fence,
     Lease,
     SessionStore,
@@ -54,11 +67,22 @@ def __dir__() -> list[str]:
 __all__ = [
     "APPLICATION_ID",
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
+    "HOME_KEY",
+    "LEFT_BEHIND_KEY",
     "SCHEMA_VERSION",
     "Fence",
     "Lease",
     "PostgresSessionStore",
     "SessionStore",
+    "SessionStoreBusy",
+    "SessionStoreCorrupt",
+    "SessionStoreDriverMissing",
+    "SessionStoreError",
+    "SessionStoreFenced",
+    "SessionStoreForeign",
+    "SessionStoreReadOnly",
+    "SessionStoreTooNew",
+    "SessionStoreUnavailable",
     "SharedSessionStore",
     "SqliteSessionStore",
     "StoredSession",

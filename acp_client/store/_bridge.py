@@ -23,11 +23,27 @@ from .._logging import get_logger
 from ..exceptions import SessionStoreError, SessionStoreFenced
 from .base import SessionStore, StoredSession
 
-__all__ = ["StoreBridge"]
+__all__ = ["StoreBridge", "write_turn"]
 
 logger = get_logger(__name__)
 
 T = TypeVar("T")
+
+
+def write_turn(
+    store: Any, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime, **fence: Any
+) -> bool:
+    """The end of a turn: ``store.save_turn`` (the last use and the conversation in one step), or,
+    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored.
+
+    Raises:
+        SessionStoreError: As the store's writes raise.
+    """
+    save_turn = getattr(store, "save_turn", None)
+    if callable(save_turn):
+        return bool(save_turn(endpoint, session_id, entries, when=when, **fence))
+    store.touch(endpoint, session_id, when=when, **fence)
+    return bool(store.save_transcript(endpoint, session_id, entries, **fence))
 
 
 class StoreBridge:
@@ -56,6 +72,9 @@ class StoreBridge:
         self._endpoint = endpoint
         #: Called on the event loop with each ``SessionStoreError`` a write raised (settable).
         self.on_error = on_error
+        #: Called on the event loop after each call that went through (settable): what a store
+        #: error left unwritten is written again then.
+        self.on_success: Callable[[], Any] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acp-session-store")
         self._pending: set[asyncio.Future[Any]] = set()
         self._closed = False
@@ -75,7 +94,16 @@ class StoreBridge:
         future = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
+        future.add_done_callback(self._succeeded)
         return future
+
+    def _succeeded(self, future: asyncio.Future[Any]) -> None:
+        if self.on_success is None or future.cancelled() or future.exception() is not None:
+            return
+        try:
+            self.on_success()
+        except Exception:
+            logger.exception("the session store success callback raised")
 
     def _write(self, default: T, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
         """Queue a write; the returned future resolves to its result, or ``default`` on a store error."""
@@ -183,6 +211,35 @@ class StoreBridge:
     def save_transcript(self, session_id: str, entries: Sequence[Mapping[str, Any]]) -> asyncio.Future[bool]:
         """Queue ``store.save_transcript``; resolves to whether the session is stored."""
         return self._write(False, self._store.save_transcript, self._endpoint, session_id, entries)
+
+    def save_turn(
+        self,
+        session_id: str,
+        record: StoredSession | None,
+        entries: Sequence[Mapping[str, Any]] | None,
+        when: datetime,
+    ) -> asyncio.Future[bool | None]:
+        """Queue the end of a turn as one job: ``record`` (a title the agent gave), then the last
+        use ``when`` and the whole conversation ``entries`` in one step (:func:`write_turn`: one
+        statement on PostgreSQL). Resolves to ``True`` once written, ``False`` when the store does
+        not hold the session (nothing written), ``None`` on a store error (told to ``on_error``,
+        after the store's own retries).
+
+        Raises:
+            ValueError: ``record`` is of another endpoint (a client bug).
+        """
+        if record is not None and record.endpoint != self._endpoint:
+            raise ValueError(f"record of endpoint {record.endpoint!r} saved through {self._endpoint!r}")
+        store, endpoint = self._store, self._endpoint
+
+        def save_turn() -> bool:
+            if record is not None:
+                store.save(record)
+            if entries is not None:
+                return write_turn(store, endpoint, session_id, entries, when=when)
+            return True
+
+        return self._write(None, save_turn)
 
     async def flush(self) -> None:
         """Wait until every queued call has run."""

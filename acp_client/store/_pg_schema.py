@@ -347,6 +347,17 @@ class Statements:
         )
         self.save_transcript_fenced = self.save_transcript.format(fence=f"AND {_FENCE}")
         self.save_transcript = self.save_transcript.format(fence="")
+        # The end of a turn in one statement (one round trip): the record's last use, and the
+        # conversation only where that update landed (the row locked by it, the lease checked in it).
+        self.save_turn = (
+            f"WITH touched AS (UPDATE {t.sessions} SET last_used_at = %(when)s WHERE {one} {{fence}} "
+            "RETURNING endpoint, session_id) "
+            f"INSERT INTO {t.transcripts} (endpoint, session_id, conversation) "
+            "SELECT endpoint, session_id, %(conversation)s::jsonb FROM touched "
+            "ON CONFLICT (endpoint, session_id) DO UPDATE SET conversation = excluded.conversation"
+        )
+        self.save_turn_fenced = self.save_turn.format(fence=f"AND {_FENCE}")
+        self.save_turn = self.save_turn.format(fence="")
         self.load_transcript = f"SELECT conversation FROM {t.transcripts} WHERE {one}"
         self.endpoints = (
             f"SELECT endpoint FROM {t.sessions} GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"

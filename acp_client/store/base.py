@@ -22,6 +22,11 @@ Contract of every implementation:
   markers, messages), replaced whole at the end of each turn, bounded by the store with
   :func:`bound_conversation` (the oldest messages dropped, and counted in the header). A store
   keeps the list as it is given: a PostgreSQL store can keep it as one ``jsonb`` value.
+- Optionally ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: the end of a
+  turn in one atomic step (``last_used_at`` set to ``when`` and the conversation replaced; ``False``
+  when the session is not stored). The client writes each turn's end with it, and waits for it
+  before ``prompt()`` returns; a store without it gets ``touch`` then ``save_transcript``. Both
+  built-in stores have it (one statement on PostgreSQL).
 - Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
   third-party (``sqlite3``) error.
 
@@ -67,6 +72,8 @@ from ..types.session import Session
 
 __all__ = [
     "DEFAULT_TRANSCRIPT_TAIL_BYTES",
+    "HOME_KEY",
+    "LEFT_BEHIND_KEY",
     "Fence",
     "Lease",
     "SessionStore",
@@ -105,6 +112,14 @@ RECORD_COLUMNS: Final = (
     "extra",
 )
 
+#: The key in :attr:`StoredSession.extra` under which a client facing several instances of one
+#: agent records the instance a session lives on: its name (:attr:`acp_client.location.Endpoint.name`,
+#: shown redacted: never a URL's credentials), written with the session and again when it moves.
+HOME_KEY: Final = "acp_client.home"
+#: The key in :attr:`StoredSession.extra` under which it records the instances that may still hold
+#: a copy of a session that moved off them while they were unreachable (names, as for :data:`HOME_KEY`).
+LEFT_BEHIND_KEY: Final = "acp_client.left_behind"
+
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 
@@ -114,7 +129,7 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
     - ``ws://``, ``wss://``, ``http://``, ``https://`` URLs: scheme and host lowercased, the
       default port dropped, an empty path read as ``/``; user info, query string and fragment
       are removed (they may carry credentials), so two URLs that differ only there share a key.
-    - ``stdio:COMMAND ARGS...`` (as :func:`~acp_client.connector_for` takes it), or an argv
+    - ``stdio:COMMAND ARGS...`` (as :func:`~acp_client.transports.connector_for` takes it), or an argv
       sequence: ``stdio:`` plus the argv, split like a shell would and joined back with minimal
       quoting. The environment is never part of the key.
 
@@ -296,7 +311,10 @@ class StoredSession:
             ``None``: now). Left out, ``created_at`` is now and the other two equal it.
             ``last_used_at`` orders :meth:`SessionStore.load`.
         previous_session_ids: Ids this session had before a new-session recovery, oldest first.
-        extra: App-defined JSON data (the store does not interpret it).
+        extra: JSON data the store does not interpret: the app's own keys, and the client's,
+            which begin with ``acp_client.`` (a client facing several instances keeps the
+            instance each session lives on under :data:`HOME_KEY`, and the instances that may
+            still hold a copy under :data:`LEFT_BEHIND_KEY`).
         lease: Who held the session when it was read (a :class:`SharedSessionStore` fills it
             in; ``None`` otherwise). The store's bookkeeping, not part of the record: writes
             ignore it, and it takes no part in ``==``.
@@ -350,6 +368,32 @@ class StoredSession:
             protocol_version=protocol_version,
             **fields,
         )
+
+    @property
+    def home(self) -> str | None:
+        """The name of the instance the session lived on when it was written (a client facing
+        several instances records it in ``extra``; ``None``: not recorded)."""
+        home = self.extra.get(HOME_KEY)
+        return home if type(home) is str and home else None
+
+    @property
+    def left_behind(self) -> tuple[str, ...]:
+        """The names of the instances that may still hold a copy of the session in memory (it
+        moved off them while they were unreachable): the copies a client closes there."""
+        names = self.extra.get(LEFT_BEHIND_KEY)
+        return tuple(n for n in names if type(n) is str and n) if type(names) is list else ()
+
+    def with_placement(self, home: str, left_behind: Iterable[str] = ()) -> StoredSession:
+        """This record with ``home`` and the instances ``left_behind`` recorded (the same record
+        when nothing changes)."""
+        left = sorted(set(left_behind))
+        if home == self.home and tuple(left) == self.left_behind:
+            return self
+        extra = {key: value for key, value in self.extra.items() if key not in (HOME_KEY, LEFT_BEHIND_KEY)}
+        extra[HOME_KEY] = home
+        if left:
+            extra[LEFT_BEHIND_KEY] = left
+        return attrs.evolve(self, extra=extra)
 
     def to_session(self) -> Session:
         """The :class:`~acp_client.types.Session` record a client tracks this session with
@@ -560,7 +604,8 @@ class SharedSessionStore(SessionStore, Protocol):
     """A :class:`SessionStore` several clients may share, with ownership (see the module
     docstring): leases, fencing tokens, fenced writes.
 
-    Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``) also take
+    Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
+    ``save_turn`` where it has one) also take
     a keyword ``fence: Fence | None = None``: given, the write applies only while the session is
     held by ``fence.owner`` with ``fence.token`` (its lease expired but not taken over still
     counts), and otherwise raises :class:`~acp_client.exceptions.SessionStoreFenced` with nothing

@@ -406,6 +406,31 @@ class PostgresSessionStore:
         params = {"conversation": tail}
         return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
 
+    def save_turn(
+        self,
+        endpoint: str,
+        session_id: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> bool:
+        """The end of a turn in one statement, one round trip: ``last_used_at`` set to ``when``
+        (default: now) and the conversation replaced, bounded as :meth:`save_transcript` bounds it;
+        ``False`` (nothing written) when the session is not stored. With ``fence``: only while the
+        session is stored under that lease.
+
+        Raises:
+            ConfigurationError: An entry is not JSON-serializable (nothing written).
+            SessionStoreFenced: ``fence`` no longer holds the session (nothing written).
+            SessionStoreUnavailable: The database could not be reached for ``reconnect_timeout``.
+            SessionStoreError: The store cannot be written.
+        """
+        tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
+        statements = (self._sql.save_turn, self._sql.save_turn_fenced)
+        params = {"conversation": tail, "when": as_utc(when)}
+        return self._write("save turn", statements, endpoint, session_id, fence=fence, params=params)
+
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's conversation, oldest first (empty when none is stored).
 

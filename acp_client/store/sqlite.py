@@ -492,19 +492,50 @@ class SqliteSessionStore:
             SessionStoreBusy: Another writer held the lock past the busy timeout.
             SessionStoreError: The store cannot be written.
         """
+        return self._save_tail("save transcript", endpoint, session_id, entries, fence=fence, last_used=None)
+
+    def save_turn(
+        self,
+        endpoint: str,
+        session_id: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> bool:
+        """The end of a turn in one transaction: ``last_used_at`` set to ``when`` (default: now)
+        and the transcript replaced as :meth:`save_transcript` replaces it (raises as it does)."""
+        last_used = _micros(as_utc(when))
+        return self._save_tail("save turn", endpoint, session_id, entries, fence=fence, last_used=last_used)
+
+    def _save_tail(
+        self,
+        action: str,
+        endpoint: str,
+        session_id: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        fence: Fence | None,
+        last_used: int | None,
+    ) -> bool:
+        """Replace the transcript (and set ``last_used_at`` to ``last_used``, when given) in one
+        transaction; ``False`` when the session is not stored."""
         tail = _dump(list(bound_conversation(entries, self._max_transcript_bytes)), "transcript tail")
-        with self._connection() as conn, self._transaction(conn, "save transcript"):
+        with self._connection() as conn, self._transaction(conn, action):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
-            stored = conn.execute(
-                "SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
-            ).fetchone()
-            if stored is None:
+            key = (endpoint, session_id)
+            if last_used is None:
+                stored = conn.execute("SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", key).fetchone()
+            else:
+                update = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
+                stored = conn.execute(update, (last_used, *key)).rowcount > 0
+            if not stored:
                 return False
             conn.execute(
                 "INSERT INTO transcripts (endpoint, session_id, tail) VALUES (?, ?, ?) "
                 "ON CONFLICT (endpoint, session_id) DO UPDATE SET tail = excluded.tail",
-                (endpoint, session_id, tail),
+                (*key, tail),
             )
         return True
 

@@ -100,7 +100,7 @@ handed to the host (``_events``), the bridge that runs callbacks on the host's e
 """
 
 from ..exceptions import LoopThreadError
-from ._client import SyncAcpClient
+from ._client import SyncAcpClient, SyncClientOptions
 from ._events import (
     EventKind,
     NewSessionEvent,
@@ -140,6 +140,7 @@ __all__ = [
     "StoreErrorEvent",
     "StreamResumedEvent",
     "SyncAcpClient",
+    "SyncClientOptions",
     "SyncEvent",
     "SyncSessionHandle",
     "TurnInterruptedEvent",

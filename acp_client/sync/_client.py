@@ -4,29 +4,24 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import difflib
 import enum
-import inspect
 import queue
-import random
+import sys
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from queue import Queue
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar, cast
 
-from .._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from .._logging import get_logger
-from .._options import next_cursor
-from .._ownership import DEFAULT_LEASE_DURATION
+from .._options import DEFAULTS, check_keywords, next_cursor
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
 from ..config import (
     USE_CLIENT_DEFAULT,
     Callbacks,
-    QueueOptions,
-    Timeouts,
+    ClientOptions,
     UseClientDefault,
     check_instance,
     check_seconds,
@@ -35,12 +30,9 @@ from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadE
 from ..group import EndpointGroup
 from ..handlers import ClientHandlers
 from ..location import Endpoint, Location
-from ..retry import RetryPolicy
 from ..state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State
-from ..store import SessionStore, StoredSession
-from ..telemetry import Telemetry
-from ..transports import CookieStore, TlsConfig
-from ..transports.base import Connector, Limits, TransportInfo
+from ..store import StoredSession
+from ..transports.base import Connector, TransportInfo
 from ..types import (
     AgentCapabilities,
     ContentBlock,
@@ -55,27 +47,41 @@ from ._events import SyncEvent
 from ._loop import EventLoopThread, close_awaitable
 from ._session import SyncSessionHandle
 
-__all__ = ["SyncAcpClient", "Timeout"]
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover - the Python 3.10 spelling
+    from typing_extensions import Unpack
 
-#: The keywords :class:`SyncAcpClient` forwards to :class:`~acp_client.AcpClient` (each spelled out
-#: in its signature, with the same default; ``tests/sync/test_parity.py`` pins that).
-FORWARDED_KEYWORDS: frozenset[str] = frozenset(inspect.signature(AcpClient).parameters) - {
-    "endpoint",
-    "handlers",
-    "callbacks",
-}
-_OWN_KEYWORDS = ("callbacks", "callback_executor", "event_queue", "default_timeout", "answer_timeout", "handlers")
+__all__ = ["SyncAcpClient", "SyncClientOptions", "Timeout"]
 
 
-def _unexpected_keyword(kwargs: dict[str, Any]) -> TypeError:
-    """The ``TypeError`` for a keyword nobody takes (a typo), naming ``SyncAcpClient`` and the
-    closest valid keyword."""
-    name = next(iter(kwargs))
-    close = difflib.get_close_matches(name, [*FORWARDED_KEYWORDS, *_OWN_KEYWORDS], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    if name.endswith("_timeout") and name.split("_")[0] in ("request", "connect", "probe"):
-        hint = f"; did you mean timeouts=Timeouts({name.split('_')[0]}=...)?"
-    return TypeError(f"SyncAcpClient() got an unexpected keyword argument {name!r}{hint}")
+class SyncClientOptions(ClientOptions, total=False):
+    """The options of :class:`SyncAcpClient`: every :class:`~acp_client.config.ClientOptions` key
+    (the same meaning and default), and the facade's own:
+
+    * ``callback_executor`` (a private single-thread executor, shut down by ``close()``): where
+      callbacks run (``submit`` is called from the loop thread).
+    * ``event_queue`` (none): also put every event on this queue as a :class:`SyncEvent`;
+      permission requests go there when there is no permission handler.
+    * ``default_timeout`` (``None``): seconds a blocking call other than ``prompt()`` waits when it
+      is given no ``timeout``. ``None``: no limit of the facade's own, so the waits are the async
+      client's (``Timeouts.request`` for requests, ``Timeouts.connect`` for ``connect()``, none for
+      prompts): sync and async agree.
+    * ``answer_timeout`` (60): seconds the client waits for the host to answer a permission
+      request, an elicitation, ``decide_recovery`` or ``refresh_credentials`` (``None``: no limit).
+
+    ``callbacks`` and ``handlers`` run on the callback executor (plain functions; a returned
+    awaitable is not awaited), ``Callbacks.decide_adoption`` too.
+    """
+
+    callback_executor: concurrent.futures.Executor | None
+    event_queue: Queue[SyncEvent] | None
+    default_timeout: float | None
+    answer_timeout: float | None
+
+
+#: The facade's own options (the rest go to :class:`~acp_client.AcpClient`).
+_OWN = frozenset(SyncClientOptions.__annotations__) - frozenset(ClientOptions.__annotations__)
 
 
 logger = get_logger("acp_client.sync")
@@ -101,81 +107,23 @@ class SyncAcpClient:
     Args:
         endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, a connector, or
             an endpoint group: several instances of one agent).
-        callback_executor: Where callbacks run (``submit`` is called from the loop thread).
-            Default: a private single-thread executor, shut down by :meth:`close`.
-        event_queue: Also put every event on this queue as a :class:`SyncEvent`; permission
-            requests go there when there is no permission handler.
-        default_timeout: Seconds a blocking call other than :meth:`prompt` waits when it is
-            given no ``timeout``. Default ``None``: no limit of the facade's own, so the waits
-            are the async client's (``Timeouts.request`` for requests, ``Timeouts.connect`` for
-            :meth:`connect`, none for prompts) — sync and async agree.
-        answer_timeout: Seconds the client waits for the host to answer a permission request,
-            an elicitation, ``decide_recovery`` or ``refresh_credentials`` (``None``: no limit).
-        handlers: As for :class:`~acp_client.AcpClient`; plain-function ``permission`` and
-            ``elicitation`` handlers run on the callback executor.
-        callbacks: As for :class:`~acp_client.AcpClient` (the same
-            :class:`~acp_client.config.Callbacks` value), but called on the callback executor
-            (plain functions; a returned awaitable is not awaited).
-        session_store, session_store_key: As for :class:`~acp_client.AcpClient`: the stored
-            sessions of the endpoint are recovered by :meth:`connect`.
-        owner, lease_duration, auto_adopt: As for :class:`~acp_client.AcpClient`: ownership of
-            the sessions in a shared store (``Callbacks.decide_adoption`` runs on the callback
-            executor like every callback).
-        protocol_version, client_info, retry, timeouts, queue,
-        recovery_concurrency, headers, secret_headers, tls, cookies, limits, transport_options,
-        clock, rng, keep_transcripts, replays_on_resume, retry_unsent_prompts, carry_lost_context,
-        max_incoming_requests, telemetry: Forwarded to :class:`~acp_client.AcpClient` as given (same
-            meaning, same defaults).
+        **options: The :class:`SyncClientOptions`: the async client's, with the same defaults,
+            and the facade's own.
 
     Raises:
-        ConfigurationError: An invalid setting (from :class:`~acp_client.AcpClient`).
-        TypeError: A keyword neither this class nor :class:`~acp_client.AcpClient` takes (the
-            message names ``SyncAcpClient`` and the closest valid keyword).
+        ConfigurationError: An invalid option, or one neither this class nor
+            :class:`~acp_client.AcpClient` takes (the message suggests the closest).
     """
 
-    def __init__(
-        self,
-        endpoint: str | Connector | EndpointGroup,
-        *,
-        callbacks: Callbacks | None = None,
-        callback_executor: concurrent.futures.Executor | None = None,
-        event_queue: Queue[SyncEvent] | None = None,
-        default_timeout: float | None = None,
-        answer_timeout: float | None = 60.0,
-        handlers: ClientHandlers | None = None,
-        protocol_version: int = 1,
-        client_info: Implementation | None = None,
-        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 - frozen value
-        timeouts: Timeouts | None = None,
-        queue: QueueOptions | None = None,
-        recovery_concurrency: int = 4,
-        headers: Mapping[str, str] | None = None,
-        secret_headers: Collection[str] = (),
-        tls: TlsConfig | None = None,
-        cookies: CookieStore | None = None,
-        limits: Limits | None = None,
-        transport_options: Mapping[str, Any] | None = None,
-        clock: Clock | None = None,
-        rng: random.Random | None = None,
-        keep_transcripts: bool = True,
-        replays_on_resume: bool | None = None,
-        retry_unsent_prompts: bool = False,
-        carry_lost_context: bool = False,
-        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
-        session_store: SessionStore | None = None,
-        session_store_key: str | None = None,
-        owner: str | None = None,
-        lease_duration: float = DEFAULT_LEASE_DURATION,
-        auto_adopt: bool = True,
-        telemetry: Telemetry | None = None,
-        **unexpected: NoReturn,
-    ) -> None:
-        # ``**unexpected: NoReturn``: a type checker refuses any other keyword (no value has that
-        # type), and at run time the error names this class and the closest valid keyword.
-        if unexpected:
-            raise _unexpected_keyword(unexpected)
+    def __init__(self, endpoint: str | Connector | EndpointGroup, **options: Unpack[SyncClientOptions]) -> None:
+        check_keywords("SyncAcpClient", options, {*DEFAULTS, *_OWN})
+        default_timeout = options.get("default_timeout")
+        answer_timeout = options.get("answer_timeout", 60.0)
+        callback_executor = options.get("callback_executor")
+        event_queue = options.get("event_queue")
         for name, value in (("default_timeout", default_timeout), ("answer_timeout", answer_timeout)):
             check_seconds(name, value, optional=True)
+        callbacks, handlers = options.get("callbacks"), options.get("handlers")
         check_instance("callbacks", callbacks, Callbacks, optional=True)
         check_instance("handlers", handlers, ClientHandlers, optional=True)
         check_instance("callback_executor", callback_executor, concurrent.futures.Executor, optional=True)
@@ -191,38 +139,12 @@ class SyncAcpClient:
         self._connected = threading.Event()
         self._loop_stopped = threading.Event()
         self._closed = threading.Event()
-        self._client = AcpClient(
-            endpoint,
-            handlers=self._bridge.loop_handlers(handlers or ClientHandlers()),
-            callbacks=self._bridge.loop_callbacks(),
-            protocol_version=protocol_version,
-            client_info=client_info,
-            retry=retry,
-            timeouts=timeouts,
-            queue=queue,
-            recovery_concurrency=recovery_concurrency,
-            headers=headers,
-            secret_headers=secret_headers,
-            tls=tls,
-            cookies=cookies,
-            limits=limits,
-            transport_options=transport_options,
-            clock=clock,
-            rng=rng,
-            keep_transcripts=keep_transcripts,
-            replays_on_resume=replays_on_resume,
-            retry_unsent_prompts=retry_unsent_prompts,
-            carry_lost_context=carry_lost_context,
-            max_incoming_requests=max_incoming_requests,
-            session_store=session_store,
-            session_store_key=session_store_key,
-            owner=owner,
-            lease_duration=lease_duration,
-            auto_adopt=auto_adopt,
-            telemetry=telemetry,
-        )
+        forwarded = cast(ClientOptions, {name: value for name, value in options.items() if name not in _OWN})
+        forwarded["handlers"] = self._bridge.loop_handlers(handlers or ClientHandlers())
+        forwarded["callbacks"] = self._bridge.loop_callbacks()
+        self._client = AcpClient(endpoint, **forwarded)
         #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
-        self._clock: Clock = clock or SystemClock()
+        self._clock: Clock = options.get("clock") or SystemClock()
         self._bridge.clock = self._clock
 
     @property
@@ -309,7 +231,7 @@ class SyncAcpClient:
                     self._loop_thread.run(self._client.aclose(), timeout=self._timeout(timeout), method="close")
                 except AcpError as exc:
                     logger.warning("closing the client did not finish cleanly: %s", exc)
-            self._loop_thread.stop()
+            self._loop_thread.close()
             self._loop_stopped.set()
             self._bridge.shutdown()
         finally:

@@ -24,7 +24,7 @@ T = TypeVar("T")
 #: How much longer than its timeout a blocking call waits for the loop to report the expiry
 #: itself, before giving up on a loop that does not answer at all.
 _GRACE = 5.0
-#: How long :meth:`EventLoopThread.stop` waits for the thread to end.
+#: How long :meth:`EventLoopThread.close` waits for the thread to end.
 _JOIN_TIMEOUT = 10.0
 
 
@@ -84,7 +84,7 @@ class EventLoopThread:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self.stop()
+        self.close()
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -127,7 +127,7 @@ class EventLoopThread:
                 self._thread.start()
         self._ready.wait()  # a caller racing the first one waits for the loop too
 
-    def stop(self, *, join_timeout: float | None = _JOIN_TIMEOUT) -> None:
+    def close(self, *, join_timeout: float | None = _JOIN_TIMEOUT) -> None:
         """Cancel every task still on the loop, stop it, and join the thread (idempotent).
 
         Futures returned by :meth:`submit` that are still pending end cancelled; blocking
@@ -137,7 +137,7 @@ class EventLoopThread:
             LoopThreadError: Called from the loop thread (it cannot join itself).
         """
         if self.in_loop_thread():
-            raise LoopThreadError("EventLoopThread.stop() was called from its own loop thread")
+            raise LoopThreadError("EventLoopThread.close() was called from its own loop thread")
         with self._lock:
             self._stopped = True
             thread = self._thread

@@ -1,7 +1,7 @@
 """The test kit: what you need to test your own recovery callbacks against real faults.
 
 * :class:`ReferenceAgent` — an ACP v1/v2 echo agent implementing ``session/status`` per the
-  proposal, with controls: :meth:`~ReferenceAgent.restart` (memory cleared, store kept →
+  proposal, with controls: :meth:`~ReferenceAgent.lose_memory` (memory cleared, store kept →
   ``inactive``), :meth:`~ReferenceAgent.evict` (→ ``-32002``), :meth:`~ReferenceAgent.stall`,
   capability toggles, chunks per prompt and their delay.
 * :class:`ReferenceServer` — serves it on loopback over WebSocket and Streamable HTTP (HTTP/1.1

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import pytest
 
 from ..exceptions import ConfigurationError, SessionStoreFenced
+from ..store._bridge import write_turn
 from ..store.base import Fence, Lease, SharedSessionStore
 from .store_contract import EP, T0, record
 
@@ -232,6 +233,23 @@ class SharedSessionStoreContract:
         assert store.rename(EP, "s1", "s2", fence=stale) is None
         assert not store.delete(EP, "s1", fence=stale)
         assert store.load(EP) == []
+
+    def test_the_end_of_a_turn_is_one_fenced_write(self, store: Any, other: Any) -> None:
+        # The client writes a turn's end with ``write_turn``: the store's ``save_turn`` when it has
+        # one (the last use and the conversation in one step), else ``touch`` and ``save_transcript``.
+        fence = store.save_owned(record("s1"), "a", duration=LEASE, now=T0).fence
+        turn = [{"role": "user", "text": "hi"}, {"role": "agent", "text": "hello"}]
+        assert write_turn(store, EP, "s1", turn, when=at(5), fence=fence)
+        assert store.get(EP, "s1").last_used_at == at(5)
+        assert store.load_transcript(EP, "s1") == tuple(turn)
+        assert not write_turn(store, EP, "missing", turn, when=at(6), fence=fence)
+        fresh = other.claim(EP, ["s1"], "b", duration=LEASE, now=at(LEASE + 1))[0].fence
+        with pytest.raises(SessionStoreFenced):
+            write_turn(store, EP, "s1", [{"role": "user", "text": "stale"}], when=at(LEASE + 2), fence=fence)
+        assert store.get(EP, "s1").last_used_at == at(5)  # nothing of the stale owner's turn written
+        assert store.load_transcript(EP, "s1") == tuple(turn)
+        assert write_turn(other, EP, "s1", [{"role": "user", "text": "b"}], when=at(LEASE + 3), fence=fresh)
+        assert store.load_transcript(EP, "s1") == ({"role": "user", "text": "b"},)
 
     def test_unfenced_writes_keep_the_lease(self, store: Any) -> None:
         lease = store.save_owned(record("s1"), "a", duration=LEASE, now=T0)

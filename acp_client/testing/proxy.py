@@ -469,11 +469,12 @@ class FaultProxy:
             for _ in range(_SETTLE_TURNS):
                 await asyncio.sleep(0)
 
-    def blackhole(self, on: bool = True) -> None:
+    async def blackhole(self, on: bool = True) -> None:
         """Stop (``on``) or resume forwarding on every connection, current and new.
 
         While on, sockets stay open and bytes are read but held, so neither side hears from the
-        other; new connections are accepted but not connected upstream.
+        other; new connections are accepted but not connected upstream. Lifted, what was held is
+        written on before this returns (a peer on this loop has had the turns to read it).
         """
         if on == self._blackholed:
             return
@@ -485,12 +486,16 @@ class FaultProxy:
                 link.flush()
             else:
                 self._connect(link)
+        for _ in range(_SETTLE_TURNS):
+            await asyncio.sleep(0)
 
-    def silence(self, kind: str, on: bool = True) -> int:
+    async def silence(self, kind: str, on: bool = True) -> int:
         """Hold the bytes of the current connections of ``kind`` (``on``), or let them flow again.
 
         A silenced connection stays open and says nothing either way, as a stalled stream does;
-        connections opened later flow. Returns how many connections were changed.
+        connections opened later flow (awaited like every fault of the proxy; let flow again,
+        what was held is written on before this returns). Returns how many connections were
+        changed.
 
         Raises:
             ValueError: An unknown ``kind``.
@@ -501,6 +506,9 @@ class FaultProxy:
             link.silenced = on
             if not on:
                 link.flush()
+        if links and not on:
+            for _ in range(_SETTLE_TURNS):
+                await asyncio.sleep(0)
         return len(links)
 
     def _hold(self, from_client: bool, count: int) -> None:
@@ -508,8 +516,9 @@ class FaultProxy:
         if from_client:
             self.held_client_bytes += count
 
-    def refuse(self, seconds: float) -> None:
-        """For ``seconds`` from now, accept new connections and reset them at once."""
+    async def refuse(self, seconds: float) -> None:
+        """For ``seconds`` from now, accept new connections and reset them at once (``0``: stop
+        refusing). Awaited like every fault of the proxy."""
         self._refuse_until = self._clock.monotonic() + max(0.0, seconds)
 
     def _accepted(self, link: _Link) -> None:

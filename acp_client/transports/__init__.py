@@ -10,9 +10,27 @@ name starts with ``_`` are private: import from here or from the public modules
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from ..exceptions import (
+    AgentExited,
+    AuthenticationFailed,
+    BatchNotSupported,
+    ConnectTimeout,
+    HttpStatusError,
+    MessageTooLarge,
+    MissingHeader,
+    NotAcceptable,
+    ServiceUnavailable,
+    TlsVerificationError,
+    TransportClosed,
+    UnknownConnection,
+    UnknownSession,
+    UnsafeRedirect,
+    UnsupportedMediaType,
+)
 from ._cookies import CookieStore
 from ._security import TlsConfig
 from .base import Connector, Limits, Transport, TransportInfo
+from .endpoint import connector_for
 
 if TYPE_CHECKING:
     from .http import HttpConnector
@@ -44,13 +62,29 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_INHERITED_ENV",
+    "AgentExited",
+    "AuthenticationFailed",
+    "BatchNotSupported",
+    "ConnectTimeout",
     "Connector",
     "CookieStore",
     "HttpConnector",
+    "HttpStatusError",
     "Limits",
+    "MessageTooLarge",
+    "MissingHeader",
+    "NotAcceptable",
+    "ServiceUnavailable",
     "StdioConnector",
     "TlsConfig",
+    "TlsVerificationError",
     "Transport",
+    "TransportClosed",
     "TransportInfo",
+    "UnknownConnection",
+    "UnknownSession",
+    "UnsafeRedirect",
+    "UnsupportedMediaType",
     "WebSocketConnector",
+    "connector_for",
 ]

@@ -150,6 +150,32 @@ def is_tls_failure(exc: BaseException) -> bool:
 
 _OpenMapper: TypeAlias = Callable[[BaseException, str, float], AcpError]
 
+#: What OpenSSL says when the answer to its hello is not TLS at all (a plain HTTP server's reply).
+_NOT_TLS: Final = ("WRONG_VERSION_NUMBER", "wrong version number", "RECORD_LAYER_FAILURE", "HTTP_REQUEST")
+
+
+def plain_server_hint(exc: BaseException, url: str) -> str:
+    """A hint for a TLS handshake a plain (non-TLS) server answered, naming the plain URL; ``""``
+    for any other failure."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(sign in str(current) for sign in _NOT_TLS):
+            break
+        current = current.__cause__ or current.__context__
+    else:
+        return ""
+    scheme, _, rest = url.partition("://")
+    plain = {"https": "http", "wss": "ws"}.get(scheme.lower())
+    if plain is None:
+        return ""
+    return f" (the server does not speak TLS: is it {safe_url(f'{plain}://{rest}')}?)"
+
+
+def _tls_failed(exc: BaseException, url: str, timeout: float) -> AcpError:
+    return ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}{plain_server_hint(exc, url)}")
+
 
 def _tls_refused(exc: BaseException, url: str, timeout: float) -> AcpError:
     detail = getattr(exc, "verify_message", None)
@@ -159,7 +185,7 @@ def _tls_refused(exc: BaseException, url: str, timeout: float) -> AcpError:
 #: Failures while opening a link (TCP, TLS, the WebSocket handshake), most specific first.
 OPEN_ERRORS: Final[tuple[tuple[type[BaseException], _OpenMapper], ...]] = (
     (ssl.SSLCertVerificationError, _tls_refused),
-    (ssl.SSLError, lambda exc, url, t: ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}")),
+    (ssl.SSLError, _tls_failed),
     (TimeoutError, lambda exc, url, t: ConnectTimeout(f"timed out after {t:g}s opening {safe_url(url)}", timeout=t)),
     (OSError, lambda exc, url, t: ConnectError(f"cannot connect to {safe_url(url)}: {exc}")),
     # A SOCKS proxy from the environment without python-socks.
@@ -209,6 +235,7 @@ def request_error(
         cause = describe_error(exc)
     if is_tls_failure(exc):
         return TlsVerificationError(f"the certificate of {target} did not verify: {exc}")
+    cause += plain_server_hint(exc, target)
     reason = f"{what} to {target} failed: {cause}"
     if what != "POST":
         return TransportError(reason, maybe_delivered=maybe_delivered)

@@ -132,8 +132,7 @@ class Session:
     ``session/status`` all produce (or list) this type. A field the agent did not supply is
     ``None``; nothing is invented.
 
-    A pure value: its wire form (:func:`acp_client.session_to_json`,
-    :func:`acp_client.session_from_json`) lives in the private codec.
+    A pure value: its wire form lives in the private codec.
 
     Fields (wire names in brackets):
 

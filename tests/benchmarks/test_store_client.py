@@ -1,6 +1,7 @@
 """``benchmarks/store.py`` also measures the restore through ``AcpClient.connect()``: from opening the
 store to the first ``session/status`` probe, against a plain connect, and compares SQLite with
-PostgreSQL operation by operation and in the takeover after an owner dies (figures, not assertions)."""
+PostgreSQL operation by operation, in the takeover after an owner dies, and in what a turn pays for being
+written before ``prompt()`` returns (figures, not assertions)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,10 @@ def test_store_benchmark_measures_through_the_client() -> None:
     for row in takeover:
         assert re.fullmatch(NUMBER, row[1]) and re.fullmatch(NUMBER, row[2]), row
     assert all(float(cell) >= 1000 for cell in takeover[0][1:3]), takeover  # nobody adopts before the lease ends
+    # Per turn: prompt() returns once the turn is written; what each store adds to a turn.
+    turns = rows(output, ("no store", "SQLite", "PostgreSQL"))
+    assert [row[0] for row in turns[-3:]] == ["no store", "SQLite", "PostgreSQL"], output
+    for row in turns[-3:]:
+        assert row[1] == "100" and all(re.fullmatch(NUMBER, cell) for cell in row[2:4]), row
+    for row in turns[-2:]:
+        assert re.fullmatch("-?" + NUMBER, row[4]), row

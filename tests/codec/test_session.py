@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_client import session_from_json, session_to_json
-from acp_client._codec import from_wire, to_wire
+from acp_client._codec import from_wire, session_from_json, session_to_json, to_wire
 from acp_client.exceptions import InvalidMessage
 from acp_client.types import (
     ForegroundState,

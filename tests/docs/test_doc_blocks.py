@@ -25,6 +25,7 @@ import io
 import os
 import re
 import shlex
+import subprocess
 import sys
 import textwrap
 from collections.abc import Awaitable, Callable
@@ -153,6 +154,99 @@ def test_every_python_block_imports_what_it_uses() -> None:
         if unimported:
             missing.append(f"{block.path}:{block.line} uses {', '.join(unimported)} without importing it")
     assert not missing, "\n".join(missing)
+
+
+# -- every Python block passes mypy --strict ------------------------------------------------------------------
+
+#: What the fragments assume from the app around them, typed: every name a Python block reads without binding it
+#: must be here (so a block's own code is checked as strictly as a program).
+ASSUMED = {
+    "session": "SessionHandle",
+    "url": "str",
+    "scratch_sessions": "set[str]",
+    "view_is_stale": "bool",
+    "interrupted": "list[TurnInterrupted]",
+    "ask_user": "Callable[[str], Awaitable[bool]]",
+    "redraw": "Callable[[list[TranscriptMessage]], None]",
+    "render": "Callable[[UpdateEvent], None]",
+    "status_bar": "Callable[[str], None]",
+    "banner": "Callable[[EventKind, RecoveryOutcome], None]",
+    "ask_user_then": "Callable[[Callable[[], object], Callable[[], object]], None]",
+    "show_result": "Callable[[str | None], None]",
+}
+_ASSUMED_IMPORTS = (
+    "from collections.abc import Awaitable, Callable\n"
+    "from acp_client import RecoveryOutcome, SessionHandle, TranscriptMessage, TurnInterrupted, UpdateEvent\n"
+    "from acp_client.sync import EventKind\n"
+)
+
+
+def _awaits_at_top_level(source: str) -> bool:
+    """Whether the block is a fragment of an ``async def`` (an ``await`` outside any function)."""
+    tree = ast.parse(source)
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if any(isinstance(node, ast.Await | ast.AsyncWith | ast.AsyncFor) for node in ast.walk(statement)):
+            return True
+    return False
+
+
+def typed_module(block: Block) -> tuple[str, int]:
+    """The block as a module mypy can check, and how many lines were put before the block's first: the names it
+    assumes declared with their types, a fragment that awaits wrapped in an ``async def``."""
+    free = sorted(free_names(block.body))
+    unknown = [name for name in free if name not in ASSUMED]
+    assert not unknown, f"{block.path}:{block.line} assumes {unknown}: declare their types in ASSUMED"
+    head = (_ASSUMED_IMPORTS + "".join(f"{name}: {ASSUMED[name]}\n" for name in free)) if free else ""
+    body = block.body
+    if _awaits_at_top_level(body):
+        head += "\n\nasync def _fragment() -> None:\n"
+        body = textwrap.indent(body, "    ")
+    return head + body, head.count("\n")
+
+
+def test_every_python_block_passes_mypy_strict(tmp_path: Path) -> None:
+    """``mypy --strict`` on every Python block of the README and the guides, as a reader would check a copy (one
+    run for all: mypy is slow to start; its cache is the suite's)."""
+    from tests.peers.typescript_sdk import cache_root
+
+    offsets: dict[str, tuple[Block, int]] = {}
+    for index, block in enumerate(b for b in all_blocks() if b.lang == "python"):
+        name = f"block_{index}_" + Path(block.path).stem.replace("-", "_")
+        source, offset = typed_module(block)
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+        offsets[name] = (block, offset)
+    assert len(offsets) >= 20
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--python-version", "3.10", "--cache-dir",
+         str(cache_root() / "mypy"), "."],
+        cwd=tmp_path, env={**os.environ, "MYPYPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert "error:" not in run.stderr, run.stderr
+    errors = []
+    for line in run.stdout.splitlines():
+        match = re.match(r"(\w+)\.py:(\d+): error: (.*)", line)
+        if match:
+            block, offset = offsets[match[1]]
+            errors.append(f"{block.path}:{block.line + int(match[2]) - offset}: {match[3]}")
+    assert run.returncode == 0 and not errors, "\n".join(errors) or run.stdout
+
+
+def test_a_mistake_in_a_block_fails_the_type_check(tmp_path: Path) -> None:
+    """The check above can fail: a block that passes a misspelt option to the client is refused."""
+    block = Block(
+        "README.md", 1, "python", 'from acp_client import AcpClient\n\nAcpClient("ws://h/acp", retry_policy=None)\n'
+    )
+    source, _ = typed_module(block)
+    (tmp_path / "typo.py").write_text(source, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "typo.py"],
+        cwd=tmp_path, env={**os.environ, "MYPYPATH": str(ROOT)}, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert 'Unexpected keyword argument "retry_policy"' in run.stdout, run.stdout
 
 
 # -- how blocks are run -----------------------------------------------------------------------------------
@@ -311,13 +405,15 @@ async def shell(block: Block, tmp_path: Path) -> None:
 
 # -- README.md --------------------------------------------------------------------------------------------
 
-check("README.md", 'python -m pip install -e ".[dev]" && python examples/chat.py --demo')(shell)
+check("README.md", 'python -m pip install -e ".[testing]" && python examples/chat.py --demo')(shell)
 check("README.md", 'python -m pip install -e ".[dev]" && python -m pytest')(shell)
 _ROUTER_AGENT = (
     "python -m acp_client.testing.reference_agent --serve --port 9001 --store /tmp/acp-shared --name agent-a &"
 )
 check("README.md", _ROUTER_AGENT)(shell)
-check("README.md", "async def main():")(covered_by("tests/docs/test_readme.py::test_readme_recovery_example_runs"))
+check("README.md", "async def main() -> None:")(
+    covered_by("tests/docs/test_readme.py::test_readme_recovery_example_runs")
+)
 check(
     "README.md", 'acp-reconnect check "stdio:my-agent --acp"            # spawns, kills and respawns the agent itself'
 )(shell)
@@ -368,7 +464,7 @@ async def _conformance_python(block: Block, tmp_path: Path) -> None:
     assert out.strip() == "{'pass': 1, 'fail': 0, 'warn': 0, 'skip': 0} 0", out
 
 
-@check("README.md", "def allow_once(request):")
+@check("README.md", "def allow_once(request: RequestPermissionRequest) -> PermissionOutcome:")
 async def _readme_quickstart(block: Block, tmp_path: Path) -> None:
     async with ReferenceServer(ReferenceAgent()) as server:
         out = await run_python(block.body.replace("ws://127.0.0.1:8000/acp", server.ws_url), tmp_path)
@@ -425,7 +521,7 @@ async def _asyncio_mode(block: Block, tmp_path: Path) -> None:
     assert shown.items() <= ours.items()
 
 
-@check("docs/first-integration.md", "async def test_my_app_survives_a_drop():")
+@check("docs/first-integration.md", "async def test_my_app_survives_a_drop() -> None:")
 async def _the_first_test(block: Block, tmp_path: Path) -> None:
     """The page's test passes with the page's configuration, and is not run without it (the trap)."""
     project = tmp_path / "project"
@@ -468,7 +564,7 @@ async def _nvim_plugin_settings(block: Block, tmp_path: Path) -> None:
 
 @check(
     "docs/editor-plugin.md",
-    "events: queue.Queue = queue.Queue()          # unbounded: a full queue drops (and logs) events",
+    "events: queue.Queue[SyncEvent] = queue.Queue()          # unbounded: a full queue drops (and logs) events",
 )
 async def _editor_plugin(block: Block, tmp_path: Path) -> None:
     stubs = "render = status_bar = banner = show_result = print\nask_user_then = lambda allow, reject: allow()\n"
@@ -485,7 +581,7 @@ async def _editor_plugin(block: Block, tmp_path: Path) -> None:
 check("docs/many-instances.md", "global")(
     covered_by("tests/docs/test_guides.py::test_many_instances_guide_shows_the_haproxy_config_the_tests_use")
 )
-check("docs/many-instances.md", "async def test_the_fan_out_finds_the_session_where_it_lives():")(
+check("docs/many-instances.md", "async def test_the_fan_out_finds_the_session_where_it_lives() -> None:")(
     covered_by("tests/docs/test_guides.py::test_many_instances_guide_pool_example_runs")
 )
 
@@ -553,10 +649,11 @@ check(
 
 
 @check(
-    "docs/reconnect-flows.md", "def decide(context):                       # a RecoveryContext, after the status probe"
+    "docs/reconnect-flows.md", "def decide(context: RecoveryContext) -> RecoveryPath | None:   # after the status probe"
 )
 async def _decision_hook(block: Block, tmp_path: Path) -> None:
-    from acp_client import Probe, RecoveryContext, RecoveryPath
+    from acp_client import RecoveryContext, RecoveryPath
+    from acp_client.state import Probe
 
     namespace: dict[str, Any] = {  # what the app around the block has (the block imports the rest)
         "scratch_sessions": {"scratch"},
@@ -586,7 +683,7 @@ async def _decision_hook(block: Block, tmp_path: Path) -> None:
     'policy = FileSystemPolicy(write=True, protected_paths=(*DEFAULT_PROTECTED_PATHS, "deploy/**", "*.pem"))',
 )
 async def _protected_paths(block: Block, tmp_path: Path) -> None:
-    from acp_client import FileSystemPolicy
+    from acp_client.handlers import FileSystemPolicy
 
     namespace: dict[str, Any] = {}
     exec(compile(block.body, block.path, "exec"), namespace)  # the block imports what it uses
@@ -617,24 +714,24 @@ async def _postgres_store(block: Block, tmp_path: Path) -> None:
         await run_python(source, tmp_path)
 
 
-check("docs/testing.md", "async def test_my_app_rebuilds_its_view_after_a_restart():")(
+check("docs/testing.md", "async def test_my_app_rebuilds_its_view_after_a_restart() -> None:")(
     covered_by("tests/docs/test_guides.py::test_testing_guide_example_runs")
 )
 
 
-check("docs/testing.md", "async def test_a_drop_is_followed_by_a_probe_and_a_resume():")(
+check("docs/testing.md", "async def test_a_drop_is_followed_by_a_probe_and_a_resume() -> None:")(
     covered_by("tests/docs/test_guides.py::test_testing_guide_recording_example_runs")
 )
 
 
-@check("docs/testing.md", "async def test_half_open_link_is_detected():")
+@check("docs/testing.md", "async def test_half_open_link_is_detected() -> None:")
 async def _half_open(block: Block, tmp_path: Path) -> None:
     namespace: dict[str, Any] = {}
     exec(compile(block.body, block.path, "exec"), namespace)
     await asyncio.wait_for(namespace["test_half_open_link_is_detected"](), TIMEOUT)
 
 
-@check("docs/testing.md", "async def first_update(client, clock):")
+@check("docs/testing.md", "async def first_update(session: SessionHandle, clock: Clock) -> UpdateEvent | None:")
 async def _deadline_scope(block: Block, tmp_path: Path) -> None:
     from acp_client.testing import FakeClock
 
@@ -693,7 +790,8 @@ async def _show_segments(block: Block, tmp_path: Path) -> None:
     """The page's loop over segments, on a conversation the agent lost half of."""
     from types import SimpleNamespace
 
-    from acp_client import SegmentStart, Transcript, TurnStatus
+    from acp_client import Transcript, TurnStatus
+    from acp_client.transcript import SegmentStart
     from acp_client.types import TextContent
 
     transcript = Transcript("old")

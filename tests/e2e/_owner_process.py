@@ -19,7 +19,8 @@ import signal
 import sys
 from typing import Any
 
-from acp_client import AcpClient, Callbacks, RecoveryOutcome, RetryPolicy, SqliteSessionStore
+from acp_client import AcpClient, Callbacks, RecoveryOutcome, RetryPolicy
+from acp_client.store import SqliteSessionStore
 
 LEASE = 1.0
 

@@ -76,20 +76,17 @@ from acp_client import (
     Callbacks,
     ConnectionLost,
     ConnectionState,
-    Connector,
     RecoveryFailed,
     RecoveryOutcome,
     RequestTimeout,
     RetryPolicy,
     State,
     Timeouts,
-    Transport,
     TransportError,
-    TransportInfo,
     UpdateEvent,
-    connector_for,
 )
 from acp_client.testing import FaultProxy, ReferenceServer
+from acp_client.transports import Connector, Transport, TransportInfo, connector_for
 from tests.e2e._support import RecordingAgent
 
 __all__ = ["FAULT_KINDS", "PEERS", "TRANSPORTS", "SoakReport", "run_soak"]
@@ -147,7 +144,7 @@ class _ReferencePeer:
         return self.server.ws_url if transport == "ws" else self.server.http_url
 
     async def restart(self, proxy: FaultProxy) -> None:
-        self.agent.restart()
+        self.agent.lose_memory()
         await proxy.cut()
 
     async def evict(self, proxy: FaultProxy, session_id: str) -> None:
@@ -727,15 +724,15 @@ class _Soak:
         if kind == "cut":
             await proxy.cut()
         elif kind in ("blackhole_short", "blackhole_long"):
-            proxy.blackhole(True)
+            await proxy.blackhole(True)
             try:
                 await asyncio.sleep(draw["short"] if kind == "blackhole_short" else draw["long"])
                 if kind == "blackhole_long":
                     await proxy.cut()
             finally:
-                proxy.blackhole(False)
+                await proxy.blackhole(False)
         elif kind == "refuse":
-            proxy.refuse(draw["refuse"])
+            await proxy.refuse(draw["refuse"])
             await proxy.cut()
         elif kind == "restart":
             await self.peer.restart(proxy)

@@ -14,7 +14,8 @@ import json
 import sys
 from typing import Any
 
-from acp_client import AcpClient, Callbacks, RecoveryOutcome, RetryPolicy, SqliteSessionStore
+from acp_client import AcpClient, Callbacks, RecoveryOutcome, RetryPolicy
+from acp_client.store import SqliteSessionStore
 
 
 async def main(mode: str, url: str, path: str, *args: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client import CookieStore
+from acp_client.transports import CookieStore
 from tests.e2e._support import Recorder
 from tests.e2e.conftest import Target
 

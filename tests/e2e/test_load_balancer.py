@@ -1,4 +1,4 @@
-"""Behind a real load balancer (issue 11, DESIGN.md §5): HAProxy in front of two reference agents.
+"""Behind a real load balancer (issue 11, docs/many-instances.md): HAProxy in front of two reference agents.
 
 ::
 
@@ -28,7 +28,8 @@ import attrs
 import pytest
 import pytest_asyncio
 
-from acp_client import AcpClient, Probe, RecoveryPath
+from acp_client import AcpClient, RecoveryPath
+from acp_client.state import Probe
 from acp_client.testing import FaultProxy, ReferenceServer, SessionStore
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder, RecordingAgent

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import endpoint_key
+from acp_client.store import endpoint_key
 from acp_client.testing import ReferenceServer
 from tests._support import eventually
 from tests.e2e._owner_process import open_store

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, Probe, RecoveryPath, connector_for
+from acp_client import AcpClient, RecoveryPath
+from acp_client.state import Probe
 from acp_client.testing import FaultProxy, RecordingConnector
+from acp_client.transports import connector_for
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder
 from tests.peers.python_sdk import PythonSdkPeer
@@ -61,7 +63,7 @@ async def test_agent_restart_resume_not_found_then_new_session(python_sdk_peer: 
         assert wire.sent_methods(recovered_link) == ["initialize", "session/resume", "session/new"]
         assert wire.messages("session/new")[-1]["params"]["cwd"] == "/work/project"
         assert (await handle.prompt("again")).stop_reason == "end_turn"
-        assert handle.transcript.text() == "user: again\nagent: echo: again"
+        assert handle.transcript.segments[-1].text() == "user: again\nagent: echo: again"  # what the agent holds
         assert wire.messages("session/prompt")[-1]["params"]["sessionId"] == outcome.session_id
 
 

@@ -13,7 +13,8 @@ import time
 import attrs
 import pytest
 
-from acp_client import AcpClient, ConnectionLost, Probe, RecoveryOutcome, RecoveryPath, State, Timeouts
+from acp_client import AcpClient, ConnectionLost, RecoveryOutcome, RecoveryPath, State, Timeouts
+from acp_client.state import Probe
 from acp_client.testing import ReferenceServer
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Journal, Recorder, RecordingAgent, text_of
@@ -80,11 +81,11 @@ async def test_refusal_window_then_success(target: Target) -> None:
     recorder = Recorder()
     async with target.client(recorder) as client:
         session = await client.new_session("/work/project")
-        target.proxy.refuse(60)
+        await target.proxy.refuse(60)
         await target.proxy.cut()
         # The window closes once three attempts were refused (a count, not a time: load-proof).
         await eventually(lambda: target.proxy.refused_connections >= 3, what="three refused attempts")
-        target.proxy.refuse(0)
+        await target.proxy.refuse(0)
         outcome = await recorder.outcome()
 
         assert outcome.path is RecoveryPath.RESUME
@@ -138,7 +139,7 @@ async def test_websocket_blackhole_detected_by_ping_then_recovers(
         session = await client.new_session("/work/project")
         await client.session(session.session_id).prompt("hello")
         blackholed_at = time.monotonic()
-        proxy.blackhole()
+        await proxy.blackhole()
         try:
             await eventually(lambda: client.state.state is State.RECONNECTING, what="the drop to be detected")
             detected = next(t for t, s in recorder.state_times if s.state is State.RECONNECTING) - blackholed_at
@@ -150,7 +151,7 @@ async def test_websocket_blackhole_detected_by_ping_then_recovers(
             )
             assert not recorder.outcomes
         finally:
-            proxy.blackhole(False)
+            await proxy.blackhole(False)
         outcome = await recorder.outcome()
         assert outcome.path is RecoveryPath.RESUME
         assert (await client.session(session.session_id).prompt("back")).stop_reason == "end_turn"
@@ -180,13 +181,13 @@ async def test_sse_idle_timeout_detects_a_silent_link(
             assert recorder.kinds() == [State.CONNECTING, State.CONNECTED]
 
             blackholed_at = time.monotonic()
-            proxy.blackhole()
+            await proxy.blackhole()
             try:
                 await eventually(lambda: client.state.state is State.RECONNECTING, what="the drop to be detected")
                 detected = next(t for t, s in recorder.state_times if s.state is State.RECONNECTING) - blackholed_at
                 assert detected <= idle + 1.0, f"silent SSE link detected after {detected:.2f}s"
             finally:
-                proxy.blackhole(False)
+                await proxy.blackhole(False)
             outcome = await recorder.outcome()
             assert outcome.path is RecoveryPath.RESUME
             assert (await client.session(session.session_id).prompt("back")).stop_reason == "end_turn"
@@ -220,7 +221,7 @@ async def test_agent_without_status_capability_falls_back(target: Target, versio
         assert first.steps == (("session/resume", "ok"),)
 
         # An agent restart: resume still works (the agent loads it from its store, no history).
-        target.agent.restart()
+        target.agent.lose_memory()
         await target.proxy.cut()
         second = await recorder.outcome(2)
         check_fallback(second)
@@ -293,7 +294,7 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
     async with client:
         session = (await client.new_session("/work/project")).record
         handle = client.session(session.session_id)
-        target.proxy.refuse(60)
+        await target.proxy.refuse(60)
         await target.proxy.cut()
         await eventually(lambda: client.state.state is State.RECONNECTING, what="the outage")
         queued_prompt = asyncio.ensure_future(handle.prompt("sent during the outage"))
@@ -301,7 +302,7 @@ async def test_callbacks_run_before_queued_requests_are_sent(target: Target) -> 
         await eventually(lambda: target.proxy.refused_connections >= 1, what="a refused attempt")
         assert not queued_prompt.done() and not queued_status.done()
 
-        target.proxy.refuse(0)
+        await target.proxy.refuse(0)
         client.notify_network_available()
         assert (await asyncio.wait_for(queued_prompt, 10)).stop_reason == "end_turn"
         await asyncio.wait_for(queued_status, 10)

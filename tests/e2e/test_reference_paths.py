@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client import Continuity, Probe, RecoveryPath, State
+from acp_client import RecoveryPath, State
+from acp_client.state import Continuity, Probe
 from tests._support import eventually
 from tests.e2e._support import Recorder
 from tests.e2e.conftest import TRANSPORTS, Target
@@ -88,7 +89,7 @@ async def test_replay_after_agent_restart(target: Target, version: int) -> None:
         before = target.agent.connection_ids()
         live_events = len(recorder.events)
 
-        target.agent.restart()
+        target.agent.lose_memory()
         await target.proxy.cut()
         outcome = await recorder.outcome()
 
@@ -143,9 +144,14 @@ async def test_new_session_after_eviction(target: Target, version: int) -> None:
         # The handle (and a lookup by the old id) follows the new session.
         assert handle.session_id == outcome.session_id
         assert client.session(old_id).session_id == outcome.session_id
-        assert handle.transcript.text() == ""
+        lost = "user: hello there\nagent: echo: hello there\n--- the agent lost the conversation above; it goes on in"
+        assert handle.transcript.segments[-1].text() == ""  # the new session holds nothing yet
+        assert handle.transcript.text().startswith(lost)  # the user's conversation is still whole
         assert (await handle.prompt("fresh start")).stop_reason == "end_turn"
-        assert handle.transcript.text() == "user: fresh start\nagent: echo: fresh start"
+        assert handle.transcript.segments[-1].text() == "user: fresh start\nagent: echo: fresh start"
+        assert handle.transcript.text().endswith(
+            f"({outcome.session_id}) ---\nuser: fresh start\nagent: echo: fresh start"
+        )
         assert target.agent.params_of("session/prompt")[-1]["sessionId"] == outcome.session_id
         assert target.agent.sessions[outcome.session_id].history_length == 2
         assert old_id not in target.agent.sessions

@@ -113,7 +113,7 @@ async def test_a_silent_stream_is_reattached_after_the_idle_timeout(setup: Setup
         handle = await client.new_session("/work")
         turn = asyncio.ensure_future(handle.prompt(PROMPT))
         await eventually(lambda: setup.chunks() >= 2, what="the turn streaming")
-        assert setup.proxy.silence("session_stream") == 1  # quiet, then given up by the client
+        assert await setup.proxy.silence("session_stream") == 1  # quiet, then given up by the client
         result = await within(turn)
         assert result.stop_reason == "end_turn"
         assert _answer(handle) == ANSWER
@@ -140,7 +140,7 @@ async def test_a_resync_marks_the_streaming_answer_incomplete_and_recovers(short
         handle = await client.new_session("/work")
         turn = asyncio.ensure_future(handle.prompt(PROMPT))
         await eventually(lambda: setup.chunks() >= 2, what="the turn streaming")
-        setup.proxy.silence("session_stream")  # what the server writes meanwhile outgrows its history
+        await setup.proxy.silence("session_stream")  # what the server writes meanwhile outgrows its history
         with pytest.raises(ConnectionLost):
             await within(turn)
         await setup.recorder.outcome()
@@ -164,7 +164,7 @@ async def test_no_delete_for_a_connection_given_up_while_its_turn_runs(setup: Se
         turn = asyncio.ensure_future(handle.prompt("/slow"))
         await eventually(lambda: setup.chunks() >= 2, what="the /slow turn streaming")
         first = setup.agent.connection_ids()[-1]
-        setup.proxy.refuse(0.8)  # nothing gets through until the reattach deadline has passed
+        await setup.proxy.refuse(0.8)  # nothing gets through until the reattach deadline has passed
         await setup.proxy.cut()
         with pytest.raises(ConnectionLost):
             await within(turn)
@@ -174,7 +174,7 @@ async def test_no_delete_for_a_connection_given_up_while_its_turn_runs(setup: Se
         assert (await handle.prompt("after")).stop_reason == "end_turn"
         # A drop with no turn running: that connection is ended from the next link, as before.
         second = setup.agent.connection_ids()[-1]
-        setup.proxy.refuse(0.8)
+        await setup.proxy.refuse(0.8)
         await setup.proxy.cut()
         await setup.recorder.outcome(2)
         await eventually(lambda: second in setup.deletes(), timeout=DEADLINE, what="the idle connection's DELETE")

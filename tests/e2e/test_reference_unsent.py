@@ -67,7 +67,7 @@ async def test_prompt_held_in_a_blackhole_may_have_executed_and_is_never_resent(
             handle = client.session(session.session_id)
             await handle.prompt("before")
 
-            proxy.blackhole()
+            await proxy.blackhole()
             try:
                 turn = asyncio.ensure_future(handle.prompt(HELD))
                 # Its bytes left the client: they are in the hole (under HTTP/2 its head at least: the
@@ -78,7 +78,7 @@ async def test_prompt_held_in_a_blackhole_may_have_executed_and_is_never_resent(
                 if heal == "resets":
                     await proxy.cut()
             finally:
-                proxy.blackhole(False)
+                await proxy.blackhole(False)
 
             with pytest.raises(ConnectionLost) as lost:
                 await asyncio.wait_for(turn, DEADLINE)
@@ -125,13 +125,13 @@ async def test_prompt_that_never_left_is_sent_once_when_the_client_is_back(
             handle = client.session(session.session_id)
             await handle.prompt("before")
 
-            proxy.refuse(60)  # every reconnect attempt is refused before a byte of it is sent
+            await proxy.refuse(60)  # every reconnect attempt is refused before a byte of it is sent
             await proxy.cut()
             await eventually(lambda: client.state.state is State.RECONNECTING, what="the drop")
             turn = asyncio.ensure_future(handle.prompt("while down"))
             await eventually(lambda: proxy.refused_connections >= 2, what="two refused attempts")
             assert not turn.done()  # waiting for the client to be back, not failed
-            proxy.refuse(0)
+            await proxy.refuse(0)
 
             result = await asyncio.wait_for(turn, DEADLINE)
             assert result.stop_reason == "end_turn"

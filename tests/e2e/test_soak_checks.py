@@ -11,7 +11,8 @@ from pathlib import Path
 
 import attrs
 
-from acp_client import ConnectionState, Continuity, Probe, RecoveryOutcome, RecoveryPath, State, Transcript, UpdateEvent
+from acp_client import ConnectionState, RecoveryOutcome, RecoveryPath, State, Transcript, UpdateEvent
+from acp_client.state import Continuity, Probe
 from acp_client.types import AgentMessageChunk, TextContent
 from tests.e2e._soak import _Session, _Soak
 

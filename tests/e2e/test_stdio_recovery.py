@@ -13,7 +13,8 @@ import signal
 
 import pytest
 
-from acp_client import AcpClient, Continuity, Probe, RecoveryPath, State
+from acp_client import AcpClient, RecoveryPath, State
+from acp_client.state import Continuity, Probe
 from acp_client.testing import RecordingConnector
 from acp_client.transports.stdio import StdioConnector
 from tests._support import FAST_RETRY, eventually

@@ -50,7 +50,7 @@ async def test_a_second_process_recovers_the_stored_sessions(tmp_path: Path, fau
         first, second = created["ids"]
         assert created["state"] == "connected"
         if fault == "restart":  # the agent process restarted: both sessions are saved, not in memory
-            agent.restart()
+            agent.lose_memory()
         elif fault == "evict":  # the agent lost one of them
             agent.evict(second)
 

@@ -17,8 +17,10 @@ import asyncio
 
 import pytest
 
-from acp_client import AcpClient, ConnectionLost, Probe, RecoveryPath, SessionHandle, connector_for
+from acp_client import AcpClient, ConnectionLost, RecoveryPath, SessionHandle
+from acp_client.state import Probe
 from acp_client.testing import RecordingConnector
+from acp_client.transports import connector_for
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder, agent_text, is_idle, text_of
 from tests.peers.typescript_sdk import TypeScriptSdkPeer
@@ -34,9 +36,9 @@ def _client(
 
 
 def _text(handle: SessionHandle) -> str:
-    """The transcript with trailing blanks trimmed per line (this agent's live chunks end in a
-    space, its stored history does not)."""
-    return "\n".join(line.rstrip() for line in handle.transcript.text().split("\n"))
+    """The current segment of the transcript (what the agent holds) with trailing blanks trimmed per
+    line (this agent's live chunks end in a space, its stored history does not)."""
+    return "\n".join(line.rstrip() for line in handle.transcript.segments[-1].text().split("\n"))
 
 
 def _recovery_methods(wire: RecordingConnector) -> list[str]:

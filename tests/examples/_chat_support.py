@@ -256,11 +256,11 @@ def _zombie_wait_status(pid: int) -> int | None:
 
 async def held(proxy: FaultProxy, fault: Callable[[], Awaitable[None]]) -> None:
     """Run ``fault`` while the proxy holds new connections (the client cannot reconnect before it ends)."""
-    proxy.blackhole()
+    await proxy.blackhole()
     try:
         await fault()
     finally:
-        proxy.blackhole(False)
+        await proxy.blackhole(False)
 
 
 def only_session(agent: ReferenceAgent) -> str:

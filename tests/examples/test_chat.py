@@ -63,7 +63,7 @@ async def test_interactive_rich_prompt_permission_drop_cancel_quit(
 
     # A drop: the status row shows the reconnect countdown, then a banner names the path.
     mark = await tmux.mark()
-    proxy.refuse(1.0)
+    await proxy.refuse(1.0)
     await proxy.cut()
     await tmux.wait_last_row(r"◌ reconnecting (in \d+\.\ds|now) \(attempt \d+\)")
     await tmux.wait_for(r"⚠ connection lost", after=mark)
@@ -107,7 +107,7 @@ async def test_interactive_plain_fallback_v2_all_recovery_paths_and_double_ctrl_
 
     # A drop: state changes are printed as lines (no status row in plain mode), then a banner.
     mark = await tmux.mark()
-    proxy.refuse(0.5)
+    await proxy.refuse(0.5)
     await proxy.cut()
     await tmux.wait_for(r"-- ~ reconnecting (in \d+\.\ds|now) \(attempt \d+\)", after=mark)
     await tmux.wait_for(r"=== \+ resumed the session ===", after=mark)

@@ -103,7 +103,7 @@ async def test_a_background_recovery_banner_names_its_session_and_counts_its_mes
         current = (await chat.new_session()).session_id
         await chat.prompt("one")
         await chat.prompt("two")  # 4 messages
-        agent.restart()  # both sessions are now known, not in memory: replayed
+        agent.lose_memory()  # both sessions are now known, not in memory: replayed
         connector.drop("reset")
         await eventually(lambda: stream.getvalue().count("replayed") >= 2, what="two replay banners")
     finally:

@@ -67,7 +67,7 @@ async def test_a_read_only_request_made_right_at_a_drop_is_retried_after_recover
 
 
 async def test_json_reports_an_abandoned_session_as_an_error_not_a_recovery() -> None:
-    # DESIGN.md §4: `recovered {path, ...}` has path resume | replay | new_session. When every
+    # the README's JSON event table: `recovered {path, ...}` has path resume | replay | new_session. When every
     # recovery step fails the session is abandoned; that must not read as a recovery.
     from acp_client.testing import MemoryConnector, SessionStore
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import SqliteSessionStore, endpoint_key
+from acp_client.store import SqliteSessionStore, endpoint_key
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from tests.examples._chat_support import CHAT, _env, named, parse_events, run_process
 
@@ -34,7 +34,7 @@ async def test_a_second_run_continues_the_stored_sessions(tmp_path: Path, restar
         first = await _chat(tmp_path, url, store, ["hello", "/new", "second one"], "first")
         old, latest = (event["sessionId"] for event in named(first, "session"))
         if restart:
-            agent.restart()
+            agent.lose_memory()
 
         lines = ["/sessions", "after the restart", f"/switch {old[:12]}", "back to the first"]
         second = await _chat(tmp_path, url, store, lines, "second")
@@ -132,7 +132,7 @@ async def test_a_second_run_shows_the_restored_conversation_first(tmp_path: Path
         url = server.ws_url
         await _chat(tmp_path, url, store, ["turn one", "turn two"], "first")
         if restart:
-            agent.restart()
+            agent.lose_memory()
         second = await _chat(tmp_path, url, store, ["turn three"], "second")
         third = await _chat(tmp_path, url, store, [], "third")
     (history,) = named(second, "history")

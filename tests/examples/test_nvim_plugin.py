@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import SqliteSessionStore, endpoint_key
+from acp_client.store import SqliteSessionStore, endpoint_key
 from tests._support import DEADLINE
 from tests.examples._nvim_support import AGENT, NVIM, AgentProcess, Neovim, alive
 

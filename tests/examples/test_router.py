@@ -18,8 +18,9 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.server import serve
 
-from acp_client import AcpClient, ClientHandlers, Probe
+from acp_client import AcpClient, ClientHandlers
 from acp_client.exceptions import SessionNotFound
+from acp_client.state import Probe
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
 from tests.examples._chat_support import EXAMPLES, ChatProcess, _env, named

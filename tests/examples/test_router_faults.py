@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, Probe, State
+from acp_client import AcpClient, Callbacks, State
+from acp_client.state import Probe
 from tests._support import FAST_RETRY, eventually
 from tests.examples._router_support import AgentProcess, Poller, Router, agents, routing
 

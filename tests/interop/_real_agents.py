@@ -27,18 +27,18 @@ from acp_client import (
     AcpClient,
     Callbacks,
     ConnectionLost,
-    Continuity,
     PromptResult,
     RecoveryPath,
     SessionHandle,
     Timeouts,
     UpdateEvent,
-    connector_for,
 )
 from acp_client.handlers import ClientHandlers
+from acp_client.state import Continuity
 from acp_client.store import SqliteSessionStore
 from acp_client.testing import RecordingConnector
 from acp_client.transcript import SegmentStart, Transcript, TranscriptMessage
+from acp_client.transports import connector_for
 from acp_client.types import RequestPermissionRequest, SelectedPermissionOutcome
 from tests._support import FAST_RETRY, eventually
 from tests.e2e._support import Recorder

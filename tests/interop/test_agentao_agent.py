@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, RecoveryPath, SqliteSessionStore, Timeouts, UpdateEvent
+from acp_client import AcpClient, Callbacks, RecoveryPath, Timeouts, UpdateEvent
 from acp_client.exceptions import InvalidRequest, MethodNotFound
+from acp_client.store import SqliteSessionStore
 from acp_client.transcript import TranscriptMessage, TurnStatus
 from tests.e2e._support import Recorder
 from tests.interop._real_agents import (

@@ -32,18 +32,10 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_client import (
-    AcpClient,
-    AcpError,
-    Callbacks,
-    MalformedFrame,
-    RpcError,
-    State,
-    Timeouts,
-    TransportInfo,
-    UpdateEvent,
-)
+from acp_client import AcpClient, AcpError, Callbacks, RpcError, State, Timeouts, UpdateEvent
 from acp_client._jsonrpc import ErrorResponse, Response, classify, decode_frame
+from acp_client.exceptions import MalformedFrame
+from acp_client.transports import TransportInfo
 from acp_client.transports.base import Transport
 from acp_client.transports.memory import MemoryTransport, memory_pair
 from tests.codec import _schemas

@@ -38,8 +38,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from acp_client import Continuity, RecoveryPath
+from acp_client import RecoveryPath
 from acp_client.exceptions import InternalError, SessionNotFound
+from acp_client.state import Continuity
 from acp_client.store import SqliteSessionStore
 from acp_client.transcript import TurnStatus
 from tests.e2e._support import Recorder

@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from acp_client import Continuity, RecoveryPath
+from acp_client import RecoveryPath
 from acp_client.exceptions import InternalError
+from acp_client.state import Continuity
 from acp_client.transcript import TurnStatus
 from tests.interop._claude import INTERRUPTED, SLOW_PROMPT, drop_turn, remembered, stored, typed
 from tests.interop._real_agents import (

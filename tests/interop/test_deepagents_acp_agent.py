@@ -241,4 +241,4 @@ async def test_evicted_session_goes_new_and_keeps_the_lost_conversation(
 
         assert (await new.prompt("after")).stop_reason == "end_turn"
         assert conversation(transcript) == [*expected, ("user", "after"), ("agent", "echo: after")], seen
-        assert transcript.text() == "user: after\nagent: echo: after"  # the current segment: what the agent holds
+        assert transcript.segments[-1].text() == "user: after\nagent: echo: after"  # what the agent holds

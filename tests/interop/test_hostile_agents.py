@@ -14,19 +14,9 @@ from typing import Any
 
 import pytest
 
-from acp_client import (
-    AcpError,
-    Callbacks,
-    ConnectionLost,
-    InvalidMessage,
-    Limits,
-    MalformedFrame,
-    MessageTooLarge,
-    RequestTimeout,
-    State,
-    UnexpectedResponse,
-    UpdateEvent,
-)
+from acp_client import AcpError, Callbacks, ConnectionLost, RequestTimeout, State, UpdateEvent
+from acp_client.exceptions import InvalidMessage, MalformedFrame, UnexpectedResponse
+from acp_client.transports import Limits, MessageTooLarge
 from acp_client.types import UnknownSessionUpdate
 from tests._support import FAST_RETRY, eventually, within
 from tests.interop._hostile import Peer
@@ -281,5 +271,3 @@ async def test_a_flood_of_garbage_does_not_starve_the_answer(peer: Peer) -> None
         assert await within(client.request("_hostile", {"before": frames, "tag": "t"})) == {"echo": "t"}
         assert len(errors) == 300
         assert all(isinstance(e, MalformedFrame) for e in errors)
-
-

@@ -7,19 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import (
-    AcpClient,
-    AcpError,
-    AgentExited,
-    Callbacks,
-    ClientClosed,
-    ConnectionLost,
-    MalformedFrame,
-    RequestTimeout,
-    State,
-    Timeouts,
-    TransportClosed,
-)
+from acp_client import AcpClient, AcpError, Callbacks, ClientClosed, ConnectionLost, RequestTimeout, State, Timeouts
+from acp_client.exceptions import MalformedFrame
+from acp_client.transports import AgentExited, TransportClosed
 from tests._support import eventually, within
 from tests.interop._hostile import stdio_endpoint
 

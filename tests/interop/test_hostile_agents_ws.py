@@ -7,20 +7,9 @@ import json
 
 import pytest
 
-from acp_client import (
-    AcpClient,
-    AcpError,
-    AuthenticationFailed,
-    Callbacks,
-    ClientClosed,
-    ConnectionLost,
-    HttpStatusError,
-    MalformedFrame,
-    RequestTimeout,
-    ServiceUnavailable,
-    State,
-    Timeouts,
-)
+from acp_client import AcpClient, AcpError, Callbacks, ClientClosed, ConnectionLost, RequestTimeout, State, Timeouts
+from acp_client.exceptions import MalformedFrame
+from acp_client.transports import AuthenticationFailed, HttpStatusError, ServiceUnavailable
 from tests._support import eventually, within
 from tests.interop._hostile import HostileWsAgent
 

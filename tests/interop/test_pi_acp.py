@@ -30,8 +30,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from acp_client import Continuity, RecoveryPath
+from acp_client import RecoveryPath
 from acp_client.exceptions import InvalidParams, MethodNotFound
+from acp_client.state import Continuity
 from acp_client.store import SqliteSessionStore
 from acp_client.transcript import TurnStatus
 from tests._support import eventually

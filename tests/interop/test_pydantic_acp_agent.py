@@ -218,14 +218,14 @@ async def test_killed_mid_turn_reports_the_turn_and_keeps_the_rest(
         expected_path = (RecoveryPath.RESUME, RecoveryPath.REPLAY) if unstable else (RecoveryPath.REPLAY,)
         assert outcome.path in expected_path, seen
         # The agent stored the interrupted prompt but not its partial answer: each turn once, in order.
-        done = "user: hello\nagent: echo: hello\nuser: " + slow
+        done = "user: hello\nagent: echo: hello\nuser [interrupted]: " + slow  # the cut-off turn is marked
         await eventually(
             lambda: handle.transcript.text().startswith(done),
             timeout=5,
             what=lambda: describe(outcome, handle.transcript, recorder.events[live:]),
         )
         counts = message_counts(handle.transcript.text())
-        assert counts["user: hello"] == counts["agent: echo: hello"] == counts[f"user: {slow}"] == 1, seen
+        assert counts["user: hello"] == counts["agent: echo: hello"] == counts[f"user [interrupted]: {slow}"] == 1, seen
         # The partial answer the user saw stays, once, marked incomplete (the replay leaves it out).
         before = handle.transcript.all_messages()
         assert [(m.role, m.status) for m in before] == [

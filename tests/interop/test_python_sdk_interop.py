@@ -38,16 +38,15 @@ from acp_client import (
     Callbacks,
     CapabilityNotSupported,
     ClientHandlers,
-    Connector,
     SessionNotFound,
     SessionNotTracked,
     State,
     Timeouts,
     TlsConfig,
     UpdateEvent,
-    connector_for,
 )
 from acp_client.testing import RecordingConnector
+from acp_client.transports import Connector, connector_for
 from acp_client.types import AgentMessageChunk, RequestPermissionRequest, SelectedPermissionOutcome, UserMessageChunk
 from tests._support import eventually, within
 from tests.peers.python_sdk import PythonSdkPeer

@@ -15,7 +15,7 @@ import httpx
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-TRANSCRIPTS = Path(__file__).parent / "ts_agent" / "transcripts"  # copies of /work/shared/transcripts
+TRANSCRIPTS = Path(__file__).parent / "ts_agent" / "transcripts"  # recorded from the TypeScript SDK's agent
 TIMEOUT = 10.0
 CWD = "/home/user/project"
 SESSION_ID = re.compile(r"sess_[0-9a-f]{12}")

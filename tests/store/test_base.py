@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 import attrs
 import pytest
 
-from acp_client import ConfigurationError, Probe
+from acp_client import ConfigurationError
+from acp_client.state import Probe
 from acp_client.store import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     SessionStore,

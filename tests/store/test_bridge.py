@@ -9,8 +9,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from acp_client import SessionStoreBusy, SessionStoreError
-from acp_client.store import SqliteSessionStore, StoredSession
+from acp_client import SessionStoreError
+from acp_client.store import SessionStoreBusy, SqliteSessionStore, StoredSession
 from acp_client.store._bridge import StoreBridge
 
 EP = "ws://agent.example/acp"
@@ -105,3 +105,34 @@ async def test_a_record_of_another_endpoint_is_a_bug(store: RecordingStore) -> N
     with pytest.raises(SessionStoreError, match="closed"):
         bridge.touch("s")
     store.close()
+
+
+def test_the_end_of_a_turn_falls_back_to_touch_and_save_transcript_on_a_store_without_save_turn(
+    tmp_path: Path,
+) -> None:
+    from datetime import datetime, timezone
+
+    from acp_client.store._bridge import write_turn
+
+    class Older:  # a store of the app's own, written before save_turn existed
+        def __init__(self) -> None:
+            self.inner = SqliteSessionStore(tmp_path / "older.db")
+            self.calls: list[str] = []
+
+        def touch(self, *args: object, **kwargs: object) -> bool:
+            self.calls.append("touch")
+            return self.inner.touch(*args, **kwargs)  # type: ignore[arg-type]
+
+        def save_transcript(self, *args: object, **kwargs: object) -> bool:
+            self.calls.append("save_transcript")
+            return self.inner.save_transcript(*args, **kwargs)  # type: ignore[arg-type]
+
+    older = Older()
+    older.inner.save(StoredSession(endpoint=EP, session_id="s1", cwd="/"))
+    when = datetime(2026, 5, 6, tzinfo=timezone.utc)
+    assert write_turn(older, EP, "s1", [{"role": "user", "text": "hi"}], when=when)
+    assert older.calls == ["touch", "save_transcript"]
+    assert older.inner.get(EP, "s1").last_used_at == when  # type: ignore[union-attr]
+    assert older.inner.load_transcript(EP, "s1") == ({"role": "user", "text": "hi"},)
+    assert not write_turn(older, EP, "missing", [], when=when)
+    older.inner.close()

@@ -17,14 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from acp_client import (
-    ConfigurationError,
-    SessionStoreError,
-    SessionStoreForeign,
-    SessionStoreReadOnly,
-    SessionStoreUnavailable,
-)
-from acp_client.store import PostgresSessionStore
+from acp_client import ConfigurationError, SessionStoreError
+from acp_client.store import PostgresSessionStore, SessionStoreForeign, SessionStoreReadOnly, SessionStoreUnavailable
 from acp_client.store._pg_schema import APPLICATION_ID, SCHEMA_VERSION, redact_dsn
 from acp_client.testing.postgres import TemporaryPostgres
 from acp_client.testing.store_contract import EP, T0, record
@@ -45,8 +39,6 @@ def test_importing_the_store_does_not_import_psycopg() -> None:
         """
         import sys
         from acp_client.store import PostgresSessionStore
-        from acp_client import PostgresSessionStore as again
-        assert again is PostgresSessionStore
         assert not [name for name in sys.modules if name.startswith("psycopg")], sorted(sys.modules)
         """
     )
@@ -58,7 +50,7 @@ def test_without_psycopg_the_error_is_typed_and_names_the_extra() -> None:
         """
         import sys
         sys.modules["psycopg"] = None  # not installed
-        from acp_client import SessionStoreDriverMissing, SessionStoreError
+        from acp_client.store import SessionStoreDriverMissing, SessionStoreError
         from acp_client.store import PostgresSessionStore
         try:
             PostgresSessionStore("postgresql://app:hunter2@db.example/sessions")

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import SessionStoreBusy
-from acp_client.store import SCHEMA_VERSION, SqliteSessionStore, StoredSession
+from acp_client.store import SCHEMA_VERSION, SessionStoreBusy, SqliteSessionStore, StoredSession
 from tests._support import eventually_blocking
 
 from ._worker import EP, EP2, expected_ids, open_store

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import (
-    AcpError,
-    ConfigurationError,
+from acp_client import AcpError, ConfigurationError, SessionStoreError
+from acp_client.store import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
     SessionStoreCorrupt,
-    SessionStoreError,
     SessionStoreForeign,
+    SqliteSessionStore,
+    StoredSession,
 )
-from acp_client.store import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore, StoredSession
 from acp_client.store import sqlite as sqlite_module
 from acp_client.testing.store_contract import EP, record
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import SessionStoreError, SqliteSessionStore
-from acp_client.store import StoredSession
+from acp_client import SessionStoreError
+from acp_client.store import SqliteSessionStore, StoredSession
 
 
 def _mode(path: Path) -> int:

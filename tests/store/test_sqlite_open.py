@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import SessionStoreError, SessionStoreReadOnly, SqliteSessionStore
-from acp_client.store import StoredSession
+from acp_client import SessionStoreError
+from acp_client.store import SessionStoreReadOnly, SqliteSessionStore, StoredSession
 
 
 @contextlib.contextmanager

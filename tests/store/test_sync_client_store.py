@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from acp_client import RetryPolicy, SqliteSessionStore, State
+from acp_client import RetryPolicy, State
+from acp_client.store import SqliteSessionStore
 from acp_client.sync import EventLoopThread, SyncAcpClient
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from tests._support import agent_on_its_own_loop
@@ -39,4 +42,38 @@ def test_sync_client_saves_and_recovers(
 
 
 async def _restart(agent: ReferenceAgent) -> None:
-    agent.restart()
+    agent.lose_memory()
+
+
+class SlowTurnStore(SqliteSessionStore):
+    """A store whose turn writes take a while (a slow disk or database)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writing = threading.Event()
+        self.proceed = threading.Event()
+
+    def save_turn(self, *args: Any, **kwargs: Any) -> bool:
+        self.writing.set()
+        assert self.proceed.wait(DEADLINE)
+        return super().save_turn(*args, **kwargs)
+
+
+def test_the_sync_prompt_returns_only_once_its_turn_is_written(
+    tmp_path: Path, server: tuple[EventLoopThread, ReferenceAgent, ReferenceServer]
+) -> None:
+    _, _, reference = server
+    with (
+        SlowTurnStore(tmp_path / "s.db") as store,
+        SyncAcpClient(reference.ws_url, session_store=store, default_timeout=DEADLINE) as client,
+    ):
+        session = client.new_session("/work/sync")
+        turn = client.prompt_async(session.session_id, "keep me")
+        assert store.writing.wait(DEADLINE)  # the agent ended the turn; its write is under way
+        assert client.owned_sessions() == [session.session_id]  # a round trip through the client's loop
+        assert not turn.done()  # so the facade has not returned it
+        store.proceed.set()
+        result = turn.result(DEADLINE)
+        assert result.stored is True
+        key = client.client.session_store_key
+        assert key is not None and "keep me" in str(store.load_transcript(key, session.session_id))

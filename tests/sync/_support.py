@@ -68,7 +68,7 @@ class AgentSide:
     def restart(self) -> None:
         async def restart() -> None:
             await self.proxy.cut()
-            self.agent.restart()
+            self.agent.lose_memory()
 
         self.loop.run(restart(), timeout=DEADLINE)
 
@@ -92,7 +92,7 @@ def client_threads() -> list[str]:
 
 
 async def _blackhole(proxy: FaultProxy, on: bool) -> None:
-    proxy.blackhole(on)
+    await proxy.blackhole(on)
 
 
 async def _never() -> None:

@@ -37,7 +37,7 @@ def side() -> Iterator[AgentSide]:
             await agent_side.server.aclose()
 
         loop.run(stop(), timeout=DEADLINE)
-        loop.stop()
+        loop.close()
 
 
 @pytest.fixture

@@ -26,13 +26,13 @@ from acp_client import (
     CapabilityNotSupported,
     ClientClosed,
     ConnectError,
-    Probe,
     RequestTimeout,
     SessionNotFound,
     SessionNotTracked,
     State,
     TurnInProgress,
 )
+from acp_client.state import Probe
 from acp_client.sync import EventKind, LoopThreadError, SyncAcpClient, SyncEvent
 from tests._support import eventually_blocking
 from tests.sync._support import (
@@ -66,6 +66,7 @@ def test_exported_names_are_pinned() -> None:
         "StoreErrorEvent",
         "StreamResumedEvent",
         "SyncAcpClient",
+        "SyncClientOptions",
         "SyncEvent",
         "SyncSessionHandle",
         "TurnInterruptedEvent",

@@ -1,4 +1,4 @@
-"""``EventLoopThread`` on its own: start, stop, and their races."""
+"""``EventLoopThread`` on its own: start, close, and their races."""
 
 from __future__ import annotations
 
@@ -92,23 +92,23 @@ def test_a_concurrent_start_returns_only_once_the_loop_runs(monkeypatch: pytest.
     finally:
         second_caller_inside.set()
         first.join(DEADLINE)
-        loop_thread.stop()
+        loop_thread.close()
 
 
 def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    # stop() racing a start() whose thread exists but whose loop is not set up yet must still end
+    # close() racing a start() whose thread exists but whose loop is not set up yet must still end
     # that thread (it used to return at once, and the loop then ran forever: a leaked thread).
     loop_thread = EventLoopThread(name="stopped-while-starting")
-    stop_called = hold_loop_creation(monkeypatch, loop_thread)  # until stop() has looked
+    stop_called = hold_loop_creation(monkeypatch, loop_thread)  # until close() has looked
     starter = threading.Thread(target=loop_thread.start)
     starter.start()
     eventually_blocking(lambda: loop_thread.thread is not None, what="start() to create the thread")
     thread = loop_thread.thread
     assert thread is not None
     try:
-        loop_thread.stop(join_timeout=DEADLINE)
+        loop_thread.close(join_timeout=DEADLINE)
         thread.join(2.0)
-        assert not thread.is_alive(), "the loop thread outlived stop()"
+        assert not thread.is_alive(), "the loop thread outlived close()"
         assert not loop_thread.running
     finally:
         stop_called.set()
@@ -121,13 +121,13 @@ def test_stop_during_start_ends_the_thread(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_thread_with_the_ended_loop_threads_ident_is_not_the_loop_thread() -> None:
     # The OS gives an ended thread's ident to the next thread it starts: a host thread started
-    # after stop() must not be taken for the loop thread (stop() from it raised LoopThreadError).
+    # after close() must not be taken for the loop thread (close() from it raised LoopThreadError).
     loop_thread = EventLoopThread(name="recycled")
     with loop_thread:
         pass
     ended = loop_thread.thread
     assert ended is not None and not ended.is_alive()
     assert on_a_thread_with_the_ident_of(ended, loop_thread.in_loop_thread) is False
-    assert on_a_thread_with_the_ident_of(ended, loop_thread.stop) is None  # idempotent, from any thread
+    assert on_a_thread_with_the_ident_of(ended, loop_thread.close) is None  # idempotent, from any thread
     with pytest.raises(ClientClosed):  # not LoopThreadError
         on_a_thread_with_the_ident_of(ended, lambda: loop_thread.run(_never()))

@@ -9,7 +9,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from acp_client import Callbacks, SessionStoreError, SessionStoreUnavailable, SqliteSessionStore, StoredSession
+import pytest
+
+from acp_client import Callbacks, SessionOwnershipLost, SessionStoreError
+from acp_client.store import SessionStoreUnavailable, SqliteSessionStore, StoredSession
 from acp_client.sync import EventKind, OwnershipLostEvent, StoreErrorEvent, SyncAcpClient, SyncEvent
 from acp_client.testing import ReferenceAgent
 from tests._harness import HarnessConnector
@@ -65,7 +68,8 @@ def test_ownership_lost_reaches_the_callback_and_the_event_queue(tmp_path: Path)
             # Another replica takes the session over (as after a lease that lapsed).
             store.release(KEY, "a")
             assert [lease.owner for lease in store.claim(KEY, [session.session_id], "x", duration=60)] == ["x"]
-            session.prompt("hello")  # its conversation's write is refused: the session is lost
+            with pytest.raises(SessionOwnershipLost):  # its touch is refused: lost, the turn never ends
+                session.prompt("hello")
             event = next_event(events, EventKind.OWNERSHIP_LOST)
             assert isinstance(event, OwnershipLostEvent)
             assert (event.payload.session_id, event.payload.owner) == (session.session_id, "a")

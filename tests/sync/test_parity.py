@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import AcpClient, SqliteSessionStore
+from acp_client import AcpClient
 from acp_client.client import SessionHandle
 from acp_client.pool import Pool, Probe
-from acp_client.store import pool_key
+from acp_client.store import SqliteSessionStore, pool_key
 from acp_client.sync import EventLoopThread, SyncAcpClient, SyncSessionHandle
 from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
 from tests._harness import SETTERS, HarnessConnector, SettingsAgent
@@ -99,7 +99,7 @@ def two_servers(tmp_path: Path) -> Iterator[list[ReferenceServer]]:
         yield servers
     finally:
         loop.run(stop(), timeout=DEADLINE)
-        loop.stop()
+        loop.close()
 
 
 def test_a_pool_with_a_store_from_a_plain_thread(two_servers: list[ReferenceServer], tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from acp_client import AcpClient, PromptResult
-from acp_client.sync import EventKind, SyncAcpClient
+from acp_client.config import ClientOptions
+from acp_client.sync import EventKind, SyncAcpClient, SyncClientOptions
 from acp_client.sync._events import EVENT_CLASSES
 from acp_client.types import StopReason
 from tests.peers.typescript_sdk import cache_root
@@ -72,13 +73,16 @@ SyncAcpClient("ws://127.0.0.1:1/acp", retry=None, protocol_version=2)
 #: Each must fail, with an error matching the pattern.
 FAILING = {
     "keyword_typo": ('SyncAcpClient("ws://127.0.0.1:1/acp", retry_policy=None)', r'"retry_policy"'),
+    "async_keyword_typo": ('AcpClient("ws://127.0.0.1:1/acp", retry_policy=None)', r'"retry_policy"'),
     "keyword_type": ('SyncAcpClient("ws://127.0.0.1:1/acp", protocol_version="2")', r'"protocol_version"'),
     "payload_checked": (
         "def f(event: SyncEvent) -> None:\n    if isinstance(event, StateEvent):\n        event.payload.allow()\n",
         r'"ConnectionState" has no attribute "allow"',
     ),
 }
-_FAILING_HEADER = "from acp_client.sync import StateEvent, SyncAcpClient, SyncEvent\n\n"
+_FAILING_HEADER = (
+    "from acp_client import AcpClient\nfrom acp_client.sync import StateEvent, SyncAcpClient, SyncEvent\n\n"
+)
 
 
 #: mypy's cache, shared by the runs of the suite (the standard library and the dependencies are checked
@@ -143,10 +147,11 @@ def test_stop_reason_is_typed_and_unknown_values_are_kept() -> None:
     }
 
 
-def test_sync_keywords_are_spelled_out_with_the_async_defaults() -> None:
-    sync = inspect.signature(SyncAcpClient).parameters
-    for name, parameter in inspect.signature(AcpClient).parameters.items():
-        assert name in sync, f"SyncAcpClient does not spell out {name}="
-        if name not in ("endpoint", "handlers", "callbacks"):
-            assert sync[name].default == parameter.default, name
-            assert sync[name].kind is inspect.Parameter.KEYWORD_ONLY
+def test_the_options_are_declared_once_for_both_clients() -> None:
+    """Both clients take ``**options`` typed by one declaration (the facade's adds its own keys)."""
+    for cls, declared in ((AcpClient, ClientOptions), (SyncAcpClient, SyncClientOptions)):
+        parameters = list(inspect.signature(cls).parameters.values())
+        assert [p.name for p in parameters] == ["endpoint", "options"]
+        assert parameters[1].kind is inspect.Parameter.VAR_KEYWORD
+        assert f"Unpack[{declared.__name__}]" in str(parameters[1].annotation)
+    assert set(ClientOptions.__annotations__) < set(SyncClientOptions.__annotations__)

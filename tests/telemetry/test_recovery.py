@@ -65,7 +65,7 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
         await eventually(lambda: "tick" in kept.transcript.text(), what="the slow turn streaming")
         agent.unload(restarted.session_id)  # inactive: replay
         agent.evict(evicted.session_id)  # unknown: a new session
-        proxy.refuse(60)
+        await proxy.refuse(60)
         await proxy.cut()  # mid-turn
         with pytest.raises(ConnectionLost) as lost:
             await within(turn)
@@ -75,7 +75,7 @@ async def test_an_outage_is_one_recovery_span_with_the_three_paths(
         await eventually(
             lambda: total(otel.metrics().get("acp.client.reconnect.attempts", [])) >= 2, what="refused attempts"
         )
-        proxy.refuse(0)
+        await proxy.refuse(0)
         await eventually(lambda: len(outcomes) == 3 and client.state.state is State.CONNECTED, what="recovered")
         await within(waiting)
         assert (await evicted.prompt("still there?")).stop_reason == "end_turn"
@@ -182,7 +182,7 @@ async def test_an_outage_that_never_ends_well_ends_its_span(
     try:
         await client.connect()
         await client.new_session(os.getcwd())
-        proxy.refuse(60)
+        await proxy.refuse(60)
         await proxy.cut()
         if ending == "failed":
             await eventually(lambda: client.state.state is State.FAILED, what="failed")

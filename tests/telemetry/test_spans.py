@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from acp_client import AcpClient, ClientHandlers, MethodNotFound, RpcError
+from acp_client import AcpClient, ClientHandlers, RpcError
+from acp_client.exceptions import MethodNotFound
 from acp_client.testing import ReferenceServer
 from acp_client.types import SelectedPermissionOutcome
 from tests._support import FAST_RETRY

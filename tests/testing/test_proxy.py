@@ -128,7 +128,7 @@ async def test_blackhole_holds_bytes_until_lifted(echo: EchoServer, fault_proxy:
     reader, writer = await _open(proxy)
     writer.write(b"a")
     assert await _read_exactly(reader, 1) == b"a"
-    proxy.blackhole()
+    await proxy.blackhole()
     assert proxy.blackholed
     writer.write(b"held")
     await writer.drain()
@@ -139,7 +139,7 @@ async def test_blackhole_holds_bytes_until_lifted(echo: EchoServer, fault_proxy:
     late_reader, late_writer = await _open(proxy)
     late_writer.write(b"late")
     assert proxy.connection_count == 2
-    proxy.blackhole(False)
+    await proxy.blackhole(False)
     assert await _read_exactly(reader, 4) == b"held"
     assert await _read_exactly(late_reader, 4) == b"late"
     assert proxy.held_bytes == proxy.held_client_bytes == 0  # all forwarded
@@ -152,7 +152,7 @@ async def test_cut_during_blackhole(echo: EchoServer, fault_proxy: FaultProxyFac
     reader, writer = await _open(proxy)
     writer.write(b"x")
     assert await _read_exactly(reader, 1) == b"x"
-    proxy.blackhole()
+    await proxy.blackhole()
     writer.write(b"y")
     await eventually(lambda: proxy.held_client_bytes == 1, what="the byte to be held")
     await asyncio.wait_for(proxy.cut(), TIMEOUT)
@@ -166,7 +166,7 @@ async def test_refuse_resets_new_connections_for_the_window(echo: EchoServer) ->
     clock = FakeClock()
     async with FaultProxy("127.0.0.1", echo.port, clock=clock) as proxy:
         existing_reader, existing_writer = await _open(proxy)
-        proxy.refuse(10.0)
+        await proxy.refuse(10.0)
         assert proxy.refusing
         reader, writer = await _open(proxy)  # accepted by the kernel, then reset
         assert await _link_is_dead(reader)
@@ -213,12 +213,12 @@ async def test_websocket_through_proxy_cut_and_blackhole(
     try:
         await peer.initialize(1)
         assert (await peer.result("session/status", {"sessionId": session_id}))["status"] == "active"
-        proxy.blackhole()
+        await proxy.blackhole()
         pong = await peer.ws.ping()
         await eventually(lambda: proxy.held_bytes > 0, what="the ping to be held")
         assert not pong.done()  # a half-open link: no pong
         assert reference_server.connection_count == 1  # the server still thinks it is connected
-        proxy.blackhole(False)
+        await proxy.blackhole(False)
         await asyncio.wait_for(pong, TIMEOUT)
     finally:
         with contextlib.suppress(Exception):
@@ -282,12 +282,12 @@ async def test_bytes_and_eof_sent_into_a_blackhole_arrive_in_order_when_lifted(
     reader, writer = await _open(proxy)
     writer.write(b"before")
     assert await _read_exactly(reader, 6) == b"before"
-    proxy.blackhole()
+    await proxy.blackhole()
     writer.write(b"during")
     writer.write_eof()
     await eventually(lambda: proxy.held_bytes == 6, what="the bytes to be held")
     assert bytes(echo.received) == b"before" and echo.endings == []  # neither the bytes nor the EOF went on
-    proxy.blackhole(False)
+    await proxy.blackhole(False)
     assert await _read_exactly(reader, 6) == b"during"
     assert await asyncio.wait_for(reader.read(), TIMEOUT) == b""  # the echo server saw the EOF after the bytes
     assert echo.endings == ["eof"] and bytes(echo.received) == b"beforeduring"
@@ -332,8 +332,8 @@ async def test_cut_and_silence_one_kind_of_connection(fault_proxy: FaultProxyFac
             async with other.stream("GET", url, headers=headers) as stream:
                 await eventually(lambda: proxy.connections("connection_stream") == 1)
                 assert proxy.connections("post") == 1
-                assert proxy.silence("connection_stream") == 1
-                assert proxy.silence("connection_stream", on=False) == 1
+                assert await proxy.silence("connection_stream") == 1
+                assert await proxy.silence("connection_stream", on=False) == 1
                 await proxy.cut("connection_stream")
                 with pytest.raises(httpx.HTTPError):
                     await stream.aread()

@@ -213,7 +213,7 @@ async def test_status_lifecycle(
     if version == 2:
         expected_active["state"] = {"state": "idle"}
     assert await peer.result("session/status", {"sessionId": session_id}) == expected_active
-    reference_agent.restart()
+    reference_agent.lose_memory()
     assert await peer.result("session/status", {"sessionId": session_id}) == {"status": inactive}
     reference_agent.evict(session_id)
     gone = await peer.request("session/status", {"sessionId": session_id})
@@ -223,7 +223,7 @@ async def test_status_lifecycle(
 async def test_status_has_no_side_effects(reference_agent: ReferenceAgent, connect: Any) -> None:
     peer = await connect(1)
     session_id = await peer.new_session()
-    reference_agent.restart()
+    reference_agent.lose_memory()
     other = await connect(1)
     for _ in range(3):
         assert (await other.result("session/status", {"sessionId": session_id}))["status"] == "inactive"
@@ -251,5 +251,3 @@ async def test_v2_status_reports_running_and_requires_action(connect: Any) -> No
         lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
     )
     assert (await observer.result("session/status", {"sessionId": session_id}))["state"] == {"state": "idle"}
-
-

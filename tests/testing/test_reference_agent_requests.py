@@ -184,6 +184,6 @@ async def test_restart_answers_pending_v1_prompt(reference_agent: ReferenceAgent
         request_id, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/slow"}]}
     )
     await eventually(lambda: reference_agent.sessions[session_id].state == "running")
-    reference_agent.restart()
+    reference_agent.lose_memory()
     response = await peer.wait_for(lambda m: is_response(m, request_id))
     assert response["error"]["code"] == -32603

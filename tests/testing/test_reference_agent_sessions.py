@@ -19,7 +19,7 @@ async def test_v1_load_replays_history_before_answering(reference_agent: Referen
     session_id = await peer.new_session("/home/user/project")
     await peer.prompt(session_id, "hello there")
     await peer.prompt(session_id, "second")
-    reference_agent.restart()
+    reference_agent.lose_memory()
     fresh = await connect(1)
     start = len(fresh.messages)
     response = await fresh.request(
@@ -66,7 +66,7 @@ async def test_v2_resume_with_replay_from_start(reference_agent: ReferenceAgent,
         lambda m: m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle", start=start
     )
     agent_id = next(u["messageId"] for u in updates(since(peer, start)) if u["sessionUpdate"] == "agent_message_chunk")
-    reference_agent.restart()
+    reference_agent.lose_memory()
     fresh = await connect(2)
     assert (await fresh.result("session/status", {"sessionId": session_id})) == {"status": "inactive"}
     start = len(fresh.messages)

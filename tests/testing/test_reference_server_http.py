@@ -208,7 +208,7 @@ async def test_session_header_dialect_on_status_load_and_resume(
     session_id = (await first.result("session/new", {"cwd": "/w", "mcpServers": []}))["sessionId"]
     await first.open_stream(session_id)
     await first.prompt(session_id, "one")
-    reference_agent.restart()
+    reference_agent.lose_memory()
     # a client that sends Acp-Session-Id on status/load and listens on the session stream first
     second = await http_peers(reference_server)
     await second.initialize(1)

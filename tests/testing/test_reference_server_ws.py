@@ -13,8 +13,9 @@ import pytest_asyncio
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from acp_client import AcpClient, RecoveryPath
 from acp_client.testing.reference_agent import ReferenceAgent, ReferenceServer
-from tests._support import eventually
+from tests._support import FAST_RETRY, eventually, within
 from tests.peers.reference import ReferenceTls
 
 from ._raw import TIMEOUT, WsPeer, updates
@@ -114,6 +115,22 @@ async def test_restart_makes_sessions_inactive(reference_server: ReferenceServer
     start = len(again.messages)
     await again.result("session/load", {"sessionId": session_id, "cwd": "/work/project", "mcpServers": []})
     assert [u["content"]["text"] for u in updates(again.messages[start:])] == ["before restart", "echo: before restart"]
+
+
+async def test_a_server_restart_alone_is_a_restart_the_client_recovers_from(reference_server: ReferenceServer) -> None:
+    """``ReferenceServer.restart()`` needs no cut after it: it ends every connection, so a client recovers (a replay
+    from the store) and its next prompt works. The agent's half of it is ``ReferenceAgent.lose_memory()``, named for
+    what it does alone (no ``restart`` there to call by mistake and leave a client on a dead session)."""
+    assert not hasattr(ReferenceAgent, "restart")
+    async with AcpClient(reference_server.ws_url, retry=FAST_RETRY) as client:
+        session = await client.new_session("/work/project")
+        await within(session.prompt("before restart"))
+        await reference_server.restart()
+        await eventually(lambda: bool(client.recovery_outcomes), what="the recovery after the restart")
+        result = await within(session.prompt("after restart"))
+        assert result.stop_reason == "end_turn"
+        assert [outcome.path for outcome in client.recovery_outcomes] == [RecoveryPath.REPLAY]
+        assert "user: before restart" in session.transcript.text()
 
 
 async def test_refused_handshakes_get_503_until_the_window_ends(

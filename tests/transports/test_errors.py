@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ssl
+from typing import Any
 
 import httpx
 import pytest
 from websockets.exceptions import InvalidHandshake, InvalidURI
 
+from acp_client import AcpClient
 from acp_client.exceptions import (
     AuthenticationFailed,
     BatchNotSupported,
@@ -26,7 +28,8 @@ from acp_client.exceptions import (
     UnsafeRedirect,
     UnsupportedMediaType,
 )
-from acp_client.transports._errors import open_error, request_error, status_error
+from acp_client.transports._errors import open_error, plain_server_hint, request_error, status_error
+from tests._support import within
 
 
 @pytest.mark.parametrize(
@@ -91,3 +94,23 @@ def test_request_failures() -> None:
     wrapped.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
     tls = request_error(wrapped, what="GET", target="t", idle=1, sent=False, connecting=False)
     assert type(tls) is TlsVerificationError
+
+
+@pytest.mark.parametrize("scheme", ["https", "wss"])
+async def test_tls_to_a_plain_server_says_so_and_names_the_plain_url(scheme: str, reference_server: Any) -> None:
+    """``https://`` or ``wss://`` to a server that speaks no TLS: the error names the likely mistake, not only
+    OpenSSL's ``WRONG_VERSION_NUMBER``."""
+    plain = reference_server.ws_url if scheme == "wss" else reference_server.http_url
+    url = f"{scheme}://{plain.partition('://')[2]}"
+    client = AcpClient(url, retry=None)
+    with pytest.raises(ConnectError) as refused:
+        await within(client.connect())
+    await client.aclose()
+    assert f"the server does not speak TLS: is it {plain}?" in str(refused.value)
+
+
+def test_the_plain_server_hint_is_only_for_a_tls_url_answered_in_plain() -> None:
+    wrong = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)")
+    assert plain_server_hint(wrong, "https://h:1/acp") == " (the server does not speak TLS: is it http://h:1/acp?)"
+    assert plain_server_hint(httpx.ConnectError("x"), "https://h:1/acp") == ""
+    assert plain_server_hint(wrong, "ws://h:1/acp") == ""

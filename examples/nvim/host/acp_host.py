@@ -34,8 +34,9 @@ from typing import Any
 import attrs
 import pynvim
 
-from acp_client import AcpError, Continuity, PromptResult, RecoveryOutcome, RetryPolicy, SqliteSessionStore
-from acp_client.store import endpoint_key
+from acp_client import AcpError, PromptResult, RecoveryOutcome, RetryPolicy
+from acp_client.state import Continuity
+from acp_client.store import SqliteSessionStore, endpoint_key
 from acp_client.sync import (
     NewSessionEvent,
     PermissionEvent,
