@@ -443,7 +443,7 @@ async def _conformance_json(block: Block, tmp_path: Path) -> None:
     from acp_client.check import CHECKS
 
     shown = json.loads(block.body.replace("{...}", "..."))
-    assert list(shown) == ["target", "protocolVersion", "agent", "capabilities", "checks", "summary"]
+    assert list(shown) == ["target", "protocolVersion", "agent", "capabilities", "checks", "summary", "seconds"]
     assert set(shown["agent"]) == {"name", "version"} and set(shown["summary"]) == {"pass", "fail", "warn", "skip"}
     by_id = {check.id: check for check in CHECKS}
     for item in shown["checks"]:
