@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .exceptions import SessionOwnershipLost
 from .state import PromptResult
+from .transcript import TurnStatus
 
 if TYPE_CHECKING:
     from ._persistence import Persistence
     from ._sessions import Tracked
 
-__all__ = ["acknowledge", "acknowledged", "turn_outcome"]
+__all__ = ["acknowledge", "acknowledged", "retrieve", "settle", "status_of", "turn_outcome"]
 
 
 async def turn_outcome(body: asyncio.Future[PromptResult], future: asyncio.Future[PromptResult]) -> PromptResult:
@@ -77,3 +78,28 @@ async def acknowledge(
 ) -> PromptResult:
     """:func:`turn_outcome`, then :func:`acknowledged`: the result ``prompt()`` returns."""
     return await acknowledged(await turn_outcome(body, future), tracked, future, persistence, lease_check)
+
+
+def settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
+    """The one way the session table ends a turn: its result or error, once; an error nobody
+    awaits is retrieved (the ``prompt()`` caller may be gone, or a v1 turn never awaits it)."""
+
+    def end(outcome: PromptResult | BaseException) -> None:
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+            future.exception()
+        else:
+            future.set_result(outcome)
+
+    return end
+
+
+def retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def status_of(stop_reason: str | None) -> TurnStatus:
+    return TurnStatus.CANCELLED if stop_reason == "cancelled" else TurnStatus.COMPLETE

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._acknowledge import acknowledge
+from ._acknowledge import acknowledge, retrieve, settle, status_of
 from ._checks import check_seconds
 from ._client_state import StateMachine
 from ._codec import decode_update_params, from_wire, to_wire
@@ -35,7 +35,7 @@ from ._not_found import says_session_not_found
 from ._opening import opener
 from ._persistence import Persistence
 from ._queue import Ticket
-from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach
+from ._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach, replay_ended
 from ._restore import Settings
 from ._sessions import SessionTable, Tracked, Turn
 from ._supervisor import Supervisor
@@ -111,34 +111,12 @@ T = TypeVar("T")
 MAX_PROMPT_RESENDS = 3
 
 
-def _settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
-    def settle(outcome: PromptResult | BaseException) -> None:
-        if future.done():
-            return
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-            future.exception()  # the prompt() caller may be gone (or a v1 turn never awaits it)
-        else:
-            future.set_result(outcome)
-
-    return settle
-
-
 def _lost_context(conversation: str) -> str:
     """The context block a prompt carries after the agent lost the session (``carry_lost_context``)."""
     return (
         "[Context: the agent lost the earlier part of this conversation; it was:]\n"
         f"{conversation}\n[End of the earlier conversation.]"
     )
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-def _status_of(stop_reason: str | None) -> TurnStatus:
-    return TurnStatus.CANCELLED if stop_reason == "cancelled" else TurnStatus.COMPLETE
 
 
 class Engine:
@@ -509,6 +487,7 @@ class Engine:
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, self.version)
+        await replay_ended(self.table, tracked, link.call, version=self.version, clock=self.clock)
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
@@ -600,10 +579,10 @@ class Engine:
         """
         await self._previous_turn_ended(tracked)
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
-        turn = self.table.begin_turn(tracked, blocks, _settle(future))
+        turn = self.table.begin_turn(tracked, blocks, settle(future))
         self.emit(lambda o: o.touched(tracked))  # the most recently used session from now on
         body = asyncio.ensure_future(self._turn(tracked, turn, future, blocks))
-        body.add_done_callback(_retrieve)  # a turn nobody awaits any more (cancelled) ends quietly
+        body.add_done_callback(retrieve)  # a turn nobody awaits any more (cancelled) ends quietly
         tracked.turn_task = body
         try:
             with move_on_after(self.clock, timeout):
@@ -689,7 +668,7 @@ class Engine:
                 result = await self._send_prompt(tracked, params, None, turn.accept)  # once, on the new session
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
-                self.table.turn_status(tracked, turn, _status_of(response.stop_reason))
+                self.table.turn_status(tracked, turn, status_of(response.stop_reason))
                 return PromptResult(response.stop_reason, response.message_id, response.usage)
             turn.message_id = response.message_id
             ended = await future  # v2: the turn ends later, with state_update idle

@@ -17,7 +17,7 @@ import attrs
 
 from .exceptions import RpcError
 
-__all__ = ["SPELLINGS", "Spelling", "quote", "says_session_not_found"]
+__all__ = ["SPELLINGS", "Spelling", "quote", "says_retry_later", "says_session_not_found"]
 
 
 @attrs.frozen
@@ -150,3 +150,17 @@ def says_session_not_found(error: BaseException, session_id: str | None) -> Spel
         if spelling.matches(error, session_id):
             return spelling
     return None
+
+
+#: How a refusal says the session is only busy for now ("the session is closing; retry after close
+#: completes": Qwen Code's daemon 0.24.4 while it closes a session whose WebSocket dropped).
+_RETRY_LATER: Final = re.compile(r"\bretry (?:after|later|again)\b", re.IGNORECASE)
+
+
+def says_retry_later(error: RpcError) -> bool:
+    """Whether ``error`` says to try the same request again in a moment (the session is being closed
+    or torn down and will be there to load then), rather than that the session is gone."""
+    if _RETRY_LATER.search(error.message):
+        return True
+    details = _details(error)
+    return isinstance(details, str) and _RETRY_LATER.search(details) is not None

@@ -33,7 +33,7 @@ from ._connection import Connection
 from ._delivery import call_app
 from ._grace import after
 from ._logging import get_logger
-from ._not_found import quote, says_session_not_found
+from ._not_found import quote, says_retry_later, says_session_not_found
 from ._recovery import Probe, RecoveryPath, Step, StepFailure
 from ._restore import restore
 from ._sessions import SessionTable, Tracked
@@ -53,6 +53,7 @@ from .types import (
     Session,
     SessionStatusRequest,
     SessionStatusResponse,
+    SetSessionModeRequest,
 )
 
 __all__ = [
@@ -63,8 +64,11 @@ __all__ = [
     "attach_failed",
     "capabilities",
     "each",
+    "fence_late_replay",
     "open_attach_window",
     "record_after_attach",
+    "replay_ended",
+    "window_closed",
 ]
 
 logger = get_logger("acp_client.client")
@@ -72,8 +76,17 @@ logger = get_logger("acp_client.client")
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: How long a replay window stays open after the answer on unordered transports (HTTP).
+#: The quiet interval that ends a window left open after its answer: once no update came for the
+#: session for this long (on the client's clock), the replay (or snapshot) is over.
 REPLAY_GRACE = 0.5
+
+#: The longest a window stays open after its answer while updates keep coming.
+REPLAY_MAX_LINGER = 10.0
+
+#: How often a step the agent refused "for now" (:func:`acp_client._not_found.says_retry_later`) is
+#: tried again, and the pause before the first retry (it grows by as much each time).
+RETRY_LATER_ATTEMPTS = 4
+RETRY_LATER_DELAY = 0.25
 
 #: How many recovery outcomes the client keeps (the most recent ones).
 MAX_OUTCOMES = 1000
@@ -111,22 +124,136 @@ def open_attach_window(
     snapshot; returns the function that closes it when the answer arrives (call it again in a
     ``finally``: it is idempotent).
 
-    On a transport whose messages do not share one ordered stream (``TransportInfo.ordered`` is
-    false: Streamable HTTP's several SSE streams) the answer can overtake the last replayed
-    updates; there the window stays open for :data:`REPLAY_GRACE` seconds after the answer (or
-    until the next prompt).
+    The window stays open after the answer (it *lingers*) when the replay may still be on its way:
+
+    * on a transport whose messages do not share one ordered stream (``TransportInfo.ordered`` is
+      false: Streamable HTTP's several SSE streams), where the answer can overtake the replayed
+      updates: it closes once the session has been quiet for :data:`REPLAY_GRACE` seconds (each
+      update heard in the window starts the interval again, up to :data:`REPLAY_MAX_LINGER` after
+      the answer), or when the next prompt goes out (what follows is that turn's own);
+    * on an ordered one, for a replay of a session the client knows had turns when nothing was
+      replayed before the answer: some servers answer ``session/load`` first and
+      send the history only with the session's next message. :func:`fence_late_replay` (awaited
+      by whoever attached the session) ends that window.
+
+    :func:`window_closed` waits for a lingering window to close.
     """
     table.open_window(tracked, replay=replay)
+    expect_history = tracked.transcript.turns > 0
 
     def answered() -> None:
-        if tracked.window_timer is not None or not tracked.window_open:
+        if tracked.window_timer is not None or tracked.window_late or not tracked.window_open:
             return
-        if ordered:
-            table.close_window(tracked)
+        if not ordered:
+            _linger(table, tracked, clock)
+        elif replay and expect_history and tracked.replayed == 0:
+            tracked.window_late = True  # fence_late_replay decides
         else:
-            tracked.window_timer = after(clock, REPLAY_GRACE, lambda: table.close_window(tracked))
+            table.close_window(tracked)
 
     return answered
+
+
+async def fence_late_replay(
+    table: SessionTable,
+    tracked: Tracked,
+    request: Callable[[str, Any], Awaitable[Any]],
+    *,
+    version: int,
+    clock: Clock,
+) -> None:
+    """End a replay window left open on an ordered transport (nothing was replayed before the
+    answer: :func:`open_attach_window`).
+
+    Some servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
+    session's next message, whatever it is. Without a fence, that replay would arrive inside the
+    next turn. The fence is the one session-scoped v1 request that changes nothing:
+    ``session/set_mode`` to the mode the load answer reported as current. Once it is answered,
+    every replayed update sent before it has arrived (the transport is ordered), and the window
+    closes. Without a current mode to set (or when the agent refuses it), the window closes after
+    the quiet interval instead.
+    """
+    if not tracked.window_late or not tracked.window_open:
+        return
+    modes = tracked.record.modes
+    mode = modes.current_mode_id if modes is not None else None
+    if version < 2 and mode:
+        params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
+        try:
+            await request("session/set_mode", params)
+        except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
+        else:
+            table.close_window(tracked)
+            return
+    if tracked.window_open and tracked.window_timer is None:
+        _linger(table, tracked, clock)
+
+
+def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
+    """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`).
+
+    A late window on an ordered transport (nothing replayed before the answer, and nothing could
+    fence it) that stays quiet, for an agent that echoes prompts back, is not closed: it stays open
+    until the next turn's own first update, the echo of its prompt
+    (:attr:`~acp_client._sessions.Tracked.window_until_turn`), and whoever waits for it goes on. For
+    an agent that does not echo, nothing would mark that turn's start: the window closes.
+    """
+    until = clock.monotonic() + REPLAY_MAX_LINGER
+    seen = tracked.window_heard
+
+    def check() -> None:
+        nonlocal seen
+        tracked.window_timer = None
+        if not tracked.window_open:
+            return
+        if tracked.window_heard != seen and clock.monotonic() < until:
+            seen = tracked.window_heard
+            tracked.window_timer = after(clock, REPLAY_GRACE, check)
+            return
+        if (
+            tracked.window_late
+            and tracked.window_heard == 0
+            and tracked.replaying
+            and tracked.transcript.echoes_prompts
+        ):
+            tracked.window_until_turn = True
+            table.release_waiters(tracked)
+            return
+        table.close_window(tracked)
+
+    tracked.window_timer = after(clock, REPLAY_GRACE, check)
+
+
+async def replay_ended(
+    table: SessionTable,
+    tracked: Tracked,
+    request: Callable[[str, Any], Awaitable[Any]],
+    *,
+    version: int,
+    clock: Clock,
+) -> None:
+    """After a load / resume answer: wait until its replay (if one may still come) has ended
+    (:func:`fence_late_replay`, then :func:`window_closed`)."""
+    if tracked.replaying:
+        await fence_late_replay(table, tracked, request, version=version, clock=clock)
+        await window_closed(tracked)
+
+
+async def window_closed(tracked: Tracked) -> None:
+    """Wait until ``tracked``'s lingering window (if any) has closed: the replay has ended."""
+    if (tracked.window_timer is None and not tracked.window_late) or tracked.window_until_turn:
+        return
+    if not tracked.window_open:
+        return
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def closed() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    tracked.window_waiters.append(closed)
+    await done
 
 
 def attach_failed(table: SessionTable, tracked: Tracked, exc: BaseException) -> None:
@@ -361,6 +488,7 @@ class Recoverer:
         history: list[tuple[str, str]] = []
         error: BaseException | None = None
         index: int | None = 0 if steps else None
+        retried = 0
         common: dict[str, Any] = {"planned": planned, "previous_session_id": previous, "probe": probe}
         common["endpoint"] = endpoint
         common.update(raw_status=raw_status, state=state, notes=notes)
@@ -369,6 +497,17 @@ class Recoverer:
             try:
                 extra = await self._run_step(conn, tracked, step)
             except (RpcError, RequestTimeout, InvalidMessage) as exc:  # a timeout is a refusal too
+                if isinstance(exc, RpcError) and says_retry_later(exc) and retried < RETRY_LATER_ATTEMPTS:
+                    # Busy, not gone (the agent is still closing the session the drop left behind).
+                    retried += 1
+                    delay = RETRY_LATER_DELAY * retried
+                    history.append((step.value, f"retry later: {exc}"))
+                    common["notes"] = (
+                        *common["notes"],
+                        f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s",
+                    )
+                    await self._clock.sleep(delay)
+                    continue
                 if isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id):
                     history.append((step.value, "not_found"))
                     error, failure = exc, StepFailure.NOT_FOUND
@@ -380,8 +519,9 @@ class Recoverer:
                 path = _recovery.path_of(step, version)
                 if step is Step.RESUME and tracked.resume_replayed:
                     path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
-                replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
                 continuity, judged = await self._judge(conn, tracked, path, probe, previous)
+                # Counted once the replay has ended (_judge waits for a late one).
+                replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
                 extra = (*extra, *judged)
                 lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
                 if lost:
@@ -427,14 +567,19 @@ class Recoverer:
         notes: tuple[str, ...] = ()
         verdict: _continuity.Verdict = (Continuity.LOST, None)
         if path is RecoveryPath.REPLAY:
-            if tracked.window_timer is not None:  # unordered transport: the replay may still arrive
-                await self._clock.sleep(REPLAY_GRACE)
-                self._table.close_window(tracked)
-            report = tracked.transcript.last_replay
-            if report is not None:
-                notes = report.notes
-            gap = report.lacks_history() if report is not None else None
-            verdict = _continuity.of_replay(checked=report is not None and self._table.keep_transcripts, gap=gap)
+            await window_closed(tracked)  # the replay may still be arriving after the answer
+            if tracked.window_until_turn:
+                verdict = (
+                    Continuity.UNVERIFIED,
+                    f"continuity unverified: nothing replayed within {REPLAY_GRACE:g}s of the answer; "
+                    "a replay that comes with the next message is placed as history",
+                )
+            else:
+                report = tracked.transcript.last_replay
+                if report is not None:
+                    notes = report.notes
+                gap = report.lacks_history() if report is not None else None
+                verdict = _continuity.of_replay(checked=report is not None and self._table.keep_transcripts, gap=gap)
         elif path is RecoveryPath.RESUME:
             verdict = _continuity.of_resume(probe, held_by=tracked.agent_process, now=conn.transport.info.agent_process)
         elif tracked.session_id == previous:  # session/new gave the same id back: the agent's own copy, maybe
@@ -488,6 +633,13 @@ class Recoverer:
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, version)
+        await fence_late_replay(
+            self._table,
+            tracked,
+            lambda name, params: conn.request(name, params, timeout=timeout),
+            version=version,
+            clock=self._clock,
+        )
         if tracked.resume_replayed:
             return ("the agent replayed history during session/resume",)
         return ()

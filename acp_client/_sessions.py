@@ -116,6 +116,18 @@ class Tracked:
         #: What the app set (mode, model, config options), re-applied after a replay or new session.
         self.settings = Settings()
         self.window_timer: _Cancellable | None = None
+        #: Updates the session received while its window was open (a lingering window closes
+        #: once they stop coming: :func:`acp_client._recoverer.open_attach_window`).
+        self.window_heard = 0
+        #: The window's answer came before any replayed update on an ordered transport: the replay
+        #: may come after it (see :func:`acp_client._recoverer.fence_late_replay`).
+        self.window_late = False
+        #: A late replay window that nothing could fence stays open through the next prompt, until
+        #: that turn's own first update (the agent's echo of the prompt): what comes before it is
+        #: still the replay.
+        self.window_until_turn = False
+        #: Called once when the window closes (a recovery waiting for a late replay to end).
+        self.window_waiters: list[Callable[[], None]] = []
         self.turn: Turn | None = None
         #: The task running the current (or last) turn: a cancelled turn the agent has not ended
         #: yet keeps running in it, and the next prompt waits for it (``Engine.run_turn``).
@@ -264,6 +276,9 @@ class SessionTable:
     def open_window(self, tracked: Tracked, *, replay: bool) -> None:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
         self.close_window(tracked)
+        tracked.window_heard = 0
+        tracked.window_late = False
+        tracked.window_until_turn = False
         tracked.window_decided = replay
         tracked.resume_replayed = False
         if replay:
@@ -293,6 +308,15 @@ class SessionTable:
                 tracked.replay_cut_off = False
         tracked.replaying = False
         tracked.snapshot_window = False
+        tracked.window_late = tracked.window_until_turn = False
+        self.release_waiters(tracked)
+
+    def release_waiters(self, tracked: Tracked) -> None:
+        """Whoever waits for ``tracked``'s window may go on (it closed, or it stays open only for
+        the next turn's own updates to end it)."""
+        waiters, tracked.window_waiters = tracked.window_waiters, []
+        for waiter in waiters:
+            waiter()
 
     def cut_off(self, tracked: Tracked) -> None:
         """The connection dropped while ``tracked``'s window was open. A window whose answer had
@@ -330,7 +354,7 @@ class SessionTable:
         """The prompt goes out now: a window lingering after its answer (unordered transports)
         closes, as whatever arrives from now on is live; and a v1 transcript (agents do not echo
         prompts there) records the user's message."""
-        if tracked.window_timer is not None:
+        if tracked.window_timer is not None or (tracked.window_until_turn and not tracked.transcript.echoes_prompts):
             self.close_window(tracked)
         turn = tracked.turn
         if turn is not None and not turn.recorded:
@@ -360,6 +384,8 @@ class SessionTable:
     def end_turn(self, tracked: Tracked, turn: Turn) -> None:
         if tracked.turn is turn:
             tracked.turn = None
+            if tracked.window_until_turn:  # the turn ended and no echo came: what came was the replay
+                self.close_window(tracked)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -370,6 +396,13 @@ class SessionTable:
         tracked = self._by_id.get(session_id)
         if tracked is None:
             return _new_event(session_id, update, False)
+        if (
+            tracked.window_until_turn
+            and tracked.turn is not None
+            and tracked.turn.recorded
+            and tracked.transcript.begins_echo(update)
+        ):
+            self.close_window(tracked)  # the next turn's own first update: the replay is over
         if tracked.snapshot_window and not tracked.window_decided and _is_message(update):
             tracked.window_decided = True
             replays = self.replays_on_resume
@@ -381,6 +414,8 @@ class SessionTable:
                 self._begin_replay(tracked)
         replay = tracked.replaying
         turn = tracked.turn
+        if replay or tracked.snapshot_window:
+            tracked.window_heard += 1
         if replay:
             tracked.replayed += 1
         elif turn is not None and turn.recorded and not tracked.snapshot_window:

@@ -35,6 +35,7 @@ from .exceptions import (
     ConnectError,
     HttpStatusError,
     IncompatibleProtocolVersion,
+    NotAcceptable,
     RequestTimeout,
     RpcError,
     ServiceUnavailable,
@@ -148,6 +149,10 @@ def is_retryable(error: BaseException) -> bool:
     if is_fatal(error) or isinstance(error, AuthenticationFailed):
         return False
     if isinstance(error, HttpStatusError):
+        if error.status == 406 and not isinstance(error, NotAcceptable):
+            # A WebSocket upgrade answered 406 reached a plain HTTP route, not a WebSocket endpoint (yet):
+            # a server still mounting its routes after a restart (Qwen Code's daemon). Retried as a 404 is.
+            return True
         return error.status >= 500 or error.status in (404, 408, 425, 429)
     return isinstance(error, ConnectError | TransportError | RequestTimeout | RpcError)
 

@@ -46,6 +46,8 @@ from typing import Any
 
 import attrs
 
+from ._bound import BLOCK_BYTES, blocks_bytes, cut_head, plain, text_bytes
+from ._echo import Echo
 from ._reconcile import reconcile
 from .types import ContentBlock, TextContent
 
@@ -165,7 +167,7 @@ class TranscriptMessage:
                 pending.append(block.text)
                 return
             last = self._blocks[-1] if self._blocks else None
-            if isinstance(last, TextContent) and _plain(last):
+            if isinstance(last, TextContent) and plain(last):
                 pending.append(block.text)
                 return
         elif pending:
@@ -177,10 +179,6 @@ class TranscriptMessage:
         assert isinstance(last, TextContent)
         self._blocks[-1] = TextContent(text=last.text + "".join(self._pending))
         self._pending.clear()
-
-
-def _plain(block: TextContent) -> bool:
-    return block.annotations is None and block.meta is None
 
 
 @attrs.define
@@ -211,29 +209,6 @@ def _blocks_of(content: Any) -> list[ContentBlock]:
 
 #: The default bound of a transcript's message text in memory (see :attr:`Transcript.max_bytes`).
 DEFAULT_MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024
-#: What a non-text content block counts for (its size is not measured).
-_BLOCK_BYTES = 64
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _blocks_bytes(blocks: Iterable[Any]) -> int:
-    return sum(_size(block.text) if isinstance(block, TextContent) else _BLOCK_BYTES for block in blocks)
-
-
-def _message_bytes(message: TranscriptMessage) -> int:
-    return _blocks_bytes(message.blocks)
-
-
-#: The ``_meta`` of the text block that says how much of a message's head was dropped (never
-#: merged with the text after it).
-_MARKER_META = {"acp_client": "dropped"}
-
-
-def _marker(dropped: int) -> TextContent:
-    return TextContent(text=f"… {dropped} bytes dropped … ", meta=dict(_MARKER_META))
 
 
 @attrs.define
@@ -387,6 +362,9 @@ class Transcript:
         self._replay_open: TranscriptMessage | None = None
         self._turn_start: int | None = None
         self._turn_prompt: tuple[ContentBlock, ...] = ()
+        self._echo = Echo()  # what of the recorded prompt the agent has not echoed back yet
+        #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
+        self.echoes_prompts = False
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -465,10 +443,12 @@ class Transcript:
 
     def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
         """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
-        v2 agents do, and their echo becomes the turn's message)."""
+        v2 agents do, and their echo becomes the turn's message). A recorded prompt the agent still
+        echoes back is that same message (:mod:`acp_client._echo`)."""
         blocks = tuple(prompt)
         self._turn_start = len(self.messages)
         self._turn_prompt = blocks
+        self._echo = Echo(blocks if record else ())
         if record:
             self.add_user_prompt(blocks)
             self.messages[-1].status = TurnStatus.RUNNING
@@ -480,6 +460,7 @@ class Transcript:
         start = self._turn_start
         self._turn_start = None
         self._open = None
+        self._echo = Echo()
         if start is None:
             return
         start = min(start, len(self.messages))
@@ -506,6 +487,7 @@ class Transcript:
         start = self._turn_start
         self._turn_start = None
         self._open = None
+        self._echo = Echo()
         if start is not None:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
@@ -520,7 +502,7 @@ class Transcript:
         message = TranscriptMessage("user", message_id)
         message.append(blocks)
         self._insert(message)
-        self._took(_message_bytes(message))
+        self._took(blocks_bytes(message.blocks))
 
     def end_turn(self) -> None:
         """Close the open message: the next id-less chunk starts a new one."""
@@ -531,6 +513,9 @@ class Transcript:
         kind: Any = getattr(update, "kind", None)
         if self._replaying:
             self._collect(kind, update)
+            return
+        if self._echo and self._echo.take(update):
+            self.echoes_prompts = True
             return
         role = _CHUNK_ROLES.get(kind)
         if role is not None:
@@ -547,23 +532,27 @@ class Transcript:
                     text = content.text
                     pending.append(text)  # plain text after plain text: what add() does, in short
                     # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
-                    self._bytes += len(text) if text.isascii() else _size(text)
+                    self._bytes += len(text) if text.isascii() else text_bytes(text)
                     if self._bytes > self.max_bytes:
                         self._trim()
                     return
                 open_message.add(content)
-                self._took(_size(content.text) if type(content) is TextContent else _BLOCK_BYTES)
+                self._took(text_bytes(content.text) if type(content) is TextContent else BLOCK_BYTES)
                 return
             blocks = _blocks_of(content)
             self._chunk(role, message_id, blocks)
-            self._took(_blocks_bytes(blocks))
+            self._took(blocks_bytes(blocks))
         elif kind in _FULL_ROLES:
             content = getattr(update, "content", None)
             self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), content)
-            self._took(_blocks_bytes(_blocks_of(content)) if content is not None else 0)  # an upper bound
+            self._took(blocks_bytes(_blocks_of(content)) if content is not None else 0)  # an upper bound
         else:
             self._open = None  # never fuse a message across a non-message update (a replay would not)
             self._other(kind, update)
+
+    def begins_echo(self, update: Any) -> bool:
+        """Whether ``update`` starts the echo of the prompt just recorded (nothing taken)."""
+        return self._echo.begins(update)
 
     def _other(self, kind: Any, update: Any) -> None:
         if kind in ("tool_call", "tool_call_update"):
@@ -694,7 +683,7 @@ class Transcript:
         target = self.max_bytes * 3 // 4
         held = [(segment.messages, m) for segment in self.earlier for m in segment.messages]
         held += [(self.messages, m) for m in self.messages]
-        sizes = [_message_bytes(m) for _, m in held]
+        sizes = [blocks_bytes(m.blocks) for _, m in held]
         total = sum(sizes)
         if total <= target:
             self._bytes = total
@@ -728,25 +717,13 @@ class Transcript:
         self._bytes = total
 
     def _cut_head(self, message: TranscriptMessage, excess: int) -> int:
-        """Drop the oldest ``excess`` bytes (or a little more) of ``message``'s plain text, behind
-        one marker block; returns how many bytes the message shrank by. Other blocks are kept."""
-        before = _message_bytes(message)
-        blocks = [b for b in message.blocks if not (isinstance(b, TextContent) and b.meta == _MARKER_META)]
-        freed = 0
-        kept: list[ContentBlock] = []
-        for block in blocks:
-            if freed >= excess or not isinstance(block, TextContent) or not _plain(block):
-                kept.append(block)
-                continue
-            data = block.text.encode("utf-8", "surrogatepass")
-            rest = data[min(len(data), excess - freed) :].decode("utf-8", "ignore")  # a cut character goes whole
-            freed += len(data) - _size(rest)
-            if rest:
-                kept.append(TextContent(text=rest))
+        """Cut the oldest ``excess`` bytes of ``message``'s plain text (:func:`~acp_client._bound.cut_head`);
+        returns how many bytes the message shrank by."""
+        before = blocks_bytes(message.blocks)
+        message.blocks, freed = cut_head(message.blocks, excess, message.dropped_bytes)
         message.dropped_bytes += freed
         self.dropped_bytes += freed
-        message.blocks = [_marker(message.dropped_bytes), *kept]
-        return before - _message_bytes(message)
+        return before - blocks_bytes(message.blocks)
 
     # -- internals ----------------------------------------------------------------------------------
 

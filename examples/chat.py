@@ -23,21 +23,25 @@ pauses while the client keeps watching the connection (it ends early if the clie
 stored (or tracked) sessions and ``/switch ID`` continues another one (see ``chat_store.py``,
 ``--store PATH``). The exit status is 0
 after the last line, 2 if the client gave up (``--max-elapsed SECONDS`` bounds how long it keeps
-reconnecting; default 120), 64 on a usage error.
+reconnecting; default 120). A mistake on the command line (a malformed URL, a missing script file,
+a bad option value, a store that cannot be opened) is one line on stderr and exit status 2, before
+anything connects.
 
 Interactive mode (the default with a URL) is in ``chat_ui.py``: streamed text, a status line,
 permission prompts, a banner per recovery; Ctrl-C cancels the running turn, a second Ctrl-C exits
-(status 130); ``/retry`` sends again the prompt a drop cut off; ``/quit`` or Ctrl-D exits with 0.
+(status 130); ``/retry`` sends again the prompt a drop cut off; ``/reconnect`` tries again at once
+while the status line counts down to the next attempt; ``/quit`` or Ctrl-D exits with 0.
 ``ACP_CHAT_PLAIN=1`` forces plain text (no rich). ``--insecure`` skips TLS certificate
 verification (testing only).
 
 ``--json`` prints one JSON object per line (``event`` + ``t`` seconds since start): connected,
 session, history (a restored conversation, every segment), update, turn_end (with the turn's
 status), disconnected, reconnect_attempt, recovered, turn_interrupted, stream_resumed (a
-broken HTTP stream reattached, nothing lost), status, error. ``recovered`` carries
-``continuity``: ``"kept"`` (shown: the agent has the whole conversation), ``"lost"`` (a
-completed turn is missing from its replay, or a new session), or
-``"unverified"`` (nothing showed either way: a resume without a status probe, or by an agent
+broken HTTP stream reattached, nothing lost), status, error, notice (``message``: with
+``--store``, why a run starts a new session though the store holds this URL's sessions: another
+process holds them). ``recovered`` carries ``continuity``: ``"kept"`` (shown: the agent has the
+whole conversation), ``"lost"`` (a completed turn is missing from its replay, or a new session),
+or ``"unverified"`` (nothing showed either way: a resume without a status probe, or by an agent
 process that was restarted), and ``continuityNote``, why, when it is not kept.
 """
 
@@ -48,13 +52,15 @@ import asyncio
 import contextlib
 import inspect
 import json
+import math
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
@@ -79,9 +85,11 @@ from acp_client import (
     TurnStatus,
     UpdateEvent,
 )
+from acp_client.display import UNSAFE_CHARACTERS, printable
 from acp_client.pool import Pool
 from acp_client.state import Continuity, Probe
 from acp_client.store import SqliteSessionStore
+from acp_client.transports.endpoint import connector_for
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -91,7 +99,59 @@ from acp_client.types import (
 
 EXIT_OK = 0
 EXIT_GAVE_UP = 2
-EXIT_USAGE = 64
+#: A mistake on the command line: one line on stderr (the argparse convention).
+EXIT_USAGE = 2
+PROG = "chat.py"
+
+
+class UsageError(Exception):
+    """A mistake on the command line: shown as one line, exit status :data:`EXIT_USAGE`."""
+
+
+def usage_error(message: str) -> int:
+    """Say ``message`` as the one line of a command-line mistake; the exit status."""
+    sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+    return EXIT_USAGE
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line (no usage block): ``chat.py: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        usage_error(f"{message} (see --help)")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _seconds(text: str) -> float:
+    """An option's number of seconds: finite, zero or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, zero or more")
+    return value
+
+
+def read_script(path: Path) -> list[str]:
+    """The lines of a ``--script`` file.
+
+    Raises:
+        UsageError: It cannot be read as UTF-8 text (missing, a directory, unreadable, binary).
+    """
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"--script {str(path)!r}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--script {str(path)!r} is a directory, not a file of prompts") from None
+    except PermissionError:
+        raise UsageError(f"--script {str(path)!r}: permission denied") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--script {str(path)!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"--script {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def update_text(update: Any) -> str:
@@ -105,6 +165,42 @@ def update_text(update: Any) -> str:
     return title if isinstance(title, str) else ""
 
 
+#: Characters json.dumps(..., ensure_ascii=False) leaves raw that a terminal showing the JSON would
+#: act on (C1 controls, DEL, bidirectional and other format characters, separators, surrogates).
+_JSON_UNSAFE = re.compile(UNSAFE_CHARACTERS)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON spells a character beyond the BMP as a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """``record`` as one JSON line, every control and format character escaped (``\\u009b``,
+    ``\\u202e``): the line is safe on a terminal, and reads back as the exact text."""
+    return _JSON_UNSAFE.sub(_json_escape, json.dumps(record, ensure_ascii=False))
+
+
+#: Event fields that hold a message's text, shown on lines of their own (newlines kept); every
+#: other string an event carries is shown within one line.
+_MULTI_LINE = frozenset({"text", "prompt"})
+
+
+def shown(value: Any, key: str = "") -> Any:
+    """An event's fields as a person may see them: agent text made printable (escape sequences,
+    controls and bidirectional overrides visible, never acted on); one-line fields flattened."""
+    if isinstance(value, str):
+        return printable(value, one_line=key not in _MULTI_LINE)
+    if isinstance(value, dict):
+        return {name: shown(item, name) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown(item, key) for item in value]
+    return value
+
+
 class Output:
     """Where chat events go: JSON lines (for scripts) or readable text (for people)."""
 
@@ -113,13 +209,21 @@ class Output:
         self.stream = stream
         self.started = time.monotonic()
         self._mid_line = False
+        #: Sessions whose lost conversation is on screen under its divider already (a restored
+        #: history): their ``recovered`` banner does not draw the divider again.
+        self.divided: set[str] = set()
 
     def event(self, name: str, **fields: Any) -> None:
         if self.json_mode:
             record = {"event": name, "t": round(time.monotonic() - self.started, 3), **fields}
-            self.stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.stream.write(json_line(record) + "\n")
             self.stream.flush()
             return
+        fields = shown(fields)
+        if name == "history" and any(segment["lost"] for segment in fields["segments"]):
+            self.divided.add(fields["sessionId"])
+        if name == "recovered" and fields.get("sessionId") in self.divided:
+            fields = {**fields, "lostTurns": 0}
         text = self.describe(name, fields)
         if text is None:
             return
@@ -138,10 +242,10 @@ class Output:
         if self.json_mode:
             return
         messages = list(handle.transcript.messages)
-        self.stream.write(f"● session {handle.session_id}: {len(messages)} messages\n")
+        self.stream.write(f"● session {printable(handle.session_id, one_line=True)}: {len(messages)} messages\n")
         for message in messages:
             who = "agent (put in its replay)" if message.inserted else message.role
-            self.stream.write(f"  {who}: {message.text}\n")
+            self.stream.write(f"  {who}: {printable(message.text)}\n")
         self.stream.flush()
 
     @staticmethod
@@ -159,7 +263,7 @@ class Output:
             if f["kind"] in ("agent_message_chunk", "agent_message"):
                 return str(f["text"])
             if f["kind"] in ("tool_call", "tool_call_update") and f["text"]:
-                return f"  ⚙ {f['text']}\n"
+                return f"  ⚙ {printable(f['text'], one_line=True)}\n"  # a title: one line
             return None
         if name == "history":
             return "\n".join(history_lines(f))
@@ -169,7 +273,7 @@ class Output:
                 return "  (refused by the agent: not part of the conversation)"
             return f"  ({f['stopReason']})"
         if name == "disconnected":
-            return f"⚠ disconnected: {f['reason']}"
+            return f"⚠ disconnected: {plain_reason(f['reason'])}"
         if name == "reconnect_attempt":
             return f"… reconnecting in {f['delay']:.1f}s (attempt {f['attempt']})"
         if name == "recovered":
@@ -190,7 +294,28 @@ class Output:
             return f"● status {f['sessionId']}{where}: {f['status']} (raw={f['raw']!r}, state={f['state']!r})"
         if name == "error":
             return f"✗ {f['message']}"
+        if name == "notice":
+            return f"● {f['message']}"
         return None
+
+
+def plain_reason(reason: str | None) -> str:
+    """Why the connection ended, in plain words for a person (the ``disconnected`` event keeps the
+    exact reason for scripts): never an exception's name or a close code."""
+    text = (reason or "").lower()
+    if "refused" in text:
+        return "the agent refused the connection"
+    if "killed by" in text or "exited" in text:
+        return "the agent process ended"
+    if "closed by agent" in text or "connection closed (" in text:
+        return "the agent closed the connection"
+    if "timed out" in text or "timeout" in text or "keepalive" in text or "ping" in text:
+        return "the agent stopped answering"
+    if "down too long" in text:
+        return "the agent has been unreachable for too long"
+    if "closed by the app" in text or "closed by client" in text:
+        return "closed"
+    return "the connection dropped"
 
 
 def lost_divider(turns: int) -> str:
@@ -303,6 +428,10 @@ class Chat:
         #: until it is (so "connection lost" comes first).
         self._outage_reported = False
         self._held: list[dict[str, Any]] = []
+        #: Until :meth:`start` has shown the session (and a restored conversation), recovery events
+        #: wait here: "connected", then the conversation, then what recovery did to it.
+        self._opening = True
+        self._held_recoveries: list[tuple[str, dict[str, Any]]] = []
         #: Extra listeners for every connection state (the interactive UI adds its status line).
         self.state_listeners: list[Callable[[ConnectionState], None]] = [on_state] if on_state else []
         #: Answers permission requests; replaceable after construction (the UI asks the user).
@@ -385,7 +514,8 @@ class Chat:
             self.output.event("turn_interrupted", **fields)
 
     def _on_update(self, event: UpdateEvent) -> None:
-        self.output.event(
+        say = self._say_recovery if event.replay else self.output.event  # a replay is part of a recovery
+        say(
             "update",
             sessionId=event.session_id,
             kind=event.update.kind,
@@ -397,9 +527,21 @@ class Chat:
         self.recoveries += 1
         self._recovery.set()
 
+    def _say_recovery(self, name: str, **fields: Any) -> None:
+        if self._opening:
+            self._held_recoveries.append((name, fields))
+        else:
+            self.output.event(name, **fields)
+
+    def _release_recoveries(self) -> None:
+        self._opening = False
+        held, self._held_recoveries = self._held_recoveries, []
+        for name, fields in held:
+            self.output.event(name, **fields)
+
     def _on_recovered(self, outcome: RecoveryOutcome) -> None:
         self._count_recovery()
-        self.output.event(
+        self._say_recovery(
             "recovered",
             path=outcome.path.value,
             sessionId=outcome.session_id,
@@ -415,7 +557,7 @@ class Chat:
         # Not a `recovered` event: that one's path is resume | replay | new_session (the README's JSON event table).
         self._count_recovery()
         cause = f": {outcome.error}" if outcome.error is not None else ""
-        self.output.event("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
+        self._say_recovery("error", message=f"could not recover session {outcome.previous_session_id}{cause}")
 
     def _on_stream_resumed(self, resumed: StreamResumed) -> None:
         self.output.event("stream_resumed", sessionId=resumed.session_id, fromEventId=resumed.from_event_id)
@@ -428,15 +570,22 @@ class Chat:
             self._held.append(fields)
 
     async def start(self) -> None:
+        """Connect and open the session: with a store, the most recently used one, its
+        conversation shown at once; then what recovery did to each stored session."""
         await self.client.connect()  # with a store: its sessions (of this URL, or this pool) recover here
-        restored = chat_store.restored_handle(self) if self.store is not None else None
-        if restored is None:
-            await self.new_session()
-            return
-        self.handle = restored
-        self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
-        if restored.transcript.all_messages():  # the restored conversation, at once
-            self.output.event("history", **history_messages(restored))
+        try:
+            restored = chat_store.restored_handle(self) if self.store is not None else None
+            if restored is None:
+                for notice in chat_store.held_elsewhere(self):  # never a silent fresh start
+                    self.output.event("notice", message=notice)
+                await self.new_session()
+                return
+            self.handle = restored
+            self.output.event("session", sessionId=restored.session_id, restored=True, **self._where(restored.endpoint))
+            if restored.transcript.all_messages():  # the restored conversation, at once
+                self.output.event("history", **history_messages(restored))
+        finally:
+            self._release_recoveries()
 
     async def new_session(self) -> SessionHandle:
         self.handle = await self.client.new_session(self.cwd)
@@ -558,7 +707,7 @@ async def run_script(chat: Chat, lines: Sequence[str]) -> int:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "url", nargs="*", help="ws(s)://, http(s):// or stdio:COMMAND; several: instances of one agent, one pool"
     )
@@ -579,14 +728,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--max-elapsed",
-        type=float,
+        type=_seconds,
         default=120.0,
         metavar="SECONDS",
         help="give up reconnecting after this long down (default 120); the script then exits 2",
     )
     parser.add_argument(
         "--failover-delay",
-        type=float,
+        type=_seconds,
         default=5.0,
         metavar="SECONDS",
         help="with several URLs: how long a session's instance may stay unreachable before it moves (default 5)",
@@ -604,8 +753,16 @@ async def amain(args: argparse.Namespace) -> int:
 
         return int(await run_demo(output, protocol_version=args.protocol_version))
     if not args.url:
-        print("a URL is required (or --demo)", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error("a URL is required (or --demo); see --help")
+    try:
+        lines = read_script(args.script) if args.script is not None else None
+        # Every URL's form, before anything connects (a pool checks them too, but later).
+        for url in args.urls:
+            connector_for(url)
+    except UsageError as exc:
+        return usage_error(str(exc))
+    except ConfigurationError as exc:  # a URL of no known form: one line saying which forms work
+        return usage_error(str(exc))
     from acp_client import TlsConfig
 
     tls = TlsConfig(verify=False) if args.insecure else None
@@ -617,8 +774,7 @@ async def amain(args: argparse.Namespace) -> int:
             try:
                 store = stack.enter_context(SqliteSessionStore(args.store))
             except AcpError as exc:
-                output.event("error", message=f"session store: {exc}")
-                return EXIT_GAVE_UP
+                return usage_error(f"--store: {exc}")
         try:
             chat = Chat(
                 endpoint,
@@ -629,11 +785,9 @@ async def amain(args: argparse.Namespace) -> int:
                 failover_delay=args.failover_delay,
                 session_store=store,
             )
-        except ConfigurationError as exc:  # a URL of no known form: one line saying which forms work
-            output.event("error", message=str(exc))
-            return EXIT_USAGE
-        if args.script is not None:
-            lines = args.script.read_text(encoding="utf-8").splitlines()
+        except ConfigurationError as exc:
+            return usage_error(str(exc))
+        if lines is not None:
             return await run_script(chat, lines)
         from chat_ui import run_interactive  # type: ignore[import-not-found]
 
@@ -641,7 +795,10 @@ async def amain(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # --help, or a mistake already said in one line
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     loop = asyncio.new_event_loop()
     task = loop.create_task(amain(args))

@@ -18,6 +18,7 @@ Commands (script and interactive modes):
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from acp_client import AcpError, SessionHandle, SessionNotTracked
@@ -32,6 +33,27 @@ def restored_handle(chat: Any) -> SessionHandle | None:
         if handle is not None:
             return handle
     return None
+
+
+def held_elsewhere(chat: Any) -> list[str]:
+    """Why a run with a store starts a new session though the store holds this URL's sessions:
+    another process holds them (a chat still running, or one that ended without closing, whose
+    hold lasts until its lease expires). One line each; none when nothing is held elsewhere."""
+    key = chat.client.session_store_key
+    if chat.store is None or key is None:
+        return []
+    now = datetime.now(timezone.utc)
+    lines = []
+    for record in chat.store.load(key):
+        lease = record.lease
+        if lease is None or lease.owner is None or lease.owner == chat.client.owner or lease.expires_at <= now:
+            continue
+        until = lease.expires_at.astimezone().strftime("%H:%M:%S")
+        lines.append(
+            f"stored session {record.session_id} is held by another process ({lease.owner}) until {until}: "
+            "this run starts a new session; run again after that time to continue the stored one"
+        )
+    return lines
 
 
 def listing(chat: Any) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ Ctrl-D          exit with status 0
 ``/switch ID``  continue another session (its id or a unique prefix; see ``chat_store.py``)
 ``/new``        start a new session (without ``--store`` the old one is no longer recovered)
 ``/retry``      send again the prompt a drop cut off (the client never re-sends it by itself)
+``/reconnect``  while reconnecting: try again now instead of waiting out the countdown
 ``/help``       this list
 ``/quit``       exit with status 0
 ==============  ===========================================================================
@@ -61,9 +62,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import chat_store
-from chat import EXIT_GAVE_UP, EXIT_OK, Chat, Output, continuity_banner, recovery_banner
+from chat import (
+    EXIT_GAVE_UP,
+    EXIT_OK,
+    Chat,
+    Output,
+    continuity_banner,
+    lost_divider,
+    plain_reason,
+    recovery_banner,
+    shown,
+)
 
 from acp_client import AcpError, CapabilityNotSupported, ConnectionState, State, UpdateEvent
+from acp_client.display import printable
 from acp_client.types import (
     CancelledPermissionOutcome,
     RequestPermissionRequest,
@@ -96,7 +108,7 @@ EXIT_INTERRUPTED = 130
 DOUBLE_INTERRUPT_WINDOW = 2.0
 _TICK = 0.2
 
-HELP = """commands: /status  /sessions  /switch ID  /new  /retry  /help  /quit
+HELP = """commands: /status  /sessions  /switch ID  /new  /retry  /reconnect  /help  /quit
 Ctrl-C cancels the running turn; Ctrl-C twice (or /quit, Ctrl-D) exits"""
 
 
@@ -183,6 +195,7 @@ class UiLogHandler(logging.Handler):
             text = f"⚠ {record.name}: {record.getMessage()}"
         except Exception:  # a bad format string: never let a log record break the UI
             text = f"⚠ {record.name}: {record.msg!r}"
+        text = printable(text, one_line=True)  # a record may carry agent text (its stderr, an id)
         try:
             if threading.get_ident() == self.loop_thread:
                 self._show(text)
@@ -334,6 +347,7 @@ class TerminalView(Output):
     # -- low-level writing --------------------------------------------------------------------------
 
     def _write(self, text: str, style: str | None = None) -> None:
+        text = printable(text)  # agent text never acts on the terminal (already done: a no-op)
         if self.console is not None and text:
             from rich.text import Text
 
@@ -376,16 +390,18 @@ class TerminalView(Output):
             self.stream.write("\n")
         self.stream.flush()
 
-    def line(self, text: str, style: str | None = None) -> None:
-        """Print a whole line above the prompt (the prompt is redrawn after it)."""
+    def line(self, text: str, style: str | None = None, *, one_line: bool = True) -> None:
+        """Print a whole line above the prompt (the prompt is redrawn after it); ``one_line``:
+        newlines in it become spaces (a message's own text keeps them: ``False``)."""
         redraw = self._begin_line()
-        self._write(text, style)
+        self._write(printable(text, one_line=one_line), style)
         self._write("\n")
         if redraw is not None:
             self.show_prompt(redraw)
 
     def banner(self, text: str, style: str) -> None:
         """A one-line banner (a full-width rule with rich)."""
+        text = printable(text, one_line=True)
         if self.console is None:
             self.line(f"=== {text} ===")
             return
@@ -399,6 +415,7 @@ class TerminalView(Output):
 
     def stream_text(self, text: str, kind: str = "agent") -> None:
         """Streamed agent text (``kind`` ``thought`` is dimmed, on its own line)."""
+        text = printable(text)
         if not text:
             return
         self._clear_prompt()
@@ -461,17 +478,26 @@ class TerminalView(Output):
             self._rows = 0
 
     def resized(self) -> None:
-        if self.status_bar:
-            self._setup_scroll_region()
+        """The terminal changed size (SIGWINCH): the old status row is somewhere below the cursor
+        now (the terminal reflowed it) and the scroll region is the old one. Erase everything
+        after the cursor (the prompt and what the user typed stay), then reserve the new last row."""
+        if not self.status_bar:
+            return
+        if self._rows:
+            self.stream.write("\x1b7\x1b[r\x1b8\x1b[J")  # full-screen region (it homes the cursor: saved)
+        self._setup_scroll_region()
 
     def _setup_scroll_region(self) -> None:
         size = shutil.get_terminal_size()
         if size.lines < 4:
             self._rows = 0
+            self.stream.flush()
             return
         self._rows = size.lines
-        # Make room (so the cursor is not on the last row), then reserve the last row.
-        self.stream.write(f"\n\x1b[1A\x1b7\x1b[1;{self._rows - 1}r\x1b8")
+        # Make room so the cursor is not on the last row (index down, then up: the column stays,
+        # where a newline would move it to the start of a line the user may be typing on), then
+        # reserve the last row.
+        self.stream.write(f"\x1bD\x1b[1A\x1b7\x1b[1;{self._rows - 1}r\x1b8")
         self.stream.flush()
         self.refresh_status(force=True)
 
@@ -496,7 +522,9 @@ class TerminalView(Output):
         if not (self.status_bar and self._rows):
             return
         elapsed = time.monotonic() - self._state_since
-        text = describe_state(self._state, elapsed=elapsed, detail=self.detail)
+        text = printable(describe_state(self._state, elapsed=elapsed, detail=self.detail), one_line=True)
+        if self.counting_down:
+            text += " · /reconnect to try now"
         if text == self._status_text and not force:
             return
         self._status_text = text
@@ -521,7 +549,7 @@ class TerminalView(Output):
     # -- events from Chat -----------------------------------------------------------------------------
 
     def event(self, name: str, **f: Any) -> None:
-        self._render_event(name, f)
+        self._render_event(name, shown(f))
         for observer in self.observers:
             observer(name, f)
 
@@ -540,12 +568,16 @@ class TerminalView(Output):
                 self.refresh_status(force=True)
         elif name == "turn_end":
             reason = f["stopReason"]
-            if reason == "cancelled":
+            if f.get("status") == "failed":
+                self.line("  (refused by the agent: not part of the conversation)", "dim")
+            elif reason == "cancelled":
                 self.line("  ⏹ turn cancelled (stop reason: cancelled)", "yellow")
             else:
                 self.line(f"  ({reason})", "dim")
         elif name == "disconnected":
-            self.line(f"⚠ connection lost: {f['reason']}", "yellow")
+            self.line(f"⚠ connection lost: {plain_reason(f['reason'])}", "yellow")
+        elif name == "history":
+            self._history(f)
         elif name == "recovered":
             self._recovered(f)
         elif name == "turn_interrupted":
@@ -565,10 +597,35 @@ class TerminalView(Output):
                 self.line(row, "bold" if row.startswith(" *") else None)
         elif name == "error":
             self.error(f"✗ {f['message']}")
+        elif name == "notice":
+            self.line(f"● {f['message']}", "yellow")
         # "update" is rendered from the full UpdateEvent (on_update); "reconnect_attempt" by the status line
 
     def _target(self) -> str:
         return where_now(self.chat) if self.chat is not None else "the agent"
+
+    def _history(self, f: dict[str, Any]) -> None:
+        """A restored conversation, once, as it was: every segment, a lost one above its divider."""
+        count = sum(len(segment["messages"]) for segment in f["segments"])
+        self.banner(f"the conversation so far ({count} messages, restored from the store)", "cyan")
+        if f.get("dropped"):
+            self.info(f"({f['dropped']} earlier messages were dropped from the store)")
+        for segment in f["segments"]:
+            for message in segment["messages"]:
+                self._history_line(message)
+            if segment["lost"]:
+                self.line(lost_divider(segment["turns"]), "yellow")
+                self.divided.add(f["sessionId"])
+
+    def _history_line(self, message: dict[str, Any]) -> None:
+        role = message["role"]
+        label = {"user": "you", "agent": "agent", "thought": "(thinking)"}.get(role, role)
+        if message.get("inserted"):
+            label = "agent (put in its replay)"  # user-role text the agent added: never shown as "you"
+        marks = f" [{message['status']}]" if message.get("status") not in (None, "complete") else ""
+        marks += " [incomplete]" if message.get("incomplete") else ""
+        style = "bold" if role == "user" and not message.get("inserted") else "dim" if role == "thought" else None
+        self.line(f"{label}> {message['text']}{marks}", style, one_line=False)
 
     def _recovered(self, f: dict[str, Any]) -> None:
         path = f["path"]
@@ -593,6 +650,10 @@ class TerminalView(Output):
             self.banner(
                 f"⚠ {recovery_banner(path).replace('the session', 'the session' + lost)} ({session_id})", "yellow"
             )
+            if not whose and f.get("lostTurns") and session_id is not None and session_id not in self.divided:
+                # The conversation on screen above is what the agent lost: say where it ends.
+                self.line(lost_divider(f["lostTurns"]), "yellow")
+                self.divided.add(session_id)
         else:
             self.banner(f"✗ {recovery_banner(path)} ({f['previousSessionId']})", "red")
         self._moved(f.get("previousSessionId"), session_id, f.get("endpoint"))
@@ -624,7 +685,7 @@ class TerminalView(Output):
         self.banner(f"session {handle.session_id}: {len(messages)} messages", "cyan")
         for message in messages:
             label = {"user": "you", "agent": "agent", "thought": "(thinking)"}.get(message.role, message.role)
-            self.line(f"{label}> {message.text}", "bold" if message.role == "user" else None)
+            self.line(f"{label}> {message.text}", "bold" if message.role == "user" else None, one_line=False)
 
     def on_update(self, event: UpdateEvent) -> None:
         """Render one ``session/update`` (replayed history is not printed again)."""
@@ -655,6 +716,7 @@ class TerminalView(Output):
 
     def show_question(self, request: RequestPermissionRequest) -> None:
         """Show a permission request and its numbered options."""
+        # Every piece is the agent's text: line() shows each as one printable line.
         title = request.title or (request.tool_call.title if request.tool_call else None) or "the agent asks"
         tool_kind = request.tool_call.tool_kind if request.tool_call is not None else None
         self.line(f"? permission: {title}{f' ({tool_kind})' if tool_kind else ''}", "bold magenta")
@@ -978,6 +1040,9 @@ class InteractiveChat:
                 self.view.warn("a turn is running — wait for it, or press Ctrl-C to cancel it")
             else:
                 self.command_task = self._spawn(self._new_session())
+        elif command == "/reconnect":
+            self.reconnect_now()
+            self._prompt_if_idle()
         elif command == "/retry":
             if self.interrupted_prompt is None:
                 self.view.warn("nothing to retry")
@@ -986,6 +1051,17 @@ class InteractiveChat:
                 self.start_turn(self.interrupted_prompt)
         else:
             self.start_turn(text)
+
+    def reconnect_now(self) -> None:
+        """``/reconnect``: while the client waits between attempts, try again now."""
+        state = self.chat.client.state.state
+        if state in (State.RECONNECTING, State.SUSPENDED):
+            self.chat.client.notify_network_available()
+            self.view.info("reconnecting now…")
+        elif state is State.CONNECTED:
+            self.view.info("already connected")
+        else:
+            self.view.info(f"nothing to do: {describe_state(self.chat.client.state)}")
 
     def start_turn(self, text: str) -> None:
         """Send ``text`` as a prompt (unless a turn is already running)."""

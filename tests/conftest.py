@@ -20,6 +20,7 @@ pytest_plugins = [
     "tests.peers.real_agents",
     "tests.peers.claude_agents",
     "tests.peers.codex_pi_agents",
+    "tests.peers.qwen_daemon",
 ]
 
 

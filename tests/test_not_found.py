@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from acp_client import RecoveryPath, RpcError
-from acp_client._not_found import SPELLINGS, says_session_not_found
+from acp_client._not_found import SPELLINGS, says_retry_later, says_session_not_found
 from acp_client.state import Continuity, Probe
 from acp_client.transcript import TurnStatus
 
@@ -257,3 +257,14 @@ async def test_status_and_locate_read_every_spelling_as_unknown(spelling: object
         assert (await h.clock.run(h.client.session_status(session.session_id))).status is Probe.UNKNOWN
         location = await h.clock.run(h.client.locate(session.session_id))
         assert [answer.probe for answer in location.answers] == [Probe.UNKNOWN] * len(agents)
+
+
+def test_a_refusal_for_now_says_retry_later() -> None:
+    # Qwen Code's daemon while it closes a session whose WebSocket dropped: busy, not gone.
+    closing = RpcError.from_error(
+        -32602, 'No session with id "s1". The session is closing; retry after close completes', {"sessionId": "s1"}
+    )
+    assert says_retry_later(closing)
+    assert says_retry_later(RpcError.from_error(-32603, "Internal error", {"details": "busy, retry later"}))
+    assert not says_retry_later(RpcError.from_error(-32602, 'No session with id "s1"', {"sessionId": "s1"}))
+    assert not says_retry_later(RpcError.from_error(-32002, "Resource not found"))

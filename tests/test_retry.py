@@ -11,7 +11,9 @@ from acp_client.exceptions import (
     AuthenticationFailed,
     ConfigurationError,
     ConnectError,
+    HttpStatusError,
     IncompatibleProtocolVersion,
+    NotAcceptable,
     ServiceUnavailable,
     TlsVerificationError,
     TransportClosed,
@@ -71,6 +73,14 @@ def test_error_classification() -> None:
     assert not is_retryable(ValueError("bug"))
 
 
+def test_a_websocket_upgrade_answered_406_is_retried_a_406_to_streamable_http_is_not() -> None:
+    # The upgrade reached a plain HTTP route (a server still mounting its routes): as a 404 is.
+    assert is_retryable(HttpStatusError("WebSocket handshake refused: HTTP 406", status=406))
+    assert is_retryable(HttpStatusError("WebSocket handshake refused: HTTP 404", status=404))
+    # Streamable HTTP's 406 is the server refusing the client's Accept: no retry fixes that.
+    assert not is_retryable(NotAcceptable("HTTP 406", status=406))
+
+
 async def test_loop_waits_on_the_fake_clock_and_succeeds() -> None:
     clock = FakeClock()
     policy = RetryPolicy(initial_delay=1.0, max_delay=8.0, jitter=False)
@@ -85,8 +95,12 @@ async def test_loop_waits_on_the_fake_clock_and_succeeds() -> None:
 
     result = await clock.run(
         reconnect_attempts(
-            policy, clock=clock, sleep=clock.sleep, started_at=clock.monotonic(),
-            on_wait=lambda n, d, e: waits.append((n, d)), attempt_fn=attempt,
+            policy,
+            clock=clock,
+            sleep=clock.sleep,
+            started_at=clock.monotonic(),
+            on_wait=lambda n, d, e: waits.append((n, d)),
+            attempt_fn=attempt,
         )
     )
     assert result == "up"
@@ -120,7 +134,10 @@ async def test_exhaustion_reraises_the_last_error() -> None:
     with pytest.raises(ConnectError, match="refused 3"):
         await clock.run(
             reconnect_attempts(
-                RetryPolicy(max_attempts=3, jitter=False), clock=clock, sleep=clock.sleep, started_at=0.0,
+                RetryPolicy(max_attempts=3, jitter=False),
+                clock=clock,
+                sleep=clock.sleep,
+                started_at=0.0,
                 attempt_fn=attempt,
             )
         )
@@ -139,7 +156,10 @@ async def test_max_elapsed_uses_the_injected_clock() -> None:
         await clock.run(
             reconnect_attempts(
                 RetryPolicy(initial_delay=10.0, max_delay=10.0, jitter=False, max_elapsed=35.0),
-                clock=clock, sleep=clock.sleep, started_at=0.0, attempt_fn=attempt,
+                clock=clock,
+                sleep=clock.sleep,
+                started_at=0.0,
+                attempt_fn=attempt,
             )
         )
     assert count == 5  # t=0, 10, 20, 30, 40 -> elapsed 40 >= 35 after the 5th failure
@@ -157,8 +177,12 @@ async def test_retry_after_is_honoured_in_the_loop() -> None:
 
     await clock.run(
         reconnect_attempts(
-            RetryPolicy(initial_delay=1.0, jitter=False), clock=clock, sleep=clock.sleep, started_at=0.0,
-            on_wait=lambda n, d, e: seen.append(d), attempt_fn=attempt,
+            RetryPolicy(initial_delay=1.0, jitter=False),
+            clock=clock,
+            sleep=clock.sleep,
+            started_at=0.0,
+            on_wait=lambda n, d, e: seen.append(d),
+            attempt_fn=attempt,
         )
     )
     assert seen == [0.0, 12.0]
@@ -177,8 +201,13 @@ async def test_carried_backoff_continues_but_the_numbering_starts_at_1() -> None
 
     await clock.run(
         reconnect_attempts(
-            RetryPolicy(initial_delay=1.0, jitter=False), clock=clock, sleep=clock.sleep, started_at=0.0,
-            backoff_from=3, on_wait=lambda n, d, e: seen.append((n, d)), attempt_fn=attempt,
+            RetryPolicy(initial_delay=1.0, jitter=False),
+            clock=clock,
+            sleep=clock.sleep,
+            started_at=0.0,
+            backoff_from=3,
+            on_wait=lambda n, d, e: seen.append((n, d)),
+            attempt_fn=attempt,
         )
     )
     assert seen == [(1, 4.0), (2, 8.0), (3, 16.0)]  # the backoff of attempts 4, 5, 6
@@ -196,8 +225,12 @@ async def test_max_attempts_counts_the_attempts_of_this_outage_only() -> None:
     with pytest.raises(ConnectError):
         await clock.run(
             reconnect_attempts(
-                RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=3), clock=clock, sleep=clock.sleep,
-                started_at=0.0, backoff_from=5, attempt_fn=attempt,
+                RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=3),
+                clock=clock,
+                sleep=clock.sleep,
+                started_at=0.0,
+                backoff_from=5,
+                attempt_fn=attempt,
             )
         )
     assert numbers == [1, 2, 3]
@@ -217,8 +250,13 @@ async def test_an_outage_that_goes_on_continues_its_numbering_and_its_budget() -
     with pytest.raises(ConnectError):
         await clock.run(
             reconnect_attempts(
-                RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=4), clock=clock, sleep=clock.sleep,
-                started_at=0.0, attempts_before=2, on_wait=lambda n, d, e: seen.append((n, d)), attempt_fn=attempt,
+                RetryPolicy(initial_delay=1.0, jitter=False, max_attempts=4),
+                clock=clock,
+                sleep=clock.sleep,
+                started_at=0.0,
+                attempts_before=2,
+                on_wait=lambda n, d, e: seen.append((n, d)),
+                attempt_fn=attempt,
             )
         )
     assert numbers == [3, 4]
@@ -238,8 +276,13 @@ async def test_the_loop_waits_what_the_policy_says(jitter: bool) -> None:
 
     await clock.run(
         reconnect_attempts(
-            policy, clock=clock, sleep=clock.sleep, started_at=0.0, rng=random.Random(3),
-            on_wait=lambda n, d, e: waits.append(d), attempt_fn=attempt,
+            policy,
+            clock=clock,
+            sleep=clock.sleep,
+            started_at=0.0,
+            rng=random.Random(3),
+            on_wait=lambda n, d, e: waits.append(d),
+            attempt_fn=attempt,
         )
     )
     rng = random.Random(3)

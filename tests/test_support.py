@@ -25,6 +25,7 @@ _SLEEPERS = {"asyncio", "time", "trio", "anyio"}
 ALLOWED_SLEEPS = {
     ("tests/_support.py", "eventually"): "the one poll loop",
     ("tests/_support.py", "eventually_blocking"): "the one poll loop, for plain threads",
+    ("tests/check/hostile_agent.py", "main"): "an agent told to be slow to start",
     ("tests/check/restart_server.py", "main"): "a script run by a checker, with no test helpers at hand",
     ("tests/e2e/_owner_process.py", "main"): "a replica's pace between its turns (it prompts in a loop until killed)",
     ("tests/e2e/test_ownership_processes.py", "test_a_killed_replicas_sessions_are_adopted_once_within_the_lease"): (
@@ -38,6 +39,9 @@ ALLOWED_SLEEPS = {
     ),
     ("tests/e2e/test_reference_faults.py", "test_callbacks_run_before_queued_requests_are_sent.on_resume"): (
         "a slow app callback"
+    ),
+    ("tests/interop/test_qwen_daemon.py", "test_a_stream_silent_then_reset"): (
+        "a socket that stays silent for a while before it is reset: the scenario"
     ),
     ("tests/peers/deepagents_acp_agent.py", "EchoChatModel._astream"): "an agent told to stream slowly",
     ("tests/peers/_fake_model.py", "FakeModelHandler._pace"): "a model told to stream slowly",

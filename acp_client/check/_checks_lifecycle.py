@@ -1,15 +1,19 @@
-"""Checks of the lifecycle basics recovery stands on: capabilities, fresh ids, notifications, cancel."""
+"""Checks of the lifecycle basics recovery stands on: capabilities, unknown methods, fresh ids, notifications."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any
 
+from ._checks_not_found import unknown_session_answers
 from ._context import CheckContext, Verdict
-from ._link import CheckFailed
-from ._protocol import attach_params, ended, finish_prompt, start_prompt
+from ._link import Answer, CheckFailed, Link
+from ._protocol import attach_params
 
-__all__ = ["cancel_honoured", "initialize_capabilities", "new_fresh_id", "notification_unanswered"]
+__all__ = ["initialize_capabilities", "method_unknown", "new_fresh_id", "notification_unanswered"]
+
+#: A method no agent routes (not an extension method: those start with ``_``).
+UNKNOWN_METHOD = "acp_check/no_such_method"
 
 #: The optional session methods whose capability the checker verifies, in probing order.
 PROBED = ("session/load", "session/resume", "session/list", "session/close", "session/fork", "session/status")
@@ -23,11 +27,47 @@ def _probe_params(method: str, session_id: str, cwd: str) -> dict[str, Any]:
     return {"sessionId": session_id}
 
 
+async def _unknown_method(link: Link) -> Answer:
+    return await link.request(UNKNOWN_METHOD, {})
+
+
+def _spelling(answer: Answer, method: str) -> tuple[int | None, str]:
+    """An error answer with the method's own name taken out (``Unknown method: X`` -> ``Unknown method: ``)."""
+    return answer.code, answer.error_text.replace(method, "")
+
+
+def _answers_as_unknown(answer: Answer, method: str, unknown: Answer) -> bool:
+    """Whether ``answer`` to ``method`` is the agent's answer to a method it does not route.
+
+    ``-32601`` always is; another error is when it is spelled as the agent spells its answer to a
+    method no agent routes (``-32603 "Unknown method: <name>"``): that agent has the wrong code for
+    an unknown method (``method.unknown``), not a method that works.
+    """
+    if answer.code == -32601:
+        return True
+    return not answer.ok and not unknown.ok and _spelling(answer, method) == _spelling(unknown, UNKNOWN_METHOD)
+
+
+async def method_unknown(ctx: CheckContext) -> Verdict:
+    link = await ctx.shared_link()
+    mark = ctx.mark()
+    answer = await _unknown_method(link)
+    if answer.code == -32601:
+        return ctx.verdict("pass", f"a method no agent routes ({UNKNOWN_METHOD}) answers -32601", mark)
+    if answer.ok:
+        return ctx.verdict("fail", f"{UNKNOWN_METHOD}, a method no agent routes, {answer.describe()}", mark)
+    return ctx.verdict(
+        "fail",
+        f"a method no agent routes ({UNKNOWN_METHOD}) {answer.describe()}, not -32601: a client cannot tell a "
+        "missing method from a failing one",
+        mark,
+    )
+
+
 async def initialize_capabilities(ctx: CheckContext) -> Verdict:
-    link = await ctx.link()
-    unknown = ctx.unknown_id()
-    # session/close is session-scoped (over HTTP it needs a session the connection knows): close a real one.
-    own = await ctx.new_session(link)
+    link = await ctx.shared_link()
+    missing_answer = await _unknown_method(link)
+    probes = await unknown_session_answers(ctx)
     fails: list[str] = []
     warns: list[str] = []
     works: list[str] = []
@@ -37,21 +77,32 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
             continue  # v2 has no session/load
         advertised = ctx.supports(method)
         where = ctx.capability_path(method)
-        mark = ctx.mark()
-        try:
-            target = own if method == "session/close" else unknown
-            answer = await link.request(method, _probe_params(method, target, ctx.cwd))
-        except CheckFailed as exc:
-            fails.append(f"{method}: {exc.finding}")
-            evidence += ctx.lines(mark)
+        if method == "session/close" or method not in probes:
+            # session/close is session-scoped (over HTTP it needs a session the connection knows): close a
+            # real one.
+            mark = ctx.mark()
+            try:
+                own = await ctx.new_session(link)
+                answer: Answer | None = await link.request(method, _probe_params(method, own, ctx.cwd))
+                failure = None
+            except CheckFailed as exc:
+                answer, failure = None, exc.finding
+            lines = ctx.lines(mark)
+        else:
+            probe = probes[method]
+            answer, failure, lines = probe.answer, probe.failure, probe.lines
+        if answer is None:
+            fails.append(f"{method}: {failure}")
+            evidence += lines
             continue
-        missing = answer.code == -32601
+        missing = _answers_as_unknown(answer, method, missing_answer)
         if advertised and missing:
-            fails.append(f"{method} is advertised ({where}) but answers -32601")
-            evidence += ctx.lines(mark)
+            how = "-32601" if answer.code == -32601 else f"as an unknown method ({answer.describe()})"
+            fails.append(f"{method} is advertised ({where}) but answers {how}")
+            evidence += lines
         elif not advertised and not missing:
             warns.append(f"{method} works but is not advertised ({where})")
-            evidence += ctx.lines(mark)
+            evidence += lines
         elif advertised:
             works.append(method)
     if fails:
@@ -59,7 +110,10 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
     if warns:
         return _verdict("warn", "; ".join(warns) + ": a client never calls what is not advertised", evidence)
     listed = ", ".join(works) if works else "none"
-    return ctx.verdict("pass", f"every advertised session method answers (advertised: {listed})")
+    note = ""
+    if missing_answer.code != -32601 and not missing_answer.ok:
+        note = f"; unknown methods answer error {missing_answer.code}, not -32601 (see method.unknown)"
+    return ctx.verdict("pass", f"every advertised session method answers (advertised: {listed}){note}")
 
 
 def _verdict(status: Any, finding: str, lines: list[str]) -> Verdict:
@@ -67,17 +121,18 @@ def _verdict(status: Any, finding: str, lines: list[str]) -> Verdict:
 
 
 async def new_fresh_id(ctx: CheckContext) -> Verdict:
-    link = await ctx.link()
+    link = await ctx.shared_link()
     first = await ctx.new_session(link)
     second = await ctx.new_session(link)
     if first == second:
         return ctx.verdict("fail", "two session/new calls answered the same sessionId")
+    ctx.run.idle_sessions += [first, second]  # unused: later checks that need an idle session take them
     return ctx.verdict("pass", "two session/new calls gave two different ids")
 
 
 async def notification_unanswered(ctx: CheckContext) -> Verdict:
-    link = await ctx.link()
-    session_id = await ctx.new_session(link)
+    link = await ctx.shared_link()
+    session_id = await ctx.new_session(link, reuse=True)
     mark = ctx.mark()
     strays = len(link.stray_answers)
     await link.notify("_acp_check/notice", {"note": "a notification: never answer it"})
@@ -91,55 +146,3 @@ async def notification_unanswered(ctx: CheckContext) -> Verdict:
             "fail", f"the agent answered a notification ({len(answered)} responses with no request)", mark
         )
     return ctx.verdict("pass", "no answer to a notification (an unknown one and session/cancel)")
-
-
-def _working(message: dict[str, Any], session_id: str) -> bool:
-    """Whether ``message`` shows the agent working on the turn (an agent update, or a request to the client)."""
-    if message.get("method") == "session/update":
-        params = message.get("params") or {}
-        update = params.get("update") if isinstance(params, dict) else None
-        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-        return params.get("sessionId") == session_id and kind in (
-            "agent_message_chunk",
-            "agent_thought_chunk",
-            "agent_message",
-            "tool_call",
-            "tool_call_update",
-            "plan",
-        )
-    return "method" in message and "id" in message
-
-
-async def cancel_honoured(ctx: CheckContext) -> Verdict:
-    link = await ctx.link()
-    session_id = await ctx.new_session(link)
-    mark = ctx.mark()
-    pending = await start_prompt(link, session_id, ctx.settings.cancel_prompt)
-    # During the turn: after the agent's first update, or after a second of work (some agents stream nothing
-    # until the end of the turn).
-    await link.wait_for(lambda m: _working(m, session_id), start=pending.start, timeout=min(1.0, ctx.timeout))
-    if any(ended(pending, m, ctx.version) for m in link.inbound[pending.start :]):
-        return ctx.verdict(
-            "warn",
-            "the turn ended before the cancel could be sent: inconclusive (pass a longer --cancel-prompt)",
-            mark,
-        )
-    cancelled_at = len(link.inbound)
-    await link.notify("session/cancel", {"sessionId": session_id})
-    try:
-        turn = await finish_prompt(link, ctx.version, pending, ctx.timeout)
-    except CheckFailed as exc:
-        return ctx.verdict("fail", f"after session/cancel: {exc.finding}", mark)
-    if turn.stop_reason == "cancelled":
-        return ctx.verdict("pass", 'session/cancel ended the turn with stopReason "cancelled"', mark, head=4, tail=4)
-    stop = turn.stop_reason
-    if not any(_working(m, session_id) for m in link.inbound[cancelled_at:]):
-        # The agent did no more work after the cancel was sent: its turn was over as the cancel
-        # crossed it on the wire (a short turn), which ACP allows.
-        return ctx.verdict(
-            "warn",
-            f"the turn ended ({stop!r}) as the cancel was sent, with nothing after it: inconclusive "
-            "(pass a longer --cancel-prompt)",
-            mark,
-        )
-    return ctx.verdict("fail", f'the cancelled turn ended with stopReason {stop!r}, not "cancelled"', mark)

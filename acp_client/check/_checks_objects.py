@@ -16,9 +16,17 @@ SESSION_SCHEMA_MEMBERS: Final = (*REQUIRED_NULLABLE, "turnCount", "path", "appro
 TIMESTAMPS: Final = ("createdAt", "updatedAt")
 
 
-async def _session_objects(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], int]:
-    """One session with one turn, then every session object seen: ``(where, object)``; and the log mark."""
-    link = await ctx.link()
+async def _session_objects(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]]:
+    """Every session object seen (``(where, object)``) and the wire lines: a scenario run once per run."""
+    found: tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]] = await ctx.scenario(
+        "session-objects", lambda: _gather(ctx)
+    )
+    return found
+
+
+async def _gather(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]]:
+    """One session with one turn, then every session object seen: ``(where, object)``; and the wire lines."""
+    link = await ctx.shared_link()
     mark = ctx.mark()
     found: list[tuple[str, dict[str, Any]]] = []
     answer = await link.request("session/new", {"cwd": ctx.cwd, "mcpServers": []})
@@ -37,7 +45,7 @@ async def _session_objects(ctx: CheckContext) -> tuple[list[tuple[str, dict[str,
         for entry in sessions if isinstance(sessions, list) else []:
             if isinstance(entry, dict):
                 found.append(("session/list", entry))
-    return found, mark
+    return found, ctx.lines(mark)
 
 
 def _collect(found: list[tuple[str, dict[str, Any]]], where: str, result: dict[str, Any]) -> None:
@@ -49,7 +57,7 @@ def _collect(found: list[tuple[str, dict[str, Any]]], where: str, result: dict[s
 
 
 async def timestamps_zoned(ctx: CheckContext) -> Verdict:
-    objects, mark = await _session_objects(ctx)
+    objects, lines = await _session_objects(ctx)
     zoned: list[str] = []
     naive: list[str] = []
     broken: list[str] = []
@@ -71,10 +79,10 @@ async def timestamps_zoned(ctx: CheckContext) -> Verdict:
     if not (zoned or naive or broken):
         raise Skip("no createdAt / updatedAt in any session object (session/list, session_info_update)")
     if broken:
-        return ctx.verdict("warn", f"timestamps that are not RFC 3339 (e.g. {broken[0]})", mark)
+        return Verdict("warn", f"timestamps that are not RFC 3339 (e.g. {broken[0]})", lines)
     if naive:
-        return ctx.verdict("warn", f"timestamps without a zone (e.g. {naive[0]})", mark)
-    return ctx.verdict("pass", "every createdAt / updatedAt carries a zone", mark)
+        return Verdict("warn", f"timestamps without a zone (e.g. {naive[0]})", lines)
+    return Verdict("pass", "every createdAt / updatedAt carries a zone", lines)
 
 
 def _shape_problems(obj: dict[str, Any]) -> list[str]:
@@ -88,7 +96,7 @@ def _shape_problems(obj: dict[str, Any]) -> list[str]:
 
 
 async def session_object_shape(ctx: CheckContext) -> Verdict:
-    objects, mark = await _session_objects(ctx)
+    objects, lines = await _session_objects(ctx)
     candidates = [(where, obj) for where, obj in objects if where != "session_info_update"]
     if not candidates:
         raise Skip("no session objects returned or listed (session/list is not advertised)")
@@ -99,5 +107,5 @@ async def session_object_shape(ctx: CheckContext) -> Verdict:
     bad = [(where, problems) for where, problems in bad if problems]
     if bad:
         where, problems = bad[0]
-        return ctx.verdict("fail", f"session objects break the Session schema ({where}: {', '.join(problems)})", mark)
-    return ctx.verdict("pass", "every Session object keeps its required-nullable members", mark)
+        return Verdict("fail", f"session objects break the Session schema ({where}: {', '.join(problems)})", lines)
+    return Verdict("pass", "every Session object keeps its required-nullable members", lines)

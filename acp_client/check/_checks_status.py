@@ -6,7 +6,8 @@ import statistics
 import time
 from typing import Any, Final
 
-from ._context import CheckContext, Verdict
+from ._checks_history import restart_scenario
+from ._context import CheckContext, Skip, Verdict
 from ._link import Answer, Link
 
 __all__ = ["status_after_restart", "status_cheap", "status_no_side_effects", "status_unknown"]
@@ -29,7 +30,7 @@ async def _status(link: Link, session_id: str) -> Answer:
 
 async def status_unknown(ctx: CheckContext) -> Verdict:
     ctx.require("session/status")
-    link = await ctx.link()
+    link = await ctx.shared_link()
     unknown = ctx.unknown_id()
     mark = ctx.mark()
     answer = await _status(link, unknown)
@@ -57,7 +58,7 @@ async def status_unknown(ctx: CheckContext) -> Verdict:
 
 async def status_no_side_effects(ctx: CheckContext) -> Verdict:
     ctx.require("session/status")
-    first = await ctx.link()
+    first = await ctx.shared_link()
     session_id = await ctx.new_session(first)
     await ctx.turn(first, session_id)
     before = _status_of(await _status(first, session_id))
@@ -79,7 +80,7 @@ async def status_no_side_effects(ctx: CheckContext) -> Verdict:
             f"link ({', '.join(kinds)})",
             mark,
         )
-    seen_on_first = [m for m in first.inbound[first_start : turn.start] if m.get("method") == "session/update"]
+    seen_on_first = first.updates(session_id, start=first_start, end=turn.start)
     if seen_on_first:
         return ctx.verdict("fail", "probing from a second link sent session/update to the first", mark)
     if turn.stop_reason != "end_turn":
@@ -95,7 +96,7 @@ async def status_no_side_effects(ctx: CheckContext) -> Verdict:
 
 async def status_cheap(ctx: CheckContext) -> Verdict:
     ctx.require("session/status")
-    link = await ctx.link()
+    link = await ctx.shared_link()
     session_id = await ctx.new_session(link)
     mark = ctx.mark()
     times: list[float] = []
@@ -118,25 +119,35 @@ async def status_cheap(ctx: CheckContext) -> Verdict:
 
 async def status_after_restart(ctx: CheckContext) -> Verdict:
     ctx.require("session/status")
-    ctx.require_restart()
-    link = await ctx.link()
-    session_id = await ctx.new_session(link)
-    await ctx.turn(link, session_id)
-    await ctx.restart()
-    after = await ctx.link()
-    mark = ctx.mark()
-    answer = await _status(after, session_id)
+    scenario = await restart_scenario(ctx)
+    answer = scenario.status
+    lines = scenario.status_lines
+    if answer is None:
+        return Verdict("fail", f"after a restart: {scenario.status_error}", lines)
     if answer.ok:
         value = _status_of(answer)
         if value in ACTIVE:
-            return ctx.verdict("fail", f"after a restart a session the agent no longer holds is {value!r}", mark)
+            return Verdict("fail", f"after a restart a session the agent no longer holds is {value!r}", lines)
         if value in INACTIVE:
-            return ctx.verdict("pass", f"after a restart the session is {value!r}", mark)
-        return ctx.verdict(
-            "pass", f"after a restart the session is {value!r} (not a known value: clients read it as saved)", mark
+            return Verdict("pass", f"after a restart the session is {value!r}", lines)
+        return Verdict(
+            "pass", f"after a restart the session is {value!r} (not a known value: clients read it as saved)", lines
         )
+    came_back = scenario.answer is not None and scenario.answer.ok
     if answer.code == -32002:
-        return ctx.verdict(
-            "warn", "after a restart the agent does not know the session (-32002): it keeps nothing", mark
+        if came_back:
+            return Verdict(
+                "fail",
+                f"after a restart session/status answers -32002 but {scenario.request_name} brings the session "
+                "back: a client would start over needlessly",
+                lines,
+            )
+        return Verdict(
+            "pass", "after a restart the agent does not know the session (-32002; see restart.persists)", lines
         )
-    return ctx.verdict("fail", f"after a restart session/status {answer.describe()}", mark)
+    if came_back:
+        return Verdict("fail", f"after a restart session/status of a stored session {answer.describe()}", lines)
+    raise Skip(
+        f"cannot check: after a restart session/status {answer.describe()}, and the session does not come back "
+        "(see restart.persists, not-found.code)"
+    )

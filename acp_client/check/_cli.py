@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ..display import printable
 from ._context import Settings
@@ -23,6 +25,25 @@ from ._runner import run_checks, select
 from ._target import Target, TargetError
 
 __all__ = ["check_main", "main", "parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line on stderr (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        name = "acp-reconnect check" if self.prog.startswith("acp-reconnect") else self.prog
+        self.exit(2, f"{name}: {message} (see --help)\n")
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a finite number of seconds, more than zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds, more than zero")
+    return value
 
 
 def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +64,11 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
         "--cwd", metavar="DIR", help="the cwd of the sessions the checker creates (default: a fresh temp dir)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for one answer or turn (default 10)"
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for one answer or turn (default 10)",
     )
     parser.add_argument("--only", action="append", default=[], metavar="ID", help="run only this check (repeatable)")
     parser.add_argument("--skip", action="append", default=[], metavar="ID", help="do not run this check (repeatable)")
@@ -68,22 +93,44 @@ def _add_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=prog, description="Check an ACP agent's side of the recovery contract (session/status, load, resume...)."
     )
     _add_check_arguments(parser)
     return parser
 
 
+def _mistake(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line that argparse cannot see, before anything starts."""
+    target = Target(args.target, restart_cmd=args.restart_cmd)
+    try:
+        target.validate()
+    except TargetError as exc:
+        return f"cannot check {exc}"
+    try:
+        select(args.only, args.skip)
+    except TargetError as exc:
+        return str(exc)
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        return f"--cwd {args.cwd!r} is not a directory"
+    if args.junit is not None:
+        folder = os.path.dirname(os.path.abspath(args.junit))
+        if os.path.isdir(args.junit):
+            return f"--junit {args.junit!r} is a directory; name the report's file"
+        if not os.path.isdir(folder):
+            return f"--junit {args.junit!r}: the directory {folder!r} does not exist"
+    if args.restart_cmd is not None and not args.restart_cmd.strip():
+        return "--restart-cmd is empty"
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
-    if args.timeout <= 0:
-        sys.stderr.write("acp-reconnect check: --timeout must be positive\n")
+    mistake = _mistake(args)
+    if mistake is not None:
+        sys.stderr.write(f"acp-reconnect check: {' '.join(mistake.split())}\n")
         return 2
     own_cwd = args.cwd is None
     cwd = tempfile.mkdtemp(prefix="acp-check-") if own_cwd else os.path.abspath(args.cwd)
-    if not own_cwd and not os.path.isdir(cwd):
-        sys.stderr.write(f"acp-reconnect check: --cwd {args.cwd!r} is not a directory\n")
-        return 2
     settings = Settings(
         target=Target(args.target, restart_cmd=args.restart_cmd),
         protocol_version=args.protocol_version,
@@ -134,7 +181,7 @@ def check_main(argv: Sequence[str] | None = None) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The ``acp-reconnect`` command line (``check`` is its one command)."""
-    top = argparse.ArgumentParser(prog="acp-reconnect", description="Tools of the acp-reconnect ACP client.")
+    top = _Parser(prog="acp-reconnect", description="Tools of the acp-reconnect ACP client.")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser("check", help="check an agent's side of the recovery contract")
     _add_check_arguments(check)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import attrs
 
 from ._link import CheckFailed, Link, WireEntry, WireLog
-from ._protocol import Handshake, Turn, initialize, new_session, prompt
+from ._protocol import Handshake, Turn, new_session, prompt
+from ._shared import RunState, open_initialized
 from ._target import AgentHost, Target
 
 __all__ = ["CheckContext", "Settings", "Skip", "Status", "Verdict"]
@@ -60,18 +62,23 @@ class Skip(Exception):
 
 
 class CheckContext:
-    """One check's access to the agent: fresh links, restarts, its own wire log.
+    """One check's access to the agent: the run's shared link, fresh links, restarts, its own wire log.
 
     Args:
         settings: The run's options.
         handshake: What the preflight ``initialize`` found (capabilities, version).
+        run: What the checks of the run share (the shared link, the scenarios run once).
     """
 
-    def __init__(self, settings: Settings, handshake: Handshake) -> None:
+    def __init__(self, settings: Settings, handshake: Handshake, run: RunState) -> None:
         self.settings = settings
         self.handshake = handshake
+        self.run = run
         self.log = WireLog()
-        self.host = AgentHost(settings.target, self.log, timeout=settings.timeout, proposed=settings.protocol_version)
+        self.used_shared = False
+        self.host = AgentHost(
+            settings.target, self.log, timeout=settings.timeout, proposed=settings.protocol_version, first_name="B"
+        )
 
     @property
     def version(self) -> int:
@@ -107,23 +114,51 @@ class CheckContext:
         """A session id no agent ever issued."""
         return f"acp-check-unknown-{uuid.uuid4().hex}"
 
-    async def link(self) -> Link:
-        """A fresh, initialized link (for stdio: a fresh agent process).
+    async def shared_link(self) -> Link:
+        """The run's shared link (its agent process reused from check to check), recording into this check's log.
 
         Raises:
+            Inconclusive: A fresh agent did not start in time.
             CheckFailed: It could not be opened or initialized, or it speaks another version.
         """
-        link = await self.host.open()
-        handshake = await initialize(link, self.settings.protocol_version)
+        self.used_shared = True
+        return await self.run.link(self.log, self.version)
+
+    async def link(self) -> Link:
+        """A fresh, initialized link of this check's own (for stdio: a fresh agent process).
+
+        Raises:
+            Inconclusive: The agent did not start in time.
+            CheckFailed: It could not be opened or initialized, or it speaks another version.
+        """
+        link, handshake = await open_initialized(self.host, self.settings.protocol_version)
         if handshake.version != self.version:
             raise CheckFailed(f"this link agreed on protocol version {handshake.version}, the first on {self.version}")
         return link
 
     async def restart(self) -> None:
+        """Restart the agent: the shared one included (stdio: every process is killed)."""
+        self.run.kill()
+        await self.run.retire()
         await self.host.restart()
 
-    async def new_session(self, link: Link) -> str:
-        return await new_session(link, self.cwd)
+    async def scenario(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        """The outcome of a scenario several checks judge, run once per run (by the first check that asks)."""
+        return await self.run.scenario(key, run)
+
+    async def new_session(self, link: Link, *, reuse: bool = False) -> str:
+        """``session/new``, then a moment until the agent is quiet: a greeting some agents send right after
+        the answer, before any prompt, is no part of the first turn.
+
+        Args:
+            link: Where.
+            reuse: On the shared link, take a session an earlier check created and never used, if any.
+        """
+        if reuse and self.run.is_shared(link) and self.run.idle_sessions:
+            return self.run.idle_sessions.pop(0)
+        session_id = await new_session(link, self.cwd)
+        await link.settle(quiet=0.25, limit=1.0)
+        return session_id
 
     async def turn(self, link: Link, session_id: str, text: str | None = None) -> Turn:
         return await prompt(link, self.version, session_id, text or self.settings.prompt, timeout=self.timeout)

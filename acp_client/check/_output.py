@@ -67,7 +67,7 @@ class Printer:
     def summary(self, report: Report) -> None:
         counts = report.summary
         text = ", ".join(f"{counts[s]} {s}" for s in ("pass", "fail", "warn", "skip"))
-        self._print(f"\n{text}")
+        self._print(f"\n{text} in {report.seconds:.1f} s")
 
     def _print(self, text: str) -> None:
         text = printable(text)

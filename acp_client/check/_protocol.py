@@ -3,8 +3,9 @@
 ``initialize`` is built and read with the client's codec (:class:`~acp_client.types.InitializeRequest`,
 :class:`~acp_client.types.InitializeResponse`), with the same version rules as the client's
 handshake (an agent agreeing on another version is initialized again in that version's shape; a
-v2 answer in the v1 shape is v1). Everything after it is plain JSON on purpose: a check looks at
-what the agent sent, not at what a lenient decoder makes of it.
+v2 answer in the v1 shape is v1; a v2 proposal refused as invalid is proposed again as v1).
+Everything after it is plain JSON on purpose: a check looks at what the agent sent, not at what a
+lenient decoder makes of it.
 
 A turn ends, in v1, with the ``session/prompt`` answer; in v2 with a ``state_update`` ``idle``
 (the prompt answer only says the turn was accepted).
@@ -76,6 +77,11 @@ async def initialize(link: Link, proposed: int) -> Handshake:
             common = [v for v in (supported or []) if v in SUPPORTED and v != proposed]
             if common and not reshaped:
                 proposed, reshaped = max(common), True
+                continue
+            if proposed >= 2 and answer.code in (-32602, -32600) and not reshaped:
+                # An agent that speaks only v1 may reject the v2 shape as invalid params (agentao
+                # 0.5 does) instead of answering -32022 with the versions it supports: ask again in v1.
+                proposed, reshaped = 1, True
                 continue
             raise CheckFailed(f"initialize {answer.describe()}")
         result = answer.result

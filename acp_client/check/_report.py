@@ -81,6 +81,7 @@ class Report:
         agent: ``{"name", "version"}`` from ``initialize``.
         capabilities: The capability object as the agent sent it.
         checks: The results, in check order.
+        seconds: How long the whole run took (the preflight included).
     """
 
     target: str
@@ -88,6 +89,7 @@ class Report:
     agent: dict[str, Any]
     capabilities: dict[str, Any]
     checks: tuple[CheckResult, ...]
+    seconds: float = 0.0
 
     @property
     def summary(self) -> dict[str, int]:
@@ -109,6 +111,7 @@ class Report:
             "capabilities": self.capabilities,
             "checks": [check.to_json() for check in self.checks],
             "summary": self.summary,
+            "seconds": round(self.seconds, 3),
         }
 
     def dumps(self) -> str:
@@ -130,7 +133,7 @@ class Report:
                 "failures": str(summary["fail"]),
                 "errors": "0",
                 "skipped": str(summary["skip"]),
-                "time": f"{sum(c.seconds for c in self.checks):.3f}",
+                "time": f"{self.seconds or sum(c.seconds for c in self.checks):.3f}",
             },
         )
         properties = ElementTree.SubElement(suite, "properties")

@@ -1,9 +1,12 @@
 """Running the checks: a preflight ``initialize``, then each check on its own, bounded in time.
 
-Each check gets its own links (for stdio: its own agent processes) and its own wire log, so an
-agent that hangs, floods, sends garbage or exits during one check fails that check, with the wire
-excerpt as evidence, and the next check starts from a fresh agent. A check is bounded by
-:func:`check_budget`; whatever it started is ended when it ends, however it ends.
+The preflight's agent is kept as the run's shared link (:mod:`._shared`): the checks that need no
+isolation run on it one after the other, and the checks that do (a second instance, a link closed
+as after a drop, a restart) open fresh links of their own. Each check has its own wire log, so its
+evidence shows only its own traffic. An agent that hangs, floods, sends garbage or exits during a
+check fails that check, with the wire excerpt as evidence, and the shared link is retired: the
+next check starts from a fresh agent. A check is bounded by :func:`check_budget`; whatever it
+started is ended when it ends, however it ends.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from collections.abc import Callable, Iterable
 
 from .._logging import get_logger
 from ._context import CheckContext, Settings, Skip, Verdict
-from ._link import CheckFailed, WireLog
-from ._protocol import Handshake, initialize
+from ._link import CheckFailed
+from ._protocol import Handshake
 from ._registry import CHECKS, Check
 from ._report import CheckResult, Report
+from ._shared import Inconclusive, RunState
 from ._target import AgentHost, TargetError
 
 __all__ = ["check_budget", "preflight", "run_check", "run_checks", "select"]
@@ -49,43 +53,75 @@ def select(only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[Check]:
     return [check for check in CHECKS if (not only or check.id in only) and check.id not in skip]
 
 
+async def _start(settings: Settings) -> tuple[RunState, Handshake]:
+    settings.target.validate()
+    run = RunState(settings.target, timeout=settings.timeout, proposed=settings.protocol_version)
+    try:
+        return run, await run.start()
+    except CheckFailed as exc:
+        lines = "\n".join("  " + line for line in run.preflight_log.excerpt(head=3, tail=3))
+        await run.aclose()
+        finding = exc.finding.removeprefix("cannot check: ")
+        raise TargetError(f"{settings.target.spec}: {finding}" + (f"\n{lines}" if lines else "")) from None
+    except BaseException:
+        await run.aclose()
+        raise
+
+
 async def preflight(settings: Settings) -> Handshake:
     """Reach the agent and initialize once: what every check starts from.
 
     Raises:
         TargetError: The target is malformed, unreachable, or does not initialize.
     """
-    settings.target.validate()
-    log = WireLog()
-    host = AgentHost(settings.target, log, timeout=settings.timeout, proposed=settings.protocol_version)
-    try:
-        link = await host.open()
-        return await initialize(link, settings.protocol_version)
-    except CheckFailed as exc:
-        lines = "\n".join("  " + line for line in log.excerpt(head=3, tail=3))
-        raise TargetError(f"{settings.target.spec}: {exc.finding}" + (f"\n{lines}" if lines else "")) from None
-    finally:
-        await _close(host)
+    run, handshake = await _start(settings)
+    await run.aclose()
+    return handshake
 
 
-async def run_check(settings: Settings, handshake: Handshake, check: Check) -> CheckResult:
-    """Run one check in isolation; never raises (a checker bug becomes a ``fail`` that says so)."""
-    ctx = CheckContext(settings, handshake)
+async def run_check(
+    settings: Settings, handshake: Handshake, check: Check, *, run: RunState | None = None
+) -> CheckResult:
+    """Run one check in isolation; never raises (a checker bug becomes a ``fail`` that says so).
+
+    Args:
+        settings: The run's options.
+        handshake: What the preflight found.
+        check: The check.
+        run: What the run's checks share (its shared link, its scenarios); ``None``: the check gets
+            its own, ended with it.
+    """
+    own = run is None
+    state = run if run is not None else RunState(settings.target, timeout=settings.timeout, proposed=handshake.version)
+    ctx = CheckContext(settings, handshake, state)
     began = time.monotonic()
     budget = check_budget(settings)
+    broken = False
     try:
         verdict = await asyncio.wait_for(check.run(ctx), budget)
     except Skip as exc:
         verdict = Verdict("skip", str(exc))
+    except Inconclusive as exc:
+        verdict = Verdict("skip", exc.finding, tuple(ctx.log.excerpt()))
+        broken = True
     except CheckFailed as exc:
         verdict = Verdict("fail", exc.finding, tuple(ctx.log.excerpt()))
+        broken = True
     except asyncio.TimeoutError:
         verdict = Verdict("fail", f"the check did not finish within {budget:g} s", tuple(ctx.log.excerpt()))
+        broken = True
     except Exception as exc:
         logger.debug("check %s raised", check.id, exc_info=True)
         verdict = Verdict("fail", f"the check could not run: {type(exc).__name__}: {exc}", tuple(ctx.log.excerpt()))
+        broken = True
     finally:
         await _close(ctx.host)
+    if own:
+        await state.aclose()
+    elif ctx.used_shared and (broken or verdict.status == "fail"):
+        # Whatever went wrong may still be going on (a turn that ignores its cancel, a flood): the
+        # next check gets a fresh agent.
+        await state.retire()
     if not settings.verbose and verdict.status == "pass":
         verdict = Verdict(verdict.status, verdict.finding, verdict.lines[:8])
     return CheckResult(check.id, verdict.status, check.rule, check.source, verdict.evidence, time.monotonic() - began)
@@ -102,14 +138,25 @@ async def run_checks(
     Raises:
         TargetError: The target could not be reached or initialized.
     """
-    handshake = await preflight(settings)
+    began = time.monotonic()
+    run, handshake = await _start(settings)
     results: list[CheckResult] = []
-    for check in CHECKS if checks is None else checks:
-        result = await run_check(settings, handshake, check)
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-    return Report(settings.target.spec, handshake.version, handshake.agent, handshake.capabilities, tuple(results))
+    try:
+        for check in CHECKS if checks is None else checks:
+            result = await run_check(settings, handshake, check, run=run)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        await run.aclose()
+    return Report(
+        settings.target.spec,
+        handshake.version,
+        handshake.agent,
+        handshake.capabilities,
+        tuple(results),
+        seconds=time.monotonic() - began,
+    )
 
 
 async def _close(host: AgentHost) -> None:

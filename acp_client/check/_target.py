@@ -86,6 +86,12 @@ class Target:
             raise TargetError(
                 f"unsupported target {self.spec!r}: use stdio:COMMAND, ws(s)://HOST/PATH or http(s)://HOST/PATH"
             )
+        from ..transports.endpoint import check_url
+
+        try:
+            check_url(self.spec)
+        except ConfigurationError as exc:
+            raise TargetError(str(exc)) from None
 
     def connector(self, *, timeout: float) -> Connector:
         from ..transports.endpoint import connector_for
@@ -110,16 +116,21 @@ class AgentHost:
         target: The agent under check.
         log: The check's wire log.
         timeout: The per-step timeout (``--timeout``).
+        proposed: The protocol version proposed in ``initialize``.
+        first_name: The name of the first link in the evidence (``B`` beside a run's shared link ``A``).
     """
 
-    def __init__(self, target: Target, log: WireLog, *, timeout: float, proposed: int = 1) -> None:
+    def __init__(
+        self, target: Target, log: WireLog, *, timeout: float, proposed: int = 1, first_name: str = "A"
+    ) -> None:
         self.target = target
         self.proposed = proposed
         self.log = log
         self.timeout = timeout
         self._connector = target.connector(timeout=timeout)
         self._links: list[Link] = []
-        self._names = iter("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        self._names = iter(letters[letters.index(first_name) :])
         self.restarts = 0
 
     @property

@@ -1,36 +1,18 @@
-"""Several instances of one agent in one client: recovery at home, and failover (docs/many-instances.md).
+"""Recovery of a pooled client's sessions: at home, and failover (docs/many-instances.md).
 
-An :class:`~acp_client.AcpClient` given several endpoints keeps one link per instance — a
-:class:`~acp_client._supervisor.Supervisor` with its own connector (cookies shared), opened
-lazily — and remembers each session's *home*: the instance it lives on. Sessions are placed by the
-placement policy when created; every call for a session goes to its home's link.
+After a drop the home link reconnects and recovers its sessions like a single-endpoint client
+(the core's round, same callbacks). When the home does not have a session in memory
+(``inactive``, -32002) or stays unreachable past ``failover_delay``, the session is first taken
+out of the home link's recovery, then one fan-out asks every instance ``session/status`` and
+:meth:`~acp_client.location.Location.route` names the one instance that recovers it. Nothing
+reachable: it goes back to its home, and the failover is tried again after another delay. So one
+routine at a time recovers a session, and ``session/load`` / ``session/resume`` never go to two
+instances. Outcomes carry ``endpoint``: the instance's name.
 
-Recovery, per session:
-
-* After a drop the home link reconnects under the retry policy and probes the session there, like
-  a single-endpoint client (same decision table, same callbacks).
-* When the home does not have the session in memory (``inactive``: another instance may have it
-  active; -32002), or stays unreachable past ``failover_delay`` (on the injected
-  clock), the session is first taken out of the home link's recovery (so that link can no longer
-  resume or load it, even if it comes back meanwhile); then every instance is asked
-  ``session/status`` at once (one fan-out, over the live links where there are some) and
-  :meth:`acp_client.location.Location.route` picks the one instance: resume where it is active,
-  replay where it is inactive (home first), or a new session placed by the policy.
-  Nothing reachable: the session goes back to its home link, and the failover is tried again
-  after another ``failover_delay``.
-* A session is therefore recovered by exactly one routine at a time, and a route names one
-  instance: ``session/load`` / ``session/resume`` for one session never go to two instances.
-
-Sessions restored from a session store have no home here yet; the store recorded the one they had
-(:attr:`acp_client.store.StoredSession.home`, kept up to date by the store's bookkeeping). Each is
-asked of that instance first, for its id alone, and of the others only when it does not have it
-active (:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until it is placed, only its
-recorded home may speak for it.
-
-Outcomes and :class:`~acp_client.state.RecoveryContext` carry ``endpoint``: the instance's name.
-
-The links themselves (and where calls wait) are :mod:`acp_client.pool._links`, which owns
-the one :class:`Failover` of a client and tells it what its links do.
+A session restored from a store is asked of the home the store recorded first, for its id alone,
+and of the others only when that home does not have it active
+(:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until it is placed, only its recorded
+home may speak for it.
 """
 
 from __future__ import annotations
@@ -105,14 +87,8 @@ _REASKS = 3
 
 
 class Failover:
-    """Recovers the sessions of a pooled client: at home after a reconnect, elsewhere when the
-    home does not have them or stays away (told by its :class:`~acp_client.pool._links.PoolLinks`).
-
-    Args:
-        links: The client's links (and the engine's parts: their ``kit``).
-        placement: Where a new session goes.
-        failover_delay: Seconds a home may stay unreachable before its sessions move.
-    """
+    """Recovers the sessions of a pooled client (see the module docstring); told what the links do
+    by its :class:`~acp_client.pool._links.PoolLinks`."""
 
     def __init__(self, links: _Links, *, placement: PlacementFunction, failover_delay: float) -> None:
         kit = links.kit
@@ -225,17 +201,14 @@ class Failover:
         return [t for t in self._table.live() if placed(t).home is None]
 
     async def adopt(self, *, patient: bool = True) -> None:
-        """Find the sessions tracked without a home — restored from a store: the client does not
-        know where they are now — and recover each where its route says, before the client counts
-        as connected. Each is asked of the home the store recorded first, for its id alone; the
-        other instances only when that home does not have it active (one fan-out for those).
+        """Find the sessions restored from a store (no home) and recover each where its route says,
+        before the client counts as connected: each is asked of its recorded home first, for its id
+        alone, the others only when that home does not have it active.
 
         ``patient``: a session no reachable instance has in memory while some instance is
-        unreachable (it may be there, its home), or whose recorded home is unreachable, is
-        neither replayed, replaced nor resumed elsewhere yet. Those, and
-        the ones no instance could take, are tried again in the background after
-        ``failover_delay`` — as a session whose home stays away is — and then take the route as
-        it is; the instances that were unreachable then close their copy when they are back."""
+        unreachable (maybe its home), or whose recorded home is unreachable, is not replayed,
+        replaced or resumed elsewhere yet; those, and the ones no instance could take, are tried
+        again after ``failover_delay``, then take the route as it is."""
         sessions = self.homeless()
         if not sessions:
             return
@@ -311,19 +284,14 @@ class Failover:
         self.links.publish()
 
     async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
-        """Close a session everywhere but ``target`` before attaching it there, so one session
-        runs on one instance (docs/many-instances.md): where ``location`` (a fan-out's answers) has it
-        active, and on the instances it was left behind on (asked now, unless ``location`` has
-        their answer), over the live link or a connection of its own (that instance's link may
-        still be waiting out its backoff). Best effort, where ``session/close`` is advertised;
-        returns the instances that closed it. Left-behind instances that cannot be reached stay
-        marked: they are closed when their link comes back, or by the sweep.
+        """Close a session everywhere but ``target`` before attaching it there (one session runs on
+        one instance, docs/many-instances.md): where ``location`` has it active, and on the instances
+        it was left behind on. Best effort; returns the instances that closed it. Unreachable ones
+        stay marked: closed when their link comes back, or by the sweep.
 
-        A copy another instance claims ``active`` while ``target`` claims it too is never closed
-        (unless the session moved off that instance: a copy it left behind there is stale): one of
-        the claims is false (a liar, or an agent that says ``active`` after a restart), and
-        closing on a claim could close the real conversation. The conflict is reported in the
-        outcome and the app's ``decide_recovery`` sees it (``also_active``)."""
+        A copy claimed ``active`` while ``target`` claims it too is never closed (unless the session
+        moved off that instance: a copy left behind there is stale): one claim is false, and closing
+        on it could close the real conversation. The outcome reports the conflict (``also_active``)."""
         session_id = tracked.session_id
         self._unmark(tracked, target)
         marked = placed(tracked).left_behind
@@ -365,10 +333,8 @@ class Failover:
         placed(tracked).left_behind.discard(link)
 
     async def _sweep(self) -> None:
-        """Every ``failover_delay``, close the copies still left behind — over the instance's live
-        link, or a connection of its own (the client may keep no link there, or one waiting out
-        its backoff) — until none is left. Each session under its guard: a move cannot attach it
-        there meanwhile."""
+        """Every ``failover_delay``, close the copies still left behind until none is left, each
+        under its session's guard (a move cannot attach it there meanwhile)."""
         while not self.links.closing and any(placed(t).left_behind for t in self._table):
             await self._clock.sleep(self._failover_delay)
             pending = [(t, link) for t in self._table for link in list(placed(t).left_behind)]
@@ -401,14 +367,11 @@ class Failover:
     async def _move_one(
         self, tracked: Tracked, home: Link | None, location: Location, reason: str, reported: list[RecoveryOutcome]
     ) -> bool:
-        """Recover one session on the instance its route names (its outcome, once reported, is
-        added to ``reported``); ``False`` to try again later. ``home`` is where it lived
-        (``None``: unknown, a session restored from a store).
+        """Recover one session where its route names (its reported outcome added to ``reported``);
+        ``False`` to try again later. ``home``: where it lived (``None``: restored from a store).
 
-        The answers are as old as the fan-out: when the target's link had to be waited for and
-        some instance was unreachable then, that instance may be back holding the session, so
-        the instances are asked again before anything is attached (and again, up to
-        :data:`_REASKS` times, while the world keeps moving)."""
+        When the target had to be waited for while some instance was unreachable, that instance
+        may be back holding the session: the instances are asked again (up to :data:`_REASKS` times)."""
         prefer = home if home is not None else self.links.recorded(tracked)  # a restored one: its recorded home
         for asked in itertools.count():
             targeted = self._target(location, prefer)

@@ -1,35 +1,23 @@
-"""The links of a client facing several instances of one agent (docs/many-instances.md): the pool's
-implementation of :class:`acp_client._links.Links`.
+"""The links of a pooled client (docs/many-instances.md): the pool's :class:`acp_client._links.Links`.
 
-One link per instance — a :class:`~acp_client._supervisor.Supervisor` over that instance's
-connector (the client's cookie store shared by all), started when first needed — and the client's
-state as the aggregate of its links. Where each session lives (its *home*), whether it is
-*moving* and the links it was *left behind* on are its :class:`~acp_client.pool._link.Placement`,
-kept in the session's slot; the links learn where sessions settle, and which are forgotten, from
-the engine's events. The recovery across instances is this module's
-:class:`~acp_client.pool._failover.Failover`, which it owns and tells what each link does.
+One :class:`~acp_client._supervisor.Supervisor` per instance, started when first needed; each
+session's :class:`~acp_client.pool._link.Placement` (home, moving, left behind) is learnt from the
+engine's events; the :class:`~acp_client.pool._failover.Failover` recovers across instances. A
+session's calls wait in one :class:`~acp_client._queue.OutageQueue` while it moves or its home
+reconnects, then go to its (new) home.
 
-Calls for a session wait here (:class:`~acp_client._queue.OutageQueue`: ``QueueOptions.max_size``
-and ``max_age`` hold once per call, as with one endpoint), while the session moves or its home
-reconnects: after a move they go to the new home.
-
-The client's state (published by the engine's one :class:`~acp_client._client_state.StateMachine`)
-is the aggregate of the links that matter (those homing a session, or else
-the first one started that has not failed): ``connected`` when all of them are, ``recovering``
-while sessions move, else the state of the first one that is not connected — its own state, with
-its own attempt number and delay from the retry policy. Nothing is invented. A link whose state
-the client shows stays one that matters until it is connected again, or until its sessions were
-recovered elsewhere (a move: ``recovering``), so the client follows that link's own legal
-sequence (``reconnecting → recovering → connected``) instead of jumping. A home whose link gave
-up (``failed``) while no instance could take its sessions makes the client ``suspended``: the
-attempt is the number of failovers that found no instance, ``retry_in`` the time until the next.
-A transition that is not legal (``connected`` while a move starts: the links are up, the moving
-sessions' calls wait) is held by the state machine until the next legal one.
+The client's state aggregates the links that matter (those homing a session, else the first
+started one not failed): ``connected`` when all are, ``recovering`` while sessions move, else the
+state of the first one not connected, as it is (attempt and delay included). The link shown keeps
+mattering until it is connected again or its sessions moved, so the client follows its legal
+sequence instead of jumping. A failed home whose sessions no instance could take makes the client
+``suspended`` (attempt: failovers that found no instance; ``retry_in``: until the next).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,7 +34,7 @@ from .._supervisor import Supervisor
 from .._tasks import TaskSet
 from ..clock import move_on_after
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
-from ..exceptions import AcpError, ClientClosed, TransportClosed, TransportError
+from ..exceptions import AcpError, ClientClosed, TransportClosed
 from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
 from ..transports._security import redact_url
@@ -64,15 +52,7 @@ _ATTACHING = frozenset({"session/load", "session/resume"})
 
 
 class PoolLinks(SessionEvents):
-    """The links of a client facing several instances (see the module docstring).
-
-    Args:
-        kit: The engine's parts.
-        endpoints: The instances, in preference order.
-        connectors: One connector per endpoint.
-        placement: Where new sessions go.
-        failover_delay: Seconds a home may stay unreachable before its sessions move.
-    """
+    """The links of a client facing several instances, in preference order (see the module docstring)."""
 
     def __init__(
         self,
@@ -200,14 +180,14 @@ class PoolLinks(SessionEvents):
             self.notify()
             self.publish()
 
-        def on_drop(cause: TransportError) -> None:
-            failover.dropped(link, cause)
-
-        def on_fail(error: BaseException) -> None:
-            failover.failed(link, error)
-
         link.state = ConnectionState(State.CONNECTING)
-        sup = self.kit.supervisor(link.connector, recover=recover, on_drop=on_drop, on_state=on_state, on_fail=on_fail)
+        sup = self.kit.supervisor(
+            link.connector,
+            recover=recover,
+            on_drop=functools.partial(failover.dropped, link),
+            on_state=on_state,
+            on_fail=functools.partial(failover.failed, link),
+        )
         link.authority = sup.guard(
             lambda request, note: Authority(self._admits(link), link.connector.target, request, note)
         )
@@ -269,8 +249,6 @@ class PoolLinks(SessionEvents):
         try:
             await sup.start()
         except BaseException as exc:
-            if not starting.done():
-                starting.set_result(None)
             link.supervisor = None if link.supervisor is sup else link.supervisor
             link.state = ConnectionState(State.FAILED, cause=str(exc))
             raise
@@ -482,10 +460,9 @@ class PoolLinks(SessionEvents):
             await self._waiting.wait(method, ticket=ticket)
 
     async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool:
-        """``session/close`` one session on one instance — over ``over``, the link's live
-        connection, or a connection of its own (the link may be waiting out its backoff, or
-        recovering) — within the probe timeout. ``True`` when the instance no longer has it in
-        memory; never raises for the instance's failure."""
+        """``session/close`` one session on one instance (over ``over``, the link's live connection,
+        or one of its own) within the probe timeout; ``True`` when the instance no longer has it.
+        Never raises for the instance's failure."""
         over = over or (link.supervisor.live() if link.supervisor is not None else None)
         settings = _probing.settings(
             [session_id],

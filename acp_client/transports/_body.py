@@ -1,13 +1,8 @@
 """Reading HTTP bodies: bounded decompression and capped reads. No ``httpx`` type in here.
 
-A few kilobytes of ``gzip`` can inflate to gigabytes, so decompression never expands a whole
-received chunk at once: :meth:`Inflater.pieces` hands out the output lazily, at most
-:data:`INFLATE_STEP` bytes at a time and never more than the caller's remaining budget plus one
-byte. Memory therefore stays bounded by the cap the caller enforces, whatever the compression
-ratio (a body that exceeds its cap costs at most the cap plus one step, not its inflated size).
-
-:func:`read_body` reads a whole body under a cap (the ``initialize`` answer, an error body); the
-SSE reader feeds :meth:`Inflater.pieces` straight to its parser, whose own caps bound it.
+A few kilobytes of ``gzip`` can inflate to gigabytes, so :meth:`Inflater.pieces` hands out the
+output lazily, at most :data:`INFLATE_STEP` bytes at a time and never more than the caller's
+remaining budget plus one byte: memory stays bounded by the caller's cap, whatever the ratio.
 """
 
 from __future__ import annotations
@@ -26,12 +21,8 @@ INFLATE_STEP: Final = 64 * 1024
 
 
 class Inflater:
-    """Incremental decompression of one body (``identity``, ``gzip`` or ``deflate``).
-
-    ``deflate`` is accepted with or without its zlib wrapper (some servers send raw deflate).
-
-    Args:
-        content_encoding: The ``Content-Encoding`` header's value (``""`` when absent).
+    """Incremental decompression of one body (``identity``, ``gzip`` or ``deflate``, the last with
+    or without its zlib wrapper: some servers send raw deflate).
 
     Raises:
         ProtocolError: An encoding the client did not offer.
@@ -57,13 +48,8 @@ class Inflater:
             raise ProtocolError(f"unsupported Content-Encoding {content_encoding!r}")
 
     def pieces(self, data: bytes, budget: int | None = None) -> Iterator[bytes]:
-        """The decompressed output of ``data``, lazily, in pieces of at most :data:`INFLATE_STEP`.
-
-        Args:
-            data: The next compressed bytes of the body.
-            budget: How many more output bytes the caller will accept: a piece is never longer
-                than ``budget + 1`` (so exceeding it is noticed without inflating further).
-                ``None``: no limit beyond the step (the consumer bounds itself).
+        """The decompressed output of ``data``, lazily, in pieces of at most :data:`INFLATE_STEP`
+        and never longer than ``budget + 1`` (so exceeding the budget is noticed at once).
 
         Raises:
             ProtocolError: Corrupt compressed data.
@@ -100,14 +86,8 @@ class Inflater:
 async def read_body(
     chunks: AsyncIterable[bytes], *, content_encoding: str, content_length: str, cap: int, truncate: bool
 ) -> bytes:
-    """Read a whole body, decompressing in bounded steps; never more than ``cap`` bytes decoded.
-
-    Args:
-        chunks: The raw (still encoded) body.
-        content_encoding: The ``Content-Encoding`` header (``""`` when absent).
-        content_length: The ``Content-Length`` header (``""`` when absent).
-        cap: The most decoded bytes accepted.
-        truncate: Cut the body at ``cap`` instead of failing (for diagnostics of error answers).
+    """Read a whole body, decompressing in bounded steps; never more than ``cap`` bytes decoded
+    (``truncate``: cut it there instead of failing, for the diagnostics of error answers).
 
     Raises:
         MessageTooLarge: The body exceeds ``cap`` (unless ``truncate``).

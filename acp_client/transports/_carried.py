@@ -1,14 +1,7 @@
-"""What an HTTP connector carries from one link to the next (issue 12: the HTTP recovery tail).
-
-* The connection ids of links that **dropped**. A dropped link cannot ``DELETE`` its connection (its
-  server may be unreachable), and a server that never expires connections (the official Python SDK
-  0.12.1) would keep one per reconnect. The next link, once initialized, sends that ``DELETE`` in the
-  background: after :data:`STALE_DELETE_DELAY`, bounded by :data:`STALE_DELETE_TIMEOUT`, a failure
-  only logged at DEBUG, and tried again from the link after if this one ends first. Recovery never
-  waits for it. A link that dropped with a turn still running puts nothing here (its ``DELETE``
-  would abort that turn), nor one the server already forgot.
-* The server's header **dialect** (see :attr:`._routing.Router.header_everywhere`): a reconnect starts
-  from what the previous link learnt instead of paying a refusal and a retry per session again.
+"""What an HTTP connector carries from one link to the next: the connection ids of links that
+dropped, for the next link to ``DELETE`` in the background (the rule is in
+:mod:`acp_client.transports.http`), and the server's header dialect it learnt
+(:attr:`._routing.Router.header_everywhere`), so a reconnect does not pay a refusal per session again.
 """
 
 from __future__ import annotations

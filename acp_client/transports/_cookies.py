@@ -1,33 +1,19 @@
 """The client's cookie store: what a load balancer sets, sent back on every later request.
 
-ACP servers (and the load balancers in front of them) may pin a client to one backend with a
-cookie set on the WebSocket handshake or on an HTTP answer; the client must send it back, across
-reconnects too. This store is deliberately stricter than a browser's:
+A load balancer may pin a client to one backend with a cookie set on the WebSocket handshake or an
+HTTP answer; the client sends it back, across reconnects too. Stricter than a browser: a cookie
+is scoped to the **exact origin** that set it (``ws`` counts as ``http``, ``wss`` as ``https``;
+``Domain`` never widens it, and one that does not cover the host is invalid); ``Path`` follows
+RFC 6265 5.1.4; ``Secure`` cookies come only from and go only to secure origins, and the
+``__Secure-`` / ``__Host-`` prefixes are enforced; ``Max-Age`` (winning over ``Expires``) and
+``Expires`` are honoured, a past expiry deletes; names and values must be ASCII; at most
+``max_cookies_per_origin`` per origin (oldest evicted) and 4096 bytes per cookie. Malformed values
+are ignored with a debug log; cookie values never appear in logs or ``repr``.
 
-* A cookie is scoped to the **exact origin** that set it (scheme, host, port; ``ws`` counts as
-  ``http`` and ``wss`` as ``https``). A ``Domain`` attribute never widens that scope; a ``Domain``
-  that does not even cover the setting host makes the cookie invalid (as in a browser).
-* ``Path`` scoping follows RFC 6265 section 5.1.4, with the default-path when the attribute is
-  absent or not absolute.
-* ``Secure`` cookies are only accepted from, and only sent to, ``https``/``wss`` origins. The
-  ``__Secure-`` and ``__Host-`` name prefixes are enforced.
-* ``Max-Age`` (which wins over ``Expires``) and ``Expires`` are honoured; an expiry in the past
-  (or ``Max-Age<=0``) deletes the cookie. Cookies without either live as long as the store.
-* Names and values must be ASCII (RFC 6265 ``cookie-octet``): anything else could not be sent
-  back in a request header.
-* Bounded: at most ``max_cookies_per_origin`` cookies per origin (the oldest are evicted) and
-  4096 bytes per cookie (name plus value); larger ones are ignored.
-
-Malformed ``Set-Cookie`` values are ignored with a debug log, never an exception. Cookie values
-never appear in logs or in ``repr``.
-
-Why not the standard library's :mod:`http.cookiejar`: it scopes by host name and domain, as a
-browser of its time did. A cookie set by ``http://127.0.0.1:8000`` goes to port 9000 and to
-``https://``; a ``Domain=example.com`` cookie from ``a.example.com`` goes to ``b.example.com``; a
-``Secure`` cookie is accepted over ``http``; the ``__Host-``/``__Secure-`` prefixes, the ASCII and
-size rules and a per-origin bound are not checked; and it reads ``time.time()`` itself, so expiry
-cannot follow the client's clock. Wrapping it would mean one jar per origin plus every one of those
-checks on top: more code than this module, not less.
+Not :mod:`http.cookiejar`: it scopes by host and domain (a cookie from ``http://127.0.0.1:8000``
+goes to port 9000 and to ``https://``, ``Domain=example.com`` spreads to sibling hosts), accepts
+``Secure`` over ``http``, checks none of the prefix, ASCII, size or per-origin rules, and reads
+``time.time()`` itself. One jar per origin plus all those checks would be more code, not less.
 """
 
 from __future__ import annotations
@@ -45,7 +31,7 @@ from .._checks import check_count
 from .._logging import get_logger
 from ._security import Origin, origin_of
 
-__all__ = ["CookieStore"]
+__all__ = ["CookieStore", "with_cookie"]
 
 logger = get_logger(__name__)
 
@@ -200,8 +186,16 @@ def _parse(raw: str, origin: Origin, url_path: str, now: float) -> _Cookie:
     return _Cookie(name, value, path, secure, max_age if max_age is not None else expires)
 
 
+def with_cookie(headers: list[tuple[str, str]], cookie: str | None) -> list[tuple[str, str]]:
+    """``headers`` with the store's ``cookie`` joined to the app's own ``Cookie`` header, if any."""
+    if not cookie:
+        return headers
+    mine = [value for name, value in headers if name.lower() == "cookie"]
+    return [*(pair for pair in headers if pair[0].lower() != "cookie"), ("Cookie", "; ".join([*mine, cookie]))]
+
+
 class CookieStore:
-    """One per client; shared by the HTTP and WebSocket paths; scoped by exact origin.
+    """One per client, shared by the HTTP and WebSocket paths.
 
     Args:
         now: The wall clock, in seconds since the epoch (``Expires`` dates are absolute).
@@ -214,16 +208,14 @@ class CookieStore:
         self._max_per_origin = max_cookies_per_origin
         # origin -> {(name, path): cookie}, in creation order (dicts keep insertion order).
         self._jar: dict[Origin, dict[tuple[str, str], _Cookie]] = {}
-        # The last answer of header_for() per URL: (jar version, valid until, value). Every request
-        # of a link asks for the same URL; the answer holds until the jar changes or a cookie in
-        # it expires.
+        # The last answer of header_for() per URL (every request asks): (jar version, valid until,
+        # value); it holds until the jar changes or a cookie in it expires.
         self._version = 0
         self._answers: dict[str, tuple[int, float, str | None]] = {}
 
     def header_for(self, url: str) -> str | None:
-        """The value for a ``Cookie:`` request header to ``url``, or ``None`` when none applies.
-
-        Cookies with longer paths come first (RFC 6265 section 5.4); expired cookies are removed.
+        """The value for a ``Cookie:`` request header to ``url`` (``None``: none applies), longer
+        paths first (RFC 6265 section 5.4).
 
         Raises:
             ConfigurationError: ``url`` is not an http(s)/ws(s) URL with a host.
@@ -251,9 +243,8 @@ class CookieStore:
         return value
 
     def capture(self, url: str, set_cookie_values: Iterable[str]) -> None:
-        """Store the cookies of a response from ``url``, given its ``Set-Cookie`` header values.
-
-        Malformed or unacceptable values are skipped (logged at debug level, without the value).
+        """Store the cookies of a response from ``url`` given its ``Set-Cookie`` values (malformed or
+        unacceptable ones skipped).
 
         Raises:
             ConfigurationError: ``url`` is not an http(s)/ws(s) URL with a host.

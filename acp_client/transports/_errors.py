@@ -1,22 +1,10 @@
 """One map from third-party failures and HTTP statuses to the error tree, for HTTP and WebSocket.
 
-The network transports call into here at their boundary and ``raise ... from exc`` what they get
-back, so no ``httpx``, ``httpcore``, ``websockets``, ``ssl`` or ``OSError`` escapes them. Three
-tables, each read top to bottom (the first matching row wins):
-
-* :data:`STATUS_ERRORS` / :data:`STREAMABLE_STATUS_ERRORS`: an HTTP status on an answer (a
-  Streamable HTTP request, or a WebSocket handshake) -> an
-  :class:`~acp_client.exceptions.HttpStatusError` subclass. Statuses with an ACP meaning of their
-  own (400 missing header, 404 unknown connection or session, 406, 415, 501) only apply to
-  Streamable HTTP: a WebSocket handshake answered 404 is a plain ``HttpStatusError``.
-* :data:`OPEN_ERRORS`: a failure while opening a link (TCP, TLS, WebSocket handshake) ->
-  :class:`~acp_client.exceptions.ConnectError` and friends.
-* :data:`REQUEST_NOT_SENT`: the ``httpx`` failures of one request that prove it never left this
-  process (everything else may have reached the server).
-
-A certificate that does not verify is always :class:`~acp_client.exceptions.TlsVerificationError`
-(fatal), however deep the library wrapped it. Redirect handling is shared too: the statuses that
-are redirects, and how many same-origin hops a request follows.
+The transports ``raise ... from exc`` what they get back here, so no ``httpx``, ``httpcore``,
+``websockets``, ``ssl`` or ``OSError`` escapes them. Statuses with an ACP meaning of their own
+(:data:`STREAMABLE_STATUS_ERRORS`, 404) apply to Streamable HTTP only: a WebSocket handshake
+answered 404 is a plain ``HttpStatusError``. A certificate that does not verify is always
+:class:`~acp_client.exceptions.TlsVerificationError`, however deep the library wrapped it.
 """
 
 from __future__ import annotations
@@ -98,10 +86,6 @@ def status_error(
     """The error for an answer with an unexpected HTTP status.
 
     Args:
-        status: The HTTP status.
-        message: The error message (who asked what, and the answer).
-        body: The start of the answer's body, for diagnostics.
-        retry_after: The raw ``Retry-After`` header, if any (used for 429 and 503).
         streamable: A Streamable HTTP request (``maybe_delivered`` is set, ACP statuses apply);
             ``False`` for a WebSocket handshake.
         unknown_session: For a 404: the server does not know the session (else the connection).
@@ -211,22 +195,11 @@ REQUEST_NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolT
 def request_error(
     exc: httpx.HTTPError, *, what: str, target: str, idle: float, sent: bool, connecting: bool
 ) -> TransportError:
-    """Map a network failure of one Streamable HTTP request.
+    """Map a network failure of one Streamable HTTP request (``what``: ``"POST"``, ``"GET"``...).
 
-    Args:
-        exc: What ``httpx`` raised.
-        what: The request (``"POST"``, ``"GET"``...), for the message.
-        target: The endpoint, safe to log.
-        idle: The read timeout in effect (for the message of a timeout).
-        sent: The request is known to have been sent (its answer was being read).
-        connecting: The very first request of a link (``initialize``): a failure to reach the
-            server is then a :class:`~acp_client.exceptions.ConnectError`.
-
-    Returns:
-        :class:`~acp_client.exceptions.TlsVerificationError` for a certificate that did not
-        verify; for a POST, :class:`~acp_client.exceptions.ConnectError` (``connecting`` and
-        nothing sent) or :class:`~acp_client.exceptions.TransportClosed`; for other requests a
-        plain :class:`~acp_client.exceptions.TransportError` the stream logic judges.
+    ``sent``: its answer was being read. ``connecting``: the ``initialize`` POST, whose failure to
+    reach the server is a ``ConnectError``. A POST's other failures close the link
+    (``TransportClosed``); other requests get a plain ``TransportError`` the stream logic judges.
     """
     maybe_delivered = sent or not isinstance(exc, REQUEST_NOT_SENT)
     if isinstance(exc, httpx.TimeoutException):

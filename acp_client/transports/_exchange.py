@@ -1,23 +1,10 @@
 """The HTTP requests of one Streamable HTTP link: headers, cookies, redirects, bodies, failures.
 
-:class:`HttpExchange` is what :class:`~acp_client.transports.http.HttpTransport` calls to reach
-the server. It knows nothing about JSON-RPC or sessions; it sends one request and returns the
-answer, with every third-party failure and unexpected status mapped to the error tree
-(:mod:`._errors`):
-
-* a ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow same-origin ones only, so
-  credentials never leave the origin;
-* a ``POST`` that could not be written whole (a pooled connection that died while idle: under
-  HTTP/2 a reset is only seen when written to) is sent once more on a fresh connection: no server
-  can have acted on a request it did not receive whole;
-* the app's headers go on every request (secret ones only to the endpoint's origin), the cookie
-  store's cookies too, and every ``Set-Cookie`` answer goes back into the store;
-* bodies are decompressed in bounded steps and capped (:mod:`._body`);
-* the requests go through a :class:`~._wire.Wire`: an ``httpcore`` connection pool per link (:mod:`._wire`);
-* under HTTP/2, each SSE stream gets a client (a connection) of its own: ``httpcore`` (1.0.x)
-  starves HTTP/2 streams that share a connection with other idle long-lived readers;
-* under HTTP/1.1 the SSE streams share one pool of their own, and the POSTs another, small one
-  (each open stream holds a connection; the POSTs' keep-alive connections are reused).
+:class:`HttpExchange` knows nothing about JSON-RPC or sessions: it sends one request through a
+:class:`~._wire.Wire` and returns the answer, every failure and unexpected status mapped to the
+error tree (:mod:`._errors`). A ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow
+same-origin ones only. Secret headers go only to the endpoint's origin; cookies come from and go
+back to the store; bodies are decompressed in bounded steps and capped (:mod:`._body`).
 """
 
 from __future__ import annotations
@@ -43,7 +30,7 @@ from ..exceptions import (
     UnsafeRedirect,
 )
 from ._body import Inflater, read_body
-from ._cookies import CookieStore
+from ._cookies import CookieStore, with_cookie
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, REQUEST_NOT_SENT, request_error, status_error
 from ._routing import is_session_404
 from ._security import origin_of, redirect_allowed, safe_url
@@ -78,11 +65,7 @@ _ERROR_BODY_BYTES: Final = 4096
 
 @attrs.frozen(slots=True)
 class Answer:
-    """A fully read answer to one POST.
-
-    Attributes:
-        body_error: Why the body of a 2xx answer could not be read (it is then empty).
-    """
+    """A fully read answer to one POST (``body_error``: why a 2xx body could not be read; it is empty)."""
 
     status: int
     headers: HeaderView
@@ -143,17 +126,10 @@ class HttpExchange:
     """Sends the requests of one link (see the module docstring).
 
     Args:
-        url: The endpoint.
         client: The main wire (POSTs, DELETE; the SSE streams too when neither of the next two is given).
         stream_client_factory: Makes a dedicated wire per SSE stream (HTTP/2).
         stream_client: The wire every SSE stream shares (HTTP/1.1), when there is no factory.
-        headers: The app's headers (validated).
-        secret_headers: Lowercased names whose values never go to another origin.
-        cookies: The store cookies come from and go back to.
-        limits: Body caps.
-        connect_timeout: Seconds to connect (and to wait for a pooled connection).
-        idle: Seconds without a byte before a read fails: the idle timeout of SSE streams (it also
-            bounds the wait for an answer's headers and for a POST's answer).
+        idle: Seconds without a byte before a read fails (SSE streams, and the wait for any answer).
         on_fatal: Called with a reason when a failure ends the link (a POST's network failure, a
             certificate that did not verify).
         closed_reason: Why the link is closed, for requests attempted after it.
@@ -169,7 +145,6 @@ class HttpExchange:
         secret_headers: frozenset[str],
         cookies: CookieStore,
         limits: Limits,
-        connect_timeout: float,
         idle: float,
         on_fatal: Callable[[str], None],
         closed_reason: Callable[[], str],
@@ -187,8 +162,6 @@ class HttpExchange:
         self._secret = secret_headers
         self._cookies = cookies
         self._limits = limits
-        # The read timeout of a request is the idle timeout: it bounds the wait for an answer's head
-        # and, on an SSE stream, every wait for its next bytes.
         self._idle = idle
         self._post_extra: tuple[str | None, list[tuple[str, str]]] = (None, [])
         self._on_fatal = on_fatal
@@ -261,13 +234,10 @@ class HttpExchange:
 
     async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
-        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke
-        (``Last-Event-ID`` and the server's resumption headers, see :mod:`._resume`).
+        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._resume`).
 
         Raises:
-            TransportError: A network failure (the caller judges it), or a mapped status error
-                (see :func:`._errors.status_error`).
-            TlsVerificationError: The certificate did not verify.
+            TransportError: A network failure, or a mapped status error.
             UnsafeRedirect: A redirect to another origin, or too many.
             ProtocolError: Not an event stream, or an encoding the client cannot read.
         """
@@ -439,12 +409,7 @@ class HttpExchange:
     ) -> list[tuple[str, str]]:
         same_origin = origin_of(url) == self._origin
         headers = [(name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret]
-        if cookie is None:
-            cookie = self._cookies.header_for(url)
-        if cookie:
-            merged = [value for name, value in headers if name.lower() == "cookie"]
-            headers = [(name, value) for name, value in headers if name.lower() != "cookie"]
-            headers.append(("Cookie", "; ".join([*merged, cookie])))
+        headers = with_cookie(headers, self._cookies.header_for(url) if cookie is None else cookie)
         headers.extend(extra)
         return headers
 

@@ -1,18 +1,13 @@
 """Inbound messages of a Streamable HTTP link: the bounded queue, and the reader that fills it.
 
-Several SSE streams feed one :class:`Inbox`; ``receive()`` takes from it in arrival order. When
-it holds :attr:`Inbox.limit` items the readers stop reading (they wait in :meth:`Inbox.push`),
-which pushes back on the server through TCP / HTTP/2 flow control instead of buffering without
-bound. :class:`EventReader` turns one stream's bytes into messages: bounded decompression
-(:mod:`._body`), the SSE parser's caps (:mod:`._sse`), JSON-RPC decoding. No ``httpx`` in here:
-the caller hands over the raw chunks and maps the network's exceptions.
+Several SSE streams feed one :class:`Inbox`; ``receive()`` takes from it in arrival order. A full
+inbox stops the readers (they wait in :meth:`Inbox.push`): back-pressure on the server through
+TCP / HTTP/2 flow control. :class:`EventReader` turns one stream's raw chunks into messages
+(bounded decompression, the SSE caps, JSON-RPC decoding); the caller maps the network's errors.
 
-Keep the limit small (the HTTP transport's is 128). One network read brings a thousand events or
-more; decoded all at once before the receiver takes the first, they are a megabyte or two of
-dicts, out of the CPU caches (and aged into the garbage collector's older generations) by the
-time each is used: about a third more CPU per update than handing them over 128 at a time
-(``benchmarks/throughput.py``). The reader waits in :meth:`Inbox.push` meanwhile, and the
-receiver takes what is queued without waiting, so a small limit costs a task switch per batch.
+Keep the limit small (128): a thousand events decoded at once from one network read are out of
+the CPU caches by the time each is used, about a third more CPU per update
+(``benchmarks/throughput.py``); a small limit costs only a task switch per batch.
 """
 
 from __future__ import annotations
@@ -39,11 +34,7 @@ Inbound: TypeAlias = "Message | AcpError"
 
 
 class Inbox:
-    """A bounded queue of inbound messages (or errors to raise from ``receive()``).
-
-    Args:
-        limit: Items held before :meth:`push` waits for room.
-    """
+    """A bounded queue of inbound messages (or errors to raise from ``receive()``) of ``limit`` items."""
 
     __slots__ = ("_full", "_items", "_space", "_wakeup", "closed", "limit")
 
@@ -114,16 +105,10 @@ class EventReader:
     """Reads one SSE stream into an :class:`Inbox`.
 
     Args:
-        inbox: Where messages go.
-        limits: The SSE line and event caps.
-        content_encoding: The stream's ``Content-Encoding``.
-        target: The endpoint, for logs.
-        inspect: Called with each message that is not a notification (the transport tracks
-            answers and agent requests), and with each ``state_update`` notification (v2 turns
-            begin and end), with its stream's session id.
-        source: The session whose stream this is (``None``: the connection stream).
-        last_event_id: The stream's last event id before this reading (a reattached stream goes on
-            from it, as the SSE specification's reconnection does).
+        inspect: Called with each message that is not a notification, and each ``state_update``
+            notification (v2 turns), with ``source``: the stream's session id (``None``: the
+            connection stream).
+        last_event_id: Where a reattached stream goes on from.
         on_resync: Called once when the server signals it cannot resume the stream (see
             :mod:`._resume`); the messages after the signal are still queued.
 

@@ -35,7 +35,7 @@ from ._cookies import CookieStore
 from ._errors import describe_error
 from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
 from ._inbox import EventReader, Inbox
-from ._reattach import GaveUp, reattach
+from ._reattach import MAX_RETRY_DELAY, GaveUp, reattach, retry_delay
 from ._resume import Cursor
 from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
 from ._security import (
@@ -53,9 +53,6 @@ logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
 _MAX_QUEUED: Final = 128
-#: Pauses before reopening a lost session stream (the n-th quick attempt in a row).
-_SESSION_RETRY_DELAYS: Final = (0.05, 0.25, 1.0)
-_MAX_RETRY_DELAY: Final = 5.0
 
 
 class _SessionStream:
@@ -74,12 +71,8 @@ class _SessionStream:
 
 
 def header_session_id(session_id: str) -> str:
-    """A session id fit for an ``Acp-Session-Id`` header.
-
-    Raises:
-        ConfigurationError: CR, LF or NUL (see :func:`check_session_id`), or a non-ASCII
-            character (httpx sends header values as ASCII).
-    """
+    """A session id fit for an ``Acp-Session-Id`` header (else ``ConfigurationError``: empty, CR,
+    LF, NUL or not ASCII)."""
     check_session_id(session_id)
     if not session_id.isascii():
         raise ConfigurationError(f"session id {session_id!r} cannot travel in an HTTP header (not ASCII)")
@@ -123,7 +116,6 @@ class HttpTransport:
             secret_headers=secret_headers,
             cookies=cookies,
             limits=limits,
-            connect_timeout=connect_timeout,
             idle=sse_idle_timeout,
             on_fatal=self._fail,
             closed_reason=lambda: self._closed.reason if self._closed is not None else "closed by the client",
@@ -226,8 +218,7 @@ class HttpTransport:
             raise
 
     def receive(self) -> Coroutine[Any, Any, Message]:
-        """The next inbound message or batch, from any stream, in arrival order (awaitable: the
-        inbox's own coroutine, no wrapper per message).
+        """The next inbound message or batch, from any stream, in arrival order.
 
         Raises:
             MalformedFrame: An event whose data is not a JSON-RPC message, or an event cut off by
@@ -244,9 +235,8 @@ class HttpTransport:
     async def aclose(self) -> None:
         """End the link: stop the streams, ``DELETE`` the connection (best effort), release all.
 
-        Idempotent; never raises for a dead link. A link that already failed (a drop) is not sent
-        a ``DELETE`` here: its server may be unreachable, and a reconnect must not wait on it. The
-        connector's next link sends it in the background once it is initialized.
+        Idempotent; never raises for a dead link. A dropped link's ``DELETE`` is left to the
+        connector's next link (its server may be unreachable: a reconnect must not wait on it).
         """
         if self._released:
             return
@@ -346,31 +336,25 @@ class HttpTransport:
                 self._fail(f"connection stream: {reason}")
                 return
             empty = 0 if got else empty + 1
-            if not await self._pause_before_reattach(None, empty, reason):
-                return
-            reopened = await self._reattach_stream(None, cursor, reason)
+            reopened = await self._reattach_stream(None, cursor, reason, empty)
             if reopened is None:
                 return
             response, resumed = reopened
 
-    async def _pause_before_reattach(self, session_id: str | None, empty: int, reason: str) -> bool:
-        """After ``empty`` reopenings in a row that brought nothing, wait a little; past
-        ``session_stream_retries`` of them the server cannot serve the stream: the link is closed
-        (``False``). A stream that carried data is reattached at once."""
-        if not empty:
-            return True
+    async def _reattach_stream(
+        self, session_id: str | None, cursor: Cursor, reason: str, empty: int
+    ) -> tuple[Reply, StreamResumed] | None:
+        """Reopen a broken stream on the same connection; ``None`` once the link is closed. After
+        ``empty`` reopenings in a row that brought nothing, wait a little first; past
+        ``session_stream_retries`` of them, close the link."""
         if empty > self._retries:
             what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
-            return False
-        await asyncio.sleep(_SESSION_RETRY_DELAYS[min(empty, len(_SESSION_RETRY_DELAYS)) - 1])
-        return self._closed is None
-
-    async def _reattach_stream(
-        self, session_id: str | None, cursor: Cursor, reason: str
-    ) -> tuple[Reply, StreamResumed] | None:
-        """Reopen a broken stream on the same connection (see :func:`._reattach.reattach`); ``None``
-        once the link is closed (because it could not be, or meanwhile)."""
+            return None
+        if empty:
+            await asyncio.sleep(retry_delay(empty))
+            if self._closed is not None:
+                return None
         outcome = await reattach(
             self._http,
             session_id,
@@ -506,9 +490,7 @@ class HttpTransport:
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
                         return
                     failures = 0 if stream.got_data or lived else failures + 1
-                    if not await self._pause_before_reattach(sid, failures, reason):
-                        return
-                    reopened = await self._reattach_stream(sid, cursor, reason)
+                    reopened = await self._reattach_stream(sid, cursor, reason, failures)
                     if reopened is None:
                         return
                     continue
@@ -533,9 +515,7 @@ class HttpTransport:
                     return
                 self._fail(f"the stream of session {sid} could not be reopened: {error}")
                 return
-            if delay is None:
-                delay = _SESSION_RETRY_DELAYS[min(failures, len(_SESSION_RETRY_DELAYS)) - 1]
-            await asyncio.sleep(min(delay, _MAX_RETRY_DELAY))
+            await asyncio.sleep(min(retry_delay(failures) if delay is None else delay, MAX_RETRY_DELAY))
 
     # -- reading SSE -------------------------------------------------------------------------
 
@@ -548,14 +528,11 @@ class HttpTransport:
         resumed: StreamResumed | None = None,
     ) -> tuple[str, bool, bool, bool]:
         """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
-
-        ``resumed``: the stream was reattached; that is reported once its first bytes are read and
-        they are not a resync signal (a server that cannot resume still answers ``200``).
+        ``resumed`` (a reattached stream) is reported once its first bytes are not a resync signal.
 
         Returns:
             Why it ended, whether it skipped an oversized event (a lost message), whether it broke
-            (a network failure, the idle timeout, unreadable data) rather than ended, and whether
-            it lived (a byte came, or it stayed open until the idle timeout).
+            rather than ended, and whether it lived (a byte came, or it lasted the idle timeout).
         """
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(

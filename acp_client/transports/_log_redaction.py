@@ -1,25 +1,14 @@
 """Keeps secrets out of the logs of the third-party libraries our transports drive.
 
-At DEBUG level (INFO for httpx) those libraries print what they send and receive: httpx the full
-URL of each request (query string included), httpcore the response headers (``Set-Cookie``), hpack
-each header it encodes or decodes (``:path`` with its query, ``x-api-key``, ``set-cookie``), h2 the
-headers of its events, websockets every handshake header (``Location: /acp2?token=...`` after a
-redirect). :class:`RedactingFilter` rewrites such records before any handler sees them, without
-dropping them (the logs stay useful): it replaces
+At DEBUG level (INFO for httpx) httpx, httpcore, hpack, h2 and websockets print URLs with their
+query strings and request and response headers. :class:`RedactingFilter` rewrites such records,
+never drops them: query strings and URL user-info become ``<redacted>``, and so does the value of
+every secret header (``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie`` and
+those the app declared) in each shape these libraries print it.
 
-* the query string of every URL or path (``/acp?token=x`` → ``/acp?<redacted>``) and the
-  user-info of a URL (``https://user:pw@host`` → ``https://<redacted>@host``);
-* the value of every secret header — ``Authorization``, ``Proxy-Authorization``, ``Cookie``,
-  ``Set-Cookie`` and each header the app declared secret — in the shapes these libraries print:
-  ``(b'name', b'value')`` tuples, ``b'name'=b'value'``, ``'name': 'value'`` and ``Name: value``
-  lines.
-
-:func:`install_log_redaction` adds the filter to the loggers named in :data:`THIRD_PARTY_LOGGERS`
-and to each of their child loggers (``httpcore.http11``, ``hpack.hpack``, ``websockets.client``...;
-a logger filter does not see its children's records, so each one gets it): the children that
-exist, and the ones these libraries are known to create lazily, created in advance. Every transport
-connector calls it when it is created, with its secret header names; the names accumulate (the
-loggers are process-wide, shared by every client).
+:func:`install_log_redaction` adds the filter to those loggers and to each child logger (a filter
+does not see its children's records), including the children they create lazily. Every connector
+calls it with its secret header names; the names accumulate (the loggers are process-wide).
 """
 
 from __future__ import annotations
@@ -32,7 +21,7 @@ from typing import Final
 
 from ._security import DEFAULT_SECRET_HEADERS
 
-__all__ = ["THIRD_PARTY_LOGGERS", "RedactingFilter", "install_log_redaction", "redact"]
+__all__ = ["THIRD_PARTY_LOGGERS", "RedactingFilter", "install_log_redaction"]
 
 #: The loggers of the libraries under our transports (each with its child loggers).
 THIRD_PARTY_LOGGERS: Final = ("httpx", "httpcore", "hpack", "h2", "websockets")
@@ -116,20 +105,9 @@ class RedactingFilter(logging.Filter):
 _FILTER: Final = RedactingFilter()
 
 
-def redact(text: str) -> str:
-    """``text`` as the installed filter would log it."""
-    return _FILTER.redact(text)
-
-
 def install_log_redaction(secret_headers: Iterable[str] = ()) -> RedactingFilter:
-    """Add the redacting filter to the third-party loggers and their existing children.
-
-    Idempotent; later calls add ``secret_headers`` to the redacted names and reach child loggers
-    created since.
-
-    Returns:
-        The (process-wide) filter.
-    """
+    """Add the (process-wide, returned) redacting filter to the third-party loggers and their
+    children; idempotent: a later call adds ``secret_headers`` and reaches children created since."""
     _FILTER.add_secret_names(secret_headers)
     manager = logging.Logger.manager
     names = {*THIRD_PARTY_LOGGERS, *_KNOWN_CHILDREN}

@@ -30,23 +30,24 @@ from ._resume import Cursor
 from ._wire import Reply
 from .base import StreamResumed
 
-__all__ = ["GaveUp", "reattach"]
+__all__ = ["MAX_RETRY_DELAY", "GaveUp", "reattach", "retry_delay"]
 
 logger = get_logger("acp_client.transports.http")
 
-#: Pauses between two attempts (the n-th in a row); a ``Retry-After`` is taken as said, within the deadline.
+#: Pauses before reopening a stream (the n-th quick attempt in a row); a ``Retry-After`` is taken
+#: as said, up to :data:`MAX_RETRY_DELAY`.
 _DELAYS: Final = (0.05, 0.25, 1.0)
-_MAX_DELAY: Final = 5.0
+MAX_RETRY_DELAY: Final = 5.0
+
+
+def retry_delay(attempt: int) -> float:
+    """The pause before the ``attempt``-th (from 1) quick reopening in a row."""
+    return _DELAYS[min(attempt, len(_DELAYS)) - 1]
 
 
 @attrs.frozen
 class GaveUp:
-    """The stream cannot be reattached.
-
-    Attributes:
-        reason: Why, for the link's closing reason.
-        forgotten: The server no longer knows the connection (there is nothing left to end).
-    """
+    """The stream cannot be reattached: why (``forgotten``: the server no longer knows the connection)."""
 
     reason: str
     forgotten: bool = False
@@ -65,11 +66,9 @@ async def reattach(
     """Reopen a broken stream from ``cursor`` within ``timeout`` seconds.
 
     Returns:
-        The reopened stream and the event that reports it (the transport reports it once the
-        stream shows it is not a resync); :class:`GaveUp` when the server no longer knows the
-        connection or the session (404, 403), refused otherwise, could not be reached in time, or
-        changed its numbering (an epoch change: what was missed cannot be told); ``None`` when
-        the link closed meanwhile.
+        The reopened stream and the event to report once it shows it is not a resync;
+        :class:`GaveUp` when the server refused, could not be reached in time or changed its
+        numbering; ``None`` when the link closed meanwhile.
     """
     what = "connection stream" if session_id is None else f"stream of session {session_id}"
     loop = asyncio.get_running_loop()
@@ -111,6 +110,6 @@ async def reattach(
             return response, StreamResumed(session_id, cursor.last_event_id, exchange.connection_id, reason)
         failures += 1
         if delay is None:
-            delay = _DELAYS[min(failures, len(_DELAYS)) - 1]
-        await asyncio.sleep(min(delay, _MAX_DELAY, max(0.0, deadline - loop.time())))
+            delay = retry_delay(failures)
+        await asyncio.sleep(min(delay, MAX_RETRY_DELAY, max(0.0, deadline - loop.time())))
     return None

@@ -1,27 +1,20 @@
 """Where a Streamable HTTP stream stands, so a broken one can be reattached where it broke. Pure.
 
-A server that numbers its SSE events (``id:`` lines) and keeps a dropped connection's streams for a
-while lets a client reopen a stream on the same ``Acp-Connection-Id`` with ``Last-Event-ID`` and
-get exactly what it missed. :class:`Cursor` is what the client needs for that: the last event id
-the stream carried, and the **resumption headers** the server sent with the stream (an epoch that
-names the numbering), which go back on the reopening request. A stream that carried no event id
-has no cursor: reopening it could skip messages without anyone noticing, so the transport treats
-its break as a drop instead (see :mod:`acp_client.transports.http`).
+:class:`Cursor` holds what reopens a stream on the same ``Acp-Connection-Id``: its last event id
+(sent as ``Last-Event-ID``) and the **resumption headers** the server sent with it (an epoch naming
+the numbering). A stream without event ids cannot be resumed: its break is a drop.
 
-A server that cannot resume (it evicted the events after the cursor, or its numbering changed)
-says so with a **resync signal**; the client then knows messages are missing. Recognized:
-
-* an SSE event of type ``resync`` (the reference agent's; its data is a JSON object with a
-  ``reason``);
-* a notification whose params say ``"kind": "state_resync_required"`` (Qwen Code's daemon);
-* a resumption header whose value changed across the reopening (an epoch change).
+A server that cannot resume says so with a **resync signal**: an SSE event of type ``resync`` (the
+reference agent), a notification with ``"kind": "state_resync_required"`` (Qwen Code's daemon), or
+a resumption header whose value changed across the reopening.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from .._jsonrpc import Message
+from ._wire import HeaderView
 
 __all__ = ["LAST_EVENT_ID", "RESUMPTION_HEADERS", "RESYNC_EVENT", "RESYNC_MARKER", "Cursor", "is_resync_message"]
 
@@ -32,10 +25,6 @@ RESUMPTION_HEADERS: Final = ("Acp-Stream-Epoch", "X-Qwen-Event-Epoch")
 RESYNC_EVENT: Final = "resync"
 #: The marker of Qwen Code's resync notification (looked for in the raw data before decoding).
 RESYNC_MARKER: Final = b"state_resync_required"
-
-
-class _Headers(Protocol):
-    def get(self, key: str, default: Any = None) -> Any: ...
 
 
 class Cursor:
@@ -60,12 +49,8 @@ class Cursor:
             return []
         return [(LAST_EVENT_ID, self.last_event_id), *self.headers.items()]
 
-    def take(self, headers: _Headers) -> str | None:
-        """Keep the resumption headers of an opening; returns what changed (an epoch change), if any.
-
-        Args:
-            headers: The answer's headers (case-insensitive ``get``).
-        """
+    def take(self, headers: HeaderView) -> str | None:
+        """Keep the resumption headers of an opening; returns what changed (an epoch change), if any."""
         changed: str | None = None
         for name in RESUMPTION_HEADERS:
             value = headers.get(name)

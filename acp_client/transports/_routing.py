@@ -1,26 +1,14 @@
 """Where each Streamable HTTP message goes, and which session streams exist. Pure (no I/O).
 
-The HTTP transport asks :class:`Router` three questions and does the I/O itself:
+**The header convention.** The TypeScript server (SDK 2.4.0) wants ``Acp-Session-Id`` on every
+POST whose params carry a ``sessionId`` (``400`` without it); the Python server (SDK 0.12.1)
+answers ``404`` to it for a session not yet established. Session-scoped methods always carry it;
+the others start without, a ``400`` naming the session retries with it, a ``404`` "unknown
+session" without, and what worked is remembered (:attr:`Router.header_everywhere`).
 
-* :meth:`Router.route`: does this POST carry ``Acp-Session-Id``, for which session, and may the
-  choice be revised if the server refuses it?
-* :meth:`Router.retry_header`: a POST was refused; retry it with or without the header?
-* :meth:`Router.inbound`: an inbound message arrived on some stream; which session streams should
-  be opened or closed because of it?
-
-**The header convention.** The two official servers disagree. The TypeScript server (SDK 2.4.0)
-wants ``Acp-Session-Id`` on every POST whose params carry a ``sessionId`` (``400`` without it);
-the Python server (SDK 0.12.1) answers ``404`` to that header for a session not yet established
-on the connection. Session-scoped methods (:data:`SESSION_SCOPED_METHODS`) always carry it. For
-the others the router starts without the header; a ``400`` that names the session makes it retry
-with the header, a ``404`` "unknown session" makes it retry without, and the convention that
-worked is remembered for the rest of the connection (:attr:`Router.header_everywhere`).
-
-**Session streams.** A session stream is opened for the answer to a request *this client sent*
-that establishes a session (:data:`ESTABLISHING_METHODS`): an answer to an id the client never
-sent, or to another method, opens nothing, whatever ``sessionId`` it carries (a hostile server
-could otherwise make the client open streams without bound). The transport also caps how many
-session streams it keeps open.
+**Session streams** open only for the answer to a request *this client sent* that establishes a
+session (:data:`ESTABLISHING_METHODS`): otherwise a hostile server could make the client open
+streams without bound.
 """
 
 from __future__ import annotations
@@ -57,14 +45,8 @@ MAX_TRACKED: Final = 4096
 
 @attrs.frozen(slots=True)
 class Route:
-    """Where a POST goes.
-
-    Attributes:
-        session_id: The session the POST concerns (``None``: connection-scoped).
-        with_header: Send ``Acp-Session-Id`` on the first attempt.
-        adaptable: The header choice may be revised after a refusal (see
-            :meth:`Router.retry_header`).
-    """
+    """Where a POST goes: its session (``None``: connection-scoped), whether its first attempt
+    carries ``Acp-Session-Id``, and whether a refusal may revise that (:meth:`Router.retry_header`)."""
 
     session_id: str | None = None
     with_header: bool = False
@@ -198,11 +180,8 @@ class Router:
         return Route(sid, with_header=self.header_everywhere is True, adaptable=True)
 
     def sent(self, message: Message) -> list[int | str]:
-        """Remember the requests in ``message`` that matter for session tracking.
-
-        Returns:
-            Their ids, for :meth:`forget` when the POST fails.
-        """
+        """Remember the requests in ``message`` that matter for session tracking; returns their ids,
+        for :meth:`forget` when the POST fails."""
         keys: list[int | str] = []
         for member in (message,) if type(message) is dict else _members(message):
             method = member.get("method")
@@ -221,19 +200,8 @@ class Router:
             self._outgoing.pop(key, None)
 
     def retry_header(self, route: Route, header_sent: bool, status: int, body: bytes) -> bool | None:
-        """After a POST on ``route`` was refused: whether to retry with the header, or not at all.
-
-        Args:
-            route: The POST's route.
-            header_sent: Whether the refused attempt carried ``Acp-Session-Id``.
-            status: The refusal's HTTP status.
-            body: The refusal's body (its start).
-
-        Returns:
-            ``True``: retry with the header (the server wants it everywhere); ``False``: retry
-            without (the server refuses it for a session not yet established); ``None``: the
-            refusal stands. The convention learnt is remembered.
-        """
+        """After a POST on ``route`` was refused (``body``: its start): ``True`` to retry with the
+        header, ``False`` without, ``None``: the refusal stands. The convention learnt is remembered."""
         if not route.adaptable or route.session_id is None:
             return None
         if not header_sent and status == 400 and mentions_session(body):
@@ -247,13 +215,8 @@ class Router:
     # -- inbound -------------------------------------------------------------------------------
 
     def inbound(self, message: Message, source: str | None) -> list[StreamAction]:
-        """Track an inbound message; returns what to do with session streams because of it.
-
-        Args:
-            message: One message or a batch.
-            source: The session whose stream it came on (``None``: the connection stream or a
-                POST's answer).
-        """
+        """Track an inbound message (``source``: the session whose stream it came on); returns what
+        to do with session streams because of it."""
         actions: list[StreamAction] = []
         if type(message) is dict:
             self._inbound_one(message, source, actions)

@@ -1,7 +1,4 @@
-"""Checks shared by the network transports: header hygiene, origins, redirects, TLS.
-
-Pure helpers; the transports call them at their boundary.
-"""
+"""Checks shared by the network transports: header hygiene, origins, redirects, TLS (pure)."""
 
 from __future__ import annotations
 
@@ -55,11 +52,7 @@ def check_header_value(name: str, value: str) -> str:
 
 
 def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
-    """Validate app-supplied headers; returns them as a list of pairs.
-
-    Raises:
-        ConfigurationError: A name or value is unsafe (see :func:`check_header_value`).
-    """
+    """Validate app-supplied headers (see :func:`check_header_value`); returns them as pairs."""
     if headers is None:
         return []
     pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
@@ -111,9 +104,7 @@ _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 
 @functools.lru_cache(maxsize=256)
 def origin_of(url: str) -> Origin:
-    """The origin of ``url``. ``ws``/``wss`` count as ``http``/``https`` (same server).
-
-    Cached: every request of a link asks it (twice, for its headers and its cookies) for the same URL.
+    """The origin of ``url`` (``ws``/``wss`` count as ``http``/``https``); cached: every request asks.
 
     Raises:
         ConfigurationError: No host, or a scheme other than http(s)/ws(s).
@@ -147,13 +138,9 @@ _NETWORK_SCHEMES: Final = ("ws", "wss", "http", "https")
 
 
 def redact_url(url: str) -> str:
-    """``url`` as it may be shown (logs, outcomes, reprs, span attributes, exceptions).
-
-    The user-info becomes ``***`` (``ws://***@host/acp``) and the value of every query parameter
-    whose key looks secret (``token``, ``api_key``, ``sig``, ``password``, ``session``...) becomes
-    ``***``; the other parameters, the host, port and path stay, so instances can be told apart.
-    A string that is not a ``ws``/``wss``/``http``/``https`` URL is returned as it is.
-    """
+    """``url`` as it may be shown (logs, outcomes, reprs, span attributes, exceptions): user-info and
+    the values of query parameters whose key looks secret become ``***``; the rest stays, so
+    instances can be told apart. A string that is not a network URL is returned as it is."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -175,11 +162,7 @@ def redact_url(url: str) -> str:
 
 
 def redirect_allowed(from_url: str, to_url: str) -> bool:
-    """Whether a (non-POST) request may follow a redirect from ``from_url`` to ``to_url``.
-
-    Only same-origin redirects are followed, and never from https to http. JSON-RPC POSTs never
-    follow redirects at all; the HTTP transport does not call this for them.
-    """
+    """Whether a (non-POST) request may follow a redirect: same origin only (so never to http)."""
     try:
         source, target = origin_of(from_url), origin_of(to_url)
     except ConfigurationError:
@@ -214,10 +197,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 
 @attrs.frozen
 class TlsConfig:
-    """TLS settings for ``wss://`` and ``https://``. Verification is on by default.
-
-    Each connector builds its own :class:`ssl.SSLContext` from this value, so turning
-    verification off for one client never weakens another.
+    """TLS settings for ``wss://`` and ``https://``. Verification is on by default; each connector
+    builds its own :class:`ssl.SSLContext`, so turning it off for one client never weakens another.
 
     Attributes:
         verify: Verify the server's certificate chain and host name. ``False`` is for tests only.

@@ -4,39 +4,17 @@ Bytes go in as they arrive, in chunks of any size and split anywhere; whole even
 No I/O and no asyncio: the HTTP transport feeds it from the response body, and the tests drive it
 directly.
 
-What it understands:
+Beyond the specification's rules (CR, LF or CRLF split across chunks, a leading BOM, ``id``
+without NUL, ``retry`` in ASCII digits up to :data:`MAX_RETRY_MS`), comment lines are dropped as
+they arrive, never buffered. A line over ``max_line_bytes`` or an event whose data exceeds
+``max_event_bytes`` (an incomplete line counts as it grows, so memory stays under twice the cap)
+yields one :class:`~acp_client.exceptions.MessageTooLarge` in stream order; the parser skips the
+rest of that event without storing it and goes on: only that event is lost, and it is reported.
 
-* comment lines (``:`` first, e.g. keepalives) are skipped;
-* ``data`` lines accumulate (joined with ``\\n``), ``event`` sets the type, ``id`` the last event id
-  (kept across events; a value containing NUL is ignored), ``retry`` the reconnection delay in ms
-  (ASCII digits only; a value above :data:`MAX_RETRY_MS` is ignored); unknown fields are ignored;
-* lines end with CR, LF or CRLF, even when the CR and the LF arrive in different chunks;
-* a UTF-8 byte order mark at the very start of the stream is skipped;
-* comment lines are dropped as they arrive, never buffered, however long;
-* a blank line dispatches the event; an event with no ``data`` line is not dispatched.
-
-Size caps, so a hostile or broken server cannot make the client buffer without bound:
-
-* a line longer than ``max_line_bytes`` (its terminator not counted) or
-* an event whose data exceeds ``max_event_bytes``; a line still waiting for its terminator
-  counts against that budget as it grows, so the data already held plus the incomplete line
-  never exceed the event cap by more than a few bytes (memory stays under twice the cap, not
-  three times: a completed line is handed over, not copied)
-
-produces one :class:`~acp_client.exceptions.MessageTooLarge` in the output, in stream order,
-and the parser **resynchronizes**: it stops buffering at once, skips the rest of that event up to
-the next blank line (without storing it), and then carries on with the next event. The stream
-stays usable; only the oversized event is lost, and it is reported, never dropped silently.
-
-Speed: a chunk that completes events (the usual case: a server writes whole events) is first
-split at its blank lines, and an event of one ``data:`` line within the caps is taken whole; every
-other event, and a line or event begun in an earlier chunk, goes line by line. Both give the same
-result. A reader that only wants the data of ``message`` events (the HTTP transport) passes
-``message_data=True`` and gets that data as ``bytes``, without an :class:`SseEvent` per event.
-
-At the end of the stream, call :meth:`SseParser.finish`: an event that had started but was not
-terminated by a blank line is discarded (per the specification) and ``finish()`` says so, so the
-caller can report it.
+A chunk that completes events is first split at its blank lines (an event of one ``data:`` line
+is taken whole); anything else goes line by line, with the same result. ``message_data=True``
+yields the data of ``message`` events as ``bytes``, without an :class:`SseEvent` each.
+:meth:`SseParser.finish` discards an unterminated event, as the specification says, and says so.
 """
 
 from __future__ import annotations
@@ -61,13 +39,8 @@ _SPACE: Final = 0x20
 
 @attrs.frozen(slots=True)
 class SseEvent:
-    """One dispatched event.
-
-    Attributes:
-        data: The event's data, as raw UTF-8 bytes (the ``data`` lines joined with ``\\n``).
-        event: The event type (``"message"`` unless an ``event`` field set it).
-        id: The last event id in effect when the event was dispatched (``""`` when none).
-    """
+    """One dispatched event: its data as raw UTF-8 bytes (``data`` lines joined with ``\\n``), its
+    type, and the last event id in effect when it was dispatched (``""``: none)."""
 
     data: bytes
     event: str = "message"
@@ -87,16 +60,9 @@ SseItem: TypeAlias = SseEvent | bytes | MessageTooLarge
 class SseParser:
     """Incremental SSE parser: :meth:`feed` bytes, get events; :meth:`finish` at the end.
 
-    Args:
-        max_line_bytes: The longest line accepted, terminator excluded.
-        max_event_bytes: The most data one event may carry.
-        message_data: Yield each event of type ``message`` as its data (``bytes``, no
-            :class:`SseEvent` built), for a reader that wants nothing else of it; events of other
-            types still come as :class:`SseEvent`.
-
-    Attributes:
-        last_event_id: The stream's last event id (``""`` until an ``id`` field sets one).
-        retry_ms: The reconnection delay the server asked for, in milliseconds, if it did.
+    ``max_line_bytes`` excludes the terminator. ``message_data``: yield each ``message`` event as
+    its data (``bytes``); other types still come as :class:`SseEvent`. ``last_event_id`` and
+    ``retry_ms`` (the reconnection delay the server asked for) follow the stream.
     """
 
     __slots__ = (
@@ -133,15 +99,8 @@ class SseParser:
         self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[SseItem]:
-        """Parse the next piece of the stream.
-
-        Args:
-            chunk: Any number of bytes, split anywhere (inside a line, a CRLF, a UTF-8 sequence).
-
-        Returns:
-            The events completed by this chunk, in order (see ``message_data``), with a
-            :class:`~acp_client.exceptions.MessageTooLarge` in place of each oversized event.
-        """
+        """Parse the next piece of the stream (split anywhere); returns the events it completed, in
+        order, with a :class:`~acp_client.exceptions.MessageTooLarge` in place of each oversized one."""
         out: list[SseItem] = []
         if not chunk:
             return out
@@ -160,8 +119,7 @@ class SseParser:
                 chunk = chunk[1:]
                 if not chunk:
                     return out
-        # find(), not ``in``: ``bytes in bytes`` first tries the operand as an integer and builds
-        # (and clears) a TypeError for it, several times the cost of the search on an event.
+        # find(), not ``in``: ``bytes in bytes`` builds and clears a TypeError first (much slower).
         if chunk.find(b"\r") >= 0 and chunk[-1] != 0x0D:
             lf_only = chunk.replace(b"\r\n", b"\n")
             if lf_only.find(b"\r") < 0:  # CRLF terminators only: the same lines, ended with LF
@@ -174,13 +132,8 @@ class SseParser:
         return out
 
     def _feed_events(self, chunk: bytes, out: list[SseItem]) -> bytes:
-        """The fast path: ``chunk`` has LF terminators only and ends at least one event.
-
-        Splits at blank lines, so an event of one ``data:`` line costs one check, not a call per
-        line; any other event goes through :meth:`_line` line by line, the same as the slow path.
-        Returns what follows the last blank line (the start of the next event) for
-        :meth:`_feed_lines`.
-        """
+        """The fast path (LF terminators only, at least one whole event); returns what follows the
+        last blank line, for :meth:`_feed_lines`."""
         blocks = chunk.split(b"\n\n")
         rest = blocks.pop()
         if self._partial or self._skip_line or self._data or self._event_type or self._skip_event:
@@ -196,10 +149,7 @@ class SseParser:
                 out.append(block[6:] if as_data else SseEvent(block[6:], "message", self.last_event_id))
                 continue
             for line in block.split(b"\n"):
-                if len(line) > max_line:
-                    self._oversized(out, f"SSE line of {len(line)} bytes exceeds the {max_line}-byte cap", max_line)
-                    continue
-                self._line(line, out)
+                self._checked_line(line, out)
             self._line(b"", out)
         return rest
 
@@ -225,17 +175,9 @@ class SseParser:
                 # Hand the buffer over instead of copying it: the line is parsed in place.
                 whole, self._partial = self._partial, bytearray()
                 whole += line
-                if len(whole) > self._max_line:
-                    message = f"SSE line of {len(whole)} bytes exceeds the {self._max_line}-byte cap"
-                    self._oversized(out, message, self._max_line)
-                    continue
-                self._line(whole, out)
-                continue
-            if len(line) > self._max_line:
-                message = f"SSE line of {len(line)} bytes exceeds the {self._max_line}-byte cap"
-                self._oversized(out, message, self._max_line)
-                continue
-            self._line(line, out)
+                self._checked_line(whole, out)
+            else:
+                self._checked_line(line, out)
         if tail:
             if self._skip_line:
                 return
@@ -245,25 +187,18 @@ class SseParser:
                 return
             self._partial += tail
             size = len(self._partial)
-            if size > self._max_line:
+            if size > self._max_line or self._data_size + size > self._max_event + _FIELD_SLACK:
+                # The incomplete line alone is too long, or would take the event past its cap.
                 self._partial = bytearray()
                 self._skip_line = True
-                self._oversized(
-                    out, f"SSE line of more than {size} bytes exceeds the {self._max_line}-byte cap", self._max_line
-                )
-            elif self._data_size + size > self._max_event + _FIELD_SLACK:
-                # The incomplete line alone would take the event past its cap.
-                self._partial = bytearray()
-                self._skip_line = True
-                self._oversized(out, f"SSE event data exceeds the {self._max_event}-byte cap", self._max_event)
+                if size > self._max_line:
+                    self._line_too_long(out, f"more than {size}")
+                else:
+                    self._oversized(out, f"SSE event data exceeds the {self._max_event}-byte cap", self._max_event)
 
     def finish(self) -> bool:
-        """Declare the end of the stream and reset the parser.
-
-        Returns:
-            ``True`` when an unterminated event (data lines, or the start of a field line, not
-            followed by a blank line) was discarded, so the caller can report it.
-        """
+        """Declare the end of the stream and reset the parser; ``True`` when an unterminated event
+        was discarded, so the caller can report it."""
         truncated = bool(self._data) or bool(self._partial)
         self._partial = bytearray()
         self._reset_event()
@@ -272,6 +207,15 @@ class SseParser:
         return truncated
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _checked_line(self, line: bytes | bytearray, out: list[SseItem]) -> None:
+        if len(line) > self._max_line:
+            self._line_too_long(out, str(len(line)))
+        else:
+            self._line(line, out)
+
+    def _line_too_long(self, out: list[SseItem], size: str) -> None:
+        self._oversized(out, f"SSE line of {size} bytes exceeds the {self._max_line}-byte cap", self._max_line)
 
     def _oversized(self, out: list[SseItem], message: str, limit: int) -> None:
         if not self._skip_event:

@@ -1,13 +1,10 @@
 """The HTTP client of a Streamable HTTP link, behind one small interface (:class:`Wire`).
 
-:class:`~._exchange.HttpExchange` sends every request through a :class:`Wire` and reads the
-answer as a :class:`Reply`. :class:`CoreWire` is a connection pool of ``httpcore`` (``httpx``'s own
-engine: HTTP/1.1, and HTTP/2 by ALPN or h2c) used through its public request API: a link needs none
-of what ``httpx.AsyncClient`` adds on top (redirects, cookies, auth, proxies from the environment,
-decoding), and skipping it saves about a quarter of the client's CPU per request, which a recovery
-of thousands of sessions (two POSTs each) pays thousands of times. A wire raises ``httpx``'s
-exception types for network failures (one map: :func:`._errors.request_error`). It follows no
-redirect, keeps no cookie, reads no proxy setting and does not decompress: the exchange does those.
+:class:`CoreWire` is a connection pool of ``httpcore`` (``httpx``'s own engine: HTTP/1.1, and HTTP/2
+by ALPN or h2c) used through its public request API: a link needs none of what ``httpx.AsyncClient``
+adds (redirects, cookies, auth, proxies, decoding; the exchange does its own), and skipping it saves
+about a quarter of the CPU per request, which a recovery of thousands of sessions pays thousands of
+times. A wire raises ``httpx``'s exception types for network failures.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import select
 import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, NoReturn, Protocol, TypeVar
 
 import httpcore
 import httpx
@@ -80,23 +77,17 @@ class Wire(Protocol):
 
 @functools.cache
 def _cleartext_tls_context() -> ssl.SSLContext:
-    """The TLS context of cleartext (``http://``) pools: built once per process.
-
-    Without one, httpcore builds a default context (loading the CA bundle: tens of milliseconds) for
-    every pool it makes, that is on every reconnect. It is never used: a POST follows no redirect
-    and a GET or DELETE only a same-origin one, so a cleartext link never reaches TLS.
-    """
+    """The TLS context of cleartext pools, built once per process (httpcore would load the CA bundle,
+    tens of milliseconds, on every reconnect); never used: a cleartext link never reaches TLS."""
     return ssl.create_default_context()
 
 
 class _OneWriteStream(httpcore.AsyncNetworkStream):
     """A connection that sends a request's head and body in one write (HTTP/1.1 only).
 
-    httpcore writes the head and each body chunk separately: two segments per POST on a socket
-    without Nagle, so the server wakes twice and parses twice for one message. Here the writes wait
-    in a buffer until the request ends (httpcore's empty end-of-message write) or, at the latest,
-    until the connection is read. HTTP/1.1 only: one request at a time per connection, and its
-    answer is always read after it is sent (HTTP/2 may read and write from different tasks).
+    httpcore writes them separately: two segments per POST, so the server wakes and parses twice.
+    Writes wait until the request ends (httpcore's empty write) or the connection is read. HTTP/1.1
+    only: there an answer is always read after its request is sent.
     """
 
     __slots__ = ("_inner", "_pending", "_poll", "_pollable")
@@ -159,11 +150,8 @@ async def _within(awaitable: Awaitable[T], timeout: float | None) -> T:
 
 
 class _AsyncioStream(httpcore.AsyncNetworkStream):
-    """A cleartext TCP connection on asyncio's own streams, failures raised as httpcore's.
-
-    httpcore's anyio backend opens a cancel scope and a checkpoint around every read and write,
-    about a quarter of the client's CPU per request; asyncio's streams need neither.
-    """
+    """A cleartext TCP connection on asyncio's own streams, failures raised as httpcore's (the anyio
+    backend's cancel scope around every read and write costs a quarter of the CPU per request)."""
 
     __slots__ = ("_reader", "_writer")
 
@@ -252,13 +240,8 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
 def new_pool(
     *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connections: int = 1
 ) -> httpcore.AsyncConnectionPool:
-    """An ``httpcore`` connection pool for one link (no proxy, no retries).
-
-    Args:
-        connections: The most TCP connections it keeps, open or idle. Every one may stay alive
-            idle: ``httpcore`` (1.0.x) closes each idle connection at once while the pool holds
-            more connections, busy ones included, than its keep-alive limit.
-    """
+    """An ``httpcore`` connection pool for one link (no proxy, no retries) of at most ``connections``,
+    every one allowed to stay alive idle (httpcore closes idle ones at once past its keep-alive limit)."""
     return httpcore.AsyncConnectionPool(
         ssl_context=tls if tls is not None else _cleartext_tls_context(),
         max_connections=connections,
@@ -289,12 +272,12 @@ _FAILURES: Final[tuple[tuple[type[Exception], type[httpx.HTTPError]], ...]] = (
 )
 
 
-def _as_httpx(exc: Exception) -> httpx.HTTPError | None:
-    """The ``httpx`` error for an ``httpcore`` one (``None``: not a network failure)."""
+def _raise_as_httpx(exc: Exception) -> NoReturn:
+    """Raise the ``httpx`` error for an ``httpcore`` one (``exc`` itself: not a network failure)."""
     for core, mapped in _FAILURES:
         if isinstance(exc, core):
-            return mapped(str(exc))
-    return None
+            raise mapped(str(exc)) from exc
+    raise exc
 
 
 def _text(value: bytes) -> str:
@@ -342,10 +325,7 @@ class CoreReply:
                 if chunk:
                     yield chunk
         except Exception as exc:
-            mapped = _as_httpx(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+            _raise_as_httpx(exc)
 
     async def aread(self) -> bytes:
         return b"".join([chunk async for chunk in self.aiter_raw()])
@@ -407,10 +387,7 @@ class CoreWire:
         try:
             response = await self._pool.handle_async_request(request)
         except Exception as exc:
-            mapped = _as_httpx(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+            _raise_as_httpx(exc)
         return CoreReply(response)
 
     @staticmethod

@@ -18,14 +18,12 @@ Contract:
   raises :class:`~acp_client.exceptions.TransportClosed` (with the cause as ``reason``).
 * ``aclose()`` ends the link and releases everything; it is idempotent and never raises for an
   already dead link.
-* Optional: ``receive_ready()`` is ``receive()`` without the coroutine, for a message already
-  queued: it returns that message (or raises what ``receive()`` would raise for it), and
-  ``None`` when nothing is queued (then ``receive()`` waits, or raises ``TransportClosed``). The
-  connection takes a burst of updates through it, one call per message instead of a coroutine.
-* Optional: ``watch_resumes(listener)`` (see :class:`Reattaching`): a transport that can reattach a
-  broken stream to the same server-side connection (Streamable HTTP with event ids) calls
-  ``listener`` with a :class:`StreamResumed` each time it did. Nothing was lost and nothing is
-  redone: the link stays open, pending requests stay pending.
+* Optional: ``receive_ready()`` is ``receive()`` without the coroutine: the message already queued
+  (or what ``receive()`` would raise for it), ``None`` when nothing is. The connection takes a
+  burst of updates through it, one call per message instead of a coroutine.
+* Optional: ``watch_resumes(listener)`` (see :class:`Reattaching`): a transport that reattaches a
+  broken stream to the same server-side connection calls ``listener`` with a
+  :class:`StreamResumed` each time; the link stays open, pending requests stay pending.
 """
 
 from __future__ import annotations
@@ -50,10 +48,8 @@ def _byte_count(*, zero: bool = False) -> Any:
 
 @attrs.frozen
 class Limits:
-    """Caps on inbound data, in bytes, measured after decompression.
-
-    Exceeding one is a clear error (:class:`~acp_client.exceptions.MessageTooLarge`), never
-    unbounded memory.
+    """Caps on inbound data, in bytes, after decompression: exceeding one is a clear error
+    (:class:`~acp_client.exceptions.MessageTooLarge`), never unbounded memory.
 
     Raises:
         ConfigurationError: A cap that is not a whole number of bytes, or one that would refuse

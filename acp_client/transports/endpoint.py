@@ -6,6 +6,7 @@ import re
 import shlex
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..exceptions import ConfigurationError
 from ._cookies import CookieStore
@@ -33,7 +34,9 @@ def connector_for(
     ``ping_interval=5``, ``env={...}``).
 
     Raises:
-        ConfigurationError: An unknown scheme or an unsafe header.
+        ConfigurationError: An unknown scheme, a malformed URL (no host, a port that is not a
+            number from 1 to 65535, unbalanced IPv6 brackets, spaces or control characters), or
+            an unsafe header.
     """
     limits = limits or Limits()
     network: Callable[..., Connector] | None = None  # imported on first use: import acp_client stays light
@@ -46,6 +49,7 @@ def connector_for(
 
         network = HttpConnector
     if network is not None:
+        check_url(endpoint)
         tls = tls or TlsConfig()
         return network(
             endpoint, headers=headers, secret_headers=secret_headers, tls=tls, cookies=cookies, limits=limits, **options
@@ -53,7 +57,10 @@ def connector_for(
     if endpoint.startswith("stdio:"):
         from .stdio import StdioConnector
 
-        command = shlex.split(endpoint[len("stdio:") :])
+        try:
+            command = shlex.split(endpoint[len("stdio:") :])
+        except ValueError as exc:  # an unclosed quote
+            raise ConfigurationError(f"cannot split the stdio: command: {exc}") from None
         if not command:
             raise ConfigurationError("stdio: endpoint needs a command")
         return StdioConnector(command, limits=limits, **options)
@@ -61,6 +68,53 @@ def connector_for(
     if hint is not None:
         raise ConfigurationError(hint)
     raise ConfigurationError(_unsupported(endpoint))
+
+
+def check_url(url: str) -> None:
+    """Check a ``ws(s)://`` or ``http(s)://`` URL's form before anything parses it further.
+
+    Raises:
+        ConfigurationError: One line naming what is wrong: spaces or control characters,
+            unbalanced brackets around an IPv6 address, no host, or a port that is not a number
+            from 1 to 65535. The message never repeats credentials or a query string.
+    """
+    shown = _shown(url)
+    if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in url):
+        raise ConfigurationError(f"malformed URL {shown!r}: it contains spaces or control characters")
+    authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host_port = authority.rpartition("@")[2]
+    brackets = "[" in host_port or "]" in host_port
+    if brackets and (not host_port.startswith("[") or host_port.count("[") != 1 or host_port.count("]") != 1):
+        raise ConfigurationError(
+            f"malformed URL {shown!r}: an IPv6 address goes in brackets, as in ws://[::1]:8000/acp"
+        )
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracketed host that is not an IPv6 address
+        inside = host_port[1:].partition("]")[0]
+        raise ConfigurationError(f"malformed URL {shown!r}: {inside!r} is not an IPv6 address") from None
+    if not parts.hostname:
+        raise ConfigurationError(f"URL has no host: {shown!r}")
+    port = host_port.rpartition("]")[2] if host_port.startswith("[") else host_port
+    if brackets and port and not port.startswith(":"):
+        raise ConfigurationError(f"malformed URL {shown!r}: after an IPv6 address's ']' comes ':PORT' or '/'")
+    if ":" in port:
+        text = port.partition(":")[2]
+        if not text:
+            raise ConfigurationError(f"malformed URL {shown!r}: nothing after the ':' where the port goes")
+        if not text.isascii() or not text.isdigit():
+            raise ConfigurationError(f"malformed URL {shown!r}: the port {text!r} is not a number")
+        if not 1 <= int(text) <= 65535:
+            raise ConfigurationError(f"malformed URL {shown!r}: the port {int(text)} is out of range (1-65535)")
+
+
+def _shown(url: str) -> str:
+    """``url`` as an error message may repeat it: without user info or query string."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url.split("?", 1)[0]
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path.split('?', 1)[0].split('#', 1)[0]}"
 
 
 #: The endpoint forms, for error messages.

@@ -2,32 +2,25 @@
 
 The wire (one endpoint URL, ``/acp`` by convention):
 
-* The first message is the ``initialize`` request: a ``POST`` without ``Acp-Connection-Id``,
-  answered ``200`` with the JSON-RPC response as a JSON body and the connection's id in an
-  ``Acp-Connection-Id`` header. That response is delivered through :meth:`HttpTransport.receive`
-  like any other message.
-* Right after it, the transport opens the **connection stream**: a ``GET`` with
-  ``Accept: text/event-stream`` and ``Acp-Connection-Id``. ``send(initialize)`` returns once that
-  stream is open, so its failures (401, 406, a refused redirect...) are raised from that ``send``.
-* Every later message is a ``POST`` carrying ``Acp-Connection-Id``, answered ``202`` (the
-  JSON-RPC answer comes later on an SSE stream). Session-scoped methods (``session/prompt``,
-  ``session/cancel``, ``session/set_mode``, ``session/set_config_option``, ``session/close``) and
-  the client's replies to agent requests that came on a session stream also carry
-  ``Acp-Session-Id``.
-* Once a session is established on the connection (a successful answer to ``session/new``,
-  ``session/load``, ``session/resume`` or ``session/fork``), the transport opens that
-  **session stream**: a ``GET`` with ``Acp-Session-Id`` too.
-* :meth:`HttpTransport.aclose` sends ``DELETE`` to end the connection on the server. A link that
-  dropped cannot (its server may be unreachable); its connection id is kept by the connector, and
-  the next link of that connector, once initialized, sends the ``DELETE`` for it in the background
-  (see :mod:`._carried`: after a short delay, bounded in time, failures logged at DEBUG, tried
-  again from the link after if this one ends first): a server that never expires
-  connections (the official Python SDK 0.12.1) does not keep one per reconnect. A connection
-  dropped while a turn may still run on it (a ``session/prompt`` unanswered, or a v2 turn not yet
-  ``idle``) is never sent that ``DELETE``: it would abort the turn; the server's expiry ends it.
+* ``initialize`` is a ``POST`` without ``Acp-Connection-Id``, answered ``200`` with the JSON-RPC
+  response as a JSON body and the connection's id in ``Acp-Connection-Id``; the response is
+  delivered through :meth:`HttpTransport.receive` like any other message.
+* Right after it the transport opens the **connection stream** (a ``GET`` with
+  ``Accept: text/event-stream`` and ``Acp-Connection-Id``); ``send(initialize)`` returns once it
+  is open, so its failures (401, 406, a refused redirect...) are raised from that ``send``.
+* Every later message is a ``POST`` carrying ``Acp-Connection-Id``, answered ``202`` (the answer
+  comes on an SSE stream). Session-scoped methods (:data:`SESSION_SCOPED_METHODS`) and replies to
+  agent requests that came on a session stream also carry ``Acp-Session-Id``.
+* Once a session is established (a successful answer to one of :data:`ESTABLISHING_METHODS`),
+  the transport opens its **session stream**: a ``GET`` with ``Acp-Session-Id`` too.
+* :meth:`HttpTransport.aclose` sends ``DELETE``. A link that dropped cannot (its server may be
+  unreachable): the connector's next link, once initialized, sends it in the background (briefly
+  delayed and bounded, failures logged at DEBUG), so a server that never expires connections
+  (the official Python SDK 0.12.1) does not keep one per reconnect. A connection dropped while a
+  turn may still run on it (a ``session/prompt`` unanswered, a v2 turn not ``idle``) never gets
+  that ``DELETE``: it would abort the turn; the server's expiry ends it.
 
-Messages are accepted from any stream and delivered in arrival order; correlation is the
-connection layer's job.
+Messages from every stream are delivered in arrival order; correlation is the connection's job.
 
 **Two server dialects** disagree on when ``Acp-Session-Id`` goes on a POST; the transport learns
 which one it talks to from the refusals (see :mod:`._routing`, where every routing decision
@@ -206,16 +199,11 @@ class HttpConnector:
         self._reattach = float(reattach_timeout)
         self._max_streams = max_session_streams
         self._url = url
-        self._secure = origin.secure
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
         install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
-        if http2 is None:
-            self._http1, self._http2 = True, origin.secure
-        elif http2:
-            self._http1, self._http2 = False, True
-        else:
-            self._http1, self._http2 = True, False
+        self._http1 = http2 is not True
+        self._http2 = origin.secure if http2 is None else http2
         self._limits = limits
         self._cookies = cookies if cookies is not None else CookieStore()
         # One fresh context per connector: settings of another client never leak into this one.

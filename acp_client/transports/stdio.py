@@ -110,10 +110,6 @@ _POLL_MIN: Final = 0.005
 _POLL_MAX: Final = 0.1
 
 
-# --------------------------------------------------------------------------------------------
-# Helpers
-
-
 def _check_command(command: Sequence[str]) -> tuple[str, ...]:
     if isinstance(command, str | bytes):
         raise ConfigurationError("command must be a sequence of arguments (e.g. ['agent', '--acp']), not a string")
@@ -130,26 +126,25 @@ def _check_command(command: Sequence[str]) -> tuple[str, ...]:
     return args
 
 
+def _check_name(name: object, where: str = "") -> None:
+    if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+        raise ConfigurationError(f"invalid environment variable name{where} {name!r}")
+
+
 def _check_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    if env is None:
-        return {}
-    checked: dict[str, str] = {}
-    for name, value in env.items():
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise ConfigurationError(f"invalid environment variable name {name!r}")
+    for name, value in (env or {}).items():
+        _check_name(name)
         if not isinstance(value, str) or "\x00" in value:
             # Never echo the value: it may be a credential.
             raise ConfigurationError(f"environment variable {name!r} must be a string without NUL")
-        checked[name] = value
-    return checked
+    return dict(env or {})
 
 
 def _check_inherit(names: Collection[str]) -> tuple[str, ...]:
     if isinstance(names, str):
         raise ConfigurationError("inherit_env must be a collection of variable names, not a string")
     for name in names:
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise ConfigurationError(f"invalid environment variable name in inherit_env: {name!r}")
+        _check_name(name, " in inherit_env:")
     return tuple(names)
 
 
@@ -177,10 +172,6 @@ class _End:
             exc.maybe_delivered = maybe_delivered
             return exc
         return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
-
-
-# --------------------------------------------------------------------------------------------
-# The connector
 
 
 class StdioConnector:
@@ -273,10 +264,6 @@ class StdioConnector:
         return transport
 
 
-# --------------------------------------------------------------------------------------------
-# The transport
-
-
 class _AgentProtocol(asyncio.SubprocessProtocol):
     """Forwards asyncio's subprocess callbacks to the owning :class:`StdioTransport`."""
 
@@ -302,10 +289,11 @@ class _AgentProtocol(asyncio.SubprocessProtocol):
         self._owner._on_exit()
 
     def pause_writing(self) -> None:
-        self._owner._on_pause_writing()
+        self._owner._write_paused = True
 
     def resume_writing(self) -> None:
-        self._owner._on_resume_writing()
+        self._owner._write_paused = False
+        self._owner._wake_writers()
 
 
 class StdioTransport:
@@ -465,13 +453,6 @@ class StdioTransport:
             return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
 
-    def _on_pause_writing(self) -> None:
-        self._write_paused = True
-
-    def _on_resume_writing(self) -> None:
-        self._write_paused = False
-        self._wake_writers()
-
     def _wake_writers(self) -> None:
         waiter, self._write_resumed = self._write_resumed, None
         if waiter is not None and not waiter.done():
@@ -510,14 +491,8 @@ class StdioTransport:
     # -- stderr --------------------------------------------------------------------------------
 
     def _on_stderr(self, data: bytes) -> None:
-        cap = self._limits.max_stderr_bytes
-        if len(data) >= cap:
-            self._stderr_tail[:] = data[len(data) - cap :] if cap else b""
-        else:
-            self._stderr_tail += data
-            excess = len(self._stderr_tail) - cap
-            if excess > 0:
-                del self._stderr_tail[:excess]
+        self._stderr_tail += data
+        del self._stderr_tail[: max(0, len(self._stderr_tail) - self._limits.max_stderr_bytes)]
         if stderr_logger.isEnabledFor(logging.INFO):
             self._log_stderr(data)
         else:

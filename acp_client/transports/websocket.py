@@ -5,24 +5,23 @@ The client opens the link with a ``GET`` upgrade; each text frame carries one JS
 answer; it ends up in :attr:`TransportInfo.connection_id`. Binary frames are reported (as
 :class:`~acp_client.exceptions.MalformedFrame`) and otherwise ignored.
 
-Built on the documented asyncio API of ``websockets``: it owns the handshake, framing, compression, the
-message-size cap and the closing handshake; this module hands each received text message to the JSON-RPC
-decoder. None of its types cross this module's boundary.
-Drop detection is this module's job: a close by the agent, a TCP reset or a keepalive ping that
-goes unanswered ends the link promptly, and ``receive()`` / ``send()`` then raise
-:class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
+``websockets`` (its documented asyncio API) owns the handshake, framing, compression, the size cap
+and the closing handshake; none of its types cross this module's boundary. A close by the agent, a
+TCP reset or an unanswered keepalive ping ends the link promptly, and ``receive()`` / ``send()``
+then raise :class:`~acp_client.exceptions.TransportClosed` with a precise ``reason``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import re
 import ssl
 import sys
-from collections.abc import Collection, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -36,6 +35,7 @@ from websockets.exceptions import (
     WebSocketException,
 )
 from websockets.frames import Close, CloseCode
+from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
@@ -53,8 +53,8 @@ from ..exceptions import (
     TransportError,
     UnsafeRedirect,
 )
-from ._cookies import CookieStore
-from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, open_error, status_error
+from ._cookies import CookieStore, with_cookie
+from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, describe_error, open_error, status_error
 from ._log_redaction import install_log_redaction
 from ._security import (
     DEFAULT_SECRET_HEADERS,
@@ -92,36 +92,6 @@ _HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _WS_SCHEMES: Final = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
 
 
-class _RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in newer typeshed
-    """Hands ``websockets`` a logger that never prints secret header values.
-
-    ``websockets`` logs every handshake header at DEBUG level as ``"> %s: %s"`` (request) and
-    ``"< %s: %s"`` (response); this adapter replaces the value of secret ones. It also drops the
-    query string from the request line ``"> GET %s HTTP/1.1"`` (it may carry a token).
-    """
-
-    def __init__(self, target: logging.Logger, secret: frozenset[str]) -> None:
-        super().__init__(target, {})
-        self._secret = secret
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        if (
-            len(args) == 2
-            and isinstance(msg, str)
-            and msg in ("> %s: %s", "< %s: %s")
-            and str(args[0]).lower() in self._secret
-        ):
-            args = (args[0], "<redacted>")
-        elif len(args) == 1 and msg == "> GET %s HTTP/1.1" and "?" in str(args[0]):
-            args = (str(args[0]).partition("?")[0] + "?<redacted>",)
-        # Attribute the record to websockets' caller, not to this adapter.
-        kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
-        super().log(level, msg, *args, **kwargs)
-
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
-        return msg, kwargs
-
-
 #: The environment variables that decide websockets' proxy for a URL (urllib reads both cases;
 #: REQUEST_METHOD makes it ignore HTTP_PROXY in a CGI process).
 _PROXY_VARIABLES: Final = (
@@ -139,11 +109,9 @@ def _resolve_proxy(url: str, environment: tuple[str | None, ...]) -> str | None:
 def proxy_for(url: str) -> str | Literal[True] | None:
     """The proxy websockets would pick for ``url`` (``None``: connect directly).
 
-    websockets resolves it on every connect, scanning the whole environment (about 0.4 ms); a
-    fan-out over 50 instances paid that 50 times. Where only environment variables decide it
-    (not macOS or Windows, whose system settings urllib also reads) the answer is kept per URL
-    and per value of the variables that matter, so it still follows a changed environment.
-    Elsewhere ``True`` lets websockets resolve it as usual.
+    websockets scans the whole environment on every connect (about 0.4 ms, paid per instance of a
+    fan-out). Where only environment variables decide (not macOS or Windows), the answer is kept per
+    URL and per value of those variables; elsewhere ``True`` lets websockets resolve it.
     """
     if sys.platform in ("darwin", "win32"):
         return True
@@ -160,12 +128,10 @@ class _NoRedirectConnect(_ws_connect):
 class _Connection(WebSocketConnection):
     """websockets' client connection, with every closing handshake bounded by ``close_timeout``.
 
-    When a frame read from the agent starts the closing handshake (the agent's close frame, or a
-    message websockets refuses: 1009 over the size cap, 1007 bad UTF-8...), websockets waits for
-    the agent to end TCP with no timer of its own; a silent agent would leave ``recv()`` waiting
-    forever. ``close()`` is what applies the timeout, so it is started here. The subclass is the
-    customization ``connect(create_connection=...)`` offers; only the asyncio ``Protocol``
-    callback and documented members are used.
+    When a frame from the agent starts the closing handshake (its close frame, or 1009 / 1007 from
+    websockets), websockets waits for the agent to end TCP with no timer: a silent agent would leave
+    ``recv()`` waiting forever. ``close()`` applies the timeout, so it is started here (through
+    ``connect(create_connection=...)``, the documented customization).
     """
 
     acp_closer: asyncio.Task[None] | None = None
@@ -176,32 +142,23 @@ class _Connection(WebSocketConnection):
             self.acp_closer = asyncio.get_running_loop().create_task(self.close())
 
 
-def _close_detail(close: Close) -> str:
-    return str(close)  # "1000 (OK) bye"
-
-
 def _describe_close(
     rcvd: Close | None, sent: Close | None, rcvd_then_sent: bool | None, cause: BaseException | None
 ) -> str:
     """A precise, human-readable reason for the end of a link."""
     if sent is not None and (rcvd is None or rcvd_then_sent is False):
-        return f"closed by client {_close_detail(sent)}"
+        return f"closed by client {sent}"  # "1000 (OK) bye"
     if rcvd is not None:
-        return f"closed by agent {_close_detail(rcvd)}"
-    if cause is not None:
-        detail = str(cause)
-        name = type(cause).__name__
-        return f"connection dropped (1006): {name}: {detail}" if detail else f"connection dropped (1006): {name}"
-    return "connection dropped (1006)"
+        return f"closed by agent {rcvd}"
+    return "connection dropped (1006)" + (f": {describe_error(cause)}" if cause is not None else "")
 
 
-def _status_error(
-    status: int, reason_phrase: str, headers: Headers, body: bytes | bytearray | None, url: str
-) -> TransportError:
+def _status_error(response: Response, url: str) -> TransportError:
     """The exception for a handshake answered with an HTTP error status."""
-    text = (body or b"")[: _BODY_EXCERPT * 4].decode("utf-8", "replace")[:_BODY_EXCERPT]
-    message = f"WebSocket handshake to {safe_url(url)} refused: HTTP {status} {reason_phrase}".rstrip()
-    return status_error(status, message, body=text, retry_after=headers.get("Retry-After"))
+    status = response.status_code
+    text = (response.body or b"")[: _BODY_EXCERPT * 4].decode("utf-8", "replace")[:_BODY_EXCERPT]
+    message = f"WebSocket handshake to {safe_url(url)} refused: HTTP {status} {response.reason_phrase}".rstrip()
+    return status_error(status, message, body=text, retry_after=response.headers.get("Retry-After"))
 
 
 def _normalize_url(url: str) -> str:
@@ -280,20 +237,12 @@ class WebSocketTransport:
         if self._local_reason is not None:
             raise TransportClosed(self._local_reason, maybe_delivered=False)
         was_open = ws.state is State.OPEN
-        task = asyncio.current_task()
-        assert task is not None
-        self._busy.add(task)
         try:
-            await ws.send(text)
+            with self._wakeable(maybe_delivered=True):
+                await ws.send(text)
         except ConnectionClosed as exc:
             # websockets writes nothing on a link that is no longer open.
             raise TransportClosed(self._reason(exc), maybe_delivered=was_open) from exc
-        except asyncio.CancelledError:
-            if self._woken(task):
-                raise TransportClosed(self._current_reason(), maybe_delivered=True) from None
-            raise
-        finally:
-            self._busy.discard(task)
         if ws.state is not State.OPEN:
             # The link ended while the frame was being written: it may or may not have reached the agent.
             raise TransportClosed(self._current_reason(), maybe_delivered=True)
@@ -310,32 +259,35 @@ class WebSocketTransport:
         """
         if self._local_reason is not None:
             raise TransportClosed(self._local_reason, maybe_delivered=False)
-        task = asyncio.current_task()
-        assert task is not None
-        self._busy.add(task)
         try:
-            data = await self._ws.recv()
+            with self._wakeable(maybe_delivered=False):
+                data = await self._ws.recv()
         except ConnectionClosed as exc:
             raise self._closed_error(exc) from exc
         except ConcurrencyError as exc:
             raise TransportError("receive() called while another receive() is waiting") from exc
-        except asyncio.CancelledError:
-            if self._woken(task):
-                raise TransportClosed(self._current_reason(), maybe_delivered=False) from None
-            raise
-        finally:
-            self._busy.discard(task)
         if type(data) is str:
             return decode_frame(data)
         raise MalformedFrame(f"binary frame ignored ({len(data)} bytes)", excerpt=excerpt(data))
 
-    def _woken(self, task: asyncio.Task[Any]) -> bool:
-        """Whether ``task`` was cancelled by this transport only (a dead link), not by its owner."""
-        if task not in self._cut:
-            return False
-        self._cut.discard(task)
-        uncancel = getattr(task, "uncancel", None)  # Python 3.11+; 3.10 cannot tell the two apart
-        return uncancel is None or uncancel() == 0
+    @contextlib.contextmanager
+    def _wakeable(self, *, maybe_delivered: bool) -> Iterator[None]:
+        """Run a send or receive that :meth:`_dead` may wake: its cancellation by this transport
+        alone (not by its owner) becomes ``TransportClosed``."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._busy.add(task)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if task in self._cut:
+                self._cut.discard(task)
+                uncancel = getattr(task, "uncancel", None)  # Python 3.11+; 3.10 cannot tell the two apart
+                if uncancel is None or uncancel() == 0:
+                    raise TransportClosed(self._current_reason(), maybe_delivered=maybe_delivered) from None
+            raise
+        finally:
+            self._busy.discard(task)
 
     async def aclose(self) -> None:
         """Close the link (close code 1000), waiting at most ``close_timeout`` for the agent.
@@ -392,11 +344,8 @@ class WebSocketTransport:
         return f"connection closed ({code} {self._ws.close_reason})".replace(" )", ")")
 
     async def _keep_alive(self, interval: float, timeout: float | None) -> None:
-        """Ping every ``interval`` seconds; end the link when a pong is ``timeout`` late.
-
-        A dead peer is not waited for: the tasks in :meth:`send` and :meth:`receive` are woken at
-        once with ``TransportClosed`` (``websockets``' own keepalive would wait ``close_timeout`` more).
-        """
+        """Ping every ``interval`` seconds; a pong ``timeout`` late ends the link at once, waking
+        :meth:`send` and :meth:`receive` (websockets' own keepalive would wait ``close_timeout`` more)."""
         try:
             await self._ping_until_dead(interval, timeout)
         except Exception:  # a bug here must not pass silently, nor take the link down
@@ -514,13 +463,10 @@ class WebSocketConnector:
             self._subprotocols: list[Subprotocol] | None = [Subprotocol(p) for p in subprotocols]
         else:
             self._subprotocols = None
-        for knob, seconds in (
-            ("ping_interval", ping_interval),
-            ("ping_timeout", ping_timeout),
-            ("open_timeout", open_timeout),
-            ("close_timeout", close_timeout),
-        ):
-            check_seconds(knob, seconds, optional=knob.startswith("ping_"))
+        check_seconds("ping_interval", ping_interval, optional=True)
+        check_seconds("ping_timeout", ping_timeout, optional=True)
+        check_seconds("open_timeout", open_timeout)
+        check_seconds("close_timeout", close_timeout)
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._open_timeout = open_timeout
@@ -534,7 +480,6 @@ class WebSocketConnector:
                 self._ssl = tls.build_context()
             except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
                 raise ConfigurationError(f"cannot load the TLS configuration: {exc}") from exc
-        self._ws_logger = _RedactingLogger(logging.getLogger("websockets.client"), self._secret | {"set-cookie"})
 
     @property
     def target(self) -> str:
@@ -575,9 +520,7 @@ class WebSocketConnector:
                 self._capture(url, response.headers)
                 location = response.headers.get("Location")
                 if response.status_code not in REDIRECT_STATUSES or location is None:
-                    raise _status_error(
-                        response.status_code, response.reason_phrase, response.headers, response.body, url
-                    ) from exc
+                    raise _status_error(response, url) from exc
                 url = self._follow(url, location, response.status_code)
                 continue
             self._capture(url, connection.response.headers if connection.response is not None else Headers())
@@ -604,22 +547,11 @@ class WebSocketConnector:
         return normalized
 
     def _handshake_headers(self, url: str) -> list[tuple[str, str]]:
-        headers = list(self._headers)
-        cookie = self._cookies.header_for(url) if self._cookies is not None else None
-        if cookie is not None:
-            for index, (name, value) in enumerate(headers):
-                if name.lower() == "cookie":
-                    headers[index] = (name, f"{value}; {cookie}")
-                    break
-            else:
-                headers.append(("Cookie", cookie))
-        return headers
+        return with_cookie(list(self._headers), self._cookies.header_for(url) if self._cookies is not None else None)
 
     def _capture(self, url: str, headers: Headers) -> None:
         if self._cookies is not None:
-            values = headers.get_all("Set-Cookie")
-            if values:
-                self._cookies.capture(url, values)
+            self._cookies.capture(url, headers.get_all("Set-Cookie"))
 
     async def _open(self, url: str, headers: list[tuple[str, str]], timeout: float) -> WebSocketConnection:
         """One handshake attempt; maps every failure but ``InvalidStatus`` to our errors."""
@@ -637,7 +569,6 @@ class WebSocketConnector:
                 ping_timeout=None,
                 close_timeout=self._close_timeout,
                 max_size=self._limits.max_message_bytes,
-                logger=self._ws_logger,
                 proxy=proxy_for(url),
                 create_connection=_Connection,
                 **kwargs,

@@ -8,6 +8,10 @@ It behaves (initialize, session/new, status, load, resume, list, prompt) until a
 - ``garbage``: writes lines that are not JSON and never answers;
 - ``exit``: exits at once with status 3.
 
+Two modes are for ``initialize`` only: ``v1-only`` refuses a v2 proposal with ``-32602`` (as agentao
+0.5 does) and answers a v1 one; ``slow-later`` answers after 3 s in every process but the first
+(it needs ``--pids``: an agent slow to start on a loaded machine).
+
 ``--pids FILE`` appends this process's pid to FILE (so a test can check that none is left running).
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import uuid
 
 out = sys.stdout.buffer
@@ -39,12 +44,15 @@ def error(request_id: object, code: int, text: str, data: object = None) -> None
 
 def main(argv: list[str]) -> int:
     modes: dict[str, str] = {}
+    earlier = 0
     for index, arg in enumerate(argv):
         if arg == "--on":
             method, _, mode = argv[index + 1].partition("=")
             modes[method] = mode
         if arg == "--pids":
-            with open(argv[index + 1], "a", encoding="utf-8") as pids:
+            with open(argv[index + 1], "a+", encoding="utf-8") as pids:
+                pids.seek(0)
+                earlier = len(pids.read().split())
                 pids.write(f"{os.getpid()}\n")
     known: set[str] = set()
     for line in sys.stdin.buffer:
@@ -61,6 +69,11 @@ def main(argv: list[str]) -> int:
             return 3
         if mode == "hang":
             continue
+        if mode == "v1-only" and (params.get("protocolVersion") if isinstance(params, dict) else None) != 1:
+            error(request_id, -32602, "Invalid params", {"protocolVersion": "expected 1"})
+            continue
+        if mode == "slow-later" and earlier:
+            time.sleep(3)  # the scenario: an agent that takes longer to start than the checker waits
         if mode == "flood":
             for tick in range(20000):
                 update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"{tick} "}}

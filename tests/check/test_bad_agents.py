@@ -80,7 +80,9 @@ def test_hang_flood_garbage_and_exit_each_fail_their_checks_and_nothing_is_left_
     assert results["notification.unanswered"]["status"] == "pass"
     assert elapsed < 180
     spawned = [int(line) for line in pids.read_text().split()]
-    assert len(spawned) >= len(ALL_IDS)
+    # A check that broke the shared agent (a hang, an exit, a flood) hands the next one a fresh agent,
+    # and the checks that went well share one: fewer agents than checks.
+    assert 2 < len(spawned) < len(ALL_IDS)
     assert [pid for pid in spawned if _alive(pid)] == []
 
 
@@ -105,3 +107,38 @@ def test_nothing_listening_exits_2() -> None:
     done = _run(["ws://127.0.0.1:9/acp", "--timeout", "2"])
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "could not reach the agent" in done.stderr
+
+
+def test_an_agent_slow_to_start_is_cannot_check_never_a_fail(tmp_path: Path) -> None:
+    # The preflight's agent starts at once; every later one takes 3 s to answer initialize, longer
+    # than --timeout: the check that needs a fresh agent cannot check, and says so.
+    pids = tmp_path / "pids"
+    argv = [sys.executable, str(AGENT), "--pids", str(pids), "--on", "initialize=slow-later"]
+    done = _run(["stdio:" + shlex.join(argv), "--timeout", "1", "--json", "--only", "status.no-side-effects"])
+    assert done.returncode == 0, done.stderr
+    [check] = json.loads(done.stdout)["checks"]
+    assert check["status"] == "skip", check
+    assert check["evidence"].startswith("cannot check: the agent did not start in time (initialize was not answered")
+    assert [pid for pid in map(int, pids.read_text().split()) if _alive(pid)] == []
+
+
+def test_a_v2_proposal_refused_as_invalid_params_is_made_again_in_v1(tmp_path: Path) -> None:
+    argv = [sys.executable, str(AGENT), "--on", "initialize=v1-only"]
+    done = _run(["stdio:" + shlex.join(argv), "--protocol-version", "2", "--json", "--only", "new.fresh-id"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["protocolVersion"] == 1
+    assert [check["status"] for check in report["checks"]] == ["pass"]
+
+
+def test_one_agent_process_serves_every_check_that_needs_no_isolation(tmp_path: Path) -> None:
+    # A well-behaved agent: the preflight's process serves the shared checks; resume.no-replay ends
+    # it as a drop would (one more), status.no-side-effects needs a second instance, and the restart
+    # scenario one after the restart. Nothing else is spawned.
+    pids = tmp_path / "pids"
+    argv = [sys.executable, str(AGENT), "--pids", str(pids)]
+    done = _run(["stdio:" + shlex.join(argv), "--timeout", "5", "--json", "--cancel-prompt", "x"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    spawned = [int(line) for line in pids.read_text().split()]
+    assert len(spawned) == 4, spawned
+    assert [pid for pid in spawned if _alive(pid)] == []

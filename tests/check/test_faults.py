@@ -9,6 +9,8 @@ replay checks, ``hang-status`` stalls the status probe of ``initialize.capabilit
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,8 @@ _NOTHING_ADVERTISED = dict.fromkeys(
         "resume.unknown",
         "timestamps.zoned",
         "session-object.shape",
+        "restart.persists",
+        "load.live-ids",
     ],
     "skip",
 )
@@ -42,14 +46,14 @@ _STATUS_HANGS = dict.fromkeys(
 
 #: fault -> {check id: status} for every check that does not pass, in v1 and in v2 (unless told).
 EXPECTED: dict[str, dict[str, str]] = {
-    "load-unknown-ok": {"load.unknown": "fail"},
-    "resume-unknown-ok": {"resume.unknown": "fail"},
-    "replay-without-ids": {"load.message-ids": "warn"},  # v2: fail (below)
+    "load-unknown-ok": {"load.unknown": "fail", "not-found.code": "warn"},
+    "resume-unknown-ok": {"resume.unknown": "fail", "not-found.code": "warn"},
+    "replay-without-ids": {"load.message-ids": "warn", "load.live-ids": "skip"},  # v2: fail (below)
     "replay-new-ids": {"load.message-ids": "fail"},
     "replay-twice": {"load.replays-once": "fail"},
     "replay-drops-last": {"load.replays-once": "fail"},
     "replay-on-resume": {"resume.no-replay": "fail"},
-    "ignore-cancel": {"cancel.honoured": "fail"},
+    "ignore-cancel": {"cancel.honoured": "fail", "cancel.next-turn": "skip"},
     "answer-notifications": {"notification.unanswered": "fail"},
     "reuse-session-id": {"new.fresh-id": "fail", "load.replays-once": "fail", "load.message-ids": "fail"},
     "resume-not-found": {"initialize.capabilities": "fail", "resume.no-replay": "skip", "resume.unknown": "skip"},
@@ -59,15 +63,24 @@ EXPECTED: dict[str, dict[str, str]] = {
     "status-attaches": {"status.no-side-effects": "fail", "status.after-restart": "fail"},
     "status-active-after-restart": {"status.after-restart": "fail"},
     "status-unknown-no-data": {"status.unknown": "fail"},
-    "status-always-active": {"status.unknown": "fail", "status.after-restart": "fail"},
+    "status-always-active": {"status.unknown": "fail", "status.after-restart": "fail", "not-found.code": "warn"},
     "slow-status": {"status.cheap": "warn"},
-    "hang-status": _STATUS_HANGS,
+    "hang-status": {**_STATUS_HANGS, "not-found.code": "warn"},
+    "unknown-method-internal": {"method.unknown": "fail"},
+    "not-found-internal": {"status.unknown": "fail", "not-found.code": "warn"},
+    # v1: live user messages are the client's own prompts, with no id to compare (v2: below).
+    "live-without-ids": {"load.live-ids": "fail", "load.message-ids": "skip"},
+    "pre-prompt-chunk": {},
+    "cancel-owes-next-turn": {"cancel.honoured": "fail", "cancel.next-turn": "fail"},
     # Hostile text is data: no check fails on it (the report shows it made printable).
     "escapes": {},
     "escape-ids": {},
 }
 EXPECTED_V2: dict[str, dict[str, str]] = {
-    "replay-without-ids": {"load.message-ids": "fail"},  # v2 requires messageId
+    "replay-without-ids": {"load.message-ids": "fail", "load.live-ids": "skip"},  # v2 requires messageId
+    "live-without-ids": {"load.live-ids": "fail"},
+    # v2 replays through session/resume with replayFrom: not-found.code asks the plain resume (refused).
+    "load-unknown-ok": {"load.unknown": "fail"},
     # v2 replays through session/resume: with resume refused, nothing can be replayed.
     "resume-not-found": {
         "initialize.capabilities": "fail",
@@ -76,6 +89,8 @@ EXPECTED_V2: dict[str, dict[str, str]] = {
         "load.message-ids": "skip",
         "resume.no-replay": "skip",
         "resume.unknown": "skip",
+        "restart.persists": "skip",
+        "load.live-ids": "skip",
     },
 }
 
@@ -86,7 +101,7 @@ def test_every_fault_is_pinned() -> None:
 
 #: The checks a fault makes wait for an answer that never comes, and what they then find: they run
 #: with a short timeout (a hang is a hang, on a loaded machine too), the other checks with the usual one.
-HANGS = {"hang-status": (list(_STATUS_HANGS), "session/status was not answered within")}
+HANGS = {"hang-status": ([*_STATUS_HANGS, "not-found.code"], "session/status was not answered within")}
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -106,7 +121,7 @@ async def test_fault_fails_exactly_its_checks(fault: str, version: int, tmp_path
         if hung:
             waited = await run_on_server(server, "ws", tmp_path, version=version, timeout=0.5, only=hung)
             assert all(finding in check.finding for check in waited.checks), [c.finding for c in waited.checks]
-            assert waited.exit_status == 1
+            assert waited.exit_status == 1, [(c.id, c.status, c.evidence) for c in waited.checks]
             checks += waited.checks
     found = {c.id: c.status for c in checks if c.status != "pass" and c.id != "http.session-header"}
     expected = EXPECTED_V2.get(fault, EXPECTED[fault]) if version == 2 else EXPECTED[fault]
@@ -139,3 +154,58 @@ async def test_a_turn_over_before_the_cancel_reached_it_is_inconclusive_not_a_fa
     [check] = report.checks
     assert check.status == "warn", check
     assert "inconclusive" in check.finding
+
+
+#: The checks of the restart scenario, for an agent that keeps nothing across a restart.
+_FORGETS = {
+    "status.after-restart": "pass",
+    "restart.persists": "warn",
+    "load.replays-once": "skip",
+    "load.message-ids": "skip",
+    "load.live-ids": "skip",
+}
+
+
+@pytest.mark.parametrize(
+    ("fault", "spelled", "after_restart"),
+    [
+        (None, "error -32002", "pass"),
+        ("not-found-internal", "error -32603 ('Internal error')", "skip"),
+    ],
+    ids=["-32002", "-32603"],
+)
+async def test_an_agent_that_keeps_nothing_across_a_restart_is_told_so_whatever_its_code(
+    fault: str | None, spelled: str, after_restart: str, tmp_path: Path
+) -> None:
+    # The reference agent over stdio without a store: a restart loses every session. Spelled -32002
+    # or otherwise, that is one finding (restart.persists warns, with the rule), the checks that need
+    # a replay cannot check, and the exit status does not depend on the spelling.
+    argv = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio"]
+    argv += ["--fault", fault] if fault else []
+    settings = Settings(Target("stdio:" + shlex.join(argv)), cwd=str(tmp_path), timeout=5.0)
+    report = await run_checks(settings, select(list(_FORGETS)))
+    found = {c.id: c.status for c in report.checks}
+    assert found == {**_FORGETS, "status.after-restart": after_restart}, [c.evidence for c in report.checks]
+    persists = report.result("restart.persists")
+    assert persists.finding.startswith("sessions do not survive a restart: after it, session/load answered " + spelled)
+    assert "cannot check" in report.result("load.replays-once").finding
+    assert report.exit_status == 0
+
+
+async def test_unadvertised_methods_spelling_unknown_as_internal_errors_are_not_taken_for_working(
+    tmp_path: Path,
+) -> None:
+    # An agent that routes no session/load, session/resume or session/status and answers them, like any
+    # unknown method, with -32603 "Unknown method: <name>": the methods do not work (no warn that they
+    # are not advertised); the fault is the code for an unknown method, named by method.unknown.
+    argv = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--no-load", "--no-resume"]
+    argv += ["--no-status", "--fault", "unknown-method-internal"]
+    settings = Settings(Target("stdio:" + shlex.join(argv)), cwd=str(tmp_path), timeout=5.0)
+    report = await run_checks(settings, select(["initialize.capabilities", "method.unknown"]))
+    capabilities, unknown = report.checks
+    assert capabilities.status == "pass", capabilities.evidence
+    assert "unknown methods answer error -32603, not -32601 (see method.unknown)" in capabilities.finding
+    assert unknown.status == "fail"
+    assert unknown.finding.startswith(
+        "a method no agent routes (acp_check/no_such_method) answered error -32603 ('Unknown method: "
+    )

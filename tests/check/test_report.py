@@ -61,7 +61,7 @@ def test_plain_printer_shows_evidence_only_for_fail_and_warn() -> None:
     assert lines[0] == "PASS  c.0                        0.25 s  finding 0"
     assert lines[1].startswith("FAIL  c.1") and lines[2] == "      rule (JSON-RPC 2.0): the rule"
     assert lines[3:5] == ["      A > {}", "      A < {}"]
-    assert lines[-1] == "1 pass, 1 fail, 0 warn, 0 skip"
+    assert lines[-1] == "1 pass, 1 fail, 0 warn, 0 skip in 0.0 s"
 
 
 def test_rich_printer_when_asked() -> None:

@@ -443,7 +443,7 @@ async def _conformance_json(block: Block, tmp_path: Path) -> None:
     from acp_client.check import CHECKS
 
     shown = json.loads(block.body.replace("{...}", "..."))
-    assert list(shown) == ["target", "protocolVersion", "agent", "capabilities", "checks", "summary"]
+    assert list(shown) == ["target", "protocolVersion", "agent", "capabilities", "checks", "summary", "seconds"]
     assert set(shown["agent"]) == {"name", "version"} and set(shown["summary"]) == {"pass", "fail", "warn", "skip"}
     by_id = {check.id: check for check in CHECKS}
     for item in shown["checks"]:
@@ -559,7 +559,7 @@ async def _nvim_plugin_settings(block: Block, tmp_path: Path) -> None:
     assert settings
     for name in settings:
         assert f"vim.g.{name}" in front_end + commands, f"the plugin does not read g:{name}"
-    assert "v:lua.require'acp'.statusline()" in block.body and "function M.statusline()" in front_end
+    assert "require('acp').add_to_statusline()" in block.body and "function M.add_to_statusline()" in front_end
 
 
 @check(

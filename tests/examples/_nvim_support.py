@@ -4,10 +4,12 @@ reference agent as a real process that can be SIGKILLed and started again on the
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,29 +95,36 @@ class Neovim:
         lines.append(init)
         (folder / "init.lua").write_text("\n".join(lines) + "\n", encoding="utf-8")
         self.socket = folder / "nvim.sock"
-        self.process = subprocess.Popen(
-            [NVIM, "--headless", "-n", "-i", "NONE", "-u", str(folder / "init.lua"), "--listen", str(self.socket)],
+        self.host_pid: int | None = None
+        argv = [NVIM, "-n", "-i", "NONE", "-u", str(folder / "init.lua"), "--listen", str(self.socket)]
+        self.process = self._start(argv)
+        try:
+            eventually_blocking(lambda: self.socket.exists() or not self._running(), what="nvim's socket")
+            assert self._running(), self.process.stderr.read() if self.process and self.process.stderr else ""
+            self.nvim = eventually_blocking(self._attach, what="nvim to accept on its socket")
+        except BaseException:  # never leave a Neovim (and the host it autostarted) behind
+            self.kill()
+            raise
+
+    def _start(self, argv: list[str]) -> subprocess.Popen[bytes] | None:
+        """Start Neovim (headless here); its process."""
+        return subprocess.Popen(
+            [argv[0], "--headless", *argv[1:]],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=_env(),
         )
-        self.host_pid: int | None = None
-        try:
-            eventually_blocking(lambda: self.socket.exists() or self.process.poll() is not None, what="nvim's socket")
-            assert self.process.poll() is None, self.process.stderr.read() if self.process.stderr else ""
-            self.nvim = eventually_blocking(self._attach, what="nvim to accept on its socket")
-        except BaseException:  # never leave a Neovim (and the host it autostarted) behind
-            self.process.kill()
-            self.process.wait(DEADLINE)
-            raise
+
+    def _running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def _attach(self) -> pynvim.Nvim | None:
         """The socket file exists a moment before nvim listens on it: refused means not yet."""
         try:
             return pynvim.attach("socket", path=str(self.socket))
         except ConnectionRefusedError:
-            assert self.process.poll() is None, "nvim exited at startup"
+            assert self._running(), "nvim exited at startup"
             return None
 
     # -- reading what the user sees ------------------------------------------------------------------
@@ -154,7 +163,7 @@ class Neovim:
             what=lambda: f"{text!r} in the conversation buffer:\n{self.buffer_text()}",
         )
 
-    def wait(self, check: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
+    def wait(self, check: Callable[[], T | None], what: str | Callable[[], str], timeout: float = DEADLINE) -> T:
         return eventually_blocking(check, timeout, what=what)
 
     # -- the end ------------------------------------------------------------------------------------------
@@ -163,14 +172,80 @@ class Neovim:
         """``:qa`` as a user types it; Neovim's exit status."""
         self.info()
         self.nvim.command("qa", async_=True)
+        assert self.process is not None
         code = self.process.wait(DEADLINE)
         self.nvim.close()
         return code
 
     def kill(self) -> None:
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(DEADLINE)
+        if alive(self.host_pid):
+            assert self.host_pid is not None
+            os.kill(self.host_pid, signal.SIGKILL)
+
+
+class TerminalNeovim(Neovim):
+    """A real Neovim with a user interface: in a fixed-size tmux terminal (a private server), still
+    driven through its socket, and read as a user sees it (:meth:`rows`: status lines included).
+
+    Args:
+        folder, settings, init: As for :class:`Neovim`.
+        width, height: The terminal's size.
+    """
+
+    def __init__(
+        self, folder: Path, settings: dict[str, Any], init: str = "", *, width: int = 120, height: int = 30
+    ) -> None:
+        self.tmux_socket = f"acp-nvim-test-{uuid.uuid4().hex[:12]}"
+        self._width, self._height = width, height
+        super().__init__(folder, settings, init)
+
+    def _tmux(self, *args: str, check: bool = True) -> str:
+        done = subprocess.run(
+            ["tmux", "-u", "-L", self.tmux_socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            env={**_env(), "LC_ALL": "C.UTF-8"},
+            check=False,
+        )
+        if check:
+            assert done.returncode == 0, f"tmux {args}: {done.stderr}"
+        return done.stdout
+
+    def _start(self, argv: list[str]) -> subprocess.Popen[bytes] | None:
+        command = shlex.join(argv)
+        size = ["-x", str(self._width), "-y", str(self._height)]
+        env = [arg for key in ("PYTHONPATH", "PATH", "HOME") for arg in ("-e", f"{key}={_env().get(key, '')}")]
+        self._tmux("new-session", "-d", "-s", "nvim", *size, *env, command)
+        self._tmux("set-option", "-t", "nvim", "remain-on-exit", "on")
+        self._tmux("set-option", "-t", "nvim", "status", "off")
+        return None
+
+    def _running(self) -> bool:
+        return self._tmux("display-message", "-p", "-t", "nvim", "#{pane_dead}", check=False).strip() == "0"
+
+    def rows(self) -> list[str]:
+        """The terminal's rows as they are drawn now."""
+        return self._tmux("capture-pane", "-p", "-t", "nvim").rstrip("\n").split("\n")
+
+    def quit(self) -> int:
+        self.info()
+        self.nvim.command("qa", async_=True)
+
+        def status() -> tuple[int] | None:
+            fields = self._tmux("display-message", "-p", "-t", "nvim", "#{pane_dead}:#{pane_dead_status}")
+            dead, code = fields.strip().split(":")
+            return (int(code or 0),) if dead == "1" and code != "" else None
+
+        (code,) = eventually_blocking(status, what="Neovim to exit")
+        self.nvim.close()
+        return code
+
+    def kill(self) -> None:
+        self._tmux("kill-server", check=False)
         if alive(self.host_pid):
             assert self.host_pid is not None
             os.kill(self.host_pid, signal.SIGKILL)

@@ -126,6 +126,10 @@ async def test_interactive_plain_fallback_v2_all_recovery_paths_and_double_ctrl_
     reference_agent.evict(only_session(reference_agent))
     await proxy.cut()
     await tmux.wait_for(r"=== ! agent lost the session - started a new one \(sess_\w+\) ===", after=mark)
+    # What the agent lost stays on the screen, above a divider: the new session starts below it.
+    await tmux.wait_for(
+        r"--- the agent lost the conversation above \(\d turn\(s\)\); it starts afresh below ---", after=mark
+    )
     await tmux.wait_for(r"-- \* connected \| .* \| session sess_", after=mark)
     await tmux.type("after the eviction")
     await tmux.wait_for(r"echo: after the eviction", after=mark)
@@ -220,7 +224,8 @@ def test_plain_view_renders_a_conversation_in_ascii(monkeypatch: pytest.MonkeyPa
     assert text.isascii()
     assert "old history" not in text
     assert text.endswith(
-        "you> echo: hi\n  (end_turn)\nyou> \n! connection lost: reset\n-- ~ reconnecting now (attempt 1)\n"
+        "you> echo: hi\n  (end_turn)\nyou> \n! connection lost: the connection dropped\n"
+        "-- ~ reconnecting now (attempt 1)\n"
         "=== + resumed the session ===\n-- * connected\nyou> "
     )
 

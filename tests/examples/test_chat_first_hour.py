@@ -109,6 +109,7 @@ async def test_a_prompt_typed_while_disconnected_says_it_is_queued() -> None:
         assert "your prompt is queued" in stream.getvalue()
         connector.accept()
         await eventually(lambda: "echo: are you there?" in stream.getvalue(), what="the queued prompt's answer")
+        await eventually(lambda: interactive.turn_task is None, what="the queued prompt's turn to end")
         before = stream.getvalue().count("queued")
         interactive.start_turn("and now?")  # connected: nothing to say
         await eventually(lambda: "echo: and now?" in stream.getvalue(), what="the answer")

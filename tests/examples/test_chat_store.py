@@ -5,6 +5,9 @@ after a drop), continues the most recently used one, lists them (``/sessions``) 
 
 from __future__ import annotations
 
+import asyncio
+import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,14 +42,15 @@ async def test_a_second_run_continues_the_stored_sessions(tmp_path: Path, restar
         lines = ["/sessions", "after the restart", f"/switch {old[:12]}", "back to the first"]
         second = await _chat(tmp_path, url, store, lines, "second")
 
-    # A recovered event for each stored session, before anything else of the run.
+    # A recovered event for each stored session, once the run said where it is connected, which
+    # session continues and what that conversation holds (what the banners talk about).
     recovered = named(second, "recovered")
     assert {event["previousSessionId"] for event in recovered} == {old, latest}
     assert {event["path"] for event in recovered} == {"replay" if restart else "resume"}
     if restart:
         assert all(event["replayed"] > 0 for event in recovered)
-    names = [event["event"] for event in second]
-    assert names.index("connected") > max(i for i, name in enumerate(names) if name == "recovered")
+    names = [event["event"] for event in second if event["event"] != "update" or not event["replay"]]
+    assert names[:5] == ["connected", "session", "history", "recovered", "recovered"], names
     # No new session: the most recently used one continues.
     sessions = named(second, "session")
     assert sessions[0] == {**sessions[0], "sessionId": latest, "restored": True}
@@ -203,3 +207,40 @@ def test_text_the_agent_put_in_its_replay_is_shown_as_the_agents() -> None:
         "  agent (put in its replay): [Request interrupted by user]",
         "  you: next question",
     ]
+
+
+async def test_a_stored_session_another_process_holds_is_not_a_silent_fresh_start(tmp_path: Path) -> None:
+    """A chat killed without closing still holds its stored session until its lease expires: a run
+    started in that time says so in one line before its new session, and names the session."""
+    agent = ReferenceAgent()
+    store = tmp_path / "chat.db"
+    script = tmp_path / "first.txt"
+    script.write_text("hello\n/sleep 60\n", encoding="utf-8")
+    async with ReferenceServer(agent) as server:
+        argv = [sys.executable, str(CHAT), server.ws_url, "--script", str(script), "--json", "--store", str(store)]
+        first = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=_env()
+        )
+        try:
+            assert first.stdout is not None
+            held = None
+            while True:  # until the first turn ended: the session is stored and held
+                line = await asyncio.wait_for(first.stdout.readline(), 30.0)
+                assert line, "the first chat ended early"
+                event = json.loads(line)
+                held = event["sessionId"] if event["event"] == "session" else held
+                if event["event"] == "turn_end":
+                    break
+            first.send_signal(signal.SIGKILL)  # no goodbye: its lease stays until it expires
+            await first.wait()
+            second = await _chat(tmp_path, server.ws_url, store, ["again"], "second")
+        finally:
+            if first.returncode is None:
+                first.kill()
+                await first.wait()
+    (notice,) = named(second, "notice")
+    assert f"stored session {held} is held by another process" in notice["message"]
+    names = [event["event"] for event in second]
+    assert names.index("notice") < names.index("session")
+    (session,) = named(second, "session")
+    assert session["sessionId"] != held and not session.get("restored")

@@ -92,6 +92,8 @@ def test_a_prompt_streams_into_the_buffer_and_nothing_else_is_said(agent: AgentP
     lines = editor.wait_for("Agent: echo: hello there")
     assert lines[-2:] == ["You: hello there", "Agent: echo: hello there"]
     assert f"connected to {agent.url} (websocket): session {session}" in lines[0]
+    # The turn's end comes after its last chunk is on screen.
+    editor.wait(lambda: editor.lua("return require('acp').stats.turns") == 1 or None, "the turn to end")
     stats = editor.lua("return require('acp').stats")
     assert stats["chunks"] >= 3 and stats["turns"] == 1  # streamed, chunk by chunk
     assert editor.messages() == ""
@@ -168,16 +170,14 @@ def test_a_restarted_neovim_shows_the_conversation_again(agent: AgentProcess, ne
     _no_trace_left(first)
 
     second = neovim(settings)
-    lines = second.wait_for("connected to")
-    assert lines[:3] == [
+    lines = second.wait_for("recovered by resume")
+    assert lines == [  # "connected to", the conversation, then what recovery did (the agent kept it)
+        f"── connected to {agent.url} (websocket): session {session} ──",
         f"── restored from the store: session {session} (2 messages) ──",
         "You: remember this",
         "Agent: echo: remember this",
-    ], lines
-    assert lines[3:] == [  # the agent kept running: the stored session resumed
         f"── recovered by resume: session {session} (the conversation is intact) ──",
-        f"── connected to {agent.url} (websocket): session {session} ──",
-    ]
+    ], lines
     assert second.info()["session"] == session
     second.nvim.command("AcpPrompt and this")
     lines = second.wait_for("Agent: echo: and this")
@@ -206,8 +206,8 @@ def test_text_the_agent_put_in_its_replay_is_shown_as_the_agents(
         assert store.save_transcript(endpoint_key(agent.url), session, entries)
 
     second = neovim(settings)
-    lines = second.wait_for("connected to")
-    assert lines[:4] == [
+    lines = second.wait_for("Agent: echo: remember this")
+    assert lines[1:5] == [
         f"── restored from the store: session {session} (3 messages) ──",
         "Agent (in its replay): [Request interrupted by user]",
         "You: remember this",
@@ -229,13 +229,14 @@ def test_a_restarted_neovim_shows_the_conversation_again_over_stdio(tmp_path: Pa
     _no_trace_left(first, agent_pid=first.info()["pid"])
 
     second = neovim(settings)
-    lines = second.wait_for("connected to")
-    assert lines[:3] == [
+    lines = second.wait_for("recovered by replay")
+    assert lines[1:4] == [
         f"── restored from the store: session {session} (2 messages) ──",
         "You: remember this",
         "Agent: echo: remember this",
     ], lines
-    assert f"── recovered by replay: session {session} (the conversation is intact) ──" in lines[3:], lines
+    assert lines[0].startswith("── connected to stdio:"), lines
+    assert f"── recovered by replay: session {session} (the conversation is intact) ──" in lines[4:], lines
     assert second.info()["session"] == session
     assert lines.count("You: remember this") == 1  # the replay was reconciled, not appended
     second.nvim.command("AcpPrompt and this")

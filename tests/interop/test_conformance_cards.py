@@ -5,6 +5,10 @@ normalized: no ``seconds``, the evidence cut to its first line (the finding) wit
 and ids replaced by placeholders, the target reduced to the agent's name. A new agent release that
 changes behaviour shows up as a diff of its card. To rewrite the cards after a deliberate change:
 ``ACP_UPDATE_CARDS=1 pytest tests/interop/test_conformance_cards.py``.
+
+Each verdict is a reading of the wire (``-v`` prints it): ``docs/conformance.md`` lists the real
+agents that fail each check. A card's run targets :data:`MINUTE` seconds (the checker reuses one agent
+for the checks that need no isolation); the test fails past :data:`LOAD_FACTOR` times that.
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from typing import Any
 import pytest
 
 from acp_client.check import Report, Settings, Target, run_checks
+from tests.peers.claude_agents import ClaudeAdapter
+from tests.peers.codex_pi_agents import CodexAcpAgent, PiAcpAgent
+from tests.peers.fake_anthropic import FakeAnthropic
 from tests.peers.fake_openai import FakeOpenAI
+from tests.peers.fake_responses import FakeResponses
 from tests.peers.real_agents import AgentaoAgent, DeepagentsAcpAgent, FastAgent, IsaacAcpAgent, PydanticAcpAgent
 
 pytestmark = pytest.mark.timeout(900)
@@ -29,6 +37,13 @@ EXPECTED = Path(__file__).with_name("expected")
 #: Real agents start in seconds, slower under load: every answer may take this long.
 TIMEOUT = 30.0
 SLOW_WORDS = "slow: " + " ".join(f"w{i}" for i in range(40))
+#: The fake Anthropic and Responses models stream a ``SLOW ...`` prompt word by word.
+SLOW_MODEL = "SLOW " + " ".join(f"w{i}" for i in range(40))
+#: The target for one agent's whole card on this machine, in seconds.
+MINUTE = 60.0
+#: On a loaded machine every step slows down: the test fails only past this many times the target (a
+#: checker that spawned an agent per check again would be well past it).
+LOAD_FACTOR = 2.0
 
 _VOLATILE = [
     (re.compile(r"\d+(?:\.\d+)? ?ms\b"), "<ms>"),
@@ -46,6 +61,7 @@ def normalize(report: Report, name: str) -> dict[str, Any]:
     """The card: the report without what changes from run to run."""
     data = report.to_json()
     data["target"] = name
+    del data["seconds"]
     for check in data["checks"]:
         del check["seconds"]
         finding = check["evidence"].split("\n", 1)[0]
@@ -86,9 +102,15 @@ async def _card(
         timeout=TIMEOUT,
         cancel_prompt=cancel_prompt,
         tool_prompt=tool_prompt,
+        verbose=True,
     )
     report = await run_checks(settings)
+    wire = os.environ.get("ACP_CARD_WIRE")
+    if wire:  # the whole report, the wire excerpts included: what each verdict is read from
+        Path(wire).mkdir(parents=True, exist_ok=True)
+        (Path(wire) / f"{name}.json").write_text(report.dumps() + "\n", encoding="utf-8")
     _compare(normalize(report, name), name)
+    assert report.seconds <= MINUTE * LOAD_FACTOR, f"{name}: {report.seconds:.1f} s for the card, target {MINUTE:g} s"
 
 
 @pytest.fixture
@@ -123,3 +145,41 @@ async def test_deepagents_acp(deepagents_acp_agent: DeepagentsAcpAgent, tmp_path
 async def test_agentao(agentao_agent: AgentaoAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
     argv = agentao_agent.command(tmp_path / "home", llm.base_url)
     await _card(argv, "agentao", tmp_path / "work", SLOW_WORDS)
+
+
+@pytest.fixture
+def anthropic() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic(chunk_delay=0.3) as server:
+        yield server
+
+
+@pytest.fixture
+def responses() -> Iterator[FakeResponses]:
+    with FakeResponses(chunk_delay=0.3) as server:
+        yield server
+
+
+def _without_sandbox(argv: list[str]) -> list[str]:
+    """The checker passes its whole environment on; the machine's ``IS_SANDBOX`` makes the CLI refuse the
+    flag the adapter passes as root (the client's own environment allowlist keeps it out)."""
+    return [argv[0], "-u", "IS_SANDBOX", *argv[1:]]
+
+
+async def test_claude_agent_acp(claude_agent_acp: ClaudeAdapter, tmp_path: Path, anthropic: FakeAnthropic) -> None:
+    argv = _without_sandbox(claude_agent_acp.command(tmp_path / "home", anthropic.base_url))
+    await _card(argv, "claude-agent-acp", tmp_path / "work", SLOW_MODEL)
+
+
+async def test_claude_code_acp(claude_code_acp: ClaudeAdapter, tmp_path: Path, anthropic: FakeAnthropic) -> None:
+    argv = _without_sandbox(claude_code_acp.command(tmp_path / "home", anthropic.base_url))
+    await _card(argv, "claude-code-acp", tmp_path / "work", SLOW_MODEL)
+
+
+async def test_codex_acp(codex_acp_agent: CodexAcpAgent, tmp_path: Path, responses: FakeResponses) -> None:
+    argv = codex_acp_agent.command(tmp_path / "home", responses.base_url)
+    await _card(argv, "codex-acp", tmp_path / "work", SLOW_MODEL)
+
+
+async def test_pi_acp(pi_acp_agent: PiAcpAgent, tmp_path: Path, responses: FakeResponses) -> None:
+    argv = pi_acp_agent.command(tmp_path / "home", responses.base_url)
+    await _card(argv, "pi-acp", tmp_path / "work", SLOW_MODEL)

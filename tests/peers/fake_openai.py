@@ -12,7 +12,9 @@ It serves ``POST /v1/chat/completions`` (streamed as server-sent events when the
 ``stream``, one JSON body otherwise) and ``GET /v1/models``; any path ending in those works, so a
 base URL with or without ``/v1`` does. It never calls tools. Each request's last user text is kept
 in :attr:`FakeOpenAI.prompts` (what the agent actually asked the model, in order; ``<system-reminder>``
-blocks an agent adds around the user's words are dropped).
+blocks an agent adds around the user's words are dropped); which answers were streamed to their end
+(:attr:`FakeOpenAI.finished`) and which the agent stopped reading (:attr:`FakeOpenAI.broken`: it went
+away, or aborted the turn) are kept too.
 
 It runs in a thread of its own (``tests/peers/_fake_model.py``): it does not depend on the test's event
 loop, and an agent killed mid-stream only breaks that one response.
@@ -92,7 +94,11 @@ class _Handler(FakeModelHandler):
             else:
                 self._json(200, self._completion(model, "".join(chunks)))
         except (BrokenPipeError, ConnectionResetError):
-            return  # the agent went away mid-answer (killed): nothing to do
+            with owner.lock:
+                owner.broken.append(prompt)
+            return  # the agent went away mid-answer (killed, or it aborted the turn)
+        with owner.lock:
+            owner.finished.append(prompt)
 
     def _completion(self, model: str, text: str) -> dict[str, Any]:
         return {
@@ -138,6 +144,9 @@ class FakeOpenAI(FakeModel):
     Attributes:
         chunk_delay: The pause before each chunk of a ``slow:`` answer, in seconds.
         prompts: The last user text of every chat-completions request, in arrival order.
+        finished: The last user text of every request whose answer was sent to its end, in order.
+        broken: The last user text of every request whose answer the agent stopped reading (it
+            went away or aborted the turn), in order.
     """
 
     handler = _Handler
@@ -147,3 +156,5 @@ class FakeOpenAI(FakeModel):
     def __init__(self, chunk_delay: float = 0.5) -> None:
         super().__init__(chunk_delay)
         self.prompts: list[str] = []
+        self.finished: list[str] = []
+        self.broken: list[str] = []

@@ -253,6 +253,8 @@ class ReferenceAgent:
         self.clock: Clock = clock if clock is not None else SystemClock()
         #: The deliberate defects in force (may be changed at runtime).
         self.faults: frozenset[str] = check_faults(faults)
+        #: ``cancel-owes-next-turn``: per session, the answer owed to the turn after (``None``: the next turn's).
+        self._owed: dict[str, str | None] = {}
         self._last_new: str | None = None
         #: The tool calls of the ``escapes`` fault, by session (a replay repeats them; kept by this
         #: object across lose_memory(), not in the store).
@@ -297,6 +299,8 @@ class ReferenceAgent:
         """The error this agent answers for a session it does not know (see ``not_found_error``)."""
         if self.not_found_error is not None:
             return self.not_found_error(session_id)
+        if "not-found-internal" in self.faults:
+            return RpcError("Internal error", code=-32603, data={"details": "Session not found"})
         return RpcError.session_not_found(session_id)
 
     def evict(self, session_id: str) -> None:
@@ -692,6 +696,15 @@ class AgentConnection:
             await self._emit(error_message(item.id, -32603, self._agent._text(f"Internal error: {exc}")), item.id)
             return
         await self._emit(result_message(item.id, result), item.id)
+        if item.method == "session/new" and "pre-prompt-chunk" in self._agent.faults:
+            await self._greet(str(result.get("sessionId")))
+
+    async def _greet(self, session_id: str) -> None:
+        """The ``pre-prompt-chunk`` fault: a greeting a moment after ``session/new`` answered, before any prompt."""
+        await self._agent.clock.sleep(0.05)
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hi! Ready."}}
+        with contextlib.suppress(TransportError):
+            await self._emit(notification_message("session/update", {"sessionId": session_id, "update": update}), None)
 
     def _check_method(self, method: str) -> None:
         agent = self._agent
@@ -703,7 +716,12 @@ class AgentConnection:
             or (method == "session/resume" and "resume-not-found" in agent.faults)
         )
         if hidden:
-            raise RpcError.method_not_found(method)
+            raise self._method_not_found(method)
+
+    def _method_not_found(self, method: str) -> RpcError:
+        if "unknown-method-internal" in self._agent.faults:
+            return RpcError(f"Unknown method: {method}", code=-32603)
+        return RpcError.method_not_found(method)
 
     async def _dispatch(self, item: Request) -> dict[str, Any]:
         method, params = item.method, item.params
@@ -720,7 +738,7 @@ class AgentConnection:
         }
         handler = handlers.get(method)
         if handler is None:
-            raise RpcError.method_not_found(method)
+            raise self._method_not_found(method)
         if self.protocol_version is None:
             raise InvalidRequest("Invalid request: send initialize first")
         self._check_method(method)
@@ -1002,6 +1020,8 @@ class AgentConnection:
             if agent.hostile:
                 await self._hostile_updates(turn)
             reply = await self._reply_for(turn, text)
+            if "cancel-owes-next-turn" in agent.faults:
+                reply = self._owed_reply(live.session_id, reply)
             if reply is not None:
                 await self._stream(turn, agent._text(reply))
         except asyncio.CancelledError:
@@ -1016,8 +1036,21 @@ class AgentConnection:
         except TransportError:
             turn.cancel_reason = "closed"
             stop_reason = "cancelled"
+        if stop_reason == "cancelled" and "cancel-owes-next-turn" in agent.faults:
+            agent._owed[live.session_id] = None  # the next turn answers nothing; its answer comes a turn late
         self._finish(turn, stop_reason)
         await self._conclude(turn, stop_reason)
+
+    def _owed_reply(self, session_id: str, reply: str | None) -> str | None:
+        """The ``cancel-owes-next-turn`` fault: the turn after a cancel is empty, its answer a turn late."""
+        owed = self._agent._owed
+        if session_id not in owed:
+            return reply
+        late = owed.pop(session_id)
+        if late is None:
+            owed[session_id] = reply or ""
+            return None
+        return late + (reply or "")
 
     def _finish(self, turn: _Turn, stop_reason: str) -> None:
         live = turn.session
@@ -1067,6 +1100,8 @@ class AgentConnection:
 
     async def _chunk(self, turn: _Turn, piece: str) -> None:
         update: dict[str, Any] = {"sessionUpdate": "agent_message_chunk", "messageId": turn.agent_message_id}
+        if "live-without-ids" in self._agent.faults:
+            del update["messageId"]
         update["content"] = {"type": "text", "text": piece}
         await self._update(turn.session, update, turn.request_id)
         turn.sent.append(piece)

@@ -40,6 +40,12 @@ FAULTS: Final[dict[str, str]] = {
     "status-unknown-no-data": "session/status of an unknown id answers -32002 without data.sessionId",
     "slow-status": "session/status answers after 80 ms",
     "hang-status": "session/status is never answered",
+    "unknown-method-internal": "a method the agent does not route answers -32603 'Unknown method: <name>', not -32601",
+    "not-found-internal": "an unknown session answers -32603 'Internal error' with data.details 'Session not found'",
+    "live-without-ids": "live agent message chunks carry no messageId (the replay still carries them)",
+    "pre-prompt-chunk": "a greeting agent_message_chunk follows the session/new answer, before any prompt",
+    "cancel-owes-next-turn": "the turn after a cancelled one ends at once with no answer; its answer streams at "
+    "the start of the turn after it",
     "escapes": "every text the agent controls carries ESCAPES (terminal escapes, C1 and bidi controls, a newline): "
     "message and thought chunks, tool call titles, plan entries, session titles, mode names, permission titles "
     "and option names, error messages, and its stderr (--stdio)",

@@ -34,7 +34,8 @@ from typing import Any
 import attrs
 import pynvim
 
-from acp_client import AcpError, PromptResult, RecoveryOutcome, RetryPolicy
+from acp_client import AcpError, ConnectionLost, PromptResult, RecoveryOutcome, RetryPolicy, State
+from acp_client.display import printable
 from acp_client.state import Continuity
 from acp_client.store import SqliteSessionStore, endpoint_key
 from acp_client.sync import (
@@ -83,6 +84,39 @@ def _short(session_id: str | None) -> str:
     return session_id or "?"
 
 
+def _printable(value: Any, *, one_line: bool) -> Any:
+    """``value`` with every string in it printable: one line at the top level (``one_line``),
+    lines kept inside lists (a message's text; a list item that must be one line is flattened
+    where it is made)."""
+    if isinstance(value, str):
+        return printable(value, one_line=one_line)
+    if isinstance(value, list | tuple):
+        return [_printable(item, one_line=False) for item in value]
+    if isinstance(value, dict):
+        return {key: _printable(item, one_line=True) for key, item in value.items()}
+    return value
+
+
+def plain_reason(reason: str | None) -> str:
+    """Why the connection ended, in plain words (the log keeps the exact reason): never an
+    exception's name or a close code."""
+    text = (reason or "").lower()
+    if "refused" in text:
+        return "the agent refused the connection"
+    if "killed by" in text or "exited" in text:
+        return "the agent process ended"
+    if "closed by agent" in text or "connection closed (" in text:
+        return "the agent closed the connection"
+    if "timed out" in text or "timeout" in text or "keepalive" in text or "ping" in text:
+        return "the agent stopped answering"
+    return "the connection dropped"
+
+
+#: Events that belong to a recovery: while a connect is opening the session they wait, so the
+#: buffer says "connected to" first, then what recovery did.
+_RECOVERY_EVENTS = (ResumeEvent, ReplayEvent, NewSessionEvent, RecoveryFailedEvent, TurnInterruptedEvent)
+
+
 class Host:
     """One Neovim, one agent connection: what the Lua front end asks for, and what it is told."""
 
@@ -98,6 +132,18 @@ class Host:
         self.events: queue.Queue[Any] = queue.Queue()
         self.permissions: dict[int, PermissionRequest] = {}
         self._permission_ids = itertools.count(1)
+        # One lock for what is told to Lua about recovery: the event thread and the worker
+        # (connecting) both tell, and "connected to" must come before the banners it held back.
+        self._telling = threading.RLock()
+        self._opening = False
+        self._held: list[SyncEvent] = []
+        #: Sessions whose cut-off turn was said already (by the interruption or the turn's end:
+        #: whichever comes first; the other says nothing).
+        self._cut_said: set[str] = set()
+        #: Whether the current outage was said (one banner per drop), and the cut-off turns
+        #: waiting for it to be said.
+        self._outage_said = False
+        self._cuts_held: list[str] = []
         self._stop = threading.Event()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="acp-nvim-worker")
         self._pump = threading.Thread(target=self._pump_events, name="acp-nvim-events", daemon=True)
@@ -106,7 +152,15 @@ class Host:
     # -- talking to Lua (only ever from pynvim's loop) ------------------------------------------
 
     def tell(self, what: str, *args: Any) -> None:
-        """Hand ``require('acp')._on(what, ...)`` to Neovim without waiting (any thread)."""
+        """Hand ``require('acp')._on(what, ...)`` to Neovim without waiting (any thread).
+
+        Every string goes out printable (:func:`~acp_client.display.printable`): agent text is
+        data in a buffer, a banner or a list, never terminal control, and a one-line place
+        (every top-level string: a banner, an id, an error) never holds a newline (Lua's
+        ``nvim_buf_set_lines`` refuses one). Streamed text and the messages of a history keep
+        their newlines (the buffer splits them into lines).
+        """
+        args = tuple(_printable(arg, one_line=what != "chunk") for arg in args)
 
         def call() -> None:
             self.nvim.exec_lua("require('acp')._on(...)", what, *args, async_=True)
@@ -138,6 +192,8 @@ class Host:
             self.answer_permission(int(args[0]), args[1] if len(args) > 1 else None)
         elif name == "disconnect":
             self._worker.submit(self._guarded, self._disconnect)
+        elif name == "reconnect":
+            self.reconnect_now()
         else:
             logger.warning("unknown notification %r", name)
 
@@ -145,7 +201,7 @@ class Host:
         try:
             fn(*args)
         except AcpError as exc:
-            logger.info("%s failed: %s", fn.__name__, exc)
+            logger.info("%s failed: %s", fn.__name__, printable(str(exc), one_line=True))
             self.tell("error", str(exc))
         except Exception as exc:
             logger.exception("%s failed", fn.__name__)
@@ -160,30 +216,59 @@ class Host:
         retry = RetryPolicy(**options["retry"]) if options.get("retry") else RetryPolicy()
         self.url = url
         self.tell("connecting", url)
-        client = SyncAcpClient(url, event_queue=self.events, session_store=self.store, retry=retry)
-        self.client = client
+        with self._telling:
+            self._opening, self._held, self._outage_said = True, [], False
         try:
-            client.connect()
-        except BaseException:
-            self.client = None
-            raise
-        stored = client.stored_sessions()
-        if stored:
-            self.session = client.session(stored[0].session_id)
-            restored = True
-        else:
-            self.session = client.new_session(options.get("cwd") or os.getcwd())
-            restored = False
-        info = client.transport_info
-        self.tell(
-            "connected", url, self.session.session_id, self._history(self.session), restored, info.kind if info else ""
-        )
+            client = SyncAcpClient(url, event_queue=self.events, session_store=self.store, retry=retry)
+            self.client = client
+            try:
+                client.connect()
+            except BaseException:
+                self.client = None
+                raise
+            stored = client.stored_sessions()
+            if stored:
+                self.session = client.session(stored[0].session_id)
+                restored = True
+            else:
+                self.session = client.new_session(options.get("cwd") or os.getcwd())
+                restored = False
+            info = client.transport_info
+            with self._telling:
+                self.tell(
+                    "connected",
+                    url,
+                    self.session.session_id,
+                    self._history(self.session),
+                    restored,
+                    info.kind if info else "",
+                    self._earlier_ids(self.session),
+                )
+                self._release()
+        finally:
+            with self._telling:
+                self._opening, self._held = False, []
+
+    def _release(self) -> None:
+        """Tell what recovery did while the connect was opening the session (after "connected")."""
+        self._opening = False
+        held, self._held = self._held, []
+        for event in held:
+            self._forward(event)
+
+    def reconnect_now(self) -> None:
+        """``:AcpReconnect``: while the client waits between attempts, try again now."""
+        client = self.client
+        if client is None:
+            self.tell("error", "not connected (:AcpConnect URL)")
+            return
+        client.notify_network_available()
 
     def _switch(self, session_id: str) -> None:
         if self.client is None:
             raise AcpError("not connected (:AcpConnect URL)")
         self.session = self.client.session(session_id)
-        self.tell("switched", self.session.session_id, self._history(self.session))
+        self.tell("switched", self.session.session_id, self._history(self.session), self._earlier_ids(self.session))
 
     def _disconnect(self) -> None:
         client, self.client, self.session = self.client, None, None
@@ -197,14 +282,32 @@ class Host:
             self.store = None
 
     @staticmethod
-    def _history(session: SyncSessionHandle) -> list[list[str]]:
-        """The conversation the handle holds (restored from the store after a restart); text the
-        agent put among its replayed prompts has the role ``inserted`` (shown as the agent's)."""
-        return [
-            ["inserted" if message.inserted else message.role, message.text]
-            for message in session.transcript.messages
-            if message.text
-        ]
+    def _history(session: SyncSessionHandle) -> list[list[Any]]:
+        """The conversation the handle holds (restored from the store after a restart), every
+        segment: ``[role, text]`` per message (text the agent put among its replayed prompts has
+        the role ``inserted``, shown as the agent's; a turn that did not complete says how it
+        ended), and ``["lost", turns]`` after a segment the agent lost."""
+        entries: list[list[Any]] = []
+        for segment in session.transcript.segments:
+            for message in segment.messages:
+                if not message.text:
+                    continue
+                text = message.text
+                if message.status is not None and message.status.value != "complete":
+                    text += f" [{message.status.value}]"
+                if message.incomplete:
+                    text += " [incomplete]"
+                entries.append(["inserted" if message.inserted else message.role, text])
+            if segment.lost:
+                entries.append(["lost", segment.turns])
+        return entries
+
+    @staticmethod
+    def _earlier_ids(session: SyncSessionHandle) -> list[str]:
+        """The ids the session had before new-session recoveries (its conversation may be on
+        the screen under one of them)."""
+        ids = [segment.session_id for segment in session.transcript.segments]
+        return [session_id for session_id in ids if session_id and session_id != session.session_id]
 
     # -- turns (pynvim's loop; never blocks) -------------------------------------------------------------
 
@@ -219,14 +322,18 @@ class Host:
             self.tell("error", str(exc))
             return
         session_id = session.session_id
+        with self._telling:
+            self._cut_said.discard(session_id)
         turn.add_done_callback(lambda future: self.events.put(TurnEnded(session_id, future)))
 
-    def answer_permission(self, request_id: int, option_id: str | None) -> None:
+    def answer_permission(self, request_id: int, choice: str | None) -> None:
+        """The user's choice: an option's number (from 1), or nothing (cancelled)."""
         request = self.permissions.pop(request_id, None)
         if request is None:
             return
-        if option_id:
-            request.select(option_id)
+        options = list(request.options)
+        if choice and str(choice).isdigit() and 1 <= int(choice) <= len(options):
+            request.select(options[int(choice) - 1].option_id)
         else:
             request.cancel()
 
@@ -251,19 +358,49 @@ class Host:
         if future.cancelled():
             return
         error = future.exception()
-        if error is not None:
+        if isinstance(error, ConnectionLost):
+            self._turn_cut(ended.session_id)  # one banner, whether this or the interruption comes first
+        elif error is not None:
             self.tell("turn_failed", ended.session_id, str(error))
         else:
             self.tell("turn_end", ended.session_id, str(future.result().stop_reason))
 
+    def _turn_cut(self, session_id: str) -> None:
+        with self._telling:
+            if session_id in self._cut_said:
+                self._cut_said.discard(session_id)
+                self.tell("turn_end", session_id, "cut")  # said already: the turn just ends
+                return
+            self._cut_said.add(session_id)
+            if not self._outage_said:  # "connection lost" first, then what it cut off
+                self._cuts_held.append(session_id)
+                return
+        self.tell("banner", session_id, "the turn was cut off by a drop (the agent may have run it)")
+
+    def _release_cuts(self) -> None:
+        held, self._cuts_held = self._cuts_held, []
+        for session_id in held:
+            self.tell("banner", session_id, "the turn was cut off by a drop (the agent may have run it)")
+
     def _forward(self, event: SyncEvent) -> None:
+        with self._telling:
+            if self._opening and isinstance(event, _RECOVERY_EVENTS):
+                self._held.append(event)
+                return
+            self._say(event)
+
+    def _say(self, event: SyncEvent) -> None:
         current = self.session.session_id if self.session is not None else None
         if isinstance(event, StateEvent):
             state = event.payload
-            text = state.state.value
-            if state.attempt is not None:
-                text += f" (attempt {state.attempt}, retry in {state.retry_in or 0:.1f}s)"
-            self.tell("state", text, state.state.value)
+            if state.state in (State.RECONNECTING, State.SUSPENDED):
+                if not self._outage_said and not self._opening:
+                    self._outage_said = True
+                    self.tell("banner", current, f"connection lost: {plain_reason(state.cause)}; reconnecting")
+            else:
+                self._outage_said = False
+            self._release_cuts()
+            self.tell("state", state.state.value, state.attempt, state.retry_in)
         elif isinstance(event, SessionUpdateEvent):
             update = event.payload
             # A replay rebuilds history the buffer already shows; only live text is streamed.
@@ -279,20 +416,26 @@ class Host:
                     f"the agent lost session {_short(outcome.previous_session_id)}: "
                     f"continuing in new session {_short(outcome.session_id)}"
                 )
-            elif isinstance(event, RecoveryFailedEvent):
+                self.tell("lost", outcome.previous_session_id, outcome.session_id, outcome.lost_turns, line)
+                return
+            if isinstance(event, RecoveryFailedEvent):
                 line = f"could not recover session {_short(outcome.previous_session_id or outcome.session_id)}"
             else:
                 line = f"recovered by {outcome.path.value}: session {_short(outcome.session_id)}"
                 line += f" ({_continuity(outcome)})"
             self.tell("banner", outcome.session_id, line)
         elif isinstance(event, TurnInterruptedEvent):
-            cut = event.payload
-            self.tell("banner", cut.session_id, "the turn was cut off by a drop (the agent may have run it)")
+            self._turn_cut(event.payload.session_id)
         elif isinstance(event, PermissionEvent):
             request = event.payload
             request_id = next(self._permission_ids)
             self.permissions[request_id] = request
-            options = [[option.option_id, option.name, option.kind] for option in request.options]
+            # The choice comes back as the option's number: an agent's option id is never shown,
+            # and a printable copy of it would not match.
+            options = [
+                [str(number), printable(option.name, one_line=True), option.kind]
+                for number, option in enumerate(request.options, start=1)
+            ]
             self.tell("permission", request_id, request.title or "The agent asks for permission", options)
 
     # -- the store and status (pynvim's loop) ----------------------------------------------------------
@@ -315,11 +458,13 @@ class Host:
             records = self.store.load(endpoint_key(self.url))
         else:
             return []
+        # ``id`` comes back to switch to the session (exact); everything shown is printable.
         return [
             {
                 "id": record.session_id,
-                "title": record.title or "",
-                "cwd": record.cwd,
+                "shown_id": printable(record.session_id, one_line=True),
+                "title": printable(record.title or "", one_line=True),
+                "cwd": printable(record.cwd, one_line=True),
                 "last_used": record.last_used_at.isoformat(timespec="seconds"),
             }
             for record in records

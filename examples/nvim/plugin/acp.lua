@@ -23,6 +23,10 @@ command('AcpSessions', function()
   require('acp').sessions()
 end, { nargs = 0, desc = 'Pick a stored session to continue' })
 
+command('AcpReconnect', function()
+  require('acp').reconnect()
+end, { nargs = 0, desc = 'While reconnecting: try again now instead of waiting for the countdown' })
+
 command('AcpDisconnect', function()
   require('acp').disconnect()
 end, { nargs = 0, desc = 'Close the connection to the agent' })

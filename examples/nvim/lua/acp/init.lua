@@ -18,6 +18,9 @@ local api = vim.api
 M.state = 'disconnected'
 M.session = nil
 M.url = nil
+--- While reconnecting: the attempt, and when the next one starts (vim.uv.now() milliseconds).
+M.attempt = nil
+M.retry_at = nil
 --- Counters and the host's stderr, for diagnostics (never shown in the message area).
 M.stats = { chunks = 0, turns = 0, banners = 0, permissions = 0 }
 M.stderr = {}
@@ -25,8 +28,18 @@ M.stderr = {}
 local channel = nil
 local buffer = nil
 local streaming = false -- the last line is an agent answer still arriving
-local connect_line = 0 -- where the buffer ended when :AcpConnect ran (restored history goes there)
 local exiting = false
+--- Sessions whose conversation the buffer shows (by every id it had): a reconnect never shows it again.
+local shown = {}
+--- Sessions whose "the agent lost the conversation above" divider the buffer shows already.
+local divided = {}
+local ticker = nil -- redraws the status lines while the countdown to the next attempt runs
+local uv = vim.uv or vim.loop
+
+--- Redraw the status line of every window (not only the current one's).
+local function redraw_status()
+  vim.cmd('redrawstatus!')
+end
 
 local function host_script()
   local here = debug.getinfo(1, 'S').source:sub(2) -- .../lua/acp/init.lua
@@ -56,7 +69,8 @@ local function start_host()
     on_exit = function(_, code)
       channel = nil
       M.state = 'disconnected'
-      vim.cmd('redrawstatus')
+      M.attempt, M.retry_at = nil, nil -- the countdown's timer stops at its next tick
+      redraw_status()
       if code ~= 0 and not exiting then
         error_message('the plugin host exited (status ' .. code .. '); see ' .. log)
       end
@@ -77,6 +91,7 @@ local function conversation()
     return buffer
   end
   buffer = api.nvim_create_buf(true, true)
+  shown, divided = {}, {} -- a new buffer shows nothing yet
   api.nvim_buf_set_name(buffer, 'acp://conversation')
   vim.bo[buffer].filetype = 'acp'
   vim.bo[buffer].modifiable = false
@@ -118,7 +133,8 @@ end
 
 local function banner(text)
   M.stats.banners = M.stats.banners + 1
-  append({ '── ' .. text .. ' ──' })
+  -- One line, always: the host sends printable text; a line break still never reaches set_lines.
+  append({ '── ' .. text:gsub('[\r\n]', ' ') .. ' ──' })
 end
 
 local function message_lines(role, text)
@@ -144,14 +160,73 @@ local function stream(text)
   end)
 end
 
-local function render_history(history)
+local function lost_divider(turns)
+  local count = turns == 1 and '1 turn' or (turns .. ' turns')
+  return '── the agent lost the conversation above (' .. count .. '); the new session starts below ──'
+end
+
+--- The lines of a conversation: each message, and a divider after a part the agent lost.
+local function history_lines(session, history)
   local lines = {}
   for _, message in ipairs(history) do
-    vim.list_extend(lines, message_lines(message[1], message[2]))
+    if message[1] == 'lost' then
+      table.insert(lines, lost_divider(message[2]))
+      divided[session] = true
+    else
+      vim.list_extend(lines, message_lines(message[1], message[2]))
+    end
   end
-  if #lines > 0 then
-    append(lines)
+  return lines
+end
+
+local function messages_in(history)
+  local count = 0
+  for _, message in ipairs(history) do
+    if message[1] ~= 'lost' then
+      count = count + 1
+    end
   end
+  return count
+end
+
+local function mark_shown(session, earlier)
+  shown[session] = true
+  for _, id in ipairs(earlier or {}) do
+    shown[id] = true
+  end
+end
+
+local function is_shown(session, earlier)
+  if shown[session] then
+    return true
+  end
+  for _, id in ipairs(earlier or {}) do
+    if shown[id] then
+      return true
+    end
+  end
+  return false
+end
+
+local function stop_ticker()
+  if ticker then
+    ticker:stop()
+    ticker:close()
+    ticker = nil
+  end
+end
+
+local function start_ticker()
+  if ticker then
+    return
+  end
+  ticker = uv.new_timer()
+  ticker:start(250, 250, vim.schedule_wrap(function()
+    if M.retry_at == nil then
+      stop_ticker()
+    end
+    redraw_status()
+  end))
 end
 
 -- -- what the host tells us ---------------------------------------------------------------------------------
@@ -163,31 +238,56 @@ function handlers.connecting(url)
   M.state = 'connecting'
 end
 
-function handlers.connected(url, session, history, restored, transport)
+function handlers.connected(url, session, history, restored, transport, earlier)
   M.url, M.session = url, session
-  if restored and #history > 0 then
-    -- Above the banners of this connection's own recovery: the conversation came first.
-    local lines = { '── restored from the store: session ' .. session .. ' (' .. #history .. ' messages) ──' }
-    for _, message in ipairs(history) do
-      vim.list_extend(lines, message_lines(message[1], message[2]))
-    end
-    M.stats.banners = M.stats.banners + 1
-    edit(function(buf)
-      local empty = api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ''
-      api.nvim_buf_set_lines(buf, connect_line, empty and -1 or connect_line, false, lines)
-    end)
-  end
   banner('connected to ' .. url .. ' (' .. transport .. '): session ' .. session)
+  -- A stored conversation, unless this editor shows it already (a reconnect after :AcpDisconnect):
+  -- never twice. The banners of its recovery follow.
+  if restored and #history > 0 and not is_shown(session, earlier) then
+    M.stats.banners = M.stats.banners + 1
+    local lines = {
+      '── restored from the store: session ' .. session .. ' (' .. messages_in(history) .. ' messages) ──',
+    }
+    append(vim.list_extend(lines, history_lines(session, history)))
+  end
+  mark_shown(session, earlier)
 end
 
-function handlers.switched(session, history)
+function handlers.switched(session, history, earlier)
   M.session = session
-  banner('switched to session ' .. session .. ' (' .. #history .. ' messages)')
-  render_history(history)
+  banner('switched to session ' .. session .. ' (' .. messages_in(history) .. ' messages)')
+  local lines = history_lines(session, history)
+  if #lines > 0 then
+    append(lines)
+  end
+  mark_shown(session, earlier)
 end
 
-function handlers.state(text, _)
-  M.state = text
+function handlers.state(state, attempt, retry_in)
+  M.state = state
+  if (state == 'reconnecting' or state == 'suspended') and retry_in ~= vim.NIL and retry_in ~= nil then
+    M.attempt = attempt ~= vim.NIL and attempt or nil
+    M.retry_at = uv.now() + math.floor(retry_in * 1000)
+    start_ticker()
+  else
+    M.attempt, M.retry_at = nil, nil
+    stop_ticker()
+  end
+end
+
+--- The agent lost a session: its conversation stays above a divider; the new session continues below.
+function handlers.lost(previous, session, turns, line)
+  banner(line)
+  if session == M.session or previous == M.session then
+    M.session = session
+  end
+  if shown[previous] and not divided[session] then
+    append({ lost_divider(turns) })
+    divided[session] = true
+  end
+  if shown[previous] then
+    shown[session] = true
+  end
 end
 
 function handlers.chunk(_, text)
@@ -198,7 +298,7 @@ end
 function handlers.turn_end(_, stop_reason)
   M.stats.turns = M.stats.turns + 1
   streaming = false
-  if stop_reason ~= 'end_turn' then
+  if stop_reason ~= 'end_turn' and stop_reason ~= 'cut' then -- 'cut': its banner was said already
     banner('turn ended: ' .. stop_reason)
   end
 end
@@ -236,7 +336,7 @@ function M._on(what, ...)
   local handler = handlers[what]
   if handler then
     handler(...)
-    vim.cmd('redrawstatus')
+    redraw_status()
   end
 end
 
@@ -248,9 +348,6 @@ function M.connect(url)
     return
   end
   show_conversation()
-  local buf = conversation()
-  local empty = api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ''
-  connect_line = empty and 0 or api.nvim_buf_line_count(buf)
   local store = vim.g.acp_store and vim.fn.expand(vim.g.acp_store) or nil
   if store then -- the store creates its file, not a missing directory: the plugin's state directory is ours
     vim.fn.mkdir(vim.fn.fnamemodify(store, ':h'), 'p')
@@ -307,7 +404,7 @@ function M.sessions()
     prompt = 'Stored sessions',
     format_item = function(record)
       local title = record.title ~= '' and (' ' .. record.title) or ''
-      return record.id .. title .. ' (' .. record.cwd .. ', last used ' .. record.last_used .. ')'
+      return record.shown_id .. title .. ' (' .. record.cwd .. ', last used ' .. record.last_used .. ')'
     end,
     kind = 'acp.sessions',
   }, function(choice)
@@ -322,6 +419,19 @@ function M.disconnect()
     vim.rpcnotify(channel, 'disconnect')
   end
   M.session = nil
+end
+
+--- :AcpReconnect: while the client waits between attempts, try again now.
+function M.reconnect()
+  if not channel or M.state == 'disconnected' then
+    error_message('not connected (:AcpConnect URL)')
+    return
+  end
+  vim.rpcnotify(channel, 'reconnect')
+  if M.retry_at then
+    M.retry_at = uv.now()
+    redraw_status()
+  end
 end
 
 --- What the host knows (url, state, session, the stdio agent's pid, the host's pid), or nil.
@@ -340,12 +450,36 @@ function M.shutdown()
   end
 end
 
---- The status line item: `set statusline+=%{v:lua.require'acp'.statusline()}`.
+--- The status line item: `ACP connected`, `ACP reconnecting (attempt 3, retry in 4s)`... (empty when
+--- the plugin was never used). Add it with M.add_to_statusline(), which keeps what the status line shows.
 function M.statusline()
   if not channel and M.state == 'disconnected' then
     return ''
   end
+  if M.retry_at then
+    local left = math.ceil((M.retry_at - uv.now()) / 1000)
+    local attempt = M.attempt and ('attempt ' .. M.attempt .. ', ') or ''
+    local when = left > 0 and ('retry in ' .. left .. 's') or 'retrying now'
+    return 'ACP ' .. M.state .. ' (' .. attempt .. when .. ', :AcpReconnect)'
+  end
   return 'ACP ' .. M.state
+end
+
+--- The item for a 'statusline' option: %{...} of M.statusline().
+M.statusline_item = "%{v:lua.require'acp'.statusline()}"
+
+--- Add the ACP item to the status line without losing what it shows: to the user's own
+--- 'statusline', or, when that is empty (Neovim's default status line), to a copy of the default
+--- (file name, flags, position).
+function M.add_to_statusline()
+  local current = vim.o.statusline
+  if current:find(M.statusline_item, 1, true) then
+    return
+  end
+  if current == '' then
+    current = '%<%f %h%m%r%=%-14.(%l,%c%V%) %P'
+  end
+  vim.o.statusline = current .. ' ' .. M.statusline_item
 end
 
 --- The conversation buffer's number (created on first use).
