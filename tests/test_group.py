@@ -24,7 +24,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "acp_client"
 OTHER_POOLS = {
     "transports": "the HTTP libraries' connection pools",
     "store": "psycopg's connection pools, and store.pool_key() (the key a group's sessions are filed under)",
-    "_version.py": "the psycopg-pool package of the postgres extra",
+    "_util/_version.py": "the psycopg-pool package of the postgres extra",
 }
 
 
