@@ -17,7 +17,7 @@ transcript) and the errors an app catches. The rest lives with its subject:
 
 import logging
 
-from ._version import __version__
+from ._util._version import __version__
 from .client import AcpClient, SessionHandle
 from .config import Callbacks, ClientOptions, QueueOptions, Timeouts
 from .display import printable

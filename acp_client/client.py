@@ -30,12 +30,12 @@ from typing import Any
 
 import attrs
 
-from . import _options
-from ._checks import check_seconds
-from ._delivery import Feed
-from ._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from ._ownership import Ownership
-from ._sessions import Tracked
+from ._engine import _options
+from ._engine._ownership import Ownership
+from ._rpc._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from ._sessions._table import Tracked
+from ._util._checks import check_seconds
+from ._util._delivery import Feed
 from .config import USE_CLIENT_DEFAULT, Callbacks, ClientOptions, Timeouts, UseClientDefault
 from .exceptions import (
     CapabilityNotSupported,

@@ -13,7 +13,7 @@
 Every value is validated on construction (types, callability, finite, ranges) and an invalid one
 raises :class:`~acp_client.exceptions.ConfigurationError` naming the option, so a mistake fails
 where it is made, not at the first reconnect. Numbers follow one rule everywhere (see
-:mod:`acp_client._checks`): seconds and counts are finite ``int``/``float`` values, never a
+:mod:`acp_client._util._checks`): seconds and counts are finite ``int``/``float`` values, never a
 ``bool``, NaN or an infinity, and "no limit" is spelled ``None`` where an option allows it.
 Values are frozen: derive a variant with ``attrs.evolve(value, ...)``.
 """
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 import attrs
 
-from ._checks import check_count, check_flag, check_instance, check_seconds, field_check
+from ._util._checks import check_count, check_flag, check_instance, check_seconds, field_check
 from .exceptions import ConfigurationError, SessionStoreError
 from .state import (
     ConnectionState,
@@ -90,7 +90,7 @@ def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) 
 class Callbacks:
     """What the client tells the app, and what it asks it. Every field is optional.
 
-    Each may be a plain function or an ``async def``; see :mod:`acp_client._delivery` for when
+    Each may be a plain function or an ``async def``; see :mod:`acp_client._util._delivery` for when
     each runs and what happens when one raises (it is logged, never fatal). On
     :class:`~acp_client.sync.SyncAcpClient` they run on the host's callback executor instead.
 

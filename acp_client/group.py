@@ -3,7 +3,7 @@
 :class:`~acp_client.AcpClient` takes a URL, a connector, or an :class:`EndpointGroup`. With a URL
 or a connector it has one link and knows nothing more. With a group it asks the group once, when
 it is built, for a :class:`LinksPlan`, and from then on talks to the group's links through the
-same seam as to its own single link (:mod:`acp_client._links`): the group brings the links (one
+same seam as to its own single link (:mod:`acp_client._link._links`): the group brings the links (one
 per instance, placement, failover), the client keeps everything else. So a client of one endpoint
 never meets, nor imports, the code for several (as httpx's ``_transport_for_url`` meets its
 ``mounts`` only when there are some).
@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from ._links import LinksFactory
+from ._link._links import LinksFactory
 from .location import Endpoint
 from .transports.base import Connector
 

@@ -36,8 +36,8 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ._codec import from_wire, to_wire
-from ._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, read_regular_file, write_regular_file
-from ._logging import get_logger
+from ._util._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, read_regular_file, write_regular_file
+from ._util._logging import get_logger
 from .exceptions import ConfigurationError, InvalidMessage, InvalidParams, RpcError
 from .types import (
     CancelledPermissionOutcome,
@@ -139,7 +139,7 @@ class FileSystemPolicy:
         protected_paths: Paths whose writes always ask the app's ``permission`` handler (and are
             refused when there is none), even with ``write`` on: VCS hooks and config, shell
             start-up files, editor/workspace settings, direnv, CI and package-manager configs
-            (:data:`DEFAULT_PROTECTED_PATHS`; pattern syntax in :mod:`acp_client._fs_guard`).
+            (:data:`DEFAULT_PROTECTED_PATHS`; pattern syntax in :mod:`acp_client._util._fs_guard`).
             Extend it with ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
     """
 

@@ -3,7 +3,7 @@
 An :class:`Endpoint` names one instance. Asking instances ``session/status`` for one session
 (:meth:`acp_client.AcpClient.locate`, or a ``locate()`` over a list of endpoints) gives a :class:`Location`:
 every instance's :class:`InstanceAnswer`, in one vocabulary (:class:`~acp_client.state.Probe`).
-:meth:`Location.route` applies the decision table of :mod:`acp_client._recovery` and names the
+:meth:`Location.route` applies the decision table of :mod:`acp_client._recovery._decisions` and names the
 one instance a session goes to (:class:`Route`). These are values, no I/O: a single-endpoint
 client's answer is a location of one instance.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from . import _recovery
-from ._recovery import Route, RouteKind
+from ._recovery import _decisions as _recovery
+from ._recovery._decisions import Route, RouteKind
 from .exceptions import ConfigurationError
 from .state import Probe
 from .transports._security import redact_url

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 import tenacity
 
-from ._checks import check_count, check_flag, check_number, check_seconds, field_check
+from ._util._checks import check_count, check_flag, check_number, check_seconds, field_check
 from .clock import Clock
 from .exceptions import (
     AuthenticationFailed,

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._checks import check_instance
+from ._util._checks import check_instance
 from .exceptions import ConfigurationError
 
 __all__ = ["MeterProviderLike", "Telemetry", "TracerProviderLike"]

@@ -17,7 +17,7 @@ Rules:
   with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
   :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
   collected apart (the app keeps seeing the conversation it had) and then matched against it by
-  :func:`acp_client._reconcile.reconcile`: fused prompts are split, text the agent put among the
+  :func:`acp_client._sessions._reconcile.reconcile`: fused prompts are split, text the agent put among the
   replayed prompts is kept apart as agent-inserted messages (:attr:`TranscriptMessage.inserted`),
   fused answers complete the partials they continue, partial answers the replay omits stay
   (marked incomplete), nothing recorded is deleted, what the agent adds is kept in order.
@@ -46,9 +46,9 @@ from typing import Any
 
 import attrs
 
-from ._bound import BLOCK_BYTES, blocks_bytes, cut_head, plain, text_bytes
-from ._echo import Echo
-from ._reconcile import reconcile
+from ._sessions._bound import BLOCK_BYTES, blocks_bytes, cut_head, plain, text_bytes
+from ._sessions._echo import Echo
+from ._sessions._reconcile import reconcile
 from .types import ContentBlock, TextContent
 
 __all__ = [
@@ -444,7 +444,7 @@ class Transcript:
     def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
         """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
         v2 agents do, and their echo becomes the turn's message). A recorded prompt the agent still
-        echoes back is that same message (:mod:`acp_client._echo`)."""
+        echoes back is that same message (:mod:`acp_client._sessions._echo`)."""
         blocks = tuple(prompt)
         self._turn_start = len(self.messages)
         self._turn_prompt = blocks
@@ -603,7 +603,7 @@ class Transcript:
     def end_replay(self, *, complete: bool = True) -> None:
         """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
 
-        A complete replay is reconciled with the conversation (:mod:`acp_client._reconcile`);
+        A complete replay is reconciled with the conversation (:mod:`acp_client._sessions._reconcile`);
         :attr:`last_replay` says what it brought. An incomplete one is dropped: the conversation
         stays as it was (the next replay brings the history again).
         """
@@ -717,7 +717,7 @@ class Transcript:
         self._bytes = total
 
     def _cut_head(self, message: TranscriptMessage, excess: int) -> int:
-        """Cut the oldest ``excess`` bytes of ``message``'s plain text (:func:`~acp_client._bound.cut_head`);
+        """Cut the oldest ``excess`` bytes of ``message``'s plain text (:func:`~acp_client._sessions._bound.cut_head`);
         returns how many bytes the message shrank by."""
         before = blocks_bytes(message.blocks)
         message.blocks, freed = cut_head(message.blocks, excess, message.dropped_bytes)

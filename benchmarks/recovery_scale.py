@@ -322,7 +322,7 @@ def _run(place: str, scheme: str, sessions: int, rounds: int, concurrency: int) 
 
 
 def _default_concurrency() -> int:
-    from acp_client._options import DEFAULTS
+    from acp_client._engine._options import DEFAULTS
 
     return int(DEFAULTS["recovery_concurrency"])
 

@@ -78,15 +78,8 @@ def _hide_the_speed_extra(argv: list[str]) -> None:
 
 _hide_the_speed_extra(sys.argv[1:])
 
-from acp_client import (  # noqa: E402  (after hiding the extra)
-    AcpClient,
-    Callbacks,
-    SessionHandle,
-    Telemetry,
-    Timeouts,
-    UpdateEvent,
-    _jsonrpc,
-)
+from acp_client import AcpClient, Callbacks, SessionHandle, Telemetry, Timeouts, UpdateEvent  # noqa: E402  (after hiding the extra)
+from acp_client._codec import _jsonrpc  # noqa: E402  (after hiding the extra)
 
 CWD = "/tmp"
 PROMPT_TIMEOUT = 120.0

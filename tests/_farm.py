@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryContext, RecoveryOutcome, State
-from acp_client._jsonrpc import Message
+from acp_client._codec._jsonrpc import Message
 from acp_client.location import Endpoint
 from acp_client.pool import Pool
 from acp_client.state import LEGAL_TRANSITIONS

@@ -22,10 +22,10 @@ from acp_client import (
     State,
     TurnInterrupted,
     UpdateEvent,
-    _jsonrpc,
 )
-from acp_client._connection import Connection
-from acp_client._jsonrpc import Message
+from acp_client._codec import _jsonrpc
+from acp_client._codec._jsonrpc import Message
+from acp_client._rpc._connection import Connection
 from acp_client.location import Endpoint
 from acp_client.pool import Pool
 from acp_client.state import LEGAL_TRANSITIONS
@@ -258,7 +258,7 @@ class SettingsAgent:
 
 
 class ConnectionPair:
-    """One :class:`~acp_client._connection.Connection` over a memory pair, the agent's end in the
+    """One :class:`~acp_client._rpc._connection.Connection` over a memory pair, the agent's end in the
     test's hands, on a fake clock (the connection's own tests)."""
 
     def __init__(self, on_request: Any = None, **kwargs: Any) -> None:

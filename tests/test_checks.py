@@ -1,4 +1,4 @@
-"""One rule for every number an option takes (``acp_client._checks``): a number of seconds or a
+"""One rule for every number an option takes (``acp_client._util._checks``): a number of seconds or a
 count is a finite ``int``/``float``, never a ``bool``, NaN or an infinity; "no limit" is ``None``
 where the option allows it. Each option of the package is listed here once, with its kind, and
 every bad value of that kind is refused with a ``ConfigurationError`` naming the option."""

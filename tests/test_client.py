@@ -22,7 +22,7 @@ from acp_client import (
     Timeouts,
     TurnInProgress,
 )
-from acp_client._jsonrpc import error_message, result_message
+from acp_client._codec._jsonrpc import error_message, result_message
 from acp_client.exceptions import IncompatibleProtocolVersion, UnsupportedProtocolVersion
 from acp_client.state import Probe
 from acp_client.testing import FakeClock, MemoryConnector, inside

@@ -1,9 +1,9 @@
-"""The one publisher of a connection state (``acp_client._client_state``): its rules without a loop."""
+"""The one publisher of a connection state (``acp_client._link._client_state``): its rules without a loop."""
 
 from __future__ import annotations
 
 from acp_client import ConnectionState, State
-from acp_client._client_state import StateMachine
+from acp_client._link._client_state import StateMachine
 
 
 def test_each_change_is_published_once_legally_and_nothing_after_the_end() -> None:

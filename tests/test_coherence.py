@@ -8,7 +8,7 @@ from typing import Any
 
 from acp_client import RecoveryPath
 from acp_client._codec import from_wire
-from acp_client._coherence import with_config_options, with_mode, with_model
+from acp_client._sessions._coherence import with_config_options, with_mode, with_model
 from acp_client.testing import inside
 from acp_client.types import Session, SessionConfigOption, SessionModeState
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acp_client import _jsonrpc
-from acp_client._connection import Connection
+from acp_client._codec import _jsonrpc
+from acp_client._rpc._connection import Connection
 from acp_client.exceptions import (
     ConnectionLost,
     InternalError,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acp_client import _jsonrpc
-from acp_client._connection import Connection
+from acp_client._codec import _jsonrpc
+from acp_client._rpc._connection import Connection
 from acp_client.exceptions import ConfigurationError, RequestTimeout, RpcError
 from acp_client.transports.memory import MemoryTransport, memory_pair
 from tests._harness import ConnectionPair
@@ -223,7 +223,7 @@ async def test_a_late_answer_after_a_timeout_is_not_a_protocol_error(caplog: pyt
     with pytest.raises(RequestTimeout):
         await call
     assert (await h.agent_receive())["method"] == "$/cancel_request"
-    with caplog.at_level(logging.DEBUG, logger="acp_client._connection"):
+    with caplog.at_level(logging.DEBUG, logger="acp_client._rpc._connection"):
         await h.agent.send(_jsonrpc.result_message(request["id"], {"status": "active"}))
         follow = asyncio.ensure_future(h.conn.request("ping", timeout=None))
         await h.agent.send(_jsonrpc.result_message((await h.agent_receive())["id"], {}))
@@ -242,7 +242,7 @@ async def test_a_late_answer_after_cancellation_is_not_a_protocol_error(caplog: 
     with pytest.raises(asyncio.CancelledError):
         await call
     assert (await h.agent_receive())["method"] == "$/cancel_request"
-    with caplog.at_level(logging.DEBUG, logger="acp_client._connection"):
+    with caplog.at_level(logging.DEBUG, logger="acp_client._rpc._connection"):
         await h.agent.send(_jsonrpc.error_message(request["id"], -32800, "Request cancelled"))
         follow = asyncio.ensure_future(h.conn.request("ping"))
         await h.agent.send(_jsonrpc.result_message((await h.agent_receive())["id"], {}))

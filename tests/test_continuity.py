@@ -1,10 +1,10 @@
-"""The continuity table (``acp_client._continuity``): what a recovery may claim, from evidence only."""
+"""The continuity table (``acp_client._recovery._continuity``): what a recovery may claim, from evidence only."""
 
 from __future__ import annotations
 
 import pytest
 
-from acp_client._continuity import of_replay, of_resume
+from acp_client._recovery._continuity import of_replay, of_resume
 from acp_client.state import Continuity, Probe
 
 

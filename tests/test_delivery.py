@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from acp_client import Callbacks, ConnectionState, State, UpdateEvent
-from acp_client._delivery import Dispatcher, Feed, call_app
-from acp_client._jsonrpc import Message
+from acp_client._codec._jsonrpc import Message
+from acp_client._util._delivery import Dispatcher, Feed, call_app
 from acp_client.testing import inside
 from tests._harness import Harness
 from tests._support import eventually

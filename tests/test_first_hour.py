@@ -28,7 +28,7 @@ from acp_client import (
     Timeouts,
     UpdateEvent,
 )
-from acp_client._wire_log import MAX_LOGGED_CHARS, redact_frame
+from acp_client._rpc._wire_log import MAX_LOGGED_CHARS, redact_frame
 from acp_client.sync import EventLoopThread, SyncAcpClient
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from acp_client.types import (

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from acp_client import ClientHandlers, ConfigurationError, handlers
-from acp_client._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, write_regular_file
+from acp_client._util._fs_guard import DEFAULT_PROTECTED_PATHS, is_protected, write_regular_file
 from acp_client.exceptions import InvalidParams
 from acp_client.handlers import FileSystemPolicy, RequestRouter
 from acp_client.types import CancelledPermissionOutcome, RequestPermissionRequest, SelectedPermissionOutcome

@@ -1,8 +1,8 @@
-"""The shared timer of same-length delays (``acp_client._grace``), on a fake clock."""
+"""The shared timer of same-length delays (``acp_client._recovery._grace``), on a fake clock."""
 
 from __future__ import annotations
 
-from acp_client._grace import _QUEUES, after
+from acp_client._recovery._grace import _QUEUES, after
 from acp_client.testing import FakeClock
 
 

@@ -1,10 +1,10 @@
 """Endpoint groups (``acp_client.group``): the one seam through which a client of several instances
 gets its links. The common case pays nothing for the special one: a client of one endpoint never
-imports the pool package, and no module outside ``acp_client/pool/`` refers to it (issue 16)."""
+imports the pool package, and no module outside ``acp_client/pool/`` refers to it (that nothing
+below the pool imports it is the layers contract's, ``tests/test_layers.py``)."""
 
 from __future__ import annotations
 
-import ast
 import pathlib
 import re
 import subprocess
@@ -24,47 +24,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "acp_client"
 OTHER_POOLS = {
     "transports": "the HTTP libraries' connection pools",
     "store": "psycopg's connection pools, and store.pool_key() (the key a group's sessions are filed under)",
-    "_version.py": "the psycopg-pool package of the postgres extra",
+    "_util/_version.py": "the psycopg-pool package of the postgres extra",
 }
 
 
 def _outside_the_pool() -> list[pathlib.Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "pool")
-
-
-def _module(path: pathlib.Path) -> str:
-    parts = ["acp_client", *path.relative_to(PACKAGE).with_suffix("").parts]
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imported(path: pathlib.Path) -> set[str]:
-    """Every module ``path`` imports, anywhere in it (lazy and ``TYPE_CHECKING`` imports too)."""
-    module = _module(path)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    return _imports_in(path.read_text(encoding="utf-8"), package)
-
-
-def _imports_in(source: str, package: str) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rsplit(".", 1)[0]
-            target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-    return found
-
-
-def test_no_module_outside_the_pool_imports_it() -> None:
-    offenders = {
-        str(path.relative_to(PACKAGE)): sorted(m for m in _imported(path) if re.match(r"acp_client\.pool(\.|$)", m))
-        for path in _outside_the_pool()
-    }
-    assert {path: names for path, names in offenders.items() if names} == {}
 
 
 def test_no_module_outside_the_pool_mentions_it() -> None:
@@ -78,17 +43,6 @@ def test_no_module_outside_the_pool_mentions_it() -> None:
             if re.search(r"\bpool(s|ed|'s)?\b", line, re.IGNORECASE):
                 mentions.append(f"{relative}:{number}: {line.strip()}")
     assert mentions == []
-
-
-def test_the_import_rule_sees_lazy_and_relative_imports() -> None:
-    """The check above can fail: lazy, relative and ``TYPE_CHECKING`` imports of the pool are seen."""
-    source = (
-        "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from ..pool import PlacementFunction\n"
-        "def f():\n    from .pool._client import Pool\n    import acp_client.pool\n"
-    )
-    assert {"acp_client.pool", "acp_client.pool._client"} <= _imports_in(source, "acp_client")
-    assert "acp_client.pool.PlacementFunction" in _imports_in(source, "acp_client.sync")
 
 
 def _run(code: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_client._jsonrpc import Message
+from acp_client._codec._jsonrpc import Message
 
 from ._harness import Harness
 

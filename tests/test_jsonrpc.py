@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_client import _jsonrpc
-from acp_client._jsonrpc import ErrorResponse, Notification, Request, Response, classify, decode_frame
+from acp_client._codec import _jsonrpc
+from acp_client._codec._jsonrpc import ErrorResponse, Notification, Request, Response, classify, decode_frame
 from acp_client.exceptions import MalformedFrame
 
 
@@ -141,8 +141,18 @@ def decoder_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.parametrize(
     "frame",
-    ["garbage", "42", "[" * 5000 + "]" * 5000, '{"n":' + "1" * 5000 + "}", '{"a":NaN}', '{"s":"\\ud800"}',
-     '{"big":123456789012345678901234567890}', '{"a":1,"a":2}', b"\xff", '{"f":1e400}'],
+    [
+        "garbage",
+        "42",
+        "[" * 5000 + "]" * 5000,
+        '{"n":' + "1" * 5000 + "}",
+        '{"a":NaN}',
+        '{"s":"\\ud800"}',
+        '{"big":123456789012345678901234567890}',
+        '{"a":1,"a":2}',
+        b"\xff",
+        '{"f":1e400}',
+    ],
 )
 def test_the_fast_path_accepts_and_refuses_exactly_like_the_stdlib(frame: str | bytes, decoder_mode: str) -> None:
     try:

@@ -1,4 +1,4 @@
-"""The connection's bounds on their own (``acp_client._limits``): the memory of abandoned ids and
+"""The connection's bounds on their own (``acp_client._rpc._limits``): the memory of abandoned ids and
 the in-flight cap. ``tests/test_connection_limits.py`` drives them through a whole connection."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_client._limits import AbandonedIds, IncomingCap
+from acp_client._rpc._limits import AbandonedIds, IncomingCap
 from acp_client.exceptions import ConfigurationError
 
 

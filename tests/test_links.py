@@ -1,4 +1,4 @@
-"""The engine's links (``acp_client._links``): rules the one-link core and the pool share, each
+"""The engine's links (``acp_client._link._links``): rules the one-link core and the pool share, each
 tested over a single endpoint and over a pool of two (issue 16 item 9)."""
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ async def test_session_ids_and_agent_errors_in_records_are_printable(caplog: pyt
 
 
 def test_a_traceback_with_agent_text_is_printable() -> None:
-    from acp_client._logging import get_logger
+    from acp_client._util._logging import get_logger
 
     logger = get_logger("acp_client.test_logging")
     records: list[logging.LogRecord] = []
@@ -166,7 +166,7 @@ def test_a_traceback_with_agent_text_is_printable() -> None:
 def test_numbers_keep_their_formats_and_text_is_shown_printable() -> None:
     from decimal import Decimal
 
-    from acp_client._logging import get_logger
+    from acp_client._util._logging import get_logger
 
     logger = get_logger("acp_client.test_logging")
     records: list[logging.LogRecord] = []

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from acp_client import RecoveryPath, RpcError
-from acp_client._not_found import SPELLINGS, says_retry_later, says_session_not_found
+from acp_client._recovery._not_found import SPELLINGS, says_retry_later, says_session_not_found
 from acp_client.state import Continuity, Probe
 from acp_client.transcript import TurnStatus
 

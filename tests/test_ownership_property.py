@@ -1,5 +1,5 @@
 """A property over random kills and restarts of replicas sharing one store, at the client's store
-half (:class:`acp_client._ownership.FencedStore`, what every client write goes through) over a real
+half (:class:`acp_client._engine._ownership.FencedStore`, what every client write goes through) over a real
 SQLite file, on a fake store clock:
 
 - no session is ever held (a live lease) by two replicas at once, and never recovered (adopted) by
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from acp_client._ownership import FencedStore
+from acp_client._engine._ownership import FencedStore
 from acp_client.store import SessionStoreFenced, SqliteSessionStore, StoredSession
 
 KEY = "ws://agent.example/acp"

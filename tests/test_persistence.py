@@ -208,8 +208,8 @@ async def test_a_turn_ending_after_aclose_raises_no_store_error(world: World) ->
 
 
 async def test_writes_after_the_bridge_closed_are_skipped_quietly(world: World) -> None:
-    from acp_client._persistence import Persistence
-    from acp_client._sessions import SessionTable
+    from acp_client._engine._persistence import Persistence
+    from acp_client._sessions._table import SessionTable
     from acp_client.store._bridge import StoreBridge
     from acp_client.types import Session
 

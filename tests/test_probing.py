@@ -1,4 +1,4 @@
-"""Asking instances about sessions (``acp_client._probing``): ``locate()`` answers by its timeout
+"""Asking instances about sessions (``acp_client._recovery._probing``): ``locate()`` answers by its timeout
 whatever an instance does — one that never answers and never lets its link close included — and
 the link is closed after, in the background."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from acp_client import RequestTimeout, _probing
+from acp_client import RequestTimeout
+from acp_client._recovery import _probing
 from acp_client.location import Endpoint
 from acp_client.pool import locate
 from acp_client.state import Probe

@@ -145,7 +145,8 @@ def test_public_types_live_in_public_modules() -> None:
 def test_the_version_is_read_from_one_place() -> None:
     from importlib import metadata
 
-    from acp_client import _options, pool
+    from acp_client import pool
+    from acp_client._engine import _options
 
     assert acp_client.__version__ == metadata.version("acp-reconnect")
     assert _options.CLIENT_INFO.version == acp_client.__version__

@@ -1,4 +1,4 @@
-"""The outage queue (``acp_client._queue``): one admission and one ``max_age`` per call, even
+"""The outage queue (``acp_client._link._queue``): one admission and one ``max_age`` per call, even
 when the call waits twice (an endpoint group's session, then its link)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from acp_client import ConnectionLost, QueueFull, QueueOptions
-from acp_client._queue import OutageQueue, Ticket
+from acp_client._link._queue import OutageQueue, Ticket
 from acp_client.testing import FakeClock
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from acp_client import Transcript
 from acp_client._codec import decode_session_update
-from acp_client._conversation import from_entries, to_entries
+from acp_client._sessions._conversation import from_entries, to_entries
 from acp_client.transcript import TurnStatus
 from acp_client.types import TextContent
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from acp_client import AcpClient, Callbacks, RecoveryFailed, RecoveryPath, State, _recoverer
+from acp_client import AcpClient, Callbacks, RecoveryFailed, RecoveryPath, State
+from acp_client._recovery import _recoverer
 from acp_client.state import Continuity, Probe
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
 from tests._harness import FAST_RETRY, VERSIONS, Harness, assert_legal

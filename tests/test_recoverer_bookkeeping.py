@@ -10,8 +10,8 @@ import attrs
 import pytest
 
 from acp_client import ConnectionLost, RecoveryPath, RetryPolicy, State, Timeouts
-from acp_client._jsonrpc import Message
-from acp_client._sessions import SessionTable
+from acp_client._codec._jsonrpc import Message
+from acp_client._sessions._table import SessionTable
 from acp_client.state import Continuity, Probe
 from acp_client.testing import inside
 from acp_client.types import Session, TextContent, UserMessageChunk
@@ -312,7 +312,7 @@ def _outcome(path: RecoveryPath, previous: str, current: str | None, **extra: An
 def test_merging_keeps_the_stronger_path_and_every_id_change() -> None:
     """Soak finding: a session got two callbacks in one recovery (the cut-off recovery's outcome,
     then the fresh one). Folded: one report, unless both recoveries renamed the session."""
-    from acp_client._recoverer import merge_outcomes
+    from acp_client._recovery._recoverer import merge_outcomes
 
     replay = _outcome(RecoveryPath.REPLAY, "a", "a", replayed_updates=3, steps=(("session/load", "ok"),))
     resume = _outcome(RecoveryPath.RESUME, "a", "a", steps=(("session/resume", "ok"),))
@@ -342,7 +342,7 @@ def test_merging_keeps_the_stronger_path_and_every_id_change() -> None:
 )
 def test_merging_claims_the_weaker_continuity(first: Continuity, second: Continuity, merged: Continuity) -> None:
     """Two recoveries reported as one claim no more than the weaker of them: LOST < UNVERIFIED < KEPT."""
-    from acp_client._recoverer import merge_outcomes
+    from acp_client._recovery._recoverer import merge_outcomes
 
     earlier = attrs.evolve(_outcome(RecoveryPath.REPLAY, "a", "a"), continuity=first)
     later = attrs.evolve(_outcome(RecoveryPath.RESUME, "a", "a"), continuity=second)

@@ -24,8 +24,8 @@ import attrs
 import pytest
 
 from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome, RecoveryPath, State
-from acp_client._jsonrpc import Message
-from acp_client._recoverer import REPLAY_GRACE
+from acp_client._codec._jsonrpc import Message
+from acp_client._recovery._recoverer import REPLAY_GRACE
 from acp_client.state import Continuity
 from acp_client.testing import FakeClock, MemoryConnector, ReferenceAgent
 from acp_client.transports.base import Transport, TransportInfo

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from acp_client._recovery import (
+from acp_client._recovery._decisions import (
     Capabilities,
     Probe,
     RecoveryPath,

@@ -1,4 +1,4 @@
-"""Where a session goes (``acp_client._recovery.route``, docs/many-instances.md: the first table of the one
+"""Where a session goes (``acp_client._recovery._decisions.route``, docs/many-instances.md: the first table of the one
 decision module, used with one instance and after a fan-out): every probe combination across
 three instances, written-out cases, and property tests — a session is never loaded or resumed on
 two instances. Instances are named by their index here."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_client import _recovery
-from acp_client._recovery import Route, RouteKind
+from acp_client._recovery import _decisions as _recovery
+from acp_client._recovery._decisions import Route, RouteKind
 from acp_client.state import Probe
 
 A, N, U, X = Probe.ACTIVE, Probe.INACTIVE, Probe.UNKNOWN, Probe.UNREACHABLE

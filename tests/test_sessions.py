@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_client._sessions import SessionTable, Tracked
+from acp_client._sessions._table import SessionTable, Tracked
 from acp_client.exceptions import (
     ClientClosed,
     ConnectionLost,

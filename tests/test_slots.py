@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from acp_client._slots import direct_constructor
+from acp_client._util._slots import direct_constructor
 from acp_client.state import UpdateEvent
 from acp_client.types import AgentMessageChunk, TextContent
 

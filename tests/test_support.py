@@ -166,7 +166,7 @@ async def test_eventually_polls_as_often_as_asked() -> None:
 #: A client's privates: what ``acp_client.testing.inside`` is for (and what it offers: ``crash`` for a bug).
 _REACH_IN = re.compile(
     r"\bclient\._[a-z]"  # client._engine, h.client._table, ...
-    r"|(?<!acp_client)(?<!pool)\._(engine|supervisor|table|links)\b"  # (not a module: acp_client._links)
+    r"|(?<!acp_client)(?<!pool)(?<!_engine)(?<!_sessions)(?<!_link)\._(engine|supervisor|table|links)\b"
     r"|inside\([^()]*\)(\.\w+)*\._[a-z]"  # inside(client).supervisor._crashed
 )
 

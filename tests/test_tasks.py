@@ -1,10 +1,10 @@
-"""One helper for every background task, with one crash policy (``acp_client._tasks``)."""
+"""One helper for every background task, with one crash policy (``acp_client._util._tasks``)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from acp_client._tasks import TaskSet
+from acp_client._util._tasks import TaskSet
 
 
 class Boom(Exception):

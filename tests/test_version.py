@@ -1,4 +1,4 @@
-"""``acp_client._version``: the version from the metadata, and install hints that name what exists
+"""``acp_client._util._version``: the version from the metadata, and install hints that name what exists
 (issue 20: ``acp-reconnect[testing]`` is not installable from the package index by that name)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tomllib
 
-from acp_client._version import DISTRIBUTION, EXTRAS, install_hint
+from acp_client._util._version import DISTRIBUTION, EXTRAS, install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]

@@ -10,7 +10,7 @@ from typing import Any, Final, Union
 
 import attrs
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..types import _fields
 
 logger = get_logger("acp_client._codec")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._slots import direct_constructor
+from .._util._slots import direct_constructor
 from ..types.content import TextContent
 from ..types.updates import (
     AgentMessageChunk,

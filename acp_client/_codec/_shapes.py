@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._version import __version__
+from .._util._version import __version__
 from ..types.agent_requests import RequestPermissionRequest, ToolCallPermissionSubject
 from ..types.capabilities import (
     AgentCapabilities,

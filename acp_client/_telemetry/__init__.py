@@ -1,4 +1,4 @@
-"""OpenTelemetry instrumentation (the ``otel`` extra), behind the hooks of :mod:`acp_client._observe`.
+"""OpenTelemetry instrumentation (the ``otel`` extra), behind the hooks of :mod:`acp_client._rpc._observe`.
 
 Nothing here is imported until a client is built, and OpenTelemetry itself only when telemetry is
 enabled and ``opentelemetry-api`` is installed: :func:`instrumentation` answers ``None`` otherwise,
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..telemetry import Telemetry
 
 if TYPE_CHECKING:

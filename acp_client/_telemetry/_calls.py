@@ -27,9 +27,9 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from .._jsonrpc import RequestId
-from .._logging import get_logger
-from .._observe import Send
+from .._codec._jsonrpc import RequestId
+from .._rpc._observe import Send
+from .._util._logging import get_logger
 from ..exceptions import ConnectionLost, RequestTimeout, RpcError
 from ..transports.base import Transport, TransportInfo
 from . import _names as n
@@ -134,7 +134,7 @@ def _session_of(params: Any) -> Any:
 
 
 class Calls:
-    """The :class:`~acp_client._observe.CallObserver` of one connection."""
+    """The :class:`~acp_client._rpc._observe.CallObserver` of one connection."""
 
     def __init__(
         self,

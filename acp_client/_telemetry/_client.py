@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from opentelemetry import metrics, trace
 
-from .._logging import get_logger
-from .._observe import LinkObserver
-from .._version import __version__
+from .._rpc._observe import LinkObserver
+from .._util._logging import get_logger
+from .._util._version import __version__
 from ..state import RecoveryOutcome
 from ..telemetry import Telemetry
 from . import _names as n

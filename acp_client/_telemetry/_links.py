@@ -19,7 +19,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..state import ConnectionState, RecoveryOutcome, RecoveryPath, State
 from ..transports.base import Transport
 from . import _names as n
@@ -84,7 +84,7 @@ def record_outcomes(
 
 
 class LinkTelemetry:
-    """The :class:`~acp_client._observe.LinkObserver` of one link, and its recovery episodes."""
+    """The :class:`~acp_client._rpc._observe.LinkObserver` of one link, and its recovery episodes."""
 
     def __init__(
         self,

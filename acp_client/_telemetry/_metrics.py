@@ -15,8 +15,8 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-from .._logging import get_logger
-from .._version import __version__
+from .._util._logging import get_logger
+from .._util._version import __version__
 from ..types import UnknownSessionUpdate
 from . import _names as n
 

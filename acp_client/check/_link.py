@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._jsonrpc import (
+from .._codec._jsonrpc import (
     ErrorResponse,
     Notification,
     Request,

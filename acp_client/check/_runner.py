@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ._context import CheckContext, Settings, Skip, Verdict
 from ._link import CheckFailed
 from ._protocol import Handshake

@@ -4,7 +4,7 @@ The routing primitive is :func:`locate`: it asks every instance ``session/status
 concurrently, each under its own timeout, and returns every instance's answer — ``active``,
 ``inactive``, ``unknown`` (-32002) or ``unreachable`` (one vocabulary:
 :class:`~acp_client.state.Probe`). :meth:`Location.route` then applies the decision table of
-:mod:`acp_client._recovery`:
+:mod:`acp_client._recovery._decisions`:
 
 * ``active`` somewhere → **resume** there (the home instance first);
 * else ``inactive`` somewhere → **replay** on exactly one instance: the home instance if it is
@@ -35,11 +35,11 @@ from typing import Any
 
 import attrs
 
-from .. import _probing
-from .._checks import check_seconds
-from .._handshake import SUPPORTED_PROTOCOL_VERSIONS
-from .._opening import opener
-from .._version import __version__
+from .._link._opening import opener
+from .._recovery import _probing
+from .._rpc._handshake import SUPPORTED_PROTOCOL_VERSIONS
+from .._util._checks import check_seconds
+from .._util._version import __version__
 from ..clock import Clock, SystemClock
 from ..exceptions import ConfigurationError
 from ..group import EndpointGroup, LinksPlan

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from .._checks import check_seconds, field_check
-from .._links import LinkKit, Links
+from .._link._links import LinkKit, Links
+from .._util._checks import check_seconds, field_check
 from ..exceptions import ConfigurationError
 from ..group import LinksPlan
 from ..location import Endpoint

@@ -24,12 +24,12 @@ from typing import Any, Protocol
 
 import attrs
 
-from .._connection import Connection
-from .._links import LinkKit
-from .._logging import get_logger
-from .._probing import Live
-from .._recoverer import Answer, capabilities, each
-from .._sessions import Tracked
+from .._link._links import LinkKit
+from .._recovery._probing import Live
+from .._recovery._recoverer import Answer, capabilities, each
+from .._rpc._connection import Connection
+from .._sessions._table import Tracked
+from .._util._logging import get_logger
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind

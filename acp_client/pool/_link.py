@@ -7,9 +7,9 @@ import asyncio
 
 import attrs
 
-from .._authority import Authority
-from .._slots import Slot
-from .._supervisor import Supervisor
+from .._link._authority import Authority
+from .._link._supervisor import Supervisor
+from .._util._slots import Slot
 from ..clock import TimerHandle
 from ..location import Endpoint
 from ..state import ConnectionState, State
@@ -70,5 +70,5 @@ class Placement:
     attaching: Link | None = None
 
 
-#: A session's placement (see :class:`~acp_client._slots.Slot`).
+#: A session's placement (see :class:`~acp_client._util._slots.Slot`).
 placed: Slot[Placement] = Slot(Placement)

@@ -1,9 +1,9 @@
-"""The links of a pooled client (docs/many-instances.md): the pool's :class:`acp_client._links.Links`.
+"""The links of a pooled client (docs/many-instances.md): the pool's :class:`acp_client._link._links.Links`.
 
-One :class:`~acp_client._supervisor.Supervisor` per instance, started when first needed; each
+One :class:`~acp_client._link._supervisor.Supervisor` per instance, started when first needed; each
 session's :class:`~acp_client.pool._link.Placement` (home, moving, left behind) is learnt from the
 engine's events; the :class:`~acp_client.pool._failover.Failover` recovers across instances. A
-session's calls wait in one :class:`~acp_client._queue.OutageQueue` while it moves or its home
+session's calls wait in one :class:`~acp_client._link._queue.OutageQueue` while it moves or its home
 reconnects, then go to its (new) home.
 
 The client's state aggregates the links that matter (those homing a session, else the first
@@ -21,17 +21,17 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _probing
-from .._authority import Authority
-from .._connection import Connection
-from .._events import SessionEvents
-from .._links import LinkKit
-from .._logging import get_logger
-from .._probing import Live
-from .._queue import OutageQueue, Ticket
-from .._sessions import Tracked
-from .._supervisor import Supervisor
-from .._tasks import TaskSet
+from .._link._authority import Authority
+from .._link._events import SessionEvents
+from .._link._links import LinkKit
+from .._link._queue import OutageQueue, Ticket
+from .._link._supervisor import Supervisor
+from .._recovery import _probing
+from .._recovery._probing import Live
+from .._rpc._connection import Connection
+from .._sessions._table import Tracked
+from .._util._logging import get_logger
+from .._util._tasks import TaskSet
 from ..clock import move_on_after
 from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .._logging import get_logger
-from .._version import install_hint
+from .._util._logging import get_logger
+from .._util._version import install_hint
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,

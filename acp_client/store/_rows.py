@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .._checks import check_seconds
-from .._logging import get_logger
+from .._util._checks import check_seconds
+from .._util._logging import get_logger
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
 from .base import Lease, StoredSession, bound_conversation, check_owner
 

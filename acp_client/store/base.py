@@ -13,7 +13,7 @@ Contract of every implementation (each method's docstring below says the rest):
   ``(endpoint, session_id)``, and sessions of another endpoint never appear.
 - The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
   saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
-  JSON objects in the client's conversation format (``acp_client._conversation``: a header, segment
+  JSON objects in the client's conversation format (``acp_client._sessions._conversation``: a header, segment
   markers, messages), replaced whole at the end of each turn, bounded by the store with
   :func:`bound_conversation` (the oldest messages dropped, and counted in the header). A store
   keeps the list as it is given: a PostgreSQL store can keep it as one ``jsonb`` value.
@@ -474,7 +474,7 @@ def _cut_to(entry: Mapping[str, Any], limit: int) -> dict[str, Any]:
 
 
 def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> tuple[dict[str, Any], ...]:
-    """A stored conversation (see ``acp_client._conversation``) cut to about ``max_bytes``.
+    """A stored conversation (see ``acp_client._sessions._conversation``) cut to about ``max_bytes``.
 
     The header (a first entry with ``"format"``) is always kept; a message larger than a quarter
     of the bound is cut first, to its newest quarter, its text then starting with

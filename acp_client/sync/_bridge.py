@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers

@@ -14,8 +14,8 @@ from queue import Queue
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
-from .._logging import get_logger
-from .._options import DEFAULTS, check_keywords, next_cursor
+from .._engine._options import DEFAULTS, check_keywords, next_cursor
+from .._util._logging import get_logger
 from ..client import AcpClient, SessionHandle
 from ..clock import Clock, SystemClock
 from ..config import (

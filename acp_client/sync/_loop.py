@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..clock import Clock, SystemClock, move_on_after
 from ..exceptions import ClientClosed, LoopThreadError, RequestTimeout
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from .._engine import Engine
-    from .._links import Links
-    from .._persistence import Persistence
-    from .._sessions import SessionTable
-    from .._supervisor import Supervisor
+    from .._engine._engine import Engine
+    from .._engine._persistence import Persistence
+    from .._link._links import Links
+    from .._link._supervisor import Supervisor
+    from .._sessions._table import SessionTable
     from ..client import AcpClient
 
 __all__ = ["Inside", "inside"]

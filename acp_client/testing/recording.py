@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._jsonrpc import Message
+from .._codec._jsonrpc import Message
 from ..transports.base import Connector, Transport, TransportInfo
 
 __all__ = ["RecordingConnector", "RecordingTransport"]

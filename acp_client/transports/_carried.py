@@ -10,7 +10,7 @@ import asyncio
 import collections
 from typing import Final
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ._exchange import HttpExchange
 
 __all__ = ["Carried", "delete_stale"]

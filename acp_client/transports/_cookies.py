@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from .._checks import check_count
-from .._logging import get_logger
+from .._util._checks import check_count
+from .._util._logging import get_logger
 from ._security import Origin, origin_of
 
 __all__ = ["CookieStore", "with_cookie"]

@@ -16,8 +16,8 @@ from urllib.parse import urljoin
 import attrs
 import httpx
 
-from .._jsonrpc import Message, decode_frame, excerpt
-from .._logging import get_logger
+from .._codec._jsonrpc import Message, decode_frame, excerpt
+from .._util._logging import get_logger
 from ..exceptions import (
     AcpError,
     HttpStatusError,

@@ -17,8 +17,8 @@ import collections
 from collections.abc import AsyncIterable, Callable
 from typing import TypeAlias
 
-from .._jsonrpc import Message, decode_frame
-from .._logging import get_logger
+from .._codec._jsonrpc import Message, decode_frame
+from .._util._logging import get_logger
 from ..exceptions import AcpError, MalformedFrame, MessageTooLarge, TransportClosed
 from ._body import Inflater
 from ._resume import RESYNC_EVENT, RESYNC_MARKER, is_resync_message

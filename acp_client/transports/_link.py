@@ -11,9 +11,9 @@ from typing import Any, Final
 import attrs
 import httpx
 
-from .._jsonrpc import Message, decode_frame, encode, excerpt
-from .._logging import get_logger
-from .._tasks import TaskSet
+from .._codec._jsonrpc import Message, decode_frame, encode, excerpt
+from .._util._logging import get_logger
+from .._util._tasks import TaskSet
 from ..exceptions import (
     AcpError,
     AuthenticationFailed,

@@ -13,7 +13,7 @@ from typing import Final
 
 import attrs
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..exceptions import (
     AcpError,
     AuthenticationFailed,

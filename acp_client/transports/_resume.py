@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .._jsonrpc import Message
+from .._codec._jsonrpc import Message
 from ._wire import HeaderView
 
 __all__ = ["LAST_EVENT_ID", "RESUMPTION_HEADERS", "RESYNC_EVENT", "RESYNC_MARKER", "Cursor", "is_resync_message"]

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._jsonrpc import Message
+from .._codec._jsonrpc import Message
 
 __all__ = [
     "ESTABLISHING_METHODS",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._jsonrpc import Message
+from .._codec._jsonrpc import Message
 
 __all__ = ["RunningTurns"]
 

@@ -33,8 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from .._checks import check_count, field_check
-from .._jsonrpc import Message
+from .._codec._jsonrpc import Message
+from .._util._checks import check_count, field_check
 from ..state import StreamResumed
 
 __all__ = ["Connector", "Limits", "Reattaching", "StreamResumed", "Transport", "TransportInfo"]

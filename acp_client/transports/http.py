@@ -70,8 +70,8 @@ from collections.abc import Collection, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
-from .._checks import check_count, check_seconds
-from .._logging import get_logger
+from .._util._checks import check_count, check_seconds
+from .._util._logging import get_logger
 from ..exceptions import ConfigurationError
 from ._carried import Carried
 from ._cookies import CookieStore

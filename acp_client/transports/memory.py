@@ -11,7 +11,7 @@ import asyncio
 import collections
 from typing import TypeAlias
 
-from .._jsonrpc import Message, decode_frame, encode
+from .._codec._jsonrpc import Message, decode_frame, encode
 from ..exceptions import TransportClosed
 from .base import TransportInfo
 

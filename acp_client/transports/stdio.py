@@ -38,9 +38,9 @@ from typing import Final, Literal
 
 import attrs
 
-from .._checks import check_seconds
-from .._jsonrpc import Message, decode_frame, encode
-from .._logging import get_logger
+from .._codec._jsonrpc import Message, decode_frame, encode
+from .._util._checks import check_seconds
+from .._util._logging import get_logger
 from ..display import printable
 from ..exceptions import AgentExited, ConfigurationError, ConnectError, MessageTooLarge, TransportClosed
 from ._lines import Line as _Line

@@ -41,9 +41,9 @@ from websockets.proxy import get_proxy
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from .._checks import check_seconds
-from .._jsonrpc import Message, decode_frame, encode, excerpt
-from .._logging import get_logger
+from .._codec._jsonrpc import Message, decode_frame, encode, excerpt
+from .._util._checks import check_seconds
+from .._util._logging import get_logger
 from ..exceptions import (
     ConfigurationError,
     ConnectTimeout,

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._logging import get_logger
+from .._util._logging import get_logger
 from ..exceptions import ConfigurationError
 from ._value import value_types
 from .lifecycle import (

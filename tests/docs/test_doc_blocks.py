@@ -510,7 +510,7 @@ async def _client_example(block: Block, tmp_path: Path) -> None:
 
 @check("docs/first-integration.md", "logging.basicConfig(level=logging.INFO)")
 async def _wire_logging(block: Block, tmp_path: Path) -> None:
-    source = block.body + "\nimport acp_client._wire_log as w\nassert w.logger.isEnabledFor(logging.DEBUG)\n"
+    source = block.body + "\nimport acp_client._rpc._wire_log as w\nassert w.logger.isEnabledFor(logging.DEBUG)\n"
     await run_python(source, tmp_path)
 
 

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_client import AcpClient, AcpError, Callbacks, RpcError, State, Timeouts, UpdateEvent
-from acp_client._jsonrpc import ErrorResponse, Response, classify, decode_frame
+from acp_client._codec._jsonrpc import ErrorResponse, Response, classify, decode_frame
 from acp_client.exceptions import MalformedFrame
 from acp_client.transports import TransportInfo
 from acp_client.transports.base import Transport

@@ -8,7 +8,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.transports.base import Transport
 from acp_client.transports.http import HttpTransport
 

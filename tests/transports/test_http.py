@@ -15,7 +15,7 @@ import time
 import pytest
 
 from acp_client import AcpClient
-from acp_client._jsonrpc import notification_message, request_message
+from acp_client._codec._jsonrpc import notification_message, request_message
 from acp_client.exceptions import (
     AuthenticationFailed,
     BatchNotSupported,

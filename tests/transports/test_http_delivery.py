@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.transports import TransportClosed
 from acp_client.transports.base import Transport

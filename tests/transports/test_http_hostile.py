@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.exceptions import MessageTooLarge, TransportClosed, TransportError
 from acp_client.transports import Limits
 from acp_client.transports.http import HttpConnector

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from acp_client import AcpClient, Callbacks, RetryPolicy, State
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
 from acp_client.transports import _carried as carried_module
 from acp_client.transports.base import Transport

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.exceptions import (
     AuthenticationFailed,
     ConfigurationError,

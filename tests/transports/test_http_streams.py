@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.exceptions import BatchNotSupported, MalformedFrame, MessageTooLarge, TransportClosed
 from acp_client.transports import _link as link_module
 from acp_client.transports.base import Limits

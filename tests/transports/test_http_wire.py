@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from acp_client import AcpClient
-from acp_client._jsonrpc import notification_message
+from acp_client._codec._jsonrpc import notification_message
 from acp_client.exceptions import TransportClosed, TransportError
 from acp_client.testing import ReferenceAgent, ReferenceServer
 from acp_client.transports.http import HttpConnector, HttpTransport

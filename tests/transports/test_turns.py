@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acp_client._jsonrpc import request_message
+from acp_client._codec._jsonrpc import request_message
 from acp_client.transports._turns import RunningTurns
 
 

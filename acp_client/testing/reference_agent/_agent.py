@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ..._jsonrpc import (
+from ..._codec._jsonrpc import (
     ErrorResponse,
     IdAllocator,
     Message,
@@ -247,7 +247,7 @@ class ReferenceAgent:
         #: How many sessions one ``session/list`` page holds.
         self.list_page_size = 50
         #: How "session not found" is spelled (``None``: -32002 with ``data.sessionId``), to imitate
-        #: the agents in the wild (``acp_client._not_found`` has the spellings seen).
+        #: the agents in the wild (``acp_client._recovery._not_found`` has the spellings seen).
         self.not_found_error: Callable[[str], RpcError] | None = None
         self.store = store if store is not None else SessionStore()
         self.clock: Clock = clock if clock is not None else SystemClock()

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ..._jsonrpc import RequestId
+from ..._codec._jsonrpc import RequestId
 
 __all__ = ["MetaLog", "MetaRecord", "child_traceparent"]
 

@@ -49,8 +49,8 @@ from typing import Any, Final, cast
 
 import attrs
 
-from ..._jsonrpc import Request, RequestId, classify, decode_frame, encode, error_message
-from ..._version import install_hint
+from ..._codec._jsonrpc import Request, RequestId, classify, decode_frame, encode, error_message
+from ..._util._version import install_hint
 from ...clock import Clock, SystemClock
 from ...exceptions import MalformedFrame, TransportClosed
 from ..proxy import FaultProxy

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any, Protocol
 
-from ..._jsonrpc import RequestId, encode
+from ..._codec._jsonrpc import RequestId, encode
 from ...exceptions import MessageTooLarge, TransportClosed
 from ._agent import ReferenceAgent
 from ._faults import ESCAPES

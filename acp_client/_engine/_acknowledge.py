@@ -1,0 +1,105 @@
+"""When a turn's result may reach the app: durable before acknowledged.
+
+A turn has ended for the agent (v1: its ``session/prompt`` answer; v2: ``idle``). With a session
+store, the app hears of it only once the turn's conversation is written (the write the turn's end
+queued, after every write queued before it: :meth:`Persistence.durable
+<acp_client._engine._persistence.Persistence.durable>`), and, with a shared store, only while the session
+is still this client's (its lease checked on the client's clock:
+:meth:`Ownership.check <acp_client._engine._ownership.Ownership.check>`). A turn whose session was lost
+while it ran fails with :class:`~acp_client.exceptions.SessionOwnershipLost` at once, never ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..exceptions import SessionOwnershipLost
+from ..state import PromptResult
+from ..transcript import TurnStatus
+
+if TYPE_CHECKING:
+    from .._sessions._table import Tracked
+    from ._persistence import Persistence
+
+__all__ = ["acknowledge", "acknowledged", "retrieve", "settle", "status_of", "turn_outcome"]
+
+
+async def turn_outcome(body: asyncio.Future[PromptResult], future: asyncio.Future[PromptResult]) -> PromptResult:
+    """The turn's result (``body``: the running turn; ``future``: how the session table ended it).
+    A turn whose session this client lost fails at once with ``SessionOwnershipLost``, whatever the
+    agent still does with it (nothing more is sent for a session another client owns: no
+    ``session/cancel`` either)."""
+    if not future.done():
+        await asyncio.wait({body, future}, return_when=asyncio.FIRST_COMPLETED)
+    if not body.done() and future.done() and not future.cancelled():
+        error = future.exception()
+        if isinstance(error, SessionOwnershipLost):
+            raise error
+    return await asyncio.shield(body)
+
+
+async def acknowledged(
+    result: PromptResult,
+    tracked: Tracked,
+    future: asyncio.Future[PromptResult],
+    persistence: Persistence | None,
+    lease_check: Callable[[str], Awaitable[None]] | None,
+) -> PromptResult:
+    """``result``, once the turn is durable (see the module docstring), with ``stored`` set when a
+    store kept (or failed to keep) its conversation.
+
+    Raises:
+        SessionOwnershipLost: The session is another client's now (or its lease could not be
+            renewed in time): the turn is not reported as ended.
+        SessionNotTracked / RecoveryFailed: The session was forgotten or abandoned while it ran.
+    """
+    stored: bool | None = None
+    if persistence is not None:
+        stored = await persistence.durable(tracked)
+    if future.done() and not future.cancelled():
+        error = future.exception()
+        if error is not None:  # lost, forgotten or abandoned while it ran
+            raise error
+    if lease_check is not None:
+        await lease_check(tracked.session_id)
+    return attrs.evolve(result, stored=stored) if stored is not None else result
+
+
+async def acknowledge(
+    body: asyncio.Future[PromptResult],
+    future: asyncio.Future[PromptResult],
+    tracked: Tracked,
+    persistence: Persistence | None,
+    lease_check: Callable[[str], Awaitable[None]] | None,
+) -> PromptResult:
+    """:func:`turn_outcome`, then :func:`acknowledged`: the result ``prompt()`` returns."""
+    return await acknowledged(await turn_outcome(body, future), tracked, future, persistence, lease_check)
+
+
+def settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:
+    """The one way the session table ends a turn: its result or error, once; an error nobody
+    awaits is retrieved (the ``prompt()`` caller may be gone, or a v1 turn never awaits it)."""
+
+    def end(outcome: PromptResult | BaseException) -> None:
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+            future.exception()
+        else:
+            future.set_result(outcome)
+
+    return end
+
+
+def retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def status_of(stop_reason: str | None) -> TurnStatus:
+    return TurnStatus.CANCELLED if stop_reason == "cancelled" else TurnStatus.COMPLETE

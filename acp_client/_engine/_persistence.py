@@ -1,0 +1,408 @@
+"""The client's bookkeeping in a session store: what is saved, renamed and deleted, and when.
+
+:class:`Persistence` sits between the session table and a :class:`~acp_client.store.StoreBridge`
+(the store's worker thread). It remembers, per tracked session, the :class:`StoredSession` last
+written, and derives every later write from it, so what the app set (mode, model, config
+options) and the timestamps survive each save:
+
+============================================  ====================================================
+event                                         store call
+============================================  ====================================================
+``connect()``                                 ``load`` and each session's ``load_transcript``
+                                              (raises: a store or a stored conversation the
+                                              client cannot read fails ``connect()``, and nothing
+                                              is written); the sessions are tracked again, their
+                                              conversations shown at once, *without* a save
+``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``); with a
+``resume_session``                            shared store the call returns once it is written
+recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
+recovery outcome: resume / replay             ``save`` when the status changed
+a session moved to another instance           ``save`` with its new home (a client facing
+                                              several instances records each session's
+                                              instance in ``extra``: ``StoredSession.home``)
+recovery abandoned, ``close_session``,        ``delete``
+``forget_session``
+``set_mode`` / ``set_model`` /                ``save`` with the new value
+``set_config_option``
+a prompt                                      ``touch`` (``last_used_at``) without transcripts
+                                              kept; with them, the turn's end writes it
+the end of a turn                             one job: ``save`` when the agent changed the title,
+                                              ``save_turn`` (``last_used_at`` and the whole
+                                              conversation, every segment, in one step; the
+                                              store bounds it) with transcripts
+                                              kept; the turn's result reaches the app only once
+                                              it ran (``durable``); a store error marks the
+                                              session not yet stored, written again with the
+                                              store's next success
+recovery outcome: new session                 ``save_transcript`` too (the lost segment kept)
+============================================  ====================================================
+
+Writes never raise into the client's flow (the bridge logs a store error and carries on).
+It subscribes to the engine's :class:`~acp_client._link._events.SessionEvents` (``tracked``, ``forgotten``,
+``changed``, ``config_changed``, ``touched``, ``turn_ended``, ``recovered``); the record last
+written is kept on the tracked session (``Tracked.stored``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+import attrs
+
+from .._link._events import SessionEvents
+from .._sessions._conversation import from_entries, to_entries
+from .._sessions._table import SessionTable, Tracked
+from .._util._logging import get_logger
+from ..exceptions import InvalidMessage, SessionStoreError
+from ..state import Probe, RecoveryOutcome, RecoveryPath
+from ..store._bridge import StoreBridge
+from ..store.base import StoredSession
+from ..transcript import Transcript
+
+__all__ = ["Leases", "Persistence"]
+
+logger = get_logger("acp_client.store")
+
+
+class Leases(Protocol):
+    """A shared store's ownership, as the bookkeeping restores and closes it
+    (:class:`acp_client._engine._ownership.Ownership`)."""
+
+    async def candidates(self) -> list[StoredSession]:
+        """The sessions to restore: the owner's, and the adoptable ones it adopts (reads only)."""
+        ...
+
+    async def take(self, records: Sequence[StoredSession]) -> list[str]:
+        """Claim them (the one write); the ids now held."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Persistence(SessionEvents):
+    """Keeps one endpoint's records in a store in step with the session table.
+
+    Args:
+        bridge: The store, seen through its worker thread.
+        table: The client's session table.
+        version: The negotiated protocol version (MCP servers are stored in its wire form).
+        keep_transcripts: Whether the client keeps transcripts (the tail is saved only then).
+    """
+
+    def __init__(
+        self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
+    ) -> None:
+        self.bridge = bridge
+        #: This client's leases, when the store is shared (set by :meth:`Ownership.bind`).
+        self.ownership: Leases | None = None
+        self._table = table
+        self._version = version
+        self._keep_transcripts = keep_transcripts
+        #: The first save of each session the app just opened, while it is queued (a shared store).
+        self._opening: dict[str, asyncio.Future[Any]] = {}
+        #: The write of each session's last ended turn (what ``prompt()`` waits for).
+        self._turn_writes: dict[str, asyncio.Future[bool | None]] = {}
+        #: Sessions whose last turn a store error left unwritten: written with the next success.
+        self.unstored: set[str] = set()
+        #: Where a session is (its instance's name, ``None`` with one endpoint or while not placed
+        #: yet, and the instances that may still hold a copy): recorded with the session
+        #: (:attr:`StoredSession.home`, :attr:`StoredSession.left_behind`) and again when it moves.
+        #: Set by the engine to its links' answer.
+        self.placement_of: Callable[[Tracked], tuple[str | None, tuple[str, ...]]] = lambda tracked: (None, ())
+        bridge.on_success = self._store_is_back
+
+    def record(self, tracked: Tracked) -> StoredSession | None:
+        """The record last written (or restored) for ``tracked``."""
+        return tracked.stored
+
+    def records(self) -> list[StoredSession]:
+        """Every record this client keeps, most recently used first (no I/O)."""
+        kept = [tracked.stored for tracked in self._table if tracked.stored is not None]
+        return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
+
+    async def restore(self) -> int:
+        """Track again every session stored for the endpoint, with its stored conversation
+        (nothing is written); how many.
+
+        Raises:
+            SessionStoreError: The store cannot be read, or a stored conversation is damaged
+                (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
+        """
+        if self.ownership is None:
+            stored = await self.bridge.load()
+            self._track(stored, await self._conversations(stored))
+            return len(stored)
+        # A shared store: the owner's sessions and the ones it adopts, read (and their
+        # conversations decoded) before the one write, the claim; then the ones claimed tracked.
+        stored = await self.ownership.candidates()
+        conversations = await self._conversations(stored)
+        held = set(await self.ownership.take(stored))
+        kept = [record for record in stored if record.session_id in held]
+        self._track(kept, conversations)
+        return len(kept)
+
+    async def aclose(self) -> None:
+        """Run the queued writes, release the leases held (a shared store), stop the worker."""
+        if self.ownership is not None:
+            await self.ownership.aclose()
+        await self.bridge.aclose()
+
+    async def track_stored(self, stored: Sequence[StoredSession]) -> list[Tracked]:
+        """Track ``stored`` (most recently used first) with their stored conversations; the
+        sessions tracked (one whose MCP servers cannot be decoded is left out, logged).
+
+        Raises:
+            SessionStoreError: As for :meth:`restore`.
+        """
+        return self._track(stored, await self._conversations(stored))
+
+    async def _conversations(self, stored: Sequence[StoredSession]) -> dict[str, Transcript]:
+        """The stored conversations of ``stored``, decoded (reads only).
+
+        Raises:
+            SessionStoreError: As for :meth:`restore`.
+        """
+        if not self._keep_transcripts or not stored:
+            return {}
+        path = str(getattr(self.bridge.store, "path", "") or self.bridge.endpoint)
+
+        def decode(entries: Sequence[Mapping[str, Any]], session_id: str) -> Transcript:
+            return from_entries(entries, session_id, path=path)
+
+        return await self.bridge.load_each([record.session_id for record in stored], decode)
+
+    def _track(self, stored: Sequence[StoredSession], conversations: Mapping[str, Transcript]) -> list[Tracked]:
+        restored: list[Tracked] = []
+        for record in reversed(stored):  # oldest first: the table then lists the most recent last
+            try:
+                servers = record.decoded_mcp_servers()
+            except InvalidMessage as exc:
+                logger.warning("stored session %s: undecodable MCP servers (%s), not restored", record.session_id, exc)
+                continue
+            tracked = self._table.track(
+                record.to_session(),
+                cwd=record.cwd,
+                mcp_servers=servers,
+                additional_directories=record.additional_directories,
+            )
+            tracked.stored = record
+            transcript = conversations.get(record.session_id)
+            if transcript is not None:
+                tracked.transcript = transcript
+            # What the app had set comes back too, so a replay or new session restores it.
+            tracked.settings.mode_id = record.mode_id
+            tracked.settings.model_id = record.model_id
+            tracked.settings.config.update({key: (value, None) for key, value in record.config_options.items()})
+            restored.append(tracked)
+        restored.reverse()
+        return restored
+
+    def _homed(self, tracked: Tracked, record: StoredSession) -> StoredSession:
+        """``record`` with where ``tracked`` lives now recorded (an unknown home keeps the one
+        recorded: a session restored from a store that is not placed yet)."""
+        home, left_behind = self.placement_of(tracked)
+        return record if home is None else record.with_placement(home, left_behind)
+
+    def _save(self, tracked: Tracked, record: StoredSession) -> asyncio.Future[Any] | None:
+        tracked.stored = record
+        return self._queue(self.bridge.save, record)
+
+    def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any] | None:
+        """Queue one write (its future, which never fails with a store error); once the client is
+        closed (a turn ending after ``aclose()``, say), there is nothing to write to and nothing
+        is raised (``None``)."""
+        try:
+            future: asyncio.Future[Any] = write(*args, **kwargs)
+        except SessionStoreError as exc:
+            logger.debug("session store write skipped: %s", exc)
+            return None
+        return future
+
+    # -- sessions the app opened ----------------------------------------------------------------
+
+    def tracked(self, tracked: Tracked) -> None:
+        """The app created, forked, loaded or resumed ``tracked``: save it."""
+        now = _now()
+        known = tracked.stored
+        if known is not None and known.session_id == tracked.session_id:
+            record = attrs.evolve(known, status=Probe.ACTIVE, updated_at=now, last_used_at=now)
+        else:
+            version = self._version()
+            record = StoredSession.from_mcp_servers(
+                self.bridge.endpoint,
+                tracked.session_id,
+                tracked.cwd,
+                tracked.mcp_servers,
+                protocol_version=version,
+                additional_directories=tracked.additional_directories,
+                title=tracked.record.title,
+                status=Probe.ACTIVE,
+                created_at=now,
+            )
+        saved = self._save(tracked, self._homed(tracked, record))
+        if saved is not None and self.ownership is not None:
+            self._opening[tracked.session_id] = saved
+
+    async def stored(self, tracked: Tracked) -> None:
+        """With a shared store: wait until the record :meth:`tracked` queued is written (owned:
+        ``save_owned``), so that a session the app holds a handle on is one another client
+        can adopt should this process die. The writes queued before it run first (one worker
+        thread, in order); a store that is down delays it by up to the store's own retries,
+        and a write that fails is logged and handled as any other (it never raises here).
+        Without a shared store (or once the client is closed) nothing is awaited."""
+        saved = self._opening.pop(tracked.session_id, None)  # the engine asks right after "tracked"
+        if saved is not None:
+            await asyncio.shield(saved)
+
+    def forgotten(self, tracked: Tracked) -> None:
+        """The session is closed, forgotten or abandoned: delete it."""
+        record, tracked.stored = tracked.stored, None
+        if record is not None:
+            self._queue(self.bridge.delete, record.session_id)
+
+    def changed(self, tracked: Tracked, **fields: Any) -> None:
+        """The app set ``mode_id`` / ``model_id`` on the session: save the new value."""
+        record = tracked.stored
+        if record is not None:
+            self._save(tracked, attrs.evolve(record, updated_at=_now(), **fields))
+
+    def config_changed(self, tracked: Tracked, option_id: str, value: Any) -> None:
+        """The app set one config option: save it beside the others."""
+        record = tracked.stored
+        if record is not None:
+            options = {**record.config_options, option_id: value}
+            self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
+
+    def touched(self, tracked: Tracked) -> None:
+        """A prompt is sent: the session is the most recently used one (written with the turn's
+        end when transcripts are kept: one write per turn; else at once)."""
+        record = tracked.stored
+        if record is not None:
+            now = _now()
+            tracked.stored = attrs.evolve(record, last_used_at=now)
+            if not self._keep_transcripts:
+                self._queue(self.bridge.touch, record.session_id, when=now)
+
+    def turn_ended(self, tracked: Tracked) -> None:
+        """A turn ended: keep the whole conversation (and a title the agent gave), in one job on
+        the store's thread, after every write queued before it; :meth:`durable` waits for it."""
+        record = tracked.stored
+        if record is None or record.session_id != tracked.session_id:
+            return
+        title = tracked.record.title
+        changed = None
+        if title is not None and title != record.title:
+            changed = attrs.evolve(record, title=title, updated_at=_now())
+            tracked.stored = changed
+        entries = to_entries(tracked.transcript) if self._keep_transcripts else None
+        if changed is None and entries is None:
+            return
+        write = self._turn_write(tracked.session_id, changed, entries, record.last_used_at)
+        if write is not None:
+            self._turn_writes[tracked.session_id] = write
+
+    def _turn_write(
+        self,
+        session_id: str,
+        record: StoredSession | None,
+        entries: Sequence[Mapping[str, Any]] | None,
+        when: datetime,
+    ) -> asyncio.Future[bool | None] | None:
+        """Queue a turn's write; a store error marks the session not yet stored."""
+        write: asyncio.Future[bool | None] | None = self._queue(
+            self.bridge.save_turn, session_id, record, entries, when
+        )
+        if write is None:
+            return None
+
+        def written(future: asyncio.Future[bool | None]) -> None:
+            if future.cancelled() or future.exception() is not None or future.result() is None:
+                self.unstored.add(session_id)
+            else:
+                self.unstored.discard(session_id)
+
+        write.add_done_callback(written)
+        return write
+
+    async def durable(self, tracked: Tracked) -> bool | None:
+        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
+        when it was not (the store failed through its retries: the session is marked not yet
+        stored; or the store no longer holds the session), ``None`` when there was nothing to write
+        (no transcripts kept and no new title, or the session is not stored)."""
+        write = self._turn_writes.pop(tracked.session_id, None)
+        if write is None:
+            return None
+        try:
+            return await asyncio.shield(write) is True
+        except SessionStoreError:
+            return False
+
+    def _store_is_back(self) -> None:
+        """A store call went through: write again the conversations a store error left out."""
+        if not self.unstored:
+            return
+        waiting, self.unstored = self.unstored, set()
+        for session_id in waiting:
+            tracked = self._table.get(session_id)
+            record = tracked.stored if tracked is not None else None
+            if tracked is None or record is None or record.session_id != session_id:
+                continue
+            logger.info("session store: writing the conversation of %s, which a store error left out", session_id)
+            entries = to_entries(tracked.transcript) if self._keep_transcripts else None
+            if self._turn_write(session_id, record, entries, record.last_used_at) is None:
+                self.unstored.add(session_id)
+
+    def save_conversation(self, tracked: Tracked) -> None:
+        """Keep the whole conversation (every segment) of ``tracked``, if it is stored."""
+        record = tracked.stored
+        if self._keep_transcripts and record is not None and record.session_id == tracked.session_id:
+            self._queue(self.bridge.save_transcript, record.session_id, to_entries(tracked.transcript))
+
+    # -- recovery ---------------------------------------------------------------------------------
+
+    def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
+        """A recovery round ended (or was cut off by a drop): bring the records in step.
+
+        A session the recovery re-created under a new id is renamed (whether or not its outcome
+        was reported before a drop), an abandoned one deleted, and a recovered one saved when
+        its last known status changed.
+        """
+        by_id = {outcome.session_id: outcome for outcome in outcomes if outcome.session_id is not None}
+        for tracked in list(self._table):
+            record = tracked.stored
+            if record is None:
+                continue
+            if tracked.abandoned:
+                self.forgotten(tracked)
+                continue
+            now = _now()
+            if tracked.session_id != record.session_id:
+                self._queue(self.bridge.rename, record.session_id, tracked.session_id)
+                previous = (*record.previous_session_ids, record.session_id)
+                renamed = attrs.evolve(
+                    record,
+                    session_id=tracked.session_id,
+                    previous_session_ids=previous,
+                    title=tracked.record.title,
+                    status=Probe.ACTIVE,
+                    raw_status=None,
+                    updated_at=now,
+                )
+                self._save(tracked, self._homed(tracked, renamed))
+                self.save_conversation(tracked)  # the segment the agent lost is kept
+                continue
+            outcome = by_id.get(tracked.session_id)
+            updated = self._homed(tracked, record)  # it may have moved to another instance
+            if outcome is not None and outcome.path is not RecoveryPath.ABANDON:
+                raw = outcome.raw_status if outcome.probe is Probe.ACTIVE else None
+                if record.status is not Probe.ACTIVE or record.raw_status != raw:
+                    updated = attrs.evolve(updated, status=Probe.ACTIVE, raw_status=raw)
+            if updated is not record:
+                self._save(tracked, attrs.evolve(updated, updated_at=now))

@@ -1,0 +1,91 @@
+"""Authority follows the home: what one of several instances may say about a session.
+
+A client facing several instances of one agent keeps one record of where each session lives (its
+home). An instance speaks for the sessions it hosts, and for no other: a request (``fs/*``,
+``terminal/*``, ``session/request_permission``...) or a notification (``session/update``) that
+names a session the client records on another instance is refused — the request answered
+``-32002`` (the session is not found *here*), the notification dropped — and never reaches the
+app's handlers, the file system or the transcript. Each refusal is counted and logged.
+
+A session restored from a session store and not placed yet speaks through the home the store
+recorded for it, and through no other instance.
+
+A session the client does not track at all (an id it has not learned yet: the updates an agent
+sends during ``session/new``, before its answer) is left to the usual handling, which knows no
+roots or transcript for it. The check is one dictionary lookup per message; a single-endpoint
+client never builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._util._logging import get_logger
+from ..exceptions import RpcError
+
+__all__ = ["Admits", "Authority", "Guarding"]
+
+logger = get_logger("acp_client.reconnect")
+
+#: ``admits(session_id)``: whether this link may speak for the session.
+Admits = Callable[[str], bool]
+
+
+def _session_of(params: Any) -> str | None:
+    session_id = params.get("sessionId") if type(params) is dict else None
+    return session_id if type(session_id) is str else None
+
+
+class Authority:
+    """Guards one link's inbound requests and notifications (see the module docstring).
+
+    Args:
+        admits: Whether the link may speak for a session.
+        target: The link's endpoint, for the log (shown redacted by its connector).
+        on_request: The handler of the requests it admits.
+        on_notification: The handler of the notifications it admits.
+    """
+
+    def __init__(
+        self,
+        admits: Admits,
+        target: str,
+        on_request: Callable[[str, Any], Awaitable[Any]],
+        on_notification: Callable[[str, Any], None],
+    ) -> None:
+        self._admits = admits
+        self._target = target
+        self._on_request = on_request
+        self._on_notification = on_notification
+        #: How many requests and notifications were refused.
+        self.refused = 0
+
+    def _refuse(self, kind: str, method: str, session_id: str) -> None:
+        self.refused += 1
+        logger.warning(
+            "refused %s %s from %s about session %s, which lives on another instance (%d refused)",
+            kind,
+            method,
+            self._target,
+            session_id,
+            self.refused,
+        )
+
+    async def request(self, method: str, params: Any) -> Any:
+        session_id = _session_of(params)
+        if session_id is not None and not self._admits(session_id):
+            self._refuse("request", method, session_id)
+            raise RpcError.session_not_found(session_id)
+        return await self._on_request(method, params)
+
+    def notification(self, method: str, params: Any) -> None:
+        session_id = _session_of(params)
+        if session_id is not None and not self._admits(session_id):
+            self._refuse("notification", method, session_id)
+            return
+        self._on_notification(method, params)
+
+
+#: Makes a link's :class:`Authority` from the handlers it guards.
+Guarding = Callable[[Callable[[str, Any], Awaitable[Any]], Callable[[str, Any], None]], Authority]

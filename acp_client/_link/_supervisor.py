@@ -1,0 +1,563 @@
+"""The supervisor: the only place that sleeps and reconnects.
+
+It owns the current :class:`~acp_client._rpc._connection.Connection`, notices when it drops, reconnects
+under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the client's
+recovery routine, and only then releases the requests queued during the outage. It publishes
+every state change and never publishes the same state twice in a row.
+
+It knows nothing of sessions: initializing and recovering are callbacks from the client.
+
+If one of its own tasks ever dies of an unexpected error (a bug), the client does not hang: the
+state goes ``failed`` with that cause, queued requests fail with ``ClientClosed`` and pending ones
+with ``ConnectionLost`` whose ``cause`` is that error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import inspect
+import random
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from .._rpc._connection import (
+    DEFAULT_MAX_INCOMING_REQUESTS,
+    Connection,
+    NotificationHandler,
+    ProtocolErrorHandler,
+    RequestHandler,
+)
+from .._rpc._observe import LinkObserver
+from .._util._logging import get_logger
+from .._util._tasks import TaskSet
+from ..clock import Clock, TimerHandle
+from ..config import USE_CLIENT_DEFAULT, QueueOptions
+from ..exceptions import (
+    AcpError,
+    AuthenticationFailed,
+    ClientClosed,
+    ClientSuspended,
+    ConnectionLost,
+    TransportClosed,
+    TransportError,
+)
+from ..retry import Attempt, RetryPolicy, reconnect_attempts
+from ..state import ConnectionState, State
+from ..transports.base import Connector, StreamResumed, TransportInfo
+from ._authority import Authority, Guarding
+from ._client_state import StateMachine
+from ._opening import open_link
+from ._queue import OutageQueue, Ticket
+
+__all__ = ["Supervisor"]
+
+logger = get_logger("acp_client.reconnect")
+
+#: The supervisor and connection being recovered, inside the recovery routine and the app
+#: callbacks it runs: requests made there through that supervisor go straight to that connection
+#: instead of waiting for the recovery they are part of (private: see :meth:`Supervisor.recovering`).
+_RECOVERING_ON: contextvars.ContextVar[tuple[Supervisor, Connection] | None] = contextvars.ContextVar(
+    "acp_recovering_on", default=None
+)
+
+Initializer = Callable[[Connection, float | None], Awaitable[Any]]
+Recoverer = Callable[[Connection, Any], Awaitable[None]]
+
+
+def _failed(cause: BaseException | None) -> ClientClosed:
+    """The error for work the failed client cannot do; ``__cause__`` is what failed it."""
+    error = ClientClosed(f"the client failed: {cause}")
+    error.__cause__ = cause
+    return error
+
+
+async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
+    result = callback(*args)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+class Supervisor:
+    """Keeps one live connection to the agent, reconnecting after drops."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        initialize: Initializer,
+        recover: Recoverer,
+        policy: RetryPolicy | None,
+        clock: Clock,
+        queue: QueueOptions,
+        on_state: Callable[[ConnectionState], None],
+        on_drop: Callable[[TransportError], None],
+        on_fail: Callable[[BaseException], None] | None = None,
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+        on_protocol_error: ProtocolErrorHandler | None = None,
+        refresh_credentials: Callable[[], Any] | None = None,
+        request_timeout: float | None = None,
+        connect_timeout: float | None = None,
+        rng: random.Random | None = None,
+        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
+        observer: LinkObserver | None = None,
+        on_stream_resumed: Callable[[StreamResumed], None] | None = None,
+    ) -> None:
+        self._connector = connector
+        self._on_stream_resumed = on_stream_resumed
+        self._observer = observer  # telemetry: the link's connections and reconnect attempts
+        self._drop_error: BaseException | None = None
+        self._max_incoming_requests = max_incoming_requests
+        self._initialize = initialize
+        self._recover = recover
+        self._policy = policy
+        self._clock = clock
+        self._on_drop = on_drop
+        self._on_fail = on_fail
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_protocol_error = on_protocol_error
+        self._refresh_credentials = refresh_credentials
+        self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
+        self._rng = rng
+        self._machine = StateMachine(on_state)
+        self._conn: Connection | None = None
+        self._init: Any = None
+        self._connected_at = 0.0
+        self._carried_attempts = 0
+        self._attempts_this_outage = 0
+        self._suspended = False
+        self._suspend_due = False
+        self._suspend_timer: TimerHandle | None = None
+        self._queue: OutageQueue[Connection] = OutageQueue(queue, clock)
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._tasks = TaskSet(f"the link to {connector.target}", self.crashed)
+        self._failure: BaseException | None = None
+        self._crash: BaseException | None = None
+        self._drop_cause: str = ""
+        self._refreshed = False
+        self._started = False
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._machine.state
+
+    @property
+    def connection(self) -> Connection | None:
+        return self._conn
+
+    @property
+    def init_result(self) -> Any:
+        return self._init
+
+    def live(self) -> tuple[Connection, Any] | None:
+        """The connection and what the agent answered to ``initialize`` on it, while connected."""
+        conn, init = self._conn, self._init
+        return (conn, init) if conn is not None and init is not None and self.state.state is State.CONNECTED else None
+
+    @property
+    def closing(self) -> bool:
+        """Whether the app has closed the client (or is closing it)."""
+        return self._closing
+
+    @property
+    def observer(self) -> LinkObserver | None:
+        """The link's telemetry observer, if any."""
+        return self._observer
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the connection (during an outage)."""
+        return len(self._queue)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The fatal error that failed the client, if it failed."""
+        return self._failure
+
+    def _set_state(
+        self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
+    ) -> None:
+        self._machine.set(ConnectionState(state, attempt, retry_in, cause))
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self, *, recover: bool = False) -> None:
+        """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
+        on that link before it counts as connected (a drop then hands over to the reconnect loop).
+
+        Raises:
+            AcpError: The first connection failed (the state is then ``failed``).
+            ClientClosed: :meth:`aclose` was called meanwhile.
+        """
+        self._started = True
+        try:
+            conn, init = await self._open_with_refresh()
+            dropped = await self._recover_link(conn, init) if recover and not self._closing else None
+        except asyncio.CancelledError:
+            self._set_state(State.CLOSED, cause="cancelled while connecting")
+            raise
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        if self._closing:  # aclose() ran while connecting: it could not see this link
+            await conn.aclose()
+            raise ClientClosed("the client was closed while connecting")
+        self._refreshed = False
+        if dropped is not None:
+            reason = TransportClosed(dropped)
+            self._on_drop(reason)
+            self._tasks.spawn(self._outage(reason))
+            return
+        self._install(conn, init)
+        self._set_state(State.CONNECTED)
+        self._queue.release(conn)
+
+    async def aclose(self) -> None:
+        """Close for good: stop reconnecting, close the link, fail queued requests."""
+        if self._closing:
+            return
+        self._closing = True
+        self._cancel_suspend_timer()
+        self._queue.fail(lambda method: ClientClosed("the client was closed"))
+        self._set_state(State.CLOSED, cause="closed by the app")
+        await self._tasks.aclose()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.aclose()
+
+    def notify_network_available(self) -> None:
+        """Skip the current backoff wait and try to reconnect right away."""
+        self._wake.set()
+
+    def crash(self, error: BaseException, *, recovering: bool = False) -> None:
+        """Make this link die of ``error`` as a bug in it would (the test kit's seam,
+        :meth:`acp_client.testing.Inside.crash`): one of its own tasks raises it now, or, with
+        ``recovering``, its next recovery round does (the reconnect task dies of it). Either way
+        the crash hook runs as for a real bug."""
+        if recovering:
+            recover = self._recover
+
+            async def crashing(conn: Connection, init: Any) -> None:
+                self._recover = recover
+                raise error
+
+            self._recover = crashing
+            return
+
+        async def die() -> None:
+            raise error
+
+        self._tasks.spawn(die())
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        params: Any,
+        *,
+        idempotent: bool = False,
+        timeout: Any = USE_CLIENT_DEFAULT,
+        on_answer: Callable[[], None] | None = None,
+        answered_over: Callable[[TransportInfo], None] | None = None,
+    ) -> Any:
+        """Send a request on the live connection, waiting out an outage if configured to.
+
+        A caller whose params depend on what a recovery settles (a session's id) builds them
+        after :meth:`ready`. ``answered_over`` is told which link answered (a session attached by
+        the request is held by that link's agent process).
+
+        Raises:
+            ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
+                are retried after recovery instead), or queuing is off.
+            ClientSuspended / ClientClosed / QueueFull: See :mod:`acp_client.exceptions`.
+            RpcError / RequestTimeout / TransportError: From the request itself.
+        """
+        while True:
+            conn = await self.ready(method)
+            try:
+                result = await conn.request(method, params, timeout=timeout, on_answer=on_answer)
+                if answered_over is not None:
+                    answered_over(conn.transport.info)
+                return result
+            except ConnectionLost as exc:
+                if self._crash is not None:  # an internal task died: say so, not "connection lost"
+                    raise ConnectionLost(method, may_have_executed=exc.may_have_executed, cause=self._crash) from exc
+                if idempotent and self.retries():
+                    logger.debug("retrying %s after the connection dropped", method)
+                    continue
+                raise
+
+    def retries(self) -> bool:
+        """Whether a request the drop cut off may wait for the next recovery and go again: not
+        from inside a recovery (it would wait for the recovery that is waiting for it), nor when
+        there will be none."""
+        here = _RECOVERING_ON.get() is not None
+        return not here and self._policy is not None and not self.state.is_terminal and not self._closing
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification on the live connection (queued like requests during an outage)."""
+        conn = await self.ready(method)
+        await conn.notify(method, params)
+
+    async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
+        """The live connection, once there is one: waits out an outage in the outage queue
+        (``ticket``: the call's place there, if it waited already).
+
+        Raises:
+            ConnectionLost / ClientSuspended / ClientClosed / QueueFull: As :meth:`call`.
+        """
+        conn = self._conn
+        if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
+            return conn
+        recovering = self._recovering_here()
+        if recovering is not None and not recovering.is_closed and not self._closing:
+            return recovering  # a recovery callback's own request: waiting would deadlock
+        if self.state.state is State.CLOSED or self._closing:
+            raise ClientClosed("the client is closed")
+        if self.state.state is State.FAILED:
+            raise _failed(self._failure)
+        if not self._started:  # never connected: nothing will ever release the queue
+            raise ClientClosed("not connected: call connect() first")
+        if self._suspended:
+            raise ClientSuspended(f"{method}: the agent has been unreachable for too long")
+        return await self._queue.wait(method, ticket=ticket)
+
+    def _recovering_here(self) -> Connection | None:
+        here = _RECOVERING_ON.get()
+        return here[1] if here is not None and here[0] is self else None
+
+    def in_recovery(self) -> bool:
+        """Whether the caller runs inside a recovery on this supervisor's link (the routine, or an
+        app callback it runs)."""
+        return self._recovering_here() is not None
+
+    @contextlib.contextmanager
+    def recovering(self, conn: Connection) -> Iterator[None]:
+        """Inside this block, requests through this supervisor go straight to ``conn`` (a
+        recovery on it runs here: its callbacks' requests must not wait for it)."""
+        token = _RECOVERING_ON.set((self, conn))
+        try:
+            yield
+        finally:
+            _RECOVERING_ON.reset(token)
+
+    def guard(self, make: Guarding) -> Authority:
+        """Put ``make``'s :class:`~acp_client._link._authority.Authority` between this link and the
+        handlers of what its agent sends (one of several instances speaks only for the sessions it hosts).
+        Before the link starts."""
+        assert self._on_request is not None and self._on_notification is not None
+        authority = make(self._on_request, self._on_notification)
+        self._on_request, self._on_notification = authority.request, authority.notification
+        return authority
+
+    # -- connecting ---------------------------------------------------------------------------------
+
+    async def _open(self) -> tuple[Connection, Any]:
+        options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
+        options["max_incoming_requests"] = self._max_incoming_requests
+        if self._observer is not None:
+            options["observer"] = self._observer.calls
+        connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
+        return await open_link(
+            self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
+            initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
+            on_stream_resumed=self._on_stream_resumed,
+        )  # fmt: skip
+
+    async def _open_with_refresh(self) -> tuple[Connection, Any]:
+        try:
+            return await self._open()
+        except AuthenticationFailed:
+            if self._refresh_credentials is None or self._refreshed:
+                raise
+            self._refreshed = True
+            logger.info("credentials refused by %s; refreshing them once", self._connector.target)
+            await _call_maybe_async(self._refresh_credentials)
+            return await self._open()
+
+    def _install(self, conn: Connection, init: Any) -> None:
+        self._conn = conn
+        self._init = init
+        self._connected_at = self._clock.monotonic()
+        self._tasks.spawn(self._watch(conn))
+
+    def crashed(self, error: BaseException) -> None:
+        """An internal task died of an unexpected error (a bug): fail the client, never hang."""
+        if self._closing or self.state.is_terminal:
+            return
+        self._crash = error
+        self.fail(error)
+        if self._on_fail is not None:
+            self._on_fail(_failed(error))
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._tasks.spawn(conn.aclose())
+
+    async def _watch(self, conn: Connection) -> None:
+        cause = await conn.wait_closed()
+        if self._closing or conn is not self._conn:
+            return
+        self._conn = None
+        # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
+        # in the background, so a slow close never delays the reconnect.
+        self._tasks.spawn(conn.aclose())
+        reason = cause if cause is not None else TransportClosed("connection closed")
+        try:
+            self._on_drop(reason)
+        except Exception:
+            logger.exception("drop listener raised")
+        if self._policy is None:
+            self._failure = reason
+            self._queue.fail(lambda method: ConnectionLost(method, may_have_executed=False, cause=reason))
+            self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
+            return
+        self._tasks.spawn(self._outage(reason))
+
+    # -- the outage -----------------------------------------------------------------------------------
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on the clock, or less if the app says the network is back."""
+        if seconds <= 0:
+            return
+        if self._wake.is_set():
+            self._wake.clear()
+            return
+        sleeper = asyncio.ensure_future(self._clock.sleep(seconds))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waker):
+                task.cancel()
+            await asyncio.gather(sleeper, waker, return_exceptions=True)
+        if self._wake.is_set():
+            self._wake.clear()
+            logger.info("network reported available: reconnecting now")
+
+    async def _on_wait(self, attempt: int, delay: float, error: BaseException | None) -> None:
+        self._attempts_this_outage = attempt
+        cause = str(error) if error is not None else self._drop_cause
+        state = State.SUSPENDED if self._suspended else State.RECONNECTING
+        self._set_state(state, attempt=attempt, retry_in=delay, cause=cause)
+        logger.info("reconnecting to %s in %.2fs (attempt %d) after: %s", self._connector.target, delay, attempt, cause)
+        if self._observer is not None:
+            self._observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
+
+    async def _attempt(self, attempt: Attempt) -> tuple[Connection, Any]:
+        if self._closing:
+            raise asyncio.CancelledError
+        return await self._open_with_refresh()
+
+    def _suspend(self) -> None:
+        """The suspend timer: down too long."""
+        if self.state.state is State.RECOVERING:
+            # A live link is being recovered: suspend only if this recovery drops again
+            # (suspended cannot lead to connected without another recovery).
+            self._suspend_due = True
+            return
+        self._enter_suspension()
+
+    def _enter_suspension(self) -> None:
+        self._suspend_due = False
+        if self._conn is not None or self._closing or self.state.is_terminal:
+            return
+        self._suspended = True
+        logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)
+        self._queue.fail(lambda method: ClientSuspended(f"{method}: the agent has been unreachable for too long"))
+        self._set_state(
+            State.SUSPENDED,
+            attempt=self._attempts_this_outage or 1,
+            retry_in=self.state.retry_in,
+            cause="down too long",
+        )
+
+    def _cancel_suspend_timer(self) -> None:
+        if self._suspend_timer is not None:
+            self._suspend_timer.cancel()
+            self._suspend_timer = None
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the client for good with ``error``: queued requests fail, nothing reconnects."""
+        self._failure = error
+        self._cancel_suspend_timer()
+        logger.error("giving up on %s: %s", self._connector.target, error)
+        self._queue.fail(lambda method: _failed(error))
+        self._set_state(State.FAILED, cause=str(error))
+
+    async def _outage(self, cause: TransportError) -> None:
+        assert self._policy is not None
+        policy = self._policy
+        started = self._clock.monotonic()
+        uptime = started - self._connected_at
+        # A connection that lived shorter than reset_after: this outage's backoff continues where
+        # the last one ended (its attempts are still numbered from 1).
+        carried = self._carried_attempts if uptime < policy.reset_after else 0
+        self._drop_cause, self._drop_error = str(cause), cause
+        self._refreshed = False
+        self._suspended = self._suspend_due = False
+        self._attempts_this_outage = 0
+        if policy.suspend_after is not None:
+            self._suspend_timer = self._clock.call_later(policy.suspend_after, self._suspend)
+        logger.info("connection to %s lost: %s", self._connector.target, cause)
+        while True:
+            try:
+                conn, init = await reconnect_attempts(
+                    policy,
+                    clock=self._clock,
+                    sleep=self._sleep,
+                    started_at=started,
+                    attempts_before=self._attempts_this_outage,
+                    backoff_from=carried,
+                    rng=self._rng,
+                    on_wait=self._on_wait,
+                    attempt_fn=self._attempt,
+                )
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                self.fail(exc)
+                return
+            dropped = await self._recover_link(conn, init)
+            if self._closing:  # an app callback closed the client: aclose() could not see this link
+                await conn.aclose()
+                return
+            if dropped is not None:
+                self._drop_cause = dropped  # the same outage: its attempts go on counting
+                if self._suspend_due:
+                    self._enter_suspension()
+                continue
+            self._cancel_suspend_timer()
+            self._carried_attempts = carried + self._attempts_this_outage
+            self._suspended = self._suspend_due = False
+            self._install(conn, init)
+            self._set_state(State.CONNECTED)
+            self._queue.release(conn)
+            return
+
+    async def _recover_link(self, conn: Connection, init: Any) -> str | None:
+        """Run the recovery routine on a fresh link; the drop cause when the link died meanwhile."""
+        self._set_state(State.RECOVERING)
+        token = _RECOVERING_ON.set((self, conn))
+        try:
+            await self._recover(conn, init)
+        except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
+            await conn.aclose()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            logger.info("connection dropped again while recovering: %s", exc)
+            return str(exc)
+        except AcpError as exc:
+            logger.error("recovery failed: %s", exc)
+        finally:
+            _RECOVERING_ON.reset(token)
+        return str(conn.close_cause) if conn.is_closed and not self._closing else None

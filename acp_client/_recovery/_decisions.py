@@ -1,0 +1,327 @@
+"""The recovery decisions, in one table: what instances said to ``session/status`` → where the
+session goes and the steps to run there.
+
+Pure and table-driven (no asyncio, no I/O), as ``docs/many-instances.md`` draws them. First, **where**: given
+each instance's answer (one instance for a single-endpoint client, every instance after a
+fan-out), :func:`route` picks the one instance and the path:
+
+=========================================  ===========  =============================================
+answers                                    route        the one instance that gets the call
+=========================================  ===========  =============================================
+``active`` somewhere                       resume       the home instance if active, else the first
+                                                        active one
+else ``inactive`` somewhere                replay       the home instance if inactive (it is back),
+                                                        else the first inactive one
+else ``unknown`` (-32002) on every         new session  none yet: the placement policy picks among
+reachable instance                                      the reachable instances (``candidates``)
+no usable answer anywhere (unreachable,    unavailable  none: a group tries again later; one instance
+not probed)                                             falls back (below)
+=========================================  ===========  =============================================
+
+"First" means first in ``order`` (default: the instances' own order; a caller may pass the order
+in which the answers arrived). Whatever the answers, a route names at most one instance for
+``session/load`` / ``session/resume``: a session is never loaded on two instances by one decision,
+and never loaded anywhere while another instance reports it active.
+
+Then, **how**, on that instance (:func:`decide`):
+
+========================  ===========  =====================  =====================================
+route                     path         v1 steps               v2 steps
+========================  ===========  =====================  =====================================
+resume (``active``)       resume       session/resume         session/resume (no replayFrom)
+replay (``inactive``,     replay       session/load           session/resume + replayFrom start
+  ``saved``, any other)
+new session (-32002)      new session  session/new            session/new
+========================  ===========  =====================  =====================================
+
+Without a usable answer (the agent does not offer ``session/status``, or the probe failed) the
+client falls back: resume if advertised (a -32002 then means new session), else load (v1) if
+advertised, else a new session. When the chosen path's method is not advertised it degrades, and
+the degradation is reported: resume without ``session/resume`` → load (a replay) → new; replay
+without load (v1) → resume without history → new. Every step may still fail with -32002 (the probe
+is only a snapshot): the next step is then always a new session.
+
+A refusal other than -32002 (-32601 from an agent that advertises ``session/resume`` but does not
+serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
+the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
+replay tries a resume without history, and only then a new session (docs/agents-conformance.md). Each hop is
+described by :func:`hop_note` for the outcome record.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+import attrs
+
+from ..state import Probe, RecoveryPath
+
+__all__ = [
+    "Capabilities",
+    "Decision",
+    "Probe",
+    "RecoveryPath",
+    "Route",
+    "RouteKind",
+    "Step",
+    "StepFailure",
+    "decide",
+    "hop_note",
+    "next_step",
+    "path_of",
+    "route",
+    "should_probe",
+    "steps_for",
+]
+
+
+#: An instance, as the caller names it (an :class:`~acp_client.location.Endpoint`, an index).
+E = TypeVar("E")
+
+
+class RouteKind(str, enum.Enum):
+    """What to do with the session."""
+
+    RESUME = "resume"
+    REPLAY = "replay"
+    NEW_SESSION = "new_session"
+    UNAVAILABLE = "unavailable"
+
+
+@attrs.frozen
+class Route(Generic[E]):
+    """Where one session goes.
+
+    Attributes:
+        kind: ``resume``, ``replay``, ``new_session`` or ``unavailable``.
+        endpoint: The one instance to send ``session/resume`` / ``session/load`` to (resume,
+            replay), or where a new session is placed (once placed by a policy); ``None``
+            otherwise.
+        candidates: For a new session: the reachable instances a policy may choose from (in
+            preference order). Empty otherwise.
+        reason: The decision in words (for logs and outcome notes).
+    """
+
+    kind: RouteKind
+    endpoint: E | None = None
+    candidates: tuple[E, ...] = ()
+    reason: str = ""
+
+
+def route(answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequence[E] | None = None) -> Route[E]:
+    """Decide where one session goes (the first table of the module).
+
+    Args:
+        answers: Each instance with its answer.
+        home: The instance the session lived on, if known.
+        order: The preference order of the instances (default: the order of ``answers``);
+            "first" in the table means first in this order. Instances missing from ``order``
+            come after it, in their own order.
+
+    Raises:
+        ValueError: ``home`` or an instance in ``order`` is not one of ``answers``.
+    """
+    instances = [instance for instance, _ in answers]
+    if home is not None and home not in instances:
+        raise ValueError(f"home {home!r} is not one of the instances")
+    preferred = list(dict.fromkeys(order if order is not None else ()))
+    if any(instance not in instances for instance in preferred):
+        raise ValueError(f"order {list(order or ())} names an instance that is not one of the answers")
+    ranked = preferred + [instance for instance in instances if instance not in preferred]
+    said = dict(answers)
+
+    def having(probe: Probe) -> list[E]:
+        return [instance for instance in ranked if said[instance] is probe]
+
+    def named(instance: E) -> str:
+        return "home" if instance == home else f"instance {instance}"
+
+    active = having(Probe.ACTIVE)
+    if active:
+        chosen = home if home in active else active[0]
+        others = [instance for instance in active if instance != chosen]
+        extra = f" (also reported active on {', '.join(map(str, others))})" if others else ""
+        return Route(RouteKind.RESUME, chosen, reason=f"active on {named(chosen)}: resume there{extra}")
+    inactive = having(Probe.INACTIVE)
+    if inactive:
+        chosen = home if home in inactive else inactive[0]
+        return Route(RouteKind.REPLAY, chosen, reason=f"inactive on {named(chosen)}: replay there only")
+    reachable = having(Probe.UNKNOWN)
+    if reachable:
+        unreachable = len(instances) - len(reachable)
+        note = f" ({unreachable} unreachable)" if unreachable else ""
+        return Route(
+            RouteKind.NEW_SESSION,
+            candidates=tuple(reachable),
+            reason=f"unknown on every reachable instance{note}: new session",
+        )
+    return Route(RouteKind.UNAVAILABLE, reason="no instance reachable")
+
+
+_PATH_OF_ROUTE = {
+    RouteKind.RESUME: RecoveryPath.RESUME,
+    RouteKind.REPLAY: RecoveryPath.REPLAY,
+    RouteKind.NEW_SESSION: RecoveryPath.NEW_SESSION,
+}
+
+
+class Step(str, enum.Enum):
+    """One wire call of a recovery."""
+
+    RESUME = "session/resume"
+    RESUME_REPLAY = "session/resume+replayFrom"
+    LOAD = "session/load"
+    NEW = "session/new"
+
+
+class StepFailure(str, enum.Enum):
+    """How a step failed, as far as the decision cares."""
+
+    NOT_FOUND = "not_found"  # the agent does not know the session (-32002, or another spelling of it)
+    REFUSED = "refused"  # another JSON-RPC error: try the next option
+
+
+@attrs.frozen
+class Capabilities:
+    """The recovery-relevant part of what the agent advertised."""
+
+    status: bool = False
+    resume: bool = False
+    load: bool = False  # v1 only
+
+
+@attrs.frozen
+class Decision:
+    """The path the table picks, and the steps that carry it out.
+
+    Attributes:
+        path: The intended path (before any degradation).
+        steps: The calls to try in order; the first that succeeds decides the actual path.
+        notes: Why a step differs from the table (degradations), for the outcome record.
+    """
+
+    path: RecoveryPath
+    steps: tuple[Step, ...]
+    notes: tuple[str, ...] = ()
+
+
+def should_probe(caps: Capabilities) -> bool:
+    """Probe only when the agent advertises ``session/status``."""
+    return caps.status
+
+
+def path_of(step: Step, version: int) -> RecoveryPath:
+    """The path a successful ``step`` amounts to."""
+    if step is Step.RESUME:
+        return RecoveryPath.RESUME
+    if step is Step.NEW:
+        return RecoveryPath.NEW_SESSION
+    return RecoveryPath.REPLAY
+
+
+def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tuple[Step, ...], tuple[str, ...]]:
+    """The calls that carry out ``path`` given what is advertised, with notes on degradations.
+
+    The chain always ends with :attr:`Step.NEW` (a new session needs no capability), except for
+    :attr:`RecoveryPath.ABANDON`, which has no steps.
+    """
+    notes: list[str] = []
+    steps: list[Step] = []
+    if path is RecoveryPath.ABANDON:
+        return (), ()
+    if path is RecoveryPath.RESUME:
+        if caps.resume:
+            steps.append(Step.RESUME)
+            if version == 1 and caps.load:
+                # Refused (not -32002): the agent may still serve a load, which keeps the conversation.
+                steps.append(Step.LOAD)
+        elif version == 1 and caps.load:
+            notes.append("session/resume not advertised: replaying with session/load instead")
+            steps.append(Step.LOAD)
+        else:
+            notes.append("neither session/resume nor session/load advertised: starting a new session")
+    elif path is RecoveryPath.REPLAY:
+        if version == 1:
+            if caps.load:
+                steps.append(Step.LOAD)
+                if caps.resume:
+                    # Load refused (not -32002): resuming without history still keeps the session.
+                    steps.append(Step.RESUME)
+            elif caps.resume:
+                notes.append("session/load not advertised: resuming without history")
+                steps.append(Step.RESUME)
+            else:
+                notes.append("neither session/load nor session/resume advertised: starting a new session")
+        elif caps.resume:
+            steps.append(Step.RESUME_REPLAY)
+            # Replay refused (not -32002): resume without history before giving the session up.
+            steps.append(Step.RESUME)
+        else:
+            notes.append("session/resume not advertised: starting a new session")
+    steps.append(Step.NEW)
+    return tuple(steps), tuple(notes)
+
+
+@functools.lru_cache(maxsize=128)  # pure, and asked again for every session of a recovery
+def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bool = False) -> Decision:
+    """The path and steps for a session on one instance, given that instance's answer (the
+    module's tables: :func:`route` over this one answer, then the steps).
+
+    Args:
+        probe: The instance's answer (:attr:`Probe.NOT_PROBED` when the agent does not
+            advertise ``session/status``; :attr:`Probe.UNREACHABLE` when the probe failed).
+        caps: What the agent advertised on the new connection.
+        version: The negotiated protocol version (1 or 2).
+        replay_cut_off: The session's last replay was cut off by a drop, so the client's history
+            is incomplete. An agent that still has the session (``active``, or no usable probe)
+            would be resumed without history; the session is replayed again instead.
+    """
+    if replay_cut_off and probe is not Probe.UNKNOWN:
+        steps, notes = steps_for(RecoveryPath.REPLAY, caps, version)
+        if steps[0] is not Step.NEW:
+            return Decision(RecoveryPath.REPLAY, steps, ("the last replay was cut off: replaying again", *notes))
+    kind = route([(0, probe)]).kind
+    if kind is not RouteKind.UNAVAILABLE:
+        path = _PATH_OF_ROUTE[kind]
+        steps, notes = steps_for(path, caps, version)
+        return Decision(path, steps, notes)
+    # No usable answer: try resume if advertised, else load, else new.
+    if caps.resume:
+        path = RecoveryPath.RESUME
+    elif version == 1 and caps.load:
+        path = RecoveryPath.REPLAY
+    else:
+        path = RecoveryPath.NEW_SESSION
+    steps, notes = steps_for(path, caps, version)
+    reason = "status not advertised" if probe is Probe.NOT_PROBED else "status probe failed"
+    return Decision(path, steps, (f"{reason}: fallback to {path.value}", *notes))
+
+
+def next_step(steps: tuple[Step, ...], index: int, failure: StepFailure) -> int | None:
+    """After ``steps[index]`` failed, the index of the step to try next (``None``: give up).
+
+    A -32002 jumps straight to the new session; any other refusal moves down the chain.
+    """
+    if steps[index] is Step.NEW:
+        return None
+    if failure is StepFailure.NOT_FOUND:
+        return len(steps) - 1
+    return index + 1 if index + 1 < len(steps) else None
+
+
+def hop_note(failed: Step, failure: StepFailure, detail: str, following: Step | None) -> str:
+    """One line for the outcome's notes: ``failed`` did not work, and what is tried next.
+
+    Args:
+        failed: The step that failed.
+        failure: How it failed.
+        detail: What the agent said, as received (its code and message, kept short by the
+            caller: ``-32602 'Unknown sessionId'``).
+        following: The next step (``None``: nothing is left, the session is given up).
+    """
+    why = f": not found ({detail})" if failure is StepFailure.NOT_FOUND else f" refused: {detail}"
+    then = f"trying {following.value}" if following is not None else "nothing left to try"
+    return f"{failed.value}{why}; {then}"

@@ -1,0 +1,117 @@
+"""Restoring what the app set on a session (mode, model, config options) after a recovery that
+rebuilt it (issue 8 item 3).
+
+A replay or a new session may bring a session back with the agent's defaults. The app's choices
+(:class:`Settings`, kept on the tracked session when a ``session/set_mode``, ``session/set_model``
+or ``session/set_config_option`` succeeds) are applied again where the agent's answer advertises
+them: the mode among ``modes.availableModes``, the model among ``models.availableModels``, each
+config option among ``configOptions``. What cannot be restored is described in the outcome's notes.
+A drop while restoring leaves the session flagged (``Settings.pending``); the next recovery tries
+again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._codec import to_wire
+from .._rpc._connection import Connection
+from .._sessions._coherence import Settings, with_config_value, with_mode, with_model
+from ..exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, TransportError
+from ..types import Session, SetSessionConfigOptionRequest, SetSessionModelRequest, SetSessionModeRequest
+
+__all__ = ["restore"]
+
+
+def _modes(record: Session) -> set[str] | None:
+    if record.modes is None:
+        return None
+    return {mode.id for mode in record.modes.available_modes}
+
+
+def _models(record: Session) -> set[str] | None:
+    models = record.models
+    if not isinstance(models, dict):
+        return None
+    available = models.get("availableModels")
+    if not isinstance(available, list):
+        return None
+    return {item["modelId"] for item in available if isinstance(item, dict) and isinstance(item.get("modelId"), str)}
+
+
+def _config_ids(record: Session) -> set[str] | None:
+    if record.config_options is None:
+        return None
+    return {option.id for option in record.config_options}
+
+
+def _plan(settings: Settings, record: Session) -> tuple[list[tuple[str, str, Any]], list[str]]:
+    """The calls to make (``(method, what, request)``) and the notes for what is not advertised."""
+    calls: list[tuple[str, str, Any]] = []
+    notes: list[str] = []
+    sid = record.session_id
+    if settings.mode_id is not None:
+        modes, what = _modes(record), f"mode {settings.mode_id!r}"
+        if modes is not None and settings.mode_id in modes:
+            calls.append(("session/set_mode", what, SetSessionModeRequest(session_id=sid, mode_id=settings.mode_id)))
+        else:
+            notes.append(f"could not restore {what}: the agent does not offer it now")
+    if settings.model_id is not None:
+        models, what = _models(record), f"model {settings.model_id!r}"
+        if models is not None and settings.model_id in models:
+            request: Any = SetSessionModelRequest(session_id=sid, model_id=settings.model_id)
+            calls.append(("session/set_model", what, request))
+        else:
+            notes.append(f"could not restore {what}: the agent does not offer it now")
+    configs = _config_ids(record)
+    for config_id, (value, kind) in settings.config.items():
+        what = f"config option {config_id!r} = {value!r}"
+        if configs is not None and config_id in configs:
+            request = SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
+            calls.append(("session/set_config_option", what, request))
+        else:
+            notes.append(f"could not restore {what}: the agent does not offer it now")
+    return calls, notes
+
+
+async def restore(
+    conn: Connection, settings: Settings, record: Session, *, version: int, timeout: float | None
+) -> tuple[tuple[str, ...], Session]:
+    """Apply ``settings`` to the session ``record`` describes, over ``conn``.
+
+    Returns:
+        Notes for the outcome (what was restored, what could not be and why), and the record with
+        what the agent accepted in every field that names it (:mod:`acp_client._sessions._coherence`).
+        Never raises for a refusal or a drop (a drop sets ``settings.pending`` and ends the
+        restore).
+    """
+    if not settings:
+        return (), record
+    calls, notes = _plan(settings, record)
+    settings.pending = True
+    restored: list[str] = []
+    for method, what, request in calls:
+        try:
+            await conn.request(method, to_wire(request, protocol_version=version), timeout=timeout)
+        except (ConnectionLost, TransportError) as exc:
+            notes.append(f"restoring {what} was cut off by a drop ({exc}): the next recovery tries again")
+            return (*_restored(restored), *notes), record
+        except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            notes.append(f"could not restore {what}: {method} refused: {exc}")
+            continue
+        restored.append(what)
+        record = _accepted(record, request)
+    settings.pending = False
+    return (*_restored(restored), *notes), record
+
+
+def _accepted(record: Session, request: Any) -> Session:
+    if isinstance(request, SetSessionModeRequest):
+        return with_mode(record, request.mode_id)
+    if isinstance(request, SetSessionModelRequest):
+        return with_model(record, request.model_id)
+    return with_config_value(record, request.config_id, request.value)
+
+
+def _restored(restored: list[str]) -> tuple[str, ...]:
+    return (f"restored {', '.join(restored)}",) if restored else ()

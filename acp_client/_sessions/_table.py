@@ -1,0 +1,484 @@
+"""The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
+
+It is the one per-session table. It holds, per tracked session: the latest
+:class:`~acp_client.types.Session` record, what it takes to re-create it (cwd, MCP servers, extra
+directories), its transcript, the replay or snapshot *window* (updates arriving while a
+``session/load`` / ``session/resume`` is pending are history, not new activity), the running
+prompt *turn*, the app's subscribers, the record last written to a session store, and the typed
+slots of the layers above (an endpoint group keeps where the session lives in one). Nothing keeps
+a side table keyed by session.
+
+The rules it enforces:
+
+* **One turn at a time.** :meth:`SessionTable.begin_turn` refuses a second turn
+  (:class:`~acp_client.exceptions.TurnInProgress`) and a turn in an abandoned session.
+* **Idle ends the turn (v2).** A ``state_update`` ``idle`` ends the running turn, but only once the
+  agent accepted the prompt, and never while a replay or resume-snapshot window is open (that
+  ``idle`` describes the past).
+* **A turn ends exactly once**, with a :class:`~acp_client.state.PromptResult` or an error:
+  whichever of idle, drop, abandonment, untracking or closing comes first.
+* **Every earlier id still finds the session** after a recovery re-created it under a new id.
+
+The table never waits and never schedules: a turn is settled through the ``settle`` function
+given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and the timer that
+closes a window late on unordered transports is the caller's (stored here only to be cancelled).
+Tests drive it with plain calls (``tests/test_sessions.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._util._slots import direct_constructor
+from ..exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
+from ..state import PromptResult, UpdateEvent
+from ..transcript import SegmentStart, Transcript, TurnStatus
+from ..types import ContentBlock, McpServer, Session, SessionUpdate
+from ._coherence import Settings, with_config_options, with_mode
+
+if TYPE_CHECKING:
+    from ..store.base import StoredSession
+    from ..transports.base import TransportInfo
+
+__all__ = ["SessionTable", "Tracked", "Turn"]
+
+#: Receives each update of a session, and ``None`` once the session is gone.
+Subscriber = Callable[[UpdateEvent | None], None]
+
+#: ``UpdateEvent(session_id, update, replay)``, built once per update: the fast way.
+_new_event = direct_constructor(UpdateEvent)
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Turn:
+    """One running prompt turn."""
+
+    __slots__ = ("_settle", "accepted", "cancel_sent", "done", "heard", "message_id", "prompt", "recorded", "status")
+
+    def __init__(self, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]):
+        self.prompt = prompt
+        self.accepted = False  # the agent answered the prompt request (v2: the turn now runs)
+        self.message_id: str | None = None
+        self.done = False
+        self.recorded = False  # the prompt went out (a re-sent prompt is not added twice)
+        self.status: TurnStatus | None = None  # how the turn ended, once the transcript knows
+        self.cancel_sent = False  # session/cancel went out for it (a timeout, a cancelled caller)
+        #: A live update arrived for the session after the prompt went out: the agent may be acting on it.
+        self.heard = False
+        self._settle = settle
+
+    def accept(self) -> None:
+        self.accepted = True
+
+    def finish(self, outcome: PromptResult | BaseException) -> bool:
+        """End the turn with a result or an error; ``False`` if it had ended already."""
+        if self.done:
+            return False
+        self.done = True
+        self._settle(outcome)
+        return True
+
+
+class Tracked:
+    """What the client remembers of one session, to recover it."""
+
+    def __init__(
+        self,
+        record: Session,
+        *,
+        cwd: str,
+        mcp_servers: tuple[McpServer, ...],
+        additional_directories: tuple[str, ...],
+    ) -> None:
+        self.record = record
+        self.session_id = record.session_id
+        self.cwd = cwd
+        self.mcp_servers = mcp_servers
+        self.additional_directories = additional_directories
+        self.transcript = Transcript(record.session_id)
+        self.replaying = False
+        self.replayed = 0
+        self.snapshot_window = False
+        #: The window's first message update has been looked at (a resume snapshot that repeats
+        #: the known history turns into a replay; see :meth:`SessionTable.receive`).
+        self.window_decided = False
+        #: A plain ``session/resume``'s window turned into a replay (the agent replayed history).
+        self.resume_replayed = False
+        #: The last replay was cut off by a drop: the transcript holds the history from before it,
+        #: and the next recovery replays again (cleared by a complete replay).
+        self.replay_cut_off = False
+        #: What the app set (mode, model, config options), re-applied after a replay or new session.
+        self.settings = Settings()
+        self.window_timer: _Cancellable | None = None
+        #: Updates the session received while its window was open (a lingering window closes
+        #: once they stop coming: :func:`acp_client._recovery._recoverer.open_attach_window`).
+        self.window_heard = 0
+        #: The window's answer came before any replayed update on an ordered transport: the replay
+        #: may come after it (see :func:`acp_client._recovery._recoverer.fence_late_replay`).
+        self.window_late = False
+        #: A late replay window that nothing could fence stays open through the next prompt, until
+        #: that turn's own first update (the agent's echo of the prompt): what comes before it is
+        #: still the replay.
+        self.window_until_turn = False
+        #: Called once when the window closes (a recovery waiting for a late replay to end).
+        self.window_waiters: list[Callable[[], None]] = []
+        self.turn: Turn | None = None
+        #: The task running the current (or last) turn: a cancelled turn the agent has not ended
+        #: yet keeps running in it, and the next prompt waits for it (``Engine.run_turn``).
+        self.turn_task: Any = None
+        self.subscribers: list[Subscriber] = []
+        self.abandoned = False
+        #: Recovery started a new session for this one after the agent lost it (and it had turns):
+        #: with ``carry_lost_context``, the next prompt carries the lost conversation.
+        self.lost_context_pending = False
+        #: A recovery brought this session back over the current connection: a later "session not
+        #: found" answer means the agent lost it after all (it is recovered again, as unknown).
+        self.recovered = False
+        #: The record last written to (or restored from) the session store, if any.
+        self.stored: StoredSession | None = None
+        #: What the layers above the core keep on the session (an endpoint group: where it
+        #: lives), each in its own typed :class:`~acp_client._util._slots.Slot`.
+        self.slots: dict[object, object] = {}
+        #: The agent process that last attached the session (``TransportInfo.agent_process`` of
+        #: the link that answered its new / load / resume); ``None`` when not known. A resume by
+        #: another process cannot claim continuity (:mod:`acp_client._recovery._continuity`).
+        self.agent_process: str | None = None
+
+    def held_by(self, info: TransportInfo) -> None:
+        """The link described by ``info`` attached the session."""
+        self.agent_process = info.agent_process
+
+    @property
+    def window_open(self) -> bool:
+        return self.replaying or self.snapshot_window
+
+    def roots(self) -> list[Path]:
+        """The directories the agent may touch in this session."""
+        return [Path(self.cwd), *(Path(item) for item in self.additional_directories)]
+
+    def end_subscriptions(self) -> None:
+        for subscriber in list(self.subscribers):
+            subscriber(None)
+
+
+class SessionTable:
+    """The tracked sessions, keyed by their current id and every earlier one.
+
+    Args:
+        keep_transcripts: Maintain a transcript per session.
+        replays_on_resume: Whether the agent replays history during a plain ``session/resume``:
+            ``True`` turns every resume window into a replay at its first message update,
+            ``False`` never does, ``None`` detects it (the first message update repeats the start
+            of the known history: :meth:`~acp_client.transcript.Transcript.repeats`).
+    """
+
+    def __init__(self, *, keep_transcripts: bool = True, replays_on_resume: bool | None = None) -> None:
+        self.keep_transcripts = keep_transcripts
+        self.replays_on_resume = replays_on_resume
+        self._by_id: dict[str, Tracked] = {}
+
+    # -- lookup -----------------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> Tracked | None:
+        return self._by_id.get(session_id)
+
+    def require(self, session_id: str) -> Tracked:
+        """The tracked session (by its current or any earlier id).
+
+        Raises:
+            SessionNotTracked: This client does not track it.
+        """
+        tracked = self._by_id.get(session_id)
+        if tracked is None:
+            raise SessionNotTracked(session_id)
+        return tracked
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._by_id
+
+    def __iter__(self) -> Iterator[Tracked]:
+        """Each tracked session once (a re-created one is also keyed by its earlier ids)."""
+        return iter(list({id(tracked): tracked for tracked in self._by_id.values()}.values()))
+
+    def live(self) -> list[Tracked]:
+        """The sessions recovery should restore (not abandoned)."""
+        return [tracked for tracked in self if not tracked.abandoned]
+
+    def current_id(self, session_id: str) -> str:
+        """The id a session has now (``session_id`` itself when it is not tracked)."""
+        tracked = self._by_id.get(session_id)
+        return tracked.session_id if tracked is not None else session_id
+
+    def roots(self, session_id: str) -> list[Path]:
+        tracked = self._by_id.get(session_id)
+        return tracked.roots() if tracked is not None else []
+
+    # -- tracking -----------------------------------------------------------------------------------
+
+    def track(
+        self,
+        record: Session,
+        *,
+        cwd: str,
+        mcp_servers: tuple[McpServer, ...] = (),
+        additional_directories: tuple[str, ...] = (),
+    ) -> Tracked:
+        """Track a session (a live one already tracked under that id only gets its record merged)."""
+        existing = self._by_id.get(record.session_id)
+        if existing is not None and not existing.abandoned:
+            existing.record = existing.record.merge(record)
+            return existing
+        tracked = Tracked(record, cwd=cwd, mcp_servers=mcp_servers, additional_directories=additional_directories)
+        self._by_id[record.session_id] = tracked
+        return tracked
+
+    def untrack(self, session_id: str) -> None:
+        """Forget a session under all its ids; its running turn fails with ``SessionNotTracked``
+        (its v2 ``idle`` could no longer end it) and its subscriptions end."""
+        tracked = self._by_id.get(session_id)
+        if tracked is None:
+            return
+        for key in [key for key, value in self._by_id.items() if value is tracked]:
+            del self._by_id[key]
+        if tracked.turn is not None:
+            tracked.turn.finish(SessionNotTracked(session_id, f"session {session_id} is no longer tracked"))
+        tracked.end_subscriptions()
+
+    def renamed(self, tracked: Tracked, record: Session) -> int:
+        """Recovery re-created the session as ``record`` because the agent lost it: a new id (the
+        old ones still find it), a new record, and a new transcript segment (the conversation the
+        agent lost stays as earlier history, marked lost). Returns how many turns it lost."""
+        tracked.session_id = record.session_id
+        tracked.record = record
+        lost = tracked.transcript.start_segment(record.session_id, SegmentStart.NEW_AFTER_LOSS, lost=True)
+        tracked.lost_context_pending = lost > 0
+        tracked.replay_cut_off = False  # nothing left to replay
+        self._by_id[record.session_id] = tracked
+        return lost
+
+    def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
+        """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end.
+        The session stays in the table (flagged) so its handles can tell."""
+        tracked.abandoned = True
+        if tracked.turn is not None:
+            self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
+            tracked.turn.finish(RecoveryFailed(previous_id, "abandoned", cause=cause))
+        tracked.end_subscriptions()
+
+    # -- windows ------------------------------------------------------------------------------------
+
+    def open_window(self, tracked: Tracked, *, replay: bool) -> None:
+        """Updates from now on are replayed history (``replay``) or a resume snapshot."""
+        self.close_window(tracked)
+        tracked.window_heard = 0
+        tracked.window_late = False
+        tracked.window_until_turn = False
+        tracked.window_decided = replay
+        tracked.resume_replayed = False
+        if replay:
+            self._begin_replay(tracked)
+        else:
+            tracked.snapshot_window = True
+
+    def _begin_replay(self, tracked: Tracked) -> None:
+        tracked.replaying = True
+        tracked.replayed = 0
+        if self.keep_transcripts:
+            tracked.transcript.begin_replay()
+
+    def close_window(self, tracked: Tracked, *, complete: bool = True) -> None:
+        """Updates from now on are live activity.
+
+        ``complete=False``: the window was cut off (a drop, a refusal) before its answer; a replay
+        in it is incomplete, so the transcript goes back to what it held before the replay began.
+        A complete replay clears :attr:`Tracked.replay_cut_off`.
+        """
+        if tracked.window_timer is not None:
+            tracked.window_timer.cancel()
+            tracked.window_timer = None
+        if tracked.replaying:
+            tracked.transcript.end_replay(complete=complete)
+            if complete:
+                tracked.replay_cut_off = False
+        tracked.replaying = False
+        tracked.snapshot_window = False
+        tracked.window_late = tracked.window_until_turn = False
+        self.release_waiters(tracked)
+
+    def release_waiters(self, tracked: Tracked) -> None:
+        """Whoever waits for ``tracked``'s window may go on (it closed, or it stays open only for
+        the next turn's own updates to end it)."""
+        waiters, tracked.window_waiters = tracked.window_waiters, []
+        for waiter in waiters:
+            waiter()
+
+    def cut_off(self, tracked: Tracked) -> None:
+        """The connection dropped while ``tracked``'s window was open. A window whose answer had
+        arrived (only lingering for late updates on an unordered transport) is complete; any other
+        replay window is incomplete: the session is flagged so the next recovery replays again."""
+        if not tracked.window_open:
+            return
+        if tracked.window_timer is not None:
+            self.close_window(tracked)
+            return
+        if tracked.replaying:
+            tracked.replay_cut_off = True
+        self.close_window(tracked, complete=False)
+
+    # -- turns --------------------------------------------------------------------------------------
+
+    def begin_turn(
+        self, tracked: Tracked, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]
+    ) -> Turn:
+        """Start a turn; ``settle`` is called once with how it ended (unless the caller ends it).
+
+        Raises:
+            TurnInProgress: A turn is already running in the session.
+            RecoveryFailed: Recovery abandoned the session (the prompt must not be sent).
+        """
+        if tracked.turn is not None:
+            raise TurnInProgress(f"a turn is already running in session {tracked.session_id}")
+        if tracked.abandoned:
+            raise RecoveryFailed(tracked.session_id, "abandoned by recovery; not attached to the connection")
+        turn = Turn(prompt, settle)
+        tracked.turn = turn
+        return turn
+
+    def prompt_sent(self, tracked: Tracked, *, echoes_prompts: bool) -> None:
+        """The prompt goes out now: a window lingering after its answer (unordered transports)
+        closes, as whatever arrives from now on is live; and a v1 transcript (agents do not echo
+        prompts there) records the user's message."""
+        if tracked.window_timer is not None or (tracked.window_until_turn and not tracked.transcript.echoes_prompts):
+            self.close_window(tracked)
+        turn = tracked.turn
+        if turn is not None and not turn.recorded:
+            turn.recorded = True
+            if self.keep_transcripts:
+                tracked.transcript.begin_turn(turn.prompt, record=not echoes_prompts)
+
+    def withdraw_prompt(self, tracked: Tracked, turn: Turn) -> None:
+        """The agent refused ``turn``'s prompt as "session not found" before anything was heard of
+        it: it never became part of the conversation, so it leaves the transcript (it is sent once
+        more, on the session recovery starts, and recorded there)."""
+        if not turn.recorded:
+            return
+        turn.recorded = False
+        if self.keep_transcripts and tracked.turn is turn:
+            tracked.transcript.withdraw_turn()
+
+    def turn_status(self, tracked: Tracked, turn: Turn, status: TurnStatus) -> None:
+        """How ``turn`` ended, for its transcript (once; a turn whose prompt never went out has
+        no place there)."""
+        if turn.status is not None or not turn.recorded:
+            return
+        turn.status = status
+        if self.keep_transcripts and tracked.turn is turn:
+            tracked.transcript.finish_turn(status)
+
+    def end_turn(self, tracked: Tracked, turn: Turn) -> None:
+        if tracked.turn is turn:
+            tracked.turn = None
+            if tracked.window_until_turn:  # the turn ended and no echo came: what came was the replay
+                self.close_window(tracked)
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def receive(self, session_id: str, update: SessionUpdate) -> UpdateEvent:
+        """Apply one ``session/update``: count it as replay inside a replay window, add it to the
+        transcript, end a v2 turn on ``idle`` (see the module rules), and hand the event to the
+        session's subscribers. An update for an untracked session is just passed on."""
+        tracked = self._by_id.get(session_id)
+        if tracked is None:
+            return _new_event(session_id, update, False)
+        if (
+            tracked.window_until_turn
+            and tracked.turn is not None
+            and tracked.turn.recorded
+            and tracked.transcript.begins_echo(update)
+        ):
+            self.close_window(tracked)  # the next turn's own first update: the replay is over
+        if tracked.snapshot_window and not tracked.window_decided and _is_message(update):
+            tracked.window_decided = True
+            replays = self.replays_on_resume
+            if replays or (replays is None and tracked.transcript.repeats(update)):
+                # The agent replays history during a plain resume (docs/agents-conformance.md): the rest of the
+                # window is a replay, de-duplicated like one.
+                tracked.snapshot_window = False
+                tracked.resume_replayed = True
+                self._begin_replay(tracked)
+        replay = tracked.replaying
+        turn = tracked.turn
+        if replay or tracked.snapshot_window:
+            tracked.window_heard += 1
+        if replay:
+            tracked.replayed += 1
+        elif turn is not None and turn.recorded and not tracked.snapshot_window:
+            turn.heard = True
+        if self.keep_transcripts:
+            tracked.transcript.apply(update)
+        kind = update.kind
+        if kind == "current_mode_update":
+            tracked.record = with_mode(tracked.record, update.current_mode_id)  # type: ignore[union-attr]
+        elif kind == "config_option_update":
+            tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
+        if (
+            turn is not None
+            and kind == "state_update"
+            and turn.accepted
+            and not tracked.window_open
+            and getattr(update, "state", None) == "idle"
+        ):
+            usage: Any = getattr(update, "usage", None)
+            stop = getattr(update, "stop_reason", None)
+            self.turn_status(tracked, turn, TurnStatus.CANCELLED if stop == "cancelled" else TurnStatus.COMPLETE)
+            turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
+        event = _new_event(session_id, update, replay)
+        subscribers = tracked.subscribers
+        if len(subscribers) == 1:  # the common case, without the copy that guards one removing itself
+            subscribers[0](event)
+        elif subscribers:
+            for subscriber in list(subscribers):
+                subscriber(event)
+        return event
+
+    def dropped(self, cause: BaseException, sessions: Iterable[Tracked] | None = None) -> None:
+        """The connection dropped (the one drop rule, for every link): running turns of
+        ``sessions`` (default: all) whose prompt went out fail with ``ConnectionLost`` (it may
+        have executed) and windows close (a replay window cut off before its answer is
+        incomplete: :meth:`cut_off`). A turn whose prompt has not gone out yet (it waits for the
+        link in the outage queue) keeps waiting: it is sent once the client is back."""
+        for tracked in self if sessions is None else list(sessions):
+            if tracked.turn is not None and tracked.turn.recorded:
+                self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
+                tracked.turn.finish(ConnectionLost("session/prompt", may_have_executed=True, cause=cause))
+            self.cut_off(tracked)
+
+    def closed(self, error: BaseException | None = None, sessions: Iterable[Tracked] | None = None) -> None:
+        """The client closed (or a link failed): running turns of ``sessions`` (default: all)
+        fail, their subscriptions end."""
+        for tracked in self if sessions is None else list(sessions):
+            if tracked.turn is not None:
+                self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
+                tracked.turn.finish(error or ClientClosed("the client was closed"))
+            tracked.end_subscriptions()
+
+
+_MESSAGE_KINDS = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message",
+        "agent_message",
+        "agent_thought",
+    }
+)
+
+
+def _is_message(update: SessionUpdate) -> bool:
+    return getattr(update, "kind", None) in _MESSAGE_KINDS
