@@ -29,6 +29,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import NamedTuple
 
 import attrs
 import pytest
@@ -249,6 +250,27 @@ async def test_facts(client: Client, qwen: Qwen, kind: str) -> None:
     assert all(m.status is TurnStatus.COMPLETE for m in handle.transcript.messages if m.role == "user")
 
 
+class SlowTurn(NamedTuple):
+    """A session with one turn answered and a second one streaming its answer."""
+
+    handle: SessionHandle
+    first: str
+    slow: str
+    connection: str | None
+    turn: asyncio.Task[PromptResult]
+
+
+async def slow_turn(client: Client, qwen: Qwen, kind: str, tag: str, words: int = 3) -> SlowTurn:
+    handle = await client.acp.new_session(qwen.workspace)
+    first = unique("hello", kind, tag)
+    await handle.prompt(first)
+    slow = unique(SLOW_PROMPT, kind, tag)
+    info = client.acp.transport_info
+    turn = asyncio.create_task(handle.prompt(slow))
+    await streaming(handle, slow, words=words)
+    return SlowTurn(handle, first, slow, info.connection_id if info is not None else None, turn)
+
+
 # -- faults ----------------------------------------------------------------------------------------------
 
 
@@ -256,14 +278,8 @@ async def test_every_connection_reset_mid_turn(client: Client, qwen: Qwen, proxy
     """Every connection (the socket; over HTTP the POSTs' and every stream's) reset in the middle of a
     streamed answer: the turn is not aborted, and its answer ends complete (or marked incomplete and
     reported); the next turn runs as usual."""
-    acp, recorder = client.acp, client.recorder
-    handle = await acp.new_session(qwen.workspace)
-    first = unique("hello", kind, "reset")
-    await handle.prompt(first)
-    slow = unique(SLOW_PROMPT, kind, "reset")
-    connection = acp.transport_info.connection_id if acp.transport_info is not None else None
-    turn = asyncio.create_task(handle.prompt(slow))
-    await streaming(handle, slow)
+    recorder = client.recorder
+    handle, first, slow, connection, turn = await slow_turn(client, qwen, kind, "reset")
     await proxy.cut()
     with contextlib.suppress(ConnectionLost):  # an interrupted turn: marked and reported (checked below)
         await turn
@@ -300,13 +316,8 @@ async def test_the_daemon_restarted_mid_turn(client: Client, qwen: Qwen, proxy: 
     """The daemon restarted (SIGTERM, then started again on its port) in the middle of a streamed answer: the
     turn ends cancelled by the daemon as it stops, or interrupted by the drop (its partial answer marked
     incomplete, the app told), the session comes back by replay, and the next turn runs after it."""
-    acp, recorder = client.acp, client.recorder
-    handle = await acp.new_session(qwen.workspace)
-    first = unique("hello", kind, "restart")
-    await handle.prompt(first)
-    slow = unique(SLOW_PROMPT, kind, "restart")
-    turn = asyncio.create_task(handle.prompt(slow))
-    await streaming(handle, slow)
+    recorder = client.recorder
+    handle, first, slow, _, turn = await slow_turn(client, qwen, kind, "restart")
     await asyncio.get_running_loop().run_in_executor(None, qwen.daemon.restart)
     with contextlib.suppress(ConnectionLost):  # the daemon may also finish the turn before it stops
         await turn
@@ -327,14 +338,8 @@ async def test_a_session_stream_reset_mid_turn(client: Client, qwen: Qwen, proxy
     with ``Last-Event-ID`` on the same connection (no new ``initialize``) and the answer ends whole; over
     WebSocket the client reconnects, and the answer ends whole or marked incomplete. Either way the turn
     runs on in the daemon, and the next turn runs as usual."""
-    acp, recorder = client.acp, client.recorder
-    handle = await acp.new_session(qwen.workspace)
-    first = unique("hello", kind, "stream")
-    await handle.prompt(first)
-    slow = unique(SLOW_PROMPT, kind, "stream")
-    connection = acp.transport_info.connection_id if acp.transport_info is not None else None
-    turn = asyncio.create_task(handle.prompt(slow))
-    await streaming(handle, slow)
+    recorder = client.recorder
+    handle, first, slow, connection, turn = await slow_turn(client, qwen, kind, "stream")
     await proxy.cut(STREAM[kind])
     with contextlib.suppress(ConnectionLost):  # WebSocket: an interrupted turn, marked and reported
         await turn
@@ -355,14 +360,8 @@ async def test_a_stream_silent_then_reset(client: Client, qwen: Qwen, proxy: Fau
     daemon's turn back) for :data:`SILENCE` seconds —; then it is reset. What the silence swallowed is
     never lost silently: over HTTP the reattached stream brings the middle of the answer (the answer ends
     whole, in order); over WebSocket the answer ends whole or marked incomplete and reported."""
-    acp, recorder = client.acp, client.recorder
-    handle = await acp.new_session(qwen.workspace)
-    first = unique("hello", kind, "silent")
-    await handle.prompt(first)
-    slow = unique(SLOW_PROMPT, kind, "silent")
-    connection = acp.transport_info.connection_id if acp.transport_info is not None else None
-    turn = asyncio.create_task(handle.prompt(slow))
-    await streaming(handle, slow, words=1)
+    recorder = client.recorder
+    handle, first, slow, connection, turn = await slow_turn(client, qwen, kind, "silent", words=1)
     assert await proxy.silence(STREAM[kind]) == 1
     if kind == "http":
         # Until the model has streamed its whole answer: the daemon sent it all into the silence.
