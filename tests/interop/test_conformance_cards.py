@@ -29,7 +29,15 @@ from tests.peers.codex_pi_agents import CodexAcpAgent, PiAcpAgent
 from tests.peers.fake_anthropic import FakeAnthropic
 from tests.peers.fake_openai import FakeOpenAI
 from tests.peers.fake_responses import FakeResponses
-from tests.peers.real_agents import AgentaoAgent, DeepagentsAcpAgent, FastAgent, IsaacAcpAgent, PydanticAcpAgent
+from tests.peers.real_agents import (
+    AgentaoAgent,
+    ChukAcpAgent,
+    DeepagentsAcpAgent,
+    FastAgent,
+    GptmeAcpAgent,
+    IsaacAcpAgent,
+    PydanticAcpAgent,
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -145,6 +153,16 @@ async def test_deepagents_acp(deepagents_acp_agent: DeepagentsAcpAgent, tmp_path
 async def test_agentao(agentao_agent: AgentaoAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
     argv = agentao_agent.command(tmp_path / "home", llm.base_url)
     await _card(argv, "agentao", tmp_path / "work", SLOW_WORDS)
+
+
+async def test_gptme(gptme_acp_agent: GptmeAcpAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
+    argv = gptme_acp_agent.command(tmp_path / "home", llm.base_url)
+    await _card(argv, "gptme", tmp_path / "work", SLOW_WORDS)
+
+
+async def test_chuk_acp_agent(chuk_acp_agent: ChukAcpAgent, tmp_path: Path, llm: FakeOpenAI) -> None:
+    argv = chuk_acp_agent.command(tmp_path / "home", llm.base_url)
+    await _card(argv, "chuk-acp-agent", tmp_path / "work", SLOW_WORDS)
 
 
 @pytest.fixture

@@ -16,6 +16,11 @@ All run fully offline over stdio:
   LangChain Deep Agent with a fake chat model and LangGraph checkpoints in a SQLite file; Python >= 3.11.
 - **agentao** (:data:`AGENTAO_REQUIREMENTS`): ``tests/peers/agentao_agent.py`` runs ``agentao.acp``
   with its OpenAI settings pointed at the fake OpenAI-compatible server; Python >= 3.10.
+- **gptme** (:data:`GPTME_REQUIREMENTS`): ``tests/peers/gptme_acp_agent.py`` runs ``gptme.acp`` (what
+  ``gptme-acp`` runs) with its directories under a test's ``--home`` and its ``local`` provider pointed at
+  the fake OpenAI-compatible server, telemetry off; Python >= 3.10.
+- **chuk-acp-agent** (:data:`CHUK_ACP_AGENT_REQUIREMENTS`): ``tests/peers/chuk_kit_agent.py``, an agent
+  built on the kit's ``Agent`` class whose model is the fake OpenAI-compatible server; Python >= 3.11.
 
 ``fake_openai`` (function scope) starts that server (:class:`tests.peers.fake_openai.FakeOpenAI`) on a
 free loopback port for one test and stops it afterwards.
@@ -32,7 +37,8 @@ interpreter); a failed ``pip install`` FAILS the test (PyPI is reachable whereve
 
 Fixtures (session scope): ``pydantic_acp_agent`` -> :class:`PydanticAcpAgent`,
 ``fast_agent`` -> :class:`FastAgent`, ``isaac_acp_agent`` -> :class:`IsaacAcpAgent`,
-``deepagents_acp_agent`` -> :class:`DeepagentsAcpAgent`, ``agentao_agent`` -> :class:`AgentaoAgent`.
+``deepagents_acp_agent`` -> :class:`DeepagentsAcpAgent`, ``agentao_agent`` -> :class:`AgentaoAgent`,
+``gptme_acp_agent`` -> :class:`GptmeAcpAgent`, ``chuk_acp_agent`` -> :class:`ChukAcpAgent`.
 Each gives the argv of a fresh agent process for a given store directory; the stdio transport
 spawns it (and respawns it after a kill). Each also says where that store is, so a test can evict
 the agent's sessions (``store_of``).
@@ -59,24 +65,32 @@ from tests.peers.typescript_sdk import _file_lock, cache_root
 __all__ = [
     "AGENTAO_REQUIREMENTS",
     "AGENTAO_VERSION",
+    "CHUK_ACP_AGENT_REQUIREMENTS",
+    "CHUK_ACP_AGENT_VERSION",
     "DEEPAGENTS_ACP_REQUIREMENTS",
     "DEEPAGENTS_ACP_VERSION",
     "FAST_AGENT_REQUIREMENTS",
     "FAST_AGENT_VERSION",
+    "GPTME_REQUIREMENTS",
+    "GPTME_VERSION",
     "ISAAC_ACP_REQUIREMENTS",
     "ISAAC_ACP_VERSION",
     "PYDANTIC_ACP_REQUIREMENTS",
     "PYDANTIC_ACP_VERSION",
     "AgentaoAgent",
+    "ChukAcpAgent",
     "DeepagentsAcpAgent",
     "FastAgent",
+    "GptmeAcpAgent",
     "IsaacAcpAgent",
     "PydanticAcpAgent",
     "agentao_agent",
+    "chuk_acp_agent",
     "deepagents_acp_agent",
     "ensure_venv",
     "fake_openai",
     "fast_agent",
+    "gptme_acp_agent",
     "isaac_acp_agent",
     "pydantic_acp_agent",
 ]
@@ -100,12 +114,20 @@ DEEPAGENTS_ACP_REQUIREMENTS = (
 )
 AGENTAO_VERSION = "0.5.17"
 AGENTAO_REQUIREMENTS = (f"agentao=={AGENTAO_VERSION}", "openai==3.57.0")
+GPTME_VERSION = "0.35.1"
+#: gptme with its ACP extra, and the ACP SDK and OpenAI client versions it was measured with.
+GPTME_REQUIREMENTS = (f"gptme[acp]=={GPTME_VERSION}", "agent-client-protocol==0.12.1", "openai==2.54.0")
+CHUK_ACP_AGENT_VERSION = "0.2.1"
+#: The kit and the chuk-acp protocol library under it.
+CHUK_ACP_AGENT_REQUIREMENTS = (f"chuk-acp-agent=={CHUK_ACP_AGENT_VERSION}", "chuk-acp==0.3.2")
 
 PYDANTIC_ACP_SCRIPT = Path(__file__).with_name("pydantic_acp_agent.py")
 FAST_AGENT_TOOLS = Path(__file__).with_name("fast_agent_tools.py")
 ISAAC_ACP_SCRIPT = Path(__file__).with_name("isaac_acp_agent.py")
 DEEPAGENTS_ACP_SCRIPT = Path(__file__).with_name("deepagents_acp_agent.py")
 AGENTAO_SCRIPT = Path(__file__).with_name("agentao_agent.py")
+GPTME_SCRIPT = Path(__file__).with_name("gptme_acp_agent.py")
+CHUK_ACP_AGENT_SCRIPT = Path(__file__).with_name("chuk_kit_agent.py")
 
 _INSTALL_TIMEOUT = 900.0
 
@@ -323,6 +345,49 @@ class AgentaoAgent:
         return cwd / ".agentao" / "sessions"
 
 
+@attrs.frozen
+class GptmeAcpAgent:
+    """gptme's ACP agent in its cached environment.
+
+    Attributes:
+        venv: The environment's directory.
+    """
+
+    venv: Path
+
+    def command(self, home: Path, base_url: str) -> list[str]:
+        """argv of one ``gptme.acp`` process keeping its config and conversations under ``home``, its model at
+        ``base_url``."""
+        return [str(_bin(self.venv, "python")), str(GPTME_SCRIPT), "--home", os.fspath(home), "--base-url", base_url]
+
+    @staticmethod
+    def store_of(home: Path) -> Path:
+        """The directory of gptme's conversations (one sub-directory per session): remove it to evict them."""
+        return home / "data" / "gptme" / "logs"
+
+
+@attrs.frozen
+class ChukAcpAgent:
+    """An agent built on chuk-acp-agent, in its cached environment.
+
+    Attributes:
+        venv: The environment's directory.
+    """
+
+    venv: Path
+
+    def command(self, home: Path, base_url: str) -> list[str]:
+        """argv of one agent process with ``HOME=home`` and its model at ``base_url`` (it keeps no sessions)."""
+        return [
+            str(_bin(self.venv, "python")),
+            str(CHUK_ACP_AGENT_SCRIPT),
+            "--home",
+            os.fspath(home),
+            "--base-url",
+            base_url,
+        ]
+
+
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
     """The fake OpenAI-compatible chat server on a free loopback port, for one test."""
@@ -385,3 +450,25 @@ def agentao_agent() -> AgentaoAgent:
     except _Skip as exc:
         _loud_skip(str(exc))
     return AgentaoAgent(venv)
+
+
+@pytest.fixture(scope="session")
+def gptme_acp_agent() -> GptmeAcpAgent:
+    """gptme 0.35.1 with its ACP extra installed in the cache (Python >= 3.10)."""
+    try:
+        venv = ensure_venv(f"gptme-{GPTME_VERSION}", GPTME_REQUIREMENTS, (3, 10), "gptme.acp.agent")
+    except _Skip as exc:
+        _loud_skip(str(exc))
+    return GptmeAcpAgent(venv)
+
+
+@pytest.fixture(scope="session")
+def chuk_acp_agent() -> ChukAcpAgent:
+    """chuk-acp-agent 0.2.1 installed in the cache (Python >= 3.11)."""
+    try:
+        venv = ensure_venv(
+            f"chuk-acp-agent-{CHUK_ACP_AGENT_VERSION}", CHUK_ACP_AGENT_REQUIREMENTS, (3, 11), "chuk_acp_agent.agent"
+        )
+    except _Skip as exc:
+        _loud_skip(str(exc))
+    return ChukAcpAgent(venv)
