@@ -51,6 +51,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,7 +150,14 @@ def _bin(venv: Path, name: str) -> Path:
     return venv / "bin" / name
 
 
-def ensure_venv(name: str, requirements: tuple[str, ...], minimum: tuple[int, int], check_import: str) -> Path:
+def ensure_venv(
+    name: str,
+    requirements: tuple[str, ...],
+    minimum: tuple[int, int],
+    check_import: str,
+    *,
+    throwaway_home: bool = False,
+) -> Path:
     """A cached virtual environment ``<cache>/<name>/`` holding ``requirements`` (installed once).
 
     Args:
@@ -157,6 +165,8 @@ def ensure_venv(name: str, requirements: tuple[str, ...], minimum: tuple[int, in
         requirements: Exact pip requirements.
         minimum: The lowest Python the packages support.
         check_import: A module that must import afterwards (proves the install works).
+        throwaway_home: Import it with ``HOME`` and the XDG directories in a temporary directory (for a
+            package that creates its directories when imported).
 
     Returns:
         The environment's directory.
@@ -187,20 +197,40 @@ def ensure_venv(name: str, requirements: tuple[str, ...], minimum: tuple[int, in
             [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q", *requirements],
             [str(python), "-c", f"import {check_import}"],
         ]
-        for cmd in steps:
-            try:
-                done = subprocess.run(
-                    cmd, capture_output=True, text=True, timeout=_INSTALL_TIMEOUT, check=False, stdin=subprocess.DEVNULL
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                pytest.fail(f"`{' '.join(cmd)}` could not run: {exc}", pytrace=False)
-            if done.returncode != 0:
-                pytest.fail(
-                    f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}",
-                    pytrace=False,
-                )
+        with tempfile.TemporaryDirectory(prefix="acp-venv-home-") as home:
+            env = _home_env(Path(home)) if throwaway_home else None
+            for cmd in steps:
+                _run_step(cmd, env if cmd is steps[-1] else None)
         marker.write_text("\n".join([*requirements, base]) + "\n", encoding="utf-8")
     return venv
+
+
+def _home_env(home: Path) -> dict[str, str]:
+    """The environment with ``HOME`` and the XDG directories under ``home``."""
+    env = dict(os.environ, HOME=str(home))
+    for variable in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        env[variable] = str(home / variable.removeprefix("XDG_").removesuffix("_HOME").lower())
+    return env
+
+
+def _run_step(cmd: list[str], env: dict[str, str] | None) -> None:
+    try:
+        done = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=_INSTALL_TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.fail(f"`{' '.join(cmd)}` could not run: {exc}", pytrace=False)
+    if done.returncode != 0:
+        pytest.fail(
+            f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}",
+            pytrace=False,
+        )
 
 
 @attrs.frozen
@@ -456,7 +486,10 @@ def agentao_agent() -> AgentaoAgent:
 def gptme_acp_agent() -> GptmeAcpAgent:
     """gptme 0.35.1 with its ACP extra installed in the cache (Python >= 3.10)."""
     try:
-        venv = ensure_venv(f"gptme-{GPTME_VERSION}", GPTME_REQUIREMENTS, (3, 10), "gptme.acp.agent")
+        # importing gptme creates its directories under HOME: the check import gets a throwaway one
+        venv = ensure_venv(
+            f"gptme-{GPTME_VERSION}", GPTME_REQUIREMENTS, (3, 10), "gptme.acp.agent", throwaway_home=True
+        )
     except _Skip as exc:
         _loud_skip(str(exc))
     return GptmeAcpAgent(venv)
