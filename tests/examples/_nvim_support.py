@@ -30,6 +30,19 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
+def _zombie_status(pid: int) -> tuple[int] | None:
+    """The exit status of process ``pid`` if it has exited and is waiting to be reaped (the
+    ``exit_code`` field of ``/proc/PID/stat``; a death by a signal counts as 128 + the signal)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] != "Z":
+        return None
+    raw = int(fields[49])  # field 52 of the whole line; the list starts at field 3
+    return (128 + (raw & 0x7F),) if raw & 0x7F else (raw >> 8,)
+
+
 def alive(pid: int | None) -> bool:
     """Whether process ``pid`` runs (a zombie waiting to be reaped does not)."""
     if not pid:
@@ -236,9 +249,14 @@ class TerminalNeovim(Neovim):
         self.nvim.command("qa", async_=True)
 
         def status() -> tuple[int] | None:
-            fields = self._tmux("display-message", "-p", "-t", "nvim", "#{pane_dead}:#{pane_dead_status}")
-            dead, code = fields.strip().split(":")
-            return (int(code or 0),) if dead == "1" and code != "" else None
+            fields = self._tmux("display-message", "-p", "-t", "nvim", "#{pane_dead}:#{pane_dead_status}:#{pane_pid}")
+            dead, code, pid = fields.strip().split(":")
+            if dead != "1":
+                return None
+            if code != "":
+                return (int(code),)
+            # tmux saw the terminal close before it reaped Neovim: the zombie's own exit status says it.
+            return _zombie_status(int(pid)) if pid else None
 
         (code,) = eventually_blocking(status, what="Neovim to exit")
         self.nvim.close()

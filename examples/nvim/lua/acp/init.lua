@@ -222,6 +222,9 @@ local function start_ticker()
   end
   ticker = uv.new_timer()
   ticker:start(250, 250, vim.schedule_wrap(function()
+    if exiting then
+      return
+    end
     if M.retry_at == nil then
       stop_ticker()
     end
@@ -445,6 +448,7 @@ end
 --- Close the connection and stop the host's threads before Neovim exits (VimLeavePre).
 function M.shutdown()
   exiting = true
+  stop_ticker() -- no status redraw while Neovim tears its windows down
   if channel then
     pcall(vim.rpcrequest, channel, 'shutdown')
   end
