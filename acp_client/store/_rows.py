@@ -5,6 +5,7 @@ conversation, and the ownership errors. Each store passes how its columns hold J
 
 from __future__ import annotations
 
+import abc
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -97,7 +98,7 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
         )
 
 
-class RowStore:
+class RowStore(abc.ABC):
     """The part of a built-in store that reads rows back; a store sets ``_path`` and
     ``_schema_version`` and says how its columns hold JSON (``_loads``) and times (``_time``)."""
 
@@ -109,8 +110,9 @@ class RowStore:
         return value
 
     @staticmethod
+    @abc.abstractmethod
     def _time(value: Any) -> datetime:
-        raise NotImplementedError
+        """A time column's value as an aware ``datetime``."""
 
     def _decode(self, row: Sequence[Any]) -> StoredSession:
         """One row (the record's columns, then its lease's) as a record, or ``SessionStoreCorrupt``."""
@@ -177,8 +179,9 @@ class RowStore:
         """The store's schema version (SQLite: ``PRAGMA user_version``; PostgreSQL: ``store_meta``)."""
         return self._schema_version
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Close the store's connection(s); idempotent."""
 
     def __enter__(self: _S) -> _S:
         return self
