@@ -299,6 +299,12 @@ class FastAgent:
         return home / "sessions"
 
 
+def _modelled(venv: Path, script: Path, home: Path, base_url: str) -> list[str]:
+    """argv of one of our runner scripts in ``venv``: its agent keeps what it writes under ``home`` and
+    asks its model at ``base_url``."""
+    return [str(_bin(venv, "python")), str(script), "--home", os.fspath(home), "--base-url", base_url]
+
+
 @attrs.frozen
 class IsaacAcpAgent:
     """isaac-acp in its cached environment.
@@ -311,14 +317,7 @@ class IsaacAcpAgent:
 
     def command(self, home: Path, base_url: str) -> list[str]:
         """argv of one isaac process keeping its config and sessions under ``home``, its model at ``base_url``."""
-        return [
-            str(_bin(self.venv, "python")),
-            str(ISAAC_ACP_SCRIPT),
-            "--home",
-            os.fspath(home),
-            "--base-url",
-            base_url,
-        ]
+        return _modelled(self.venv, ISAAC_ACP_SCRIPT, home, base_url)
 
     @staticmethod
     def store_of(home: Path) -> Path:
@@ -367,7 +366,7 @@ class AgentaoAgent:
 
         agentao keeps each session under ``<session cwd>/.agentao/sessions`` (see :meth:`store_of`).
         """
-        return [str(_bin(self.venv, "python")), str(AGENTAO_SCRIPT), "--home", os.fspath(home), "--base-url", base_url]
+        return _modelled(self.venv, AGENTAO_SCRIPT, home, base_url)
 
     @staticmethod
     def store_of(cwd: Path) -> Path:
@@ -388,7 +387,7 @@ class GptmeAcpAgent:
     def command(self, home: Path, base_url: str) -> list[str]:
         """argv of one ``gptme.acp`` process keeping its config and conversations under ``home``, its model at
         ``base_url``."""
-        return [str(_bin(self.venv, "python")), str(GPTME_SCRIPT), "--home", os.fspath(home), "--base-url", base_url]
+        return _modelled(self.venv, GPTME_SCRIPT, home, base_url)
 
     @staticmethod
     def store_of(home: Path) -> Path:
@@ -408,14 +407,7 @@ class ChukAcpAgent:
 
     def command(self, home: Path, base_url: str) -> list[str]:
         """argv of one agent process with ``HOME=home`` and its model at ``base_url`` (it keeps no sessions)."""
-        return [
-            str(_bin(self.venv, "python")),
-            str(CHUK_ACP_AGENT_SCRIPT),
-            "--home",
-            os.fspath(home),
-            "--base-url",
-            base_url,
-        ]
+        return _modelled(self.venv, CHUK_ACP_AGENT_SCRIPT, home, base_url)
 
 
 @pytest.fixture
