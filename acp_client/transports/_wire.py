@@ -20,7 +20,7 @@ from typing import Any, Final, NoReturn, Protocol, TypeVar
 import httpcore
 import httpx
 
-__all__ = ["USER_AGENT", "CoreWire", "HeaderView", "Reply", "Wire", "new_pool"]
+__all__ = ["USER_AGENT", "CoreWire", "HeaderView", "Reply", "Wire", "new_pools"]
 
 USER_AGENT: Final = "acp-reconnect"
 _USER_AGENT: Final = USER_AGENT.encode()
@@ -237,20 +237,30 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def new_pool(
+def new_pools(
     *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connections: int = 1
-) -> httpcore.AsyncConnectionPool:
-    """An ``httpcore`` connection pool for one link (no proxy, no retries) of at most ``connections``,
-    every one allowed to stay alive idle (httpcore closes idle ones at once past its keep-alive limit)."""
-    return httpcore.AsyncConnectionPool(
-        ssl_context=tls if tls is not None else _cleartext_tls_context(),
-        max_connections=connections,
-        max_keepalive_connections=connections,
-        keepalive_expiry=KEEPALIVE_EXPIRY,
-        http1=http1,
-        http2=http2,
-        network_backend=None if http2 else _OneWriteBackend(cleartext=tls is None),
-    )
+) -> list[httpcore.AsyncConnectionPool]:
+    """The ``httpcore`` connection pools of one wire (no proxy, no retries), ``connections`` in all,
+    every one allowed to stay alive idle (httpcore closes idle ones at once past its keep-alive limit).
+
+    HTTP/2 gets one pool (its connections multiplex). HTTP/1.1 only gets a pool per connection: one
+    pool hands every request waiting at the same moment the same idle connection, and each one that
+    loses that race walks all the pool's connections again (a recovery's concurrent POSTs paid that
+    on most requests); a wire sends each request to a pool with nothing in flight.
+    """
+    size, count = (connections, 1) if http2 else (1, connections)
+    return [
+        httpcore.AsyncConnectionPool(
+            ssl_context=tls if tls is not None else _cleartext_tls_context(),
+            max_connections=size,
+            max_keepalive_connections=size,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+            http1=http1,
+            http2=http2,
+            network_backend=None if http2 else _OneWriteBackend(cleartext=tls is None),
+        )
+        for _ in range(count)
+    ]
 
 
 #: httpcore's network failures and the httpx types the transport maps (the most specific first).
@@ -310,10 +320,12 @@ class CoreHeaders:
 class CoreReply:
     """A :class:`Reply` over an ``httpcore`` response (its body unread until asked for)."""
 
-    __slots__ = ("_response", "headers", "http_version", "status_code")
+    __slots__ = ("_busy", "_pool", "_response", "headers", "http_version", "status_code")
 
-    def __init__(self, response: httpcore.Response) -> None:
+    def __init__(self, response: httpcore.Response, busy: list[int], pool: int) -> None:
         self._response = response
+        self._busy = busy
+        self._pool = pool
         self.status_code = response.status
         self.headers = CoreHeaders(response.headers)
         version = response.extensions.get("http_version", b"HTTP/1.1")
@@ -331,6 +343,9 @@ class CoreReply:
         return b"".join([chunk async for chunk in self.aiter_raw()])
 
     async def aclose(self) -> None:
+        if self._pool >= 0:
+            self._busy[self._pool] -= 1
+            self._pool = -1
         await self._response.aclose()
 
 
@@ -348,12 +363,15 @@ class _Target:
 
 
 class CoreWire:
-    """A :class:`Wire` over an ``httpcore`` connection pool."""
+    """A :class:`Wire` over ``httpcore`` connection pools (see :func:`new_pools`): each request goes
+    to the first pool with nothing in flight, else to the least busy one."""
 
-    __slots__ = ("_closed", "_connect", "_pool", "_targets", "_timeouts")
+    __slots__ = ("_busy", "_closed", "_connect", "_pools", "_targets", "_timeouts")
 
-    def __init__(self, pool: httpcore.AsyncConnectionPool, connect_timeout: float) -> None:
-        self._pool = pool
+    def __init__(self, pools: list[httpcore.AsyncConnectionPool], connect_timeout: float) -> None:
+        self._pools = pools
+        #: Requests in flight per pool (sent, their answer not yet closed).
+        self._busy = [0] * len(pools)
         self._connect = connect_timeout
         self._closed = False
         self._timeouts: dict[float, dict[str, float | None]] = {}
@@ -384,11 +402,17 @@ class CoreWire:
             content=body if body is not None else b"",
             extensions={"timeout": timeout},
         )
+        busy = self._busy
+        index = busy.index(0) if 0 in busy else busy.index(min(busy))
+        busy[index] += 1
         try:
-            response = await self._pool.handle_async_request(request)
-        except Exception as exc:
-            _raise_as_httpx(exc)
-        return CoreReply(response)
+            response = await self._pools[index].handle_async_request(request)
+        except BaseException as exc:
+            busy[index] -= 1
+            if isinstance(exc, Exception):
+                _raise_as_httpx(exc)
+            raise
+        return CoreReply(response, busy, index)
 
     @staticmethod
     def _lines(headers: list[tuple[str, str]], host: bytes, body: bytes | None) -> list[tuple[bytes, bytes]]:
@@ -403,4 +427,5 @@ class CoreWire:
 
     async def aclose(self) -> None:
         self._closed = True
-        await self._pool.aclose()
+        for pool in self._pools:
+            await pool.aclose()

@@ -87,7 +87,7 @@ from ._security import (
     origin_of,
     safe_url,
 )
-from ._wire import CoreWire, Wire, new_pool
+from ._wire import CoreWire, Wire, new_pools
 from .base import Limits
 
 __all__ = [
@@ -225,7 +225,7 @@ class HttpConnector:
 
     def _new_client(self, connections: int = 1) -> Wire:
         timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
-        return CoreWire(new_pool(**versions, tls=self._ssl, connections=connections), timeout)
+        return CoreWire(new_pools(**versions, tls=self._ssl, connections=connections), timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
