@@ -234,7 +234,7 @@ class HttpExchange:
 
     async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
-        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._resume`).
+        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._reattach`).
 
         Raises:
             TransportError: A network failure, or a mapped status error.

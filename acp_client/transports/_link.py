@@ -1,9 +1,11 @@
 """One Streamable HTTP link: :class:`HttpTransport` (the wire and its rules are described in
-:mod:`acp_client.transports.http`, which is where the connector that makes it lives)."""
+:mod:`acp_client.transports.http`, which is where the connector that makes it lives), and what a
+connector carries from one link to the next (:class:`Carried`)."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
@@ -30,29 +32,47 @@ from ..exceptions import (
     UnknownSession,
     UnsafeRedirect,
 )
-from ._carried import Carried, delete_stale
 from ._cookies import CookieStore
 from ._errors import describe_error
 from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
 from ._inbox import EventReader, Inbox
-from ._reattach import MAX_RETRY_DELAY, GaveUp, reattach, retry_delay
-from ._resume import Cursor
-from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
+from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
+from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router, RunningTurns
 from ._security import (
     check_header_value,
     check_session_id,
     safe_url,
 )
-from ._turns import RunningTurns
 from ._wire import Reply, Wire
 from .base import Limits, StreamResumed, TransportInfo, describe
 
-__all__ = ["HttpTransport", "header_session_id"]
+__all__ = ["Carried", "HttpTransport", "header_session_id"]
 
 logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
 _MAX_QUEUED: Final = 128
+#: Connection ids of dropped links a connector remembers.
+_MAX_STALE: Final = 16
+#: The most a background ``DELETE`` of a dropped link's connection may take.
+STALE_DELETE_TIMEOUT: Final = 2.0
+#: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it would
+#: take a pooled connection from them, and server time); not much longer, as a server may keep
+#: running the dropped connection's turns until it hears of it.
+STALE_DELETE_DELAY: Final = 0.25
+
+
+class Carried:
+    """What a connector carries from one link to the next (shared by its links): the connection ids
+    of links that dropped, for the next link to ``DELETE`` in the background, and the header dialect
+    learnt (:attr:`._routing.Router.header_everywhere`), so a reconnect does not pay a refusal per
+    session again."""
+
+    __slots__ = ("header_everywhere", "stale")
+
+    def __init__(self) -> None:
+        self.stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
+        self.header_everywhere: bool | None = None
 
 
 class _SessionStream:
@@ -296,13 +316,25 @@ class HttpTransport:
         self._forget_stale_connections()
 
     def _forget_stale_connections(self) -> None:
-        """``DELETE`` the connections of earlier links that dropped, in the background (see :mod:`._carried`)."""
+        """``DELETE`` the connections of earlier links that dropped, in the background."""
         stale = self._carried.stale
         while stale:
             old = stale.popleft()
             if old != self._http.connection_id:
-                delete = delete_stale(self._http, self._carried, old, self._info.target)
-                self._tasks.spawn(delete, name="acp-http-delete-stale")
+                self._tasks.spawn(self._delete_stale(old), name="acp-http-delete-stale")
+
+    async def _delete_stale(self, connection_id: str) -> None:
+        """``DELETE`` a dropped link's connection (best effort; never raises)."""
+        target = self._info.target
+        try:
+            await asyncio.sleep(STALE_DELETE_DELAY)
+            status = await asyncio.wait_for(self._http.delete(connection_id), timeout=STALE_DELETE_TIMEOUT)
+            logger.debug("DELETE of dropped connection %s at %s answered %s", connection_id, target, status)
+        except asyncio.CancelledError:
+            self._carried.stale.append(connection_id)  # this link ended first: the next one tries again
+            raise
+        except Exception as exc:  # best effort: nothing depends on it
+            logger.debug("DELETE of dropped connection %s at %s failed: %s", connection_id, target, exc)
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         cursor = Cursor()

@@ -32,7 +32,7 @@ the next ``send()`` of a session-scoped method for that session (never a hang).
 
 **Reattach before reconnect.** A stream that breaks (a reset, ``sse_idle_timeout`` without a
 byte) after carrying SSE event ids is reopened on the same connection with ``Last-Event-ID`` and
-the resumption headers the server sent with it (:mod:`._resume`), for up to ``reattach_timeout``
+the resumption headers the server sent with it (:mod:`._reattach`), for up to ``reattach_timeout``
 seconds: the link stays open, pending requests stay pending, and ``watch_resumes`` listeners get a
 :class:`~.base.StreamResumed`. The break becomes a drop (below) when the server no longer knows the
 connection or the session (404, 403), signals that it cannot resume (a resync), changed its
@@ -73,11 +73,10 @@ from urllib.parse import urlsplit
 from .._util._checks import check_count, check_seconds
 from .._util._logging import get_logger
 from ..exceptions import ConfigurationError
-from ._carried import Carried
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS
 from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER
-from ._link import HttpTransport
+from ._link import Carried, HttpTransport
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS
 from ._security import (
@@ -87,7 +86,7 @@ from ._security import (
     origin_of,
     safe_url,
 )
-from ._wire import CoreWire, Wire, new_pool
+from ._wire import Wire, new_pool
 from .base import Limits
 
 __all__ = [
@@ -225,7 +224,7 @@ class HttpConnector:
 
     def _new_client(self, connections: int = 1) -> Wire:
         timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
-        return CoreWire(new_pool(**versions, tls=self._ssl, connections=connections), timeout)
+        return Wire(new_pool(**versions, tls=self._ssl, connections=connections), timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.

@@ -34,7 +34,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Final, Literal
+from typing import Final, Literal, TypeAlias
 
 import attrs
 
@@ -43,9 +43,6 @@ from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..display import printable
 from ..exceptions import AgentExited, ConfigurationError, ConnectError, MessageTooLarge, TransportClosed
-from ._lines import Line as _Line
-from ._lines import LineSplitter as _LineSplitter
-from ._lines import TooLong as _TooLong
 from .base import Limits, TransportInfo, describe
 
 __all__ = ["DEFAULT_INHERITED_ENV", "StdioConnector", "StdioTransport"]
@@ -172,6 +169,80 @@ class _End:
             exc.maybe_delivered = maybe_delivered
             return exc
         return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+
+
+@attrs.frozen
+class _TooLong:
+    """Marks a stdout line that exceeded the cap (its bytes were dropped)."""
+
+    seen: int  # bytes seen before giving up on the line (a lower bound of its length)
+
+
+_Line: TypeAlias = bytes | _TooLong
+
+
+class _LineSplitter:
+    """Splits the agent's stdout into lines, never holding more than ``limit`` bytes of one line.
+
+    ``feed()`` returns the complete lines (without ``\\n``; a trailing ``\\r`` is kept, it is JSON
+    whitespace) and a :class:`_TooLong` marker for each line over the cap: the rest of an overlong
+    line is dropped as it arrives, so the transport can report it and go on. Blank lines are dropped.
+    """
+
+    __slots__ = ("_discarding", "_limit", "_partial")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+        self._discarding = False
+
+    def _too_long(self, line: bytes | bytearray) -> bool:
+        size = len(line)
+        if size and line[-1] == 0x0D:  # a CRLF line's CR does not count
+            size -= 1
+        return size > self._limit
+
+    def feed(self, data: bytes) -> list[_Line]:
+        """Consume ``data``; return the lines it completed."""
+        out: list[_Line] = []
+        parts = data.split(b"\n")
+        tail = parts.pop()
+        for part in parts:
+            if self._discarding:  # this newline ends an overlong line
+                self._discarding = False
+                self._partial.clear()
+                continue
+            if self._partial:
+                self._partial += part
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = part
+            if not line or line.isspace():
+                continue
+            if self._too_long(line):
+                out.append(_TooLong(len(line)))
+            else:
+                out.append(line)
+        if tail and not self._discarding:
+            # +1: the line may still end in a CR that does not count against the cap.
+            if len(self._partial) + len(tail) > self._limit + 1:
+                out.append(_TooLong(len(self._partial) + len(tail)))
+                self._partial.clear()
+                self._discarding = True
+            else:
+                self._partial += tail
+        return out
+
+    def finish(self) -> list[_Line]:
+        """End of stream: return the last line if it had no newline."""
+        out: list[_Line] = []
+        if not self._discarding and self._partial and not self._partial.isspace():
+            line = bytes(self._partial)
+            out.append(_TooLong(len(line)) if self._too_long(line) else line)
+        self._partial.clear()
+        self._discarding = False
+        return out
 
 
 class StdioConnector:
