@@ -311,7 +311,7 @@ class StdioConnector:
             # protocol form reports the exit as soon as the process is reaped, even while a
             # grandchild keeps the pipes open (Process.wait() waits for the pipes too).
             await loop.subprocess_exec(
-                lambda: _AgentProtocol(transport),
+                lambda: transport,
                 *self._command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -335,39 +335,7 @@ class StdioConnector:
         return transport
 
 
-class _AgentProtocol(asyncio.SubprocessProtocol):
-    """Forwards asyncio's subprocess callbacks to the owning :class:`StdioTransport`."""
-
-    def __init__(self, owner: StdioTransport) -> None:
-        self._owner = owner
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._owner._attach(transport)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if isinstance(data, str):  # never happens: pipes are binary
-            data = data.encode()
-        if fd == 1:
-            self._owner._on_stdout(data)
-        elif fd == 2:
-            self._owner._on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._owner._on_pipe_closed(fd)
-
-    def process_exited(self) -> None:
-        self._owner._on_exit()
-
-    def pause_writing(self) -> None:
-        self._owner._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._owner._write_paused = False
-        self._owner._wake_writers()
-
-
-class StdioTransport:
+class StdioTransport(asyncio.SubprocessProtocol):
     """A link to one agent process over its stdin/stdout. Made by :meth:`StdioConnector.connect`.
 
     ``receive()`` returns messages in the order the agent wrote them. A non-JSON line raises
@@ -376,12 +344,12 @@ class StdioTransport:
     both. When the agent exits, the remaining messages are delivered and then every call raises
     :class:`~acp_client.exceptions.AgentExited` (its reason ends with the agent's last stderr).
 
-    Usable as an async context manager (``aclose()`` on exit).
+    Usable as an async context manager (``aclose()`` on exit). It is also the asyncio subprocess
+    protocol of the agent process: asyncio calls its pipe and process callbacks.
     """
 
     def __init__(self, *, target: str, limits: Limits, terminate_timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+        self._loop = loop = asyncio.get_running_loop()
         self._target = target
         self._limits = limits
         self._terminate_timeout = terminate_timeout
@@ -531,11 +499,6 @@ class StdioTransport:
 
     # -- stdout --------------------------------------------------------------------------------
 
-    def _on_stdout(self, data: bytes) -> None:
-        if self._end is not None:
-            return  # the link is over (e.g. a grandchild still writing after the agent exited)
-        self._push(self._splitter.feed(data))
-
     def _push(self, lines: list[_Line]) -> None:
         if not lines:
             return
@@ -602,13 +565,29 @@ class StdioTransport:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def _attach(self, proc: asyncio.SubprocessTransport) -> None:
-        self._proc = proc
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        proc = self._proc = transport
         self._pid = proc.get_pid()
         process = f"agent process {next(_spawned)} (pid {self._pid})"
         self._info = TransportInfo(kind="stdio", target=self._target, pid=self._pid, agent_process=process)
 
-    def _on_pipe_closed(self, fd: int) -> None:
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if isinstance(data, str):  # never happens: pipes are binary
+            data = data.encode()
+        if fd == 1 and self._end is None:  # (after the end: a grandchild still writing, say)
+            self._push(self._splitter.feed(data))
+        elif fd == 2:
+            self._on_stderr(data)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_writers()
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 0:
             self._stdin_lost = True
             self._wake_writers()
@@ -624,7 +603,7 @@ class StdioTransport:
             self._stderr_partial.clear()
             self._maybe_finish()
 
-    def _on_exit(self) -> None:
+    def process_exited(self) -> None:
         assert self._proc is not None
         returncode = self._proc.get_returncode()
         if returncode is None:  # pragma: no cover - asyncio always sets it before this callback
