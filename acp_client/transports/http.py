@@ -3,18 +3,17 @@
 The wire (one endpoint URL, ``/acp`` by convention):
 
 * ``initialize`` is a ``POST`` without ``Acp-Connection-Id``, answered ``200`` with the JSON-RPC
-  response as a JSON body and the connection's id in ``Acp-Connection-Id``; the response is
-  delivered through :meth:`HttpTransport.receive` like any other message.
-* Right after it the transport opens the **connection stream** (a ``GET`` with
-  ``Accept: text/event-stream`` and ``Acp-Connection-Id``); ``send(initialize)`` returns once it
-  is open, so its failures (401, 406, a refused redirect...) are raised from that ``send``.
+  response as its JSON body (delivered by :meth:`HttpTransport.receive` like any other message) and
+  the connection's id in ``Acp-Connection-Id``. Right after it the transport opens the
+  **connection stream** (a ``GET`` with ``Accept: text/event-stream``); ``send(initialize)``
+  returns once it is open, so its failures (401, 406, a refused redirect...) are raised there.
 * Every later message is a ``POST`` carrying ``Acp-Connection-Id``, answered ``202`` (the answer
   comes on an SSE stream). Session-scoped methods (:data:`SESSION_SCOPED_METHODS`) and replies to
   agent requests that came on a session stream also carry ``Acp-Session-Id``.
 * Once a session is established (a successful answer to one of :data:`ESTABLISHING_METHODS`),
   the transport opens its **session stream**: a ``GET`` with ``Acp-Session-Id`` too.
 * :meth:`HttpTransport.aclose` sends ``DELETE``. A link that dropped cannot (its server may be
-  unreachable): the connector's next link, once initialized, sends it in the background (briefly
+  unreachable): the connector's next link sends it in the background once initialized (briefly
   delayed and bounded, failures logged at DEBUG), so a server that never expires connections
   (the official Python SDK 0.12.1) does not keep one per reconnect. A connection dropped while a
   turn may still run on it (a ``session/prompt`` unanswered, a v2 turn not ``idle``) never gets
@@ -23,45 +22,40 @@ The wire (one endpoint URL, ``/acp`` by convention):
 Messages from every stream are delivered in arrival order; correlation is the connection's job.
 
 **Two server dialects** disagree on when ``Acp-Session-Id`` goes on a POST; the transport learns
-which one it talks to from the refusals (see :mod:`._routing`, where every routing decision
-lives); the dialect one link learnt is where the connector's next link starts (a wrong guess
-after a change of server costs the same one retry). A session stream ``GET`` answered ``404``
-before the session is established waits for the establishing answer and is then reopened; a
-``404`` that persists after it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by
-the next ``send()`` of a session-scoped method for that session (never a hang).
+which one it talks to from the refusals (:mod:`._routing`), and the connector's next link starts
+from what this one learnt. A session stream ``GET`` answered ``404`` before the session is
+established waits for the establishing answer and is then reopened; a ``404`` that persists after
+it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by the next ``send()`` of a
+session-scoped method for that session (never a hang).
 
 **Reattach before reconnect.** A stream that breaks (a reset, ``sse_idle_timeout`` without a
 byte) after carrying SSE event ids is reopened on the same connection with ``Last-Event-ID`` and
-the resumption headers the server sent with it (:mod:`._reattach`), for up to ``reattach_timeout``
+the resumption headers the server sent (:mod:`._reattach`), for up to ``reattach_timeout``
 seconds: the link stays open, pending requests stay pending, and ``watch_resumes`` listeners get a
-:class:`~.base.StreamResumed`. The break becomes a drop (below) when the server no longer knows the
+:class:`~.base.StreamResumed`. The break becomes a drop when the server no longer knows the
 connection or the session (404, 403), signals that it cannot resume (a resync), changed its
 numbering (an epoch header), or cannot be reached in time; and at once when the stream carried no
 event id, since nobody could tell what it was carrying.
 
 **Failures.** A refusal of one POST (4xx/5xx) raises a typed
-:class:`~acp_client.exceptions.HttpStatusError` from ``send()`` and the transport stays usable.
-A connection-level failure closes the transport and ``receive()`` then raises
-:class:`~acp_client.exceptions.TransportClosed`: a network failure of a POST, a ``404`` for the
-connection id, the connection stream ending or breaking and not reattached, no byte on an SSE
-stream for ``sse_idle_timeout`` seconds and no reattach (servers send keepalive comments every
-15 s; over HTTP/2 the silence is measured per HTTP connection), or a session stream that cannot
-be reopened (``session_stream_retries`` quick attempts in a row).
+:class:`~acp_client.exceptions.HttpStatusError` from ``send()``; the transport stays usable.
+These close it (``receive()`` then raises :class:`~acp_client.exceptions.TransportClosed`): a
+network failure of a POST, a ``404`` for the connection id, the connection stream ending or
+breaking and not reattached, no byte on an SSE stream for ``sse_idle_timeout`` seconds and no
+reattach (servers send keepalive comments every 15 s; over HTTP/2 the silence is measured per
+HTTP connection), a session stream that ``session_stream_retries`` quick attempts cannot reopen.
 
-**Safety.** TLS is verified by default with a fresh :class:`ssl.SSLContext` per connector.
+**Safety.** TLS is verified by default, with a fresh :class:`ssl.SSLContext` per connector.
 JSON-RPC POSTs never follow redirects (a 3xx is :class:`~acp_client.exceptions.UnsafeRedirect`);
-``GET``/``DELETE`` follow same-origin redirects only, so credentials never leave the origin.
-Cookies come from (and go back to) a :class:`~acp_client.transports.CookieStore`, on
-every request and answer; ``httpx``'s own cookie jar is disabled. Header values are checked for
-CR/LF/NUL before anything is sent. Bodies are decompressed in bounded steps (:mod:`._body`) and
-capped at :attr:`Limits.max_http_body_bytes`; SSE lines and events at :attr:`Limits.max_sse_line_bytes` and
-:attr:`Limits.max_message_bytes` (an oversized event is skipped and reported as
-:class:`~acp_client.exceptions.MessageTooLarge` from ``receive()``; the stream goes on).
-Inbound messages wait in a bounded queue: when it is full, the SSE readers stop reading, which
+``GET``/``DELETE`` follow same-origin ones only, so credentials never leave the origin. Cookies
+come from and go back to a :class:`~acp_client.transports.CookieStore` on every request. Header
+values are checked for CR/LF/NUL before anything is sent. Bodies are decompressed in bounded
+steps and capped at :attr:`Limits.max_http_body_bytes`; SSE lines and events at
+:attr:`Limits.max_sse_line_bytes` and :attr:`Limits.max_message_bytes` (an oversized event is
+skipped and reported as :class:`~acp_client.exceptions.MessageTooLarge` from ``receive()``; the
+stream goes on). Inbound messages wait in a bounded queue: a full one stops the SSE readers, which
 pushes back on the server through TCP / HTTP/2 flow control. Proxy settings and ``.netrc`` from
-the environment are not used.
-
-No ``httpx`` type crosses this module's boundary.
+the environment are not used. No ``httpx`` type crosses this module's boundary.
 """
 
 from __future__ import annotations
@@ -79,13 +73,7 @@ from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER
 from ._link import Carried, HttpTransport
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS
-from ._security import (
-    DEFAULT_SECRET_HEADERS,
-    TlsConfig,
-    check_headers,
-    origin_of,
-    safe_url,
-)
+from ._security import DEFAULT_SECRET_HEADERS, TlsConfig, check_headers, origin_of, safe_url
 from ._wire import Wire, new_pool
 from .base import Limits
 
@@ -101,20 +89,10 @@ __all__ = [
 
 logger = get_logger(__name__)
 
+#: Headers the transport sets itself; an app may not.
 _RESERVED_HEADERS: Final = frozenset(
-    {
-        "acp-connection-id",
-        "acp-session-id",
-        "accept",
-        "accept-encoding",
-        "content-type",
-        "content-length",
-        "transfer-encoding",
-        "host",
-        "connection",
-        "upgrade",
-        "te",
-    }
+    {"acp-connection-id", "acp-session-id", "accept", "accept-encoding", "content-type", "content-length"}
+    | {"transfer-encoding", "host", "connection", "upgrade", "te"}
 )
 #: TCP connections a link keeps for its POSTs (and DELETEs), beside those its SSE streams hold over
 #: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share.
