@@ -39,23 +39,12 @@ from .base import Limits
 
 logger = get_logger(__name__)
 
-__all__ = [
-    "CONNECTION_ID_HEADER",
-    "EVENT_STREAM",
-    "JSON",
-    "SESSION_ID_HEADER",
-    "Answer",
-    "HttpExchange",
-    "check_acp_endpoint",
-    "content_type",
-    "is_json",
-    "post_body",
-]
+__all__ = ["CONNECTION_ID_HEADER", "SESSION_ID_HEADER", "Answer", "HttpExchange", "check_acp_endpoint", "post_body"]
 
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
-JSON: Final = "application/json"
-EVENT_STREAM: Final = "text/event-stream"
+_JSON: Final = "application/json"
+_EVENT_STREAM: Final = "text/event-stream"
 #: Statuses of an ``initialize`` POST that mean "a web server, but no ACP endpoint at this URL":
 #: not found, method not allowed (a static page), not implemented.
 _NO_ENDPOINT: Final = frozenset({404, 405, 501})
@@ -73,19 +62,15 @@ class Answer:
     http_version: str
     body_error: AcpError | None = None
 
-    @property
-    def content_type(self) -> str:
-        return content_type(self.headers)
 
-
-def content_type(headers: HeaderView) -> str:
+def _media_type(headers: HeaderView) -> str:
     """The media type of an answer, lowercased, without parameters."""
     value: str = headers.get("content-type", "")
     return value.split(";", 1)[0].strip().lower()
 
 
-def is_json(content_type: str) -> bool:
-    return content_type == JSON or (content_type.startswith("application/") and content_type.endswith("+json"))
+def _is_json(media_type: str) -> bool:
+    return media_type == _JSON or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
 def check_acp_endpoint(answer: Answer, target: str) -> None:
@@ -96,10 +81,11 @@ def check_acp_endpoint(answer: Answer, target: str) -> None:
         raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
     if answer.status != 200:
         return
-    if not is_json(answer.content_type):
+    media_type = _media_type(answer.headers)
+    if not _is_json(media_type):
         raise MalformedFrame(
             f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
-            f"{answer.content_type or 'none'!r}, not JSON",
+            f"{media_type or 'none'!r}, not JSON",
             excerpt=excerpt(answer.body),
         )
     try:
@@ -111,10 +97,10 @@ def check_acp_endpoint(answer: Answer, target: str) -> None:
 
 def post_body(answer: Answer) -> Message | MalformedFrame:
     """The JSON-RPC message in a POST's 200 body, or why it is not one."""
-    content_type = answer.content_type
-    if not is_json(content_type):
+    media_type = _media_type(answer.headers)
+    if not _is_json(media_type):
         return MalformedFrame(
-            f"a POST was answered 200 with Content-Type {content_type or 'none'!r}", excerpt=excerpt(answer.body)
+            f"a POST was answered 200 with Content-Type {media_type or 'none'!r}", excerpt=excerpt(answer.body)
         )
     try:
         return decode_frame(answer.body)
@@ -221,7 +207,7 @@ class HttpExchange:
         cached_key, cached = self._post_extra
         if key is not None and key == cached_key:
             return cached
-        extra = [("Content-Type", JSON), ("Accept", f"{JSON}, {EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
+        extra = [("Content-Type", _JSON), ("Accept", f"{_JSON}, {_EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
         if not initialize:
             assert self.connection_id is not None
             extra.append((CONNECTION_ID_HEADER, self.connection_id))
@@ -243,7 +229,7 @@ class HttpExchange:
         """
         assert self.connection_id is not None
         extra = [
-            ("Accept", EVENT_STREAM),
+            ("Accept", _EVENT_STREAM),
             ("Accept-Encoding", "identity"),
             ("Cache-Control", "no-cache"),
             (CONNECTION_ID_HEADER, self.connection_id),
@@ -267,8 +253,8 @@ class HttpExchange:
                 answer = Answer(response.status_code, response.headers, body, response.http_version)
                 what = "session stream" if session_id is not None else "connection stream"
                 raise self.status_error(answer, what=what, session_header=session_id is not None)
-            kind = content_type(response.headers)
-            if kind != EVENT_STREAM:
+            kind = _media_type(response.headers)
+            if kind != _EVENT_STREAM:
                 raise ProtocolError(f"the SSE GET was answered with Content-Type {kind or 'none'!r}")
             Inflater(response.headers.get("content-encoding", ""))  # refuse an encoding we cannot read
         except BaseException:
@@ -287,10 +273,9 @@ class HttpExchange:
 
     async def delete(self, connection_id: str | None = None) -> int:
         """``DELETE`` the connection (this one, or an earlier one by its id); returns the status."""
-        connection_id = connection_id if connection_id is not None else self.connection_id
+        connection_id = connection_id or self.connection_id
         assert connection_id is not None
-        extra = [(CONNECTION_ID_HEADER, connection_id)]
-        response = await self._request_following("DELETE", extra, client=None)
+        response = await self._request_following("DELETE", [(CONNECTION_ID_HEADER, connection_id)], client=None)
         await response.aclose()
         return response.status_code
 

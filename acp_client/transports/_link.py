@@ -38,11 +38,7 @@ from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, ch
 from ._inbox import EventReader, Inbox
 from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
 from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router, RunningTurns
-from ._security import (
-    check_header_value,
-    check_session_id,
-    safe_url,
-)
+from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
 from .base import Limits, StreamResumed, TransportInfo, describe
 
@@ -182,25 +178,20 @@ class HttpTransport:
         queued for :meth:`receive` and the connection stream is open.
 
         Raises:
-            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL, not
-                ASCII).
+            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL, not ASCII).
             TransportClosed: The link is closed, or this POST found it dead (then it is closed).
             ConnectError: The ``initialize`` POST could not connect.
             TlsVerificationError: The server's certificate did not verify.
             UnsafeRedirect: The server redirected the POST (or a GET elsewhere).
-            MissingHeader: HTTP 400.
-            AuthenticationFailed: HTTP 401 or 403.
-            UnknownConnection: HTTP 404 for the connection id (the link is closed).
-            UnknownSession: HTTP 404 for the session id, or a session whose stream the server
-                refuses persistently.
-            NotAcceptable: HTTP 406.
-            UnsupportedMediaType: HTTP 415.
-            BatchNotSupported: The server refused a batch (501, or a 400 with a JSON-RPC error).
-            ServiceUnavailable: HTTP 429 or 503 (``retry_after`` set when the server said).
-            HttpStatusError: Any other unexpected status.
+            HttpStatusError: An unexpected status; a subclass names those with a meaning:
+                ``MissingHeader`` (400), ``AuthenticationFailed`` (401, 403), ``UnknownConnection``
+                (404 for the connection; the link is closed), ``UnknownSession`` (404 for the
+                session, or a session whose stream the server refuses persistently),
+                ``NotAcceptable`` (406), ``UnsupportedMediaType`` (415), ``BatchNotSupported`` (a
+                refused batch: 501, or a 400 naming batches), ``ServiceUnavailable`` (429, 503;
+                ``retry_after`` set when the server said).
             MessageTooLarge: The ``initialize`` answer exceeds ``max_http_body_bytes``.
-            ProtocolError: The ``initialize`` answer is not JSON, not its response, or has no
-                connection id.
+            ProtocolError: The ``initialize`` answer is not JSON, not its response, or has no connection id.
         """
         self._check_open()
         if not isinstance(message, dict | list) or (isinstance(message, list) and not message):
