@@ -1,19 +1,15 @@
 """An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation"). Pure.
 
-Bytes go in as they arrive, in chunks of any size and split anywhere; whole events come out.
-No I/O and no asyncio: the HTTP transport feeds it from the response body, and the tests drive it
-directly.
-
-Beyond the specification's rules (CR, LF or CRLF split across chunks, a leading BOM, ``id``
-without NUL; ``retry`` is ignored: the transport has its own reattach delays), comment lines are
-dropped as they arrive, never buffered. A line over ``max_line_bytes`` or an event whose data exceeds
-``max_event_bytes`` (an incomplete line counts as it grows, so memory stays under twice the cap)
-yields one :class:`~acp_client.exceptions.MessageTooLarge` in stream order; the parser skips the
-rest of that event without storing it and goes on: only that event is lost, and it is reported.
+Bytes go in as they arrive, split anywhere; whole events come out. Beyond the specification's
+rules (CR, LF or CRLF split across chunks, a leading BOM, ``id`` without NUL; ``retry`` is ignored:
+the transport has its own reattach delays), comment lines are dropped as they arrive, never
+buffered. A line over ``max_line_bytes`` or an event whose data exceeds ``max_event_bytes`` (an
+incomplete line counts as it grows, so memory stays under twice the cap) yields one
+:class:`~acp_client.exceptions.MessageTooLarge` in stream order, and the rest of that event is
+skipped unstored: only that event is lost, and it is reported.
 
 A chunk that completes events is first split at its blank lines (an event of one ``data:`` line
-is taken whole); anything else goes line by line, with the same result. ``message_data=True``
-yields the data of ``message`` events as ``bytes``, without an :class:`SseEvent` each.
+is taken whole); anything else goes line by line, with the same result.
 :meth:`SseParser.finish` discards an unterminated event, as the specification says, and says so.
 """
 

@@ -210,9 +210,7 @@ def test_caps_must_be_positive() -> None:
 # --------------------------------------------------------------------------------------------
 # Property: any chunking of a valid stream yields the same events.
 
-_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30
-)
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=30)
 _name = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=8)
 _event = st.tuples(
     st.lists(_text, min_size=1, max_size=4),  # data lines
