@@ -39,7 +39,14 @@ from .base import Limits
 
 logger = get_logger(__name__)
 
-__all__ = ["CONNECTION_ID_HEADER", "SESSION_ID_HEADER", "Answer", "HttpExchange", "check_acp_endpoint", "post_body"]
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "SESSION_ID_HEADER",
+    "HttpExchange",
+    "LinkSettings",
+    "check_acp_endpoint",
+    "post_body",
+]
 
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
@@ -50,6 +57,22 @@ _EVENT_STREAM: Final = "text/event-stream"
 _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: How much of an error answer's body is kept for diagnostics.
 _ERROR_BODY_BYTES: Final = 4096
+
+
+@attrs.frozen
+class LinkSettings:
+    """What an HTTP connector gives each of its links (checked by the connector; see its arguments)."""
+
+    url: str
+    headers: list[tuple[str, str]]
+    secret_headers: frozenset[str]
+    cookies: CookieStore
+    limits: Limits
+    connect_timeout: float
+    sse_idle_timeout: float
+    session_stream_retries: int
+    max_session_streams: int = 64
+    reattach_timeout: float = 0.0
 
 
 @attrs.frozen(slots=True)
@@ -115,7 +138,6 @@ class HttpExchange:
         client: The main wire (POSTs, DELETE; the SSE streams too when neither of the next two is given).
         stream_client_factory: Makes a dedicated wire per SSE stream (HTTP/2).
         stream_client: The wire every SSE stream shares (HTTP/1.1), when there is no factory.
-        idle: Seconds without a byte before a read fails (SSE streams, and the wait for any answer).
         on_fatal: Called with a reason when a failure ends the link (a POST's network failure, a
             certificate that did not verify).
         closed_reason: Why the link is closed, for requests attempted after it.
@@ -123,20 +145,15 @@ class HttpExchange:
 
     def __init__(
         self,
+        settings: LinkSettings,
         *,
-        url: str,
         client: Wire,
         stream_client_factory: Callable[[], Wire] | None,
-        headers: list[tuple[str, str]],
-        secret_headers: frozenset[str],
-        cookies: CookieStore,
-        limits: Limits,
-        idle: float,
+        stream_client: Wire | None,
         on_fatal: Callable[[str], None],
         closed_reason: Callable[[], str],
-        stream_client: Wire | None = None,
     ) -> None:
-        self.url = url
+        self.url = url = settings.url
         self.target = safe_url(url)
         self._origin = origin_of(url)
         self._client = client
@@ -144,11 +161,11 @@ class HttpExchange:
         self._shared_stream_client = stream_client
         #: The dedicated client of each open SSE response, by ``id(response)``.
         self._stream_clients: dict[int, Wire] = {}
-        self._headers = headers
-        self._secret = secret_headers
-        self._cookies = cookies
-        self._limits = limits
-        self._idle = idle
+        self._headers = settings.headers
+        self._secret = settings.secret_headers
+        self._cookies = settings.cookies
+        self._limits = settings.limits
+        self._idle = settings.sse_idle_timeout
         self._post_extra: tuple[str | None, list[tuple[str, str]]] = (None, [])
         self._on_fatal = on_fatal
         self._closed_reason = closed_reason

@@ -32,15 +32,21 @@ from ..exceptions import (
     UnknownSession,
     UnsafeRedirect,
 )
-from ._cookies import CookieStore
 from ._errors import describe_error
-from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
+from ._exchange import (
+    CONNECTION_ID_HEADER,
+    SESSION_ID_HEADER,
+    HttpExchange,
+    LinkSettings,
+    check_acp_endpoint,
+    post_body,
+)
 from ._inbox import EventReader, Inbox
 from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
 from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router, RunningTurns
 from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
-from .base import Limits, StreamResumed, TransportInfo, describe
+from .base import StreamResumed, TransportInfo, describe
 
 __all__ = ["Carried", "HttpTransport", "header_session_id"]
 
@@ -100,43 +106,25 @@ class HttpTransport:
 
     def __init__(
         self,
+        settings: LinkSettings,
         *,
-        url: str,
         client: Wire,
-        headers: list[tuple[str, str]],
-        secret_headers: frozenset[str],
-        cookies: CookieStore,
-        limits: Limits,
-        connect_timeout: float,
-        sse_idle_timeout: float,
-        session_stream_retries: int,
         stream_client_factory: Callable[[], Wire] | None = None,
         stream_client: Wire | None = None,
-        max_session_streams: int = 64,
         carried: Carried | None = None,
-        reattach_timeout: float = 0.0,
     ) -> None:
+        self._settings = settings
         #: Shared with the connector: dropped links to DELETE, the dialect learnt.
         self._carried = carried if carried is not None else Carried()
-        self._limits = limits
-        self._max_streams = max_session_streams
-        self._connect_timeout = connect_timeout
-        self._idle = sse_idle_timeout
-        self._retries = session_stream_retries
         self._http = HttpExchange(
-            url=url,
+            settings,
             client=client,
             stream_client_factory=stream_client_factory,
             stream_client=stream_client,
-            headers=headers,
-            secret_headers=secret_headers,
-            cookies=cookies,
-            limits=limits,
-            idle=sse_idle_timeout,
             on_fatal=self._fail,
             closed_reason=lambda: self._closed.reason if self._closed is not None else "closed by the client",
         )
-        self._info = TransportInfo(kind="http", target=safe_url(url), ordered=False)
+        self._info = TransportInfo(kind="http", target=safe_url(settings.url), ordered=False)
         self._inbox = Inbox(_MAX_QUEUED)
         self._closed: TransportClosed | None = None
         self._released = False
@@ -149,7 +137,6 @@ class HttpTransport:
         #: How many sessions were ever left without a stream on this connection (for the logs).
         self._streamless_total = 0
         self._router = Router(header_everywhere=self._carried.header_everywhere)
-        self._reattach = reattach_timeout
         self._on_resumed: Callable[[StreamResumed], None] | None = None
         self._turns = RunningTurns()
         #: The server said it no longer knows the connection (nothing left to ``DELETE``).
@@ -214,8 +201,9 @@ class HttpTransport:
                 blocked = self._session_errors.get(sid)
                 if blocked is not None:
                     raise UnknownSession(str(blocked), status=404, body=blocked.body, maybe_delivered=False)
+                most = self._settings.max_session_streams
                 raise TransportError(
-                    f"session {sid} has no stream: more than {self._max_streams} session streams on this connection",
+                    f"session {sid} has no stream: more than {most} session streams on this connection",
                     maybe_delivered=False,
                 )
         tracked = self._router.sent(message)
@@ -262,7 +250,9 @@ class HttpTransport:
                 await asyncio.gather(*tasks, return_exceptions=True)
             if self._http.connection_id is not None and was_open:
                 try:
-                    status = await asyncio.wait_for(self._http.delete(), timeout=min(self._connect_timeout, 5.0))
+                    status = await asyncio.wait_for(
+                        self._http.delete(), timeout=min(self._settings.connect_timeout, 5.0)
+                    )
                     logger.debug("DELETE %s answered %s", self._info.target, status)
                 except (AcpError, httpx.HTTPError, asyncio.TimeoutError, OSError) as exc:
                     logger.debug("DELETE of the connection at %s failed: %s", self._info.target, exc)
@@ -355,7 +345,7 @@ class HttpTransport:
                 await self._http.close_sse(response)
             if self._closed is not None:
                 return
-            if not cursor.resumable or not self._reattach:
+            if not cursor.resumable or not self._settings.reattach_timeout:
                 self._fail(f"connection stream: {reason}")
                 return
             empty = 0 if got else empty + 1
@@ -370,7 +360,7 @@ class HttpTransport:
         """Reopen a broken stream on the same connection; ``None`` once the link is closed. After
         ``empty`` reopenings in a row that brought nothing, wait a little first; past
         ``session_stream_retries`` of them, close the link."""
-        if empty > self._retries:
+        if empty > self._settings.session_stream_retries:
             what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
             return None
@@ -383,7 +373,7 @@ class HttpTransport:
             session_id,
             cursor,
             reason=reason,
-            timeout=self._reattach,
+            timeout=self._settings.reattach_timeout,
             target=self._info.target,
             closed=lambda: self._closed is not None,
         )
@@ -420,7 +410,7 @@ class HttpTransport:
             if established:
                 stream.established.set()
             return
-        if stream is None and len(self._sessions) >= self._max_streams:
+        if stream is None and len(self._sessions) >= self._settings.max_session_streams:
             if session_id not in self._streamless:
                 self._streamless.add(session_id)
                 self._streamless_total += 1
@@ -431,7 +421,7 @@ class HttpTransport:
                         "stream; their session-scoped sends fail until a stream closes)",
                         self._http.connection_id,
                         self._info.target,
-                        self._max_streams,
+                        self._settings.max_session_streams,
                         session_id,
                     )
                 else:
@@ -507,7 +497,7 @@ class HttpTransport:
                     self._fail(f"the stream of session {sid} {reason} after skipping an oversized event")
                     return
                 if broken:
-                    if not cursor.resumable or not self._reattach:
+                    if not cursor.resumable or not self._settings.reattach_timeout:
                         # What the server had written into the broken stream is gone, and without
                         # event ids nobody can say what that was: a drop, so the recovery decides.
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
@@ -522,7 +512,7 @@ class HttpTransport:
             if stream.got_data:
                 failures = 0
             failures += 1
-            if failures > self._retries:
+            if failures > self._settings.session_stream_retries:
                 if isinstance(error, UnknownSession):
                     if cursor.resumable:
                         self._fail(f"the stream of session {sid} could not be resumed: {error}")
@@ -560,7 +550,7 @@ class HttpTransport:
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
             self._inbox,
-            limits=self._limits,
+            limits=self._settings.limits,
             content_encoding=response.headers.get("content-encoding", ""),
             target=self._info.target,
             inspect=self._inspect_inbound,
@@ -587,7 +577,12 @@ class HttpTransport:
             if not await reader.read(response.aiter_raw(), after_chunk):
                 return "session closed", reader.lost, False, got
         except httpx.ReadTimeout:
-            return f"no data for {self._idle:g}s (idle timeout)", reader.lost, True, True  # it lived: no hammering
+            return (
+                f"no data for {self._settings.sse_idle_timeout:g}s (idle timeout)",
+                reader.lost,
+                True,
+                True,
+            )  # it lived: no hammering
         except httpx.HTTPError as exc:
             return f"broken: {describe_error(exc)}", reader.lost, True, got
         except ProtocolError as exc:

@@ -69,7 +69,7 @@ from .._util._logging import get_logger
 from ..exceptions import ConfigurationError
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS
-from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER
+from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, LinkSettings
 from ._link import Carried, HttpTransport
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS
@@ -173,36 +173,39 @@ class HttpConnector:
         check_count("session_stream_retries", session_stream_retries, minimum=0)
         check_count("max_session_streams", max_session_streams)
         check_seconds("reattach_timeout", reattach_timeout, zero=True)
-        self._reattach = float(reattach_timeout)
-        self._max_streams = max_session_streams
-        self._url = url
-        self._headers = pairs
-        self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
-        install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
+        secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        install_log_redaction(secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
+        self._settings = LinkSettings(
+            url=url,
+            headers=pairs,
+            secret_headers=secret,
+            cookies=cookies if cookies is not None else CookieStore(),
+            limits=limits,
+            connect_timeout=connect_timeout,
+            sse_idle_timeout=sse_idle_timeout,
+            session_stream_retries=session_stream_retries,
+            max_session_streams=max_session_streams,
+            reattach_timeout=float(reattach_timeout),
+        )
         self._http1 = http2 is not True
         self._http2 = origin.secure if http2 is None else http2
-        self._limits = limits
-        self._cookies = cookies if cookies is not None else CookieStore()
         # One fresh context per connector: settings of another client never leak into this one.
         self._ssl = tls.build_context() if origin.secure else None
-        self._connect_timeout = connect_timeout
-        self._idle = sse_idle_timeout
-        self._retries = session_stream_retries
         self._carried = Carried()
 
     @property
     def target(self) -> str:
         """The endpoint without user info or query string (safe to log)."""
-        return safe_url(self._url)
+        return safe_url(self._settings.url)
 
     @property
     def cookies(self) -> CookieStore:
         """The cookie store this connector reads and fills."""
-        return self._cookies
+        return self._settings.cookies
 
     def _new_client(self, connections: int = 1) -> Wire:
-        timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
-        return Wire(new_pool(**versions, tls=self._ssl, connections=connections), timeout)
+        pool = new_pool(http1=self._http1, http2=self._http2, tls=self._ssl, connections=connections)
+        return Wire(pool, self._settings.connect_timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
@@ -211,7 +214,7 @@ class HttpConnector:
             A transport whose first ``send()`` must be the ``initialize`` request.
         """
         return HttpTransport(
-            url=self._url,
+            self._settings,
             client=self._new_client(_POST_CONNECTIONS),
             # httpcore (1.0.x) starves HTTP/2 streams that share a connection with other idle
             # long-lived readers: an SSE event can wait for unrelated bytes (the next keepalive)
@@ -221,15 +224,6 @@ class HttpConnector:
             # Over HTTP/1.1 each open SSE stream holds a connection (the connection stream, up to
             # max_session_streams session streams): they share a pool of their own, so the POSTs'
             # pool stays small (httpcore walks every connection of a pool on every request).
-            stream_client=None if self._http2 else self._new_client(1 + self._max_streams),
-            headers=self._headers,
-            secret_headers=self._secret,
-            cookies=self._cookies,
-            limits=self._limits,
-            connect_timeout=self._connect_timeout,
-            sse_idle_timeout=self._idle,
-            session_stream_retries=self._retries,
-            max_session_streams=self._max_streams,
+            stream_client=None if self._http2 else self._new_client(1 + self._settings.max_session_streams),
             carried=self._carried,
-            reattach_timeout=self._reattach,
         )
