@@ -572,9 +572,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         process = f"agent process {next(_spawned)} (pid {self._pid})"
         self._info = TransportInfo(kind="stdio", target=self._target, pid=self._pid, agent_process=process)
 
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if isinstance(data, str):  # never happens: pipes are binary
-            data = data.encode()
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd == 1 and self._end is None:  # (after the end: a grandchild still writing, say)
             self._push(self._splitter.feed(data))
         elif fd == 2:
