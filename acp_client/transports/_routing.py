@@ -149,12 +149,8 @@ class Router:
             route = self._route_one(message)
             return route if route.session_id is not None else _NOWHERE
         routes = [r for r in (self._route_one(m) for m in _members(message)) if r.session_id is not None]
-        if not routes:
-            return Route()
-        if len(routes) == 1:
-            return routes[0]
         if len({route.session_id for route in routes}) != 1:
-            return Route()
+            return Route()  # no session, or two
         return Route(
             routes[0].session_id,
             with_header=any(r.with_header for r in routes),

@@ -148,10 +148,6 @@ class _AsyncioStream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         if info == "socket":
             return self._writer.get_extra_info("socket")
-        if info == "client_addr":
-            return self._writer.get_extra_info("sockname")
-        if info == "server_addr":
-            return self._writer.get_extra_info("peername")
         if info == "is_readable":
             return self._writer.transport.is_closing() or self._reader.at_eof()
         return None
@@ -183,11 +179,6 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
         except OSError as exc:
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
         return _OneWriteStream(_AsyncioStream(reader, writer))
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        return _OneWriteStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
