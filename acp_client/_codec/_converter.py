@@ -89,6 +89,11 @@ _UNIONS: Final = (
 _TAG_OF: Final = {cls: (u.key, tag) for u in _UNIONS for tag, cls in u.variants.items()}
 # classes written without their tag in v1
 _UNTAGGED_IN_V1: Final = frozenset({McpServerStdio})
+# untagged unions: the variant is the first whose marker member is present
+_UNTAGGED: Final = (
+    ((("text", TextResourceContents), ("blob", BlobResourceContents)), "resource contents"),
+    ((("options", SessionConfigSelectGroup), ("value", SessionConfigSelectOption)), "select option"),
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,7 +111,7 @@ class Builder:
             conv.register_structure_hook(tp, hook)
         conv.register_structure_hook_func(lambda tp: tp is Any, s_any)
         conv.register_structure_hook_func(is_dict, s_dict)
-        conv.register_structure_hook_factory(is_tuple, self._tuple_hook)
+        conv.register_structure_hook_factory(is_tuple, functools.partial(self._make_tuple_hook, skip_invalid=False))
         conv.register_structure_hook_factory(is_union, self._union_hook)
         conv.register_structure_hook_factory(attrs.has, self.class_hook)
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
@@ -122,9 +127,6 @@ class Builder:
     def session_update_hook(self) -> Hook:
         """The ``SessionUpdate`` hook, looked up once (hashing the big union is not free)."""
         return self.hook(SessionUpdate)
-
-    def _tuple_hook(self, tp: Any) -> Hook:
-        return self._make_tuple_hook(tp, skip_invalid=False)
 
     def _make_tuple_hook(self, tp: Any, *, skip_invalid: bool, nullable: bool = False) -> Hook:
         args = typing.get_args(tp)
@@ -176,16 +178,9 @@ class Builder:
                 return None if value is None else inner(value, inner_type)
 
             return structure_optional
-        if member_set == {TextResourceContents, BlobResourceContents}:
-            return self._untagged_hook(
-                has_none, (("text", TextResourceContents), ("blob", BlobResourceContents)), "resource contents"
-            )
-        if member_set == {SessionConfigSelectOption, SessionConfigSelectGroup}:
-            return self._untagged_hook(
-                has_none,
-                (("options", SessionConfigSelectGroup), ("value", SessionConfigSelectOption)),
-                "select option",
-            )
+        for table, what in _UNTAGGED:
+            if member_set == {cls for _, cls in table}:
+                return self._untagged_hook(has_none, table, what)
         if all(m in PRIMITIVE_HOOKS for m in members):
             allowed = tuple(members)
 
