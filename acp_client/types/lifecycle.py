@@ -100,14 +100,8 @@ class InitializeRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class InitializeResponse:
-    """``initialize`` result, decoded from either the v1 or the v2 shape.
-
-    Attributes:
-        protocol_version: The version the agent chose.
-        agent_info: The agent's identity (v1 ``agentInfo``, v2 ``info``), when sent.
-        agent_capabilities: Normalized capabilities (v1 ``agentCapabilities``, v2 ``capabilities``).
-        auth_methods: Offered authentication methods (malformed entries dropped).
-    """
+    """``initialize`` result, decoded from either the v1 or the v2 shape (see :mod:`.capabilities`);
+    malformed ``auth_methods`` entries are dropped."""
 
     protocol_version: int
     agent_info: Implementation | None = None
@@ -244,14 +238,9 @@ class SessionConfigSelectGroup:
 class SessionConfigOption:
     """A session configuration option (a model picker, a mode, a reasoning level...).
 
-    Attributes:
-        id: The option id (v1 ``id``, v2 ``configId``).
-        name: A human-readable name.
-        type: ``"select"``, ``"boolean"`` or a future kind.
-        current_value: The current value (a value id for ``select``, a bool for ``boolean``).
-        options: For ``select``: the choices, flat or grouped.
-        description: A longer description.
-        category: ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
+    ``type``: ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future
+    kind; ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``:
+    ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
@@ -266,14 +255,8 @@ class SessionConfigOption:
 
 @attrs.frozen(eq=False, repr=False)
 class AvailableCommand:
-    """A slash command the agent offers.
-
-    Attributes:
-        name: The command name (without the slash).
-        description: What it does.
-        input: How its input is described, as sent (e.g. ``{"hint": "..."}``).
-        type: The newer v2 variant tag (``"command"``), when sent.
-    """
+    """A slash command the agent offers: ``name`` without the slash, ``input`` as sent (e.g.
+    ``{"hint": "..."}``), ``type`` the newer v2 variant tag (``"command"``) when sent."""
 
     name: str
     description: str
@@ -508,12 +491,7 @@ class ForegroundState:
     """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
 
     A snapshot is context, not a transition: an ``idle`` snapshot's ``stop_reason`` is the last
-    turn's, not a new completion.
-
-    Attributes:
-        state: The state string, as sent (open set).
-        stop_reason: For ``idle``: why the last turn ended, when reported.
-        raw: The whole state object as received.
+    turn's, not a new completion. ``raw`` is the whole state object as received.
     """
 
     state: str
@@ -531,15 +509,9 @@ class SessionStatusRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class SessionStatusResponse:
-    """``session/status`` result.
-
-    Attributes:
-        status: The normalized status (``open`` reads as active, ``saved`` and unknown values as
-            inactive).
-        raw_status: The status string as sent.
-        state: v2 only: the foreground state, decoded default-on-error (missing, null or
-            malformed → ``None``, which means "not reported", never idle).
-    """
+    """``session/status`` result: ``status`` normalized from ``raw_status`` (``open`` reads as
+    active, ``saved`` and unknown values as inactive); ``state`` (v2 only) decoded default-on-error
+    (missing, null or malformed → ``None``: "not reported", never idle)."""
 
     status: Probe
     raw_status: str
@@ -684,13 +656,9 @@ class SetSessionModelResponse:
 class SetSessionConfigOptionRequest:
     """``session/set_config_option`` params.
 
-    Attributes:
-        session_id: The session.
-        config_id: The option to set.
-        value: A value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
-            JSON value for a future type.
-        type: The value's type tag. ``None`` infers it: ``"boolean"`` for a bool, otherwise a value
-            id (sent untagged in v1 and as ``"id"`` in v2).
+    ``value``: a value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
+    JSON value for a future type. ``type``: the value's type tag; ``None`` infers it: ``"boolean"``
+    for a bool, otherwise a value id (sent untagged in v1 and as ``"id"`` in v2).
     """
 
     session_id: str
