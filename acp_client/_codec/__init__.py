@@ -126,12 +126,8 @@ def decode_session_update(data: Any, *, protocol_version: int = 1) -> SessionUpd
         InvalidMessage: Not an object, no string ``sessionUpdate``, or a malformed known variant.
     """
     fast = FAST_UPDATES.get(data.get("sessionUpdate")) if type(data) is dict else None
-    if fast is not None:
-        decoded: SessionUpdate | None = fast(data)
-        if decoded is not None:
-            return decoded
-    result: SessionUpdate = from_wire(_SESSION_UPDATE, data, protocol_version=protocol_version)
-    return result
+    decoded: SessionUpdate | None = fast(data) if fast is not None else None
+    return decoded if decoded is not None else from_wire(_SESSION_UPDATE, data, protocol_version=protocol_version)
 
 
 def decode_foreground_state(data: Any) -> ForegroundState | None:

@@ -61,8 +61,7 @@ def is_dict(tp: Any) -> bool:
     return tp is dict or typing.get_origin(tp) is dict
 
 
-# --------------------------------------------------------------------------------------------
-# field plumbing
+# -- field plumbing -----------------------------------------------------------------------------
 
 
 def camel(name: str) -> str:
@@ -106,8 +105,7 @@ def presence_out(value: Any) -> Any:
     return {} if value else None
 
 
-# --------------------------------------------------------------------------------------------
-# strict primitive hooks
+# -- strict primitive hooks ---------------------------------------------------------------------
 
 
 def _strict(kind: type, what: str) -> Hook:

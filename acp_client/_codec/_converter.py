@@ -51,8 +51,7 @@ from ._base import (
 
 __all__ = ["Builder"]
 
-# --------------------------------------------------------------------------------------------
-# tagged unions
+# -- tagged unions ------------------------------------------------------------------------------
 
 
 @attrs.frozen
@@ -96,8 +95,7 @@ _UNTAGGED: Final = (
 )
 
 
-# --------------------------------------------------------------------------------------------
-# the converter
+# -- the converter ------------------------------------------------------------------------------
 
 
 class Builder:
@@ -144,19 +142,13 @@ class Builder:
             if type(value) is not list:
                 raise DecodeError(f"expected an array, got {kind_of(value)}")
             hook = item_hook()
-            if not skip_invalid:
-                out = []
-                for index, item in enumerate(value):
-                    try:
-                        out.append(hook(item, item_type))
-                    except Exception as exc:
-                        raise DecodeError(f"[{index}]: {reason(exc)}") from exc
-                return tuple(out)
             kept = []
-            for item in value:
+            for index, item in enumerate(value):
                 try:
                     kept.append(hook(item, item_type))
                 except Exception as exc:
+                    if not skip_invalid:
+                        raise DecodeError(f"[{index}]: {reason(exc)}") from exc
                     logger.debug("dropping an invalid list item: %s", reason(exc))
             return tuple(kept)
 

@@ -128,8 +128,7 @@ def _permission_request_in(builder: Builder) -> Hook:
     return structure_permission_request
 
 
-# --------------------------------------------------------------------------------------------
-# session/status and the v2 foreground state
+# -- session/status and the v2 foreground state -------------------------------------------------
 
 
 def _status_response_in(version: int) -> Hook:
@@ -179,8 +178,7 @@ def unstructure_foreground_state(obj: ForegroundState) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# session/set_config_option
+# -- session/set_config_option ------------------------------------------------------------------
 
 
 def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOptionRequest], dict[str, Any]]:
@@ -200,8 +198,7 @@ def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOption
     return unstructure_set_config_option
 
 
-# --------------------------------------------------------------------------------------------
-# agent capabilities
+# -- agent capabilities -------------------------------------------------------------------------
 
 
 def _agent_capabilities_in(builder: Builder) -> Hook:
@@ -297,8 +294,7 @@ def _session_capabilities_out(caps: SessionCapabilities, raw: Any, flags: Mappin
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# initialize
+# -- initialize ---------------------------------------------------------------------------------
 
 
 _V1_REQUEST_KEYS: Final = ("clientInfo", "clientCapabilities")

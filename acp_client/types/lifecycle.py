@@ -78,8 +78,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# initialize
+# -- initialize ---------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -110,8 +109,7 @@ class InitializeResponse:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# MCP servers
+# -- MCP servers --------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -191,8 +189,7 @@ class UnknownMcpServer:
 McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
 
 
-# --------------------------------------------------------------------------------------------
-# modes, config options, commands
+# -- modes, config options, commands ------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -265,8 +262,7 @@ class AvailableCommand:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# session/new, load, resume, fork, close, delete, list
+# -- session/new, load, resume, fork, close, delete, list ---------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -445,8 +441,7 @@ class ListSessionsResponse:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# session/status
+# -- session/status -----------------------------------------------------------------------------
 
 
 class Probe(str, enum.Enum):
@@ -524,8 +519,7 @@ class SessionStatusResponse:
         return cls(status=normalize_status(raw_status), raw_status=raw_status, state=state)
 
 
-# --------------------------------------------------------------------------------------------
-# session/prompt, cancel, modes, config
+# -- session/prompt, cancel, modes, config ------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)

@@ -191,8 +191,7 @@ class Session:
                 f"created_at ({format_rfc3339(created)})"
             )
 
-    # ----------------------------------------------------------------------------------------
-    # builders
+    # -- builders --------------------------------------------------------------------------
 
     @classmethod
     def from_new(
@@ -203,14 +202,7 @@ class Session:
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
         """The record for a session ``session/new`` just created with ``cwd``."""
-        return cls(
-            session_id=response.session_id,
-            cwd=cwd,
-            additional_directories=_to_str_tuple(additional_directories),
-            modes=response.modes,
-            models=response.models,
-            config_options=response.config_options,
-        )
+        return cls._opened(response.session_id, response, cwd, additional_directories)
 
     @classmethod
     def from_load(
@@ -222,14 +214,7 @@ class Session:
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
         """The record for a session ``session/load`` just loaded."""
-        return cls(
-            session_id=session_id,
-            cwd=cwd,
-            additional_directories=_to_str_tuple(additional_directories),
-            modes=response.modes,
-            models=response.models,
-            config_options=response.config_options,
-        )
+        return cls._opened(session_id, response, cwd, additional_directories)
 
     @classmethod
     def from_resume(
@@ -253,8 +238,19 @@ class Session:
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
         """The record for the new session ``session/fork`` created from ``forked_from``."""
+        return cls._opened(response.session_id, response, cwd, additional_directories, forked_from)
+
+    @classmethod
+    def _opened(
+        cls,
+        session_id: str,
+        response: NewSessionResponse | LoadSessionResponse | ResumeSessionResponse | ForkSessionResponse,
+        cwd: str,
+        additional_directories: Iterable[str] | None,
+        forked_from: str | None = None,
+    ) -> Session:
         return cls(
-            session_id=response.session_id,
+            session_id=session_id,
             cwd=cwd,
             additional_directories=_to_str_tuple(additional_directories),
             modes=response.modes,

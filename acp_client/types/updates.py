@@ -80,8 +80,7 @@ class _NoMessageId:
         return None
 
 
-# --------------------------------------------------------------------------------------------
-# messages
+# -- messages -----------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -176,8 +175,7 @@ class SessionMessageChunk:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# tool calls
+# -- tool calls ---------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -293,8 +291,7 @@ class ToolCallContentChunk(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# terminals (v2 updates)
+# -- terminals (v2 updates) ---------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -341,8 +338,7 @@ class TerminalOutputChunk(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# plans
+# -- plans --------------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -429,8 +425,7 @@ class PlanRemoved(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# session metadata
+# -- session metadata ---------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -559,12 +554,8 @@ class SubagentUpdate(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class UnknownSessionUpdate:
-    """A ``session/update`` variant this SDK does not know.
-
-    Attributes:
-        kind: The wire tag (``sessionUpdate``) as received.
-        raw: The whole update object as received.
-    """
+    """A ``session/update`` variant this SDK does not know: ``kind`` is its wire tag
+    (``sessionUpdate``), ``raw`` the whole update object, as received."""
 
     kind: str
     raw: dict[str, Any] = attrs.field(factory=dict)
