@@ -16,11 +16,8 @@ from the field declarations of the types (see :mod:`acp_client.types._fields`):
   union tags, and follows the protocol version (v1 ``clientInfo`` vs v2 ``info``, v1 untagged stdio
   MCP servers, v2 capability objects...).
 
-:func:`decode_update_params` (and :func:`decode_session_notification` over it) is the hot path: the
-common ``session/update`` variants are decoded by hand-written code and everything else falls back
-to the converter, with the same result.
-
-:mod:`acp_client.types` declares the values and knows nothing of the wire.
+:func:`decode_update_params` is the hot path: the common ``session/update`` variants are decoded
+by hand-written code (:mod:`._fast`), everything else by the converter, with the same result.
 """
 
 from __future__ import annotations
@@ -28,24 +25,19 @@ from __future__ import annotations
 from typing import Any, Final, TypeVar
 
 from ..exceptions import InvalidMessage
-from ..types.content import ContentBlock
-from ..types.lifecycle import ForegroundState
 from ..types.session import Session
 from ..types.updates import SessionNotification, SessionUpdate
 from . import _session
-from ._base import failure, kind_of, logger, type_name
+from ._base import failure, kind_of, type_name
 from ._converter import Builder
 from ._fast import FAST_UPDATES, new_notification
-from ._shapes import register_shapes, structure_foreground_state
+from ._shapes import register_shapes
 
 __all__ = [
-    "decode_content_block",
-    "decode_foreground_state",
     "decode_session_notification",
     "decode_session_update",
     "decode_update_params",
     "from_wire",
-    "from_wire_lenient",
     "session_from_json",
     "session_to_json",
     "to_wire",
@@ -98,27 +90,6 @@ def from_wire(cls: type[T], data: Any, *, protocol_version: int = 1) -> T:
     return result
 
 
-def from_wire_lenient(cls: type[T], data: Any, *, protocol_version: int = 1) -> T | None:
-    """Like :func:`from_wire`, but ``None`` (logged at DEBUG) instead of an error, and for ``None``."""
-    if data is None:
-        return None
-    try:
-        return from_wire(cls, data, protocol_version=protocol_version)
-    except InvalidMessage as exc:
-        logger.debug("ignoring a malformed value: %s", exc)
-        return None
-
-
-def decode_content_block(data: Any, *, protocol_version: int = 1) -> ContentBlock:
-    """Decode one content block (unknown ``type`` → :class:`~acp_client.types.UnknownContent`).
-
-    Raises:
-        InvalidMessage: Not an object, no string ``type``, or a malformed known block.
-    """
-    result: ContentBlock = from_wire(_CONTENT_BLOCK, data, protocol_version=protocol_version)
-    return result
-
-
 def decode_session_update(data: Any, *, protocol_version: int = 1) -> SessionUpdate:
     """Decode one ``update`` object of a ``session/update`` notification.
 
@@ -128,12 +99,6 @@ def decode_session_update(data: Any, *, protocol_version: int = 1) -> SessionUpd
     fast = FAST_UPDATES.get(data.get("sessionUpdate")) if type(data) is dict else None
     decoded: SessionUpdate | None = fast(data) if fast is not None else None
     return decoded if decoded is not None else from_wire(_SESSION_UPDATE, data, protocol_version=protocol_version)
-
-
-def decode_foreground_state(data: Any) -> ForegroundState | None:
-    """Decode a v2 foreground state snapshot, default-on-error: ``None`` unless it is an object
-    with a string ``state`` (missing, null or malformed means "not reported", never idle)."""
-    return structure_foreground_state(data, None)
 
 
 def decode_session_notification(params: Any, *, protocol_version: int = 1) -> SessionNotification:
@@ -177,7 +142,6 @@ def decode_update_params(params: Any, *, protocol_version: int = 1) -> tuple[str
 
 # Union aliases are valid structure targets at runtime; typed ``Any`` for the ``type[T]`` parameters.
 _SESSION_UPDATE: Final[Any] = SessionUpdate
-_CONTENT_BLOCK: Final[Any] = ContentBlock
 
 
 def session_to_json(session: Session, *, protocol_version: int = 1) -> dict[str, Any]:

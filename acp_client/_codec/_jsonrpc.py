@@ -50,17 +50,11 @@ _BINARY: Final = (bytes, bytearray, memoryview)
 # msgspec, when installed (the ``speed`` extra), decodes frames several times faster. It is only a
 # fast path for objects: anything it refuses is decoded again by the standard library, so what is
 # accepted and every error raised stay exactly the standard library's (tests pin this).
-# It is imported with the first frame, not with the package: msgspec brings decimal, uuid and datetime,
-# a tenth of the package's import time.
 
 
 def _load_fast_decoder(data: str | bytes) -> Any:
-    """Stands in for msgspec's decoder until the first frame: imports it, puts it in its place, and
-    decodes ``data`` with it (without msgspec, the standard library decodes from then on).
-
-    Raises:
-        ImportError: msgspec is not installed (:func:`decode_frame` falls back to the standard library).
-    """
+    """msgspec's stand-in until the first frame, which imports it (msgspec brings decimal, uuid and
+    datetime: a tenth of the package's import time); raises ImportError, once, without msgspec."""
     global _fast_loads  # noqa: PLW0603  # the module-level fast path replaces its stand-in once
     try:
         from msgspec.json import Decoder

@@ -3,11 +3,8 @@
 Hand-written rather than derived: the required-nullable keys are always written (``null`` when
 empty; rejecting their ``null`` was a real production defect), ``forkedFrom`` is an object,
 ``status`` travels normalized next to ``rawStatus`` in our own form but raw in an agent's, and
-decoding is lenient member by member (a malformed optional member becomes ``None``).
-
-Timestamps are read as agents send them: RFC 3339, or ISO 8601 without a zone (fast-agent writes
-``2026-12-01T13:06:35.841840``), which is kept as a naive datetime, exactly as sent (no zone is
-invented); a naive time is written back without a zone.
+decoding is lenient member by member. A time without a zone (fast-agent writes
+``2026-12-01T13:06:35.841840``) is read naive and written back without a zone.
 """
 
 from __future__ import annotations

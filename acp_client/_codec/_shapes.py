@@ -1,12 +1,5 @@
-"""Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations.
-
-``initialize`` (v1 ``clientInfo``/``agentCapabilities`` vs v2 ``info``/``capabilities``), agent
-capabilities (v1 flags vs v2 capability objects), the ``session/status`` answer and the v2
-foreground state (default-on-error), ``session/set_config_option`` (its ``type`` tag),
-client capabilities (extra members kept), config options and permission requests.
-:func:`register_shapes` installs them on a :class:`~._converter.Builder`; the ``Session`` record
-has its own module (:mod:`._session`).
-"""
+"""Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations
+(:func:`register_shapes` lists them; the ``Session`` record has its own module, :mod:`._session`)."""
 
 from __future__ import annotations
 
@@ -48,8 +41,8 @@ DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=__vers
 
 
 def register_shapes(builder: Builder, by_version: ByVersion) -> None:
-    """Install the hand-shaped hooks on ``builder`` (``by_version`` finds the other versions'
-    builders: ``initialize`` decodes whichever shape the payload has)."""
+    """Install the hand-shaped hooks on ``builder`` (``initialize`` decodes whichever version's
+    shape the payload has: ``by_version`` finds that version's builder)."""
     version = builder.version
     request_in, request_out, response_in, response_out = _initialize_hooks(version, by_version)
     # class -> (structure hook, unstructure hook); None: the generic one
@@ -304,12 +297,8 @@ _V1_RESPONSE_KEYS: Final = ("agentInfo", "agentCapabilities")
 def _initialize_hooks(
     version: int, by_version: ByVersion
 ) -> tuple[Hook, Callable[[Any], Any], Hook, Callable[[Any], Any]]:
-    """``initialize`` params and result hooks of a converter.
-
-    Encoding follows the converter's protocol version (v1 ``clientInfo`` / ``clientCapabilities`` /
-    ``agentInfo`` / ``agentCapabilities``, v2 ``info`` / ``capabilities``); decoding accepts either
-    shape, whichever the payload has.
-    """
+    """``initialize`` params and result hooks: encoding follows the converter's protocol version,
+    decoding accepts either shape (v1 ``clientInfo``... / v2 ``info`` and ``capabilities``)."""
 
     def head(value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
         """An object with an integer ``protocolVersion``; which shape it has (its builder and keys)."""

@@ -473,11 +473,8 @@ _ACTIVE_SPELLINGS = frozenset({"active", "open"})
 
 
 def normalize_status(raw: str) -> Probe:
-    """Map a wire status string to a :class:`Probe` answer.
-
-    ``"active"`` and ``"open"`` are :attr:`Probe.ACTIVE`; everything else (``"inactive"``,
-    ``"saved"``, future values) is :attr:`Probe.INACTIVE`, as the protocol requires.
-    """
+    """A wire status string as a :class:`Probe` answer: ``active`` and ``open`` are ACTIVE, anything
+    else (``inactive``, ``saved``, future values) INACTIVE, as the protocol requires."""
     return Probe.ACTIVE if raw in _ACTIVE_SPELLINGS else Probe.INACTIVE
 
 
