@@ -354,3 +354,7 @@ class Builder:
         except Exception as exc:
             logger.debug("using the default for a malformed %s: %s", getattr(tp, "__name__", tp), reason(exc))
             return default
+
+    def lenient_items(self, tp: Any, items: list[Any]) -> tuple[Any, ...]:
+        """The items that decode as ``tp``; malformed ones are dropped (``x-deserialize-skip-invalid-items``)."""
+        return tuple(item for item in (self.lenient(tp, raw, None) for raw in items) if item is not None)

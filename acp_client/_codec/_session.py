@@ -124,14 +124,8 @@ def session_from_json(data: Any, builder: Builder) -> Session:
     turn_count = data.get("turnCount")
     models = data.get("models")
     meta = data.get("_meta")
-    options_raw = data.get("configOptions")
-    config_options: tuple[SessionConfigOption, ...] | None = None
-    if isinstance(options_raw, list):
-        config_options = tuple(
-            option
-            for option in (builder.lenient(SessionConfigOption, item, None) for item in options_raw)
-            if option is not None
-        )
+    options = data.get("configOptions")
+    config_options = builder.lenient_items(SessionConfigOption, options) if isinstance(options, list) else None
     return Session(
         session_id=session_id,
         cwd=_opt_str(data, "cwd"),

@@ -336,12 +336,8 @@ def _initialize_hooks(
 
     def structure_response(value: Any, _: Any) -> InitializeResponse:
         protocol_version, builder, info_key, caps_key, meta = head(value, "InitializeResponse", _V1_RESPONSE_KEYS)
-        methods = value.get("authMethods")
-        auth_methods: tuple[AuthMethod, ...] = ()
-        if type(methods) is list:  # default-on-error, and invalid items are skipped
-            auth_methods = tuple(
-                m for m in (builder.lenient(AuthMethod, item, None) for item in methods) if m is not None
-            )
+        methods = value.get("authMethods")  # default-on-error, and invalid items are skipped
+        auth_methods = builder.lenient_items(AuthMethod, methods) if type(methods) is list else ()
         return InitializeResponse(
             protocol_version=protocol_version,
             agent_info=builder.lenient(Implementation, value.get(info_key), None),
