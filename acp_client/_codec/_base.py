@@ -61,9 +61,6 @@ def is_dict(tp: Any) -> bool:
     return tp is dict or typing.get_origin(tp) is dict
 
 
-# -- field plumbing -----------------------------------------------------------------------------
-
-
 def camel(name: str) -> str:
     if name == "meta":
         return "_meta"
@@ -103,9 +100,6 @@ def is_presence(value: Any, _: Any) -> bool:
 
 def presence_out(value: Any) -> Any:
     return {} if value else None
-
-
-# -- strict primitive hooks ---------------------------------------------------------------------
 
 
 def _strict(kind: type, what: str) -> Hook:

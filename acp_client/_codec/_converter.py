@@ -344,7 +344,7 @@ class Builder:
 
         return unstructure_unknown
 
-    # -- version-specific shapes -------------------------------------------------------------
+    # -- leniency for the hand-shaped types --------------------------------------------------
 
     def lenient(self, tp: Any, value: Any, default: Any) -> Any:
         if value is None:

@@ -121,9 +121,6 @@ def _permission_request_in(builder: Builder) -> Hook:
     return structure_permission_request
 
 
-# -- session/status and the v2 foreground state -------------------------------------------------
-
-
 def _status_response_in(version: int) -> Hook:
     def structure_status_response(value: Any, _: Any) -> SessionStatusResponse:
         if type(value) is not dict:
@@ -171,9 +168,6 @@ def unstructure_foreground_state(obj: ForegroundState) -> dict[str, Any]:
     return out
 
 
-# -- session/set_config_option ------------------------------------------------------------------
-
-
 def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOptionRequest], dict[str, Any]]:
     def unstructure_set_config_option(obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": obj.session_id, "configId": obj.config_id}
@@ -189,9 +183,6 @@ def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOption
         return _with_meta(out, obj.meta)
 
     return unstructure_set_config_option
-
-
-# -- agent capabilities -------------------------------------------------------------------------
 
 
 def _agent_capabilities_in(builder: Builder) -> Hook:
@@ -285,9 +276,6 @@ def _session_capabilities_out(caps: SessionCapabilities, raw: Any, flags: Mappin
         else:
             out.pop(key, None)
     return out
-
-
-# -- initialize ---------------------------------------------------------------------------------
 
 
 _V1_REQUEST_KEYS: Final = ("clientInfo", "clientCapabilities")

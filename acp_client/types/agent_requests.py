@@ -47,9 +47,6 @@ __all__ = [
 ]
 
 
-# -- session/request_permission -----------------------------------------------------------------
-
-
 @attrs.frozen(eq=False, repr=False)
 class PermissionOption:
     """A choice offered to the user. ``kind``: ``allow_once``, ``allow_always``, ``reject_once``,
@@ -154,9 +151,6 @@ class RequestPermissionResponse:
     meta: dict[str, Any] | None = None
 
 
-# -- fs/* (v1) ----------------------------------------------------------------------------------
-
-
 @attrs.frozen(eq=False, repr=False)
 class ReadTextFileRequest:
     """``fs/read_text_file`` params: ``line`` is 1-based, ``limit`` a line count."""
@@ -191,9 +185,6 @@ class WriteTextFileResponse:
     """The client's answer to ``fs/write_text_file``."""
 
     meta: dict[str, Any] | None = None
-
-
-# -- terminal/* (v1) ----------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -284,9 +275,6 @@ class ReleaseTerminalResponse:
     """The client's answer to ``terminal/release``."""
 
     meta: dict[str, Any] | None = None
-
-
-# -- elicitation --------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)

@@ -78,9 +78,6 @@ __all__ = [
 ]
 
 
-# -- initialize ---------------------------------------------------------------------------------
-
-
 @attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
     """``initialize`` params.
@@ -107,9 +104,6 @@ class InitializeResponse:
     agent_capabilities: AgentCapabilities = attrs.field(factory=AgentCapabilities)
     auth_methods: tuple[AuthMethod, ...] = ()
     meta: dict[str, Any] | None = None
-
-
-# -- MCP servers --------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -189,9 +183,6 @@ class UnknownMcpServer:
 McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
 
 
-# -- modes, config options, commands ------------------------------------------------------------
-
-
 @attrs.frozen(eq=False, repr=False)
 class SessionMode:
     """A mode the agent can run in (v1 ``session/set_mode``)."""
@@ -260,9 +251,6 @@ class AvailableCommand:
     input: dict[str, Any] | None = None
     type: str | None = None
     meta: dict[str, Any] | None = None
-
-
-# -- session/new, load, resume, fork, close, delete, list ---------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -441,9 +429,6 @@ class ListSessionsResponse:
     meta: dict[str, Any] | None = None
 
 
-# -- session/status -----------------------------------------------------------------------------
-
-
 class Probe(str, enum.Enum):
     """What an instance said to ``session/status`` about one session: the one vocabulary of a
     probe answer (a :class:`~acp_client.types.Session` record's ``status``, the recovery's own
@@ -514,9 +499,6 @@ class SessionStatusResponse:
     def from_raw(cls, raw_status: str, state: ForegroundState | None = None) -> SessionStatusResponse:
         """Build one from the wire status string (normalizing it)."""
         return cls(status=normalize_status(raw_status), raw_status=raw_status, state=state)
-
-
-# -- session/prompt, cancel, modes, config ------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)

@@ -80,9 +80,6 @@ class _NoMessageId:
         return None
 
 
-# -- messages -----------------------------------------------------------------------------------
-
-
 @attrs.frozen(eq=False, repr=False)
 class UserMessageChunk:
     """A piece of a user message (appended to ``message_id``'s message when one is given)."""
@@ -173,9 +170,6 @@ class SessionMessageChunk:
     message_id: str
     content: ContentBlock
     meta: dict[str, Any] | None = None
-
-
-# -- tool calls ---------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -291,9 +285,6 @@ class ToolCallContentChunk(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-# -- terminals (v2 updates) ---------------------------------------------------------------------
-
-
 @attrs.frozen(eq=False, repr=False)
 class TerminalExitStatus:
     """How a terminal's command ended."""
@@ -336,9 +327,6 @@ class TerminalOutputChunk(_NoMessageId):
     terminal_id: str
     data: str
     meta: dict[str, Any] | None = None
-
-
-# -- plans --------------------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -423,9 +411,6 @@ class PlanRemoved(_NoMessageId):
 
     plan_id: str
     meta: dict[str, Any] | None = None
-
-
-# -- session metadata ---------------------------------------------------------------------------
 
 
 @attrs.frozen(eq=False, repr=False)
