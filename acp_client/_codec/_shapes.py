@@ -1,5 +1,10 @@
-"""Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations
-(:func:`register_shapes` lists them; the ``Session`` record has its own module, :mod:`._session`)."""
+"""Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations.
+
+``initialize`` and agent capabilities (v1 and v2 put them in different places; v1 flags, v2
+capability objects), the ``session/status`` answer and the v2 foreground state (default-on-error),
+``session/set_config_option`` (its inferred ``type`` tag), client capabilities (extra members
+kept), config options and permission requests; the ``Session`` record has :mod:`._session`.
+"""
 
 from __future__ import annotations
 
