@@ -157,8 +157,7 @@ class FileSystemPolicy:
         """The real path ``path`` names, if the policy allows it.
 
         Raises:
-            InvalidParams: The path is not absolute, contains NUL, does not exist (for a read),
-                or resolves outside every allowed root.
+            InvalidParams: Not absolute, contains NUL, missing (for a read), or outside every root.
         """
         if not isinstance(path, str) or "\x00" in path:
             raise InvalidParams("path must be a string without NUL")
@@ -190,7 +189,15 @@ def _handler(instance: object, attribute: attrs.Attribute[Any], value: object) -
         )
 
 
-_TERMINAL_METHODS = ("create", "output", "wait_for_exit", "kill", "release")
+#: Each ``terminal/*`` method: the :class:`TerminalHandler` method that answers it, and its request type.
+_TERMINAL: dict[str, tuple[str, type[Any]]] = {
+    "terminal/create": ("create", CreateTerminalRequest),
+    "terminal/output": ("output", TerminalOutputRequest),
+    "terminal/wait_for_exit": ("wait_for_exit", WaitForTerminalExitRequest),
+    "terminal/kill": ("kill", KillTerminalCommandRequest),
+    "terminal/release": ("release", ReleaseTerminalRequest),
+}
+_TERMINAL_METHODS = tuple(name for name, _ in _TERMINAL.values())
 
 
 def _terminal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -242,14 +249,8 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
 
 
 class RequestRouter:
-    """Routes one agent→client request to the app's handlers (internal).
-
-    Args:
-        handlers: The app's handlers.
-        session_roots: Returns the allowed roots of a session id (its cwd + additional
-            directories), used when the file-system policy has no roots of its own.
-        protocol_version: Returns the negotiated protocol version.
-    """
+    """Routes each agent→client request to the app's handlers (internal). ``session_roots`` gives
+    a session's roots (cwd + additional directories) for a policy without roots of its own."""
 
     def __init__(
         self,
@@ -342,11 +343,8 @@ class RequestRouter:
         raise RpcError.method_not_found(method)
 
     async def _confirm_protected_write(self, write: WriteTextFileRequest, path: Path) -> None:
-        """Ask the app's permission handler about a write to a protected path.
-
-        Raises:
-            InvalidParams: No handler, or it did not pick "allow".
-        """
+        """Ask the app's permission handler about a write to a protected path; raise
+        ``InvalidParams`` unless it picks "allow"."""
         title = f"Write to {path} (a configuration or hook file that can run code later)"
         tool_call = ToolCallUpdate(
             tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",
@@ -374,25 +372,28 @@ class RequestRouter:
         raise InvalidParams(f"writing {write.path!r} needs the user's permission, not given", {"path": write.path})
 
     async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
-        if method == "terminal/create":
-            return self._encode(await terminal.create(self._decode(CreateTerminalRequest, params)))
-        if method == "terminal/output":
-            return self._encode(await terminal.output(self._decode(TerminalOutputRequest, params)))
-        if method == "terminal/wait_for_exit":
-            return self._encode(await terminal.wait_for_exit(self._decode(WaitForTerminalExitRequest, params)))
-        if method == "terminal/kill":
-            await terminal.kill(self._decode(KillTerminalCommandRequest, params))
-            return {}
-        if method == "terminal/release":
-            await terminal.release(self._decode(ReleaseTerminalRequest, params))
-            return {}
-        raise RpcError.method_not_found(method)
+        if method not in _TERMINAL:
+            raise RpcError.method_not_found(method)
+        name, request_type = _TERMINAL[method]
+        answer = await getattr(terminal, name)(self._decode(request_type, params))
+        return {} if name in ("kill", "release") else self._encode(answer)
 
 
 def _confined_read(policy: FileSystemPolicy, request: ReadTextFileRequest, roots: Sequence[Path]) -> str:
     """Resolve and read in a worker thread (file I/O never blocks the event loop)."""
+    cap = policy.max_read_bytes
     path = policy.resolve(request.path, roots, for_write=False)
-    return _read_text(path, request.line, request.limit, policy)
+    data = read_regular_file(path, cap)  # a FIFO or device could block or never end: refused
+    if len(data) > cap:
+        raise InvalidParams(f"file is larger than {cap} bytes")
+    # What read_text() gave before the read was bounded: universal newlines.
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    if request.line is None and request.limit is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    start = max(0, (request.line or 1) - 1)
+    end = len(lines) if request.limit is None else start + max(0, request.limit)
+    return "".join(lines[start:end])
 
 
 def _confined_write(
@@ -403,18 +404,3 @@ def _confined_write(
     if path != checked:  # moved under us while the user was asked: not what was approved
         raise InvalidParams(f"the path changed while the write was pending: {request.path!r}")
     write_regular_file(path, request.content)
-
-
-def _read_text(path: Path, line: int | None, limit: int | None, policy: FileSystemPolicy) -> str:
-    cap = policy.max_read_bytes
-    data = read_regular_file(path, cap)  # a FIFO or device could block or never end: refused
-    if len(data) > cap:
-        raise InvalidParams(f"file is larger than {cap} bytes")
-    # What read_text() gave before the read was bounded: universal newlines.
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-    if line is None and limit is None:
-        return text
-    lines = text.splitlines(keepends=True)
-    start = max(0, (line or 1) - 1)
-    end = len(lines) if limit is None else start + max(0, limit)
-    return "".join(lines[start:end])
