@@ -116,11 +116,9 @@ class RetryPolicy:
             rng: The random source for jitter (a seeded one makes tests repeatable).
         """
         if attempt <= 1:
-            wait: tenacity.wait.wait_base = tenacity.wait_fixed(self.first_attempt_delay)
-            wait = _RetryAfter(wait, self.max_retry_after, lambda _: retry_after)
-        else:
-            wait = _backoff(self, steps_before=0, elapsed=lambda: elapsed, rng=rng, asked=lambda _: retry_after)
-        return float(wait(_after_failures(max(1, attempt - 1))))
+            return float(_at_least_asked(self.first_attempt_delay, retry_after, self.max_retry_after))
+        wait = _backoff(self, steps_before=0, elapsed=lambda: elapsed, rng=rng, asked=lambda _: retry_after)
+        return float(wait(_after_failures(attempt - 1)))
 
     def gives_up(self, failed_attempts: int, elapsed: float) -> bool:
         """Whether the policy is exhausted after ``failed_attempts`` failures, ``elapsed`` s down."""
@@ -184,42 +182,9 @@ def _exponential(policy: RetryPolicy, steps_before: int) -> tenacity.wait_expone
     )
 
 
-@attrs.define
-class _Suspended(tenacity.wait.wait_base):
-    """``normal`` until the outage is ``after`` seconds old on the clock, then ``suspended``."""
-
-    normal: tenacity.wait.wait_base
-    suspended: tenacity.wait.wait_base
-    after: float | None
-    elapsed: Callable[[], float]
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        late = self.after is not None and self.elapsed() >= self.after
-        return (self.suspended if late else self.normal)(retry_state)
-
-
-@attrs.define
-class _FullJitter(tenacity.wait.wait_base):
-    """A uniformly random wait up to what ``ceiling`` says (from the injected random source)."""
-
-    ceiling: tenacity.wait.wait_base
-    rng: random.Random
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        return self.rng.uniform(0.0, self.ceiling(retry_state))
-
-
-@attrs.define
-class _RetryAfter(tenacity.wait.wait_base):
-    """At least what the server's ``Retry-After`` asked for (at most ``cap``)."""
-
-    wait: tenacity.wait.wait_base
-    cap: float
-    asked: Callable[[tenacity.RetryCallState], float | None]
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        wait, asked = self.wait(retry_state), self.asked(retry_state)
-        return min(asked, self.cap) if asked is not None and asked > wait else wait
+def _at_least_asked(wait: float, asked: float | None, cap: float) -> float:
+    """``wait``, raised to what the server's ``Retry-After`` asked for (at most ``cap``)."""
+    return min(asked, cap) if asked is not None and asked > wait else wait
 
 
 @attrs.define
@@ -240,13 +205,19 @@ def _backoff(
     elapsed: Callable[[], float],
     rng: random.Random | None,
     asked: Callable[[tenacity.RetryCallState], float | None],
-) -> tenacity.wait.wait_base:
-    wait: tenacity.wait.wait_base = _Suspended(
-        _exponential(policy, steps_before), tenacity.wait_fixed(policy.suspended_delay), policy.suspend_after, elapsed
-    )
-    if policy.jitter:
-        wait = _FullJitter(wait, rng or _RANDOM)
-    return _RetryAfter(wait, policy.max_retry_after, asked)
+) -> Callable[[tenacity.RetryCallState], float]:
+    """The wait strategy: tenacity's exponential ceiling (``suspended_delay`` once the outage is
+    ``suspend_after`` old on the clock), full jitter from ``rng``, then ``Retry-After``."""
+    exponential = _exponential(policy, steps_before)
+    source = rng or _RANDOM
+
+    def wait(retry_state: tenacity.RetryCallState) -> float:
+        suspended = policy.suspend_after is not None and elapsed() >= policy.suspend_after
+        ceiling = float(policy.suspended_delay) if suspended else exponential(retry_state)
+        delay = source.uniform(0.0, ceiling) if policy.jitter else ceiling
+        return _at_least_asked(delay, asked(retry_state), policy.max_retry_after)
+
+    return wait
 
 
 def _stop(policy: RetryPolicy, *, attempts_before: int, elapsed: Callable[[], float]) -> tenacity.stop.stop_base:
