@@ -78,11 +78,10 @@ def _one_line(match: re.Match[str]) -> str:
 def printable(text: str, *, one_line: bool = False) -> str:
     """``text`` made safe to show to a person: no character in it acts on a terminal or an editor.
 
-    Controls, escape sequences, bidirectional and other format characters are replaced by a visible
-    form (see the module's table); nothing is removed, so what the agent sent can still be read.
+    Each such character gets a visible form (see the module's table); nothing is removed, so what
+    the agent sent can still be read.
 
     Args:
-        text: Text from an agent (or anything else not trusted).
         one_line: For a place that holds one line (a banner, a status line, a list item): newlines,
             carriage returns, tabs and line separators become spaces too.
 
