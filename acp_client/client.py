@@ -188,16 +188,12 @@ class AcpClient:
     ) -> Location:
         """Ask every instance ``session/status`` for ``session_id`` at once; nothing is loaded.
 
-        The first call opens a link to every instance the client has none to, and keeps it, so
-        later calls cost one round trip per instance (``docs/many-instances.md``).
+        An earlier id of a tracked session finds its current one. The first call opens a link to
+        every instance the client has none to, and keeps it (``docs/many-instances.md``). A
+        single-endpoint client has one instance, named by its connector's target.
 
         Args:
-            session_id: The session (an earlier id of a tracked session finds its current one).
             timeout: Seconds each instance gets (default: ``Timeouts.probe``; ``None``: no limit).
-
-        Returns:
-            Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
-            a single-endpoint client has one instance, named by its connector's target.
 
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
@@ -253,11 +249,8 @@ class AcpClient:
 
     async def adopt(self, session_ids: Iterable[str]) -> list[SessionHandle]:
         """Claim stored sessions nobody holds (see :meth:`adoptable_sessions`) and recover each
-        as after a drop, with its stored conversation. One another client holds, or not stored,
-        is left out.
-
-        Returns:
-            Handles on the sessions adopted.
+        as after a drop, with its stored conversation; return handles on them. One another client
+        holds, or not stored, is left out.
 
         Raises:
             ConfigurationError: The client has no shared session store.
@@ -325,14 +318,9 @@ class AcpClient:
         mcp_servers: Sequence[McpServer] = (),
         additional_directories: Sequence[str | Path] = (),
     ) -> SessionHandle:
-        """``session/new``: start a session. The client tracks it for recovery.
-
-        Returns:
-            The live handle (its :attr:`~SessionHandle.record` is the session record).
-        """
+        """``session/new``: start a session, tracked for recovery."""
         extra = tuple(str(item) for item in additional_directories)
-        tracked = await self._engine.new(str(cwd), tuple(mcp_servers), extra)
-        return SessionHandle(self, tracked)
+        return SessionHandle(self, await self._engine.new(str(cwd), tuple(mcp_servers), extra))
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
