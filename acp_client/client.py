@@ -30,11 +30,7 @@ from ._sessions._table import Tracked
 from ._util._checks import check_seconds
 from ._util._delivery import Feed
 from .config import USE_CLIENT_DEFAULT, Callbacks, ClientOptions, Timeouts, UseClientDefault
-from .exceptions import (
-    CapabilityNotSupported,
-    ClientClosed,
-    ConfigurationError,
-)
+from .exceptions import CapabilityNotSupported, ClientClosed, ConfigurationError
 from .group import EndpointGroup
 from .location import Endpoint, Location
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent

@@ -11,9 +11,7 @@ callers never need to import those libraries to handle a failure.
     ├── TransportError                        the link to the agent failed or misbehaved
     │   ├── ConnectError                      could not establish a link (refused, DNS, handshake)
     │   │   ├── TlsVerificationError          the peer's certificate did not verify (fatal)
-    │   │   └── ConnectTimeout                the opening (TCP, TLS, handshake, initialize) took
-    │   │                                     longer than ``Timeouts.connect`` (also a
-    │   │                                     RequestTimeout and a TimeoutError)
+    │   │   └── ConnectTimeout                took longer than ``Timeouts.connect`` to open (also a RequestTimeout)
     │   ├── HttpStatusError                   an HTTP answer with an unexpected status
     │   │   ├── MissingHeader                 400: a required Acp-* header was absent
     │   │   ├── AuthenticationFailed          401 / 403
@@ -46,8 +44,7 @@ callers never need to import those libraries to handle a failure.
     ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
     ├── SessionNotTracked                     this client does not track that session (no request sent)
-    │   └── SessionOwnershipLost              another client owns the stored session now, or this
-    │                                         client's lease ran out (no request sent)
+    │   └── SessionOwnershipLost              its lease was taken over or ran out (no request sent)
     ├── RecoveryFailed                        a session could not be recovered on any path
     └── SessionStoreError                     the session store cannot be used (``path``)
         ├── SessionStoreCorrupt               not a store database, or a damaged one (never written)
@@ -55,8 +52,7 @@ callers never need to import those libraries to handle a failure.
         ├── SessionStoreTooNew                written by a newer acp_client (schema version)
         ├── SessionStoreReadOnly              the store cannot be written by this process (refused at open)
         ├── SessionStoreBusy                  another process held the lock past the busy timeout
-        ├── SessionStoreFenced                a stale owner's write: another client holds the
-        │                                     session's lease now (nothing written)
+        ├── SessionStoreFenced                a stale owner's write: another client holds the lease (nothing written)
         ├── SessionStoreUnavailable           the database server cannot be reached (a write was not made)
         └── SessionStoreDriverMissing         the store's database driver is not installed (an extra)
 
