@@ -6,12 +6,10 @@ agent asks                     the client answers
 session/request_permission     the app's ``permission`` handler; without one: ``cancelled``
 fs/read_text_file, write       only when the app passes a :class:`FileSystemPolicy`; paths must
                                be absolute and resolve (symlinks followed) under an allowed
-                               root, compared by path component; otherwise method-not-found.
-                               Only regular files are opened (never a FIFO or device). A write
-                               to a protected path (``.git/hooks/*``, ``.bashrc``, ... see
-                               :data:`DEFAULT_PROTECTED_PATHS`) always asks the ``permission``
-                               handler first and is refused without one; no write leaves a
-                               file executable
+                               root, compared by path component; only regular files are opened;
+                               a write to a protected path (:data:`DEFAULT_PROTECTED_PATHS`)
+                               needs the ``permission`` handler's yes; no write leaves a file
+                               executable; otherwise method-not-found
 terminal/*                     only when the app passes a :class:`TerminalHandler`
 elicitation/create             the app's ``elicitation`` handler; without one: ``cancel``
 anything else                  the app's ``extension`` handler for ``_``-prefixed methods;
@@ -106,18 +104,12 @@ class TerminalHandler(Protocol):
     async def release(self, request: ReleaseTerminalRequest) -> None: ...
 
 
-def _absolute_roots(_instance: Any, _attribute: Any, roots: tuple[Path, ...] | None) -> None:
-    if roots is None:
-        return
-    for root in roots:
+def _to_roots(value: Sequence[str | os.PathLike[str]] | None) -> tuple[Path, ...] | None:
+    roots = None if value is None else tuple(Path(item) for item in value)
+    for root in roots or ():
         if not root.is_absolute():
             raise ConfigurationError(f"file-system root must be absolute: {root}")
-
-
-def _to_roots(value: Sequence[str | os.PathLike[str]] | None) -> tuple[Path, ...] | None:
-    if value is None:
-        return None
-    return tuple(Path(item) for item in value)
+    return roots
 
 
 def _to_patterns(value: Sequence[str]) -> tuple[str, ...]:
@@ -145,7 +137,7 @@ class FileSystemPolicy:
 
     read: bool = True
     write: bool = False
-    roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots, validator=_absolute_roots)
+    roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots)
     max_read_bytes: int = _DEFAULT_MAX_READ_BYTES
     protected_paths: tuple[str, ...] = attrs.field(default=DEFAULT_PROTECTED_PATHS, converter=_to_patterns)
 
