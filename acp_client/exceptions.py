@@ -291,11 +291,8 @@ _MAX_ECHOED_CHARS: Final = 128
 
 
 class RpcError(AcpError):
-    """The agent answered with a JSON-RPC error object.
-
-    A subclass names its wire code and default message as class keywords
-    (``class ParseError(RpcError, code=-32700, message="Parse error")``), and :meth:`from_error`
-    picks it for that code.
+    """The agent answered with a JSON-RPC error object (:meth:`from_error` picks the subclass
+    declared with that ``code=``).
 
     Attributes:
         code: The JSON-RPC error code.
@@ -396,8 +393,7 @@ class UnsupportedProtocolVersion(RpcError, code=-32022, message="Unsupported pro
 
 
 class RequestTimeout(AcpError, TimeoutError):
-    """No answer arrived within the request's timeout; a ``$/cancel_request`` was sent. Also a
-    builtin :class:`TimeoutError`.
+    """No answer arrived within the request's timeout; a ``$/cancel_request`` was sent.
 
     Attributes:
         method: The request's method.
@@ -412,10 +408,7 @@ class RequestTimeout(AcpError, TimeoutError):
 
 class ConnectTimeout(ConnectError, RequestTimeout):
     """Opening a link (TCP, TLS, the WebSocket handshake or ``initialize``) took longer than
-    ``Timeouts.connect``, whatever the transport.
-
-    A :class:`ConnectError` (nothing was established; reconnecting may help), a
-    :class:`RequestTimeout` whose ``method`` is ``"initialize"``, and a builtin :class:`TimeoutError`.
+    ``Timeouts.connect``: nothing was established (reconnecting may help); ``method`` is ``"initialize"``.
 
     Attributes:
         timeout: The connect timeout that expired, in seconds (``None`` when not known).
@@ -496,11 +489,10 @@ class SessionNotTracked(AcpError):
 
 
 class SessionOwnershipLost(SessionNotTracked):
-    """This client no longer owns the stored session (a shared session store): another client
-    took its lease over, or the lease ran out on this client's clock before it was renewed.
+    """Another client took this one's lease on the stored session, or it ran out before renewal.
 
-    Nothing was sent for the call that raises it; a turn running when ownership was lost fails
-    with it and is never reported as ended. ``Callbacks.on_ownership_lost`` was told.
+    Nothing was sent; a turn running then fails with it and is never reported as ended.
+    ``Callbacks.on_ownership_lost`` was told.
 
     Attributes:
         owner: This client's owner name.
