@@ -58,11 +58,7 @@ def _shown(char: str) -> str:
         return "\u2421"
     if code < 0x20:
         return chr(0x2400 + code)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
+    return ascii(char)[1:-1]  # its Python escape: \x80, \u202e, \U000e0041
 
 
 def _multi_line(match: re.Match[str]) -> str:
