@@ -26,16 +26,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-__all__ = [
-    "Clock",
-    "Deadline",
-    "SystemClock",
-    "TimerHandle",
-    "fail_after",
-    "fail_at",
-    "move_on_after",
-    "move_on_at",
-]
+__all__ = ["Clock", "Deadline", "SystemClock", "TimerHandle", "fail_after", "fail_at", "move_on_after", "move_on_at"]
 
 
 @runtime_checkable
