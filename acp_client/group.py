@@ -26,11 +26,10 @@ class LinksPlan:
 
     Attributes:
         build: Makes the links from the engine's parts (called once, by the client's engine).
-        first: The first instance's connector (:attr:`AcpClient.connector
-            <acp_client.AcpClient.connector>`).
-        store_key: The key the client files its sessions under in a session store, when the group
+        first: The first instance's connector (``AcpClient.connector``).
+        store_key: The key the client files its sessions under in a session store, if the group
             can name one (``None``: ``session_store_key`` is required).
-        endpoints: The instances (:attr:`AcpClient.endpoints <acp_client.AcpClient.endpoints>`).
+        endpoints: The instances (``AcpClient.endpoints``).
     """
 
     build: LinksFactory

@@ -128,11 +128,10 @@ class FileSystemPolicy:
         roots: The allowed roots. ``None`` (the default) means each session's own roots: its
             ``cwd`` and additional directories. An empty tuple allows nothing.
         max_read_bytes: The largest file ``fs/read_text_file`` will return.
-        protected_paths: Paths whose writes always ask the app's ``permission`` handler (and are
-            refused when there is none), even with ``write`` on: VCS hooks and config, shell
-            start-up files, editor/workspace settings, direnv, CI and package-manager configs
-            (:data:`DEFAULT_PROTECTED_PATHS`; pattern syntax in :mod:`acp_client._util._fs_guard`).
-            Extend it with ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
+        protected_paths: Paths whose writes always ask the app's ``permission`` handler (refused
+            without one), even with ``write`` on. :data:`DEFAULT_PROTECTED_PATHS` (VCS hooks, shell
+            start-up files, editor, CI and package-manager configs, ...; pattern syntax in
+            :mod:`acp_client._util._fs_guard`) extends as ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
     """
 
     read: bool = True
