@@ -131,9 +131,6 @@ class ConfigurationError(AcpError, ValueError):
     root, an unsupported URL scheme); raised before anything touches the wire."""
 
 
-# Transport errors
-
-
 class TransportError(AcpError):
     """The link to the agent failed or misbehaved.
 
@@ -251,9 +248,6 @@ class AgentExited(TransportClosed):
         self.exit_code = exit_code
 
 
-# Protocol errors (the peer broke the rules)
-
-
 class ProtocolError(AcpError):
     """The peer sent something that is not valid JSON-RPC 2.0 / ACP."""
 
@@ -283,8 +277,6 @@ class IncompatibleProtocolVersion(ProtocolError):
 class InvalidMessage(ProtocolError):
     """A well-formed JSON-RPC message whose ACP payload could not be decoded."""
 
-
-# JSON-RPC error answers
 
 #: The most characters of a peer's input (a method name, ...) an error answer echoes back.
 _MAX_ECHOED_CHARS: Final = 128
@@ -387,9 +379,6 @@ class SessionNotFound(RpcError, code=-32002, message="Resource not found"):
 
 class UnsupportedProtocolVersion(RpcError, code=-32022, message="Unsupported protocol version"):
     """-32022 (newer v2): the agent does not support the requested protocol version."""
-
-
-# Client-side conditions
 
 
 class RequestTimeout(AcpError, TimeoutError):
@@ -513,9 +502,6 @@ class RecoveryFailed(AcpError):
         super().__init__(f"session {session_id}: {message}")
         self.session_id = session_id
         self.cause = cause
-
-
-# Session store
 
 
 class SessionStoreError(AcpError):

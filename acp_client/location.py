@@ -38,12 +38,8 @@ class Endpoint:
     """
 
     url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
-    name: str = attrs.field()
+    name: str = attrs.field(default=attrs.Factory(lambda self: redact_url(self.url), takes_self=True))
     connector: Connector | None = attrs.field(default=None, eq=False, repr=False)
-
-    @name.default
-    def _name_default(self) -> str:
-        return redact_url(self.url)
 
     @classmethod
     def of(cls, value: str | Connector | Endpoint) -> Endpoint:
