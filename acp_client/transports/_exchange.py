@@ -172,8 +172,6 @@ class HttpExchange:
         #: Set once ``initialize`` is answered; sent on every later request.
         self.connection_id: str | None = None
 
-    # -- POST ----------------------------------------------------------------------------------
-
     async def post(self, body: bytes, session_id: str | None, *, initialize: bool = False) -> Answer:
         """POST one encoded message; returns the read answer (any status but a redirect).
 
@@ -232,8 +230,6 @@ class HttpExchange:
         if key is not None:
             self._post_extra = (key, headers)
         return headers
-
-    # -- GET (SSE) and DELETE ------------------------------------------------------------------
 
     async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
@@ -311,8 +307,6 @@ class HttpExchange:
         finally:
             await self._client.aclose()
 
-    # -- answers -------------------------------------------------------------------------------
-
     def status_error(self, answer: Answer, *, what: str, session_header: bool, batch: bool = False) -> TransportError:
         """The error for an answer with an unexpected status."""
         text = answer.body.decode("utf-8", "replace")
@@ -342,8 +336,6 @@ class HttpExchange:
             cap=self._limits.max_http_body_bytes if cap is None else cap,
             truncate=truncate,
         )
-
-    # -- requests ------------------------------------------------------------------------------
 
     async def _request_following(self, method: str, extra: list[tuple[str, str]], *, client: Wire | None) -> Reply:
         """Send a GET or DELETE, following same-origin redirects only; returns the open response."""

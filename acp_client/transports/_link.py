@@ -142,8 +142,6 @@ class HttpTransport:
         #: The server said it no longer knows the connection (nothing left to ``DELETE``).
         self._forgotten = False
 
-    # -- the Transport protocol --------------------------------------------------------------
-
     def watch_resumes(self, listener: Callable[[StreamResumed], None] | None) -> None:
         """Call ``listener`` each time a broken stream is reattached (see :class:`~.base.Reattaching`)."""
         self._on_resumed = listener
@@ -641,8 +639,6 @@ class HttpTransport:
             if isinstance(error, UnknownConnection):
                 self._fail(f"the server no longer knows connection {self._http.connection_id}")
             raise error
-
-    # -- helpers -----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed is not None:

@@ -137,8 +137,6 @@ class Router:
         #: A reconnect starts from what the previous link learnt.
         self.header_everywhere: bool | None = header_everywhere
 
-    # -- outgoing ------------------------------------------------------------------------------
-
     def route(self, message: Message) -> Route:
         """Where a POST of ``message`` (one message or a batch) goes.
 
@@ -207,8 +205,6 @@ class Router:
             self.header_everywhere = False
             return False
         return None
-
-    # -- inbound -------------------------------------------------------------------------------
 
     def inbound(self, message: Message, source: str | None) -> list[StreamAction]:
         """Track an inbound message (``source``: the session whose stream it came on); returns what

@@ -197,8 +197,6 @@ class SseParser:
         self._bom_pending = b""
         return truncated
 
-    # -- internals ---------------------------------------------------------------------------
-
     def _checked_line(self, line: bytes | bytearray, out: list[SseItem]) -> None:
         if len(line) > self._max_line:
             self._line_too_long(out, str(len(line)))
