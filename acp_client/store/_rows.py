@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
-from .base import Lease, StoredSession, bound_conversation, check_owner
+from .base import Fence, Lease, StoredSession, as_utc, bound_conversation, check_owner
 
 logger = get_logger("acp_client.store")
 
@@ -99,11 +99,33 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
 
 
 class RowStore(abc.ABC):
-    """The part of a built-in store that reads rows back; a store sets ``_path`` and
-    ``_schema_version`` and says how its columns hold JSON (``_loads``) and times (``_time``)."""
+    """What both built-in stores share: the reads and the conversation writes, over what each provides.
+
+    A store sets ``_path``, ``_schema_version``, ``_max_transcript_bytes`` and ``_sql`` (its statements,
+    with named parameters), and says how it runs one statement (``_query``), how its columns hold
+    JSON (``_loads``) and times (``_time``), what ``now`` a lease query takes (``_now``), and how it
+    writes a conversation (``_save_tail``).
+    """
 
     _path: str
     _schema_version: int
+    _max_transcript_bytes: int
+    _sql: Any
+
+    @abc.abstractmethod
+    def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        """The rows of one statement (errors mapped to the store's)."""
+
+    @abc.abstractmethod
+    def _now(self, now: datetime | None) -> Any:
+        """``now`` as a lease query's ``now`` parameter (``None``: the store's clock)."""
+
+    @abc.abstractmethod
+    def _save_tail(
+        self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
+    ) -> bool:
+        """Replace the conversation with ``tail`` (and set ``last_used_at`` to ``when``, when given) in
+        one step; ``False`` when the session is not stored."""
 
     @staticmethod
     def _loads(value: Any) -> Any:
@@ -173,6 +195,80 @@ class RowStore(abc.ABC):
         return SessionStoreFenced.refused(
             self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
         )
+
+    # -- what both stores do alike ----------------------------------------------------------------
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
+
+    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
+        rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
+        return self._decode(rows[0]) if rows else None
+
+    def save_transcript(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    ) -> bool:
+        tail = dump_conversation(entries, self._max_transcript_bytes)
+        return self._save_tail("save transcript", endpoint, session_id, tail, when=None, fence=fence)
+
+    def save_turn(
+        self,
+        endpoint: str,
+        session_id: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> bool:
+        """The end of a turn in one step: ``last_used_at`` set to ``when`` (default: now) and the
+        conversation replaced as :meth:`save_transcript` replaces it (raises as it does); ``False``
+        (nothing written) when the session is not stored."""
+        tail = dump_conversation(entries, self._max_transcript_bytes)
+        return self._save_tail("save turn", endpoint, session_id, tail, when=as_utc(when), fence=fence)
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        params = {"endpoint": endpoint, "session_id": session_id}
+        rows = self._query("load transcript", self._sql.load_transcript, params)
+        return self._conversation(rows[0][0], session_id) if rows else ()
+
+    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
+        params = {"endpoint": endpoint, "now": self._now(now)}
+        return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
+
+    def lease(self, endpoint: str, session_id: str) -> Lease | None:
+        """The session's lease as stored (``None``: not stored, or never claimed).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
+        return lease_of(rows[0], self._time) if rows else None
+
+    def endpoints(self) -> list[str]:
+        """Every endpoint key with stored sessions, most recently used first.
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
+
+    def count(self, endpoint: str | None = None) -> int:
+        """How many sessions are stored (for ``endpoint``, or in all).
+
+        Raises:
+            SessionStoreError: The store cannot be read.
+        """
+        if endpoint is None:
+            rows = self._query("count", self._sql.count_all, {})
+        else:
+            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
+        return int(rows[0][0])
+
+    @property
+    def path(self) -> str:
+        """Where the store is: the database file (``":memory:"`` in memory), or the DSN with any
+        password masked and the schema."""
+        return self._path
 
     @property
     def schema_version(self) -> int:

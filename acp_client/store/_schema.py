@@ -24,11 +24,28 @@ _SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM s
 _CLAIMABLE: Final = "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at <= ?)"
 #: The most session ids one statement names (well under SQLite's bound parameters).
 _CHUNK: Final = 500
+_ONE: Final = "endpoint = :endpoint AND session_id = :session_id"
 _UPSERT: Final = (
     f"INSERT INTO sessions ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' for _ in RECORD_COLUMNS)}) "
     "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
     + ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
 )
+
+
+class Statements:
+    """The store's reads, with named parameters (as the PostgreSQL store's)."""
+
+    load = f"{_SELECT} WHERE endpoint = :endpoint ORDER BY last_used_at DESC, session_id"
+    get = f"{_SELECT} WHERE {_ONE}"
+    lease = f"SELECT session_id, {', '.join(_LEASE_COLUMNS)} FROM sessions WHERE {_ONE}"
+    load_transcript = f"SELECT tail FROM transcripts WHERE {_ONE}"
+    adoptable = (
+        f"{_SELECT} WHERE endpoint = :endpoint AND (lease_owner IS NULL OR lease_expires_at <= :now) "
+        "ORDER BY last_used_at DESC, session_id"
+    )
+    endpoints = "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
+    count_all = "SELECT COUNT(*) FROM sessions"
+    count = "SELECT COUNT(*) FROM sessions WHERE endpoint = :endpoint"
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:

@@ -58,7 +58,6 @@ from ._rows import (
     RowStore,
     check_session_ids,
     check_window,
-    dump_conversation,
     dump_json,
     lease_of,
     leases_of,
@@ -179,13 +178,6 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
 
     # -- the SessionStore protocol --------------------------------------------------------------
 
-    def load(self, endpoint: str) -> list[StoredSession]:
-        return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
-
-    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
-        return self._decode(rows[0]) if rows else None
-
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = self._row(session)
         if fence is None:
@@ -289,36 +281,16 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         statements = (self._sql.touch, self._sql.touch_fenced)
         return self._write("touch", statements, endpoint, session_id, fence=fence, params={"when": as_utc(when)})
 
-    def save_transcript(
-        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    def _save_tail(
+        self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
     ) -> bool:
-        tail = dump_conversation(entries, self._max_transcript_bytes)
+        """One statement, one round trip: the conversation, and the last use ``when`` where given."""
+        params: dict[str, Any] = {"conversation": tail}
         statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
-        params = {"conversation": tail}
-        return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
-
-    def save_turn(
-        self,
-        endpoint: str,
-        session_id: str,
-        entries: Sequence[Mapping[str, Any]],
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
-    ) -> bool:
-        """The end of a turn in one statement, one round trip: ``last_used_at`` set to ``when``
-        (default: now) and the conversation replaced as :meth:`save_transcript` replaces it (raises as
-        it does); ``False`` (nothing written) when the session is not stored."""
-        tail = dump_conversation(entries, self._max_transcript_bytes)
-        statements = (self._sql.save_turn, self._sql.save_turn_fenced)
-        params = {"conversation": tail, "when": as_utc(when)}
-        return self._write("save turn", statements, endpoint, session_id, fence=fence, params=params)
-
-    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        rows = self._query(
-            "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
-        )
-        return self._conversation(rows[0][0], session_id) if rows else ()
+        if when is not None:
+            statements = (self._sql.save_turn, self._sql.save_turn_fenced)
+            params["when"] = when
+        return self._write(action, statements, endpoint, session_id, fence=fence, params=params)
 
     # -- ownership (SharedSessionStore) ---------------------------------------------------------
 
@@ -378,50 +350,16 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         params["session_ids"] = list(dict.fromkeys(session_ids))
         return len(self._query("release", self._sql.release_some, params))
 
-    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        params = {"endpoint": endpoint, "now": None if now is None else as_utc(now)}
-        return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
-
-    def lease(self, endpoint: str, session_id: str) -> Lease | None:
-        """The session's lease as stored (``None``: not stored, or never claimed).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
-        return lease_of(rows[0], as_utc) if rows else None
-
     def _window(self, owner: str, duration: float, now: datetime | None) -> dict[str, Any]:
         """The parameters of a lease for ``owner`` of ``duration`` seconds from ``now`` (both checked)."""
         check_window(owner, duration)
-        return {"owner": owner, "duration": float(duration), "now": None if now is None else as_utc(now)}
+        return {"owner": owner, "duration": float(duration), "now": self._now(now)}
+
+    @staticmethod
+    def _now(now: datetime | None) -> datetime | None:
+        return None if now is None else as_utc(now)
 
     # -- beyond the protocol --------------------------------------------------------------------
-
-    def endpoints(self) -> list[str]:
-        """Every endpoint key with stored sessions, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
-
-    def count(self, endpoint: str | None = None) -> int:
-        """How many sessions are stored (for ``endpoint``, or in all).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        if endpoint is None:
-            rows = self._query("count", self._sql.count_all, {})
-        else:
-            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
-        return int(rows[0][0])
-
-    @property
-    def path(self) -> str:
-        """Where the store is: the DSN with any password masked, and the schema."""
-        return self._path
 
     @property
     def schema(self) -> str:

@@ -59,17 +59,15 @@ from ._rows import (
     check_session_ids,
     check_version,
     check_window,
-    dump_conversation,
-    lease_of,
     leases_of,
     record_values,
 )
 from ._schema import (
     _MIGRATIONS,
-    _SELECT,
     _UPSERT,
     SCHEMA_VERSION,
     Migration,
+    Statements,
     _chunks,
     _from_micros,
     _loads,
@@ -134,6 +132,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     """
 
     _migrations: tuple[Migration, ...] = _MIGRATIONS
+    _sql = Statements
 
     def __init__(
         self,
@@ -274,19 +273,11 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     def _row(self, session: StoredSession) -> tuple[Any, ...]:
         return record_values(session, _micros)
 
+    def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        with self._connection() as conn, self._errors(action):
+            return conn.execute(sql, params).fetchall()
+
     # -- the SessionStore protocol ---------------------------------------------------------------
-
-    def load(self, endpoint: str) -> list[StoredSession]:
-        with self._connection() as conn, self._errors("load"):
-            rows = conn.execute(
-                f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
-            ).fetchall()
-        return self._decoded(rows)
-
-    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        with self._connection() as conn, self._errors("get"):
-            row = conn.execute(f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)).fetchone()
-        return None if row is None else self._decode(row)
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = self._row(session)
@@ -317,9 +308,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         with self._connection() as conn, self._transaction(conn, "rename"):
             if fence is not None and not self._fenced(conn, endpoint, old_session_id, fence):
                 return None
-            row = conn.execute(
-                f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id)
-            ).fetchone()
+            row = conn.execute(self._sql.get, {"endpoint": endpoint, "session_id": old_session_id}).fetchone()
             if row is None:
                 return None
             old = self._decode(row)
@@ -371,47 +360,18 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             )
         return cursor.rowcount > 0
 
-    def save_transcript(
-        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
-    ) -> bool:
-        return self._save_tail("save transcript", endpoint, session_id, entries, fence=fence, last_used=None)
-
-    def save_turn(
-        self,
-        endpoint: str,
-        session_id: str,
-        entries: Sequence[Mapping[str, Any]],
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
-    ) -> bool:
-        """The end of a turn in one transaction: ``last_used_at`` set to ``when`` (default: now)
-        and the transcript replaced as :meth:`save_transcript` replaces it (raises as it does)."""
-        last_used = _micros(as_utc(when))
-        return self._save_tail("save turn", endpoint, session_id, entries, fence=fence, last_used=last_used)
-
     def _save_tail(
-        self,
-        action: str,
-        endpoint: str,
-        session_id: str,
-        entries: Sequence[Mapping[str, Any]],
-        *,
-        fence: Fence | None,
-        last_used: int | None,
+        self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
     ) -> bool:
-        """Replace the transcript (and set ``last_used_at`` to ``last_used``, when given) in one
-        transaction; ``False`` when the session is not stored."""
-        tail = dump_conversation(entries, self._max_transcript_bytes)
         with self._connection() as conn, self._transaction(conn, action):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
             key = (endpoint, session_id)
-            if last_used is None:
+            if when is None:
                 stored = conn.execute("SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", key).fetchone()
             else:
                 update = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
-                stored = conn.execute(update, (last_used, *key)).rowcount > 0
+                stored = conn.execute(update, (_micros(when), *key)).rowcount > 0
             if not stored:
                 return False
             conn.execute(
@@ -420,13 +380,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
                 (*key, tail),
             )
         return True
-
-    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        with self._connection() as conn, self._errors("load transcript"):
-            row = conn.execute(
-                "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
-            ).fetchone()
-        return () if row is None else self._conversation(row[0], session_id)
 
     # -- ownership (SharedSessionStore) ------------------------------------------------------------
 
@@ -509,62 +462,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
                     cursor = conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk))
                     released += cursor.rowcount
         return released
-
-    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        stamp = self._now(now)
-        with self._connection() as conn, self._errors("list adoptable sessions"):
-            rows = conn.execute(
-                f"{_SELECT} WHERE endpoint = ? AND (lease_owner IS NULL OR lease_expires_at <= ?) "
-                "ORDER BY last_used_at DESC, session_id",
-                (endpoint, stamp),
-            ).fetchall()
-        return self._decoded(rows)
-
-    def lease(self, endpoint: str, session_id: str) -> Lease | None:
-        """The session's lease as stored (``None``: not stored, or never claimed).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        with self._connection() as conn, self._errors("read lease"):
-            row = conn.execute(
-                "SELECT session_id, lease_owner, lease_token, lease_expires_at FROM sessions "
-                "WHERE endpoint = ? AND session_id = ?",
-                (endpoint, session_id),
-            ).fetchone()
-        return None if row is None else lease_of(row, self._time)
-
-    # -- beyond the protocol ----------------------------------------------------------------------
-
-    def endpoints(self) -> list[str]:
-        """Every endpoint key with stored sessions, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        with self._connection() as conn, self._errors("list endpoints"):
-            rows = conn.execute(
-                "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-            ).fetchall()
-        return [row[0] for row in rows]
-
-    def count(self, endpoint: str | None = None) -> int:
-        """How many sessions are stored (for ``endpoint``, or in all).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        with self._connection() as conn, self._errors("count"):
-            if endpoint is None:
-                row = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()
-            else:
-                row = conn.execute("SELECT COUNT(*) FROM sessions WHERE endpoint = ?", (endpoint,)).fetchone()
-        return int(row[0])
-
-    @property
-    def path(self) -> str:
-        """The database file (``":memory:"`` for an in-memory store)."""
-        return self._path
 
     @property
     def closed(self) -> bool:
