@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+import attrs
+
 from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
@@ -55,6 +57,19 @@ def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tu
         when(session.last_used_at),
         dump_json(list(session.previous_session_ids), "previous_session_ids"),
         dump_json(session.extra, "extra"),
+    )
+
+
+def renamed(old: StoredSession, new_session_id: str, when: datetime) -> StoredSession:
+    """``old`` under ``new_session_id``: the old id last in ``previous_session_ids``, ``updated_at`` set
+    to ``when``, its lease along."""
+    previous = [item for item in old.previous_session_ids if item != new_session_id]
+    return attrs.evolve(
+        old,
+        session_id=new_session_id,
+        previous_session_ids=(*previous, old.session_id),
+        updated_at=when,
+        lease=None if old.lease is None else attrs.evolve(old.lease, session_id=new_session_id),
     )
 
 
@@ -119,6 +134,12 @@ class RowStore(abc.ABC):
     @abc.abstractmethod
     def _now(self, now: datetime | None) -> Any:
         """``now`` as a lease query's ``now`` parameter (``None``: the store's clock)."""
+
+    @abc.abstractmethod
+    def _rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
+    ) -> StoredSession | None:
+        """Move a session, its conversation and its lease to a new id in one step (see :meth:`rename`)."""
 
     @abc.abstractmethod
     def _save_tail(
@@ -204,6 +225,19 @@ class RowStore(abc.ABC):
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
         rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
         return self._decode(rows[0]) if rows else None
+
+    def rename(
+        self,
+        endpoint: str,
+        old_session_id: str,
+        new_session_id: str,
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> StoredSession | None:
+        if not new_session_id:
+            raise ConfigurationError("the new session id must not be empty")
+        return self._rename(endpoint, old_session_id, new_session_id, when=as_utc(when), fence=fence)
 
     def save_transcript(
         self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None

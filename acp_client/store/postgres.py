@@ -44,8 +44,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from ..exceptions import (
     ConfigurationError,
     SessionStoreError,
@@ -62,6 +60,7 @@ from ._rows import (
     lease_of,
     leases_of,
     record_values,
+    renamed,
 )
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
@@ -214,22 +213,12 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
             return False  # not stored: answered as for any session that is not
         raise self._refused(endpoint, session_id, fence, lease_of(held[0], as_utc))
 
-    def rename(
-        self,
-        endpoint: str,
-        old_session_id: str,
-        new_session_id: str,
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
+    def _rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
     ) -> StoredSession | None:
-        """Move a session, its conversation and its lease to a new id in one transaction (see
-        :meth:`SessionStore.rename`). Repeated after a lost connection, a rename its first attempt
-        made is recognized (the new id's record has the old id last in ``previous_session_ids``)
-        and returned, not redone."""
-        if not new_session_id:
-            raise ConfigurationError("the new session id must not be empty")
-        stamp = as_utc(when)
+        """One transaction. Repeated after a lost connection, a rename its first attempt made is
+        recognized (the new id's record has the old id last in ``previous_session_ids``) and
+        returned, not redone."""
         attempts = 0
 
         def work(conn: psycopg.Connection[Any]) -> StoredSession | None:
@@ -251,27 +240,20 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
                     raise self._refused(endpoint, old_session_id, fence, old.lease)
                 if new_session_id == old_session_id:
                     return old
-                previous = [item for item in old.previous_session_ids if item != new_session_id]
-                renamed = attrs.evolve(
-                    old,
-                    session_id=new_session_id,
-                    previous_session_ids=(*previous, old_session_id),
-                    updated_at=stamp,
-                    lease=None if old.lease is None else attrs.evolve(old.lease, session_id=new_session_id),
-                )
+                new = renamed(old, new_session_id, when)
                 # A stale record under the new id goes, with its conversation (by cascade).
                 conn.execute(self._sql.delete, {"endpoint": endpoint, "session_id": new_session_id})
                 conn.execute(
                     self._sql.rename,
                     {
                         "new_session_id": new_session_id,
-                        "previous_session_ids": dump_json(list(renamed.previous_session_ids), "previous_session_ids"),
-                        "updated_at": stamp,
+                        "previous_session_ids": dump_json(list(new.previous_session_ids), "previous_session_ids"),
+                        "updated_at": when,
                         "endpoint": endpoint,
                         "session_id": old_session_id,
                     },
                 )
-                return renamed
+                return new
 
         return self._link.run("rename", work)
 

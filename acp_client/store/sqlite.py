@@ -45,8 +45,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
 
-import attrs
-
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
@@ -59,8 +57,10 @@ from ._rows import (
     check_session_ids,
     check_version,
     check_window,
+    dump_json,
     leases_of,
     record_values,
+    renamed,
 )
 from ._schema import (
     _MIGRATIONS,
@@ -294,17 +294,9 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
         return cursor.rowcount > 0
 
-    def rename(
-        self,
-        endpoint: str,
-        old_session_id: str,
-        new_session_id: str,
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
+    def _rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
     ) -> StoredSession | None:
-        if not new_session_id:
-            raise ConfigurationError("the new session id must not be empty")
         with self._connection() as conn, self._transaction(conn, "rename"):
             if fence is not None and not self._fenced(conn, endpoint, old_session_id, fence):
                 return None
@@ -314,38 +306,26 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             old = self._decode(row)
             if new_session_id == old_session_id:
                 return old
-            previous = [item for item in old.previous_session_ids if item != new_session_id]
-            renamed = attrs.evolve(
-                old,
-                session_id=new_session_id,
-                previous_session_ids=(*previous, old_session_id),
-                updated_at=when,
-            )
+            new = renamed(old, new_session_id, when)
             for table in ("sessions", "transcripts"):
-                conn.execute(
-                    f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?",
-                    (endpoint, new_session_id),
-                )
-            conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id))
-            conn.execute(_UPSERT, self._row(renamed))
-            if old.lease is not None:  # the lease moves with the session
-                conn.execute(
-                    "UPDATE sessions SET lease_owner = ?, lease_token = ?, lease_expires_at = ? "
-                    "WHERE endpoint = ? AND session_id = ?",
-                    (
-                        old.lease.owner,
-                        old.lease.token,
-                        _micros(old.lease.expires_at),
-                        endpoint,
-                        new_session_id,
-                    ),
-                )
-                renamed = attrs.evolve(renamed, lease=attrs.evolve(old.lease, session_id=new_session_id))
+                conn.execute(f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?", (endpoint, new_session_id))
+            # The lease and the conversation move with the session.
+            conn.execute(
+                "UPDATE sessions SET session_id = ?, previous_session_ids = ?, updated_at = ? "
+                "WHERE endpoint = ? AND session_id = ?",
+                (
+                    new_session_id,
+                    dump_json(list(new.previous_session_ids), "previous_session_ids"),
+                    _micros(new.updated_at),
+                    endpoint,
+                    old_session_id,
+                ),
+            )
             conn.execute(
                 "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
                 (new_session_id, endpoint, old_session_id),
             )
-        return renamed
+        return new
 
     def touch(
         self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
