@@ -1,12 +1,8 @@
 """A :class:`~acp_client.store.base.SessionStore` in PostgreSQL, for clients that share their sessions.
 
-The ``postgres`` extra (psycopg 3 and psycopg-pool); psycopg is imported when the first store is
-made, so importing this module costs nothing. No psycopg type crosses the public API: every
-database failure is a :class:`~acp_client.exceptions.SessionStoreError`.
-
-What it keeps, and how (``acp_client.store._pg_schema``): one PostgreSQL schema (``acp_client`` by
-default) holding the records, their conversations (``jsonb``, bounded like SQLite's with
-:func:`~acp_client.store.base.bound_conversation`) and the store's identity and schema version.
+The ``postgres`` extra (psycopg 3 and psycopg-pool), imported when the first store is made. No
+psycopg type crosses the public API: every database failure is a
+:class:`~acp_client.exceptions.SessionStoreError`. What it keeps, and how: ``_pg_schema``.
 
 Why it is safe to share:
 
@@ -17,22 +13,20 @@ Why it is safe to share:
   done. So a write whose connection was lost is **retried on a fresh connection**, for up to
   ``reconnect_timeout``: it either lands once or the caller gets
   :class:`~acp_client.exceptions.SessionStoreUnavailable`. Never silently dropped.
-- **Bounded connections**: a psycopg pool of at most ``pool_size`` connections (default 4); a call
-  waits up to ``connect_timeout`` for one.
-- **Not our data**: before anything is written the schema is identified; another application's
-  tables (:class:`~acp_client.exceptions.SessionStoreForeign`), our identity without our tables
-  (:class:`~acp_client.exceptions.SessionStoreCorrupt`) or a newer incompatible schema
-  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. An older
-  schema is migrated in one transaction, under an advisory lock (two processes opening one new
-  database at once initialize it once).
+- **Bounded connections**: a pool of at most ``pool_size`` connections; a call waits up to
+  ``connect_timeout`` for one.
+- **Not our data**: the schema is identified before anything is written; another application's
+  tables, our identity without our tables or a newer incompatible schema is refused and left as
+  it was. An older schema is migrated in one transaction, under an advisory lock (two processes
+  opening one new database at once initialize it once).
 
-**Ownership** (:class:`~acp_client.store.base.SharedSessionStore`, schema version 2): each record
-carries a lease (owner, fencing token, expiry). A claim, a renewal, a release and ``save_owned``
-are each one statement; a fenced write is one statement whose ``WHERE`` names the lease it
-expects (or, for ``rename``, a transaction holding the row's lock), so no read-then-write race
-exists: two clients claiming one session at once, the second's statement waits for the first's
-row and finds it taken. Lease time is the **database server's clock** (``statement_timestamp()``)
-unless a call passes ``now=``, so replicas on several hosts agree on it.
+**Ownership** (schema version 2): each record carries a lease (owner, fencing token, expiry). A
+claim, a renewal, a release and ``save_owned`` are each one statement; a fenced write is one
+statement whose ``WHERE`` names the lease it expects (``rename``: a transaction holding the row's
+lock), so no read-then-write race exists: of two clients claiming one session at once, the
+second's statement waits for the first's row and finds it taken. Lease time is the **database
+server's clock** (``statement_timestamp()``) unless a call passes ``now=``, so replicas on several
+hosts agree on it.
 
 ``path`` (in every error and ``repr``) is the DSN with any password masked, and the schema.
 """
@@ -82,12 +76,12 @@ __all__ = ["PostgresSessionStore"]
 class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
-    Its methods are the protocol's (documented there), each write one statement or transaction,
-    run again on a fresh connection when its connection was lost. Any call may also raise
+    Its methods are the protocol's, each write one statement or transaction, run again on a fresh
+    connection when its connection was lost. Any call may also raise
     :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
     for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
     tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get`
-    raises for it. With no ``now``, lease times are the database server's clock.
+    raises for it.
 
     Args:
         dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the

@@ -3,35 +3,30 @@
 Why it is safe to share:
 
 - **Several processes.** The file is in WAL mode (readers never block the writer); every write
-  is one ``BEGIN IMMEDIATE`` transaction, so two writers queue for the lock instead of failing
-  half-way, and a writer waits up to ``busy_timeout`` for the lock before raising
-  :class:`~acp_client.exceptions.SessionStoreBusy`. Nothing is read, changed in Python and
-  written back outside a transaction, so no write is lost.
-- **Several threads.** One connection per store, used under a lock (the client calls the store
-  from worker threads, via ``asyncio.to_thread``). Open a new store in each process: a
-  connection must not cross a ``fork``.
-- **Not our file.** Before anything is written, the file is identified: the SQLite header, the
-  ``application_id`` (:data:`APPLICATION_ID`), the tables. A file that is not an SQLite database
-  (:class:`~acp_client.exceptions.SessionStoreCorrupt`), an SQLite database of another
-  application (:class:`~acp_client.exceptions.SessionStoreForeign`) or one written by a newer
-  schema this version cannot use (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused
-  and left as it was. Only a missing or empty (0-byte, or table-less) file is initialized.
+  is one ``BEGIN IMMEDIATE`` transaction, so writers queue for the lock (up to ``busy_timeout``,
+  then :class:`~acp_client.exceptions.SessionStoreBusy`) instead of failing half-way, and nothing
+  is read, changed in Python and written back outside a transaction.
+- **Several threads.** One connection per store, used under a lock. Open a new store in each
+  process: a connection must not cross a ``fork``.
+- **Not our file.** Before anything is written, the file is identified (the SQLite header, the
+  ``application_id`` :data:`APPLICATION_ID`, the tables). A file that is not an SQLite database
+  (:class:`~acp_client.exceptions.SessionStoreCorrupt`), another application's database
+  (:class:`~acp_client.exceptions.SessionStoreForeign`) or a newer schema this version cannot use
+  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. Only a
+  missing or empty (0-byte, or table-less) file is initialized.
 
-Schema versions (for later migrations): ``PRAGMA user_version`` holds the schema version;
-``store_meta.compatible_version`` holds the oldest schema version whose code may still read and
-write the file. Opening a file of an older version runs the migrations (one transaction); a
-newer file is used as it is when its ``compatible_version`` is not above :data:`SCHEMA_VERSION`
-(an additive change), and refused otherwise. A migration that breaks older readers must raise
-``compatible_version``.
+Schema versions: ``PRAGMA user_version`` holds the schema version, ``store_meta.compatible_version``
+the oldest schema version whose code may still read and write the file. An older file is migrated
+(one transaction); a newer one is used as it is when its ``compatible_version`` is not above
+:data:`SCHEMA_VERSION` (an additive change), and refused otherwise.
 
 Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``,
 ``lease_expires_at``); claims, renewals and fenced writes each run in one ``BEGIN IMMEDIATE``
-transaction, so two processes cannot both take a session, and a fenced write checks the lease and
-writes under the same lock. Version 3 raises ``compatible_version`` to 3: an older acp_client,
-which would ignore the leases, is refused the file rather than allowed to write past them.
+transaction, so two processes cannot both take a session, and a fenced write checks the lease under
+the lock it writes with. Version 3 raises ``compatible_version`` to 3: an older acp_client, which
+would ignore the leases, is refused the file.
 
-Times are stored as integer microseconds since the Unix epoch (UTC); JSON fields as compact JSON
-text. New files are created readable by their owner only (``0600``): MCP server entries may hold
+New files are created readable by their owner only (``0600``): MCP server entries may hold
 credentials.
 """
 
@@ -99,21 +94,20 @@ _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 class SqliteSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in one SQLite file (see the module docstring).
 
-    Its methods are the protocol's (documented there), each write one transaction. Any call may
-    also raise :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
+    Its methods are the protocol's, each write one transaction. Any call may also raise
+    :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
     ``busy_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged);
     a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
         path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
-            directory that must exist (it is not created: a mistyped path is an error, not a new
-            empty store); an empty file is made ``0600`` before it becomes a store; a symbolic
-            link is refused. ``":memory:"`` keeps everything in this process, for tests.
+            directory that must exist (a mistyped path is an error, not a new empty store); an
+            empty file is made ``0600`` before it becomes a store; a symbolic link is refused.
+            ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
-        max_transcript_bytes: The bound of each session's stored conversation (compact JSON
-            bytes, default 4 MiB); past it the oldest messages are dropped on
-            :meth:`save_transcript`, and the conversation's header counts them. ``0`` keeps
-            only the header.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
+            4 MiB); past it the oldest messages are dropped and counted in its header. ``0``
+            keeps only the header.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
         clock: The time leases are measured on (an aware or UTC datetime; default: this host's
             clock). Every process sharing the file should use the same one.
@@ -126,8 +120,8 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file
             was being initialized or migrated.
         SessionStoreReadOnly: The file, or its directory, cannot be written by this process.
-        SessionStoreError: The file cannot be opened or created (its directory does not exist,
-            permissions, a directory, a symbolic link without ``allow_symlink``...).
+        SessionStoreError: The file cannot be opened or created (missing directory, permissions,
+            not a regular file, a symbolic link without ``allow_symlink``...).
         ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
     """
 
