@@ -33,12 +33,9 @@ class ClientTelemetry:
     def __init__(
         self, option: Telemetry, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]
     ) -> None:
-        tracers = option.tracer_provider
-        # The module-level lookups follow a global provider the app installs later.
-        if tracers is None:
-            self.tracer = trace.get_tracer(n.SCOPE, __version__)
-        else:
-            self.tracer = tracers.get_tracer(n.SCOPE, __version__)
+        # The module-level lookup follows a global provider the app installs later.
+        tracers = trace if option.tracer_provider is None else option.tracer_provider
+        self.tracer = tracers.get_tracer(n.SCOPE, __version__)
         meters = option.meter_provider if option.meter_provider is not None else metrics.get_meter_provider()
         self.instruments = instruments_for(meters)  # type: ignore[arg-type]
         self.source = UpdateSource(queued)
