@@ -60,11 +60,7 @@ class StoreBridge:
     """
 
     def __init__(
-        self,
-        store: SessionStore,
-        endpoint: str,
-        *,
-        on_error: Callable[[SessionStoreError], Any] | None = None,
+        self, store: SessionStore, endpoint: str, *, on_error: Callable[[SessionStoreError], Any] | None = None
     ) -> None:
         self.store = store
         self.endpoint = endpoint
@@ -181,11 +177,7 @@ class StoreBridge:
         return self._write(False, self.store.save_transcript, self.endpoint, session_id, entries)
 
     def save_turn(
-        self,
-        session_id: str,
-        record: StoredSession | None,
-        entries: Sequence[Mapping[str, Any]] | None,
-        when: datetime,
+        self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None, when: datetime
     ) -> asyncio.Future[bool | None]:
         """Queue the end of a turn as one job: ``record`` (a title the agent gave), then the last
         use ``when`` and the whole conversation ``entries`` in one step (:func:`write_turn`: one

@@ -88,8 +88,7 @@ def _create_v1(conn: sqlite3.Connection) -> None:
         """
     )
     conn.executemany(
-        "INSERT INTO store_meta (key, value) VALUES (?, ?)",
-        [("format", FORMAT), ("compatible_version", "1")],
+        "INSERT INTO store_meta (key, value) VALUES (?, ?)", [("format", FORMAT), ("compatible_version", "1")]
     )
 
 
@@ -105,11 +104,7 @@ def _v2_conversations(conn: sqlite3.Connection) -> None:
             continue  # a damaged tail stays as it is: reading it reports the damage
         if not isinstance(entries, list) or (entries and isinstance(entries[0], dict) and "format" in entries[0]):
             continue
-        converted = [
-            {"format": 2, "dropped": 0},
-            {"segment": session_id, "began": "created", "lost": False},
-            *entries,
-        ]
+        converted = [{"format": 2, "dropped": 0}, {"segment": session_id, "began": "created", "lost": False}, *entries]
         conn.execute(
             "UPDATE transcripts SET tail = ? WHERE endpoint = ? AND session_id = ?",
             (dump_json(converted, "transcript tail"), endpoint, session_id),

@@ -562,13 +562,7 @@ class SharedSessionStore(SessionStore, Protocol):
     """
 
     def claim(
-        self,
-        endpoint: str,
-        session_ids: Sequence[str],
-        owner: str,
-        *,
-        duration: float,
-        now: datetime | None = None,
+        self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
         """Take the lease of each of ``session_ids`` that is unowned, ``owner``'s already, or
         expired, until ``now + duration``, in one atomic step; the token grows for each session

@@ -38,24 +38,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import (
-    ConfigurationError,
-    SessionStoreError,
-    SessionStoreFenced,
-)
+from ..exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
 from . import _pg_schema as schema_module
 from ._pg_link import PgLink
 from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
-from ._rows import (
-    RowStore,
-    check_session_ids,
-    check_window,
-    dump_json,
-    lease_of,
-    leases_of,
-    record_values,
-    renamed,
-)
+from ._rows import RowStore, check_session_ids, check_window, dump_json, lease_of, leases_of, record_values, renamed
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     RECORD_COLUMNS,
@@ -286,13 +273,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         )
 
     def claim(
-        self,
-        endpoint: str,
-        session_ids: Sequence[str],
-        owner: str,
-        *,
-        duration: float,
-        now: datetime | None = None,
+        self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
         """Take the free leases of ``session_ids`` in one statement (see
         :meth:`SharedSessionStore.claim`): of two clients claiming one session at once, the second's

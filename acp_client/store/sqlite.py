@@ -384,13 +384,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return True
 
     def claim(
-        self,
-        endpoint: str,
-        session_ids: Sequence[str],
-        owner: str,
-        *,
-        duration: float,
-        now: datetime | None = None,
+        self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
         session_ids = check_session_ids(session_ids)
         stamp, until = self._window(owner, duration, now)
