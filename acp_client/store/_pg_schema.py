@@ -26,7 +26,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreError, SessionStoreForeign
-from ._rows import check_version
+from ._rows import JSON_COLUMNS, check_version
 from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
 __all__ = [
@@ -233,9 +233,6 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
     return version, version < supported
 
 
-_JSON_COLUMNS: Final = frozenset(
-    {"mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra"}
-)
 #: A lease as a statement returns it: ``(session_id, owner, token, expires_at)``.
 _LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
 #: Now on the database server's clock, unless the call gave ``now`` (one value per statement).
@@ -250,7 +247,7 @@ class Statements:
 
     def __init__(self, t: Tables) -> None:
         columns = ", ".join(RECORD_COLUMNS)
-        values = ", ".join(f"%({name})s::jsonb" if name in _JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
+        values = ", ".join(f"%({name})s::jsonb" if name in JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
         keep = ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
         select = f"SELECT {columns}, lease_owner, lease_token, lease_expires_at FROM {t.sessions}"
         one = "endpoint = %(endpoint)s AND session_id = %(session_id)s"
@@ -264,7 +261,7 @@ class Statements:
             f"ON CONFLICT (endpoint, session_id) DO UPDATE SET {keep}"
         )
         assign = ", ".join(
-            f"{name} = %({name})s::jsonb" if name in _JSON_COLUMNS else f"{name} = %({name})s"
+            f"{name} = %({name})s::jsonb" if name in JSON_COLUMNS else f"{name} = %({name})s"
             for name in RECORD_COLUMNS[2:]
         )
         self.update_fenced = f"UPDATE {t.sessions} SET {assign} WHERE {one} AND {_FENCE}"

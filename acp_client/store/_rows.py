@@ -9,18 +9,22 @@ import abc
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
 from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
-from .base import Fence, Lease, StoredSession, as_utc, bound_conversation, check_owner
+from .base import RECORD_COLUMNS, Fence, Lease, StoredSession, as_utc, bound_conversation, check_owner
 
 logger = get_logger("acp_client.store")
 
 Time = Callable[[Any], datetime]
+
+#: The record's columns each store keeps as JSON, and as times (each in its own way).
+JSON_COLUMNS: Final = ("mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra")
+TIME_COLUMNS: Final = ("created_at", "updated_at", "last_used_at")
 _S = TypeVar("_S", bound="RowStore")
 
 
@@ -39,25 +43,17 @@ def dump_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> s
 
 def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tuple[Any, ...]:
     """The record's values in ``RECORD_COLUMNS`` order: JSON fields as text, times through ``when``."""
-    return (
-        session.endpoint,
-        session.session_id,
-        session.cwd,
-        dump_json(list(session.mcp_servers), "mcp_servers"),
-        dump_json(list(session.additional_directories), "additional_directories"),
-        session.protocol_version,
-        session.mode_id,
-        session.model_id,
-        dump_json(session.config_options, "config_options"),
-        session.title,
-        None if session.status is None else session.status.value,
-        session.raw_status,
-        when(session.created_at),
-        when(session.updated_at),
-        when(session.last_used_at),
-        dump_json(list(session.previous_session_ids), "previous_session_ids"),
-        dump_json(session.extra, "extra"),
-    )
+    values = []
+    for name in RECORD_COLUMNS:
+        value = getattr(session, name)
+        if name in JSON_COLUMNS:
+            value = dump_json(value, name)
+        elif name in TIME_COLUMNS:
+            value = when(value)
+        elif name == "status" and value is not None:
+            value = value.value
+        values.append(value)
+    return tuple(values)
 
 
 def renamed(old: StoredSession, new_session_id: str, when: datetime) -> StoredSession:
@@ -159,28 +155,14 @@ class RowStore(abc.ABC):
 
     def _decode(self, row: Sequence[Any]) -> StoredSession:
         """One row (the record's columns, then its lease's) as a record, or ``SessionStoreCorrupt``."""
-        loads, time = self._loads, self._time
         try:
-            return StoredSession(
-                endpoint=row[0],
-                session_id=row[1],
-                cwd=row[2],
-                mcp_servers=loads(row[3]),
-                additional_directories=loads(row[4]),
-                protocol_version=int(row[5]),
-                mode_id=row[6],
-                model_id=row[7],
-                config_options=loads(row[8]),
-                title=row[9],
-                status=row[10],
-                raw_status=row[11],
-                created_at=time(row[12]),
-                updated_at=time(row[13]),
-                last_used_at=time(row[14]),
-                previous_session_ids=loads(row[15]),
-                extra=loads(row[16]),
-                lease=lease_of((row[1], *row[17:20]), time),
-            )
+            fields = dict(zip(RECORD_COLUMNS, row[: len(RECORD_COLUMNS)], strict=True))
+            for name in JSON_COLUMNS:
+                fields[name] = self._loads(fields[name])
+            for name in TIME_COLUMNS:
+                fields[name] = self._time(fields[name])
+            fields["protocol_version"] = int(fields["protocol_version"])
+            return StoredSession(**fields, lease=lease_of((row[1], *row[17:20]), self._time))
         except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
             raise SessionStoreCorrupt(
                 f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
