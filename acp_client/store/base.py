@@ -73,12 +73,11 @@ DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 4 * 1024 * 1024
 APPLICATION_ID: Final = 0x41435053
 FORMAT: Final = "acp_client.session_store"
 
-#: The key in :attr:`StoredSession.extra` under which a client facing several instances of one
-#: agent records the instance a session lives on: its name (:attr:`acp_client.location.Endpoint.name`,
-#: shown redacted: never a URL's credentials), written with the session and again when it moves.
+#: The key in :attr:`StoredSession.extra` of the instance a session lives on, for a client facing
+#: several instances of one agent: its name (:attr:`acp_client.location.Endpoint.name`, redacted).
 HOME_KEY: Final = "acp_client.home"
-#: The key in :attr:`StoredSession.extra` under which it records the instances that may still hold
-#: a copy of a session that moved off them while they were unreachable (names, as for :data:`HOME_KEY`).
+#: The key of the instances that may still hold a copy of a session that moved off them while
+#: they were unreachable (names, as for :data:`HOME_KEY`).
 LEFT_BEHIND_KEY: Final = "acp_client.left_behind"
 
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
@@ -182,7 +181,7 @@ def _created(record: StoredSession) -> datetime:
 
 
 def _size(entry: Any) -> int:
-    """The bytes of ``entry``'s compact JSON (``ConfigurationError`` when it has none)."""
+    """The bytes of ``entry``'s compact JSON."""
     try:
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -190,17 +189,11 @@ def _size(entry: Any) -> int:
     return len(text.encode("utf-8"))
 
 
-def check_owner(owner: object, name: str = "owner") -> str:
-    """An owner name: a non-empty string of at most 200 printable characters (no CR, LF, NUL or
-    other control characters: it is logged and stored).
-
-    Raises:
-        ConfigurationError: Anything else.
-    """
+def check_owner(owner: object) -> str:
+    """An owner name: a non-empty string of at most 200 printable characters (it is logged and
+    stored), else ``ConfigurationError``."""
     if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
-        raise ConfigurationError(
-            f"{name} must be a non-empty printable string of at most 200 characters, not {owner!r}"
-        )
+        raise ConfigurationError(f"owner must be a non-empty printable string of at most 200 characters, not {owner!r}")
     return owner
 
 
