@@ -34,11 +34,7 @@ def write_turn(
     store: Any, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime, **fence: Any
 ) -> bool:
     """The end of a turn: ``store.save_turn`` (the last use and the conversation in one step), or,
-    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored.
-
-    Raises:
-        SessionStoreError: As the store's writes raise.
-    """
+    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored."""
     save_turn = getattr(store, "save_turn", None)
     if callable(save_turn):
         return bool(save_turn(endpoint, session_id, entries, when=when, **fence))

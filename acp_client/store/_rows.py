@@ -1,7 +1,5 @@
-"""What both built-in stores do alike with a record's row: its values in :data:`RECORD_COLUMNS`
-order, the row read back (a damaged one refused, or skipped in a listing), its lease, its
-conversation, and the ownership errors. Each store passes how its columns hold JSON and times.
-"""
+"""What both built-in stores do alike: a record's row written and read back (a damaged one refused,
+or skipped in a listing), its lease, its conversation, the reads, and the ownership errors."""
 
 from __future__ import annotations
 
@@ -110,13 +108,8 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
 
 
 class RowStore(abc.ABC):
-    """What both built-in stores share: the reads and the conversation writes, over what each provides.
-
-    A store sets ``_path``, ``_schema_version``, ``_max_transcript_bytes`` and ``_sql`` (its statements,
-    with named parameters), and says how it runs one statement (``_query``), how its columns hold
-    JSON (``_loads``) and times (``_time``), what ``now`` a lease query takes (``_now``), and how it
-    writes a conversation (``_save_tail``).
-    """
+    """What both built-in stores share, over what each provides: its attributes below (``_sql``: its
+    reads, with named parameters) and abstract methods, and how its columns hold JSON (``_loads``)."""
 
     _path: str
     _schema_version: int
@@ -252,28 +245,16 @@ class RowStore(abc.ABC):
         return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
 
     def lease(self, endpoint: str, session_id: str) -> Lease | None:
-        """The session's lease as stored (``None``: not stored, or never claimed).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        """The session's lease as stored (``None``: not stored, or never claimed)."""
         rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
         return lease_of(rows[0], self._time) if rows else None
 
     def endpoints(self) -> list[str]:
-        """Every endpoint key with stored sessions, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        """Every endpoint key with stored sessions, most recently used first."""
         return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
 
     def count(self, endpoint: str | None = None) -> int:
-        """How many sessions are stored (for ``endpoint``, or in all).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        """How many sessions are stored (for ``endpoint``, or in all)."""
         if endpoint is None:
             rows = self._query("count", self._sql.count_all, {})
         else:
