@@ -51,18 +51,6 @@ _NUL_STATE: Final = "22P05"  # untranslatable_character: jsonb holds no NUL char
 _RETRY_PAUSE: Final = (0.05, 1.0)  # first and longest pause between attempts, seconds
 
 
-def import_driver(path: str) -> tuple[Any, Any]:
-    """``(psycopg, psycopg_pool)``, or ``SessionStoreDriverMissing`` naming the extra."""
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise SessionStoreDriverMissing(
-            f"PostgresSessionStore needs psycopg 3 and psycopg-pool: {install_hint('postgres')}", path=path
-        ) from exc
-    return psycopg, psycopg_pool
-
-
 class PgLink:
     """The connections of one store (see the module docstring).
 
@@ -76,8 +64,15 @@ class PgLink:
         self, dsn: str, path: str, *, pool_size: int, connect_timeout: float, reconnect_timeout: float, name: str
     ) -> None:
         self.path = path
-        self.psycopg, pool_module = import_driver(path)
-        self._pool_module = pool_module
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as exc:
+            raise SessionStoreDriverMissing(
+                f"PostgresSessionStore needs psycopg 3 and psycopg-pool: {install_hint('postgres')}", path=path
+            ) from exc
+        self.psycopg: Any = psycopg
+        self._pool_module: Any = psycopg_pool
         self._dsn = dsn
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
