@@ -197,14 +197,11 @@ class Calls:
                 except Exception:
                     logger.debug("telemetry: could not set the request id", exc_info=True)
 
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                return await send(sent, on_id)
+            return await self._within(span, send(sent, on_id))
         except BaseException as exc:
             failure = exc
             raise
         finally:
-            if span is not None:
-                self._end(span, failure)
             self._done(method, failure, started)
 
     def _done(self, method: str, failure: BaseException | None, started: float) -> None:
@@ -222,26 +219,27 @@ class Calls:
         except Exception:
             logger.debug("telemetry: could not start the span of %s", method, exc_info=True)
             return await handle(method, params)
+        return await self._within(span, handle(method, params))
+
+    @staticmethod
+    async def _within(span: Span, call: Awaitable[Any]) -> Any:
+        """Await ``call`` with ``span`` current, then end the span with the call's outcome."""
         failure: BaseException | None = None
         try:
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                return await handle(method, params)
+                return await call
         except BaseException as exc:
             failure = exc
             raise
         finally:
-            self._end(span, failure)
-
-    @staticmethod
-    def _end(span: Span, failure: BaseException | None) -> None:
-        try:
-            if failure is None:
-                span.set_attribute(n.REQUEST_OUTCOME, "ok")
-            else:
-                record_failure(span, failure)
-            span.end()
-        except Exception:
-            logger.debug("telemetry: could not end a span", exc_info=True)
+            try:
+                if failure is None:
+                    span.set_attribute(n.REQUEST_OUTCOME, "ok")
+                else:
+                    record_failure(span, failure)
+                span.end()
+            except Exception:
+                logger.debug("telemetry: could not end a span", exc_info=True)
 
 
 def _ignore(request_id: RequestId) -> None:
