@@ -19,11 +19,11 @@ from .base import RECORD_COLUMNS, Fence, Lease, StoredSession, as_utc, bound_con
 logger = get_logger("acp_client.store")
 
 Time = Callable[[Any], datetime]
+_S = TypeVar("_S", bound="RowStore")
 
 #: The record's columns each store keeps as JSON, and as times (each in its own way).
 JSON_COLUMNS: Final = ("mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra")
 TIME_COLUMNS: Final = ("created_at", "updated_at", "last_used_at")
-_S = TypeVar("_S", bound="RowStore")
 
 
 def dump_json(value: Any, what: str) -> str:
