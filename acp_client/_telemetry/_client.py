@@ -21,14 +21,9 @@ logger = get_logger("acp_client.telemetry")
 
 
 class ClientTelemetry:
-    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled).
-
-    Args:
-        option: The app's :class:`~acp_client.telemetry.Telemetry`.
-        clock: ``monotonic`` of the client's clock (durations of the metrics).
-        version: The negotiated ACP version.
-        queued: How many requests wait for a connection right now.
-    """
+    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled):
+    ``clock`` (the client's ``monotonic``) times the metrics, ``version`` is the negotiated ACP
+    version, ``queued`` how many requests wait for a connection right now."""
 
     def __init__(
         self, option: Telemetry, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]

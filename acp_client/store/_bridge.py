@@ -47,12 +47,8 @@ class StoreBridge:
 
     The writes queue the call and return a future the caller may await (for the result) or drop
     (fire and forget); they must be called on the event loop's thread. Their futures never fail
-    with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``.
-
-    Args:
-        store: The app's store (the bridge never closes it: the app owns it).
-        endpoint: The endpoint key every call is scoped to.
-        on_error: Called on the event loop with each ``SessionStoreError`` a write raised.
+    with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``. Every call is
+    scoped to ``endpoint``; the bridge never closes ``store`` (the app owns it).
     """
 
     def __init__(
@@ -60,7 +56,7 @@ class StoreBridge:
     ) -> None:
         self.store = store
         self.endpoint = endpoint
-        #: Called on the event loop with each ``SessionStoreError`` a write raised (settable).
+        #: Called on the event loop with each ``SessionStoreError`` a write raised.
         self.on_error = on_error
         #: Called on the event loop after each call that went through (settable): what a store
         #: error left unwritten is written again then.
