@@ -13,8 +13,7 @@ group's links) what happens to sessions as typed events (:class:`~acp_client._li
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +27,7 @@ from .._link._queue import Ticket
 from .._link._supervisor import Supervisor
 from .._recovery._not_found import says_session_not_found
 from .._recovery._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach, replay_ended
-from .._rpc._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
+from .._rpc._connection import Connection
 from .._rpc._handshake import initialize
 from .._sessions._coherence import Settings, with_config_options, with_config_value, with_mode, with_model
 from .._sessions._table import SessionTable, Tracked, Turn
@@ -37,6 +36,7 @@ from .._util._checks import check_seconds
 from .._util._delivery import Dispatcher, call_app
 from .._util._logging import get_logger
 from .._util._tasks import TaskSet
+from .._util._version import __version__
 from ..clock import Clock, move_on_after
 from ..config import Callbacks, QueueOptions, Timeouts
 from ..exceptions import (
@@ -52,7 +52,6 @@ from ..exceptions import (
 )
 from ..handlers import ClientHandlers, RequestRouter
 from ..location import Endpoint, Location
-from ..retry import RetryPolicy
 from ..state import (
     ConnectionState,
     Probe,
@@ -65,7 +64,6 @@ from ..state import (
     UpdateEvent,
 )
 from ..store._bridge import StoreBridge
-from ..telemetry import Telemetry
 from ..transcript import SegmentStart, TurnStatus
 from ..transports._security import check_session_id
 from ..transports.base import Connector, StreamResumed, TransportInfo
@@ -100,11 +98,13 @@ from ._acknowledge import acknowledge, retrieve, settle, status_of
 from ._lost_again import LostAgain
 from ._persistence import Persistence
 
-__all__ = ["Engine"]
+__all__ = ["CLIENT_INFO", "Engine"]
 
 logger = get_logger("acp_client.client")
 
 T = TypeVar("T")
+
+CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
 
 #: How many times one prompt that never reached the agent is sent again (``retry_unsent_prompts``).
 MAX_PROMPT_RESENDS = 3
@@ -124,43 +124,34 @@ class Engine:
     def __init__(
         self,
         connector: Connector,
+        options: Mapping[str, Any],
         *,
-        protocol_version: int,
-        client_info: Implementation,
-        handlers: ClientHandlers,
-        retry: RetryPolicy | None,
-        callbacks: Callbacks,
-        timeouts: Timeouts,
-        queue: QueueOptions,
-        recovery_concurrency: int,
         clock: Clock,
-        rng: random.Random | None,
-        keep_transcripts: bool,
         links: LinksFactory | None = None,
         endpoints: tuple[Endpoint, ...] = (),
-        replays_on_resume: bool | None = None,
-        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
-        retry_unsent_prompts: bool = False,
-        carry_lost_context: bool = False,
         store: StoreBridge | None = None,
-        telemetry: Telemetry | None = None,
     ) -> None:
-        self.retry_unsent_prompts = retry_unsent_prompts
-        self.carry_lost_context = carry_lost_context
+        """``options``: every :class:`~acp_client.config.ClientOptions` key (``None`` where the
+        client builds its own); ``links``: an endpoint group's, with its ``endpoints``."""
+        self.options = options
+        self.retry_unsent_prompts: bool = options["retry_unsent_prompts"]
+        self.carry_lost_context: bool = options["carry_lost_context"]
         #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
         #: cancelled).
         self._background = TaskSet("the client", self.crashed)
-        self.max_incoming_requests = max_incoming_requests
-        self.proposed_version = self.version = protocol_version
-        self.client_info = client_info
-        self.handlers = handlers
-        self.callbacks = callbacks
-        self.timeouts = timeouts
+        self.proposed_version: int = options["protocol_version"]
+        self.version: int = self.proposed_version
+        self.client_info: Implementation = options["client_info"] or CLIENT_INFO
+        self.handlers: ClientHandlers = options["handlers"] or ClientHandlers()
+        self.callbacks: Callbacks = options["callbacks"] or Callbacks()
+        self.timeouts: Timeouts = options["timeouts"] or Timeouts()
+        timeouts, keep_transcripts = self.timeouts, options["keep_transcripts"]
+        concurrency = options["recovery_concurrency"]
         self.clock = clock
         self.init: InitializeResponse | None = None
         self.update_listeners: list[Callable[[UpdateEvent], Any]] = []
-        if callbacks.on_update is not None:
-            self.update_listeners.append(callbacks.on_update)
+        if self.callbacks.on_update is not None:
+            self.update_listeners.append(self.callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
         self._closing = False
         #: The instances of an endpoint group, in the order given (empty for a single endpoint).
@@ -168,22 +159,24 @@ class Engine:
         #: The client's connection state (its links set it).
         self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
-        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
-        self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
+        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=options["replays_on_resume"])
+        self.router = RequestRouter(
+            self.handlers, session_roots=self.table.roots, protocol_version=lambda: self.version
+        )
         self.recoverer = Recoverer(
             self.table,
             callbacks=lambda: self.callbacks,
             timeouts=timeouts,
-            concurrency=recovery_concurrency,
+            concurrency=concurrency,
             clock=clock,
             version=lambda: self.version,
         )
-        self._retry, self._rng, self._queue, self.connector = retry, rng, queue, connector
+        self.connector = connector
         #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[SessionEvents] = []
         # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
         self.telemetry = instrumentation(
-            telemetry,
+            options["telemetry"],
             clock=clock.monotonic,
             version=lambda: self.version,
             queued=lambda: self.links.queued,
@@ -202,8 +195,8 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
             timeouts=timeouts,
-            queue=queue,
-            concurrency=recovery_concurrency,
+            queue=options["queue"] or QueueOptions(),
+            concurrency=concurrency,
             supervisor=self.build_supervisor,
             state=self.client_state,
             subscribe=self.observers.append,
@@ -211,7 +204,7 @@ class Engine:
             recovered=self.recovered,
             opener=opener(
                 proposed=lambda: self.version,
-                client_info=client_info,
+                client_info=self.client_info,
                 capabilities=self.capabilities(),
                 clock=clock,
                 timeout=timeouts.connect,
@@ -242,9 +235,9 @@ class Engine:
             connector,
             initialize=self.initialize,
             recover=recover,
-            policy=self._retry,
+            policy=self.options["retry"],
             clock=self.clock,
-            queue=self._queue,
+            queue=self.options["queue"] or QueueOptions(),
             on_state=on_state,
             on_drop=on_drop,
             on_fail=on_fail,
@@ -254,8 +247,8 @@ class Engine:
             refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
             request_timeout=self.timeouts.request,
             connect_timeout=self.timeouts.connect,
-            rng=self._rng,
-            max_incoming_requests=self.max_incoming_requests,
+            rng=self.options["rng"],
+            max_incoming_requests=self.options["max_incoming_requests"],
             observer=observer,
             on_stream_resumed=self.on_stream_resumed,
         )

@@ -17,7 +17,6 @@ from typing import Any
 from .._rpc._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from .._rpc._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from .._util._checks import check_count, check_flag, check_instance, check_seconds
-from .._util._version import __version__
 from ..clock import Clock, SystemClock
 from ..config import Callbacks, ClientOptions, QueueOptions, Timeouts
 from ..exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
@@ -33,12 +32,10 @@ from ..transports import CookieStore, TlsConfig
 from ..transports.base import Connector, Limits
 from ..transports.endpoint import connector_for
 from ..types import Implementation
-from ._engine import Engine
+from ._engine import CLIENT_INFO, Engine
 from ._ownership import DEFAULT_LEASE_DURATION, FencedStore, Ownership, default_owner
 
 __all__ = ["CLIENT_INFO", "DEFAULTS", "assemble", "check_keywords", "check_options", "next_cursor", "with_defaults"]
-
-CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
 
 #: The default of every :class:`~acp_client.config.ClientOptions` key (``None``: the client builds
 #: its own, as the key's documentation says).
@@ -209,28 +206,10 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
         first = connector(endpoint)
     clock = options["clock"] or SystemClock()
     bridge, ownership = _bridge(options, plan, clock)
-    engine = Engine(
-        first,
-        protocol_version=options["protocol_version"],
-        client_info=options["client_info"] or CLIENT_INFO,
-        handlers=options["handlers"] or ClientHandlers(),
-        retry=options["retry"],
-        callbacks=options["callbacks"] or Callbacks(),
-        timeouts=options["timeouts"] or Timeouts(),
-        queue=options["queue"] or QueueOptions(),
-        recovery_concurrency=options["recovery_concurrency"],
-        clock=clock,
-        rng=options["rng"],
-        keep_transcripts=options["keep_transcripts"],
-        links=plan.build if plan is not None else None,
-        endpoints=plan.endpoints if plan is not None else (),
-        replays_on_resume=options["replays_on_resume"],
-        retry_unsent_prompts=options["retry_unsent_prompts"],
-        carry_lost_context=options["carry_lost_context"],
-        max_incoming_requests=options["max_incoming_requests"],
-        store=bridge,
-        telemetry=options["telemetry"],
-    )
+    if plan is None:
+        engine = Engine(first, options, clock=clock, store=bridge)
+    else:
+        engine = Engine(first, options, clock=clock, links=plan.build, endpoints=plan.endpoints, store=bridge)
     if ownership is not None:
         ownership.bind(engine)
     if bridge is not None:
