@@ -1,13 +1,10 @@
-"""The machinery behind :class:`~acp_client.AcpClient`: it wires the session table, the recoverer,
-its links and callback delivery together, runs the session calls whose work is more than one
-request, handles what the connection reports (notifications, protocol errors, state changes) and
-the steps of a prompt turn.
+"""The machinery behind :class:`~acp_client.AcpClient` (whose public methods are a few lines over
+this): the session table, recoverer, links and callback delivery wired together, the session calls
+that take more than one request, what the connection reports, and the steps of a prompt turn.
 
-It talks to its links through :class:`~acp_client._link._links.Links` only (one supervisor for one
-endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its
-subscribers (the session store's :class:`~acp_client._engine._persistence.Persistence`, an endpoint
-group's links) what happens to sessions as typed events (:class:`~acp_client._link._events.SessionEvents`).
-:class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines over this.
+It reaches its links only through :class:`~acp_client._link._links.Links`, and tells its subscribers
+(the session store's bookkeeping, an endpoint group's links) what happens to sessions as typed
+events (:class:`~acp_client._link._events.SessionEvents`).
 """
 
 from __future__ import annotations
@@ -109,6 +106,12 @@ CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="a
 #: How many times one prompt that never reached the agent is sent again (``retry_unsent_prompts``).
 MAX_PROMPT_RESENDS = 3
 
+#: The method, request and record change of each choice the app sets on a session.
+_CHOICES: dict[str, tuple[str, Callable[..., Any], Callable[[Session, str], Session]]] = {
+    "mode_id": ("session/set_mode", SetSessionModeRequest, with_mode),
+    "model_id": ("session/set_model", SetSessionModelRequest, with_model),
+}
+
 
 def _lost_context(conversation: str) -> str:
     """The context block a prompt carries after the agent lost the session (``carry_lost_context``)."""
@@ -136,8 +139,7 @@ class Engine:
         self.options = options
         self.retry_unsent_prompts: bool = options["retry_unsent_prompts"]
         self.carry_lost_context: bool = options["carry_lost_context"]
-        #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
-        #: cancelled).
+        #: The engine's own background work (a ``session/cancel`` after an awaiting task was cancelled).
         self._background = TaskSet("the client", self.crashed)
         self.proposed_version: int = options["protocol_version"]
         self.version: int = self.proposed_version
@@ -153,7 +155,8 @@ class Engine:
         if self.callbacks.on_update is not None:
             self.update_listeners.append(self.callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
-        self._closing = False
+        #: Whether the app closed the client (or is closing it).
+        self.closing = False
         #: The instances of an endpoint group, in the order given (empty for a single endpoint).
         self.endpoints = endpoints
         #: The client's connection state (its links set it).
@@ -174,7 +177,7 @@ class Engine:
         self.connector = connector
         #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[SessionEvents] = []
-        # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
+        # None unless the otel extra is installed and telemetry is not disabled.
         self.telemetry = instrumentation(
             options["telemetry"],
             clock=clock.monotonic,
@@ -272,11 +275,6 @@ class Engine:
         return self.client_state.state
 
     @property
-    def closing(self) -> bool:
-        """Whether the app closed the client (or is closing it)."""
-        return self._closing
-
-    @property
     def primary(self) -> Supervisor:
         """Where calls that concern no session go."""
         return self.links.primary
@@ -325,7 +323,7 @@ class Engine:
                 ticket = Ticket()  # a new wait
 
     async def aclose(self) -> None:
-        self._closing = True
+        self.closing = True
         await self.links.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
@@ -483,22 +481,23 @@ class Engine:
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
-        def remember(settings: Settings) -> None:
-            settings.mode_id = mode_id
-
-        build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
-        await self._set_option(session_id, "session/set_mode", build, remember)
-        self._coherent(session_id, lambda record: with_mode(record, mode_id))
-        self._changed(session_id, mode_id=mode_id)
+        await self._set_choice(session_id, "mode_id", mode_id)
 
     async def set_model(self, session_id: str, model_id: str) -> None:
-        def remember(settings: Settings) -> None:
-            settings.model_id = model_id
+        await self._set_choice(session_id, "model_id", model_id)
 
-        build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
-        await self._set_option(session_id, "session/set_model", build, remember)
-        self._coherent(session_id, lambda record: with_model(record, model_id))
-        self._changed(session_id, model_id=model_id)
+    async def _set_choice(self, session_id: str, field: str, value: str) -> None:
+        """Set the session's mode or model (``field``: ``mode_id`` / ``model_id``)."""
+        method, request, coherent = _CHOICES[field]
+
+        def remember(settings: Settings) -> None:
+            setattr(settings, field, value)
+
+        await self._set_option(session_id, method, lambda sid: request(session_id=sid, **{field: value}), remember)
+        self._coherent(session_id, lambda record: coherent(record, value))
+        tracked = self._tracked(session_id)
+        if tracked is not None:
+            self.emit(lambda o: o.changed(tracked, **{field: value}))
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: Any, kind: str | None
@@ -515,21 +514,19 @@ class Engine:
             self._coherent(session_id, lambda record: with_config_options(record, options))
         else:
             self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
-        tracked = self.table.get(self.table.current_id(session_id))
+        tracked = self._tracked(session_id)
         if tracked is not None:
             self.emit(lambda o: o.config_changed(tracked, config_id, value))
         return options
 
+    def _tracked(self, session_id: str) -> Tracked | None:
+        return self.table.get(self.table.current_id(session_id))
+
     def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
         """The agent accepted a setting: every field of the record that names it says so."""
-        tracked = self.table.get(self.table.current_id(session_id))
+        tracked = self._tracked(session_id)
         if tracked is not None:
             tracked.record = change(tracked.record)
-
-    def _changed(self, session_id: str, **fields: Any) -> None:
-        tracked = self.table.get(self.table.current_id(session_id))
-        if tracked is not None:
-            self.emit(lambda o: o.changed(tracked, **fields))
 
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
