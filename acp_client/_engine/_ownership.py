@@ -104,17 +104,9 @@ def default_owner() -> str:
 
 
 class FencedStore:
-    """The app's shared store as one owner's client sees it (runs on the store's worker thread).
-
-    It implements the plain :class:`~acp_client.store.SessionStore` protocol for the bridge, every
-    write fenced with the lease this client holds.
-
-    Args:
-        store: The app's store.
-        endpoint: The client's endpoint key.
-        owner: The client's owner name.
-        duration: The lease duration in seconds.
-    """
+    """The app's shared store as one owner's client sees it, on the store's worker thread: the
+    plain :class:`~acp_client.store.SessionStore` protocol for the bridge, every write fenced with
+    the lease this client holds (``endpoint``: the client's key; ``duration``: of a lease, seconds)."""
 
     def __init__(self, store: SharedSessionStore, endpoint: str, owner: str, duration: float) -> None:
         self.store = store
@@ -147,8 +139,6 @@ class FencedStore:
         self.lost.add(session_id)
         if holder is not None:
             self.holders[session_id] = holder
-
-    # -- the SessionStore protocol, as the bridge calls it -------------------------------------
 
     def load(self, endpoint: str) -> list[StoredSession]:
         return [record for record in self.store.load(endpoint) if record.session_id in self.held]
@@ -240,15 +230,8 @@ class FencedStore:
 
 class Ownership:
     """The loop's half: connect-time claims, the renewal task, adoption, release (see the module
-    docstring).
-
-    Args:
-        bridge: The store's worker thread (its store is ``fenced``).
-        fenced: The worker thread's half.
-        clock: The client's clock (drives renewals: a fake one in tests).
-        auto_adopt: Adopt adoptable sessions automatically (else only through the app's call).
-        decide: Returns the app's ``decide_adoption`` callback (``None``: adopt every one).
-    """
+    docstring). ``bridge`` runs ``fenced``; ``decide`` returns the app's ``decide_adoption``
+    (``None``: adopt every one)."""
 
     def __init__(
         self,
@@ -295,7 +278,6 @@ class Ownership:
 
     @property
     def renew_interval(self) -> float:
-        """Seconds between two renewals: a third of the lease."""
         return self.duration / RENEWALS_PER_LEASE
 
     def owned(self) -> list[str]:
@@ -310,24 +292,17 @@ class Ownership:
 
     # -- the lease before each send ---------------------------------------------------------------
 
-    @property
-    def margin(self) -> float:
-        """Seconds of each lease this client never sends in (:data:`LEASE_SAFETY_MARGIN`)."""
-        return self.duration * LEASE_SAFETY_MARGIN
-
     def sendable_for(self) -> float:
         """Seconds left, on this client's clock, before its leases are too close to their end to
-        send in (negative: past it)."""
-        return self._renewed_at + self.duration - self.margin - self._clock.monotonic()
+        send in (:data:`LEASE_SAFETY_MARGIN`; negative: past it)."""
+        margin = self.duration * LEASE_SAFETY_MARGIN
+        return self._renewed_at + self.duration - margin - self._clock.monotonic()
 
     async def check(self, session_id: str) -> None:
-        """Before a session-scoped request for ``session_id`` is sent (and before a turn is
-        reported as ended): the lease must be live on this client's own clock, with the margin.
-        When it is not, the leases are renewed first; a session the store no longer returns is
-        lost (``on_ownership_lost``) and the call raises.
-
-        A session this client never stored under a lease (its first write failed: nobody else can
-        hold it) passes.
+        """Before a session-scoped request is sent (and before a turn is reported as ended): the
+        lease must be live on this client's own clock, with the margin, else the leases are
+        renewed first; a session the store no longer returns is lost (``on_ownership_lost``). A
+        session never stored under a lease (its first write failed: nobody else can hold it) passes.
 
         Raises:
             SessionOwnershipLost: The session is another client's now, or its lease could not be
@@ -371,9 +346,8 @@ class Ownership:
         )
 
     async def _renew_for_send(self) -> None:
-        """A renewal that started once the lease was found too close to its end: one already under
-        way is waited for (it may have failed before the store came back), then, if the lease is
-        still too close to its end, a new one runs."""
+        """The lease is too close to its end: wait for a renewal under way (it may have failed
+        before the store came back), then, if still too close, run a new one."""
         running = self._renewing
         if running is not None and not running.done():
             with contextlib.suppress(SessionStoreError):
@@ -383,13 +357,9 @@ class Ownership:
         await self.renew_now()
 
     async def renew_now(self) -> None:
-        """Renew every lease now (one renewal shared by every caller waiting for one); sessions
-        the store no longer returns are lost.
-
-        Raises:
-            SessionStoreError: The store cannot be written (once the lease ran out on this
-                client's clock the sessions are lost too).
-        """
+        """Renew every lease now (one renewal shared by every caller waiting); sessions the store
+        no longer returns are lost. Raises ``SessionStoreError`` (once the lease ran out on this
+        client's clock the sessions are lost too)."""
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.ensure_future(self._renew())
         await asyncio.shield(self._renewing)
@@ -410,22 +380,15 @@ class Ownership:
     async def candidates(self) -> list[StoredSession]:
         """On connect, before anything is written: the sessions the owner holds (an explicit
         ``owner=`` taking its sessions back after a restart), then the adoptable ones the policy
-        adopts, most recently used first in each.
-
-        Raises:
-            SessionStoreError: The store cannot be read (``connect()`` fails, nothing written).
-        """
+        adopts. Raises ``SessionStoreError`` (``connect()`` fails, nothing written)."""
         own, adoptable = await self.bridge.run(self.fenced.candidates)
         if not self.auto_adopt:
             return own
         return [*own, *await self._chosen(adoptable)]
 
     async def take(self, records: Sequence[StoredSession]) -> list[str]:
-        """Claim ``records`` (one transaction) and start renewing; the ids now held.
-
-        Raises:
-            SessionStoreError: The store cannot be written (``connect()`` fails).
-        """
+        """Claim ``records`` (one transaction) and start renewing; the ids now held. Raises
+        ``SessionStoreError`` (``connect()`` fails)."""
         started = self._clock.monotonic()
         held = await self.bridge.run(self.fenced.claim, [record.session_id for record in records])
         self._renewed_at = started
@@ -438,11 +401,7 @@ class Ownership:
         decide = self._decide()
         if decide is None:
             return candidates
-        chosen = []
-        for record in candidates:
-            if await call_app(decide, record, what="decide_adoption") is True:
-                chosen.append(record)
-        return chosen
+        return [record for record in candidates if await call_app(decide, record, what="decide_adoption") is True]
 
     # -- the renewal task -------------------------------------------------------------------------
 
@@ -472,8 +431,7 @@ class Ownership:
         if left <= 0:
             logger.error("session store: leases of %s ran out while renewals failed (%s)", self.owner, error)
             for session_id in list(self.fenced.held):
-                self.fenced.held.pop(session_id, None)
-                self.fenced.lost.add(session_id)
+                self.fenced.lose(session_id)
                 self.lost(session_id, None, f"its lease ran out while renewing failed ({error})")
             self._renewed_at = self._clock.monotonic()
             return
@@ -523,7 +481,7 @@ class Ownership:
     async def _recover(engine: _Host, tracked: Tracked, *, quietly: bool = False) -> None:
         """An adopted session, recovered through the usual probe → resume / replay / new session
         where it is found, and reported like any recovery (a link that is down recovers it when it
-        is back, in its reconnect's round). ``quietly``: a drop or a closed client is logged."""
+        is back). ``quietly``: a drop or a closed client is logged."""
         try:
             await Ownership._recover_now(engine, tracked)
         except AcpError as exc:
