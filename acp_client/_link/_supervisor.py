@@ -1,11 +1,9 @@
 """The supervisor: the only place that sleeps and reconnects.
 
-It owns the current :class:`~acp_client._rpc._connection.Connection`, notices when it drops, reconnects
-under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the client's
-recovery routine, and only then releases the requests queued during the outage. It publishes
-every state change and never publishes the same state twice in a row.
-
-It knows nothing of sessions: initializing and recovering are callbacks from the client.
+It owns the current :class:`~acp_client._rpc._connection.Connection`, notices when it drops,
+reconnects under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the
+client's recovery routine (it knows nothing of sessions), and only then releases the requests
+queued during the outage.
 
 If one of its own tasks ever dies of an unexpected error (a bug), the client does not hang: the
 state goes ``failed`` with that cause, queued requests fail with ``ClientClosed`` and pending ones
@@ -74,13 +72,6 @@ def _failed(cause: BaseException | None) -> ClientClosed:
     return error
 
 
-async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
-    result = callback(*args)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
 class Supervisor:
     """Keeps one live connection to the agent, reconnecting after drops."""
 
@@ -109,7 +100,8 @@ class Supervisor:
     ) -> None:
         self._connector = connector
         self._on_stream_resumed = on_stream_resumed
-        self._observer = observer  # telemetry: the link's connections and reconnect attempts
+        #: The link's telemetry observer (its connections and reconnect attempts), if any.
+        self.observer = observer
         self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
         self._initialize = initialize
@@ -138,7 +130,8 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._closing = False
         self._tasks = TaskSet(f"the link to {connector.target}", self.crashed)
-        self._failure: BaseException | None = None
+        #: The fatal error that failed the client, if it failed.
+        self.failure: BaseException | None = None
         self._crash: BaseException | None = None
         self._drop_cause: str = ""
         self._refreshed = False
@@ -164,24 +157,9 @@ class Supervisor:
         return (conn, init) if conn is not None and init is not None and self.state.state is State.CONNECTED else None
 
     @property
-    def closing(self) -> bool:
-        """Whether the app has closed the client (or is closing it)."""
-        return self._closing
-
-    @property
-    def observer(self) -> LinkObserver | None:
-        """The link's telemetry observer, if any."""
-        return self._observer
-
-    @property
     def queued(self) -> int:
         """Requests waiting for the connection (during an outage)."""
         return len(self._queue)
-
-    @property
-    def failure(self) -> BaseException | None:
-        """The fatal error that failed the client, if it failed."""
-        return self._failure
 
     def _set_state(
         self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
@@ -240,9 +218,8 @@ class Supervisor:
 
     def crash(self, error: BaseException, *, recovering: bool = False) -> None:
         """Make this link die of ``error`` as a bug in it would (the test kit's seam,
-        :meth:`acp_client.testing.Inside.crash`): one of its own tasks raises it now, or, with
-        ``recovering``, its next recovery round does (the reconnect task dies of it). Either way
-        the crash hook runs as for a real bug."""
+        :meth:`acp_client.testing.Inside.crash`): one of its tasks raises it now, or, with
+        ``recovering``, its next recovery round does."""
         if recovering:
             recover = self._recover
 
@@ -270,11 +247,9 @@ class Supervisor:
         on_answer: Callable[[], None] | None = None,
         answered_over: Callable[[TransportInfo], None] | None = None,
     ) -> Any:
-        """Send a request on the live connection, waiting out an outage if configured to.
-
-        A caller whose params depend on what a recovery settles (a session's id) builds them
-        after :meth:`ready`. ``answered_over`` is told which link answered (a session attached by
-        the request is held by that link's agent process).
+        """Send a request on the live connection, waiting out an outage if configured to (params
+        that depend on what a recovery settles are built after :meth:`ready`). ``answered_over``
+        is told which link answered (a session attached by the request is held by its agent).
 
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
@@ -298,9 +273,8 @@ class Supervisor:
                 raise
 
     def retries(self) -> bool:
-        """Whether a request the drop cut off may wait for the next recovery and go again: not
-        from inside a recovery (it would wait for the recovery that is waiting for it), nor when
-        there will be none."""
+        """Whether a request the drop cut off may go again after the next recovery: not from
+        inside a recovery (it would wait for itself), nor when there will be none."""
         here = _RECOVERING_ON.get() is not None
         return not here and self._policy is not None and not self.state.is_terminal and not self._closing
 
@@ -310,12 +284,8 @@ class Supervisor:
         await conn.notify(method, params)
 
     async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
-        """The live connection, once there is one: waits out an outage in the outage queue
-        (``ticket``: the call's place there, if it waited already).
-
-        Raises:
-            ConnectionLost / ClientSuspended / ClientClosed / QueueFull: As :meth:`call`.
-        """
+        """The live connection, once there is one (an outage is waited out in the outage queue,
+        ``ticket``: the call's place there). Raises as :meth:`call`."""
         conn = self._conn
         if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
@@ -325,7 +295,7 @@ class Supervisor:
         if self.state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
         if self.state.state is State.FAILED:
-            raise _failed(self._failure)
+            raise _failed(self.failure)
         if not self._started:  # never connected: nothing will ever release the queue
             raise ClientClosed("not connected: call connect() first")
         if self._suspended:
@@ -337,8 +307,7 @@ class Supervisor:
         return here[1] if here is not None and here[0] is self else None
 
     def in_recovery(self) -> bool:
-        """Whether the caller runs inside a recovery on this supervisor's link (the routine, or an
-        app callback it runs)."""
+        """Whether the caller runs inside a recovery on this link (or an app callback it runs)."""
         return self._recovering_here() is not None
 
     @contextlib.contextmanager
@@ -353,8 +322,7 @@ class Supervisor:
 
     def guard(self, make: Guarding) -> Authority:
         """Put ``make``'s :class:`~acp_client._link._authority.Authority` between this link and the
-        handlers of what its agent sends (one of several instances speaks only for the sessions it hosts).
-        Before the link starts."""
+        handlers of what its agent sends (before the link starts)."""
         assert self._on_request is not None and self._on_notification is not None
         authority = make(self._on_request, self._on_notification)
         self._on_request, self._on_notification = authority.request, authority.notification
@@ -365,8 +333,8 @@ class Supervisor:
     async def _open(self) -> tuple[Connection, Any]:
         options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
         options["max_incoming_requests"] = self._max_incoming_requests
-        if self._observer is not None:
-            options["observer"] = self._observer.calls
+        if self.observer is not None:
+            options["observer"] = self.observer.calls
         connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
@@ -382,7 +350,9 @@ class Supervisor:
                 raise
             self._refreshed = True
             logger.info("credentials refused by %s; refreshing them once", self._connector.target)
-            await _call_maybe_async(self._refresh_credentials)
+            refreshed = self._refresh_credentials()
+            if inspect.isawaitable(refreshed):
+                await refreshed
             return await self._open()
 
     def _install(self, conn: Connection, init: Any) -> None:
@@ -417,7 +387,7 @@ class Supervisor:
         except Exception:
             logger.exception("drop listener raised")
         if self._policy is None:
-            self._failure = reason
+            self.failure = reason
             self._queue.fail(lambda method: ConnectionLost(method, may_have_executed=False, cause=reason))
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
@@ -450,8 +420,8 @@ class Supervisor:
         state = State.SUSPENDED if self._suspended else State.RECONNECTING
         self._set_state(state, attempt=attempt, retry_in=delay, cause=cause)
         logger.info("reconnecting to %s in %.2fs (attempt %d) after: %s", self._connector.target, delay, attempt, cause)
-        if self._observer is not None:
-            self._observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
+        if self.observer is not None:
+            self.observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
 
     async def _attempt(self, attempt: Attempt) -> tuple[Connection, Any]:
         if self._closing:
@@ -488,7 +458,7 @@ class Supervisor:
 
     def fail(self, error: BaseException) -> None:
         """Fail the client for good with ``error``: queued requests fail, nothing reconnects."""
-        self._failure = error
+        self.failure = error
         self._cancel_suspend_timer()
         logger.error("giving up on %s: %s", self._connector.target, error)
         self._queue.fail(lambda method: _failed(error))
