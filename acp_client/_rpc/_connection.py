@@ -2,12 +2,9 @@
 
 The connection owns the pending-request table, dispatches what the agent sends (responses,
 notifications, agent→client requests, batches), applies per-request timeouts through the injected
-clock, and speaks ``$/cancel_request`` in both directions. When the transport ends, every pending
-request fails exactly once with :class:`~acp_client.exceptions.ConnectionLost` and every
-agent→client request still being handled is cancelled.
-
-It knows nothing of ACP methods beyond ``$/cancel_request``; the client facade gives meaning to
-methods and params.
+clock, and speaks ``$/cancel_request`` both ways (the only method it knows). When the transport
+ends, every pending request fails exactly once with :class:`~acp_client.exceptions.ConnectionLost`
+and every agent→client request still being handled is cancelled.
 """
 
 from __future__ import annotations
@@ -79,26 +76,12 @@ class _Pending:
 
 
 class Connection:
-    """A JSON-RPC 2.0 peer over one transport.
+    """A JSON-RPC 2.0 peer over one transport, which it owns from now on.
 
-    Args:
-        transport: An open transport. The connection owns it from now on.
-        on_request: Handles agent→client requests. Without one, every request is answered
-            with ``Method not found``.
-        on_notification: Receives notifications synchronously, in arrival order.
-        on_protocol_error: Told about every protocol error the agent commits (also logged).
-        clock: The clock for timeouts (a fake one in tests).
-        request_timeout: Default timeout for :meth:`request`, in seconds (``None``: no limit).
-        max_incoming_requests: How many agent→client requests are handled at once. One more is
-            answered at once with an ``Internal error`` ("too many concurrent requests") instead
-            of starting a handler, so a flooding agent cannot hold unbounded tasks and memory
-            (refusals go out one after another from one task; reading pauses while 256 wait);
-            the client's own requests keep resolving meanwhile.
-        observer: Builds the :class:`~acp_client._rpc._observe.CallObserver` of this connection from
-            its transport (telemetry), or ``None``.
-
-    Raises:
-        ConfigurationError: ``max_incoming_requests`` is not a positive integer.
+    Without ``on_request`` every agent request is answered ``Method not found``. Agent requests
+    beyond ``max_incoming_requests`` at once are refused (:class:`~acp_client._rpc._limits.IncomingCap`;
+    ``ConfigurationError`` unless it is a positive integer). ``observer`` builds the connection's
+    :class:`~acp_client._rpc._observe.CallObserver` from its transport (telemetry).
     """
 
     def __init__(
@@ -114,7 +97,6 @@ class Connection:
         observer: Callable[[Transport], CallObserver] | None = None,
     ) -> None:
         self._transport = transport
-        #: Sees every request sent and every agent request handled (telemetry); ``None``: nobody.
         self._observer = observer(transport) if observer is not None else None
         self._on_request = on_request
         self._on_notification = on_notification
@@ -148,11 +130,6 @@ class Connection:
     def close_cause(self) -> TransportError | None:
         """Why the connection ended (``None`` while open)."""
         return self._close_cause
-
-    @property
-    def pending_count(self) -> int:
-        """Requests sent and not yet answered."""
-        return len(self._pending)
 
     def start(self) -> None:
         """Start reading from the transport. Call once, from a running event loop."""
@@ -190,20 +167,10 @@ class Connection:
         on_answer: Callable[[], None] | None = None,
         _on_id: Callable[[RequestId], None] | None = None,
     ) -> Any:
-        """Send a request and wait for its answer.
-
-        Args:
-            method: The JSON-RPC method.
-            params: JSON-ready params (omitted from the wire when ``None``).
-            timeout: Seconds to wait for the answer; default: the connection's
-                ``request_timeout``. ``None`` waits forever.
-            on_answer: Called synchronously when the answer is dispatched, before any later
-                message is (lets the caller tell what arrived before the answer).
-            _on_id: The observer's (telemetry): the request is already observed; called with its
-                id once allocated.
-
-        Returns:
-            The ``result`` member of the response.
+        """Send a request (``params`` omitted from the wire when ``None``) and return the answer's
+        ``result``. ``timeout`` defaults to the connection's ``request_timeout`` (``None``: no
+        limit); ``on_answer`` is called when the answer is dispatched, before any later message;
+        ``_on_id`` is the telemetry observer's (told the id of a request it already observes).
 
         Raises:
             RpcError: The agent answered with an error (the subclass matching its code).
@@ -252,19 +219,15 @@ class Connection:
         raise RequestTimeout(method, timeout)
 
     def _abandon(self, request_id: RequestId, pending: _Pending) -> None:
-        """Forget a request whose send failed (its answer, if already settled, is not news)."""
+        """Forget a request whose send failed (an answer that already came is not news)."""
         if self._pending.pop(request_id, None) is not None:
             self._abandoned.remember(request_id)
         if pending.future.done() and not pending.future.cancelled():
             pending.future.exception()  # mark it retrieved: the send's own error is raised instead
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification.
-
-        Raises:
-            ConnectionLost: The connection has ended.
-            TransportError: The transport refused the message.
-        """
+        """Send a notification (raises ``ConnectionLost`` once the connection ended, else what the
+        transport raised)."""
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
         try:
@@ -488,8 +451,7 @@ class Connection:
             del self._incoming[request_id]
 
     async def _run_handler(self, item: Request) -> dict[str, Any]:
-        """Run the app's handler; always returns the reply message (never raises, bar cancellation
-        by the connection closing)."""
+        """Run the app's handler; the reply message (it raises only when cancelled by the close)."""
         try:
             if self._on_request is None:
                 raise RpcError.method_not_found(item.method)
