@@ -38,14 +38,8 @@ def _session_of(params: Any) -> str | None:
 
 
 class Authority:
-    """Guards one link's inbound requests and notifications (see the module docstring).
-
-    Args:
-        admits: Whether the link may speak for a session.
-        target: The link's endpoint, for the log (shown redacted by its connector).
-        on_request: The handler of the requests it admits.
-        on_notification: The handler of the notifications it admits.
-    """
+    """Guards one link's inbound requests and notifications (see the module docstring) on their way
+    to ``on_request`` / ``on_notification``; ``target``: the link's endpoint, as the log shows it."""
 
     def __init__(
         self,

@@ -50,13 +50,8 @@ class Ticket:
 
 
 class OutageQueue(Generic[T]):
-    """The requests waiting for a link (see the module rules).
-
-    Args:
-        options: The app's :class:`~acp_client.config.QueueOptions`.
-        clock: Times ``max_age``.
-        waiting_for: What the requests wait for, in the error of one that waited too long.
-    """
+    """The requests waiting for a link (see the module rules; ``waiting_for``: what they wait for,
+    in the error of one that waited too long)."""
 
     def __init__(self, options: QueueOptions, clock: Clock, *, waiting_for: str = "still reconnecting") -> None:
         self.options = options
@@ -69,13 +64,8 @@ class OutageQueue(Generic[T]):
 
     async def wait(self, method: str, *, ticket: Ticket | None = None) -> T:
         """Wait for :meth:`release`, at most ``max_age`` from the call's first wait (``ticket``:
-        the call's, if it may wait more than once).
-
-        Raises:
-            ConnectionLost: Queuing is off, or the wait outlived its deadline.
-            QueueFull: ``max_size`` requests are already waiting.
-            BaseException: What :meth:`fail` hands out.
-        """
+        the call's, if it may wait more than once). Raises as the module rules say, or what
+        :meth:`fail` hands out."""
         options = self.options
         if not options.enabled:
             raise ConnectionLost(method, may_have_executed=False)
