@@ -18,7 +18,7 @@ from .._codec import decode_update_params, from_wire, to_wire
 from .._codec._fast import FAST_UPDATES
 from .._link._client_state import StateMachine
 from .._link._events import SessionEvents
-from .._link._links import LinkKit, Links, LinksFactory, SingleLink
+from .._link._links import LinkKit, Links, SingleLink
 from .._link._opening import opener
 from .._link._queue import Ticket
 from .._link._supervisor import Supervisor
@@ -47,8 +47,9 @@ from ..exceptions import (
     SessionNotFound,
     TurnInProgress,
 )
+from ..group import LinksPlan
 from ..handlers import ClientHandlers, RequestRouter
-from ..location import Endpoint, Location
+from ..location import Location
 from ..state import (
     ConnectionState,
     Probe,
@@ -130,12 +131,11 @@ class Engine:
         options: Mapping[str, Any],
         *,
         clock: Clock,
-        links: LinksFactory | None = None,
-        endpoints: tuple[Endpoint, ...] = (),
+        plan: LinksPlan | None = None,
         store: StoreBridge | None = None,
     ) -> None:
         """``options``: every :class:`~acp_client.config.ClientOptions` key (``None`` where the
-        client builds its own); ``links``: an endpoint group's, with its ``endpoints``."""
+        client builds its own); ``plan``: an endpoint group's links."""
         self.options = options
         self.retry_unsent_prompts: bool = options["retry_unsent_prompts"]
         self.carry_lost_context: bool = options["carry_lost_context"]
@@ -158,7 +158,7 @@ class Engine:
         #: Whether the app closed the client (or is closing it).
         self.closing = False
         #: The instances of an endpoint group, in the order given (empty for a single endpoint).
-        self.endpoints = endpoints
+        self.endpoints = plan.endpoints if plan is not None else ()
         #: The client's connection state (its links set it).
         self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
@@ -215,7 +215,7 @@ class Engine:
                 observer=self.telemetry.link().calls if self.telemetry is not None else None,
             ),
         )
-        self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
+        self.links: Links = plan.build(kit) if plan is not None else SingleLink(kit, connector)
         if self.persistence is not None:  # where each session lives is recorded with it
             self.persistence.placement_of = self.links.placement_of
         self.lost_again = LostAgain(self)
@@ -280,12 +280,8 @@ class Engine:
         return self.links.primary
 
     async def start(self) -> None:
-        """Restore the stored sessions (if a store is set), then connect; restored sessions are
-        recovered on the first connection, before it counts as connected.
-
-        Raises:
-            SessionStoreError: The store cannot be read (the client is then failed).
-        """
+        """Restore the stored sessions (recovered on the first connection, before it counts as
+        connected), then connect. Raises ``SessionStoreError`` (the client is then failed)."""
         self.emit_state(self.state)
         restored = 0
         if self.persistence is not None:
@@ -454,9 +450,8 @@ class Engine:
         return await self.links.locate(current, timeout)
 
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
-        """An app-initiated load / resume: track the session, attach it (updates before the answer
-        are replay or a snapshot), and forget it again if the agent refused (a session this client
-        did not track before)."""
+        """An app-initiated load / resume: track the session and attach it (updates before the
+        answer are replay or a snapshot); one not tracked before is forgotten if the agent refuses."""
         known = request.session_id in self.table
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
@@ -531,15 +526,10 @@ class Engine:
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
     ) -> Any:
-        """Send a setting (``build`` makes the params from the session's id at send time). Once the
-        agent accepts, ``remember`` records the choice on the tracked session, so a recovery that
-        rebuilds the session restores it.
-
-        Raises:
-            CapabilityNotSupported: The session's record (the agent's answer to ``session/new``,
-                load or resume) offers no models (``set_model``) or no config options
-                (``set_config_option``).
-        """
+        """Send a setting (``build`` makes the params from the session's id at send time); once the
+        agent accepts, ``remember`` records it on the tracked session, for a recovery to restore.
+        Raises ``CapabilityNotSupported`` when the session's record offers no models or no config
+        options to set."""
         self.require(method)
         current = self.table.current_id
         tracked = self.table.get(current(session_id))
@@ -558,14 +548,10 @@ class Engine:
         return result
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
-        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
-
-        Cancel means cancel: when ``timeout`` runs out, or the awaiting task is cancelled, the
-        client sends ``session/cancel`` for the session and gives the agent
-        ``Timeouts.cancel_grace`` to end the turn. A turn the agent has not ended stays the
-        session's running turn until it does (or the connection drops): the next prompt waits for
-        it up to the same grace, then raises ``TurnInProgress``.
-        """
+        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`). Cancel
+        means cancel: on timeout or cancellation ``session/cancel`` is sent and the agent gets
+        ``Timeouts.cancel_grace`` to end the turn; one it has not ended stays the session's running
+        turn, which the next prompt waits for up to the same grace (then ``TurnInProgress``)."""
         await self._previous_turn_ended(tracked)
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, settle(future))
@@ -607,11 +593,10 @@ class Engine:
         await link.notify("session/cancel", self.wire(CancelNotification(session_id=tracked.session_id)))
 
     async def _previous_turn_ended(self, tracked: Tracked) -> None:
-        """A turn that was cancelled but not ended yet: wait for it (up to the cancel grace); the
-        table then refuses the new turn if it still runs."""
+        """Wait up to the cancel grace for a cancelled turn the agent has not ended yet."""
         body = tracked.turn_task
         if body is None or body.done() or tracked.turn is None or not tracked.turn.cancel_sent:
-            return  # (a second prompt beside a running one is refused at once by the table)
+            return  # (the table refuses a second prompt beside a running one)
         with move_on_after(self.clock, self.timeouts.cancel_grace):
             await asyncio.wait({body})
         if not body.done():
@@ -687,9 +672,8 @@ class Engine:
         self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
     ) -> Any:
         """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
-        (``ConnectionLost`` with ``may_have_executed=False``) is sent again once the client is
-        connected (at most :data:`MAX_PROMPT_RESENDS` times). One the agent may have acted on
-        never is."""
+        (``may_have_executed=False``) is sent again once the client is connected (at most
+        :data:`MAX_PROMPT_RESENDS` times)."""
         resends = 0
         while True:
             try:

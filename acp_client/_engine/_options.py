@@ -1,10 +1,6 @@
 """The options of :class:`~acp_client.AcpClient`: checked once, then turned into its engine (the
-connectors built from URLs, the session store seen under the client's key).
-
-Which links the engine gets follows from the endpoint: a URL or a connector is the engine's own
-single link; an :class:`~acp_client.group.EndpointGroup` hands over its
-:class:`~acp_client.group.LinksPlan`.
-"""
+connectors built from URLs, the session store seen under the client's key, and the links: its own
+single link for a URL or a connector, an :class:`~acp_client.group.EndpointGroup`'s plan)."""
 
 from __future__ import annotations
 
@@ -136,17 +132,6 @@ def check_options(options: Mapping[str, Any]) -> None:
         raise ConfigurationError("secret_headers must be a collection of header names")
 
 
-def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
-    (unless the app set it): the client bounds the whole opening with that one value."""
-    merged = dict(options or {})
-    if endpoint.startswith(("ws://", "wss://")):
-        merged.setdefault("open_timeout", connect)
-    elif endpoint.startswith(("http://", "https://")):
-        merged.setdefault("connect_timeout", connect)
-    return merged
-
-
 def _bridge(
     options: Mapping[str, Any], plan: LinksPlan | None, clock: Clock
 ) -> tuple[StoreBridge | None, Ownership | None]:
@@ -180,6 +165,13 @@ def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
     def connector(value: str | Connector) -> Connector:
         if not isinstance(value, str):
             return value
+        # The client bounds the whole opening with Timeouts.connect: so does the transport's own
+        # opening bound, unless the app set it.
+        extra = dict(options["transport_options"] or {})
+        if value.startswith(("ws://", "wss://")):
+            extra.setdefault("open_timeout", timeouts.connect)
+        elif value.startswith(("http://", "https://")):
+            extra.setdefault("connect_timeout", timeouts.connect)
         return connector_for(
             value,
             headers=options["headers"],
@@ -187,7 +179,7 @@ def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
             tls=options["tls"],
             cookies=cookies,
             limits=options["limits"],
-            **_with_connect_timeout(value, timeouts.connect, options["transport_options"]),
+            **extra,
         )
 
     return connector
@@ -198,18 +190,11 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
     ``cookies``), and the connector of its first link."""
     connector = _connector_factory(options, cookies)
     endpoint = options["endpoint"]
-    plan: LinksPlan | None = None
-    if isinstance(endpoint, EndpointGroup):
-        plan = endpoint.links_plan(connector)
-        first = plan.first
-    else:
-        first = connector(endpoint)
+    plan = endpoint.links_plan(connector) if isinstance(endpoint, EndpointGroup) else None
+    first = plan.first if plan is not None else connector(endpoint)
     clock = options["clock"] or SystemClock()
     bridge, ownership = _bridge(options, plan, clock)
-    if plan is None:
-        engine = Engine(first, options, clock=clock, store=bridge)
-    else:
-        engine = Engine(first, options, clock=clock, links=plan.build, endpoints=plan.endpoints, store=bridge)
+    engine = Engine(first, options, clock=clock, plan=plan, store=bridge)
     if ownership is not None:
         ownership.bind(engine)
     if bridge is not None:
