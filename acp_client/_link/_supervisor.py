@@ -171,11 +171,8 @@ class Supervisor:
     async def start(self, *, recover: bool = False) -> None:
         """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
         on that link before it counts as connected (a drop then hands over to the reconnect loop).
-
-        Raises:
-            AcpError: The first connection failed (the state is then ``failed``).
-            ClientClosed: :meth:`aclose` was called meanwhile.
-        """
+        Raises what failed the first connection (the state is then ``failed``), or
+        ``ClientClosed`` when :meth:`aclose` was called meanwhile."""
         self._started = True
         try:
             conn, init = await self._open_with_refresh()
@@ -196,8 +193,6 @@ class Supervisor:
             self._tasks.spawn(self._outage(reason))
             return
         self._install(conn, init)
-        self._set_state(State.CONNECTED)
-        self._queue.release(conn)
 
     async def aclose(self) -> None:
         """Close for good: stop reconnecting, close the link, fail queued requests."""
@@ -356,10 +351,13 @@ class Supervisor:
             return await self._open()
 
     def _install(self, conn: Connection, init: Any) -> None:
+        """Connected on ``conn``: watch it, and release the queued requests onto it."""
         self._conn = conn
         self._init = init
         self._connected_at = self._clock.monotonic()
         self._tasks.spawn(self._watch(conn))
+        self._set_state(State.CONNECTED)
+        self._queue.release(conn)
 
     def crashed(self, error: BaseException) -> None:
         """An internal task died of an unexpected error (a bug): fail the client, never hang."""
