@@ -40,11 +40,7 @@ def _failed(what: str, callback: object) -> None:
 
 
 async def call_app(callback: Callable[..., Any] | None, *args: Any, what: str) -> Any:
-    """Call ``callback(*args)``, awaiting what it returns if it is awaitable.
-
-    Returns:
-        Its result, or ``None`` when there is no callback or it raised (logged, see above).
-    """
+    """``callback(*args)``, awaited if awaitable; ``None`` without a callback or when it raised."""
     if callback is None:
         return None
     try:
@@ -68,8 +64,7 @@ class Dispatcher:
         self._closed = False
 
     def deliver(self, callback: Callable[..., Any] | None, *args: Any, what: str) -> None:
-        """Call ``callback(*args)`` now; if it returns an awaitable, queue it for the dispatcher
-        task (awaited in order). Never raises for the callback's sake."""
+        """Call ``callback(*args)`` now; an awaitable it returns is queued for the dispatcher task."""
         if callback is None:
             return
         try:
@@ -128,10 +123,9 @@ class Dispatcher:
 class Feed(Generic[T]):
     """An unbounded queue from plain functions to one async consumer (an ``updates()`` iterator).
 
-    :meth:`push` never waits: it is a session subscriber, called inline for every update. The
-    consumer takes from :attr:`items` directly and awaits :meth:`wait` only when it is empty, so
-    a burst costs an append and a pop per item (an :class:`asyncio.Queue` also counts unfinished
-    tasks and wakes putters on every item).
+    :meth:`push` never waits (it is called inline for every update); the consumer takes from
+    :attr:`items` and awaits :meth:`wait` only when it is empty, so a burst costs an append and a
+    pop per item (an :class:`asyncio.Queue` also counts tasks and wakes putters on every item).
     """
 
     __slots__ = ("_waiter", "items")
