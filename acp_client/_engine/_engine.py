@@ -93,7 +93,7 @@ from ..types import (
     TextContent,
 )
 from ._acknowledge import acknowledge, retrieve, settle, status_of
-from ._lost_again import LostAgain
+from ._lost_again import recover_lost, to_resend
 from ._persistence import Persistence
 
 __all__ = ["CLIENT_INFO", "Engine"]
@@ -218,7 +218,6 @@ class Engine:
         self.links: Links = plan.build(kit) if plan is not None else SingleLink(kit, connector)
         if self.persistence is not None:  # where each session lives is recorded with it
             self.persistence.placement_of = self.links.placement_of
-        self.lost_again = LostAgain(self)
         self.lease_check: Callable[[str], Awaitable[None]] | None = None  # a shared store's Ownership.check
 
     def build_supervisor(
@@ -541,7 +540,7 @@ class Engine:
             result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
         except RpcError as exc:
             if tracked is not None:
-                await self.lost_again.recover(tracked, method, exc)
+                await recover_lost(self, tracked, method, exc)
             raise
         if tracked is not None:
             remember(tracked.settings)
@@ -635,7 +634,7 @@ class Engine:
             try:
                 result = await self._send_prompt(tracked, params, None, turn.accept)
             except RpcError as exc:
-                again = await self.lost_again.to_resend(tracked, turn, exc)
+                again = await to_resend(self, tracked, turn, exc)
                 if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
                     raise
                 logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
@@ -652,7 +651,7 @@ class Engine:
             turn.done = True
             self.table.end_turn(tracked, turn)
             if again is None:
-                await self.lost_again.recover(tracked, "session/prompt", exc)
+                await recover_lost(self, tracked, "session/prompt", exc)
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing

@@ -244,6 +244,9 @@ class Ownership:
     ) -> None:
         self.bridge = bridge
         self.fenced = fenced
+        self.owner = fenced.owner
+        self.duration = fenced.duration
+        self.renew_interval = fenced.duration / RENEWALS_PER_LEASE
         self._clock = clock
         self.auto_adopt = auto_adopt
         self._decide = decide
@@ -267,18 +270,6 @@ class Ownership:
         engine.persistence.ownership = self
         engine.lease_check = self.check
         engine.recoverer.gate = self.may_recover
-
-    @property
-    def owner(self) -> str:
-        return self.fenced.owner
-
-    @property
-    def duration(self) -> float:
-        return self.fenced.duration
-
-    @property
-    def renew_interval(self) -> float:
-        return self.duration / RENEWALS_PER_LEASE
 
     def owned(self) -> list[str]:
         """The sessions this client holds now and tracks: a session claimed on the worker thread
