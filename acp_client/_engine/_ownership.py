@@ -26,9 +26,9 @@ import contextlib
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from .._recovery._recoverer import capabilities
 from .._util._delivery import call_app
@@ -36,45 +36,13 @@ from .._util._logging import get_logger
 from .._util._tasks import TaskSet
 from ..clock import Clock
 from ..exceptions import AcpError, SessionOwnershipLost, SessionStoreError, SessionStoreFenced
-from ..state import OwnershipLost, RecoveryOutcome
+from ..state import OwnershipLost
 from ..store._bridge import StoreBridge, write_turn
 from ..store.base import Lease, SharedSessionStore, StoredSession
 
 if TYPE_CHECKING:
-    from .._link._events import SessionEvents
-    from .._link._links import Links
-    from .._recovery._recoverer import Recoverer
-    from .._sessions._table import SessionTable, Tracked
-    from .._telemetry._client import ClientTelemetry
-    from .._util._delivery import Dispatcher
-    from ..config import Callbacks
-    from ..types import InitializeResponse
-    from ._persistence import Persistence
-
-
-class _Host(Protocol):
-    """What ownership uses of the client's engine."""
-
-    table: SessionTable
-    persistence: Persistence | None
-    callbacks: Callbacks
-    dispatcher: Dispatcher
-    links: Links
-    recoverer: Recoverer
-    init: InitializeResponse | None
-    version: int
-    telemetry: ClientTelemetry | None
-
-    lease_check: Callable[[str], Awaitable[None]] | None
-
-    def untrack(self, session_id: str) -> None: ...
-
-    def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None: ...
-
-    def emit(self, event: Callable[[SessionEvents], None]) -> None: ...
-
-    def crashed(self, error: BaseException) -> None: ...
-
+    from .._sessions._table import Tracked
+    from ._engine import Engine
 
 __all__ = ["DEFAULT_LEASE_DURATION", "LEASE_SAFETY_MARGIN", "FencedStore", "Ownership", "default_owner"]
 
@@ -250,7 +218,7 @@ class Ownership:
         self._clock = clock
         self.auto_adopt = auto_adopt
         self._decide = decide
-        self._engine: _Host | None = None
+        self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
         self._renewed_at = clock.monotonic()
         self._reported: set[str] = set()
@@ -263,7 +231,7 @@ class Ownership:
         #: Who holds each session this client lost, when known.
         self._holders: dict[str, str | None] = {}
 
-    def bind(self, engine: _Host) -> None:
+    def bind(self, engine: Engine) -> None:
         """Work for ``engine`` (its session store's bookkeeping starts and ends this)."""
         assert engine.persistence is not None
         self._engine = engine
@@ -469,7 +437,7 @@ class Ownership:
             self._engine.crashed(error)
 
     @staticmethod
-    async def _recover(engine: _Host, tracked: Tracked, *, quietly: bool = False) -> None:
+    async def _recover(engine: Engine, tracked: Tracked, *, quietly: bool = False) -> None:
         """An adopted session, recovered through the usual probe → resume / replay / new session
         where it is found, and reported like any recovery (a link that is down recovers it when it
         is back). ``quietly``: a drop or a closed client is logged."""
@@ -481,7 +449,7 @@ class Ownership:
             logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
 
     @staticmethod
-    async def _recover_now(engine: _Host, tracked: Tracked) -> None:
+    async def _recover_now(engine: Engine, tracked: Tracked) -> None:
         record = tracked.stored
         holder = record.lease.owner if record is not None and record.lease is not None else None
         reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
