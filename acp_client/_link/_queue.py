@@ -4,15 +4,12 @@
   :class:`~acp_client.exceptions.ConnectionLost` (``may_have_executed=False``).
 * At most ``QueueOptions.max_size`` requests wait; one more fails at once with
   :class:`~acp_client.exceptions.QueueFull`.
-* Each waits at most ``QueueOptions.max_age`` seconds (a :func:`~acp_client.clock.move_on_at`
-  scope on the injected clock), then fails with
+* Each waits at most ``QueueOptions.max_age`` seconds on the injected clock, then fails with
   ``ConnectionLost`` (``may_have_executed=False``).
 
-A single-endpoint client's supervisor releases its queue with the recovered connection; the calls
-of an endpoint group's sessions wait in the group's queue for the next change of their session's
-home, then on their link. A call carries one :class:`Ticket` through every wait: it is admitted
-(``max_size``) once, and ``max_age`` runs from its first wait, so the rule holds once per call,
-with one endpoint and with several.
+A call may wait more than once (an endpoint group's call waits for its session's home, then on its
+link): it carries one :class:`Ticket` through every wait, admitted (``max_size``) once, with
+``max_age`` running from its first wait, so the rule holds once per call.
 """
 
 from __future__ import annotations

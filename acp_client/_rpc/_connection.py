@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .._codec import _jsonrpc
 from .._codec._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
@@ -66,13 +66,10 @@ _YIELD_EVERY: Final = 128
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
 
-class _Pending:
-    __slots__ = ("future", "method", "on_answer")
-
-    def __init__(self, future: asyncio.Future[Any], method: str, on_answer: Callable[[], None] | None) -> None:
-        self.future = future
-        self.method = method
-        self.on_answer = on_answer
+class _Pending(NamedTuple):
+    future: asyncio.Future[Any]
+    method: str
+    on_answer: Callable[[], None] | None
 
 
 class Connection:
