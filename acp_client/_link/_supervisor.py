@@ -118,8 +118,9 @@ class Supervisor:
         self._connect_timeout = connect_timeout
         self._rng = rng
         self._machine = StateMachine(on_state)
-        self._conn: Connection | None = None
-        self._init: Any = None
+        #: The live connection (``None`` while down), and the agent's answer to ``initialize`` on it.
+        self.connection: Connection | None = None
+        self.init_result: Any = None
         self._connected_at = 0.0
         self._carried_attempts = 0
         self._attempts_this_outage = 0
@@ -143,17 +144,9 @@ class Supervisor:
     def state(self) -> ConnectionState:
         return self._machine.state
 
-    @property
-    def connection(self) -> Connection | None:
-        return self._conn
-
-    @property
-    def init_result(self) -> Any:
-        return self._init
-
     def live(self) -> tuple[Connection, Any] | None:
         """The connection and what the agent answered to ``initialize`` on it, while connected."""
-        conn, init = self._conn, self._init
+        conn, init = self.connection, self.init_result
         return (conn, init) if conn is not None and init is not None and self.state.state is State.CONNECTED else None
 
     @property
@@ -203,7 +196,7 @@ class Supervisor:
         self._queue.fail(lambda method: ClientClosed("the client was closed"))
         self._set_state(State.CLOSED, cause="closed by the app")
         await self._tasks.aclose()
-        conn, self._conn = self._conn, None
+        conn, self.connection = self.connection, None
         if conn is not None:
             await conn.aclose()
 
@@ -281,7 +274,7 @@ class Supervisor:
     async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
         """The live connection, once there is one (an outage is waited out in the outage queue,
         ``ticket``: the call's place there). Raises as :meth:`call`."""
-        conn = self._conn
+        conn = self.connection
         if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
         recovering = self._recovering_here()
@@ -352,8 +345,8 @@ class Supervisor:
 
     def _install(self, conn: Connection, init: Any) -> None:
         """Connected on ``conn``: watch it, and release the queued requests onto it."""
-        self._conn = conn
-        self._init = init
+        self.connection = conn
+        self.init_result = init
         self._connected_at = self._clock.monotonic()
         self._tasks.spawn(self._watch(conn))
         self._set_state(State.CONNECTED)
@@ -367,15 +360,15 @@ class Supervisor:
         self.fail(error)
         if self._on_fail is not None:
             self._on_fail(_failed(error))
-        conn, self._conn = self._conn, None
+        conn, self.connection = self.connection, None
         if conn is not None:
             self._tasks.spawn(conn.aclose())
 
     async def _watch(self, conn: Connection) -> None:
         cause = await conn.wait_closed()
-        if self._closing or conn is not self._conn:
+        if self._closing or conn is not self.connection:
             return
-        self._conn = None
+        self.connection = None
         # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
         # in the background, so a slow close never delays the reconnect.
         self._tasks.spawn(conn.aclose())
@@ -437,7 +430,7 @@ class Supervisor:
 
     def _enter_suspension(self) -> None:
         self._suspend_due = False
-        if self._conn is not None or self._closing or self.state.is_terminal:
+        if self.connection is not None or self._closing or self.state.is_terminal:
             return
         self._suspended = True
         logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)

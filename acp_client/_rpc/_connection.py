@@ -93,7 +93,7 @@ class Connection:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         observer: Callable[[Transport], CallObserver] | None = None,
     ) -> None:
-        self._transport = transport
+        self.transport = transport
         self._observer = observer(transport) if observer is not None else None
         self._on_request = on_request
         self._on_notification = on_notification
@@ -107,7 +107,8 @@ class Connection:
         self._background = TaskSet("a connection", self._crashed)
         self._reader: asyncio.Task[None] | None = None
         self._closed: asyncio.Event = asyncio.Event()
-        self._close_cause: TransportError | None = None
+        #: Why the connection ended (``None`` while open).
+        self.close_cause: TransportError | None = None
         self._abandoned = AbandonedIds()
         self._cap = IncomingCap(
             max_incoming_requests, send=self._send_quietly, spawn=self._background.spawn, is_closed=self._closed.is_set
@@ -116,17 +117,8 @@ class Connection:
     # -- state ------------------------------------------------------------------------------------
 
     @property
-    def transport(self) -> Transport:
-        return self._transport
-
-    @property
     def is_closed(self) -> bool:
         return self._closed.is_set()
-
-    @property
-    def close_cause(self) -> TransportError | None:
-        """Why the connection ended (``None`` while open)."""
-        return self._close_cause
 
     def start(self) -> None:
         """Start reading from the transport. Call once, from a running event loop."""
@@ -136,14 +128,14 @@ class Connection:
     async def wait_closed(self) -> TransportError | None:
         """Wait until the transport has ended; returns the cause."""
         await self._closed.wait()
-        return self._close_cause
+        return self.close_cause
 
     async def aclose(self) -> None:
         """Close the transport and fail whatever is still pending. Idempotent."""
         if not self._closed.is_set():
             self._finish(TransportClosed("closed by the client"))
         try:
-            await self._transport.aclose()
+            await self.transport.aclose()
         except TransportError as exc:  # a dead link may complain while closing; nothing to do
             logger.debug("transport close raised %r", exc)
         reader = self._reader
@@ -184,7 +176,7 @@ class Connection:
         if timeout is USE_CLIENT_DEFAULT:
             timeout = self._request_timeout
         if self._closed.is_set():
-            raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
+            raise ConnectionLost(method, may_have_executed=False, cause=self.close_cause)
         request_id = self._next_id()
         if _on_id is not None:
             _on_id(request_id)
@@ -194,7 +186,7 @@ class Connection:
         message = _jsonrpc.request_message(request_id, method, params)
         with move_on_after(self._clock, timeout) as deadline:  # it covers the send too (a POST can hang)
             try:
-                await self._transport.send(message)
+                await self.transport.send(message)
             except BaseException as exc:
                 self._abandon(request_id, pending)
                 if deadline.expired:  # the send hung: the agent may have it all the same
@@ -226,9 +218,9 @@ class Connection:
         """Send a notification (raises ``ConnectionLost`` once the connection ended, else what the
         transport raised)."""
         if self._closed.is_set():
-            raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
+            raise ConnectionLost(method, may_have_executed=False, cause=self.close_cause)
         try:
-            await self._transport.send(_jsonrpc.notification_message(method, params))
+            await self.transport.send(_jsonrpc.notification_message(method, params))
         except TransportClosed as exc:
             self._finish(exc)
             raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
@@ -241,7 +233,7 @@ class Connection:
 
     async def _send_quietly(self, message: _jsonrpc.Message) -> None:
         try:
-            await self._transport.send(message)
+            await self.transport.send(message)
         except TransportError as exc:
             logger.debug("could not send %s: %r", describe(message), exc)
 
@@ -258,8 +250,8 @@ class Connection:
 
     async def _read_loop(self) -> None:
         cause: TransportError
-        receive, cap = self._transport.receive, self._cap
-        ready = getattr(self._transport, "receive_ready", None)  # optional: see transports.base
+        receive, cap = self.transport.receive, self._cap
+        ready = getattr(self.transport, "receive_ready", None)  # optional: see transports.base
         budget = _YIELD_EVERY
         try:
             while True:
@@ -328,7 +320,7 @@ class Connection:
     def _finish(self, cause: TransportError) -> None:
         if self._closed.is_set():
             return
-        self._close_cause = cause
+        self.close_cause = cause
         self._closed.set()
         pending, self._pending = self._pending, {}
         for item in pending.values():
