@@ -10,6 +10,7 @@ events (:class:`~acp_client._link._events.SessionEvents`).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -233,6 +234,9 @@ class Engine:
         observer = self.telemetry.link() if self.telemetry is not None else None
         if observer is not None:
             on_state = observer.watch(on_state)
+        refresh = self.callbacks.refresh_credentials
+        if refresh is not None:  # through call_app: a refresh that raises is logged
+            refresh = functools.partial(call_app, refresh, what="refresh_credentials")
         return Supervisor(
             connector,
             initialize=self.initialize,
@@ -246,7 +250,7 @@ class Engine:
             on_request=self.router,
             on_notification=self.on_notification,
             on_protocol_error=self.on_protocol_error,
-            refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
+            refresh_credentials=refresh,
             request_timeout=self.timeouts.request,
             connect_timeout=self.timeouts.connect,
             rng=self.options["rng"],
@@ -714,9 +718,6 @@ class Engine:
         self.init = response
         self.version = response.protocol_version
         return response
-
-    async def refresh(self) -> None:
-        await call_app(self.callbacks.refresh_credentials, what="refresh_credentials")
 
     def emit_state(self, state: ConnectionState) -> None:
         if state.is_terminal:  # what a cut-off recovery finished is told before the end

@@ -365,23 +365,21 @@ class Ownership:
     # -- the renewal task -------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        """Renew each interval (sooner after a failed renewal), then scan for sessions to adopt."""
         delay = self.renew_interval
         while True:
             await self._clock.sleep(delay)
-            delay = await self.tick()
-
-    async def tick(self) -> float:
-        """One renewal (and adoption scan); returns the delay before the next one."""
-        try:
-            await self.renew_now()
-        except SessionStoreError:
-            return self._retry_in()
-        if self.auto_adopt:
             try:
-                await self.adopt_expired()
-            except SessionStoreError as exc:
-                logger.warning("session store: looking for sessions to adopt failed: %s", exc)
-        return self.renew_interval
+                await self.renew_now()
+            except SessionStoreError:
+                delay = self._retry_in()
+                continue
+            delay = self.renew_interval
+            if self.auto_adopt:
+                try:
+                    await self.adopt_expired()
+                except SessionStoreError as exc:
+                    logger.warning("session store: looking for sessions to adopt failed: %s", exc)
 
     def _renewal_failed(self, error: SessionStoreError) -> None:
         """A renewal failed; once the lease ran out on this client's own clock, the sessions may be

@@ -332,12 +332,6 @@ class Persistence(SessionEvents):
             if self._turn_write(session_id, record, entries, record.last_used_at) is None:
                 self.unstored.add(session_id)
 
-    def save_conversation(self, tracked: Tracked) -> None:
-        """Keep the whole conversation (every segment) of ``tracked``, if it is stored."""
-        record = tracked.stored
-        if self._keep_transcripts and record is not None and record.session_id == tracked.session_id:
-            self._queue(self.bridge.save_transcript, record.session_id, to_entries(tracked.transcript))
-
     # -- recovery ---------------------------------------------------------------------------------
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
@@ -366,7 +360,8 @@ class Persistence(SessionEvents):
                     updated_at=now,
                 )
                 self._save(tracked, self._homed(tracked, renamed))
-                self.save_conversation(tracked)  # the segment the agent lost is kept
+                if self._keep_transcripts:  # every segment, the one the agent lost too
+                    self._queue(self.bridge.save_transcript, tracked.session_id, to_entries(tracked.transcript))
                 continue
             outcome = by_id.get(tracked.session_id)
             updated = self._homed(tracked, record)  # it may have moved to another instance
