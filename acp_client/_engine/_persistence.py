@@ -4,37 +4,31 @@
 (the store's worker thread). It derives every write from the :class:`StoredSession` last written
 for the session (``Tracked.stored``), so what the app set and the timestamps survive each save:
 
-============================================  ====================================================
-event                                         store call
-============================================  ====================================================
-``connect()``                                 ``load`` and each session's ``load_transcript``
-                                              (raises: a store or a stored conversation the
-                                              client cannot read fails ``connect()``, and nothing
-                                              is written); the sessions are tracked again, their
-                                              conversations shown at once, *without* a save
-``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``); with a
-``resume_session``                            shared store the call returns once it is written
-recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
-recovery outcome: resume / replay             ``save`` when the status changed
-a session moved to another instance           ``save`` with its new home (a client facing
-                                              several instances records each session's
-                                              instance in ``extra``: ``StoredSession.home``)
-recovery abandoned, ``close_session``,        ``delete``
-``forget_session``
-``set_mode`` / ``set_model`` /                ``save`` with the new value
+=====================================  ===============================================================================
+event                                  store call
+=====================================  ===============================================================================
+``connect()``                          ``load`` and each session's ``load_transcript`` (raises: a store or a stored
+                                       conversation the client cannot read fails ``connect()``, and nothing is
+                                       written); the sessions are tracked again, their conversations shown at once,
+                                       *without* a save
+``new_session`` / ``fork`` / ``load``  ``save`` (a new record, status ``active``); with a shared store the call
+/ ``resume_session``                   returns once it is written
+recovery outcome: new session          ``rename`` (one atomic step), then ``save``, and ``save_transcript`` (the lost
+                                       segment kept)
+recovery outcome: resume / replay      ``save`` when the status changed
+a session moved to another instance    ``save`` with its new home (``StoredSession.home``, in ``extra``)
+recovery abandoned,                    ``delete``
+``close_session``, ``forget_session``
+``set_mode`` / ``set_model`` /         ``save`` with the new value
 ``set_config_option``
-a prompt                                      ``touch`` (``last_used_at``) without transcripts
-                                              kept; with them, the turn's end writes it
-the end of a turn                             one job: ``save`` when the agent changed the title,
-                                              ``save_turn`` (``last_used_at`` and the whole
-                                              conversation, every segment, in one step; the
-                                              store bounds it) with transcripts
-                                              kept; the turn's result reaches the app only once
-                                              it ran (``durable``); a store error marks the
-                                              session not yet stored, written again with the
-                                              store's next success
-recovery outcome: new session                 ``save_transcript`` too (the lost segment kept)
-============================================  ====================================================
+a prompt                               ``touch`` (``last_used_at``) without transcripts kept; with them, the turn's
+                                       end writes it
+the end of a turn                      one job: ``save`` when the agent changed the title, ``save_turn``
+                                       (``last_used_at`` and the whole conversation, every segment, in one step; the
+                                       store bounds it) with transcripts kept; the turn's result reaches the app only
+                                       once it ran (``durable``); a store error marks the session not yet stored,
+                                       written again with the store's next success
+=====================================  ===============================================================================
 
 Writes never raise into the client's flow (the bridge logs a store error and carries on). The
 events come from the engine (:class:`~acp_client._link._events.SessionEvents`).
