@@ -138,8 +138,6 @@ class Engine:
         """``options``: every :class:`~acp_client.config.ClientOptions` key (``None`` where the
         client builds its own); ``plan``: an endpoint group's links."""
         self.options = options
-        self.retry_unsent_prompts: bool = options["retry_unsent_prompts"]
-        self.carry_lost_context: bool = options["carry_lost_context"]
         #: The engine's own background work (a ``session/cancel`` after an awaiting task was cancelled).
         self._background = TaskSet("the client", self.crashed)
         self.proposed_version: int = options["protocol_version"]
@@ -175,7 +173,6 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        self.connector = connector
         #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[SessionEvents] = []
         # None unless the otel extra is installed and telemetry is not disabled.
@@ -628,7 +625,7 @@ class Engine:
                 future.result()
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             sent = blocks
-            if self.carry_lost_context and tracked.lost_context_pending:
+            if self.options["carry_lost_context"] and tracked.lost_context_pending:
                 sent = (TextContent(text=_lost_context(tracked.transcript.lost_context())), *blocks)
                 tracked.lost_context_pending = False
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
@@ -682,7 +679,7 @@ class Engine:
             try:
                 return await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=on_answer)
             except ConnectionLost as exc:
-                if exc.may_have_executed or not self.retry_unsent_prompts or resends >= MAX_PROMPT_RESENDS:
+                if exc.may_have_executed or not self.options["retry_unsent_prompts"] or resends >= MAX_PROMPT_RESENDS:
                     raise
                 if self.closing or self.state.is_terminal:
                     raise
