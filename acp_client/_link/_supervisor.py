@@ -319,11 +319,11 @@ class Supervisor:
     # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
-        options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
-        options["max_incoming_requests"] = self._max_incoming_requests
-        if self.observer is not None:
-            options["observer"] = self.observer.calls
-        connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
+        connection = functools.partial(
+            Connection, on_request=self._on_request, on_notification=self._on_notification, clock=self._clock,
+            request_timeout=self._request_timeout, max_incoming_requests=self._max_incoming_requests,
+            observer=self.observer.calls if self.observer is not None else None,
+        )  # fmt: skip
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
             initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
@@ -508,17 +508,15 @@ class Supervisor:
     async def _recover_link(self, conn: Connection, init: Any) -> str | None:
         """Run the recovery routine on a fresh link; the drop cause when the link died meanwhile."""
         self._set_state(State.RECOVERING)
-        token = _RECOVERING_ON.set((self, conn))
-        try:
-            await self._recover(conn, init)
-        except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
-            await conn.aclose()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            logger.info("connection dropped again while recovering: %s", exc)
-            return str(exc)
-        except AcpError as exc:
-            logger.error("recovery failed: %s", exc)
-        finally:
-            _RECOVERING_ON.reset(token)
+        with self.recovering(conn):
+            try:
+                await self._recover(conn, init)
+            except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
+                await conn.aclose()
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                logger.info("connection dropped again while recovering: %s", exc)
+                return str(exc)
+            except AcpError as exc:
+                logger.error("recovery failed: %s", exc)
         return str(conn.close_cause) if conn.is_closed and not self._closing else None
