@@ -439,27 +439,23 @@ class Ownership:
         """An adopted session, recovered through the usual probe → resume / replay / new session
         where it is found, and reported like any recovery (a link that is down recovers it when it
         is back). ``quietly``: a drop or a closed client is logged."""
+        record = tracked.stored
+        holder = record.lease.owner if record is not None and record.lease is not None else None
+        reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
         try:
-            await Ownership._recover_now(engine, tracked)
+            link = await engine.links.link_for(tracked, "session/resume")
+            engine.emit(lambda o: o.settled(tracked, link))
+            conn, init = link.connection, engine.init
+            if conn is None or init is None:
+                return
+            caps, where = capabilities(init, engine.version), engine.links.endpoint_of(tracked)
+            outcome = await engine.recoverer.recover_session(conn, tracked, caps, endpoint=where, reason=reason)
+            await engine.recoverer.report(outcome)
+            engine.recovered([outcome], False)
         except AcpError as exc:
             if not quietly:
                 raise
             logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
-
-    @staticmethod
-    async def _recover_now(engine: Engine, tracked: Tracked) -> None:
-        record = tracked.stored
-        holder = record.lease.owner if record is not None and record.lease is not None else None
-        reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
-        link = await engine.links.link_for(tracked, "session/resume")
-        engine.emit(lambda o: o.settled(tracked, link))
-        conn, init = link.connection, engine.init
-        if conn is None or init is None:
-            return
-        caps, where = capabilities(init, engine.version), engine.links.endpoint_of(tracked)
-        outcome = await engine.recoverer.recover_session(conn, tracked, caps, endpoint=where, reason=reason)
-        await engine.recoverer.report(outcome)
-        engine.recovered([outcome], False)
 
     # -- losing and releasing ---------------------------------------------------------------------
 
