@@ -1,21 +1,15 @@
-"""Event delivery: the one way the client calls the app's callbacks (and :class:`Feed`, the
-queue behind ``SessionHandle.updates()``).
-
-The policy, the same for every callback (``on_*``, ``decide_recovery``, ``refresh_credentials``,
-update listeners):
+"""Event delivery: the one way the client calls the app's callbacks (``on_*``, ``decide_recovery``,
+``refresh_credentials``, update listeners), and :class:`Feed`, the queue behind ``updates()``.
 
 * A plain function runs inline, on the event loop, when the event happens.
-* A callback that returns an awaitable (an ``async def``) gets it awaited:
-
-  - for *events* (state changes, updates, protocol errors, other notifications) on one dispatcher
-    task per client, in the order the events happened — the client never waits for the app;
-  - for *questions* and *recovery reports* (``decide_recovery``, ``on_resume`` ...,
-    ``on_turn_interrupted``, ``refresh_credentials``) by the client itself, which needs the
-    answer, or promises the app hears of a recovery before queued requests are released.
-
+* An awaitable a callback returns (an ``async def``) is awaited: for *events* (state changes,
+  updates, protocol errors, other notifications) on one dispatcher task per client, in order — the
+  client never waits for the app; for *questions* and *recovery reports* (``decide_recovery``,
+  ``on_resume`` ..., ``on_turn_interrupted``, ``refresh_credentials``) by the client itself, which
+  needs the answer, or promises the app hears of a recovery before queued requests are released.
 * A callback that raises is logged at ERROR with its stack trace (logger ``acp_client.callbacks``)
-  and otherwise ignored: an app bug never kills one of the client's tasks and never changes what
-  the client does next (a question that raised counts as "no answer"). Cancellation propagates.
+  and otherwise ignored: an app bug never kills a client task nor changes what the client does
+  next (a question that raised counts as "no answer"). Cancellation propagates.
 """
 
 from __future__ import annotations
