@@ -2,21 +2,18 @@
 
 Two halves, one per thread:
 
-- :class:`FencedStore` runs on the store's worker thread (it is the store the client's
-  :class:`~acp_client.store._bridge.StoreBridge` calls). It holds the leases this client owns
-  (``held``: session id → :class:`~acp_client.store.Lease`), written only on that thread, in the
-  order the client issued its calls; so every write carries the fence of the lease as it is when
-  the write runs (a session saved just before is already claimed). Writes of a session the client
-  does not hold are not made; a new session is written with ``save_owned``; a refused write
-  (:class:`~acp_client.exceptions.SessionStoreFenced`) drops the lease and is raised to the bridge,
-  whose error handler tells :class:`Ownership`.
-- :class:`Ownership` runs on the event loop: on connect it renews (claims again) the sessions its
-  owner holds and adopts the adoptable ones; then a task on the client's clock renews every lease
-  at once each ``renew_interval`` (a third of the lease), retries a failed renewal sooner, scans for
-  sessions whose owner's lease expired and adopts them (automatic adoption, unless the app opted
-  out), and on a clean close releases the leases. A session the client lost (fenced out, not
-  renewed, or renewals failing until the lease ran out on the client's own clock) is handed to
-  ``on_lost`` once: the engine stops tracking it and tells the app.
+- :class:`FencedStore` is the store the client's :class:`~acp_client.store._bridge.StoreBridge`
+  calls on its worker thread. It holds the leases this client owns (``held``), written only there,
+  in the order the client issued its calls, so every write carries the fence of the lease as it is
+  when the write runs. A session the client does not hold is not written; a new one is written
+  with ``save_owned``; a refused write (:class:`~acp_client.exceptions.SessionStoreFenced`) drops
+  the lease and is raised to the bridge, whose error handler tells :class:`Ownership`.
+- :class:`Ownership` runs on the event loop: on connect it claims again the sessions its owner
+  holds and adopts the adoptable ones; then a task on the client's clock renews every lease at once
+  each third of the lease (a failed renewal sooner), adopts sessions whose owner's lease expired
+  (unless the app opted out), and on a clean close releases the leases. A session the client lost
+  (fenced out, not renewed, or its lease ran out on the client's clock while renewals failed) is
+  handed to ``on_ownership_lost`` once, and no longer tracked.
 """
 
 from __future__ import annotations
