@@ -501,8 +501,6 @@ class Supervisor:
             self._carried_attempts = carried + self._attempts_this_outage
             self._suspended = self._suspend_due = False
             self._install(conn, init)
-            self._set_state(State.CONNECTED)
-            self._queue.release(conn)
             return
 
     async def _recover_link(self, conn: Connection, init: Any) -> str | None:
