@@ -704,12 +704,11 @@ class Engine:
 
     async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
         """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""
-        capabilities = self.capabilities()
         response = await initialize(
             conn,
             proposed=self.proposed_version,
             client_info=self.client_info,
-            capabilities=capabilities,
+            capabilities=self.capabilities(),
             timeout=timeout if timeout is not None else self.timeouts.connect,
         )
         self.init = response

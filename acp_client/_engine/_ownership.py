@@ -239,11 +239,9 @@ class Ownership:
     def owned(self) -> list[str]:
         """The sessions this client holds now and tracks: a session claimed on the worker thread
         is listed from the moment ``client.session(id)`` accepts it, never before."""
-        engine = self._engine
-        held = dict(self.fenced.held)
-        if engine is None:
+        if self._engine is None:
             return []
-        table = engine.table
+        table, held = self._engine.table, dict(self.fenced.held)  # a copy: the worker thread writes it
         return sorted(sid for sid in held if (tracked := table.get(sid)) is not None and tracked.session_id == sid)
 
     # -- the lease before each send ---------------------------------------------------------------

@@ -204,13 +204,12 @@ class Persistence(SessionEvents):
         if known is not None and known.session_id == tracked.session_id:
             record = attrs.evolve(known, status=Probe.ACTIVE, updated_at=now, last_used_at=now)
         else:
-            version = self._version()
             record = StoredSession.from_mcp_servers(
                 self.bridge.endpoint,
                 tracked.session_id,
                 tracked.cwd,
                 tracked.mcp_servers,
-                protocol_version=version,
+                protocol_version=self._version(),
                 additional_directories=tracked.additional_directories,
                 title=tracked.record.title,
                 status=Probe.ACTIVE,
