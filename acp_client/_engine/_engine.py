@@ -1,10 +1,7 @@
-"""The machinery behind :class:`~acp_client.AcpClient` (whose public methods are a few lines over
-this): the session table, recoverer, links and callback delivery wired together, the session calls
-that take more than one request, what the connection reports, and the steps of a prompt turn.
-
-It reaches its links only through :class:`~acp_client._link._links.Links`, and tells its subscribers
-(the session store's bookkeeping, an endpoint group's links) what happens to sessions as typed
-events (:class:`~acp_client._link._events.SessionEvents`).
+"""The machinery behind :class:`~acp_client.AcpClient`: the session table, recoverer, links and
+callback delivery wired together, the session calls, what the connection reports, and the steps of
+a prompt turn. It reaches its links only through :class:`~acp_client._link._links.Links`, and tells
+its subscribers what happens to sessions (:class:`~acp_client._link._events.SessionEvents`).
 """
 
 from __future__ import annotations
@@ -135,10 +132,10 @@ class Engine:
         plan: LinksPlan | None = None,
         store: StoreBridge | None = None,
     ) -> None:
-        """``options``: every :class:`~acp_client.config.ClientOptions` key (``None`` where the
-        client builds its own); ``plan``: an endpoint group's links."""
+        """``options``: every :class:`~acp_client.config.ClientOptions` key; ``plan``: an endpoint
+        group's links."""
         self.options = options
-        #: The engine's own background work (a ``session/cancel`` after an awaiting task was cancelled).
+        #: A ``session/cancel`` after an awaiting task was cancelled.
         self._background = TaskSet("the client", self.crashed)
         self.proposed_version: int = options["protocol_version"]
         self.version: int = self.proposed_version
@@ -154,11 +151,9 @@ class Engine:
         if self.callbacks.on_update is not None:
             self.update_listeners.append(self.callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
-        #: Whether the app closed the client (or is closing it).
         self.closing = False
         #: The instances of an endpoint group, in the order given (empty for a single endpoint).
         self.endpoints = plan.endpoints if plan is not None else ()
-        #: The client's connection state (its links set it).
         self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
         self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=options["replays_on_resume"])
@@ -173,9 +168,7 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[SessionEvents] = []
-        # None unless the otel extra is installed and telemetry is not disabled.
         self.telemetry = instrumentation(
             options["telemetry"],
             clock=clock.monotonic,
@@ -489,9 +482,9 @@ class Engine:
             setattr(settings, field, value)
 
         await self._set_option(session_id, method, lambda sid: request(session_id=sid, **{field: value}), remember)
-        self._coherent(session_id, lambda record: coherent(record, value))
         tracked = self._tracked(session_id)
-        if tracked is not None:
+        if tracked is not None:  # the agent accepted: every field of the record that names it says so
+            tracked.record = coherent(tracked.record, value)
             self.emit(lambda o: o.changed(tracked, **{field: value}))
 
     async def set_config_option(
@@ -505,23 +498,17 @@ class Engine:
 
         result = await self._set_option(session_id, "session/set_config_option", build, remember)
         options = self.decode(SetSessionConfigOptionResponse, result).config_options
-        if options:
-            self._coherent(session_id, lambda record: with_config_options(record, options))
-        else:
-            self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
         tracked = self._tracked(session_id)
         if tracked is not None:
+            if options:
+                tracked.record = with_config_options(tracked.record, options)
+            else:
+                tracked.record = with_config_value(tracked.record, config_id, value)
             self.emit(lambda o: o.config_changed(tracked, config_id, value))
         return options
 
     def _tracked(self, session_id: str) -> Tracked | None:
         return self.table.get(self.table.current_id(session_id))
-
-    def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
-        """The agent accepted a setting: every field of the record that names it says so."""
-        tracked = self._tracked(session_id)
-        if tracked is not None:
-            tracked.record = change(tracked.record)
 
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
@@ -633,13 +620,13 @@ class Engine:
         again: RecoveryOutcome | None = None  # the recovery a "not found" refusal ran (once per prompt)
         try:
             try:
-                result = await self._send_prompt(tracked, params, None, turn.accept)
+                result = await self._send_prompt(tracked, params, turn.accept)
             except RpcError as exc:
                 again = await to_resend(self, tracked, turn, exc)
                 if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
                     raise
                 logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
-                result = await self._send_prompt(tracked, params, None, turn.accept)  # once, on the new session
+                result = await self._send_prompt(tracked, params, turn.accept)  # once, on the new session
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 self.table.turn_status(tracked, turn, status_of(response.stop_reason))
@@ -668,16 +655,14 @@ class Engine:
             self.table.end_turn(tracked, turn)
             self.emit(lambda o: o.turn_ended(tracked))
 
-    async def _send_prompt(
-        self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
-    ) -> Any:
+    async def _send_prompt(self, tracked: Tracked, params: Callable[[], Any], on_answer: Callable[[], None]) -> Any:
         """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
         (``may_have_executed=False``) is sent again once the client is connected (at most
         :data:`MAX_PROMPT_RESENDS` times)."""
         resends = 0
         while True:
             try:
-                return await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=on_answer)
+                return await self.call(tracked, "session/prompt", params, timeout=None, on_answer=on_answer)
             except ConnectionLost as exc:
                 if exc.may_have_executed or not self.options["retry_unsent_prompts"] or resends >= MAX_PROMPT_RESENDS:
                     raise

@@ -2,18 +2,16 @@
 
 Two halves, one per thread:
 
-- :class:`FencedStore` is the store the client's :class:`~acp_client.store._bridge.StoreBridge`
-  calls on its worker thread. It holds the leases this client owns (``held``), written only there,
-  in the order the client issued its calls, so every write carries the fence of the lease as it is
-  when the write runs. A session the client does not hold is not written; a new one is written
-  with ``save_owned``; a refused write (:class:`~acp_client.exceptions.SessionStoreFenced`) drops
-  the lease and is raised to the bridge, whose error handler tells :class:`Ownership`.
-- :class:`Ownership` runs on the event loop: on connect it claims again the sessions its owner
-  holds and adopts the adoptable ones; then a task on the client's clock renews every lease at once
-  each third of the lease (a failed renewal sooner), adopts sessions whose owner's lease expired
-  (unless the app opted out), and on a clean close releases the leases. A session the client lost
-  (fenced out, not renewed, or its lease ran out on the client's clock while renewals failed) is
-  handed to ``on_ownership_lost`` once, and no longer tracked.
+- :class:`FencedStore`, on the store bridge's worker thread, holds the leases this client owns, so
+  every write carries the fence of its lease as it is when the write runs (calls run in the order
+  the client issued them). A session not held is not written, a new one is written with
+  ``save_owned``; a refused write drops the lease and reaches :class:`Ownership` through the
+  bridge's error handler.
+- :class:`Ownership`, on the event loop, claims on connect the owner's sessions and the adoptable
+  ones; then a task on the client's clock renews every lease each third of its duration (sooner
+  after a failure), adopts sessions whose owner's lease expired (unless the app opted out), and a
+  clean close releases the leases. A session the client lost (fenced out, not renewed, or its lease
+  ran out on the client's clock) is handed to ``on_ownership_lost`` once, and no longer tracked.
 """
 
 from __future__ import annotations
@@ -52,11 +50,10 @@ DEFAULT_LEASE_DURATION: Final = 30.0
 #: before it can run out).
 RENEWALS_PER_LEASE: Final = 3
 
-#: The part of each lease a client never sends in (a fraction of the lease duration). The client
-#: sends a session-scoped request only while, on its own monotonic clock, less than
-#: ``duration * (1 - LEASE_SAFETY_MARGIN)`` has passed since its last successful renewal *started*;
-#: the rest covers the request's way to the agent, the scheduling between the check and the write,
-#: and the drift between this host's clock and the store's (a 30 s lease: 7.5 s).
+#: The end of each lease a client never sends in: a session-scoped request goes only while less than
+#: ``duration * (1 - LEASE_SAFETY_MARGIN)`` has passed, on the client's monotonic clock, since its
+#: last successful renewal *started*; the rest covers the request's way to the agent, scheduling, and
+#: the drift between this host's clock and the store's (a 30 s lease: 7.5 s).
 LEASE_SAFETY_MARGIN: Final = 0.25
 
 
@@ -69,18 +66,17 @@ def default_owner() -> str:
 
 
 class FencedStore:
-    """The app's shared store as one owner's client sees it, on the store's worker thread: the
-    plain :class:`~acp_client.store.SessionStore` protocol for the bridge, every write fenced with
-    the lease this client holds (``endpoint``: the client's key; ``duration``: of a lease, seconds)."""
+    """The shared store as one client sees it: a plain :class:`~acp_client.store.SessionStore` for
+    the bridge, every write fenced with this client's lease (``endpoint``: the client's key)."""
 
     def __init__(self, store: SharedSessionStore, endpoint: str, owner: str, duration: float) -> None:
         self.store = store
         self.endpoint = endpoint
         self.owner = owner
         self.duration = duration
-        #: The leases this client holds (written on the worker thread only).
+        #: Written on the worker thread only.
         self.held: dict[str, Lease] = {}
-        #: Sessions this client lost: never written again, even with a new ``save``.
+        #: Never written again, even with a new ``save``.
         self.lost: set[str] = set()
         #: Who holds a session this client lost, as the refusal said.
         self.holders: dict[str, str] = {}
@@ -194,8 +190,7 @@ class FencedStore:
 
 
 class Ownership:
-    """The loop's half: connect-time claims, the renewal task, adoption, release (see the module
-    docstring). ``bridge`` runs ``fenced``; ``decide`` returns the app's ``decide_adoption``
+    """The loop's half (see the module docstring); ``decide`` returns the app's ``decide_adoption``
     (``None``: adopt every one)."""
 
     def __init__(
@@ -225,8 +220,6 @@ class Ownership:
         self._adopting = asyncio.Lock()
         #: The renewal running now (shared by the renewal task and every send waiting for one).
         self._renewing: asyncio.Future[None] | None = None
-        #: Who holds each session this client lost, when known.
-        self._holders: dict[str, str | None] = {}
 
     def bind(self, engine: Engine) -> None:
         """Work for ``engine`` (its session store's bookkeeping starts and ends this)."""
@@ -280,8 +273,8 @@ class Ownership:
             raise self._lost_error(session_id)
 
     async def may_recover(self, tracked: Tracked) -> bool:
-        """Before a reconnect's recovery sends anything for ``tracked``: whether its lease is live
-        (see :meth:`check`); a session lost meanwhile is left out (the app was told)."""
+        """Whether a reconnect's recovery may send for ``tracked`` (:meth:`check`; a session lost
+        meanwhile is left out: the app was told)."""
         try:
             await self.check(tracked.session_id)
         except SessionOwnershipLost as exc:
@@ -290,7 +283,7 @@ class Ownership:
         return True
 
     def _lost_error(self, session_id: str) -> SessionOwnershipLost:
-        holder = self._holders.get(session_id) or self.fenced.holders.get(session_id)
+        holder = self.fenced.holders.get(session_id)
         by = f" (held by {holder!r} now)" if holder is not None else ""
         return SessionOwnershipLost(
             session_id,
@@ -300,8 +293,8 @@ class Ownership:
         )
 
     async def _renew_for_send(self) -> None:
-        """The lease is too close to its end: wait for a renewal under way (it may have failed
-        before the store came back), then, if still too close, run a new one."""
+        """Wait for a renewal under way (it may have failed before the store came back), then, if
+        the lease is still too close to its end, run a new one."""
         running = self._renewing
         if running is not None and not running.done():
             with contextlib.suppress(SessionStoreError):
@@ -431,9 +424,8 @@ class Ownership:
 
     @staticmethod
     async def _recover(engine: Engine, tracked: Tracked, *, quietly: bool = False) -> None:
-        """An adopted session, recovered through the usual probe → resume / replay / new session
-        where it is found, and reported like any recovery (a link that is down recovers it when it
-        is back). ``quietly``: a drop or a closed client is logged."""
+        """Recover an adopted session like any other (a link that is down recovers it when it is
+        back). ``quietly``: a drop or a closed client is logged."""
         record = tracked.stored
         holder = record.lease.owner if record is not None and record.lease is not None else None
         reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
@@ -459,7 +451,6 @@ class Ownership:
         if session_id in self._reported:
             return
         self._reported.add(session_id)
-        self._holders[session_id] = holder
         logger.warning("session store: %s lost session %s: %s", self.owner, session_id, reason)
         engine = self._engine
         if engine is None:

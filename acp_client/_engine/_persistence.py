@@ -81,7 +81,7 @@ class Persistence(SessionEvents):
         self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
     ) -> None:
         self.bridge = bridge
-        #: This client's leases, when the store is shared (set by :meth:`Ownership.bind`).
+        #: Set by :meth:`Ownership.bind` when the store is shared.
         self.ownership: Leases | None = None
         self._table = table
         self._version = version
@@ -104,11 +104,8 @@ class Persistence(SessionEvents):
 
     async def restore(self) -> int:
         """Track again every session stored for the endpoint, with its conversation (nothing is
-        written); how many.
-
-        Raises:
-            SessionStoreError: The store cannot be read, or a stored conversation is damaged
-                (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
+        written); how many. Raises ``SessionStoreError``: the store cannot be read, or a stored
+        conversation is damaged (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
         """
         if self.ownership is None:
             stored = await self.bridge.load()
@@ -130,12 +127,8 @@ class Persistence(SessionEvents):
         await self.bridge.aclose()
 
     async def track_stored(self, stored: Sequence[StoredSession]) -> list[Tracked]:
-        """Track ``stored`` (most recently used first) with their conversations; the sessions
-        tracked (one whose MCP servers cannot be decoded is left out, logged).
-
-        Raises:
-            SessionStoreError: As for :meth:`restore`.
-        """
+        """Track ``stored`` (most recently used first) with their conversations (one whose MCP
+        servers cannot be decoded is left out, logged); raises as :meth:`restore`."""
         return self._track(stored, await self._conversations(stored))
 
     async def _conversations(self, stored: Sequence[StoredSession]) -> dict[str, Transcript]:
@@ -221,9 +214,8 @@ class Persistence(SessionEvents):
 
     async def stored(self, tracked: Tracked) -> None:
         """With a shared store: wait until the record :meth:`tracked` queued is written
-        (``save_owned``), so that a session the app holds a handle on is one another client can
-        adopt should this process die. A store that is down delays it by up to its own retries;
-        a failed write is handled as any other (never raised here)."""
+        (``save_owned``), so that another client can adopt a session the app holds a handle on
+        should this process die (a failed write is handled as any other, never raised here)."""
         saved = self._opening.pop(tracked.session_id, None)  # the engine asks right after "tracked"
         if saved is not None:
             await asyncio.shield(saved)

@@ -2,35 +2,27 @@
 and the canonical :func:`endpoint_key`.
 
 A store remembers, per agent endpoint, the sessions a client had, so that a restarted host can
-track them again and recover them (probe → resume / replay / new session) as after a network
-drop. It is synchronous on purpose (file I/O, which the client runs off the event loop), and must
-be safe to call from several threads, one call at a time per thread.
+recover them as after a network drop. It is synchronous (file I/O, run off the event loop) and safe
+to call from several threads, one call at a time per thread. Every implementation:
 
-Contract of every implementation (each method's docstring says the rest):
+- writes atomically, keyed by ``(endpoint, session_id)``; sessions of another endpoint never appear;
+- keeps the conversation apart from the record (``save_transcript`` / ``load_transcript``): saving a
+  record never erases it, ``delete`` and ``rename`` take it along. It is a list of JSON objects
+  (``acp_client._sessions._conversation``), replaced whole at each turn's end, bounded with
+  :func:`bound_conversation`, and kept as given (PostgreSQL: one ``jsonb`` value);
+- may offer ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: a turn's end
+  in one atomic step (``last_used_at`` set to ``when``, the conversation replaced; ``False`` when
+  the session is not stored), which ``prompt()`` waits for; without it the client calls ``touch``
+  then ``save_transcript``.
 
-- Every write is atomic; sessions are keyed by ``(endpoint, session_id)``, and sessions of
-  another endpoint never appear.
-- The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
-  saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
-  JSON objects in the client's conversation format (``acp_client._sessions._conversation``),
-  replaced whole at the end of each turn and bounded with :func:`bound_conversation`; a store keeps
-  it as given (PostgreSQL: one ``jsonb`` value).
-- Optionally ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: the end of a
-  turn in one atomic step (``last_used_at`` set to ``when`` and the conversation replaced;
-  ``False`` when the session is not stored), which the client waits for before ``prompt()``
-  returns; a store without it gets ``touch`` then ``save_transcript``.
-- Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
-  third-party error.
-
-Ownership (:class:`SharedSessionStore`: a store several clients share, such as a service's
-replicas): every stored session has at most one owner at a time, a *lease* held by an owner name
-until an expiry, and a *fencing token*, an integer that grows each time the lease passes to another
-owner (or to an owner after nobody held it). Claims, renewals and releases are atomic (of two
-clients claiming one session at once, exactly one gets it), and a write carrying a :class:`Fence`
-applies only while its lease still holds, so a stale owner never overwrites the new owner's work.
-Expiry is measured on the store's clock (SQLite: this host's UTC time, or its ``clock``; a
-database server may use its own), so clients on several hosts agree; ``now=`` overrides it for one
-call (tests, the contract suite).
+Ownership (:class:`SharedSessionStore`, a store several clients share): a stored session has at
+most one owner at a time, a *lease* held by an owner name until an expiry, and a *fencing token*
+that grows each time the lease passes to another owner (or to one after nobody held it). Claims,
+renewals and releases are atomic (of two clients claiming one session, exactly one gets it), and a
+write carrying a :class:`Fence` applies only while its lease holds, so a stale owner never
+overwrites the new owner's work. Expiry is measured on the store's clock (SQLite: this host's UTC
+time, or its ``clock``; a database server its own), so clients on several hosts agree; ``now=``
+overrides it for one call.
 """
 
 from __future__ import annotations
@@ -203,12 +195,8 @@ def check_owner(owner: object) -> str:
 
 @attrs.frozen
 class Fence:
-    """What a fenced write carries: the writer's owner name and the fencing token of its lease.
-
-    Attributes:
-        owner: The owner the writer believes holds the session.
-        token: The fencing token of that owner's lease (see :class:`Lease`).
-    """
+    """What a fenced write carries: the owner the writer believes holds the session, and the
+    fencing token of that owner's lease."""
 
     owner: str
     token: int
@@ -216,15 +204,9 @@ class Fence:
 
 @attrs.frozen
 class Lease:
-    """Who holds one stored session, and until when.
-
-    Attributes:
-        session_id: The session.
-        owner: The owner name (``None``: nobody holds it: released, or never claimed).
-        token: The fencing token: it only grows, and grows each time the lease passes to another
-            owner. ``0`` for a session that was never claimed.
-        expires_at: When the lease ends unless renewed (aware UTC; past for a released one).
-    """
+    """Who holds one stored session (``owner``; ``None``: released or never claimed) and until when
+    (``expires_at``, aware UTC; past for a released lease). ``token``, the fencing token, only
+    grows; ``0`` for a session never claimed."""
 
     session_id: str
     owner: str | None
@@ -233,11 +215,7 @@ class Lease:
 
     @property
     def fence(self) -> Fence:
-        """The :class:`Fence` a write by this lease's owner carries.
-
-        Raises:
-            ConfigurationError: Nobody holds the lease.
-        """
+        """The :class:`Fence` a write by this lease's owner carries (``ConfigurationError``: nobody holds it)."""
         if self.owner is None:
             raise ConfigurationError(f"session {self.session_id!r} is not owned: no fence")
         return Fence(self.owner, self.token)
@@ -253,33 +231,25 @@ class StoredSession:
 
     Attributes:
         endpoint: The endpoint key (see :func:`endpoint_key`).
-        session_id: The session's current id.
         cwd: The working directory the session was created with (recovery reuses it).
         mcp_servers: The MCP servers, as JSON objects in the wire form of ``protocol_version``
             (see :meth:`from_mcp_servers` / :meth:`decoded_mcp_servers`). They may hold
             credentials (``env``, ``headers``): the store is as secret as they are.
-        additional_directories: Extra workspace roots the session was created with.
-        protocol_version: The ACP version the session was created under.
-        mode_id: The mode the app set (``session/set_mode``), if any.
-        model_id: The model the app set, if any.
-        config_options: Config option id → value the app set (``session/set_config_option``).
-        title: A human-readable title (from the agent or the app).
-        status: The last known normalized status (``ACTIVE``, ``INACTIVE``, ``UNKNOWN``).
-        raw_status: That status as the agent spelled it.
-        created_at, updated_at, last_used_at: Aware UTC datetimes (a naive one is taken as UTC;
-            ``None``: now). Left out, ``created_at`` is now and the other two equal it.
-            ``last_used_at`` orders :meth:`SessionStore.load`.
+        mode_id, model_id, config_options: What the app set (``session/set_mode``, ``set_model``,
+            ``set_config_option``: option id → value).
+        status: The last known normalized status (``ACTIVE``, ``INACTIVE``, ``UNKNOWN``);
+            ``raw_status``: as the agent spelled it.
+        created_at, updated_at, last_used_at: Aware UTC (a naive one is taken as UTC; ``None``:
+            now). Left out, ``created_at`` is now and the other two equal it. ``last_used_at``
+            orders :meth:`SessionStore.load`.
         previous_session_ids: Ids this session had before a new-session recovery, oldest first.
-        extra: JSON data the store does not interpret: the app's own keys, and the client's,
-            which begin with ``acp_client.`` (a client facing several instances keeps the
-            instance each session lives on under :data:`HOME_KEY`, and the instances that may
-            still hold a copy under :data:`LEFT_BEHIND_KEY`).
-        lease: Who held the session when it was read (a :class:`SharedSessionStore` fills it
-            in; ``None`` otherwise). The store's bookkeeping, not part of the record: writes
-            ignore it, and it takes no part in ``==``.
+        extra: JSON data the store does not interpret: the app's keys, and the client's, which
+            begin with ``acp_client.`` (:data:`HOME_KEY`, :data:`LEFT_BEHIND_KEY`).
+        lease: Who held the session when it was read (filled in by a :class:`SharedSessionStore`).
+            The store's bookkeeping: writes ignore it, and it takes no part in ``==``.
 
-    The JSON fields must be JSON-serializable (checked when a store writes them). Instances
-    are frozen; derive changed copies with :func:`attrs.evolve`.
+    The JSON fields must be JSON-serializable (checked when a store writes them). Derive changed
+    copies with :func:`attrs.evolve`.
     """
 
     endpoint: str = attrs.field(validator=_non_empty)
@@ -482,8 +452,9 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
 class SessionStore(Protocol):
     """Where a client keeps its sessions between processes (see the module docstring).
 
-    Every method raises :class:`~acp_client.exceptions.SessionStoreError` when the store cannot be
-    read or written.
+    Every method raises :class:`~acp_client.exceptions.SessionStoreError` (a subclass, never a
+    third-party error) when the store cannot be read or written, and a write raises
+    ``ConfigurationError`` for a value that is not JSON-serializable.
     """
 
     def load(self, endpoint: str) -> list[StoredSession]:
@@ -495,11 +466,7 @@ class SessionStore(Protocol):
         ...
 
     def save(self, session: StoredSession) -> None:
-        """Insert or replace ``session`` (keyed by endpoint and session id), atomically.
-
-        Raises:
-            ConfigurationError: A JSON field is not JSON-serializable.
-        """
+        """Insert or replace ``session`` (keyed by endpoint and session id), atomically."""
         ...
 
     def delete(self, endpoint: str, session_id: str) -> bool:
@@ -513,10 +480,8 @@ class SessionStore(Protocol):
 
         The old id is appended to ``previous_session_ids``, ``updated_at`` is set to ``when``
         (default: now), and a record already stored under the new id is replaced. Returns the
-        renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored.
-
-        Raises:
-            ConfigurationError: ``new_session_id`` is empty.
+        renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored. An
+        empty ``new_session_id`` raises ``ConfigurationError``.
         """
         ...
 
@@ -527,11 +492,7 @@ class SessionStore(Protocol):
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
         """Replace the session's stored conversation (JSON objects, oldest first), atomically,
         bounded by the store (:func:`bound_conversation`). ``False`` (nothing written) when the
-        session is not stored.
-
-        Raises:
-            ConfigurationError: An entry is not JSON-serializable.
-        """
+        session is not stored."""
         ...
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
@@ -541,21 +502,19 @@ class SessionStore(Protocol):
 
 @runtime_checkable
 class SharedSessionStore(SessionStore, Protocol):
-    """A :class:`SessionStore` several clients may share, with ownership (see the module
-    docstring): leases, fencing tokens, fenced writes.
+    """A :class:`SessionStore` several clients may share, with ownership (see the module docstring).
 
     Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
     ``save_turn`` where it has one) also take a keyword ``fence: Fence | None = None``: given, the
-    write applies only while the session is held by ``fence.owner`` with ``fence.token`` (an
-    expired lease nobody took over still counts), and otherwise raises
+    write applies only while ``fence.owner`` holds the session with ``fence.token`` (an expired
+    lease nobody took over still counts), else it raises
     :class:`~acp_client.exceptions.SessionStoreFenced` with nothing written; without one, a write
     applies as in any store and never touches the lease. A fenced ``save`` of a session that is not
     stored (the new owner deleted it) is refused the same way; any other fenced write of one answers
-    as for a session that is not stored. ``rename`` takes the lease along to the new id. Reads fill
-    in :attr:`StoredSession.lease`.
-
-    ``duration`` is a finite number of seconds above zero; ``now`` an aware datetime (default:
-    the store's clock). A bad ``owner`` or ``duration`` raises ``ConfigurationError``.
+    as for a session not stored. ``rename`` takes the lease along. Reads fill in
+    :attr:`StoredSession.lease`. ``duration`` is a finite number of seconds above zero, ``now`` an
+    aware datetime (default: the store's clock); a bad ``owner`` or ``duration`` raises
+    ``ConfigurationError``.
     """
 
     def claim(
@@ -573,7 +532,6 @@ class SharedSessionStore(SessionStore, Protocol):
 
         Raises:
             SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            ConfigurationError: A JSON field is not JSON-serializable.
         """
         ...
 
