@@ -1,13 +1,11 @@
-"""Opening one link (every link: the supervisor's, and the short ones of :func:`opener`): connect
-the transport, then ``initialize``, all within one deadline.
+"""Opening one link (the supervisor's, and the short ones of :func:`opener`): connect the
+transport, then ``initialize``, all within one deadline.
 
-``Timeouts.connect`` bounds the whole opening — TCP, TLS, the WebSocket handshake, the HTTP
-``initialize`` POST and the answer to ``initialize`` — and running out of it raises one type,
-:class:`~acp_client.exceptions.ConnectTimeout`, whatever the transport or the phase.
-
-A WebSocket peer that answers ``initialize`` with something that is not JSON-RPC (an HTML page, a
-plain-text greeting) is not an ACP endpoint: the opening fails at once with a
-:class:`~acp_client.exceptions.MalformedFrame` saying so, instead of waiting out the timeout.
+``Timeouts.connect`` bounds the whole opening (TCP, TLS, the WebSocket handshake, the HTTP
+``initialize`` POST, the answer to ``initialize``); running out of it raises
+:class:`~acp_client.exceptions.ConnectTimeout`, whatever the transport or the phase. A WebSocket
+peer that answers ``initialize`` with something that is not JSON-RPC (an HTML page, a greeting) is
+not an ACP endpoint: the opening fails at once with a :class:`~acp_client.exceptions.MalformedFrame`.
 """
 
 from __future__ import annotations
@@ -65,7 +63,6 @@ async def open_link(
     if on_stream_resumed is not None and isinstance(transport, Reattaching):
         transport.watch_resumes(on_stream_resumed)
     not_acp: asyncio.Future[MalformedFrame] = asyncio.get_running_loop().create_future()
-
     framed = transport.info.kind == "websocket"
 
     def protocol_error(error: AcpError) -> None:
