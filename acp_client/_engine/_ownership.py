@@ -151,7 +151,7 @@ class FencedStore:
     # -- leases -----------------------------------------------------------------------------------
 
     def renew(self) -> list[str]:
-        """Renew every lease of the owner at once; the sessions this client held and lost."""
+        """Renew every lease of the owner at once; the sessions lost."""
         renewed = self.store.renew(self.endpoint, self.owner, duration=self.duration)
         fresh = {lease.session_id: lease for lease in renewed}
         lost = [session_id for session_id in self.held if session_id not in fresh]
@@ -184,7 +184,6 @@ class FencedStore:
         return [record for record in self.store.adoptable(self.endpoint) if record.session_id not in self.held]
 
     def release(self) -> int:
-        """Give up every lease this client holds (a clean close)."""
         held, self.held = list(self.held), {}
         return self.store.release(self.endpoint, self.owner, held) if held else 0
 
@@ -222,7 +221,6 @@ class Ownership:
         self._renewing: asyncio.Future[None] | None = None
 
     def bind(self, engine: Engine) -> None:
-        """Work for ``engine`` (its session store's bookkeeping starts and ends this)."""
         assert engine.persistence is not None
         self._engine = engine
         engine.persistence.ownership = self
@@ -247,13 +245,13 @@ class Ownership:
 
     async def check(self, session_id: str) -> None:
         """Before a session-scoped request is sent (and before a turn is reported as ended): the
-        lease must be live on this client's own clock, with the margin, else the leases are
-        renewed first; a session the store no longer returns is lost (``on_ownership_lost``). A
-        session never stored under a lease (its first write failed: nobody else can hold it) passes.
+        lease must be live on this client's clock, with the margin, else the leases are renewed
+        first. A session never stored under a lease (its first write failed: nobody else can hold
+        it) passes.
 
         Raises:
             SessionOwnershipLost: The session is another client's now, or its lease could not be
-                renewed before it came too close to its end (nothing is sent).
+                renewed in time (nothing is sent).
         """
         if session_id in self._reported or session_id in self.fenced.lost:
             raise self._lost_error(session_id)
@@ -305,8 +303,7 @@ class Ownership:
 
     async def renew_now(self) -> None:
         """Renew every lease now (one renewal shared by every caller waiting); sessions the store
-        no longer returns are lost. Raises ``SessionStoreError`` (once the lease ran out on this
-        client's clock the sessions are lost too)."""
+        no longer returns are lost. Raises ``SessionStoreError``."""
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.ensure_future(self._renew())
         await asyncio.shield(self._renewing)
@@ -325,17 +322,15 @@ class Ownership:
     # -- connect ----------------------------------------------------------------------------------
 
     async def candidates(self) -> list[StoredSession]:
-        """On connect, before anything is written: the sessions the owner holds (an explicit
-        ``owner=`` taking its sessions back after a restart), then the adoptable ones the policy
-        adopts. Raises ``SessionStoreError`` (``connect()`` fails, nothing written)."""
+        """On connect, before anything is written: the owner's sessions (an explicit ``owner=``
+        taking them back after a restart), then the adoptable ones the policy adopts."""
         own, adoptable = await self.bridge.run(self.fenced.candidates)
         if not self.auto_adopt:
             return own
         return [*own, *await self._chosen(adoptable)]
 
     async def take(self, records: Sequence[StoredSession]) -> list[str]:
-        """Claim ``records`` (one transaction) and start renewing; the ids now held. Raises
-        ``SessionStoreError`` (``connect()`` fails)."""
+        """Claim ``records`` (one transaction) and start renewing; the ids now held."""
         started = self._clock.monotonic()
         held = await self.bridge.run(self.fenced.claim, [record.session_id for record in records])
         self._renewed_at = started
@@ -353,7 +348,6 @@ class Ownership:
     # -- the renewal task -------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        """Renew each interval (sooner after a failed renewal), then scan for sessions to adopt."""
         delay = self.renew_interval
         while True:
             await self._clock.sleep(delay)
@@ -370,8 +364,7 @@ class Ownership:
                     logger.warning("session store: looking for sessions to adopt failed: %s", exc)
 
     def _renewal_failed(self, error: SessionStoreError) -> None:
-        """A renewal failed; once the lease ran out on this client's own clock, the sessions may be
-        another client's by now: they are lost."""
+        """Once the lease ran out on this client's clock, the sessions may be another client's: lost."""
         left = self._renewed_at + self.duration - self._clock.monotonic()
         if left <= 0:
             logger.error("session store: leases of %s ran out while renewals failed (%s)", self.owner, error)
@@ -383,14 +376,13 @@ class Ownership:
         logger.warning("session store: renewing the leases of %s failed (%s); retrying", self.owner, error)
 
     def _retry_in(self) -> float:
-        """The delay before the renewal after a failed one: sooner than usual, within the lease."""
+        """After a failed renewal: sooner than usual, within the lease."""
         left = self._renewed_at + self.duration - self._clock.monotonic()
         if left <= 0:
             return self.renew_interval
         return max(min(self.renew_interval / 4, left), 0.001)
 
     async def adopt_expired(self) -> list[str]:
-        """Adopt the adoptable sessions the policy adopts (the renewal task's scan)."""
         candidates = await self.bridge.run(self.fenced.adoptable)
         if not candidates:
             return []
@@ -418,7 +410,6 @@ class Ownership:
             return [item.session_id for item in tracked]
 
     def _crashed(self, error: BaseException) -> None:
-        """Recovering an adopted session died of a bug: the client fails with it."""
         if self._engine is not None:
             self._engine.crashed(error)
 
@@ -447,7 +438,7 @@ class Ownership:
     # -- losing and releasing ---------------------------------------------------------------------
 
     def lost(self, session_id: str, holder: str | None, reason: str) -> None:
-        """This client lost ``session_id`` (once per session: logged, handed to ``on_lost``)."""
+        """Once per session: logged, handed to ``on_ownership_lost``."""
         if session_id in self._reported:
             return
         self._reported.add(session_id)
@@ -465,12 +456,12 @@ class Ownership:
         engine.dispatcher.deliver(engine.callbacks.on_ownership_lost, lost, what="on_ownership_lost")
 
     def refused(self, error: SessionStoreFenced) -> None:
-        """A queued write of this client was refused (fenced): it lost that session."""
+        """A queued write was refused (fenced): the session is lost."""
         holder = f" by {error.holder!r}" if error.holder is not None else ""
         self.lost(error.session_id, error.holder, f"a write was refused: the session is held{holder} now")
 
     async def aclose(self) -> None:
-        """Stop renewing; release every lease held (after the queued writes ran). Idempotent."""
+        """Stop renewing; release every lease held once the queued writes ran."""
         if self._closed:
             return
         self._closed = True

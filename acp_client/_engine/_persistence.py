@@ -30,8 +30,7 @@ the end of a turn                      one job: ``save`` when the agent changed 
                                        written again with the store's next success
 =====================================  ===============================================================================
 
-Writes never raise into the client's flow (the bridge logs a store error and carries on). The
-events come from the engine (:class:`~acp_client._link._events.SessionEvents`).
+Writes never raise into the client's flow (the bridge logs a store error and carries on).
 """
 
 from __future__ import annotations
@@ -74,8 +73,7 @@ def _now() -> datetime:
 
 class Persistence(SessionEvents):
     """Keeps one endpoint's records in a store in step with the session table (``version``: the
-    negotiated one, the wire form MCP servers are stored in; conversations are saved only with
-    ``keep_transcripts``)."""
+    negotiated one, the wire form MCP servers are stored in)."""
 
     def __init__(
         self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
@@ -98,7 +96,7 @@ class Persistence(SessionEvents):
         bridge.on_success = self._store_is_back
 
     def records(self) -> list[StoredSession]:
-        """Every record this client keeps, most recently used first (no I/O)."""
+        """Every record this client keeps, most recently used first."""
         kept = [tracked.stored for tracked in self._table if tracked.stored is not None]
         return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
 
@@ -121,7 +119,6 @@ class Persistence(SessionEvents):
         return len(kept)
 
     async def aclose(self) -> None:
-        """Run the queued writes, release the leases held (a shared store), stop the worker."""
         if self.ownership is not None:
             await self.ownership.aclose()
         await self.bridge.aclose()
@@ -179,8 +176,8 @@ class Persistence(SessionEvents):
         return self._queue(self.bridge.save, record)
 
     def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any] | None:
-        """Queue one write (its future, which never fails with a store error); ``None`` once the
-        client is closed (a turn ending after ``aclose()``, say)."""
+        """Queue one write (its future); ``None`` once the client is closed (a turn ending after
+        ``aclose()``, say)."""
         try:
             future: asyncio.Future[Any] = write(*args, **kwargs)
         except SessionStoreError as exc:
@@ -191,7 +188,6 @@ class Persistence(SessionEvents):
     # -- sessions the app opened ----------------------------------------------------------------
 
     def tracked(self, tracked: Tracked) -> None:
-        """The app created, forked, loaded or resumed ``tracked``: save it."""
         now = _now()
         known = tracked.stored
         if known is not None and known.session_id == tracked.session_id:
@@ -221,27 +217,22 @@ class Persistence(SessionEvents):
             await asyncio.shield(saved)
 
     def forgotten(self, tracked: Tracked) -> None:
-        """The session is closed, forgotten or abandoned: delete it."""
         record, tracked.stored = tracked.stored, None
         if record is not None:
             self._queue(self.bridge.delete, record.session_id)
 
     def changed(self, tracked: Tracked, **fields: Any) -> None:
-        """The app set ``mode_id`` / ``model_id`` on the session: save the new value."""
         record = tracked.stored
         if record is not None:
             self._save(tracked, attrs.evolve(record, updated_at=_now(), **fields))
 
     def config_changed(self, tracked: Tracked, option_id: str, value: Any) -> None:
-        """The app set one config option: save it beside the others."""
         record = tracked.stored
         if record is not None:
             options = {**record.config_options, option_id: value}
             self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
 
     def touched(self, tracked: Tracked) -> None:
-        """A prompt is sent: the session is the most recently used one (written with the turn's
-        end when transcripts are kept, else at once)."""
         record = tracked.stored
         if record is not None:
             now = _now()
@@ -250,8 +241,6 @@ class Persistence(SessionEvents):
                 self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
-        """A turn ended: keep the whole conversation (and a title the agent gave) in one job;
-        :meth:`durable` waits for it."""
         record = tracked.stored
         if record is None or record.session_id != tracked.session_id:
             return
@@ -320,9 +309,8 @@ class Persistence(SessionEvents):
     # -- recovery ---------------------------------------------------------------------------------
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
-        """A recovery round ended (or was cut off by a drop): a session re-created under a new id
-        is renamed (whether or not its outcome was reported), an abandoned one deleted, and a
-        recovered one saved when its last known status changed."""
+        """A session re-created under a new id is renamed (whether or not its outcome was
+        reported), an abandoned one deleted, and a recovered one saved when its status changed."""
         by_id = {outcome.session_id: outcome for outcome in outcomes if outcome.session_id is not None}
         for tracked in list(self._table):
             record = tracked.stored

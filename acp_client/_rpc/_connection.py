@@ -75,10 +75,9 @@ class _Pending(NamedTuple):
 class Connection:
     """A JSON-RPC 2.0 peer over one transport, which it owns from now on.
 
-    Without ``on_request`` every agent request is answered ``Method not found``. Agent requests
-    beyond ``max_incoming_requests`` at once are refused (:class:`~acp_client._rpc._limits.IncomingCap`;
-    ``ConfigurationError`` unless it is a positive integer). ``observer`` builds the connection's
-    :class:`~acp_client._rpc._observe.CallObserver` from its transport (telemetry).
+    Without ``on_request`` every agent request is answered ``Method not found``; those beyond
+    ``max_incoming_requests`` at once are refused (:class:`~acp_client._rpc._limits.IncomingCap`).
+    ``observer`` builds the connection's telemetry from its transport.
     """
 
     def __init__(
@@ -113,8 +112,6 @@ class Connection:
         self._cap = IncomingCap(
             max_incoming_requests, send=self._send_quietly, spawn=self._background.spawn, is_closed=self._closed.is_set
         )
-
-    # -- state ------------------------------------------------------------------------------------
 
     @property
     def is_closed(self) -> bool:
@@ -227,9 +224,8 @@ class Connection:
 
     def _cancel_remote(self, request_id: RequestId) -> None:
         """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
-        if self._closed.is_set():
-            return
-        self._send_later(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id}))
+        if not self._closed.is_set():
+            self._send_later(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id}))
 
     async def _send_quietly(self, message: _jsonrpc.Message) -> None:
         try:
@@ -479,9 +475,8 @@ class Connection:
 
     def _reply_from(self, request_id: RequestId, task: asyncio.Task[Any]) -> None:
         reply = self._reply_of(request_id, task)
-        if reply is None or self._closed.is_set():
-            return
-        self._send_later(reply)
+        if reply is not None and not self._closed.is_set():
+            self._send_later(reply)
 
     async def _reply_batch(
         self, handlers: list[tuple[RequestId, asyncio.Task[Any]]], replies: list[dict[str, Any]]

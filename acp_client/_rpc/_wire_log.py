@@ -92,15 +92,13 @@ class WireLog:
         return self._inner.send(message)
 
     def receive(self) -> Coroutine[Any, Any, Any]:
-        # With the wire logger off (the usual case), as in send(), the inner transport's own
-        # coroutine is handed out: no extra coroutine per message.
+        # With the wire logger off (the usual case), no extra coroutine per message.
         if logger.isEnabledFor(logging.DEBUG):
             return self._receive_logged()
         return self._inner.receive()
 
     def receive_ready(self) -> Any:
-        """The inner transport's ``receive_ready()``; ``None`` (use :meth:`receive`) while frames are
-        logged or when it has none."""
+        """The inner transport's ``receive_ready()`` (``None`` while frames are logged, or without one)."""
         ready = self._ready
         if ready is None or logger.isEnabledFor(logging.DEBUG):
             return None
