@@ -53,12 +53,7 @@ def server_attributes(info: TransportInfo) -> dict[str, Any]:
         host, port = parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)
     except ValueError:
         return {}
-    found: dict[str, Any] = {}
-    if host:
-        found[n.SERVER_ADDRESS] = host
-    if port:
-        found[n.SERVER_PORT] = port
-    return found
+    return {key: value for key, value in ((n.SERVER_ADDRESS, host), (n.SERVER_PORT, port)) if value}
 
 
 def error_type(exc: BaseException) -> str:
@@ -168,8 +163,8 @@ class Calls:
         return self._tracer.start_span(method, context=parent, kind=kind, attributes=attributes)
 
     def _idle(self) -> bool:
-        """No SDK behind the tracer and no span to continue: a span would be the invalid one (no
-        attribute kept, nothing to carry in ``_meta``), so none is made; the metrics still are."""
+        """No SDK behind the tracer and no span to continue: a span would be the invalid one, so
+        none is made (the metrics still are)."""
         return (
             self._proxied
             and isinstance(trace.get_tracer_provider(), ProxyTracerProvider)

@@ -34,7 +34,6 @@ class ClientTelemetry:
         meters = option.meter_provider if option.meter_provider is not None else metrics.get_meter_provider()
         self.instruments = instruments_for(meters)  # type: ignore[arg-type]
         self.source = UpdateSource(queued)
-        #: Updates received per variant class; the engine adds to it.
         self.update_counts = self.source.update_counts
         self.instruments.add(self.source)
         self._clock = clock

@@ -1,11 +1,8 @@
 """One link's recovery episodes: a span ``acp.recovery`` from the drop until the link is connected
 again (or the client fails or closes), with an event per reconnect attempt, and one child span per
-session recovered, made from the outcome the recoverer reports.
-
-The episode is observed through what already exists: the link's state changes (wrapped around the
-engine's state listener), the supervisor's reconnect hook, and the outcomes of each recovery round.
-The recovery round itself runs with the episode as the current span, so the probes and the
-resume / load / new-session requests it sends are its children.
+session recovered, made from the outcome the recoverer reports. The episode is observed through the
+link's state changes, the supervisor's reconnect hook and each round's outcomes; a recovery round
+runs with the episode as the current span, so the requests it sends are its children.
 """
 
 from __future__ import annotations
