@@ -148,8 +148,6 @@ class FencedStore:
     ) -> bool:
         return bool(self._fenced(session_id, write_turn, self.store, endpoint, session_id, entries, when=when))
 
-    # -- leases -----------------------------------------------------------------------------------
-
     def renew(self) -> list[str]:
         """Renew every lease of the owner at once; the sessions lost."""
         renewed = self.store.renew(self.endpoint, self.owner, duration=self.duration)
@@ -235,8 +233,6 @@ class Ownership:
         table, held = self._engine.table, dict(self.fenced.held)  # a copy: the worker thread writes it
         return sorted(sid for sid in held if (tracked := table.get(sid)) is not None and tracked.session_id == sid)
 
-    # -- the lease before each send ---------------------------------------------------------------
-
     def sendable_for(self) -> float:
         """Seconds left, on this client's clock, before its leases are too close to their end to
         send in (:data:`LEASE_SAFETY_MARGIN`; negative: past it)."""
@@ -319,8 +315,6 @@ class Ownership:
         for session_id in lost:
             self.lost(session_id, None, "its lease was taken over by another client")
 
-    # -- connect ----------------------------------------------------------------------------------
-
     async def candidates(self) -> list[StoredSession]:
         """On connect, before anything is written: the owner's sessions (an explicit ``owner=``
         taking them back after a restart), then the adoptable ones the policy adopts."""
@@ -344,8 +338,6 @@ class Ownership:
         if decide is None:
             return candidates
         return [record for record in candidates if await call_app(decide, record, what="decide_adoption") is True]
-
-    # -- the renewal task -------------------------------------------------------------------------
 
     async def _run(self) -> None:
         delay = self.renew_interval
@@ -434,8 +426,6 @@ class Ownership:
             if not quietly:
                 raise
             logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
-
-    # -- losing and releasing ---------------------------------------------------------------------
 
     def lost(self, session_id: str, holder: str | None, reason: str) -> None:
         """Once per session: logged, handed to ``on_ownership_lost``."""

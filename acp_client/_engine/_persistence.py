@@ -185,8 +185,6 @@ class Persistence(SessionEvents):
             return None
         return future
 
-    # -- sessions the app opened ----------------------------------------------------------------
-
     def tracked(self, tracked: Tracked) -> None:
         now = _now()
         known = tracked.stored
@@ -305,8 +303,6 @@ class Persistence(SessionEvents):
             entries = to_entries(tracked.transcript) if self._keep_transcripts else None
             if self._turn_write(session_id, record, entries, record.last_used_at) is None:
                 self.unstored.add(session_id)
-
-    # -- recovery ---------------------------------------------------------------------------------
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
         """A session re-created under a new id is renamed (whether or not its outcome was

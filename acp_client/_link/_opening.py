@@ -92,29 +92,22 @@ async def open_link(
                 excerpt=bad.excerpt,
             )
         init = initializing.result()
-    except ConnectTimeout:
-        await conn.aclose()
-        raise
-    except RequestTimeout as exc:
+    except BaseException as exc:
         if not initializing.done():
             initializing.cancel()
         await conn.aclose()
-        raise ConnectTimeout(
-            f"timed out after {timeout:g}s opening {connector.target} (no answer to initialize)"
-            if timeout is not None
-            else f"{connector.target} did not answer initialize in time",
-            timeout=timeout,
-            phase="initialize",
-        ) from exc
-    except ConnectionLost as exc:
-        # The link died under initialize (e.g. the network reset the HTTP POST): a failed attempt
-        # to connect, worth another try, not a lost request of the app.
-        await conn.aclose()
-        raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
-    except BaseException:
-        if not initializing.done():
-            initializing.cancel()
-        await conn.aclose()
+        if isinstance(exc, RequestTimeout) and not isinstance(exc, ConnectTimeout):
+            raise ConnectTimeout(
+                f"timed out after {timeout:g}s opening {connector.target} (no answer to initialize)"
+                if timeout is not None
+                else f"{connector.target} did not answer initialize in time",
+                timeout=timeout,
+                phase="initialize",
+            ) from exc
+        if isinstance(exc, ConnectionLost):
+            # The link died under initialize (e.g. the network reset the HTTP POST): a failed
+            # attempt to connect, worth another try, not a lost request of the app.
+            raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
         raise
     finally:
         if not not_acp.done():

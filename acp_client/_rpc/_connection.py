@@ -142,8 +142,6 @@ class Connection:
                 await reader
         await self._background.aclose()
 
-    # -- outgoing -------------------------------------------------------------------------------
-
     async def request(
         self,
         method: str,
@@ -241,8 +239,6 @@ class Connection:
         cause = TransportClosed(f"connection task crashed: {error!r}")
         cause.__cause__ = error
         self._finish(cause)
-
-    # -- incoming -------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
         cause: TransportError

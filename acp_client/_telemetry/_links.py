@@ -97,8 +97,6 @@ class LinkTelemetry:
         self._attempts = 0
         self._sessions = 0
 
-    # -- LinkObserver -----------------------------------------------------------------------------
-
     def calls(self, transport: Transport) -> Calls:
         try:
             self._attributes = {n.TRANSPORT: transport.info.kind, **server_attributes(transport.info)}
@@ -125,8 +123,6 @@ class LinkTelemetry:
             self._instruments.reconnect_attempts.add(1, {n.RECONNECT_CAUSE: kind})
         except Exception:
             logger.debug("telemetry: could not record a reconnect attempt", exc_info=True)
-
-    # -- what the engine hands on -------------------------------------------------------------------
 
     def watch(self, on_state: Callable[[ConnectionState], None]) -> Callable[[ConnectionState], None]:
         """``on_state``, with the link's episodes observed first."""
@@ -163,8 +159,6 @@ class LinkTelemetry:
         """The outcomes of one recovery round (children of the episode)."""
         self._sessions += len(outcomes)
         record_outcomes(self._tracer, self._instruments, outcomes, self._episode)
-
-    # -- the episode ------------------------------------------------------------------------------------
 
     def _request_done(self, method: str, outcome: str, seconds: float) -> None:
         self._instruments.request_duration.record(seconds, {n.RPC_METHOD: method, n.REQUEST_OUTCOME: outcome})
