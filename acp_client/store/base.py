@@ -455,19 +455,15 @@ class SessionStore(Protocol):
 
     def load(self, endpoint: str) -> list[StoredSession]:
         """Every session stored for ``endpoint``, most recently used first."""
-        ...
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
         """One stored session, or ``None``."""
-        ...
 
     def save(self, session: StoredSession) -> None:
         """Insert or replace ``session`` (keyed by endpoint and session id), atomically."""
-        ...
 
     def delete(self, endpoint: str, session_id: str) -> bool:
         """Remove one session; ``True`` when it was stored."""
-        ...
 
     def rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime | None = None
@@ -479,21 +475,17 @@ class SessionStore(Protocol):
         renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored. An
         empty ``new_session_id`` raises ``ConfigurationError``.
         """
-        ...
 
     def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
         """Set ``last_used_at`` (default: now); ``True`` when the session is stored."""
-        ...
 
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
         """Replace the session's stored conversation (JSON objects, oldest first), atomically,
         bounded by the store (:func:`bound_conversation`). ``False`` (nothing written) when the
         session is not stored."""
-        ...
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's stored conversation, as saved (empty when none is stored)."""
-        ...
 
 
 @runtime_checkable
@@ -520,7 +512,6 @@ class SharedSessionStore(SessionStore, Protocol):
         expired, until ``now + duration``, in one atomic step; the token grows for each session
         whose owner changes. Returns the leases ``owner`` now holds among them (a session held by
         another live owner, or not stored, is left out)."""
-        ...
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
         """Insert or replace ``session`` and take its lease for ``owner`` (as :meth:`claim`) in one
@@ -529,19 +520,15 @@ class SharedSessionStore(SessionStore, Protocol):
         Raises:
             SessionStoreFenced: Another owner holds the session's live lease (nothing written).
         """
-        ...
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
         """Extend every lease ``owner`` holds for ``endpoint`` to ``now + duration`` in one statement,
         and return them (an expired one nobody took over is renewed too)."""
-        ...
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
         """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``): the
         sessions become unowned at once (adoptable), their tokens kept. How many were released."""
-        ...
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
         """The sessions of ``endpoint`` nobody holds at ``now`` (unowned, or their owner's lease
         expired), most recently used first, each with its :attr:`~StoredSession.lease`."""
-        ...
