@@ -430,7 +430,6 @@ class Engine:
     async def close(self, session_id: str) -> None:
         """``session/close`` where the session lives, then stop tracking it (by its id then)."""
         self.require("session/close")
-        # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
         current = self.table.current_id
         request = lambda: self.wire(CloseSessionRequest(session_id=current(session_id)))  # noqa: E731
         await self.call(self.table.get(session_id), "session/close", request)

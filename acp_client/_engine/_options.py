@@ -114,12 +114,10 @@ def check_options(options: Mapping[str, Any]) -> None:
         check_count(name, options[name])
     for name, kind in _KINDS.items():
         check_instance(name, options[name], kind, optional=True)
-    check_flag("keep_transcripts", options["keep_transcripts"])
+    for name in ("keep_transcripts", "retry_unsent_prompts", "carry_lost_context", "auto_adopt"):
+        check_flag(name, options[name])
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
-    check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
-    check_flag("carry_lost_context", options["carry_lost_context"])
     check_seconds("lease_duration", options["lease_duration"])
-    check_flag("auto_adopt", options["auto_adopt"])
     if options["owner"] is not None:
         check_owner(options["owner"])
         store = options["session_store"]

@@ -35,10 +35,10 @@ async def open_link(
     connector: Connector,
     *,
     connection: ConnectionFactory,
-    on_protocol_error: Callable[[AcpError], None] | None,
     initialize: Initializer,
     timeout: float | None,
     clock: Clock,
+    on_protocol_error: Callable[[AcpError], None] | None = None,
     on_stream_resumed: Callable[[StreamResumed], None] | None = None,
 ) -> tuple[Connection, Any]:
     """Open a link and initialize it within ``timeout`` seconds on ``clock`` (``None``: no bound),
@@ -137,13 +137,6 @@ def opener(
             )
 
         connection = functools.partial(Connection, clock=clock, observer=observer)
-        return await open_link(
-            connector,
-            connection=connection,
-            on_protocol_error=None,
-            initialize=initialize,
-            timeout=timeout,
-            clock=clock,
-        )
+        return await open_link(connector, connection=connection, initialize=initialize, timeout=timeout, clock=clock)
 
     return open_one

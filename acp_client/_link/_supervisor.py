@@ -161,8 +161,7 @@ class Supervisor:
     async def start(self, *, recover: bool = False) -> None:
         """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
         on that link before it counts as connected (a drop then hands over to the reconnect loop).
-        Raises what failed the first connection (the state is then ``failed``), or
-        ``ClientClosed`` when :meth:`aclose` was called meanwhile."""
+        Raises what failed the first connection (then ``failed``), or ``ClientClosed``."""
         self._started = True
         try:
             conn, init = await self._open_with_refresh()
@@ -235,7 +234,7 @@ class Supervisor:
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
                 are retried after recovery instead), or queuing is off.
-            ClientSuspended / ClientClosed / QueueFull: See :mod:`acp_client.exceptions`.
+            ClientSuspended / ClientClosed / QueueFull: The link is down too long, closed, or full.
             RpcError / RequestTimeout / TransportError: From the request itself.
         """
         while True:

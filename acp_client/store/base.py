@@ -285,14 +285,7 @@ class StoredSession:
         from .._codec import to_wire
 
         servers = tuple(to_wire(server, protocol_version=protocol_version) for server in mcp_servers)
-        return cls(
-            endpoint=endpoint,
-            session_id=session_id,
-            cwd=cwd,
-            mcp_servers=servers,
-            protocol_version=protocol_version,
-            **fields,
-        )
+        return cls(endpoint, session_id, cwd, servers, protocol_version=protocol_version, **fields)
 
     @property
     def home(self) -> str | None:
