@@ -40,12 +40,6 @@ class AbandonedIds:
         if len(self._ids) > self._kept:
             del self._ids[next(iter(self._ids))]
 
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __contains__(self, request_id: object) -> bool:
-        return request_id in self._ids
-
     def take(self, request_id: RequestId) -> bool:
         """Whether ``request_id`` was abandoned; forgets it (a second answer to it is news)."""
         if request_id in self._ids:

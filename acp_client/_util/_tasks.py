@@ -27,9 +27,6 @@ class TaskSet:
         self._on_crash = on_crash
         self._tasks: set[asyncio.Future[Any]] = set()
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     def spawn(self, work: Awaitable[T], *, name: str | None = None) -> asyncio.Future[T]:
         """Run ``work`` in the background (a coroutine, or a future to keep and watch)."""
         task: asyncio.Future[T] = asyncio.ensure_future(work)

@@ -145,6 +145,10 @@ def as_utc(value: datetime | None) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+def _to_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
 def _json_objects(value: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
     return tuple(dict(item) for item in value)
 
@@ -256,7 +260,7 @@ class StoredSession:
     protocol_version: int = 1
     mode_id: str | None = None
     model_id: str | None = None
-    config_options: dict[str, Any] = attrs.field(factory=dict, converter=dict)
+    config_options: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
     title: str | None = None
     status: Probe | None = attrs.field(default=None, converter=_status)
     raw_status: str | None = None
@@ -264,7 +268,7 @@ class StoredSession:
     updated_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     last_used_at: datetime = attrs.field(default=attrs.Factory(_created, takes_self=True), converter=as_utc)
     previous_session_ids: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
-    extra: dict[str, Any] = attrs.field(factory=dict, converter=dict)
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_to_dict)
     lease: Lease | None = attrs.field(default=None, eq=False)
 
     @classmethod
