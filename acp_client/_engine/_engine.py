@@ -132,8 +132,7 @@ class Engine:
         plan: LinksPlan | None = None,
         store: StoreBridge | None = None,
     ) -> None:
-        """``options``: every :class:`~acp_client.config.ClientOptions` key; ``plan``: an endpoint
-        group's links."""
+        """``options``: every :class:`~acp_client.config.ClientOptions` key; ``plan``: an endpoint group's links."""
         self.options = options
         #: A ``session/cancel`` after an awaiting task was cancelled.
         self._background = TaskSet("the client", self.crashed)
@@ -330,8 +329,7 @@ class Engine:
         return from_wire(cls, data, protocol_version=self.version)
 
     def require(self, method: str) -> None:
-        """Raises ``ClientClosed`` before connecting, ``CapabilityNotSupported`` when the agent did
-        not advertise ``method``."""
+        """Raises ``ClientClosed`` before connecting, ``CapabilityNotSupported`` when ``method`` is not advertised."""
         init = self.init
         if init is None:
             raise ClientClosed("not connected: call connect() first")
@@ -359,8 +357,7 @@ class Engine:
         return tracked
 
     def untrack(self, session_id: str) -> None:
-        """Stop tracking a session (closed or forgotten by the app): the "forgotten" event, and
-        its links let it go."""
+        """Stop tracking a session (closed or forgotten by the app): the "forgotten" event."""
         tracked = self.table.get(session_id)
         if tracked is not None:
             self.emit(lambda o: o.forgotten(tracked))

@@ -58,8 +58,7 @@ LEASE_SAFETY_MARGIN: Final = 0.25
 
 
 def default_owner() -> str:
-    """This process's default owner name: host, pid and a random suffix (two clients in one
-    process, or a restarted process with the same pid, never share one)."""
+    """This process's default owner name: host, pid and a random suffix (never shared by two clients)."""
     host = socket.gethostname() or "host"
     name = f"{host}:{os.getpid()}:{secrets.token_hex(4)}"
     return "".join(char if char.isprintable() else "?" for char in name)[:200]
@@ -187,8 +186,7 @@ class FencedStore:
 
 
 class Ownership:
-    """The loop's half (see the module docstring); ``decide`` returns the app's ``decide_adoption``
-    (``None``: adopt every one)."""
+    """The loop's half; ``decide()`` is the app's ``decide_adoption`` (``None``: adopt every one)."""
 
     def __init__(
         self,
@@ -267,8 +265,7 @@ class Ownership:
             raise self._lost_error(session_id)
 
     async def may_recover(self, tracked: Tracked) -> bool:
-        """Whether a reconnect's recovery may send for ``tracked`` (:meth:`check`; a session lost
-        meanwhile is left out: the app was told)."""
+        """Whether a reconnect's recovery may send for ``tracked`` (see :meth:`check`; a loss was told)."""
         try:
             await self.check(tracked.session_id)
         except SessionOwnershipLost as exc:
@@ -298,8 +295,7 @@ class Ownership:
         await self.renew_now()
 
     async def renew_now(self) -> None:
-        """Renew every lease now (one renewal shared by every caller waiting); sessions the store
-        no longer returns are lost. Raises ``SessionStoreError``."""
+        """Renew every lease now, one renewal shared by every caller waiting (``SessionStoreError``)."""
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.ensure_future(self._renew())
         await asyncio.shield(self._renewing)

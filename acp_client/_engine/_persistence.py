@@ -166,8 +166,7 @@ class Persistence(SessionEvents):
         return restored
 
     def _homed(self, tracked: Tracked, record: StoredSession) -> StoredSession:
-        """``record`` with where ``tracked`` lives now recorded (an unknown home keeps the one
-        recorded: a session restored from a store that is not placed yet)."""
+        """``record`` with where ``tracked`` lives now (an unknown home keeps the one recorded)."""
         home, left_behind = self.placement_of(tracked)
         return record if home is None else record.with_placement(home, left_behind)
 
@@ -176,8 +175,7 @@ class Persistence(SessionEvents):
         return self._queue(self.bridge.save, record)
 
     def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any] | None:
-        """Queue one write (its future); ``None`` once the client is closed (a turn ending after
-        ``aclose()``, say)."""
+        """Queue one write (its future); ``None`` once the client is closed."""
         try:
             future: asyncio.Future[Any] = write(*args, **kwargs)
         except SessionStoreError as exc:

@@ -126,9 +126,8 @@ def opener(
     timeout: float | None,
     observer: Callable[[Transport], CallObserver] | None = None,
 ) -> Callable[[Connector], Awaitable[tuple[Connection, InitializeResponse]]]:
-    """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this
-    identity and these capabilities in ``initialize``, proposing ``proposed()`` (no app
-    callbacks: its protocol errors are only logged)."""
+    """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this identity
+    and these capabilities, proposing ``proposed()`` (its protocol errors are only logged)."""
 
     async def open_one(connector: Connector) -> tuple[Connection, InitializeResponse]:
         async def initialize(conn: Connection, limit: float | None) -> InitializeResponse:

@@ -39,8 +39,7 @@ class Ticket:
 
 
 class OutageQueue(Generic[T]):
-    """The requests waiting for a link (see the module rules; ``waiting_for``: what they wait for,
-    in the error of one that waited too long)."""
+    """The requests waiting for a link (``waiting_for``: what they wait for, in a timed-out one's error)."""
 
     def __init__(self, options: QueueOptions, clock: Clock, *, waiting_for: str = "still reconnecting") -> None:
         self.options = options

@@ -264,8 +264,7 @@ class Supervisor:
         await conn.notify(method, params)
 
     async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
-        """The live connection, once there is one (an outage is waited out in the outage queue,
-        ``ticket``: the call's place there). Raises as :meth:`call`."""
+        """The live connection, waited for in the outage queue (``ticket``: its place); raises as :meth:`call`."""
         conn = self.connection
         if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
@@ -301,8 +300,7 @@ class Supervisor:
             _RECOVERING_ON.reset(token)
 
     def guard(self, make: Guarding) -> Authority:
-        """Put ``make``'s :class:`~acp_client._link._authority.Authority` between this link and the
-        handlers of what its agent sends (before the link starts)."""
+        """Put ``make``'s :class:`Authority` before the handlers of what this link's agent sends (before it starts)."""
         authority = make(self._on_request, self._on_notification)
         self._on_request, self._on_notification = authority.request, authority.notification
         return authority

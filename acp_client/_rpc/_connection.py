@@ -210,8 +210,7 @@ class Connection:
             pending.future.exception()  # mark it retrieved: the send's own error is raised instead
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification (raises ``ConnectionLost`` once the connection ended, else what the
-        transport raised)."""
+        """Send a notification (``ConnectionLost`` once the connection ended, else what the transport raised)."""
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self.close_cause)
         try:

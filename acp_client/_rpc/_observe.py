@@ -24,14 +24,12 @@ class CallObserver(Protocol):
     """Sees each request a connection sends (until it resolves) and each agent request it answers."""
 
     async def outgoing(self, method: str, params: Any, send: Send) -> Any:
-        """Run ``send`` (which sends ``method`` and awaits its answer); may add ``_meta`` to the
-        params it passes. Returns or raises what ``send`` did."""
+        """Run ``send`` (it may add ``_meta`` to the params it passes); returns or raises what it did."""
 
     async def incoming(
         self, request_id: RequestId, method: str, params: Any, handle: Callable[[str, Any], Awaitable[Any]]
     ) -> Any:
-        """Run the app's ``handle(method, params)`` for one agent→client request. Returns or
-        raises what ``handle`` did."""
+        """Run the app's ``handle(method, params)`` for one agent→client request; returns or raises what it did."""
 
 
 class LinkObserver(Protocol):

@@ -108,17 +108,13 @@ class LinkTelemetry:
 
     def reconnecting(self, attempt: int, delay: float, cause: BaseException | None) -> None:
         try:
-            episode = self._begin(cause=str(cause) if cause is not None else None, dropped=True)
+            text = str(cause) if cause is not None else ""
             kind = type(cause).__name__ if cause is not None else "unknown"
+            episode = self._begin(cause=text, dropped=True)
             self._attempts += 1
             episode.add_event(
                 n.RECONNECT_EVENT,
-                {
-                    n.RECONNECT_ATTEMPT: attempt,
-                    n.RECONNECT_DELAY: delay,
-                    n.RECONNECT_CAUSE: str(cause) if cause is not None else "",
-                    n.ERROR_TYPE: kind,
-                },
+                {n.RECONNECT_ATTEMPT: attempt, n.RECONNECT_DELAY: delay, n.RECONNECT_CAUSE: text, n.ERROR_TYPE: kind},
             )
             self._instruments.reconnect_attempts.add(1, {n.RECONNECT_CAUSE: kind})
         except Exception:

@@ -123,8 +123,7 @@ _UNWEAKABLE: dict[int, tuple[Any, Instruments]] = {}
 
 
 def instruments_for(provider: MeterProvider) -> Instruments:
-    """The instruments of ``provider`` (made on first use; one set per provider, so two clients
-    never register the same instrument twice)."""
+    """The instruments of ``provider``, made on first use (two clients never register one instrument twice)."""
     with _LOCK:
         try:
             found = _BY_PROVIDER.get(provider)

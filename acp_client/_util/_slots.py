@@ -25,8 +25,7 @@ class Slotted(Protocol):
 
 
 class Slot(Generic[T]):
-    """One layer's typed place on :class:`Slotted` objects: ``slot(owner)`` is its value there,
-    made by ``make`` on first use."""
+    """One layer's typed place on :class:`Slotted` objects: ``slot(owner)``, made by ``make`` on first use."""
 
     __slots__ = ("_make",)
 

@@ -35,8 +35,7 @@ def install_hint(extra: str) -> str:
 
 
 def _from_dist_info() -> str | None:
-    """The ``Version`` of the first ``acp_reconnect-*.dist-info`` on ``sys.path`` (the one
-    ``importlib.metadata`` would find first), or ``None``."""
+    """The ``Version`` of the first ``acp_reconnect-*.dist-info`` on ``sys.path`` (importlib's first), or ``None``."""
     prefix = _DISTRIBUTION + "-"
     for entry in sys.path:
         try:

@@ -186,8 +186,7 @@ def _size(entry: Any) -> int:
 
 
 def check_owner(owner: object) -> str:
-    """An owner name: a non-empty string of at most 200 printable characters (it is logged and
-    stored), else ``ConfigurationError``."""
+    """A non-empty owner name of at most 200 printable characters (logged and stored), else ``ConfigurationError``."""
     if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
         raise ConfigurationError(f"owner must be a non-empty printable string of at most 200 characters, not {owner!r}")
     return owner
@@ -282,10 +281,7 @@ class StoredSession:
         protocol_version: int = 1,
         **fields: Any,
     ) -> StoredSession:
-        """A record whose MCP servers are given as wire types (encoded for ``protocol_version``).
-
-        ``fields`` are the other attributes, by name.
-        """
+        """A record whose MCP servers are given as wire types (``fields``: the other attributes, by name)."""
         from .._codec import to_wire
 
         servers = tuple(to_wire(server, protocol_version=protocol_version) for server in mcp_servers)
@@ -306,8 +302,7 @@ class StoredSession:
         return tuple(n for n in names if type(n) is str and n) if type(names) is list else ()
 
     def with_placement(self, home: str, left_behind: Iterable[str] = ()) -> StoredSession:
-        """This record with ``home`` and the instances ``left_behind`` recorded (the same record
-        when nothing changes)."""
+        """This record with ``home`` and ``left_behind`` recorded (the same record when nothing changes)."""
         left = sorted(set(left_behind))
         if home == self.home and tuple(left) == self.left_behind:
             return self
