@@ -40,9 +40,8 @@ async def acknowledge(
     keep) its conversation.
 
     Raises:
-        SessionOwnershipLost: The session is another client's now (or its lease could not be
-            renewed in time): at once, whatever the agent still does with the turn (nothing more
-            is sent for it, no ``session/cancel`` either); the turn is not reported as ended.
+        SessionOwnershipLost: The session is another client's now: at once, whatever the agent
+            still does with the turn (nothing more is sent for it, no ``session/cancel`` either).
         SessionNotTracked / RecoveryFailed: The session was forgotten or abandoned while it ran.
     """
     if not future.done():

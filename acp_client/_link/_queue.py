@@ -2,10 +2,8 @@
 
 * Queuing off (``QueueOptions.enabled`` false): a request fails at once with
   :class:`~acp_client.exceptions.ConnectionLost` (``may_have_executed=False``).
-* At most ``QueueOptions.max_size`` requests wait; one more fails at once with
-  :class:`~acp_client.exceptions.QueueFull`.
-* Each waits at most ``QueueOptions.max_age`` seconds on the injected clock, then fails with
-  ``ConnectionLost`` (``may_have_executed=False``).
+* At most ``QueueOptions.max_size`` requests wait; one more fails with ``QueueFull``.
+* Each waits at most ``QueueOptions.max_age`` seconds on the clock, then fails with ``ConnectionLost``.
 
 A call may wait more than once (an endpoint group's call waits for its session's home, then on its
 link): it carries one :class:`Ticket` through every wait, admitted (``max_size``) once, with

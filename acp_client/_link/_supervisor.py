@@ -135,8 +135,6 @@ class Supervisor:
         self._refreshed = False
         self._started = False
 
-    # -- state ------------------------------------------------------------------------------------
-
     @property
     def state(self) -> ConnectionState:
         return self._machine.state
@@ -155,8 +153,6 @@ class Supervisor:
         self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
     ) -> None:
         self._machine.set(ConnectionState(state, attempt, retry_in, cause))
-
-    # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self, *, recover: bool = False) -> None:
         """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
@@ -214,8 +210,6 @@ class Supervisor:
             self._recover = die
         else:
             self._tasks.spawn(die())
-
-    # -- requests ---------------------------------------------------------------------------------
 
     async def call(
         self,
@@ -305,8 +299,6 @@ class Supervisor:
         self._on_request, self._on_notification = authority.request, authority.notification
         return authority
 
-    # -- connecting ---------------------------------------------------------------------------------
-
     async def _open(self) -> tuple[Connection, Any]:
         connection = functools.partial(
             Connection, on_request=self._on_request, on_notification=self._on_notification, clock=self._clock,
@@ -371,8 +363,6 @@ class Supervisor:
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
         self._tasks.spawn(self._outage(reason))
-
-    # -- the outage -----------------------------------------------------------------------------------
 
     async def _sleep(self, seconds: float) -> None:
         """Wait ``seconds`` on the clock, or less if the app says the network is back."""

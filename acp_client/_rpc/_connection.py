@@ -58,9 +58,8 @@ CANCEL_REQUEST: Final = "$/cancel_request"
 #: Agent→client requests handled at once by default; more are refused with an error answer.
 DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
 #: Notifications handled before the reader lets other tasks run. A transport hands over what one
-#: network read brought without waiting (a thousand updates or more): an ``updates()`` consumer
-#: would only see them all at the end, holding them long enough to age into the garbage
-#: collector's older generations (slow full collections).
+#: network read brought (a thousand updates or more) at once: an ``updates()`` consumer would see
+#: them all at the end, held long enough to age into the garbage collector's older generations.
 _YIELD_EVERY: Final = 128
 #: The longest error message sent back to the agent (a handler may echo the agent's input).
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
