@@ -112,14 +112,6 @@ _CHOICES: dict[str, tuple[str, Callable[..., Any], Callable[[Session, str], Sess
 }
 
 
-def _lost_context(conversation: str) -> str:
-    """The context block a prompt carries after the agent lost the session (``carry_lost_context``)."""
-    return (
-        "[Context: the agent lost the earlier part of this conversation; it was:]\n"
-        f"{conversation}\n[End of the earlier conversation.]"
-    )
-
-
 class Engine:
     """One client's table, recoverer, supervisor and dispatcher (internal; options already checked)."""
 
@@ -609,7 +601,9 @@ class Engine:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             sent = blocks
             if self.options["carry_lost_context"] and tracked.lost_context_pending:
-                sent = (TextContent(text=_lost_context(tracked.transcript.lost_context())), *blocks)
+                lost = tracked.transcript.lost_context()
+                context = f"[Context: the agent lost the earlier part of this conversation; it was:]\n{lost}\n"
+                sent = (TextContent(text=context + "[End of the earlier conversation.]"), *blocks)
                 tracked.lost_context_pending = False
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
 

@@ -1,6 +1,5 @@
 """The options of :class:`~acp_client.AcpClient`: checked once, then turned into its engine (the
-connectors built from URLs, the session store seen under the client's key, and the links: its own
-single link for a URL or a connector, an :class:`~acp_client.group.EndpointGroup`'s plan)."""
+connectors built from URLs, the session store seen under the client's key, and the links)."""
 
 from __future__ import annotations
 
@@ -133,9 +132,8 @@ def check_options(options: Mapping[str, Any]) -> None:
 def _bridge(
     options: Mapping[str, Any], plan: LinksPlan | None, clock: Clock
 ) -> tuple[StoreBridge | None, Ownership | None]:
-    """The store seen under the client's key (``session_store_key``, else the endpoint's key: an
-    endpoint group's, from its plan); a shared store with every write fenced by this client's
-    leases (:mod:`acp_client._engine._ownership`)."""
+    """The store seen under the client's key (``session_store_key``, else the endpoint's); a shared
+    store with every write fenced by this client's leases (:mod:`acp_client._engine._ownership`)."""
     endpoint, store, key = options["endpoint"], options["session_store"], options["session_store_key"]
     if store is None:
         return None, None
@@ -184,8 +182,7 @@ def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
 
 
 def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, Connector]:
-    """The engine for checked ``options`` (the connectors it builds from URLs share
-    ``cookies``), and the connector of its first link."""
+    """The engine for checked ``options`` (its connectors share ``cookies``), and its first link's connector."""
     connector = _connector_factory(options, cookies)
     endpoint = options["endpoint"]
     plan = endpoint.links_plan(connector) if isinstance(endpoint, EndpointGroup) else None

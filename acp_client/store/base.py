@@ -120,13 +120,10 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
 
 
 def pool_key(endpoints: Iterable[str]) -> str:
-    """The key a client facing several instances of one agent files its sessions under:
-    ``pool:`` and the instances' :func:`endpoint_key` values, sorted and space-separated, so the
-    order the URLs are given in does not matter. Adding or removing an instance changes it: give
-    ``AcpClient(session_store_key=...)`` a name of your own to keep the sessions then.
-
-    Raises:
-        ConfigurationError: No endpoints, or one :func:`endpoint_key` refuses.
+    """The key a client facing several instances of one agent files its sessions under: ``pool:``
+    and the instances' :func:`endpoint_key` values, sorted and space-separated. Adding or removing
+    an instance changes it: give ``AcpClient(session_store_key=...)`` a name of your own to keep the
+    sessions then. Raises ``ConfigurationError``: no endpoints, or one :func:`endpoint_key` refuses.
     """
     keys = sorted({endpoint_key(url) for url in endpoints})
     if not keys:
@@ -289,8 +286,7 @@ class StoredSession:
 
     @property
     def home(self) -> str | None:
-        """The name of the instance the session lived on when it was written (a client facing
-        several instances records it in ``extra``; ``None``: not recorded)."""
+        """The name of the instance the session lived on when it was written (``None``: not recorded)."""
         home = self.extra.get(HOME_KEY)
         return home if type(home) is str and home else None
 
@@ -313,8 +309,7 @@ class StoredSession:
         return attrs.evolve(self, extra=extra)
 
     def to_session(self) -> Session:
-        """The :class:`~acp_client.types.Session` record a client tracks this session with
-        until the agent answers (id, cwd, title, status, times, additional directories)."""
+        """The :class:`~acp_client.types.Session` record a client tracks this session with until the agent answers."""
         updated = self.updated_at if self.updated_at >= self.created_at else None
         return Session(
             session_id=self.session_id,
@@ -349,11 +344,9 @@ RECORD_COLUMNS: Final = tuple(field.name for field in attrs.fields(StoredSession
 def transcript_tail(
     messages: Iterable[Any], *, max_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES
 ) -> tuple[dict[str, Any], ...]:
-    """The tail of a conversation as JSON objects a store can keep, bounded to ``max_bytes``.
-
-    ``messages`` are :class:`~acp_client.transcript.TranscriptMessage` objects (e.g.
-    ``handle.transcript.messages``) or anything with ``role``, ``text`` and ``message_id``.
-    Each becomes ``{"role": ..., "text": ...}`` plus ``"messageId"`` when known.
+    """The tail of a conversation as JSON objects a store can keep, bounded to ``max_bytes``: each of
+    ``messages`` (``handle.transcript.messages``, or anything with ``role``, ``text`` and
+    ``message_id``) becomes ``{"role": ..., "text": ...}`` plus ``"messageId"`` when known.
     """
     entries = []
     for message in messages:
@@ -365,13 +358,8 @@ def transcript_tail(
 
 
 def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> tuple[dict[str, Any], ...]:
-    """The longest suffix of ``entries`` whose compact JSON array fits in ``max_bytes``.
-
-    Whole entries are dropped from the oldest end (an entry is never cut); ``max_bytes <= 0``
-    keeps nothing.
-
-    Raises:
-        ConfigurationError: An entry is not JSON-serializable.
+    """The longest suffix of ``entries`` whose compact JSON array fits in ``max_bytes`` (an entry is
+    never cut). Raises ``ConfigurationError`` for an entry that is not JSON-serializable.
     """
     if max_bytes <= 2:
         return ()
@@ -409,14 +397,10 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
 
     The header (a first entry with ``"format"``) is always kept; a message larger than a quarter
     of the bound is cut first, to its newest quarter, its text then starting with
-    ``… N bytes dropped … `` (so one oversized message never drops the whole conversation, the
-    user's prompt included); then the oldest whole entries after the header are dropped until the
-    rest fits, the dropped messages are added to the header's ``dropped`` count, and the segment
-    marker the first kept message belongs to is kept too (so it stays in its segment). A list
-    without a header is bounded like :func:`bound_transcript_tail`.
-
-    Raises:
-        ConfigurationError: An entry is not JSON-serializable.
+    ``… N bytes dropped … `` (so one oversized message never drops the whole conversation); then
+    the oldest entries after the header are dropped until the rest fits, counted in the header's
+    ``dropped``, and the segment marker of the first kept message is kept too. A list without a
+    header is bounded like :func:`bound_transcript_tail` (which raises the same).
     """
     if not entries or not isinstance(entries[0], Mapping) or "format" not in entries[0]:
         return bound_transcript_tail(entries, max_bytes)
