@@ -252,15 +252,12 @@ class Engine:
         if self.telemetry is not None and not in_episode:
             self.telemetry.recovered(outcomes)
 
-    # -- links ----------------------------------------------------------------------------------------
-
     @property
     def state(self) -> ConnectionState:
         return self.client_state.state
 
     @property
     def primary(self) -> Supervisor:
-        """Where calls that concern no session go."""
         return self.links.primary
 
     async def start(self) -> None:
@@ -312,8 +309,6 @@ class Engine:
         if self.telemetry is not None:
             self.telemetry.close()
 
-    # -- codec and capabilities -------------------------------------------------------------------
-
     def wire(self, value: Any) -> Any:
         return to_wire(value, protocol_version=self.version)
 
@@ -337,8 +332,6 @@ class Engine:
             fs=FileSystemCapability(read_text_file=bool(fs and fs.read), write_text_file=bool(fs and fs.write)),
             terminal=self.handlers.terminal is not None,
         )
-
-    # -- sessions -----------------------------------------------------------------------------------
 
     async def opened(self, tracked: Tracked) -> Tracked:
         """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event; with a shared
@@ -674,8 +667,6 @@ class Engine:
                 state = await queue.get()
         finally:
             self.state_queues.remove(queue)
-
-    # -- what the connection reports ------------------------------------------------------------------
 
     async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
         """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""

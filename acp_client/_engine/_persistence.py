@@ -101,10 +101,8 @@ class Persistence(SessionEvents):
         return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
 
     async def restore(self) -> int:
-        """Track again every session stored for the endpoint, with its conversation (nothing is
-        written); how many. Raises ``SessionStoreError``: the store cannot be read, or a stored
-        conversation is damaged (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
-        """
+        """Track again every session stored for the endpoint, with its conversation (nothing is written);
+        how many. Raises ``SessionStoreError`` (``SessionStoreCorrupt``, ``SessionStoreTooNew``)."""
         if self.ownership is None:
             stored = await self.bridge.load()
             self._track(stored, await self._conversations(stored))

@@ -1,13 +1,5 @@
-"""The wire logger: every JSON-RPC frame in and out, at DEBUG on ``acp_client.wire``.
-
-::
-
-    logging.getLogger("acp_client.wire").setLevel(logging.DEBUG)   # plus a handler of your own
-
-    DEBUG acp_client.wire ws://127.0.0.1:8000/acp > {"jsonrpc":"2.0","id":1,"method":"initialize",...}
-    DEBUG acp_client.wire ws://127.0.0.1:8000/acp < {"jsonrpc":"2.0","id":1,"result":{...}}
-
-``>`` is a frame the client sent, ``<`` one it received, ``<!`` one it could not read. Nothing is
+"""The wire logger: every JSON-RPC frame in and out, at DEBUG on ``acp_client.wire``, after the link's
+target: ``>`` a frame the client sent, ``<`` one it received, ``<!`` one it could not read. Nothing is
 formatted unless the logger is enabled for DEBUG. Frames are redacted before they are logged:
 
 * the ``value`` of every ``env`` and ``headers`` entry (MCP server credentials travel there);

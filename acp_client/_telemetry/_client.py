@@ -21,9 +21,8 @@ logger = get_logger("acp_client.telemetry")
 
 
 class ClientTelemetry:
-    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled):
-    ``clock`` (the client's ``monotonic``) times the metrics, ``version`` is the negotiated ACP
-    version, ``queued`` how many requests wait for a connection right now."""
+    """Built by the engine when telemetry is on: ``clock`` (the client's ``monotonic``) times the
+    metrics, ``version`` is the negotiated ACP version, ``queued`` how many requests wait now."""
 
     def __init__(
         self, option: Telemetry, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]

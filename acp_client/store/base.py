@@ -85,9 +85,7 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
       sequence: ``stdio:`` plus the argv, split like a shell would and joined back with minimal
       quoting. The environment is never part of the key.
 
-    Raises:
-        ConfigurationError: An empty endpoint, a URL without a host, a bad port, or a scheme
-            other than the four above and ``stdio:``.
+    Raises ``ConfigurationError`` for an empty endpoint, a URL without a host, a bad port, or another scheme.
     """
     if not isinstance(endpoint, str):
         argv = [str(item) for item in endpoint]
@@ -292,8 +290,7 @@ class StoredSession:
 
     @property
     def left_behind(self) -> tuple[str, ...]:
-        """The names of the instances that may still hold a copy of the session in memory (it
-        moved off them while they were unreachable): the copies a client closes there."""
+        """The instances that may still hold a copy of the session (it moved off them while they were unreachable)."""
         names = self.extra.get(LEFT_BEHIND_KEY)
         return tuple(n for n in names if type(n) is str and n) if type(names) is list else ()
 
@@ -323,11 +320,7 @@ class StoredSession:
         )
 
     def decoded_mcp_servers(self) -> tuple[McpServer, ...]:
-        """The MCP servers as wire types (a type this SDK does not know: ``UnknownMcpServer``).
-
-        Raises:
-            InvalidMessage: An entry cannot be decoded (a damaged or hand-edited store).
-        """
+        """The MCP servers as wire types (unknown: ``UnknownMcpServer``; ``InvalidMessage``: a damaged store)."""
         from .._codec import from_wire
 
         return tuple(
