@@ -240,12 +240,9 @@ class Ownership:
     async def check(self, session_id: str) -> None:
         """Before a session-scoped request is sent (and before a turn is reported as ended): the
         lease must be live on this client's clock, with the margin, else the leases are renewed
-        first. A session never stored under a lease (its first write failed: nobody else can hold
-        it) passes.
-
-        Raises:
-            SessionOwnershipLost: The session is another client's now, or its lease could not be
-                renewed in time (nothing is sent).
+        first. A session never stored under a lease (its first write failed) passes. Raises
+        ``SessionOwnershipLost``: the session is another client's now, or its lease could not be
+        renewed in time (nothing is sent).
         """
         if session_id in self._reported or session_id in self.fenced.lost:
             raise self._lost_error(session_id)

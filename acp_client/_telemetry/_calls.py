@@ -1,9 +1,7 @@
 """Spans for calls: a CLIENT span per request the client sends (with the trace context carried to
 the agent in ``params._meta``), a SERVER span per agent→client request the app's handlers answer
-(continuing the agent's trace when its ``_meta`` carries one).
-
-Every OpenTelemetry call is guarded: a broken provider, processor or exporter is logged at DEBUG
-and never reaches the request.
+(continuing the agent's trace when its ``_meta`` carries one). Every OpenTelemetry call is guarded:
+a broken provider, processor or exporter is logged at DEBUG and never reaches the request.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 ``pyproject.toml``), and the install hint error messages give for an optional extra.
 
 The metadata file is read directly: ``importlib.metadata`` would bring ``email``, ``zipfile`` and
-``csv`` with it, a fifth of this package's import time; it answers only where no ``.dist-info``
-directory is on ``sys.path`` (an egg, a zip).
+``csv`` with it, a fifth of this package's import time; it answers only without a ``.dist-info``.
 """
 
 from __future__ import annotations
