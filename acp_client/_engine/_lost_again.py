@@ -2,10 +2,9 @@
 
 Some agents answer ``session/load`` of a session they no longer have with success and replay
 nothing (pydantic-acp, isaac-acp); the loss shows only when a later session method is answered
-"session not found" (any spelling :mod:`acp_client._recovery._not_found` knows). The session then goes
-through recovery again, as unknown: a new session, the conversation kept as earlier history, the
-outcome reported through the usual callbacks. A prompt refused that way never ran, so it is sent
-once more on the new session (:func:`to_resend`). Nothing is left stuck.
+"session not found" (any spelling :mod:`acp_client._recovery._not_found` knows). The session then
+goes through recovery again, as unknown, reported as usual; a prompt refused that way never ran, so
+it is sent once more on the new session (:func:`to_resend`). Nothing is left stuck.
 """
 
 from __future__ import annotations

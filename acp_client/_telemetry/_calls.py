@@ -121,11 +121,6 @@ def trace_context_of(params: Any) -> Context | None:
     return found if trace.get_current_span(found).get_span_context().is_valid else None
 
 
-def _session_of(params: Any) -> Any:
-    session_id = params.get("sessionId") if isinstance(params, dict) else None
-    return session_id if isinstance(session_id, str) else None
-
-
 class Calls:
     """The :class:`~acp_client._rpc._observe.CallObserver` of one connection."""
 
@@ -155,8 +150,8 @@ class Calls:
 
     def _start(self, method: str, params: Any, kind: SpanKind, parent: Context | None) -> Span:
         attributes = {**self._base, n.RPC_METHOD: method, n.PROTOCOL_VERSION: self._version()}
-        session_id = _session_of(params)
-        if session_id is not None:
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(session_id, str):
             attributes[n.SESSION_ID] = session_id
         return self._tracer.start_span(method, context=parent, kind=kind, attributes=attributes)
 
