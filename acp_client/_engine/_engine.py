@@ -639,9 +639,8 @@ class Engine:
             self.emit(lambda o: o.turn_ended(tracked))
 
     async def _send_prompt(self, tracked: Tracked, params: Callable[[], Any], on_answer: Callable[[], None]) -> Any:
-        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
-        (``may_have_executed=False``) is sent again once the client is connected (at most
-        :data:`MAX_PROMPT_RESENDS` times)."""
+        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent is
+        sent again once the client is connected (at most :data:`MAX_PROMPT_RESENDS` times)."""
         resends = 0
         while True:
             try:

@@ -203,9 +203,8 @@ class Persistence(SessionEvents):
             self._opening[tracked.session_id] = saved
 
     async def stored(self, tracked: Tracked) -> None:
-        """With a shared store: wait until the record :meth:`tracked` queued is written
-        (``save_owned``), so that another client can adopt a session the app holds a handle on
-        should this process die (a failed write is handled as any other, never raised here)."""
+        """With a shared store: wait until the record :meth:`tracked` queued is written, so that another
+        client can adopt a session the app holds a handle on should this process die (never raises)."""
         saved = self._opening.pop(tracked.session_id, None)  # the engine asks right after "tracked"
         if saved is not None:
             await asyncio.shield(saved)

@@ -72,12 +72,9 @@ class _Pending(NamedTuple):
 
 
 class Connection:
-    """A JSON-RPC 2.0 peer over one transport, which it owns from now on.
-
-    Without ``on_request`` every agent request is answered ``Method not found``; those beyond
-    ``max_incoming_requests`` at once are refused (:class:`~acp_client._rpc._limits.IncomingCap`).
-    ``observer`` builds the connection's telemetry from its transport.
-    """
+    """A JSON-RPC 2.0 peer over one transport, which it owns from now on. Without ``on_request`` every
+    agent request is answered ``Method not found``; those beyond ``max_incoming_requests`` at once
+    are refused. ``observer`` builds the connection's telemetry from its transport."""
 
     def __init__(
         self,
