@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from ._value import value_types
+from ._value import UnknownVariant, value_types
 
 __all__ = [
     "Annotations",
@@ -130,11 +130,8 @@ class EmbeddedResource:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownContent:
-    """A content block of a type this SDK does not know; ``raw`` is the payload as received."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownContent(UnknownVariant):
+    """A content block of a type this SDK does not know."""
 
 
 #: A content block (the ACP ``ContentBlock`` union).

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import MetaOnly, UnknownVariant, value_types
 from .capabilities import AgentCapabilities, AuthMethod, ClientCapabilities, Implementation
 from .content import ContentBlock
 
@@ -173,11 +173,8 @@ class McpServerAcp:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownMcpServer:
-    """An MCP server description of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownMcpServer(UnknownVariant):
+    """An MCP server description of a type this SDK does not know."""
 
 
 McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
@@ -302,20 +299,15 @@ class LoadSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class ReplayFromStart:
+class ReplayFromStart(MetaOnly):
     """v2 ``replayFrom``: replay the whole history."""
 
     type: ClassVar[str] = "start"
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownReplayFrom:
-    """A ``replayFrom`` of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownReplayFrom(UnknownVariant):
+    """A ``replayFrom`` of a type this SDK does not know."""
 
 
 ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
@@ -369,33 +361,31 @@ class ForkSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CloseSessionRequest:
+class _SessionParams:
+    """Params that name one session and nothing else."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(eq=False, repr=False)
+class CloseSessionRequest(_SessionParams):
     """``session/close`` params."""
 
-    session_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class CloseSessionResponse:
+class CloseSessionResponse(MetaOnly):
     """``session/close`` result."""
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class DeleteSessionRequest:
+class DeleteSessionRequest(_SessionParams):
     """``session/delete`` params."""
 
-    session_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class DeleteSessionResponse:
+class DeleteSessionResponse(MetaOnly):
     """``session/delete`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -477,11 +467,8 @@ class ForegroundState:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SessionStatusRequest:
+class SessionStatusRequest(_SessionParams):
     """``session/status`` params."""
-
-    session_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -578,11 +565,8 @@ class PromptResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CancelNotification:
+class CancelNotification(_SessionParams):
     """``session/cancel`` params (a notification: cancels the session's current turn)."""
-
-    session_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -603,10 +587,8 @@ class SetSessionModeRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SetSessionModeResponse:
+class SetSessionModeResponse(MetaOnly):
     """``session/set_mode`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -619,10 +601,8 @@ class SetSessionModelRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SetSessionModelResponse:
+class SetSessionModelResponse(MetaOnly):
     """``session/set_model`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import UnknownVariant, value_types
 from .content import ContentBlock
 from .lifecycle import AvailableCommand, Cost, ForegroundState, SessionConfigOption, Usage
 
@@ -211,11 +211,8 @@ class ToolCallTerminal:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownToolCallContent:
-    """Tool-call content of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownToolCallContent(UnknownVariant):
+    """Tool-call content of a type this SDK does not know."""
 
 
 ToolCallContent: TypeAlias = ToolCallContentBlock | ToolCallDiff | ToolCallTerminal | UnknownToolCallContent
@@ -383,11 +380,8 @@ class PlanMarkdown:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownPlanContent:
-    """Plan content of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownPlanContent(UnknownVariant):
+    """Plan content of a type this SDK does not know."""
 
 
 PlanContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanContent
