@@ -76,10 +76,8 @@ class AudioContent:
 
 @attrs.frozen(eq=False, repr=False)
 class ResourceLink:
-    """A reference to a resource the agent can fetch (wire tag ``resource_link``).
-
-    ``icons`` (v2) is kept as the raw icon objects.
-    """
+    """A reference to a resource the agent can fetch (wire tag ``resource_link``); ``icons`` (v2):
+    the raw icon objects."""
 
     type: ClassVar[str] = "resource_link"
 

@@ -80,13 +80,9 @@ __all__ = [
 
 @attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
-    """``initialize`` params.
-
-    Encoded in the shape of the ``protocol_version`` given to the converter (pass the version
-    being proposed): v1 ``clientInfo`` / ``clientCapabilities``, v2 ``info`` / ``capabilities``
-    (v2 requires ``info``: when ``client_info`` is ``None`` the SDK's own identity is sent).
-    Decoding accepts either shape.
-    """
+    """``initialize`` params, encoded in the shape of the version being proposed: v1 ``clientInfo`` /
+    ``clientCapabilities``, v2 ``info`` (required: ``None`` sends the SDK's own identity) /
+    ``capabilities``. Decoding accepts either shape."""
 
     protocol_version: int
     client_info: Implementation | None = None
@@ -221,12 +217,10 @@ class SessionConfigSelectGroup:
 
 @attrs.frozen(eq=False, repr=False)
 class SessionConfigOption:
-    """A session configuration option (a model picker, a mode, a reasoning level...).
-
-    ``type``: ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future
-    kind; ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``:
-    ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
-    """
+    """A session configuration option (a model picker, a mode, a reasoning level...). ``type``:
+    ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future kind;
+    ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``: ``"mode"``,
+    ``"model"``, ``"model_config"``, ``"thought_level"`` or other."""
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
     name: str
@@ -285,11 +279,9 @@ class LoadSessionRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class LoadSessionResponse:
-    """``session/load`` result.
-
-    ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the Python
-    SDK's HTTP server only knows a session on a connection after a result that carries it).
-    """
+    """``session/load`` result. ``session_id`` is not in the schemas, but the official SDKs' agents
+    send it (and the Python SDK's HTTP server only knows a session on a connection after a result
+    that carries it)."""
 
     session_id: str | None = None
     modes: SessionModeState | None = None
@@ -455,11 +447,9 @@ def normalize_status(raw: str) -> Probe:
 
 @attrs.frozen(eq=False, repr=False)
 class ForegroundState:
-    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
-
-    A snapshot is context, not a transition: an ``idle`` snapshot's ``stop_reason`` is the last
-    turn's, not a new completion. ``raw`` is the whole state object as received.
-    """
+    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...):
+    context, not a transition (an ``idle`` snapshot's ``stop_reason`` is the last turn's, not a new
+    completion). ``raw`` is the whole state object as received."""
 
     state: str
     stop_reason: str | None = None
@@ -607,12 +597,9 @@ class SetSessionModelResponse(MetaOnly):
 
 @attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionRequest:
-    """``session/set_config_option`` params.
-
-    ``value``: a value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
-    JSON value for a future type. ``type``: the value's type tag; ``None`` infers it: ``"boolean"``
-    for a bool, otherwise a value id (sent untagged in v1 and as ``"id"`` in v2).
-    """
+    """``session/set_config_option`` params. ``value``: a value id (``str``) for ``select`` options,
+    a ``bool`` for ``boolean`` ones, any JSON value for a future type. ``type``: its tag; ``None``
+    infers it: ``"boolean"`` for a bool, else a value id (untagged in v1, ``"id"`` in v2)."""
 
     session_id: str
     config_id: str

@@ -184,11 +184,8 @@ class ToolCallContentBlock:
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallDiff:
-    """A file modification (wire tag ``diff``).
-
-    v1 sends ``path`` / ``old_text`` / ``new_text``; v2 sends ``changes`` (and maybe a ``patch``),
-    kept as the raw objects.
-    """
+    """A file modification (wire tag ``diff``): v1 sends ``path`` / ``old_text`` / ``new_text``; v2
+    sends ``changes`` (and maybe a ``patch``), kept as the raw objects."""
 
     type: ClassVar[str] = "diff"
 
@@ -229,10 +226,8 @@ class ToolCallLocation:
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCall(_NoMessageId):
-    """v1: a new tool call. ``kind`` and ``status`` are the tool kind / status strings (open sets).
-
-    The tool kind is ``tool_kind`` here, because ``kind`` is the variant tag of every update.
-    """
+    """v1: a new tool call. ``tool_kind`` (wire ``kind``; ``kind`` is every update's variant tag)
+    and ``status`` are open sets of strings."""
 
     kind: ClassVar[str] = "tool_call"
 
@@ -250,11 +245,9 @@ class ToolCall(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallUpdate(_NoMessageId):
-    """An update to a tool call (v2: also its creation). Fields left ``None`` are unchanged.
-
-    Also the ``toolCall`` of a permission request. The tool kind is ``tool_kind`` (wire ``kind``).
-    ``capabilities`` (newer v2) is kept as sent.
-    """
+    """An update to a tool call (v2: also its creation); fields left ``None`` are unchanged. Also the
+    ``toolCall`` of a permission request. ``tool_kind`` is wire ``kind``; ``capabilities`` (newer
+    v2) is kept as sent."""
 
     kind: ClassVar[str] = "tool_call_update"
 
