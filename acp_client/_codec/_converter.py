@@ -34,11 +34,9 @@ from ._base import (
     Hook,
     default_of,
     field_wire_name,
-    has_default,
     is_dict,
     is_presence,
     is_tuple,
-    is_union,
     kind_of,
     logger,
     on_wire,
@@ -110,7 +108,7 @@ class Builder:
         conv.register_structure_hook_func(lambda tp: tp is Any, s_any)
         conv.register_structure_hook_func(is_dict, s_dict)
         conv.register_structure_hook_factory(is_tuple, functools.partial(self._make_tuple_hook, skip_invalid=False))
-        conv.register_structure_hook_factory(is_union, self._union_hook)
+        conv.register_structure_hook_factory(lambda tp: union_members(tp) is not None, self._union_hook)
         conv.register_structure_hook_factory(attrs.has, self.class_hook)
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
         for union in _UNIONS:
@@ -235,7 +233,7 @@ class Builder:
         md = field.metadata
         if self.version in md.get(_fields.PRESENCE, ()):
             return is_presence
-        if not has_default(field) or md.get(_fields.STRICT):
+        if field.default is attrs.NOTHING or md.get(_fields.STRICT):
             return None
         # an optional field: default-on-error, and skip invalid items of a list
         inner_type = field.type
