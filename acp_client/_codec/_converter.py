@@ -49,8 +49,6 @@ from ._base import (
 
 __all__ = ["Builder"]
 
-# -- tagged unions ------------------------------------------------------------------------------
-
 
 @attrs.frozen
 class _Union:
@@ -93,9 +91,6 @@ _UNTAGGED: Final = (
 )
 
 
-# -- the converter ------------------------------------------------------------------------------
-
-
 class Builder:
     """Builds and holds the converter of one protocol version."""
 
@@ -113,8 +108,6 @@ class Builder:
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
         for union in _UNIONS:
             conv.register_unstructure_hook(union.unknown, self._unknown_unhook(union.key))
-
-    # -- structure ---------------------------------------------------------------------------
 
     def hook(self, tp: Any) -> Hook:
         return self.conv.get_structure_hook(tp)
@@ -306,8 +299,6 @@ class Builder:
                 return DecodeError(f"{name}.{wire_name}: {reason(inner)}")
         return DecodeError(f"{name}: {reason(exc)}")
 
-    # -- unstructure -------------------------------------------------------------------------
-
     def class_unhook(self, cls: type) -> Callable[[Any], Any]:
         overrides: dict[str, Any] = {}
         for field in attrs.fields(attrs.resolve_types(cls)):
@@ -342,9 +333,8 @@ class Builder:
 
         return unstructure_unknown
 
-    # -- leniency for the hand-shaped types --------------------------------------------------
-
     def lenient(self, tp: Any, value: Any, default: Any) -> Any:
+        """``value`` decoded as ``tp``, or ``default`` when it is absent or malformed (for the hand-shaped types)."""
         if value is None:
             return default
         try:
