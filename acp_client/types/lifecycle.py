@@ -1,10 +1,5 @@
-"""Lifecycle messages the client sends and the answers it gets.
-
-Covers ``initialize``, ``session/new``, ``session/load`` (v1), ``session/resume`` (v2
-``replayFrom``), ``session/close``, ``session/list``, ``session/fork``, ``session/delete``,
-``session/status``, ``session/prompt``, ``session/cancel``, ``session/set_mode`` (v1),
-``session/set_config_option`` and ``$/cancel_request``, plus the values they carry (MCP server
-descriptions, modes, config options, usage, foreground state).
+"""Lifecycle messages the client sends (``initialize``, ``session/*``, ``$/cancel_request``), the
+answers it gets, and the values they carry (MCP servers, modes, config options, usage, foreground state).
 
 Open string enumerations of the protocol (stop reasons, tool kinds, states, config categories)
 are plain ``str`` so values from newer agents survive a round trip.
@@ -279,9 +274,8 @@ class LoadSessionRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class LoadSessionResponse:
-    """``session/load`` result. ``session_id`` is not in the schemas, but the official SDKs' agents
-    send it (and the Python SDK's HTTP server only knows a session on a connection after a result
-    that carries it)."""
+    """``session/load`` result. ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the
+    Python SDK's HTTP server only knows a session on a connection after a result that carries it)."""
 
     session_id: str | None = None
     modes: SessionModeState | None = None

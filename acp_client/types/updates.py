@@ -245,9 +245,8 @@ class ToolCall(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallUpdate(_NoMessageId):
-    """An update to a tool call (v2: also its creation); fields left ``None`` are unchanged. Also the
-    ``toolCall`` of a permission request. ``tool_kind`` is wire ``kind``; ``capabilities`` (newer
-    v2) is kept as sent."""
+    """An update to a tool call (v2: also its creation); fields left ``None`` are unchanged. Also the ``toolCall`` of a
+    permission request. ``tool_kind`` is wire ``kind``; ``capabilities`` (newer v2) is kept as sent."""
 
     kind: ClassVar[str] = "tool_call_update"
 
