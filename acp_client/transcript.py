@@ -319,7 +319,8 @@ def _completed(message: TranscriptMessage) -> bool:
     return message.role == "user" and message.status is TurnStatus.COMPLETE and not message.inserted
 
 
-_MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
+#: The update kinds that carry a message.
+MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
 
 
 class Transcript:

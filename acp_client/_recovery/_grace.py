@@ -27,7 +27,7 @@ _SLACK: Final = 1e-6
 
 
 class _Delay:
-    """One delay in a queue; :meth:`cancel` keeps its callback from running."""
+    """One delay in a queue; cancelling it keeps its callback from running."""
 
     __slots__ = ("callback", "due")
 
@@ -86,10 +86,7 @@ def after(clock: Clock, seconds: float, callback: Callable[[], None]) -> TimerHa
     """Run ``callback`` once, ``seconds`` from now on ``clock`` (like ``clock.call_later``, from a
     running event loop), on a timer shared by every such delay of that length on that clock and
     loop; the handle cancels it."""
-    loop = asyncio.get_running_loop()
-    queues = _QUEUES.get(loop)
-    if queues is None:
-        queues = _QUEUES[loop] = {}
+    queues = _QUEUES.setdefault(asyncio.get_running_loop(), {})
     key = (clock, seconds)
     queue = queues.get(key)
     if queue is None:
