@@ -17,11 +17,9 @@ Rules:
   with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
   :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
   collected apart (the app keeps seeing the conversation it had) and then matched against it by
-  :func:`acp_client._sessions._reconcile.reconcile`: fused prompts are split, text the agent put among the
-  replayed prompts is kept apart as agent-inserted messages (:attr:`TranscriptMessage.inserted`),
-  fused answers complete the partials they continue, partial answers the replay omits stay
-  (marked incomplete), nothing recorded is deleted, what the agent adds is kept in order.
-  :attr:`Transcript.last_replay` says what the replay brought, and which completed turns it lacked.
+  the rules of :mod:`acp_client._sessions._reconcile` (nothing recorded is deleted, nothing fused,
+  what the agent adds is kept in order). :attr:`Transcript.last_replay` says what the replay
+  brought, and which completed turns it lacked.
 * A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` drops what part of it
   arrived; the conversation is what it was, and the next replay brings it again.
 * **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
@@ -46,7 +44,7 @@ from typing import Any
 
 import attrs
 
-from ._sessions._bound import BLOCK_BYTES, blocks_bytes, cut_head, plain, text_bytes
+from ._sessions._bound import BLOCK_BYTES, blocks_bytes, blocks_of, cut_head, plain, text_bytes
 from ._sessions._echo import Echo
 from ._sessions._reconcile import reconcile
 from .types import ContentBlock, TextContent
@@ -190,21 +188,15 @@ class ToolCallView:
 
     @property
     def title(self) -> str | None:
-        value = self.fields.get("title")
-        return value if isinstance(value, str) else None
+        return self._text("title")
 
     @property
     def status(self) -> str | None:
-        value = self.fields.get("status")
+        return self._text("status")
+
+    def _text(self, key: str) -> str | None:
+        value = self.fields.get(key)
         return value if isinstance(value, str) else None
-
-
-def _blocks_of(content: Any) -> list[ContentBlock]:
-    if content is None:
-        return []
-    if isinstance(content, list | tuple):
-        return list(content)
-    return [content]
 
 
 #: The default bound of a transcript's message text in memory (see :attr:`Transcript.max_bytes`).
@@ -454,14 +446,18 @@ class Transcript:
             self.add_user_prompt(blocks)
             self.messages[-1].status = TurnStatus.RUNNING
 
+    def _end_turn(self) -> int | None:
+        """Forget the running turn; returns where its messages began."""
+        start, self._turn_start = self._turn_start, None
+        self._open = None
+        self._echo = Echo()
+        return start
+
     def finish_turn(self, status: TurnStatus) -> None:
         """The running turn ended with ``status``: its prompt carries it; a cancelled or
         interrupted turn's agent messages are marked incomplete; a refused prompt the agent did
         not echo is recorded as a failed one."""
-        start = self._turn_start
-        self._turn_start = None
-        self._open = None
-        self._echo = Echo()
+        start = self._end_turn()
         if start is None:
             return
         start = min(start, len(self.messages))
@@ -485,10 +481,7 @@ class Transcript:
     def withdraw_turn(self) -> None:
         """The running turn's prompt was refused before the agent did anything with it ("session
         not found"): it is taken out again (the client sends it once more, on a new session)."""
-        start = self._turn_start
-        self._turn_start = None
-        self._open = None
-        self._echo = Echo()
+        start = self._end_turn()
         if start is not None:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
@@ -540,13 +533,12 @@ class Transcript:
                 open_message.add(content)
                 self._took(text_bytes(content.text) if type(content) is TextContent else BLOCK_BYTES)
                 return
-            blocks = _blocks_of(content)
-            self._chunk(role, message_id, blocks)
-            self._took(blocks_bytes(blocks))
+            self._assemble(role, message_id, content, full=False, replay=False)
+            self._took(blocks_bytes(blocks_of(content)))
         elif kind in _FULL_ROLES:
             content = getattr(update, "content", None)
-            self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), content)
-            self._took(blocks_bytes(_blocks_of(content)) if content is not None else 0)  # an upper bound
+            self._assemble(_FULL_ROLES[kind], getattr(update, "message_id", None), content, full=True, replay=False)
+            self._took(blocks_bytes(blocks_of(content)))  # an upper bound
         else:
             self._open = None  # never fuse a message across a non-message update (a replay would not)
             self._other(kind, update)
@@ -588,7 +580,7 @@ class Transcript:
         message_id = getattr(update, "message_id", None)
         if message_id is not None and message_id == first.message_id:
             return True
-        text = "".join(block.text for block in _blocks_of(update.content) if isinstance(block, TextContent))
+        text = "".join(block.text for block in blocks_of(update.content) if isinstance(block, TextContent))
         return bool(text) and first.text.startswith(text)
 
     # -- replay -------------------------------------------------------------------------------------
@@ -649,28 +641,8 @@ class Transcript:
             self._replay_open = None
             self._other(kind, update)
             return
-        message_id = getattr(update, "message_id", None)
-        content = getattr(update, "content", None)
-        if message_id is not None:
-            message = self._replay_by_id.get(message_id)
-            if message is None:
-                message = self._replay_by_id[message_id] = TranscriptMessage(role, message_id)
-                self._replayed.append(message)
-            if full:
-                if content is not None:
-                    message.blocks = []
-                    message.append(_blocks_of(content))
-                self._replay_open = None
-            else:
-                message.append(_blocks_of(content))
-                self._replay_open = message
-            return
-        open_message = self._replay_open
-        if full or open_message is None or open_message.role != role or open_message.message_id is not None:
-            open_message = TranscriptMessage(role)
-            self._replayed.append(open_message)
-        open_message.append(_blocks_of(content))
-        self._replay_open = None if full else open_message
+        message_id, content = getattr(update, "message_id", None), getattr(update, "content", None)
+        self._assemble(role, message_id, content, full=full, replay=True)
 
     # -- the bound ----------------------------------------------------------------------------------
 
@@ -733,35 +705,29 @@ class Transcript:
         if message.message_id is not None:
             self._by_id[message.message_id] = message
 
-    def _chunk(self, role: str, message_id: str | None, blocks: list[ContentBlock]) -> None:
+    def _assemble(self, role: str, message_id: str | None, content: Any, *, full: bool, replay: bool) -> None:
+        """Put one message update where it goes: into the conversation, or (``replay``) among the
+        replayed messages. An update with a ``messageId`` goes to that message (a full one replaces
+        its content, a chunk appends to it); one without appends to the open message of its role or
+        starts one (a full replayed message always starts one). A full message closes it."""
+        messages, by_id = (self._replayed, self._replay_by_id) if replay else (self.messages, self._by_id)
+        message = self._replay_open if replay else self._open
         if message_id is not None:
-            message = self._by_id.get(message_id)
+            message = by_id.get(message_id)
             if message is None:
-                message = TranscriptMessage(role, message_id)
-                self._insert(message)
-            message.append(blocks)
-            self._open = message
-            return
-        open_message = self._open
-        if open_message is None or open_message.role != role or open_message.message_id is not None:
-            open_message = TranscriptMessage(role)
-            self._insert(open_message)
-            self._open = open_message
-        open_message.append(blocks)
-
-    def _full(self, role: str, message_id: str | None, content: Any) -> None:
-        if message_id is None:
-            self._chunk(role, None, _blocks_of(content))
-            self._open = None
-            return
-        message = self._by_id.get(message_id)
-        if message is None:
-            message = TranscriptMessage(role, message_id)
-            self._insert(message)
-        if content is not None:
-            message.blocks = []
-            message.append(_blocks_of(content))
-        self._open = None
+                message = by_id[message_id] = TranscriptMessage(role, message_id)
+                messages.append(message)
+            if full and content is not None:
+                message.blocks = []
+        elif (full and replay) or message is None or message.role != role or message.message_id is not None:
+            message = TranscriptMessage(role)
+            messages.append(message)
+        if not full or content is not None:
+            message.append(blocks_of(content))
+        if replay:
+            self._replay_open = None if full else message
+        else:
+            self._open = None if full else message
 
     def _tool_call(self, update: Any) -> None:
         tool_call_id = getattr(update, "tool_call_id", None)
