@@ -300,11 +300,7 @@ class ReplayReport:
 
 
 def _turns(messages: Iterable[TranscriptMessage]) -> int:
-    return sum(
-        1
-        for message in messages
-        if message.role == "user" and message.status is not TurnStatus.FAILED and not message.inserted
-    )
+    return sum(m.role == "user" and m.status is not TurnStatus.FAILED and not m.inserted for m in messages)
 
 
 def _completed(message: TranscriptMessage) -> bool:
@@ -588,37 +584,35 @@ class Transcript:
     def begin_replay(self) -> None:
         """The agent is about to replay history: collect it apart, to reconcile at the end."""
         self._replaying = True
-        self._replayed = []
+        self._forget_replay()
+
+    def _forget_replay(self) -> list[TranscriptMessage]:
+        """Drop the replayed messages collected so far; returns them."""
+        replayed, self._replayed = self._replayed, []
         self._replay_by_id = {}
-        self._replay_open = None
-        self._open = None
+        self._replay_open = self._open = None
+        return replayed
 
     def end_replay(self, *, complete: bool = True) -> None:
         """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
 
-        A complete replay is reconciled with the conversation (:mod:`acp_client._sessions._reconcile`);
-        :attr:`last_replay` says what it brought. An incomplete one is dropped: the conversation
-        stays as it was (the next replay brings the history again).
+        A complete replay is reconciled with the conversation; :attr:`last_replay` says what it
+        brought. An incomplete one is dropped: the conversation stays as it was.
         """
         if not self._replaying:
             return
         self._replaying = False
-        replayed, self._replayed = self._replayed, []
-        self._replay_by_id = {}
-        self._replay_open = None
-        self._open = None
+        replayed = self._forget_replay()
         if not complete:
             return
-        known_turns = self.turns
-        completed_turns = sum(1 for message in self.messages if _completed(message))
+        known_turns, completed_turns = self.turns, sum(map(_completed, self.messages))
         result = reconcile(self.messages, replayed, TranscriptMessage, whole=self.dropped == 0)
         self.messages = result.messages
         self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
         self._bytes = self.max_bytes + 1  # measure (and bound) the reconciled conversation now
         self._took(0)
-        replayed_messages = result.matched + result.added
         self.last_replay = ReplayReport(
-            replayed_messages=replayed_messages,
+            replayed_messages=result.matched + result.added,
             replayed_turns=result.replayed_users,
             known_turns=known_turns,
             matched=result.matched,
@@ -733,10 +727,7 @@ class Transcript:
         tool_call_id = getattr(update, "tool_call_id", None)
         if not isinstance(tool_call_id, str):
             return
-        view = self.tool_calls.get(tool_call_id)
-        if view is None:
-            view = ToolCallView(tool_call_id)
-            self.tool_calls[tool_call_id] = view
+        view = self.tool_calls.setdefault(tool_call_id, ToolCallView(tool_call_id))
         if attrs.has(type(update)):
             for field in attrs.fields(type(update)):
                 value = getattr(update, field.name)
