@@ -103,15 +103,12 @@ class Reconciled(Generic[M]):
     """The conversation after a replay, and what the reconciliation noticed.
 
     Attributes:
-        messages: The conversation, in order.
-        matched: How many recorded messages the replay brought back.
-        added: How many replayed messages were new (the agent's own additions, or history the
-            client did not hold).
-        kept: How many recorded messages the replay left out (kept where they were).
-        replayed_users: How many user messages the replay held (fused prompts counted split,
-            agent-inserted ones not counted).
-        inserted: How many agent-inserted user messages the replay held.
-        left_out: The recorded messages the replay left out, in order.
+        matched: Recorded messages the replay brought back.
+        added: Replayed messages that were new (the agent's own, or history the client did not hold).
+        kept: Recorded messages the replay left out (kept where they were; ``left_out`` in order).
+        replayed_users: User messages the replay held (fused prompts counted split, agent-inserted
+            ones not counted).
+        inserted: Agent-inserted user messages the replay held.
         notes: Discrepancies, in words (a contradicting replay, a split of fused prompts).
     """
 
@@ -182,13 +179,10 @@ class _UserSplit:
 def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
     """Read each replayed user message against the recorded prompts (the module docstring):
     prompts inside a run become messages of their own, what is left over is agent-inserted."""
-    raw = [m.text for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    sent = [m for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    raw = [m.text for m in sent]
     prompts = [_squeeze(text) for text in raw]
-    prompt_ids = {
-        m.message_id
-        for m in recorded
-        if m.role == "user" and m.status != "failed" and not m.inserted and m.message_id is not None
-    }
+    prompt_ids = {m.message_id for m in sent if m.message_id is not None}
     where: dict[str, list[int]] = {}
     for index, text in enumerate(prompts):
         where.setdefault(text, []).append(index)
