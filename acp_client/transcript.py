@@ -132,15 +132,11 @@ class TranscriptMessage:
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like every attrs.define class with eq
 
+    def _key(self) -> tuple[Any, ...]:
+        return self.role, self.message_id, self.blocks, self.inserted
+
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TranscriptMessage):
-            return NotImplemented
-        return (self.role, self.message_id, self.blocks, self.inserted) == (
-            other.role,
-            other.message_id,
-            other.blocks,
-            other.inserted,
-        )
+        return self._key() == other._key() if isinstance(other, TranscriptMessage) else NotImplemented
 
     def __repr__(self) -> str:
         extra = f", status={self.status.value!r}" if self.status is not None else ""
@@ -161,11 +157,8 @@ class TranscriptMessage:
         """Append one block (plain text after plain text is merged into it)."""
         pending = self._pending
         if isinstance(block, TextContent) and block.annotations is None and block.meta is None:  # plain text
-            if pending:
-                pending.append(block.text)
-                return
             last = self._blocks[-1] if self._blocks else None
-            if isinstance(last, TextContent) and plain(last):
+            if pending or (isinstance(last, TextContent) and plain(last)):
                 pending.append(block.text)
                 return
         elif pending:

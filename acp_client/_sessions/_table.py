@@ -143,10 +143,6 @@ class Tracked:
     def window_open(self) -> bool:
         return self.replaying or self.snapshot_window
 
-    def roots(self) -> list[Path]:
-        """The directories the agent may touch in this session."""
-        return [Path(self.cwd), *(Path(item) for item in self.additional_directories)]
-
     def end_subscriptions(self) -> None:
         for subscriber in list(self.subscribers):
             subscriber(None)
@@ -193,8 +189,9 @@ class SessionTable:
         return tracked.session_id if tracked is not None else session_id
 
     def roots(self, session_id: str) -> list[Path]:
+        """The directories the agent may touch in a session."""
         tracked = self._by_id.get(session_id)
-        return tracked.roots() if tracked is not None else []
+        return [] if tracked is None else [Path(tracked.cwd), *map(Path, tracked.additional_directories)]
 
     # -- tracking -----------------------------------------------------------------------------------
 
@@ -253,8 +250,6 @@ class SessionTable:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
         self.close_window(tracked)
         tracked.window_heard = 0
-        tracked.window_late = False
-        tracked.window_until_turn = False
         tracked.window_decided = replay
         tracked.resume_replayed = False
         if replay:
@@ -296,12 +291,10 @@ class SessionTable:
         replay window is incomplete: the session is flagged so the next recovery replays again."""
         if not tracked.window_open:
             return
-        if tracked.window_timer is not None:
-            self.close_window(tracked)
-            return
-        if tracked.replaying:
+        answered = tracked.window_timer is not None
+        if tracked.replaying and not answered:
             tracked.replay_cut_off = True
-        self.close_window(tracked, complete=False)
+        self.close_window(tracked, complete=answered)
 
     # -- turns --------------------------------------------------------------------------------------
 
