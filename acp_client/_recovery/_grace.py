@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from .._util._logging import get_logger
 from ..clock import Clock, TimerHandle
 
@@ -26,14 +28,12 @@ logger = get_logger("acp_client.client")
 _SLACK: Final = 1e-6
 
 
+@attrs.define(eq=False)
 class _Delay:
     """One delay in a queue; cancelling it keeps its callback from running."""
 
-    __slots__ = ("callback", "due")
-
-    def __init__(self, due: float, callback: Callable[[], None] | None) -> None:
-        self.due = due
-        self.callback = callback
+    due: float
+    callback: Callable[[], None] | None
 
     def cancel(self) -> None:
         self.callback = None

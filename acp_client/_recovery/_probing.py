@@ -69,15 +69,11 @@ class Settings:
 Answers: TypeAlias = tuple[InstanceAnswer, ...]
 
 
+@attrs.define(eq=False)
 class _Link:
     """A link of its own to one instance, closed whatever happens."""
 
-    def __init__(self) -> None:
-        self.conn: Connection | None = None
-
-    async def aclose(self) -> None:
-        if self.conn is not None:
-            await self.conn.aclose()
+    conn: Connection | None = None
 
 
 async def _open(endpoint: Endpoint, settings: Settings, link: _Link) -> Live:
@@ -137,14 +133,14 @@ _closing: set[asyncio.Future[None]] = set()
 CLOSE_LIMIT = 10.0
 
 
-async def _close_after(task: asyncio.Future[Any], link: _Link, clock: Clock) -> None:
-    await asyncio.wait([task])  # the work ends first (it was answered, or cancelled)
-    with move_on_after(clock, CLOSE_LIMIT):
-        await link.aclose()
-
-
 def _close_in_background(task: asyncio.Future[Any], link: _Link, clock: Clock) -> asyncio.Future[None]:
-    closing = asyncio.ensure_future(_close_after(task, link, clock))
+    async def close() -> None:
+        await asyncio.wait([task])  # the work ends first (it was answered, or cancelled)
+        with move_on_after(clock, CLOSE_LIMIT):
+            if link.conn is not None:
+                await link.conn.aclose()
+
+    closing = asyncio.ensure_future(close())
     _closing.add(closing)
     closing.add_done_callback(_closing.discard)
     return closing
