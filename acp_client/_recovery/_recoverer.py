@@ -320,7 +320,7 @@ class Recoverer:
                 return await self.recover_session(conn, tracked, caps, endpoint=endpoint)
             if await screen(tracked, None):
                 return None
-            answer = await self._answer(conn, tracked, caps)
+            answer = await self._probe(conn, tracked, caps)
             if await screen(tracked, answer):
                 return None
             return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
@@ -390,11 +390,10 @@ class Recoverer:
         name = _OUTCOME_CALLBACK[outcome.path]
         await call_app(getattr(self._callbacks(), name), outcome, what=name)
 
-    async def _answer(self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities) -> Answer:
-        return await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
-
-    async def probe(self, conn: Connection, tracked: Tracked) -> Answer:
-        """``session/status`` for one session over ``conn`` (its record merged with the answer)."""
+    async def _probe(self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities) -> Answer:
+        """``session/status`` for one session over ``conn``, when offered (its record merged with the answer)."""
+        if not _recovery.should_probe(caps):
+            return Answer(Probe.NOT_PROBED)
         previous, version = tracked.session_id, self._version()
         try:
             request = to_wire(SessionStatusRequest(session_id=previous), protocol_version=version)
@@ -432,7 +431,7 @@ class Recoverer:
         previous, version = tracked.session_id, self._version()
         held_turns = tracked.transcript.turns
         if answer is None:
-            answer = await self._answer(conn, tracked, caps)
+            answer = await self._probe(conn, tracked, caps)
         probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps = decision.path, decision.steps

@@ -2,8 +2,8 @@
 holds, and build the conversation after the replay. Pure: no I/O, no event loop.
 
 The client knows the prompts it sent and the messages it showed; a replay is evidence, not the
-truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as one space,
-none at the ends). The rules:
+truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as
+one space, none at the ends). The rules:
 
 * **Replayed user runs are read against the prompts the client sent.** Consecutive id-less user
   chunks arrive as one message, and agents put more than the user's prompts there: some replay two
@@ -16,16 +16,15 @@ none at the ends). The rules:
   of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
   as possible), and each becomes a message of its own. What is left over around and between them
   is *agent-inserted*: a user-role message of its own marked ``inserted``, never a prompt, never
-  fused with one. (A run that is two or more prompts run together exactly is simply split.)
-* **Text that holds no recorded prompt** is agent-inserted when all of these hold: the client
-  holds prompts; the replay has reached the history the client holds (the client holds the
-  conversation from its start, or the replay has already brought back one of its prompts); and the
-  agent did not answer it (the next replayed message is not the agent's). An answered user
-  message is a turn: history the client did not hold (another client's prompt), kept as a user
-  message. So is text before the first recorded prompt when the store dropped the oldest messages
-  (the replay brings history the client no longer has), and everything when the client holds no
-  prompt (an editor restarted without a store). This is a rule about where the text sits and what
-  follows it, not a list of markers: the markers of an agent not seen yet are handled too.
+  fused with one.
+* **Text that holds no recorded prompt** is agent-inserted when the client holds prompts, the
+  replay has reached the history the client holds (it holds the conversation from its start, or
+  the replay already brought back one of its prompts), and the agent did not answer it (the next
+  replayed message is not the agent's). Otherwise it is a turn, kept as a user message: an
+  answered one (another client's prompt), text before the first recorded prompt when the store
+  dropped the oldest messages, everything when the client holds no prompt (an editor restarted
+  without a store). A rule about where the text sits, not a list of markers: the markers of an
+  agent not seen yet are handled too.
 * **Fused answers are split.** A replayed id-less agent message that runs two or more recorded
   agent messages together (each one whole, or, for a partial answer the user saw, extended: cut
   where the next one's text first appears) is split along them, so each completes its own message
@@ -34,28 +33,26 @@ none at the ends). The rules:
   message of its role is one of those messages on its own (then it was one answer, extended).
 * **Matching.** A replayed message matches a recorded one of the same role (and both
   agent-inserted or neither) when both carry the same ``messageId``, or, when either has none, when
-  the texts are equal. A recorded agent message the user saw only in part (a partial answer), or a
-  recorded empty message, also matches a replayed message whose text extends it: the replay then
-  completes it. A failed prompt (the agent refused it) is never matched: the agent never had it.
-  The alignment keeps the order of both sides and matches as many messages as it can (a longest
-  common subsequence; the common start and end are matched first, so an ordinary replay costs one
-  pass). Then what the agent replayed out of order (answers after all the prompts they answer) is
-  matched too: a replayed message left over takes a recorded one left over that it matches, and a
-  replayed answer the alignment took as the completion of a partial goes to the recorded answer
-  equal to it when that one was left over. The recorded copy always stays where it was.
+  the texts are equal. A recorded agent message the user saw only in part, or a recorded empty
+  message, also matches a replayed message whose text extends it: the replay then completes it. A
+  failed prompt is never matched: the agent never had it. The alignment keeps the order of both
+  sides and matches as many messages as it can (a longest common subsequence; the common start and
+  end first, so an ordinary replay costs one pass). Then what the agent replayed out of order
+  (answers after all the prompts they answer) is matched too: a replayed message left over takes a
+  recorded one left over that it matches, and a replayed answer the alignment took as the
+  completion of a partial goes to the recorded answer equal to it when that one was left over.
 * **Nothing recorded is deleted.** A recorded message the replay left out (the partial answer of
   an interrupted turn, a refused prompt) stays after the message it followed. A matched message
-  keeps the recorded copy; when the agent's text contradicts it (same id, another text that does
-  not extend it), the recorded copy wins and the discrepancy is reported in the notes.
-* **What the agent adds is kept**, in the replay's order (its own synthetic messages).
+  keeps the recorded copy, where it was; when the agent's text contradicts it (same id, another
+  text that does not extend it), the recorded copy wins and the notes say so.
+* **What the agent adds is kept**, in the replay's order.
 * **A second replay finds the same partners.** Agent-inserted messages match agent-inserted ones
-  only, a prompt never matches one, and the alignment prefers the same message over a completion,
-  so the next recovery's replay of the same history changes nothing.
+  only, and the alignment prefers the same message over a completion, so the next recovery's
+  replay of the same history changes nothing.
 
 Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
-them after the cursor), and for the others only when none of those is in it, up to a total of
-``_MAX_CELLS`` prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched
-greedily, through an index of the recorded texts.
+them after the cursor), and for the others only when none of those is in it, up to ``_MAX_CELLS``
+prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched greedily.
 """
 
 from __future__ import annotations

@@ -358,12 +358,8 @@ class SessionTable:
         tracked = self._by_id.get(session_id)
         if tracked is None:
             return _new_event(session_id, update, False)
-        if (
-            tracked.window_until_turn
-            and tracked.turn is not None
-            and tracked.turn.recorded
-            and tracked.transcript.begins_echo(update)
-        ):
+        turn = tracked.turn
+        if tracked.window_until_turn and turn is not None and turn.recorded and tracked.transcript.begins_echo(update):
             self.close_window(tracked)  # the next turn's own first update: the replay is over
         if tracked.snapshot_window and not tracked.window_decided and update.kind in MESSAGE_KINDS:
             tracked.window_decided = True
@@ -375,7 +371,6 @@ class SessionTable:
                 tracked.resume_replayed = True
                 self._begin_replay(tracked)
         replay = tracked.replaying
-        turn = tracked.turn
         if replay or tracked.snapshot_window:
             tracked.window_heard += 1
         if replay:
@@ -389,13 +384,8 @@ class SessionTable:
             tracked.record = with_mode(tracked.record, update.current_mode_id)  # type: ignore[union-attr]
         elif kind == "config_option_update":
             tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
-        if (
-            turn is not None
-            and kind == "state_update"
-            and turn.accepted
-            and not tracked.window_open
-            and getattr(update, "state", None) == "idle"
-        ):
+        idle = kind == "state_update" and getattr(update, "state", None) == "idle"
+        if idle and turn is not None and turn.accepted and not tracked.window_open:
             stop = getattr(update, "stop_reason", None)
             self.turn_status(tracked, turn, TurnStatus.CANCELLED if stop == "cancelled" else TurnStatus.COMPLETE)
             turn.finish(PromptResult(stop, turn.message_id, getattr(update, "usage", None)))
