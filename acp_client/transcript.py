@@ -402,24 +402,15 @@ class Transcript:
         self.messages = []
         self.session_id, self.began = session_id, began
         self._by_id = {}
-        self._open = None
         self.tool_calls = {}
-        self.plan = None
-        self.state = self.stop_reason = None
-        self.last_replay = None
+        self._open = self.plan = self.state = self.stop_reason = self.last_replay = None
         return turns
 
     def lost_context(self) -> str:
         """The conversation the agent lost (every ``lost`` segment) as plain text, for an app that
         carries it into the new session (empty when nothing was lost)."""
-        lines = [
-            f"{m.role}: {m.text}"
-            for s in self.earlier
-            if s.lost
-            for m in s.messages
-            if m.status != "failed" and not m.inserted
-        ]
-        return "\n".join(lines)
+        lost = (message for segment in self.earlier if segment.lost for message in segment.messages)
+        return "\n".join(f"{m.role}: {m.text}" for m in lost if m.status != "failed" and not m.inserted)
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -461,11 +452,10 @@ class Transcript:
         if status in (TurnStatus.CANCELLED, TurnStatus.INTERRUPTED):
             index = self.messages.index(prompt)
             for message in self.messages[index + 1 :]:
-                if message.role == "user":
-                    if message.inserted:
-                        continue
+                if message.role == "user" and not message.inserted:
                     break
-                message.incomplete = True
+                if message.role != "user":
+                    message.incomplete = True
 
     def withdraw_turn(self) -> None:
         """The running turn's prompt was refused before the agent did anything with it ("session
@@ -505,7 +495,7 @@ class Transcript:
             content = update.content
             message_id = getattr(update, "message_id", None)
             if message_id is None and not isinstance(content, _NOT_ONE_BLOCK):
-                # A streamed chunk of one block: the bulk of a turn (what _chunk does, in short).
+                # A streamed chunk of one block: the bulk of a turn (what _assemble does, in short).
                 open_message = self._open
                 if open_message is None or open_message.role != role or open_message.message_id is not None:
                     open_message = self._open = TranscriptMessage(role)
@@ -641,9 +631,8 @@ class Transcript:
     def _trim(self) -> None:
         """Bring the message text under three quarters of :attr:`max_bytes` (module docstring)."""
         target = self.max_bytes * 3 // 4
-        held = [(segment.messages, m) for segment in self.earlier for m in segment.messages]
-        held += [(self.messages, m) for m in self.messages]
-        sizes = [blocks_bytes(m.blocks) for _, m in held]
+        held = self.all_messages()
+        sizes = [blocks_bytes(m.blocks) for m in held]
         total = sum(sizes)
         if total <= target:
             self._bytes = total
@@ -651,7 +640,7 @@ class Transcript:
         prompt = next((m for m in reversed(self.messages) if m.role == "user" and not m.inserted), None)
         last = self.messages[-1] if self.messages else None
         gone: set[int] = set()
-        for (_, message), size in zip(held, sizes, strict=True):
+        for message, size in zip(held, sizes, strict=True):
             if total <= target:
                 break
             if message is prompt or message is last:
@@ -672,18 +661,13 @@ class Transcript:
             kept = [m for m in self.messages if id(m) not in gone]
             self.dropped += len(self.messages) - len(kept)
             self.messages[:] = kept
-        if total > target and last is not None and last is not prompt:
-            total -= self._cut_head(last, total - target)
+        if total > target and last is not None and last is not prompt:  # the head of the newest message
+            before = blocks_bytes(last.blocks)
+            last.blocks, freed = cut_head(last.blocks, total - target, last.dropped_bytes)
+            last.dropped_bytes += freed
+            self.dropped_bytes += freed
+            total -= before - blocks_bytes(last.blocks)
         self._bytes = total
-
-    def _cut_head(self, message: TranscriptMessage, excess: int) -> int:
-        """Cut the oldest ``excess`` bytes of ``message``'s plain text (:func:`~acp_client._sessions._bound.cut_head`);
-        returns how many bytes the message shrank by."""
-        before = blocks_bytes(message.blocks)
-        message.blocks, freed = cut_head(message.blocks, excess, message.dropped_bytes)
-        message.dropped_bytes += freed
-        self.dropped_bytes += freed
-        return before - blocks_bytes(message.blocks)
 
     # -- internals ----------------------------------------------------------------------------------
 
