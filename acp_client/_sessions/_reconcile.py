@@ -380,24 +380,18 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
             cursors[message.role] = indices[due] + 1
             out.append(message)
             continue
+        # The first recorded message from the cursor on that this one is or extends: answers run
+        # together begin with the first of them, so only there is a split tried.
+        window = range(cursor, min(len(texts), cursor + _WINDOW))
+        start = next((k for k in window if texts[k][0] and text.startswith(texts[k][0])), None)
         found = None
-        extends = -1  # the first recorded message from the cursor on that this one is or extends
-        for start in range(cursor, min(len(texts), cursor + _WINDOW)):
-            if texts[start][0] and text.startswith(texts[start][0]):
-                # Answers run together begin with the first of them: only there is a split tried.
-                extends = start
-                found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
-                following = after[position]
-                if (
-                    found is not None
-                    and following is not None
-                    and any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1]))
-                ):
-                    found = None
-                break
+        if start is not None:
+            found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
+            pieces, following = range(start, found[1] if found else start), after[position]
+            if following is not None and any(texts[k][0] and following.startswith(texts[k][0]) for k in pieces):
+                found = None
+            cursors[message.role] = start + 1
         if found is None:
-            if extends >= 0:
-                cursors[message.role] = extends + 1
             out.append(message)
             continue
         cuts, cursors[message.role] = found

@@ -273,9 +273,7 @@ class SessionTable:
             tracked.transcript.end_replay(complete=complete)
             if complete:
                 tracked.replay_cut_off = False
-        tracked.replaying = False
-        tracked.snapshot_window = False
-        tracked.window_late = tracked.window_until_turn = False
+        tracked.replaying = tracked.snapshot_window = tracked.window_late = tracked.window_until_turn = False
         self.release_waiters(tracked)
 
     def release_waiters(self, tracked: Tracked) -> None:
@@ -311,8 +309,7 @@ class SessionTable:
             raise TurnInProgress(f"a turn is already running in session {tracked.session_id}")
         if tracked.abandoned:
             raise RecoveryFailed(tracked.session_id, "abandoned by recovery; not attached to the connection")
-        turn = Turn(prompt, settle)
-        tracked.turn = turn
+        turn = tracked.turn = Turn(prompt, settle)
         return turn
 
     def prompt_sent(self, tracked: Tracked, *, echoes_prompts: bool) -> None:
