@@ -101,8 +101,7 @@ def _search(pattern: str, text: object) -> bool:
 
 
 def _details(error: RpcError) -> object:
-    """Where an agent puts the reason under a generic message: ``data.details``, or ``data`` when
-    it is a string."""
+    """Where an agent puts the reason under a generic message: ``data.details``, or a string ``data``."""
     if isinstance(error.data, str):
         return error.data
     return error.data.get("details") if isinstance(error.data, dict) else None

@@ -219,8 +219,7 @@ async def fan_out(
     clock: Clock,
     live: Mapping[Endpoint, Live],
 ) -> dict[str, Location]:
-    """Every endpoint (each carrying its connector) asked at once: one
-    :class:`~acp_client.location.Location` per distinct session id, in the order given."""
+    """Every endpoint asked at once: one :class:`~acp_client.location.Location` per distinct session id, in order."""
     ids = tuple(dict.fromkeys(session_ids))
     if not ids:
         return {}

@@ -80,8 +80,7 @@ def with_config_options(record: Session, options: Iterable[SessionConfigOption])
 
 
 def with_config_value(record: Session, config_id: str, value: Any) -> Session:
-    """``record`` after ``session/set_config_option`` of ``config_id`` to ``value`` was accepted
-    (when the agent's answer did not list the options)."""
+    """``record`` after ``session/set_config_option`` was accepted (when the answer did not list the options)."""
     if record.config_options is None:
         return record
     options = tuple(

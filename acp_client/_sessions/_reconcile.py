@@ -174,8 +174,7 @@ class _UserSplit:
 
 
 def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
-    """Read each replayed user message against the recorded prompts (the module docstring):
-    prompts inside a run become messages of their own, what is left over is agent-inserted."""
+    """Read each replayed user message against the recorded prompts (the module docstring's first two rules)."""
     sent = [m for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
     raw = [m.text for m in sent]
     prompts = [_squeeze(text) for text in raw]
@@ -243,8 +242,7 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
 
 
 def _blank_run(text: str, raw: Sequence[str], cursor: int) -> list[int]:
-    """The recorded prompts from the cursor on (two or more, consecutive) whose texts, all blank,
-    run together are ``text``, exactly."""
+    """The recorded prompts from the cursor on (two or more, consecutive, all blank) that run together are ``text``."""
     end, offset = cursor, 0
     while end < len(raw) and raw[end] and not raw[end].strip() and text.startswith(raw[end], offset):
         offset += len(raw[end])
@@ -345,8 +343,7 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
 
 
 def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M]) -> tuple[list[M], int]:
-    """Split each id-less replayed agent (or thought) message that runs two or more recorded
-    messages of its role together, each whole or, for a partial one, extended."""
+    """Split each id-less replayed agent (or thought) message that runs recorded ones of its role together."""
     known: dict[str, list[tuple[str, bool]]] = {}
     for message in recorded:
         if message.role != "user":

@@ -236,8 +236,7 @@ class SessionTable:
         return lost
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
-        """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end.
-        The session stays in the table (flagged) so its handles can tell."""
+        """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end; it stays, flagged."""
         tracked.abandoned = True
         if tracked.turn is not None:
             self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
@@ -277,8 +276,7 @@ class SessionTable:
         self.release_waiters(tracked)
 
     def release_waiters(self, tracked: Tracked) -> None:
-        """Whoever waits for ``tracked``'s window may go on (it closed, or it stays open only for
-        the next turn's own updates to end it)."""
+        """Whoever waits for ``tracked``'s window goes on (it closed, or stays open only until the next turn)."""
         waiters, tracked.window_waiters = tracked.window_waiters, []
         for waiter in waiters:
             waiter()
@@ -407,8 +405,7 @@ class SessionTable:
             self.cut_off(tracked)
 
     def closed(self, error: BaseException | None = None, sessions: Iterable[Tracked] | None = None) -> None:
-        """The client closed (or a link failed): running turns of ``sessions`` (default: all)
-        fail, their subscriptions end."""
+        """The client closed (or a link failed): running turns fail, subscriptions end (of ``sessions``; default all)."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
