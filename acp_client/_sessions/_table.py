@@ -405,7 +405,7 @@ class SessionTable:
             self.cut_off(tracked)
 
     def closed(self, error: BaseException | None = None, sessions: Iterable[Tracked] | None = None) -> None:
-        """The client closed (or a link failed): running turns fail, subscriptions end (of ``sessions``; default all)."""
+        """The client closed (or a link failed): running turns fail, subscriptions end (``sessions``; default all)."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
