@@ -125,7 +125,7 @@ def open_attach_window(
       prompt goes out (what follows is that turn's own);
     * on an ordered one, for a replay of a session the client knows had turns when nothing was
       replayed before the answer: some servers send the history only with the session's next
-      message. :func:`fence_late_replay` ends that window.
+      message. :func:`replay_ended` fences that window.
 
     :func:`window_closed` waits for a lingering window to close.
     """
@@ -138,45 +138,11 @@ def open_attach_window(
         if not ordered:
             _linger(table, tracked, clock)
         elif replay and expect_history and tracked.replayed == 0:
-            tracked.window_late = True  # fence_late_replay decides
+            tracked.window_late = True  # replay_ended fences it
         else:
             table.close_window(tracked)
 
     return answered
-
-
-async def fence_late_replay(
-    table: SessionTable,
-    tracked: Tracked,
-    request: Callable[[str, Any], Awaitable[Any]],
-    *,
-    version: int,
-    clock: Clock,
-) -> None:
-    """End a replay window left open on an ordered transport (:func:`open_attach_window`).
-
-    Some servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
-    session's next message, whatever it is; without a fence it would arrive inside the next turn.
-    The fence is the one session-scoped v1 request that changes nothing: ``session/set_mode`` to the
-    current mode. Once it is answered, every replayed update sent before it has arrived (the
-    transport is ordered). Without a current mode (or when the agent refuses it), the window closes
-    after the quiet interval instead.
-    """
-    if not tracked.window_late or not tracked.window_open:
-        return
-    modes = tracked.record.modes
-    mode = modes.current_mode_id if modes is not None else None
-    if version < 2 and mode:
-        params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
-        try:
-            await request("session/set_mode", params)
-        except (RpcError, RequestTimeout, InvalidMessage) as exc:
-            logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
-        else:
-            table.close_window(tracked)
-            return
-    if tracked.window_open and tracked.window_timer is None:
-        _linger(table, tracked, clock)
 
 
 def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
@@ -217,10 +183,32 @@ async def replay_ended(
     version: int,
     clock: Clock,
 ) -> None:
-    """After a load / resume answer: wait until its replay (if one may still come) has ended."""
-    if tracked.replaying:
-        await fence_late_replay(table, tracked, request, version=version, clock=clock)
-        await window_closed(tracked)
+    """After a load / resume answer: wait until its replay (if one may still come) has ended.
+
+    A replay window left open on an ordered transport (:func:`open_attach_window`) is fenced: some
+    servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
+    session's next message, whatever it is; without a fence it would arrive inside the next turn.
+    The fence is the one session-scoped v1 request that changes nothing: ``session/set_mode`` to the
+    current mode. Once it is answered, every replayed update sent before it has arrived (the
+    transport is ordered). Without a current mode (or when the agent refuses it), the window closes
+    after the quiet interval instead.
+    """
+    if not tracked.replaying:
+        return
+    late = tracked.window_late and tracked.window_open
+    modes = tracked.record.modes
+    mode = modes.current_mode_id if modes is not None else None
+    if late and version < 2 and mode:
+        params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
+        try:
+            await request("session/set_mode", params)
+        except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
+        else:
+            table.close_window(tracked)
+    if late and tracked.window_open and tracked.window_timer is None:
+        _linger(table, tracked, clock)
+    await window_closed(tracked)
 
 
 async def window_closed(tracked: Tracked) -> None:
@@ -594,7 +582,7 @@ class Recoverer:
         answered()
         tracked.record = record_after_attach(tracked, method, result, version)
         fence = functools.partial(conn.request, timeout=timeout)
-        await fence_late_replay(self._table, tracked, fence, version=version, clock=self._clock)
+        await replay_ended(self._table, tracked, fence, version=version, clock=self._clock)
         return ("the agent replayed history during session/resume",) if tracked.resume_replayed else ()
 
 
