@@ -547,14 +547,9 @@ class Transcript:
         the same role with text that the first message's text starts with — means the agent is
         replaying from the start. Non-message updates never decide.
         """
-        kind = getattr(update, "kind", None)
-        if not isinstance(kind, str) or not self.messages:
-            return False
-        role = _CHUNK_ROLES.get(kind) or _FULL_ROLES.get(kind)
-        if role is None:
-            return False
+        role = _CHUNK_ROLES.get(update.kind) or _FULL_ROLES.get(update.kind)
         first = next((m for m in self.messages if m.status is not TurnStatus.FAILED), None)
-        if first is None or first.role != role:
+        if role is None or first is None or first.role != role:
             return False
         message_id = getattr(update, "message_id", None)
         if message_id is not None and message_id == first.message_id:
@@ -610,10 +605,8 @@ class Transcript:
     def _collect(self, kind: Any, update: Any) -> None:
         """One replayed update: message updates are assembled apart; any other update is applied
         as usual and closes the open replayed message (never fuse across it)."""
-        role = _CHUNK_ROLES.get(kind)
-        full = role is None
-        if full:
-            role = _FULL_ROLES.get(kind)
+        full = kind in _FULL_ROLES
+        role = _FULL_ROLES[kind] if full else _CHUNK_ROLES.get(kind)
         if role is None:
             self._replay_open = None
             self._other(kind, update)
