@@ -4,36 +4,30 @@ kept across replays, recoveries and restarts (what it guarantees: docs/conversat
 Rules:
 
 * v2 message updates are upserts keyed by ``messageId``: a full message (``user_message``,
-  ``agent_message``, ``agent_thought``) replaces that message's content; a chunk with a
-  ``messageId`` appends to it.
-* Chunks without a ``messageId`` (v1) append to the open message of the same role, or start one.
-  A prompt, the end of a turn and any non-message update close the open message.
+  ``agent_message``, ``agent_thought``) replaces that message's content; a chunk appends to it.
+  Chunks without a ``messageId`` (v1) append to the open message of the same role, or start one;
+  a prompt, the end of a turn and any non-message update close the open message.
 * **Turns have a status.** Each prompt the client sent is a user message whose
-  :attr:`TranscriptMessage.status` is a :class:`TurnStatus`: ``running``, then ``complete``,
-  ``cancelled``, ``interrupted`` (cut by a drop; the agent may have acted on it) or ``failed`` (the
-  agent refused it: never an ordinary turn, and never matched against a replay). The agent's
-  messages of a cancelled or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
+  :attr:`TranscriptMessage.status` is a :class:`TurnStatus`; the agent's messages of a cancelled
+  or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
 * **A replay is reconciled, not trusted.** A replay (v1 ``session/load``, v2 ``session/resume``
   with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
   :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
   collected apart (the app keeps seeing the conversation it had) and then matched against it by
   the rules of :mod:`acp_client._sessions._reconcile` (nothing recorded is deleted, nothing fused,
   what the agent adds is kept in order). :attr:`Transcript.last_replay` says what the replay
-  brought, and which completed turns it lacked.
-* A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` drops what part of it
-  arrived; the conversation is what it was, and the next replay brings it again.
+  brought, and which completed turns it lacked. A replay cut off by a drop is dropped: the
+  conversation is what it was, and the next replay brings it again.
 * **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
-  session id, each with how it began (:class:`SegmentStart`). When the agent lost a session and
-  recovery started a new one, the old conversation stays as an earlier segment marked ``lost``
-  (:meth:`Transcript.start_segment`); :attr:`Transcript.messages` is the current segment's.
+  session id. When the agent lost a session and recovery started a new one, the old conversation
+  stays as an earlier segment marked ``lost``; :attr:`Transcript.messages` is the current one's.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
-* **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8; default
-  :data:`DEFAULT_MAX_TRANSCRIPT_BYTES`, settable per transcript or for all on the class), the
-  oldest content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped`
-  and :attr:`Transcript.dropped_bytes`, and shown as ``… N bytes dropped`` at the head of
-  :meth:`Transcript.text`), then the head of the newest message itself, replaced by
-  ``… N bytes dropped … `` (a turn streaming without end). The newest prompt is never dropped
-  or cut. It is trimmed to three quarters of the bound each time, so the work is amortized.
+* **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8), the oldest
+  content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped` and
+  :attr:`Transcript.dropped_bytes`, and shown at the head of :meth:`Transcript.text`), then the
+  head of the newest message itself, replaced by ``… N bytes dropped … `` (a turn streaming
+  without end). The newest prompt is never dropped or cut. It is trimmed to three quarters of the
+  bound each time, so the work is amortized.
 """
 
 from __future__ import annotations

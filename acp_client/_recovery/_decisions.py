@@ -18,10 +18,9 @@ no usable answer anywhere (unreachable,    unavailable  none: a group tries agai
 not probed)                                             falls back (below)
 =========================================  ===========  =============================================
 
-"First" means first in ``order`` (default: the instances' own order; a caller may pass the order
-in which the answers arrived). Whatever the answers, a route names at most one instance for
-``session/load`` / ``session/resume``: a session is never loaded on two instances by one decision,
-and never loaded anywhere while another instance reports it active.
+"First" means first in ``order`` (default: the instances' own order). A route names at most one
+instance: a session is never loaded on two instances by one decision, and never loaded anywhere
+while another instance reports it active.
 
 Then, **how**, on that instance (:func:`decide`):
 
@@ -34,18 +33,17 @@ replay (``inactive``,     replay       session/load           session/resume + r
 new session (-32002)      new session  session/new            session/new
 ========================  ===========  =====================  =====================================
 
-Without a usable answer (the agent does not offer ``session/status``, or the probe failed) the
-client falls back: resume if advertised (a -32002 then means new session), else load (v1) if
-advertised, else a new session. When the chosen path's method is not advertised it degrades, and
-the degradation is reported: resume without ``session/resume`` → load (a replay) → new; replay
-without load (v1) → resume without history → new. Every step may still fail with -32002 (the probe
-is only a snapshot): the next step is then always a new session.
+Without a usable answer (no ``session/status``, or the probe failed) the client falls back: resume
+if advertised, else load (v1) if advertised, else a new session. A path whose method is not
+advertised degrades, and says so: resume → load (a replay) → new; replay (v1) → resume without
+history → new. Any step may still fail with -32002 (the probe is only a snapshot): the next step is
+then always a new session.
 
 A refusal other than -32002 (-32601 from an agent that advertises ``session/resume`` but does not
 serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
 the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
-replay tries a resume without history, and only then a new session (docs/agents-conformance.md). Each hop is
-described by :func:`hop_note` for the outcome record.
+replay tries a resume without history, and only then a new session (docs/agents-conformance.md).
+:func:`hop_note` describes each hop for the outcome record.
 """
 
 from __future__ import annotations

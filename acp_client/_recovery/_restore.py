@@ -1,12 +1,10 @@
 """Restoring what the app set on a session (mode, model, config options) after a recovery that
-rebuilt it (issue 8 item 3).
+rebuilt it: a replay or a new session may bring it back with the agent's defaults.
 
-A replay or a new session may bring a session back with the agent's defaults. The app's choices
-(:class:`Settings`, kept on the tracked session when a ``session/set_mode``, ``session/set_model``
-or ``session/set_config_option`` succeeds) are applied again where the agent's answer advertises
-them: the mode among ``modes.availableModes``, the model among ``models.availableModels``, each
-config option among ``configOptions``. What cannot be restored is described in the outcome's notes.
-A drop while restoring leaves the session flagged (``Settings.pending``); the next recovery tries
+The app's choices (:class:`Settings`, kept when a ``session/set_mode``, ``session/set_model`` or
+``session/set_config_option`` succeeds) are applied again where the agent's answer advertises them
+(``modes.availableModes``, ``models.availableModels``, ``configOptions``); the outcome's notes say
+what could not be. A drop while restoring leaves ``Settings.pending`` set: the next recovery tries
 again.
 """
 

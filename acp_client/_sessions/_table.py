@@ -8,18 +8,16 @@ subscribers, the record last written to a session store, and the typed slots of 
 
 The rules it enforces:
 
-* **One turn at a time.** :meth:`SessionTable.begin_turn` refuses a second turn
-  (:class:`~acp_client.exceptions.TurnInProgress`) and a turn in an abandoned session.
-* **Idle ends the turn (v2).** A ``state_update`` ``idle`` ends the running turn, but only once the
-  agent accepted the prompt, and never while a replay or resume-snapshot window is open (that
-  ``idle`` describes the past).
+* **One turn at a time**, and none in an abandoned session (:meth:`SessionTable.begin_turn`).
+* **Idle ends the turn (v2)**, but only once the agent accepted the prompt, and never while a
+  replay or resume-snapshot window is open (that ``idle`` describes the past).
 * **A turn ends exactly once**, with a :class:`~acp_client.state.PromptResult` or an error:
   whichever of idle, drop, abandonment, untracking or closing comes first.
 * **Every earlier id still finds the session** after a recovery re-created it under a new id.
 
 The table never waits and never schedules: a turn is settled through the ``settle`` function
-given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and the timer that
-closes a window late on unordered transports is the caller's (stored here only to be cancelled).
+given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and a lingering
+window's timer is the caller's (stored here only to be cancelled).
 """
 
 from __future__ import annotations
