@@ -118,16 +118,11 @@ def open_attach_window(
     snapshot; returns the function that closes it when the answer arrives (idempotent).
 
     The window stays open after the answer (it *lingers*) when the replay may still be on its way:
-
-    * on a transport whose messages do not share one ordered stream (``TransportInfo.ordered`` is
-      false: Streamable HTTP's several SSE streams), where the answer can overtake the replayed
-      updates: until the session has been quiet for :data:`REPLAY_GRACE` seconds, or the next
-      prompt goes out (what follows is that turn's own);
-    * on an ordered one, for a replay of a session the client knows had turns when nothing was
-      replayed before the answer: some servers send the history only with the session's next
-      message. :func:`replay_ended` fences that window.
-
-    :func:`window_closed` waits for a lingering window to close.
+    on a transport whose messages do not share one ordered stream (Streamable HTTP's several SSE
+    streams: the answer can overtake the replayed updates), until the session has been quiet for
+    :data:`REPLAY_GRACE` seconds or the next prompt goes out; on an ordered one, for a replay of a
+    session that had turns when nothing was replayed before the answer (some servers send the
+    history only with the session's next message), until :func:`replay_ended` fences it.
     """
     table.open_window(tracked, replay=replay)
     expect_history = tracked.transcript.turns > 0
@@ -286,12 +281,10 @@ class Recoverer:
         """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
         outcomes (returned too), with those of an earlier round a drop cut off.
 
-        Args:
-            init: What the agent answered to ``initialize`` on ``conn``.
-            endpoint: The instance's name (of an endpoint group), for the contexts and outcomes.
-            screen: ``True`` leaves a session to another routine: asked when a worker reaches it
-                (``None``), then with the probe's answer (an endpoint group moves those its
-                instance does not have in memory).
+        ``endpoint`` names the instance (of an endpoint group) in the contexts and outcomes;
+        ``screen`` returning ``True`` leaves a session to another routine: asked when a worker
+        reaches it (``None``), then with the probe's answer (an endpoint group moves those its
+        instance does not have in memory).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
@@ -407,13 +400,8 @@ class Recoverer:
     ) -> RecoveryOutcome:
         """Probe, decide and run the steps for one session; never raises for a refused step.
 
-        Args:
-            caps: What the agent advertised on ``conn``.
-            answer: The instance's answer when the caller has it already (a fan-out over several
-                instances, or its own probe): not asked again.
-            endpoint: The instance's name (of an endpoint group): in the app's ``RecoveryContext``
-                and the outcome.
-            reason: Why this recovery runs outside a reconnect (first in the outcome's notes).
+        ``answer``: the instance's answer when the caller has it already (not asked again);
+        ``reason``: why this recovery runs outside a reconnect (first in the outcome's notes).
         """
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()

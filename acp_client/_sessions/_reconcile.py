@@ -97,17 +97,11 @@ _MAX_ITEMS = 256
 
 @attrs.define
 class Reconciled(Generic[M]):
-    """The conversation after a replay, and what the reconciliation noticed.
-
-    Attributes:
-        matched: Recorded messages the replay brought back.
-        added: Replayed messages that were new (the agent's own, or history the client did not hold).
-        kept: Recorded messages the replay left out (kept where they were; ``left_out`` in order).
-        replayed_users: User messages the replay held (fused prompts counted split, agent-inserted
-            ones not counted).
-        inserted: Agent-inserted user messages the replay held.
-        notes: Discrepancies, in words (a contradicting replay, a split of fused prompts).
-    """
+    """The conversation after a replay, and what the reconciliation noticed: how many recorded
+    messages the replay brought back (``matched``) or left out (``kept`` where they were, listed in
+    ``left_out``), how many replayed ones were new (``added``), the user messages it held
+    (``replayed_users``: fused prompts counted split, agent-inserted ones apart in ``inserted``),
+    and the discrepancies in words (``notes``)."""
 
     messages: list[M]
     matched: int = 0
