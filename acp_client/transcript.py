@@ -476,45 +476,44 @@ class Transcript:
         self._open = None
 
     def apply(self, update: Any) -> None:
-        """Apply one session update (any variant; unknown ones are ignored)."""
+        """Apply one session update (any variant; unknown ones are ignored). During a replay, message
+        updates are assembled apart (:meth:`begin_replay`)."""
         kind: Any = getattr(update, "kind", None)
-        if self._replaying:
-            self._collect(kind, update)
-            return
-        if self._echo and self._echo.take(update):
+        replay = self._replaying
+        if not replay and self._echo and self._echo.take(update):
             self.echoes_prompts = True
             return
-        role = _CHUNK_ROLES.get(kind)
-        if role is not None:
-            content = update.content
-            message_id = getattr(update, "message_id", None)
-            if message_id is None and not isinstance(content, _NOT_ONE_BLOCK):
-                # A streamed chunk of one block: the bulk of a turn (what _assemble does, in short).
-                open_message = self._open
-                if open_message is None or open_message.role != role or open_message.message_id is not None:
-                    open_message = self._open = TranscriptMessage(role)
-                    self._insert(open_message)
-                pending = open_message._pending
-                if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
-                    text = content.text
-                    pending.append(text)  # plain text after plain text: what add() does, in short
-                    # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
-                    self._bytes += len(text) if text.isascii() else text_bytes(text)
-                    if self._bytes > self.max_bytes:
-                        self._trim()
-                    return
-                open_message.add(content)
-                self._took(text_bytes(content.text) if type(content) is TextContent else BLOCK_BYTES)
-                return
-            self._assemble(role, message_id, content, full=False, replay=False)
-            self._took(blocks_bytes(blocks_of(content)))
-        elif kind in _FULL_ROLES:
-            content = getattr(update, "content", None)
-            self._assemble(_FULL_ROLES[kind], getattr(update, "message_id", None), content, full=True, replay=False)
-            self._took(blocks_bytes(blocks_of(content)))  # an upper bound
-        else:
-            self._open = None  # never fuse a message across a non-message update (a replay would not)
+        full = kind in _FULL_ROLES
+        role = _FULL_ROLES[kind] if full else _CHUNK_ROLES.get(kind)
+        if role is None:  # never fuse a message across a non-message update (a replay would not)
+            if replay:
+                self._replay_open = None
+            else:
+                self._open = None
             self._other(kind, update)
+            return
+        content, message_id = getattr(update, "content", None), getattr(update, "message_id", None)
+        if not (replay or full or message_id is not None or isinstance(content, _NOT_ONE_BLOCK)):
+            # A streamed chunk of one block: the bulk of a turn (what _assemble does, in short).
+            open_message = self._open
+            if open_message is None or open_message.role != role or open_message.message_id is not None:
+                open_message = self._open = TranscriptMessage(role)
+                self._insert(open_message)
+            pending = open_message._pending
+            if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
+                text = content.text
+                pending.append(text)  # plain text after plain text: what add() does, in short
+                # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
+                self._bytes += len(text) if text.isascii() else text_bytes(text)
+                if self._bytes > self.max_bytes:
+                    self._trim()
+                return
+            open_message.add(content)
+            self._took(text_bytes(content.text) if type(content) is TextContent else BLOCK_BYTES)
+            return
+        self._assemble(role, message_id, content, full=full, replay=replay)
+        if not replay:
+            self._took(blocks_bytes(blocks_of(content)))  # for a full message, an upper bound
 
     def begins_echo(self, update: Any) -> bool:
         """Whether ``update`` starts the echo of the prompt just recorded (nothing taken)."""
@@ -595,18 +594,6 @@ class Transcript:
             inserted=result.inserted,
             completed_turns=completed_turns,
         )
-
-    def _collect(self, kind: Any, update: Any) -> None:
-        """One replayed update: message updates are assembled apart; any other update is applied
-        as usual and closes the open replayed message (never fuse across it)."""
-        full = kind in _FULL_ROLES
-        role = _FULL_ROLES[kind] if full else _CHUNK_ROLES.get(kind)
-        if role is None:
-            self._replay_open = None
-            self._other(kind, update)
-            return
-        message_id, content = getattr(update, "message_id", None), getattr(update, "content", None)
-        self._assemble(role, message_id, content, full=full, replay=True)
 
     # -- the bound ----------------------------------------------------------------------------------
 
