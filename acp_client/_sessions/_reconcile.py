@@ -573,14 +573,12 @@ def _take(old: _Message, new: _Message) -> bool:
     when the replay contradicts it (the recorded copy is kept)."""
     if old.message_id is None and new.message_id is not None:
         old.message_id = new.message_id
-    if _squeeze(old.text) != _squeeze(new.text) or (not old.text and old.blocks != new.blocks):
-        if (old.text == "" and not old.blocks) or (
-            old.role != "user" and _squeeze(new.text).startswith(_squeeze(old.text))
-        ):
-            old.blocks = list(new.blocks)
-            old.incomplete = False
-        else:
-            return False
+    if _squeeze(old.text) == _squeeze(new.text) and (old.text or old.blocks == new.blocks):
+        return True
+    if (old.text or old.blocks) and (old.role == "user" or not _squeeze(new.text).startswith(_squeeze(old.text))):
+        return False
+    old.blocks = list(new.blocks)
+    old.incomplete = False
     return True
 
 
