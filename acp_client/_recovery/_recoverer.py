@@ -143,10 +143,9 @@ def open_attach_window(
 def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
     """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`).
 
-    A late window that nothing could fence and that stays quiet, for an agent that echoes prompts
-    back, stays open until the next turn's own first update, the echo of its prompt
-    (``Tracked.window_until_turn``); whoever waits for it goes on. For an agent that does not echo,
-    nothing would mark that turn's start: the window closes.
+    A late window that nothing could fence and that stays quiet stays open, for an agent that
+    echoes prompts back, until the next turn's own first update (``Tracked.window_until_turn``);
+    whoever waits for it goes on. Without echoes nothing would mark that turn's start: it closes.
     """
     until = clock.monotonic() + REPLAY_MAX_LINGER
     seen = tracked.window_heard
@@ -604,12 +603,9 @@ def _renames(outcome: RecoveryOutcome) -> bool:
 
 def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> RecoveryOutcome | None:
     """One report for two recoveries of a session when a drop cut the first one off before it was
-    reported; ``None`` when both renamed the session (the app must learn both ids, in order).
-
-    The stronger path wins (a replay that reached the app stays a replay, a new session stays a
-    new session), from the first id to the last, and the weaker continuity of the two
-    (``LOST < UNVERIFIED < KEPT``).
-    """
+    reported, from the first id to the last: the stronger path (a replay that reached the app stays
+    a replay), the weaker continuity. ``None`` when both renamed the session (the app must learn
+    both ids, in order)."""
     if _renames(earlier) and _renames(later):
         return None
     return attrs.evolve(

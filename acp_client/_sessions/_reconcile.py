@@ -533,12 +533,8 @@ def _greedy(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
 def _out_of_order(
     recorded: Sequence[M], replayed: Sequence[M], pairs: list[tuple[int, int]]
 ) -> tuple[list[tuple[int, int]], dict[int, int]]:
-    """Match what the alignment could not because the agent replayed it in another order (answers
-    after all the prompts they answer). A replayed message matched as the completion of a partial
-    answer while a recorded message equal to it is left over is moved to that one (the partial is
-    free again); then each replayed message left over takes a recorded one left over that it
-    matches, an equal one first. Returns the pairs still in order and ``{recorded: replayed}``
-    for the others."""
+    """Match what the agent replayed out of order (the module docstring's matching rule): returns
+    the pairs still in order, and ``{recorded: replayed}`` for the others."""
     taken = {i for i, _ in pairs}
     free = [i for i in range(len(recorded)) if i not in taken and recorded[i].status != "failed"]
     used = {j for _, j in pairs}

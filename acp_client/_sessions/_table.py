@@ -345,9 +345,8 @@ class SessionTable:
     # -- events -------------------------------------------------------------------------------------
 
     def receive(self, session_id: str, update: SessionUpdate) -> UpdateEvent:
-        """Apply one ``session/update``: count it as replay inside a replay window, add it to the
-        transcript, end a v2 turn on ``idle`` (see the module rules), and hand the event to the
-        session's subscribers. An update for an untracked session is just passed on."""
+        """Apply one ``session/update`` (the module rules) and hand the event to the session's
+        subscribers. An update for an untracked session is just passed on."""
         tracked = self._by_id.get(session_id)
         if tracked is None:
             return _new_event(session_id, update, False)
