@@ -448,12 +448,10 @@ class Recoverer:
                     notes = (*notes, f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s")
                     await self._clock.sleep(delay)
                     continue
-                if isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id):
-                    history.append((step.value, "not_found"))
-                    error, failure = exc, StepFailure.NOT_FOUND
-                else:
-                    history.append((step.value, f"error: {exc}"))
-                    error, failure = exc, StepFailure.REFUSED
+                error = exc
+                gone = isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id)
+                failure = StepFailure.NOT_FOUND if gone else StepFailure.REFUSED
+                history.append((step.value, "not_found" if gone else f"error: {exc}"))
             else:
                 history.append((step.value, "ok"))
                 path = _recovery.path_of(step, version)
