@@ -1,11 +1,9 @@
 """Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations.
 
-``initialize`` (v1 ``clientInfo``/``agentCapabilities`` vs v2 ``info``/``capabilities``), agent
-capabilities (v1 flags vs v2 capability objects), the ``session/status`` answer and the v2
-foreground state (default-on-error), ``session/set_config_option`` (its ``type`` tag),
-client capabilities (extra members kept), config options and permission requests.
-:func:`register_shapes` installs them on a :class:`~._converter.Builder`; the ``Session`` record
-has its own module (:mod:`._session`).
+``initialize`` and agent capabilities (v1 and v2 put them in different places; v1 flags, v2
+capability objects), the ``session/status`` answer and the v2 foreground state (default-on-error),
+``session/set_config_option`` (its inferred ``type`` tag), client capabilities (extra members
+kept), config options and permission requests; the ``Session`` record has :mod:`._session`.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from ..types.lifecycle import (
     SetSessionConfigOptionRequest,
     normalize_status,
 )
-from ._base import DecodeError, Hook, field_wire_name, kind_of, on_wire
+from ._base import DecodeError, Hook, camel, field_wire_name, kind_of, on_wire
 from ._converter import Builder
 
 __all__ = ["DEFAULT_CLIENT_INFO", "register_shapes", "structure_foreground_state"]
@@ -48,28 +46,42 @@ DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=__vers
 
 
 def register_shapes(builder: Builder, by_version: ByVersion) -> None:
-    """Install the hand-shaped hooks on ``builder`` (``by_version`` finds the other versions'
-    builders: ``initialize`` decodes whichever shape the payload has)."""
-    conv = builder.conv
+    """Install the hand-shaped hooks on ``builder`` (``initialize`` decodes whichever version's
+    shape the payload has: ``by_version`` finds that version's builder)."""
     version = builder.version
-    conv.register_structure_hook(ForegroundState, structure_foreground_state)
-    conv.register_unstructure_hook(ForegroundState, unstructure_foreground_state)
-    conv.register_structure_hook(SessionStatusResponse, _status_response_in(version))
-    conv.register_unstructure_hook(SessionStatusResponse, _status_response_out(version))
-    conv.register_unstructure_hook(SetSessionConfigOptionRequest, _set_config_option_out(builder))
-    conv.register_structure_hook(AgentCapabilities, _agent_capabilities_in(builder))
-    conv.register_unstructure_hook(AgentCapabilities, _agent_capabilities_out(builder))
     request_in, request_out, response_in, response_out = _initialize_hooks(version, by_version)
-    conv.register_structure_hook(InitializeRequest, request_in)
-    conv.register_unstructure_hook(InitializeRequest, request_out)
-    conv.register_structure_hook(InitializeResponse, response_in)
-    conv.register_unstructure_hook(InitializeResponse, response_out)
-    _register_client_capabilities(builder)
-    _register_config_option(builder)
-    _register_permission_request(builder)
+    # class -> (structure hook, unstructure hook); None: the generic one
+    hooks: dict[type, tuple[Hook | None, Callable[[Any], Any] | None]] = {
+        ForegroundState: (structure_foreground_state, unstructure_foreground_state),
+        SessionStatusResponse: (_status_response_in(version), _status_response_out(version)),
+        SetSessionConfigOptionRequest: (None, _set_config_option_out(builder)),
+        AgentCapabilities: (_agent_capabilities_in(builder), _agent_capabilities_out(builder)),
+        InitializeRequest: (request_in, request_out),
+        InitializeResponse: (response_in, response_out),
+        ClientCapabilities: _client_capabilities_hooks(builder),
+        SessionConfigOption: (None, _config_option_out(builder)),
+        RequestPermissionRequest: (_permission_request_in(builder), None),
+    }
+    for cls, (structure, unstructure) in hooks.items():
+        if structure is not None:
+            builder.conv.register_structure_hook(cls, structure)
+        if unstructure is not None:
+            builder.conv.register_unstructure_hook(cls, unstructure)
 
 
-def _register_client_capabilities(builder: Builder) -> None:
+def _meta_in(value: dict[str, Any]) -> dict[str, Any] | None:
+    meta = value.get("_meta")
+    return meta if type(meta) is dict else None
+
+
+def _with_meta(out: dict[str, Any], meta: dict[str, Any] | None) -> dict[str, Any]:
+    if meta is not None:
+        out["_meta"] = meta
+    return out
+
+
+def _client_capabilities_hooks(builder: Builder) -> tuple[Hook, Callable[[Any], Any]]:
+    """Capability members this class does not model are kept in ``extra`` and written back."""
     plain_caps = builder.class_hook(ClientCapabilities)
     plain_caps_out = builder.class_unhook(ClientCapabilities)
     modeled = {
@@ -86,11 +98,10 @@ def _register_client_capabilities(builder: Builder) -> None:
         out.update(plain_caps_out(obj))
         return out
 
-    builder.conv.register_structure_hook(ClientCapabilities, structure_client_capabilities)
-    builder.conv.register_unstructure_hook(ClientCapabilities, unstructure_client_capabilities)
+    return structure_client_capabilities, unstructure_client_capabilities
 
 
-def _register_config_option(builder: Builder) -> None:
+def _config_option_out(builder: Builder) -> Callable[[SessionConfigOption], dict[str, Any]]:
     plain_option_out = builder.class_unhook(SessionConfigOption)
 
     def unstructure_config_option(obj: SessionConfigOption) -> dict[str, Any]:
@@ -99,10 +110,11 @@ def _register_config_option(builder: Builder) -> None:
             out.setdefault("options", [])  # required for a select, even when empty
         return out
 
-    builder.conv.register_unstructure_hook(SessionConfigOption, unstructure_config_option)
+    return unstructure_config_option
 
 
-def _register_permission_request(builder: Builder) -> None:
+def _permission_request_in(builder: Builder) -> Hook:
+    """A v2 tool-call subject fills ``tool_call`` too, so handlers read it in both versions."""
     plain_permission = builder.class_hook(RequestPermissionRequest)
 
     def structure_permission_request(value: Any, tp: Any) -> RequestPermissionRequest:
@@ -111,11 +123,7 @@ def _register_permission_request(builder: Builder) -> None:
             return attrs.evolve(request, tool_call=request.subject.tool_call)
         return request
 
-    builder.conv.register_structure_hook(RequestPermissionRequest, structure_permission_request)
-
-
-# --------------------------------------------------------------------------------------------
-# session/status and the v2 foreground state
+    return structure_permission_request
 
 
 def _status_response_in(version: int) -> Hook:
@@ -126,12 +134,11 @@ def _status_response_in(version: int) -> Hook:
         if type(raw_status) is not str:
             raise DecodeError(f"SessionStatusResponse.status: expected a string, got {kind_of(raw_status)}")
         state = structure_foreground_state(value.get("state"), None) if version >= 2 else None
-        meta = value.get("_meta")
         return SessionStatusResponse(
             status=normalize_status(raw_status),
             raw_status=raw_status,
             state=state,
-            meta=meta if type(meta) is dict else None,
+            meta=_meta_in(value),
         )
 
     return structure_status_response
@@ -142,9 +149,7 @@ def _status_response_out(version: int) -> Callable[[SessionStatusResponse], dict
         out: dict[str, Any] = {"status": obj.raw_status}
         if obj.state is not None and version >= 2:
             out["state"] = unstructure_foreground_state(obj.state)
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+        return _with_meta(out, obj.meta)
 
     return unstructure_status_response
 
@@ -168,10 +173,6 @@ def unstructure_foreground_state(obj: ForegroundState) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# session/set_config_option
-
-
 def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOptionRequest], dict[str, Any]]:
     def unstructure_set_config_option(obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": obj.session_id, "configId": obj.config_id}
@@ -184,15 +185,9 @@ def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOption
         if tag is not None:
             out["type"] = tag
         out["value"] = builder.conv.unstructure(obj.value)
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+        return _with_meta(out, obj.meta)
 
     return unstructure_set_config_option
-
-
-# --------------------------------------------------------------------------------------------
-# agent capabilities
 
 
 def _agent_capabilities_in(builder: Builder) -> Hook:
@@ -201,8 +196,7 @@ def _agent_capabilities_in(builder: Builder) -> Hook:
     def structure_agent_capabilities(value: Any, _: Any) -> AgentCapabilities:
         if type(value) is not dict:
             raise DecodeError(f"AgentCapabilities: expected an object, got {kind_of(value)}")
-        meta = value.get("_meta")
-        meta = meta if type(meta) is dict else None
+        meta = _meta_in(value)
         if builder.version == 1:
             session_raw = value.get("sessionCapabilities")
             session_raw = session_raw if type(session_raw) is dict else {}
@@ -257,33 +251,14 @@ def _agent_capabilities_out(builder: Builder) -> Callable[[AgentCapabilities], d
             advertised = type(session_raw) is dict or obj.session.resume or obj.session.close or obj.session.list
             if session or advertised:
                 out["session"] = session
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+        return _with_meta(out, obj.meta)
 
     return unstructure_agent_capabilities
 
 
-# wire key -> SessionCapabilities attribute
-_V1_SESSION_FLAGS: Final = {
-    "resume": "resume",
-    "close": "close",
-    "list": "list",
-    "fork": "fork",
-    "status": "status",
-    "delete": "delete",
-    "additionalDirectories": "additional_directories",
-    "archive": "archive",
-    "title": "title",
-}
-_V2_SESSION_FLAGS: Final = {
-    "fork": "fork",
-    "status": "status",
-    "delete": "delete",
-    "additionalDirectories": "additional_directories",
-    "archive": "archive",
-    "title": "title",
-}
+# wire key -> SessionCapabilities attribute; in v2, resume, close and list are baseline, not flags
+_V1_SESSION_FLAGS: Final = {camel(f.name): f.name for f in attrs.fields(SessionCapabilities)}
+_V2_SESSION_FLAGS: Final = {k: v for k, v in _V1_SESSION_FLAGS.items() if k not in ("resume", "close", "list")}
 _V1_AGENT_CAPS_MODELED: Final = frozenset(
     {"loadSession", "promptCapabilities", "mcpCapabilities", "sessionCapabilities", "_meta"}
 )
@@ -308,80 +283,60 @@ def _session_capabilities_out(caps: SessionCapabilities, raw: Any, flags: Mappin
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# initialize
-
-
-def _initialize_shape(value: dict[str, Any], v1_keys: tuple[str, str], v2_keys: tuple[str, str], version: int) -> bool:
-    """Whether an ``initialize`` payload has the v2 shape: by its members, else by ``version``."""
-    has_v1 = any(k in value for k in v1_keys)
-    has_v2 = any(k in value for k in v2_keys)
-    if has_v1 != has_v2:
-        return has_v2
-    return version >= 2
+_V1_REQUEST_KEYS: Final = ("clientInfo", "clientCapabilities")
+_V1_RESPONSE_KEYS: Final = ("agentInfo", "agentCapabilities")
 
 
 def _initialize_hooks(
     version: int, by_version: ByVersion
 ) -> tuple[Hook, Callable[[Any], Any], Hook, Callable[[Any], Any]]:
-    """``initialize`` params and result hooks of a converter.
-
-    Encoding follows the converter's protocol version (v1 ``clientInfo`` / ``clientCapabilities`` /
-    ``agentInfo`` / ``agentCapabilities``, v2 ``info`` / ``capabilities``); decoding accepts either
-    shape, whichever the payload has.
-    """
+    """``initialize`` params and result hooks: encoding follows the converter's protocol version,
+    decoding accepts either shape (v1 ``clientInfo``... / v2 ``info`` and ``capabilities``)."""
 
     def head(value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
-        """What both directions check first: an object, an integer ``protocolVersion``, and which
-        shape (v1 keys or v2 ``info`` / ``capabilities``) the payload has."""
+        """An object with an integer ``protocolVersion``; which shape it has (its builder and keys)."""
         if type(value) is not dict:
             raise DecodeError(f"{what}: expected an object, got {kind_of(value)}")
         protocol_version = value.get("protocolVersion")
         if type(protocol_version) is not int:
             raise DecodeError(f"{what}.protocolVersion: expected an integer, got {kind_of(protocol_version)}")
-        v2_keys = ("info", "capabilities")
-        v2_shape = _initialize_shape(value, v1_keys, v2_keys, version)
-        info_key, caps_key = v2_keys if v2_shape else v1_keys
-        return protocol_version, by_version(2 if v2_shape else 1), info_key, caps_key, value.get("_meta")
+        has_v1 = any(k in value for k in v1_keys)
+        has_v2 = "info" in value or "capabilities" in value
+        v2_shape = has_v2 if has_v1 != has_v2 else version >= 2  # by its members, else by the version
+        info_key, caps_key = ("info", "capabilities") if v2_shape else v1_keys
+        return protocol_version, by_version(2 if v2_shape else 1), info_key, caps_key, _meta_in(value)
 
     def structure_request(value: Any, _: Any) -> InitializeRequest:
-        head_ = head(value, "InitializeRequest", ("clientInfo", "clientCapabilities"))
-        protocol_version, builder, info_key, caps_key, meta = head_
+        protocol_version, builder, info_key, caps_key, meta = head(value, "InitializeRequest", _V1_REQUEST_KEYS)
         return InitializeRequest(
             protocol_version=protocol_version,
             client_info=builder.lenient(Implementation, value.get(info_key), None),
             client_capabilities=builder.lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
-            meta=meta if type(meta) is dict else None,
+            meta=meta,
         )
 
     def unstructure_request(obj: InitializeRequest) -> dict[str, Any]:
+        conv = by_version(version).conv
         out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
         if version >= 2:
-            out["info"] = by_version(2).conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
-            out["capabilities"] = by_version(2).conv.unstructure(obj.client_capabilities)
+            out["info"] = conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
+            out["capabilities"] = conv.unstructure(obj.client_capabilities)
         else:
-            out["clientCapabilities"] = by_version(1).conv.unstructure(obj.client_capabilities)
+            out["clientCapabilities"] = conv.unstructure(obj.client_capabilities)
             if obj.client_info is not None:
-                out["clientInfo"] = by_version(1).conv.unstructure(obj.client_info)
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+                out["clientInfo"] = conv.unstructure(obj.client_info)
+        return _with_meta(out, obj.meta)
 
     def structure_response(value: Any, _: Any) -> InitializeResponse:
-        head_ = head(value, "InitializeResponse", ("agentInfo", "agentCapabilities"))
-        protocol_version, builder, info_key, caps_key, meta = head_
-        methods = value.get("authMethods")
-        auth_methods: tuple[AuthMethod, ...] = ()
-        if type(methods) is list:  # default-on-error, and invalid items are skipped
-            auth_methods = tuple(
-                m for m in (builder.lenient(AuthMethod, item, None) for item in methods) if m is not None
-            )
+        protocol_version, builder, info_key, caps_key, meta = head(value, "InitializeResponse", _V1_RESPONSE_KEYS)
+        methods = value.get("authMethods")  # default-on-error, and invalid items are skipped
+        auth_methods = builder.lenient_items(AuthMethod, methods) if type(methods) is list else ()
         return InitializeResponse(
             protocol_version=protocol_version,
             agent_info=builder.lenient(Implementation, value.get(info_key), None),
             agent_capabilities=builder.lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
             auth_methods=auth_methods,
-            meta=meta if type(meta) is dict else None,
+            meta=meta,
         )
 
     def unstructure_response(obj: InitializeResponse) -> dict[str, Any]:
@@ -399,8 +354,6 @@ def _initialize_hooks(
                 out["agentInfo"] = info
         if obj.auth_methods:
             out["authMethods"] = [builder.conv.unstructure(m) for m in obj.auth_methods]
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+        return _with_meta(out, obj.meta)
 
     return structure_request, unstructure_request, structure_response, unstructure_response

@@ -1,16 +1,10 @@
 """Value semantics for the wire types, written once instead of once per class. Pure.
 
-attrs writes the source of ``__eq__``, ``__hash__`` and ``__repr__`` for every class it decorates
-and compiles it; for the ~130 wire types that compiling was about a seventh of ``import
-acp_client``. The wire types are declared ``@attrs.frozen(eq=False, repr=False)``, and each
-module ends with ``value_types(globals())``, which gives every one of them (through :func:`value`)
-the behaviour attrs would have generated, from shared functions:
-
-* equal when ``other`` is of the very same class and every field compared by attrs (``eq=True``,
-  the default) is equal; otherwise ``NotImplemented``;
-* hashed from the class and those fields (so equal values hash alike; a value holding a list is
-  unhashable, as with attrs);
-* shown as ``Name(field=value, ...)`` over the fields with ``repr=True``.
+attrs compiles ``__eq__``, ``__hash__`` and ``__repr__`` for every class it decorates; for the
+~130 wire types that was about a seventh of ``import acp_client``. So the wire types are declared
+``@attrs.frozen(eq=False, repr=False)``, and each module ends with ``value_types(globals())``,
+which gives them the behaviour attrs would have generated (equal only to the very same class,
+hashed alike when equal, ``Name(field=value, ...)``) from shared functions.
 """
 
 from __future__ import annotations

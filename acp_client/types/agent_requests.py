@@ -47,10 +47,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# session/request_permission
-
-
 @attrs.frozen(eq=False, repr=False)
 class PermissionOption:
     """A choice offered to the user. ``kind``: ``allow_once``, ``allow_always``, ``reject_once``,
@@ -100,17 +96,9 @@ PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubj
 class RequestPermissionRequest:
     """``session/request_permission`` params.
 
-    v1 sends ``tool_call``; v2 sends ``title`` (and maybe ``description`` and a ``subject``). When a
-    v2 subject is a tool call, ``tool_call`` is filled from it too, so handlers can read
-    ``tool_call`` in both versions.
-
-    Attributes:
-        session_id: The session asking.
-        tool_call: The tool call the permission is for.
-        options: The choices to offer.
-        title: v2: what is being asked.
-        description: v2: more detail.
-        subject: v2: what the permission is about.
+    v1 sends ``tool_call``; v2 sends ``title`` (what is being asked; maybe more detail in
+    ``description``) and a ``subject`` (what the permission is about). When a v2 subject is a tool
+    call, ``tool_call`` is filled from it too, so handlers can read ``tool_call`` in both versions.
     """
 
     session_id: str
@@ -163,10 +151,6 @@ class RequestPermissionResponse:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# fs/* (v1)
-
-
 @attrs.frozen(eq=False, repr=False)
 class ReadTextFileRequest:
     """``fs/read_text_file`` params: ``line`` is 1-based, ``limit`` a line count."""
@@ -201,10 +185,6 @@ class WriteTextFileResponse:
     """The client's answer to ``fs/write_text_file``."""
 
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# terminal/* (v1)
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -297,23 +277,14 @@ class ReleaseTerminalResponse:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# elicitation
-
-
 @attrs.frozen(eq=False, repr=False)
 class CreateElicitationRequest:
-    """``elicitation/create`` params.
+    """``elicitation/create`` params: ``message`` is what to ask the user.
 
-    Attributes:
-        message: What to ask the user.
-        mode: ``"form"`` (fill in ``requested_schema``), ``"url"`` (open ``url``) or a future mode.
-        requested_schema: For ``form``: the JSON schema of the answer, as sent.
-        elicitation_id: For ``url``: the id a later ``elicitation/complete`` names.
-        url: For ``url``: the page to open.
-        session_id: Scope: the session asking (session-scoped elicitations).
-        tool_call_id: Scope: the tool call asking, when any.
-        request_id: Scope: the request asking (request-scoped elicitations).
+    ``mode``: ``"form"`` (fill in ``requested_schema``, the answer's JSON schema as sent), ``"url"``
+    (open ``url``; a later ``elicitation/complete`` names its ``elicitation_id``) or a future mode.
+    The scope is the session, the tool call or the request asking (``session_id``,
+    ``tool_call_id``, ``request_id``).
     """
 
     message: str

@@ -29,13 +29,8 @@ __all__ = [
 
 @attrs.frozen(eq=False, repr=False)
 class Annotations:
-    """Hints about how a block is meant to be used or shown.
-
-    Attributes:
-        audience: Intended readers (``"user"``, ``"assistant"``; open set).
-        last_modified: RFC 3339 timestamp, as sent.
-        priority: Importance from 0 to 1.
-    """
+    """Hints about how a block is meant to be used or shown: ``audience`` (``"user"``,
+    ``"assistant"``; open set), ``last_modified`` (RFC 3339, as sent), ``priority`` (0 to 1)."""
 
     audience: tuple[str, ...] | None = None
     last_modified: str | None = None

@@ -78,10 +78,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# initialize
-
-
 @attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
     """``initialize`` params.
@@ -100,24 +96,14 @@ class InitializeRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class InitializeResponse:
-    """``initialize`` result, decoded from either the v1 or the v2 shape.
-
-    Attributes:
-        protocol_version: The version the agent chose.
-        agent_info: The agent's identity (v1 ``agentInfo``, v2 ``info``), when sent.
-        agent_capabilities: Normalized capabilities (v1 ``agentCapabilities``, v2 ``capabilities``).
-        auth_methods: Offered authentication methods (malformed entries dropped).
-    """
+    """``initialize`` result, decoded from either the v1 or the v2 shape (see :mod:`.capabilities`);
+    malformed ``auth_methods`` entries are dropped."""
 
     protocol_version: int
     agent_info: Implementation | None = None
     agent_capabilities: AgentCapabilities = attrs.field(factory=AgentCapabilities)
     auth_methods: tuple[AuthMethod, ...] = ()
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# MCP servers
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -197,10 +183,6 @@ class UnknownMcpServer:
 McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
 
 
-# --------------------------------------------------------------------------------------------
-# modes, config options, commands
-
-
 @attrs.frozen(eq=False, repr=False)
 class SessionMode:
     """A mode the agent can run in (v1 ``session/set_mode``)."""
@@ -244,14 +226,9 @@ class SessionConfigSelectGroup:
 class SessionConfigOption:
     """A session configuration option (a model picker, a mode, a reasoning level...).
 
-    Attributes:
-        id: The option id (v1 ``id``, v2 ``configId``).
-        name: A human-readable name.
-        type: ``"select"``, ``"boolean"`` or a future kind.
-        current_value: The current value (a value id for ``select``, a bool for ``boolean``).
-        options: For ``select``: the choices, flat or grouped.
-        description: A longer description.
-        category: ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
+    ``type``: ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future
+    kind; ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``:
+    ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
@@ -266,24 +243,14 @@ class SessionConfigOption:
 
 @attrs.frozen(eq=False, repr=False)
 class AvailableCommand:
-    """A slash command the agent offers.
-
-    Attributes:
-        name: The command name (without the slash).
-        description: What it does.
-        input: How its input is described, as sent (e.g. ``{"hint": "..."}``).
-        type: The newer v2 variant tag (``"command"``), when sent.
-    """
+    """A slash command the agent offers: ``name`` without the slash, ``input`` as sent (e.g.
+    ``{"hint": "..."}``), ``type`` the newer v2 variant tag (``"command"``) when sent."""
 
     name: str
     description: str
     input: dict[str, Any] | None = None
     type: str | None = None
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# session/new, load, resume, fork, close, delete, list
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -462,10 +429,6 @@ class ListSessionsResponse:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# session/status
-
-
 class Probe(str, enum.Enum):
     """What an instance said to ``session/status`` about one session: the one vocabulary of a
     probe answer (a :class:`~acp_client.types.Session` record's ``status``, the recovery's own
@@ -495,11 +458,8 @@ _ACTIVE_SPELLINGS = frozenset({"active", "open"})
 
 
 def normalize_status(raw: str) -> Probe:
-    """Map a wire status string to a :class:`Probe` answer.
-
-    ``"active"`` and ``"open"`` are :attr:`Probe.ACTIVE`; everything else (``"inactive"``,
-    ``"saved"``, future values) is :attr:`Probe.INACTIVE`, as the protocol requires.
-    """
+    """A wire status string as a :class:`Probe` answer: ``active`` and ``open`` are ACTIVE, anything
+    else (``inactive``, ``saved``, future values) INACTIVE, as the protocol requires."""
     return Probe.ACTIVE if raw in _ACTIVE_SPELLINGS else Probe.INACTIVE
 
 
@@ -508,12 +468,7 @@ class ForegroundState:
     """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
 
     A snapshot is context, not a transition: an ``idle`` snapshot's ``stop_reason`` is the last
-    turn's, not a new completion.
-
-    Attributes:
-        state: The state string, as sent (open set).
-        stop_reason: For ``idle``: why the last turn ended, when reported.
-        raw: The whole state object as received.
+    turn's, not a new completion. ``raw`` is the whole state object as received.
     """
 
     state: str
@@ -531,15 +486,9 @@ class SessionStatusRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class SessionStatusResponse:
-    """``session/status`` result.
-
-    Attributes:
-        status: The normalized status (``open`` reads as active, ``saved`` and unknown values as
-            inactive).
-        raw_status: The status string as sent.
-        state: v2 only: the foreground state, decoded default-on-error (missing, null or
-            malformed → ``None``, which means "not reported", never idle).
-    """
+    """``session/status`` result: ``status`` normalized from ``raw_status`` (``open`` reads as
+    active, ``saved`` and unknown values as inactive); ``state`` (v2 only) decoded default-on-error
+    (missing, null or malformed → ``None``: "not reported", never idle)."""
 
     status: Probe
     raw_status: str
@@ -550,10 +499,6 @@ class SessionStatusResponse:
     def from_raw(cls, raw_status: str, state: ForegroundState | None = None) -> SessionStatusResponse:
         """Build one from the wire status string (normalizing it)."""
         return cls(status=normalize_status(raw_status), raw_status=raw_status, state=state)
-
-
-# --------------------------------------------------------------------------------------------
-# session/prompt, cancel, modes, config
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -684,13 +629,9 @@ class SetSessionModelResponse:
 class SetSessionConfigOptionRequest:
     """``session/set_config_option`` params.
 
-    Attributes:
-        session_id: The session.
-        config_id: The option to set.
-        value: A value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
-            JSON value for a future type.
-        type: The value's type tag. ``None`` infers it: ``"boolean"`` for a bool, otherwise a value
-            id (sent untagged in v1 and as ``"id"`` in v2).
+    ``value``: a value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
+    JSON value for a future type. ``type``: the value's type tag; ``None`` infers it: ``"boolean"``
+    for a bool, otherwise a value id (sent untagged in v1 and as ``"id"`` in v2).
     """
 
     session_id: str

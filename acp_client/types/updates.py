@@ -80,10 +80,6 @@ class _NoMessageId:
         return None
 
 
-# --------------------------------------------------------------------------------------------
-# messages
-
-
 @attrs.frozen(eq=False, repr=False)
 class UserMessageChunk:
     """A piece of a user message (appended to ``message_id``'s message when one is given)."""
@@ -174,10 +170,6 @@ class SessionMessageChunk:
     message_id: str
     content: ContentBlock
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# tool calls
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -293,10 +285,6 @@ class ToolCallContentChunk(_NoMessageId):
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# terminals (v2 updates)
-
-
 @attrs.frozen(eq=False, repr=False)
 class TerminalExitStatus:
     """How a terminal's command ended."""
@@ -339,10 +327,6 @@ class TerminalOutputChunk(_NoMessageId):
     terminal_id: str
     data: str
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# plans
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -427,10 +411,6 @@ class PlanRemoved(_NoMessageId):
 
     plan_id: str
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# session metadata
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -559,12 +539,8 @@ class SubagentUpdate(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class UnknownSessionUpdate:
-    """A ``session/update`` variant this SDK does not know.
-
-    Attributes:
-        kind: The wire tag (``sessionUpdate``) as received.
-        raw: The whole update object as received.
-    """
+    """A ``session/update`` variant this SDK does not know: ``kind`` is its wire tag
+    (``sessionUpdate``), ``raw`` the whole update object, as received."""
 
     kind: str
     raw: dict[str, Any] = attrs.field(factory=dict)
