@@ -71,14 +71,16 @@ async def restore(
             await conn.request(method, to_wire(request, protocol_version=version), timeout=timeout)
         except (ConnectionLost, TransportError) as exc:
             notes.append(f"restoring {what} was cut off by a drop ({exc}): the next recovery tries again")
-            return (*_restored(restored), *notes), record
+            break
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
             notes.append(f"could not restore {what}: {method} refused: {exc}")
             continue
         restored.append(what)
         record = _accepted(record, request)
-    settings.pending = False
-    return (*_restored(restored), *notes), record
+    else:
+        settings.pending = False
+    done = (f"restored {', '.join(restored)}",) if restored else ()
+    return (*done, *notes), record
 
 
 def _accepted(record: Session, request: Any) -> Session:
@@ -87,7 +89,3 @@ def _accepted(record: Session, request: Any) -> Session:
     if isinstance(request, SetSessionModelRequest):
         return with_model(record, request.model_id)
     return with_config_value(record, request.config_id, request.value)
-
-
-def _restored(restored: list[str]) -> tuple[str, ...]:
-    return (f"restored {', '.join(restored)}",) if restored else ()
