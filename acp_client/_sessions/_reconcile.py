@@ -182,11 +182,8 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
     cursor = 0
     reached = whole  # the replay has reached the history the client holds
     for position, message in enumerate(replayed):
-        if message.role != "user":
-            out.append(message)
-            continue
-        if message.message_id is not None:
-            reached = reached or message.message_id in prompt_ids
+        if message.role != "user" or message.message_id is not None:
+            reached = reached or (message.role == "user" and message.message_id in prompt_ids)
             out.append(message)
             continue
         text = _squeeze(message.text)
@@ -204,9 +201,7 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
         due = bisect.bisect_left(indices, cursor)
         if due < len(indices):  # the next recorded prompt with this text
             cursor, reached = indices[due] + 1, True
-            out.append(message)
-            continue
-        if not prompts or not _plain(message) or not text:
+        if due < len(indices) or not prompts or not _plain(message) or not text:
             out.append(message)
             continue
         squeezed, spots = _squeezed(message.text)
@@ -586,11 +581,8 @@ def reconcile(
     ``whole``: the client holds the conversation from its start (no message was dropped)."""
     users = _split_users(replayed, recorded, make, whole=whole)
     replayed, answers = _split_answers(users.messages, recorded, make)
-    result: Reconciled[M] = Reconciled(
-        [],
-        replayed_users=sum(1 for message in replayed if message.role == "user" and not message.inserted),
-        inserted=users.inserted,
-    )
+    prompts = sum(message.role == "user" and not message.inserted for message in replayed)
+    result: Reconciled[M] = Reconciled([], replayed_users=prompts, inserted=users.inserted)
     if users.fused:
         result.notes.append(f"split {users.fused} replayed user message(s) that ran recorded prompts together")
     if users.inserted:
