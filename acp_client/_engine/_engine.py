@@ -246,8 +246,7 @@ class Engine:
             event(observer)
 
     def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
-        """A recovery round's outcomes (the "recovered" event); telemetry records them here
-        unless a link's recovery episode recorded them already."""
+        """The "recovered" event; telemetry records the outcomes unless a link's episode did already."""
         self.emit(lambda o: o.recovered(outcomes))
         if self.telemetry is not None and not in_episode:
             self.telemetry.recovered(outcomes)
@@ -334,8 +333,7 @@ class Engine:
         )
 
     async def opened(self, tracked: Tracked) -> Tracked:
-        """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event; with a shared
-        store, once its owned record is written (see :meth:`Persistence.stored`)."""
+        """The "tracked" event (new, fork, load, resume); with a shared store, once its record is written."""
         self.emit(lambda o: o.tracked(tracked))
         if self.persistence is not None:
             await self.persistence.stored(tracked)

@@ -232,8 +232,7 @@ class Ownership:
         return sorted(sid for sid in held if (tracked := table.get(sid)) is not None and tracked.session_id == sid)
 
     def sendable_for(self) -> float:
-        """Seconds left, on this client's clock, before its leases are too close to their end to
-        send in (:data:`LEASE_SAFETY_MARGIN`; negative: past it)."""
+        """Seconds left on this client's clock before its leases are too close to their end to send in."""
         margin = self.duration * LEASE_SAFETY_MARGIN
         return self._renewed_at + self.duration - margin - self._clock.monotonic()
 

@@ -273,9 +273,8 @@ class Persistence(SessionEvents):
         return write
 
     async def durable(self, tracked: Tracked) -> bool | None:
-        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
-        when not (the store failed through its retries, or no longer holds the session), ``None``
-        when there was nothing to write."""
+        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False`` when not
+        (the store failed, or no longer holds the session), ``None`` when there was nothing to write."""
         write = self._turn_writes.pop(tracked.session_id, None)
         if write is None:
             return None
