@@ -58,23 +58,23 @@ def _agent_text(link: Link, session_id: str, start: int, end: int | None = None)
 class CancelScenario:
     """What the cancel scenario saw (evidence lines rendered from the check that ran it)."""
 
-    #: ``None`` when the cancel was sent during the turn; else why the scenario could not cancel.
-    not_sent: str | None
-    #: The cancelled turn's end, or the failure that ended the scenario there.
-    cancelled: Turn | None
-    cancel_error: str | None
-    #: Work for the session after the cancelled turn ended, while no turn ran.
-    worked_after_cancel: bool
-    streamed_after_cancel: bool
     baseline_text: str
-    next_turn: Turn | None
-    next_error: str | None
-    next_text: str
-    #: Agent text that arrived after the next turn had ended, before any other prompt.
-    late_text: str
-    #: The turn after the next one, run only when the next one was empty: its text.
-    third_text: str | None
     lines: tuple[str, ...]
+    #: ``None`` when the cancel was sent during the turn; else why the scenario could not cancel.
+    not_sent: str | None = None
+    #: The cancelled turn's end, or the failure that ended the scenario there.
+    cancelled: Turn | None = None
+    cancel_error: str | None = None
+    #: Work for the session after the cancelled turn ended, while no turn ran.
+    worked_after_cancel: bool = False
+    streamed_after_cancel: bool = False
+    next_turn: Turn | None = None
+    next_error: str | None = None
+    next_text: str = ""
+    #: Agent text that arrived after the next turn had ended, before any other prompt.
+    late_text: str = ""
+    #: The turn after the next one, run only when the next one was empty: its text.
+    third_text: str | None = None
 
 
 async def _scenario(ctx: CheckContext) -> CancelScenario:
@@ -93,20 +93,7 @@ async def _scenario(ctx: CheckContext) -> CancelScenario:
         await asyncio.sleep(early)
 
     def done(not_sent: str | None = None, **rest: Any) -> CancelScenario:
-        fields: dict[str, Any] = {
-            "cancelled": None,
-            "cancel_error": None,
-            "worked_after_cancel": False,
-            "streamed_after_cancel": False,
-            "baseline_text": baseline_text,
-            "next_turn": None,
-            "next_error": None,
-            "next_text": "",
-            "late_text": "",
-            "third_text": None,
-        }
-        fields.update(rest)
-        return CancelScenario(not_sent=not_sent, lines=ctx.lines(mark, head=8, tail=8), **fields)
+        return CancelScenario(baseline_text, ctx.lines(mark, head=8, tail=8), not_sent=not_sent, **rest)
 
     if any(ended(pending, m, ctx.version) for m in link.inbound[pending.start :]):
         return done("the turn ended before the cancel could be sent")

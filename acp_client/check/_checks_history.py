@@ -18,7 +18,7 @@ import attrs
 
 from ._checks_not_found import REPLAY_V2, Probe, unknown_session_answers
 from ._context import CheckContext, Skip, Verdict
-from ._link import Answer, CheckFailed, Link
+from ._link import Answer, CheckFailed
 from ._protocol import Message, attach_params, messages_of, replay_request, tool_call_ids
 
 __all__ = [
@@ -137,11 +137,6 @@ class RestartScenario:
     messages: list[Message]
     lines: tuple[str, ...]
 
-    @property
-    def replayed(self) -> bool:
-        """Whether the request was a replay (not a plain resume)."""
-        return self.method is not None and self.method != "session/resume (plain)"
-
     def lost(self) -> str | None:
         """How the agent said it no longer knows the session, or ``None``."""
         if self.answer is not None and not self.answer.ok and self.answer.code != -32601:
@@ -153,10 +148,6 @@ class RestartScenario:
     @property
     def request_name(self) -> str:
         return (self.method or "").replace(" (plain)", "")
-
-
-def _between(link: Link, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
-    return link.updates(session_id, start=start, end=end)
 
 
 async def _restart_scenario(ctx: CheckContext) -> RestartScenario:
@@ -171,7 +162,7 @@ async def _restart_scenario(ctx: CheckContext) -> RestartScenario:
         turn = await ctx.turn(link, session_id, text)
         if not live_lines:
             live_lines = ctx.lines(mark, head=6, tail=4)
-        turn_updates = _between(link, session_id, turn.start, turn.end)
+        turn_updates = link.updates(session_id, start=turn.start, end=turn.end)
         live_updates += turn_updates
         live = messages_of(turn_updates)
         user = next((m for m in live if m.role == "user"), None)

@@ -164,7 +164,8 @@ class CheckContext:
         return await prompt(link, self.version, session_id, text or self.settings.prompt, timeout=self.timeout)
 
     def mark(self) -> int:
-        return self.log.mark()
+        """A position in the wire log (for :meth:`lines`)."""
+        return len(self.log.entries)
 
     def lines(self, start: int = 0, end: int | None = None, **kwargs: Any) -> tuple[str, ...]:
         """Rendered wire lines of this check from position ``start`` to ``end``."""

@@ -25,7 +25,6 @@ import attrs
 
 from .._codec._jsonrpc import (
     ErrorResponse,
-    Notification,
     Request,
     Response,
     classify,
@@ -69,27 +68,25 @@ class WireEntry:
     message: Any
 
     def render(self, *, limit: int = EXCERPT_CHARS) -> str:
-        if isinstance(self.message, str):
-            text = self.message
-        else:
-            try:
-                text = json.dumps(self.message, separators=(",", ":"), ensure_ascii=False, default=repr)
-            except (TypeError, ValueError):
-                text = repr(self.message)
+        text = _as_text(self.message)
         if len(text) > limit:
             text = text[:limit] + f"... ({len(text) - limit} more chars)"
         return f"{self.link} {self.direction} {text}"
 
 
+def _as_text(message: Any) -> str:
+    """``message`` as compact JSON (a string as it is)."""
+    if isinstance(message, str):
+        return message
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(message)
+
+
 def message_bytes(message: Any) -> int:
     """The size of ``message`` as UTF-8 JSON (what a wire log entry costs)."""
-    if isinstance(message, str):
-        return len(message.encode("utf-8", "replace"))
-    try:
-        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
-        text = repr(message)
-    return len(text.encode("utf-8", "replace"))
+    return len(_as_text(message).encode("utf-8", "replace"))
 
 
 class WireLog:
@@ -128,13 +125,6 @@ class WireLog:
             self.dropped += 1
             self.dropped_bytes += size
         return entry
-
-    def mark(self) -> int:
-        """A position in the log (for :meth:`since`)."""
-        return len(self.entries)
-
-    def since(self, mark: int) -> list[WireEntry]:
-        return self.entries[mark:]
 
     def excerpt(self, entries: list[WireEntry] | None = None, *, head: int = 6, tail: int = 6) -> list[str]:
         """Rendered lines: the first ``head`` and the last ``tail`` of ``entries`` (default: all)."""
@@ -214,13 +204,10 @@ class Link:
         self.inbound: list[dict[str, Any]] = []
         #: Answers whose id matches no request of this link (e.g. an answer to a notification).
         self.stray_answers: list[dict[str, Any]] = []
-        self.garbage = 0
         self.closed_reason: str | None = None
         self._changed = asyncio.Event()
         self._last_inbound = time.monotonic()
         self._reader: asyncio.Task[None] | None = None
-
-    # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._reader = asyncio.get_running_loop().create_task(self._read(), name=f"acp-check-link-{self.name}")
@@ -237,8 +224,6 @@ class Link:
     @property
     def closed(self) -> bool:
         return self.closed_reason is not None
-
-    # -- outbound ---------------------------------------------------------------------------------
 
     def next_id(self) -> int:
         self._next_id += 1
@@ -297,8 +282,6 @@ class Link:
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.send(notification_message(method, params))
 
-    # -- waiting ----------------------------------------------------------------------------------
-
     async def wait_for(
         self, predicate: Callable[[dict[str, Any]], bool], *, start: int = 0, timeout: float
     ) -> dict[str, Any] | None:
@@ -344,15 +327,12 @@ class Link:
                 found.append(update)
         return found
 
-    # -- the reader -------------------------------------------------------------------------------
-
     async def _read(self) -> None:
         try:
             while True:
                 try:
                     message = await self.transport.receive()
                 except (MalformedFrame, MessageTooLarge) as exc:
-                    self.garbage += 1
                     self.log.add(self.name, "!", f"undecodable frame: {exc}")
                     continue
                 self._last_inbound = time.monotonic()
@@ -395,8 +375,6 @@ class Link:
                 self.stray_answers.append(message)
         elif isinstance(item, Request):
             await self._answer_agent(item)
-        elif isinstance(item, Notification):
-            pass
 
     async def _answer_agent(self, item: Request) -> None:
         params = item.params if isinstance(item.params, dict) else {}

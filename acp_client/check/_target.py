@@ -131,11 +131,6 @@ class AgentHost:
         self._links: list[Link] = []
         letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
         self._names = iter(letters[letters.index(first_name) :])
-        self.restarts = 0
-
-    @property
-    def links(self) -> list[Link]:
-        return list(self._links)
 
     async def open(self) -> Link:
         """A fresh link (for stdio: a fresh agent process), reading already.
@@ -162,10 +157,8 @@ class AgentHost:
         Raises:
             CheckFailed: The restart command failed or timed out, or the agent did not come back.
         """
-        self.restarts += 1
         if self.target.kind == "stdio":
-            for link in self._links:
-                _kill_group(link.transport)
+            self.kill()
             for link in self._links:
                 await link.aclose()
             self.log.add("*", "!", "agent processes killed (SIGKILL): restart")

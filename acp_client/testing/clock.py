@@ -55,8 +55,6 @@ class FakeClock:
         self._timers: list[tuple[float, int, _FakeTimer]] = []
         self._seq = itertools.count()
 
-    # -- the Clock protocol -------------------------------------------------------------------
-
     def monotonic(self) -> float:
         return self._now
 
@@ -80,8 +78,6 @@ class FakeClock:
             await future
         finally:
             timer.cancel()
-
-    # -- test controls --------------------------------------------------------------------------
 
     @property
     def pending_timers(self) -> int:
@@ -165,8 +161,6 @@ class FakeClock:
         finally:
             if not task.done():
                 task.cancel()
-
-    # -- internals ------------------------------------------------------------------------------
 
     async def _wait_real(self, task: asyncio.Future[Any], seconds: float) -> bool:
         """Wait up to ``seconds`` of real time for ``task`` to finish or a timer to appear."""

@@ -132,8 +132,6 @@ class _End(asyncio.Protocol):
         self.reading_paused = False
         self.transport_lost = False
 
-    # -- asyncio.Protocol: everything is the link's business ------------------------------------
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.link.made(self)

@@ -175,8 +175,6 @@ class SessionStoreContract:
     def store(self, backend: StoreBackend) -> SessionStore:
         return backend.open()
 
-    # -- round trips ----------------------------------------------------------------------------
-
     def test_every_field_round_trips_through_a_new_store_object(self, backend: StoreBackend) -> None:
         stored = full_record()
         fields = attrs.asdict(stored, recurse=False)
@@ -253,8 +251,6 @@ class SessionStoreContract:
         with pytest.raises(ConfigurationError):
             store.save_transcript(EP, "s1", [{"when": datetime.now()}])
         assert store.load_transcript(EP, "s1") == ()
-
-    # -- the conversation -----------------------------------------------------------------------
 
     def test_the_conversation_lives_beside_the_record(self, backend: StoreBackend, store: SessionStore) -> None:
         tail = (
@@ -342,8 +338,6 @@ class SessionStoreContract:
         with pytest.raises(ConfigurationError):
             backend.open(max_transcript_bytes=-1)
 
-    # -- damaged data ---------------------------------------------------------------------------
-
     def test_a_damaged_record_is_skipped_by_load_and_named_by_get(
         self, backend: StoreBackend, store: SessionStore, caplog: pytest.LogCaptureFixture
     ) -> None:
@@ -363,8 +357,6 @@ class SessionStoreContract:
         with pytest.raises(SessionStoreCorrupt, match="transcript of session 'good'"):
             store.load_transcript(EP, "good")
         assert store.load(EP) == [record("good")]  # the record itself still loads
-
-    # -- schema versions and data that is not ours ------------------------------------------------
 
     def test_a_new_store_has_the_current_schema_version(self, backend: StoreBackend) -> None:
         assert backend.version_of(backend.open()) == backend.schema_version >= 1
@@ -441,8 +433,6 @@ class SessionStoreContract:
         assert info.value.path  # says where
         assert backend.snapshot() == before  # not a byte written
         return info.value
-
-    # -- concurrency ----------------------------------------------------------------------------
 
     def test_many_threads_share_one_store_object(self, store: SessionStore) -> None:
         self._write_at_once([store] * 4)

@@ -271,8 +271,6 @@ class ReferenceAgent:
     def __repr__(self) -> str:
         return f"ReferenceAgent(name={self.name!r}, sessions_in_memory={len(self._live)})"
 
-    # -- controls ---------------------------------------------------------------------------------
-
     def lose_memory(self) -> None:
         """Forget every in-memory session: what a restarted agent process has lost, and only that.
 
@@ -352,8 +350,6 @@ class ReferenceAgent:
         """How many client connections are open on this agent (all transports)."""
         return len(self._connections)
 
-    # -- serving ----------------------------------------------------------------------------------
-
     def connect(self, send: SendCallable) -> AgentConnection:
         """Open a connection for one client link.
 
@@ -392,8 +388,6 @@ class ReferenceAgent:
         finally:
             await connection.close()
             await transport.aclose()
-
-    # -- internals --------------------------------------------------------------------------------
 
     def _snapshot(self, live: _LiveSession, *, stored: bool) -> SessionSnapshot:
         return SessionSnapshot(
@@ -553,8 +547,6 @@ class AgentConnection:
         live = self._agent._live.get(session_id)
         return live is not None and self in live.attached
 
-    # -- inbound ----------------------------------------------------------------------------------
-
     async def handle_frame(self, data: str | bytes) -> None:
         """Decode one inbound frame and handle it; an undecodable frame is answered ``-32700``."""
         try:
@@ -609,8 +601,6 @@ class AgentConnection:
         for live in self._agent._live.values():
             live.attached.discard(self)
 
-    # -- outbound ---------------------------------------------------------------------------------
-
     async def _emit(self, message: dict[str, Any], cause: RequestId | None) -> None:
         if self._closed:
             return
@@ -647,8 +637,6 @@ class AgentConnection:
             future.set_result(item.result)
         else:
             future.set_exception(RpcError.from_error(item.code, item.message, item.data))
-
-    # -- dispatch ---------------------------------------------------------------------------------
 
     async def _notification(self, item: Notification) -> None:
         params = item.params if isinstance(item.params, dict) else {}
@@ -743,8 +731,6 @@ class AgentConnection:
             raise InvalidRequest("Invalid request: send initialize first")
         self._check_method(method)
         return await handler(params if isinstance(params, dict) else {}, item.id)
-
-    # -- lifecycle methods ------------------------------------------------------------------------
 
     def _initialize(self, params: Any) -> dict[str, Any]:
         requested = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -966,8 +952,6 @@ class AgentConnection:
         live = agent._create_session(str(cwd), mcp, record.history, record.title)
         live.attached.add(self)
         return {"sessionId": live.session_id}
-
-    # -- prompt turns -----------------------------------------------------------------------------
 
     def _start_turn(self, item: Request) -> None:
         if self.protocol_version is None:
