@@ -106,18 +106,14 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
         elif advertised:
             works.append(method)
     if fails:
-        return _verdict("fail", "; ".join(fails + warns), evidence)
+        return Verdict("fail", "; ".join(fails + warns), tuple(evidence))
     if warns:
-        return _verdict("warn", "; ".join(warns) + ": a client never calls what is not advertised", evidence)
+        return Verdict("warn", "; ".join(warns) + ": a client never calls what is not advertised", tuple(evidence))
     listed = ", ".join(works) if works else "none"
     note = ""
     if missing_answer.code != -32601 and not missing_answer.ok:
         note = f"; unknown methods answer error {missing_answer.code}, not -32601 (see method.unknown)"
     return ctx.verdict("pass", f"every advertised session method answers (advertised: {listed}){note}")
-
-
-def _verdict(status: Any, finding: str, lines: list[str]) -> Verdict:
-    return Verdict(status, finding, tuple(lines))
 
 
 async def new_fresh_id(ctx: CheckContext) -> Verdict:

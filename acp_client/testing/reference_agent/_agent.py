@@ -303,9 +303,7 @@ class ReferenceAgent:
 
     def evict(self, session_id: str) -> None:
         """Forget ``session_id`` in memory and in the store (it then answers ``-32002``)."""
-        live = self._live.get(session_id)
-        if live is not None:
-            self._forget(live)
+        self.unload(session_id)
         self.store.delete(session_id)
         logger.info("reference agent evicted session %s", session_id)
 
@@ -322,9 +320,7 @@ class ReferenceAgent:
     def sessions(self) -> dict[str, SessionSnapshot]:
         """Every session the agent knows (in memory or stored), by id, oldest first."""
         snapshots: dict[str, SessionSnapshot] = {}
-        stored_ids: set[str] = set()
         for record in self.store.list():
-            stored_ids.add(record.session_id)
             live = self._live.get(record.session_id)
             snapshots[record.session_id] = (
                 self._snapshot(live, stored=True)
@@ -341,7 +337,7 @@ class ReferenceAgent:
                 )
             )
         for session_id, live in self._live.items():
-            if session_id not in stored_ids:
+            if session_id not in snapshots:
                 snapshots[session_id] = self._snapshot(live, stored=False)
         return snapshots
 
@@ -420,23 +416,17 @@ class ReferenceAgent:
         mine = live.record().history
         return len(stored.history) > len(mine) or mine[: len(stored.history)] != stored.history
 
-    def _known(self, session_id: str) -> bool:
-        return session_id in self._live or session_id in self.store
-
     def knows_session(self, session_id: str) -> bool:
         """Whether ``session_id`` is in memory or in the store (no side effects)."""
-        return self._known(session_id)
+        return session_id in self._live or session_id in self.store
 
     def _bring_into_memory(self, session_id: str) -> _LiveSession | None:
-        live = self._live.get(session_id)
-        if live is not None:
-            return live
-        record = self.store.load(session_id)
-        if record is None:
-            return None
-        live = _LiveSession(record)
-        self._live[session_id] = live
-        return live
+        if session_id not in self._live:
+            record = self.store.load(session_id)
+            if record is None:
+                return None
+            self._live[session_id] = _LiveSession(record)
+        return self._live[session_id]
 
     def _new_session_id(self) -> str:
         session_id = _new_id("sess")
@@ -450,7 +440,7 @@ class ReferenceAgent:
         title: str | None = None,
     ) -> _LiveSession:
         session_id = self._new_session_id()
-        while self._known(session_id):
+        while self.knows_session(session_id):
             session_id = self._new_session_id()
         live = _LiveSession(
             StoredSession(session_id=session_id, cwd=cwd, mcp_servers=mcp_servers, title=title, history=history)
@@ -460,7 +450,7 @@ class ReferenceAgent:
         return live
 
     def _status_word(self, in_memory: bool) -> str:
-        active, inactive = _VOCABULARIES.get(self.status_vocabulary, _VOCABULARIES["proposal"])
+        active, inactive = _VOCABULARIES[self.status_vocabulary]
         return active if in_memory else inactive
 
     @property
@@ -480,15 +470,8 @@ class ReferenceAgent:
         return {"name": self.name, "title": "ACP reference agent (acp_client.testing)", "version": self.version}
 
     def _session_capabilities(self) -> dict[str, Any]:
-        capabilities: dict[str, Any] = {}
-        if self.advertise_resume:
-            capabilities["resume"] = {}
-        capabilities["close"] = {}
-        capabilities["list"] = {}
-        capabilities["fork"] = {}
-        if self.advertise_status:
-            capabilities["status"] = {}
-        return capabilities
+        hidden = {"resume": not self.advertise_resume, "status": not self.advertise_status}
+        return {name: {} for name in ("resume", "close", "list", "fork", "status") if not hidden.get(name)}
 
 
 def _session_id_param(params: Any) -> str:
@@ -503,12 +486,6 @@ def _text_of(blocks: Any) -> str:
     return "".join(
         str(block.get("text", "")) for block in blocks if isinstance(block, dict) and block.get("type") == "text"
     )
-
-
-def _describe_error(method: str, exc: BaseException) -> str:
-    if isinstance(exc, RpcError):
-        return f"error: {method} failed: {exc.message} (code {exc.code})"
-    return f"error: {method} failed: {exc}"
 
 
 class AgentConnection:
@@ -783,7 +760,7 @@ class AgentConnection:
             await asyncio.sleep(0.08)
         if "status-always-active" in faults:
             return {"status": agent._status_word(True)}
-        if "status-attaches" in faults and agent._known(session_id):
+        if "status-attaches" in faults and agent.knows_session(session_id):
             attached = agent._bring_into_memory(session_id)
             if attached is not None and self not in attached.attached:
                 await self._replay(attached, request_id)
@@ -808,7 +785,7 @@ class AgentConnection:
         return live
 
     async def _session_load(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
-        if "load-unknown-ok" in self._agent.faults and not self._agent._known(_session_id_param(params)):
+        if "load-unknown-ok" in self._agent.faults and not self._agent.knows_session(_session_id_param(params)):
             return {}
         live = self._load_for_attach(params)
         await self._replay(live, request_id)
@@ -847,7 +824,7 @@ class AgentConnection:
         ):
             raise RpcError.invalid_params("replayFrom: only {'type': 'start'} is supported")
         faults = self._agent.faults
-        if not self._agent._known(_session_id_param(params)):
+        if not self._agent.knows_session(_session_id_param(params)):
             replaying = self.protocol_version == 2 and replay_from is not None
             if ("load-unknown-ok" in faults and replaying) or ("resume-unknown-ok" in faults and not replaying):
                 return {}
@@ -878,10 +855,7 @@ class AgentConnection:
             offset = int(cursor)
         snapshots = [snap for snap in agent.sessions.values() if cwd is None or snap.cwd == cwd]
         page = snapshots[offset : offset + max(1, agent.list_page_size)]
-        sessions: list[dict[str, Any]] = []
-        for snap in page:
-            sessions.append(self._list_entry(snap))
-        result: dict[str, Any] = {"sessions": sessions}
+        result: dict[str, Any] = {"sessions": [self._list_entry(snap) for snap in page]}
         if offset + len(page) < len(snapshots):
             result["nextCursor"] = str(offset + len(page))
         return result
@@ -939,13 +913,9 @@ class AgentConnection:
         session_id = _session_id_param(params)
         agent = self._agent
         source = agent._live.get(session_id)
-        if source is not None:
-            record = source.record()
-        else:
-            stored = agent.store.load(session_id)
-            if stored is None:
-                raise agent.not_found(session_id)
-            record = stored
+        record = source.record() if source is not None else agent.store.load(session_id)
+        if record is None:
+            raise agent.not_found(session_id)
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) and params.get("cwd") else record.cwd
         servers = params.get("mcpServers")
         mcp = tuple(s for s in servers if isinstance(s, dict)) if isinstance(servers, list) else record.mcp_servers
@@ -1168,7 +1138,7 @@ class AgentConnection:
             if command == "/as":
                 return await self._impersonate(turn, rest.strip())
         except RpcError as exc:
-            return _describe_error(command.lstrip("/"), exc)
+            return f"error: {command.lstrip('/')} failed: {exc.message} (code {exc.code})"
         return f"echo: {text}"
 
     async def _impersonate(self, turn: _Turn, rest: str) -> str:
@@ -1180,16 +1150,12 @@ class AgentConnection:
         update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "injected"}}
         await self._emit(notification_message("session/update", {"sessionId": session_id, "update": update}), None)
         answers: list[str] = []
-        asks: list[tuple[str, dict[str, Any]]] = [
-            (
-                "session/request_permission",
-                {
-                    "sessionId": session_id,
-                    "toolCall": {"toolCallId": _new_id("call"), "title": "impersonated", "status": "pending"},
-                    "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
-                },
-            )
-        ]
+        permission = {
+            "sessionId": session_id,
+            "toolCall": {"toolCallId": _new_id("call"), "title": "impersonated", "status": "pending"},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+        }
+        asks: list[tuple[str, dict[str, Any]]] = [("session/request_permission", permission)]
         if path:
             asks.append(("fs/read_text_file", {"sessionId": session_id, "path": path.strip()}))
         for method, params in asks:

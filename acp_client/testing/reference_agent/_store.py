@@ -218,9 +218,7 @@ class SessionStore:
 
     def list(self) -> list[StoredSession]:
         """Every stored session, oldest first (by creation time, then id)."""
-        records = list(self._iter_records())
-        records.sort(key=lambda record: (record.created_at, record.session_id))
-        return records
+        return sorted(self._iter_records(), key=lambda record: (record.created_at, record.session_id))
 
     def clear(self) -> None:
         """Forget every stored session."""
