@@ -41,14 +41,9 @@ class Printer:
             else:
                 self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
 
-    def header(self, target: str, agent: dict[str, object], version: int) -> None:
-        self._print(f"acp-reconnect check {target}")
-        self._print(f"agent: {agent.get('name')} {agent.get('version')}, protocol version {version}")
-
     def result(self, result: CheckResult) -> None:
         label = _PLAIN[result.status]
         finding = printable(result.finding, one_line=True)
-        head = f"{label}  {result.id:<24} {result.seconds:6.2f} s  {finding}"
         if self._console is not None:
             from rich.markup import escape
 
@@ -57,7 +52,7 @@ class Printer:
                 f"[{style}]{label}[/{style}]  {escape(result.id):<24} {result.seconds:6.2f} s  {escape(finding)}"
             )
         else:
-            self._print(head)
+            self._print(f"{label}  {result.id:<24} {result.seconds:6.2f} s  {finding}")
         if self.verbose or result.status in ("fail", "warn"):
             if result.status in ("fail", "warn"):
                 self._print(f"      rule ({result.source}): {result.rule}")

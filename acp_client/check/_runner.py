@@ -128,10 +128,7 @@ async def run_check(
 
 
 async def run_checks(
-    settings: Settings,
-    checks: Iterable[Check] | None = None,
-    *,
-    on_result: Callable[[CheckResult], None] | None = None,
+    settings: Settings, checks: Iterable[Check] | None = None, *, on_result: Callable[[CheckResult], None] | None = None
 ) -> Report:
     """Run ``checks`` (default: all) against ``settings.target``.
 

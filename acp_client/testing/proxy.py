@@ -360,10 +360,7 @@ class FaultProxy:
         return self
 
     async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         await self.aclose()
 
@@ -443,24 +440,16 @@ class FaultProxy:
         """
         _check_kind(kind)
         links = [link for link in self._links if kind is None or link.kind == kind]
-        if kind is not None:
-            for link in links:
-                link.abort()
-            if links:
-                logger.info("fault proxy cut %d %s connection(s)", len(links), kind)
-                await asyncio.gather(*(link.gone for link in links))
-                for _ in range(_SETTLE_TURNS):
-                    await asyncio.sleep(0)
-            return
         for link in links:
             link.abort()
         if links:
-            logger.info("fault proxy cut %d connection(s)", len(links))
-        tasks = [task for task in self._tasks if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+            logger.info("fault proxy cut %d %sconnection(s)", len(links), f"{kind} " if kind is not None else "")
+        if kind is None:
+            tasks = [task for task in self._tasks if not task.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
         if links:
             await asyncio.gather(*(link.gone for link in links))
             # A few more turns of the loop: a peer on this loop reads its reset before we return.

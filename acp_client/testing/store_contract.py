@@ -127,45 +127,35 @@ class StoreBackend(Protocol):
         that raises the compatible version past the shipped code. The backend closes every store
         it opened in :meth:`close`.
         """
-        ...
 
     def version_of(self, store: SessionStore) -> int:
         """The schema version ``store`` found (or made) at the location."""
-        ...
 
     def seed_version(self, version: int, session: StoredSession, messages: Sequence[Mapping[str, Any]]) -> None:
         """Write, without the store, what the store's code of schema ``version`` would have written
         for ``session`` and its conversation (``messages``: plain ``role``/``text`` entries, in the
         conversation form that version kept)."""
-        ...
 
     def stamp_version(self, version: int, *, compatible: int) -> None:
         """Make the existing store claim schema ``version``, readable by code of ``compatible`` and later."""
-        ...
 
     def make_foreign(self) -> None:
         """Put another application's data where the store would be (its own tables, rows)."""
-        ...
 
     def make_corrupt(self) -> None:
         """Put the store's identity there without its tables."""
-        ...
 
     def damage_record(self, endpoint: str, session_id: str) -> None:
         """Damage one stored record so it cannot be decoded."""
-        ...
 
     def damage_transcript(self, endpoint: str, session_id: str) -> None:
         """Damage one stored conversation so it is not a list of JSON objects."""
-        ...
 
     def snapshot(self) -> object:
         """An image of everything at the location, comparable with ``==`` (to see nothing was written)."""
-        ...
 
     def close(self) -> None:
         """Close every store :meth:`open` made."""
-        ...
 
 
 class SessionStoreContract:

@@ -143,7 +143,6 @@ class _LiveSession:
         self.title = record.title
         self.history: list[HistoryEntry] = list(record.history)
         self.state = "idle"
-        self.stop_reason: str | None = None
         self.attached: set[AgentConnection] = set()
         self.turn: _Turn | None = None
 
@@ -165,9 +164,8 @@ _CancelReason = Literal["cancel", "request", "gone", "closed"]
 class _Turn:
     """One running ``session/prompt``."""
 
-    def __init__(self, session: _LiveSession, connection: AgentConnection, request_id: RequestId) -> None:
+    def __init__(self, session: _LiveSession, request_id: RequestId) -> None:
         self.session = session
-        self.connection = connection
         self.request_id = request_id
         self.agent_message_id = _new_id("msg")
         self.sent: list[str] = []
@@ -319,27 +317,9 @@ class ReferenceAgent:
     @property
     def sessions(self) -> dict[str, SessionSnapshot]:
         """Every session the agent knows (in memory or stored), by id, oldest first."""
-        snapshots: dict[str, SessionSnapshot] = {}
-        for record in self.store.list():
-            live = self._live.get(record.session_id)
-            snapshots[record.session_id] = (
-                self._snapshot(live, stored=True)
-                if live is not None
-                else SessionSnapshot(
-                    session_id=record.session_id,
-                    cwd=record.cwd,
-                    in_memory=False,
-                    stored=True,
-                    history_length=len(record.history),
-                    state=None,
-                    attached_connections=0,
-                    title=record.title,
-                )
-            )
-        for session_id, live in self._live.items():
-            if session_id not in snapshots:
-                snapshots[session_id] = self._snapshot(live, stored=False)
-        return snapshots
+        stored = {record.session_id: record for record in self.store.list()}
+        ids = [*stored, *(session_id for session_id in self._live if session_id not in stored)]
+        return {session_id: self._snapshot(self._live.get(session_id), stored.get(session_id)) for session_id in ids}
 
     @property
     def connection_count(self) -> int:
@@ -385,16 +365,19 @@ class ReferenceAgent:
             await connection.close()
             await transport.aclose()
 
-    def _snapshot(self, live: _LiveSession, *, stored: bool) -> SessionSnapshot:
+    @staticmethod
+    def _snapshot(live: _LiveSession | None, record: StoredSession | None) -> SessionSnapshot:
+        source = live if live is not None else record
+        assert source is not None
         return SessionSnapshot(
-            session_id=live.session_id,
-            cwd=live.cwd,
-            in_memory=True,
-            stored=stored,
-            history_length=len(live.history),
-            state=live.state,
-            attached_connections=len(live.attached),
-            title=live.title,
+            session_id=source.session_id,
+            cwd=source.cwd,
+            in_memory=live is not None,
+            stored=record is not None,
+            history_length=len(source.history),
+            state=live.state if live is not None else None,
+            attached_connections=len(live.attached) if live is not None else 0,
+            title=source.title,
         )
 
     def _forget(self, live: _LiveSession) -> None:
@@ -941,7 +924,7 @@ class AgentConnection:
             raise RpcError.invalid_params("prompt must be an array of content blocks")
         if _text_of(prompt).strip() == "/fail":
             raise RpcError("Internal error: the turn failed, as /fail asks", code=-32603)
-        turn = _Turn(live, self, item.id)
+        turn = _Turn(live, item.id)
         live.turn = turn
         self._turns[str(item.id)] = turn
         turn.task = asyncio.get_running_loop().create_task(
@@ -980,7 +963,7 @@ class AgentConnection:
                 await self._stream(turn, agent._text(reply))
         except asyncio.CancelledError:
             if turn.cancel_reason is None:
-                self._finish(turn, "cancelled")
+                self._finish(turn)
                 raise
             current = asyncio.current_task()
             uncancel = getattr(current, "uncancel", None)
@@ -992,7 +975,7 @@ class AgentConnection:
             stop_reason = "cancelled"
         if stop_reason == "cancelled" and "cancel-owes-next-turn" in agent.faults:
             agent._owed[live.session_id] = None  # the next turn answers nothing; its answer comes a turn late
-        self._finish(turn, stop_reason)
+        self._finish(turn)
         await self._conclude(turn, stop_reason)
 
     def _owed_reply(self, session_id: str, reply: str | None) -> str | None:
@@ -1006,7 +989,7 @@ class AgentConnection:
             return None
         return late + (reply or "")
 
-    def _finish(self, turn: _Turn, stop_reason: str) -> None:
+    def _finish(self, turn: _Turn) -> None:
         live = turn.session
         self._turns.pop(str(turn.request_id), None)
         if live.turn is turn:
@@ -1018,7 +1001,6 @@ class AgentConnection:
             block = {"type": "text", "text": text}
             live.history.append(HistoryEntry(role="agent", message_id=turn.agent_message_id, content=(block,)))
         live.state = "idle"
-        live.stop_reason = stop_reason
         self._agent._persist(live)
 
     async def _conclude(self, turn: _Turn, stop_reason: str) -> None:
@@ -1032,8 +1014,7 @@ class AgentConnection:
                 elif self.protocol_version == 2:
                     # The v2 prompt was already accepted: end the turn, or the client waits forever.
                     update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
-                    params = {"sessionId": turn.session.session_id, "update": update}
-                    await self._emit(notification_message("session/update", params), turn.request_id)
+                    await self._update(turn.session, update, turn.request_id)
                 return
             if self.protocol_version == 2:
                 update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}

@@ -85,10 +85,7 @@ async def _stdout_writer() -> LineWriter:
 
 
 async def serve_stdio(
-    agent: ReferenceAgent,
-    *,
-    reader: asyncio.StreamReader | None = None,
-    writer: LineWriter | None = None,
+    agent: ReferenceAgent, *, reader: asyncio.StreamReader | None = None, writer: LineWriter | None = None
 ) -> None:
     """Serve one client over newline-delimited JSON until the input ends.
 
