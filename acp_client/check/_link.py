@@ -36,7 +36,7 @@ from .._codec._jsonrpc import (
 from ..exceptions import MalformedFrame, MessageTooLarge, TransportClosed, TransportError
 from ..transports.base import Transport
 
-__all__ = ["Answer", "CheckFailed", "Link", "WireEntry", "WireLog"]
+__all__ = ["Answer", "CheckFailed", "Link", "WireEntry", "WireLog", "update_of"]
 
 #: How much of one message an evidence line shows.
 EXCERPT_CHARS: Final = 400
@@ -313,19 +313,8 @@ class Link:
 
     def updates(self, session_id: str | None = None, *, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         """The ``update`` objects of the ``session/update`` notifications from position ``start`` to ``end``."""
-        found: list[dict[str, Any]] = []
-        for message in self.inbound[start:end]:
-            if message.get("method") != "session/update" or "id" in message:
-                continue
-            params = message.get("params")
-            if not isinstance(params, dict):
-                continue
-            if session_id is not None and params.get("sessionId") != session_id:
-                continue
-            update = params.get("update")
-            if isinstance(update, dict):
-                found.append(update)
-        return found
+        found = [update_of(message, session_id) for message in self.inbound[start:end]]
+        return [update for update in found if update is not None]
 
     async def _read(self) -> None:
         try:
@@ -402,6 +391,17 @@ class Link:
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(CheckFailed(f"link {self.name} ended: {reason}"))
+
+
+def update_of(message: dict[str, Any], session_id: str | None = None) -> dict[str, Any] | None:
+    """The ``update`` of a ``session/update`` notification (about ``session_id``, when given), else ``None``."""
+    if message.get("method") != "session/update" or "id" in message:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict) or (session_id is not None and params.get("sessionId") != session_id):
+        return None
+    update = params.get("update")
+    return update if isinstance(update, dict) else None
 
 
 def _answer(request: dict[str, Any], reply: dict[str, Any]) -> Answer:

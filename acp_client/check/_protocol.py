@@ -19,9 +19,10 @@ from typing import Any
 import attrs
 
 from .._codec import from_wire, to_wire
+from .._codec._jsonrpc import request_message
 from ..exceptions import AcpError
 from ..types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
-from ._link import Answer, CheckFailed, Link
+from ._link import Answer, CheckFailed, Link, update_of
 
 __all__ = ["Handshake", "Message", "Turn", "initialize", "messages_of", "replay_request", "text_prompt"]
 
@@ -152,13 +153,8 @@ class Turn:
 
 
 def _idle_stop(message: dict[str, Any], session_id: str) -> bool:
-    if message.get("method") != "session/update" or "id" in message:
-        return False
-    params = message.get("params")
-    if not isinstance(params, dict) or params.get("sessionId") != session_id:
-        return False
-    update = params.get("update")
-    return isinstance(update, dict) and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+    update = update_of(message, session_id)
+    return update is not None and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
 
 
 @attrs.frozen
@@ -175,12 +171,7 @@ async def start_prompt(link: Link, session_id: str, text: str) -> PendingTurn:
     """Send ``session/prompt`` without waiting for the turn."""
     start = len(link.inbound)
     request_id = link.next_id()
-    message = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "session/prompt",
-        "params": {"sessionId": session_id, "prompt": text_prompt(text)},
-    }
+    message = request_message(request_id, "session/prompt", {"sessionId": session_id, "prompt": text_prompt(text)})
     link.remember(request_id, message)
     await link.send(message)
     return PendingTurn(session_id, text, request_id, start)

@@ -29,7 +29,6 @@ import contextlib
 import logging
 import socket
 import struct
-from collections.abc import Callable
 from types import TracebackType
 from typing import cast
 from urllib.parse import urlsplit, urlunsplit
@@ -528,16 +527,9 @@ class FaultProxy:
         task.add_done_callback(self._tasks.discard)
 
     async def _connect_upstream(self, link: _Link) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            await self._open_upstream(lambda: link.upstream)
+            await loop.create_connection(lambda: link.upstream, self.upstream_host, self.upstream_port)
         except OSError as exc:
             logger.info("fault proxy could not reach %s:%s: %s", self.upstream_host, self.upstream_port, exc)
             link.abort()
-
-    async def _open_upstream(self, protocol_factory: Callable[[], asyncio.Protocol]) -> None:
-        """Connect ``protocol_factory()`` to the upstream (its ``connection_made`` runs inside).
-
-        Raises:
-            OSError: The upstream cannot be reached.
-        """
-        await asyncio.get_running_loop().create_connection(protocol_factory, self.upstream_host, self.upstream_port)

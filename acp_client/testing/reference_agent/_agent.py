@@ -700,9 +700,7 @@ class AgentConnection:
         agent = self._agent
         silent = "no-capabilities" in agent.faults
         if version == 1:
-            capabilities: dict[str, Any] = {}
-            if agent.advertise_load and not silent:
-                capabilities["loadSession"] = True
+            capabilities: dict[str, Any] = {"loadSession": True} if agent.advertise_load and not silent else {}
             capabilities["promptCapabilities"] = {"image": False, "audio": False, "embeddedContext": False}
             capabilities["sessionCapabilities"] = {} if silent else agent._session_capabilities()
             return {
