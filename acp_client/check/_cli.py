@@ -20,7 +20,6 @@ from ..display import printable
 from ._context import Settings
 from ._output import Printer
 from ._registry import CHECKS
-from ._report import CheckResult
 from ._runner import run_checks, select
 from ._target import Target, TargetError
 
@@ -142,15 +141,9 @@ def _run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
     )
     printer = Printer(sys.stderr if args.json else sys.stdout, verbose=args.verbose)
-    quiet = args.json
-
-    def show(result: CheckResult) -> None:
-        if not quiet:
-            printer.result(result)
-
     try:
         checks = select(args.only, args.skip)
-        report = asyncio.run(run_checks(settings, checks, on_result=show))
+        report = asyncio.run(run_checks(settings, checks, on_result=None if args.json else printer.result))
     except TargetError as exc:
         sys.stderr.write(f"acp-reconnect check: cannot check {printable(str(exc))}\n")
         return 2

@@ -370,12 +370,8 @@ class Link:
         if item.method == "session/request_permission":
             options = [o for o in params.get("options") or [] if isinstance(o, dict)]
             chosen = next((o for o in options if o.get("kind") == "allow_once"), options[0] if options else None)
-            if chosen is None:
-                reply = result_message(item.id, {"outcome": {"outcome": "cancelled"}})
-            else:
-                reply = result_message(
-                    item.id, {"outcome": {"outcome": "selected", "optionId": chosen.get("optionId")}}
-                )
+            selected = {"outcome": "selected", "optionId": chosen.get("optionId")} if chosen is not None else None
+            reply = result_message(item.id, {"outcome": selected or {"outcome": "cancelled"}})
         elif item.method == "elicitation/create":
             reply = result_message(item.id, {"action": "decline"})
         else:

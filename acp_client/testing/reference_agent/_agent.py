@@ -97,14 +97,9 @@ def split_text(text: str, pieces: int) -> list[str]:
         tokens = list(text)
     if len(tokens) < pieces:
         return tokens + [""] * (pieces - len(tokens))
-    base, extra = divmod(len(tokens), pieces)
-    result: list[str] = []
-    start = 0
-    for index in range(pieces):
-        size = base + (1 if index < extra else 0)
-        result.append("".join(tokens[start : start + size]))
-        start += size
-    return result
+    base, extra = divmod(len(tokens), pieces)  # the first ``extra`` pieces take one token more
+    starts = [index * base + min(index, extra) for index in range(pieces + 1)]
+    return ["".join(tokens[starts[index] : starts[index + 1]]) for index in range(pieces)]
 
 
 @attrs.frozen
@@ -1045,12 +1040,8 @@ class AgentConnection:
         logger.info("reference agent (escapes): %s", ESCAPES)
         v2 = self.protocol_version == 2
         thought = {"type": "text", "text": agent._text("thinking")}
-        if v2:
-            await self._update(
-                live, {"sessionUpdate": "agent_thought", "messageId": _new_id("msg"), "content": [thought]}, cause
-            )
-        else:
-            await self._update(live, {"sessionUpdate": "agent_thought_chunk", "content": thought}, cause)
+        whole = {"sessionUpdate": "agent_thought", "messageId": _new_id("msg"), "content": [thought]}
+        await self._update(live, whole if v2 else {"sessionUpdate": "agent_thought_chunk", "content": thought}, cause)
         tool_call = {
             "toolCallId": _new_id("call"),
             "title": agent._text("Reading a file"),
