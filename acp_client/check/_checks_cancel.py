@@ -141,10 +141,6 @@ async def _cancel_scenario(ctx: CheckContext) -> CancelScenario:
     return scenario
 
 
-def _verdict(scenario: CancelScenario, status: Any, finding: str) -> Verdict:
-    return Verdict(status, finding, scenario.lines)
-
-
 def _broken_next_turn(scenario: CancelScenario) -> str | None:
     """What is wrong with the turn after the cancel, or ``None``."""
     if scenario.next_error is not None:
@@ -167,35 +163,35 @@ def _broken_next_turn(scenario: CancelScenario) -> str | None:
 async def cancel_honoured(ctx: CheckContext) -> Verdict:
     scenario = await _cancel_scenario(ctx)
     if scenario.not_sent is not None:
-        return _verdict(scenario, "warn", f"{scenario.not_sent}: inconclusive (pass a longer --cancel-prompt)")
+        return Verdict("warn", f"{scenario.not_sent}: inconclusive (pass a longer --cancel-prompt)", scenario.lines)
     if scenario.cancel_error is not None:
-        return _verdict(scenario, "fail", f"after session/cancel: {scenario.cancel_error}")
+        return Verdict("fail", f"after session/cancel: {scenario.cancel_error}", scenario.lines)
     turn = scenario.cancelled
     assert turn is not None
     if turn.stop_reason == "cancelled":
         if scenario.worked_after_cancel:
-            return _verdict(
-                scenario, "fail", 'the turn answered "cancelled" but the agent went on working on it afterwards'
+            return Verdict(
+                "fail", 'the turn answered "cancelled" but the agent went on working on it afterwards', scenario.lines
             )
         broken = _broken_next_turn(scenario)
         if broken is not None:
-            return _verdict(
-                scenario,
+            return Verdict(
                 "fail",
                 f'the turn answered "cancelled" but its work was not stopped: {broken} (see cancel.next-turn)',
+                scenario.lines,
             )
-        return _verdict(scenario, "pass", 'session/cancel ended the turn with stopReason "cancelled"')
+        return Verdict("pass", 'session/cancel ended the turn with stopReason "cancelled"', scenario.lines)
     stop = turn.stop_reason
     if not scenario.streamed_after_cancel:
         # The agent did no more work after the cancel was sent: its turn was over as the cancel
         # crossed it on the wire (a short turn), which ACP allows.
-        return _verdict(
-            scenario,
+        return Verdict(
             "warn",
             f"the turn ended ({stop!r}) as the cancel was sent, with nothing after it: inconclusive "
             "(pass a longer --cancel-prompt)",
+            scenario.lines,
         )
-    return _verdict(scenario, "fail", f'the cancelled turn ended with stopReason {stop!r}, not "cancelled"')
+    return Verdict("fail", f'the cancelled turn ended with stopReason {stop!r}, not "cancelled"', scenario.lines)
 
 
 async def cancel_next_turn(ctx: CheckContext) -> Verdict:
@@ -209,5 +205,7 @@ async def cancel_next_turn(ctx: CheckContext) -> Verdict:
         raise Skip("cannot check: an ordinary turn gives no agent text to compare with")
     broken = _broken_next_turn(scenario)
     if broken is not None:
-        return _verdict(scenario, "fail", broken)
-    return _verdict(scenario, "pass", f"the turn after the cancel got its own answer ({len(scenario.next_text)} chars)")
+        return Verdict("fail", broken, scenario.lines)
+    return Verdict(
+        "pass", f"the turn after the cancel got its own answer ({len(scenario.next_text)} chars)", scenario.lines
+    )

@@ -405,11 +405,8 @@ class FaultProxy:
         """``upstream_url`` pointed at the proxy (same scheme, path and query)."""
         parts = urlsplit(upstream_url)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        netloc = f"{host}:{self.port}"
-        if parts.username is not None:
-            userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
-            netloc = f"{userinfo}@{netloc}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        return urlunsplit((parts.scheme, f"{userinfo}{at}{host}:{self.port}", parts.path, parts.query, parts.fragment))
 
     @property
     def connection_count(self) -> int:

@@ -71,6 +71,8 @@ SLOW_TURN_LIMIT: Final = 600.0
 SLOW_TICK_MIN: Final = 0.05
 
 _VOCABULARIES: Final = {"proposal": ("active", "inactive"), "sdk": ("open", "saved")}
+#: The ``Session`` schema's members that are always present, ``null`` when empty.
+_REQUIRED_NULLABLE: Final = ("activeTurnId", "forkedFrom", "modelId", "providerId", "workspaceRoot")
 
 
 def _package_version() -> str:
@@ -847,18 +849,13 @@ class AgentConnection:
         if snap.title is not None:
             entry["title"] = snap.title
         if record is not None:
-            stamps = {"createdAt": record.created_at, "updatedAt": record.updated_at}
-            for name, value in stamps.items():
+            for name, value in (("createdAt", record.created_at), ("updatedAt", record.updated_at)):
                 entry[name] = naive_time(value) if "naive-timestamps" in faults else value
         turn = live.turn if live is not None else None
         history = live.history if live is not None else (record.history if record is not None else ())
-        nullable: dict[str, Any] = {
-            "activeTurnId": str(turn.request_id) if turn is not None else None,
-            "forkedFrom": None,
-            "modelId": None,
-            "providerId": None,
-            "workspaceRoot": None,
-        }
+        nullable: dict[str, Any] = dict.fromkeys(_REQUIRED_NULLABLE)
+        if turn is not None:
+            nullable["activeTurnId"] = str(turn.request_id)
         for name, value in nullable.items():
             if value is not None or "sparse-session-objects" not in faults:
                 entry[name] = value
