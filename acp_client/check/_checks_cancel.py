@@ -137,7 +137,7 @@ async def _scenario(ctx: CheckContext) -> CancelScenario:
 
 
 async def _cancel_scenario(ctx: CheckContext) -> CancelScenario:
-    scenario: CancelScenario = await ctx.scenario("cancel", lambda: _scenario(ctx))
+    scenario: CancelScenario = await ctx.run.scenario("cancel", lambda: _scenario(ctx))
     return scenario
 
 

@@ -222,7 +222,7 @@ async def restart_scenario(ctx: CheckContext) -> RestartScenario:
     if not any(ctx.supports(m) for m in ("session/status", "session/resume", _replay_method(ctx))):
         where = "session/load, session/resume or session/status" if ctx.version == 1 else "session/resume or status"
         raise Skip(f"{where} is not advertised: nothing can ask about a session after a restart")
-    scenario: RestartScenario = await ctx.scenario("restart", lambda: _restart_scenario(ctx))
+    scenario: RestartScenario = await ctx.run.scenario("restart", lambda: _restart_scenario(ctx))
     return scenario
 
 

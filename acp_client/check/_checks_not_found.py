@@ -87,7 +87,7 @@ async def unknown_session_answers(ctx: CheckContext) -> dict[str, Probe]:
     Raises:
         CheckFailed: The shared agent could not be reached.
     """
-    probes: dict[str, Probe] = await ctx.scenario("unknown-session", lambda: _probe_all(ctx))
+    probes: dict[str, Probe] = await ctx.run.scenario("unknown-session", lambda: _probe_all(ctx))
     return probes
 
 

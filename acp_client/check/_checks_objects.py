@@ -18,7 +18,7 @@ TIMESTAMPS: Final = ("createdAt", "updatedAt")
 
 async def _session_objects(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]]:
     """Every session object seen (``(where, object)``) and the wire lines: a scenario run once per run."""
-    found: tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]] = await ctx.scenario(
+    found: tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]] = await ctx.run.scenario(
         "session-objects", lambda: _gather(ctx)
     )
     return found

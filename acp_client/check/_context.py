@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import attrs
@@ -141,10 +140,6 @@ class CheckContext:
         self.run.kill()
         await self.run.retire()
         await self.host.restart()
-
-    async def scenario(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
-        """The outcome of a scenario several checks judge, run once per run (by the first check that asks)."""
-        return await self.run.scenario(key, run)
 
     async def new_session(self, link: Link, *, reuse: bool = False) -> str:
         """``session/new``, then a moment until the agent is quiet: a greeting some agents send right after

@@ -182,14 +182,13 @@ class AgentHost:
         deadline = time.monotonic() + self.timeout * 3
         last = "not tried"
         while time.monotonic() < deadline:
-            probe = WireLog()
             try:
                 transport = await asyncio.wait_for(self._connector.connect(), self.timeout)
             except (AcpError, OSError, asyncio.TimeoutError) as exc:
                 last = str(exc) or type(exc).__name__
                 await asyncio.sleep(_RECONNECT_PAUSE)
                 continue
-            link = Link(transport, "probe", probe, timeout=self.timeout)
+            link = Link(transport, "probe", WireLog(), timeout=self.timeout)
             link.start()
             try:
                 await initialize(link, self.proposed)
