@@ -44,10 +44,6 @@ def _replay_method(ctx: CheckContext) -> str:
     return "session/load" if ctx.version == 1 else "session/resume"
 
 
-def _refused_otherwise(answer: Answer) -> str:
-    return f" (spelled {answer.describe().removeprefix('answered ')}: see not-found.code)"
-
-
 async def load_unknown(ctx: CheckContext) -> Verdict:
     ctx.require(_replay_method(ctx))
     probes = await unknown_session_answers(ctx)
@@ -74,7 +70,8 @@ def _judge_unknown(probe: Probe, label: str) -> Verdict:
         raise Skip(f"{probe.method} answers -32601 (see initialize.capabilities)")
     if answer.code == -32002:
         return Verdict("pass", f"{label} of an unknown id answers -32002", probe.lines)
-    return Verdict("pass", f"{label} of an unknown id is refused{_refused_otherwise(answer)}", probe.lines)
+    spelled = answer.describe().removeprefix("answered ")
+    return Verdict("pass", f"{label} of an unknown id is refused (spelled {spelled}: see not-found.code)", probe.lines)
 
 
 async def resume_no_replay(ctx: CheckContext) -> Verdict:

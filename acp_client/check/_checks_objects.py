@@ -33,7 +33,11 @@ async def _gather(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], 
     if not answer.ok or not isinstance(answer.result, dict) or not isinstance(answer.result.get("sessionId"), str):
         raise Skip(f"session/new {answer.describe()}")
     session_id = answer.result["sessionId"]
-    _collect(found, "session/new", answer.result)
+    session = answer.result.get("session")
+    if isinstance(session, dict):
+        found.append(("session/new", session))
+    elif any(member in answer.result for member in SESSION_SCHEMA_MEMBERS):
+        found.append(("session/new", answer.result))
     start = len(link.inbound)
     await ctx.turn(link, session_id)
     for update in link.updates(session_id, start=start):
@@ -46,14 +50,6 @@ async def _gather(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], 
             if isinstance(entry, dict):
                 found.append(("session/list", entry))
     return found, ctx.lines(mark)
-
-
-def _collect(found: list[tuple[str, dict[str, Any]]], where: str, result: dict[str, Any]) -> None:
-    session = result.get("session")
-    if isinstance(session, dict):
-        found.append((where, session))
-    elif any(member in result for member in SESSION_SCHEMA_MEMBERS):
-        found.append((where, result))
 
 
 async def timestamps_zoned(ctx: CheckContext) -> Verdict:

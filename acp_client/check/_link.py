@@ -94,10 +94,6 @@ class WireLog:
 
     Bounded by count and by bytes (a flooding agent must not exhaust memory): once either is
     reached, later entries are counted (:attr:`dropped`, :attr:`dropped_bytes`), not kept.
-
-    Args:
-        max_entries: The most entries kept.
-        max_bytes: The most bytes of messages kept (as JSON).
     """
 
     def __init__(self, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_LOG_BYTES) -> None:
@@ -158,17 +154,9 @@ class Answer:
 
     def describe(self) -> str:
         if self.ok:
-            return f"answered {_short(self.result)}"
+            text = json.dumps(self.result, separators=(",", ":"), ensure_ascii=False, default=repr)
+            return f"answered {text if len(text) <= 160 else text[:160] + '...'}"
         return f"answered error {self.code} ({self.error_text!r})"
-
-
-def _is_response(message: dict[str, Any]) -> bool:
-    return "id" in message and "method" not in message
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class Link:
@@ -348,7 +336,7 @@ class Link:
         if not logged:
             self.log.add(self.name, "<", message)
         # What a check waits for is kept while the log keeps it; answers to its requests always.
-        if len(self.inbound) < MAX_ENTRIES and (not self.log.full or _is_response(message)):
+        if len(self.inbound) < MAX_ENTRIES and (not self.log.full or ("id" in message and "method" not in message)):
             self.inbound.append(message)
         self._changed.set()
         try:

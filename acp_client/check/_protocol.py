@@ -152,11 +152,6 @@ class Turn:
     seconds: float
 
 
-def _idle_stop(message: dict[str, Any], session_id: str) -> bool:
-    update = update_of(message, session_id)
-    return update is not None and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
-
-
 @attrs.frozen
 class PendingTurn:
     """A ``session/prompt`` sent, its turn not awaited yet."""
@@ -180,7 +175,8 @@ async def start_prompt(link: Link, session_id: str, text: str) -> PendingTurn:
 def ended(pending: PendingTurn, message: dict[str, Any], version: int) -> bool:
     """Whether ``message`` ends the turn: the prompt's answer (v1) or a ``state_update`` idle (v2)."""
     if version >= 2:
-        return _idle_stop(message, pending.session_id)
+        update = update_of(message, pending.session_id)
+        return update is not None and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
     return message.get("id") == pending.request_id and "method" not in message
 
 

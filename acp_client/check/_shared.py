@@ -40,13 +40,7 @@ class Inconclusive(CheckFailed):
 
 
 class RunState:
-    """The run's shared link and its scenarios.
-
-    Args:
-        target: The agent under check.
-        timeout: The per-step timeout.
-        proposed: The protocol version proposed in ``initialize``.
-    """
+    """The run's shared link and its scenarios."""
 
     def __init__(self, target: Target, *, timeout: float, proposed: int) -> None:
         self.target = target

@@ -260,7 +260,11 @@ async def _run_restart(command: str, limit: float) -> None:
         try:
             await asyncio.wait_for(process.wait(), limit)
         except asyncio.TimeoutError:
-            _kill_process(process)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if sys.platform != "win32":
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:  # pragma: no cover
+                    process.kill()
             await process.wait()
             raise CheckFailed(f"the restart command did not finish within {limit:g} s") from None
         errors.seek(0)
@@ -268,11 +272,3 @@ async def _run_restart(command: str, limit: float) -> None:
     if process.returncode != 0:
         text = printable(stderr.decode("utf-8", "replace").strip()[-300:])
         raise CheckFailed(f"the restart command failed (exit {process.returncode}): {text}")
-
-
-def _kill_process(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if sys.platform != "win32":
-            os.killpg(process.pid, signal.SIGKILL)
-        else:  # pragma: no cover
-            process.kill()

@@ -441,11 +441,6 @@ class ReferenceAgent:
     def _text(self, text: str) -> str:
         return f"{text} {ESCAPES}" if self.hostile else text
 
-    def _modes(self) -> dict[str, Any]:
-        """The ``modes`` member of a session result (only under ``escapes``: its names are hostile)."""
-        mode = {"id": "hostile", "name": self._text("Hostile mode"), "description": self._text("mode description")}
-        return {"currentModeId": "hostile", "availableModes": [mode]}
-
     def _info(self) -> dict[str, Any]:
         return {"name": self.name, "title": "ACP reference agent (acp_client.testing)", "version": self.version}
 
@@ -818,8 +813,10 @@ class AgentConnection:
 
     def _session_result(self, live: _LiveSession) -> dict[str, Any]:
         result: dict[str, Any] = {"sessionId": live.session_id}
-        if self._agent.hostile:
-            result["modes"] = self._agent._modes()
+        if self._agent.hostile:  # the escapes fault: mode names are hostile
+            text = self._agent._text
+            mode = {"id": "hostile", "name": text("Hostile mode"), "description": text("mode description")}
+            result["modes"] = {"currentModeId": "hostile", "availableModes": [mode]}
         return result
 
     async def _session_list(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
