@@ -89,12 +89,8 @@ class _RequestSniffer:
             self.kind, self.done = "websocket", True
         elif method == "GET" and "text/event-stream" in headers.get("accept", ""):
             self.kind = "session_stream" if "acp-session-id" in headers else "connection_stream"
-        elif method == "POST":
-            self.kind = "post"
-        elif method == "DELETE":
-            self.kind = "delete"
         else:
-            self.kind = "other"
+            self.kind = {"POST": "post", "DELETE": "delete"}.get(method, "other")
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self.done = True  # the body's end cannot be found without decoding it
             return

@@ -1036,12 +1036,8 @@ class AgentConnection:
         thought = {"type": "text", "text": agent._text("thinking")}
         whole = {"sessionUpdate": "agent_thought", "messageId": _new_id("msg"), "content": [thought]}
         await self._update(live, whole if v2 else {"sessionUpdate": "agent_thought_chunk", "content": thought}, cause)
-        tool_call = {
-            "toolCallId": _new_id("call"),
-            "title": agent._text("Reading a file"),
-            "kind": "read",
-            "status": "completed",
-        }
+        title = agent._text("Reading a file")
+        tool_call = {"toolCallId": _new_id("call"), "title": title, "kind": "read", "status": "completed"}
         agent._tool_calls.setdefault(live.session_id, []).append(tool_call)
         await self._tool_call(live, tool_call, cause)
         entry = {"content": agent._text("Step one"), "priority": "high", "status": "pending"}
@@ -1131,15 +1127,12 @@ class AgentConnection:
         return "as " + session_id + ": " + "; ".join(answers)
 
     async def _permission(self, turn: _Turn) -> str:
-        tool_call = {
-            "toolCallId": _new_id("call"),
-            "title": self._agent._text("Reference agent wants to edit a file"),
-            "kind": "edit",
-            "status": "pending",
-        }
+        text = self._agent._text
+        title = text("Reference agent wants to edit a file")
+        tool_call = {"toolCallId": _new_id("call"), "title": title, "kind": "edit", "status": "pending"}
         options = [
-            {"optionId": "allow", "name": self._agent._text("Allow"), "kind": "allow_once"},
-            {"optionId": "reject", "name": self._agent._text("Reject"), "kind": "reject_once"},
+            {"optionId": "allow", "name": text("Allow"), "kind": "allow_once"},
+            {"optionId": "reject", "name": text("Reject"), "kind": "reject_once"},
         ]
         params: dict[str, Any] = {"sessionId": turn.session.session_id}
         if self.protocol_version == 2:
