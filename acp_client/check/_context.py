@@ -8,7 +8,7 @@ from typing import Any, Literal
 import attrs
 
 from ._link import CheckFailed, Link, WireEntry, WireLog
-from ._protocol import Handshake, Turn, new_session, prompt
+from ._protocol import Handshake, Turn, finish_prompt, new_session, start_prompt
 from ._shared import RunState, open_initialized
 from ._target import AgentHost, Target
 
@@ -64,7 +64,6 @@ class CheckContext:
     """One check's access to the agent: the run's shared link, fresh links, restarts, its own wire log.
 
     Args:
-        settings: The run's options.
         handshake: What the preflight ``initialize`` found (capabilities, version).
         run: What the checks of the run share (the shared link, the scenarios run once).
     """
@@ -156,7 +155,8 @@ class CheckContext:
         return session_id
 
     async def turn(self, link: Link, session_id: str, text: str | None = None) -> Turn:
-        return await prompt(link, self.version, session_id, text or self.settings.prompt, timeout=self.timeout)
+        pending = await start_prompt(link, session_id, text or self.settings.prompt)
+        return await finish_prompt(link, self.version, pending, self.timeout)
 
     def mark(self) -> int:
         """A position in the wire log (for :meth:`lines`)."""

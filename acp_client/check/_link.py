@@ -165,7 +165,6 @@ class Link:
     Args:
         transport: An open transport (nothing sent yet).
         name: How the link is called in the evidence (``A``, ``B``...).
-        log: The check's wire log.
         timeout: How long :meth:`request` waits for an answer by default.
         describe_exit: Called when the link ends, for the reason (a stdio agent's exit status and
             the end of its stderr).

@@ -7,6 +7,7 @@ never sent to the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import IO
 
@@ -34,11 +35,9 @@ class Printer:
         self._console = None
         use_rich = color if color is not None else self.stream.isatty()
         if use_rich:
-            try:
+            with contextlib.suppress(ImportError):  # rich is optional: plain lines without it
                 from rich.console import Console
-            except ImportError:
-                pass
-            else:
+
                 self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
 
     def result(self, result: CheckResult) -> None:

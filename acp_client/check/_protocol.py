@@ -216,12 +216,6 @@ async def finish_prompt(link: Link, version: int, pending: PendingTurn, timeout:
     )
 
 
-async def prompt(link: Link, version: int, session_id: str, text: str, *, timeout: float) -> Turn:
-    """One whole turn."""
-    pending = await start_prompt(link, session_id, text)
-    return await finish_prompt(link, version, pending, timeout)
-
-
 @attrs.frozen
 class Message:
     """One conversation message rebuilt from updates: ``role``, ``text``, ``message_id`` (or ``None``)."""

@@ -113,8 +113,6 @@ class AgentHost:
     """The links and processes of one check (or of the preflight), ended together.
 
     Args:
-        target: The agent under check.
-        log: The check's wire log.
         timeout: The per-step timeout (``--timeout``).
         proposed: The protocol version proposed in ``initialize``.
         first_name: The name of the first link in the evidence (``B`` beside a run's shared link ``A``).

@@ -1157,9 +1157,8 @@ class AgentConnection:
         if not argv:
             return "usage: /terminal CMD"
         session_id = turn.session.session_id
-        created = await self._ask(
-            turn, "terminal/create", {"sessionId": session_id, "command": argv[0], "args": argv[1:]}
-        )
+        command = {"sessionId": session_id, "command": argv[0], "args": argv[1:]}
+        created = await self._ask(turn, "terminal/create", command)
         terminal_id = created.get("terminalId") if isinstance(created, dict) else None
         if not isinstance(terminal_id, str):
             return "error: terminal/create answered without a terminalId"

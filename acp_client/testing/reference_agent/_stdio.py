@@ -52,12 +52,9 @@ async def _stdin_reader() -> asyncio.StreamReader:
     """An asyncio reader over stdin: a pipe transport when possible, else a daemon thread."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    try:
+    with contextlib.suppress(ValueError, OSError):
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
         return reader
-    except (ValueError, OSError):
-        pass
-
     fd = sys.stdin.fileno()
 
     def pump() -> None:

@@ -152,9 +152,8 @@ class SessionStore:
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self._memory: dict[str, StoredSession] = {}
-        self.directory: Path | None = None
-        if directory is not None:
-            self.directory = Path(directory)
+        self.directory = Path(directory) if directory is not None else None
+        if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
 
     def __repr__(self) -> str:
