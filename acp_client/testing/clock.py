@@ -107,10 +107,7 @@ class FakeClock:
             raise ValueError("time cannot go backwards")
         target = self._now + seconds
         await self.settle()
-        while True:
-            self._drop_cancelled()
-            if not self._timers or self._timers[0][0] > target:
-                break
+        while (due := self.next_deadline()) is not None and due <= target:
             self._fire_next()
             await self.settle()
         self._now = target
@@ -119,8 +116,7 @@ class FakeClock:
     async def jump(self) -> bool:
         """Move time to the next live timer and fire it; ``False`` when none is scheduled."""
         await self.settle()
-        self._drop_cancelled()
-        if not self._timers:
+        if self.next_deadline() is None:
             return False
         self._fire_next()
         await self.settle()
@@ -144,14 +140,14 @@ class FakeClock:
                 await self.settle()
                 if task.done():
                     return task.result()
-                self._drop_cancelled()
-                if not self._timers:
+                due = self.next_deadline()
+                if due is None:
                     # Nothing on the fake clock: give work outside the loop (a worker thread,
                     # real I/O) a moment of real time before calling it a deadlock.
                     if not await self._wait_real(task, _REAL_GRACE):
                         raise TimeoutError("the awaitable is blocked and no timer is scheduled")
                     continue
-                if self._timers[0][0] > deadline:
+                if due > deadline:
                     raise TimeoutError(f"still waiting after {limit:g} fake seconds")
                 self._fire_next()
         finally:
@@ -164,8 +160,7 @@ class FakeClock:
         end = loop.time() + seconds
         while loop.time() < end:
             await asyncio.sleep(0.001)
-            self._drop_cancelled()
-            if task.done() or self._timers:
+            if task.done() or self.next_deadline() is not None:
                 return True
         return False
 
