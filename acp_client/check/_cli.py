@@ -101,9 +101,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def _mistake(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line that argparse cannot see, before anything starts."""
-    target = Target(args.target, restart_cmd=args.restart_cmd)
     try:
-        target.validate()
+        Target(args.target, restart_cmd=args.restart_cmd).validate()
     except TargetError as exc:
         return f"cannot check {exc}"
     try:
