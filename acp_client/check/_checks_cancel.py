@@ -50,8 +50,7 @@ def _working(message: dict[str, Any], session_id: str) -> bool:
 
 
 def _agent_text(link: Link, session_id: str, start: int, end: int | None = None) -> str:
-    updates = link.updates(session_id, start=start, end=end)
-    return "".join(m.text for m in messages_of(updates) if m.role == "agent")
+    return "".join(m.text for m in messages_of(link.updates(session_id, start=start, end=end)) if m.role == "agent")
 
 
 @attrs.frozen

@@ -110,15 +110,12 @@ class RestartScenario:
 
     Attributes:
         expected: The conversation as sent live (the prompts, and the agent's messages).
-        live_updates: The live turns' updates.
         live_lines: Evidence: the first live turn.
         status: The ``session/status`` answer after the restart (``None``: not advertised, or no answer).
         status_error: Why there was no answer to it.
         status_lines: Evidence: the status probe.
         method: The request sent to bring the session back (``None``: nothing to send).
-        answer: Its answer.
         updates: The updates that came with it (the replay).
-        messages: The replay as messages.
         lines: Evidence: the request and the replay.
     """
 

@@ -128,9 +128,8 @@ class WireLog:
         if len(chosen) <= head + tail:
             lines = [entry.render() for entry in chosen]
         else:
-            skipped = len(chosen) - head - tail
             lines = [entry.render() for entry in chosen[:head]]
-            lines.append(f"... {skipped} more messages ...")
+            lines.append(f"... {len(chosen) - head - tail} more messages ...")
             lines += [entry.render() for entry in chosen[-tail:]]
         if self.dropped and entries is None:
             lines.append(f"... and {self.dropped} messages ({self.dropped_bytes} bytes) after the log was full")

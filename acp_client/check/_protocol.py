@@ -56,9 +56,7 @@ class Handshake:
         return {"name": info.name if info else None, "version": info.version if info else None}
 
     def supports(self, method: str) -> bool:
-        if method == "session/load" and self.version != 1:
-            return False
-        return self.response.agent_capabilities.supports(method)
+        return (method != "session/load" or self.version == 1) and self.response.agent_capabilities.supports(method)
 
 
 async def initialize(link: Link, proposed: int) -> Handshake:

@@ -309,7 +309,6 @@ class FaultProxy:
 
     Args:
         upstream_host: Where to forward connections.
-        upstream_port: The upstream port.
         host: The address to listen on (an IP address: a name such as ``localhost`` may bind
             several addresses, each on its own free port).
         port: The port to listen on (``0``: a free port, see :attr:`port`).

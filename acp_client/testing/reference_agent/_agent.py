@@ -109,8 +109,6 @@ class SessionSnapshot:
     """What a test can see of one session (from :attr:`ReferenceAgent.sessions`).
 
     Attributes:
-        session_id: The session id.
-        cwd: Its working directory.
         in_memory: Whether the agent has it in memory (``session/status`` says active / open).
         stored: Whether the store has it.
         history_length: How many messages its history holds.
@@ -496,8 +494,7 @@ class AgentConnection:
 
     def is_attached(self, session_id: str) -> bool:
         """Whether ``session_id`` is attached to this connection."""
-        live = self._agent._live.get(session_id)
-        return live is not None and self in live.attached
+        return session_id in self.attached_session_ids
 
     async def handle_frame(self, data: str | bytes) -> None:
         """Decode one inbound frame and handle it; an undecodable frame is answered ``-32700``."""
@@ -952,9 +949,8 @@ class AgentConnection:
             if turn.cancel_reason is None:
                 self._finish(turn)
                 raise
-            current = asyncio.current_task()
-            uncancel = getattr(current, "uncancel", None)
-            if uncancel is not None:
+            uncancel = getattr(asyncio.current_task(), "uncancel", None)
+            if uncancel is not None:  # Python 3.11+: the task goes on after catching its cancellation
                 uncancel()
             stop_reason = "cancelled"
         except TransportError:

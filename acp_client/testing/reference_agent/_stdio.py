@@ -87,7 +87,6 @@ async def serve_stdio(
     """Serve one client over newline-delimited JSON until the input ends.
 
     Args:
-        agent: The agent to serve.
         reader: Where messages come from (stdin by default).
         writer: Where messages go (stdout by default).
     """
