@@ -99,8 +99,7 @@ async def session_object_shape(ctx: CheckContext) -> Verdict:
     following = [(where, obj) for where, obj in candidates if any(m in obj for m in SESSION_SCHEMA_MEMBERS)]
     if not following:
         raise Skip("the session objects are ACP SessionInfo (no member of the Session schema): nothing to check")
-    bad = [(where, _shape_problems(obj)) for where, obj in following]
-    bad = [(where, problems) for where, problems in bad if problems]
+    bad = [(where, problems) for where, obj in following if (problems := _shape_problems(obj))]
     if bad:
         where, problems = bad[0]
         return Verdict("fail", f"session objects break the Session schema ({where}: {', '.join(problems)})", lines)

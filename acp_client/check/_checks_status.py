@@ -76,8 +76,7 @@ async def status_no_side_effects(ctx: CheckContext) -> Verdict:
             f"link ({', '.join(kinds)})",
             mark,
         )
-    seen_on_first = first.updates(session_id, start=first_start, end=turn.start)
-    if seen_on_first:
+    if first.updates(session_id, start=first_start, end=turn.start):
         return ctx.verdict("fail", "probing from a second link sent session/update to the first", mark)
     if turn.stop_reason != "end_turn":
         return ctx.verdict("fail", f"after the probes the first link's turn ended with {turn.stop_reason!r}", mark)
