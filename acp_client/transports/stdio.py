@@ -98,7 +98,8 @@ _LOW_WATER: Final = 256 * 1024
 #: After the agent exits, how long to wait for its stdout/stderr to reach end-of-file before
 #: reporting the exit anyway (a grandchild that inherited the pipes can hold them open).
 _PIPE_GRACE: Final = 0.25
-#: One stderr log record carries at most this many bytes of a line.
+#: One stderr log record carries at most this many bytes of a line (and a stdout line over the
+#: cap keeps this much of its start for one).
 _STDERR_LINE_BYTES: Final = 4096
 #: How much of the stderr tail goes into an AgentExited reason.
 _REASON_STDERR_CHARS: Final = 800
@@ -157,32 +158,33 @@ def _describe_exit(returncode: int) -> str:
 
 @attrs.frozen
 class _End:
-    """Why the link ended; every later ``receive()``/``send()`` raises an error built from it."""
+    """Why the link ended (``exit_code``: the agent exited); every later ``receive()``/``send()``
+    raises an error built from it."""
 
     reason: str
     exit_code: int | None = None
-    agent_exited: bool = False
 
     def error(self, *, maybe_delivered: bool) -> TransportClosed:
-        if self.agent_exited:
-            exc: TransportClosed = AgentExited(self.reason, exit_code=self.exit_code)
-            exc.maybe_delivered = maybe_delivered
-            return exc
-        return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+        if self.exit_code is None:
+            return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+        exc = AgentExited(self.reason, exit_code=self.exit_code)
+        exc.maybe_delivered = maybe_delivered
+        return exc
 
 
 @attrs.frozen
 class _TooLong:
-    """Marks a stdout line that exceeded the cap (its bytes were dropped)."""
+    """Marks a line that exceeded the cap (its bytes were dropped but for the ``head``)."""
 
     seen: int  # bytes seen before giving up on the line (a lower bound of its length)
+    head: bytes = attrs.field(default=b"", eq=False)
 
 
 _Line: TypeAlias = bytes | _TooLong
 
 
 class _LineSplitter:
-    """Splits the agent's stdout into lines, never holding more than ``limit`` bytes of one line.
+    """Splits the agent's stdout or stderr into lines, never holding more than ``limit`` bytes of one.
 
     ``feed()`` returns the complete lines (without ``\\n``; a trailing ``\\r`` is kept, it is JSON
     whitespace) and a :class:`_TooLong` marker for each line over the cap: the rest of an overlong
@@ -220,14 +222,12 @@ class _LineSplitter:
                 line = part
             if not line or line.isspace():
                 continue
-            if self._too_long(line):
-                out.append(_TooLong(len(line)))
-            else:
-                out.append(line)
+            out.append(_TooLong(len(line), line[:_STDERR_LINE_BYTES]) if self._too_long(line) else line)
         if tail and not self._discarding:
             # +1: the line may still end in a CR that does not count against the cap.
             if len(self._partial) + len(tail) > self._limit + 1:
-                out.append(_TooLong(len(self._partial) + len(tail)))
+                head = self._partial[:_STDERR_LINE_BYTES] + tail[:_STDERR_LINE_BYTES]
+                out.append(_TooLong(len(self._partial) + len(tail), bytes(head[:_STDERR_LINE_BYTES])))
                 self._partial.clear()
                 self._discarding = True
             else:
@@ -239,7 +239,7 @@ class _LineSplitter:
         out: list[_Line] = []
         if not self._discarding and self._partial and not self._partial.isspace():
             line = bytes(self._partial)
-            out.append(_TooLong(len(line)) if self._too_long(line) else line)
+            out.append(_TooLong(len(line), line[:_STDERR_LINE_BYTES]) if self._too_long(line) else line)
         self._partial.clear()
         self._discarding = False
         return out
@@ -368,8 +368,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._stdin_lost = False
         # stderr
         self._stderr_tail = bytearray()
-        self._stderr_partial = bytearray()
-        self._stderr_skipping = False
+        self._stderr_lines = _LineSplitter(_STDERR_LINE_BYTES)
         # lifecycle
         self._stdout_done = False
         self._stderr_done = False
@@ -379,8 +378,6 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._end: _End | None = None
         self._closing: asyncio.Future[None] | None = None
         self._group_killed = False
-
-    # -- public surface ------------------------------------------------------------------------
 
     @property
     def info(self) -> TransportInfo:
@@ -479,8 +476,6 @@ class StdioTransport(asyncio.SubprocessProtocol):
         state = "running" if self._returncode is None else f"returncode={self._returncode}"
         return f"<StdioTransport pid={self._pid} {state} {self._target!r}>"
 
-    # -- sending -------------------------------------------------------------------------------
-
     def _check_writable(self) -> None:
         if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
             raise self._write_error(maybe_delivered=False)
@@ -489,15 +484,13 @@ class StdioTransport(asyncio.SubprocessProtocol):
         if self._end is not None:
             return self._end.error(maybe_delivered=maybe_delivered)
         if self._returncode is not None:
-            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
+            return _End(self._exit_reason(), self._returncode).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
 
     def _wake_writers(self) -> None:
         waiter, self._write_resumed = self._write_resumed, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    # -- stdout --------------------------------------------------------------------------------
 
     def _push(self, lines: list[_Line]) -> None:
         if not lines:
@@ -522,48 +515,23 @@ class StdioTransport(asyncio.SubprocessProtocol):
         if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
             pipe.resume_reading()
 
-    # -- stderr --------------------------------------------------------------------------------
-
     def _on_stderr(self, data: bytes) -> None:
         self._stderr_tail += data
         del self._stderr_tail[: max(0, len(self._stderr_tail) - self._limits.max_stderr_bytes)]
         if stderr_logger.isEnabledFor(logging.INFO):
-            self._log_stderr(data)
+            self._log_stderr(self._stderr_lines.feed(data))
         else:
-            self._stderr_partial.clear()
-            self._stderr_skipping = False
+            self._stderr_lines.finish()  # forget the line under way
 
-    def _log_stderr(self, data: bytes) -> None:
-        parts = data.split(b"\n")
-        tail = parts.pop()
-        for part in parts:
-            if self._stderr_skipping:
-                self._stderr_skipping = False
+    def _log_stderr(self, lines: list[_Line]) -> None:
+        for line in lines:
+            raw = line.head if isinstance(line, _TooLong) else line
+            text = raw[:_STDERR_LINE_BYTES].rstrip(b"\r").decode("utf-8", "replace")
+            if not text.strip():
                 continue
-            if self._stderr_partial:
-                self._stderr_partial += part
-                line = bytes(self._stderr_partial)
-                self._stderr_partial.clear()
-            else:
-                line = part
-            self._emit_stderr(line)
-        if tail and not self._stderr_skipping:
-            self._stderr_partial += tail
-            if len(self._stderr_partial) > _STDERR_LINE_BYTES:
-                self._emit_stderr(bytes(self._stderr_partial))
-                self._stderr_partial.clear()
-                self._stderr_skipping = True
-
-    def _emit_stderr(self, line: bytes) -> None:
-        truncated = len(line) > _STDERR_LINE_BYTES
-        text = line[:_STDERR_LINE_BYTES].rstrip(b"\r").decode("utf-8", "replace")
-        if not text.strip():
-            return
-        if truncated:
-            text += " [line truncated]"
-        stderr_logger.info("[agent pid %s] %s", self._pid, text)
-
-    # -- lifecycle -----------------------------------------------------------------------------
+            if isinstance(line, _TooLong) or len(line) > _STDERR_LINE_BYTES:
+                text += " [line truncated]"
+            stderr_logger.info("[agent pid %s] %s", self._pid, text)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.SubprocessTransport)
@@ -596,9 +564,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._maybe_finish()
         elif fd == 2:
             self._stderr_done = True
-            if self._stderr_partial and not self._stderr_skipping:
-                self._emit_stderr(bytes(self._stderr_partial))
-            self._stderr_partial.clear()
+            self._log_stderr(self._stderr_lines.finish())
             self._maybe_finish()
 
     def process_exited(self) -> None:
@@ -637,7 +603,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         if self._closing is None:
             level = logging.INFO if self._returncode == 0 else logging.WARNING
             logger.log(level, "agent %s (pid %s): %s", self._target, self._pid, _describe_exit(self._returncode))
-        self._set_end(_End(reason, self._returncode, agent_exited=True))
+        self._set_end(_End(reason, self._returncode))
 
     def _stdout_closed_alive(self) -> None:
         if self._end is None and self._returncode is None:
@@ -662,8 +628,6 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._timer = None
         self._readable.set()
         self._wake_writers()
-
-    # -- closing -------------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
         self._set_end(_End("the transport was closed by the client"))
