@@ -13,7 +13,7 @@ from typing import Any, Final
 import attrs
 import httpx
 
-from .._codec._jsonrpc import Message, decode_frame, encode, excerpt
+from .._codec._jsonrpc import Message, encode, excerpt
 from .._util._logging import get_logger
 from .._util._tasks import TaskSet
 from ..exceptions import (
@@ -43,7 +43,7 @@ from ._exchange import (
 )
 from ._inbox import EventReader, Inbox
 from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
-from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router, RunningTurns
+from ._routing import SESSION_SCOPED_METHODS, Route, Router, RunningTurns
 from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
 from .base import StreamResumed, TransportInfo, describe
@@ -64,32 +64,26 @@ STALE_DELETE_TIMEOUT: Final = 2.0
 STALE_DELETE_DELAY: Final = 0.25
 
 
+@attrs.define
 class Carried:
     """What a connector carries from one link to the next (shared by its links): the connection ids
     of links that dropped, for the next link to ``DELETE`` in the background, and the header dialect
     learnt (:attr:`._routing.Router.header_everywhere`), so a reconnect does not pay a refusal per
     session again."""
 
-    __slots__ = ("header_everywhere", "stale")
-
-    def __init__(self) -> None:
-        self.stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
-        self.header_everywhere: bool | None = None
+    stale: collections.deque[str] = attrs.Factory(lambda: collections.deque(maxlen=_MAX_STALE))
+    header_everywhere: bool | None = None
 
 
+@attrs.define(eq=False)
 class _SessionStream:
     """The state of one session stream: its reader task and what it waits for."""
 
-    __slots__ = ("closing", "established", "got_data", "session_id", "task")
-
-    def __init__(self, session_id: str, established: bool) -> None:
-        self.session_id = session_id
-        self.established = asyncio.Event()
-        if established:
-            self.established.set()
-        self.closing = False
-        self.got_data = False
-        self.task: asyncio.Future[None] | None = None
+    session_id: str
+    established: asyncio.Event = attrs.Factory(asyncio.Event)
+    closing: bool = False
+    got_data: bool = False
+    task: asyncio.Future[None] | None = None
 
 
 def header_session_id(session_id: str) -> str:
@@ -257,13 +251,11 @@ class HttpTransport:
         finally:
             await self._http.aclose()
 
-    # -- initialize and the connection stream ------------------------------------------------
-
     async def _initialize(self, message: dict[str, Any]) -> None:
         logger.debug("POST %s to %s", describe(message), self._info.target)
         answer = await self._http.post(encode(message).encode(), None, initialize=True)
-        check_acp_endpoint(answer, self._info.target)
-        if answer.status != 200:
+        reply = check_acp_endpoint(answer, self._info.target)
+        if reply is None:
             raise self._http.status_error(answer, what="initialize", session_header=False)
         connection_id = answer.headers.get(CONNECTION_ID_HEADER)
         if not connection_id:
@@ -272,7 +264,6 @@ class HttpTransport:
             check_header_value(CONNECTION_ID_HEADER, connection_id)
         except ConfigurationError as exc:
             raise ProtocolError(f"the server sent an unusable {CONNECTION_ID_HEADER}") from exc
-        reply = decode_frame(answer.body)
         if not isinstance(reply, dict) or "method" in reply or reply.get("id") != message.get("id"):
             # Anything else would leave initialize waiting for an answer that cannot come.
             raise ProtocolError(f"the initialize answer is not its JSON-RPC response: {excerpt(answer.body)}")
@@ -338,7 +329,7 @@ class HttpTransport:
         empty = 0  # reopenings in a row that ended at once, without a byte
         while True:
             try:
-                reason, _, _, got = await self._pump(response, None, cursor=cursor, resumed=resumed)
+                reason, _, _, got = await self._pump(response, cursor, resumed)
             finally:
                 await self._http.close_sse(response)
             if self._closed is not None:
@@ -372,7 +363,6 @@ class HttpTransport:
             cursor,
             reason=reason,
             timeout=self._settings.reattach_timeout,
-            target=self._info.target,
             closed=lambda: self._closed is not None,
         )
         if isinstance(outcome, GaveUp):
@@ -390,8 +380,6 @@ class HttpTransport:
                 listener(event)
             except Exception:  # the listener's bug must not end the stream
                 logger.exception("a stream-resumed listener raised; ignored")
-
-    # -- session streams ---------------------------------------------------------------------
 
     def _ensure_session_stream(self, session_id: str, *, established: bool) -> None:
         if self._closed is not None:
@@ -426,8 +414,9 @@ class HttpTransport:
                     logger.debug("no stream for session %s: max_session_streams reached", session_id)
             return
         self._streamless.discard(session_id)
-        stream = _SessionStream(session_id, established)
-        self._sessions[session_id] = stream
+        stream = self._sessions[session_id] = _SessionStream(session_id)
+        if established:
+            stream.established.set()
         stream.task = self._tasks.spawn(self._run_session_stream(stream), name="acp-http-session-stream")
 
     def _drop_session_stream(self, session_id: str) -> None:
@@ -484,7 +473,7 @@ class HttpTransport:
                 error = exc
             else:
                 try:
-                    reason, lost, broken, lived = await self._pump(response, sid, stream, cursor, resumed)
+                    reason, lost, broken, lived = await self._pump(response, cursor, resumed, stream)
                 finally:
                     await self._http.close_sse(response)
                 if self._closed is not None or stream.closing:
@@ -507,9 +496,7 @@ class HttpTransport:
                     continue
                 error = TransportClosed(reason)
                 logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
-            if stream.got_data:
-                failures = 0
-            failures += 1
+            failures = 1 if stream.got_data else failures + 1
             if failures > self._settings.session_stream_retries:
                 if isinstance(error, UnknownSession):
                     if cursor.resumable:
@@ -528,23 +515,18 @@ class HttpTransport:
                 return
             await asyncio.sleep(min(retry_delay(failures) if delay is None else delay, MAX_RETRY_DELAY))
 
-    # -- reading SSE -------------------------------------------------------------------------
-
     async def _pump(
-        self,
-        response: Reply,
-        source: str | None,
-        stream: _SessionStream | None = None,
-        cursor: Cursor | None = None,
-        resumed: StreamResumed | None = None,
+        self, response: Reply, cursor: Cursor, resumed: StreamResumed | None, stream: _SessionStream | None = None
     ) -> tuple[str, bool, bool, bool]:
-        """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
-        ``resumed`` (a reattached stream) is reported once its first bytes are not a resync signal.
+        """Read one SSE stream (``stream``: a session's, else the connection's) into the inbox until it
+        ends; ``cursor`` follows its event ids. ``resumed`` (a reattached stream) is reported once its
+        first bytes are not a resync signal.
 
         Returns:
             Why it ended, whether it skipped an oversized event (a lost message), whether it broke
             rather than ended, and whether it lived (a byte came, or it lasted the idle timeout).
         """
+        source = stream.session_id if stream is not None else None
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
             self._inbox,
@@ -553,7 +535,7 @@ class HttpTransport:
             target=self._info.target,
             inspect=self._inspect_inbound,
             source=source,
-            last_event_id=cursor.last_event_id if cursor is not None else "",
+            last_event_id=cursor.last_event_id,
             on_resync=lambda detail: self._fail(f"the {what} cannot be resumed: {detail}; messages may be missing"),
         )
 
@@ -574,20 +556,14 @@ class HttpTransport:
         try:
             if not await reader.read(response.aiter_raw(), after_chunk):
                 return "session closed", reader.lost, False, got
-        except httpx.ReadTimeout:
-            return (
-                f"no data for {self._settings.sse_idle_timeout:g}s (idle timeout)",
-                reader.lost,
-                True,
-                True,
-            )  # it lived: no hammering
+        except httpx.ReadTimeout:  # it lived: no hammering
+            return f"no data for {self._settings.sse_idle_timeout:g}s (idle timeout)", reader.lost, True, True
         except httpx.HTTPError as exc:
             return f"broken: {describe_error(exc)}", reader.lost, True, got
         except ProtocolError as exc:
             return f"unreadable: {exc}", reader.lost, True, got
         finally:
-            if cursor is not None:
-                cursor.last_event_id = reader.last_event_id
+            cursor.last_event_id = reader.last_event_id
         return "ended by the server", reader.lost, False, got
 
     def _inspect_inbound(self, message: Message, source: str | None) -> None:
@@ -595,17 +571,15 @@ class HttpTransport:
         self._turns.inbound(message)
         if type(message) is dict and "id" not in message:
             return  # a state_update notification (the only ones inspected)
-        for action in self._router.inbound(message, source):
-            if type(action) is Open:
-                self._ensure_session_stream(action.session_id, established=True)
-            elif type(action) is Close:
-                self._drop_session_stream(action.session_id)
-            elif type(action) is Abandon:
-                stream = self._sessions.get(action.session_id)
+        for action, session_id in self._router.inbound(message, source):
+            if action == "open":
+                self._ensure_session_stream(session_id, established=True)
+            elif action == "close":
+                self._drop_session_stream(session_id)
+            else:  # abandon
+                stream = self._sessions.get(session_id)
                 if stream is not None and not stream.established.is_set():
-                    self._drop_session_stream(action.session_id)
-
-    # -- POST --------------------------------------------------------------------------------
+                    self._drop_session_stream(session_id)
 
     async def _post(self, message: Message, route: Route) -> None:
         body = encode(message).encode()

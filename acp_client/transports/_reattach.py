@@ -131,7 +131,6 @@ async def reattach(
     *,
     reason: str,
     timeout: float,
-    target: str,
     closed: Callable[[], bool],
 ) -> tuple[Reply, StreamResumed] | GaveUp | None:
     """Reopen a broken stream from ``cursor`` within ``timeout`` seconds.
@@ -148,7 +147,7 @@ async def reattach(
         "%s of connection %s at %s broke (%s); reattaching from event %s",
         what,
         exchange.connection_id,
-        target,
+        exchange.target,
         reason,
         cursor.last_event_id,
     )

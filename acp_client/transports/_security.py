@@ -36,7 +36,7 @@ DEFAULT_SECRET_HEADERS: frozenset[str] = frozenset({"authorization", "proxy-auth
 _FORBIDDEN = ("\r", "\n", "\x00")
 
 
-def check_header_value(name: str, value: str) -> str:
+def check_header_value(name: str, value: str) -> None:
     """Reject a header name or value that could split or truncate a request.
 
     Raises:
@@ -48,7 +48,6 @@ def check_header_value(name: str, value: str) -> str:
     if any(ch in value for ch in _FORBIDDEN):
         # Never echo the value: it may be a credential.
         raise ConfigurationError(f"header {name!r} contains CR, LF or NUL")
-    return value
 
 
 def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
