@@ -201,12 +201,12 @@ class HttpExchange:
                 # The usual 202. Reading its (empty) end is what lets httpx reuse the connection.
                 await response.aread()
                 data = b""
-            elif initialize:
-                data = await self._read_body(response)
             else:
                 try:
                     data = await self._read_body(response)
                 except (MessageTooLarge, ProtocolError) as exc:
+                    if initialize:
+                        raise
                     # The server accepted the message; only its unexpected answer body is lost.
                     body_error, data = exc, b""
             return Answer(status, response.headers, data, response.http_version, body_error)

@@ -42,7 +42,7 @@ from ._exchange import (
     post_body,
 )
 from ._inbox import EventReader, Inbox
-from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
+from ._reattach import MAX_RETRY_DELAY, Cursor, retry_delay
 from ._routing import SESSION_SCOPED_METHODS, Route, Router, RunningTurns
 from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
@@ -56,6 +56,8 @@ logger = get_logger("acp_client.transports.http")
 _MAX_QUEUED: Final = 128
 #: Connection ids of dropped links a connector remembers.
 _MAX_STALE: Final = 16
+#: Answers to a stream's GET that no retry changes.
+_REFUSALS: Final = (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge)
 #: The most a background ``DELETE`` of a dropped link's connection may take.
 STALE_DELETE_TIMEOUT: Final = 2.0
 #: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it would
@@ -346,30 +348,66 @@ class HttpTransport:
     async def _reattach_stream(
         self, session_id: str | None, cursor: Cursor, reason: str, empty: int
     ) -> tuple[Reply, StreamResumed] | None:
-        """Reopen a broken stream on the same connection; ``None`` once the link is closed. After
-        ``empty`` reopenings in a row that brought nothing, wait a little first; past
+        """Reopen a broken stream from ``cursor`` on the same connection, trying again after network
+        failures and 503 answers for up to ``reattach_timeout``. Returns the reopened stream and the
+        event to report once it shows it is not a resync; ``None`` once the link is closed (closed
+        here when the server refuses, cannot be reached in time or changed its numbering).
+
+        After ``empty`` reopenings in a row that brought nothing, wait a little first; past
         ``session_stream_retries`` of them, close the link."""
+        what = "connection stream" if session_id is None else f"stream of session {session_id}"
         if empty > self._settings.session_stream_retries:
-            what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
             return None
         if empty:
             await asyncio.sleep(retry_delay(empty))
             if self._closed is not None:
                 return None
-        outcome = await reattach(
-            self._http,
-            session_id,
-            cursor,
-            reason=reason,
-            timeout=self._settings.reattach_timeout,
-            closed=lambda: self._closed is not None,
+        timeout = self._settings.reattach_timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        logger.info(
+            "%s of connection %s at %s broke (%s); reattaching from event %s",
+            what,
+            self._http.connection_id,
+            self._info.target,
+            reason,
+            cursor.last_event_id,
         )
-        if isinstance(outcome, GaveUp):
-            self._forgotten = self._forgotten or outcome.forgotten
-            self._fail(outcome.reason)
-            return None
-        return outcome
+        failures = 0
+        while self._closed is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._fail(f"the {what} could not be reattached within {timeout:g}s ({reason})")
+                return None
+            delay: float | None = None
+            try:
+                response = await asyncio.wait_for(self._http.open_sse(session_id, cursor.request_headers()), remaining)
+            except asyncio.TimeoutError:
+                continue
+            except UnknownConnection as exc:
+                self._forgotten = True
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except (UnknownSession, AuthenticationFailed, *_REFUSALS) as exc:
+                # 404 / 403 for the session, credentials refused, or an answer no retry changes.
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except ServiceUnavailable as exc:
+                delay = exc.retry_after
+            except AcpError as exc:
+                logger.debug("reattaching the %s failed: %s", what, exc)
+            else:
+                changed = cursor.take(response.headers)
+                if changed is not None:
+                    await self._http.close_sse(response)
+                    self._fail(f"the {what} cannot be resumed: {changed}; messages may be missing")
+                    return None
+                return response, StreamResumed(session_id, cursor.last_event_id, self._http.connection_id, reason)
+            failures += 1
+            pause = retry_delay(failures) if delay is None else delay
+            await asyncio.sleep(min(pause, MAX_RETRY_DELAY, max(0.0, deadline - loop.time())))
+        return None
 
     def _resumed(self, event: StreamResumed) -> None:
         scope = "connection stream" if event.session_id is None else f"stream of session {event.session_id}"
@@ -466,7 +504,7 @@ class HttpTransport:
                 return
             except ServiceUnavailable as exc:
                 error, delay = exc, exc.retry_after
-            except (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
+            except _REFUSALS as exc:
                 self._fail(f"the stream of session {sid} was refused: {exc}")
                 return
             except AcpError as exc:

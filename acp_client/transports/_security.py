@@ -77,12 +77,9 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-def redact_headers(
-    headers: Iterable[tuple[str, str]], secret: Collection[str] = DEFAULT_SECRET_HEADERS
-) -> list[tuple[str, str]]:
-    """A copy of ``headers`` safe to log: secret values replaced by ``"<redacted>"``."""
-    lowered = {name.lower() for name in secret} | DEFAULT_SECRET_HEADERS
-    return [(name, "<redacted>" if name.lower() in lowered else value) for name, value in headers]
+def redact_headers(headers: Iterable[tuple[str, str]], secret: Collection[str]) -> list[tuple[str, str]]:
+    """A copy of ``headers`` safe to log: the values of the ``secret`` (lowercase) names become ``"<redacted>"``."""
+    return [(name, "<redacted>" if name.lower() in secret else value) for name, value in headers]
 
 
 @attrs.frozen
@@ -213,7 +210,7 @@ class TlsConfig:
     client_cert: str | None = None
     client_key: str | None = None
 
-    def build_context(self, *, alpn: Collection[str] = ()) -> ssl.SSLContext:
+    def build_context(self) -> ssl.SSLContext:
         """A new SSL context for one connector (never a shared, mutated one)."""
         if self.verify:
             context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
@@ -224,6 +221,4 @@ class TlsConfig:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         if self.client_cert is not None:
             context.load_cert_chain(self.client_cert, self.client_key)
-        if alpn:
-            context.set_alpn_protocols(list(alpn))
         return context

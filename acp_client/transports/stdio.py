@@ -441,7 +441,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
                     )
                 self._inbox_bytes -= len(item)
                 if self._reading_paused and self._inbox_bytes <= _LOW_WATER:
-                    self._resume_reading()
+                    self._pause_reading(False)
                 return decode_frame(item)
             if self._end is not None:
                 raise self._end.error(maybe_delivered=False)
@@ -501,19 +501,16 @@ class StdioTransport(asyncio.SubprocessProtocol):
                 self._inbox_bytes += len(line)
         self._readable.set()
         if not self._reading_paused and self._inbox_bytes >= _HIGH_WATER:
-            self._pause_reading()
+            self._pause_reading(True)
 
-    def _pause_reading(self) -> None:
+    def _pause_reading(self, paused: bool) -> None:
+        self._reading_paused = paused
         pipe = self._proc.get_pipe_transport(1) if self._proc is not None else None
         if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-            pipe.pause_reading()
-            self._reading_paused = True
-
-    def _resume_reading(self) -> None:
-        self._reading_paused = False
-        pipe = self._proc.get_pipe_transport(1) if self._proc is not None else None
-        if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-            pipe.resume_reading()
+            if paused:
+                pipe.pause_reading()
+            else:
+                pipe.resume_reading()
 
     def _on_stderr(self, data: bytes) -> None:
         self._stderr_tail += data
