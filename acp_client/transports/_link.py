@@ -88,13 +88,12 @@ class _SessionStream:
     task: asyncio.Future[None] | None = None
 
 
-def header_session_id(session_id: str) -> str:
+def header_session_id(session_id: str) -> None:
     """A session id fit for an ``Acp-Session-Id`` header (else ``ConfigurationError``: empty, CR,
     LF, NUL or not ASCII)."""
     check_session_id(session_id)
     if not session_id.isascii():
         raise ConfigurationError(f"session id {session_id!r} cannot travel in an HTTP header (not ASCII)")
-    return session_id
 
 
 class HttpTransport:
