@@ -472,21 +472,36 @@ class WebSocketConnector:
                     raise _status_error(response, url) from exc
                 url = self._follow(url, location, response.status_code)
                 continue
-            self._capture(url, connection.response.headers if connection.response is not None else Headers())
-            return self._transport(connection, url)
+            answer = connection.response
+            assert answer is not None  # a completed handshake has its answer
+            self._capture(url, answer.headers)
+            connection_id = answer.headers.get("Acp-Connection-Id")
+            info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
+            logger.debug(
+                "WebSocket open to %s (connection id %s, subprotocol %s)",
+                info.target,
+                connection_id,
+                connection.subprotocol,
+            )
+            return WebSocketTransport(
+                connection,
+                info,
+                limit=self._limits.max_message_bytes,
+                ping_interval=self._ping_interval,
+                ping_timeout=self._ping_timeout,
+                close_timeout=self._close_timeout,
+            )
         raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects opening {self.target}")
 
     def _follow(self, url: str, location: str, status: int) -> str:
         """The URL to try after a redirect, when it is safe to follow."""
         try:
-            normalized: str | None = _normalize_url(urljoin(url, location))
+            normalized = _normalize_url(urljoin(url, location))
         except (ConfigurationError, ValueError):
-            normalized = None
-        if normalized is None:
             raise UnsafeRedirect(
                 f"WebSocket handshake to {safe_url(url)} redirected ({status}) to an invalid or "
                 "non-WebSocket location; not followed"
-            )
+            ) from None
         if not redirect_allowed(url, normalized):
             raise UnsafeRedirect(
                 f"WebSocket handshake to {safe_url(url)} redirected ({status}) to another origin "
@@ -523,22 +538,3 @@ class WebSocketConnector:
             if error is None:
                 raise
             raise error from exc
-
-    def _transport(self, connection: WebSocketConnection, url: str) -> WebSocketTransport:
-        response = connection.response
-        connection_id = response.headers.get("Acp-Connection-Id") if response is not None else None
-        info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
-        logger.debug(
-            "WebSocket open to %s (connection id %s, subprotocol %s)",
-            info.target,
-            connection_id,
-            connection.subprotocol,
-        )
-        return WebSocketTransport(
-            connection,
-            info,
-            limit=self._limits.max_message_bytes,
-            ping_interval=self._ping_interval,
-            ping_timeout=self._ping_timeout,
-            close_timeout=self._close_timeout,
-        )
