@@ -139,8 +139,7 @@ class AcpClient:
 
     @property
     def state(self) -> ConnectionState:
-        """The connection state (of an endpoint group: ``connected`` when every link holding
-        sessions is)."""
+        """The connection state (of an endpoint group: ``connected`` when every link holding sessions is)."""
         return self._engine.state
 
     @property

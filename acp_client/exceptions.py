@@ -222,8 +222,7 @@ class MessageTooLarge(TransportError):
 
 
 class UnsafeRedirect(TransportError):
-    """A redirect the client will not follow: another origin, https → http, or any redirect of a
-    JSON-RPC POST."""
+    """A redirect the client will not follow: another origin, https → http, or any redirect of a JSON-RPC POST."""
 
     maybe_delivered = False
 
@@ -434,8 +433,7 @@ class ConnectionLost(AcpError):
 
 
 class CapabilityNotSupported(AcpError):
-    """The agent did not advertise ``capability`` (a dotted path), which ``method`` needs; nothing
-    was sent."""
+    """The agent did not advertise ``capability`` (a dotted path), which ``method`` needs; nothing was sent."""
 
     def __init__(self, method: str, capability: str) -> None:
         super().__init__(f"the agent does not advertise {capability}, required by {method}")
@@ -468,9 +466,8 @@ class TurnInProgress(AcpError):
 
 
 class SessionNotTracked(AcpError):
-    """This client does not track ``session_id`` (never opened, closed, forgotten, or abandoned by
-    recovery). Raised before anything is sent: unlike :class:`SessionNotFound`, the agent was not
-    asked."""
+    """This client does not track ``session_id`` (never opened, closed, forgotten, or abandoned by recovery). Raised
+    before anything is sent: unlike :class:`SessionNotFound`, the agent was not asked."""
 
     def __init__(self, session_id: str, message: str | None = None) -> None:
         super().__init__(message or f"this client does not track session {session_id!r}")

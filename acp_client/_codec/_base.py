@@ -49,10 +49,6 @@ def union_members(tp: Any) -> tuple[tuple[Any, ...], bool] | None:
     return None
 
 
-def is_union(tp: Any) -> bool:
-    return union_members(tp) is not None
-
-
 def is_tuple(tp: Any) -> bool:
     return typing.get_origin(tp) is tuple
 
@@ -80,10 +76,6 @@ def field_wire_name(field: attrs.Attribute[Any], version: int) -> str:
 def on_wire(field: attrs.Attribute[Any], version: int) -> bool:
     versions = field.metadata.get(_fields.VERSIONS)
     return versions is None or version in versions
-
-
-def has_default(field: attrs.Attribute[Any]) -> bool:
-    return field.default is not attrs.NOTHING
 
 
 def default_of(field: attrs.Attribute[Any]) -> Callable[[], Any]:

@@ -34,11 +34,9 @@ from ._base import (
     Hook,
     default_of,
     field_wire_name,
-    has_default,
     is_dict,
     is_presence,
     is_tuple,
-    is_union,
     kind_of,
     logger,
     on_wire,
@@ -50,8 +48,6 @@ from ._base import (
 )
 
 __all__ = ["Builder"]
-
-# -- tagged unions ------------------------------------------------------------------------------
 
 
 @attrs.frozen
@@ -95,9 +91,6 @@ _UNTAGGED: Final = (
 )
 
 
-# -- the converter ------------------------------------------------------------------------------
-
-
 class Builder:
     """Builds and holds the converter of one protocol version."""
 
@@ -110,13 +103,11 @@ class Builder:
         conv.register_structure_hook_func(lambda tp: tp is Any, s_any)
         conv.register_structure_hook_func(is_dict, s_dict)
         conv.register_structure_hook_factory(is_tuple, functools.partial(self._make_tuple_hook, skip_invalid=False))
-        conv.register_structure_hook_factory(is_union, self._union_hook)
+        conv.register_structure_hook_factory(lambda tp: union_members(tp) is not None, self._union_hook)
         conv.register_structure_hook_factory(attrs.has, self.class_hook)
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
         for union in _UNIONS:
             conv.register_unstructure_hook(union.unknown, self._unknown_unhook(union.key))
-
-    # -- structure ---------------------------------------------------------------------------
 
     def hook(self, tp: Any) -> Hook:
         return self.conv.get_structure_hook(tp)
@@ -235,7 +226,7 @@ class Builder:
         md = field.metadata
         if self.version in md.get(_fields.PRESENCE, ()):
             return is_presence
-        if not has_default(field) or md.get(_fields.STRICT):
+        if field.default is attrs.NOTHING or md.get(_fields.STRICT):
             return None
         # an optional field: default-on-error, and skip invalid items of a list
         inner_type = field.type
@@ -308,8 +299,6 @@ class Builder:
                 return DecodeError(f"{name}.{wire_name}: {reason(inner)}")
         return DecodeError(f"{name}: {reason(exc)}")
 
-    # -- unstructure -------------------------------------------------------------------------
-
     def class_unhook(self, cls: type) -> Callable[[Any], Any]:
         overrides: dict[str, Any] = {}
         for field in attrs.fields(attrs.resolve_types(cls)):
@@ -344,9 +333,8 @@ class Builder:
 
         return unstructure_unknown
 
-    # -- leniency for the hand-shaped types --------------------------------------------------
-
     def lenient(self, tp: Any, value: Any, default: Any) -> Any:
+        """``value`` decoded as ``tp``, or ``default`` when it is absent or malformed (for the hand-shaped types)."""
         if value is None:
             return default
         try:

@@ -48,19 +48,18 @@ DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=__vers
 def register_shapes(builder: Builder, by_version: ByVersion) -> None:
     """Install the hand-shaped hooks on ``builder`` (``initialize`` decodes whichever version's
     shape the payload has: ``by_version`` finds that version's builder)."""
-    version = builder.version
-    request_in, request_out, response_in, response_out = _initialize_hooks(version, by_version)
+    shapes = _Shapes(builder, by_version)
     # class -> (structure hook, unstructure hook); None: the generic one
     hooks: dict[type, tuple[Hook | None, Callable[[Any], Any] | None]] = {
         ForegroundState: (structure_foreground_state, unstructure_foreground_state),
-        SessionStatusResponse: (_status_response_in(version), _status_response_out(version)),
-        SetSessionConfigOptionRequest: (None, _set_config_option_out(builder)),
-        AgentCapabilities: (_agent_capabilities_in(builder), _agent_capabilities_out(builder)),
-        InitializeRequest: (request_in, request_out),
-        InitializeResponse: (response_in, response_out),
-        ClientCapabilities: _client_capabilities_hooks(builder),
-        SessionConfigOption: (None, _config_option_out(builder)),
-        RequestPermissionRequest: (_permission_request_in(builder), None),
+        SessionStatusResponse: (shapes.status_response_in, shapes.status_response_out),
+        SetSessionConfigOptionRequest: (None, shapes.set_config_option_out),
+        AgentCapabilities: (shapes.agent_capabilities_in, shapes.agent_capabilities_out),
+        InitializeRequest: (shapes.initialize_request_in, shapes.initialize_request_out),
+        InitializeResponse: (shapes.initialize_response_in, shapes.initialize_response_out),
+        ClientCapabilities: (shapes.client_capabilities_in, shapes.client_capabilities_out),
+        SessionConfigOption: (None, shapes.config_option_out),
+        RequestPermissionRequest: (shapes.permission_request_in, None),
     }
     for cls, (structure, unstructure) in hooks.items():
         if structure is not None:
@@ -78,80 +77,6 @@ def _with_meta(out: dict[str, Any], meta: dict[str, Any] | None) -> dict[str, An
     if meta is not None:
         out["_meta"] = meta
     return out
-
-
-def _client_capabilities_hooks(builder: Builder) -> tuple[Hook, Callable[[Any], Any]]:
-    """Capability members this class does not model are kept in ``extra`` and written back."""
-    plain_caps = builder.class_hook(ClientCapabilities)
-    plain_caps_out = builder.class_unhook(ClientCapabilities)
-    modeled = {
-        field_wire_name(f, builder.version) for f in attrs.fields(ClientCapabilities) if on_wire(f, builder.version)
-    }
-
-    def structure_client_capabilities(value: Any, tp: Any) -> ClientCapabilities:
-        caps: ClientCapabilities = plain_caps(value, tp)
-        extra = {k: v for k, v in value.items() if k not in modeled}
-        return attrs.evolve(caps, extra=extra) if extra else caps
-
-    def unstructure_client_capabilities(obj: ClientCapabilities) -> dict[str, Any]:
-        out: dict[str, Any] = dict(obj.extra) if obj.extra else {}
-        out.update(plain_caps_out(obj))
-        return out
-
-    return structure_client_capabilities, unstructure_client_capabilities
-
-
-def _config_option_out(builder: Builder) -> Callable[[SessionConfigOption], dict[str, Any]]:
-    plain_option_out = builder.class_unhook(SessionConfigOption)
-
-    def unstructure_config_option(obj: SessionConfigOption) -> dict[str, Any]:
-        out: dict[str, Any] = plain_option_out(obj)
-        if obj.type == "select":
-            out.setdefault("options", [])  # required for a select, even when empty
-        return out
-
-    return unstructure_config_option
-
-
-def _permission_request_in(builder: Builder) -> Hook:
-    """A v2 tool-call subject fills ``tool_call`` too, so handlers read it in both versions."""
-    plain_permission = builder.class_hook(RequestPermissionRequest)
-
-    def structure_permission_request(value: Any, tp: Any) -> RequestPermissionRequest:
-        request: RequestPermissionRequest = plain_permission(value, tp)
-        if request.tool_call is None and isinstance(request.subject, ToolCallPermissionSubject):
-            return attrs.evolve(request, tool_call=request.subject.tool_call)
-        return request
-
-    return structure_permission_request
-
-
-def _status_response_in(version: int) -> Hook:
-    def structure_status_response(value: Any, _: Any) -> SessionStatusResponse:
-        if type(value) is not dict:
-            raise DecodeError(f"SessionStatusResponse: expected an object, got {kind_of(value)}")
-        raw_status = value.get("status")
-        if type(raw_status) is not str:
-            raise DecodeError(f"SessionStatusResponse.status: expected a string, got {kind_of(raw_status)}")
-        state = structure_foreground_state(value.get("state"), None) if version >= 2 else None
-        return SessionStatusResponse(
-            status=normalize_status(raw_status),
-            raw_status=raw_status,
-            state=state,
-            meta=_meta_in(value),
-        )
-
-    return structure_status_response
-
-
-def _status_response_out(version: int) -> Callable[[SessionStatusResponse], dict[str, Any]]:
-    def unstructure_status_response(obj: SessionStatusResponse) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": obj.raw_status}
-        if obj.state is not None and version >= 2:
-            out["state"] = unstructure_foreground_state(obj.state)
-        return _with_meta(out, obj.meta)
-
-    return unstructure_status_response
 
 
 def structure_foreground_state(value: Any, _: Any) -> ForegroundState | None:
@@ -173,31 +98,84 @@ def unstructure_foreground_state(obj: ForegroundState) -> dict[str, Any]:
     return out
 
 
-def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOptionRequest], dict[str, Any]]:
-    def unstructure_set_config_option(obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
+class _Shapes:
+    """The hand-shaped hooks of one builder (one protocol version)."""
+
+    def __init__(self, builder: Builder, by_version: ByVersion) -> None:
+        self.builder = builder
+        self.version = builder.version
+        self.by_version = by_version
+        self.plain_caps_in = builder.class_hook(ClientCapabilities)
+        self.plain_caps_out = builder.class_unhook(ClientCapabilities)
+        self.modeled_caps = {
+            field_wire_name(f, self.version) for f in attrs.fields(ClientCapabilities) if on_wire(f, self.version)
+        }
+        self.plain_option_out = builder.class_unhook(SessionConfigOption)
+        self.plain_permission_in = builder.class_hook(RequestPermissionRequest)
+
+    def client_capabilities_in(self, value: Any, tp: Any) -> ClientCapabilities:
+        """Capability members this class does not model are kept in ``extra`` (and written back)."""
+        caps: ClientCapabilities = self.plain_caps_in(value, tp)
+        extra = {k: v for k, v in value.items() if k not in self.modeled_caps}
+        return attrs.evolve(caps, extra=extra) if extra else caps
+
+    def client_capabilities_out(self, obj: ClientCapabilities) -> dict[str, Any]:
+        out: dict[str, Any] = dict(obj.extra) if obj.extra else {}
+        out.update(self.plain_caps_out(obj))
+        return out
+
+    def config_option_out(self, obj: SessionConfigOption) -> dict[str, Any]:
+        out: dict[str, Any] = self.plain_option_out(obj)
+        if obj.type == "select":
+            out.setdefault("options", [])  # required for a select, even when empty
+        return out
+
+    def permission_request_in(self, value: Any, tp: Any) -> RequestPermissionRequest:
+        """A v2 tool-call subject fills ``tool_call`` too, so handlers read it in both versions."""
+        request: RequestPermissionRequest = self.plain_permission_in(value, tp)
+        if request.tool_call is None and isinstance(request.subject, ToolCallPermissionSubject):
+            return attrs.evolve(request, tool_call=request.subject.tool_call)
+        return request
+
+    def status_response_in(self, value: Any, _: Any) -> SessionStatusResponse:
+        if type(value) is not dict:
+            raise DecodeError(f"SessionStatusResponse: expected an object, got {kind_of(value)}")
+        raw_status = value.get("status")
+        if type(raw_status) is not str:
+            raise DecodeError(f"SessionStatusResponse.status: expected a string, got {kind_of(raw_status)}")
+        state = structure_foreground_state(value.get("state"), None) if self.version >= 2 else None
+        return SessionStatusResponse(
+            status=normalize_status(raw_status),
+            raw_status=raw_status,
+            state=state,
+            meta=_meta_in(value),
+        )
+
+    def status_response_out(self, obj: SessionStatusResponse) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": obj.raw_status}
+        if obj.state is not None and self.version >= 2:
+            out["state"] = unstructure_foreground_state(obj.state)
+        return _with_meta(out, obj.meta)
+
+    def set_config_option_out(self, obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": obj.session_id, "configId": obj.config_id}
         tag = obj.type
         if tag is None:
             if isinstance(obj.value, bool):
                 tag = "boolean"
-            elif builder.version >= 2:
+            elif self.version >= 2:
                 tag = "id"
         if tag is not None:
             out["type"] = tag
-        out["value"] = builder.conv.unstructure(obj.value)
+        out["value"] = self.builder.conv.unstructure(obj.value)
         return _with_meta(out, obj.meta)
 
-    return unstructure_set_config_option
-
-
-def _agent_capabilities_in(builder: Builder) -> Hook:
-    lenient = builder.lenient
-
-    def structure_agent_capabilities(value: Any, _: Any) -> AgentCapabilities:
+    def agent_capabilities_in(self, value: Any, _: Any) -> AgentCapabilities:
         if type(value) is not dict:
             raise DecodeError(f"AgentCapabilities: expected an object, got {kind_of(value)}")
+        lenient = self.builder.lenient
         meta = _meta_in(value)
-        if builder.version == 1:
+        if self.version == 1:
             session_raw = value.get("sessionCapabilities")
             session_raw = session_raw if type(session_raw) is dict else {}
             return AgentCapabilities(
@@ -219,15 +197,11 @@ def _agent_capabilities_in(builder: Builder) -> Hook:
             meta=meta,
         )
 
-    return structure_agent_capabilities
-
-
-def _agent_capabilities_out(builder: Builder) -> Callable[[AgentCapabilities], dict[str, Any]]:
-    def unstructure_agent_capabilities(obj: AgentCapabilities) -> dict[str, Any]:
-        conv = builder.conv
+    def agent_capabilities_out(self, obj: AgentCapabilities) -> dict[str, Any]:
+        conv = self.builder.conv
         prompt = conv.unstructure(obj.prompt)
         mcp = conv.unstructure(obj.mcp)
-        if builder.version == 1:
+        if self.version == 1:
             out = {k: v for k, v in obj.raw.items() if k not in _V1_AGENT_CAPS_MODELED}
             if obj.load_session:
                 out["loadSession"] = True
@@ -253,7 +227,75 @@ def _agent_capabilities_out(builder: Builder) -> Callable[[AgentCapabilities], d
                 out["session"] = session
         return _with_meta(out, obj.meta)
 
-    return unstructure_agent_capabilities
+    # ``initialize`` params and result: encoding follows this builder's protocol version, decoding
+    # accepts either shape (v1 ``clientInfo``... / v2 ``info`` and ``capabilities``).
+
+    def _initialize_head(self, value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
+        """An object with an integer ``protocolVersion``; which shape it has (its builder and keys)."""
+        if type(value) is not dict:
+            raise DecodeError(f"{what}: expected an object, got {kind_of(value)}")
+        protocol_version = value.get("protocolVersion")
+        if type(protocol_version) is not int:
+            raise DecodeError(f"{what}.protocolVersion: expected an integer, got {kind_of(protocol_version)}")
+        has_v1 = any(k in value for k in v1_keys)
+        has_v2 = "info" in value or "capabilities" in value
+        v2_shape = has_v2 if has_v1 != has_v2 else self.version >= 2  # by its members, else by the version
+        info_key, caps_key = ("info", "capabilities") if v2_shape else v1_keys
+        return protocol_version, self.by_version(2 if v2_shape else 1), info_key, caps_key, _meta_in(value)
+
+    def initialize_request_in(self, value: Any, _: Any) -> InitializeRequest:
+        protocol_version, builder, info_key, caps_key, meta = self._initialize_head(
+            value, "InitializeRequest", _V1_REQUEST_KEYS
+        )
+        return InitializeRequest(
+            protocol_version=protocol_version,
+            client_info=builder.lenient(Implementation, value.get(info_key), None),
+            client_capabilities=builder.lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
+            meta=meta,
+        )
+
+    def initialize_request_out(self, obj: InitializeRequest) -> dict[str, Any]:
+        conv = self.builder.conv
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        if self.version >= 2:
+            out["info"] = conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
+            out["capabilities"] = conv.unstructure(obj.client_capabilities)
+        else:
+            out["clientCapabilities"] = conv.unstructure(obj.client_capabilities)
+            if obj.client_info is not None:
+                out["clientInfo"] = conv.unstructure(obj.client_info)
+        return _with_meta(out, obj.meta)
+
+    def initialize_response_in(self, value: Any, _: Any) -> InitializeResponse:
+        protocol_version, builder, info_key, caps_key, meta = self._initialize_head(
+            value, "InitializeResponse", _V1_RESPONSE_KEYS
+        )
+        methods = value.get("authMethods")  # default-on-error, and invalid items are skipped
+        auth_methods = builder.lenient_items(AuthMethod, methods) if type(methods) is list else ()
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_info=builder.lenient(Implementation, value.get(info_key), None),
+            agent_capabilities=builder.lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
+            auth_methods=auth_methods,
+            meta=meta,
+        )
+
+    def initialize_response_out(self, obj: InitializeResponse) -> dict[str, Any]:
+        conv = self.builder.conv
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        info = None if obj.agent_info is None else conv.unstructure(obj.agent_info)
+        caps = conv.unstructure(obj.agent_capabilities)
+        if self.version >= 2:
+            if info is not None:
+                out["info"] = info
+            out["capabilities"] = caps
+        else:
+            out["agentCapabilities"] = caps
+            if info is not None:
+                out["agentInfo"] = info
+        if obj.auth_methods:
+            out["authMethods"] = [conv.unstructure(m) for m in obj.auth_methods]
+        return _with_meta(out, obj.meta)
 
 
 # wire key -> SessionCapabilities attribute; in v2, resume, close and list are baseline, not flags
@@ -285,75 +327,3 @@ def _session_capabilities_out(caps: SessionCapabilities, raw: Any, flags: Mappin
 
 _V1_REQUEST_KEYS: Final = ("clientInfo", "clientCapabilities")
 _V1_RESPONSE_KEYS: Final = ("agentInfo", "agentCapabilities")
-
-
-def _initialize_hooks(
-    version: int, by_version: ByVersion
-) -> tuple[Hook, Callable[[Any], Any], Hook, Callable[[Any], Any]]:
-    """``initialize`` params and result hooks: encoding follows the converter's protocol version,
-    decoding accepts either shape (v1 ``clientInfo``... / v2 ``info`` and ``capabilities``)."""
-
-    def head(value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
-        """An object with an integer ``protocolVersion``; which shape it has (its builder and keys)."""
-        if type(value) is not dict:
-            raise DecodeError(f"{what}: expected an object, got {kind_of(value)}")
-        protocol_version = value.get("protocolVersion")
-        if type(protocol_version) is not int:
-            raise DecodeError(f"{what}.protocolVersion: expected an integer, got {kind_of(protocol_version)}")
-        has_v1 = any(k in value for k in v1_keys)
-        has_v2 = "info" in value or "capabilities" in value
-        v2_shape = has_v2 if has_v1 != has_v2 else version >= 2  # by its members, else by the version
-        info_key, caps_key = ("info", "capabilities") if v2_shape else v1_keys
-        return protocol_version, by_version(2 if v2_shape else 1), info_key, caps_key, _meta_in(value)
-
-    def structure_request(value: Any, _: Any) -> InitializeRequest:
-        protocol_version, builder, info_key, caps_key, meta = head(value, "InitializeRequest", _V1_REQUEST_KEYS)
-        return InitializeRequest(
-            protocol_version=protocol_version,
-            client_info=builder.lenient(Implementation, value.get(info_key), None),
-            client_capabilities=builder.lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
-            meta=meta,
-        )
-
-    def unstructure_request(obj: InitializeRequest) -> dict[str, Any]:
-        conv = by_version(version).conv
-        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
-        if version >= 2:
-            out["info"] = conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
-            out["capabilities"] = conv.unstructure(obj.client_capabilities)
-        else:
-            out["clientCapabilities"] = conv.unstructure(obj.client_capabilities)
-            if obj.client_info is not None:
-                out["clientInfo"] = conv.unstructure(obj.client_info)
-        return _with_meta(out, obj.meta)
-
-    def structure_response(value: Any, _: Any) -> InitializeResponse:
-        protocol_version, builder, info_key, caps_key, meta = head(value, "InitializeResponse", _V1_RESPONSE_KEYS)
-        methods = value.get("authMethods")  # default-on-error, and invalid items are skipped
-        auth_methods = builder.lenient_items(AuthMethod, methods) if type(methods) is list else ()
-        return InitializeResponse(
-            protocol_version=protocol_version,
-            agent_info=builder.lenient(Implementation, value.get(info_key), None),
-            agent_capabilities=builder.lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
-            auth_methods=auth_methods,
-            meta=meta,
-        )
-
-    def unstructure_response(obj: InitializeResponse) -> dict[str, Any]:
-        builder = by_version(version)
-        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
-        info = None if obj.agent_info is None else builder.conv.unstructure(obj.agent_info)
-        caps = builder.conv.unstructure(obj.agent_capabilities)
-        if version >= 2:
-            if info is not None:
-                out["info"] = info
-            out["capabilities"] = caps
-        else:
-            out["agentCapabilities"] = caps
-            if info is not None:
-                out["agentInfo"] = info
-        if obj.auth_methods:
-            out["authMethods"] = [builder.conv.unstructure(m) for m in obj.auth_methods]
-        return _with_meta(out, obj.meta)
-
-    return structure_request, unstructure_request, structure_response, unstructure_response

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import MetaOnly, UnknownVariant, value_types
 from .lifecycle import EnvVariable
 from .updates import TerminalExitStatus, ToolCallUpdate
 
@@ -82,11 +82,8 @@ class CommandPermissionSubject:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownPermissionSubject:
-    """A permission subject of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownPermissionSubject(UnknownVariant):
+    """A permission subject of a type this SDK does not know."""
 
 
 PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubject | UnknownPermissionSubject
@@ -121,12 +118,10 @@ class SelectedPermissionOutcome:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CancelledPermissionOutcome:
+class CancelledPermissionOutcome(MetaOnly):
     """The prompt turn was cancelled before the user answered (wire ``{"outcome": "cancelled"}``)."""
 
     outcome: ClassVar[str] = "cancelled"
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -181,10 +176,8 @@ class WriteTextFileRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class WriteTextFileResponse:
+class WriteTextFileResponse(MetaOnly):
     """The client's answer to ``fs/write_text_file``."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -209,12 +202,17 @@ class CreateTerminalResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class TerminalOutputRequest:
-    """``terminal/output`` params."""
+class _TerminalParams:
+    """Params that name one terminal of a session."""
 
     session_id: str
     terminal_id: str
     meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(eq=False, repr=False)
+class TerminalOutputRequest(_TerminalParams):
+    """``terminal/output`` params."""
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -228,12 +226,8 @@ class TerminalOutputResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class WaitForTerminalExitRequest:
+class WaitForTerminalExitRequest(_TerminalParams):
     """``terminal/wait_for_exit`` params."""
-
-    session_id: str
-    terminal_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -246,35 +240,23 @@ class WaitForTerminalExitResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class KillTerminalCommandRequest:
+class KillTerminalCommandRequest(_TerminalParams):
     """``terminal/kill`` params."""
 
-    session_id: str
-    terminal_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class KillTerminalCommandResponse:
+class KillTerminalCommandResponse(MetaOnly):
     """The client's answer to ``terminal/kill``."""
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class ReleaseTerminalRequest:
+class ReleaseTerminalRequest(_TerminalParams):
     """``terminal/release`` params."""
 
-    session_id: str
-    terminal_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class ReleaseTerminalResponse:
+class ReleaseTerminalResponse(MetaOnly):
     """The client's answer to ``terminal/release``."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)

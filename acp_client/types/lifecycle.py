@@ -1,10 +1,5 @@
-"""Lifecycle messages the client sends and the answers it gets.
-
-Covers ``initialize``, ``session/new``, ``session/load`` (v1), ``session/resume`` (v2
-``replayFrom``), ``session/close``, ``session/list``, ``session/fork``, ``session/delete``,
-``session/status``, ``session/prompt``, ``session/cancel``, ``session/set_mode`` (v1),
-``session/set_config_option`` and ``$/cancel_request``, plus the values they carry (MCP server
-descriptions, modes, config options, usage, foreground state).
+"""Lifecycle messages the client sends (``initialize``, ``session/*``, ``$/cancel_request``), the
+answers it gets, and the values they carry (MCP servers, modes, config options, usage, foreground state).
 
 Open string enumerations of the protocol (stop reasons, tool kinds, states, config categories)
 are plain ``str`` so values from newer agents survive a round trip.
@@ -18,7 +13,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import MetaOnly, UnknownVariant, value_types
 from .capabilities import AgentCapabilities, AuthMethod, ClientCapabilities, Implementation
 from .content import ContentBlock
 
@@ -80,13 +75,9 @@ __all__ = [
 
 @attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
-    """``initialize`` params.
-
-    Encoded in the shape of the ``protocol_version`` given to the converter (pass the version
-    being proposed): v1 ``clientInfo`` / ``clientCapabilities``, v2 ``info`` / ``capabilities``
-    (v2 requires ``info``: when ``client_info`` is ``None`` the SDK's own identity is sent).
-    Decoding accepts either shape.
-    """
+    """``initialize`` params, encoded in the shape of the version being proposed: v1 ``clientInfo`` /
+    ``clientCapabilities``, v2 ``info`` (required: ``None`` sends the SDK's own identity) /
+    ``capabilities``. Decoding accepts either shape."""
 
     protocol_version: int
     client_info: Implementation | None = None
@@ -173,11 +164,8 @@ class McpServerAcp:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownMcpServer:
-    """An MCP server description of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownMcpServer(UnknownVariant):
+    """An MCP server description of a type this SDK does not know."""
 
 
 McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
@@ -224,12 +212,10 @@ class SessionConfigSelectGroup:
 
 @attrs.frozen(eq=False, repr=False)
 class SessionConfigOption:
-    """A session configuration option (a model picker, a mode, a reasoning level...).
-
-    ``type``: ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future
-    kind; ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``:
-    ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
-    """
+    """A session configuration option (a model picker, a mode, a reasoning level...). ``type``:
+    ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future kind;
+    ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``: ``"mode"``,
+    ``"model"``, ``"model_config"``, ``"thought_level"`` or other."""
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
     name: str
@@ -288,11 +274,8 @@ class LoadSessionRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class LoadSessionResponse:
-    """``session/load`` result.
-
-    ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the Python
-    SDK's HTTP server only knows a session on a connection after a result that carries it).
-    """
+    """``session/load`` result. ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the
+    Python SDK's HTTP server only knows a session on a connection after a result that carries it)."""
 
     session_id: str | None = None
     modes: SessionModeState | None = None
@@ -302,20 +285,15 @@ class LoadSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class ReplayFromStart:
+class ReplayFromStart(MetaOnly):
     """v2 ``replayFrom``: replay the whole history."""
 
     type: ClassVar[str] = "start"
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownReplayFrom:
-    """A ``replayFrom`` of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownReplayFrom(UnknownVariant):
+    """A ``replayFrom`` of a type this SDK does not know."""
 
 
 ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
@@ -369,33 +347,31 @@ class ForkSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CloseSessionRequest:
+class _SessionParams:
+    """Params that name one session and nothing else."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(eq=False, repr=False)
+class CloseSessionRequest(_SessionParams):
     """``session/close`` params."""
 
-    session_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class CloseSessionResponse:
+class CloseSessionResponse(MetaOnly):
     """``session/close`` result."""
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class DeleteSessionRequest:
+class DeleteSessionRequest(_SessionParams):
     """``session/delete`` params."""
 
-    session_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class DeleteSessionResponse:
+class DeleteSessionResponse(MetaOnly):
     """``session/delete`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -465,11 +441,9 @@ def normalize_status(raw: str) -> Probe:
 
 @attrs.frozen(eq=False, repr=False)
 class ForegroundState:
-    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
-
-    A snapshot is context, not a transition: an ``idle`` snapshot's ``stop_reason`` is the last
-    turn's, not a new completion. ``raw`` is the whole state object as received.
-    """
+    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...):
+    context, not a transition (an ``idle`` snapshot's ``stop_reason`` is the last turn's, not a new
+    completion). ``raw`` is the whole state object as received."""
 
     state: str
     stop_reason: str | None = None
@@ -477,11 +451,8 @@ class ForegroundState:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SessionStatusRequest:
+class SessionStatusRequest(_SessionParams):
     """``session/status`` params."""
-
-    session_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -578,11 +549,8 @@ class PromptResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CancelNotification:
+class CancelNotification(_SessionParams):
     """``session/cancel`` params (a notification: cancels the session's current turn)."""
-
-    session_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -603,10 +571,8 @@ class SetSessionModeRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SetSessionModeResponse:
+class SetSessionModeResponse(MetaOnly):
     """``session/set_mode`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -619,20 +585,15 @@ class SetSessionModelRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SetSessionModelResponse:
+class SetSessionModelResponse(MetaOnly):
     """``session/set_model`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionRequest:
-    """``session/set_config_option`` params.
-
-    ``value``: a value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
-    JSON value for a future type. ``type``: the value's type tag; ``None`` infers it: ``"boolean"``
-    for a bool, otherwise a value id (sent untagged in v1 and as ``"id"`` in v2).
-    """
+    """``session/set_config_option`` params. ``value``: a value id (``str``) for ``select`` options,
+    a ``bool`` for ``boolean`` ones, any JSON value for a future type. ``type``: its tag; ``None``
+    infers it: ``"boolean"`` for a bool, else a value id (untagged in v1, ``"id"`` in v2)."""
 
     session_id: str
     config_id: str

@@ -191,8 +191,6 @@ class Session:
                 f"created_at ({format_rfc3339(created)})"
             )
 
-    # -- builders --------------------------------------------------------------------------
-
     @classmethod
     def from_new(
         cls,

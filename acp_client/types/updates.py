@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import UnknownVariant, value_types
 from .content import ContentBlock
 from .lifecycle import AvailableCommand, Cost, ForegroundState, SessionConfigOption, Usage
 
@@ -184,11 +184,8 @@ class ToolCallContentBlock:
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallDiff:
-    """A file modification (wire tag ``diff``).
-
-    v1 sends ``path`` / ``old_text`` / ``new_text``; v2 sends ``changes`` (and maybe a ``patch``),
-    kept as the raw objects.
-    """
+    """A file modification (wire tag ``diff``): v1 sends ``path`` / ``old_text`` / ``new_text``; v2
+    sends ``changes`` (and maybe a ``patch``), kept as the raw objects."""
 
     type: ClassVar[str] = "diff"
 
@@ -211,11 +208,8 @@ class ToolCallTerminal:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownToolCallContent:
-    """Tool-call content of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownToolCallContent(UnknownVariant):
+    """Tool-call content of a type this SDK does not know."""
 
 
 ToolCallContent: TypeAlias = ToolCallContentBlock | ToolCallDiff | ToolCallTerminal | UnknownToolCallContent
@@ -232,10 +226,8 @@ class ToolCallLocation:
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCall(_NoMessageId):
-    """v1: a new tool call. ``kind`` and ``status`` are the tool kind / status strings (open sets).
-
-    The tool kind is ``tool_kind`` here, because ``kind`` is the variant tag of every update.
-    """
+    """v1: a new tool call. ``tool_kind`` (wire ``kind``; ``kind`` is every update's variant tag)
+    and ``status`` are open sets of strings."""
 
     kind: ClassVar[str] = "tool_call"
 
@@ -253,11 +245,8 @@ class ToolCall(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallUpdate(_NoMessageId):
-    """An update to a tool call (v2: also its creation). Fields left ``None`` are unchanged.
-
-    Also the ``toolCall`` of a permission request. The tool kind is ``tool_kind`` (wire ``kind``).
-    ``capabilities`` (newer v2) is kept as sent.
-    """
+    """An update to a tool call (v2: also its creation); fields left ``None`` are unchanged. Also the ``toolCall`` of a
+    permission request. ``tool_kind`` is wire ``kind``; ``capabilities`` (newer v2) is kept as sent."""
 
     kind: ClassVar[str] = "tool_call_update"
 
@@ -383,11 +372,8 @@ class PlanMarkdown:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownPlanContent:
-    """Plan content of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownPlanContent(UnknownVariant):
+    """Plan content of a type this SDK does not know."""
 
 
 PlanContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanContent
