@@ -183,8 +183,6 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when is None:
-        return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.timezone.utc)
     current = time.time() if now is None else now
