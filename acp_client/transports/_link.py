@@ -84,7 +84,6 @@ class _SessionStream:
     session_id: str
     established: asyncio.Event = attrs.Factory(asyncio.Event)
     closing: bool = False
-    got_data: bool = False
     task: asyncio.Future[None] | None = None
 
 
@@ -471,7 +470,7 @@ class HttpTransport:
         reopened: tuple[Reply, StreamResumed] | None = None  # a stream reattached after a break, to read next
         while self._closed is None and not stream.closing:
             resumed: StreamResumed | None = None
-            stream.got_data = False
+            lived = False  # a byte came (or the stream lasted the idle timeout)
             error: AcpError
             delay: float | None = None
             try:
@@ -526,14 +525,14 @@ class HttpTransport:
                         # event ids nobody can say what that was: a drop, so the recovery decides.
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
                         return
-                    failures = 0 if stream.got_data or lived else failures + 1
+                    failures = 0 if lived else failures + 1
                     reopened = await self._reattach_stream(sid, cursor, reason, failures)
                     if reopened is None:
                         return
                     continue
                 error = TransportClosed(reason)
                 logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
-            failures = 1 if stream.got_data else failures + 1
+            failures = 1 if lived else failures + 1
             if failures > self._settings.session_stream_retries:
                 if isinstance(error, UnknownSession):
                     if cursor.resumable:
@@ -585,10 +584,7 @@ class HttpTransport:
                 if not reader.resync:
                     self._resumed(resumed)
                 resumed = None
-            if stream is None:
-                return False
-            stream.got_data = True
-            return stream.closing
+            return stream is not None and stream.closing
 
         try:
             if not await reader.read(response.aiter_raw(), after_chunk):
