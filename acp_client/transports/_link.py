@@ -123,7 +123,6 @@ class HttpTransport:
         self._closed: TransportClosed | None = None
         self._released = False
         self._tasks = TaskSet("an HTTP link", lambda error: self._fail(f"internal error: {type(error).__name__}"))
-        self._connection_task: asyncio.Future[None] | None = None
         self._sessions: dict[str, _SessionStream] = {}
         self._session_errors: dict[str, UnknownSession] = {}
         #: Sessions left without a stream because of ``max_session_streams``.
@@ -271,11 +270,11 @@ class HttpTransport:
         self._info = attrs.evolve(self._info, connection_id=connection_id, http_version=answer.http_version)
         logger.debug("connection %s open at %s over %s", connection_id, self._info.target, answer.http_version)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._connection_task = self._tasks.spawn(self._run_connection_stream(ready), name="acp-http-connection-stream")
+        stream = self._tasks.spawn(self._run_connection_stream(ready), name="acp-http-connection-stream")
         try:
             await ready
         except asyncio.CancelledError:
-            self._connection_task.cancel()
+            stream.cancel()
             raise
         except AcpError as exc:
             self._fail(f"the connection stream could not be opened: {exc}")
