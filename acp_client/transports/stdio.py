@@ -364,7 +364,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._readable = asyncio.Event()
         # stdin
         self._write_paused = False
-        self._write_resumed: asyncio.Future[None] | None = None
+        self._write_wakeup = asyncio.Event()  # set: the pipe drained, or writing has become impossible
         self._stdin_lost = False
         # stderr
         self._stderr_tail = bytearray()
@@ -405,7 +405,8 @@ class StdioTransport(asyncio.SubprocessProtocol):
                 written).
             TransportClosed: The transport was closed, or the agent closed its stdin.
         """
-        self._check_writable()
+        if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
+            raise self._write_error(maybe_delivered=False)
         data = encode(message).encode("utf-8") + b"\n"
         assert self._proc is not None
         stdin = self._proc.get_pipe_transport(0)
@@ -416,9 +417,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         while self._write_paused:
             if self._end is not None or self._stdin_lost or self._returncode is not None:
                 raise self._write_error(maybe_delivered=True)
-            if self._write_resumed is None:
-                self._write_resumed = self._loop.create_future()
-            await asyncio.shield(self._write_resumed)
+            await self._write_wakeup.wait()
 
     async def receive(self) -> Message:
         """The next message the agent wrote.
@@ -476,21 +475,12 @@ class StdioTransport(asyncio.SubprocessProtocol):
         state = "running" if self._returncode is None else f"returncode={self._returncode}"
         return f"<StdioTransport pid={self._pid} {state} {self._target!r}>"
 
-    def _check_writable(self) -> None:
-        if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
-            raise self._write_error(maybe_delivered=False)
-
     def _write_error(self, *, maybe_delivered: bool) -> TransportClosed:
         if self._end is not None:
             return self._end.error(maybe_delivered=maybe_delivered)
         if self._returncode is not None:
             return _End(self._exit_reason(), self._returncode).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
-
-    def _wake_writers(self) -> None:
-        waiter, self._write_resumed = self._write_resumed, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
     def _push(self, lines: list[_Line]) -> None:
         if not lines:
@@ -545,15 +535,16 @@ class StdioTransport(asyncio.SubprocessProtocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        self._write_wakeup.clear()
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._wake_writers()
+        self._write_wakeup.set()
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 0:
             self._stdin_lost = True
-            self._wake_writers()
+            self._write_wakeup.set()
         elif fd == 1:
             self._stdout_done = True
             if self._end is None:
@@ -572,7 +563,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._returncode = returncode
         if not self._exited.done():
             self._exited.set_result(returncode)
-        self._wake_writers()
+        self._write_wakeup.set()
         self._maybe_finish()
         if self._end is None:
             # Let the pipes drain; a grandchild holding them open must not delay the report long.
@@ -624,7 +615,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._timer.cancel()
             self._timer = None
         self._readable.set()
-        self._wake_writers()
+        self._write_wakeup.set()
 
     async def _shutdown(self) -> None:
         self._set_end(_End("the transport was closed by the client"))
@@ -708,4 +699,4 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._group_killed = True
         if self._proc is not None and not self._proc.is_closing():
             self._proc.close()
-        self._wake_writers()
+        self._write_wakeup.set()
