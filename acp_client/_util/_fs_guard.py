@@ -1,23 +1,20 @@
 """File-system safety for ``fs/*`` requests: protected paths and opening only regular files.
 
-Two dangers an agent's ``fs/write_text_file`` (or ``fs/read_text_file``) can pose even inside an
-allowed root:
+Two dangers an agent's ``fs/*`` requests pose even inside an allowed root:
 
 * **Config and hook files run code later.** A write to ``.git/hooks/pre-commit``, ``.bashrc`` or
-  ``.vscode/settings.json`` is a write today and code execution at the user's next ``git commit``,
-  shell or editor start. :data:`DEFAULT_PROTECTED_PATHS` lists such files; a write to one always
-  asks the app's permission handler (and is refused without one).
-* **Not every path is a file.** Opening a FIFO blocks until someone opens the other end (a worker
-  thread stuck forever), a device may never end, and a symlink swapped in after the path was
-  checked points elsewhere. :func:`write_regular_file` and :func:`read_regular_file` open
-  non-blocking without following a final symlink, ``fstat`` the descriptor and accept only a
+  ``.vscode/settings.json`` is code execution at the user's next commit, shell or editor start. A
+  write to one of :data:`DEFAULT_PROTECTED_PATHS` always asks the app's permission handler (and is
+  refused without one).
+* **Not every path is a file.** Opening a FIFO blocks until someone opens the other end, a device
+  may never end, and a symlink swapped in after the check points elsewhere. The file functions
+  open non-blocking without following a final symlink, ``fstat`` the descriptor and accept only a
   regular file.
 
-Pattern syntax of the protected list: components separated by ``/``, each matched with
-:func:`fnmatch.fnmatchcase` after case folding (so ``.GIT/config`` on a case-insensitive disk is
-caught too); ``**`` matches any number of components. A pattern matches a path when it matches
-the path's trailing components, wherever they sit: ``.git/hooks/**`` protects the hooks of every
-repository (submodules included) under the root.
+A protected pattern is ``/``-separated components, each matched with :func:`fnmatch.fnmatchcase`
+after case folding (``.GIT/config`` on a case-insensitive disk is caught too); ``**`` matches any
+number of components. It matches a path's trailing components wherever they sit: ``.git/hooks/**``
+protects the hooks of every repository (submodules included) under the root.
 """
 
 from __future__ import annotations
@@ -98,9 +95,8 @@ DEFAULT_PROTECTED_PATHS: Final[tuple[str, ...]] = (
     ".condarc",
 )
 
-_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
-_NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
-_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+#: Never follow a final symlink, never block on a FIFO, never leak into a child process.
+_OPEN_FLAGS: Final = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _EXEC_BITS: Final = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
@@ -126,7 +122,7 @@ def is_protected(path: Path, patterns: Iterable[str]) -> bool:
 def _open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
     """Open ``path`` without blocking or following a final symlink; refuse anything but a file."""
     try:
-        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, 0o666)
+        fd = os.open(path, flags | _OPEN_FLAGS, 0o666)
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO nobody reads, what must not block
             raise InvalidParams("not a regular file") from exc
@@ -145,11 +141,9 @@ def _open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
 
 
 def write_regular_file(path: Path, content: str) -> None:
-    """Replace the content of the regular file ``path`` (created if absent) with ``content``.
-
-    The file is never executable afterwards: a new file is created ``0o666`` minus the umask, and
-    an existing file keeps its mode without its execute bits (an agent rewriting an executable
-    hook or script must not get its content run as-is).
+    """Replace the content of the regular file ``path`` (created if absent) with ``content``. It
+    is never executable afterwards (an agent rewriting a hook or script must not get it run as-is):
+    a new file is ``0o666`` minus the umask, an existing one loses its execute bits.
 
     Raises:
         InvalidParams: ``path`` is a FIFO, device, socket or directory, or became a symlink.

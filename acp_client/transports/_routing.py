@@ -9,12 +9,18 @@ session" without, and what worked is remembered (:attr:`Router.header_everywhere
 **Session streams** open only for the answer to a request *this client sent* that establishes a
 session (:data:`ESTABLISHING_METHODS`): otherwise a hostile server could make the client open
 streams without bound.
+
+**Running turns.** A connection the client gives up on is ended with ``DELETE`` from the next link,
+unless a turn may still run there: the ``DELETE`` would abort it (and throw away what the server
+keeps for a reattach). :class:`RunningTurns` follows the turns this link started: a
+``session/prompt`` runs until it is answered (v1), or, when its answer carries no ``stopReason``
+(v2: the turn was accepted), until the session's ``state_update`` says ``idle``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
@@ -23,14 +29,11 @@ from .._codec._jsonrpc import Message
 __all__ = [
     "ESTABLISHING_METHODS",
     "SESSION_SCOPED_METHODS",
-    "Abandon",
-    "Close",
-    "Open",
     "Route",
     "Router",
+    "RunningTurns",
     "StreamAction",
     "is_session_404",
-    "mentions_session",
 ]
 
 #: Methods whose POST always carries ``Acp-Session-Id`` (both official servers require it).
@@ -53,35 +56,12 @@ class Route:
     adaptable: bool = False
 
 
-@attrs.frozen(slots=True)
-class Open:
-    """Open (or keep) the stream of an established session."""
-
-    session_id: str
-
-
-@attrs.frozen(slots=True)
-class Close:
-    """Close a session's stream (the session was closed)."""
-
-    session_id: str
-
-
-@attrs.frozen(slots=True)
-class Abandon:
-    """The agent does not know the session: close its stream unless it was established."""
-
-    session_id: str
-
-
-StreamAction = Open | Close | Abandon
+#: What to do with a session's stream: ``"open"`` (or keep) it, the session is established;
+#: ``"close"`` it, the session was closed; ``"abandon"`` it unless established, the agent does not
+#: know the session.
+StreamAction: TypeAlias = tuple[Literal["open", "close", "abandon"], str]
 #: The route of a connection-scoped POST.
 _NOWHERE: Final = Route()
-
-
-def mentions_session(body: bytes) -> bool:
-    """Whether an error body talks about a session (a 400 "missing session id")."""
-    return b"session" in body.lower()
 
 
 def is_session_404(body: bytes, session_header_sent: bool) -> bool:
@@ -137,8 +117,6 @@ class Router:
         #: A reconnect starts from what the previous link learnt.
         self.header_everywhere: bool | None = header_everywhere
 
-    # -- outgoing ------------------------------------------------------------------------------
-
     def route(self, message: Message) -> Route:
         """Where a POST of ``message`` (one message or a batch) goes.
 
@@ -149,12 +127,8 @@ class Router:
             route = self._route_one(message)
             return route if route.session_id is not None else _NOWHERE
         routes = [r for r in (self._route_one(m) for m in _members(message)) if r.session_id is not None]
-        if not routes:
-            return Route()
-        if len(routes) == 1:
-            return routes[0]
         if len({route.session_id for route in routes}) != 1:
-            return Route()
+            return Route()  # no session, or two
         return Route(
             routes[0].session_id,
             with_header=any(r.with_header for r in routes),
@@ -183,7 +157,7 @@ class Router:
         """Remember the requests in ``message`` that matter for session tracking; returns their ids,
         for :meth:`forget` when the POST fails."""
         keys: list[int | str] = []
-        for member in (message,) if type(message) is dict else _members(message):
+        for member in _members(message):
             method = member.get("method")
             key = _hashable_id(member)
             if not isinstance(method, str) or key is None:
@@ -204,7 +178,7 @@ class Router:
         header, ``False`` without, ``None``: the refusal stands. The convention learnt is remembered."""
         if not route.adaptable or route.session_id is None:
             return None
-        if not header_sent and status == 400 and mentions_session(body):
+        if not header_sent and status == 400 and b"session" in body.lower():  # "missing session id"
             self.header_everywhere = True
             return True
         if header_sent and status == 404 and is_session_404(body, True):
@@ -212,15 +186,10 @@ class Router:
             return False
         return None
 
-    # -- inbound -------------------------------------------------------------------------------
-
     def inbound(self, message: Message, source: str | None) -> list[StreamAction]:
         """Track an inbound message (``source``: the session whose stream it came on); returns what
         to do with session streams because of it."""
         actions: list[StreamAction] = []
-        if type(message) is dict:
-            self._inbound_one(message, source, actions)
-            return actions
         for member in _members(message):
             self._inbound_one(member, source, actions)
         return actions
@@ -245,14 +214,71 @@ class Router:
                 if not isinstance(sid, str):
                     sid = params_sid
                 if isinstance(sid, str) and sid:
-                    actions.append(Open(sid))
+                    actions.append(("open", sid))
             elif method == "session/close" and params_sid is not None and self.header_everywhere:
                 # Only where reopening is safe (the TypeScript convention buffers until a stream
                 # is opened). The Python SDK 0.12.1 server keeps routing the session's answers to
                 # its stream after a close, and a reopened stream there shares messages with the
                 # dead one, so the stream stays open until the connection ends.
-                actions.append(Close(params_sid))
+                actions.append(("close", params_sid))
         elif params_sid is not None:
             error = message.get("error")
             if isinstance(error, dict) and error.get("code") == -32002:
-                actions.append(Abandon(params_sid))
+                actions.append(("abandon", params_sid))
+
+
+class RunningTurns:
+    """The turns that may run on one connection (see "Running turns" above)."""
+
+    __slots__ = ("_accepted", "_prompts")
+
+    def __init__(self) -> None:
+        #: ``session/prompt`` requests not answered yet: id → session.
+        self._prompts: dict[Any, str | None] = {}
+        #: Sessions whose v2 turn was accepted and has not reported ``idle`` yet.
+        self._accepted: set[str] = set()
+
+    def __bool__(self) -> bool:
+        """Whether a turn may still run."""
+        return bool(self._prompts or self._accepted)
+
+    def sent(self, message: Message, session_id: str | None) -> Any:
+        """``message`` is being sent; returns the id of the prompt it starts (``None``: not a prompt)."""
+        if type(message) is not dict or message.get("method") != "session/prompt":
+            return None
+        request_id = message.get("id")
+        if type(request_id) is not int and type(request_id) is not str:
+            return None
+        self._prompts[request_id] = session_id
+        return request_id
+
+    def unsent(self, request_id: Any) -> None:
+        """The prompt was refused or never left: no turn runs for it."""
+        self._prompts.pop(request_id, None)
+
+    def inbound(self, message: Message) -> None:
+        """An answer (it may end a v1 turn or accept a v2 one) or a ``state_update`` notification."""
+        if type(message) is not dict:
+            return
+        if "id" not in message:
+            self._state(message)
+            return
+        answered = message.get("id")
+        if "method" in message or not self._prompts or (type(answered) is not int and type(answered) is not str):
+            return
+        if answered not in self._prompts:
+            return
+        session_id = self._prompts.pop(answered)
+        result = message.get("result")
+        if session_id is not None and type(result) is dict and "stopReason" not in result:
+            self._accepted.add(session_id)  # v2: accepted; the turn ends later with state "idle"
+
+    def _state(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if type(params) is not dict:
+            return
+        update = params.get("update")
+        session_id = params.get("sessionId")
+        ended = type(update) is dict and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+        if ended and type(session_id) is str:
+            self._accepted.discard(session_id)

@@ -34,7 +34,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Final, Literal
+from typing import Final, Literal, TypeAlias
 
 import attrs
 
@@ -43,9 +43,6 @@ from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..display import printable
 from ..exceptions import AgentExited, ConfigurationError, ConnectError, MessageTooLarge, TransportClosed
-from ._lines import Line as _Line
-from ._lines import LineSplitter as _LineSplitter
-from ._lines import TooLong as _TooLong
 from .base import Limits, TransportInfo, describe
 
 __all__ = ["DEFAULT_INHERITED_ENV", "StdioConnector", "StdioTransport"]
@@ -101,7 +98,8 @@ _LOW_WATER: Final = 256 * 1024
 #: After the agent exits, how long to wait for its stdout/stderr to reach end-of-file before
 #: reporting the exit anyway (a grandchild that inherited the pipes can hold them open).
 _PIPE_GRACE: Final = 0.25
-#: One stderr log record carries at most this many bytes of a line.
+#: One stderr log record carries at most this many bytes of a line (and a stdout line over the
+#: cap keeps this much of its start for one).
 _STDERR_LINE_BYTES: Final = 4096
 #: How much of the stderr tail goes into an AgentExited reason.
 _REASON_STDERR_CHARS: Final = 800
@@ -160,18 +158,91 @@ def _describe_exit(returncode: int) -> str:
 
 @attrs.frozen
 class _End:
-    """Why the link ended; every later ``receive()``/``send()`` raises an error built from it."""
+    """Why the link ended (``exit_code``: the agent exited); every later ``receive()``/``send()``
+    raises an error built from it."""
 
     reason: str
     exit_code: int | None = None
-    agent_exited: bool = False
 
     def error(self, *, maybe_delivered: bool) -> TransportClosed:
-        if self.agent_exited:
-            exc: TransportClosed = AgentExited(self.reason, exit_code=self.exit_code)
-            exc.maybe_delivered = maybe_delivered
-            return exc
-        return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+        if self.exit_code is None:
+            return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+        exc = AgentExited(self.reason, exit_code=self.exit_code)
+        exc.maybe_delivered = maybe_delivered
+        return exc
+
+
+@attrs.frozen
+class _TooLong:
+    """Marks a line that exceeded the cap (its bytes were dropped but for the ``head``)."""
+
+    seen: int  # bytes seen before giving up on the line (a lower bound of its length)
+    head: bytes = attrs.field(default=b"", eq=False)
+
+
+_Line: TypeAlias = bytes | _TooLong
+
+
+class _LineSplitter:
+    """Splits the agent's stdout or stderr into lines, never holding more than ``limit`` bytes of one.
+
+    ``feed()`` returns the complete lines (without ``\\n``; a trailing ``\\r`` is kept, it is JSON
+    whitespace) and a :class:`_TooLong` marker for each line over the cap: the rest of an overlong
+    line is dropped as it arrives, so the transport can report it and go on. Blank lines are dropped.
+    """
+
+    __slots__ = ("_discarding", "_limit", "_partial")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+        self._discarding = False
+
+    def _too_long(self, line: bytes | bytearray) -> bool:
+        size = len(line)
+        if size and line[-1] == 0x0D:  # a CRLF line's CR does not count
+            size -= 1
+        return size > self._limit
+
+    def feed(self, data: bytes) -> list[_Line]:
+        """Consume ``data``; return the lines it completed."""
+        out: list[_Line] = []
+        parts = data.split(b"\n")
+        tail = parts.pop()
+        for part in parts:
+            if self._discarding:  # this newline ends an overlong line
+                self._discarding = False
+                self._partial.clear()
+                continue
+            if self._partial:
+                self._partial += part
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = part
+            if not line or line.isspace():
+                continue
+            out.append(_TooLong(len(line), line[:_STDERR_LINE_BYTES]) if self._too_long(line) else line)
+        if tail and not self._discarding:
+            # +1: the line may still end in a CR that does not count against the cap.
+            if len(self._partial) + len(tail) > self._limit + 1:
+                head = self._partial[:_STDERR_LINE_BYTES] + tail[:_STDERR_LINE_BYTES]
+                out.append(_TooLong(len(self._partial) + len(tail), bytes(head[:_STDERR_LINE_BYTES])))
+                self._partial.clear()
+                self._discarding = True
+            else:
+                self._partial += tail
+        return out
+
+    def finish(self) -> list[_Line]:
+        """End of stream: return the last line if it had no newline."""
+        out: list[_Line] = []
+        if not self._discarding and self._partial and not self._partial.isspace():
+            line = bytes(self._partial)
+            out.append(_TooLong(len(line), line[:_STDERR_LINE_BYTES]) if self._too_long(line) else line)
+        self._partial.clear()
+        self._discarding = False
+        return out
 
 
 class StdioConnector:
@@ -240,7 +311,7 @@ class StdioConnector:
             # protocol form reports the exit as soon as the process is reaped, even while a
             # grandchild keeps the pipes open (Process.wait() waits for the pipes too).
             await loop.subprocess_exec(
-                lambda: _AgentProtocol(transport),
+                lambda: transport,
                 *self._command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -264,39 +335,7 @@ class StdioConnector:
         return transport
 
 
-class _AgentProtocol(asyncio.SubprocessProtocol):
-    """Forwards asyncio's subprocess callbacks to the owning :class:`StdioTransport`."""
-
-    def __init__(self, owner: StdioTransport) -> None:
-        self._owner = owner
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._owner._attach(transport)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if isinstance(data, str):  # never happens: pipes are binary
-            data = data.encode()
-        if fd == 1:
-            self._owner._on_stdout(data)
-        elif fd == 2:
-            self._owner._on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._owner._on_pipe_closed(fd)
-
-    def process_exited(self) -> None:
-        self._owner._on_exit()
-
-    def pause_writing(self) -> None:
-        self._owner._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._owner._write_paused = False
-        self._owner._wake_writers()
-
-
-class StdioTransport:
+class StdioTransport(asyncio.SubprocessProtocol):
     """A link to one agent process over its stdin/stdout. Made by :meth:`StdioConnector.connect`.
 
     ``receive()`` returns messages in the order the agent wrote them. A non-JSON line raises
@@ -305,12 +344,12 @@ class StdioTransport:
     both. When the agent exits, the remaining messages are delivered and then every call raises
     :class:`~acp_client.exceptions.AgentExited` (its reason ends with the agent's last stderr).
 
-    Usable as an async context manager (``aclose()`` on exit).
+    Usable as an async context manager (``aclose()`` on exit). It is also the asyncio subprocess
+    protocol of the agent process: asyncio calls its pipe and process callbacks.
     """
 
     def __init__(self, *, target: str, limits: Limits, terminate_timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+        self._loop = loop = asyncio.get_running_loop()
         self._target = target
         self._limits = limits
         self._terminate_timeout = terminate_timeout
@@ -325,12 +364,11 @@ class StdioTransport:
         self._readable = asyncio.Event()
         # stdin
         self._write_paused = False
-        self._write_resumed: asyncio.Future[None] | None = None
+        self._write_wakeup = asyncio.Event()  # set: the pipe drained, or writing has become impossible
         self._stdin_lost = False
         # stderr
         self._stderr_tail = bytearray()
-        self._stderr_partial = bytearray()
-        self._stderr_skipping = False
+        self._stderr_lines = _LineSplitter(_STDERR_LINE_BYTES)
         # lifecycle
         self._stdout_done = False
         self._stderr_done = False
@@ -340,8 +378,6 @@ class StdioTransport:
         self._end: _End | None = None
         self._closing: asyncio.Future[None] | None = None
         self._group_killed = False
-
-    # -- public surface ------------------------------------------------------------------------
 
     @property
     def info(self) -> TransportInfo:
@@ -369,7 +405,8 @@ class StdioTransport:
                 written).
             TransportClosed: The transport was closed, or the agent closed its stdin.
         """
-        self._check_writable()
+        if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
+            raise self._write_error(maybe_delivered=False)
         data = encode(message).encode("utf-8") + b"\n"
         assert self._proc is not None
         stdin = self._proc.get_pipe_transport(0)
@@ -380,9 +417,7 @@ class StdioTransport:
         while self._write_paused:
             if self._end is not None or self._stdin_lost or self._returncode is not None:
                 raise self._write_error(maybe_delivered=True)
-            if self._write_resumed is None:
-                self._write_resumed = self._loop.create_future()
-            await asyncio.shield(self._write_resumed)
+            await self._write_wakeup.wait()
 
     async def receive(self) -> Message:
         """The next message the agent wrote.
@@ -405,7 +440,7 @@ class StdioTransport:
                     )
                 self._inbox_bytes -= len(item)
                 if self._reading_paused and self._inbox_bytes <= _LOW_WATER:
-                    self._resume_reading()
+                    self._pause_reading(False)
                 return decode_frame(item)
             if self._end is not None:
                 raise self._end.error(maybe_delivered=False)
@@ -440,30 +475,12 @@ class StdioTransport:
         state = "running" if self._returncode is None else f"returncode={self._returncode}"
         return f"<StdioTransport pid={self._pid} {state} {self._target!r}>"
 
-    # -- sending -------------------------------------------------------------------------------
-
-    def _check_writable(self) -> None:
-        if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
-            raise self._write_error(maybe_delivered=False)
-
     def _write_error(self, *, maybe_delivered: bool) -> TransportClosed:
         if self._end is not None:
             return self._end.error(maybe_delivered=maybe_delivered)
         if self._returncode is not None:
-            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
+            return _End(self._exit_reason(), self._returncode).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
-
-    def _wake_writers(self) -> None:
-        waiter, self._write_resumed = self._write_resumed, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- stdout --------------------------------------------------------------------------------
-
-    def _on_stdout(self, data: bytes) -> None:
-        if self._end is not None:
-            return  # the link is over (e.g. a grandchild still writing after the agent exited)
-        self._push(self._splitter.feed(data))
 
     def _push(self, lines: list[_Line]) -> None:
         if not lines:
@@ -474,73 +491,60 @@ class StdioTransport:
                 self._inbox_bytes += len(line)
         self._readable.set()
         if not self._reading_paused and self._inbox_bytes >= _HIGH_WATER:
-            self._pause_reading()
+            self._pause_reading(True)
 
-    def _pause_reading(self) -> None:
+    def _pause_reading(self, paused: bool) -> None:
+        self._reading_paused = paused
         pipe = self._proc.get_pipe_transport(1) if self._proc is not None else None
         if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-            pipe.pause_reading()
-            self._reading_paused = True
-
-    def _resume_reading(self) -> None:
-        self._reading_paused = False
-        pipe = self._proc.get_pipe_transport(1) if self._proc is not None else None
-        if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-            pipe.resume_reading()
-
-    # -- stderr --------------------------------------------------------------------------------
+            if paused:
+                pipe.pause_reading()
+            else:
+                pipe.resume_reading()
 
     def _on_stderr(self, data: bytes) -> None:
         self._stderr_tail += data
         del self._stderr_tail[: max(0, len(self._stderr_tail) - self._limits.max_stderr_bytes)]
         if stderr_logger.isEnabledFor(logging.INFO):
-            self._log_stderr(data)
+            self._log_stderr(self._stderr_lines.feed(data))
         else:
-            self._stderr_partial.clear()
-            self._stderr_skipping = False
+            self._stderr_lines.finish()  # forget the line under way
 
-    def _log_stderr(self, data: bytes) -> None:
-        parts = data.split(b"\n")
-        tail = parts.pop()
-        for part in parts:
-            if self._stderr_skipping:
-                self._stderr_skipping = False
+    def _log_stderr(self, lines: list[_Line]) -> None:
+        for line in lines:
+            raw = line.head if isinstance(line, _TooLong) else line
+            text = raw[:_STDERR_LINE_BYTES].rstrip(b"\r").decode("utf-8", "replace")
+            if not text.strip():
                 continue
-            if self._stderr_partial:
-                self._stderr_partial += part
-                line = bytes(self._stderr_partial)
-                self._stderr_partial.clear()
-            else:
-                line = part
-            self._emit_stderr(line)
-        if tail and not self._stderr_skipping:
-            self._stderr_partial += tail
-            if len(self._stderr_partial) > _STDERR_LINE_BYTES:
-                self._emit_stderr(bytes(self._stderr_partial))
-                self._stderr_partial.clear()
-                self._stderr_skipping = True
+            if isinstance(line, _TooLong) or len(line) > _STDERR_LINE_BYTES:
+                text += " [line truncated]"
+            stderr_logger.info("[agent pid %s] %s", self._pid, text)
 
-    def _emit_stderr(self, line: bytes) -> None:
-        truncated = len(line) > _STDERR_LINE_BYTES
-        text = line[:_STDERR_LINE_BYTES].rstrip(b"\r").decode("utf-8", "replace")
-        if not text.strip():
-            return
-        if truncated:
-            text += " [line truncated]"
-        stderr_logger.info("[agent pid %s] %s", self._pid, text)
-
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    def _attach(self, proc: asyncio.SubprocessTransport) -> None:
-        self._proc = proc
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        proc = self._proc = transport
         self._pid = proc.get_pid()
         process = f"agent process {next(_spawned)} (pid {self._pid})"
         self._info = TransportInfo(kind="stdio", target=self._target, pid=self._pid, agent_process=process)
 
-    def _on_pipe_closed(self, fd: int) -> None:
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1 and self._end is None:  # (after the end: a grandchild still writing, say)
+            self._push(self._splitter.feed(data))
+        elif fd == 2:
+            self._on_stderr(data)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._write_wakeup.clear()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._write_wakeup.set()
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 0:
             self._stdin_lost = True
-            self._wake_writers()
+            self._write_wakeup.set()
         elif fd == 1:
             self._stdout_done = True
             if self._end is None:
@@ -548,12 +552,10 @@ class StdioTransport:
             self._maybe_finish()
         elif fd == 2:
             self._stderr_done = True
-            if self._stderr_partial and not self._stderr_skipping:
-                self._emit_stderr(bytes(self._stderr_partial))
-            self._stderr_partial.clear()
+            self._log_stderr(self._stderr_lines.finish())
             self._maybe_finish()
 
-    def _on_exit(self) -> None:
+    def process_exited(self) -> None:
         assert self._proc is not None
         returncode = self._proc.get_returncode()
         if returncode is None:  # pragma: no cover - asyncio always sets it before this callback
@@ -561,7 +563,7 @@ class StdioTransport:
         self._returncode = returncode
         if not self._exited.done():
             self._exited.set_result(returncode)
-        self._wake_writers()
+        self._write_wakeup.set()
         self._maybe_finish()
         if self._end is None:
             # Let the pipes drain; a grandchild holding them open must not delay the report long.
@@ -589,7 +591,7 @@ class StdioTransport:
         if self._closing is None:
             level = logging.INFO if self._returncode == 0 else logging.WARNING
             logger.log(level, "agent %s (pid %s): %s", self._target, self._pid, _describe_exit(self._returncode))
-        self._set_end(_End(reason, self._returncode, agent_exited=True))
+        self._set_end(_End(reason, self._returncode))
 
     def _stdout_closed_alive(self) -> None:
         if self._end is None and self._returncode is None:
@@ -613,9 +615,7 @@ class StdioTransport:
             self._timer.cancel()
             self._timer = None
         self._readable.set()
-        self._wake_writers()
-
-    # -- closing -------------------------------------------------------------------------------
+        self._write_wakeup.set()
 
     async def _shutdown(self) -> None:
         self._set_end(_End("the transport was closed by the client"))
@@ -699,4 +699,4 @@ class StdioTransport:
             self._group_killed = True
         if self._proc is not None and not self._proc.is_closing():
             self._proc.close()
-        self._wake_writers()
+        self._write_wakeup.set()

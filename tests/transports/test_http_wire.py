@@ -20,7 +20,7 @@ from acp_client import AcpClient
 from acp_client._codec._jsonrpc import notification_message
 from acp_client.exceptions import TransportClosed, TransportError
 from acp_client.testing import ReferenceAgent, ReferenceServer
-from acp_client.transports._wire import CoreWire, new_pools
+from acp_client.transports._wire import Wire, new_pools
 from acp_client.transports.http import HttpConnector, HttpTransport
 from tests.transports._http_support import init
 
@@ -199,7 +199,7 @@ async def test_a_silent_answer_to_initialize_times_out(raw_http) -> None:  # typ
 
 async def test_concurrent_requests_each_take_an_idle_connection_and_give_it_back(raw_http) -> None:  # type: ignore[no-untyped-def]
     raw = await raw_http(lambda method, n: ACCEPTED)
-    wire = CoreWire(new_pools(http1=True, http2=False, tls=None, connections=4), 5.0)
+    wire = Wire(new_pools(http1=True, http2=False, tls=None, connections=4), 5.0)
     try:
         replies = await asyncio.gather(*(wire.send("POST", raw.url, [], b"{}", 5.0) for _ in range(4)))
         assert raw.accepted == 4
