@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -74,14 +73,21 @@ class PgLink:
         self.psycopg: Any = psycopg
         self._pool_module: Any = psycopg_pool
         self._dsn = dsn
-        self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._reconnect_timeout = reconnect_timeout
-        self._name = name
         self._options = self._connection_options(dsn)
-        self._lock = threading.Lock()
-        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
-        self._closed = False
+        #: Opened by :meth:`open_pool`, once the store's schema is known to be usable.
+        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            dsn,
+            kwargs=self._options,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=connect_timeout,
+            reconnect_timeout=max(reconnect_timeout, connect_timeout),
+            num_workers=1,
+            name=name,
+        )
 
     def _connection_options(self, dsn: str) -> dict[str, Any]:
         try:
@@ -103,17 +109,6 @@ class PgLink:
 
     def open_pool(self) -> None:
         """Start the pool (its first connection is made in the background)."""
-        self._pool = self._pool_module.ConnectionPool(
-            self._dsn,
-            kwargs=self._options,
-            min_size=1,
-            max_size=self._pool_size,
-            open=False,
-            timeout=self._connect_timeout,
-            reconnect_timeout=max(self._reconnect_timeout, self._connect_timeout),
-            num_workers=1,
-            name=self._name,
-        )
         self._pool.open(wait=False)
 
     def mapped(self, action: str, exc: Exception) -> SessionStoreError:
@@ -153,9 +148,9 @@ class PgLink:
         (see the module docstring)."""
         deadline: float | None = None
         pause = _RETRY_PAUSE[0]
+        pool = self._pool
         while True:
-            pool = self._pool
-            if pool is None or self._closed:
+            if pool.closed:
                 raise self._closed_error()
             timeout = self._connect_timeout
             if deadline is not None:
@@ -202,11 +197,8 @@ class PgLink:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._pool.closed
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
-        with self._lock:
-            pool, self._pool, self._closed = self._pool, None, True
-        if pool is not None:
-            pool.close()
+        self._pool.close()

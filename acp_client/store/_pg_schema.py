@@ -26,7 +26,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreError, SessionStoreForeign
-from ._rows import JSON_COLUMNS, check_version
+from ._rows import JSON_COLUMNS, LEASE, Reads, check_version
 from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
 __all__ = [
@@ -233,37 +233,29 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
     return version, version < supported
 
 
-#: A lease as a statement returns it: ``(session_id, owner, token, expires_at)``.
-_LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
 #: Now on the database server's clock, unless the call gave ``now`` (one value per statement).
 _NOW: Final = "COALESCE(%(now)s::timestamptz, statement_timestamp())"
 _CLAIMABLE: Final = f"(lease_owner IS NULL OR lease_owner = %(owner)s OR lease_expires_at <= {_NOW})"
 _FENCE: Final = "lease_owner = %(fence_owner)s AND lease_token = %(fence_token)s"
 
 
-class Statements:
-    """The store's SQL, for one schema. Named parameters (``%(name)s``) where a statement uses
-    one value twice; the record's columns as positional ``%s`` in :data:`RECORD_COLUMNS` order."""
+class Statements(Reads):
+    """The store's SQL, for one schema, with named parameters (``%(name)s``)."""
 
     def __init__(self, t: Tables) -> None:
+        super().__init__(t.sessions, t.transcripts, "conversation", "%({})s".format, _NOW)
+        one = self.one
         columns = ", ".join(RECORD_COLUMNS)
-        values = ", ".join(f"%({name})s::jsonb" if name in JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
+        value = {name: f"%({name})s::jsonb" if name in JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS}
+        values = ", ".join(value.values())
         keep = ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
-        select = f"SELECT {columns}, lease_owner, lease_token, lease_expires_at FROM {t.sessions}"
-        one = "endpoint = %(endpoint)s AND session_id = %(session_id)s"
-        self.load = f"{select} WHERE endpoint = %(endpoint)s ORDER BY last_used_at DESC, session_id"
-        self.get = f"{select} WHERE {one}"
         self.get_for_update = f"{self.get} FOR UPDATE"
-        self.lease = f"SELECT {_LEASE} FROM {t.sessions} WHERE {one}"
         # An unfenced save never touches the lease; a fenced one writes only under its lease.
         self.upsert = (
             f"INSERT INTO {t.sessions} ({columns}) VALUES ({values}) "
             f"ON CONFLICT (endpoint, session_id) DO UPDATE SET {keep}"
         )
-        assign = ", ".join(
-            f"{name} = %({name})s::jsonb" if name in JSON_COLUMNS else f"{name} = %({name})s"
-            for name in RECORD_COLUMNS[2:]
-        )
+        assign = ", ".join(f"{name} = {value[name]}" for name in RECORD_COLUMNS[2:])
         self.update_fenced = f"UPDATE {t.sessions} SET {assign} WHERE {one} AND {_FENCE}"
         # Insert or replace and take the lease, in one statement: a new session is never unowned,
         # and a live lease of another owner leaves the row as it was (no row returned).
@@ -276,7 +268,7 @@ class Statements:
             "lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at "
             f"WHERE {t.sessions}.lease_owner IS NULL OR {t.sessions}.lease_owner = %(owner)s "
             f"OR {t.sessions}.lease_expires_at <= {_NOW} "
-            f"RETURNING {_LEASE}"
+            f"RETURNING {LEASE}"
         )
         self.delete = f"DELETE FROM {t.sessions} WHERE {one}"
         self.delete_fenced = f"{self.delete} AND {_FENCE}"
@@ -308,12 +300,6 @@ class Statements:
         )
         self.save_turn_fenced = self.save_turn.format(fence=f"AND {_FENCE}")
         self.save_turn = self.save_turn.format(fence="")
-        self.load_transcript = f"SELECT conversation FROM {t.transcripts} WHERE {one}"
-        self.endpoints = (
-            f"SELECT endpoint FROM {t.sessions} GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-        )
-        self.count_all = f"SELECT COUNT(*) FROM {t.sessions}"
-        self.count = f"SELECT COUNT(*) FROM {t.sessions} WHERE endpoint = %(endpoint)s"
         # Ownership: each one statement, so two clients can never both take a session.
         self.claim = (
             f"UPDATE {t.sessions} SET "
@@ -321,18 +307,14 @@ class Statements:
             "THEN lease_token ELSE lease_token + 1 END, "
             f"lease_owner = %(owner)s, lease_expires_at = {_NOW} + make_interval(secs => %(duration)s) "
             f"WHERE endpoint = %(endpoint)s AND session_id = ANY(%(session_ids)s) AND {_CLAIMABLE} "
-            f"RETURNING {_LEASE}"
+            f"RETURNING {LEASE}"
         )
         self.renew = (
             f"UPDATE {t.sessions} SET lease_expires_at = {_NOW} + make_interval(secs => %(duration)s) "
-            f"WHERE endpoint = %(endpoint)s AND lease_owner = %(owner)s RETURNING {_LEASE}"
+            f"WHERE endpoint = %(endpoint)s AND lease_owner = %(owner)s RETURNING {LEASE}"
         )
         self.release = (
             f"UPDATE {t.sessions} SET lease_owner = NULL, lease_expires_at = '{_NEVER}' "
             "WHERE endpoint = %(endpoint)s AND lease_owner = %(owner)s"
         )
         self.release_some = f"{self.release} AND session_id = ANY(%(session_ids)s)"
-        self.adoptable = (
-            f"{select} WHERE endpoint = %(endpoint)s AND (lease_owner IS NULL OR lease_expires_at <= {_NOW}) "
-            "ORDER BY last_used_at DESC, session_id"
-        )

@@ -24,6 +24,30 @@ _S = TypeVar("_S", bound="RowStore")
 #: The record's columns each store keeps as JSON, and as times (each in its own way).
 JSON_COLUMNS: Final = ("mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra")
 TIME_COLUMNS: Final = ("created_at", "updated_at", "last_used_at")
+#: A lease as a statement returns it: ``(session_id, owner, token, expires_at)``.
+LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
+
+
+class Reads:
+    """The reads both stores run, over their ``sessions`` and ``transcripts`` tables: ``param``
+    writes a named parameter as the driver takes it, ``now`` is a lease's "now" in SQL."""
+
+    def __init__(
+        self, sessions: str, transcripts: str, conversation: str, param: Callable[[str], str], now: str
+    ) -> None:
+        self.one = f"endpoint = {param('endpoint')} AND session_id = {param('session_id')}"
+        select = f"SELECT {', '.join(RECORD_COLUMNS)}, lease_owner, lease_token, lease_expires_at FROM {sessions}"
+        of_endpoint = f"WHERE endpoint = {param('endpoint')}"
+        recent_first = "ORDER BY last_used_at DESC, session_id"
+        self.load = f"{select} {of_endpoint} {recent_first}"
+        self.get = f"{select} WHERE {self.one}"
+        self.lease = f"SELECT {LEASE} FROM {sessions} WHERE {self.one}"
+        self.load_transcript = f"SELECT {conversation} FROM {transcripts} WHERE {self.one}"
+        free = f"(lease_owner IS NULL OR lease_expires_at <= {now})"
+        self.adoptable = f"{select} {of_endpoint} AND {free} {recent_first}"
+        self.endpoints = f"SELECT endpoint FROM {sessions} GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
+        self.count_all = f"SELECT COUNT(*) FROM {sessions}"
+        self.count = f"{self.count_all} {of_endpoint}"
 
 
 def dump_json(value: Any, what: str) -> str:
@@ -108,13 +132,13 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
 
 
 class RowStore(abc.ABC):
-    """What both built-in stores share, over what each provides: its attributes below (``_sql``: its
-    reads, with named parameters) and abstract methods, and how its columns hold JSON (``_loads``)."""
+    """What both built-in stores share, over what each provides: its attributes below and abstract
+    methods, and how its columns hold JSON (``_loads``)."""
 
     _path: str
     _schema_version: int
     _max_transcript_bytes: int
-    _sql: Any
+    _sql: Reads
 
     @abc.abstractmethod
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:

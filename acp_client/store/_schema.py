@@ -15,37 +15,20 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from ..exceptions import SessionStoreBusy
-from ._rows import dump_json, leases_of
+from ._rows import LEASE, Reads, dump_json, leases_of
 from .base import FORMAT, RECORD_COLUMNS, Lease
 
-_LEASE_COLUMNS: Final = ("lease_owner", "lease_token", "lease_expires_at")
-_SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM sessions"
 #: Where a claim may take a session: unowned, the claimer's already, or expired.
 _CLAIMABLE: Final = "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at <= ?)"
 #: The most session ids one statement names (well under SQLite's bound parameters).
 _CHUNK: Final = 500
-_ONE: Final = "endpoint = :endpoint AND session_id = :session_id"
 _UPSERT: Final = (
     f"INSERT INTO sessions ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' for _ in RECORD_COLUMNS)}) "
     "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
     + ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
 )
-
-
-class Statements:
-    """The store's reads, with named parameters (as the PostgreSQL store's)."""
-
-    load = f"{_SELECT} WHERE endpoint = :endpoint ORDER BY last_used_at DESC, session_id"
-    get = f"{_SELECT} WHERE {_ONE}"
-    lease = f"SELECT session_id, {', '.join(_LEASE_COLUMNS)} FROM sessions WHERE {_ONE}"
-    load_transcript = f"SELECT tail FROM transcripts WHERE {_ONE}"
-    adoptable = (
-        f"{_SELECT} WHERE endpoint = :endpoint AND (lease_owner IS NULL OR lease_expires_at <= :now) "
-        "ORDER BY last_used_at DESC, session_id"
-    )
-    endpoints = "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-    count_all = "SELECT COUNT(*) FROM sessions"
-    count = "SELECT COUNT(*) FROM sessions WHERE endpoint = :endpoint"
+#: The store's reads, with named parameters (as the PostgreSQL store's).
+READS: Final = Reads("sessions", "transcripts", "tail", ":{}".format, ":now")
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -156,7 +139,7 @@ def claim_leases(
             "lease_token = CASE WHEN lease_owner IS ? THEN lease_token ELSE lease_token + 1 END, "
             "lease_owner = ?, lease_expires_at = ? "
             f"WHERE endpoint = ? AND session_id IN ({marks}) AND {_CLAIMABLE} "
-            "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
+            f"RETURNING {LEASE}",
             (owner, owner, until, endpoint, *chunk, owner, now),
         ).fetchall()
         leases.extend(leases_of(rows, _from_micros))

@@ -95,6 +95,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
     """
 
     _migrations: tuple[Migration, ...] = schema_module.MIGRATIONS
+    _sql: Statements
 
     def __init__(
         self,

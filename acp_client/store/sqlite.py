@@ -48,6 +48,7 @@ from ..exceptions import (
     SessionStoreForeign,
 )
 from ._rows import (
+    LEASE,
     RowStore,
     check_session_ids,
     check_version,
@@ -60,9 +61,9 @@ from ._rows import (
 from ._schema import (
     _MIGRATIONS,
     _UPSERT,
+    READS,
     SCHEMA_VERSION,
     Migration,
-    Statements,
     _chunks,
     _from_micros,
     _loads,
@@ -126,7 +127,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     """
 
     _migrations: tuple[Migration, ...] = _MIGRATIONS
-    _sql = Statements
+    _sql = READS
 
     def __init__(
         self,
@@ -411,8 +412,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         until = self._window(owner, duration, now)[1]
         with self._connection() as conn, self._transaction(conn, "renew"):
             rows = conn.execute(
-                "UPDATE sessions SET lease_expires_at = ? WHERE endpoint = ? AND lease_owner = ? "
-                "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
+                f"UPDATE sessions SET lease_expires_at = ? WHERE endpoint = ? AND lease_owner = ? RETURNING {LEASE}",
                 (until, endpoint, owner),
             ).fetchall()
         return leases_of(rows, self._time)
