@@ -37,7 +37,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Final
 
 from ..exceptions import (
@@ -265,9 +265,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     _loads = staticmethod(_loads)
     _time = staticmethod(_from_micros)
 
-    def _row(self, session: StoredSession) -> tuple[Any, ...]:
-        return record_values(session, _micros)
-
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
         with self._connection() as conn, self._errors(action):
             return conn.execute(sql, params).fetchall()
@@ -275,7 +272,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     # -- the SessionStore protocol ---------------------------------------------------------------
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
-        row = self._row(session)
+        row = record_values(session, _micros)
         with self._connection() as conn, self._transaction(conn, "save"):
             if fence is not None and not self._fenced(conn, session.endpoint, session.session_id, fence):
                 raise self._stale(session.session_id, fence.owner, fence.token, None, None)
@@ -305,16 +302,11 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             for table in ("sessions", "transcripts"):
                 conn.execute(f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?", (endpoint, new_session_id))
             # The lease and the conversation move with the session.
+            previous = dump_json(list(new.previous_session_ids), "previous_session_ids")
             conn.execute(
                 "UPDATE sessions SET session_id = ?, previous_session_ids = ?, updated_at = ? "
                 "WHERE endpoint = ? AND session_id = ?",
-                (
-                    new_session_id,
-                    dump_json(list(new.previous_session_ids), "previous_session_ids"),
-                    _micros(new.updated_at),
-                    endpoint,
-                    old_session_id,
-                ),
+                (new_session_id, previous, _micros(new.updated_at), endpoint, old_session_id),
             )
             conn.execute(
                 "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
@@ -365,11 +357,9 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return stamp, stamp + int(duration * 1_000_000)
 
     def _now(self, now: datetime | None) -> int:
-        if now is not None:
-            return _micros(as_utc(now))
-        if self._clock is not None:
-            return _micros(as_utc(self._clock()))
-        return _micros(datetime.now(timezone.utc))
+        if now is None and self._clock is not None:
+            now = self._clock()
+        return _micros(as_utc(now))
 
     def _fenced(self, conn: sqlite3.Connection, endpoint: str, session_id: str, fence: Fence) -> bool:
         """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease,
@@ -394,7 +384,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return sorted(leases, key=lambda lease: lease.session_id)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
-        row = self._row(session)
+        row = record_values(session, _micros)
         stamp, until = self._window(owner, duration, now)
         endpoint, session_id = session.endpoint, session.session_id
         with self._connection() as conn, self._transaction(conn, "save owned"):
@@ -419,16 +409,14 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
         check_owner(owner)
-        released = 0
         update = "UPDATE sessions SET lease_owner = NULL, lease_expires_at = 0 WHERE endpoint = ? AND lease_owner = ?"
         with self._connection() as conn, self._transaction(conn, "release"):
             if session_ids is None:
-                released = conn.execute(update, (endpoint, owner)).rowcount
-            else:
-                for chunk in _chunks(list(dict.fromkeys(session_ids))):
-                    marks = ", ".join("?" for _ in chunk)
-                    cursor = conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk))
-                    released += cursor.rowcount
+                return conn.execute(update, (endpoint, owner)).rowcount
+            released = 0
+            for chunk in _chunks(list(dict.fromkeys(session_ids))):
+                marks = ", ".join("?" for _ in chunk)
+                released += conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk)).rowcount
         return released
 
     @property
