@@ -16,9 +16,8 @@ anything else                  the app's ``extension`` handler for ``_``-prefixe
                                otherwise method-not-found
 =============================  ==============================================================
 
-Handlers may be plain functions or coroutines. A handler that raises
-:class:`~acp_client.exceptions.RpcError` answers with that error; any other exception is answered
-as an internal error (and logged), never crashing the client.
+Handlers may be plain functions or coroutines. A handler that raises :class:`~acp_client.exceptions.RpcError` answers
+with that error; any other exception is answered as an internal error (and logged), never crashing the client.
 """
 
 from __future__ import annotations
@@ -125,13 +124,13 @@ class FileSystemPolicy:
     Attributes:
         read: Answer ``fs/read_text_file``.
         write: Answer ``fs/write_text_file``.
-        roots: The allowed roots. ``None`` (the default) means each session's own roots: its
-            ``cwd`` and additional directories. An empty tuple allows nothing.
+        roots: The allowed roots. ``None`` (the default) means each session's own roots: its ``cwd`` and additional
+            directories. An empty tuple allows nothing.
         max_read_bytes: The largest file ``fs/read_text_file`` will return.
-        protected_paths: Paths whose writes always ask the app's ``permission`` handler (refused
-            without one), even with ``write`` on. :data:`DEFAULT_PROTECTED_PATHS` (VCS hooks, shell
-            start-up files, editor, CI and package-manager configs, ...; pattern syntax in
-            :mod:`acp_client._util._fs_guard`) extends as ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
+        protected_paths: Paths whose writes always ask the app's ``permission`` handler (refused without one), even with
+            ``write`` on. :data:`DEFAULT_PROTECTED_PATHS` (VCS hooks, shell start-up files, editor, CI and
+            package-manager configs, ...; pattern syntax in :mod:`acp_client._util._fs_guard`) extends as
+            ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
     """
 
     read: bool = True
@@ -221,9 +220,9 @@ class ClientHandlers:
         extension: Handles ``_``-prefixed extension requests (default: method-not-found).
 
     Raises:
-        ConfigurationError: A handler that is not a function (``permission="allow"``), a
-            ``file_system`` that is not a :class:`FileSystemPolicy`, or a ``terminal`` without the
-            :class:`TerminalHandler` methods — refused here, not at the agent's first request.
+        ConfigurationError: A handler that is not a function (``permission="allow"``), a ``file_system`` that is not a
+            :class:`FileSystemPolicy`, or a ``terminal`` without the :class:`TerminalHandler` methods — refused here,
+            not at the agent's first request.
     """
 
     permission: PermissionHandler | None = attrs.field(default=None, validator=_handler)
@@ -240,8 +239,8 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
 
 
 class RequestRouter:
-    """Routes each agent→client request to the app's handlers (internal). ``session_roots`` gives
-    a session's roots (cwd + additional directories) for a policy without roots of its own."""
+    """Routes each agent→client request to the app's handlers (internal). ``session_roots`` gives a session's roots
+    (its cwd and additional directories) for a policy without roots of its own."""
 
     def __init__(
         self,
@@ -258,8 +257,8 @@ class RequestRouter:
         self._write_asks = itertools.count(1)
 
     def cancel_session(self, session_id: str) -> None:
-        """The app cancelled the session's turn: answer its pending permission requests
-        ``cancelled`` (as the protocol requires)."""
+        """The app cancelled the session's turn: answer its pending permission requests ``cancelled`` (as the protocol
+        requires)."""
         for task in self._permissions.pop(session_id, set()):
             if not task.done():
                 self._cancelled.add(task)
@@ -334,8 +333,8 @@ class RequestRouter:
         raise RpcError.method_not_found(method)
 
     async def _confirm_protected_write(self, write: WriteTextFileRequest, path: Path) -> None:
-        """Ask the app's permission handler about a write to a protected path; raise
-        ``InvalidParams`` unless it picks "allow"."""
+        """Ask the app's permission handler about a write to a protected path; raise ``InvalidParams`` unless it picks
+        "allow"."""
         title = f"Write to {path} (a configuration or hook file that can run code later)"
         tool_call = ToolCallUpdate(
             tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",

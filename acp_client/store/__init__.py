@@ -1,12 +1,11 @@
 """Session stores: sessions that outlive the process.
 
-A store keeps, per agent endpoint, what a client needs to track its sessions again after a
-restart (cwd, MCP servers, the options the app set, timestamps, last known status, a bounded
-conversation). :class:`SessionStore` is the seam (synchronous: the client calls it from a worker
-thread); :class:`SqliteSessionStore` is the built-in implementation on the standard library's
-``sqlite3``, :class:`PostgresSessionStore` the one a service's replicas share (the ``postgres``
-extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and ``sqlite3`` /
-``psycopg`` are only imported once their store is first used.
+A store keeps, per agent endpoint, what a client needs to track its sessions again after a restart (cwd, MCP servers,
+the options the app set, timestamps, last known status, a bounded conversation). :class:`SessionStore` is the seam
+(synchronous: the client calls it from a worker thread); :class:`SqliteSessionStore` is the built-in implementation on
+the standard library's ``sqlite3``, :class:`PostgresSessionStore` the one a service's replicas share (the ``postgres``
+extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and ``sqlite3`` / ``psycopg`` are only
+imported once their store is first used.
 """
 
 import importlib

@@ -1,13 +1,12 @@
-"""The PostgreSQL store's link to its database: the pool, retrying on a lost connection, and the
-one table that maps psycopg's errors to the store's.
+"""The PostgreSQL store's link to its database: the pool, retrying on a lost connection, and the one table that maps
+psycopg's errors to the store's.
 
-:meth:`PgLink.run` runs one piece of work on a pooled connection. When the connection is lost (the
-server restarted or went away, a proxy or an administrator cut it), the work runs again on a fresh
-connection, with growing pauses, for up to ``reconnect_timeout``: the store's work is always safe
-to run twice (idempotent statements, or one transaction that the lost connection rolled back or
-that a repeat recognizes as done). Past that the caller gets
-:class:`~acp_client.exceptions.SessionStoreUnavailable`: a write is never dropped in silence. Any
-other database error is mapped at once (:meth:`PgLink.mapped`).
+:meth:`PgLink.run` runs one piece of work on a pooled connection. When the connection is lost (the server restarted or
+went away, a proxy or an administrator cut it), the work runs again on a fresh connection, with growing pauses, for up
+to ``reconnect_timeout``: the store's work is always safe to run twice (idempotent statements, or one transaction that
+the lost connection rolled back or that a repeat recognizes as done). Past that the caller gets
+:class:`~acp_client.exceptions.SessionStoreUnavailable`: a write is never dropped in silence. Any other database error
+is mapped at once (:meth:`PgLink.mapped`).
 """
 
 from __future__ import annotations
@@ -53,10 +52,9 @@ _RETRY_PAUSE: Final = (0.05, 1.0)  # first and longest pause between attempts, s
 class PgLink:
     """The connections of one store (see the module docstring).
 
-    ``dsn`` is kept for connecting and never shown; ``path`` is the DSN as shown (in every error);
-    ``name`` is the pool's (in psycopg's log); the rest are as :class:`PostgresSessionStore` takes
-    them. Raises ``SessionStoreDriverMissing`` without psycopg, ``ConfigurationError`` for a DSN
-    libpq cannot read.
+    ``dsn`` is kept for connecting and never shown; ``path`` is the DSN as shown (in every error); ``name`` is the
+    pool's (in psycopg's log); the rest are as :class:`PostgresSessionStore` takes them. Raises
+    ``SessionStoreDriverMissing`` without psycopg, ``ConfigurationError`` for a DSN libpq cannot read.
     """
 
     def __init__(
@@ -144,8 +142,8 @@ class PgLink:
         return SessionStoreError(f"session store {self.path} is closed", path=self.path)
 
     def run(self, action: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost
-        (see the module docstring)."""
+        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost (see the module
+        docstring)."""
         deadline: float | None = None
         pause = _RETRY_PAUSE[0]
         pool = self._pool

@@ -1,21 +1,19 @@
 """The PostgreSQL store's schema: its tables, its identity, its migrations, and the DSN as shown.
 
-Everything the store keeps is in one PostgreSQL schema (``acp_client`` unless the app names
-another), so the store can live in a database the app uses for other things:
+Everything the store keeps is in one PostgreSQL schema (``acp_client`` unless the app names another), so the store can
+live in a database the app uses for other things:
 
-- ``store_meta (key, value)``: ``format`` (:data:`FORMAT`), ``application_id``
-  (:data:`APPLICATION_ID`, as SQLite's), ``schema_version`` and ``compatible_version`` (the oldest
-  schema version whose code may still read and write it; a migration that breaks older readers
-  raises it).
-- ``sessions``: one row per ``(endpoint, session_id)``; JSON as ``jsonb``, times as ``timestamptz``;
-  since version 2 its lease (``lease_owner``, ``lease_token``, ``lease_expires_at``; nobody's,
-  token 0, for a session never claimed).
-- ``transcripts``: one ``jsonb`` conversation per session, apart from the record (a restore reads
-  none of it), tied to it by a cascading foreign key: a delete takes it along, a rename moves it.
+- ``store_meta (key, value)``: ``format`` (:data:`FORMAT`), ``application_id`` (:data:`APPLICATION_ID`, as SQLite's),
+  ``schema_version`` and ``compatible_version`` (the oldest schema version whose code may still read and write it; a
+  migration that breaks older readers raises it).
+- ``sessions``: one row per ``(endpoint, session_id)``; JSON as ``jsonb``, times as ``timestamptz``; since version 2 its
+  lease (``lease_owner``, ``lease_token``, ``lease_expires_at``; nobody's, token 0, for a session never claimed).
+- ``transcripts``: one ``jsonb`` conversation per session, apart from the record (a restore reads none of it), tied to
+  it by a cascading foreign key: a delete takes it along, a rename moves it.
 
-A schema is *ours* when it holds ``store_meta`` with our format and application id; *empty* when
-it does not exist or holds no relation (then it is initialized); anything else is another
-application's, refused without a write. Nothing here imports psycopg.
+A schema is *ours* when it holds ``store_meta`` with our format and application id; *empty* when it does not exist or
+holds no relation (then it is initialized); anything else is another application's, refused without a write. Nothing
+here imports psycopg.
 """
 
 from __future__ import annotations
@@ -44,9 +42,9 @@ __all__ = [
 _NEVER: Final = "1970-01-01 00:00:00+00"
 
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-# A secret keyword's value, in every form libpq reads or an app may write: single-quoted (with
-# backslash escapes; unterminated: to the end), or unquoted — up to the next "key=" or the end,
-# so that a value with spaces (which libpq would refuse, in an error that quotes it) is masked whole.
+# A secret keyword's value, in every form libpq reads or an app may write: single-quoted (with backslash escapes;
+# unterminated: to the end), or unquoted — up to the next "key=" or the end, so that a value with spaces (which libpq
+# would refuse, in an error that quotes it) is masked whole.
 _PASSWORD_KEYWORD: Final = re.compile(
     r"(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*(?:'|$)|.*?(?=\s+[A-Za-z_][A-Za-z0-9_]*\s*=|\s*$))",
     re.IGNORECASE | re.DOTALL,
@@ -62,9 +60,9 @@ def check_schema_name(name: str) -> str:
 
 
 def redact_dsn(dsn: str) -> str:
-    """The DSN as errors and ``repr`` show it: any password replaced by ``***``, in a
-    ``postgresql://`` URL (user info, ``password`` / ``sslpassword`` parameters) and in ``key=value``
-    keywords (quoted, unquoted, or unquoted with spaces)."""
+    """The DSN as errors and ``repr`` show it: any password replaced by ``***``, in a ``postgresql://`` URL (user info,
+    ``password`` / ``sslpassword`` parameters) and in ``key=value`` keywords (quoted, unquoted, or unquoted with
+    spaces)."""
     text = dsn.strip()
     if text.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(text)
@@ -143,9 +141,9 @@ def _create_v1(cur: Any, t: Tables) -> None:
 
 
 def _v2_leases(cur: Any, t: Tables) -> None:
-    """Schema version 2: ownership. Every row gets a lease (nobody's, token 0: the sessions of an
-    older schema are adoptable at once). Not additive for writers: older code would write past the
-    leases, so ``compatible_version`` becomes 2."""
+    """Schema version 2: ownership. Every row gets a lease (nobody's, token 0: the sessions of an older schema are
+    adoptable at once). Not additive for writers: older code would write past the leases, so ``compatible_version``
+    becomes 2."""
     cur.execute(
         f"ALTER TABLE {t.sessions} ADD COLUMN lease_owner text, "
         "ADD COLUMN lease_token bigint NOT NULL DEFAULT 0, "
@@ -171,10 +169,10 @@ def meta_version(meta: Mapping[str, str], key: str) -> int | None:
 def open_schema(
     conn: Any, t: Tables, path: str, migrations: Sequence[Migration], *, create: bool, driver_error: type[Exception]
 ) -> int:
-    """Identify the schema on ``conn`` (a psycopg connection in autocommit) and initialize or migrate
-    it when it is ours or empty, in one transaction under an advisory lock (one initializer at a
-    time per schema; the others find its work done). The schema version; raises as :func:`identify`
-    does, and ``SessionStoreError`` for a missing schema with ``create`` false."""
+    """Identify the schema on ``conn`` (a psycopg connection in autocommit) and initialize or migrate it when it is ours
+    or empty, in one transaction under an advisory lock (one initializer at a time per schema; the others find its work
+    done). The schema version; raises as :func:`identify` does, and ``SessionStoreError`` for a missing schema with
+    ``create`` false."""
     version, needs_work = identify(conn, t, path, len(migrations), driver_error=driver_error)
     if not needs_work:
         return version
@@ -193,9 +191,8 @@ def open_schema(
 
 
 def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: type[Exception]) -> tuple[int, bool]:
-    """``(schema version, needs initializing or migrating)`` of the schema; reads only. Raises
-    ``SessionStoreForeign`` (not ours), ``SessionStoreCorrupt`` (our identity without our tables or
-    version) or ``SessionStoreTooNew``."""
+    """``(schema version, needs initializing or migrating)`` of the schema; reads only. Raises ``SessionStoreForeign``
+    (not ours), ``SessionStoreCorrupt`` (our identity without our tables or version) or ``SessionStoreTooNew``."""
     names = {
         row[0]
         for row in conn.execute(
@@ -257,8 +254,8 @@ class Statements(Reads):
         )
         assign = ", ".join(f"{name} = {value[name]}" for name in RECORD_COLUMNS[2:])
         self.update_fenced = f"UPDATE {t.sessions} SET {assign} WHERE {one} AND {_FENCE}"
-        # Insert or replace and take the lease, in one statement: a new session is never unowned,
-        # and a live lease of another owner leaves the row as it was (no row returned).
+        # Insert or replace and take the lease, in one statement: a new session is never unowned, and a live lease of
+        # another owner leaves the row as it was (no row returned).
         self.save_owned = (
             f"INSERT INTO {t.sessions} ({columns}, lease_owner, lease_token, lease_expires_at) "
             f"VALUES ({values}, %(owner)s, 1, {_NOW} + make_interval(secs => %(duration)s)) "
@@ -289,8 +286,8 @@ class Statements(Reads):
         )
         self.save_transcript_fenced = self.save_transcript.format(fence=f"AND {_FENCE}")
         self.save_transcript = self.save_transcript.format(fence="")
-        # The end of a turn in one statement (one round trip): the record's last use, and the
-        # conversation only where that update landed (the row locked by it, the lease checked in it).
+        # The end of a turn in one statement (one round trip): the record's last use, and the conversation only where
+        # that update landed (the row locked by it, the lease checked in it).
         self.save_turn = (
             f"WITH touched AS (UPDATE {t.sessions} SET last_used_at = %(when)s WHERE {one} {{fence}} "
             "RETURNING endpoint, session_id) "

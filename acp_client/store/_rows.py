@@ -1,5 +1,5 @@
-"""What both built-in stores do alike: a record's row written and read back (a damaged one refused,
-or skipped in a listing), its lease, its conversation, the reads, and the ownership errors."""
+"""What both built-in stores do alike: a record's row written and read back (a damaged one refused, or skipped in a
+listing), its lease, its conversation, the reads, and the ownership errors."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
 
 
 class Reads:
-    """The reads both stores run, over their ``sessions`` and ``transcripts`` tables: ``param``
-    writes a named parameter as the driver takes it, ``now`` is a lease's "now" in SQL."""
+    """The reads both stores run, over their ``sessions`` and ``transcripts`` tables: ``param`` writes a named parameter
+    as the driver takes it, ``now`` is a lease's "now" in SQL."""
 
     def __init__(
         self, sessions: str, transcripts: str, conversation: str, param: Callable[[str], str], now: str
@@ -79,8 +79,8 @@ def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tu
 
 
 def renamed(old: StoredSession, new_session_id: str, when: datetime) -> StoredSession:
-    """``old`` under ``new_session_id``: the old id last in ``previous_session_ids``, ``updated_at`` set
-    to ``when``, its lease along."""
+    """``old`` under ``new_session_id``: the old id last in ``previous_session_ids``, ``updated_at`` set to ``when``,
+    its lease along."""
     previous = [item for item in old.previous_session_ids if item != new_session_id]
     return attrs.evolve(
         old,
@@ -119,8 +119,8 @@ def check_session_ids(session_ids: Sequence[str]) -> list[str]:
 
 
 def check_version(where: str, path: str, version: int, compatible: int, supported: int) -> None:
-    """Refuse a store whose schema ``version`` is above ``supported`` unless its ``compatible``
-    version (the oldest whose code may still use it) is not (``SessionStoreTooNew``)."""
+    """Refuse a store whose schema ``version`` is above ``supported`` unless its ``compatible`` version (the oldest
+    whose code may still use it) is not (``SessionStoreTooNew``)."""
     if version > supported and compatible > supported:
         raise SessionStoreTooNew(
             f"session store {where} has schema version {version} (needs a reader of version {compatible} "
@@ -132,8 +132,8 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
 
 
 class RowStore(abc.ABC):
-    """What both built-in stores share, over what each provides: its attributes below and abstract
-    methods, and how its columns hold JSON (``_loads``)."""
+    """What both built-in stores share, over what each provides: its attributes below and abstract methods, and how its
+    columns hold JSON (``_loads``)."""
 
     _path: str
     _schema_version: int
@@ -158,8 +158,8 @@ class RowStore(abc.ABC):
     def _save_tail(
         self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
     ) -> bool:
-        """Replace the conversation with ``tail`` (and set ``last_used_at`` to ``when``, when given) in
-        one step; ``False`` when the session is not stored."""
+        """Replace the conversation with ``tail`` (and set ``last_used_at`` to ``when``, when given) in one step;
+        ``False`` when the session is not stored."""
 
     @staticmethod
     def _loads(value: Any) -> Any:
@@ -253,9 +253,9 @@ class RowStore(abc.ABC):
         when: datetime | None = None,
         fence: Fence | None = None,
     ) -> bool:
-        """The end of a turn in one step: ``last_used_at`` set to ``when`` (default: now) and the
-        conversation replaced as :meth:`save_transcript` replaces it (raises as it does); ``False``
-        (nothing written) when the session is not stored."""
+        """The end of a turn in one step: ``last_used_at`` set to ``when`` (default: now) and the conversation replaced
+        as :meth:`save_transcript` replaces it (raises as it does); ``False`` (nothing written) when the session is not
+        stored."""
         tail = dump_conversation(entries, self._max_transcript_bytes)
         return self._save_tail("save turn", endpoint, session_id, tail, when=as_utc(when), fence=fence)
 
@@ -287,8 +287,8 @@ class RowStore(abc.ABC):
 
     @property
     def path(self) -> str:
-        """Where the store is: the database file (``":memory:"`` in memory), or the DSN with any
-        password masked and the schema."""
+        """Where the store is: the database file (``":memory:"`` in memory), or the DSN with any password masked and the
+        schema."""
         return self._path
 
     @property

@@ -1,7 +1,6 @@
-"""The SQLite session store's file format: its tables, the migrations between schema versions, and
-how values sit in columns (times as integer microseconds since the Unix epoch, UTC; JSON as compact
-text; a lease as three columns). No connection is opened here: :mod:`acp_client.store.sqlite` runs
-these statements inside its transactions.
+"""The SQLite session store's file format: its tables, the migrations between schema versions, and how values sit in
+columns (times as integer microseconds since the Unix epoch, UTC; JSON as compact text; a lease as three columns). No
+connection is opened here: :mod:`acp_client.store.sqlite` runs these statements inside its transactions.
 """
 
 from __future__ import annotations
@@ -76,9 +75,8 @@ def _create_v1(conn: sqlite3.Connection) -> None:
 
 
 def _v2_conversations(conn: sqlite3.Connection) -> None:
-    """Schema version 2: every transcript tail becomes a conversation (format 2: a header and the
-    segment of the session it belongs to, then its messages). Additive: a version-1 reader still
-    reads a list of JSON objects."""
+    """Schema version 2: every transcript tail becomes a conversation (format 2: a header and the segment of the session
+    it belongs to, then its messages). Additive: a version-1 reader still reads a list of JSON objects."""
     rows = conn.execute("SELECT endpoint, session_id, tail FROM transcripts").fetchall()
     for endpoint, session_id, tail in rows:
         try:
@@ -95,9 +93,9 @@ def _v2_conversations(conn: sqlite3.Connection) -> None:
 
 
 def _v3_leases(conn: sqlite3.Connection) -> None:
-    """Schema version 3: ownership. Every row gets a lease (nobody's, token 0: the sessions of an
-    older file are adoptable at once). Not additive for writers: an older acp_client would write
-    past the leases, so ``compatible_version`` becomes 3."""
+    """Schema version 3: ownership. Every row gets a lease (nobody's, token 0: the sessions of an older file are
+    adoptable at once). Not additive for writers: an older acp_client would write past the leases, so
+    ``compatible_version`` becomes 3."""
     conn.execute("ALTER TABLE sessions ADD COLUMN lease_owner TEXT")
     conn.execute("ALTER TABLE sessions ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0")
     conn.execute("ALTER TABLE sessions ADD COLUMN lease_expires_at INTEGER NOT NULL DEFAULT 0")
@@ -128,9 +126,9 @@ def _from_micros(value: Any) -> datetime:
 def claim_leases(
     conn: sqlite3.Connection, endpoint: str, session_ids: Sequence[str], owner: str, *, now: int, until: int
 ) -> list[Lease]:
-    """Inside a write transaction: give ``owner`` the lease (until ``until``) of each of
-    ``session_ids`` that is unowned, ``owner``'s or expired at ``now``; the token grows where the
-    owner changes. The leases taken, in chunks of :data:`_CHUNK` ids per statement."""
+    """Inside a write transaction: give ``owner`` the lease (until ``until``) of each of ``session_ids`` that is
+    unowned, ``owner``'s or expired at ``now``; the token grows where the owner changes. The leases taken, in chunks of
+    :data:`_CHUNK` ids per statement."""
     leases: list[Lease] = []
     for chunk in _chunks(list(dict.fromkeys(session_ids))):
         marks = ", ".join("?" for _ in chunk)
@@ -162,9 +160,9 @@ def _loads(value: Any) -> Any:
 def use_wal(
     conn: sqlite3.Connection, busy_timeout: float, errors: Callable[[], contextlib.AbstractContextManager[None]]
 ) -> None:
-    """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without its
-    busy handler, while another process reads or switches it too: wait for that here, up to the
-    busy timeout (``errors`` maps sqlite3's errors to the store's)."""
+    """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without its busy handler, while
+    another process reads or switches it too: wait for that here, up to the busy timeout (``errors`` maps sqlite3's
+    errors to the store's)."""
     deadline = time.monotonic() + busy_timeout
     while True:
         try:

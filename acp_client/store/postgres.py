@@ -1,32 +1,27 @@
 """A :class:`~acp_client.store.base.SessionStore` in PostgreSQL, for clients that share their sessions.
 
-The ``postgres`` extra (psycopg 3 and psycopg-pool), imported when the first store is made. No
-psycopg type crosses the public API: every database failure is a
-:class:`~acp_client.exceptions.SessionStoreError`. What it keeps, and how: ``_pg_schema``.
+The ``postgres`` extra (psycopg 3 and psycopg-pool), imported when the first store is made. No psycopg type crosses the
+public API: every database failure is a :class:`~acp_client.exceptions.SessionStoreError`. What it keeps, and how:
+``_pg_schema``.
 
 Why it is safe to share:
 
-- **Every write is one atomic statement or transaction, and idempotent**: ``save`` an upsert of
-  the whole record, ``touch`` one ``UPDATE``, ``save_transcript`` an upsert that only lands while
-  the record exists (a foreign key ties them), ``delete`` one statement (the conversation goes by
-  cascade), ``rename`` one transaction holding the old row's lock, which a repeat recognizes as
-  done. So a write whose connection was lost is **retried on a fresh connection**, for up to
-  ``reconnect_timeout``: it either lands once or the caller gets
+- **Every write is one atomic statement or transaction, and idempotent**: ``save`` an upsert of the whole record,
+  ``touch`` one ``UPDATE``, ``save_transcript`` an upsert that only lands while the record exists (a foreign key ties
+  them), ``delete`` one statement (the conversation goes by cascade), ``rename`` one transaction holding the old row's
+  lock, which a repeat recognizes as done. So a write whose connection was lost is **retried on a fresh connection**,
+  for up to ``reconnect_timeout``: it either lands once or the caller gets
   :class:`~acp_client.exceptions.SessionStoreUnavailable`. Never silently dropped.
-- **Bounded connections**: a pool of at most ``pool_size`` connections; a call waits up to
-  ``connect_timeout`` for one.
-- **Not our data**: the schema is identified before anything is written; another application's
-  tables, our identity without our tables or a newer incompatible schema is refused and left as
-  it was. An older schema is migrated in one transaction, under an advisory lock (two processes
-  opening one new database at once initialize it once).
+- **Bounded connections**: a pool of at most ``pool_size`` connections; a call waits up to ``connect_timeout`` for one.
+- **Not our data**: the schema is identified before anything is written; another application's tables, our identity
+  without our tables or a newer incompatible schema is refused and left as it was. An older schema is migrated in one
+  transaction, under an advisory lock (two processes opening one new database at once initialize it once).
 
-**Ownership** (schema version 2): each record carries a lease (owner, fencing token, expiry). A
-claim, a renewal, a release and ``save_owned`` are each one statement; a fenced write is one
-statement whose ``WHERE`` names the lease it expects (``rename``: a transaction holding the row's
-lock), so no read-then-write race exists: of two clients claiming one session at once, the
-second's statement waits for the first's row and finds it taken. Lease time is the **database
-server's clock** (``statement_timestamp()``) unless a call passes ``now=``, so replicas on several
-hosts agree on it.
+**Ownership** (schema version 2): each record carries a lease (owner, fencing token, expiry). A claim, a renewal, a
+release and ``save_owned`` are each one statement; a fenced write is one statement whose ``WHERE`` names the lease it
+expects (``rename``: a transaction holding the row's lock), so no read-then-write race exists: of two clients claiming
+one session at once, the second's statement waits for the first's row and finds it taken. Lease time is the **database
+server's clock** (``statement_timestamp()``) unless a call passes ``now=``, so replicas on several hosts agree on it.
 
 ``path`` (in every error and ``repr``) is the DSN with any password masked, and the schema.
 """
@@ -63,25 +58,22 @@ __all__ = ["PostgresSessionStore"]
 class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
-    Its methods are the protocol's, each write one statement or transaction, run again on a fresh
-    connection when its connection was lost. Any call may also raise
-    :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
-    for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
-    tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get`
-    raises for it.
+    Its methods are the protocol's, each write one statement or transaction, run again on a fresh connection when its
+    connection was lost. Any call may also raise :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database
+    could not be reached for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
+    tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
-        dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
-            same as ``psql`` takes; libpq's environment variables and ``~/.pgpass`` apply).
-        schema: The PostgreSQL schema the store keeps its tables in (created when missing). Two
-            apps, or two tests, can share one database under two schema names.
+        dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the same as ``psql`` takes;
+            libpq's environment variables and ``~/.pgpass`` apply).
+        schema: The PostgreSQL schema the store keeps its tables in (created when missing). Two apps, or two tests, can
+            share one database under two schema names.
         pool_size: At most this many connections to the database (default 4).
-        connect_timeout: How long a call waits for a connection (a new one, or a free one of the
-            pool), in seconds.
-        reconnect_timeout: How long a call whose connection was lost keeps trying again on fresh
-            connections before it raises :class:`~acp_client.exceptions.SessionStoreUnavailable`.
-        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
-            4 MiB); past it the oldest messages are dropped and counted in its header.
+        connect_timeout: How long a call waits for a connection (a new one, or a free one of the pool), in seconds.
+        reconnect_timeout: How long a call whose connection was lost keeps trying again on fresh connections before it
+            raises :class:`~acp_client.exceptions.SessionStoreUnavailable`.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default 4 MiB); past it the
+            oldest messages are dropped and counted in its header.
         create: Create the schema when it is missing or empty (else raise ``SessionStoreError``).
 
     Raises:
@@ -167,8 +159,8 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
             raise self._refused(session.endpoint, session.session_id, fence)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
-        """Remove one session and its conversation; ``True`` when it was stored (repeated after a
-        lost connection, ``False`` for a record its first attempt removed)."""
+        """Remove one session and its conversation; ``True`` when it was stored (repeated after a lost connection,
+        ``False`` for a record its first attempt removed)."""
         statements = (self._sql.delete, self._sql.delete_fenced)
         return self._write("delete", statements, endpoint, session_id, fence=fence)
 
@@ -182,8 +174,8 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         fence: Fence | None,
         params: Mapping[str, Any] | None = None,
     ) -> bool:
-        """One statement on one stored session; ``True`` when it applied. With ``fence``: the fenced
-        statement, and a session stored under another lease raises (one that is not stored: ``False``)."""
+        """One statement on one stored session; ``True`` when it applied. With ``fence``: the fenced statement, and a
+        session stored under another lease raises (one that is not stored: ``False``)."""
         sql, fenced_sql = statements
         key = {"endpoint": endpoint, "session_id": session_id, **(params or {})}
         if fence is None:
@@ -198,9 +190,8 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
     def _rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
     ) -> StoredSession | None:
-        """One transaction. Repeated after a lost connection, a rename its first attempt made is
-        recognized (the new id's record has the old id last in ``previous_session_ids``) and
-        returned, not redone."""
+        """One transaction. Repeated after a lost connection, a rename its first attempt made is recognized (the new
+        id's record has the old id last in ``previous_session_ids``) and returned, not redone."""
         attempts = 0
 
         def work(conn: psycopg.Connection[Any]) -> StoredSession | None:
@@ -276,10 +267,9 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
     def claim(
         self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
-        """Take the free leases of ``session_ids`` in one statement (see
-        :meth:`SharedSessionStore.claim`): of two clients claiming one session at once, the second's
-        statement waits for the row and sees it taken. Repeated after a lost connection, a claim
-        that was made is the owner's own and is simply extended."""
+        """Take the free leases of ``session_ids`` in one statement (see :meth:`SharedSessionStore.claim`): of two
+        clients claiming one session at once, the second's statement waits for the row and sees it taken. Repeated after
+        a lost connection, a claim that was made is the owner's own and is simply extended."""
         params = {
             **self._window(owner, duration, now),
             "endpoint": endpoint,

@@ -2,32 +2,30 @@
 
 Why it is safe to share:
 
-- **Several processes.** The file is in WAL mode (readers never block the writer); every write
-  is one ``BEGIN IMMEDIATE`` transaction, so writers queue for the lock (up to ``busy_timeout``,
-  then :class:`~acp_client.exceptions.SessionStoreBusy`) instead of failing half-way, and nothing
-  is read, changed in Python and written back outside a transaction.
-- **Several threads.** One connection per store, used under a lock. Open a new store in each
-  process: a connection must not cross a ``fork``.
-- **Not our file.** Before anything is written, the file is identified (the SQLite header, the
-  ``application_id`` :data:`APPLICATION_ID`, the tables). A file that is not an SQLite database
+- **Several processes.** The file is in WAL mode (readers never block the writer); every write is one ``BEGIN
+  IMMEDIATE`` transaction, so writers queue for the lock (up to ``busy_timeout``, then
+  :class:`~acp_client.exceptions.SessionStoreBusy`) instead of failing half-way, and nothing is read, changed in Python
+  and written back outside a transaction.
+- **Several threads.** One connection per store, used under a lock. Open a new store in each process: a connection must
+  not cross a ``fork``.
+- **Not our file.** Before anything is written, the file is identified (the SQLite header, the ``application_id``
+  :data:`APPLICATION_ID`, the tables). A file that is not an SQLite database
   (:class:`~acp_client.exceptions.SessionStoreCorrupt`), another application's database
   (:class:`~acp_client.exceptions.SessionStoreForeign`) or a newer schema this version cannot use
-  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. Only a
-  missing or empty (0-byte, or table-less) file is initialized.
+  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. Only a missing or empty (0-byte,
+  or table-less) file is initialized.
 
-Schema versions: ``PRAGMA user_version`` holds the schema version, ``store_meta.compatible_version``
-the oldest schema version whose code may still read and write the file. An older file is migrated
-(one transaction); a newer one is used as it is when its ``compatible_version`` is not above
-:data:`SCHEMA_VERSION` (an additive change), and refused otherwise.
+Schema versions: ``PRAGMA user_version`` holds the schema version, ``store_meta.compatible_version`` the oldest schema
+version whose code may still read and write the file. An older file is migrated (one transaction); a newer one is used
+as it is when its ``compatible_version`` is not above :data:`SCHEMA_VERSION` (an additive change), and refused
+otherwise.
 
-Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``,
-``lease_expires_at``); claims, renewals and fenced writes each run in one ``BEGIN IMMEDIATE``
-transaction, so two processes cannot both take a session, and a fenced write checks the lease under
-the lock it writes with. Version 3 raises ``compatible_version`` to 3: an older acp_client, which
-would ignore the leases, is refused the file.
+Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``, ``lease_expires_at``); claims,
+renewals and fenced writes each run in one ``BEGIN IMMEDIATE`` transaction, so two processes cannot both take a session,
+and a fenced write checks the lease under the lock it writes with. Version 3 raises ``compatible_version`` to 3: an
+older acp_client, which would ignore the leases, is refused the file.
 
-New files are created readable by their owner only (``0600``): MCP server entries may hold
-credentials.
+New files are created readable by their owner only (``0600``): MCP server entries may hold credentials.
 """
 
 from __future__ import annotations
@@ -96,33 +94,31 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in one SQLite file (see the module docstring).
 
     Its methods are the protocol's, each write one transaction. Any call may also raise
-    :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
-    ``busy_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged);
-    a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
+    :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past ``busy_timeout``) or
+    :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged); a listing skips a damaged record (logged
+    as a warning), :meth:`get` raises for it.
 
     Args:
-        path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
-            directory that must exist (a mistyped path is an error, not a new empty store); an
-            empty file is made ``0600`` before it becomes a store; a symbolic link is refused.
-            ``":memory:"`` keeps everything in this process, for tests.
+        path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a directory that must
+            exist (a mistyped path is an error, not a new empty store); an empty file is made ``0600`` before it becomes
+            a store; a symbolic link is refused. ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
-        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
-            4 MiB); past it the oldest messages are dropped and counted in its header. ``0``
-            keeps only the header.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default 4 MiB); past it the
+            oldest messages are dropped and counted in its header. ``0`` keeps only the header.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
-        clock: The time leases are measured on (an aware or UTC datetime; default: this host's
-            clock). Every process sharing the file should use the same one.
+        clock: The time leases are measured on (an aware or UTC datetime; default: this host's clock). Every process
+            sharing the file should use the same one.
         allow_symlink: Open a ``path`` that is a symbolic link (where it points).
 
     Raises:
         SessionStoreCorrupt: The file is not an SQLite database, or is damaged.
         SessionStoreForeign: The file is an SQLite database of another application.
         SessionStoreTooNew: The file's schema is newer than this acp_client can use.
-        SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file
-            was being initialized or migrated.
+        SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file was being initialized or
+            migrated.
         SessionStoreReadOnly: The file, or its directory, cannot be written by this process.
-        SessionStoreError: The file cannot be opened or created (missing directory, permissions,
-            not a regular file, a symbolic link without ``allow_symlink``...).
+        SessionStoreError: The file cannot be opened or created (missing directory, permissions, not a regular file, a
+            symbolic link without ``allow_symlink``...).
         ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
     """
 
@@ -189,8 +185,8 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         Reads only: nothing is written to a file this refuses.
         """
         with self._errors("open"):
-            # One read snapshot for the three reads: another process initializing the file commits
-            # its tables and its application id together, and must not be seen half done.
+            # One read snapshot for the three reads: another process initializing the file commits its tables and its
+            # application id together, and must not be seen half done.
             own = not conn.in_transaction
             if own:
                 conn.execute("BEGIN")
@@ -362,8 +358,8 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return _micros(as_utc(now))
 
     def _fenced(self, conn: sqlite3.Connection, endpoint: str, session_id: str, fence: Fence) -> bool:
-        """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease,
-        ``False`` when it is not stored; raises when another lease holds it."""
+        """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease, ``False`` when it is
+        not stored; raises when another lease holds it."""
         row = conn.execute(
             "SELECT lease_owner, lease_token FROM sessions WHERE endpoint = ? AND session_id = ?",
             (endpoint, session_id),
