@@ -73,7 +73,15 @@ class PgLink:
         self._dsn = dsn
         self._connect_timeout = connect_timeout
         self._reconnect_timeout = reconnect_timeout
-        self._options = self._connection_options(dsn)
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"not a PostgreSQL DSN: {redact_dsn(dsn)} ({exc})") from exc
+        self._options: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in given:
+            self._options["connect_timeout"] = max(2, math.ceil(connect_timeout))
+        if "application_name" not in given:
+            self._options["fallback_application_name"] = "acp_client session store"
         #: Opened by :meth:`open_pool`, once the store's schema is known to be usable.
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn,
@@ -86,18 +94,6 @@ class PgLink:
             num_workers=1,
             name=name,
         )
-
-    def _connection_options(self, dsn: str) -> dict[str, Any]:
-        try:
-            given = self.psycopg.conninfo.conninfo_to_dict(dsn)
-        except self.psycopg.ProgrammingError as exc:
-            raise ConfigurationError(f"not a PostgreSQL DSN: {redact_dsn(dsn)} ({exc})") from exc
-        options: dict[str, Any] = {"autocommit": True}
-        if "connect_timeout" not in given:
-            options["connect_timeout"] = max(2, math.ceil(self._connect_timeout))
-        if "application_name" not in given:
-            options["fallback_application_name"] = "acp_client session store"
-        return options
 
     def connect(self) -> psycopg.Connection[Any]:
         """One connection of its own, outside the pool (for opening the store)."""

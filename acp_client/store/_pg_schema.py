@@ -52,13 +52,6 @@ _PASSWORD_KEYWORD: Final = re.compile(
 _PASSWORD_PARAMETER: Final = re.compile(r"(^|&)((?:ssl)?password=)[^&]*", re.IGNORECASE)
 
 
-def check_schema_name(name: str) -> str:
-    """``name`` if it is a plain PostgreSQL identifier (it is put in SQL as one), else ``ConfigurationError``."""
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name.lower().startswith("pg_"):
-        raise ConfigurationError(f"schema must be a plain identifier (letters, digits, _; not pg_*), got {name!r}")
-    return name
-
-
 def redact_dsn(dsn: str) -> str:
     """The DSN as errors and ``repr`` show it: any password replaced by ``***``, in a ``postgresql://`` URL (user info,
     ``password`` / ``sslpassword`` parameters) and in ``key=value`` keywords (quoted, unquoted, or unquoted with
@@ -78,10 +71,14 @@ def redact_dsn(dsn: str) -> str:
 
 
 class Tables:
-    """The store's qualified table names in one schema (``schema`` checked by :func:`check_schema_name`)."""
+    """The store's qualified table names in one schema: a plain PostgreSQL identifier (it is put in SQL as one)."""
 
     def __init__(self, schema: str) -> None:
-        self.schema = check_schema_name(schema)
+        if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema) or schema.lower().startswith("pg_"):
+            raise ConfigurationError(
+                f"schema must be a plain identifier (letters, digits, _; not pg_*), got {schema!r}"
+            )
+        self.schema = schema
         quoted = f'"{self.schema}"'
         self.quoted_schema = quoted
         self.meta = f"{quoted}.store_meta"

@@ -120,19 +120,10 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         )
         self._max_transcript_bytes = max_transcript_bytes
         self._sql = Statements(self._tables)
-        first = self._link.connect()
-        try:
-            with self._link.errors("open"):
-                self._schema_version = open_schema(
-                    first,
-                    self._tables,
-                    self._path,
-                    self._migrations,
-                    create=create,
-                    driver_error=self._link.psycopg.Error,
-                )
-        finally:
-            first.close()
+        with contextlib.closing(self._link.connect()) as first, self._link.errors("open"):
+            self._schema_version = open_schema(
+                first, self._tables, self._path, self._migrations, create=create, driver_error=self._link.psycopg.Error
+            )
         self._link.open_pool()
 
     _time = staticmethod(as_utc)
@@ -193,20 +184,20 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         """One transaction. Repeated after a lost connection, a rename its first attempt made is recognized (the new
         id's record has the old id last in ``previous_session_ids``) and returned, not redone."""
         attempts = 0
+        old_key = {"endpoint": endpoint, "session_id": old_session_id}
+        new_key = {"endpoint": endpoint, "session_id": new_session_id}
 
         def work(conn: psycopg.Connection[Any]) -> StoredSession | None:
             nonlocal attempts
             attempts += 1
             with conn.transaction():
-                row = conn.execute(
-                    self._sql.get_for_update, {"endpoint": endpoint, "session_id": old_session_id}
-                ).fetchone()
+                row = conn.execute(self._sql.get_for_update, old_key).fetchone()
                 if row is None:
                     if attempts > 1:  # the first attempt may have committed before its answer was lost
-                        done = conn.execute(self._sql.get, {"endpoint": endpoint, "session_id": new_session_id})
-                        found = done.fetchone()
-                        if found is not None and self._decode(found).previous_session_ids[-1:] == (old_session_id,):
-                            return self._decode(found)
+                        found = conn.execute(self._sql.get, new_key).fetchone()
+                        done = None if found is None else self._decode(found)
+                        if done is not None and done.previous_session_ids[-1:] == (old_session_id,):
+                            return done
                     return None
                 old = self._decode(row)
                 if fence is not None and (old.lease is None or old.lease.fence != fence):
@@ -215,17 +206,10 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
                     return old
                 new = renamed(old, new_session_id, when)
                 # A stale record under the new id goes, with its conversation (by cascade).
-                conn.execute(self._sql.delete, {"endpoint": endpoint, "session_id": new_session_id})
-                conn.execute(
-                    self._sql.rename,
-                    {
-                        "new_session_id": new_session_id,
-                        "previous_session_ids": dump_json(list(new.previous_session_ids), "previous_session_ids"),
-                        "updated_at": when,
-                        "endpoint": endpoint,
-                        "session_id": old_session_id,
-                    },
-                )
+                conn.execute(self._sql.delete, new_key)
+                previous = dump_json(list(new.previous_session_ids), "previous_session_ids")
+                moved = {"new_session_id": new_session_id, "previous_session_ids": previous, "updated_at": when}
+                conn.execute(self._sql.rename, {**old_key, **moved})
                 return new
 
         return self._link.run("rename", work)
@@ -270,13 +254,11 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         """Take the free leases of ``session_ids`` in one statement (see :meth:`SharedSessionStore.claim`): of two
         clients claiming one session at once, the second's statement waits for the row and sees it taken. Repeated after
         a lost connection, a claim that was made is the owner's own and is simply extended."""
-        params = {
-            **self._window(owner, duration, now),
-            "endpoint": endpoint,
-            "session_ids": check_session_ids(session_ids),
-        }
-        if not params["session_ids"]:
+        window = self._window(owner, duration, now)
+        session_ids = check_session_ids(session_ids)
+        if not session_ids:
             return []
+        params = {**window, "endpoint": endpoint, "session_ids": session_ids}
         return leases_of(self._query("claim", self._sql.claim, params), as_utc)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
