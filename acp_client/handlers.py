@@ -179,24 +179,23 @@ def _handler(instance: object, attribute: attrs.Attribute[Any], value: object) -
         )
 
 
-#: Each ``terminal/*`` method: the :class:`TerminalHandler` method that answers it, and its request type.
-_TERMINAL: dict[str, tuple[str, type[Any]]] = {
-    "terminal/create": ("create", CreateTerminalRequest),
-    "terminal/output": ("output", TerminalOutputRequest),
-    "terminal/wait_for_exit": ("wait_for_exit", WaitForTerminalExitRequest),
-    "terminal/kill": ("kill", KillTerminalCommandRequest),
-    "terminal/release": ("release", ReleaseTerminalRequest),
+#: The request type of each ``terminal/<name>`` method, answered by the :class:`TerminalHandler` method ``<name>``.
+_TERMINAL: dict[str, type[Any]] = {
+    "create": CreateTerminalRequest,
+    "output": TerminalOutputRequest,
+    "wait_for_exit": WaitForTerminalExitRequest,
+    "kill": KillTerminalCommandRequest,
+    "release": ReleaseTerminalRequest,
 }
-_TERMINAL_METHODS = tuple(name for name, _ in _TERMINAL.values())
 
 
 def _terminal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    missing = [name for name in _TERMINAL_METHODS if not callable(getattr(value, name, None))]
+    missing = [name for name in _TERMINAL if not callable(getattr(value, name, None))]
     if missing:
         raise ConfigurationError(
-            f"ClientHandlers.terminal must implement TerminalHandler ({', '.join(_TERMINAL_METHODS)}); "
+            f"ClientHandlers.terminal must implement TerminalHandler ({', '.join(_TERMINAL)}); "
             f"{type(value).__name__} lacks {', '.join(missing)}"
         )
 
@@ -282,11 +281,10 @@ class RequestRouter:
             return outcome
         finally:
             self._cancelled.discard(task)
-            waiting = self._permissions.get(request.session_id)
-            if waiting is not None:
-                waiting.discard(task)
-                if not waiting:
-                    del self._permissions[request.session_id]
+            waiting = self._permissions.get(request.session_id, set())
+            waiting.discard(task)
+            if not waiting:
+                self._permissions.pop(request.session_id, None)
 
     def _decode(self, cls: type[T], params: Any) -> T:
         try:
@@ -362,10 +360,10 @@ class RequestRouter:
         raise InvalidParams(f"writing {write.path!r} needs the user's permission, not given", {"path": write.path})
 
     async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
-        if method not in _TERMINAL:
+        name = method.removeprefix("terminal/")
+        if name not in _TERMINAL:
             raise RpcError.method_not_found(method)
-        name, request_type = _TERMINAL[method]
-        answer = await getattr(terminal, name)(self._decode(request_type, params))
+        answer = await getattr(terminal, name)(self._decode(_TERMINAL[name], params))
         return {} if name in ("kill", "release") else self._encode(answer)
 
 

@@ -216,8 +216,6 @@ class RowStore(abc.ABC):
             self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
         )
 
-    # -- what both stores do alike ----------------------------------------------------------------
-
     def load(self, endpoint: str) -> list[StoredSession]:
         return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
 

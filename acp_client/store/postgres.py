@@ -140,8 +140,6 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
 
         return self._link.run(action, work)
 
-    # -- the SessionStore protocol --------------------------------------------------------------
-
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = self._row(session)
         if fence is None:
@@ -231,8 +229,6 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
             params["when"] = when
         return self._write(action, statements, endpoint, session_id, fence=fence, params=params)
 
-    # -- ownership (SharedSessionStore) ---------------------------------------------------------
-
     def _refused(
         self, endpoint: str, session_id: str, fence: Fence | None, lease: Lease | None = None, *, owner: str = ""
     ) -> SessionStoreFenced:
@@ -288,8 +284,6 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
     @staticmethod
     def _now(now: datetime | None) -> datetime | None:
         return None if now is None else as_utc(now)
-
-    # -- beyond the protocol --------------------------------------------------------------------
 
     @property
     def schema(self) -> str:

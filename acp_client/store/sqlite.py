@@ -159,8 +159,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             raise
         self._conn = conn
 
-    # -- opening ----------------------------------------------------------------------------------
-
     def _open(self, conn: sqlite3.Connection) -> int:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""
         version, needs_work = self._identify(conn)
@@ -214,8 +212,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             check_version(self._path, self._path, version, compatible, supported)
         return version, version < supported
 
-    # -- plumbing ---------------------------------------------------------------------------------
-
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:
         """Map ``sqlite3`` / OS errors to the store's exception tree."""
@@ -264,8 +260,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
         with self._connection() as conn, self._errors(action):
             return conn.execute(sql, params).fetchall()
-
-    # -- the SessionStore protocol ---------------------------------------------------------------
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = record_values(session, _micros)
@@ -343,8 +337,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
                 (*key, tail),
             )
         return True
-
-    # -- ownership (SharedSessionStore) ------------------------------------------------------------
 
     def _window(self, owner: str, duration: float, now: datetime | None) -> tuple[int, int]:
         """``(now, now + duration)`` in microseconds, for a lease of ``owner`` (both checked)."""
