@@ -51,15 +51,13 @@ class StoreBridge:
     app owns it).
     """
 
-    def __init__(
-        self, store: SessionStore, endpoint: str, *, on_error: Callable[[SessionStoreError], Any] | None = None
-    ) -> None:
+    def __init__(self, store: SessionStore, endpoint: str) -> None:
         self.store = store
         self.endpoint = endpoint
-        #: Called on the event loop with each ``SessionStoreError`` a write raised.
-        self.on_error = on_error
-        #: Called on the event loop after each call that went through (settable): what a store
-        #: error left unwritten is written again then.
+        #: Called on the event loop with each ``SessionStoreError`` a write raised (settable).
+        self.on_error: Callable[[SessionStoreError], Any] | None = None
+        #: Called on the event loop after each call that went through (settable): what a store error left unwritten is
+        #: written again then.
         self.on_success: Callable[[], Any] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acp-session-store")
         self._pending: set[asyncio.Future[Any]] = set()

@@ -34,9 +34,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
-from . import _pg_schema as schema_module
 from ._pg_link import PgLink
-from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
+from ._pg_schema import MIGRATIONS, Migration, Statements, Tables, open_schema, redact_dsn
 from ._rows import RowStore, check_session_ids, check_window, dump_json, lease_of, leases_of, record_values, renamed
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
@@ -58,10 +57,9 @@ __all__ = ["PostgresSessionStore"]
 class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
-    Its methods are the protocol's, each write one statement or transaction, run again on a fresh connection when its
-    connection was lost. Any call may also raise :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database
-    could not be reached for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
-    tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
+    Any call may also raise :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
+    for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's tables were changed);
+    a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
         dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the same as ``psql`` takes;
@@ -86,7 +84,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         ConfigurationError: A bad schema name, pool size or timeout.
     """
 
-    _migrations: tuple[Migration, ...] = schema_module.MIGRATIONS
+    _migrations: tuple[Migration, ...] = MIGRATIONS
     _sql: Statements
 
     def __init__(

@@ -88,6 +88,7 @@ _MEMORY: Final = ":memory:"
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
 _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+_TOUCH: Final = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
 
 
 class SqliteSessionStore(RowStore, SharedSessionStore):
@@ -272,9 +273,9 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         with self._connection() as conn, self._transaction(conn, "delete"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
-            cursor = conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
-            conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
-        return cursor.rowcount > 0
+            key = (endpoint, session_id)
+            conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", key)
+            return conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", key).rowcount > 0
 
     def _rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
@@ -311,11 +312,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         with self._connection() as conn, self._transaction(conn, "touch"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
-            cursor = conn.execute(
-                "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?",
-                (stamp, endpoint, session_id),
-            )
-        return cursor.rowcount > 0
+            return conn.execute(_TOUCH, (stamp, endpoint, session_id)).rowcount > 0
 
     def _save_tail(
         self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
@@ -327,8 +324,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             if when is None:
                 stored = conn.execute("SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", key).fetchone()
             else:
-                update = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
-                stored = conn.execute(update, (_micros(when), *key)).rowcount > 0
+                stored = conn.execute(_TOUCH, (_micros(when), *key)).rowcount > 0
             if not stored:
                 return False
             conn.execute(
