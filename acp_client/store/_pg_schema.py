@@ -190,14 +190,8 @@ def open_schema(
 def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: type[Exception]) -> tuple[int, bool]:
     """``(schema version, needs initializing or migrating)`` of the schema; reads only. Raises ``SessionStoreForeign``
     (not ours), ``SessionStoreCorrupt`` (our identity without our tables or version) or ``SessionStoreTooNew``."""
-    names = {
-        row[0]
-        for row in conn.execute(
-            "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s",
-            (t.schema,),
-        )
-    }
+    relations = "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    names = {row[0] for row in conn.execute(f"{relations} WHERE n.nspname = %s", (t.schema,))}
     if not names:
         return 0, True  # missing or empty: ours to initialize
     where = f"schema {t.schema!r} of {path}"

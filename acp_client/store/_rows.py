@@ -277,11 +277,8 @@ class RowStore(abc.ABC):
 
     def count(self, endpoint: str | None = None) -> int:
         """How many sessions are stored (for ``endpoint``, or in all)."""
-        if endpoint is None:
-            rows = self._query("count", self._sql.count_all, {})
-        else:
-            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
-        return int(rows[0][0])
+        sql, params = (self._sql.count_all, {}) if endpoint is None else (self._sql.count, {"endpoint": endpoint})
+        return int(self._query("count", sql, params)[0][0])
 
     @property
     def path(self) -> str:

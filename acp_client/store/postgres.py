@@ -143,7 +143,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         if fence is None:
             self._query("save", self._sql.upsert, row)
         elif not self._query("save", self._sql.update_fenced, {**row, **_fence(fence)}):
-            raise self._refused(session.endpoint, session.session_id, fence)
+            raise self._refused(session.endpoint, session.session_id, fence.owner, fence.token)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
         """Remove one session and its conversation; ``True`` when it was stored (repeated after a lost connection,
@@ -172,7 +172,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         held = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
         if not held:
             return False  # not stored: answered as for any session that is not
-        raise self._refused(endpoint, session_id, fence, lease_of(held[0], as_utc))
+        raise self._refused(endpoint, session_id, fence.owner, fence.token, lease_of(held[0], as_utc))
 
     def _rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
@@ -197,7 +197,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
                     return None
                 old = self._decode(row)
                 if fence is not None and (old.lease is None or old.lease.fence != fence):
-                    raise self._refused(endpoint, old_session_id, fence, old.lease)
+                    raise self._refused(endpoint, old_session_id, fence.owner, fence.token, old.lease)
                 if new_session_id == old_session_id:
                     return old
                 new = renamed(old, new_session_id, when)
@@ -228,19 +228,14 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         return self._write(action, statements, endpoint, session_id, fence=fence, params=params)
 
     def _refused(
-        self, endpoint: str, session_id: str, fence: Fence | None, lease: Lease | None = None, *, owner: str = ""
+        self, endpoint: str, session_id: str, owner: str, token: int | None, lease: Lease | None = None
     ) -> SessionStoreFenced:
-        """The error of a write ``fence`` (or a ``save_owned`` by ``owner``) may not make."""
+        """The error of a write by ``owner`` with ``token`` (``None``: ``save_owned``) that the lease refused."""
         if lease is None:
             with contextlib.suppress(SessionStoreError):
                 lease = self.lease(endpoint, session_id)
-        return self._stale(
-            session_id,
-            fence.owner if fence is not None else owner,
-            None if fence is None else fence.token,
-            None if lease is None else lease.owner,
-            None if lease is None else lease.token,
-        )
+        holder, held = (None, None) if lease is None else (lease.owner, lease.token)
+        return self._stale(session_id, owner, token, holder, held)
 
     def claim(
         self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
@@ -259,7 +254,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         params = {**self._row(session), **self._window(owner, duration, now)}
         rows = self._query("save owned", self._sql.save_owned, params)
         if not rows:
-            raise self._refused(session.endpoint, session.session_id, None, owner=owner)
+            raise self._refused(session.endpoint, session.session_id, owner, None)
         (lease,) = leases_of(rows, as_utc)
         return lease
 
