@@ -134,9 +134,6 @@ class PgLink:
         except self.psycopg.Error as exc:
             raise self.mapped(action, exc) from exc
 
-    def _closed_error(self) -> SessionStoreError:
-        return SessionStoreError(f"session store {self.path} is closed", path=self.path)
-
     def run(self, action: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost (see the module
         docstring)."""
@@ -144,8 +141,6 @@ class PgLink:
         pause = _RETRY_PAUSE[0]
         pool = self._pool
         while True:
-            if pool.closed:
-                raise self._closed_error()
             timeout = self._connect_timeout
             if deadline is not None:
                 timeout = max(0.05, min(timeout, deadline - time.monotonic()))
@@ -158,7 +153,7 @@ class PgLink:
                             raise self.mapped(action, exc) from exc
                         failure: Exception = exc
             except self._pool_module.PoolClosed as exc:
-                raise self._closed_error() from exc
+                raise SessionStoreError(f"session store {self.path} is closed", path=self.path) from exc
             except self._pool_module.PoolTimeout as exc:
                 failure = exc
             except self.psycopg.OperationalError as exc:  # the connection broke while the pool handed it out

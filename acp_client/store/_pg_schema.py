@@ -1,15 +1,12 @@
 """The PostgreSQL store's schema: its tables, its identity, its migrations, and the DSN as shown.
 
 Everything the store keeps is in one PostgreSQL schema (``acp_client`` unless the app names another), so the store can
-live in a database the app uses for other things:
-
-- ``store_meta (key, value)``: ``format`` (:data:`FORMAT`), ``application_id`` (:data:`APPLICATION_ID`, as SQLite's),
-  ``schema_version`` and ``compatible_version`` (the oldest schema version whose code may still read and write it; a
-  migration that breaks older readers raises it).
-- ``sessions``: one row per ``(endpoint, session_id)``; JSON as ``jsonb``, times as ``timestamptz``; since version 2 its
-  lease (``lease_owner``, ``lease_token``, ``lease_expires_at``; nobody's, token 0, for a session never claimed).
-- ``transcripts``: one ``jsonb`` conversation per session, apart from the record (a restore reads none of it), tied to
-  it by a cascading foreign key: a delete takes it along, a rename moves it.
+live in a database the app uses for other things: ``store_meta (key, value)`` (``format``, ``application_id`` as
+SQLite's, ``schema_version``, and ``compatible_version``: the oldest schema version whose code may still read and write
+it, raised by a migration that breaks older readers), ``sessions`` (one row per ``(endpoint, session_id)``, JSON as
+``jsonb``, times as ``timestamptz``, a lease since version 2) and ``transcripts`` (each conversation apart from its
+record, which a restore reads without it, tied to it by a cascading foreign key: a delete takes it along, a rename
+moves it).
 
 A schema is *ours* when it holds ``store_meta`` with our format and application id; *empty* when it does not exist or
 holds no relation (then it is initialized); anything else is another application's, refused without a write. Nothing
