@@ -179,10 +179,8 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return version
 
     def _identify(self, conn: sqlite3.Connection) -> tuple[int, bool]:
-        """``(schema version, needs initializing or migrating)``; raises for a file not ours.
-
-        Reads only: nothing is written to a file this refuses.
-        """
+        """``(schema version, needs initializing or migrating)``; raises for a file not ours (reads only: nothing is
+        written to a file this refuses)."""
         with self._errors("open"):
             # One read snapshot for the three reads: another process initializing the file commits its tables and its
             # application id together, and must not be seen half done.
@@ -348,14 +346,11 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     def _fenced(self, conn: sqlite3.Connection, endpoint: str, session_id: str, fence: Fence) -> bool:
         """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease, ``False`` when it is
         not stored; raises when another lease holds it."""
-        row = conn.execute(
-            "SELECT lease_owner, lease_token FROM sessions WHERE endpoint = ? AND session_id = ?",
-            (endpoint, session_id),
-        ).fetchone()
+        row = conn.execute(self._sql.lease, {"endpoint": endpoint, "session_id": session_id}).fetchone()
         if row is None:
             return False
-        if row[0] != fence.owner or int(row[1]) != fence.token:
-            raise self._stale(session_id, fence.owner, fence.token, row[0], int(row[1]))
+        if row[1] != fence.owner or int(row[2]) != fence.token:
+            raise self._stale(session_id, fence.owner, fence.token, row[1], int(row[2]))
         return True
 
     def claim(
@@ -372,12 +367,9 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         stamp, until = self._window(owner, duration, now)
         endpoint, session_id = session.endpoint, session.session_id
         with self._connection() as conn, self._transaction(conn, "save owned"):
-            held = conn.execute(
-                "SELECT lease_owner, lease_token, lease_expires_at FROM sessions WHERE endpoint = ? AND session_id = ?",
-                (endpoint, session_id),
-            ).fetchone()
-            if held is not None and held[0] is not None and held[0] != owner and int(held[2]) > stamp:
-                raise self._stale(session_id, owner, None, held[0], int(held[1]))
+            held = conn.execute(self._sql.lease, {"endpoint": endpoint, "session_id": session_id}).fetchone()
+            if held is not None and held[1] is not None and held[1] != owner and int(held[3]) > stamp:
+                raise self._stale(session_id, owner, None, held[1], int(held[2]))
             conn.execute(_UPSERT, row)
             (lease,) = claim_leases(conn, endpoint, [session_id], owner, now=stamp, until=until)
         return lease
