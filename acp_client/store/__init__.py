@@ -23,6 +23,7 @@ from ..exceptions import (
     SessionStoreUnavailable,
 )
 from .base import (
+    APPLICATION_ID,
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     HOME_KEY,
     LEFT_BEHIND_KEY,
@@ -40,11 +41,10 @@ from .base import (
 
 if TYPE_CHECKING:
     from .postgres import PostgresSessionStore
-    from .sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore
+    from .sqlite import SCHEMA_VERSION, SqliteSessionStore
 
 # Name -> the module defining it (the postgres module imports psycopg only when a store is made).
 _LAZY: Final = {
-    "APPLICATION_ID": ".sqlite",
     "SCHEMA_VERSION": ".sqlite",
     "SqliteSessionStore": ".sqlite",
     "PostgresSessionStore": ".postgres",

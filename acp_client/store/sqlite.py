@@ -143,8 +143,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             raise ConfigurationError("busy_timeout must not be negative")
         if max_transcript_bytes < 0:
             raise ConfigurationError("max_transcript_bytes must not be negative")
-        text = os.fspath(path)
-        self._path = text if text == _MEMORY else os.path.expanduser(text)
+        self._path = os.path.expanduser(os.fspath(path))
         self._busy_timeout = busy_timeout
         self._max_transcript_bytes = max_transcript_bytes
         self._lock = threading.Lock()
