@@ -83,7 +83,6 @@ ElicitationHandler = Callable[
 #: Handles a ``_``-prefixed extension request: ``(method, params) -> result``.
 ExtensionHandler = Callable[[str, Any], Awaitable[Any]]
 
-_DEFAULT_MAX_READ_BYTES = 16 * 1024 * 1024
 #: Option ids of the permission request for a write to a protected path.
 _ALLOW_WRITE = "acp-client-allow-write"
 _REJECT_WRITE = "acp-client-reject-write"
@@ -136,7 +135,7 @@ class FileSystemPolicy:
     read: bool = True
     write: bool = False
     roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots)
-    max_read_bytes: int = _DEFAULT_MAX_READ_BYTES
+    max_read_bytes: int = 16 * 1024 * 1024
     protected_paths: tuple[str, ...] = attrs.field(default=DEFAULT_PROTECTED_PATHS, converter=_to_patterns)
 
     def is_protected(self, path: Path) -> bool:

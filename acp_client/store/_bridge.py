@@ -174,13 +174,12 @@ class StoreBridge:
         error (told to ``on_error``, after the store's own retries)."""
         if record is not None:
             self._check(record)
-        store, endpoint = self.store, self.endpoint
 
         def save_turn() -> bool:
             if record is not None:
-                store.save(record)
+                self.store.save(record)
             if entries is not None:
-                return write_turn(store, endpoint, session_id, entries, when=when)
+                return write_turn(self.store, self.endpoint, session_id, entries, when=when)
             return True
 
         return self._write(None, save_turn)

@@ -32,14 +32,9 @@ _OWNER_ONLY: Final = 0o600
 
 
 def prepare(text: str, *, create: bool, allow_symlink: bool) -> None:
-    """Check (and create, or make private) the store file at ``text`` (see the module docstring).
-
-    Raises:
-        SessionStoreError: A symbolic link (not allowed), not a regular file, missing (with ``create`` off) or in a
-            directory that does not exist, or a mode that cannot be fixed.
-        SessionStoreCorrupt: Not an SQLite database.
-        SessionStoreReadOnly: The file or its directory cannot be written.
-    """
+    """Check (and create, or make private) the store file at ``text`` (see the module docstring): raises
+    ``SessionStoreCorrupt`` for a file that is not an SQLite database, ``SessionStoreReadOnly`` for one this process
+    cannot write, ``SessionStoreError`` for anything else refused."""
     path = Path(text)
     try:
         if path.is_symlink() and not allow_symlink:
