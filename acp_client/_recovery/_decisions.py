@@ -71,7 +71,6 @@ __all__ = [
     "next_step",
     "path_of",
     "route",
-    "should_probe",
     "steps_for",
 ]
 
@@ -192,12 +191,7 @@ class Decision:
     notes: tuple[str, ...] = ()
 
 
-def should_probe(caps: Capabilities) -> bool:
-    """Probe only when the agent advertises ``session/status``."""
-    return caps.status
-
-
-def path_of(step: Step, version: int) -> RecoveryPath:
+def path_of(step: Step) -> RecoveryPath:
     """The path a successful ``step`` amounts to."""
     return {Step.RESUME: RecoveryPath.RESUME, Step.NEW: RecoveryPath.NEW_SESSION}.get(step, RecoveryPath.REPLAY)
 

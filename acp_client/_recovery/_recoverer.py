@@ -202,18 +202,13 @@ async def replay_ended(
             table.close_window(tracked)
     if late and tracked.window_open and tracked.window_timer is None:
         _linger(table, tracked, clock)
-    await window_closed(tracked)
-
-
-async def window_closed(tracked: Tracked) -> None:
-    """Wait until ``tracked``'s lingering window (if any) has closed: the replay has ended."""
     lingering = tracked.window_timer is not None or tracked.window_late
     if not lingering or tracked.window_until_turn or not tracked.window_open:
         return
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def closed() -> None:
-        if not done.done():
+        if not done.done():  # the waiter may have been cancelled
             done.set_result(None)
 
     tracked.window_waiters.append(closed)
@@ -372,7 +367,7 @@ class Recoverer:
 
     async def _probe(self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities) -> Answer:
         """``session/status`` for one session over ``conn``, when offered (its record merged with the answer)."""
-        if not _recovery.should_probe(caps):
+        if not caps.status:
             return Answer(Probe.NOT_PROBED)
         previous, version = tracked.session_id, self._version()
         try:
@@ -410,7 +405,8 @@ class Recoverer:
         probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps = decision.path, decision.steps
-        notes = (*(note for note in (reason, answer.note) if note is not None), *decision.notes)
+        notes = [note for note in (reason, answer.note) if note is not None]
+        notes += decision.notes
         decide = self._callbacks().decide_recovery
         if decide is not None:
             context = RecoveryContext(
@@ -427,86 +423,82 @@ class Recoverer:
             chosen = await call_app(decide, context, what="decide_recovery")
             if chosen is not None and RecoveryPath(chosen) is not planned:
                 planned = RecoveryPath(chosen)
-                steps, extra = _recovery.steps_for(planned, caps, version)
-                notes = (*notes, f"app chose {planned.value}", *extra)
+                steps, degraded = _recovery.steps_for(planned, caps, version)
+                notes += (f"app chose {planned.value}", *degraded)
         history: list[tuple[str, str]] = []
+
+        def outcome(path: RecoveryPath, continuity: Continuity, **fields: Any) -> RecoveryOutcome:
+            return RecoveryOutcome(
+                path=path,
+                planned=planned,
+                previous_session_id=previous,
+                continuity=continuity,
+                probe=probe,
+                raw_status=raw_status,
+                state=state,
+                steps=tuple(history),
+                notes=tuple(notes),
+                duration=self._clock.monotonic() - start,
+                endpoint=endpoint,
+                **fields,
+            )
+
         error: BaseException | None = None
         index: int | None = 0 if steps else None
         retried = 0
-        common: dict[str, Any] = {"planned": planned, "previous_session_id": previous, "probe": probe}
-        common.update(endpoint=endpoint, raw_status=raw_status, state=state)
         while index is not None:
             step = steps[index]
             try:
-                extra = await self._run_step(conn, tracked, step)
+                notes += await self._run_step(conn, tracked, step)
             except (RpcError, RequestTimeout, InvalidMessage) as exc:  # a timeout is a refusal too
                 if isinstance(exc, RpcError) and says_retry_later(exc) and retried < RETRY_LATER_ATTEMPTS:
                     # Busy, not gone (the agent is still closing the session the drop left behind).
                     retried += 1
                     delay = RETRY_LATER_DELAY * retried
                     history.append((step.value, f"retry later: {exc}"))
-                    notes = (*notes, f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s")
+                    notes.append(f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s")
                     await self._clock.sleep(delay)
                     continue
                 error = exc
                 gone = isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id)
                 failure = StepFailure.NOT_FOUND if gone else StepFailure.REFUSED
                 history.append((step.value, "not_found" if gone else f"error: {exc}"))
-            else:
-                history.append((step.value, "ok"))
-                path = _recovery.path_of(step, version)
-                if step is Step.RESUME and tracked.resume_replayed:
-                    path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
-                continuity, judged = await self._judge(conn, tracked, path, probe, previous)
-                # Counted once the replay has ended (_judge waits for a late one).
-                replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
-                extra = (*extra, *judged)
-                lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
-                if lost:
-                    extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
-                if path is not RecoveryPath.RESUME or tracked.settings.pending:
-                    restored, tracked.record = await restore(
-                        conn, tracked.settings, tracked.record, version=version, timeout=self._timeouts.request
-                    )
-                    extra += restored
-                tracked.recovered = True
-                return RecoveryOutcome(
-                    path=path,
-                    session_id=tracked.session_id,
-                    continuity=continuity,
-                    steps=tuple(history),
-                    replayed_updates=replayed,
-                    duration=self._clock.monotonic() - start,
-                    lost_turns=lost,
-                    notes=(*notes, *extra),
-                    **common,
+                index = _recovery.next_step(steps, index, failure)
+                notes.append(_recovery.hop_note(step, failure, quote(exc), None if index is None else steps[index]))
+                continue
+            history.append((step.value, "ok"))
+            path = _recovery.path_of(step)
+            if step is Step.RESUME and tracked.resume_replayed:
+                path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
+            continuity = self._judge(conn, tracked, path, probe, previous, notes=notes)
+            lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
+            if lost:
+                notes.append(f"the agent lost the session: {lost} turn(s) kept as earlier history")
+            if path is not RecoveryPath.RESUME or tracked.settings.pending:
+                restored, tracked.record = await restore(
+                    conn, tracked.settings, tracked.record, version=version, timeout=self._timeouts.request
                 )
-            index = _recovery.next_step(steps, index, failure)
-            following = steps[index] if index is not None else None
-            detail = quote(error) if error is not None else ""
-            notes = (*notes, _recovery.hop_note(step, failure, detail, following))
+                notes += restored
+            tracked.recovered = True
+            return outcome(
+                path,
+                continuity,
+                session_id=tracked.session_id,
+                replayed_updates=tracked.replayed if path is RecoveryPath.REPLAY else 0,
+                lost_turns=lost,
+            )
         self._table.abandon(tracked, previous, error)
-        return RecoveryOutcome(
-            path=RecoveryPath.ABANDON,
-            session_id=None,
-            continuity=Continuity.LOST,
-            steps=tuple(history),
-            duration=self._clock.monotonic() - start,
-            error=error,
-            notes=notes,
-            **common,
-        )
+        return outcome(RecoveryPath.ABANDON, Continuity.LOST, session_id=None, error=error)
 
-    async def _judge(
-        self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str
-    ) -> tuple[Continuity, tuple[str, ...]]:
+    def _judge(
+        self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str, *, notes: list[str]
+    ) -> Continuity:
         """What the evidence lets a recovery that succeeded by ``path`` claim (the table in
-        :mod:`acp_client._recovery._continuity`), with the notes that explain it; ``tracked`` is then
-        held by ``conn``'s agent process."""
-        notes: tuple[str, ...] = ()
+        :mod:`acp_client._recovery._continuity`), with the notes that explain it added to ``notes``;
+        ``tracked`` is then held by ``conn``'s agent process. A replay has ended by now
+        (:func:`replay_ended` waited for a late one)."""
         verdict: _continuity.Verdict = (Continuity.LOST, None)
         if path is RecoveryPath.REPLAY:
-            await window_closed(tracked)  # the replay may still be arriving after the answer
             report = tracked.transcript.last_replay
             if tracked.window_until_turn:
                 verdict = (
@@ -517,7 +509,7 @@ class Recoverer:
             elif report is None:
                 verdict = _continuity.of_replay(checked=False, gap=None)
             else:
-                notes = report.notes
+                notes += report.notes
                 verdict = _continuity.of_replay(checked=self._table.keep_transcripts, gap=report.lacks_history())
         elif path is RecoveryPath.RESUME:
             verdict = _continuity.of_resume(probe, held_by=tracked.agent_process, now=conn.transport.info.agent_process)
@@ -525,7 +517,9 @@ class Recoverer:
             verdict = (Continuity.UNVERIFIED, None)
         tracked.held_by(conn.transport.info)
         continuity, why = verdict
-        return continuity, notes if why is None else (*notes, why)
+        if why is not None:
+            notes.append(why)
+        return continuity
 
     async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> tuple[str, ...]:
         """Run one step; returns notes for the outcome.
