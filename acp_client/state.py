@@ -51,17 +51,11 @@ class RecoveryPath(str, enum.Enum):
 
 
 class Continuity(str, enum.Enum):
-    """Whether the agent still holds the conversation after a recovery, as far as the evidence
-    shows (:attr:`RecoveryOutcome.continuity`).
+    """Whether the agent still holds the conversation after a recovery, from evidence only:
+    ``KEPT`` (proven), ``LOST`` (the evidence shows it lacks it) or ``UNVERIFIED`` (nothing shows
+    either way); docs/conversation.md says which evidence gives which.
 
-    ``KEPT``: proven (a replay that brought back every completed turn the client holds, or a
-    resume by the same live agent process, or one the agent said it kept in memory).
-    ``LOST``: the evidence shows the agent lacks it (a replay missing a completed turn, a new
-    session, a session given up). ``UNVERIFIED``: nothing shows either way (a resume with no
-    probe answer, or after the agent process was restarted).
-
-    ``bool(continuity)`` is ``True`` only for ``KEPT``: ``if outcome.continuity:`` means proven.
-    ``str()`` and f-strings give the value (``"kept"``), as JSON does.
+    ``bool(continuity)`` is ``True`` only for ``KEPT``; ``str()`` and f-strings give the value.
     """
 
     KEPT = "kept"
@@ -174,12 +168,8 @@ class RecoveryOutcome:
         previous_session_id: The session id before the drop.
         session_id: The id to use from now on (a new one on the new-session path; ``None`` when
             abandoned).
-        continuity: Whether the agent still holds the conversation, from evidence only
-            (:class:`Continuity`; docs/conversation.md says when). A replay is ``KEPT`` only
-            when it brought back every completed turn the client holds, else ``LOST``; a resume
-            is ``KEPT`` when the agent said the session was active in memory or the same live
-            agent process held it, else ``UNVERIFIED`` (a respawned agent, no probe); a new
-            session and an abandoned one are ``LOST``. The notes say why.
+        continuity: Whether the agent still holds the conversation (:class:`Continuity`); the
+            notes say why.
         probe: The normalized probe answer (``raw_status`` and ``state`` as in
             :class:`RecoveryContext`).
         steps: The calls made, in order, with how each ended (``"ok"``, ``"not_found"``, ...).
@@ -227,10 +217,8 @@ class TurnInterrupted:
 
 @attrs.frozen
 class OwnershipLost:
-    """This client no longer owns a stored session (``Callbacks.on_ownership_lost``): another
-    client took it over, or its lease ran out while the store could not be reached. The client has
-    stopped tracking it (a running turn failed with ``SessionOwnershipLost``) and sends and writes
-    nothing more for it; the session is the new owner's to recover.
+    """This client no longer owns a stored session (``Callbacks.on_ownership_lost``) and has stopped
+    tracking it: another client took it over, or its lease ran out (docs/session-store.md).
 
     Attributes:
         session_id: The session.
@@ -274,7 +262,7 @@ class UpdateEvent:
 
 
 def _stop_reason(value: str | None) -> StopReason | str | None:
-    return StopReason.parse(value)
+    return StopReason.parse(value)  # a named function: what the attrs plugin reads
 
 
 @attrs.frozen

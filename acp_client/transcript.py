@@ -10,24 +10,19 @@ Rules:
 * **Turns have a status.** Each prompt the client sent is a user message whose
   :attr:`TranscriptMessage.status` is a :class:`TurnStatus`; the agent's messages of a cancelled
   or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
-* **A replay is reconciled, not trusted.** A replay (v1 ``session/load``, v2 ``session/resume``
-  with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
-  :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
-  collected apart (the app keeps seeing the conversation it had) and then matched against it by
-  the rules of :mod:`acp_client._sessions._reconcile` (nothing recorded is deleted, nothing fused,
-  what the agent adds is kept in order). :attr:`Transcript.last_replay` says what the replay
-  brought, and which completed turns it lacked. A replay cut off by a drop is dropped: the
-  conversation is what it was, and the next replay brings it again.
+* **A replay is reconciled, not trusted.** Between :meth:`Transcript.begin_replay` and
+  :meth:`Transcript.end_replay` the replayed messages are collected apart (the app keeps seeing the
+  conversation it had), then matched against it by the rules of
+  :mod:`acp_client._sessions._reconcile`; :attr:`Transcript.last_replay` says what the replay
+  brought. A replay cut off by a drop is dropped: the next replay brings it again.
 * **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
   session id. When the agent lost a session and recovery started a new one, the old conversation
   stays as an earlier segment marked ``lost``; :attr:`Transcript.messages` is the current one's.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
 * **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8), the oldest
-  content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped` and
-  :attr:`Transcript.dropped_bytes`, and shown at the head of :meth:`Transcript.text`), then the
-  head of the newest message itself, replaced by ``… N bytes dropped … `` (a turn streaming
-  without end). The newest prompt is never dropped or cut. It is trimmed to three quarters of the
-  bound each time, so the work is amortized.
+  whole messages go, then the head of the newest message itself (a turn streaming without end),
+  behind ``… N bytes dropped … ``; the newest prompt is never dropped or cut. Trimming goes down to
+  three quarters of the bound, so the work is amortized.
 """
 
 from __future__ import annotations
@@ -311,11 +306,8 @@ class Transcript:
     max_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
 
     def __init__(self, session_id: str | None = None, began: SegmentStart = SegmentStart.CREATED) -> None:
-        #: The current segment's messages (what the agent holds now).
-        self.messages: list[TranscriptMessage] = []
-        #: The segments before the current one, oldest first.
-        self.earlier: list[TranscriptSegment] = []
-        #: The current segment's agent session id and how it began.
+        self.messages: list[TranscriptMessage] = []  # the current segment's: what the agent holds now
+        self.earlier: list[TranscriptSegment] = []  # oldest first
         self.session_id = session_id
         self.began = began
         #: Messages dropped past a bound (a session store's, or :attr:`max_bytes`): not held any more.
@@ -342,20 +334,14 @@ class Transcript:
         #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
         self.echoes_prompts = False
 
-    # -- queries ----------------------------------------------------------------------------------
-
     def __len__(self) -> int:
         return len(self.messages)
 
     def text(self) -> str:
-        """The whole conversation as plain text, one ``role: text`` line per message: earlier
-        segments first, each followed by a divider line saying what became of it (``--- the agent
-        lost the conversation above; ...``), then the current one (alone: ``segments[-1].text()``).
-        Marked after the role: ``user [failed]`` (refused), ``[interrupted]`` (cut by a drop),
-        ``[cancelled]``, ``agent [incomplete]`` (unfinished), ``user [inserted]`` (the agent's text
-        among replayed prompts). A first line counts what was dropped past :attr:`max_bytes`
-        (``… N bytes dropped``) or by a session store's bound (``… N earlier message(s) not kept``).
-        """
+        """The whole conversation as plain text, one ``role: text`` line per message, each segment
+        followed by a divider saying what became of it; marked after the role: ``[failed]``,
+        ``[interrupted]``, ``[cancelled]``, ``[incomplete]``, ``[inserted]``. A first line counts
+        what was dropped (``… N bytes dropped``, ``… N earlier message(s) not kept``)."""
         dropped = f"… {self.dropped_bytes} bytes dropped" if self.dropped_bytes else ""
         dropped = dropped or (f"… {self.dropped} earlier message(s) not kept" if self.dropped else "")
         lines = [dropped] if dropped else []
@@ -385,8 +371,6 @@ class Transcript:
         """How many prompts of the current segment the agent accepted."""
         return _turns(self.messages)
 
-    # -- segments -----------------------------------------------------------------------------------
-
     def start_segment(self, session_id: str, began: SegmentStart, *, lost: bool = False) -> int:
         """Continue the conversation under a new agent session id. The current segment becomes
         earlier history (``lost``: the agent no longer has it). Returns how many turns it held."""
@@ -405,8 +389,6 @@ class Transcript:
         carries it into the new session (empty when nothing was lost)."""
         lost = (message for segment in self.earlier if segment.lost for message in segment.messages)
         return "\n".join(f"{m.role}: {m.text}" for m in lost if m.status != "failed" and not m.inserted)
-
-    # -- turns --------------------------------------------------------------------------------------
 
     def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
         """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
@@ -458,8 +440,6 @@ class Transcript:
         if start is not None:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
-
-    # -- updates ------------------------------------------------------------------------------------
 
     def add_user_prompt(self, blocks: Iterable[ContentBlock], message_id: str | None = None) -> None:
         """Record a prompt the client sent (v1 agents do not echo prompts outside a replay)."""
@@ -533,13 +513,8 @@ class Transcript:
                 self._open = None
 
     def repeats(self, update: Any) -> bool:
-        """Whether ``update`` repeats the start of the known history.
-
-        For an update that arrives where no replay was announced (a plain ``session/resume``):
-        a message update for the first known message — the same ``messageId`` or, failing that,
-        the same role with text that the first message's text starts with — means the agent is
-        replaying from the start. Non-message updates never decide.
-        """
+        """Whether ``update`` (during a plain ``session/resume``) repeats the first known message:
+        its ``messageId``, or its role with text that message starts with."""
         role = _CHUNK_ROLES.get(update.kind) or _FULL_ROLES.get(update.kind)
         first = next((m for m in self.messages if m.status is not TurnStatus.FAILED), None)
         if role is None or first is None or first.role != role:
@@ -549,8 +524,6 @@ class Transcript:
             return True
         text = "".join(block.text for block in blocks_of(update.content) if isinstance(block, TextContent))
         return bool(text) and first.text.startswith(text)
-
-    # -- replay -------------------------------------------------------------------------------------
 
     def begin_replay(self) -> None:
         """The agent is about to replay history: collect it apart, to reconcile at the end."""
@@ -565,11 +538,8 @@ class Transcript:
         return replayed
 
     def end_replay(self, *, complete: bool = True) -> None:
-        """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
-
-        A complete replay is reconciled with the conversation; :attr:`last_replay` says what it
-        brought. An incomplete one is dropped: the conversation stays as it was.
-        """
+        """The replay is over: reconciled with the conversation when ``complete`` (the answer
+        arrived), dropped when a drop cut it off."""
         if not self._replaying:
             return
         self._replaying = False
@@ -594,8 +564,6 @@ class Transcript:
             inserted=result.inserted,
             completed_turns=completed_turns,
         )
-
-    # -- the bound ----------------------------------------------------------------------------------
 
     def _took(self, size: int) -> None:
         self._bytes += size
@@ -642,8 +610,6 @@ class Transcript:
             self.dropped_bytes += freed
             total -= before - blocks_bytes(last.blocks)
         self._bytes = total
-
-    # -- internals ----------------------------------------------------------------------------------
 
     def _insert(self, message: TranscriptMessage) -> None:
         self.messages.append(message)

@@ -157,9 +157,6 @@ class _Budget:
         return min(total, cursor + _WINDOW)
 
 
-# -- user runs ------------------------------------------------------------------------------------
-
-
 @attrs.define
 class _UserSplit:
     messages: list[Any]
@@ -328,9 +325,6 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
     return chain
 
 
-# -- fused answers ----------------------------------------------------------------------------------
-
-
 def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M]) -> tuple[list[M], int]:
     """Split each id-less replayed agent (or thought) message that runs recorded ones of its role together."""
     known: dict[str, list[tuple[str, bool]]] = {}
@@ -425,9 +419,6 @@ def _answers_from(text: str, texts: Sequence[tuple[str, bool]], first: int, stop
     if cuts is None:
         return None
     return cuts, first + len(cuts)
-
-
-# -- the alignment ----------------------------------------------------------------------------------
 
 
 #: How well a replayed message matches a recorded one (:func:`_score`).

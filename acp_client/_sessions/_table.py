@@ -1,7 +1,7 @@
 """The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
 
-It is the one per-session table (nothing keeps a side table keyed by session). It holds, per
-session: the latest :class:`~acp_client.types.Session` record, what it takes to re-create it, its
+The one per-session table (nothing keeps a side table keyed by session). It holds, per session:
+the latest :class:`~acp_client.types.Session` record, what it takes to re-create it, its
 transcript, the replay or snapshot *window* (updates arriving while a ``session/load`` /
 ``session/resume`` is pending are history, not new activity), the running prompt *turn*, the app's
 subscribers, the record last written to a session store, and the typed slots of the layers above.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._util._slots import direct_constructor
 from ..exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
@@ -34,6 +34,7 @@ from ..types import ContentBlock, McpServer, Session, SessionUpdate
 from ._coherence import Settings, with_config_options, with_mode
 
 if TYPE_CHECKING:
+    from ..clock import TimerHandle
     from ..store.base import StoredSession
     from ..transports.base import TransportInfo
 
@@ -44,10 +45,6 @@ Subscriber = Callable[[UpdateEvent | None], None]
 
 #: ``UpdateEvent(session_id, update, replay)``, built once per update: the fast way.
 _new_event = direct_constructor(UpdateEvent)
-
-
-class _Cancellable(Protocol):
-    def cancel(self) -> None: ...
 
 
 class Turn:
@@ -110,7 +107,7 @@ class Tracked:
         #: heard, whether its answer came before any replayed update on an ordered transport
         #: (``late``), whether it stays open until the next turn's own first update (the echo of its
         #: prompt: what comes before it is still the replay), and who waits for it to close.
-        self.window_timer: _Cancellable | None = None
+        self.window_timer: TimerHandle | None = None
         self.window_heard = 0
         self.window_late = False
         self.window_until_turn = False
@@ -158,8 +155,6 @@ class SessionTable:
         self.replays_on_resume = replays_on_resume
         self._by_id: dict[str, Tracked] = {}
 
-    # -- lookup -----------------------------------------------------------------------------------
-
     def get(self, session_id: str) -> Tracked | None:
         return self._by_id.get(session_id)
 
@@ -190,8 +185,6 @@ class SessionTable:
         """The directories the agent may touch in a session."""
         tracked = self._by_id.get(session_id)
         return [] if tracked is None else [Path(tracked.cwd), *map(Path, tracked.additional_directories)]
-
-    # -- tracking -----------------------------------------------------------------------------------
 
     def track(
         self,
@@ -241,8 +234,6 @@ class SessionTable:
             tracked.turn.finish(RecoveryFailed(previous_id, "abandoned", cause=cause))
         tracked.end_subscriptions()
 
-    # -- windows ------------------------------------------------------------------------------------
-
     def open_window(self, tracked: Tracked, *, replay: bool) -> None:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
         self.close_window(tracked)
@@ -289,8 +280,6 @@ class SessionTable:
         if tracked.replaying and not answered:
             tracked.replay_cut_off = True
         self.close_window(tracked, complete=answered)
-
-    # -- turns --------------------------------------------------------------------------------------
 
     def begin_turn(
         self, tracked: Tracked, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]
@@ -341,8 +330,6 @@ class SessionTable:
             tracked.turn = None
             if tracked.window_until_turn:  # the turn ended and no echo came: what came was the replay
                 self.close_window(tracked)
-
-    # -- events -------------------------------------------------------------------------------------
 
     def receive(self, session_id: str, update: SessionUpdate) -> UpdateEvent:
         """Apply one ``session/update`` (the module rules) and hand the event to the session's
