@@ -558,7 +558,7 @@ class Transcript:
             known_turns=known_turns,
             matched=result.matched,
             added=result.added,
-            kept=result.kept,
+            kept=len(result.left_out),
             notes=tuple(result.notes),
             missing_turns=tuple(message.text for message in result.left_out if _completed(message)),
             inserted=result.inserted,

@@ -6,12 +6,9 @@ steps and reports one :class:`~acp_client.state.RecoveryOutcome` per session to 
 callbacks, awaited, before the supervisor releases the requests queued during the outage.
 
 A drop during recovery propagates (the supervisor reconnects again); any other failure abandons
-only that session. The outcomes of the sessions a cut-off recovery finished are reported at the
-start of the next one, before anything else (their callbacks cannot run on the dead connection: a
+only that session. What a cut-off recovery finished is reported at the start of the next one (a
 callback's own request would wait for the recovery that waits for it), or just before the client
-publishes that it failed or closed; so the app learns every change of a session's id, in order,
-exactly once. A replay cut off by the drop flags its session (``Tracked.replay_cut_off``) to be
-replayed again.
+says it failed or closed: the app learns every change of a session's id, in order, exactly once.
 """
 
 from __future__ import annotations
@@ -89,8 +86,8 @@ MAX_OUTCOMES = 1000
 
 @attrs.frozen
 class Answer:
-    """What one instance said about one session: with how it came (an error quoted, for the
-    outcome's notes) and the other instances that also claimed it ``active`` (nothing was closed)."""
+    """What one instance said about one session, a note for the outcome (an error quoted), and the
+    other instances that also claimed it ``active``."""
 
     probe: Probe
     raw_status: str | None = None
@@ -115,14 +112,13 @@ def open_attach_window(
     table: SessionTable, tracked: Tracked, *, replay: bool, ordered: bool, clock: Clock
 ) -> Callable[[], None]:
     """Open the window in which updates for ``tracked`` are replay (``replay``) or a resume
-    snapshot; returns the function that closes it when the answer arrives (idempotent).
+    snapshot; returns the (idempotent) function to call when the answer arrives.
 
-    The window stays open after the answer (it *lingers*) when the replay may still be on its way:
-    on a transport whose messages do not share one ordered stream (Streamable HTTP's several SSE
-    streams: the answer can overtake the replayed updates), until the session has been quiet for
-    :data:`REPLAY_GRACE` seconds or the next prompt goes out; on an ordered one, for a replay of a
-    session that had turns when nothing was replayed before the answer (some servers send the
-    history only with the session's next message), until :func:`replay_ended` fences it.
+    The window *lingers* after the answer while the replay may still be on its way: on an unordered
+    transport (Streamable HTTP's SSE streams: the answer can overtake the replay) until the session
+    is quiet for :data:`REPLAY_GRACE` seconds or the next prompt goes out; on an ordered one, when a
+    session with turns had nothing replayed before the answer (some servers send the history only
+    with the session's next message), until :func:`replay_ended` fences it.
     """
     table.open_window(tracked, replay=replay)
     expect_history = tracked.transcript.turns > 0
@@ -141,12 +137,9 @@ def open_attach_window(
 
 
 def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
-    """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`).
-
-    A late window that nothing could fence and that stays quiet stays open, for an agent that
-    echoes prompts back, until the next turn's own first update (``Tracked.window_until_turn``);
-    whoever waits for it goes on. Without echoes nothing would mark that turn's start: it closes.
-    """
+    """Keep ``tracked``'s window open until its updates stop. A late window nothing could fence
+    that stays quiet stays open until the next turn's own first update (``window_until_turn``)
+    when the agent echoes prompts (nothing else marks that turn's start); waiters go on."""
     until = clock.monotonic() + REPLAY_MAX_LINGER
     seen = tracked.window_heard
 
@@ -179,13 +172,11 @@ async def replay_ended(
 ) -> None:
     """After a load / resume answer: wait until its replay (if one may still come) has ended.
 
-    A replay window left open on an ordered transport (:func:`open_attach_window`) is fenced: some
-    servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
-    session's next message, whatever it is; without a fence it would arrive inside the next turn.
-    The fence is the one session-scoped v1 request that changes nothing: ``session/set_mode`` to the
-    current mode. Once it is answered, every replayed update sent before it has arrived (the
-    transport is ordered). Without a current mode (or when the agent refuses it), the window closes
-    after the quiet interval instead.
+    A late window on an ordered transport is fenced: some servers (Qwen Code's daemon over
+    WebSocket) send a ``session/load`` replay only with the session's next message, whatever it is.
+    The fence is the one session-scoped v1 request that changes nothing, ``session/set_mode`` to the
+    current mode: once answered, the replay sent before it has arrived. Without a current mode (or
+    when refused), the window closes after the quiet interval instead.
     """
     if not tracked.replaying:
         return
@@ -235,12 +226,8 @@ def record_after_attach(tracked: Tracked, method: str, result: Any, version: int
 
 
 class Recoverer:
-    """Runs recovery for the sessions in ``table`` (one instance per client).
-
-    ``callbacks`` returns the app's callbacks; ``timeouts.probe`` bounds each ``session/status``,
-    ``timeouts.request`` each step; ``concurrency`` sessions recover at once; ``version`` returns
-    the negotiated protocol version.
-    """
+    """Runs recovery for the sessions in ``table`` (one instance per client); ``timeouts.probe``
+    bounds each ``session/status``, ``timeouts.request`` each step."""
 
     def __init__(
         self,
@@ -272,13 +259,12 @@ class Recoverer:
         endpoint: str | None = None,
         screen: Screen | None = None,
     ) -> list[RecoveryOutcome]:
-        """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
-        outcomes (returned too), with those of an earlier round a drop cut off.
+        """Recover ``sessions`` (default: every live one) over ``conn`` and report the outcomes
+        (returned too), after those of an earlier round a drop cut off.
 
-        ``endpoint`` names the instance (of an endpoint group) in the contexts and outcomes;
-        ``screen`` returning ``True`` leaves a session to another routine: asked when a worker
-        reaches it (``None``), then with the probe's answer (an endpoint group moves those its
-        instance does not have in memory).
+        ``endpoint`` names the instance in the contexts and outcomes; ``screen`` returning ``True``
+        leaves a session to another routine (an endpoint group moves those its instance does not
+        hold): asked when a worker reaches it (``None``), then with the probe's answer.
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
@@ -301,8 +287,7 @@ class Recoverer:
             return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
 
         results = await each(sessions, self._concurrency, one)
-        # What finished is folded into what an earlier, cut-off recovery finished: one report per
-        # session, and the app still learns every change of id (two changes stay two reports).
+        # Folded into what a cut-off recovery finished: one report per session, but two changes of id stay two.
         positions = self._positions()
         for outcome in (result for result in results if isinstance(result, RecoveryOutcome)):
             self._fold(outcome, positions)
@@ -566,9 +551,8 @@ class Recoverer:
 
 
 async def each(items: Sequence[T], concurrency: int, work: Callable[[T], Awaitable[R]]) -> list[R | BaseException]:
-    """``work`` on every item, by ``concurrency`` workers taking them in order (not a task per item
-    waiting on a semaphore: 10,000 sessions would be 10,000 tasks and waiters for one bound).
-    Returns each item's result, or what it raised; a cancellation of the caller still propagates."""
+    """``work`` on every item by ``concurrency`` workers (not a task per item on a semaphore: 10,000
+    sessions would be 10,000 tasks); each item's result or what it raised. Cancellation propagates."""
     results: list[R | BaseException] = [asyncio.CancelledError()] * len(items)  # until reached
     queue = iter(enumerate(items))
 
@@ -594,10 +578,9 @@ def _renames(outcome: RecoveryOutcome) -> bool:
 
 
 def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> RecoveryOutcome | None:
-    """One report for two recoveries of a session when a drop cut the first one off before it was
-    reported, from the first id to the last: the stronger path (a replay that reached the app stays
-    a replay), the weaker continuity. ``None`` when both renamed the session (the app must learn
-    both ids, in order)."""
+    """One report for two recoveries of a session, the first cut off before it was reported: the
+    stronger path (a replay that reached the app stays one), the weaker continuity. ``None`` when
+    both renamed the session (the app must learn both ids, in order)."""
     if _renames(earlier) and _renames(later):
         return None
     return attrs.evolve(

@@ -1,58 +1,45 @@
 """Replay reconciliation: match the messages an agent replays against the conversation the client
 holds, and build the conversation after the replay. Pure: no I/O, no event loop.
 
-The client knows the prompts it sent and the messages it showed; a replay is evidence, not the
-truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as
-one space, none at the ends). The rules:
+A replay is evidence, not the truth (docs/conversation.md has the rules as the user sees them,
+with the agents that need each). Texts are compared with whitespace squeezed (runs as one space,
+none at the ends). The rules:
 
-* **Replayed user runs are read against the prompts the client sent.** Consecutive id-less user
-  chunks arrive as one message, and agents put more than the user's prompts there: some replay two
-  prompts as one message (isaac-acp, fast-agent), Claude's adapters replay text of their own among
-  them (``<command-name>/model…``, ``<local-command-stdout>Set model to …</local-command-stdout>``
-  before the first prompt of each agent process, ``[Request interrupted by user]`` after a cancel).
-  A replayed id-less user message that is not a recorded prompt as a whole is aligned against the
-  recorded prompts as a sequence with insertions: the prompts found inside it, at any offset, are
-  matched in the recorded order from the prompt the replay is due to bring next (covering as much
-  of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
-  as possible), and each becomes a message of its own. What is left over around and between them
-  is *agent-inserted*: a user-role message of its own marked ``inserted``, never a prompt, never
-  fused with one.
+* **Replayed user runs are read against the prompts the client sent.** An id-less replayed user
+  message that is not a recorded prompt as a whole is aligned against the recorded prompts as a
+  sequence with insertions: the prompts found inside it, at any offset, are matched in the
+  recorded order from the prompt due next (covering as much text as possible, skipping as few
+  prompts as possible, leaving the rest in as few pieces as possible), each becomes a message of
+  its own, and the text around and between them is *agent-inserted*: a user-role message marked
+  ``inserted``, never a prompt, never fused with one.
 * **Text that holds no recorded prompt** is agent-inserted when the client holds prompts, the
   replay has reached the history the client holds (it holds the conversation from its start, or
-  the replay already brought back one of its prompts), and the agent did not answer it (the next
-  replayed message is not the agent's). Otherwise it is a turn, kept as a user message: an
-  answered one (another client's prompt), text before the first recorded prompt when the store
-  dropped the oldest messages, everything when the client holds no prompt (an editor restarted
-  without a store). A rule about where the text sits, not a list of markers: the markers of an
-  agent not seen yet are handled too.
-* **Fused answers are split.** A replayed id-less agent message that runs two or more recorded
-  agent messages together (each one whole, or, for a partial answer the user saw, extended: cut
-  where the next one's text first appears) is split along them, so each completes its own message
-  and no fused copy is added. The run must begin with the first recorded message due that it
-  begins with; it is not split when it equals a recorded message due, nor when the next replayed
-  message of its role is one of those messages on its own (then it was one answer, extended).
-* **Matching.** A replayed message matches a recorded one of the same role (and both
-  agent-inserted or neither) when both carry the same ``messageId``, or, when either has none, when
-  the texts are equal. A recorded agent message the user saw only in part, or a recorded empty
-  message, also matches a replayed message whose text extends it: the replay then completes it. A
-  failed prompt is never matched: the agent never had it. The alignment keeps the order of both
-  sides and matches as many messages as it can (a longest common subsequence; the common start and
-  end first, so an ordinary replay costs one pass). Then what the agent replayed out of order
-  (answers after all the prompts they answer) is matched too: a replayed message left over takes a
-  recorded one left over that it matches, and a replayed answer the alignment took as the
-  completion of a partial goes to the recorded answer equal to it when that one was left over.
-* **Nothing recorded is deleted.** A recorded message the replay left out (the partial answer of
-  an interrupted turn, a refused prompt) stays after the message it followed. A matched message
-  keeps the recorded copy, where it was; when the agent's text contradicts it (same id, another
-  text that does not extend it), the recorded copy wins and the notes say so.
-* **What the agent adds is kept**, in the replay's order.
-* **A second replay finds the same partners.** Agent-inserted messages match agent-inserted ones
-  only, and the alignment prefers the same message over a completion, so the next recovery's
-  replay of the same history changes nothing.
+  the replay already brought back one of its prompts), and the next replayed message is not the
+  agent's. Otherwise it is a turn (another client's prompt, text before the first prompt a store
+  dropped, anything when the client holds no prompt). A rule about where the text sits, not a
+  list of markers: an agent not seen yet is handled too.
+* **Fused answers are split.** An id-less replayed agent message that runs two or more recorded
+  agent messages together (each whole, or a partial the user saw extended up to where the next
+  one's text first appears) is split along them, each completing its own. The run must begin
+  with the first recorded message due that it begins with; it is not split when it equals one,
+  nor when the next replayed message of its role is one of them on its own (one answer, extended).
+* **Matching.** A replayed message matches a recorded one of the same role (both agent-inserted
+  or neither) with the same ``messageId``, or, when either has none, the same text; a recorded
+  partial or empty message also matches a replayed one that extends it (the replay completes
+  it). A failed prompt never matches. The alignment keeps both orders and matches as many as it
+  can (a longest common subsequence; common start and end first, so an ordinary replay is one
+  pass); then a replayed message left over takes a recorded one left over that it matches
+  (answers replayed after all their prompts), and a replayed answer taken as the completion of a
+  partial goes to the recorded answer equal to it when that one was left over.
+* **Nothing recorded is deleted**: a message the replay left out stays after the one it followed;
+  a matched message keeps the recorded copy, where it was, and when the agent's text contradicts
+  it the recorded copy wins and the notes say so. **What the agent adds is kept**, in order.
+* **A second replay finds the same partners**: agent-inserted messages match only each other,
+  and the alignment prefers the same message over a completion.
 
-Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
-them after the cursor), and for the others only when none of those is in it, up to ``_MAX_CELLS``
-prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched greedily.
+Cost: a run is searched for the prompts due next (a window after the cursor), and for the others
+only when none of those is in it, up to ``_MAX_CELLS`` prompts looked at; the middle of an
+alignment past ``_MAX_CELLS`` cells is matched greedily.
 """
 
 from __future__ import annotations
@@ -84,10 +71,8 @@ M = TypeVar("M", bound=_Message)
 
 __all__ = ["Reconciled", "reconcile"]
 
-#: Above this many cells the middle of an alignment is matched greedily, and the search for
-#: prompts inside replayed user runs beyond the ``_WINDOW`` prompts due next stops (a
-#: pathological replay must not cost quadratic time; an ordinary one is matched by its common
-#: start and end). Fused answers are looked for among the ``_WINDOW`` answers due next.
+#: A pathological replay must not cost quadratic time: past this many cells an alignment's middle
+#: is matched greedily and only the ``_WINDOW`` prompts (or answers) due next are searched.
 _MAX_CELLS = 4_000_000
 _WINDOW = 64
 #: Occurrences of one prompt looked at in one run, and in all.
@@ -97,16 +82,12 @@ _MAX_ITEMS = 256
 
 @attrs.define
 class Reconciled(Generic[M]):
-    """The conversation after a replay, and what the reconciliation noticed: how many recorded
-    messages the replay brought back (``matched``) or left out (``kept`` where they were, listed in
-    ``left_out``), how many replayed ones were new (``added``), the user messages it held
-    (``replayed_users``: fused prompts counted split, agent-inserted ones apart in ``inserted``),
-    and the discrepancies in words (``notes``)."""
+    """The conversation after a replay, and the counts of :class:`~acp_client.transcript.ReplayReport`
+    (``left_out``: the recorded messages the replay did not bring back)."""
 
     messages: list[M]
     matched: int = 0
     added: int = 0
-    kept: int = 0
     replayed_users: int = 0
     inserted: int = 0
     left_out: list[M] = attrs.field(factory=list)
@@ -259,11 +240,9 @@ def _covers(chain: list[tuple[int, int, int]], squeezed: str) -> bool:
 
 
 def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Budget) -> list[tuple[int, int, int]]:
-    """The recorded prompts found inside ``squeezed``, as ``(prompt index, start, end)``: in the
-    recorded order from the cursor, not overlapping, covering as much of the text as possible,
-    then skipping as few recorded prompts as possible, then leaving the text around them in as
-    few pieces as possible, then with as few prompts as possible (the best chain over the
-    occurrences)."""
+    """The best chain of recorded prompts found inside ``squeezed``, as ``(prompt index, start,
+    end)``: in the recorded order from the cursor, not overlapping, ranked as the module docstring
+    says, then with as few prompts as possible."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
     # The prompts due next first; the rest (within the budget) only when none of those is there.
@@ -598,7 +577,6 @@ def reconcile(
                 result.matched += 1
             else:
                 result.left_out.append(old)
-                result.kept += 1
             result.messages.append(old)
         added = [replayed[index] for index in range(j, pj) if index not in absorbed]
         result.messages.extend(added)
