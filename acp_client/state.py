@@ -68,9 +68,6 @@ class Continuity(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
     def weaker(self, other: Continuity) -> Continuity:
         """The weaker of the two claims (``LOST < UNVERIFIED < KEPT``): what two recoveries of one
         session, reported as one, can still claim."""

@@ -294,12 +294,8 @@ MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
 
 
 class Transcript:
-    """The conversation of one session, built from its updates (see the module docstring).
-
-    Args:
-        session_id: The agent's id of the first segment.
-        began: How that segment began.
-    """
+    """The conversation of one session, built from its updates (see the module docstring);
+    ``session_id`` and ``began`` describe its first segment."""
 
     #: The bound of the message text held in memory, in UTF-8 bytes (see the module docstring).
     #: Set it on one transcript, or on the class for every transcript created later and before.

@@ -377,11 +377,8 @@ class Recoverer:
         endpoint: str | None = None,
         reason: str | None = None,
     ) -> RecoveryOutcome:
-        """Probe, decide and run the steps for one session; never raises for a refused step.
-
-        ``answer``: the instance's answer when the caller has it already (not asked again);
-        ``reason``: why this recovery runs outside a reconnect (first in the outcome's notes).
-        """
+        """Probe (unless the caller has the ``answer``), decide and run the steps for one session;
+        never raises for a refused step. ``reason``: why it runs outside a reconnect (noted first)."""
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()
         held_turns = tracked.transcript.turns
@@ -507,12 +504,8 @@ class Recoverer:
         return continuity
 
     async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> tuple[str, ...]:
-        """Run one step; returns notes for the outcome.
-
-        Raises:
-            RpcError / RequestTimeout / InvalidMessage: The agent refused the step.
-            ConnectionLost / TransportError: The connection dropped.
-        """
+        """Run one step; returns notes for the outcome. A refusal (``RpcError``, ``RequestTimeout``,
+        ``InvalidMessage``) or a drop propagates."""
         sid, cwd, servers, version = tracked.session_id, tracked.cwd, tracked.mcp_servers, self._version()
         timeout = self._timeouts.request
         if step is Step.NEW:

@@ -53,14 +53,9 @@ def _plan(settings: Settings, record: Session) -> tuple[list[tuple[str, str, Any
 async def restore(
     conn: Connection, settings: Settings, record: Session, *, version: int, timeout: float | None
 ) -> tuple[tuple[str, ...], Session]:
-    """Apply ``settings`` to the session ``record`` describes, over ``conn``.
-
-    Returns:
-        Notes for the outcome (what was restored, what could not be and why), and the record with
-        what the agent accepted in every field that names it (:mod:`acp_client._sessions._coherence`).
-        Never raises for a refusal or a drop (a drop sets ``settings.pending`` and ends the
-        restore).
-    """
+    """Apply ``settings`` to the session ``record`` describes, over ``conn``: notes for the outcome,
+    and the record with what the agent accepted. Never raises for a refusal or a drop (a drop leaves
+    ``settings.pending`` set and ends the restore)."""
     if not settings:
         return (), record
     calls, notes = _plan(settings, record)

@@ -95,40 +95,29 @@ class Tracked:
         self.replaying = False
         self.replayed = 0
         self.snapshot_window = False
-        #: The window's first message update was looked at (a resume snapshot that repeats the
-        #: known history turns into a replay: :meth:`SessionTable.receive`).
-        self.window_decided = False
+        self.window_decided = False  # its first message update was looked at: is the snapshot a replay?
         self.resume_replayed = False  # a plain session/resume's window turned into a replay
-        #: The last replay was cut off by a drop: the next recovery replays again.
-        self.replay_cut_off = False
-        #: What the app set (mode, model, config options), re-applied after a replay or new session.
-        self.settings = Settings()
-        #: The lingering window (:mod:`acp_client._recovery._recoverer`): its timer, the updates it
-        #: heard, whether its answer came before any replayed update on an ordered transport
-        #: (``late``), whether it stays open until the next turn's own first update (the echo of its
-        #: prompt: what comes before it is still the replay), and who waits for it to close.
+        self.replay_cut_off = False  # a drop cut the last replay off: the next recovery replays again
+        self.settings = Settings()  # what the app set, re-applied after a replay or new session
+        #: The lingering window (:func:`acp_client._recovery._recoverer.open_attach_window`): its
+        #: timer, the updates it heard, whether its answer came before any replayed update on an
+        #: ordered transport, whether it stays open until the next turn's first update, its waiters.
         self.window_timer: TimerHandle | None = None
         self.window_heard = 0
         self.window_late = False
         self.window_until_turn = False
         self.window_waiters: list[Callable[[], None]] = []
         self.turn: Turn | None = None
-        #: The task running the current (or last) turn: a cancelled turn the agent has not ended
-        #: yet keeps running in it, and the next prompt waits for it.
-        self.turn_task: Any = None
+        self.turn_task: Any = None  # the current (or last) turn's: a cancelled one may still run: the next prompt waits
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
-        #: The agent lost the session and recovery started a new one: with ``carry_lost_context``,
-        #: the next prompt carries the lost conversation.
-        self.lost_context_pending = False
-        #: A recovery brought the session back over the current connection: a later "session not
-        #: found" means the agent lost it after all (it is recovered again, as unknown).
+        self.lost_context_pending = False  # the next prompt carries the lost conversation (carry_lost_context)
+        #: A recovery brought the session back over this connection: a later "session not found"
+        #: means the agent lost it after all (it is recovered again, as unknown).
         self.recovered = False
         self.stored: StoredSession | None = None  # last written to (or restored from) the store
         self.slots: dict[object, object] = {}  # the layers above, each in a typed ``_util._slots.Slot``
-        #: The agent process that last attached the session (``TransportInfo.agent_process``);
-        #: a resume by another one cannot claim continuity.
-        self.agent_process: str | None = None
+        self.agent_process: str | None = None  # the process that last attached it (continuity evidence)
 
     def held_by(self, info: TransportInfo) -> None:
         """The link described by ``info`` attached the session."""
@@ -284,7 +273,7 @@ class SessionTable:
     def begin_turn(
         self, tracked: Tracked, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]
     ) -> Turn:
-        """Start a turn; ``settle`` is called once with how it ended (unless the caller ends it).
+        """Start a turn; ``settle`` is called once with how it ended.
 
         Raises:
             TurnInProgress: A turn is already running in the session.
