@@ -140,8 +140,7 @@ class RecoveryContext:
         capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
         endpoint: With several endpoints: the instance this recovery runs on; ``None`` otherwise.
         also_active: With several endpoints: the other instances that also claimed the session
-            ``active``. Conflicting claims close no copy: the recorded home (else the first
-            instance) is proposed, and the hook may choose otherwise.
+            ``active`` (docs/many-instances.md: no copy is closed; the hook may choose).
     """
 
     session_id: str
@@ -172,8 +171,7 @@ class RecoveryOutcome:
         steps: The calls made, in order, with how each ended (``"ok"``, ``"not_found"``, ...).
         notes: Degradations and fallbacks, in words.
         replayed_updates: How many ``session/update`` notifications the replay delivered.
-        lost_turns: On the new-session path: how many turns the agent lost (they stay in the
-            handle's transcript as an earlier segment marked lost).
+        lost_turns: On the new-session path: how many turns the agent lost (kept as lost history).
         duration: Seconds the recovery of this session took (probe included).
         error: The last error, when the session was abandoned after failures.
         endpoint: With several endpoints: the instance the session ended on (or where the last
@@ -237,8 +235,7 @@ class UpdateEvent:
     Attributes:
         session_id: The session it belongs to (as the agent named it).
         update: The decoded update (an ``Unknown...`` value keeps unrecognized variants).
-        replay: ``True`` when it is history replayed by ``session/load`` (v1) or
-            ``session/resume`` with ``replayFrom`` (v2), not new activity.
+        replay: ``True`` for history a ``session/load`` or ``session/resume`` replays, not new activity.
     """
 
     session_id: str
@@ -267,15 +264,13 @@ class PromptResult:
     """How a prompt turn ended.
 
     Attributes:
-        stop_reason: Why the turn ended: a :class:`~acp_client.types.StopReason` member for the
-            reasons ACP defines (``StopReason.END_TURN``...), the agent's string kept verbatim for
-            any other (the set is open), ``None`` when the agent gave none.
+        stop_reason: A :class:`~acp_client.types.StopReason` member for the reasons ACP defines,
+            the agent's string verbatim for any other (the set is open), or ``None``.
         message_id: The id of the inserted user message (v2), when the agent supplied one.
         usage: Token usage, when the agent reported it.
         stored: With a session store keeping transcripts: ``True`` once the turn's conversation is
-            written (the result is returned only then), ``False`` when the store failed through its
-            retries (``on_store_error`` was told; the conversation is written with the store's next
-            success). ``None`` without a store.
+            written (returned only then), ``False`` when the store failed through its retries
+            (docs/session-store.md); ``None`` without a store.
     """
 
     stop_reason: StopReason | str | None = attrs.field(converter=_stop_reason)
@@ -294,10 +289,8 @@ class SessionPage:
 
 @attrs.frozen
 class StreamResumed:
-    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``).
-
-    The server replayed what the stream missed from ``from_event_id`` on: no message was lost, no
-    ``initialize``, probe or replay was needed, and requests in flight stayed in flight.
+    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``):
+    the server replayed what it missed, nothing was lost or recovered (docs/reconnect-flows.md).
 
     Attributes:
         session_id: The session whose stream it is; ``None`` for the connection stream.

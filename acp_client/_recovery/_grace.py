@@ -1,10 +1,9 @@
 """Many delays of one length on one timer: the replay windows an unordered transport keeps open.
 
-On Streamable HTTP every session that a recovery resumes or replays keeps its window open for
-``REPLAY_GRACE`` seconds after the answer (see :func:`acp_client._recovery._recoverer.open_attach_window`):
-10,000 sessions were 10,000 event-loop timers, each one making every other timer of the loop
-dearer to schedule (a bigger heap). All have the same length, so they end in the order they began:
-here they wait in a queue, and one clock timer at a time runs at the earliest end.
+On Streamable HTTP every session a recovery resumes or replays keeps its window open for
+``REPLAY_GRACE`` seconds after the answer: 10,000 sessions were 10,000 event-loop timers, each
+making every other dearer to schedule. Delays of one length end in the order they began, so they
+wait in a queue and one clock timer at a time runs at the earliest end.
 """
 
 from __future__ import annotations
@@ -83,9 +82,8 @@ _QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Clock, 
 
 
 def after(clock: Clock, seconds: float, callback: Callable[[], None]) -> TimerHandle:
-    """Run ``callback`` once, ``seconds`` from now on ``clock`` (like ``clock.call_later``, from a
-    running event loop), on a timer shared by every such delay of that length on that clock and
-    loop; the handle cancels it."""
+    """``clock.call_later(seconds, callback)`` (from a running event loop), on a timer shared by every
+    delay of that length on that clock and loop."""
     queues = _QUEUES.setdefault(asyncio.get_running_loop(), {})
     key = (clock, seconds)
     queue = queues.get(key)
