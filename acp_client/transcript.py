@@ -91,8 +91,7 @@ class TranscriptMessage:
         incomplete: The message is partial: its turn was cancelled or interrupted before the
             agent finished it (and no replay completed it).
         inserted: A user-role message the *agent* put into its replay among the user's prompts
-            (Claude's ``<command-name>/model…``, ``[Request interrupted by user]``): kept as its
-            own message, never a prompt the user typed, never a turn.
+            (Claude's ``<command-name>/model…``): never a prompt the user typed, never a turn.
     """
 
     role: str
@@ -190,12 +189,10 @@ class TranscriptSegment:
     """The part of a conversation held under one agent session id.
 
     Attributes:
-        session_id: The agent's id for this part (``None``: not known, e.g. restored from a
-            store written before segments were kept).
+        session_id: The agent's id for this part (``None``: not known, from an older store).
         began: How it began (:class:`SegmentStart`).
         messages: Its messages, in order.
-        lost: The agent lost this part (recovery had to start a new session): it is earlier
-            history the agent no longer has.
+        lost: The agent lost this part (recovery had to start a new session).
     """
 
     session_id: str | None
@@ -261,11 +258,8 @@ class ReplayReport:
     completed_turns: int = 0
 
     def lacks_history(self) -> str | None:
-        """Why the agent provably lacks the history after this replay, or ``None``.
-
-        It replayed no message for a session with turns, or it left out a completed turn the
-        client holds (one the agent answered to its end: an agent that had it would replay it).
-        """
+        """Why the agent provably lacks the history after this replay (nothing replayed for a session
+        with turns, or a completed turn left out: an agent that had it would replay it), or ``None``."""
         if self.known_turns == 0:
             return None
         if self.replayed_messages == 0:

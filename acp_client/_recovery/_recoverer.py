@@ -288,7 +288,11 @@ class Recoverer:
 
         results = await each(sessions, self._concurrency, one)
         # Folded into what a cut-off recovery finished: one report per session, but two changes of id stay two.
-        positions = self._positions()
+        # ``positions``: where each id stands among the unreported outcomes (so folding N outcomes costs N).
+        positions: dict[str, list[int]] = {}
+        for index, earlier in enumerate(self._unreported):
+            if earlier.session_id is not None:
+                positions.setdefault(earlier.session_id, []).append(index)
         for outcome in (result for result in results if isinstance(result, RecoveryOutcome)):
             self._fold(outcome, positions)
         for result in results:
@@ -297,14 +301,6 @@ class Recoverer:
             if isinstance(result, BaseException):
                 logger.error("recovering a session raised", exc_info=result)
         return await self._report_unreported()
-
-    def _positions(self) -> dict[str, list[int]]:
-        """Where each session id stands in the unreported outcomes (so folding N outcomes costs N)."""
-        positions: dict[str, list[int]] = {}
-        for index, earlier in enumerate(self._unreported):
-            if earlier.session_id is not None:
-                positions.setdefault(earlier.session_id, []).append(index)
-        return positions
 
     def _fold(self, outcome: RecoveryOutcome, positions: dict[str, list[int]]) -> None:
         previous = outcome.previous_session_id
