@@ -180,10 +180,9 @@ async def replay_ended(
     """
     if not tracked.replaying:
         return
-    late = tracked.window_late and tracked.window_open
     modes = tracked.record.modes
     mode = modes.current_mode_id if modes is not None else None
-    if late and version < 2 and mode:
+    if tracked.window_late and version < 2 and mode:
         params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
         try:
             await request("session/set_mode", params)
@@ -191,10 +190,9 @@ async def replay_ended(
             logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
         else:
             table.close_window(tracked)
-    if late and tracked.window_open and tracked.window_timer is None:
+    if tracked.window_late and tracked.window_timer is None:
         _linger(table, tracked, clock)
-    lingering = tracked.window_timer is not None or tracked.window_late
-    if not lingering or tracked.window_until_turn or not tracked.window_open:
+    if tracked.window_timer is None or tracked.window_until_turn:  # closed, or open only until the next turn
         return
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
