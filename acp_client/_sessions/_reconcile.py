@@ -138,15 +138,11 @@ class _Budget:
         return min(total, cursor + _WINDOW)
 
 
-@attrs.define
-class _UserSplit:
-    messages: list[Any]
-    fused: int = 0
-    inserted: int = 0
-
-
-def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
-    """Read each replayed user message against the recorded prompts (the module docstring's first two rules)."""
+def _split_users(
+    replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool
+) -> tuple[list[M], int, int]:
+    """Read each replayed user message against the recorded prompts (the module docstring's first two
+    rules); returns the messages, how many runs of prompts were split, and how many pieces were inserted."""
     sent = [m for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
     raw = [m.text for m in sent]
     prompts = [_squeeze(text) for text in raw]
@@ -154,8 +150,8 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
     where: dict[str, list[int]] = {}
     for index, text in enumerate(prompts):
         where.setdefault(text, []).append(index)
-    result = _UserSplit([])
-    out = result.messages
+    out: list[M] = []
+    fused = inserted = 0
     budget = _Budget()
     cursor = 0
     reached = whole  # the replay has reached the history the client holds
@@ -169,7 +165,7 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             same = next((i for i in range(cursor, min(len(raw), cursor + _WINDOW)) if raw[i] == message.text), None)
             blanks = [] if same is not None else _blank_run(message.text, raw, cursor)
             if blanks:
-                result.fused += 1
+                fused += 1
                 cursor = blanks[-1] + 1
                 out.extend(make("user", None, [TextContent(text=raw[index])]) for index in blanks)
                 continue
@@ -192,20 +188,20 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             answered = position + 1 < len(replayed) and replayed[position + 1].role != "user"
             if reached and not answered:
                 message.inserted = True
-                result.inserted += 1
+                inserted += 1
             out.append(message)
             continue
         if len(chain) >= 2:
-            result.fused += 1
+            fused += 1
         original = message.text
         done = 0  # where the text not yet given out begins, in ``original``
         for index, start, end in chain:
             begin, finish = spots[start], spots[end - 1] + 1
-            result.inserted += _leftover(original[done:begin], reached, make, out)
+            inserted += _leftover(original[done:begin], reached, make, out)
             out.append(make("user", None, [TextContent(text=original[begin:finish])]))
             done, reached, cursor = finish, True, index + 1
-        result.inserted += _leftover(original[done:], reached, make, out)
-    return result
+        inserted += _leftover(original[done:], reached, make, out)
+    return out, fused, inserted
 
 
 def _blank_run(text: str, raw: Sequence[str], cursor: int) -> list[int]:
@@ -549,15 +545,15 @@ def reconcile(
     """The conversation after a replay (see the module docstring). ``recorded`` is never mutated
     except where the replay completes a message or gives an id-less one its ``messageId``.
     ``whole``: the client holds the conversation from its start (no message was dropped)."""
-    users = _split_users(replayed, recorded, make, whole=whole)
-    replayed, answers = _split_answers(users.messages, recorded, make)
+    users, fused, inserted = _split_users(replayed, recorded, make, whole=whole)
+    replayed, answers = _split_answers(users, recorded, make)
     prompts = sum(message.role == "user" and not message.inserted for message in replayed)
-    result: Reconciled[M] = Reconciled([], replayed_users=prompts, inserted=users.inserted)
-    if users.fused:
-        result.notes.append(f"split {users.fused} replayed user message(s) that ran recorded prompts together")
-    if users.inserted:
+    result: Reconciled[M] = Reconciled([], replayed_users=prompts, inserted=inserted)
+    if fused:
+        result.notes.append(f"split {fused} replayed user message(s) that ran recorded prompts together")
+    if inserted:
         result.notes.append(
-            f"kept {users.inserted} piece(s) of text the agent put among the replayed prompts apart, "
+            f"kept {inserted} piece(s) of text the agent put among the replayed prompts apart, "
             "as agent-inserted messages"
         )
     if answers:
