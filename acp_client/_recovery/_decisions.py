@@ -43,7 +43,6 @@ A refusal other than -32002 (-32601 from an agent that advertises ``session/resu
 serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
 the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
 replay tries a resume without history, and only then a new session (docs/agents-conformance.md).
-:func:`hop_note` describes each hop for the outcome record.
 """
 
 from __future__ import annotations

@@ -58,15 +58,13 @@ class _Queue:
     def _run(self) -> None:
         self._timer = None
         delays, now = self._delays, self._clock.monotonic() + _SLACK
-        while delays and (delays[0].callback is None or delays[0].due <= now):
+        while delays and (delays[0].callback is None or delays[0].due <= now):  # a cancelled one: not waited for
             callback = delays.popleft().callback
             if callback is not None:
                 try:
                     callback()
                 except Exception:
                     logger.exception("a replay window's end raised")
-        while delays and delays[0].callback is None:  # cancelled: nothing to wait for
-            delays.popleft()
         if not delays:
             self._on_empty()  # forgotten until the next delay: a clock of a closed client is not kept
         elif self._timer is None:

@@ -392,7 +392,7 @@ class Recoverer:
                 state=state,
                 proposed=planned,
                 protocol_version=version,
-                capabilities={"status": caps.status, "resume": caps.resume, "load": caps.load},
+                capabilities=attrs.asdict(caps),
                 endpoint=endpoint,
                 also_active=answer.also_active,
             )

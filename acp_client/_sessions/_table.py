@@ -1,10 +1,8 @@
 """The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
 
-The one per-session table (nothing keeps a side table keyed by session). It holds, per session:
-the latest :class:`~acp_client.types.Session` record, what it takes to re-create it, its
-transcript, the replay or snapshot *window* (updates arriving while a ``session/load`` /
-``session/resume`` is pending are history, not new activity), the running prompt *turn*, the app's
-subscribers, the record last written to a session store, and the typed slots of the layers above.
+The one per-session table (nothing keeps a side table keyed by session): each session's record,
+transcript, replay or snapshot *window* (updates while a ``session/load`` / ``session/resume`` is
+pending are history, not new activity), running *turn*, subscribers and the layers' slots.
 
 The rules it enforces:
 
@@ -15,9 +13,9 @@ The rules it enforces:
   whichever of idle, drop, abandonment, untracking or closing comes first.
 * **Every earlier id still finds the session** after a recovery re-created it under a new id.
 
-The table never waits and never schedules: a turn is settled through the ``settle`` function
-given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and a lingering
-window's timer is the caller's (stored here only to be cancelled).
+The table never waits and never schedules: a turn is settled through the ``settle`` function given
+to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, a lingering window's timer is
+the caller's.
 """
 
 from __future__ import annotations
@@ -204,16 +202,15 @@ class SessionTable:
             tracked.turn.finish(SessionNotTracked(session_id, f"session {session_id} is no longer tracked"))
         tracked.end_subscriptions()
 
-    def renamed(self, tracked: Tracked, record: Session) -> int:
+    def renamed(self, tracked: Tracked, record: Session) -> None:
         """Recovery re-created the session as ``record`` because the agent lost it: a new id (the
-        old ones still find it) and a new transcript segment. Returns how many turns it lost."""
+        old ones still find it) and a new transcript segment."""
         tracked.session_id = record.session_id
         tracked.record = record
         lost = tracked.transcript.start_segment(record.session_id, SegmentStart.NEW_AFTER_LOSS, lost=True)
         tracked.lost_context_pending = lost > 0
         tracked.replay_cut_off = False  # nothing left to replay
         self._by_id[record.session_id] = tracked
-        return lost
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
         """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end; it stays, flagged."""
