@@ -1,11 +1,9 @@
 """Restoring what the app set on a session (mode, model, config options) after a recovery that
 rebuilt it: a replay or a new session may bring it back with the agent's defaults.
 
-The app's choices (:class:`Settings`, kept when a ``session/set_mode``, ``session/set_model`` or
-``session/set_config_option`` succeeds) are applied again where the agent's answer advertises them
-(``modes.availableModes``, ``models.availableModels``, ``configOptions``); the outcome's notes say
-what could not be. A drop while restoring leaves ``Settings.pending`` set: the next recovery tries
-again.
+The app's choices (:class:`Settings`) are applied again where the agent's answer advertises them;
+the outcome's notes say what could not be. A drop while restoring leaves ``Settings.pending`` set:
+the next recovery tries again.
 """
 
 from __future__ import annotations
