@@ -456,10 +456,7 @@ class Transcript:
         full = kind in _FULL_ROLES
         role = _FULL_ROLES[kind] if full else _CHUNK_ROLES.get(kind)
         if role is None:  # never fuse a message across a non-message update (a replay would not)
-            if replay:
-                self._replay_open = None
-            else:
-                self._open = None
+            self._replay_open = self._open = None  # whichever is open: the replay's or the live one
             self._other(kind, update)
             return
         content, message_id = getattr(update, "content", None), getattr(update, "message_id", None)

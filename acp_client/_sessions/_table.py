@@ -257,9 +257,8 @@ class SessionTable:
             waiter()
 
     def cut_off(self, tracked: Tracked) -> None:
-        """The connection dropped while ``tracked``'s window was open. A window whose answer had
-        arrived (only lingering for late updates on an unordered transport) is complete; any other
-        replay window is incomplete: the session is flagged so the next recovery replays again."""
+        """The connection dropped while ``tracked``'s window was open: complete if its answer had come
+        (a lingering window); any other replay is incomplete, and the next recovery replays again."""
         if not tracked.window_open:
             return
         answered = tracked.window_timer is not None
@@ -364,10 +363,9 @@ class SessionTable:
         return event
 
     def dropped(self, cause: BaseException, sessions: Iterable[Tracked] | None = None) -> None:
-        """The connection dropped (the one drop rule, for every link): running turns of
-        ``sessions`` (default: all) whose prompt went out fail with ``ConnectionLost`` (it may
-        have executed) and windows are cut off. A turn whose prompt has not gone out yet (it waits
-        in the outage queue) keeps waiting: it is sent once the client is back."""
+        """The connection dropped (the one drop rule, for every link): running turns of ``sessions``
+        (default: all) whose prompt went out fail with ``ConnectionLost`` (it may have executed), windows
+        are cut off; a prompt still in the outage queue waits to be sent once the client is back."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None and tracked.turn.recorded:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
