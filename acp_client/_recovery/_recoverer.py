@@ -143,11 +143,9 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
     until = clock.monotonic() + REPLAY_MAX_LINGER
     seen = tracked.window_heard
 
-    def check() -> None:
+    def check() -> None:  # the window is open: closing it cancels this timer
         nonlocal seen
         tracked.window_timer = None
-        if not tracked.window_open:
-            return
         if tracked.window_heard != seen and clock.monotonic() < until:
             seen = tracked.window_heard
             tracked.window_timer = after(clock, REPLAY_GRACE, check)
