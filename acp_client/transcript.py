@@ -537,8 +537,7 @@ class Transcript:
         result = reconcile(self.messages, replayed, TranscriptMessage, whole=self.dropped == 0)
         self.messages = result.messages
         self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
-        self._bytes = self.max_bytes + 1  # measure (and bound) the reconciled conversation now
-        self._took(0)
+        self._trim()  # measure (and bound) the reconciled conversation now
         self.last_replay = ReplayReport(
             replayed_messages=result.matched + result.added,
             replayed_turns=result.replayed_users,
