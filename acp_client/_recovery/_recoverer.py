@@ -266,8 +266,6 @@ class Recoverer:
             ConnectionLost / TransportError: The new connection dropped too.
         """
         sessions = self._table.live() if sessions is None else sessions
-        if not sessions:
-            return await self._report_unreported()
         caps = capabilities(init, self._version())
 
         async def one(tracked: Tracked) -> RecoveryOutcome | None:
