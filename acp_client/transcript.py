@@ -100,9 +100,7 @@ class TranscriptMessage:
     status: TurnStatus | None = None
     incomplete: bool = False
     inserted: bool = False
-    #: Bytes of this message's oldest text dropped to keep the transcript in its bound (its
-    #: text then begins with ``… N bytes dropped … ``).
-    dropped_bytes: int = 0
+    dropped_bytes: int = 0  #: of its oldest text, dropped past the bound (behind ``… N bytes dropped … ``)
     # Plain text chunks waiting to be merged into the last block. Merging each chunk at once copied
     # the whole text every time: quadratic in the number of chunks of a long message.
     _pending: list[str] = attrs.field(factory=list, init=False)
@@ -300,18 +298,14 @@ class Transcript:
         self.earlier: list[TranscriptSegment] = []  # oldest first
         self.session_id = session_id
         self.began = began
-        #: Messages dropped past a bound (a session store's, or :attr:`max_bytes`): not held any more.
-        self.dropped = 0
-        #: Bytes of message text dropped past :attr:`max_bytes` (whole messages and heads of messages).
-        self.dropped_bytes = 0
+        self.dropped = 0  #: messages dropped past a bound (a session store's, or :attr:`max_bytes`)
+        self.dropped_bytes = 0  #: bytes of message text dropped past :attr:`max_bytes`
         self._bytes = 0  # message text taken in since the last measure (an estimate between trims)
         self.tool_calls: dict[str, ToolCallView] = {}
         self.plan: Any = None
-        #: The v2 foreground state last reported (``None``: not reported).
-        self.state: str | None = None
+        self.state: str | None = None  #: the v2 foreground state last reported, if any
         self.stop_reason: str | None = None
-        #: What the last complete replay brought (``None``: no replay yet).
-        self.last_replay: ReplayReport | None = None
+        self.last_replay: ReplayReport | None = None  #: what the last complete replay brought, if any
         self._by_id: dict[str, TranscriptMessage] = {}
         self._open: TranscriptMessage | None = None
         self._replaying = False
@@ -321,8 +315,7 @@ class Transcript:
         self._turn_start: int | None = None
         self._turn_prompt: tuple[ContentBlock, ...] = ()
         self._echo = Echo()  # what of the recorded prompt the agent has not echoed back yet
-        #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
-        self.echoes_prompts = False
+        self.echoes_prompts = False  #: the agent was seen echoing a recorded prompt back
 
     def __len__(self) -> int:
         return len(self.messages)

@@ -98,6 +98,8 @@ class Answer:
 
 #: Whether a recovery round leaves a session to another routine (see :meth:`Recoverer.recover`).
 Screen = Callable[[Tracked, Answer | None], Awaitable[bool]]
+#: Sends one request on the session's link and returns its answer (the replay fence's way out).
+Request = Callable[[str, Any], Awaitable[Any]]
 
 
 _OUTCOME_CALLBACK = {
@@ -160,14 +162,7 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
     tracked.window_timer = after(clock, REPLAY_GRACE, check)
 
 
-async def replay_ended(
-    table: SessionTable,
-    tracked: Tracked,
-    request: Callable[[str, Any], Awaitable[Any]],
-    *,
-    version: int,
-    clock: Clock,
-) -> None:
+async def replay_ended(table: SessionTable, tracked: Tracked, request: Request, *, version: int, clock: Clock) -> None:
     """After a load / resume answer: wait until its replay (if one may still come) has ended.
 
     A late window on an ordered transport is fenced: some servers (Qwen Code's daemon over
@@ -256,11 +251,9 @@ class Recoverer:
         screen: Screen | None = None,
     ) -> list[RecoveryOutcome]:
         """Recover ``sessions`` (default: every live one) over ``conn`` and report the outcomes
-        (returned too), after those of an earlier round a drop cut off.
-
-        ``endpoint`` names the instance in the contexts and outcomes; ``screen`` returning ``True``
-        leaves a session to another routine (an endpoint group moves those its instance does not
-        hold): asked when a worker reaches it (``None``), then with the probe's answer.
+        (returned too), after those of an earlier round a drop cut off. ``endpoint`` names the
+        instance; ``screen`` returning ``True`` leaves a session to another routine (an endpoint
+        group moves those its instance does not hold): asked first, then with the probe's answer.
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.

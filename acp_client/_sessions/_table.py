@@ -110,9 +110,7 @@ class Tracked:
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
         self.lost_context_pending = False  # the next prompt carries the lost conversation (carry_lost_context)
-        #: A recovery brought the session back over this connection: a later "session not found"
-        #: means the agent lost it after all (it is recovered again, as unknown).
-        self.recovered = False
+        self.recovered = False  # over this connection: a later "session not found" recovers it again, as unknown
         self.stored: StoredSession | None = None  # last written to (or restored from) the store
         self.slots: dict[object, object] = {}  # the layers above, each in a typed ``_util._slots.Slot``
         self.agent_process: str | None = None  # the process that last attached it (continuity evidence)
