@@ -289,8 +289,7 @@ class Transcript:
     """The conversation of one session, built from its updates (see the module docstring);
     ``session_id`` and ``began`` describe its first segment."""
 
-    #: The bound of the message text held in memory, in UTF-8 bytes (see the module docstring).
-    #: Set it on one transcript, or on the class for every transcript created later and before.
+    #: The bound of message text held in memory, in UTF-8 bytes: set it on one transcript, or on the class for all.
     max_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
 
     def __init__(self, session_id: str | None = None, began: SegmentStart = SegmentStart.CREATED) -> None:
@@ -596,10 +595,8 @@ class Transcript:
             self._by_id[message.message_id] = message
 
     def _assemble(self, role: str, message_id: str | None, content: Any, *, full: bool, replay: bool) -> None:
-        """Put one message update where it goes: into the conversation, or (``replay``) among the
-        replayed messages. An update with a ``messageId`` goes to that message (a full one replaces
-        its content, a chunk appends to it); one without appends to the open message of its role or
-        starts one (a full replayed message always starts one). A full message closes it."""
+        """Put one message update into the conversation, or (``replay``) among the replayed messages, by
+        the module's first rule; a full message closes the open one (a replayed one without an id starts one)."""
         messages, by_id = (self._replayed, self._replay_by_id) if replay else (self.messages, self._by_id)
         message = self._replay_open if replay else self._open
         if message_id is not None:

@@ -458,10 +458,9 @@ class Recoverer:
     def _judge(
         self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str, *, notes: list[str]
     ) -> Continuity:
-        """What the evidence lets a recovery that succeeded by ``path`` claim (the table in
-        :mod:`acp_client._recovery._continuity`), with the notes that explain it added to ``notes``;
-        ``tracked`` is then held by ``conn``'s agent process. A replay has ended by now
-        (:func:`replay_ended` waited for a late one)."""
+        """What the evidence lets a recovery that succeeded by ``path`` claim (the ``_continuity`` table), its
+        notes added to ``notes``; ``tracked`` is then held by ``conn``'s agent process. A replay has
+        ended by now (:func:`replay_ended` waited for a late one)."""
         verdict: _continuity.Verdict = (Continuity.LOST, None)
         if path is RecoveryPath.REPLAY:
             report = tracked.transcript.last_replay

@@ -129,11 +129,8 @@ class Tracked:
 
 
 class SessionTable:
-    """The tracked sessions, keyed by their current id and every earlier one.
-
-    ``replays_on_resume``: whether the agent replays history during a plain ``session/resume``
-    (``None``: detected, when the first message update repeats the start of the known history).
-    """
+    """The tracked sessions, keyed by their current id and every earlier one. ``replays_on_resume``:
+    whether the agent replays history during a plain ``session/resume`` (``None``: detected)."""
 
     def __init__(self, *, keep_transcripts: bool = True, replays_on_resume: bool | None = None) -> None:
         self.keep_transcripts = keep_transcripts
