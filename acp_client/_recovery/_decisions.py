@@ -184,9 +184,8 @@ def path_of(step: Step) -> RecoveryPath:
     return {Step.RESUME: RecoveryPath.RESUME, Step.NEW: RecoveryPath.NEW_SESSION}.get(step, RecoveryPath.REPLAY)
 
 
-#: The calls that carry out a path, in the order tried, each with the capability it needs: keyed by
-#: (path, v1). A refusal other than -32002 moves down the chain (module docstring); ``session/new``
-#: always ends it.
+#: By (path, v1): the calls that carry out a path, in the order a refusal moves down them, each with
+#: the capability it needs (``session/new``, which needs none, always ends the chain).
 _CHAINS: dict[tuple[RecoveryPath, bool], tuple[tuple[Step, str], ...]] = {
     (RecoveryPath.RESUME, True): ((Step.RESUME, "resume"), (Step.LOAD, "load")),
     (RecoveryPath.RESUME, False): ((Step.RESUME, "resume"),),

@@ -97,9 +97,8 @@ class Tracked:
         self.resume_replayed = False  # a plain session/resume's window turned into a replay
         self.replay_cut_off = False  # a drop cut the last replay off: the next recovery replays again
         self.settings = Settings()  # what the app set, re-applied after a replay or new session
-        #: The lingering window (:func:`acp_client._recovery._recoverer.open_attach_window`): its
-        #: timer, the updates it heard, whether its answer came before any replayed update on an
-        #: ordered transport, whether it stays open until the next turn's first update, its waiters.
+        #: The lingering window (``_recoverer.open_attach_window``): its timer, the updates it heard,
+        #: whether it is *late* or open until the next turn's first update, and who waits for it.
         self.window_timer: TimerHandle | None = None
         self.window_heard = 0
         self.window_late = False
