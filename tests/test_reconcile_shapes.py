@@ -228,12 +228,44 @@ def check(turns: list[Turn], r: Replay, t: Transcript, *, exact: bool) -> None:
 @given(data=st.data(), turns=st.lists(turn(PROMPT_TEXT, REPLY_TEXT), max_size=6))
 def test_any_replay_shape_keeps_every_prompt_once_and_agent_text_apart(data: st.DataObject, turns: list[Turn]) -> None:
     """Prompts and answers made of few letters (some equal, some inside others)."""
+    replayed_twice(turns, data.draw(replay_of(turns)))
+
+
+def replayed_twice(turns: list[Turn], r: Replay) -> None:
     t = record(turns)
-    r = data.draw(replay_of(turns))
     replay(t, r.updates)
     check(turns, r, t, exact=False)
     replay(t, r.updates)  # every recovery replays again: nothing is lost or added twice
     check(turns, r, t, exact=False)
+
+
+def test_fused_answers_after_fused_prompts_complete_each_partial_even_when_one_starts_the_other() -> None:
+    """Found by the property above: turn 2's partial ``a`` is a prefix of turn 1's full answer, so
+    the answer meant for turn 1 was taken as turn 2's completion; turn 1's partial was left and
+    turn 2's answer added as a third message. Each partial must take its own."""
+    turns = [
+        Turn("X", [], TurnStatus.COMPLETE, []),
+        Turn("0", ["aaaab"], TurnStatus.CANCELLED, [4]),
+        Turn("00", ["aa"], TurnStatus.CANCELLED, [1]),
+    ]
+    model = MARKERS[0]
+    updates = [MODE, chunk("user", model), chunk("user", "X"), MODE, chunk("user", model)]
+    updates += [chunk("user", "0"), chunk("user", "00"), TOOL, chunk("agent", "aaaabaa"), chunk("user", model)]
+    brought = {(1, 0): "aaaab", (2, 0): "aa"}
+    replayed_twice(turns, Replay(updates, inserted=[model] * 3, brought=brought))
+
+
+def test_answers_replayed_apart_after_their_prompts_complete_each_partial_even_when_one_starts_the_other() -> None:
+    t = conversation(("0", "aaaa", TurnStatus.CANCELLED), ("00", "a", TurnStatus.CANCELLED))
+    updates = [chunk("user", "0"), chunk("user", "00"), TOOL, chunk("agent", "aaaab"), TOOL, chunk("agent", "aa")]
+    for _ in range(2):
+        replay(t, updates)
+        assert view(t) == [
+            ("user", "0", TurnStatus.CANCELLED, False, False),
+            ("agent", "aaaab", None, False, False),
+            ("user", "00", TurnStatus.CANCELLED, False, False),
+            ("agent", "aa", None, False, False),
+        ]
 
 
 @settings(max_examples=400, deadline=None)

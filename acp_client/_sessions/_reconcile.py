@@ -522,6 +522,26 @@ def _out_of_order(
                     extra[i] = j
                     absorbed.add(j)
                     break
+    # A replayed message still left over may fit a recorded one that took another as a completion
+    # when that other fits a recorded one left over ("aaaab" then "aa" for the partials "aaaa" and
+    # "a"): each takes the one it fits, rather than one answer the user saw being left and a copy added.
+    partner = dict(kept_pairs) | extra
+    weak = [i for i, j in partner.items() if _score(recorded[i], replayed[j]) < _SAME]
+    left = [j for j in cols if j not in absorbed]
+    if any(k not in partner for k in free) and len(left) * len(weak) <= _MAX_CELLS:
+        for j in left:
+            for i in weak:
+                other = partner[i]
+                if other == j or not _score(recorded[i], replayed[j]):
+                    continue
+                spare = next((k for k in free if k not in partner and _score(recorded[k], replayed[other])), None)
+                if spare is not None:
+                    partner[i], partner[spare] = j, other
+                    weak.append(spare)
+                    break
+        kept_pairs = [(i, j) for i, j in kept_pairs if partner[i] == j]
+        in_order = set(kept_pairs)
+        extra = {i: j for i, j in partner.items() if (i, j) not in in_order}
     return kept_pairs, extra
 
 
