@@ -29,7 +29,8 @@ none at the ends). The rules:
   it). A failed prompt never matches. The alignment keeps both orders and matches as many as it
   can (a longest common subsequence; common start and end first, so an ordinary replay is one
   pass); then a replayed message left over takes a recorded one left over that it matches
-  (answers replayed after all their prompts), and a replayed answer taken as the completion of a
+  (answers replayed after all their prompts), or one taken as a completion whose partner then takes
+  a recorded one left over that it matches; and a replayed answer taken as the completion of a
   partial goes to the recorded answer equal to it when that one was left over.
 * **Nothing recorded is deleted**: a message the replay left out stays after the one it followed;
   a matched message keeps the recorded copy, where it was, and when the agent's text contradicts
@@ -522,9 +523,8 @@ def _out_of_order(
                     extra[i] = j
                     absorbed.add(j)
                     break
-    # A replayed message still left over may fit a recorded one that took another as a completion
-    # when that other fits a recorded one left over ("aaaab" then "aa" for the partials "aaaa" and
-    # "a"): each takes the one it fits, rather than one answer the user saw being left and a copy added.
+    # The partials "aaaa" then "a", replayed "aaaab" then "aa" after both prompts: "a" took "aaaab" in
+    # order; "aa" takes "a" and "aaaab" goes to "aaaa", rather than a partial left and a copy added.
     partner = dict(kept_pairs) | extra
     weak = [i for i, j in partner.items() if _score(recorded[i], replayed[j]) < _SAME]
     left = [j for j in cols if j not in absorbed]
