@@ -431,6 +431,29 @@ def test_http_soak_fused_answers_complete_the_partials_they_continue() -> None:
     assert any("ran recorded answers together" in note for note in report.notes)
 
 
+def test_fused_answers_around_a_turn_the_replay_left_out_are_split_along_their_own() -> None:
+    """Found by the exact property: turns 2 and 4 replayed (prompts fused, answers in one message),
+    turn 3 left out. The answer of turn 2 must not swallow turn 4's; turn 4's partial is completed."""
+    t = conversation(
+        ("two?", "two.", TurnStatus.COMPLETE),
+        ("three?", "three.", TurnStatus.COMPLETE),
+        ("four?", "fo", TurnStatus.CANCELLED),
+    )
+    updates = [chunk("user", "two?"), chunk("user", "four?"), TOOL, chunk("agent", "two.four, in full.")]
+    for _ in range(2):
+        replay(t, updates)
+        assert [(m.text, m.incomplete) for m in t.messages] == [
+            ("two?", False),
+            ("two.", False),
+            ("three?", False),
+            ("three.", False),
+            ("four?", False),
+            ("four, in full.", False),
+        ]
+        report = t.last_replay
+        assert report is not None and report.missing_turns == ("three?",) and report.added == 0
+
+
 def test_claude_code_acp_replay_of_one_of_two_completed_turns_lacks_history() -> None:
     """claude-code-acp: the load replayed 1 of 2 completed turns (the last one had not reached its
     disk yet). A completed turn missing is proof the agent lacks it."""

@@ -20,7 +20,8 @@ none at the ends). The rules:
   list of markers: an agent not seen yet is handled too.
 * **Fused answers are split.** An id-less replayed agent message that runs two or more recorded
   agent messages together (each whole, or a partial the user saw extended up to where the next
-  one's text first appears) is split along them, each completing its own. The run must begin
+  one's text first appears; in the recorded order, passing over a few the replay left out) is
+  split along them, each completing its own. The run must begin
   with the first recorded message due that it begins with; it is not split when it equals one,
   nor when the next replayed message of its role is one of them on its own (one answer, extended).
 * **Matching.** A replayed message matches a recorded one of the same role (both agent-inserted
@@ -79,6 +80,8 @@ _WINDOW = 64
 #: Occurrences of one prompt looked at in one run, and in all.
 _MAX_HITS = 16
 _MAX_ITEMS = 256
+#: Recorded answers a fused answer may pass over between two of its pieces (those of turns the replay left out).
+_SKIP = 4
 
 
 @attrs.define
@@ -361,40 +364,38 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
 
 
 def _answers_from(text: str, texts: Sequence[tuple[str, bool]], first: int, stop: int) -> tuple[list[int], int] | None:
-    """Where ``text`` is cut into ``texts[first:k]`` (two or more) run together, and ``k``: a whole
-    message is its own text, a partial one (``incomplete``) its text and more (the earliest cut
-    that lets the rest be read)."""
+    """Where ``text`` is cut into recorded messages from ``texts[first]`` on (two or more, in order,
+    up to ``_SKIP`` left out between two), and the index after the last: a whole message is its own
+    text, a partial one (``incomplete``) its text and more (the earliest cut that lets the rest be read)."""
     failed: set[tuple[int, int]] = set()
 
-    def read(index: int, at: int) -> list[int] | None:
+    def read(index: int, at: int) -> tuple[list[int], int] | None:
         own, partial = texts[index]
         if (index, at) in failed or not own or not text.startswith(own, at):
             return None
         end = at + len(own)
-        if index + 1 < stop:
-            following = texts[index + 1][0]
-            if following:
-                if partial:
-                    nexts: list[int] = []
-                    spot = text.find(following, end)
-                    while spot >= 0 and len(nexts) < 4:
-                        nexts.append(spot)
-                        spot = text.find(following, spot + 1)
-                else:
-                    nexts = [end + 1] if text[end : end + 1] == " " else [end]
-                for spot in nexts:
-                    rest = read(index + 1, spot)
-                    if rest is not None:
-                        return [at, *rest]
+        for following in range(index + 1, min(stop, index + 2 + _SKIP)):
+            after = texts[following][0]
+            if not after:
+                continue
+            if partial:
+                nexts: list[int] = []
+                spot = text.find(after, end)
+                while spot >= 0 and len(nexts) < 4:
+                    nexts.append(spot)
+                    spot = text.find(after, spot + 1)
+            else:
+                nexts = [end + 1] if text[end : end + 1] == " " else [end]
+            for spot in nexts:
+                rest = read(following, spot)
+                if rest is not None:
+                    return [at, *rest[0]], rest[1]
         if index > first and (end == len(text) or partial):
-            return [at]
+            return [at], index + 1
         failed.add((index, at))
         return None
 
-    cuts = read(first, 0)
-    if cuts is None:
-        return None
-    return cuts, first + len(cuts)
+    return read(first, 0)
 
 
 #: How well a replayed message matches a recorded one (:func:`_score`).
