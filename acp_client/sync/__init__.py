@@ -93,14 +93,10 @@ permissions from a callback or use :meth:`~SyncAcpClient.prompt_async`.
 
 :class:`EventLoopThread` is the loop-in-a-thread underneath, usable on its own to run other asyncio
 code (a :class:`~acp_client.testing.ReferenceServer`, say) from synchronous code.
-
-The facade is split by concern: the loop thread (``_loop``), the events and permission requests
-handed to the host (``_events``), the bridge that runs callbacks on the host's executor
-(``_bridge``), the client (``_client``) and session (``_session``) facades.
 """
 
 from ..exceptions import LoopThreadError
-from ._client import SyncAcpClient, SyncClientOptions
+from ._client import SyncAcpClient, SyncClientOptions, SyncSessionHandle
 from ._events import (
     EventKind,
     NewSessionEvent,
@@ -120,7 +116,6 @@ from ._events import (
     TurnInterruptedEvent,
 )
 from ._loop import EventLoopThread
-from ._session import SyncSessionHandle
 
 __all__ = [
     "EventKind",

@@ -1,9 +1,11 @@
-"""The blocking facade: :class:`SyncAcpClient` (see :mod:`acp_client.sync` for its rules)."""
+"""The blocking facade: :class:`SyncAcpClient` and :class:`SyncSessionHandle` (see :mod:`acp_client.sync`
+for their rules)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import enum
 import queue
 import sys
@@ -32,6 +34,7 @@ from ..handlers import ClientHandlers
 from ..location import Endpoint, Location
 from ..state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State
 from ..store import StoredSession
+from ..transcript import Transcript
 from ..transports.base import Connector, TransportInfo
 from ..types import (
     AgentCapabilities,
@@ -45,14 +48,13 @@ from ..types import (
 from ._bridge import HostBridge
 from ._events import SyncEvent
 from ._loop import EventLoopThread, close_awaitable
-from ._session import SyncSessionHandle
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
 else:  # pragma: no cover - the Python 3.10 spelling
     from typing_extensions import Unpack
 
-__all__ = ["SyncAcpClient", "SyncClientOptions", "Timeout"]
+__all__ = ["SyncAcpClient", "SyncClientOptions", "SyncSessionHandle", "Timeout"]
 
 
 class SyncClientOptions(ClientOptions, total=False):
@@ -214,11 +216,8 @@ class SyncAcpClient:
         """
         self._check_thread("close")
         with self._lock:
-            phase = self._phase
-            if phase in (_Phase.CLOSING, _Phase.CLOSED):
-                first = False
-            else:
-                first = True
+            first = self._phase not in (_Phase.CLOSING, _Phase.CLOSED)
+            if first:
                 self._phase = _Phase.CLOSING
         if not first:
             # On a callback thread, waiting for ``_closed`` would deadlock: the first closer
@@ -424,11 +423,8 @@ class SyncAcpClient:
         Raises:
             SessionNotTracked: The client does not track this session.
         """
-        handle = self._run("session", self._get_handle(session_id), USE_CLIENT_DEFAULT)
+        handle = self._run("session", self._read(lambda: self._client.session(session_id)), USE_CLIENT_DEFAULT)
         return SyncSessionHandle(self, handle)
-
-    async def _get_handle(self, session_id: str) -> SessionHandle:
-        return self._client.session(session_id)
 
     def fork_session(
         self,
@@ -440,15 +436,11 @@ class SyncAcpClient:
     ) -> SyncSessionHandle:
         """``session/fork`` (see :meth:`AcpClient.fork_session`)."""
         coro = self._client.fork_session(session_id, cwd, mcp_servers=mcp_servers)
-        owner: Any = self  # a SyncAcpClient
-        return SyncSessionHandle(owner, self._run("session/fork", coro, timeout))
+        return SyncSessionHandle(self, self._run("session/fork", coro, timeout))
 
     def forget_session(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Stop tracking a session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
-        self._run("forget_session", self._forget(session_id), timeout)
-
-    async def _forget(self, session_id: str) -> None:
-        self._client.forget_session(session_id)
+        self._run("forget_session", self._read(lambda: self._client.forget_session(session_id)), timeout)
 
     def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
@@ -488,9 +480,8 @@ class SyncAcpClient:
     @property
     def sessions(self) -> list[SyncSessionHandle]:
         """Handles on every session the client tracks (read on the loop thread)."""
-        owner: Any = self  # a SyncAcpClient
         handles = self._run("sessions", self._read(lambda: self._client.sessions), USE_CLIENT_DEFAULT)
-        return [SyncSessionHandle(owner, handle) for handle in handles]
+        return [SyncSessionHandle(self, handle) for handle in handles]
 
     # -- turns ------------------------------------------------------------------------------------------------
 
@@ -510,7 +501,10 @@ class SyncAcpClient:
             TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
         """
         limit = None if isinstance(timeout, UseClientDefault) else timeout
-        return self._run("session/prompt", self._prompt(session_id, prompt, limit), limit, bounded=True)
+        # The async prompt does what a timeout means: session/cancel, then a bounded grace for the
+        # turn to end (one rule for both facades).
+        coro = self._client.prompt(session_id, prompt, timeout=limit)
+        return self._run("session/prompt", coro, limit, bounded=True)
 
     def prompt_async(
         self,
@@ -527,16 +521,9 @@ class SyncAcpClient:
         """
         limit = self._timeout(timeout)
         check_seconds("timeout", limit, optional=True)
-        coro = self._prompt(session_id, prompt, limit)
+        coro = self._client.prompt(session_id, prompt, timeout=limit)
         self._require_running(coro)
         return self._loop_thread.submit(coro, method="session/prompt")
-
-    async def _prompt(
-        self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], timeout: float | None
-    ) -> PromptResult:
-        # The async prompt does what a timeout means: session/cancel, then a bounded grace for the
-        # turn to end (one rule for both facades).
-        return await self._client.prompt(session_id, prompt, timeout=timeout)
 
     def cancel(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
@@ -655,3 +642,105 @@ class SyncAcpClient:
         started.set()  # registered from here on (the generator's first step runs below, at once)
         async for state in changes:
             states.put(state)
+
+
+class SyncSessionHandle:
+    """A blocking handle on one session (see :class:`~acp_client.client.SessionHandle`). It follows
+    the session across recoveries: after a new-session recovery :attr:`session_id` is the new id."""
+
+    def __init__(self, owner: SyncAcpClient, handle: SessionHandle) -> None:
+        self._owner = owner
+        self._handle = handle
+
+    def __repr__(self) -> str:
+        return f"<SyncSessionHandle {self.session_id}>"
+
+    @property
+    def session_id(self) -> str:
+        """The current session id."""
+        return self._handle.session_id
+
+    @property
+    def record(self) -> Session:
+        """The latest :class:`~acp_client.types.Session` record."""
+        return self._handle.record
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether recovery gave up on this session."""
+        return self._handle.abandoned
+
+    @property
+    def turn_running(self) -> bool:
+        return self._handle.turn_running
+
+    @property
+    def cwd(self) -> str:
+        """The working directory the session was opened with."""
+        return self._handle.cwd
+
+    @property
+    def endpoint(self) -> str | None:
+        """With several endpoints: the name of the instance the session lives on now."""
+        return self._handle.endpoint
+
+    @property
+    def transcript(self) -> Transcript:
+        """A snapshot (a copy) of the conversation so far, taken on the loop thread.
+
+        Raises:
+            LoopThreadError: Read on the loop thread (use :attr:`SessionHandle.transcript` there).
+            ClientClosed: The client is not connected, or is closed.
+        """
+        return self._owner._run("transcript", self._snapshot(), USE_CLIENT_DEFAULT)
+
+    async def _snapshot(self) -> Transcript:
+        return copy.deepcopy(self._handle.transcript)
+
+    def prompt(self, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = None) -> PromptResult:
+        """Run one turn and block until it ends (no time limit by default; see
+        :meth:`SyncAcpClient.prompt`)."""
+        return self._owner.prompt(self.session_id, prompt, timeout=timeout)
+
+    def prompt_async(
+        self, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = None
+    ) -> concurrent.futures.Future[PromptResult]:
+        """Start a turn without blocking (see :meth:`SyncAcpClient.prompt_async`)."""
+        return self._owner.prompt_async(self.session_id, prompt, timeout=timeout)
+
+    def cancel(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Ask the agent to end the running turn."""
+        self._owner._run("session/cancel", self._handle.cancel(), timeout)
+
+    def session_status(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Session:
+        """Probe ``session/status``."""
+        return self._owner._run("session/status", self._handle.session_status(), timeout)
+
+    def close_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/close``: end the session on the agent and stop tracking it."""
+        self._owner._run("session/close", self._handle.close_session(), timeout)
+
+    def forget_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Stop tracking the session; nothing is sent."""
+        self._owner.forget_session(self._handle.session_id, timeout=timeout)
+
+    def set_mode(self, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/set_mode``."""
+        self._owner._run("session/set_mode", self._handle.set_mode(mode_id), timeout)
+
+    def set_model(self, model_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/set_model``."""
+        self._owner._run("session/set_model", self._handle.set_model(model_id), timeout)
+
+    def set_config_option(
+        self, config_id: str, value: Any, *, type: str | None = None, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option``; every option with its new value."""
+        coro = self._handle.set_config_option(config_id, value, type=type)
+        return self._owner._run("session/set_config_option", coro, timeout)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SyncSessionHandle) and other._handle == self._handle
+
+    def __hash__(self) -> int:
+        return hash(self._handle)
