@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import queue
 import threading
@@ -17,8 +18,6 @@ from .._util._logging import get_logger
 from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers
-from ..state import RecoveryContext
-from ..store import StoredSession
 from ..types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
@@ -112,12 +111,10 @@ class HostBridge:
         """The callbacks for the :class:`~acp_client.AcpClient` on the loop: each relays to the
         host (executor and queue); questions wait for its answer."""
         relays: dict[str, Any] = {name: self._relay(name, kind) for name, kind in _EVENTS.items()}
-        if self.callbacks.decide_recovery is not None:
-            relays["decide_recovery"] = self._decide
-        if self.callbacks.refresh_credentials is not None:
-            relays["refresh_credentials"] = self._refresh
-        if self.callbacks.decide_adoption is not None:
-            relays["decide_adoption"] = self._adopt
+        for name in ("decide_recovery", "refresh_credentials", "decide_adoption"):
+            question = getattr(self.callbacks, name)
+            if question is not None:  # no answer in time: ``None`` (the proposed path; not adopted)
+                relays[name] = functools.partial(self._ask_host, name, question, None)
         return Callbacks(**relays)
 
     def loop_handlers(self, handlers: ClientHandlers) -> ClientHandlers:
@@ -188,18 +185,6 @@ class HostBridge:
                 return default
         logger.warning("%s did not answer within %ss: using the default", what, self.answer_timeout)
         return default
-
-    async def _decide(self, context: RecoveryContext) -> Any:
-        assert self.callbacks.decide_recovery is not None
-        return await self._ask_host("decide_recovery", self.callbacks.decide_recovery, None, context)
-
-    async def _adopt(self, record: StoredSession) -> bool:
-        assert self.callbacks.decide_adoption is not None
-        return await self._ask_host("decide_adoption", self.callbacks.decide_adoption, False, record) is True
-
-    async def _refresh(self) -> None:
-        assert self.callbacks.refresh_credentials is not None
-        await self._ask_host("refresh_credentials", self.callbacks.refresh_credentials, None)
 
     async def _ask_elicitation(self, request: CreateElicitationRequest) -> CreateElicitationResponse:
         cancel = CreateElicitationResponse(action="cancel")

@@ -19,7 +19,6 @@ from typing import Any, TypeVar, cast
 from .._engine._options import DEFAULTS, check_keywords, next_cursor
 from .._util._logging import get_logger
 from ..client import AcpClient, SessionHandle
-from ..clock import Clock, SystemClock
 from ..config import (
     USE_CLIENT_DEFAULT,
     Callbacks,
@@ -133,7 +132,11 @@ class SyncAcpClient:
         self.default_timeout = default_timeout
         self.answer_timeout = answer_timeout
         self._bridge = HostBridge(
-            callbacks or Callbacks(), executor=callback_executor, event_queue=event_queue, answer_timeout=answer_timeout
+            callbacks or Callbacks(),
+            executor=callback_executor,
+            event_queue=event_queue,
+            answer_timeout=answer_timeout,
+            clock=options.get("clock"),  # checked by ``AcpClient``: the facade's waits run on it too
         )
         self._loop_thread = EventLoopThread(name="acp-client-loop")
         self._lock = threading.Lock()
@@ -145,9 +148,6 @@ class SyncAcpClient:
         forwarded["handlers"] = self._bridge.loop_handlers(handlers or ClientHandlers())
         forwarded["callbacks"] = self._bridge.loop_callbacks()
         self._client = AcpClient(endpoint, **forwarded)
-        #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
-        self._clock: Clock = options.get("clock") or SystemClock()
-        self._bridge.clock = self._clock
 
     @property
     def dropped_events(self) -> int:

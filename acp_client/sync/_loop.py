@@ -7,12 +7,12 @@ import concurrent.futures
 import contextlib
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any, TypeVar
 
 from .._util._logging import get_logger
-from ..clock import Clock, SystemClock, move_on_after
+from ..clock import SystemClock, move_on_after
 from ..exceptions import ClientClosed, LoopThreadError, RequestTimeout
 
 __all__ = ["EventLoopThread", "bounded", "close_awaitable"]
@@ -28,22 +28,12 @@ _GRACE = 5.0
 _JOIN_TIMEOUT = 10.0
 
 
-async def bounded(
-    awaitable: Awaitable[T],
-    timeout: float | None,
-    method: str,
-    on_timeout: Callable[[], Awaitable[Any]] | None = None,
-    *,
-    clock: Clock | None = None,
-) -> T:
-    """Await ``awaitable``; after ``timeout`` seconds on ``clock`` (default: the real one) cancel
-    it and raise ``RequestTimeout`` (after awaiting ``on_timeout()``, when given)."""
+async def bounded(awaitable: Awaitable[T], timeout: float | None, method: str) -> T:
+    """Await ``awaitable``; after ``timeout`` real seconds cancel it and raise ``RequestTimeout``."""
     if timeout is None:
         return await awaitable
-    with move_on_after(clock or SystemClock(), timeout):
+    with move_on_after(SystemClock(), timeout):
         return await awaitable
-    if on_timeout is not None:
-        await on_timeout()
     raise RequestTimeout(method, timeout)
 
 
