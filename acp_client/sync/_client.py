@@ -12,21 +12,12 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from queue import Queue
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from .._engine._options import DEFAULTS, check_keywords, next_cursor
 from .._util._logging import get_logger
 from ..client import AcpClient, SessionHandle
-from ..config import (
-    USE_CLIENT_DEFAULT,
-    Callbacks,
-    ClientOptions,
-    UseClientDefault,
-    check_instance,
-    check_seconds,
-)
+from ..config import USE_CLIENT_DEFAULT, Callbacks, ClientOptions, UseClientDefault, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError, RequestTimeout
 from ..group import EndpointGroup
 from ..handlers import ClientHandlers
@@ -76,7 +67,7 @@ class SyncClientOptions(ClientOptions, total=False):
     """
 
     callback_executor: concurrent.futures.Executor | None
-    event_queue: Queue[SyncEvent] | None
+    event_queue: queue.Queue[SyncEvent] | None
     default_timeout: float | None
     answer_timeout: float | None
 
@@ -128,7 +119,7 @@ class SyncAcpClient:
         check_instance("callbacks", callbacks, Callbacks, optional=True)
         check_instance("handlers", handlers, ClientHandlers, optional=True)
         check_instance("callback_executor", callback_executor, concurrent.futures.Executor, optional=True)
-        check_instance("event_queue", event_queue, Queue, optional=True)
+        check_instance("event_queue", event_queue, queue.Queue, optional=True)
         self.default_timeout = default_timeout
         self.answer_timeout = answer_timeout
         self._bridge = HostBridge(
@@ -163,9 +154,7 @@ class SyncAcpClient:
         self.connect()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def connect(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
