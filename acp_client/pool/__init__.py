@@ -160,19 +160,16 @@ async def locate_many(
     return await _probing.fan_out(session_ids, with_connectors, timeout=timeout, opener=open_one, clock=clock, live={})
 
 
+@attrs.frozen
 class _Unusable:
     """The connector of an endpoint whose URL cannot be used: that instance answers
     ``unreachable`` with the reason, as an instance that cannot be reached does."""
 
-    def __init__(self, target: str, error: ConfigurationError) -> None:
-        self._target, self._error = target, error
-
-    @property
-    def target(self) -> str:
-        return self._target
+    target: str
+    error: ConfigurationError
 
     async def connect(self) -> Transport:
-        raise self._error
+        raise self.error
 
 
 def _connector(endpoint: Endpoint, options: Mapping[str, Any]) -> Connector:

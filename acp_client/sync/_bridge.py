@@ -33,20 +33,12 @@ logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")
 
-#: Which event each callback also posts on the host's queue.
+#: Which event each callback also posts on the host's queue: ``on_<kind>`` (the state's is
+#: ``on_state_change``); a permission request is a question, not a callback.
 _EVENTS = {
-    "on_update": EventKind.UPDATE,
-    "on_state_change": EventKind.STATE,
-    "on_resume": EventKind.RESUME,
-    "on_replay": EventKind.REPLAY,
-    "on_new_session": EventKind.NEW_SESSION,
-    "on_recovery_failed": EventKind.RECOVERY_FAILED,
-    "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
-    "on_stream_resumed": EventKind.STREAM_RESUMED,
-    "on_protocol_error": EventKind.PROTOCOL_ERROR,
-    "on_notification": EventKind.NOTIFICATION,
-    "on_ownership_lost": EventKind.OWNERSHIP_LOST,
-    "on_store_error": EventKind.STORE_ERROR,
+    "on_state_change" if kind is EventKind.STATE else f"on_{kind.value}": kind
+    for kind in EventKind
+    if kind is not EventKind.PERMISSION
 }
 
 
@@ -59,15 +51,8 @@ def _log_callback_failure(future: concurrent.futures.Future[Any]) -> None:
 
 
 class HostBridge:
-    """Runs the host's callbacks on its executor and posts events on its queue (internal).
-
-    Args:
-        callbacks: The host's callbacks (plain functions, run on the executor).
-        executor: Where they run; ``None``: a private single-thread executor made by :meth:`start`.
-        event_queue: Also post every event there.
-        answer_timeout: Seconds a question waits for the host (``None``: no limit).
-        clock: Measures ``answer_timeout`` (the client's clock; default: the real one).
-    """
+    """Runs the host's callbacks on its executor (``None``: a private single-thread one made by
+    :meth:`start`) and posts events on its queue; a question waits ``answer_timeout`` on ``clock``."""
 
     def __init__(
         self,
