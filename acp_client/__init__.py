@@ -1,18 +1,12 @@
 """acp_client: a typed asyncio client for the Agent Client Protocol (ACP) that keeps sessions
 alive through network drops and agent restarts.
 
-Start with :class:`AcpClient` and its :class:`ClientOptions`. The names here are the ones an app
-holds: the client, its configuration values, what it reports (states, recovery outcomes, the
-transcript) and the errors an app catches. The rest lives with its subject:
-
-* :mod:`acp_client.transports`: connectors, network settings and the transport-level errors
-  (the HTTP dialect's statuses, TLS, a closed link);
-* :mod:`acp_client.store`: session stores and their errors (all under :class:`SessionStoreError`);
-* several instances of one agent used as one endpoint: ``docs/many-instances.md``;
-* :mod:`acp_client.exceptions`: the whole error tree, drawn in its docstring;
-* :mod:`acp_client.types` (wire types), :mod:`acp_client.state`, :mod:`acp_client.transcript`,
-  :mod:`acp_client.handlers`, :mod:`acp_client.clock`, :mod:`acp_client.sync` (the thread-safe
-  facade for editor hosts) and :mod:`acp_client.testing` (the test kit).
+Start with :class:`AcpClient` and its :class:`ClientOptions`. Here are the names an app holds: the
+client, its configuration, what it reports and the errors it catches. The rest lives with its
+subject: :mod:`acp_client.transports` (connectors, network settings, transport errors),
+:mod:`acp_client.store` (session stores), :mod:`acp_client.exceptions` (the whole error tree),
+:mod:`acp_client.types` (wire types), :mod:`acp_client.sync` (the thread-safe facade for editor
+hosts), :mod:`acp_client.testing` (the test kit); several instances: ``docs/many-instances.md``.
 """
 
 import logging

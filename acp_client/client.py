@@ -6,18 +6,11 @@
         session = await client.new_session(cwd="/home/me/project")
         result = await session.prompt("Summarize the README")
 
-The client connects, negotiates the protocol version, and from then on keeps the connection alive:
-after a drop it reconnects under its :class:`~acp_client.retry.RetryPolicy`, probes
-``session/status`` for every session it opened, and recovers each one on the right path (resume,
+After a drop the client reconnects under its :class:`~acp_client.retry.RetryPolicy`, probes
+``session/status`` for every session it opened, and recovers each on the right path (resume,
 replay, or a new session), telling the app through callbacks before any request queued during the
-outage is sent.
-
-The work is done underneath, one concern per module, wired together by :mod:`._engine`: the session
-table (:mod:`._sessions`, no I/O), the recoverer (:mod:`._recoverer`), the links
-(:mod:`._links`: one supervisor, :mod:`._supervisor`), version negotiation (:mod:`._handshake`)
-and callback delivery (:mod:`._delivery`). Given an endpoint group (several instances of one
-agent), the client takes its links from the group's plan (:class:`.group.EndpointGroup`); given
-a URL or a connector, it has the one link, and no code for several instances is imported.
+outage is sent. This module is the facade; :mod:`._engine` does the work. Given a URL or a
+connector the client has one link, and no code for several instances is imported.
 """
 
 from __future__ import annotations
@@ -37,11 +30,7 @@ from ._sessions._table import Tracked
 from ._util._checks import check_seconds
 from ._util._delivery import Feed
 from .config import USE_CLIENT_DEFAULT, Callbacks, ClientOptions, Timeouts, UseClientDefault
-from .exceptions import (
-    CapabilityNotSupported,
-    ClientClosed,
-    ConfigurationError,
-)
+from .exceptions import CapabilityNotSupported, ClientClosed, ConfigurationError
 from .group import EndpointGroup
 from .location import Endpoint, Location
 from .state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, UpdateEvent
@@ -93,8 +82,7 @@ def _content(prompt: str | ContentBlock | Iterable[ContentBlock]) -> tuple[Conte
 class AcpClient:
     """An ACP client that keeps its sessions alive through drops and agent restarts.
 
-    Use it as an async context manager; leaving the block closes it. Every option is checked here
-    (a bad one raises :class:`~acp_client.exceptions.ConfigurationError` naming it).
+    Use it as an async context manager; leaving the block closes it.
 
     Args:
         endpoint: A URL (``ws://``, ``wss://``, ``http://``, ``https://``), ``stdio:COMMAND...``,
@@ -105,7 +93,7 @@ class AcpClient:
             session store, ...), each described there with its default.
 
     Raises:
-        ConfigurationError: An invalid option.
+        ConfigurationError: An invalid option (the message names it).
     """
 
     def __init__(self, endpoint: str | Connector | EndpointGroup, **options: Unpack[ClientOptions]) -> None:
@@ -117,8 +105,6 @@ class AcpClient:
         self._table = self._engine.table
         self._store = self._engine.persistence
 
-    # -- lifecycle ----------------------------------------------------------------------------------
-
     async def __aenter__(self) -> AcpClient:
         await self.connect()
         return self
@@ -127,7 +113,8 @@ class AcpClient:
         await self.aclose()
 
     async def connect(self) -> None:
-        """Connect and initialize (``async with`` does this).
+        """Connect and initialize (``async with`` does this). With a ``session_store``, its sessions
+        for this endpoint are recovered (``connecting → recovering → connected``) before it returns.
 
         Raises:
             ConnectError / TlsVerificationError / HttpStatusError: The agent is unreachable.
@@ -135,9 +122,6 @@ class AcpClient:
             RpcError: ``initialize`` was refused.
             ClientClosed: :meth:`aclose` was called while connecting.
             SessionStoreError: The ``session_store`` cannot be read (nothing was sent).
-
-        With a ``session_store``, its sessions for this endpoint are recovered on the first
-        connection (``connecting → recovering → connected``) before it returns.
         """
         await self._engine.start()
 
@@ -153,12 +137,9 @@ class AcpClient:
         for supervisor in self._engine.links.supervisors():
             supervisor.notify_network_available()
 
-    # -- properties -----------------------------------------------------------------------------------
-
     @property
     def state(self) -> ConnectionState:
-        """The current connection state (of an endpoint group: of the links that hold
-        sessions, ``connected`` when all of them are)."""
+        """The connection state (of an endpoint group: ``connected`` when every link holding sessions is)."""
         return self._engine.state
 
     @property
@@ -200,19 +181,14 @@ class AcpClient:
     async def locate(
         self, session_id: str, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Location:
-        """Ask every instance ``session/status`` for ``session_id`` at once (see
-        ``docs/many-instances.md``): over this client's live link to an instance where it
-        has one, else over a fresh link closed again. The first call also opens a link to every
-        instance the client has none to (kept, like the links sessions use), so later calls cost
-        one ``session/status`` round trip per instance, all at once. Nothing is loaded anywhere.
+        """Ask every instance ``session/status`` for ``session_id`` at once; nothing is loaded.
+
+        An earlier id of a tracked session finds its current one. The first call opens a link to
+        every instance the client has none to, and keeps it (``docs/many-instances.md``). A
+        single-endpoint client has one instance, named by its connector's target.
 
         Args:
-            session_id: The session (an earlier id of a tracked session finds its current one).
             timeout: Seconds each instance gets (default: ``Timeouts.probe``; ``None``: no limit).
-
-        Returns:
-            Each instance's answer (``active`` / ``inactive`` / ``unknown`` / ``unreachable``);
-            a single-endpoint client has one instance, named by its connector's target.
 
         Raises:
             ConfigurationError: ``session_id`` is empty or holds CR, LF or NUL.
@@ -267,13 +243,9 @@ class AcpClient:
         return await ownership.bridge.run(ownership.fenced.adoptable)
 
     async def adopt(self, session_ids: Iterable[str]) -> list[SessionHandle]:
-        """Adopt stored sessions nobody holds (see :meth:`adoptable_sessions`): claim them, track
-        them with their stored conversations, and recover each through the usual probe →
-        resume / replay / new session (with the usual callbacks). A session another client
-        holds, or that is not stored, is left out.
-
-        Returns:
-            Handles on the sessions adopted.
+        """Claim stored sessions nobody holds (see :meth:`adoptable_sessions`) and recover each
+        as after a drop, with its stored conversation; return handles on them. One another client
+        holds, or not stored, is left out.
 
         Raises:
             ConfigurationError: The client has no shared session store.
@@ -306,25 +278,20 @@ class AcpClient:
         queue: asyncio.Queue[ConnectionState] = asyncio.Queue()
         self._engine.state_queues.append(queue)
         try:
-            if self.state.is_terminal:
-                yield self.state
-                return
-            while True:
+            state = self.state
+            if state.is_terminal:
+                yield state
+            while not state.is_terminal:
                 state = await queue.get()
                 yield state
-                if state.is_terminal:
-                    return
         finally:
             self._engine.state_queues.remove(queue)
 
     def add_update_listener(self, listener: Callable[[UpdateEvent], Any]) -> Callable[[], None]:
-        """Register a listener for every update (like ``Callbacks.on_update``); returns a
-        function that removes it."""
+        """Call ``listener`` with every update (like ``Callbacks.on_update``); returns its remover."""
         listeners = self._engine.update_listeners
         listeners.append(listener)
         return lambda: listeners.remove(listener)
-
-    # -- sessions ---------------------------------------------------------------------------------------
 
     def session(self, session_id: str) -> SessionHandle:
         """A handle on a session this client opened (by its current or any earlier id).
@@ -346,14 +313,9 @@ class AcpClient:
         mcp_servers: Sequence[McpServer] = (),
         additional_directories: Sequence[str | Path] = (),
     ) -> SessionHandle:
-        """``session/new``: start a session. The client tracks it for recovery.
-
-        Returns:
-            The live handle (its :attr:`~SessionHandle.record` is the session record).
-        """
+        """``session/new``: start a session, tracked for recovery."""
         extra = tuple(str(item) for item in additional_directories)
-        tracked = await self._engine.new(str(cwd), tuple(mcp_servers), extra)
-        return SessionHandle(self, tracked)
+        return SessionHandle(self, await self._engine.new(str(cwd), tuple(mcp_servers), extra))
 
     async def load_session(
         self, session_id: str, cwd: str | Path, *, mcp_servers: Sequence[McpServer] = ()
@@ -430,9 +392,8 @@ class AcpClient:
     async def session_status(self, session_id: str) -> Session:
         """``session/status``: is the session in the agent's memory, stored, or unknown?
 
-        An unknown session (-32002, or another agent's spelling of "not found") comes back as a
-        :class:`Session` whose ``status`` is ``Probe.UNKNOWN``. Retried transparently on a drop
-        (it has no side effects).
+        An unknown session (-32002, or another agent's "not found") comes back with ``status``
+        ``Probe.UNKNOWN``. Retried transparently on a drop (it has no side effects).
 
         Raises:
             CapabilityNotSupported: The agent does not advertise ``session/status``.
@@ -448,8 +409,7 @@ class AcpClient:
         await self._engine.close(session_id)
 
     def forget_session(self, session_id: str) -> None:
-        """Stop tracking a session (it will not be recovered after a drop, and is deleted from
-        the session store); nothing is sent."""
+        """Stop tracking a session (not recovered, deleted from the session store); nothing is sent."""
         self._engine.untrack(self._table.current_id(session_id))
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
@@ -467,8 +427,7 @@ class AcpClient:
     async def set_config_option(
         self, session_id: str, config_id: str, value: Any, *, type: str | None = None
     ) -> tuple[SessionConfigOption, ...]:
-        """``session/set_config_option`` (restored after a recovery that rebuilds the session);
-        returns every option with its new value (``type``: see ``SetSessionConfigOptionRequest``).
+        """``session/set_config_option`` (restored like :meth:`set_mode`); returns every option.
 
         Raises:
             CapabilityNotSupported: The agent offers no config options for this session.
@@ -484,15 +443,13 @@ class AcpClient:
     ) -> PromptResult:
         """``session/prompt``: run one turn and wait for it to end.
 
-        v1 ends with the response's ``stopReason``; v2 with the ``state_update`` ``idle`` that
-        follows the acceptance. A turn cut off by a drop is reported (``on_turn_interrupted``)
-        and raises; it is never re-sent.
+        A turn cut off by a drop is reported (``on_turn_interrupted``) and raises; it is never
+        re-sent.
 
         Raises:
             SessionNotTracked: The client does not track this session.
             TurnInProgress: A turn is already running in this session.
-            RecoveryFailed: Recovery abandoned the session, before or while the prompt waited
-                for it (the prompt was not sent).
+            RecoveryFailed: Recovery abandoned the session (the prompt was not sent).
             ConnectionLost: The connection dropped during the turn (``may_have_executed``).
             RequestTimeout: The turn did not end within ``timeout``.
             RpcError: The agent refused the prompt.
@@ -501,10 +458,8 @@ class AcpClient:
         return await self._engine.run_turn(self._table.require(session_id), _content(prompt), timeout)
 
     async def cancel(self, session_id: str) -> None:
-        """``session/cancel``: ask the agent to end the running turn (a notification).
-
-        Pending permission requests of the session are answered ``cancelled``.
-        """
+        """``session/cancel``: ask the agent to end the running turn; the session's pending
+        permission requests are answered ``cancelled``."""
         tracked = self._table.get(session_id)
         if tracked is not None:
             await self._engine.cancel_session(tracked)
@@ -516,10 +471,8 @@ class AcpClient:
     async def request(
         self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
     ) -> Any:
-        """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result.
-
-        ``timeout`` defaults to the client's request timeout; ``None`` waits as long as it takes.
-        """
+        """Send any request (e.g. an ``_``-prefixed extension method) and return its raw result
+        (``timeout``: default ``Timeouts.request``; ``None``: no limit)."""
         if timeout is not USE_CLIENT_DEFAULT:
             check_seconds("timeout", timeout, optional=True)
         return await self._engine.primary.call(method, params, timeout=timeout)
@@ -562,8 +515,7 @@ class SessionHandle:
 
     @property
     def transcript(self) -> Transcript:
-        """The conversation so far: every segment, turn statuses, kept across replays, recoveries and
-        restarts (see docs/conversation.md)."""
+        """The conversation so far, kept across replays, recoveries and restarts (docs/conversation.md)."""
         return self._tracked.transcript
 
     @property
@@ -572,8 +524,7 @@ class SessionHandle:
 
     @property
     def endpoint(self) -> str | None:
-        """Of an endpoint group: the name of the instance the session lives on now (``None``
-        while a session restored from a store has not been found yet)."""
+        """Of an endpoint group: the instance the session lives on (``None``: not found yet)."""
         return self._client._engine.links.endpoint_of(self._tracked)
 
     @property
@@ -610,12 +561,11 @@ class SessionHandle:
         return await self._client.session_status(self._tracked.session_id)
 
     async def close_session(self) -> None:
-        """``session/close``: end the session on the agent and stop tracking it (see
-        :meth:`AcpClient.close_session`)."""
+        """``session/close`` (see :meth:`AcpClient.close_session`)."""
         await self._client.close_session(self._tracked.session_id)
 
     def forget_session(self) -> None:
-        """Stop tracking the session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
+        """Stop tracking the session (see :meth:`AcpClient.forget_session`)."""
         self._client.forget_session(self._tracked.session_id)
 
     async def updates(self) -> AsyncIterator[UpdateEvent]:

@@ -1,10 +1,7 @@
 """The clock seam, and the one way the client waits with a time limit.
 
-Every wait in the connection, the retry policy, the supervisor and the sync facade goes through a
-:class:`Clock`, so tests can run a long outage in milliseconds with
-:class:`acp_client.testing.FakeClock`.
-
-A time limit is a :class:`Deadline`: a scope around the code that must finish in time, on the
+Every wait in the client goes through a :class:`Clock`, so tests run a long outage in milliseconds
+with :class:`acp_client.testing.FakeClock`. A time limit is a :class:`Deadline`, a scope on the
 model of trio's cancel scopes::
 
     with move_on_after(clock, 5.0) as scope:
@@ -15,12 +12,8 @@ model of trio's cancel scopes::
     with fail_after(clock, 5.0):                 # the same, but raises TimeoutError at the end
         await conn.request("session/list")
 
-When the deadline passes, the task is cancelled where it waits and the scope catches that one
-cancellation on the way out; a cancellation from anywhere else propagates (:class:`Deadline` has
-the whole contract).
-
-Time is read from the clock and the deadline is a timer on the clock, so with a ``FakeClock`` a
-scope expires exactly when the test moves time past it, and never in real time.
+The deadline is a timer on the clock, so with a ``FakeClock`` a scope expires exactly when the test
+moves time past it, never in real time.
 """
 
 from __future__ import annotations
@@ -33,16 +26,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-__all__ = [
-    "Clock",
-    "Deadline",
-    "SystemClock",
-    "TimerHandle",
-    "fail_after",
-    "fail_at",
-    "move_on_after",
-    "move_on_at",
-]
+__all__ = ["Clock", "Deadline", "SystemClock", "TimerHandle", "fail_after", "fail_at", "move_on_after", "move_on_at"]
 
 
 @runtime_checkable
@@ -86,23 +70,17 @@ class Deadline:
     """A scope that cancels the code inside it once a point in time on a clock has passed.
 
     Build one with :func:`move_on_after`, :func:`move_on_at`, :func:`fail_after` or
-    :func:`fail_at`, and enter it with ``with`` in the task that does the waiting. A scope is used
-    once.
+    :func:`fail_at`, and enter it once with ``with`` in the task that does the waiting.
 
-    Contract:
-
-    * Before the deadline nothing happens: the body runs as if there were no scope.
     * When the deadline passes while the body runs, the task is cancelled where it waits; the
       scope catches that one cancellation when it exits, and :attr:`expired` is ``True``. A
-      scope made by ``fail_*`` then raises (``TimeoutError`` unless told otherwise); one made by
-      ``move_on_*`` lets the code after the ``with`` block run.
-    * A deadline already passed on entry (zero or negative seconds) cancels the body at its first
-      wait.
-    * A cancellation that is not this scope's own (the task cancelled from outside, an enclosing
-      scope expiring) propagates untouched, even when this scope expired at the same moment.
-    * A body that finishes before its cancellation is delivered keeps its result; a body that
-      catches the cancellation and returns keeps its result too (the scope still reports
-      :attr:`expired`).
+      ``fail_*`` scope then raises (``TimeoutError`` unless told otherwise); a ``move_on_*`` one
+      lets the code after the block run. A deadline already passed on entry cancels the body at
+      its first wait.
+    * A cancellation that is not this scope's own (from outside, or an enclosing scope expiring)
+      propagates untouched, even when this scope expired at the same moment.
+    * A body that finishes, or catches the cancellation and returns, keeps its result (the scope
+      still reports :attr:`expired`).
     * :attr:`deadline` may be moved (later or earlier) until the scope has expired.
 
     Attributes:
@@ -220,14 +198,13 @@ def _after(clock: Clock, seconds: float | None) -> float | None:
 
 
 def move_on_at(clock: Clock, deadline: float | None) -> Deadline:
-    """A scope cancelled at ``deadline`` (``clock.monotonic()`` scale; ``None``: never) that lets
-    the code after it run (check :attr:`Deadline.expired`)."""
+    """A scope cancelled at ``deadline`` (``clock.monotonic()`` scale; ``None``: never); the code
+    after it runs (check :attr:`Deadline.expired`)."""
     return Deadline(clock, deadline, error=None)
 
 
 def move_on_after(clock: Clock, seconds: float | None) -> Deadline:
-    """A scope cancelled ``seconds`` from now (``None``: never) that lets the code after it run
-    (check :attr:`Deadline.expired`).
+    """A scope cancelled ``seconds`` from now (``None``: never); the code after it runs.
 
     Raises:
         ValueError: ``seconds`` is not a number (NaN included) or ``None``.
@@ -242,7 +219,7 @@ def fail_at(clock: Clock, deadline: float | None, *, error: Callable[[], BaseExc
 
 def fail_after(clock: Clock, seconds: float | None, *, error: Callable[[], BaseException] | None = None) -> Deadline:
     """A scope cancelled ``seconds`` from now (``None``: never) that then raises ``error()``
-    (default: a ``TimeoutError``), chained to the cancellation it caught.
+    (default: ``TimeoutError``), chained to the cancellation it caught.
 
     Raises:
         ValueError: ``seconds`` is not a number (NaN included) or ``None``.

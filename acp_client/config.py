@@ -10,12 +10,11 @@
         queue=QueueOptions(max_size=20),
     )
 
-Every value is validated on construction (types, callability, finite, ranges) and an invalid one
-raises :class:`~acp_client.exceptions.ConfigurationError` naming the option, so a mistake fails
-where it is made, not at the first reconnect. Numbers follow one rule everywhere (see
-:mod:`acp_client._util._checks`): seconds and counts are finite ``int``/``float`` values, never a
-``bool``, NaN or an infinity, and "no limit" is spelled ``None`` where an option allows it.
-Values are frozen: derive a variant with ``attrs.evolve(value, ...)``.
+Every value is checked when built, and an invalid one raises
+:class:`~acp_client.exceptions.ConfigurationError` naming the option, so a mistake fails where it
+is made, not at the first reconnect. Seconds and counts are finite ``int``/``float`` values, never
+a ``bool``, NaN or an infinity; "no limit" is ``None`` where an option allows it. Derive a variant
+with ``attrs.evolve(value, ...)``.
 """
 
 from __future__ import annotations
@@ -77,22 +76,18 @@ class UseClientDefault(enum.Enum):
 USE_CLIENT_DEFAULT: Final = UseClientDefault.USE_CLIENT_DEFAULT
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
 def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not callable(value):
-        raise ConfigurationError(f"{attribute.name} must be callable or None, not {_type_name(value)} ({value!r})")
+        raise ConfigurationError(f"{attribute.name} must be callable or None, not {type(value).__name__} ({value!r})")
 
 
 @attrs.frozen(kw_only=True)
 class Callbacks:
     """What the client tells the app, and what it asks it. Every field is optional.
 
-    Each may be a plain function or an ``async def``; see :mod:`acp_client._util._delivery` for when
-    each runs and what happens when one raises (it is logged, never fatal). On
-    :class:`~acp_client.sync.SyncAcpClient` they run on the host's callback executor instead.
+    Each may be a plain function or an ``async def``; one that raises is logged, never fatal (see
+    :mod:`acp_client._util._delivery`). On :class:`~acp_client.sync.SyncAcpClient` they run on the
+    host's callback executor.
 
     Attributes:
         on_state_change: Every new :class:`~acp_client.state.ConnectionState`.
@@ -101,32 +96,24 @@ class Callbacks:
         on_resume, on_replay, on_new_session: A session recovered on that path, with its
             :class:`~acp_client.state.RecoveryOutcome` (awaited before queued requests are sent).
         on_recovery_failed: A session was abandoned (its outcome).
-        on_turn_interrupted: A drop cut a prompt turn off (a
-            :class:`~acp_client.state.TurnInterrupted`).
-        on_stream_resumed: A broken Streamable HTTP stream was reattached to the same connection
-            from its last event id (a :class:`~acp_client.transports.base.StreamResumed`): nothing
-            was lost, nothing is recovered, the turn goes on.
-        on_protocol_error: A protocol error the agent committed (an
-            :class:`~acp_client.exceptions.AcpError`).
+        on_turn_interrupted: A drop cut a prompt turn off (a :class:`~acp_client.state.TurnInterrupted`).
+        on_stream_resumed: A broken Streamable HTTP stream was reattached from its last event id
+            (a :class:`~acp_client.transports.base.StreamResumed`): nothing lost, the turn goes on.
+        on_protocol_error: A protocol error the agent committed (an :class:`~acp_client.exceptions.AcpError`).
         on_notification: ``(method, params)`` of a notification other than ``session/update``.
         decide_recovery: Sees a :class:`~acp_client.state.RecoveryContext`, returns a
             :class:`~acp_client.state.RecoveryPath` (or ``None`` to keep the proposed one).
-        refresh_credentials: Called once when the agent refuses the credentials (401/403)
-            during a (re)connect; it should update the connector's headers. A second refusal
-            fails the client.
-        decide_adoption: With a shared session store: sees each adoptable
-            :class:`~acp_client.store.StoredSession` (nobody holds it: unowned, or its owner's
-            lease expired; ``lease`` says who held it) before the client adopts it
-            automatically, and returns ``True`` to adopt it (anything else leaves it). Without
-            it every adoptable session is adopted (unless ``auto_adopt=False``).
+        refresh_credentials: Called once when the agent refuses the credentials (401/403) during
+            a (re)connect, to update the connector's headers; a second refusal fails the client.
+        decide_adoption: With a shared session store: returns ``True`` to adopt an adoptable
+            :class:`~acp_client.store.StoredSession` (``lease`` says who held it). Without it,
+            every adoptable session is adopted (unless ``auto_adopt=False``).
         on_ownership_lost: With a shared session store: this client lost a session it owned
             (an :class:`~acp_client.state.OwnershipLost`); it no longer tracks it.
-        on_store_error: A write to the ``session_store`` that the client made on its own (a
-            session saved, a turn's conversation, a rename, a delete) could not be made: the
-            :class:`~acp_client.exceptions.SessionStoreError` (``SessionStoreUnavailable``: the
-            database is unreachable). The session goes on in memory; what was not written is not
-            in the store until a later write succeeds. A refused (fenced) write is
-            ``on_ownership_lost`` instead. Also logged at WARNING.
+        on_store_error: A write the client made on its own to the ``session_store`` failed (the
+            :class:`~acp_client.exceptions.SessionStoreError`; also logged at WARNING). The session
+            goes on in memory, out of the store until a later write succeeds. A fenced write is
+            ``on_ownership_lost`` instead.
 
     Raises:
         ConfigurationError: A field is neither callable nor ``None``.
@@ -156,15 +143,14 @@ class Timeouts:
     Attributes:
         request: Default timeout of requests other than prompts (``None``: no limit). A prompt
             waits as long as its turn runs unless given its own ``timeout``.
-        connect: Bounds the whole opening of each (re)connection: TCP, TLS, the WebSocket
-            handshake, the HTTP ``initialize`` POST and the answer to ``initialize``. Running out
-            raises :class:`~acp_client.exceptions.ConnectTimeout` whatever the transport.
+        connect: Bounds the whole opening of each (re)connection (TCP, TLS, handshake,
+            ``initialize`` and its answer), whatever the transport; then
+            :class:`~acp_client.exceptions.ConnectTimeout`.
         probe: Timeout of each ``session/status`` probe during recovery.
-        cancel_grace: After a prompt's ``timeout`` runs out, or its awaiting task is cancelled,
-            the client sends ``session/cancel`` and gives the agent this long to end the turn.
-            The next prompt on that session waits up to this long for the old turn to end, then
-            fails with :class:`~acp_client.exceptions.TurnInProgress` while the agent may still
-            be running it (docs/conversation.md).
+        cancel_grace: How long the agent gets to end a turn after ``session/cancel`` (sent when
+            a prompt times out or its task is cancelled); the next prompt on that session waits
+            as long, then fails with :class:`~acp_client.exceptions.TurnInProgress`
+            (docs/conversation.md).
 
     Raises:
         ConfigurationError: Not a finite number of seconds above zero.
@@ -197,54 +183,45 @@ class QueueOptions:
 
 
 class ClientOptions(TypedDict, total=False):
-    """The keyword options of :class:`~acp_client.AcpClient`, declared once: the async client and
-    :class:`~acp_client.sync.SyncAcpClient` take them as ``**options``, so a misspelt or mistyped
-    keyword is a type error in both, and at run time a
-    :class:`~acp_client.exceptions.ConfigurationError` that suggests the closest option. An app
-    may build the options once and pass them to either: ``AcpClient(url, **options)``.
+    """The keyword options of :class:`~acp_client.AcpClient` and
+    :class:`~acp_client.sync.SyncAcpClient`, declared once: a misspelt or mistyped keyword is a
+    type error in both, and at run time a :class:`~acp_client.exceptions.ConfigurationError` that
+    suggests the closest option. Build them once and pass them to either: ``AcpClient(url, **options)``.
 
     Every key is optional (its default in brackets):
 
-    * ``protocol_version`` (1): the ACP version proposed in ``initialize`` (1 = stable,
-      2 = draft); the client speaks whatever supported version the agent answers with.
+    * ``protocol_version`` (1): the ACP version proposed in ``initialize`` (2 = draft); the client
+      speaks whatever supported version the agent answers with.
     * ``client_info`` (this library's name and version): sent to the agent.
     * ``handlers`` (none): answers to agent→client requests (:mod:`acp_client.handlers`).
-    * ``retry`` (``RetryPolicy()``): the reconnect policy; ``None`` disables reconnecting (a
-      drop fails the client).
-    * ``callbacks`` (none): what the app is told and asked (:class:`Callbacks`).
-    * ``timeouts`` (``Timeouts()``), ``queue`` (``QueueOptions()``): request, connect and probe
-      timeouts; how requests made during an outage wait.
+    * ``retry`` (``RetryPolicy()``): the reconnect policy; ``None``: a drop fails the client.
+    * ``callbacks`` (none), ``timeouts`` (``Timeouts()``), ``queue`` (``QueueOptions()``).
     * ``recovery_concurrency`` (4): how many sessions recover at once after a reconnect.
     * ``headers``, ``secret_headers``, ``tls``, ``cookies``, ``limits`` (none): network settings
-      (see :mod:`acp_client.transports`). ``cookies`` defaults to one store per client, shared by
-      every reconnect and cleared by ``aclose()`` (a store the app passes is left as it is).
-    * ``transport_options`` (none): extra keyword arguments for the connector built from the
-      endpoint URL.
+      (:mod:`acp_client.transports`). ``cookies`` defaults to one store per client, cleared by
+      ``aclose()`` (a store the app passes is left as it is).
+    * ``transport_options`` (none): extra keyword arguments for the connector built from the URL.
     * ``clock`` (the system clock), ``rng`` (a private one): time and the retry jitter's random
       source (a :class:`~acp_client.testing.FakeClock` in tests).
-    * ``keep_transcripts`` (``True``): maintain a :class:`~acp_client.transcript.Transcript` per
-      session.
+    * ``keep_transcripts`` (``True``): keep a :class:`~acp_client.transcript.Transcript` per session.
     * ``replays_on_resume`` (``None``: detect): whether the agent replays the whole history during
-      a plain ``session/resume`` (some do). Detected by default: the first message of a resume
-      that repeats the start of the known history makes the rest of it a replay (de-duplicated in
-      the transcript, reported as a replay). ``True`` treats every resume's messages as replay,
-      ``False`` never does.
-    * ``retry_unsent_prompts`` (``False``): re-send, once recovery ends, a prompt that failed with
-      ``ConnectionLost(may_have_executed=False)`` (it never reached the agent). A prompt the agent
-      may have acted on is never re-sent.
-    * ``carry_lost_context`` (``False``): when the agent lost a session and recovery started a
-      new one, the next prompt carries the lost conversation as a text block before it (see
-      ``docs/conversation.md``).
+      a plain ``session/resume`` (some do). Detected: a resume whose first message repeats the
+      start of the known history is a replay (de-duplicated, reported as one). ``True``: every
+      resume is; ``False``: none is.
+    * ``retry_unsent_prompts`` (``False``): once recovery ends, re-send a prompt that failed with
+      ``ConnectionLost(may_have_executed=False)``; one the agent may have acted on never is.
+    * ``carry_lost_context`` (``False``): when recovery had to start a new session, the next
+      prompt carries the lost conversation as a text block before it (``docs/conversation.md``).
     * ``max_incoming_requests`` (64): agent→client requests handled at once per connection
       (more are refused with -32603 until one finishes).
     * ``session_store`` (none), ``session_store_key`` (the endpoint's key; required with a
       connector): keep the sessions in this :class:`~acp_client.store.SessionStore` (the app owns
       it); ``connect()`` recovers the ones stored for this endpoint (``docs/session-store.md``).
     * ``owner`` (host, pid and a random suffix), ``lease_duration`` (30 s), ``auto_adopt``
-      (``True``): with a shared store, the name this client owns its stored sessions under, how
-      long a lease lasts unless renewed (each third of it), and whether sessions nobody holds are
-      adopted automatically (each through ``Callbacks.decide_adoption`` when set).
-    * ``telemetry`` (on when the ``otel`` extra is installed): where spans and metrics go
+      (``True``): with a shared store, the name this client owns its sessions under, how long a
+      lease lasts unless renewed (each third of it), and whether sessions nobody holds are adopted
+      automatically (through ``Callbacks.decide_adoption`` when set).
+    * ``telemetry`` (on with the ``otel`` extra): where spans and metrics go
       (:class:`~acp_client.telemetry.Telemetry`, ``docs/telemetry.md``).
     """
 

@@ -58,11 +58,7 @@ def _shown(char: str) -> str:
         return "\u2421"
     if code < 0x20:
         return chr(0x2400 + code)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
+    return ascii(char)[1:-1]  # its Python escape: \x80, \u202e, \U000e0041
 
 
 def _multi_line(match: re.Match[str]) -> str:
@@ -78,11 +74,10 @@ def _one_line(match: re.Match[str]) -> str:
 def printable(text: str, *, one_line: bool = False) -> str:
     """``text`` made safe to show to a person: no character in it acts on a terminal or an editor.
 
-    Controls, escape sequences, bidirectional and other format characters are replaced by a visible
-    form (see the module's table); nothing is removed, so what the agent sent can still be read.
+    Each such character gets a visible form (see the module's table); nothing is removed, so what
+    the agent sent can still be read.
 
     Args:
-        text: Text from an agent (or anything else not trusted).
         one_line: For a place that holds one line (a banner, a status line, a list item): newlines,
             carriage returns, tabs and line separators become spaces too.
 

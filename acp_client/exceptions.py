@@ -11,9 +11,7 @@ callers never need to import those libraries to handle a failure.
     ├── TransportError                        the link to the agent failed or misbehaved
     │   ├── ConnectError                      could not establish a link (refused, DNS, handshake)
     │   │   ├── TlsVerificationError          the peer's certificate did not verify (fatal)
-    │   │   └── ConnectTimeout                the opening (TCP, TLS, handshake, initialize) took
-    │   │                                     longer than ``Timeouts.connect`` (also a
-    │   │                                     RequestTimeout and a TimeoutError)
+    │   │   └── ConnectTimeout                took longer than ``Timeouts.connect`` to open (also a RequestTimeout)
     │   ├── HttpStatusError                   an HTTP answer with an unexpected status
     │   │   ├── MissingHeader                 400: a required Acp-* header was absent
     │   │   ├── AuthenticationFailed          401 / 403
@@ -46,8 +44,7 @@ callers never need to import those libraries to handle a failure.
     ├── LoopThreadError (also RuntimeError)   a blocking sync call made on the event-loop thread
     ├── TurnInProgress                        a prompt while the session's turn is still running
     ├── SessionNotTracked                     this client does not track that session (no request sent)
-    │   └── SessionOwnershipLost              another client owns the stored session now, or this
-    │                                         client's lease ran out (no request sent)
+    │   └── SessionOwnershipLost              its lease was taken over or ran out (no request sent)
     ├── RecoveryFailed                        a session could not be recovered on any path
     └── SessionStoreError                     the session store cannot be used (``path``)
         ├── SessionStoreCorrupt               not a store database, or a damaged one (never written)
@@ -55,8 +52,7 @@ callers never need to import those libraries to handle a failure.
         ├── SessionStoreTooNew                written by a newer acp_client (schema version)
         ├── SessionStoreReadOnly              the store cannot be written by this process (refused at open)
         ├── SessionStoreBusy                  another process held the lock past the busy timeout
-        ├── SessionStoreFenced                a stale owner's write: another client holds the
-        │                                     session's lease now (nothing written)
+        ├── SessionStoreFenced                a stale owner's write: another client holds the lease (nothing written)
         ├── SessionStoreUnavailable           the database server cannot be reached (a write was not made)
         └── SessionStoreDriverMissing         the store's database driver is not installed (an extra)
 
@@ -131,15 +127,8 @@ class AcpError(Exception):
 
 
 class ConfigurationError(AcpError, ValueError):
-    """An app-supplied value is unsafe or invalid (raised before anything touches the wire).
-
-    Examples: a header value containing CR, LF or NUL; a relative path as a file-system root; a URL
-    with an unsupported scheme.
-    """
-
-
-# --------------------------------------------------------------------------------------------
-# Transport errors
+    """An app-supplied value is unsafe or invalid (a header with CR/LF/NUL, a relative file-system
+    root, an unsupported URL scheme); raised before anything touches the wire."""
 
 
 class TransportError(AcpError):
@@ -225,11 +214,7 @@ class ServiceUnavailable(HttpStatusError):
 
 
 class MessageTooLarge(TransportError):
-    """An inbound message exceeded its size cap (measured after decompression).
-
-    Attributes:
-        limit: The cap, in bytes.
-    """
+    """An inbound message exceeded its size cap of ``limit`` bytes (measured after decompression)."""
 
     def __init__(self, message: str, *, limit: int) -> None:
         super().__init__(message)
@@ -237,8 +222,7 @@ class MessageTooLarge(TransportError):
 
 
 class UnsafeRedirect(TransportError):
-    """The server redirected somewhere the client will not follow (another origin, https → http,
-    or any redirect of a JSON-RPC POST)."""
+    """A redirect the client will not follow: another origin, https → http, or any redirect of a JSON-RPC POST."""
 
     maybe_delivered = False
 
@@ -256,19 +240,11 @@ class TransportClosed(TransportError):
 
 
 class AgentExited(TransportClosed):
-    """The stdio agent process exited.
-
-    Attributes:
-        exit_code: The process's exit status (negative: killed by that signal number).
-    """
+    """The stdio agent process exited with ``exit_code`` (negative: killed by that signal)."""
 
     def __init__(self, reason: str, *, exit_code: int | None) -> None:
         super().__init__(reason)
         self.exit_code = exit_code
-
-
-# --------------------------------------------------------------------------------------------
-# Protocol errors (the peer broke the rules)
 
 
 class ProtocolError(AcpError):
@@ -276,11 +252,8 @@ class ProtocolError(AcpError):
 
 
 class MalformedFrame(ProtocolError):
-    """A frame could not be read as a JSON-RPC message.
-
-    Attributes:
-        excerpt: The start of the offending frame (at most 200 characters), for diagnostics.
-    """
+    """A frame could not be read as a JSON-RPC message; ``excerpt`` is its start (at most 200
+    characters), for diagnostics."""
 
     def __init__(self, message: str, *, excerpt: str = "") -> None:
         super().__init__(message)
@@ -304,22 +277,13 @@ class InvalidMessage(ProtocolError):
     """A well-formed JSON-RPC message whose ACP payload could not be decoded."""
 
 
-# --------------------------------------------------------------------------------------------
-# JSON-RPC error answers
-
 #: The most characters of a peer's input (a method name, ...) an error answer echoes back.
 _MAX_ECHOED_CHARS: Final = 128
 
 
-def _clip_echo(text: str, limit: int = _MAX_ECHOED_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying how long it was (for echoing peer input)."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text)} characters)"
-
-
 class RpcError(AcpError):
-    """The agent answered with a JSON-RPC error object.
+    """The agent answered with a JSON-RPC error object (:meth:`from_error` picks the subclass
+    declared with that ``code=``).
 
     Attributes:
         code: The JSON-RPC error code.
@@ -338,10 +302,13 @@ class RpcError(AcpError):
         self.data = data
         super().__init__(f"{self.message} (code {self.code})")
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, code: int | None = None, message: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "code" in cls.__dict__:
-            RpcError._by_code[cls.code] = cls
+        if message is not None:
+            cls.default_message = message
+        if code is not None:
+            cls.code = code
+            RpcError._by_code[code] = cls
 
     @classmethod
     def from_error(cls, code: int, message: str | None = None, data: Any = None) -> RpcError:
@@ -362,9 +329,11 @@ class RpcError(AcpError):
 
     @classmethod
     def method_not_found(cls, method: str) -> RpcError:
-        """``Method not found``, echoing at most the first 128 characters of
-        ``method`` (a peer must not turn a huge method name into a huge answer)."""
-        shown = _clip_echo(method)
+        """``Method not found``, echoing at most the first 128 characters of ``method`` (a peer
+        must not turn a huge method name into a huge answer)."""
+        shown = method
+        if len(method) > _MAX_ECHOED_CHARS:
+            shown = f"{method[:_MAX_ECHOED_CHARS]}... ({len(method)} characters)"
         return MethodNotFound(f"Method not found: {shown}", {"method": shown})
 
     @classmethod
@@ -376,72 +345,43 @@ class RpcError(AcpError):
         return SessionNotFound("Resource not found", {"sessionId": session_id})
 
 
-class ParseError(RpcError):
-    code = -32700
-    default_message = "Parse error"
+class ParseError(RpcError, code=-32700, message="Parse error"): ...
 
 
-class InvalidRequest(RpcError):
-    code = -32600
-    default_message = "Invalid request"
+class InvalidRequest(RpcError, code=-32600, message="Invalid request"): ...
 
 
-class MethodNotFound(RpcError):
-    code = -32601
-    default_message = "Method not found"
+class MethodNotFound(RpcError, code=-32601, message="Method not found"): ...
 
 
-class InvalidParams(RpcError):
-    code = -32602
-    default_message = "Invalid params"
+class InvalidParams(RpcError, code=-32602, message="Invalid params"): ...
 
 
-class InternalError(RpcError):
-    code = -32603
-    default_message = "Internal error"
+class InternalError(RpcError, code=-32603, message="Internal error"): ...
 
 
-class RequestCancelled(RpcError):
-    code = -32800
-    default_message = "Request cancelled"
+class RequestCancelled(RpcError, code=-32800, message="Request cancelled"): ...
 
 
-class AuthRequired(RpcError):
-    code = -32000
-    default_message = "Authentication required"
+class AuthRequired(RpcError, code=-32000, message="Authentication required"): ...
 
 
-class SessionNotFound(RpcError):
+class SessionNotFound(RpcError, code=-32002, message="Resource not found"):
     """-32002: the agent does not know the session (``data.sessionId`` names it)."""
-
-    code = -32002
-    default_message = "Resource not found"
 
     @property
     def session_id(self) -> str | None:
         """The session id from ``data.sessionId``, when the agent supplied it."""
-        if isinstance(self.data, dict):
-            value = self.data.get("sessionId")
-            if isinstance(value, str):
-                return value
-        return None
+        value = self.data.get("sessionId") if isinstance(self.data, dict) else None
+        return value if isinstance(value, str) else None
 
 
-class UnsupportedProtocolVersion(RpcError):
+class UnsupportedProtocolVersion(RpcError, code=-32022, message="Unsupported protocol version"):
     """-32022 (newer v2): the agent does not support the requested protocol version."""
-
-    code = -32022
-    default_message = "Unsupported protocol version"
-
-
-# --------------------------------------------------------------------------------------------
-# Client-side conditions
 
 
 class RequestTimeout(AcpError, TimeoutError):
-    """No answer arrived within the request's timeout. A ``$/cancel_request`` was sent.
-
-    Also a builtin :class:`TimeoutError`, so ``except TimeoutError`` catches it.
+    """No answer arrived within the request's timeout; a ``$/cancel_request`` was sent.
 
     Attributes:
         method: The request's method.
@@ -455,12 +395,8 @@ class RequestTimeout(AcpError, TimeoutError):
 
 
 class ConnectTimeout(ConnectError, RequestTimeout):
-    """Opening a link took longer than the connect timeout (``Timeouts.connect``), whatever the
-    transport and whatever the phase: TCP, TLS, the WebSocket handshake, or ``initialize``.
-
-    One type for ``ws://``, ``http://`` and ``stdio:``: it is a :class:`ConnectError` (nothing was
-    established; reconnecting may help), a :class:`RequestTimeout` whose ``method`` is
-    ``"initialize"``, and a builtin :class:`TimeoutError`.
+    """Opening a link (TCP, TLS, the WebSocket handshake or ``initialize``) took longer than
+    ``Timeouts.connect``: nothing was established (reconnecting may help); ``method`` is ``"initialize"``.
 
     Attributes:
         timeout: The connect timeout that expired, in seconds (``None`` when not known).
@@ -487,13 +423,7 @@ class ConnectionLost(AcpError):
         cause: The transport error that ended the connection, when known.
     """
 
-    def __init__(
-        self,
-        method: str,
-        *,
-        may_have_executed: bool,
-        cause: BaseException | None = None,
-    ) -> None:
+    def __init__(self, method: str, *, may_have_executed: bool, cause: BaseException | None = None) -> None:
         detail = "may have executed" if may_have_executed else "was not sent"
         reason = f": {cause}" if cause is not None else ""
         super().__init__(f"connection lost while {method} was pending ({detail}){reason}")
@@ -503,12 +433,7 @@ class ConnectionLost(AcpError):
 
 
 class CapabilityNotSupported(AcpError):
-    """The agent did not advertise the capability this call needs; nothing was sent.
-
-    Attributes:
-        method: The method that was not called.
-        capability: Where the capability would have been advertised (a dotted path).
-    """
+    """The agent did not advertise ``capability`` (a dotted path), which ``method`` needs; nothing was sent."""
 
     def __init__(self, method: str, capability: str) -> None:
         super().__init__(f"the agent does not advertise {capability}, required by {method}")
@@ -531,9 +456,8 @@ class QueueFull(AcpError):
 class LoopThreadError(AcpError, RuntimeError):
     """A blocking method was called on the event-loop thread it would have to wait for.
 
-    The call would deadlock (the loop cannot run the work while it waits), so nothing was done.
-    Call it from another thread, or ``await`` the :class:`~acp_client.AcpClient` (the
-    facade's :attr:`SyncAcpClient.client`) when already on the loop.
+    It would deadlock, so nothing was done. Call it from another thread, or ``await`` the
+    :class:`~acp_client.AcpClient` (:attr:`SyncAcpClient.client`) when already on the loop.
     """
 
 
@@ -542,13 +466,8 @@ class TurnInProgress(AcpError):
 
 
 class SessionNotTracked(AcpError):
-    """This client does not track the session (it never opened it, closed or forgot it, or
-    recovery abandoned it). Raised locally, before anything is sent: unlike
-    :class:`SessionNotFound`, the agent was not asked.
-
-    Attributes:
-        session_id: The id that was looked up.
-    """
+    """This client does not track ``session_id`` (never opened, closed, forgotten, or abandoned by recovery). Raised
+    before anything is sent: unlike :class:`SessionNotFound`, the agent was not asked."""
 
     def __init__(self, session_id: str, message: str | None = None) -> None:
         super().__init__(message or f"this client does not track session {session_id!r}")
@@ -556,13 +475,12 @@ class SessionNotTracked(AcpError):
 
 
 class SessionOwnershipLost(SessionNotTracked):
-    """This client no longer owns the stored session (a shared session store): another client
-    took its lease over, or the lease could not be renewed before it ran out on this client's own
-    clock. Nothing was sent for the call that raises it; a turn running when ownership was lost
-    fails with it and is never reported as ended. ``Callbacks.on_ownership_lost`` was told.
+    """Another client took this one's lease on the stored session, or it ran out before renewal.
+
+    Nothing was sent; a turn running then fails with it and is never reported as ended.
+    ``Callbacks.on_ownership_lost`` was told.
 
     Attributes:
-        session_id: The session.
         owner: This client's owner name.
         holder: The owner that holds it now, when known.
     """
@@ -574,21 +492,13 @@ class SessionOwnershipLost(SessionNotTracked):
 
 
 class RecoveryFailed(AcpError):
-    """A session could not be recovered on any path.
-
-    Attributes:
-        session_id: The session that was lost.
-        cause: The last error seen while recovering it, when any.
-    """
+    """``session_id`` could not be recovered on any path; ``cause`` is the last error seen while
+    recovering it, if any."""
 
     def __init__(self, session_id: str, message: str, *, cause: BaseException | None = None) -> None:
         super().__init__(f"session {session_id}: {message}")
         self.session_id = session_id
         self.cause = cause
-
-
-# --------------------------------------------------------------------------------------------
-# Session store
 
 
 class SessionStoreError(AcpError):
@@ -605,22 +515,16 @@ class SessionStoreError(AcpError):
 
 
 class SessionStoreCorrupt(SessionStoreError):
-    """The store is not a store database, or a damaged one (an SQLite file that is not a database;
-    our identity without our tables; a record that cannot be decoded). It is never written to."""
+    """Not a store database, or a damaged one (not SQLite; our identity without our tables; an
+    undecodable record). Never written to."""
 
 
 class SessionStoreForeign(SessionStoreError):
-    """The store holds another application's data (an SQLite database of another application; a
-    PostgreSQL schema with tables that are not ours). It is never written to."""
+    """Another application's database, or a PostgreSQL schema with tables not ours. Never written to."""
 
 
 class SessionStoreTooNew(SessionStoreError):
-    """The store was written by a newer acp_client whose schema this version cannot use.
-
-    Attributes:
-        version: The store's schema version.
-        supported: The newest schema version this acp_client knows.
-    """
+    """Written by a newer acp_client: schema ``version``, where this one knows up to ``supported``."""
 
     def __init__(self, message: str, *, path: str, version: int, supported: int) -> None:
         super().__init__(message, path=path)
@@ -629,9 +533,8 @@ class SessionStoreTooNew(SessionStoreError):
 
 
 class SessionStoreReadOnly(SessionStoreError):
-    """The store file, or the directory it is in (where SQLite keeps its ``-wal`` and ``-shm``
-    files), cannot be written by this process. Refused when the store is opened, so no save fails
-    later. ``path`` is what cannot be written."""
+    """``path`` (the store file, or its directory, where SQLite keeps ``-wal`` and ``-shm``) cannot
+    be written by this process; refused when the store is opened, so no save fails later."""
 
 
 class SessionStoreBusy(SessionStoreError):
@@ -639,8 +542,8 @@ class SessionStoreBusy(SessionStoreError):
 
 
 class SessionStoreFenced(SessionStoreError):
-    """A write carried a fence (owner and fencing token) that no longer holds the session: another
-    client took the session over (or deleted it), so this writer is stale and nothing was written.
+    """A write's fence (owner and fencing token) no longer holds the session: another client took
+    it over (or deleted it), so this writer is stale and nothing was written.
 
     Attributes:
         session_id: The session.
@@ -672,8 +575,7 @@ class SessionStoreFenced(SessionStoreError):
     def refused(
         cls, path: str, session_id: str, *, owner: str, token: int | None, holder: str | None, holder_token: int | None
     ) -> SessionStoreFenced:
-        """The error for a write by ``owner`` with ``token`` that the session's lease refused, worded
-        the same by every store."""
+        """The error for a write the session's lease refused, worded the same by every store."""
         now = f"held by {holder!r} (token {holder_token})" if holder is not None else "not held by it any more"
         return cls(
             f"session store {path}: session {session_id!r} is {now}: {owner!r} (token {token}) was refused",
@@ -687,9 +589,8 @@ class SessionStoreFenced(SessionStoreError):
 
 
 class SessionStoreUnavailable(SessionStoreError):
-    """The store's database server cannot be reached: refused, down, or the connection was lost
-    and could not be made again within the store's reconnect timeout. The call was not made
-    (a write raising this was not written, or its outcome is unknown when the message says so)."""
+    """The database server cannot be reached (refused, down, or lost past the store's reconnect
+    timeout). The call was not made, or the message says its outcome is unknown."""
 
 
 class SessionStoreDriverMissing(SessionStoreError):

@@ -1,15 +1,9 @@
 """Endpoint groups: several instances of one agent that a client uses as one endpoint.
 
-:class:`~acp_client.AcpClient` takes a URL, a connector, or an :class:`EndpointGroup`. With a URL
-or a connector it has one link and knows nothing more. With a group it asks the group once, when
-it is built, for a :class:`LinksPlan`, and from then on talks to the group's links through the
-same seam as to its own single link (:mod:`acp_client._link._links`): the group brings the links (one
-per instance, placement, failover), the client keeps everything else. So a client of one endpoint
-never meets, nor imports, the code for several (as httpx's ``_transport_for_url`` meets its
-``mounts`` only when there are some).
-
-The library's group is described in ``docs/many-instances.md``; an app has no need to implement
-one.
+Given a group, :class:`~acp_client.AcpClient` asks it once for a :class:`LinksPlan` and talks to
+its links through the same seam as to its own single link (:mod:`acp_client._link._links`): the
+group brings the links (placement, failover), the client keeps everything else. A client of one
+endpoint never imports the code for several. The library's group: ``docs/many-instances.md``.
 """
 
 from __future__ import annotations
@@ -32,11 +26,10 @@ class LinksPlan:
 
     Attributes:
         build: Makes the links from the engine's parts (called once, by the client's engine).
-        first: The first instance's connector (:attr:`AcpClient.connector
-            <acp_client.AcpClient.connector>`).
-        store_key: The key the client files its sessions under in a session store, when the group
+        first: The first instance's connector (``AcpClient.connector``).
+        store_key: The key the client files its sessions under in a session store, if the group
             can name one (``None``: ``session_store_key`` is required).
-        endpoints: The instances (:attr:`AcpClient.endpoints <acp_client.AcpClient.endpoints>`).
+        endpoints: The instances (``AcpClient.endpoints``).
     """
 
     build: LinksFactory

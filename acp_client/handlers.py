@@ -6,12 +6,10 @@ agent asks                     the client answers
 session/request_permission     the app's ``permission`` handler; without one: ``cancelled``
 fs/read_text_file, write       only when the app passes a :class:`FileSystemPolicy`; paths must
                                be absolute and resolve (symlinks followed) under an allowed
-                               root, compared by path component; otherwise method-not-found.
-                               Only regular files are opened (never a FIFO or device). A write
-                               to a protected path (``.git/hooks/*``, ``.bashrc``, ... see
-                               :data:`DEFAULT_PROTECTED_PATHS`) always asks the ``permission``
-                               handler first and is refused without one; no write leaves a
-                               file executable
+                               root, compared by path component; only regular files are opened;
+                               a write to a protected path (:data:`DEFAULT_PROTECTED_PATHS`)
+                               needs the ``permission`` handler's yes; no write leaves a file
+                               executable; otherwise method-not-found
 terminal/*                     only when the app passes a :class:`TerminalHandler`
 elicitation/create             the app's ``elicitation`` handler; without one: ``cancel``
 anything else                  the app's ``extension`` handler for ``_``-prefixed methods;
@@ -106,18 +104,12 @@ class TerminalHandler(Protocol):
     async def release(self, request: ReleaseTerminalRequest) -> None: ...
 
 
-def _absolute_roots(_instance: Any, _attribute: Any, roots: tuple[Path, ...] | None) -> None:
-    if roots is None:
-        return
-    for root in roots:
+def _to_roots(value: Sequence[str | os.PathLike[str]] | None) -> tuple[Path, ...] | None:
+    roots = None if value is None else tuple(Path(item) for item in value)
+    for root in roots or ():
         if not root.is_absolute():
             raise ConfigurationError(f"file-system root must be absolute: {root}")
-
-
-def _to_roots(value: Sequence[str | os.PathLike[str]] | None) -> tuple[Path, ...] | None:
-    if value is None:
-        return None
-    return tuple(Path(item) for item in value)
+    return roots
 
 
 def _to_patterns(value: Sequence[str]) -> tuple[str, ...]:
@@ -136,16 +128,15 @@ class FileSystemPolicy:
         roots: The allowed roots. ``None`` (the default) means each session's own roots: its
             ``cwd`` and additional directories. An empty tuple allows nothing.
         max_read_bytes: The largest file ``fs/read_text_file`` will return.
-        protected_paths: Paths whose writes always ask the app's ``permission`` handler (and are
-            refused when there is none), even with ``write`` on: VCS hooks and config, shell
-            start-up files, editor/workspace settings, direnv, CI and package-manager configs
-            (:data:`DEFAULT_PROTECTED_PATHS`; pattern syntax in :mod:`acp_client._util._fs_guard`).
-            Extend it with ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
+        protected_paths: Paths whose writes always ask the app's ``permission`` handler (refused
+            without one), even with ``write`` on. :data:`DEFAULT_PROTECTED_PATHS` (VCS hooks, shell
+            start-up files, editor, CI and package-manager configs, ...; pattern syntax in
+            :mod:`acp_client._util._fs_guard`) extends as ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
     """
 
     read: bool = True
     write: bool = False
-    roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots, validator=_absolute_roots)
+    roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots)
     max_read_bytes: int = _DEFAULT_MAX_READ_BYTES
     protected_paths: tuple[str, ...] = attrs.field(default=DEFAULT_PROTECTED_PATHS, converter=_to_patterns)
 
@@ -157,8 +148,7 @@ class FileSystemPolicy:
         """The real path ``path`` names, if the policy allows it.
 
         Raises:
-            InvalidParams: The path is not absolute, contains NUL, does not exist (for a read),
-                or resolves outside every allowed root.
+            InvalidParams: Not absolute, contains NUL, missing (for a read), or outside every root.
         """
         if not isinstance(path, str) or "\x00" in path:
             raise InvalidParams("path must be a string without NUL")
@@ -190,7 +180,15 @@ def _handler(instance: object, attribute: attrs.Attribute[Any], value: object) -
         )
 
 
-_TERMINAL_METHODS = ("create", "output", "wait_for_exit", "kill", "release")
+#: Each ``terminal/*`` method: the :class:`TerminalHandler` method that answers it, and its request type.
+_TERMINAL: dict[str, tuple[str, type[Any]]] = {
+    "terminal/create": ("create", CreateTerminalRequest),
+    "terminal/output": ("output", TerminalOutputRequest),
+    "terminal/wait_for_exit": ("wait_for_exit", WaitForTerminalExitRequest),
+    "terminal/kill": ("kill", KillTerminalCommandRequest),
+    "terminal/release": ("release", ReleaseTerminalRequest),
+}
+_TERMINAL_METHODS = tuple(name for name, _ in _TERMINAL.values())
 
 
 def _terminal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -242,14 +240,8 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
 
 
 class RequestRouter:
-    """Routes one agent→client request to the app's handlers (internal).
-
-    Args:
-        handlers: The app's handlers.
-        session_roots: Returns the allowed roots of a session id (its cwd + additional
-            directories), used when the file-system policy has no roots of its own.
-        protocol_version: Returns the negotiated protocol version.
-    """
+    """Routes each agent→client request to the app's handlers (internal). ``session_roots`` gives
+    a session's roots (cwd + additional directories) for a policy without roots of its own."""
 
     def __init__(
         self,
@@ -342,11 +334,8 @@ class RequestRouter:
         raise RpcError.method_not_found(method)
 
     async def _confirm_protected_write(self, write: WriteTextFileRequest, path: Path) -> None:
-        """Ask the app's permission handler about a write to a protected path.
-
-        Raises:
-            InvalidParams: No handler, or it did not pick "allow".
-        """
+        """Ask the app's permission handler about a write to a protected path; raise
+        ``InvalidParams`` unless it picks "allow"."""
         title = f"Write to {path} (a configuration or hook file that can run code later)"
         tool_call = ToolCallUpdate(
             tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",
@@ -374,25 +363,28 @@ class RequestRouter:
         raise InvalidParams(f"writing {write.path!r} needs the user's permission, not given", {"path": write.path})
 
     async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
-        if method == "terminal/create":
-            return self._encode(await terminal.create(self._decode(CreateTerminalRequest, params)))
-        if method == "terminal/output":
-            return self._encode(await terminal.output(self._decode(TerminalOutputRequest, params)))
-        if method == "terminal/wait_for_exit":
-            return self._encode(await terminal.wait_for_exit(self._decode(WaitForTerminalExitRequest, params)))
-        if method == "terminal/kill":
-            await terminal.kill(self._decode(KillTerminalCommandRequest, params))
-            return {}
-        if method == "terminal/release":
-            await terminal.release(self._decode(ReleaseTerminalRequest, params))
-            return {}
-        raise RpcError.method_not_found(method)
+        if method not in _TERMINAL:
+            raise RpcError.method_not_found(method)
+        name, request_type = _TERMINAL[method]
+        answer = await getattr(terminal, name)(self._decode(request_type, params))
+        return {} if name in ("kill", "release") else self._encode(answer)
 
 
 def _confined_read(policy: FileSystemPolicy, request: ReadTextFileRequest, roots: Sequence[Path]) -> str:
     """Resolve and read in a worker thread (file I/O never blocks the event loop)."""
+    cap = policy.max_read_bytes
     path = policy.resolve(request.path, roots, for_write=False)
-    return _read_text(path, request.line, request.limit, policy)
+    data = read_regular_file(path, cap)  # a FIFO or device could block or never end: refused
+    if len(data) > cap:
+        raise InvalidParams(f"file is larger than {cap} bytes")
+    # What read_text() gave before the read was bounded: universal newlines.
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    if request.line is None and request.limit is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    start = max(0, (request.line or 1) - 1)
+    end = len(lines) if request.limit is None else start + max(0, request.limit)
+    return "".join(lines[start:end])
 
 
 def _confined_write(
@@ -403,18 +395,3 @@ def _confined_write(
     if path != checked:  # moved under us while the user was asked: not what was approved
         raise InvalidParams(f"the path changed while the write was pending: {request.path!r}")
     write_regular_file(path, request.content)
-
-
-def _read_text(path: Path, line: int | None, limit: int | None, policy: FileSystemPolicy) -> str:
-    cap = policy.max_read_bytes
-    data = read_regular_file(path, cap)  # a FIFO or device could block or never end: refused
-    if len(data) > cap:
-        raise InvalidParams(f"file is larger than {cap} bytes")
-    # What read_text() gave before the read was bounded: universal newlines.
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-    if line is None and limit is None:
-        return text
-    lines = text.splitlines(keepends=True)
-    start = max(0, (line or 1) - 1)
-    end = len(lines) if limit is None else start + max(0, limit)
-    return "".join(lines[start:end])

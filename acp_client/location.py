@@ -1,11 +1,8 @@
 """Where a session is: the instances of an agent, what each said about a session, and the route.
 
-An :class:`Endpoint` names one instance. Asking instances ``session/status`` for one session
-(:meth:`acp_client.AcpClient.locate`, or a ``locate()`` over a list of endpoints) gives a :class:`Location`:
-every instance's :class:`InstanceAnswer`, in one vocabulary (:class:`~acp_client.state.Probe`).
-:meth:`Location.route` applies the decision table of :mod:`acp_client._recovery._decisions` and names the
-one instance a session goes to (:class:`Route`). These are values, no I/O: a single-endpoint
-client's answer is a location of one instance.
+An :class:`Endpoint` names one instance. :meth:`acp_client.AcpClient.locate` gives a
+:class:`Location`: every instance's :class:`InstanceAnswer`; :meth:`Location.route` names the
+instance a session goes to (:class:`Route`). Values only, no I/O.
 """
 
 from __future__ import annotations
@@ -32,9 +29,8 @@ class Endpoint:
     """One instance of the agent.
 
     Attributes:
-        url: ``ws://``, ``wss://``, ``http://``, ``https://`` (see
-            :func:`~acp_client.transports.connector_for`); with ``connector`` set, any label. Its repr
-            shows it redacted, as ``name`` does.
+        url: ``ws://``, ``wss://``, ``http://``, ``https://``; with ``connector`` set, any label.
+            Its repr shows it redacted.
         name: A short name for logs, outcomes, handles and span attributes (default: ``url``
             redacted: user-info and the values of secret-looking query parameters are ``***``).
         connector: Opens links to this instance instead of a connector built from ``url``
@@ -42,12 +38,8 @@ class Endpoint:
     """
 
     url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
-    name: str = attrs.field()
+    name: str = attrs.field(default=attrs.Factory(lambda self: redact_url(self.url), takes_self=True))
     connector: Connector | None = attrs.field(default=None, eq=False, repr=False)
-
-    @name.default
-    def _name_default(self) -> str:
-        return redact_url(self.url)
 
     @classmethod
     def of(cls, value: str | Connector | Endpoint) -> Endpoint:
@@ -59,8 +51,7 @@ class Endpoint:
         return cls(value.target, connector=value)
 
     def open(self, **options: Any) -> Connector:
-        """The connector for this instance: ``connector``, or one built from ``url`` with
-        ``options`` (``headers``, ``tls``, ``cookies``, ``limits``, transport options).
+        """``connector``, or one built from ``url`` with ``options`` (``headers``, ``tls``, ...).
 
         Raises:
             ConfigurationError: ``url`` has an unsupported scheme.
@@ -100,8 +91,7 @@ class InstanceAnswer:
         state: The v2 foreground state snapshot, when reported.
         agent: The identity the instance gave in ``initialize`` (``agentInfo`` / ``info``).
         elapsed: Seconds from the start of the locate to this answer.
-        error: Why the instance is ``unreachable`` (a connect error, a timeout, the missing
-            ``session/status`` capability, an error answer...), else ``None``.
+        error: Why the instance is ``unreachable`` (a connect error, a timeout, ...), else ``None``.
     """
 
     endpoint: Endpoint
@@ -162,13 +152,9 @@ class Location:
         raise KeyError(str(endpoint))
 
     def route(self, home: str | Endpoint | None = None) -> Route[Endpoint]:
-        """The fan-out decision for this session (no placement: a new session's ``endpoint`` is
-        ``None`` and ``candidates`` lists the reachable instances).
-
-        "First" among several ``inactive`` (or ``active``) instances is the first to answer.
-
-        Args:
-            home: The instance the session lived on (endpoint or name), if known.
+        """The fan-out decision for this session, given the instance it lived on (``home``), if
+        known. Among several ``inactive`` (or ``active``) instances the first to answer wins; a
+        new session's ``endpoint`` is ``None`` and ``candidates`` lists the reachable instances.
 
         Raises:
             KeyError: ``home`` is not one of the instances.

@@ -1,21 +1,16 @@
 """The reconnect retry policy: plain knobs outside, tenacity inside.
 
-:class:`RetryPolicy` is a frozen value the app configures. The supervisor turns it into a
-``tenacity.AsyncRetrying`` controller with :func:`reconnect_attempts`, giving it the client's clock
-(so a fake clock drives the delays in tests) and an interruptible sleep (so
-``notify_network_available()`` can skip the current wait). No tenacity type leaves this module.
+:class:`RetryPolicy` is a frozen value the app configures; :func:`reconnect_attempts` runs it as a
+``tenacity.AsyncRetrying`` loop on the client's clock (so a fake clock drives the delays in tests)
+and an interruptible sleep (``notify_network_available()`` skips the wait). No tenacity type
+leaves this module.
 
 Delays use exponential backoff with *full jitter*: attempt ``n`` waits a uniformly random time in
 ``[0, min(max_delay, initial_delay * multiplier ** (n - 2))]`` (or exactly that ceiling when
 ``jitter`` is off; attempt 1 goes at once, or after ``first_attempt_delay``). A server's
 ``Retry-After`` (429/503) raises the wait to at least what it asked, capped by ``max_retry_after``.
-Past ``suspend_after`` the ceiling is ``suspended_delay``.
-
-tenacity runs the loop with its own strategies (``wait_exponential``, ``stop_after_attempt``,
-``stop_any``, ``retry_if_exception``, ``before_sleep``); what it has no knob for — jitter from an
-injected random source, the suspended cadence, ``Retry-After``, a time limit on the client's clock
-— are small strategies of ours composed with them. ``RetryPolicy.delay`` / ``gives_up`` evaluate
-the same strategies, so the documented delays and the loop cannot drift apart.
+Past ``suspend_after`` the ceiling is ``suspended_delay``. ``RetryPolicy.delay`` / ``gives_up``
+evaluate the loop's own strategies, so the documented delays and the loop cannot drift apart.
 """
 
 from __future__ import annotations
@@ -63,12 +58,11 @@ class RetryPolicy:
         jitter: Full jitter (a uniformly random wait up to the ceiling). Off: wait the ceiling.
         first_attempt_delay: Wait before the first attempt after a drop.
         max_attempts: Give up after this many failed attempts in one outage (``None``: never).
-            Attempts are numbered within their outage (``ConnectionState.attempt`` is 1 at the
-            start of every outage), whatever backoff ``reset_after`` carried over.
+            Every outage counts from 1 (``ConnectionState.attempt``), whatever backoff
+            ``reset_after`` carried over.
         max_elapsed: Give up after this long down, in seconds (``None``: never).
-        reset_after: A connection must stay up this long before the next outage starts its
-            backoff from the beginning again; after a shorter-lived one the delays continue
-            where the last outage's ended (the attempts of the new outage still count from 1).
+        reset_after: How long a connection must stay up for the next outage's backoff to start
+            over; after a shorter-lived one the delays go on where the last outage's ended.
         suspend_after: After this long down the client goes ``suspended``: queued and new
             requests fail with :class:`~acp_client.exceptions.ClientSuspended`, and retries
             continue every ``suspended_delay`` seconds (``None``: never suspend).
@@ -114,22 +108,17 @@ class RetryPolicy:
         retry_after: float | None = None,
         rng: random.Random | None = None,
     ) -> float:
-        """The wait before ``attempt``, in seconds (what the reconnect loop's tenacity strategies
-        compute, for these inputs).
+        """The wait before ``attempt`` (1-based, in backoff steps), in seconds, as the loop computes it.
 
         Args:
-            attempt: 1-based attempt number, counted in backoff steps (an outage that carries the
-                backoff of a short-lived connection is further along).
             elapsed: Seconds since the outage began (selects the suspended cadence).
             retry_after: The server's ``Retry-After`` from the last failure, if any.
             rng: The random source for jitter (a seeded one makes tests repeatable).
         """
         if attempt <= 1:
-            wait: tenacity.wait.wait_base = tenacity.wait_fixed(self.first_attempt_delay)
-            wait = _RetryAfter(wait, self.max_retry_after, lambda _: retry_after)
-        else:
-            wait = _backoff(self, steps_before=0, elapsed=lambda: elapsed, rng=rng, asked=lambda _: retry_after)
-        return float(wait(_after_failures(max(1, attempt - 1))))
+            return float(_at_least_asked(self.first_attempt_delay, retry_after, self.max_retry_after))
+        wait = _backoff(self, steps_before=0, elapsed=lambda: elapsed, rng=rng, asked=lambda _: retry_after)
+        return float(wait(_after_failures(attempt - 1)))
 
     def gives_up(self, failed_attempts: int, elapsed: float) -> bool:
         """Whether the policy is exhausted after ``failed_attempts`` failures, ``elapsed`` s down."""
@@ -166,11 +155,9 @@ class Attempt:
     last_error: BaseException | None
 
 
-# -- tenacity's strategies, under the knobs ------------------------------------------------------------------
-#
-# tenacity computes the exponential ceiling, counts the attempts and runs the loop; the few
-# strategies below add what it has no knob for. Each reads time from the client's clock (tenacity's
-# own timing is the real clock), so a fake clock runs an outage in milliseconds.
+# tenacity computes the exponential ceiling, counts the attempts and runs the loop; the strategies
+# below add what it has no knob for. Each reads time from the client's clock (tenacity's own timing
+# is the real clock), so a fake clock runs an outage in milliseconds.
 
 _RANDOM = random.Random()
 _EVALUATE = tenacity.Retrying()  # only the owner of the call states RetryPolicy.delay evaluates
@@ -195,42 +182,9 @@ def _exponential(policy: RetryPolicy, steps_before: int) -> tenacity.wait_expone
     )
 
 
-@attrs.define
-class _Suspended(tenacity.wait.wait_base):
-    """``normal`` until the outage is ``after`` seconds old on the clock, then ``suspended``."""
-
-    normal: tenacity.wait.wait_base
-    suspended: tenacity.wait.wait_base
-    after: float | None
-    elapsed: Callable[[], float]
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        late = self.after is not None and self.elapsed() >= self.after
-        return (self.suspended if late else self.normal)(retry_state)
-
-
-@attrs.define
-class _FullJitter(tenacity.wait.wait_base):
-    """A uniformly random wait up to what ``ceiling`` says (from the injected random source)."""
-
-    ceiling: tenacity.wait.wait_base
-    rng: random.Random
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        return self.rng.uniform(0.0, self.ceiling(retry_state))
-
-
-@attrs.define
-class _RetryAfter(tenacity.wait.wait_base):
-    """At least what the server's ``Retry-After`` asked for (at most ``cap``)."""
-
-    wait: tenacity.wait.wait_base
-    cap: float
-    asked: Callable[[tenacity.RetryCallState], float | None]
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        wait, asked = self.wait(retry_state), self.asked(retry_state)
-        return min(asked, self.cap) if asked is not None and asked > wait else wait
+def _at_least_asked(wait: float, asked: float | None, cap: float) -> float:
+    """``wait``, raised to what the server's ``Retry-After`` asked for (at most ``cap``)."""
+    return min(asked, cap) if asked is not None and asked > wait else wait
 
 
 @attrs.define
@@ -251,13 +205,19 @@ def _backoff(
     elapsed: Callable[[], float],
     rng: random.Random | None,
     asked: Callable[[tenacity.RetryCallState], float | None],
-) -> tenacity.wait.wait_base:
-    wait: tenacity.wait.wait_base = _Suspended(
-        _exponential(policy, steps_before), tenacity.wait_fixed(policy.suspended_delay), policy.suspend_after, elapsed
-    )
-    if policy.jitter:
-        wait = _FullJitter(wait, rng or _RANDOM)
-    return _RetryAfter(wait, policy.max_retry_after, asked)
+) -> Callable[[tenacity.RetryCallState], float]:
+    """The wait strategy: tenacity's exponential ceiling (``suspended_delay`` once the outage is
+    ``suspend_after`` old on the clock), full jitter from ``rng``, then ``Retry-After``."""
+    exponential = _exponential(policy, steps_before)
+    source = rng or _RANDOM
+
+    def wait(retry_state: tenacity.RetryCallState) -> float:
+        suspended = policy.suspend_after is not None and elapsed() >= policy.suspend_after
+        ceiling = float(policy.suspended_delay) if suspended else exponential(retry_state)
+        delay = source.uniform(0.0, ceiling) if policy.jitter else ceiling
+        return _at_least_asked(delay, asked(retry_state), policy.max_retry_after)
+
+    return wait
 
 
 def _stop(policy: RetryPolicy, *, attempts_before: int, elapsed: Callable[[], float]) -> tenacity.stop.stop_base:
@@ -295,26 +255,17 @@ async def reconnect_attempts(
     on_wait: OnWait | None = None,
     attempt_fn: Callable[[Attempt], Awaitable[Any]],
 ) -> Any:
-    """Run ``attempt_fn`` until it succeeds, under ``policy``: tenacity's loop and strategies.
-
-    Attempts are numbered within the outage (1, 2, ...); the backoff may be further along than
-    the number says, when the connection before it did not stay up for ``policy.reset_after``.
+    """Run ``attempt_fn`` until it succeeds under ``policy``, and return what it returned.
 
     Args:
-        policy: The knobs.
         clock: Measures how long the outage has lasted (``max_elapsed``, ``suspend_after``).
         sleep: Waits between attempts (the supervisor's, interruptible by the app).
         started_at: ``clock.monotonic()`` when the outage began.
         attempts_before: Attempts this outage already made (a link that dropped again during its
-            recovery): the numbering and ``max_attempts`` continue from there.
+            recovery): the numbering (1, 2, ... within the outage) and ``max_attempts`` go on.
         backoff_from: Backoff steps carried over from a connection that lived shorter than
-            ``policy.reset_after``: the delays continue from there (the numbering does not).
-        rng: Random source for jitter.
+            ``policy.reset_after``: the delays go on from there (the numbering does not).
         on_wait: Called before each wait with ``(attempt, delay, last_error)``.
-        attempt_fn: Makes one attempt; raise to fail it.
-
-    Returns:
-        What the successful ``attempt_fn`` returned.
 
     Raises:
         BaseException: The last error when it is not worth retrying or the policy is exhausted.

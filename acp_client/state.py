@@ -62,8 +62,6 @@ class Continuity(str, enum.Enum):
 
     ``bool(continuity)`` is ``True`` only for ``KEPT``: ``if outcome.continuity:`` means proven.
     ``str()`` and f-strings give the value (``"kept"``), as JSON does.
-    The members order from weakest to strongest: ``LOST < UNVERIFIED < KEPT``
-    (:meth:`weaker`).
     """
 
     KEPT = "kept"
@@ -117,7 +115,6 @@ class ConnectionState:
     """One observable state of the client.
 
     Attributes:
-        state: The kind of state.
         attempt: The reconnect attempt number (``reconnecting`` and ``suspended``).
         retry_in: Seconds until that attempt starts (``reconnecting`` and ``suspended``).
         cause: Why the client is in this state (the drop reason, the fatal error), if any.
@@ -150,11 +147,10 @@ class RecoveryContext:
         proposed: The path the decision table picked.
         protocol_version: The version negotiated on the new connection.
         capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
-        endpoint: With several endpoints: the name of the instance this recovery runs on (where
-            the proposed path would send its calls); ``None`` for a single-endpoint client.
+        endpoint: With several endpoints: the instance this recovery runs on; ``None`` otherwise.
         also_active: With several endpoints: the other instances that also claimed the session
             ``active``. Conflicting claims close no copy: the recorded home (else the first
-            instance) is proposed, and the hook may choose otherwise (``abandon``, ``new_session``).
+            instance) is proposed, and the hook may choose otherwise.
     """
 
     session_id: str
@@ -179,28 +175,22 @@ class RecoveryOutcome:
         session_id: The id to use from now on (a new one on the new-session path; ``None`` when
             abandoned).
         continuity: Whether the agent still holds the conversation, from evidence only
-            (:class:`Continuity`; docs/conversation.md). A replay (``session/load``, a v2 resume
-            with ``replayFrom``, a resume that replayed) is ``KEPT`` only when it brought back
-            every completed turn the client holds, else ``LOST`` (the notes name what is
-            missing). A resume is ``KEPT`` when the agent's ``session/status`` said the session
-            was active in memory and the process is not known to be a new one, or when the same
-            live agent process held it (and did not say it let go of it); after the agent
-            process was restarted (a stdio agent respawned), or with no such evidence (no
-            probe), it is ``UNVERIFIED`` (the notes say why). A new session and an abandoned one
-            are ``LOST``.
-        probe: The normalized probe answer.
-        raw_status: The status string on the wire, if any.
-        state: The v2 foreground state snapshot, if reported.
+            (:class:`Continuity`; docs/conversation.md says when). A replay is ``KEPT`` only
+            when it brought back every completed turn the client holds, else ``LOST``; a resume
+            is ``KEPT`` when the agent said the session was active in memory or the same live
+            agent process held it, else ``UNVERIFIED`` (a respawned agent, no probe); a new
+            session and an abandoned one are ``LOST``. The notes say why.
+        probe: The normalized probe answer (``raw_status`` and ``state`` as in
+            :class:`RecoveryContext`).
         steps: The calls made, in order, with how each ended (``"ok"``, ``"not_found"``, ...).
         notes: Degradations and fallbacks, in words.
         replayed_updates: How many ``session/update`` notifications the replay delivered.
         lost_turns: On the new-session path: how many turns the agent lost (they stay in the
-            handle's transcript as an earlier segment marked lost; docs/conversation.md).
+            handle's transcript as an earlier segment marked lost).
         duration: Seconds the recovery of this session took (probe included).
         error: The last error, when the session was abandoned after failures.
-        endpoint: With several endpoints: the name of the instance the session ended on (where
-            it lives now, or where the last step was tried when abandoned); ``None`` for a
-            single-endpoint client.
+        endpoint: With several endpoints: the instance the session ended on (or where the last
+            step was tried when abandoned); ``None`` otherwise.
     """
 
     path: RecoveryPath
@@ -264,7 +254,6 @@ class UpdateEvent:
         update: The decoded update (an ``Unknown...`` value keeps unrecognized variants).
         replay: ``True`` when it is history replayed by ``session/load`` (v1) or
             ``session/resume`` with ``replayFrom`` (v2), not new activity.
-        text: (property) The text of a message or message chunk, else ``None``.
     """
 
     session_id: str
@@ -273,9 +262,8 @@ class UpdateEvent:
 
     @property
     def text(self) -> str | None:
-        """The text the update carries, when it is a message or a message chunk (the user's,
-        the agent's, or its thoughts), else ``None``: ``event.text`` is all the common case
-        needs. A chunk's text is only that chunk (join them, or read the session's transcript
+        """The text of a message or message chunk (the user's, the agent's, or its thoughts), else
+        ``None``. A chunk's text is only that chunk (join them, or read the session's transcript
         for whole messages); non-text content (images, resources) does not count."""
         if not self.update.kind.endswith(("_message", "_message_chunk", "_thought", "_thought_chunk")):
             return None

@@ -4,38 +4,30 @@ kept across replays, recoveries and restarts (what it guarantees: docs/conversat
 Rules:
 
 * v2 message updates are upserts keyed by ``messageId``: a full message (``user_message``,
-  ``agent_message``, ``agent_thought``) replaces that message's content; a chunk with a
-  ``messageId`` appends to it.
-* Chunks without a ``messageId`` (v1) append to the open message of the same role, or start one.
-  A prompt, the end of a turn and any non-message update close the open message.
+  ``agent_message``, ``agent_thought``) replaces that message's content; a chunk appends to it.
+  Chunks without a ``messageId`` (v1) append to the open message of the same role, or start one;
+  a prompt, the end of a turn and any non-message update close the open message.
 * **Turns have a status.** Each prompt the client sent is a user message whose
-  :attr:`TranscriptMessage.status` is a :class:`TurnStatus`: ``running``, then ``complete``,
-  ``cancelled``, ``interrupted`` (cut by a drop; the agent may have acted on it) or ``failed`` (the
-  agent refused it: never an ordinary turn, and never matched against a replay). The agent's
-  messages of a cancelled or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
+  :attr:`TranscriptMessage.status` is a :class:`TurnStatus`; the agent's messages of a cancelled
+  or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
 * **A replay is reconciled, not trusted.** A replay (v1 ``session/load``, v2 ``session/resume``
   with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
   :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
   collected apart (the app keeps seeing the conversation it had) and then matched against it by
-  :func:`acp_client._sessions._reconcile.reconcile`: fused prompts are split, text the agent put among the
-  replayed prompts is kept apart as agent-inserted messages (:attr:`TranscriptMessage.inserted`),
-  fused answers complete the partials they continue, partial answers the replay omits stay
-  (marked incomplete), nothing recorded is deleted, what the agent adds is kept in order.
-  :attr:`Transcript.last_replay` says what the replay brought, and which completed turns it lacked.
-* A replay cut off by a drop is incomplete: ``end_replay(complete=False)`` drops what part of it
-  arrived; the conversation is what it was, and the next replay brings it again.
+  the rules of :mod:`acp_client._sessions._reconcile` (nothing recorded is deleted, nothing fused,
+  what the agent adds is kept in order). :attr:`Transcript.last_replay` says what the replay
+  brought, and which completed turns it lacked. A replay cut off by a drop is dropped: the
+  conversation is what it was, and the next replay brings it again.
 * **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
-  session id, each with how it began (:class:`SegmentStart`). When the agent lost a session and
-  recovery started a new one, the old conversation stays as an earlier segment marked ``lost``
-  (:meth:`Transcript.start_segment`); :attr:`Transcript.messages` is the current segment's.
+  session id. When the agent lost a session and recovery started a new one, the old conversation
+  stays as an earlier segment marked ``lost``; :attr:`Transcript.messages` is the current one's.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
-* **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8; default
-  :data:`DEFAULT_MAX_TRANSCRIPT_BYTES`, settable per transcript or for all on the class), the
-  oldest content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped`
-  and :attr:`Transcript.dropped_bytes`, and shown as ``… N bytes dropped`` at the head of
-  :meth:`Transcript.text`), then the head of the newest message itself, replaced by
-  ``… N bytes dropped … `` (a turn streaming without end). The newest prompt is never dropped
-  or cut. It is trimmed to three quarters of the bound each time, so the work is amortized.
+* **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8), the oldest
+  content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped` and
+  :attr:`Transcript.dropped_bytes`, and shown at the head of :meth:`Transcript.text`), then the
+  head of the newest message itself, replaced by ``… N bytes dropped … `` (a turn streaming
+  without end). The newest prompt is never dropped or cut. It is trimmed to three quarters of the
+  bound each time, so the work is amortized.
 """
 
 from __future__ import annotations
@@ -46,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from ._sessions._bound import BLOCK_BYTES, blocks_bytes, cut_head, plain, text_bytes
+from ._sessions._bound import BLOCK_BYTES, blocks_bytes, blocks_of, cut_head, plain, text_bytes
 from ._sessions._echo import Echo
 from ._sessions._reconcile import reconcile
 from .types import ContentBlock, TextContent
@@ -134,15 +126,11 @@ class TranscriptMessage:
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like every attrs.define class with eq
 
+    def _key(self) -> tuple[Any, ...]:
+        return self.role, self.message_id, self.blocks, self.inserted
+
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TranscriptMessage):
-            return NotImplemented
-        return (self.role, self.message_id, self.blocks, self.inserted) == (
-            other.role,
-            other.message_id,
-            other.blocks,
-            other.inserted,
-        )
+        return self._key() == other._key() if isinstance(other, TranscriptMessage) else NotImplemented
 
     def __repr__(self) -> str:
         extra = f", status={self.status.value!r}" if self.status is not None else ""
@@ -163,11 +151,8 @@ class TranscriptMessage:
         """Append one block (plain text after plain text is merged into it)."""
         pending = self._pending
         if isinstance(block, TextContent) and block.annotations is None and block.meta is None:  # plain text
-            if pending:
-                pending.append(block.text)
-                return
             last = self._blocks[-1] if self._blocks else None
-            if isinstance(last, TextContent) and plain(last):
+            if pending or (isinstance(last, TextContent) and plain(last)):
                 pending.append(block.text)
                 return
         elif pending:
@@ -190,21 +175,15 @@ class ToolCallView:
 
     @property
     def title(self) -> str | None:
-        value = self.fields.get("title")
-        return value if isinstance(value, str) else None
+        return self._text("title")
 
     @property
     def status(self) -> str | None:
-        value = self.fields.get("status")
+        return self._text("status")
+
+    def _text(self, key: str) -> str | None:
+        value = self.fields.get(key)
         return value if isinstance(value, str) else None
-
-
-def _blocks_of(content: Any) -> list[ContentBlock]:
-    if content is None:
-        return []
-    if isinstance(content, list | tuple):
-        return list(content)
-    return [content]
 
 
 #: The default bound of a transcript's message text in memory (see :attr:`Transcript.max_bytes`).
@@ -308,18 +287,15 @@ class ReplayReport:
 
 
 def _turns(messages: Iterable[TranscriptMessage]) -> int:
-    return sum(
-        1
-        for message in messages
-        if message.role == "user" and message.status is not TurnStatus.FAILED and not message.inserted
-    )
+    return sum(m.role == "user" and m.status is not TurnStatus.FAILED and not m.inserted for m in messages)
 
 
 def _completed(message: TranscriptMessage) -> bool:
     return message.role == "user" and message.status is TurnStatus.COMPLETE and not message.inserted
 
 
-_MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
+#: The update kinds that carry a message.
+MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
 
 
 class Transcript:
@@ -420,24 +396,15 @@ class Transcript:
         self.messages = []
         self.session_id, self.began = session_id, began
         self._by_id = {}
-        self._open = None
         self.tool_calls = {}
-        self.plan = None
-        self.state = self.stop_reason = None
-        self.last_replay = None
+        self._open = self.plan = self.state = self.stop_reason = self.last_replay = None
         return turns
 
     def lost_context(self) -> str:
         """The conversation the agent lost (every ``lost`` segment) as plain text, for an app that
         carries it into the new session (empty when nothing was lost)."""
-        lines = [
-            f"{m.role}: {m.text}"
-            for s in self.earlier
-            if s.lost
-            for m in s.messages
-            if m.status != "failed" and not m.inserted
-        ]
-        return "\n".join(lines)
+        lost = (message for segment in self.earlier if segment.lost for message in segment.messages)
+        return "\n".join(f"{m.role}: {m.text}" for m in lost if m.status != "failed" and not m.inserted)
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -453,14 +420,18 @@ class Transcript:
             self.add_user_prompt(blocks)
             self.messages[-1].status = TurnStatus.RUNNING
 
+    def _end_turn(self) -> int | None:
+        """Forget the running turn; returns where its messages began."""
+        start, self._turn_start = self._turn_start, None
+        self._open = None
+        self._echo = Echo()
+        return start
+
     def finish_turn(self, status: TurnStatus) -> None:
         """The running turn ended with ``status``: its prompt carries it; a cancelled or
         interrupted turn's agent messages are marked incomplete; a refused prompt the agent did
         not echo is recorded as a failed one."""
-        start = self._turn_start
-        self._turn_start = None
-        self._open = None
-        self._echo = Echo()
+        start = self._end_turn()
         if start is None:
             return
         start = min(start, len(self.messages))
@@ -475,19 +446,15 @@ class Transcript:
         if status in (TurnStatus.CANCELLED, TurnStatus.INTERRUPTED):
             index = self.messages.index(prompt)
             for message in self.messages[index + 1 :]:
-                if message.role == "user":
-                    if message.inserted:
-                        continue
+                if message.role == "user" and not message.inserted:
                     break
-                message.incomplete = True
+                if message.role != "user":
+                    message.incomplete = True
 
     def withdraw_turn(self) -> None:
         """The running turn's prompt was refused before the agent did anything with it ("session
         not found"): it is taken out again (the client sends it once more, on a new session)."""
-        start = self._turn_start
-        self._turn_start = None
-        self._open = None
-        self._echo = Echo()
+        start = self._end_turn()
         if start is not None:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
@@ -509,46 +476,44 @@ class Transcript:
         self._open = None
 
     def apply(self, update: Any) -> None:
-        """Apply one session update (any variant; unknown ones are ignored)."""
+        """Apply one session update (any variant; unknown ones are ignored). During a replay, message
+        updates are assembled apart (:meth:`begin_replay`)."""
         kind: Any = getattr(update, "kind", None)
-        if self._replaying:
-            self._collect(kind, update)
-            return
-        if self._echo and self._echo.take(update):
+        replay = self._replaying
+        if not replay and self._echo and self._echo.take(update):
             self.echoes_prompts = True
             return
-        role = _CHUNK_ROLES.get(kind)
-        if role is not None:
-            content = update.content
-            message_id = getattr(update, "message_id", None)
-            if message_id is None and not isinstance(content, _NOT_ONE_BLOCK):
-                # A streamed chunk of one block: the bulk of a turn (what _chunk does, in short).
-                open_message = self._open
-                if open_message is None or open_message.role != role or open_message.message_id is not None:
-                    open_message = self._open = TranscriptMessage(role)
-                    self._insert(open_message)
-                pending = open_message._pending
-                if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
-                    text = content.text
-                    pending.append(text)  # plain text after plain text: what add() does, in short
-                    # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
-                    self._bytes += len(text) if text.isascii() else text_bytes(text)
-                    if self._bytes > self.max_bytes:
-                        self._trim()
-                    return
-                open_message.add(content)
-                self._took(text_bytes(content.text) if type(content) is TextContent else BLOCK_BYTES)
-                return
-            blocks = _blocks_of(content)
-            self._chunk(role, message_id, blocks)
-            self._took(blocks_bytes(blocks))
-        elif kind in _FULL_ROLES:
-            content = getattr(update, "content", None)
-            self._full(_FULL_ROLES[kind], getattr(update, "message_id", None), content)
-            self._took(blocks_bytes(_blocks_of(content)) if content is not None else 0)  # an upper bound
-        else:
-            self._open = None  # never fuse a message across a non-message update (a replay would not)
+        full = kind in _FULL_ROLES
+        role = _FULL_ROLES[kind] if full else _CHUNK_ROLES.get(kind)
+        if role is None:  # never fuse a message across a non-message update (a replay would not)
+            if replay:
+                self._replay_open = None
+            else:
+                self._open = None
             self._other(kind, update)
+            return
+        content, message_id = getattr(update, "content", None), getattr(update, "message_id", None)
+        if not (replay or full or message_id is not None or isinstance(content, _NOT_ONE_BLOCK)):
+            # A streamed chunk of one block: the bulk of a turn (what _assemble does, in short).
+            open_message = self._open
+            if open_message is None or open_message.role != role or open_message.message_id is not None:
+                open_message = self._open = TranscriptMessage(role)
+                self._insert(open_message)
+            pending = open_message._pending
+            if pending and type(content) is TextContent and content.annotations is None and content.meta is None:
+                text = content.text
+                pending.append(text)  # plain text after plain text: what add() does, in short
+                # UTF-8 bytes: as many as characters for ASCII text (the bulk), measured otherwise
+                self._bytes += len(text) if text.isascii() else text_bytes(text)
+                if self._bytes > self.max_bytes:
+                    self._trim()
+                return
+            open_message.add(content)
+            self._took(text_bytes(content.text) if type(content) is TextContent else BLOCK_BYTES)
+            return
+        self._assemble(role, message_id, content, full=full, replay=replay)
+        if not replay:
+            self._took(blocks_bytes(blocks_of(content)))  # for a full message, an upper bound
 
     def begins_echo(self, update: Any) -> bool:
         """Whether ``update`` starts the echo of the prompt just recorded (nothing taken)."""
@@ -575,19 +540,14 @@ class Transcript:
         the same role with text that the first message's text starts with — means the agent is
         replaying from the start. Non-message updates never decide.
         """
-        kind = getattr(update, "kind", None)
-        if not isinstance(kind, str) or not self.messages:
-            return False
-        role = _CHUNK_ROLES.get(kind) or _FULL_ROLES.get(kind)
-        if role is None:
-            return False
+        role = _CHUNK_ROLES.get(update.kind) or _FULL_ROLES.get(update.kind)
         first = next((m for m in self.messages if m.status is not TurnStatus.FAILED), None)
-        if first is None or first.role != role:
+        if role is None or first is None or first.role != role:
             return False
         message_id = getattr(update, "message_id", None)
         if message_id is not None and message_id == first.message_id:
             return True
-        text = "".join(block.text for block in _blocks_of(update.content) if isinstance(block, TextContent))
+        text = "".join(block.text for block in blocks_of(update.content) if isinstance(block, TextContent))
         return bool(text) and first.text.startswith(text)
 
     # -- replay -------------------------------------------------------------------------------------
@@ -595,37 +555,35 @@ class Transcript:
     def begin_replay(self) -> None:
         """The agent is about to replay history: collect it apart, to reconcile at the end."""
         self._replaying = True
-        self._replayed = []
+        self._forget_replay()
+
+    def _forget_replay(self) -> list[TranscriptMessage]:
+        """Drop the replayed messages collected so far; returns them."""
+        replayed, self._replayed = self._replayed, []
         self._replay_by_id = {}
-        self._replay_open = None
-        self._open = None
+        self._replay_open = self._open = None
+        return replayed
 
     def end_replay(self, *, complete: bool = True) -> None:
         """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
 
-        A complete replay is reconciled with the conversation (:mod:`acp_client._sessions._reconcile`);
-        :attr:`last_replay` says what it brought. An incomplete one is dropped: the conversation
-        stays as it was (the next replay brings the history again).
+        A complete replay is reconciled with the conversation; :attr:`last_replay` says what it
+        brought. An incomplete one is dropped: the conversation stays as it was.
         """
         if not self._replaying:
             return
         self._replaying = False
-        replayed, self._replayed = self._replayed, []
-        self._replay_by_id = {}
-        self._replay_open = None
-        self._open = None
+        replayed = self._forget_replay()
         if not complete:
             return
-        known_turns = self.turns
-        completed_turns = sum(1 for message in self.messages if _completed(message))
+        known_turns, completed_turns = self.turns, sum(map(_completed, self.messages))
         result = reconcile(self.messages, replayed, TranscriptMessage, whole=self.dropped == 0)
         self.messages = result.messages
         self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
         self._bytes = self.max_bytes + 1  # measure (and bound) the reconciled conversation now
         self._took(0)
-        replayed_messages = result.matched + result.added
         self.last_replay = ReplayReport(
-            replayed_messages=replayed_messages,
+            replayed_messages=result.matched + result.added,
             replayed_turns=result.replayed_users,
             known_turns=known_turns,
             matched=result.matched,
@@ -637,40 +595,6 @@ class Transcript:
             completed_turns=completed_turns,
         )
 
-    def _collect(self, kind: Any, update: Any) -> None:
-        """One replayed update: message updates are assembled apart; any other update is applied
-        as usual and closes the open replayed message (never fuse across it)."""
-        role = _CHUNK_ROLES.get(kind)
-        full = role is None
-        if full:
-            role = _FULL_ROLES.get(kind)
-        if role is None:
-            self._replay_open = None
-            self._other(kind, update)
-            return
-        message_id = getattr(update, "message_id", None)
-        content = getattr(update, "content", None)
-        if message_id is not None:
-            message = self._replay_by_id.get(message_id)
-            if message is None:
-                message = self._replay_by_id[message_id] = TranscriptMessage(role, message_id)
-                self._replayed.append(message)
-            if full:
-                if content is not None:
-                    message.blocks = []
-                    message.append(_blocks_of(content))
-                self._replay_open = None
-            else:
-                message.append(_blocks_of(content))
-                self._replay_open = message
-            return
-        open_message = self._replay_open
-        if full or open_message is None or open_message.role != role or open_message.message_id is not None:
-            open_message = TranscriptMessage(role)
-            self._replayed.append(open_message)
-        open_message.append(_blocks_of(content))
-        self._replay_open = None if full else open_message
-
     # -- the bound ----------------------------------------------------------------------------------
 
     def _took(self, size: int) -> None:
@@ -681,9 +605,8 @@ class Transcript:
     def _trim(self) -> None:
         """Bring the message text under three quarters of :attr:`max_bytes` (module docstring)."""
         target = self.max_bytes * 3 // 4
-        held = [(segment.messages, m) for segment in self.earlier for m in segment.messages]
-        held += [(self.messages, m) for m in self.messages]
-        sizes = [blocks_bytes(m.blocks) for _, m in held]
+        held = self.all_messages()
+        sizes = [blocks_bytes(m.blocks) for m in held]
         total = sum(sizes)
         if total <= target:
             self._bytes = total
@@ -691,7 +614,7 @@ class Transcript:
         prompt = next((m for m in reversed(self.messages) if m.role == "user" and not m.inserted), None)
         last = self.messages[-1] if self.messages else None
         gone: set[int] = set()
-        for (_, message), size in zip(held, sizes, strict=True):
+        for message, size in zip(held, sizes, strict=True):
             if total <= target:
                 break
             if message is prompt or message is last:
@@ -712,18 +635,13 @@ class Transcript:
             kept = [m for m in self.messages if id(m) not in gone]
             self.dropped += len(self.messages) - len(kept)
             self.messages[:] = kept
-        if total > target and last is not None and last is not prompt:
-            total -= self._cut_head(last, total - target)
+        if total > target and last is not None and last is not prompt:  # the head of the newest message
+            before = blocks_bytes(last.blocks)
+            last.blocks, freed = cut_head(last.blocks, total - target, last.dropped_bytes)
+            last.dropped_bytes += freed
+            self.dropped_bytes += freed
+            total -= before - blocks_bytes(last.blocks)
         self._bytes = total
-
-    def _cut_head(self, message: TranscriptMessage, excess: int) -> int:
-        """Cut the oldest ``excess`` bytes of ``message``'s plain text (:func:`~acp_client._sessions._bound.cut_head`);
-        returns how many bytes the message shrank by."""
-        before = blocks_bytes(message.blocks)
-        message.blocks, freed = cut_head(message.blocks, excess, message.dropped_bytes)
-        message.dropped_bytes += freed
-        self.dropped_bytes += freed
-        return before - blocks_bytes(message.blocks)
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -732,44 +650,35 @@ class Transcript:
         if message.message_id is not None:
             self._by_id[message.message_id] = message
 
-    def _chunk(self, role: str, message_id: str | None, blocks: list[ContentBlock]) -> None:
+    def _assemble(self, role: str, message_id: str | None, content: Any, *, full: bool, replay: bool) -> None:
+        """Put one message update where it goes: into the conversation, or (``replay``) among the
+        replayed messages. An update with a ``messageId`` goes to that message (a full one replaces
+        its content, a chunk appends to it); one without appends to the open message of its role or
+        starts one (a full replayed message always starts one). A full message closes it."""
+        messages, by_id = (self._replayed, self._replay_by_id) if replay else (self.messages, self._by_id)
+        message = self._replay_open if replay else self._open
         if message_id is not None:
-            message = self._by_id.get(message_id)
+            message = by_id.get(message_id)
             if message is None:
-                message = TranscriptMessage(role, message_id)
-                self._insert(message)
-            message.append(blocks)
-            self._open = message
-            return
-        open_message = self._open
-        if open_message is None or open_message.role != role or open_message.message_id is not None:
-            open_message = TranscriptMessage(role)
-            self._insert(open_message)
-            self._open = open_message
-        open_message.append(blocks)
-
-    def _full(self, role: str, message_id: str | None, content: Any) -> None:
-        if message_id is None:
-            self._chunk(role, None, _blocks_of(content))
-            self._open = None
-            return
-        message = self._by_id.get(message_id)
-        if message is None:
-            message = TranscriptMessage(role, message_id)
-            self._insert(message)
-        if content is not None:
-            message.blocks = []
-            message.append(_blocks_of(content))
-        self._open = None
+                message = by_id[message_id] = TranscriptMessage(role, message_id)
+                messages.append(message)
+            if full and content is not None:
+                message.blocks = []
+        elif (full and replay) or message is None or message.role != role or message.message_id is not None:
+            message = TranscriptMessage(role)
+            messages.append(message)
+        if not full or content is not None:
+            message.append(blocks_of(content))
+        if replay:
+            self._replay_open = None if full else message
+        else:
+            self._open = None if full else message
 
     def _tool_call(self, update: Any) -> None:
         tool_call_id = getattr(update, "tool_call_id", None)
         if not isinstance(tool_call_id, str):
             return
-        view = self.tool_calls.get(tool_call_id)
-        if view is None:
-            view = ToolCallView(tool_call_id)
-            self.tool_calls[tool_call_id] = view
+        view = self.tool_calls.setdefault(tool_call_id, ToolCallView(tool_call_id))
         if attrs.has(type(update)):
             for field in attrs.fields(type(update)):
                 value = getattr(update, field.name)

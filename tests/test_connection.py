@@ -36,7 +36,7 @@ async def test_request_response_correlation() -> None:
     await h.agent.send(_jsonrpc.result_message(0, {"a": True}))
     assert await first == {"a": True}
     assert await second == {"b": True}
-    assert h.conn.pending_count == 0
+    assert not h.conn._pending
 
 
 async def test_error_answers_map_to_typed_errors() -> None:

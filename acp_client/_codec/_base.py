@@ -22,19 +22,20 @@ class DecodeError(Exception):
     """Internal: why a value could not be decoded (becomes :class:`InvalidMessage` at the API)."""
 
 
+_KINDS: Final = (
+    (type(None), "null"),
+    (bool, "a boolean"),
+    (int | float, "a number"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "an object"),
+)
+
+
 def kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
+    for kind, name in _KINDS:
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 
@@ -48,20 +49,12 @@ def union_members(tp: Any) -> tuple[tuple[Any, ...], bool] | None:
     return None
 
 
-def is_union(tp: Any) -> bool:
-    return union_members(tp) is not None
-
-
 def is_tuple(tp: Any) -> bool:
     return typing.get_origin(tp) is tuple
 
 
 def is_dict(tp: Any) -> bool:
     return tp is dict or typing.get_origin(tp) is dict
-
-
-# --------------------------------------------------------------------------------------------
-# field plumbing
 
 
 def camel(name: str) -> str:
@@ -85,10 +78,6 @@ def on_wire(field: attrs.Attribute[Any], version: int) -> bool:
     return versions is None or version in versions
 
 
-def has_default(field: attrs.Attribute[Any]) -> bool:
-    return field.default is not attrs.NOTHING
-
-
 def default_of(field: attrs.Attribute[Any]) -> Callable[[], Any]:
     default = field.default
     factory = getattr(default, "factory", None)
@@ -105,32 +94,21 @@ def presence_out(value: Any) -> Any:
     return {} if value else None
 
 
-# --------------------------------------------------------------------------------------------
-# strict primitive hooks
+def _strict(kind: type, what: str) -> Hook:
+    """A structure hook that accepts exactly ``kind`` (no ``str(5)``, no ``bool("false")``)."""
 
+    def structure_strict(value: Any, _: Any) -> Any:
+        if type(value) is kind:
+            return value
+        raise DecodeError(f"expected {what}, got {kind_of(value)}")
 
-def _s_str(value: Any, _: Any) -> str:
-    if type(value) is str:
-        return value
-    raise DecodeError(f"expected a string, got {kind_of(value)}")
-
-
-def _s_int(value: Any, _: Any) -> int:
-    if type(value) is int:
-        return value
-    raise DecodeError(f"expected an integer, got {kind_of(value)}")
+    return structure_strict
 
 
 def _s_float(value: Any, _: Any) -> float:
     if type(value) is float or type(value) is int:
         return float(value)
     raise DecodeError(f"expected a number, got {kind_of(value)}")
-
-
-def _s_bool(value: Any, _: Any) -> bool:
-    if type(value) is bool:
-        return value
-    raise DecodeError(f"expected a boolean, got {kind_of(value)}")
 
 
 def s_dict(value: Any, _: Any) -> dict[str, Any]:
@@ -143,7 +121,12 @@ def s_any(value: Any, _: Any) -> Any:
     return value
 
 
-PRIMITIVE_HOOKS: Final[dict[Any, Hook]] = {str: _s_str, int: _s_int, float: _s_float, bool: _s_bool}
+PRIMITIVE_HOOKS: Final[dict[Any, Hook]] = {
+    str: _strict(str, "a string"),
+    int: _strict(int, "an integer"),
+    float: _s_float,
+    bool: _strict(bool, "a boolean"),
+}
 
 
 def reason(exc: BaseException) -> str:

@@ -34,11 +34,9 @@ from ._base import (
     Hook,
     default_of,
     field_wire_name,
-    has_default,
     is_dict,
     is_presence,
     is_tuple,
-    is_union,
     kind_of,
     logger,
     on_wire,
@@ -50,9 +48,6 @@ from ._base import (
 )
 
 __all__ = ["Builder"]
-
-# --------------------------------------------------------------------------------------------
-# tagged unions
 
 
 @attrs.frozen
@@ -89,10 +84,11 @@ _UNIONS: Final = (
 _TAG_OF: Final = {cls: (u.key, tag) for u in _UNIONS for tag, cls in u.variants.items()}
 # classes written without their tag in v1
 _UNTAGGED_IN_V1: Final = frozenset({McpServerStdio})
-
-
-# --------------------------------------------------------------------------------------------
-# the converter
+# untagged unions: the variant is the first whose marker member is present
+_UNTAGGED: Final = (
+    ((("text", TextResourceContents), ("blob", BlobResourceContents)), "resource contents"),
+    ((("options", SessionConfigSelectGroup), ("value", SessionConfigSelectOption)), "select option"),
+)
 
 
 class Builder:
@@ -106,14 +102,12 @@ class Builder:
             conv.register_structure_hook(tp, hook)
         conv.register_structure_hook_func(lambda tp: tp is Any, s_any)
         conv.register_structure_hook_func(is_dict, s_dict)
-        conv.register_structure_hook_factory(is_tuple, self._tuple_hook)
-        conv.register_structure_hook_factory(is_union, self._union_hook)
+        conv.register_structure_hook_factory(is_tuple, functools.partial(self._make_tuple_hook, skip_invalid=False))
+        conv.register_structure_hook_factory(lambda tp: union_members(tp) is not None, self._union_hook)
         conv.register_structure_hook_factory(attrs.has, self.class_hook)
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
         for union in _UNIONS:
             conv.register_unstructure_hook(union.unknown, self._unknown_unhook(union.key))
-
-    # -- structure ---------------------------------------------------------------------------
 
     def hook(self, tp: Any) -> Hook:
         return self.conv.get_structure_hook(tp)
@@ -122,9 +116,6 @@ class Builder:
     def session_update_hook(self) -> Hook:
         """The ``SessionUpdate`` hook, looked up once (hashing the big union is not free)."""
         return self.hook(SessionUpdate)
-
-    def _tuple_hook(self, tp: Any) -> Hook:
-        return self._make_tuple_hook(tp, skip_invalid=False)
 
     def _make_tuple_hook(self, tp: Any, *, skip_invalid: bool, nullable: bool = False) -> Hook:
         args = typing.get_args(tp)
@@ -142,19 +133,13 @@ class Builder:
             if type(value) is not list:
                 raise DecodeError(f"expected an array, got {kind_of(value)}")
             hook = item_hook()
-            if not skip_invalid:
-                out = []
-                for index, item in enumerate(value):
-                    try:
-                        out.append(hook(item, item_type))
-                    except Exception as exc:
-                        raise DecodeError(f"[{index}]: {reason(exc)}") from exc
-                return tuple(out)
             kept = []
-            for item in value:
+            for index, item in enumerate(value):
                 try:
                     kept.append(hook(item, item_type))
                 except Exception as exc:
+                    if not skip_invalid:
+                        raise DecodeError(f"[{index}]: {reason(exc)}") from exc
                     logger.debug("dropping an invalid list item: %s", reason(exc))
             return tuple(kept)
 
@@ -176,16 +161,9 @@ class Builder:
                 return None if value is None else inner(value, inner_type)
 
             return structure_optional
-        if member_set == {TextResourceContents, BlobResourceContents}:
-            return self._untagged_hook(
-                has_none, (("text", TextResourceContents), ("blob", BlobResourceContents)), "resource contents"
-            )
-        if member_set == {SessionConfigSelectOption, SessionConfigSelectGroup}:
-            return self._untagged_hook(
-                has_none,
-                (("options", SessionConfigSelectGroup), ("value", SessionConfigSelectOption)),
-                "select option",
-            )
+        for table, what in _UNTAGGED:
+            if member_set == {cls for _, cls in table}:
+                return self._untagged_hook(has_none, table, what)
         if all(m in PRIMITIVE_HOOKS for m in members):
             allowed = tuple(members)
 
@@ -248,7 +226,7 @@ class Builder:
         md = field.metadata
         if self.version in md.get(_fields.PRESENCE, ()):
             return is_presence
-        if not has_default(field) or md.get(_fields.STRICT):
+        if field.default is attrs.NOTHING or md.get(_fields.STRICT):
             return None
         # an optional field: default-on-error, and skip invalid items of a list
         inner_type = field.type
@@ -321,8 +299,6 @@ class Builder:
                 return DecodeError(f"{name}.{wire_name}: {reason(inner)}")
         return DecodeError(f"{name}: {reason(exc)}")
 
-    # -- unstructure -------------------------------------------------------------------------
-
     def class_unhook(self, cls: type) -> Callable[[Any], Any]:
         overrides: dict[str, Any] = {}
         for field in attrs.fields(attrs.resolve_types(cls)):
@@ -357,9 +333,8 @@ class Builder:
 
         return unstructure_unknown
 
-    # -- version-specific shapes -------------------------------------------------------------
-
     def lenient(self, tp: Any, value: Any, default: Any) -> Any:
+        """``value`` decoded as ``tp``, or ``default`` when it is absent or malformed (for the hand-shaped types)."""
         if value is None:
             return default
         try:
@@ -367,3 +342,7 @@ class Builder:
         except Exception as exc:
             logger.debug("using the default for a malformed %s: %s", getattr(tp, "__name__", tp), reason(exc))
             return default
+
+    def lenient_items(self, tp: Any, items: list[Any]) -> tuple[Any, ...]:
+        """The items that decode as ``tp``; malformed ones are dropped (``x-deserialize-skip-invalid-items``)."""
+        return tuple(item for item in (self.lenient(tp, raw, None) for raw in items) if item is not None)

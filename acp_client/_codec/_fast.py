@@ -99,17 +99,8 @@ def _fast_tool_call_update(update: dict[str, Any]) -> ToolCallUpdate | None:
                 return None
             blocks.append(_new_tool_content(text))
         content = tuple(blocks)
-    return _new_tool_call_update(
-        tool_call_id,
-        title,
-        kind,
-        status,
-        name,
-        content,
-        None,
-        update.get("rawInput"),
-        update.get("rawOutput"),
-    )
+    raw_input, raw_output = update.get("rawInput"), update.get("rawOutput")
+    return _new_tool_call_update(tool_call_id, title, kind, status, name, content, None, raw_input, raw_output)
 
 
 _STATE_SIMPLE: Final = frozenset({"sessionUpdate", "state", "stopReason"})

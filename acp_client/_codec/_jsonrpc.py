@@ -50,17 +50,11 @@ _BINARY: Final = (bytes, bytearray, memoryview)
 # msgspec, when installed (the ``speed`` extra), decodes frames several times faster. It is only a
 # fast path for objects: anything it refuses is decoded again by the standard library, so what is
 # accepted and every error raised stay exactly the standard library's (tests pin this).
-# It is imported with the first frame, not with the package: msgspec brings decimal, uuid and datetime,
-# a tenth of the package's import time.
 
 
 def _load_fast_decoder(data: str | bytes) -> Any:
-    """Stands in for msgspec's decoder until the first frame: imports it, puts it in its place, and
-    decodes ``data`` with it (without msgspec, the standard library decodes from then on).
-
-    Raises:
-        ImportError: msgspec is not installed (:func:`decode_frame` falls back to the standard library).
-    """
+    """msgspec's stand-in until the first frame, which imports it (msgspec brings decimal, uuid and
+    datetime: a tenth of the package's import time); raises ImportError, once, without msgspec."""
     global _fast_loads  # noqa: PLW0603  # the module-level fast path replaces its stand-in once
     try:
         from msgspec.json import Decoder
@@ -76,25 +70,16 @@ _fast_loads: Callable[[str | bytes], Any] | None = _load_fast_decoder
 
 def excerpt(data: str | bytes | Any) -> str:
     """A short printable start of ``data`` for error messages and logs."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        text = bytes(data[:_EXCERPT_CHARS]).decode("utf-8", "replace")
-    elif isinstance(data, str):
-        text = data[:_EXCERPT_CHARS]
-    else:
-        text = repr(data)[:_EXCERPT_CHARS]
-    return text
+    if isinstance(data, _BINARY):
+        return bytes(data[:_EXCERPT_CHARS]).decode("utf-8", "replace")
+    return (data if isinstance(data, str) else repr(data))[:_EXCERPT_CHARS]
 
 
 def decode_frame(data: str | bytes) -> Message:
-    """Decode one frame into a JSON-RPC message or batch.
+    """Decode one frame (bytes as UTF-8) into a message (a dict) or a batch (a list).
 
-    Args:
-        data: The frame's text (bytes are decoded as UTF-8).
-
-    Returns:
-        A dict (one message) or a list (a batch). Batch members are not checked here, and an
-        empty batch is returned as ``[]`` (the receiver answers it with one ``Invalid Request``);
-        :func:`classify` checks each member.
+    Batch members are not checked here (:func:`classify` checks each), and an empty batch is
+    returned as ``[]`` (the receiver answers it with one ``Invalid Request``).
 
     Raises:
         MalformedFrame: Invalid UTF-8 or JSON, JSON nested too deep, a number too long to parse,
@@ -119,9 +104,7 @@ def decode_frame(data: str | bytes) -> Message:
         raise MalformedFrame("JSON nested too deeply", excerpt=excerpt(data)) from exc
     except ValueError as exc:  # e.g. an integer beyond sys.get_int_max_str_digits()
         raise MalformedFrame(f"unreadable JSON value: {exc}", excerpt=excerpt(data)) from exc
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, list):
+    if isinstance(value, dict | list):
         return value
     raise MalformedFrame(
         f"a JSON-RPC message must be an object or an array, got {type(value).__name__}", excerpt=excerpt(data)
@@ -266,8 +249,8 @@ class IdAllocator:
 
     __slots__ = ("_next",)
 
-    def __init__(self, start: int = 0) -> None:
-        self._next = start
+    def __init__(self) -> None:
+        self._next = 0
 
     def __call__(self) -> int:
         value = self._next

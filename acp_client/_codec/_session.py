@@ -3,11 +3,8 @@
 Hand-written rather than derived: the required-nullable keys are always written (``null`` when
 empty; rejecting their ``null`` was a real production defect), ``forkedFrom`` is an object,
 ``status`` travels normalized next to ``rawStatus`` in our own form but raw in an agent's, and
-decoding is lenient member by member (a malformed optional member becomes ``None``).
-
-Timestamps are read as agents send them: RFC 3339, or ISO 8601 without a zone (fast-agent writes
-``2026-12-01T13:06:35.841840``), which is kept as a naive datetime, exactly as sent (no zone is
-invented); a naive time is written back without a zone.
+decoding is lenient member by member. A time without a zone (fast-agent writes
+``2026-12-01T13:06:35.841840``) is read naive and written back without a zone.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from typing import Any
 from ..exceptions import InvalidMessage
 from ..types.lifecycle import ANSWERED, Probe, SessionConfigOption, SessionModeState, normalize_status
 from ..types.session import Session, format_rfc3339, parse_timestamp, time_precedes
-from ._base import DecodeError, Hook, logger
+from ._base import DecodeError, logger
 from ._converter import Builder
 from ._shapes import structure_foreground_state
 
@@ -32,18 +29,15 @@ _ANSWERED_VALUES = frozenset(answer.value for answer in ANSWERED)
 
 def register_session(builder: Builder) -> None:
     """Install the ``Session`` hooks on ``builder``."""
-    builder.conv.register_structure_hook(Session, _structure_session(builder))
-    builder.conv.register_unstructure_hook(Session, lambda obj: session_to_json(obj, builder))
 
-
-def _structure_session(builder: Builder) -> Hook:
     def structure_session(value: Any, _: Any) -> Session:
         try:
             return session_from_json(value, builder)
         except InvalidMessage as exc:
             raise DecodeError(str(exc)) from exc
 
-    return structure_session
+    builder.conv.register_structure_hook(Session, structure_session)
+    builder.conv.register_unstructure_hook(Session, lambda obj: session_to_json(obj, builder))
 
 
 def session_to_json(session: Session, builder: Builder) -> dict[str, Any]:
@@ -87,11 +81,8 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
 def session_from_json(data: Any, builder: Builder) -> Session:
     """Decode a ``Session`` object (our own form, or an agent's), leniently.
 
-    Unknown members are ignored and a malformed optional member becomes ``None``. An ``updatedAt``
-    that precedes ``createdAt`` is dropped to ``None`` and a warning is logged. ``status`` accepts
-    ``active``/``open``/``inactive``/``saved`` and any other string (read as inactive);
-    ``unknown`` is read as :attr:`Probe.UNKNOWN` only in our own form (with
-    ``rawStatus``). ``rawStatus`` (when the member is absent: ``status``) becomes ``raw_status``.
+    ``status`` is read as :func:`normalize_status` does, except that our own form (the one with
+    ``rawStatus``) holds it normalized already, ``unknown`` (:attr:`Probe.UNKNOWN`) included.
 
     Raises:
         InvalidMessage: ``data`` is not an object or has no string ``sessionId``.
@@ -133,14 +124,8 @@ def session_from_json(data: Any, builder: Builder) -> Session:
     turn_count = data.get("turnCount")
     models = data.get("models")
     meta = data.get("_meta")
-    options_raw = data.get("configOptions")
-    config_options: tuple[SessionConfigOption, ...] | None = None
-    if isinstance(options_raw, list):
-        config_options = tuple(
-            option
-            for option in (builder.lenient(SessionConfigOption, item, None) for item in options_raw)
-            if option is not None
-        )
+    options = data.get("configOptions")
+    config_options = builder.lenient_items(SessionConfigOption, options) if isinstance(options, list) else None
     return Session(
         session_id=session_id,
         cwd=_opt_str(data, "cwd"),

@@ -1,11 +1,9 @@
 """Hand-shaped wire types: the shapes the generic machinery cannot derive from field declarations.
 
-``initialize`` (v1 ``clientInfo``/``agentCapabilities`` vs v2 ``info``/``capabilities``), agent
-capabilities (v1 flags vs v2 capability objects), the ``session/status`` answer and the v2
-foreground state (default-on-error), ``session/set_config_option`` (its ``type`` tag),
-client capabilities (extra members kept), config options and permission requests.
-:func:`register_shapes` installs them on a :class:`~._converter.Builder`; the ``Session`` record
-has its own module (:mod:`._session`).
+``initialize`` and agent capabilities (v1 and v2 put them in different places; v1 flags, v2
+capability objects), the ``session/status`` answer and the v2 foreground state (default-on-error),
+``session/set_config_option`` (its inferred ``type`` tag), client capabilities (extra members
+kept), config options and permission requests; the ``Session`` record has :mod:`._session`.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from ..types.lifecycle import (
     SetSessionConfigOptionRequest,
     normalize_status,
 )
-from ._base import DecodeError, Hook, field_wire_name, kind_of, on_wire
+from ._base import DecodeError, Hook, camel, field_wire_name, kind_of, on_wire
 from ._converter import Builder
 
 __all__ = ["DEFAULT_CLIENT_INFO", "register_shapes", "structure_foreground_state"]
@@ -48,105 +46,37 @@ DEFAULT_CLIENT_INFO: Final = Implementation(name="acp-reconnect", version=__vers
 
 
 def register_shapes(builder: Builder, by_version: ByVersion) -> None:
-    """Install the hand-shaped hooks on ``builder`` (``by_version`` finds the other versions'
-    builders: ``initialize`` decodes whichever shape the payload has)."""
-    conv = builder.conv
-    version = builder.version
-    conv.register_structure_hook(ForegroundState, structure_foreground_state)
-    conv.register_unstructure_hook(ForegroundState, unstructure_foreground_state)
-    conv.register_structure_hook(SessionStatusResponse, _status_response_in(version))
-    conv.register_unstructure_hook(SessionStatusResponse, _status_response_out(version))
-    conv.register_unstructure_hook(SetSessionConfigOptionRequest, _set_config_option_out(builder))
-    conv.register_structure_hook(AgentCapabilities, _agent_capabilities_in(builder))
-    conv.register_unstructure_hook(AgentCapabilities, _agent_capabilities_out(builder))
-    request_in, request_out, response_in, response_out = _initialize_hooks(version, by_version)
-    conv.register_structure_hook(InitializeRequest, request_in)
-    conv.register_unstructure_hook(InitializeRequest, request_out)
-    conv.register_structure_hook(InitializeResponse, response_in)
-    conv.register_unstructure_hook(InitializeResponse, response_out)
-    _register_client_capabilities(builder)
-    _register_config_option(builder)
-    _register_permission_request(builder)
-
-
-def _register_client_capabilities(builder: Builder) -> None:
-    plain_caps = builder.class_hook(ClientCapabilities)
-    plain_caps_out = builder.class_unhook(ClientCapabilities)
-    modeled = {
-        field_wire_name(f, builder.version) for f in attrs.fields(ClientCapabilities) if on_wire(f, builder.version)
+    """Install the hand-shaped hooks on ``builder`` (``initialize`` decodes whichever version's
+    shape the payload has: ``by_version`` finds that version's builder)."""
+    shapes = _Shapes(builder, by_version)
+    # class -> (structure hook, unstructure hook); None: the generic one
+    hooks: dict[type, tuple[Hook | None, Callable[[Any], Any] | None]] = {
+        ForegroundState: (structure_foreground_state, unstructure_foreground_state),
+        SessionStatusResponse: (shapes.status_response_in, shapes.status_response_out),
+        SetSessionConfigOptionRequest: (None, shapes.set_config_option_out),
+        AgentCapabilities: (shapes.agent_capabilities_in, shapes.agent_capabilities_out),
+        InitializeRequest: (shapes.initialize_request_in, shapes.initialize_request_out),
+        InitializeResponse: (shapes.initialize_response_in, shapes.initialize_response_out),
+        ClientCapabilities: (shapes.client_capabilities_in, shapes.client_capabilities_out),
+        SessionConfigOption: (None, shapes.config_option_out),
+        RequestPermissionRequest: (shapes.permission_request_in, None),
     }
-
-    def structure_client_capabilities(value: Any, tp: Any) -> ClientCapabilities:
-        caps: ClientCapabilities = plain_caps(value, tp)
-        extra = {k: v for k, v in value.items() if k not in modeled}
-        return attrs.evolve(caps, extra=extra) if extra else caps
-
-    def unstructure_client_capabilities(obj: ClientCapabilities) -> dict[str, Any]:
-        out: dict[str, Any] = dict(obj.extra) if obj.extra else {}
-        out.update(plain_caps_out(obj))
-        return out
-
-    builder.conv.register_structure_hook(ClientCapabilities, structure_client_capabilities)
-    builder.conv.register_unstructure_hook(ClientCapabilities, unstructure_client_capabilities)
+    for cls, (structure, unstructure) in hooks.items():
+        if structure is not None:
+            builder.conv.register_structure_hook(cls, structure)
+        if unstructure is not None:
+            builder.conv.register_unstructure_hook(cls, unstructure)
 
 
-def _register_config_option(builder: Builder) -> None:
-    plain_option_out = builder.class_unhook(SessionConfigOption)
-
-    def unstructure_config_option(obj: SessionConfigOption) -> dict[str, Any]:
-        out: dict[str, Any] = plain_option_out(obj)
-        if obj.type == "select":
-            out.setdefault("options", [])  # required for a select, even when empty
-        return out
-
-    builder.conv.register_unstructure_hook(SessionConfigOption, unstructure_config_option)
+def _meta_in(value: dict[str, Any]) -> dict[str, Any] | None:
+    meta = value.get("_meta")
+    return meta if type(meta) is dict else None
 
 
-def _register_permission_request(builder: Builder) -> None:
-    plain_permission = builder.class_hook(RequestPermissionRequest)
-
-    def structure_permission_request(value: Any, tp: Any) -> RequestPermissionRequest:
-        request: RequestPermissionRequest = plain_permission(value, tp)
-        if request.tool_call is None and isinstance(request.subject, ToolCallPermissionSubject):
-            return attrs.evolve(request, tool_call=request.subject.tool_call)
-        return request
-
-    builder.conv.register_structure_hook(RequestPermissionRequest, structure_permission_request)
-
-
-# --------------------------------------------------------------------------------------------
-# session/status and the v2 foreground state
-
-
-def _status_response_in(version: int) -> Hook:
-    def structure_status_response(value: Any, _: Any) -> SessionStatusResponse:
-        if type(value) is not dict:
-            raise DecodeError(f"SessionStatusResponse: expected an object, got {kind_of(value)}")
-        raw_status = value.get("status")
-        if type(raw_status) is not str:
-            raise DecodeError(f"SessionStatusResponse.status: expected a string, got {kind_of(raw_status)}")
-        state = structure_foreground_state(value.get("state"), None) if version >= 2 else None
-        meta = value.get("_meta")
-        return SessionStatusResponse(
-            status=normalize_status(raw_status),
-            raw_status=raw_status,
-            state=state,
-            meta=meta if type(meta) is dict else None,
-        )
-
-    return structure_status_response
-
-
-def _status_response_out(version: int) -> Callable[[SessionStatusResponse], dict[str, Any]]:
-    def unstructure_status_response(obj: SessionStatusResponse) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": obj.raw_status}
-        if obj.state is not None and version >= 2:
-            out["state"] = unstructure_foreground_state(obj.state)
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
-
-    return unstructure_status_response
+def _with_meta(out: dict[str, Any], meta: dict[str, Any] | None) -> dict[str, Any]:
+    if meta is not None:
+        out["_meta"] = meta
+    return out
 
 
 def structure_foreground_state(value: Any, _: Any) -> ForegroundState | None:
@@ -168,42 +98,84 @@ def unstructure_foreground_state(obj: ForegroundState) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# session/set_config_option
+class _Shapes:
+    """The hand-shaped hooks of one builder (one protocol version)."""
 
+    def __init__(self, builder: Builder, by_version: ByVersion) -> None:
+        self.builder = builder
+        self.version = builder.version
+        self.by_version = by_version
+        self.plain_caps_in = builder.class_hook(ClientCapabilities)
+        self.plain_caps_out = builder.class_unhook(ClientCapabilities)
+        self.modeled_caps = {
+            field_wire_name(f, self.version) for f in attrs.fields(ClientCapabilities) if on_wire(f, self.version)
+        }
+        self.plain_option_out = builder.class_unhook(SessionConfigOption)
+        self.plain_permission_in = builder.class_hook(RequestPermissionRequest)
 
-def _set_config_option_out(builder: Builder) -> Callable[[SetSessionConfigOptionRequest], dict[str, Any]]:
-    def unstructure_set_config_option(obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
+    def client_capabilities_in(self, value: Any, tp: Any) -> ClientCapabilities:
+        """Capability members this class does not model are kept in ``extra`` (and written back)."""
+        caps: ClientCapabilities = self.plain_caps_in(value, tp)
+        extra = {k: v for k, v in value.items() if k not in self.modeled_caps}
+        return attrs.evolve(caps, extra=extra) if extra else caps
+
+    def client_capabilities_out(self, obj: ClientCapabilities) -> dict[str, Any]:
+        out: dict[str, Any] = dict(obj.extra) if obj.extra else {}
+        out.update(self.plain_caps_out(obj))
+        return out
+
+    def config_option_out(self, obj: SessionConfigOption) -> dict[str, Any]:
+        out: dict[str, Any] = self.plain_option_out(obj)
+        if obj.type == "select":
+            out.setdefault("options", [])  # required for a select, even when empty
+        return out
+
+    def permission_request_in(self, value: Any, tp: Any) -> RequestPermissionRequest:
+        """A v2 tool-call subject fills ``tool_call`` too, so handlers read it in both versions."""
+        request: RequestPermissionRequest = self.plain_permission_in(value, tp)
+        if request.tool_call is None and isinstance(request.subject, ToolCallPermissionSubject):
+            return attrs.evolve(request, tool_call=request.subject.tool_call)
+        return request
+
+    def status_response_in(self, value: Any, _: Any) -> SessionStatusResponse:
+        if type(value) is not dict:
+            raise DecodeError(f"SessionStatusResponse: expected an object, got {kind_of(value)}")
+        raw_status = value.get("status")
+        if type(raw_status) is not str:
+            raise DecodeError(f"SessionStatusResponse.status: expected a string, got {kind_of(raw_status)}")
+        state = structure_foreground_state(value.get("state"), None) if self.version >= 2 else None
+        return SessionStatusResponse(
+            status=normalize_status(raw_status),
+            raw_status=raw_status,
+            state=state,
+            meta=_meta_in(value),
+        )
+
+    def status_response_out(self, obj: SessionStatusResponse) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": obj.raw_status}
+        if obj.state is not None and self.version >= 2:
+            out["state"] = unstructure_foreground_state(obj.state)
+        return _with_meta(out, obj.meta)
+
+    def set_config_option_out(self, obj: SetSessionConfigOptionRequest) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": obj.session_id, "configId": obj.config_id}
         tag = obj.type
         if tag is None:
             if isinstance(obj.value, bool):
                 tag = "boolean"
-            elif builder.version >= 2:
+            elif self.version >= 2:
                 tag = "id"
         if tag is not None:
             out["type"] = tag
-        out["value"] = builder.conv.unstructure(obj.value)
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+        out["value"] = self.builder.conv.unstructure(obj.value)
+        return _with_meta(out, obj.meta)
 
-    return unstructure_set_config_option
-
-
-# --------------------------------------------------------------------------------------------
-# agent capabilities
-
-
-def _agent_capabilities_in(builder: Builder) -> Hook:
-    lenient = builder.lenient
-
-    def structure_agent_capabilities(value: Any, _: Any) -> AgentCapabilities:
+    def agent_capabilities_in(self, value: Any, _: Any) -> AgentCapabilities:
         if type(value) is not dict:
             raise DecodeError(f"AgentCapabilities: expected an object, got {kind_of(value)}")
-        meta = value.get("_meta")
-        meta = meta if type(meta) is dict else None
-        if builder.version == 1:
+        lenient = self.builder.lenient
+        meta = _meta_in(value)
+        if self.version == 1:
             session_raw = value.get("sessionCapabilities")
             session_raw = session_raw if type(session_raw) is dict else {}
             return AgentCapabilities(
@@ -225,15 +197,11 @@ def _agent_capabilities_in(builder: Builder) -> Hook:
             meta=meta,
         )
 
-    return structure_agent_capabilities
-
-
-def _agent_capabilities_out(builder: Builder) -> Callable[[AgentCapabilities], dict[str, Any]]:
-    def unstructure_agent_capabilities(obj: AgentCapabilities) -> dict[str, Any]:
-        conv = builder.conv
+    def agent_capabilities_out(self, obj: AgentCapabilities) -> dict[str, Any]:
+        conv = self.builder.conv
         prompt = conv.unstructure(obj.prompt)
         mcp = conv.unstructure(obj.mcp)
-        if builder.version == 1:
+        if self.version == 1:
             out = {k: v for k, v in obj.raw.items() if k not in _V1_AGENT_CAPS_MODELED}
             if obj.load_session:
                 out["loadSession"] = True
@@ -257,33 +225,82 @@ def _agent_capabilities_out(builder: Builder) -> Callable[[AgentCapabilities], d
             advertised = type(session_raw) is dict or obj.session.resume or obj.session.close or obj.session.list
             if session or advertised:
                 out["session"] = session
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
+        return _with_meta(out, obj.meta)
 
-    return unstructure_agent_capabilities
+    # ``initialize`` params and result: encoding follows this builder's protocol version, decoding
+    # accepts either shape (v1 ``clientInfo``... / v2 ``info`` and ``capabilities``).
+
+    def _initialize_head(self, value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
+        """An object with an integer ``protocolVersion``; which shape it has (its builder and keys)."""
+        if type(value) is not dict:
+            raise DecodeError(f"{what}: expected an object, got {kind_of(value)}")
+        protocol_version = value.get("protocolVersion")
+        if type(protocol_version) is not int:
+            raise DecodeError(f"{what}.protocolVersion: expected an integer, got {kind_of(protocol_version)}")
+        has_v1 = any(k in value for k in v1_keys)
+        has_v2 = "info" in value or "capabilities" in value
+        v2_shape = has_v2 if has_v1 != has_v2 else self.version >= 2  # by its members, else by the version
+        info_key, caps_key = ("info", "capabilities") if v2_shape else v1_keys
+        return protocol_version, self.by_version(2 if v2_shape else 1), info_key, caps_key, _meta_in(value)
+
+    def initialize_request_in(self, value: Any, _: Any) -> InitializeRequest:
+        protocol_version, builder, info_key, caps_key, meta = self._initialize_head(
+            value, "InitializeRequest", _V1_REQUEST_KEYS
+        )
+        return InitializeRequest(
+            protocol_version=protocol_version,
+            client_info=builder.lenient(Implementation, value.get(info_key), None),
+            client_capabilities=builder.lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
+            meta=meta,
+        )
+
+    def initialize_request_out(self, obj: InitializeRequest) -> dict[str, Any]:
+        conv = self.builder.conv
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        if self.version >= 2:
+            out["info"] = conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
+            out["capabilities"] = conv.unstructure(obj.client_capabilities)
+        else:
+            out["clientCapabilities"] = conv.unstructure(obj.client_capabilities)
+            if obj.client_info is not None:
+                out["clientInfo"] = conv.unstructure(obj.client_info)
+        return _with_meta(out, obj.meta)
+
+    def initialize_response_in(self, value: Any, _: Any) -> InitializeResponse:
+        protocol_version, builder, info_key, caps_key, meta = self._initialize_head(
+            value, "InitializeResponse", _V1_RESPONSE_KEYS
+        )
+        methods = value.get("authMethods")  # default-on-error, and invalid items are skipped
+        auth_methods = builder.lenient_items(AuthMethod, methods) if type(methods) is list else ()
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_info=builder.lenient(Implementation, value.get(info_key), None),
+            agent_capabilities=builder.lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
+            auth_methods=auth_methods,
+            meta=meta,
+        )
+
+    def initialize_response_out(self, obj: InitializeResponse) -> dict[str, Any]:
+        conv = self.builder.conv
+        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
+        info = None if obj.agent_info is None else conv.unstructure(obj.agent_info)
+        caps = conv.unstructure(obj.agent_capabilities)
+        if self.version >= 2:
+            if info is not None:
+                out["info"] = info
+            out["capabilities"] = caps
+        else:
+            out["agentCapabilities"] = caps
+            if info is not None:
+                out["agentInfo"] = info
+        if obj.auth_methods:
+            out["authMethods"] = [conv.unstructure(m) for m in obj.auth_methods]
+        return _with_meta(out, obj.meta)
 
 
-# wire key -> SessionCapabilities attribute
-_V1_SESSION_FLAGS: Final = {
-    "resume": "resume",
-    "close": "close",
-    "list": "list",
-    "fork": "fork",
-    "status": "status",
-    "delete": "delete",
-    "additionalDirectories": "additional_directories",
-    "archive": "archive",
-    "title": "title",
-}
-_V2_SESSION_FLAGS: Final = {
-    "fork": "fork",
-    "status": "status",
-    "delete": "delete",
-    "additionalDirectories": "additional_directories",
-    "archive": "archive",
-    "title": "title",
-}
+# wire key -> SessionCapabilities attribute; in v2, resume, close and list are baseline, not flags
+_V1_SESSION_FLAGS: Final = {camel(f.name): f.name for f in attrs.fields(SessionCapabilities)}
+_V2_SESSION_FLAGS: Final = {k: v for k, v in _V1_SESSION_FLAGS.items() if k not in ("resume", "close", "list")}
 _V1_AGENT_CAPS_MODELED: Final = frozenset(
     {"loadSession", "promptCapabilities", "mcpCapabilities", "sessionCapabilities", "_meta"}
 )
@@ -308,99 +325,5 @@ def _session_capabilities_out(caps: SessionCapabilities, raw: Any, flags: Mappin
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# initialize
-
-
-def _initialize_shape(value: dict[str, Any], v1_keys: tuple[str, str], v2_keys: tuple[str, str], version: int) -> bool:
-    """Whether an ``initialize`` payload has the v2 shape: by its members, else by ``version``."""
-    has_v1 = any(k in value for k in v1_keys)
-    has_v2 = any(k in value for k in v2_keys)
-    if has_v1 != has_v2:
-        return has_v2
-    return version >= 2
-
-
-def _initialize_hooks(
-    version: int, by_version: ByVersion
-) -> tuple[Hook, Callable[[Any], Any], Hook, Callable[[Any], Any]]:
-    """``initialize`` params and result hooks of a converter.
-
-    Encoding follows the converter's protocol version (v1 ``clientInfo`` / ``clientCapabilities`` /
-    ``agentInfo`` / ``agentCapabilities``, v2 ``info`` / ``capabilities``); decoding accepts either
-    shape, whichever the payload has.
-    """
-
-    def head(value: Any, what: str, v1_keys: tuple[str, str]) -> tuple[int, Builder, str, str, Any]:
-        """What both directions check first: an object, an integer ``protocolVersion``, and which
-        shape (v1 keys or v2 ``info`` / ``capabilities``) the payload has."""
-        if type(value) is not dict:
-            raise DecodeError(f"{what}: expected an object, got {kind_of(value)}")
-        protocol_version = value.get("protocolVersion")
-        if type(protocol_version) is not int:
-            raise DecodeError(f"{what}.protocolVersion: expected an integer, got {kind_of(protocol_version)}")
-        v2_keys = ("info", "capabilities")
-        v2_shape = _initialize_shape(value, v1_keys, v2_keys, version)
-        info_key, caps_key = v2_keys if v2_shape else v1_keys
-        return protocol_version, by_version(2 if v2_shape else 1), info_key, caps_key, value.get("_meta")
-
-    def structure_request(value: Any, _: Any) -> InitializeRequest:
-        head_ = head(value, "InitializeRequest", ("clientInfo", "clientCapabilities"))
-        protocol_version, builder, info_key, caps_key, meta = head_
-        return InitializeRequest(
-            protocol_version=protocol_version,
-            client_info=builder.lenient(Implementation, value.get(info_key), None),
-            client_capabilities=builder.lenient(ClientCapabilities, value.get(caps_key), ClientCapabilities()),
-            meta=meta if type(meta) is dict else None,
-        )
-
-    def unstructure_request(obj: InitializeRequest) -> dict[str, Any]:
-        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
-        if version >= 2:
-            out["info"] = by_version(2).conv.unstructure(obj.client_info or DEFAULT_CLIENT_INFO)
-            out["capabilities"] = by_version(2).conv.unstructure(obj.client_capabilities)
-        else:
-            out["clientCapabilities"] = by_version(1).conv.unstructure(obj.client_capabilities)
-            if obj.client_info is not None:
-                out["clientInfo"] = by_version(1).conv.unstructure(obj.client_info)
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
-
-    def structure_response(value: Any, _: Any) -> InitializeResponse:
-        head_ = head(value, "InitializeResponse", ("agentInfo", "agentCapabilities"))
-        protocol_version, builder, info_key, caps_key, meta = head_
-        methods = value.get("authMethods")
-        auth_methods: tuple[AuthMethod, ...] = ()
-        if type(methods) is list:  # default-on-error, and invalid items are skipped
-            auth_methods = tuple(
-                m for m in (builder.lenient(AuthMethod, item, None) for item in methods) if m is not None
-            )
-        return InitializeResponse(
-            protocol_version=protocol_version,
-            agent_info=builder.lenient(Implementation, value.get(info_key), None),
-            agent_capabilities=builder.lenient(AgentCapabilities, value.get(caps_key), AgentCapabilities()),
-            auth_methods=auth_methods,
-            meta=meta if type(meta) is dict else None,
-        )
-
-    def unstructure_response(obj: InitializeResponse) -> dict[str, Any]:
-        builder = by_version(version)
-        out: dict[str, Any] = {"protocolVersion": obj.protocol_version}
-        info = None if obj.agent_info is None else builder.conv.unstructure(obj.agent_info)
-        caps = builder.conv.unstructure(obj.agent_capabilities)
-        if version >= 2:
-            if info is not None:
-                out["info"] = info
-            out["capabilities"] = caps
-        else:
-            out["agentCapabilities"] = caps
-            if info is not None:
-                out["agentInfo"] = info
-        if obj.auth_methods:
-            out["authMethods"] = [builder.conv.unstructure(m) for m in obj.auth_methods]
-        if obj.meta is not None:
-            out["_meta"] = obj.meta
-        return out
-
-    return structure_request, unstructure_request, structure_response, unstructure_response
+_V1_REQUEST_KEYS: Final = ("clientInfo", "clientCapabilities")
+_V1_RESPONSE_KEYS: Final = ("agentInfo", "agentCapabilities")

@@ -25,48 +25,7 @@ if TYPE_CHECKING:
     from .._sessions._table import Tracked
     from ._persistence import Persistence
 
-__all__ = ["acknowledge", "acknowledged", "retrieve", "settle", "status_of", "turn_outcome"]
-
-
-async def turn_outcome(body: asyncio.Future[PromptResult], future: asyncio.Future[PromptResult]) -> PromptResult:
-    """The turn's result (``body``: the running turn; ``future``: how the session table ended it).
-    A turn whose session this client lost fails at once with ``SessionOwnershipLost``, whatever the
-    agent still does with it (nothing more is sent for a session another client owns: no
-    ``session/cancel`` either)."""
-    if not future.done():
-        await asyncio.wait({body, future}, return_when=asyncio.FIRST_COMPLETED)
-    if not body.done() and future.done() and not future.cancelled():
-        error = future.exception()
-        if isinstance(error, SessionOwnershipLost):
-            raise error
-    return await asyncio.shield(body)
-
-
-async def acknowledged(
-    result: PromptResult,
-    tracked: Tracked,
-    future: asyncio.Future[PromptResult],
-    persistence: Persistence | None,
-    lease_check: Callable[[str], Awaitable[None]] | None,
-) -> PromptResult:
-    """``result``, once the turn is durable (see the module docstring), with ``stored`` set when a
-    store kept (or failed to keep) its conversation.
-
-    Raises:
-        SessionOwnershipLost: The session is another client's now (or its lease could not be
-            renewed in time): the turn is not reported as ended.
-        SessionNotTracked / RecoveryFailed: The session was forgotten or abandoned while it ran.
-    """
-    stored: bool | None = None
-    if persistence is not None:
-        stored = await persistence.durable(tracked)
-    if future.done() and not future.cancelled():
-        error = future.exception()
-        if error is not None:  # lost, forgotten or abandoned while it ran
-            raise error
-    if lease_check is not None:
-        await lease_check(tracked.session_id)
-    return attrs.evolve(result, stored=stored) if stored is not None else result
+__all__ = ["acknowledge", "retrieve", "settle", "status_of"]
 
 
 async def acknowledge(
@@ -76,8 +35,31 @@ async def acknowledge(
     persistence: Persistence | None,
     lease_check: Callable[[str], Awaitable[None]] | None,
 ) -> PromptResult:
-    """:func:`turn_outcome`, then :func:`acknowledged`: the result ``prompt()`` returns."""
-    return await acknowledged(await turn_outcome(body, future), tracked, future, persistence, lease_check)
+    """The result ``prompt()`` returns (``body``: the running turn; ``future``: how the session
+    table ended it), once the turn is durable, with ``stored`` set when a store kept (or failed to
+    keep) its conversation.
+
+    Raises:
+        SessionOwnershipLost: The session is another client's now (or its lease could not be
+            renewed in time): at once, whatever the agent still does with the turn (nothing more
+            is sent for it, no ``session/cancel`` either); the turn is not reported as ended.
+        SessionNotTracked / RecoveryFailed: The session was forgotten or abandoned while it ran.
+    """
+    if not future.done():
+        await asyncio.wait({body, future}, return_when=asyncio.FIRST_COMPLETED)
+    if not body.done() and future.done() and not future.cancelled():
+        error = future.exception()
+        if isinstance(error, SessionOwnershipLost):
+            raise error
+    result = await asyncio.shield(body)
+    stored = await persistence.durable(tracked) if persistence is not None else None
+    if future.done() and not future.cancelled():
+        error = future.exception()
+        if error is not None:  # lost, forgotten or abandoned while it ran
+            raise error
+    if lease_check is not None:
+        await lease_check(tracked.session_id)
+    return attrs.evolve(result, stored=stored) if stored is not None else result
 
 
 def settle(future: asyncio.Future[PromptResult]) -> Callable[[PromptResult | BaseException], None]:

@@ -1,20 +1,17 @@
-"""The machinery behind :class:`~acp_client.AcpClient`: it wires the session table, the recoverer,
-its links and callback delivery together, runs the session calls whose work is more than one
-request, handles what the connection reports (notifications, protocol errors, state changes) and
-the steps of a prompt turn.
+"""The machinery behind :class:`~acp_client.AcpClient` (whose public methods are a few lines over
+this): the session table, recoverer, links and callback delivery wired together, the session calls
+that take more than one request, what the connection reports, and the steps of a prompt turn.
 
-It talks to its links through :class:`~acp_client._link._links.Links` only (one supervisor for one
-endpoint; an :class:`~acp_client.group.EndpointGroup` brings its own for several), and tells its
-subscribers (the session store's :class:`~acp_client._engine._persistence.Persistence`, an endpoint
-group's links) what happens to sessions as typed events (:class:`~acp_client._link._events.SessionEvents`).
-:class:`~acp_client.AcpClient` keeps only the public methods; each is a few lines over this.
+It reaches its links only through :class:`~acp_client._link._links.Links`, and tells its subscribers
+(the session store's bookkeeping, an endpoint group's links) what happens to sessions as typed
+events (:class:`~acp_client._link._events.SessionEvents`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,13 +19,13 @@ from .._codec import decode_update_params, from_wire, to_wire
 from .._codec._fast import FAST_UPDATES
 from .._link._client_state import StateMachine
 from .._link._events import SessionEvents
-from .._link._links import LinkKit, Links, LinksFactory, SingleLink
+from .._link._links import LinkKit, Links, SingleLink
 from .._link._opening import opener
 from .._link._queue import Ticket
 from .._link._supervisor import Supervisor
 from .._recovery._not_found import says_session_not_found
 from .._recovery._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach, replay_ended
-from .._rpc._connection import DEFAULT_MAX_INCOMING_REQUESTS, Connection
+from .._rpc._connection import Connection
 from .._rpc._handshake import initialize
 from .._sessions._coherence import Settings, with_config_options, with_config_value, with_mode, with_model
 from .._sessions._table import SessionTable, Tracked, Turn
@@ -37,6 +34,7 @@ from .._util._checks import check_seconds
 from .._util._delivery import Dispatcher, call_app
 from .._util._logging import get_logger
 from .._util._tasks import TaskSet
+from .._util._version import __version__
 from ..clock import Clock, move_on_after
 from ..config import Callbacks, QueueOptions, Timeouts
 from ..exceptions import (
@@ -50,9 +48,9 @@ from ..exceptions import (
     SessionNotFound,
     TurnInProgress,
 )
+from ..group import LinksPlan
 from ..handlers import ClientHandlers, RequestRouter
-from ..location import Endpoint, Location
-from ..retry import RetryPolicy
+from ..location import Location
 from ..state import (
     ConnectionState,
     Probe,
@@ -65,7 +63,6 @@ from ..state import (
     UpdateEvent,
 )
 from ..store._bridge import StoreBridge
-from ..telemetry import Telemetry
 from ..transcript import SegmentStart, TurnStatus
 from ..transports._security import check_session_id
 from ..transports.base import Connector, StreamResumed, TransportInfo
@@ -97,17 +94,25 @@ from ..types import (
     TextContent,
 )
 from ._acknowledge import acknowledge, retrieve, settle, status_of
-from ._lost_again import LostAgain
+from ._lost_again import recover_lost, to_resend
 from ._persistence import Persistence
 
-__all__ = ["Engine"]
+__all__ = ["CLIENT_INFO", "Engine"]
 
 logger = get_logger("acp_client.client")
 
 T = TypeVar("T")
 
+CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
+
 #: How many times one prompt that never reached the agent is sent again (``retry_unsent_prompts``).
 MAX_PROMPT_RESENDS = 3
+
+#: The method, request and record change of each choice the app sets on a session.
+_CHOICES: dict[str, tuple[str, Callable[..., Any], Callable[[Session, str], Session]]] = {
+    "mode_id": ("session/set_mode", SetSessionModeRequest, with_mode),
+    "model_id": ("session/set_model", SetSessionModelRequest, with_model),
+}
 
 
 def _lost_context(conversation: str) -> str:
@@ -124,66 +129,55 @@ class Engine:
     def __init__(
         self,
         connector: Connector,
+        options: Mapping[str, Any],
         *,
-        protocol_version: int,
-        client_info: Implementation,
-        handlers: ClientHandlers,
-        retry: RetryPolicy | None,
-        callbacks: Callbacks,
-        timeouts: Timeouts,
-        queue: QueueOptions,
-        recovery_concurrency: int,
         clock: Clock,
-        rng: random.Random | None,
-        keep_transcripts: bool,
-        links: LinksFactory | None = None,
-        endpoints: tuple[Endpoint, ...] = (),
-        replays_on_resume: bool | None = None,
-        max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
-        retry_unsent_prompts: bool = False,
-        carry_lost_context: bool = False,
+        plan: LinksPlan | None = None,
         store: StoreBridge | None = None,
-        telemetry: Telemetry | None = None,
     ) -> None:
-        self.retry_unsent_prompts = retry_unsent_prompts
-        self.carry_lost_context = carry_lost_context
-        #: Background work of the engine's own (a ``session/cancel`` after an awaiting task was
-        #: cancelled).
+        """``options``: every :class:`~acp_client.config.ClientOptions` key (``None`` where the
+        client builds its own); ``plan``: an endpoint group's links."""
+        self.options = options
+        #: The engine's own background work (a ``session/cancel`` after an awaiting task was cancelled).
         self._background = TaskSet("the client", self.crashed)
-        self.max_incoming_requests = max_incoming_requests
-        self.proposed_version = self.version = protocol_version
-        self.client_info = client_info
-        self.handlers = handlers
-        self.callbacks = callbacks
-        self.timeouts = timeouts
+        self.proposed_version: int = options["protocol_version"]
+        self.version: int = self.proposed_version
+        self.client_info: Implementation = options["client_info"] or CLIENT_INFO
+        self.handlers: ClientHandlers = options["handlers"] or ClientHandlers()
+        self.callbacks: Callbacks = options["callbacks"] or Callbacks()
+        self.timeouts: Timeouts = options["timeouts"] or Timeouts()
+        timeouts, keep_transcripts = self.timeouts, options["keep_transcripts"]
+        concurrency = options["recovery_concurrency"]
         self.clock = clock
         self.init: InitializeResponse | None = None
         self.update_listeners: list[Callable[[UpdateEvent], Any]] = []
-        if callbacks.on_update is not None:
-            self.update_listeners.append(callbacks.on_update)
+        if self.callbacks.on_update is not None:
+            self.update_listeners.append(self.callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
-        self._closing = False
+        #: Whether the app closed the client (or is closing it).
+        self.closing = False
         #: The instances of an endpoint group, in the order given (empty for a single endpoint).
-        self.endpoints = endpoints
+        self.endpoints = plan.endpoints if plan is not None else ()
         #: The client's connection state (its links set it).
         self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
-        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=replays_on_resume)
-        self.router = RequestRouter(handlers, session_roots=self.table.roots, protocol_version=lambda: self.version)
+        self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=options["replays_on_resume"])
+        self.router = RequestRouter(
+            self.handlers, session_roots=self.table.roots, protocol_version=lambda: self.version
+        )
         self.recoverer = Recoverer(
             self.table,
             callbacks=lambda: self.callbacks,
             timeouts=timeouts,
-            concurrency=recovery_concurrency,
+            concurrency=concurrency,
             clock=clock,
             version=lambda: self.version,
         )
-        self._retry, self._rng, self._queue, self.connector = retry, rng, queue, connector
         #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[SessionEvents] = []
-        # None unless the otel extra is installed and telemetry is not disabled (see _telemetry).
+        # None unless the otel extra is installed and telemetry is not disabled.
         self.telemetry = instrumentation(
-            telemetry,
+            options["telemetry"],
             clock=clock.monotonic,
             version=lambda: self.version,
             queued=lambda: self.links.queued,
@@ -202,8 +196,8 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
             timeouts=timeouts,
-            queue=queue,
-            concurrency=recovery_concurrency,
+            queue=options["queue"] or QueueOptions(),
+            concurrency=concurrency,
             supervisor=self.build_supervisor,
             state=self.client_state,
             subscribe=self.observers.append,
@@ -211,7 +205,7 @@ class Engine:
             recovered=self.recovered,
             opener=opener(
                 proposed=lambda: self.version,
-                client_info=client_info,
+                client_info=self.client_info,
                 capabilities=self.capabilities(),
                 clock=clock,
                 timeout=timeouts.connect,
@@ -219,10 +213,9 @@ class Engine:
                 observer=self.telemetry.link().calls if self.telemetry is not None else None,
             ),
         )
-        self.links: Links = links(kit) if links is not None else SingleLink(kit, connector)
+        self.links: Links = plan.build(kit) if plan is not None else SingleLink(kit, connector)
         if self.persistence is not None:  # where each session lives is recorded with it
             self.persistence.placement_of = self.links.placement_of
-        self.lost_again = LostAgain(self)
         self.lease_check: Callable[[str], Awaitable[None]] | None = None  # a shared store's Ownership.check
 
     def build_supervisor(
@@ -238,24 +231,27 @@ class Engine:
         observer = self.telemetry.link() if self.telemetry is not None else None
         if observer is not None:
             on_state = observer.watch(on_state)
+        refresh = self.callbacks.refresh_credentials
+        if refresh is not None:  # through call_app: a refresh that raises is logged
+            refresh = functools.partial(call_app, refresh, what="refresh_credentials")
         return Supervisor(
             connector,
             initialize=self.initialize,
             recover=recover,
-            policy=self._retry,
+            policy=self.options["retry"],
             clock=self.clock,
-            queue=self._queue,
+            queue=self.options["queue"] or QueueOptions(),
             on_state=on_state,
             on_drop=on_drop,
             on_fail=on_fail,
             on_request=self.router,
             on_notification=self.on_notification,
             on_protocol_error=self.on_protocol_error,
-            refresh_credentials=self.refresh if self.callbacks.refresh_credentials is not None else None,
+            refresh_credentials=refresh,
             request_timeout=self.timeouts.request,
             connect_timeout=self.timeouts.connect,
-            rng=self._rng,
-            max_incoming_requests=self.max_incoming_requests,
+            rng=self.options["rng"],
+            max_incoming_requests=self.options["max_incoming_requests"],
             observer=observer,
             on_stream_resumed=self.on_stream_resumed,
         )
@@ -279,22 +275,13 @@ class Engine:
         return self.client_state.state
 
     @property
-    def closing(self) -> bool:
-        """Whether the app closed the client (or is closing it)."""
-        return self._closing
-
-    @property
     def primary(self) -> Supervisor:
         """Where calls that concern no session go."""
         return self.links.primary
 
     async def start(self) -> None:
-        """Restore the stored sessions (if a store is set), then connect; restored sessions are
-        recovered on the first connection, before it counts as connected.
-
-        Raises:
-            SessionStoreError: The store cannot be read (the client is then failed).
-        """
+        """Restore the stored sessions (recovered on the first connection, before it counts as
+        connected), then connect. Raises ``SessionStoreError`` (the client is then failed)."""
         self.emit_state(self.state)
         restored = 0
         if self.persistence is not None:
@@ -332,7 +319,7 @@ class Engine:
                 ticket = Ticket()  # a new wait
 
     async def aclose(self) -> None:
-        self._closing = True
+        self.closing = True
         await self.links.aclose()
         self.table.closed()
         await self.dispatcher.aclose()
@@ -463,9 +450,8 @@ class Engine:
         return await self.links.locate(current, timeout)
 
     async def attach(self, request: Any, method: str, *, replay: bool) -> Tracked:
-        """An app-initiated load / resume: track the session, attach it (updates before the answer
-        are replay or a snapshot), and forget it again if the agent refused (a session this client
-        did not track before)."""
+        """An app-initiated load / resume: track the session and attach it (updates before the
+        answer are replay or a snapshot); one not tracked before is forgotten if the agent refuses."""
         known = request.session_id in self.table
         tracked = self.table.track(
             Session(session_id=request.session_id, cwd=request.cwd), cwd=request.cwd, mcp_servers=request.mcp_servers
@@ -490,22 +476,23 @@ class Engine:
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:
-        def remember(settings: Settings) -> None:
-            settings.mode_id = mode_id
-
-        build = lambda sid: SetSessionModeRequest(session_id=sid, mode_id=mode_id)  # noqa: E731
-        await self._set_option(session_id, "session/set_mode", build, remember)
-        self._coherent(session_id, lambda record: with_mode(record, mode_id))
-        self._changed(session_id, mode_id=mode_id)
+        await self._set_choice(session_id, "mode_id", mode_id)
 
     async def set_model(self, session_id: str, model_id: str) -> None:
-        def remember(settings: Settings) -> None:
-            settings.model_id = model_id
+        await self._set_choice(session_id, "model_id", model_id)
 
-        build = lambda sid: SetSessionModelRequest(session_id=sid, model_id=model_id)  # noqa: E731
-        await self._set_option(session_id, "session/set_model", build, remember)
-        self._coherent(session_id, lambda record: with_model(record, model_id))
-        self._changed(session_id, model_id=model_id)
+    async def _set_choice(self, session_id: str, field: str, value: str) -> None:
+        """Set the session's mode or model (``field``: ``mode_id`` / ``model_id``)."""
+        method, request, coherent = _CHOICES[field]
+
+        def remember(settings: Settings) -> None:
+            setattr(settings, field, value)
+
+        await self._set_option(session_id, method, lambda sid: request(session_id=sid, **{field: value}), remember)
+        self._coherent(session_id, lambda record: coherent(record, value))
+        tracked = self._tracked(session_id)
+        if tracked is not None:
+            self.emit(lambda o: o.changed(tracked, **{field: value}))
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: Any, kind: str | None
@@ -522,34 +509,27 @@ class Engine:
             self._coherent(session_id, lambda record: with_config_options(record, options))
         else:
             self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
-        tracked = self.table.get(self.table.current_id(session_id))
+        tracked = self._tracked(session_id)
         if tracked is not None:
             self.emit(lambda o: o.config_changed(tracked, config_id, value))
         return options
 
+    def _tracked(self, session_id: str) -> Tracked | None:
+        return self.table.get(self.table.current_id(session_id))
+
     def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
         """The agent accepted a setting: every field of the record that names it says so."""
-        tracked = self.table.get(self.table.current_id(session_id))
+        tracked = self._tracked(session_id)
         if tracked is not None:
             tracked.record = change(tracked.record)
-
-    def _changed(self, session_id: str, **fields: Any) -> None:
-        tracked = self.table.get(self.table.current_id(session_id))
-        if tracked is not None:
-            self.emit(lambda o: o.changed(tracked, **fields))
 
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
     ) -> Any:
-        """Send a setting (``build`` makes the params from the session's id at send time). Once the
-        agent accepts, ``remember`` records the choice on the tracked session, so a recovery that
-        rebuilds the session restores it.
-
-        Raises:
-            CapabilityNotSupported: The session's record (the agent's answer to ``session/new``,
-                load or resume) offers no models (``set_model``) or no config options
-                (``set_config_option``).
-        """
+        """Send a setting (``build`` makes the params from the session's id at send time); once the
+        agent accepts, ``remember`` records it on the tracked session, for a recovery to restore.
+        Raises ``CapabilityNotSupported`` when the session's record offers no models or no config
+        options to set."""
         self.require(method)
         current = self.table.current_id
         tracked = self.table.get(current(session_id))
@@ -561,21 +541,17 @@ class Engine:
             result = await self.call(tracked, method, lambda: self.wire(build(current(session_id))))
         except RpcError as exc:
             if tracked is not None:
-                await self.lost_again.recover(tracked, method, exc)
+                await recover_lost(self, tracked, method, exc)
             raise
         if tracked is not None:
             remember(tracked.settings)
         return result
 
     async def run_turn(self, tracked: Tracked, blocks: tuple[ContentBlock, ...], timeout: float | None) -> PromptResult:
-        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`).
-
-        Cancel means cancel: when ``timeout`` runs out, or the awaiting task is cancelled, the
-        client sends ``session/cancel`` for the session and gives the agent
-        ``Timeouts.cancel_grace`` to end the turn. A turn the agent has not ended stays the
-        session's running turn until it does (or the connection drops): the next prompt waits for
-        it up to the same grace, then raises ``TurnInProgress``.
-        """
+        """One prompt turn (see :meth:`AcpClient.prompt <acp_client.AcpClient.prompt>`). Cancel
+        means cancel: on timeout or cancellation ``session/cancel`` is sent and the agent gets
+        ``Timeouts.cancel_grace`` to end the turn; one it has not ended stays the session's running
+        turn, which the next prompt waits for up to the same grace (then ``TurnInProgress``)."""
         await self._previous_turn_ended(tracked)
         future: asyncio.Future[PromptResult] = asyncio.get_running_loop().create_future()
         turn = self.table.begin_turn(tracked, blocks, settle(future))
@@ -617,11 +593,10 @@ class Engine:
         await link.notify("session/cancel", self.wire(CancelNotification(session_id=tracked.session_id)))
 
     async def _previous_turn_ended(self, tracked: Tracked) -> None:
-        """A turn that was cancelled but not ended yet: wait for it (up to the cancel grace); the
-        table then refuses the new turn if it still runs."""
+        """Wait up to the cancel grace for a cancelled turn the agent has not ended yet."""
         body = tracked.turn_task
         if body is None or body.done() or tracked.turn is None or not tracked.turn.cancel_sent:
-            return  # (a second prompt beside a running one is refused at once by the table)
+            return  # (the table refuses a second prompt beside a running one)
         with move_on_after(self.clock, self.timeouts.cancel_grace):
             await asyncio.wait({body})
         if not body.done():
@@ -650,7 +625,7 @@ class Engine:
                 future.result()
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             sent = blocks
-            if self.carry_lost_context and tracked.lost_context_pending:
+            if self.options["carry_lost_context"] and tracked.lost_context_pending:
                 sent = (TextContent(text=_lost_context(tracked.transcript.lost_context())), *blocks)
                 tracked.lost_context_pending = False
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
@@ -660,7 +635,7 @@ class Engine:
             try:
                 result = await self._send_prompt(tracked, params, None, turn.accept)
             except RpcError as exc:
-                again = await self.lost_again.to_resend(tracked, turn, exc)
+                again = await to_resend(self, tracked, turn, exc)
                 if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
                     raise
                 logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
@@ -677,7 +652,7 @@ class Engine:
             turn.done = True
             self.table.end_turn(tracked, turn)
             if again is None:
-                await self.lost_again.recover(tracked, "session/prompt", exc)
+                await recover_lost(self, tracked, "session/prompt", exc)
             raise
         except ConnectionLost as exc:
             if exc.may_have_executed and not self.closing:  # a drop, not the app closing
@@ -697,15 +672,14 @@ class Engine:
         self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
     ) -> Any:
         """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
-        (``ConnectionLost`` with ``may_have_executed=False``) is sent again once the client is
-        connected (at most :data:`MAX_PROMPT_RESENDS` times). One the agent may have acted on
-        never is."""
+        (``may_have_executed=False``) is sent again once the client is connected (at most
+        :data:`MAX_PROMPT_RESENDS` times)."""
         resends = 0
         while True:
             try:
                 return await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=on_answer)
             except ConnectionLost as exc:
-                if exc.may_have_executed or not self.retry_unsent_prompts or resends >= MAX_PROMPT_RESENDS:
+                if exc.may_have_executed or not self.options["retry_unsent_prompts"] or resends >= MAX_PROMPT_RESENDS:
                     raise
                 if self.closing or self.state.is_terminal:
                     raise
@@ -730,20 +704,16 @@ class Engine:
 
     async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
         """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""
-        capabilities = self.capabilities()
         response = await initialize(
             conn,
             proposed=self.proposed_version,
             client_info=self.client_info,
-            capabilities=capabilities,
+            capabilities=self.capabilities(),
             timeout=timeout if timeout is not None else self.timeouts.connect,
         )
         self.init = response
         self.version = response.protocol_version
         return response
-
-    async def refresh(self) -> None:
-        await call_app(self.callbacks.refresh_credentials, what="refresh_credentials")
 
     def emit_state(self, state: ConnectionState) -> None:
         if state.is_terminal:  # what a cut-off recovery finished is told before the end

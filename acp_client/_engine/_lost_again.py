@@ -5,7 +5,7 @@ nothing (pydantic-acp, isaac-acp); the loss shows only when a later session meth
 "session not found" (any spelling :mod:`acp_client._recovery._not_found` knows). The session then goes
 through recovery again, as unknown: a new session, the conversation kept as earlier history, the
 outcome reported through the usual callbacks. A prompt refused that way never ran, so it is sent
-once more on the new session (:meth:`LostAgain.to_resend`). Nothing is left stuck.
+once more on the new session (:func:`to_resend`). Nothing is left stuck.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..exceptions import ConnectionLost, RpcError, TransportError
 from ..state import RecoveryOutcome, RecoveryPath
 from ..types import InitializeResponse, Probe
 
-__all__ = ["LostAgain"]
+__all__ = ["recover_lost", "to_resend"]
 
 
 class _Engine(Protocol):
@@ -35,55 +35,49 @@ class _Engine(Protocol):
     def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None: ...
 
 
-class LostAgain:
-    """The engine's handling of a "not found" answer for a session a recovery had brought back."""
+async def recover_lost(engine: _Engine, tracked: Tracked, method: str, error: RpcError) -> RecoveryOutcome | None:
+    """``method`` was answered ``error`` for ``tracked``: when it says "session not found" and a
+    recovery had brought the session back, recover it again as unknown (the outcome, also
+    reported; ``None`` when the error is not "not found" or the session was not recovered)."""
+    spelling = says_session_not_found(error, tracked.session_id)
+    if spelling is None or not tracked.recovered or tracked.abandoned or engine.init is None:
+        return None
+    link = await engine.links.link_for(tracked, "session/new")
+    conn = link.connection
+    if conn is None:
+        return None
+    tracked.recovered = False
+    reason = (
+        f"{method}: not found ({quote(error)}, the spelling of {spelling.seen_in}) after a recovery: "
+        "the agent lost the session"
+    )
+    outcome = await engine.recoverer.recover_session(
+        conn,
+        tracked,
+        capabilities(engine.init, engine.version),
+        answer=Answer(Probe.UNKNOWN),
+        endpoint=engine.links.endpoint_of(tracked),
+        reason=reason,
+    )
+    await engine.recoverer.report(outcome)
+    engine.recovered([outcome], False)
+    return outcome
 
-    def __init__(self, engine: _Engine) -> None:
-        self._engine = engine
 
-    async def recover(self, tracked: Tracked, method: str, error: RpcError) -> RecoveryOutcome | None:
-        """``method`` was answered ``error`` for ``tracked``: when it says "session not found" and
-        a recovery had brought the session back, recover it again as unknown (the outcome, also
-        reported; ``None`` when the error is not "not found" or the session was not recovered)."""
-        engine = self._engine
-        spelling = says_session_not_found(error, tracked.session_id)
-        if spelling is None or not tracked.recovered or tracked.abandoned or engine.init is None:
-            return None
-        link = await engine.links.link_for(tracked, "session/new")
-        conn = link.connection
-        if conn is None:
-            return None
-        tracked.recovered = False
-        reason = (
-            f"{method}: not found ({quote(error)}, the spelling of {spelling.seen_in}) after a recovery: "
-            "the agent lost the session"
-        )
-        outcome = await engine.recoverer.recover_session(
-            conn,
-            tracked,
-            capabilities(engine.init, engine.version),
-            answer=Answer(Probe.UNKNOWN),
-            endpoint=engine.links.endpoint_of(tracked),
-            reason=reason,
-        )
-        await engine.recoverer.report(outcome)
-        engine.recovered([outcome], False)
-        return outcome
-
-    async def to_resend(self, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
-        """``turn``'s prompt was refused as "session not found" after a recovery (so never run):
-        recover the session again as unknown, for the prompt to be sent once more there (returns
-        the outcome; ``None``: not done — something was heard of the turn, or it was cancelled).
-        The prompt leaves the transcript first (not in the lost segment), and is put back, to be
-        marked failed, when it is not resent."""
-        if turn.heard or turn.cancel_sent or not says_session_not_found(error, tracked.session_id):
-            return None
-        table = self._engine.table
-        table.withdraw_prompt(tracked, turn)
-        try:
-            outcome = await self.recover(tracked, "session/prompt", error)
-        except (ConnectionLost, TransportError):  # the next reconnect recovers it; the refusal stands
-            outcome = None
-        if outcome is None or outcome.path is RecoveryPath.ABANDON or tracked.abandoned:
-            table.prompt_sent(tracked, echoes_prompts=self._engine.version >= 2)  # back, to be marked failed
-        return outcome
+async def to_resend(engine: _Engine, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
+    """``turn``'s prompt was refused as "session not found" after a recovery (so never run):
+    recover the session again as unknown, for the prompt to be sent once more there (returns
+    the outcome; ``None``: not done — something was heard of the turn, or it was cancelled).
+    The prompt leaves the transcript first (not in the lost segment), and is put back, to be
+    marked failed, when it is not resent."""
+    if turn.heard or turn.cancel_sent or not says_session_not_found(error, tracked.session_id):
+        return None
+    table = engine.table
+    table.withdraw_prompt(tracked, turn)
+    try:
+        outcome = await recover_lost(engine, tracked, "session/prompt", error)
+    except (ConnectionLost, TransportError):  # the next reconnect recovers it; the refusal stands
+        outcome = None
+    if outcome is None or outcome.path is RecoveryPath.ABANDON or tracked.abandoned:
+        table.prompt_sent(tracked, echoes_prompts=engine.version >= 2)  # back, to be marked failed
+    return outcome

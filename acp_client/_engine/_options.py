@@ -1,10 +1,6 @@
 """The options of :class:`~acp_client.AcpClient`: checked once, then turned into its engine (the
-connectors built from URLs, the session store seen under the client's key).
-
-Which links the engine gets follows from the endpoint: a URL or a connector is the engine's own
-single link; an :class:`~acp_client.group.EndpointGroup` hands over its
-:class:`~acp_client.group.LinksPlan`.
-"""
+connectors built from URLs, the session store seen under the client's key, and the links: its own
+single link for a URL or a connector, an :class:`~acp_client.group.EndpointGroup`'s plan)."""
 
 from __future__ import annotations
 
@@ -17,7 +13,6 @@ from typing import Any
 from .._rpc._connection import DEFAULT_MAX_INCOMING_REQUESTS
 from .._rpc._handshake import SUPPORTED_PROTOCOL_VERSIONS
 from .._util._checks import check_count, check_flag, check_instance, check_seconds
-from .._util._version import __version__
 from ..clock import Clock, SystemClock
 from ..config import Callbacks, ClientOptions, QueueOptions, Timeouts
 from ..exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
@@ -33,12 +28,10 @@ from ..transports import CookieStore, TlsConfig
 from ..transports.base import Connector, Limits
 from ..transports.endpoint import connector_for
 from ..types import Implementation
-from ._engine import Engine
+from ._engine import CLIENT_INFO, Engine
 from ._ownership import DEFAULT_LEASE_DURATION, FencedStore, Ownership, default_owner
 
 __all__ = ["CLIENT_INFO", "DEFAULTS", "assemble", "check_keywords", "check_options", "next_cursor", "with_defaults"]
-
-CLIENT_INFO = Implementation(name="acp-reconnect", version=__version__, title="acp_client")
 
 #: The default of every :class:`~acp_client.config.ClientOptions` key (``None``: the client builds
 #: its own, as the key's documentation says).
@@ -139,17 +132,6 @@ def check_options(options: Mapping[str, Any]) -> None:
         raise ConfigurationError("secret_headers must be a collection of header names")
 
 
-def _with_connect_timeout(endpoint: str, connect: float, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The transport options, with the transport's own opening bound set to ``Timeouts.connect``
-    (unless the app set it): the client bounds the whole opening with that one value."""
-    merged = dict(options or {})
-    if endpoint.startswith(("ws://", "wss://")):
-        merged.setdefault("open_timeout", connect)
-    elif endpoint.startswith(("http://", "https://")):
-        merged.setdefault("connect_timeout", connect)
-    return merged
-
-
 def _bridge(
     options: Mapping[str, Any], plan: LinksPlan | None, clock: Clock
 ) -> tuple[StoreBridge | None, Ownership | None]:
@@ -183,6 +165,13 @@ def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
     def connector(value: str | Connector) -> Connector:
         if not isinstance(value, str):
             return value
+        # The client bounds the whole opening with Timeouts.connect: so does the transport's own
+        # opening bound, unless the app set it.
+        extra = dict(options["transport_options"] or {})
+        if value.startswith(("ws://", "wss://")):
+            extra.setdefault("open_timeout", timeouts.connect)
+        elif value.startswith(("http://", "https://")):
+            extra.setdefault("connect_timeout", timeouts.connect)
         return connector_for(
             value,
             headers=options["headers"],
@@ -190,7 +179,7 @@ def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
             tls=options["tls"],
             cookies=cookies,
             limits=options["limits"],
-            **_with_connect_timeout(value, timeouts.connect, options["transport_options"]),
+            **extra,
         )
 
     return connector
@@ -201,36 +190,11 @@ def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, 
     ``cookies``), and the connector of its first link."""
     connector = _connector_factory(options, cookies)
     endpoint = options["endpoint"]
-    plan: LinksPlan | None = None
-    if isinstance(endpoint, EndpointGroup):
-        plan = endpoint.links_plan(connector)
-        first = plan.first
-    else:
-        first = connector(endpoint)
+    plan = endpoint.links_plan(connector) if isinstance(endpoint, EndpointGroup) else None
+    first = plan.first if plan is not None else connector(endpoint)
     clock = options["clock"] or SystemClock()
     bridge, ownership = _bridge(options, plan, clock)
-    engine = Engine(
-        first,
-        protocol_version=options["protocol_version"],
-        client_info=options["client_info"] or CLIENT_INFO,
-        handlers=options["handlers"] or ClientHandlers(),
-        retry=options["retry"],
-        callbacks=options["callbacks"] or Callbacks(),
-        timeouts=options["timeouts"] or Timeouts(),
-        queue=options["queue"] or QueueOptions(),
-        recovery_concurrency=options["recovery_concurrency"],
-        clock=clock,
-        rng=options["rng"],
-        keep_transcripts=options["keep_transcripts"],
-        links=plan.build if plan is not None else None,
-        endpoints=plan.endpoints if plan is not None else (),
-        replays_on_resume=options["replays_on_resume"],
-        retry_unsent_prompts=options["retry_unsent_prompts"],
-        carry_lost_context=options["carry_lost_context"],
-        max_incoming_requests=options["max_incoming_requests"],
-        store=bridge,
-        telemetry=options["telemetry"],
-    )
+    engine = Engine(first, options, clock=clock, plan=plan, store=bridge)
     if ownership is not None:
         ownership.bind(engine)
     if bridge is not None:

@@ -2,21 +2,18 @@
 
 Two halves, one per thread:
 
-- :class:`FencedStore` runs on the store's worker thread (it is the store the client's
-  :class:`~acp_client.store._bridge.StoreBridge` calls). It holds the leases this client owns
-  (``held``: session id → :class:`~acp_client.store.Lease`), written only on that thread, in the
-  order the client issued its calls; so every write carries the fence of the lease as it is when
-  the write runs (a session saved just before is already claimed). Writes of a session the client
-  does not hold are not made; a new session is written with ``save_owned``; a refused write
-  (:class:`~acp_client.exceptions.SessionStoreFenced`) drops the lease and is raised to the bridge,
-  whose error handler tells :class:`Ownership`.
-- :class:`Ownership` runs on the event loop: on connect it renews (claims again) the sessions its
-  owner holds and adopts the adoptable ones; then a task on the client's clock renews every lease
-  at once each ``renew_interval`` (a third of the lease), retries a failed renewal sooner, scans for
-  sessions whose owner's lease expired and adopts them (automatic adoption, unless the app opted
-  out), and on a clean close releases the leases. A session the client lost (fenced out, not
-  renewed, or renewals failing until the lease ran out on the client's own clock) is handed to
-  ``on_lost`` once: the engine stops tracking it and tells the app.
+- :class:`FencedStore` is the store the client's :class:`~acp_client.store._bridge.StoreBridge`
+  calls on its worker thread. It holds the leases this client owns (``held``), written only there,
+  in the order the client issued its calls, so every write carries the fence of the lease as it is
+  when the write runs. A session the client does not hold is not written; a new one is written
+  with ``save_owned``; a refused write (:class:`~acp_client.exceptions.SessionStoreFenced`) drops
+  the lease and is raised to the bridge, whose error handler tells :class:`Ownership`.
+- :class:`Ownership` runs on the event loop: on connect it claims again the sessions its owner
+  holds and adopts the adoptable ones; then a task on the client's clock renews every lease at once
+  each third of the lease (a failed renewal sooner), adopts sessions whose owner's lease expired
+  (unless the app opted out), and on a clean close releases the leases. A session the client lost
+  (fenced out, not renewed, or its lease ran out on the client's clock while renewals failed) is
+  handed to ``on_ownership_lost`` once, and no longer tracked.
 """
 
 from __future__ import annotations
@@ -26,9 +23,9 @@ import contextlib
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from .._recovery._recoverer import capabilities
 from .._util._delivery import call_app
@@ -36,45 +33,13 @@ from .._util._logging import get_logger
 from .._util._tasks import TaskSet
 from ..clock import Clock
 from ..exceptions import AcpError, SessionOwnershipLost, SessionStoreError, SessionStoreFenced
-from ..state import OwnershipLost, RecoveryOutcome
+from ..state import OwnershipLost
 from ..store._bridge import StoreBridge, write_turn
 from ..store.base import Lease, SharedSessionStore, StoredSession
 
 if TYPE_CHECKING:
-    from .._link._events import SessionEvents
-    from .._link._links import Links
-    from .._recovery._recoverer import Recoverer
-    from .._sessions._table import SessionTable, Tracked
-    from .._telemetry._client import ClientTelemetry
-    from .._util._delivery import Dispatcher
-    from ..config import Callbacks
-    from ..types import InitializeResponse
-    from ._persistence import Persistence
-
-
-class _Host(Protocol):
-    """What ownership uses of the client's engine."""
-
-    table: SessionTable
-    persistence: Persistence | None
-    callbacks: Callbacks
-    dispatcher: Dispatcher
-    links: Links
-    recoverer: Recoverer
-    init: InitializeResponse | None
-    version: int
-    telemetry: ClientTelemetry | None
-
-    lease_check: Callable[[str], Awaitable[None]] | None
-
-    def untrack(self, session_id: str) -> None: ...
-
-    def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None: ...
-
-    def emit(self, event: Callable[[SessionEvents], None]) -> None: ...
-
-    def crashed(self, error: BaseException) -> None: ...
-
+    from .._sessions._table import Tracked
+    from ._engine import Engine
 
 __all__ = ["DEFAULT_LEASE_DURATION", "LEASE_SAFETY_MARGIN", "FencedStore", "Ownership", "default_owner"]
 
@@ -104,17 +69,9 @@ def default_owner() -> str:
 
 
 class FencedStore:
-    """The app's shared store as one owner's client sees it (runs on the store's worker thread).
-
-    It implements the plain :class:`~acp_client.store.SessionStore` protocol for the bridge, every
-    write fenced with the lease this client holds.
-
-    Args:
-        store: The app's store.
-        endpoint: The client's endpoint key.
-        owner: The client's owner name.
-        duration: The lease duration in seconds.
-    """
+    """The app's shared store as one owner's client sees it, on the store's worker thread: the
+    plain :class:`~acp_client.store.SessionStore` protocol for the bridge, every write fenced with
+    the lease this client holds (``endpoint``: the client's key; ``duration``: of a lease, seconds)."""
 
     def __init__(self, store: SharedSessionStore, endpoint: str, owner: str, duration: float) -> None:
         self.store = store
@@ -147,8 +104,6 @@ class FencedStore:
         self.lost.add(session_id)
         if holder is not None:
             self.holders[session_id] = holder
-
-    # -- the SessionStore protocol, as the bridge calls it -------------------------------------
 
     def load(self, endpoint: str) -> list[StoredSession]:
         return [record for record in self.store.load(endpoint) if record.session_id in self.held]
@@ -240,15 +195,8 @@ class FencedStore:
 
 class Ownership:
     """The loop's half: connect-time claims, the renewal task, adoption, release (see the module
-    docstring).
-
-    Args:
-        bridge: The store's worker thread (its store is ``fenced``).
-        fenced: The worker thread's half.
-        clock: The client's clock (drives renewals: a fake one in tests).
-        auto_adopt: Adopt adoptable sessions automatically (else only through the app's call).
-        decide: Returns the app's ``decide_adoption`` callback (``None``: adopt every one).
-    """
+    docstring). ``bridge`` runs ``fenced``; ``decide`` returns the app's ``decide_adoption``
+    (``None``: adopt every one)."""
 
     def __init__(
         self,
@@ -261,10 +209,13 @@ class Ownership:
     ) -> None:
         self.bridge = bridge
         self.fenced = fenced
+        self.owner = fenced.owner
+        self.duration = fenced.duration
+        self.renew_interval = fenced.duration / RENEWALS_PER_LEASE
         self._clock = clock
         self.auto_adopt = auto_adopt
         self._decide = decide
-        self._engine: _Host | None = None
+        self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
         self._renewed_at = clock.monotonic()
         self._reported: set[str] = set()
@@ -277,7 +228,7 @@ class Ownership:
         #: Who holds each session this client lost, when known.
         self._holders: dict[str, str | None] = {}
 
-    def bind(self, engine: _Host) -> None:
+    def bind(self, engine: Engine) -> None:
         """Work for ``engine`` (its session store's bookkeeping starts and ends this)."""
         assert engine.persistence is not None
         self._engine = engine
@@ -285,49 +236,27 @@ class Ownership:
         engine.lease_check = self.check
         engine.recoverer.gate = self.may_recover
 
-    @property
-    def owner(self) -> str:
-        return self.fenced.owner
-
-    @property
-    def duration(self) -> float:
-        return self.fenced.duration
-
-    @property
-    def renew_interval(self) -> float:
-        """Seconds between two renewals: a third of the lease."""
-        return self.duration / RENEWALS_PER_LEASE
-
     def owned(self) -> list[str]:
         """The sessions this client holds now and tracks: a session claimed on the worker thread
         is listed from the moment ``client.session(id)`` accepts it, never before."""
-        engine = self._engine
-        held = dict(self.fenced.held)
-        if engine is None:
+        if self._engine is None:
             return []
-        table = engine.table
+        table, held = self._engine.table, dict(self.fenced.held)  # a copy: the worker thread writes it
         return sorted(sid for sid in held if (tracked := table.get(sid)) is not None and tracked.session_id == sid)
 
     # -- the lease before each send ---------------------------------------------------------------
 
-    @property
-    def margin(self) -> float:
-        """Seconds of each lease this client never sends in (:data:`LEASE_SAFETY_MARGIN`)."""
-        return self.duration * LEASE_SAFETY_MARGIN
-
     def sendable_for(self) -> float:
         """Seconds left, on this client's clock, before its leases are too close to their end to
-        send in (negative: past it)."""
-        return self._renewed_at + self.duration - self.margin - self._clock.monotonic()
+        send in (:data:`LEASE_SAFETY_MARGIN`; negative: past it)."""
+        margin = self.duration * LEASE_SAFETY_MARGIN
+        return self._renewed_at + self.duration - margin - self._clock.monotonic()
 
     async def check(self, session_id: str) -> None:
-        """Before a session-scoped request for ``session_id`` is sent (and before a turn is
-        reported as ended): the lease must be live on this client's own clock, with the margin.
-        When it is not, the leases are renewed first; a session the store no longer returns is
-        lost (``on_ownership_lost``) and the call raises.
-
-        A session this client never stored under a lease (its first write failed: nobody else can
-        hold it) passes.
+        """Before a session-scoped request is sent (and before a turn is reported as ended): the
+        lease must be live on this client's own clock, with the margin, else the leases are
+        renewed first; a session the store no longer returns is lost (``on_ownership_lost``). A
+        session never stored under a lease (its first write failed: nobody else can hold it) passes.
 
         Raises:
             SessionOwnershipLost: The session is another client's now, or its lease could not be
@@ -371,9 +300,8 @@ class Ownership:
         )
 
     async def _renew_for_send(self) -> None:
-        """A renewal that started once the lease was found too close to its end: one already under
-        way is waited for (it may have failed before the store came back), then, if the lease is
-        still too close to its end, a new one runs."""
+        """The lease is too close to its end: wait for a renewal under way (it may have failed
+        before the store came back), then, if still too close, run a new one."""
         running = self._renewing
         if running is not None and not running.done():
             with contextlib.suppress(SessionStoreError):
@@ -383,13 +311,9 @@ class Ownership:
         await self.renew_now()
 
     async def renew_now(self) -> None:
-        """Renew every lease now (one renewal shared by every caller waiting for one); sessions
-        the store no longer returns are lost.
-
-        Raises:
-            SessionStoreError: The store cannot be written (once the lease ran out on this
-                client's clock the sessions are lost too).
-        """
+        """Renew every lease now (one renewal shared by every caller waiting); sessions the store
+        no longer returns are lost. Raises ``SessionStoreError`` (once the lease ran out on this
+        client's clock the sessions are lost too)."""
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.ensure_future(self._renew())
         await asyncio.shield(self._renewing)
@@ -410,22 +334,15 @@ class Ownership:
     async def candidates(self) -> list[StoredSession]:
         """On connect, before anything is written: the sessions the owner holds (an explicit
         ``owner=`` taking its sessions back after a restart), then the adoptable ones the policy
-        adopts, most recently used first in each.
-
-        Raises:
-            SessionStoreError: The store cannot be read (``connect()`` fails, nothing written).
-        """
+        adopts. Raises ``SessionStoreError`` (``connect()`` fails, nothing written)."""
         own, adoptable = await self.bridge.run(self.fenced.candidates)
         if not self.auto_adopt:
             return own
         return [*own, *await self._chosen(adoptable)]
 
     async def take(self, records: Sequence[StoredSession]) -> list[str]:
-        """Claim ``records`` (one transaction) and start renewing; the ids now held.
-
-        Raises:
-            SessionStoreError: The store cannot be written (``connect()`` fails).
-        """
+        """Claim ``records`` (one transaction) and start renewing; the ids now held. Raises
+        ``SessionStoreError`` (``connect()`` fails)."""
         started = self._clock.monotonic()
         held = await self.bridge.run(self.fenced.claim, [record.session_id for record in records])
         self._renewed_at = started
@@ -438,32 +355,26 @@ class Ownership:
         decide = self._decide()
         if decide is None:
             return candidates
-        chosen = []
-        for record in candidates:
-            if await call_app(decide, record, what="decide_adoption") is True:
-                chosen.append(record)
-        return chosen
+        return [record for record in candidates if await call_app(decide, record, what="decide_adoption") is True]
 
     # -- the renewal task -------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        """Renew each interval (sooner after a failed renewal), then scan for sessions to adopt."""
         delay = self.renew_interval
         while True:
             await self._clock.sleep(delay)
-            delay = await self.tick()
-
-    async def tick(self) -> float:
-        """One renewal (and adoption scan); returns the delay before the next one."""
-        try:
-            await self.renew_now()
-        except SessionStoreError:
-            return self._retry_in()
-        if self.auto_adopt:
             try:
-                await self.adopt_expired()
-            except SessionStoreError as exc:
-                logger.warning("session store: looking for sessions to adopt failed: %s", exc)
-        return self.renew_interval
+                await self.renew_now()
+            except SessionStoreError:
+                delay = self._retry_in()
+                continue
+            delay = self.renew_interval
+            if self.auto_adopt:
+                try:
+                    await self.adopt_expired()
+                except SessionStoreError as exc:
+                    logger.warning("session store: looking for sessions to adopt failed: %s", exc)
 
     def _renewal_failed(self, error: SessionStoreError) -> None:
         """A renewal failed; once the lease ran out on this client's own clock, the sessions may be
@@ -472,8 +383,7 @@ class Ownership:
         if left <= 0:
             logger.error("session store: leases of %s ran out while renewals failed (%s)", self.owner, error)
             for session_id in list(self.fenced.held):
-                self.fenced.held.pop(session_id, None)
-                self.fenced.lost.add(session_id)
+                self.fenced.lose(session_id)
                 self.lost(session_id, None, f"its lease ran out while renewing failed ({error})")
             self._renewed_at = self._clock.monotonic()
             return
@@ -520,31 +430,27 @@ class Ownership:
             self._engine.crashed(error)
 
     @staticmethod
-    async def _recover(engine: _Host, tracked: Tracked, *, quietly: bool = False) -> None:
+    async def _recover(engine: Engine, tracked: Tracked, *, quietly: bool = False) -> None:
         """An adopted session, recovered through the usual probe → resume / replay / new session
         where it is found, and reported like any recovery (a link that is down recovers it when it
-        is back, in its reconnect's round). ``quietly``: a drop or a closed client is logged."""
+        is back). ``quietly``: a drop or a closed client is logged."""
+        record = tracked.stored
+        holder = record.lease.owner if record is not None and record.lease is not None else None
+        reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
         try:
-            await Ownership._recover_now(engine, tracked)
+            link = await engine.links.link_for(tracked, "session/resume")
+            engine.emit(lambda o: o.settled(tracked, link))
+            conn, init = link.connection, engine.init
+            if conn is None or init is None:
+                return
+            caps, where = capabilities(init, engine.version), engine.links.endpoint_of(tracked)
+            outcome = await engine.recoverer.recover_session(conn, tracked, caps, endpoint=where, reason=reason)
+            await engine.recoverer.report(outcome)
+            engine.recovered([outcome], False)
         except AcpError as exc:
             if not quietly:
                 raise
             logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
-
-    @staticmethod
-    async def _recover_now(engine: _Host, tracked: Tracked) -> None:
-        record = tracked.stored
-        holder = record.lease.owner if record is not None and record.lease is not None else None
-        reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
-        link = await engine.links.link_for(tracked, "session/resume")
-        engine.emit(lambda o: o.settled(tracked, link))
-        conn, init = link.connection, engine.init
-        if conn is None or init is None:
-            return
-        caps, where = capabilities(init, engine.version), engine.links.endpoint_of(tracked)
-        outcome = await engine.recoverer.recover_session(conn, tracked, caps, endpoint=where, reason=reason)
-        await engine.recoverer.report(outcome)
-        engine.recovered([outcome], False)
 
     # -- losing and releasing ---------------------------------------------------------------------
 

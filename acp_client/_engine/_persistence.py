@@ -1,46 +1,37 @@
 """The client's bookkeeping in a session store: what is saved, renamed and deleted, and when.
 
 :class:`Persistence` sits between the session table and a :class:`~acp_client.store.StoreBridge`
-(the store's worker thread). It remembers, per tracked session, the :class:`StoredSession` last
-written, and derives every later write from it, so what the app set (mode, model, config
-options) and the timestamps survive each save:
+(the store's worker thread). It derives every write from the :class:`StoredSession` last written
+for the session (``Tracked.stored``), so what the app set and the timestamps survive each save:
 
-============================================  ====================================================
-event                                         store call
-============================================  ====================================================
-``connect()``                                 ``load`` and each session's ``load_transcript``
-                                              (raises: a store or a stored conversation the
-                                              client cannot read fails ``connect()``, and nothing
-                                              is written); the sessions are tracked again, their
-                                              conversations shown at once, *without* a save
-``new_session`` / ``fork`` / ``load`` /        ``save`` (a new record, status ``active``); with a
-``resume_session``                            shared store the call returns once it is written
-recovery outcome: new session                 ``rename`` (one atomic step), then ``save``
-recovery outcome: resume / replay             ``save`` when the status changed
-a session moved to another instance           ``save`` with its new home (a client facing
-                                              several instances records each session's
-                                              instance in ``extra``: ``StoredSession.home``)
-recovery abandoned, ``close_session``,        ``delete``
-``forget_session``
-``set_mode`` / ``set_model`` /                ``save`` with the new value
+=====================================  ===============================================================================
+event                                  store call
+=====================================  ===============================================================================
+``connect()``                          ``load`` and each session's ``load_transcript`` (raises: a store or a stored
+                                       conversation the client cannot read fails ``connect()``, and nothing is
+                                       written); the sessions are tracked again, their conversations shown at once,
+                                       *without* a save
+``new_session`` / ``fork`` / ``load``  ``save`` (a new record, status ``active``); with a shared store the call
+/ ``resume_session``                   returns once it is written
+recovery outcome: new session          ``rename`` (one atomic step), then ``save``, and ``save_transcript`` (the lost
+                                       segment kept)
+recovery outcome: resume / replay      ``save`` when the status changed
+a session moved to another instance    ``save`` with its new home (``StoredSession.home``, in ``extra``)
+recovery abandoned,                    ``delete``
+``close_session``, ``forget_session``
+``set_mode`` / ``set_model`` /         ``save`` with the new value
 ``set_config_option``
-a prompt                                      ``touch`` (``last_used_at``) without transcripts
-                                              kept; with them, the turn's end writes it
-the end of a turn                             one job: ``save`` when the agent changed the title,
-                                              ``save_turn`` (``last_used_at`` and the whole
-                                              conversation, every segment, in one step; the
-                                              store bounds it) with transcripts
-                                              kept; the turn's result reaches the app only once
-                                              it ran (``durable``); a store error marks the
-                                              session not yet stored, written again with the
-                                              store's next success
-recovery outcome: new session                 ``save_transcript`` too (the lost segment kept)
-============================================  ====================================================
+a prompt                               ``touch`` (``last_used_at``) without transcripts kept; with them, the turn's
+                                       end writes it
+the end of a turn                      one job: ``save`` when the agent changed the title, ``save_turn``
+                                       (``last_used_at`` and the whole conversation, every segment, in one step; the
+                                       store bounds it) with transcripts kept; the turn's result reaches the app only
+                                       once it ran (``durable``); a store error marks the session not yet stored,
+                                       written again with the store's next success
+=====================================  ===============================================================================
 
-Writes never raise into the client's flow (the bridge logs a store error and carries on).
-It subscribes to the engine's :class:`~acp_client._link._events.SessionEvents` (``tracked``, ``forgotten``,
-``changed``, ``config_changed``, ``touched``, ``turn_ended``, ``recovered``); the record last
-written is kept on the tracked session (``Tracked.stored``).
+Writes never raise into the client's flow (the bridge logs a store error and carries on). The
+events come from the engine (:class:`~acp_client._link._events.SessionEvents`).
 """
 
 from __future__ import annotations
@@ -68,16 +59,11 @@ logger = get_logger("acp_client.store")
 
 
 class Leases(Protocol):
-    """A shared store's ownership, as the bookkeeping restores and closes it
-    (:class:`acp_client._engine._ownership.Ownership`)."""
+    """A shared store's ownership (:class:`~acp_client._engine._ownership.Ownership`)."""
 
-    async def candidates(self) -> list[StoredSession]:
-        """The sessions to restore: the owner's, and the adoptable ones it adopts (reads only)."""
-        ...
+    async def candidates(self) -> list[StoredSession]: ...
 
-    async def take(self, records: Sequence[StoredSession]) -> list[str]:
-        """Claim them (the one write); the ids now held."""
-        ...
+    async def take(self, records: Sequence[StoredSession]) -> list[str]: ...
 
     async def aclose(self) -> None: ...
 
@@ -87,14 +73,9 @@ def _now() -> datetime:
 
 
 class Persistence(SessionEvents):
-    """Keeps one endpoint's records in a store in step with the session table.
-
-    Args:
-        bridge: The store, seen through its worker thread.
-        table: The client's session table.
-        version: The negotiated protocol version (MCP servers are stored in its wire form).
-        keep_transcripts: Whether the client keeps transcripts (the tail is saved only then).
-    """
+    """Keeps one endpoint's records in a store in step with the session table (``version``: the
+    negotiated one, the wire form MCP servers are stored in; conversations are saved only with
+    ``keep_transcripts``)."""
 
     def __init__(
         self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
@@ -111,16 +92,10 @@ class Persistence(SessionEvents):
         self._turn_writes: dict[str, asyncio.Future[bool | None]] = {}
         #: Sessions whose last turn a store error left unwritten: written with the next success.
         self.unstored: set[str] = set()
-        #: Where a session is (its instance's name, ``None`` with one endpoint or while not placed
-        #: yet, and the instances that may still hold a copy): recorded with the session
-        #: (:attr:`StoredSession.home`, :attr:`StoredSession.left_behind`) and again when it moves.
-        #: Set by the engine to its links' answer.
+        #: Where a session is (:meth:`Links.placement_of <acp_client._link._links.Links.placement_of>`,
+        #: set by the engine): recorded with it, and again when it moves.
         self.placement_of: Callable[[Tracked], tuple[str | None, tuple[str, ...]]] = lambda tracked: (None, ())
         bridge.on_success = self._store_is_back
-
-    def record(self, tracked: Tracked) -> StoredSession | None:
-        """The record last written (or restored) for ``tracked``."""
-        return tracked.stored
 
     def records(self) -> list[StoredSession]:
         """Every record this client keeps, most recently used first (no I/O)."""
@@ -128,8 +103,8 @@ class Persistence(SessionEvents):
         return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
 
     async def restore(self) -> int:
-        """Track again every session stored for the endpoint, with its stored conversation
-        (nothing is written); how many.
+        """Track again every session stored for the endpoint, with its conversation (nothing is
+        written); how many.
 
         Raises:
             SessionStoreError: The store cannot be read, or a stored conversation is damaged
@@ -155,8 +130,8 @@ class Persistence(SessionEvents):
         await self.bridge.aclose()
 
     async def track_stored(self, stored: Sequence[StoredSession]) -> list[Tracked]:
-        """Track ``stored`` (most recently used first) with their stored conversations; the
-        sessions tracked (one whose MCP servers cannot be decoded is left out, logged).
+        """Track ``stored`` (most recently used first) with their conversations; the sessions
+        tracked (one whose MCP servers cannot be decoded is left out, logged).
 
         Raises:
             SessionStoreError: As for :meth:`restore`.
@@ -164,11 +139,7 @@ class Persistence(SessionEvents):
         return self._track(stored, await self._conversations(stored))
 
     async def _conversations(self, stored: Sequence[StoredSession]) -> dict[str, Transcript]:
-        """The stored conversations of ``stored``, decoded (reads only).
-
-        Raises:
-            SessionStoreError: As for :meth:`restore`.
-        """
+        """The stored conversations of ``stored``, decoded (reads only; raises as :meth:`restore`)."""
         if not self._keep_transcripts or not stored:
             return {}
         path = str(getattr(self.bridge.store, "path", "") or self.bridge.endpoint)
@@ -215,9 +186,8 @@ class Persistence(SessionEvents):
         return self._queue(self.bridge.save, record)
 
     def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any] | None:
-        """Queue one write (its future, which never fails with a store error); once the client is
-        closed (a turn ending after ``aclose()``, say), there is nothing to write to and nothing
-        is raised (``None``)."""
+        """Queue one write (its future, which never fails with a store error); ``None`` once the
+        client is closed (a turn ending after ``aclose()``, say)."""
         try:
             future: asyncio.Future[Any] = write(*args, **kwargs)
         except SessionStoreError as exc:
@@ -234,13 +204,12 @@ class Persistence(SessionEvents):
         if known is not None and known.session_id == tracked.session_id:
             record = attrs.evolve(known, status=Probe.ACTIVE, updated_at=now, last_used_at=now)
         else:
-            version = self._version()
             record = StoredSession.from_mcp_servers(
                 self.bridge.endpoint,
                 tracked.session_id,
                 tracked.cwd,
                 tracked.mcp_servers,
-                protocol_version=version,
+                protocol_version=self._version(),
                 additional_directories=tracked.additional_directories,
                 title=tracked.record.title,
                 status=Probe.ACTIVE,
@@ -251,12 +220,10 @@ class Persistence(SessionEvents):
             self._opening[tracked.session_id] = saved
 
     async def stored(self, tracked: Tracked) -> None:
-        """With a shared store: wait until the record :meth:`tracked` queued is written (owned:
-        ``save_owned``), so that a session the app holds a handle on is one another client
-        can adopt should this process die. The writes queued before it run first (one worker
-        thread, in order); a store that is down delays it by up to the store's own retries,
-        and a write that fails is logged and handled as any other (it never raises here).
-        Without a shared store (or once the client is closed) nothing is awaited."""
+        """With a shared store: wait until the record :meth:`tracked` queued is written
+        (``save_owned``), so that a session the app holds a handle on is one another client can
+        adopt should this process die. A store that is down delays it by up to its own retries;
+        a failed write is handled as any other (never raised here)."""
         saved = self._opening.pop(tracked.session_id, None)  # the engine asks right after "tracked"
         if saved is not None:
             await asyncio.shield(saved)
@@ -282,7 +249,7 @@ class Persistence(SessionEvents):
 
     def touched(self, tracked: Tracked) -> None:
         """A prompt is sent: the session is the most recently used one (written with the turn's
-        end when transcripts are kept: one write per turn; else at once)."""
+        end when transcripts are kept, else at once)."""
         record = tracked.stored
         if record is not None:
             now = _now()
@@ -291,8 +258,8 @@ class Persistence(SessionEvents):
                 self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
-        """A turn ended: keep the whole conversation (and a title the agent gave), in one job on
-        the store's thread, after every write queued before it; :meth:`durable` waits for it."""
+        """A turn ended: keep the whole conversation (and a title the agent gave) in one job;
+        :meth:`durable` waits for it."""
         record = tracked.stored
         if record is None or record.session_id != tracked.session_id:
             return
@@ -333,9 +300,8 @@ class Persistence(SessionEvents):
 
     async def durable(self, tracked: Tracked) -> bool | None:
         """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
-        when it was not (the store failed through its retries: the session is marked not yet
-        stored; or the store no longer holds the session), ``None`` when there was nothing to write
-        (no transcripts kept and no new title, or the session is not stored)."""
+        when not (the store failed through its retries, or no longer holds the session), ``None``
+        when there was nothing to write."""
         write = self._turn_writes.pop(tracked.session_id, None)
         if write is None:
             return None
@@ -359,21 +325,12 @@ class Persistence(SessionEvents):
             if self._turn_write(session_id, record, entries, record.last_used_at) is None:
                 self.unstored.add(session_id)
 
-    def save_conversation(self, tracked: Tracked) -> None:
-        """Keep the whole conversation (every segment) of ``tracked``, if it is stored."""
-        record = tracked.stored
-        if self._keep_transcripts and record is not None and record.session_id == tracked.session_id:
-            self._queue(self.bridge.save_transcript, record.session_id, to_entries(tracked.transcript))
-
     # -- recovery ---------------------------------------------------------------------------------
 
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
-        """A recovery round ended (or was cut off by a drop): bring the records in step.
-
-        A session the recovery re-created under a new id is renamed (whether or not its outcome
-        was reported before a drop), an abandoned one deleted, and a recovered one saved when
-        its last known status changed.
-        """
+        """A recovery round ended (or was cut off by a drop): a session re-created under a new id
+        is renamed (whether or not its outcome was reported), an abandoned one deleted, and a
+        recovered one saved when its last known status changed."""
         by_id = {outcome.session_id: outcome for outcome in outcomes if outcome.session_id is not None}
         for tracked in list(self._table):
             record = tracked.stored
@@ -396,7 +353,8 @@ class Persistence(SessionEvents):
                     updated_at=now,
                 )
                 self._save(tracked, self._homed(tracked, renamed))
-                self.save_conversation(tracked)  # the segment the agent lost is kept
+                if self._keep_transcripts:  # every segment, the one the agent lost too
+                    self._queue(self.bridge.save_transcript, tracked.session_id, to_entries(tracked.transcript))
                 continue
             outcome = by_id.get(tracked.session_id)
             updated = self._homed(tracked, record)  # it may have moved to another instance

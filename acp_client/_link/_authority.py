@@ -1,19 +1,14 @@
 """Authority follows the home: what one of several instances may say about a session.
 
-A client facing several instances of one agent keeps one record of where each session lives (its
-home). An instance speaks for the sessions it hosts, and for no other: a request (``fs/*``,
-``terminal/*``, ``session/request_permission``...) or a notification (``session/update``) that
-names a session the client records on another instance is refused — the request answered
-``-32002`` (the session is not found *here*), the notification dropped — and never reaches the
-app's handlers, the file system or the transcript. Each refusal is counted and logged.
-
-A session restored from a session store and not placed yet speaks through the home the store
-recorded for it, and through no other instance.
-
-A session the client does not track at all (an id it has not learned yet: the updates an agent
-sends during ``session/new``, before its answer) is left to the usual handling, which knows no
-roots or transcript for it. The check is one dictionary lookup per message; a single-endpoint
-client never builds it.
+A client facing several instances of one agent records where each session lives (its home; for a
+session restored from a store and not placed yet, the home the store recorded). An instance speaks
+for the sessions it hosts and no other: a request (``fs/*``, ``terminal/*``,
+``session/request_permission``...) or a notification (``session/update``) naming a session the
+client records elsewhere is refused — the request answered ``-32002`` (not found *here*), the
+notification dropped, each refusal counted and logged — and never reaches the app's handlers, the
+file system or the transcript. A session the client does not track at all (the updates an agent
+sends during ``session/new``, before its answer) is left to the usual handling. The check is one
+dictionary lookup per message; a single-endpoint client never builds it.
 """
 
 from __future__ import annotations
@@ -38,14 +33,8 @@ def _session_of(params: Any) -> str | None:
 
 
 class Authority:
-    """Guards one link's inbound requests and notifications (see the module docstring).
-
-    Args:
-        admits: Whether the link may speak for a session.
-        target: The link's endpoint, for the log (shown redacted by its connector).
-        on_request: The handler of the requests it admits.
-        on_notification: The handler of the notifications it admits.
-    """
+    """Guards one link's inbound requests and notifications (see the module docstring) on their way
+    to ``on_request`` / ``on_notification``; ``target``: the link's endpoint, as the log shows it."""
 
     def __init__(
         self,

@@ -1,7 +1,6 @@
 """The one publisher of a connection state (a link's, and the client's), with its rules:
 
-* A change is published once: never the same state twice in a row, nor the same attempt of a state
-  again (a state follows itself only with another attempt).
+* A change is published once (a state follows itself only with another attempt).
 * Nothing follows a terminal state (``closed``, ``failed``).
 * Still down after ``suspended``: a ``reconnecting`` attempt shows as ``suspended``.
 * Only legal transitions (:data:`~acp_client.state.LEGAL_TRANSITIONS`) are published; any other is

@@ -1,5 +1,5 @@
-"""The engine's events about sessions: one typed method each. Its subscribers (the session store's
-bookkeeping, an endpoint group's links) override the ones they need."""
+"""The engine's events about sessions, one typed method each; a subscriber (the session store's
+bookkeeping, an endpoint group's links) overrides the ones it needs."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ class SessionEvents:
         """The app opened ``tracked`` (new, fork, load, resume)."""
 
     def settled(self, tracked: Tracked, link: Supervisor) -> None:
-        """``tracked`` lives behind ``link`` now (created or forked there, or attached there by
-        the app's load / resume)."""
+        """``tracked`` lives behind ``link`` now (created, forked or attached there)."""
 
     def forgotten(self, tracked: Tracked) -> None:
         """The client no longer tracks ``tracked`` (closed, forgotten)."""

@@ -1,17 +1,12 @@
 """The engine's links: the one seam between the one-link core and what carries its calls.
 
-The engine talks to "its links" through :class:`Links` only: start them, close them, fail them,
-ask where a call goes (a session's, a new session's, one the app attaches) and where a session is
-found. Where sessions live, the links learn from the engine's events. A client
-of one endpoint (a URL or a connector) has :class:`SingleLink`: one supervisor, and every answer
-is that supervisor. A client given an :class:`~acp_client.group.EndpointGroup` (several
-instances of one agent) asks the group for its plan and gets its links from there, through the
-same protocol. Nothing here knows what a group does with several links, and nothing here imports
-the code that does, so the common case pays nothing for the special one (as httpx's
-``_transport_for_url`` meets its mounts only when there are some).
-
-What every implementation is built from is one :class:`LinkKit`: the engine's parts (table,
-recoverer, clock, options) and the one way to make a supervisor.
+The engine asks :class:`Links` to start, close and fail, where a call goes and where a session is
+found; where sessions live, the links learn from the engine's events. A client of one endpoint has
+:class:`SingleLink` (one supervisor answers everything); one given an
+:class:`~acp_client.group.EndpointGroup` gets its links from the group's plan. Nothing here knows
+or imports what a group does with several links, so the common case pays nothing for the special
+one (as httpx's ``_transport_for_url`` meets its mounts only when there are some). Every
+implementation is built from one :class:`LinkKit`.
 """
 
 from __future__ import annotations
@@ -42,7 +37,7 @@ __all__ = ["LinkKit", "Links", "LinksFactory", "SingleLink", "SupervisorFactory"
 
 
 class SupervisorFactory(Protocol):
-    """Makes one link's supervisor (the engine's options; the callbacks are the link's)."""
+    """Makes one link's supervisor (the engine's options, the link's callbacks)."""
 
     def __call__(
         self,
@@ -57,25 +52,9 @@ class SupervisorFactory(Protocol):
 
 @attrs.frozen
 class LinkKit:
-    """What links are built from: the engine's parts.
-
-    Attributes:
-        table: The client's sessions (each one's home, move and left-behind copies are on it).
-        recoverer: Recovers one session over one connection (and reports it).
-        clock: Time source.
-        version: The negotiated protocol version.
-        timeouts: The client's timeouts (``probe`` bounds each instance's locate answer).
-        queue: How calls wait while their link is down.
-        concurrency: How many sessions recover at once.
-        supervisor: Makes one link's supervisor.
-        state: The client's state (its one publisher).
-        subscribe: Subscribes to the engine's events about sessions.
-        crashed: Fails every link and the client (a background task died of a bug).
-        recovered: Told the outcomes of each recovery round (an empty list after a round a drop
-            cut off), and whether a link's recovery episode recorded them already (telemetry):
-            the engine's "recovered" event.
-        opener: Opens a short link (a locate's, a copy's close) the client's way.
-    """
+    """What links are built from: the engine's parts (``state``: the client's one publisher;
+    ``crashed`` fails every link and the client; ``recovered`` is the engine's "recovered" event;
+    ``opener`` opens a short link, a locate's or a copy's close, the client's way)."""
 
     table: SessionTable
     recoverer: Recoverer
@@ -94,10 +73,9 @@ class LinkKit:
     async def recover_round(
         self, supervisor: Supervisor, conn: Connection, init: InitializeResponse, **options: Any
     ) -> list[RecoveryOutcome]:
-        """One link's recovery round (:meth:`Recoverer.recover` with ``options``), then the
-        "recovered" event: every link's, one endpoint or many. A round a drop cut off reports
-        nothing (its finished outcomes are reported by the next round); the link's telemetry
-        episode holds the round."""
+        """One link's recovery round (:meth:`Recoverer.recover` with ``options``) inside its
+        telemetry episode, then the "recovered" event. A round a drop cut off reports nothing (the
+        next round reports its finished outcomes)."""
         observer = supervisor.observer
         reported: list[RecoveryOutcome] = []
         try:
@@ -111,9 +89,7 @@ class LinkKit:
 
 
 class Links(Protocol):
-    """What the engine asks of its links. Where a session lives, they learn from the engine's
-    events (:class:`~acp_client._link._events.SessionEvents`: settled, forgotten), as the session
-    store does."""
+    """What the engine asks of its links (where a session lives, they learn from its events)."""
 
     @property
     def primary(self) -> Supervisor:
@@ -132,22 +108,19 @@ class Links(Protocol):
     def fail(self, error: BaseException) -> None:
         """Fail the client for good (a condition found outside the links)."""
 
-    async def aclose(self) -> None:
-        """Close every link."""
+    async def aclose(self) -> None: ...
 
     async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
-        """Where a call goes: a session's where it lives (its ``session/load`` / ``session/resume``
-        where it is found, when it lives nowhere yet); a ``session/new`` where a new session is
-        placed; any other to :attr:`primary`. ``ticket``: the call's place in the outage queues,
-        if it waits for the link."""
+        """Where a call goes: a session's where it lives (or, for its load / resume, where it is
+        found); a ``session/new`` where a new session is placed; any other to :attr:`primary`.
+        ``ticket``: the call's place in the outage queues."""
 
     def endpoint_of(self, tracked: Tracked) -> str | None:
         """The name of the instance ``tracked`` lives on (``None`` for a single endpoint)."""
 
     def placement_of(self, tracked: Tracked) -> tuple[str | None, tuple[str, ...]]:
-        """What a session store records of where ``tracked`` is: the name of the instance it
-        lives on (``None``: a single endpoint, or not placed yet) and of the instances that may
-        still hold a copy of it."""
+        """The instance ``tracked`` lives on (``None``: a single endpoint, or not placed yet) and
+        those that may still hold a copy of it, as a session store records them."""
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
         """Every instance's ``session/status`` answer for one session."""

@@ -1,4 +1,5 @@
-"""Opening one link: connect the transport, then ``initialize``, all within one deadline.
+"""Opening one link (every link: the supervisor's, and the short ones of :func:`opener`): connect
+the transport, then ``initialize``, all within one deadline.
 
 ``Timeouts.connect`` bounds the whole opening — TCP, TLS, the WebSocket handshake, the HTTP
 ``initialize`` POST and the answer to ``initialize`` — and running out of it raises one type,
@@ -6,12 +7,7 @@
 
 A WebSocket peer that answers ``initialize`` with something that is not JSON-RPC (an HTML page, a
 plain-text greeting) is not an ACP endpoint: the opening fails at once with a
-:class:`~acp_client.exceptions.MalformedFrame` saying so, instead of waiting out the timeout for
-an answer that cannot come.
-
-Every link is opened this way: the supervisor's, and the short links a locate or the closing of
-a copy left behind opens (:func:`opener` makes the function those take, with the client's
-capabilities and identity in ``initialize``).
+:class:`~acp_client.exceptions.MalformedFrame` saying so, instead of waiting out the timeout.
 """
 
 from __future__ import annotations
@@ -47,12 +43,9 @@ async def open_link(
     clock: Clock,
     on_stream_resumed: Callable[[StreamResumed], None] | None = None,
 ) -> tuple[Connection, Any]:
-    """Open a link and initialize it within ``timeout`` seconds on ``clock`` (``None``: no bound).
-
-    The connection's transport logs every frame on ``acp_client.wire`` (see
-    :mod:`acp_client._rpc._wire_log`); its protocol errors go to ``on_protocol_error`` (the app's); a
-    transport that reattaches broken streams (:class:`~.transports.base.Reattaching`) tells
-    ``on_stream_resumed`` each time.
+    """Open a link and initialize it within ``timeout`` seconds on ``clock`` (``None``: no bound),
+    its frames logged on ``acp_client.wire``; a transport that reattaches broken streams
+    (:class:`~.transports.base.Reattaching`) tells ``on_stream_resumed`` each time.
 
     Raises:
         ConnectTimeout: The opening did not finish in time (the link is closed).
@@ -144,9 +137,8 @@ def opener(
     observer: Callable[[Transport], CallObserver] | None = None,
 ) -> Callable[[Connector], Awaitable[tuple[Connection, InitializeResponse]]]:
     """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this
-    identity and these capabilities in ``initialize``, proposing ``proposed()``, within
-    ``timeout`` (no app callbacks: protocol errors there are only logged on the wire log).
-    ``observer``: builds the connection's call observer (telemetry), as for the client's links."""
+    identity and these capabilities in ``initialize``, proposing ``proposed()`` (no app
+    callbacks: its protocol errors are only logged)."""
 
     async def open_one(connector: Connector) -> tuple[Connection, InitializeResponse]:
         async def initialize(conn: Connection, limit: float | None) -> InitializeResponse:
@@ -155,7 +147,7 @@ def opener(
             )
 
         connection = functools.partial(Connection, clock=clock, observer=observer)
-        conn, init = await open_link(
+        return await open_link(
             connector,
             connection=connection,
             on_protocol_error=None,
@@ -163,6 +155,5 @@ def opener(
             timeout=timeout,
             clock=clock,
         )
-        return conn, init
 
     return open_one

@@ -4,15 +4,12 @@
   :class:`~acp_client.exceptions.ConnectionLost` (``may_have_executed=False``).
 * At most ``QueueOptions.max_size`` requests wait; one more fails at once with
   :class:`~acp_client.exceptions.QueueFull`.
-* Each waits at most ``QueueOptions.max_age`` seconds (a :func:`~acp_client.clock.move_on_at`
-  scope on the injected clock), then fails with
+* Each waits at most ``QueueOptions.max_age`` seconds on the injected clock, then fails with
   ``ConnectionLost`` (``may_have_executed=False``).
 
-A single-endpoint client's supervisor releases its queue with the recovered connection; the calls
-of an endpoint group's sessions wait in the group's queue for the next change of their session's
-home, then on their link. A call carries one :class:`Ticket` through every wait: it is admitted
-(``max_size``) once, and ``max_age`` runs from its first wait, so the rule holds once per call,
-with one endpoint and with several.
+A call may wait more than once (an endpoint group's call waits for its session's home, then on its
+link): it carries one :class:`Ticket` through every wait, admitted (``max_size``) once, with
+``max_age`` running from its first wait, so the rule holds once per call.
 """
 
 from __future__ import annotations
@@ -50,13 +47,8 @@ class Ticket:
 
 
 class OutageQueue(Generic[T]):
-    """The requests waiting for a link (see the module rules).
-
-    Args:
-        options: The app's :class:`~acp_client.config.QueueOptions`.
-        clock: Times ``max_age``.
-        waiting_for: What the requests wait for, in the error of one that waited too long.
-    """
+    """The requests waiting for a link (see the module rules; ``waiting_for``: what they wait for,
+    in the error of one that waited too long)."""
 
     def __init__(self, options: QueueOptions, clock: Clock, *, waiting_for: str = "still reconnecting") -> None:
         self.options = options
@@ -69,13 +61,8 @@ class OutageQueue(Generic[T]):
 
     async def wait(self, method: str, *, ticket: Ticket | None = None) -> T:
         """Wait for :meth:`release`, at most ``max_age`` from the call's first wait (``ticket``:
-        the call's, if it may wait more than once).
-
-        Raises:
-            ConnectionLost: Queuing is off, or the wait outlived its deadline.
-            QueueFull: ``max_size`` requests are already waiting.
-            BaseException: What :meth:`fail` hands out.
-        """
+        the call's, if it may wait more than once). Raises as the module rules say, or what
+        :meth:`fail` hands out."""
         options = self.options
         if not options.enabled:
             raise ConnectionLost(method, may_have_executed=False)

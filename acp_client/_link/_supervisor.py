@@ -1,11 +1,9 @@
 """The supervisor: the only place that sleeps and reconnects.
 
-It owns the current :class:`~acp_client._rpc._connection.Connection`, notices when it drops, reconnects
-under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the client's
-recovery routine, and only then releases the requests queued during the outage. It publishes
-every state change and never publishes the same state twice in a row.
-
-It knows nothing of sessions: initializing and recovering are callbacks from the client.
+It owns the current :class:`~acp_client._rpc._connection.Connection`, notices when it drops,
+reconnects under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the
+client's recovery routine (it knows nothing of sessions), and only then releases the requests
+queued during the outage.
 
 If one of its own tasks ever dies of an unexpected error (a bug), the client does not hang: the
 state goes ``failed`` with that cause, queued requests fail with ``ClientClosed`` and pending ones
@@ -74,13 +72,6 @@ def _failed(cause: BaseException | None) -> ClientClosed:
     return error
 
 
-async def _call_maybe_async(callback: Callable[..., Any], *args: Any) -> Any:
-    result = callback(*args)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
 class Supervisor:
     """Keeps one live connection to the agent, reconnecting after drops."""
 
@@ -109,7 +100,8 @@ class Supervisor:
     ) -> None:
         self._connector = connector
         self._on_stream_resumed = on_stream_resumed
-        self._observer = observer  # telemetry: the link's connections and reconnect attempts
+        #: The link's telemetry observer (its connections and reconnect attempts), if any.
+        self.observer = observer
         self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
         self._initialize = initialize
@@ -126,8 +118,9 @@ class Supervisor:
         self._connect_timeout = connect_timeout
         self._rng = rng
         self._machine = StateMachine(on_state)
-        self._conn: Connection | None = None
-        self._init: Any = None
+        #: The live connection (``None`` while down), and the agent's answer to ``initialize`` on it.
+        self.connection: Connection | None = None
+        self.init_result: Any = None
         self._connected_at = 0.0
         self._carried_attempts = 0
         self._attempts_this_outage = 0
@@ -138,7 +131,8 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._closing = False
         self._tasks = TaskSet(f"the link to {connector.target}", self.crashed)
-        self._failure: BaseException | None = None
+        #: The fatal error that failed the client, if it failed.
+        self.failure: BaseException | None = None
         self._crash: BaseException | None = None
         self._drop_cause: str = ""
         self._refreshed = False
@@ -150,38 +144,15 @@ class Supervisor:
     def state(self) -> ConnectionState:
         return self._machine.state
 
-    @property
-    def connection(self) -> Connection | None:
-        return self._conn
-
-    @property
-    def init_result(self) -> Any:
-        return self._init
-
     def live(self) -> tuple[Connection, Any] | None:
         """The connection and what the agent answered to ``initialize`` on it, while connected."""
-        conn, init = self._conn, self._init
+        conn, init = self.connection, self.init_result
         return (conn, init) if conn is not None and init is not None and self.state.state is State.CONNECTED else None
-
-    @property
-    def closing(self) -> bool:
-        """Whether the app has closed the client (or is closing it)."""
-        return self._closing
-
-    @property
-    def observer(self) -> LinkObserver | None:
-        """The link's telemetry observer, if any."""
-        return self._observer
 
     @property
     def queued(self) -> int:
         """Requests waiting for the connection (during an outage)."""
         return len(self._queue)
-
-    @property
-    def failure(self) -> BaseException | None:
-        """The fatal error that failed the client, if it failed."""
-        return self._failure
 
     def _set_state(
         self, state: State, *, attempt: int | None = None, retry_in: float | None = None, cause: str | None = None
@@ -193,11 +164,8 @@ class Supervisor:
     async def start(self, *, recover: bool = False) -> None:
         """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
         on that link before it counts as connected (a drop then hands over to the reconnect loop).
-
-        Raises:
-            AcpError: The first connection failed (the state is then ``failed``).
-            ClientClosed: :meth:`aclose` was called meanwhile.
-        """
+        Raises what failed the first connection (the state is then ``failed``), or
+        ``ClientClosed`` when :meth:`aclose` was called meanwhile."""
         self._started = True
         try:
             conn, init = await self._open_with_refresh()
@@ -218,8 +186,6 @@ class Supervisor:
             self._tasks.spawn(self._outage(reason))
             return
         self._install(conn, init)
-        self._set_state(State.CONNECTED)
-        self._queue.release(conn)
 
     async def aclose(self) -> None:
         """Close for good: stop reconnecting, close the link, fail queued requests."""
@@ -230,7 +196,7 @@ class Supervisor:
         self._queue.fail(lambda method: ClientClosed("the client was closed"))
         self._set_state(State.CLOSED, cause="closed by the app")
         await self._tasks.aclose()
-        conn, self._conn = self._conn, None
+        conn, self.connection = self.connection, None
         if conn is not None:
             await conn.aclose()
 
@@ -240,9 +206,8 @@ class Supervisor:
 
     def crash(self, error: BaseException, *, recovering: bool = False) -> None:
         """Make this link die of ``error`` as a bug in it would (the test kit's seam,
-        :meth:`acp_client.testing.Inside.crash`): one of its own tasks raises it now, or, with
-        ``recovering``, its next recovery round does (the reconnect task dies of it). Either way
-        the crash hook runs as for a real bug."""
+        :meth:`acp_client.testing.Inside.crash`): one of its tasks raises it now, or, with
+        ``recovering``, its next recovery round does."""
         if recovering:
             recover = self._recover
 
@@ -270,11 +235,9 @@ class Supervisor:
         on_answer: Callable[[], None] | None = None,
         answered_over: Callable[[TransportInfo], None] | None = None,
     ) -> Any:
-        """Send a request on the live connection, waiting out an outage if configured to.
-
-        A caller whose params depend on what a recovery settles (a session's id) builds them
-        after :meth:`ready`. ``answered_over`` is told which link answered (a session attached by
-        the request is held by that link's agent process).
+        """Send a request on the live connection, waiting out an outage if configured to (params
+        that depend on what a recovery settles are built after :meth:`ready`). ``answered_over``
+        is told which link answered (a session attached by the request is held by its agent).
 
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
@@ -298,9 +261,8 @@ class Supervisor:
                 raise
 
     def retries(self) -> bool:
-        """Whether a request the drop cut off may wait for the next recovery and go again: not
-        from inside a recovery (it would wait for the recovery that is waiting for it), nor when
-        there will be none."""
+        """Whether a request the drop cut off may go again after the next recovery: not from
+        inside a recovery (it would wait for itself), nor when there will be none."""
         here = _RECOVERING_ON.get() is not None
         return not here and self._policy is not None and not self.state.is_terminal and not self._closing
 
@@ -310,13 +272,9 @@ class Supervisor:
         await conn.notify(method, params)
 
     async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
-        """The live connection, once there is one: waits out an outage in the outage queue
-        (``ticket``: the call's place there, if it waited already).
-
-        Raises:
-            ConnectionLost / ClientSuspended / ClientClosed / QueueFull: As :meth:`call`.
-        """
-        conn = self._conn
+        """The live connection, once there is one (an outage is waited out in the outage queue,
+        ``ticket``: the call's place there). Raises as :meth:`call`."""
+        conn = self.connection
         if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
         recovering = self._recovering_here()
@@ -325,7 +283,7 @@ class Supervisor:
         if self.state.state is State.CLOSED or self._closing:
             raise ClientClosed("the client is closed")
         if self.state.state is State.FAILED:
-            raise _failed(self._failure)
+            raise _failed(self.failure)
         if not self._started:  # never connected: nothing will ever release the queue
             raise ClientClosed("not connected: call connect() first")
         if self._suspended:
@@ -337,8 +295,7 @@ class Supervisor:
         return here[1] if here is not None and here[0] is self else None
 
     def in_recovery(self) -> bool:
-        """Whether the caller runs inside a recovery on this supervisor's link (the routine, or an
-        app callback it runs)."""
+        """Whether the caller runs inside a recovery on this link (or an app callback it runs)."""
         return self._recovering_here() is not None
 
     @contextlib.contextmanager
@@ -353,8 +310,7 @@ class Supervisor:
 
     def guard(self, make: Guarding) -> Authority:
         """Put ``make``'s :class:`~acp_client._link._authority.Authority` between this link and the
-        handlers of what its agent sends (one of several instances speaks only for the sessions it hosts).
-        Before the link starts."""
+        handlers of what its agent sends (before the link starts)."""
         assert self._on_request is not None and self._on_notification is not None
         authority = make(self._on_request, self._on_notification)
         self._on_request, self._on_notification = authority.request, authority.notification
@@ -363,11 +319,11 @@ class Supervisor:
     # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
-        options: dict[str, Any] = {"on_request": self._on_request, "on_notification": self._on_notification}
-        options["max_incoming_requests"] = self._max_incoming_requests
-        if self._observer is not None:
-            options["observer"] = self._observer.calls
-        connection = functools.partial(Connection, clock=self._clock, request_timeout=self._request_timeout, **options)
+        connection = functools.partial(
+            Connection, on_request=self._on_request, on_notification=self._on_notification, clock=self._clock,
+            request_timeout=self._request_timeout, max_incoming_requests=self._max_incoming_requests,
+            observer=self.observer.calls if self.observer is not None else None,
+        )  # fmt: skip
         return await open_link(
             self._connector, connection=connection, on_protocol_error=self._on_protocol_error,
             initialize=self._initialize, timeout=self._connect_timeout, clock=self._clock,
@@ -382,14 +338,19 @@ class Supervisor:
                 raise
             self._refreshed = True
             logger.info("credentials refused by %s; refreshing them once", self._connector.target)
-            await _call_maybe_async(self._refresh_credentials)
+            refreshed = self._refresh_credentials()
+            if inspect.isawaitable(refreshed):
+                await refreshed
             return await self._open()
 
     def _install(self, conn: Connection, init: Any) -> None:
-        self._conn = conn
-        self._init = init
+        """Connected on ``conn``: watch it, and release the queued requests onto it."""
+        self.connection = conn
+        self.init_result = init
         self._connected_at = self._clock.monotonic()
         self._tasks.spawn(self._watch(conn))
+        self._set_state(State.CONNECTED)
+        self._queue.release(conn)
 
     def crashed(self, error: BaseException) -> None:
         """An internal task died of an unexpected error (a bug): fail the client, never hang."""
@@ -399,15 +360,15 @@ class Supervisor:
         self.fail(error)
         if self._on_fail is not None:
             self._on_fail(_failed(error))
-        conn, self._conn = self._conn, None
+        conn, self.connection = self.connection, None
         if conn is not None:
             self._tasks.spawn(conn.aclose())
 
     async def _watch(self, conn: Connection) -> None:
         cause = await conn.wait_closed()
-        if self._closing or conn is not self._conn:
+        if self._closing or conn is not self.connection:
             return
-        self._conn = None
+        self.connection = None
         # Release the dead link (a stdio agent that closed stdout but lives on, kept-alive HTTP sockets);
         # in the background, so a slow close never delays the reconnect.
         self._tasks.spawn(conn.aclose())
@@ -417,7 +378,7 @@ class Supervisor:
         except Exception:
             logger.exception("drop listener raised")
         if self._policy is None:
-            self._failure = reason
+            self.failure = reason
             self._queue.fail(lambda method: ConnectionLost(method, may_have_executed=False, cause=reason))
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
@@ -450,8 +411,8 @@ class Supervisor:
         state = State.SUSPENDED if self._suspended else State.RECONNECTING
         self._set_state(state, attempt=attempt, retry_in=delay, cause=cause)
         logger.info("reconnecting to %s in %.2fs (attempt %d) after: %s", self._connector.target, delay, attempt, cause)
-        if self._observer is not None:
-            self._observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
+        if self.observer is not None:
+            self.observer.reconnecting(attempt, delay, error if error is not None else self._drop_error)
 
     async def _attempt(self, attempt: Attempt) -> tuple[Connection, Any]:
         if self._closing:
@@ -469,7 +430,7 @@ class Supervisor:
 
     def _enter_suspension(self) -> None:
         self._suspend_due = False
-        if self._conn is not None or self._closing or self.state.is_terminal:
+        if self.connection is not None or self._closing or self.state.is_terminal:
             return
         self._suspended = True
         logger.warning("%s unreachable for too long: suspending (queued requests failed)", self._connector.target)
@@ -488,7 +449,7 @@ class Supervisor:
 
     def fail(self, error: BaseException) -> None:
         """Fail the client for good with ``error``: queued requests fail, nothing reconnects."""
-        self._failure = error
+        self.failure = error
         self._cancel_suspend_timer()
         logger.error("giving up on %s: %s", self._connector.target, error)
         self._queue.fail(lambda method: _failed(error))
@@ -540,24 +501,20 @@ class Supervisor:
             self._carried_attempts = carried + self._attempts_this_outage
             self._suspended = self._suspend_due = False
             self._install(conn, init)
-            self._set_state(State.CONNECTED)
-            self._queue.release(conn)
             return
 
     async def _recover_link(self, conn: Connection, init: Any) -> str | None:
         """Run the recovery routine on a fresh link; the drop cause when the link died meanwhile."""
         self._set_state(State.RECOVERING)
-        token = _RECOVERING_ON.set((self, conn))
-        try:
-            await self._recover(conn, init)
-        except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
-            await conn.aclose()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            logger.info("connection dropped again while recovering: %s", exc)
-            return str(exc)
-        except AcpError as exc:
-            logger.error("recovery failed: %s", exc)
-        finally:
-            _RECOVERING_ON.reset(token)
+        with self.recovering(conn):
+            try:
+                await self._recover(conn, init)
+            except (asyncio.CancelledError, ConnectionLost, TransportError) as exc:
+                await conn.aclose()
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                logger.info("connection dropped again while recovering: %s", exc)
+                return str(exc)
+            except AcpError as exc:
+                logger.error("recovery failed: %s", exc)
         return str(conn.close_cause) if conn.is_closed and not self._closing else None

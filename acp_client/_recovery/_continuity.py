@@ -45,14 +45,8 @@ _NO_MEMORY = {
 
 
 def of_replay(*, checked: bool, gap: str | None) -> Verdict:
-    """A replay (``session/load``, a v2 resume with ``replayFrom``, a resume that replayed).
-
-    Args:
-        checked: The replay was reconciled with the conversation the client holds (``False``:
-            the client keeps no transcript, so nothing could be compared).
-        gap: What the replay lacks of the completed turns the client holds
-            (:meth:`~acp_client.transcript.ReplayReport.lacks_history`), ``None`` when nothing.
-    """
+    """A replay: ``checked`` when it was reconciled with a transcript the client keeps; ``gap``, what
+    it lacks of the completed turns the client holds (:meth:`~acp_client.transcript.ReplayReport.lacks_history`)."""
     if not checked:
         return Continuity.UNVERIFIED, "continuity unverified: no transcript is kept to check the replay against"
     if gap is not None:
@@ -61,15 +55,9 @@ def of_replay(*, checked: bool, gap: str | None) -> Verdict:
 
 
 def of_resume(probe: Probe, *, held_by: str | None, now: str | None) -> Verdict:
-    """A resume without history.
-
-    Args:
-        probe: What ``session/status`` said before the resume (:attr:`Probe.NOT_PROBED` without
-            the method).
-        held_by: The agent process that last attached the session (``None``: not known, e.g. a
-            session restored from a store, or a network link).
-        now: The agent process that resumed it (``None``: not known).
-    """
+    """A resume without history: ``probe`` is what ``session/status`` said before it; ``held_by`` the
+    agent process that last attached the session, ``now`` the one that resumed it (``None``: not
+    known, e.g. a session restored from a store, or a network link)."""
     if now is not None and now != held_by:
         holder = f" ({held_by})" if held_by is not None else ""
         return Continuity.UNVERIFIED, (

@@ -18,10 +18,9 @@ no usable answer anywhere (unreachable,    unavailable  none: a group tries agai
 not probed)                                             falls back (below)
 =========================================  ===========  =============================================
 
-"First" means first in ``order`` (default: the instances' own order; a caller may pass the order
-in which the answers arrived). Whatever the answers, a route names at most one instance for
-``session/load`` / ``session/resume``: a session is never loaded on two instances by one decision,
-and never loaded anywhere while another instance reports it active.
+"First" means first in ``order`` (default: the instances' own order). A route names at most one
+instance: a session is never loaded on two instances by one decision, and never loaded anywhere
+while another instance reports it active.
 
 Then, **how**, on that instance (:func:`decide`):
 
@@ -34,18 +33,17 @@ replay (``inactive``,     replay       session/load           session/resume + r
 new session (-32002)      new session  session/new            session/new
 ========================  ===========  =====================  =====================================
 
-Without a usable answer (the agent does not offer ``session/status``, or the probe failed) the
-client falls back: resume if advertised (a -32002 then means new session), else load (v1) if
-advertised, else a new session. When the chosen path's method is not advertised it degrades, and
-the degradation is reported: resume without ``session/resume`` → load (a replay) → new; replay
-without load (v1) → resume without history → new. Every step may still fail with -32002 (the probe
-is only a snapshot): the next step is then always a new session.
+Without a usable answer (no ``session/status``, or the probe failed) the client falls back: resume
+if advertised, else load (v1) if advertised, else a new session. A path whose method is not
+advertised degrades, and says so: resume → load (a replay) → new; replay (v1) → resume without
+history → new. Any step may still fail with -32002 (the probe is only a snapshot): the next step is
+then always a new session.
 
 A refusal other than -32002 (-32601 from an agent that advertises ``session/resume`` but does not
 serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
 the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
-replay tries a resume without history, and only then a new session (docs/agents-conformance.md). Each hop is
-described by :func:`hop_note` for the outcome record.
+replay tries a resume without history, and only then a new session (docs/agents-conformance.md).
+:func:`hop_note` describes each hop for the outcome record.
 """
 
 from __future__ import annotations
@@ -96,12 +94,11 @@ class Route(Generic[E]):
     """Where one session goes.
 
     Attributes:
-        kind: ``resume``, ``replay``, ``new_session`` or ``unavailable``.
-        endpoint: The one instance to send ``session/resume`` / ``session/load`` to (resume,
-            replay), or where a new session is placed (once placed by a policy); ``None``
-            otherwise.
+        kind: What to do with it.
+        endpoint: The one instance to send ``session/resume`` / ``session/load`` to, or where a new
+            session is placed (once a policy placed it); ``None`` otherwise.
         candidates: For a new session: the reachable instances a policy may choose from (in
-            preference order). Empty otherwise.
+            preference order).
         reason: The decision in words (for logs and outcome notes).
     """
 
@@ -117,9 +114,8 @@ def route(answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequ
     Args:
         answers: Each instance with its answer.
         home: The instance the session lived on, if known.
-        order: The preference order of the instances (default: the order of ``answers``);
-            "first" in the table means first in this order. Instances missing from ``order``
-            come after it, in their own order.
+        order: The preference order of the instances (default: the order of ``answers``); those
+            missing from it come after it, in their own order.
 
     Raises:
         ValueError: ``home`` or an instance in ``order`` is not one of ``answers``.
@@ -150,22 +146,15 @@ def route(answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequ
         chosen = home if home in inactive else inactive[0]
         return Route(RouteKind.REPLAY, chosen, reason=f"inactive on {named(chosen)}: replay there only")
     reachable = having(Probe.UNKNOWN)
-    if reachable:
-        unreachable = len(instances) - len(reachable)
-        note = f" ({unreachable} unreachable)" if unreachable else ""
-        return Route(
-            RouteKind.NEW_SESSION,
-            candidates=tuple(reachable),
-            reason=f"unknown on every reachable instance{note}: new session",
-        )
-    return Route(RouteKind.UNAVAILABLE, reason="no instance reachable")
-
-
-_PATH_OF_ROUTE = {
-    RouteKind.RESUME: RecoveryPath.RESUME,
-    RouteKind.REPLAY: RecoveryPath.REPLAY,
-    RouteKind.NEW_SESSION: RecoveryPath.NEW_SESSION,
-}
+    if not reachable:
+        return Route(RouteKind.UNAVAILABLE, reason="no instance reachable")
+    unreachable = len(instances) - len(reachable)
+    note = f" ({unreachable} unreachable)" if unreachable else ""
+    return Route(
+        RouteKind.NEW_SESSION,
+        candidates=tuple(reachable),
+        reason=f"unknown on every reachable instance{note}: new session",
+    )
 
 
 class Step(str, enum.Enum):
@@ -195,13 +184,8 @@ class Capabilities:
 
 @attrs.frozen
 class Decision:
-    """The path the table picks, and the steps that carry it out.
-
-    Attributes:
-        path: The intended path (before any degradation).
-        steps: The calls to try in order; the first that succeeds decides the actual path.
-        notes: Why a step differs from the table (degradations), for the outcome record.
-    """
+    """The path the table picks (before any degradation); the calls to try in order (the first that
+    succeeds decides the path taken); and why they differ from the table, for the outcome record."""
 
     path: RecoveryPath
     steps: tuple[Step, ...]
@@ -215,11 +199,28 @@ def should_probe(caps: Capabilities) -> bool:
 
 def path_of(step: Step, version: int) -> RecoveryPath:
     """The path a successful ``step`` amounts to."""
-    if step is Step.RESUME:
-        return RecoveryPath.RESUME
-    if step is Step.NEW:
-        return RecoveryPath.NEW_SESSION
-    return RecoveryPath.REPLAY
+    return {Step.RESUME: RecoveryPath.RESUME, Step.NEW: RecoveryPath.NEW_SESSION}.get(step, RecoveryPath.REPLAY)
+
+
+#: The calls that carry out a path, in the order tried, each with the capability it needs: keyed by
+#: (path, v1). A refusal other than -32002 moves down the chain (module docstring); ``session/new``
+#: always ends it.
+_CHAINS: dict[tuple[RecoveryPath, bool], tuple[tuple[Step, str], ...]] = {
+    (RecoveryPath.RESUME, True): ((Step.RESUME, "resume"), (Step.LOAD, "load")),
+    (RecoveryPath.RESUME, False): ((Step.RESUME, "resume"),),
+    (RecoveryPath.REPLAY, True): ((Step.LOAD, "load"), (Step.RESUME, "resume")),
+    (RecoveryPath.REPLAY, False): ((Step.RESUME_REPLAY, "resume"), (Step.RESUME, "resume")),
+}
+
+#: Why a chain starts elsewhere than the path's own call: keyed by (path, v1, first step left).
+_DEGRADED = {
+    (RecoveryPath.RESUME, True, Step.LOAD): "session/resume not advertised: replaying with session/load instead",
+    (RecoveryPath.RESUME, True, None): "neither session/resume nor session/load advertised: starting a new session",
+    (RecoveryPath.RESUME, False, None): "neither session/resume nor session/load advertised: starting a new session",
+    (RecoveryPath.REPLAY, True, Step.RESUME): "session/load not advertised: resuming without history",
+    (RecoveryPath.REPLAY, True, None): "neither session/load nor session/resume advertised: starting a new session",
+    (RecoveryPath.REPLAY, False, None): "session/resume not advertised: starting a new session",
+}
 
 
 def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tuple[Step, ...], tuple[str, ...]]:
@@ -228,41 +229,12 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
     The chain always ends with :attr:`Step.NEW` (a new session needs no capability), except for
     :attr:`RecoveryPath.ABANDON`, which has no steps.
     """
-    notes: list[str] = []
-    steps: list[Step] = []
     if path is RecoveryPath.ABANDON:
         return (), ()
-    if path is RecoveryPath.RESUME:
-        if caps.resume:
-            steps.append(Step.RESUME)
-            if version == 1 and caps.load:
-                # Refused (not -32002): the agent may still serve a load, which keeps the conversation.
-                steps.append(Step.LOAD)
-        elif version == 1 and caps.load:
-            notes.append("session/resume not advertised: replaying with session/load instead")
-            steps.append(Step.LOAD)
-        else:
-            notes.append("neither session/resume nor session/load advertised: starting a new session")
-    elif path is RecoveryPath.REPLAY:
-        if version == 1:
-            if caps.load:
-                steps.append(Step.LOAD)
-                if caps.resume:
-                    # Load refused (not -32002): resuming without history still keeps the session.
-                    steps.append(Step.RESUME)
-            elif caps.resume:
-                notes.append("session/load not advertised: resuming without history")
-                steps.append(Step.RESUME)
-            else:
-                notes.append("neither session/load nor session/resume advertised: starting a new session")
-        elif caps.resume:
-            steps.append(Step.RESUME_REPLAY)
-            # Replay refused (not -32002): resume without history before giving the session up.
-            steps.append(Step.RESUME)
-        else:
-            notes.append("session/resume not advertised: starting a new session")
-    steps.append(Step.NEW)
-    return tuple(steps), tuple(notes)
+    v1 = version == 1
+    steps = [step for step, needs in _CHAINS.get((path, v1), ()) if getattr(caps, needs)]
+    note = _DEGRADED.get((path, v1, steps[0] if steps else None))
+    return (*steps, Step.NEW), (note,) if note else ()
 
 
 @functools.lru_cache(maxsize=128)  # pure, and asked again for every session of a recovery
@@ -270,14 +242,9 @@ def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bo
     """The path and steps for a session on one instance, given that instance's answer (the
     module's tables: :func:`route` over this one answer, then the steps).
 
-    Args:
-        probe: The instance's answer (:attr:`Probe.NOT_PROBED` when the agent does not
-            advertise ``session/status``; :attr:`Probe.UNREACHABLE` when the probe failed).
-        caps: What the agent advertised on the new connection.
-        version: The negotiated protocol version (1 or 2).
-        replay_cut_off: The session's last replay was cut off by a drop, so the client's history
-            is incomplete. An agent that still has the session (``active``, or no usable probe)
-            would be resumed without history; the session is replayed again instead.
+    ``replay_cut_off``: the session's last replay was cut off by a drop, so the client's history is
+    incomplete. An agent that still has the session (``active``, or no usable probe) would be
+    resumed without history; the session is replayed again instead.
     """
     if replay_cut_off and probe is not Probe.UNKNOWN:
         steps, notes = steps_for(RecoveryPath.REPLAY, caps, version)
@@ -285,9 +252,8 @@ def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bo
             return Decision(RecoveryPath.REPLAY, steps, ("the last replay was cut off: replaying again", *notes))
     kind = route([(0, probe)]).kind
     if kind is not RouteKind.UNAVAILABLE:
-        path = _PATH_OF_ROUTE[kind]
-        steps, notes = steps_for(path, caps, version)
-        return Decision(path, steps, notes)
+        path = RecoveryPath(kind.value)
+        return Decision(path, *steps_for(path, caps, version))
     # No usable answer: try resume if advertised, else load, else new.
     if caps.resume:
         path = RecoveryPath.RESUME
@@ -313,15 +279,8 @@ def next_step(steps: tuple[Step, ...], index: int, failure: StepFailure) -> int 
 
 
 def hop_note(failed: Step, failure: StepFailure, detail: str, following: Step | None) -> str:
-    """One line for the outcome's notes: ``failed`` did not work, and what is tried next.
-
-    Args:
-        failed: The step that failed.
-        failure: How it failed.
-        detail: What the agent said, as received (its code and message, kept short by the
-            caller: ``-32602 'Unknown sessionId'``).
-        following: The next step (``None``: nothing is left, the session is given up).
-    """
+    """One line for the outcome's notes: ``failed`` did not work (``detail``: what the agent said,
+    quoted short: ``-32602 'Unknown sessionId'``), and what is tried next (``None``: nothing)."""
     why = f": not found ({detail})" if failure is StepFailure.NOT_FOUND else f" refused: {detail}"
     then = f"trying {following.value}" if following is not None else "nothing left to try"
     return f"{failed.value}{why}; {then}"

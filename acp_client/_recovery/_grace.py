@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Callable
 from typing import Final
 
+import attrs
+
 from .._util._logging import get_logger
 from ..clock import Clock, TimerHandle
 
@@ -26,14 +28,12 @@ logger = get_logger("acp_client.client")
 _SLACK: Final = 1e-6
 
 
+@attrs.define(eq=False)
 class _Delay:
-    """One delay in a queue; :meth:`cancel` keeps its callback from running."""
+    """One delay in a queue; cancelling it keeps its callback from running."""
 
-    __slots__ = ("callback", "due")
-
-    def __init__(self, due: float, callback: Callable[[], None] | None) -> None:
-        self.due = due
-        self.callback = callback
+    due: float
+    callback: Callable[[], None] | None
 
     def cancel(self) -> None:
         self.callback = None
@@ -86,10 +86,7 @@ def after(clock: Clock, seconds: float, callback: Callable[[], None]) -> TimerHa
     """Run ``callback`` once, ``seconds`` from now on ``clock`` (like ``clock.call_later``, from a
     running event loop), on a timer shared by every such delay of that length on that clock and
     loop; the handle cancels it."""
-    loop = asyncio.get_running_loop()
-    queues = _QUEUES.get(loop)
-    if queues is None:
-        queues = _QUEUES[loop] = {}
+    queues = _QUEUES.setdefault(asyncio.get_running_loop(), {})
     key = (clock, seconds)
     queue = queues.get(key)
     if queue is None:

@@ -22,20 +22,14 @@ __all__ = ["SPELLINGS", "Spelling", "quote", "says_retry_later", "says_session_n
 
 @attrs.frozen
 class Spelling:
-    """One way of saying "session not found".
+    """One way of saying "session not found", and where it was seen (``seen_in``).
 
-    Attributes:
-        seen_in: Where it was seen (agents and their versions, or the schema).
-        code: The JSON-RPC error code it comes with (``None``: any code).
-        names_session: The error's ``data`` must name the session (``data.sessionId``, or any
-            string in ``data`` that holds the id); without it, an -32602 could be any bad parameter.
-        message: A regular expression the message must match (searched, case-insensitively;
-            ``None``: any message). The generic messages (``^invalid params$``,
-            ``^internal error$``) only count together with ``names_session`` or ``details``: a
-            specific message ("session not attached to this connection") is another error.
-        details: A regular expression ``data.details`` (or ``data`` itself, when it is a
-            string) must match (searched, case-insensitively; ``None``: not looked at), for agents
-            that put the reason there under a generic message.
+    Each condition given must hold (``None``: any): the error ``code``; ``names_session``, its
+    ``data`` names the session (without it, an -32602 could be any bad parameter); ``message`` and
+    ``details`` (``data.details``, or ``data`` when it is a string, where agents put the reason
+    under a generic message), regular expressions searched case-insensitively. The generic messages
+    (``^invalid params$``, ``^internal error$``) only count with ``names_session`` or ``details``: a
+    specific message ("session not attached to this connection") is another error.
     """
 
     seen_in: str
@@ -107,8 +101,7 @@ def _search(pattern: str, text: object) -> bool:
 
 
 def _details(error: RpcError) -> object:
-    """Where an agent puts the reason under a generic message: ``data.details``, or ``data`` when
-    it is a string."""
+    """Where an agent puts the reason under a generic message: ``data.details``, or a string ``data``."""
     if isinstance(error.data, str):
         return error.data
     return error.data.get("details") if isinstance(error.data, dict) else None
@@ -135,7 +128,7 @@ def quote(error: BaseException, limit: int = 80) -> str:
 def _names(data: Any, session_id: str | None) -> bool:
     """Whether ``data`` names the session: a value equal to its id, or a string holding the id as
     a whole word (deepagents-acp quotes it inside ``data.details``)."""
-    if session_id is None or not session_id:
+    if not session_id:
         return False
     whole = re.compile(rf"(?<![\w-]){re.escape(session_id)}(?![\w-])")
     values = data.values() if isinstance(data, dict) else (data,)
@@ -146,10 +139,7 @@ def says_session_not_found(error: BaseException, session_id: str | None) -> Spel
     """The row of :data:`SPELLINGS` that ``error`` matches for ``session_id``, or ``None``."""
     if not isinstance(error, RpcError):
         return None
-    for spelling in SPELLINGS:
-        if spelling.matches(error, session_id):
-            return spelling
-    return None
+    return next((spelling for spelling in SPELLINGS if spelling.matches(error, session_id)), None)
 
 
 #: How a refusal says the session is only busy for now ("the session is closing; retry after close
@@ -160,7 +150,4 @@ _RETRY_LATER: Final = re.compile(r"\bretry (?:after|later|again)\b", re.IGNORECA
 def says_retry_later(error: RpcError) -> bool:
     """Whether ``error`` says to try the same request again in a moment (the session is being closed
     or torn down and will be there to load then), rather than that the session is gone."""
-    if _RETRY_LATER.search(error.message):
-        return True
-    details = _details(error)
-    return isinstance(details, str) and _RETRY_LATER.search(details) is not None
+    return any(isinstance(text, str) and _RETRY_LATER.search(text) for text in (error.message, _details(error)))

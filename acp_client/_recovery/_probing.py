@@ -1,17 +1,15 @@
 """Asking one instance about sessions: ``session/status`` (or ``session/close`` for a copy left
 behind), over its live link or a link of its own, within one bound.
 
-A link of its own is opened the one way every link is (:func:`acp_client._link._opening.open_link`:
-wire log, "not an ACP endpoint" detection, the client's capabilities and identity) by the
-``opener`` the caller passes, and closed again whatever happens; a slow close never turns an
-answer into a timeout. One instance's failure is an answer (``unreachable``), never an error.
-:func:`fan_out` asks every instance at once (a single-endpoint client's
-:meth:`~acp_client.AcpClient.locate` its one): finding ten sessions costs one connect and one
-``initialize`` per instance, not ten.
+A link of its own is opened the one way every link is, by the ``opener`` the caller passes
+(:func:`acp_client._link._opening.open_link`), and closed again whatever happens. One instance's
+failure is an answer (``unreachable``), never an error. :func:`fan_out` asks every instance at
+once: finding ten sessions costs one connect and one ``initialize`` per instance, not ten.
 
 Each instance's work runs in a task of its own that the caller waits for only until the timeout:
 an instance that does not let go when it is cancelled (a flood to drain, a close handshake that
-never completes) cannot hold the answer past it. Its link is closed after, in the background.
+never completes) cannot hold the answer past it. Its link is closed after, in the background; a
+slow close never turns an answer into a timeout.
 """
 
 from __future__ import annotations
@@ -55,16 +53,9 @@ Live: TypeAlias = tuple[Connection, InitializeResponse]
 
 @attrs.frozen
 class Settings:
-    """How one round of asking runs.
-
-    Attributes:
-        session_ids: The sessions asked about.
-        timeout: Seconds each instance gets for the whole exchange (connect included).
-        opener: Opens a link of its own to an instance without a live one.
-        clock: Measures the timeout and the answers' ``elapsed``.
-        start: When the round began (on ``clock``).
-        live: Live links to some instances, asked over directly.
-    """
+    """How one round of asking runs: ``timeout`` is what each instance gets for the whole exchange
+    (connect included), ``start`` when the round began on ``clock``; an instance in ``live`` is
+    asked over that link, any other over one ``opener`` opens."""
 
     session_ids: tuple[str, ...]
     timeout: float | None
@@ -78,26 +69,21 @@ class Settings:
 Answers: TypeAlias = tuple[InstanceAnswer, ...]
 
 
+@attrs.define(eq=False)
 class _Link:
     """A link of its own to one instance, closed whatever happens."""
 
-    def __init__(self) -> None:
-        self.conn: Connection | None = None
-
-    async def aclose(self) -> None:
-        if self.conn is not None:
-            await self.conn.aclose()
+    conn: Connection | None = None
 
 
 async def _open(endpoint: Endpoint, settings: Settings, link: _Link) -> Live:
     """The instance's live connection, or a fresh one (kept in ``link``), initialized."""
     live = settings.live.get(endpoint)
-    if live is not None:
-        return live
-    assert endpoint.connector is not None, "the caller gives every endpoint its connector"
-    conn, init = await settings.opener(endpoint.connector)
-    link.conn = conn
-    return conn, init
+    if live is None:
+        assert endpoint.connector is not None, "the caller gives every endpoint its connector"
+        live = await settings.opener(endpoint.connector)
+        link.conn = live[0]
+    return live
 
 
 async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answers:
@@ -125,18 +111,17 @@ async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answ
             return answer(Probe.UNREACHABLE, error=exc)
         return answer(decoded.status, raw_status=decoded.raw_status, state=decoded.state)
 
+    ids = settings.session_ids
     try:
         conn, init = await _open(endpoint, settings, link)
-        agent = init.agent_info
-        version = init.protocol_version
+        agent, version = init.agent_info, init.protocol_version
         if not init.agent_capabilities.supports("session/status"):
             path = init.agent_capabilities.capability_path("session/status", version)
             error = CapabilityNotSupported("session/status", path)
-            return tuple(answer(Probe.UNREACHABLE, error=error) for _ in settings.session_ids)
+            return tuple(answer(Probe.UNREACHABLE, error=error) for _ in ids)
     except AcpError as exc:
         logger.debug("locate: %s gave no usable answer: %s", endpoint, exc)
-        return tuple(answer(Probe.UNREACHABLE, error=exc) for _ in settings.session_ids)
-    ids = settings.session_ids
+        return tuple(answer(Probe.UNREACHABLE, error=exc) for _ in ids)
     if len(ids) == 1:  # the common case (one session located): no task of its own
         return (await status(conn, ids[0], version),)
     return tuple(await asyncio.gather(*(status(conn, sid, version) for sid in ids)))
@@ -148,24 +133,23 @@ _closing: set[asyncio.Future[None]] = set()
 CLOSE_LIMIT = 10.0
 
 
-async def _close_after(task: asyncio.Future[Any], link: _Link, clock: Clock) -> None:
-    await asyncio.wait([task])  # the work ends first (it was answered, or cancelled)
-    with move_on_after(clock, CLOSE_LIMIT):
-        await link.aclose()
-
-
 def _close_in_background(task: asyncio.Future[Any], link: _Link, clock: Clock) -> asyncio.Future[None]:
-    closing = asyncio.ensure_future(_close_after(task, link, clock))
+    async def close() -> None:
+        await asyncio.wait([task])  # the work ends first (it was answered, or cancelled)
+        with move_on_after(clock, CLOSE_LIMIT):
+            if link.conn is not None:
+                await link.conn.aclose()
+
+    closing = asyncio.ensure_future(close())
     _closing.add(closing)
     closing.add_done_callback(_closing.discard)
     return closing
 
 
 async def _in_time(settings: Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:
-    """``work`` on a link of its own within ``settings.timeout`` (on the injected clock);
-    ``late()`` past it, at once, whatever the instance does. The link is closed within what is
-    left of the timeout, and past it in the background (a slow close does not turn a result
-    into a timeout, nor delay a late answer)."""
+    """``work`` on a link of its own within ``settings.timeout``; ``late()`` past it, at once,
+    whatever the instance does. The link is closed within what is left of the timeout, and past it
+    in the background."""
     clock, link = settings.clock, _Link()
     deadline = None if settings.timeout is None else clock.monotonic() + settings.timeout
     task = asyncio.ensure_future(work(link))
@@ -198,11 +182,9 @@ async def ask(endpoint: Endpoint, settings: Settings) -> Answers:
 
 
 async def close_copy(endpoint: Endpoint, session_id: str, settings: Settings) -> bool:
-    """``session/close`` for one session on one instance, over its connection in
-    ``settings.live`` or a link of its own, within ``settings.timeout``: ``True`` when the
-    instance no longer has the session in memory (closed, or it did not know it). Never raises
-    for the instance's failure; an instance without ``session/close`` keeps the session
-    (``False``)."""
+    """``session/close`` for one session on one instance, within ``settings.timeout``: ``True`` when
+    the instance no longer has the session in memory (closed, or it did not know it). Never raises
+    for the instance's failure; an instance without ``session/close`` keeps the session."""
 
     async def close(link: _Link) -> bool:
         try:
@@ -237,9 +219,7 @@ async def fan_out(
     clock: Clock,
     live: Mapping[Endpoint, Live],
 ) -> dict[str, Location]:
-    """Every endpoint (each carrying its connector) asked at once: one
-    :class:`~acp_client.location.Location` per distinct session id, in the order given (empty for
-    no ids: nothing is connected)."""
+    """Every endpoint asked at once: one :class:`~acp_client.location.Location` per distinct session id, in order."""
     ids = tuple(dict.fromkeys(session_ids))
     if not ids:
         return {}

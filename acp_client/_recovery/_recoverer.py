@@ -1,20 +1,17 @@
 """The recoverer: after a reconnect, bring every tracked session back over the new connection.
 
-For each session it probes ``session/status`` (when the agent has it), asks the pure decision
-table in :mod:`acp_client._recovery._decisions` which path to take (the app's ``decide_recovery`` may
-override it), runs the steps (``session/resume``, ``session/load``, ``session/new``) on the
-connection, and reports one :class:`~acp_client.state.RecoveryOutcome` per session — to the
-app's callbacks, awaited, before the supervisor releases the requests queued during the outage.
+For each session it probes ``session/status`` (when the agent has it), asks the decision table
+(:mod:`acp_client._recovery._decisions`; the app's ``decide_recovery`` may override it), runs the
+steps and reports one :class:`~acp_client.state.RecoveryOutcome` per session to the app's
+callbacks, awaited, before the supervisor releases the requests queued during the outage.
 
-The supervisor calls :meth:`Recoverer.recover` once per reconnect. A drop during recovery
-propagates (the supervisor reconnects again); any other failure of one session abandons only
-that session. What a recovery cut off by a drop had already done is not lost: the outcomes of the
-sessions that finished are kept and reported at the start of the next recovery, before anything
-else (their callbacks cannot run on the dead connection: a callback's own request would wait for
-the recovery that waits for it), or when the client fails or closes first, just before that
-state is published; so the app learns every change of a session's id, in order, exactly once.
-A replay cut off by the drop flags its session (``Tracked.replay_cut_off``); the next recovery
-replays it again.
+A drop during recovery propagates (the supervisor reconnects again); any other failure abandons
+only that session. The outcomes of the sessions a cut-off recovery finished are reported at the
+start of the next one, before anything else (their callbacks cannot run on the dead connection: a
+callback's own request would wait for the recovery that waits for it), or just before the client
+publishes that it failed or closed; so the app learns every change of a session's id, in order,
+exactly once. A replay cut off by the drop flags its session (``Tracked.replay_cut_off``) to be
+replayed again.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -65,11 +63,9 @@ __all__ = [
     "attach_failed",
     "capabilities",
     "each",
-    "fence_late_replay",
     "open_attach_window",
     "record_after_attach",
     "replay_ended",
-    "window_closed",
 ]
 
 logger = get_logger("acp_client.client")
@@ -77,15 +73,13 @@ logger = get_logger("acp_client.client")
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: The quiet interval that ends a window left open after its answer: once no update came for the
-#: session for this long (on the client's clock), the replay (or snapshot) is over.
+#: A window left open after its answer closes once the session was quiet this long (on the
+#: client's clock), and at the latest this long after the answer while updates keep coming.
 REPLAY_GRACE = 0.5
-
-#: The longest a window stays open after its answer while updates keep coming.
 REPLAY_MAX_LINGER = 10.0
 
-#: How often a step the agent refused "for now" (:func:`acp_client._recovery._not_found.says_retry_later`) is
-#: tried again, and the pause before the first retry (it grows by as much each time).
+#: How often a step the agent refused "for now" (:func:`~acp_client._recovery._not_found.says_retry_later`)
+#: is tried again, and the pause before the first retry (it grows by as much each time).
 RETRY_LATER_ATTEMPTS = 4
 RETRY_LATER_DELAY = 0.25
 
@@ -95,14 +89,13 @@ MAX_OUTCOMES = 1000
 
 @attrs.frozen
 class Answer:
-    """What one instance said about one session, as the recovery uses it."""
+    """What one instance said about one session: with how it came (an error quoted, for the
+    outcome's notes) and the other instances that also claimed it ``active`` (nothing was closed)."""
 
     probe: Probe
     raw_status: str | None = None
     state: Any = None
-    #: How the answer came (an error quoted as received), for the outcome's notes.
     note: str | None = None
-    #: Other instances that also claimed the session ``active`` (a conflict: nothing was closed).
     also_active: tuple[str, ...] = ()
 
 
@@ -122,22 +115,14 @@ def open_attach_window(
     table: SessionTable, tracked: Tracked, *, replay: bool, ordered: bool, clock: Clock
 ) -> Callable[[], None]:
     """Open the window in which updates for ``tracked`` are replay (``replay``) or a resume
-    snapshot; returns the function that closes it when the answer arrives (call it again in a
-    ``finally``: it is idempotent).
+    snapshot; returns the function that closes it when the answer arrives (idempotent).
 
     The window stays open after the answer (it *lingers*) when the replay may still be on its way:
-
-    * on a transport whose messages do not share one ordered stream (``TransportInfo.ordered`` is
-      false: Streamable HTTP's several SSE streams), where the answer can overtake the replayed
-      updates: it closes once the session has been quiet for :data:`REPLAY_GRACE` seconds (each
-      update heard in the window starts the interval again, up to :data:`REPLAY_MAX_LINGER` after
-      the answer), or when the next prompt goes out (what follows is that turn's own);
-    * on an ordered one, for a replay of a session the client knows had turns when nothing was
-      replayed before the answer: some servers answer ``session/load`` first and
-      send the history only with the session's next message. :func:`fence_late_replay` (awaited
-      by whoever attached the session) ends that window.
-
-    :func:`window_closed` waits for a lingering window to close.
+    on a transport whose messages do not share one ordered stream (Streamable HTTP's several SSE
+    streams: the answer can overtake the replayed updates), until the session has been quiet for
+    :data:`REPLAY_GRACE` seconds or the next prompt goes out; on an ordered one, for a replay of a
+    session that had turns when nothing was replayed before the answer (some servers send the
+    history only with the session's next message), until :func:`replay_ended` fences it.
     """
     table.open_window(tracked, replay=replay)
     expect_history = tracked.transcript.turns > 0
@@ -148,57 +133,19 @@ def open_attach_window(
         if not ordered:
             _linger(table, tracked, clock)
         elif replay and expect_history and tracked.replayed == 0:
-            tracked.window_late = True  # fence_late_replay decides
+            tracked.window_late = True  # replay_ended fences it
         else:
             table.close_window(tracked)
 
     return answered
 
 
-async def fence_late_replay(
-    table: SessionTable,
-    tracked: Tracked,
-    request: Callable[[str, Any], Awaitable[Any]],
-    *,
-    version: int,
-    clock: Clock,
-) -> None:
-    """End a replay window left open on an ordered transport (nothing was replayed before the
-    answer: :func:`open_attach_window`).
-
-    Some servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
-    session's next message, whatever it is. Without a fence, that replay would arrive inside the
-    next turn. The fence is the one session-scoped v1 request that changes nothing:
-    ``session/set_mode`` to the mode the load answer reported as current. Once it is answered,
-    every replayed update sent before it has arrived (the transport is ordered), and the window
-    closes. Without a current mode to set (or when the agent refuses it), the window closes after
-    the quiet interval instead.
-    """
-    if not tracked.window_late or not tracked.window_open:
-        return
-    modes = tracked.record.modes
-    mode = modes.current_mode_id if modes is not None else None
-    if version < 2 and mode:
-        params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
-        try:
-            await request("session/set_mode", params)
-        except (RpcError, RequestTimeout, InvalidMessage) as exc:
-            logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
-        else:
-            table.close_window(tracked)
-            return
-    if tracked.window_open and tracked.window_timer is None:
-        _linger(table, tracked, clock)
-
-
 def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
     """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`).
 
-    A late window on an ordered transport (nothing replayed before the answer, and nothing could
-    fence it) that stays quiet, for an agent that echoes prompts back, is not closed: it stays open
-    until the next turn's own first update, the echo of its prompt
-    (:attr:`~acp_client._sessions._table.Tracked.window_until_turn`), and whoever waits for it goes on. For
-    an agent that does not echo, nothing would mark that turn's start: the window closes.
+    A late window that nothing could fence and that stays quiet stays open, for an agent that
+    echoes prompts back, until the next turn's own first update (``Tracked.window_until_turn``);
+    whoever waits for it goes on. Without echoes nothing would mark that turn's start: it closes.
     """
     until = clock.monotonic() + REPLAY_MAX_LINGER
     seen = tracked.window_heard
@@ -212,12 +159,8 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
             seen = tracked.window_heard
             tracked.window_timer = after(clock, REPLAY_GRACE, check)
             return
-        if (
-            tracked.window_late
-            and tracked.window_heard == 0
-            and tracked.replaying
-            and tracked.transcript.echoes_prompts
-        ):
+        late = tracked.window_late and tracked.window_heard == 0 and tracked.replaying
+        if late and tracked.transcript.echoes_prompts:
             tracked.window_until_turn = True
             table.release_waiters(tracked)
             return
@@ -234,18 +177,38 @@ async def replay_ended(
     version: int,
     clock: Clock,
 ) -> None:
-    """After a load / resume answer: wait until its replay (if one may still come) has ended
-    (:func:`fence_late_replay`, then :func:`window_closed`)."""
-    if tracked.replaying:
-        await fence_late_replay(table, tracked, request, version=version, clock=clock)
-        await window_closed(tracked)
+    """After a load / resume answer: wait until its replay (if one may still come) has ended.
+
+    A replay window left open on an ordered transport (:func:`open_attach_window`) is fenced: some
+    servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
+    session's next message, whatever it is; without a fence it would arrive inside the next turn.
+    The fence is the one session-scoped v1 request that changes nothing: ``session/set_mode`` to the
+    current mode. Once it is answered, every replayed update sent before it has arrived (the
+    transport is ordered). Without a current mode (or when the agent refuses it), the window closes
+    after the quiet interval instead.
+    """
+    if not tracked.replaying:
+        return
+    late = tracked.window_late and tracked.window_open
+    modes = tracked.record.modes
+    mode = modes.current_mode_id if modes is not None else None
+    if late and version < 2 and mode:
+        params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
+        try:
+            await request("session/set_mode", params)
+        except (RpcError, RequestTimeout, InvalidMessage) as exc:
+            logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
+        else:
+            table.close_window(tracked)
+    if late and tracked.window_open and tracked.window_timer is None:
+        _linger(table, tracked, clock)
+    await window_closed(tracked)
 
 
 async def window_closed(tracked: Tracked) -> None:
     """Wait until ``tracked``'s lingering window (if any) has closed: the replay has ended."""
-    if (tracked.window_timer is None and not tracked.window_late) or tracked.window_until_turn:
-        return
-    if not tracked.window_open:
+    lingering = tracked.window_timer is not None or tracked.window_late
+    if not lingering or tracked.window_until_turn or not tracked.window_open:
         return
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -258,9 +221,8 @@ async def window_closed(tracked: Tracked) -> None:
 
 
 def attach_failed(table: SessionTable, tracked: Tracked, exc: BaseException) -> None:
-    """A ``session/load`` / ``session/resume`` failed before its answer: a drop cuts the window off
-    (an incomplete replay flags the session for another one); a refusal closes it, putting back
-    the history the transcript held before any replay began."""
+    """A ``session/load`` / ``session/resume`` failed before its answer: a drop cuts the window off;
+    a refusal closes it, putting back the history the transcript held before any replay began."""
     if isinstance(exc, ConnectionLost | TransportError):
         table.cut_off(tracked)
     elif tracked.window_open and tracked.window_timer is None:
@@ -280,13 +242,9 @@ def record_after_attach(tracked: Tracked, method: str, result: Any, version: int
 class Recoverer:
     """Runs recovery for the sessions in ``table`` (one instance per client).
 
-    Args:
-        table: The tracked sessions.
-        callbacks: Returns the app's callbacks (``decide_recovery`` and the outcome ones).
-        timeouts: ``probe`` bounds each ``session/status``; ``request`` each step.
-        concurrency: How many sessions recover at once.
-        clock: Time source (durations, replay grace).
-        version: The negotiated protocol version, read when recovery runs.
+    ``callbacks`` returns the app's callbacks; ``timeouts.probe`` bounds each ``session/status``,
+    ``timeouts.request`` each step; ``concurrency`` sessions recover at once; ``version`` returns
+    the negotiated protocol version.
     """
 
     def __init__(
@@ -306,10 +264,8 @@ class Recoverer:
         self._clock = clock
         self._version = version
         self.outcomes: collections.deque[RecoveryOutcome] = collections.deque(maxlen=MAX_OUTCOMES)
-        # Outcomes of a recovery that a drop cut off, reported first by the next one.
-        self._unreported: collections.deque[RecoveryOutcome] = collections.deque()
-        #: Asked before a session is recovered (a shared store: is its lease live?); ``False``
-        #: leaves it out, nothing sent.
+        self._unreported: collections.deque[RecoveryOutcome] = collections.deque()  # of a cut-off recovery
+        #: Asked before a session is recovered (a shared store: is its lease live?); ``False`` leaves it out.
         self.gate: Callable[[Tracked], Awaitable[bool]] | None = None
 
     async def recover(
@@ -324,15 +280,10 @@ class Recoverer:
         """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
         outcomes (returned too), with those of an earlier round a drop cut off.
 
-        Args:
-            conn: The new connection.
-            init: What the agent answered to ``initialize`` on it.
-            sessions: The sessions this round recovers (an endpoint group's link: those living
-                there).
-            endpoint: The instance's name (of an endpoint group), for the contexts and outcomes.
-            screen: ``True`` leaves a session to another routine: asked when a worker reaches it
-                (``None``), then with the probe's answer (an endpoint group moves those its
-                instance does not have in memory).
+        ``endpoint`` names the instance (of an endpoint group) in the contexts and outcomes;
+        ``screen`` returning ``True`` leaves a session to another routine: asked when a worker
+        reaches it (``None``), then with the probe's answer (an endpoint group moves those its
+        instance does not have in memory).
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
@@ -345,13 +296,13 @@ class Recoverer:
         async def one(tracked: Tracked) -> RecoveryOutcome | None:
             if self.gate is not None and not await self.gate(tracked):
                 return None
-            answer = None  # without a screen, recover_session probes (the outcome's duration counts it)
-            if screen is not None:
-                if await screen(tracked, None):
-                    return None
-                answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
-                if await screen(tracked, answer):
-                    return None
+            if screen is None:  # recover_session probes (the outcome's duration counts it)
+                return await self.recover_session(conn, tracked, caps, endpoint=endpoint)
+            if await screen(tracked, None):
+                return None
+            answer = await self._probe(conn, tracked, caps)
+            if await screen(tracked, answer):
+                return None
             return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
 
         results = await each(sessions, self._concurrency, one)
@@ -419,8 +370,10 @@ class Recoverer:
         name = _OUTCOME_CALLBACK[outcome.path]
         await call_app(getattr(self._callbacks(), name), outcome, what=name)
 
-    async def probe(self, conn: Connection, tracked: Tracked) -> Answer:
-        """``session/status`` for one session over ``conn`` (its record merged with the answer)."""
+    async def _probe(self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities) -> Answer:
+        """``session/status`` for one session over ``conn``, when offered (its record merged with the answer)."""
+        if not _recovery.should_probe(caps):
+            return Answer(Probe.NOT_PROBED)
         previous, version = tracked.session_id, self._version()
         try:
             request = to_wire(SessionStatusRequest(session_id=previous), protocol_version=version)
@@ -446,28 +399,18 @@ class Recoverer:
     ) -> RecoveryOutcome:
         """Probe, decide and run the steps for one session; never raises for a refused step.
 
-        Args:
-            conn: The connection to recover it over.
-            tracked: The session.
-            caps: What the agent advertised on ``conn``.
-            answer: The instance's answer when the caller has it already (a fan-out over several instances, or
-                its own probe): not asked again.
-            endpoint: The instance's name (of an endpoint group): in the app's ``RecoveryContext`` and the
-                outcome.
-            reason: Why this recovery runs outside a reconnect (first in the outcome's notes).
+        ``answer``: the instance's answer when the caller has it already (not asked again);
+        ``reason``: why this recovery runs outside a reconnect (first in the outcome's notes).
         """
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()
         held_turns = tracked.transcript.turns
         if answer is None:
-            answer = await self.probe(conn, tracked) if _recovery.should_probe(caps) else Answer(Probe.NOT_PROBED)
+            answer = await self._probe(conn, tracked, caps)
         probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
-        planned, steps, notes = decision.path, decision.steps, decision.notes
-        if answer.note is not None:
-            notes = (answer.note, *notes)
-        if reason is not None:
-            notes = (reason, *notes)
+        planned, steps = decision.path, decision.steps
+        notes = (*(note for note in (reason, answer.note) if note is not None), *decision.notes)
         decide = self._callbacks().decide_recovery
         if decide is not None:
             context = RecoveryContext(
@@ -491,8 +434,7 @@ class Recoverer:
         index: int | None = 0 if steps else None
         retried = 0
         common: dict[str, Any] = {"planned": planned, "previous_session_id": previous, "probe": probe}
-        common["endpoint"] = endpoint
-        common.update(raw_status=raw_status, state=state, notes=notes)
+        common.update(endpoint=endpoint, raw_status=raw_status, state=state)
         while index is not None:
             step = steps[index]
             try:
@@ -503,18 +445,13 @@ class Recoverer:
                     retried += 1
                     delay = RETRY_LATER_DELAY * retried
                     history.append((step.value, f"retry later: {exc}"))
-                    common["notes"] = (
-                        *common["notes"],
-                        f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s",
-                    )
+                    notes = (*notes, f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s")
                     await self._clock.sleep(delay)
                     continue
-                if isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id):
-                    history.append((step.value, "not_found"))
-                    error, failure = exc, StepFailure.NOT_FOUND
-                else:
-                    history.append((step.value, f"error: {exc}"))
-                    error, failure = exc, StepFailure.REFUSED
+                error = exc
+                gone = isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id)
+                failure = StepFailure.NOT_FOUND if gone else StepFailure.REFUSED
+                history.append((step.value, "not_found" if gone else f"error: {exc}"))
             else:
                 history.append((step.value, "ok"))
                 path = _recovery.path_of(step, version)
@@ -528,11 +465,10 @@ class Recoverer:
                 if lost:
                     extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
                 if path is not RecoveryPath.RESUME or tracked.settings.pending:
-                    timeout = self._timeouts.request
-                    restored_notes, tracked.record = await restore(
-                        conn, tracked.settings, tracked.record, version=version, timeout=timeout
+                    restored, tracked.record = await restore(
+                        conn, tracked.settings, tracked.record, version=version, timeout=self._timeouts.request
                     )
-                    extra += restored_notes
+                    extra += restored
                 tracked.recovered = True
                 return RecoveryOutcome(
                     path=path,
@@ -542,12 +478,13 @@ class Recoverer:
                     replayed_updates=replayed,
                     duration=self._clock.monotonic() - start,
                     lost_turns=lost,
-                    **{**common, "notes": (*common["notes"], *extra)},
+                    notes=(*notes, *extra),
+                    **common,
                 )
             index = _recovery.next_step(steps, index, failure)
             following = steps[index] if index is not None else None
             detail = quote(error) if error is not None else ""
-            common["notes"] = (*common["notes"], _recovery.hop_note(step, failure, detail, following))
+            notes = (*notes, _recovery.hop_note(step, failure, detail, following))
         self._table.abandon(tracked, previous, error)
         return RecoveryOutcome(
             path=RecoveryPath.ABANDON,
@@ -556,6 +493,7 @@ class Recoverer:
             steps=tuple(history),
             duration=self._clock.monotonic() - start,
             error=error,
+            notes=notes,
             **common,
         )
 
@@ -563,24 +501,24 @@ class Recoverer:
         self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str
     ) -> tuple[Continuity, tuple[str, ...]]:
         """What the evidence lets a recovery that succeeded by ``path`` claim (the table in
-        :mod:`acp_client._recovery._continuity`), with the notes that explain it; ``tracked`` is then held
-        by ``conn``'s agent process."""
+        :mod:`acp_client._recovery._continuity`), with the notes that explain it; ``tracked`` is then
+        held by ``conn``'s agent process."""
         notes: tuple[str, ...] = ()
         verdict: _continuity.Verdict = (Continuity.LOST, None)
         if path is RecoveryPath.REPLAY:
             await window_closed(tracked)  # the replay may still be arriving after the answer
+            report = tracked.transcript.last_replay
             if tracked.window_until_turn:
                 verdict = (
                     Continuity.UNVERIFIED,
                     f"continuity unverified: nothing replayed within {REPLAY_GRACE:g}s of the answer; "
                     "a replay that comes with the next message is placed as history",
                 )
+            elif report is None:
+                verdict = _continuity.of_replay(checked=False, gap=None)
             else:
-                report = tracked.transcript.last_replay
-                if report is not None:
-                    notes = report.notes
-                gap = report.lacks_history() if report is not None else None
-                verdict = _continuity.of_replay(checked=report is not None and self._table.keep_transcripts, gap=gap)
+                notes = report.notes
+                verdict = _continuity.of_replay(checked=self._table.keep_transcripts, gap=report.lacks_history())
         elif path is RecoveryPath.RESUME:
             verdict = _continuity.of_resume(probe, held_by=tracked.agent_process, now=conn.transport.info.agent_process)
         elif tracked.session_id == previous:  # session/new gave the same id back: the agent's own copy, maybe
@@ -603,8 +541,7 @@ class Recoverer:
                 cwd=cwd, mcp_servers=servers, additional_directories=tracked.additional_directories
             )
             result = await conn.request("session/new", to_wire(request, protocol_version=version), timeout=timeout)
-            response = from_wire(NewSessionResponse, result, protocol_version=version)
-            record = Session.from_new(response, cwd=cwd)
+            record = Session.from_new(from_wire(NewSessionResponse, result, protocol_version=version), cwd=cwd)
             if record.session_id == sid:
                 # The agent kept the session under its id (e.g. its history on disk): continuity is
                 # unverified, and nothing is wiped either; the next replay or resume decides.
@@ -612,19 +549,14 @@ class Recoverer:
                 return ("session/new returned the same session id: transcript kept, continuity unverified",)
             self._table.renamed(tracked, record)
             return ()
-        replay = step in (Step.LOAD, Step.RESUME_REPLAY)
         wire: Any
         if step is Step.LOAD:
             method, wire = "session/load", LoadSessionRequest(session_id=sid, cwd=cwd, mcp_servers=servers)
         else:
+            replay_from = ReplayFromStart() if step is Step.RESUME_REPLAY else None
             method = "session/resume"
-            wire = ResumeSessionRequest(
-                session_id=sid,
-                cwd=cwd,
-                mcp_servers=servers,
-                replay_from=ReplayFromStart() if step is Step.RESUME_REPLAY else None,
-            )
-        ordered = conn.transport.info.ordered
+            wire = ResumeSessionRequest(session_id=sid, cwd=cwd, mcp_servers=servers, replay_from=replay_from)
+        replay, ordered = step in (Step.LOAD, Step.RESUME_REPLAY), conn.transport.info.ordered
         answered = open_attach_window(self._table, tracked, replay=replay, ordered=ordered, clock=self._clock)
         try:
             params = to_wire(wire, protocol_version=version)
@@ -634,16 +566,9 @@ class Recoverer:
             raise
         answered()
         tracked.record = record_after_attach(tracked, method, result, version)
-        await fence_late_replay(
-            self._table,
-            tracked,
-            lambda name, params: conn.request(name, params, timeout=timeout),
-            version=version,
-            clock=self._clock,
-        )
-        if tracked.resume_replayed:
-            return ("the agent replayed history during session/resume",)
-        return ()
+        fence = functools.partial(conn.request, timeout=timeout)
+        await replay_ended(self._table, tracked, fence, version=version, clock=self._clock)
+        return ("the agent replayed history during session/resume",) if tracked.resume_replayed else ()
 
 
 async def each(items: Sequence[T], concurrency: int, work: Callable[[T], Awaitable[R]]) -> list[R | BaseException]:
@@ -676,12 +601,9 @@ def _renames(outcome: RecoveryOutcome) -> bool:
 
 def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> RecoveryOutcome | None:
     """One report for two recoveries of a session when a drop cut the first one off before it was
-    reported; ``None`` when both renamed the session (the app must learn both ids, in order).
-
-    The stronger path wins (a replay that reached the app stays a replay, a new session stays a
-    new session), from the first id to the last, and the weaker continuity of the two
-    (``LOST < UNVERIFIED < KEPT``).
-    """
+    reported, from the first id to the last: the stronger path (a replay that reached the app stays
+    a replay), the weaker continuity. ``None`` when both renamed the session (the app must learn
+    both ids, in order)."""
     if _renames(earlier) and _renames(later):
         return None
     return attrs.evolve(

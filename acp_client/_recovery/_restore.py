@@ -1,17 +1,16 @@
 """Restoring what the app set on a session (mode, model, config options) after a recovery that
-rebuilt it (issue 8 item 3).
+rebuilt it: a replay or a new session may bring it back with the agent's defaults.
 
-A replay or a new session may bring a session back with the agent's defaults. The app's choices
-(:class:`Settings`, kept on the tracked session when a ``session/set_mode``, ``session/set_model``
-or ``session/set_config_option`` succeeds) are applied again where the agent's answer advertises
-them: the mode among ``modes.availableModes``, the model among ``models.availableModels``, each
-config option among ``configOptions``. What cannot be restored is described in the outcome's notes.
-A drop while restoring leaves the session flagged (``Settings.pending``); the next recovery tries
+The app's choices (:class:`Settings`, kept when a ``session/set_mode``, ``session/set_model`` or
+``session/set_config_option`` succeeds) are applied again where the agent's answer advertises them
+(``modes.availableModes``, ``models.availableModels``, ``configOptions``); the outcome's notes say
+what could not be. A drop while restoring leaves ``Settings.pending`` set: the next recovery tries
 again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .._codec import to_wire
@@ -23,54 +22,31 @@ from ..types import Session, SetSessionConfigOptionRequest, SetSessionModelReque
 __all__ = ["restore"]
 
 
-def _modes(record: Session) -> set[str] | None:
-    if record.modes is None:
-        return None
-    return {mode.id for mode in record.modes.available_modes}
-
-
-def _models(record: Session) -> set[str] | None:
-    models = record.models
-    if not isinstance(models, dict):
-        return None
-    available = models.get("availableModels")
-    if not isinstance(available, list):
-        return None
-    return {item["modelId"] for item in available if isinstance(item, dict) and isinstance(item.get("modelId"), str)}
-
-
-def _config_ids(record: Session) -> set[str] | None:
-    if record.config_options is None:
-        return None
-    return {option.id for option in record.config_options}
-
-
 def _plan(settings: Settings, record: Session) -> tuple[list[tuple[str, str, Any]], list[str]]:
     """The calls to make (``(method, what, request)``) and the notes for what is not advertised."""
     calls: list[tuple[str, str, Any]] = []
     notes: list[str] = []
-    sid = record.session_id
-    if settings.mode_id is not None:
-        modes, what = _modes(record), f"mode {settings.mode_id!r}"
-        if modes is not None and settings.mode_id in modes:
-            calls.append(("session/set_mode", what, SetSessionModeRequest(session_id=sid, mode_id=settings.mode_id)))
+
+    def wanted(chosen: str, offered: Iterable[object] | None, what: str, method: str, request: Any) -> None:
+        if offered is not None and chosen in offered:
+            calls.append((method, what, request))
         else:
             notes.append(f"could not restore {what}: the agent does not offer it now")
-    if settings.model_id is not None:
-        models, what = _models(record), f"model {settings.model_id!r}"
-        if models is not None and settings.model_id in models:
-            request: Any = SetSessionModelRequest(session_id=sid, model_id=settings.model_id)
-            calls.append(("session/set_model", what, request))
-        else:
-            notes.append(f"could not restore {what}: the agent does not offer it now")
-    configs = _config_ids(record)
+
+    sid, mode, model = record.session_id, settings.mode_id, settings.model_id
+    if mode is not None:
+        modes = None if record.modes is None else [item.id for item in record.modes.available_modes]
+        wanted(mode, modes, f"mode {mode!r}", "session/set_mode", SetSessionModeRequest(sid, mode))
+    if model is not None:
+        listed = record.models.get("availableModels") if isinstance(record.models, dict) else None
+        models = (
+            [item.get("modelId") for item in listed if isinstance(item, dict)] if isinstance(listed, list) else None
+        )
+        wanted(model, models, f"model {model!r}", "session/set_model", SetSessionModelRequest(sid, model))
+    configs = None if record.config_options is None else [option.id for option in record.config_options]
     for config_id, (value, kind) in settings.config.items():
-        what = f"config option {config_id!r} = {value!r}"
-        if configs is not None and config_id in configs:
-            request = SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
-            calls.append(("session/set_config_option", what, request))
-        else:
-            notes.append(f"could not restore {what}: the agent does not offer it now")
+        request = SetSessionConfigOptionRequest(session_id=sid, config_id=config_id, value=value, type=kind)
+        wanted(config_id, configs, f"config option {config_id!r} = {value!r}", "session/set_config_option", request)
     return calls, notes
 
 
@@ -95,14 +71,16 @@ async def restore(
             await conn.request(method, to_wire(request, protocol_version=version), timeout=timeout)
         except (ConnectionLost, TransportError) as exc:
             notes.append(f"restoring {what} was cut off by a drop ({exc}): the next recovery tries again")
-            return (*_restored(restored), *notes), record
+            break
         except (RpcError, RequestTimeout, InvalidMessage) as exc:
             notes.append(f"could not restore {what}: {method} refused: {exc}")
             continue
         restored.append(what)
         record = _accepted(record, request)
-    settings.pending = False
-    return (*_restored(restored), *notes), record
+    else:
+        settings.pending = False
+    done = (f"restored {', '.join(restored)}",) if restored else ()
+    return (*done, *notes), record
 
 
 def _accepted(record: Session, request: Any) -> Session:
@@ -111,7 +89,3 @@ def _accepted(record: Session, request: Any) -> Session:
     if isinstance(request, SetSessionModelRequest):
         return with_model(record, request.model_id)
     return with_config_value(record, request.config_id, request.value)
-
-
-def _restored(restored: list[str]) -> tuple[str, ...]:
-    return (f"restored {', '.join(restored)}",) if restored else ()

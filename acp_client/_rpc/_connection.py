@@ -2,12 +2,9 @@
 
 The connection owns the pending-request table, dispatches what the agent sends (responses,
 notifications, agent→client requests, batches), applies per-request timeouts through the injected
-clock, and speaks ``$/cancel_request`` in both directions. When the transport ends, every pending
-request fails exactly once with :class:`~acp_client.exceptions.ConnectionLost` and every
-agent→client request still being handled is cancelled.
-
-It knows nothing of ACP methods beyond ``$/cancel_request``; the client facade gives meaning to
-methods and params.
+clock, and speaks ``$/cancel_request`` both ways (the only method it knows). When the transport
+ends, every pending request fails exactly once with :class:`~acp_client.exceptions.ConnectionLost`
+and every agent→client request still being handled is cancelled.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .._codec import _jsonrpc
 from .._codec._jsonrpc import ErrorResponse, Notification, Request, RequestId, Response
@@ -69,36 +66,19 @@ _YIELD_EVERY: Final = 128
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
 
 
-class _Pending:
-    __slots__ = ("future", "method", "on_answer")
-
-    def __init__(self, future: asyncio.Future[Any], method: str, on_answer: Callable[[], None] | None) -> None:
-        self.future = future
-        self.method = method
-        self.on_answer = on_answer
+class _Pending(NamedTuple):
+    future: asyncio.Future[Any]
+    method: str
+    on_answer: Callable[[], None] | None
 
 
 class Connection:
-    """A JSON-RPC 2.0 peer over one transport.
+    """A JSON-RPC 2.0 peer over one transport, which it owns from now on.
 
-    Args:
-        transport: An open transport. The connection owns it from now on.
-        on_request: Handles agent→client requests. Without one, every request is answered
-            with ``Method not found``.
-        on_notification: Receives notifications synchronously, in arrival order.
-        on_protocol_error: Told about every protocol error the agent commits (also logged).
-        clock: The clock for timeouts (a fake one in tests).
-        request_timeout: Default timeout for :meth:`request`, in seconds (``None``: no limit).
-        max_incoming_requests: How many agent→client requests are handled at once. One more is
-            answered at once with an ``Internal error`` ("too many concurrent requests") instead
-            of starting a handler, so a flooding agent cannot hold unbounded tasks and memory
-            (refusals go out one after another from one task; reading pauses while 256 wait);
-            the client's own requests keep resolving meanwhile.
-        observer: Builds the :class:`~acp_client._rpc._observe.CallObserver` of this connection from
-            its transport (telemetry), or ``None``.
-
-    Raises:
-        ConfigurationError: ``max_incoming_requests`` is not a positive integer.
+    Without ``on_request`` every agent request is answered ``Method not found``. Agent requests
+    beyond ``max_incoming_requests`` at once are refused (:class:`~acp_client._rpc._limits.IncomingCap`;
+    ``ConfigurationError`` unless it is a positive integer). ``observer`` builds the connection's
+    :class:`~acp_client._rpc._observe.CallObserver` from its transport (telemetry).
     """
 
     def __init__(
@@ -113,8 +93,7 @@ class Connection:
         max_incoming_requests: int = DEFAULT_MAX_INCOMING_REQUESTS,
         observer: Callable[[Transport], CallObserver] | None = None,
     ) -> None:
-        self._transport = transport
-        #: Sees every request sent and every agent request handled (telemetry); ``None``: nobody.
+        self.transport = transport
         self._observer = observer(transport) if observer is not None else None
         self._on_request = on_request
         self._on_notification = on_notification
@@ -128,7 +107,8 @@ class Connection:
         self._background = TaskSet("a connection", self._crashed)
         self._reader: asyncio.Task[None] | None = None
         self._closed: asyncio.Event = asyncio.Event()
-        self._close_cause: TransportError | None = None
+        #: Why the connection ended (``None`` while open).
+        self.close_cause: TransportError | None = None
         self._abandoned = AbandonedIds()
         self._cap = IncomingCap(
             max_incoming_requests, send=self._send_quietly, spawn=self._background.spawn, is_closed=self._closed.is_set
@@ -137,22 +117,8 @@ class Connection:
     # -- state ------------------------------------------------------------------------------------
 
     @property
-    def transport(self) -> Transport:
-        return self._transport
-
-    @property
     def is_closed(self) -> bool:
         return self._closed.is_set()
-
-    @property
-    def close_cause(self) -> TransportError | None:
-        """Why the connection ended (``None`` while open)."""
-        return self._close_cause
-
-    @property
-    def pending_count(self) -> int:
-        """Requests sent and not yet answered."""
-        return len(self._pending)
 
     def start(self) -> None:
         """Start reading from the transport. Call once, from a running event loop."""
@@ -162,14 +128,14 @@ class Connection:
     async def wait_closed(self) -> TransportError | None:
         """Wait until the transport has ended; returns the cause."""
         await self._closed.wait()
-        return self._close_cause
+        return self.close_cause
 
     async def aclose(self) -> None:
         """Close the transport and fail whatever is still pending. Idempotent."""
         if not self._closed.is_set():
             self._finish(TransportClosed("closed by the client"))
         try:
-            await self._transport.aclose()
+            await self.transport.aclose()
         except TransportError as exc:  # a dead link may complain while closing; nothing to do
             logger.debug("transport close raised %r", exc)
         reader = self._reader
@@ -190,20 +156,10 @@ class Connection:
         on_answer: Callable[[], None] | None = None,
         _on_id: Callable[[RequestId], None] | None = None,
     ) -> Any:
-        """Send a request and wait for its answer.
-
-        Args:
-            method: The JSON-RPC method.
-            params: JSON-ready params (omitted from the wire when ``None``).
-            timeout: Seconds to wait for the answer; default: the connection's
-                ``request_timeout``. ``None`` waits forever.
-            on_answer: Called synchronously when the answer is dispatched, before any later
-                message is (lets the caller tell what arrived before the answer).
-            _on_id: The observer's (telemetry): the request is already observed; called with its
-                id once allocated.
-
-        Returns:
-            The ``result`` member of the response.
+        """Send a request (``params`` omitted from the wire when ``None``) and return the answer's
+        ``result``. ``timeout`` defaults to the connection's ``request_timeout`` (``None``: no
+        limit); ``on_answer`` is called when the answer is dispatched, before any later message;
+        ``_on_id`` is the telemetry observer's (told the id of a request it already observes).
 
         Raises:
             RpcError: The agent answered with an error (the subclass matching its code).
@@ -220,7 +176,7 @@ class Connection:
         if timeout is USE_CLIENT_DEFAULT:
             timeout = self._request_timeout
         if self._closed.is_set():
-            raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
+            raise ConnectionLost(method, may_have_executed=False, cause=self.close_cause)
         request_id = self._next_id()
         if _on_id is not None:
             _on_id(request_id)
@@ -230,7 +186,7 @@ class Connection:
         message = _jsonrpc.request_message(request_id, method, params)
         with move_on_after(self._clock, timeout) as deadline:  # it covers the send too (a POST can hang)
             try:
-                await self._transport.send(message)
+                await self.transport.send(message)
             except BaseException as exc:
                 self._abandon(request_id, pending)
                 if deadline.expired:  # the send hung: the agent may have it all the same
@@ -252,23 +208,19 @@ class Connection:
         raise RequestTimeout(method, timeout)
 
     def _abandon(self, request_id: RequestId, pending: _Pending) -> None:
-        """Forget a request whose send failed (its answer, if already settled, is not news)."""
+        """Forget a request whose send failed (an answer that already came is not news)."""
         if self._pending.pop(request_id, None) is not None:
             self._abandoned.remember(request_id)
         if pending.future.done() and not pending.future.cancelled():
             pending.future.exception()  # mark it retrieved: the send's own error is raised instead
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification.
-
-        Raises:
-            ConnectionLost: The connection has ended.
-            TransportError: The transport refused the message.
-        """
+        """Send a notification (raises ``ConnectionLost`` once the connection ended, else what the
+        transport raised)."""
         if self._closed.is_set():
-            raise ConnectionLost(method, may_have_executed=False, cause=self._close_cause)
+            raise ConnectionLost(method, may_have_executed=False, cause=self.close_cause)
         try:
-            await self._transport.send(_jsonrpc.notification_message(method, params))
+            await self.transport.send(_jsonrpc.notification_message(method, params))
         except TransportClosed as exc:
             self._finish(exc)
             raise ConnectionLost(method, may_have_executed=exc.maybe_delivered, cause=exc) from exc
@@ -281,7 +233,7 @@ class Connection:
 
     async def _send_quietly(self, message: _jsonrpc.Message) -> None:
         try:
-            await self._transport.send(message)
+            await self.transport.send(message)
         except TransportError as exc:
             logger.debug("could not send %s: %r", describe(message), exc)
 
@@ -298,8 +250,8 @@ class Connection:
 
     async def _read_loop(self) -> None:
         cause: TransportError
-        receive, cap = self._transport.receive, self._cap
-        ready = getattr(self._transport, "receive_ready", None)  # optional: see transports.base
+        receive, cap = self.transport.receive, self._cap
+        ready = getattr(self.transport, "receive_ready", None)  # optional: see transports.base
         budget = _YIELD_EVERY
         try:
             while True:
@@ -368,7 +320,7 @@ class Connection:
     def _finish(self, cause: TransportError) -> None:
         if self._closed.is_set():
             return
-        self._close_cause = cause
+        self.close_cause = cause
         self._closed.set()
         pending, self._pending = self._pending, {}
         for item in pending.values():
@@ -488,8 +440,7 @@ class Connection:
             del self._incoming[request_id]
 
     async def _run_handler(self, item: Request) -> dict[str, Any]:
-        """Run the app's handler; always returns the reply message (never raises, bar cancellation
-        by the connection closing)."""
+        """Run the app's handler; the reply message (it raises only when cancelled by the close)."""
         try:
             if self._on_request is None:
                 raise RpcError.method_not_found(item.method)

@@ -1,9 +1,6 @@
 """What one connection bounds, so a hostile agent cannot make it grow: the in-flight cap on
 agent→client requests (with the queue of refusals it sends instead), and the memory of request ids
-the client gave up on.
-
-Both are small state holders with no I/O of their own: the cap sends its refusals through the
-``send`` and ``spawn`` callables the :class:`~acp_client._rpc._connection.Connection` gives it.
+the client gave up on. No I/O of their own: the connection gives the cap ``send`` and ``spawn``.
 """
 
 from __future__ import annotations
@@ -58,18 +55,10 @@ class AbandonedIds:
 
 
 class IncomingCap:
-    """At most ``limit`` agent→client requests handled at once; the excess answered with an error.
-
-    Refusals go out one after another from one task (not one task each: that is the flood).
-
-    Args:
-        limit: The cap (``max_incoming_requests``).
-        send: Sends one message, never raising.
-        spawn: Runs a coroutine in the background (the connection keeps track of it).
-        is_closed: Whether the connection has ended (queued refusals are then dropped).
-
-    Raises:
-        ConfigurationError: ``limit`` is not a positive integer.
+    """At most ``limit`` agent→client requests handled at once; the excess is answered with an
+    ``Internal error`` from one task, one after another (not one task each: that is the flood), so
+    the client's own requests keep resolving. ``send`` never raises; once ``is_closed()``, queued
+    refusals are dropped. Raises ``ConfigurationError`` unless ``limit`` is a positive integer.
     """
 
     def __init__(
@@ -91,11 +80,9 @@ class IncomingCap:
         self._sender: asyncio.Future[Any] | None = None
 
     def started(self) -> None:
-        """A handler started."""
         self._count += 1
 
     def finished(self) -> None:
-        """A handler ended."""
         self._count -= 1
 
     def refusal(self, request_id: RequestId) -> dict[str, Any] | None:

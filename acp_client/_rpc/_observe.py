@@ -1,17 +1,9 @@
 """The hook points an observer of the client plugs into (telemetry: :mod:`acp_client._telemetry`).
 
-These are plain protocols: nothing here knows OpenTelemetry. The core calls them at a few places
-and only when one is installed (one ``is None`` check otherwise):
-
-* :class:`CallObserver` — each JSON-RPC request a :class:`~acp_client._rpc._connection.Connection`
-  sends (from before it is sent until it resolves) and each agent→client request its handler
-  answers. One per connection, built from the transport by the link's :class:`LinkObserver`.
-* :class:`LinkObserver` — one link's reconnect attempts (the supervisor's retry loop), and the
-  factory of its connections' call observers. The link's state changes and the recovery outcomes
-  are observed where the engine already hands them on.
-
-An observer must never raise into the core, and must not change what the core does beyond the
-``_meta`` it adds to outgoing params.
+Plain protocols (nothing here knows OpenTelemetry), called only when one is installed (one
+``is None`` check otherwise): :class:`CallObserver` per connection, :class:`LinkObserver` per
+link. An observer never raises into the core and changes nothing it does beyond the ``_meta`` it
+adds to outgoing params.
 """
 
 from __future__ import annotations
@@ -32,7 +24,7 @@ Send = Callable[[Any, Callable[[RequestId], None]], Awaitable[Any]]
 
 
 class CallObserver(Protocol):
-    """Sees the calls of one connection."""
+    """Sees each request a connection sends (until it resolves) and each agent request it answers."""
 
     async def outgoing(self, method: str, params: Any, send: Send) -> Any:
         """Run ``send`` (which sends ``method`` and awaits its answer); may add ``_meta`` to the
@@ -46,7 +38,7 @@ class CallObserver(Protocol):
 
 
 class LinkObserver(Protocol):
-    """Sees one link (the only one, or one instance of an endpoint group)."""
+    """Sees one link: its reconnect attempts, and its connections through their call observers."""
 
     def calls(self, transport: Transport) -> CallObserver:
         """The observer of a new connection's calls over ``transport``."""

@@ -86,19 +86,14 @@ class WireLog:
     def info(self) -> TransportInfo:
         return self._inner.info
 
-    @property
-    def inner(self) -> Transport:
-        return self._inner
-
     def send(self, message: Any) -> Coroutine[Any, Any, None]:
-        # As receive(): with the wire logger off, the inner transport's own coroutine (no extra frame per send).
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s > %s", self._inner.info.target, _render(message))
         return self._inner.send(message)
 
     def receive(self) -> Coroutine[Any, Any, Any]:
-        # With the wire logger off (the usual case) the inner transport's own coroutine is handed
-        # out: no extra coroutine per received message.
+        # With the wire logger off (the usual case), as in send(), the inner transport's own
+        # coroutine is handed out: no extra coroutine per message.
         if logger.isEnabledFor(logging.DEBUG):
             return self._receive_logged()
         return self._inner.receive()

@@ -13,12 +13,19 @@ from typing import Any
 
 from ..types import ContentBlock, TextContent
 
-__all__ = ["BLOCK_BYTES", "blocks_bytes", "cut_head", "plain", "text_bytes"]
+__all__ = ["BLOCK_BYTES", "blocks_bytes", "blocks_of", "cut_head", "plain", "text_bytes"]
 
 #: What a non-text content block counts for.
 BLOCK_BYTES = 64
 
 _MARKER_META = {"acp_client": "dropped"}
+
+
+def blocks_of(content: Any) -> list[ContentBlock]:
+    """An update's ``content`` (one block, several, or none) as a list."""
+    if content is None:
+        return []
+    return list(content) if isinstance(content, list | tuple) else [content]
 
 
 def text_bytes(text: str) -> int:

@@ -23,14 +23,8 @@ __all__ = ["Settings", "with_config_options", "with_config_value", "with_mode", 
 
 @attrs.define
 class Settings:
-    """What the app set on one session.
-
-    Attributes:
-        mode_id: The last mode set (``session/set_mode``).
-        model_id: The last model set (``session/set_model``).
-        config: Config option id → (value, type tag) (``session/set_config_option``).
-        pending: A drop cut the last restore off: the next recovery restores again.
-    """
+    """What the app set on one session (the last mode, model, and config option id → (value, type
+    tag) set); ``pending``: a drop cut the last restore off, the next recovery restores again."""
 
     mode_id: str | None = None
     model_id: str | None = None
@@ -60,17 +54,13 @@ def _set_options(record: Session, kind: str, value: Any) -> tuple[SessionConfigO
 
 def with_mode(record: Session, mode_id: str) -> Session:
     """``record`` with ``mode_id`` as its current mode, in every field that names it."""
-    modes = record.modes
-    if modes is not None:
-        modes = attrs.evolve(modes, current_mode_id=mode_id)
+    modes = None if record.modes is None else attrs.evolve(record.modes, current_mode_id=mode_id)
     return attrs.evolve(record, modes=modes, config_options=_set_options(record, "mode", mode_id))
 
 
 def with_model(record: Session, model_id: str) -> Session:
     """``record`` with ``model_id`` as its current model, in every field that names it."""
-    models = record.models
-    if isinstance(models, dict):
-        models = {**models, "currentModelId": model_id}
+    models = {**record.models, "currentModelId": model_id} if isinstance(record.models, dict) else record.models
     return attrs.evolve(record, models=models, config_options=_set_options(record, "model", model_id))
 
 
@@ -90,8 +80,7 @@ def with_config_options(record: Session, options: Iterable[SessionConfigOption])
 
 
 def with_config_value(record: Session, config_id: str, value: Any) -> Session:
-    """``record`` after ``session/set_config_option`` of ``config_id`` to ``value`` was accepted
-    (when the agent's answer did not list the options)."""
+    """``record`` after ``session/set_config_option`` was accepted (when the answer did not list the options)."""
     if record.config_options is None:
         return record
     options = tuple(

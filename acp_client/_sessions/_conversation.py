@@ -27,6 +27,7 @@ from .._codec import from_wire, to_wire
 from ..exceptions import InvalidMessage, SessionStoreCorrupt, SessionStoreTooNew
 from ..transcript import SegmentStart, Transcript, TranscriptMessage, TranscriptSegment, TurnStatus
 from ..types import ContentBlock, TextContent
+from ._bound import plain
 
 __all__ = ["CONVERSATION_FORMAT", "from_entries", "to_entries"]
 
@@ -46,9 +47,8 @@ def _entry(message: TranscriptMessage) -> dict[str, Any]:
         entry["incomplete"] = True
     if message.inserted:
         entry["inserted"] = True
-    blocks = message.blocks
-    if not all(type(block) is TextContent and block.annotations is None and block.meta is None for block in blocks):
-        entry["content"] = [to_wire(block, protocol_version=1) for block in blocks]
+    if not all(type(block) is TextContent and plain(block) for block in message.blocks):
+        entry["content"] = [to_wire(block, protocol_version=1) for block in message.blocks]
     return entry
 
 
@@ -88,11 +88,10 @@ def _message(entry: Mapping[str, Any], path: str, session_id: str) -> Transcript
         except InvalidMessage as exc:
             raise _corrupt(path, session_id, f"undecodable content: {exc}") from exc
     status = entry.get("status")
-    if status is not None:
-        try:
-            message.status = TurnStatus(status)
-        except ValueError as exc:
-            raise _corrupt(path, session_id, f"an unknown turn status {status!r}") from exc
+    try:
+        message.status = None if status is None else TurnStatus(status)
+    except ValueError as exc:
+        raise _corrupt(path, session_id, f"an unknown turn status {status!r}") from exc
     message.incomplete = entry.get("incomplete") is True
     message.inserted = entry.get("inserted") is True
     return message
@@ -141,17 +140,12 @@ def from_entries(entries: Sequence[Mapping[str, Any]], session_id: str, *, path:
         segments[-1].messages.append(_message(item, path, session_id))
     transcript = Transcript(session_id)
     transcript.dropped = dropped
-    if not segments:
-        return transcript
-    current = segments[-1]
-    if current.session_id not in (None, session_id):
+    if segments and segments[-1].session_id not in (None, session_id):
         for segment in segments:
             segment.lost = True
-        transcript.earlier = segments
-        transcript.began = SegmentStart.NEW_AFTER_LOSS
-        return transcript
-    transcript.earlier = segments[:-1]
-    transcript.began = current.began
-    for message in current.messages:
-        transcript._insert(message)
+        transcript.earlier, transcript.began = segments, SegmentStart.NEW_AFTER_LOSS
+    elif segments:
+        transcript.earlier, transcript.began = segments[:-1], segments[-1].began
+        for message in segments[-1].messages:
+            transcript._insert(message)
     return transcript

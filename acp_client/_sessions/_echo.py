@@ -17,18 +17,12 @@ from typing import Any
 import attrs
 
 from ..types import ContentBlock, TextContent
+from ._bound import blocks_of
 
 __all__ = ["Echo"]
 
 #: The updates an echo comes as.
 _USER_KINDS = frozenset(("user_message_chunk", "user_message"))
-
-
-def _content(update: Any) -> list[ContentBlock]:
-    content = getattr(update, "content", None)
-    if content is None:
-        return []
-    return list(content) if isinstance(content, list | tuple) else [content]
 
 
 def _bare(block: Any) -> Any:
@@ -59,7 +53,7 @@ class Echo:
         """Whether the session update ``update`` starts (or continues) the echo; nothing is taken."""
         if not self._left or getattr(update, "kind", None) not in _USER_KINDS:
             return False
-        content = _content(update)
+        content = blocks_of(getattr(update, "content", None))
         return bool(content) and _continues(content[0], self._left[-1])
 
     def take(self, update: Any) -> bool:
@@ -67,7 +61,7 @@ class Echo:
         user message ends the echo (nothing later is taken for one); other updates are not looked at."""
         if not self._left or getattr(update, "kind", None) not in _USER_KINDS:
             return False
-        left, content = self._left, _content(update)
+        left, content = self._left, blocks_of(getattr(update, "content", None))
         if getattr(update, "message_id", None) is not None or not content:
             left.clear()
             return False

@@ -2,8 +2,8 @@
 holds, and build the conversation after the replay. Pure: no I/O, no event loop.
 
 The client knows the prompts it sent and the messages it showed; a replay is evidence, not the
-truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as one space,
-none at the ends). The rules:
+truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as
+one space, none at the ends). The rules:
 
 * **Replayed user runs are read against the prompts the client sent.** Consecutive id-less user
   chunks arrive as one message, and agents put more than the user's prompts there: some replay two
@@ -16,16 +16,15 @@ none at the ends). The rules:
   of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
   as possible), and each becomes a message of its own. What is left over around and between them
   is *agent-inserted*: a user-role message of its own marked ``inserted``, never a prompt, never
-  fused with one. (A run that is two or more prompts run together exactly is simply split.)
-* **Text that holds no recorded prompt** is agent-inserted when all of these hold: the client
-  holds prompts; the replay has reached the history the client holds (the client holds the
-  conversation from its start, or the replay has already brought back one of its prompts); and the
-  agent did not answer it (the next replayed message is not the agent's). An answered user
-  message is a turn: history the client did not hold (another client's prompt), kept as a user
-  message. So is text before the first recorded prompt when the store dropped the oldest messages
-  (the replay brings history the client no longer has), and everything when the client holds no
-  prompt (an editor restarted without a store). This is a rule about where the text sits and what
-  follows it, not a list of markers: the markers of an agent not seen yet are handled too.
+  fused with one.
+* **Text that holds no recorded prompt** is agent-inserted when the client holds prompts, the
+  replay has reached the history the client holds (it holds the conversation from its start, or
+  the replay already brought back one of its prompts), and the agent did not answer it (the next
+  replayed message is not the agent's). Otherwise it is a turn, kept as a user message: an
+  answered one (another client's prompt), text before the first recorded prompt when the store
+  dropped the oldest messages, everything when the client holds no prompt (an editor restarted
+  without a store). A rule about where the text sits, not a list of markers: the markers of an
+  agent not seen yet are handled too.
 * **Fused answers are split.** A replayed id-less agent message that runs two or more recorded
   agent messages together (each one whole, or, for a partial answer the user saw, extended: cut
   where the next one's text first appears) is split along them, so each completes its own message
@@ -34,28 +33,26 @@ none at the ends). The rules:
   message of its role is one of those messages on its own (then it was one answer, extended).
 * **Matching.** A replayed message matches a recorded one of the same role (and both
   agent-inserted or neither) when both carry the same ``messageId``, or, when either has none, when
-  the texts are equal. A recorded agent message the user saw only in part (a partial answer), or a
-  recorded empty message, also matches a replayed message whose text extends it: the replay then
-  completes it. A failed prompt (the agent refused it) is never matched: the agent never had it.
-  The alignment keeps the order of both sides and matches as many messages as it can (a longest
-  common subsequence; the common start and end are matched first, so an ordinary replay costs one
-  pass). Then what the agent replayed out of order (answers after all the prompts they answer) is
-  matched too: a replayed message left over takes a recorded one left over that it matches, and a
-  replayed answer the alignment took as the completion of a partial goes to the recorded answer
-  equal to it when that one was left over. The recorded copy always stays where it was.
+  the texts are equal. A recorded agent message the user saw only in part, or a recorded empty
+  message, also matches a replayed message whose text extends it: the replay then completes it. A
+  failed prompt is never matched: the agent never had it. The alignment keeps the order of both
+  sides and matches as many messages as it can (a longest common subsequence; the common start and
+  end first, so an ordinary replay costs one pass). Then what the agent replayed out of order
+  (answers after all the prompts they answer) is matched too: a replayed message left over takes a
+  recorded one left over that it matches, and a replayed answer the alignment took as the
+  completion of a partial goes to the recorded answer equal to it when that one was left over.
 * **Nothing recorded is deleted.** A recorded message the replay left out (the partial answer of
   an interrupted turn, a refused prompt) stays after the message it followed. A matched message
-  keeps the recorded copy; when the agent's text contradicts it (same id, another text that does
-  not extend it), the recorded copy wins and the discrepancy is reported in the notes.
-* **What the agent adds is kept**, in the replay's order (its own synthetic messages).
+  keeps the recorded copy, where it was; when the agent's text contradicts it (same id, another
+  text that does not extend it), the recorded copy wins and the notes say so.
+* **What the agent adds is kept**, in the replay's order.
 * **A second replay finds the same partners.** Agent-inserted messages match agent-inserted ones
-  only, a prompt never matches one, and the alignment prefers the same message over a completion,
-  so the next recovery's replay of the same history changes nothing.
+  only, and the alignment prefers the same message over a completion, so the next recovery's
+  replay of the same history changes nothing.
 
 Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
-them after the cursor), and for the others only when none of those is in it, up to a total of
-``_MAX_CELLS`` prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched
-greedily, through an index of the recorded texts.
+them after the cursor), and for the others only when none of those is in it, up to ``_MAX_CELLS``
+prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched greedily.
 """
 
 from __future__ import annotations
@@ -100,20 +97,11 @@ _MAX_ITEMS = 256
 
 @attrs.define
 class Reconciled(Generic[M]):
-    """The conversation after a replay, and what the reconciliation noticed.
-
-    Attributes:
-        messages: The conversation, in order.
-        matched: How many recorded messages the replay brought back.
-        added: How many replayed messages were new (the agent's own additions, or history the
-            client did not hold).
-        kept: How many recorded messages the replay left out (kept where they were).
-        replayed_users: How many user messages the replay held (fused prompts counted split,
-            agent-inserted ones not counted).
-        inserted: How many agent-inserted user messages the replay held.
-        left_out: The recorded messages the replay left out, in order.
-        notes: Discrepancies, in words (a contradicting replay, a split of fused prompts).
-    """
+    """The conversation after a replay, and what the reconciliation noticed: how many recorded
+    messages the replay brought back (``matched``) or left out (``kept`` where they were, listed in
+    ``left_out``), how many replayed ones were new (``added``), the user messages it held
+    (``replayed_users``: fused prompts counted split, agent-inserted ones apart in ``inserted``),
+    and the discrepancies in words (``notes``)."""
 
     messages: list[M]
     matched: int = 0
@@ -180,15 +168,11 @@ class _UserSplit:
 
 
 def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
-    """Read each replayed user message against the recorded prompts (the module docstring):
-    prompts inside a run become messages of their own, what is left over is agent-inserted."""
-    raw = [m.text for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    """Read each replayed user message against the recorded prompts (the module docstring's first two rules)."""
+    sent = [m for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
+    raw = [m.text for m in sent]
     prompts = [_squeeze(text) for text in raw]
-    prompt_ids = {
-        m.message_id
-        for m in recorded
-        if m.role == "user" and m.status != "failed" and not m.inserted and m.message_id is not None
-    }
+    prompt_ids = {m.message_id for m in sent if m.message_id is not None}
     where: dict[str, list[int]] = {}
     for index, text in enumerate(prompts):
         where.setdefault(text, []).append(index)
@@ -198,11 +182,8 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
     cursor = 0
     reached = whole  # the replay has reached the history the client holds
     for position, message in enumerate(replayed):
-        if message.role != "user":
-            out.append(message)
-            continue
-        if message.message_id is not None:
-            reached = reached or message.message_id in prompt_ids
+        if message.role != "user" or message.message_id is not None:
+            reached = reached or (message.role == "user" and message.message_id in prompt_ids)
             out.append(message)
             continue
         text = _squeeze(message.text)
@@ -220,9 +201,7 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
         due = bisect.bisect_left(indices, cursor)
         if due < len(indices):  # the next recorded prompt with this text
             cursor, reached = indices[due] + 1, True
-            out.append(message)
-            continue
-        if not prompts or not _plain(message) or not text:
+        if due < len(indices) or not prompts or not _plain(message) or not text:
             out.append(message)
             continue
         squeezed, spots = _squeezed(message.text)
@@ -252,8 +231,7 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
 
 
 def _blank_run(text: str, raw: Sequence[str], cursor: int) -> list[int]:
-    """The recorded prompts from the cursor on (two or more, consecutive) whose texts, all blank,
-    run together are ``text``, exactly."""
+    """The recorded prompts from the cursor on (two or more, consecutive, all blank) that run together are ``text``."""
     end, offset = cursor, 0
     while end < len(raw) and raw[end] and not raw[end].strip() and text.startswith(raw[end], offset):
         offset += len(raw[end])
@@ -354,8 +332,7 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
 
 
 def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M]) -> tuple[list[M], int]:
-    """Split each id-less replayed agent (or thought) message that runs two or more recorded
-    messages of its role together, each whole or, for a partial one, extended."""
+    """Split each id-less replayed agent (or thought) message that runs recorded ones of its role together."""
     known: dict[str, list[tuple[str, bool]]] = {}
     for message in recorded:
         if message.role != "user":
@@ -389,24 +366,18 @@ def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[
             cursors[message.role] = indices[due] + 1
             out.append(message)
             continue
+        # The first recorded message from the cursor on that this one is or extends: answers run
+        # together begin with the first of them, so only there is a split tried.
+        window = range(cursor, min(len(texts), cursor + _WINDOW))
+        start = next((k for k in window if texts[k][0] and text.startswith(texts[k][0])), None)
         found = None
-        extends = -1  # the first recorded message from the cursor on that this one is or extends
-        for start in range(cursor, min(len(texts), cursor + _WINDOW)):
-            if texts[start][0] and text.startswith(texts[start][0]):
-                # Answers run together begin with the first of them: only there is a split tried.
-                extends = start
-                found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
-                following = after[position]
-                if (
-                    found is not None
-                    and following is not None
-                    and any(texts[k][0] and following.startswith(texts[k][0]) for k in range(start, found[1]))
-                ):
-                    found = None
-                break
+        if start is not None:
+            found = _answers_from(text, texts, start, min(len(texts), start + _WINDOW))
+            pieces, following = range(start, found[1] if found else start), after[position]
+            if following is not None and any(texts[k][0] and following.startswith(texts[k][0]) for k in pieces):
+                found = None
+            cursors[message.role] = start + 1
         if found is None:
-            if extends >= 0:
-                cursors[message.role] = extends + 1
             out.append(message)
             continue
         cuts, cursors[message.role] = found
@@ -557,12 +528,8 @@ def _greedy(rows: Sequence[M], cols: Sequence[M]) -> list[tuple[int, int]]:
 def _out_of_order(
     recorded: Sequence[M], replayed: Sequence[M], pairs: list[tuple[int, int]]
 ) -> tuple[list[tuple[int, int]], dict[int, int]]:
-    """Match what the alignment could not because the agent replayed it in another order (answers
-    after all the prompts they answer). A replayed message matched as the completion of a partial
-    answer while a recorded message equal to it is left over is moved to that one (the partial is
-    free again); then each replayed message left over takes a recorded one left over that it
-    matches, an equal one first. Returns the pairs still in order and ``{recorded: replayed}``
-    for the others."""
+    """Match what the agent replayed out of order (the module docstring's matching rule): returns
+    the pairs still in order, and ``{recorded: replayed}`` for the others."""
     taken = {i for i, _ in pairs}
     free = [i for i in range(len(recorded)) if i not in taken and recorded[i].status != "failed"]
     used = {j for _, j in pairs}
@@ -597,14 +564,12 @@ def _take(old: _Message, new: _Message) -> bool:
     when the replay contradicts it (the recorded copy is kept)."""
     if old.message_id is None and new.message_id is not None:
         old.message_id = new.message_id
-    if _squeeze(old.text) != _squeeze(new.text) or (not old.text and old.blocks != new.blocks):
-        if (old.text == "" and not old.blocks) or (
-            old.role != "user" and _squeeze(new.text).startswith(_squeeze(old.text))
-        ):
-            old.blocks = list(new.blocks)
-            old.incomplete = False
-        else:
-            return False
+    if _squeeze(old.text) == _squeeze(new.text) and (old.text or old.blocks == new.blocks):
+        return True
+    if (old.text or old.blocks) and (old.role == "user" or not _squeeze(new.text).startswith(_squeeze(old.text))):
+        return False
+    old.blocks = list(new.blocks)
+    old.incomplete = False
     return True
 
 
@@ -616,11 +581,8 @@ def reconcile(
     ``whole``: the client holds the conversation from its start (no message was dropped)."""
     users = _split_users(replayed, recorded, make, whole=whole)
     replayed, answers = _split_answers(users.messages, recorded, make)
-    result: Reconciled[M] = Reconciled(
-        [],
-        replayed_users=sum(1 for message in replayed if message.role == "user" and not message.inserted),
-        inserted=users.inserted,
-    )
+    prompts = sum(message.role == "user" and not message.inserted for message in replayed)
+    result: Reconciled[M] = Reconciled([], replayed_users=prompts, inserted=users.inserted)
     if users.fused:
         result.notes.append(f"split {users.fused} replayed user message(s) that ran recorded prompts together")
     if users.inserted:

@@ -1,28 +1,23 @@
 """The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
 
-It is the one per-session table. It holds, per tracked session: the latest
-:class:`~acp_client.types.Session` record, what it takes to re-create it (cwd, MCP servers, extra
-directories), its transcript, the replay or snapshot *window* (updates arriving while a
-``session/load`` / ``session/resume`` is pending are history, not new activity), the running
-prompt *turn*, the app's subscribers, the record last written to a session store, and the typed
-slots of the layers above (an endpoint group keeps where the session lives in one). Nothing keeps
-a side table keyed by session.
+It is the one per-session table (nothing keeps a side table keyed by session). It holds, per
+session: the latest :class:`~acp_client.types.Session` record, what it takes to re-create it, its
+transcript, the replay or snapshot *window* (updates arriving while a ``session/load`` /
+``session/resume`` is pending are history, not new activity), the running prompt *turn*, the app's
+subscribers, the record last written to a session store, and the typed slots of the layers above.
 
 The rules it enforces:
 
-* **One turn at a time.** :meth:`SessionTable.begin_turn` refuses a second turn
-  (:class:`~acp_client.exceptions.TurnInProgress`) and a turn in an abandoned session.
-* **Idle ends the turn (v2).** A ``state_update`` ``idle`` ends the running turn, but only once the
-  agent accepted the prompt, and never while a replay or resume-snapshot window is open (that
-  ``idle`` describes the past).
+* **One turn at a time**, and none in an abandoned session (:meth:`SessionTable.begin_turn`).
+* **Idle ends the turn (v2)**, but only once the agent accepted the prompt, and never while a
+  replay or resume-snapshot window is open (that ``idle`` describes the past).
 * **A turn ends exactly once**, with a :class:`~acp_client.state.PromptResult` or an error:
   whichever of idle, drop, abandonment, untracking or closing comes first.
 * **Every earlier id still finds the session** after a recovery re-created it under a new id.
 
 The table never waits and never schedules: a turn is settled through the ``settle`` function
-given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and the timer that
-closes a window late on unordered transports is the caller's (stored here only to be cancelled).
-Tests drive it with plain calls (``tests/test_sessions.py``).
+given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and a lingering
+window's timer is the caller's (stored here only to be cancelled).
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._util._slots import direct_constructor
 from ..exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
 from ..state import PromptResult, UpdateEvent
-from ..transcript import SegmentStart, Transcript, TurnStatus
+from ..transcript import MESSAGE_KINDS, SegmentStart, Transcript, TurnStatus
 from ..types import ContentBlock, McpServer, Session, SessionUpdate
 from ._coherence import Settings, with_config_options, with_mode
 
@@ -68,8 +63,7 @@ class Turn:
         self.recorded = False  # the prompt went out (a re-sent prompt is not added twice)
         self.status: TurnStatus | None = None  # how the turn ended, once the transcript knows
         self.cancel_sent = False  # session/cancel went out for it (a timeout, a cancelled caller)
-        #: A live update arrived for the session after the prompt went out: the agent may be acting on it.
-        self.heard = False
+        self.heard = False  # a live update came after the prompt went out: the agent may be acting on it
         self._settle = settle
 
     def accept(self) -> None:
@@ -104,49 +98,39 @@ class Tracked:
         self.replaying = False
         self.replayed = 0
         self.snapshot_window = False
-        #: The window's first message update has been looked at (a resume snapshot that repeats
-        #: the known history turns into a replay; see :meth:`SessionTable.receive`).
+        #: The window's first message update was looked at (a resume snapshot that repeats the
+        #: known history turns into a replay: :meth:`SessionTable.receive`).
         self.window_decided = False
-        #: A plain ``session/resume``'s window turned into a replay (the agent replayed history).
-        self.resume_replayed = False
-        #: The last replay was cut off by a drop: the transcript holds the history from before it,
-        #: and the next recovery replays again (cleared by a complete replay).
+        self.resume_replayed = False  # a plain session/resume's window turned into a replay
+        #: The last replay was cut off by a drop: the next recovery replays again.
         self.replay_cut_off = False
         #: What the app set (mode, model, config options), re-applied after a replay or new session.
         self.settings = Settings()
+        #: The lingering window (:mod:`acp_client._recovery._recoverer`): its timer, the updates it
+        #: heard, whether its answer came before any replayed update on an ordered transport
+        #: (``late``), whether it stays open until the next turn's own first update (the echo of its
+        #: prompt: what comes before it is still the replay), and who waits for it to close.
         self.window_timer: _Cancellable | None = None
-        #: Updates the session received while its window was open (a lingering window closes
-        #: once they stop coming: :func:`acp_client._recovery._recoverer.open_attach_window`).
         self.window_heard = 0
-        #: The window's answer came before any replayed update on an ordered transport: the replay
-        #: may come after it (see :func:`acp_client._recovery._recoverer.fence_late_replay`).
         self.window_late = False
-        #: A late replay window that nothing could fence stays open through the next prompt, until
-        #: that turn's own first update (the agent's echo of the prompt): what comes before it is
-        #: still the replay.
         self.window_until_turn = False
-        #: Called once when the window closes (a recovery waiting for a late replay to end).
         self.window_waiters: list[Callable[[], None]] = []
         self.turn: Turn | None = None
         #: The task running the current (or last) turn: a cancelled turn the agent has not ended
-        #: yet keeps running in it, and the next prompt waits for it (``Engine.run_turn``).
+        #: yet keeps running in it, and the next prompt waits for it.
         self.turn_task: Any = None
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
-        #: Recovery started a new session for this one after the agent lost it (and it had turns):
-        #: with ``carry_lost_context``, the next prompt carries the lost conversation.
+        #: The agent lost the session and recovery started a new one: with ``carry_lost_context``,
+        #: the next prompt carries the lost conversation.
         self.lost_context_pending = False
-        #: A recovery brought this session back over the current connection: a later "session not
-        #: found" answer means the agent lost it after all (it is recovered again, as unknown).
+        #: A recovery brought the session back over the current connection: a later "session not
+        #: found" means the agent lost it after all (it is recovered again, as unknown).
         self.recovered = False
-        #: The record last written to (or restored from) the session store, if any.
-        self.stored: StoredSession | None = None
-        #: What the layers above the core keep on the session (an endpoint group: where it
-        #: lives), each in its own typed :class:`~acp_client._util._slots.Slot`.
-        self.slots: dict[object, object] = {}
-        #: The agent process that last attached the session (``TransportInfo.agent_process`` of
-        #: the link that answered its new / load / resume); ``None`` when not known. A resume by
-        #: another process cannot claim continuity (:mod:`acp_client._recovery._continuity`).
+        self.stored: StoredSession | None = None  # last written to (or restored from) the store
+        self.slots: dict[object, object] = {}  # the layers above, each in a typed ``_util._slots.Slot``
+        #: The agent process that last attached the session (``TransportInfo.agent_process``);
+        #: a resume by another one cannot claim continuity.
         self.agent_process: str | None = None
 
     def held_by(self, info: TransportInfo) -> None:
@@ -157,10 +141,6 @@ class Tracked:
     def window_open(self) -> bool:
         return self.replaying or self.snapshot_window
 
-    def roots(self) -> list[Path]:
-        """The directories the agent may touch in this session."""
-        return [Path(self.cwd), *(Path(item) for item in self.additional_directories)]
-
     def end_subscriptions(self) -> None:
         for subscriber in list(self.subscribers):
             subscriber(None)
@@ -169,12 +149,8 @@ class Tracked:
 class SessionTable:
     """The tracked sessions, keyed by their current id and every earlier one.
 
-    Args:
-        keep_transcripts: Maintain a transcript per session.
-        replays_on_resume: Whether the agent replays history during a plain ``session/resume``:
-            ``True`` turns every resume window into a replay at its first message update,
-            ``False`` never does, ``None`` detects it (the first message update repeats the start
-            of the known history: :meth:`~acp_client.transcript.Transcript.repeats`).
+    ``replays_on_resume``: whether the agent replays history during a plain ``session/resume``
+    (``None``: detected, when the first message update repeats the start of the known history).
     """
 
     def __init__(self, *, keep_transcripts: bool = True, replays_on_resume: bool | None = None) -> None:
@@ -188,11 +164,7 @@ class SessionTable:
         return self._by_id.get(session_id)
 
     def require(self, session_id: str) -> Tracked:
-        """The tracked session (by its current or any earlier id).
-
-        Raises:
-            SessionNotTracked: This client does not track it.
-        """
+        """The tracked session (by its current or any earlier id); ``SessionNotTracked`` if none."""
         tracked = self._by_id.get(session_id)
         if tracked is None:
             raise SessionNotTracked(session_id)
@@ -215,8 +187,9 @@ class SessionTable:
         return tracked.session_id if tracked is not None else session_id
 
     def roots(self, session_id: str) -> list[Path]:
+        """The directories the agent may touch in a session."""
         tracked = self._by_id.get(session_id)
-        return tracked.roots() if tracked is not None else []
+        return [] if tracked is None else [Path(tracked.cwd), *map(Path, tracked.additional_directories)]
 
     # -- tracking -----------------------------------------------------------------------------------
 
@@ -251,8 +224,7 @@ class SessionTable:
 
     def renamed(self, tracked: Tracked, record: Session) -> int:
         """Recovery re-created the session as ``record`` because the agent lost it: a new id (the
-        old ones still find it), a new record, and a new transcript segment (the conversation the
-        agent lost stays as earlier history, marked lost). Returns how many turns it lost."""
+        old ones still find it) and a new transcript segment. Returns how many turns it lost."""
         tracked.session_id = record.session_id
         tracked.record = record
         lost = tracked.transcript.start_segment(record.session_id, SegmentStart.NEW_AFTER_LOSS, lost=True)
@@ -262,8 +234,7 @@ class SessionTable:
         return lost
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
-        """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end.
-        The session stays in the table (flagged) so its handles can tell."""
+        """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end; it stays, flagged."""
         tracked.abandoned = True
         if tracked.turn is not None:
             self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
@@ -276,8 +247,6 @@ class SessionTable:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
         self.close_window(tracked)
         tracked.window_heard = 0
-        tracked.window_late = False
-        tracked.window_until_turn = False
         tracked.window_decided = replay
         tracked.resume_replayed = False
         if replay:
@@ -292,12 +261,8 @@ class SessionTable:
             tracked.transcript.begin_replay()
 
     def close_window(self, tracked: Tracked, *, complete: bool = True) -> None:
-        """Updates from now on are live activity.
-
-        ``complete=False``: the window was cut off (a drop, a refusal) before its answer; a replay
-        in it is incomplete, so the transcript goes back to what it held before the replay began.
-        A complete replay clears :attr:`Tracked.replay_cut_off`.
-        """
+        """Updates from now on are live activity. ``complete=False``: the window was cut off (a drop,
+        a refusal) before its answer; the transcript goes back to what it held before the replay."""
         if tracked.window_timer is not None:
             tracked.window_timer.cancel()
             tracked.window_timer = None
@@ -305,14 +270,11 @@ class SessionTable:
             tracked.transcript.end_replay(complete=complete)
             if complete:
                 tracked.replay_cut_off = False
-        tracked.replaying = False
-        tracked.snapshot_window = False
-        tracked.window_late = tracked.window_until_turn = False
+        tracked.replaying = tracked.snapshot_window = tracked.window_late = tracked.window_until_turn = False
         self.release_waiters(tracked)
 
     def release_waiters(self, tracked: Tracked) -> None:
-        """Whoever waits for ``tracked``'s window may go on (it closed, or it stays open only for
-        the next turn's own updates to end it)."""
+        """Whoever waits for ``tracked``'s window goes on (it closed, or stays open only until the next turn)."""
         waiters, tracked.window_waiters = tracked.window_waiters, []
         for waiter in waiters:
             waiter()
@@ -323,12 +285,10 @@ class SessionTable:
         replay window is incomplete: the session is flagged so the next recovery replays again."""
         if not tracked.window_open:
             return
-        if tracked.window_timer is not None:
-            self.close_window(tracked)
-            return
-        if tracked.replaying:
+        answered = tracked.window_timer is not None
+        if tracked.replaying and not answered:
             tracked.replay_cut_off = True
-        self.close_window(tracked, complete=False)
+        self.close_window(tracked, complete=answered)
 
     # -- turns --------------------------------------------------------------------------------------
 
@@ -345,14 +305,12 @@ class SessionTable:
             raise TurnInProgress(f"a turn is already running in session {tracked.session_id}")
         if tracked.abandoned:
             raise RecoveryFailed(tracked.session_id, "abandoned by recovery; not attached to the connection")
-        turn = Turn(prompt, settle)
-        tracked.turn = turn
+        turn = tracked.turn = Turn(prompt, settle)
         return turn
 
     def prompt_sent(self, tracked: Tracked, *, echoes_prompts: bool) -> None:
-        """The prompt goes out now: a window lingering after its answer (unordered transports)
-        closes, as whatever arrives from now on is live; and a v1 transcript (agents do not echo
-        prompts there) records the user's message."""
+        """The prompt goes out now: a window lingering after its answer closes (what arrives from now
+        on is live), and the transcript records the prompt unless the agent echoes it."""
         if tracked.window_timer is not None or (tracked.window_until_turn and not tracked.transcript.echoes_prompts):
             self.close_window(tracked)
         turn = tracked.turn
@@ -363,8 +321,7 @@ class SessionTable:
 
     def withdraw_prompt(self, tracked: Tracked, turn: Turn) -> None:
         """The agent refused ``turn``'s prompt as "session not found" before anything was heard of
-        it: it never became part of the conversation, so it leaves the transcript (it is sent once
-        more, on the session recovery starts, and recorded there)."""
+        it: it leaves the transcript (it is sent once more, on the session recovery starts)."""
         if not turn.recorded:
             return
         turn.recorded = False
@@ -372,8 +329,7 @@ class SessionTable:
             tracked.transcript.withdraw_turn()
 
     def turn_status(self, tracked: Tracked, turn: Turn, status: TurnStatus) -> None:
-        """How ``turn`` ended, for its transcript (once; a turn whose prompt never went out has
-        no place there)."""
+        """How ``turn`` ended, for its transcript (once, and only once its prompt went out)."""
         if turn.status is not None or not turn.recorded:
             return
         turn.status = status
@@ -389,20 +345,15 @@ class SessionTable:
     # -- events -------------------------------------------------------------------------------------
 
     def receive(self, session_id: str, update: SessionUpdate) -> UpdateEvent:
-        """Apply one ``session/update``: count it as replay inside a replay window, add it to the
-        transcript, end a v2 turn on ``idle`` (see the module rules), and hand the event to the
-        session's subscribers. An update for an untracked session is just passed on."""
+        """Apply one ``session/update`` (the module rules) and hand the event to the session's
+        subscribers. An update for an untracked session is just passed on."""
         tracked = self._by_id.get(session_id)
         if tracked is None:
             return _new_event(session_id, update, False)
-        if (
-            tracked.window_until_turn
-            and tracked.turn is not None
-            and tracked.turn.recorded
-            and tracked.transcript.begins_echo(update)
-        ):
+        turn = tracked.turn
+        if tracked.window_until_turn and turn is not None and turn.recorded and tracked.transcript.begins_echo(update):
             self.close_window(tracked)  # the next turn's own first update: the replay is over
-        if tracked.snapshot_window and not tracked.window_decided and _is_message(update):
+        if tracked.snapshot_window and not tracked.window_decided and update.kind in MESSAGE_KINDS:
             tracked.window_decided = True
             replays = self.replays_on_resume
             if replays or (replays is None and tracked.transcript.repeats(update)):
@@ -412,7 +363,6 @@ class SessionTable:
                 tracked.resume_replayed = True
                 self._begin_replay(tracked)
         replay = tracked.replaying
-        turn = tracked.turn
         if replay or tracked.snapshot_window:
             tracked.window_heard += 1
         if replay:
@@ -426,17 +376,11 @@ class SessionTable:
             tracked.record = with_mode(tracked.record, update.current_mode_id)  # type: ignore[union-attr]
         elif kind == "config_option_update":
             tracked.record = with_config_options(tracked.record, update.config_options)  # type: ignore[union-attr]
-        if (
-            turn is not None
-            and kind == "state_update"
-            and turn.accepted
-            and not tracked.window_open
-            and getattr(update, "state", None) == "idle"
-        ):
-            usage: Any = getattr(update, "usage", None)
+        idle = kind == "state_update" and getattr(update, "state", None) == "idle"
+        if idle and turn is not None and turn.accepted and not tracked.window_open:
             stop = getattr(update, "stop_reason", None)
             self.turn_status(tracked, turn, TurnStatus.CANCELLED if stop == "cancelled" else TurnStatus.COMPLETE)
-            turn.finish(PromptResult(getattr(update, "stop_reason", None), turn.message_id, usage))
+            turn.finish(PromptResult(stop, turn.message_id, getattr(update, "usage", None)))
         event = _new_event(session_id, update, replay)
         subscribers = tracked.subscribers
         if len(subscribers) == 1:  # the common case, without the copy that guards one removing itself
@@ -449,9 +393,8 @@ class SessionTable:
     def dropped(self, cause: BaseException, sessions: Iterable[Tracked] | None = None) -> None:
         """The connection dropped (the one drop rule, for every link): running turns of
         ``sessions`` (default: all) whose prompt went out fail with ``ConnectionLost`` (it may
-        have executed) and windows close (a replay window cut off before its answer is
-        incomplete: :meth:`cut_off`). A turn whose prompt has not gone out yet (it waits for the
-        link in the outage queue) keeps waiting: it is sent once the client is back."""
+        have executed) and windows are cut off. A turn whose prompt has not gone out yet (it waits
+        in the outage queue) keeps waiting: it is sent once the client is back."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None and tracked.turn.recorded:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
@@ -459,26 +402,9 @@ class SessionTable:
             self.cut_off(tracked)
 
     def closed(self, error: BaseException | None = None, sessions: Iterable[Tracked] | None = None) -> None:
-        """The client closed (or a link failed): running turns of ``sessions`` (default: all)
-        fail, their subscriptions end."""
+        """The client closed (or a link failed): running turns fail, subscriptions end (``sessions``; default all)."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
                 tracked.turn.finish(error or ClientClosed("the client was closed"))
             tracked.end_subscriptions()
-
-
-_MESSAGE_KINDS = frozenset(
-    {
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "user_message",
-        "agent_message",
-        "agent_thought",
-    }
-)
-
-
-def _is_message(update: SessionUpdate) -> bool:
-    return getattr(update, "kind", None) in _MESSAGE_KINDS

@@ -3,11 +3,6 @@
 Nothing here is imported until a client is built, and OpenTelemetry itself only when telemetry is
 enabled and ``opentelemetry-api`` is installed: :func:`instrumentation` answers ``None`` otherwise,
 and the core then runs exactly as without this package (one ``is None`` check per hook point).
-
-* :mod:`._calls` — request and handler spans, trace context in ``_meta``;
-* :mod:`._links` — recovery episodes (``acp.recovery``) and per-session outcome spans;
-* :mod:`._metrics` — the ``acp.client.*`` instruments;
-* :mod:`._names` — every span, attribute and metric name.
 """
 
 from __future__ import annotations

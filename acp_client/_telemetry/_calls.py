@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -69,19 +69,19 @@ def error_type(exc: BaseException) -> str:
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
+_OUTCOMES: Final = (
+    (RpcError, "error"),
+    (RequestTimeout, "timeout"),
+    (ConnectionLost, "connection_lost"),
+    (asyncio.CancelledError, "cancelled"),
+)
+
+
 def outcome_of(exc: BaseException | None) -> str:
     """The value of ``acp.request.outcome``."""
     if exc is None:
         return "ok"
-    if isinstance(exc, RpcError):
-        return "error"
-    if isinstance(exc, RequestTimeout):
-        return "timeout"
-    if isinstance(exc, ConnectionLost):
-        return "connection_lost"
-    if isinstance(exc, asyncio.CancelledError):
-        return "cancelled"
-    return "error"
+    return next((outcome for kind, outcome in _OUTCOMES if isinstance(exc, kind)), "error")
 
 
 def record_failure(span: Span, exc: BaseException) -> None:
@@ -177,38 +177,27 @@ class Calls:
         )
 
     async def outgoing(self, method: str, params: Any, send: Send) -> Any:
-        if self._idle():
-            return await self._untraced(method, params, send)
-        try:
-            span = self._start(method, params, SpanKind.CLIENT, None)
-            sent = with_trace_context(params, span)
-        except Exception:
-            logger.debug("telemetry: could not start the span of %s", method, exc_info=True)
-            return await send(params, _ignore)
-
-        def on_id(request_id: RequestId) -> None:
+        span: Span | None = None
+        if not self._idle():
             try:
-                span.set_attribute(n.JSONRPC_REQUEST_ID, str(request_id))
+                span = self._start(method, params, SpanKind.CLIENT, None)
+                sent = with_trace_context(params, span)
             except Exception:
-                logger.debug("telemetry: could not set the request id", exc_info=True)
-
+                logger.debug("telemetry: could not start the span of %s", method, exc_info=True)
+                return await send(params, _ignore)
         started = self._clock()
         failure: BaseException | None = None
         try:
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                return await send(sent, on_id)
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            self._end(span, failure)
-            self._done(method, failure, started)
+            if span is None:
+                return await send(params, _ignore)
 
-    async def _untraced(self, method: str, params: Any, send: Send) -> Any:
-        started = self._clock()
-        failure: BaseException | None = None
-        try:
-            return await send(params, _ignore)
+            def on_id(request_id: RequestId) -> None:
+                try:
+                    span.set_attribute(n.JSONRPC_REQUEST_ID, str(request_id))
+                except Exception:
+                    logger.debug("telemetry: could not set the request id", exc_info=True)
+
+            return await self._within(span, send(sent, on_id))
         except BaseException as exc:
             failure = exc
             raise
@@ -230,26 +219,27 @@ class Calls:
         except Exception:
             logger.debug("telemetry: could not start the span of %s", method, exc_info=True)
             return await handle(method, params)
+        return await self._within(span, handle(method, params))
+
+    @staticmethod
+    async def _within(span: Span, call: Awaitable[Any]) -> Any:
+        """Await ``call`` with ``span`` current, then end the span with the call's outcome."""
         failure: BaseException | None = None
         try:
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                return await handle(method, params)
+                return await call
         except BaseException as exc:
             failure = exc
             raise
         finally:
-            self._end(span, failure)
-
-    @staticmethod
-    def _end(span: Span, failure: BaseException | None) -> None:
-        try:
-            if failure is None:
-                span.set_attribute(n.REQUEST_OUTCOME, "ok")
-            else:
-                record_failure(span, failure)
-            span.end()
-        except Exception:
-            logger.debug("telemetry: could not end a span", exc_info=True)
+            try:
+                if failure is None:
+                    span.set_attribute(n.REQUEST_OUTCOME, "ok")
+                else:
+                    record_failure(span, failure)
+                span.end()
+            except Exception:
+                logger.debug("telemetry: could not end a span", exc_info=True)
 
 
 def _ignore(request_id: RequestId) -> None:

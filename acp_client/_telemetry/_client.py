@@ -21,24 +21,16 @@ logger = get_logger("acp_client.telemetry")
 
 
 class ClientTelemetry:
-    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled).
-
-    Args:
-        option: The app's :class:`~acp_client.telemetry.Telemetry`.
-        clock: ``monotonic`` of the client's clock (durations of the metrics).
-        version: The negotiated ACP version.
-        queued: How many requests wait for a connection right now.
-    """
+    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled):
+    ``clock`` (the client's ``monotonic``) times the metrics, ``version`` is the negotiated ACP
+    version, ``queued`` how many requests wait for a connection right now."""
 
     def __init__(
         self, option: Telemetry, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]
     ) -> None:
-        tracers = option.tracer_provider
-        # The module-level lookups follow a global provider the app installs later.
-        if tracers is None:
-            self.tracer = trace.get_tracer(n.SCOPE, __version__)
-        else:
-            self.tracer = tracers.get_tracer(n.SCOPE, __version__)
+        # The module-level lookup follows a global provider the app installs later.
+        tracers = trace if option.tracer_provider is None else option.tracer_provider
+        self.tracer = tracers.get_tracer(n.SCOPE, __version__)
         meters = option.meter_provider if option.meter_provider is not None else metrics.get_meter_provider()
         self.instruments = instruments_for(meters)  # type: ignore[arg-type]
         self.source = UpdateSource(queued)

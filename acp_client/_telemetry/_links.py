@@ -87,12 +87,7 @@ class LinkTelemetry:
     """The :class:`~acp_client._rpc._observe.LinkObserver` of one link, and its recovery episodes."""
 
     def __init__(
-        self,
-        *,
-        tracer: trace.Tracer,
-        instruments: Instruments,
-        version: Callable[[], int],
-        clock: Callable[[], float],
+        self, *, tracer: trace.Tracer, instruments: Instruments, version: Callable[[], int], clock: Callable[[], float]
     ) -> None:
         self._tracer = tracer
         self._instruments = instruments
@@ -113,11 +108,7 @@ class LinkTelemetry:
         except Exception:
             logger.debug("telemetry: could not read the transport", exc_info=True)
         return Calls(
-            transport,
-            tracer=self._tracer,
-            version=self._version,
-            on_request_done=self._request_done,
-            clock=self._clock,
+            transport, tracer=self._tracer, version=self._version, on_request_done=self._request_done, clock=self._clock
         )
 
     def reconnecting(self, attempt: int, delay: float, cause: BaseException | None) -> None:

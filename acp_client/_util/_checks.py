@@ -32,10 +32,8 @@ def _shown(value: object) -> str:
 
 
 def check_instance(name: str, value: object, kind: type | tuple[type, ...], *, optional: bool = False) -> None:
-    """Raise ``ConfigurationError`` unless ``value`` is a ``kind`` (or ``None`` when ``optional``).
-
-    A ``bool`` is not accepted where an ``int`` or ``float`` is asked for.
-    """
+    """Raise ``ConfigurationError`` unless ``value`` is a ``kind`` (or ``None`` when ``optional``;
+    never a ``bool`` where an ``int`` or ``float`` is asked for)."""
     if value is None and optional:
         return
     kinds = kind if isinstance(kind, tuple) else (kind,)

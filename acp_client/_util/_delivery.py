@@ -1,21 +1,15 @@
-"""Event delivery: the one way the client calls the app's callbacks (and :class:`Feed`, the
-queue behind ``SessionHandle.updates()``).
-
-The policy, the same for every callback (``on_*``, ``decide_recovery``, ``refresh_credentials``,
-update listeners):
+"""Event delivery: the one way the client calls the app's callbacks (``on_*``, ``decide_recovery``,
+``refresh_credentials``, update listeners), and :class:`Feed`, the queue behind ``updates()``.
 
 * A plain function runs inline, on the event loop, when the event happens.
-* A callback that returns an awaitable (an ``async def``) gets it awaited:
-
-  - for *events* (state changes, updates, protocol errors, other notifications) on one dispatcher
-    task per client, in the order the events happened — the client never waits for the app;
-  - for *questions* and *recovery reports* (``decide_recovery``, ``on_resume`` ...,
-    ``on_turn_interrupted``, ``refresh_credentials``) by the client itself, which needs the
-    answer, or promises the app hears of a recovery before queued requests are released.
-
+* An awaitable a callback returns (an ``async def``) is awaited: for *events* (state changes,
+  updates, protocol errors, other notifications) on one dispatcher task per client, in order — the
+  client never waits for the app; for *questions* and *recovery reports* (``decide_recovery``,
+  ``on_resume`` ..., ``on_turn_interrupted``, ``refresh_credentials``) by the client itself, which
+  needs the answer, or promises the app hears of a recovery before queued requests are released.
 * A callback that raises is logged at ERROR with its stack trace (logger ``acp_client.callbacks``)
-  and otherwise ignored: an app bug never kills one of the client's tasks and never changes what
-  the client does next (a question that raised counts as "no answer"). Cancellation propagates.
+  and otherwise ignored: an app bug never kills a client task nor changes what the client does
+  next (a question that raised counts as "no answer"). Cancellation propagates.
 """
 
 from __future__ import annotations
@@ -40,11 +34,7 @@ def _failed(what: str, callback: object) -> None:
 
 
 async def call_app(callback: Callable[..., Any] | None, *args: Any, what: str) -> Any:
-    """Call ``callback(*args)``, awaiting what it returns if it is awaitable.
-
-    Returns:
-        Its result, or ``None`` when there is no callback or it raised (logged, see above).
-    """
+    """``callback(*args)``, awaited if awaitable; ``None`` without a callback or when it raised."""
     if callback is None:
         return None
     try:
@@ -68,8 +58,7 @@ class Dispatcher:
         self._closed = False
 
     def deliver(self, callback: Callable[..., Any] | None, *args: Any, what: str) -> None:
-        """Call ``callback(*args)`` now; if it returns an awaitable, queue it for the dispatcher
-        task (awaited in order). Never raises for the callback's sake."""
+        """Call ``callback(*args)`` now; an awaitable it returns is queued for the dispatcher task."""
         if callback is None:
             return
         try:
@@ -128,10 +117,9 @@ class Dispatcher:
 class Feed(Generic[T]):
     """An unbounded queue from plain functions to one async consumer (an ``updates()`` iterator).
 
-    :meth:`push` never waits: it is a session subscriber, called inline for every update. The
-    consumer takes from :attr:`items` directly and awaits :meth:`wait` only when it is empty, so
-    a burst costs an append and a pop per item (an :class:`asyncio.Queue` also counts unfinished
-    tasks and wakes putters on every item).
+    :meth:`push` never waits (it is called inline for every update); the consumer takes from
+    :attr:`items` and awaits :meth:`wait` only when it is empty, so a burst costs an append and a
+    pop per item (an :class:`asyncio.Queue` also counts tasks and wakes putters on every item).
     """
 
     __slots__ = ("_waiter", "items")

@@ -98,9 +98,8 @@ DEFAULT_PROTECTED_PATHS: Final[tuple[str, ...]] = (
     ".condarc",
 )
 
-_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
-_NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
-_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+#: Never follow a final symlink, never block on a FIFO, never leak into a child process.
+_OPEN_FLAGS: Final = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _EXEC_BITS: Final = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
@@ -126,7 +125,7 @@ def is_protected(path: Path, patterns: Iterable[str]) -> bool:
 def _open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
     """Open ``path`` without blocking or following a final symlink; refuse anything but a file."""
     try:
-        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK | _CLOEXEC, 0o666)
+        fd = os.open(path, flags | _OPEN_FLAGS, 0o666)
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO nobody reads, what must not block
             raise InvalidParams("not a regular file") from exc
@@ -145,11 +144,9 @@ def _open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
 
 
 def write_regular_file(path: Path, content: str) -> None:
-    """Replace the content of the regular file ``path`` (created if absent) with ``content``.
-
-    The file is never executable afterwards: a new file is created ``0o666`` minus the umask, and
-    an existing file keeps its mode without its execute bits (an agent rewriting an executable
-    hook or script must not get its content run as-is).
+    """Replace the content of the regular file ``path`` (created if absent) with ``content``. It
+    is never executable afterwards (an agent rewriting a hook or script must not get it run as-is):
+    a new file is ``0o666`` minus the umask, an existing one loses its execute bits.
 
     Raises:
         InvalidParams: ``path`` is a FIFO, device, socket or directory, or became a symlink.

@@ -1,17 +1,11 @@
 """The library's loggers: every record shows agent text through :func:`~acp_client.display.printable`.
 
-A log record often carries what an agent sent: a line of its stderr, a session id, the message of
-an error it answered, a method name, a path it asked for. Sent to a terminal or a log viewer as
-is, an escape sequence there would act on it, and a newline would forge a record. Each logger of
-the package comes from :func:`get_logger`, which gives it :class:`PrintableFilter`; the filter
-rewrites a record where it is about to be formatted, before any handler sees it:
-
-* every argument that is not a number (strings, exceptions, ids, objects whose ``str`` holds
-  agent text) is shown through ``printable(..., one_line=True)`` (also its ``repr`` for ``%r``);
-* the message itself, and a traceback's text, through ``printable`` (their newlines are ours).
-
-It costs nothing for a record that is not emitted (a disabled level creates no record), and
-nothing more than a regular-expression search for text with nothing to rewrite.
+A log record often carries what an agent sent (a line of its stderr, a session id, an error
+message, a path); on a terminal an escape sequence there would act, and a newline would forge a
+record. Each logger comes from :func:`get_logger` with :class:`PrintableFilter`, which rewrites a
+record before any handler sees it: every argument that is not a number through
+``printable(..., one_line=True)`` (its ``repr`` too, for ``%r``), the message and a traceback's
+text through ``printable`` (their newlines are ours). A record not emitted costs nothing.
 """
 
 from __future__ import annotations

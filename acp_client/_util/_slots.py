@@ -1,11 +1,9 @@
 """Slots: fast construction of frozen attrs values, and typed places for a layer's own data. Pure.
 
-attrs' frozen ``__init__`` sets each field through ``object.__setattr__``; a value built once per
-streamed update pays for that every time. :func:`direct_constructor` writes a constructor that
-sets the slots directly, about twice as fast, with the same result.
-
-A :class:`Slot` is where a layer above the core keeps its own data on a core object (an endpoint
-group's placement of a session on the tracked session), typed, without the core knowing its type.
+attrs' frozen ``__init__`` sets each field through ``object.__setattr__``, which a value built per
+streamed update pays every time; :func:`direct_constructor` sets the slots directly (about twice as
+fast). A :class:`Slot` is where a layer above the core keeps its own typed data on a core object
+(an endpoint group's placement of a tracked session) without the core knowing its type.
 """
 
 from __future__ import annotations
@@ -43,12 +41,9 @@ class Slot(Generic[T]):
 
 
 def direct_constructor(cls: type[T]) -> Callable[..., T]:
-    """A constructor for a slotted frozen attrs class that sets the slots directly.
-
-    Only for classes without validators or converters (checked here), and only with arguments
-    of the right types (not checked: the caller's values are already decoded). Optional arguments
-    default to the fields' (immutable) defaults.
-    """
+    """A constructor for a slotted frozen attrs class that sets the slots directly: only for
+    classes without validators or converters (checked), with arguments of the right types (not
+    checked: already decoded); optional ones default to the fields' (immutable) defaults."""
     fields = attrs.fields(cast(Any, cls))
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
     params = []

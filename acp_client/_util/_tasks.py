@@ -1,8 +1,6 @@
-"""Background tasks: one helper, one crash policy.
-
-Every background task of the client is started through its owner's :class:`TaskSet`, which keeps
-it referenced until it ends. A task that dies of an unexpected error (a bug: expected failures are
-handled inside the task) is logged and handed to the owner's ``on_crash``, which fails what the
+"""Background tasks: every one the client starts goes through its owner's :class:`TaskSet`, which
+keeps it referenced until it ends. One that dies of an unexpected error (a bug: expected failures
+are handled inside the task) is logged and handed to the owner's ``on_crash``, which fails what the
 owner holds so that nothing waits forever (a link fails its turns, a connection its requests).
 """
 

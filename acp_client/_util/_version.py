@@ -1,9 +1,9 @@
-"""The package version, read from one place: the installed distribution's metadata (its
-source is ``pyproject.toml``), and the install hint error messages give for an optional extra.
+"""The package version, read from the installed distribution's metadata (its source is
+``pyproject.toml``), and the install hint error messages give for an optional extra.
 
 The metadata file is read directly: ``importlib.metadata`` would bring ``email``, ``zipfile`` and
-``csv`` with it, a fifth of this package's import time. Where the fast path finds no ``.dist-info``
-directory on ``sys.path`` (an egg, a zip), ``importlib.metadata`` answers.
+``csv`` with it, a fifth of this package's import time; it answers only where no ``.dist-info``
+directory is on ``sys.path`` (an egg, a zip).
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 
 
 def install_hint(extra: str) -> str:
-    """How to install an optional extra, in names that exist: the extra's own requirements (which
-    the package index has), and the extra itself from a checkout of this distribution (the
-    distribution is not on the package index under ``acp-reconnect``)."""
+    """How to install an optional extra, in names that exist: its requirements (on the package
+    index), or the extra from a checkout (this distribution is not on the index)."""
     requirements = " ".join(f"'{req}'" for req in EXTRAS[extra])
     from_checkout = f"pip install -e '.[{extra}]' in a checkout of {DISTRIBUTION}"
     return f"pip install {requirements} (the {extra!r} extra; or {from_checkout})"

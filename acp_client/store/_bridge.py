@@ -34,11 +34,7 @@ def write_turn(
     store: Any, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime, **fence: Any
 ) -> bool:
     """The end of a turn: ``store.save_turn`` (the last use and the conversation in one step), or,
-    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored.
-
-    Raises:
-        SessionStoreError: As the store's writes raise.
-    """
+    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored."""
     save_turn = getattr(store, "save_turn", None)
     if callable(save_turn):
         return bool(save_turn(endpoint, session_id, entries, when=when, **fence))
@@ -49,28 +45,18 @@ def write_turn(
 class StoreBridge:
     """One endpoint's view of a store, for the client (see the module docstring).
 
-    Write methods (:meth:`save`, :meth:`delete`, :meth:`rename`, :meth:`touch`,
-    :meth:`save_transcript`) are plain
-    methods that must be called on the event loop's thread; they queue the call and return a
-    future the caller may await (for the result) or drop (fire and forget). Their futures never
-    fail with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``.
-
-    Args:
-        store: The app's store (the bridge never closes it: the app owns it).
-        endpoint: The endpoint key every call is scoped to.
-        on_error: Called on the event loop with each ``SessionStoreError`` a write raised.
+    The writes queue the call and return a future the caller may await (for the result) or drop
+    (fire and forget); they must be called on the event loop's thread. Their futures never fail
+    with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``. Every call is
+    scoped to ``endpoint``; the bridge never closes ``store`` (the app owns it).
     """
 
     def __init__(
-        self,
-        store: SessionStore,
-        endpoint: str,
-        *,
-        on_error: Callable[[SessionStoreError], Any] | None = None,
+        self, store: SessionStore, endpoint: str, *, on_error: Callable[[SessionStoreError], Any] | None = None
     ) -> None:
-        self._store = store
-        self._endpoint = endpoint
-        #: Called on the event loop with each ``SessionStoreError`` a write raised (settable).
+        self.store = store
+        self.endpoint = endpoint
+        #: Called on the event loop with each ``SessionStoreError`` a write raised.
         self.on_error = on_error
         #: Called on the event loop after each call that went through (settable): what a store
         #: error left unwritten is written again then.
@@ -79,17 +65,9 @@ class StoreBridge:
         self._pending: set[asyncio.Future[Any]] = set()
         self._closed = False
 
-    @property
-    def endpoint(self) -> str:
-        return self._endpoint
-
-    @property
-    def store(self) -> SessionStore:
-        return self._store
-
     def _submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
         if self._closed:
-            raise SessionStoreError("the client's store bridge is closed", path=str(getattr(self._store, "path", "")))
+            raise SessionStoreError("the client's store bridge is closed", path=str(getattr(self.store, "path", "")))
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
         self._pending.add(future)
@@ -111,28 +89,25 @@ class StoreBridge:
         outer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
         def done(future: asyncio.Future[T]) -> None:
-            if future.cancelled():
-                if not outer.done():
-                    outer.cancel()
-                return
-            error = future.exception()
+            error = None if future.cancelled() else future.exception()
             if isinstance(error, SessionStoreError):
                 if not isinstance(error, SessionStoreFenced):  # the owner's handler logs those, once
-                    logger.warning("session store %s (%s): %s", fn.__name__, self._endpoint, error)
+                    logger.warning("session store %s (%s): %s", fn.__name__, self.endpoint, error)
                 if self.on_error is not None:
                     try:
                         self.on_error(error)
                     except Exception:
                         logger.exception("the session store error callback raised")
-                result: T = default
-            elif error is not None:
-                if not outer.done():
-                    outer.set_exception(error)
+            if outer.done():
                 return
+            if future.cancelled():
+                outer.cancel()
+            elif isinstance(error, SessionStoreError):
+                outer.set_result(default)
+            elif error is not None:
+                outer.set_exception(error)
             else:
-                result = future.result()
-            if not outer.done():
-                outer.set_result(result)
+                outer.set_result(future.result())
 
         inner.add_done_callback(done)
         return outer
@@ -140,44 +115,25 @@ class StoreBridge:
     # -- reads (raise) ----------------------------------------------------------------------------
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` on the worker thread, in order with the queued calls.
-
-        Raises:
-            SessionStoreError: Whatever ``fn`` raises.
-        """
+        """Run ``fn(*args, **kwargs)`` on the worker thread, in order with the queued calls; raises
+        what it raises."""
         return await asyncio.shield(self._submit(fn, *args, **kwargs))
 
     async def load(self) -> list[StoredSession]:
-        """The endpoint's stored sessions, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        return await self.run(self._store.load, self._endpoint)
-
-    async def load_transcript(self, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's stored transcript tail (empty when none).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        return await self.run(self._store.load_transcript, self._endpoint, session_id)
+        """The endpoint's stored sessions, most recently used first."""
+        return await self.run(self.store.load, self.endpoint)
 
     async def load_each(
         self, session_ids: Sequence[str], decode: Callable[[Sequence[Mapping[str, Any]], str], T]
     ) -> dict[str, T]:
         """Each session's stored transcript, decoded by ``decode(entries, session_id)``, in one job on
         the worker thread (sessions without one are left out): restoring a thousand sessions costs one
-        thread hop, not a thousand.
-
-        Raises:
-            SessionStoreError: The store cannot be read, or ``decode`` refused a transcript.
-        """
+        thread hop, not a thousand. Raises what the store or ``decode`` raises."""
 
         def load() -> dict[str, T]:
             found: dict[str, T] = {}
             for session_id in session_ids:
-                entries = self._store.load_transcript(self._endpoint, session_id)
+                entries = self.store.load_transcript(self.endpoint, session_id)
                 if entries:
                     found[session_id] = decode(entries, session_id)
             return found
@@ -186,51 +142,43 @@ class StoreBridge:
 
     # -- writes (never raise a store error) ------------------------------------------------------
 
-    def save(self, session: StoredSession) -> asyncio.Future[None]:
-        """Queue ``store.save(session)`` (the record must carry this bridge's endpoint).
+    def _check(self, record: StoredSession) -> None:
+        """Refuse a record of another endpoint (``ValueError``: a client bug)."""
+        if record.endpoint != self.endpoint:
+            raise ValueError(f"record of endpoint {record.endpoint!r} saved through {self.endpoint!r}")
 
-        Raises:
-            ValueError: ``session.endpoint`` is another endpoint (a client bug).
-        """
-        if session.endpoint != self._endpoint:
-            raise ValueError(f"record of endpoint {session.endpoint!r} saved through {self._endpoint!r}")
-        return self._write(None, self._store.save, session)
+    def save(self, session: StoredSession) -> asyncio.Future[None]:
+        """Queue ``store.save(session)``."""
+        self._check(session)
+        return self._write(None, self.store.save, session)
 
     def delete(self, session_id: str) -> asyncio.Future[bool]:
         """Queue ``store.delete``; resolves to whether it was stored."""
-        return self._write(False, self._store.delete, self._endpoint, session_id)
+        return self._write(False, self.store.delete, self.endpoint, session_id)
 
     def rename(self, old_session_id: str, new_session_id: str) -> asyncio.Future[StoredSession | None]:
         """Queue ``store.rename``; resolves to the renamed record (``None``: not stored, or failed)."""
-        return self._write(None, self._store.rename, self._endpoint, old_session_id, new_session_id)
+        return self._write(None, self.store.rename, self.endpoint, old_session_id, new_session_id)
 
     def touch(self, session_id: str, *, when: datetime | None = None) -> asyncio.Future[bool]:
         """Queue ``store.touch``; resolves to whether the session is stored."""
-        return self._write(False, self._store.touch, self._endpoint, session_id, when=when)
+        return self._write(False, self.store.touch, self.endpoint, session_id, when=when)
 
     def save_transcript(self, session_id: str, entries: Sequence[Mapping[str, Any]]) -> asyncio.Future[bool]:
         """Queue ``store.save_transcript``; resolves to whether the session is stored."""
-        return self._write(False, self._store.save_transcript, self._endpoint, session_id, entries)
+        return self._write(False, self.store.save_transcript, self.endpoint, session_id, entries)
 
     def save_turn(
-        self,
-        session_id: str,
-        record: StoredSession | None,
-        entries: Sequence[Mapping[str, Any]] | None,
-        when: datetime,
+        self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None, when: datetime
     ) -> asyncio.Future[bool | None]:
         """Queue the end of a turn as one job: ``record`` (a title the agent gave), then the last
         use ``when`` and the whole conversation ``entries`` in one step (:func:`write_turn`: one
         statement on PostgreSQL). Resolves to ``True`` once written, ``False`` when the store does
         not hold the session (nothing written), ``None`` on a store error (told to ``on_error``,
-        after the store's own retries).
-
-        Raises:
-            ValueError: ``record`` is of another endpoint (a client bug).
-        """
-        if record is not None and record.endpoint != self._endpoint:
-            raise ValueError(f"record of endpoint {record.endpoint!r} saved through {self._endpoint!r}")
-        store, endpoint = self._store, self._endpoint
+        after the store's own retries)."""
+        if record is not None:
+            self._check(record)
+        store, endpoint = self.store, self.endpoint
 
         def save_turn() -> bool:
             if record is not None:

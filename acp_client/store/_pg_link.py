@@ -2,14 +2,12 @@
 one table that maps psycopg's errors to the store's.
 
 :meth:`PgLink.run` runs one piece of work on a pooled connection. When the connection is lost (the
-server restarted or went away, a proxy cut it, an administrator ended it), the work runs again on
-a fresh connection, with growing pauses, for up to ``reconnect_timeout``: the store's work is
-always safe to run twice (idempotent statements, or one transaction that the lost connection
-rolled back or that a repeat recognizes as done). When no connection can be had for that long the
-caller gets :class:`~acp_client.exceptions.SessionStoreUnavailable`; a write is never dropped in
-silence. Any other database error is mapped at once (:meth:`PgLink.mapped`).
-
-psycopg and psycopg-pool (the ``postgres`` extra) are imported here, when a link is made.
+server restarted or went away, a proxy or an administrator cut it), the work runs again on a fresh
+connection, with growing pauses, for up to ``reconnect_timeout``: the store's work is always safe
+to run twice (idempotent statements, or one transaction that the lost connection rolled back or
+that a repeat recognizes as done). Past that the caller gets
+:class:`~acp_client.exceptions.SessionStoreUnavailable`: a write is never dropped in silence. Any
+other database error is mapped at once (:meth:`PgLink.mapped`).
 """
 
 from __future__ import annotations
@@ -53,42 +51,28 @@ _NUL_STATE: Final = "22P05"  # untranslatable_character: jsonb holds no NUL char
 _RETRY_PAUSE: Final = (0.05, 1.0)  # first and longest pause between attempts, seconds
 
 
-def import_driver(path: str) -> tuple[Any, Any]:
-    """``(psycopg, psycopg_pool)``.
-
-    Raises:
-        SessionStoreDriverMissing: Either is not installed (the message names the extra).
-    """
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise SessionStoreDriverMissing(
-            f"PostgresSessionStore needs psycopg 3 and psycopg-pool: {install_hint('postgres')}", path=path
-        ) from exc
-    return psycopg, psycopg_pool
-
-
 class PgLink:
     """The connections of one store (see the module docstring).
 
-    Args:
-        dsn: The DSN as the app gave it (kept for connecting; never shown).
-        path: The DSN as shown (``path`` of every error).
-        pool_size, connect_timeout, reconnect_timeout: As :class:`PostgresSessionStore` takes them.
-        name: The pool's name (in psycopg's log).
-
-    Raises:
-        SessionStoreDriverMissing: psycopg or psycopg-pool is not installed.
-        ConfigurationError: ``dsn`` is not a DSN libpq can read.
+    ``dsn`` is kept for connecting and never shown; ``path`` is the DSN as shown (in every error);
+    ``name`` is the pool's (in psycopg's log); the rest are as :class:`PostgresSessionStore` takes
+    them. Raises ``SessionStoreDriverMissing`` without psycopg, ``ConfigurationError`` for a DSN
+    libpq cannot read.
     """
 
     def __init__(
         self, dsn: str, path: str, *, pool_size: int, connect_timeout: float, reconnect_timeout: float, name: str
     ) -> None:
         self.path = path
-        self.psycopg, pool_module = import_driver(path)
-        self._pool_module = pool_module
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as exc:
+            raise SessionStoreDriverMissing(
+                f"PostgresSessionStore needs psycopg 3 and psycopg-pool: {install_hint('postgres')}", path=path
+            ) from exc
+        self.psycopg: Any = psycopg
+        self._pool_module: Any = psycopg_pool
         self._dsn = dsn
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
@@ -112,11 +96,7 @@ class PgLink:
         return options
 
     def connect(self) -> psycopg.Connection[Any]:
-        """One connection of its own, outside the pool (for opening the store).
-
-        Raises:
-            SessionStoreUnavailable: The database cannot be reached (refused, down, authentication).
-        """
+        """One connection of its own, outside the pool (for opening the store)."""
         with self.errors("open"):
             connection: psycopg.Connection[Any] = self.psycopg.connect(self._dsn, **self._options)
         return connection
@@ -135,8 +115,6 @@ class PgLink:
             name=self._name,
         )
         self._pool.open(wait=False)
-
-    # -- errors ---------------------------------------------------------------------------------
 
     def mapped(self, action: str, exc: Exception) -> SessionStoreError:
         """A psycopg error as the store's error (a lost connection is handled by :meth:`run`)."""
@@ -167,18 +145,12 @@ class PgLink:
         except self.psycopg.Error as exc:
             raise self.mapped(action, exc) from exc
 
-    # -- running --------------------------------------------------------------------------------
-
     def _closed_error(self) -> SessionStoreError:
         return SessionStoreError(f"session store {self.path} is closed", path=self.path)
 
     def run(self, action: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost.
-
-        Raises:
-            SessionStoreUnavailable: No connection could be had, or kept, for ``reconnect_timeout``.
-            SessionStoreError: Any other database error (mapped), or the store is closed.
-        """
+        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost
+        (see the module docstring)."""
         deadline: float | None = None
         pause = _RETRY_PAUSE[0]
         while True:
@@ -227,8 +199,6 @@ class PgLink:
         except self.psycopg.Error as exc:
             return str(exc).strip().splitlines()[0]
         return str(failure).strip()
-
-    # -- closing --------------------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:

@@ -1,26 +1,21 @@
 """The PostgreSQL store's schema: its tables, its identity, its migrations, and the DSN as shown.
 
 Everything the store keeps is in one PostgreSQL schema (``acp_client`` unless the app names
-another), so the store can live in a database the app uses for other things, and two apps (or two
-tests) can share one database under two schema names:
+another), so the store can live in a database the app uses for other things:
 
 - ``store_meta (key, value)``: ``format`` (:data:`FORMAT`), ``application_id``
-  (:data:`APPLICATION_ID`, the SQLite store's ``application_id``), ``schema_version`` and
-  ``compatible_version`` (the oldest schema version whose code may still read and write it; a
-  migration that breaks older readers raises it).
-- ``sessions``: one row per ``(endpoint, session_id)``; JSON fields as ``jsonb``, times as
-  ``timestamptz``; since version 2 its lease (``lease_owner``, ``lease_token``,
-  ``lease_expires_at``; nobody's, token 0, for a session never claimed).
-- ``transcripts``: one conversation per session, one ``jsonb`` array, apart from the record (a
-  restore reads none of it), tied to its record by a foreign key that cascades: a delete takes the
-  conversation along, a rename moves it, and no conversation outlives its record.
+  (:data:`APPLICATION_ID`, as SQLite's), ``schema_version`` and ``compatible_version`` (the oldest
+  schema version whose code may still read and write it; a migration that breaks older readers
+  raises it).
+- ``sessions``: one row per ``(endpoint, session_id)``; JSON as ``jsonb``, times as ``timestamptz``;
+  since version 2 its lease (``lease_owner``, ``lease_token``, ``lease_expires_at``; nobody's,
+  token 0, for a session never claimed).
+- ``transcripts``: one ``jsonb`` conversation per session, apart from the record (a restore reads
+  none of it), tied to it by a cascading foreign key: a delete takes it along, a rename moves it.
 
 A schema is *ours* when it holds ``store_meta`` with our format and application id; *empty* when
 it does not exist or holds no relation (then it is initialized); anything else is another
-application's, refused without a write. Identifying reads only.
-
-Nothing here imports psycopg: the migrations take a cursor-like object with ``execute``, and
-:class:`Statements` is the SQL the store runs, for one schema.
+application's, refused without a write. Nothing here imports psycopg.
 """
 
 from __future__ import annotations
@@ -30,13 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from ..exceptions import (
-    ConfigurationError,
-    SessionStoreCorrupt,
-    SessionStoreError,
-    SessionStoreForeign,
-)
-from ._rows import check_version
+from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreError, SessionStoreForeign
+from ._rows import JSON_COLUMNS, check_version
 from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
 __all__ = [
@@ -44,10 +34,8 @@ __all__ = [
     "FORMAT",
     "MIGRATIONS",
     "SCHEMA_VERSION",
-    "Migration",
     "Statements",
     "Tables",
-    "check_schema_name",
     "open_schema",
     "redact_dsn",
 ]
@@ -67,24 +55,16 @@ _PASSWORD_PARAMETER: Final = re.compile(r"(^|&)((?:ssl)?password=)[^&]*", re.IGN
 
 
 def check_schema_name(name: str) -> str:
-    """``name`` if it is a plain PostgreSQL identifier (letters, digits, ``_``; at most 63).
-
-    Raises:
-        ConfigurationError: Anything else (it is put in SQL as an identifier).
-    """
+    """``name`` if it is a plain PostgreSQL identifier (it is put in SQL as one), else ``ConfigurationError``."""
     if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name.lower().startswith("pg_"):
         raise ConfigurationError(f"schema must be a plain identifier (letters, digits, _; not pg_*), got {name!r}")
     return name
 
 
 def redact_dsn(dsn: str) -> str:
-    """The DSN as errors and ``repr`` show it: any password replaced by ``***``.
-
-    Both forms libpq takes: a ``postgresql://`` (or ``postgres://``) URL, whose user info and
-    ``password`` / ``sslpassword`` query parameters are masked, and ``key=value`` keywords, where
-    ``password`` and ``sslpassword`` are masked whether their value is quoted (``'it''s'``,
-    ``'a \\' b'``), unquoted, or unquoted with spaces.
-    """
+    """The DSN as errors and ``repr`` show it: any password replaced by ``***``, in a
+    ``postgresql://`` URL (user info, ``password`` / ``sslpassword`` parameters) and in ``key=value``
+    keywords (quoted, unquoted, or unquoted with spaces)."""
     text = dsn.strip()
     if text.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(text)
@@ -189,22 +169,12 @@ def meta_version(meta: Mapping[str, str], key: str) -> int | None:
 
 
 def open_schema(
-    conn: Any,
-    t: Tables,
-    path: str,
-    migrations: Sequence[Migration],
-    *,
-    create: bool,
-    driver_error: type[Exception],
+    conn: Any, t: Tables, path: str, migrations: Sequence[Migration], *, create: bool, driver_error: type[Exception]
 ) -> int:
-    """Identify the schema on ``conn`` (a psycopg connection in autocommit); initialize or migrate
+    """Identify the schema on ``conn`` (a psycopg connection in autocommit) and initialize or migrate
     it when it is ours or empty, in one transaction under an advisory lock (one initializer at a
-    time per schema; the others find its work when they get the lock). The schema version.
-
-    Raises:
-        SessionStoreForeign, SessionStoreCorrupt, SessionStoreTooNew: See :func:`identify` (nothing written).
-        SessionStoreError: ``create`` is false and the schema is empty or missing.
-    """
+    time per schema; the others find its work done). The schema version; raises as :func:`identify`
+    does, and ``SessionStoreError`` for a missing schema with ``create`` false."""
     version, needs_work = identify(conn, t, path, len(migrations), driver_error=driver_error)
     if not needs_work:
         return version
@@ -223,13 +193,9 @@ def open_schema(
 
 
 def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: type[Exception]) -> tuple[int, bool]:
-    """``(schema version, needs initializing or migrating)`` of the schema; reads only.
-
-    Raises:
-        SessionStoreForeign: The schema holds relations and no ``store_meta`` of ours.
-        SessionStoreCorrupt: Our identity without our tables or a schema version.
-        SessionStoreTooNew: A schema version above ``supported`` whose compatible version is too.
-    """
+    """``(schema version, needs initializing or migrating)`` of the schema; reads only. Raises
+    ``SessionStoreForeign`` (not ours), ``SessionStoreCorrupt`` (our identity without our tables or
+    version) or ``SessionStoreTooNew``."""
     names = {
         row[0]
         for row in conn.execute(
@@ -267,9 +233,6 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
     return version, version < supported
 
 
-_JSON_COLUMNS: Final = frozenset(
-    {"mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra"}
-)
 #: A lease as a statement returns it: ``(session_id, owner, token, expires_at)``.
 _LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
 #: Now on the database server's clock, unless the call gave ``now`` (one value per statement).
@@ -284,7 +247,7 @@ class Statements:
 
     def __init__(self, t: Tables) -> None:
         columns = ", ".join(RECORD_COLUMNS)
-        values = ", ".join(f"%({name})s::jsonb" if name in _JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
+        values = ", ".join(f"%({name})s::jsonb" if name in JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
         keep = ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
         select = f"SELECT {columns}, lease_owner, lease_token, lease_expires_at FROM {t.sessions}"
         one = "endpoint = %(endpoint)s AND session_id = %(session_id)s"
@@ -298,7 +261,7 @@ class Statements:
             f"ON CONFLICT (endpoint, session_id) DO UPDATE SET {keep}"
         )
         assign = ", ".join(
-            f"{name} = %({name})s::jsonb" if name in _JSON_COLUMNS else f"{name} = %({name})s"
+            f"{name} = %({name})s::jsonb" if name in JSON_COLUMNS else f"{name} = %({name})s"
             for name in RECORD_COLUMNS[2:]
         )
         self.update_fenced = f"UPDATE {t.sessions} SET {assign} WHERE {one} AND {_FENCE}"

@@ -1,7 +1,5 @@
-"""What both built-in stores do alike with a record's row: its values in :data:`RECORD_COLUMNS`
-order, the row read back (a damaged one refused, or skipped in a listing), its lease, its
-conversation, and the ownership errors. Each store passes how its columns hold JSON and times.
-"""
+"""What both built-in stores do alike: a record's row written and read back (a damaged one refused,
+or skipped in a listing), its lease, its conversation, the reads, and the ownership errors."""
 
 from __future__ import annotations
 
@@ -9,17 +7,23 @@ import abc
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
+
+import attrs
 
 from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreFenced, SessionStoreTooNew
-from .base import Lease, StoredSession, bound_conversation, check_owner
+from .base import RECORD_COLUMNS, Fence, Lease, StoredSession, as_utc, bound_conversation, check_owner
 
 logger = get_logger("acp_client.store")
 
 Time = Callable[[Any], datetime]
 _S = TypeVar("_S", bound="RowStore")
+
+#: The record's columns each store keeps as JSON, and as times (each in its own way).
+JSON_COLUMNS: Final = ("mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra")
+TIME_COLUMNS: Final = ("created_at", "updated_at", "last_used_at")
 
 
 def dump_json(value: Any, what: str) -> str:
@@ -37,24 +41,29 @@ def dump_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> s
 
 def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tuple[Any, ...]:
     """The record's values in ``RECORD_COLUMNS`` order: JSON fields as text, times through ``when``."""
-    return (
-        session.endpoint,
-        session.session_id,
-        session.cwd,
-        dump_json(list(session.mcp_servers), "mcp_servers"),
-        dump_json(list(session.additional_directories), "additional_directories"),
-        session.protocol_version,
-        session.mode_id,
-        session.model_id,
-        dump_json(session.config_options, "config_options"),
-        session.title,
-        None if session.status is None else session.status.value,
-        session.raw_status,
-        when(session.created_at),
-        when(session.updated_at),
-        when(session.last_used_at),
-        dump_json(list(session.previous_session_ids), "previous_session_ids"),
-        dump_json(session.extra, "extra"),
+    values = []
+    for name in RECORD_COLUMNS:
+        value = getattr(session, name)
+        if name in JSON_COLUMNS:
+            value = dump_json(value, name)
+        elif name in TIME_COLUMNS:
+            value = when(value)
+        elif name == "status" and value is not None:
+            value = value.value
+        values.append(value)
+    return tuple(values)
+
+
+def renamed(old: StoredSession, new_session_id: str, when: datetime) -> StoredSession:
+    """``old`` under ``new_session_id``: the old id last in ``previous_session_ids``, ``updated_at`` set
+    to ``when``, its lease along."""
+    previous = [item for item in old.previous_session_ids if item != new_session_id]
+    return attrs.evolve(
+        old,
+        session_id=new_session_id,
+        previous_session_ids=(*previous, old.session_id),
+        updated_at=when,
+        lease=None if old.lease is None else attrs.evolve(old.lease, session_id=new_session_id),
     )
 
 
@@ -99,11 +108,34 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
 
 
 class RowStore(abc.ABC):
-    """The part of a built-in store that reads rows back; a store sets ``_path`` and
-    ``_schema_version`` and says how its columns hold JSON (``_loads``) and times (``_time``)."""
+    """What both built-in stores share, over what each provides: its attributes below (``_sql``: its
+    reads, with named parameters) and abstract methods, and how its columns hold JSON (``_loads``)."""
 
     _path: str
     _schema_version: int
+    _max_transcript_bytes: int
+    _sql: Any
+
+    @abc.abstractmethod
+    def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        """The rows of one statement (errors mapped to the store's)."""
+
+    @abc.abstractmethod
+    def _now(self, now: datetime | None) -> Any:
+        """``now`` as a lease query's ``now`` parameter (``None``: the store's clock)."""
+
+    @abc.abstractmethod
+    def _rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
+    ) -> StoredSession | None:
+        """Move a session, its conversation and its lease to a new id in one step (see :meth:`rename`)."""
+
+    @abc.abstractmethod
+    def _save_tail(
+        self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
+    ) -> bool:
+        """Replace the conversation with ``tail`` (and set ``last_used_at`` to ``when``, when given) in
+        one step; ``False`` when the session is not stored."""
 
     @staticmethod
     def _loads(value: Any) -> Any:
@@ -116,28 +148,14 @@ class RowStore(abc.ABC):
 
     def _decode(self, row: Sequence[Any]) -> StoredSession:
         """One row (the record's columns, then its lease's) as a record, or ``SessionStoreCorrupt``."""
-        loads, time = self._loads, self._time
         try:
-            return StoredSession(
-                endpoint=row[0],
-                session_id=row[1],
-                cwd=row[2],
-                mcp_servers=loads(row[3]),
-                additional_directories=loads(row[4]),
-                protocol_version=int(row[5]),
-                mode_id=row[6],
-                model_id=row[7],
-                config_options=loads(row[8]),
-                title=row[9],
-                status=row[10],
-                raw_status=row[11],
-                created_at=time(row[12]),
-                updated_at=time(row[13]),
-                last_used_at=time(row[14]),
-                previous_session_ids=loads(row[15]),
-                extra=loads(row[16]),
-                lease=lease_of((row[1], *row[17:20]), time),
-            )
+            fields = dict(zip(RECORD_COLUMNS, row[: len(RECORD_COLUMNS)], strict=True))
+            for name in JSON_COLUMNS:
+                fields[name] = self._loads(fields[name])
+            for name in TIME_COLUMNS:
+                fields[name] = self._time(fields[name])
+            fields["protocol_version"] = int(fields["protocol_version"])
+            return StoredSession(**fields, lease=lease_of((row[1], *row[17:20]), self._time))
         except (TypeError, ValueError, OverflowError, AttributeError, ConfigurationError) as exc:
             raise SessionStoreCorrupt(
                 f"session store {self._path}: the record of session {row[1]!r} is damaged: {exc}", path=self._path
@@ -173,6 +191,81 @@ class RowStore(abc.ABC):
         return SessionStoreFenced.refused(
             self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
         )
+
+    # -- what both stores do alike ----------------------------------------------------------------
+
+    def load(self, endpoint: str) -> list[StoredSession]:
+        return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
+
+    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
+        rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
+        return self._decode(rows[0]) if rows else None
+
+    def rename(
+        self,
+        endpoint: str,
+        old_session_id: str,
+        new_session_id: str,
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> StoredSession | None:
+        if not new_session_id:
+            raise ConfigurationError("the new session id must not be empty")
+        return self._rename(endpoint, old_session_id, new_session_id, when=as_utc(when), fence=fence)
+
+    def save_transcript(
+        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    ) -> bool:
+        tail = dump_conversation(entries, self._max_transcript_bytes)
+        return self._save_tail("save transcript", endpoint, session_id, tail, when=None, fence=fence)
+
+    def save_turn(
+        self,
+        endpoint: str,
+        session_id: str,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        when: datetime | None = None,
+        fence: Fence | None = None,
+    ) -> bool:
+        """The end of a turn in one step: ``last_used_at`` set to ``when`` (default: now) and the
+        conversation replaced as :meth:`save_transcript` replaces it (raises as it does); ``False``
+        (nothing written) when the session is not stored."""
+        tail = dump_conversation(entries, self._max_transcript_bytes)
+        return self._save_tail("save turn", endpoint, session_id, tail, when=as_utc(when), fence=fence)
+
+    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
+        params = {"endpoint": endpoint, "session_id": session_id}
+        rows = self._query("load transcript", self._sql.load_transcript, params)
+        return self._conversation(rows[0][0], session_id) if rows else ()
+
+    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
+        params = {"endpoint": endpoint, "now": self._now(now)}
+        return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
+
+    def lease(self, endpoint: str, session_id: str) -> Lease | None:
+        """The session's lease as stored (``None``: not stored, or never claimed)."""
+        rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
+        return lease_of(rows[0], self._time) if rows else None
+
+    def endpoints(self) -> list[str]:
+        """Every endpoint key with stored sessions, most recently used first."""
+        return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
+
+    def count(self, endpoint: str | None = None) -> int:
+        """How many sessions are stored (for ``endpoint``, or in all)."""
+        if endpoint is None:
+            rows = self._query("count", self._sql.count_all, {})
+        else:
+            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
+        return int(rows[0][0])
+
+    @property
+    def path(self) -> str:
+        """Where the store is: the database file (``":memory:"`` in memory), or the DSN with any
+        password masked and the schema."""
+        return self._path
 
     @property
     def schema_version(self) -> int:

@@ -24,11 +24,28 @@ _SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM s
 _CLAIMABLE: Final = "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at <= ?)"
 #: The most session ids one statement names (well under SQLite's bound parameters).
 _CHUNK: Final = 500
+_ONE: Final = "endpoint = :endpoint AND session_id = :session_id"
 _UPSERT: Final = (
     f"INSERT INTO sessions ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' for _ in RECORD_COLUMNS)}) "
     "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
     + ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
 )
+
+
+class Statements:
+    """The store's reads, with named parameters (as the PostgreSQL store's)."""
+
+    load = f"{_SELECT} WHERE endpoint = :endpoint ORDER BY last_used_at DESC, session_id"
+    get = f"{_SELECT} WHERE {_ONE}"
+    lease = f"SELECT session_id, {', '.join(_LEASE_COLUMNS)} FROM sessions WHERE {_ONE}"
+    load_transcript = f"SELECT tail FROM transcripts WHERE {_ONE}"
+    adoptable = (
+        f"{_SELECT} WHERE endpoint = :endpoint AND (lease_owner IS NULL OR lease_expires_at <= :now) "
+        "ORDER BY last_used_at DESC, session_id"
+    )
+    endpoints = "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
+    count_all = "SELECT COUNT(*) FROM sessions"
+    count = "SELECT COUNT(*) FROM sessions WHERE endpoint = :endpoint"
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -71,8 +88,7 @@ def _create_v1(conn: sqlite3.Connection) -> None:
         """
     )
     conn.executemany(
-        "INSERT INTO store_meta (key, value) VALUES (?, ?)",
-        [("format", FORMAT), ("compatible_version", "1")],
+        "INSERT INTO store_meta (key, value) VALUES (?, ?)", [("format", FORMAT), ("compatible_version", "1")]
     )
 
 
@@ -88,11 +104,7 @@ def _v2_conversations(conn: sqlite3.Connection) -> None:
             continue  # a damaged tail stays as it is: reading it reports the damage
         if not isinstance(entries, list) or (entries and isinstance(entries[0], dict) and "format" in entries[0]):
             continue
-        converted = [
-            {"format": 2, "dropped": 0},
-            {"segment": session_id, "began": "created", "lost": False},
-            *entries,
-        ]
+        converted = [{"format": 2, "dropped": 0}, {"segment": session_id, "began": "created", "lost": False}, *entries]
         conn.execute(
             "UPDATE transcripts SET tail = ? WHERE endpoint = ? AND session_id = ?",
             (dump_json(converted, "transcript tail"), endpoint, session_id),

@@ -2,38 +2,35 @@
 and the canonical :func:`endpoint_key`.
 
 A store remembers, per agent endpoint, the sessions a client had, so that a restarted host can
-track them again and recover them (probe → resume / replay / new session) exactly as after a
-network drop. The store is synchronous on purpose: it is file I/O, and the client calls it off
-the event loop (``asyncio.to_thread``). Implementations must be safe to call from several
-threads, one call at a time per thread.
+track them again and recover them (probe → resume / replay / new session) as after a network
+drop. It is synchronous on purpose (file I/O, which the client runs off the event loop), and must
+be safe to call from several threads, one call at a time per thread.
 
-Contract of every implementation (each method's docstring below says the rest):
+Contract of every implementation (each method's docstring says the rest):
 
-- Every write is atomic (a reader never sees half a record); sessions are keyed by
-  ``(endpoint, session_id)``, and sessions of another endpoint never appear.
+- Every write is atomic; sessions are keyed by ``(endpoint, session_id)``, and sessions of
+  another endpoint never appear.
 - The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
   saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
-  JSON objects in the client's conversation format (``acp_client._sessions._conversation``: a header, segment
-  markers, messages), replaced whole at the end of each turn, bounded by the store with
-  :func:`bound_conversation` (the oldest messages dropped, and counted in the header). A store
-  keeps the list as it is given: a PostgreSQL store can keep it as one ``jsonb`` value.
+  JSON objects in the client's conversation format (``acp_client._sessions._conversation``),
+  replaced whole at the end of each turn and bounded with :func:`bound_conversation`; a store keeps
+  it as given (PostgreSQL: one ``jsonb`` value).
 - Optionally ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: the end of a
-  turn in one atomic step (``last_used_at`` set to ``when`` and the conversation replaced; ``False``
-  when the session is not stored). The client writes each turn's end with it, and waits for it
-  before ``prompt()`` returns; a store without it gets ``touch`` then ``save_transcript``. Both
-  built-in stores have it (one statement on PostgreSQL).
+  turn in one atomic step (``last_used_at`` set to ``when`` and the conversation replaced;
+  ``False`` when the session is not stored), which the client waits for before ``prompt()``
+  returns; a store without it gets ``touch`` then ``save_transcript``.
 - Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
-  third-party (``sqlite3``) error.
+  third-party error.
 
-Ownership (:class:`SharedSessionStore`: a store several clients share, such as several replicas of
-a service). Every stored session has at most one owner at a time: a *lease* held by an owner name
-until an expiry, and a *fencing token*, an integer that only grows and grows each time the lease
-passes to another owner (or to an owner after nobody held it). Claims, renewals and releases are
-atomic (two clients claiming one session at once: exactly one gets it), and a write carrying a
-:class:`Fence` applies only while its lease still holds, so a stale owner never overwrites what
-the new owner wrote. A lease's expiry is measured on the store's clock (SQLite: this host's UTC
-time, or the ``clock`` it was given; a database server may use its own), so clients on several
-hosts agree on it; ``now=`` overrides it for one call (tests, the contract suite).
+Ownership (:class:`SharedSessionStore`: a store several clients share, such as a service's
+replicas): every stored session has at most one owner at a time, a *lease* held by an owner name
+until an expiry, and a *fencing token*, an integer that grows each time the lease passes to another
+owner (or to an owner after nobody held it). Claims, renewals and releases are atomic (of two
+clients claiming one session at once, exactly one gets it), and a write carrying a :class:`Fence`
+applies only while its lease still holds, so a stale owner never overwrites the new owner's work.
+Expiry is measured on the store's clock (SQLite: this host's UTC time, or its ``clock``; a
+database server may use its own), so clients on several hosts agree; ``now=`` overrides it for one
+call (tests, the contract suite).
 """
 
 from __future__ import annotations
@@ -71,39 +68,16 @@ __all__ = [
 #: of chat; past it the oldest messages are dropped, and the stored header counts them).
 DEFAULT_TRANSCRIPT_TAIL_BYTES: Final = 4 * 1024 * 1024
 
-#: The columns of a stored record, in the order every store keeps them: the endpoint and session id
-#: (the key), then the record's fields. The lease is kept beside them (see :class:`SharedSessionStore`).
-RECORD_COLUMNS: Final = (
-    "endpoint",
-    "session_id",
-    "cwd",
-    "mcp_servers",
-    "additional_directories",
-    "protocol_version",
-    "mode_id",
-    "model_id",
-    "config_options",
-    "title",
-    "status",
-    "raw_status",
-    "created_at",
-    "updated_at",
-    "last_used_at",
-    "previous_session_ids",
-    "extra",
-)
-
 #: How a store knows its own data: the ``application_id`` ("ACPS") and the ``format`` every
 #: built-in store writes.
 APPLICATION_ID: Final = 0x41435053
 FORMAT: Final = "acp_client.session_store"
 
-#: The key in :attr:`StoredSession.extra` under which a client facing several instances of one
-#: agent records the instance a session lives on: its name (:attr:`acp_client.location.Endpoint.name`,
-#: shown redacted: never a URL's credentials), written with the session and again when it moves.
+#: The key in :attr:`StoredSession.extra` of the instance a session lives on, for a client facing
+#: several instances of one agent: its name (:attr:`acp_client.location.Endpoint.name`, redacted).
 HOME_KEY: Final = "acp_client.home"
-#: The key in :attr:`StoredSession.extra` under which it records the instances that may still hold
-#: a copy of a session that moved off them while they were unreachable (names, as for :data:`HOME_KEY`).
+#: The key of the instances that may still hold a copy of a session that moved off them while
+#: they were unreachable (names, as for :data:`HOME_KEY`).
 LEFT_BEHIND_KEY: Final = "acp_client.left_behind"
 
 _DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
@@ -211,7 +185,7 @@ def _created(record: StoredSession) -> datetime:
 
 
 def _size(entry: Any) -> int:
-    """The bytes of ``entry``'s compact JSON (``ConfigurationError`` when it has none)."""
+    """The bytes of ``entry``'s compact JSON."""
     try:
         text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -219,17 +193,11 @@ def _size(entry: Any) -> int:
     return len(text.encode("utf-8"))
 
 
-def check_owner(owner: object, name: str = "owner") -> str:
-    """An owner name: a non-empty string of at most 200 printable characters (no CR, LF, NUL or
-    other control characters: it is logged and stored).
-
-    Raises:
-        ConfigurationError: Anything else.
-    """
+def check_owner(owner: object) -> str:
+    """An owner name: a non-empty string of at most 200 printable characters (it is logged and
+    stored), else ``ConfigurationError``."""
     if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
-        raise ConfigurationError(
-            f"{name} must be a non-empty printable string of at most 200 characters, not {owner!r}"
-        )
+        raise ConfigurationError(f"owner must be a non-empty printable string of at most 200 characters, not {owner!r}")
     return owner
 
 
@@ -415,6 +383,11 @@ class StoredSession:
         )
 
 
+#: The columns of a stored record, in the order every store keeps them: the key (endpoint, session
+#: id), then the record's fields. The lease is kept beside them (see :class:`SharedSessionStore`).
+RECORD_COLUMNS: Final = tuple(field.name for field in attrs.fields(StoredSession) if field.name != "lease")
+
+
 def transcript_tail(
     messages: Iterable[Any], *, max_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES
 ) -> tuple[dict[str, Any], ...]:
@@ -507,39 +480,30 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Where a client keeps its sessions between processes (see the module docstring)."""
+    """Where a client keeps its sessions between processes (see the module docstring).
+
+    Every method raises :class:`~acp_client.exceptions.SessionStoreError` when the store cannot be
+    read or written.
+    """
 
     def load(self, endpoint: str) -> list[StoredSession]:
-        """Every session stored for ``endpoint``, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        """Every session stored for ``endpoint``, most recently used first."""
         ...
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        """One stored session, or ``None``.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        """One stored session, or ``None``."""
         ...
 
     def save(self, session: StoredSession) -> None:
         """Insert or replace ``session`` (keyed by endpoint and session id), atomically.
 
         Raises:
-            SessionStoreError: The store cannot be written.
             ConfigurationError: A JSON field is not JSON-serializable.
         """
         ...
 
     def delete(self, endpoint: str, session_id: str) -> bool:
-        """Remove one session; ``True`` when it was stored.
-
-        Raises:
-            SessionStoreError: The store cannot be written.
-        """
+        """Remove one session; ``True`` when it was stored."""
         ...
 
     def rename(
@@ -552,36 +516,26 @@ class SessionStore(Protocol):
         renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored.
 
         Raises:
-            SessionStoreError: The store cannot be written.
             ConfigurationError: ``new_session_id`` is empty.
         """
         ...
 
     def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
-        """Set ``last_used_at`` (default: now); ``True`` when the session is stored.
-
-        Raises:
-            SessionStoreError: The store cannot be written.
-        """
+        """Set ``last_used_at`` (default: now); ``True`` when the session is stored."""
         ...
 
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
-        """Replace the session's stored conversation (JSON objects, oldest first; the client writes
-        its conversation format, see the module docstring), atomically, bounded by the store
-        (:func:`bound_conversation`). ``False`` (nothing written) when the session is not stored.
+        """Replace the session's stored conversation (JSON objects, oldest first), atomically,
+        bounded by the store (:func:`bound_conversation`). ``False`` (nothing written) when the
+        session is not stored.
 
         Raises:
-            SessionStoreError: The store cannot be written.
             ConfigurationError: An entry is not JSON-serializable.
         """
         ...
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        """The session's stored conversation, as saved (empty when none is stored).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        """The session's stored conversation, as saved (empty when none is stored)."""
         ...
 
 
@@ -592,38 +546,25 @@ class SharedSessionStore(SessionStore, Protocol):
 
     Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
     ``save_turn`` where it has one) also take a keyword ``fence: Fence | None = None``: given, the
-    write applies only while the session is held by ``fence.owner`` with ``fence.token`` (its
-    lease expired but not taken over still counts), and otherwise raises
+    write applies only while the session is held by ``fence.owner`` with ``fence.token`` (an
+    expired lease nobody took over still counts), and otherwise raises
     :class:`~acp_client.exceptions.SessionStoreFenced` with nothing written; without one, a write
-    applies as in any store and never touches the lease (a client without ownership, or an app's
-    own bookkeeping). A fenced ``save`` of a session that is not stored (the new owner deleted it)
-    is refused the same way; a fenced ``delete``, ``rename``, ``touch`` or ``save_transcript`` of
-    one answers as for any session that is not stored. ``rename`` takes the lease along to the
-    new id.
-    Reads fill in :attr:`StoredSession.lease`.
+    applies as in any store and never touches the lease. A fenced ``save`` of a session that is not
+    stored (the new owner deleted it) is refused the same way; any other fenced write of one answers
+    as for a session that is not stored. ``rename`` takes the lease along to the new id. Reads fill
+    in :attr:`StoredSession.lease`.
 
     ``duration`` is a finite number of seconds above zero; ``now`` an aware datetime (default:
-    the store's clock).
+    the store's clock). A bad ``owner`` or ``duration`` raises ``ConfigurationError``.
     """
 
     def claim(
-        self,
-        endpoint: str,
-        session_ids: Sequence[str],
-        owner: str,
-        *,
-        duration: float,
-        now: datetime | None = None,
+        self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
         """Take the lease of each of ``session_ids`` that is unowned, ``owner``'s already, or
         expired, until ``now + duration``, in one atomic step; the token grows for each session
         whose owner changes. Returns the leases ``owner`` now holds among them (a session held by
-        another live owner, or not stored, is left out).
-
-        Raises:
-            SessionStoreError: The store cannot be written.
-            ConfigurationError: A bad ``owner`` or ``duration``.
-        """
+        another live owner, or not stored, is left out)."""
         ...
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
@@ -632,37 +573,21 @@ class SharedSessionStore(SessionStore, Protocol):
 
         Raises:
             SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            SessionStoreError: The store cannot be written.
-            ConfigurationError: A bad ``owner`` or ``duration``, or a JSON field that is not
-                JSON-serializable.
+            ConfigurationError: A JSON field is not JSON-serializable.
         """
         ...
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
-        """Extend every lease ``owner`` holds for ``endpoint`` to ``now + duration``, in one
-        statement, and return them (an expired one that nobody took over is renewed too; one
-        another owner took is not there).
-
-        Raises:
-            SessionStoreError: The store cannot be written.
-            ConfigurationError: A bad ``owner`` or ``duration``.
-        """
+        """Extend every lease ``owner`` holds for ``endpoint`` to ``now + duration`` in one statement,
+        and return them (an expired one nobody took over is renewed too)."""
         ...
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
-        """Give up ``owner``'s leases for ``endpoint`` (all of them, or those of ``session_ids``):
-        the sessions become unowned at once (adoptable), their tokens kept. How many were released.
-
-        Raises:
-            SessionStoreError: The store cannot be written.
-        """
+        """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``): the
+        sessions become unowned at once (adoptable), their tokens kept. How many were released."""
         ...
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
         """The sessions of ``endpoint`` nobody holds at ``now`` (unowned, or their owner's lease
-        expired), most recently used first, each with its :attr:`~StoredSession.lease`.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
+        expired), most recently used first, each with its :attr:`~StoredSession.lease`."""
         ...

@@ -1,12 +1,8 @@
 """A :class:`~acp_client.store.base.SessionStore` in PostgreSQL, for clients that share their sessions.
 
-The ``postgres`` extra (psycopg 3 and psycopg-pool); psycopg is imported when the first store is
-made, so importing this module costs nothing. No psycopg type crosses the public API: every
-database failure is a :class:`~acp_client.exceptions.SessionStoreError`.
-
-What it keeps, and how (``acp_client.store._pg_schema``): one PostgreSQL schema (``acp_client`` by
-default) holding the records, their conversations (``jsonb``, bounded like SQLite's with
-:func:`~acp_client.store.base.bound_conversation`) and the store's identity and schema version.
+The ``postgres`` extra (psycopg 3 and psycopg-pool), imported when the first store is made. No
+psycopg type crosses the public API: every database failure is a
+:class:`~acp_client.exceptions.SessionStoreError`. What it keeps, and how: ``_pg_schema``.
 
 Why it is safe to share:
 
@@ -17,22 +13,20 @@ Why it is safe to share:
   done. So a write whose connection was lost is **retried on a fresh connection**, for up to
   ``reconnect_timeout``: it either lands once or the caller gets
   :class:`~acp_client.exceptions.SessionStoreUnavailable`. Never silently dropped.
-- **Bounded connections**: a psycopg pool of at most ``pool_size`` connections (default 4); a call
-  waits up to ``connect_timeout`` for one.
-- **Not our data**: before anything is written the schema is identified; another application's
-  tables (:class:`~acp_client.exceptions.SessionStoreForeign`), our identity without our tables
-  (:class:`~acp_client.exceptions.SessionStoreCorrupt`) or a newer incompatible schema
-  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. An older
-  schema is migrated in one transaction, under an advisory lock (two processes opening one new
-  database at once initialize it once).
+- **Bounded connections**: a pool of at most ``pool_size`` connections; a call waits up to
+  ``connect_timeout`` for one.
+- **Not our data**: the schema is identified before anything is written; another application's
+  tables, our identity without our tables or a newer incompatible schema is refused and left as
+  it was. An older schema is migrated in one transaction, under an advisory lock (two processes
+  opening one new database at once initialize it once).
 
-**Ownership** (:class:`~acp_client.store.base.SharedSessionStore`, schema version 2): each record
-carries a lease (owner, fencing token, expiry). A claim, a renewal, a release and ``save_owned``
-are each one statement; a fenced write is one statement whose ``WHERE`` names the lease it
-expects (or, for ``rename``, a transaction holding the row's lock), so no read-then-write race
-exists: two clients claiming one session at once, the second's statement waits for the first's
-row and finds it taken. Lease time is the **database server's clock** (``statement_timestamp()``)
-unless a call passes ``now=``, so replicas on several hosts agree on it.
+**Ownership** (schema version 2): each record carries a lease (owner, fencing token, expiry). A
+claim, a renewal, a release and ``save_owned`` are each one statement; a fenced write is one
+statement whose ``WHERE`` names the lease it expects (``rename``: a transaction holding the row's
+lock), so no read-then-write race exists: of two clients claiming one session at once, the
+second's statement waits for the first's row and finds it taken. Lease time is the **database
+server's clock** (``statement_timestamp()``) unless a call passes ``now=``, so replicas on several
+hosts agree on it.
 
 ``path`` (in every error and ``repr``) is the DSN with any password masked, and the schema.
 """
@@ -44,26 +38,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from ..exceptions import (
-    ConfigurationError,
-    SessionStoreError,
-    SessionStoreFenced,
-)
+from ..exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
 from . import _pg_schema as schema_module
 from ._pg_link import PgLink
 from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
-from ._rows import (
-    RowStore,
-    check_session_ids,
-    check_window,
-    dump_conversation,
-    dump_json,
-    lease_of,
-    leases_of,
-    record_values,
-)
+from ._rows import RowStore, check_session_ids, check_window, dump_json, lease_of, leases_of, record_values, renamed
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     RECORD_COLUMNS,
@@ -84,12 +63,12 @@ __all__ = ["PostgresSessionStore"]
 class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
-    Its methods are the protocol's (documented there), each write one statement or transaction,
-    run again on a fresh connection when its connection was lost. Any call may also raise
+    Its methods are the protocol's, each write one statement or transaction, run again on a fresh
+    connection when its connection was lost. Any call may also raise
     :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
     for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
     tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get`
-    raises for it. With no ``now``, lease times are the database server's clock.
+    raises for it.
 
     Args:
         dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
@@ -179,13 +158,6 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
 
     # -- the SessionStore protocol --------------------------------------------------------------
 
-    def load(self, endpoint: str) -> list[StoredSession]:
-        return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
-
-    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        rows = self._query("get", self._sql.get, {"endpoint": endpoint, "session_id": session_id})
-        return self._decode(rows[0]) if rows else None
-
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = self._row(session)
         if fence is None:
@@ -222,22 +194,12 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
             return False  # not stored: answered as for any session that is not
         raise self._refused(endpoint, session_id, fence, lease_of(held[0], as_utc))
 
-    def rename(
-        self,
-        endpoint: str,
-        old_session_id: str,
-        new_session_id: str,
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
+    def _rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
     ) -> StoredSession | None:
-        """Move a session, its conversation and its lease to a new id in one transaction (see
-        :meth:`SessionStore.rename`). Repeated after a lost connection, a rename its first attempt
-        made is recognized (the new id's record has the old id last in ``previous_session_ids``)
-        and returned, not redone."""
-        if not new_session_id:
-            raise ConfigurationError("the new session id must not be empty")
-        stamp = as_utc(when)
+        """One transaction. Repeated after a lost connection, a rename its first attempt made is
+        recognized (the new id's record has the old id last in ``previous_session_ids``) and
+        returned, not redone."""
         attempts = 0
 
         def work(conn: psycopg.Connection[Any]) -> StoredSession | None:
@@ -259,27 +221,20 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
                     raise self._refused(endpoint, old_session_id, fence, old.lease)
                 if new_session_id == old_session_id:
                     return old
-                previous = [item for item in old.previous_session_ids if item != new_session_id]
-                renamed = attrs.evolve(
-                    old,
-                    session_id=new_session_id,
-                    previous_session_ids=(*previous, old_session_id),
-                    updated_at=stamp,
-                    lease=None if old.lease is None else attrs.evolve(old.lease, session_id=new_session_id),
-                )
+                new = renamed(old, new_session_id, when)
                 # A stale record under the new id goes, with its conversation (by cascade).
                 conn.execute(self._sql.delete, {"endpoint": endpoint, "session_id": new_session_id})
                 conn.execute(
                     self._sql.rename,
                     {
                         "new_session_id": new_session_id,
-                        "previous_session_ids": dump_json(list(renamed.previous_session_ids), "previous_session_ids"),
-                        "updated_at": stamp,
+                        "previous_session_ids": dump_json(list(new.previous_session_ids), "previous_session_ids"),
+                        "updated_at": when,
                         "endpoint": endpoint,
                         "session_id": old_session_id,
                     },
                 )
-                return renamed
+                return new
 
         return self._link.run("rename", work)
 
@@ -289,36 +244,16 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         statements = (self._sql.touch, self._sql.touch_fenced)
         return self._write("touch", statements, endpoint, session_id, fence=fence, params={"when": as_utc(when)})
 
-    def save_transcript(
-        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
+    def _save_tail(
+        self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
     ) -> bool:
-        tail = dump_conversation(entries, self._max_transcript_bytes)
+        """One statement, one round trip: the conversation, and the last use ``when`` where given."""
+        params: dict[str, Any] = {"conversation": tail}
         statements = (self._sql.save_transcript, self._sql.save_transcript_fenced)
-        params = {"conversation": tail}
-        return self._write("save transcript", statements, endpoint, session_id, fence=fence, params=params)
-
-    def save_turn(
-        self,
-        endpoint: str,
-        session_id: str,
-        entries: Sequence[Mapping[str, Any]],
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
-    ) -> bool:
-        """The end of a turn in one statement, one round trip: ``last_used_at`` set to ``when``
-        (default: now) and the conversation replaced as :meth:`save_transcript` replaces it (raises as
-        it does); ``False`` (nothing written) when the session is not stored."""
-        tail = dump_conversation(entries, self._max_transcript_bytes)
-        statements = (self._sql.save_turn, self._sql.save_turn_fenced)
-        params = {"conversation": tail, "when": as_utc(when)}
-        return self._write("save turn", statements, endpoint, session_id, fence=fence, params=params)
-
-    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        rows = self._query(
-            "load transcript", self._sql.load_transcript, {"endpoint": endpoint, "session_id": session_id}
-        )
-        return self._conversation(rows[0][0], session_id) if rows else ()
+        if when is not None:
+            statements = (self._sql.save_turn, self._sql.save_turn_fenced)
+            params["when"] = when
+        return self._write(action, statements, endpoint, session_id, fence=fence, params=params)
 
     # -- ownership (SharedSessionStore) ---------------------------------------------------------
 
@@ -338,13 +273,7 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         )
 
     def claim(
-        self,
-        endpoint: str,
-        session_ids: Sequence[str],
-        owner: str,
-        *,
-        duration: float,
-        now: datetime | None = None,
+        self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
         """Take the free leases of ``session_ids`` in one statement (see
         :meth:`SharedSessionStore.claim`): of two clients claiming one session at once, the second's
@@ -378,50 +307,16 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         params["session_ids"] = list(dict.fromkeys(session_ids))
         return len(self._query("release", self._sql.release_some, params))
 
-    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        params = {"endpoint": endpoint, "now": None if now is None else as_utc(now)}
-        return self._decoded(self._query("list adoptable sessions", self._sql.adoptable, params))
-
-    def lease(self, endpoint: str, session_id: str) -> Lease | None:
-        """The session's lease as stored (``None``: not stored, or never claimed).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        rows = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
-        return lease_of(rows[0], as_utc) if rows else None
-
     def _window(self, owner: str, duration: float, now: datetime | None) -> dict[str, Any]:
         """The parameters of a lease for ``owner`` of ``duration`` seconds from ``now`` (both checked)."""
         check_window(owner, duration)
-        return {"owner": owner, "duration": float(duration), "now": None if now is None else as_utc(now)}
+        return {"owner": owner, "duration": float(duration), "now": self._now(now)}
+
+    @staticmethod
+    def _now(now: datetime | None) -> datetime | None:
+        return None if now is None else as_utc(now)
 
     # -- beyond the protocol --------------------------------------------------------------------
-
-    def endpoints(self) -> list[str]:
-        """Every endpoint key with stored sessions, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        return [row[0] for row in self._query("list endpoints", self._sql.endpoints, {})]
-
-    def count(self, endpoint: str | None = None) -> int:
-        """How many sessions are stored (for ``endpoint``, or in all).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        if endpoint is None:
-            rows = self._query("count", self._sql.count_all, {})
-        else:
-            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
-        return int(rows[0][0])
-
-    @property
-    def path(self) -> str:
-        """Where the store is: the DSN with any password masked, and the schema."""
-        return self._path
 
     @property
     def schema(self) -> str:

@@ -3,35 +3,30 @@
 Why it is safe to share:
 
 - **Several processes.** The file is in WAL mode (readers never block the writer); every write
-  is one ``BEGIN IMMEDIATE`` transaction, so two writers queue for the lock instead of failing
-  half-way, and a writer waits up to ``busy_timeout`` for the lock before raising
-  :class:`~acp_client.exceptions.SessionStoreBusy`. Nothing is read, changed in Python and
-  written back outside a transaction, so no write is lost.
-- **Several threads.** One connection per store, used under a lock (the client calls the store
-  from worker threads, via ``asyncio.to_thread``). Open a new store in each process: a
-  connection must not cross a ``fork``.
-- **Not our file.** Before anything is written, the file is identified: the SQLite header, the
-  ``application_id`` (:data:`APPLICATION_ID`), the tables. A file that is not an SQLite database
-  (:class:`~acp_client.exceptions.SessionStoreCorrupt`), an SQLite database of another
-  application (:class:`~acp_client.exceptions.SessionStoreForeign`) or one written by a newer
-  schema this version cannot use (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused
-  and left as it was. Only a missing or empty (0-byte, or table-less) file is initialized.
+  is one ``BEGIN IMMEDIATE`` transaction, so writers queue for the lock (up to ``busy_timeout``,
+  then :class:`~acp_client.exceptions.SessionStoreBusy`) instead of failing half-way, and nothing
+  is read, changed in Python and written back outside a transaction.
+- **Several threads.** One connection per store, used under a lock. Open a new store in each
+  process: a connection must not cross a ``fork``.
+- **Not our file.** Before anything is written, the file is identified (the SQLite header, the
+  ``application_id`` :data:`APPLICATION_ID`, the tables). A file that is not an SQLite database
+  (:class:`~acp_client.exceptions.SessionStoreCorrupt`), another application's database
+  (:class:`~acp_client.exceptions.SessionStoreForeign`) or a newer schema this version cannot use
+  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. Only a
+  missing or empty (0-byte, or table-less) file is initialized.
 
-Schema versions (for later migrations): ``PRAGMA user_version`` holds the schema version;
-``store_meta.compatible_version`` holds the oldest schema version whose code may still read and
-write the file. Opening a file of an older version runs the migrations (one transaction); a
-newer file is used as it is when its ``compatible_version`` is not above :data:`SCHEMA_VERSION`
-(an additive change), and refused otherwise. A migration that breaks older readers must raise
-``compatible_version``.
+Schema versions: ``PRAGMA user_version`` holds the schema version, ``store_meta.compatible_version``
+the oldest schema version whose code may still read and write the file. An older file is migrated
+(one transaction); a newer one is used as it is when its ``compatible_version`` is not above
+:data:`SCHEMA_VERSION` (an additive change), and refused otherwise.
 
 Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``,
 ``lease_expires_at``); claims, renewals and fenced writes each run in one ``BEGIN IMMEDIATE``
-transaction, so two processes cannot both take a session, and a fenced write checks the lease and
-writes under the same lock. Version 3 raises ``compatible_version`` to 3: an older acp_client,
-which would ignore the leases, is refused the file rather than allowed to write past them.
+transaction, so two processes cannot both take a session, and a fenced write checks the lease under
+the lock it writes with. Version 3 raises ``compatible_version`` to 3: an older acp_client, which
+would ignore the leases, is refused the file.
 
-Times are stored as integer microseconds since the Unix epoch (UTC); JSON fields as compact JSON
-text. New files are created readable by their owner only (``0600``): MCP server entries may hold
+New files are created readable by their owner only (``0600``): MCP server entries may hold
 credentials.
 """
 
@@ -45,8 +40,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
 
-import attrs
-
 from ..exceptions import (
     ConfigurationError,
     SessionStoreBusy,
@@ -59,17 +52,17 @@ from ._rows import (
     check_session_ids,
     check_version,
     check_window,
-    dump_conversation,
-    lease_of,
+    dump_json,
     leases_of,
     record_values,
+    renamed,
 )
 from ._schema import (
     _MIGRATIONS,
-    _SELECT,
     _UPSERT,
     SCHEMA_VERSION,
     Migration,
+    Statements,
     _chunks,
     _from_micros,
     _loads,
@@ -101,21 +94,20 @@ _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 class SqliteSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in one SQLite file (see the module docstring).
 
-    Its methods are the protocol's (documented there), each write one transaction. Any call may
-    also raise :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
+    Its methods are the protocol's, each write one transaction. Any call may also raise
+    :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
     ``busy_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged);
     a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
         path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
-            directory that must exist (it is not created: a mistyped path is an error, not a new
-            empty store); an empty file is made ``0600`` before it becomes a store; a symbolic
-            link is refused. ``":memory:"`` keeps everything in this process, for tests.
+            directory that must exist (a mistyped path is an error, not a new empty store); an
+            empty file is made ``0600`` before it becomes a store; a symbolic link is refused.
+            ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
-        max_transcript_bytes: The bound of each session's stored conversation (compact JSON
-            bytes, default 4 MiB); past it the oldest messages are dropped on
-            :meth:`save_transcript`, and the conversation's header counts them. ``0`` keeps
-            only the header.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
+            4 MiB); past it the oldest messages are dropped and counted in its header. ``0``
+            keeps only the header.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
         clock: The time leases are measured on (an aware or UTC datetime; default: this host's
             clock). Every process sharing the file should use the same one.
@@ -128,12 +120,13 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file
             was being initialized or migrated.
         SessionStoreReadOnly: The file, or its directory, cannot be written by this process.
-        SessionStoreError: The file cannot be opened or created (its directory does not exist,
-            permissions, a directory, a symbolic link without ``allow_symlink``...).
+        SessionStoreError: The file cannot be opened or created (missing directory, permissions,
+            not a regular file, a symbolic link without ``allow_symlink``...).
         ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
     """
 
     _migrations: tuple[Migration, ...] = _MIGRATIONS
+    _sql = Statements
 
     def __init__(
         self,
@@ -274,19 +267,11 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     def _row(self, session: StoredSession) -> tuple[Any, ...]:
         return record_values(session, _micros)
 
+    def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        with self._connection() as conn, self._errors(action):
+            return conn.execute(sql, params).fetchall()
+
     # -- the SessionStore protocol ---------------------------------------------------------------
-
-    def load(self, endpoint: str) -> list[StoredSession]:
-        with self._connection() as conn, self._errors("load"):
-            rows = conn.execute(
-                f"{_SELECT} WHERE endpoint = ? ORDER BY last_used_at DESC, session_id", (endpoint,)
-            ).fetchall()
-        return self._decoded(rows)
-
-    def get(self, endpoint: str, session_id: str) -> StoredSession | None:
-        with self._connection() as conn, self._errors("get"):
-            row = conn.execute(f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)).fetchone()
-        return None if row is None else self._decode(row)
 
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = self._row(session)
@@ -303,60 +288,38 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
         return cursor.rowcount > 0
 
-    def rename(
-        self,
-        endpoint: str,
-        old_session_id: str,
-        new_session_id: str,
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
+    def _rename(
+        self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
     ) -> StoredSession | None:
-        if not new_session_id:
-            raise ConfigurationError("the new session id must not be empty")
         with self._connection() as conn, self._transaction(conn, "rename"):
             if fence is not None and not self._fenced(conn, endpoint, old_session_id, fence):
                 return None
-            row = conn.execute(
-                f"{_SELECT} WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id)
-            ).fetchone()
+            row = conn.execute(self._sql.get, {"endpoint": endpoint, "session_id": old_session_id}).fetchone()
             if row is None:
                 return None
             old = self._decode(row)
             if new_session_id == old_session_id:
                 return old
-            previous = [item for item in old.previous_session_ids if item != new_session_id]
-            renamed = attrs.evolve(
-                old,
-                session_id=new_session_id,
-                previous_session_ids=(*previous, old_session_id),
-                updated_at=when,
-            )
+            new = renamed(old, new_session_id, when)
             for table in ("sessions", "transcripts"):
-                conn.execute(
-                    f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?",
-                    (endpoint, new_session_id),
-                )
-            conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, old_session_id))
-            conn.execute(_UPSERT, self._row(renamed))
-            if old.lease is not None:  # the lease moves with the session
-                conn.execute(
-                    "UPDATE sessions SET lease_owner = ?, lease_token = ?, lease_expires_at = ? "
-                    "WHERE endpoint = ? AND session_id = ?",
-                    (
-                        old.lease.owner,
-                        old.lease.token,
-                        _micros(old.lease.expires_at),
-                        endpoint,
-                        new_session_id,
-                    ),
-                )
-                renamed = attrs.evolve(renamed, lease=attrs.evolve(old.lease, session_id=new_session_id))
+                conn.execute(f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?", (endpoint, new_session_id))
+            # The lease and the conversation move with the session.
+            conn.execute(
+                "UPDATE sessions SET session_id = ?, previous_session_ids = ?, updated_at = ? "
+                "WHERE endpoint = ? AND session_id = ?",
+                (
+                    new_session_id,
+                    dump_json(list(new.previous_session_ids), "previous_session_ids"),
+                    _micros(new.updated_at),
+                    endpoint,
+                    old_session_id,
+                ),
+            )
             conn.execute(
                 "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
                 (new_session_id, endpoint, old_session_id),
             )
-        return renamed
+        return new
 
     def touch(
         self, endpoint: str, session_id: str, *, when: datetime | None = None, fence: Fence | None = None
@@ -371,47 +334,18 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             )
         return cursor.rowcount > 0
 
-    def save_transcript(
-        self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, fence: Fence | None = None
-    ) -> bool:
-        return self._save_tail("save transcript", endpoint, session_id, entries, fence=fence, last_used=None)
-
-    def save_turn(
-        self,
-        endpoint: str,
-        session_id: str,
-        entries: Sequence[Mapping[str, Any]],
-        *,
-        when: datetime | None = None,
-        fence: Fence | None = None,
-    ) -> bool:
-        """The end of a turn in one transaction: ``last_used_at`` set to ``when`` (default: now)
-        and the transcript replaced as :meth:`save_transcript` replaces it (raises as it does)."""
-        last_used = _micros(as_utc(when))
-        return self._save_tail("save turn", endpoint, session_id, entries, fence=fence, last_used=last_used)
-
     def _save_tail(
-        self,
-        action: str,
-        endpoint: str,
-        session_id: str,
-        entries: Sequence[Mapping[str, Any]],
-        *,
-        fence: Fence | None,
-        last_used: int | None,
+        self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
     ) -> bool:
-        """Replace the transcript (and set ``last_used_at`` to ``last_used``, when given) in one
-        transaction; ``False`` when the session is not stored."""
-        tail = dump_conversation(entries, self._max_transcript_bytes)
         with self._connection() as conn, self._transaction(conn, action):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
             key = (endpoint, session_id)
-            if last_used is None:
+            if when is None:
                 stored = conn.execute("SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", key).fetchone()
             else:
                 update = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
-                stored = conn.execute(update, (last_used, *key)).rowcount > 0
+                stored = conn.execute(update, (_micros(when), *key)).rowcount > 0
             if not stored:
                 return False
             conn.execute(
@@ -420,13 +354,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
                 (*key, tail),
             )
         return True
-
-    def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
-        with self._connection() as conn, self._errors("load transcript"):
-            row = conn.execute(
-                "SELECT tail FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id)
-            ).fetchone()
-        return () if row is None else self._conversation(row[0], session_id)
 
     # -- ownership (SharedSessionStore) ------------------------------------------------------------
 
@@ -457,13 +384,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return True
 
     def claim(
-        self,
-        endpoint: str,
-        session_ids: Sequence[str],
-        owner: str,
-        *,
-        duration: float,
-        now: datetime | None = None,
+        self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
         session_ids = check_session_ids(session_ids)
         stamp, until = self._window(owner, duration, now)
@@ -509,62 +430,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
                     cursor = conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk))
                     released += cursor.rowcount
         return released
-
-    def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
-        stamp = self._now(now)
-        with self._connection() as conn, self._errors("list adoptable sessions"):
-            rows = conn.execute(
-                f"{_SELECT} WHERE endpoint = ? AND (lease_owner IS NULL OR lease_expires_at <= ?) "
-                "ORDER BY last_used_at DESC, session_id",
-                (endpoint, stamp),
-            ).fetchall()
-        return self._decoded(rows)
-
-    def lease(self, endpoint: str, session_id: str) -> Lease | None:
-        """The session's lease as stored (``None``: not stored, or never claimed).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        with self._connection() as conn, self._errors("read lease"):
-            row = conn.execute(
-                "SELECT session_id, lease_owner, lease_token, lease_expires_at FROM sessions "
-                "WHERE endpoint = ? AND session_id = ?",
-                (endpoint, session_id),
-            ).fetchone()
-        return None if row is None else lease_of(row, self._time)
-
-    # -- beyond the protocol ----------------------------------------------------------------------
-
-    def endpoints(self) -> list[str]:
-        """Every endpoint key with stored sessions, most recently used first.
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        with self._connection() as conn, self._errors("list endpoints"):
-            rows = conn.execute(
-                "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-            ).fetchall()
-        return [row[0] for row in rows]
-
-    def count(self, endpoint: str | None = None) -> int:
-        """How many sessions are stored (for ``endpoint``, or in all).
-
-        Raises:
-            SessionStoreError: The store cannot be read.
-        """
-        with self._connection() as conn, self._errors("count"):
-            if endpoint is None:
-                row = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()
-            else:
-                row = conn.execute("SELECT COUNT(*) FROM sessions WHERE endpoint = ?", (endpoint,)).fetchone()
-        return int(row[0])
-
-    @property
-    def path(self) -> str:
-        """The database file (``":memory:"`` for an in-memory store)."""
-        return self._path
 
     @property
     def closed(self) -> bool:

@@ -98,26 +98,15 @@ def _parse_date(text: str) -> float | None:
 
 def _default_path(url_path: str) -> str:
     """RFC 6265 section 5.1.4: the directory of the request path."""
-    if not url_path.startswith("/"):
-        return "/"
-    cut = url_path.rfind("/")
-    if cut == 0:
-        return "/"
-    return url_path[:cut]
+    directory = url_path[: url_path.rfind("/")] if url_path.startswith("/") else ""
+    return directory or "/"
 
 
 def _path_matches(request_path: str, cookie_path: str) -> bool:
     """RFC 6265 section 5.1.4 path-match."""
     if request_path == cookie_path:
         return True
-    if request_path.startswith(cookie_path):
-        return cookie_path.endswith("/") or request_path[len(cookie_path)] == "/"
-    return False
-
-
-def _request_path(url: str) -> str:
-    path = urlsplit(url).path
-    return path if path.startswith("/") else "/"
+    return request_path.startswith(cookie_path) and (cookie_path.endswith("/") or request_path[len(cookie_path)] == "/")
 
 
 def _domain_covers(domain: str, host: str) -> bool:
@@ -226,13 +215,13 @@ class CookieStore:
             return known[2]
         origin = origin_of(url)
         self._purge(origin, now)
-        path = _request_path(url)
+        path = urlsplit(url).path
+        path = path if path.startswith("/") else "/"
+        cookies = self._jar.get(origin, {}).values()
         chosen = [
-            cookie
-            for cookie in self._jar.get(origin, {}).values()
-            if (origin.secure or not cookie.secure) and _path_matches(path, cookie.path)
+            cookie for cookie in cookies if (origin.secure or not cookie.secure) and _path_matches(path, cookie.path)
         ]
-        expiries = [cookie.expires for cookie in self._jar.get(origin, {}).values() if cookie.expires is not None]
+        expiries = [cookie.expires for cookie in cookies if cookie.expires is not None]
         value = None
         if chosen:
             chosen.sort(key=lambda cookie: len(cookie.path), reverse=True)  # stable: then oldest first

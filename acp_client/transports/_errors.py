@@ -2,7 +2,7 @@
 
 The transports ``raise ... from exc`` what they get back here, so no ``httpx``, ``httpcore``,
 ``websockets``, ``ssl`` or ``OSError`` escapes them. Statuses with an ACP meaning of their own
-(:data:`STREAMABLE_STATUS_ERRORS`, 404) apply to Streamable HTTP only: a WebSocket handshake
+(400, 404, 406, 415, 501) apply to Streamable HTTP only: a WebSocket handshake
 answered 404 is a plain ``HttpStatusError``. A certificate that does not verify is always
 :class:`~acp_client.exceptions.TlsVerificationError`, however deep the library wrapped it.
 """
@@ -10,7 +10,7 @@ answered 404 is a plain ``HttpStatusError``. A certificate that does not verify 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final, TypeAlias
 
 import httpx
@@ -39,14 +39,11 @@ from ._security import parse_retry_after, safe_url
 
 __all__ = [
     "MAX_REDIRECTS",
-    "OPEN_ERRORS",
     "REDIRECT_STATUSES",
     "REQUEST_NOT_SENT",
-    "STATUS_ERRORS",
-    "STREAMABLE_STATUS_ERRORS",
     "describe_error",
-    "is_tls_failure",
     "open_error",
+    "plain_server_hint",
     "request_error",
     "status_error",
 ]
@@ -58,14 +55,14 @@ REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS: Final = 5
 
 #: Statuses with one meaning on both transports.
-STATUS_ERRORS: Final[dict[int, type[HttpStatusError]]] = {
+_STATUS_ERRORS: Final[dict[int, type[HttpStatusError]]] = {
     401: AuthenticationFailed,
     403: AuthenticationFailed,
     429: ServiceUnavailable,
     503: ServiceUnavailable,
 }
 #: Statuses the Streamable HTTP transport gives an ACP meaning (404 is decided by its body).
-STREAMABLE_STATUS_ERRORS: Final[dict[int, type[HttpStatusError]]] = {
+_STREAMABLE_STATUS_ERRORS: Final[dict[int, type[HttpStatusError]]] = {
     400: MissingHeader,
     406: NotAcceptable,
     415: UnsupportedMediaType,
@@ -93,14 +90,14 @@ def status_error(
     """
     if streamable and status in REDIRECT_STATUSES:  # (a handshake follows the redirects it can)
         return UnsafeRedirect(f"{message} (a redirect, not followed)")
-    kind = STATUS_ERRORS.get(status)
+    kind = _STATUS_ERRORS.get(status)
     if streamable and kind is None:
         if batch and status == 400 and "batch" in body.lower():
             kind = BatchNotSupported
         elif status == 404:
             kind = UnknownSession if unknown_session else UnknownConnection
         else:
-            kind = STREAMABLE_STATUS_ERRORS.get(status)
+            kind = _STREAMABLE_STATUS_ERRORS.get(status)
     delivered: bool | None = None
     if streamable:
         # A refusal the protocol names comes before the agent saw the message; an unexpected
@@ -118,18 +115,22 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def is_tls_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` (or anything in its cause chain) is a failed certificate verification."""
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes (``__cause__``, else ``__context__``), each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, ssl.SSLCertVerificationError):
-            return True
-        if "CERTIFICATE_VERIFY_FAILED" in str(current):
-            return True
+        yield current
         current = current.__cause__ or current.__context__
-    return False
+
+
+def _is_tls_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or anything in its cause chain) is a failed certificate verification."""
+    return any(
+        isinstance(link, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(link)
+        for link in _chain(exc)
+    )
 
 
 _OpenMapper: TypeAlias = Callable[[BaseException, str, float], AcpError]
@@ -141,24 +142,11 @@ _NOT_TLS: Final = ("WRONG_VERSION_NUMBER", "wrong version number", "RECORD_LAYER
 def plain_server_hint(exc: BaseException, url: str) -> str:
     """A hint for a TLS handshake a plain (non-TLS) server answered, naming the plain URL; ``""``
     for any other failure."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if any(sign in str(current) for sign in _NOT_TLS):
-            break
-        current = current.__cause__ or current.__context__
-    else:
-        return ""
     scheme, _, rest = url.partition("://")
     plain = {"https": "http", "wss": "ws"}.get(scheme.lower())
-    if plain is None:
+    if plain is None or not any(sign in str(link) for link in _chain(exc) for sign in _NOT_TLS):
         return ""
     return f" (the server does not speak TLS: is it {safe_url(f'{plain}://{rest}')}?)"
-
-
-def _tls_failed(exc: BaseException, url: str, timeout: float) -> AcpError:
-    return ConnectError(f"TLS handshake with {safe_url(url)} failed: {exc}{plain_server_hint(exc, url)}")
 
 
 def _tls_refused(exc: BaseException, url: str, timeout: float) -> AcpError:
@@ -167,9 +155,14 @@ def _tls_refused(exc: BaseException, url: str, timeout: float) -> AcpError:
 
 
 #: Failures while opening a link (TCP, TLS, the WebSocket handshake), most specific first.
-OPEN_ERRORS: Final[tuple[tuple[type[BaseException], _OpenMapper], ...]] = (
+_OPEN_ERRORS: Final[tuple[tuple[type[BaseException], _OpenMapper], ...]] = (
     (ssl.SSLCertVerificationError, _tls_refused),
-    (ssl.SSLError, _tls_failed),
+    (
+        ssl.SSLError,
+        lambda exc, url, t: ConnectError(
+            f"TLS handshake with {safe_url(url)} failed: {exc}{plain_server_hint(exc, url)}"
+        ),
+    ),
     (TimeoutError, lambda exc, url, t: ConnectTimeout(f"timed out after {t:g}s opening {safe_url(url)}", timeout=t)),
     (OSError, lambda exc, url, t: ConnectError(f"cannot connect to {safe_url(url)}: {exc}")),
     # A SOCKS proxy from the environment without python-socks.
@@ -182,7 +175,7 @@ OPEN_ERRORS: Final[tuple[tuple[type[BaseException], _OpenMapper], ...]] = (
 
 def open_error(exc: BaseException, url: str, timeout: float) -> AcpError | None:
     """Map a failure to open a link to ``url``; ``None`` when it is not a known network failure."""
-    for kind, mapper in OPEN_ERRORS:
+    for kind, mapper in _OPEN_ERRORS:
         if isinstance(exc, kind):
             return mapper(exc, url, timeout)
     return None
@@ -206,7 +199,7 @@ def request_error(
         cause = f"{type(exc).__name__} after {idle:g}s" if maybe_delivered else type(exc).__name__
     else:
         cause = describe_error(exc)
-    if is_tls_failure(exc):
+    if _is_tls_failure(exc):
         return TlsVerificationError(f"the certificate of {target} did not verify: {exc}")
     cause += plain_server_hint(exc, target)
     reason = f"{what} to {target} failed: {cause}"

@@ -41,26 +41,38 @@ logger = get_logger(__name__)
 
 __all__ = [
     "CONNECTION_ID_HEADER",
-    "EVENT_STREAM",
-    "JSON",
     "SESSION_ID_HEADER",
-    "Answer",
     "HttpExchange",
+    "LinkSettings",
     "check_acp_endpoint",
-    "content_type",
-    "is_json",
     "post_body",
 ]
 
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
-JSON: Final = "application/json"
-EVENT_STREAM: Final = "text/event-stream"
+_JSON: Final = "application/json"
+_EVENT_STREAM: Final = "text/event-stream"
 #: Statuses of an ``initialize`` POST that mean "a web server, but no ACP endpoint at this URL":
 #: not found, method not allowed (a static page), not implemented.
 _NO_ENDPOINT: Final = frozenset({404, 405, 501})
 #: How much of an error answer's body is kept for diagnostics.
 _ERROR_BODY_BYTES: Final = 4096
+
+
+@attrs.frozen
+class LinkSettings:
+    """What an HTTP connector gives each of its links (checked by the connector; see its arguments)."""
+
+    url: str
+    headers: list[tuple[str, str]]
+    secret_headers: frozenset[str]
+    cookies: CookieStore
+    limits: Limits
+    connect_timeout: float
+    sse_idle_timeout: float
+    session_stream_retries: int
+    max_session_streams: int = 64
+    reattach_timeout: float = 0.0
 
 
 @attrs.frozen(slots=True)
@@ -73,19 +85,15 @@ class Answer:
     http_version: str
     body_error: AcpError | None = None
 
-    @property
-    def content_type(self) -> str:
-        return content_type(self.headers)
 
-
-def content_type(headers: HeaderView) -> str:
+def _media_type(headers: HeaderView) -> str:
     """The media type of an answer, lowercased, without parameters."""
     value: str = headers.get("content-type", "")
     return value.split(";", 1)[0].strip().lower()
 
 
-def is_json(content_type: str) -> bool:
-    return content_type == JSON or (content_type.startswith("application/") and content_type.endswith("+json"))
+def _is_json(media_type: str) -> bool:
+    return media_type == _JSON or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
 def check_acp_endpoint(answer: Answer, target: str) -> None:
@@ -96,10 +104,11 @@ def check_acp_endpoint(answer: Answer, target: str) -> None:
         raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
     if answer.status != 200:
         return
-    if not is_json(answer.content_type):
+    media_type = _media_type(answer.headers)
+    if not _is_json(media_type):
         raise MalformedFrame(
             f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
-            f"{answer.content_type or 'none'!r}, not JSON",
+            f"{media_type or 'none'!r}, not JSON",
             excerpt=excerpt(answer.body),
         )
     try:
@@ -111,10 +120,10 @@ def check_acp_endpoint(answer: Answer, target: str) -> None:
 
 def post_body(answer: Answer) -> Message | MalformedFrame:
     """The JSON-RPC message in a POST's 200 body, or why it is not one."""
-    content_type = answer.content_type
-    if not is_json(content_type):
+    media_type = _media_type(answer.headers)
+    if not _is_json(media_type):
         return MalformedFrame(
-            f"a POST was answered 200 with Content-Type {content_type or 'none'!r}", excerpt=excerpt(answer.body)
+            f"a POST was answered 200 with Content-Type {media_type or 'none'!r}", excerpt=excerpt(answer.body)
         )
     try:
         return decode_frame(answer.body)
@@ -129,7 +138,6 @@ class HttpExchange:
         client: The main wire (POSTs, DELETE; the SSE streams too when neither of the next two is given).
         stream_client_factory: Makes a dedicated wire per SSE stream (HTTP/2).
         stream_client: The wire every SSE stream shares (HTTP/1.1), when there is no factory.
-        idle: Seconds without a byte before a read fails (SSE streams, and the wait for any answer).
         on_fatal: Called with a reason when a failure ends the link (a POST's network failure, a
             certificate that did not verify).
         closed_reason: Why the link is closed, for requests attempted after it.
@@ -137,20 +145,15 @@ class HttpExchange:
 
     def __init__(
         self,
+        settings: LinkSettings,
         *,
-        url: str,
         client: Wire,
         stream_client_factory: Callable[[], Wire] | None,
-        headers: list[tuple[str, str]],
-        secret_headers: frozenset[str],
-        cookies: CookieStore,
-        limits: Limits,
-        idle: float,
+        stream_client: Wire | None,
         on_fatal: Callable[[str], None],
         closed_reason: Callable[[], str],
-        stream_client: Wire | None = None,
     ) -> None:
-        self.url = url
+        self.url = url = settings.url
         self.target = safe_url(url)
         self._origin = origin_of(url)
         self._client = client
@@ -158,18 +161,16 @@ class HttpExchange:
         self._shared_stream_client = stream_client
         #: The dedicated client of each open SSE response, by ``id(response)``.
         self._stream_clients: dict[int, Wire] = {}
-        self._headers = headers
-        self._secret = secret_headers
-        self._cookies = cookies
-        self._limits = limits
-        self._idle = idle
+        self._headers = settings.headers
+        self._secret = settings.secret_headers
+        self._cookies = settings.cookies
+        self._limits = settings.limits
+        self._idle = settings.sse_idle_timeout
         self._post_extra: tuple[str | None, list[tuple[str, str]]] = (None, [])
         self._on_fatal = on_fatal
         self._closed_reason = closed_reason
         #: Set once ``initialize`` is answered; sent on every later request.
         self.connection_id: str | None = None
-
-    # -- POST ----------------------------------------------------------------------------------
 
     async def post(self, body: bytes, session_id: str | None, *, initialize: bool = False) -> Answer:
         """POST one encoded message; returns the read answer (any status but a redirect).
@@ -221,7 +222,7 @@ class HttpExchange:
         cached_key, cached = self._post_extra
         if key is not None and key == cached_key:
             return cached
-        extra = [("Content-Type", JSON), ("Accept", f"{JSON}, {EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
+        extra = [("Content-Type", _JSON), ("Accept", f"{_JSON}, {_EVENT_STREAM}"), ("Accept-Encoding", "gzip, deflate")]
         if not initialize:
             assert self.connection_id is not None
             extra.append((CONNECTION_ID_HEADER, self.connection_id))
@@ -230,11 +231,9 @@ class HttpExchange:
             self._post_extra = (key, headers)
         return headers
 
-    # -- GET (SSE) and DELETE ------------------------------------------------------------------
-
     async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
-        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._resume`).
+        :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._reattach`).
 
         Raises:
             TransportError: A network failure, or a mapped status error.
@@ -243,7 +242,7 @@ class HttpExchange:
         """
         assert self.connection_id is not None
         extra = [
-            ("Accept", EVENT_STREAM),
+            ("Accept", _EVENT_STREAM),
             ("Accept-Encoding", "identity"),
             ("Cache-Control", "no-cache"),
             (CONNECTION_ID_HEADER, self.connection_id),
@@ -267,8 +266,8 @@ class HttpExchange:
                 answer = Answer(response.status_code, response.headers, body, response.http_version)
                 what = "session stream" if session_id is not None else "connection stream"
                 raise self.status_error(answer, what=what, session_header=session_id is not None)
-            kind = content_type(response.headers)
-            if kind != EVENT_STREAM:
+            kind = _media_type(response.headers)
+            if kind != _EVENT_STREAM:
                 raise ProtocolError(f"the SSE GET was answered with Content-Type {kind or 'none'!r}")
             Inflater(response.headers.get("content-encoding", ""))  # refuse an encoding we cannot read
         except BaseException:
@@ -287,10 +286,9 @@ class HttpExchange:
 
     async def delete(self, connection_id: str | None = None) -> int:
         """``DELETE`` the connection (this one, or an earlier one by its id); returns the status."""
-        connection_id = connection_id if connection_id is not None else self.connection_id
+        connection_id = connection_id or self.connection_id
         assert connection_id is not None
-        extra = [(CONNECTION_ID_HEADER, connection_id)]
-        response = await self._request_following("DELETE", extra, client=None)
+        response = await self._request_following("DELETE", [(CONNECTION_ID_HEADER, connection_id)], client=None)
         await response.aclose()
         return response.status_code
 
@@ -308,8 +306,6 @@ class HttpExchange:
             await self.close_streams()
         finally:
             await self._client.aclose()
-
-    # -- answers -------------------------------------------------------------------------------
 
     def status_error(self, answer: Answer, *, what: str, session_header: bool, batch: bool = False) -> TransportError:
         """The error for an answer with an unexpected status."""
@@ -340,8 +336,6 @@ class HttpExchange:
             cap=self._limits.max_http_body_bytes if cap is None else cap,
             truncate=truncate,
         )
-
-    # -- requests ------------------------------------------------------------------------------
 
     async def _request_following(self, method: str, extra: list[tuple[str, str]], *, client: Wire | None) -> Reply:
         """Send a GET or DELETE, following same-origin redirects only; returns the open response."""

@@ -21,7 +21,7 @@ from .._codec._jsonrpc import Message, decode_frame
 from .._util._logging import get_logger
 from ..exceptions import AcpError, MalformedFrame, MessageTooLarge, TransportClosed
 from ._body import Inflater
-from ._resume import RESYNC_EVENT, RESYNC_MARKER, is_resync_message
+from ._reattach import RESYNC_EVENT, RESYNC_MARKER, is_resync_message
 from ._sse import SseEvent, SseParser
 from .base import Limits
 
@@ -110,7 +110,7 @@ class EventReader:
             connection stream).
         last_event_id: Where a reattached stream goes on from.
         on_resync: Called once when the server signals it cannot resume the stream (see
-            :mod:`._resume`); the messages after the signal are still queued.
+            :mod:`._reattach`); the messages after the signal are still queued.
 
     Attributes:
         lost: An oversized event was skipped on this stream (a message was lost).

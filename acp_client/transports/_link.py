@@ -1,9 +1,11 @@
 """One Streamable HTTP link: :class:`HttpTransport` (the wire and its rules are described in
-:mod:`acp_client.transports.http`, which is where the connector that makes it lives)."""
+:mod:`acp_client.transports.http`, which is where the connector that makes it lives), and what a
+connector carries from one link to the next (:class:`Carried`)."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
@@ -30,29 +32,49 @@ from ..exceptions import (
     UnknownSession,
     UnsafeRedirect,
 )
-from ._carried import Carried, delete_stale
-from ._cookies import CookieStore
 from ._errors import describe_error
-from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, HttpExchange, check_acp_endpoint, post_body
-from ._inbox import EventReader, Inbox
-from ._reattach import MAX_RETRY_DELAY, GaveUp, reattach, retry_delay
-from ._resume import Cursor
-from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router
-from ._security import (
-    check_header_value,
-    check_session_id,
-    safe_url,
+from ._exchange import (
+    CONNECTION_ID_HEADER,
+    SESSION_ID_HEADER,
+    HttpExchange,
+    LinkSettings,
+    check_acp_endpoint,
+    post_body,
 )
-from ._turns import RunningTurns
+from ._inbox import EventReader, Inbox
+from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
+from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router, RunningTurns
+from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
-from .base import Limits, StreamResumed, TransportInfo, describe
+from .base import StreamResumed, TransportInfo, describe
 
-__all__ = ["HttpTransport", "header_session_id"]
+__all__ = ["Carried", "HttpTransport", "header_session_id"]
 
 logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
 _MAX_QUEUED: Final = 128
+#: Connection ids of dropped links a connector remembers.
+_MAX_STALE: Final = 16
+#: The most a background ``DELETE`` of a dropped link's connection may take.
+STALE_DELETE_TIMEOUT: Final = 2.0
+#: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it would
+#: take a pooled connection from them, and server time); not much longer, as a server may keep
+#: running the dropped connection's turns until it hears of it.
+STALE_DELETE_DELAY: Final = 0.25
+
+
+class Carried:
+    """What a connector carries from one link to the next (shared by its links): the connection ids
+    of links that dropped, for the next link to ``DELETE`` in the background, and the header dialect
+    learnt (:attr:`._routing.Router.header_everywhere`), so a reconnect does not pay a refusal per
+    session again."""
+
+    __slots__ = ("header_everywhere", "stale")
+
+    def __init__(self) -> None:
+        self.stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
+        self.header_everywhere: bool | None = None
 
 
 class _SessionStream:
@@ -84,43 +106,25 @@ class HttpTransport:
 
     def __init__(
         self,
+        settings: LinkSettings,
         *,
-        url: str,
         client: Wire,
-        headers: list[tuple[str, str]],
-        secret_headers: frozenset[str],
-        cookies: CookieStore,
-        limits: Limits,
-        connect_timeout: float,
-        sse_idle_timeout: float,
-        session_stream_retries: int,
         stream_client_factory: Callable[[], Wire] | None = None,
         stream_client: Wire | None = None,
-        max_session_streams: int = 64,
         carried: Carried | None = None,
-        reattach_timeout: float = 0.0,
     ) -> None:
+        self._settings = settings
         #: Shared with the connector: dropped links to DELETE, the dialect learnt.
         self._carried = carried if carried is not None else Carried()
-        self._limits = limits
-        self._max_streams = max_session_streams
-        self._connect_timeout = connect_timeout
-        self._idle = sse_idle_timeout
-        self._retries = session_stream_retries
         self._http = HttpExchange(
-            url=url,
+            settings,
             client=client,
             stream_client_factory=stream_client_factory,
             stream_client=stream_client,
-            headers=headers,
-            secret_headers=secret_headers,
-            cookies=cookies,
-            limits=limits,
-            idle=sse_idle_timeout,
             on_fatal=self._fail,
             closed_reason=lambda: self._closed.reason if self._closed is not None else "closed by the client",
         )
-        self._info = TransportInfo(kind="http", target=safe_url(url), ordered=False)
+        self._info = TransportInfo(kind="http", target=safe_url(settings.url), ordered=False)
         self._inbox = Inbox(_MAX_QUEUED)
         self._closed: TransportClosed | None = None
         self._released = False
@@ -133,13 +137,10 @@ class HttpTransport:
         #: How many sessions were ever left without a stream on this connection (for the logs).
         self._streamless_total = 0
         self._router = Router(header_everywhere=self._carried.header_everywhere)
-        self._reattach = reattach_timeout
         self._on_resumed: Callable[[StreamResumed], None] | None = None
         self._turns = RunningTurns()
         #: The server said it no longer knows the connection (nothing left to ``DELETE``).
         self._forgotten = False
-
-    # -- the Transport protocol --------------------------------------------------------------
 
     def watch_resumes(self, listener: Callable[[StreamResumed], None] | None) -> None:
         """Call ``listener`` each time a broken stream is reattached (see :class:`~.base.Reattaching`)."""
@@ -162,25 +163,20 @@ class HttpTransport:
         queued for :meth:`receive` and the connection stream is open.
 
         Raises:
-            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL, not
-                ASCII).
+            ConfigurationError: A session id that cannot travel in a header (CR, LF, NUL, not ASCII).
             TransportClosed: The link is closed, or this POST found it dead (then it is closed).
             ConnectError: The ``initialize`` POST could not connect.
             TlsVerificationError: The server's certificate did not verify.
             UnsafeRedirect: The server redirected the POST (or a GET elsewhere).
-            MissingHeader: HTTP 400.
-            AuthenticationFailed: HTTP 401 or 403.
-            UnknownConnection: HTTP 404 for the connection id (the link is closed).
-            UnknownSession: HTTP 404 for the session id, or a session whose stream the server
-                refuses persistently.
-            NotAcceptable: HTTP 406.
-            UnsupportedMediaType: HTTP 415.
-            BatchNotSupported: The server refused a batch (501, or a 400 with a JSON-RPC error).
-            ServiceUnavailable: HTTP 429 or 503 (``retry_after`` set when the server said).
-            HttpStatusError: Any other unexpected status.
+            HttpStatusError: An unexpected status; a subclass names those with a meaning:
+                ``MissingHeader`` (400), ``AuthenticationFailed`` (401, 403), ``UnknownConnection``
+                (404 for the connection; the link is closed), ``UnknownSession`` (404 for the
+                session, or a session whose stream the server refuses persistently),
+                ``NotAcceptable`` (406), ``UnsupportedMediaType`` (415), ``BatchNotSupported`` (a
+                refused batch: 501, or a 400 naming batches), ``ServiceUnavailable`` (429, 503;
+                ``retry_after`` set when the server said).
             MessageTooLarge: The ``initialize`` answer exceeds ``max_http_body_bytes``.
-            ProtocolError: The ``initialize`` answer is not JSON, not its response, or has no
-                connection id.
+            ProtocolError: The ``initialize`` answer is not JSON, not its response, or has no connection id.
         """
         self._check_open()
         if not isinstance(message, dict | list) or (isinstance(message, list) and not message):
@@ -203,8 +199,9 @@ class HttpTransport:
                 blocked = self._session_errors.get(sid)
                 if blocked is not None:
                     raise UnknownSession(str(blocked), status=404, body=blocked.body, maybe_delivered=False)
+                most = self._settings.max_session_streams
                 raise TransportError(
-                    f"session {sid} has no stream: more than {self._max_streams} session streams on this connection",
+                    f"session {sid} has no stream: more than {most} session streams on this connection",
                     maybe_delivered=False,
                 )
         tracked = self._router.sent(message)
@@ -251,7 +248,9 @@ class HttpTransport:
                 await asyncio.gather(*tasks, return_exceptions=True)
             if self._http.connection_id is not None and was_open:
                 try:
-                    status = await asyncio.wait_for(self._http.delete(), timeout=min(self._connect_timeout, 5.0))
+                    status = await asyncio.wait_for(
+                        self._http.delete(), timeout=min(self._settings.connect_timeout, 5.0)
+                    )
                     logger.debug("DELETE %s answered %s", self._info.target, status)
                 except (AcpError, httpx.HTTPError, asyncio.TimeoutError, OSError) as exc:
                     logger.debug("DELETE of the connection at %s failed: %s", self._info.target, exc)
@@ -296,13 +295,25 @@ class HttpTransport:
         self._forget_stale_connections()
 
     def _forget_stale_connections(self) -> None:
-        """``DELETE`` the connections of earlier links that dropped, in the background (see :mod:`._carried`)."""
+        """``DELETE`` the connections of earlier links that dropped, in the background."""
         stale = self._carried.stale
         while stale:
             old = stale.popleft()
             if old != self._http.connection_id:
-                delete = delete_stale(self._http, self._carried, old, self._info.target)
-                self._tasks.spawn(delete, name="acp-http-delete-stale")
+                self._tasks.spawn(self._delete_stale(old), name="acp-http-delete-stale")
+
+    async def _delete_stale(self, connection_id: str) -> None:
+        """``DELETE`` a dropped link's connection (best effort; never raises)."""
+        target = self._info.target
+        try:
+            await asyncio.sleep(STALE_DELETE_DELAY)
+            status = await asyncio.wait_for(self._http.delete(connection_id), timeout=STALE_DELETE_TIMEOUT)
+            logger.debug("DELETE of dropped connection %s at %s answered %s", connection_id, target, status)
+        except asyncio.CancelledError:
+            self._carried.stale.append(connection_id)  # this link ended first: the next one tries again
+            raise
+        except Exception as exc:  # best effort: nothing depends on it
+            logger.debug("DELETE of dropped connection %s at %s failed: %s", connection_id, target, exc)
 
     async def _run_connection_stream(self, ready: asyncio.Future[None]) -> None:
         cursor = Cursor()
@@ -332,7 +343,7 @@ class HttpTransport:
                 await self._http.close_sse(response)
             if self._closed is not None:
                 return
-            if not cursor.resumable or not self._reattach:
+            if not cursor.resumable or not self._settings.reattach_timeout:
                 self._fail(f"connection stream: {reason}")
                 return
             empty = 0 if got else empty + 1
@@ -347,7 +358,7 @@ class HttpTransport:
         """Reopen a broken stream on the same connection; ``None`` once the link is closed. After
         ``empty`` reopenings in a row that brought nothing, wait a little first; past
         ``session_stream_retries`` of them, close the link."""
-        if empty > self._retries:
+        if empty > self._settings.session_stream_retries:
             what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
             return None
@@ -360,7 +371,7 @@ class HttpTransport:
             session_id,
             cursor,
             reason=reason,
-            timeout=self._reattach,
+            timeout=self._settings.reattach_timeout,
             target=self._info.target,
             closed=lambda: self._closed is not None,
         )
@@ -397,7 +408,7 @@ class HttpTransport:
             if established:
                 stream.established.set()
             return
-        if stream is None and len(self._sessions) >= self._max_streams:
+        if stream is None and len(self._sessions) >= self._settings.max_session_streams:
             if session_id not in self._streamless:
                 self._streamless.add(session_id)
                 self._streamless_total += 1
@@ -408,7 +419,7 @@ class HttpTransport:
                         "stream; their session-scoped sends fail until a stream closes)",
                         self._http.connection_id,
                         self._info.target,
-                        self._max_streams,
+                        self._settings.max_session_streams,
                         session_id,
                     )
                 else:
@@ -484,7 +495,7 @@ class HttpTransport:
                     self._fail(f"the stream of session {sid} {reason} after skipping an oversized event")
                     return
                 if broken:
-                    if not cursor.resumable or not self._reattach:
+                    if not cursor.resumable or not self._settings.reattach_timeout:
                         # What the server had written into the broken stream is gone, and without
                         # event ids nobody can say what that was: a drop, so the recovery decides.
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
@@ -499,7 +510,7 @@ class HttpTransport:
             if stream.got_data:
                 failures = 0
             failures += 1
-            if failures > self._retries:
+            if failures > self._settings.session_stream_retries:
                 if isinstance(error, UnknownSession):
                     if cursor.resumable:
                         self._fail(f"the stream of session {sid} could not be resumed: {error}")
@@ -537,7 +548,7 @@ class HttpTransport:
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
             self._inbox,
-            limits=self._limits,
+            limits=self._settings.limits,
             content_encoding=response.headers.get("content-encoding", ""),
             target=self._info.target,
             inspect=self._inspect_inbound,
@@ -564,7 +575,12 @@ class HttpTransport:
             if not await reader.read(response.aiter_raw(), after_chunk):
                 return "session closed", reader.lost, False, got
         except httpx.ReadTimeout:
-            return f"no data for {self._idle:g}s (idle timeout)", reader.lost, True, True  # it lived: no hammering
+            return (
+                f"no data for {self._settings.sse_idle_timeout:g}s (idle timeout)",
+                reader.lost,
+                True,
+                True,
+            )  # it lived: no hammering
         except httpx.HTTPError as exc:
             return f"broken: {describe_error(exc)}", reader.lost, True, got
         except ProtocolError as exc:
@@ -623,8 +639,6 @@ class HttpTransport:
             if isinstance(error, UnknownConnection):
                 self._fail(f"the server no longer knows connection {self._http.connection_id}")
             raise error
-
-    # -- helpers -----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed is not None:

@@ -21,7 +21,7 @@ from typing import Final
 
 from ._security import DEFAULT_SECRET_HEADERS
 
-__all__ = ["THIRD_PARTY_LOGGERS", "RedactingFilter", "install_log_redaction"]
+__all__ = ["THIRD_PARTY_LOGGERS", "install_log_redaction"]
 
 #: The loggers of the libraries under our transports (each with its child loggers).
 THIRD_PARTY_LOGGERS: Final = ("httpx", "httpcore", "hpack", "h2", "websockets")
@@ -69,10 +69,6 @@ class RedactingFilter(logging.Filter):
         self._lock = threading.Lock()
         self._names: frozenset[str] = _ALWAYS_SECRET
         self._patterns = _header_patterns(self._names)
-
-    @property
-    def secret_names(self) -> frozenset[str]:
-        return self._names
 
     def add_secret_names(self, names: Iterable[str]) -> None:
         """Also redact the values of these headers (names are case-insensitive)."""

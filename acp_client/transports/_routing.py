@@ -9,6 +9,12 @@ session" without, and what worked is remembered (:attr:`Router.header_everywhere
 **Session streams** open only for the answer to a request *this client sent* that establishes a
 session (:data:`ESTABLISHING_METHODS`): otherwise a hostile server could make the client open
 streams without bound.
+
+**Running turns.** A connection the client gives up on is ended with ``DELETE`` from the next link,
+unless a turn may still run there: the ``DELETE`` would abort it (and throw away what the server
+keeps for a reattach). :class:`RunningTurns` follows the turns this link started: a
+``session/prompt`` runs until it is answered (v1), or, when its answer carries no ``stopReason``
+(v2: the turn was accepted), until the session's ``state_update`` says ``idle``.
 """
 
 from __future__ import annotations
@@ -28,9 +34,8 @@ __all__ = [
     "Open",
     "Route",
     "Router",
-    "StreamAction",
+    "RunningTurns",
     "is_session_404",
-    "mentions_session",
 ]
 
 #: Methods whose POST always carries ``Acp-Session-Id`` (both official servers require it).
@@ -77,11 +82,6 @@ class Abandon:
 StreamAction = Open | Close | Abandon
 #: The route of a connection-scoped POST.
 _NOWHERE: Final = Route()
-
-
-def mentions_session(body: bytes) -> bool:
-    """Whether an error body talks about a session (a 400 "missing session id")."""
-    return b"session" in body.lower()
 
 
 def is_session_404(body: bytes, session_header_sent: bool) -> bool:
@@ -137,8 +137,6 @@ class Router:
         #: A reconnect starts from what the previous link learnt.
         self.header_everywhere: bool | None = header_everywhere
 
-    # -- outgoing ------------------------------------------------------------------------------
-
     def route(self, message: Message) -> Route:
         """Where a POST of ``message`` (one message or a batch) goes.
 
@@ -149,12 +147,8 @@ class Router:
             route = self._route_one(message)
             return route if route.session_id is not None else _NOWHERE
         routes = [r for r in (self._route_one(m) for m in _members(message)) if r.session_id is not None]
-        if not routes:
-            return Route()
-        if len(routes) == 1:
-            return routes[0]
         if len({route.session_id for route in routes}) != 1:
-            return Route()
+            return Route()  # no session, or two
         return Route(
             routes[0].session_id,
             with_header=any(r.with_header for r in routes),
@@ -204,15 +198,13 @@ class Router:
         header, ``False`` without, ``None``: the refusal stands. The convention learnt is remembered."""
         if not route.adaptable or route.session_id is None:
             return None
-        if not header_sent and status == 400 and mentions_session(body):
+        if not header_sent and status == 400 and b"session" in body.lower():  # "missing session id"
             self.header_everywhere = True
             return True
         if header_sent and status == 404 and is_session_404(body, True):
             self.header_everywhere = False
             return False
         return None
-
-    # -- inbound -------------------------------------------------------------------------------
 
     def inbound(self, message: Message, source: str | None) -> list[StreamAction]:
         """Track an inbound message (``source``: the session whose stream it came on); returns what
@@ -256,3 +248,60 @@ class Router:
             error = message.get("error")
             if isinstance(error, dict) and error.get("code") == -32002:
                 actions.append(Abandon(params_sid))
+
+
+class RunningTurns:
+    """The turns that may run on one connection (see "Running turns" above)."""
+
+    __slots__ = ("_accepted", "_prompts")
+
+    def __init__(self) -> None:
+        #: ``session/prompt`` requests not answered yet: id → session.
+        self._prompts: dict[Any, str | None] = {}
+        #: Sessions whose v2 turn was accepted and has not reported ``idle`` yet.
+        self._accepted: set[str] = set()
+
+    def __bool__(self) -> bool:
+        """Whether a turn may still run."""
+        return bool(self._prompts or self._accepted)
+
+    def sent(self, message: Message, session_id: str | None) -> Any:
+        """``message`` is being sent; returns the id of the prompt it starts (``None``: not a prompt)."""
+        if type(message) is not dict or message.get("method") != "session/prompt":
+            return None
+        request_id = message.get("id")
+        if type(request_id) is not int and type(request_id) is not str:
+            return None
+        self._prompts[request_id] = session_id
+        return request_id
+
+    def unsent(self, request_id: Any) -> None:
+        """The prompt was refused or never left: no turn runs for it."""
+        self._prompts.pop(request_id, None)
+
+    def inbound(self, message: Message) -> None:
+        """An answer (it may end a v1 turn or accept a v2 one) or a ``state_update`` notification."""
+        if type(message) is not dict:
+            return
+        if "id" not in message:
+            self._state(message)
+            return
+        answered = message.get("id")
+        if "method" in message or not self._prompts or (type(answered) is not int and type(answered) is not str):
+            return
+        if answered not in self._prompts:
+            return
+        session_id = self._prompts.pop(answered)
+        result = message.get("result")
+        if session_id is not None and type(result) is dict and "stopReason" not in result:
+            self._accepted.add(session_id)  # v2: accepted; the turn ends later with state "idle"
+
+    def _state(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if type(params) is not dict:
+            return
+        update = params.get("update")
+        session_id = params.get("sessionId")
+        ended = type(update) is dict and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+        if ended and type(session_id) is str:
+            self._accepted.discard(session_id)

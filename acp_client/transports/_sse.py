@@ -1,19 +1,15 @@
 """An incremental Server-Sent Events parser (WHATWG HTML, "event stream interpretation"). Pure.
 
-Bytes go in as they arrive, in chunks of any size and split anywhere; whole events come out.
-No I/O and no asyncio: the HTTP transport feeds it from the response body, and the tests drive it
-directly.
-
-Beyond the specification's rules (CR, LF or CRLF split across chunks, a leading BOM, ``id``
-without NUL, ``retry`` in ASCII digits up to :data:`MAX_RETRY_MS`), comment lines are dropped as
-they arrive, never buffered. A line over ``max_line_bytes`` or an event whose data exceeds
-``max_event_bytes`` (an incomplete line counts as it grows, so memory stays under twice the cap)
-yields one :class:`~acp_client.exceptions.MessageTooLarge` in stream order; the parser skips the
-rest of that event without storing it and goes on: only that event is lost, and it is reported.
+Bytes go in as they arrive, split anywhere; whole events come out. Beyond the specification's
+rules (CR, LF or CRLF split across chunks, a leading BOM, ``id`` without NUL; ``retry`` is ignored:
+the transport has its own reattach delays), comment lines are dropped as they arrive, never
+buffered. A line over ``max_line_bytes`` or an event whose data exceeds ``max_event_bytes`` (an
+incomplete line counts as it grows, so memory stays under twice the cap) yields one
+:class:`~acp_client.exceptions.MessageTooLarge` in stream order, and the rest of that event is
+skipped unstored: only that event is lost, and it is reported.
 
 A chunk that completes events is first split at its blank lines (an event of one ``data:`` line
-is taken whole); anything else goes line by line, with the same result. ``message_data=True``
-yields the data of ``message`` events as ``bytes``, without an :class:`SseEvent` each.
+is taken whole); anything else goes line by line, with the same result.
 :meth:`SseParser.finish` discards an unterminated event, as the specification says, and says so.
 """
 
@@ -25,11 +21,8 @@ import attrs
 
 from ..exceptions import ConfigurationError, MessageTooLarge
 
-__all__ = ["MAX_RETRY_MS", "SseEvent", "SseItem", "SseParser"]
+__all__ = ["SseEvent", "SseItem", "SseParser"]
 
-#: The longest ``retry`` accepted (a day); anything longer is ignored, however many digits.
-MAX_RETRY_MS: Final = 86_400_000
-_MAX_RETRY_DIGITS: Final = len(str(MAX_RETRY_MS))
 #: Room for a field name, colon and space in an incomplete data line counted against the event cap.
 _FIELD_SLACK: Final = 8
 _BOM: Final = b"\xef\xbb\xbf"
@@ -61,8 +54,8 @@ class SseParser:
     """Incremental SSE parser: :meth:`feed` bytes, get events; :meth:`finish` at the end.
 
     ``max_line_bytes`` excludes the terminator. ``message_data``: yield each ``message`` event as
-    its data (``bytes``); other types still come as :class:`SseEvent`. ``last_event_id`` and
-    ``retry_ms`` (the reconnection delay the server asked for) follow the stream.
+    its data (``bytes``); other types still come as :class:`SseEvent`. ``last_event_id`` follows
+    the stream.
     """
 
     __slots__ = (
@@ -78,7 +71,6 @@ class SseParser:
         "_skip_lf",
         "_skip_line",
         "last_event_id",
-        "retry_ms",
     )
 
     def __init__(self, *, max_line_bytes: int, max_event_bytes: int, message_data: bool = False) -> None:
@@ -96,7 +88,6 @@ class SseParser:
         self._data_size = 0
         self._event_type: bytes = b""
         self.last_event_id = ""
-        self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[SseItem]:
         """Parse the next piece of the stream (split anywhere); returns the events it completed, in
@@ -206,8 +197,6 @@ class SseParser:
         self._bom_pending = b""
         return truncated
 
-    # -- internals ---------------------------------------------------------------------------
-
     def _checked_line(self, line: bytes | bytearray, out: list[SseItem]) -> None:
         if len(line) > self._max_line:
             self._line_too_long(out, str(len(line)))
@@ -266,12 +255,6 @@ class SseParser:
             self._data_size = size
         elif field == b"event":
             self._event_type = bytes(value)
-        elif field == b"id":
-            if b"\x00" not in value:
-                self.last_event_id = value.decode("utf-8", "replace")
-        elif field == b"retry" and value.isdigit() and len(value) <= _MAX_RETRY_DIGITS:
-            # int() refuses more than 4300 digits: a hostile server must not break the stream.
-            retry = int(value)
-            if retry <= MAX_RETRY_MS:
-                self.retry_ms = retry
-        # Any other field is ignored, as the specification says.
+        elif field == b"id" and b"\x00" not in value:
+            self.last_event_id = value.decode("utf-8", "replace")
+        # Any other field is ignored (``retry`` too: see the module docstring).

@@ -1,8 +1,8 @@
-"""The HTTP client of a Streamable HTTP link, behind one small interface (:class:`Wire`).
+"""The HTTP client of a Streamable HTTP link: :class:`Wire`.
 
-:class:`CoreWire` is a connection pool of ``httpcore`` (``httpx``'s own engine: HTTP/1.1, and HTTP/2
-by ALPN or h2c) used through its public request API: a link needs none of what ``httpx.AsyncClient``
-adds (redirects, cookies, auth, proxies, decoding; the exchange does its own), and skipping it saves
+A wire is a connection pool of ``httpcore`` (``httpx``'s own engine: HTTP/1.1, and HTTP/2 by ALPN
+or h2c) used through its public request API: a link needs none of what ``httpx.AsyncClient`` adds
+(redirects, cookies, auth, proxies, decoding; the exchange does its own), and skipping it saves
 about a quarter of the CPU per request, which a recovery of thousands of sessions pays thousands of
 times. A wire raises ``httpx``'s exception types for network failures.
 """
@@ -15,64 +15,20 @@ import select
 import ssl
 import sys
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from typing import Any, Final, NoReturn, Protocol, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import httpcore
 import httpx
 
-__all__ = ["USER_AGENT", "CoreWire", "HeaderView", "Reply", "Wire", "new_pool"]
+__all__ = ["HeaderView", "Reply", "Wire", "new_pool"]
 
-USER_AGENT: Final = "acp-reconnect"
-_USER_AGENT: Final = USER_AGENT.encode()
+_USER_AGENT: Final = b"acp-reconnect"
 T = TypeVar("T")
 #: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
 #: uvicorn, Node) close an idle keep-alive connection, so a POST never races the server's close.
 KEEPALIVE_EXPIRY: Final = 2.0
-#: Request URLs an :class:`CoreWire` keeps parsed (the endpoint, and the few places a redirect leads).
+#: Request URLs a :class:`Wire` keeps parsed (the endpoint, and the few places a redirect leads).
 _MAX_TARGETS: Final = 16
-
-
-class HeaderView(Protocol):
-    """What the transport reads of an answer's headers (``httpx.Headers``)."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def get_list(self, key: str, split_commas: bool = False) -> list[str]: ...
-
-
-class Reply(Protocol):
-    """An answer whose head is read and whose body streams (``httpx.Response``)."""
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def headers(self) -> HeaderView: ...
-
-    @property
-    def http_version(self) -> str: ...
-
-    def aiter_raw(self) -> AsyncIterator[bytes]: ...
-
-    async def aread(self) -> bytes: ...
-
-    async def aclose(self) -> None: ...
-
-
-class Wire(Protocol):
-    """Sends one request to the endpoint's origin; returns its answer with the body unread."""
-
-    @property
-    def is_closed(self) -> bool: ...
-
-    async def send(
-        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes | None, read_timeout: float
-    ) -> Reply:
-        """Raises ``httpx``'s exception types for network failures. A ``headers`` list is never
-        changed once sent (a wire may reuse what it made of it for the next request)."""
-        ...
-
-    async def aclose(self) -> None: ...
 
 
 @functools.cache
@@ -192,10 +148,6 @@ class _AsyncioStream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         if info == "socket":
             return self._writer.get_extra_info("socket")
-        if info == "client_addr":
-            return self._writer.get_extra_info("sockname")
-        if info == "server_addr":
-            return self._writer.get_extra_info("peername")
         if info == "is_readable":
             return self._writer.transport.is_closing() or self._reader.at_eof()
         return None
@@ -227,11 +179,6 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
         except OSError as exc:
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
         return _OneWriteStream(_AsyncioStream(reader, writer))
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        return _OneWriteStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
@@ -287,35 +234,32 @@ def _text(value: bytes) -> str:
         return value.decode("latin-1")
 
 
-class CoreHeaders:
-    """A :class:`HeaderView` of an answer's header lines (names compared without case)."""
+class HeaderView:
+    """An answer's header lines (names compared without case)."""
 
     __slots__ = ("_lines",)
 
     def __init__(self, lines: list[tuple[bytes, bytes]]) -> None:
         self._lines = lines
 
-    def get_list(self, key: str, split_commas: bool = False) -> list[str]:
+    def get_list(self, key: str) -> list[str]:
         name = key.lower().encode()
-        values = [_text(value) for line, value in self._lines if line.lower() == name]
-        if not split_commas:
-            return values
-        return [part.strip() for value in values for part in value.split(",")]
+        return [_text(value) for line, value in self._lines if line.lower() == name]
 
     def get(self, key: str, default: Any = None) -> Any:
         values = self.get_list(key)
         return ", ".join(values) if values else default
 
 
-class CoreReply:
-    """A :class:`Reply` over an ``httpcore`` response (its body unread until asked for)."""
+class Reply:
+    """An answer whose head is read and whose body streams (unread until asked for)."""
 
     __slots__ = ("_response", "headers", "http_version", "status_code")
 
     def __init__(self, response: httpcore.Response) -> None:
         self._response = response
         self.status_code = response.status
-        self.headers = CoreHeaders(response.headers)
+        self.headers = HeaderView(response.headers)
         version = response.extensions.get("http_version", b"HTTP/1.1")
         self.http_version = version.decode("ascii") if isinstance(version, bytes) else str(version)
 
@@ -347,8 +291,9 @@ class _Target:
         )
 
 
-class CoreWire:
-    """A :class:`Wire` over an ``httpcore`` connection pool."""
+class Wire:
+    """Sends one request to the endpoint's origin over an ``httpcore`` pool; returns its answer with
+    the body unread. A ``headers`` list is never changed once sent (the wire may reuse it)."""
 
     __slots__ = ("_closed", "_connect", "_pool", "_targets", "_timeouts")
 
@@ -388,7 +333,7 @@ class CoreWire:
             response = await self._pool.handle_async_request(request)
         except Exception as exc:
             _raise_as_httpx(exc)
-        return CoreReply(response)
+        return Reply(response)
 
     @staticmethod
     def _lines(headers: list[tuple[str, str]], host: bytes, body: bytes | None) -> list[tuple[bytes, bytes]]:

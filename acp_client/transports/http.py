@@ -3,18 +3,17 @@
 The wire (one endpoint URL, ``/acp`` by convention):
 
 * ``initialize`` is a ``POST`` without ``Acp-Connection-Id``, answered ``200`` with the JSON-RPC
-  response as a JSON body and the connection's id in ``Acp-Connection-Id``; the response is
-  delivered through :meth:`HttpTransport.receive` like any other message.
-* Right after it the transport opens the **connection stream** (a ``GET`` with
-  ``Accept: text/event-stream`` and ``Acp-Connection-Id``); ``send(initialize)`` returns once it
-  is open, so its failures (401, 406, a refused redirect...) are raised from that ``send``.
+  response as its JSON body (delivered by :meth:`HttpTransport.receive` like any other message) and
+  the connection's id in ``Acp-Connection-Id``. Right after it the transport opens the
+  **connection stream** (a ``GET`` with ``Accept: text/event-stream``); ``send(initialize)``
+  returns once it is open, so its failures (401, 406, a refused redirect...) are raised there.
 * Every later message is a ``POST`` carrying ``Acp-Connection-Id``, answered ``202`` (the answer
   comes on an SSE stream). Session-scoped methods (:data:`SESSION_SCOPED_METHODS`) and replies to
   agent requests that came on a session stream also carry ``Acp-Session-Id``.
 * Once a session is established (a successful answer to one of :data:`ESTABLISHING_METHODS`),
   the transport opens its **session stream**: a ``GET`` with ``Acp-Session-Id`` too.
 * :meth:`HttpTransport.aclose` sends ``DELETE``. A link that dropped cannot (its server may be
-  unreachable): the connector's next link, once initialized, sends it in the background (briefly
+  unreachable): the connector's next link sends it in the background once initialized (briefly
   delayed and bounded, failures logged at DEBUG), so a server that never expires connections
   (the official Python SDK 0.12.1) does not keep one per reconnect. A connection dropped while a
   turn may still run on it (a ``session/prompt`` unanswered, a v2 turn not ``idle``) never gets
@@ -23,45 +22,40 @@ The wire (one endpoint URL, ``/acp`` by convention):
 Messages from every stream are delivered in arrival order; correlation is the connection's job.
 
 **Two server dialects** disagree on when ``Acp-Session-Id`` goes on a POST; the transport learns
-which one it talks to from the refusals (see :mod:`._routing`, where every routing decision
-lives); the dialect one link learnt is where the connector's next link starts (a wrong guess
-after a change of server costs the same one retry). A session stream ``GET`` answered ``404``
-before the session is established waits for the establishing answer and is then reopened; a
-``404`` that persists after it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by
-the next ``send()`` of a session-scoped method for that session (never a hang).
+which one it talks to from the refusals (:mod:`._routing`), and the connector's next link starts
+from what this one learnt. A session stream ``GET`` answered ``404`` before the session is
+established waits for the establishing answer and is then reopened; a ``404`` that persists after
+it becomes :class:`~acp_client.exceptions.UnknownSession`, raised by the next ``send()`` of a
+session-scoped method for that session (never a hang).
 
 **Reattach before reconnect.** A stream that breaks (a reset, ``sse_idle_timeout`` without a
 byte) after carrying SSE event ids is reopened on the same connection with ``Last-Event-ID`` and
-the resumption headers the server sent with it (:mod:`._resume`), for up to ``reattach_timeout``
+the resumption headers the server sent (:mod:`._reattach`), for up to ``reattach_timeout``
 seconds: the link stays open, pending requests stay pending, and ``watch_resumes`` listeners get a
-:class:`~.base.StreamResumed`. The break becomes a drop (below) when the server no longer knows the
+:class:`~.base.StreamResumed`. The break becomes a drop when the server no longer knows the
 connection or the session (404, 403), signals that it cannot resume (a resync), changed its
 numbering (an epoch header), or cannot be reached in time; and at once when the stream carried no
 event id, since nobody could tell what it was carrying.
 
 **Failures.** A refusal of one POST (4xx/5xx) raises a typed
-:class:`~acp_client.exceptions.HttpStatusError` from ``send()`` and the transport stays usable.
-A connection-level failure closes the transport and ``receive()`` then raises
-:class:`~acp_client.exceptions.TransportClosed`: a network failure of a POST, a ``404`` for the
-connection id, the connection stream ending or breaking and not reattached, no byte on an SSE
-stream for ``sse_idle_timeout`` seconds and no reattach (servers send keepalive comments every
-15 s; over HTTP/2 the silence is measured per HTTP connection), or a session stream that cannot
-be reopened (``session_stream_retries`` quick attempts in a row).
+:class:`~acp_client.exceptions.HttpStatusError` from ``send()``; the transport stays usable.
+These close it (``receive()`` then raises :class:`~acp_client.exceptions.TransportClosed`): a
+network failure of a POST, a ``404`` for the connection id, the connection stream ending or
+breaking and not reattached, no byte on an SSE stream for ``sse_idle_timeout`` seconds and no
+reattach (servers send keepalive comments every 15 s; over HTTP/2 the silence is measured per
+HTTP connection), a session stream that ``session_stream_retries`` quick attempts cannot reopen.
 
-**Safety.** TLS is verified by default with a fresh :class:`ssl.SSLContext` per connector.
+**Safety.** TLS is verified by default, with a fresh :class:`ssl.SSLContext` per connector.
 JSON-RPC POSTs never follow redirects (a 3xx is :class:`~acp_client.exceptions.UnsafeRedirect`);
-``GET``/``DELETE`` follow same-origin redirects only, so credentials never leave the origin.
-Cookies come from (and go back to) a :class:`~acp_client.transports.CookieStore`, on
-every request and answer; ``httpx``'s own cookie jar is disabled. Header values are checked for
-CR/LF/NUL before anything is sent. Bodies are decompressed in bounded steps (:mod:`._body`) and
-capped at :attr:`Limits.max_http_body_bytes`; SSE lines and events at :attr:`Limits.max_sse_line_bytes` and
-:attr:`Limits.max_message_bytes` (an oversized event is skipped and reported as
-:class:`~acp_client.exceptions.MessageTooLarge` from ``receive()``; the stream goes on).
-Inbound messages wait in a bounded queue: when it is full, the SSE readers stop reading, which
+``GET``/``DELETE`` follow same-origin ones only, so credentials never leave the origin. Cookies
+come from and go back to a :class:`~acp_client.transports.CookieStore` on every request. Header
+values are checked for CR/LF/NUL before anything is sent. Bodies are decompressed in bounded
+steps and capped at :attr:`Limits.max_http_body_bytes`; SSE lines and events at
+:attr:`Limits.max_sse_line_bytes` and :attr:`Limits.max_message_bytes` (an oversized event is
+skipped and reported as :class:`~acp_client.exceptions.MessageTooLarge` from ``receive()``; the
+stream goes on). Inbound messages wait in a bounded queue: a full one stops the SSE readers, which
 pushes back on the server through TCP / HTTP/2 flow control. Proxy settings and ``.netrc`` from
-the environment are not used.
-
-No ``httpx`` type crosses this module's boundary.
+the environment are not used. No ``httpx`` type crosses this module's boundary.
 """
 
 from __future__ import annotations
@@ -73,21 +67,14 @@ from urllib.parse import urlsplit
 from .._util._checks import check_count, check_seconds
 from .._util._logging import get_logger
 from ..exceptions import ConfigurationError
-from ._carried import Carried
 from ._cookies import CookieStore
 from ._errors import MAX_REDIRECTS
-from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER
-from ._link import HttpTransport
+from ._exchange import CONNECTION_ID_HEADER, SESSION_ID_HEADER, LinkSettings
+from ._link import Carried, HttpTransport
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS
-from ._security import (
-    DEFAULT_SECRET_HEADERS,
-    TlsConfig,
-    check_headers,
-    origin_of,
-    safe_url,
-)
-from ._wire import CoreWire, Wire, new_pool
+from ._security import DEFAULT_SECRET_HEADERS, TlsConfig, check_headers, origin_of, safe_url
+from ._wire import Wire, new_pool
 from .base import Limits
 
 __all__ = [
@@ -102,20 +89,10 @@ __all__ = [
 
 logger = get_logger(__name__)
 
+#: Headers the transport sets itself; an app may not.
 _RESERVED_HEADERS: Final = frozenset(
-    {
-        "acp-connection-id",
-        "acp-session-id",
-        "accept",
-        "accept-encoding",
-        "content-type",
-        "content-length",
-        "transfer-encoding",
-        "host",
-        "connection",
-        "upgrade",
-        "te",
-    }
+    {"acp-connection-id", "acp-session-id", "accept", "accept-encoding", "content-type", "content-length"}
+    | {"transfer-encoding", "host", "connection", "upgrade", "te"}
 )
 #: TCP connections a link keeps for its POSTs (and DELETEs), beside those its SSE streams hold over
 #: HTTP/1.1: what concurrent requests (a recovery's, bounded by ``recovery_concurrency``) share.
@@ -196,36 +173,39 @@ class HttpConnector:
         check_count("session_stream_retries", session_stream_retries, minimum=0)
         check_count("max_session_streams", max_session_streams)
         check_seconds("reattach_timeout", reattach_timeout, zero=True)
-        self._reattach = float(reattach_timeout)
-        self._max_streams = max_session_streams
-        self._url = url
-        self._headers = pairs
-        self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
-        install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
+        secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
+        install_log_redaction(secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
+        self._settings = LinkSettings(
+            url=url,
+            headers=pairs,
+            secret_headers=secret,
+            cookies=cookies if cookies is not None else CookieStore(),
+            limits=limits,
+            connect_timeout=connect_timeout,
+            sse_idle_timeout=sse_idle_timeout,
+            session_stream_retries=session_stream_retries,
+            max_session_streams=max_session_streams,
+            reattach_timeout=float(reattach_timeout),
+        )
         self._http1 = http2 is not True
         self._http2 = origin.secure if http2 is None else http2
-        self._limits = limits
-        self._cookies = cookies if cookies is not None else CookieStore()
         # One fresh context per connector: settings of another client never leak into this one.
         self._ssl = tls.build_context() if origin.secure else None
-        self._connect_timeout = connect_timeout
-        self._idle = sse_idle_timeout
-        self._retries = session_stream_retries
         self._carried = Carried()
 
     @property
     def target(self) -> str:
         """The endpoint without user info or query string (safe to log)."""
-        return safe_url(self._url)
+        return safe_url(self._settings.url)
 
     @property
     def cookies(self) -> CookieStore:
         """The cookie store this connector reads and fills."""
-        return self._cookies
+        return self._settings.cookies
 
     def _new_client(self, connections: int = 1) -> Wire:
-        timeout, versions = self._connect_timeout, {"http1": self._http1, "http2": self._http2}
-        return CoreWire(new_pool(**versions, tls=self._ssl, connections=connections), timeout)
+        pool = new_pool(http1=self._http1, http2=self._http2, tls=self._ssl, connections=connections)
+        return Wire(pool, self._settings.connect_timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.
@@ -234,7 +214,7 @@ class HttpConnector:
             A transport whose first ``send()`` must be the ``initialize`` request.
         """
         return HttpTransport(
-            url=self._url,
+            self._settings,
             client=self._new_client(_POST_CONNECTIONS),
             # httpcore (1.0.x) starves HTTP/2 streams that share a connection with other idle
             # long-lived readers: an SSE event can wait for unrelated bytes (the next keepalive)
@@ -244,15 +224,6 @@ class HttpConnector:
             # Over HTTP/1.1 each open SSE stream holds a connection (the connection stream, up to
             # max_session_streams session streams): they share a pool of their own, so the POSTs'
             # pool stays small (httpcore walks every connection of a pool on every request).
-            stream_client=None if self._http2 else self._new_client(1 + self._max_streams),
-            headers=self._headers,
-            secret_headers=self._secret,
-            cookies=self._cookies,
-            limits=self._limits,
-            connect_timeout=self._connect_timeout,
-            sse_idle_timeout=self._idle,
-            session_stream_retries=self._retries,
-            max_session_streams=self._max_streams,
+            stream_client=None if self._http2 else self._new_client(1 + self._settings.max_session_streams),
             carried=self._carried,
-            reattach_timeout=self._reattach,
         )

@@ -34,7 +34,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Final, Literal
+from typing import Final, Literal, TypeAlias
 
 import attrs
 
@@ -43,9 +43,6 @@ from .._util._checks import check_seconds
 from .._util._logging import get_logger
 from ..display import printable
 from ..exceptions import AgentExited, ConfigurationError, ConnectError, MessageTooLarge, TransportClosed
-from ._lines import Line as _Line
-from ._lines import LineSplitter as _LineSplitter
-from ._lines import TooLong as _TooLong
 from .base import Limits, TransportInfo, describe
 
 __all__ = ["DEFAULT_INHERITED_ENV", "StdioConnector", "StdioTransport"]
@@ -174,6 +171,80 @@ class _End:
         return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
 
 
+@attrs.frozen
+class _TooLong:
+    """Marks a stdout line that exceeded the cap (its bytes were dropped)."""
+
+    seen: int  # bytes seen before giving up on the line (a lower bound of its length)
+
+
+_Line: TypeAlias = bytes | _TooLong
+
+
+class _LineSplitter:
+    """Splits the agent's stdout into lines, never holding more than ``limit`` bytes of one line.
+
+    ``feed()`` returns the complete lines (without ``\\n``; a trailing ``\\r`` is kept, it is JSON
+    whitespace) and a :class:`_TooLong` marker for each line over the cap: the rest of an overlong
+    line is dropped as it arrives, so the transport can report it and go on. Blank lines are dropped.
+    """
+
+    __slots__ = ("_discarding", "_limit", "_partial")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._partial = bytearray()
+        self._discarding = False
+
+    def _too_long(self, line: bytes | bytearray) -> bool:
+        size = len(line)
+        if size and line[-1] == 0x0D:  # a CRLF line's CR does not count
+            size -= 1
+        return size > self._limit
+
+    def feed(self, data: bytes) -> list[_Line]:
+        """Consume ``data``; return the lines it completed."""
+        out: list[_Line] = []
+        parts = data.split(b"\n")
+        tail = parts.pop()
+        for part in parts:
+            if self._discarding:  # this newline ends an overlong line
+                self._discarding = False
+                self._partial.clear()
+                continue
+            if self._partial:
+                self._partial += part
+                line = bytes(self._partial)
+                self._partial.clear()
+            else:
+                line = part
+            if not line or line.isspace():
+                continue
+            if self._too_long(line):
+                out.append(_TooLong(len(line)))
+            else:
+                out.append(line)
+        if tail and not self._discarding:
+            # +1: the line may still end in a CR that does not count against the cap.
+            if len(self._partial) + len(tail) > self._limit + 1:
+                out.append(_TooLong(len(self._partial) + len(tail)))
+                self._partial.clear()
+                self._discarding = True
+            else:
+                self._partial += tail
+        return out
+
+    def finish(self) -> list[_Line]:
+        """End of stream: return the last line if it had no newline."""
+        out: list[_Line] = []
+        if not self._discarding and self._partial and not self._partial.isspace():
+            line = bytes(self._partial)
+            out.append(_TooLong(len(line)) if self._too_long(line) else line)
+        self._partial.clear()
+        self._discarding = False
+        return out
+
+
 class StdioConnector:
     """Spawns a stdio agent; each :meth:`connect` starts a fresh process.
 
@@ -240,7 +311,7 @@ class StdioConnector:
             # protocol form reports the exit as soon as the process is reaped, even while a
             # grandchild keeps the pipes open (Process.wait() waits for the pipes too).
             await loop.subprocess_exec(
-                lambda: _AgentProtocol(transport),
+                lambda: transport,
                 *self._command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -264,39 +335,7 @@ class StdioConnector:
         return transport
 
 
-class _AgentProtocol(asyncio.SubprocessProtocol):
-    """Forwards asyncio's subprocess callbacks to the owning :class:`StdioTransport`."""
-
-    def __init__(self, owner: StdioTransport) -> None:
-        self._owner = owner
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._owner._attach(transport)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if isinstance(data, str):  # never happens: pipes are binary
-            data = data.encode()
-        if fd == 1:
-            self._owner._on_stdout(data)
-        elif fd == 2:
-            self._owner._on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._owner._on_pipe_closed(fd)
-
-    def process_exited(self) -> None:
-        self._owner._on_exit()
-
-    def pause_writing(self) -> None:
-        self._owner._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._owner._write_paused = False
-        self._owner._wake_writers()
-
-
-class StdioTransport:
+class StdioTransport(asyncio.SubprocessProtocol):
     """A link to one agent process over its stdin/stdout. Made by :meth:`StdioConnector.connect`.
 
     ``receive()`` returns messages in the order the agent wrote them. A non-JSON line raises
@@ -305,12 +344,12 @@ class StdioTransport:
     both. When the agent exits, the remaining messages are delivered and then every call raises
     :class:`~acp_client.exceptions.AgentExited` (its reason ends with the agent's last stderr).
 
-    Usable as an async context manager (``aclose()`` on exit).
+    Usable as an async context manager (``aclose()`` on exit). It is also the asyncio subprocess
+    protocol of the agent process: asyncio calls its pipe and process callbacks.
     """
 
     def __init__(self, *, target: str, limits: Limits, terminate_timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+        self._loop = loop = asyncio.get_running_loop()
         self._target = target
         self._limits = limits
         self._terminate_timeout = terminate_timeout
@@ -460,11 +499,6 @@ class StdioTransport:
 
     # -- stdout --------------------------------------------------------------------------------
 
-    def _on_stdout(self, data: bytes) -> None:
-        if self._end is not None:
-            return  # the link is over (e.g. a grandchild still writing after the agent exited)
-        self._push(self._splitter.feed(data))
-
     def _push(self, lines: list[_Line]) -> None:
         if not lines:
             return
@@ -531,13 +565,27 @@ class StdioTransport:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def _attach(self, proc: asyncio.SubprocessTransport) -> None:
-        self._proc = proc
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        proc = self._proc = transport
         self._pid = proc.get_pid()
         process = f"agent process {next(_spawned)} (pid {self._pid})"
         self._info = TransportInfo(kind="stdio", target=self._target, pid=self._pid, agent_process=process)
 
-    def _on_pipe_closed(self, fd: int) -> None:
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1 and self._end is None:  # (after the end: a grandchild still writing, say)
+            self._push(self._splitter.feed(data))
+        elif fd == 2:
+            self._on_stderr(data)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_writers()
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 0:
             self._stdin_lost = True
             self._wake_writers()
@@ -553,7 +601,7 @@ class StdioTransport:
             self._stderr_partial.clear()
             self._maybe_finish()
 
-    def _on_exit(self) -> None:
+    def process_exited(self) -> None:
         assert self._proc is not None
         returncode = self._proc.get_returncode()
         if returncode is None:  # pragma: no cover - asyncio always sets it before this callback

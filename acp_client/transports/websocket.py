@@ -28,13 +28,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection as WebSocketConnection
 from websockets.asyncio.client import connect as _ws_connect
 from websockets.datastructures import Headers
-from websockets.exceptions import (
-    ConcurrencyError,
-    ConnectionClosed,
-    InvalidStatus,
-    WebSocketException,
-)
-from websockets.frames import Close, CloseCode
+from websockets.exceptions import ConcurrencyError, ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.frames import CloseCode
 from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.proxy import get_proxy
@@ -56,14 +51,7 @@ from ..exceptions import (
 from ._cookies import CookieStore, with_cookie
 from ._errors import MAX_REDIRECTS, REDIRECT_STATUSES, describe_error, open_error, status_error
 from ._log_redaction import install_log_redaction
-from ._security import (
-    DEFAULT_SECRET_HEADERS,
-    TlsConfig,
-    check_headers,
-    redact_headers,
-    redirect_allowed,
-    safe_url,
-)
+from ._security import DEFAULT_SECRET_HEADERS, TlsConfig, check_headers, redact_headers, redirect_allowed, safe_url
 from .base import Limits, TransportInfo
 
 __all__ = ["WebSocketConnector", "WebSocketTransport"]
@@ -72,26 +60,14 @@ logger = get_logger(__name__)
 
 #: Handshake headers the WebSocket library owns; an app may not set them.
 _RESERVED_HEADERS: Final = frozenset(
-    {
-        "host",
-        "connection",
-        "upgrade",
-        "content-length",
-        "transfer-encoding",
-        "sec-websocket-key",
-        "sec-websocket-version",
-        "sec-websocket-extensions",
-        "sec-websocket-protocol",
-        "sec-websocket-accept",
-    }
+    {"host", "connection", "upgrade", "content-length", "transfer-encoding"}
+    | {f"sec-websocket-{name}" for name in ("key", "version", "extensions", "protocol", "accept")}
 )
 _TOKEN_CHARS: Final = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _BODY_EXCERPT: Final = 500
 #: What an HTTP/1.1 header value may hold (visible ISO-8859-1, spaces and tabs).
 _HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _WS_SCHEMES: Final = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
-
-
 #: The environment variables that decide websockets' proxy for a URL (urllib reads both cases;
 #: REQUEST_METHOD makes it ignore HTTP_PROXY in a CGI process).
 _PROXY_VARIABLES: Final = (
@@ -142,17 +118,6 @@ class _Connection(WebSocketConnection):
             self.acp_closer = asyncio.get_running_loop().create_task(self.close())
 
 
-def _describe_close(
-    rcvd: Close | None, sent: Close | None, rcvd_then_sent: bool | None, cause: BaseException | None
-) -> str:
-    """A precise, human-readable reason for the end of a link."""
-    if sent is not None and (rcvd is None or rcvd_then_sent is False):
-        return f"closed by client {sent}"  # "1000 (OK) bye"
-    if rcvd is not None:
-        return f"closed by agent {rcvd}"
-    return "connection dropped (1006)" + (f": {describe_error(cause)}" if cause is not None else "")
-
-
 def _status_error(response: Response, url: str) -> TransportError:
     """The exception for a handshake answered with an HTTP error status."""
     status = response.status_code
@@ -171,17 +136,8 @@ def _normalize_url(url: str) -> str:
     return urlunsplit((scheme, parts.netloc, parts.path or "/", parts.query, ""))
 
 
-def _without_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-
-
 class WebSocketTransport:
-    """One open WebSocket link to an agent. Created by :meth:`WebSocketConnector.connect`.
-
-    Implements :class:`~acp_client.transports.base.Transport`.
-    """
+    """One open WebSocket link to an agent (a :class:`~.base.Transport`). Made by :class:`WebSocketConnector`."""
 
     def __init__(
         self,
@@ -330,9 +286,15 @@ class WebSocketTransport:
         return TransportClosed(self._reason(exc), maybe_delivered=False)
 
     def _reason(self, exc: ConnectionClosed) -> str:
+        """A precise, human-readable reason for the end of the link."""
         if self._local_reason is not None:
             return self._local_reason
-        return _describe_close(exc.rcvd, exc.sent, exc.rcvd_then_sent, exc.__cause__)
+        if exc.sent is not None and (exc.rcvd is None or exc.rcvd_then_sent is False):
+            return f"closed by client {exc.sent}"  # "1000 (OK) bye"
+        if exc.rcvd is not None:
+            return f"closed by agent {exc.rcvd}"
+        cause = exc.__cause__
+        return "connection dropped (1006)" + (f": {describe_error(cause)}" if cause is not None else "")
 
     def _current_reason(self) -> str:
         """The reason while no ``ConnectionClosed`` says more (the link may still be closing)."""
@@ -346,12 +308,6 @@ class WebSocketTransport:
     async def _keep_alive(self, interval: float, timeout: float | None) -> None:
         """Ping every ``interval`` seconds; a pong ``timeout`` late ends the link at once, waking
         :meth:`send` and :meth:`receive` (websockets' own keepalive would wait ``close_timeout`` more)."""
-        try:
-            await self._ping_until_dead(interval, timeout)
-        except Exception:  # a bug here must not pass silently, nor take the link down
-            logger.warning("WebSocket keepalive to %s failed", self._info.target, exc_info=True)
-
-    async def _ping_until_dead(self, interval: float, timeout: float | None) -> None:
         ws = self._ws
         loop = asyncio.get_running_loop()
         ended = asyncio.ensure_future(ws.wait_closed())
@@ -382,6 +338,8 @@ class WebSocketTransport:
                     return
                 self._dead(f"ping timeout (no pong within {timeout:g}s)")
                 return
+        except Exception:  # a bug here must not pass silently, nor take the link down
+            logger.warning("WebSocket keepalive to %s failed", self._info.target, exc_info=True)
         finally:
             ended.cancel()
 
@@ -399,8 +357,8 @@ class WebSocketTransport:
 class WebSocketConnector:
     """Opens WebSocket links to one agent endpoint.
 
-    Implements :class:`~acp_client.transports.base.Connector`. Everything is validated here, so a
-    bad header fails before any connection attempt.
+    A :class:`~.base.Connector`. Everything is validated here, so a bad header fails before any
+    connection attempt.
 
     Args:
         url: The ``ws://`` or ``wss://`` endpoint (``http(s)://`` is accepted and mapped).
@@ -450,7 +408,8 @@ class WebSocketConnector:
                 raise ConfigurationError(f"header {name!r} has a character HTTP/1.1 cannot carry")
         if any(name.lower() == "authorization" for name, _ in pairs):
             # An explicit Authorization header wins over credentials in the URL (never send both).
-            self._url = _without_userinfo(self._url)
+            parts = urlsplit(self._url)
+            self._url = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, parts.query, ""))
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
         install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
@@ -508,7 +467,8 @@ class WebSocketConnector:
             if remaining <= 0:
                 limit = self._open_timeout
                 raise ConnectTimeout(f"timed out after {limit:g}s opening {self.target}", timeout=limit)
-            headers = self._handshake_headers(url)
+            cookie = self._cookies.header_for(url) if self._cookies is not None else None
+            headers = with_cookie(list(self._headers), cookie)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
                     "opening WebSocket to %s, headers %s", safe_url(url), redact_headers(headers, self._secret)
@@ -546,18 +506,12 @@ class WebSocketConnector:
         logger.debug("following a same-origin %d redirect from %s to %s", status, safe_url(url), safe_url(normalized))
         return normalized
 
-    def _handshake_headers(self, url: str) -> list[tuple[str, str]]:
-        return with_cookie(list(self._headers), self._cookies.header_for(url) if self._cookies is not None else None)
-
     def _capture(self, url: str, headers: Headers) -> None:
         if self._cookies is not None:
             self._cookies.capture(url, headers.get_all("Set-Cookie"))
 
     async def _open(self, url: str, headers: list[tuple[str, str]], timeout: float) -> WebSocketConnection:
         """One handshake attempt; maps every failure but ``InvalidStatus`` to our errors."""
-        kwargs: dict[str, Any] = {}
-        if self._ssl is not None:
-            kwargs["ssl"] = self._ssl
         try:
             return await _NoRedirectConnect(
                 url,
@@ -571,7 +525,7 @@ class WebSocketConnector:
                 max_size=self._limits.max_message_bytes,
                 proxy=proxy_for(url),
                 create_connection=_Connection,
-                **kwargs,
+                ssl=self._ssl,  # None for ws:// (a redirect never changes the scheme: same origin only)
             )
         except InvalidStatus:
             raise

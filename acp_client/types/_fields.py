@@ -36,19 +36,7 @@ def wire(
     always: bool = False,
     presence: Iterable[int] | None = None,
 ) -> dict[str, Any]:
-    """Build the attrs ``metadata`` that describes a field's wire mapping.
-
-    Args:
-        name: The wire name, or per-version wire names.
-        versions: The protocol versions in which the field exists; elsewhere it is neither read
-            nor written.
-        strict: Fail the message on a malformed value instead of falling back to the default.
-        always: Write the field even when it holds its default.
-        presence: Versions in which a ``bool`` field travels as ``{}`` (true) or is omitted (false).
-
-    Returns:
-        A metadata mapping for ``attrs.field(metadata=...)``.
-    """
+    """The ``attrs.field(metadata=...)`` of a field's wire mapping (the keys above say what each means)."""
     metadata: dict[str, Any] = {}
     if name is not None:
         metadata[NAME] = name if isinstance(name, str) else dict(name)

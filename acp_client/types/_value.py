@@ -1,16 +1,11 @@
 """Value semantics for the wire types, written once instead of once per class. Pure.
 
-attrs writes the source of ``__eq__``, ``__hash__`` and ``__repr__`` for every class it decorates
-and compiles it; for the ~130 wire types that compiling was about a seventh of ``import
-acp_client``. The wire types are declared ``@attrs.frozen(eq=False, repr=False)``, and each
-module ends with ``value_types(globals())``, which gives every one of them (through :func:`value`)
-the behaviour attrs would have generated, from shared functions:
-
-* equal when ``other`` is of the very same class and every field compared by attrs (``eq=True``,
-  the default) is equal; otherwise ``NotImplemented``;
-* hashed from the class and those fields (so equal values hash alike; a value holding a list is
-  unhashable, as with attrs);
-* shown as ``Name(field=value, ...)`` over the fields with ``repr=True``.
+attrs compiles ``__eq__``, ``__hash__`` and ``__repr__`` for every class it decorates; for the
+~130 wire types that was about a seventh of ``import acp_client``. So the wire types are declared
+``@attrs.frozen(eq=False, repr=False)``, and each module ends with ``value_types(globals())``,
+which gives them the behaviour attrs would have generated (equal only to the very same class,
+hashed alike when equal, ``Name(field=value, ...)``) from shared functions. Also the field sets
+several wire types share (each subclass is still its own type, equal only to itself).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-__all__ = ["value", "value_types"]
+__all__ = ["MetaOnly", "UnknownVariant", "value", "value_types"]
 
 _T = TypeVar("_T")
 
@@ -66,3 +61,22 @@ def value_types(namespace: Mapping[str, Any]) -> None:
 
 def _nothing(_: object) -> tuple[()]:
     return ()
+
+
+@attrs.frozen(eq=False, repr=False)
+class UnknownVariant:
+    """A variant of a tagged union this SDK does not know: ``type`` is its tag, ``raw`` the whole
+    payload as received (encoded back unchanged)."""
+
+    type: str
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(eq=False, repr=False)
+class MetaOnly:
+    """A message that carries nothing but its ``_meta``."""
+
+    meta: dict[str, Any] | None = None
+
+
+value_types(globals())

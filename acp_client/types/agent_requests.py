@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import MetaOnly, UnknownVariant, value_types
 from .lifecycle import EnvVariable
 from .updates import TerminalExitStatus, ToolCallUpdate
 
@@ -45,10 +45,6 @@ __all__ = [
     "WriteTextFileRequest",
     "WriteTextFileResponse",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# session/request_permission
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -86,11 +82,8 @@ class CommandPermissionSubject:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownPermissionSubject:
-    """A permission subject of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownPermissionSubject(UnknownVariant):
+    """A permission subject of a type this SDK does not know."""
 
 
 PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubject | UnknownPermissionSubject
@@ -100,17 +93,9 @@ PermissionSubject: TypeAlias = ToolCallPermissionSubject | CommandPermissionSubj
 class RequestPermissionRequest:
     """``session/request_permission`` params.
 
-    v1 sends ``tool_call``; v2 sends ``title`` (and maybe ``description`` and a ``subject``). When a
-    v2 subject is a tool call, ``tool_call`` is filled from it too, so handlers can read
-    ``tool_call`` in both versions.
-
-    Attributes:
-        session_id: The session asking.
-        tool_call: The tool call the permission is for.
-        options: The choices to offer.
-        title: v2: what is being asked.
-        description: v2: more detail.
-        subject: v2: what the permission is about.
+    v1 sends ``tool_call``; v2 sends ``title`` (what is being asked; maybe more detail in
+    ``description``) and a ``subject`` (what the permission is about). When a v2 subject is a tool
+    call, ``tool_call`` is filled from it too, so handlers can read ``tool_call`` in both versions.
     """
 
     session_id: str
@@ -133,12 +118,10 @@ class SelectedPermissionOutcome:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CancelledPermissionOutcome:
+class CancelledPermissionOutcome(MetaOnly):
     """The prompt turn was cancelled before the user answered (wire ``{"outcome": "cancelled"}``)."""
 
     outcome: ClassVar[str] = "cancelled"
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -161,10 +144,6 @@ class RequestPermissionResponse:
 
     outcome: PermissionOutcome | UnknownPermissionOutcome
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# fs/* (v1)
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -197,14 +176,8 @@ class WriteTextFileRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class WriteTextFileResponse:
+class WriteTextFileResponse(MetaOnly):
     """The client's answer to ``fs/write_text_file``."""
-
-    meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# terminal/* (v1)
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -229,12 +202,17 @@ class CreateTerminalResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class TerminalOutputRequest:
-    """``terminal/output`` params."""
+class _TerminalParams:
+    """Params that name one terminal of a session."""
 
     session_id: str
     terminal_id: str
     meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(eq=False, repr=False)
+class TerminalOutputRequest(_TerminalParams):
+    """``terminal/output`` params."""
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -248,12 +226,8 @@ class TerminalOutputResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class WaitForTerminalExitRequest:
+class WaitForTerminalExitRequest(_TerminalParams):
     """``terminal/wait_for_exit`` params."""
-
-    session_id: str
-    terminal_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -266,54 +240,33 @@ class WaitForTerminalExitResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class KillTerminalCommandRequest:
+class KillTerminalCommandRequest(_TerminalParams):
     """``terminal/kill`` params."""
 
-    session_id: str
-    terminal_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class KillTerminalCommandResponse:
+class KillTerminalCommandResponse(MetaOnly):
     """The client's answer to ``terminal/kill``."""
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class ReleaseTerminalRequest:
+class ReleaseTerminalRequest(_TerminalParams):
     """``terminal/release`` params."""
 
-    session_id: str
-    terminal_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class ReleaseTerminalResponse:
+class ReleaseTerminalResponse(MetaOnly):
     """The client's answer to ``terminal/release``."""
-
-    meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# elicitation
 
 
 @attrs.frozen(eq=False, repr=False)
 class CreateElicitationRequest:
-    """``elicitation/create`` params.
+    """``elicitation/create`` params: ``message`` is what to ask the user.
 
-    Attributes:
-        message: What to ask the user.
-        mode: ``"form"`` (fill in ``requested_schema``), ``"url"`` (open ``url``) or a future mode.
-        requested_schema: For ``form``: the JSON schema of the answer, as sent.
-        elicitation_id: For ``url``: the id a later ``elicitation/complete`` names.
-        url: For ``url``: the page to open.
-        session_id: Scope: the session asking (session-scoped elicitations).
-        tool_call_id: Scope: the tool call asking, when any.
-        request_id: Scope: the request asking (request-scoped elicitations).
+    ``mode``: ``"form"`` (fill in ``requested_schema``, the answer's JSON schema as sent), ``"url"``
+    (open ``url``; a later ``elicitation/complete`` names its ``elicitation_id``) or a future mode.
+    The scope is the session, the tool call or the request asking (``session_id``,
+    ``tool_call_id``, ``request_id``).
     """
 
     message: str

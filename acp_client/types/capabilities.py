@@ -82,13 +82,9 @@ class ClientAuthCapabilities:
 class ClientCapabilities:
     """What the client advertises in ``initialize``.
 
-    Attributes:
-        fs: File-system methods served (v1 only; not sent in v2).
-        terminal: Whether ``terminal/*`` is served (v1 only; not sent in v2).
-        elicitation: Supported elicitation modes, or ``None`` for none.
-        auth: Authentication features, or ``None``.
-        extra: Further capability members sent verbatim (e.g. ``{"positionEncodings": [...]}``);
-            on decode, the members this class does not model.
+    ``fs`` and ``terminal`` (whether ``terminal/*`` is served) exist in v1 only. ``extra``: further
+    capability members sent verbatim (e.g. ``{"positionEncodings": [...]}``); on decode, the
+    members this class does not model.
     """
 
     fs: FileSystemCapability = attrs.field(factory=FileSystemCapability, metadata=wire(versions=(1,)))
@@ -143,13 +139,8 @@ class SessionCapabilities:
 class AuthMethod:
     """An authentication method the agent offers.
 
-    Attributes:
-        id: The method id (v1 ``id``, v2 ``methodId``).
-        name: A human-readable name.
-        type: ``"agent"`` (the agent handles it), ``"terminal"``, or a future kind.
-        description: A longer description.
-        args: For ``terminal``: extra arguments.
-        env: For ``terminal``: environment (v1 an object, v2 a list), as sent.
+    ``type``: ``"agent"`` (the agent handles it), ``"terminal"``, or a future kind. For
+    ``terminal``: extra ``args``, and the ``env`` as sent (v1 an object, v2 a list).
     """
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "methodId"}))
@@ -165,14 +156,7 @@ _V1_SESSION_PATH: Final = "agentCapabilities.sessionCapabilities."
 _V2_SESSION_PATH: Final = "capabilities.session"
 
 # method -> SessionCapabilities attribute gating it
-_SESSION_GATES: Final = {
-    "session/resume": "resume",
-    "session/close": "close",
-    "session/list": "list",
-    "session/fork": "fork",
-    "session/status": "status",
-    "session/delete": "delete",
-}
+_SESSION_GATES: Final = {f"session/{name}": name for name in ("resume", "close", "list", "fork", "status", "delete")}
 # methods that are baseline in v2 (gated by the presence of the ``session`` object itself)
 _V2_BASELINE: Final = frozenset({"session/resume", "session/close", "session/list"})
 
@@ -181,13 +165,9 @@ _V2_BASELINE: Final = frozenset({"session/resume", "session/close", "session/lis
 class AgentCapabilities:
     """What the agent advertised in ``initialize``, normalized across protocol versions.
 
-    Attributes:
-        load_session: ``session/load`` is supported (v1 ``loadSession``; always false in v2).
-        prompt: Accepted prompt content.
-        mcp: Supported MCP transports.
-        session: Optional session methods.
-        raw: The capability object exactly as received (``agentCapabilities`` in v1,
-            ``capabilities`` in v2), for anything not modeled here. Not part of equality.
+    ``load_session`` is always false in v2. ``raw``: the capability object exactly as received
+    (``agentCapabilities`` in v1, ``capabilities`` in v2), for anything not modeled here; not part
+    of equality.
     """
 
     load_session: bool = False
@@ -198,16 +178,10 @@ class AgentCapabilities:
     meta: dict[str, Any] | None = None
 
     def supports(self, method: str) -> bool:
-        """Whether the agent advertised what ``method`` needs.
+        """Whether the agent advertised what the client→agent ``method`` needs.
 
         Methods that need no capability (``session/new``, ``session/prompt``, ``session/cancel``,
         ``session/set_mode``, ...) are always supported.
-
-        Args:
-            method: A client→agent method name.
-
-        Returns:
-            ``True`` when the method may be called.
         """
         if method == "session/load":
             return self.load_session
@@ -217,17 +191,12 @@ class AgentCapabilities:
         return bool(getattr(self.session, gate))
 
     def capability_path(self, method: str, protocol_version: int) -> str:
-        """Where the capability gating ``method`` is advertised, as a dotted path.
+        """Where the capability gating ``method`` is advertised in ``protocol_version``, as a dotted path.
 
-        Args:
-            method: A client→agent method name.
-            protocol_version: The negotiated protocol version.
-
-        Returns:
-            For example ``"agentCapabilities.sessionCapabilities.status"`` (v1),
-            ``"capabilities.session.status"`` (v2), ``"agentCapabilities.loadSession"``;
-            ``"capabilities.session"`` for a v2 baseline method; ``""`` for a method that needs no
-            capability; and a note for ``session/load`` in v2, where the method does not exist.
+        For example ``"agentCapabilities.sessionCapabilities.status"`` (v1),
+        ``"capabilities.session.status"`` (v2), ``"agentCapabilities.loadSession"``;
+        ``"capabilities.session"`` for a v2 baseline method; ``""`` for a method that needs no
+        capability; and a note for ``session/load`` in v2, where the method does not exist.
         """
         v2 = protocol_version >= 2
         if method == "session/load":

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
-from ._value import value_types
+from ._value import UnknownVariant, value_types
 
 __all__ = [
     "Annotations",
@@ -29,13 +29,8 @@ __all__ = [
 
 @attrs.frozen(eq=False, repr=False)
 class Annotations:
-    """Hints about how a block is meant to be used or shown.
-
-    Attributes:
-        audience: Intended readers (``"user"``, ``"assistant"``; open set).
-        last_modified: RFC 3339 timestamp, as sent.
-        priority: Importance from 0 to 1.
-    """
+    """Hints about how a block is meant to be used or shown: ``audience`` (``"user"``,
+    ``"assistant"``; open set), ``last_modified`` (RFC 3339, as sent), ``priority`` (0 to 1)."""
 
     audience: tuple[str, ...] | None = None
     last_modified: str | None = None
@@ -81,10 +76,8 @@ class AudioContent:
 
 @attrs.frozen(eq=False, repr=False)
 class ResourceLink:
-    """A reference to a resource the agent can fetch (wire tag ``resource_link``).
-
-    ``icons`` (v2) is kept as the raw icon objects.
-    """
+    """A reference to a resource the agent can fetch (wire tag ``resource_link``); ``icons`` (v2):
+    the raw icon objects."""
 
     type: ClassVar[str] = "resource_link"
 
@@ -135,11 +128,8 @@ class EmbeddedResource:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownContent:
-    """A content block of a type this SDK does not know; ``raw`` is the payload as received."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownContent(UnknownVariant):
+    """A content block of a type this SDK does not know."""
 
 
 #: A content block (the ACP ``ContentBlock`` union).

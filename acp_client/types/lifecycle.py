@@ -1,10 +1,5 @@
-"""Lifecycle messages the client sends and the answers it gets.
-
-Covers ``initialize``, ``session/new``, ``session/load`` (v1), ``session/resume`` (v2
-``replayFrom``), ``session/close``, ``session/list``, ``session/fork``, ``session/delete``,
-``session/status``, ``session/prompt``, ``session/cancel``, ``session/set_mode`` (v1),
-``session/set_config_option`` and ``$/cancel_request``, plus the values they carry (MCP server
-descriptions, modes, config options, usage, foreground state).
+"""Lifecycle messages the client sends (``initialize``, ``session/*``, ``$/cancel_request``), the
+answers it gets, and the values they carry (MCP servers, modes, config options, usage, foreground state).
 
 Open string enumerations of the protocol (stop reasons, tool kinds, states, config categories)
 are plain ``str`` so values from newer agents survive a round trip.
@@ -18,7 +13,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import MetaOnly, UnknownVariant, value_types
 from .capabilities import AgentCapabilities, AuthMethod, ClientCapabilities, Implementation
 from .content import ContentBlock
 
@@ -78,19 +73,11 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# initialize
-
-
 @attrs.frozen(eq=False, repr=False)
 class InitializeRequest:
-    """``initialize`` params.
-
-    Encoded in the shape of the ``protocol_version`` given to the converter (pass the version
-    being proposed): v1 ``clientInfo`` / ``clientCapabilities``, v2 ``info`` / ``capabilities``
-    (v2 requires ``info``: when ``client_info`` is ``None`` the SDK's own identity is sent).
-    Decoding accepts either shape.
-    """
+    """``initialize`` params, encoded in the shape of the version being proposed: v1 ``clientInfo`` /
+    ``clientCapabilities``, v2 ``info`` (required: ``None`` sends the SDK's own identity) /
+    ``capabilities``. Decoding accepts either shape."""
 
     protocol_version: int
     client_info: Implementation | None = None
@@ -100,24 +87,14 @@ class InitializeRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class InitializeResponse:
-    """``initialize`` result, decoded from either the v1 or the v2 shape.
-
-    Attributes:
-        protocol_version: The version the agent chose.
-        agent_info: The agent's identity (v1 ``agentInfo``, v2 ``info``), when sent.
-        agent_capabilities: Normalized capabilities (v1 ``agentCapabilities``, v2 ``capabilities``).
-        auth_methods: Offered authentication methods (malformed entries dropped).
-    """
+    """``initialize`` result, decoded from either the v1 or the v2 shape (see :mod:`.capabilities`);
+    malformed ``auth_methods`` entries are dropped."""
 
     protocol_version: int
     agent_info: Implementation | None = None
     agent_capabilities: AgentCapabilities = attrs.field(factory=AgentCapabilities)
     auth_methods: tuple[AuthMethod, ...] = ()
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# MCP servers
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -187,18 +164,11 @@ class McpServerAcp:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownMcpServer:
-    """An MCP server description of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownMcpServer(UnknownVariant):
+    """An MCP server description of a type this SDK does not know."""
 
 
 McpServer: TypeAlias = McpServerStdio | McpServerHttp | McpServerSse | McpServerAcp | UnknownMcpServer
-
-
-# --------------------------------------------------------------------------------------------
-# modes, config options, commands
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -242,17 +212,10 @@ class SessionConfigSelectGroup:
 
 @attrs.frozen(eq=False, repr=False)
 class SessionConfigOption:
-    """A session configuration option (a model picker, a mode, a reasoning level...).
-
-    Attributes:
-        id: The option id (v1 ``id``, v2 ``configId``).
-        name: A human-readable name.
-        type: ``"select"``, ``"boolean"`` or a future kind.
-        current_value: The current value (a value id for ``select``, a bool for ``boolean``).
-        options: For ``select``: the choices, flat or grouped.
-        description: A longer description.
-        category: ``"mode"``, ``"model"``, ``"model_config"``, ``"thought_level"`` or other.
-    """
+    """A session configuration option (a model picker, a mode, a reasoning level...). ``type``:
+    ``"select"`` (``options``: the choices, flat or grouped), ``"boolean"`` or a future kind;
+    ``current_value``: a value id for ``select``, a bool for ``boolean``. ``category``: ``"mode"``,
+    ``"model"``, ``"model_config"``, ``"thought_level"`` or other."""
 
     id: str = attrs.field(metadata=wire(name={1: "id", 2: "configId"}))
     name: str
@@ -266,24 +229,14 @@ class SessionConfigOption:
 
 @attrs.frozen(eq=False, repr=False)
 class AvailableCommand:
-    """A slash command the agent offers.
-
-    Attributes:
-        name: The command name (without the slash).
-        description: What it does.
-        input: How its input is described, as sent (e.g. ``{"hint": "..."}``).
-        type: The newer v2 variant tag (``"command"``), when sent.
-    """
+    """A slash command the agent offers: ``name`` without the slash, ``input`` as sent (e.g.
+    ``{"hint": "..."}``), ``type`` the newer v2 variant tag (``"command"``) when sent."""
 
     name: str
     description: str
     input: dict[str, Any] | None = None
     type: str | None = None
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# session/new, load, resume, fork, close, delete, list
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -321,11 +274,8 @@ class LoadSessionRequest:
 
 @attrs.frozen(eq=False, repr=False)
 class LoadSessionResponse:
-    """``session/load`` result.
-
-    ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the Python
-    SDK's HTTP server only knows a session on a connection after a result that carries it).
-    """
+    """``session/load`` result. ``session_id`` is not in the schemas, but the official SDKs' agents send it (and the
+    Python SDK's HTTP server only knows a session on a connection after a result that carries it)."""
 
     session_id: str | None = None
     modes: SessionModeState | None = None
@@ -335,20 +285,15 @@ class LoadSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class ReplayFromStart:
+class ReplayFromStart(MetaOnly):
     """v2 ``replayFrom``: replay the whole history."""
 
     type: ClassVar[str] = "start"
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownReplayFrom:
-    """A ``replayFrom`` of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownReplayFrom(UnknownVariant):
+    """A ``replayFrom`` of a type this SDK does not know."""
 
 
 ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
@@ -402,33 +347,31 @@ class ForkSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CloseSessionRequest:
+class _SessionParams:
+    """Params that name one session and nothing else."""
+
+    session_id: str
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(eq=False, repr=False)
+class CloseSessionRequest(_SessionParams):
     """``session/close`` params."""
 
-    session_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class CloseSessionResponse:
+class CloseSessionResponse(MetaOnly):
     """``session/close`` result."""
 
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class DeleteSessionRequest:
+class DeleteSessionRequest(_SessionParams):
     """``session/delete`` params."""
 
-    session_id: str
-    meta: dict[str, Any] | None = None
-
 
 @attrs.frozen(eq=False, repr=False)
-class DeleteSessionResponse:
+class DeleteSessionResponse(MetaOnly):
     """``session/delete`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -462,10 +405,6 @@ class ListSessionsResponse:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# session/status
-
-
 class Probe(str, enum.Enum):
     """What an instance said to ``session/status`` about one session: the one vocabulary of a
     probe answer (a :class:`~acp_client.types.Session` record's ``status``, the recovery's own
@@ -495,26 +434,16 @@ _ACTIVE_SPELLINGS = frozenset({"active", "open"})
 
 
 def normalize_status(raw: str) -> Probe:
-    """Map a wire status string to a :class:`Probe` answer.
-
-    ``"active"`` and ``"open"`` are :attr:`Probe.ACTIVE`; everything else (``"inactive"``,
-    ``"saved"``, future values) is :attr:`Probe.INACTIVE`, as the protocol requires.
-    """
+    """A wire status string as a :class:`Probe` answer: ``active`` and ``open`` are ACTIVE, anything
+    else (``inactive``, ``saved``, future values) INACTIVE, as the protocol requires."""
     return Probe.ACTIVE if raw in _ACTIVE_SPELLINGS else Probe.INACTIVE
 
 
 @attrs.frozen(eq=False, repr=False)
 class ForegroundState:
-    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...).
-
-    A snapshot is context, not a transition: an ``idle`` snapshot's ``stop_reason`` is the last
-    turn's, not a new completion.
-
-    Attributes:
-        state: The state string, as sent (open set).
-        stop_reason: For ``idle``: why the last turn ended, when reported.
-        raw: The whole state object as received.
-    """
+    """A v2 foreground-state snapshot (``idle``, ``running``, ``requires_action``, ``unknown``...):
+    context, not a transition (an ``idle`` snapshot's ``stop_reason`` is the last turn's, not a new
+    completion). ``raw`` is the whole state object as received."""
 
     state: str
     stop_reason: str | None = None
@@ -522,24 +451,15 @@ class ForegroundState:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SessionStatusRequest:
+class SessionStatusRequest(_SessionParams):
     """``session/status`` params."""
-
-    session_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
 class SessionStatusResponse:
-    """``session/status`` result.
-
-    Attributes:
-        status: The normalized status (``open`` reads as active, ``saved`` and unknown values as
-            inactive).
-        raw_status: The status string as sent.
-        state: v2 only: the foreground state, decoded default-on-error (missing, null or
-            malformed → ``None``, which means "not reported", never idle).
-    """
+    """``session/status`` result: ``status`` normalized from ``raw_status`` (``open`` reads as
+    active, ``saved`` and unknown values as inactive); ``state`` (v2 only) decoded default-on-error
+    (missing, null or malformed → ``None``: "not reported", never idle)."""
 
     status: Probe
     raw_status: str
@@ -550,10 +470,6 @@ class SessionStatusResponse:
     def from_raw(cls, raw_status: str, state: ForegroundState | None = None) -> SessionStatusResponse:
         """Build one from the wire status string (normalizing it)."""
         return cls(status=normalize_status(raw_status), raw_status=raw_status, state=state)
-
-
-# --------------------------------------------------------------------------------------------
-# session/prompt, cancel, modes, config
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -633,11 +549,8 @@ class PromptResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class CancelNotification:
+class CancelNotification(_SessionParams):
     """``session/cancel`` params (a notification: cancels the session's current turn)."""
-
-    session_id: str
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -658,10 +571,8 @@ class SetSessionModeRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SetSessionModeResponse:
+class SetSessionModeResponse(MetaOnly):
     """``session/set_mode`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -674,24 +585,15 @@ class SetSessionModelRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class SetSessionModelResponse:
+class SetSessionModelResponse(MetaOnly):
     """``session/set_model`` result."""
-
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
 class SetSessionConfigOptionRequest:
-    """``session/set_config_option`` params.
-
-    Attributes:
-        session_id: The session.
-        config_id: The option to set.
-        value: A value id (``str``) for ``select`` options, a ``bool`` for ``boolean`` ones, or any
-            JSON value for a future type.
-        type: The value's type tag. ``None`` infers it: ``"boolean"`` for a bool, otherwise a value
-            id (sent untagged in v1 and as ``"id"`` in v2).
-    """
+    """``session/set_config_option`` params. ``value``: a value id (``str``) for ``select`` options,
+    a ``bool`` for ``boolean`` ones, any JSON value for a future type. ``type``: its tag; ``None``
+    infers it: ``"boolean"`` for a bool, else a value id (untagged in v1, ``"id"`` in v2)."""
 
     session_id: str
     config_id: str

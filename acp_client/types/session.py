@@ -129,50 +129,25 @@ class Session:
 
     ``session/new``, ``session/load``, ``session/resume``, ``session/fork``, ``session/list`` and
     ``session/status`` all produce (or list) this type. A field the agent did not supply is
-    ``None``; nothing is invented.
+    ``None``; nothing is invented. Its wire form (the schema's ``Session``, camelCase) lives in
+    the private codec.
 
-    A pure value: its wire form lives in the private codec.
+    Fields whose meaning the name does not say:
 
-    Fields (wire names in brackets):
+    - ``created_at``, ``updated_at``: usually aware; *naive* when the agent sent a time without a
+      zone (kept as sent). ``updated_at`` never precedes ``created_at`` (a naive and an aware
+      time are not ordered against each other).
+    - ``status``: the normalized ``session/status`` answer (``UNKNOWN`` after a -32002);
+      ``raw_status`` the string as the agent sent it; ``state`` the v2 foreground state snapshot.
+    - ``modes``: the v1 mode state; ``models``: the model state, as sent (not in the schemas).
+    - ``forked_from`` (a fork's parent session id), ``active_turn_id``, ``model_id``,
+      ``provider_id``, ``workspace_root``: required-nullable (always written, ``null`` when empty).
+    - ``path``: the durable log's path (``""``: no durable log; never hand it to the file system).
+    - ``approval_mode``: the effective approval mode, as sent.
 
-    - ``session_id`` [sessionId]: the session identity (required).
-    - ``cwd`` [cwd]: the working directory the session was created or loaded with.
-    - ``title`` [title]: a human-readable title.
-    - ``created_at`` [createdAt]: creation time (RFC 3339 on the wire). Usually aware; *naive*
-      when the agent sent a time without a zone (kept as sent, no zone invented).
-    - ``updated_at`` [updatedAt]: last activity time; never precedes ``created_at`` (a naive and
-      an aware time are not ordered against each other).
-    - ``status`` [status]: the normalized ``session/status`` answer (``UNKNOWN`` after a -32002).
-    - ``raw_status`` [rawStatus]: the status string as the agent sent it.
-    - ``state`` [state]: the v2 foreground state snapshot, when reported.
-    - ``additional_directories`` [additionalDirectories]: extra workspace roots.
-    - ``modes`` [modes]: the v1 mode state.
-    - ``models`` [models]: the model state, as sent (unstable, not in the schemas).
-    - ``config_options`` [configOptions]: the session's config options.
-    - ``forked_from`` [forkedFrom]: the parent session id for a fork (required-nullable).
-    - ``active_turn_id`` [activeTurnId]: the current foreground turn (required-nullable).
-    - ``model_id`` [modelId]: the model in use (required-nullable).
-    - ``provider_id`` [providerId]: the model provider (required-nullable).
-    - ``workspace_root`` [workspaceRoot]: the workspace root (required-nullable).
-    - ``turn_count`` [turnCount]: completed turns.
-    - ``path`` [path]: the durable log's path (``""``: no durable log; never hand it to the file
-      system).
-    - ``approval_mode`` [approvalMode]: the effective approval mode, as sent.
-    - ``meta`` [_meta]: the ``_meta`` extension object.
-
-    Rules:
-
-    - Constructing a record whose ``updated_at`` precedes ``created_at`` raises
-      ``ConfigurationError`` (a ``ValueError``).
-    - Decoding is lenient: unknown fields are ignored, a malformed optional field becomes
-      ``None``, a time without a zone is kept naive, and an ``updatedAt`` that precedes
-      ``createdAt`` is dropped to ``None`` with a warning logged (the rest of the record is kept).
-    - Encoding always writes the required-nullable keys (``activeTurnId``, ``forkedFrom``,
-      ``modelId``, ``providerId``, ``workspaceRoot``), as ``null`` when empty; other ``None``
-      fields are omitted.
-    - :meth:`merge` never breaks the time order (it keeps the most recent consistent
-      ``updated_at``, or ``None``), and takes a status answer (``status``, ``raw_status``,
-      ``state``) whole.
+    Decoding is lenient: unknown fields are ignored, a malformed optional field becomes ``None``,
+    and an ``updatedAt`` that precedes ``createdAt`` is dropped (logged). :meth:`merge` never breaks
+    the time order, and takes a status answer (``status``, ``raw_status``, ``state``) whole.
 
     Raises:
         ConfigurationError: (a ``ValueError``) On construction, when ``updated_at`` precedes
@@ -216,9 +191,6 @@ class Session:
                 f"created_at ({format_rfc3339(created)})"
             )
 
-    # ----------------------------------------------------------------------------------------
-    # builders
-
     @classmethod
     def from_new(
         cls,
@@ -228,14 +200,7 @@ class Session:
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
         """The record for a session ``session/new`` just created with ``cwd``."""
-        return cls(
-            session_id=response.session_id,
-            cwd=cwd,
-            additional_directories=_to_str_tuple(additional_directories),
-            modes=response.modes,
-            models=response.models,
-            config_options=response.config_options,
-        )
+        return cls._opened(response.session_id, response, cwd, additional_directories)
 
     @classmethod
     def from_load(
@@ -247,14 +212,7 @@ class Session:
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
         """The record for a session ``session/load`` just loaded."""
-        return cls(
-            session_id=session_id,
-            cwd=cwd,
-            additional_directories=_to_str_tuple(additional_directories),
-            modes=response.modes,
-            models=response.models,
-            config_options=response.config_options,
-        )
+        return cls._opened(session_id, response, cwd, additional_directories)
 
     @classmethod
     def from_resume(
@@ -278,8 +236,19 @@ class Session:
         additional_directories: Iterable[str] | None = None,
     ) -> Session:
         """The record for the new session ``session/fork`` created from ``forked_from``."""
+        return cls._opened(response.session_id, response, cwd, additional_directories, forked_from)
+
+    @classmethod
+    def _opened(
+        cls,
+        session_id: str,
+        response: NewSessionResponse | LoadSessionResponse | ResumeSessionResponse | ForkSessionResponse,
+        cwd: str,
+        additional_directories: Iterable[str] | None,
+        forked_from: str | None = None,
+    ) -> Session:
         return cls(
-            session_id=response.session_id,
+            session_id=session_id,
             cwd=cwd,
             additional_directories=_to_str_tuple(additional_directories),
             modes=response.modes,

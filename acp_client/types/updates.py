@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from ._fields import wire
-from ._value import value_types
+from ._value import UnknownVariant, value_types
 from .content import ContentBlock
 from .lifecycle import AvailableCommand, Cost, ForegroundState, SessionConfigOption, Usage
 
@@ -78,10 +78,6 @@ class _NoMessageId:
     def message_id(self) -> str | None:
         """Always ``None``: this variant belongs to no message."""
         return None
-
-
-# --------------------------------------------------------------------------------------------
-# messages
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -176,10 +172,6 @@ class SessionMessageChunk:
     meta: dict[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# tool calls
-
-
 @attrs.frozen(eq=False, repr=False)
 class ToolCallContentBlock:
     """Tool-call content that is a plain content block (wire tag ``content``)."""
@@ -192,11 +184,8 @@ class ToolCallContentBlock:
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallDiff:
-    """A file modification (wire tag ``diff``).
-
-    v1 sends ``path`` / ``old_text`` / ``new_text``; v2 sends ``changes`` (and maybe a ``patch``),
-    kept as the raw objects.
-    """
+    """A file modification (wire tag ``diff``): v1 sends ``path`` / ``old_text`` / ``new_text``; v2
+    sends ``changes`` (and maybe a ``patch``), kept as the raw objects."""
 
     type: ClassVar[str] = "diff"
 
@@ -219,11 +208,8 @@ class ToolCallTerminal:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownToolCallContent:
-    """Tool-call content of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownToolCallContent(UnknownVariant):
+    """Tool-call content of a type this SDK does not know."""
 
 
 ToolCallContent: TypeAlias = ToolCallContentBlock | ToolCallDiff | ToolCallTerminal | UnknownToolCallContent
@@ -240,10 +226,8 @@ class ToolCallLocation:
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCall(_NoMessageId):
-    """v1: a new tool call. ``kind`` and ``status`` are the tool kind / status strings (open sets).
-
-    The tool kind is ``tool_kind`` here, because ``kind`` is the variant tag of every update.
-    """
+    """v1: a new tool call. ``tool_kind`` (wire ``kind``; ``kind`` is every update's variant tag)
+    and ``status`` are open sets of strings."""
 
     kind: ClassVar[str] = "tool_call"
 
@@ -261,11 +245,8 @@ class ToolCall(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class ToolCallUpdate(_NoMessageId):
-    """An update to a tool call (v2: also its creation). Fields left ``None`` are unchanged.
-
-    Also the ``toolCall`` of a permission request. The tool kind is ``tool_kind`` (wire ``kind``).
-    ``capabilities`` (newer v2) is kept as sent.
-    """
+    """An update to a tool call (v2: also its creation); fields left ``None`` are unchanged. Also the ``toolCall`` of a
+    permission request. ``tool_kind`` is wire ``kind``; ``capabilities`` (newer v2) is kept as sent."""
 
     kind: ClassVar[str] = "tool_call_update"
 
@@ -291,10 +272,6 @@ class ToolCallContentChunk(_NoMessageId):
     tool_call_id: str
     content: ToolCallContent
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# terminals (v2 updates)
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -339,10 +316,6 @@ class TerminalOutputChunk(_NoMessageId):
     terminal_id: str
     data: str
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# plans
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -399,11 +372,8 @@ class PlanMarkdown:
 
 
 @attrs.frozen(eq=False, repr=False)
-class UnknownPlanContent:
-    """Plan content of a type this SDK does not know (raw payload kept)."""
-
-    type: str
-    raw: dict[str, Any] = attrs.field(factory=dict)
+class UnknownPlanContent(UnknownVariant):
+    """Plan content of a type this SDK does not know."""
 
 
 PlanContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanContent
@@ -427,10 +397,6 @@ class PlanRemoved(_NoMessageId):
 
     plan_id: str
     meta: dict[str, Any] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# session metadata
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -559,12 +525,8 @@ class SubagentUpdate(_NoMessageId):
 
 @attrs.frozen(eq=False, repr=False)
 class UnknownSessionUpdate:
-    """A ``session/update`` variant this SDK does not know.
-
-    Attributes:
-        kind: The wire tag (``sessionUpdate``) as received.
-        raw: The whole update object as received.
-    """
+    """A ``session/update`` variant this SDK does not know: ``kind`` is its wire tag
+    (``sessionUpdate``), ``raw`` the whole update object, as received."""
 
     kind: str
     raw: dict[str, Any] = attrs.field(factory=dict)

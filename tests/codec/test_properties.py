@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_client._codec import (
-    decode_content_block,
     decode_session_notification,
     decode_update_params,
     from_wire,
@@ -29,6 +28,7 @@ from acp_client.exceptions import InvalidMessage
 from acp_client.types import (
     CloseSessionResponse,
     CompleteElicitationNotification,
+    ContentBlock,
     CreateElicitationRequest,
     CreateTerminalRequest,
     ForkSessionResponse,
@@ -95,7 +95,7 @@ TARGETS: dict[str, type] = {
 
 def _decoder(name: str, version: int) -> Callable[[Any], Any]:
     if name == "ContentBlock":
-        return lambda data: decode_content_block(data, protocol_version=version)
+        return lambda data: from_wire(ContentBlock, data, protocol_version=version)
     cls = TARGETS[name]
     return lambda data: from_wire(cls, data, protocol_version=version)
 

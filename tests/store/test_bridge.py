@@ -49,7 +49,7 @@ async def test_calls_run_off_the_loop_in_issue_order(store: RecordingStore) -> N
     assert renamed is not None and renamed.title == "v49"
     assert await bridge.touch("t")
     assert await bridge.save_transcript("t", [{"role": "user", "text": "hi"}])
-    assert await bridge.load_transcript("t") == ({"role": "user", "text": "hi"},)
+    assert await bridge.run(store.load_transcript, EP, "t") == ({"role": "user", "text": "hi"},)
     assert not await bridge.touch("s")
     loaded = await bridge.load()
     assert [(item.session_id, item.title) for item in loaded] == [("t", "v49")]

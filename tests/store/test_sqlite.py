@@ -17,7 +17,6 @@ from acp_client.store import (
     SessionStoreCorrupt,
     SessionStoreForeign,
     SqliteSessionStore,
-    StoredSession,
 )
 from acp_client.store import sqlite as sqlite_module
 from acp_client.testing.store_contract import EP, record
@@ -58,15 +57,16 @@ def test_a_deleted_or_renamed_away_record_leaves_no_transcript_row(path: Path) -
 def test_rename_rolls_back_on_failure(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with SqliteSessionStore(path) as store:
         store.save(record("old"))
+        store.save(record("new"))  # a stale record under the new id: deleted before the rename fails
 
-        def broken(self: SqliteSessionStore, session: StoredSession) -> tuple[object, ...]:
+        def broken(value: object, what: str) -> str:
             raise ConfigurationError("boom")
 
-        monkeypatch.setattr(SqliteSessionStore, "_row", broken)
+        monkeypatch.setattr(sqlite_module, "dump_json", broken)
         with pytest.raises(ConfigurationError):
             store.rename(EP, "old", "new")
         monkeypatch.undo()
-        assert [item.session_id for item in store.load(EP)] == ["old"]  # the delete was rolled back
+        assert sorted(item.session_id for item in store.load(EP)) == ["new", "old"]  # the delete was rolled back
         store.save(record("after"))  # and no transaction was left open
 
 

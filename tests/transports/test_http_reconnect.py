@@ -19,7 +19,7 @@ import pytest
 from acp_client import AcpClient, Callbacks, RetryPolicy, State
 from acp_client._codec._jsonrpc import request_message
 from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer
-from acp_client.transports import _carried as carried_module
+from acp_client.transports import _link as link_module
 from acp_client.transports.base import Transport
 from acp_client.transports.http import HttpConnector
 from tests._support import eventually
@@ -41,7 +41,7 @@ async def drop(transport: Transport) -> None:
 
 @pytest.fixture(autouse=True)
 def _prompt_delete(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(carried_module, "STALE_DELETE_DELAY", 0.05)
+    monkeypatch.setattr(link_module, "STALE_DELETE_DELAY", 0.05)
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ async def test_the_next_link_deletes_the_dropped_connection(fake: tuple[FakeAcpS
 async def test_a_slow_or_failing_delete_never_delays_the_new_link(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(carried_module, "STALE_DELETE_TIMEOUT", 0.2)
+    monkeypatch.setattr(link_module, "STALE_DELETE_TIMEOUT", 0.2)
     app = FakeAcpServer("python")
     release = asyncio.Event()
     deletes: list[str] = []

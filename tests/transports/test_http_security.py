@@ -128,17 +128,7 @@ def test_secret_headers_are_dropped_for_another_origin() -> None:
         headers={"Authorization": SECRET, "X-Api-Key": SECRET_API_KEY, "X-Trace": "t"},
         secret_headers=["x-api-key"],
     )
-    transport = HttpTransport(
-        url="http://127.0.0.1:1/acp",
-        client=None,  # type: ignore[arg-type]  # not used by _headers_for
-        headers=connector._headers,
-        secret_headers=connector._secret,
-        cookies=CookieStore(),
-        limits=Limits(),
-        connect_timeout=1,
-        sse_idle_timeout=1,
-        session_stream_retries=0,
-    )
+    transport = HttpTransport(connector._settings, client=None)  # type: ignore[arg-type]  # not used by _headers_for
     same = dict(transport._http._headers_for("http://127.0.0.1:1/other", []))
     assert same["Authorization"] == SECRET and same["X-Api-Key"] == SECRET_API_KEY
     foreign = dict(transport._http._headers_for("http://127.0.0.2:1/acp", []))

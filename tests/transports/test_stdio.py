@@ -26,10 +26,14 @@ from acp_client.exceptions import (
     MessageTooLarge,
     TransportClosed,
 )
-from acp_client.transports._lines import LineSplitter as _LineSplitter
-from acp_client.transports._lines import TooLong as _TooLong
 from acp_client.transports.base import Connector, Limits, Transport
-from acp_client.transports.stdio import DEFAULT_INHERITED_ENV, StdioConnector, StdioTransport
+from acp_client.transports.stdio import (
+    DEFAULT_INHERITED_ENV,
+    StdioConnector,
+    StdioTransport,
+    _LineSplitter,
+    _TooLong,
+)
 from tests._support import eventually
 
 AGENTS = Path(__file__).parent / "stdio_agents"
@@ -169,7 +173,7 @@ async def test_oversize_line_raises_once_then_the_transport_keeps_working(open_a
         "id": 1,
         "result": {"done": True},
     }
-    assert transport._splitter.buffered <= 4097
+    assert len(transport._splitter._partial) <= 4097
     assert await call(transport, 2, "echo", {"x": 1}) == {"jsonrpc": "2.0", "id": 2, "result": {"x": 1}}
 
 
@@ -557,9 +561,9 @@ def test_splitter_basics() -> None:
     assert splitter.feed(b"0123456789A\n") == [_TooLong(11)]
     assert splitter.feed(b"01234567") == []
     assert splitter.feed(b"89ABCDEF") == [_TooLong(16)]
-    assert splitter.buffered == 0
+    assert len(splitter._partial) == 0
     assert splitter.feed(b"GHIJ" * 100) == []  # the rest of the overlong line is skipped
-    assert splitter.buffered == 0
+    assert len(splitter._partial) == 0
     assert splitter.feed(b"KL\nok\n") == [b"ok"]
     assert splitter.feed(b"last") == []
     assert splitter.finish() == [b"last"]
@@ -589,6 +593,6 @@ def test_splitter_any_chunking_gives_the_same_lines(lines: list[bytes], cuts: li
     for start, end in itertools.pairwise(positions):
         for item in splitter.feed(stream[start:end]):
             got.append("too long" if isinstance(item, _TooLong) else item)
-        assert splitter.buffered <= limit + 1
+        assert len(splitter._partial) <= limit + 1
     assert splitter.finish() == []
     assert got == expected

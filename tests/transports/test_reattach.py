@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from acp_client.transports._resume import Cursor, is_resync_message
+from acp_client.transports._reattach import Cursor, is_resync_message
 
 
 def test_a_stream_without_an_event_id_has_no_cursor() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from acp_client._codec._jsonrpc import request_message
-from acp_client.transports._turns import RunningTurns
+from acp_client.transports._routing import RunningTurns
 
 
 def _prompt(request_id: object, sid: str = "s1") -> dict[str, object]:
