@@ -12,9 +12,8 @@ concurrently, each under its own timeout, and returns every instance's answer �
 * else ``unknown`` on every reachable instance → a **new session**, placed by a policy;
 * nothing reachable → **unavailable** (try again later).
 
-A session is never sent to two instances for ``session/load`` / ``session/resume``: a
-:class:`Route` names one instance, and it is never a replay while some instance reports the
-session active.
+A :class:`Route` names one instance (never a replay while some instance has the session active),
+so a session is never loaded or resumed on two.
 
 A new session goes where a placement policy says (:class:`RoundRobin` by default,
 :class:`FewestSessions`, or any function ``policy(candidates, sessions) -> Endpoint``)::
@@ -22,10 +21,8 @@ A new session goes where a placement policy says (:class:`RoundRobin` by default
     location = await locate("sess_1", ["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"], timeout=2.0)
     route = location.route(home=None)         # Route(kind=resume|replay|new_session|unavailable, endpoint=...)
 
-A client given a :class:`Pool` (``AcpClient(Pool([url, url, ...]))``) gets its links from this
-package, on top of its one-link core: one link per instance, failover and placement
-(:mod:`acp_client.pool._links`, :mod:`acp_client.pool._failover`). A client of one URL or
-connector never imports it.
+``AcpClient(Pool([url, url, ...]))`` gets its links from this package, on top of its one-link core
+(one link per instance, failover, placement); a client of one URL or connector never imports it.
 """
 
 from __future__ import annotations

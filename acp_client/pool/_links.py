@@ -205,8 +205,7 @@ class PoolLinks(SessionEvents):
         return admits
 
     def recorded(self, tracked: Tracked) -> Link | None:
-        """The instance the session store recorded ``tracked`` on (``None``: not recorded, or
-        no instance of that name any more)."""
+        """The instance the session store recorded ``tracked`` on (``None``: none, or gone)."""
         record = tracked.stored
         if record is None or record.home is None:
             return None
@@ -457,12 +456,10 @@ class PoolLinks(SessionEvents):
         return await _probing.close_copy(link.probe_endpoint, session_id, settings)
 
     async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]:
-        """Where each session is, revealing its id only where needed: a session with a recorded
-        home (:meth:`recorded`) is asked of that instance alone, for its id alone; the other
-        instances are asked only about the ids their home does not have active (the home's
-        answer kept beside theirs), and about the sessions without a recorded home. The answers
-        of each :class:`Location` are in the instances' order. ``patient``: the sessions of a
-        home that is unreachable wait for it (their location is the home's answer alone)."""
+        """Where each session is, revealing its id only where needed: a session with a recorded home
+        is asked of that instance alone, for its id alone; the others only about the ids their home
+        does not have active (its answer kept beside theirs, in the instances' order), and about the
+        sessions without one. ``patient``: a session whose home is unreachable waits for it."""
         homes: dict[Link, list[str]] = {}
         anywhere: list[str] = []
         for tracked in sessions:

@@ -92,15 +92,12 @@ class _Phase(enum.Enum):
 
 
 class SyncAcpClient:
-    """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread.
-
-    See :mod:`acp_client.sync` for the threading, timeout and callback rules.
+    """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread (see
+    :mod:`acp_client.sync` for the threading, timeout and callback rules).
 
     Args:
-        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, a connector, or
-            an endpoint group: several instances of one agent).
-        **options: The :class:`SyncClientOptions`: the async client's, with the same defaults,
-            and the facade's own.
+        endpoint: As for :class:`~acp_client.AcpClient`.
+        **options: The :class:`SyncClientOptions`: the async client's, and the facade's own.
 
     Raises:
         ConfigurationError: An invalid option, or one neither this class nor
@@ -196,9 +193,8 @@ class SyncAcpClient:
         loop's). Pending calls fail (``ConnectionLost`` / ``ClientClosed``); pending permission
         requests are withdrawn. Callbacks already submitted to the default executor run first.
 
-        Any number of threads may call it at once: the first closes, the others return once it
-        has. A callback that calls it while another thread is closing returns once the loop thread
-        has ended (that thread waits for the callbacks, this one among them).
+        Of threads calling at once, the first closes and the others return once it has; a callback
+        returns once the loop thread has ended (the closer waits for the callbacks, this one too).
 
         Raises:
             LoopThreadError: Called from the loop thread.
@@ -299,10 +295,8 @@ class SyncAcpClient:
     # -- running work ----------------------------------------------------------------------------------------
 
     def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]:
-        """Run any coroutine on the client's loop (e.g. ``client.submit(client.client.set_mode(...))``).
-
-        Returns:
-            A future; cancelling it cancels the coroutine.
+        """Run any coroutine on the client's loop (e.g. ``client.submit(client.client.set_mode(...))``);
+        cancelling the future cancels the coroutine.
 
         Raises:
             ClientClosed: The client is not connected, or is closed.
@@ -338,8 +332,7 @@ class SyncAcpClient:
             raise ClientClosed(f"the client is not connected: {detail}")
 
     def _run(self, method: str, awaitable: Awaitable[T], timeout: Timeout, *, bounded: bool = False) -> T:
-        """Run on the loop and wait. ``bounded``: the awaitable enforces ``timeout`` itself (the
-        wait here is only the safety net)."""
+        """Run on the loop and wait (``bounded``: the awaitable enforces ``timeout``, this is the safety net)."""
         try:
             self._check_thread(method)
             self._require_running()
@@ -448,8 +441,7 @@ class SyncAcpClient:
         type: str | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> tuple[SessionConfigOption, ...]:
-        """``session/set_config_option``; every option with its new value (see
-        :meth:`AcpClient.set_config_option`)."""
+        """``session/set_config_option``; every option with its new value (see :meth:`AcpClient.set_config_option`)."""
         coro = self._client.set_config_option(session_id, config_id, value, type=type)
         return self._run("session/set_config_option", coro, timeout)
 
@@ -526,8 +518,7 @@ class SyncAcpClient:
         return self._client.session_store_key
 
     def stored_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
-        """This client's records in its store, most recently used first (read on the loop thread;
-        no I/O)."""
+        """This client's records in its store, most recently used first (read on the loop thread)."""
         return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
 
     @property
