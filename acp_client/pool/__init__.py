@@ -68,9 +68,6 @@ __all__ = [
 _PROBE_CLIENT_INFO = Implementation(name="acp-reconnect-locate", version=__version__, title="acp_client.pool")
 
 
-# -- finding a session -----------------------------------------------------------------------------
-
-
 async def locate(
     session_id: str,
     endpoints: Sequence[str | Connector | Endpoint],

@@ -91,8 +91,6 @@ class Failover:
         for link in self.links.links:
             self._disarm(link)
 
-    # -- drops and recovery at home -------------------------------------------------------------------
-
     def _sessions_of(self, link: Link) -> list[Tracked]:
         return [t for t in self._table.live() if placed(t).home is link and not placed(t).moving]
 
@@ -184,8 +182,6 @@ class Failover:
         if moved:
             self._start_moving(moved, link, f"not in memory on {link.endpoint}")
 
-    # -- sessions without a home (restored from a store) ------------------------------------------------
-
     def homeless(self) -> list[Tracked]:
         return [t for t in self._table.live() if placed(t).home is None]
 
@@ -216,8 +212,6 @@ class Failover:
         await self._clock.sleep(self._failover_delay)
         if not self.links.closing:
             await self.adopt(patient=False)  # and again after each delay while no instance answers
-
-    # -- failover -----------------------------------------------------------------------------------------
 
     async def _failover(self, sessions: list[Tracked], home: Link, reason: str) -> None:
         logger.info("moving %d session(s) off %s: %s", len(sessions), home.endpoint, reason)

@@ -77,8 +77,6 @@ class PoolLinks(SessionEvents):
         self._started = False
         self._failover = Failover(self, placement=placement, failover_delay=failover_delay)
 
-    # -- state ----------------------------------------------------------------------------------------
-
     @property
     def closing(self) -> bool:
         return self._closing
@@ -157,8 +155,6 @@ class PoolLinks(SessionEvents):
             await self.ensure(link)
         except AcpError as exc:
             logger.debug("no link to %s yet: %s", link.endpoint, exc)
-
-    # -- links ------------------------------------------------------------------------------------------
 
     def link(self, endpoint: Endpoint | str) -> Link:
         for link in self.links:
@@ -348,8 +344,6 @@ class PoolLinks(SessionEvents):
         home = placed(tracked).home
         return home if home is not None else self.links[0]
 
-    # -- the Links protocol ------------------------------------------------------------------------------
-
     async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
         """Where a call goes: a session's to its home instance's link (waiting while it moves);
         a ``session/new`` where the placement puts it; any other to the primary link."""
@@ -382,8 +376,6 @@ class PoolLinks(SessionEvents):
     def _link_of(self, supervisor: Supervisor) -> Link:
         return next(link for link in self.links if link.supervisor is supervisor)
 
-    # -- the engine's events: where sessions live ------------------------------------------------------
-
     def settled(self, tracked: Tracked, link: Supervisor) -> None:
         placed(tracked).home = self._link_of(link)
         placed(tracked).attaching = None
@@ -412,8 +404,6 @@ class PoolLinks(SessionEvents):
             if link.supervisor is None and link.starting is None and not self._closing:
                 self.spawn(self._warm(link))
         return (await self._fan_out([session_id], self.links, timeout))[session_id]
-
-    # -- session calls -----------------------------------------------------------------------------------
 
     async def session_link(self, tracked: Tracked, method: str, ticket: Ticket | None = None) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving

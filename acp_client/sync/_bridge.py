@@ -90,8 +90,6 @@ class HostBridge:
         """Whether the caller's thread runs the host's callbacks (one of them may be calling)."""
         return bool(getattr(self._callback_thread, "marked", False))
 
-    # -- what the loop-side client is given ---------------------------------------------------------
-
     def loop_callbacks(self) -> Callbacks:
         """The callbacks for the :class:`~acp_client.AcpClient` on the loop: each relays to the
         host (executor and queue); questions wait for its answer."""
@@ -113,8 +111,6 @@ class HostBridge:
             self._elicitation_fn = elicitation
             handlers = attrs.evolve(handlers, elicitation=self._ask_elicitation)
         return handlers
-
-    # -- loop thread → host ---------------------------------------------------------------------------
 
     def _to_host(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any] | None:
         executor = self.executor

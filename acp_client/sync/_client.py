@@ -145,8 +145,6 @@ class SyncAcpClient:
     def __repr__(self) -> str:
         return f"<SyncAcpClient {self._phase.value} {self.state}>"
 
-    # -- lifecycle ----------------------------------------------------------------------------------------
-
     def __enter__(self) -> SyncAcpClient:
         self.connect()
         return self
@@ -225,8 +223,6 @@ class SyncAcpClient:
             self._loop_stopped.set()
             self._closed.set()
 
-    # -- properties -------------------------------------------------------------------------------------------
-
     @property
     def client(self) -> AcpClient:
         """The :class:`~acp_client.AcpClient` underneath: use it only on the loop thread (in a
@@ -252,8 +248,6 @@ class SyncAcpClient:
     def closed(self) -> bool:
         """Whether :meth:`close` has finished."""
         return self._closed.is_set()
-
-    # -- what the agent said -------------------------------------------------------------------------------
 
     @property
     def initialize_result(self) -> InitializeResponse:
@@ -291,8 +285,6 @@ class SyncAcpClient:
             return
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._client.notify_network_available)
-
-    # -- running work ----------------------------------------------------------------------------------------
 
     def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]:
         """Run any coroutine on the client's loop (e.g. ``client.submit(client.client.set_mode(...))``);
@@ -345,8 +337,6 @@ class SyncAcpClient:
             future = self._loop_thread.submit(awaitable, method=method)
             return self._loop_thread.wait(future, timeout=limit, method=method)
         return self._loop_thread.run(awaitable, timeout=limit, method=method)
-
-    # -- sessions ---------------------------------------------------------------------------------------------
 
     def new_session(
         self,
@@ -464,8 +454,6 @@ class SyncAcpClient:
         handles = self._run("sessions", self._read(lambda: self._client.sessions), USE_CLIENT_DEFAULT)
         return [SyncSessionHandle(self, handle) for handle in handles]
 
-    # -- turns ------------------------------------------------------------------------------------------------
-
     def prompt(
         self,
         session_id: str,
@@ -509,8 +497,6 @@ class SyncAcpClient:
     def cancel(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
         self._run("session/cancel", self._client.cancel(session_id), timeout)
-
-    # -- the session store, the instances, raw calls ------------------------------------------------------
 
     @property
     def session_store_key(self) -> str | None:
@@ -563,8 +549,6 @@ class SyncAcpClient:
     def notify(self, method: str, params: Any = None, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Send any notification (see :meth:`AcpClient.notify`)."""
         self._run(method, self._client.notify(method, params), timeout)
-
-    # -- state changes -------------------------------------------------------------------------------------
 
     def wait_for_state(self, *states: State, timeout: Timeout = USE_CLIENT_DEFAULT) -> ConnectionState:
         """Block until the connection state is one of ``states`` (returns it at once if it is).
