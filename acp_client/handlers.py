@@ -16,9 +16,8 @@ anything else                  the app's ``extension`` handler for ``_``-prefixe
                                otherwise method-not-found
 =============================  ==============================================================
 
-Handlers may be plain functions or coroutines. A handler that raises
-:class:`~acp_client.exceptions.RpcError` answers with that error; any other exception is answered
-as an internal error (and logged), never crashing the client.
+Handlers may be plain functions or coroutines. A handler that raises :class:`~acp_client.exceptions.RpcError` answers
+with that error; any other exception is answered as an internal error (and logged), never crashing the client.
 """
 
 from __future__ import annotations
@@ -84,7 +83,6 @@ ElicitationHandler = Callable[
 #: Handles a ``_``-prefixed extension request: ``(method, params) -> result``.
 ExtensionHandler = Callable[[str, Any], Awaitable[Any]]
 
-_DEFAULT_MAX_READ_BYTES = 16 * 1024 * 1024
 #: Option ids of the permission request for a write to a protected path.
 _ALLOW_WRITE = "acp-client-allow-write"
 _REJECT_WRITE = "acp-client-reject-write"
@@ -125,19 +123,19 @@ class FileSystemPolicy:
     Attributes:
         read: Answer ``fs/read_text_file``.
         write: Answer ``fs/write_text_file``.
-        roots: The allowed roots. ``None`` (the default) means each session's own roots: its
-            ``cwd`` and additional directories. An empty tuple allows nothing.
+        roots: The allowed roots. ``None`` (the default) means each session's own roots: its ``cwd`` and additional
+            directories. An empty tuple allows nothing.
         max_read_bytes: The largest file ``fs/read_text_file`` will return.
-        protected_paths: Paths whose writes always ask the app's ``permission`` handler (refused
-            without one), even with ``write`` on. :data:`DEFAULT_PROTECTED_PATHS` (VCS hooks, shell
-            start-up files, editor, CI and package-manager configs, ...; pattern syntax in
-            :mod:`acp_client._util._fs_guard`) extends as ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
+        protected_paths: Paths whose writes always ask the app's ``permission`` handler (refused without one), even with
+            ``write`` on. :data:`DEFAULT_PROTECTED_PATHS` (VCS hooks, shell start-up files, editor, CI and
+            package-manager configs, ...; pattern syntax in :mod:`acp_client._util._fs_guard`) extends as
+            ``(*DEFAULT_PROTECTED_PATHS, "deploy/**")``.
     """
 
     read: bool = True
     write: bool = False
     roots: tuple[Path, ...] | None = attrs.field(default=None, converter=_to_roots)
-    max_read_bytes: int = _DEFAULT_MAX_READ_BYTES
+    max_read_bytes: int = 16 * 1024 * 1024
     protected_paths: tuple[str, ...] = attrs.field(default=DEFAULT_PROTECTED_PATHS, converter=_to_patterns)
 
     def is_protected(self, path: Path) -> bool:
@@ -180,24 +178,23 @@ def _handler(instance: object, attribute: attrs.Attribute[Any], value: object) -
         )
 
 
-#: Each ``terminal/*`` method: the :class:`TerminalHandler` method that answers it, and its request type.
-_TERMINAL: dict[str, tuple[str, type[Any]]] = {
-    "terminal/create": ("create", CreateTerminalRequest),
-    "terminal/output": ("output", TerminalOutputRequest),
-    "terminal/wait_for_exit": ("wait_for_exit", WaitForTerminalExitRequest),
-    "terminal/kill": ("kill", KillTerminalCommandRequest),
-    "terminal/release": ("release", ReleaseTerminalRequest),
+#: The request type of each ``terminal/<name>`` method, answered by the :class:`TerminalHandler` method ``<name>``.
+_TERMINAL: dict[str, type[Any]] = {
+    "create": CreateTerminalRequest,
+    "output": TerminalOutputRequest,
+    "wait_for_exit": WaitForTerminalExitRequest,
+    "kill": KillTerminalCommandRequest,
+    "release": ReleaseTerminalRequest,
 }
-_TERMINAL_METHODS = tuple(name for name, _ in _TERMINAL.values())
 
 
 def _terminal(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    missing = [name for name in _TERMINAL_METHODS if not callable(getattr(value, name, None))]
+    missing = [name for name in _TERMINAL if not callable(getattr(value, name, None))]
     if missing:
         raise ConfigurationError(
-            f"ClientHandlers.terminal must implement TerminalHandler ({', '.join(_TERMINAL_METHODS)}); "
+            f"ClientHandlers.terminal must implement TerminalHandler ({', '.join(_TERMINAL)}); "
             f"{type(value).__name__} lacks {', '.join(missing)}"
         )
 
@@ -221,9 +218,9 @@ class ClientHandlers:
         extension: Handles ``_``-prefixed extension requests (default: method-not-found).
 
     Raises:
-        ConfigurationError: A handler that is not a function (``permission="allow"``), a
-            ``file_system`` that is not a :class:`FileSystemPolicy`, or a ``terminal`` without the
-            :class:`TerminalHandler` methods — refused here, not at the agent's first request.
+        ConfigurationError: A handler that is not a function (``permission="allow"``), a ``file_system`` that is not a
+            :class:`FileSystemPolicy`, or a ``terminal`` without the :class:`TerminalHandler` methods — refused here,
+            not at the agent's first request.
     """
 
     permission: PermissionHandler | None = attrs.field(default=None, validator=_handler)
@@ -240,8 +237,8 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
 
 
 class RequestRouter:
-    """Routes each agent→client request to the app's handlers (internal). ``session_roots`` gives
-    a session's roots (cwd + additional directories) for a policy without roots of its own."""
+    """Routes each agent→client request to the app's handlers (internal). ``session_roots`` gives a session's roots
+    (its cwd and additional directories) for a policy without roots of its own."""
 
     def __init__(
         self,
@@ -258,8 +255,8 @@ class RequestRouter:
         self._write_asks = itertools.count(1)
 
     def cancel_session(self, session_id: str) -> None:
-        """The app cancelled the session's turn: answer its pending permission requests
-        ``cancelled`` (as the protocol requires)."""
+        """The app cancelled the session's turn: answer its pending permission requests ``cancelled`` (as the protocol
+        requires)."""
         for task in self._permissions.pop(session_id, set()):
             if not task.done():
                 self._cancelled.add(task)
@@ -283,11 +280,10 @@ class RequestRouter:
             return outcome
         finally:
             self._cancelled.discard(task)
-            waiting = self._permissions.get(request.session_id)
-            if waiting is not None:
-                waiting.discard(task)
-                if not waiting:
-                    del self._permissions[request.session_id]
+            waiting = self._permissions.get(request.session_id, set())
+            waiting.discard(task)
+            if not waiting:
+                self._permissions.pop(request.session_id, None)
 
     def _decode(self, cls: type[T], params: Any) -> T:
         try:
@@ -334,8 +330,8 @@ class RequestRouter:
         raise RpcError.method_not_found(method)
 
     async def _confirm_protected_write(self, write: WriteTextFileRequest, path: Path) -> None:
-        """Ask the app's permission handler about a write to a protected path; raise
-        ``InvalidParams`` unless it picks "allow"."""
+        """Ask the app's permission handler about a write to a protected path; raise ``InvalidParams`` unless it picks
+        "allow"."""
         title = f"Write to {path} (a configuration or hook file that can run code later)"
         tool_call = ToolCallUpdate(
             tool_call_id=f"acp-client-protected-write-{next(self._write_asks)}",
@@ -363,10 +359,10 @@ class RequestRouter:
         raise InvalidParams(f"writing {write.path!r} needs the user's permission, not given", {"path": write.path})
 
     async def _terminal(self, method: str, params: Any, terminal: TerminalHandler) -> Any:
-        if method not in _TERMINAL:
+        name = method.removeprefix("terminal/")
+        if name not in _TERMINAL:
             raise RpcError.method_not_found(method)
-        name, request_type = _TERMINAL[method]
-        answer = await getattr(terminal, name)(self._decode(request_type, params))
+        answer = await getattr(terminal, name)(self._decode(_TERMINAL[name], params))
         return {} if name in ("kill", "release") else self._encode(answer)
 
 

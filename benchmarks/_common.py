@@ -176,11 +176,21 @@ class Farm:
         while a client's loop runs)."""
         self._ask("drop", "DROPPED")
 
+    def cut(self) -> None:
+        """Every ``--resumable`` instance's proxy resets its connections; the instances keep theirs (blocking)."""
+        self._ask("cut", "CUT")
+
+    def reattached(self) -> int:
+        """Streams reopened with ``Last-Event-ID`` since the last :meth:`cut`."""
+        return int(self._ask("reattached", "REATTACHED ")[0])
+
 
 @contextlib.contextmanager
-def farm(instances: int, latency_ms: float = 0.0) -> Iterator[Farm]:
-    """Run ``_farm.py`` (``instances`` reference agents, ``latency_ms`` one-way delay); yields it. It
-    stops when this block ends."""
+def farm(instances: int, latency_ms: float = 0.0, *, resumable: bool = False) -> Iterator[Farm]:
+    """Run ``_farm.py`` (``instances`` reference agents, ``latency_ms`` one-way delay; ``resumable``:
+    resumable streams behind fault proxies); yields it. It stops when this block ends."""
     argv = [str(FARM), "--instances", str(instances), "--latency", str(latency_ms)]
+    if resumable:
+        argv.append("--resumable")
     with serving(argv, "the farm", start_timeout=_FARM_START_TIMEOUT) as served:
         yield Farm(served.process, [int(port) for port in served.words])

@@ -10,6 +10,12 @@ stdin, one per line, each answered with one line: ``cpu`` -> ``CPU <seconds>``, 
 has used so far; ``tcp`` -> ``TCP <n>``, the TCP connections its instances accepted so far;
 ``drop`` -> ``DROPPED``, once every instance dropped its connections (the clients see resets; the
 sessions stay in memory). Its CPU is not the benchmark's: the instances stand for other machines.
+
+With ``--resumable`` the instances number their SSE events (``resumable_streams``) and each is
+reached through a :class:`~acp_client.testing.FaultProxy` of its own (instead of the relay):
+``cut`` -> ``CUT`` once every proxy reset its connections (the network failed; the instances keep
+their HTTP connections, so the clients can reattach their streams); ``reattached`` ->
+``REATTACHED <n>``, the streams reopened with ``Last-Event-ID`` (answered 200) since the last cut.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import contextlib
 import sys
 import time
 
-from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
+from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer, RequestRecord, SessionStore
 
 _CHUNK = 64 * 1024
 
@@ -75,17 +81,36 @@ async def _relay(listen_port: int, upstream_port: int, delay: float) -> asyncio.
     return await asyncio.start_server(handle, "127.0.0.1", listen_port, backlog=512)
 
 
-async def main(instances: int, latency_ms: float) -> None:
+def _reattached(records: list[RequestRecord], since: RequestRecord | None) -> int:
+    """The stream reattachments answered 200 among ``records`` after ``since``."""
+    start = next((i + 1 for i in range(len(records) - 1, -1, -1) if records[i] is since), 0)
+    return sum(1 for r in records[start:] if r.method == "GET" and r.status == 200 and r.header("last-event-id"))
+
+
+async def main(instances: int, latency_ms: float, resumable: bool) -> None:
     store = SessionStore()
     delay = latency_ms / 1000.0
-    servers = [ReferenceServer(ReferenceAgent(name=f"instance-{i}", store=store)) for i in range(instances)]
+    servers = [
+        ReferenceServer(ReferenceAgent(name=f"instance-{i}", store=store), resumable_streams=resumable)
+        for i in range(instances)
+    ]
     relays: list[asyncio.Server] = []
+    proxies: list[FaultProxy] = []
+    cut_at: list[RequestRecord | None] = [None] * instances
     try:
         for server in servers:
             await server.start()
-            if delay > 0:
+            if resumable:
+                proxies.append(FaultProxy("127.0.0.1", server.port))
+                await proxies[-1].start()
+            elif delay > 0:
                 relays.append(await _relay(0, server.port, delay))
-        ports = [relay.sockets[0].getsockname()[1] for relay in relays] if relays else [s.port for s in servers]
+        if proxies:
+            ports = [proxy.port for proxy in proxies]
+        elif relays:
+            ports = [relay.sockets[0].getsockname()[1] for relay in relays]
+        else:
+            ports = [server.port for server in servers]
         sys.stdout.write("READY " + " ".join(map(str, ports)) + "\n")
         sys.stdout.flush()
         loop = asyncio.get_running_loop()
@@ -95,6 +120,14 @@ async def main(instances: int, latency_ms: float) -> None:
                 sys.stdout.write(f"CPU {time.process_time()!r}\n")
             elif command == "tcp":
                 sys.stdout.write(f"TCP {sum(server.tcp_connections for server in servers)}\n")
+            elif command == "cut":
+                cut_at = [server.requests[-1] if server.requests else None for server in servers]
+                for proxy in proxies:
+                    await proxy.cut()
+                sys.stdout.write("CUT\n")
+            elif command == "reattached":
+                count = sum(_reattached(server.requests, since) for server, since in zip(servers, cut_at, strict=True))
+                sys.stdout.write(f"REATTACHED {count}\n")
             elif command == "drop":
                 for server in servers:
                     await server.drop_connections()
@@ -105,6 +138,8 @@ async def main(instances: int, latency_ms: float) -> None:
     finally:
         for relay in relays:
             relay.close()
+        for proxy in proxies:
+            await proxy.aclose()
         for server in servers:
             await server.aclose()
 
@@ -113,5 +148,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--instances", type=int, default=50)
     parser.add_argument("--latency", type=float, default=0.0, metavar="MS", help="one-way delay per chunk")
+    parser.add_argument("--resumable", action="store_true", help="resumable streams, each instance behind a FaultProxy")
     args = parser.parse_args()
-    asyncio.run(main(args.instances, args.latency))
+    asyncio.run(main(args.instances, args.latency, args.resumable))

@@ -28,6 +28,15 @@ re-initializes, probes each session with ``session/status`` and resumes it (``se
 * ``CPU vs WS``: the client CPU of the recovery over the WebSocket row's for the same N (the aim: an
   HTTP recovery within 1.5x WebSocket's client CPU).
 
+The ``HTTP reattach`` rows are another failure: the network between client and agent fails (a
+:class:`~acp_client.testing.FaultProxy` in front of the agent resets every connection) but the agent
+keeps its HTTP connection (``resumable_streams``), so the client reattaches its SSE streams with
+``Last-Event-ID`` — one ``GET`` per open stream (the connection stream and up to
+``max_session_streams`` session streams), no request per session, the client ``connected``
+throughout. ``recovery s`` there is the time from the cut until the agent has answered every
+stream's reattachment (the benchmark asks it every 10 ms). They do not replace the probe-and-resume
+rows: an agent that lost the connection, or any WebSocket drop, takes that path.
+
 Targets: 10,000 sessions recover in <= 3 s on WebSocket and <= 6 s on HTTP, linear in N;
 <= 5 KiB per idle tracked session; concurrency bounded.
 """
@@ -47,15 +56,20 @@ from typing import Any
 from _common import Farm, environment, farm, fmt_ratio, median, table
 
 from acp_client import AcpClient, Callbacks, ConnectionState, RecoveryOutcome, RecoveryPath, RetryPolicy, State
-from acp_client.testing import ReferenceAgent, ReferenceServer, SessionStore
-from acp_client.transports import connector_for
+from acp_client.testing import FaultProxy, ReferenceAgent, ReferenceServer, SessionStore
+from acp_client.transports import HttpConnector, connector_for
 
 POLICY = RetryPolicy(first_attempt_delay=0.0, initial_delay=0.05, max_delay=0.5, jitter=False, reset_after=0.0)
 RECOVERY_METHODS = frozenset({"session/status", "session/resume", "session/load", "session/new"})
 TARGET_SECONDS = {"WebSocket": 3.0, "HTTP": 6.0}
+#: The row of a network cut the agent survives (streams reattached; no floor of its own).
+_REATTACH = "HTTP reattach"
 TARGET_KIB = 5.0
 _CREATE_AT_ONCE = 64
 _DEADLINE = 300.0
+#: Streams an HTTP link keeps besides its connection stream (the connector's default).
+_SESSION_STREAMS: int = HttpConnector.__init__.__kwdefaults__["max_session_streams"]
+_POLL = 0.01
 
 
 class InFlight:
@@ -114,6 +128,12 @@ class Separate:
     async def drop(self) -> None:
         await asyncio.to_thread(self._agent.drop)
 
+    async def cut(self) -> None:
+        await asyncio.to_thread(self._agent.cut)
+
+    def reattached(self) -> int:
+        return self._agent.reattached()
+
     def cpu(self) -> float | None:
         return self._agent.cpu()
 
@@ -126,12 +146,23 @@ class InProcess:
 
     where = "in process"
 
-    def __init__(self, server: ReferenceServer) -> None:
+    def __init__(self, server: ReferenceServer, proxy: FaultProxy | None = None) -> None:
         self._server = server
-        self.port = server.port
+        self._proxy = proxy
+        self.port = proxy.port if proxy is not None else server.port
+        self._cut_at = 0
 
     async def drop(self) -> None:
         await self._server.drop_connections()
+
+    async def cut(self) -> None:
+        assert self._proxy is not None
+        self._cut_at = len(self._server.requests)
+        await self._proxy.cut()
+
+    def reattached(self) -> int:
+        records = self._server.requests[self._cut_at :]
+        return sum(1 for r in records if r.method == "GET" and r.status == 200 and r.header("last-event-id"))
 
     def cpu(self) -> float | None:
         return None
@@ -141,29 +172,39 @@ class InProcess:
 
 
 @contextlib.asynccontextmanager
-async def in_process() -> AsyncIterator[InProcess]:
-    server = ReferenceServer(ReferenceAgent(name="instance-0", store=SessionStore()))
+async def in_process(resumable: bool = False) -> AsyncIterator[InProcess]:
+    server = ReferenceServer(ReferenceAgent(name="instance-0", store=SessionStore()), resumable_streams=resumable)
     await server.start()
     try:
-        yield InProcess(server)
+        if not resumable:
+            yield InProcess(server)
+            return
+        async with FaultProxy("127.0.0.1", server.port) as proxy:
+            yield InProcess(server, proxy)
     finally:
         await server.aclose()
 
 
-async def _create(client: AcpClient, count: int) -> None:
+async def _create(client: AcpClient, count: int, *, prompted: int = 0) -> None:
+    """Open ``count`` sessions; the first ``prompted`` are opened first and prompted once (so their
+    session streams carry an event id: a stream without one cannot be reattached, its break is a drop)."""
     gate = asyncio.Semaphore(_CREATE_AT_ONCE)
 
-    async def one() -> None:
+    async def one(prompt: bool) -> None:
         async with gate:
-            await client.new_session("/tmp/acp-scale")
+            handle = await client.new_session("/tmp/acp-scale")
+            if prompt:
+                await handle.prompt("hello")
 
-    await asyncio.gather(*(one() for _ in range(count)))
+    await asyncio.gather(*(one(True) for _ in range(prompted)))
+    await asyncio.gather(*(one(False) for _ in range(count - prompted)))
 
 
 async def measure(
-    url: str, sessions: int, rounds: int, concurrency: int, agent: Separate | InProcess
+    url: str, sessions: int, rounds: int, concurrency: int, agent: Separate | InProcess, *, reattach: bool = False
 ) -> dict[str, Any]:
-    """One client with ``sessions`` tracked sessions; ``rounds`` drops; the figures."""
+    """One client with ``sessions`` tracked sessions; ``rounds`` drops (``reattach``: network cuts the
+    agent survives); the figures."""
     options = {"http2": False} if url.startswith("http") else {}
     wire = InFlight(connector_for(url, **options))
     outcomes: list[RecoveryOutcome] = []
@@ -202,7 +243,7 @@ async def measure(
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
-        await _create(client, sessions)
+        await _create(client, sessions, prompted=min(sessions, _SESSION_STREAMS) if reattach else 0)
         gc.collect()
         figures["kib"] = (tracemalloc.get_traced_memory()[0] - before) / sessions / 1024
         tracemalloc.stop()
@@ -213,13 +254,18 @@ async def measure(
             wire.peak = 0
             tcp, agent_cpu = agent.tcp(), agent.cpu()
             start, cpu = time.perf_counter(), time.process_time()
-            await agent.drop()
-            try:
-                await asyncio.wait_for(recovered.wait(), _DEADLINE)
-            except asyncio.TimeoutError:
-                raise SystemExit(
-                    f"no recovery of {sessions} sessions: {len(outcomes)} outcomes, {states[-1:]}"
-                ) from None
+            if reattach:
+                await _reattach(agent, 1 + min(sessions, _SESSION_STREAMS))
+                if outcomes or states:
+                    raise SystemExit(f"a reattach became a reconnect: {len(outcomes)} outcomes, {states[-1:]}")
+            else:
+                await agent.drop()
+                try:
+                    await asyncio.wait_for(recovered.wait(), _DEADLINE)
+                except asyncio.TimeoutError:
+                    raise SystemExit(
+                        f"no recovery of {sessions} sessions: {len(outcomes)} outcomes, {states[-1:]}"
+                    ) from None
             figures["wall"].append(time.perf_counter() - start)
             figures["cpu"].append(time.process_time() - cpu)
             after = agent.cpu()
@@ -227,9 +273,19 @@ async def measure(
             figures["tcp"].append(agent.tcp() - tcp)
             figures["peak"].append(wire.peak)
             paths = {outcome.path for outcome in outcomes}
-            if paths != {RecoveryPath.RESUME} or len(outcomes) != sessions:
+            if not reattach and (paths != {RecoveryPath.RESUME} or len(outcomes) != sessions):
                 raise SystemExit(f"expected {sessions} resumes, got {len(outcomes)}: {sorted(p.value for p in paths)}")
     return figures
+
+
+async def _reattach(agent: Separate | InProcess, streams: int) -> None:
+    """Cut the network; return once the agent answered the reattachment of ``streams`` streams."""
+    await agent.cut()
+    deadline = time.perf_counter() + _DEADLINE
+    while agent.reattached() < streams:
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"{agent.reattached()} of {streams} streams reattached")
+        await asyncio.sleep(_POLL)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -251,13 +307,14 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     cpu: dict[tuple[str, str, int], float] = {}
     for place in places:
-        for name, scheme in (("WebSocket", "ws"), ("HTTP", "http")):
-            if args.transport not in ("all", name.lower()):
+        for name, scheme, reattach in (("WebSocket", "ws", False), ("HTTP", "http", False), (_REATTACH, "http", True)):
+            if args.transport not in ("all", "http" if scheme == "http" else "websocket"):
                 continue
             for sessions in sizes:
-                figures, where = _run(place, scheme, sessions, rounds, concurrency)
+                figures, where = _run(place, scheme, sessions, rounds, concurrency, reattach=reattach)
                 wall = median(figures["wall"])
-                target = TARGET_SECONDS[name] if sessions >= 10_000 and place == "process" else None
+                floor = TARGET_SECONDS.get(name)
+                target = floor if floor is not None and sessions >= 10_000 and place == "process" else None
                 cpu[(place, name, sessions)] = median(figures["cpu"])
                 ws_cpu = cpu.get((place, "WebSocket", sessions))
                 agent_cpu = [value for value in figures["agent_cpu"] if value is not None]
@@ -304,19 +361,27 @@ def main(argv: list[str] | None = None) -> None:
         f"<= {TARGET_KIB:g} KiB per idle tracked session, never more than recovery_concurrency recovery requests "
         f"in flight"
     )
+    if args.transport != "websocket":
+        print(
+            f"{_REATTACH}: the network is cut, the agent keeps the connection; the client reattaches its streams "
+            f"(Last-Event-ID), no request per session; recovery s = until the agent answered every reattachment"
+        )
 
 
-def _run(place: str, scheme: str, sessions: int, rounds: int, concurrency: int) -> tuple[dict[str, Any], str]:
+def _run(
+    place: str, scheme: str, sessions: int, rounds: int, concurrency: int, *, reattach: bool
+) -> tuple[dict[str, Any], str]:
     """One row's figures, with the agent where ``place`` says; and that place in words."""
     if place == "process":
-        with farm(1) as running:
+        with farm(1, resumable=reattach) as running:
             agent = Separate(running)
             url = f"{scheme}://127.0.0.1:{agent.port}/acp"
-            return asyncio.run(measure(url, sessions, rounds, concurrency, agent)), agent.where
+            return asyncio.run(measure(url, sessions, rounds, concurrency, agent, reattach=reattach)), agent.where
 
     async def here() -> dict[str, Any]:
-        async with in_process() as agent:
-            return await measure(f"{scheme}://127.0.0.1:{agent.port}/acp", sessions, rounds, concurrency, agent)
+        async with in_process(reattach) as agent:
+            url = f"{scheme}://127.0.0.1:{agent.port}/acp"
+            return await measure(url, sessions, rounds, concurrency, agent, reattach=reattach)
 
     return asyncio.run(here()), InProcess.where
 

@@ -284,6 +284,6 @@ async def test_abandoned_ids_are_remembered_within_a_bound() -> None:
     await asyncio.sleep(0)
     await h.clock.advance(2)
     await asyncio.gather(*calls, return_exceptions=True)
-    assert len(h.conn._abandoned) == 1024
-    assert 0 not in h.conn._abandoned and 1099 in h.conn._abandoned
+    assert len(h.conn._abandoned._ids) == 1024
+    assert 0 not in h.conn._abandoned._ids and 1099 in h.conn._abandoned._ids
     await h.conn.aclose()

@@ -133,7 +133,7 @@ def test_the_transport_bound_follows_the_connect_timeout() -> None:
     ws = AcpClient("ws://127.0.0.1:1/acp", timeouts=Timeouts(connect=42.0)).connector
     http = AcpClient("http://127.0.0.1:1/acp", timeouts=Timeouts(connect=42.0)).connector
     assert ws._open_timeout == 42.0  # type: ignore[attr-defined]
-    assert http._connect_timeout == 42.0  # type: ignore[attr-defined]
+    assert http._settings.connect_timeout == 42.0  # type: ignore[attr-defined]
     mine = AcpClient("ws://127.0.0.1:1/acp", transport_options={"open_timeout": 3.0}).connector
     assert mine._open_timeout == 3.0  # type: ignore[attr-defined]
 

@@ -20,7 +20,7 @@ async def test_a_task_that_dies_of_a_bug_is_handed_to_the_owner() -> None:
 
     await asyncio.gather(tasks.spawn(die()), return_exceptions=True)
     assert [type(error) for error in crashes] == [Boom]
-    assert len(tasks) == 0  # not kept once ended
+    assert len(tasks._tasks) == 0  # not kept once ended
 
 
 async def test_cancelling_is_not_a_crash_and_aclose_waits_for_every_task() -> None:
@@ -30,10 +30,10 @@ async def test_cancelling_is_not_a_crash_and_aclose_waits_for_every_task() -> No
     waiting = [tasks.spawn(never.wait()) for _ in range(3)]
     done = tasks.spawn(asyncio.sleep(0))
     await done
-    assert len(tasks) == 3
+    assert len(tasks._tasks) == 3
     await tasks.aclose()
     assert all(task.cancelled() for task in waiting)
-    assert crashes == [] and len(tasks) == 0
+    assert crashes == [] and len(tasks._tasks) == 0
 
 
 async def test_aclose_from_inside_a_task_spares_that_task() -> None:

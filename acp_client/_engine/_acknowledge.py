@@ -1,12 +1,10 @@
 """When a turn's result may reach the app: durable before acknowledged.
 
 A turn has ended for the agent (v1: its ``session/prompt`` answer; v2: ``idle``). With a session
-store, the app hears of it only once the turn's conversation is written (the write the turn's end
-queued, after every write queued before it: :meth:`Persistence.durable
-<acp_client._engine._persistence.Persistence.durable>`), and, with a shared store, only while the session
-is still this client's (its lease checked on the client's clock:
-:meth:`Ownership.check <acp_client._engine._ownership.Ownership.check>`). A turn whose session was lost
-while it ran fails with :class:`~acp_client.exceptions.SessionOwnershipLost` at once, never ends.
+store, the app hears of it only once the turn's conversation is written, after every write queued
+before it (``Persistence.durable``), and, with a shared store, only while the session is still this
+client's (``Ownership.check``). A turn whose session was lost while it ran fails with
+:class:`~acp_client.exceptions.SessionOwnershipLost` at once, never ends.
 """
 
 from __future__ import annotations
@@ -40,9 +38,8 @@ async def acknowledge(
     keep) its conversation.
 
     Raises:
-        SessionOwnershipLost: The session is another client's now (or its lease could not be
-            renewed in time): at once, whatever the agent still does with the turn (nothing more
-            is sent for it, no ``session/cancel`` either); the turn is not reported as ended.
+        SessionOwnershipLost: The session is another client's now: at once, whatever the agent
+            still does with the turn (nothing more is sent for it, no ``session/cancel`` either).
         SessionNotTracked / RecoveryFailed: The session was forgotten or abandoned while it ran.
     """
     if not future.done():

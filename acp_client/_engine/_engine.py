@@ -1,10 +1,7 @@
-"""The machinery behind :class:`~acp_client.AcpClient` (whose public methods are a few lines over
-this): the session table, recoverer, links and callback delivery wired together, the session calls
-that take more than one request, what the connection reports, and the steps of a prompt turn.
-
-It reaches its links only through :class:`~acp_client._link._links.Links`, and tells its subscribers
-(the session store's bookkeeping, an endpoint group's links) what happens to sessions as typed
-events (:class:`~acp_client._link._events.SessionEvents`).
+"""The machinery behind :class:`~acp_client.AcpClient`: the session table, recoverer, links and
+callback delivery wired together, the session calls, what the connection reports, and the steps of
+a prompt turn. It reaches its links only through :class:`~acp_client._link._links.Links`, and tells
+its subscribers what happens to sessions (:class:`~acp_client._link._events.SessionEvents`).
 """
 
 from __future__ import annotations
@@ -115,14 +112,6 @@ _CHOICES: dict[str, tuple[str, Callable[..., Any], Callable[[Session, str], Sess
 }
 
 
-def _lost_context(conversation: str) -> str:
-    """The context block a prompt carries after the agent lost the session (``carry_lost_context``)."""
-    return (
-        "[Context: the agent lost the earlier part of this conversation; it was:]\n"
-        f"{conversation}\n[End of the earlier conversation.]"
-    )
-
-
 class Engine:
     """One client's table, recoverer, supervisor and dispatcher (internal; options already checked)."""
 
@@ -135,10 +124,9 @@ class Engine:
         plan: LinksPlan | None = None,
         store: StoreBridge | None = None,
     ) -> None:
-        """``options``: every :class:`~acp_client.config.ClientOptions` key (``None`` where the
-        client builds its own); ``plan``: an endpoint group's links."""
+        """``options``: every :class:`~acp_client.config.ClientOptions` key; ``plan``: an endpoint group's links."""
         self.options = options
-        #: The engine's own background work (a ``session/cancel`` after an awaiting task was cancelled).
+        #: A ``session/cancel`` after an awaiting task was cancelled.
         self._background = TaskSet("the client", self.crashed)
         self.proposed_version: int = options["protocol_version"]
         self.version: int = self.proposed_version
@@ -154,11 +142,9 @@ class Engine:
         if self.callbacks.on_update is not None:
             self.update_listeners.append(self.callbacks.on_update)
         self.state_queues: list[asyncio.Queue[ConnectionState]] = []
-        #: Whether the app closed the client (or is closing it).
         self.closing = False
         #: The instances of an endpoint group, in the order given (empty for a single endpoint).
         self.endpoints = plan.endpoints if plan is not None else ()
-        #: The client's connection state (its links set it).
         self.client_state = StateMachine(self.emit_state)
         self.dispatcher = Dispatcher()
         self.table = SessionTable(keep_transcripts=keep_transcripts, replays_on_resume=options["replays_on_resume"])
@@ -173,9 +159,7 @@ class Engine:
             clock=clock,
             version=lambda: self.version,
         )
-        #: What happens to sessions is told to these (the session store's bookkeeping, if any).
         self.observers: list[SessionEvents] = []
-        # None unless the otel extra is installed and telemetry is not disabled.
         self.telemetry = instrumentation(
             options["telemetry"],
             clock=clock.monotonic,
@@ -262,13 +246,10 @@ class Engine:
             event(observer)
 
     def recovered(self, outcomes: list[RecoveryOutcome], in_episode: bool) -> None:
-        """A recovery round's outcomes (the "recovered" event); telemetry records them here
-        unless a link's recovery episode recorded them already."""
+        """The "recovered" event; telemetry records the outcomes unless a link's episode did already."""
         self.emit(lambda o: o.recovered(outcomes))
         if self.telemetry is not None and not in_episode:
             self.telemetry.recovered(outcomes)
-
-    # -- links ----------------------------------------------------------------------------------------
 
     @property
     def state(self) -> ConnectionState:
@@ -276,7 +257,6 @@ class Engine:
 
     @property
     def primary(self) -> Supervisor:
-        """Where calls that concern no session go."""
         return self.links.primary
 
     async def start(self) -> None:
@@ -328,8 +308,6 @@ class Engine:
         if self.telemetry is not None:
             self.telemetry.close()
 
-    # -- codec and capabilities -------------------------------------------------------------------
-
     def wire(self, value: Any) -> Any:
         return to_wire(value, protocol_version=self.version)
 
@@ -337,8 +315,7 @@ class Engine:
         return from_wire(cls, data, protocol_version=self.version)
 
     def require(self, method: str) -> None:
-        """Raises ``ClientClosed`` before connecting, ``CapabilityNotSupported`` when the agent did
-        not advertise ``method``."""
+        """Raises ``ClientClosed`` before connecting, ``CapabilityNotSupported`` when ``method`` is not advertised."""
         init = self.init
         if init is None:
             raise ClientClosed("not connected: call connect() first")
@@ -355,19 +332,15 @@ class Engine:
             terminal=self.handlers.terminal is not None,
         )
 
-    # -- sessions -----------------------------------------------------------------------------------
-
     async def opened(self, tracked: Tracked) -> Tracked:
-        """The app opened ``tracked`` (new, fork, load, resume): the "tracked" event; with a shared
-        store, once its owned record is written (see :meth:`Persistence.stored`)."""
+        """The "tracked" event (new, fork, load, resume); with a shared store, once its record is written."""
         self.emit(lambda o: o.tracked(tracked))
         if self.persistence is not None:
             await self.persistence.stored(tracked)
         return tracked
 
     def untrack(self, session_id: str) -> None:
-        """Stop tracking a session (closed or forgotten by the app): the "forgotten" event, and
-        its links let it go."""
+        """Stop tracking a session (closed or forgotten by the app): the "forgotten" event."""
         tracked = self.table.get(session_id)
         if tracked is not None:
             self.emit(lambda o: o.forgotten(tracked))
@@ -437,7 +410,6 @@ class Engine:
     async def close(self, session_id: str) -> None:
         """``session/close`` where the session lives, then stop tracking it (by its id then)."""
         self.require("session/close")
-        # The id is resolved when the request is sent: a recovery it waited for may have renamed it.
         current = self.table.current_id
         request = lambda: self.wire(CloseSessionRequest(session_id=current(session_id)))  # noqa: E731
         await self.call(self.table.get(session_id), "session/close", request)
@@ -489,9 +461,9 @@ class Engine:
             setattr(settings, field, value)
 
         await self._set_option(session_id, method, lambda sid: request(session_id=sid, **{field: value}), remember)
-        self._coherent(session_id, lambda record: coherent(record, value))
         tracked = self._tracked(session_id)
-        if tracked is not None:
+        if tracked is not None:  # the agent accepted: every field of the record that names it says so
+            tracked.record = coherent(tracked.record, value)
             self.emit(lambda o: o.changed(tracked, **{field: value}))
 
     async def set_config_option(
@@ -505,23 +477,17 @@ class Engine:
 
         result = await self._set_option(session_id, "session/set_config_option", build, remember)
         options = self.decode(SetSessionConfigOptionResponse, result).config_options
-        if options:
-            self._coherent(session_id, lambda record: with_config_options(record, options))
-        else:
-            self._coherent(session_id, lambda record: with_config_value(record, config_id, value))
         tracked = self._tracked(session_id)
         if tracked is not None:
+            if options:
+                tracked.record = with_config_options(tracked.record, options)
+            else:
+                tracked.record = with_config_value(tracked.record, config_id, value)
             self.emit(lambda o: o.config_changed(tracked, config_id, value))
         return options
 
     def _tracked(self, session_id: str) -> Tracked | None:
         return self.table.get(self.table.current_id(session_id))
-
-    def _coherent(self, session_id: str, change: Callable[[Session], Session]) -> None:
-        """The agent accepted a setting: every field of the record that names it says so."""
-        tracked = self._tracked(session_id)
-        if tracked is not None:
-            tracked.record = change(tracked.record)
 
     async def _set_option(
         self, session_id: str, method: str, build: Callable[[str], Any], remember: Callable[[Settings], None]
@@ -626,20 +592,22 @@ class Engine:
             self.table.prompt_sent(tracked, echoes_prompts=self.version >= 2)
             sent = blocks
             if self.options["carry_lost_context"] and tracked.lost_context_pending:
-                sent = (TextContent(text=_lost_context(tracked.transcript.lost_context())), *blocks)
+                lost = tracked.transcript.lost_context()
+                context = f"[Context: the agent lost the earlier part of this conversation; it was:]\n{lost}\n"
+                sent = (TextContent(text=context + "[End of the earlier conversation.]"), *blocks)
                 tracked.lost_context_pending = False
             return self.wire(PromptRequest(session_id=tracked.session_id, prompt=sent))
 
         again: RecoveryOutcome | None = None  # the recovery a "not found" refusal ran (once per prompt)
         try:
             try:
-                result = await self._send_prompt(tracked, params, None, turn.accept)
+                result = await self._send_prompt(tracked, params, turn.accept)
             except RpcError as exc:
                 again = await to_resend(self, tracked, turn, exc)
                 if again is None or again.path is RecoveryPath.ABANDON or tracked.abandoned:
                     raise
                 logger.info("session/prompt refused as not found: sending it again on %s", tracked.session_id)
-                result = await self._send_prompt(tracked, params, None, turn.accept)  # once, on the new session
+                result = await self._send_prompt(tracked, params, turn.accept)  # once, on the new session
             response = self.decode(PromptResponse, result)
             if self.version < 2 or response.stop_reason is not None:
                 self.table.turn_status(tracked, turn, status_of(response.stop_reason))
@@ -668,16 +636,13 @@ class Engine:
             self.table.end_turn(tracked, turn)
             self.emit(lambda o: o.turn_ended(tracked))
 
-    async def _send_prompt(
-        self, tracked: Tracked, params: Callable[[], Any], timeout: float | None, on_answer: Callable[[], None]
-    ) -> Any:
-        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent
-        (``may_have_executed=False``) is sent again once the client is connected (at most
-        :data:`MAX_PROMPT_RESENDS` times)."""
+    async def _send_prompt(self, tracked: Tracked, params: Callable[[], Any], on_answer: Callable[[], None]) -> Any:
+        """Send ``session/prompt``; with ``retry_unsent_prompts``, one that never reached the agent is
+        sent again once the client is connected (at most :data:`MAX_PROMPT_RESENDS` times)."""
         resends = 0
         while True:
             try:
-                return await self.call(tracked, "session/prompt", params, timeout=timeout, on_answer=on_answer)
+                return await self.call(tracked, "session/prompt", params, timeout=None, on_answer=on_answer)
             except ConnectionLost as exc:
                 if exc.may_have_executed or not self.options["retry_unsent_prompts"] or resends >= MAX_PROMPT_RESENDS:
                     raise
@@ -699,8 +664,6 @@ class Engine:
                 state = await queue.get()
         finally:
             self.state_queues.remove(queue)
-
-    # -- what the connection reports ------------------------------------------------------------------
 
     async def initialize(self, conn: Connection, timeout: float | None = None) -> InitializeResponse:
         """``initialize`` on a fresh link, within ``timeout`` (default: the connect timeout)."""

@@ -2,10 +2,9 @@
 
 Some agents answer ``session/load`` of a session they no longer have with success and replay
 nothing (pydantic-acp, isaac-acp); the loss shows only when a later session method is answered
-"session not found" (any spelling :mod:`acp_client._recovery._not_found` knows). The session then goes
-through recovery again, as unknown: a new session, the conversation kept as earlier history, the
-outcome reported through the usual callbacks. A prompt refused that way never ran, so it is sent
-once more on the new session (:func:`to_resend`). Nothing is left stuck.
+"session not found" (any spelling :mod:`acp_client._recovery._not_found` knows). The session then
+goes through recovery again, as unknown, reported as usual; a prompt refused that way never ran, so
+it is sent once more on the new session (:func:`to_resend`). Nothing is left stuck.
 """
 
 from __future__ import annotations
@@ -65,11 +64,9 @@ async def recover_lost(engine: _Engine, tracked: Tracked, method: str, error: Rp
 
 
 async def to_resend(engine: _Engine, tracked: Tracked, turn: Turn, error: RpcError) -> RecoveryOutcome | None:
-    """``turn``'s prompt was refused as "session not found" after a recovery (so never run):
-    recover the session again as unknown, for the prompt to be sent once more there (returns
-    the outcome; ``None``: not done — something was heard of the turn, or it was cancelled).
-    The prompt leaves the transcript first (not in the lost segment), and is put back, to be
-    marked failed, when it is not resent."""
+    """Recover the session of a prompt refused as "not found" for it to be sent once more (the
+    outcome; ``None``: something was heard of the turn, or it was cancelled). The prompt leaves the
+    transcript first (not in the lost segment), and is put back, to be marked failed, if not resent."""
     if turn.heard or turn.cancel_sent or not says_session_not_found(error, tracked.session_id):
         return None
     table = engine.table

@@ -1,6 +1,5 @@
 """The options of :class:`~acp_client.AcpClient`: checked once, then turned into its engine (the
-connectors built from URLs, the session store seen under the client's key, and the links: its own
-single link for a URL or a connector, an :class:`~acp_client.group.EndpointGroup`'s plan)."""
+connectors built from URLs, the session store seen under the client's key, and the links)."""
 
 from __future__ import annotations
 
@@ -114,12 +113,10 @@ def check_options(options: Mapping[str, Any]) -> None:
         check_count(name, options[name])
     for name, kind in _KINDS.items():
         check_instance(name, options[name], kind, optional=True)
-    check_flag("keep_transcripts", options["keep_transcripts"])
+    for name in ("keep_transcripts", "retry_unsent_prompts", "carry_lost_context", "auto_adopt"):
+        check_flag(name, options[name])
     check_instance("replays_on_resume", options["replays_on_resume"], bool, optional=True)
-    check_flag("retry_unsent_prompts", options["retry_unsent_prompts"])
-    check_flag("carry_lost_context", options["carry_lost_context"])
     check_seconds("lease_duration", options["lease_duration"])
-    check_flag("auto_adopt", options["auto_adopt"])
     if options["owner"] is not None:
         check_owner(options["owner"])
         store = options["session_store"]
@@ -135,9 +132,8 @@ def check_options(options: Mapping[str, Any]) -> None:
 def _bridge(
     options: Mapping[str, Any], plan: LinksPlan | None, clock: Clock
 ) -> tuple[StoreBridge | None, Ownership | None]:
-    """The store seen under the client's key (``session_store_key``, else the endpoint's key: an
-    endpoint group's, from its plan); a shared store with every write fenced by this client's
-    leases (:mod:`acp_client._engine._ownership`)."""
+    """The store seen under the client's key (``session_store_key``, else the endpoint's); a shared
+    store with every write fenced by this client's leases (:mod:`acp_client._engine._ownership`)."""
     endpoint, store, key = options["endpoint"], options["session_store"], options["session_store_key"]
     if store is None:
         return None, None
@@ -186,8 +182,7 @@ def _connector_factory(options: Mapping[str, Any], cookies: CookieStore) -> Any:
 
 
 def assemble(options: Mapping[str, Any], cookies: CookieStore) -> tuple[Engine, Connector]:
-    """The engine for checked ``options`` (the connectors it builds from URLs share
-    ``cookies``), and the connector of its first link."""
+    """The engine for checked ``options`` (its connectors share ``cookies``), and its first link's connector."""
     connector = _connector_factory(options, cookies)
     endpoint = options["endpoint"]
     plan = endpoint.links_plan(connector) if isinstance(endpoint, EndpointGroup) else None

@@ -2,18 +2,16 @@
 
 Two halves, one per thread:
 
-- :class:`FencedStore` is the store the client's :class:`~acp_client.store._bridge.StoreBridge`
-  calls on its worker thread. It holds the leases this client owns (``held``), written only there,
-  in the order the client issued its calls, so every write carries the fence of the lease as it is
-  when the write runs. A session the client does not hold is not written; a new one is written
-  with ``save_owned``; a refused write (:class:`~acp_client.exceptions.SessionStoreFenced`) drops
-  the lease and is raised to the bridge, whose error handler tells :class:`Ownership`.
-- :class:`Ownership` runs on the event loop: on connect it claims again the sessions its owner
-  holds and adopts the adoptable ones; then a task on the client's clock renews every lease at once
-  each third of the lease (a failed renewal sooner), adopts sessions whose owner's lease expired
-  (unless the app opted out), and on a clean close releases the leases. A session the client lost
-  (fenced out, not renewed, or its lease ran out on the client's clock while renewals failed) is
-  handed to ``on_ownership_lost`` once, and no longer tracked.
+- :class:`FencedStore`, on the store bridge's worker thread, holds the leases this client owns, so
+  every write carries the fence of its lease as it is when the write runs (calls run in the order
+  the client issued them). A session not held is not written, a new one is written with
+  ``save_owned``; a refused write drops the lease and reaches :class:`Ownership` through the
+  bridge's error handler.
+- :class:`Ownership`, on the event loop, claims on connect the owner's sessions and the adoptable
+  ones; then a task on the client's clock renews every lease each third of its duration (sooner
+  after a failure), adopts sessions whose owner's lease expired (unless the app opted out), and a
+  clean close releases the leases. A session the client lost (fenced out, not renewed, or its lease
+  ran out on the client's clock) is handed to ``on_ownership_lost`` once, and no longer tracked.
 """
 
 from __future__ import annotations
@@ -52,35 +50,32 @@ DEFAULT_LEASE_DURATION: Final = 30.0
 #: before it can run out).
 RENEWALS_PER_LEASE: Final = 3
 
-#: The part of each lease a client never sends in (a fraction of the lease duration). The client
-#: sends a session-scoped request only while, on its own monotonic clock, less than
-#: ``duration * (1 - LEASE_SAFETY_MARGIN)`` has passed since its last successful renewal *started*;
-#: the rest covers the request's way to the agent, the scheduling between the check and the write,
-#: and the drift between this host's clock and the store's (a 30 s lease: 7.5 s).
+#: The end of each lease a client never sends in: a session-scoped request goes only while less than
+#: ``duration * (1 - LEASE_SAFETY_MARGIN)`` has passed, on the client's monotonic clock, since its
+#: last successful renewal *started*; the rest covers the request's way to the agent, scheduling, and
+#: the drift between this host's clock and the store's (a 30 s lease: 7.5 s).
 LEASE_SAFETY_MARGIN: Final = 0.25
 
 
 def default_owner() -> str:
-    """This process's default owner name: host, pid and a random suffix (two clients in one
-    process, or a restarted process with the same pid, never share one)."""
+    """This process's default owner name: host, pid and a random suffix (never shared by two clients)."""
     host = socket.gethostname() or "host"
     name = f"{host}:{os.getpid()}:{secrets.token_hex(4)}"
     return "".join(char if char.isprintable() else "?" for char in name)[:200]
 
 
 class FencedStore:
-    """The app's shared store as one owner's client sees it, on the store's worker thread: the
-    plain :class:`~acp_client.store.SessionStore` protocol for the bridge, every write fenced with
-    the lease this client holds (``endpoint``: the client's key; ``duration``: of a lease, seconds)."""
+    """The shared store as one client sees it: a plain :class:`~acp_client.store.SessionStore` for
+    the bridge, every write fenced with this client's lease (``endpoint``: the client's key)."""
 
     def __init__(self, store: SharedSessionStore, endpoint: str, owner: str, duration: float) -> None:
         self.store = store
         self.endpoint = endpoint
         self.owner = owner
         self.duration = duration
-        #: The leases this client holds (written on the worker thread only).
+        #: Written on the worker thread only.
         self.held: dict[str, Lease] = {}
-        #: Sessions this client lost: never written again, even with a new ``save``.
+        #: Never written again, even with a new ``save``.
         self.lost: set[str] = set()
         #: Who holds a session this client lost, as the refusal said.
         self.holders: dict[str, str] = {}
@@ -152,10 +147,8 @@ class FencedStore:
     ) -> bool:
         return bool(self._fenced(session_id, write_turn, self.store, endpoint, session_id, entries, when=when))
 
-    # -- leases -----------------------------------------------------------------------------------
-
     def renew(self) -> list[str]:
-        """Renew every lease of the owner at once; the sessions this client held and lost."""
+        """Renew every lease of the owner at once; the sessions lost."""
         renewed = self.store.renew(self.endpoint, self.owner, duration=self.duration)
         fresh = {lease.session_id: lease for lease in renewed}
         lost = [session_id for session_id in self.held if session_id not in fresh]
@@ -188,15 +181,12 @@ class FencedStore:
         return [record for record in self.store.adoptable(self.endpoint) if record.session_id not in self.held]
 
     def release(self) -> int:
-        """Give up every lease this client holds (a clean close)."""
         held, self.held = list(self.held), {}
         return self.store.release(self.endpoint, self.owner, held) if held else 0
 
 
 class Ownership:
-    """The loop's half: connect-time claims, the renewal task, adoption, release (see the module
-    docstring). ``bridge`` runs ``fenced``; ``decide`` returns the app's ``decide_adoption``
-    (``None``: adopt every one)."""
+    """The loop's half; ``decide()`` is the app's ``decide_adoption`` (``None``: adopt every one)."""
 
     def __init__(
         self,
@@ -225,11 +215,8 @@ class Ownership:
         self._adopting = asyncio.Lock()
         #: The renewal running now (shared by the renewal task and every send waiting for one).
         self._renewing: asyncio.Future[None] | None = None
-        #: Who holds each session this client lost, when known.
-        self._holders: dict[str, str | None] = {}
 
     def bind(self, engine: Engine) -> None:
-        """Work for ``engine`` (its session store's bookkeeping starts and ends this)."""
         assert engine.persistence is not None
         self._engine = engine
         engine.persistence.ownership = self
@@ -244,23 +231,17 @@ class Ownership:
         table, held = self._engine.table, dict(self.fenced.held)  # a copy: the worker thread writes it
         return sorted(sid for sid in held if (tracked := table.get(sid)) is not None and tracked.session_id == sid)
 
-    # -- the lease before each send ---------------------------------------------------------------
-
     def sendable_for(self) -> float:
-        """Seconds left, on this client's clock, before its leases are too close to their end to
-        send in (:data:`LEASE_SAFETY_MARGIN`; negative: past it)."""
+        """Seconds left on this client's clock before its leases are too close to their end to send in."""
         margin = self.duration * LEASE_SAFETY_MARGIN
         return self._renewed_at + self.duration - margin - self._clock.monotonic()
 
     async def check(self, session_id: str) -> None:
         """Before a session-scoped request is sent (and before a turn is reported as ended): the
-        lease must be live on this client's own clock, with the margin, else the leases are
-        renewed first; a session the store no longer returns is lost (``on_ownership_lost``). A
-        session never stored under a lease (its first write failed: nobody else can hold it) passes.
-
-        Raises:
-            SessionOwnershipLost: The session is another client's now, or its lease could not be
-                renewed before it came too close to its end (nothing is sent).
+        lease must be live on this client's clock, with the margin, else the leases are renewed
+        first. A session never stored under a lease (its first write failed) passes. Raises
+        ``SessionOwnershipLost``: the session is another client's now, or its lease could not be
+        renewed in time (nothing is sent).
         """
         if session_id in self._reported or session_id in self.fenced.lost:
             raise self._lost_error(session_id)
@@ -280,8 +261,7 @@ class Ownership:
             raise self._lost_error(session_id)
 
     async def may_recover(self, tracked: Tracked) -> bool:
-        """Before a reconnect's recovery sends anything for ``tracked``: whether its lease is live
-        (see :meth:`check`); a session lost meanwhile is left out (the app was told)."""
+        """Whether a reconnect's recovery may send for ``tracked`` (see :meth:`check`; a loss was told)."""
         try:
             await self.check(tracked.session_id)
         except SessionOwnershipLost as exc:
@@ -290,7 +270,7 @@ class Ownership:
         return True
 
     def _lost_error(self, session_id: str) -> SessionOwnershipLost:
-        holder = self._holders.get(session_id) or self.fenced.holders.get(session_id)
+        holder = self.fenced.holders.get(session_id)
         by = f" (held by {holder!r} now)" if holder is not None else ""
         return SessionOwnershipLost(
             session_id,
@@ -300,8 +280,8 @@ class Ownership:
         )
 
     async def _renew_for_send(self) -> None:
-        """The lease is too close to its end: wait for a renewal under way (it may have failed
-        before the store came back), then, if still too close, run a new one."""
+        """Wait for a renewal under way (it may have failed before the store came back), then, if
+        the lease is still too close to its end, run a new one."""
         running = self._renewing
         if running is not None and not running.done():
             with contextlib.suppress(SessionStoreError):
@@ -311,9 +291,7 @@ class Ownership:
         await self.renew_now()
 
     async def renew_now(self) -> None:
-        """Renew every lease now (one renewal shared by every caller waiting); sessions the store
-        no longer returns are lost. Raises ``SessionStoreError`` (once the lease ran out on this
-        client's clock the sessions are lost too)."""
+        """Renew every lease now, one renewal shared by every caller waiting (``SessionStoreError``)."""
         if self._renewing is None or self._renewing.done():
             self._renewing = asyncio.ensure_future(self._renew())
         await asyncio.shield(self._renewing)
@@ -329,20 +307,16 @@ class Ownership:
         for session_id in lost:
             self.lost(session_id, None, "its lease was taken over by another client")
 
-    # -- connect ----------------------------------------------------------------------------------
-
     async def candidates(self) -> list[StoredSession]:
-        """On connect, before anything is written: the sessions the owner holds (an explicit
-        ``owner=`` taking its sessions back after a restart), then the adoptable ones the policy
-        adopts. Raises ``SessionStoreError`` (``connect()`` fails, nothing written)."""
+        """On connect, before anything is written: the owner's sessions (an explicit ``owner=``
+        taking them back after a restart), then the adoptable ones the policy adopts."""
         own, adoptable = await self.bridge.run(self.fenced.candidates)
         if not self.auto_adopt:
             return own
         return [*own, *await self._chosen(adoptable)]
 
     async def take(self, records: Sequence[StoredSession]) -> list[str]:
-        """Claim ``records`` (one transaction) and start renewing; the ids now held. Raises
-        ``SessionStoreError`` (``connect()`` fails)."""
+        """Claim ``records`` (one transaction) and start renewing; the ids now held."""
         started = self._clock.monotonic()
         held = await self.bridge.run(self.fenced.claim, [record.session_id for record in records])
         self._renewed_at = started
@@ -357,10 +331,7 @@ class Ownership:
             return candidates
         return [record for record in candidates if await call_app(decide, record, what="decide_adoption") is True]
 
-    # -- the renewal task -------------------------------------------------------------------------
-
     async def _run(self) -> None:
-        """Renew each interval (sooner after a failed renewal), then scan for sessions to adopt."""
         delay = self.renew_interval
         while True:
             await self._clock.sleep(delay)
@@ -377,8 +348,7 @@ class Ownership:
                     logger.warning("session store: looking for sessions to adopt failed: %s", exc)
 
     def _renewal_failed(self, error: SessionStoreError) -> None:
-        """A renewal failed; once the lease ran out on this client's own clock, the sessions may be
-        another client's by now: they are lost."""
+        """Once the lease ran out on this client's clock, the sessions may be another client's: lost."""
         left = self._renewed_at + self.duration - self._clock.monotonic()
         if left <= 0:
             logger.error("session store: leases of %s ran out while renewals failed (%s)", self.owner, error)
@@ -390,14 +360,13 @@ class Ownership:
         logger.warning("session store: renewing the leases of %s failed (%s); retrying", self.owner, error)
 
     def _retry_in(self) -> float:
-        """The delay before the renewal after a failed one: sooner than usual, within the lease."""
+        """After a failed renewal: sooner than usual, within the lease."""
         left = self._renewed_at + self.duration - self._clock.monotonic()
         if left <= 0:
             return self.renew_interval
         return max(min(self.renew_interval / 4, left), 0.001)
 
     async def adopt_expired(self) -> list[str]:
-        """Adopt the adoptable sessions the policy adopts (the renewal task's scan)."""
         candidates = await self.bridge.run(self.fenced.adoptable)
         if not candidates:
             return []
@@ -425,15 +394,13 @@ class Ownership:
             return [item.session_id for item in tracked]
 
     def _crashed(self, error: BaseException) -> None:
-        """Recovering an adopted session died of a bug: the client fails with it."""
         if self._engine is not None:
             self._engine.crashed(error)
 
     @staticmethod
     async def _recover(engine: Engine, tracked: Tracked, *, quietly: bool = False) -> None:
-        """An adopted session, recovered through the usual probe → resume / replay / new session
-        where it is found, and reported like any recovery (a link that is down recovers it when it
-        is back). ``quietly``: a drop or a closed client is logged."""
+        """Recover an adopted session like any other (a link that is down recovers it when it is
+        back). ``quietly``: a drop or a closed client is logged."""
         record = tracked.stored
         holder = record.lease.owner if record is not None and record.lease is not None else None
         reason = f"adopted from {holder}" if holder is not None else "adopted (nobody held it)"
@@ -452,14 +419,11 @@ class Ownership:
                 raise
             logger.info("recovering adopted session %s stopped: %s", tracked.session_id, exc)
 
-    # -- losing and releasing ---------------------------------------------------------------------
-
     def lost(self, session_id: str, holder: str | None, reason: str) -> None:
-        """This client lost ``session_id`` (once per session: logged, handed to ``on_lost``)."""
+        """Once per session: logged, handed to ``on_ownership_lost``."""
         if session_id in self._reported:
             return
         self._reported.add(session_id)
-        self._holders[session_id] = holder
         logger.warning("session store: %s lost session %s: %s", self.owner, session_id, reason)
         engine = self._engine
         if engine is None:
@@ -474,12 +438,12 @@ class Ownership:
         engine.dispatcher.deliver(engine.callbacks.on_ownership_lost, lost, what="on_ownership_lost")
 
     def refused(self, error: SessionStoreFenced) -> None:
-        """A queued write of this client was refused (fenced): it lost that session."""
+        """A queued write was refused (fenced): the session is lost."""
         holder = f" by {error.holder!r}" if error.holder is not None else ""
         self.lost(error.session_id, error.holder, f"a write was refused: the session is held{holder} now")
 
     async def aclose(self) -> None:
-        """Stop renewing; release every lease held (after the queued writes ran). Idempotent."""
+        """Stop renewing; release every lease held once the queued writes ran."""
         if self._closed:
             return
         self._closed = True

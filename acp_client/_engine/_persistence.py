@@ -30,8 +30,7 @@ the end of a turn                      one job: ``save`` when the agent changed 
                                        written again with the store's next success
 =====================================  ===============================================================================
 
-Writes never raise into the client's flow (the bridge logs a store error and carries on). The
-events come from the engine (:class:`~acp_client._link._events.SessionEvents`).
+Writes never raise into the client's flow (the bridge logs a store error and carries on).
 """
 
 from __future__ import annotations
@@ -74,14 +73,13 @@ def _now() -> datetime:
 
 class Persistence(SessionEvents):
     """Keeps one endpoint's records in a store in step with the session table (``version``: the
-    negotiated one, the wire form MCP servers are stored in; conversations are saved only with
-    ``keep_transcripts``)."""
+    negotiated one, the wire form MCP servers are stored in)."""
 
     def __init__(
         self, bridge: StoreBridge, table: SessionTable, *, version: Callable[[], int], keep_transcripts: bool
     ) -> None:
         self.bridge = bridge
-        #: This client's leases, when the store is shared (set by :meth:`Ownership.bind`).
+        #: Set by :meth:`Ownership.bind` when the store is shared.
         self.ownership: Leases | None = None
         self._table = table
         self._version = version
@@ -98,18 +96,13 @@ class Persistence(SessionEvents):
         bridge.on_success = self._store_is_back
 
     def records(self) -> list[StoredSession]:
-        """Every record this client keeps, most recently used first (no I/O)."""
+        """Every record this client keeps, most recently used first."""
         kept = [tracked.stored for tracked in self._table if tracked.stored is not None]
         return sorted(kept, key=lambda record: record.last_used_at, reverse=True)
 
     async def restore(self) -> int:
-        """Track again every session stored for the endpoint, with its conversation (nothing is
-        written); how many.
-
-        Raises:
-            SessionStoreError: The store cannot be read, or a stored conversation is damaged
-                (``SessionStoreCorrupt``) or newer than this acp_client (``SessionStoreTooNew``).
-        """
+        """Track again every session stored for the endpoint, with its conversation (nothing is written);
+        how many. Raises ``SessionStoreError`` (``SessionStoreCorrupt``, ``SessionStoreTooNew``)."""
         if self.ownership is None:
             stored = await self.bridge.load()
             self._track(stored, await self._conversations(stored))
@@ -124,18 +117,13 @@ class Persistence(SessionEvents):
         return len(kept)
 
     async def aclose(self) -> None:
-        """Run the queued writes, release the leases held (a shared store), stop the worker."""
         if self.ownership is not None:
             await self.ownership.aclose()
         await self.bridge.aclose()
 
     async def track_stored(self, stored: Sequence[StoredSession]) -> list[Tracked]:
-        """Track ``stored`` (most recently used first) with their conversations; the sessions
-        tracked (one whose MCP servers cannot be decoded is left out, logged).
-
-        Raises:
-            SessionStoreError: As for :meth:`restore`.
-        """
+        """Track ``stored`` (most recently used first) with their conversations (one whose MCP
+        servers cannot be decoded is left out, logged); raises as :meth:`restore`."""
         return self._track(stored, await self._conversations(stored))
 
     async def _conversations(self, stored: Sequence[StoredSession]) -> dict[str, Transcript]:
@@ -176,8 +164,7 @@ class Persistence(SessionEvents):
         return restored
 
     def _homed(self, tracked: Tracked, record: StoredSession) -> StoredSession:
-        """``record`` with where ``tracked`` lives now recorded (an unknown home keeps the one
-        recorded: a session restored from a store that is not placed yet)."""
+        """``record`` with where ``tracked`` lives now (an unknown home keeps the one recorded)."""
         home, left_behind = self.placement_of(tracked)
         return record if home is None else record.with_placement(home, left_behind)
 
@@ -186,8 +173,7 @@ class Persistence(SessionEvents):
         return self._queue(self.bridge.save, record)
 
     def _queue(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any] | None:
-        """Queue one write (its future, which never fails with a store error); ``None`` once the
-        client is closed (a turn ending after ``aclose()``, say)."""
+        """Queue one write (its future); ``None`` once the client is closed."""
         try:
             future: asyncio.Future[Any] = write(*args, **kwargs)
         except SessionStoreError as exc:
@@ -195,10 +181,7 @@ class Persistence(SessionEvents):
             return None
         return future
 
-    # -- sessions the app opened ----------------------------------------------------------------
-
     def tracked(self, tracked: Tracked) -> None:
-        """The app created, forked, loaded or resumed ``tracked``: save it."""
         now = _now()
         known = tracked.stored
         if known is not None and known.session_id == tracked.session_id:
@@ -220,36 +203,29 @@ class Persistence(SessionEvents):
             self._opening[tracked.session_id] = saved
 
     async def stored(self, tracked: Tracked) -> None:
-        """With a shared store: wait until the record :meth:`tracked` queued is written
-        (``save_owned``), so that a session the app holds a handle on is one another client can
-        adopt should this process die. A store that is down delays it by up to its own retries;
-        a failed write is handled as any other (never raised here)."""
+        """With a shared store: wait until the record :meth:`tracked` queued is written, so that another
+        client can adopt a session the app holds a handle on should this process die (never raises)."""
         saved = self._opening.pop(tracked.session_id, None)  # the engine asks right after "tracked"
         if saved is not None:
             await asyncio.shield(saved)
 
     def forgotten(self, tracked: Tracked) -> None:
-        """The session is closed, forgotten or abandoned: delete it."""
         record, tracked.stored = tracked.stored, None
         if record is not None:
             self._queue(self.bridge.delete, record.session_id)
 
     def changed(self, tracked: Tracked, **fields: Any) -> None:
-        """The app set ``mode_id`` / ``model_id`` on the session: save the new value."""
         record = tracked.stored
         if record is not None:
             self._save(tracked, attrs.evolve(record, updated_at=_now(), **fields))
 
     def config_changed(self, tracked: Tracked, option_id: str, value: Any) -> None:
-        """The app set one config option: save it beside the others."""
         record = tracked.stored
         if record is not None:
             options = {**record.config_options, option_id: value}
             self._save(tracked, attrs.evolve(record, config_options=options, updated_at=_now()))
 
     def touched(self, tracked: Tracked) -> None:
-        """A prompt is sent: the session is the most recently used one (written with the turn's
-        end when transcripts are kept, else at once)."""
         record = tracked.stored
         if record is not None:
             now = _now()
@@ -258,8 +234,6 @@ class Persistence(SessionEvents):
                 self._queue(self.bridge.touch, record.session_id, when=now)
 
     def turn_ended(self, tracked: Tracked) -> None:
-        """A turn ended: keep the whole conversation (and a title the agent gave) in one job;
-        :meth:`durable` waits for it."""
         record = tracked.stored
         if record is None or record.session_id != tracked.session_id:
             return
@@ -299,9 +273,8 @@ class Persistence(SessionEvents):
         return write
 
     async def durable(self, tracked: Tracked) -> bool | None:
-        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False``
-        when not (the store failed through its retries, or no longer holds the session), ``None``
-        when there was nothing to write."""
+        """Wait for the write of ``tracked``'s last ended turn: ``True`` once written, ``False`` when not
+        (the store failed, or no longer holds the session), ``None`` when there was nothing to write."""
         write = self._turn_writes.pop(tracked.session_id, None)
         if write is None:
             return None
@@ -325,12 +298,9 @@ class Persistence(SessionEvents):
             if self._turn_write(session_id, record, entries, record.last_used_at) is None:
                 self.unstored.add(session_id)
 
-    # -- recovery ---------------------------------------------------------------------------------
-
     def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
-        """A recovery round ended (or was cut off by a drop): a session re-created under a new id
-        is renamed (whether or not its outcome was reported), an abandoned one deleted, and a
-        recovered one saved when its last known status changed."""
+        """A session re-created under a new id is renamed (whether or not its outcome was
+        reported), an abandoned one deleted, and a recovered one saved when its status changed."""
         by_id = {outcome.session_id: outcome for outcome in outcomes if outcome.session_id is not None}
         for tracked in list(self._table):
             record = tracked.stored

@@ -2,13 +2,11 @@
 
 A client facing several instances of one agent records where each session lives (its home; for a
 session restored from a store and not placed yet, the home the store recorded). An instance speaks
-for the sessions it hosts and no other: a request (``fs/*``, ``terminal/*``,
-``session/request_permission``...) or a notification (``session/update``) naming a session the
-client records elsewhere is refused — the request answered ``-32002`` (not found *here*), the
-notification dropped, each refusal counted and logged — and never reaches the app's handlers, the
-file system or the transcript. A session the client does not track at all (the updates an agent
-sends during ``session/new``, before its answer) is left to the usual handling. The check is one
-dictionary lookup per message; a single-endpoint client never builds it.
+for the sessions it hosts and no other: a request (``fs/*``, ``terminal/*``, permission...) or a
+notification naming a session the client records elsewhere is refused (the request answered
+``-32002``, the notification dropped, each refusal counted and logged) and never reaches the app's
+handlers, the file system or the transcript. A session the client does not track at all (updates
+sent during ``session/new``) is left to the usual handling. A single-endpoint client never builds it.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ def _session_of(params: Any) -> str | None:
 
 
 class Authority:
-    """Guards one link's inbound requests and notifications (see the module docstring) on their way
-    to ``on_request`` / ``on_notification``; ``target``: the link's endpoint, as the log shows it."""
+    """Guards one link's inbound requests and notifications on their way to ``on_request`` /
+    ``on_notification``; ``target``: the link's endpoint, as the log shows it."""
 
     def __init__(
         self,
@@ -47,7 +45,6 @@ class Authority:
         self._target = target
         self._on_request = on_request
         self._on_notification = on_notification
-        #: How many requests and notifications were refused.
         self.refused = 0
 
     def _refuse(self, kind: str, method: str, session_id: str) -> None:

@@ -2,11 +2,9 @@
 
 The engine asks :class:`Links` to start, close and fail, where a call goes and where a session is
 found; where sessions live, the links learn from the engine's events. A client of one endpoint has
-:class:`SingleLink` (one supervisor answers everything); one given an
-:class:`~acp_client.group.EndpointGroup` gets its links from the group's plan. Nothing here knows
-or imports what a group does with several links, so the common case pays nothing for the special
-one (as httpx's ``_transport_for_url`` meets its mounts only when there are some). Every
-implementation is built from one :class:`LinkKit`.
+:class:`SingleLink`; one given an :class:`~acp_client.group.EndpointGroup` gets its links from the
+group's plan, built from one :class:`LinkKit`. Nothing here knows what a group does with several
+links, so the common case pays nothing for the special one.
 """
 
 from __future__ import annotations

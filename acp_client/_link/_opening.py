@@ -1,13 +1,11 @@
-"""Opening one link (every link: the supervisor's, and the short ones of :func:`opener`): connect
-the transport, then ``initialize``, all within one deadline.
+"""Opening one link (the supervisor's, and the short ones of :func:`opener`): connect the
+transport, then ``initialize``, all within one deadline.
 
-``Timeouts.connect`` bounds the whole opening — TCP, TLS, the WebSocket handshake, the HTTP
-``initialize`` POST and the answer to ``initialize`` — and running out of it raises one type,
-:class:`~acp_client.exceptions.ConnectTimeout`, whatever the transport or the phase.
-
-A WebSocket peer that answers ``initialize`` with something that is not JSON-RPC (an HTML page, a
-plain-text greeting) is not an ACP endpoint: the opening fails at once with a
-:class:`~acp_client.exceptions.MalformedFrame` saying so, instead of waiting out the timeout.
+``Timeouts.connect`` bounds the whole opening (TCP, TLS, the WebSocket handshake, the HTTP
+``initialize`` POST, the answer to ``initialize``); running out of it raises
+:class:`~acp_client.exceptions.ConnectTimeout`, whatever the transport or the phase. A WebSocket
+peer that answers ``initialize`` with something that is not JSON-RPC (an HTML page, a greeting) is
+not an ACP endpoint: the opening fails at once with a :class:`~acp_client.exceptions.MalformedFrame`.
 """
 
 from __future__ import annotations
@@ -37,10 +35,10 @@ async def open_link(
     connector: Connector,
     *,
     connection: ConnectionFactory,
-    on_protocol_error: Callable[[AcpError], None] | None,
     initialize: Initializer,
     timeout: float | None,
     clock: Clock,
+    on_protocol_error: Callable[[AcpError], None] | None = None,
     on_stream_resumed: Callable[[StreamResumed], None] | None = None,
 ) -> tuple[Connection, Any]:
     """Open a link and initialize it within ``timeout`` seconds on ``clock`` (``None``: no bound),
@@ -65,7 +63,6 @@ async def open_link(
     if on_stream_resumed is not None and isinstance(transport, Reattaching):
         transport.watch_resumes(on_stream_resumed)
     not_acp: asyncio.Future[MalformedFrame] = asyncio.get_running_loop().create_future()
-
     framed = transport.info.kind == "websocket"
 
     def protocol_error(error: AcpError) -> None:
@@ -95,29 +92,22 @@ async def open_link(
                 excerpt=bad.excerpt,
             )
         init = initializing.result()
-    except ConnectTimeout:
-        await conn.aclose()
-        raise
-    except RequestTimeout as exc:
+    except BaseException as exc:
         if not initializing.done():
             initializing.cancel()
         await conn.aclose()
-        raise ConnectTimeout(
-            f"timed out after {timeout:g}s opening {connector.target} (no answer to initialize)"
-            if timeout is not None
-            else f"{connector.target} did not answer initialize in time",
-            timeout=timeout,
-            phase="initialize",
-        ) from exc
-    except ConnectionLost as exc:
-        # The link died under initialize (e.g. the network reset the HTTP POST): a failed attempt
-        # to connect, worth another try, not a lost request of the app.
-        await conn.aclose()
-        raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
-    except BaseException:
-        if not initializing.done():
-            initializing.cancel()
-        await conn.aclose()
+        if isinstance(exc, RequestTimeout) and not isinstance(exc, ConnectTimeout):
+            raise ConnectTimeout(
+                f"timed out after {timeout:g}s opening {connector.target} (no answer to initialize)"
+                if timeout is not None
+                else f"{connector.target} did not answer initialize in time",
+                timeout=timeout,
+                phase="initialize",
+            ) from exc
+        if isinstance(exc, ConnectionLost):
+            # The link died under initialize (e.g. the network reset the HTTP POST): a failed
+            # attempt to connect, worth another try, not a lost request of the app.
+            raise TransportClosed(f"the link failed during initialize: {exc.cause or exc}") from exc
         raise
     finally:
         if not not_acp.done():
@@ -136,9 +126,8 @@ def opener(
     timeout: float | None,
     observer: Callable[[Transport], CallObserver] | None = None,
 ) -> Callable[[Connector], Awaitable[tuple[Connection, InitializeResponse]]]:
-    """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this
-    identity and these capabilities in ``initialize``, proposing ``proposed()`` (no app
-    callbacks: its protocol errors are only logged)."""
+    """How a short link (a locate's, a copy's close) is opened: :func:`open_link` with this identity
+    and these capabilities, proposing ``proposed()`` (its protocol errors are only logged)."""
 
     async def open_one(connector: Connector) -> tuple[Connection, InitializeResponse]:
         async def initialize(conn: Connection, limit: float | None) -> InitializeResponse:
@@ -147,13 +136,6 @@ def opener(
             )
 
         connection = functools.partial(Connection, clock=clock, observer=observer)
-        return await open_link(
-            connector,
-            connection=connection,
-            on_protocol_error=None,
-            initialize=initialize,
-            timeout=timeout,
-            clock=clock,
-        )
+        return await open_link(connector, connection=connection, initialize=initialize, timeout=timeout, clock=clock)
 
     return open_one

@@ -2,10 +2,8 @@
 
 * Queuing off (``QueueOptions.enabled`` false): a request fails at once with
   :class:`~acp_client.exceptions.ConnectionLost` (``may_have_executed=False``).
-* At most ``QueueOptions.max_size`` requests wait; one more fails at once with
-  :class:`~acp_client.exceptions.QueueFull`.
-* Each waits at most ``QueueOptions.max_age`` seconds on the injected clock, then fails with
-  ``ConnectionLost`` (``may_have_executed=False``).
+* At most ``QueueOptions.max_size`` requests wait; one more fails with ``QueueFull``.
+* Each waits at most ``QueueOptions.max_age`` seconds on the clock, then fails with ``ConnectionLost``.
 
 A call may wait more than once (an endpoint group's call waits for its session's home, then on its
 link): it carries one :class:`Ticket` through every wait, admitted (``max_size``) once, with
@@ -29,14 +27,6 @@ __all__ = ["OutageQueue", "Ticket"]
 T = TypeVar("T")
 
 
-class _Waiter(Generic[T]):
-    __slots__ = ("future", "method")
-
-    def __init__(self, future: asyncio.Future[T], method: str) -> None:
-        self.future = future
-        self.method = method
-
-
 class Ticket:
     """One call's place in the outage queues: when it must have its link (set when first admitted)."""
 
@@ -47,14 +37,13 @@ class Ticket:
 
 
 class OutageQueue(Generic[T]):
-    """The requests waiting for a link (see the module rules; ``waiting_for``: what they wait for,
-    in the error of one that waited too long)."""
+    """The requests waiting for a link (``waiting_for``: what they wait for, in a timed-out one's error)."""
 
     def __init__(self, options: QueueOptions, clock: Clock, *, waiting_for: str = "still reconnecting") -> None:
         self.options = options
         self._clock = clock
         self._waiting_for = waiting_for
-        self._waiters: collections.deque[_Waiter[T]] = collections.deque()
+        self._waiters: collections.deque[tuple[asyncio.Future[T], str]] = collections.deque()
 
     def __len__(self) -> int:
         return len(self._waiters)
@@ -72,11 +61,11 @@ class OutageQueue(Generic[T]):
             if len(self._waiters) >= options.max_size:
                 raise QueueFull(f"{method}: {len(self._waiters)} requests are already waiting for the connection")
             deadline = ticket.deadline = self._clock.monotonic() + options.max_age
-        waiter: _Waiter[T] = _Waiter(asyncio.get_running_loop().create_future(), method)
+        waiter: tuple[asyncio.Future[T], str] = (asyncio.get_running_loop().create_future(), method)
         self._waiters.append(waiter)
         try:
             with move_on_at(self._clock, deadline):
-                return await waiter.future
+                return await waiter[0]
         finally:
             with contextlib.suppress(ValueError):
                 self._waiters.remove(waiter)
@@ -86,13 +75,13 @@ class OutageQueue(Generic[T]):
     def release(self, value: T) -> None:
         """Every waiting request goes on, with ``value``."""
         while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.future.done():
-                waiter.future.set_result(value)
+            future, _ = self._waiters.popleft()
+            if not future.done():
+                future.set_result(value)
 
     def fail(self, error: Callable[[str], BaseException]) -> None:
         """Every waiting request fails, with ``error(method)``."""
         while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.future.done():
-                waiter.future.set_exception(error(waiter.method))
+            future, method = self._waiters.popleft()
+            if not future.done():
+                future.set_exception(error(method))

@@ -3,11 +3,9 @@
 It owns the current :class:`~acp_client._rpc._connection.Connection`, notices when it drops,
 reconnects under the :class:`~acp_client.retry.RetryPolicy`, hands the new connection to the
 client's recovery routine (it knows nothing of sessions), and only then releases the requests
-queued during the outage.
-
-If one of its own tasks ever dies of an unexpected error (a bug), the client does not hang: the
-state goes ``failed`` with that cause, queued requests fail with ``ClientClosed`` and pending ones
-with ``ConnectionLost`` whose ``cause`` is that error.
+queued during the outage. If one of its tasks dies of a bug, the client does not hang: the state
+goes ``failed`` with that cause, queued requests fail with ``ClientClosed`` and pending ones with
+``ConnectionLost`` whose ``cause`` is that error.
 """
 
 from __future__ import annotations
@@ -54,9 +52,8 @@ __all__ = ["Supervisor"]
 
 logger = get_logger("acp_client.reconnect")
 
-#: The supervisor and connection being recovered, inside the recovery routine and the app
-#: callbacks it runs: requests made there through that supervisor go straight to that connection
-#: instead of waiting for the recovery they are part of (private: see :meth:`Supervisor.recovering`).
+#: The supervisor and connection being recovered, inside the recovery routine and the app callbacks
+#: it runs (see :meth:`Supervisor.recovering`).
 _RECOVERING_ON: contextvars.ContextVar[tuple[Supervisor, Connection] | None] = contextvars.ContextVar(
     "acp_recovering_on", default=None
 )
@@ -86,9 +83,9 @@ class Supervisor:
         queue: QueueOptions,
         on_state: Callable[[ConnectionState], None],
         on_drop: Callable[[TransportError], None],
-        on_fail: Callable[[BaseException], None] | None = None,
-        on_request: RequestHandler | None = None,
-        on_notification: NotificationHandler | None = None,
+        on_fail: Callable[[BaseException], None],
+        on_request: RequestHandler,
+        on_notification: NotificationHandler,
         on_protocol_error: ProtocolErrorHandler | None = None,
         refresh_credentials: Callable[[], Any] | None = None,
         request_timeout: float | None = None,
@@ -100,7 +97,7 @@ class Supervisor:
     ) -> None:
         self._connector = connector
         self._on_stream_resumed = on_stream_resumed
-        #: The link's telemetry observer (its connections and reconnect attempts), if any.
+        #: The link's telemetry, if any.
         self.observer = observer
         self._drop_error: BaseException | None = None
         self._max_incoming_requests = max_incoming_requests
@@ -138,8 +135,6 @@ class Supervisor:
         self._refreshed = False
         self._started = False
 
-    # -- state ------------------------------------------------------------------------------------
-
     @property
     def state(self) -> ConnectionState:
         return self._machine.state
@@ -159,13 +154,10 @@ class Supervisor:
     ) -> None:
         self._machine.set(ConnectionState(state, attempt, retry_in, cause))
 
-    # -- lifecycle --------------------------------------------------------------------------------
-
     async def start(self, *, recover: bool = False) -> None:
         """Connect and initialize once; with ``recover`` (sessions restored from a store), recover
         on that link before it counts as connected (a drop then hands over to the reconnect loop).
-        Raises what failed the first connection (the state is then ``failed``), or
-        ``ClientClosed`` when :meth:`aclose` was called meanwhile."""
+        Raises what failed the first connection (then ``failed``), or ``ClientClosed``."""
         self._started = True
         try:
             conn, init = await self._open_with_refresh()
@@ -208,22 +200,16 @@ class Supervisor:
         """Make this link die of ``error`` as a bug in it would (the test kit's seam,
         :meth:`acp_client.testing.Inside.crash`): one of its tasks raises it now, or, with
         ``recovering``, its next recovery round does."""
-        if recovering:
-            recover = self._recover
+        recover = self._recover
 
-            async def crashing(conn: Connection, init: Any) -> None:
-                self._recover = recover
-                raise error
-
-            self._recover = crashing
-            return
-
-        async def die() -> None:
+        async def die(*_: Any) -> None:
+            self._recover = recover
             raise error
 
-        self._tasks.spawn(die())
-
-    # -- requests ---------------------------------------------------------------------------------
+        if recovering:
+            self._recover = die
+        else:
+            self._tasks.spawn(die())
 
     async def call(
         self,
@@ -242,7 +228,7 @@ class Supervisor:
         Raises:
             ConnectionLost: The connection dropped with the request pending (``idempotent`` ones
                 are retried after recovery instead), or queuing is off.
-            ClientSuspended / ClientClosed / QueueFull: See :mod:`acp_client.exceptions`.
+            ClientSuspended / ClientClosed / QueueFull: The link is down too long, closed, or full.
             RpcError / RequestTimeout / TransportError: From the request itself.
         """
         while True:
@@ -272,8 +258,7 @@ class Supervisor:
         await conn.notify(method, params)
 
     async def ready(self, method: str, ticket: Ticket | None = None) -> Connection:
-        """The live connection, once there is one (an outage is waited out in the outage queue,
-        ``ticket``: the call's place there). Raises as :meth:`call`."""
+        """The live connection, waited for in the outage queue (``ticket``: its place); raises as :meth:`call`."""
         conn = self.connection
         if conn is not None and not conn.is_closed and self.state.state is State.CONNECTED:
             return conn
@@ -309,14 +294,10 @@ class Supervisor:
             _RECOVERING_ON.reset(token)
 
     def guard(self, make: Guarding) -> Authority:
-        """Put ``make``'s :class:`~acp_client._link._authority.Authority` between this link and the
-        handlers of what its agent sends (before the link starts)."""
-        assert self._on_request is not None and self._on_notification is not None
+        """Put ``make``'s :class:`Authority` before the handlers of what this link's agent sends (before it starts)."""
         authority = make(self._on_request, self._on_notification)
         self._on_request, self._on_notification = authority.request, authority.notification
         return authority
-
-    # -- connecting ---------------------------------------------------------------------------------
 
     async def _open(self) -> tuple[Connection, Any]:
         connection = functools.partial(
@@ -358,8 +339,7 @@ class Supervisor:
             return
         self._crash = error
         self.fail(error)
-        if self._on_fail is not None:
-            self._on_fail(_failed(error))
+        self._on_fail(_failed(error))
         conn, self.connection = self.connection, None
         if conn is not None:
             self._tasks.spawn(conn.aclose())
@@ -383,8 +363,6 @@ class Supervisor:
             self._set_state(State.FAILED, cause=f"connection lost and reconnecting is off: {reason}")
             return
         self._tasks.spawn(self._outage(reason))
-
-    # -- the outage -----------------------------------------------------------------------------------
 
     async def _sleep(self, seconds: float) -> None:
         """Wait ``seconds`` on the clock, or less if the app says the network is back."""

@@ -58,9 +58,8 @@ CANCEL_REQUEST: Final = "$/cancel_request"
 #: Agent→client requests handled at once by default; more are refused with an error answer.
 DEFAULT_MAX_INCOMING_REQUESTS: Final = 64
 #: Notifications handled before the reader lets other tasks run. A transport hands over what one
-#: network read brought without waiting (a thousand updates or more): an ``updates()`` consumer
-#: would only see them all at the end, holding them long enough to age into the garbage
-#: collector's older generations (slow full collections).
+#: network read brought (a thousand updates or more) at once: an ``updates()`` consumer would see
+#: them all at the end, held long enough to age into the garbage collector's older generations.
 _YIELD_EVERY: Final = 128
 #: The longest error message sent back to the agent (a handler may echo the agent's input).
 _MAX_ERROR_MESSAGE_CHARS: Final = 1024
@@ -73,13 +72,9 @@ class _Pending(NamedTuple):
 
 
 class Connection:
-    """A JSON-RPC 2.0 peer over one transport, which it owns from now on.
-
-    Without ``on_request`` every agent request is answered ``Method not found``. Agent requests
-    beyond ``max_incoming_requests`` at once are refused (:class:`~acp_client._rpc._limits.IncomingCap`;
-    ``ConfigurationError`` unless it is a positive integer). ``observer`` builds the connection's
-    :class:`~acp_client._rpc._observe.CallObserver` from its transport (telemetry).
-    """
+    """A JSON-RPC 2.0 peer over one transport, which it owns from now on. Without ``on_request`` every
+    agent request is answered ``Method not found``; those beyond ``max_incoming_requests`` at once
+    are refused. ``observer`` builds the connection's telemetry from its transport."""
 
     def __init__(
         self,
@@ -114,8 +109,6 @@ class Connection:
             max_incoming_requests, send=self._send_quietly, spawn=self._background.spawn, is_closed=self._closed.is_set
         )
 
-    # -- state ------------------------------------------------------------------------------------
-
     @property
     def is_closed(self) -> bool:
         return self._closed.is_set()
@@ -144,8 +137,6 @@ class Connection:
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
         await self._background.aclose()
-
-    # -- outgoing -------------------------------------------------------------------------------
 
     async def request(
         self,
@@ -215,8 +206,7 @@ class Connection:
             pending.future.exception()  # mark it retrieved: the send's own error is raised instead
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification (raises ``ConnectionLost`` once the connection ended, else what the
-        transport raised)."""
+        """Send a notification (``ConnectionLost`` once the connection ended, else what the transport raised)."""
         if self._closed.is_set():
             raise ConnectionLost(method, may_have_executed=False, cause=self.close_cause)
         try:
@@ -227,9 +217,8 @@ class Connection:
 
     def _cancel_remote(self, request_id: RequestId) -> None:
         """Tell the agent we no longer wait for ``request_id`` (best effort, in the background)."""
-        if self._closed.is_set():
-            return
-        self._send_later(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id}))
+        if not self._closed.is_set():
+            self._send_later(_jsonrpc.notification_message(CANCEL_REQUEST, {"requestId": request_id}))
 
     async def _send_quietly(self, message: _jsonrpc.Message) -> None:
         try:
@@ -245,8 +234,6 @@ class Connection:
         cause = TransportClosed(f"connection task crashed: {error!r}")
         cause.__cause__ = error
         self._finish(cause)
-
-    # -- incoming -------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
         cause: TransportError
@@ -479,9 +466,8 @@ class Connection:
 
     def _reply_from(self, request_id: RequestId, task: asyncio.Task[Any]) -> None:
         reply = self._reply_of(request_id, task)
-        if reply is None or self._closed.is_set():
-            return
-        self._send_later(reply)
+        if reply is not None and not self._closed.is_set():
+            self._send_later(reply)
 
     async def _reply_batch(
         self, handlers: list[tuple[RequestId, asyncio.Task[Any]]], replies: list[dict[str, Any]]

@@ -2,14 +2,12 @@
 
 The client proposes a version; an agent that answers ``UnsupportedProtocolVersion`` with the
 versions it supports gets one more proposal (the highest common one); an answer in a version this
-client cannot speak is fatal (:class:`~acp_client.exceptions.IncompatibleProtocolVersion`).
-
-The request's shape depends on the version (v1 ``clientCapabilities`` / ``clientInfo``, v2
-``capabilities`` / ``info``), so an agent that agrees on another version than the one proposed
-is sent ``initialize`` once more in the agreed version's shape (otherwise a v1 agent answering a
-v2 request never learns the client's fs and terminal capabilities). An answer that claims v2 in
-the v1 shape (``agentCapabilities`` / ``agentInfo`` and neither ``capabilities`` nor ``info``, as
-fast-agent 0.10 sends) is from an agent that speaks v1: it is treated, and re-initialized, as v1.
+client cannot speak is fatal (:class:`~acp_client.exceptions.IncompatibleProtocolVersion`). The
+request's shape depends on the version (v1 ``clientCapabilities`` / ``clientInfo``, v2
+``capabilities`` / ``info``), so an agent that agrees on another version is sent ``initialize``
+once more in that version's shape (else a v1 agent never learns the client's fs and terminal
+capabilities). An answer that claims v2 in the v1 shape (as fast-agent 0.10 sends) is treated, and
+re-initialized, as v1.
 """
 
 from __future__ import annotations

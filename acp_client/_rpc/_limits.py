@@ -1,6 +1,6 @@
 """What one connection bounds, so a hostile agent cannot make it grow: the in-flight cap on
 agent→client requests (with the queue of refusals it sends instead), and the memory of request ids
-the client gave up on. No I/O of their own: the connection gives the cap ``send`` and ``spawn``.
+the client gave up on.
 """
 
 from __future__ import annotations
@@ -40,12 +40,6 @@ class AbandonedIds:
         if len(self._ids) > self._kept:
             del self._ids[next(iter(self._ids))]
 
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __contains__(self, request_id: object) -> bool:
-        return request_id in self._ids
-
     def take(self, request_id: RequestId) -> bool:
         """Whether ``request_id`` was abandoned; forgets it (a second answer to it is news)."""
         if request_id in self._ids:
@@ -57,8 +51,7 @@ class AbandonedIds:
 class IncomingCap:
     """At most ``limit`` agent→client requests handled at once; the excess is answered with an
     ``Internal error`` from one task, one after another (not one task each: that is the flood), so
-    the client's own requests keep resolving. ``send`` never raises; once ``is_closed()``, queued
-    refusals are dropped. Raises ``ConfigurationError`` unless ``limit`` is a positive integer.
+    the client's own requests keep resolving. Once ``is_closed()``, queued refusals are dropped.
     """
 
     def __init__(

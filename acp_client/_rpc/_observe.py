@@ -1,9 +1,6 @@
-"""The hook points an observer of the client plugs into (telemetry: :mod:`acp_client._telemetry`).
-
-Plain protocols (nothing here knows OpenTelemetry), called only when one is installed (one
-``is None`` check otherwise): :class:`CallObserver` per connection, :class:`LinkObserver` per
-link. An observer never raises into the core and changes nothing it does beyond the ``_meta`` it
-adds to outgoing params.
+"""The hook points telemetry (:mod:`acp_client._telemetry`) plugs into: plain protocols, called only
+when an observer is installed. An observer never raises into the core and changes nothing it does
+beyond the ``_meta`` it adds to outgoing params.
 """
 
 from __future__ import annotations
@@ -27,14 +24,12 @@ class CallObserver(Protocol):
     """Sees each request a connection sends (until it resolves) and each agent request it answers."""
 
     async def outgoing(self, method: str, params: Any, send: Send) -> Any:
-        """Run ``send`` (which sends ``method`` and awaits its answer); may add ``_meta`` to the
-        params it passes. Returns or raises what ``send`` did."""
+        """Run ``send`` (it may add ``_meta`` to the params it passes); returns or raises what it did."""
 
     async def incoming(
         self, request_id: RequestId, method: str, params: Any, handle: Callable[[str, Any], Awaitable[Any]]
     ) -> Any:
-        """Run the app's ``handle(method, params)`` for one agent→client request. Returns or
-        raises what ``handle`` did."""
+        """Run the app's ``handle(method, params)`` for one agent→client request; returns or raises what it did."""
 
 
 class LinkObserver(Protocol):
@@ -50,8 +45,7 @@ class LinkObserver(Protocol):
     def recovering(self) -> AbstractContextManager[None]:
         """Around one recovery round of the link (a part of its outage's episode)."""
 
-    def recovered(self, outcomes: list[RecoveryOutcome]) -> None:
-        """The outcomes of that round."""
+    def recovered(self, outcomes: list[RecoveryOutcome]) -> None: ...
 
     def interrupted(self, session_id: str) -> None:
         """A drop of this link cut a prompt of ``session_id`` off."""

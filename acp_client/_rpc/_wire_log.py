@@ -1,13 +1,5 @@
-"""The wire logger: every JSON-RPC frame in and out, at DEBUG on ``acp_client.wire``.
-
-::
-
-    logging.getLogger("acp_client.wire").setLevel(logging.DEBUG)   # plus a handler of your own
-
-    DEBUG acp_client.wire ws://127.0.0.1:8000/acp > {"jsonrpc":"2.0","id":1,"method":"initialize",...}
-    DEBUG acp_client.wire ws://127.0.0.1:8000/acp < {"jsonrpc":"2.0","id":1,"result":{...}}
-
-``>`` is a frame the client sent, ``<`` one it received, ``<!`` one it could not read. Nothing is
+"""The wire logger: every JSON-RPC frame in and out, at DEBUG on ``acp_client.wire``, after the link's
+target: ``>`` a frame the client sent, ``<`` one it received, ``<!`` one it could not read. Nothing is
 formatted unless the logger is enabled for DEBUG. Frames are redacted before they are logged:
 
 * the ``value`` of every ``env`` and ``headers`` entry (MCP server credentials travel there);
@@ -92,15 +84,13 @@ class WireLog:
         return self._inner.send(message)
 
     def receive(self) -> Coroutine[Any, Any, Any]:
-        # With the wire logger off (the usual case), as in send(), the inner transport's own
-        # coroutine is handed out: no extra coroutine per message.
+        # With the wire logger off (the usual case), no extra coroutine per message.
         if logger.isEnabledFor(logging.DEBUG):
             return self._receive_logged()
         return self._inner.receive()
 
     def receive_ready(self) -> Any:
-        """The inner transport's ``receive_ready()``; ``None`` (use :meth:`receive`) while frames are
-        logged or when it has none."""
+        """The inner transport's ``receive_ready()`` (``None`` while frames are logged, or without one)."""
         ready = self._ready
         if ready is None or logger.isEnabledFor(logging.DEBUG):
             return None

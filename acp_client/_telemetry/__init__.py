@@ -1,8 +1,8 @@
 """OpenTelemetry instrumentation (the ``otel`` extra), behind the hooks of :mod:`acp_client._rpc._observe`.
 
-Nothing here is imported until a client is built, and OpenTelemetry itself only when telemetry is
-enabled and ``opentelemetry-api`` is installed: :func:`instrumentation` answers ``None`` otherwise,
-and the core then runs exactly as without this package (one ``is None`` check per hook point).
+Nothing here is imported until a client is built, and OpenTelemetry only when telemetry is enabled
+and ``opentelemetry-api`` is installed: :func:`instrumentation` answers ``None`` otherwise, and the
+core then runs as without this package (one ``is None`` check per hook point).
 """
 
 from __future__ import annotations

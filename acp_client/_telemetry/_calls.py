@@ -1,9 +1,7 @@
 """Spans for calls: a CLIENT span per request the client sends (with the trace context carried to
 the agent in ``params._meta``), a SERVER span per agent→client request the app's handlers answer
-(continuing the agent's trace when its ``_meta`` carries one).
-
-Every OpenTelemetry call is guarded: a broken provider, processor or exporter is logged at DEBUG
-and never reaches the request.
+(continuing the agent's trace when its ``_meta`` carries one). Every OpenTelemetry call is guarded:
+a broken provider, processor or exporter is logged at DEBUG and never reaches the request.
 """
 
 from __future__ import annotations
@@ -53,12 +51,7 @@ def server_attributes(info: TransportInfo) -> dict[str, Any]:
         host, port = parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)
     except ValueError:
         return {}
-    found: dict[str, Any] = {}
-    if host:
-        found[n.SERVER_ADDRESS] = host
-    if port:
-        found[n.SERVER_PORT] = port
-    return found
+    return {key: value for key, value in ((n.SERVER_ADDRESS, host), (n.SERVER_PORT, port)) if value}
 
 
 def error_type(exc: BaseException) -> str:
@@ -128,11 +121,6 @@ def trace_context_of(params: Any) -> Context | None:
     return found if trace.get_current_span(found).get_span_context().is_valid else None
 
 
-def _session_of(params: Any) -> Any:
-    session_id = params.get("sessionId") if isinstance(params, dict) else None
-    return session_id if isinstance(session_id, str) else None
-
-
 class Calls:
     """The :class:`~acp_client._rpc._observe.CallObserver` of one connection."""
 
@@ -162,14 +150,14 @@ class Calls:
 
     def _start(self, method: str, params: Any, kind: SpanKind, parent: Context | None) -> Span:
         attributes = {**self._base, n.RPC_METHOD: method, n.PROTOCOL_VERSION: self._version()}
-        session_id = _session_of(params)
-        if session_id is not None:
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(session_id, str):
             attributes[n.SESSION_ID] = session_id
         return self._tracer.start_span(method, context=parent, kind=kind, attributes=attributes)
 
     def _idle(self) -> bool:
-        """No SDK behind the tracer and no span to continue: a span would be the invalid one (no
-        attribute kept, nothing to carry in ``_meta``), so none is made; the metrics still are."""
+        """No SDK behind the tracer and no span to continue: a span would be the invalid one, so
+        none is made (the metrics still are)."""
         return (
             self._proxied
             and isinstance(trace.get_tracer_provider(), ProxyTracerProvider)

@@ -21,9 +21,8 @@ logger = get_logger("acp_client.telemetry")
 
 
 class ClientTelemetry:
-    """Built by the engine when telemetry is on (the ``otel`` extra installed and not disabled):
-    ``clock`` (the client's ``monotonic``) times the metrics, ``version`` is the negotiated ACP
-    version, ``queued`` how many requests wait for a connection right now."""
+    """Built by the engine when telemetry is on: ``clock`` (the client's ``monotonic``) times the
+    metrics, ``version`` is the negotiated ACP version, ``queued`` how many requests wait now."""
 
     def __init__(
         self, option: Telemetry, *, clock: Callable[[], float], version: Callable[[], int], queued: Callable[[], int]
@@ -34,7 +33,6 @@ class ClientTelemetry:
         meters = option.meter_provider if option.meter_provider is not None else metrics.get_meter_provider()
         self.instruments = instruments_for(meters)  # type: ignore[arg-type]
         self.source = UpdateSource(queued)
-        #: Updates received per variant class; the engine adds to it.
         self.update_counts = self.source.update_counts
         self.instruments.add(self.source)
         self._clock = clock

@@ -1,11 +1,8 @@
 """One link's recovery episodes: a span ``acp.recovery`` from the drop until the link is connected
 again (or the client fails or closes), with an event per reconnect attempt, and one child span per
-session recovered, made from the outcome the recoverer reports.
-
-The episode is observed through what already exists: the link's state changes (wrapped around the
-engine's state listener), the supervisor's reconnect hook, and the outcomes of each recovery round.
-The recovery round itself runs with the episode as the current span, so the probes and the
-resume / load / new-session requests it sends are its children.
+session recovered, made from the outcome the recoverer reports. The episode is observed through the
+link's state changes, the supervisor's reconnect hook and each round's outcomes; a recovery round
+runs with the episode as the current span, so the requests it sends are its children.
 """
 
 from __future__ import annotations
@@ -100,8 +97,6 @@ class LinkTelemetry:
         self._attempts = 0
         self._sessions = 0
 
-    # -- LinkObserver -----------------------------------------------------------------------------
-
     def calls(self, transport: Transport) -> Calls:
         try:
             self._attributes = {n.TRANSPORT: transport.info.kind, **server_attributes(transport.info)}
@@ -113,23 +108,17 @@ class LinkTelemetry:
 
     def reconnecting(self, attempt: int, delay: float, cause: BaseException | None) -> None:
         try:
-            episode = self._begin(cause=str(cause) if cause is not None else None, dropped=True)
+            text = str(cause) if cause is not None else ""
             kind = type(cause).__name__ if cause is not None else "unknown"
+            episode = self._begin(cause=text, dropped=True)
             self._attempts += 1
             episode.add_event(
                 n.RECONNECT_EVENT,
-                {
-                    n.RECONNECT_ATTEMPT: attempt,
-                    n.RECONNECT_DELAY: delay,
-                    n.RECONNECT_CAUSE: str(cause) if cause is not None else "",
-                    n.ERROR_TYPE: kind,
-                },
+                {n.RECONNECT_ATTEMPT: attempt, n.RECONNECT_DELAY: delay, n.RECONNECT_CAUSE: text, n.ERROR_TYPE: kind},
             )
             self._instruments.reconnect_attempts.add(1, {n.RECONNECT_CAUSE: kind})
         except Exception:
             logger.debug("telemetry: could not record a reconnect attempt", exc_info=True)
-
-    # -- what the engine hands on -------------------------------------------------------------------
 
     def watch(self, on_state: Callable[[ConnectionState], None]) -> Callable[[ConnectionState], None]:
         """``on_state``, with the link's episodes observed first."""
@@ -166,8 +155,6 @@ class LinkTelemetry:
         """The outcomes of one recovery round (children of the episode)."""
         self._sessions += len(outcomes)
         record_outcomes(self._tracer, self._instruments, outcomes, self._episode)
-
-    # -- the episode ------------------------------------------------------------------------------------
 
     def _request_done(self, method: str, outcome: str, seconds: float) -> None:
         self._instruments.request_duration.record(seconds, {n.RPC_METHOD: method, n.REQUEST_OUTCOME: outcome})

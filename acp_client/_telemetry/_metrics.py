@@ -1,9 +1,8 @@
 """The client's metrics: one set of instruments per meter provider, shared by every client using it.
 
-Counters and histograms are recorded where things happen. The two observed values cost nothing on
-the hot path: queued requests are read from the supervisors at each collection, and updates are
-counted per variant class in a plain dict and reported at collection. A closed client's counts are
-kept, so the cumulative update counter never goes back.
+The two observed values cost nothing on the hot path: queued requests are read at each collection,
+and updates are counted per variant class in a plain dict. A closed client's counts are kept, so
+the cumulative update counter never goes back.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ class UpdateSource:
     """What one client reports to the observed instruments."""
 
     def __init__(self, queued: Callable[[], int]) -> None:
-        #: Updates received, per variant class (the engine adds to it on each update).
+        #: Updates received, per variant class (the engine adds to it).
         self.update_counts: dict[type, int] = {}
         self.queued = queued
 
@@ -96,13 +95,11 @@ class Instruments:
             for variant, count in source.update_counts.copy().items():
                 self._retired[variant] = self._retired.get(variant, 0) + count
 
-    def _live(self) -> list[UpdateSource]:
-        with self._lock:
-            return list(self._sources)
-
     def _observe_queued(self, options: CallbackOptions) -> Iterable[Observation]:
         total = 0
-        for source in self._live():
+        with self._lock:
+            sources = list(self._sources)
+        for source in sources:
             try:
                 total += source.queued()
             except Exception:
@@ -126,8 +123,7 @@ _UNWEAKABLE: dict[int, tuple[Any, Instruments]] = {}
 
 
 def instruments_for(provider: MeterProvider) -> Instruments:
-    """The instruments of ``provider`` (made on first use; one set per provider, so two clients
-    never register the same instrument twice)."""
+    """The instruments of ``provider``, made on first use (two clients never register one instrument twice)."""
     with _LOCK:
         try:
             found = _BY_PROVIDER.get(provider)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Final
 
-# -- the RPC semantic conventions ------------------------------------------------------------------
-
 RPC_SYSTEM_NAME: Final = "rpc.system.name"
 #: The older name of ``rpc.system.name``, still read by many backends: both are set.
 RPC_SYSTEM: Final = "rpc.system"
@@ -20,8 +18,6 @@ JSONRPC_PROTOCOL_VERSION: Final = "jsonrpc.protocol.version"
 ERROR_TYPE: Final = "error.type"
 SERVER_ADDRESS: Final = "server.address"
 SERVER_PORT: Final = "server.port"
-
-# -- ACP ---------------------------------------------------------------------------------------------
 
 SESSION_ID: Final = "acp.session.id"
 PREVIOUS_SESSION_ID: Final = "acp.session.previous_id"
@@ -53,8 +49,6 @@ RECOVERY_ENDPOINT: Final = "acp.recovery.endpoint"
 RECOVERY_STEPS: Final = "acp.recovery.steps"
 RECOVERY_NOTES: Final = "acp.recovery.notes"
 UPDATE_KIND: Final = "acp.update.kind"
-
-# -- metrics ---------------------------------------------------------------------------------------------
 
 METRIC_RECONNECT_ATTEMPTS: Final = "acp.client.reconnect.attempts"
 METRIC_RECOVERIES: Final = "acp.client.recoveries"

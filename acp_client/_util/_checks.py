@@ -1,19 +1,16 @@
 """The validators every option value goes through (one copy of each rule). Pure: no I/O.
 
-One rule for numbers, everywhere an option is a number of seconds or a count (``Timeouts``,
-``QueueOptions``, ``RetryPolicy``, ``Limits``, the client's and the connectors' keywords, the
-sync facade's, a call's ``timeout=``):
+One rule for every option that is a number of seconds or a count:
 
-* It is a real ``int`` or ``float``; ``True``/``False`` are refused (a ``bool`` is an ``int`` to
-  Python, never a number of seconds to a user), and so are strings and other numbers' types.
-* It is finite: NaN and infinities are refused. **"No limit" is spelled ``None``**, and only
-  where the option documents it (``Timeouts.request``, ``RetryPolicy.max_elapsed``, a call's
-  ``timeout=None``...); ``float("inf")`` is never a way to say it.
+* It is a real ``int`` or ``float``: not a ``bool`` (an ``int`` to Python, never a number of
+  seconds to a user), nor a string or another number type.
+* It is finite. **"No limit" is spelled ``None``**, only where the option documents it
+  (``Timeouts.request``, a call's ``timeout=None``...); ``float("inf")`` never says it.
 * Seconds are above zero unless the option says zero is meaningful (a retry delay of 0: at once).
   Counts are whole numbers of at least their minimum (1 unless the option says otherwise).
 
-A value that breaks the rule raises :class:`~acp_client.exceptions.ConfigurationError` naming
-the option, where the value is given (never at the first reconnect).
+A bad value raises :class:`~acp_client.exceptions.ConfigurationError` naming the option, where the
+value is given (never at the first reconnect).
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ def check_number(name: str, value: object, *, minimum: float = 0.0, optional: bo
 
 
 def check_seconds(name: str, value: object, *, optional: bool = False, zero: bool = False) -> None:
-    """A finite number of seconds above zero (zero too when ``zero``); ``None`` when ``optional``
-    (what ``None`` means — usually "no limit" — is the option's to say)."""
+    """A finite number of seconds above zero (zero too when ``zero``); ``None`` when ``optional``."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):

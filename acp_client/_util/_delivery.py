@@ -2,14 +2,13 @@
 ``refresh_credentials``, update listeners), and :class:`Feed`, the queue behind ``updates()``.
 
 * A plain function runs inline, on the event loop, when the event happens.
-* An awaitable a callback returns (an ``async def``) is awaited: for *events* (state changes,
-  updates, protocol errors, other notifications) on one dispatcher task per client, in order — the
-  client never waits for the app; for *questions* and *recovery reports* (``decide_recovery``,
-  ``on_resume`` ..., ``on_turn_interrupted``, ``refresh_credentials``) by the client itself, which
-  needs the answer, or promises the app hears of a recovery before queued requests are released.
-* A callback that raises is logged at ERROR with its stack trace (logger ``acp_client.callbacks``)
-  and otherwise ignored: an app bug never kills a client task nor changes what the client does
-  next (a question that raised counts as "no answer"). Cancellation propagates.
+* An awaitable a callback returns is awaited: for *events* (state changes, updates, protocol
+  errors, other notifications) on one dispatcher task per client, in order, so the client never
+  waits for the app; for *questions* and *recovery reports* (``decide_recovery``, ``on_resume``...,
+  ``refresh_credentials``) by the client itself, which needs the answer, or promises the app hears
+  of a recovery before queued requests are released.
+* A callback that raises is logged at ERROR (logger ``acp_client.callbacks``) and otherwise
+  ignored (a question that raised counts as "no answer"). Cancellation propagates.
 """
 
 from __future__ import annotations
@@ -115,12 +114,10 @@ class Dispatcher:
 
 
 class Feed(Generic[T]):
-    """An unbounded queue from plain functions to one async consumer (an ``updates()`` iterator).
-
-    :meth:`push` never waits (it is called inline for every update); the consumer takes from
-    :attr:`items` and awaits :meth:`wait` only when it is empty, so a burst costs an append and a
-    pop per item (an :class:`asyncio.Queue` also counts tasks and wakes putters on every item).
-    """
+    """An unbounded queue from plain functions to one async consumer (an ``updates()`` iterator):
+    the consumer takes from :attr:`items` and awaits :meth:`wait` only when it is empty, so a burst
+    costs an append and a pop per item (an :class:`asyncio.Queue` also counts tasks and wakes
+    putters on every item)."""
 
     __slots__ = ("_waiter", "items")
 
@@ -135,7 +132,6 @@ class Feed(Generic[T]):
             waiter.set_result(None)
 
     async def wait(self) -> None:
-        """Return once :attr:`items` holds something (at once if it does)."""
         if self.items:
             return
         waiter = self._waiter = asyncio.get_running_loop().create_future()

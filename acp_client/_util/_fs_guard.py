@@ -1,23 +1,20 @@
 """File-system safety for ``fs/*`` requests: protected paths and opening only regular files.
 
-Two dangers an agent's ``fs/write_text_file`` (or ``fs/read_text_file``) can pose even inside an
-allowed root:
+Two dangers an agent's ``fs/*`` requests pose even inside an allowed root:
 
 * **Config and hook files run code later.** A write to ``.git/hooks/pre-commit``, ``.bashrc`` or
-  ``.vscode/settings.json`` is a write today and code execution at the user's next ``git commit``,
-  shell or editor start. :data:`DEFAULT_PROTECTED_PATHS` lists such files; a write to one always
-  asks the app's permission handler (and is refused without one).
-* **Not every path is a file.** Opening a FIFO blocks until someone opens the other end (a worker
-  thread stuck forever), a device may never end, and a symlink swapped in after the path was
-  checked points elsewhere. :func:`write_regular_file` and :func:`read_regular_file` open
-  non-blocking without following a final symlink, ``fstat`` the descriptor and accept only a
+  ``.vscode/settings.json`` is code execution at the user's next commit, shell or editor start. A
+  write to one of :data:`DEFAULT_PROTECTED_PATHS` always asks the app's permission handler (and is
+  refused without one).
+* **Not every path is a file.** Opening a FIFO blocks until someone opens the other end, a device
+  may never end, and a symlink swapped in after the check points elsewhere. The file functions
+  open non-blocking without following a final symlink, ``fstat`` the descriptor and accept only a
   regular file.
 
-Pattern syntax of the protected list: components separated by ``/``, each matched with
-:func:`fnmatch.fnmatchcase` after case folding (so ``.GIT/config`` on a case-insensitive disk is
-caught too); ``**`` matches any number of components. A pattern matches a path when it matches
-the path's trailing components, wherever they sit: ``.git/hooks/**`` protects the hooks of every
-repository (submodules included) under the root.
+A protected pattern is ``/``-separated components, each matched with :func:`fnmatch.fnmatchcase`
+after case folding (``.GIT/config`` on a case-insensitive disk is caught too); ``**`` matches any
+number of components. It matches a path's trailing components wherever they sit: ``.git/hooks/**``
+protects the hooks of every repository (submodules included) under the root.
 """
 
 from __future__ import annotations

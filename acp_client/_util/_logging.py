@@ -1,11 +1,10 @@
 """The library's loggers: every record shows agent text through :func:`~acp_client.display.printable`.
 
-A log record often carries what an agent sent (a line of its stderr, a session id, an error
-message, a path); on a terminal an escape sequence there would act, and a newline would forge a
-record. Each logger comes from :func:`get_logger` with :class:`PrintableFilter`, which rewrites a
-record before any handler sees it: every argument that is not a number through
-``printable(..., one_line=True)`` (its ``repr`` too, for ``%r``), the message and a traceback's
-text through ``printable`` (their newlines are ours). A record not emitted costs nothing.
+A log record often carries what an agent sent (its stderr, a session id, an error message); on a
+terminal an escape sequence there would act, and a newline would forge a record. Each logger comes
+from :func:`get_logger` with :class:`PrintableFilter`, which rewrites a record before any handler
+sees it: every argument that is not a number through ``printable(..., one_line=True)`` (its
+``repr`` too), the message and a traceback through ``printable``. A record not emitted costs nothing.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 attrs' frozen ``__init__`` sets each field through ``object.__setattr__``, which a value built per
 streamed update pays every time; :func:`direct_constructor` sets the slots directly (about twice as
-fast). A :class:`Slot` is where a layer above the core keeps its own typed data on a core object
-(an endpoint group's placement of a tracked session) without the core knowing its type.
+fast). A :class:`Slot` is where a layer above the core keeps its typed data on a core object.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ class Slotted(Protocol):
 
 
 class Slot(Generic[T]):
-    """One layer's typed place on :class:`Slotted` objects: ``slot(owner)`` is its value there,
-    made by ``make`` on first use."""
+    """One layer's typed place on :class:`Slotted` objects: ``slot(owner)``, made by ``make`` on first use."""
 
     __slots__ = ("_make",)
 

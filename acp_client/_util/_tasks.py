@@ -1,7 +1,7 @@
 """Background tasks: every one the client starts goes through its owner's :class:`TaskSet`, which
-keeps it referenced until it ends. One that dies of an unexpected error (a bug: expected failures
-are handled inside the task) is logged and handed to the owner's ``on_crash``, which fails what the
-owner holds so that nothing waits forever (a link fails its turns, a connection its requests).
+keeps it referenced until it ends. One that dies of a bug (expected failures are handled inside the
+task) is logged and handed to the owner's ``on_crash``, which fails what the owner holds so that
+nothing waits forever.
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ class TaskSet:
         self._owner = owner
         self._on_crash = on_crash
         self._tasks: set[asyncio.Future[Any]] = set()
-
-    def __len__(self) -> int:
-        return len(self._tasks)
 
     def spawn(self, work: Awaitable[T], *, name: str | None = None) -> asyncio.Future[T]:
         """Run ``work`` in the background (a coroutine, or a future to keep and watch)."""

@@ -2,8 +2,7 @@
 ``pyproject.toml``), and the install hint error messages give for an optional extra.
 
 The metadata file is read directly: ``importlib.metadata`` would bring ``email``, ``zipfile`` and
-``csv`` with it, a fifth of this package's import time; it answers only where no ``.dist-info``
-directory is on ``sys.path`` (an egg, a zip).
+``csv`` with it, a fifth of this package's import time; it answers only without a ``.dist-info``.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ def install_hint(extra: str) -> str:
 
 
 def _from_dist_info() -> str | None:
-    """The ``Version`` of the first ``acp_reconnect-*.dist-info`` on ``sys.path`` (the one
-    ``importlib.metadata`` would find first), or ``None``."""
+    """The ``Version`` of the first ``acp_reconnect-*.dist-info`` on ``sys.path`` (importlib's first), or ``None``."""
     prefix = _DISTRIBUTION + "-"
     for entry in sys.path:
         try:

@@ -50,31 +50,30 @@ def _working(message: dict[str, Any], session_id: str) -> bool:
 
 
 def _agent_text(link: Link, session_id: str, start: int, end: int | None = None) -> str:
-    updates = link.updates(session_id, start=start, end=end)
-    return "".join(m.text for m in messages_of(updates) if m.role == "agent")
+    return "".join(m.text for m in messages_of(link.updates(session_id, start=start, end=end)) if m.role == "agent")
 
 
 @attrs.frozen
 class CancelScenario:
     """What the cancel scenario saw (evidence lines rendered from the check that ran it)."""
 
-    #: ``None`` when the cancel was sent during the turn; else why the scenario could not cancel.
-    not_sent: str | None
-    #: The cancelled turn's end, or the failure that ended the scenario there.
-    cancelled: Turn | None
-    cancel_error: str | None
-    #: Work for the session after the cancelled turn ended, while no turn ran.
-    worked_after_cancel: bool
-    streamed_after_cancel: bool
     baseline_text: str
-    next_turn: Turn | None
-    next_error: str | None
-    next_text: str
-    #: Agent text that arrived after the next turn had ended, before any other prompt.
-    late_text: str
-    #: The turn after the next one, run only when the next one was empty: its text.
-    third_text: str | None
     lines: tuple[str, ...]
+    #: ``None`` when the cancel was sent during the turn; else why the scenario could not cancel.
+    not_sent: str | None = None
+    #: The cancelled turn's end, or the failure that ended the scenario there.
+    cancelled: Turn | None = None
+    cancel_error: str | None = None
+    #: Work for the session after the cancelled turn ended, while no turn ran.
+    worked_after_cancel: bool = False
+    streamed_after_cancel: bool = False
+    next_turn: Turn | None = None
+    next_error: str | None = None
+    next_text: str = ""
+    #: Agent text that arrived after the next turn had ended, before any other prompt.
+    late_text: str = ""
+    #: The turn after the next one, run only when the next one was empty: its text.
+    third_text: str | None = None
 
 
 async def _scenario(ctx: CheckContext) -> CancelScenario:
@@ -93,20 +92,7 @@ async def _scenario(ctx: CheckContext) -> CancelScenario:
         await asyncio.sleep(early)
 
     def done(not_sent: str | None = None, **rest: Any) -> CancelScenario:
-        fields: dict[str, Any] = {
-            "cancelled": None,
-            "cancel_error": None,
-            "worked_after_cancel": False,
-            "streamed_after_cancel": False,
-            "baseline_text": baseline_text,
-            "next_turn": None,
-            "next_error": None,
-            "next_text": "",
-            "late_text": "",
-            "third_text": None,
-        }
-        fields.update(rest)
-        return CancelScenario(not_sent=not_sent, lines=ctx.lines(mark, head=8, tail=8), **fields)
+        return CancelScenario(baseline_text, ctx.lines(mark, head=8, tail=8), not_sent=not_sent, **rest)
 
     if any(ended(pending, m, ctx.version) for m in link.inbound[pending.start :]):
         return done("the turn ended before the cancel could be sent")
@@ -150,12 +136,8 @@ async def _scenario(ctx: CheckContext) -> CancelScenario:
 
 
 async def _cancel_scenario(ctx: CheckContext) -> CancelScenario:
-    scenario: CancelScenario = await ctx.scenario("cancel", lambda: _scenario(ctx))
+    scenario: CancelScenario = await ctx.run.scenario("cancel", lambda: _scenario(ctx))
     return scenario
-
-
-def _verdict(scenario: CancelScenario, status: Any, finding: str) -> Verdict:
-    return Verdict(status, finding, scenario.lines)
 
 
 def _broken_next_turn(scenario: CancelScenario) -> str | None:
@@ -180,35 +162,35 @@ def _broken_next_turn(scenario: CancelScenario) -> str | None:
 async def cancel_honoured(ctx: CheckContext) -> Verdict:
     scenario = await _cancel_scenario(ctx)
     if scenario.not_sent is not None:
-        return _verdict(scenario, "warn", f"{scenario.not_sent}: inconclusive (pass a longer --cancel-prompt)")
+        return Verdict("warn", f"{scenario.not_sent}: inconclusive (pass a longer --cancel-prompt)", scenario.lines)
     if scenario.cancel_error is not None:
-        return _verdict(scenario, "fail", f"after session/cancel: {scenario.cancel_error}")
+        return Verdict("fail", f"after session/cancel: {scenario.cancel_error}", scenario.lines)
     turn = scenario.cancelled
     assert turn is not None
     if turn.stop_reason == "cancelled":
         if scenario.worked_after_cancel:
-            return _verdict(
-                scenario, "fail", 'the turn answered "cancelled" but the agent went on working on it afterwards'
+            return Verdict(
+                "fail", 'the turn answered "cancelled" but the agent went on working on it afterwards', scenario.lines
             )
         broken = _broken_next_turn(scenario)
         if broken is not None:
-            return _verdict(
-                scenario,
+            return Verdict(
                 "fail",
                 f'the turn answered "cancelled" but its work was not stopped: {broken} (see cancel.next-turn)',
+                scenario.lines,
             )
-        return _verdict(scenario, "pass", 'session/cancel ended the turn with stopReason "cancelled"')
+        return Verdict("pass", 'session/cancel ended the turn with stopReason "cancelled"', scenario.lines)
     stop = turn.stop_reason
     if not scenario.streamed_after_cancel:
         # The agent did no more work after the cancel was sent: its turn was over as the cancel
         # crossed it on the wire (a short turn), which ACP allows.
-        return _verdict(
-            scenario,
+        return Verdict(
             "warn",
             f"the turn ended ({stop!r}) as the cancel was sent, with nothing after it: inconclusive "
             "(pass a longer --cancel-prompt)",
+            scenario.lines,
         )
-    return _verdict(scenario, "fail", f'the cancelled turn ended with stopReason {stop!r}, not "cancelled"')
+    return Verdict("fail", f'the cancelled turn ended with stopReason {stop!r}, not "cancelled"', scenario.lines)
 
 
 async def cancel_next_turn(ctx: CheckContext) -> Verdict:
@@ -222,5 +204,7 @@ async def cancel_next_turn(ctx: CheckContext) -> Verdict:
         raise Skip("cannot check: an ordinary turn gives no agent text to compare with")
     broken = _broken_next_turn(scenario)
     if broken is not None:
-        return _verdict(scenario, "fail", broken)
-    return _verdict(scenario, "pass", f"the turn after the cancel got its own answer ({len(scenario.next_text)} chars)")
+        return Verdict("fail", broken, scenario.lines)
+    return Verdict(
+        "pass", f"the turn after the cancel got its own answer ({len(scenario.next_text)} chars)", scenario.lines
+    )

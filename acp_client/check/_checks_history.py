@@ -18,7 +18,7 @@ import attrs
 
 from ._checks_not_found import REPLAY_V2, Probe, unknown_session_answers
 from ._context import CheckContext, Skip, Verdict
-from ._link import Answer, CheckFailed, Link
+from ._link import Answer, CheckFailed
 from ._protocol import Message, attach_params, messages_of, replay_request, tool_call_ids
 
 __all__ = [
@@ -42,10 +42,6 @@ MESSAGE_UPDATES = ("agent_message_chunk", "user_message_chunk", "agent_message",
 
 def _replay_method(ctx: CheckContext) -> str:
     return "session/load" if ctx.version == 1 else "session/resume"
-
-
-def _refused_otherwise(answer: Answer) -> str:
-    return f" (spelled {answer.describe().removeprefix('answered ')}: see not-found.code)"
 
 
 async def load_unknown(ctx: CheckContext) -> Verdict:
@@ -74,7 +70,8 @@ def _judge_unknown(probe: Probe, label: str) -> Verdict:
         raise Skip(f"{probe.method} answers -32601 (see initialize.capabilities)")
     if answer.code == -32002:
         return Verdict("pass", f"{label} of an unknown id answers -32002", probe.lines)
-    return Verdict("pass", f"{label} of an unknown id is refused{_refused_otherwise(answer)}", probe.lines)
+    spelled = answer.describe().removeprefix("answered ")
+    return Verdict("pass", f"{label} of an unknown id is refused (spelled {spelled}: see not-found.code)", probe.lines)
 
 
 async def resume_no_replay(ctx: CheckContext) -> Verdict:
@@ -113,15 +110,12 @@ class RestartScenario:
 
     Attributes:
         expected: The conversation as sent live (the prompts, and the agent's messages).
-        live_updates: The live turns' updates.
         live_lines: Evidence: the first live turn.
         status: The ``session/status`` answer after the restart (``None``: not advertised, or no answer).
         status_error: Why there was no answer to it.
         status_lines: Evidence: the status probe.
         method: The request sent to bring the session back (``None``: nothing to send).
-        answer: Its answer.
         updates: The updates that came with it (the replay).
-        messages: The replay as messages.
         lines: Evidence: the request and the replay.
     """
 
@@ -137,11 +131,6 @@ class RestartScenario:
     messages: list[Message]
     lines: tuple[str, ...]
 
-    @property
-    def replayed(self) -> bool:
-        """Whether the request was a replay (not a plain resume)."""
-        return self.method is not None and self.method != "session/resume (plain)"
-
     def lost(self) -> str | None:
         """How the agent said it no longer knows the session, or ``None``."""
         if self.answer is not None and not self.answer.ok and self.answer.code != -32601:
@@ -153,10 +142,6 @@ class RestartScenario:
     @property
     def request_name(self) -> str:
         return (self.method or "").replace(" (plain)", "")
-
-
-def _between(link: Link, session_id: str, start: int, end: int) -> list[dict[str, Any]]:
-    return link.updates(session_id, start=start, end=end)
 
 
 async def _restart_scenario(ctx: CheckContext) -> RestartScenario:
@@ -171,7 +156,7 @@ async def _restart_scenario(ctx: CheckContext) -> RestartScenario:
         turn = await ctx.turn(link, session_id, text)
         if not live_lines:
             live_lines = ctx.lines(mark, head=6, tail=4)
-        turn_updates = _between(link, session_id, turn.start, turn.end)
+        turn_updates = link.updates(session_id, start=turn.start, end=turn.end)
         live_updates += turn_updates
         live = messages_of(turn_updates)
         user = next((m for m in live if m.role == "user"), None)
@@ -231,7 +216,7 @@ async def restart_scenario(ctx: CheckContext) -> RestartScenario:
     if not any(ctx.supports(m) for m in ("session/status", "session/resume", _replay_method(ctx))):
         where = "session/load, session/resume or session/status" if ctx.version == 1 else "session/resume or status"
         raise Skip(f"{where} is not advertised: nothing can ask about a session after a restart")
-    scenario: RestartScenario = await ctx.scenario("restart", lambda: _restart_scenario(ctx))
+    scenario: RestartScenario = await ctx.run.scenario("restart", lambda: _restart_scenario(ctx))
     return scenario
 
 

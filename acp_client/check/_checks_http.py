@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .._codec._jsonrpc import request_message
 from ._context import CheckContext, Skip, Verdict
 
 __all__ = ["http_session_header"]
@@ -31,12 +32,7 @@ async def http_session_header(ctx: CheckContext) -> Verdict:
     url = ctx.settings.target.spec
 
     async def post(number: int, sid: str, header: bool) -> int:
-        body = {
-            "jsonrpc": "2.0",
-            "id": f"acp-check-header-{number}",
-            "method": "session/status",
-            "params": {"sessionId": sid},
-        }
+        body = request_message(f"acp-check-header-{number}", "session/status", {"sessionId": sid})
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",

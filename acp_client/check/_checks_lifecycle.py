@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from ._checks_not_found import unknown_session_answers
 from ._context import CheckContext, Verdict
 from ._link import Answer, CheckFailed, Link
-from ._protocol import attach_params
 
 __all__ = ["initialize_capabilities", "method_unknown", "new_fresh_id", "notification_unanswered"]
 
@@ -17,14 +15,6 @@ UNKNOWN_METHOD = "acp_check/no_such_method"
 
 #: The optional session methods whose capability the checker verifies, in probing order.
 PROBED = ("session/load", "session/resume", "session/list", "session/close", "session/fork", "session/status")
-
-
-def _probe_params(method: str, session_id: str, cwd: str) -> dict[str, Any]:
-    if method == "session/list":
-        return {}
-    if method in ("session/load", "session/resume", "session/fork"):
-        return attach_params(session_id, cwd)
-    return {"sessionId": session_id}
 
 
 async def _unknown_method(link: Link) -> Answer:
@@ -77,13 +67,13 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
             continue  # v2 has no session/load
         advertised = ctx.supports(method)
         where = ctx.capability_path(method)
-        if method == "session/close" or method not in probes:
+        if method == "session/close":
             # session/close is session-scoped (over HTTP it needs a session the connection knows): close a
             # real one.
             mark = ctx.mark()
             try:
                 own = await ctx.new_session(link)
-                answer: Answer | None = await link.request(method, _probe_params(method, own, ctx.cwd))
+                answer: Answer | None = await link.request(method, {"sessionId": own})
                 failure = None
             except CheckFailed as exc:
                 answer, failure = None, exc.finding
@@ -106,18 +96,14 @@ async def initialize_capabilities(ctx: CheckContext) -> Verdict:
         elif advertised:
             works.append(method)
     if fails:
-        return _verdict("fail", "; ".join(fails + warns), evidence)
+        return Verdict("fail", "; ".join(fails + warns), tuple(evidence))
     if warns:
-        return _verdict("warn", "; ".join(warns) + ": a client never calls what is not advertised", evidence)
+        return Verdict("warn", "; ".join(warns) + ": a client never calls what is not advertised", tuple(evidence))
     listed = ", ".join(works) if works else "none"
     note = ""
     if missing_answer.code != -32601 and not missing_answer.ok:
         note = f"; unknown methods answer error {missing_answer.code}, not -32601 (see method.unknown)"
     return ctx.verdict("pass", f"every advertised session method answers (advertised: {listed}){note}")
-
-
-def _verdict(status: Any, finding: str, lines: list[str]) -> Verdict:
-    return Verdict(status, finding, tuple(lines))
 
 
 async def new_fresh_id(ctx: CheckContext) -> Verdict:

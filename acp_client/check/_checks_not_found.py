@@ -58,9 +58,8 @@ def _requests(ctx: CheckContext, session_id: str) -> list[tuple[str, str, dict[s
         found.append((REPLAY_V2, method, params))
     found.append(("session/list", "session/list", {}))  # not about a session: initialize.capabilities asks
     # Last: an agent that takes the prompt runs a whole turn (or, hostile, ends).
-    found.append(
-        ("session/prompt", "session/prompt", {"sessionId": session_id, "prompt": text_prompt(ctx.settings.prompt)})
-    )
+    prompt = {"sessionId": session_id, "prompt": text_prompt(ctx.settings.prompt)}
+    found.append(("session/prompt", "session/prompt", prompt))
     if ctx.settings.target.kind == "http":
         found = [entry for entry in found if entry[1] not in SESSION_SCOPED]
     return found
@@ -87,7 +86,7 @@ async def unknown_session_answers(ctx: CheckContext) -> dict[str, Probe]:
     Raises:
         CheckFailed: The shared agent could not be reached.
     """
-    probes: dict[str, Probe] = await ctx.scenario("unknown-session", lambda: _probe_all(ctx))
+    probes: dict[str, Probe] = await ctx.run.scenario("unknown-session", lambda: _probe_all(ctx))
     return probes
 
 

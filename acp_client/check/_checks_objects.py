@@ -18,7 +18,7 @@ TIMESTAMPS: Final = ("createdAt", "updatedAt")
 
 async def _session_objects(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]]:
     """Every session object seen (``(where, object)``) and the wire lines: a scenario run once per run."""
-    found: tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]] = await ctx.scenario(
+    found: tuple[list[tuple[str, dict[str, Any]]], tuple[str, ...]] = await ctx.run.scenario(
         "session-objects", lambda: _gather(ctx)
     )
     return found
@@ -33,7 +33,11 @@ async def _gather(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], 
     if not answer.ok or not isinstance(answer.result, dict) or not isinstance(answer.result.get("sessionId"), str):
         raise Skip(f"session/new {answer.describe()}")
     session_id = answer.result["sessionId"]
-    _collect(found, "session/new", answer.result)
+    session = answer.result.get("session")
+    if isinstance(session, dict):
+        found.append(("session/new", session))
+    elif any(member in answer.result for member in SESSION_SCHEMA_MEMBERS):
+        found.append(("session/new", answer.result))
     start = len(link.inbound)
     await ctx.turn(link, session_id)
     for update in link.updates(session_id, start=start):
@@ -46,14 +50,6 @@ async def _gather(ctx: CheckContext) -> tuple[list[tuple[str, dict[str, Any]]], 
             if isinstance(entry, dict):
                 found.append(("session/list", entry))
     return found, ctx.lines(mark)
-
-
-def _collect(found: list[tuple[str, dict[str, Any]]], where: str, result: dict[str, Any]) -> None:
-    session = result.get("session")
-    if isinstance(session, dict):
-        found.append((where, session))
-    elif any(member in result for member in SESSION_SCHEMA_MEMBERS):
-        found.append((where, result))
 
 
 async def timestamps_zoned(ctx: CheckContext) -> Verdict:
@@ -103,8 +99,7 @@ async def session_object_shape(ctx: CheckContext) -> Verdict:
     following = [(where, obj) for where, obj in candidates if any(m in obj for m in SESSION_SCHEMA_MEMBERS)]
     if not following:
         raise Skip("the session objects are ACP SessionInfo (no member of the Session schema): nothing to check")
-    bad = [(where, _shape_problems(obj)) for where, obj in following]
-    bad = [(where, problems) for where, problems in bad if problems]
+    bad = [(where, problems) for where, obj in following if (problems := _shape_problems(obj))]
     if bad:
         where, problems = bad[0]
         return Verdict("fail", f"session objects break the Session schema ({where}: {', '.join(problems)})", lines)

@@ -34,19 +34,15 @@ async def status_unknown(ctx: CheckContext) -> Verdict:
     unknown = ctx.unknown_id()
     mark = ctx.mark()
     answer = await _status(link, unknown)
-    if answer.ok:
-        value = _status_of(answer)
-        if value in INACTIVE:
-            return ctx.verdict(
-                "warn",
-                f"an id the agent never issued is {value!r}, not -32002 (allowed when telling them apart is costly, "
-                "but the client then wastes a load or resume)",
-                mark,
-            )
+    value = _status_of(answer)
+    if value in INACTIVE:
         return ctx.verdict(
-            "fail", f"an id the agent never issued: session/status {answer.describe()}, not -32002", mark
+            "warn",
+            f"an id the agent never issued is {value!r}, not -32002 (allowed when telling them apart is costly, "
+            "but the client then wastes a load or resume)",
+            mark,
         )
-    if answer.code != -32002:
+    if answer.ok or answer.code != -32002:
         return ctx.verdict(
             "fail", f"an id the agent never issued: session/status {answer.describe()}, not -32002", mark
         )
@@ -80,8 +76,7 @@ async def status_no_side_effects(ctx: CheckContext) -> Verdict:
             f"link ({', '.join(kinds)})",
             mark,
         )
-    seen_on_first = first.updates(session_id, start=first_start, end=turn.start)
-    if seen_on_first:
+    if first.updates(session_id, start=first_start, end=turn.start):
         return ctx.verdict("fail", "probing from a second link sent session/update to the first", mark)
     if turn.stop_reason != "end_turn":
         return ctx.verdict("fail", f"after the probes the first link's turn ended with {turn.stop_reason!r}", mark)

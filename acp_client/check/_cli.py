@@ -20,7 +20,6 @@ from ..display import printable
 from ._context import Settings
 from ._output import Printer
 from ._registry import CHECKS
-from ._report import CheckResult
 from ._runner import run_checks, select
 from ._target import Target, TargetError
 
@@ -102,9 +101,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def _mistake(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line that argparse cannot see, before anything starts."""
-    target = Target(args.target, restart_cmd=args.restart_cmd)
     try:
-        target.validate()
+        Target(args.target, restart_cmd=args.restart_cmd).validate()
     except TargetError as exc:
         return f"cannot check {exc}"
     try:
@@ -142,15 +140,9 @@ def _run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
     )
     printer = Printer(sys.stderr if args.json else sys.stdout, verbose=args.verbose)
-    quiet = args.json
-
-    def show(result: CheckResult) -> None:
-        if not quiet:
-            printer.result(result)
-
     try:
         checks = select(args.only, args.skip)
-        report = asyncio.run(run_checks(settings, checks, on_result=show))
+        report = asyncio.run(run_checks(settings, checks, on_result=None if args.json else printer.result))
     except TargetError as exc:
         sys.stderr.write(f"acp-reconnect check: cannot check {printable(str(exc))}\n")
         return 2

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import attrs
 
 from ._link import CheckFailed, Link, WireEntry, WireLog
-from ._protocol import Handshake, Turn, new_session, prompt
+from ._protocol import Handshake, Turn, finish_prompt, new_session, start_prompt
 from ._shared import RunState, open_initialized
 from ._target import AgentHost, Target
 
@@ -65,7 +64,6 @@ class CheckContext:
     """One check's access to the agent: the run's shared link, fresh links, restarts, its own wire log.
 
     Args:
-        settings: The run's options.
         handshake: What the preflight ``initialize`` found (capabilities, version).
         run: What the checks of the run share (the shared link, the scenarios run once).
     """
@@ -142,10 +140,6 @@ class CheckContext:
         await self.run.retire()
         await self.host.restart()
 
-    async def scenario(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
-        """The outcome of a scenario several checks judge, run once per run (by the first check that asks)."""
-        return await self.run.scenario(key, run)
-
     async def new_session(self, link: Link, *, reuse: bool = False) -> str:
         """``session/new``, then a moment until the agent is quiet: a greeting some agents send right after
         the answer, before any prompt, is no part of the first turn.
@@ -161,10 +155,12 @@ class CheckContext:
         return session_id
 
     async def turn(self, link: Link, session_id: str, text: str | None = None) -> Turn:
-        return await prompt(link, self.version, session_id, text or self.settings.prompt, timeout=self.timeout)
+        pending = await start_prompt(link, session_id, text or self.settings.prompt)
+        return await finish_prompt(link, self.version, pending, self.timeout)
 
     def mark(self) -> int:
-        return self.log.mark()
+        """A position in the wire log (for :meth:`lines`)."""
+        return len(self.log.entries)
 
     def lines(self, start: int = 0, end: int | None = None, **kwargs: Any) -> tuple[str, ...]:
         """Rendered wire lines of this check from position ``start`` to ``end``."""

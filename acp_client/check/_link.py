@@ -25,7 +25,6 @@ import attrs
 
 from .._codec._jsonrpc import (
     ErrorResponse,
-    Notification,
     Request,
     Response,
     classify,
@@ -37,7 +36,7 @@ from .._codec._jsonrpc import (
 from ..exceptions import MalformedFrame, MessageTooLarge, TransportClosed, TransportError
 from ..transports.base import Transport
 
-__all__ = ["Answer", "CheckFailed", "Link", "WireEntry", "WireLog"]
+__all__ = ["Answer", "CheckFailed", "Link", "WireEntry", "WireLog", "update_of"]
 
 #: How much of one message an evidence line shows.
 EXCERPT_CHARS: Final = 400
@@ -69,27 +68,25 @@ class WireEntry:
     message: Any
 
     def render(self, *, limit: int = EXCERPT_CHARS) -> str:
-        if isinstance(self.message, str):
-            text = self.message
-        else:
-            try:
-                text = json.dumps(self.message, separators=(",", ":"), ensure_ascii=False, default=repr)
-            except (TypeError, ValueError):
-                text = repr(self.message)
+        text = _as_text(self.message)
         if len(text) > limit:
             text = text[:limit] + f"... ({len(text) - limit} more chars)"
         return f"{self.link} {self.direction} {text}"
 
 
+def _as_text(message: Any) -> str:
+    """``message`` as compact JSON (a string as it is)."""
+    if isinstance(message, str):
+        return message
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(message)
+
+
 def message_bytes(message: Any) -> int:
     """The size of ``message`` as UTF-8 JSON (what a wire log entry costs)."""
-    if isinstance(message, str):
-        return len(message.encode("utf-8", "replace"))
-    try:
-        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
-        text = repr(message)
-    return len(text.encode("utf-8", "replace"))
+    return len(_as_text(message).encode("utf-8", "replace"))
 
 
 class WireLog:
@@ -97,10 +94,6 @@ class WireLog:
 
     Bounded by count and by bytes (a flooding agent must not exhaust memory): once either is
     reached, later entries are counted (:attr:`dropped`, :attr:`dropped_bytes`), not kept.
-
-    Args:
-        max_entries: The most entries kept.
-        max_bytes: The most bytes of messages kept (as JSON).
     """
 
     def __init__(self, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_LOG_BYTES) -> None:
@@ -129,22 +122,14 @@ class WireLog:
             self.dropped_bytes += size
         return entry
 
-    def mark(self) -> int:
-        """A position in the log (for :meth:`since`)."""
-        return len(self.entries)
-
-    def since(self, mark: int) -> list[WireEntry]:
-        return self.entries[mark:]
-
     def excerpt(self, entries: list[WireEntry] | None = None, *, head: int = 6, tail: int = 6) -> list[str]:
         """Rendered lines: the first ``head`` and the last ``tail`` of ``entries`` (default: all)."""
         chosen = self.entries if entries is None else entries
         if len(chosen) <= head + tail:
             lines = [entry.render() for entry in chosen]
         else:
-            skipped = len(chosen) - head - tail
             lines = [entry.render() for entry in chosen[:head]]
-            lines.append(f"... {skipped} more messages ...")
+            lines.append(f"... {len(chosen) - head - tail} more messages ...")
             lines += [entry.render() for entry in chosen[-tail:]]
         if self.dropped and entries is None:
             lines.append(f"... and {self.dropped} messages ({self.dropped_bytes} bytes) after the log was full")
@@ -168,17 +153,9 @@ class Answer:
 
     def describe(self) -> str:
         if self.ok:
-            return f"answered {_short(self.result)}"
+            text = json.dumps(self.result, separators=(",", ":"), ensure_ascii=False, default=repr)
+            return f"answered {text if len(text) <= 160 else text[:160] + '...'}"
         return f"answered error {self.code} ({self.error_text!r})"
-
-
-def _is_response(message: dict[str, Any]) -> bool:
-    return "id" in message and "method" not in message
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class Link:
@@ -187,7 +164,6 @@ class Link:
     Args:
         transport: An open transport (nothing sent yet).
         name: How the link is called in the evidence (``A``, ``B``...).
-        log: The check's wire log.
         timeout: How long :meth:`request` waits for an answer by default.
         describe_exit: Called when the link ends, for the reason (a stdio agent's exit status and
             the end of its stderr).
@@ -214,13 +190,10 @@ class Link:
         self.inbound: list[dict[str, Any]] = []
         #: Answers whose id matches no request of this link (e.g. an answer to a notification).
         self.stray_answers: list[dict[str, Any]] = []
-        self.garbage = 0
         self.closed_reason: str | None = None
         self._changed = asyncio.Event()
         self._last_inbound = time.monotonic()
         self._reader: asyncio.Task[None] | None = None
-
-    # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._reader = asyncio.get_running_loop().create_task(self._read(), name=f"acp-check-link-{self.name}")
@@ -237,8 +210,6 @@ class Link:
     @property
     def closed(self) -> bool:
         return self.closed_reason is not None
-
-    # -- outbound ---------------------------------------------------------------------------------
 
     def next_id(self) -> int:
         self._next_id += 1
@@ -297,8 +268,6 @@ class Link:
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.send(notification_message(method, params))
 
-    # -- waiting ----------------------------------------------------------------------------------
-
     async def wait_for(
         self, predicate: Callable[[dict[str, Any]], bool], *, start: int = 0, timeout: float
     ) -> dict[str, Any] | None:
@@ -330,21 +299,8 @@ class Link:
 
     def updates(self, session_id: str | None = None, *, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         """The ``update`` objects of the ``session/update`` notifications from position ``start`` to ``end``."""
-        found: list[dict[str, Any]] = []
-        for message in self.inbound[start:end]:
-            if message.get("method") != "session/update" or "id" in message:
-                continue
-            params = message.get("params")
-            if not isinstance(params, dict):
-                continue
-            if session_id is not None and params.get("sessionId") != session_id:
-                continue
-            update = params.get("update")
-            if isinstance(update, dict):
-                found.append(update)
-        return found
-
-    # -- the reader -------------------------------------------------------------------------------
+        found = [update_of(message, session_id) for message in self.inbound[start:end]]
+        return [update for update in found if update is not None]
 
     async def _read(self) -> None:
         try:
@@ -352,7 +308,6 @@ class Link:
                 try:
                     message = await self.transport.receive()
                 except (MalformedFrame, MessageTooLarge) as exc:
-                    self.garbage += 1
                     self.log.add(self.name, "!", f"undecodable frame: {exc}")
                     continue
                 self._last_inbound = time.monotonic()
@@ -379,7 +334,7 @@ class Link:
         if not logged:
             self.log.add(self.name, "<", message)
         # What a check waits for is kept while the log keeps it; answers to its requests always.
-        if len(self.inbound) < MAX_ENTRIES and (not self.log.full or _is_response(message)):
+        if len(self.inbound) < MAX_ENTRIES and (not self.log.full or ("id" in message and "method" not in message)):
             self.inbound.append(message)
         self._changed.set()
         try:
@@ -395,20 +350,14 @@ class Link:
                 self.stray_answers.append(message)
         elif isinstance(item, Request):
             await self._answer_agent(item)
-        elif isinstance(item, Notification):
-            pass
 
     async def _answer_agent(self, item: Request) -> None:
         params = item.params if isinstance(item.params, dict) else {}
         if item.method == "session/request_permission":
             options = [o for o in params.get("options") or [] if isinstance(o, dict)]
             chosen = next((o for o in options if o.get("kind") == "allow_once"), options[0] if options else None)
-            if chosen is None:
-                reply = result_message(item.id, {"outcome": {"outcome": "cancelled"}})
-            else:
-                reply = result_message(
-                    item.id, {"outcome": {"outcome": "selected", "optionId": chosen.get("optionId")}}
-                )
+            selected = {"outcome": "selected", "optionId": chosen.get("optionId")} if chosen is not None else None
+            reply = result_message(item.id, {"outcome": selected or {"outcome": "cancelled"}})
         elif item.method == "elicitation/create":
             reply = result_message(item.id, {"action": "decline"})
         else:
@@ -424,6 +373,17 @@ class Link:
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(CheckFailed(f"link {self.name} ended: {reason}"))
+
+
+def update_of(message: dict[str, Any], session_id: str | None = None) -> dict[str, Any] | None:
+    """The ``update`` of a ``session/update`` notification (about ``session_id``, when given), else ``None``."""
+    if message.get("method") != "session/update" or "id" in message:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict) or (session_id is not None and params.get("sessionId") != session_id):
+        return None
+    update = params.get("update")
+    return update if isinstance(update, dict) else None
 
 
 def _answer(request: dict[str, Any], reply: dict[str, Any]) -> Answer:

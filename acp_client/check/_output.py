@@ -7,6 +7,7 @@ never sent to the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import IO
 
@@ -34,21 +35,14 @@ class Printer:
         self._console = None
         use_rich = color if color is not None else self.stream.isatty()
         if use_rich:
-            try:
+            with contextlib.suppress(ImportError):  # rich is optional: plain lines without it
                 from rich.console import Console
-            except ImportError:
-                pass
-            else:
-                self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
 
-    def header(self, target: str, agent: dict[str, object], version: int) -> None:
-        self._print(f"acp-reconnect check {target}")
-        self._print(f"agent: {agent.get('name')} {agent.get('version')}, protocol version {version}")
+                self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
 
     def result(self, result: CheckResult) -> None:
         label = _PLAIN[result.status]
         finding = printable(result.finding, one_line=True)
-        head = f"{label}  {result.id:<24} {result.seconds:6.2f} s  {finding}"
         if self._console is not None:
             from rich.markup import escape
 
@@ -57,7 +51,7 @@ class Printer:
                 f"[{style}]{label}[/{style}]  {escape(result.id):<24} {result.seconds:6.2f} s  {escape(finding)}"
             )
         else:
-            self._print(head)
+            self._print(f"{label}  {result.id:<24} {result.seconds:6.2f} s  {finding}")
         if self.verbose or result.status in ("fail", "warn"):
             if result.status in ("fail", "warn"):
                 self._print(f"      rule ({result.source}): {result.rule}")

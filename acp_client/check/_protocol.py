@@ -19,9 +19,10 @@ from typing import Any
 import attrs
 
 from .._codec import from_wire, to_wire
+from .._codec._jsonrpc import request_message
 from ..exceptions import AcpError
 from ..types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
-from ._link import Answer, CheckFailed, Link
+from ._link import Answer, CheckFailed, Link, update_of
 
 __all__ = ["Handshake", "Message", "Turn", "initialize", "messages_of", "replay_request", "text_prompt"]
 
@@ -55,9 +56,7 @@ class Handshake:
         return {"name": info.name if info else None, "version": info.version if info else None}
 
     def supports(self, method: str) -> bool:
-        if method == "session/load" and self.version != 1:
-            return False
-        return self.response.agent_capabilities.supports(method)
+        return (method != "session/load" or self.version == 1) and self.response.agent_capabilities.supports(method)
 
 
 async def initialize(link: Link, proposed: int) -> Handshake:
@@ -151,16 +150,6 @@ class Turn:
     seconds: float
 
 
-def _idle_stop(message: dict[str, Any], session_id: str) -> bool:
-    if message.get("method") != "session/update" or "id" in message:
-        return False
-    params = message.get("params")
-    if not isinstance(params, dict) or params.get("sessionId") != session_id:
-        return False
-    update = params.get("update")
-    return isinstance(update, dict) and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
-
-
 @attrs.frozen
 class PendingTurn:
     """A ``session/prompt`` sent, its turn not awaited yet."""
@@ -175,12 +164,7 @@ async def start_prompt(link: Link, session_id: str, text: str) -> PendingTurn:
     """Send ``session/prompt`` without waiting for the turn."""
     start = len(link.inbound)
     request_id = link.next_id()
-    message = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "session/prompt",
-        "params": {"sessionId": session_id, "prompt": text_prompt(text)},
-    }
+    message = request_message(request_id, "session/prompt", {"sessionId": session_id, "prompt": text_prompt(text)})
     link.remember(request_id, message)
     await link.send(message)
     return PendingTurn(session_id, text, request_id, start)
@@ -189,7 +173,8 @@ async def start_prompt(link: Link, session_id: str, text: str) -> PendingTurn:
 def ended(pending: PendingTurn, message: dict[str, Any], version: int) -> bool:
     """Whether ``message`` ends the turn: the prompt's answer (v1) or a ``state_update`` idle (v2)."""
     if version >= 2:
-        return _idle_stop(message, pending.session_id)
+        update = update_of(message, pending.session_id)
+        return update is not None and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
     return message.get("id") == pending.request_id and "method" not in message
 
 
@@ -227,12 +212,6 @@ async def finish_prompt(link: Link, version: int, pending: PendingTurn, timeout:
         len(link.inbound),
         time.monotonic() - began,
     )
-
-
-async def prompt(link: Link, version: int, session_id: str, text: str, *, timeout: float) -> Turn:
-    """One whole turn."""
-    pending = await start_prompt(link, session_id, text)
-    return await finish_prompt(link, version, pending, timeout)
 
 
 @attrs.frozen

@@ -46,7 +46,6 @@ class Check:
         id: The stable id (``--only`` / ``--skip``, the report, JUnit test names).
         rule: What the agent must do, in one sentence.
         source: Where the rule comes from.
-        run: The check itself.
     """
 
     id: str

@@ -61,14 +61,7 @@ class CheckResult:
         return self.evidence.split("\n", 1)[0]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "rule": self.rule,
-            "source": self.source,
-            "evidence": self.evidence,
-            "seconds": round(self.seconds, 3),
-        }
+        return {**attrs.asdict(self), "seconds": round(self.seconds, 3)}
 
 
 @attrs.frozen

@@ -85,9 +85,7 @@ async def run_check(
     """Run one check in isolation; never raises (a checker bug becomes a ``fail`` that says so).
 
     Args:
-        settings: The run's options.
         handshake: What the preflight found.
-        check: The check.
         run: What the run's checks share (its shared link, its scenarios); ``None``: the check gets
             its own, ended with it.
     """
@@ -96,29 +94,26 @@ async def run_check(
     ctx = CheckContext(settings, handshake, state)
     began = time.monotonic()
     budget = check_budget(settings)
-    broken = False
+    inconclusive = False
     try:
         verdict = await asyncio.wait_for(check.run(ctx), budget)
     except Skip as exc:
         verdict = Verdict("skip", str(exc))
     except Inconclusive as exc:
         verdict = Verdict("skip", exc.finding, tuple(ctx.log.excerpt()))
-        broken = True
+        inconclusive = True
     except CheckFailed as exc:
         verdict = Verdict("fail", exc.finding, tuple(ctx.log.excerpt()))
-        broken = True
     except asyncio.TimeoutError:
         verdict = Verdict("fail", f"the check did not finish within {budget:g} s", tuple(ctx.log.excerpt()))
-        broken = True
     except Exception as exc:
         logger.debug("check %s raised", check.id, exc_info=True)
         verdict = Verdict("fail", f"the check could not run: {type(exc).__name__}: {exc}", tuple(ctx.log.excerpt()))
-        broken = True
     finally:
         await _close(ctx.host)
     if own:
         await state.aclose()
-    elif ctx.used_shared and (broken or verdict.status == "fail"):
+    elif ctx.used_shared and (inconclusive or verdict.status == "fail"):
         # Whatever went wrong may still be going on (a turn that ignores its cancel, a flood): the
         # next check gets a fresh agent.
         await state.retire()
@@ -128,10 +123,7 @@ async def run_check(
 
 
 async def run_checks(
-    settings: Settings,
-    checks: Iterable[Check] | None = None,
-    *,
-    on_result: Callable[[CheckResult], None] | None = None,
+    settings: Settings, checks: Iterable[Check] | None = None, *, on_result: Callable[[CheckResult], None] | None = None
 ) -> Report:
     """Run ``checks`` (default: all) against ``settings.target``.
 

@@ -40,19 +40,13 @@ class Inconclusive(CheckFailed):
 
 
 class RunState:
-    """The run's shared link and its scenarios.
-
-    Args:
-        target: The agent under check.
-        timeout: The per-step timeout.
-        proposed: The protocol version proposed in ``initialize``.
-    """
+    """The run's shared link and its scenarios."""
 
     def __init__(self, target: Target, *, timeout: float, proposed: int) -> None:
         self.target = target
         self.timeout = timeout
         self.proposed = proposed
-        self._log = WireLog()
+        self.preflight_log = WireLog()
         self._host: AgentHost | None = None
         self._link: Link | None = None
         self.handshake: Handshake | None = None
@@ -67,7 +61,7 @@ class RunState:
         Raises:
             CheckFailed: The agent could not be reached or initialized.
         """
-        await self._open(self._log)
+        await self._open(self.preflight_log)
         assert self.handshake is not None
         return self.handshake
 
@@ -77,10 +71,6 @@ class RunState:
         link, self.handshake = await open_initialized(host, self.proposed)
         self._link = link
         return link
-
-    @property
-    def preflight_log(self) -> WireLog:
-        return self._log
 
     async def link(self, log: WireLog, version: int) -> Link:
         """The shared link, recording into ``log`` from now on (a fresh one when the last was retired).

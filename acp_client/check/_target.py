@@ -113,8 +113,6 @@ class AgentHost:
     """The links and processes of one check (or of the preflight), ended together.
 
     Args:
-        target: The agent under check.
-        log: The check's wire log.
         timeout: The per-step timeout (``--timeout``).
         proposed: The protocol version proposed in ``initialize``.
         first_name: The name of the first link in the evidence (``B`` beside a run's shared link ``A``).
@@ -131,11 +129,6 @@ class AgentHost:
         self._links: list[Link] = []
         letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
         self._names = iter(letters[letters.index(first_name) :])
-        self.restarts = 0
-
-    @property
-    def links(self) -> list[Link]:
-        return list(self._links)
 
     async def open(self) -> Link:
         """A fresh link (for stdio: a fresh agent process), reading already.
@@ -162,10 +155,8 @@ class AgentHost:
         Raises:
             CheckFailed: The restart command failed or timed out, or the agent did not come back.
         """
-        self.restarts += 1
         if self.target.kind == "stdio":
-            for link in self._links:
-                _kill_group(link.transport)
+            self.kill()
             for link in self._links:
                 await link.aclose()
             self.log.add("*", "!", "agent processes killed (SIGKILL): restart")
@@ -189,14 +180,13 @@ class AgentHost:
         deadline = time.monotonic() + self.timeout * 3
         last = "not tried"
         while time.monotonic() < deadline:
-            probe = WireLog()
             try:
                 transport = await asyncio.wait_for(self._connector.connect(), self.timeout)
             except (AcpError, OSError, asyncio.TimeoutError) as exc:
                 last = str(exc) or type(exc).__name__
                 await asyncio.sleep(_RECONNECT_PAUSE)
                 continue
-            link = Link(transport, "probe", probe, timeout=self.timeout)
+            link = Link(transport, "probe", WireLog(), timeout=self.timeout)
             link.start()
             try:
                 await initialize(link, self.proposed)
@@ -268,7 +258,11 @@ async def _run_restart(command: str, limit: float) -> None:
         try:
             await asyncio.wait_for(process.wait(), limit)
         except asyncio.TimeoutError:
-            _kill_process(process)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if sys.platform != "win32":
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:  # pragma: no cover
+                    process.kill()
             await process.wait()
             raise CheckFailed(f"the restart command did not finish within {limit:g} s") from None
         errors.seek(0)
@@ -276,11 +270,3 @@ async def _run_restart(command: str, limit: float) -> None:
     if process.returncode != 0:
         text = printable(stderr.decode("utf-8", "replace").strip()[-300:])
         raise CheckFailed(f"the restart command failed (exit {process.returncode}): {text}")
-
-
-def _kill_process(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if sys.platform != "win32":
-            os.killpg(process.pid, signal.SIGKILL)
-        else:  # pragma: no cover
-            process.kill()

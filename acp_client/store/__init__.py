@@ -1,12 +1,11 @@
 """Session stores: sessions that outlive the process.
 
-A store keeps, per agent endpoint, what a client needs to track its sessions again after a
-restart (cwd, MCP servers, the options the app set, timestamps, last known status, a bounded
-conversation). :class:`SessionStore` is the seam (synchronous: the client calls it from a worker
-thread); :class:`SqliteSessionStore` is the built-in implementation on the standard library's
-``sqlite3``, :class:`PostgresSessionStore` the one a service's replicas share (the ``postgres``
-extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and ``sqlite3`` /
-``psycopg`` are only imported once their store is first used.
+A store keeps, per agent endpoint, what a client needs to track its sessions again after a restart (cwd, MCP servers,
+the options the app set, timestamps, last known status, a bounded conversation). :class:`SessionStore` is the seam
+(synchronous: the client calls it from a worker thread); :class:`SqliteSessionStore` is the built-in implementation on
+the standard library's ``sqlite3``, :class:`PostgresSessionStore` the one a service's replicas share (the ``postgres``
+extra: psycopg 3). Nothing is written anywhere unless the app opens a store, and ``sqlite3`` / ``psycopg`` are only
+imported once their store is first used.
 """
 
 import importlib
@@ -24,6 +23,7 @@ from ..exceptions import (
     SessionStoreUnavailable,
 )
 from .base import (
+    APPLICATION_ID,
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
     HOME_KEY,
     LEFT_BEHIND_KEY,
@@ -41,11 +41,10 @@ from .base import (
 
 if TYPE_CHECKING:
     from .postgres import PostgresSessionStore
-    from .sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteSessionStore
+    from .sqlite import SCHEMA_VERSION, SqliteSessionStore
 
 # Name -> the module defining it (the postgres module imports psycopg only when a store is made).
 _LAZY: Final = {
-    "APPLICATION_ID": ".sqlite",
     "SCHEMA_VERSION": ".sqlite",
     "SqliteSessionStore": ".sqlite",
     "PostgresSessionStore": ".postgres",

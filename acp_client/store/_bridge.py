@@ -1,13 +1,13 @@
 """The client's side of a :class:`~acp_client.store.base.SessionStore`: async calls, one worker thread.
 
-A store is blocking I/O; the client must never run it on the event loop. :class:`StoreBridge`
-runs every call on one dedicated worker thread, so calls execute in the order the client issued
-them (two saves of one session can never land in the wrong order, as they could on several
-threads), and a write is not lost when the task that issued it is cancelled.
+A store is blocking I/O; the client must never run it on the event loop. :class:`StoreBridge` runs every call on one
+dedicated worker thread, so calls execute in the order the client issued them (two saves of one session can never land
+in the wrong order, as they could on several threads), and a write is not lost when the task that issued it is
+cancelled.
 
-Errors: :meth:`StoreBridge.load` raises (a client cannot start from a store it cannot read — the
-app must hear of it). Writes never raise into the client's flow: a ``SessionStoreError`` is
-logged and handed to ``on_error``; the session itself carries on.
+Errors: :meth:`StoreBridge.load` raises (a client cannot start from a store it cannot read — the app must hear of it).
+Writes never raise into the client's flow: a ``SessionStoreError`` is logged and handed to ``on_error``; the session
+itself carries on.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ T = TypeVar("T")
 def write_turn(
     store: Any, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]], *, when: datetime, **fence: Any
 ) -> bool:
-    """The end of a turn: ``store.save_turn`` (the last use and the conversation in one step), or,
-    for a store without it, ``touch`` and then ``save_transcript``; whether the session is stored."""
+    """The end of a turn: ``store.save_turn`` (the last use and the conversation in one step), or, for a store without
+    it, ``touch`` and then ``save_transcript``; whether the session is stored."""
     save_turn = getattr(store, "save_turn", None)
     if callable(save_turn):
         return bool(save_turn(endpoint, session_id, entries, when=when, **fence))
@@ -45,21 +45,19 @@ def write_turn(
 class StoreBridge:
     """One endpoint's view of a store, for the client (see the module docstring).
 
-    The writes queue the call and return a future the caller may await (for the result) or drop
-    (fire and forget); they must be called on the event loop's thread. Their futures never fail
-    with a store error: on ``SessionStoreError`` they resolve to ``None`` / ``False``. Every call is
-    scoped to ``endpoint``; the bridge never closes ``store`` (the app owns it).
+    The writes queue the call and return a future the caller may await (for the result) or drop (fire and forget); they
+    must be called on the event loop's thread. Their futures never fail with a store error: on ``SessionStoreError``
+    they resolve to ``None`` / ``False``. Every call is scoped to ``endpoint``; the bridge never closes ``store`` (the
+    app owns it).
     """
 
-    def __init__(
-        self, store: SessionStore, endpoint: str, *, on_error: Callable[[SessionStoreError], Any] | None = None
-    ) -> None:
+    def __init__(self, store: SessionStore, endpoint: str) -> None:
         self.store = store
         self.endpoint = endpoint
-        #: Called on the event loop with each ``SessionStoreError`` a write raised.
-        self.on_error = on_error
-        #: Called on the event loop after each call that went through (settable): what a store
-        #: error left unwritten is written again then.
+        #: Called on the event loop with each ``SessionStoreError`` a write raised (settable).
+        self.on_error: Callable[[SessionStoreError], Any] | None = None
+        #: Called on the event loop after each call that went through (settable): what a store error left unwritten is
+        #: written again then.
         self.on_success: Callable[[], Any] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="acp-session-store")
         self._pending: set[asyncio.Future[Any]] = set()
@@ -115,8 +113,7 @@ class StoreBridge:
     # -- reads (raise) ----------------------------------------------------------------------------
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` on the worker thread, in order with the queued calls; raises
-        what it raises."""
+        """Run ``fn(*args, **kwargs)`` on the worker thread, in order with the queued calls; raises what it raises."""
         return await asyncio.shield(self._submit(fn, *args, **kwargs))
 
     async def load(self) -> list[StoredSession]:
@@ -126,9 +123,9 @@ class StoreBridge:
     async def load_each(
         self, session_ids: Sequence[str], decode: Callable[[Sequence[Mapping[str, Any]], str], T]
     ) -> dict[str, T]:
-        """Each session's stored transcript, decoded by ``decode(entries, session_id)``, in one job on
-        the worker thread (sessions without one are left out): restoring a thousand sessions costs one
-        thread hop, not a thousand. Raises what the store or ``decode`` raises."""
+        """Each session's stored transcript, decoded by ``decode(entries, session_id)``, in one job on the worker thread
+        (sessions without one are left out): restoring a thousand sessions costs one thread hop, not a thousand. Raises
+        what the store or ``decode`` raises."""
 
         def load() -> dict[str, T]:
             found: dict[str, T] = {}
@@ -171,20 +168,18 @@ class StoreBridge:
     def save_turn(
         self, session_id: str, record: StoredSession | None, entries: Sequence[Mapping[str, Any]] | None, when: datetime
     ) -> asyncio.Future[bool | None]:
-        """Queue the end of a turn as one job: ``record`` (a title the agent gave), then the last
-        use ``when`` and the whole conversation ``entries`` in one step (:func:`write_turn`: one
-        statement on PostgreSQL). Resolves to ``True`` once written, ``False`` when the store does
-        not hold the session (nothing written), ``None`` on a store error (told to ``on_error``,
-        after the store's own retries)."""
+        """Queue the end of a turn as one job: ``record`` (a title the agent gave), then the last use ``when`` and the
+        whole conversation ``entries`` in one step (:func:`write_turn`: one statement on PostgreSQL). Resolves to
+        ``True`` once written, ``False`` when the store does not hold the session (nothing written), ``None`` on a store
+        error (told to ``on_error``, after the store's own retries)."""
         if record is not None:
             self._check(record)
-        store, endpoint = self.store, self.endpoint
 
         def save_turn() -> bool:
             if record is not None:
-                store.save(record)
+                self.store.save(record)
             if entries is not None:
-                return write_turn(store, endpoint, session_id, entries, when=when)
+                return write_turn(self.store, self.endpoint, session_id, entries, when=when)
             return True
 
         return self._write(None, save_turn)

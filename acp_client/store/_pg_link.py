@@ -1,20 +1,18 @@
-"""The PostgreSQL store's link to its database: the pool, retrying on a lost connection, and the
-one table that maps psycopg's errors to the store's.
+"""The PostgreSQL store's link to its database: the pool, retrying on a lost connection, and the one table that maps
+psycopg's errors to the store's.
 
-:meth:`PgLink.run` runs one piece of work on a pooled connection. When the connection is lost (the
-server restarted or went away, a proxy or an administrator cut it), the work runs again on a fresh
-connection, with growing pauses, for up to ``reconnect_timeout``: the store's work is always safe
-to run twice (idempotent statements, or one transaction that the lost connection rolled back or
-that a repeat recognizes as done). Past that the caller gets
-:class:`~acp_client.exceptions.SessionStoreUnavailable`: a write is never dropped in silence. Any
-other database error is mapped at once (:meth:`PgLink.mapped`).
+:meth:`PgLink.run` runs one piece of work on a pooled connection. When the connection is lost (the server restarted or
+went away, a proxy or an administrator cut it), the work runs again on a fresh connection, with growing pauses, for up
+to ``reconnect_timeout``: the store's work is always safe to run twice (idempotent statements, or one transaction that
+the lost connection rolled back or that a repeat recognizes as done). Past that the caller gets
+:class:`~acp_client.exceptions.SessionStoreUnavailable`: a write is never dropped in silence. Any other database error
+is mapped at once (:meth:`PgLink.mapped`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -54,10 +52,9 @@ _RETRY_PAUSE: Final = (0.05, 1.0)  # first and longest pause between attempts, s
 class PgLink:
     """The connections of one store (see the module docstring).
 
-    ``dsn`` is kept for connecting and never shown; ``path`` is the DSN as shown (in every error);
-    ``name`` is the pool's (in psycopg's log); the rest are as :class:`PostgresSessionStore` takes
-    them. Raises ``SessionStoreDriverMissing`` without psycopg, ``ConfigurationError`` for a DSN
-    libpq cannot read.
+    ``dsn`` is kept for connecting and never shown; ``path`` is the DSN as shown (in every error); ``name`` is the
+    pool's (in psycopg's log); the rest are as :class:`PostgresSessionStore` takes them. Raises
+    ``SessionStoreDriverMissing`` without psycopg, ``ConfigurationError`` for a DSN libpq cannot read.
     """
 
     def __init__(
@@ -74,26 +71,29 @@ class PgLink:
         self.psycopg: Any = psycopg
         self._pool_module: Any = psycopg_pool
         self._dsn = dsn
-        self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._reconnect_timeout = reconnect_timeout
-        self._name = name
-        self._options = self._connection_options(dsn)
-        self._lock = threading.Lock()
-        self._pool: psycopg_pool.ConnectionPool[Any] | None = None
-        self._closed = False
-
-    def _connection_options(self, dsn: str) -> dict[str, Any]:
         try:
-            given = self.psycopg.conninfo.conninfo_to_dict(dsn)
-        except self.psycopg.ProgrammingError as exc:
+            given = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
             raise ConfigurationError(f"not a PostgreSQL DSN: {redact_dsn(dsn)} ({exc})") from exc
-        options: dict[str, Any] = {"autocommit": True}
+        self._options: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in given:
-            options["connect_timeout"] = max(2, math.ceil(self._connect_timeout))
+            self._options["connect_timeout"] = max(2, math.ceil(connect_timeout))
         if "application_name" not in given:
-            options["fallback_application_name"] = "acp_client session store"
-        return options
+            self._options["fallback_application_name"] = "acp_client session store"
+        #: Opened by :meth:`open_pool`, once the store's schema is known to be usable.
+        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            dsn,
+            kwargs=self._options,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=connect_timeout,
+            reconnect_timeout=max(reconnect_timeout, connect_timeout),
+            num_workers=1,
+            name=name,
+        )
 
     def connect(self) -> psycopg.Connection[Any]:
         """One connection of its own, outside the pool (for opening the store)."""
@@ -103,17 +103,6 @@ class PgLink:
 
     def open_pool(self) -> None:
         """Start the pool (its first connection is made in the background)."""
-        self._pool = self._pool_module.ConnectionPool(
-            self._dsn,
-            kwargs=self._options,
-            min_size=1,
-            max_size=self._pool_size,
-            open=False,
-            timeout=self._connect_timeout,
-            reconnect_timeout=max(self._reconnect_timeout, self._connect_timeout),
-            num_workers=1,
-            name=self._name,
-        )
         self._pool.open(wait=False)
 
     def mapped(self, action: str, exc: Exception) -> SessionStoreError:
@@ -145,18 +134,13 @@ class PgLink:
         except self.psycopg.Error as exc:
             raise self.mapped(action, exc) from exc
 
-    def _closed_error(self) -> SessionStoreError:
-        return SessionStoreError(f"session store {self.path} is closed", path=self.path)
-
     def run(self, action: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost
-        (see the module docstring)."""
+        """Run ``work`` on a pooled connection; again on a fresh one while the connection is lost (see the module
+        docstring)."""
         deadline: float | None = None
         pause = _RETRY_PAUSE[0]
+        pool = self._pool
         while True:
-            pool = self._pool
-            if pool is None or self._closed:
-                raise self._closed_error()
             timeout = self._connect_timeout
             if deadline is not None:
                 timeout = max(0.05, min(timeout, deadline - time.monotonic()))
@@ -169,7 +153,7 @@ class PgLink:
                             raise self.mapped(action, exc) from exc
                         failure: Exception = exc
             except self._pool_module.PoolClosed as exc:
-                raise self._closed_error() from exc
+                raise SessionStoreError(f"session store {self.path} is closed", path=self.path) from exc
             except self._pool_module.PoolTimeout as exc:
                 failure = exc
             except self.psycopg.OperationalError as exc:  # the connection broke while the pool handed it out
@@ -202,11 +186,8 @@ class PgLink:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._pool.closed
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
-        with self._lock:
-            pool, self._pool, self._closed = self._pool, None, True
-        if pool is not None:
-            pool.close()
+        self._pool.close()

@@ -1,21 +1,16 @@
 """The PostgreSQL store's schema: its tables, its identity, its migrations, and the DSN as shown.
 
-Everything the store keeps is in one PostgreSQL schema (``acp_client`` unless the app names
-another), so the store can live in a database the app uses for other things:
+Everything the store keeps is in one PostgreSQL schema (``acp_client`` unless the app names another), so the store can
+live in a database the app uses for other things: ``store_meta (key, value)`` (``format``, ``application_id`` as
+SQLite's, ``schema_version``, and ``compatible_version``: the oldest schema version whose code may still read and write
+it, raised by a migration that breaks older readers), ``sessions`` (one row per ``(endpoint, session_id)``, JSON as
+``jsonb``, times as ``timestamptz``, a lease since version 2) and ``transcripts`` (each conversation apart from its
+record, which a restore reads without it, tied to it by a cascading foreign key: a delete takes it along, a rename
+moves it).
 
-- ``store_meta (key, value)``: ``format`` (:data:`FORMAT`), ``application_id``
-  (:data:`APPLICATION_ID`, as SQLite's), ``schema_version`` and ``compatible_version`` (the oldest
-  schema version whose code may still read and write it; a migration that breaks older readers
-  raises it).
-- ``sessions``: one row per ``(endpoint, session_id)``; JSON as ``jsonb``, times as ``timestamptz``;
-  since version 2 its lease (``lease_owner``, ``lease_token``, ``lease_expires_at``; nobody's,
-  token 0, for a session never claimed).
-- ``transcripts``: one ``jsonb`` conversation per session, apart from the record (a restore reads
-  none of it), tied to it by a cascading foreign key: a delete takes it along, a rename moves it.
-
-A schema is *ours* when it holds ``store_meta`` with our format and application id; *empty* when
-it does not exist or holds no relation (then it is initialized); anything else is another
-application's, refused without a write. Nothing here imports psycopg.
+A schema is *ours* when it holds ``store_meta`` with our format and application id; *empty* when it does not exist or
+holds no relation (then it is initialized); anything else is another application's, refused without a write. Nothing
+here imports psycopg.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreError, SessionStoreForeign
-from ._rows import JSON_COLUMNS, check_version
+from ._rows import JSON_COLUMNS, LEASE, Reads, check_version
 from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
 __all__ = [
@@ -44,9 +39,9 @@ __all__ = [
 _NEVER: Final = "1970-01-01 00:00:00+00"
 
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-# A secret keyword's value, in every form libpq reads or an app may write: single-quoted (with
-# backslash escapes; unterminated: to the end), or unquoted — up to the next "key=" or the end,
-# so that a value with spaces (which libpq would refuse, in an error that quotes it) is masked whole.
+# A secret keyword's value, in every form libpq reads or an app may write: single-quoted (with backslash escapes;
+# unterminated: to the end), or unquoted — up to the next "key=" or the end, so that a value with spaces (which libpq
+# would refuse, in an error that quotes it) is masked whole.
 _PASSWORD_KEYWORD: Final = re.compile(
     r"(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*(?:'|$)|.*?(?=\s+[A-Za-z_][A-Za-z0-9_]*\s*=|\s*$))",
     re.IGNORECASE | re.DOTALL,
@@ -54,17 +49,10 @@ _PASSWORD_KEYWORD: Final = re.compile(
 _PASSWORD_PARAMETER: Final = re.compile(r"(^|&)((?:ssl)?password=)[^&]*", re.IGNORECASE)
 
 
-def check_schema_name(name: str) -> str:
-    """``name`` if it is a plain PostgreSQL identifier (it is put in SQL as one), else ``ConfigurationError``."""
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name.lower().startswith("pg_"):
-        raise ConfigurationError(f"schema must be a plain identifier (letters, digits, _; not pg_*), got {name!r}")
-    return name
-
-
 def redact_dsn(dsn: str) -> str:
-    """The DSN as errors and ``repr`` show it: any password replaced by ``***``, in a
-    ``postgresql://`` URL (user info, ``password`` / ``sslpassword`` parameters) and in ``key=value``
-    keywords (quoted, unquoted, or unquoted with spaces)."""
+    """The DSN as errors and ``repr`` show it: any password replaced by ``***``, in a ``postgresql://`` URL (user info,
+    ``password`` / ``sslpassword`` parameters) and in ``key=value`` keywords (quoted, unquoted, or unquoted with
+    spaces)."""
     text = dsn.strip()
     if text.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(text)
@@ -80,10 +68,14 @@ def redact_dsn(dsn: str) -> str:
 
 
 class Tables:
-    """The store's qualified table names in one schema (``schema`` checked by :func:`check_schema_name`)."""
+    """The store's qualified table names in one schema: a plain PostgreSQL identifier (it is put in SQL as one)."""
 
     def __init__(self, schema: str) -> None:
-        self.schema = check_schema_name(schema)
+        if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema) or schema.lower().startswith("pg_"):
+            raise ConfigurationError(
+                f"schema must be a plain identifier (letters, digits, _; not pg_*), got {schema!r}"
+            )
+        self.schema = schema
         quoted = f'"{self.schema}"'
         self.quoted_schema = quoted
         self.meta = f"{quoted}.store_meta"
@@ -143,9 +135,9 @@ def _create_v1(cur: Any, t: Tables) -> None:
 
 
 def _v2_leases(cur: Any, t: Tables) -> None:
-    """Schema version 2: ownership. Every row gets a lease (nobody's, token 0: the sessions of an
-    older schema are adoptable at once). Not additive for writers: older code would write past the
-    leases, so ``compatible_version`` becomes 2."""
+    """Schema version 2: ownership. Every row gets a lease (nobody's, token 0: the sessions of an older schema are
+    adoptable at once). Not additive for writers: older code would write past the leases, so ``compatible_version``
+    becomes 2."""
     cur.execute(
         f"ALTER TABLE {t.sessions} ADD COLUMN lease_owner text, "
         "ADD COLUMN lease_token bigint NOT NULL DEFAULT 0, "
@@ -171,10 +163,10 @@ def meta_version(meta: Mapping[str, str], key: str) -> int | None:
 def open_schema(
     conn: Any, t: Tables, path: str, migrations: Sequence[Migration], *, create: bool, driver_error: type[Exception]
 ) -> int:
-    """Identify the schema on ``conn`` (a psycopg connection in autocommit) and initialize or migrate
-    it when it is ours or empty, in one transaction under an advisory lock (one initializer at a
-    time per schema; the others find its work done). The schema version; raises as :func:`identify`
-    does, and ``SessionStoreError`` for a missing schema with ``create`` false."""
+    """Identify the schema on ``conn`` (a psycopg connection in autocommit) and initialize or migrate it when it is ours
+    or empty, in one transaction under an advisory lock (one initializer at a time per schema; the others find its work
+    done). The schema version; raises as :func:`identify` does, and ``SessionStoreError`` for a missing schema with
+    ``create`` false."""
     version, needs_work = identify(conn, t, path, len(migrations), driver_error=driver_error)
     if not needs_work:
         return version
@@ -193,17 +185,10 @@ def open_schema(
 
 
 def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: type[Exception]) -> tuple[int, bool]:
-    """``(schema version, needs initializing or migrating)`` of the schema; reads only. Raises
-    ``SessionStoreForeign`` (not ours), ``SessionStoreCorrupt`` (our identity without our tables or
-    version) or ``SessionStoreTooNew``."""
-    names = {
-        row[0]
-        for row in conn.execute(
-            "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s",
-            (t.schema,),
-        )
-    }
+    """``(schema version, needs initializing or migrating)`` of the schema; reads only. Raises ``SessionStoreForeign``
+    (not ours), ``SessionStoreCorrupt`` (our identity without our tables or version) or ``SessionStoreTooNew``."""
+    relations = "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    names = {row[0] for row in conn.execute(f"{relations} WHERE n.nspname = %s", (t.schema,))}
     if not names:
         return 0, True  # missing or empty: ours to initialize
     where = f"schema {t.schema!r} of {path}"
@@ -233,40 +218,32 @@ def identify(conn: Any, t: Tables, path: str, supported: int, *, driver_error: t
     return version, version < supported
 
 
-#: A lease as a statement returns it: ``(session_id, owner, token, expires_at)``.
-_LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
 #: Now on the database server's clock, unless the call gave ``now`` (one value per statement).
 _NOW: Final = "COALESCE(%(now)s::timestamptz, statement_timestamp())"
 _CLAIMABLE: Final = f"(lease_owner IS NULL OR lease_owner = %(owner)s OR lease_expires_at <= {_NOW})"
 _FENCE: Final = "lease_owner = %(fence_owner)s AND lease_token = %(fence_token)s"
 
 
-class Statements:
-    """The store's SQL, for one schema. Named parameters (``%(name)s``) where a statement uses
-    one value twice; the record's columns as positional ``%s`` in :data:`RECORD_COLUMNS` order."""
+class Statements(Reads):
+    """The store's SQL, for one schema, with named parameters (``%(name)s``)."""
 
     def __init__(self, t: Tables) -> None:
+        super().__init__(t.sessions, t.transcripts, "conversation", "%({})s".format, _NOW)
+        one = self.one
         columns = ", ".join(RECORD_COLUMNS)
-        values = ", ".join(f"%({name})s::jsonb" if name in JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS)
+        value = {name: f"%({name})s::jsonb" if name in JSON_COLUMNS else f"%({name})s" for name in RECORD_COLUMNS}
+        values = ", ".join(value.values())
         keep = ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
-        select = f"SELECT {columns}, lease_owner, lease_token, lease_expires_at FROM {t.sessions}"
-        one = "endpoint = %(endpoint)s AND session_id = %(session_id)s"
-        self.load = f"{select} WHERE endpoint = %(endpoint)s ORDER BY last_used_at DESC, session_id"
-        self.get = f"{select} WHERE {one}"
         self.get_for_update = f"{self.get} FOR UPDATE"
-        self.lease = f"SELECT {_LEASE} FROM {t.sessions} WHERE {one}"
         # An unfenced save never touches the lease; a fenced one writes only under its lease.
         self.upsert = (
             f"INSERT INTO {t.sessions} ({columns}) VALUES ({values}) "
             f"ON CONFLICT (endpoint, session_id) DO UPDATE SET {keep}"
         )
-        assign = ", ".join(
-            f"{name} = %({name})s::jsonb" if name in JSON_COLUMNS else f"{name} = %({name})s"
-            for name in RECORD_COLUMNS[2:]
-        )
+        assign = ", ".join(f"{name} = {value[name]}" for name in RECORD_COLUMNS[2:])
         self.update_fenced = f"UPDATE {t.sessions} SET {assign} WHERE {one} AND {_FENCE}"
-        # Insert or replace and take the lease, in one statement: a new session is never unowned,
-        # and a live lease of another owner leaves the row as it was (no row returned).
+        # Insert or replace and take the lease, in one statement: a new session is never unowned, and a live lease of
+        # another owner leaves the row as it was (no row returned).
         self.save_owned = (
             f"INSERT INTO {t.sessions} ({columns}, lease_owner, lease_token, lease_expires_at) "
             f"VALUES ({values}, %(owner)s, 1, {_NOW} + make_interval(secs => %(duration)s)) "
@@ -276,7 +253,7 @@ class Statements:
             "lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at "
             f"WHERE {t.sessions}.lease_owner IS NULL OR {t.sessions}.lease_owner = %(owner)s "
             f"OR {t.sessions}.lease_expires_at <= {_NOW} "
-            f"RETURNING {_LEASE}"
+            f"RETURNING {LEASE}"
         )
         self.delete = f"DELETE FROM {t.sessions} WHERE {one}"
         self.delete_fenced = f"{self.delete} AND {_FENCE}"
@@ -297,8 +274,8 @@ class Statements:
         )
         self.save_transcript_fenced = self.save_transcript.format(fence=f"AND {_FENCE}")
         self.save_transcript = self.save_transcript.format(fence="")
-        # The end of a turn in one statement (one round trip): the record's last use, and the
-        # conversation only where that update landed (the row locked by it, the lease checked in it).
+        # The end of a turn in one statement (one round trip): the record's last use, and the conversation only where
+        # that update landed (the row locked by it, the lease checked in it).
         self.save_turn = (
             f"WITH touched AS (UPDATE {t.sessions} SET last_used_at = %(when)s WHERE {one} {{fence}} "
             "RETURNING endpoint, session_id) "
@@ -308,12 +285,6 @@ class Statements:
         )
         self.save_turn_fenced = self.save_turn.format(fence=f"AND {_FENCE}")
         self.save_turn = self.save_turn.format(fence="")
-        self.load_transcript = f"SELECT conversation FROM {t.transcripts} WHERE {one}"
-        self.endpoints = (
-            f"SELECT endpoint FROM {t.sessions} GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-        )
-        self.count_all = f"SELECT COUNT(*) FROM {t.sessions}"
-        self.count = f"SELECT COUNT(*) FROM {t.sessions} WHERE endpoint = %(endpoint)s"
         # Ownership: each one statement, so two clients can never both take a session.
         self.claim = (
             f"UPDATE {t.sessions} SET "
@@ -321,18 +292,14 @@ class Statements:
             "THEN lease_token ELSE lease_token + 1 END, "
             f"lease_owner = %(owner)s, lease_expires_at = {_NOW} + make_interval(secs => %(duration)s) "
             f"WHERE endpoint = %(endpoint)s AND session_id = ANY(%(session_ids)s) AND {_CLAIMABLE} "
-            f"RETURNING {_LEASE}"
+            f"RETURNING {LEASE}"
         )
         self.renew = (
             f"UPDATE {t.sessions} SET lease_expires_at = {_NOW} + make_interval(secs => %(duration)s) "
-            f"WHERE endpoint = %(endpoint)s AND lease_owner = %(owner)s RETURNING {_LEASE}"
+            f"WHERE endpoint = %(endpoint)s AND lease_owner = %(owner)s RETURNING {LEASE}"
         )
         self.release = (
             f"UPDATE {t.sessions} SET lease_owner = NULL, lease_expires_at = '{_NEVER}' "
             "WHERE endpoint = %(endpoint)s AND lease_owner = %(owner)s"
         )
         self.release_some = f"{self.release} AND session_id = ANY(%(session_ids)s)"
-        self.adoptable = (
-            f"{select} WHERE endpoint = %(endpoint)s AND (lease_owner IS NULL OR lease_expires_at <= {_NOW}) "
-            "ORDER BY last_used_at DESC, session_id"
-        )

@@ -1,5 +1,5 @@
-"""What both built-in stores do alike: a record's row written and read back (a damaged one refused,
-or skipped in a listing), its lease, its conversation, the reads, and the ownership errors."""
+"""What both built-in stores do alike: a record's row written and read back (a damaged one refused, or skipped in a
+listing), its lease, its conversation, the reads, and the ownership errors."""
 
 from __future__ import annotations
 
@@ -24,6 +24,30 @@ _S = TypeVar("_S", bound="RowStore")
 #: The record's columns each store keeps as JSON, and as times (each in its own way).
 JSON_COLUMNS: Final = ("mcp_servers", "additional_directories", "config_options", "previous_session_ids", "extra")
 TIME_COLUMNS: Final = ("created_at", "updated_at", "last_used_at")
+#: A lease as a statement returns it: ``(session_id, owner, token, expires_at)``.
+LEASE: Final = "session_id, lease_owner, lease_token, lease_expires_at"
+
+
+class Reads:
+    """The reads both stores run, over their ``sessions`` and ``transcripts`` tables: ``param`` writes a named parameter
+    as the driver takes it, ``now`` is a lease's "now" in SQL."""
+
+    def __init__(
+        self, sessions: str, transcripts: str, conversation: str, param: Callable[[str], str], now: str
+    ) -> None:
+        self.one = f"endpoint = {param('endpoint')} AND session_id = {param('session_id')}"
+        select = f"SELECT {', '.join(RECORD_COLUMNS)}, lease_owner, lease_token, lease_expires_at FROM {sessions}"
+        of_endpoint = f"WHERE endpoint = {param('endpoint')}"
+        recent_first = "ORDER BY last_used_at DESC, session_id"
+        self.load = f"{select} {of_endpoint} {recent_first}"
+        self.get = f"{select} WHERE {self.one}"
+        self.lease = f"SELECT {LEASE} FROM {sessions} WHERE {self.one}"
+        self.load_transcript = f"SELECT {conversation} FROM {transcripts} WHERE {self.one}"
+        free = f"(lease_owner IS NULL OR lease_expires_at <= {now})"
+        self.adoptable = f"{select} {of_endpoint} AND {free} {recent_first}"
+        self.endpoints = f"SELECT endpoint FROM {sessions} GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
+        self.count_all = f"SELECT COUNT(*) FROM {sessions}"
+        self.count = f"{self.count_all} {of_endpoint}"
 
 
 def dump_json(value: Any, what: str) -> str:
@@ -55,8 +79,8 @@ def record_values(session: StoredSession, when: Callable[[datetime], Any]) -> tu
 
 
 def renamed(old: StoredSession, new_session_id: str, when: datetime) -> StoredSession:
-    """``old`` under ``new_session_id``: the old id last in ``previous_session_ids``, ``updated_at`` set
-    to ``when``, its lease along."""
+    """``old`` under ``new_session_id``: the old id last in ``previous_session_ids``, ``updated_at`` set to ``when``,
+    its lease along."""
     previous = [item for item in old.previous_session_ids if item != new_session_id]
     return attrs.evolve(
         old,
@@ -95,8 +119,8 @@ def check_session_ids(session_ids: Sequence[str]) -> list[str]:
 
 
 def check_version(where: str, path: str, version: int, compatible: int, supported: int) -> None:
-    """Refuse a store whose schema ``version`` is above ``supported`` unless its ``compatible``
-    version (the oldest whose code may still use it) is not (``SessionStoreTooNew``)."""
+    """Refuse a store whose schema ``version`` is above ``supported`` unless its ``compatible`` version (the oldest
+    whose code may still use it) is not (``SessionStoreTooNew``)."""
     if version > supported and compatible > supported:
         raise SessionStoreTooNew(
             f"session store {where} has schema version {version} (needs a reader of version {compatible} "
@@ -108,13 +132,13 @@ def check_version(where: str, path: str, version: int, compatible: int, supporte
 
 
 class RowStore(abc.ABC):
-    """What both built-in stores share, over what each provides: its attributes below (``_sql``: its
-    reads, with named parameters) and abstract methods, and how its columns hold JSON (``_loads``)."""
+    """What both built-in stores share, over what each provides: its attributes below and abstract methods, and how its
+    columns hold JSON (``_loads``)."""
 
     _path: str
     _schema_version: int
     _max_transcript_bytes: int
-    _sql: Any
+    _sql: Reads
 
     @abc.abstractmethod
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
@@ -134,8 +158,8 @@ class RowStore(abc.ABC):
     def _save_tail(
         self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
     ) -> bool:
-        """Replace the conversation with ``tail`` (and set ``last_used_at`` to ``when``, when given) in
-        one step; ``False`` when the session is not stored."""
+        """Replace the conversation with ``tail`` (and set ``last_used_at`` to ``when``, when given) in one step;
+        ``False`` when the session is not stored."""
 
     @staticmethod
     def _loads(value: Any) -> Any:
@@ -192,8 +216,6 @@ class RowStore(abc.ABC):
             self._path, session_id, owner=owner, token=token, holder=holder, holder_token=held
         )
 
-    # -- what both stores do alike ----------------------------------------------------------------
-
     def load(self, endpoint: str) -> list[StoredSession]:
         return self._decoded(self._query("load", self._sql.load, {"endpoint": endpoint}))
 
@@ -229,9 +251,9 @@ class RowStore(abc.ABC):
         when: datetime | None = None,
         fence: Fence | None = None,
     ) -> bool:
-        """The end of a turn in one step: ``last_used_at`` set to ``when`` (default: now) and the
-        conversation replaced as :meth:`save_transcript` replaces it (raises as it does); ``False``
-        (nothing written) when the session is not stored."""
+        """The end of a turn in one step: ``last_used_at`` set to ``when`` (default: now) and the conversation replaced
+        as :meth:`save_transcript` replaces it (raises as it does); ``False`` (nothing written) when the session is not
+        stored."""
         tail = dump_conversation(entries, self._max_transcript_bytes)
         return self._save_tail("save turn", endpoint, session_id, tail, when=as_utc(when), fence=fence)
 
@@ -255,16 +277,13 @@ class RowStore(abc.ABC):
 
     def count(self, endpoint: str | None = None) -> int:
         """How many sessions are stored (for ``endpoint``, or in all)."""
-        if endpoint is None:
-            rows = self._query("count", self._sql.count_all, {})
-        else:
-            rows = self._query("count", self._sql.count, {"endpoint": endpoint})
-        return int(rows[0][0])
+        sql, params = (self._sql.count_all, {}) if endpoint is None else (self._sql.count, {"endpoint": endpoint})
+        return int(self._query("count", sql, params)[0][0])
 
     @property
     def path(self) -> str:
-        """Where the store is: the database file (``":memory:"`` in memory), or the DSN with any
-        password masked and the schema."""
+        """Where the store is: the database file (``":memory:"`` in memory), or the DSN with any password masked and the
+        schema."""
         return self._path
 
     @property

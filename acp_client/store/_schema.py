@@ -1,7 +1,6 @@
-"""The SQLite session store's file format: its tables, the migrations between schema versions, and
-how values sit in columns (times as integer microseconds since the Unix epoch, UTC; JSON as compact
-text; a lease as three columns). No connection is opened here: :mod:`acp_client.store.sqlite` runs
-these statements inside its transactions.
+"""The SQLite session store's file format: its tables, the migrations between schema versions, and how values sit in
+columns (times as integer microseconds since the Unix epoch, UTC; JSON as compact text; a lease as three columns). No
+connection is opened here: :mod:`acp_client.store.sqlite` runs these statements inside its transactions.
 """
 
 from __future__ import annotations
@@ -15,37 +14,20 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from ..exceptions import SessionStoreBusy
-from ._rows import dump_json, leases_of
+from ._rows import LEASE, Reads, dump_json, leases_of
 from .base import FORMAT, RECORD_COLUMNS, Lease
 
-_LEASE_COLUMNS: Final = ("lease_owner", "lease_token", "lease_expires_at")
-_SELECT: Final = f"SELECT {', '.join((*RECORD_COLUMNS, *_LEASE_COLUMNS))} FROM sessions"
 #: Where a claim may take a session: unowned, the claimer's already, or expired.
 _CLAIMABLE: Final = "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at <= ?)"
 #: The most session ids one statement names (well under SQLite's bound parameters).
 _CHUNK: Final = 500
-_ONE: Final = "endpoint = :endpoint AND session_id = :session_id"
 _UPSERT: Final = (
     f"INSERT INTO sessions ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' for _ in RECORD_COLUMNS)}) "
     "ON CONFLICT (endpoint, session_id) DO UPDATE SET "
     + ", ".join(f"{name} = excluded.{name}" for name in RECORD_COLUMNS[2:])
 )
-
-
-class Statements:
-    """The store's reads, with named parameters (as the PostgreSQL store's)."""
-
-    load = f"{_SELECT} WHERE endpoint = :endpoint ORDER BY last_used_at DESC, session_id"
-    get = f"{_SELECT} WHERE {_ONE}"
-    lease = f"SELECT session_id, {', '.join(_LEASE_COLUMNS)} FROM sessions WHERE {_ONE}"
-    load_transcript = f"SELECT tail FROM transcripts WHERE {_ONE}"
-    adoptable = (
-        f"{_SELECT} WHERE endpoint = :endpoint AND (lease_owner IS NULL OR lease_expires_at <= :now) "
-        "ORDER BY last_used_at DESC, session_id"
-    )
-    endpoints = "SELECT endpoint FROM sessions GROUP BY endpoint ORDER BY MAX(last_used_at) DESC, endpoint"
-    count_all = "SELECT COUNT(*) FROM sessions"
-    count = "SELECT COUNT(*) FROM sessions WHERE endpoint = :endpoint"
+#: The store's reads, with named parameters (as the PostgreSQL store's).
+READS: Final = Reads("sessions", "transcripts", "tail", ":{}".format, ":now")
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -93,9 +75,8 @@ def _create_v1(conn: sqlite3.Connection) -> None:
 
 
 def _v2_conversations(conn: sqlite3.Connection) -> None:
-    """Schema version 2: every transcript tail becomes a conversation (format 2: a header and the
-    segment of the session it belongs to, then its messages). Additive: a version-1 reader still
-    reads a list of JSON objects."""
+    """Schema version 2: every transcript tail becomes a conversation (format 2: a header and the segment of the session
+    it belongs to, then its messages). Additive: a version-1 reader still reads a list of JSON objects."""
     rows = conn.execute("SELECT endpoint, session_id, tail FROM transcripts").fetchall()
     for endpoint, session_id, tail in rows:
         try:
@@ -112,9 +93,9 @@ def _v2_conversations(conn: sqlite3.Connection) -> None:
 
 
 def _v3_leases(conn: sqlite3.Connection) -> None:
-    """Schema version 3: ownership. Every row gets a lease (nobody's, token 0: the sessions of an
-    older file are adoptable at once). Not additive for writers: an older acp_client would write
-    past the leases, so ``compatible_version`` becomes 3."""
+    """Schema version 3: ownership. Every row gets a lease (nobody's, token 0: the sessions of an older file are
+    adoptable at once). Not additive for writers: an older acp_client would write past the leases, so
+    ``compatible_version`` becomes 3."""
     conn.execute("ALTER TABLE sessions ADD COLUMN lease_owner TEXT")
     conn.execute("ALTER TABLE sessions ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0")
     conn.execute("ALTER TABLE sessions ADD COLUMN lease_expires_at INTEGER NOT NULL DEFAULT 0")
@@ -145,9 +126,9 @@ def _from_micros(value: Any) -> datetime:
 def claim_leases(
     conn: sqlite3.Connection, endpoint: str, session_ids: Sequence[str], owner: str, *, now: int, until: int
 ) -> list[Lease]:
-    """Inside a write transaction: give ``owner`` the lease (until ``until``) of each of
-    ``session_ids`` that is unowned, ``owner``'s or expired at ``now``; the token grows where the
-    owner changes. The leases taken, in chunks of :data:`_CHUNK` ids per statement."""
+    """Inside a write transaction: give ``owner`` the lease (until ``until``) of each of ``session_ids`` that is
+    unowned, ``owner``'s or expired at ``now``; the token grows where the owner changes. The leases taken, in chunks of
+    :data:`_CHUNK` ids per statement."""
     leases: list[Lease] = []
     for chunk in _chunks(list(dict.fromkeys(session_ids))):
         marks = ", ".join("?" for _ in chunk)
@@ -156,7 +137,7 @@ def claim_leases(
             "lease_token = CASE WHEN lease_owner IS ? THEN lease_token ELSE lease_token + 1 END, "
             "lease_owner = ?, lease_expires_at = ? "
             f"WHERE endpoint = ? AND session_id IN ({marks}) AND {_CLAIMABLE} "
-            "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
+            f"RETURNING {LEASE}",
             (owner, owner, until, endpoint, *chunk, owner, now),
         ).fetchall()
         leases.extend(leases_of(rows, _from_micros))
@@ -179,9 +160,9 @@ def _loads(value: Any) -> Any:
 def use_wal(
     conn: sqlite3.Connection, busy_timeout: float, errors: Callable[[], contextlib.AbstractContextManager[None]]
 ) -> None:
-    """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without its
-    busy handler, while another process reads or switches it too: wait for that here, up to the
-    busy timeout (``errors`` maps sqlite3's errors to the store's)."""
+    """Switch the file to WAL (once; it stays so). SQLite answers "locked" at once, without its busy handler, while
+    another process reads or switches it too: wait for that here, up to the busy timeout (``errors`` maps sqlite3's
+    errors to the store's)."""
     deadline = time.monotonic() + busy_timeout
     while True:
         try:

@@ -1,15 +1,14 @@
 """The SQLite store's file, before SQLite opens it: what it may be, and who may read it.
 
-A session store holds the user's conversations and the MCP servers' credentials, so its file is
-readable by its owner only:
+A session store holds the user's conversations and the MCP servers' credentials, so its file is readable by its owner
+only:
 
-* a path that is a symbolic link is refused (unless the app allows it): a link planted where the
-  store will be — dangling or not — would put the conversations wherever it points, with
-  whatever mode that file has;
-* a missing file is created with mode ``0600`` (and SQLite gives its ``-wal`` and ``-shm`` files
-  the mode of the database file);
-* an empty file the store is about to initialize, and any ``-wal`` / ``-shm`` already next to
-  it, get mode ``0600`` first (refused when that cannot be done);
+* a path that is a symbolic link is refused (unless the app allows it): a link planted where the store will be —
+  dangling or not — would put the conversations wherever it points, with whatever mode that file has;
+* a missing file is created with mode ``0600`` (and SQLite gives its ``-wal`` and ``-shm`` files the mode of the
+  database file);
+* an empty file the store is about to initialize, and any ``-wal`` / ``-shm`` already next to it, get mode ``0600``
+  first (refused when that cannot be done);
 * an existing store keeps its mode (the app may have chosen to share it);
 * a file that is not an SQLite database, or that this process cannot write, is refused untouched.
 """
@@ -33,14 +32,9 @@ _OWNER_ONLY: Final = 0o600
 
 
 def prepare(text: str, *, create: bool, allow_symlink: bool) -> None:
-    """Check (and create, or make private) the store file at ``text`` (see the module docstring).
-
-    Raises:
-        SessionStoreError: A symbolic link (not allowed), not a regular file, missing (with
-            ``create`` off) or in a directory that does not exist, or a mode that cannot be fixed.
-        SessionStoreCorrupt: Not an SQLite database.
-        SessionStoreReadOnly: The file or its directory cannot be written.
-    """
+    """Check (and create, or make private) the store file at ``text`` (see the module docstring): raises
+    ``SessionStoreCorrupt`` for a file that is not an SQLite database, ``SessionStoreReadOnly`` for one this process
+    cannot write, ``SessionStoreError`` for anything else refused."""
     path = Path(text)
     try:
         if path.is_symlink() and not allow_symlink:

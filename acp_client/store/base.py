@@ -2,35 +2,27 @@
 and the canonical :func:`endpoint_key`.
 
 A store remembers, per agent endpoint, the sessions a client had, so that a restarted host can
-track them again and recover them (probe → resume / replay / new session) as after a network
-drop. It is synchronous on purpose (file I/O, which the client runs off the event loop), and must
-be safe to call from several threads, one call at a time per thread.
+recover them as after a network drop. It is synchronous (file I/O, run off the event loop) and safe
+to call from several threads, one call at a time per thread. Every implementation:
 
-Contract of every implementation (each method's docstring says the rest):
+- writes atomically, keyed by ``(endpoint, session_id)``; sessions of another endpoint never appear;
+- keeps the conversation apart from the record (``save_transcript`` / ``load_transcript``): saving a
+  record never erases it, ``delete`` and ``rename`` take it along. It is a list of JSON objects
+  (``acp_client._sessions._conversation``), replaced whole at each turn's end, bounded with
+  :func:`bound_conversation`, and kept as given (PostgreSQL: one ``jsonb`` value);
+- may offer ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: a turn's end
+  in one atomic step (``last_used_at`` set to ``when``, the conversation replaced; ``False`` when
+  the session is not stored), which ``prompt()`` waits for; without it the client calls ``touch``
+  then ``save_transcript``.
 
-- Every write is atomic; sessions are keyed by ``(endpoint, session_id)``, and sessions of
-  another endpoint never appear.
-- The conversation is kept apart from the record (``save_transcript`` / ``load_transcript``):
-  saving a record never erases it, and ``delete`` and ``rename`` take it along. It is a list of
-  JSON objects in the client's conversation format (``acp_client._sessions._conversation``),
-  replaced whole at the end of each turn and bounded with :func:`bound_conversation`; a store keeps
-  it as given (PostgreSQL: one ``jsonb`` value).
-- Optionally ``save_turn(endpoint, session_id, entries, *, when, fence=None) -> bool``: the end of a
-  turn in one atomic step (``last_used_at`` set to ``when`` and the conversation replaced;
-  ``False`` when the session is not stored), which the client waits for before ``prompt()``
-  returns; a store without it gets ``touch`` then ``save_transcript``.
-- Failures raise :class:`~acp_client.exceptions.SessionStoreError` subclasses, never a
-  third-party error.
-
-Ownership (:class:`SharedSessionStore`: a store several clients share, such as a service's
-replicas): every stored session has at most one owner at a time, a *lease* held by an owner name
-until an expiry, and a *fencing token*, an integer that grows each time the lease passes to another
-owner (or to an owner after nobody held it). Claims, renewals and releases are atomic (of two
-clients claiming one session at once, exactly one gets it), and a write carrying a :class:`Fence`
-applies only while its lease still holds, so a stale owner never overwrites the new owner's work.
-Expiry is measured on the store's clock (SQLite: this host's UTC time, or its ``clock``; a
-database server may use its own), so clients on several hosts agree; ``now=`` overrides it for one
-call (tests, the contract suite).
+Ownership (:class:`SharedSessionStore`, a store several clients share): a stored session has at
+most one owner at a time, a *lease* held by an owner name until an expiry, and a *fencing token*
+that grows each time the lease passes to another owner (or to one after nobody held it). Claims,
+renewals and releases are atomic (of two clients claiming one session, exactly one gets it), and a
+write carrying a :class:`Fence` applies only while its lease holds, so a stale owner never
+overwrites the new owner's work. Expiry is measured on the store's clock (SQLite: this host's UTC
+time, or its ``clock``; a database server its own), so clients on several hosts agree; ``now=``
+overrides it for one call.
 """
 
 from __future__ import annotations
@@ -93,9 +85,7 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
       sequence: ``stdio:`` plus the argv, split like a shell would and joined back with minimal
       quoting. The environment is never part of the key.
 
-    Raises:
-        ConfigurationError: An empty endpoint, a URL without a host, a bad port, or a scheme
-            other than the four above and ``stdio:``.
+    Raises ``ConfigurationError`` for an empty endpoint, a URL without a host, a bad port, or another scheme.
     """
     if not isinstance(endpoint, str):
         argv = [str(item) for item in endpoint]
@@ -128,13 +118,10 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
 
 
 def pool_key(endpoints: Iterable[str]) -> str:
-    """The key a client facing several instances of one agent files its sessions under:
-    ``pool:`` and the instances' :func:`endpoint_key` values, sorted and space-separated, so the
-    order the URLs are given in does not matter. Adding or removing an instance changes it: give
-    ``AcpClient(session_store_key=...)`` a name of your own to keep the sessions then.
-
-    Raises:
-        ConfigurationError: No endpoints, or one :func:`endpoint_key` refuses.
+    """The key a client facing several instances of one agent files its sessions under: ``pool:``
+    and the instances' :func:`endpoint_key` values, sorted and space-separated. Adding or removing
+    an instance changes it: give ``AcpClient(session_store_key=...)`` a name of your own to keep the
+    sessions then. Raises ``ConfigurationError``: no endpoints, or one :func:`endpoint_key` refuses.
     """
     keys = sorted({endpoint_key(url) for url in endpoints})
     if not keys:
@@ -194,8 +181,7 @@ def _size(entry: Any) -> int:
 
 
 def check_owner(owner: object) -> str:
-    """An owner name: a non-empty string of at most 200 printable characters (it is logged and
-    stored), else ``ConfigurationError``."""
+    """A non-empty owner name of at most 200 printable characters (logged and stored), else ``ConfigurationError``."""
     if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
         raise ConfigurationError(f"owner must be a non-empty printable string of at most 200 characters, not {owner!r}")
     return owner
@@ -203,12 +189,8 @@ def check_owner(owner: object) -> str:
 
 @attrs.frozen
 class Fence:
-    """What a fenced write carries: the writer's owner name and the fencing token of its lease.
-
-    Attributes:
-        owner: The owner the writer believes holds the session.
-        token: The fencing token of that owner's lease (see :class:`Lease`).
-    """
+    """What a fenced write carries: the owner the writer believes holds the session, and the
+    fencing token of that owner's lease."""
 
     owner: str
     token: int
@@ -216,15 +198,9 @@ class Fence:
 
 @attrs.frozen
 class Lease:
-    """Who holds one stored session, and until when.
-
-    Attributes:
-        session_id: The session.
-        owner: The owner name (``None``: nobody holds it: released, or never claimed).
-        token: The fencing token: it only grows, and grows each time the lease passes to another
-            owner. ``0`` for a session that was never claimed.
-        expires_at: When the lease ends unless renewed (aware UTC; past for a released one).
-    """
+    """Who holds one stored session (``owner``; ``None``: released or never claimed) and until when
+    (``expires_at``, aware UTC; past for a released lease). ``token``, the fencing token, only
+    grows; ``0`` for a session never claimed."""
 
     session_id: str
     owner: str | None
@@ -233,11 +209,7 @@ class Lease:
 
     @property
     def fence(self) -> Fence:
-        """The :class:`Fence` a write by this lease's owner carries.
-
-        Raises:
-            ConfigurationError: Nobody holds the lease.
-        """
+        """The :class:`Fence` a write by this lease's owner carries (``ConfigurationError``: nobody holds it)."""
         if self.owner is None:
             raise ConfigurationError(f"session {self.session_id!r} is not owned: no fence")
         return Fence(self.owner, self.token)
@@ -253,33 +225,25 @@ class StoredSession:
 
     Attributes:
         endpoint: The endpoint key (see :func:`endpoint_key`).
-        session_id: The session's current id.
         cwd: The working directory the session was created with (recovery reuses it).
         mcp_servers: The MCP servers, as JSON objects in the wire form of ``protocol_version``
             (see :meth:`from_mcp_servers` / :meth:`decoded_mcp_servers`). They may hold
             credentials (``env``, ``headers``): the store is as secret as they are.
-        additional_directories: Extra workspace roots the session was created with.
-        protocol_version: The ACP version the session was created under.
-        mode_id: The mode the app set (``session/set_mode``), if any.
-        model_id: The model the app set, if any.
-        config_options: Config option id → value the app set (``session/set_config_option``).
-        title: A human-readable title (from the agent or the app).
-        status: The last known normalized status (``ACTIVE``, ``INACTIVE``, ``UNKNOWN``).
-        raw_status: That status as the agent spelled it.
-        created_at, updated_at, last_used_at: Aware UTC datetimes (a naive one is taken as UTC;
-            ``None``: now). Left out, ``created_at`` is now and the other two equal it.
-            ``last_used_at`` orders :meth:`SessionStore.load`.
+        mode_id, model_id, config_options: What the app set (``session/set_mode``, ``set_model``,
+            ``set_config_option``: option id → value).
+        status: The last known normalized status (``ACTIVE``, ``INACTIVE``, ``UNKNOWN``);
+            ``raw_status``: as the agent spelled it.
+        created_at, updated_at, last_used_at: Aware UTC (a naive one is taken as UTC; ``None``:
+            now). Left out, ``created_at`` is now and the other two equal it. ``last_used_at``
+            orders :meth:`SessionStore.load`.
         previous_session_ids: Ids this session had before a new-session recovery, oldest first.
-        extra: JSON data the store does not interpret: the app's own keys, and the client's,
-            which begin with ``acp_client.`` (a client facing several instances keeps the
-            instance each session lives on under :data:`HOME_KEY`, and the instances that may
-            still hold a copy under :data:`LEFT_BEHIND_KEY`).
-        lease: Who held the session when it was read (a :class:`SharedSessionStore` fills it
-            in; ``None`` otherwise). The store's bookkeeping, not part of the record: writes
-            ignore it, and it takes no part in ``==``.
+        extra: JSON data the store does not interpret: the app's keys, and the client's, which
+            begin with ``acp_client.`` (:data:`HOME_KEY`, :data:`LEFT_BEHIND_KEY`).
+        lease: Who held the session when it was read (filled in by a :class:`SharedSessionStore`).
+            The store's bookkeeping: writes ignore it, and it takes no part in ``==``.
 
-    The JSON fields must be JSON-serializable (checked when a store writes them). Instances
-    are frozen; derive changed copies with :func:`attrs.evolve`.
+    The JSON fields must be JSON-serializable (checked when a store writes them). Derive changed
+    copies with :func:`attrs.evolve`.
     """
 
     endpoint: str = attrs.field(validator=_non_empty)
@@ -312,39 +276,26 @@ class StoredSession:
         protocol_version: int = 1,
         **fields: Any,
     ) -> StoredSession:
-        """A record whose MCP servers are given as wire types (encoded for ``protocol_version``).
-
-        ``fields`` are the other attributes, by name.
-        """
+        """A record whose MCP servers are given as wire types (``fields``: the other attributes, by name)."""
         from .._codec import to_wire
 
         servers = tuple(to_wire(server, protocol_version=protocol_version) for server in mcp_servers)
-        return cls(
-            endpoint=endpoint,
-            session_id=session_id,
-            cwd=cwd,
-            mcp_servers=servers,
-            protocol_version=protocol_version,
-            **fields,
-        )
+        return cls(endpoint, session_id, cwd, servers, protocol_version=protocol_version, **fields)
 
     @property
     def home(self) -> str | None:
-        """The name of the instance the session lived on when it was written (a client facing
-        several instances records it in ``extra``; ``None``: not recorded)."""
+        """The name of the instance the session lived on when it was written (``None``: not recorded)."""
         home = self.extra.get(HOME_KEY)
         return home if type(home) is str and home else None
 
     @property
     def left_behind(self) -> tuple[str, ...]:
-        """The names of the instances that may still hold a copy of the session in memory (it
-        moved off them while they were unreachable): the copies a client closes there."""
+        """The instances that may still hold a copy of the session (it moved off them while they were unreachable)."""
         names = self.extra.get(LEFT_BEHIND_KEY)
         return tuple(n for n in names if type(n) is str and n) if type(names) is list else ()
 
     def with_placement(self, home: str, left_behind: Iterable[str] = ()) -> StoredSession:
-        """This record with ``home`` and the instances ``left_behind`` recorded (the same record
-        when nothing changes)."""
+        """This record with ``home`` and ``left_behind`` recorded (the same record when nothing changes)."""
         left = sorted(set(left_behind))
         if home == self.home and tuple(left) == self.left_behind:
             return self
@@ -355,8 +306,7 @@ class StoredSession:
         return attrs.evolve(self, extra=extra)
 
     def to_session(self) -> Session:
-        """The :class:`~acp_client.types.Session` record a client tracks this session with
-        until the agent answers (id, cwd, title, status, times, additional directories)."""
+        """The :class:`~acp_client.types.Session` record a client tracks this session with until the agent answers."""
         updated = self.updated_at if self.updated_at >= self.created_at else None
         return Session(
             session_id=self.session_id,
@@ -370,11 +320,7 @@ class StoredSession:
         )
 
     def decoded_mcp_servers(self) -> tuple[McpServer, ...]:
-        """The MCP servers as wire types (a type this SDK does not know: ``UnknownMcpServer``).
-
-        Raises:
-            InvalidMessage: An entry cannot be decoded (a damaged or hand-edited store).
-        """
+        """The MCP servers as wire types (unknown: ``UnknownMcpServer``; ``InvalidMessage``: a damaged store)."""
         from .._codec import from_wire
 
         return tuple(
@@ -391,11 +337,9 @@ RECORD_COLUMNS: Final = tuple(field.name for field in attrs.fields(StoredSession
 def transcript_tail(
     messages: Iterable[Any], *, max_bytes: int = DEFAULT_TRANSCRIPT_TAIL_BYTES
 ) -> tuple[dict[str, Any], ...]:
-    """The tail of a conversation as JSON objects a store can keep, bounded to ``max_bytes``.
-
-    ``messages`` are :class:`~acp_client.transcript.TranscriptMessage` objects (e.g.
-    ``handle.transcript.messages``) or anything with ``role``, ``text`` and ``message_id``.
-    Each becomes ``{"role": ..., "text": ...}`` plus ``"messageId"`` when known.
+    """The tail of a conversation as JSON objects a store can keep, bounded to ``max_bytes``: each of
+    ``messages`` (``handle.transcript.messages``, or anything with ``role``, ``text`` and
+    ``message_id``) becomes ``{"role": ..., "text": ...}`` plus ``"messageId"`` when known.
     """
     entries = []
     for message in messages:
@@ -407,13 +351,8 @@ def transcript_tail(
 
 
 def bound_transcript_tail(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> tuple[dict[str, Any], ...]:
-    """The longest suffix of ``entries`` whose compact JSON array fits in ``max_bytes``.
-
-    Whole entries are dropped from the oldest end (an entry is never cut); ``max_bytes <= 0``
-    keeps nothing.
-
-    Raises:
-        ConfigurationError: An entry is not JSON-serializable.
+    """The longest suffix of ``entries`` whose compact JSON array fits in ``max_bytes`` (an entry is
+    never cut). Raises ``ConfigurationError`` for an entry that is not JSON-serializable.
     """
     if max_bytes <= 2:
         return ()
@@ -451,14 +390,10 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
 
     The header (a first entry with ``"format"``) is always kept; a message larger than a quarter
     of the bound is cut first, to its newest quarter, its text then starting with
-    ``… N bytes dropped … `` (so one oversized message never drops the whole conversation, the
-    user's prompt included); then the oldest whole entries after the header are dropped until the
-    rest fits, the dropped messages are added to the header's ``dropped`` count, and the segment
-    marker the first kept message belongs to is kept too (so it stays in its segment). A list
-    without a header is bounded like :func:`bound_transcript_tail`.
-
-    Raises:
-        ConfigurationError: An entry is not JSON-serializable.
+    ``… N bytes dropped … `` (so one oversized message never drops the whole conversation); then
+    the oldest entries after the header are dropped until the rest fits, counted in the header's
+    ``dropped``, and the segment marker of the first kept message is kept too. A list without a
+    header is bounded like :func:`bound_transcript_tail` (which raises the same).
     """
     if not entries or not isinstance(entries[0], Mapping) or "format" not in entries[0]:
         return bound_transcript_tail(entries, max_bytes)
@@ -482,29 +417,22 @@ def bound_conversation(entries: Sequence[Mapping[str, Any]], max_bytes: int) -> 
 class SessionStore(Protocol):
     """Where a client keeps its sessions between processes (see the module docstring).
 
-    Every method raises :class:`~acp_client.exceptions.SessionStoreError` when the store cannot be
-    read or written.
+    Every method raises :class:`~acp_client.exceptions.SessionStoreError` (a subclass, never a
+    third-party error) when the store cannot be read or written, and a write raises
+    ``ConfigurationError`` for a value that is not JSON-serializable.
     """
 
     def load(self, endpoint: str) -> list[StoredSession]:
         """Every session stored for ``endpoint``, most recently used first."""
-        ...
 
     def get(self, endpoint: str, session_id: str) -> StoredSession | None:
         """One stored session, or ``None``."""
-        ...
 
     def save(self, session: StoredSession) -> None:
-        """Insert or replace ``session`` (keyed by endpoint and session id), atomically.
-
-        Raises:
-            ConfigurationError: A JSON field is not JSON-serializable.
-        """
-        ...
+        """Insert or replace ``session`` (keyed by endpoint and session id), atomically."""
 
     def delete(self, endpoint: str, session_id: str) -> bool:
         """Remove one session; ``True`` when it was stored."""
-        ...
 
     def rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime | None = None
@@ -513,49 +441,37 @@ class SessionStore(Protocol):
 
         The old id is appended to ``previous_session_ids``, ``updated_at`` is set to ``when``
         (default: now), and a record already stored under the new id is replaced. Returns the
-        renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored.
-
-        Raises:
-            ConfigurationError: ``new_session_id`` is empty.
+        renamed record, or ``None`` (nothing written) when ``old_session_id`` is not stored. An
+        empty ``new_session_id`` raises ``ConfigurationError``.
         """
-        ...
 
     def touch(self, endpoint: str, session_id: str, *, when: datetime | None = None) -> bool:
         """Set ``last_used_at`` (default: now); ``True`` when the session is stored."""
-        ...
 
     def save_transcript(self, endpoint: str, session_id: str, entries: Sequence[Mapping[str, Any]]) -> bool:
         """Replace the session's stored conversation (JSON objects, oldest first), atomically,
         bounded by the store (:func:`bound_conversation`). ``False`` (nothing written) when the
-        session is not stored.
-
-        Raises:
-            ConfigurationError: An entry is not JSON-serializable.
-        """
-        ...
+        session is not stored."""
 
     def load_transcript(self, endpoint: str, session_id: str) -> tuple[dict[str, Any], ...]:
         """The session's stored conversation, as saved (empty when none is stored)."""
-        ...
 
 
 @runtime_checkable
 class SharedSessionStore(SessionStore, Protocol):
-    """A :class:`SessionStore` several clients may share, with ownership (see the module
-    docstring): leases, fencing tokens, fenced writes.
+    """A :class:`SessionStore` several clients may share, with ownership (see the module docstring).
 
     Its record writes (``save``, ``delete``, ``rename``, ``touch``, ``save_transcript``, and
     ``save_turn`` where it has one) also take a keyword ``fence: Fence | None = None``: given, the
-    write applies only while the session is held by ``fence.owner`` with ``fence.token`` (an
-    expired lease nobody took over still counts), and otherwise raises
+    write applies only while ``fence.owner`` holds the session with ``fence.token`` (an expired
+    lease nobody took over still counts), else it raises
     :class:`~acp_client.exceptions.SessionStoreFenced` with nothing written; without one, a write
     applies as in any store and never touches the lease. A fenced ``save`` of a session that is not
     stored (the new owner deleted it) is refused the same way; any other fenced write of one answers
-    as for a session that is not stored. ``rename`` takes the lease along to the new id. Reads fill
-    in :attr:`StoredSession.lease`.
-
-    ``duration`` is a finite number of seconds above zero; ``now`` an aware datetime (default:
-    the store's clock). A bad ``owner`` or ``duration`` raises ``ConfigurationError``.
+    as for a session not stored. ``rename`` takes the lease along. Reads fill in
+    :attr:`StoredSession.lease`. ``duration`` is a finite number of seconds above zero, ``now`` an
+    aware datetime (default: the store's clock); a bad ``owner`` or ``duration`` raises
+    ``ConfigurationError``.
     """
 
     def claim(
@@ -565,7 +481,6 @@ class SharedSessionStore(SessionStore, Protocol):
         expired, until ``now + duration``, in one atomic step; the token grows for each session
         whose owner changes. Returns the leases ``owner`` now holds among them (a session held by
         another live owner, or not stored, is left out)."""
-        ...
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
         """Insert or replace ``session`` and take its lease for ``owner`` (as :meth:`claim`) in one
@@ -573,21 +488,16 @@ class SharedSessionStore(SessionStore, Protocol):
 
         Raises:
             SessionStoreFenced: Another owner holds the session's live lease (nothing written).
-            ConfigurationError: A JSON field is not JSON-serializable.
         """
-        ...
 
     def renew(self, endpoint: str, owner: str, *, duration: float, now: datetime | None = None) -> list[Lease]:
         """Extend every lease ``owner`` holds for ``endpoint`` to ``now + duration`` in one statement,
         and return them (an expired one nobody took over is renewed too)."""
-        ...
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
         """Give up ``owner``'s leases for ``endpoint`` (all, or those of ``session_ids``): the
         sessions become unowned at once (adoptable), their tokens kept. How many were released."""
-        ...
 
     def adoptable(self, endpoint: str, *, now: datetime | None = None) -> list[StoredSession]:
         """The sessions of ``endpoint`` nobody holds at ``now`` (unowned, or their owner's lease
         expired), most recently used first, each with its :attr:`~StoredSession.lease`."""
-        ...

@@ -1,32 +1,27 @@
 """A :class:`~acp_client.store.base.SessionStore` in PostgreSQL, for clients that share their sessions.
 
-The ``postgres`` extra (psycopg 3 and psycopg-pool), imported when the first store is made. No
-psycopg type crosses the public API: every database failure is a
-:class:`~acp_client.exceptions.SessionStoreError`. What it keeps, and how: ``_pg_schema``.
+The ``postgres`` extra (psycopg 3 and psycopg-pool), imported when the first store is made. No psycopg type crosses the
+public API: every database failure is a :class:`~acp_client.exceptions.SessionStoreError`. What it keeps, and how:
+``_pg_schema``.
 
 Why it is safe to share:
 
-- **Every write is one atomic statement or transaction, and idempotent**: ``save`` an upsert of
-  the whole record, ``touch`` one ``UPDATE``, ``save_transcript`` an upsert that only lands while
-  the record exists (a foreign key ties them), ``delete`` one statement (the conversation goes by
-  cascade), ``rename`` one transaction holding the old row's lock, which a repeat recognizes as
-  done. So a write whose connection was lost is **retried on a fresh connection**, for up to
-  ``reconnect_timeout``: it either lands once or the caller gets
+- **Every write is one atomic statement or transaction, and idempotent**: ``save`` an upsert of the whole record,
+  ``touch`` one ``UPDATE``, ``save_transcript`` an upsert that only lands while the record exists (a foreign key ties
+  them), ``delete`` one statement (the conversation goes by cascade), ``rename`` one transaction holding the old row's
+  lock, which a repeat recognizes as done. So a write whose connection was lost is **retried on a fresh connection**,
+  for up to ``reconnect_timeout``: it either lands once or the caller gets
   :class:`~acp_client.exceptions.SessionStoreUnavailable`. Never silently dropped.
-- **Bounded connections**: a pool of at most ``pool_size`` connections; a call waits up to
-  ``connect_timeout`` for one.
-- **Not our data**: the schema is identified before anything is written; another application's
-  tables, our identity without our tables or a newer incompatible schema is refused and left as
-  it was. An older schema is migrated in one transaction, under an advisory lock (two processes
-  opening one new database at once initialize it once).
+- **Bounded connections**: a pool of at most ``pool_size`` connections; a call waits up to ``connect_timeout`` for one.
+- **Not our data**: the schema is identified before anything is written; another application's tables, our identity
+  without our tables or a newer incompatible schema is refused and left as it was. An older schema is migrated in one
+  transaction, under an advisory lock (two processes opening one new database at once initialize it once).
 
-**Ownership** (schema version 2): each record carries a lease (owner, fencing token, expiry). A
-claim, a renewal, a release and ``save_owned`` are each one statement; a fenced write is one
-statement whose ``WHERE`` names the lease it expects (``rename``: a transaction holding the row's
-lock), so no read-then-write race exists: of two clients claiming one session at once, the
-second's statement waits for the first's row and finds it taken. Lease time is the **database
-server's clock** (``statement_timestamp()``) unless a call passes ``now=``, so replicas on several
-hosts agree on it.
+**Ownership** (schema version 2): each record carries a lease (owner, fencing token, expiry). A claim, a renewal, a
+release and ``save_owned`` are each one statement; a fenced write is one statement whose ``WHERE`` names the lease it
+expects (``rename``: a transaction holding the row's lock), so no read-then-write race exists: of two clients claiming
+one session at once, the second's statement waits for the first's row and finds it taken. Lease time is the **database
+server's clock** (``statement_timestamp()``) unless a call passes ``now=``, so replicas on several hosts agree on it.
 
 ``path`` (in every error and ``repr``) is the DSN with any password masked, and the schema.
 """
@@ -39,9 +34,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, SessionStoreError, SessionStoreFenced
-from . import _pg_schema as schema_module
 from ._pg_link import PgLink
-from ._pg_schema import Migration, Statements, Tables, open_schema, redact_dsn
+from ._pg_schema import MIGRATIONS, Migration, Statements, Tables, open_schema, redact_dsn
 from ._rows import RowStore, check_session_ids, check_window, dump_json, lease_of, leases_of, record_values, renamed
 from .base import (
     DEFAULT_TRANSCRIPT_TAIL_BYTES,
@@ -63,25 +57,21 @@ __all__ = ["PostgresSessionStore"]
 class PostgresSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in a PostgreSQL database (see the module docstring).
 
-    Its methods are the protocol's, each write one statement or transaction, run again on a fresh
-    connection when its connection was lost. Any call may also raise
-    :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
-    for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's
-    tables were changed); a listing skips a damaged record (logged as a warning), :meth:`get`
-    raises for it.
+    Any call may also raise :class:`~acp_client.exceptions.SessionStoreUnavailable` (the database could not be reached
+    for ``reconnect_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the store's tables were changed);
+    a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
 
     Args:
-        dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the
-            same as ``psql`` takes; libpq's environment variables and ``~/.pgpass`` apply).
-        schema: The PostgreSQL schema the store keeps its tables in (created when missing). Two
-            apps, or two tests, can share one database under two schema names.
+        dsn: Where the database is: a ``postgresql://`` URL or libpq ``key=value`` keywords (the same as ``psql`` takes;
+            libpq's environment variables and ``~/.pgpass`` apply).
+        schema: The PostgreSQL schema the store keeps its tables in (created when missing). Two apps, or two tests, can
+            share one database under two schema names.
         pool_size: At most this many connections to the database (default 4).
-        connect_timeout: How long a call waits for a connection (a new one, or a free one of the
-            pool), in seconds.
-        reconnect_timeout: How long a call whose connection was lost keeps trying again on fresh
-            connections before it raises :class:`~acp_client.exceptions.SessionStoreUnavailable`.
-        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
-            4 MiB); past it the oldest messages are dropped and counted in its header.
+        connect_timeout: How long a call waits for a connection (a new one, or a free one of the pool), in seconds.
+        reconnect_timeout: How long a call whose connection was lost keeps trying again on fresh connections before it
+            raises :class:`~acp_client.exceptions.SessionStoreUnavailable`.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default 4 MiB); past it the
+            oldest messages are dropped and counted in its header.
         create: Create the schema when it is missing or empty (else raise ``SessionStoreError``).
 
     Raises:
@@ -94,7 +84,8 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         ConfigurationError: A bad schema name, pool size or timeout.
     """
 
-    _migrations: tuple[Migration, ...] = schema_module.MIGRATIONS
+    _migrations: tuple[Migration, ...] = MIGRATIONS
+    _sql: Statements
 
     def __init__(
         self,
@@ -127,19 +118,10 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         )
         self._max_transcript_bytes = max_transcript_bytes
         self._sql = Statements(self._tables)
-        first = self._link.connect()
-        try:
-            with self._link.errors("open"):
-                self._schema_version = open_schema(
-                    first,
-                    self._tables,
-                    self._path,
-                    self._migrations,
-                    create=create,
-                    driver_error=self._link.psycopg.Error,
-                )
-        finally:
-            first.close()
+        with contextlib.closing(self._link.connect()) as first, self._link.errors("open"):
+            self._schema_version = open_schema(
+                first, self._tables, self._path, self._migrations, create=create, driver_error=self._link.psycopg.Error
+            )
         self._link.open_pool()
 
     _time = staticmethod(as_utc)
@@ -156,18 +138,16 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
 
         return self._link.run(action, work)
 
-    # -- the SessionStore protocol --------------------------------------------------------------
-
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
         row = self._row(session)
         if fence is None:
             self._query("save", self._sql.upsert, row)
         elif not self._query("save", self._sql.update_fenced, {**row, **_fence(fence)}):
-            raise self._refused(session.endpoint, session.session_id, fence)
+            raise self._refused(session.endpoint, session.session_id, fence.owner, fence.token)
 
     def delete(self, endpoint: str, session_id: str, *, fence: Fence | None = None) -> bool:
-        """Remove one session and its conversation; ``True`` when it was stored (repeated after a
-        lost connection, ``False`` for a record its first attempt removed)."""
+        """Remove one session and its conversation; ``True`` when it was stored (repeated after a lost connection,
+        ``False`` for a record its first attempt removed)."""
         statements = (self._sql.delete, self._sql.delete_fenced)
         return self._write("delete", statements, endpoint, session_id, fence=fence)
 
@@ -181,8 +161,8 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         fence: Fence | None,
         params: Mapping[str, Any] | None = None,
     ) -> bool:
-        """One statement on one stored session; ``True`` when it applied. With ``fence``: the fenced
-        statement, and a session stored under another lease raises (one that is not stored: ``False``)."""
+        """One statement on one stored session; ``True`` when it applied. With ``fence``: the fenced statement, and a
+        session stored under another lease raises (one that is not stored: ``False``)."""
         sql, fenced_sql = statements
         key = {"endpoint": endpoint, "session_id": session_id, **(params or {})}
         if fence is None:
@@ -192,48 +172,40 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
         held = self._query("read lease", self._sql.lease, {"endpoint": endpoint, "session_id": session_id})
         if not held:
             return False  # not stored: answered as for any session that is not
-        raise self._refused(endpoint, session_id, fence, lease_of(held[0], as_utc))
+        raise self._refused(endpoint, session_id, fence.owner, fence.token, lease_of(held[0], as_utc))
 
     def _rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
     ) -> StoredSession | None:
-        """One transaction. Repeated after a lost connection, a rename its first attempt made is
-        recognized (the new id's record has the old id last in ``previous_session_ids``) and
-        returned, not redone."""
+        """One transaction. Repeated after a lost connection, a rename its first attempt made is recognized (the new
+        id's record has the old id last in ``previous_session_ids``) and returned, not redone."""
         attempts = 0
+        old_key = {"endpoint": endpoint, "session_id": old_session_id}
+        new_key = {"endpoint": endpoint, "session_id": new_session_id}
 
         def work(conn: psycopg.Connection[Any]) -> StoredSession | None:
             nonlocal attempts
             attempts += 1
             with conn.transaction():
-                row = conn.execute(
-                    self._sql.get_for_update, {"endpoint": endpoint, "session_id": old_session_id}
-                ).fetchone()
+                row = conn.execute(self._sql.get_for_update, old_key).fetchone()
                 if row is None:
                     if attempts > 1:  # the first attempt may have committed before its answer was lost
-                        done = conn.execute(self._sql.get, {"endpoint": endpoint, "session_id": new_session_id})
-                        found = done.fetchone()
-                        if found is not None and self._decode(found).previous_session_ids[-1:] == (old_session_id,):
-                            return self._decode(found)
+                        found = conn.execute(self._sql.get, new_key).fetchone()
+                        done = None if found is None else self._decode(found)
+                        if done is not None and done.previous_session_ids[-1:] == (old_session_id,):
+                            return done
                     return None
                 old = self._decode(row)
                 if fence is not None and (old.lease is None or old.lease.fence != fence):
-                    raise self._refused(endpoint, old_session_id, fence, old.lease)
+                    raise self._refused(endpoint, old_session_id, fence.owner, fence.token, old.lease)
                 if new_session_id == old_session_id:
                     return old
                 new = renamed(old, new_session_id, when)
                 # A stale record under the new id goes, with its conversation (by cascade).
-                conn.execute(self._sql.delete, {"endpoint": endpoint, "session_id": new_session_id})
-                conn.execute(
-                    self._sql.rename,
-                    {
-                        "new_session_id": new_session_id,
-                        "previous_session_ids": dump_json(list(new.previous_session_ids), "previous_session_ids"),
-                        "updated_at": when,
-                        "endpoint": endpoint,
-                        "session_id": old_session_id,
-                    },
-                )
+                conn.execute(self._sql.delete, new_key)
+                previous = dump_json(list(new.previous_session_ids), "previous_session_ids")
+                moved = {"new_session_id": new_session_id, "previous_session_ids": previous, "updated_at": when}
+                conn.execute(self._sql.rename, {**old_key, **moved})
                 return new
 
         return self._link.run("rename", work)
@@ -255,44 +227,34 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
             params["when"] = when
         return self._write(action, statements, endpoint, session_id, fence=fence, params=params)
 
-    # -- ownership (SharedSessionStore) ---------------------------------------------------------
-
     def _refused(
-        self, endpoint: str, session_id: str, fence: Fence | None, lease: Lease | None = None, *, owner: str = ""
+        self, endpoint: str, session_id: str, owner: str, token: int | None, lease: Lease | None = None
     ) -> SessionStoreFenced:
-        """The error of a write ``fence`` (or a ``save_owned`` by ``owner``) may not make."""
+        """The error of a write by ``owner`` with ``token`` (``None``: ``save_owned``) that the lease refused."""
         if lease is None:
             with contextlib.suppress(SessionStoreError):
                 lease = self.lease(endpoint, session_id)
-        return self._stale(
-            session_id,
-            fence.owner if fence is not None else owner,
-            None if fence is None else fence.token,
-            None if lease is None else lease.owner,
-            None if lease is None else lease.token,
-        )
+        holder, held = (None, None) if lease is None else (lease.owner, lease.token)
+        return self._stale(session_id, owner, token, holder, held)
 
     def claim(
         self, endpoint: str, session_ids: Sequence[str], owner: str, *, duration: float, now: datetime | None = None
     ) -> list[Lease]:
-        """Take the free leases of ``session_ids`` in one statement (see
-        :meth:`SharedSessionStore.claim`): of two clients claiming one session at once, the second's
-        statement waits for the row and sees it taken. Repeated after a lost connection, a claim
-        that was made is the owner's own and is simply extended."""
-        params = {
-            **self._window(owner, duration, now),
-            "endpoint": endpoint,
-            "session_ids": check_session_ids(session_ids),
-        }
-        if not params["session_ids"]:
+        """Take the free leases of ``session_ids`` in one statement (see :meth:`SharedSessionStore.claim`): of two
+        clients claiming one session at once, the second's statement waits for the row and sees it taken. Repeated after
+        a lost connection, a claim that was made is the owner's own and is simply extended."""
+        window = self._window(owner, duration, now)
+        session_ids = check_session_ids(session_ids)
+        if not session_ids:
             return []
+        params = {**window, "endpoint": endpoint, "session_ids": session_ids}
         return leases_of(self._query("claim", self._sql.claim, params), as_utc)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
         params = {**self._row(session), **self._window(owner, duration, now)}
         rows = self._query("save owned", self._sql.save_owned, params)
         if not rows:
-            raise self._refused(session.endpoint, session.session_id, None, owner=owner)
+            raise self._refused(session.endpoint, session.session_id, owner, None)
         (lease,) = leases_of(rows, as_utc)
         return lease
 
@@ -315,8 +277,6 @@ class PostgresSessionStore(RowStore, SharedSessionStore):
     @staticmethod
     def _now(now: datetime | None) -> datetime | None:
         return None if now is None else as_utc(now)
-
-    # -- beyond the protocol --------------------------------------------------------------------
 
     @property
     def schema(self) -> str:

@@ -2,32 +2,30 @@
 
 Why it is safe to share:
 
-- **Several processes.** The file is in WAL mode (readers never block the writer); every write
-  is one ``BEGIN IMMEDIATE`` transaction, so writers queue for the lock (up to ``busy_timeout``,
-  then :class:`~acp_client.exceptions.SessionStoreBusy`) instead of failing half-way, and nothing
-  is read, changed in Python and written back outside a transaction.
-- **Several threads.** One connection per store, used under a lock. Open a new store in each
-  process: a connection must not cross a ``fork``.
-- **Not our file.** Before anything is written, the file is identified (the SQLite header, the
-  ``application_id`` :data:`APPLICATION_ID`, the tables). A file that is not an SQLite database
+- **Several processes.** The file is in WAL mode (readers never block the writer); every write is one ``BEGIN
+  IMMEDIATE`` transaction, so writers queue for the lock (up to ``busy_timeout``, then
+  :class:`~acp_client.exceptions.SessionStoreBusy`) instead of failing half-way, and nothing is read, changed in Python
+  and written back outside a transaction.
+- **Several threads.** One connection per store, used under a lock. Open a new store in each process: a connection must
+  not cross a ``fork``.
+- **Not our file.** Before anything is written, the file is identified (the SQLite header, the ``application_id``
+  :data:`APPLICATION_ID`, the tables). A file that is not an SQLite database
   (:class:`~acp_client.exceptions.SessionStoreCorrupt`), another application's database
   (:class:`~acp_client.exceptions.SessionStoreForeign`) or a newer schema this version cannot use
-  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. Only a
-  missing or empty (0-byte, or table-less) file is initialized.
+  (:class:`~acp_client.exceptions.SessionStoreTooNew`) is refused and left as it was. Only a missing or empty (0-byte,
+  or table-less) file is initialized.
 
-Schema versions: ``PRAGMA user_version`` holds the schema version, ``store_meta.compatible_version``
-the oldest schema version whose code may still read and write the file. An older file is migrated
-(one transaction); a newer one is used as it is when its ``compatible_version`` is not above
-:data:`SCHEMA_VERSION` (an additive change), and refused otherwise.
+Schema versions: ``PRAGMA user_version`` holds the schema version, ``store_meta.compatible_version`` the oldest schema
+version whose code may still read and write the file. An older file is migrated (one transaction); a newer one is used
+as it is when its ``compatible_version`` is not above :data:`SCHEMA_VERSION` (an additive change), and refused
+otherwise.
 
-Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``,
-``lease_expires_at``); claims, renewals and fenced writes each run in one ``BEGIN IMMEDIATE``
-transaction, so two processes cannot both take a session, and a fenced write checks the lease under
-the lock it writes with. Version 3 raises ``compatible_version`` to 3: an older acp_client, which
-would ignore the leases, is refused the file.
+Ownership (schema version 3): each row has a lease (``lease_owner``, ``lease_token``, ``lease_expires_at``); claims,
+renewals and fenced writes each run in one ``BEGIN IMMEDIATE`` transaction, so two processes cannot both take a session,
+and a fenced write checks the lease under the lock it writes with. Version 3 raises ``compatible_version`` to 3: an
+older acp_client, which would ignore the leases, is refused the file.
 
-New files are created readable by their owner only (``0600``): MCP server entries may hold
-credentials.
+New files are created readable by their owner only (``0600``): MCP server entries may hold credentials.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Final
 
 from ..exceptions import (
@@ -48,6 +46,7 @@ from ..exceptions import (
     SessionStoreForeign,
 )
 from ._rows import (
+    LEASE,
     RowStore,
     check_session_ids,
     check_version,
@@ -60,9 +59,9 @@ from ._rows import (
 from ._schema import (
     _MIGRATIONS,
     _UPSERT,
+    READS,
     SCHEMA_VERSION,
     Migration,
-    Statements,
     _chunks,
     _from_micros,
     _loads,
@@ -89,44 +88,43 @@ _MEMORY: Final = ":memory:"
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
 _BUSY_CODES: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+_TOUCH: Final = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
 
 
 class SqliteSessionStore(RowStore, SharedSessionStore):
     """A :class:`~acp_client.store.base.SharedSessionStore` in one SQLite file (see the module docstring).
 
     Its methods are the protocol's, each write one transaction. Any call may also raise
-    :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past
-    ``busy_timeout``) or :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged);
-    a listing skips a damaged record (logged as a warning), :meth:`get` raises for it.
+    :class:`~acp_client.exceptions.SessionStoreBusy` (another writer held the lock past ``busy_timeout``) or
+    :class:`~acp_client.exceptions.SessionStoreCorrupt` (the file is damaged); a listing skips a damaged record (logged
+    as a warning), :meth:`get` raises for it.
 
     Args:
-        path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a
-            directory that must exist (a mistyped path is an error, not a new empty store); an
-            empty file is made ``0600`` before it becomes a store; a symbolic link is refused.
-            ``":memory:"`` keeps everything in this process, for tests.
+        path: The database file (``~`` is expanded); created (mode ``0600``) when missing, in a directory that must
+            exist (a mistyped path is an error, not a new empty store); an empty file is made ``0600`` before it becomes
+            a store; a symbolic link is refused. ``":memory:"`` keeps everything in this process, for tests.
         busy_timeout: How long a call waits for another process's write lock, in seconds.
-        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default
-            4 MiB); past it the oldest messages are dropped and counted in its header. ``0``
-            keeps only the header.
+        max_transcript_bytes: The bound of each stored conversation (compact JSON bytes, default 4 MiB); past it the
+            oldest messages are dropped and counted in its header. ``0`` keeps only the header.
         create: Create the file when it is missing (else raise :class:`SessionStoreError`).
-        clock: The time leases are measured on (an aware or UTC datetime; default: this host's
-            clock). Every process sharing the file should use the same one.
+        clock: The time leases are measured on (an aware or UTC datetime; default: this host's clock). Every process
+            sharing the file should use the same one.
         allow_symlink: Open a ``path`` that is a symbolic link (where it points).
 
     Raises:
         SessionStoreCorrupt: The file is not an SQLite database, or is damaged.
         SessionStoreForeign: The file is an SQLite database of another application.
         SessionStoreTooNew: The file's schema is newer than this acp_client can use.
-        SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file
-            was being initialized or migrated.
+        SessionStoreBusy: Another process held the lock past ``busy_timeout`` while the file was being initialized or
+            migrated.
         SessionStoreReadOnly: The file, or its directory, cannot be written by this process.
-        SessionStoreError: The file cannot be opened or created (missing directory, permissions,
-            not a regular file, a symbolic link without ``allow_symlink``...).
+        SessionStoreError: The file cannot be opened or created (missing directory, permissions, not a regular file, a
+            symbolic link without ``allow_symlink``...).
         ConfigurationError: A negative ``busy_timeout`` or ``max_transcript_bytes``.
     """
 
     _migrations: tuple[Migration, ...] = _MIGRATIONS
-    _sql = Statements
+    _sql = READS
 
     def __init__(
         self,
@@ -145,8 +143,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             raise ConfigurationError("busy_timeout must not be negative")
         if max_transcript_bytes < 0:
             raise ConfigurationError("max_transcript_bytes must not be negative")
-        text = os.fspath(path)
-        self._path = text if text == _MEMORY else os.path.expanduser(text)
+        self._path = os.path.expanduser(os.fspath(path))
         self._busy_timeout = busy_timeout
         self._max_transcript_bytes = max_transcript_bytes
         self._lock = threading.Lock()
@@ -161,8 +158,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             conn.close()
             raise
         self._conn = conn
-
-    # -- opening ----------------------------------------------------------------------------------
 
     def _open(self, conn: sqlite3.Connection) -> int:
         """Identify the file, initialize or migrate it when it is ours; returns its schema version."""
@@ -183,13 +178,11 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return version
 
     def _identify(self, conn: sqlite3.Connection) -> tuple[int, bool]:
-        """``(schema version, needs initializing or migrating)``; raises for a file not ours.
-
-        Reads only: nothing is written to a file this refuses.
-        """
+        """``(schema version, needs initializing or migrating)``; raises for a file not ours (reads only: nothing is
+        written to a file this refuses)."""
         with self._errors("open"):
-            # One read snapshot for the three reads: another process initializing the file commits
-            # its tables and its application id together, and must not be seen half done.
+            # One read snapshot for the three reads: another process initializing the file commits its tables and its
+            # application id together, and must not be seen half done.
             own = not conn.in_transaction
             if own:
                 conn.execute("BEGIN")
@@ -216,8 +209,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             compatible = int(row[0]) if row is not None and str(row[0]).isdigit() else version
             check_version(self._path, self._path, version, compatible, supported)
         return version, version < supported
-
-    # -- plumbing ---------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -264,17 +255,12 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
     _loads = staticmethod(_loads)
     _time = staticmethod(_from_micros)
 
-    def _row(self, session: StoredSession) -> tuple[Any, ...]:
-        return record_values(session, _micros)
-
     def _query(self, action: str, sql: str, params: Mapping[str, Any]) -> list[Any]:
         with self._connection() as conn, self._errors(action):
             return conn.execute(sql, params).fetchall()
 
-    # -- the SessionStore protocol ---------------------------------------------------------------
-
     def save(self, session: StoredSession, *, fence: Fence | None = None) -> None:
-        row = self._row(session)
+        row = record_values(session, _micros)
         with self._connection() as conn, self._transaction(conn, "save"):
             if fence is not None and not self._fenced(conn, session.endpoint, session.session_id, fence):
                 raise self._stale(session.session_id, fence.owner, fence.token, None, None)
@@ -284,9 +270,9 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         with self._connection() as conn, self._transaction(conn, "delete"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
-            cursor = conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
-            conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", (endpoint, session_id))
-        return cursor.rowcount > 0
+            key = (endpoint, session_id)
+            conn.execute("DELETE FROM transcripts WHERE endpoint = ? AND session_id = ?", key)
+            return conn.execute("DELETE FROM sessions WHERE endpoint = ? AND session_id = ?", key).rowcount > 0
 
     def _rename(
         self, endpoint: str, old_session_id: str, new_session_id: str, *, when: datetime, fence: Fence | None
@@ -304,16 +290,11 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             for table in ("sessions", "transcripts"):
                 conn.execute(f"DELETE FROM {table} WHERE endpoint = ? AND session_id = ?", (endpoint, new_session_id))
             # The lease and the conversation move with the session.
+            previous = dump_json(list(new.previous_session_ids), "previous_session_ids")
             conn.execute(
                 "UPDATE sessions SET session_id = ?, previous_session_ids = ?, updated_at = ? "
                 "WHERE endpoint = ? AND session_id = ?",
-                (
-                    new_session_id,
-                    dump_json(list(new.previous_session_ids), "previous_session_ids"),
-                    _micros(new.updated_at),
-                    endpoint,
-                    old_session_id,
-                ),
+                (new_session_id, previous, _micros(new.updated_at), endpoint, old_session_id),
             )
             conn.execute(
                 "UPDATE transcripts SET session_id = ? WHERE endpoint = ? AND session_id = ?",
@@ -328,11 +309,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         with self._connection() as conn, self._transaction(conn, "touch"):
             if fence is not None and not self._fenced(conn, endpoint, session_id, fence):
                 return False
-            cursor = conn.execute(
-                "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?",
-                (stamp, endpoint, session_id),
-            )
-        return cursor.rowcount > 0
+            return conn.execute(_TOUCH, (stamp, endpoint, session_id)).rowcount > 0
 
     def _save_tail(
         self, action: str, endpoint: str, session_id: str, tail: str, *, when: datetime | None, fence: Fence | None
@@ -344,8 +321,7 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             if when is None:
                 stored = conn.execute("SELECT 1 FROM sessions WHERE endpoint = ? AND session_id = ?", key).fetchone()
             else:
-                update = "UPDATE sessions SET last_used_at = ? WHERE endpoint = ? AND session_id = ?"
-                stored = conn.execute(update, (_micros(when), *key)).rowcount > 0
+                stored = conn.execute(_TOUCH, (_micros(when), *key)).rowcount > 0
             if not stored:
                 return False
             conn.execute(
@@ -355,8 +331,6 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
             )
         return True
 
-    # -- ownership (SharedSessionStore) ------------------------------------------------------------
-
     def _window(self, owner: str, duration: float, now: datetime | None) -> tuple[int, int]:
         """``(now, now + duration)`` in microseconds, for a lease of ``owner`` (both checked)."""
         check_window(owner, duration)
@@ -364,23 +338,18 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return stamp, stamp + int(duration * 1_000_000)
 
     def _now(self, now: datetime | None) -> int:
-        if now is not None:
-            return _micros(as_utc(now))
-        if self._clock is not None:
-            return _micros(as_utc(self._clock()))
-        return _micros(datetime.now(timezone.utc))
+        if now is None and self._clock is not None:
+            now = self._clock()
+        return _micros(as_utc(now))
 
     def _fenced(self, conn: sqlite3.Connection, endpoint: str, session_id: str, fence: Fence) -> bool:
-        """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease,
-        ``False`` when it is not stored; raises when another lease holds it."""
-        row = conn.execute(
-            "SELECT lease_owner, lease_token FROM sessions WHERE endpoint = ? AND session_id = ?",
-            (endpoint, session_id),
-        ).fetchone()
+        """Inside a write transaction: ``True`` when the session is stored under ``fence``'s lease, ``False`` when it is
+        not stored; raises when another lease holds it."""
+        row = conn.execute(self._sql.lease, {"endpoint": endpoint, "session_id": session_id}).fetchone()
         if row is None:
             return False
-        if row[0] != fence.owner or int(row[1]) != fence.token:
-            raise self._stale(session_id, fence.owner, fence.token, row[0], int(row[1]))
+        if row[1] != fence.owner or int(row[2]) != fence.token:
+            raise self._stale(session_id, fence.owner, fence.token, row[1], int(row[2]))
         return True
 
     def claim(
@@ -393,16 +362,13 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         return sorted(leases, key=lambda lease: lease.session_id)
 
     def save_owned(self, session: StoredSession, owner: str, *, duration: float, now: datetime | None = None) -> Lease:
-        row = self._row(session)
+        row = record_values(session, _micros)
         stamp, until = self._window(owner, duration, now)
         endpoint, session_id = session.endpoint, session.session_id
         with self._connection() as conn, self._transaction(conn, "save owned"):
-            held = conn.execute(
-                "SELECT lease_owner, lease_token, lease_expires_at FROM sessions WHERE endpoint = ? AND session_id = ?",
-                (endpoint, session_id),
-            ).fetchone()
-            if held is not None and held[0] is not None and held[0] != owner and int(held[2]) > stamp:
-                raise self._stale(session_id, owner, None, held[0], int(held[1]))
+            held = conn.execute(self._sql.lease, {"endpoint": endpoint, "session_id": session_id}).fetchone()
+            if held is not None and held[1] is not None and held[1] != owner and int(held[3]) > stamp:
+                raise self._stale(session_id, owner, None, held[1], int(held[2]))
             conn.execute(_UPSERT, row)
             (lease,) = claim_leases(conn, endpoint, [session_id], owner, now=stamp, until=until)
         return lease
@@ -411,24 +377,21 @@ class SqliteSessionStore(RowStore, SharedSessionStore):
         until = self._window(owner, duration, now)[1]
         with self._connection() as conn, self._transaction(conn, "renew"):
             rows = conn.execute(
-                "UPDATE sessions SET lease_expires_at = ? WHERE endpoint = ? AND lease_owner = ? "
-                "RETURNING session_id, lease_owner, lease_token, lease_expires_at",
+                f"UPDATE sessions SET lease_expires_at = ? WHERE endpoint = ? AND lease_owner = ? RETURNING {LEASE}",
                 (until, endpoint, owner),
             ).fetchall()
         return leases_of(rows, self._time)
 
     def release(self, endpoint: str, owner: str, session_ids: Sequence[str] | None = None) -> int:
         check_owner(owner)
-        released = 0
         update = "UPDATE sessions SET lease_owner = NULL, lease_expires_at = 0 WHERE endpoint = ? AND lease_owner = ?"
         with self._connection() as conn, self._transaction(conn, "release"):
             if session_ids is None:
-                released = conn.execute(update, (endpoint, owner)).rowcount
-            else:
-                for chunk in _chunks(list(dict.fromkeys(session_ids))):
-                    marks = ", ".join("?" for _ in chunk)
-                    cursor = conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk))
-                    released += cursor.rowcount
+                return conn.execute(update, (endpoint, owner)).rowcount
+            released = 0
+            for chunk in _chunks(list(dict.fromkeys(session_ids))):
+                marks = ", ".join("?" for _ in chunk)
+                released += conn.execute(f"{update} AND session_id IN ({marks})", (endpoint, owner, *chunk)).rowcount
         return released
 
     @property

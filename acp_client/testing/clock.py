@@ -55,8 +55,6 @@ class FakeClock:
         self._timers: list[tuple[float, int, _FakeTimer]] = []
         self._seq = itertools.count()
 
-    # -- the Clock protocol -------------------------------------------------------------------
-
     def monotonic(self) -> float:
         return self._now
 
@@ -81,8 +79,6 @@ class FakeClock:
         finally:
             timer.cancel()
 
-    # -- test controls --------------------------------------------------------------------------
-
     @property
     def pending_timers(self) -> int:
         """How many timers are scheduled and not cancelled."""
@@ -95,19 +91,15 @@ class FakeClock:
 
     async def settle(self, max_iterations: int = 10_000) -> None:
         """Let every runnable task run until the event loop has nothing ready (time stays still)."""
-        loop = asyncio.get_running_loop()
-        ready = getattr(loop, "_ready", None)
+        ready = getattr(asyncio.get_running_loop(), "_ready", None)
+        # Done after 3 turns in a row with nothing ready; a loop that hides its ready queue gets 50 turns.
+        needed = 3 if ready is not None else 50
         quiet = 0
         for _ in range(max_iterations):
             await asyncio.sleep(0)
-            if ready is not None and len(ready) == 0:
-                quiet += 1
-                if quiet >= 3:
-                    return
-            else:
-                quiet = 0 if ready is not None else quiet + 1
-                if ready is None and quiet >= 50:
-                    return
+            quiet = quiet + 1 if ready is None or not ready else 0
+            if quiet >= needed:
+                return
 
     async def advance(self, seconds: float) -> None:
         """Move time forward by ``seconds``, firing due timers in order and letting tasks react."""
@@ -115,10 +107,7 @@ class FakeClock:
             raise ValueError("time cannot go backwards")
         target = self._now + seconds
         await self.settle()
-        while True:
-            self._drop_cancelled()
-            if not self._timers or self._timers[0][0] > target:
-                break
+        while (due := self.next_deadline()) is not None and due <= target:
             self._fire_next()
             await self.settle()
         self._now = target
@@ -127,8 +116,7 @@ class FakeClock:
     async def jump(self) -> bool:
         """Move time to the next live timer and fire it; ``False`` when none is scheduled."""
         await self.settle()
-        self._drop_cancelled()
-        if not self._timers:
+        if self.next_deadline() is None:
             return False
         self._fire_next()
         await self.settle()
@@ -152,21 +140,19 @@ class FakeClock:
                 await self.settle()
                 if task.done():
                     return task.result()
-                self._drop_cancelled()
-                if not self._timers:
+                due = self.next_deadline()
+                if due is None:
                     # Nothing on the fake clock: give work outside the loop (a worker thread,
                     # real I/O) a moment of real time before calling it a deadlock.
                     if not await self._wait_real(task, _REAL_GRACE):
                         raise TimeoutError("the awaitable is blocked and no timer is scheduled")
                     continue
-                if self._timers[0][0] > deadline:
+                if due > deadline:
                     raise TimeoutError(f"still waiting after {limit:g} fake seconds")
                 self._fire_next()
         finally:
             if not task.done():
                 task.cancel()
-
-    # -- internals ------------------------------------------------------------------------------
 
     async def _wait_real(self, task: asyncio.Future[Any], seconds: float) -> bool:
         """Wait up to ``seconds`` of real time for ``task`` to finish or a timer to appear."""
@@ -174,8 +160,7 @@ class FakeClock:
         end = loop.time() + seconds
         while loop.time() < end:
             await asyncio.sleep(0.001)
-            self._drop_cancelled()
-            if task.done() or self._timers:
+            if task.done() or self.next_deadline() is not None:
                 return True
         return False
 

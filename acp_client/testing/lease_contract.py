@@ -80,8 +80,6 @@ class SharedSessionStoreContract:
         finally:
             store.close()
 
-    # -- claiming -----------------------------------------------------------------------------------
-
     def test_a_new_session_is_stored_owned_and_never_unowned(self, store: Any) -> None:
         lease = store.save_owned(record("s1"), "a", duration=LEASE, now=T0)
         assert (lease.session_id, lease.owner, lease.token) == ("s1", "a", 1)
@@ -136,8 +134,6 @@ class SharedSessionStoreContract:
         assert store.claim(EP, ["s1"], "a", duration=LEASE, now=T0) == []
         assert _ids(store.claim(OTHER, ["s1"], "a", duration=LEASE, now=T0)) == ["s1"]
 
-    # -- renewing, releasing, adopting ---------------------------------------------------------------
-
     def test_renew_extends_every_lease_of_the_owner_at_once(self, store: Any, other: Any) -> None:
         for name in ("s1", "s2", "s3"):
             store.save_owned(record(name), "a", duration=LEASE, now=T0)
@@ -175,8 +171,6 @@ class SharedSessionStoreContract:
         found = store.adoptable(EP, now=at(5))
         assert [item.session_id for item in found] == ["short", "never"]
         assert (found[0].lease.owner, found[0].lease.token) == ("b", 1)  # who held it, for the app
-
-    # -- fencing ------------------------------------------------------------------------------------
 
     def test_the_owners_fenced_writes_apply(self, store: Any) -> None:
         fence = store.save_owned(record("s1"), "a", duration=LEASE, now=T0).fence
@@ -261,8 +255,6 @@ class SharedSessionStoreContract:
         assert renamed is not None
         assert store.get(EP, "s2").lease == Lease("s2", "a", 1, at(LEASE))
 
-    # -- arguments ------------------------------------------------------------------------------------
-
     @pytest.mark.parametrize("owner", ["", None, 7, "a\nb", "x" * 201])
     def test_a_bad_owner_is_refused(self, store: Any, owner: Any) -> None:
         store.save(record("s1"))
@@ -282,8 +274,6 @@ class SharedSessionStoreContract:
         with pytest.raises(ConfigurationError, match="duration"):
             store.renew(EP, "a", duration=duration, now=T0)
         assert store.get(EP, "s1").lease is None or store.get(EP, "s1").lease.owner is None
-
-    # -- at once ----------------------------------------------------------------------------------------
 
     def test_owners_claiming_the_same_sessions_at_once_each_get_a_session_exactly_once(
         self, backend: LeaseBackend

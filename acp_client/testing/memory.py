@@ -90,13 +90,11 @@ class MemoryConnector:
 
     def drop(self, reason: str = "connection dropped (simulated)") -> int:
         """Cut every live link, as a network failure would; returns how many were cut."""
-        count = 0
-        for client, agent in self._links:
-            if not client.closed:
-                agent.close(reason)
-                count += 1
+        live = [agent for client, agent in self._links if not client.closed]
+        for agent in live:
+            agent.close(reason)
         self._links = []
-        return count
+        return len(live)
 
     def refuse(self, count: int | None = None) -> None:
         """Refuse the next ``count`` connects, or every connect until :meth:`accept` (``None``)."""

@@ -38,6 +38,11 @@ INSTALL_HINT: Final = (
 _SUPERUSER: Final = "postgres"
 _FALLBACK_USER: Final = "acp-postgres"
 _START_TIMEOUT: Final = 60
+#: The server's settings: loopback only, speed over durability.
+_SETTINGS: Final = (
+    "-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    " -c max_connections=200"
+)
 
 
 class PostgresNotInstalled(RuntimeError):
@@ -119,8 +124,6 @@ class TemporaryPostgres:
         self._run_as = _server_user()
         self._databases = 0
 
-    # -- the server ---------------------------------------------------------------------------------
-
     def _command(self, name: str, *args: str) -> list[str]:
         argv = [str(self.bindir / name), *args]
         return argv if self._run_as is None else ["runuser", "-u", self._run_as, "--", *argv]
@@ -150,41 +153,12 @@ class TemporaryPostgres:
             self.directory = Path(tempfile.mkdtemp(prefix="acp-pg-"))
             if self._run_as is not None:
                 shutil.chown(self.directory, user=self._run_as, group=None)
-            self._run(
-                "initdb",
-                "-D",
-                str(self.data),
-                "--auth=trust",
-                f"--username={self.user}",
-                "--encoding=UTF8",
-                "--locale=C",
-                "--no-sync",
-            )
+            flags = ("--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+            self._run("initdb", "-D", str(self.data), f"--username={self.user}", *flags)
             self.port = _free_port()
-        options = " ".join(
-            [
-                f"-p {self.port}",
-                f"-k {self.directory}",
-                "-c listen_addresses=127.0.0.1",
-                "-c fsync=off",
-                "-c synchronous_commit=off",
-                "-c full_page_writes=off",
-                "-c max_connections=200",
-            ]
-        )
-        self._run(
-            "pg_ctl",
-            "start",
-            "-D",
-            str(self.data),
-            "-w",
-            "-t",
-            str(_START_TIMEOUT),
-            "-l",
-            str(self.log_file),
-            "-o",
-            options,
-        )
+        options = f"-p {self.port} -k {self.directory} {_SETTINGS}"
+        log = str(self.log_file)
+        self._run("pg_ctl", "start", "-D", str(self.data), "-w", "-t", str(_START_TIMEOUT), "-l", log, "-o", options)
         return self
 
     def stop(self, *, mode: str = "fast") -> None:
@@ -221,8 +195,6 @@ class TemporaryPostgres:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.cleanup()
-
-    # -- connecting ---------------------------------------------------------------------------------
 
     def dsn(self, dbname: str = "postgres", *, tcp: bool = False) -> str:
         """A libpq keyword DSN for ``dbname`` (over the Unix socket, or loopback TCP with ``tcp``)."""

@@ -29,7 +29,6 @@ import contextlib
 import logging
 import socket
 import struct
-from collections.abc import Callable
 from types import TracebackType
 from typing import cast
 from urllib.parse import urlsplit, urlunsplit
@@ -90,12 +89,8 @@ class _RequestSniffer:
             self.kind, self.done = "websocket", True
         elif method == "GET" and "text/event-stream" in headers.get("accept", ""):
             self.kind = "session_stream" if "acp-session-id" in headers else "connection_stream"
-        elif method == "POST":
-            self.kind = "post"
-        elif method == "DELETE":
-            self.kind = "delete"
         else:
-            self.kind = "other"
+            self.kind = {"POST": "post", "DELETE": "delete"}.get(method, "other")
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self.done = True  # the body's end cannot be found without decoding it
             return
@@ -131,8 +126,6 @@ class _End(asyncio.Protocol):
         self.peer_full = False
         self.reading_paused = False
         self.transport_lost = False
-
-    # -- asyncio.Protocol: everything is the link's business ------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -316,7 +309,6 @@ class FaultProxy:
 
     Args:
         upstream_host: Where to forward connections.
-        upstream_port: The upstream port.
         host: The address to listen on (an IP address: a name such as ``localhost`` may bind
             several addresses, each on its own free port).
         port: The port to listen on (``0``: a free port, see :attr:`port`).
@@ -362,10 +354,7 @@ class FaultProxy:
         return self
 
     async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         await self.aclose()
 
@@ -411,11 +400,8 @@ class FaultProxy:
         """``upstream_url`` pointed at the proxy (same scheme, path and query)."""
         parts = urlsplit(upstream_url)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        netloc = f"{host}:{self.port}"
-        if parts.username is not None:
-            userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
-            netloc = f"{userinfo}@{netloc}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        return urlunsplit((parts.scheme, f"{userinfo}{at}{host}:{self.port}", parts.path, parts.query, parts.fragment))
 
     @property
     def connection_count(self) -> int:
@@ -445,24 +431,16 @@ class FaultProxy:
         """
         _check_kind(kind)
         links = [link for link in self._links if kind is None or link.kind == kind]
-        if kind is not None:
-            for link in links:
-                link.abort()
-            if links:
-                logger.info("fault proxy cut %d %s connection(s)", len(links), kind)
-                await asyncio.gather(*(link.gone for link in links))
-                for _ in range(_SETTLE_TURNS):
-                    await asyncio.sleep(0)
-            return
         for link in links:
             link.abort()
         if links:
-            logger.info("fault proxy cut %d connection(s)", len(links))
-        tasks = [task for task in self._tasks if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+            logger.info("fault proxy cut %d %sconnection(s)", len(links), f"{kind} " if kind is not None else "")
+        if kind is None:
+            tasks = [task for task in self._tasks if not task.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
         if links:
             await asyncio.gather(*(link.gone for link in links))
             # A few more turns of the loop: a peer on this loop reads its reset before we return.
@@ -541,16 +519,9 @@ class FaultProxy:
         task.add_done_callback(self._tasks.discard)
 
     async def _connect_upstream(self, link: _Link) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            await self._open_upstream(lambda: link.upstream)
+            await loop.create_connection(lambda: link.upstream, self.upstream_host, self.upstream_port)
         except OSError as exc:
             logger.info("fault proxy could not reach %s:%s: %s", self.upstream_host, self.upstream_port, exc)
             link.abort()
-
-    async def _open_upstream(self, protocol_factory: Callable[[], asyncio.Protocol]) -> None:
-        """Connect ``protocol_factory()`` to the upstream (its ``connection_made`` runs inside).
-
-        Raises:
-            OSError: The upstream cannot be reached.
-        """
-        await asyncio.get_running_loop().create_connection(protocol_factory, self.upstream_host, self.upstream_port)

@@ -31,7 +31,6 @@ class RecordingTransport:
     """Passes everything through to ``inner``, keeping a copy of each message sent and received.
 
     Args:
-        inner: The transport to wrap.
         rewrite: Applied to each message from the agent before the client gets it; returning
             ``None`` drops the message. ``received`` keeps what the agent actually sent.
         on_send: Called with each message once it was sent.
@@ -77,9 +76,6 @@ class RecordingConnector:
 
     ``rewrite`` and ``on_send`` (see :class:`RecordingTransport`) apply to the links opened after
     they are set.
-
-    Args:
-        inner: The connector to wrap.
     """
 
     def __init__(self, inner: Connector) -> None:

@@ -127,45 +127,35 @@ class StoreBackend(Protocol):
         that raises the compatible version past the shipped code. The backend closes every store
         it opened in :meth:`close`.
         """
-        ...
 
     def version_of(self, store: SessionStore) -> int:
         """The schema version ``store`` found (or made) at the location."""
-        ...
 
     def seed_version(self, version: int, session: StoredSession, messages: Sequence[Mapping[str, Any]]) -> None:
         """Write, without the store, what the store's code of schema ``version`` would have written
         for ``session`` and its conversation (``messages``: plain ``role``/``text`` entries, in the
         conversation form that version kept)."""
-        ...
 
     def stamp_version(self, version: int, *, compatible: int) -> None:
         """Make the existing store claim schema ``version``, readable by code of ``compatible`` and later."""
-        ...
 
     def make_foreign(self) -> None:
         """Put another application's data where the store would be (its own tables, rows)."""
-        ...
 
     def make_corrupt(self) -> None:
         """Put the store's identity there without its tables."""
-        ...
 
     def damage_record(self, endpoint: str, session_id: str) -> None:
         """Damage one stored record so it cannot be decoded."""
-        ...
 
     def damage_transcript(self, endpoint: str, session_id: str) -> None:
         """Damage one stored conversation so it is not a list of JSON objects."""
-        ...
 
     def snapshot(self) -> object:
         """An image of everything at the location, comparable with ``==`` (to see nothing was written)."""
-        ...
 
     def close(self) -> None:
         """Close every store :meth:`open` made."""
-        ...
 
 
 class SessionStoreContract:
@@ -174,8 +164,6 @@ class SessionStoreContract:
     @pytest.fixture
     def store(self, backend: StoreBackend) -> SessionStore:
         return backend.open()
-
-    # -- round trips ----------------------------------------------------------------------------
 
     def test_every_field_round_trips_through_a_new_store_object(self, backend: StoreBackend) -> None:
         stored = full_record()
@@ -253,8 +241,6 @@ class SessionStoreContract:
         with pytest.raises(ConfigurationError):
             store.save_transcript(EP, "s1", [{"when": datetime.now()}])
         assert store.load_transcript(EP, "s1") == ()
-
-    # -- the conversation -----------------------------------------------------------------------
 
     def test_the_conversation_lives_beside_the_record(self, backend: StoreBackend, store: SessionStore) -> None:
         tail = (
@@ -342,8 +328,6 @@ class SessionStoreContract:
         with pytest.raises(ConfigurationError):
             backend.open(max_transcript_bytes=-1)
 
-    # -- damaged data ---------------------------------------------------------------------------
-
     def test_a_damaged_record_is_skipped_by_load_and_named_by_get(
         self, backend: StoreBackend, store: SessionStore, caplog: pytest.LogCaptureFixture
     ) -> None:
@@ -363,8 +347,6 @@ class SessionStoreContract:
         with pytest.raises(SessionStoreCorrupt, match="transcript of session 'good'"):
             store.load_transcript(EP, "good")
         assert store.load(EP) == [record("good")]  # the record itself still loads
-
-    # -- schema versions and data that is not ours ------------------------------------------------
 
     def test_a_new_store_has_the_current_schema_version(self, backend: StoreBackend) -> None:
         assert backend.version_of(backend.open()) == backend.schema_version >= 1
@@ -441,8 +423,6 @@ class SessionStoreContract:
         assert info.value.path  # says where
         assert backend.snapshot() == before  # not a byte written
         return info.value
-
-    # -- concurrency ----------------------------------------------------------------------------
 
     def test_many_threads_share_one_store_object(self, store: SessionStore) -> None:
         self._write_at_once([store] * 4)

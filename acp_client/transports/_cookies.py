@@ -218,14 +218,13 @@ class CookieStore:
         path = urlsplit(url).path
         path = path if path.startswith("/") else "/"
         cookies = self._jar.get(origin, {}).values()
-        chosen = [
-            cookie for cookie in cookies if (origin.secure or not cookie.secure) and _path_matches(path, cookie.path)
-        ]
+        chosen = sorted(
+            (cookie for cookie in cookies if (origin.secure or not cookie.secure) and _path_matches(path, cookie.path)),
+            key=lambda cookie: len(cookie.path),
+            reverse=True,  # stable: then oldest first
+        )
         expiries = [cookie.expires for cookie in cookies if cookie.expires is not None]
-        value = None
-        if chosen:
-            chosen.sort(key=lambda cookie: len(cookie.path), reverse=True)  # stable: then oldest first
-            value = "; ".join(f"{cookie.name}={cookie.value}" for cookie in chosen)
+        value = "; ".join(f"{cookie.name}={cookie.value}" for cookie in chosen) or None
         if len(self._answers) >= _MAX_ANSWERS:
             self._answers.clear()
         self._answers[url] = (self._version, min(expiries, default=math.inf), value)

@@ -98,11 +98,9 @@ def status_error(
             kind = UnknownSession if unknown_session else UnknownConnection
         else:
             kind = _STREAMABLE_STATUS_ERRORS.get(status)
-    delivered: bool | None = None
-    if streamable:
-        # A refusal the protocol names comes before the agent saw the message; an unexpected
-        # 5xx may come after it.
-        delivered = False if kind is not None else status >= 500
+    # A refusal the protocol names comes before the agent saw the message; an unexpected 5xx may
+    # come after it.
+    delivered = (kind is None and status >= 500) if streamable else None
     if kind is ServiceUnavailable:
         retry = parse_retry_after(retry_after)
         return ServiceUnavailable(message, status=status, body=body, retry_after=retry, maybe_delivered=delivered)

@@ -96,14 +96,14 @@ def _is_json(media_type: str) -> bool:
     return media_type == _JSON or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
-def check_acp_endpoint(answer: Answer, target: str) -> None:
-    """Raise when the answer to the ``initialize`` POST shows there is no ACP endpoint at ``target``
-    (a web server answering 404 / 405 / 501, or 200 with a body that is not JSON)."""
+def check_acp_endpoint(answer: Answer, target: str) -> Message | None:
+    """The message in the answer to the ``initialize`` POST (``None``: a status but 200); raises when
+    it shows there is no ACP endpoint at ``target`` (404 / 405 / 501, or 200 with a body not JSON)."""
     if answer.status in _NO_ENDPOINT:
         message = f"no ACP endpoint at {target} (HTTP {answer.status})"
         raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
     if answer.status != 200:
-        return
+        return None
     media_type = _media_type(answer.headers)
     if not _is_json(media_type):
         raise MalformedFrame(
@@ -112,7 +112,7 @@ def check_acp_endpoint(answer: Answer, target: str) -> None:
             excerpt=excerpt(answer.body),
         )
     try:
-        decode_frame(answer.body)
+        return decode_frame(answer.body)
     except MalformedFrame as exc:
         message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
         raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
@@ -201,12 +201,12 @@ class HttpExchange:
                 # The usual 202. Reading its (empty) end is what lets httpx reuse the connection.
                 await response.aread()
                 data = b""
-            elif initialize:
-                data = await self._read_body(response)
             else:
                 try:
                     data = await self._read_body(response)
                 except (MessageTooLarge, ProtocolError) as exc:
+                    if initialize:
+                        raise
                     # The server accepted the message; only its unexpected answer body is lost.
                     body_error, data = exc, b""
             return Answer(status, response.headers, data, response.http_version, body_error)

@@ -13,7 +13,7 @@ from typing import Any, Final
 import attrs
 import httpx
 
-from .._codec._jsonrpc import Message, decode_frame, encode, excerpt
+from .._codec._jsonrpc import Message, encode, excerpt
 from .._util._logging import get_logger
 from .._util._tasks import TaskSet
 from ..exceptions import (
@@ -42,8 +42,8 @@ from ._exchange import (
     post_body,
 )
 from ._inbox import EventReader, Inbox
-from ._reattach import MAX_RETRY_DELAY, Cursor, GaveUp, reattach, retry_delay
-from ._routing import SESSION_SCOPED_METHODS, Abandon, Close, Open, Route, Router, RunningTurns
+from ._reattach import MAX_RETRY_DELAY, Cursor, retry_delay
+from ._routing import SESSION_SCOPED_METHODS, Route, Router, RunningTurns
 from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
 from .base import StreamResumed, TransportInfo, describe
@@ -56,6 +56,8 @@ logger = get_logger("acp_client.transports.http")
 _MAX_QUEUED: Final = 128
 #: Connection ids of dropped links a connector remembers.
 _MAX_STALE: Final = 16
+#: Answers to a stream's GET that no retry changes.
+_REFUSALS: Final = (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge)
 #: The most a background ``DELETE`` of a dropped link's connection may take.
 STALE_DELETE_TIMEOUT: Final = 2.0
 #: How long after ``initialize`` that ``DELETE`` waits: the recovery's own requests go first (it would
@@ -64,41 +66,33 @@ STALE_DELETE_TIMEOUT: Final = 2.0
 STALE_DELETE_DELAY: Final = 0.25
 
 
+@attrs.define
 class Carried:
     """What a connector carries from one link to the next (shared by its links): the connection ids
     of links that dropped, for the next link to ``DELETE`` in the background, and the header dialect
     learnt (:attr:`._routing.Router.header_everywhere`), so a reconnect does not pay a refusal per
     session again."""
 
-    __slots__ = ("header_everywhere", "stale")
-
-    def __init__(self) -> None:
-        self.stale: collections.deque[str] = collections.deque(maxlen=_MAX_STALE)
-        self.header_everywhere: bool | None = None
+    stale: collections.deque[str] = attrs.Factory(lambda: collections.deque(maxlen=_MAX_STALE))
+    header_everywhere: bool | None = None
 
 
+@attrs.define(eq=False)
 class _SessionStream:
     """The state of one session stream: its reader task and what it waits for."""
 
-    __slots__ = ("closing", "established", "got_data", "session_id", "task")
-
-    def __init__(self, session_id: str, established: bool) -> None:
-        self.session_id = session_id
-        self.established = asyncio.Event()
-        if established:
-            self.established.set()
-        self.closing = False
-        self.got_data = False
-        self.task: asyncio.Future[None] | None = None
+    session_id: str
+    established: asyncio.Event = attrs.Factory(asyncio.Event)
+    closing: bool = False
+    task: asyncio.Future[None] | None = None
 
 
-def header_session_id(session_id: str) -> str:
+def header_session_id(session_id: str) -> None:
     """A session id fit for an ``Acp-Session-Id`` header (else ``ConfigurationError``: empty, CR,
     LF, NUL or not ASCII)."""
     check_session_id(session_id)
     if not session_id.isascii():
         raise ConfigurationError(f"session id {session_id!r} cannot travel in an HTTP header (not ASCII)")
-    return session_id
 
 
 class HttpTransport:
@@ -129,7 +123,6 @@ class HttpTransport:
         self._closed: TransportClosed | None = None
         self._released = False
         self._tasks = TaskSet("an HTTP link", lambda error: self._fail(f"internal error: {type(error).__name__}"))
-        self._connection_task: asyncio.Future[None] | None = None
         self._sessions: dict[str, _SessionStream] = {}
         self._session_errors: dict[str, UnknownSession] = {}
         #: Sessions left without a stream because of ``max_session_streams``.
@@ -257,13 +250,11 @@ class HttpTransport:
         finally:
             await self._http.aclose()
 
-    # -- initialize and the connection stream ------------------------------------------------
-
     async def _initialize(self, message: dict[str, Any]) -> None:
         logger.debug("POST %s to %s", describe(message), self._info.target)
         answer = await self._http.post(encode(message).encode(), None, initialize=True)
-        check_acp_endpoint(answer, self._info.target)
-        if answer.status != 200:
+        reply = check_acp_endpoint(answer, self._info.target)
+        if reply is None:
             raise self._http.status_error(answer, what="initialize", session_header=False)
         connection_id = answer.headers.get(CONNECTION_ID_HEADER)
         if not connection_id:
@@ -272,7 +263,6 @@ class HttpTransport:
             check_header_value(CONNECTION_ID_HEADER, connection_id)
         except ConfigurationError as exc:
             raise ProtocolError(f"the server sent an unusable {CONNECTION_ID_HEADER}") from exc
-        reply = decode_frame(answer.body)
         if not isinstance(reply, dict) or "method" in reply or reply.get("id") != message.get("id"):
             # Anything else would leave initialize waiting for an answer that cannot come.
             raise ProtocolError(f"the initialize answer is not its JSON-RPC response: {excerpt(answer.body)}")
@@ -280,11 +270,11 @@ class HttpTransport:
         self._info = attrs.evolve(self._info, connection_id=connection_id, http_version=answer.http_version)
         logger.debug("connection %s open at %s over %s", connection_id, self._info.target, answer.http_version)
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._connection_task = self._tasks.spawn(self._run_connection_stream(ready), name="acp-http-connection-stream")
+        stream = self._tasks.spawn(self._run_connection_stream(ready), name="acp-http-connection-stream")
         try:
             await ready
         except asyncio.CancelledError:
-            self._connection_task.cancel()
+            stream.cancel()
             raise
         except AcpError as exc:
             self._fail(f"the connection stream could not be opened: {exc}")
@@ -338,7 +328,7 @@ class HttpTransport:
         empty = 0  # reopenings in a row that ended at once, without a byte
         while True:
             try:
-                reason, _, _, got = await self._pump(response, None, cursor=cursor, resumed=resumed)
+                reason, _, _, got = await self._pump(response, cursor, resumed)
             finally:
                 await self._http.close_sse(response)
             if self._closed is not None:
@@ -355,31 +345,66 @@ class HttpTransport:
     async def _reattach_stream(
         self, session_id: str | None, cursor: Cursor, reason: str, empty: int
     ) -> tuple[Reply, StreamResumed] | None:
-        """Reopen a broken stream on the same connection; ``None`` once the link is closed. After
-        ``empty`` reopenings in a row that brought nothing, wait a little first; past
+        """Reopen a broken stream from ``cursor`` on the same connection, trying again after network
+        failures and 503 answers for up to ``reattach_timeout``. Returns the reopened stream and the
+        event to report once it shows it is not a resync; ``None`` once the link is closed (closed
+        here when the server refuses, cannot be reached in time or changed its numbering).
+
+        After ``empty`` reopenings in a row that brought nothing, wait a little first; past
         ``session_stream_retries`` of them, close the link."""
+        what = "connection stream" if session_id is None else f"stream of session {session_id}"
         if empty > self._settings.session_stream_retries:
-            what = "connection stream" if session_id is None else f"stream of session {session_id}"
             self._fail(f"the {what} {reason} again right after each reattach ({empty} times)")
             return None
         if empty:
             await asyncio.sleep(retry_delay(empty))
             if self._closed is not None:
                 return None
-        outcome = await reattach(
-            self._http,
-            session_id,
-            cursor,
-            reason=reason,
-            timeout=self._settings.reattach_timeout,
-            target=self._info.target,
-            closed=lambda: self._closed is not None,
+        timeout = self._settings.reattach_timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        logger.info(
+            "%s of connection %s at %s broke (%s); reattaching from event %s",
+            what,
+            self._http.connection_id,
+            self._info.target,
+            reason,
+            cursor.last_event_id,
         )
-        if isinstance(outcome, GaveUp):
-            self._forgotten = self._forgotten or outcome.forgotten
-            self._fail(outcome.reason)
-            return None
-        return outcome
+        failures = 0
+        while self._closed is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._fail(f"the {what} could not be reattached within {timeout:g}s ({reason})")
+                return None
+            delay: float | None = None
+            try:
+                response = await asyncio.wait_for(self._http.open_sse(session_id, cursor.request_headers()), remaining)
+            except asyncio.TimeoutError:
+                continue
+            except UnknownConnection as exc:
+                self._forgotten = True
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except (UnknownSession, AuthenticationFailed, *_REFUSALS) as exc:
+                # 404 / 403 for the session, credentials refused, or an answer no retry changes.
+                self._fail(f"the {what} could not be reattached: {exc}")
+                return None
+            except ServiceUnavailable as exc:
+                delay = exc.retry_after
+            except AcpError as exc:
+                logger.debug("reattaching the %s failed: %s", what, exc)
+            else:
+                changed = cursor.take(response.headers)
+                if changed is not None:
+                    await self._http.close_sse(response)
+                    self._fail(f"the {what} cannot be resumed: {changed}; messages may be missing")
+                    return None
+                return response, StreamResumed(session_id, cursor.last_event_id, self._http.connection_id, reason)
+            failures += 1
+            pause = retry_delay(failures) if delay is None else delay
+            await asyncio.sleep(min(pause, MAX_RETRY_DELAY, max(0.0, deadline - loop.time())))
+        return None
 
     def _resumed(self, event: StreamResumed) -> None:
         scope = "connection stream" if event.session_id is None else f"stream of session {event.session_id}"
@@ -390,8 +415,6 @@ class HttpTransport:
                 listener(event)
             except Exception:  # the listener's bug must not end the stream
                 logger.exception("a stream-resumed listener raised; ignored")
-
-    # -- session streams ---------------------------------------------------------------------
 
     def _ensure_session_stream(self, session_id: str, *, established: bool) -> None:
         if self._closed is not None:
@@ -426,8 +449,9 @@ class HttpTransport:
                     logger.debug("no stream for session %s: max_session_streams reached", session_id)
             return
         self._streamless.discard(session_id)
-        stream = _SessionStream(session_id, established)
-        self._sessions[session_id] = stream
+        stream = self._sessions[session_id] = _SessionStream(session_id)
+        if established:
+            stream.established.set()
         stream.task = self._tasks.spawn(self._run_session_stream(stream), name="acp-http-session-stream")
 
     def _drop_session_stream(self, session_id: str) -> None:
@@ -445,7 +469,7 @@ class HttpTransport:
         reopened: tuple[Reply, StreamResumed] | None = None  # a stream reattached after a break, to read next
         while self._closed is None and not stream.closing:
             resumed: StreamResumed | None = None
-            stream.got_data = False
+            lived = False  # a byte came (or the stream lasted the idle timeout)
             error: AcpError
             delay: float | None = None
             try:
@@ -477,14 +501,14 @@ class HttpTransport:
                 return
             except ServiceUnavailable as exc:
                 error, delay = exc, exc.retry_after
-            except (NotAcceptable, UnsafeRedirect, ProtocolError, MessageTooLarge) as exc:
+            except _REFUSALS as exc:
                 self._fail(f"the stream of session {sid} was refused: {exc}")
                 return
             except AcpError as exc:
                 error = exc
             else:
                 try:
-                    reason, lost, broken, lived = await self._pump(response, sid, stream, cursor, resumed)
+                    reason, lost, broken, lived = await self._pump(response, cursor, resumed, stream)
                 finally:
                     await self._http.close_sse(response)
                 if self._closed is not None or stream.closing:
@@ -500,16 +524,14 @@ class HttpTransport:
                         # event ids nobody can say what that was: a drop, so the recovery decides.
                         self._fail(f"the stream of session {sid} {reason} and carried no event ids to resume from")
                         return
-                    failures = 0 if stream.got_data or lived else failures + 1
+                    failures = 0 if lived else failures + 1
                     reopened = await self._reattach_stream(sid, cursor, reason, failures)
                     if reopened is None:
                         return
                     continue
                 error = TransportClosed(reason)
                 logger.info("session stream %s at %s ended (%s); reopening", sid, self._info.target, reason)
-            if stream.got_data:
-                failures = 0
-            failures += 1
+            failures = 1 if lived else failures + 1
             if failures > self._settings.session_stream_retries:
                 if isinstance(error, UnknownSession):
                     if cursor.resumable:
@@ -528,23 +550,18 @@ class HttpTransport:
                 return
             await asyncio.sleep(min(retry_delay(failures) if delay is None else delay, MAX_RETRY_DELAY))
 
-    # -- reading SSE -------------------------------------------------------------------------
-
     async def _pump(
-        self,
-        response: Reply,
-        source: str | None,
-        stream: _SessionStream | None = None,
-        cursor: Cursor | None = None,
-        resumed: StreamResumed | None = None,
+        self, response: Reply, cursor: Cursor, resumed: StreamResumed | None, stream: _SessionStream | None = None
     ) -> tuple[str, bool, bool, bool]:
-        """Read one SSE stream into the inbox until it ends; ``cursor`` follows its event ids.
-        ``resumed`` (a reattached stream) is reported once its first bytes are not a resync signal.
+        """Read one SSE stream (``stream``: a session's, else the connection's) into the inbox until it
+        ends; ``cursor`` follows its event ids. ``resumed`` (a reattached stream) is reported once its
+        first bytes are not a resync signal.
 
         Returns:
             Why it ended, whether it skipped an oversized event (a lost message), whether it broke
             rather than ended, and whether it lived (a byte came, or it lasted the idle timeout).
         """
+        source = stream.session_id if stream is not None else None
         what = "connection stream" if source is None else f"stream of session {source}"
         reader = EventReader(
             self._inbox,
@@ -553,7 +570,7 @@ class HttpTransport:
             target=self._info.target,
             inspect=self._inspect_inbound,
             source=source,
-            last_event_id=cursor.last_event_id if cursor is not None else "",
+            last_event_id=cursor.last_event_id,
             on_resync=lambda detail: self._fail(f"the {what} cannot be resumed: {detail}; messages may be missing"),
         )
 
@@ -566,28 +583,19 @@ class HttpTransport:
                 if not reader.resync:
                     self._resumed(resumed)
                 resumed = None
-            if stream is None:
-                return False
-            stream.got_data = True
-            return stream.closing
+            return stream is not None and stream.closing
 
         try:
             if not await reader.read(response.aiter_raw(), after_chunk):
                 return "session closed", reader.lost, False, got
-        except httpx.ReadTimeout:
-            return (
-                f"no data for {self._settings.sse_idle_timeout:g}s (idle timeout)",
-                reader.lost,
-                True,
-                True,
-            )  # it lived: no hammering
+        except httpx.ReadTimeout:  # it lived: no hammering
+            return f"no data for {self._settings.sse_idle_timeout:g}s (idle timeout)", reader.lost, True, True
         except httpx.HTTPError as exc:
             return f"broken: {describe_error(exc)}", reader.lost, True, got
         except ProtocolError as exc:
             return f"unreadable: {exc}", reader.lost, True, got
         finally:
-            if cursor is not None:
-                cursor.last_event_id = reader.last_event_id
+            cursor.last_event_id = reader.last_event_id
         return "ended by the server", reader.lost, False, got
 
     def _inspect_inbound(self, message: Message, source: str | None) -> None:
@@ -595,17 +603,15 @@ class HttpTransport:
         self._turns.inbound(message)
         if type(message) is dict and "id" not in message:
             return  # a state_update notification (the only ones inspected)
-        for action in self._router.inbound(message, source):
-            if type(action) is Open:
-                self._ensure_session_stream(action.session_id, established=True)
-            elif type(action) is Close:
-                self._drop_session_stream(action.session_id)
-            elif type(action) is Abandon:
-                stream = self._sessions.get(action.session_id)
+        for action, session_id in self._router.inbound(message, source):
+            if action == "open":
+                self._ensure_session_stream(session_id, established=True)
+            elif action == "close":
+                self._drop_session_stream(session_id)
+            else:  # abandon
+                stream = self._sessions.get(session_id)
                 if stream is not None and not stream.established.is_set():
-                    self._drop_session_stream(action.session_id)
-
-    # -- POST --------------------------------------------------------------------------------
+                    self._drop_session_stream(session_id)
 
     async def _post(self, message: Message, route: Route) -> None:
         body = encode(message).encode()

@@ -2,10 +2,9 @@
 
 :class:`Cursor` holds what reopens a stream on the same ``Acp-Connection-Id``: its last event id
 (sent as ``Last-Event-ID``) and the **resumption headers** the server sent with it (an epoch naming
-the numbering). A stream without event ids cannot be resumed: its break is a drop.
-:func:`reattach` reopens the stream from its cursor, trying again after network failures and
-``503``\\s until a deadline; it says why when it gives up (the transport then treats the break as a
-drop), and never closes the link itself.
+the numbering). A stream without event ids cannot be resumed: its break is a drop. The link
+(:meth:`._link.HttpTransport._reattach_stream`) reopens a stream from its cursor, trying again
+until a deadline, and treats the break as a drop when it gives up.
 
 A server that cannot resume says so with a **resync signal**: an SSE event of type ``resync`` (the
 reference agent), a notification with ``"kind": "state_resync_required"`` (Qwen Code's daemon), or
@@ -14,41 +13,12 @@ a resumption header whose value changed across the reopening.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from typing import Any, Final
 
-import attrs
-
 from .._codec._jsonrpc import Message
-from .._util._logging import get_logger
-from ..exceptions import (
-    AcpError,
-    AuthenticationFailed,
-    MessageTooLarge,
-    NotAcceptable,
-    ProtocolError,
-    ServiceUnavailable,
-    UnknownConnection,
-    UnknownSession,
-    UnsafeRedirect,
-)
-from ._exchange import HttpExchange
-from ._wire import HeaderView, Reply
-from .base import StreamResumed
+from ._wire import HeaderView
 
-__all__ = [
-    "MAX_RETRY_DELAY",
-    "RESYNC_EVENT",
-    "RESYNC_MARKER",
-    "Cursor",
-    "GaveUp",
-    "is_resync_message",
-    "reattach",
-    "retry_delay",
-]
-
-logger = get_logger("acp_client.transports.http")
+__all__ = ["MAX_RETRY_DELAY", "RESYNC_EVENT", "RESYNC_MARKER", "Cursor", "is_resync_message", "retry_delay"]
 
 #: Headers a server sends with a stream that the client echoes back when it reopens that stream.
 _RESUMPTION_HEADERS: Final = ("Acp-Stream-Epoch", "X-Qwen-Event-Epoch")
@@ -114,78 +84,3 @@ def is_resync_message(message: Message) -> bool:
         return False
     params: Any = message.get("params")
     return type(params) is dict and params.get("kind") == "state_resync_required"
-
-
-@attrs.frozen
-class GaveUp:
-    """The stream cannot be reattached: why (``forgotten``: the server no longer knows the connection)."""
-
-    reason: str
-    forgotten: bool = False
-
-
-async def reattach(
-    exchange: HttpExchange,
-    session_id: str | None,
-    cursor: Cursor,
-    *,
-    reason: str,
-    timeout: float,
-    target: str,
-    closed: Callable[[], bool],
-) -> tuple[Reply, StreamResumed] | GaveUp | None:
-    """Reopen a broken stream from ``cursor`` within ``timeout`` seconds.
-
-    Returns:
-        The reopened stream and the event to report once it shows it is not a resync;
-        :class:`GaveUp` when the server refused, could not be reached in time or changed its
-        numbering; ``None`` when the link closed meanwhile.
-    """
-    what = "connection stream" if session_id is None else f"stream of session {session_id}"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    logger.info(
-        "%s of connection %s at %s broke (%s); reattaching from event %s",
-        what,
-        exchange.connection_id,
-        target,
-        reason,
-        cursor.last_event_id,
-    )
-    failures = 0
-    while not closed():
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return GaveUp(f"the {what} could not be reattached within {timeout:g}s ({reason})")
-        delay: float | None = None
-        try:
-            response = await asyncio.wait_for(exchange.open_sse(session_id, cursor.request_headers()), remaining)
-        except asyncio.TimeoutError:
-            continue
-        except UnknownConnection as exc:
-            return GaveUp(f"the {what} could not be reattached: {exc}", forgotten=True)
-        except (
-            UnknownSession,
-            AuthenticationFailed,
-            NotAcceptable,
-            UnsafeRedirect,
-            ProtocolError,
-            MessageTooLarge,
-        ) as exc:
-            # 404 / 403 for the session, credentials refused, or an answer no retry changes.
-            return GaveUp(f"the {what} could not be reattached: {exc}")
-        except ServiceUnavailable as exc:
-            delay = exc.retry_after
-        except AcpError as exc:
-            logger.debug("reattaching the %s failed: %s", what, exc)
-        else:
-            changed = cursor.take(response.headers)
-            if changed is not None:
-                await exchange.close_sse(response)
-                return GaveUp(f"the {what} cannot be resumed: {changed}; messages may be missing")
-            return response, StreamResumed(session_id, cursor.last_event_id, exchange.connection_id, reason)
-        failures += 1
-        await asyncio.sleep(
-            min(retry_delay(failures) if delay is None else delay, MAX_RETRY_DELAY, max(0.0, deadline - loop.time()))
-        )
-    return None

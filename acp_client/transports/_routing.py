@@ -20,7 +20,7 @@ keeps for a reattach). :class:`RunningTurns` follows the turns this link started
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 
@@ -29,12 +29,10 @@ from .._codec._jsonrpc import Message
 __all__ = [
     "ESTABLISHING_METHODS",
     "SESSION_SCOPED_METHODS",
-    "Abandon",
-    "Close",
-    "Open",
     "Route",
     "Router",
     "RunningTurns",
+    "StreamAction",
     "is_session_404",
 ]
 
@@ -58,28 +56,10 @@ class Route:
     adaptable: bool = False
 
 
-@attrs.frozen(slots=True)
-class Open:
-    """Open (or keep) the stream of an established session."""
-
-    session_id: str
-
-
-@attrs.frozen(slots=True)
-class Close:
-    """Close a session's stream (the session was closed)."""
-
-    session_id: str
-
-
-@attrs.frozen(slots=True)
-class Abandon:
-    """The agent does not know the session: close its stream unless it was established."""
-
-    session_id: str
-
-
-StreamAction = Open | Close | Abandon
+#: What to do with a session's stream: ``"open"`` (or keep) it, the session is established;
+#: ``"close"`` it, the session was closed; ``"abandon"`` it unless established, the agent does not
+#: know the session.
+StreamAction: TypeAlias = tuple[Literal["open", "close", "abandon"], str]
 #: The route of a connection-scoped POST.
 _NOWHERE: Final = Route()
 
@@ -177,7 +157,7 @@ class Router:
         """Remember the requests in ``message`` that matter for session tracking; returns their ids,
         for :meth:`forget` when the POST fails."""
         keys: list[int | str] = []
-        for member in (message,) if type(message) is dict else _members(message):
+        for member in _members(message):
             method = member.get("method")
             key = _hashable_id(member)
             if not isinstance(method, str) or key is None:
@@ -210,9 +190,6 @@ class Router:
         """Track an inbound message (``source``: the session whose stream it came on); returns what
         to do with session streams because of it."""
         actions: list[StreamAction] = []
-        if type(message) is dict:
-            self._inbound_one(message, source, actions)
-            return actions
         for member in _members(message):
             self._inbound_one(member, source, actions)
         return actions
@@ -237,17 +214,17 @@ class Router:
                 if not isinstance(sid, str):
                     sid = params_sid
                 if isinstance(sid, str) and sid:
-                    actions.append(Open(sid))
+                    actions.append(("open", sid))
             elif method == "session/close" and params_sid is not None and self.header_everywhere:
                 # Only where reopening is safe (the TypeScript convention buffers until a stream
                 # is opened). The Python SDK 0.12.1 server keeps routing the session's answers to
                 # its stream after a close, and a reopened stream there shares messages with the
                 # dead one, so the stream stays open until the connection ends.
-                actions.append(Close(params_sid))
+                actions.append(("close", params_sid))
         elif params_sid is not None:
             error = message.get("error")
             if isinstance(error, dict) and error.get("code") == -32002:
-                actions.append(Abandon(params_sid))
+                actions.append(("abandon", params_sid))
 
 
 class RunningTurns:

@@ -36,7 +36,7 @@ DEFAULT_SECRET_HEADERS: frozenset[str] = frozenset({"authorization", "proxy-auth
 _FORBIDDEN = ("\r", "\n", "\x00")
 
 
-def check_header_value(name: str, value: str) -> str:
+def check_header_value(name: str, value: str) -> None:
     """Reject a header name or value that could split or truncate a request.
 
     Raises:
@@ -48,7 +48,6 @@ def check_header_value(name: str, value: str) -> str:
     if any(ch in value for ch in _FORBIDDEN):
         # Never echo the value: it may be a credential.
         raise ConfigurationError(f"header {name!r} contains CR, LF or NUL")
-    return value
 
 
 def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
@@ -78,12 +77,9 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-def redact_headers(
-    headers: Iterable[tuple[str, str]], secret: Collection[str] = DEFAULT_SECRET_HEADERS
-) -> list[tuple[str, str]]:
-    """A copy of ``headers`` safe to log: secret values replaced by ``"<redacted>"``."""
-    lowered = {name.lower() for name in secret} | DEFAULT_SECRET_HEADERS
-    return [(name, "<redacted>" if name.lower() in lowered else value) for name, value in headers]
+def redact_headers(headers: Iterable[tuple[str, str]], secret: Collection[str]) -> list[tuple[str, str]]:
+    """A copy of ``headers`` safe to log: the values of the ``secret`` (lowercase) names become ``"<redacted>"``."""
+    return [(name, "<redacted>" if name.lower() in secret else value) for name, value in headers]
 
 
 @attrs.frozen
@@ -187,8 +183,6 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when is None:
-        return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.timezone.utc)
     current = time.time() if now is None else now
@@ -214,7 +208,7 @@ class TlsConfig:
     client_cert: str | None = None
     client_key: str | None = None
 
-    def build_context(self, *, alpn: Collection[str] = ()) -> ssl.SSLContext:
+    def build_context(self) -> ssl.SSLContext:
         """A new SSL context for one connector (never a shared, mutated one)."""
         if self.verify:
             context = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
@@ -225,6 +219,4 @@ class TlsConfig:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         if self.client_cert is not None:
             context.load_cert_chain(self.client_cert, self.client_key)
-        if alpn:
-            context.set_alpn_protocols(list(alpn))
         return context

@@ -20,7 +20,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import httpcore
 import httpx
 
-__all__ = ["HeaderView", "Reply", "Wire", "new_pool"]
+__all__ = ["HeaderView", "Reply", "Wire", "new_pools"]
 
 _USER_AGENT: Final = b"acp-reconnect"
 T = TypeVar("T")
@@ -184,20 +184,30 @@ class _OneWriteBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def new_pool(
+def new_pools(
     *, http1: bool, http2: bool, tls: ssl.SSLContext | None, connections: int = 1
-) -> httpcore.AsyncConnectionPool:
-    """An ``httpcore`` connection pool for one link (no proxy, no retries) of at most ``connections``,
-    every one allowed to stay alive idle (httpcore closes idle ones at once past its keep-alive limit)."""
-    return httpcore.AsyncConnectionPool(
-        ssl_context=tls if tls is not None else _cleartext_tls_context(),
-        max_connections=connections,
-        max_keepalive_connections=connections,
-        keepalive_expiry=KEEPALIVE_EXPIRY,
-        http1=http1,
-        http2=http2,
-        network_backend=None if http2 else _OneWriteBackend(cleartext=tls is None),
-    )
+) -> list[httpcore.AsyncConnectionPool]:
+    """The ``httpcore`` connection pools of one wire (no proxy, no retries), ``connections`` in all,
+    every one allowed to stay alive idle (httpcore closes idle ones at once past its keep-alive limit).
+
+    HTTP/2 gets one pool (its connections multiplex). HTTP/1.1 only gets a pool per connection: one
+    pool hands every request waiting at the same moment the same idle connection, and each one that
+    loses that race walks all the pool's connections again (a recovery's concurrent POSTs paid that
+    on most requests); a wire sends each request to a pool with nothing in flight.
+    """
+    size, count = (connections, 1) if http2 else (1, connections)
+    return [
+        httpcore.AsyncConnectionPool(
+            ssl_context=tls if tls is not None else _cleartext_tls_context(),
+            max_connections=size,
+            max_keepalive_connections=size,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
+            http1=http1,
+            http2=http2,
+            network_backend=None if http2 else _OneWriteBackend(cleartext=tls is None),
+        )
+        for _ in range(count)
+    ]
 
 
 #: httpcore's network failures and the httpx types the transport maps (the most specific first).
@@ -254,10 +264,12 @@ class HeaderView:
 class Reply:
     """An answer whose head is read and whose body streams (unread until asked for)."""
 
-    __slots__ = ("_response", "headers", "http_version", "status_code")
+    __slots__ = ("_busy", "_pool", "_response", "headers", "http_version", "status_code")
 
-    def __init__(self, response: httpcore.Response) -> None:
+    def __init__(self, response: httpcore.Response, busy: list[int], pool: int) -> None:
         self._response = response
+        self._busy = busy
+        self._pool = pool
         self.status_code = response.status
         self.headers = HeaderView(response.headers)
         version = response.extensions.get("http_version", b"HTTP/1.1")
@@ -275,6 +287,9 @@ class Reply:
         return b"".join([chunk async for chunk in self.aiter_raw()])
 
     async def aclose(self) -> None:
+        if self._pool >= 0:
+            self._busy[self._pool] -= 1
+            self._pool = -1
         await self._response.aclose()
 
 
@@ -292,13 +307,16 @@ class _Target:
 
 
 class Wire:
-    """Sends one request to the endpoint's origin over an ``httpcore`` pool; returns its answer with
-    the body unread. A ``headers`` list is never changed once sent (the wire may reuse it)."""
+    """Sends one request to the endpoint's origin over ``httpcore`` pools (:func:`new_pools`: the first
+    with nothing in flight, else the least busy); returns its answer with the body unread. A
+    ``headers`` list is never changed once sent (the wire may reuse it)."""
 
-    __slots__ = ("_closed", "_connect", "_pool", "_targets", "_timeouts")
+    __slots__ = ("_busy", "_closed", "_connect", "_pools", "_targets", "_timeouts")
 
-    def __init__(self, pool: httpcore.AsyncConnectionPool, connect_timeout: float) -> None:
-        self._pool = pool
+    def __init__(self, pools: list[httpcore.AsyncConnectionPool], connect_timeout: float) -> None:
+        self._pools = pools
+        #: Requests in flight per pool (sent, their answer not yet closed).
+        self._busy = [0] * len(pools)
         self._connect = connect_timeout
         self._closed = False
         self._timeouts: dict[float, dict[str, float | None]] = {}
@@ -329,11 +347,17 @@ class Wire:
             content=body if body is not None else b"",
             extensions={"timeout": timeout},
         )
+        busy = self._busy
+        index = busy.index(0) if 0 in busy else busy.index(min(busy))
+        busy[index] += 1
         try:
-            response = await self._pool.handle_async_request(request)
-        except Exception as exc:
-            _raise_as_httpx(exc)
-        return Reply(response)
+            response = await self._pools[index].handle_async_request(request)
+        except BaseException as exc:
+            busy[index] -= 1
+            if isinstance(exc, Exception):
+                _raise_as_httpx(exc)
+            raise
+        return Reply(response, busy, index)
 
     @staticmethod
     def _lines(headers: list[tuple[str, str]], host: bytes, body: bytes | None) -> list[tuple[bytes, bytes]]:
@@ -348,4 +372,5 @@ class Wire:
 
     async def aclose(self) -> None:
         self._closed = True
-        await self._pool.aclose()
+        for pool in self._pools:
+            await pool.aclose()

@@ -74,7 +74,7 @@ from ._link import Carried, HttpTransport
 from ._log_redaction import install_log_redaction
 from ._routing import ESTABLISHING_METHODS, SESSION_SCOPED_METHODS
 from ._security import DEFAULT_SECRET_HEADERS, TlsConfig, check_headers, origin_of, safe_url
-from ._wire import Wire, new_pool
+from ._wire import Wire, new_pools
 from .base import Limits
 
 __all__ = [
@@ -204,8 +204,8 @@ class HttpConnector:
         return self._settings.cookies
 
     def _new_client(self, connections: int = 1) -> Wire:
-        pool = new_pool(http1=self._http1, http2=self._http2, tls=self._ssl, connections=connections)
-        return Wire(pool, self._settings.connect_timeout)
+        pools = new_pools(http1=self._http1, http2=self._http2, tls=self._ssl, connections=connections)
+        return Wire(pools, self._settings.connect_timeout)
 
     async def connect(self) -> HttpTransport:
         """Prepare a new link; ``send(initialize)`` makes the first request.

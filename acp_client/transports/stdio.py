@@ -98,7 +98,8 @@ _LOW_WATER: Final = 256 * 1024
 #: After the agent exits, how long to wait for its stdout/stderr to reach end-of-file before
 #: reporting the exit anyway (a grandchild that inherited the pipes can hold them open).
 _PIPE_GRACE: Final = 0.25
-#: One stderr log record carries at most this many bytes of a line.
+#: One stderr log record carries at most this many bytes of a line (and a stdout line over the
+#: cap keeps this much of its start for one).
 _STDERR_LINE_BYTES: Final = 4096
 #: How much of the stderr tail goes into an AgentExited reason.
 _REASON_STDERR_CHARS: Final = 800
@@ -157,32 +158,33 @@ def _describe_exit(returncode: int) -> str:
 
 @attrs.frozen
 class _End:
-    """Why the link ended; every later ``receive()``/``send()`` raises an error built from it."""
+    """Why the link ended (``exit_code``: the agent exited); every later ``receive()``/``send()``
+    raises an error built from it."""
 
     reason: str
     exit_code: int | None = None
-    agent_exited: bool = False
 
     def error(self, *, maybe_delivered: bool) -> TransportClosed:
-        if self.agent_exited:
-            exc: TransportClosed = AgentExited(self.reason, exit_code=self.exit_code)
-            exc.maybe_delivered = maybe_delivered
-            return exc
-        return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+        if self.exit_code is None:
+            return TransportClosed(self.reason, maybe_delivered=maybe_delivered)
+        exc = AgentExited(self.reason, exit_code=self.exit_code)
+        exc.maybe_delivered = maybe_delivered
+        return exc
 
 
 @attrs.frozen
 class _TooLong:
-    """Marks a stdout line that exceeded the cap (its bytes were dropped)."""
+    """Marks a line that exceeded the cap (its bytes were dropped but for the ``head``)."""
 
     seen: int  # bytes seen before giving up on the line (a lower bound of its length)
+    head: bytes = attrs.field(default=b"", eq=False)
 
 
 _Line: TypeAlias = bytes | _TooLong
 
 
 class _LineSplitter:
-    """Splits the agent's stdout into lines, never holding more than ``limit`` bytes of one line.
+    """Splits the agent's stdout or stderr into lines, never holding more than ``limit`` bytes of one.
 
     ``feed()`` returns the complete lines (without ``\\n``; a trailing ``\\r`` is kept, it is JSON
     whitespace) and a :class:`_TooLong` marker for each line over the cap: the rest of an overlong
@@ -220,14 +222,12 @@ class _LineSplitter:
                 line = part
             if not line or line.isspace():
                 continue
-            if self._too_long(line):
-                out.append(_TooLong(len(line)))
-            else:
-                out.append(line)
+            out.append(_TooLong(len(line), line[:_STDERR_LINE_BYTES]) if self._too_long(line) else line)
         if tail and not self._discarding:
             # +1: the line may still end in a CR that does not count against the cap.
             if len(self._partial) + len(tail) > self._limit + 1:
-                out.append(_TooLong(len(self._partial) + len(tail)))
+                head = self._partial[:_STDERR_LINE_BYTES] + tail[:_STDERR_LINE_BYTES]
+                out.append(_TooLong(len(self._partial) + len(tail), bytes(head[:_STDERR_LINE_BYTES])))
                 self._partial.clear()
                 self._discarding = True
             else:
@@ -239,7 +239,7 @@ class _LineSplitter:
         out: list[_Line] = []
         if not self._discarding and self._partial and not self._partial.isspace():
             line = bytes(self._partial)
-            out.append(_TooLong(len(line)) if self._too_long(line) else line)
+            out.append(_TooLong(len(line), line[:_STDERR_LINE_BYTES]) if self._too_long(line) else line)
         self._partial.clear()
         self._discarding = False
         return out
@@ -364,12 +364,11 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._readable = asyncio.Event()
         # stdin
         self._write_paused = False
-        self._write_resumed: asyncio.Future[None] | None = None
+        self._write_wakeup = asyncio.Event()  # set: the pipe drained, or writing has become impossible
         self._stdin_lost = False
         # stderr
         self._stderr_tail = bytearray()
-        self._stderr_partial = bytearray()
-        self._stderr_skipping = False
+        self._stderr_lines = _LineSplitter(_STDERR_LINE_BYTES)
         # lifecycle
         self._stdout_done = False
         self._stderr_done = False
@@ -379,8 +378,6 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._end: _End | None = None
         self._closing: asyncio.Future[None] | None = None
         self._group_killed = False
-
-    # -- public surface ------------------------------------------------------------------------
 
     @property
     def info(self) -> TransportInfo:
@@ -408,7 +405,8 @@ class StdioTransport(asyncio.SubprocessProtocol):
                 written).
             TransportClosed: The transport was closed, or the agent closed its stdin.
         """
-        self._check_writable()
+        if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
+            raise self._write_error(maybe_delivered=False)
         data = encode(message).encode("utf-8") + b"\n"
         assert self._proc is not None
         stdin = self._proc.get_pipe_transport(0)
@@ -419,9 +417,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         while self._write_paused:
             if self._end is not None or self._stdin_lost or self._returncode is not None:
                 raise self._write_error(maybe_delivered=True)
-            if self._write_resumed is None:
-                self._write_resumed = self._loop.create_future()
-            await asyncio.shield(self._write_resumed)
+            await self._write_wakeup.wait()
 
     async def receive(self) -> Message:
         """The next message the agent wrote.
@@ -444,7 +440,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
                     )
                 self._inbox_bytes -= len(item)
                 if self._reading_paused and self._inbox_bytes <= _LOW_WATER:
-                    self._resume_reading()
+                    self._pause_reading(False)
                 return decode_frame(item)
             if self._end is not None:
                 raise self._end.error(maybe_delivered=False)
@@ -479,25 +475,12 @@ class StdioTransport(asyncio.SubprocessProtocol):
         state = "running" if self._returncode is None else f"returncode={self._returncode}"
         return f"<StdioTransport pid={self._pid} {state} {self._target!r}>"
 
-    # -- sending -------------------------------------------------------------------------------
-
-    def _check_writable(self) -> None:
-        if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
-            raise self._write_error(maybe_delivered=False)
-
     def _write_error(self, *, maybe_delivered: bool) -> TransportClosed:
         if self._end is not None:
             return self._end.error(maybe_delivered=maybe_delivered)
         if self._returncode is not None:
-            return _End(self._exit_reason(), self._returncode, agent_exited=True).error(maybe_delivered=maybe_delivered)
+            return _End(self._exit_reason(), self._returncode).error(maybe_delivered=maybe_delivered)
         return TransportClosed("the agent closed its stdin", maybe_delivered=maybe_delivered)
-
-    def _wake_writers(self) -> None:
-        waiter, self._write_resumed = self._write_resumed, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- stdout --------------------------------------------------------------------------------
 
     def _push(self, lines: list[_Line]) -> None:
         if not lines:
@@ -508,62 +491,34 @@ class StdioTransport(asyncio.SubprocessProtocol):
                 self._inbox_bytes += len(line)
         self._readable.set()
         if not self._reading_paused and self._inbox_bytes >= _HIGH_WATER:
-            self._pause_reading()
+            self._pause_reading(True)
 
-    def _pause_reading(self) -> None:
+    def _pause_reading(self, paused: bool) -> None:
+        self._reading_paused = paused
         pipe = self._proc.get_pipe_transport(1) if self._proc is not None else None
         if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-            pipe.pause_reading()
-            self._reading_paused = True
-
-    def _resume_reading(self) -> None:
-        self._reading_paused = False
-        pipe = self._proc.get_pipe_transport(1) if self._proc is not None else None
-        if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-            pipe.resume_reading()
-
-    # -- stderr --------------------------------------------------------------------------------
+            if paused:
+                pipe.pause_reading()
+            else:
+                pipe.resume_reading()
 
     def _on_stderr(self, data: bytes) -> None:
         self._stderr_tail += data
         del self._stderr_tail[: max(0, len(self._stderr_tail) - self._limits.max_stderr_bytes)]
         if stderr_logger.isEnabledFor(logging.INFO):
-            self._log_stderr(data)
+            self._log_stderr(self._stderr_lines.feed(data))
         else:
-            self._stderr_partial.clear()
-            self._stderr_skipping = False
+            self._stderr_lines.finish()  # forget the line under way
 
-    def _log_stderr(self, data: bytes) -> None:
-        parts = data.split(b"\n")
-        tail = parts.pop()
-        for part in parts:
-            if self._stderr_skipping:
-                self._stderr_skipping = False
+    def _log_stderr(self, lines: list[_Line]) -> None:
+        for line in lines:
+            raw = line.head if isinstance(line, _TooLong) else line
+            text = raw[:_STDERR_LINE_BYTES].rstrip(b"\r").decode("utf-8", "replace")
+            if not text.strip():
                 continue
-            if self._stderr_partial:
-                self._stderr_partial += part
-                line = bytes(self._stderr_partial)
-                self._stderr_partial.clear()
-            else:
-                line = part
-            self._emit_stderr(line)
-        if tail and not self._stderr_skipping:
-            self._stderr_partial += tail
-            if len(self._stderr_partial) > _STDERR_LINE_BYTES:
-                self._emit_stderr(bytes(self._stderr_partial))
-                self._stderr_partial.clear()
-                self._stderr_skipping = True
-
-    def _emit_stderr(self, line: bytes) -> None:
-        truncated = len(line) > _STDERR_LINE_BYTES
-        text = line[:_STDERR_LINE_BYTES].rstrip(b"\r").decode("utf-8", "replace")
-        if not text.strip():
-            return
-        if truncated:
-            text += " [line truncated]"
-        stderr_logger.info("[agent pid %s] %s", self._pid, text)
-
-    # -- lifecycle -----------------------------------------------------------------------------
+            if isinstance(line, _TooLong) or len(line) > _STDERR_LINE_BYTES:
+                text += " [line truncated]"
+            stderr_logger.info("[agent pid %s] %s", self._pid, text)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.SubprocessTransport)
@@ -580,15 +535,16 @@ class StdioTransport(asyncio.SubprocessProtocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        self._write_wakeup.clear()
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._wake_writers()
+        self._write_wakeup.set()
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 0:
             self._stdin_lost = True
-            self._wake_writers()
+            self._write_wakeup.set()
         elif fd == 1:
             self._stdout_done = True
             if self._end is None:
@@ -596,9 +552,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._maybe_finish()
         elif fd == 2:
             self._stderr_done = True
-            if self._stderr_partial and not self._stderr_skipping:
-                self._emit_stderr(bytes(self._stderr_partial))
-            self._stderr_partial.clear()
+            self._log_stderr(self._stderr_lines.finish())
             self._maybe_finish()
 
     def process_exited(self) -> None:
@@ -609,7 +563,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         self._returncode = returncode
         if not self._exited.done():
             self._exited.set_result(returncode)
-        self._wake_writers()
+        self._write_wakeup.set()
         self._maybe_finish()
         if self._end is None:
             # Let the pipes drain; a grandchild holding them open must not delay the report long.
@@ -637,7 +591,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
         if self._closing is None:
             level = logging.INFO if self._returncode == 0 else logging.WARNING
             logger.log(level, "agent %s (pid %s): %s", self._target, self._pid, _describe_exit(self._returncode))
-        self._set_end(_End(reason, self._returncode, agent_exited=True))
+        self._set_end(_End(reason, self._returncode))
 
     def _stdout_closed_alive(self) -> None:
         if self._end is None and self._returncode is None:
@@ -661,9 +615,7 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._timer.cancel()
             self._timer = None
         self._readable.set()
-        self._wake_writers()
-
-    # -- closing -------------------------------------------------------------------------------
+        self._write_wakeup.set()
 
     async def _shutdown(self) -> None:
         self._set_end(_End("the transport was closed by the client"))
@@ -747,4 +699,4 @@ class StdioTransport(asyncio.SubprocessProtocol):
             self._group_killed = True
         if self._proc is not None and not self._proc.is_closing():
             self._proc.close()
-        self._wake_writers()
+        self._write_wakeup.set()

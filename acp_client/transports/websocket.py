@@ -309,35 +309,27 @@ class WebSocketTransport:
         """Ping every ``interval`` seconds; a pong ``timeout`` late ends the link at once, waking
         :meth:`send` and :meth:`receive` (websockets' own keepalive would wait ``close_timeout`` more)."""
         ws = self._ws
-        loop = asyncio.get_running_loop()
+
+        async def ping() -> None:
+            pong = await ws.ping()
+            if timeout is not None:
+                await pong
+
         ended = asyncio.ensure_future(ws.wait_closed())
         try:
             while True:
                 done, _ = await asyncio.wait([ended], timeout=interval)
                 if done or ws.state is not State.OPEN:
                     return
-                started = loop.time()
-                pong: asyncio.Future[Any] | None
                 try:
                     # The timeout covers writing the ping too: a dead peer with full buffers blocks it.
-                    pong = asyncio.ensure_future(await asyncio.wait_for(ws.ping(), timeout))
+                    await asyncio.wait_for(ping(), timeout)
                 except (ConnectionClosed, ConcurrencyError):
                     return
                 except asyncio.TimeoutError:
-                    pong = None
-                if pong is not None:
-                    if timeout is None:
-                        continue
-                    done, _ = await asyncio.wait([pong], timeout=max(0.0, started + timeout - loop.time()))
-                    if done:
-                        if pong.cancelled() or pong.exception() is not None:
-                            return
-                        continue
-                    pong.cancel()
-                if ws.state is not State.OPEN:
+                    if ws.state is State.OPEN:
+                        self._dead(f"ping timeout (no pong within {timeout:g}s)")
                     return
-                self._dead(f"ping timeout (no pong within {timeout:g}s)")
-                return
         except Exception:  # a bug here must not pass silently, nor take the link down
             logger.warning("WebSocket keepalive to %s failed", self._info.target, exc_info=True)
         finally:
@@ -413,15 +405,12 @@ class WebSocketConnector:
         self._headers = pairs
         self._secret = frozenset(name.lower() for name in secret_headers) | DEFAULT_SECRET_HEADERS
         install_log_redaction(self._secret)  # keep these out of httpx/httpcore/hpack/h2/websockets logs
-        if subprotocols is not None:
-            if isinstance(subprotocols, str):
-                raise ConfigurationError("subprotocols must be a sequence of strings, not a string")
-            for protocol in subprotocols:
-                if not isinstance(protocol, str) or not protocol or not set(protocol) <= _TOKEN_CHARS:
-                    raise ConfigurationError(f"invalid subprotocol {protocol!r}")
-            self._subprotocols: list[Subprotocol] | None = [Subprotocol(p) for p in subprotocols]
-        else:
-            self._subprotocols = None
+        if isinstance(subprotocols, str):
+            raise ConfigurationError("subprotocols must be a sequence of strings, not a string")
+        for protocol in subprotocols or ():
+            if not isinstance(protocol, str) or not protocol or not set(protocol) <= _TOKEN_CHARS:
+                raise ConfigurationError(f"invalid subprotocol {protocol!r}")
+        self._subprotocols = None if subprotocols is None else [Subprotocol(p) for p in subprotocols]
         check_seconds("ping_interval", ping_interval, optional=True)
         check_seconds("ping_timeout", ping_timeout, optional=True)
         check_seconds("open_timeout", open_timeout)
@@ -483,21 +472,36 @@ class WebSocketConnector:
                     raise _status_error(response, url) from exc
                 url = self._follow(url, location, response.status_code)
                 continue
-            self._capture(url, connection.response.headers if connection.response is not None else Headers())
-            return self._transport(connection, url)
+            answer = connection.response
+            assert answer is not None  # a completed handshake has its answer
+            self._capture(url, answer.headers)
+            connection_id = answer.headers.get("Acp-Connection-Id")
+            info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
+            logger.debug(
+                "WebSocket open to %s (connection id %s, subprotocol %s)",
+                info.target,
+                connection_id,
+                connection.subprotocol,
+            )
+            return WebSocketTransport(
+                connection,
+                info,
+                limit=self._limits.max_message_bytes,
+                ping_interval=self._ping_interval,
+                ping_timeout=self._ping_timeout,
+                close_timeout=self._close_timeout,
+            )
         raise UnsafeRedirect(f"more than {MAX_REDIRECTS} redirects opening {self.target}")
 
     def _follow(self, url: str, location: str, status: int) -> str:
         """The URL to try after a redirect, when it is safe to follow."""
         try:
-            normalized: str | None = _normalize_url(urljoin(url, location))
+            normalized = _normalize_url(urljoin(url, location))
         except (ConfigurationError, ValueError):
-            normalized = None
-        if normalized is None:
             raise UnsafeRedirect(
                 f"WebSocket handshake to {safe_url(url)} redirected ({status}) to an invalid or "
                 "non-WebSocket location; not followed"
-            )
+            ) from None
         if not redirect_allowed(url, normalized):
             raise UnsafeRedirect(
                 f"WebSocket handshake to {safe_url(url)} redirected ({status}) to another origin "
@@ -534,22 +538,3 @@ class WebSocketConnector:
             if error is None:
                 raise
             raise error from exc
-
-    def _transport(self, connection: WebSocketConnection, url: str) -> WebSocketTransport:
-        response = connection.response
-        connection_id = response.headers.get("Acp-Connection-Id") if response is not None else None
-        info = TransportInfo(kind="websocket", target=safe_url(url), connection_id=connection_id)
-        logger.debug(
-            "WebSocket open to %s (connection id %s, subprotocol %s)",
-            info.target,
-            connection_id,
-            connection.subprotocol,
-        )
-        return WebSocketTransport(
-            connection,
-            info,
-            limit=self._limits.max_message_bytes,
-            ping_interval=self._ping_interval,
-            ping_timeout=self._ping_timeout,
-            close_timeout=self._close_timeout,
-        )

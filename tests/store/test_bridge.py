@@ -62,7 +62,8 @@ async def test_calls_run_off_the_loop_in_issue_order(store: RecordingStore) -> N
 
 async def test_a_failing_write_is_reported_not_raised(store: RecordingStore) -> None:
     errors: list[SessionStoreError] = []
-    bridge = StoreBridge(store, EP, on_error=errors.append)
+    bridge = StoreBridge(store, EP)
+    bridge.on_error = errors.append
     store.fail_writes = True
     assert await bridge.save(StoredSession(endpoint=EP, session_id="s", cwd="/")) is None
     assert len(errors) == 1 and isinstance(errors[0], SessionStoreBusy)

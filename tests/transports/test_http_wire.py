@@ -20,6 +20,7 @@ from acp_client import AcpClient
 from acp_client._codec._jsonrpc import notification_message
 from acp_client.exceptions import TransportClosed, TransportError
 from acp_client.testing import ReferenceAgent, ReferenceServer
+from acp_client.transports._wire import Wire, new_pools
 from acp_client.transports.http import HttpConnector, HttpTransport
 from tests.transports._http_support import init
 
@@ -194,6 +195,24 @@ async def test_a_silent_answer_to_initialize_times_out(raw_http) -> None:  # typ
     with pytest.raises(TransportError, match="Timeout"):
         await asyncio.wait_for(init(transport), 10)
     assert time.monotonic() - start < 5
+
+
+async def test_concurrent_requests_each_take_an_idle_connection_and_give_it_back(raw_http) -> None:  # type: ignore[no-untyped-def]
+    raw = await raw_http(lambda method, n: ACCEPTED)
+    wire = Wire(new_pools(http1=True, http2=False, tls=None, connections=4), 5.0)
+    try:
+        replies = await asyncio.gather(*(wire.send("POST", raw.url, [], b"{}", 5.0) for _ in range(4)))
+        assert raw.accepted == 4
+        for reply in replies:
+            await reply.aread()
+            await reply.aclose()
+        for _ in range(10):
+            reply = await wire.send("POST", raw.url, [], b"{}", 5.0)
+            await reply.aread()
+            await reply.aclose()
+        assert (raw.accepted, raw.posts) == (4, 14)  # every answer closed gave its connection back
+    finally:
+        await wire.aclose()
 
 
 async def test_requests_of_one_http_link_share_few_tcp_connections() -> None:

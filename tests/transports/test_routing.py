@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_client.transports._routing import Abandon, Close, Open, Route, Router, is_session_404
+from acp_client.transports._routing import Route, Router, is_session_404
 
 
 def request(id_: Any, method: str, **params: Any) -> dict[str, Any]:
@@ -67,9 +67,9 @@ def test_a_batch_naming_two_sessions_goes_without_the_header() -> None:
 def test_an_establishing_answer_opens_its_session_stream() -> None:
     router = Router()
     router.sent(request(1, "session/new", cwd="/"))
-    assert router.inbound(answer(1, sessionId="s1"), None) == [Open("s1")]
+    assert router.inbound(answer(1, sessionId="s1"), None) == [("open", "s1")]
     router.sent(request(2, "session/load", sessionId="s2"))
-    assert router.inbound(answer(2), None) == [Open("s2")]  # the params name it when the result does not
+    assert router.inbound(answer(2), None) == [("open", "s2")]  # the params name it when the result does not
 
 
 def test_forged_answers_open_no_session_stream() -> None:
@@ -85,7 +85,7 @@ def test_forged_answers_open_no_session_stream() -> None:
     assert router.inbound(answer(2, sessionId="forged"), None) == []
     # An id is answered once.
     router.sent(request(3, "session/new", cwd="/"))
-    assert router.inbound(answer(3, sessionId="s3"), None) == [Open("s3")]
+    assert router.inbound(answer(3, sessionId="s3"), None) == [("open", "s3")]
     assert router.inbound(answer(3, sessionId="forged"), None) == []
 
 
@@ -93,10 +93,10 @@ def test_close_and_unknown_session() -> None:
     router = Router()
     router.header_everywhere = True
     router.sent(request(1, "session/close", sessionId="s1"))
-    assert router.inbound(answer(1), None) == [Close("s1")]
+    assert router.inbound(answer(1), None) == [("close", "s1")]
     router.sent(request(2, "session/load", sessionId="s2"))
     error = {"jsonrpc": "2.0", "id": 2, "error": {"code": -32002, "message": "not found"}}
-    assert router.inbound(error, None) == [Abandon("s2")]
+    assert router.inbound(error, None) == [("abandon", "s2")]
     # The Python convention keeps a closed session's stream (its server keeps routing there).
     router.header_everywhere = False
     router.sent(request(3, "session/close", sessionId="s3"))

@@ -79,20 +79,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _agent_from(args: argparse.Namespace) -> ReferenceAgent:
-    return ReferenceAgent(
-        name=args.name,
-        advertise_status=not args.no_status,
-        advertise_resume=not args.no_resume,
-        advertise_load=not args.no_load,
-        status_vocabulary=args.vocabulary,
-        chunks_per_prompt=args.chunks,
-        chunk_delay=args.chunk_delay,
-        store=SessionStore(args.store) if args.store else None,
-        faults=args.fault,
-    )
-
-
 async def _serve_network(agent: ReferenceAgent, args: argparse.Namespace) -> None:
     tls = (args.tls_cert, args.tls_key) if args.tls_cert and args.tls_key else None
     stop = asyncio.Event()
@@ -132,7 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     try:
-        agent = _agent_from(args)
+        agent = ReferenceAgent(
+            name=args.name,
+            advertise_status=not args.no_status,
+            advertise_resume=not args.no_resume,
+            advertise_load=not args.no_load,
+            status_vocabulary=args.vocabulary,
+            chunks_per_prompt=args.chunks,
+            chunk_delay=args.chunk_delay,
+            store=SessionStore(args.store) if args.store else None,
+            faults=args.fault,
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if args.record_meta:

@@ -71,6 +71,8 @@ SLOW_TURN_LIMIT: Final = 600.0
 SLOW_TICK_MIN: Final = 0.05
 
 _VOCABULARIES: Final = {"proposal": ("active", "inactive"), "sdk": ("open", "saved")}
+#: The ``Session`` schema's members that are always present, ``null`` when empty.
+_REQUIRED_NULLABLE: Final = ("activeTurnId", "forkedFrom", "modelId", "providerId", "workspaceRoot")
 
 
 def _package_version() -> str:
@@ -97,14 +99,9 @@ def split_text(text: str, pieces: int) -> list[str]:
         tokens = list(text)
     if len(tokens) < pieces:
         return tokens + [""] * (pieces - len(tokens))
-    base, extra = divmod(len(tokens), pieces)
-    result: list[str] = []
-    start = 0
-    for index in range(pieces):
-        size = base + (1 if index < extra else 0)
-        result.append("".join(tokens[start : start + size]))
-        start += size
-    return result
+    base, extra = divmod(len(tokens), pieces)  # the first ``extra`` pieces take one token more
+    starts = [index * base + min(index, extra) for index in range(pieces + 1)]
+    return ["".join(tokens[starts[index] : starts[index + 1]]) for index in range(pieces)]
 
 
 @attrs.frozen
@@ -112,8 +109,6 @@ class SessionSnapshot:
     """What a test can see of one session (from :attr:`ReferenceAgent.sessions`).
 
     Attributes:
-        session_id: The session id.
-        cwd: Its working directory.
         in_memory: Whether the agent has it in memory (``session/status`` says active / open).
         stored: Whether the store has it.
         history_length: How many messages its history holds.
@@ -143,7 +138,6 @@ class _LiveSession:
         self.title = record.title
         self.history: list[HistoryEntry] = list(record.history)
         self.state = "idle"
-        self.stop_reason: str | None = None
         self.attached: set[AgentConnection] = set()
         self.turn: _Turn | None = None
 
@@ -165,9 +159,8 @@ _CancelReason = Literal["cancel", "request", "gone", "closed"]
 class _Turn:
     """One running ``session/prompt``."""
 
-    def __init__(self, session: _LiveSession, connection: AgentConnection, request_id: RequestId) -> None:
+    def __init__(self, session: _LiveSession, request_id: RequestId) -> None:
         self.session = session
-        self.connection = connection
         self.request_id = request_id
         self.agent_message_id = _new_id("msg")
         self.sent: list[str] = []
@@ -271,8 +264,6 @@ class ReferenceAgent:
     def __repr__(self) -> str:
         return f"ReferenceAgent(name={self.name!r}, sessions_in_memory={len(self._live)})"
 
-    # -- controls ---------------------------------------------------------------------------------
-
     def lose_memory(self) -> None:
         """Forget every in-memory session: what a restarted agent process has lost, and only that.
 
@@ -305,9 +296,7 @@ class ReferenceAgent:
 
     def evict(self, session_id: str) -> None:
         """Forget ``session_id`` in memory and in the store (it then answers ``-32002``)."""
-        live = self._live.get(session_id)
-        if live is not None:
-            self._forget(live)
+        self.unload(session_id)
         self.store.delete(session_id)
         logger.info("reference agent evicted session %s", session_id)
 
@@ -323,36 +312,14 @@ class ReferenceAgent:
     @property
     def sessions(self) -> dict[str, SessionSnapshot]:
         """Every session the agent knows (in memory or stored), by id, oldest first."""
-        snapshots: dict[str, SessionSnapshot] = {}
-        stored_ids: set[str] = set()
-        for record in self.store.list():
-            stored_ids.add(record.session_id)
-            live = self._live.get(record.session_id)
-            snapshots[record.session_id] = (
-                self._snapshot(live, stored=True)
-                if live is not None
-                else SessionSnapshot(
-                    session_id=record.session_id,
-                    cwd=record.cwd,
-                    in_memory=False,
-                    stored=True,
-                    history_length=len(record.history),
-                    state=None,
-                    attached_connections=0,
-                    title=record.title,
-                )
-            )
-        for session_id, live in self._live.items():
-            if session_id not in stored_ids:
-                snapshots[session_id] = self._snapshot(live, stored=False)
-        return snapshots
+        stored = {record.session_id: record for record in self.store.list()}
+        ids = [*stored, *(session_id for session_id in self._live if session_id not in stored)]
+        return {session_id: self._snapshot(self._live.get(session_id), stored.get(session_id)) for session_id in ids}
 
     @property
     def connection_count(self) -> int:
         """How many client connections are open on this agent (all transports)."""
         return len(self._connections)
-
-    # -- serving ----------------------------------------------------------------------------------
 
     def connect(self, send: SendCallable) -> AgentConnection:
         """Open a connection for one client link.
@@ -393,18 +360,19 @@ class ReferenceAgent:
             await connection.close()
             await transport.aclose()
 
-    # -- internals --------------------------------------------------------------------------------
-
-    def _snapshot(self, live: _LiveSession, *, stored: bool) -> SessionSnapshot:
+    @staticmethod
+    def _snapshot(live: _LiveSession | None, record: StoredSession | None) -> SessionSnapshot:
+        source = live if live is not None else record
+        assert source is not None
         return SessionSnapshot(
-            session_id=live.session_id,
-            cwd=live.cwd,
-            in_memory=True,
-            stored=stored,
-            history_length=len(live.history),
-            state=live.state,
-            attached_connections=len(live.attached),
-            title=live.title,
+            session_id=source.session_id,
+            cwd=source.cwd,
+            in_memory=live is not None,
+            stored=record is not None,
+            history_length=len(source.history),
+            state=live.state if live is not None else None,
+            attached_connections=len(live.attached) if live is not None else 0,
+            title=source.title,
         )
 
     def _forget(self, live: _LiveSession) -> None:
@@ -426,23 +394,17 @@ class ReferenceAgent:
         mine = live.record().history
         return len(stored.history) > len(mine) or mine[: len(stored.history)] != stored.history
 
-    def _known(self, session_id: str) -> bool:
-        return session_id in self._live or session_id in self.store
-
     def knows_session(self, session_id: str) -> bool:
         """Whether ``session_id`` is in memory or in the store (no side effects)."""
-        return self._known(session_id)
+        return session_id in self._live or session_id in self.store
 
     def _bring_into_memory(self, session_id: str) -> _LiveSession | None:
-        live = self._live.get(session_id)
-        if live is not None:
-            return live
-        record = self.store.load(session_id)
-        if record is None:
-            return None
-        live = _LiveSession(record)
-        self._live[session_id] = live
-        return live
+        if session_id not in self._live:
+            record = self.store.load(session_id)
+            if record is None:
+                return None
+            self._live[session_id] = _LiveSession(record)
+        return self._live[session_id]
 
     def _new_session_id(self) -> str:
         session_id = _new_id("sess")
@@ -456,7 +418,7 @@ class ReferenceAgent:
         title: str | None = None,
     ) -> _LiveSession:
         session_id = self._new_session_id()
-        while self._known(session_id):
+        while self.knows_session(session_id):
             session_id = self._new_session_id()
         live = _LiveSession(
             StoredSession(session_id=session_id, cwd=cwd, mcp_servers=mcp_servers, title=title, history=history)
@@ -466,7 +428,7 @@ class ReferenceAgent:
         return live
 
     def _status_word(self, in_memory: bool) -> str:
-        active, inactive = _VOCABULARIES.get(self.status_vocabulary, _VOCABULARIES["proposal"])
+        active, inactive = _VOCABULARIES[self.status_vocabulary]
         return active if in_memory else inactive
 
     @property
@@ -477,24 +439,12 @@ class ReferenceAgent:
     def _text(self, text: str) -> str:
         return f"{text} {ESCAPES}" if self.hostile else text
 
-    def _modes(self) -> dict[str, Any]:
-        """The ``modes`` member of a session result (only under ``escapes``: its names are hostile)."""
-        mode = {"id": "hostile", "name": self._text("Hostile mode"), "description": self._text("mode description")}
-        return {"currentModeId": "hostile", "availableModes": [mode]}
-
     def _info(self) -> dict[str, Any]:
         return {"name": self.name, "title": "ACP reference agent (acp_client.testing)", "version": self.version}
 
     def _session_capabilities(self) -> dict[str, Any]:
-        capabilities: dict[str, Any] = {}
-        if self.advertise_resume:
-            capabilities["resume"] = {}
-        capabilities["close"] = {}
-        capabilities["list"] = {}
-        capabilities["fork"] = {}
-        if self.advertise_status:
-            capabilities["status"] = {}
-        return capabilities
+        hidden = {"resume": not self.advertise_resume, "status": not self.advertise_status}
+        return {name: {} for name in ("resume", "close", "list", "fork", "status") if not hidden.get(name)}
 
 
 def _session_id_param(params: Any) -> str:
@@ -509,12 +459,6 @@ def _text_of(blocks: Any) -> str:
     return "".join(
         str(block.get("text", "")) for block in blocks if isinstance(block, dict) and block.get("type") == "text"
     )
-
-
-def _describe_error(method: str, exc: BaseException) -> str:
-    if isinstance(exc, RpcError):
-        return f"error: {method} failed: {exc.message} (code {exc.code})"
-    return f"error: {method} failed: {exc}"
 
 
 class AgentConnection:
@@ -550,10 +494,7 @@ class AgentConnection:
 
     def is_attached(self, session_id: str) -> bool:
         """Whether ``session_id`` is attached to this connection."""
-        live = self._agent._live.get(session_id)
-        return live is not None and self in live.attached
-
-    # -- inbound ----------------------------------------------------------------------------------
+        return session_id in self.attached_session_ids
 
     async def handle_frame(self, data: str | bytes) -> None:
         """Decode one inbound frame and handle it; an undecodable frame is answered ``-32700``."""
@@ -609,8 +550,6 @@ class AgentConnection:
         for live in self._agent._live.values():
             live.attached.discard(self)
 
-    # -- outbound ---------------------------------------------------------------------------------
-
     async def _emit(self, message: dict[str, Any], cause: RequestId | None) -> None:
         if self._closed:
             return
@@ -647,8 +586,6 @@ class AgentConnection:
             future.set_result(item.result)
         else:
             future.set_exception(RpcError.from_error(item.code, item.message, item.data))
-
-    # -- dispatch ---------------------------------------------------------------------------------
 
     async def _notification(self, item: Notification) -> None:
         params = item.params if isinstance(item.params, dict) else {}
@@ -744,8 +681,6 @@ class AgentConnection:
         self._check_method(method)
         return await handler(params if isinstance(params, dict) else {}, item.id)
 
-    # -- lifecycle methods ------------------------------------------------------------------------
-
     def _initialize(self, params: Any) -> dict[str, Any]:
         requested = params.get("protocolVersion") if isinstance(params, dict) else None
         valid = isinstance(requested, int) and not isinstance(requested, bool)
@@ -754,9 +689,7 @@ class AgentConnection:
         agent = self._agent
         silent = "no-capabilities" in agent.faults
         if version == 1:
-            capabilities: dict[str, Any] = {}
-            if agent.advertise_load and not silent:
-                capabilities["loadSession"] = True
+            capabilities: dict[str, Any] = {"loadSession": True} if agent.advertise_load and not silent else {}
             capabilities["promptCapabilities"] = {"image": False, "audio": False, "embeddedContext": False}
             capabilities["sessionCapabilities"] = {} if silent else agent._session_capabilities()
             return {
@@ -797,7 +730,7 @@ class AgentConnection:
             await asyncio.sleep(0.08)
         if "status-always-active" in faults:
             return {"status": agent._status_word(True)}
-        if "status-attaches" in faults and agent._known(session_id):
+        if "status-attaches" in faults and agent.knows_session(session_id):
             attached = agent._bring_into_memory(session_id)
             if attached is not None and self not in attached.attached:
                 await self._replay(attached, request_id)
@@ -822,7 +755,7 @@ class AgentConnection:
         return live
 
     async def _session_load(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
-        if "load-unknown-ok" in self._agent.faults and not self._agent._known(_session_id_param(params)):
+        if "load-unknown-ok" in self._agent.faults and not self._agent.knows_session(_session_id_param(params)):
             return {}
         live = self._load_for_attach(params)
         await self._replay(live, request_id)
@@ -861,7 +794,7 @@ class AgentConnection:
         ):
             raise RpcError.invalid_params("replayFrom: only {'type': 'start'} is supported")
         faults = self._agent.faults
-        if not self._agent._known(_session_id_param(params)):
+        if not self._agent.knows_session(_session_id_param(params)):
             replaying = self.protocol_version == 2 and replay_from is not None
             if ("load-unknown-ok" in faults and replaying) or ("resume-unknown-ok" in faults and not replaying):
                 return {}
@@ -877,8 +810,10 @@ class AgentConnection:
 
     def _session_result(self, live: _LiveSession) -> dict[str, Any]:
         result: dict[str, Any] = {"sessionId": live.session_id}
-        if self._agent.hostile:
-            result["modes"] = self._agent._modes()
+        if self._agent.hostile:  # the escapes fault: mode names are hostile
+            text = self._agent._text
+            mode = {"id": "hostile", "name": text("Hostile mode"), "description": text("mode description")}
+            result["modes"] = {"currentModeId": "hostile", "availableModes": [mode]}
         return result
 
     async def _session_list(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
@@ -892,10 +827,7 @@ class AgentConnection:
             offset = int(cursor)
         snapshots = [snap for snap in agent.sessions.values() if cwd is None or snap.cwd == cwd]
         page = snapshots[offset : offset + max(1, agent.list_page_size)]
-        sessions: list[dict[str, Any]] = []
-        for snap in page:
-            sessions.append(self._list_entry(snap))
-        result: dict[str, Any] = {"sessions": sessions}
+        result: dict[str, Any] = {"sessions": [self._list_entry(snap) for snap in page]}
         if offset + len(page) < len(snapshots):
             result["nextCursor"] = str(offset + len(page))
         return result
@@ -911,18 +843,13 @@ class AgentConnection:
         if snap.title is not None:
             entry["title"] = snap.title
         if record is not None:
-            stamps = {"createdAt": record.created_at, "updatedAt": record.updated_at}
-            for name, value in stamps.items():
+            for name, value in (("createdAt", record.created_at), ("updatedAt", record.updated_at)):
                 entry[name] = naive_time(value) if "naive-timestamps" in faults else value
         turn = live.turn if live is not None else None
         history = live.history if live is not None else (record.history if record is not None else ())
-        nullable: dict[str, Any] = {
-            "activeTurnId": str(turn.request_id) if turn is not None else None,
-            "forkedFrom": None,
-            "modelId": None,
-            "providerId": None,
-            "workspaceRoot": None,
-        }
+        nullable: dict[str, Any] = dict.fromkeys(_REQUIRED_NULLABLE)
+        if turn is not None:
+            nullable["activeTurnId"] = str(turn.request_id)
         for name, value in nullable.items():
             if value is not None or "sparse-session-objects" not in faults:
                 entry[name] = value
@@ -953,21 +880,15 @@ class AgentConnection:
         session_id = _session_id_param(params)
         agent = self._agent
         source = agent._live.get(session_id)
-        if source is not None:
-            record = source.record()
-        else:
-            stored = agent.store.load(session_id)
-            if stored is None:
-                raise agent.not_found(session_id)
-            record = stored
+        record = source.record() if source is not None else agent.store.load(session_id)
+        if record is None:
+            raise agent.not_found(session_id)
         cwd = params.get("cwd") if isinstance(params.get("cwd"), str) and params.get("cwd") else record.cwd
         servers = params.get("mcpServers")
         mcp = tuple(s for s in servers if isinstance(s, dict)) if isinstance(servers, list) else record.mcp_servers
         live = agent._create_session(str(cwd), mcp, record.history, record.title)
         live.attached.add(self)
         return {"sessionId": live.session_id}
-
-    # -- prompt turns -----------------------------------------------------------------------------
 
     def _start_turn(self, item: Request) -> None:
         if self.protocol_version is None:
@@ -987,7 +908,7 @@ class AgentConnection:
             raise RpcError.invalid_params("prompt must be an array of content blocks")
         if _text_of(prompt).strip() == "/fail":
             raise RpcError("Internal error: the turn failed, as /fail asks", code=-32603)
-        turn = _Turn(live, self, item.id)
+        turn = _Turn(live, item.id)
         live.turn = turn
         self._turns[str(item.id)] = turn
         turn.task = asyncio.get_running_loop().create_task(
@@ -1026,11 +947,10 @@ class AgentConnection:
                 await self._stream(turn, agent._text(reply))
         except asyncio.CancelledError:
             if turn.cancel_reason is None:
-                self._finish(turn, "cancelled")
+                self._finish(turn)
                 raise
-            current = asyncio.current_task()
-            uncancel = getattr(current, "uncancel", None)
-            if uncancel is not None:
+            uncancel = getattr(asyncio.current_task(), "uncancel", None)
+            if uncancel is not None:  # Python 3.11+: the task goes on after catching its cancellation
                 uncancel()
             stop_reason = "cancelled"
         except TransportError:
@@ -1038,7 +958,7 @@ class AgentConnection:
             stop_reason = "cancelled"
         if stop_reason == "cancelled" and "cancel-owes-next-turn" in agent.faults:
             agent._owed[live.session_id] = None  # the next turn answers nothing; its answer comes a turn late
-        self._finish(turn, stop_reason)
+        self._finish(turn)
         await self._conclude(turn, stop_reason)
 
     def _owed_reply(self, session_id: str, reply: str | None) -> str | None:
@@ -1052,7 +972,7 @@ class AgentConnection:
             return None
         return late + (reply or "")
 
-    def _finish(self, turn: _Turn, stop_reason: str) -> None:
+    def _finish(self, turn: _Turn) -> None:
         live = turn.session
         self._turns.pop(str(turn.request_id), None)
         if live.turn is turn:
@@ -1064,7 +984,6 @@ class AgentConnection:
             block = {"type": "text", "text": text}
             live.history.append(HistoryEntry(role="agent", message_id=turn.agent_message_id, content=(block,)))
         live.state = "idle"
-        live.stop_reason = stop_reason
         self._agent._persist(live)
 
     async def _conclude(self, turn: _Turn, stop_reason: str) -> None:
@@ -1078,8 +997,7 @@ class AgentConnection:
                 elif self.protocol_version == 2:
                     # The v2 prompt was already accepted: end the turn, or the client waits forever.
                     update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
-                    params = {"sessionId": turn.session.session_id, "update": update}
-                    await self._emit(notification_message("session/update", params), turn.request_id)
+                    await self._update(turn.session, update, turn.request_id)
                 return
             if self.protocol_version == 2:
                 update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
@@ -1112,18 +1030,10 @@ class AgentConnection:
         logger.info("reference agent (escapes): %s", ESCAPES)
         v2 = self.protocol_version == 2
         thought = {"type": "text", "text": agent._text("thinking")}
-        if v2:
-            await self._update(
-                live, {"sessionUpdate": "agent_thought", "messageId": _new_id("msg"), "content": [thought]}, cause
-            )
-        else:
-            await self._update(live, {"sessionUpdate": "agent_thought_chunk", "content": thought}, cause)
-        tool_call = {
-            "toolCallId": _new_id("call"),
-            "title": agent._text("Reading a file"),
-            "kind": "read",
-            "status": "completed",
-        }
+        whole = {"sessionUpdate": "agent_thought", "messageId": _new_id("msg"), "content": [thought]}
+        await self._update(live, whole if v2 else {"sessionUpdate": "agent_thought_chunk", "content": thought}, cause)
+        title = agent._text("Reading a file")
+        tool_call = {"toolCallId": _new_id("call"), "title": title, "kind": "read", "status": "completed"}
         agent._tool_calls.setdefault(live.session_id, []).append(tool_call)
         await self._tool_call(live, tool_call, cause)
         entry = {"content": agent._text("Step one"), "priority": "high", "status": "pending"}
@@ -1184,7 +1094,7 @@ class AgentConnection:
             if command == "/as":
                 return await self._impersonate(turn, rest.strip())
         except RpcError as exc:
-            return _describe_error(command.lstrip("/"), exc)
+            return f"error: {command.lstrip('/')} failed: {exc.message} (code {exc.code})"
         return f"echo: {text}"
 
     async def _impersonate(self, turn: _Turn, rest: str) -> str:
@@ -1196,16 +1106,12 @@ class AgentConnection:
         update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "injected"}}
         await self._emit(notification_message("session/update", {"sessionId": session_id, "update": update}), None)
         answers: list[str] = []
-        asks: list[tuple[str, dict[str, Any]]] = [
-            (
-                "session/request_permission",
-                {
-                    "sessionId": session_id,
-                    "toolCall": {"toolCallId": _new_id("call"), "title": "impersonated", "status": "pending"},
-                    "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
-                },
-            )
-        ]
+        permission = {
+            "sessionId": session_id,
+            "toolCall": {"toolCallId": _new_id("call"), "title": "impersonated", "status": "pending"},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+        }
+        asks: list[tuple[str, dict[str, Any]]] = [("session/request_permission", permission)]
         if path:
             asks.append(("fs/read_text_file", {"sessionId": session_id, "path": path.strip()}))
         for method, params in asks:
@@ -1217,15 +1123,12 @@ class AgentConnection:
         return "as " + session_id + ": " + "; ".join(answers)
 
     async def _permission(self, turn: _Turn) -> str:
-        tool_call = {
-            "toolCallId": _new_id("call"),
-            "title": self._agent._text("Reference agent wants to edit a file"),
-            "kind": "edit",
-            "status": "pending",
-        }
+        text = self._agent._text
+        title = text("Reference agent wants to edit a file")
+        tool_call = {"toolCallId": _new_id("call"), "title": title, "kind": "edit", "status": "pending"}
         options = [
-            {"optionId": "allow", "name": self._agent._text("Allow"), "kind": "allow_once"},
-            {"optionId": "reject", "name": self._agent._text("Reject"), "kind": "reject_once"},
+            {"optionId": "allow", "name": text("Allow"), "kind": "allow_once"},
+            {"optionId": "reject", "name": text("Reject"), "kind": "reject_once"},
         ]
         params: dict[str, Any] = {"sessionId": turn.session.session_id}
         if self.protocol_version == 2:
@@ -1250,9 +1153,8 @@ class AgentConnection:
         if not argv:
             return "usage: /terminal CMD"
         session_id = turn.session.session_id
-        created = await self._ask(
-            turn, "terminal/create", {"sessionId": session_id, "command": argv[0], "args": argv[1:]}
-        )
+        command = {"sessionId": session_id, "command": argv[0], "args": argv[1:]}
+        created = await self._ask(turn, "terminal/create", command)
         terminal_id = created.get("terminalId") if isinstance(created, dict) else None
         if not isinstance(terminal_id, str):
             return "error: terminal/create answered without a terminalId"

@@ -32,7 +32,6 @@ class MetaRecord:
 
     Attributes:
         direction: ``"received"`` (from the client) or ``"sent"`` (to it).
-        method: The request's method.
         meta: Its ``_meta`` object, or ``None`` when it had none.
     """
 

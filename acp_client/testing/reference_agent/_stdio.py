@@ -52,12 +52,9 @@ async def _stdin_reader() -> asyncio.StreamReader:
     """An asyncio reader over stdin: a pipe transport when possible, else a daemon thread."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    try:
+    with contextlib.suppress(ValueError, OSError):
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
         return reader
-    except (ValueError, OSError):
-        pass
-
     fd = sys.stdin.fileno()
 
     def pump() -> None:
@@ -85,15 +82,11 @@ async def _stdout_writer() -> LineWriter:
 
 
 async def serve_stdio(
-    agent: ReferenceAgent,
-    *,
-    reader: asyncio.StreamReader | None = None,
-    writer: LineWriter | None = None,
+    agent: ReferenceAgent, *, reader: asyncio.StreamReader | None = None, writer: LineWriter | None = None
 ) -> None:
     """Serve one client over newline-delimited JSON until the input ends.
 
     Args:
-        agent: The agent to serve.
         reader: Where messages come from (stdin by default).
         writer: Where messages go (stdout by default).
     """

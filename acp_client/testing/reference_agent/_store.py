@@ -91,7 +91,6 @@ class StoredSession:
     """Everything the agent needs to bring a session back into memory.
 
     Attributes:
-        session_id: The session id.
         cwd: The working directory given to ``session/new``.
         mcp_servers: The MCP servers given to ``session/new`` (as sent).
         created_at: RFC 3339 creation time.
@@ -152,9 +151,8 @@ class SessionStore:
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self._memory: dict[str, StoredSession] = {}
-        self.directory: Path | None = None
-        if directory is not None:
-            self.directory = Path(directory)
+        self.directory = Path(directory) if directory is not None else None
+        if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
 
     def __repr__(self) -> str:
@@ -174,12 +172,11 @@ class SessionStore:
             return
         if not is_safe_session_id(record.session_id):
             raise ValueError(f"session id {record.session_id!r} cannot be stored")
-        path = self._path(record.session_id)
         fd, temp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(record.to_json(), handle, ensure_ascii=False)
-            os.replace(temp_name, path)
+            os.replace(temp_name, self._path(record.session_id))
         except BaseException:
             Path(temp_name).unlink(missing_ok=True)
             raise
@@ -218,9 +215,7 @@ class SessionStore:
 
     def list(self) -> list[StoredSession]:
         """Every stored session, oldest first (by creation time, then id)."""
-        records = list(self._iter_records())
-        records.sort(key=lambda record: (record.created_at, record.session_id))
-        return records
+        return sorted(self._iter_records(), key=lambda record: (record.created_at, record.session_id))
 
     def clear(self) -> None:
         """Forget every stored session."""
