@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acp_client import AcpClient, ConfigurationError, RecoveryPath, State
+from acp_client._recovery._recoverer import REPLAY_GRACE
 from acp_client.pool import Pool
+from acp_client.state import Continuity
 from acp_client.store import SqliteSessionStore, pool_key
 from acp_client.testing import FakeClock, inside
 from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, driven
@@ -122,6 +124,25 @@ async def test_past_the_failover_delay_it_is_replaced(farm: Farm, store: SqliteS
         assert (outcome.path, outcome.previous_session_id) == (RecoveryPath.NEW_SESSION, on_b)
         assert outcome.endpoint in ("a", "c") and outcome.session_id != on_b
         assert (await second.session(outcome.session_id or "").prompt("anew")).stop_reason == "end_turn"
+
+
+async def test_restoring_a_session_replayed_without_its_turns_waits_out_the_replay_grace(
+    farm: Farm, store: SqliteSessionStore
+) -> None:
+    async with driven(farm.clock, client(farm, Recorder(), store)) as first:
+        _, on_b = [await first.new_session("/tmp") for _ in range(2)]
+        before_the_turn = farm.agents["b"].store.load(on_b.session_id)
+        assert before_the_turn is not None
+        await on_b.prompt("hello")
+    farm.agents["b"].store.save(before_the_turn)  # b's store lost the turn
+    farm.agents["b"].lose_memory()
+    recorder = Recorder()
+    async with driven(farm.clock, client(farm, recorder, store)) as second:
+        assert farm.clock.monotonic() == REPLAY_GRACE  # b replayed nothing: connecting waited for a late replay
+        replayed = next(o for o in recorder.outcomes if o.previous_session_id == on_b.session_id)
+        assert (replayed.path, replayed.endpoint, replayed.continuity) == (RecoveryPath.REPLAY, "b", Continuity.LOST)
+        assert any("replayed nothing for a session with 1 turn(s)" in note for note in replayed.notes)
+        assert second.state.state is State.CONNECTED
 
 
 def test_a_pool_files_its_sessions_under_one_key(store: SqliteSessionStore) -> None:
