@@ -40,42 +40,41 @@ def register_session(builder: Builder) -> None:
     builder.conv.register_unstructure_hook(Session, lambda obj: session_to_json(obj, builder))
 
 
+#: The members written even when ``null`` (required-nullable in the schema).
+_ALWAYS_WRITTEN = frozenset({"forkedFrom", "activeTurnId", "modelId", "providerId", "workspaceRoot"})
+
+
 def session_to_json(session: Session, builder: Builder) -> dict[str, Any]:
     """``session`` as a JSON-ready object; nested protocol values in ``builder``'s version."""
     unstructure: Callable[[Any], Any] = builder.conv.unstructure
     created, updated, state, modes = session.created_at, session.updated_at, session.state, session.modes
     directories, options = session.additional_directories, session.config_options
-    out: dict[str, Any] = {"sessionId": session.session_id}
-    _put(out, "cwd", session.cwd)
-    _put(out, "title", session.title)
-    _put(out, "createdAt", None if created is None else format_rfc3339(created))
-    _put(out, "updatedAt", None if updated is None else format_rfc3339(updated))
-    if session.status is not None:
-        out["status"] = session.status.value
-        out["rawStatus"] = session.raw_status  # null: none known (else a reader takes ``status``)
-    else:
-        _put(out, "rawStatus", session.raw_status)
-    _put(out, "state", None if state is None else unstructure(state))
-    _put(out, "additionalDirectories", None if directories is None else list(directories))
-    _put(out, "modes", None if modes is None else unstructure(modes))
-    _put(out, "models", session.models)
-    _put(out, "configOptions", None if options is None else [unstructure(option) for option in options])
-    out["forkedFrom"] = None if session.forked_from is None else {"sessionId": session.forked_from}
-    out["activeTurnId"] = session.active_turn_id
-    out["modelId"] = session.model_id
-    out["providerId"] = session.provider_id
-    out["workspaceRoot"] = session.workspace_root
-    _put(out, "turnCount", session.turn_count)
-    _put(out, "path", session.path)
-    _put(out, "approvalMode", session.approval_mode)
-    _put(out, "_meta", session.meta)
-    return out
-
-
-def _put(out: dict[str, Any], key: str, value: Any) -> None:
-    """An optional member: written only when it has a value."""
-    if value is not None:
-        out[key] = value
+    out: dict[str, Any] = {
+        "sessionId": session.session_id,
+        "cwd": session.cwd,
+        "title": session.title,
+        "createdAt": None if created is None else format_rfc3339(created),
+        "updatedAt": None if updated is None else format_rfc3339(updated),
+        "status": None if session.status is None else session.status.value,
+        "rawStatus": session.raw_status,
+        "state": None if state is None else unstructure(state),
+        "additionalDirectories": None if directories is None else list(directories),
+        "modes": None if modes is None else unstructure(modes),
+        "models": session.models,
+        "configOptions": None if options is None else [unstructure(option) for option in options],
+        "forkedFrom": None if session.forked_from is None else {"sessionId": session.forked_from},
+        "activeTurnId": session.active_turn_id,
+        "modelId": session.model_id,
+        "providerId": session.provider_id,
+        "workspaceRoot": session.workspace_root,
+        "turnCount": session.turn_count,
+        "path": session.path,
+        "approvalMode": session.approval_mode,
+        "_meta": session.meta,
+    }
+    # with a status, a null rawStatus says none is known (else a reader takes ``status`` as the raw one)
+    kept = _ALWAYS_WRITTEN | {"rawStatus"} if session.status is not None else _ALWAYS_WRITTEN
+    return {key: value for key, value in out.items() if value is not None or key in kept}
 
 
 def session_from_json(data: Any, builder: Builder) -> Session:
