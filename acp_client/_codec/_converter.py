@@ -91,6 +91,11 @@ _UNTAGGED: Final = (
 )
 
 
+def _unstructure_unknown(key: str, obj: Any) -> dict[str, Any]:
+    """An unknown variant: its raw payload, with its tag (the first field) under ``key``."""
+    return {**obj.raw, key: getattr(obj, attrs.fields(type(obj))[0].name)}
+
+
 class Builder:
     """Builds and holds the converter of one protocol version."""
 
@@ -107,7 +112,7 @@ class Builder:
         conv.register_structure_hook_factory(attrs.has, self.class_hook)
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
         for union in _UNIONS:
-            conv.register_unstructure_hook(union.unknown, self._unknown_unhook(union.key))
+            conv.register_unstructure_hook(union.unknown, functools.partial(_unstructure_unknown, union.key))
 
     def hook(self, tp: Any) -> Hook:
         return self.conv.get_structure_hook(tp)
@@ -323,15 +328,6 @@ class Builder:
             return {key: value, **generated(obj)}
 
         return unstructure_tagged
-
-    @staticmethod
-    def _unknown_unhook(key: str) -> Callable[[Any], Any]:
-        def unstructure_unknown(obj: Any) -> dict[str, Any]:
-            out = dict(obj.raw)
-            out[key] = getattr(obj, attrs.fields(type(obj))[0].name)
-            return out
-
-        return unstructure_unknown
 
     def lenient(self, tp: Any, value: Any, default: Any) -> Any:
         """``value`` decoded as ``tp``, or ``default`` when it is absent or malformed (for the hand-shaped types)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..exceptions import InvalidMessage
 from ..types.lifecycle import ANSWERED, Probe, SessionConfigOption, SessionModeState, normalize_status
@@ -21,6 +21,8 @@ from ._converter import Builder
 from ._shapes import structure_foreground_state
 
 __all__ = ["register_session", "session_from_json", "session_to_json"]
+
+_T = TypeVar("_T")
 
 
 #: The statuses our own form of a record may hold (an agent's answers; never ``unreachable``).
@@ -104,7 +106,7 @@ def session_from_json(data: Any, builder: Builder) -> Session:
         updated_at = None
 
     status: Probe | None = None
-    raw_status = _opt_str(data, "rawStatus")
+    raw_status = _member(data, "rawStatus", str)
     wire_status = data.get("status")
     if isinstance(wire_status, str):
         if "rawStatus" in data:  # our own form: ``status`` is already normalized
@@ -120,15 +122,12 @@ def session_from_json(data: Any, builder: Builder) -> Session:
     forked = data.get("forkedFrom")
     if isinstance(forked, Mapping):
         forked = forked.get("sessionId")
-    turn_count = data.get("turnCount")
-    models = data.get("models")
-    meta = data.get("_meta")
     options = data.get("configOptions")
     config_options = builder.lenient_items(SessionConfigOption, options) if isinstance(options, list) else None
     return Session(
         session_id=session_id,
-        cwd=_opt_str(data, "cwd"),
-        title=_opt_str(data, "title"),
+        cwd=_member(data, "cwd", str),
+        title=_member(data, "title", str),
         created_at=created_at,
         updated_at=updated_at,
         status=status,
@@ -136,23 +135,24 @@ def session_from_json(data: Any, builder: Builder) -> Session:
         state=structure_foreground_state(data.get("state"), None),
         additional_directories=additional_directories,
         modes=builder.lenient(SessionModeState, data.get("modes"), None),
-        models=models if isinstance(models, dict) else None,
+        models=_member(data, "models", dict),
         config_options=config_options,
         forked_from=forked if isinstance(forked, str) else None,
-        active_turn_id=_opt_str(data, "activeTurnId"),
-        model_id=_opt_str(data, "modelId"),
-        provider_id=_opt_str(data, "providerId"),
-        workspace_root=_opt_str(data, "workspaceRoot"),
-        turn_count=turn_count if isinstance(turn_count, int) and not isinstance(turn_count, bool) else None,
-        path=_opt_str(data, "path"),
+        active_turn_id=_member(data, "activeTurnId", str),
+        model_id=_member(data, "modelId", str),
+        provider_id=_member(data, "providerId", str),
+        workspace_root=_member(data, "workspaceRoot", str),
+        turn_count=_member(data, "turnCount", int),
+        path=_member(data, "path", str),
         approval_mode=data.get("approvalMode"),
-        meta=meta if isinstance(meta, dict) else None,
+        meta=_member(data, "_meta", dict),
     )
 
 
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+def _member(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T | None:
+    """``data[key]`` when it is a ``kind`` (never a bool for ``int``), else ``None``."""
     value = data.get(key)
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
 
 def _lenient_time(data: Mapping[str, Any], key: str, session_id: str) -> datetime | None:
