@@ -125,12 +125,7 @@ class Builder:
     def _make_tuple_hook(self, tp: Any, *, skip_invalid: bool, nullable: bool = False) -> Hook:
         args = typing.get_args(tp)
         item_type = args[0] if args else Any
-        resolved: list[Hook] = []
-
-        def item_hook() -> Hook:
-            if not resolved:
-                resolved.append(self.hook(item_type))
-            return resolved[0]
+        item_hook = functools.cache(functools.partial(self.hook, item_type))  # resolved late: types may recurse
 
         def structure_tuple(value: Any, _: Any) -> tuple[Any, ...] | None:
             if value is None and nullable:
@@ -189,7 +184,7 @@ class Builder:
         variants = union.variants
         unknown = union.unknown
         default = union.default
-        hooks: dict[type, Hook] = {}
+        hook_of = functools.cache(self.hook)
 
         def structure_tagged(value: Any, _: Any) -> Any:
             if value is None and has_none:
@@ -206,10 +201,7 @@ class Builder:
                 if found is None:
                     return unknown(tag, value)
                 cls = found
-            hook = hooks.get(cls)
-            if hook is None:
-                hook = hooks[cls] = self.hook(cls)
-            return hook(value, cls)
+            return hook_of(cls)(value, cls)
 
         return structure_tagged
 
