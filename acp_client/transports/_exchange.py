@@ -104,18 +104,11 @@ def check_acp_endpoint(answer: Answer, target: str) -> Message | None:
         raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
     if answer.status != 200:
         return None
-    media_type = _media_type(answer.headers)
-    if not _is_json(media_type):
-        raise MalformedFrame(
-            f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
-            f"{media_type or 'none'!r}, not JSON",
-            excerpt=excerpt(answer.body),
-        )
-    try:
-        return decode_frame(answer.body)
-    except MalformedFrame as exc:
-        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
-        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
+    decoded = post_body(answer)
+    if isinstance(decoded, MalformedFrame):
+        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({decoded})"
+        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from decoded
+    return decoded
 
 
 def post_body(answer: Answer) -> Message | MalformedFrame:
@@ -161,10 +154,8 @@ class HttpExchange:
         self._shared_stream_client = stream_client
         #: The dedicated client of each open SSE response, by ``id(response)``.
         self._stream_clients: dict[int, Wire] = {}
-        self._headers = settings.headers
-        self._secret = settings.secret_headers
+        self._settings = settings
         self._cookies = settings.cookies
-        self._limits = settings.limits
         self._idle = settings.sse_idle_timeout
         self._post_extra: tuple[str | None, list[tuple[str, str]]] = (None, [])
         self._on_fatal = on_fatal
@@ -333,7 +324,7 @@ class HttpExchange:
             response.aiter_raw(),
             content_encoding=response.headers.get("content-encoding", ""),
             content_length=response.headers.get("content-length", ""),
-            cap=self._limits.max_http_body_bytes if cap is None else cap,
+            cap=self._settings.limits.max_http_body_bytes if cap is None else cap,
             truncate=truncate,
         )
 
@@ -402,7 +393,8 @@ class HttpExchange:
         self, url: str, extra: Iterable[tuple[str, str]], *, cookie: str | None = None
     ) -> list[tuple[str, str]]:
         same_origin = origin_of(url) == self._origin
-        headers = [(name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret]
+        secret = self._settings.secret_headers
+        headers = [(name, value) for name, value in self._settings.headers if same_origin or name.lower() not in secret]
         headers = with_cookie(headers, self._cookies.header_for(url) if cookie is None else cookie)
         headers.extend(extra)
         return headers
