@@ -2,9 +2,8 @@
 
 :class:`HttpExchange` knows nothing about JSON-RPC or sessions: it sends one request through a
 :class:`~._wire.Wire` and returns the answer, every failure and unexpected status mapped to the
-error tree (:mod:`._errors`). A ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow
-same-origin ones only. Secret headers go only to the endpoint's origin; cookies come from and go
-back to the store; bodies are decompressed in bounded steps and capped (:mod:`._body`).
+error tree (:mod:`._errors`), under the safety rules of :mod:`.http` (redirects, secret headers,
+cookies, bounded bodies: :mod:`._body`).
 """
 
 from __future__ import annotations
