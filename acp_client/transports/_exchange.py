@@ -163,16 +163,10 @@ class HttpExchange:
         self.connection_id: str | None = None
 
     async def post(self, body: bytes, session_id: str | None, *, initialize: bool = False) -> Answer:
-        """POST one encoded message; returns the read answer (any status but a redirect).
-
-        Raises:
-            UnsafeRedirect: The server redirected the POST.
-            TransportClosed: The POST failed on the network (the link is over).
-            ConnectError: ``initialize`` could not reach the server.
-            TlsVerificationError: The certificate did not verify.
-            MessageTooLarge: The ``initialize`` answer exceeds its cap.
-            ProtocolError: The ``initialize`` answer has an unreadable encoding.
-        """
+        """POST one encoded message; returns the read answer (any status but a redirect, which is
+        ``UnsafeRedirect``). A network failure is ``TransportClosed`` (``ConnectError`` for
+        ``initialize``), a certificate that did not verify ``TlsVerificationError``; only
+        ``initialize``'s answer body raises when it is too large or unreadable."""
         headers = self._post_headers(initialize)
         if session_id is not None:
             headers = [*headers, (SESSION_ID_HEADER, session_id)]
@@ -224,12 +218,8 @@ class HttpExchange:
     async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
         :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._reattach`).
-
-        Raises:
-            TransportError: A network failure, or a mapped status error.
-            UnsafeRedirect: A redirect to another origin, or too many.
-            ProtocolError: Not an event stream, or an encoding the client cannot read.
-        """
+        Else raises a mapped status or network error, ``UnsafeRedirect`` (another origin, or too many
+        redirects) or ``ProtocolError`` (not an event stream, or an encoding the client cannot read)."""
         assert self.connection_id is not None
         extra = [
             ("Accept", _EVENT_STREAM),
