@@ -156,11 +156,8 @@ class EventReader:
                 self._on_resync(detail)
 
     async def read(self, chunks: AsyncIterable[bytes], after_chunk: Callable[[], bool]) -> bool:
-        """Read until the stream ends (``True``) or ``after_chunk()`` says stop (``False``).
-
-        Raises:
-            ProtocolError: Corrupt compressed data. The network's exceptions pass through.
-        """
+        """Read until the stream ends (``True``) or ``after_chunk()`` says stop (``False``); corrupt
+        compressed data is a ``ProtocolError``, the network's exceptions pass through."""
         inflater, feed, inbox = self._inflater, self._parser.feed, self._inbox
         inspect, source = self._inspect, self._source
         # The hot path appends directly while there is room, and wakes the receiver once per

@@ -660,10 +660,9 @@ class HttpTransport:
             logger.info(
                 "connection %s had %d sessions without a stream", self._http.connection_id, self._streamless_total
             )
-        if not self._released and self._http.connection_id is not None:
-            if self._forgotten:
-                pass  # the server no longer knows it: nothing to end
-            elif self._turns:
+        # Nothing to end when the server no longer knows the connection (forgotten).
+        if not self._released and self._http.connection_id is not None and not self._forgotten:
+            if self._turns:
                 # A turn may still run there: a DELETE would abort it (and a later reattach of its
                 # streams). The server's own expiry of dropped connections ends it instead.
                 logger.info(

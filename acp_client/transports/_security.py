@@ -37,13 +37,9 @@ _FORBIDDEN = ("\r", "\n", "\x00")
 
 
 def check_header_value(name: str, value: str) -> None:
-    """Reject a header name or value that could split or truncate a request.
-
-    Raises:
-        ConfigurationError: ``name`` is empty or has a character outside RFC 9110 ``token``, or
-            ``value`` contains CR, LF or NUL.
-    """
-    if not name or any(ch in name for ch in _FORBIDDEN) or any(ch in name for ch in ' \t:()<>@,;\\"/[]?={}'):
+    """Reject (``ConfigurationError``) an empty header name or one outside RFC 9110 ``token``, or a
+    value with CR, LF or NUL: what could split or truncate a request."""
+    if not name or any(ch in name for ch in '\r\n\x00 \t:()<>@,;\\"/[]?={}'):
         raise ConfigurationError(f"invalid header name {name!r}")
     if any(ch in value for ch in _FORBIDDEN):
         # Never echo the value: it may be a credential.
@@ -61,11 +57,8 @@ def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None)
 
 
 def check_session_id(session_id: str) -> str:
-    """Reject a session id that cannot travel safely in an ``Acp-Session-Id`` header.
-
-    Raises:
-        ConfigurationError: Empty, or contains CR, LF or NUL.
-    """
+    """Reject (``ConfigurationError``) a session id that cannot travel safely in an ``Acp-Session-Id``
+    header: empty, or with CR, LF or NUL."""
     if (
         not isinstance(session_id, str)
         or not session_id
@@ -101,10 +94,7 @@ _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 @functools.lru_cache(maxsize=256)
 def origin_of(url: str) -> Origin:
     """The origin of ``url`` (``ws``/``wss`` count as ``http``/``https``); cached: every request asks.
-
-    Raises:
-        ConfigurationError: No host, or a scheme other than http(s)/ws(s).
-    """
+    A URL with no host, or a scheme other than http(s)/ws(s), is a ``ConfigurationError``."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:

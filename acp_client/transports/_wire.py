@@ -210,22 +210,15 @@ def new_pools(
     ]
 
 
-#: httpcore's network failures and the httpx types the transport maps (the most specific first).
-_FAILURES: Final[tuple[tuple[type[Exception], type[httpx.HTTPError]], ...]] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.ProtocolError, httpx.ProtocolError),
+#: httpcore's network failures and the httpx types of the same name the transport maps (the most
+#: specific first).
+_FAILURES: Final[tuple[tuple[type[Exception], type[httpx.HTTPError]], ...]] = tuple(
+    (getattr(httpcore, name), getattr(httpx, name))
+    for name in (
+        *("ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException"),
+        *("ConnectError", "ReadError", "WriteError", "NetworkError", "RemoteProtocolError"),
+        *("LocalProtocolError", "ProxyError", "UnsupportedProtocol", "ProtocolError"),
+    )
 )
 
 
