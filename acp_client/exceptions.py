@@ -308,7 +308,8 @@ class RpcError(AcpError):
             cls.default_message = message
         if code is not None:
             cls.code = code
-            RpcError._by_code[code] = cls
+        if "code" in cls.__dict__:  # declared as a keyword or, as before, a class attribute
+            RpcError._by_code[cls.code] = cls
 
     @classmethod
     def from_error(cls, code: int, message: str | None = None, data: Any = None) -> RpcError:

@@ -51,17 +51,11 @@ class RecoveryPath(str, enum.Enum):
 
 
 class Continuity(str, enum.Enum):
-    """Whether the agent still holds the conversation after a recovery, as far as the evidence
-    shows (:attr:`RecoveryOutcome.continuity`).
+    """Whether the agent still holds the conversation after a recovery, from evidence only:
+    ``KEPT`` (proven), ``LOST`` (the evidence shows it lacks it) or ``UNVERIFIED`` (nothing shows
+    either way); docs/conversation.md says which evidence gives which.
 
-    ``KEPT``: proven (a replay that brought back every completed turn the client holds, or a
-    resume by the same live agent process, or one the agent said it kept in memory).
-    ``LOST``: the evidence shows the agent lacks it (a replay missing a completed turn, a new
-    session, a session given up). ``UNVERIFIED``: nothing shows either way (a resume with no
-    probe answer, or after the agent process was restarted).
-
-    ``bool(continuity)`` is ``True`` only for ``KEPT``: ``if outcome.continuity:`` means proven.
-    ``str()`` and f-strings give the value (``"kept"``), as JSON does.
+    ``bool(continuity)`` is ``True`` only for ``KEPT``; ``str()`` and f-strings give the value.
     """
 
     KEPT = "kept"
@@ -73,9 +67,6 @@ class Continuity(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     def weaker(self, other: Continuity) -> Continuity:
         """The weaker of the two claims (``LOST < UNVERIFIED < KEPT``): what two recoveries of one
@@ -149,8 +140,7 @@ class RecoveryContext:
         capabilities: ``{"status": bool, "resume": bool, "load": bool}`` as advertised.
         endpoint: With several endpoints: the instance this recovery runs on; ``None`` otherwise.
         also_active: With several endpoints: the other instances that also claimed the session
-            ``active``. Conflicting claims close no copy: the recorded home (else the first
-            instance) is proposed, and the hook may choose otherwise.
+            ``active`` (docs/many-instances.md: no copy is closed; the hook may choose).
     """
 
     session_id: str
@@ -174,19 +164,14 @@ class RecoveryOutcome:
         previous_session_id: The session id before the drop.
         session_id: The id to use from now on (a new one on the new-session path; ``None`` when
             abandoned).
-        continuity: Whether the agent still holds the conversation, from evidence only
-            (:class:`Continuity`; docs/conversation.md says when). A replay is ``KEPT`` only
-            when it brought back every completed turn the client holds, else ``LOST``; a resume
-            is ``KEPT`` when the agent said the session was active in memory or the same live
-            agent process held it, else ``UNVERIFIED`` (a respawned agent, no probe); a new
-            session and an abandoned one are ``LOST``. The notes say why.
+        continuity: Whether the agent still holds the conversation (:class:`Continuity`); the
+            notes say why.
         probe: The normalized probe answer (``raw_status`` and ``state`` as in
             :class:`RecoveryContext`).
         steps: The calls made, in order, with how each ended (``"ok"``, ``"not_found"``, ...).
         notes: Degradations and fallbacks, in words.
         replayed_updates: How many ``session/update`` notifications the replay delivered.
-        lost_turns: On the new-session path: how many turns the agent lost (they stay in the
-            handle's transcript as an earlier segment marked lost).
+        lost_turns: On the new-session path: how many turns the agent lost (kept as lost history).
         duration: Seconds the recovery of this session took (probe included).
         error: The last error, when the session was abandoned after failures.
         endpoint: With several endpoints: the instance the session ended on (or where the last
@@ -227,10 +212,8 @@ class TurnInterrupted:
 
 @attrs.frozen
 class OwnershipLost:
-    """This client no longer owns a stored session (``Callbacks.on_ownership_lost``): another
-    client took it over, or its lease ran out while the store could not be reached. The client has
-    stopped tracking it (a running turn failed with ``SessionOwnershipLost``) and sends and writes
-    nothing more for it; the session is the new owner's to recover.
+    """This client no longer owns a stored session (``Callbacks.on_ownership_lost``) and has stopped
+    tracking it: another client took it over, or its lease ran out (docs/session-store.md).
 
     Attributes:
         session_id: The session.
@@ -252,8 +235,7 @@ class UpdateEvent:
     Attributes:
         session_id: The session it belongs to (as the agent named it).
         update: The decoded update (an ``Unknown...`` value keeps unrecognized variants).
-        replay: ``True`` when it is history replayed by ``session/load`` (v1) or
-            ``session/resume`` with ``replayFrom`` (v2), not new activity.
+        replay: ``True`` for history a ``session/load`` or ``session/resume`` replays, not new activity.
     """
 
     session_id: str
@@ -274,7 +256,7 @@ class UpdateEvent:
 
 
 def _stop_reason(value: str | None) -> StopReason | str | None:
-    return StopReason.parse(value)
+    return StopReason.parse(value)  # a named function: what the attrs plugin reads
 
 
 @attrs.frozen
@@ -282,15 +264,13 @@ class PromptResult:
     """How a prompt turn ended.
 
     Attributes:
-        stop_reason: Why the turn ended: a :class:`~acp_client.types.StopReason` member for the
-            reasons ACP defines (``StopReason.END_TURN``...), the agent's string kept verbatim for
-            any other (the set is open), ``None`` when the agent gave none.
+        stop_reason: A :class:`~acp_client.types.StopReason` member for the reasons ACP defines,
+            the agent's string verbatim for any other (the set is open), or ``None``.
         message_id: The id of the inserted user message (v2), when the agent supplied one.
         usage: Token usage, when the agent reported it.
         stored: With a session store keeping transcripts: ``True`` once the turn's conversation is
-            written (the result is returned only then), ``False`` when the store failed through its
-            retries (``on_store_error`` was told; the conversation is written with the store's next
-            success). ``None`` without a store.
+            written (returned only then), ``False`` when the store failed through its retries
+            (docs/session-store.md); ``None`` without a store.
     """
 
     stop_reason: StopReason | str | None = attrs.field(converter=_stop_reason)
@@ -309,10 +289,8 @@ class SessionPage:
 
 @attrs.frozen
 class StreamResumed:
-    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``).
-
-    The server replayed what the stream missed from ``from_event_id`` on: no message was lost, no
-    ``initialize``, probe or replay was needed, and requests in flight stayed in flight.
+    """A broken stream was reattached to the same server-side connection (``Callbacks.on_stream_resumed``):
+    the server replayed what it missed, nothing was lost or recovered (docs/reconnect-flows.md).
 
     Attributes:
         session_id: The session whose stream it is; ``None`` for the connection stream.

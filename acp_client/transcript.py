@@ -10,24 +10,19 @@ Rules:
 * **Turns have a status.** Each prompt the client sent is a user message whose
   :attr:`TranscriptMessage.status` is a :class:`TurnStatus`; the agent's messages of a cancelled
   or interrupted turn are marked :attr:`~TranscriptMessage.incomplete`.
-* **A replay is reconciled, not trusted.** A replay (v1 ``session/load``, v2 ``session/resume``
-  with ``replayFrom``, or a plain resume that repeats the history) is bracketed by
-  :meth:`Transcript.begin_replay` / :meth:`Transcript.end_replay`. The replayed messages are
-  collected apart (the app keeps seeing the conversation it had) and then matched against it by
-  the rules of :mod:`acp_client._sessions._reconcile` (nothing recorded is deleted, nothing fused,
-  what the agent adds is kept in order). :attr:`Transcript.last_replay` says what the replay
-  brought, and which completed turns it lacked. A replay cut off by a drop is dropped: the
-  conversation is what it was, and the next replay brings it again.
+* **A replay is reconciled, not trusted.** Between :meth:`Transcript.begin_replay` and
+  :meth:`Transcript.end_replay` the replayed messages are collected apart (the app keeps seeing the
+  conversation it had), then matched against it by the rules of
+  :mod:`acp_client._sessions._reconcile`; :attr:`Transcript.last_replay` says what the replay
+  brought. A replay cut off by a drop is dropped: the next replay brings it again.
 * **Segments.** The conversation is made of :class:`TranscriptSegment` values, one per agent
   session id. When the agent lost a session and recovery started a new one, the old conversation
   stays as an earlier segment marked ``lost``; :attr:`Transcript.messages` is the current one's.
 * Tool calls are upserts keyed by ``toolCallId``; the latest plan replaces the previous one.
 * **Bounded in memory.** Past :attr:`Transcript.max_bytes` of message text (UTF-8), the oldest
-  content goes: whole messages first, oldest first (counted in :attr:`Transcript.dropped` and
-  :attr:`Transcript.dropped_bytes`, and shown at the head of :meth:`Transcript.text`), then the
-  head of the newest message itself, replaced by ``… N bytes dropped … `` (a turn streaming
-  without end). The newest prompt is never dropped or cut. It is trimmed to three quarters of the
-  bound each time, so the work is amortized.
+  whole messages go, then the head of the newest message itself (a turn streaming without end),
+  behind ``… N bytes dropped … ``; the newest prompt is never dropped or cut. Trimming goes down to
+  three quarters of the bound, so the work is amortized.
 """
 
 from __future__ import annotations
@@ -96,8 +91,7 @@ class TranscriptMessage:
         incomplete: The message is partial: its turn was cancelled or interrupted before the
             agent finished it (and no replay completed it).
         inserted: A user-role message the *agent* put into its replay among the user's prompts
-            (Claude's ``<command-name>/model…``, ``[Request interrupted by user]``): kept as its
-            own message, never a prompt the user typed, never a turn.
+            (Claude's ``<command-name>/model…``): never a prompt the user typed, never a turn.
     """
 
     role: str
@@ -106,9 +100,7 @@ class TranscriptMessage:
     status: TurnStatus | None = None
     incomplete: bool = False
     inserted: bool = False
-    #: Bytes of this message's oldest text dropped to keep the transcript in its bound (its
-    #: text then begins with ``… N bytes dropped … ``).
-    dropped_bytes: int = 0
+    dropped_bytes: int = 0  #: of its oldest text, dropped past the bound (behind ``… N bytes dropped … ``)
     # Plain text chunks waiting to be merged into the last block. Merging each chunk at once copied
     # the whole text every time: quadratic in the number of chunks of a long message.
     _pending: list[str] = attrs.field(factory=list, init=False)
@@ -195,12 +187,10 @@ class TranscriptSegment:
     """The part of a conversation held under one agent session id.
 
     Attributes:
-        session_id: The agent's id for this part (``None``: not known, e.g. restored from a
-            store written before segments were kept).
+        session_id: The agent's id for this part (``None``: not known, from an older store).
         began: How it began (:class:`SegmentStart`).
         messages: Its messages, in order.
-        lost: The agent lost this part (recovery had to start a new session): it is earlier
-            history the agent no longer has.
+        lost: The agent lost this part (recovery had to start a new session).
     """
 
     session_id: str | None
@@ -266,11 +256,8 @@ class ReplayReport:
     completed_turns: int = 0
 
     def lacks_history(self) -> str | None:
-        """Why the agent provably lacks the history after this replay, or ``None``.
-
-        It replayed no message for a session with turns, or it left out a completed turn the
-        client holds (one the agent answered to its end: an agent that had it would replay it).
-        """
+        """Why the agent provably lacks the history after this replay (nothing replayed for a session
+        with turns, or a completed turn left out: an agent that had it would replay it), or ``None``."""
         if self.known_turns == 0:
             return None
         if self.replayed_messages == 0:
@@ -299,37 +286,25 @@ MESSAGE_KINDS = frozenset((*_CHUNK_ROLES, *_FULL_ROLES))
 
 
 class Transcript:
-    """The conversation of one session, built from its updates (see the module docstring).
+    """The conversation of one session, built from its updates (see the module docstring);
+    ``session_id`` and ``began`` describe its first segment."""
 
-    Args:
-        session_id: The agent's id of the first segment.
-        began: How that segment began.
-    """
-
-    #: The bound of the message text held in memory, in UTF-8 bytes (see the module docstring).
-    #: Set it on one transcript, or on the class for every transcript created later and before.
+    #: The bound of message text held in memory, in UTF-8 bytes: set it on one transcript, or on the class for all.
     max_bytes: int = DEFAULT_MAX_TRANSCRIPT_BYTES
 
     def __init__(self, session_id: str | None = None, began: SegmentStart = SegmentStart.CREATED) -> None:
-        #: The current segment's messages (what the agent holds now).
-        self.messages: list[TranscriptMessage] = []
-        #: The segments before the current one, oldest first.
-        self.earlier: list[TranscriptSegment] = []
-        #: The current segment's agent session id and how it began.
+        self.messages: list[TranscriptMessage] = []  # the current segment's: what the agent holds now
+        self.earlier: list[TranscriptSegment] = []  # oldest first
         self.session_id = session_id
         self.began = began
-        #: Messages dropped past a bound (a session store's, or :attr:`max_bytes`): not held any more.
-        self.dropped = 0
-        #: Bytes of message text dropped past :attr:`max_bytes` (whole messages and heads of messages).
-        self.dropped_bytes = 0
+        self.dropped = 0  #: messages dropped past a bound (a session store's, or :attr:`max_bytes`)
+        self.dropped_bytes = 0  #: bytes of message text dropped past :attr:`max_bytes`
         self._bytes = 0  # message text taken in since the last measure (an estimate between trims)
         self.tool_calls: dict[str, ToolCallView] = {}
         self.plan: Any = None
-        #: The v2 foreground state last reported (``None``: not reported).
-        self.state: str | None = None
+        self.state: str | None = None  #: the v2 foreground state last reported, if any
         self.stop_reason: str | None = None
-        #: What the last complete replay brought (``None``: no replay yet).
-        self.last_replay: ReplayReport | None = None
+        self.last_replay: ReplayReport | None = None  #: what the last complete replay brought, if any
         self._by_id: dict[str, TranscriptMessage] = {}
         self._open: TranscriptMessage | None = None
         self._replaying = False
@@ -339,23 +314,16 @@ class Transcript:
         self._turn_start: int | None = None
         self._turn_prompt: tuple[ContentBlock, ...] = ()
         self._echo = Echo()  # what of the recorded prompt the agent has not echoed back yet
-        #: The agent was seen echoing a recorded prompt back (its next turn will begin with an echo).
-        self.echoes_prompts = False
-
-    # -- queries ----------------------------------------------------------------------------------
+        self.echoes_prompts = False  #: the agent was seen echoing a recorded prompt back
 
     def __len__(self) -> int:
         return len(self.messages)
 
     def text(self) -> str:
-        """The whole conversation as plain text, one ``role: text`` line per message: earlier
-        segments first, each followed by a divider line saying what became of it (``--- the agent
-        lost the conversation above; ...``), then the current one (alone: ``segments[-1].text()``).
-        Marked after the role: ``user [failed]`` (refused), ``[interrupted]`` (cut by a drop),
-        ``[cancelled]``, ``agent [incomplete]`` (unfinished), ``user [inserted]`` (the agent's text
-        among replayed prompts). A first line counts what was dropped past :attr:`max_bytes`
-        (``… N bytes dropped``) or by a session store's bound (``… N earlier message(s) not kept``).
-        """
+        """The whole conversation as plain text, one ``role: text`` line per message, each segment
+        followed by a divider saying what became of it; marked after the role: ``[failed]``,
+        ``[interrupted]``, ``[cancelled]``, ``[incomplete]``, ``[inserted]``. A first line counts
+        what was dropped (``… N bytes dropped``, ``… N earlier message(s) not kept``)."""
         dropped = f"… {self.dropped_bytes} bytes dropped" if self.dropped_bytes else ""
         dropped = dropped or (f"… {self.dropped} earlier message(s) not kept" if self.dropped else "")
         lines = [dropped] if dropped else []
@@ -385,8 +353,6 @@ class Transcript:
         """How many prompts of the current segment the agent accepted."""
         return _turns(self.messages)
 
-    # -- segments -----------------------------------------------------------------------------------
-
     def start_segment(self, session_id: str, began: SegmentStart, *, lost: bool = False) -> int:
         """Continue the conversation under a new agent session id. The current segment becomes
         earlier history (``lost``: the agent no longer has it). Returns how many turns it held."""
@@ -405,8 +371,6 @@ class Transcript:
         carries it into the new session (empty when nothing was lost)."""
         lost = (message for segment in self.earlier if segment.lost for message in segment.messages)
         return "\n".join(f"{m.role}: {m.text}" for m in lost if m.status != "failed" and not m.inserted)
-
-    # -- turns --------------------------------------------------------------------------------------
 
     def begin_turn(self, prompt: Iterable[ContentBlock], *, record: bool) -> None:
         """A prompt goes out: ``record`` it as the user's message (v1 agents do not echo prompts;
@@ -459,8 +423,6 @@ class Transcript:
             tail = self.messages[start:]
             self.messages[start:] = [m for m in tail if m.role != "user" or m.status is not TurnStatus.RUNNING]
 
-    # -- updates ------------------------------------------------------------------------------------
-
     def add_user_prompt(self, blocks: Iterable[ContentBlock], message_id: str | None = None) -> None:
         """Record a prompt the client sent (v1 agents do not echo prompts outside a replay)."""
         if message_id is not None and message_id in self._by_id:
@@ -486,10 +448,7 @@ class Transcript:
         full = kind in _FULL_ROLES
         role = _FULL_ROLES[kind] if full else _CHUNK_ROLES.get(kind)
         if role is None:  # never fuse a message across a non-message update (a replay would not)
-            if replay:
-                self._replay_open = None
-            else:
-                self._open = None
+            self._replay_open = self._open = None  # whichever is open: the replay's or the live one
             self._other(kind, update)
             return
         content, message_id = getattr(update, "content", None), getattr(update, "message_id", None)
@@ -533,13 +492,8 @@ class Transcript:
                 self._open = None
 
     def repeats(self, update: Any) -> bool:
-        """Whether ``update`` repeats the start of the known history.
-
-        For an update that arrives where no replay was announced (a plain ``session/resume``):
-        a message update for the first known message — the same ``messageId`` or, failing that,
-        the same role with text that the first message's text starts with — means the agent is
-        replaying from the start. Non-message updates never decide.
-        """
+        """Whether ``update`` (during a plain ``session/resume``) repeats the first known message:
+        its ``messageId``, or its role with text that message starts with."""
         role = _CHUNK_ROLES.get(update.kind) or _FULL_ROLES.get(update.kind)
         first = next((m for m in self.messages if m.status is not TurnStatus.FAILED), None)
         if role is None or first is None or first.role != role:
@@ -549,8 +503,6 @@ class Transcript:
             return True
         text = "".join(block.text for block in blocks_of(update.content) if isinstance(block, TextContent))
         return bool(text) and first.text.startswith(text)
-
-    # -- replay -------------------------------------------------------------------------------------
 
     def begin_replay(self) -> None:
         """The agent is about to replay history: collect it apart, to reconcile at the end."""
@@ -565,11 +517,8 @@ class Transcript:
         return replayed
 
     def end_replay(self, *, complete: bool = True) -> None:
-        """The replay is over: the load/resume answer arrived (``complete``), or a drop cut it off.
-
-        A complete replay is reconciled with the conversation; :attr:`last_replay` says what it
-        brought. An incomplete one is dropped: the conversation stays as it was.
-        """
+        """The replay is over: reconciled with the conversation when ``complete`` (the answer
+        arrived), dropped when a drop cut it off."""
         if not self._replaying:
             return
         self._replaying = False
@@ -580,22 +529,19 @@ class Transcript:
         result = reconcile(self.messages, replayed, TranscriptMessage, whole=self.dropped == 0)
         self.messages = result.messages
         self._by_id = {m.message_id: m for m in self.messages if m.message_id is not None}
-        self._bytes = self.max_bytes + 1  # measure (and bound) the reconciled conversation now
-        self._took(0)
+        self._trim()  # measure (and bound) the reconciled conversation now
         self.last_replay = ReplayReport(
             replayed_messages=result.matched + result.added,
             replayed_turns=result.replayed_users,
             known_turns=known_turns,
             matched=result.matched,
             added=result.added,
-            kept=result.kept,
+            kept=len(result.left_out),
             notes=tuple(result.notes),
             missing_turns=tuple(message.text for message in result.left_out if _completed(message)),
             inserted=result.inserted,
             completed_turns=completed_turns,
         )
-
-    # -- the bound ----------------------------------------------------------------------------------
 
     def _took(self, size: int) -> None:
         self._bytes += size
@@ -643,18 +589,14 @@ class Transcript:
             total -= before - blocks_bytes(last.blocks)
         self._bytes = total
 
-    # -- internals ----------------------------------------------------------------------------------
-
     def _insert(self, message: TranscriptMessage) -> None:
         self.messages.append(message)
         if message.message_id is not None:
             self._by_id[message.message_id] = message
 
     def _assemble(self, role: str, message_id: str | None, content: Any, *, full: bool, replay: bool) -> None:
-        """Put one message update where it goes: into the conversation, or (``replay``) among the
-        replayed messages. An update with a ``messageId`` goes to that message (a full one replaces
-        its content, a chunk appends to it); one without appends to the open message of its role or
-        starts one (a full replayed message always starts one). A full message closes it."""
+        """Put one message update into the conversation, or (``replay``) among the replayed messages, by
+        the module's first rule; a full message closes the open one (a replayed one without an id starts one)."""
         messages, by_id = (self._replayed, self._replay_by_id) if replay else (self.messages, self._by_id)
         message = self._replay_open if replay else self._open
         if message_id is not None:

@@ -17,7 +17,6 @@ from acp_client._recovery._decisions import (
     hop_note,
     next_step,
     path_of,
-    should_probe,
     steps_for,
 )
 
@@ -93,7 +92,7 @@ CASES = [
 @pytest.mark.parametrize(("probe", "status", "resume", "load", "version"), CASES)
 def test_decision_table(probe: Probe, status: bool, resume: bool, load: bool, version: int) -> None:
     caps = Capabilities(status=status, resume=resume, load=load)
-    assert should_probe(caps) is status
+    assert caps.status is status  # the recoverer probes only when session/status is advertised
     decision = decide(probe, caps, version)
     want_path, want_steps = expected(probe, status, resume, load, version)
     assert decision.path is want_path
@@ -103,7 +102,7 @@ def test_decision_table(probe: Probe, status: bool, resume: bool, load: bool, ve
     assert (load and version == 1) or Step.LOAD not in decision.steps
     # Any degradation or fallback is explained.
     first = decision.steps[0]
-    if path_of(first, version) is not decision.path or probe in (Probe.NOT_PROBED, Probe.UNREACHABLE):
+    if path_of(first) is not decision.path or probe in (Probe.NOT_PROBED, Probe.UNREACHABLE):
         assert decision.notes
 
 
@@ -126,7 +125,7 @@ def test_later_answers(
     else:
         assert calls[0] is first and succeeded is decision.steps[1]
     if succeeded is not None:
-        assert path_of(succeeded, version) is (
+        assert path_of(succeeded) is (
             RecoveryPath.RESUME
             if succeeded is Step.RESUME
             else RecoveryPath.NEW_SESSION

@@ -21,10 +21,8 @@ new session   the agent gave the same id back (its own copy, maybe)          unv
 abandon       the session was given up                                       lost
 ============  =============================================================  ============
 
-Which process answers is the transport's knowledge (:attr:`TransportInfo.agent_process
-<acp_client.transports.TransportInfo.agent_process>`: stdio names each process it starts;
-network transports cannot see the server's process and say ``None``). The client remembers, per
-session, the process that last attached it, and compares.
+Which process answers is the transport's knowledge (``TransportInfo.agent_process``: ``None`` over
+the network); the client compares it with the one that last attached the session.
 """
 
 from __future__ import annotations

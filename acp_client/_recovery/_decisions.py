@@ -43,7 +43,6 @@ A refusal other than -32002 (-32601 from an agent that advertises ``session/resu
 serve it, -32602, -32603, a timeout) never goes straight to a new session while a step that keeps
 the conversation is left: a refused resume tries ``session/load`` (v1, when advertised), a refused
 replay tries a resume without history, and only then a new session (docs/agents-conformance.md).
-:func:`hop_note` describes each hop for the outcome record.
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ __all__ = [
     "next_step",
     "path_of",
     "route",
-    "should_probe",
     "steps_for",
 ]
 
@@ -91,16 +89,9 @@ class RouteKind(str, enum.Enum):
 
 @attrs.frozen
 class Route(Generic[E]):
-    """Where one session goes.
-
-    Attributes:
-        kind: What to do with it.
-        endpoint: The one instance to send ``session/resume`` / ``session/load`` to, or where a new
-            session is placed (once a policy placed it); ``None`` otherwise.
-        candidates: For a new session: the reachable instances a policy may choose from (in
-            preference order).
-        reason: The decision in words (for logs and outcome notes).
-    """
+    """Where one session goes: the one instance to resume or load it on (``endpoint``), or, for a
+    new session, the reachable instances a policy may choose from (``candidates``, in preference
+    order); ``reason`` says it in words."""
 
     kind: RouteKind
     endpoint: E | None = None
@@ -109,13 +100,9 @@ class Route(Generic[E]):
 
 
 def route(answers: Sequence[tuple[E, Probe]], home: E | None = None, order: Sequence[E] | None = None) -> Route[E]:
-    """Decide where one session goes (the first table of the module).
-
-    Args:
-        answers: Each instance with its answer.
-        home: The instance the session lived on, if known.
-        order: The preference order of the instances (default: the order of ``answers``); those
-            missing from it come after it, in their own order.
+    """Where one session goes, from each instance's answer (the first table of the module).
+    ``home``: where it lived, if known; ``order``: preference (default: the order of ``answers``;
+    those missing from it come after, in their own order).
 
     Raises:
         ValueError: ``home`` or an instance in ``order`` is not one of ``answers``.
@@ -184,27 +171,21 @@ class Capabilities:
 
 @attrs.frozen
 class Decision:
-    """The path the table picks (before any degradation); the calls to try in order (the first that
-    succeeds decides the path taken); and why they differ from the table, for the outcome record."""
+    """The path the table picks, the calls to try in order (the first that succeeds decides the
+    path taken), and why they differ from the table."""
 
     path: RecoveryPath
     steps: tuple[Step, ...]
     notes: tuple[str, ...] = ()
 
 
-def should_probe(caps: Capabilities) -> bool:
-    """Probe only when the agent advertises ``session/status``."""
-    return caps.status
-
-
-def path_of(step: Step, version: int) -> RecoveryPath:
+def path_of(step: Step) -> RecoveryPath:
     """The path a successful ``step`` amounts to."""
     return {Step.RESUME: RecoveryPath.RESUME, Step.NEW: RecoveryPath.NEW_SESSION}.get(step, RecoveryPath.REPLAY)
 
 
-#: The calls that carry out a path, in the order tried, each with the capability it needs: keyed by
-#: (path, v1). A refusal other than -32002 moves down the chain (module docstring); ``session/new``
-#: always ends it.
+#: By (path, v1): the calls that carry out a path, in the order a refusal moves down them, each with
+#: the capability it needs (``session/new``, which needs none, always ends the chain).
 _CHAINS: dict[tuple[RecoveryPath, bool], tuple[tuple[Step, str], ...]] = {
     (RecoveryPath.RESUME, True): ((Step.RESUME, "resume"), (Step.LOAD, "load")),
     (RecoveryPath.RESUME, False): ((Step.RESUME, "resume"),),
@@ -224,11 +205,8 @@ _DEGRADED = {
 
 
 def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tuple[Step, ...], tuple[str, ...]]:
-    """The calls that carry out ``path`` given what is advertised, with notes on degradations.
-
-    The chain always ends with :attr:`Step.NEW` (a new session needs no capability), except for
-    :attr:`RecoveryPath.ABANDON`, which has no steps.
-    """
+    """The calls that carry out ``path`` given what is advertised (ending with :attr:`Step.NEW`;
+    none for :attr:`RecoveryPath.ABANDON`), with notes on degradations."""
     if path is RecoveryPath.ABANDON:
         return (), ()
     v1 = version == 1
@@ -239,12 +217,10 @@ def steps_for(path: RecoveryPath, caps: Capabilities, version: int) -> tuple[tup
 
 @functools.lru_cache(maxsize=128)  # pure, and asked again for every session of a recovery
 def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bool = False) -> Decision:
-    """The path and steps for a session on one instance, given that instance's answer (the
-    module's tables: :func:`route` over this one answer, then the steps).
+    """The path and steps for a session given one instance's answer (the module's tables).
 
-    ``replay_cut_off``: the session's last replay was cut off by a drop, so the client's history is
-    incomplete. An agent that still has the session (``active``, or no usable probe) would be
-    resumed without history; the session is replayed again instead.
+    ``replay_cut_off``: a drop cut the last replay off, so the client's history is incomplete: a
+    session the agent may still have is replayed again rather than resumed without history.
     """
     if replay_cut_off and probe is not Probe.UNKNOWN:
         steps, notes = steps_for(RecoveryPath.REPLAY, caps, version)
@@ -267,10 +243,8 @@ def decide(probe: Probe, caps: Capabilities, version: int, *, replay_cut_off: bo
 
 
 def next_step(steps: tuple[Step, ...], index: int, failure: StepFailure) -> int | None:
-    """After ``steps[index]`` failed, the index of the step to try next (``None``: give up).
-
-    A -32002 jumps straight to the new session; any other refusal moves down the chain.
-    """
+    """After ``steps[index]`` failed, the index of the step to try next (``None``: give up): a
+    -32002 jumps straight to the new session, any other refusal moves down the chain."""
     if steps[index] is Step.NEW:
         return None
     if failure is StepFailure.NOT_FOUND:

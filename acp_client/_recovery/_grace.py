@@ -1,10 +1,9 @@
 """Many delays of one length on one timer: the replay windows an unordered transport keeps open.
 
-On Streamable HTTP every session that a recovery resumes or replays keeps its window open for
-``REPLAY_GRACE`` seconds after the answer (see :func:`acp_client._recovery._recoverer.open_attach_window`):
-10,000 sessions were 10,000 event-loop timers, each one making every other timer of the loop
-dearer to schedule (a bigger heap). All have the same length, so they end in the order they began:
-here they wait in a queue, and one clock timer at a time runs at the earliest end.
+On Streamable HTTP every session a recovery resumes or replays keeps its window open for
+``REPLAY_GRACE`` seconds after the answer: 10,000 sessions were 10,000 event-loop timers, each
+making every other dearer to schedule. Delays of one length end in the order they began, so they
+wait in a queue and one clock timer at a time runs at the earliest end.
 """
 
 from __future__ import annotations
@@ -59,15 +58,13 @@ class _Queue:
     def _run(self) -> None:
         self._timer = None
         delays, now = self._delays, self._clock.monotonic() + _SLACK
-        while delays and (delays[0].callback is None or delays[0].due <= now):
+        while delays and (delays[0].callback is None or delays[0].due <= now):  # a cancelled one: not waited for
             callback = delays.popleft().callback
             if callback is not None:
                 try:
                     callback()
                 except Exception:
                     logger.exception("a replay window's end raised")
-        while delays and delays[0].callback is None:  # cancelled: nothing to wait for
-            delays.popleft()
         if not delays:
             self._on_empty()  # forgotten until the next delay: a clock of a closed client is not kept
         elif self._timer is None:
@@ -83,9 +80,8 @@ _QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Clock, 
 
 
 def after(clock: Clock, seconds: float, callback: Callable[[], None]) -> TimerHandle:
-    """Run ``callback`` once, ``seconds`` from now on ``clock`` (like ``clock.call_later``, from a
-    running event loop), on a timer shared by every such delay of that length on that clock and
-    loop; the handle cancels it."""
+    """``clock.call_later(seconds, callback)`` (from a running event loop), on a timer shared by every
+    delay of that length on that clock and loop."""
     queues = _QUEUES.setdefault(asyncio.get_running_loop(), {})
     key = (clock, seconds)
     queue = queues.get(key)

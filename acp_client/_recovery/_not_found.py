@@ -112,10 +112,9 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def quote(error: BaseException, limit: int = 80) -> str:
-    """An error as a note quotes it: the code and message the agent sent, shortened, with
-    the details when the agent put the reason there (``-32602 'Invalid params' (details: 'Unknown
-    sessionId: …')``, ``-32603 'Internal error' (details: 'Session not found')``); any other error
-    as its text."""
+    """An error as a note quotes it: the code and message the agent sent, shortened, with the details
+    when the agent put the reason there (``-32603 'Internal error' (details: 'Session not found')``);
+    any other error as its text."""
     if not isinstance(error, RpcError):
         return _shorten(str(error), limit)
     text = f"{error.code} {_shorten(str(error.message or ''), limit)!r}"

@@ -1,15 +1,13 @@
 """Asking one instance about sessions: ``session/status`` (or ``session/close`` for a copy left
 behind), over its live link or a link of its own, within one bound.
 
-A link of its own is opened the one way every link is, by the ``opener`` the caller passes
-(:func:`acp_client._link._opening.open_link`), and closed again whatever happens. One instance's
-failure is an answer (``unreachable``), never an error. :func:`fan_out` asks every instance at
-once: finding ten sessions costs one connect and one ``initialize`` per instance, not ten.
+A link of its own is opened by the caller's ``opener`` (:func:`acp_client._link._opening.open_link`)
+and closed whatever happens. One instance's failure is an answer (``unreachable``), never an
+error. :func:`fan_out` asks every instance at once: one connect and ``initialize`` per instance.
 
-Each instance's work runs in a task of its own that the caller waits for only until the timeout:
-an instance that does not let go when it is cancelled (a flood to drain, a close handshake that
-never completes) cannot hold the answer past it. Its link is closed after, in the background; a
-slow close never turns an answer into a timeout.
+Each instance's work runs in a task of its own, awaited only until the timeout: an instance that
+does not let go when cancelled (a flood to drain, a close handshake that never completes) cannot
+hold the answer past it, and a slow close (in the background) never turns an answer into a timeout.
 """
 
 from __future__ import annotations
@@ -53,9 +51,8 @@ Live: TypeAlias = tuple[Connection, InitializeResponse]
 
 @attrs.frozen
 class Settings:
-    """How one round of asking runs: ``timeout`` is what each instance gets for the whole exchange
-    (connect included), ``start`` when the round began on ``clock``; an instance in ``live`` is
-    asked over that link, any other over one ``opener`` opens."""
+    """One round of asking: ``timeout`` for each instance's whole exchange (connect included) from
+    ``start`` on ``clock``; an instance in ``live`` is asked over that link, others over one ``opener`` opens."""
 
     session_ids: tuple[str, ...]
     timeout: float | None
@@ -71,9 +68,7 @@ Answers: TypeAlias = tuple[InstanceAnswer, ...]
 
 @attrs.define(eq=False)
 class _Link:
-    """A link of its own to one instance, closed whatever happens."""
-
-    conn: Connection | None = None
+    conn: Connection | None = None  # a link of its own to one instance, closed whatever happens
 
 
 async def _open(endpoint: Endpoint, settings: Settings, link: _Link) -> Live:
@@ -87,8 +82,7 @@ async def _open(endpoint: Endpoint, settings: Settings, link: _Link) -> Live:
 
 
 async def _statuses(endpoint: Endpoint, settings: Settings, link: _Link) -> Answers:
-    """Connect, initialize and ask ``session/status`` for every session on one instance (the
-    probes concurrently, over one link; no timeout of its own)."""
+    """``session/status`` for every session on one instance, concurrently over one link (no timeout of its own)."""
     clock = settings.clock
     agent: Implementation | None = None
 
@@ -147,9 +141,8 @@ def _close_in_background(task: asyncio.Future[Any], link: _Link, clock: Clock) -
 
 
 async def _in_time(settings: Settings, work: Callable[[_Link], Awaitable[_T]], late: Callable[[], _T]) -> _T:
-    """``work`` on a link of its own within ``settings.timeout``; ``late()`` past it, at once,
-    whatever the instance does. The link is closed within what is left of the timeout, and past it
-    in the background."""
+    """``work`` on a link of its own within ``settings.timeout``; ``late()`` past it, at once. The
+    link is closed within what is left of the timeout, and past it in the background."""
     clock, link = settings.clock, _Link()
     deadline = None if settings.timeout is None else clock.monotonic() + settings.timeout
     task = asyncio.ensure_future(work(link))
@@ -183,8 +176,8 @@ async def ask(endpoint: Endpoint, settings: Settings) -> Answers:
 
 async def close_copy(endpoint: Endpoint, session_id: str, settings: Settings) -> bool:
     """``session/close`` for one session on one instance, within ``settings.timeout``: ``True`` when
-    the instance no longer has the session in memory (closed, or it did not know it). Never raises
-    for the instance's failure; an instance without ``session/close`` keeps the session."""
+    the instance no longer has it in memory (closed, or unknown); ``False`` without ``session/close``.
+    Never raises for the instance's failure."""
 
     async def close(link: _Link) -> bool:
         try:

@@ -6,12 +6,9 @@ steps and reports one :class:`~acp_client.state.RecoveryOutcome` per session to 
 callbacks, awaited, before the supervisor releases the requests queued during the outage.
 
 A drop during recovery propagates (the supervisor reconnects again); any other failure abandons
-only that session. The outcomes of the sessions a cut-off recovery finished are reported at the
-start of the next one, before anything else (their callbacks cannot run on the dead connection: a
+only that session. What a cut-off recovery finished is reported at the start of the next one (a
 callback's own request would wait for the recovery that waits for it), or just before the client
-publishes that it failed or closed; so the app learns every change of a session's id, in order,
-exactly once. A replay cut off by the drop flags its session (``Tracked.replay_cut_off``) to be
-replayed again.
+says it failed or closed: the app learns every change of a session's id, in order, exactly once.
 """
 
 from __future__ import annotations
@@ -88,8 +85,8 @@ MAX_OUTCOMES = 1000
 
 @attrs.frozen
 class Answer:
-    """What one instance said about one session: with how it came (an error quoted, for the
-    outcome's notes) and the other instances that also claimed it ``active`` (nothing was closed)."""
+    """What one instance said about one session, a note for the outcome (an error quoted), and the
+    other instances that also claimed it ``active``."""
 
     probe: Probe
     raw_status: str | None = None
@@ -100,6 +97,8 @@ class Answer:
 
 #: Whether a recovery round leaves a session to another routine (see :meth:`Recoverer.recover`).
 Screen = Callable[[Tracked, Answer | None], Awaitable[bool]]
+#: Sends one request on the session's link and returns its answer (the replay fence's way out).
+Request = Callable[[str, Any], Awaitable[Any]]
 
 
 _OUTCOME_CALLBACK = {
@@ -114,14 +113,13 @@ def open_attach_window(
     table: SessionTable, tracked: Tracked, *, replay: bool, ordered: bool, clock: Clock
 ) -> Callable[[], None]:
     """Open the window in which updates for ``tracked`` are replay (``replay``) or a resume
-    snapshot; returns the function that closes it when the answer arrives (idempotent).
+    snapshot; returns the (idempotent) function to call when the answer arrives.
 
-    The window stays open after the answer (it *lingers*) when the replay may still be on its way:
-    on a transport whose messages do not share one ordered stream (Streamable HTTP's several SSE
-    streams: the answer can overtake the replayed updates), until the session has been quiet for
-    :data:`REPLAY_GRACE` seconds or the next prompt goes out; on an ordered one, for a replay of a
-    session that had turns when nothing was replayed before the answer (some servers send the
-    history only with the session's next message), until :func:`replay_ended` fences it.
+    The window *lingers* after the answer while the replay may still be on its way: on an unordered
+    transport (Streamable HTTP's SSE streams: the answer can overtake the replay) until the session
+    is quiet for :data:`REPLAY_GRACE` seconds or the next prompt goes out; on an ordered one, when a
+    session with turns had nothing replayed before the answer (some servers send the history only
+    with the session's next message), until :func:`replay_ended` fences it.
     """
     table.open_window(tracked, replay=replay)
     expect_history = tracked.transcript.turns > 0
@@ -140,20 +138,15 @@ def open_attach_window(
 
 
 def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
-    """Keep ``tracked``'s window open until its updates stop (see :func:`open_attach_window`).
-
-    A late window that nothing could fence and that stays quiet stays open, for an agent that
-    echoes prompts back, until the next turn's own first update (``Tracked.window_until_turn``);
-    whoever waits for it goes on. Without echoes nothing would mark that turn's start: it closes.
-    """
+    """Keep ``tracked``'s window open until its updates stop. A late window nothing could fence
+    that stays quiet stays open until the next turn's own first update (``window_until_turn``)
+    when the agent echoes prompts (nothing else marks that turn's start); waiters go on."""
     until = clock.monotonic() + REPLAY_MAX_LINGER
     seen = tracked.window_heard
 
-    def check() -> None:
+    def check() -> None:  # the window is open: closing it cancels this timer
         nonlocal seen
         tracked.window_timer = None
-        if not tracked.window_open:
-            return
         if tracked.window_heard != seen and clock.monotonic() < until:
             seen = tracked.window_heard
             tracked.window_timer = after(clock, REPLAY_GRACE, check)
@@ -168,30 +161,20 @@ def _linger(table: SessionTable, tracked: Tracked, clock: Clock) -> None:
     tracked.window_timer = after(clock, REPLAY_GRACE, check)
 
 
-async def replay_ended(
-    table: SessionTable,
-    tracked: Tracked,
-    request: Callable[[str, Any], Awaitable[Any]],
-    *,
-    version: int,
-    clock: Clock,
-) -> None:
+async def replay_ended(table: SessionTable, tracked: Tracked, request: Request, *, version: int, clock: Clock) -> None:
     """After a load / resume answer: wait until its replay (if one may still come) has ended.
 
-    A replay window left open on an ordered transport (:func:`open_attach_window`) is fenced: some
-    servers (Qwen Code's daemon over WebSocket) send a ``session/load`` replay only with the
-    session's next message, whatever it is; without a fence it would arrive inside the next turn.
-    The fence is the one session-scoped v1 request that changes nothing: ``session/set_mode`` to the
-    current mode. Once it is answered, every replayed update sent before it has arrived (the
-    transport is ordered). Without a current mode (or when the agent refuses it), the window closes
-    after the quiet interval instead.
+    A late window on an ordered transport is fenced: some servers (Qwen Code's daemon over
+    WebSocket) send a ``session/load`` replay only with the session's next message, whatever it is.
+    The fence is the one session-scoped v1 request that changes nothing, ``session/set_mode`` to the
+    current mode: once answered, the replay sent before it has arrived. Without a current mode (or
+    when refused), the window closes after the quiet interval instead.
     """
     if not tracked.replaying:
         return
-    late = tracked.window_late and tracked.window_open
     modes = tracked.record.modes
     mode = modes.current_mode_id if modes is not None else None
-    if late and version < 2 and mode:
+    if tracked.window_late and version < 2 and mode:
         params = to_wire(SetSessionModeRequest(session_id=tracked.session_id, mode_id=mode), protocol_version=version)
         try:
             await request("session/set_mode", params)
@@ -199,20 +182,14 @@ async def replay_ended(
             logger.info("replay fence for %s refused (%s): waiting for a quiet interval", tracked.session_id, exc)
         else:
             table.close_window(tracked)
-    if late and tracked.window_open and tracked.window_timer is None:
+    if tracked.window_late and tracked.window_timer is None:
         _linger(table, tracked, clock)
-    await window_closed(tracked)
-
-
-async def window_closed(tracked: Tracked) -> None:
-    """Wait until ``tracked``'s lingering window (if any) has closed: the replay has ended."""
-    lingering = tracked.window_timer is not None or tracked.window_late
-    if not lingering or tracked.window_until_turn or not tracked.window_open:
+    if tracked.window_timer is None or tracked.window_until_turn:  # closed, or open only until the next turn
         return
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def closed() -> None:
-        if not done.done():
+        if not done.done():  # the waiter may have been cancelled
             done.set_result(None)
 
     tracked.window_waiters.append(closed)
@@ -257,12 +234,8 @@ async def attach(
 
 
 class Recoverer:
-    """Runs recovery for the sessions in ``table`` (one instance per client).
-
-    ``callbacks`` returns the app's callbacks; ``timeouts.probe`` bounds each ``session/status``,
-    ``timeouts.request`` each step; ``concurrency`` sessions recover at once; ``version`` returns
-    the negotiated protocol version.
-    """
+    """Runs recovery for the sessions in ``table`` (one instance per client); ``timeouts.probe``
+    bounds each ``session/status``, ``timeouts.request`` each step."""
 
     def __init__(
         self,
@@ -294,20 +267,15 @@ class Recoverer:
         endpoint: str | None = None,
         screen: Screen | None = None,
     ) -> list[RecoveryOutcome]:
-        """Recover ``sessions`` (default: every live tracked one) over ``conn`` and report the
-        outcomes (returned too), with those of an earlier round a drop cut off.
-
-        ``endpoint`` names the instance (of an endpoint group) in the contexts and outcomes;
-        ``screen`` returning ``True`` leaves a session to another routine: asked when a worker
-        reaches it (``None``), then with the probe's answer (an endpoint group moves those its
-        instance does not have in memory).
+        """Recover ``sessions`` (default: every live one) over ``conn`` and report the outcomes
+        (returned too), after those of an earlier round a drop cut off. ``endpoint`` names the
+        instance; ``screen`` returning ``True`` leaves a session to another routine (an endpoint
+        group moves those its instance does not hold): asked first, then with the probe's answer.
 
         Raises:
             ConnectionLost / TransportError: The new connection dropped too.
         """
         sessions = self._table.live() if sessions is None else sessions
-        if not sessions:
-            return await self._report_unreported()
         caps = capabilities(init, self._version())
 
         async def one(tracked: Tracked) -> RecoveryOutcome | None:
@@ -323,9 +291,12 @@ class Recoverer:
             return await self.recover_session(conn, tracked, caps, answer=answer, endpoint=endpoint)
 
         results = await each(sessions, self._concurrency, one)
-        # What finished is folded into what an earlier, cut-off recovery finished: one report per
-        # session, and the app still learns every change of id (two changes stay two reports).
-        positions = self._positions()
+        # Folded into what a cut-off recovery finished: one report per session, but two changes of id stay two.
+        # ``positions``: where each id stands among the unreported outcomes (so folding N outcomes costs N).
+        positions: dict[str, list[int]] = {}
+        for index, earlier in enumerate(self._unreported):
+            if earlier.session_id is not None:
+                positions.setdefault(earlier.session_id, []).append(index)
         for outcome in (result for result in results if isinstance(result, RecoveryOutcome)):
             self._fold(outcome, positions)
         for result in results:
@@ -334,14 +305,6 @@ class Recoverer:
             if isinstance(result, BaseException):
                 logger.error("recovering a session raised", exc_info=result)
         return await self._report_unreported()
-
-    def _positions(self) -> dict[str, list[int]]:
-        """Where each session id stands in the unreported outcomes (so folding N outcomes costs N)."""
-        positions: dict[str, list[int]] = {}
-        for index, earlier in enumerate(self._unreported):
-            if earlier.session_id is not None:
-                positions.setdefault(earlier.session_id, []).append(index)
-        return positions
 
     def _fold(self, outcome: RecoveryOutcome, positions: dict[str, list[int]]) -> None:
         previous = outcome.previous_session_id
@@ -389,7 +352,7 @@ class Recoverer:
 
     async def _probe(self, conn: Connection, tracked: Tracked, caps: _recovery.Capabilities) -> Answer:
         """``session/status`` for one session over ``conn``, when offered (its record merged with the answer)."""
-        if not _recovery.should_probe(caps):
+        if not caps.status:
             return Answer(Probe.NOT_PROBED)
         previous, version = tracked.session_id, self._version()
         try:
@@ -414,11 +377,8 @@ class Recoverer:
         endpoint: str | None = None,
         reason: str | None = None,
     ) -> RecoveryOutcome:
-        """Probe, decide and run the steps for one session; never raises for a refused step.
-
-        ``answer``: the instance's answer when the caller has it already (not asked again);
-        ``reason``: why this recovery runs outside a reconnect (first in the outcome's notes).
-        """
+        """Probe (unless the caller has the ``answer``), decide and run the steps for one session;
+        never raises for a refused step. ``reason``: why it runs outside a reconnect (noted first)."""
         start = self._clock.monotonic()
         previous, version = tracked.session_id, self._version()
         held_turns = tracked.transcript.turns
@@ -427,7 +387,8 @@ class Recoverer:
         probe, raw_status, state = answer.probe, answer.raw_status, answer.state
         decision = _recovery.decide(probe, caps, version, replay_cut_off=tracked.replay_cut_off)
         planned, steps = decision.path, decision.steps
-        notes = (*(note for note in (reason, answer.note) if note is not None), *decision.notes)
+        notes = [note for note in (reason, answer.note) if note is not None]
+        notes += decision.notes
         decide = self._callbacks().decide_recovery
         if decide is not None:
             context = RecoveryContext(
@@ -437,93 +398,88 @@ class Recoverer:
                 state=state,
                 proposed=planned,
                 protocol_version=version,
-                capabilities={"status": caps.status, "resume": caps.resume, "load": caps.load},
+                capabilities=attrs.asdict(caps),
                 endpoint=endpoint,
                 also_active=answer.also_active,
             )
             chosen = await call_app(decide, context, what="decide_recovery")
             if chosen is not None and RecoveryPath(chosen) is not planned:
                 planned = RecoveryPath(chosen)
-                steps, extra = _recovery.steps_for(planned, caps, version)
-                notes = (*notes, f"app chose {planned.value}", *extra)
+                steps, degraded = _recovery.steps_for(planned, caps, version)
+                notes += (f"app chose {planned.value}", *degraded)
         history: list[tuple[str, str]] = []
+
+        def outcome(path: RecoveryPath, continuity: Continuity, **fields: Any) -> RecoveryOutcome:
+            return RecoveryOutcome(
+                path=path,
+                planned=planned,
+                previous_session_id=previous,
+                continuity=continuity,
+                probe=probe,
+                raw_status=raw_status,
+                state=state,
+                steps=tuple(history),
+                notes=tuple(notes),
+                duration=self._clock.monotonic() - start,
+                endpoint=endpoint,
+                **fields,
+            )
+
         error: BaseException | None = None
         index: int | None = 0 if steps else None
         retried = 0
-        common: dict[str, Any] = {"planned": planned, "previous_session_id": previous, "probe": probe}
-        common.update(endpoint=endpoint, raw_status=raw_status, state=state)
         while index is not None:
             step = steps[index]
             try:
-                extra = await self._run_step(conn, tracked, step)
+                notes += await self._run_step(conn, tracked, step)
             except (RpcError, RequestTimeout, InvalidMessage) as exc:  # a timeout is a refusal too
                 if isinstance(exc, RpcError) and says_retry_later(exc) and retried < RETRY_LATER_ATTEMPTS:
                     # Busy, not gone (the agent is still closing the session the drop left behind).
                     retried += 1
                     delay = RETRY_LATER_DELAY * retried
                     history.append((step.value, f"retry later: {exc}"))
-                    notes = (*notes, f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s")
+                    notes.append(f"{step.value} refused for now ({quote(exc)}): again in {delay:g}s")
                     await self._clock.sleep(delay)
                     continue
                 error = exc
                 gone = isinstance(exc, SessionNotFound) or says_session_not_found(exc, tracked.session_id)
                 failure = StepFailure.NOT_FOUND if gone else StepFailure.REFUSED
                 history.append((step.value, "not_found" if gone else f"error: {exc}"))
-            else:
-                history.append((step.value, "ok"))
-                path = _recovery.path_of(step, version)
-                if step is Step.RESUME and tracked.resume_replayed:
-                    path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
-                continuity, judged = await self._judge(conn, tracked, path, probe, previous)
-                # Counted once the replay has ended (_judge waits for a late one).
-                replayed = tracked.replayed if path is RecoveryPath.REPLAY else 0
-                extra = (*extra, *judged)
-                lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
-                if lost:
-                    extra = (*extra, f"the agent lost the session: {lost} turn(s) kept as earlier history")
-                if path is not RecoveryPath.RESUME or tracked.settings.pending:
-                    restored, tracked.record = await restore(
-                        conn, tracked.settings, tracked.record, version=version, timeout=self._timeouts.request
-                    )
-                    extra += restored
-                tracked.recovered = True
-                return RecoveryOutcome(
-                    path=path,
-                    session_id=tracked.session_id,
-                    continuity=continuity,
-                    steps=tuple(history),
-                    replayed_updates=replayed,
-                    duration=self._clock.monotonic() - start,
-                    lost_turns=lost,
-                    notes=(*notes, *extra),
-                    **common,
+                index = _recovery.next_step(steps, index, failure)
+                notes.append(_recovery.hop_note(step, failure, quote(exc), None if index is None else steps[index]))
+                continue
+            history.append((step.value, "ok"))
+            path = _recovery.path_of(step)
+            if step is Step.RESUME and tracked.resume_replayed:
+                path = RecoveryPath.REPLAY  # the replay reached the app: report it as one
+            continuity = self._judge(conn, tracked, path, probe, previous, notes=notes)
+            lost = held_turns if path is RecoveryPath.NEW_SESSION and tracked.session_id != previous else 0
+            if lost:
+                notes.append(f"the agent lost the session: {lost} turn(s) kept as earlier history")
+            if path is not RecoveryPath.RESUME or tracked.settings.pending:
+                restored, tracked.record = await restore(
+                    conn, tracked.settings, tracked.record, version=version, timeout=self._timeouts.request
                 )
-            index = _recovery.next_step(steps, index, failure)
-            following = steps[index] if index is not None else None
-            detail = quote(error) if error is not None else ""
-            notes = (*notes, _recovery.hop_note(step, failure, detail, following))
+                notes += restored
+            tracked.recovered = True
+            return outcome(
+                path,
+                continuity,
+                session_id=tracked.session_id,
+                replayed_updates=tracked.replayed if path is RecoveryPath.REPLAY else 0,
+                lost_turns=lost,
+            )
         self._table.abandon(tracked, previous, error)
-        return RecoveryOutcome(
-            path=RecoveryPath.ABANDON,
-            session_id=None,
-            continuity=Continuity.LOST,
-            steps=tuple(history),
-            duration=self._clock.monotonic() - start,
-            error=error,
-            notes=notes,
-            **common,
-        )
+        return outcome(RecoveryPath.ABANDON, Continuity.LOST, session_id=None, error=error)
 
-    async def _judge(
-        self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str
-    ) -> tuple[Continuity, tuple[str, ...]]:
-        """What the evidence lets a recovery that succeeded by ``path`` claim (the table in
-        :mod:`acp_client._recovery._continuity`), with the notes that explain it; ``tracked`` is then
-        held by ``conn``'s agent process."""
-        notes: tuple[str, ...] = ()
+    def _judge(
+        self, conn: Connection, tracked: Tracked, path: RecoveryPath, probe: Probe, previous: str, *, notes: list[str]
+    ) -> Continuity:
+        """What the evidence lets a recovery that succeeded by ``path`` claim (the ``_continuity`` table), its
+        notes added to ``notes``; ``tracked`` is then held by ``conn``'s agent process. A replay has
+        ended by now (:func:`replay_ended` waited for a late one)."""
         verdict: _continuity.Verdict = (Continuity.LOST, None)
         if path is RecoveryPath.REPLAY:
-            await window_closed(tracked)  # the replay may still be arriving after the answer
             report = tracked.transcript.last_replay
             if tracked.window_until_turn:
                 verdict = (
@@ -534,7 +490,7 @@ class Recoverer:
             elif report is None:
                 verdict = _continuity.of_replay(checked=False, gap=None)
             else:
-                notes = report.notes
+                notes += report.notes
                 verdict = _continuity.of_replay(checked=self._table.keep_transcripts, gap=report.lacks_history())
         elif path is RecoveryPath.RESUME:
             verdict = _continuity.of_resume(probe, held_by=tracked.agent_process, now=conn.transport.info.agent_process)
@@ -542,15 +498,13 @@ class Recoverer:
             verdict = (Continuity.UNVERIFIED, None)
         tracked.held_by(conn.transport.info)
         continuity, why = verdict
-        return continuity, notes if why is None else (*notes, why)
+        if why is not None:
+            notes.append(why)
+        return continuity
 
     async def _run_step(self, conn: Connection, tracked: Tracked, step: Step) -> tuple[str, ...]:
-        """Run one step; returns notes for the outcome.
-
-        Raises:
-            RpcError / RequestTimeout / InvalidMessage: The agent refused the step.
-            ConnectionLost / TransportError: The connection dropped.
-        """
+        """Run one step; returns notes for the outcome. A refusal (``RpcError``, ``RequestTimeout``,
+        ``InvalidMessage``) or a drop propagates."""
         sid, cwd, servers, version = tracked.session_id, tracked.cwd, tracked.mcp_servers, self._version()
         timeout = self._timeouts.request
         if step is Step.NEW:
@@ -594,9 +548,8 @@ class Recoverer:
 
 
 async def each(items: Sequence[T], concurrency: int, work: Callable[[T], Awaitable[R]]) -> list[R | BaseException]:
-    """``work`` on every item, by ``concurrency`` workers taking them in order (not a task per item
-    waiting on a semaphore: 10,000 sessions would be 10,000 tasks and waiters for one bound).
-    Returns each item's result, or what it raised; a cancellation of the caller still propagates."""
+    """``work`` on every item by ``concurrency`` workers (not a task per item on a semaphore: 10,000
+    sessions would be 10,000 tasks); each item's result or what it raised. Cancellation propagates."""
     results: list[R | BaseException] = [asyncio.CancelledError()] * len(items)  # until reached
     queue = iter(enumerate(items))
 
@@ -622,10 +575,9 @@ def _renames(outcome: RecoveryOutcome) -> bool:
 
 
 def merge_outcomes(earlier: RecoveryOutcome, later: RecoveryOutcome) -> RecoveryOutcome | None:
-    """One report for two recoveries of a session when a drop cut the first one off before it was
-    reported, from the first id to the last: the stronger path (a replay that reached the app stays
-    a replay), the weaker continuity. ``None`` when both renamed the session (the app must learn
-    both ids, in order)."""
+    """One report for two recoveries of a session, the first cut off before it was reported: the
+    stronger path (a replay that reached the app stays one), the weaker continuity. ``None`` when
+    both renamed the session (the app must learn both ids, in order)."""
     if _renames(earlier) and _renames(later):
         return None
     return attrs.evolve(

@@ -1,11 +1,9 @@
 """Restoring what the app set on a session (mode, model, config options) after a recovery that
 rebuilt it: a replay or a new session may bring it back with the agent's defaults.
 
-The app's choices (:class:`Settings`, kept when a ``session/set_mode``, ``session/set_model`` or
-``session/set_config_option`` succeeds) are applied again where the agent's answer advertises them
-(``modes.availableModes``, ``models.availableModels``, ``configOptions``); the outcome's notes say
-what could not be. A drop while restoring leaves ``Settings.pending`` set: the next recovery tries
-again.
+The app's choices (:class:`Settings`) are applied again where the agent's answer advertises them;
+the outcome's notes say what could not be. A drop while restoring leaves ``Settings.pending`` set:
+the next recovery tries again.
 """
 
 from __future__ import annotations
@@ -53,14 +51,9 @@ def _plan(settings: Settings, record: Session) -> tuple[list[tuple[str, str, Any
 async def restore(
     conn: Connection, settings: Settings, record: Session, *, version: int, timeout: float | None
 ) -> tuple[tuple[str, ...], Session]:
-    """Apply ``settings`` to the session ``record`` describes, over ``conn``.
-
-    Returns:
-        Notes for the outcome (what was restored, what could not be and why), and the record with
-        what the agent accepted in every field that names it (:mod:`acp_client._sessions._coherence`).
-        Never raises for a refusal or a drop (a drop sets ``settings.pending`` and ends the
-        restore).
-    """
+    """Apply ``settings`` to the session ``record`` describes, over ``conn``: notes for the outcome,
+    and the record with what the agent accepted. Never raises for a refusal or a drop (a drop leaves
+    ``settings.pending`` set and ends the restore)."""
     if not settings:
         return (), record
     calls, notes = _plan(settings, record)

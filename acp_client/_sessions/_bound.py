@@ -1,9 +1,8 @@
 """The byte bound of a transcript's text in memory: how message text is measured, and how the oldest
 part of one oversized message is cut behind a marker block. Pure.
 
-Text counts its UTF-8 bytes; a block that is not text counts a fixed :data:`BLOCK_BYTES` (its size
-is not measured). The marker is a text block whose ``_meta`` says it is ours, so it is never merged
-with the text after it and a second cut replaces it instead of stacking another.
+Text counts its UTF-8 bytes, any other block :data:`BLOCK_BYTES`. The marker is a text block whose
+``_meta`` says it is ours: never merged with the text after it, replaced (not stacked) by a second cut.
 """
 
 from __future__ import annotations

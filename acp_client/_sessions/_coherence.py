@@ -1,12 +1,10 @@
 """One record, one truth: after a mode, model or config option changes, every field of the session
 record that names it agrees (issue 17 item 8). Pure.
 
-A session's current mode appears in ``modes.currentModeId`` and, with agents that also expose it
-as a config option, in the ``configOptions`` entry of category ``mode``; the model in
-``models.currentModelId`` and the option of category ``model``. When the app sets one of them
-(``session/set_mode``, ``session/set_model``, ``session/set_config_option``), when a recovery
-restores them, or when the agent reports a change (``current_mode_update``,
-``config_option_update``), the client updates all of them together.
+The current mode is in ``modes.currentModeId`` and, with agents that also expose it as a config
+option, in the ``configOptions`` entry of category ``mode``; the model likewise. Whoever changes one
+(the app, a recovery's restore, the agent's ``current_mode_update`` / ``config_option_update``),
+all of them change together.
 """
 
 from __future__ import annotations

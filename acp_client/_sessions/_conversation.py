@@ -98,11 +98,9 @@ def _message(entry: Mapping[str, Any], path: str, session_id: str) -> Transcript
 
 
 def from_entries(entries: Sequence[Mapping[str, Any]], session_id: str, *, path: str) -> Transcript:
-    """The transcript a stored conversation describes, for the session stored as ``session_id``.
-
-    When the last stored segment belongs to another agent session id (the store renamed the
-    session after a new-session recovery before the conversation was saved again), the stored
-    segments are earlier history the agent lost and the current segment starts empty.
+    """The transcript a stored conversation describes, for the session stored as ``session_id``. When
+    the last stored segment has another id (the store renamed the session after a new-session
+    recovery before the conversation was saved again), it is all lost history; the current segment is empty.
 
     Raises:
         SessionStoreTooNew: The conversation was written in a newer format.

@@ -1,12 +1,10 @@
 """A prompt the agent echoes back: which user message updates repeat the prompt just sent. Pure.
 
 Some servers send each prompt back during its turn as ``user_message_chunk`` updates (Qwen Code's
-daemon marks them ``_meta.source = "bridge-echo"``; others may not mark them at all). On v1, where
-the client records the prompt itself, such an echo is that same message, not a second one. An
-:class:`Echo` holds what of the prompt has not been echoed yet and decides, update by update:
-text must continue the prompt's text where the echo left it (chunks may split it anywhere), any
-other block must equal the prompt's next block (``_meta`` aside); the first user message that does
-not is the agent's own, and nothing after it is taken for an echo.
+daemon marks them ``_meta.source = "bridge-echo"``, others may not). On v1, where the client records
+the prompt itself, such an echo is that same message. Text must continue the prompt's text where the
+echo left it (chunks may split it anywhere), any other block must equal the prompt's next block
+(``_meta`` aside); the first user message that does not is the agent's own, and ends the echo.
 """
 
 from __future__ import annotations

@@ -1,58 +1,45 @@
 """Replay reconciliation: match the messages an agent replays against the conversation the client
 holds, and build the conversation after the replay. Pure: no I/O, no event loop.
 
-The client knows the prompts it sent and the messages it showed; a replay is evidence, not the
-truth (docs/conversation.md). Texts are compared with whitespace squeezed (runs of whitespace as
-one space, none at the ends). The rules:
+A replay is evidence, not the truth (docs/conversation.md has the rules as the user sees them,
+with the agents that need each). Texts are compared with whitespace squeezed (runs as one space,
+none at the ends). The rules:
 
-* **Replayed user runs are read against the prompts the client sent.** Consecutive id-less user
-  chunks arrive as one message, and agents put more than the user's prompts there: some replay two
-  prompts as one message (isaac-acp, fast-agent), Claude's adapters replay text of their own among
-  them (``<command-name>/model…``, ``<local-command-stdout>Set model to …</local-command-stdout>``
-  before the first prompt of each agent process, ``[Request interrupted by user]`` after a cancel).
-  A replayed id-less user message that is not a recorded prompt as a whole is aligned against the
-  recorded prompts as a sequence with insertions: the prompts found inside it, at any offset, are
-  matched in the recorded order from the prompt the replay is due to bring next (covering as much
-  of the text as possible, skipping as few prompts as possible, leaving the rest in as few pieces
-  as possible), and each becomes a message of its own. What is left over around and between them
-  is *agent-inserted*: a user-role message of its own marked ``inserted``, never a prompt, never
-  fused with one.
+* **Replayed user runs are read against the prompts the client sent.** An id-less replayed user
+  message that is not a recorded prompt as a whole is aligned against the recorded prompts as a
+  sequence with insertions: the prompts found inside it, at any offset, are matched in the
+  recorded order from the prompt due next (covering as much text as possible, skipping as few
+  prompts as possible, leaving the rest in as few pieces as possible), each becomes a message of
+  its own, and the text around and between them is *agent-inserted*: a user-role message marked
+  ``inserted``, never a prompt, never fused with one.
 * **Text that holds no recorded prompt** is agent-inserted when the client holds prompts, the
   replay has reached the history the client holds (it holds the conversation from its start, or
-  the replay already brought back one of its prompts), and the agent did not answer it (the next
-  replayed message is not the agent's). Otherwise it is a turn, kept as a user message: an
-  answered one (another client's prompt), text before the first recorded prompt when the store
-  dropped the oldest messages, everything when the client holds no prompt (an editor restarted
-  without a store). A rule about where the text sits, not a list of markers: the markers of an
-  agent not seen yet are handled too.
-* **Fused answers are split.** A replayed id-less agent message that runs two or more recorded
-  agent messages together (each one whole, or, for a partial answer the user saw, extended: cut
-  where the next one's text first appears) is split along them, so each completes its own message
-  and no fused copy is added. The run must begin with the first recorded message due that it
-  begins with; it is not split when it equals a recorded message due, nor when the next replayed
-  message of its role is one of those messages on its own (then it was one answer, extended).
-* **Matching.** A replayed message matches a recorded one of the same role (and both
-  agent-inserted or neither) when both carry the same ``messageId``, or, when either has none, when
-  the texts are equal. A recorded agent message the user saw only in part, or a recorded empty
-  message, also matches a replayed message whose text extends it: the replay then completes it. A
-  failed prompt is never matched: the agent never had it. The alignment keeps the order of both
-  sides and matches as many messages as it can (a longest common subsequence; the common start and
-  end first, so an ordinary replay costs one pass). Then what the agent replayed out of order
-  (answers after all the prompts they answer) is matched too: a replayed message left over takes a
-  recorded one left over that it matches, and a replayed answer the alignment took as the
-  completion of a partial goes to the recorded answer equal to it when that one was left over.
-* **Nothing recorded is deleted.** A recorded message the replay left out (the partial answer of
-  an interrupted turn, a refused prompt) stays after the message it followed. A matched message
-  keeps the recorded copy, where it was; when the agent's text contradicts it (same id, another
-  text that does not extend it), the recorded copy wins and the notes say so.
-* **What the agent adds is kept**, in the replay's order.
-* **A second replay finds the same partners.** Agent-inserted messages match agent-inserted ones
-  only, and the alignment prefers the same message over a completion, so the next recovery's
-  replay of the same history changes nothing.
+  the replay already brought back one of its prompts), and the next replayed message is not the
+  agent's. Otherwise it is a turn (another client's prompt, text before the first prompt a store
+  dropped, anything when the client holds no prompt). A rule about where the text sits, not a
+  list of markers: an agent not seen yet is handled too.
+* **Fused answers are split.** An id-less replayed agent message that runs two or more recorded
+  agent messages together (each whole, or a partial the user saw extended up to where the next
+  one's text first appears) is split along them, each completing its own. The run must begin
+  with the first recorded message due that it begins with; it is not split when it equals one,
+  nor when the next replayed message of its role is one of them on its own (one answer, extended).
+* **Matching.** A replayed message matches a recorded one of the same role (both agent-inserted
+  or neither) with the same ``messageId``, or, when either has none, the same text; a recorded
+  partial or empty message also matches a replayed one that extends it (the replay completes
+  it). A failed prompt never matches. The alignment keeps both orders and matches as many as it
+  can (a longest common subsequence; common start and end first, so an ordinary replay is one
+  pass); then a replayed message left over takes a recorded one left over that it matches
+  (answers replayed after all their prompts), and a replayed answer taken as the completion of a
+  partial goes to the recorded answer equal to it when that one was left over.
+* **Nothing recorded is deleted**: a message the replay left out stays after the one it followed;
+  a matched message keeps the recorded copy, where it was, and when the agent's text contradicts
+  it the recorded copy wins and the notes say so. **What the agent adds is kept**, in order.
+* **A second replay finds the same partners**: agent-inserted messages match only each other,
+  and the alignment prefers the same message over a completion.
 
-Cost: an ordinary replay is one pass. A run is searched for the prompts due next (a window of
-them after the cursor), and for the others only when none of those is in it, up to ``_MAX_CELLS``
-prompts looked at; the middle of an alignment past ``_MAX_CELLS`` cells is matched greedily.
+Cost: a run is searched for the prompts due next (a window after the cursor), and for the others
+only when none of those is in it, up to ``_MAX_CELLS`` prompts looked at; the middle of an
+alignment past ``_MAX_CELLS`` cells is matched greedily.
 """
 
 from __future__ import annotations
@@ -84,10 +71,8 @@ M = TypeVar("M", bound=_Message)
 
 __all__ = ["Reconciled", "reconcile"]
 
-#: Above this many cells the middle of an alignment is matched greedily, and the search for
-#: prompts inside replayed user runs beyond the ``_WINDOW`` prompts due next stops (a
-#: pathological replay must not cost quadratic time; an ordinary one is matched by its common
-#: start and end). Fused answers are looked for among the ``_WINDOW`` answers due next.
+#: A pathological replay must not cost quadratic time: past this many cells an alignment's middle
+#: is matched greedily and only the ``_WINDOW`` prompts (or answers) due next are searched.
 _MAX_CELLS = 4_000_000
 _WINDOW = 64
 #: Occurrences of one prompt looked at in one run, and in all.
@@ -97,16 +82,12 @@ _MAX_ITEMS = 256
 
 @attrs.define
 class Reconciled(Generic[M]):
-    """The conversation after a replay, and what the reconciliation noticed: how many recorded
-    messages the replay brought back (``matched``) or left out (``kept`` where they were, listed in
-    ``left_out``), how many replayed ones were new (``added``), the user messages it held
-    (``replayed_users``: fused prompts counted split, agent-inserted ones apart in ``inserted``),
-    and the discrepancies in words (``notes``)."""
+    """The conversation after a replay, and the counts of :class:`~acp_client.transcript.ReplayReport`
+    (``left_out``: the recorded messages the replay did not bring back)."""
 
     messages: list[M]
     matched: int = 0
     added: int = 0
-    kept: int = 0
     replayed_users: int = 0
     inserted: int = 0
     left_out: list[M] = attrs.field(factory=list)
@@ -157,18 +138,11 @@ class _Budget:
         return min(total, cursor + _WINDOW)
 
 
-# -- user runs ------------------------------------------------------------------------------------
-
-
-@attrs.define
-class _UserSplit:
-    messages: list[Any]
-    fused: int = 0
-    inserted: int = 0
-
-
-def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool) -> _UserSplit:
-    """Read each replayed user message against the recorded prompts (the module docstring's first two rules)."""
+def _split_users(
+    replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M], *, whole: bool
+) -> tuple[list[M], int, int]:
+    """Read each replayed user message against the recorded prompts (the module docstring's first two
+    rules); returns the messages, how many runs of prompts were split, and how many pieces were inserted."""
     sent = [m for m in recorded if m.role == "user" and m.status != "failed" and not m.inserted]
     raw = [m.text for m in sent]
     prompts = [_squeeze(text) for text in raw]
@@ -176,8 +150,8 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
     where: dict[str, list[int]] = {}
     for index, text in enumerate(prompts):
         where.setdefault(text, []).append(index)
-    result = _UserSplit([])
-    out = result.messages
+    out: list[M] = []
+    fused = inserted = 0
     budget = _Budget()
     cursor = 0
     reached = whole  # the replay has reached the history the client holds
@@ -191,7 +165,7 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             same = next((i for i in range(cursor, min(len(raw), cursor + _WINDOW)) if raw[i] == message.text), None)
             blanks = [] if same is not None else _blank_run(message.text, raw, cursor)
             if blanks:
-                result.fused += 1
+                fused += 1
                 cursor = blanks[-1] + 1
                 out.extend(make("user", None, [TextContent(text=raw[index])]) for index in blanks)
                 continue
@@ -214,20 +188,20 @@ def _split_users(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..
             answered = position + 1 < len(replayed) and replayed[position + 1].role != "user"
             if reached and not answered:
                 message.inserted = True
-                result.inserted += 1
+                inserted += 1
             out.append(message)
             continue
         if len(chain) >= 2:
-            result.fused += 1
+            fused += 1
         original = message.text
         done = 0  # where the text not yet given out begins, in ``original``
         for index, start, end in chain:
             begin, finish = spots[start], spots[end - 1] + 1
-            result.inserted += _leftover(original[done:begin], reached, make, out)
+            inserted += _leftover(original[done:begin], reached, make, out)
             out.append(make("user", None, [TextContent(text=original[begin:finish])]))
             done, reached, cursor = finish, True, index + 1
-        result.inserted += _leftover(original[done:], reached, make, out)
-    return result
+        inserted += _leftover(original[done:], reached, make, out)
+    return out, fused, inserted
 
 
 def _blank_run(text: str, raw: Sequence[str], cursor: int) -> list[int]:
@@ -262,11 +236,9 @@ def _covers(chain: list[tuple[int, int, int]], squeezed: str) -> bool:
 
 
 def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Budget) -> list[tuple[int, int, int]]:
-    """The recorded prompts found inside ``squeezed``, as ``(prompt index, start, end)``: in the
-    recorded order from the cursor, not overlapping, covering as much of the text as possible,
-    then skipping as few recorded prompts as possible, then leaving the text around them in as
-    few pieces as possible, then with as few prompts as possible (the best chain over the
-    occurrences)."""
+    """The best chain of recorded prompts found inside ``squeezed``, as ``(prompt index, start,
+    end)``: in the recorded order from the cursor, not overlapping, ranked as the module docstring
+    says, then with as few prompts as possible."""
     items: list[tuple[int, int, int]] = []
     length = len(squeezed)
     # The prompts due next first; the rest (within the budget) only when none of those is there.
@@ -326,9 +298,6 @@ def _prompts_in(squeezed: str, prompts: Sequence[str], cursor: int, budget: _Bud
         last = back[last]
     chain.reverse()
     return chain
-
-
-# -- fused answers ----------------------------------------------------------------------------------
 
 
 def _split_answers(replayed: Sequence[M], recorded: Sequence[M], make: Callable[..., M]) -> tuple[list[M], int]:
@@ -425,9 +394,6 @@ def _answers_from(text: str, texts: Sequence[tuple[str, bool]], first: int, stop
     if cuts is None:
         return None
     return cuts, first + len(cuts)
-
-
-# -- the alignment ----------------------------------------------------------------------------------
 
 
 #: How well a replayed message matches a recorded one (:func:`_score`).
@@ -579,15 +545,15 @@ def reconcile(
     """The conversation after a replay (see the module docstring). ``recorded`` is never mutated
     except where the replay completes a message or gives an id-less one its ``messageId``.
     ``whole``: the client holds the conversation from its start (no message was dropped)."""
-    users = _split_users(replayed, recorded, make, whole=whole)
-    replayed, answers = _split_answers(users.messages, recorded, make)
+    users, fused, inserted = _split_users(replayed, recorded, make, whole=whole)
+    replayed, answers = _split_answers(users, recorded, make)
     prompts = sum(message.role == "user" and not message.inserted for message in replayed)
-    result: Reconciled[M] = Reconciled([], replayed_users=prompts, inserted=users.inserted)
-    if users.fused:
-        result.notes.append(f"split {users.fused} replayed user message(s) that ran recorded prompts together")
-    if users.inserted:
+    result: Reconciled[M] = Reconciled([], replayed_users=prompts, inserted=inserted)
+    if fused:
+        result.notes.append(f"split {fused} replayed user message(s) that ran recorded prompts together")
+    if inserted:
         result.notes.append(
-            f"kept {users.inserted} piece(s) of text the agent put among the replayed prompts apart, "
+            f"kept {inserted} piece(s) of text the agent put among the replayed prompts apart, "
             "as agent-inserted messages"
         )
     if answers:
@@ -607,7 +573,6 @@ def reconcile(
                 result.matched += 1
             else:
                 result.left_out.append(old)
-                result.kept += 1
             result.messages.append(old)
         added = [replayed[index] for index in range(j, pj) if index not in absorbed]
         result.messages.extend(added)

@@ -1,10 +1,8 @@
 """The session table: what the client remembers of the sessions it opened. No I/O, no event loop.
 
-It is the one per-session table (nothing keeps a side table keyed by session). It holds, per
-session: the latest :class:`~acp_client.types.Session` record, what it takes to re-create it, its
-transcript, the replay or snapshot *window* (updates arriving while a ``session/load`` /
-``session/resume`` is pending are history, not new activity), the running prompt *turn*, the app's
-subscribers, the record last written to a session store, and the typed slots of the layers above.
+The one per-session table (nothing keeps a side table keyed by session): each session's record,
+transcript, replay or snapshot *window* (updates while a ``session/load`` / ``session/resume`` is
+pending are history, not new activity), running *turn*, subscribers and the layers' slots.
 
 The rules it enforces:
 
@@ -15,16 +13,16 @@ The rules it enforces:
   whichever of idle, drop, abandonment, untracking or closing comes first.
 * **Every earlier id still finds the session** after a recovery re-created it under a new id.
 
-The table never waits and never schedules: a turn is settled through the ``settle`` function
-given to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, and a lingering
-window's timer is the caller's (stored here only to be cancelled).
+The table never waits and never schedules: a turn is settled through the ``settle`` function given
+to :meth:`~SessionTable.begin_turn`, subscribers are plain functions, a lingering window's timer is
+the caller's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._util._slots import direct_constructor
 from ..exceptions import ClientClosed, ConnectionLost, RecoveryFailed, SessionNotTracked, TurnInProgress
@@ -34,6 +32,7 @@ from ..types import ContentBlock, McpServer, Session, SessionUpdate
 from ._coherence import Settings, with_config_options, with_mode
 
 if TYPE_CHECKING:
+    from ..clock import TimerHandle
     from ..store.base import StoredSession
     from ..transports.base import TransportInfo
 
@@ -44,10 +43,6 @@ Subscriber = Callable[[UpdateEvent | None], None]
 
 #: ``UpdateEvent(session_id, update, replay)``, built once per update: the fast way.
 _new_event = direct_constructor(UpdateEvent)
-
-
-class _Cancellable(Protocol):
-    def cancel(self) -> None: ...
 
 
 class Turn:
@@ -98,40 +93,26 @@ class Tracked:
         self.replaying = False
         self.replayed = 0
         self.snapshot_window = False
-        #: The window's first message update was looked at (a resume snapshot that repeats the
-        #: known history turns into a replay: :meth:`SessionTable.receive`).
-        self.window_decided = False
+        self.window_decided = False  # its first message update was looked at: is the snapshot a replay?
         self.resume_replayed = False  # a plain session/resume's window turned into a replay
-        #: The last replay was cut off by a drop: the next recovery replays again.
-        self.replay_cut_off = False
-        #: What the app set (mode, model, config options), re-applied after a replay or new session.
-        self.settings = Settings()
-        #: The lingering window (:mod:`acp_client._recovery._recoverer`): its timer, the updates it
-        #: heard, whether its answer came before any replayed update on an ordered transport
-        #: (``late``), whether it stays open until the next turn's own first update (the echo of its
-        #: prompt: what comes before it is still the replay), and who waits for it to close.
-        self.window_timer: _Cancellable | None = None
+        self.replay_cut_off = False  # a drop cut the last replay off: the next recovery replays again
+        self.settings = Settings()  # what the app set, re-applied after a replay or new session
+        #: The lingering window (``_recoverer.open_attach_window``): its timer, the updates it heard,
+        #: whether it is *late* or open until the next turn's first update, and who waits for it.
+        self.window_timer: TimerHandle | None = None
         self.window_heard = 0
         self.window_late = False
         self.window_until_turn = False
         self.window_waiters: list[Callable[[], None]] = []
         self.turn: Turn | None = None
-        #: The task running the current (or last) turn: a cancelled turn the agent has not ended
-        #: yet keeps running in it, and the next prompt waits for it.
-        self.turn_task: Any = None
+        self.turn_task: Any = None  # the current (or last) turn's: a cancelled one may still run: the next prompt waits
         self.subscribers: list[Subscriber] = []
         self.abandoned = False
-        #: The agent lost the session and recovery started a new one: with ``carry_lost_context``,
-        #: the next prompt carries the lost conversation.
-        self.lost_context_pending = False
-        #: A recovery brought the session back over the current connection: a later "session not
-        #: found" means the agent lost it after all (it is recovered again, as unknown).
-        self.recovered = False
+        self.lost_context_pending = False  # the next prompt carries the lost conversation (carry_lost_context)
+        self.recovered = False  # over this connection: a later "session not found" recovers it again, as unknown
         self.stored: StoredSession | None = None  # last written to (or restored from) the store
         self.slots: dict[object, object] = {}  # the layers above, each in a typed ``_util._slots.Slot``
-        #: The agent process that last attached the session (``TransportInfo.agent_process``);
-        #: a resume by another one cannot claim continuity.
-        self.agent_process: str | None = None
+        self.agent_process: str | None = None  # the process that last attached it (continuity evidence)
 
     def held_by(self, info: TransportInfo) -> None:
         """The link described by ``info`` attached the session."""
@@ -147,18 +128,13 @@ class Tracked:
 
 
 class SessionTable:
-    """The tracked sessions, keyed by their current id and every earlier one.
-
-    ``replays_on_resume``: whether the agent replays history during a plain ``session/resume``
-    (``None``: detected, when the first message update repeats the start of the known history).
-    """
+    """The tracked sessions, keyed by their current id and every earlier one. ``replays_on_resume``:
+    whether the agent replays history during a plain ``session/resume`` (``None``: detected)."""
 
     def __init__(self, *, keep_transcripts: bool = True, replays_on_resume: bool | None = None) -> None:
         self.keep_transcripts = keep_transcripts
         self.replays_on_resume = replays_on_resume
         self._by_id: dict[str, Tracked] = {}
-
-    # -- lookup -----------------------------------------------------------------------------------
 
     def get(self, session_id: str) -> Tracked | None:
         return self._by_id.get(session_id)
@@ -191,8 +167,6 @@ class SessionTable:
         tracked = self._by_id.get(session_id)
         return [] if tracked is None else [Path(tracked.cwd), *map(Path, tracked.additional_directories)]
 
-    # -- tracking -----------------------------------------------------------------------------------
-
     def track(
         self,
         record: Session,
@@ -222,16 +196,15 @@ class SessionTable:
             tracked.turn.finish(SessionNotTracked(session_id, f"session {session_id} is no longer tracked"))
         tracked.end_subscriptions()
 
-    def renamed(self, tracked: Tracked, record: Session) -> int:
+    def renamed(self, tracked: Tracked, record: Session) -> None:
         """Recovery re-created the session as ``record`` because the agent lost it: a new id (the
-        old ones still find it) and a new transcript segment. Returns how many turns it lost."""
+        old ones still find it) and a new transcript segment."""
         tracked.session_id = record.session_id
         tracked.record = record
         lost = tracked.transcript.start_segment(record.session_id, SegmentStart.NEW_AFTER_LOSS, lost=True)
         tracked.lost_context_pending = lost > 0
         tracked.replay_cut_off = False  # nothing left to replay
         self._by_id[record.session_id] = tracked
-        return lost
 
     def abandon(self, tracked: Tracked, previous_id: str, cause: BaseException | None) -> None:
         """Recovery gave up: the running turn fails with ``RecoveryFailed``, subscriptions end; it stays, flagged."""
@@ -240,8 +213,6 @@ class SessionTable:
             self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)
             tracked.turn.finish(RecoveryFailed(previous_id, "abandoned", cause=cause))
         tracked.end_subscriptions()
-
-    # -- windows ------------------------------------------------------------------------------------
 
     def open_window(self, tracked: Tracked, *, replay: bool) -> None:
         """Updates from now on are replayed history (``replay``) or a resume snapshot."""
@@ -280,9 +251,8 @@ class SessionTable:
             waiter()
 
     def cut_off(self, tracked: Tracked) -> None:
-        """The connection dropped while ``tracked``'s window was open. A window whose answer had
-        arrived (only lingering for late updates on an unordered transport) is complete; any other
-        replay window is incomplete: the session is flagged so the next recovery replays again."""
+        """The connection dropped while ``tracked``'s window was open: complete if its answer had come
+        (a lingering window); any other replay is incomplete, and the next recovery replays again."""
         if not tracked.window_open:
             return
         answered = tracked.window_timer is not None
@@ -290,12 +260,10 @@ class SessionTable:
             tracked.replay_cut_off = True
         self.close_window(tracked, complete=answered)
 
-    # -- turns --------------------------------------------------------------------------------------
-
     def begin_turn(
         self, tracked: Tracked, prompt: tuple[ContentBlock, ...], settle: Callable[[PromptResult | BaseException], None]
     ) -> Turn:
-        """Start a turn; ``settle`` is called once with how it ended (unless the caller ends it).
+        """Start a turn; ``settle`` is called once with how it ended.
 
         Raises:
             TurnInProgress: A turn is already running in the session.
@@ -341,8 +309,6 @@ class SessionTable:
             tracked.turn = None
             if tracked.window_until_turn:  # the turn ended and no echo came: what came was the replay
                 self.close_window(tracked)
-
-    # -- events -------------------------------------------------------------------------------------
 
     def receive(self, session_id: str, update: SessionUpdate) -> UpdateEvent:
         """Apply one ``session/update`` (the module rules) and hand the event to the session's
@@ -391,10 +357,9 @@ class SessionTable:
         return event
 
     def dropped(self, cause: BaseException, sessions: Iterable[Tracked] | None = None) -> None:
-        """The connection dropped (the one drop rule, for every link): running turns of
-        ``sessions`` (default: all) whose prompt went out fail with ``ConnectionLost`` (it may
-        have executed) and windows are cut off. A turn whose prompt has not gone out yet (it waits
-        in the outage queue) keeps waiting: it is sent once the client is back."""
+        """The connection dropped (the one drop rule, for every link): running turns of ``sessions``
+        (default: all) whose prompt went out fail with ``ConnectionLost`` (it may have executed), windows
+        are cut off; a prompt still in the outage queue waits to be sent once the client is back."""
         for tracked in self if sessions is None else list(sessions):
             if tracked.turn is not None and tracked.turn.recorded:
                 self.turn_status(tracked, tracked.turn, TurnStatus.INTERRUPTED)

@@ -41,6 +41,9 @@ class FewestSessions:
         return min(candidates, key=lambda endpoint: sessions.get(endpoint, 0))
 
 
+_POLICIES: dict[str, Callable[[], PlacementFunction]] = {"round_robin": RoundRobin, "fewest_sessions": FewestSessions}
+
+
 def placement_policy(policy: Literal["round_robin", "fewest_sessions"] | PlacementFunction) -> PlacementFunction:
     """The policy for a name (``"round_robin"``, ``"fewest_sessions"``) or a function, as is.
 
@@ -49,8 +52,6 @@ def placement_policy(policy: Literal["round_robin", "fewest_sessions"] | Placeme
     """
     if callable(policy):
         return policy
-    if policy == "round_robin":
-        return RoundRobin()
-    if policy == "fewest_sessions":
-        return FewestSessions()
+    if isinstance(policy, str) and policy in _POLICIES:
+        return _POLICIES[policy]()
     raise ConfigurationError(f"placement must be 'round_robin', 'fewest_sessions' or a function, not {policy!r}")

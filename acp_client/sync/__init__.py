@@ -21,21 +21,17 @@ thread::
         print(turn.result().stop_reason)
 
 **Threads.** :meth:`~SyncAcpClient.connect` (or ``with``) starts the loop thread
-(``acp-client-loop``); :meth:`~SyncAcpClient.close` (or leaving the ``with`` block) closes the
-client, stops the loop and joins the thread. Both are idempotent and safe from any thread. Calling a
-blocking method *from the loop thread itself* (from a coroutine given to
-:meth:`~SyncAcpClient.submit`, or from an ``async`` handler) would deadlock, so it raises
-:class:`LoopThreadError` instead.
+(``acp-client-loop``); :meth:`~SyncAcpClient.close` closes the client, stops the loop and joins the
+thread. Both are idempotent and safe from any thread. A blocking method called *from the loop thread
+itself* (a coroutine given to :meth:`~SyncAcpClient.submit`, an ``async`` handler) would deadlock,
+so it raises :class:`LoopThreadError`.
 
-**Timeouts.** Every blocking method takes ``timeout`` (seconds; omitted: the client's
-``default_timeout``, by default ``None``; ``None``: wait as long as it takes — the async client's
-own timeouts still apply, so sync and async defaults agree; :meth:`~SyncAcpClient.prompt` has no
-default limit at all). When it expires the call raises
-:class:`~acp_client.exceptions.RequestTimeout` and the coroutine behind it is cancelled (a pending
-request gets a ``$/cancel_request``; a timed-out :meth:`~SyncAcpClient.prompt` also sends
-``session/cancel`` so the agent ends the turn). Any other exception from the client propagates
-unchanged (``SessionNotTracked``, ``ConnectionLost``, ``CapabilityNotSupported``...). After
-:meth:`~SyncAcpClient.close`, calls raise :class:`~acp_client.exceptions.ClientClosed`.
+**Timeouts.** Every blocking method takes ``timeout`` (seconds; omitted: ``default_timeout``, by
+default ``None``: no limit of the facade's own, the async client's timeouts still apply, so sync and
+async agree; :meth:`~SyncAcpClient.prompt` has no default limit). On expiry the call raises
+:class:`~acp_client.exceptions.RequestTimeout` and the coroutine behind it is cancelled (a request
+gets a ``$/cancel_request``; a prompt a ``session/cancel``). Other exceptions propagate unchanged;
+after :meth:`~SyncAcpClient.close`, calls raise :class:`~acp_client.exceptions.ClientClosed`.
 :meth:`~SyncAcpClient.prompt_async` and :meth:`~SyncAcpClient.submit` return a
 :class:`concurrent.futures.Future` instead of blocking.
 
@@ -74,11 +70,8 @@ and the loop task waiting for them (not the loop) gives up after ``answer_timeou
 
 * ``handlers=ClientHandlers(permission=fn)`` with a plain function: ``fn(request)`` returns the
   outcome; no answer in time means ``cancelled``. Without a permission handler but with an
-  ``event_queue``, each request is posted as a ``PERMISSION`` event whose :class:`PermissionRequest`
-  the host answers (:meth:`~PermissionRequest.allow` (once), :meth:`~PermissionRequest.allow_always`,
-  :meth:`~PermissionRequest.reject`,
-  :meth:`~PermissionRequest.select`, :meth:`~PermissionRequest.cancel`) from its own thread; no
-  answer in time means ``cancelled`` too. With neither, the answer is ``cancelled`` at once.
+  ``event_queue``, each request is a ``PERMISSION`` event whose :class:`PermissionRequest` the host
+  answers from its own thread (no answer in time: ``cancelled``). With neither: ``cancelled`` at once.
 * a plain-function ``handlers.elicitation``: its answer, or ``cancel`` after the timeout.
 * ``decide_recovery``: its path, or the proposed path after the timeout.
 * ``refresh_credentials``: waited for up to the timeout.
@@ -93,14 +86,10 @@ permissions from a callback or use :meth:`~SyncAcpClient.prompt_async`.
 
 :class:`EventLoopThread` is the loop-in-a-thread underneath, usable on its own to run other asyncio
 code (a :class:`~acp_client.testing.ReferenceServer`, say) from synchronous code.
-
-The facade is split by concern: the loop thread (``_loop``), the events and permission requests
-handed to the host (``_events``), the bridge that runs callbacks on the host's executor
-(``_bridge``), the client (``_client``) and session (``_session``) facades.
 """
 
 from ..exceptions import LoopThreadError
-from ._client import SyncAcpClient, SyncClientOptions
+from ._client import SyncAcpClient, SyncClientOptions, SyncSessionHandle
 from ._events import (
     EventKind,
     NewSessionEvent,
@@ -120,7 +109,6 @@ from ._events import (
     TurnInterruptedEvent,
 )
 from ._loop import EventLoopThread
-from ._session import SyncSessionHandle
 
 __all__ = [
     "EventKind",
