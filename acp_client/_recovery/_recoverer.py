@@ -211,8 +211,8 @@ async def attach(
     """Attach ``tracked`` by ``session/load`` / ``session/resume`` (``send`` it, given the function to
     call on its answer) in an attach window, record the answer and wait until its replay has ended.
 
-    A failure before the answer propagates: a drop cuts the window off; a refusal closes it, putting
-    back the history the transcript held before any replay began.
+    When the request fails (the error propagates), a drop cuts the window off; a refusal closes it,
+    putting back the history the transcript held before any replay began.
     """
     answered = open_attach_window(table, tracked, replay=replay, ordered=ordered, clock=clock)
     try:
