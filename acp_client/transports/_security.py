@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .._util._checks import DEFAULT_PORTS
 from ..exceptions import ConfigurationError
 
 __all__ = [
@@ -88,21 +89,18 @@ class Origin:
         return self.scheme in ("https", "wss")
 
 
-_DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
-
-
 @functools.lru_cache(maxsize=256)
 def origin_of(url: str) -> Origin:
     """The origin of ``url`` (``ws``/``wss`` count as ``http``/``https``); cached: every request asks.
     A URL with no host, or a scheme other than http(s)/ws(s), is a ``ConfigurationError``."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
+    if scheme not in DEFAULT_PORTS:
         raise ConfigurationError(f"unsupported URL scheme in {safe_url(url)!r}")
     if not parts.hostname:
         raise ConfigurationError(f"URL has no host: {safe_url(url)!r}")
     try:
-        port = parts.port or _DEFAULT_PORTS[scheme]
+        port = parts.port or DEFAULT_PORTS[scheme]
     except ValueError as exc:
         raise ConfigurationError(f"bad port in {safe_url(url)!r}") from exc
     normalized = {"ws": "http", "wss": "https"}.get(scheme, scheme)
