@@ -47,8 +47,6 @@ from ._base import (
     union_members,
 )
 
-__all__ = ["Builder"]
-
 
 @attrs.frozen
 class _Union:

@@ -17,24 +17,6 @@ import attrs
 
 from ..exceptions import MalformedFrame
 
-__all__ = [
-    "ErrorResponse",
-    "IdAllocator",
-    "Message",
-    "Notification",
-    "Request",
-    "RequestId",
-    "Response",
-    "classify",
-    "decode_frame",
-    "encode",
-    "error_message",
-    "excerpt",
-    "notification_message",
-    "request_message",
-    "result_message",
-]
-
 RequestId: TypeAlias = int | str
 #: A decoded JSON-RPC message (an object) or a batch (a non-empty array of objects).
 Message: TypeAlias = dict[str, Any] | list[Any]

@@ -20,8 +20,6 @@ from ._base import DecodeError, logger
 from ._converter import Builder
 from ._shapes import structure_foreground_state
 
-__all__ = ["register_session", "session_from_json", "session_to_json"]
-
 _T = TypeVar("_T")
 
 

@@ -36,8 +36,6 @@ from ..types.lifecycle import (
 from ._base import DecodeError, Hook, camel, field_wire_name, kind_of, on_wire
 from ._converter import Builder
 
-__all__ = ["DEFAULT_CLIENT_INFO", "register_shapes", "structure_foreground_state"]
-
 ByVersion = Callable[[int], Builder]
 
 

@@ -94,8 +94,6 @@ from ._acknowledge import acknowledge, retrieve, settle, status_of
 from ._lost_again import recover_lost, to_resend
 from ._persistence import Persistence
 
-__all__ = ["CLIENT_INFO", "Engine"]
-
 logger = get_logger("acp_client.client")
 
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from .._util._logging import get_logger
 from ..clock import Clock
 from ..config import Callbacks, Timeouts
 from ..exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, SessionNotFound, TransportError
-from ..state import Continuity, RecoveryContext, RecoveryOutcome
+from ..state import Continuity, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath
 from ..types import (
     InitializeResponse,
     LoadSessionRequest,
@@ -47,22 +47,10 @@ from ..types import (
 )
 from . import _continuity
 from . import _decisions as _recovery
-from ._decisions import Probe, RecoveryPath, Step, StepFailure
+from ._decisions import Step, StepFailure
 from ._grace import after
 from ._not_found import quote, says_retry_later, says_session_not_found
 from ._restore import restore
-
-__all__ = [
-    "REPLAY_GRACE",
-    "Answer",
-    "Recoverer",
-    "Screen",
-    "attach",
-    "capabilities",
-    "each",
-    "open_attach_window",
-    "replay_ended",
-]
 
 logger = get_logger("acp_client.client")
 

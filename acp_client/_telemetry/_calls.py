@@ -33,8 +33,6 @@ from ..exceptions import ConnectionLost, RequestTimeout, RpcError
 from ..transports.base import Transport, TransportInfo
 from . import _names as n
 
-__all__ = ["Calls", "error_type", "outcome_of"]
-
 logger = get_logger("acp_client.telemetry")
 
 #: ``traceparent`` / ``tracestate``, the W3C names the ACP meta-propagation RFD reserves in ``_meta``.

@@ -21,16 +21,6 @@ from typing import Any, Final
 
 from ..exceptions import ConfigurationError
 
-__all__ = [
-    "DEFAULT_PORTS",
-    "check_count",
-    "check_flag",
-    "check_instance",
-    "check_number",
-    "check_seconds",
-    "field_check",
-]
-
 #: The port a URL of each scheme the transports speak means when it names none.
 DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 

@@ -34,8 +34,6 @@ from ..types import InitializeResponse
 from ._link import Link, placed
 from ._placement import PlacementFunction
 
-__all__ = ["Failover"]
-
 logger = get_logger("acp_client.reconnect")
 
 #: How many times a failover asks the instances again because its answers went stale.

@@ -41,8 +41,6 @@ from ._failover import Failover
 from ._link import Link, placed
 from ._placement import PlacementFunction
 
-__all__ = ["PoolLinks"]
-
 logger = get_logger("acp_client.reconnect")
 
 #: The app's calls that attach a session where it is found (when it lives nowhere yet).

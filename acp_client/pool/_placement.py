@@ -8,8 +8,6 @@ from typing import Literal, TypeAlias
 from ..exceptions import ConfigurationError
 from ..location import Endpoint
 
-__all__ = ["FewestSessions", "PlacementFunction", "RoundRobin", "placement_policy"]
-
 #: ``policy(candidates, sessions) -> endpoint``: picks where a new session goes. ``candidates`` are
 #: the reachable endpoints (never empty); ``sessions`` counts the sessions homed on each endpoint.
 #: It must return one of ``candidates``.

@@ -22,12 +22,11 @@ from ..types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
     CreateElicitationResponse,
+    PermissionOutcome,
     RequestPermissionRequest,
     SelectedPermissionOutcome,
 )
-from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionOutcome, PermissionRequest, SyncEvent
-
-__all__ = ["HostBridge"]
+from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionRequest, SyncEvent
 
 logger = get_logger("acp_client.sync")
 

@@ -44,8 +44,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - the Python 3.10 spelling
     from typing_extensions import Unpack
 
-__all__ = ["SyncAcpClient", "SyncClientOptions", "SyncSessionHandle", "Timeout"]
-
 
 class SyncClientOptions(ClientOptions, total=False):
     """The options of :class:`SyncAcpClient`: every :class:`~acp_client.config.ClientOptions` key

@@ -19,27 +19,6 @@ from ..types import (
     SelectedPermissionOutcome,
 )
 
-__all__ = [
-    "EVENT_CLASSES",
-    "EventKind",
-    "NewSessionEvent",
-    "NotificationEvent",
-    "OwnershipLostEvent",
-    "PermissionEvent",
-    "PermissionOutcome",
-    "PermissionRequest",
-    "ProtocolErrorEvent",
-    "RecoveryFailedEvent",
-    "ReplayEvent",
-    "ResumeEvent",
-    "SessionUpdateEvent",
-    "StateEvent",
-    "StoreErrorEvent",
-    "StreamResumedEvent",
-    "SyncEvent",
-    "TurnInterruptedEvent",
-]
-
 
 class EventKind(str, enum.Enum):
     """What a :class:`SyncEvent` reports (see the table in :mod:`acp_client.sync`)."""

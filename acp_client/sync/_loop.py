@@ -14,8 +14,6 @@ from .._util._logging import get_logger
 from ..clock import SystemClock, move_on_after
 from ..exceptions import ClientClosed, LoopThreadError, RequestTimeout
 
-__all__ = ["EventLoopThread", "close_awaitable"]
-
 logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")

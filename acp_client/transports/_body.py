@@ -14,8 +14,6 @@ from typing import Any, Final
 
 from ..exceptions import MessageTooLarge, ProtocolError
 
-__all__ = ["INFLATE_STEP", "Inflater", "read_body"]
-
 #: The most decompressed output produced in one step.
 INFLATE_STEP: Final = 64 * 1024
 

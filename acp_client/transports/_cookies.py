@@ -31,8 +31,6 @@ from .._util._checks import check_count
 from .._util._logging import get_logger
 from ._security import Origin, origin_of
 
-__all__ = ["CookieStore", "with_cookie"]
-
 logger = get_logger(__name__)
 
 #: Maximum size of one cookie's name plus value, in bytes (the RFC 6265 minimum browsers support).

@@ -38,15 +38,6 @@ from .base import Limits
 
 logger = get_logger(__name__)
 
-__all__ = [
-    "CONNECTION_ID_HEADER",
-    "SESSION_ID_HEADER",
-    "HttpExchange",
-    "LinkSettings",
-    "check_acp_endpoint",
-    "post_body",
-]
-
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
 _JSON: Final = "application/json"

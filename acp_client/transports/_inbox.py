@@ -25,8 +25,6 @@ from ._reattach import RESYNC_EVENT, RESYNC_MARKER, is_resync_message
 from ._sse import SseEvent, SseParser
 from .base import Limits
 
-__all__ = ["EventReader", "Inbox"]
-
 # The HTTP transport's logger: these records are about its streams (apps filter on that name).
 logger = get_logger("acp_client.transports.http")
 

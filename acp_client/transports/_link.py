@@ -48,8 +48,6 @@ from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
 from .base import StreamResumed, TransportInfo, describe
 
-__all__ = ["Carried", "HttpTransport", "header_session_id"]
-
 logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).

@@ -26,16 +26,6 @@ import attrs
 
 from .._codec._jsonrpc import Message
 
-__all__ = [
-    "ESTABLISHING_METHODS",
-    "SESSION_SCOPED_METHODS",
-    "Route",
-    "Router",
-    "RunningTurns",
-    "StreamAction",
-    "is_session_404",
-]
-
 #: Methods whose POST always carries ``Acp-Session-Id`` (both official servers require it).
 SESSION_SCOPED_METHODS: Final = frozenset(
     {"session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"}

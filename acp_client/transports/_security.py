@@ -16,21 +16,6 @@ import attrs
 from .._util._checks import DEFAULT_PORTS
 from ..exceptions import ConfigurationError
 
-__all__ = [
-    "DEFAULT_SECRET_HEADERS",
-    "Origin",
-    "TlsConfig",
-    "check_header_value",
-    "check_headers",
-    "check_session_id",
-    "origin_of",
-    "parse_retry_after",
-    "redact_headers",
-    "redact_url",
-    "redirect_allowed",
-    "safe_url",
-]
-
 #: Header names whose values never appear in logs and never go to another origin.
 DEFAULT_SECRET_HEADERS: frozenset[str] = frozenset({"authorization", "proxy-authorization", "cookie"})
 

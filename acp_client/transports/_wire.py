@@ -20,8 +20,6 @@ from typing import Any, Final, NoReturn, TypeVar
 import httpcore
 import httpx
 
-__all__ = ["HeaderView", "Reply", "Wire", "new_pools"]
-
 _USER_AGENT: Final = b"acp-reconnect"
 T = TypeVar("T")
 #: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
