@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -134,6 +134,17 @@ def pooled(
 ) -> AcpClient:
     pool = Pool(farm.endpoints, placement=placement, failover_delay=failover_delay)
     return AcpClient(pool, retry=FAST_RETRY, clock=farm.clock, callbacks=recorder.callbacks(), **options)
+
+
+@contextlib.asynccontextmanager
+async def driven(clock: FakeClock, client: AcpClient, *, limit: float = 600.0) -> AsyncIterator[AcpClient]:
+    """``async with client`` whose connect and close run on the fake clock (a restore waits on it, for a late
+    replay for instance): a wait nothing would end fails with ``TimeoutError`` instead of hanging the test."""
+    try:
+        await clock.run(client.connect(), limit=limit)
+        yield client
+    finally:
+        await clock.run(client.aclose(), limit=limit)
 
 
 FAULTS = st.sampled_from(["drop", "refuse", "accept", "restart", "evict", "share", "wait", "prompt"])

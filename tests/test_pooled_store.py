@@ -19,10 +19,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acp_client import AcpClient, ConfigurationError, RecoveryPath, State
+from acp_client._recovery._recoverer import REPLAY_GRACE
 from acp_client.pool import Pool
+from acp_client.state import Continuity
 from acp_client.store import SqliteSessionStore, pool_key
 from acp_client.testing import FakeClock, inside
-from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each
+from tests._farm import FAULTS, NAMES, Farm, Recorder, apply_fault, check_one_copy_each, driven
 from tests._harness import FAST_RETRY
 from tests._support import eventually
 
@@ -124,6 +126,25 @@ async def test_past_the_failover_delay_it_is_replaced(farm: Farm, store: SqliteS
         assert (await second.session(outcome.session_id or "").prompt("anew")).stop_reason == "end_turn"
 
 
+async def test_restoring_a_session_replayed_without_its_turns_waits_out_the_replay_grace(
+    farm: Farm, store: SqliteSessionStore
+) -> None:
+    async with driven(farm.clock, client(farm, Recorder(), store)) as first:
+        _, on_b = [await first.new_session("/tmp") for _ in range(2)]
+        before_the_turn = farm.agents["b"].store.load(on_b.session_id)
+        assert before_the_turn is not None
+        await on_b.prompt("hello")
+    farm.agents["b"].store.save(before_the_turn)  # b's store lost the turn
+    farm.agents["b"].lose_memory()
+    recorder = Recorder()
+    async with driven(farm.clock, client(farm, recorder, store)) as second:
+        assert farm.clock.monotonic() == REPLAY_GRACE  # b replayed nothing: connecting waited for a late replay
+        replayed = next(o for o in recorder.outcomes if o.previous_session_id == on_b.session_id)
+        assert (replayed.path, replayed.endpoint, replayed.continuity) == (RecoveryPath.REPLAY, "b", Continuity.LOST)
+        assert any("replayed nothing for a session with 1 turn(s)" in note for note in replayed.notes)
+        assert second.state.state is State.CONNECTED
+
+
 def test_a_pool_files_its_sessions_under_one_key(store: SqliteSessionStore) -> None:
     urls = ["ws://agent-2:8000/acp", "ws://agent-1:8000/acp?token=x"]
     pooled = AcpClient(Pool(urls), session_store=store)
@@ -157,6 +178,14 @@ DOWNTIME = st.sampled_from(["restart", "evict", "share", "refuse", "accept"])
     between=[],
     sessions=3,
 )
+# And: b's session was shared with a before its turn and back to b after it, so b's store lost the turn; restored on b
+# after b restarted, nothing was replayed, and connecting waited out the late-replay grace on the client's clock —
+# which the script did not move, so it hung. Connecting and closing now run on the fake clock.
+@example(
+    before=[("share", "a"), ("share", "b"), ("drop", "a"), ("prompt", "b"), ("share", "a")],
+    between=[("share", "b"), ("restart", "b")],
+    sessions=2,
+)
 @given(
     before=st.lists(st.tuples(FAULTS, st.sampled_from(NAMES)), max_size=8),
     between=st.lists(st.tuples(DOWNTIME, st.sampled_from(NAMES)), max_size=6),
@@ -172,9 +201,8 @@ async def test_restored_sessions_are_never_attached_on_two_instances(
     farm = Farm(FakeClock())
     with tempfile.TemporaryDirectory() as folder, SqliteSessionStore(Path(folder) / "s.db") as store:
         try:
-            first = client(farm, Recorder(), store)
-            async with first:
-                handles = [await first.new_session("/tmp") for _ in range(sessions)]
+            async with driven(farm.clock, client(farm, Recorder(), store)) as first:
+                handles = [await farm.clock.run(first.new_session("/tmp"), limit=60.0) for _ in range(sessions)]
                 for fault, name in before:
                     await apply_fault(farm, first, handles, fault, name)
                     await farm.clock.advance(2.0)
@@ -184,7 +212,7 @@ async def test_restored_sessions_are_never_attached_on_two_instances(
             if all(c.refusing for c in farm.connectors.values()):
                 farm.connectors["a"].accept()  # one instance answers: the next process can start
             recorder = Recorder()
-            async with client(farm, recorder, store) as second:
+            async with driven(farm.clock, client(farm, recorder, store)) as second:
                 for connector in farm.connectors.values():
                     connector.accept()
                 await farm.clock.advance(120.0)

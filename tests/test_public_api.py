@@ -146,10 +146,10 @@ def test_the_version_is_read_from_one_place() -> None:
     from importlib import metadata
 
     from acp_client import pool
-    from acp_client._engine import _options
+    from acp_client._engine import _engine
 
     assert acp_client.__version__ == metadata.version("acp-reconnect")
-    assert _options.CLIENT_INFO.version == acp_client.__version__
+    assert _engine.CLIENT_INFO.version == acp_client.__version__
     assert pool._PROBE_CLIENT_INFO.version == acp_client.__version__
 
 

@@ -47,8 +47,6 @@ from ._base import (
     union_members,
 )
 
-__all__ = ["Builder"]
-
 
 @attrs.frozen
 class _Union:
@@ -91,6 +89,11 @@ _UNTAGGED: Final = (
 )
 
 
+def _unstructure_unknown(key: str, obj: Any) -> dict[str, Any]:
+    """An unknown variant: its raw payload, with its tag (the first field) under ``key``."""
+    return {**obj.raw, key: getattr(obj, attrs.fields(type(obj))[0].name)}
+
+
 class Builder:
     """Builds and holds the converter of one protocol version."""
 
@@ -107,7 +110,7 @@ class Builder:
         conv.register_structure_hook_factory(attrs.has, self.class_hook)
         conv.register_unstructure_hook_factory(attrs.has, self.class_unhook)
         for union in _UNIONS:
-            conv.register_unstructure_hook(union.unknown, self._unknown_unhook(union.key))
+            conv.register_unstructure_hook(union.unknown, functools.partial(_unstructure_unknown, union.key))
 
     def hook(self, tp: Any) -> Hook:
         return self.conv.get_structure_hook(tp)
@@ -120,12 +123,7 @@ class Builder:
     def _make_tuple_hook(self, tp: Any, *, skip_invalid: bool, nullable: bool = False) -> Hook:
         args = typing.get_args(tp)
         item_type = args[0] if args else Any
-        resolved: list[Hook] = []
-
-        def item_hook() -> Hook:
-            if not resolved:
-                resolved.append(self.hook(item_type))
-            return resolved[0]
+        item_hook = functools.cache(functools.partial(self.hook, item_type))  # resolved late: types may recurse
 
         def structure_tuple(value: Any, _: Any) -> tuple[Any, ...] | None:
             if value is None and nullable:
@@ -184,7 +182,7 @@ class Builder:
         variants = union.variants
         unknown = union.unknown
         default = union.default
-        hooks: dict[type, Hook] = {}
+        hook_of = functools.cache(self.hook)
 
         def structure_tagged(value: Any, _: Any) -> Any:
             if value is None and has_none:
@@ -201,10 +199,7 @@ class Builder:
                 if found is None:
                     return unknown(tag, value)
                 cls = found
-            hook = hooks.get(cls)
-            if hook is None:
-                hook = hooks[cls] = self.hook(cls)
-            return hook(value, cls)
+            return hook_of(cls)(value, cls)
 
         return structure_tagged
 
@@ -323,15 +318,6 @@ class Builder:
             return {key: value, **generated(obj)}
 
         return unstructure_tagged
-
-    @staticmethod
-    def _unknown_unhook(key: str) -> Callable[[Any], Any]:
-        def unstructure_unknown(obj: Any) -> dict[str, Any]:
-            out = dict(obj.raw)
-            out[key] = getattr(obj, attrs.fields(type(obj))[0].name)
-            return out
-
-        return unstructure_unknown
 
     def lenient(self, tp: Any, value: Any, default: Any) -> Any:
         """``value`` decoded as ``tp``, or ``default`` when it is absent or malformed (for the hand-shaped types)."""

@@ -23,8 +23,6 @@ from ..types.updates import (
     UserMessageChunk,
 )
 
-__all__ = ["FAST_UPDATES", "new_notification"]
-
 _new_text = direct_constructor(TextContent)
 new_notification = direct_constructor(SessionNotification)
 _new_tool_content = direct_constructor(ToolCallContentBlock)

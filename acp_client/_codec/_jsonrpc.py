@@ -17,24 +17,6 @@ import attrs
 
 from ..exceptions import MalformedFrame
 
-__all__ = [
-    "ErrorResponse",
-    "IdAllocator",
-    "Message",
-    "Notification",
-    "Request",
-    "RequestId",
-    "Response",
-    "classify",
-    "decode_frame",
-    "encode",
-    "error_message",
-    "excerpt",
-    "notification_message",
-    "request_message",
-    "result_message",
-]
-
 RequestId: TypeAlias = int | str
 #: A decoded JSON-RPC message (an object) or a batch (a non-empty array of objects).
 Message: TypeAlias = dict[str, Any] | list[Any]
@@ -215,20 +197,17 @@ def classify(message: Any) -> Classified:
     return ErrorResponse(request_id, code, text if isinstance(text, str) else "", error.get("data"))
 
 
-def request_message(request_id: RequestId, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A request object; ``params`` is omitted when ``None``."""
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
 def notification_message(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A notification object; ``params`` is omitted when ``None``."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         message["params"] = params
     return message
+
+
+def request_message(request_id: RequestId, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A request object; ``params`` is omitted when ``None``."""
+    return {"jsonrpc": "2.0", "id": request_id, **notification_message(method, params)}
 
 
 def result_message(request_id: RequestId, result: Any) -> dict[str, Any]:

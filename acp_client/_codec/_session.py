@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..exceptions import InvalidMessage
 from ..types.lifecycle import ANSWERED, Probe, SessionConfigOption, SessionModeState, normalize_status
@@ -20,7 +20,7 @@ from ._base import DecodeError, logger
 from ._converter import Builder
 from ._shapes import structure_foreground_state
 
-__all__ = ["register_session", "session_from_json", "session_to_json"]
+_T = TypeVar("_T")
 
 
 #: The statuses our own form of a record may hold (an agent's answers; never ``unreachable``).
@@ -40,42 +40,41 @@ def register_session(builder: Builder) -> None:
     builder.conv.register_unstructure_hook(Session, lambda obj: session_to_json(obj, builder))
 
 
+#: The members written even when ``null`` (required-nullable in the schema).
+_ALWAYS_WRITTEN = frozenset({"forkedFrom", "activeTurnId", "modelId", "providerId", "workspaceRoot"})
+
+
 def session_to_json(session: Session, builder: Builder) -> dict[str, Any]:
     """``session`` as a JSON-ready object; nested protocol values in ``builder``'s version."""
     unstructure: Callable[[Any], Any] = builder.conv.unstructure
     created, updated, state, modes = session.created_at, session.updated_at, session.state, session.modes
     directories, options = session.additional_directories, session.config_options
-    out: dict[str, Any] = {"sessionId": session.session_id}
-    _put(out, "cwd", session.cwd)
-    _put(out, "title", session.title)
-    _put(out, "createdAt", None if created is None else format_rfc3339(created))
-    _put(out, "updatedAt", None if updated is None else format_rfc3339(updated))
-    if session.status is not None:
-        out["status"] = session.status.value
-        out["rawStatus"] = session.raw_status  # null: none known (else a reader takes ``status``)
-    else:
-        _put(out, "rawStatus", session.raw_status)
-    _put(out, "state", None if state is None else unstructure(state))
-    _put(out, "additionalDirectories", None if directories is None else list(directories))
-    _put(out, "modes", None if modes is None else unstructure(modes))
-    _put(out, "models", session.models)
-    _put(out, "configOptions", None if options is None else [unstructure(option) for option in options])
-    out["forkedFrom"] = None if session.forked_from is None else {"sessionId": session.forked_from}
-    out["activeTurnId"] = session.active_turn_id
-    out["modelId"] = session.model_id
-    out["providerId"] = session.provider_id
-    out["workspaceRoot"] = session.workspace_root
-    _put(out, "turnCount", session.turn_count)
-    _put(out, "path", session.path)
-    _put(out, "approvalMode", session.approval_mode)
-    _put(out, "_meta", session.meta)
-    return out
-
-
-def _put(out: dict[str, Any], key: str, value: Any) -> None:
-    """An optional member: written only when it has a value."""
-    if value is not None:
-        out[key] = value
+    out: dict[str, Any] = {
+        "sessionId": session.session_id,
+        "cwd": session.cwd,
+        "title": session.title,
+        "createdAt": None if created is None else format_rfc3339(created),
+        "updatedAt": None if updated is None else format_rfc3339(updated),
+        "status": None if session.status is None else session.status.value,
+        "rawStatus": session.raw_status,
+        "state": None if state is None else unstructure(state),
+        "additionalDirectories": None if directories is None else list(directories),
+        "modes": None if modes is None else unstructure(modes),
+        "models": session.models,
+        "configOptions": None if options is None else [unstructure(option) for option in options],
+        "forkedFrom": None if session.forked_from is None else {"sessionId": session.forked_from},
+        "activeTurnId": session.active_turn_id,
+        "modelId": session.model_id,
+        "providerId": session.provider_id,
+        "workspaceRoot": session.workspace_root,
+        "turnCount": session.turn_count,
+        "path": session.path,
+        "approvalMode": session.approval_mode,
+        "_meta": session.meta,
+    }
+    # with a status, a null rawStatus says none is known (else a reader takes ``status`` as the raw one)
+    kept = _ALWAYS_WRITTEN | {"rawStatus"} if session.status is not None else _ALWAYS_WRITTEN
+    return {key: value for key, value in out.items() if value is not None or key in kept}
 
 
 def session_from_json(data: Any, builder: Builder) -> Session:
@@ -105,7 +104,7 @@ def session_from_json(data: Any, builder: Builder) -> Session:
         updated_at = None
 
     status: Probe | None = None
-    raw_status = _opt_str(data, "rawStatus")
+    raw_status = _member(data, "rawStatus", str)
     wire_status = data.get("status")
     if isinstance(wire_status, str):
         if "rawStatus" in data:  # our own form: ``status`` is already normalized
@@ -121,15 +120,12 @@ def session_from_json(data: Any, builder: Builder) -> Session:
     forked = data.get("forkedFrom")
     if isinstance(forked, Mapping):
         forked = forked.get("sessionId")
-    turn_count = data.get("turnCount")
-    models = data.get("models")
-    meta = data.get("_meta")
     options = data.get("configOptions")
     config_options = builder.lenient_items(SessionConfigOption, options) if isinstance(options, list) else None
     return Session(
         session_id=session_id,
-        cwd=_opt_str(data, "cwd"),
-        title=_opt_str(data, "title"),
+        cwd=_member(data, "cwd", str),
+        title=_member(data, "title", str),
         created_at=created_at,
         updated_at=updated_at,
         status=status,
@@ -137,23 +133,24 @@ def session_from_json(data: Any, builder: Builder) -> Session:
         state=structure_foreground_state(data.get("state"), None),
         additional_directories=additional_directories,
         modes=builder.lenient(SessionModeState, data.get("modes"), None),
-        models=models if isinstance(models, dict) else None,
+        models=_member(data, "models", dict),
         config_options=config_options,
         forked_from=forked if isinstance(forked, str) else None,
-        active_turn_id=_opt_str(data, "activeTurnId"),
-        model_id=_opt_str(data, "modelId"),
-        provider_id=_opt_str(data, "providerId"),
-        workspace_root=_opt_str(data, "workspaceRoot"),
-        turn_count=turn_count if isinstance(turn_count, int) and not isinstance(turn_count, bool) else None,
-        path=_opt_str(data, "path"),
+        active_turn_id=_member(data, "activeTurnId", str),
+        model_id=_member(data, "modelId", str),
+        provider_id=_member(data, "providerId", str),
+        workspace_root=_member(data, "workspaceRoot", str),
+        turn_count=_member(data, "turnCount", int),
+        path=_member(data, "path", str),
         approval_mode=data.get("approvalMode"),
-        meta=meta if isinstance(meta, dict) else None,
+        meta=_member(data, "_meta", dict),
     )
 
 
-def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+def _member(data: Mapping[str, Any], key: str, kind: type[_T]) -> _T | None:
+    """``data[key]`` when it is a ``kind`` (never a bool for ``int``), else ``None``."""
     value = data.get(key)
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
 
 
 def _lenient_time(data: Mapping[str, Any], key: str, session_id: str) -> datetime | None:

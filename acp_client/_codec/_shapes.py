@@ -36,8 +36,6 @@ from ..types.lifecycle import (
 from ._base import DecodeError, Hook, camel, field_wire_name, kind_of, on_wire
 from ._converter import Builder
 
-__all__ = ["DEFAULT_CLIENT_INFO", "register_shapes", "structure_foreground_state"]
-
 ByVersion = Callable[[int], Builder]
 
 
@@ -203,16 +201,14 @@ class _Shapes:
         mcp = conv.unstructure(obj.mcp)
         if self.version == 1:
             out = {k: v for k, v in obj.raw.items() if k not in _V1_AGENT_CAPS_MODELED}
-            if obj.load_session:
-                out["loadSession"] = True
-            if prompt:
-                out["promptCapabilities"] = prompt
-            if mcp:
-                out["mcpCapabilities"] = mcp
-            session_raw = obj.raw.get("sessionCapabilities")
-            session = _session_capabilities_out(obj.session, session_raw, _V1_SESSION_FLAGS)
-            if session:
-                out["sessionCapabilities"] = session
+            session = _session_capabilities_out(obj.session, obj.raw.get("sessionCapabilities"), _V1_SESSION_FLAGS)
+            members = (
+                ("loadSession", obj.load_session),
+                ("promptCapabilities", prompt),
+                ("mcpCapabilities", mcp),
+                ("sessionCapabilities", session),
+            )
+            out.update((key, value) for key, value in members if value)  # each written only when set
         else:
             out = {k: v for k, v in obj.raw.items() if k not in ("session", "_meta")}
             session_raw = obj.raw.get("session")

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from .._sessions._table import Tracked
     from ._persistence import Persistence
 
-__all__ = ["acknowledge", "retrieve", "settle", "status_of"]
-
 
 async def acknowledge(
     body: asyncio.Future[PromptResult],

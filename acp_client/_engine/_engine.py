@@ -21,7 +21,7 @@ from .._link._opening import opener
 from .._link._queue import Ticket
 from .._link._supervisor import Supervisor
 from .._recovery._not_found import says_session_not_found
-from .._recovery._recoverer import Recoverer, attach_failed, open_attach_window, record_after_attach, replay_ended
+from .._recovery._recoverer import Recoverer, attach
 from .._rpc._connection import Connection
 from .._rpc._handshake import initialize
 from .._sessions._coherence import Settings, with_config_options, with_config_value, with_mode, with_model
@@ -93,8 +93,6 @@ from ..types import (
 from ._acknowledge import acknowledge, retrieve, settle, status_of
 from ._lost_again import recover_lost, to_resend
 from ._persistence import Persistence
-
-__all__ = ["CLIENT_INFO", "Engine"]
 
 logger = get_logger("acp_client.client")
 
@@ -434,17 +432,26 @@ class Engine:
         self.emit(lambda o: o.settled(tracked, link))
         conn = link.connection
         ordered = conn is None or conn.transport.info.ordered
-        answered = open_attach_window(self.table, tracked, replay=replay, ordered=ordered, clock=self.clock)
-        try:
-            result = await link.call(method, self.wire(request), on_answer=answered, answered_over=tracked.held_by)
-        except BaseException as exc:
-            attach_failed(self.table, tracked, exc)
-            if not known:
-                self.table.untrack(request.session_id)
-            raise
-        answered()
-        tracked.record = record_after_attach(tracked, method, result, self.version)
-        await replay_ended(self.table, tracked, link.call, version=self.version, clock=self.clock)
+
+        async def send(answered: Callable[[], None]) -> Any:
+            try:
+                return await link.call(method, self.wire(request), on_answer=answered, answered_over=tracked.held_by)
+            except BaseException:
+                if not known:
+                    self.table.untrack(request.session_id)
+                raise
+
+        await attach(
+            self.table,
+            tracked,
+            method,
+            send,
+            link.call,
+            replay=replay,
+            ordered=ordered,
+            version=self.version,
+            clock=self.clock,
+        )
         return tracked
 
     async def set_mode(self, session_id: str, mode_id: str) -> None:

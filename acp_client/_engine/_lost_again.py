@@ -19,8 +19,6 @@ from ..exceptions import ConnectionLost, RpcError, TransportError
 from ..state import RecoveryOutcome, RecoveryPath
 from ..types import InitializeResponse, Probe
 
-__all__ = ["recover_lost", "to_resend"]
-
 
 class _Engine(Protocol):
     """What of the engine this needs."""

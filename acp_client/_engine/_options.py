@@ -27,10 +27,8 @@ from ..transports import CookieStore, TlsConfig
 from ..transports.base import Connector, Limits
 from ..transports.endpoint import connector_for
 from ..types import Implementation
-from ._engine import CLIENT_INFO, Engine
+from ._engine import Engine
 from ._ownership import DEFAULT_LEASE_DURATION, FencedStore, Ownership, default_owner
-
-__all__ = ["CLIENT_INFO", "DEFAULTS", "assemble", "check_keywords", "check_options", "next_cursor", "with_defaults"]
 
 #: The default of every :class:`~acp_client.config.ClientOptions` key (``None``: the client builds
 #: its own, as the key's documentation says).

@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from .._sessions._table import Tracked
     from ._engine import Engine
 
-__all__ = ["DEFAULT_LEASE_DURATION", "LEASE_SAFETY_MARGIN", "FencedStore", "Ownership", "default_owner"]
-
 logger = get_logger("acp_client.store")
 
 #: How long a lease lasts unless renewed (seconds): how long a dead owner's sessions wait.

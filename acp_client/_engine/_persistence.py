@@ -52,8 +52,6 @@ from ..store._bridge import StoreBridge
 from ..store.base import StoredSession
 from ..transcript import Transcript
 
-__all__ = ["Leases", "Persistence"]
-
 logger = get_logger("acp_client.store")
 
 

@@ -17,8 +17,6 @@ from typing import Any
 from .._util._logging import get_logger
 from ..exceptions import RpcError
 
-__all__ = ["Admits", "Authority", "Guarding"]
-
 logger = get_logger("acp_client.reconnect")
 
 #: ``admits(session_id)``: whether this link may speak for the session.

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from .._util._logging import get_logger
 from ..state import LEGAL_TRANSITIONS, ConnectionState, State
 
-__all__ = ["StateMachine"]
-
 logger = get_logger("acp_client.reconnect")
 
 

@@ -10,8 +10,6 @@ if TYPE_CHECKING:
     from ..state import RecoveryOutcome
     from ._supervisor import Supervisor
 
-__all__ = ["SessionEvents"]
-
 
 class SessionEvents:
     """What happens to the client's sessions (each does nothing here; a subscriber never raises)."""

@@ -31,8 +31,6 @@ from ._events import SessionEvents
 from ._queue import Ticket
 from ._supervisor import Supervisor
 
-__all__ = ["LinkKit", "Links", "LinksFactory", "SingleLink", "SupervisorFactory"]
-
 
 class SupervisorFactory(Protocol):
     """Makes one link's supervisor (the engine's options, the link's callbacks)."""

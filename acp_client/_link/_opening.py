@@ -24,8 +24,6 @@ from ..exceptions import AcpError, ConnectionLost, ConnectTimeout, MalformedFram
 from ..transports.base import Connector, Reattaching, StreamResumed, Transport
 from ..types import ClientCapabilities, Implementation, InitializeResponse
 
-__all__ = ["open_link", "opener"]
-
 #: Builds the connection over a fresh transport (called with it and ``on_protocol_error=``).
 ConnectionFactory = Callable[..., Connection]
 Initializer = Callable[[Connection, float | None], Awaitable[Any]]

@@ -22,8 +22,6 @@ from ..clock import Clock, move_on_at
 from ..config import QueueOptions
 from ..exceptions import ConnectionLost, QueueFull, TransportClosed
 
-__all__ = ["OutageQueue", "Ticket"]
-
 T = TypeVar("T")
 
 

@@ -48,8 +48,6 @@ from ._client_state import StateMachine
 from ._opening import open_link
 from ._queue import OutageQueue, Ticket
 
-__all__ = ["Supervisor"]
-
 logger = get_logger("acp_client.reconnect")
 
 #: The supervisor and connection being recovered, inside the recovery routine and the app callbacks

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from ..state import Continuity, Probe
 
-__all__ = ["Verdict", "of_replay", "of_resume"]
-
 #: A claim, and the note that explains it (``None`` when the claim needs no explaining).
 Verdict = tuple[Continuity, str | None]
 

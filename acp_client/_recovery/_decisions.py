@@ -56,24 +56,6 @@ import attrs
 
 from ..state import Probe, RecoveryPath
 
-__all__ = [
-    "Capabilities",
-    "Decision",
-    "Probe",
-    "RecoveryPath",
-    "Route",
-    "RouteKind",
-    "Step",
-    "StepFailure",
-    "decide",
-    "hop_note",
-    "next_step",
-    "path_of",
-    "route",
-    "steps_for",
-]
-
-
 #: An instance, as the caller names it (an :class:`~acp_client.location.Endpoint`, an index).
 E = TypeVar("E")
 

@@ -19,8 +19,6 @@ import attrs
 from .._util._logging import get_logger
 from ..clock import Clock, TimerHandle
 
-__all__ = ["after"]
-
 logger = get_logger("acp_client.client")
 
 #: How early an end may be taken as due (a loop runs a timer up to its clock resolution early).

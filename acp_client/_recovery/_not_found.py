@@ -17,8 +17,6 @@ import attrs
 
 from ..exceptions import RpcError
 
-__all__ = ["SPELLINGS", "Spelling", "quote", "says_retry_later", "says_session_not_found"]
-
 
 @attrs.frozen
 class Spelling:

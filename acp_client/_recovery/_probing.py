@@ -36,8 +36,6 @@ from ..types import (
 )
 from ._not_found import says_session_not_found
 
-__all__ = ["Answers", "Live", "Opener", "Settings", "ask", "close_copy", "fan_out", "settings"]
-
 logger = get_logger("acp_client.locate")
 
 _T = TypeVar("_T")

@@ -30,7 +30,7 @@ from .._util._logging import get_logger
 from ..clock import Clock
 from ..config import Callbacks, Timeouts
 from ..exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, SessionNotFound, TransportError
-from ..state import Continuity, RecoveryContext, RecoveryOutcome
+from ..state import Continuity, Probe, RecoveryContext, RecoveryOutcome, RecoveryPath
 from ..types import (
     InitializeResponse,
     LoadSessionRequest,
@@ -47,23 +47,10 @@ from ..types import (
 )
 from . import _continuity
 from . import _decisions as _recovery
-from ._decisions import Probe, RecoveryPath, Step, StepFailure
+from ._decisions import Step, StepFailure
 from ._grace import after
 from ._not_found import quote, says_retry_later, says_session_not_found
 from ._restore import restore
-
-__all__ = [
-    "REPLAY_GRACE",
-    "Answer",
-    "Recoverer",
-    "Screen",
-    "attach_failed",
-    "capabilities",
-    "each",
-    "open_attach_window",
-    "record_after_attach",
-    "replay_ended",
-]
 
 logger = get_logger("acp_client.client")
 
@@ -197,23 +184,41 @@ async def replay_ended(table: SessionTable, tracked: Tracked, request: Request, 
     await done
 
 
-def attach_failed(table: SessionTable, tracked: Tracked, exc: BaseException) -> None:
-    """A ``session/load`` / ``session/resume`` failed before its answer: a drop cuts the window off;
-    a refusal closes it, putting back the history the transcript held before any replay began."""
-    if isinstance(exc, ConnectionLost | TransportError):
-        table.cut_off(tracked)
-    elif tracked.window_open and tracked.window_timer is None:
-        table.close_window(tracked, complete=False)
+async def attach(
+    table: SessionTable,
+    tracked: Tracked,
+    method: str,
+    send: Callable[[Callable[[], None]], Awaitable[Any]],
+    fence: Callable[[str, Any], Awaitable[Any]],
+    *,
+    replay: bool,
+    ordered: bool,
+    version: int,
+    clock: Clock,
+) -> None:
+    """Attach ``tracked`` by ``session/load`` / ``session/resume`` (``send`` it, given the function to
+    call on its answer) in an attach window, record the answer and wait until its replay has ended.
 
-
-def record_after_attach(tracked: Tracked, method: str, result: Any, version: int) -> Session:
-    """The session record after a successful ``session/load`` or ``session/resume``."""
+    When the request fails (the error propagates), a drop cuts the window off; a refusal closes it,
+    putting back the history the transcript held before any replay began.
+    """
+    answered = open_attach_window(table, tracked, replay=replay, ordered=ordered, clock=clock)
+    try:
+        result = await send(answered)
+    except BaseException as exc:
+        if isinstance(exc, ConnectionLost | TransportError):
+            table.cut_off(tracked)
+        elif tracked.window_open and tracked.window_timer is None:
+            table.close_window(tracked, complete=False)
+        raise
+    answered()
     sid, cwd = tracked.session_id, tracked.cwd
     if method == "session/load":
         fresh = Session.from_load(sid, from_wire(LoadSessionResponse, result, protocol_version=version), cwd=cwd)
     else:
         fresh = Session.from_resume(sid, from_wire(ResumeSessionResponse, result, protocol_version=version), cwd=cwd)
-    return tracked.record.merge(fresh)
+    tracked.record = tracked.record.merge(fresh)
+    await replay_ended(table, tracked, fence, version=version, clock=clock)
 
 
 class Recoverer:
@@ -511,17 +516,22 @@ class Recoverer:
             method = "session/resume"
             wire = ResumeSessionRequest(session_id=sid, cwd=cwd, mcp_servers=servers, replay_from=replay_from)
         replay, ordered = step in (Step.LOAD, Step.RESUME_REPLAY), conn.transport.info.ordered
-        answered = open_attach_window(self._table, tracked, replay=replay, ordered=ordered, clock=self._clock)
-        try:
-            params = to_wire(wire, protocol_version=version)
-            result = await conn.request(method, params, timeout=timeout, on_answer=answered)
-        except BaseException as exc:
-            attach_failed(self._table, tracked, exc)
-            raise
-        answered()
-        tracked.record = record_after_attach(tracked, method, result, version)
+
+        def send(answered: Callable[[], None]) -> Awaitable[Any]:
+            return conn.request(method, to_wire(wire, protocol_version=version), timeout=timeout, on_answer=answered)
+
         fence = functools.partial(conn.request, timeout=timeout)
-        await replay_ended(self._table, tracked, fence, version=version, clock=self._clock)
+        await attach(
+            self._table,
+            tracked,
+            method,
+            send,
+            fence,
+            replay=replay,
+            ordered=ordered,
+            version=version,
+            clock=self._clock,
+        )
         return ("the agent replayed history during session/resume",) if tracked.resume_replayed else ()
 
 

@@ -17,8 +17,6 @@ from .._sessions._coherence import Settings, with_config_value, with_mode, with_
 from ..exceptions import ConnectionLost, InvalidMessage, RequestTimeout, RpcError, TransportError
 from ..types import Session, SetSessionConfigOptionRequest, SetSessionModelRequest, SetSessionModeRequest
 
-__all__ = ["restore"]
-
 
 def _plan(settings: Settings, record: Session) -> tuple[list[tuple[str, str, Any]], list[str]]:
     """The calls to make (``(method, what, request)``) and the notes for what is not advertised."""

@@ -37,14 +37,6 @@ from ..transports.base import Transport, describe
 from ._limits import AbandonedIds, IncomingCap
 from ._observe import CallObserver
 
-__all__ = [
-    "DEFAULT_MAX_INCOMING_REQUESTS",
-    "Connection",
-    "NotificationHandler",
-    "ProtocolErrorHandler",
-    "RequestHandler",
-]
-
 logger = get_logger(__name__)
 
 #: ``(method, params) -> result``; raise :class:`RpcError` to answer with an error.

@@ -22,8 +22,6 @@ from ..exceptions import IncompatibleProtocolVersion, UnsupportedProtocolVersion
 from ..types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
 from ._connection import Connection
 
-__all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "initialize"]
-
 logger = get_logger("acp_client.client")
 
 #: The ACP versions this client speaks.

@@ -16,8 +16,6 @@ from .._util._checks import check_count
 from .._util._logging import get_logger
 from ..exceptions import InternalError
 
-__all__ = ["ABANDONED_IDS_KEPT", "MAX_QUEUED_REFUSALS", "AbandonedIds", "IncomingCap"]
-
 logger = get_logger(__name__)
 
 #: How many ids of requests the client gave up on (timeout, cancellation) are remembered, so a

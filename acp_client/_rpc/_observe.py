@@ -13,8 +13,6 @@ from .._codec._jsonrpc import RequestId
 from ..state import RecoveryOutcome
 from ..transports.base import Transport
 
-__all__ = ["CallObserver", "LinkObserver", "Send"]
-
 #: Sends the request with (possibly amended) params; calls the second argument with the request id
 #: once it is allocated; returns the result or raises what the request raised.
 Send = Callable[[Any, Callable[[RequestId], None]], Awaitable[Any]]

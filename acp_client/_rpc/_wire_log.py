@@ -20,8 +20,6 @@ from .._util._logging import get_logger
 from ..exceptions import MalformedFrame
 from ..transports.base import Transport, TransportInfo
 
-__all__ = ["MAX_LOGGED_CHARS", "WireLog", "redact_frame"]
-
 logger = get_logger("acp_client.wire")
 
 #: The longest frame text logged whole; longer ones are cut and say how much was left out.

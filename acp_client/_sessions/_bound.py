@@ -12,8 +12,6 @@ from typing import Any
 
 from ..types import ContentBlock, TextContent
 
-__all__ = ["BLOCK_BYTES", "blocks_bytes", "blocks_of", "cut_head", "plain", "text_bytes"]
-
 #: What a non-text content block counts for.
 BLOCK_BYTES = 64
 

@@ -16,8 +16,6 @@ import attrs
 
 from ..types import Session, SessionConfigOption
 
-__all__ = ["Settings", "with_config_options", "with_config_value", "with_mode", "with_model"]
-
 
 @attrs.define
 class Settings:

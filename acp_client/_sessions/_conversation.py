@@ -29,8 +29,6 @@ from ..transcript import SegmentStart, Transcript, TranscriptMessage, Transcript
 from ..types import ContentBlock, TextContent
 from ._bound import plain
 
-__all__ = ["CONVERSATION_FORMAT", "from_entries", "to_entries"]
-
 #: The newest conversation format this acp_client writes and reads.
 CONVERSATION_FORMAT: Final = 2
 

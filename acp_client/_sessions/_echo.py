@@ -17,8 +17,6 @@ import attrs
 from ..types import ContentBlock, TextContent
 from ._bound import blocks_of
 
-__all__ = ["Echo"]
-
 #: The updates an echo comes as.
 _USER_KINDS = frozenset(("user_message_chunk", "user_message"))
 

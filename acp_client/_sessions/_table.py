@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from ..store.base import StoredSession
     from ..transports.base import TransportInfo
 
-__all__ = ["SessionTable", "Tracked", "Turn"]
-
 #: Receives each update of a session, and ``None`` once the session is gone.
 Subscriber = Callable[[UpdateEvent | None], None]
 

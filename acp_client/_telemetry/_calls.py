@@ -27,19 +27,16 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from .._codec._jsonrpc import RequestId
 from .._rpc._observe import Send
+from .._util._checks import DEFAULT_PORTS
 from .._util._logging import get_logger
 from ..exceptions import ConnectionLost, RequestTimeout, RpcError
 from ..transports.base import Transport, TransportInfo
 from . import _names as n
 
-__all__ = ["Calls", "error_type", "outcome_of"]
-
 logger = get_logger("acp_client.telemetry")
 
 #: ``traceparent`` / ``tracestate``, the W3C names the ACP meta-propagation RFD reserves in ``_meta``.
 PROPAGATOR = TraceContextTextMapPropagator()
-
-_DEFAULT_PORTS = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 
 def server_attributes(info: TransportInfo) -> dict[str, Any]:
@@ -48,7 +45,7 @@ def server_attributes(info: TransportInfo) -> dict[str, Any]:
         return {}
     try:
         parts = urlsplit(info.target)
-        host, port = parts.hostname, parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        host, port = parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
     except ValueError:
         return {}
     return {key: value for key, value in ((n.SERVER_ADDRESS, host), (n.SERVER_PORT, port)) if value}

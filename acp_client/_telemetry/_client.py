@@ -15,8 +15,6 @@ from . import _names as n
 from ._links import LinkTelemetry, record_outcomes
 from ._metrics import UpdateSource, instruments_for
 
-__all__ = ["ClientTelemetry"]
-
 logger = get_logger("acp_client.telemetry")
 
 

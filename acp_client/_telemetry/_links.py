@@ -23,8 +23,6 @@ from . import _names as n
 from ._calls import Calls, error_type, server_attributes
 from ._metrics import Instruments
 
-__all__ = ["LinkTelemetry", "record_outcomes"]
-
 logger = get_logger("acp_client.telemetry")
 
 _DOWN = frozenset({State.RECONNECTING, State.SUSPENDED})

@@ -19,8 +19,6 @@ from .._util._version import __version__
 from ..types import UnknownSessionUpdate
 from . import _names as n
 
-__all__ = ["Instruments", "UpdateSource", "instruments_for"]
-
 logger = get_logger("acp_client.telemetry")
 
 #: Reported for update kinds this SDK does not know (an agent could send unbounded many).

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["check_count", "check_flag", "check_instance", "check_number", "check_seconds", "field_check"]
+#: The port a URL of each scheme the transports speak means when it names none.
+DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 
 def _shown(value: object) -> str:

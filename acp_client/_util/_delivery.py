@@ -21,8 +21,6 @@ from typing import Any, Generic, TypeVar
 
 from ._logging import get_logger
 
-__all__ = ["Dispatcher", "Feed", "call_app"]
-
 logger = get_logger("acp_client.callbacks")
 
 T = TypeVar("T")

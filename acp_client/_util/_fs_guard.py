@@ -29,8 +29,6 @@ from typing import Final
 
 from ..exceptions import InvalidParams, RpcError
 
-__all__ = ["DEFAULT_PROTECTED_PATHS", "is_protected", "read_regular_file", "write_regular_file"]
-
 #: Paths whose writes always need the user's permission, one reason per group.
 DEFAULT_PROTECTED_PATHS: Final[tuple[str, ...]] = (
     # Version control: hooks run on commit/checkout; config can name programs to run

@@ -17,8 +17,6 @@ from typing import Final
 
 from ..display import printable
 
-__all__ = ["PrintableFilter", "get_logger"]
-
 _formatter: Final = logging.Formatter()
 _lock: Final = threading.Lock()
 

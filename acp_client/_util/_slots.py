@@ -12,8 +12,6 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import attrs
 
-__all__ = ["Slot", "Slotted", "direct_constructor"]
-
 T = TypeVar("T")
 
 

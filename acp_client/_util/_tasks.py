@@ -12,8 +12,6 @@ from typing import Any, TypeVar
 
 from ._logging import get_logger
 
-__all__ = ["TaskSet"]
-
 logger = get_logger("acp_client")
 
 T = TypeVar("T")

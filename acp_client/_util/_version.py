@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["DISTRIBUTION", "EXTRAS", "__version__", "install_hint"]
-
 #: The distribution name (``[project].name`` in ``pyproject.toml``); the import name is ``acp_client``.
 DISTRIBUTION = "acp-reconnect"
 _DISTRIBUTION = "acp_reconnect"  # as it is spelled in a ``.dist-info`` directory name

@@ -21,8 +21,6 @@ from ._context import CheckContext, Skip, Verdict
 from ._link import CheckFailed, Link
 from ._protocol import Turn, ended, finish_prompt, messages_of, start_prompt
 
-__all__ = ["cancel_honoured", "cancel_next_turn"]
-
 #: The least time between the cancel prompt and its cancel: a cancel in the same instant as the
 #: prompt may reach an agent that has not started the turn yet, and says nothing about its cancel.
 MIN_WORK: Final = 0.3

@@ -21,17 +21,6 @@ from ._context import CheckContext, Skip, Verdict
 from ._link import Answer, CheckFailed
 from ._protocol import Message, attach_params, messages_of, replay_request, tool_call_ids
 
-__all__ = [
-    "load_live_ids",
-    "load_message_ids",
-    "load_replays_once",
-    "load_unknown",
-    "restart_persists",
-    "resume_no_replay",
-    "resume_unknown",
-    "restart_scenario",
-]
-
 #: The prompts of the replay scenario's two turns.
 TURNS = ("first turn", "second turn")
 #: How long after its last turn the restart scenario kills the agent.

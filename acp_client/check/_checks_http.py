@@ -15,8 +15,6 @@ from typing import Any
 from .._codec._jsonrpc import request_message
 from ._context import CheckContext, Skip, Verdict
 
-__all__ = ["http_session_header"]
-
 
 async def http_session_header(ctx: CheckContext) -> Verdict:
     if ctx.settings.target.kind != "http":

@@ -8,8 +8,6 @@ from ._checks_not_found import unknown_session_answers
 from ._context import CheckContext, Verdict
 from ._link import Answer, CheckFailed, Link
 
-__all__ = ["initialize_capabilities", "method_unknown", "new_fresh_id", "notification_unanswered"]
-
 #: A method no agent routes (not an extension method: those start with ``_``).
 UNKNOWN_METHOD = "acp_check/no_such_method"
 

@@ -22,8 +22,6 @@ from ._context import CheckContext, Skip, Verdict
 from ._link import Answer, CheckFailed
 from ._protocol import attach_params, replay_request, text_prompt
 
-__all__ = ["Probe", "not_found_code", "unknown_session_answers"]
-
 #: Over Streamable HTTP these go to a session's own stream: the transport refuses an unknown session
 #: (HTTP 404) before any JSON-RPC answer, so they are not asked there.
 SESSION_SCOPED = ("session/prompt", "session/close")

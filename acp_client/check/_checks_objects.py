@@ -7,8 +7,6 @@ from typing import Any, Final
 from ..types.session import parse_timestamp
 from ._context import CheckContext, Skip, Verdict
 
-__all__ = ["session_object_shape", "timestamps_zoned"]
-
 #: The ``Session`` schema's required-nullable members: always present, ``null`` when empty.
 REQUIRED_NULLABLE: Final = ("activeTurnId", "forkedFrom", "modelId", "providerId", "workspaceRoot")
 #: Members only the ``Session`` schema has (not ACP's ``SessionInfo``): an object with one follows it.

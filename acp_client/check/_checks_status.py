@@ -10,8 +10,6 @@ from ._checks_history import restart_scenario
 from ._context import CheckContext, Skip, Verdict
 from ._link import Answer, Link
 
-__all__ = ["status_after_restart", "status_cheap", "status_no_side_effects", "status_unknown"]
-
 ACTIVE: Final = ("active", "open")
 INACTIVE: Final = ("inactive", "saved")
 #: How many probes ``status.cheap`` times.

@@ -23,8 +23,6 @@ from ._registry import CHECKS
 from ._runner import run_checks, select
 from ._target import Target, TargetError
 
-__all__ = ["check_main", "main", "parser"]
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is one line on stderr (no usage block) and exit status 2."""

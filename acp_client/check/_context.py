@@ -12,8 +12,6 @@ from ._protocol import Handshake, Turn, finish_prompt, new_session, start_prompt
 from ._shared import RunState, open_initialized
 from ._target import AgentHost, Target
 
-__all__ = ["CheckContext", "Settings", "Skip", "Status", "Verdict"]
-
 Status = Literal["pass", "fail", "warn", "skip"]
 
 

@@ -36,8 +36,6 @@ from .._codec._jsonrpc import (
 from ..exceptions import MalformedFrame, MessageTooLarge, TransportClosed, TransportError
 from ..transports.base import Transport
 
-__all__ = ["Answer", "CheckFailed", "Link", "WireEntry", "WireLog", "update_of"]
-
 #: How much of one message an evidence line shows.
 EXCERPT_CHARS: Final = 400
 #: The most entries one wire log keeps (a flooding agent must not exhaust memory); later ones are counted.

@@ -14,8 +14,6 @@ from typing import IO
 from ..display import printable
 from ._report import CheckResult, Report
 
-__all__ = ["Printer"]
-
 _PLAIN = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP"}
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
 

@@ -24,8 +24,6 @@ from ..exceptions import AcpError
 from ..types import ClientCapabilities, Implementation, InitializeRequest, InitializeResponse
 from ._link import Answer, CheckFailed, Link, update_of
 
-__all__ = ["Handshake", "Message", "Turn", "initialize", "messages_of", "replay_request", "text_prompt"]
-
 SUPPORTED = (1, 2)
 CHECKER_INFO = Implementation(name="acp-reconnect-check", version="1", title="acp-reconnect conformance checker")
 

@@ -29,8 +29,6 @@ from ._checks_objects import session_object_shape, timestamps_zoned
 from ._checks_status import status_after_restart, status_cheap, status_no_side_effects, status_unknown
 from ._context import CheckContext, Verdict
 
-__all__ = ["CHECKS", "Check", "check_ids"]
-
 ACP: Final = "ACP schema"
 PROPOSAL: Final = "session/status proposal"
 JSONRPC: Final = "JSON-RPC 2.0"

@@ -12,8 +12,6 @@ import attrs
 from ..display import UNSAFE_CHARACTERS, printable
 from ._context import Status
 
-__all__ = ["CheckResult", "Report"]
-
 STATUSES: tuple[Status, ...] = ("pass", "fail", "warn", "skip")
 
 # What JSON output escapes beyond json.dumps (which escapes only C0 with ensure_ascii=False): C1,

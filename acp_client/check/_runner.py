@@ -24,8 +24,6 @@ from ._report import CheckResult, Report
 from ._shared import Inconclusive, RunState
 from ._target import AgentHost, TargetError
 
-__all__ = ["check_budget", "preflight", "run_check", "run_checks", "select"]
-
 logger = get_logger(__name__)
 
 #: How long ending a check's agents may take (the stdio transport's TERM-then-KILL included).

@@ -24,8 +24,6 @@ from ._link import MAX_ENTRIES, CheckFailed, Link, WireLog
 from ._protocol import Handshake, initialize
 from ._target import AgentHost, Target
 
-__all__ = ["Inconclusive", "RunState", "open_initialized"]
-
 logger = logging.getLogger(__name__)
 
 #: A shared link that has kept this many inbound messages is replaced before the next check (a link

@@ -30,8 +30,6 @@ from ..transports.base import Connector, Transport
 from ._link import CheckFailed, Link, WireLog
 from ._protocol import initialize
 
-__all__ = ["AgentHost", "Target", "TargetError"]
-
 TargetKind = Literal["stdio", "websocket", "http"]
 
 #: Pause between two attempts to reach a restarted network agent.

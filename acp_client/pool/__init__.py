@@ -12,9 +12,8 @@ concurrently, each under its own timeout, and returns every instance's answer �
 * else ``unknown`` on every reachable instance → a **new session**, placed by a policy;
 * nothing reachable → **unavailable** (try again later).
 
-A session is never sent to two instances for ``session/load`` / ``session/resume``: a
-:class:`Route` names one instance, and it is never a replay while some instance reports the
-session active.
+A :class:`Route` names one instance (never a replay while some instance has the session active),
+so a session is never loaded or resumed on two.
 
 A new session goes where a placement policy says (:class:`RoundRobin` by default,
 :class:`FewestSessions`, or any function ``policy(candidates, sessions) -> Endpoint``)::
@@ -22,10 +21,8 @@ A new session goes where a placement policy says (:class:`RoundRobin` by default
     location = await locate("sess_1", ["ws://agent-1:8000/acp", "ws://agent-2:8000/acp"], timeout=2.0)
     route = location.route(home=None)         # Route(kind=resume|replay|new_session|unavailable, endpoint=...)
 
-A client given a :class:`Pool` (``AcpClient(Pool([url, url, ...]))``) gets its links from this
-package, on top of its one-link core: one link per instance, failover and placement
-(:mod:`acp_client.pool._links`, :mod:`acp_client.pool._failover`). A client of one URL or
-connector never imports it.
+``AcpClient(Pool([url, url, ...]))`` gets its links from this package, on top of its one-link core
+(one link per instance, failover, placement); a client of one URL or connector never imports it.
 """
 
 from __future__ import annotations
@@ -69,9 +66,6 @@ __all__ = [
 ]
 
 _PROBE_CLIENT_INFO = Implementation(name="acp-reconnect-locate", version=__version__, title="acp_client.pool")
-
-
-# -- finding a session -----------------------------------------------------------------------------
 
 
 async def locate(
@@ -160,19 +154,16 @@ async def locate_many(
     return await _probing.fan_out(session_ids, with_connectors, timeout=timeout, opener=open_one, clock=clock, live={})
 
 
+@attrs.frozen
 class _Unusable:
     """The connector of an endpoint whose URL cannot be used: that instance answers
     ``unreachable`` with the reason, as an instance that cannot be reached does."""
 
-    def __init__(self, target: str, error: ConfigurationError) -> None:
-        self._target, self._error = target, error
-
-    @property
-    def target(self) -> str:
-        return self._target
+    target: str
+    error: ConfigurationError
 
     async def connect(self) -> Transport:
-        raise self._error
+        raise self.error
 
 
 def _connector(endpoint: Endpoint, options: Mapping[str, Any]) -> Connector:

@@ -17,8 +17,6 @@ from ..transports.base import Connector
 from ._links import PoolLinks
 from ._placement import PlacementFunction, placement_policy
 
-__all__ = ["Pool"]
-
 
 def _endpoints(value: Sequence[str | Connector | Endpoint]) -> tuple[Endpoint, ...]:
     if isinstance(value, str) or not isinstance(value, Sequence):

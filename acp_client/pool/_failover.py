@@ -1,18 +1,15 @@
 """Recovery of a pooled client's sessions: at home, and failover (docs/many-instances.md).
 
-After a drop the home link reconnects and recovers its sessions like a single-endpoint client
-(the core's round, same callbacks). When the home does not have a session in memory
-(``inactive``, -32002) or stays unreachable past ``failover_delay``, the session is first taken
-out of the home link's recovery, then one fan-out asks every instance ``session/status`` and
-:meth:`~acp_client.location.Location.route` names the one instance that recovers it. Nothing
-reachable: it goes back to its home, and the failover is tried again after another delay. So one
-routine at a time recovers a session, and ``session/load`` / ``session/resume`` never go to two
-instances. Outcomes carry ``endpoint``: the instance's name.
+After a drop the home link recovers its sessions with the core's round. A session the home does
+not have in memory (``inactive``, -32002), or whose home stays unreachable past ``failover_delay``,
+is first taken out of the home's recovery; then one fan-out asks every instance and
+:meth:`~acp_client.location.Location.route` names the one instance that recovers it (nothing
+reachable: it goes back home, tried again after another delay). So one routine at a time recovers
+a session, and ``session/load`` / ``session/resume`` never go to two instances.
 
-A session restored from a store is asked of the home the store recorded first, for its id alone,
-and of the others only when that home does not have it active
-(:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until it is placed, only its recorded
-home may speak for it.
+A session restored from a store is asked of its recorded home first, for its id alone
+(:meth:`~acp_client.pool._links.PoolLinks.locate_at_home`); until placed, only that home may speak
+for it.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from .._recovery._recoverer import Answer, capabilities, each
 from .._rpc._connection import Connection
 from .._sessions._table import Tracked
 from .._util._logging import get_logger
-from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, ConnectionLost, TransportError
 from ..location import Endpoint, Location, Route, RouteKind
 from ..state import ConnectionState, Probe, RecoveryOutcome, RecoveryPath, State
@@ -38,11 +34,19 @@ from ..types import InitializeResponse
 from ._link import Link, placed
 from ._placement import PlacementFunction
 
+logger = get_logger("acp_client.reconnect")
+
+#: How many times a failover asks the instances again because its answers went stale.
+_REASKS = 3
+
 
 class _Links(Protocol):
-    """What the failover needs of the pool's links (:class:`~acp_client.pool._links.PoolLinks`)."""
+    """What the failover needs of :class:`~acp_client.pool._links.PoolLinks`."""
 
     links: list[Link]
+
+    @property
+    def kit(self) -> LinkKit: ...
 
     @property
     def closing(self) -> bool: ...
@@ -53,59 +57,37 @@ class _Links(Protocol):
 
     def publish(self) -> None: ...
 
-    def spawn(self, coro: Any) -> None: ...
+    def spawn(self, coro: Any) -> asyncio.Future[Any]: ...
 
     def session_counts(self) -> dict[Endpoint, int]: ...
 
-    @property
-    def kit(self) -> LinkKit: ...
+    def recorded(self, tracked: Tracked) -> Link | None: ...
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection: ...
 
     async def close_copy(self, link: Link, session_id: str, *, over: Live | None = None) -> bool: ...
 
-    def recorded(self, tracked: Tracked) -> Link | None: ...
-
     async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]: ...
 
     async def locate_many(
-        self,
-        session_ids: Sequence[str],
-        *,
-        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-        warm: bool = False,
-        only: Sequence[Link] | None = None,
+        self, session_ids: Sequence[str], *, only: Sequence[Link] | None = None
     ) -> dict[str, Location]: ...
 
 
-__all__ = ["Failover"]
-
-logger = get_logger("acp_client.reconnect")
-
-#: How many times a failover asks the instances again because its answers went stale.
-_REASKS = 3
-
-
 class Failover:
-    """Recovers the sessions of a pooled client (see the module docstring); told what the links do
-    by its :class:`~acp_client.pool._links.PoolLinks`."""
+    """Recovers the sessions of a pooled client (see the module docstring)."""
 
     def __init__(self, links: _Links, *, placement: PlacementFunction, failover_delay: float) -> None:
         kit = links.kit
         self.links = links
-        self._recovered = kit.recovered  # the engine's "recovered" event, once per round of moves
-        self._sweeper: asyncio.Future[None] | None = None
+        self._sweeper: asyncio.Future[Any] | None = None
         self._table, self._recoverer, self._clock, self._version = kit.table, kit.recoverer, kit.clock, kit.version
         self._placement = placement
         self._failover_delay = failover_delay
-        self._concurrency = kit.concurrency
-        self._probe_timeout = kit.timeouts.probe
 
     def closing(self) -> None:
         for link in self.links.links:
             self._disarm(link)
-
-    # -- drops and recovery at home -------------------------------------------------------------------
 
     def _sessions_of(self, link: Link) -> list[Tracked]:
         return [t for t in self._table.live() if placed(t).home is link and not placed(t).moving]
@@ -123,14 +105,13 @@ class Failover:
             self._move(link, "its link failed")
 
     def dropped(self, link: Link, cause: TransportError) -> None:
-        """The link dropped: the one drop rule for its sessions (turns fail, windows are cut off),
-        and the failover timer starts."""
+        """The one drop rule for the link's sessions, and the failover timer starts."""
         self._table.dropped(cause, self._sessions_of(link))
         self._arm(link)
 
     def failed(self, link: Link, error: BaseException) -> None:
-        """The link's supervisor crashed (the crash hook of every link): its sessions' turns fail
-        with ``error``; the sessions move once the link's state says it failed."""
+        """The link's supervisor crashed: its sessions' turns fail with ``error`` (they move once
+        the link's state says it failed)."""
         for tracked in self._table.live():  # moving ones too: the failed state may have started their move
             if placed(tracked).home is link and tracked.turn is not None:
                 tracked.turn.finish(error)
@@ -143,8 +124,7 @@ class Failover:
     def _disarm(self, link: Link) -> None:
         if link.failover_timer is not None:
             link.failover_timer.cancel()
-            link.failover_timer = None
-        link.failover_due = None
+        link.failover_timer = link.failover_due = None
 
     def _expired(self, link: Link) -> None:
         link.failover_timer = link.failover_due = None
@@ -158,15 +138,17 @@ class Failover:
     def _move(self, link: Link, reason: str) -> None:
         """Take the link's sessions out of its recovery (first), then fail them over."""
         sessions = self._sessions_of(link)
-        if not sessions:
-            return
+        if sessions:
+            self._start_moving(sessions, link, reason)
+
+    def _start_moving(self, sessions: list[Tracked], home: Link, reason: str) -> None:
         _moving(sessions, True)
         self.links.publish()
-        self.links.spawn(self._failover(sessions, link, reason))
+        self.links.spawn(self._failover(sessions, home, reason))
 
     async def recover(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
-        """The home link is back: recover its sessions there (the core's recovery round); those
-        the home does not have in memory move."""
+        """The home link is back: the core's recovery round for its sessions there; those the
+        home does not have in memory move."""
         await self._close_left_here(link, conn, init)
         assert link.supervisor is not None
         moved: list[Tracked] = []
@@ -183,32 +165,31 @@ class Failover:
             where.moving = True  # out of this link's hands before anything else
             return True
 
-        sessions, name = self._sessions_of(link), link.endpoint.name
         try:
             await self.links.kit.recover_round(
-                link.supervisor, conn, init, sessions=sessions, endpoint=name, screen=elsewhere
+                link.supervisor,
+                conn,
+                init,
+                sessions=self._sessions_of(link),
+                endpoint=link.endpoint.name,
+                screen=elsewhere,
             )
         except BaseException:
             _moving(moved, False)
             raise
         if moved:
-            self.links.publish()
-            self.links.spawn(self._failover(moved, link, f"not in memory on {link.endpoint}"))
-
-    # -- sessions without a home (restored from a store) ------------------------------------------------
+            self._start_moving(moved, link, f"not in memory on {link.endpoint}")
 
     def homeless(self) -> list[Tracked]:
         return [t for t in self._table.live() if placed(t).home is None]
 
     async def adopt(self, *, patient: bool = True) -> None:
-        """Find the sessions restored from a store (no home) and recover each where its route says,
-        before the client counts as connected: each is asked of its recorded home first, for its id
-        alone, the others only when that home does not have it active.
+        """Recover the sessions restored from a store (no home) where their routes say, before the
+        client counts as connected.
 
         ``patient``: a session no reachable instance has in memory while some instance is
-        unreachable (maybe its home), or whose recorded home is unreachable, is not replayed,
-        replaced or resumed elsewhere yet; those, and the ones no instance could take, are tried
-        again after ``failover_delay``, then take the route as it is."""
+        unreachable, or whose recorded home is unreachable, waits; those, and the ones no instance
+        could take, are tried again after ``failover_delay``, then take the route as it is."""
         sessions = self.homeless()
         if not sessions:
             return
@@ -230,8 +211,6 @@ class Failover:
         if not self.links.closing:
             await self.adopt(patient=False)  # and again after each delay while no instance answers
 
-    # -- failover -----------------------------------------------------------------------------------------
-
     async def _failover(self, sessions: list[Tracked], home: Link, reason: str) -> None:
         logger.info("moving %d session(s) off %s: %s", len(sessions), home.endpoint, reason)
         try:
@@ -246,12 +225,8 @@ class Failover:
         self, sessions: list[Tracked], home: Link | None, reason: str, *, patient: bool = False
     ) -> list[Tracked]:
         """One fan-out for ``sessions``, then each recovered where its route says; returns those
-        no instance could take now (``patient``: and those it would replay or replace while an
-        instance is unreachable, or take anywhere while the home the store recorded is).
-
-        Sessions whose home is not known here (restored from a store) are asked of their
-        recorded home first, for their id alone, and of the other instances only when that home
-        does not have them active (:meth:`PoolLinks.locate_at_home`)."""
+        no instance could take now (``patient``: and those :meth:`adopt` leaves waiting).
+        ``home``: where they lived (``None``: restored, asked of their recorded home first)."""
         if home is None:
             located = await self.links.locate_at_home(sessions, patient=patient)
         else:  # the home was asked already (its recovery round), or stays away: every instance now
@@ -271,11 +246,11 @@ class Failover:
                     retry.append(tracked)
 
         try:
-            failed = [r for r in await each(sessions, self._concurrency, one) if isinstance(r, BaseException)]
+            failed = [r for r in await each(sessions, self.links.kit.concurrency, one) if isinstance(r, BaseException)]
             if failed:
                 raise failed[0]
         finally:  # once per round, not per session: the store goes over every record each time
-            self._recovered(reported, False)
+            self.links.kit.recovered(reported, False)
         return retry
 
     def _give_back(self, sessions: list[Tracked]) -> None:
@@ -285,16 +260,16 @@ class Failover:
 
     async def _close_elsewhere(self, tracked: Tracked, target: Link, location: Location | None = None) -> list[str]:
         """Close a session everywhere but ``target`` before attaching it there (one session runs on
-        one instance, docs/many-instances.md): where ``location`` has it active, and on the instances
-        it was left behind on. Best effort; returns the instances that closed it. Unreachable ones
-        stay marked: closed when their link comes back, or by the sweep.
+        one instance): where ``location`` has it active, and where it was left behind. Best effort;
+        returns the instances that closed it. Unreachable ones stay marked (closed when their link
+        is back, or by the sweep).
 
         A copy claimed ``active`` while ``target`` claims it too is never closed (unless the session
         moved off that instance: a copy left behind there is stale): one claim is false, and closing
         on it could close the real conversation. The outcome reports the conflict (``also_active``)."""
         session_id = tracked.session_id
-        self._unmark(tracked, target)
         marked = placed(tracked).left_behind
+        marked.discard(target)
         asked = {answer.endpoint.name for answer in location.answers} if location is not None else set()
         unasked = [link for link in marked if link.endpoint.name not in asked]
         if unasked:  # they held it: asking them reveals nothing new
@@ -315,25 +290,18 @@ class Failover:
                 if not await self.links.close_copy(link, session_id):
                     continue
                 closed.append(link.endpoint.name)
-            self._unmark(tracked, link)
+            marked.discard(link)
         return closed
 
     def _mark(self, tracked: Tracked, links: list[Link]) -> None:
-        """``links`` may still hold ``tracked`` in memory: close it there once they answer — when
-        their link is back, or by a sweep every ``failover_delay``."""
+        """``links`` may still hold ``tracked`` in memory: close it there once they answer (their
+        link is back, or a sweep every ``failover_delay``)."""
         placed(tracked).left_behind.update(links)
-        if not placed(tracked).left_behind:
-            return
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.ensure_future(self._sweep())
-            self.links.spawn(self._sweeper)
-
-    def _unmark(self, tracked: Tracked, link: Link) -> None:
-        """``link`` no longer holds a copy of ``tracked`` (closed, or it is the session's home)."""
-        placed(tracked).left_behind.discard(link)
+        if placed(tracked).left_behind and (self._sweeper is None or self._sweeper.done()):
+            self._sweeper = self.links.spawn(self._sweep())
 
     async def _sweep(self) -> None:
-        """Every ``failover_delay``, close the copies still left behind until none is left, each
+        """Close the copies still left behind every ``failover_delay`` until none is left, each
         under its session's guard (a move cannot attach it there meanwhile)."""
         while not self.links.closing and any(placed(t).left_behind for t in self._table):
             await self._clock.sleep(self._failover_delay)
@@ -342,16 +310,15 @@ class Failover:
                 async with placed(tracked).guard:
                     still = link in placed(tracked).left_behind
                     if still and await self.links.close_copy(link, tracked.session_id):
-                        self._unmark(tracked, link)
+                        placed(tracked).left_behind.discard(link)
 
     async def _close_left_here(self, link: Link, conn: Connection, init: InitializeResponse) -> None:
         """The link is back: close the sessions that moved off it while it was away."""
         for tracked in list(self._table):
-            if link in placed(tracked).left_behind and await self.links.close_copy(
-                link, tracked.session_id, over=(conn, init)
-            ):
+            left_behind = placed(tracked).left_behind
+            if link in left_behind and await self.links.close_copy(link, tracked.session_id, over=(conn, init)):
                 logger.info("closed the copy of %s left behind on %s", tracked.session_id, link.endpoint)
-                self._unmark(tracked, link)
+                left_behind.discard(link)
 
     def _target(self, location: Location, home: Link | None) -> tuple[Route[Endpoint], Link] | None:
         """The route for a fan-out's answers, and the link it names (placed, for a new session)."""
@@ -367,8 +334,8 @@ class Failover:
     async def _move_one(
         self, tracked: Tracked, home: Link | None, location: Location, reason: str, reported: list[RecoveryOutcome]
     ) -> bool:
-        """Recover one session where its route names (its reported outcome added to ``reported``);
-        ``False`` to try again later. ``home``: where it lived (``None``: restored from a store).
+        """Recover one session where its route names (its outcome added to ``reported``); ``False``
+        to try again later. ``home``: where it lived (``None``: restored from a store).
 
         When the target had to be waited for while some instance was unreachable, that instance
         may be back holding the session: the instances are asked again (up to :data:`_REASKS` times)."""
@@ -380,7 +347,7 @@ class Failover:
             route, target = targeted
             waited = not target.connected
             try:
-                conn = await self.links.ensure(target, wait=self._probe_timeout)
+                conn = await self.links.ensure(target, wait=self.links.kit.timeouts.probe)
             except ClientClosed:
                 return True
             except AcpError as exc:

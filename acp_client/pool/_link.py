@@ -15,8 +15,6 @@ from ..location import Endpoint
 from ..state import ConnectionState, State
 from ..transports.base import Connector
 
-__all__ = ["Link", "Placement", "placed"]
-
 
 class Link:
     """One instance: its endpoint, its supervisor (none until first needed), its last state."""

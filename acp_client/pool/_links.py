@@ -1,22 +1,21 @@
 """The links of a pooled client (docs/many-instances.md): the pool's :class:`acp_client._link._links.Links`.
 
-One :class:`~acp_client._link._supervisor.Supervisor` per instance, started when first needed; each
-session's :class:`~acp_client.pool._link.Placement` (home, moving, left behind) is learnt from the
-engine's events; the :class:`~acp_client.pool._failover.Failover` recovers across instances. A
-session's calls wait in one :class:`~acp_client._link._queue.OutageQueue` while it moves or its home
-reconnects, then go to its (new) home.
+One supervisor per instance, started when first needed; where each session lives is learnt from
+the engine's events; :class:`~acp_client.pool._failover.Failover` recovers across instances. A
+session's calls wait in one outage queue while it moves or its home reconnects.
 
 The client's state aggregates the links that matter (those homing a session, else the first
 started one not failed): ``connected`` when all are, ``recovering`` while sessions move, else the
-state of the first one not connected, as it is (attempt and delay included). The link shown keeps
-mattering until it is connected again or its sessions moved, so the client follows its legal
-sequence instead of jumping. A failed home whose sessions no instance could take makes the client
-``suspended`` (attempt: failovers that found no instance; ``retry_in``: until the next).
+state of the first one not connected, as it is. The link shown keeps mattering until it is
+connected again or its sessions moved, so the client follows its legal sequence instead of
+jumping. A failed home whose sessions no instance could take makes the client ``suspended``
+(attempt: failovers that found no instance; ``retry_in``: until the next).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,7 +32,6 @@ from .._sessions._table import Tracked
 from .._util._logging import get_logger
 from .._util._tasks import TaskSet
 from ..clock import move_on_after
-from ..config import USE_CLIENT_DEFAULT, UseClientDefault
 from ..exceptions import AcpError, ClientClosed, TransportClosed
 from ..location import Endpoint, Location, RouteKind
 from ..state import ConnectionState, State
@@ -42,8 +40,6 @@ from ..transports.base import Connector
 from ._failover import Failover
 from ._link import Link, placed
 from ._placement import PlacementFunction
-
-__all__ = ["PoolLinks"]
 
 logger = get_logger("acp_client.reconnect")
 
@@ -78,8 +74,6 @@ class PoolLinks(SessionEvents):
         self._closing = False
         self._started = False
         self._failover = Failover(self, placement=placement, failover_delay=failover_delay)
-
-    # -- state ----------------------------------------------------------------------------------------
 
     @property
     def closing(self) -> bool:
@@ -151,16 +145,14 @@ class PoolLinks(SessionEvents):
             if link.supervisor is not None:
                 await link.supervisor.aclose()
 
-    def spawn(self, coro: Any) -> None:
-        self._tasks.spawn(coro)
+    def spawn(self, coro: Any) -> asyncio.Future[Any]:
+        return self._tasks.spawn(coro)
 
     async def _warm(self, link: Link) -> None:
         try:
             await self.ensure(link)
         except AcpError as exc:
             logger.debug("no link to %s yet: %s", link.endpoint, exc)
-
-    # -- links ------------------------------------------------------------------------------------------
 
     def link(self, endpoint: Endpoint | str) -> Link:
         for link in self.links:
@@ -171,9 +163,6 @@ class PoolLinks(SessionEvents):
     def _new_supervisor(self, link: Link) -> Supervisor:
         failover = self._failover
 
-        async def recover(conn: Connection, init: Any) -> None:
-            await failover.recover(link, conn, init)
-
         def on_state(state: ConnectionState) -> None:
             link.state = state
             failover.state_changed(link, state)
@@ -183,7 +172,7 @@ class PoolLinks(SessionEvents):
         link.state = ConnectionState(State.CONNECTING)
         sup = self.kit.supervisor(
             link.connector,
-            recover=recover,
+            recover=functools.partial(failover.recover, link),
             on_drop=functools.partial(failover.dropped, link),
             on_state=on_state,
             on_fail=functools.partial(failover.failed, link),
@@ -210,13 +199,11 @@ class PoolLinks(SessionEvents):
         return admits
 
     def recorded(self, tracked: Tracked) -> Link | None:
-        """The instance the session store recorded ``tracked`` on (``None``: not recorded, or
-        no instance of that name any more)."""
+        """The instance the session store recorded ``tracked`` on (``None``: none, or gone)."""
         record = tracked.stored
-        name = record.home if record is not None else None
-        if name is None:
+        if record is None or record.home is None:
             return None
-        return next((link for link in self.links if link.endpoint.name == name), None)
+        return next((link for link in self.links if link.endpoint.name == record.home), None)
 
     async def ensure(self, link: Link, *, wait: float | None = None) -> Connection:
         """The link's live connection: started if it never was (or failed), else awaited for at
@@ -240,7 +227,10 @@ class PoolLinks(SessionEvents):
                 continue
             if wait is None:
                 raise TransportClosed(f"{link.endpoint} is reconnecting")
-            await self._until_changed(wait, f"{link.endpoint} is reconnecting")
+            with move_on_after(self._clock, wait):  # the next change of a link or a session's home
+                await self._changed.wait()
+                continue
+            raise TransportClosed(f"{link.endpoint} is reconnecting after {wait:g}s")
 
     async def _start(self, link: Link) -> None:
         loop = asyncio.get_running_loop()
@@ -272,12 +262,11 @@ class PoolLinks(SessionEvents):
         """
         self._started = True
         homeless = self._failover.homeless() if restored else []
-        for tracked in homeless:  # the copies the last process knew of, closed before it is attached
-            record = tracked.stored
+        for tracked in homeless:
+            record = tracked.stored  # the copies the last process knew of, closed before it is attached
             names = set(record.left_behind) if record is not None else set()
             placed(tracked).left_behind.update(link for link in self.links if link.endpoint.name in names)
-        for tracked in homeless:  # their calls wait, and the first state published is recovering
-            placed(tracked).moving = True
+            placed(tracked).moving = True  # its calls wait, and the first state published is recovering
         try:
             await self._start_first()
         finally:
@@ -346,27 +335,18 @@ class PoolLinks(SessionEvents):
         raise error
 
     def session_counts(self) -> dict[Endpoint, int]:
-        counts = {link.endpoint: 0 for link in self.links}
-        for tracked in self._table.live():
-            home = placed(tracked).home
-            if home is not None:
-                counts[home.endpoint] += 1
-        return counts
+        homed = collections.Counter(placed(tracked).home for tracked in self._table.live())
+        return {link.endpoint: homed[link] for link in self.links}
 
     def home(self, tracked: Tracked) -> Link:
         home = placed(tracked).home
         return home if home is not None else self.links[0]
 
-    # -- the Links protocol ------------------------------------------------------------------------------
-
-    def _require_started(self) -> None:
-        if not self._started and not self._closing:
-            raise ClientClosed("not connected: call connect() first")
-
     async def link_for(self, tracked: Tracked | None, method: str, ticket: Ticket | None = None) -> Supervisor:
         """Where a call goes: a session's to its home instance's link (waiting while it moves);
         a ``session/new`` where the placement puts it; any other to the primary link."""
-        self._require_started()
+        if not self._started and not self._closing:
+            raise ClientClosed("not connected: call connect() first")
         if tracked is None:
             if method != "session/new":
                 return self.primary
@@ -394,8 +374,6 @@ class PoolLinks(SessionEvents):
     def _link_of(self, supervisor: Supervisor) -> Link:
         return next(link for link in self.links if link.supervisor is supervisor)
 
-    # -- the engine's events: where sessions live ------------------------------------------------------
-
     def settled(self, tracked: Tracked, link: Supervisor) -> None:
         placed(tracked).home = self._link_of(link)
         placed(tracked).attaching = None
@@ -418,20 +396,12 @@ class PoolLinks(SessionEvents):
         return where.home.endpoint.name, tuple(link.endpoint.name for link in where.left_behind)
 
     async def locate(self, session_id: str, timeout: float | None) -> Location:
-        return (await self.locate_many([session_id], timeout=timeout, warm=True))[session_id]
-
-    # -- session calls -----------------------------------------------------------------------------------
-
-    async def _until_changed(self, limit: float, what: str) -> None:
-        """Wait for the next change of a link or a session's home, at most ``limit`` seconds.
-
-        Raises:
-            TransportClosed: Nothing changed in time.
-        """
-        with move_on_after(self._clock, limit):
-            await self._changed.wait()
-            return
-        raise TransportClosed(f"{what} after {limit:g}s")
+        """The app's locate; it also starts a link to every instance that has none, in the
+        background, so the next fan-out finds them live."""
+        for link in self.links:
+            if link.supervisor is None and link.starting is None and not self._closing:
+                self.spawn(self._warm(link))
+        return (await self._fan_out([session_id], self.links, timeout))[session_id]
 
     async def session_link(self, tracked: Tracked, method: str, ticket: Ticket | None = None) -> Supervisor:
         """The supervisor to send a session's call to: its home's, once the session is not moving
@@ -474,12 +444,10 @@ class PoolLinks(SessionEvents):
         return await _probing.close_copy(link.probe_endpoint, session_id, settings)
 
     async def locate_at_home(self, sessions: Sequence[Tracked], *, patient: bool = False) -> dict[str, Location]:
-        """Where each session is, revealing its id only where needed: a session with a recorded
-        home (:meth:`recorded`) is asked of that instance alone, for its id alone; the other
-        instances are asked only about the ids their home does not have active (the home's
-        answer kept beside theirs), and about the sessions without a recorded home. The answers
-        of each :class:`Location` are in the instances' order. ``patient``: the sessions of a
-        home that is unreachable wait for it (their location is the home's answer alone)."""
+        """Where each session is, revealing its id only where needed: a session with a recorded home
+        is asked of that instance alone, for its id alone; the others only about the ids their home
+        does not have active (its answer kept beside theirs, in the instances' order), and about the
+        sessions without one. ``patient``: a session whose home is unreachable waits for it."""
         homes: dict[Link, list[str]] = {}
         anywhere: list[str] = []
         for tracked in sessions:
@@ -509,25 +477,20 @@ class PoolLinks(SessionEvents):
         return {tracked.session_id: located[tracked.session_id] for tracked in sessions}
 
     async def locate_many(
-        self,
-        session_ids: Sequence[str],
-        *,
-        timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-        warm: bool = False,
-        only: Sequence[Link] | None = None,
+        self, session_ids: Sequence[str], *, only: Sequence[Link] | None = None
     ) -> dict[str, Location]:
-        """Every instance's answer for each session, over the live links where there are some
-        (a fresh link, closed again, elsewhere). ``warm``: also start a link to every instance
-        that has none, in the background, so the next fan-out finds them live. ``only``: ask
-        these instances, not all."""
-        if warm:
-            for link in self.links:
-                if link.supervisor is None and link.starting is None and not self._closing:
-                    self.spawn(self._warm(link))
+        """Every instance's answer (``only``: these instances') for each session, within the probe
+        timeout."""
+        return await self._fan_out(session_ids, self.links if only is None else only, self._probe_timeout)
+
+    async def _fan_out(
+        self, session_ids: Sequence[str], links: Sequence[Link], timeout: float | None
+    ) -> dict[str, Location]:
+        """Over the live links where there are some (a fresh link, closed again, elsewhere)."""
         return await _probing.fan_out(
             session_ids,
-            [link.probe_endpoint for link in (self.links if only is None else only)],
-            timeout=self._probe_timeout if timeout is USE_CLIENT_DEFAULT else timeout,
+            [link.probe_endpoint for link in links],
+            timeout=timeout,
             opener=self.kit.opener,
             clock=self._clock,
             live=self.live(),

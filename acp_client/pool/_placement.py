@@ -8,8 +8,6 @@ from typing import Literal, TypeAlias
 from ..exceptions import ConfigurationError
 from ..location import Endpoint
 
-__all__ = ["FewestSessions", "PlacementFunction", "RoundRobin", "placement_policy"]
-
 #: ``policy(candidates, sessions) -> endpoint``: picks where a new session goes. ``candidates`` are
 #: the reachable endpoints (never empty); ``sessions`` counts the sessions homed on each endpoint.
 #: It must return one of ``candidates``.
@@ -41,6 +39,9 @@ class FewestSessions:
         return min(candidates, key=lambda endpoint: sessions.get(endpoint, 0))
 
 
+_POLICIES: dict[str, Callable[[], PlacementFunction]] = {"round_robin": RoundRobin, "fewest_sessions": FewestSessions}
+
+
 def placement_policy(policy: Literal["round_robin", "fewest_sessions"] | PlacementFunction) -> PlacementFunction:
     """The policy for a name (``"round_robin"``, ``"fewest_sessions"``) or a function, as is.
 
@@ -49,8 +50,6 @@ def placement_policy(policy: Literal["round_robin", "fewest_sessions"] | Placeme
     """
     if callable(policy):
         return policy
-    if policy == "round_robin":
-        return RoundRobin()
-    if policy == "fewest_sessions":
-        return FewestSessions()
+    if isinstance(policy, str) and policy in _POLICIES:
+        return _POLICIES[policy]()
     raise ConfigurationError(f"placement must be 'round_robin', 'fewest_sessions' or a function, not {policy!r}")

@@ -23,8 +23,6 @@ from .._util._logging import get_logger
 from ..exceptions import SessionStoreError, SessionStoreFenced
 from .base import SessionStore, StoredSession
 
-__all__ = ["StoreBridge", "write_turn"]
-
 logger = get_logger(__name__)
 
 T = TypeVar("T")

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["PgLink"]
-
 logger = get_logger("acp_client.store.postgres")
 
 T = TypeVar("T")

@@ -24,17 +24,6 @@ from ..exceptions import ConfigurationError, SessionStoreCorrupt, SessionStoreEr
 from ._rows import JSON_COLUMNS, LEASE, Reads, check_version
 from .base import APPLICATION_ID, FORMAT, RECORD_COLUMNS
 
-__all__ = [
-    "APPLICATION_ID",
-    "FORMAT",
-    "MIGRATIONS",
-    "SCHEMA_VERSION",
-    "Statements",
-    "Tables",
-    "open_schema",
-    "redact_dsn",
-]
-
 #: The expiry of a lease nobody holds (released, or never claimed): long past.
 _NEVER: Final = "1970-01-01 00:00:00+00"
 

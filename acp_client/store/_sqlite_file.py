@@ -23,8 +23,6 @@ from typing import Final
 
 from ..exceptions import SessionStoreCorrupt, SessionStoreError, SessionStoreReadOnly
 
-__all__ = ["SIDE_FILES", "prepare"]
-
 _SQLITE_HEADER: Final = b"SQLite format 3\x00"
 #: The files SQLite keeps next to a database in WAL mode.
 SIDE_FILES: Final = ("-wal", "-shm")

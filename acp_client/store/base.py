@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .._util._checks import DEFAULT_PORTS
 from ..exceptions import ConfigurationError
 from ..types.lifecycle import ANSWERED, McpServer, Probe
 from ..types.session import Session
@@ -72,8 +73,6 @@ HOME_KEY: Final = "acp_client.home"
 #: they were unreachable (names, as for :data:`HOME_KEY`).
 LEFT_BEHIND_KEY: Final = "acp_client.left_behind"
 
-_DEFAULT_PORTS: Final = {"ws": 80, "http": 80, "wss": 443, "https": 443}
-
 
 def endpoint_key(endpoint: str | Sequence[str]) -> str:
     """The canonical key a store files sessions under for one agent endpoint.
@@ -101,7 +100,7 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
         return endpoint_key(argv)
     parts = urlsplit(text)
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
+    if scheme not in DEFAULT_PORTS:
         shown = scheme or text[:20]
         raise ConfigurationError(f"no store key for endpoint {shown!r}: use ws(s)://, http(s):// or stdio:")
     host = parts.hostname
@@ -113,7 +112,7 @@ def endpoint_key(endpoint: str | Sequence[str]) -> str:
         raise ConfigurationError(f"bad port in {scheme}://{host}") from exc
     if ":" in host:  # an IPv6 literal keeps its brackets
         host = f"[{host}]"
-    netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    netloc = host if port is None or port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
     return f"{scheme}://{netloc}{parts.path or '/'}"
 
 

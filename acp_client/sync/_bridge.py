@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import queue
 import threading
@@ -17,37 +18,26 @@ from .._util._logging import get_logger
 from ..clock import Clock, SystemClock, move_on_after
 from ..config import Callbacks
 from ..handlers import ClientHandlers
-from ..state import RecoveryContext
-from ..store import StoredSession
 from ..types import (
     CancelledPermissionOutcome,
     CreateElicitationRequest,
     CreateElicitationResponse,
+    PermissionOutcome,
     RequestPermissionRequest,
     SelectedPermissionOutcome,
 )
-from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionOutcome, PermissionRequest, SyncEvent
-
-__all__ = ["HostBridge"]
+from ._events import EVENT_CLASSES, EventKind, PermissionEvent, PermissionRequest, SyncEvent
 
 logger = get_logger("acp_client.sync")
 
 T = TypeVar("T")
 
-#: Which event each callback also posts on the host's queue.
+#: Which event each callback also posts on the host's queue: ``on_<kind>`` (the state's is
+#: ``on_state_change``); a permission request is a question, not a callback.
 _EVENTS = {
-    "on_update": EventKind.UPDATE,
-    "on_state_change": EventKind.STATE,
-    "on_resume": EventKind.RESUME,
-    "on_replay": EventKind.REPLAY,
-    "on_new_session": EventKind.NEW_SESSION,
-    "on_recovery_failed": EventKind.RECOVERY_FAILED,
-    "on_turn_interrupted": EventKind.TURN_INTERRUPTED,
-    "on_stream_resumed": EventKind.STREAM_RESUMED,
-    "on_protocol_error": EventKind.PROTOCOL_ERROR,
-    "on_notification": EventKind.NOTIFICATION,
-    "on_ownership_lost": EventKind.OWNERSHIP_LOST,
-    "on_store_error": EventKind.STORE_ERROR,
+    "on_state_change" if kind is EventKind.STATE else f"on_{kind.value}": kind
+    for kind in EventKind
+    if kind is not EventKind.PERMISSION
 }
 
 
@@ -60,15 +50,8 @@ def _log_callback_failure(future: concurrent.futures.Future[Any]) -> None:
 
 
 class HostBridge:
-    """Runs the host's callbacks on its executor and posts events on its queue (internal).
-
-    Args:
-        callbacks: The host's callbacks (plain functions, run on the executor).
-        executor: Where they run; ``None``: a private single-thread executor made by :meth:`start`.
-        event_queue: Also post every event there.
-        answer_timeout: Seconds a question waits for the host (``None``: no limit).
-        clock: Measures ``answer_timeout`` (the client's clock; default: the real one).
-    """
+    """Runs the host's callbacks on its executor (``None``: a private single-thread one made by
+    :meth:`start`) and posts events on its queue; a question waits ``answer_timeout`` on ``clock``."""
 
     def __init__(
         self,
@@ -106,18 +89,14 @@ class HostBridge:
         """Whether the caller's thread runs the host's callbacks (one of them may be calling)."""
         return bool(getattr(self._callback_thread, "marked", False))
 
-    # -- what the loop-side client is given ---------------------------------------------------------
-
     def loop_callbacks(self) -> Callbacks:
         """The callbacks for the :class:`~acp_client.AcpClient` on the loop: each relays to the
         host (executor and queue); questions wait for its answer."""
         relays: dict[str, Any] = {name: self._relay(name, kind) for name, kind in _EVENTS.items()}
-        if self.callbacks.decide_recovery is not None:
-            relays["decide_recovery"] = self._decide
-        if self.callbacks.refresh_credentials is not None:
-            relays["refresh_credentials"] = self._refresh
-        if self.callbacks.decide_adoption is not None:
-            relays["decide_adoption"] = self._adopt
+        for name in ("decide_recovery", "refresh_credentials", "decide_adoption"):
+            question = getattr(self.callbacks, name)
+            if question is not None:  # no answer in time: ``None`` (the proposed path; not adopted)
+                relays[name] = functools.partial(self._ask_host, name, question, None)
         return Callbacks(**relays)
 
     def loop_handlers(self, handlers: ClientHandlers) -> ClientHandlers:
@@ -131,8 +110,6 @@ class HostBridge:
             self._elicitation_fn = elicitation
             handlers = attrs.evolve(handlers, elicitation=self._ask_elicitation)
         return handlers
-
-    # -- loop thread → host ---------------------------------------------------------------------------
 
     def _to_host(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any] | None:
         executor = self.executor
@@ -188,18 +165,6 @@ class HostBridge:
                 return default
         logger.warning("%s did not answer within %ss: using the default", what, self.answer_timeout)
         return default
-
-    async def _decide(self, context: RecoveryContext) -> Any:
-        assert self.callbacks.decide_recovery is not None
-        return await self._ask_host("decide_recovery", self.callbacks.decide_recovery, None, context)
-
-    async def _adopt(self, record: StoredSession) -> bool:
-        assert self.callbacks.decide_adoption is not None
-        return await self._ask_host("decide_adoption", self.callbacks.decide_adoption, False, record) is True
-
-    async def _refresh(self) -> None:
-        assert self.callbacks.refresh_credentials is not None
-        await self._ask_host("refresh_credentials", self.callbacks.refresh_credentials, None)
 
     async def _ask_elicitation(self, request: CreateElicitationRequest) -> CreateElicitationResponse:
         cancel = CreateElicitationResponse(action="cancel")

@@ -1,37 +1,30 @@
-"""The blocking facade: :class:`SyncAcpClient` (see :mod:`acp_client.sync` for its rules)."""
+"""The blocking facade: :class:`SyncAcpClient` and :class:`SyncSessionHandle` (see :mod:`acp_client.sync`
+for their rules)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import copy
 import enum
 import queue
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from queue import Queue
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from .._engine._options import DEFAULTS, check_keywords, next_cursor
 from .._util._logging import get_logger
 from ..client import AcpClient, SessionHandle
-from ..clock import Clock, SystemClock
-from ..config import (
-    USE_CLIENT_DEFAULT,
-    Callbacks,
-    ClientOptions,
-    UseClientDefault,
-    check_instance,
-    check_seconds,
-)
+from ..config import USE_CLIENT_DEFAULT, Callbacks, ClientOptions, UseClientDefault, check_instance, check_seconds
 from ..exceptions import AcpError, ClientClosed, ConfigurationError, LoopThreadError, RequestTimeout
 from ..group import EndpointGroup
 from ..handlers import ClientHandlers
 from ..location import Endpoint, Location
 from ..state import ConnectionState, PromptResult, RecoveryOutcome, SessionPage, State
 from ..store import StoredSession
+from ..transcript import Transcript
 from ..transports.base import Connector, TransportInfo
 from ..types import (
     AgentCapabilities,
@@ -45,14 +38,11 @@ from ..types import (
 from ._bridge import HostBridge
 from ._events import SyncEvent
 from ._loop import EventLoopThread, close_awaitable
-from ._session import SyncSessionHandle
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
 else:  # pragma: no cover - the Python 3.10 spelling
     from typing_extensions import Unpack
-
-__all__ = ["SyncAcpClient", "SyncClientOptions", "Timeout"]
 
 
 class SyncClientOptions(ClientOptions, total=False):
@@ -75,7 +65,7 @@ class SyncClientOptions(ClientOptions, total=False):
     """
 
     callback_executor: concurrent.futures.Executor | None
-    event_queue: Queue[SyncEvent] | None
+    event_queue: queue.Queue[SyncEvent] | None
     default_timeout: float | None
     answer_timeout: float | None
 
@@ -100,15 +90,12 @@ class _Phase(enum.Enum):
 
 
 class SyncAcpClient:
-    """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread.
-
-    See :mod:`acp_client.sync` for the threading, timeout and callback rules.
+    """A blocking, thread-safe :class:`~acp_client.AcpClient` for hosts that own their thread (see
+    :mod:`acp_client.sync` for the threading, timeout and callback rules).
 
     Args:
-        endpoint: As for :class:`~acp_client.AcpClient` (a URL, ``stdio:...``, a connector, or
-            an endpoint group: several instances of one agent).
-        **options: The :class:`SyncClientOptions`: the async client's, with the same defaults,
-            and the facade's own.
+        endpoint: As for :class:`~acp_client.AcpClient`.
+        **options: The :class:`SyncClientOptions`: the async client's, and the facade's own.
 
     Raises:
         ConfigurationError: An invalid option, or one neither this class nor
@@ -127,11 +114,15 @@ class SyncAcpClient:
         check_instance("callbacks", callbacks, Callbacks, optional=True)
         check_instance("handlers", handlers, ClientHandlers, optional=True)
         check_instance("callback_executor", callback_executor, concurrent.futures.Executor, optional=True)
-        check_instance("event_queue", event_queue, Queue, optional=True)
+        check_instance("event_queue", event_queue, queue.Queue, optional=True)
         self.default_timeout = default_timeout
         self.answer_timeout = answer_timeout
         self._bridge = HostBridge(
-            callbacks or Callbacks(), executor=callback_executor, event_queue=event_queue, answer_timeout=answer_timeout
+            callbacks or Callbacks(),
+            executor=callback_executor,
+            event_queue=event_queue,
+            answer_timeout=answer_timeout,
+            clock=options.get("clock"),  # checked by ``AcpClient``: the facade's waits run on it too
         )
         self._loop_thread = EventLoopThread(name="acp-client-loop")
         self._lock = threading.Lock()
@@ -143,9 +134,6 @@ class SyncAcpClient:
         forwarded["handlers"] = self._bridge.loop_handlers(handlers or ClientHandlers())
         forwarded["callbacks"] = self._bridge.loop_callbacks()
         self._client = AcpClient(endpoint, **forwarded)
-        #: The client's clock (checked by ``AcpClient``): the facade's waits run on it too.
-        self._clock: Clock = options.get("clock") or SystemClock()
-        self._bridge.clock = self._clock
 
     @property
     def dropped_events(self) -> int:
@@ -155,15 +143,11 @@ class SyncAcpClient:
     def __repr__(self) -> str:
         return f"<SyncAcpClient {self._phase.value} {self.state}>"
 
-    # -- lifecycle ----------------------------------------------------------------------------------------
-
     def __enter__(self) -> SyncAcpClient:
         self.connect()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def connect(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
@@ -205,20 +189,16 @@ class SyncAcpClient:
         loop's). Pending calls fail (``ConnectionLost`` / ``ClientClosed``); pending permission
         requests are withdrawn. Callbacks already submitted to the default executor run first.
 
-        Any number of threads may call it at once: the first closes, the others return once it
-        has. A callback that calls it while another thread is closing returns once the loop thread
-        has ended (that thread waits for the callbacks, this one among them).
+        Of threads calling at once, the first closes and the others return once it has; a callback
+        returns once the loop thread has ended (the closer waits for the callbacks, this one too).
 
         Raises:
             LoopThreadError: Called from the loop thread.
         """
         self._check_thread("close")
         with self._lock:
-            phase = self._phase
-            if phase in (_Phase.CLOSING, _Phase.CLOSED):
-                first = False
-            else:
-                first = True
+            first = self._phase not in (_Phase.CLOSING, _Phase.CLOSED)
+            if first:
                 self._phase = _Phase.CLOSING
         if not first:
             # On a callback thread, waiting for ``_closed`` would deadlock: the first closer
@@ -240,8 +220,6 @@ class SyncAcpClient:
             self._connected.set()
             self._loop_stopped.set()
             self._closed.set()
-
-    # -- properties -------------------------------------------------------------------------------------------
 
     @property
     def client(self) -> AcpClient:
@@ -268,8 +246,6 @@ class SyncAcpClient:
     def closed(self) -> bool:
         """Whether :meth:`close` has finished."""
         return self._closed.is_set()
-
-    # -- what the agent said -------------------------------------------------------------------------------
 
     @property
     def initialize_result(self) -> InitializeResponse:
@@ -308,13 +284,9 @@ class SyncAcpClient:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._client.notify_network_available)
 
-    # -- running work ----------------------------------------------------------------------------------------
-
     def submit(self, coro: Awaitable[T], *, timeout: float | None = None) -> concurrent.futures.Future[T]:
-        """Run any coroutine on the client's loop (e.g. ``client.submit(client.client.set_mode(...))``).
-
-        Returns:
-            A future; cancelling it cancels the coroutine.
+        """Run any coroutine on the client's loop (e.g. ``client.submit(client.client.set_mode(...))``);
+        cancelling the future cancels the coroutine.
 
         Raises:
             ClientClosed: The client is not connected, or is closed.
@@ -350,8 +322,7 @@ class SyncAcpClient:
             raise ClientClosed(f"the client is not connected: {detail}")
 
     def _run(self, method: str, awaitable: Awaitable[T], timeout: Timeout, *, bounded: bool = False) -> T:
-        """Run on the loop and wait. ``bounded``: the awaitable enforces ``timeout`` itself (the
-        wait here is only the safety net)."""
+        """Run on the loop and wait (``bounded``: the awaitable enforces ``timeout``, this is the safety net)."""
         try:
             self._check_thread(method)
             self._require_running()
@@ -364,8 +335,6 @@ class SyncAcpClient:
             future = self._loop_thread.submit(awaitable, method=method)
             return self._loop_thread.wait(future, timeout=limit, method=method)
         return self._loop_thread.run(awaitable, timeout=limit, method=method)
-
-    # -- sessions ---------------------------------------------------------------------------------------------
 
     def new_session(
         self,
@@ -424,11 +393,8 @@ class SyncAcpClient:
         Raises:
             SessionNotTracked: The client does not track this session.
         """
-        handle = self._run("session", self._get_handle(session_id), USE_CLIENT_DEFAULT)
+        handle = self._run("session", self._read(lambda: self._client.session(session_id)), USE_CLIENT_DEFAULT)
         return SyncSessionHandle(self, handle)
-
-    async def _get_handle(self, session_id: str) -> SessionHandle:
-        return self._client.session(session_id)
 
     def fork_session(
         self,
@@ -440,15 +406,11 @@ class SyncAcpClient:
     ) -> SyncSessionHandle:
         """``session/fork`` (see :meth:`AcpClient.fork_session`)."""
         coro = self._client.fork_session(session_id, cwd, mcp_servers=mcp_servers)
-        owner: Any = self  # a SyncAcpClient
-        return SyncSessionHandle(owner, self._run("session/fork", coro, timeout))
+        return SyncSessionHandle(self, self._run("session/fork", coro, timeout))
 
     def forget_session(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Stop tracking a session; nothing is sent (see :meth:`AcpClient.forget_session`)."""
-        self._run("forget_session", self._forget(session_id), timeout)
-
-    async def _forget(self, session_id: str) -> None:
-        self._client.forget_session(session_id)
+        self._run("forget_session", self._read(lambda: self._client.forget_session(session_id)), timeout)
 
     def set_mode(self, session_id: str, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/set_mode`` (see :meth:`AcpClient.set_mode`)."""
@@ -467,8 +429,7 @@ class SyncAcpClient:
         type: str | None = None,
         timeout: Timeout = USE_CLIENT_DEFAULT,
     ) -> tuple[SessionConfigOption, ...]:
-        """``session/set_config_option``; every option with its new value (see
-        :meth:`AcpClient.set_config_option`)."""
+        """``session/set_config_option``; every option with its new value (see :meth:`AcpClient.set_config_option`)."""
         coro = self._client.set_config_option(session_id, config_id, value, type=type)
         return self._run("session/set_config_option", coro, timeout)
 
@@ -488,11 +449,8 @@ class SyncAcpClient:
     @property
     def sessions(self) -> list[SyncSessionHandle]:
         """Handles on every session the client tracks (read on the loop thread)."""
-        owner: Any = self  # a SyncAcpClient
         handles = self._run("sessions", self._read(lambda: self._client.sessions), USE_CLIENT_DEFAULT)
-        return [SyncSessionHandle(owner, handle) for handle in handles]
-
-    # -- turns ------------------------------------------------------------------------------------------------
+        return [SyncSessionHandle(self, handle) for handle in handles]
 
     def prompt(
         self,
@@ -510,7 +468,10 @@ class SyncAcpClient:
             TurnInProgress / ConnectionLost / RpcError: See :meth:`AcpClient.prompt`.
         """
         limit = None if isinstance(timeout, UseClientDefault) else timeout
-        return self._run("session/prompt", self._prompt(session_id, prompt, limit), limit, bounded=True)
+        # The async prompt does what a timeout means: session/cancel, then a bounded grace for the
+        # turn to end (one rule for both facades).
+        coro = self._client.prompt(session_id, prompt, timeout=limit)
+        return self._run("session/prompt", coro, limit, bounded=True)
 
     def prompt_async(
         self,
@@ -527,22 +488,13 @@ class SyncAcpClient:
         """
         limit = self._timeout(timeout)
         check_seconds("timeout", limit, optional=True)
-        coro = self._prompt(session_id, prompt, limit)
+        coro = self._client.prompt(session_id, prompt, timeout=limit)
         self._require_running(coro)
         return self._loop_thread.submit(coro, method="session/prompt")
-
-    async def _prompt(
-        self, session_id: str, prompt: str | ContentBlock | Iterable[ContentBlock], timeout: float | None
-    ) -> PromptResult:
-        # The async prompt does what a timeout means: session/cancel, then a bounded grace for the
-        # turn to end (one rule for both facades).
-        return await self._client.prompt(session_id, prompt, timeout=timeout)
 
     def cancel(self, session_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """``session/cancel``: ask the agent to end the running turn (see :meth:`AcpClient.cancel`)."""
         self._run("session/cancel", self._client.cancel(session_id), timeout)
-
-    # -- the session store, the instances, raw calls ------------------------------------------------------
 
     @property
     def session_store_key(self) -> str | None:
@@ -550,8 +502,7 @@ class SyncAcpClient:
         return self._client.session_store_key
 
     def stored_sessions(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> list[StoredSession]:
-        """This client's records in its store, most recently used first (read on the loop thread;
-        no I/O)."""
+        """This client's records in its store, most recently used first (read on the loop thread)."""
         return self._run("stored_sessions", self._read(self._client.stored_sessions), timeout)
 
     @property
@@ -596,8 +547,6 @@ class SyncAcpClient:
     def notify(self, method: str, params: Any = None, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
         """Send any notification (see :meth:`AcpClient.notify`)."""
         self._run(method, self._client.notify(method, params), timeout)
-
-    # -- state changes -------------------------------------------------------------------------------------
 
     def wait_for_state(self, *states: State, timeout: Timeout = USE_CLIENT_DEFAULT) -> ConnectionState:
         """Block until the connection state is one of ``states`` (returns it at once if it is).
@@ -655,3 +604,105 @@ class SyncAcpClient:
         started.set()  # registered from here on (the generator's first step runs below, at once)
         async for state in changes:
             states.put(state)
+
+
+class SyncSessionHandle:
+    """A blocking handle on one session (see :class:`~acp_client.client.SessionHandle`). It follows
+    the session across recoveries: after a new-session recovery :attr:`session_id` is the new id."""
+
+    def __init__(self, owner: SyncAcpClient, handle: SessionHandle) -> None:
+        self._owner = owner
+        self._handle = handle
+
+    def __repr__(self) -> str:
+        return f"<SyncSessionHandle {self.session_id}>"
+
+    @property
+    def session_id(self) -> str:
+        """The current session id."""
+        return self._handle.session_id
+
+    @property
+    def record(self) -> Session:
+        """The latest :class:`~acp_client.types.Session` record."""
+        return self._handle.record
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether recovery gave up on this session."""
+        return self._handle.abandoned
+
+    @property
+    def turn_running(self) -> bool:
+        return self._handle.turn_running
+
+    @property
+    def cwd(self) -> str:
+        """The working directory the session was opened with."""
+        return self._handle.cwd
+
+    @property
+    def endpoint(self) -> str | None:
+        """With several endpoints: the name of the instance the session lives on now."""
+        return self._handle.endpoint
+
+    @property
+    def transcript(self) -> Transcript:
+        """A snapshot (a copy) of the conversation so far, taken on the loop thread.
+
+        Raises:
+            LoopThreadError: Read on the loop thread (use :attr:`SessionHandle.transcript` there).
+            ClientClosed: The client is not connected, or is closed.
+        """
+        return self._owner._run("transcript", self._snapshot(), USE_CLIENT_DEFAULT)
+
+    async def _snapshot(self) -> Transcript:
+        return copy.deepcopy(self._handle.transcript)
+
+    def prompt(self, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = None) -> PromptResult:
+        """Run one turn and block until it ends (no time limit by default; see
+        :meth:`SyncAcpClient.prompt`)."""
+        return self._owner.prompt(self.session_id, prompt, timeout=timeout)
+
+    def prompt_async(
+        self, prompt: str | ContentBlock | Iterable[ContentBlock], *, timeout: Timeout = None
+    ) -> concurrent.futures.Future[PromptResult]:
+        """Start a turn without blocking (see :meth:`SyncAcpClient.prompt_async`)."""
+        return self._owner.prompt_async(self.session_id, prompt, timeout=timeout)
+
+    def cancel(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Ask the agent to end the running turn."""
+        self._owner._run("session/cancel", self._handle.cancel(), timeout)
+
+    def session_status(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> Session:
+        """Probe ``session/status``."""
+        return self._owner._run("session/status", self._handle.session_status(), timeout)
+
+    def close_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/close``: end the session on the agent and stop tracking it."""
+        self._owner._run("session/close", self._handle.close_session(), timeout)
+
+    def forget_session(self, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """Stop tracking the session; nothing is sent."""
+        self._owner.forget_session(self._handle.session_id, timeout=timeout)
+
+    def set_mode(self, mode_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/set_mode``."""
+        self._owner._run("session/set_mode", self._handle.set_mode(mode_id), timeout)
+
+    def set_model(self, model_id: str, *, timeout: Timeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/set_model``."""
+        self._owner._run("session/set_model", self._handle.set_model(model_id), timeout)
+
+    def set_config_option(
+        self, config_id: str, value: Any, *, type: str | None = None, timeout: Timeout = USE_CLIENT_DEFAULT
+    ) -> tuple[SessionConfigOption, ...]:
+        """``session/set_config_option``; every option with its new value."""
+        coro = self._handle.set_config_option(config_id, value, type=type)
+        return self._owner._run("session/set_config_option", coro, timeout)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SyncSessionHandle) and other._handle == self._handle
+
+    def __hash__(self) -> int:
+        return hash(self._handle)

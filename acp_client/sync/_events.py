@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-from collections.abc import Iterable
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar, get_args
 
 import attrs
 
@@ -19,27 +18,6 @@ from ..types import (
     RequestPermissionRequest,
     SelectedPermissionOutcome,
 )
-
-__all__ = [
-    "EVENT_CLASSES",
-    "EventKind",
-    "NewSessionEvent",
-    "NotificationEvent",
-    "OwnershipLostEvent",
-    "PermissionEvent",
-    "PermissionOutcome",
-    "PermissionRequest",
-    "ProtocolErrorEvent",
-    "RecoveryFailedEvent",
-    "ReplayEvent",
-    "ResumeEvent",
-    "SessionUpdateEvent",
-    "StateEvent",
-    "StoreErrorEvent",
-    "StreamResumedEvent",
-    "SyncEvent",
-    "TurnInterruptedEvent",
-]
 
 
 class EventKind(str, enum.Enum):
@@ -58,169 +36,6 @@ class EventKind(str, enum.Enum):
     OWNERSHIP_LOST = "ownership_lost"
     STORE_ERROR = "store_error"
     STREAM_RESUMED = "stream_resumed"
-
-
-@attrs.frozen
-class StateEvent:
-    """A ``state`` event: the new connection state (``on_state_change``)."""
-
-    kind: ClassVar[Literal[EventKind.STATE]] = EventKind.STATE
-    payload: ConnectionState
-
-
-@attrs.frozen
-class SessionUpdateEvent:
-    """An ``update`` event: one ``session/update`` (``on_update``; ``payload.replay`` tells history apart)."""
-
-    kind: ClassVar[Literal[EventKind.UPDATE]] = EventKind.UPDATE
-    payload: UpdateEvent
-
-
-@attrs.frozen
-class ResumeEvent:
-    """A ``resume`` event: a session recovered by ``session/resume`` (``on_resume``)."""
-
-    kind: ClassVar[Literal[EventKind.RESUME]] = EventKind.RESUME
-    payload: RecoveryOutcome
-
-
-@attrs.frozen
-class ReplayEvent:
-    """A ``replay`` event: a session recovered with its history replayed (``on_replay``)."""
-
-    kind: ClassVar[Literal[EventKind.REPLAY]] = EventKind.REPLAY
-    payload: RecoveryOutcome
-
-
-@attrs.frozen
-class NewSessionEvent:
-    """A ``new_session`` event: the agent lost the session; a new one replaces it (``on_new_session``)."""
-
-    kind: ClassVar[Literal[EventKind.NEW_SESSION]] = EventKind.NEW_SESSION
-    payload: RecoveryOutcome
-
-
-@attrs.frozen
-class RecoveryFailedEvent:
-    """A ``recovery_failed`` event: a session could not be recovered (``on_recovery_failed``)."""
-
-    kind: ClassVar[Literal[EventKind.RECOVERY_FAILED]] = EventKind.RECOVERY_FAILED
-    payload: RecoveryOutcome
-
-
-@attrs.frozen
-class TurnInterruptedEvent:
-    """A ``turn_interrupted`` event: a turn cut off by a drop (``on_turn_interrupted``)."""
-
-    kind: ClassVar[Literal[EventKind.TURN_INTERRUPTED]] = EventKind.TURN_INTERRUPTED
-    payload: TurnInterrupted
-
-
-@attrs.frozen
-class StreamResumedEvent:
-    """A ``stream_resumed`` event: a broken HTTP stream was reattached, nothing lost (``on_stream_resumed``)."""
-
-    kind: ClassVar[Literal[EventKind.STREAM_RESUMED]] = EventKind.STREAM_RESUMED
-    payload: StreamResumed
-
-
-@attrs.frozen
-class PermissionEvent:
-    """A ``permission`` event: the agent asks; answer ``payload`` from any thread."""
-
-    kind: ClassVar[Literal[EventKind.PERMISSION]] = EventKind.PERMISSION
-    payload: PermissionRequest
-
-
-@attrs.frozen
-class ProtocolErrorEvent:
-    """A ``protocol_error`` event: the agent broke the protocol (``on_protocol_error``)."""
-
-    kind: ClassVar[Literal[EventKind.PROTOCOL_ERROR]] = EventKind.PROTOCOL_ERROR
-    payload: AcpError
-
-
-@attrs.frozen
-class NotificationEvent:
-    """A ``notification`` event: another notification, as ``(method, params)`` (``on_notification``)."""
-
-    kind: ClassVar[Literal[EventKind.NOTIFICATION]] = EventKind.NOTIFICATION
-    payload: tuple[str, Any]
-
-    @property
-    def method(self) -> str:
-        return self.payload[0]
-
-    @property
-    def params(self) -> Any:
-        return self.payload[1]
-
-
-@attrs.frozen
-class OwnershipLostEvent:
-    """An ``ownership_lost`` event: a stored session this client owned is another's now, or its lease
-    ran out (``on_ownership_lost``); the client no longer tracks it."""
-
-    kind: ClassVar[Literal[EventKind.OWNERSHIP_LOST]] = EventKind.OWNERSHIP_LOST
-    payload: OwnershipLost
-
-
-@attrs.frozen
-class StoreErrorEvent:
-    """A ``store_error`` event: a write the client made to its session store failed (``on_store_error``)."""
-
-    kind: ClassVar[Literal[EventKind.STORE_ERROR]] = EventKind.STORE_ERROR
-    payload: SessionStoreError
-
-
-#: One event put on the host's ``event_queue``: a class per :class:`EventKind`, each with a typed
-#: ``payload`` (the record the matching callback gets), so ``match`` / ``isinstance`` on it is
-#: checked by a type checker. ``event.kind`` names the kind too.
-SyncEvent: TypeAlias = (
-    StateEvent
-    | SessionUpdateEvent
-    | ResumeEvent
-    | ReplayEvent
-    | NewSessionEvent
-    | RecoveryFailedEvent
-    | TurnInterruptedEvent
-    | StreamResumedEvent
-    | PermissionEvent
-    | ProtocolErrorEvent
-    | NotificationEvent
-    | OwnershipLostEvent
-    | StoreErrorEvent
-)
-
-#: The event class of each kind.
-EVENT_CLASSES: dict[EventKind, type[SyncEvent]] = {
-    cls.kind: cls
-    for cls in (
-        StateEvent,
-        SessionUpdateEvent,
-        ResumeEvent,
-        ReplayEvent,
-        NewSessionEvent,
-        RecoveryFailedEvent,
-        TurnInterruptedEvent,
-        StreamResumedEvent,
-        PermissionEvent,
-        ProtocolErrorEvent,
-        NotificationEvent,
-        OwnershipLostEvent,
-        StoreErrorEvent,
-    )
-}
-
-
-def _first_option(options: Iterable[PermissionOption], *kinds: str) -> PermissionOption | None:
-    """The first offered option of the first kind in ``kinds`` that is offered at all."""
-    offered = tuple(options)
-    for kind in kinds:
-        for option in offered:
-            if option.kind == kind:
-                return option
-    return None
 
 
 @attrs.frozen(eq=False)
@@ -294,7 +109,8 @@ class PermissionRequest:
         return self._choose("reject_once", "reject_always")
 
     def _choose(self, *kinds: str) -> bool:
-        option = _first_option(self.options, *kinds)
+        """The first offered option of the first of ``kinds`` offered at all, else ``cancelled``."""
+        option = next((option for kind in kinds for option in self.options if option.kind == kind), None)
         return self._settle(
             SelectedPermissionOutcome(option_id=option.option_id) if option else CancelledPermissionOutcome()
         )
@@ -309,3 +125,123 @@ class PermissionRequest:
         except concurrent.futures.InvalidStateError:
             return False
         return True
+
+
+P = TypeVar("P")
+
+
+@attrs.frozen
+class _Event(Generic[P]):
+    """An event of the kind its class names, with that kind's typed ``payload``."""
+
+    payload: P
+
+
+class StateEvent(_Event[ConnectionState]):
+    """A ``state`` event: the new connection state (``on_state_change``)."""
+
+    kind: ClassVar[Literal[EventKind.STATE]] = EventKind.STATE
+
+
+class SessionUpdateEvent(_Event[UpdateEvent]):
+    """An ``update`` event: one ``session/update`` (``on_update``; ``payload.replay`` tells history apart)."""
+
+    kind: ClassVar[Literal[EventKind.UPDATE]] = EventKind.UPDATE
+
+
+class ResumeEvent(_Event[RecoveryOutcome]):
+    """A ``resume`` event: a session recovered by ``session/resume`` (``on_resume``)."""
+
+    kind: ClassVar[Literal[EventKind.RESUME]] = EventKind.RESUME
+
+
+class ReplayEvent(_Event[RecoveryOutcome]):
+    """A ``replay`` event: a session recovered with its history replayed (``on_replay``)."""
+
+    kind: ClassVar[Literal[EventKind.REPLAY]] = EventKind.REPLAY
+
+
+class NewSessionEvent(_Event[RecoveryOutcome]):
+    """A ``new_session`` event: the agent lost the session; a new one replaces it (``on_new_session``)."""
+
+    kind: ClassVar[Literal[EventKind.NEW_SESSION]] = EventKind.NEW_SESSION
+
+
+class RecoveryFailedEvent(_Event[RecoveryOutcome]):
+    """A ``recovery_failed`` event: a session could not be recovered (``on_recovery_failed``)."""
+
+    kind: ClassVar[Literal[EventKind.RECOVERY_FAILED]] = EventKind.RECOVERY_FAILED
+
+
+class TurnInterruptedEvent(_Event[TurnInterrupted]):
+    """A ``turn_interrupted`` event: a turn cut off by a drop (``on_turn_interrupted``)."""
+
+    kind: ClassVar[Literal[EventKind.TURN_INTERRUPTED]] = EventKind.TURN_INTERRUPTED
+
+
+class StreamResumedEvent(_Event[StreamResumed]):
+    """A ``stream_resumed`` event: a broken HTTP stream was reattached, nothing lost (``on_stream_resumed``)."""
+
+    kind: ClassVar[Literal[EventKind.STREAM_RESUMED]] = EventKind.STREAM_RESUMED
+
+
+class PermissionEvent(_Event[PermissionRequest]):
+    """A ``permission`` event: the agent asks; answer ``payload`` from any thread."""
+
+    kind: ClassVar[Literal[EventKind.PERMISSION]] = EventKind.PERMISSION
+
+
+class ProtocolErrorEvent(_Event[AcpError]):
+    """A ``protocol_error`` event: the agent broke the protocol (``on_protocol_error``)."""
+
+    kind: ClassVar[Literal[EventKind.PROTOCOL_ERROR]] = EventKind.PROTOCOL_ERROR
+
+
+class NotificationEvent(_Event[tuple[str, Any]]):
+    """A ``notification`` event: another notification, as ``(method, params)`` (``on_notification``)."""
+
+    kind: ClassVar[Literal[EventKind.NOTIFICATION]] = EventKind.NOTIFICATION
+
+    @property
+    def method(self) -> str:
+        return self.payload[0]
+
+    @property
+    def params(self) -> Any:
+        return self.payload[1]
+
+
+class OwnershipLostEvent(_Event[OwnershipLost]):
+    """An ``ownership_lost`` event: a stored session this client owned is another's now, or its lease
+    ran out (``on_ownership_lost``); the client no longer tracks it."""
+
+    kind: ClassVar[Literal[EventKind.OWNERSHIP_LOST]] = EventKind.OWNERSHIP_LOST
+
+
+class StoreErrorEvent(_Event[SessionStoreError]):
+    """A ``store_error`` event: a write the client made to its session store failed (``on_store_error``)."""
+
+    kind: ClassVar[Literal[EventKind.STORE_ERROR]] = EventKind.STORE_ERROR
+
+
+#: One event put on the host's ``event_queue``: a class per :class:`EventKind`, each with a typed
+#: ``payload`` (the record the matching callback gets), so ``match`` / ``isinstance`` on it is
+#: checked by a type checker. ``event.kind`` names the kind too.
+SyncEvent: TypeAlias = (
+    StateEvent
+    | SessionUpdateEvent
+    | ResumeEvent
+    | ReplayEvent
+    | NewSessionEvent
+    | RecoveryFailedEvent
+    | TurnInterruptedEvent
+    | StreamResumedEvent
+    | PermissionEvent
+    | ProtocolErrorEvent
+    | NotificationEvent
+    | OwnershipLostEvent
+    | StoreErrorEvent
+)
+
+#: The event class of each kind.
+EVENT_CLASSES: dict[EventKind, type[SyncEvent]] = {cls.kind: cls for cls in get_args(SyncEvent)}

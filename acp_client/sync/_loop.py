@@ -1,4 +1,4 @@
-"""The loop in a thread: :class:`EventLoopThread`, and the bounded wait the facade uses."""
+"""The loop in a thread: :class:`EventLoopThread`."""
 
 from __future__ import annotations
 
@@ -7,15 +7,12 @@ import concurrent.futures
 import contextlib
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
-from types import TracebackType
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from .._util._logging import get_logger
-from ..clock import Clock, SystemClock, move_on_after
+from ..clock import SystemClock, move_on_after
 from ..exceptions import ClientClosed, LoopThreadError, RequestTimeout
-
-__all__ = ["EventLoopThread", "bounded", "close_awaitable"]
 
 logger = get_logger("acp_client.sync")
 
@@ -28,22 +25,12 @@ _GRACE = 5.0
 _JOIN_TIMEOUT = 10.0
 
 
-async def bounded(
-    awaitable: Awaitable[T],
-    timeout: float | None,
-    method: str,
-    on_timeout: Callable[[], Awaitable[Any]] | None = None,
-    *,
-    clock: Clock | None = None,
-) -> T:
-    """Await ``awaitable``; after ``timeout`` seconds on ``clock`` (default: the real one) cancel
-    it and raise ``RequestTimeout`` (after awaiting ``on_timeout()``, when given)."""
+async def _bounded(awaitable: Awaitable[T], timeout: float | None, method: str) -> T:
+    """Await ``awaitable``; after ``timeout`` real seconds cancel it and raise ``RequestTimeout``."""
     if timeout is None:
         return await awaitable
-    with move_on_after(clock or SystemClock(), timeout):
+    with move_on_after(SystemClock(), timeout):
         return await awaitable
-    if on_timeout is not None:
-        await on_timeout()
     raise RequestTimeout(method, timeout)
 
 
@@ -60,9 +47,6 @@ class EventLoopThread:
         with EventLoopThread(name="agent") as loop:
             server = loop.run(start_server(), timeout=10)
             future = loop.submit(server.serve_forever())     # a concurrent.futures.Future
-
-    Args:
-        name: The thread's name.
     """
 
     def __init__(self, *, name: str = "acp-client-loop") -> None:
@@ -81,9 +65,7 @@ class EventLoopThread:
         self.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     @property
@@ -128,10 +110,8 @@ class EventLoopThread:
         self._ready.wait()  # a caller racing the first one waits for the loop too
 
     def close(self, *, join_timeout: float | None = _JOIN_TIMEOUT) -> None:
-        """Cancel every task still on the loop, stop it, and join the thread (idempotent).
-
-        Futures returned by :meth:`submit` that are still pending end cancelled; blocking
-        :meth:`run` calls raise :class:`~acp_client.exceptions.ClientClosed`.
+        """Cancel every task still on the loop, stop it, and join the thread (idempotent). Pending
+        futures of :meth:`submit` end cancelled; blocking :meth:`run` calls raise ``ClientClosed``.
 
         Raises:
             LoopThreadError: Called from the loop thread (it cannot join itself).
@@ -181,16 +161,10 @@ class EventLoopThread:
     def submit(
         self, awaitable: Awaitable[T], *, timeout: float | None = None, method: str = "call"
     ) -> concurrent.futures.Future[T]:
-        """Schedule ``awaitable`` on the loop from any thread (the loop thread included).
-
-        Args:
-            awaitable: A coroutine (or other awaitable) to run on the loop.
-            timeout: Cancel it after this many seconds; the future then fails with
-                :class:`~acp_client.exceptions.RequestTimeout` (``None``: no limit).
-            method: The name a timeout reports.
-
-        Returns:
-            A :class:`concurrent.futures.Future`; cancelling it cancels the work on the loop.
+        """Schedule ``awaitable`` on the loop from any thread (the loop thread included); after
+        ``timeout`` seconds it is cancelled and the future fails with
+        :class:`~acp_client.exceptions.RequestTimeout` (named ``method``). Cancelling the future
+        cancels the work on the loop.
 
         Raises:
             ClientClosed: The loop is not running.
@@ -199,7 +173,7 @@ class EventLoopThread:
         if loop is None or not self.running:
             close_awaitable(awaitable)
             raise ClientClosed(f"the event loop thread {self.name!r} is not running")
-        wrapper = bounded(awaitable, timeout, method)
+        wrapper = _bounded(awaitable, timeout, method)
         try:
             future = asyncio.run_coroutine_threadsafe(wrapper, loop)
         except RuntimeError as exc:  # closed between the check and the call
@@ -216,15 +190,7 @@ class EventLoopThread:
             self._outstanding.discard(future)
 
     def run(self, awaitable: Awaitable[T], *, timeout: float | None = None, method: str = "call") -> T:
-        """Run ``awaitable`` on the loop and block until it ends.
-
-        Args:
-            awaitable: A coroutine (or other awaitable).
-            timeout: Seconds to wait (``None``: as long as it takes).
-            method: The name a timeout reports.
-
-        Returns:
-            What the awaitable returned.
+        """Run ``awaitable`` on the loop and block until it ends (``timeout``: as for :meth:`submit`).
 
         Raises:
             RequestTimeout: It did not end within ``timeout`` (it was cancelled).

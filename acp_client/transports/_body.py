@@ -14,19 +14,13 @@ from typing import Any, Final
 
 from ..exceptions import MessageTooLarge, ProtocolError
 
-__all__ = ["INFLATE_STEP", "Inflater", "read_body"]
-
 #: The most decompressed output produced in one step.
 INFLATE_STEP: Final = 64 * 1024
 
 
 class Inflater:
     """Incremental decompression of one body (``identity``, ``gzip`` or ``deflate``, the last with
-    or without its zlib wrapper: some servers send raw deflate).
-
-    Raises:
-        ProtocolError: An encoding the client did not offer.
-    """
+    or without its zlib wrapper: some servers send raw deflate); another encoding is a ``ProtocolError``."""
 
     __slots__ = ("_raw_fallback", "_z", "identity")
 
@@ -49,11 +43,8 @@ class Inflater:
 
     def pieces(self, data: bytes, budget: int | None = None) -> Iterator[bytes]:
         """The decompressed output of ``data``, lazily, in pieces of at most :data:`INFLATE_STEP`
-        and never longer than ``budget + 1`` (so exceeding the budget is noticed at once).
-
-        Raises:
-            ProtocolError: Corrupt compressed data.
-        """
+        and never longer than ``budget + 1`` (so exceeding the budget is noticed at once); corrupt
+        data is a ``ProtocolError``."""
         if self.identity:
             if data:
                 yield data
@@ -87,12 +78,8 @@ async def read_body(
     chunks: AsyncIterable[bytes], *, content_encoding: str, content_length: str, cap: int, truncate: bool
 ) -> bytes:
     """Read a whole body, decompressing in bounded steps; never more than ``cap`` bytes decoded
-    (``truncate``: cut it there instead of failing, for the diagnostics of error answers).
-
-    Raises:
-        MessageTooLarge: The body exceeds ``cap`` (unless ``truncate``).
-        ProtocolError: An unsupported or corrupt ``Content-Encoding``.
-    """
+    (``truncate``: cut it there instead of raising ``MessageTooLarge``, for the diagnostics of
+    error answers). An unsupported or corrupt encoding is a ``ProtocolError``."""
     inflater = Inflater(content_encoding)
     if not truncate and inflater.identity and content_length.isdigit() and int(content_length) > cap:
         raise MessageTooLarge(f"an HTTP body of {content_length} bytes exceeds the {cap}-byte cap", limit=cap)

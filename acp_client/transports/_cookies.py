@@ -31,8 +31,6 @@ from .._util._checks import check_count
 from .._util._logging import get_logger
 from ._security import Origin, origin_of
 
-__all__ = ["CookieStore", "with_cookie"]
-
 logger = get_logger(__name__)
 
 #: Maximum size of one cookie's name plus value, in bytes (the RFC 6265 minimum browsers support).
@@ -117,11 +115,8 @@ def _domain_covers(domain: str, host: str) -> bool:
 
 
 def _parse(raw: str, origin: Origin, url_path: str, now: float) -> _Cookie:
-    """Parse one ``Set-Cookie`` value per RFC 6265 section 5.2.
-
-    Raises:
-        _Rejected: The value is malformed, too large, or not acceptable from ``origin``.
-    """
+    """Parse one ``Set-Cookie`` value per RFC 6265 section 5.2 (``_Rejected``: malformed, too large,
+    or not acceptable from ``origin``)."""
     pair, _, attributes = raw.partition(";")
     if "=" not in pair:
         raise _Rejected("no '=' in the name-value pair")

@@ -37,17 +37,6 @@ from ..exceptions import (
 )
 from ._security import parse_retry_after, safe_url
 
-__all__ = [
-    "MAX_REDIRECTS",
-    "REDIRECT_STATUSES",
-    "REQUEST_NOT_SENT",
-    "describe_error",
-    "open_error",
-    "plain_server_hint",
-    "request_error",
-    "status_error",
-]
-
 #: Answers that are redirects. JSON-RPC POSTs never follow one; GET, DELETE and the WebSocket
 #: handshake follow same-origin ones only.
 REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})

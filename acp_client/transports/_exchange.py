@@ -2,9 +2,8 @@
 
 :class:`HttpExchange` knows nothing about JSON-RPC or sessions: it sends one request through a
 :class:`~._wire.Wire` and returns the answer, every failure and unexpected status mapped to the
-error tree (:mod:`._errors`). A ``POST`` never follows a redirect; ``GET`` and ``DELETE`` follow
-same-origin ones only. Secret headers go only to the endpoint's origin; cookies come from and go
-back to the store; bodies are decompressed in bounded steps and capped (:mod:`._body`).
+error tree (:mod:`._errors`), under the safety rules of :mod:`.http` (redirects, secret headers,
+cookies, bounded bodies: :mod:`._body`).
 """
 
 from __future__ import annotations
@@ -38,15 +37,6 @@ from ._wire import HeaderView, Reply, Wire
 from .base import Limits
 
 logger = get_logger(__name__)
-
-__all__ = [
-    "CONNECTION_ID_HEADER",
-    "SESSION_ID_HEADER",
-    "HttpExchange",
-    "LinkSettings",
-    "check_acp_endpoint",
-    "post_body",
-]
 
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
 SESSION_ID_HEADER: Final = "Acp-Session-Id"
@@ -104,18 +94,11 @@ def check_acp_endpoint(answer: Answer, target: str) -> Message | None:
         raise HttpStatusError(message, status=answer.status, body=excerpt(answer.body), maybe_delivered=False)
     if answer.status != 200:
         return None
-    media_type = _media_type(answer.headers)
-    if not _is_json(media_type):
-        raise MalformedFrame(
-            f"{target} is not an ACP endpoint: initialize was answered 200 with Content-Type "
-            f"{media_type or 'none'!r}, not JSON",
-            excerpt=excerpt(answer.body),
-        )
-    try:
-        return decode_frame(answer.body)
-    except MalformedFrame as exc:
-        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({exc})"
-        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from exc
+    decoded = post_body(answer)
+    if isinstance(decoded, MalformedFrame):
+        message = f"{target} is not an ACP endpoint: its answer to initialize is not JSON ({decoded})"
+        raise MalformedFrame(message, excerpt=excerpt(answer.body)) from decoded
+    return decoded
 
 
 def post_body(answer: Answer) -> Message | MalformedFrame:
@@ -161,10 +144,8 @@ class HttpExchange:
         self._shared_stream_client = stream_client
         #: The dedicated client of each open SSE response, by ``id(response)``.
         self._stream_clients: dict[int, Wire] = {}
-        self._headers = settings.headers
-        self._secret = settings.secret_headers
+        self._settings = settings
         self._cookies = settings.cookies
-        self._limits = settings.limits
         self._idle = settings.sse_idle_timeout
         self._post_extra: tuple[str | None, list[tuple[str, str]]] = (None, [])
         self._on_fatal = on_fatal
@@ -173,16 +154,10 @@ class HttpExchange:
         self.connection_id: str | None = None
 
     async def post(self, body: bytes, session_id: str | None, *, initialize: bool = False) -> Answer:
-        """POST one encoded message; returns the read answer (any status but a redirect).
-
-        Raises:
-            UnsafeRedirect: The server redirected the POST.
-            TransportClosed: The POST failed on the network (the link is over).
-            ConnectError: ``initialize`` could not reach the server.
-            TlsVerificationError: The certificate did not verify.
-            MessageTooLarge: The ``initialize`` answer exceeds its cap.
-            ProtocolError: The ``initialize`` answer has an unreadable encoding.
-        """
+        """POST one encoded message; returns the read answer (any status but a redirect, which is
+        ``UnsafeRedirect``). A network failure is ``TransportClosed`` (``ConnectError`` for
+        ``initialize``), a certificate that did not verify ``TlsVerificationError``; only
+        ``initialize``'s answer body raises when it is too large or unreadable."""
         headers = self._post_headers(initialize)
         if session_id is not None:
             headers = [*headers, (SESSION_ID_HEADER, session_id)]
@@ -234,12 +209,8 @@ class HttpExchange:
     async def open_sse(self, session_id: str | None, resume: list[tuple[str, str]] | None = None) -> Reply:
         """GET a stream; returns the open ``200 text/event-stream`` response (close it with
         :meth:`close_sse`). ``resume``: the headers that reopen it where it broke (:mod:`._reattach`).
-
-        Raises:
-            TransportError: A network failure, or a mapped status error.
-            UnsafeRedirect: A redirect to another origin, or too many.
-            ProtocolError: Not an event stream, or an encoding the client cannot read.
-        """
+        Else raises a mapped status or network error, ``UnsafeRedirect`` (another origin, or too many
+        redirects) or ``ProtocolError`` (not an event stream, or an encoding the client cannot read)."""
         assert self.connection_id is not None
         extra = [
             ("Accept", _EVENT_STREAM),
@@ -333,7 +304,7 @@ class HttpExchange:
             response.aiter_raw(),
             content_encoding=response.headers.get("content-encoding", ""),
             content_length=response.headers.get("content-length", ""),
-            cap=self._limits.max_http_body_bytes if cap is None else cap,
+            cap=self._settings.limits.max_http_body_bytes if cap is None else cap,
             truncate=truncate,
         )
 
@@ -402,7 +373,8 @@ class HttpExchange:
         self, url: str, extra: Iterable[tuple[str, str]], *, cookie: str | None = None
     ) -> list[tuple[str, str]]:
         same_origin = origin_of(url) == self._origin
-        headers = [(name, value) for name, value in self._headers if same_origin or name.lower() not in self._secret]
+        secret = self._settings.secret_headers
+        headers = [(name, value) for name, value in self._settings.headers if same_origin or name.lower() not in secret]
         headers = with_cookie(headers, self._cookies.header_for(url) if cookie is None else cookie)
         headers.extend(extra)
         return headers

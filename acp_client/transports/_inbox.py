@@ -25,8 +25,6 @@ from ._reattach import RESYNC_EVENT, RESYNC_MARKER, is_resync_message
 from ._sse import SseEvent, SseParser
 from .base import Limits
 
-__all__ = ["EventReader", "Inbox"]
-
 # The HTTP transport's logger: these records are about its streams (apps filter on that name).
 logger = get_logger("acp_client.transports.http")
 
@@ -156,11 +154,8 @@ class EventReader:
                 self._on_resync(detail)
 
     async def read(self, chunks: AsyncIterable[bytes], after_chunk: Callable[[], bool]) -> bool:
-        """Read until the stream ends (``True``) or ``after_chunk()`` says stop (``False``).
-
-        Raises:
-            ProtocolError: Corrupt compressed data. The network's exceptions pass through.
-        """
+        """Read until the stream ends (``True``) or ``after_chunk()`` says stop (``False``); corrupt
+        compressed data is a ``ProtocolError``, the network's exceptions pass through."""
         inflater, feed, inbox = self._inflater, self._parser.feed, self._inbox
         inspect, source = self._inspect, self._source
         # The hot path appends directly while there is room, and wakes the receiver once per

@@ -48,8 +48,6 @@ from ._security import check_header_value, check_session_id, safe_url
 from ._wire import Reply, Wire
 from .base import StreamResumed, TransportInfo, describe
 
-__all__ = ["Carried", "HttpTransport", "header_session_id"]
-
 logger = get_logger("acp_client.transports.http")
 
 #: Inbound messages waiting for ``receive()``; past this the SSE readers stop reading (small: see _inbox).
@@ -660,10 +658,9 @@ class HttpTransport:
             logger.info(
                 "connection %s had %d sessions without a stream", self._http.connection_id, self._streamless_total
             )
-        if not self._released and self._http.connection_id is not None:
-            if self._forgotten:
-                pass  # the server no longer knows it: nothing to end
-            elif self._turns:
+        # Nothing to end when the server no longer knows the connection (forgotten).
+        if not self._released and self._http.connection_id is not None and not self._forgotten:
+            if self._turns:
                 # A turn may still run there: a DELETE would abort it (and a later reattach of its
                 # streams). The server's own expiry of dropped connections ends it instead.
                 logger.info(

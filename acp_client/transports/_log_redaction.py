@@ -21,8 +21,6 @@ from typing import Final
 
 from ._security import DEFAULT_SECRET_HEADERS
 
-__all__ = ["THIRD_PARTY_LOGGERS", "install_log_redaction"]
-
 #: The loggers of the libraries under our transports (each with its child loggers).
 THIRD_PARTY_LOGGERS: Final = ("httpx", "httpcore", "hpack", "h2", "websockets")
 #: Child loggers those libraries create lazily (on first connection, or on import of an optional

@@ -18,8 +18,6 @@ from typing import Any, Final
 from .._codec._jsonrpc import Message
 from ._wire import HeaderView
 
-__all__ = ["MAX_RETRY_DELAY", "RESYNC_EVENT", "RESYNC_MARKER", "Cursor", "is_resync_message", "retry_delay"]
-
 #: Headers a server sends with a stream that the client echoes back when it reopens that stream.
 _RESUMPTION_HEADERS: Final = ("Acp-Stream-Epoch", "X-Qwen-Event-Epoch")
 #: The SSE event type of the reference agent's resync signal.

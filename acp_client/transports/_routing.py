@@ -26,16 +26,6 @@ import attrs
 
 from .._codec._jsonrpc import Message
 
-__all__ = [
-    "ESTABLISHING_METHODS",
-    "SESSION_SCOPED_METHODS",
-    "Route",
-    "Router",
-    "RunningTurns",
-    "StreamAction",
-    "is_session_404",
-]
-
 #: Methods whose POST always carries ``Acp-Session-Id`` (both official servers require it).
 SESSION_SCOPED_METHODS: Final = frozenset(
     {"session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"}
@@ -67,27 +57,18 @@ _NOWHERE: Final = Route()
 def is_session_404(body: bytes, session_header_sent: bool) -> bool:
     """Whether a 404 means "unknown session" (not "unknown connection")."""
     text = body.lower()
-    if b"connection" in text:
-        return False
-    if b"session" in text:
-        return True
-    return session_header_sent
+    return b"connection" not in text and (b"session" in text or session_header_sent)
 
 
 def session_id_of(params: Any) -> str | None:
     """The ``sessionId`` of a message's params, when it is a string."""
-    if isinstance(params, dict):
-        value = params.get("sessionId")
-        if isinstance(value, str):
-            return value
-    return None
+    value = params.get("sessionId") if isinstance(params, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _hashable_id(message: dict[str, Any]) -> int | str | None:
     value = message.get("id")
-    if isinstance(value, int | str) and not isinstance(value, bool):
-        return value
-    return None
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
 
 
 def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:

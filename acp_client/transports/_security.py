@@ -13,22 +13,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .._util._checks import DEFAULT_PORTS
 from ..exceptions import ConfigurationError
-
-__all__ = [
-    "DEFAULT_SECRET_HEADERS",
-    "Origin",
-    "TlsConfig",
-    "check_header_value",
-    "check_headers",
-    "check_session_id",
-    "origin_of",
-    "parse_retry_after",
-    "redact_headers",
-    "redact_url",
-    "redirect_allowed",
-    "safe_url",
-]
 
 #: Header names whose values never appear in logs and never go to another origin.
 DEFAULT_SECRET_HEADERS: frozenset[str] = frozenset({"authorization", "proxy-authorization", "cookie"})
@@ -37,13 +23,9 @@ _FORBIDDEN = ("\r", "\n", "\x00")
 
 
 def check_header_value(name: str, value: str) -> None:
-    """Reject a header name or value that could split or truncate a request.
-
-    Raises:
-        ConfigurationError: ``name`` is empty or has a character outside RFC 9110 ``token``, or
-            ``value`` contains CR, LF or NUL.
-    """
-    if not name or any(ch in name for ch in _FORBIDDEN) or any(ch in name for ch in ' \t:()<>@,;\\"/[]?={}'):
+    """Reject (``ConfigurationError``) an empty header name or one outside RFC 9110 ``token``, or a
+    value with CR, LF or NUL: what could split or truncate a request."""
+    if not name or any(ch in name for ch in '\r\n\x00 \t:()<>@,;\\"/[]?={}'):
         raise ConfigurationError(f"invalid header name {name!r}")
     if any(ch in value for ch in _FORBIDDEN):
         # Never echo the value: it may be a credential.
@@ -61,11 +43,8 @@ def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None)
 
 
 def check_session_id(session_id: str) -> str:
-    """Reject a session id that cannot travel safely in an ``Acp-Session-Id`` header.
-
-    Raises:
-        ConfigurationError: Empty, or contains CR, LF or NUL.
-    """
+    """Reject (``ConfigurationError``) a session id that cannot travel safely in an ``Acp-Session-Id``
+    header: empty, or with CR, LF or NUL."""
     if (
         not isinstance(session_id, str)
         or not session_id
@@ -95,24 +74,18 @@ class Origin:
         return self.scheme in ("https", "wss")
 
 
-_DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
-
-
 @functools.lru_cache(maxsize=256)
 def origin_of(url: str) -> Origin:
     """The origin of ``url`` (``ws``/``wss`` count as ``http``/``https``); cached: every request asks.
-
-    Raises:
-        ConfigurationError: No host, or a scheme other than http(s)/ws(s).
-    """
+    A URL with no host, or a scheme other than http(s)/ws(s), is a ``ConfigurationError``."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
+    if scheme not in DEFAULT_PORTS:
         raise ConfigurationError(f"unsupported URL scheme in {safe_url(url)!r}")
     if not parts.hostname:
         raise ConfigurationError(f"URL has no host: {safe_url(url)!r}")
     try:
-        port = parts.port or _DEFAULT_PORTS[scheme]
+        port = parts.port or DEFAULT_PORTS[scheme]
     except ValueError as exc:
         raise ConfigurationError(f"bad port in {safe_url(url)!r}") from exc
     normalized = {"ws": "http", "wss": "https"}.get(scheme, scheme)

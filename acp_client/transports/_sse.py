@@ -21,8 +21,6 @@ import attrs
 
 from ..exceptions import ConfigurationError, MessageTooLarge
 
-__all__ = ["SseEvent", "SseItem", "SseParser"]
-
 #: Room for a field name, colon and space in an incomplete data line counted against the event cap.
 _FIELD_SLACK: Final = 8
 _BOM: Final = b"\xef\xbb\xbf"

@@ -20,8 +20,6 @@ from typing import Any, Final, NoReturn, TypeVar
 import httpcore
 import httpx
 
-__all__ = ["HeaderView", "Reply", "Wire", "new_pools"]
-
 _USER_AGENT: Final = b"acp-reconnect"
 T = TypeVar("T")
 #: Seconds an idle connection may wait for reuse: below the 5 s after which many servers (hypercorn,
@@ -210,22 +208,15 @@ def new_pools(
     ]
 
 
-#: httpcore's network failures and the httpx types the transport maps (the most specific first).
-_FAILURES: Final[tuple[tuple[type[Exception], type[httpx.HTTPError]], ...]] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.ProtocolError, httpx.ProtocolError),
+#: httpcore's network failures and the httpx types of the same name the transport maps (the most
+#: specific first).
+_FAILURES: Final[tuple[tuple[type[Exception], type[httpx.HTTPError]], ...]] = tuple(
+    (getattr(httpcore, name), getattr(httpx, name))
+    for name in (
+        *("ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException"),
+        *("ConnectError", "ReadError", "WriteError", "NetworkError", "RemoteProtocolError"),
+        *("LocalProtocolError", "ProxyError", "UnsupportedProtocol", "ProtocolError"),
+    )
 )
 
 

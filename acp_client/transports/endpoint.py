@@ -64,10 +64,7 @@ def connector_for(
         if not command:
             raise ConfigurationError("stdio: endpoint needs a command")
         return StdioConnector(command, limits=limits, **options)
-    hint = _url_hint(endpoint)
-    if hint is not None:
-        raise ConfigurationError(hint)
-    raise ConfigurationError(_unsupported(endpoint))
+    raise ConfigurationError(_url_hint(endpoint) or _unsupported(endpoint))
 
 
 def check_url(url: str) -> None:
@@ -130,8 +127,7 @@ def _unsupported(endpoint: str) -> str:
         path = host_port["path"] or "/acp"
         guess = f"ws://{host_port['host']}:{host_port['port']}{path}"
         return f"{endpoint!r} has no scheme: did you mean {guess!r}? An endpoint is one of {ENDPOINT_FORMS}"
-    scheme = endpoint.split(":", 1)[0] if ":" in endpoint else endpoint
-    return f"unsupported endpoint {scheme!r}: an endpoint is one of {ENDPOINT_FORMS}"
+    return f"unsupported endpoint {endpoint.split(':', 1)[0]!r}: an endpoint is one of {ENDPOINT_FORMS}"
 
 
 _SCHEME_TYPO = re.compile(r"^(wss?|https?)(?=[:/])[:/]*", re.IGNORECASE)

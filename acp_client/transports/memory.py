@@ -65,7 +65,7 @@ class MemoryTransport:
             await self._wakeup.wait()
 
     async def aclose(self) -> None:
-        self.close("closed by this side")
+        self.close()
 
     def close(self, reason: str = "closed by this side") -> None:
         """Close both ends; the peer sees ``TransportClosed(reason)`` after its queued frames."""

@@ -408,7 +408,6 @@ class StdioTransport(asyncio.SubprocessProtocol):
         if self._end is not None or self._returncode is not None or self._stdin_lost or self._proc is None:
             raise self._write_error(maybe_delivered=False)
         data = encode(message).encode("utf-8") + b"\n"
-        assert self._proc is not None
         stdin = self._proc.get_pipe_transport(0)
         assert isinstance(stdin, asyncio.WriteTransport)
         stdin.write(data)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-__all__ = ["ALWAYS", "NAME", "PRESENCE", "STRICT", "VERSIONS", "wire"]
-
 #: The wire name: a string, or a mapping ``{protocol_version: name}`` (missing versions: camelCase).
 NAME: Final = "acp.name"
 #: The protocol versions in which the field exists on the wire (absent: all versions).

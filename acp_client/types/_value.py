@@ -16,8 +16,6 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-__all__ = ["MetaOnly", "UnknownVariant", "value", "value_types"]
-
 _T = TypeVar("_T")
 
 

@@ -250,8 +250,8 @@ class NewSessionRequest:
 
 
 @attrs.frozen(eq=False, repr=False)
-class NewSessionResponse:
-    """``session/new`` result. ``None`` means the agent did not send the member."""
+class _NewSessionResult:
+    """A new session and its settings. ``None`` means the agent did not send the member."""
 
     session_id: str
     modes: SessionModeState | None = None
@@ -262,14 +262,24 @@ class NewSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class LoadSessionRequest:
-    """``session/load`` params (v1 only): the agent replays the history as ``session/update``."""
+class NewSessionResponse(_NewSessionResult):
+    """``session/new`` result."""
+
+
+@attrs.frozen(eq=False, repr=False)
+class _ExistingSessionParams:
+    """Params that open an existing session in a working directory."""
 
     session_id: str
     cwd: str
     mcp_servers: tuple[McpServer, ...] = attrs.field(default=(), metadata=wire(always=True))
     additional_directories: tuple[str, ...] = ()
     meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(eq=False, repr=False)
+class LoadSessionRequest(_ExistingSessionParams):
+    """``session/load`` params (v1 only): the agent replays the history as ``session/update``."""
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -324,26 +334,13 @@ class ResumeSessionResponse:
 
 
 @attrs.frozen(eq=False, repr=False)
-class ForkSessionRequest:
+class ForkSessionRequest(_ExistingSessionParams):
     """``session/fork`` params."""
-
-    session_id: str
-    cwd: str
-    mcp_servers: tuple[McpServer, ...] = attrs.field(default=(), metadata=wire(always=True))
-    additional_directories: tuple[str, ...] = ()
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)
-class ForkSessionResponse:
+class ForkSessionResponse(_NewSessionResult):
     """``session/fork`` result: the new session."""
-
-    session_id: str
-    modes: SessionModeState | None = None
-    models: dict[str, Any] | None = None
-    config_options: tuple[SessionConfigOption, ...] | None = None
-    available_commands: tuple[AvailableCommand, ...] | None = None
-    meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(eq=False, repr=False)

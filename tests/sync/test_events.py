@@ -56,3 +56,15 @@ def test_permission_outcome_is_one_public_type() -> None:
         acp_client.handlers.PermissionOutcome is acp_client.types.PermissionOutcome
     )
     assert set(acp_client.types.PermissionOutcome.__args__) == {SelectedPermissionOutcome, CancelledPermissionOutcome}
+
+
+def test_the_editor_guide_tables_every_event_class() -> None:
+    import typing
+    from pathlib import Path
+
+    from acp_client.sync import SyncEvent
+
+    guide = Path(__file__).parents[2] / "docs" / "editor-plugin.md"
+    table = [line for line in guide.read_text().splitlines() if line.startswith("| `")]
+    for event_class in typing.get_args(SyncEvent):
+        assert any(f"`{event_class.__name__}`" in row for row in table), event_class.__name__

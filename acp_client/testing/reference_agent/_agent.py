@@ -54,8 +54,6 @@ from ._faults import ESCAPES, check_faults, naive_time
 from ._meta_log import MetaLog
 from ._store import HistoryEntry, SessionStore, StoredSession, utc_now
 
-__all__ = ["AgentConnection", "ReferenceAgent", "SendCallable", "SessionSnapshot"]
-
 logger = logging.getLogger(__name__)
 
 #: ``send(message, cause)``: deliver one outbound message. ``cause`` is the id of the client

@@ -15,8 +15,6 @@ from typing import Final
 
 from ...exceptions import ConfigurationError
 
-__all__ = ["ESCAPES", "FAULTS", "check_faults", "naive_time"]
-
 #: Every fault, with what it makes the agent do.
 FAULTS: Final[dict[str, str]] = {
     "load-unknown-ok": "session/load (v1) or session/resume with replayFrom (v2) of an unknown id answers {} "

@@ -19,8 +19,6 @@ import attrs
 
 from ..._codec._jsonrpc import RequestId
 
-__all__ = ["MetaLog", "MetaRecord", "child_traceparent"]
-
 _TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 #: Requests whose trace context is remembered for the agent's calls on their behalf.
 _REMEMBERED: Final = 256

@@ -56,8 +56,6 @@ from ...exceptions import MalformedFrame, TransportClosed
 from ..proxy import FaultProxy
 from ._agent import AgentConnection, ReferenceAgent
 
-__all__ = ["ReferenceServer", "RequestRecord"]
-
 logger = logging.getLogger(__name__)
 
 _Scope = dict[str, Any]

@@ -18,8 +18,6 @@ from ...exceptions import MessageTooLarge, TransportClosed
 from ._agent import ReferenceAgent
 from ._faults import ESCAPES
 
-__all__ = ["LineWriter", "serve_stdio"]
-
 logger = logging.getLogger(__name__)
 
 #: The longest line read from stdin (one JSON-RPC message).

@@ -26,8 +26,6 @@ from typing import Any, Literal
 
 import attrs
 
-__all__ = ["HistoryEntry", "SessionStore", "StoredSession", "is_safe_session_id", "utc_now"]
-
 logger = logging.getLogger(__name__)
 
 #: Session ids the store accepts: they become file names, so no separators and no leading dot.
