@@ -71,8 +71,6 @@ class _Message(Protocol):
 
 M = TypeVar("M", bound=_Message)
 
-__all__ = ["Reconciled", "reconcile"]
-
 #: A pathological replay must not cost quadratic time: past this many cells an alignment's middle
 #: is matched greedily and only the ``_WINDOW`` prompts (or answers) due next are searched.
 _MAX_CELLS = 4_000_000
