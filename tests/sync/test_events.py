@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
+import typing
+from pathlib import Path
 from typing import Any
 
-from acp_client.sync import PermissionRequest
+from acp_client.sync import PermissionRequest, SyncEvent
 from acp_client.types import CancelledPermissionOutcome, RequestPermissionRequest, SelectedPermissionOutcome
 
 # -- PermissionRequest answers ------------------------------------------------------------------------
@@ -59,11 +61,6 @@ def test_permission_outcome_is_one_public_type() -> None:
 
 
 def test_the_editor_guide_tables_every_event_class() -> None:
-    import typing
-    from pathlib import Path
-
-    from acp_client.sync import SyncEvent
-
     guide = Path(__file__).parents[2] / "docs" / "editor-plugin.md"
     table = [line for line in guide.read_text().splitlines() if line.startswith("| `")]
     for event_class in typing.get_args(SyncEvent):
