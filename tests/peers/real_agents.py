@@ -55,6 +55,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import attrs
 import pytest
@@ -299,25 +300,28 @@ class FastAgent:
         return home / "sessions"
 
 
-def _modelled(venv: Path, script: Path, home: Path, base_url: str) -> list[str]:
-    """argv of one of our runner scripts in ``venv``: its agent keeps what it writes under ``home`` and
-    asks its model at ``base_url``."""
-    return [str(_bin(venv, "python")), str(script), "--home", os.fspath(home), "--base-url", base_url]
-
-
 @attrs.frozen
-class IsaacAcpAgent:
-    """isaac-acp in its cached environment.
+class _ModelledAgent:
+    """A Python agent in its cached environment, run by one of our runner scripts (:attr:`SCRIPT`): it keeps what
+    it writes under ``home`` and asks its model at ``base_url``.
 
     Attributes:
         venv: The environment's directory.
     """
 
+    SCRIPT: ClassVar[Path]
     venv: Path
 
     def command(self, home: Path, base_url: str) -> list[str]:
-        """argv of one isaac process keeping its config and sessions under ``home``, its model at ``base_url``."""
-        return _modelled(self.venv, ISAAC_ACP_SCRIPT, home, base_url)
+        """argv of one agent process keeping its files under ``home``, its model at ``base_url``."""
+        return [str(_bin(self.venv, "python")), str(self.SCRIPT), "--home", os.fspath(home), "--base-url", base_url]
+
+
+@attrs.frozen
+class IsaacAcpAgent(_ModelledAgent):
+    """isaac-acp (its config and sessions under ``home``)."""
+
+    SCRIPT = ISAAC_ACP_SCRIPT
 
     @staticmethod
     def store_of(home: Path) -> Path:
@@ -352,21 +356,10 @@ class DeepagentsAcpAgent:
 
 
 @attrs.frozen
-class AgentaoAgent:
-    """agentao in its cached environment.
+class AgentaoAgent(_ModelledAgent):
+    """agentao (``HOME=home``); it keeps each session under ``<session cwd>/.agentao/sessions`` (:meth:`store_of`)."""
 
-    Attributes:
-        venv: The environment's directory.
-    """
-
-    venv: Path
-
-    def command(self, home: Path, base_url: str) -> list[str]:
-        """argv of one ``agentao.acp`` process with ``HOME=home`` and its model at ``base_url``.
-
-        agentao keeps each session under ``<session cwd>/.agentao/sessions`` (see :meth:`store_of`).
-        """
-        return _modelled(self.venv, AGENTAO_SCRIPT, home, base_url)
+    SCRIPT = AGENTAO_SCRIPT
 
     @staticmethod
     def store_of(cwd: Path) -> Path:
@@ -375,19 +368,10 @@ class AgentaoAgent:
 
 
 @attrs.frozen
-class GptmeAcpAgent:
-    """gptme's ACP agent in its cached environment.
+class GptmeAcpAgent(_ModelledAgent):
+    """gptme's ACP agent (its config and conversations under ``home``)."""
 
-    Attributes:
-        venv: The environment's directory.
-    """
-
-    venv: Path
-
-    def command(self, home: Path, base_url: str) -> list[str]:
-        """argv of one ``gptme.acp`` process keeping its config and conversations under ``home``, its model at
-        ``base_url``."""
-        return _modelled(self.venv, GPTME_SCRIPT, home, base_url)
+    SCRIPT = GPTME_SCRIPT
 
     @staticmethod
     def store_of(home: Path) -> Path:
@@ -396,18 +380,10 @@ class GptmeAcpAgent:
 
 
 @attrs.frozen
-class ChukAcpAgent:
-    """An agent built on chuk-acp-agent, in its cached environment.
+class ChukAcpAgent(_ModelledAgent):
+    """An agent built on chuk-acp-agent (``HOME=home``; it keeps no sessions)."""
 
-    Attributes:
-        venv: The environment's directory.
-    """
-
-    venv: Path
-
-    def command(self, home: Path, base_url: str) -> list[str]:
-        """argv of one agent process with ``HOME=home`` and its model at ``base_url`` (it keeps no sessions)."""
-        return _modelled(self.venv, CHUK_ACP_AGENT_SCRIPT, home, base_url)
+    SCRIPT = CHUK_ACP_AGENT_SCRIPT
 
 
 @pytest.fixture
