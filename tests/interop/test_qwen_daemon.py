@@ -271,6 +271,24 @@ async def slow_turn(client: Client, qwen: Qwen, kind: str, tag: str, words: int 
     return SlowTurn(handle, first, slow, info.connection_id if info is not None else None, turn)
 
 
+async def ends_and_goes_on(client: Client, qwen: Qwen, cut: SlowTurn, kind: str, tag: str, *, reattached: bool) -> None:
+    """After a fault during ``cut``'s streamed answer: its turn ends (interrupted over a link that dropped: marked
+    and reported, checked by :func:`check_conversation`) and the daemon did not abort it; over HTTP, when the
+    stream is ``reattached``, the turn ended on its first connection with the whole answer; then the next turn runs
+    as usual."""
+    handle, first, slow, connection, turn = cut
+    with contextlib.suppress(ConnectionLost):
+        await turn
+    await not_aborted(qwen, client, kind, slow, connection)
+    if reattached and kind == "http":
+        assert turn.result().stop_reason == "end_turn"
+        assert agent_text(handle, slow) == answer(slow), describe_transcript(handle)
+        assert client.wire.sent_methods().count("initialize") == 1, client.wire.sent_methods()
+    after = unique("after", kind, tag)
+    await handle.prompt(after)
+    check_conversation(handle, client.recorder, qwen.llm, [first, slow, after])
+
+
 # -- faults ----------------------------------------------------------------------------------------------
 
 
@@ -278,15 +296,9 @@ async def test_every_connection_reset_mid_turn(client: Client, qwen: Qwen, proxy
     """Every connection (the socket; over HTTP the POSTs' and every stream's) reset in the middle of a
     streamed answer: the turn is not aborted, and its answer ends complete (or marked incomplete and
     reported); the next turn runs as usual."""
-    recorder = client.recorder
-    handle, first, slow, connection, turn = await slow_turn(client, qwen, kind, "reset")
+    cut = await slow_turn(client, qwen, kind, "reset")
     await proxy.cut()
-    with contextlib.suppress(ConnectionLost):  # an interrupted turn: marked and reported (checked below)
-        await turn
-    await not_aborted(qwen, client, kind, slow, connection)
-    after = unique("after", kind, "reset")
-    await handle.prompt(after)
-    check_conversation(handle, recorder, qwen.llm, [first, slow, after])
+    await ends_and_goes_on(client, qwen, cut, kind, "reset", reattached=False)
 
 
 async def test_a_websocket_reset_then_a_turn(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
@@ -338,20 +350,11 @@ async def test_a_session_stream_reset_mid_turn(client: Client, qwen: Qwen, proxy
     with ``Last-Event-ID`` on the same connection (no new ``initialize``) and the answer ends whole; over
     WebSocket the client reconnects, and the answer ends whole or marked incomplete. Either way the turn
     runs on in the daemon, and the next turn runs as usual."""
-    recorder = client.recorder
-    handle, first, slow, connection, turn = await slow_turn(client, qwen, kind, "stream")
+    cut = await slow_turn(client, qwen, kind, "stream")
     await proxy.cut(STREAM[kind])
-    with contextlib.suppress(ConnectionLost):  # WebSocket: an interrupted turn, marked and reported
-        await turn
-    await not_aborted(qwen, client, kind, slow, connection)
+    await ends_and_goes_on(client, qwen, cut, kind, "stream", reattached=True)
     if kind == "http":
-        assert turn.result().stop_reason == "end_turn"
-        assert agent_text(handle, slow) == answer(slow), describe_transcript(handle)
-        assert client.wire.sent_methods().count("initialize") == 1, client.wire.sent_methods()
-        assert recorder.outcomes == []
-    after = unique("after", kind, "stream")
-    await handle.prompt(after)
-    check_conversation(handle, recorder, qwen.llm, [first, slow, after])
+        assert client.recorder.outcomes == []  # reattached: nothing was recovered, before or during the next turn
 
 
 async def test_a_stream_silent_then_reset(client: Client, qwen: Qwen, proxy: FaultProxy, kind: str) -> None:
@@ -360,8 +363,8 @@ async def test_a_stream_silent_then_reset(client: Client, qwen: Qwen, proxy: Fau
     daemon's turn back) for :data:`SILENCE` seconds —; then it is reset. What the silence swallowed is
     never lost silently: over HTTP the reattached stream brings the middle of the answer (the answer ends
     whole, in order); over WebSocket the answer ends whole or marked incomplete and reported."""
-    recorder = client.recorder
-    handle, first, slow, connection, turn = await slow_turn(client, qwen, kind, "silent", words=1)
+    cut = await slow_turn(client, qwen, kind, "silent", words=1)
+    handle, slow = cut.handle, cut.slow
     assert await proxy.silence(STREAM[kind]) == 1
     if kind == "http":
         # Until the model has streamed its whole answer: the daemon sent it all into the silence.
@@ -372,13 +375,4 @@ async def test_a_stream_silent_then_reset(client: Client, qwen: Qwen, proxy: Fau
     heard = agent_text(handle, slow)
     assert heard != answer(slow)  # the silence held the rest of it
     await proxy.cut(STREAM[kind])
-    with contextlib.suppress(ConnectionLost):
-        await turn
-    await not_aborted(qwen, client, kind, slow, connection)
-    if kind == "http":
-        assert turn.result().stop_reason == "end_turn"
-        assert agent_text(handle, slow) == answer(slow), describe_transcript(handle)
-        assert client.wire.sent_methods().count("initialize") == 1, client.wire.sent_methods()
-    after = unique("after", kind, "silent")
-    await handle.prompt(after)
-    check_conversation(handle, recorder, qwen.llm, [first, slow, after])
+    await ends_and_goes_on(client, qwen, cut, kind, "silent", reattached=True)
