@@ -62,6 +62,7 @@ __all__ = [
     "CLAUDE_CODE_ACP_PACKAGE",
     "CLAUDE_CODE_ACP_VERSION",
     "DEAD_PROXY",
+    "NO_ROUTE_OUT",
     "ClaudeAdapter",
     "claude_agent_acp",
     "claude_code_acp",
@@ -77,6 +78,13 @@ CLAUDE_CODE_ACP_PACKAGE = "@zed-industries/claude-code-acp"
 
 #: Where every proxy variable points: a loopback port nothing listens on (the discard port).
 DEAD_PROXY = "http://127.0.0.1:9"
+_LOOPBACK = "127.0.0.1,localhost,::1"
+#: The proxy variables of an agent process that must not leave loopback: every proxy is the dead one, loopback is
+#: reached directly.
+NO_ROUTE_OUT = {
+    **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), DEAD_PROXY),
+    **dict.fromkeys(("NO_PROXY", "no_proxy"), _LOOPBACK),
+}
 
 _INSTALL_TIMEOUT = 600.0
 
@@ -129,7 +137,6 @@ def ensure_npm_package(package: str, version: str) -> Path:
 def offline_environment(home: Path, base_url: str) -> dict[str, str]:
     """The variables that keep one adapter process on loopback, its state under ``home`` (see the module doc)."""
     config = home / ".claude"
-    loopback = "127.0.0.1,localhost,::1"
     return {
         "HOME": os.fspath(home),
         "CLAUDE_CONFIG_DIR": os.fspath(config),
@@ -139,12 +146,7 @@ def offline_environment(home: Path, base_url: str) -> dict[str, str]:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
-        "HTTP_PROXY": DEAD_PROXY,
-        "HTTPS_PROXY": DEAD_PROXY,
-        "http_proxy": DEAD_PROXY,
-        "https_proxy": DEAD_PROXY,
-        "NO_PROXY": loopback,
-        "no_proxy": loopback,
+        **NO_ROUTE_OUT,
     }
 
 

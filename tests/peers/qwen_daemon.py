@@ -59,7 +59,7 @@ import attrs
 import pytest
 
 from tests._support import eventually_blocking
-from tests.peers.claude_agents import DEAD_PROXY, ensure_npm_package
+from tests.peers.claude_agents import NO_ROUTE_OUT, ensure_npm_package
 
 __all__ = ["QWEN_CODE_PACKAGE", "QWEN_CODE_VERSION", "HostFront", "QwenCode", "QwenDaemon", "qwen_code"]
 
@@ -102,7 +102,6 @@ class QwenCode:
 
 def offline_environment(home: Path, base_url: str) -> dict[str, str]:
     """The environment of one daemon: its home, its model on loopback, nothing that goes elsewhere."""
-    loopback = "127.0.0.1,localhost,::1"
     return {
         "HOME": os.fspath(home),
         "PATH": os.environ.get("PATH", os.defpath),
@@ -111,12 +110,7 @@ def offline_environment(home: Path, base_url: str) -> dict[str, str]:
         "OPENAI_MODEL": MODEL,
         "QWEN_CODE_DISABLE_PRECONNECT": "1",
         "DO_NOT_TRACK": "1",
-        "HTTP_PROXY": DEAD_PROXY,
-        "HTTPS_PROXY": DEAD_PROXY,
-        "http_proxy": DEAD_PROXY,
-        "https_proxy": DEAD_PROXY,
-        "NO_PROXY": loopback,
-        "no_proxy": loopback,
+        **NO_ROUTE_OUT,
     }
 
 
